@@ -1,0 +1,32 @@
+import { CommanderError } from 'commander';
+import { LlmqError } from '../errors.js';
+import { buildProgram } from './program.js';
+import { colorsFor } from './output.js';
+
+/**
+ * The one place errors become exit codes: an LlmqError prints its message, a commander error has
+ * printed itself, anything else is a bug and prints its stack.
+ */
+export async function main(argv: readonly string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv as string[]);
+    return process.exitCode === undefined ? 0 : Number(process.exitCode);
+  } catch (error) {
+    const c = colorsFor(process.stderr);
+    if (error instanceof CommanderError) {
+      // help and version "errors" are successes; commander already printed the message.
+      return error.exitCode === 0 ? 0 : 1;
+    }
+    if (error instanceof LlmqError) {
+      process.stderr.write(`${c.red('error:')} ${error.message}\n`);
+      return error.exitCode;
+    }
+    process.stderr.write(`${c.red('llmq: unexpected error')} (a bug, please report it with the lines below)\n`);
+    process.stderr.write(`${(error as Error)?.stack ?? String(error)}\n`);
+    return 1;
+  }
+}
+
+const code = await main(process.argv);
+process.exitCode = code;

@@ -1,0 +1,35 @@
+/**
+ * Errors a user can act on. The CLI prints `message` (one line, ends with the fix) and exits with
+ * `exitCode`; anything that is not an LlmqError is a bug and gets a stack trace.
+ */
+export class LlmqError extends Error {
+  readonly exitCode: number;
+  constructor(message: string, options: { exitCode?: number; cause?: unknown } = {}) {
+    super(message, { cause: options.cause });
+    this.name = 'LlmqError';
+    this.exitCode = options.exitCode ?? 1;
+  }
+}
+
+/** A flag or config value is wrong: names the option, the value and what was expected. */
+export class UsageError extends LlmqError {
+  constructor(message: string) {
+    super(message, { exitCode: 1 });
+    this.name = 'UsageError';
+  }
+}
+
+/** The database cannot be used (newer schema, not an llmq file, unreachable server). */
+export class StoreError extends LlmqError {
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(message, { exitCode: 1, cause: options.cause });
+    this.name = 'StoreError';
+  }
+}
+
+export const EXIT = Object.freeze({
+  OK: 0,
+  ERROR: 1,
+  PARTIAL: 2,
+  SIGNAL: 130,
+});

@@ -1,0 +1,8 @@
+/** llmq as a library: the store, ingest, providers and the scheduler, without the CLI. */
+export * from './errors.js';
+export * from './request.js';
+export * from './store/types.js';
+export { SqliteStore } from './store/sqlite/store.js';
+export { openStore, resolveDbLocation, isPostgresUrl, redactLocation } from './store/open-store.js';
+export * from './provider/types.js';
+export * from './scheduler/events.js';

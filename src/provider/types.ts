@@ -1,0 +1,79 @@
+import type { Usage } from '../store/types.js';
+
+/** How an error bears on the work: try the job again, give the job up, or stop the whole run. */
+export type ErrorScope = 'retryable' | 'job' | 'run';
+
+/** Why a request failed, finer than the scope, for counting, pausing and messages. */
+export type FailureReason =
+  | 'rate_limit' // 429 (not quota)
+  | 'server' // 5xx, 408, 409
+  | 'network' // refused, reset, DNS, socket closed
+  | 'timeout' // --timeout passed
+  | 'bad_body' // 200 whose body is not a valid completion
+  | 'bad_request' // 400, 404, 413, 422
+  | 'too_long' // the request does not fit the model's context
+  | 'auth' // 401, 403
+  | 'quota'; // 429 insufficient_quota
+
+/** What `x-ratelimit-*` headers said about the remaining budget. */
+export interface RateLimitInfo {
+  readonly remainingRequests: number | null;
+  readonly remainingTokens: number | null;
+  /** Milliseconds until the request budget resets. */
+  readonly resetRequestsMs: number | null;
+  /** Milliseconds until the token budget resets. */
+  readonly resetTokensMs: number | null;
+}
+
+export interface CompletionResult {
+  readonly status: number;
+  /** The assistant message text. */
+  readonly output: string;
+  /** The raw response body (JSON text). */
+  readonly body: string;
+  readonly usage: Usage;
+  readonly rateLimit: RateLimitInfo | null;
+}
+
+/**
+ * A failed request, classified once. `message` is safe to store and print: it never holds the key.
+ */
+export class ProviderError extends Error {
+  readonly scope: ErrorScope;
+  readonly reason: FailureReason;
+  readonly status: number | null;
+  /** The provider's error code, e.g. `insufficient_quota`, `context_length_exceeded`. */
+  readonly code: string | null;
+  /** How long the provider asked us to wait (retry-after-ms / retry-after), if it did. */
+  readonly retryAfterMs: number | null;
+  readonly rateLimit: RateLimitInfo | null;
+
+  constructor(init: {
+    message: string; scope: ErrorScope; reason: FailureReason; status?: number | null; code?: string | null;
+    retryAfterMs?: number | null; rateLimit?: RateLimitInfo | null; cause?: unknown;
+  }) {
+    super(init.message, { cause: init.cause });
+    this.name = 'ProviderError';
+    this.scope = init.scope;
+    this.reason = init.reason;
+    this.status = init.status ?? null;
+    this.code = init.code ?? null;
+    this.retryAfterMs = init.retryAfterMs ?? null;
+    this.rateLimit = init.rateLimit ?? null;
+  }
+
+  get retryable(): boolean {
+    return this.scope === 'retryable';
+  }
+}
+
+/** An OpenAI-compatible chat-completions endpoint, or the offline mock. */
+export interface Provider {
+  /** For messages and the limiter id: `openai-compatible (http://...)` or `mock`. */
+  readonly name: string;
+  /**
+   * Send one request body exactly as given. Resolves with a valid completion or rejects with a
+   * ProviderError; rejects with the signal's reason when `signal` aborts (a stop, not a failure).
+   */
+  complete(requestJson: string, options: { readonly signal: AbortSignal }): Promise<CompletionResult>;
+}

@@ -1,0 +1,71 @@
+import type { FailureReason } from '../provider/types.js';
+import type { Usage } from '../store/types.js';
+
+/** Live figures of a run, emitted on every `progress` event. */
+export interface ProgressSnapshot {
+  /** ms epoch the run started. */
+  readonly startedAt: number;
+  readonly now: number;
+  /** Jobs that were pending or running when the run started, plus any enqueued since it started (best effort). */
+  readonly total: number;
+  /** Jobs done before this run started. */
+  readonly alreadyDone: number;
+  /** Finished by this run. */
+  readonly done: number;
+  readonly failed: number;
+  /** Retries this run scheduled. */
+  readonly retried: number;
+  readonly inFlight: number;
+  /** Claimed jobs waiting for a slot or the rate limiter. */
+  readonly waiting: number;
+  /** Jobs in backoff before their next try. */
+  readonly backingOff: number;
+  readonly requests: number;
+  readonly rateLimited: number;
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+  /** Jobs per second over the last ~30 s. */
+  readonly jobsPerSecond: number;
+  readonly tokensPerSecond: number;
+  /** Seconds left at the recent rate, or null when unknown. */
+  readonly etaSeconds: number | null;
+  /** Set while dispatch is paused: why and until when (ms epoch). */
+  readonly paused: { readonly reason: 'rate_limit' | 'outage'; readonly until: number } | null;
+}
+
+export interface RunSummary {
+  readonly runId: string;
+  /** Why the run ended. */
+  readonly reason: 'drained' | 'limit' | 'signal' | 'fatal';
+  readonly done: number;
+  readonly failed: number;
+  readonly retried: number;
+  readonly requests: number;
+  readonly rateLimited: number;
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+  readonly wallMs: number;
+  /** Jobs left pending or running in the store when the run ended. */
+  readonly remaining: number;
+  /** Jobs failed in the whole store (not only this run's). */
+  readonly failedInStore: number;
+  /** The run-fatal error, when reason is 'fatal'. */
+  readonly fatal: { readonly message: string; readonly reason: FailureReason | 'internal' } | null;
+}
+
+/** Everything the scheduler tells its listeners. Progress bars and `--json` output are two listeners. */
+export interface SchedulerEventMap {
+  'run:start': { runId: string; total: number; alreadyDone: number; options: Record<string, unknown> };
+  'job:start': { key: string; attempt: number; model: string };
+  'job:done': { key: string; attempt: number; latencyMs: number; usage: Usage };
+  'job:retry': { key: string; attempt: number; status: number | null; reason: FailureReason; error: string; delayMs: number; counted: boolean };
+  'job:failed': { key: string; attempt: number; status: number | null; error: string };
+  paused: { reason: 'rate_limit' | 'outage'; untilMs: number; detail: string };
+  resumed: { reason: 'rate_limit' | 'outage' };
+  stopping: { graceMs: number; signal: string };
+  progress: ProgressSnapshot;
+  'run:end': RunSummary;
+}
+
+export type SchedulerEventName = keyof SchedulerEventMap;
+export type SchedulerListener = <E extends SchedulerEventName>(event: E, payload: SchedulerEventMap[E]) => void;

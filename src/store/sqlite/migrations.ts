@@ -1,0 +1,88 @@
+/**
+ * Forward-only schema migrations for the SQLite store. Append a new entry to change the schema;
+ * never edit one that has shipped. `llmq_migrations` records what has been applied.
+ */
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  readonly sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = Object.freeze([
+  {
+    version: 1,
+    name: 'initial',
+    sql: `
+CREATE TABLE jobs (
+  seq               INTEGER PRIMARY KEY,            -- insertion order: FIFO within a priority
+  key               TEXT    NOT NULL UNIQUE,        -- SHA-256 of the canonical request
+  request           TEXT    NOT NULL,               -- the exact request body (canonical JSON)
+  model             TEXT    NOT NULL,
+  state             TEXT    NOT NULL DEFAULT 'pending'
+                    CHECK (state IN ('pending', 'running', 'done', 'failed')),
+  priority          INTEGER NOT NULL DEFAULT 0,     -- lower runs first
+  attempts          INTEGER NOT NULL DEFAULT 0,     -- raised when a try starts
+  run_after         INTEGER NOT NULL DEFAULT 0,     -- ms epoch; not claimed before
+  lease_owner       TEXT,                           -- runs.id holding the job while running
+  lease_expires_at  INTEGER,
+  output            TEXT,                           -- the answer text
+  response          TEXT,                           -- the provider's full response body
+  prompt_tokens     INTEGER,
+  completion_tokens INTEGER,
+  error             TEXT,                           -- last error, or why it failed
+  created_at        INTEGER NOT NULL,
+  updated_at        INTEGER NOT NULL,
+  finished_at       INTEGER
+);
+CREATE INDEX jobs_claim ON jobs (state, priority, seq);
+CREATE INDEX jobs_lease ON jobs (lease_owner) WHERE lease_owner IS NOT NULL;
+-- covers status: counts and tokens per model and state without reading the request text
+CREATE INDEX jobs_usage ON jobs (model, state, prompt_tokens, completion_tokens);
+CREATE INDEX jobs_age ON jobs (state, created_at);
+CREATE INDEX jobs_retrying ON jobs (state) WHERE attempts > 0;
+
+CREATE TABLE items (
+  seq        INTEGER PRIMARY KEY,                   -- input order
+  id         TEXT    NOT NULL UNIQUE,               -- relative path, JSONL id, file:line or custom_id
+  source     TEXT    NOT NULL,
+  job_key    TEXT    NOT NULL REFERENCES jobs (key),
+  meta       TEXT,                                  -- JSON object of extra input fields
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE INDEX items_job ON items (job_key);
+
+CREATE TABLE attempts (
+  id                INTEGER PRIMARY KEY,
+  job_key           TEXT    NOT NULL,
+  run_id            TEXT    NOT NULL,
+  attempt           INTEGER NOT NULL,
+  started_at        INTEGER NOT NULL,
+  ended_at          INTEGER NOT NULL,
+  latency_ms        INTEGER NOT NULL,
+  status            INTEGER,                        -- HTTP status; NULL for network errors
+  outcome           TEXT    NOT NULL
+                    CHECK (outcome IN ('done', 'retry', 'failed', 'not_counted', 'released')),
+  error             TEXT,
+  prompt_tokens     INTEGER,
+  completion_tokens INTEGER
+);
+CREATE INDEX attempts_job ON attempts (job_key, id);
+
+CREATE TABLE runs (
+  id           TEXT    PRIMARY KEY,
+  host         TEXT    NOT NULL,
+  pid          INTEGER NOT NULL,
+  started_at   INTEGER NOT NULL,
+  heartbeat_at INTEGER NOT NULL,
+  ended_at     INTEGER,
+  exit_reason  TEXT,
+  options      TEXT    NOT NULL,                    -- JSON, never holds the API key
+  stats        TEXT                                 -- JSON RunStats, updated on each heartbeat
+);
+CREATE INDEX runs_open ON runs (ended_at, started_at);
+`,
+  },
+]);
+
+export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

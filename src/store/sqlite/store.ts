@@ -1,0 +1,203 @@
+import type {
+  AttemptRecord, ClaimOptions, ClaimResult, ClaimedJob, Completion, EnqueueResult, EnqueueRow,
+  ExportFilter, ExportRow, ItemDetail, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
+} from '../types.js';
+import { openSqlite, type Db } from './open.js';
+import { SqliteReader } from './read.js';
+
+/**
+ * The embedded store: one SQLite file. better-sqlite3 is synchronous, so every method here runs
+ * its transaction to the end before returning; none is ever held across an `await`.
+ */
+export class SqliteStore implements Store {
+  readonly kind = 'sqlite' as const;
+  readonly location: string;
+  readonly db: Db;
+  readonly #read: SqliteReader;
+  readonly #s;
+
+  constructor(path: string) {
+    this.location = path;
+    this.db = openSqlite(path);
+    this.#read = new SqliteReader(this.db);
+    const db = this.db;
+    this.#s = {
+      insertJob: db.prepare(`INSERT INTO jobs (key, request, model, priority, created_at, updated_at)
+        VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`),
+      itemJob: db.prepare('SELECT job_key FROM items WHERE id = ?').pluck(),
+      insertItem: db.prepare(`INSERT INTO items (id, source, job_key, meta, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`),
+      moveItem: db.prepare('UPDATE items SET job_key = ?, source = ?, meta = ?, updated_at = ? WHERE id = ?'),
+      claim: db.prepare(`UPDATE jobs SET
+          state = CASE WHEN attempts >= @max THEN 'failed' ELSE 'running' END,
+          attempts = CASE WHEN attempts >= @max THEN attempts ELSE attempts + 1 END,
+          error = CASE WHEN attempts >= @max
+            THEN 'gave up after ' || attempts || ' attempts; last error: ' || coalesce(error, 'the run working on it died')
+            ELSE error END,
+          finished_at = CASE WHEN attempts >= @max THEN @now ELSE NULL END,
+          lease_owner = CASE WHEN attempts >= @max THEN NULL ELSE @owner END,
+          lease_expires_at = CASE WHEN attempts >= @max THEN NULL ELSE @leaseUntil END,
+          updated_at = @now
+        WHERE seq IN (SELECT seq FROM jobs WHERE state = 'pending' AND run_after <= @now
+                      ORDER BY priority, seq LIMIT @limit)
+        RETURNING seq, key, request, model, priority, attempts, state`),
+      startRetry: db.prepare(`UPDATE jobs SET attempts = attempts + 1, lease_expires_at = ?, updated_at = ?
+        WHERE key = ? AND state = 'running' AND lease_owner = ? RETURNING attempts`).pluck(),
+      complete: db.prepare(`UPDATE jobs SET state = 'done', output = ?, response = ?, prompt_tokens = ?,
+          completion_tokens = ?, error = NULL, lease_owner = NULL, lease_expires_at = NULL, finished_at = ?, updated_at = ?
+        WHERE key = ? AND state <> 'done'`),
+      insertAttempt: db.prepare(`INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms,
+          status, outcome, error, prompt_tokens, completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+      noteError: db.prepare(`UPDATE jobs SET error = ?, attempts = attempts - ?, updated_at = ?
+        WHERE key = ? AND state = 'running' AND lease_owner = ?`),
+      fail: db.prepare(`UPDATE jobs SET state = 'failed', error = ?, lease_owner = NULL, lease_expires_at = NULL,
+          finished_at = ?, updated_at = ? WHERE key = ? AND state = 'running' AND lease_owner = ?`),
+      release: db.prepare(`UPDATE jobs SET state = 'pending', attempts = max(attempts - ?, 0), lease_owner = NULL,
+          lease_expires_at = NULL, updated_at = ? WHERE lease_owner = ? AND state = 'running'`),
+      reclaimExpired: db.prepare(`UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
+        WHERE state = 'running' AND lease_expires_at < ?`),
+      reclaimOwner: db.prepare(`UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
+        WHERE lease_owner = ? AND state = 'running'`),
+      endRun: db.prepare('UPDATE runs SET ended_at = ?, exit_reason = ? WHERE id = ? AND ended_at IS NULL'),
+      retryFailed: db.prepare(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL,
+          finished_at = NULL, updated_at = @now
+        WHERE state = 'failed' AND (@text IS NULL OR instr(lower(error), lower(@text)) > 0)`),
+      startRun: db.prepare(`INSERT INTO runs (id, host, pid, started_at, heartbeat_at, options) VALUES (?, ?, ?, ?, ?, ?)`),
+      runHeartbeat: db.prepare('UPDATE runs SET heartbeat_at = ?, stats = ? WHERE id = ?'),
+      renewLeases: db.prepare(`UPDATE jobs SET lease_expires_at = ? WHERE lease_owner = ? AND state = 'running'`),
+      finishRun: db.prepare('UPDATE runs SET heartbeat_at = ?, ended_at = ?, exit_reason = ?, stats = ? WHERE id = ?'),
+      nextPending: db.prepare(`SELECT min(run_after) FROM jobs WHERE state = 'pending'`).pluck(),
+    };
+  }
+
+  async enqueue(rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult> {
+    return this.enqueueSync(rows, now);
+  }
+
+  /** The synchronous core of `enqueue`, one transaction for the whole batch. */
+  readonly enqueueSync = (rows: readonly EnqueueRow[], now: number): EnqueueResult =>
+    this.db.transaction(() => {
+      let newJobs = 0, newItems = 0, movedItems = 0, unchanged = 0;
+      const s = this.#s;
+      for (const r of rows) {
+        newJobs += s.insertJob.run(r.key, r.request, r.model, r.priority, now, now).changes;
+        const meta = r.meta ? JSON.stringify(r.meta) : null;
+        const current = s.itemJob.get(r.itemId) as string | undefined;
+        if (current === undefined) {
+          s.insertItem.run(r.itemId, r.source, r.key, meta, now, now);
+          newItems++;
+        } else if (current !== r.key) {
+          s.moveItem.run(r.key, r.source, meta, now, r.itemId);
+          movedItems++;
+        } else {
+          unchanged++;
+        }
+      }
+      return { newJobs, newItems, movedItems, unchanged };
+    }).immediate();
+
+  async startRun(run: RunInfo): Promise<void> {
+    this.#s.startRun.run(run.id, run.host, run.pid, run.startedAt, run.startedAt, JSON.stringify(run.options));
+  }
+
+  async heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats): Promise<void> {
+    this.db.transaction(() => {
+      this.#s.runHeartbeat.run(now, JSON.stringify(stats), runId);
+      this.#s.renewLeases.run(leaseUntil, runId);
+    }).immediate();
+  }
+
+  async finishRun(runId: string, now: number, exitReason: string, stats: RunStats): Promise<void> {
+    this.#s.finishRun.run(now, now, exitReason, JSON.stringify(stats), runId);
+  }
+
+  async activeRuns(): Promise<RunRow[]> {
+    return this.#read.activeRuns();
+  }
+
+  async reclaim(now: number, deadOwners: readonly string[]): Promise<number> {
+    return this.db.transaction(() => {
+      let n = this.#s.reclaimExpired.run(now, now).changes;
+      for (const owner of deadOwners) {
+        n += this.#s.reclaimOwner.run(now, owner).changes;
+        this.#s.endRun.run(now, 'died', owner);
+      }
+      return n;
+    }).immediate();
+  }
+
+  async claim(o: ClaimOptions): Promise<ClaimResult> {
+    return this.db.transaction(() => {
+      const rows = this.#s.claim.all({ max: o.maxAttempts, now: o.now, owner: o.owner, leaseUntil: o.leaseUntil, limit: o.limit }) as
+        Array<ClaimedJob & { seq: number; state: string }>;
+      // RETURNING comes back in no promised order; keep priority, then FIFO.
+      rows.sort((a, b) => a.priority - b.priority || a.seq - b.seq);
+      const jobs: ClaimedJob[] = [];
+      let exhausted = 0;
+      for (const r of rows) {
+        if (r.state === 'failed') exhausted++;
+        else jobs.push({ key: r.key, request: r.request, model: r.model, priority: r.priority, attempts: r.attempts });
+      }
+      return { jobs, exhausted };
+    }).immediate();
+  }
+
+  async nextPendingAt(): Promise<number | null> {
+    return (this.#s.nextPending.get() as number | null) ?? null;
+  }
+
+  async startRetry(key: string, owner: string, now: number, leaseUntil: number): Promise<number | null> {
+    return (this.#s.startRetry.get(leaseUntil, now, key, owner) as number | undefined) ?? null;
+  }
+
+  async complete(key: string, c: Completion): Promise<boolean> {
+    return this.db.transaction(() => {
+      const changed = this.#s.complete.run(c.output, c.response, c.usage.promptTokens, c.usage.completionTokens,
+        c.attempt.endedAt, c.attempt.endedAt, key).changes;
+      this.#insertAttempt(c.attempt);
+      return changed === 1;
+    }).immediate();
+  }
+
+  async recordAttempt(a: AttemptRecord, o: { countAttempt: boolean; error: string | null }): Promise<void> {
+    this.db.transaction(() => {
+      this.#insertAttempt(a);
+      this.#s.noteError.run(o.error, o.countAttempt ? 0 : 1, a.endedAt, a.key, a.runId);
+    }).immediate();
+  }
+
+  async fail(key: string, owner: string, error: string, attempt: AttemptRecord | null, now: number): Promise<void> {
+    this.db.transaction(() => {
+      if (attempt) this.#insertAttempt(attempt);
+      this.#s.fail.run(error, now, now, key, owner);
+    }).immediate();
+  }
+
+  async release(owner: string, o: { refund: boolean; now: number }): Promise<number> {
+    return this.#s.release.run(o.refund ? 1 : 0, o.now, owner).changes;
+  }
+
+  async retryFailed(filter: RetryFailedFilter, now: number): Promise<number> {
+    return this.#s.retryFailed.run({ now, text: filter.errorContains ?? null }).changes;
+  }
+
+  async status(now: number): Promise<StatusSnapshot> {
+    return this.#read.status(now);
+  }
+
+  async item(id: string): Promise<ItemDetail | null> {
+    return this.#read.item(id);
+  }
+
+  exportRows(filter: ExportFilter): AsyncIterable<ExportRow> {
+    return this.#read.exportRows(filter);
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+
+  #insertAttempt(a: AttemptRecord): void {
+    this.#s.insertAttempt.run(a.key, a.runId, a.attempt, a.startedAt, a.endedAt, Math.max(0, a.endedAt - a.startedAt),
+      a.status, a.outcome, a.error, a.usage?.promptTokens ?? null, a.usage?.completionTokens ?? null);
+  }
+}

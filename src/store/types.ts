@@ -1,0 +1,247 @@
+/**
+ * The job store as the rest of llmq sees it. SQLite is the embedded default; PostgreSQL implements
+ * the same interface. Nothing outside a store implementation writes SQL.
+ *
+ * Every method is one short transaction. Times are milliseconds since the epoch, handed in by the
+ * caller so tests can drive the clock.
+ */
+
+export const JOB_STATES = Object.freeze(['pending', 'running', 'done', 'failed'] as const);
+export type JobState = (typeof JOB_STATES)[number];
+
+/** What one attempt ended as. */
+export const ATTEMPT_OUTCOMES = Object.freeze([
+  'done', // 200 with a valid completion; the job is done
+  'retry', // a retryable error; the job will be tried again (attempt counted)
+  'failed', // fatal for the job, or the last attempt; the job is failed
+  'not_counted', // rate limited, provider outage or run-fatal: the attempt was given back
+  'released', // the run stopped while the request was in flight; the job went back to pending
+] as const);
+export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
+
+/** One document ready to store: its item and the job (rendered request) it maps to. */
+export interface EnqueueRow {
+  readonly itemId: string;
+  /** Where the document came from: a file path, `file:line`, or `-` for stdin. */
+  readonly source: string;
+  /** Extra fields kept from the input (JSONL fields other than id/text, batch method/url). */
+  readonly meta: Record<string, unknown> | null;
+  /** SHA-256 hex of `request`. */
+  readonly key: string;
+  /** The canonical JSON of the request body that will be sent. */
+  readonly request: string;
+  readonly model: string;
+  /** Lower runs first. */
+  readonly priority: number;
+}
+
+export interface EnqueueResult {
+  /** Jobs that did not exist before. */
+  readonly newJobs: number;
+  /** Items that did not exist before. */
+  readonly newItems: number;
+  /** Existing items whose document changed, now pointing at a new job. */
+  readonly movedItems: number;
+  /** Items already queued with exactly this request. */
+  readonly unchanged: number;
+}
+
+/** A job taken by a run: it is `running`, leased to the run, its attempt counter already raised. */
+export interface ClaimedJob {
+  readonly key: string;
+  /** Canonical request JSON, exactly what goes on the wire. */
+  readonly request: string;
+  readonly model: string;
+  readonly priority: number;
+  /** Attempts including the one this claim started. */
+  readonly attempts: number;
+}
+
+export interface ClaimOptions {
+  readonly owner: string;
+  readonly limit: number;
+  readonly now: number;
+  readonly leaseUntil: number;
+  /** Pending jobs that already used this many attempts (a crash loop) are failed instead of claimed. */
+  readonly maxAttempts: number;
+}
+
+export interface ClaimResult {
+  readonly jobs: ClaimedJob[];
+  /** Jobs failed during this claim because their attempts were used up. */
+  readonly exhausted: number;
+}
+
+export interface Usage {
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+}
+
+/** One try of one job, as stored in `attempts`. */
+export interface AttemptRecord {
+  readonly key: string;
+  readonly runId: string;
+  /** The job's attempt number this try ran as (not counted tries repeat the number). */
+  readonly attempt: number;
+  readonly startedAt: number;
+  readonly endedAt: number;
+  /** HTTP status, or null for a network error/timeout. */
+  readonly status: number | null;
+  readonly outcome: AttemptOutcome;
+  readonly error: string | null;
+  readonly usage: Usage | null;
+}
+
+export interface Completion {
+  readonly owner: string;
+  readonly output: string;
+  /** The provider's full response body (JSON), kept for the OpenAI batch export. */
+  readonly response: string;
+  readonly usage: Usage;
+  readonly attempt: AttemptRecord;
+}
+
+export interface RunInfo {
+  readonly id: string;
+  readonly host: string;
+  readonly pid: number;
+  readonly startedAt: number;
+  /** The options the run was started with (no secrets), for `status`. */
+  readonly options: Record<string, unknown>;
+}
+
+/** Live figures a run reports on each heartbeat, so `status` in another terminal can show them. */
+export interface RunStats {
+  readonly done: number;
+  readonly failed: number;
+  readonly retried: number;
+  readonly requests: number;
+  readonly rateLimited: number;
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+  /** Jobs per second over the recent window. */
+  readonly jobsPerSecond: number;
+}
+
+export interface RunRow extends RunInfo {
+  readonly heartbeatAt: number;
+  readonly endedAt: number | null;
+  readonly exitReason: string | null;
+  readonly stats: RunStats | null;
+}
+
+export interface StatusSnapshot {
+  readonly counts: Record<JobState, number>;
+  readonly total: number;
+  readonly items: number;
+  readonly tokens: { readonly prompt: number; readonly completion: number };
+  /** Tokens per model, for cost. */
+  readonly byModel: ReadonlyArray<{ model: string; jobs: number; done: number; prompt: number; completion: number }>;
+  /** Failed jobs grouped by error, most common first. */
+  readonly failures: ReadonlyArray<{ error: string; count: number }>;
+  /** Pending jobs that already had at least one attempt (waiting to be retried). */
+  readonly retrying: number;
+  readonly oldestPendingAt: number | null;
+  /** Runs that have not ended, newest first. */
+  readonly activeRuns: readonly RunRow[];
+  readonly lastRun: RunRow | null;
+}
+
+export interface ItemDetail {
+  readonly id: string;
+  readonly source: string;
+  readonly meta: Record<string, unknown> | null;
+  readonly job: JobRow;
+  readonly attempts: ReadonlyArray<AttemptRecord & { readonly latencyMs: number }>;
+}
+
+export interface JobRow {
+  readonly key: string;
+  readonly request: string;
+  readonly model: string;
+  readonly state: JobState;
+  readonly priority: number;
+  readonly attempts: number;
+  readonly runAfter: number;
+  readonly leaseOwner: string | null;
+  readonly leaseExpiresAt: number | null;
+  readonly output: string | null;
+  readonly response: string | null;
+  readonly usage: Usage | null;
+  readonly error: string | null;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  readonly finishedAt: number | null;
+}
+
+export interface ExportFilter {
+  readonly states?: readonly JobState[];
+}
+
+/** One item joined with its job, in input order. */
+export interface ExportRow {
+  readonly id: string;
+  readonly source: string;
+  readonly meta: Record<string, unknown> | null;
+  readonly key: string;
+  readonly state: JobState;
+  readonly model: string;
+  readonly output: string | null;
+  readonly response: string | null;
+  readonly error: string | null;
+  readonly attempts: number;
+  readonly usage: Usage | null;
+  /** Latency of the attempt that finished the job, if any. */
+  readonly latencyMs: number | null;
+}
+
+export interface RetryFailedFilter {
+  /** Only failures whose error contains this text (case-insensitive). */
+  readonly errorContains?: string;
+}
+
+export interface Store {
+  readonly kind: 'sqlite' | 'postgres';
+  /** Where the data lives, for messages (a path, or a URL without its password). */
+  readonly location: string;
+
+  // ingest
+  enqueue(rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult>;
+
+  // runs and leases
+  startRun(run: RunInfo): Promise<void>;
+  /** Renew the run's heartbeat and the lease of every job it holds; store its live stats. */
+  heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats): Promise<void>;
+  finishRun(runId: string, now: number, exitReason: string, stats: RunStats): Promise<void>;
+  /** Runs that have not ended (for finding dead owners on this host). */
+  activeRuns(): Promise<RunRow[]>;
+  /**
+   * Put `running` jobs back to `pending` when their lease expired or their owner is known dead.
+   * Dead owners' runs are marked ended. The attempt the dead run started stays counted.
+   */
+  reclaim(now: number, deadOwners: readonly string[]): Promise<number>;
+
+  // the job state machine: one function per change
+  claim(options: ClaimOptions): Promise<ClaimResult>;
+  /** Raise the attempt counter of a job this run holds, before retrying it. False if no longer held. */
+  startRetry(key: string, owner: string, now: number, leaseUntil: number): Promise<number | null>;
+  /** Store the answer and mark the job `done` in one transaction. False if the run no longer held it. */
+  complete(key: string, completion: Completion): Promise<boolean>;
+  /** Record a try that did not finish the job; `countAttempt=false` gives the attempt back. */
+  recordAttempt(attempt: AttemptRecord, options: { countAttempt: boolean; error: string | null }): Promise<void>;
+  /** Mark a held job `failed` with its reason. */
+  fail(key: string, owner: string, error: string, attempt: AttemptRecord | null, now: number): Promise<void>;
+  /** Give every job the run holds back (`pending`); `refund` also gives back the attempt their claim raised. */
+  release(owner: string, options: { refund: boolean; now: number }): Promise<number>;
+  /** The earliest `run_after` among pending jobs, or null when nothing is pending. */
+  nextPendingAt(): Promise<number | null>;
+  /** Failed jobs back to `pending` with fresh attempts. */
+  retryFailed(filter: RetryFailedFilter, now: number): Promise<number>;
+
+  // reading
+  status(now: number): Promise<StatusSnapshot>;
+  item(id: string): Promise<ItemDetail | null>;
+  exportRows(filter: ExportFilter): AsyncIterable<ExportRow>;
+
+  close(): Promise<void>;
+}

@@ -1,0 +1,54 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const BIN = fileURLToPath(new URL('../../bin/llmq.js', import.meta.url));
+
+export interface CliResult {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Environment for a child llmq: no inherited keys, colors off unless a test asks. */
+export function cliEnv(extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', ...extra };
+  for (const k of Object.keys(env)) if (env[k] === undefined) delete env[k];
+  return env;
+}
+
+/** Start the real CLI as a child process (the built dist/, so `npm test` builds first). */
+export function spawnCli(args: readonly string[], options: { cwd?: string; env?: Record<string, string | undefined>; input?: string } = {}): ChildProcess {
+  const child = spawn(process.execPath, [BIN, ...args], {
+    cwd: options.cwd,
+    env: cliEnv(options.env),
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  if (options.input !== undefined) child.stdin!.end(options.input);
+  else child.stdin!.end();
+  return child;
+}
+
+/** Run the real CLI to the end and collect its output. */
+export function runCli(args: readonly string[], options: { cwd?: string; env?: Record<string, string | undefined>; input?: string; timeoutMs?: number } = {}): Promise<CliResult> {
+  const child = spawnCli(args, options);
+  return collect(child, options.timeoutMs ?? 60_000);
+}
+
+export function collect(child: ChildProcess, timeoutMs = 60_000): Promise<CliResult> {
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`llmq did not finish within ${timeoutMs} ms\nstdout: ${stdout}\nstderr: ${stderr}`));
+    }, timeoutMs);
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}

@@ -1,0 +1,56 @@
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { LATEST_VERSION } from '../src/store/sqlite/migrations.js';
+import { tempDir } from './helpers/tmp.js';
+
+function columns(db: Database.Database, table: string): string[] {
+  return (db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>).map((c) => c.name);
+}
+
+describe('sqlite schema', () => {
+  it('migrates a blank database to the exact schema', async () => {
+    const path = join(tempDir(), 'q.db');
+    const store = new SqliteStore(path);
+    const db = store.db;
+    expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
+    expect(tables).toEqual(['attempts', 'items', 'jobs', 'llmq_migrations', 'runs']);
+    expect(columns(db, 'jobs')).toEqual([
+      'seq', 'key', 'request', 'model', 'state', 'priority', 'attempts', 'run_after', 'lease_owner', 'lease_expires_at',
+      'output', 'response', 'prompt_tokens', 'completion_tokens', 'error', 'created_at', 'updated_at', 'finished_at',
+    ]);
+    expect(columns(db, 'items')).toEqual(['seq', 'id', 'source', 'job_key', 'meta', 'created_at', 'updated_at']);
+    expect(columns(db, 'attempts')).toEqual([
+      'id', 'job_key', 'run_id', 'attempt', 'started_at', 'ended_at', 'latency_ms', 'status', 'outcome', 'error',
+      'prompt_tokens', 'completion_tokens',
+    ]);
+    expect(columns(db, 'runs')).toEqual(['id', 'host', 'pid', 'started_at', 'heartbeat_at', 'ended_at', 'exit_reason', 'options', 'stats']);
+    const indexes = db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%' ORDER BY name").pluck().all();
+    expect(indexes).toEqual(['attempts_job', 'items_job', 'jobs_age', 'jobs_claim', 'jobs_lease', 'jobs_retrying', 'jobs_usage', 'runs_open']);
+    expect(db.prepare('SELECT version FROM llmq_migrations').pluck().all()).toEqual([LATEST_VERSION]);
+    await store.close();
+    // reopening applies nothing new
+    const again = new SqliteStore(path);
+    expect(again.db.prepare('SELECT count(*) FROM llmq_migrations').pluck().get()).toBe(1);
+    await again.close();
+  });
+
+  it('refuses a database written by a newer llmq', async () => {
+    const path = join(tempDir(), 'q.db');
+    await new SqliteStore(path).close();
+    const raw = new Database(path);
+    raw.prepare('INSERT INTO llmq_migrations VALUES (?, ?, ?)').run(LATEST_VERSION + 1, 'future', Date.now());
+    raw.close();
+    expect(() => new SqliteStore(path)).toThrow(/written by a newer llmq.*Upgrade llmq/);
+  });
+
+  it('refuses an SQLite file that is not an llmq database', () => {
+    const path = join(tempDir(), 'other.db');
+    const raw = new Database(path);
+    raw.exec('CREATE TABLE customers (id INTEGER)');
+    raw.close();
+    expect(() => new SqliteStore(path)).toThrow(/not an llmq one.*customers/);
+  });
+});
