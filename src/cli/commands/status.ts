@@ -1,13 +1,87 @@
-import type { Command } from 'commander';
+import { moveCursor, clearScreenDown } from 'node:readline';
+import { Option, type Command } from 'commander';
 import { dbOption } from '../program.js';
-import { LlmqError } from '../../errors.js';
+import { colorsFor } from '../output.js';
+import { positiveNumber } from '../options.js';
+import { resolveDbLocation, redactLocation } from '../../store/open-store.js';
+import { openExistingStore } from '../../report/open-existing.js';
+import { buildStatusReport } from '../../report/status.js';
+import { renderStatus } from '../../report/status-text.js';
+import { priceOptions, priceTableFrom, type PriceFlags } from './price-options.js';
+
+interface StatusFlags extends PriceFlags {
+  db?: string;
+  json?: boolean;
+  watch?: number | true;
+}
 
 export function registerStatus(program: Command): Command {
-  return program
+  const cmd = program
     .command('status')
-    .description('(not built yet)')
+    .description('Show the queue: counts by state, tokens, cost, failures by reason, throughput and ETA.')
     .addOption(dbOption())
-    .action(() => {
-      throw new LlmqError('llmq status is not built yet.');
-    });
+    .option('--json', 'print one JSON object (one per refresh with --watch)')
+    .addOption(new Option('--watch [seconds]', 'refresh every few seconds until Ctrl-C (default 2)').argParser(positiveNumber));
+  for (const o of priceOptions()) cmd.addOption(o);
+  return cmd
+    .addHelpText('after', `
+Examples:
+  $ llmq status
+  $ llmq status --watch 5
+  $ llmq status --json | jq .counts
+  $ llmq status --price 0.15,0.60        # USD per million input,output tokens`)
+    .action(statusCommand);
+}
+
+async function statusCommand(flags: StatusFlags): Promise<void> {
+  const location = resolveDbLocation(flags.db);
+  const prices = priceTableFrom(flags);
+  const store = await openExistingStore(location);
+  const out = process.stdout;
+  const paint = colorsFor(out);
+  const render = async (): Promise<string> => {
+    const now = Date.now();
+    const report = buildStatusReport(await store.status(now), { now, prices, db: redactLocation(location) });
+    return flags.json ? JSON.stringify(report) + '\n' : renderStatus(report, paint);
+  };
+  try {
+    if (flags.watch === undefined) {
+      out.write(await render());
+      return;
+    }
+    await watch(render, (flags.watch === true ? 2 : flags.watch) * 1000, out, Boolean(out.isTTY) && !flags.json);
+  } finally {
+    await store.close();
+  }
+}
+
+/** Redraw until SIGINT/SIGTERM: in place on a terminal, a new block each time otherwise. */
+async function watch(render: () => Promise<string>, everyMs: number, out: NodeJS.WriteStream, inPlace: boolean): Promise<void> {
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  let drawn = 0;
+  try {
+    while (!stop.signal.aborted) {
+      const text = await render();
+      if (inPlace) {
+        if (drawn) {
+          moveCursor(out, 0, -drawn);
+          clearScreenDown(out);
+        }
+        drawn = text.split('\n').length - 1;
+        out.write(text);
+      } else {
+        out.write(drawn++ && !text.startsWith('{') ? '\n' + text : text);
+      }
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, everyMs);
+        stop.signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+      });
+    }
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
 }

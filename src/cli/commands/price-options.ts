@@ -1,0 +1,29 @@
+import { Option } from 'commander';
+import { loadPriceTable, parsePrice, type Price, type PriceTable } from '../../report/prices.js';
+import { InvalidArgumentError } from 'commander';
+import { UsageError } from '../../errors.js';
+
+/** The pricing flags `status` and `export` share (the run command may add them too). */
+export interface PriceFlags {
+  price?: Price;
+  prices?: string;
+}
+
+export function priceOptions(): Option[] {
+  return [
+    new Option('--price <in,out>', 'USD per million input,output tokens for every model, e.g. 0.15,0.60').argParser((v) => {
+      try {
+        return parsePrice(v);
+      } catch (error) {
+        // commander prefixes "option '--price <in,out>' argument 'x' is invalid."
+        if (error instanceof UsageError) throw new InvalidArgumentError('Expected two non-negative numbers "input,output" in USD per million tokens, e.g. 0.15,0.60.');
+        throw error;
+      }
+    }),
+    new Option('--prices <file>', 'JSON file of prices per model: {"model": [in, out]} (env LLMQ_PRICES)'),
+  ];
+}
+
+export function priceTableFrom(flags: PriceFlags, env: NodeJS.ProcessEnv = process.env): PriceTable {
+  return loadPriceTable({ price: flags.price ?? null, file: flags.prices ?? null, env: env.LLMQ_PRICES ?? null });
+}

@@ -1,0 +1,82 @@
+/**
+ * Number, time and money formatting shared by `status`, `show` and the progress display. Plain
+ * strings only: the CLI hands in a `Paint` (chalk satisfies it) when it wants color.
+ */
+
+/** The color functions the renderers use; identity functions give plain text. */
+export interface Paint {
+  bold(s: string): string;
+  dim(s: string): string;
+  red(s: string): string;
+  green(s: string): string;
+  yellow(s: string): string;
+  cyan(s: string): string;
+}
+
+const id = (s: string): string => s;
+export const NO_PAINT: Paint = Object.freeze({ bold: id, dim: id, red: id, green: id, yellow: id, cyan: id });
+
+/** 40000 -> "40,000". */
+export function int(n: number): string {
+  return Math.round(n).toLocaleString('en-US');
+}
+
+/** 14_200_000 -> "14.2M", for token counts where the last digits do not matter. */
+export function compact(n: number): string {
+  const abs = Math.abs(n);
+  if (abs < 10_000) return int(n);
+  if (abs < 1_000_000) return `${(n / 1000).toFixed(abs < 100_000 ? 1 : 0)}k`;
+  if (abs < 1_000_000_000) return `${(n / 1_000_000).toFixed(abs < 100_000_000 ? 1 : 0)}M`;
+  return `${(n / 1_000_000_000).toFixed(1)}B`;
+}
+
+/** USD with enough digits to see small batches: $0.0042, $1.23, $1,234. null -> "unknown". */
+export function usd(n: number | null): string {
+  if (n === null) return 'unknown';
+  if (n === 0) return '$0.00';
+  if (n < 0.01) return `$${n.toPrecision(2)}`;
+  if (n < 1000) return `$${n.toFixed(2)}`;
+  return `$${int(n)}`;
+}
+
+/** Seconds -> "45s", "3m 05s", "2h 14m", "3d 4h". */
+export function duration(seconds: number | null): string {
+  if (seconds === null || !Number.isFinite(seconds)) return '--';
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, '0')}s`;
+  if (s < 86_400) return `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+  return `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3600)}h`;
+}
+
+/** A rate with a sensible number of digits: 0.42/s, 4.6/s, 120/s. */
+export function rate(perSecond: number): string {
+  if (!Number.isFinite(perSecond) || perSecond <= 0) return '0';
+  if (perSecond < 1) return perSecond.toFixed(2);
+  if (perSecond < 100) return perSecond.toFixed(1);
+  return int(perSecond);
+}
+
+export function percent(part: number, whole: number): string {
+  if (whole <= 0) return '0%';
+  const p = (100 * part) / whole;
+  return `${p >= 99.95 && part < whole ? '99.9' : p.toFixed(p < 10 && p > 0 ? 1 : 0)}%`;
+}
+
+/** One line, at most `max` characters, with an ellipsis when cut. */
+export function oneLine(text: string, max: number): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length <= max ? flat : flat.slice(0, Math.max(0, max - 1)) + '…';
+}
+
+/** Align label/value rows: labels padded to the widest. */
+export function table(rows: ReadonlyArray<readonly [string, string]>, indent = '  '): string[] {
+  const w = Math.max(0, ...rows.map(([l]) => l.length));
+  return rows.map(([l, v]) => `${indent}${l.padEnd(w)}  ${v}`);
+}
+
+/** Remove ANSI escape sequences (to measure or test printed text). */
+export function stripAnsi(s: string): string {
+  // eslint-disable-next-line no-control-regex
+  return s.replace(/\x1B(?:\[[0-?]*[ -/]*[@-~]|[78]|\][^\x07]*\x07)/g, '');
+}

@@ -1,0 +1,86 @@
+import type { ItemDetail } from '../store/types.js';
+import { duration, int, NO_PAINT, oneLine, type Paint } from './format.js';
+
+/** Text longer than this is cut in `llmq show` unless `--full`. */
+export const TRIM_CHARS = 800;
+
+/** The human `llmq show <id>`: the item, its job, the request, every attempt, the answer. */
+export function renderItem(d: ItemDetail, o: { full?: boolean; paint?: Paint; now?: number } = {}): string {
+  const p = o.paint ?? NO_PAINT;
+  const full = o.full ?? false;
+  const j = d.job;
+  const out: string[] = [];
+  const head = (s: string) => out.push('', p.bold(s));
+  const field = (label: string, value: string) => out.push(`  ${label.padEnd(10)}${value}`);
+  const stateColor = j.state === 'done' ? p.green : j.state === 'failed' ? p.red : j.state === 'running' ? p.cyan : (s: string) => s;
+
+  out.push(`${p.bold('item')} ${d.id}`);
+  field('source', d.source);
+  if (d.meta && Object.keys(d.meta).length) field('meta', oneLine(JSON.stringify(d.meta), 68));
+  head('job');
+  field('key', j.key);
+  field('state', stateColor(j.state) + (j.state === 'pending' && j.runAfter > (o.now ?? Date.now()) ? p.dim(` (next try ${time(j.runAfter)})`) : ''));
+  field('model', j.model);
+  field('attempts', String(j.attempts));
+  field('priority', String(j.priority));
+  if (j.leaseOwner) field('lease', `${j.leaseOwner} until ${time(j.leaseExpiresAt ?? 0)}`);
+  field('created', time(j.createdAt));
+  if (j.finishedAt) field('finished', time(j.finishedAt));
+  if (j.usage) field('tokens', `${int(j.usage.promptTokens)} in, ${int(j.usage.completionTokens)} out`);
+  if (j.error) field('error', p.red(j.error));
+
+  head('request');
+  out.push(...renderRequest(j.request, full, p));
+
+  head(`attempts (${d.attempts.length})`);
+  if (!d.attempts.length) out.push(p.dim('  none yet'));
+  for (const a of d.attempts) {
+    const status = a.status === null ? 'no response' : `HTTP ${a.status}`;
+    const outcome = a.outcome === 'done' ? p.green(a.outcome) : a.outcome === 'failed' ? p.red(a.outcome) : p.yellow(a.outcome);
+    out.push(`  #${a.attempt}  ${time(a.startedAt)}  ${status.padEnd(11)}  ${latency(a.latencyMs).padStart(7)}  ${outcome}` +
+      p.dim(`  run ${a.runId.slice(0, 8)}`));
+    if (a.error) out.push(`      ${p.red(full ? a.error : oneLine(a.error, 72))}`);
+  }
+
+  head('answer');
+  if (j.output === null) out.push(p.dim(j.state === 'failed' ? '  none: the job failed' : '  none yet'));
+  else out.push(...indent(trim(j.output, full)));
+  if (!full && (j.output?.length ?? 0) > TRIM_CHARS) out.push(p.dim(`  (cut at ${TRIM_CHARS} characters; --full shows everything)`));
+  return out.join('\n') + '\n';
+}
+
+function renderRequest(request: string, full: boolean, p: Paint): string[] {
+  let body: Record<string, unknown>;
+  try {
+    body = JSON.parse(request) as Record<string, unknown>;
+  } catch {
+    return indent(trim(request, full));
+  }
+  const out: string[] = [];
+  const { messages, model: _model, ...params } = body;
+  if (Object.keys(params).length) out.push(p.dim('  ' + Object.entries(params).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ')));
+  for (const m of Array.isArray(messages) ? messages : []) {
+    const msg = m as { role?: string; content?: unknown };
+    out.push(`  ${p.cyan(`[${msg.role ?? '?'}]`)}`);
+    const text = typeof msg.content === 'string' ? msg.content : JSON.stringify(msg.content, null, 2);
+    out.push(...indent(trim(text ?? '', full), '    '));
+  }
+  return out;
+}
+
+function trim(text: string, full: boolean): string {
+  if (full || text.length <= TRIM_CHARS) return text;
+  return `${text.slice(0, TRIM_CHARS)}… [${int(text.length - TRIM_CHARS)} more characters]`;
+}
+
+function indent(text: string, pad = '  '): string[] {
+  return text.split('\n').map((l) => pad + l);
+}
+
+function time(ms: number): string {
+  return new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+}
+
+function latency(ms: number): string {
+  return ms < 10_000 ? `${int(ms)}ms` : duration(ms / 1000);
+}

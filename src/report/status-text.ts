@@ -1,0 +1,73 @@
+import { compact, duration, int, NO_PAINT, oneLine, percent, rate, usd, type Paint } from './format.js';
+import type { RunReport, StatusReport } from './status.js';
+
+/** The human `llmq status` block: compact, aligned, fits 80 columns. */
+export function renderStatus(r: StatusReport, p: Paint = NO_PAINT): string {
+  const lines: string[] = [];
+  lines.push(`${p.bold('llmq')} ${p.dim(r.db)}`);
+  if (r.total === 0) {
+    lines.push('  The queue is empty. Add documents with: llmq enqueue <folder|file.jsonl>');
+    return lines.join('\n') + '\n';
+  }
+  const w = Math.max(...[r.total, r.items, ...Object.values(r.counts)].map((n) => int(n).length));
+  const row = (label: string, n: number, note: string, color: (s: string) => string = (s) => s) =>
+    lines.push(`  ${label.padEnd(8)}${color(int(n).padStart(w))}${note ? '  ' + note : ''}`);
+
+  const shared = r.sharedItems > 0 ? ` (${int(r.sharedItems)} share a job: ${int(r.sharedItems)} calls saved)` : '';
+  row('jobs', r.total, p.dim(`${int(r.items)} items${shared}`));
+  row('done', r.counts.done, percent(r.counts.done, r.total), p.green);
+  if (r.counts.running) row('running', r.counts.running, '', p.cyan);
+  const pendingNotes: string[] = [];
+  if (r.retrying) pendingNotes.push(`${int(r.retrying)} waiting to retry`);
+  if (r.oldestPending) pendingNotes.push(`oldest queued ${duration(r.oldestPending.ageSeconds)} ago`);
+  row('pending', r.counts.pending, p.dim(pendingNotes.join(' · ')));
+  row('failed', r.counts.failed, '', r.counts.failed ? p.red : (s) => s);
+  lines.push(`  ${'tokens'.padEnd(8)}${compact(r.tokens.prompt)} in · ${compact(r.tokens.completion)} out`);
+  lines.push(`  ${'cost'.padEnd(8)}${costLine(r, p)}`);
+  for (const m of r.cost.byModel.length > 1 ? r.cost.byModel : []) {
+    const price = m.price ? p.dim(`$${m.price[0]}/$${m.price[1]} per M`) : p.yellow('no price');
+    lines.push(`  ${''.padEnd(8)}${oneLine(m.model, 24).padEnd(24)} ${usd(m.usd).padStart(9)}  ${price}`);
+  }
+
+  if (r.failures.length) {
+    lines.push('', p.bold(`failures`) + p.dim(` (${int(r.counts.failed)} jobs, by reason)`));
+    const cw = Math.max(...r.failures.map((f) => int(f.count).length));
+    for (const f of r.failures) lines.push(`  ${p.red(int(f.count).padStart(cw))}  ${oneLine(f.error, 74 - cw)}`);
+    const shown = r.failures.reduce((a, f) => a + f.count, 0);
+    if (shown < r.counts.failed) lines.push(p.dim(`  ${int(r.counts.failed - shown).padStart(cw)}  other reasons`));
+    lines.push(p.dim('  to try them again: llmq retry-failed, then llmq run'));
+  }
+
+  const live = r.activeRuns.filter((x) => x.live);
+  const stale = r.activeRuns.filter((x) => !x.live);
+  if (live.length || stale.length || r.lastRun) lines.push('');
+  for (const run of live) {
+    const eta = live.length === 1 ? ` · ETA ${duration(r.etaSeconds)}` : '';
+    lines.push(`${p.cyan('running')}  ${runName(run)} for ${duration(run.wallSeconds)} · ${rate(run.recentJobsPerSecond)} jobs/s${eta}`);
+  }
+  if (live.length > 1) lines.push(`${''.padEnd(9)}together ${rate(r.jobsPerSecond ?? 0)} jobs/s · ETA ${duration(r.etaSeconds)}`);
+  for (const run of stale) {
+    lines.push(`${p.yellow('silent')}   ${runName(run)}: no heartbeat for ${duration((r.now - run.heartbeatAt) / 1000)}; its jobs return to pending when their leases expire`);
+  }
+  const last = r.lastRun;
+  if (last && last.endedAt !== null) {
+    const ago = duration((r.now - last.endedAt) / 1000);
+    lines.push(`${'last run'}  ${runName(last)} ended ${ago} ago (${last.exitReason ?? 'unknown'}) after ${duration(last.wallSeconds)}`);
+    lines.push(`${''.padEnd(10)}${int(last.done)} done, ${int(last.failed)} failed · ${rate(last.averageJobsPerSecond)} jobs/s · ${rate(last.averageTokensPerSecond)} tokens/s`);
+  }
+  return lines.join('\n') + '\n';
+}
+
+function costLine(r: StatusReport, p: Paint): string {
+  const c = r.cost;
+  const parts: string[] = [];
+  if (c.usd !== null) parts.push(`${usd(c.usd)} so far`);
+  else parts.push(`${p.yellow('unknown')} (no price for ${c.unpriced.join(', ')}; set --price IN,OUT)` + (c.knownUsd > 0 ? `, ${usd(c.knownUsd)} priced` : ''));
+  if (c.remainingUsd !== null && c.remainingUsd > 0) parts.push(`about ${usd(c.remainingUsd)} more to finish`);
+  if (r.cost.byModel.length === 1) parts.push(p.dim(r.cost.byModel[0]!.model));
+  return parts.join(' · ');
+}
+
+function runName(run: RunReport): string {
+  return `${run.id.slice(0, 8)} (${run.host} pid ${run.pid})`;
+}
