@@ -1,0 +1,59 @@
+import { countTokens } from 'gpt-tokenizer';
+
+/**
+ * Token estimates with a real tokenizer (o200k_base, the GPT-4o/4.1/5 encoding). The scheduler's TPM
+ * limiter, the mock provider and the test fake all count the same way, so a limit the fake enforces
+ * is the limit the scheduler plans for.
+ */
+
+interface MessageLike {
+  readonly content?: unknown;
+}
+
+interface RequestLike {
+  readonly messages?: readonly MessageLike[] | unknown;
+  readonly max_tokens?: unknown;
+  readonly max_completion_tokens?: unknown;
+}
+
+/** The text of a message's content: a string, or the `text` of each part of a multi-part content. */
+export function messageText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (Array.isArray(content)) {
+    let text = '';
+    for (const part of content) {
+      if (part !== null && typeof part === 'object' && typeof (part as { text?: unknown }).text === 'string') {
+        text += (text ? '\n' : '') + (part as { text: string }).text;
+      }
+    }
+    return text;
+  }
+  return '';
+}
+
+/** Prompt tokens: the tokens of every message's text content (no per-message framing overhead). */
+export function estimatePromptTokens(request: RequestLike): number {
+  if (!Array.isArray(request.messages)) return 0;
+  let total = 0;
+  for (const m of request.messages as MessageLike[]) {
+    const text = messageText(m?.content);
+    if (text) total += countTokens(text);
+  }
+  return total;
+}
+
+/** The completion budget the request reserves: `max_tokens`, else `max_completion_tokens`, else 0. */
+export function requestedCompletionTokens(request: RequestLike): number {
+  const n = typeof request.max_tokens === 'number' ? request.max_tokens : request.max_completion_tokens;
+  return typeof n === 'number' && Number.isFinite(n) && n > 0 ? Math.floor(n) : 0;
+}
+
+/** A request's weight against a tokens-per-minute budget: prompt tokens plus the completion budget. */
+export function estimateRequestTokens(request: RequestLike): number {
+  return estimatePromptTokens(request) + requestedCompletionTokens(request);
+}
+
+/** Tokens of a plain text (e.g. a completion, when the server sent no `usage`). */
+export function countTextTokens(text: string): number {
+  return text ? countTokens(text) : 0;
+}

@@ -1,0 +1,323 @@
+/**
+ * A real HTTP fake of OpenAI's `POST /v1/chat/completions` on 127.0.0.1 (random port), for tests and
+ * benches.
+ *
+ * ```ts
+ * const fake = await FakeOpenAI.start({ latencyMs: 20, rpm: 600 });  // fake.url = http://127.0.0.1:PORT/v1
+ * fake.script(reply.serverError(503), reply.hang());   // the next two requests, then back to normal
+ * fake.respond((r) => (r.attempt === 1 ? reply.reset() : undefined)); // or decide per request
+ * fake.configure({ latencyMs: (r) => r.index * 5, tpm: 60_000 });     // change anything at runtime
+ * await fake.down(); await fake.up();                  // refuse connections, then come back on the same port
+ * fake.sentCount(job.key) === 1; fake.maxInFlight; fake.rateLimited; fake.requests  // what happened
+ * await fake.close();
+ * ```
+ *
+ * Who answers a request, first match wins: the `script` queue, then the `respond` function (return
+ * undefined or `reply.pass()` to decline), then RPM/TPM enforcement (429), then a 200 whose content
+ * is `answerFor(body)` = `fake answer <first 16 hex of sha256(body)>` and whose usage is counted
+ * with gpt-tokenizer. Latency (server-wide or per reply) is waited before answering; a 429 from the
+ * limits is sent at once, as real providers do.
+ *
+ * Limits are enforced over fixed windows of `windowMs` (default 1000 ms) aligned to the clock: each
+ * window allows `rpm * windowMs / 60000` requests and `tpm * windowMs / 60000` tokens. A request's
+ * tokens are `estimateRequestTokens(body)` from src/provider/tokens.ts (message text tokens by
+ * gpt-tokenizer plus `max_tokens`), the same estimate the scheduler uses; override with `tokenCost`.
+ * A request bigger than a whole window's token budget is admitted only into an untouched window.
+ * Rejected requests do not use budget. 429s carry `retry-after-ms` (time to the window's end),
+ * `retry-after` (seconds, rounded up) and `x-ratelimit-{limit,remaining,reset}-{requests,tokens}`
+ * describing the current window (resets as OpenAI-style durations, e.g. `350ms`); successes carry the
+ * `x-ratelimit-*` headers too while a limit is set.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { estimateRequestTokens } from '../../src/provider/tokens.js';
+import { completionBody, sha256, type FakeHeaders, type FakeReply, type FakeRequest } from './fake-openai-replies.js';
+
+export { answerFor, completionBody, errorBody, reply, sha256 } from './fake-openai-replies.js';
+export type { FakeHeaders, FakeReply, FakeRequest } from './fake-openai-replies.js';
+
+export interface FakeOpenAIOptions {
+  /** Delay before answering, in ms, or a function of the request. @default 0 */
+  readonly latencyMs?: number | ((req: FakeRequest) => number);
+  /** Requests per minute, enforced per window; null for no limit. @default null */
+  readonly rpm?: number | null;
+  /** Tokens per minute, enforced per window; null for no limit. @default null */
+  readonly tpm?: number | null;
+  /** Length of the fixed enforcement windows. @default 1000 */
+  readonly windowMs?: number;
+  /** A request's token cost for TPM. @default estimateRequestTokens(json) */
+  readonly tokenCost?: (req: FakeRequest) => number;
+  /** Decide the answer per request; return undefined to let the server decide. @default none */
+  readonly respond?: ((req: FakeRequest) => FakeReply | undefined) | null;
+  /** Keep every request in `requests` (turn off for long benches; counts are kept anyway). @default true */
+  readonly record?: boolean;
+  /** Port to listen on. @default 0 (random) */
+  readonly port?: number;
+}
+
+type Settings = Required<Omit<FakeOpenAIOptions, 'port'>>;
+
+export class FakeOpenAI {
+  /** Base URL including `/v1`, as llmq's `--base-url` takes it. */
+  readonly url: string;
+  readonly port: number;
+  /** Every request received, in order (when `record` is on). */
+  readonly requests: FakeRequest[] = [];
+  /** Requests received per body hash (= job key for canonical bodies). */
+  readonly counts = new Map<string, number>();
+  /** Answers sent per status (and 'hang' | 'reset' | 'truncate'). */
+  readonly answers = new Map<number | string, number>();
+  /** Total requests received. */
+  received = 0;
+  /** 429s sent (by the limits or by a script). */
+  rateLimited = 0;
+  inFlight = 0;
+  /** Highest number of requests in flight at once. */
+  maxInFlight = 0;
+
+  #server: Server;
+  #settings: Settings;
+  #queue: FakeReply[] = [];
+  #window = { id: -1, requests: 0, tokens: 0 };
+  #isUp = false;
+
+  private constructor(server: Server, port: number, settings: Settings) {
+    this.#server = server;
+    this.port = port;
+    this.url = `http://127.0.0.1:${port}/v1`;
+    this.#settings = settings;
+  }
+
+  static async start(options: FakeOpenAIOptions = {}): Promise<FakeOpenAI> {
+    const settings: Settings = {
+      latencyMs: 0, rpm: null, tpm: null, windowMs: 1000,
+      tokenCost: (r) => estimateRequestTokens(r.json ?? {}), respond: null, record: true,
+    };
+    const server = createServer();
+    server.keepAliveTimeout = 30_000;
+    await listen(server, options.port ?? 0);
+    const fake = new FakeOpenAI(server, (server.address() as AddressInfo).port, settings);
+    fake.configure(options);
+    fake.#isUp = true;
+    server.on('request', (req, res) => void fake.#handle(req, res));
+    return fake;
+  }
+
+  /** Change any option at runtime; unnamed options keep their value. */
+  configure(options: Omit<FakeOpenAIOptions, 'port'>): void {
+    const defined = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
+    const next = { ...this.#settings, ...defined } as Settings;
+    for (const [name, perMinute] of [['rpm', next.rpm], ['tpm', next.tpm]] as const) {
+      if (perMinute !== null && (perMinute * next.windowMs) / 60_000 < 1) {
+        throw new Error(`fake: ${name} ${perMinute} allows less than 1 per ${next.windowMs} ms window; raise windowMs`);
+      }
+    }
+    this.#settings = next;
+  }
+
+  /** Answer the next requests with these replies, in order, before anything else decides. */
+  script(...replies: FakeReply[]): void {
+    this.#queue.push(...replies);
+  }
+
+  /** Set (or clear with null) the per-request answer function. */
+  respond(fn: ((req: FakeRequest) => FakeReply | undefined) | null): void {
+    this.#settings = { ...this.#settings, respond: fn };
+  }
+
+  /** How many times this body (or body hash / job key) was received. */
+  sentCount(keyOrBody: string): number {
+    const key = /^[0-9a-f]{64}$/.test(keyOrBody) ? keyOrBody : sha256(keyOrBody);
+    return this.counts.get(key) ?? 0;
+  }
+
+  /** Bodies (as hashes) received more than once: empty when every job was sent exactly once. */
+  duplicates(): string[] {
+    return [...this.counts].filter(([, n]) => n > 1).map(([k]) => k);
+  }
+
+  /** Forget recorded requests, counts and the script queue (settings stay). */
+  clear(): void {
+    this.requests.length = 0;
+    this.counts.clear();
+    this.answers.clear();
+    this.#queue.length = 0;
+    this.received = this.rateLimited = this.maxInFlight = 0;
+  }
+
+  /** Resolve once `n` requests have been received in total. */
+  async waitForRequests(n: number, timeoutMs = 10_000): Promise<void> {
+    const until = Date.now() + timeoutMs;
+    while (this.received < n) {
+      if (Date.now() > until) throw new Error(`fake: waited ${timeoutMs} ms for ${n} requests, got ${this.received}`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  }
+
+  get isUp(): boolean {
+    return this.#isUp;
+  }
+
+  /** Go down: stop listening (new connections are refused) and cut every open connection. */
+  async down(): Promise<void> {
+    if (!this.#isUp) return;
+    this.#isUp = false;
+    const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    this.#server.closeAllConnections();
+    await closed;
+  }
+
+  /** Come back up on the same port. */
+  async up(): Promise<void> {
+    if (this.#isUp) return;
+    await listen(this.#server, this.port);
+    this.#isUp = true;
+  }
+
+  /** Shut down for good (call in afterEach). */
+  async close(): Promise<void> {
+    await this.down();
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const receivedAt = Date.now();
+    this.inFlight++;
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    res.on('close', () => this.inFlight--);
+    const body = await readBody(req).catch(() => null);
+    if (body === null) return; // the client went away mid-body
+    let json: any = null;
+    try { json = JSON.parse(body); } catch { /* not JSON: answered with 400 below */ }
+    const key = sha256(body);
+    const attempt = (this.counts.get(key) ?? 0) + 1;
+    this.counts.set(key, attempt);
+    this.received++;
+    const record: FakeRequest = {
+      index: this.received, method: req.method ?? 'GET', path: req.url ?? '/', headers: req.headers,
+      body, json, key, attempt, receivedAt, answered: null,
+    };
+    if (this.#settings.record) this.requests.push(record);
+    const answer = (what: number | 'hang' | 'reset' | 'truncate') => {
+      record.answered = what;
+      this.answers.set(what, (this.answers.get(what) ?? 0) + 1);
+      if (what === 429) this.rateLimited++;
+    };
+
+    if (record.method !== 'POST' || record.path.split('?')[0] !== '/v1/chat/completions') {
+      answer(404);
+      return send(res, 404, { error: { message: `Invalid URL (${record.method} ${record.path})`, type: 'invalid_request_error', param: null, code: null } });
+    }
+    if (json === null || typeof json !== 'object') {
+      answer(400);
+      return send(res, 400, { error: { message: 'We could not parse the JSON body of your request.', type: 'invalid_request_error', param: null, code: null } });
+    }
+
+    let chosen = this.#queue.shift() ?? this.#settings.respond?.(record) ?? { kind: 'pass' };
+    let headers: FakeHeaders = {};
+    if (chosen.kind === 'pass') {
+      const limited = this.#admit(record, receivedAt);
+      if (limited.rejected) {
+        answer(429);
+        return send(res, 429, limited.body!, limited.headers);
+      }
+      headers = limited.headers;
+      chosen = { kind: 'ok' };
+    }
+    if (chosen.kind === 'hang') return answer('hang');
+
+    const latency = ('latencyMs' in chosen && chosen.latencyMs !== undefined)
+      ? chosen.latencyMs
+      : typeof this.#settings.latencyMs === 'function' ? this.#settings.latencyMs(record) : this.#settings.latencyMs;
+    if (latency > 0) await new Promise((r) => setTimeout(r, latency));
+    if (res.destroyed) return;
+
+    switch (chosen.kind) {
+      case 'reset':
+        answer('reset');
+        req.socket.destroy();
+        return;
+      case 'truncate': {
+        answer('truncate');
+        const full = JSON.stringify(completionBody(record, {}));
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(full) });
+        res.write(full.slice(0, Math.floor(full.length / 2)), () => req.socket.destroy());
+        return;
+      }
+      case 'ok':
+        answer(200);
+        return send(res, 200, completionBody(record, chosen), { ...headers, ...chosen.headers });
+      case 'raw':
+        answer(chosen.status);
+        return send(res, chosen.status, chosen.body, chosen.headers);
+    }
+  }
+
+  /** Count the request against the current window, or say why not and for how long. */
+  #admit(req: FakeRequest, now: number): { rejected: boolean; body?: object; headers: FakeHeaders } {
+    const { rpm, tpm, windowMs } = this.#settings;
+    if (rpm === null && tpm === null) return { rejected: false, headers: {} };
+    const id = Math.floor(now / windowMs);
+    if (this.#window.id !== id) this.#window = { id, requests: 0, tokens: 0 };
+    const w = this.#window;
+    const resetMs = Math.max(1, (id + 1) * windowMs - now);
+    const reqBudget = rpm === null ? Infinity : (rpm * windowMs) / 60_000;
+    const tokBudget = tpm === null ? Infinity : (tpm * windowMs) / 60_000;
+    const cost = tpm === null ? 0 : this.#settings.tokenCost(req);
+    const overRequests = w.requests + 1 > reqBudget + 1e-9;
+    const overTokens = w.tokens + cost > tokBudget + 1e-9 && !(w.requests === 0 && w.tokens === 0);
+    if (!overRequests && !overTokens) {
+      w.requests++;
+      w.tokens += cost;
+    }
+    const headers: Record<string, string> = {};
+    if (rpm !== null) {
+      headers['x-ratelimit-limit-requests'] = String(Math.floor(reqBudget));
+      headers['x-ratelimit-remaining-requests'] = String(Math.max(0, Math.floor(reqBudget - w.requests)));
+      headers['x-ratelimit-reset-requests'] = `${resetMs}ms`;
+    }
+    if (tpm !== null) {
+      headers['x-ratelimit-limit-tokens'] = String(Math.floor(tokBudget));
+      headers['x-ratelimit-remaining-tokens'] = String(Math.max(0, Math.floor(tokBudget - w.tokens)));
+      headers['x-ratelimit-reset-tokens'] = `${resetMs}ms`;
+    }
+    if (!overRequests && !overTokens) return { rejected: false, headers };
+    headers['retry-after-ms'] = String(resetMs);
+    headers['retry-after'] = String(Math.ceil(resetMs / 1000));
+    const what = overRequests ? 'requests' : 'tokens';
+    const message = overRequests
+      ? `Rate limit reached for requests: limit ${Math.floor(reqBudget)} per ${windowMs} ms window (fake).`
+      : `Rate limit reached for tokens: limit ${Math.floor(tokBudget)} per ${windowMs} ms window, requested ${cost} (fake).`;
+    return { rejected: true, headers, body: { error: { message, type: what, param: null, code: 'rate_limit_exceeded' } } };
+  }
+}
+
+function listen(server: Server, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+    req.on('aborted', () => reject(new Error('aborted')));
+  });
+}
+
+function send(res: ServerResponse, status: number, body: string | object, headers: FakeHeaders = {}): void {
+  if (res.destroyed || res.headersSent) return;
+  const text = typeof body === 'string' ? body : JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': typeof body === 'string' ? 'text/plain; charset=utf-8' : 'application/json',
+    'content-length': Buffer.byteLength(text),
+    ...headers,
+  });
+  res.end(text);
+}
