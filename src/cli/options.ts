@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from 'commander';
+import { readFileSync } from 'node:fs';
 
 /**
  * Flag parsers for commander. Each one names what it expected, so a bad value reads as
@@ -48,4 +49,32 @@ export function oneOf<T extends string>(choices: readonly T[]): (value: string) 
 /** Collect a repeatable flag into an array. */
 export function collect(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value];
+}
+
+/**
+ * A text flag that may name a file: `@prompt.txt` reads the file (UTF-8), anything else is the
+ * text itself. Read at parse time so a missing file is reported against its flag.
+ */
+export function textOrFile(value: string): string {
+  if (!value.startsWith('@')) return value;
+  const file = value.slice(1);
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    throw new InvalidArgumentError(`Cannot read ${file} (${code}). Give text, or @ and the path of a UTF-8 file.`);
+  }
+}
+
+const BYTE_UNITS: Record<string, number> = { '': 1, b: 1, k: 1024, kb: 1000, kib: 1024, m: 1024 ** 2, mb: 1000 ** 2, mib: 1024 ** 2, g: 1024 ** 3, gb: 1000 ** 3, gib: 1024 ** 3 };
+
+/** A size in bytes: `65536`, `512KiB`, `1MiB`, `2MB`, `1m`. */
+export function byteSize(value: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(value);
+  const unit = m ? BYTE_UNITS[m[2]!.toLowerCase()] : undefined;
+  const n = m && unit !== undefined ? Math.floor(Number(m[1]) * unit) : NaN;
+  if (!Number.isSafeInteger(n) || n < 1) {
+    throw new InvalidArgumentError('Expected a size of 1 byte or more, like 65536, 512KiB or 1MiB.');
+  }
+  return n;
 }

@@ -1,13 +1,108 @@
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { dbOption } from '../program.js';
-import { LlmqError } from '../../errors.js';
+import { anyInt, byteSize, collect, intAtLeast, numberBetween, textOrFile } from '../options.js';
+import { colorsFor, warn } from '../output.js';
+import { EXIT } from '../../errors.js';
+import { openStore, redactLocation, resolveDbLocation } from '../../store/open-store.js';
+import { enqueue, type EnqueueSummary } from '../../ingest/enqueue.js';
+import { parseTemplate } from '../../ingest/template.js';
+import { DEFAULT_MAX_DOC_BYTES, where } from '../../ingest/types.js';
+
+export const DEFAULT_PROMPT = 'Summarize the following document in 3 to 5 sentences. Keep names, numbers and dates exact.\n\n{{text}}';
+export const DEFAULT_MODEL = 'gpt-4o-mini';
+export const DEFAULT_MAX_TOKENS = 512;
+
+interface EnqueueFlags {
+  db?: string;
+  prompt: string;
+  system?: string;
+  model: string;
+  maxTokens: number;
+  temperature?: number;
+  priority: number;
+  glob?: string[];
+  hidden?: boolean;
+  idField: string;
+  textField: string;
+  maxDocBytes: number;
+  json?: boolean;
+}
 
 export function registerEnqueue(program: Command): Command {
   return program
     .command('enqueue')
-    .description('(not built yet)')
+    .description('Add documents to the queue: one job per distinct request, rendered now and keyed by its hash.')
+    .argument('<source...>', 'folders, text files, .jsonl/.ndjson files, or - for JSONL on stdin')
     .addOption(dbOption())
-    .action(() => {
-      throw new LlmqError('llmq enqueue is not built yet.');
+    .addOption(new Option('--prompt <text|@file>', 'the user message template; {{text}} {{id}} {{path}} {{meta.FIELD}} are filled in')
+      .argParser(textOrFile).default(DEFAULT_PROMPT, 'summarize {{text}}'))
+    .addOption(new Option('--system <text|@file>', 'a system message template, sent first').argParser(textOrFile))
+    .addOption(new Option('--model <name>', 'the model to ask').default(DEFAULT_MODEL))
+    .addOption(new Option('--max-tokens <n>', 'the longest answer, in tokens').argParser(intAtLeast(1)).default(DEFAULT_MAX_TOKENS))
+    .addOption(new Option('--temperature <t>', 'sampling temperature, 0 to 2 (default: the provider\'s)').argParser(numberBetween(0, 2)))
+    .addOption(new Option('--priority <n>', 'lower runs first').argParser(anyInt).default(0))
+    .addOption(new Option('--glob <pattern>', 'only files in folders matching this (repeatable); *.md matches at any depth')
+      .argParser(collect))
+    .addOption(new Option('--hidden', 'include files and folders whose name starts with "."'))
+    .addOption(new Option('--id-field <name>', 'JSONL field holding the item id (absent: file:line)').default('id'))
+    .addOption(new Option('--text-field <name>', 'JSONL field holding the document text').default('text'))
+    .addOption(new Option('--max-doc-bytes <size>', 'reject larger documents (a file, or a JSONL line)')
+      .argParser(byteSize).default(DEFAULT_MAX_DOC_BYTES, '1MiB'))
+    .addOption(new Option('--json', 'print the summary as one JSON object on stdout'))
+    .addHelpText('after', `
+Examples:
+  $ llmq enqueue docs/
+  $ llmq enqueue docs/ --glob '*.md' --glob 'notes/**/*.txt' --prompt @prompts/summary.txt
+  $ llmq enqueue reviews.jsonl --text-field body --prompt "Sentiment of this review (positive/negative): {{text}}"
+  $ llmq enqueue batch_input.jsonl          # OpenAI Batch API lines: each body is sent as it is
+  $ zcat big.jsonl.gz | llmq enqueue - --model gpt-4o --max-tokens 256 --priority -1
+
+Item ids: the path relative to the folder, the JSONL id field (or file:line), or custom_id.
+Enqueueing the same input again adds nothing; a changed document moves its item to a new job.
+Every rejected document is printed on stderr with its file, line and reason; the rest is enqueued.
+
+Exit codes: 0 everything enqueued, 2 some input was rejected, 1 bad usage.`)
+    .action(async (sources: string[], flags: EnqueueFlags) => {
+      const summary = await runEnqueue(sources, flags);
+      if (summary.rejected > 0) process.exitCode = EXIT.PARTIAL;
     });
+}
+
+async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<EnqueueSummary> {
+  const prompt = parseTemplate(flags.prompt, '--prompt');
+  const system = flags.system === undefined ? null : parseTemplate(flags.system, '--system');
+  if (!prompt.usesText && !system?.usesText) {
+    warn('the prompt has no {{text}}, so the documents themselves are not sent (JSONL batch bodies excepted).');
+  }
+  const location = resolveDbLocation(flags.db);
+  const c = colorsFor(process.stderr);
+  const store = await openStore(location);
+  let summary: EnqueueSummary;
+  try {
+    summary = await enqueue(store, {
+      sources,
+      request: { prompt, system, model: flags.model, maxTokens: flags.maxTokens, temperature: flags.temperature, priority: flags.priority },
+      globs: flags.glob, hidden: flags.hidden, idField: flags.idField, textField: flags.textField, maxDocBytes: flags.maxDocBytes,
+      stdin: sources.includes('-') ? process.stdin : undefined,
+      onReject: (r) => process.stderr.write(`${c.yellow('rejected')} ${where(r.path, r.line)}: ${r.reason}\n`),
+    });
+  } finally {
+    await store.close();
+  }
+  if (flags.json) {
+    const { batches: _batches, ...shown } = summary;
+    process.stdout.write(JSON.stringify({ db: redactLocation(location), ...shown }) + '\n');
+  } else {
+    process.stderr.write(describe(summary, redactLocation(location), c) + '\n');
+  }
+  return summary;
+}
+
+function describe(s: EnqueueSummary, db: string, c: ReturnType<typeof colorsFor>): string {
+  const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+  const rejected = s.rejected > 0 ? c.yellow(`${s.rejected} rejected`) : '0 rejected';
+  const secs = (s.elapsedMs / 1000).toFixed(s.elapsedMs < 10_000 ? 2 : 0);
+  return `${c.bold(`read ${plural(s.documents, 'document')}`)} into ${db} in ${secs}s: ` +
+    `${c.green(plural(s.newJobs, 'new job'))}, ${plural(s.newItems, 'new item')}, ` +
+    `${s.unchanged} already queued, ${s.updated} updated, ${rejected}`;
 }

@@ -1,0 +1,35 @@
+/**
+ * Bytes to document text, or the reason they are not a document. Strict on purpose: a file with a
+ * NUL byte or a broken UTF-8 sequence would reach the model as garbage (and be paid for), so it is
+ * rejected and named instead of being decoded with replacement characters.
+ */
+
+// fatal: throw on the first invalid sequence instead of substituting U+FFFD. The BOM is stripped.
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+export const REASON_BINARY = 'binary file (contains NUL bytes)';
+export const REASON_UTF8 = 'invalid UTF-8 (save the file as UTF-8, e.g. with iconv)';
+export const REASON_EMPTY = 'empty document (nothing but whitespace)';
+
+/** Decode strict UTF-8; null when the bytes are not valid UTF-8. */
+export function decodeUtf8(bytes: Uint8Array): string | null {
+  try {
+    return utf8.decode(bytes);
+  } catch {
+    return null;
+  }
+}
+
+/** A whole file as one document: its text, or why it is not one. */
+export function fileText(bytes: Uint8Array): { text: string } | { reason: string } {
+  if (bytes.indexOf(0) !== -1) return { reason: REASON_BINARY };
+  const text = decodeUtf8(bytes);
+  if (text === null) return { reason: REASON_UTF8 };
+  if (isBlank(text)) return { reason: REASON_EMPTY };
+  return { text };
+}
+
+/** Nothing but whitespace (cheap for the usual case: the first character is not whitespace). */
+export function isBlank(text: string): boolean {
+  return text.length === 0 || (/^\s/.test(text) && text.trim().length === 0);
+}

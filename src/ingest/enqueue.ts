@@ -1,0 +1,184 @@
+import type { EnqueueRow, Store } from '../store/types.js';
+import { readFolder, readTextFile } from './folder.js';
+import { globMatcher } from './glob.js';
+import { readJsonl, readJsonlFile, type EntrySink } from './jsonl.js';
+import { makeRenderer, type RequestOptions } from './render.js';
+import { resolveSources, type Source } from './sources.js';
+import { MissingValueError } from './template.js';
+import { DEFAULT_MAX_DOC_BYTES, isRejection, where, type Document, type Entry, type Rejection } from './types.js';
+
+export interface EnqueueOptions {
+  /** Folders, text files, `.jsonl`/`.ndjson` files, or `-` for JSONL on `stdin`. */
+  readonly sources: readonly string[];
+  readonly request: RequestOptions;
+  /** Include patterns for files in folders; none means every file. */
+  readonly globs?: readonly string[];
+  /** Include hidden files and folders (names starting with `.`). @default false */
+  readonly hidden?: boolean;
+  /** @default 'id' */
+  readonly idField?: string;
+  /** @default 'text' */
+  readonly textField?: string;
+  /** @default 1048576 (1 MiB) */
+  readonly maxDocBytes?: number;
+  /** What `-` reads. Required when a source is `-`. */
+  readonly stdin?: AsyncIterable<Buffer | string>;
+  /** Called for every rejection as it happens, so a caller can report while a big file streams. */
+  readonly onReject?: (rejection: Rejection) => void;
+  readonly now?: () => number;
+  /** Rows per store transaction. @default 2000 */
+  readonly batchRows?: number;
+  /** Request bytes per store transaction, so a batch of large documents stays small. @default 8 MiB */
+  readonly batchBytes?: number;
+}
+
+export interface EnqueueSummary {
+  /** Documents looked at: files, and non-blank JSONL lines (rejected ones included). */
+  readonly documents: number;
+  readonly newJobs: number;
+  readonly newItems: number;
+  /** Items that were already queued with exactly the same request. */
+  readonly unchanged: number;
+  /** Items whose document changed since they were queued; they now point at a new job. */
+  readonly updated: number;
+  readonly rejected: number;
+  /** The first rejections (at most MAX_KEPT_REJECTIONS); `onReject` sees them all. */
+  readonly rejections: readonly Rejection[];
+  /** Store transactions written. */
+  readonly batches: number;
+  readonly elapsedMs: number;
+}
+
+export const MAX_KEPT_REJECTIONS = 1000;
+
+/**
+ * Read every source, render each document into its request, and store the rows in batches.
+ * Bad input never stops the good: each rejection is reported and the rest goes in. Source paths are
+ * checked before anything is written, so a typo in one of them enqueues nothing.
+ */
+export async function enqueue(store: Store, options: EnqueueOptions): Promise<EnqueueSummary> {
+  const now = options.now ?? Date.now;
+  const started = now();
+  const sources = await resolveSources(options.sources, options.stdin !== undefined);
+  const batcher = new Batcher(store, options, now);
+  const maxDocBytes = options.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES;
+  const jsonl = { maxDocBytes, idField: options.idField ?? 'id', textField: options.textField ?? 'text' };
+  for (const source of sources) {
+    await readSource(source, batcher, { ...options, maxDocBytes, jsonl });
+  }
+  await batcher.write();
+  return { ...batcher.summary(), elapsedMs: now() - started };
+}
+
+async function readSource(
+  source: Source, sink: Batcher,
+  o: EnqueueOptions & { maxDocBytes: number; jsonl: { maxDocBytes: number; idField: string; textField: string } },
+): Promise<void> {
+  switch (source.kind) {
+    case 'stdin':
+      return readJsonl(o.stdin!, '-', o.jsonl, sink);
+    case 'jsonl':
+      return readJsonlFile(source.file, source.path, o.jsonl, sink);
+    case 'file':
+      sink.add(await readTextFile(source.file, source.path, source.id, o));
+      return sink.flush();
+    case 'folder': {
+      const folder = { maxDocBytes: o.maxDocBytes, include: globMatcher(o.globs ?? []), hidden: o.hidden ?? false };
+      for await (const entry of readFolder(source.file, folder)) {
+        sink.add(entry);
+        await sink.flush();
+      }
+    }
+  }
+}
+
+/**
+ * Collects rendered rows and writes them a batch at a time. Remembers every id seen in this enqueue
+ * (about 100 bytes each, never the text) to catch the same id twice: the first document keeps the
+ * id and the later one is rejected naming both places, because silently letting either win would
+ * lose a document the user asked for without saying so.
+ */
+class Batcher implements EntrySink {
+  readonly #store: Store;
+  readonly #render: (doc: Document) => EnqueueRow;
+  readonly #onReject: ((r: Rejection) => void) | undefined;
+  readonly #now: () => number;
+  readonly #maxRows: number;
+  readonly #maxBytes: number;
+  /** id -> where it was first seen (`file:line`). */
+  readonly #seen = new Map<string, string>();
+  #rows: EnqueueRow[] = [];
+  #bytes = 0;
+  #documents = 0;
+  #newJobs = 0;
+  #newItems = 0;
+  #unchanged = 0;
+  #updated = 0;
+  #rejected = 0;
+  #batches = 0;
+  readonly #rejections: Rejection[] = [];
+
+  constructor(store: Store, o: EnqueueOptions, now: () => number) {
+    this.#store = store;
+    this.#render = makeRenderer(o.request);
+    this.#onReject = o.onReject;
+    this.#now = now;
+    this.#maxRows = o.batchRows ?? 2000;
+    this.#maxBytes = o.batchBytes ?? 8 * 1024 * 1024;
+  }
+
+  add(entry: Entry): void {
+    this.#documents++;
+    if (isRejection(entry)) return this.#reject(entry);
+    const first = this.#seen.get(entry.id);
+    if (first !== undefined) {
+      return this.#reject({ path: entry.path, line: entry.line, reason: `duplicate id ${JSON.stringify(entry.id)} (first at ${first}, which is kept)` });
+    }
+    let row: EnqueueRow;
+    try {
+      row = this.#render(entry);
+    } catch (error) {
+      if (error instanceof MissingValueError) return this.#reject({ path: entry.path, line: entry.line, reason: error.message });
+      throw error;
+    }
+    this.#seen.set(entry.id, where(entry.path, entry.line));
+    this.#rows.push(row);
+    this.#bytes += row.request.length;
+  }
+
+  /** Write the batch if it is full. */
+  async flush(): Promise<void> {
+    if (this.#rows.length >= this.#maxRows || this.#bytes >= this.#maxBytes) await this.write();
+  }
+
+  /** Write whatever is batched, full or not. */
+  async write(): Promise<void> {
+    // Cut oversized batches (one chunk can hold more lines than a batch) into batches of maxRows.
+    while (this.#rows.length > 0) {
+      const rows = this.#rows.length > this.#maxRows ? this.#rows.splice(0, this.#maxRows) : this.#rows;
+      if (rows === this.#rows) {
+        this.#rows = [];
+        this.#bytes = 0;
+      }
+      const r = await this.#store.enqueue(rows, this.#now());
+      this.#batches++;
+      this.#newJobs += r.newJobs;
+      this.#newItems += r.newItems;
+      this.#unchanged += r.unchanged;
+      this.#updated += r.movedItems;
+    }
+  }
+
+  summary(): Omit<EnqueueSummary, 'elapsedMs'> {
+    return {
+      documents: this.#documents, newJobs: this.#newJobs, newItems: this.#newItems, unchanged: this.#unchanged,
+      updated: this.#updated, rejected: this.#rejected, rejections: this.#rejections, batches: this.#batches,
+    };
+  }
+
+  #reject(r: Rejection): void {
+    this.#rejected++;
+    if (this.#rejections.length < MAX_KEPT_REJECTIONS) this.#rejections.push(r);
+    this.#onReject?.(r);
+  }
+}

@@ -1,0 +1,122 @@
+import { createReadStream } from 'node:fs';
+import { isBlank, REASON_EMPTY } from './decode.js';
+import { splitLines } from './lines.js';
+import { fsReason, type Entry, type ReadOptions } from './types.js';
+
+export interface JsonlOptions extends ReadOptions {
+  /** The field holding the item id; lines without it get `file:line`. @default 'id' */
+  readonly idField: string;
+  /** The field holding the document text. @default 'text' */
+  readonly textField: string;
+}
+
+/** Where a reader puts what it reads; `flush` lets the consumer write a full batch (backpressure). */
+export interface EntrySink {
+  add(entry: Entry): void;
+  flush(): Promise<void>;
+}
+
+/** Read size: large enough that per-chunk work is amortized, small enough to be nothing in memory. */
+const CHUNK_BYTES = 1024 * 1024;
+
+/** A JSONL file, streamed: one document per non-blank line. */
+export async function readJsonlFile(file: string, path: string, options: JsonlOptions, sink: EntrySink): Promise<void> {
+  await readJsonl(createReadStream(file, { highWaterMark: CHUNK_BYTES }), path, options, sink);
+}
+
+/**
+ * A JSONL stream (a file or stdin). Each line is a document or a rejection; blank lines are skipped.
+ * A read error part way (EACCES on open, EIO) is reported once for the file, after the lines read.
+ */
+export async function readJsonl(input: AsyncIterable<Buffer | string>, path: string, options: JsonlOptions, sink: EntrySink): Promise<void> {
+  let lastLine = 0;
+  try {
+    await splitLines(input, options.maxDocBytes, {
+      line: (text, no) => {
+        lastLine = no;
+        const entry = parseJsonLine(text, no, path, options);
+        if (entry !== null) sink.add(entry);
+      },
+      bad: (no, reason) => {
+        lastLine = no;
+        sink.add({ path, line: no, reason });
+      },
+    }, () => sink.flush());
+  } catch (error) {
+    const after = lastLine > 0 ? ` after line ${lastLine}; the rest of the file was not read` : '';
+    sink.add({ path, reason: fsReason(error) + after });
+    await sink.flush();
+  }
+}
+
+/** One line to a document or a rejection; null for a blank line. */
+export function parseJsonLine(text: string, line: number, path: string, o: JsonlOptions): Entry | null {
+  if (isBlank(text)) return null;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    return { path, line, reason: `malformed JSON (${(error as Error).message})` };
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    return { path, line, reason: `not a JSON object (each line must be one {...} document, got ${kind(value)})` };
+  }
+  const obj = value as Record<string, unknown>;
+  if ('custom_id' in obj && ('body' in obj || 'url' in obj || 'method' in obj)) return batchLine(obj, line, path);
+
+  const body = obj[o.textField];
+  if (body === undefined) {
+    return { path, line, reason: `no "${o.textField}" field (name the text field with --text-field)` };
+  }
+  if (typeof body !== 'string') return { path, line, reason: `"${o.textField}" is ${kind(body)}, not a string` };
+  if (isBlank(body)) return { path, line, reason: REASON_EMPTY };
+
+  const rawId = obj[o.idField];
+  let id: string;
+  if (rawId === undefined || rawId === null) id = `${path}:${line}`;
+  else if (typeof rawId === 'string' && rawId !== '') id = rawId;
+  else if (typeof rawId === 'number' || typeof rawId === 'bigint' || typeof rawId === 'boolean') id = String(rawId);
+  else return { path, line, reason: `"${o.idField}" is ${kind(rawId)}; an id must be a non-empty string or a number` };
+
+  let meta: Record<string, unknown> | null = null;
+  for (const k in obj) {
+    if (k !== o.textField && k !== o.idField) (meta ??= {})[k] = obj[k];
+  }
+  return { id, path, line, text: body, meta };
+}
+
+/** An OpenAI Batch API line: `body` is the request, sent as it is; `custom_id` is the item id. */
+function batchLine(obj: Record<string, unknown>, line: number, path: string): Entry {
+  const id = obj.custom_id;
+  if (typeof id !== 'string' || id === '') {
+    return { path, line, reason: `batch line "custom_id" is ${kind(id)}; it must be a non-empty string` };
+  }
+  if (obj.method !== undefined && obj.method !== 'POST') {
+    return { path, line, reason: `batch line method is ${JSON.stringify(obj.method)}; only POST is supported` };
+  }
+  if (obj.url !== undefined && (typeof obj.url !== 'string' || !obj.url.endsWith('/chat/completions'))) {
+    return { path, line, reason: `batch line url is ${JSON.stringify(obj.url)}; llmq sends /v1/chat/completions requests only` };
+  }
+  const body = obj.body;
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    return { path, line, reason: `batch line "body" is ${kind(body)}; it must be an object with "model" and "messages"` };
+  }
+  const b = body as Record<string, unknown>;
+  if (typeof b.model !== 'string' || b.model === '' || !Array.isArray(b.messages) || b.messages.length === 0) {
+    return { path, line, reason: 'batch line "body" must have a "model" string and a non-empty "messages" array' };
+  }
+  let meta: Record<string, unknown> | null = null;
+  for (const k in obj) {
+    if (k !== 'custom_id' && k !== 'body') (meta ??= {})[k] = obj[k];
+  }
+  return { id, path, line, text: '', meta, body: b };
+}
+
+function kind(v: unknown): string {
+  if (v === undefined) return 'missing';
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  if (typeof v === 'object') return 'an object';
+  if (v === '') return 'an empty string';
+  return `a ${typeof v}`;
+}

@@ -1,0 +1,46 @@
+import { stat } from 'node:fs/promises';
+import { basename } from 'node:path';
+import { UsageError } from '../errors.js';
+import { displayPath } from './folder.js';
+
+/** A source path the user named, and how it is read. */
+export type Source =
+  | { readonly kind: 'stdin'; readonly path: '-' }
+  | { readonly kind: 'folder' | 'jsonl'; readonly file: string; readonly path: string }
+  | { readonly kind: 'file'; readonly file: string; readonly path: string; readonly id: string };
+
+const JSONL = /\.(jsonl|ndjson)$/i;
+
+/**
+ * Check every source before anything is read, so a typo fails fast and enqueues nothing.
+ * A folder is walked; a `.jsonl`/`.ndjson` file is one document per line; any other file is one
+ * document whose id is its file name; `-` is JSONL on standard input. (Inside a folder every
+ * file is one document, whatever its extension: the folder, not the file, was named.)
+ */
+export async function resolveSources(paths: readonly string[], haveStdin: boolean): Promise<Source[]> {
+  if (paths.length === 0) throw new UsageError('Nothing to enqueue: name a folder, a file, or - for JSONL on stdin.');
+  const out: Source[] = [];
+  let stdin = false;
+  for (const p of paths) {
+    if (p === '-') {
+      if (stdin) throw new UsageError('- (stdin) is named twice; stdin can be read only once.');
+      if (!haveStdin) throw new UsageError('- (stdin) was named but no input stream was given.');
+      stdin = true;
+      out.push({ kind: 'stdin', path: '-' });
+      continue;
+    }
+    let s;
+    try {
+      s = await stat(p);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      const why = code === 'ENOENT' || code === 'ENOTDIR' ? 'no such file or folder' : `${code ?? (error as Error).message}`;
+      throw new UsageError(`Source not found: ${p} (${why}). Name a folder, a text file, a .jsonl file, or - for stdin.`);
+    }
+    const path = displayPath(p);
+    if (s.isDirectory()) out.push({ kind: 'folder', file: p, path });
+    else if (JSONL.test(p)) out.push({ kind: 'jsonl', file: p, path });
+    else out.push({ kind: 'file', file: p, path, id: basename(path) });
+  }
+  return out;
+}

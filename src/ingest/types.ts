@@ -1,0 +1,59 @@
+/** One document read from a source, before it is rendered into a request. */
+export interface Document {
+  /** The item id: relative path, JSONL id field, `file:line`, or `custom_id`. */
+  readonly id: string;
+  /** The file it came from, as given (posix separators; `-` for stdin). */
+  readonly path: string;
+  /** 1-based line for JSONL documents; absent for whole files. */
+  readonly line?: number;
+  readonly text: string;
+  readonly meta: Record<string, unknown> | null;
+  /** An OpenAI Batch line's `body`: sent as it is, no template. */
+  readonly body?: Record<string, unknown>;
+}
+
+/** Input that did not become an item, and why. Nothing is dropped without one of these. */
+export interface Rejection {
+  /** The file, as given (`-` for stdin). */
+  readonly path: string;
+  readonly line?: number;
+  readonly reason: string;
+}
+
+/** What readers yield: documents and rejections in input order, in small arrays to keep overhead low. */
+export type Entry = Document | Rejection;
+
+export function isRejection(e: Entry): e is Rejection {
+  return (e as Rejection).reason !== undefined;
+}
+
+/** `file:line` or `file`, as rejections and sources are printed. */
+export function where(path: string, line?: number): string {
+  return line === undefined ? path : `${path}:${line}`;
+}
+
+/** Options every reader needs. */
+export interface ReadOptions {
+  /** Documents (a file, or a JSONL line) larger than this many bytes are rejected unread. */
+  readonly maxDocBytes: number;
+}
+
+export const DEFAULT_MAX_DOC_BYTES = 1024 * 1024;
+
+/** A short description of an fs error: `EACCES: permission denied`. */
+export function fsReason(error: unknown): string {
+  const e = error as NodeJS.ErrnoException;
+  if (e?.code) return `cannot read (${e.code}: ${describeCode(e.code)})`;
+  return `cannot read (${(error as Error)?.message ?? String(error)})`;
+}
+
+function describeCode(code: string): string {
+  switch (code) {
+    case 'EACCES': case 'EPERM': return 'permission denied';
+    case 'ENOENT': return 'no such file (a broken link?)';
+    case 'EISDIR': return 'is a folder';
+    case 'ELOOP': return 'too many symbolic links';
+    case 'EIO': return 'input/output error';
+    default: return 'error';
+  }
+}
