@@ -195,6 +195,21 @@ export interface ExportRow {
   readonly latencyMs: number | null;
 }
 
+/** An item as stored, for moving a whole queue (`llmq copy`). */
+export interface ItemRow {
+  readonly id: string;
+  readonly source: string;
+  readonly jobKey: string;
+  readonly meta: Record<string, unknown> | null;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+}
+
+/** One stored `attempts` row, for moving a whole queue (`llmq copy`). */
+export interface AttemptRow extends AttemptRecord {
+  readonly latencyMs: number;
+}
+
 export interface RetryFailedFilter {
   /** Only failures whose error contains this text (case-insensitive). */
   readonly errorContains?: string;
@@ -231,8 +246,11 @@ export interface Store {
   recordAttempt(attempt: AttemptRecord, options: { countAttempt: boolean; error: string | null }): Promise<void>;
   /** Mark a held job `failed` with its reason. */
   fail(key: string, owner: string, error: string, attempt: AttemptRecord | null, now: number): Promise<void>;
-  /** Give every job the run holds back (`pending`); `refund` also gives back the attempt their claim raised. */
-  release(owner: string, options: { refund: boolean; now: number }): Promise<number>;
+  /**
+   * Give jobs the run holds back (`pending`): those in `keys`, or all of them when `keys` is
+   * omitted. `refund` also gives back the attempt their claim raised (the request never went out).
+   */
+  release(owner: string, options: { refund: boolean; now: number; keys?: readonly string[] }): Promise<number>;
   /** The earliest `run_after` among pending jobs, or null when nothing is pending. */
   nextPendingAt(): Promise<number | null>;
   /** Failed jobs back to `pending` with fresh attempts. */
@@ -242,6 +260,18 @@ export interface Store {
   status(now: number): Promise<StatusSnapshot>;
   item(id: string): Promise<ItemDetail | null>;
   exportRows(filter: ExportFilter): AsyncIterable<ExportRow>;
+
+  // moving a whole queue (`llmq copy`): each dump streams one table in stored order (jobs and items
+  // FIFO, attempts oldest first) a page at a time; each load appends one batch in one transaction,
+  // keeping the batch's order, and writes rows exactly as given (states, leases and all).
+  dumpJobs(): AsyncIterable<JobRow>;
+  dumpItems(): AsyncIterable<ItemRow>;
+  dumpAttempts(): AsyncIterable<AttemptRow>;
+  dumpRuns(): AsyncIterable<RunRow>;
+  loadJobs(rows: readonly JobRow[]): Promise<void>;
+  loadItems(rows: readonly ItemRow[]): Promise<void>;
+  loadAttempts(rows: readonly AttemptRow[]): Promise<void>;
+  loadRuns(rows: readonly RunRow[]): Promise<void>;
 
   close(): Promise<void>;
 }

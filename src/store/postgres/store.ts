@@ -1,9 +1,227 @@
-import { LlmqError } from '../../errors.js';
-import type { Store } from '../types.js';
+import type pg from 'pg';
+import type {
+  AttemptRecord, AttemptRow, ClaimOptions, ClaimResult, Completion, EnqueueResult, EnqueueRow, ExportFilter, ExportRow,
+  ItemDetail, ItemRow, JobRow, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
+} from '../types.js';
+import { connectionError, createPool, parsePgUrl, query } from './connect.js';
+import { migrate } from './migrations.js';
+import { enqueuePg } from './enqueue.js';
+import { PgReader } from './read.js';
+import { PgCopier } from './copy.js';
 
-/** Placeholder until the PostgreSQL store lands. */
-export const PostgresStore = {
-  async open(_url: string): Promise<Store> {
-    throw new LlmqError('PostgreSQL support is not built yet. Use an SQLite path for --db.');
-  },
-};
+/**
+ * Insert one attempt row; its values are the first 11 parameters of the statement it is part of.
+ * Data-modifying CTEs run to completion whether or not the main query reads them, so a state
+ * change and its attempt row go in one statement, which is one transaction and one round trip.
+ */
+const INSERT_ATTEMPT = `INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome, error,
+  prompt_tokens, completion_tokens) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`;
+
+function attemptParams(a: AttemptRecord): unknown[] {
+  return [a.key, a.runId, a.attempt, a.startedAt, a.endedAt, Math.max(0, a.endedAt - a.startedAt), a.status, a.outcome, a.error,
+    a.usage?.promptTokens ?? null, a.usage?.completionTokens ?? null];
+}
+
+/** Fail a held job; its four parameters (error, now, key, owner) start at `$first`. */
+function failSql(first: number): string {
+  const [error, now, key, owner] = [0, 1, 2, 3].map((i) => `$${first + i}`);
+  return `UPDATE jobs SET state = 'failed', error = ${error}, lease_owner = NULL, lease_expires_at = NULL,
+    finished_at = ${now}, updated_at = ${now} WHERE key = ${key} AND state = 'running' AND lease_owner = ${owner}`;
+}
+
+/**
+ * The claim: lock up to `limit` pending jobs in priority-then-FIFO order, skipping rows another run
+ * has locked (so concurrent claims never wait on each other nor take the same job), and in the same
+ * statement either start them (attempts + 1, leased) or, when their attempts are used up (a crash
+ * loop), fail them. MATERIALIZED makes the locked set be chosen exactly once.
+ */
+const CLAIM_SQL = `
+WITH picked AS MATERIALIZED (
+  SELECT seq FROM jobs WHERE state = 'pending' AND run_after <= $2::bigint
+  ORDER BY priority, seq LIMIT $5::int FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs SET
+  state = CASE WHEN attempts >= $1::int THEN 'failed' ELSE 'running' END,
+  attempts = CASE WHEN attempts >= $1::int THEN attempts ELSE attempts + 1 END,
+  error = CASE WHEN attempts >= $1::int
+    THEN 'gave up after ' || attempts || ' attempts; last error: ' || coalesce(error, 'the run working on it died')
+    ELSE error END,
+  finished_at = CASE WHEN attempts >= $1::int THEN $2::bigint ELSE NULL END,
+  lease_owner = CASE WHEN attempts >= $1::int THEN NULL ELSE $3::text END,
+  lease_expires_at = CASE WHEN attempts >= $1::int THEN NULL ELSE $4::bigint END,
+  updated_at = $2::bigint
+WHERE seq IN (SELECT seq FROM picked)
+RETURNING seq, key, request, model, priority, attempts, state`;
+
+/**
+ * The shared store: many runs on many machines work one queue. Every method is one statement or
+ * one short transaction; nothing is held open between calls.
+ */
+export class PostgresStore implements Store {
+  readonly kind = 'postgres' as const;
+  readonly location: string;
+  /** The schema the tables live in. */
+  readonly schema: string;
+  readonly pool: pg.Pool;
+  readonly #read: PgReader;
+  readonly #copy: PgCopier;
+
+  private constructor(pool: pg.Pool, location: string, schema: string) {
+    this.pool = pool;
+    this.location = location;
+    this.schema = schema;
+    this.#read = new PgReader(pool);
+    this.#copy = new PgCopier(pool);
+  }
+
+  /** Connect, create the schema if missing, migrate it forward, and hand back a ready store. */
+  static async open(url: string): Promise<PostgresStore> {
+    const target = parsePgUrl(url);
+    const pool = createPool(target);
+    try {
+      await migrate(pool, target.schema, target.location);
+    } catch (error) {
+      await pool.end().catch(() => {});
+      throw connectionError(error, target.location);
+    }
+    return new PostgresStore(pool, target.location, target.schema);
+  }
+
+  enqueue(rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult> {
+    return enqueuePg(this.pool, rows, now);
+  }
+
+  async startRun(run: RunInfo): Promise<void> {
+    await this.#q(`INSERT INTO runs (id, host, pid, started_at, heartbeat_at, options) VALUES ($1, $2, $3, $4, $4, $5)`,
+      [run.id, run.host, run.pid, run.startedAt, JSON.stringify(run.options)]);
+  }
+
+  async heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats): Promise<void> {
+    await this.#q(`WITH run AS (UPDATE runs SET heartbeat_at = $1, stats = $2 WHERE id = $3)
+      UPDATE jobs SET lease_expires_at = $4 WHERE lease_owner = $3 AND state = 'running'`,
+    [now, JSON.stringify(stats), runId, leaseUntil]);
+  }
+
+  async finishRun(runId: string, now: number, exitReason: string, stats: RunStats): Promise<void> {
+    await this.#q('UPDATE runs SET heartbeat_at = $1, ended_at = $1, exit_reason = $2, stats = $3 WHERE id = $4',
+      [now, exitReason, JSON.stringify(stats), runId]);
+  }
+
+  activeRuns(): Promise<RunRow[]> {
+    return this.#read.activeRuns();
+  }
+
+  async reclaim(now: number, deadOwners: readonly string[]): Promise<number> {
+    const r = await this.#q<{ n: number }>(`WITH back AS (
+        UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = $1
+        WHERE state = 'running' AND (lease_expires_at < $1 OR lease_owner = ANY($2::text[])) RETURNING 1
+      ), died AS (
+        UPDATE runs SET ended_at = $1, exit_reason = 'died' WHERE id = ANY($2::text[]) AND ended_at IS NULL
+      ) SELECT count(*) AS n FROM back`, [now, [...deadOwners]]);
+    return r.rows[0]!.n;
+  }
+
+  async claim(o: ClaimOptions): Promise<ClaimResult> {
+    const rows = (await this.#q<{ seq: number; key: string; request: string; model: string; priority: number; attempts: number; state: string }>(
+      CLAIM_SQL, [o.maxAttempts, o.now, o.owner, o.leaseUntil, o.limit])).rows;
+    // RETURNING comes back in no promised order; keep priority, then FIFO.
+    rows.sort((a, b) => a.priority - b.priority || a.seq - b.seq);
+    let exhausted = 0;
+    const jobs = [];
+    for (const r of rows) {
+      if (r.state === 'failed') exhausted++;
+      else jobs.push({ key: r.key, request: r.request, model: r.model, priority: r.priority, attempts: r.attempts });
+    }
+    return { jobs, exhausted };
+  }
+
+  async startRetry(key: string, owner: string, now: number, leaseUntil: number): Promise<number | null> {
+    const r = await this.#q<{ attempts: number }>(`UPDATE jobs SET attempts = attempts + 1, lease_expires_at = $1, updated_at = $2
+      WHERE key = $3 AND state = 'running' AND lease_owner = $4 RETURNING attempts`, [leaseUntil, now, key, owner]);
+    return r.rows[0]?.attempts ?? null;
+  }
+
+  async complete(key: string, c: Completion): Promise<boolean> {
+    // Not tied to the lease: an answer that arrives after the lease moved on is paid for, so keep it.
+    const r = await this.#q<{ n: number }>(`WITH attempt AS (${INSERT_ATTEMPT}), done AS (
+        UPDATE jobs SET state = 'done', output = $12, response = $13, prompt_tokens = $14, completion_tokens = $15, error = NULL,
+          lease_owner = NULL, lease_expires_at = NULL, finished_at = $5, updated_at = $5
+        WHERE key = $1 AND state <> 'done' RETURNING 1
+      ) SELECT count(*) AS n FROM done`,
+    [...attemptParams(c.attempt), c.output, c.response, c.usage.promptTokens, c.usage.completionTokens]);
+    return r.rows[0]!.n === 1;
+  }
+
+  async recordAttempt(a: AttemptRecord, o: { countAttempt: boolean; error: string | null }): Promise<void> {
+    await this.#q(`WITH attempt AS (${INSERT_ATTEMPT})
+      UPDATE jobs SET error = $12, attempts = attempts - $13, updated_at = $5
+      WHERE key = $1 AND state = 'running' AND lease_owner = $2`, [...attemptParams(a), o.error, o.countAttempt ? 0 : 1]);
+  }
+
+  async fail(key: string, owner: string, error: string, attempt: AttemptRecord | null, now: number): Promise<void> {
+    if (attempt) await this.#q(`WITH attempt AS (${INSERT_ATTEMPT}) ${failSql(12)}`, [...attemptParams(attempt), error, now, key, owner]);
+    else await this.#q(failSql(1), [error, now, key, owner]);
+  }
+
+  async release(owner: string, o: { refund: boolean; now: number }): Promise<number> {
+    const r = await this.#q(`UPDATE jobs SET state = 'pending', attempts = greatest(attempts - $1, 0), lease_owner = NULL,
+      lease_expires_at = NULL, updated_at = $2 WHERE lease_owner = $3 AND state = 'running'`, [o.refund ? 1 : 0, o.now, owner]);
+    return r.rowCount ?? 0;
+  }
+
+  async nextPendingAt(): Promise<number | null> {
+    return (await this.#q<{ v: number | null }>(`SELECT min(run_after) AS v FROM jobs WHERE state = 'pending'`)).rows[0]!.v;
+  }
+
+  async retryFailed(filter: RetryFailedFilter, now: number): Promise<number> {
+    const r = await this.#q(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL, finished_at = NULL,
+        updated_at = $1
+      WHERE state = 'failed' AND ($2::text IS NULL OR strpos(lower(error), lower($2::text)) > 0)`, [now, filter.errorContains ?? null]);
+    return r.rowCount ?? 0;
+  }
+
+  status(now: number): Promise<StatusSnapshot> {
+    return this.#read.status(now);
+  }
+
+  item(id: string): Promise<ItemDetail | null> {
+    return this.#read.item(id);
+  }
+
+  exportRows(filter: ExportFilter): AsyncIterable<ExportRow> {
+    return this.#read.exportRows(filter);
+  }
+
+  dumpJobs(): AsyncIterable<JobRow> {
+    return this.#copy.dumpJobs();
+  }
+  dumpItems(): AsyncIterable<ItemRow> {
+    return this.#copy.dumpItems();
+  }
+  dumpAttempts(): AsyncIterable<AttemptRow> {
+    return this.#copy.dumpAttempts();
+  }
+  dumpRuns(): AsyncIterable<RunRow> {
+    return this.#copy.dumpRuns();
+  }
+  loadJobs(rows: readonly JobRow[]): Promise<void> {
+    return this.#copy.loadJobs(rows);
+  }
+  loadItems(rows: readonly ItemRow[]): Promise<void> {
+    return this.#copy.loadItems(rows);
+  }
+  loadAttempts(rows: readonly AttemptRow[]): Promise<void> {
+    return this.#copy.loadAttempts(rows);
+  }
+  loadRuns(rows: readonly RunRow[]): Promise<void> {
+    return this.#copy.loadRuns(rows);
+  }
+
+  async close(): Promise<void> {
+    if (!this.pool.ended) await this.pool.end();
+  }
+
+  #q<R extends pg.QueryResultRow = Record<string, unknown>>(sql: string, params: unknown[] = []): Promise<pg.QueryResult<R>> {
+    return query<R>(this.pool, sql, params);
+  }
+}

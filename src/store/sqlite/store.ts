@@ -1,9 +1,10 @@
 import type {
-  AttemptRecord, ClaimOptions, ClaimResult, ClaimedJob, Completion, EnqueueResult, EnqueueRow,
-  ExportFilter, ExportRow, ItemDetail, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
+  AttemptRecord, AttemptRow, ClaimOptions, ClaimResult, ClaimedJob, Completion, EnqueueResult, EnqueueRow,
+  ExportFilter, ExportRow, ItemDetail, ItemRow, JobRow, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
 } from '../types.js';
 import { openSqlite, type Db } from './open.js';
 import { SqliteReader } from './read.js';
+import { SqliteCopier } from './copy.js';
 
 /**
  * The embedded store: one SQLite file. better-sqlite3 is synchronous, so every method here runs
@@ -14,12 +15,14 @@ export class SqliteStore implements Store {
   readonly location: string;
   readonly db: Db;
   readonly #read: SqliteReader;
+  readonly #copy: SqliteCopier;
   readonly #s;
 
   constructor(path: string) {
     this.location = path;
     this.db = openSqlite(path);
     this.#read = new SqliteReader(this.db);
+    this.#copy = new SqliteCopier(this.db);
     const db = this.db;
     this.#s = {
       insertJob: db.prepare(`INSERT INTO jobs (key, request, model, priority, created_at, updated_at)
@@ -53,6 +56,8 @@ export class SqliteStore implements Store {
           finished_at = ?, updated_at = ? WHERE key = ? AND state = 'running' AND lease_owner = ?`),
       release: db.prepare(`UPDATE jobs SET state = 'pending', attempts = max(attempts - ?, 0), lease_owner = NULL,
           lease_expires_at = NULL, updated_at = ? WHERE lease_owner = ? AND state = 'running'`),
+      releaseOne: db.prepare(`UPDATE jobs SET state = 'pending', attempts = max(attempts - ?, 0), lease_owner = NULL,
+          lease_expires_at = NULL, updated_at = ? WHERE lease_owner = ? AND state = 'running' AND key = ?`),
       reclaimExpired: db.prepare(`UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
         WHERE state = 'running' AND lease_expires_at < ?`),
       reclaimOwner: db.prepare(`UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
@@ -172,8 +177,14 @@ export class SqliteStore implements Store {
     }).immediate();
   }
 
-  async release(owner: string, o: { refund: boolean; now: number }): Promise<number> {
-    return this.#s.release.run(o.refund ? 1 : 0, o.now, owner).changes;
+  async release(owner: string, o: { refund: boolean; now: number; keys?: readonly string[] }): Promise<number> {
+    if (!o.keys) return this.#s.release.run(o.refund ? 1 : 0, o.now, owner).changes;
+    const keys = o.keys;
+    return this.db.transaction(() => {
+      let n = 0;
+      for (const key of keys) n += this.#s.releaseOne.run(o.refund ? 1 : 0, o.now, owner, key).changes;
+      return n;
+    }).immediate();
   }
 
   async retryFailed(filter: RetryFailedFilter, now: number): Promise<number> {
@@ -190,6 +201,31 @@ export class SqliteStore implements Store {
 
   exportRows(filter: ExportFilter): AsyncIterable<ExportRow> {
     return this.#read.exportRows(filter);
+  }
+
+  dumpJobs(): AsyncIterable<JobRow> {
+    return this.#copy.dumpJobs();
+  }
+  dumpItems(): AsyncIterable<ItemRow> {
+    return this.#copy.dumpItems();
+  }
+  dumpAttempts(): AsyncIterable<AttemptRow> {
+    return this.#copy.dumpAttempts();
+  }
+  dumpRuns(): AsyncIterable<RunRow> {
+    return this.#copy.dumpRuns();
+  }
+  async loadJobs(rows: readonly JobRow[]): Promise<void> {
+    this.#copy.loadJobs(rows);
+  }
+  async loadItems(rows: readonly ItemRow[]): Promise<void> {
+    this.#copy.loadItems(rows);
+  }
+  async loadAttempts(rows: readonly AttemptRow[]): Promise<void> {
+    this.#copy.loadAttempts(rows);
+  }
+  async loadRuns(rows: readonly RunRow[]): Promise<void> {
+    this.#copy.loadRuns(rows);
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,117 @@
+import pg from 'pg';
+import { StoreError } from '../../errors.js';
+import { redactLocation } from '../open-store.js';
+
+/** Where a PostgreSQL queue lives: the server (the URL without our own parameters) and the schema. */
+export interface PgTarget {
+  /** The URL handed to `pg`, without `schema`/`search_path`. */
+  readonly connectionString: string;
+  readonly schema: string;
+  /** The URL as given, password replaced, for messages. */
+  readonly location: string;
+}
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+/**
+ * Read the schema from `?schema=` (or `?search_path=`, the name libpq users know), default `public`.
+ * Only a plain identifier is taken: it goes into SQL and into the connection's startup options.
+ */
+export function parsePgUrl(url: string): PgTarget {
+  const location = redactLocation(url);
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch (error) {
+    throw new StoreError(`Cannot read the PostgreSQL URL ${location}. Expected postgres://user:password@host:5432/database?schema=name.`, { cause: error });
+  }
+  const schema = parsed.searchParams.get('schema') ?? parsed.searchParams.get('search_path') ?? 'public';
+  if (!IDENTIFIER.test(schema)) {
+    throw new StoreError(`Expected the schema in ${location} to be a plain name (letters, digits, _), got '${schema}'.`);
+  }
+  parsed.searchParams.delete('schema');
+  parsed.searchParams.delete('search_path');
+  return { connectionString: parsed.toString(), schema, location };
+}
+
+/** Quote an identifier already checked against IDENTIFIER. */
+export function quoteIdent(name: string): string {
+  return `"${name}"`;
+}
+
+// BIGINT (ms timestamps, counts, sums) arrives as a string by default; every value we store fits a double.
+const INT8_OID = 20;
+const types = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === INT8_OID) return (v: string) => Number(v);
+    return pg.types.getTypeParser(oid, format as 'text');
+  },
+} as pg.CustomTypesConfig;
+
+export function createPool(target: PgTarget): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: target.connectionString,
+    // Every connection works in the queue's schema, set at startup so no query runs before it.
+    options: `-c search_path=${quoteIdent(target.schema)}`,
+    types,
+    max: 4,
+    connectionTimeoutMillis: 10_000,
+    idleTimeoutMillis: 10_000,
+  });
+  // An idle connection the server drops (restart, timeout) must not crash the process; the next
+  // query opens a new one.
+  pool.on('error', () => {});
+  return pool;
+}
+
+const CONNECT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', '28P01', '28000', '3D000']);
+
+/** Turn a failure to reach the server into a message that says what to check; other errors pass through. */
+export function connectionError(error: unknown, location: string): unknown {
+  const e = error as { code?: string; message?: string };
+  const timedOut = /timeout/i.test(e.message ?? '');
+  if (!CONNECT_CODES.has(e.code ?? '') && !timedOut) return error;
+  const hint =
+    e.code === '28P01' || e.code === '28000' ? 'Check the user and password in the URL.' :
+    e.code === '3D000' ? 'Check the database name in the URL, or create it (createdb).' :
+    'Check that PostgreSQL is running and reachable at that host and port.';
+  return new StoreError(`Cannot connect to PostgreSQL at ${location}: ${e.message ?? String(error)}. ${hint}`, { cause: error });
+}
+
+// Deadlock and serialization failures are safe to retry: the transaction rolled back whole.
+const RETRYABLE = new Set(['40P01', '40001']);
+
+/** Run a function's queries in one transaction on one connection, retrying it after a deadlock. */
+export async function inTransaction<T>(
+  pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN',
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const client = await pool.connect();
+    try {
+      await client.query(begin);
+      const result = await fn(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => {});
+      if (attempt < 5 && RETRYABLE.has((error as { code?: string }).code ?? '')) continue;
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+}
+
+/** One statement is its own transaction; retry it after a deadlock like `inTransaction`. */
+export async function query<R extends pg.QueryResultRow = Record<string, unknown>>(
+  pool: pg.Pool, sql: string, params: unknown[] = [],
+): Promise<pg.QueryResult<R>> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await pool.query<R>(sql, params);
+    } catch (error) {
+      if (attempt < 5 && RETRYABLE.has((error as { code?: string }).code ?? '')) continue;
+      throw error;
+    }
+  }
+}

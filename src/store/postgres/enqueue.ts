@@ -1,0 +1,81 @@
+import type pg from 'pg';
+import type { EnqueueResult, EnqueueRow } from '../types.js';
+import { inTransaction } from './connect.js';
+
+/**
+ * One set-based statement per chunk: new jobs in input order (ON CONFLICT DO NOTHING, so identical
+ * requests share one job), then the items upserted. `before` reads the items as they were when the
+ * statement started (every CTE sees the same snapshot), which is what tells new, moved and
+ * unchanged apart without a round trip per row. Moved items get the new job, source and meta;
+ * unchanged ones are left alone, as in the SQLite store.
+ */
+const ENQUEUE_SQL = `
+WITH input AS (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[])
+    WITH ORDINALITY AS t(item_id, source, meta, key, request, model, priority, ord)
+),
+new_jobs AS (
+  INSERT INTO jobs (key, request, model, priority, created_at, updated_at)
+  SELECT key, request, model, priority, $8, $8
+  FROM (SELECT DISTINCT ON (key) key, request, model, priority, ord FROM input ORDER BY key, ord) AS first_of_key
+  ORDER BY ord
+  ON CONFLICT (key) DO NOTHING
+  RETURNING 1
+),
+before AS (
+  SELECT i.id, i.job_key FROM items i JOIN input t ON t.item_id = i.id
+),
+upserted AS (
+  INSERT INTO items (id, source, job_key, meta, created_at, updated_at)
+  SELECT item_id, source, key, meta, $8, $8 FROM input ORDER BY ord
+  ON CONFLICT (id) DO UPDATE SET job_key = EXCLUDED.job_key, source = EXCLUDED.source, meta = EXCLUDED.meta,
+    updated_at = EXCLUDED.updated_at
+  WHERE items.job_key <> EXCLUDED.job_key
+  RETURNING 1
+)
+SELECT (SELECT count(*) FROM new_jobs) AS new_jobs,
+       count(*) FILTER (WHERE b.id IS NULL) AS new_items,
+       count(*) FILTER (WHERE b.job_key <> t.key) AS moved,
+       count(*) FILTER (WHERE b.job_key = t.key) AS unchanged,
+       (SELECT count(*) FROM upserted) AS written
+FROM input t LEFT JOIN before b ON b.id = t.item_id`;
+
+interface Counts { new_jobs: number; new_items: number; moved: number; unchanged: number }
+
+export async function enqueuePg(pool: pg.Pool, rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult> {
+  const total = { newJobs: 0, newItems: 0, movedItems: 0, unchanged: 0 };
+  if (rows.length === 0) return total;
+  // ON CONFLICT DO UPDATE may touch a row once per statement, so an item id that comes back within
+  // the batch starts a new chunk: later rows then see earlier ones, exactly like row-by-row.
+  const chunks = splitOnRepeatedIds(rows);
+  await inTransaction(pool, async (client) => {
+    for (const chunk of chunks) {
+      const c = (await client.query<Counts>(ENQUEUE_SQL, [
+        chunk.map((r) => r.itemId), chunk.map((r) => r.source), chunk.map((r) => (r.meta ? JSON.stringify(r.meta) : null)),
+        chunk.map((r) => r.key), chunk.map((r) => r.request), chunk.map((r) => r.model), chunk.map((r) => r.priority), now,
+      ])).rows[0]!;
+      total.newJobs += c.new_jobs;
+      total.newItems += c.new_items;
+      total.movedItems += c.moved;
+      total.unchanged += c.unchanged;
+    }
+  });
+  return total;
+}
+
+function splitOnRepeatedIds(rows: readonly EnqueueRow[]): EnqueueRow[][] {
+  const chunks: EnqueueRow[][] = [];
+  let chunk: EnqueueRow[] = [];
+  let ids = new Set<string>();
+  for (const r of rows) {
+    if (ids.has(r.itemId)) {
+      chunks.push(chunk);
+      chunk = [];
+      ids = new Set();
+    }
+    ids.add(r.itemId);
+    chunk.push(r);
+  }
+  chunks.push(chunk);
+  return chunks;
+}

@@ -1,0 +1,142 @@
+import type pg from 'pg';
+import { StoreError } from '../../errors.js';
+import { quoteIdent } from './connect.js';
+
+/**
+ * Forward-only schema migrations for the PostgreSQL store, numbered on their own (the SQLite ones
+ * differ in types). Append a new entry to change the schema; never edit one that has shipped.
+ * Tables mirror the SQLite store: times are BIGINT milliseconds since the epoch.
+ */
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  readonly sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = Object.freeze([
+  {
+    version: 1,
+    name: 'initial',
+    sql: `
+CREATE TABLE jobs (
+  seq               BIGINT  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,  -- insertion order: FIFO within a priority
+  key               TEXT    NOT NULL UNIQUE,        -- SHA-256 of the canonical request
+  request           TEXT    NOT NULL,               -- the exact request body (canonical JSON)
+  model             TEXT    NOT NULL,
+  state             TEXT    NOT NULL DEFAULT 'pending'
+                    CHECK (state IN ('pending', 'running', 'done', 'failed')),
+  priority          INTEGER NOT NULL DEFAULT 0,     -- lower runs first
+  attempts          INTEGER NOT NULL DEFAULT 0,     -- raised when a try starts
+  run_after         BIGINT  NOT NULL DEFAULT 0,     -- ms epoch; not claimed before
+  lease_owner       TEXT,                           -- runs.id holding the job while running
+  lease_expires_at  BIGINT,
+  output            TEXT,                           -- the answer text
+  response          TEXT,                           -- the provider's full response body
+  prompt_tokens     INTEGER,
+  completion_tokens INTEGER,
+  error             TEXT,                           -- last error, or why it failed
+  created_at        BIGINT  NOT NULL,
+  updated_at        BIGINT  NOT NULL,
+  finished_at       BIGINT
+);
+-- claims read only pending rows in (priority, seq) order; SKIP LOCKED walks this index
+CREATE INDEX jobs_claim ON jobs (priority, seq) WHERE state = 'pending';
+CREATE INDEX jobs_state ON jobs (state);
+CREATE INDEX jobs_lease ON jobs (lease_owner) WHERE lease_owner IS NOT NULL;
+CREATE INDEX jobs_lease_expiry ON jobs (lease_expires_at) WHERE state = 'running';
+-- covers status: counts and tokens per model and state without reading the request text
+CREATE INDEX jobs_usage ON jobs (model, state) INCLUDE (prompt_tokens, completion_tokens);
+
+CREATE TABLE items (
+  seq        BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,  -- input order
+  id         TEXT   NOT NULL UNIQUE,               -- relative path, JSONL id, file:line or custom_id
+  source     TEXT   NOT NULL,
+  job_key    TEXT   NOT NULL REFERENCES jobs (key),
+  meta       TEXT,                                 -- JSON object of extra input fields, as written
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL
+);
+CREATE INDEX items_job ON items (job_key);
+
+CREATE TABLE attempts (
+  id                BIGINT  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  job_key           TEXT    NOT NULL,
+  run_id            TEXT    NOT NULL,
+  attempt           INTEGER NOT NULL,
+  started_at        BIGINT  NOT NULL,
+  ended_at          BIGINT  NOT NULL,
+  latency_ms        BIGINT  NOT NULL,
+  status            INTEGER,                        -- HTTP status; NULL for network errors
+  outcome           TEXT    NOT NULL
+                    CHECK (outcome IN ('done', 'retry', 'failed', 'not_counted', 'released')),
+  error             TEXT,
+  prompt_tokens     INTEGER,
+  completion_tokens INTEGER
+);
+CREATE INDEX attempts_job ON attempts (job_key, id);
+
+CREATE TABLE runs (
+  seq          BIGINT  GENERATED ALWAYS AS IDENTITY UNIQUE,  -- insertion order, for copying
+  id           TEXT    PRIMARY KEY,
+  host         TEXT    NOT NULL,
+  pid          INTEGER NOT NULL,
+  started_at   BIGINT  NOT NULL,
+  heartbeat_at BIGINT  NOT NULL,
+  ended_at     BIGINT,
+  exit_reason  TEXT,
+  options      TEXT    NOT NULL,                    -- JSON, never holds the API key
+  stats        TEXT                                 -- JSON RunStats, updated on each heartbeat
+);
+CREATE INDEX runs_open ON runs (started_at) WHERE ended_at IS NULL;
+CREATE INDEX runs_started ON runs (started_at);
+`,
+  },
+]);
+
+export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
+
+const OUR_TABLES = ['jobs', 'items', 'attempts', 'runs'];
+
+/**
+ * Bring the schema up to date in one transaction under an advisory lock keyed by the schema, so two
+ * processes starting together neither race to create tables nor apply a migration twice.
+ */
+export async function migrate(pool: pg.Pool, schema: string, location: string): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`llmq:migrate:${schema}`]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
+    await client.query(`CREATE TABLE IF NOT EXISTS llmq_migrations (
+      version    INTEGER PRIMARY KEY,
+      name       TEXT    NOT NULL,
+      applied_at BIGINT  NOT NULL
+    )`);
+    const current = (await client.query<{ v: number | null }>('SELECT max(version) AS v FROM llmq_migrations')).rows[0]!.v ?? 0;
+    if (current > LATEST_VERSION) {
+      throw new StoreError(
+        `${location} was written by a newer llmq (schema version ${current}; this llmq knows up to ${LATEST_VERSION}). Upgrade llmq to use it.`,
+      );
+    }
+    if (current === 0) {
+      const clash = await client.query<{ table_name: string }>(
+        `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 AND table_name = ANY($2) ORDER BY 1 LIMIT 1`,
+        [schema, OUR_TABLES]);
+      if (clash.rows.length) {
+        throw new StoreError(`Schema "${schema}" in ${location} already has a table "${clash.rows[0]!.table_name}" that llmq did not create. ` +
+          `Give llmq its own schema, e.g. add ?schema=llmq to the URL.`);
+      }
+    }
+    for (const m of MIGRATIONS) {
+      if (m.version <= current) continue;
+      await client.query(m.sql);
+      await client.query('INSERT INTO llmq_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [m.version, m.name, Date.now()]);
+    }
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}

@@ -1,0 +1,140 @@
+import type pg from 'pg';
+import {
+  JOB_STATES, type AttemptRow, type ExportFilter, type ExportRow, type ItemDetail, type JobRow, type JobState, type RunRow,
+  type StatusSnapshot,
+} from '../types.js';
+import { inTransaction, query } from './connect.js';
+
+const EXPORT_PAGE = 1000;
+// One consistent view across the several reads of status/item, and no locks taken.
+const SNAPSHOT = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
+
+/** The read side of the PostgreSQL store: status, one item, and the export stream. */
+export class PgReader {
+  readonly #pool: pg.Pool;
+  constructor(pool: pg.Pool) {
+    this.#pool = pool;
+  }
+
+  status(_now: number): Promise<StatusSnapshot> {
+    return inTransaction(this.#pool, async (db) => {
+      const counts = Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
+      const models = new Map<string, { model: string; jobs: number; done: number; prompt: number; completion: number }>();
+      let prompt = 0, completion = 0;
+      // COLLATE "C" orders like SQLite (by bytes), whatever the database's locale.
+      const rows = (await db.query<{ model: string; state: JobState; n: number; p: number; c: number }>(
+        `SELECT model, state, count(*) AS n, coalesce(sum(prompt_tokens), 0)::bigint AS p,
+           coalesce(sum(completion_tokens), 0)::bigint AS c FROM jobs GROUP BY model, state ORDER BY model COLLATE "C", state`)).rows;
+      for (const r of rows) {
+        counts[r.state] += r.n;
+        prompt += r.p;
+        completion += r.c;
+        const m = models.get(r.model) ?? { model: r.model, jobs: 0, done: 0, prompt: 0, completion: 0 };
+        m.jobs += r.n;
+        if (r.state === 'done') m.done += r.n;
+        m.prompt += r.p;
+        m.completion += r.c;
+        models.set(r.model, m);
+      }
+      const total = JOB_STATES.reduce((a, s) => a + counts[s], 0);
+      const one = async <T>(sql: string): Promise<T> => (await db.query(sql)).rows[0]!.v as T;
+      const items = await one<number>('SELECT count(*) AS v FROM items');
+      const failures = (await db.query<{ error: string; count: number }>(`SELECT coalesce(error, 'unknown error') AS error,
+          count(*) AS count FROM jobs WHERE state = 'failed' GROUP BY 1
+          ORDER BY 2 DESC, coalesce(error, 'unknown error') COLLATE "C" LIMIT 10`)).rows;
+      const retrying = await one<number>(`SELECT count(*) AS v FROM jobs WHERE state = 'pending' AND attempts > 0`);
+      const oldestPendingAt = await one<number | null>(`SELECT min(created_at) AS v FROM jobs WHERE state = 'pending'`);
+      const activeRuns = (await db.query<RawRun>(ACTIVE_RUNS)).rows.map(toRun);
+      const last = (await db.query<RawRun>('SELECT * FROM runs ORDER BY started_at DESC, seq DESC LIMIT 1')).rows[0];
+      return {
+        counts, total, items, tokens: { prompt, completion }, byModel: [...models.values()], failures, retrying,
+        oldestPendingAt, activeRuns, lastRun: last ? toRun(last) : null,
+      };
+    }, SNAPSHOT);
+  }
+
+  async activeRuns(): Promise<RunRow[]> {
+    return (await query<RawRun>(this.#pool, ACTIVE_RUNS)).rows.map(toRun);
+  }
+
+  item(id: string): Promise<ItemDetail | null> {
+    return inTransaction(this.#pool, async (db) => {
+      const item = (await db.query<{ id: string; source: string; job_key: string; meta: string | null }>(
+        'SELECT * FROM items WHERE id = $1', [id])).rows[0];
+      if (!item) return null;
+      const job = (await db.query<RawJob>('SELECT * FROM jobs WHERE key = $1', [item.job_key])).rows[0]!;
+      const attempts = (await db.query<RawAttempt>('SELECT * FROM attempts WHERE job_key = $1 ORDER BY id', [item.job_key])).rows.map(toAttempt);
+      return { id: item.id, source: item.source, meta: item.meta ? JSON.parse(item.meta) : null, job: toJob(job), attempts };
+    }, SNAPSHOT);
+  }
+
+  /** Items in input order, a page at a time (keyset on seq), so a million rows never sit in memory. */
+  async *exportRows(filter: ExportFilter): AsyncIterable<ExportRow> {
+    const states = filter.states?.length ? [...filter.states] : null;
+    const sql = `SELECT i.seq, i.id, i.source, i.meta, j.key, j.state, j.model, j.output, j.response, j.error,
+        j.attempts, j.prompt_tokens, j.completion_tokens,
+        (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key ORDER BY a.id DESC LIMIT 1) AS latency_ms
+      FROM items i JOIN jobs j ON j.key = i.job_key
+      WHERE i.seq > $1 AND ($2::text[] IS NULL OR j.state = ANY($2::text[])) ORDER BY i.seq LIMIT ${EXPORT_PAGE}`;
+    let after = 0;
+    for (;;) {
+      const rows = (await query<RawExport>(this.#pool, sql, [after, states])).rows;
+      for (const r of rows) {
+        yield {
+          id: r.id, source: r.source, meta: r.meta ? JSON.parse(r.meta) : null, key: r.key, state: r.state, model: r.model,
+          output: r.output, response: r.response, error: r.error, attempts: r.attempts, usage: usage(r), latencyMs: r.latency_ms,
+        };
+      }
+      if (rows.length < EXPORT_PAGE) return;
+      after = rows[rows.length - 1]!.seq;
+    }
+  }
+}
+
+const ACTIVE_RUNS = 'SELECT * FROM runs WHERE ended_at IS NULL ORDER BY started_at DESC, seq DESC';
+
+export interface RawRun {
+  id: string; host: string; pid: number; started_at: number; heartbeat_at: number; ended_at: number | null;
+  exit_reason: string | null; options: string; stats: string | null;
+}
+export interface RawJob {
+  key: string; request: string; model: string; state: JobState; priority: number; attempts: number; run_after: number;
+  lease_owner: string | null; lease_expires_at: number | null; output: string | null; response: string | null;
+  prompt_tokens: number | null; completion_tokens: number | null; error: string | null; created_at: number;
+  updated_at: number; finished_at: number | null;
+}
+export interface RawAttempt {
+  job_key: string; run_id: string; attempt: number; started_at: number; ended_at: number; latency_ms: number;
+  status: number | null; outcome: AttemptRow['outcome']; error: string | null; prompt_tokens: number | null; completion_tokens: number | null;
+}
+interface RawExport {
+  seq: number; id: string; source: string; meta: string | null; key: string; state: JobState; model: string;
+  output: string | null; response: string | null; error: string | null; attempts: number;
+  prompt_tokens: number | null; completion_tokens: number | null; latency_ms: number | null;
+}
+
+function usage(r: { prompt_tokens: number | null; completion_tokens: number | null }) {
+  return r.prompt_tokens === null ? null : { promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens ?? 0 };
+}
+
+export function toRun(r: RawRun): RunRow {
+  return {
+    id: r.id, host: r.host, pid: r.pid, startedAt: r.started_at, heartbeatAt: r.heartbeat_at, endedAt: r.ended_at,
+    exitReason: r.exit_reason, options: JSON.parse(r.options), stats: r.stats ? JSON.parse(r.stats) : null,
+  };
+}
+
+export function toJob(j: RawJob): JobRow {
+  return {
+    key: j.key, request: j.request, model: j.model, state: j.state, priority: j.priority, attempts: j.attempts,
+    runAfter: j.run_after, leaseOwner: j.lease_owner, leaseExpiresAt: j.lease_expires_at, output: j.output,
+    response: j.response, usage: usage(j), error: j.error, createdAt: j.created_at, updatedAt: j.updated_at, finishedAt: j.finished_at,
+  };
+}
+
+export function toAttempt(a: RawAttempt): AttemptRow {
+  return {
+    key: a.job_key, runId: a.run_id, attempt: a.attempt, startedAt: a.started_at, endedAt: a.ended_at, latencyMs: a.latency_ms,
+    status: a.status, outcome: a.outcome, error: a.error, usage: usage(a),
+  };
+}
