@@ -37,6 +37,8 @@ export const BUILTIN_PRICES: Readonly<Record<string, Price>> = Object.freeze({
   'gpt-3.5-turbo': [0.5, 1.5],
 });
 
+const SNAPSHOT = /^(.+?)-(?:\d{4}-\d{2}-\d{2}|\d{4}|preview|latest)$/;
+
 /** The offline mock provider's models cost nothing. */
 const FREE = /^mock($|[-/:])/;
 
@@ -49,13 +51,10 @@ export function priceOf(model: string, table: PriceTable): Price | null {
   // "openai/gpt-4o" (LiteLLM, OpenRouter) prices as "gpt-4o".
   const bare = model.slice(model.lastIndexOf('/') + 1);
   if (Object.hasOwn(models, bare)) return models[bare]!;
-  // Dated snapshots ("gpt-4o-mini-2024-07-18") price as their family; the longest match wins,
-  // so "gpt-4o-mini-..." is not priced as "gpt-4o".
-  let best: string | null = null;
-  for (const name of Object.keys(models)) {
-    if (bare.startsWith(name + '-') && (best === null || name.length > best.length)) best = name;
-  }
-  return best === null ? null : models[best]!;
+  // Dated snapshots ("gpt-4o-mini-2024-07-18", "gpt-3.5-turbo-0125") price as their family; any
+  // other suffix is a different model whose price we do not know.
+  const family = bare.match(SNAPSHOT)?.[1];
+  return family !== undefined && Object.hasOwn(models, family) ? models[family]! : null;
 }
 
 /** USD for this usage, or null when the model's price is unknown. */

@@ -11,10 +11,10 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT): string {
   }
   const w = Math.max(...[r.total, r.items, ...Object.values(r.counts)].map((n) => int(n).length));
   const row = (label: string, n: number, note: string, color: (s: string) => string = (s) => s) =>
-    lines.push(`  ${label.padEnd(8)}${color(int(n).padStart(w))}${note ? '  ' + note : ''}`);
+    lines.push(`  ${label.padEnd(9)}${color(int(n).padStart(w))}${note ? '  ' + note : ''}`);
 
-  const shared = r.sharedItems > 0 ? ` (${int(r.sharedItems)} share a job: ${int(r.sharedItems)} calls saved)` : '';
-  row('jobs', r.total, p.dim(`${int(r.items)} items${shared}`));
+  const saved = r.sharedItems > 0 ? ` · ${int(r.sharedItems)} ${r.sharedItems === 1 ? 'call' : 'calls'} saved by shared jobs` : '';
+  row('jobs', r.total, p.dim(`for ${int(r.items)} items${saved}`));
   row('done', r.counts.done, percent(r.counts.done, r.total), p.green);
   if (r.counts.running) row('running', r.counts.running, '', p.cyan);
   const pendingNotes: string[] = [];
@@ -22,11 +22,11 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT): string {
   if (r.oldestPending) pendingNotes.push(`oldest queued ${duration(r.oldestPending.ageSeconds)} ago`);
   row('pending', r.counts.pending, p.dim(pendingNotes.join(' · ')));
   row('failed', r.counts.failed, '', r.counts.failed ? p.red : (s) => s);
-  lines.push(`  ${'tokens'.padEnd(8)}${compact(r.tokens.prompt)} in · ${compact(r.tokens.completion)} out`);
-  lines.push(`  ${'cost'.padEnd(8)}${costLine(r, p)}`);
+  lines.push(`  ${'tokens'.padEnd(9)}${compact(r.tokens.prompt)} in · ${compact(r.tokens.completion)} out`);
+  lines.push(`  ${'cost'.padEnd(9)}${costLine(r, p)}`);
   for (const m of r.cost.byModel.length > 1 ? r.cost.byModel : []) {
     const price = m.price ? p.dim(`$${m.price[0]}/$${m.price[1]} per M`) : p.yellow('no price');
-    lines.push(`  ${''.padEnd(8)}${oneLine(m.model, 24).padEnd(24)} ${usd(m.usd).padStart(9)}  ${price}`);
+    lines.push(`  ${''.padEnd(9)}${oneLine(m.model, 24).padEnd(24)} ${usd(m.usd).padStart(9)}  ${price}`);
   }
 
   if (r.failures.length) {

@@ -1,13 +1,87 @@
-import type { Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { dbOption } from '../program.js';
-import { LlmqError } from '../../errors.js';
+import { info } from '../output.js';
+import { UsageError } from '../../errors.js';
+import { resolveDbLocation } from '../../store/open-store.js';
+import { JOB_STATES, type JobState } from '../../store/types.js';
+import { openExistingStore } from '../../report/open-existing.js';
+import { EXPORT_FORMATS, skippedTotal, writeExport, type ExportCounts, type ExportFormat } from '../../report/export.js';
+import { exportToDir, exportToFile } from '../../report/export-files.js';
+
+interface ExportFlags {
+  db?: string;
+  format: ExportFormat;
+  state?: JobState[];
+  out?: string;
+  outDir?: string;
+  ext?: string;
+}
+
+/** `--state done,failed --state pending` -> ['done', 'failed', 'pending'], each checked. */
+export function parseStates(value: string, previous: JobState[] | undefined): JobState[] {
+  const out = [...(previous ?? [])];
+  for (const s of value.split(',').map((x) => x.trim()).filter(Boolean)) {
+    if (!(JOB_STATES as readonly string[]).includes(s)) throw new InvalidArgumentError(`Expected states from: ${JOB_STATES.join(', ')} (got '${s}').`);
+    if (!out.includes(s as JobState)) out.push(s as JobState);
+  }
+  return out;
+}
 
 export function registerExport(program: Command): Command {
   return program
     .command('export')
-    .description('(not built yet)')
+    .description('Write every item with its answer, in input order: JSON Lines, CSV, OpenAI Batch output, or one file per item.')
     .addOption(dbOption())
-    .action(() => {
-      throw new LlmqError('llmq export is not built yet.');
-    });
+    .addOption(new Option('--format <format>', 'jsonl, csv, or openai-batch (the OpenAI Batch API output format)').choices(EXPORT_FORMATS).default('jsonl'))
+    .option('--state <states>', `only items whose job is in these states (${JOB_STATES.join('|')}; repeat or comma-separate)`, parseStates)
+    .option('--out <file>', 'write to this file (complete or not at all) instead of stdout')
+    .option('--out-dir <dir>', 'write one answer file per item, its id as the path: sub/a.txt -> DIR/sub/a.txt.out')
+    .option('--ext <ext>', 'extension added to each answer file with --out-dir', '.out')
+    .addHelpText('after', `
+Formats:
+  jsonl         {"id","key","state","output","error","attempts","model","usage","latency_ms","source","meta"}
+  csv           a header row, then the same fields (usage as prompt_tokens, completion_tokens), RFC 4180
+  openai-batch  {"id","custom_id","response":{"status_code","request_id","body"},"error"}; done and failed
+                items only unless --state asks for more
+
+Examples:
+  $ llmq export --out results.jsonl
+  $ llmq export --format csv --state failed > failed.csv
+  $ llmq export --format openai-batch --out batch_output.jsonl
+  $ llmq export --out-dir answers/ --ext .md`)
+    .action(exportCommand);
+}
+
+async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
+  if (flags.out && flags.outDir) throw new UsageError('Expected one of --out and --out-dir, got both. --out writes one file, --out-dir one file per item.');
+  if (flags.outDir && cmd.getOptionValueSource('format') === 'cli') {
+    throw new UsageError('--format does not apply to --out-dir, which writes each answer as its own file. Use one or the other.');
+  }
+  const store = await openExistingStore(resolveDbLocation(flags.db));
+  try {
+    // An explicit --state filters in the store; otherwise every row is read so skipped ones are counted.
+    const rows = store.exportRows({ states: flags.state });
+    let counts: ExportCounts;
+    if (flags.outDir) {
+      counts = await exportToDir(rows, flags.outDir, { states: flags.state, ext: flags.ext });
+      info(`wrote ${counts.written} answer files under ${flags.outDir}`);
+    } else if (flags.out) {
+      counts = await exportToFile(rows, flags.out, { format: flags.format, states: flags.state });
+      info(`wrote ${counts.written} items to ${flags.out}`);
+    } else {
+      // `llmq export | head` closes the pipe early: that is the reader's choice, not an error, and
+      // nothing is left to write to. Only reads happened, so stopping here loses nothing.
+      process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+        if (error.code === 'EPIPE') process.exit(0);
+      });
+      counts = await writeExport(rows, process.stdout, { format: flags.format, states: flags.state });
+    }
+    const skipped = skippedTotal(counts);
+    if (skipped) {
+      const by = JOB_STATES.filter((s) => counts.skipped[s]).map((s) => `${counts.skipped[s]} ${s}`).join(', ');
+      info(`skipped ${skipped} items (${by}); --state ${JOB_STATES.filter((s) => counts.skipped[s]).join(',')} includes them`);
+    }
+  } finally {
+    await store.close();
+  }
 }

@@ -1,0 +1,124 @@
+import { createHash } from 'node:crypto';
+import { once } from 'node:events';
+import type { Writable } from 'node:stream';
+import { JOB_STATES, type ExportRow, type JobState } from '../store/types.js';
+
+export const EXPORT_FORMATS = Object.freeze(['jsonl', 'csv', 'openai-batch'] as const);
+export type ExportFormat = (typeof EXPORT_FORMATS)[number];
+
+export interface ExportCounts {
+  /** Items written. */
+  written: number;
+  /** Items read but left out, by state (openai-batch and --out-dir leave unfinished items out). */
+  skipped: Record<JobState, number>;
+}
+
+export function emptyCounts(): ExportCounts {
+  return { written: 0, skipped: Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number> };
+}
+
+export function skippedTotal(c: ExportCounts): number {
+  return JOB_STATES.reduce((a, s) => a + c.skipped[s], 0);
+}
+
+/** The JSON Lines record of one item. DESIGN.md fixes id, key, state, output, error, attempts. */
+export function jsonlRecord(r: ExportRow): Record<string, unknown> {
+  return {
+    id: r.id, key: r.key, state: r.state, output: r.output, error: r.error, attempts: r.attempts, model: r.model,
+    usage: r.usage ? { prompt_tokens: r.usage.promptTokens, completion_tokens: r.usage.completionTokens } : null,
+    latency_ms: r.latencyMs, source: r.source, meta: r.meta,
+  };
+}
+
+export const CSV_COLUMNS = Object.freeze([
+  'id', 'key', 'state', 'model', 'attempts', 'prompt_tokens', 'completion_tokens', 'latency_ms', 'source', 'output', 'error', 'meta',
+] as const);
+
+/** One RFC 4180 field: quoted when it holds a comma, quote, CR or LF, quotes doubled. */
+export function csvField(value: unknown): string {
+  if (value === null || value === undefined) return '';
+  const s = typeof value === 'string' ? value : typeof value === 'object' ? JSON.stringify(value) : String(value);
+  return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+}
+
+export function csvRow(r: ExportRow): string {
+  const v: Record<(typeof CSV_COLUMNS)[number], unknown> = {
+    id: r.id, key: r.key, state: r.state, model: r.model, attempts: r.attempts, prompt_tokens: r.usage?.promptTokens,
+    completion_tokens: r.usage?.completionTokens, latency_ms: r.latencyMs, source: r.source, output: r.output, error: r.error,
+    meta: r.meta,
+  };
+  return CSV_COLUMNS.map((c) => csvField(v[c])).join(',') + '\r\n';
+}
+
+/**
+ * One line of the OpenAI Batch API output format, so code written for batch results reads llmq's
+ * unchanged. `id` is stable per item and job; `request_id` is the job key (`llmq show` finds it).
+ */
+export function openAiBatchRecord(r: ExportRow): Record<string, unknown> {
+  const id = 'batch_req_' + createHash('sha256').update(`${r.id}\n${r.key}`).digest('hex').slice(0, 24);
+  if (r.state === 'done') {
+    return { id, custom_id: r.id, response: { status_code: 200, request_id: r.key, body: responseBody(r) }, error: null };
+  }
+  const message = r.error ?? (r.state === 'failed' ? 'failed' : `not finished: the job is ${r.state}`);
+  return { id, custom_id: r.id, response: null, error: { code: errorCode(r.state, r.error), message } };
+}
+
+/** The stored provider response; a minimal completion when it is missing or not JSON (older rows). */
+function responseBody(r: ExportRow): unknown {
+  if (r.response) {
+    try {
+      return JSON.parse(r.response);
+    } catch {
+      // fall through: keep the answer rather than drop the line
+    }
+  }
+  return {
+    object: 'chat.completion', model: r.model,
+    choices: [{ index: 0, message: { role: 'assistant', content: r.output ?? '' }, finish_reason: 'stop' }],
+    usage: r.usage ? { prompt_tokens: r.usage.promptTokens, completion_tokens: r.usage.completionTokens, total_tokens: r.usage.promptTokens + r.usage.completionTokens } : null,
+  };
+}
+
+/** An OpenAI-style error code from llmq's error text ("...context_length_exceeded..."), else a generic one. */
+function errorCode(state: JobState, error: string | null): string {
+  if (state !== 'failed') return `job_${state}`;
+  const code = error?.match(/\b[a-z]+(?:_[a-z]+)+\b/)?.[0];
+  if (code) return code;
+  const status = error?.match(/\b([45]\d\d)\b/)?.[1];
+  return status ? `http_${status}` : 'request_failed';
+}
+
+export interface ExportOptions {
+  readonly format: ExportFormat;
+  /** States to write; rows in other states are counted as skipped. Null: the format's default. */
+  readonly states?: readonly JobState[] | null;
+}
+
+/** What a format writes when no --state is given: openai-batch has no shape for unfinished requests. */
+export function defaultStates(format: ExportFormat): readonly JobState[] | null {
+  return format === 'openai-batch' ? ['done', 'failed'] : null;
+}
+
+/**
+ * Stream rows to `out` in the chosen format, waiting for 'drain' whenever the stream's buffer is
+ * full, so memory stays flat however many rows there are. Does not end `out`.
+ */
+export async function writeExport(rows: AsyncIterable<ExportRow>, out: Writable, o: ExportOptions): Promise<ExportCounts> {
+  const counts = emptyCounts();
+  const states = o.states?.length ? o.states : defaultStates(o.format);
+  const write = async (chunk: string) => {
+    if (!out.write(chunk)) await once(out, 'drain');
+  };
+  if (o.format === 'csv') await write(CSV_COLUMNS.join(',') + '\r\n');
+  for await (const r of rows) {
+    if (states && !states.includes(r.state)) {
+      counts.skipped[r.state]++;
+      continue;
+    }
+    const line = o.format === 'csv' ? csvRow(r)
+      : JSON.stringify(o.format === 'openai-batch' ? openAiBatchRecord(r) : jsonlRecord(r)) + '\n';
+    await write(line);
+    counts.written++;
+  }
+  return counts;
+}

@@ -1,0 +1,117 @@
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCli } from './helpers/cli.js';
+import { populate, RUN } from './helpers/populate.js';
+import { tempDir } from './helpers/tmp.js';
+
+describe('llmq status', () => {
+  it('--json: the DESIGN.md fields exactly, then the extras', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir);
+    const r = await runCli(['status', '--json', '--db', db]);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const s = JSON.parse(r.stdout);
+    expect(s.counts).toEqual({ pending: 1, running: 1, done: 5, failed: 2 });
+    expect(s.total).toBe(9);
+    expect(s.items).toBe(10);
+    expect(s.tokens).toEqual({ prompt: 500, completion: 100 });
+    expect(s.sharedItems).toBe(1);
+    expect(s.percentDone).toBe(55.6);
+    expect(s.db).toBe(db);
+    // gpt-4o-mini: 500 * 0.15 / 1e6 + 100 * 0.60 / 1e6
+    expect(s.cost.usd).toBeCloseTo(0.000135, 9);
+    expect(s.cost.unpriced).toEqual([]);
+    expect(s.cost.byModel).toEqual([{ model: 'gpt-4o-mini', jobs: 9, done: 5, prompt: 500, completion: 100, price: [0.15, 0.6], usd: s.cost.usd }]);
+    expect(s.cost.remainingUsd).toBeCloseTo((0.000135 / 5) * 2, 9);
+    expect(s.failures).toEqual([{ error: "400 context_length_exceeded: This model's maximum context length is 128000 tokens.", count: 2 }]);
+    expect(s.oldestPending.ageSeconds).toBeGreaterThan(60);
+    expect(s.activeRuns).toHaveLength(1);
+    expect(s.activeRuns[0]).toMatchObject({ id: RUN, host: 'testhost', pid: 4242, live: true, done: 5, failed: 2, recentJobsPerSecond: 0.5 });
+    expect(s.jobsPerSecond).toBe(0.5);
+    expect(s.etaSeconds).toBe(4); // 2 jobs left at 0.5/s
+    expect(s.lastRun.id).toBe(RUN);
+  });
+
+  it('prices: --price overrides, an unknown model is unknown (not 0), a bad --price is refused', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir);
+    const priced = JSON.parse((await runCli(['status', '--json', '--db', db, '--price', '1,2'])).stdout);
+    expect(priced.cost.usd).toBeCloseTo((500 * 1 + 100 * 2) / 1e6, 12);
+    const file = join(dir, 'prices.json');
+    writeFileSync(file, JSON.stringify({ 'gpt-4o-mini': [10, 20] }));
+    const fromFile = JSON.parse((await runCli(['status', '--json', '--db', db, '--prices', file])).stdout);
+    expect(fromFile.cost.usd).toBeCloseTo((500 * 10 + 100 * 20) / 1e6, 12);
+    const fromEnv = JSON.parse((await runCli(['status', '--json', '--db', db], { env: { LLMQ_PRICES: '{"gpt-4o-mini":[3,4]}' } })).stdout);
+    expect(fromEnv.cost.usd).toBeCloseTo((500 * 3 + 100 * 4) / 1e6, 12);
+    const bad = await runCli(['status', '--db', db, '--price', '0.15']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/--price.*'0\.15'.*0\.15,0\.60/);
+  });
+
+  it('human output: aligned, no escape codes through a pipe, failures grouped with the next step', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir, { finished: true });
+    const r = await runCli(['status', '--db', db], { env: { NO_COLOR: undefined } });
+    expect(r.code).toBe(0);
+    expect(r.stdout).not.toMatch(/\x1B/);
+    expect(r.stdout).toMatch(/^ {2}jobs {6}9 {2}for 10 items · 1 call saved by shared jobs$/m);
+    expect(r.stdout).toMatch(/^ {2}done {6}5 {2}56%$/m);
+    expect(r.stdout).toMatch(/^ {2}pending {3}1 {2}oldest queued \d+m \d\ds ago$/m);
+    expect(r.stdout).toMatch(/^ {2}failed {4}2$/m);
+    expect(r.stdout).toMatch(/^ {2}tokens {3}500 in · 100 out$/m);
+    expect(r.stdout).toMatch(/^ {2}cost {5}\$0\.00014 so far · about \$0\.000054 more to finish · gpt-4o-mini$/m);
+    expect(r.stdout).toMatch(/^ {2}2 {2}400 context_length_exceeded/m);
+    expect(r.stdout).toMatch(/llmq retry-failed, then llmq run/);
+    expect(r.stdout).toMatch(/last run {2}run-0001 \(testhost pid 4242\) ended .* ago \(drained\)/);
+    for (const line of r.stdout.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
+  });
+
+  it('colors only when forced, never with NO_COLOR', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir);
+    const forced = await runCli(['status', '--db', db], { env: { NO_COLOR: undefined, FORCE_COLOR: '1' } });
+    expect(forced.stdout).toMatch(/\x1B\[/);
+    const off = await runCli(['status', '--db', db], { env: { NO_COLOR: '1', FORCE_COLOR: '1' } });
+    expect(off.stdout).not.toMatch(/\x1B/);
+  });
+
+  it('a run that stopped heartbeating is reported silent, with no ETA', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir, { heartbeatAt: Date.now() - 5 * 60_000 });
+    const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
+    expect(s.activeRuns[0].live).toBe(false);
+    expect(s.etaSeconds).toBeNull();
+    const text = (await runCli(['status', '--db', db])).stdout;
+    expect(text).toMatch(/silent {3}run-0001 .*no heartbeat for 5m/);
+  });
+
+  it('does not create a database at a missing path', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'nope.db');
+    for (const args of [['status'], ['show', 'x'], ['export']]) {
+      const r = await runCli([...args, '--db', db]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/There is no queue at .*nope\.db\. Create one with: llmq enqueue/);
+      expect(existsSync(db)).toBe(false);
+    }
+  });
+
+  it('--watch prints a new block each interval through a pipe until stopped', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir);
+    const { spawnCli, collect } = await import('./helpers/cli.js');
+    const child = spawnCli(['status', '--json', '--watch', '0.2', '--db', db]);
+    const done = collect(child);
+    let out = '';
+    child.stdout!.on('data', (d: string) => (out += d));
+    while (out.split('\n').filter(Boolean).length < 2) await new Promise((r) => setTimeout(r, 50));
+    child.kill('SIGINT');
+    const r = await done;
+    expect(r.code).toBe(0);
+    const lines = r.stdout.split('\n').filter(Boolean);
+    expect(lines.length).toBeGreaterThanOrEqual(2);
+    for (const l of lines) expect(JSON.parse(l).total).toBe(9);
+  });
+});
