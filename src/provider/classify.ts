@@ -1,0 +1,148 @@
+/**
+ * Every failure of a request becomes a ProviderError here, and only here: what went wrong
+ * (`reason`), and what it means for the work (`scope`: try again, give up the job, stop the run).
+ *
+ * | what happened                                        | reason      | scope     |
+ * |------------------------------------------------------|-------------|-----------|
+ * | refused, reset, socket closed, DNS, `fetch failed`   | network     | retryable |
+ * | no answer within the timeout                         | timeout     | retryable |
+ * | 408, 409, 5xx                                        | server      | retryable |
+ * | 429                                                  | rate_limit  | retryable |
+ * | 429 with code/type `insufficient_quota`              | quota       | run       |
+ * | 200 whose body is cut short or not a completion      | bad_body    | retryable |
+ * | 400, 404, 413, 422 and any other 4xx                 | bad_request | job       |
+ * | a 4xx saying the request exceeds the context length  | too_long    | job       |
+ * | 401, 403                                             | auth        | run       |
+ *
+ * Messages are `HTTP <status>: <the provider's own message>`, cleaned of request ids and retry
+ * hints so that equal failures read alike in `status`, and never contain the API key.
+ */
+import { STATUS_CODES } from 'node:http';
+import { parseRetryAfter, type HeaderSource } from './headers.js';
+import { redactError, redactSecret } from './redact.js';
+import { ProviderError, type ErrorScope, type FailureReason, type RateLimitInfo } from './types.js';
+
+const MAX_MESSAGE = 300;
+
+/** What an error body said: OpenAI's `{error:{message,type,code}}` or the shapes compatible servers use. */
+interface BodyError {
+  readonly message: string | null;
+  readonly code: string | null;
+  readonly type: string | null;
+}
+
+export function readErrorBody(text: string): BodyError {
+  let json: any;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return { message: null, code: null, type: null };
+  }
+  const e = json?.error;
+  const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : typeof v === 'number' ? String(v) : null);
+  if (e !== null && typeof e === 'object') return { message: str(e.message), code: str(e.code), type: str(e.type) };
+  return { message: str(e) ?? str(json?.message) ?? str(json?.detail), code: str(json?.code), type: str(json?.type) };
+}
+
+/** One line, no request ids or "try again in 20ms", at most MAX_MESSAGE characters, key removed. */
+export function cleanMessage(text: string, secret: string | undefined): string {
+  let s = redactSecret(text, secret)
+    .replace(/\(?\s*Please include the request ID [^)]*\)?\.?/gi, '')
+    .replace(/\breq_[A-Za-z0-9]+\b/g, 'req_…')
+    .replace(/\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/gi, '…')
+    .replace(/\s*Please try again in [\d.]+\s*m?s\.?/gi, '')
+    .replace(/\s+/g, ' ')
+    .trim();
+  if (s.length > MAX_MESSAGE) s = `${s.slice(0, MAX_MESSAGE - 1)}…`;
+  return s;
+}
+
+const CONTEXT_TOO_LONG = /maximum context length|context[ _-]?(length|window|size)|exceeds? the (available )?context|too many tokens|prompt is too long/i;
+
+/** A non-2xx answer. */
+export function classifyHttpError(status: number, bodyText: string, headers: HeaderSource, rateLimit: RateLimitInfo | null, secret: string | undefined): ProviderError {
+  const body = readErrorBody(bodyText);
+  const code = body.code ?? body.type;
+  const text = body.message ?? plainBodyText(bodyText) ?? STATUS_CODES[status] ?? 'error';
+  let message = `HTTP ${status}: ${cleanMessage(text, secret)}`;
+  const retryAfterMs = parseRetryAfter(headers);
+
+  let scope: ErrorScope;
+  let reason: FailureReason;
+  if (status === 429) {
+    const quota = body.code === 'insufficient_quota' || body.type === 'insufficient_quota';
+    [scope, reason] = quota ? ['run', 'quota'] : ['retryable', 'rate_limit'];
+    if (quota) message += ' Check the plan and billing of the account whose key is in LLMQ_API_KEY.';
+  } else if (status === 408 || status === 409 || status >= 500) {
+    [scope, reason] = ['retryable', 'server'];
+  } else if (status === 401 || status === 403) {
+    [scope, reason] = ['run', 'auth'];
+    message += ' Check LLMQ_API_KEY (or OPENAI_API_KEY) and --base-url.';
+  } else if (body.code === 'context_length_exceeded' || CONTEXT_TOO_LONG.test(text)) {
+    [scope, reason] = ['job', 'too_long'];
+  } else {
+    [scope, reason] = ['job', 'bad_request'];
+    // A 404 that is not a JSON error from the API is usually a wrong path, not a wrong model.
+    if (status === 404 && (body.message === null || /^Invalid URL/i.test(body.message))) {
+      message += ' (check --base-url: it usually ends in /v1)';
+    }
+  }
+  return new ProviderError({ message, scope, reason, status, code, retryAfterMs, rateLimit });
+}
+
+/** The first line of a plain-text body; null for empty and HTML bodies (the status text says more). */
+function plainBodyText(text: string): string | null {
+  const t = text.trim();
+  if (t === '' || t.startsWith('<')) return null;
+  return t.split('\n', 1)[0];
+}
+
+/** fetch threw before an answer arrived: refused, reset, DNS, TLS... */
+export function classifyNetworkError(err: unknown, secret: string | undefined): ProviderError {
+  const detail = networkDetail(err);
+  return new ProviderError({
+    message: `Network error: ${cleanMessage(detail, secret)}`,
+    scope: 'retryable', reason: 'network', cause: redactError(err, secret),
+  });
+}
+
+/** The most specific message in the cause chain, with its code: `connect ECONNREFUSED 127.0.0.1:80`. */
+function networkDetail(err: unknown): string {
+  let best = 'fetch failed';
+  let code: string | null = null;
+  for (let e: unknown = err, depth = 0; e !== undefined && e !== null && depth < 5; e = (e as Error).cause, depth++) {
+    if (!(e instanceof Error)) {
+      best = String(e);
+      break;
+    }
+    // Happy-eyeballs connects fail with an AggregateError whose own message is empty.
+    const inner = e instanceof AggregateError && e.errors[0] instanceof Error ? (e.errors[0] as Error) : null;
+    for (const x of [e, inner]) {
+      const c = (x as { code?: unknown } | null)?.code;
+      if (typeof c === 'string') code = c;
+    }
+    const msg = inner?.message || e.message;
+    if (msg && msg !== 'fetch failed') best = msg;
+  }
+  if (code && !best.includes(code)) best = `${best} (${code})`;
+  return best;
+}
+
+export function timeoutError(timeoutMs: number): ProviderError {
+  return new ProviderError({
+    message: `Timed out after ${formatMs(timeoutMs)} (--timeout)`,
+    scope: 'retryable', reason: 'timeout',
+  });
+}
+
+/** A 200 whose body is not a usable completion: truncated, not JSON, no choices. */
+export function badBodyError(detail: string, status: number, rateLimit: RateLimitInfo | null, secret: string | undefined, cause?: unknown): ProviderError {
+  return new ProviderError({
+    message: `HTTP ${status}: ${cleanMessage(`invalid completion body: ${detail}`, secret)}`,
+    scope: 'retryable', reason: 'bad_body', status, rateLimit, cause: redactError(cause, secret),
+  });
+}
+
+function formatMs(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
+}

@@ -1,0 +1,58 @@
+import type { RateLimitInfo } from './types.js';
+
+/** The one method of fetch's `Headers` we need, so plain objects work in tests. */
+export interface HeaderSource {
+  get(name: string): string | null;
+}
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/**
+ * An OpenAI-style duration in ms: `20ms`, `1s`, `6m0s`, `1m30.5s`, `2h`. A bare number is seconds
+ * (some compatible servers send `x-ratelimit-reset-*` that way). Null when it cannot be read.
+ */
+export function parseDuration(text: string | null | undefined): number | null {
+  if (text == null) return null;
+  const s = text.trim();
+  if (s === '') return null;
+  if (/^\d+(\.\d+)?$/.test(s)) return Math.round(Number(s) * 1000);
+  const re = /(\d+(?:\.\d+)?)(ms|h|m|s)/gy;
+  let total = 0;
+  let end = 0;
+  for (let m = re.exec(s); m; m = re.exec(s)) {
+    total += Number(m[1]) * UNIT_MS[m[2]];
+    end = re.lastIndex;
+  }
+  return end === s.length && end > 0 ? Math.round(total) : null;
+}
+
+/**
+ * How long the server asked us to wait, in ms: `retry-after-ms` (OpenAI's, precise) first, then
+ * `retry-after` as seconds or as an HTTP date. Null when neither is there or readable.
+ */
+export function parseRetryAfter(headers: HeaderSource, now: number = Date.now()): number | null {
+  const ms = headers.get('retry-after-ms');
+  if (ms !== null && ms.trim() !== '' && Number.isFinite(Number(ms)) && Number(ms) >= 0) return Math.round(Number(ms));
+  const ra = headers.get('retry-after');
+  if (ra === null || ra.trim() === '') return null;
+  if (/^\s*\d+(\.\d+)?\s*$/.test(ra)) return Math.round(Number(ra) * 1000);
+  const date = Date.parse(ra);
+  return Number.isNaN(date) ? null : Math.max(0, date - now);
+}
+
+function count(text: string | null): number | null {
+  if (text === null || text.trim() === '') return null;
+  const n = Number(text);
+  return Number.isFinite(n) && n >= 0 ? n : null;
+}
+
+/** The `x-ratelimit-*` headers, or null when the server sent none of them. */
+export function parseRateLimit(headers: HeaderSource): RateLimitInfo | null {
+  const info: RateLimitInfo = {
+    remainingRequests: count(headers.get('x-ratelimit-remaining-requests')),
+    remainingTokens: count(headers.get('x-ratelimit-remaining-tokens')),
+    resetRequestsMs: parseDuration(headers.get('x-ratelimit-reset-requests')),
+    resetTokensMs: parseDuration(headers.get('x-ratelimit-reset-tokens')),
+  };
+  return Object.values(info).every((v) => v === null) ? null : info;
+}

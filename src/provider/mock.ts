@@ -1,0 +1,115 @@
+import { createHash } from 'node:crypto';
+import { countTextTokens, estimatePromptTokens, messageText } from './tokens.js';
+import { ProviderError, type CompletionResult, type Provider } from './types.js';
+
+export interface MockProviderOptions {
+  /** Mean simulated latency per request, in ms. @default 200 */
+  readonly latencyMs?: number;
+  /** Latency varies uniformly within ±jitter × latencyMs. @default 0.5 */
+  readonly jitter?: number;
+  /** Fraction of tries (0..1) answered with a retryable simulated HTTP 500. @default 0 */
+  readonly failureRate?: number;
+  /** Seed of the pseudo-random latency and failures: the same seed gives the same run. @default 1 */
+  readonly seed?: number;
+  /** Clock for the `created` field. @default Date.now */
+  readonly now?: () => number;
+}
+
+const SUMMARY_WORDS = 12;
+
+/**
+ * The offline provider behind `--provider mock`: answers every request with a deterministic text that
+ * says it is mock output, after a simulated latency, with realistic token usage. Nothing leaves the
+ * machine.
+ *
+ * Randomness is a hash of (seed, request, try number), not a shared generator, so each request's
+ * latency and failures are the same however requests interleave under concurrency.
+ */
+export class MockProvider implements Provider {
+  readonly name = 'mock';
+  readonly #latencyMs: number;
+  readonly #jitter: number;
+  readonly #failureRate: number;
+  readonly #seed: number;
+  readonly #now: () => number;
+  /** Failed tries per request hash; an entry lives only until that request succeeds. */
+  readonly #failures = new Map<string, number>();
+
+  constructor(options: MockProviderOptions = {}) {
+    this.#latencyMs = options.latencyMs ?? 200;
+    this.#jitter = Math.min(1, Math.max(0, options.jitter ?? 0.5));
+    this.#failureRate = options.failureRate ?? 0;
+    this.#seed = options.seed ?? 1;
+    this.#now = options.now ?? Date.now;
+    if (!(this.#latencyMs >= 0)) throw new RangeError(`Expected mock latencyMs to be 0 or more, got ${options.latencyMs}`);
+    if (!(this.#failureRate >= 0 && this.#failureRate <= 1)) {
+      throw new RangeError(`Expected mock failureRate to be from 0 to 1, got ${options.failureRate}`);
+    }
+  }
+
+  async complete(requestJson: string, options: { readonly signal: AbortSignal }): Promise<CompletionResult> {
+    const { signal } = options;
+    signal.throwIfAborted();
+    const hash = createHash('sha256').update(requestJson).digest('hex');
+    const tries = this.#failures.get(hash) ?? 0;
+    const latency = this.#latencyMs * (1 + this.#jitter * (2 * this.#random(hash, tries, 'latency') - 1));
+    await sleep(Math.round(latency), signal);
+
+    if (this.#failureRate > 0 && this.#random(hash, tries, 'failure') < this.#failureRate) {
+      this.#failures.set(hash, tries + 1);
+      throw new ProviderError({
+        message: 'HTTP 500: simulated failure of the mock provider (--mock-failure-rate)',
+        scope: 'retryable', reason: 'server', status: 500,
+      });
+    }
+    this.#failures.delete(hash);
+
+    let request: any;
+    try {
+      request = JSON.parse(requestJson);
+    } catch {
+      throw new ProviderError({ message: 'HTTP 400: the request body is not JSON (mock)', scope: 'job', reason: 'bad_request', status: 400 });
+    }
+    const output = mockAnswer(request);
+    const usage = { promptTokens: estimatePromptTokens(request ?? {}), completionTokens: countTextTokens(output) };
+    const body = JSON.stringify({
+      id: `chatcmpl-mock-${hash.slice(0, 24)}`,
+      object: 'chat.completion',
+      created: Math.floor(this.#now() / 1000),
+      model: typeof request?.model === 'string' ? request.model : 'mock',
+      system_fingerprint: 'llmq-mock',
+      choices: [{ index: 0, message: { role: 'assistant', content: output, refusal: null }, logprobs: null, finish_reason: 'stop' }],
+      usage: { prompt_tokens: usage.promptTokens, completion_tokens: usage.completionTokens, total_tokens: usage.promptTokens + usage.completionTokens },
+    });
+    return { status: 200, output, body, usage, rateLimit: null };
+  }
+
+  /** A uniform number in [0, 1) fixed by the seed, the request, the try and the purpose. */
+  #random(hash: string, tries: number, purpose: string): number {
+    const h = createHash('sha256').update(`${this.#seed}:${hash}:${tries}:${purpose}`).digest();
+    return h.readUIntBE(0, 6) / 2 ** 48;
+  }
+}
+
+/** `[mock] Summary of: <the first words of the last user message>…`, labelled so nobody mistakes it. */
+export function mockAnswer(request: any): string {
+  const messages: any[] = Array.isArray(request?.messages) ? request.messages : [];
+  const user = [...messages].reverse().find((m) => m?.role === 'user') ?? messages[messages.length - 1];
+  const words = messageText(user?.content).split(/\s+/).filter(Boolean);
+  const head = words.slice(0, SUMMARY_WORDS).join(' ');
+  return `[mock] Summary of: ${head}${words.length > SUMMARY_WORDS ? ' …' : ''}`;
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
