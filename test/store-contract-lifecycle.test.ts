@@ -1,0 +1,175 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { AttemptRecord, Completion, Store } from '../src/store/types.js';
+import { STORE_KINDS, T0, OWNER, claimOpts, rows, skipUnavailable } from './helpers/stores.js';
+
+// The store half of invariants 1-3 and 5: what happens to a claimed job, for every store kind.
+
+const STATS = { done: 0, failed: 0, retried: 0, requests: 0, rateLimited: 0, promptTokens: 0, completionTokens: 0, jobsPerSecond: 0 };
+
+function attempt(key: string, o: Partial<AttemptRecord> = {}): AttemptRecord {
+  return { key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 250, status: 200, outcome: 'done', error: null, usage: null, ...o };
+}
+
+function completion(key: string, output = 'the answer', owner = OWNER): Completion {
+  return {
+    owner, output, response: JSON.stringify({ choices: [{ message: { content: output } }] }),
+    usage: { promptTokens: 11, completionTokens: 7 }, attempt: attempt(key, { runId: owner, usage: { promptTokens: 11, completionTokens: 7 } }),
+  };
+}
+
+async function job(store: Store, itemId: string) {
+  return (await store.item(itemId))!.job;
+}
+
+async function claimedOne(store: Store, o: Parameters<typeof claimOpts>[0] = {}) {
+  const [r] = rows(1);
+  await store.enqueue([r!], T0);
+  const { jobs } = await store.claim(claimOpts(o));
+  return { id: r!.itemId, key: jobs[0]!.key };
+}
+
+describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
+  beforeEach((ctx) => skipUnavailable(kind, ctx));
+
+  it('complete stores the answer and marks done in one step; a done job is never claimed or reopened', async () => {
+    const { store } = await kind.fresh();
+    const { id, key } = await claimedOne(store);
+    expect(await store.complete(key, completion(key))).toBe(true);
+    const done = await job(store, id);
+    expect(done).toMatchObject({
+      state: 'done', output: 'the answer', usage: { promptTokens: 11, completionTokens: 7 }, error: null,
+      leaseOwner: null, leaseExpiresAt: null, finishedAt: T0 + 250, attempts: 1,
+    });
+    expect(JSON.parse(done.response!)).toEqual({ choices: [{ message: { content: 'the answer' } }] });
+    // every way a job could be sent again leaves it alone
+    expect((await store.claim(claimOpts({ now: T0 + 10 ** 9 }))).jobs).toEqual([]);
+    expect(await store.reclaim(T0 + 10 ** 9, [OWNER])).toBe(0);
+    expect(await store.release(OWNER, { refund: true, now: T0 + 1 })).toBe(0);
+    expect(await store.retryFailed({}, T0 + 2)).toBe(0);
+    await store.fail(key, OWNER, 'late failure', null, T0 + 3);
+    expect(await store.startRetry(key, OWNER, T0 + 4, T0 + 5)).toBeNull();
+    await store.recordAttempt(attempt(key, { outcome: 'not_counted', status: 429 }), { countAttempt: false, error: 'HTTP 429' });
+    // a second answer (another run whose lease had expired) does not replace the first
+    expect(await store.complete(key, completion(key, 'another answer', 'run-b'))).toBe(false);
+    expect(await job(store, id)).toEqual(done);
+    expect((await store.status(T0)).counts).toEqual({ pending: 0, running: 0, done: 1, failed: 0 });
+  });
+
+  it('complete records the finishing attempt with its usage and latency', async () => {
+    const { store } = await kind.fresh();
+    const { id, key } = await claimedOne(store);
+    await store.complete(key, completion(key));
+    expect((await store.item(id))!.attempts).toEqual([{
+      key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 250, latencyMs: 250, status: 200, outcome: 'done', error: null,
+      usage: { promptTokens: 11, completionTokens: 7 },
+    }]);
+  });
+
+  it('fail marks a held job failed with its reason and attempt; not when another run holds it', async () => {
+    const { store } = await kind.fresh();
+    const { id, key } = await claimedOne(store);
+    await store.fail(key, 'run-b', 'not mine', null, T0 + 1);
+    expect((await job(store, id)).state).toBe('running');
+    await store.fail(key, OWNER, 'HTTP 400: bad request', attempt(key, { status: 400, outcome: 'failed', error: 'HTTP 400: bad request' }), T0 + 2);
+    const j = await job(store, id);
+    expect(j).toMatchObject({ state: 'failed', error: 'HTTP 400: bad request', leaseOwner: null, leaseExpiresAt: null, finishedAt: T0 + 2, attempts: 1 });
+    expect((await store.item(id))!.attempts.map((a) => [a.status, a.outcome])).toEqual([[400, 'failed']]);
+    expect((await store.claim(claimOpts({ now: T0 + 10 ** 9 }))).jobs).toEqual([]);
+  });
+
+  it('release gives held jobs back to pending, with or without the attempt', async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue(rows(3), T0);
+    await store.claim(claimOpts({ limit: 2 }));
+    await store.claim(claimOpts({ owner: 'run-b', limit: 1 }));
+    expect(await store.release(OWNER, { refund: false, now: T0 + 1 })).toBe(2);
+    expect((await job(store, 'doc-0000'))).toMatchObject({ state: 'pending', attempts: 1, leaseOwner: null, leaseExpiresAt: null });
+    expect((await job(store, 'doc-0002'))).toMatchObject({ state: 'running', leaseOwner: 'run-b' });
+    expect(await store.release('run-b', { refund: true, now: T0 + 2 })).toBe(1);
+    expect((await job(store, 'doc-0002'))).toMatchObject({ state: 'pending', attempts: 0 });
+    // released jobs are claimable again, in their old order
+    const again = await store.claim(claimOpts({ now: T0 + 3 }));
+    expect(again.jobs.map((j) => j.attempts)).toEqual([2, 2, 1]);
+  });
+
+  it('reclaim takes back expired leases and dead owners, marks dead runs ended, and leaves live leases', async () => {
+    const fx = await kind.fresh();
+    const { store } = fx;
+    await store.enqueue(rows(6), T0);
+    for (const id of ['run-dead', 'run-live', 'run-slow']) {
+      await store.startRun({ id, host: 'h', pid: 1, startedAt: T0, options: {} });
+    }
+    await store.claim(claimOpts({ owner: 'run-slow', limit: 2, leaseUntil: T0 + 100 }));
+    await store.claim(claimOpts({ owner: 'run-dead', limit: 2, leaseUntil: T0 + 10_000 }));
+    await store.claim(claimOpts({ owner: 'run-live', limit: 2, leaseUntil: T0 + 10_000 }));
+    expect(await store.reclaim(T0 + 100, [])).toBe(0); // a lease that ends now is still held
+    expect(await store.reclaim(T0 + 101, ['run-dead'])).toBe(4);
+    const states = await Promise.all(['doc-0000', 'doc-0001', 'doc-0002', 'doc-0003', 'doc-0004', 'doc-0005'].map((id) => job(store, id)));
+    expect(states.map((j) => [j.state, j.leaseOwner, j.attempts])).toEqual([
+      ['pending', null, 1], ['pending', null, 1], ['pending', null, 1], ['pending', null, 1],
+      ['running', 'run-live', 1], ['running', 'run-live', 1],
+    ]);
+    const runs = await store.activeRuns();
+    expect(runs.map((r) => r.id).sort()).toEqual(['run-live', 'run-slow']);
+    const all = [];
+    for await (const r of store.dumpRuns()) all.push(r);
+    expect(all.map((r) => [r.id, r.endedAt, r.exitReason])).toEqual([
+      ['run-dead', T0 + 101, 'died'], ['run-live', null, null], ['run-slow', null, null],
+    ]);
+    // a second store sees the same thing (the reclaim committed)
+    const other = await fx.openAnother();
+    expect((await other.status(T0)).counts).toEqual({ pending: 4, running: 2, done: 0, failed: 0 });
+  });
+
+  it('heartbeat renews the leases the run holds and stores its stats', async () => {
+    const { store } = await kind.fresh();
+    await store.startRun({ id: OWNER, host: 'h', pid: 42, startedAt: T0, options: { concurrency: 4 } });
+    const { id } = await claimedOne(store, { leaseUntil: T0 + 100 });
+    const stats = { ...STATS, done: 3, jobsPerSecond: 1.5 };
+    await store.heartbeat(OWNER, T0 + 90, T0 + 1000, stats);
+    expect((await job(store, id)).leaseExpiresAt).toBe(T0 + 1000);
+    expect(await store.reclaim(T0 + 500, [])).toBe(0);
+    const [run] = await store.activeRuns();
+    expect(run).toMatchObject({ id: OWNER, host: 'h', pid: 42, heartbeatAt: T0 + 90, endedAt: null, options: { concurrency: 4 }, stats });
+    await store.finishRun(OWNER, T0 + 2000, 'finished', { ...stats, done: 4 });
+    expect(await store.activeRuns()).toEqual([]);
+    expect((await store.status(T0)).lastRun).toMatchObject({ id: OWNER, endedAt: T0 + 2000, exitReason: 'finished', stats: { done: 4 } });
+  });
+
+  it('startRetry raises attempts and renews the lease only for the owner', async () => {
+    const { store } = await kind.fresh();
+    const { id, key } = await claimedOne(store);
+    expect(await store.startRetry(key, 'run-b', T0 + 1, T0 + 2)).toBeNull();
+    expect(await store.startRetry(key, OWNER, T0 + 3, T0 + 5000)).toBe(2);
+    expect(await job(store, id)).toMatchObject({ attempts: 2, leaseExpiresAt: T0 + 5000, state: 'running', leaseOwner: OWNER });
+  });
+
+  it('recordAttempt keeps a counted attempt and gives back one that does not count', async () => {
+    const { store } = await kind.fresh();
+    const { id, key } = await claimedOne(store);
+    await store.recordAttempt(attempt(key, { status: 503, outcome: 'retry', error: 'HTTP 503' }), { countAttempt: true, error: 'HTTP 503' });
+    expect(await job(store, id)).toMatchObject({ attempts: 1, error: 'HTTP 503', state: 'running' });
+    await store.recordAttempt(attempt(key, { attempt: 1, status: 429, outcome: 'not_counted', error: 'HTTP 429' }), { countAttempt: false, error: 'HTTP 429' });
+    expect(await job(store, id)).toMatchObject({ attempts: 0, error: 'HTTP 429' });
+    // another run's record does not touch the job's counter
+    await store.recordAttempt(attempt(key, { runId: 'run-b', outcome: 'not_counted' }), { countAttempt: false, error: 'x' });
+    expect(await job(store, id)).toMatchObject({ attempts: 0, error: 'HTTP 429' });
+    expect((await store.item(id))!.attempts.map((a) => a.outcome)).toEqual(['retry', 'not_counted', 'not_counted']);
+  });
+
+  it('retryFailed puts failed jobs back with fresh attempts, all or by error text', async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue(rows(3), T0);
+    const { jobs } = await store.claim(claimOpts());
+    await store.fail(jobs[0]!.key, OWNER, 'HTTP 400: Context Length exceeded', null, T0 + 1);
+    await store.fail(jobs[1]!.key, OWNER, 'HTTP 404: no such model', null, T0 + 1);
+    await store.complete(jobs[2]!.key, completion(jobs[2]!.key));
+    expect(await store.retryFailed({ errorContains: 'context LENGTH' }, T0 + 2)).toBe(1);
+    expect(await job(store, 'doc-0000')).toMatchObject({ state: 'pending', attempts: 0, error: null, finishedAt: null, runAfter: 0 });
+    expect((await job(store, 'doc-0001')).state).toBe('failed');
+    expect(await store.retryFailed({ errorContains: 'nothing like it' }, T0 + 3)).toBe(0);
+    expect(await store.retryFailed({}, T0 + 4)).toBe(1);
+    expect((await store.status(T0)).counts).toEqual({ pending: 2, running: 0, done: 1, failed: 0 });
+    expect((await store.claim(claimOpts({ now: T0 + 5 }))).jobs.map((j) => j.attempts)).toEqual([1, 1]);
+  });
+});

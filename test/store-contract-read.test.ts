@@ -1,0 +1,117 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { Store } from '../src/store/types.js';
+import { STORE_KINDS, T0, OWNER, claimOpts, exported, row, rows, skipUnavailable } from './helpers/stores.js';
+
+// What `status`, `show` and `export` read, for every store kind.
+
+async function finish(store: Store, key: string, prompt: number, completion: number, endedAt = T0 + 100) {
+  return store.complete(key, {
+    owner: OWNER, output: `out ${key.slice(0, 6)}`, response: '{}', usage: { promptTokens: prompt, completionTokens: completion },
+    attempt: { key, runId: OWNER, attempt: 1, startedAt: T0, endedAt, status: 200, outcome: 'done', error: null,
+      usage: { promptTokens: prompt, completionTokens: completion } },
+  });
+}
+
+describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
+  beforeEach((ctx) => skipUnavailable(kind, ctx));
+
+  it('status counts states, items, tokens per model, failures, retrying, oldest pending and runs', async () => {
+    const { store } = await kind.fresh();
+    const empty = await store.status(T0);
+    expect(empty).toEqual({
+      counts: { pending: 0, running: 0, done: 0, failed: 0 }, total: 0, items: 0, tokens: { prompt: 0, completion: 0 },
+      byModel: [], failures: [], retrying: 0, oldestPendingAt: null, activeRuns: [], lastRun: null,
+    });
+    await store.enqueue([...rows(4, { prefix: 'a' }), row('shared', 'a text 0')], T0 + 10); // 'shared' reuses a-0000's job
+    await store.enqueue(rows(3, { prefix: 'b' }).map((r) => row(r.itemId, `b ${r.itemId}`, { model: 'big-model' })), T0 + 20);
+    await store.startRun({ id: 'run-old', host: 'h1', pid: 1, startedAt: T0, options: {} });
+    await store.finishRun('run-old', T0 + 5, 'finished', { done: 0, failed: 0, retried: 0, requests: 0, rateLimited: 0, promptTokens: 0, completionTokens: 0, jobsPerSecond: 0 });
+    await store.startRun({ id: OWNER, host: 'h2', pid: 2, startedAt: T0 + 30, options: { rpm: 60 } });
+    // a: 2 done, 1 failed (HTTP 400), 1 failed (timeout); b: 1 done, 1 retrying (pending after a try), 1 pending
+    const a = (await store.claim(claimOpts({ limit: 4 }))).jobs;
+    await finish(store, a[0]!.key, 100, 10);
+    await finish(store, a[1]!.key, 200, 20);
+    await store.fail(a[2]!.key, OWNER, 'HTTP 400', null, T0 + 1);
+    await store.fail(a[3]!.key, OWNER, 'timeout', null, T0 + 1);
+    const b = (await store.claim(claimOpts({ limit: 2 }))).jobs;
+    await finish(store, b[0]!.key, 1000, 500);
+    await store.release(OWNER, { refund: false, now: T0 + 2 });
+
+    const s = await store.status(T0 + 3);
+    expect(s.counts).toEqual({ pending: 2, running: 0, done: 3, failed: 2 });
+    expect(s.total).toBe(7);
+    expect(s.items).toBe(8);
+    expect(s.tokens).toEqual({ prompt: 1300, completion: 530 });
+    expect(s.byModel).toEqual([
+      { model: 'big-model', jobs: 3, done: 1, prompt: 1000, completion: 500 },
+      { model: 'gpt-test', jobs: 4, done: 2, prompt: 300, completion: 30 },
+    ]);
+    expect(s.failures).toEqual([{ error: 'HTTP 400', count: 1 }, { error: 'timeout', count: 1 }]);
+    expect(s.retrying).toBe(1);
+    expect(s.oldestPendingAt).toBe(T0 + 20);
+    expect(s.activeRuns.map((r) => [r.id, r.host, r.options])).toEqual([[OWNER, 'h2', { rpm: 60 }]]);
+    expect(s.lastRun).toMatchObject({ id: OWNER, startedAt: T0 + 30, endedAt: null });
+  });
+
+  it('status groups failures by error, most common first, at most ten', async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue(rows(14), T0);
+    const { jobs } = await store.claim(claimOpts());
+    const errors = ['E3', 'E3', 'E3', 'E2', 'E2', 'B', 'A', 'C', 'D', 'F', 'G', 'H', 'I', 'J'];
+    for (const [i, j] of jobs.entries()) await store.fail(j.key, OWNER, errors[i]!, null, T0);
+    const { failures } = await store.status(T0);
+    expect(failures).toEqual([
+      { error: 'E3', count: 3 }, { error: 'E2', count: 2 }, ...['A', 'B', 'C', 'D', 'F', 'G', 'H', 'I'].map((error) => ({ error, count: 1 })),
+    ]);
+  });
+
+  it('item shows the item, its job and every attempt; null for an unknown id', async () => {
+    const { store } = await kind.fresh();
+    expect(await store.item('nope')).toBeNull();
+    await store.enqueue([row('x', 'text', { meta: { lang: 'en' } })], T0);
+    const { jobs } = await store.claim(claimOpts());
+    const key = jobs[0]!.key;
+    await store.recordAttempt({ key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 30, status: null, outcome: 'retry',
+      error: 'ECONNRESET', usage: null }, { countAttempt: true, error: 'ECONNRESET' });
+    await store.startRetry(key, OWNER, T0 + 40, T0 + 1000);
+    await finish(store, key, 5, 6, T0 + 90);
+    const it = (await store.item('x'))!;
+    expect(it).toMatchObject({ id: 'x', source: 'x.txt', meta: { lang: 'en' } });
+    expect(it.job).toMatchObject({ key, state: 'done', attempts: 2, output: `out ${key.slice(0, 6)}`, usage: { promptTokens: 5, completionTokens: 6 } });
+    expect(it.attempts.map((a) => [a.attempt, a.status, a.outcome, a.error, a.latencyMs])).toEqual([
+      [1, null, 'retry', 'ECONNRESET', 30], [1, 200, 'done', null, 90],
+    ]);
+  });
+
+  it('exportRows yields items in input order with their job, filtered by state', async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue([row('z', 'one'), row('a', 'two'), row('m', 'one')], T0);
+    const { jobs } = await store.claim(claimOpts({ limit: 1 }));
+    await finish(store, jobs[0]!.key, 3, 4, T0 + 77);
+    const all = await exported(store);
+    expect(all.map((r) => [r.id, r.state, r.output, r.attempts, r.latencyMs])).toEqual([
+      ['z', 'done', `out ${jobs[0]!.key.slice(0, 6)}`, 1, 77], ['a', 'pending', null, 0, null], ['m', 'done', `out ${jobs[0]!.key.slice(0, 6)}`, 1, 77],
+    ]);
+    expect(all[0]).toMatchObject({ source: 'z.txt', meta: null, key: jobs[0]!.key, model: 'gpt-test', response: '{}', error: null,
+      usage: { promptTokens: 3, completionTokens: 4 } });
+    expect((await exported(store, ['pending'])).map((r) => r.id)).toEqual(['a']);
+    expect((await exported(store, ['done', 'failed'])).map((r) => r.id)).toEqual(['z', 'm']);
+    expect((await exported(store, [])).length).toBe(3);
+  });
+
+  it('exportRows pages through more than a thousand rows, filtered or not, in order', async () => {
+    const { store } = await kind.fresh();
+    const all = rows(2345);
+    for (let i = 0; i < all.length; i += 500) await store.enqueue(all.slice(i, i + 500), T0);
+    // every seventh job done, so a filtered page spans unfiltered seq gaps
+    const { jobs } = await store.claim(claimOpts({ limit: 3000 }));
+    const done = new Set<string>();
+    for (const [i, j] of jobs.entries()) if (i % 7 === 0) { await finish(store, j.key, 1, 1); done.add(j.key); }
+    await store.release(OWNER, { refund: true, now: T0 });
+    const out = await exported(store);
+    expect(out.map((r) => r.id)).toEqual(all.map((r) => r.itemId));
+    const onlyDone = await exported(store, ['done']);
+    expect(onlyDone.map((r) => r.id)).toEqual(all.filter((r) => done.has(r.key)).map((r) => r.itemId));
+    expect(onlyDone.length).toBe(335);
+  });
+});

@@ -1,0 +1,95 @@
+import pg from 'pg';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { PostgresStore } from '../src/store/postgres/store.js';
+import { LATEST_VERSION } from '../src/store/postgres/migrations.js';
+import { openStore } from '../src/store/open-store.js';
+import { StoreError } from '../src/errors.js';
+import { PG_URL, STORE_KINDS, freshPgUrl, skipUnavailable } from './helpers/stores.js';
+
+// What only the PostgreSQL store has: schemas in the URL, migrations under an advisory lock,
+// connection errors. The behaviour it shares with SQLite is in store-contract*.test.ts.
+
+const postgres = STORE_KINDS.find((k) => k.name === 'postgres')!;
+
+async function sql<T extends pg.QueryResultRow>(text: string, params: unknown[] = []): Promise<T[]> {
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  try {
+    return (await client.query<T>(text, params)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+describe('postgres store', () => {
+  beforeEach((ctx) => skipUnavailable(postgres, ctx));
+
+  it('creates the schema named in the URL and migrates it to the exact tables', async () => {
+    const url = freshPgUrl();
+    const schema = new URL(url).searchParams.get('schema')!;
+    const store = await PostgresStore.open(url);
+    expect(store.schema).toBe(schema);
+    expect(store.kind).toBe('postgres');
+    const tables = await sql<{ table_name: string }>(
+      `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, [schema]);
+    expect(tables.map((t) => t.table_name)).toEqual(['attempts', 'items', 'jobs', 'llmq_migrations', 'runs']);
+    const cols = async (table: string) => (await sql<{ column_name: string }>(`SELECT column_name FROM information_schema.columns
+      WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position`, [schema, table])).map((c) => c.column_name);
+    expect(await cols('jobs')).toEqual([
+      'seq', 'key', 'request', 'model', 'state', 'priority', 'attempts', 'run_after', 'lease_owner', 'lease_expires_at',
+      'output', 'response', 'prompt_tokens', 'completion_tokens', 'error', 'created_at', 'updated_at', 'finished_at',
+    ]);
+    expect(await cols('items')).toEqual(['seq', 'id', 'source', 'job_key', 'meta', 'created_at', 'updated_at']);
+    expect(await cols('runs')).toEqual(['seq', 'id', 'host', 'pid', 'started_at', 'heartbeat_at', 'ended_at', 'exit_reason', 'options', 'stats']);
+    await store.close();
+    // reopening applies nothing new
+    await (await PostgresStore.open(url)).close();
+    expect(await sql(`SELECT version FROM "${schema}".llmq_migrations`)).toEqual([{ version: LATEST_VERSION }]);
+  });
+
+  it('takes the schema from search_path too, and openStore dispatches on postgres://', async () => {
+    const url = freshPgUrl().replace('schema=', 'search_path=');
+    const store = await openStore(url);
+    expect(store.kind).toBe('postgres');
+    expect((store as PostgresStore).schema).toMatch(/^llmq_t_/);
+    await store.close();
+  });
+
+  it('migrates once when several processes open a new schema together', async () => {
+    const url = freshPgUrl();
+    const stores = await Promise.all(Array.from({ length: 4 }, () => PostgresStore.open(url)));
+    const schema = stores[0]!.schema;
+    expect(await sql(`SELECT version FROM "${schema}".llmq_migrations`)).toEqual([{ version: LATEST_VERSION }]);
+    await Promise.all(stores.map((s) => s.close()));
+  });
+
+  it('refuses a database written by a newer llmq', async () => {
+    const url = freshPgUrl();
+    const store = await PostgresStore.open(url);
+    await sql(`INSERT INTO "${store.schema}".llmq_migrations VALUES ($1, 'future', 0)`, [LATEST_VERSION + 1]);
+    await store.close();
+    await expect(PostgresStore.open(url)).rejects.toThrow(/written by a newer llmq \(schema version \d+.*Upgrade llmq/);
+  });
+
+  it('refuses a schema whose tables llmq did not create', async () => {
+    const url = freshPgUrl();
+    const schema = new URL(url).searchParams.get('schema')!;
+    await sql(`CREATE SCHEMA "${schema}"; CREATE TABLE "${schema}".jobs (id int)`);
+    await expect(PostgresStore.open(url)).rejects.toThrow(/already has a table "jobs" that llmq did not create.*\?schema=/);
+  });
+
+  it('refuses a schema name that is not a plain identifier', async () => {
+    await expect(PostgresStore.open(`${PG_URL}?schema=a;drop`)).rejects.toThrow(StoreError);
+  });
+});
+
+describe('postgres store without a server', () => {
+  it('names the URL without its password, and what to check', async () => {
+    const error = await PostgresStore.open('postgres://bob:s3cret@127.0.0.1:1/test?schema=x').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StoreError);
+    const message = (error as Error).message;
+    expect(message).toContain('postgres://bob:***@127.0.0.1:1/test');
+    expect(message).toMatch(/Check that PostgreSQL is running and reachable/);
+    expect(message).not.toContain('s3cret');
+  });
+});
