@@ -1,0 +1,143 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCli } from './helpers/cli.js';
+import { ANSWERS, populate } from './helpers/populate.js';
+import { tempDir } from './helpers/tmp.js';
+
+const ORDER = ['a.txt', 'sub/b.txt', 'c.txt', 'd.txt', 'f.txt', 'sub/deeper/g.txt', '../escape.txt', '/abs/x.txt', 'h.txt', 'e.txt'];
+
+/** A minimal RFC 4180 reader: quoted fields may hold commas, doubled quotes, CR and LF. */
+function parseCsv(text: string): string[][] {
+  const rows: string[][] = [];
+  let row: string[] = [], field = '', i = 0, quoted = false;
+  while (i < text.length) {
+    const ch = text[i]!;
+    if (quoted) {
+      if (ch === '"' && text[i + 1] === '"') { field += '"'; i += 2; continue; }
+      if (ch === '"') { quoted = false; i++; continue; }
+      field += ch; i++; continue;
+    }
+    if (ch === '"') { quoted = true; i++; continue; }
+    if (ch === ',') { row.push(field); field = ''; i++; continue; }
+    if (ch === '\r' && text[i + 1] === '\n') { row.push(field); rows.push(row); row = []; field = ''; i += 2; continue; }
+    field += ch; i++;
+  }
+  if (field || row.length) throw new Error('csv does not end with CRLF');
+  return rows;
+}
+
+describe('llmq export', () => {
+  it('jsonl: one line per item in input order, every field', async () => {
+    const dir = tempDir();
+    const { db, keys } = await populate(dir);
+    const r = await runCli(['export', '--db', db]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe('');
+    const lines = r.stdout.trimEnd().split('\n').map((l) => JSON.parse(l));
+    expect(lines.map((l) => l.id)).toEqual(ORDER);
+    const a = lines[0];
+    expect(Object.keys(a)).toEqual(['id', 'key', 'state', 'output', 'error', 'attempts', 'model', 'usage', 'latency_ms', 'source', 'meta']);
+    expect(a).toEqual({
+      id: 'a.txt', key: keys['a.txt'], state: 'done', output: ANSWERS['a.txt'], error: null, attempts: 1, model: 'gpt-4o-mini',
+      usage: { prompt_tokens: 100, completion_tokens: 20 }, latency_ms: 1234, source: 'docs/a.txt', meta: { lang: 'en' },
+    });
+    expect(lines[2]).toMatchObject({ id: 'c.txt', key: keys['a.txt'], state: 'done', output: ANSWERS['a.txt'] });
+    expect(lines[3]).toMatchObject({ id: 'd.txt', state: 'failed', output: null, attempts: 2, usage: null, latency_ms: 210 });
+    expect(lines[3].error).toMatch(/^400 context_length_exceeded/);
+    expect(lines[4]).toMatchObject({ id: 'f.txt', state: 'running', attempts: 1, latency_ms: null });
+    expect(lines[9]).toMatchObject({ id: 'e.txt', state: 'pending', attempts: 0, output: null, error: null });
+  });
+
+  it('--state filters (repeatable and comma lists) and bad states are refused', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir);
+    const failed = await runCli(['export', '--db', db, '--state', 'failed']);
+    expect(failed.stdout.trimEnd().split('\n').map((l) => JSON.parse(l).id)).toEqual(['d.txt', 'h.txt']);
+    const two = await runCli(['export', '--db', db, '--state', 'pending,running']);
+    expect(two.stdout.trimEnd().split('\n').map((l) => JSON.parse(l).id)).toEqual(['f.txt', 'e.txt']);
+    const rep = await runCli(['export', '--db', db, '--state', 'pending', '--state', 'failed']);
+    expect(rep.stdout.trimEnd().split('\n').map((l) => JSON.parse(l).id)).toEqual(['d.txt', 'h.txt', 'e.txt']);
+    const bad = await runCli(['export', '--db', db, '--state', 'finished']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/--state.*'finished'.*pending, running, done, failed/);
+  });
+
+  it('csv: header, RFC 4180 quoting of commas, quotes and newlines, CRLF rows', async () => {
+    const dir = tempDir();
+    const { db, keys } = await populate(dir);
+    const r = await runCli(['export', '--db', db, '--format', 'csv']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('"B says ""hello"", then, a comma\nand a second line."');
+    const rows = parseCsv(r.stdout);
+    expect(rows[0]).toEqual(['id', 'key', 'state', 'model', 'attempts', 'prompt_tokens', 'completion_tokens', 'latency_ms', 'source', 'output', 'error', 'meta']);
+    expect(rows).toHaveLength(1 + ORDER.length);
+    expect(rows.slice(1).map((x) => x[0])).toEqual(ORDER);
+    expect(rows[1]).toEqual(['a.txt', keys['a.txt'], 'done', 'gpt-4o-mini', '1', '100', '20', '1234', 'docs/a.txt', ANSWERS['a.txt'], '', '{"lang":"en"}']);
+    expect(rows[2]![9]).toBe(ANSWERS['sub/b.txt']);
+    expect(rows[4]).toEqual(['d.txt', keys['d.txt'], 'failed', 'gpt-4o-mini', '2', '', '', '210', 'docs/d.txt', '', expect.stringMatching(/^400 context_length_exceeded: This model's/), '']);
+  });
+
+  it('openai-batch: the Batch API output format, done and failed only, skipped ones counted', async () => {
+    const dir = tempDir();
+    const { db, keys } = await populate(dir);
+    const r = await runCli(['export', '--db', db, '--format', 'openai-batch']);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/skipped 2 items \(1 pending, 1 running\); --state pending,running includes them/);
+    const lines = r.stdout.trimEnd().split('\n').map((l) => JSON.parse(l));
+    expect(lines.map((l) => l.custom_id)).toEqual(ORDER.filter((id) => id !== 'f.txt' && id !== 'e.txt'));
+    const a = lines[0];
+    expect(Object.keys(a)).toEqual(['id', 'custom_id', 'response', 'error']);
+    expect(a.id).toMatch(/^batch_req_[0-9a-f]{24}$/);
+    expect(a.error).toBeNull();
+    expect(a.response.status_code).toBe(200);
+    expect(a.response.request_id).toBe(keys['a.txt']);
+    // the stored provider body, parsed: what batch-API code reads
+    expect(a.response.body.object).toBe('chat.completion');
+    expect(a.response.body.model).toBe('gpt-4o-mini-2024-07-18');
+    expect(a.response.body.choices[0].message).toEqual({ role: 'assistant', content: ANSWERS['a.txt'] });
+    expect(a.response.body.usage).toEqual({ prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 });
+    expect(new Set(lines.map((l) => l.id)).size).toBe(lines.length);
+    const d = lines.find((l) => l.custom_id === 'd.txt');
+    expect(d.response).toBeNull();
+    expect(d.error).toEqual({ code: 'context_length_exceeded', message: expect.stringMatching(/^400 context_length_exceeded/) });
+  });
+
+  it('--out writes the file whole (through a temp file) and says so on stderr', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir);
+    const out = join(dir, 'res', 'results.jsonl');
+    const r = await runCli(['export', '--db', db, '--out', out]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/wrote 10 items to .*results\.jsonl/);
+    expect(readFileSync(out, 'utf8').trimEnd().split('\n')).toHaveLength(10);
+    expect(readdirSync(join(dir, 'res'))).toEqual(['results.jsonl']);
+  });
+
+  it('--out-dir mirrors ids as paths and nothing escapes the folder', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir);
+    const outDir = join(dir, 'answers');
+    const r = await runCli(['export', '--db', db, '--out-dir', outDir]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/wrote 6 answer files/);
+    expect(r.stderr).toMatch(/skipped 4 items \(1 pending, 1 running, 2 failed\)/);
+    expect(readFileSync(join(outDir, 'a.txt.out'), 'utf8')).toBe(ANSWERS['a.txt']);
+    expect(readFileSync(join(outDir, 'c.txt.out'), 'utf8')).toBe(ANSWERS['a.txt']);
+    expect(readFileSync(join(outDir, 'sub', 'b.txt.out'), 'utf8')).toBe(ANSWERS['sub/b.txt']);
+    expect(readFileSync(join(outDir, 'sub', 'deeper', 'g.txt.out'), 'utf8')).toBe(ANSWERS['sub/deeper/g.txt']);
+    expect(existsSync(join(dir, 'escape.txt.out'))).toBe(false);
+    const top = readdirSync(outDir).sort();
+    expect(top).toEqual(['__', 'a.txt.out', 'abs', 'c.txt.out', 'sub']);
+    expect(readdirSync(join(outDir, '__'))[0]).toMatch(/^escape\.txt~[0-9a-f]{8}\.out$/);
+    expect(readdirSync(join(outDir, 'abs'))[0]).toMatch(/^x\.txt~[0-9a-f]{8}\.out$/);
+    // failed ones on request, with their reason; a chosen extension
+    const f = await runCli(['export', '--db', db, '--out-dir', outDir, '--state', 'failed', '--ext', 'md']);
+    expect(f.code).toBe(0);
+    expect(readFileSync(join(outDir, 'd.txt.error'), 'utf8')).toMatch(/^400 context_length_exceeded/);
+    const both = await runCli(['export', '--db', db, '--out-dir', outDir, '--out', join(dir, 'x.jsonl')]);
+    expect(both.code).toBe(1);
+    expect(both.stderr).toMatch(/one of --out and --out-dir/);
+  });
+});
