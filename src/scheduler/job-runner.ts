@@ -1,0 +1,233 @@
+import pRetry from 'p-retry';
+import { ProviderError, type CompletionResult, type Provider } from '../provider/types.js';
+import type { AttemptOutcome, AttemptRecord, ClaimedJob, Store } from '../store/types.js';
+import type { SchedulerListener } from './events.js';
+import { estimatePromptTokens, requestedCompletionTokens } from '../provider/tokens.js';
+import type { RateLimiter } from './limiter.js';
+import type { OutageBreaker } from './outage.js';
+import type { Semaphore } from './semaphore.js';
+import type { RunCounters } from './stats.js';
+
+/** Everything one job needs from its run. */
+export interface JobContext {
+  readonly store: Store;
+  readonly provider: Provider;
+  readonly limiter: RateLimiter;
+  readonly breaker: OutageBreaker;
+  readonly slots: Semaphore;
+  readonly counters: RunCounters;
+  readonly emit: SchedulerListener;
+  readonly runId: string;
+  readonly maxAttempts: number;
+  readonly leaseMs: number;
+  /** First backoff between tries; doubles each counted failure, randomized x1-2. */
+  readonly retryDelayMs: number;
+  readonly maxRetryDelayMs: number;
+  /** Soft stop: no new request goes out, waits end. */
+  readonly stopSignal: AbortSignal;
+  /** Hard stop: in-flight requests are aborted. */
+  readonly abortSignal: AbortSignal;
+  readonly now: () => number;
+  /** Called once with a run-fatal error; the run stops. */
+  readonly onFatal: (error: ProviderError) => void;
+}
+
+/**
+ * How a job left this run. `unsent`: stopped before its request went out; it goes back to pending
+ * with its attempt given back. `interrupted`: stopped after its last try was written down; it goes
+ * back to pending as it is.
+ */
+export type JobOutcome = 'done' | 'failed' | 'unsent' | 'interrupted';
+
+/** A try that failed and may be retried; `counted` says whether it used up an attempt. */
+class TryFailed extends Error {
+  constructor(readonly error: ProviderError, readonly counted: boolean) {
+    super(error.message);
+  }
+}
+
+/** Ends the retry loop (shouldRetry says no); the job's fate was already decided. */
+class JobSettled extends Error {
+  constructor(readonly outcome: JobOutcome, message: string) {
+    super(message);
+  }
+}
+
+/**
+ * Take one claimed job to the end of its life in this run: done, failed, or handed back. Each try
+ * waits for a concurrency slot, the outage breaker and the rate limiter, then sends the request;
+ * the result is written to the store before the next thing happens. Never throws.
+ */
+export async function runJob(job: ClaimedJob, ctx: JobContext): Promise<JobOutcome> {
+  let attempt = job.attempts;
+  let sentThisTry = false;
+  let backingOff = false;
+  const tokens = ctx.limiter.tokenCapacity === null ? null : tokenEstimate(job.request);
+  try {
+    await pRetry(
+      async (n) => {
+        if (n > 1) {
+          backingOff = false;
+          ctx.counters.backingOff--;
+          const raised = await ctx.store.startRetry(job.key, ctx.runId, ctx.now(), ctx.now() + ctx.leaseMs);
+          if (raised === null) throw new JobSettled('interrupted', 'lost the lease');
+          attempt = raised;
+        }
+        sentThisTry = false;
+        await tryOnce(job, attempt, tokens, ctx, () => (sentThisTry = true));
+      },
+      {
+        retries: 1_000_000, // bounded by maxAttempts, counted in the store
+        factor: 2,
+        minTimeout: ctx.retryDelayMs,
+        maxTimeout: ctx.maxRetryDelayMs,
+        randomize: true,
+        signal: ctx.stopSignal,
+        shouldConsumeRetry: ({ error }) => !(error instanceof TryFailed) || error.counted,
+        shouldRetry: ({ error }) => error instanceof TryFailed,
+        onFailedAttempt: ({ error }) => {
+          if (error instanceof TryFailed) {
+            backingOff = true;
+            ctx.counters.backingOff++;
+          }
+        },
+      },
+    );
+    return 'done';
+  } catch (error) {
+    if (error instanceof JobSettled) return error.outcome;
+    if (ctx.stopSignal.aborted || ctx.abortSignal.aborted) {
+      if (backingOff) ctx.counters.backingOff--;
+      // Stopped before this try's request went out: its attempt is given back. Stopped while
+      // backing off: the last try was already written down as it was.
+      return sentThisTry ? 'interrupted' : 'unsent';
+    }
+    throw error;
+  }
+}
+
+/** Prompt tokens (by our tokenizer) and the request's weight: prompt plus the completion budget it reserves. */
+function tokenEstimate(requestJson: string): { prompt: number; weight: number } {
+  const request = JSON.parse(requestJson) as Parameters<typeof estimatePromptTokens>[0];
+  const prompt = estimatePromptTokens(request);
+  return { prompt, weight: prompt + requestedCompletionTokens(request) };
+}
+
+async function tryOnce(job: ClaimedJob, attempt: number, tokens: { prompt: number; weight: number } | null, ctx: JobContext,
+  markSent: () => void): Promise<void> {
+  const c = ctx.counters;
+  c.waiting++;
+  let probe = false;
+  try {
+    await ctx.slots.acquire(ctx.stopSignal);
+    try {
+      probe = await ctx.breaker.gate(ctx.stopSignal);
+      await ctx.limiter.acquire(tokens?.weight ?? 0, ctx.stopSignal);
+    } catch (error) {
+      ctx.slots.release();
+      throw error;
+    }
+  } catch (error) {
+    if (probe) ctx.breaker.probeAbandoned();
+    throw error; // stop signal: unsent
+  } finally {
+    c.waiting--;
+  }
+
+  const startedAt = ctx.now();
+  c.inFlight++;
+  c.requests++;
+  markSent();
+  ctx.emit('job:start', { key: job.key, attempt, model: job.model });
+  let result: CompletionResult;
+  try {
+    result = await ctx.provider.complete(job.request, { signal: ctx.abortSignal });
+  } catch (error) {
+    c.inFlight--;
+    ctx.slots.release();
+    if (ctx.abortSignal.aborted && !(error instanceof ProviderError)) {
+      if (probe) ctx.breaker.probeAbandoned();
+      await record(ctx, job.key, attempt, startedAt, null, 'released', 'stopped while the request was in flight');
+      throw error;
+    }
+    if (!(error instanceof ProviderError)) throw error;
+    await onFailure(job, attempt, startedAt, error, ctx);
+    return; // unreachable: onFailure always throws
+  }
+  c.inFlight--;
+  ctx.slots.release();
+  ctx.breaker.success();
+  const endedAt = ctx.now();
+  const usage = result.usage;
+  // Providers reserve prompt + max_tokens when a request arrives, so only the prompt part is
+  // corrected: our tokenizer may count the prompt differently from the provider's.
+  if (tokens) ctx.limiter.settle(tokens.prompt, usage.promptTokens);
+  const attemptRecord: AttemptRecord = {
+    key: job.key, runId: ctx.runId, attempt, startedAt, endedAt, status: result.status, outcome: 'done', error: null, usage,
+  };
+  await ctx.store.complete(job.key, { owner: ctx.runId, output: result.output, response: result.body, usage, attempt: attemptRecord });
+  c.done++;
+  c.promptTokens += usage.promptTokens;
+  c.completionTokens += usage.completionTokens;
+  c.finished(endedAt, usage.promptTokens + usage.completionTokens);
+  ctx.emit('job:done', { key: job.key, attempt, latencyMs: endedAt - startedAt, usage });
+}
+
+/** Decide what a failed try means for the job and the run, write it down, and end the try. */
+async function onFailure(job: ClaimedJob, attempt: number, startedAt: number, error: ProviderError, ctx: JobContext): Promise<never> {
+  const c = ctx.counters;
+  const now = ctx.now();
+  if (error.scope === 'run') {
+    ctx.breaker.neutral();
+    await record(ctx, job.key, attempt, startedAt, error.status, 'not_counted', error.message, { count: false });
+    ctx.onFatal(error);
+    throw new JobSettled('interrupted', error.message);
+  }
+  if (error.scope === 'job') {
+    ctx.breaker.neutral();
+    await ctx.store.fail(job.key, ctx.runId, error.message, attemptOf(ctx, job.key, attempt, startedAt, error.status, 'failed', error.message), now);
+    c.failed++;
+    c.finished(now, 0);
+    ctx.emit('job:failed', { key: job.key, attempt, status: error.status, error: error.message });
+    throw new JobSettled('failed', error.message);
+  }
+
+  let counted = true;
+  let delayMs = 0;
+  if (error.reason === 'rate_limit') {
+    // Waiting on a rate limit is not the job's fault: pause everyone, keep the attempt.
+    ctx.breaker.neutral();
+    counted = false;
+    c.rateLimited++;
+    delayMs = error.retryAfterMs ?? 1000;
+    ctx.limiter.pauseUntil(now + delayMs);
+  } else if (error.reason === 'network' || error.reason === 'server' || error.reason === 'timeout') {
+    counted = !ctx.breaker.failure(error.message);
+    if (!counted) delayMs = Math.max(0, ctx.breaker.nextProbeAt - now);
+  } else {
+    ctx.breaker.neutral();
+  }
+
+  if (counted && attempt >= ctx.maxAttempts) {
+    const message = `gave up after ${attempt} attempts: ${error.message}`;
+    await ctx.store.fail(job.key, ctx.runId, message, attemptOf(ctx, job.key, attempt, startedAt, error.status, 'failed', error.message), now);
+    c.failed++;
+    c.finished(now, 0);
+    ctx.emit('job:failed', { key: job.key, attempt, status: error.status, error: message });
+    throw new JobSettled('failed', message);
+  }
+  await record(ctx, job.key, attempt, startedAt, error.status, counted ? 'retry' : 'not_counted', error.message, { count: counted });
+  if (counted) c.retried++;
+  ctx.emit('job:retry', { key: job.key, attempt, status: error.status, reason: error.reason, error: error.message, delayMs, counted });
+  throw new TryFailed(error, counted);
+}
+
+function attemptOf(ctx: JobContext, key: string, attempt: number, startedAt: number, status: number | null, outcome: AttemptOutcome, error: string | null): AttemptRecord {
+  return { key, runId: ctx.runId, attempt, startedAt, endedAt: ctx.now(), status, outcome, error, usage: null };
+}
+
+async function record(ctx: JobContext, key: string, attempt: number, startedAt: number, status: number | null, outcome: AttemptOutcome,
+  error: string, options: { count?: boolean } = {}): Promise<void> {
+  const a = attemptOf(ctx, key, attempt, startedAt, status, outcome, error);
+  await ctx.store.recordAttempt(a, { countAttempt: options.count ?? false, error });
+}

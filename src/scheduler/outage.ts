@@ -1,0 +1,155 @@
+export interface OutageOptions {
+  /** Consecutive outage failures (refused, reset, timeout, 5xx) that open the breaker. @default 3 */
+  readonly consecutive?: number;
+  /** Of the last `window` results, this many failures also open it ("mostly 5xx"). @default 8 of 10 */
+  readonly windowFailures?: number;
+  readonly window?: number;
+  /** First wait before probing, doubled after each failed probe up to `maxProbeDelayMs`. @default 1000 */
+  readonly probeDelayMs?: number;
+  /** @default 10000 */
+  readonly maxProbeDelayMs?: number;
+  readonly now?: () => number;
+}
+
+/**
+ * A circuit breaker for provider outages. While it is open no request goes out except one probe
+ * at a time, spaced by a growing delay; failures seen while open do not use up job attempts. The
+ * first success closes it and every waiting request goes again.
+ */
+export class OutageBreaker {
+  readonly #o: Required<Omit<OutageOptions, 'now'>>;
+  readonly #now: () => number;
+  #consecutive = 0;
+  #recent: boolean[] = []; // true = outage failure
+  #open = false;
+  #probing = false;
+  #nextProbeAt = 0;
+  #delay: number;
+  #waiters: Array<() => void> = [];
+  #timer: NodeJS.Timeout | null = null;
+  /** Called when the breaker opens or closes, for events. */
+  onChange: (open: boolean, nextProbeAt: number, detail: string) => void = () => {};
+
+  constructor(options: OutageOptions = {}) {
+    this.#o = {
+      consecutive: options.consecutive ?? 3,
+      windowFailures: options.windowFailures ?? 8,
+      window: options.window ?? 10,
+      probeDelayMs: options.probeDelayMs ?? 1000,
+      maxProbeDelayMs: options.maxProbeDelayMs ?? 10_000,
+    };
+    this.#now = options.now ?? Date.now;
+    this.#delay = this.#o.probeDelayMs;
+  }
+
+  get isOpen(): boolean {
+    return this.#open;
+  }
+
+  get nextProbeAt(): number {
+    return this.#open ? this.#nextProbeAt : 0;
+  }
+
+  /**
+   * Wait until a request may go out. Returns true when the caller is the probe: it must report
+   * its result with `success()` or `failure()`, or `probeAbandoned()` if it never sent.
+   */
+  async gate(signal: AbortSignal): Promise<boolean> {
+    while (this.#open) {
+      if (!this.#probing && this.#now() >= this.#nextProbeAt) {
+        this.#probing = true;
+        return true;
+      }
+      await new Promise<void>((resolve, reject) => {
+        const wake = (): void => { signal.removeEventListener('abort', onAbort); resolve(); };
+        const onAbort = (): void => { this.#waiters = this.#waiters.filter((w) => w !== wake); reject(signal.reason); };
+        if (signal.aborted) return onAbort();
+        signal.addEventListener('abort', onAbort, { once: true });
+        this.#waiters.push(wake);
+      });
+    }
+    return false;
+  }
+
+  success(): void {
+    this.#consecutive = 0;
+    this.#push(false);
+    this.#probing = false;
+    if (this.#open) {
+      this.#open = false;
+      this.#delay = this.#o.probeDelayMs;
+      this.#clearTimer();
+      this.onChange(false, 0, 'provider answered again');
+      this.#wakeAll();
+    }
+  }
+
+  /**
+   * Report an outage-type failure. Returns true when the failure should not use up the job's
+   * attempt: the breaker was open, or this failure opened it.
+   */
+  failure(detail: string): boolean {
+    this.#consecutive++;
+    this.#push(true);
+    if (this.#open) {
+      if (this.#probing) {
+        this.#probing = false;
+        this.#delay = Math.min(this.#delay * 2, this.#o.maxProbeDelayMs);
+        this.#schedule(detail);
+      }
+      return true;
+    }
+    const failures = this.#recent.filter(Boolean).length;
+    if (this.#consecutive >= this.#o.consecutive || (this.#recent.length >= this.#o.window && failures >= this.#o.windowFailures)) {
+      this.#open = true;
+      this.#delay = this.#o.probeDelayMs;
+      this.#schedule(detail);
+      return true;
+    }
+    return false;
+  }
+
+  /** Any other result (a 4xx, a 429, a bad body) says the provider is up, but not that it is well. */
+  neutral(): void {
+    this.#consecutive = 0;
+    if (this.#probing) {
+      this.#probing = false;
+      this.success();
+    }
+  }
+
+  probeAbandoned(): void {
+    if (!this.#probing) return;
+    this.#probing = false;
+    this.#wakeAll();
+  }
+
+  dispose(): void {
+    this.#clearTimer();
+    this.#wakeAll();
+  }
+
+  #push(failed: boolean): void {
+    this.#recent.push(failed);
+    if (this.#recent.length > this.#o.window) this.#recent.shift();
+  }
+
+  #schedule(detail: string): void {
+    this.#nextProbeAt = this.#now() + this.#delay;
+    this.onChange(true, this.#nextProbeAt, detail);
+    this.#clearTimer();
+    this.#timer = setTimeout(() => this.#wakeAll(), this.#delay);
+    this.#timer.unref?.();
+  }
+
+  #clearTimer(): void {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = null;
+  }
+
+  #wakeAll(): void {
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    for (const w of waiters) w();
+  }
+}

@@ -1,0 +1,206 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { LlmqError } from '../errors.js';
+import type { Provider, ProviderError } from '../provider/types.js';
+import type { Store } from '../store/types.js';
+import type { RunSummary, SchedulerListener } from './events.js';
+import { runJob, type JobContext } from './job-runner.js';
+import { LocalRateLimiter, sleep, type RateLimiter } from './limiter.js';
+import { OutageBreaker, type OutageOptions } from './outage.js';
+import { deadOwners, isProcessAlive } from './owners.js';
+import { Semaphore } from './semaphore.js';
+import { RunCounters } from './stats.js';
+
+export interface RunOptions {
+  /** Requests in flight at most. @default 8 */
+  readonly concurrency?: number;
+  /** Requests per minute (undefined: no limit). */
+  readonly rpm?: number;
+  /** Tokens per minute (undefined: no limit). */
+  readonly tpm?: number;
+  /** Tries per job, counted in the store. @default 5 */
+  readonly maxAttempts?: number;
+  /** Stop after claiming this many jobs. */
+  readonly limit?: number;
+  /** How long a claimed job stays ours without a heartbeat. @default 60000 */
+  readonly leaseMs?: number;
+  /** How often leases and live stats are renewed. @default 2000 */
+  readonly heartbeatMs?: number;
+  /** First wait before a retry. @default 1000 */
+  readonly retryDelayMs?: number;
+  /** @default 60000 */
+  readonly maxRetryDelayMs?: number;
+  /** How often a `progress` event is emitted. @default 500 */
+  readonly progressMs?: number;
+  readonly outage?: OutageOptions;
+}
+
+export interface RunDeps {
+  readonly store: Store;
+  readonly provider: Provider;
+  /** Defaults to a LocalRateLimiter built from rpm/tpm. */
+  readonly limiter?: RateLimiter;
+  readonly emit?: SchedulerListener;
+  /** First abort: stop claiming and let in-flight requests finish. */
+  readonly stopSignal?: AbortSignal;
+  /** Abort in-flight requests too. */
+  readonly abortSignal?: AbortSignal;
+  readonly now?: () => number;
+  readonly runId?: string;
+  readonly host?: string;
+  readonly pid?: number;
+  readonly isAlive?: (pid: number) => boolean;
+  /** Options recorded with the run for `status` (never secrets). */
+  readonly describe?: Record<string, unknown>;
+}
+
+/**
+ * Work the queue until it is drained, `limit` jobs were taken, a stop signal arrives or a run-fatal
+ * error happens. Claims in batches, keeps at most 2 x concurrency jobs in hand, hands everything
+ * it did not finish back to `pending` before returning.
+ */
+export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise<RunSummary> {
+  const { store, provider } = deps;
+  const now = deps.now ?? Date.now;
+  const concurrency = options.concurrency ?? 8;
+  const maxAttempts = options.maxAttempts ?? 5;
+  const leaseMs = options.leaseMs ?? 60_000;
+  const limit = options.limit ?? Infinity;
+  const runId = deps.runId ?? randomUUID();
+  const host = deps.host ?? hostname();
+  const pid = deps.pid ?? process.pid;
+  const emit: SchedulerListener = deps.emit ?? (() => {});
+  const limiter = deps.limiter ?? new LocalRateLimiter({ rpm: options.rpm, tpm: options.tpm });
+
+  const stop = new AbortController();
+  const abort = new AbortController();
+  const link = (from: AbortSignal | undefined, to: AbortController): void => {
+    if (!from) return;
+    if (from.aborted) to.abort(from.reason);
+    else from.addEventListener('abort', () => to.abort(from.reason), { once: true });
+  };
+  link(deps.stopSignal, stop);
+  link(deps.abortSignal, abort);
+  link(deps.abortSignal, stop);
+
+  let fatal: ProviderError | null = null;
+  let internal: unknown = null;
+  const halt = (): void => {
+    stop.abort(new LlmqError('run stopped'));
+    abort.abort(new LlmqError('run stopped'));
+  };
+
+  const startedAt = now();
+  const counters = new RunCounters(startedAt);
+  const breaker = new OutageBreaker({ ...options.outage, now });
+  breaker.onChange = (open, until, detail) => {
+    counters.paused = open ? { reason: 'outage', until } : null;
+    if (open) emit('paused', { reason: 'outage', untilMs: until, detail });
+    else emit('resumed', { reason: 'outage' });
+  };
+
+  const reclaim = async (): Promise<void> => {
+    await store.reclaim(now(), deadOwners(await store.activeRuns(), { host, pid, runId, isAlive: deps.isAlive ?? isProcessAlive }));
+  };
+  await reclaim();
+  const before = await store.status(now());
+  counters.alreadyDone = before.counts.done;
+  counters.total = Math.min(limit, before.counts.pending + before.counts.running);
+  await store.startRun({ id: runId, host, pid, startedAt, options: deps.describe ?? { concurrency, rpm: options.rpm, tpm: options.tpm, maxAttempts } });
+  emit('run:start', { runId, total: counters.total, alreadyDone: counters.alreadyDone, options: deps.describe ?? {} });
+
+  const ctx: JobContext = {
+    store, provider, limiter, breaker, slots: new Semaphore(concurrency), counters, emit, runId, maxAttempts, leaseMs,
+    retryDelayMs: options.retryDelayMs ?? 1000, maxRetryDelayMs: options.maxRetryDelayMs ?? 60_000,
+    stopSignal: stop.signal, abortSignal: abort.signal, now,
+    onFatal: (error) => {
+      fatal ??= error;
+      halt();
+    },
+  };
+
+  let beats = 0;
+  const heartbeat = setInterval(() => {
+    const t = now();
+    const rl = limiter.pausedUntil();
+    if (!breaker.isOpen) counters.paused = rl > t ? { reason: 'rate_limit', until: rl } : null;
+    store.heartbeat(runId, t, t + leaseMs, counters.forStore(t))
+      .then(() => (++beats % 5 === 0 ? reclaim() : undefined))
+      .catch((error) => { internal ??= error; halt(); });
+  }, options.heartbeatMs ?? 2000);
+  const progress = setInterval(() => emit('progress', counters.snapshot(now())), options.progressMs ?? 500);
+
+  const tasks = new Set<Promise<void>>();
+  const unsent: string[] = [];
+  // Set when a job finishes; the loop waits on it instead of polling.
+  let finishedSinceWait = false;
+  let wake: () => void = () => {};
+  let claimed = 0;
+  let reason: RunSummary['reason'] = 'drained';
+  const maxInHand = concurrency * 2;
+  const batch = Math.max(1, Math.ceil(concurrency / 2));
+
+  try {
+    while (!stop.signal.aborted) {
+      const room = Math.min(maxInHand - tasks.size, limit - claimed);
+      if (limit - claimed <= 0 && tasks.size === 0) { reason = 'limit'; break; }
+      if (room >= batch || (room > 0 && tasks.size < concurrency)) {
+        const t = now();
+        const got = await store.claim({ owner: runId, limit: room, now: t, leaseUntil: t + leaseMs, maxAttempts });
+        counters.failed += got.exhausted;
+        claimed += got.jobs.length;
+        for (const job of got.jobs) {
+          const task: Promise<void> = runJob(job, ctx)
+            .then((outcome) => { if (outcome === 'unsent') unsent.push(job.key); })
+            .catch((error) => { internal ??= error; halt(); })
+            .finally(() => { tasks.delete(task); finishedSinceWait = true; wake(); });
+          tasks.add(task);
+        }
+        if (got.jobs.length > 0 || got.exhausted > 0) continue;
+      }
+      if (tasks.size === 0) {
+        const next = await store.nextPendingAt();
+        if (next === null) { reason = 'drained'; break; }
+        await sleep(Math.min(Math.max(next - now(), 50), 1000), stop.signal).catch(() => {});
+        continue;
+      }
+      // Wait for a job to finish, or a second (other runs may hand jobs back meanwhile).
+      if (!finishedSinceWait) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, 1000);
+          wake = () => { clearTimeout(timer); resolve(); };
+        });
+      }
+      finishedSinceWait = false;
+    }
+    if (stop.signal.aborted) reason = fatal || internal ? 'fatal' : 'signal';
+    await Promise.allSettled([...tasks]);
+    while (tasks.size > 0) await Promise.allSettled([...tasks]);
+  } finally {
+    clearInterval(heartbeat);
+    clearInterval(progress);
+    breaker.dispose();
+    if (!deps.limiter) await limiter.stop();
+    const t = now();
+    try {
+      if (unsent.length > 0) await store.release(runId, { refund: true, now: t, keys: unsent });
+      await store.release(runId, { refund: false, now: t });
+      await store.finishRun(runId, t, fatal ? 'fatal' : internal ? 'error' : reason, counters.forStore(t));
+    } catch (error) {
+      internal ??= error;
+    }
+  }
+  if (internal) throw internal;
+
+  const after = await store.status(now());
+  const f = fatal as ProviderError | null;
+  const summary: RunSummary = {
+    runId, reason, done: counters.done, failed: counters.failed, retried: counters.retried, requests: counters.requests,
+    rateLimited: counters.rateLimited, promptTokens: counters.promptTokens, completionTokens: counters.completionTokens,
+    wallMs: now() - startedAt, remaining: after.counts.pending + after.counts.running, failedInStore: after.counts.failed,
+    fatal: f ? { message: f.message, reason: f.reason } : null,
+  };
+  emit('progress', counters.snapshot(now()));
+  emit('run:end', summary);
+  return summary;
+}

@@ -1,0 +1,66 @@
+import type { RunStats } from '../store/types.js';
+import type { ProgressSnapshot } from './events.js';
+
+const WINDOW_SECONDS = 30;
+
+/** Counters of one run and a sliding window of finished jobs for its rate and ETA. */
+export class RunCounters {
+  done = 0;
+  failed = 0;
+  retried = 0;
+  requests = 0;
+  rateLimited = 0;
+  promptTokens = 0;
+  completionTokens = 0;
+  inFlight = 0;
+  waiting = 0;
+  backingOff = 0;
+  total = 0;
+  alreadyDone = 0;
+  paused: ProgressSnapshot['paused'] = null;
+  readonly startedAt: number;
+  // per-second buckets of [jobs finished, tokens used]
+  readonly #buckets = new Map<number, [number, number]>();
+
+  constructor(startedAt: number) {
+    this.startedAt = startedAt;
+  }
+
+  finished(now: number, tokens: number): void {
+    const second = Math.floor(now / 1000);
+    const b = this.#buckets.get(second) ?? [0, 0];
+    b[0]++;
+    b[1] += tokens;
+    this.#buckets.set(second, b);
+    for (const s of this.#buckets.keys()) if (s < second - WINDOW_SECONDS) this.#buckets.delete(s);
+  }
+
+  /** Jobs/s and tokens/s over the last 30 s (or since the start, if shorter). */
+  rates(now: number): { jobs: number; tokens: number } {
+    const since = Math.max(this.startedAt, now - WINDOW_SECONDS * 1000);
+    const seconds = Math.max(1, (now - since) / 1000);
+    let jobs = 0, tokens = 0;
+    const from = Math.floor(since / 1000);
+    for (const [s, [j, t]] of this.#buckets) if (s >= from) { jobs += j; tokens += t; }
+    return { jobs: jobs / seconds, tokens: tokens / seconds };
+  }
+
+  snapshot(now: number): ProgressSnapshot {
+    const { jobs, tokens } = this.rates(now);
+    const left = Math.max(0, this.total - this.done - this.failed);
+    return {
+      startedAt: this.startedAt, now, total: this.total, alreadyDone: this.alreadyDone, done: this.done, failed: this.failed,
+      retried: this.retried, inFlight: this.inFlight, waiting: this.waiting, backingOff: this.backingOff,
+      requests: this.requests, rateLimited: this.rateLimited, promptTokens: this.promptTokens,
+      completionTokens: this.completionTokens, jobsPerSecond: jobs, tokensPerSecond: tokens,
+      etaSeconds: left === 0 ? 0 : jobs > 0 ? left / jobs : null, paused: this.paused,
+    };
+  }
+
+  forStore(now: number): RunStats {
+    return {
+      done: this.done, failed: this.failed, retried: this.retried, requests: this.requests, rateLimited: this.rateLimited,
+      promptTokens: this.promptTokens, completionTokens: this.completionTokens, jobsPerSecond: this.rates(now).jobs,
+    };
+  }
+}

@@ -1,0 +1,242 @@
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { OpenAIProvider } from '../src/provider/openai.js';
+import { runQueue, type RunOptions } from '../src/scheduler/run-queue.js';
+import type { SchedulerEventMap } from '../src/scheduler/events.js';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { FakeOpenAI, answerFor, reply } from './helpers/fake-openai.js';
+import { seedJobs } from './helpers/seed.js';
+import { tempDir } from './helpers/tmp.js';
+
+const fakes: FakeOpenAI[] = [];
+afterEach(async () => {
+  await Promise.all(fakes.splice(0).map((f) => f.close()));
+});
+
+async function setup(jobs: number, fakeOptions: Parameters<typeof FakeOpenAI.start>[0] = {}) {
+  const fake = await FakeOpenAI.start(fakeOptions);
+  fakes.push(fake);
+  const path = join(tempDir(), 'q.db');
+  const store = new SqliteStore(path);
+  const keys = await seedJobs(store, jobs);
+  return { fake, store, keys, path };
+}
+
+const fast: RunOptions = { retryDelayMs: 10, maxRetryDelayMs: 50, heartbeatMs: 200, outage: { probeDelayMs: 100, maxProbeDelayMs: 400 } };
+
+function provider(fake: FakeOpenAI, timeoutMs = 5000): OpenAIProvider {
+  return new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-secret', timeoutMs });
+}
+
+function jobsByState(store: SqliteStore) {
+  return store.db.prepare('SELECT key, state, attempts, error, output FROM jobs ORDER BY seq').all() as Array<{ key: string; state: string; attempts: number; error: string | null; output: string | null }>;
+}
+
+describe('runQueue', () => {
+  it('answers every job exactly once, storing each answer with its job', async () => {
+    const { fake, store, keys } = await setup(60, { latencyMs: 5 });
+    const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 6 });
+    expect(summary).toMatchObject({ reason: 'drained', done: 60, failed: 0, remaining: 0 });
+    expect(fake.duplicates()).toEqual([]);
+    expect(keys.every((k) => fake.sentCount(k) === 1)).toBe(true);
+    expect(fake.maxInFlight).toBeLessThanOrEqual(6);
+    const rows = jobsByState(store);
+    for (const r of rows) {
+      const request = store.db.prepare('SELECT request FROM jobs WHERE key = ?').pluck().get(r.key) as string;
+      expect(r).toMatchObject({ state: 'done', attempts: 1, output: answerFor(request) });
+    }
+    await store.close();
+  });
+
+  it('never sends a done job again (invariant 1)', async () => {
+    const { fake, store } = await setup(10);
+    await runQueue({ store, provider: provider(fake) }, fast);
+    expect(fake.received).toBe(10);
+    // Visit the queue again, and again after handing everything back as if runs had died.
+    await runQueue({ store, provider: provider(fake) }, fast);
+    await store.release('nobody', { refund: true, now: Date.now() });
+    await store.reclaim(Date.now() + 10 * 3600_000, ['nobody']);
+    await store.retryFailed({}, Date.now());
+    const again = await runQueue({ store, provider: provider(fake) }, fast);
+    expect(again.done).toBe(0);
+    expect(fake.received).toBe(10);
+    await store.close();
+  });
+
+  it('keeps concurrency at the limit under load', async () => {
+    const { fake, store } = await setup(40, { latencyMs: 150 });
+    await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 8 });
+    expect(fake.maxInFlight).toBe(8);
+    await store.close();
+  });
+
+  it('fails a 400 after one attempt with the provider message', async () => {
+    const { fake, store, keys } = await setup(5);
+    fake.respond((r) => (r.body.includes('document 2:') ? reply.badRequest("Invalid value for 'temperature'") : undefined));
+    const summary = await runQueue({ store, provider: provider(fake) }, fast);
+    expect(summary).toMatchObject({ done: 4, failed: 1, failedInStore: 1 });
+    const failed = jobsByState(store).find((r) => r.key === keys[2])!;
+    expect(failed.state).toBe('failed');
+    expect(failed.attempts).toBe(1);
+    expect(failed.error).toContain("Invalid value for 'temperature'");
+    expect(fake.sentCount(keys[2]!)).toBe(1);
+    await store.close();
+  });
+
+  it('retries a 5xx and a bad body, counting each attempt', async () => {
+    const { fake, store, keys } = await setup(3);
+    fake.respond((r) => (r.key === keys[0] && r.attempt === 1 ? reply.serverError(503) : r.key === keys[0] && r.attempt === 2 ? reply.truncate() : undefined));
+    const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 1 });
+    expect(summary).toMatchObject({ done: 3, failed: 0, retried: 2 });
+    expect(jobsByState(store)[0]).toMatchObject({ key: keys[0], state: 'done', attempts: 3 });
+    const attempts = store.db.prepare('SELECT status, outcome FROM attempts WHERE job_key = ? ORDER BY id').all(keys[0]);
+    expect(attempts).toEqual([{ status: 503, outcome: 'retry' }, { status: 200, outcome: 'retry' }, { status: 200, outcome: 'done' }]);
+    await store.close();
+  });
+
+  it('gives up after --max-attempts with the last error', async () => {
+    const { fake, store, keys } = await setup(4);
+    fake.respond((r) => (r.body.includes('document 1:') ? reply.truncate() : undefined));
+    const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, maxAttempts: 3 });
+    expect(summary).toMatchObject({ done: 3, failed: 1 });
+    const job = jobsByState(store).find((r) => r.key === keys[1])!;
+    expect(job).toMatchObject({ state: 'failed', attempts: 3 });
+    expect(job.error).toMatch(/^gave up after 3 attempts: /);
+    expect(fake.sentCount(keys[1]!)).toBe(3);
+    await store.close();
+  });
+
+  it('pauses every request on a 429 retry-after, without using up attempts', async () => {
+    const { fake, store } = await setup(6, { latencyMs: 1 });
+    fake.script(reply.rateLimited(600));
+    const events: Array<[string, number]> = [];
+    const t0 = Date.now();
+    const summary = await runQueue({ store, provider: provider(fake), emit: (e) => { if (e === 'job:done') events.push([e, Date.now() - t0]); } },
+      { ...fast, concurrency: 1, retryDelayMs: 1 });
+    expect(summary).toMatchObject({ done: 6, rateLimited: 1 });
+    expect(jobsByState(store).every((r) => r.attempts === 1)).toBe(true);
+    // nothing finished until the pause was over
+    expect(Math.min(...events.map(([, t]) => t))).toBeGreaterThanOrEqual(550);
+    await store.close();
+  });
+
+  it('stops at once on a wrong key and burns no job', async () => {
+    const { fake, store } = await setup(20, { latencyMs: 5 });
+    fake.respond(() => reply.unauthorized());
+    const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 4 });
+    expect(summary.reason).toBe('fatal');
+    expect(summary.fatal?.reason).toBe('auth');
+    expect(summary.fatal?.message).not.toContain('sk-test-secret');
+    const rows = jobsByState(store);
+    expect(rows.every((r) => r.state === 'pending' && r.attempts === 0)).toBe(true);
+    expect(fake.received).toBeLessThanOrEqual(4);
+    await store.close();
+  });
+
+  it('stops on insufficient_quota leaving jobs pending', async () => {
+    const { fake, store } = await setup(5);
+    fake.respond(() => reply.quota());
+    const summary = await runQueue({ store, provider: provider(fake) }, fast);
+    expect(summary.fatal?.reason).toBe('quota');
+    expect(jobsByState(store).every((r) => r.state === 'pending' && r.attempts === 0)).toBe(true);
+    await store.close();
+  });
+
+  it('frees the slot of a hung request at the timeout and retries it', async () => {
+    const { fake, store } = await setup(3);
+    fake.script(reply.hang());
+    const t0 = Date.now();
+    const summary = await runQueue({ store, provider: provider(fake, 300) }, { ...fast, concurrency: 1 });
+    expect(summary).toMatchObject({ done: 3, failed: 0 });
+    expect(Date.now() - t0).toBeLessThan(5000);
+    await store.close();
+  });
+
+  it('rides out an outage without failing any job', async () => {
+    const { fake, store, keys } = await setup(40, { latencyMs: 10 });
+    const events: Array<keyof SchedulerEventMap> = [];
+    let downed = false;
+    const run = runQueue({
+      store, provider: provider(fake, 1000),
+      emit: (e, p) => {
+        events.push(e);
+        if (e === 'job:done' && !downed && (p as SchedulerEventMap['job:done']) && events.filter((x) => x === 'job:done').length === 10) {
+          downed = true;
+          void fake.down().then(() => setTimeout(() => void fake.up(), 1500));
+        }
+      },
+    }, { ...fast, concurrency: 4, maxAttempts: 2 });
+    const summary = await run;
+    expect(summary).toMatchObject({ done: 40, failed: 0 });
+    expect(events).toContain('paused');
+    expect(events).toContain('resumed');
+    // a request in flight when the server died may be sent again; nothing else is
+    expect(keys.filter((k) => fake.sentCount(k) !== 1).length).toBeLessThanOrEqual(4);
+    await store.close();
+  });
+
+  it('on a stop signal lets in-flight requests finish and hands the rest back', async () => {
+    const { fake, store } = await setup(30, { latencyMs: 100 });
+    const stop = new AbortController();
+    setTimeout(() => stop.abort(), 250);
+    const summary = await runQueue({ store, provider: provider(fake), stopSignal: stop.signal }, { ...fast, concurrency: 3 });
+    expect(summary.reason).toBe('signal');
+    const rows = jobsByState(store);
+    expect(rows.filter((r) => r.state === 'running')).toEqual([]);
+    expect(rows.filter((r) => r.state === 'done').length).toBe(summary.done);
+    // every request that went out came back and was stored: nothing paid for and lost
+    expect(summary.done).toBe(fake.received);
+    // jobs never sent got their attempt back
+    expect(rows.filter((r) => r.state === 'pending').every((r) => r.attempts === 0)).toBe(true);
+    await store.close();
+  });
+
+  it('with a second signal aborts in-flight requests and hands them back', async () => {
+    const { fake, store } = await setup(6, { latencyMs: 5000 });
+    const stop = new AbortController();
+    const abort = new AbortController();
+    setTimeout(() => { stop.abort(); abort.abort(); }, 200);
+    const t0 = Date.now();
+    const summary = await runQueue({ store, provider: provider(fake, 10_000), stopSignal: stop.signal, abortSignal: abort.signal }, { ...fast, concurrency: 2 });
+    expect(Date.now() - t0).toBeLessThan(2000);
+    expect(summary.done).toBe(0);
+    expect(jobsByState(store).every((r) => r.state === 'pending' && r.attempts === 0)).toBe(true);
+    await store.close();
+  });
+
+  it('--limit stops after N jobs', async () => {
+    const { fake, store } = await setup(20);
+    const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, limit: 7, concurrency: 3 });
+    expect(summary).toMatchObject({ reason: 'limit', done: 7, remaining: 13 });
+    await store.close();
+  });
+
+  it('takes back jobs of a run that died on this host at once, and fails a crash loop at max attempts', async () => {
+    const { fake, store, keys } = await setup(3);
+    // A dead run (pid that cannot exist) holding every job, with a lease far in the future.
+    await store.startRun({ id: 'dead-run', host: 'this-host', pid: 999_999_999, startedAt: Date.now(), options: {} });
+    for (let i = 0; i < 3; i++) {
+      await store.claim({ owner: 'dead-run', limit: 1, now: Date.now(), leaseUntil: Date.now() + 3600_000, maxAttempts: 5 });
+    }
+    // the first job has crashed its runs 3 times already
+    store.db.prepare('UPDATE jobs SET attempts = 3 WHERE key = ?').run(keys[0]);
+    const summary = await runQueue({ store, provider: provider(fake), host: 'this-host' }, { ...fast, maxAttempts: 3 });
+    expect(summary).toMatchObject({ done: 2, failed: 1 });
+    const first = jobsByState(store)[0]!;
+    expect(first).toMatchObject({ state: 'failed', attempts: 3 });
+    expect(first.error).toMatch(/gave up after 3 attempts/);
+    expect(fake.sentCount(keys[0]!)).toBe(0);
+    await store.close();
+  });
+
+  it('three runs on one database send every job once (invariant 6)', async () => {
+    const { fake, store, keys, path } = await setup(150, { latencyMs: 3 });
+    const others = [new SqliteStore(path), new SqliteStore(path)];
+    const summaries = await Promise.all([store, ...others].map((s) => runQueue({ store: s, provider: provider(fake) }, { ...fast, concurrency: 4 })));
+    expect(summaries.reduce((a, s) => a + s.done, 0)).toBe(150);
+    expect(fake.duplicates()).toEqual([]);
+    expect(keys.every((k) => fake.sentCount(k) === 1)).toBe(true);
+    for (const s of others) await s.close();
+    await store.close();
+  });
+});
