@@ -72,12 +72,12 @@ export function classifyHttpError(status: number, bodyText: string, headers: Hea
   if (status === 429) {
     const quota = body.code === 'insufficient_quota' || body.type === 'insufficient_quota';
     [scope, reason] = quota ? ['run', 'quota'] : ['retryable', 'rate_limit'];
-    if (quota) message += ' Check the plan and billing of the account whose key is in LLMQ_API_KEY.';
+    if (quota) message = sentence(message, 'Check the plan and billing of the account whose key is in LLMQ_API_KEY.');
   } else if (status === 408 || status === 409 || status >= 500) {
     [scope, reason] = ['retryable', 'server'];
   } else if (status === 401 || status === 403) {
     [scope, reason] = ['run', 'auth'];
-    message += ' Check LLMQ_API_KEY (or OPENAI_API_KEY) and --base-url.';
+    message = sentence(message, 'Check LLMQ_API_KEY (or OPENAI_API_KEY) and --base-url.');
   } else if (body.code === 'context_length_exceeded' || CONTEXT_TOO_LONG.test(text)) {
     [scope, reason] = ['job', 'too_long'];
   } else {
@@ -90,10 +90,15 @@ export function classifyHttpError(status: number, bodyText: string, headers: Hea
   return new ProviderError({ message, scope, reason, status, code, retryAfterMs, rateLimit });
 }
 
-/** The first line of a plain-text body; null for empty and HTML bodies (the status text says more). */
+/** `message` followed by a hint, with a full stop between them when the message has none. */
+function sentence(message: string, hint: string): string {
+  return /[.!?]$/.test(message) ? `${message} ${hint}` : `${message}. ${hint}`;
+}
+
+/** The first line of a plain-text body; null for empty, HTML and unknown JSON bodies (the status text says more). */
 function plainBodyText(text: string): string | null {
   const t = text.trim();
-  if (t === '' || t.startsWith('<')) return null;
+  if (t === '' || t.startsWith('<') || t.startsWith('{')) return null;
   return t.split('\n', 1)[0];
 }
 

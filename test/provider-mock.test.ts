@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import { MockProvider, mockAnswer } from '../src/provider/mock.js';
+import { ProviderError } from '../src/provider/types.js';
+import { canonicalJson } from '../src/request.js';
+import { countTokens } from 'gpt-tokenizer';
+
+const live = () => new AbortController().signal;
+const request = (text: string) => canonicalJson({ model: 'gpt-4o-mini', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: text }] });
+
+describe('MockProvider', () => {
+  it('answers deterministically with labelled output, realistic usage and an OpenAI-shaped body', async () => {
+    const p = new MockProvider({ latencyMs: 0, now: () => 1_700_000_000_000 });
+    const text = 'The quick brown fox jumps over the lazy dog while the cat sleeps on the warm mat';
+    const a = await p.complete(request(text), { signal: live() });
+    const b = await new MockProvider({ latencyMs: 0, now: () => 1_700_000_000_000 }).complete(request(text), { signal: live() });
+    expect(a.output).toBe('[mock] Summary of: The quick brown fox jumps over the lazy dog while the cat …');
+    expect(b).toEqual(a);
+    expect(a.usage).toEqual({ promptTokens: countTokens('Be brief.') + countTokens(text), completionTokens: countTokens(a.output) });
+    const body = JSON.parse(a.body);
+    expect(body).toMatchObject({ object: 'chat.completion', created: 1_700_000_000, model: 'gpt-4o-mini', choices: [{ index: 0, message: { role: 'assistant', content: a.output }, finish_reason: 'stop' }] });
+    expect(body.usage.total_tokens).toBe(a.usage.promptTokens + a.usage.completionTokens);
+    expect(mockAnswer({ messages: [{ role: 'user', content: [{ type: 'text', text: 'short one' }] }] })).toBe('[mock] Summary of: short one');
+  });
+
+  it('simulates latency with seeded jitter', async () => {
+    const p = new MockProvider({ latencyMs: 100, jitter: 0.5 });
+    const started = Date.now();
+    await p.complete(request('x'), { signal: live() });
+    const took = Date.now() - started;
+    expect(took).toBeGreaterThanOrEqual(45);
+    expect(took).toBeLessThan(1000);
+  });
+
+  it('fails a seeded, reproducible fraction of tries with a retryable 500, and every request succeeds eventually', async () => {
+    const outcomes = async (seed: number) => {
+      const p = new MockProvider({ latencyMs: 0, failureRate: 0.3, seed });
+      const seen: string[] = [];
+      for (let i = 0; i < 200; i++) {
+        for (let tries = 0; ; tries++) {
+          try {
+            await p.complete(request(`doc ${i}`), { signal: live() });
+            seen.push(`${i}:${tries}`);
+            break;
+          } catch (err) {
+            expect(err).toBeInstanceOf(ProviderError);
+            expect(err).toMatchObject({ scope: 'retryable', reason: 'server', status: 500 });
+            expect(tries).toBeLessThan(20);
+          }
+        }
+      }
+      return seen;
+    };
+    const one = await outcomes(7);
+    expect(await outcomes(7)).toEqual(one);
+    expect(await outcomes(8)).not.toEqual(one);
+    const firstTryFailures = one.filter((s) => !s.endsWith(':0')).length;
+    expect(firstTryFailures).toBeGreaterThan(30);
+    expect(firstTryFailures).toBeLessThan(90);
+  });
+
+  it('rejects with the signal reason when aborted', async () => {
+    const p = new MockProvider({ latencyMs: 10_000 });
+    const controller = new AbortController();
+    const pending = p.complete(request('x'), { signal: controller.signal });
+    const reason = new Error('stop');
+    setTimeout(() => controller.abort(reason), 20);
+    await expect(pending).rejects.toBe(reason);
+  });
+});
