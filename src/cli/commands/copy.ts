@@ -1,13 +1,63 @@
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
+import { UsageError } from '../../errors.js';
+import { openStore, redactLocation, resolveDbLocation } from '../../store/open-store.js';
+import { copyStore, type CopyResult } from '../../store/copy.js';
+import type { Store } from '../../store/types.js';
+import { colorsFor, warn } from '../output.js';
 import { dbOption } from '../program.js';
-import { LlmqError } from '../../errors.js';
+
+interface CopyFlags {
+  db?: string;
+  from?: string;
+  to: string;
+  json?: boolean;
+}
 
 export function registerCopy(program: Command): Command {
   return program
     .command('copy')
-    .description('(not built yet)')
+    .description('Copy a whole queue (jobs, answers, attempts, items, runs) into an empty database of either kind.')
+    .addOption(new Option('--from <path|url>', 'the queue to copy: an SQLite file or a postgres:// URL')
+      .default(undefined, '--db, LLMQ_DB or ./llmq.db'))
     .addOption(dbOption())
-    .action(() => {
-      throw new LlmqError('llmq copy is not built yet.');
+    .requiredOption('--to <path|url>', 'an empty (or new) SQLite file or postgres:// URL to copy into')
+    .addOption(new Option('--json', 'print the counts as one JSON object on stdout'))
+    .addHelpText('after', `
+Examples:
+  $ llmq copy --from ./llmq.db --to postgres://llmq@db.internal/llmq?schema=team_a
+  $ llmq copy --from postgres://llmq@db.internal/llmq --to ./backup.db
+
+Jobs that are running when copied arrive pending: their leases belong to runs on the source.
+Stop the runs on the source first; the target must be empty.`)
+    .action(async (flags: CopyFlags) => {
+      const from = resolveDbLocation(flags.from ?? flags.db);
+      if (from === flags.to) throw new UsageError(`Expected --from and --to to name two databases, got '${redactLocation(from)}' for both.`);
+      const result = await withStores(from, flags.to, async (source, target) => {
+        const open = await source.activeRuns();
+        if (open.length) warn(`${open.length} run(s) on ${source.location} have not ended; answers they store during the copy may be missed.`);
+        return copyStore(source, target, { now: Date.now() });
+      });
+      if (flags.json) process.stdout.write(JSON.stringify({ from: redactLocation(from), to: redactLocation(flags.to), ...result }) + '\n');
+      else process.stderr.write(describe(result, redactLocation(from), redactLocation(flags.to)) + '\n');
     });
+}
+
+async function withStores<T>(from: string, to: string, fn: (source: Store, target: Store) => Promise<T>): Promise<T> {
+  const source = await openStore(from);
+  try {
+    const target = await openStore(to);
+    try {
+      return await fn(source, target);
+    } finally {
+      await target.close();
+    }
+  } finally {
+    await source.close();
+  }
+}
+
+function describe(r: CopyResult, from: string, to: string): string {
+  const c = colorsFor(process.stderr);
+  const requeued = r.requeued ? ` (${r.requeued} running there, pending here)` : '';
+  return `${c.bold('copied')} ${from} to ${to}: ${c.green(`${r.jobs} jobs`)}${requeued}, ${r.items} items, ${r.attempts} attempts, ${r.runs} runs`;
 }

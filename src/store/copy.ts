@@ -1,0 +1,81 @@
+import { StoreError } from '../errors.js';
+import type { JobRow, RunRow, Store } from './types.js';
+
+export interface CopyOptions {
+  /** The copy's clock: runs still open in the source are closed at this time in the target. */
+  readonly now: number;
+  /**
+   * Rows per write transaction; also bounds what is held in memory.
+   * @default 1000
+   */
+  readonly batchSize?: number;
+  /** Called after each batch is written, with the table and the rows of it copied so far. */
+  readonly onProgress?: (table: CopyTable, copied: number) => void;
+}
+
+export type CopyTable = 'jobs' | 'items' | 'attempts' | 'runs';
+
+export interface CopyResult {
+  readonly jobs: number;
+  readonly items: number;
+  readonly attempts: number;
+  readonly runs: number;
+  /** Jobs that were `running` in the source and went over as `pending`. */
+  readonly requeued: number;
+  /** Runs that had not ended in the source and were closed in the target. */
+  readonly closedRuns: number;
+}
+
+/**
+ * Copy a whole queue (jobs with their states, attempts, answers, usage and errors; items;
+ * attempts; runs) from one store into an empty one, of either kind, a batch at a time.
+ *
+ * A lease belongs to the source's runs, which will never work the target: running jobs arrive
+ * pending (their started attempt stays counted, as when a run dies), and open runs arrive ended.
+ * Stop runs on the source first; rows written while the copy reads may be missed.
+ */
+export async function copyStore(from: Store, to: Store, options: CopyOptions): Promise<CopyResult> {
+  const size = options.batchSize ?? 1000;
+  const target = await to.status(options.now);
+  if (target.total > 0 || target.items > 0 || target.lastRun !== null) {
+    throw new StoreError(`${to.location} is not empty (${target.total} jobs, ${target.items} items); llmq copy only writes into an ` +
+      `empty queue. Point --to at a new file or a new schema (?schema=name).`);
+  }
+  let requeued = 0;
+  let closedRuns = 0;
+  // Jobs before items (items point at jobs); attempts and runs after.
+  const jobs = await pipe(from.dumpJobs(), (b) => to.loadJobs(b), size, (j): JobRow => {
+    if (j.state !== 'running') return j;
+    requeued++;
+    return { ...j, state: 'pending', leaseOwner: null, leaseExpiresAt: null };
+  }, (n) => options.onProgress?.('jobs', n));
+  const items = await pipe(from.dumpItems(), (b) => to.loadItems(b), size, (i) => i, (n) => options.onProgress?.('items', n));
+  const attempts = await pipe(from.dumpAttempts(), (b) => to.loadAttempts(b), size, (a) => a, (n) => options.onProgress?.('attempts', n));
+  const runs = await pipe(from.dumpRuns(), (b) => to.loadRuns(b), size, (r): RunRow => {
+    if (r.endedAt !== null) return r;
+    closedRuns++;
+    return { ...r, endedAt: options.now, exitReason: 'copied to another database while open' };
+  }, (n) => options.onProgress?.('runs', n));
+  return { jobs, items, attempts, runs, requeued, closedRuns };
+}
+
+/** Stream rows into batches of `size`, writing each before reading on; returns the count. */
+async function pipe<T>(
+  rows: AsyncIterable<T>, load: (batch: T[]) => Promise<void>, size: number, map: (row: T) => T, progress: (n: number) => void,
+): Promise<number> {
+  let batch: T[] = [];
+  let n = 0;
+  const flush = async () => {
+    if (!batch.length) return;
+    await load(batch);
+    n += batch.length;
+    batch = [];
+    progress(n);
+  };
+  for await (const row of rows) {
+    batch.push(map(row));
+    if (batch.length >= size) await flush();
+  }
+  await flush();
+  return n;
+}

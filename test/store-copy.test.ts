@@ -1,0 +1,133 @@
+import { join } from 'node:path';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { PostgresStore } from '../src/store/postgres/store.js';
+import { copyStore } from '../src/store/copy.js';
+import type { JobRow, Store } from '../src/store/types.js';
+import { STORE_KINDS, T0, OWNER, claimOpts, exported, freshPgUrl, row, rows, skipUnavailable } from './helpers/stores.js';
+import { tempDir } from './helpers/tmp.js';
+import { runCli } from './helpers/cli.js';
+
+const postgres = STORE_KINDS.find((k) => k.name === 'postgres')!;
+const STATS = { done: 1, failed: 1, retried: 1, requests: 3, rateLimited: 0, promptTokens: 9, completionTokens: 9, jobsPerSecond: 0.5 };
+
+/** A queue with every state: done (with a retry before), failed, pending after a try, running, untouched; shared jobs; runs. */
+async function populate(store: Store): Promise<void> {
+  await store.enqueue([
+    row('done', 'd', { meta: { lang: 'fr', n: [1, 2] } }), row('done-twin', 'd'), row('failed', 'f', { priority: -1 }),
+    row('retrying', 'r'), row('running', 'u', { model: 'other' }), ...rows(3, { prefix: 'later', priority: 3 }),
+  ], T0);
+  await store.startRun({ id: 'run-old', host: 'h', pid: 1, startedAt: T0, options: { concurrency: 2 } });
+  await store.finishRun('run-old', T0 + 50, 'finished', STATS);
+  await store.startRun({ id: OWNER, host: 'h', pid: 2, startedAt: T0 + 100, options: {} });
+  const { jobs } = await store.claim(claimOpts({ now: T0 + 100, limit: 4 }));
+  const [failed, done, retrying, running] = jobs;
+  const attempt = (key: string, o: object) => ({ key, runId: OWNER, attempt: 1, startedAt: T0 + 100, endedAt: T0 + 140, status: 200,
+    outcome: 'done' as const, error: null, usage: null, ...o });
+  await store.fail(failed!.key, OWNER, 'HTTP 400: bad', attempt(failed!.key, { status: 400, outcome: 'failed', error: 'HTTP 400: bad' }), T0 + 150);
+  await store.recordAttempt(attempt(done!.key, { status: 503, outcome: 'retry', error: 'HTTP 503' }), { countAttempt: true, error: 'HTTP 503' });
+  await store.startRetry(done!.key, OWNER, T0 + 160, T0 + 10_000);
+  await store.complete(done!.key, { owner: OWNER, output: 'l\'answer ✓', response: '{"id":"x"}', usage: { promptTokens: 12, completionTokens: 3 },
+    attempt: attempt(done!.key, { attempt: 2, startedAt: T0 + 170, endedAt: T0 + 230, usage: { promptTokens: 12, completionTokens: 3 } }) });
+  await store.recordAttempt(attempt(retrying!.key, { status: null, outcome: 'retry', error: 'ETIMEDOUT' }), { countAttempt: true, error: 'ETIMEDOUT' });
+  await store.release(OWNER, { refund: false, now: T0 + 240 }); // retrying and running go back to pending...
+  // ...and the first of them is held again by a run still working when the copy starts
+  await store.claim(claimOpts({ now: T0 + 250, limit: 1, owner: 'run-live' }));
+  expect(running!.model).toBe('other');
+}
+
+async function dumpJobs(store: Store): Promise<JobRow[]> {
+  const out = [];
+  for await (const j of store.dumpJobs()) out.push(j);
+  return out;
+}
+
+async function everything(store: Store) {
+  const attempts = [];
+  for await (const a of store.dumpAttempts()) attempts.push(a);
+  const items = [];
+  for await (const i of store.dumpItems()) items.push(i);
+  const { activeRuns: _a, lastRun: _l, ...status } = await store.status(T0);
+  return { export: await exported(store), jobs: await dumpJobs(store), items, attempts, status };
+}
+
+/** What a copy should hold: the source with its running jobs pending and unleased. */
+function asCopied(source: Awaited<ReturnType<typeof everything>>) {
+  const jobs = source.jobs.map((j) => (j.state === 'running' ? { ...j, state: 'pending' as const, leaseOwner: null, leaseExpiresAt: null } : j));
+  const running = new Set(source.jobs.filter((j) => j.state === 'running').map((j) => j.key));
+  const exportRows = source.export.map((r) => (running.has(r.key) ? { ...r, state: 'pending' as const } : r));
+  const counts = { ...source.status.counts, pending: source.status.counts.pending + running.size, running: 0 };
+  return { ...source, jobs, export: exportRows, status: { ...source.status, counts, retrying: source.status.retrying + running.size } };
+}
+
+describe('copy', () => {
+  it('copies SQLite to SQLite in small batches across dump pages', async () => {
+    const dir = tempDir();
+    const from = new SqliteStore(join(dir, 'a.db'));
+    const to = new SqliteStore(join(dir, 'b.db'));
+    await populate(from);
+    const many = rows(2100, { prefix: 'bulk' });
+    for (let i = 0; i < many.length; i += 700) await from.enqueue(many.slice(i, i + 700), T0 + 1);
+    const progress: string[] = [];
+    const result = await copyStore(from, to, { now: T0 + 999, batchSize: 333, onProgress: (t) => progress.push(t) });
+    expect(result).toEqual({ jobs: 2107, items: 2108, attempts: 4, runs: 2, requeued: 1, closedRuns: 1 });
+    expect(new Set(progress)).toEqual(new Set(['jobs', 'items', 'attempts', 'runs']));
+    expect(await everything(to)).toEqual(asCopied(await everything(from)));
+    expect(await to.activeRuns()).toEqual([]);
+    // the copy works as a queue: FIFO by priority continues where the source stood
+    const next = await to.claim(claimOpts({ now: T0 + 1000, limit: 2 }));
+    expect(next.jobs.map((j) => j.attempts)).toEqual([3, 2]);
+    await Promise.all([from.close(), to.close()]);
+  });
+
+  it('refuses a target that already holds a queue', async () => {
+    const dir = tempDir();
+    const from = new SqliteStore(join(dir, 'a.db'));
+    const to = new SqliteStore(join(dir, 'b.db'));
+    await to.enqueue(rows(1), T0);
+    await expect(copyStore(from, to, { now: T0 })).rejects.toThrow(/b\.db is not empty \(1 jobs, 1 items\).*new file or a new schema/);
+    await Promise.all([from.close(), to.close()]);
+  });
+
+  describe('through PostgreSQL', () => {
+    beforeEach((ctx) => skipUnavailable(postgres, ctx));
+
+    it('SQLite -> PostgreSQL -> SQLite keeps states, attempts, answers, items and runs', async () => {
+      const dir = tempDir();
+      const source = new SqliteStore(join(dir, 'source.db'));
+      const middle = await PostgresStore.open(freshPgUrl());
+      const back = new SqliteStore(join(dir, 'back.db'));
+      await populate(source);
+      await copyStore(source, middle, { now: T0 + 999 });
+      await copyStore(middle, back, { now: T0 + 1999 });
+      const expected = asCopied(await everything(source));
+      expect(await everything(middle)).toEqual(expected);
+      expect(await everything(back)).toEqual(expected);
+      const runs = [];
+      for await (const r of back.dumpRuns()) runs.push([r.id, r.endedAt, r.exitReason, r.stats]);
+      expect(runs).toEqual([
+        ['run-old', T0 + 50, 'finished', STATS], [OWNER, T0 + 999, 'copied to another database while open', null],
+      ]);
+      await Promise.all([source.close(), middle.close(), back.close()]);
+    });
+
+    it('llmq copy runs from the command line', async () => {
+      const dir = tempDir();
+      const from = join(dir, 'q.db');
+      const source = new SqliteStore(from);
+      await populate(source);
+      await source.close();
+      const url = freshPgUrl();
+      const ok = await runCli(['copy', '--from', from, '--to', url, '--json']);
+      expect(ok.stderr).toMatch(/^warning: 1 run\(s\) on .*q\.db have not ended/);
+      expect(ok.code).toBe(0);
+      expect(JSON.parse(ok.stdout)).toMatchObject({ from, to: url, jobs: 7, items: 8, attempts: 4, runs: 2, requeued: 1 });
+      const again = await runCli(['copy', '--to', url], { env: { LLMQ_DB: from } });
+      expect(again.code).toBe(1);
+      expect(again.stderr).toMatch(/^error: .* is not empty \(7 jobs, 8 items\)/m);
+      const same = await runCli(['copy', '--db', from, '--to', from]);
+      expect(same.code).toBe(1);
+      expect(same.stderr).toMatch(/Expected --from and --to to name two databases/);
+    });
+  });
+});
