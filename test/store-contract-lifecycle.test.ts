@@ -172,4 +172,11 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     expect((await store.status(T0)).counts).toEqual({ pending: 2, running: 0, done: 1, failed: 0 });
     expect((await store.claim(claimOpts({ now: T0 + 5 }))).jobs.map((j) => j.attempts)).toEqual([1, 1]);
   });
+
+  it('retryFailed matches the error text case-insensitively beyond ASCII', async () => {
+    const { store } = await kind.fresh();
+    const { key } = await claimedOne(store);
+    await store.fail(key, OWNER, 'HTTP 404: Modèle introuvable (ÉCHEC)', null, T0 + 1);
+    expect(await store.retryFailed({ errorContains: 'MODÈLE INTROUVABLE (échec)' }, T0 + 2)).toBe(1);
+  });
 });

@@ -7,6 +7,8 @@ export interface PgTarget {
   /** The URL handed to `pg`, without `schema`/`search_path`. */
   readonly connectionString: string;
   readonly schema: string;
+  /** Startup options: the URL's own, then the search_path that puts every query in `schema`. */
+  readonly options: string;
   /** The URL as given, password replaced, for messages. */
   readonly location: string;
 }
@@ -29,9 +31,10 @@ export function parsePgUrl(url: string): PgTarget {
   if (!IDENTIFIER.test(schema)) {
     throw new StoreError(`Expected the schema in ${location} to be a plain name (letters, digits, _), got '${schema}'.`);
   }
-  parsed.searchParams.delete('schema');
-  parsed.searchParams.delete('search_path');
-  return { connectionString: parsed.toString(), schema, location };
+  // pg lets the URL's own `options` override ours, so take them out and send both together.
+  const options = [parsed.searchParams.get('options'), `-c search_path=${quoteIdent(schema)}`].filter(Boolean).join(' ');
+  for (const k of ['schema', 'search_path', 'options']) parsed.searchParams.delete(k);
+  return { connectionString: parsed.toString(), schema, options, location };
 }
 
 /** Quote an identifier already checked against IDENTIFIER. */
@@ -52,7 +55,7 @@ export function createPool(target: PgTarget): pg.Pool {
   const pool = new pg.Pool({
     connectionString: target.connectionString,
     // Every connection works in the queue's schema, set at startup so no query runs before it.
-    options: `-c search_path=${quoteIdent(target.schema)}`,
+    options: target.options,
     types,
     max: 4,
     connectionTimeoutMillis: 10_000,

@@ -106,7 +106,10 @@ export async function migrate(pool: pg.Pool, schema: string, location: string): 
   try {
     await client.query('BEGIN');
     await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`llmq:migrate:${schema}`]);
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
+    // Only create a missing schema: CREATE SCHEMA IF NOT EXISTS needs the CREATE privilege on the
+    // database even when the schema exists, which a user of a shared `public` may not have.
+    const exists = (await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema])).rows.length > 0;
+    if (!exists) await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
     await client.query(`CREATE TABLE IF NOT EXISTS llmq_migrations (
       version    INTEGER PRIMARY KEY,
       name       TEXT    NOT NULL,

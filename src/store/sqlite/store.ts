@@ -24,6 +24,9 @@ export class SqliteStore implements Store {
     this.#read = new SqliteReader(this.db);
     this.#copy = new SqliteCopier(this.db);
     const db = this.db;
+    // SQLite's lower() folds ASCII only; fold like JavaScript (and PostgreSQL in a UTF-8 locale) so
+    // `retry-failed --error` is case-insensitive for any text.
+    db.function('llmq_lower', { deterministic: true }, (s: unknown) => (typeof s === 'string' ? s.toLowerCase() : s));
     this.#s = {
       insertJob: db.prepare(`INSERT INTO jobs (key, request, model, priority, created_at, updated_at)
         VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`),
@@ -65,7 +68,7 @@ export class SqliteStore implements Store {
       endRun: db.prepare('UPDATE runs SET ended_at = ?, exit_reason = ? WHERE id = ? AND ended_at IS NULL'),
       retryFailed: db.prepare(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL,
           finished_at = NULL, updated_at = @now
-        WHERE state = 'failed' AND (@text IS NULL OR instr(lower(error), lower(@text)) > 0)`),
+        WHERE state = 'failed' AND (@text IS NULL OR instr(llmq_lower(error), llmq_lower(@text)) > 0)`),
       startRun: db.prepare(`INSERT INTO runs (id, host, pid, started_at, heartbeat_at, options) VALUES (?, ?, ?, ?, ?, ?)`),
       runHeartbeat: db.prepare('UPDATE runs SET heartbeat_at = ?, stats = ? WHERE id = ?'),
       renewLeases: db.prepare(`UPDATE jobs SET lease_expires_at = ? WHERE lease_owner = ? AND state = 'running'`),
