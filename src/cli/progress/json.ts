@@ -1,0 +1,38 @@
+import type { SchedulerEventMap, SchedulerEventName } from '../../scheduler/events.js';
+import type { ProgressState } from './state.js';
+import type { Renderer } from './types.js';
+
+/**
+ * `--json`: one JSON object per line, `{"event": name, "time": ms, ...payload}`, for other programs.
+ * Progress snapshots are thinned to one per `everyMs`; the last is always written before `run:end`.
+ * `progress` and `run:end` carry `cost_usd` (null when a model has no price).
+ */
+export function jsonRenderer(state: ProgressState, stream: NodeJS.WritableStream, everyMs: number): Renderer {
+  let lastAt: number | null = null;
+  let pending: SchedulerEventMap['progress'] | null = null;
+  const write = (event: string, payload: object, extra: object = {}) =>
+    stream.write(JSON.stringify({ event, time: Date.now(), ...payload, ...extra }) + '\n');
+  return {
+    onEvent<E extends SchedulerEventName>(event: E, payload: SchedulerEventMap[E]) {
+      if (event === 'progress') {
+        const p = payload as SchedulerEventMap['progress'];
+        if (lastAt !== null && p.now - lastAt < everyMs) {
+          pending = p;
+          return;
+        }
+        lastAt = p.now;
+        pending = null;
+        write(event, p, { cost_usd: state.cost });
+        return;
+      }
+      if (event === 'run:end' && pending) {
+        write('progress', pending, { cost_usd: state.cost });
+        pending = null;
+      }
+      write(event, payload, event === 'run:end' ? { cost_usd: state.cost } : {});
+    },
+    stop() {
+      // Nothing buffered but a thinned snapshot, and the last one will be superseded by run:end.
+    },
+  };
+}

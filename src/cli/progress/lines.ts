@@ -1,0 +1,72 @@
+import type { ProgressSnapshot, RunSummary } from '../../scheduler/events.js';
+import { compact, duration, int, oneLine, percent, rate, usd, type Paint } from '../../report/format.js';
+import type { ProgressState } from './state.js';
+
+/** The text pieces every human renderer shares, each sized for an 80-column terminal. */
+
+export function costText(s: ProgressState): string {
+  if (s.cost !== null) return usd(s.cost);
+  return s.knownCost > 0 ? `≥${usd(s.knownCost)}` : 'cost unknown';
+}
+
+/** "31,204/40,000  78% · 4.6 jobs/s · 612 tok/s · ETA 31m" (the bar goes in front on a TTY). */
+export function countsText(p: ProgressSnapshot | null, total: number): string {
+  const finished = p ? p.done + p.failed : 0;
+  const t = Math.max(total, finished);
+  const parts = [`${int(finished)}/${int(t)} ${percent(finished, t).padStart(4)}`];
+  if (p) {
+    parts.push(`${rate(p.jobsPerSecond)} jobs/s`, `${compact(Math.round(p.tokensPerSecond))} tok/s`);
+    parts.push(`ETA ${p.etaSeconds === null ? '--' : duration(p.etaSeconds)}`);
+  }
+  return parts.join(' · ');
+}
+
+/** "in flight 8 · waiting 3 · backoff 2 · failed 1 · $0.42" */
+export function detailText(s: ProgressState, paint: Paint): string {
+  const p = s.snapshot;
+  const parts = [
+    `in flight ${int(p?.inFlight ?? 0)}`,
+    `waiting ${int(p?.waiting ?? 0)}`,
+    `backoff ${int(p?.backingOff ?? 0)}`,
+    (p?.failed ? paint.red : (x: string) => x)(`failed ${int(p?.failed ?? 0)}`),
+    costText(s),
+  ];
+  return parts.join(' · ');
+}
+
+/** The note shown while dispatch is paused, or null. */
+export function pauseText(s: ProgressState, now: number): string | null {
+  if (s.stopping) return `stopping: finishing requests in flight (up to ${duration(s.stopping.graceMs / 1000)}); Ctrl-C again aborts them`;
+  const pause = s.paused;
+  if (!pause) {
+    const snap = s.snapshot?.paused;
+    if (!snap) return null;
+    return `paused (${snap.reason === 'rate_limit' ? 'rate limited' : 'provider down'}), resuming in ${duration(Math.max(0, snap.until - now) / 1000)}`;
+  }
+  const why = pause.reason === 'rate_limit' ? 'rate limited' : 'provider unreachable, probing';
+  return oneLine(`paused: ${why}, resuming in ${duration(Math.max(0, pause.untilMs - now) / 1000)}${pause.detail ? ` (${pause.detail})` : ''}`, 78);
+}
+
+/** The end-of-run summary and, when something is left to do, the next command. */
+export function summaryText(r: RunSummary, s: ProgressState, paint: Paint): string {
+  const wall = r.wallMs / 1000;
+  const head = {
+    drained: paint.green('finished'),
+    limit: 'stopped at the limit',
+    signal: paint.yellow('stopped'),
+    fatal: paint.red('stopped by an error'),
+  }[r.reason];
+  const lines = [
+    `${head} in ${duration(wall)}: ${paint.green(int(r.done) + ' done')}, ${r.failed ? paint.red(int(r.failed) + ' failed') : '0 failed'}, ${int(r.retried)} retried`,
+    `  tokens ${compact(r.promptTokens)} in · ${compact(r.completionTokens)} out · cost ${costText(s)} · ${rate(wall > 0 ? r.done / wall : 0)} jobs/s` +
+      (r.rateLimited ? ` · ${int(r.rateLimited)} rate-limited` : ''),
+  ];
+  if (r.fatal) lines.push(`  ${paint.red('error:')} ${r.fatal.message}`);
+  if (r.remaining) lines.push(`  ${int(r.remaining)} jobs left pending; ${paint.bold('llmq run')} picks them up`);
+  if (r.failedInStore) {
+    lines.push(`  ${int(r.failedInStore)} failed ${r.failedInStore === 1 ? 'job' : 'jobs'} in the queue. See why: ${paint.bold('llmq status')}`);
+    lines.push(`  Try again: ${paint.bold('llmq retry-failed && llmq run')}`);
+  }
+  if (s.unpricedModel) lines.push(paint.dim(`  no price for ${s.unpricedModel}: set one with --price IN,OUT (USD per million tokens)`));
+  return lines.join('\n') + '\n';
+}

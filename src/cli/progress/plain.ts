@@ -1,0 +1,70 @@
+import type { SchedulerEventMap, SchedulerEventName } from '../../scheduler/events.js';
+import { duration, oneLine, type Paint } from '../../report/format.js';
+import { countsText, detailText, pauseText, summaryText } from './lines.js';
+import type { ProgressState } from './state.js';
+import type { Renderer } from './types.js';
+
+const MAX_FAILURE_LINES = 20;
+
+/**
+ * For logs, CI and pipes: one line every `everyMs` (by the scheduler's clock) and at the end,
+ * plus a line for each pause, resume and (the first few) failures. Never an escape code unless
+ * `paint` colors, which the caller only allows on a terminal.
+ */
+export function plainRenderer(state: ProgressState, stream: NodeJS.WritableStream, paint: Paint, everyMs: number): Renderer {
+  let lastAt: number | null = null;
+  let printedSnapshot: unknown = null;
+  let failures = 0;
+  let ended = false;
+  const write = (line: string) => stream.write(line + '\n');
+  const line = () => {
+    const p = state.snapshot;
+    printedSnapshot = p;
+    const elapsed = p ? `[${duration((p.now - p.startedAt) / 1000)}] ` : '';
+    write(`${elapsed}${countsText(p, state.total)} · ${detailText(state, paint)}`);
+  };
+  return {
+    onEvent<E extends SchedulerEventName>(event: E, payload: SchedulerEventMap[E]) {
+      if (ended) return;
+      switch (event) {
+        case 'run:start': {
+          const p = payload as SchedulerEventMap['run:start'];
+          write(`run ${p.runId}: ${p.total} jobs to do${p.alreadyDone ? `, ${p.alreadyDone} already done` : ''}`);
+          break;
+        }
+        case 'progress': {
+          const now = (payload as SchedulerEventMap['progress']).now;
+          if (lastAt === null || now - lastAt >= everyMs) {
+            lastAt = now;
+            line();
+          }
+          break;
+        }
+        case 'job:failed': {
+          if (failures++ >= MAX_FAILURE_LINES) break;
+          const p = payload as SchedulerEventMap['job:failed'];
+          write(oneLine(`${paint.red('failed')} ${p.key.slice(0, 12)} after ${p.attempt} ${p.attempt === 1 ? 'attempt' : 'attempts'}: ${p.error}`, 200));
+          if (failures === MAX_FAILURE_LINES) write('further failures are not listed here; llmq status groups them by reason');
+          break;
+        }
+        case 'paused':
+        case 'stopping':
+          write(paint.yellow(pauseText(state, Date.now()) ?? event));
+          break;
+        case 'resumed':
+          write(`resumed after the ${(payload as SchedulerEventMap['resumed']).reason === 'rate_limit' ? 'rate limit' : 'outage'}`);
+          break;
+        case 'run:end':
+          if (state.snapshot && printedSnapshot !== state.snapshot) line();
+          ended = true;
+          stream.write(summaryText(payload as SchedulerEventMap['run:end'], state, paint));
+          break;
+      }
+    },
+    stop() {
+      if (ended) return;
+      ended = true;
+      if (state.snapshot && printedSnapshot !== state.snapshot) line();
+    },
+  };
+}

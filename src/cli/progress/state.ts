@@ -1,0 +1,83 @@
+import type { ProgressSnapshot, RunSummary, SchedulerEventMap, SchedulerEventName } from '../../scheduler/events.js';
+import { costOf, type PriceTable } from '../../report/prices.js';
+
+/**
+ * What every renderer needs to know, folded from the scheduler's events: the latest snapshot,
+ * the cost so far (priced per model as answers arrive), the pause state, and the end summary.
+ */
+export class ProgressState {
+  readonly #prices: PriceTable;
+  /** Model of each job in flight: `job:done` carries usage but not the model. Entries leave on done/failed. */
+  readonly #models = new Map<string, string>();
+  #defaultModel: string | null = null;
+  snapshot: ProgressSnapshot | null = null;
+  total = 0;
+  /** USD of this run's answers so far, counting only priced models. */
+  knownCost = 0;
+  /** Set when some answer came from a model without a price: the cost is then a lower bound. */
+  unpricedModel: string | null = null;
+  paused: SchedulerEventMap['paused'] | null = null;
+  stopping: SchedulerEventMap['stopping'] | null = null;
+  summary: RunSummary | null = null;
+  startedAt: number | null = null;
+
+  constructor(prices: PriceTable) {
+    this.#prices = prices;
+  }
+
+  /** USD so far, or null when some of it is unknown. */
+  get cost(): number | null {
+    return this.unpricedModel ? null : this.knownCost;
+  }
+
+  apply<E extends SchedulerEventName>(event: E, payload: SchedulerEventMap[E]): void {
+    switch (event) {
+      case 'run:start': {
+        const p = payload as SchedulerEventMap['run:start'];
+        this.total = p.total;
+        const model = p.options.model;
+        if (typeof model === 'string') this.#defaultModel = model;
+        break;
+      }
+      case 'job:start': {
+        const p = payload as SchedulerEventMap['job:start'];
+        this.#models.set(p.key, p.model);
+        break;
+      }
+      case 'job:done': {
+        const p = payload as SchedulerEventMap['job:done'];
+        const model = this.#models.get(p.key) ?? this.#defaultModel ?? 'unknown';
+        this.#models.delete(p.key);
+        const usd = costOf(model, p.usage, this.#prices);
+        if (usd === null) this.unpricedModel ??= model;
+        else this.knownCost += usd;
+        break;
+      }
+      case 'job:failed':
+        this.#models.delete((payload as SchedulerEventMap['job:failed']).key);
+        break;
+      case 'paused':
+        this.paused = payload as SchedulerEventMap['paused'];
+        break;
+      case 'resumed':
+        this.paused = null;
+        break;
+      case 'stopping':
+        this.stopping = payload as SchedulerEventMap['stopping'];
+        break;
+      case 'progress': {
+        const p = payload as ProgressSnapshot;
+        this.snapshot = p;
+        this.total = p.total;
+        this.startedAt ??= p.startedAt;
+        // The snapshot is the source of truth for pauses too, in case an event was missed.
+        if (!p.paused) this.paused = null;
+        break;
+      }
+      case 'run:end':
+        this.summary = payload as RunSummary;
+        this.paused = null;
+        break;
+    }
+  }
+}

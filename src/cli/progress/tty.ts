@@ -1,0 +1,74 @@
+import cliProgress from 'cli-progress';
+import type { SchedulerEventMap, SchedulerEventName } from '../../scheduler/events.js';
+import { oneLine, type Paint } from '../../report/format.js';
+import { countsText, detailText, pauseText, summaryText } from './lines.js';
+import type { ProgressState } from './state.js';
+import type { Renderer } from './types.js';
+
+/** Failures printed above the bars; past this many, `llmq status` groups the rest. */
+const MAX_FAILURE_LINES = 20;
+
+/**
+ * The live display on a terminal: a bar line and a details line redrawn in place by cli-progress,
+ * a third line only while paused or stopping, and failures logged above the bars.
+ */
+export function ttyRenderer(state: ProgressState, stream: NodeJS.WritableStream, paint: Paint, columns: () => number): Renderer {
+  const multi = new cliProgress.MultiBar({
+    stream,
+    format: (_o, _params, payload: { line: () => string }) => payload.line(),
+    hideCursor: true,
+    clearOnComplete: false,
+    linewrap: false,
+    fps: 8,
+    // The run command owns SIGINT (first = graceful stop); the bars must not exit on it.
+    gracefulExit: false,
+  });
+  const width = () => Math.max(40, Math.min(columns(), 200) - 1);
+  const barLine = () => {
+    const text = countsText(state.snapshot, state.total);
+    const room = width() - text.length - 1;
+    const size = Math.max(0, Math.min(40, room));
+    const p = state.snapshot;
+    const ratio = p && state.total ? Math.min(1, (p.done + p.failed) / state.total) : 0;
+    const full = Math.round(size * ratio);
+    const bar = size >= 5 ? paint.green('█'.repeat(full)) + paint.dim('░'.repeat(size - full)) + ' ' : '';
+    return bar + text;
+  };
+  const main = multi.create(1, 0, { line: barLine });
+  // Both detail and pause texts are built to fit 80 columns, so they are not cut (cutting could split a color code).
+  multi.create(1, 0, { line: () => detailText(state, paint) });
+  let note: cliProgress.SingleBar | null = null;
+  let failures = 0;
+  let stopped = false;
+
+  const stop = () => {
+    if (stopped) return;
+    stopped = true;
+    multi.stop();
+  };
+  return {
+    onEvent<E extends SchedulerEventName>(event: E, payload: SchedulerEventMap[E]) {
+      if (stopped) return;
+      if (event === 'job:failed' && failures++ < MAX_FAILURE_LINES) {
+        const p = payload as SchedulerEventMap['job:failed'];
+        multi.log(oneLine(`${paint.red('failed')} ${p.key.slice(0, 12)} after ${p.attempt} ${p.attempt === 1 ? 'attempt' : 'attempts'}: ${p.error}`, width()) + '\n');
+        if (failures === MAX_FAILURE_LINES) multi.log(paint.dim('further failures are not listed here; llmq status groups them by reason') + '\n');
+      }
+      const text = pauseText(state, Date.now());
+      if (text && !note) note = multi.create(1, 0, { line: () => paint.yellow(pauseText(state, Date.now()) ?? '') });
+      else if (!text && note) {
+        multi.remove(note);
+        note = null;
+      }
+      if (event === 'run:end') {
+        main.update(0);
+        stop();
+        stream.write(summaryText(payload as SchedulerEventMap['run:end'], state, paint));
+        return;
+      }
+      // Values are ignored by the format; update() just asks for a redraw at the next frame.
+      main.update(0);
+    },
+    stop,
+  };
+}

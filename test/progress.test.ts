@@ -1,0 +1,145 @@
+import { EventEmitter } from 'node:events';
+import { PassThrough } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { attachProgress, progressMode, type ProgressMode } from '../src/cli/progress/index.js';
+import { stripAnsi } from '../src/report/format.js';
+import type { ProgressSnapshot, RunSummary, SchedulerEventMap, SchedulerEventName } from '../src/scheduler/events.js';
+
+const T = 1_754_000_000_000;
+
+function snapshot(over: Partial<ProgressSnapshot> = {}): ProgressSnapshot {
+  return {
+    startedAt: T, now: T + 60_000, total: 40_000, alreadyDone: 0, done: 31_204, failed: 148, retried: 1_020, inFlight: 8,
+    waiting: 3, backingOff: 2, requests: 32_400, rateLimited: 12, promptTokens: 14_200_000, completionTokens: 3_100_000,
+    jobsPerSecond: 4.6, tokensPerSecond: 612, etaSeconds: 1_860, paused: null, ...over,
+  };
+}
+
+const summary: RunSummary = {
+  runId: 'r1', reason: 'drained', done: 31_204, failed: 148, retried: 1_020, requests: 32_400, rateLimited: 12,
+  promptTokens: 14_200_000, completionTokens: 3_100_000, wallMs: 6_780_000, remaining: 0, failedInStore: 148, fatal: null,
+};
+
+/** A stream that records what was written; `tty` makes it look like a terminal to cli-progress. */
+function sink(tty = false): PassThrough & { text: () => string; isTTY?: boolean; columns?: number } {
+  const s = new PassThrough() as PassThrough & { text: () => string; isTTY?: boolean; columns?: number };
+  let out = '';
+  const write = s.write.bind(s);
+  s.write = ((chunk: string | Uint8Array, ...rest: never[]) => {
+    out += chunk.toString();
+    return write(chunk, ...rest);
+  }) as typeof s.write;
+  s.resume();
+  s.text = () => out;
+  if (tty) Object.assign(s, { isTTY: true, columns: 80 });
+  return s;
+}
+
+/** A whole small run's events, in order. */
+function feed(emit: <E extends SchedulerEventName>(e: E, p: SchedulerEventMap[E]) => void): void {
+  emit('run:start', { runId: 'r1', total: 40_000, alreadyDone: 0, options: { model: 'gpt-4o-mini' } });
+  emit('job:start', { key: 'k1'.padEnd(64, '0'), attempt: 1, model: 'gpt-4o-mini' });
+  emit('progress', snapshot({ now: T + 1000, done: 0, failed: 0 }));
+  emit('job:done', { key: 'k1'.padEnd(64, '0'), attempt: 1, latencyMs: 800, usage: { promptTokens: 1_000_000, completionTokens: 1_000_000 } });
+  emit('job:start', { key: 'k2'.padEnd(64, '0'), attempt: 1, model: 'gpt-4o-mini' });
+  emit('job:retry', { key: 'k2'.padEnd(64, '0'), attempt: 1, status: 503, reason: 'server', error: '503 Service Unavailable', delayMs: 1000, counted: true });
+  emit('paused', { reason: 'rate_limit', untilMs: Date.now() + 12_000, detail: 'retry-after 12s' });
+  emit('progress', snapshot({ now: T + 2000, paused: { reason: 'rate_limit', until: Date.now() + 12_000 } }));
+  emit('resumed', { reason: 'rate_limit' });
+  emit('job:failed', { key: 'k2'.padEnd(64, '0'), attempt: 3, status: 400, error: '400 context_length_exceeded: too long' });
+  emit('progress', snapshot({ now: T + 10_000 }));
+  emit('progress', snapshot({ now: T + 10_500, done: 31_205 }));
+  emit('run:end', summary);
+}
+
+function run(mode: ProgressMode, o: { tty?: boolean; color?: boolean } = {}) {
+  const stream = sink(o.tty);
+  const emitter = new EventEmitter();
+  const progress = attachProgress(emitter, { mode, stream, color: o.color });
+  feed((e, p) => emitter.emit(e, p));
+  progress.stop();
+  return stream.text();
+}
+
+describe('progress renderers', () => {
+  it('plain: lines without escape codes, a pause note, the failure, the summary and next commands', () => {
+    const out = run('plain', { color: false });
+    expect(out).not.toMatch(/\x1B/);
+    const lines = out.trimEnd().split('\n');
+    expect(lines[0]).toBe('run r1: 40000 jobs to do');
+    // progress lines: the first, then one per 5 s of run time, then the last before the summary
+    const progress = lines.filter((l) => /^\[\d/.test(l));
+    expect(progress).toEqual([
+      '[1s] 0/40,000   0% · 4.6 jobs/s · 612 tok/s · ETA 31m 00s · in flight 8 · waiting 3 · backoff 2 · failed 0 · $0.00',
+      '[10s] 31,352/40,000  78% · 4.6 jobs/s · 612 tok/s · ETA 31m 00s · in flight 8 · waiting 3 · backoff 2 · failed 148 · $0.75',
+      '[11s] 31,353/40,000  78% · 4.6 jobs/s · 612 tok/s · ETA 31m 00s · in flight 8 · waiting 3 · backoff 2 · failed 148 · $0.75',
+    ]);
+    expect(out).toMatch(/^paused: rate limited, resuming in 1[12]s \(retry-after 12s\)$/m);
+    expect(out).toMatch(/^resumed after the rate limit$/m);
+    expect(out).toMatch(/^failed k20000000000 after 3 attempts: 400 context_length_exceeded: too long$/m);
+    expect(out).toContain('finished in 1h 53m: 31,204 done, 148 failed, 1,020 retried\n');
+    expect(out).toContain('  tokens 14.2M in · 3.1M out · cost $0.75 · 4.6 jobs/s · 12 rate-limited\n');
+    expect(out).toContain('  148 failed jobs in the queue. See why: llmq status\n  Try again: llmq retry-failed && llmq run\n');
+  });
+
+  it('plain with color allowed colors, and NO_COLOR (color: false) never does', () => {
+    expect(run('plain', { color: true })).toMatch(/\x1B\[3\dm/);
+    expect(run('plain', { color: false })).not.toMatch(/\x1B/);
+  });
+
+  it('tty: bars drawn with cli-progress, fitting 80 columns, and the summary', () => {
+    const out = run('tty', { tty: true, color: false });
+    expect(out).toMatch(/\x1B\[/); // cursor movement: drawn in place
+    const plain = stripAnsi(out);
+    expect(plain).toMatch(/█+░+ 31,353\/40,000 {2}78% · 4\.6 jobs\/s · 612 tok\/s · ETA 31m 00s/);
+    expect(plain).toContain('in flight 8 · waiting 3 · backoff 2 · failed 148 · $0.75');
+    expect(plain).toMatch(/failed k20000000000 after 3 attempts: 400 context_length_exceeded/);
+    expect(plain).toContain('finished in 1h 53m: 31,204 done, 148 failed, 1,020 retried');
+    for (const line of plain.split('\n')) expect(line.length, line).toBeLessThanOrEqual(80);
+    // no color codes (SGR) when color is off, only cursor control
+    expect(out).not.toMatch(/\x1B\[\d+(;\d+)*m/);
+  });
+
+  it('tty: a visible note while paused', () => {
+    const stream = sink(true);
+    const p = attachProgress(null, { mode: 'tty', stream, color: false });
+    p.listener('run:start', { runId: 'r1', total: 10, alreadyDone: 0, options: {} });
+    p.listener('paused', { reason: 'outage', untilMs: Date.now() + 30_000, detail: '5 connection errors in a row' });
+    p.listener('progress', snapshot({ total: 10, done: 2, failed: 0, paused: { reason: 'outage', until: Date.now() + 30_000 } }));
+    p.stop();
+    expect(stripAnsi(stream.text())).toMatch(/paused: provider unreachable, probing, resuming in (29|30)s \(5 connection errors i…$/m);
+  });
+
+  it('json: every line parses, events in order, progress thinned, cost attached', () => {
+    const out = run('json');
+    const events = out.trimEnd().split('\n').map((l) => JSON.parse(l));
+    expect(events.map((e) => e.event)).toEqual([
+      'run:start', 'job:start', 'progress', 'job:done', 'job:start', 'job:retry', 'paused', 'progress', 'resumed', 'job:failed',
+      'progress', 'progress', 'run:end',
+    ]);
+    for (const e of events) expect(typeof e.time).toBe('number');
+    expect(events[2]).toMatchObject({ event: 'progress', done: 0, total: 40_000, cost_usd: 0 });
+    // T+10.5 s came only 0.5 s after the one before: held back, then written before run:end
+    expect(events[11]).toMatchObject({ event: 'progress', done: 31_205, cost_usd: 0.75 });
+    expect(events[12]).toMatchObject({ event: 'run:end', runId: 'r1', reason: 'drained', done: 31_204, cost_usd: 0.75 });
+    expect(events[9]).toMatchObject({ event: 'job:failed', status: 400 });
+  });
+
+  it('cost is unknown (not 0) for a model without a price; a subscribe function works as a source', () => {
+    const stream = sink();
+    let listener: ((e: SchedulerEventName, p: never) => void) | null = null;
+    const p = attachProgress((l) => { listener = l as never; return () => { listener = null; }; }, { mode: 'plain', stream, color: false });
+    listener!('job:start', { key: 'a', attempt: 1, model: 'llama3.1:8b' } as never);
+    listener!('job:done', { key: 'a', attempt: 1, latencyMs: 5, usage: { promptTokens: 10, completionTokens: 5 } } as never);
+    listener!('progress', snapshot({ total: 1, done: 1, failed: 0 }) as never);
+    p.stop();
+    expect(listener).toBeNull();
+    expect(stream.text()).toMatch(/failed 0 · cost unknown$/m);
+  });
+
+  it('picks the mode from the stream', () => {
+    expect(progressMode(sink(true), false)).toBe('tty');
+    expect(progressMode(sink(false), false)).toBe('plain');
+    expect(progressMode(sink(true), true)).toBe('json');
+  });
+});
