@@ -137,6 +137,14 @@ describe('progress renderers', () => {
     expect(stream.text()).toMatch(/failed 0 · cost unknown$/m);
   });
 
+  it('takes a typed EventEmitter and detaches from it on stop', () => {
+    const typed = new EventEmitter<{ [K in SchedulerEventName]: [SchedulerEventMap[K]] }>();
+    const p = attachProgress(typed, { mode: 'json', stream: sink() });
+    expect(typed.listenerCount('progress')).toBe(1);
+    p.stop();
+    expect(typed.listenerCount('progress')).toBe(0);
+  });
+
   it('picks the mode from the stream', () => {
     expect(progressMode(sink(true), false)).toBe('tty');
     expect(progressMode(sink(false), false)).toBe('plain');

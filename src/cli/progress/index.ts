@@ -21,8 +21,11 @@ const EVENTS: readonly SchedulerEventName[] = [
  * subscribe function taking one `SchedulerListener` and returning an unsubscribe. Null: the
  * caller feeds events itself through the returned `listener`.
  */
+// `any` so both Node's untyped EventEmitter and a typed EventEmitter<...> fit.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type AnyListener = (...args: any[]) => void;
 export type ProgressSource =
-  | { on(event: string, fn: (payload: never) => void): unknown; off?(event: string, fn: (payload: never) => void): unknown }
+  | { on(event: string, fn: AnyListener): unknown; off?(event: string, fn: AnyListener): unknown }
   | ((listener: SchedulerListener) => (() => void) | void)
   | null;
 
@@ -87,11 +90,11 @@ function subscribe(source: ProgressSource, listener: SchedulerListener): () => v
   if (typeof source === 'function') return source(listener) ?? (() => {});
   const handlers = EVENTS.map((event) => {
     const fn = (payload: SchedulerEventMap[typeof event]) => listener(event, payload);
-    source.on(event, fn as (payload: never) => void);
+    source.on(event, fn as AnyListener);
     return [event, fn] as const;
   });
   return () => {
-    for (const [event, fn] of handlers) source.off?.(event, fn as (payload: never) => void);
+    for (const [event, fn] of handlers) source.off?.(event, fn as AnyListener);
   };
 }
 
