@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { LlmqError } from '../errors.js';
 import type { Provider, ProviderError } from '../provider/types.js';
@@ -74,6 +75,8 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
 
   const stop = new AbortController();
   const abort = new AbortController();
+  // Every job in hand listens on these two (waits and requests): hundreds at concurrency 64.
+  setMaxListeners(0, stop.signal, abort.signal);
   const link = (from: AbortSignal | undefined, to: AbortController): void => {
     if (!from) return;
     if (from.aborted) to.abort(from.reason);

@@ -157,14 +157,37 @@ export class SqliteStore implements Store {
     return (this.#s.startRetry.get(leaseUntil, now, key, owner) as number | undefined) ?? null;
   }
 
-  async complete(key: string, c: Completion): Promise<boolean> {
-    return this.db.transaction(() => {
-      const changed = this.#s.complete.run(c.output, c.response, c.usage.promptTokens, c.usage.completionTokens,
-        c.attempt.endedAt, c.attempt.endedAt, key).changes;
-      this.#insertAttempt(c.attempt);
-      return changed === 1;
-    }).immediate();
+  /**
+   * Answers that arrive in the same turn of the event loop are committed together (group commit):
+   * one transaction for many jobs costs about what one costs. Each promise resolves only once its
+   * answer is committed, and each answer is still stored in the transaction that marks it done.
+   */
+  complete(key: string, c: Completion): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      this.#completions.push({ key, c, resolve, reject });
+      if (this.#completions.length === 1) setImmediate(this.#flushCompletions);
+    });
   }
+
+  #completions: Array<{ key: string; c: Completion; resolve: (changed: boolean) => void; reject: (e: unknown) => void }> = [];
+
+  readonly #flushCompletions = (): void => {
+    const batch = this.#completions;
+    this.#completions = [];
+    let results: boolean[];
+    try {
+      results = this.db.transaction(() => batch.map(({ key, c }) => {
+        const changed = this.#s.complete.run(c.output, c.response, c.usage.promptTokens, c.usage.completionTokens,
+          c.attempt.endedAt, c.attempt.endedAt, key).changes;
+        this.#insertAttempt(c.attempt);
+        return changed === 1;
+      })).immediate();
+    } catch (error) {
+      for (const b of batch) b.reject(error);
+      return;
+    }
+    batch.forEach((b, i) => b.resolve(results[i]!));
+  };
 
   async recordAttempt(a: AttemptRecord, o: { countAttempt: boolean; error: string | null }): Promise<void> {
     this.db.transaction(() => {
@@ -232,6 +255,7 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
+    if (this.#completions.length > 0) this.#flushCompletions();
     if (this.db.open) this.db.close();
   }
 

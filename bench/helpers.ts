@@ -1,0 +1,43 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface, type Interface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+/** A FakeOpenAI in a child process. */
+export class FakeProcess {
+  private constructor(readonly url: string, private child: ChildProcess, private lines: Interface) {}
+
+  static async start(options: Record<string, unknown> = {}): Promise<FakeProcess> {
+    const script = fileURLToPath(new URL('./fake-server.ts', import.meta.url));
+    const child = spawn(process.execPath, ['--import', 'tsx', script, JSON.stringify(options)], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const lines = createInterface({ input: child.stdout! });
+    const url = await new Promise<string>((resolve) => lines.once('line', resolve));
+    return new FakeProcess(url, child, lines);
+  }
+
+  configure(options: Record<string, unknown>): void {
+    this.child.stdin!.write(JSON.stringify({ configure: options }) + '\n');
+  }
+
+  clear(): void {
+    this.child.stdin!.write(JSON.stringify({ clear: true }) + '\n');
+  }
+
+  async stats(): Promise<{ received: number; rateLimited: number; maxInFlight: number; duplicates: number }> {
+    const answer = new Promise<string>((resolve) => this.lines.once('line', resolve));
+    this.child.stdin!.write(JSON.stringify({ stats: true }) + '\n');
+    return JSON.parse(await answer);
+  }
+
+  async close(): Promise<void> {
+    this.child.stdin!.end();
+    await new Promise((r) => this.child.once('exit', r));
+  }
+}
+
+export function fmt(n: number, digits = 0): string {
+  return n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+}
+
+export function verdict(ok: boolean): string {
+  return ok ? 'PASS' : 'MISS';
+}
