@@ -1,13 +1,41 @@
 import type { Command } from 'commander';
 import { dbOption } from '../program.js';
-import { LlmqError } from '../../errors.js';
+
+interface RetryFailedFlags {
+  db?: string;
+  error?: string;
+  json?: boolean;
+}
 
 export function registerRetryFailed(program: Command): Command {
   return program
     .command('retry-failed')
-    .description('(not built yet)')
+    .description('Put failed jobs back to pending with fresh attempts, so the next llmq run tries them again.')
     .addOption(dbOption())
-    .action(() => {
-      throw new LlmqError('llmq retry-failed is not built yet.');
-    });
+    .option('--error <text>', 'only failures whose error contains this text (case-insensitive)')
+    .option('--json', 'print {"requeued": n} on stdout')
+    .addHelpText('after', `
+Examples:
+  $ llmq retry-failed && llmq run
+  $ llmq retry-failed --error "HTTP 500"
+  $ llmq retry-failed --error timeout --db big.db`)
+    .action(retryFailedCommand);
+}
+
+async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
+  const { resolveDbLocation } = await import('../../store/open-store.js');
+  const { openExistingStore } = await import('../../report/open-existing.js');
+  const store = await openExistingStore(resolveDbLocation(flags.db));
+  try {
+    const n = await store.retryFailed({ errorContains: flags.error }, Date.now());
+    if (flags.json) process.stdout.write(JSON.stringify({ requeued: n }) + '\n');
+    const which = flags.error ? ` whose error contains "${flags.error}"` : '';
+    process.stderr.write(
+      n === 0
+        ? `No failed jobs${which}.\n`
+        : `Put ${n} failed job${n === 1 ? '' : 's'}${which} back to pending. Run llmq run to try ${n === 1 ? 'it' : 'them'} again.\n`,
+    );
+  } finally {
+    await store.close();
+  }
 }

@@ -1,13 +1,135 @@
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
+import { EXIT } from '../../errors.js';
+import type { RunSummary, SchedulerListener } from '../../scheduler/events.js';
 import { dbOption } from '../program.js';
-import { LlmqError } from '../../errors.js';
+import { intAtLeast, numberBetween, oneOf, positiveNumber } from '../options.js';
+
+interface RunFlags {
+  db?: string;
+  provider: 'openai' | 'mock';
+  baseUrl?: string;
+  concurrency: number;
+  rpm?: number;
+  tpm?: number;
+  maxAttempts: number;
+  timeout: number;
+  limit?: number;
+  grace: number;
+  retryDelay: number;
+  json?: boolean;
+  progress: 'auto' | 'tty' | 'plain' | 'none';
+  mockLatency: number;
+  mockFailureRate: number;
+}
 
 export function registerRun(program: Command): Command {
   return program
     .command('run')
-    .description('(not built yet)')
+    .description('Work the queue: send every pending job to the model under your concurrency and rate limits, with retries.')
     .addOption(dbOption())
-    .action(() => {
-      throw new LlmqError('llmq run is not built yet.');
-    });
+    .addOption(new Option('--provider <name>', 'openai (any OpenAI-compatible endpoint) or mock (offline)').default('openai').argParser(oneOf(['openai', 'mock'] as const)))
+    .option('--base-url <url>', 'OpenAI-compatible API base, e.g. http://127.0.0.1:11434/v1 (env LLMQ_BASE_URL, OPENAI_BASE_URL; default https://api.openai.com/v1)')
+    .addOption(new Option('-c, --concurrency <n>', 'requests in flight at most').default(8).argParser(intAtLeast(1)))
+    .addOption(new Option('--rpm <n>', 'requests per minute, paced evenly (default: no limit)').argParser(intAtLeast(1)))
+    .addOption(new Option('--tpm <n>', 'tokens per minute: prompt tokens + max_tokens, paced evenly (default: no limit)').argParser(intAtLeast(1)))
+    .addOption(new Option('--max-attempts <n>', 'tries per job before it is failed').default(5).argParser(intAtLeast(1)))
+    .addOption(new Option('--timeout <seconds>', 'per-request timeout').default(120).argParser(positiveNumber))
+    .addOption(new Option('--limit <n>', 'stop after taking N jobs').argParser(intAtLeast(1)))
+    .addOption(new Option('--grace <seconds>', 'on Ctrl-C, how long in-flight requests may finish before they are aborted').default(30).argParser(numberBetween(0, 3600)))
+    .addOption(new Option('--retry-delay <seconds>', 'first wait before a retry; doubles each time, with jitter').default(1).argParser(numberBetween(0, 600)))
+    .option('--json', 'print newline-delimited JSON events on stdout instead of a progress display')
+    .addOption(new Option('--progress <mode>', 'progress display: auto (bars on a terminal, lines otherwise), tty, plain, none').default('auto').argParser(oneOf(['auto', 'tty', 'plain', 'none'] as const)))
+    .addOption(new Option('--mock-latency <ms>', 'mock provider: mean latency').default(200).argParser(intAtLeast(0)))
+    .addOption(new Option('--mock-failure-rate <fraction>', 'mock provider: share of tries that fail with a retryable 500').default(0).argParser(numberBetween(0, 1)))
+    .addHelpText('after', `
+The API key comes only from the environment: LLMQ_API_KEY, then OPENAI_API_KEY.
+
+Exit codes:
+  0    every job is done
+  1    bad usage, or a run-fatal error (wrong key, no quota): jobs stay pending, fix and run again
+  2    the queue is drained but some jobs failed (see llmq status, then llmq retry-failed)
+  130  stopped by Ctrl-C / SIGTERM; unfinished jobs went back to pending, run again to resume
+
+Examples:
+  $ llmq run --provider mock                      # offline, no key needed
+  $ LLMQ_API_KEY=sk-... llmq run --concurrency 16 --rpm 500 --tpm 200000
+  $ llmq run --base-url http://127.0.0.1:11434/v1 --concurrency 2   # a local Ollama
+  $ llmq run --limit 10                           # try the first ten before paying for all`)
+    .action(runCommand);
+}
+
+async function runCommand(flags: RunFlags): Promise<void> {
+  const [{ createProvider }, { resolveDbLocation, redactLocation }, { openExistingStore }, { runQueue }, { attachProgress }] = await Promise.all([
+    import('../../provider/create.js'),
+    import('../../store/open-store.js'),
+    import('../../report/open-existing.js'),
+    import('../../scheduler/run-queue.js'),
+    import('../progress/index.js'),
+  ]);
+  const provider = createProvider({
+    provider: flags.provider, baseUrl: flags.baseUrl, timeoutMs: Math.round(flags.timeout * 1000),
+    mock: { latencyMs: flags.mockLatency, failureRate: flags.mockFailureRate },
+  }, process.env);
+  const location = resolveDbLocation(flags.db);
+  const store = await openExistingStore(location);
+
+  // First signal: stop taking jobs, let in-flight requests finish (up to --grace). Second: abort them.
+  const stop = new AbortController();
+  const abort = new AbortController();
+  let signals = 0;
+  let graceTimer: NodeJS.Timeout | undefined;
+  const listeners: SchedulerListener[] = [];
+  const emit: SchedulerListener = (event, payload) => { for (const l of listeners) l(event, payload); };
+  const onSignal = (signal: NodeJS.Signals): void => {
+    signals++;
+    if (signals === 1) {
+      stop.abort();
+      emit('stopping', { graceMs: flags.grace * 1000, signal });
+      graceTimer = setTimeout(() => abort.abort(), flags.grace * 1000);
+    } else {
+      abort.abort();
+    }
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  const mode = flags.json ? 'json' : flags.progress === 'auto' ? (process.stderr.isTTY ? 'tty' : 'plain') : flags.progress;
+  const progress = mode === 'none' ? null : attachProgress(null, { mode });
+  if (progress) listeners.push(progress.listener);
+  if (mode !== 'json' && mode !== 'none') {
+    process.stderr.write(`llmq run: ${redactLocation(location)} -> ${provider.name}, concurrency ${flags.concurrency}` +
+      `${flags.rpm ? `, ${flags.rpm} rpm` : ''}${flags.tpm ? `, ${flags.tpm} tpm` : ''}\n`);
+  }
+  let summary: RunSummary;
+  try {
+    summary = await runQueue(
+      { store, provider, emit, stopSignal: stop.signal, abortSignal: abort.signal,
+        describe: { provider: provider.name, concurrency: flags.concurrency, rpm: flags.rpm ?? null, tpm: flags.tpm ?? null, maxAttempts: flags.maxAttempts } },
+      { concurrency: flags.concurrency, rpm: flags.rpm, tpm: flags.tpm, maxAttempts: flags.maxAttempts, limit: flags.limit,
+        retryDelayMs: flags.retryDelay * 1000 },
+    );
+  } finally {
+    progress?.stop();
+    clearTimeout(graceTimer);
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await store.close();
+  }
+  if (summary.fatal) process.stderr.write(`error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason)}\n`);
+  process.exitCode = exitCodeFor(summary);
+}
+
+/** What to do after a run-fatal error. No job was used up by it. */
+function fixFor(reason: string): string {
+  const after = 'No job was used up: they are all still pending. Run llmq run again once this is fixed.';
+  if (reason === 'auth') return `The provider refused the API key. Check LLMQ_API_KEY (or OPENAI_API_KEY) and --base-url. ${after}`;
+  if (reason === 'quota') return `The account is out of quota. Add credit or raise the limit with the provider. ${after}`;
+  return after;
+}
+
+/** 130 on a signal, 1 on a run-fatal error, 2 when jobs failed, else 0. */
+export function exitCodeFor(summary: RunSummary): number {
+  if (summary.reason === 'signal') return EXIT.SIGNAL;
+  if (summary.reason === 'fatal') return EXIT.ERROR;
+  return summary.failedInStore > 0 ? EXIT.PARTIAL : EXIT.OK;
 }

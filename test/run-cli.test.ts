@@ -1,0 +1,124 @@
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { collect, runCli, spawnCli } from './helpers/cli.js';
+import { FakeOpenAI, answerFor, reply } from './helpers/fake-openai.js';
+import { seedJobs } from './helpers/seed.js';
+import { tempDir } from './helpers/tmp.js';
+
+const fakes: FakeOpenAI[] = [];
+afterEach(async () => {
+  await Promise.all(fakes.splice(0).map((f) => f.close()));
+});
+
+async function setup(jobs: number, latencyMs: number) {
+  const fake = await FakeOpenAI.start({ latencyMs, record: false });
+  fakes.push(fake);
+  const db = join(tempDir(), 'q.db');
+  const store = new SqliteStore(db);
+  const keys = await seedJobs(store, jobs);
+  await store.close();
+  return { fake, db, keys };
+}
+
+function states(db: string) {
+  const store = new SqliteStore(db);
+  const rows = store.db.prepare('SELECT key, state, attempts, output, request FROM jobs').all() as Array<{ key: string; state: string; attempts: number; output: string | null; request: string }>;
+  void store.close();
+  return rows;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('llmq run (child processes)', () => {
+  it('survives SIGKILL at random moments: resumed, every job ends done exactly once', async () => {
+    const { fake, db, keys } = await setup(300, 15);
+    const args = ['run', '--db', db, '--base-url', fake.url, '--concurrency', '8', '--retry-delay', '0.05', '--progress', 'none'];
+    let kills = 0;
+    for (let round = 0; round < 4; round++) {
+      const child = spawnCli(args);
+      const done = collect(child);
+      await sleep(400 + Math.floor(Math.random() * 600));
+      if (child.exitCode === null) {
+        child.kill('SIGKILL');
+        kills++;
+      }
+      const r = await done;
+      if (r.code === 0) break;
+      expect(r.signal).toBe('SIGKILL');
+    }
+    expect(kills).toBeGreaterThan(0);
+    const final = await runCli(args);
+    expect(final.stderr).toBe('');
+    expect(final.code).toBe(0);
+    const rows = states(db);
+    expect(rows.length).toBe(300);
+    for (const r of rows) {
+      expect(r.state).toBe('done');
+      expect(r.output).toBe(answerFor(r.request));
+    }
+    // Only a request in flight at the moment of a kill can have gone out twice.
+    const resent = keys.filter((k) => fake.sentCount(k) > 1).length;
+    expect(resent).toBeLessThanOrEqual(8 * kills);
+    const exported = await runCli(['export', '--db', db]);
+    const lines = exported.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines.length).toBe(300);
+    expect(new Set(lines.map((l) => l.id)).size).toBe(300);
+    expect(lines.every((l) => l.state === 'done')).toBe(true);
+  });
+
+  it('three runs on one database send every job exactly once', async () => {
+    const { fake, db, keys } = await setup(240, 10);
+    const args = ['run', '--db', db, '--base-url', fake.url, '--concurrency', '4', '--progress', 'none'];
+    const results = await Promise.all([0, 1, 2].map(() => runCli(args)));
+    expect(results.map((r) => r.code)).toEqual([0, 0, 0]);
+    expect(fake.duplicates()).toEqual([]);
+    expect(keys.every((k) => fake.sentCount(k) === 1)).toBe(true);
+    expect(states(db).every((r) => r.state === 'done')).toBe(true);
+  });
+
+  it('SIGINT finishes in-flight requests, leaves no job running, exits 130', async () => {
+    const { fake, db } = await setup(200, 200);
+    const child = spawnCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '4', '--progress', 'plain']);
+    const done = collect(child);
+    await sleep(1200);
+    child.kill('SIGINT');
+    const r = await done;
+    expect(r.code).toBe(130);
+    const rows = states(db);
+    expect(rows.filter((x) => x.state === 'running')).toEqual([]);
+    const finished = rows.filter((x) => x.state === 'done').length;
+    expect(finished).toBeGreaterThan(0);
+    expect(finished).toBe(fake.received); // every request that went out was answered and stored
+    expect(rows.filter((x) => x.state === 'pending').every((x) => x.attempts === 0)).toBe(true);
+  });
+
+  it('a wrong key stops the run with exit 1, says what to fix, burns no job, never prints the key', async () => {
+    const { fake, db } = await setup(30, 5);
+    fake.respond((req) => reply.error(401, `Incorrect API key provided: ${String(req.headers.authorization)}`, { code: 'invalid_api_key' }));
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none'], { env: { LLMQ_API_KEY: 'sk-live-SECRET-123' } });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/LLMQ_API_KEY/);
+    expect(r.stderr + r.stdout).not.toContain('sk-live-SECRET-123');
+    expect(states(db).every((x) => x.state === 'pending' && x.attempts === 0)).toBe(true);
+    const store = new SqliteStore(db);
+    const dump = JSON.stringify(store.db.prepare('SELECT * FROM attempts').all()) + JSON.stringify(store.db.prepare('SELECT * FROM runs').all());
+    await store.close();
+    expect(dump).not.toContain('sk-live-SECRET-123');
+  });
+
+  it('exits 2 when the queue drained with failures, and retry-failed puts them back', async () => {
+    const { fake, db, keys } = await setup(10, 1);
+    fake.respond((req) => (req.key === keys[3] ? reply.badRequest('bad thing') : undefined));
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none']);
+    expect(r.code).toBe(2);
+    fake.respond(null);
+    const retry = await runCli(['retry-failed', '--db', db]);
+    expect(retry.code).toBe(0);
+    expect(retry.stderr).toMatch(/1 failed job/);
+    const again = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none']);
+    expect(again.code).toBe(0);
+    expect(states(db).every((x) => x.state === 'done')).toBe(true);
+    expect(fake.sentCount(keys[3]!)).toBe(2);
+  });
+});
