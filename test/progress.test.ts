@@ -66,7 +66,7 @@ describe('progress renderers', () => {
     const out = run('plain', { color: false });
     expect(out).not.toMatch(/\x1B/);
     const lines = out.trimEnd().split('\n');
-    expect(lines[0]).toBe('run r1: 40000 jobs to do');
+    expect(lines[0]).toBe('run r1: 40,000 jobs to do');
     // progress lines: the first, then one per 5 s of run time, then the last before the summary
     const progress = lines.filter((l) => /^\[\d/.test(l));
     expect(progress).toEqual([

@@ -9,6 +9,17 @@ export function costText(s: ProgressState): string {
   return s.knownCost > 0 ? `≥${usd(s.knownCost)}` : 'cost unknown';
 }
 
+/** "run 1a2b3c4d on ./llmq.db via mock: 40,000 jobs to do, 12 already done" */
+export function startText(p: { runId: string; total: number; alreadyDone: number }, where: Where): string {
+  const on = (where.db ? ` on ${where.db}` : '') + (where.provider ? ` via ${where.provider}` : '');
+  return `run ${p.runId.slice(0, 8)}${on}: ${int(p.total)} jobs to do${p.alreadyDone ? `, ${int(p.alreadyDone)} already done` : ''}`;
+}
+
+export interface Where {
+  readonly db: string | null;
+  readonly provider: string | null;
+}
+
 /** "31,204/40,000  78% · 4.6 jobs/s · 612 tok/s · ETA 31m" (the bar goes in front on a TTY). */
 export function countsText(p: ProgressSnapshot | null, total: number): string {
   const finished = p ? p.done + p.failed : 0;
@@ -61,7 +72,7 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint): stri
     `  tokens ${compact(r.promptTokens)} in · ${compact(r.completionTokens)} out · cost ${costText(s)} · ${rate(wall > 0 ? r.done / wall : 0)} jobs/s` +
       (r.rateLimited ? ` · ${int(r.rateLimited)} rate-limited` : ''),
   ];
-  if (r.fatal) lines.push(`  ${paint.red('error:')} ${r.fatal.message}`);
+  // A fatal error's message and fix are printed by the run command, once.
   if (r.remaining) lines.push(`  ${int(r.remaining)} jobs left pending; ${paint.bold('llmq run')} picks them up`);
   if (r.failedInStore) {
     lines.push(`  ${int(r.failedInStore)} failed ${r.failedInStore === 1 ? 'job' : 'jobs'} in the queue. See why: ${paint.bold('llmq status')}`);

@@ -1,6 +1,6 @@
 import type { SchedulerEventMap, SchedulerEventName } from '../../scheduler/events.js';
 import { duration, oneLine, type Paint } from '../../report/format.js';
-import { countsText, detailText, pauseText, summaryText } from './lines.js';
+import { countsText, detailText, pauseText, startText, summaryText, type Where } from './lines.js';
 import type { ProgressState } from './state.js';
 import type { Renderer } from './types.js';
 
@@ -11,7 +11,7 @@ const MAX_FAILURE_LINES = 20;
  * plus a line for each pause, resume and (the first few) failures. Never an escape code unless
  * `paint` colors, which the caller only allows on a terminal.
  */
-export function plainRenderer(state: ProgressState, stream: NodeJS.WritableStream, paint: Paint, everyMs: number): Renderer {
+export function plainRenderer(state: ProgressState, stream: NodeJS.WritableStream, paint: Paint, everyMs: number, where: Where): Renderer {
   let lastAt: number | null = null;
   let printedSnapshot: unknown = null;
   let failures = 0;
@@ -27,11 +27,9 @@ export function plainRenderer(state: ProgressState, stream: NodeJS.WritableStrea
     onEvent<E extends SchedulerEventName>(event: E, payload: SchedulerEventMap[E]) {
       if (ended) return;
       switch (event) {
-        case 'run:start': {
-          const p = payload as SchedulerEventMap['run:start'];
-          write(`run ${p.runId}: ${p.total} jobs to do${p.alreadyDone ? `, ${p.alreadyDone} already done` : ''}`);
+        case 'run:start':
+          write(startText(payload as SchedulerEventMap['run:start'], where));
           break;
-        }
         case 'progress': {
           const now = (payload as SchedulerEventMap['progress']).now;
           if (lastAt === null || now - lastAt >= everyMs) {

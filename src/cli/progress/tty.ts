@@ -1,7 +1,7 @@
 import cliProgress from 'cli-progress';
 import type { SchedulerEventMap, SchedulerEventName } from '../../scheduler/events.js';
 import { oneLine, type Paint } from '../../report/format.js';
-import { countsText, detailText, pauseText, summaryText } from './lines.js';
+import { countsText, detailText, pauseText, startText, summaryText, type Where } from './lines.js';
 import type { ProgressState } from './state.js';
 import type { Renderer } from './types.js';
 
@@ -12,7 +12,7 @@ const MAX_FAILURE_LINES = 20;
  * The live display on a terminal: a bar line and a details line redrawn in place by cli-progress,
  * a third line only while paused or stopping, and failures logged above the bars.
  */
-export function ttyRenderer(state: ProgressState, stream: NodeJS.WritableStream, paint: Paint, columns: () => number): Renderer {
+export function ttyRenderer(state: ProgressState, stream: NodeJS.WritableStream, paint: Paint, columns: () => number, where: Where): Renderer {
   const multi = new cliProgress.MultiBar({
     stream,
     format: (_o, _params, payload: { line: () => string }) => payload.line(),
@@ -49,6 +49,7 @@ export function ttyRenderer(state: ProgressState, stream: NodeJS.WritableStream,
   return {
     onEvent<E extends SchedulerEventName>(event: E, payload: SchedulerEventMap[E]) {
       if (stopped) return;
+      if (event === 'run:start') multi.log(paint.dim(oneLine(startText(payload as SchedulerEventMap['run:start'], where), width())) + '\n');
       if (event === 'job:failed' && failures++ < MAX_FAILURE_LINES) {
         const p = payload as SchedulerEventMap['job:failed'];
         multi.log(oneLine(`${paint.red('failed')} ${p.key.slice(0, 12)} after ${p.attempt} ${p.attempt === 1 ? 'attempt' : 'attempts'}: ${p.error}`, width()) + '\n');
