@@ -1,0 +1,164 @@
+import { copyFileSync, cpSync, mkdirSync, symlinkSync, writeFileSync, chmodSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { UsageError } from '../../src/errors.js';
+import { parseTemplate } from '../../src/ingest/template.js';
+import { tempDir } from '../helpers/tmp.js';
+import { count, fixture, items, request, run, tempStore } from './helpers.js';
+
+const DOCS = fixture('docs');
+
+describe('enqueue a folder', () => {
+  it('makes one item per file, id = path relative to the folder, hidden files and folders skipped', async () => {
+    const store = tempStore();
+    const s = await run(store, [DOCS]);
+    expect(s).toMatchObject({ documents: 23, newJobs: 23, newItems: 23, unchanged: 0, updated: 0, rejected: 0, rejections: [] });
+    const ids = items(store).map((i) => i.id);
+    expect(ids).toContain('support/tickets/ticket-1042.txt');
+    expect(ids).toContain('onboarding.md');
+    expect(ids.some((id) => id.includes('.notes') || id.includes('.drafts'))).toBe(false);
+    // Depth first in name order, the same on every machine.
+    expect(ids.slice(0, 5)).toEqual([
+      'changelog-2024-03.md', 'faq-billing.md', 'incidents/2024-02-27-database-failover.md',
+      'incidents/2024-03-14-cdn-certificate.md', 'incidents/2024-03-29-queue-backlog.md',
+    ]);
+    expect(items(store)[0]!.source).toBe(`${DOCS}/changelog-2024-03.md`.replace(/\/+/g, '/'));
+  });
+
+  it('includes hidden files and folders with hidden: true', async () => {
+    const store = tempStore();
+    expect(await run(store, [DOCS], { hidden: true })).toMatchObject({ newItems: 25, rejected: 0 });
+    expect(items(store).map((i) => i.id)).toEqual(expect.arrayContaining(['.notes.txt', '.drafts/unfinished-roadmap.md']));
+  });
+
+  it('takes only files matching --glob patterns', async () => {
+    const store = tempStore();
+    await run(store, [DOCS], { globs: ['*.txt'] });
+    expect(items(store).map((i) => i.id).every((id) => id.endsWith('.txt'))).toBe(true);
+    expect(count(store, 'items')).toBe(10);
+    const other = tempStore();
+    await run(other, [DOCS], { globs: ['meetings/*.md', 'support/**/ticket-10[45]*'] });
+    expect(items(other).map((i) => i.id)).toEqual([
+      'meetings/2024-03-04-planning.md', 'meetings/2024-03-11-retro.md', 'meetings/2024-03-18-design-review.md',
+      'meetings/2024-04-02-all-hands.md', 'support/tickets/ticket-1042.txt', 'support/tickets/ticket-1057.txt',
+    ]);
+  });
+
+  it('rejects binary, invalid UTF-8, empty and whitespace-only files, naming each, and stores none of them', async () => {
+    const store = tempStore();
+    const seen: string[] = [];
+    const s = await run(store, [fixture('bad')], { onReject: (r) => seen.push(`${r.path}: ${r.reason}`) });
+    const bad = fixture('bad').replace(/\/$/, '');
+    expect(seen).toEqual([
+      `${bad}/binary.bin: binary file (contains NUL bytes)`,
+      `${bad}/empty.txt: empty document (nothing but whitespace)`,
+      `${bad}/latin1.txt: invalid UTF-8 (save the file as UTF-8, e.g. with iconv)`,
+      `${bad}/whitespace.txt: empty document (nothing but whitespace)`,
+    ]);
+    expect(s).toMatchObject({ documents: 4, rejected: 4, newItems: 0 });
+    expect(s.rejections.map((r) => r.line)).toEqual([undefined, undefined, undefined, undefined]);
+    expect(count(store, 'items')).toBe(0);
+  });
+
+  it('rejects files over maxDocBytes without reading them, and unreadable files, and keeps the rest', async () => {
+    const dir = tempDir();
+    const src = join(dir, 'src');
+    mkdirSync(src);
+    writeFileSync(join(src, 'big.txt'), 'x'.repeat(5000));
+    writeFileSync(join(src, 'ok.txt'), 'fine');
+    symlinkSync(join(dir, 'nowhere.txt'), join(src, 'broken-link.txt'));
+    const store = tempStore(dir);
+    const s = await run(store, [src], { maxDocBytes: 4096 });
+    expect(s.rejections).toEqual([
+      { path: `${src}/big.txt`, reason: 'document is 5000 bytes, over --max-doc-bytes 4096' },
+      { path: `${src}/broken-link.txt`, reason: 'cannot read (ENOENT: no such file (a broken link?))' },
+    ]);
+    expect(items(store).map((i) => i.id)).toEqual(['ok.txt']);
+  });
+
+  it.skipIf(process.getuid?.() === 0)('rejects a file it has no permission to read (EACCES)', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'secret.txt'), 'no');
+    chmodSync(join(dir, 'secret.txt'), 0o000);
+    const store = tempStore(tempDir());
+    const s = await run(store, [dir]);
+    expect(s.rejections).toEqual([{ path: `${dir}/secret.txt`, reason: 'cannot read (EACCES: permission denied)' }]);
+  });
+
+  it('is idempotent: the same folder again adds no job and no item (invariant 4)', async () => {
+    const store = tempStore();
+    await run(store, [DOCS]);
+    const before = store.db.prepare('SELECT key, request, created_at FROM jobs ORDER BY seq').all();
+    const again = await run(store, [DOCS], { now: () => Date.now() + 60_000 });
+    expect(again).toMatchObject({ documents: 23, newJobs: 0, newItems: 0, unchanged: 23, updated: 0, rejected: 0 });
+    expect(store.db.prepare('SELECT key, request, created_at FROM jobs ORDER BY seq').all()).toEqual(before);
+  });
+
+  it('moves the item of a changed file to a new job and leaves the others alone', async () => {
+    const dir = tempDir();
+    cpSync(DOCS, join(dir, 'docs'), { recursive: true });
+    const store = tempStore(dir);
+    await run(store, [join(dir, 'docs')]);
+    const oldKey = items(store).find((i) => i.id === 'faq-billing.md')!.job_key;
+    writeFileSync(join(dir, 'docs', 'faq-billing.md'), '# Billing FAQ\n\nRefunds are now possible within 30 days.\n');
+    const s = await run(store, [join(dir, 'docs')]);
+    expect(s).toMatchObject({ newJobs: 1, newItems: 0, updated: 1, unchanged: 22, rejected: 0 });
+    const newKey = items(store).find((i) => i.id === 'faq-billing.md')!.job_key;
+    expect(newKey).not.toBe(oldKey);
+    expect(JSON.parse(store.db.prepare('SELECT request FROM jobs WHERE key = ?').pluck().get(newKey) as string).messages[0].content)
+      .toContain('within 30 days');
+  });
+
+  it('gives two documents whose requests are identical one job, and two jobs once the prompt tells them apart', async () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'd'));
+    writeFileSync(join(dir, 'd', 'a.txt'), 'Same words.');
+    copyFileSync(join(dir, 'd', 'a.txt'), join(dir, 'd', 'b.txt'));
+    const shared = tempStore(dir);
+    expect(await run(shared, [join(dir, 'd')])).toMatchObject({ newItems: 2, newJobs: 1 });
+    expect(new Set(items(shared).map((i) => i.job_key)).size).toBe(1);
+    const apart = tempStore(tempDir());
+    expect(await run(apart, [join(dir, 'd')], { request: request('{{id}}: {{text}}') })).toMatchObject({ newItems: 2, newJobs: 2 });
+  });
+
+  it('takes a single text file as one document named by its file name', async () => {
+    const store = tempStore();
+    await run(store, [fixture('docs/support/tickets/ticket-1063.txt')]);
+    expect(items(store)).toMatchObject([{ id: 'ticket-1063.txt', source: fixture('docs/support/tickets/ticket-1063.txt') }]);
+  });
+
+  it('rejects the second document with an id already seen, naming where the first one was', async () => {
+    const dir = tempDir();
+    for (const d of ['one', 'two']) {
+      mkdirSync(join(dir, d));
+      writeFileSync(join(dir, d, 'index.md'), `index of ${d}`);
+    }
+    const store = tempStore(dir);
+    const s = await run(store, [join(dir, 'one'), join(dir, 'two')]);
+    expect(s.rejections).toEqual([
+      { path: `${dir}/two/index.md`, line: undefined, reason: `duplicate id "index.md" (first at ${dir}/one/index.md, which is kept)` },
+    ]);
+    expect(items(store)).toMatchObject([{ id: 'index.md', source: `${dir}/one/index.md` }]);
+  });
+
+  it('renders the system message, model, priority and temperature into the stored job', async () => {
+    const store = tempStore();
+    await run(store, [fixture('docs/onboarding.md')], {
+      request: { prompt: parseTemplate('Doc {{id}} at {{path}}: {{text}}'), system: parseTemplate('Be brief.'), model: 'llama3', maxTokens: 99, temperature: 0.2, priority: -5 },
+    });
+    const job = store.db.prepare('SELECT request, model, priority FROM jobs').get() as { request: string; model: string; priority: number };
+    expect(job).toMatchObject({ model: 'llama3', priority: -5 });
+    const req = JSON.parse(job.request);
+    expect(req).toMatchObject({ model: 'llama3', max_tokens: 99, temperature: 0.2 });
+    expect(req.messages[0]).toEqual({ role: 'system', content: 'Be brief.' });
+    expect(req.messages[1].content).toMatch(new RegExp(`^Doc onboarding\\.md at ${fixture('docs/onboarding.md')}: # Welcome`));
+  });
+
+  it('checks every source before writing anything: a missing one is a usage error and nothing is enqueued', async () => {
+    const store = tempStore();
+    await expect(run(store, [DOCS, '/no/such/folder'])).rejects.toThrow(UsageError);
+    await expect(run(store, [DOCS, '/no/such/folder'])).rejects.toThrow(
+      'Source not found: /no/such/folder (no such file or folder). Name a folder, a text file, a .jsonl file, or - for stdin.');
+    expect(count(store, 'items')).toBe(0);
+  });
+});

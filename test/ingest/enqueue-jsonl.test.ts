@@ -1,0 +1,140 @@
+import { Readable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { canonicalJson } from '../../src/request.js';
+import type { EnqueueResult, EnqueueRow, Store } from '../../src/store/types.js';
+import { parseTemplate } from '../../src/ingest/template.js';
+import { count, fixture, items, request, run, tempStore } from './helpers.js';
+
+describe('enqueue JSONL', () => {
+  it('makes one item per line: id field (stringified) or file:line, other fields kept as meta, blank lines skipped', async () => {
+    const store = tempStore();
+    const file = fixture('jsonl/reviews.jsonl');
+    const s = await run(store, [file]);
+    expect(s).toMatchObject({ documents: 6, newItems: 6, newJobs: 6, rejected: 0 });
+    const rows = items(store);
+    expect(rows.map((r) => r.id)).toEqual(['r-001', 'r-002', 'r-003', '1004', `${file}:6`, 'r-006']);
+    expect(rows.map((r) => r.source)).toEqual([1, 2, 3, 4, 6, 7].map((n) => `${file}:${n}`));
+    expect(JSON.parse(rows[0]!.meta!)).toEqual({ product: 'Pixel phone', rating: 4 });
+  });
+
+  it('reports every kind of bad line with its file and line, and enqueues the good ones', async () => {
+    const store = tempStore();
+    const file = fixture('jsonl/bad-lines.jsonl');
+    const s = await run(store, [file], { maxDocBytes: 2048 });
+    expect(s.rejections.map((r) => `${r.line}: ${r.reason}`)).toEqual([
+      `2: malformed JSON (Expected ',' or '}' after property value in JSON at position 32)`,
+      '3: not a JSON object (each line must be one {...} document, got an array)',
+      '4: no "text" field (name the text field with --text-field)',
+      '5: "text" is a number, not a string',
+      '6: empty document (nothing but whitespace)',
+      '7: empty document (nothing but whitespace)',
+      '8: invalid UTF-8 (save the file as UTF-8, e.g. with iconv)',
+      '9: "id" is an object; an id must be a non-empty string or a number',
+      '10: duplicate id "a" (first at ' + file + ':1, which is kept)',
+      '13: batch line "body" must have a "model" string and a non-empty "messages" array',
+      '14: batch line url is "/v1/embeddings"; llmq sends /v1/chat/completions requests only',
+      '15: line is 3023 bytes, over --max-doc-bytes 2048',
+    ]);
+    expect(s.rejections.every((r) => r.path === file)).toBe(true);
+    expect(s).toMatchObject({ documents: 15, rejected: 12, newItems: 3 });
+    expect(items(store).map((r) => r.id)).toEqual(['a', 'h', 'j']);
+    expect(JSON.parse(store.db.prepare("SELECT request FROM jobs j JOIN items i ON i.job_key = j.key WHERE i.id = 'a'").pluck().get() as string)
+      .messages[0].content).toBe('Summarize: A good line.');
+  });
+
+  it('uses --id-field and --text-field', async () => {
+    const store = tempStore();
+    const input = Readable.from(['{"uuid":"u1","body":"First.","id":"kept as meta"}\n{"uuid":"u2","body":"Second."}\n']);
+    const s = await run(store, ['-'], { stdin: input, idField: 'uuid', textField: 'body' });
+    expect(s).toMatchObject({ newItems: 2, rejected: 0 });
+    expect(items(store)).toMatchObject([{ id: 'u1', source: '-:1', meta: '{"id":"kept as meta"}' }, { id: 'u2', source: '-:2', meta: null }]);
+  });
+
+  it('fills {{meta.FIELD}} from the line and rejects lines that lack the field', async () => {
+    const store = tempStore();
+    const input = Readable.from(['{"id":1,"text":"Bonjour","lang":"French"}\n{"id":2,"text":"Hello"}\n']);
+    const s = await run(store, ['-'], { stdin: input, request: request('Translate this {{meta.lang}} text: {{text}}') });
+    expect(s.rejections).toEqual([{ path: '-', line: 2, reason: 'the template needs {{meta.lang}} but the document has no "lang" field' }]);
+    const req = JSON.parse(store.db.prepare('SELECT request FROM jobs').pluck().get() as string);
+    expect(req.messages[0].content).toBe('Translate this French text: Bonjour');
+  });
+
+  it('takes OpenAI Batch lines as they are: body is the request, custom_id the id; identical bodies share a job', async () => {
+    const store = tempStore();
+    const file = fixture('jsonl/openai-batch.jsonl');
+    const s = await run(store, [file], { request: { ...request('ignored'), model: 'not-this-one' } });
+    expect(s).toMatchObject({ documents: 4, newItems: 4, newJobs: 3, rejected: 0 });
+    const rows = items(store);
+    expect(rows.map((r) => r.id)).toEqual(['q-1', 'q-2', 'q-3', 'q-4']);
+    expect(rows[0]!.job_key).toBe(rows[2]!.job_key);
+    expect(JSON.parse(rows[0]!.meta!)).toEqual({ method: 'POST', url: '/v1/chat/completions' });
+    const job = store.db.prepare('SELECT request, model FROM jobs WHERE key = ?').get(rows[1]!.job_key) as { request: string; model: string };
+    expect(job.model).toBe('gpt-4o-mini');
+    expect(job.request).toBe(canonicalJson({
+      model: 'gpt-4o-mini', max_tokens: 60, temperature: 0,
+      messages: [{ role: 'system', content: 'You are a precise translator.' }, { role: 'user', content: 'Translate to French: thank you very much' }],
+    }));
+  });
+
+  it('reads JSONL from stdin (-) and is idempotent on a second pass', async () => {
+    const store = tempStore();
+    const lines = Array.from({ length: 50 }, (_, i) => JSON.stringify({ id: `n${i}`, text: `note ${i}` })).join('\n');
+    expect(await run(store, ['-'], { stdin: Readable.from([lines]) })).toMatchObject({ newItems: 50, newJobs: 50 });
+    expect(await run(store, ['-'], { stdin: Readable.from([lines]) })).toMatchObject({ newItems: 0, newJobs: 0, unchanged: 50 });
+    expect(count(store, 'jobs')).toBe(50);
+  });
+
+  it('streams: a big input is written in bounded batches while it is still being read, never held whole', async () => {
+    const store = tempStore();
+    const total = 20_000;
+    let produced = 0;
+    const producedAtWrite: number[] = [];
+    const sizes: number[] = [];
+    // The real store, wrapped to see each batch as it is written.
+    const watched = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop === 'enqueue') {
+          return (rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult> => {
+            sizes.push(rows.length);
+            producedAtWrite.push(produced);
+            return target.enqueue(rows, now);
+          };
+        }
+        return Reflect.get(target, prop, receiver);
+      },
+    }) as Store;
+    const text = 'lorem ipsum '.repeat(20);
+    const input = Readable.from((function* () {
+      for (let i = 0; i < total; i += 500) {
+        let chunk = '';
+        for (let j = i; j < i + 500; j++) chunk += `{"id":"d${j}","text":"${text}${j}"}\n`;
+        produced += 500;
+        yield chunk;
+      }
+    })());
+    const { enqueue } = await import('../../src/ingest/enqueue.js');
+    const s = await enqueue(watched, { sources: ['-'], stdin: input, request: request(), batchRows: 1000 });
+    expect(s).toMatchObject({ newItems: total, rejected: 0 });
+    expect(count(store, 'items')).toBe(total);
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(total);
+    expect(sizes.length).toBeGreaterThanOrEqual(total / 1000);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(1000);
+    // The first batch was written when at most a few chunks had been read.
+    expect(producedAtWrite[0]).toBeLessThanOrEqual(2000);
+    expect(s.batches).toBe(sizes.length);
+  });
+
+  it('keeps batches small in bytes too when documents are large', async () => {
+    const store = tempStore();
+    const sizes: number[] = [];
+    const watched = Object.assign(Object.create(store), {
+      enqueue: (rows: readonly EnqueueRow[], now: number) => { sizes.push(rows.length); return store.enqueue(rows, now); },
+    }) as Store;
+    const big = 'x'.repeat(100_000);
+    const input = Readable.from(Array.from({ length: 40 }, (_, i) => `{"id":${i},"text":"${big}"}\n`));
+    const { enqueue } = await import('../../src/ingest/enqueue.js');
+    await enqueue(watched, { sources: ['-'], stdin: input, request: { ...request(), prompt: parseTemplate('{{text}}') }, batchBytes: 1_000_000 });
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(40);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(11);
+  });
+});

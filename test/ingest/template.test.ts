@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import { MissingValueError, parseTemplate } from '../../src/ingest/template.js';
+import { UsageError } from '../../src/errors.js';
+
+const doc = { text: 'The text.', id: 'notes/a.md', path: 'docs/notes/a.md', meta: { lang: 'en', stars: 4, tags: ['x'] } };
+
+describe('prompt templates', () => {
+  it.each([
+    ['Summarize: {{text}}', 'Summarize: The text.'],
+    ['{{id}} at {{path}}', 'notes/a.md at docs/notes/a.md'],
+    ['{{ text }}|{{text}}', 'The text.|The text.'],
+    ['lang={{meta.lang}} stars={{meta.stars}} tags={{meta.tags}}', 'lang=en stars=4 tags=["x"]'],
+    ['no placeholders at all', 'no placeholders at all'],
+    ['{{text}}', 'The text.'],
+    ['braces { that } are not {placeholders}', 'braces { that } are not {placeholders}'],
+  ])('%j renders as %j', (source, expected) => {
+    expect(parseTemplate(source).render(doc)).toBe(expected);
+  });
+
+  it('says whether the document text is used', () => {
+    expect(parseTemplate('x {{text}}').usesText).toBe(true);
+    expect(parseTemplate('x {{id}}').usesText).toBe(false);
+    expect(parseTemplate('x').isConstant).toBe(true);
+    expect(parseTemplate('x {{id}}').isConstant).toBe(false);
+  });
+
+  it('rejects unknown placeholders as a usage error naming every one and the flag', () => {
+    const attempt = () => parseTemplate('Hi {{txt}} and {{ name }} and {{text}}', '--system');
+    expect(attempt).toThrow(UsageError);
+    expect(attempt).toThrow('Unknown placeholders {{txt}}, {{ name }} in --system. Use {{text}}, {{id}}, {{path}} or {{meta.FIELD}}.');
+  });
+
+  it('throws MissingValueError when a meta field is absent, so that document alone is rejected', () => {
+    const t = parseTemplate('{{meta.author}}: {{text}}');
+    expect(() => t.render(doc)).toThrow(MissingValueError);
+    expect(() => t.render({ ...doc, meta: null })).toThrow('the template needs {{meta.author}} but the document has no "author" field');
+  });
+});
