@@ -23,7 +23,8 @@ new_jobs AS (
   RETURNING 1
 ),
 before AS (
-  SELECT i.id, i.job_key FROM items i JOIN input t ON t.item_id = i.id
+  -- = ANY walks the unique index however large items grows (a join here may scan the table)
+  SELECT i.id, i.job_key FROM items i WHERE i.id = ANY($1::text[])
 ),
 upserted AS (
   INSERT INTO items (id, source, job_key, meta, created_at, updated_at)

@@ -74,8 +74,12 @@ export class PgReader {
     const sql = `SELECT i.seq, i.id, i.source, i.meta, j.key, j.state, j.model, j.output, j.response, j.error,
         j.attempts, j.prompt_tokens, j.completion_tokens,
         (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key ORDER BY a.id DESC LIMIT 1) AS latency_ms
-      FROM items i JOIN jobs j ON j.key = i.job_key
-      WHERE i.seq > $1 AND ($2::text[] IS NULL OR j.state = ANY($2::text[])) ORDER BY i.seq LIMIT ${EXPORT_PAGE}`;
+      FROM items i
+      -- LATERAL: walk items in seq order and look each job up by key, stopping at the page size,
+      -- rather than joining the whole jobs table for every page
+      CROSS JOIN LATERAL (SELECT * FROM jobs WHERE jobs.key = i.job_key
+        AND ($2::text[] IS NULL OR jobs.state = ANY($2::text[]))) j
+      WHERE i.seq > $1 ORDER BY i.seq LIMIT ${EXPORT_PAGE}`;
     let after = 0;
     for (;;) {
       const rows = (await query<RawExport>(this.#pool, sql, [after, states])).rows;
