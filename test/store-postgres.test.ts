@@ -78,6 +78,20 @@ describe('postgres store', () => {
     await expect(PostgresStore.open(url)).rejects.toThrow(/already has a table "jobs" that llmq did not create.*\?schema=/);
   });
 
+  it('keeps startup options given in the URL next to its own search_path', async () => {
+    const url = `${freshPgUrl()}&options=${encodeURIComponent('-c statement_timeout=4321')}`;
+    const store = await PostgresStore.open(url);
+    const r = await store.pool.query<{ t: string; p: string }>(`SELECT current_setting('statement_timeout') AS t, current_schema() AS p`);
+    expect(r.rows[0]).toEqual({ t: '4321ms', p: store.schema });
+    await store.close();
+  });
+
+  it('says which database is missing', async () => {
+    const url = new URL(PG_URL);
+    url.pathname = '/llmq_no_such_database';
+    await expect(PostgresStore.open(url.toString())).rejects.toThrow(/Cannot connect to PostgreSQL at .*llmq_no_such_database.*Check the database name/);
+  });
+
   it('refuses a schema name that is not a plain identifier', async () => {
     await expect(PostgresStore.open(`${PG_URL}?schema=a;drop`)).rejects.toThrow(StoreError);
   });

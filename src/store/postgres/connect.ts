@@ -67,18 +67,21 @@ export function createPool(target: PgTarget): pg.Pool {
   return pool;
 }
 
-const CONNECT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', '28P01', '28000', '3D000']);
+const CONNECT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', '28P01', '28000',
+  '3D000', '42501']);
 
-/** Turn a failure to reach the server into a message that says what to check; other errors pass through. */
+/** Turn a failure to reach or use the server into a message that says what to check; other errors pass through. */
 export function connectionError(error: unknown, location: string): unknown {
   const e = error as { code?: string; message?: string };
-  const timedOut = /timeout/i.test(e.message ?? '');
+  const timedOut = /connection timeout|timeout expired/i.test(e.message ?? '');
   if (!CONNECT_CODES.has(e.code ?? '') && !timedOut) return error;
   const hint =
     e.code === '28P01' || e.code === '28000' ? 'Check the user and password in the URL.' :
     e.code === '3D000' ? 'Check the database name in the URL, or create it (createdb).' :
+    e.code === '42501' ? 'Check that the user may create tables (and the schema) there, or have them created for it.' :
     'Check that PostgreSQL is running and reachable at that host and port.';
-  return new StoreError(`Cannot connect to PostgreSQL at ${location}: ${e.message ?? String(error)}. ${hint}`, { cause: error });
+  const what = e.code === '42501' ? 'set up the llmq tables in' : 'connect to';
+  return new StoreError(`Cannot ${what} PostgreSQL at ${location}: ${e.message ?? String(error)}. ${hint}`, { cause: error });
 }
 
 // Deadlock and serialization failures are safe to retry: the transaction rolled back whole.
