@@ -70,9 +70,9 @@ describe('progress renderers', () => {
     // progress lines: the first, then one per 5 s of run time, then the last before the summary
     const progress = lines.filter((l) => /^\[\d/.test(l));
     expect(progress).toEqual([
-      '[1s] 0/40,000   0% · 4.6 jobs/s · 612 tok/s · ETA 31m 00s · in flight 8 · waiting 3 · backoff 2 · failed 0 · $0.00',
-      '[10s] 31,352/40,000  78% · 4.6 jobs/s · 612 tok/s · ETA 31m 00s · in flight 8 · waiting 3 · backoff 2 · failed 148 · $0.75',
-      '[11s] 31,353/40,000  78% · 4.6 jobs/s · 612 tok/s · ETA 31m 00s · in flight 8 · waiting 3 · backoff 2 · failed 148 · $0.75',
+      '[1s] 0/40,000 0% · 4.6 jobs/s · 612 tok/s · ETA 31m · in flight 8 · waiting 3 · backoff 2 · failed 0 · $0.00',
+      '[10s] 31,352/40,000 78% · 4.6 jobs/s · 612 tok/s · ETA 31m · in flight 8 · waiting 3 · backoff 2 · failed 148 · $0.75',
+      '[11s] 31,353/40,000 78% · 4.6 jobs/s · 612 tok/s · ETA 31m · in flight 8 · waiting 3 · backoff 2 · failed 148 · $0.75',
     ]);
     expect(out).toMatch(/^paused: rate limited, resuming in 1[12]s \(retry-after 12s\)$/m);
     expect(out).toMatch(/^resumed after the rate limit$/m);
@@ -91,13 +91,18 @@ describe('progress renderers', () => {
     const out = run('tty', { tty: true, color: false });
     expect(out).toMatch(/\x1B\[/); // cursor movement: drawn in place
     const plain = stripAnsi(out);
-    expect(plain).toMatch(/█+░+ 31,353\/40,000 {2}78% · 4\.6 jobs\/s · 612 tok\/s · ETA 31m 00s/);
+    expect(plain).toMatch(/█{5,}░+ 31,353\/40,000 78% · 4\.6 jobs\/s · 612 tok\/s · ETA 31m$/m);
     expect(plain).toContain('in flight 8 · waiting 3 · backoff 2 · failed 148 · $0.75');
     expect(plain).toMatch(/failed k20000000000 after 3 attempts: 400 context_length_exceeded/);
     expect(plain).toContain('finished in 1h 53m: 31,204 done, 148 failed, 1,020 retried');
     for (const line of plain.split('\n')) expect(line.length, line).toBeLessThanOrEqual(80);
     // no color codes (SGR) when color is off, only cursor control
     expect(out).not.toMatch(/\x1B\[\d+(;\d+)*m/);
+  });
+
+  it('tty with color: the color codes do not push the ETA off an 80-column line', () => {
+    const plain = stripAnsi(run('tty', { tty: true, color: true }));
+    expect(plain).toMatch(/█{5,}░+ 31,353\/40,000 78% · 4\.6 jobs\/s · 612 tok\/s · ETA 31m$/m);
   });
 
   it('tty: a visible note while paused', () => {
@@ -107,7 +112,7 @@ describe('progress renderers', () => {
     p.listener('paused', { reason: 'outage', untilMs: Date.now() + 30_000, detail: '5 connection errors in a row' });
     p.listener('progress', snapshot({ total: 10, done: 2, failed: 0, paused: { reason: 'outage', until: Date.now() + 30_000 } }));
     p.stop();
-    expect(stripAnsi(stream.text())).toMatch(/paused: provider unreachable, probing, resuming in (29|30)s \(5 connection errors i…$/m);
+    expect(stripAnsi(stream.text())).toMatch(/paused: provider unreachable, probing, resuming in (29|30)s \(5 connectio…$/m);
   });
 
   it('json: every line parses, events in order, progress thinned, cost attached', () => {

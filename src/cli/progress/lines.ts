@@ -20,16 +20,22 @@ export interface Where {
   readonly provider: string | null;
 }
 
-/** "31,204/40,000  78% · 4.6 jobs/s · 612 tok/s · ETA 31m" (the bar goes in front on a TTY). */
+/** "31,204/40,000 78% · 4.6 jobs/s · 612 tok/s · ETA 31m" (the bar goes in front on a TTY). */
 export function countsText(p: ProgressSnapshot | null, total: number): string {
   const finished = p ? p.done + p.failed : 0;
   const t = Math.max(total, finished);
-  const parts = [`${int(finished)}/${int(t)} ${percent(finished, t).padStart(4)}`];
+  const parts = [`${int(finished)}/${int(t)} ${percent(finished, t)}`];
   if (p) {
     parts.push(`${rate(p.jobsPerSecond)} jobs/s`, `${compact(Math.round(p.tokensPerSecond))} tok/s`);
-    parts.push(`ETA ${p.etaSeconds === null ? '--' : duration(p.etaSeconds)}`);
+    parts.push(`ETA ${p.etaSeconds === null ? '--' : shortDuration(p.etaSeconds)}`);
   }
   return parts.join(' · ');
+}
+
+/** An ETA needs no seconds once it is minutes away: "45s", "31m", "2h 14m". */
+function shortDuration(seconds: number): string {
+  const d = duration(seconds);
+  return seconds >= 60 && seconds < 3600 ? d.replace(/ \d\ds$/, '') : d;
 }
 
 /** "in flight 8 · waiting 3 · backoff 2 · failed 1 · $0.42" */
@@ -47,7 +53,7 @@ export function detailText(s: ProgressState, paint: Paint): string {
 
 /** The note shown while dispatch is paused, or null. */
 export function pauseText(s: ProgressState, now: number): string | null {
-  if (s.stopping) return `stopping: finishing requests in flight (up to ${duration(s.stopping.graceMs / 1000)}); Ctrl-C again aborts them`;
+  if (s.stopping) return `stopping: letting requests in flight finish (${duration(s.stopping.graceMs / 1000)}); Ctrl-C again aborts`;
   const pause = s.paused;
   if (!pause) {
     const snap = s.snapshot?.paused;
@@ -55,7 +61,8 @@ export function pauseText(s: ProgressState, now: number): string | null {
     return `paused (${snap.reason === 'rate_limit' ? 'rate limited' : 'provider down'}), resuming in ${duration(Math.max(0, snap.until - now) / 1000)}`;
   }
   const why = pause.reason === 'rate_limit' ? 'rate limited' : 'provider unreachable, probing';
-  return oneLine(`paused: ${why}, resuming in ${duration(Math.max(0, pause.untilMs - now) / 1000)}${pause.detail ? ` (${pause.detail})` : ''}`, 78);
+  // 68 leaves room for the color codes within 80 columns (cli-progress counts them as characters).
+  return oneLine(`paused: ${why}, resuming in ${duration(Math.max(0, pause.untilMs - now) / 1000)}${pause.detail ? ` (${pause.detail})` : ''}`, 68);
 }
 
 /** The end-of-run summary and, when something is left to do, the next command. */

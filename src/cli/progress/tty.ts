@@ -26,12 +26,15 @@ export function ttyRenderer(state: ProgressState, stream: NodeJS.WritableStream,
   const width = () => Math.max(40, Math.min(columns(), 200) - 1);
   const barLine = () => {
     const text = countsText(state.snapshot, state.total);
-    const room = width() - text.length - 1;
+    // cli-progress cuts lines at the terminal width counting color codes as characters, so they
+    // come out of the room for the bar; otherwise the end of the line (the ETA) would be cut.
+    const codes = paint.green('x').length - 1;
+    const room = width() - text.length - 1 - codes;
     const size = Math.max(0, Math.min(40, room));
     const p = state.snapshot;
     const ratio = p && state.total ? Math.min(1, (p.done + p.failed) / state.total) : 0;
     const full = Math.round(size * ratio);
-    const bar = size >= 5 ? paint.green('█'.repeat(full)) + paint.dim('░'.repeat(size - full)) + ' ' : '';
+    const bar = size >= 5 ? paint.green('█'.repeat(full)) + '░'.repeat(size - full) + ' ' : '';
     return bar + text;
   };
   const main = multi.create(1, 0, { line: barLine });
@@ -44,6 +47,8 @@ export function ttyRenderer(state: ProgressState, stream: NodeJS.WritableStream,
   const stop = () => {
     if (stopped) return;
     stopped = true;
+    // stop() draws the bars one last time but drops logged lines not yet drawn; update() flushes them.
+    multi.update();
     multi.stop();
   };
   return {
