@@ -41,7 +41,7 @@ export function plainRenderer(state: ProgressState, stream: NodeJS.WritableStrea
         case 'job:failed': {
           if (failures++ >= MAX_FAILURE_LINES) break;
           const p = payload as SchedulerEventMap['job:failed'];
-          write(oneLine(`${paint.red('failed')} ${p.key.slice(0, 12)} after ${p.attempt} ${p.attempt === 1 ? 'attempt' : 'attempts'}: ${p.error}`, 200));
+          write(oneLine(`${paint.red('failed')} ${p.key.slice(0, 12)} (attempt ${p.attempt}): ${p.error}`, 200));
           if (failures === MAX_FAILURE_LINES) write('further failures are not listed here; llmq status groups them by reason');
           break;
         }

@@ -57,7 +57,7 @@ export function ttyRenderer(state: ProgressState, stream: NodeJS.WritableStream,
       if (event === 'run:start') multi.log(paint.dim(oneLine(startText(payload as SchedulerEventMap['run:start'], where), width())) + '\n');
       if (event === 'job:failed' && failures++ < MAX_FAILURE_LINES) {
         const p = payload as SchedulerEventMap['job:failed'];
-        multi.log(oneLine(`${paint.red('failed')} ${p.key.slice(0, 12)} after ${p.attempt} ${p.attempt === 1 ? 'attempt' : 'attempts'}: ${p.error}`, width()) + '\n');
+        multi.log(oneLine(`${paint.red('failed')} ${p.key.slice(0, 12)} (attempt ${p.attempt}): ${p.error}`, width()) + '\n');
         if (failures === MAX_FAILURE_LINES) multi.log(paint.dim('further failures are not listed here; llmq status groups them by reason') + '\n');
       }
       const text = pauseText(state, Date.now());
