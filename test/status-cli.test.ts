@@ -84,7 +84,7 @@ describe('llmq status', () => {
     expect(s.activeRuns[0].live).toBe(false);
     expect(s.etaSeconds).toBeNull();
     const text = (await runCli(['status', '--db', db])).stdout;
-    expect(text).toMatch(/silent {3}run-0001 .*no heartbeat for 5m/);
+    expect(text).toMatch(/silent {4}run-0001 .*no heartbeat for 5m/);
   });
 
   it('does not create a database at a missing path', async () => {

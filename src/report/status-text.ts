@@ -43,11 +43,12 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT): string {
   if (live.length || stale.length || r.lastRun) lines.push('');
   for (const run of live) {
     const eta = live.length === 1 ? ` · ETA ${duration(r.etaSeconds)}` : '';
-    lines.push(`${p.cyan('running')}  ${runName(run)} for ${duration(run.wallSeconds)} · ${rate(run.recentJobsPerSecond)} jobs/s${eta}`);
+    lines.push(`${p.cyan('running')}   ${runName(run)} for ${duration(run.wallSeconds)} · ${rate(run.recentJobsPerSecond)} jobs/s${eta}`);
   }
-  if (live.length > 1) lines.push(`${''.padEnd(9)}together ${rate(r.jobsPerSecond ?? 0)} jobs/s · ETA ${duration(r.etaSeconds)}`);
+  if (live.length > 1) lines.push(`${''.padEnd(10)}together ${rate(r.jobsPerSecond ?? 0)} jobs/s · ETA ${duration(r.etaSeconds)}`);
   for (const run of stale) {
-    lines.push(`${p.yellow('silent')}   ${runName(run)}: no heartbeat for ${duration((r.now - run.heartbeatAt) / 1000)}; its jobs return to pending when their leases expire`);
+    lines.push(`${p.yellow('silent')}    ${runName(run)}: no heartbeat for ${duration((r.now - run.heartbeatAt) / 1000)}`);
+    lines.push(p.dim(`${''.padEnd(10)}it probably died; its jobs go back to pending when their leases expire`));
   }
   const last = r.lastRun;
   if (last && last.endedAt !== null) {

@@ -7,6 +7,7 @@ import { resolveDbLocation, redactLocation } from '../../store/open-store.js';
 import { openExistingStore } from '../../report/open-existing.js';
 import { buildStatusReport } from '../../report/status.js';
 import { renderStatus } from '../../report/status-text.js';
+import { stripAnsi } from '../../report/format.js';
 import { priceOptions, priceTableFrom, type PriceFlags } from './price-options.js';
 
 interface StatusFlags extends PriceFlags {
@@ -70,7 +71,9 @@ async function watch(render: () => Promise<string>, everyMs: number, out: NodeJS
           moveCursor(out, 0, -drawn);
           clearScreenDown(out);
         }
-        drawn = text.split('\n').length - 1;
+        // Rows on screen, counting lines the terminal wrapped, so the next redraw starts at the top.
+        const cols = out.columns || 80;
+        drawn = text.split('\n').slice(0, -1).reduce((a, l) => a + Math.max(1, Math.ceil(stripAnsi(l).length / cols)), 0);
         out.write(text);
       } else {
         out.write(drawn++ && !text.startsWith('{') ? '\n' + text : text);
