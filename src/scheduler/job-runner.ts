@@ -122,7 +122,7 @@ async function tryOnce(job: ClaimedJob, attempt: number, tokens: { prompt: numbe
     await ctx.slots.acquire(ctx.stopSignal);
     try {
       probe = await ctx.breaker.gate(ctx.stopSignal);
-      await ctx.limiter.acquire(tokens?.weight ?? 0, ctx.stopSignal);
+      await ctx.limiter.acquire(tokens?.weight ?? 0, ctx.stopSignal, job.model);
     } catch (error) {
       ctx.slots.release();
       throw error;
@@ -161,7 +161,7 @@ async function tryOnce(job: ClaimedJob, attempt: number, tokens: { prompt: numbe
   const usage = result.usage;
   // Providers reserve prompt + max_tokens when a request arrives, so only the prompt part is
   // corrected: our tokenizer may count the prompt differently from the provider's.
-  if (tokens) ctx.limiter.settle(tokens.prompt, usage.promptTokens);
+  if (tokens) ctx.limiter.settle(tokens.prompt, usage.promptTokens, job.model);
   const attemptRecord: AttemptRecord = {
     key: job.key, runId: ctx.runId, attempt, startedAt, endedAt, status: result.status, outcome: 'done', error: null, usage,
   };

@@ -1,14 +1,18 @@
 import Bottleneck from 'bottleneck';
+import { abortable, waitUntil } from './wait.js';
 
 /**
  * The pace of a run (or, with Redis, of every run sharing one budget). The scheduler asks it
  * before each request; nothing else in the scheduler knows how the budget is kept.
  */
 export interface RateLimiter {
-  /** Wait until one request of `tokens` estimated tokens may start. Rejects if `signal` aborts. */
-  acquire(tokens: number, signal: AbortSignal): Promise<void>;
+  /**
+   * Wait until one request of `tokens` estimated tokens for `model` may start. Rejects if `signal`
+   * aborts. (The local limiter is one budget for the run; the Redis one keeps one per model.)
+   */
+  acquire(tokens: number, signal: AbortSignal, model: string): Promise<void>;
   /** Correct the token budget once the real usage of a request is known (estimate was charged). */
-  settle(estimatedTokens: number, actualTokens: number): void;
+  settle(estimatedTokens: number, actualTokens: number, model: string): void;
   /** Hold every request (of every run sharing this limiter) until `until` (ms epoch). */
   pauseUntil(until: number): void;
   /** ms epoch until which dispatch is paused (0 when not paused). */
@@ -54,21 +58,46 @@ export function pacing(options: RateLimitOptions): {
   return { minTime, bucket: { capacity, refillEveryMs, refillAmount } };
 }
 
-/** The embedded limiter: bottleneck in this process. */
-export class LocalRateLimiter implements RateLimiter {
+/** Where a 429's pause is kept: in this process, or in Redis for every run sharing a budget. */
+export interface PauseBoard {
+  /** ms epoch until which dispatch is paused, as last known (never blocks). */
+  get(): number;
+  set(until: number): void;
+  /** Bring `get()` up to date (a no-op for the in-process board). */
+  refresh(): Promise<void>;
+}
+
+export class LocalPauseBoard implements PauseBoard {
+  #until = 0;
+  get(): number {
+    return this.#until;
+  }
+  set(until: number): void {
+    if (until > this.#until) this.#until = until;
+  }
+  async refresh(): Promise<void> {}
+}
+
+/**
+ * RPM and TPM pacing through two bottleneck limiters: one spacing request starts, one holding the
+ * token bucket. In this process by default; `shared` makes them Redis-clustered.
+ */
+export class BottleneckRateLimiter {
   readonly tokenCapacity: number | null;
   // Each limiter is created only when its limit is set: a bottleneck hop costs milliseconds, which
   // an unlimited run at thousands of requests per second cannot afford.
   readonly #requests: Bottleneck | null;
   readonly #tokens: Bottleneck | null;
-  #pausedUntil = 0;
+  readonly #pause: PauseBoard;
 
-  constructor(options: RateLimitOptions) {
+  constructor(options: RateLimitOptions, shared?: { pause: PauseBoard; bottleneck: (name: 'requests' | 'tokens') => Bottleneck.ConstructorOptions }) {
     const p = pacing(options);
-    this.#requests = p.minTime > 0 ? new Bottleneck({ minTime: p.minTime }) : null;
+    this.#pause = shared?.pause ?? new LocalPauseBoard();
+    this.#requests = p.minTime > 0 ? new Bottleneck({ minTime: p.minTime, ...shared?.bottleneck('requests') }) : null;
     this.tokenCapacity = p.bucket?.capacity ?? null;
     this.#tokens = p.bucket
       ? new Bottleneck({
+          ...shared?.bottleneck('tokens'),
           reservoir: p.bucket.capacity,
           reservoirIncreaseInterval: p.bucket.refillEveryMs,
           reservoirIncreaseAmount: p.bucket.refillAmount,
@@ -78,15 +107,29 @@ export class LocalRateLimiter implements RateLimiter {
       : null;
   }
 
+  /** Apply these settings to limiters that already existed in Redis (the newest run's flags win). */
+  async updateSettings(options: RateLimitOptions): Promise<void> {
+    const p = pacing(options);
+    await this.#requests?.updateSettings({ minTime: p.minTime });
+    if (p.bucket) {
+      await this.#tokens?.updateSettings({
+        reservoirIncreaseInterval: p.bucket.refillEveryMs, reservoirIncreaseAmount: p.bucket.refillAmount,
+        reservoirIncreaseMaximum: p.bucket.capacity,
+      });
+    }
+  }
+
   async acquire(tokens: number, signal: AbortSignal): Promise<void> {
-    if (this.#pausedUntil > Date.now()) await waitUntil(() => this.#pausedUntil, signal);
+    await this.#pause.refresh();
+    if (this.#pause.get() > Date.now()) await waitUntil(() => this.#pause.get(), signal);
     if (this.#tokens) {
       const weight = Math.min(Math.max(1, Math.ceil(tokens)), this.tokenCapacity!);
       await abortable(this.#tokens.schedule({ weight }, async () => undefined), signal);
     }
     if (this.#requests) await abortable(this.#requests.schedule(async () => undefined), signal);
     // A 429 may have arrived while we queued: honor it before sending.
-    if (this.#pausedUntil > Date.now()) await waitUntil(() => this.#pausedUntil, signal);
+    await this.#pause.refresh();
+    if (this.#pause.get() > Date.now()) await waitUntil(() => this.#pause.get(), signal);
   }
 
   settle(estimatedTokens: number, actualTokens: number): void {
@@ -102,11 +145,12 @@ export class LocalRateLimiter implements RateLimiter {
   }
 
   pauseUntil(until: number): void {
-    if (until > this.#pausedUntil) this.#pausedUntil = until;
+    this.#pause.set(until);
   }
 
   pausedUntil(): number {
-    return this.#pausedUntil > Date.now() ? this.#pausedUntil : 0;
+    const until = this.#pause.get();
+    return until > Date.now() ? until : 0;
   }
 
   async stop(): Promise<void> {
@@ -114,38 +158,10 @@ export class LocalRateLimiter implements RateLimiter {
   }
 }
 
-/** Sleep until the deadline `deadline()` returns has passed (re-read after each sleep: it may move). */
-export async function waitUntil(deadline: () => number, signal: AbortSignal): Promise<void> {
-  for (let until = deadline(); until > Date.now(); until = deadline()) {
-    await sleep(until - Date.now(), signal);
+
+/** The embedded limiter: one budget for this run, kept in this process. */
+export class LocalRateLimiter extends BottleneckRateLimiter implements RateLimiter {
+  constructor(options: RateLimitOptions) {
+    super(options);
   }
-}
-
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, Math.max(0, ms));
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal!.reason);
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
-/** Race a promise against an abort signal. The promise keeps running; its result is ignored. */
-export function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  promise.catch(() => {}); // once abandoned, its rejection (e.g. "limiter stopped") is nobody's business
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (v) => { signal.removeEventListener('abort', onAbort); resolve(v); },
-      (e) => { signal.removeEventListener('abort', onAbort); reject(e); },
-    );
-  });
 }

@@ -18,6 +18,7 @@ interface RunFlags {
   retryDelay: number;
   json?: boolean;
   progress: 'auto' | 'tty' | 'plain' | 'none';
+  redis?: string;
   mockLatency: number;
   mockFailureRate: number;
 }
@@ -37,6 +38,7 @@ export function registerRun(program: Command): Command {
     .addOption(new Option('--limit <n>', 'stop after taking N jobs').argParser(intAtLeast(1)))
     .addOption(new Option('--grace <seconds>', 'on Ctrl-C, how long in-flight requests may finish before they are aborted').default(30).argParser(numberBetween(0, 3600)))
     .addOption(new Option('--retry-delay <seconds>', 'first wait before a retry; doubles each time, with jitter').default(1).argParser(numberBetween(0, 600)))
+    .option('--redis <url>', 'share --rpm/--tpm and 429 pauses with every run using this Redis, e.g. redis://127.0.0.1:6379 (env LLMQ_REDIS_URL)')
     .option('--json', 'print newline-delimited JSON events on stdout instead of a progress display')
     .addOption(new Option('--progress <mode>', 'progress display: auto (bars on a terminal, lines otherwise), tty, plain, none').default('auto').argParser(oneOf(['auto', 'tty', 'plain', 'none'] as const)))
     .addOption(new Option('--mock-latency <ms>', 'mock provider: mean latency').default(200).argParser(intAtLeast(0)))
@@ -71,7 +73,12 @@ async function runCommand(flags: RunFlags): Promise<void> {
     mock: { latencyMs: flags.mockLatency, failureRate: flags.mockFailureRate },
   }, process.env);
   const location = resolveDbLocation(flags.db);
-  const store = await openExistingStore(location);
+  const redisUrl = flags.redis || process.env.LLMQ_REDIS_URL || undefined;
+  const limiter = redisUrl ? await sharedLimiter(redisUrl, flags) : undefined;
+  const store = await openExistingStore(location).catch(async (error) => {
+    await limiter?.stop();
+    throw error;
+  });
 
   // First signal: stop taking jobs, let in-flight requests finish (up to --grace). Second: abort them.
   const stop = new AbortController();
@@ -98,12 +105,12 @@ async function runCommand(flags: RunFlags): Promise<void> {
   if (progress) listeners.push(progress.listener);
   if (mode !== 'json' && mode !== 'none') {
     process.stderr.write(`llmq run: ${redactLocation(location)} -> ${provider.name}, concurrency ${flags.concurrency}` +
-      `${flags.rpm ? `, ${flags.rpm} rpm` : ''}${flags.tpm ? `, ${flags.tpm} tpm` : ''}\n`);
+      `${flags.rpm ? `, ${flags.rpm} rpm` : ''}${flags.tpm ? `, ${flags.tpm} tpm` : ''}${limiter ? ' (shared through Redis)' : ''}\n`);
   }
   let summary: RunSummary;
   try {
     summary = await runQueue(
-      { store, provider, emit, stopSignal: stop.signal, abortSignal: abort.signal,
+      { store, provider, limiter, emit, stopSignal: stop.signal, abortSignal: abort.signal,
         describe: { provider: provider.name, concurrency: flags.concurrency, rpm: flags.rpm ?? null, tpm: flags.tpm ?? null, maxAttempts: flags.maxAttempts } },
       { concurrency: flags.concurrency, rpm: flags.rpm, tpm: flags.tpm, maxAttempts: flags.maxAttempts, limit: flags.limit,
         retryDelayMs: flags.retryDelay * 1000 },
@@ -114,6 +121,7 @@ async function runCommand(flags: RunFlags): Promise<void> {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await store.close();
+    await limiter?.stop();
   }
   if (summary.fatal) process.stderr.write(`error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason)}\n`);
   process.exitCode = exitCodeFor(summary);
@@ -125,6 +133,13 @@ function fixFor(reason: string): string {
   if (reason === 'auth') return `The provider refused the API key. Check LLMQ_API_KEY (or OPENAI_API_KEY) and --base-url. ${after}`;
   if (reason === 'quota') return `The account is out of quota. Add credit or raise the limit with the provider. ${after}`;
   return after;
+}
+
+/** The Redis-backed limiter; its budget is keyed by endpoint and model, so other endpoints never share it. */
+async function sharedLimiter(url: string, flags: RunFlags) {
+  const [{ RedisRateLimiter }, { resolveBaseUrl }] = await Promise.all([import('../../scheduler/redis-limiter.js'), import('../../provider/create.js')]);
+  const baseUrl = flags.provider === 'mock' ? 'mock' : resolveBaseUrl(flags.baseUrl, process.env).url;
+  return RedisRateLimiter.connect({ url, baseUrl, rpm: flags.rpm, tpm: flags.tpm });
 }
 
 /** 130 on a signal, 1 on a run-fatal error, 2 when jobs failed, else 0. */
