@@ -1,8 +1,9 @@
 // Enqueue throughput: 100,000 JSONL documents of about 1 KB through the real ingest path, next to a
 // floor measured in the same run on the same file: read it, JSON.parse each line, render and hash the
 // request, and insert the same job and item rows with raw prepared statements in one transaction.
+// Both timings include closing the database (the WAL checkpoint), so neither defers its writes.
 // Targets: within 1.5x of the floor, and above 50,000 documents/s.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
@@ -41,8 +42,8 @@ async function core(file, db) {
     sources: [file],
     request: { prompt: parseTemplate(PROMPT), system: null, model: MODEL, maxTokens: MAX_TOKENS, priority: 0 },
   });
+  await store.close(); // timed: closing checkpoints the WAL, part of getting the rows on disk
   const ms = performance.now() - t0;
-  await store.close();
   if (s.newItems !== N || s.rejected !== 0) throw new Error(`expected ${N} new items, got ${JSON.stringify({ ...s, rejections: undefined })}`);
   return ms;
 }
@@ -63,13 +64,13 @@ async function floor(file, db) {
       if (lines[i] === '') continue;
       const { id, text, ...meta } = JSON.parse(lines[i]);
       const request = head + JSON.stringify(before + text + after) + tail;
-      const key = createHash('sha256').update(request).digest('hex');
+      const key = hash('sha256', request, 'hex'); // the fastest SHA-256 Node has, as jobKey uses
       insertJob.run(key, request, MODEL, 0, now, now);
       insertItem.run(id, `${file}:${i + 1}`, key, JSON.stringify(meta), now, now);
     }
   })();
-  const ms = performance.now() - t0;
   await store.close();
+  const ms = performance.now() - t0;
   return ms;
 }
 

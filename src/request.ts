@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 
 /** One chat message as OpenAI's chat-completions API takes it. */
 export interface ChatMessage {
@@ -40,5 +40,11 @@ function sortKeys(value: unknown): unknown {
 
 /** The job key: SHA-256 (hex) of the canonical request JSON. */
 export function jobKey(canonicalRequestJson: string): string {
-  return createHash('sha256').update(canonicalRequestJson).digest('hex');
+  return sha256Hex(canonicalRequestJson);
 }
+
+// One-shot crypto.hash (Node >= 20.12) is about twice as fast as createHash().update().digest() for
+// ~1 KB inputs, and enqueue hashes every document; older Node 20 releases fall back.
+const sha256Hex: (s: string) => string = typeof crypto.hash === 'function'
+  ? (s) => crypto.hash('sha256', s, 'hex')
+  : (s) => crypto.createHash('sha256').update(s).digest('hex');

@@ -26,9 +26,13 @@ export interface EnqueueOptions {
   /** Called for every rejection as it happens, so a caller can report while a big file streams. */
   readonly onReject?: (rejection: Rejection) => void;
   readonly now?: () => number;
-  /** Rows per store transaction. @default 2000 */
+  /**
+   * Rows per store transaction. Large enough that commits (and the WAL checkpoints they trigger)
+   * are few, small enough that a concurrent `llmq run` waits well under a second for its claim.
+   * @default 10000
+   */
   readonly batchRows?: number;
-  /** Request bytes per store transaction, so a batch of large documents stays small. @default 8 MiB */
+  /** Request bytes per store transaction, so a batch of large documents stays small in memory. @default 16 MiB */
   readonly batchBytes?: number;
 }
 
@@ -123,8 +127,8 @@ class Batcher implements EntrySink {
     this.#render = makeRenderer(o.request);
     this.#onReject = o.onReject;
     this.#now = now;
-    this.#maxRows = o.batchRows ?? 2000;
-    this.#maxBytes = o.batchBytes ?? 8 * 1024 * 1024;
+    this.#maxRows = o.batchRows ?? 10_000;
+    this.#maxBytes = o.batchBytes ?? 16 * 1024 * 1024;
   }
 
   add(entry: Entry): void {
@@ -146,17 +150,23 @@ class Batcher implements EntrySink {
     this.#bytes += row.request.length;
   }
 
-  /** Write the batch if it is full. */
+  /** Write full batches; a partial one waits for more rows. */
   async flush(): Promise<void> {
-    if (this.#rows.length >= this.#maxRows || this.#bytes >= this.#maxBytes) await this.write();
+    if (this.#rows.length >= this.#maxRows || this.#bytes >= this.#maxBytes) await this.#write(false);
   }
 
-  /** Write whatever is batched, full or not. */
+  /** Write everything, the last batch partial. */
   async write(): Promise<void> {
-    // Cut oversized batches (one chunk can hold more lines than a batch) into batches of maxRows.
-    while (this.#rows.length > 0) {
-      const rows = this.#rows.length > this.#maxRows ? this.#rows.splice(0, this.#maxRows) : this.#rows;
-      if (rows === this.#rows) {
+    await this.#write(true);
+  }
+
+  async #write(all: boolean): Promise<void> {
+    while (this.#rows.length >= this.#maxRows || (this.#rows.length > 0 && (all || this.#bytes >= this.#maxBytes))) {
+      let rows = this.#rows;
+      if (rows.length > this.#maxRows) {
+        rows = rows.splice(0, this.#maxRows);
+        for (const r of rows) this.#bytes -= r.request.length;
+      } else {
         this.#rows = [];
         this.#bytes = 0;
       }

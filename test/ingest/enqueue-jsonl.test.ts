@@ -105,10 +105,12 @@ describe('enqueue JSONL', () => {
     }) as Store;
     const text = 'lorem ipsum '.repeat(20);
     const input = Readable.from((function* () {
-      for (let i = 0; i < total; i += 500) {
+      // Chunks of 700 lines do not line up with batches of 1000: remainders must carry over.
+      for (let i = 0; i < total; i += 700) {
         let chunk = '';
-        for (let j = i; j < i + 500; j++) chunk += `{"id":"d${j}","text":"${text}${j}"}\n`;
-        produced += 500;
+        const end = Math.min(i + 700, total);
+        for (let j = i; j < end; j++) chunk += `{"id":"d${j}","text":"${text}${j}"}\n`;
+        produced = end;
         yield chunk;
       }
     })());
@@ -117,10 +119,11 @@ describe('enqueue JSONL', () => {
     expect(s).toMatchObject({ newItems: total, rejected: 0 });
     expect(count(store, 'items')).toBe(total);
     expect(sizes.reduce((a, b) => a + b, 0)).toBe(total);
-    expect(sizes.length).toBeGreaterThanOrEqual(total / 1000);
-    expect(Math.max(...sizes)).toBeLessThanOrEqual(1000);
+    // Full batches of exactly batchRows, not one write per chunk.
+    expect(sizes).toEqual(Array.from({ length: total / 1000 }, () => 1000));
     // The first batch was written when at most a few chunks had been read.
-    expect(producedAtWrite[0]).toBeLessThanOrEqual(2000);
+    expect(producedAtWrite[0]).toBeLessThanOrEqual(2100);
+    expect(producedAtWrite.at(-1)).toBe(total);
     expect(s.batches).toBe(sizes.length);
   });
 

@@ -44,7 +44,7 @@ export function registerEnqueue(program: Command): Command {
     .addOption(new Option('--glob <pattern>', 'only files in folders matching this (repeatable); *.md matches at any depth')
       .argParser(collect))
     .addOption(new Option('--hidden', 'include files and folders whose name starts with "."'))
-    .addOption(new Option('--id-field <name>', 'JSONL field holding the item id (absent: file:line)').default('id'))
+    .addOption(new Option('--id-field <name>', 'JSONL field holding the item id; lines without one get file:line').default('id'))
     .addOption(new Option('--text-field <name>', 'JSONL field holding the document text').default('text'))
     .addOption(new Option('--max-doc-bytes <size>', 'reject larger documents (a file, or a JSONL line)')
       .argParser(byteSize).default(DEFAULT_MAX_DOC_BYTES, '1MiB'))
