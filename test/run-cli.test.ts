@@ -81,7 +81,7 @@ describe('llmq run (child processes)', () => {
     const { fake, db } = await setup(200, 200);
     const child = spawnCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '4', '--progress', 'plain']);
     const done = collect(child);
-    await sleep(1200);
+    await fake.waitForRequests(10);
     child.kill('SIGINT');
     const r = await done;
     expect(r.code).toBe(130);
