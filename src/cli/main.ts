@@ -28,5 +28,13 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
 }
 
+// `llmq export | head` or `llmq --help | head`: the reader left, which is not an error.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+    throw error;
+  });
+}
+
 const code = await main(process.argv);
 process.exitCode = code;
