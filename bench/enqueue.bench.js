@@ -9,6 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
 import { enqueue } from '../dist/ingest/enqueue.js';
 import { parseTemplate } from '../dist/ingest/template.js';
 import { SqliteStore } from '../dist/store/sqlite/store.js';
@@ -74,6 +75,23 @@ async function floor(file, db) {
   return ms;
 }
 
+// Not a target: what this machine's disk path allows at all. The raw lines, no parsing, no hashing,
+// into a one-column table with no index, WAL mode as llmq uses it. Neither path can beat this.
+function ceiling(file, db) {
+  const d = new Database(db);
+  d.pragma('journal_mode = WAL');
+  d.pragma('synchronous = NORMAL');
+  d.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)');
+  const t0 = performance.now();
+  const insert = d.prepare('INSERT INTO t (v) VALUES (?)');
+  const lines = readFileSync(file, 'utf8').split('\n');
+  d.transaction(() => {
+    for (const line of lines) if (line !== '') insert.run(line);
+  })();
+  d.close();
+  return performance.now() - t0;
+}
+
 function cli(file, db) {
   const t0 = performance.now();
   const r = spawnSync(process.execPath, [bin, 'enqueue', file, '--db', db, '--prompt', PROMPT, '--json'], { encoding: 'utf8' });
@@ -98,11 +116,13 @@ try {
     globalThis.gc?.();
   }
   const f = Math.min(...floors), c = Math.min(...cores);
+  const top = Math.min(ceiling(file, join(dir, 'ceiling-0.db')), ceiling(file, join(dir, 'ceiling-1.db')));
   const cliMs = cli(file, join(dir, 'cli.db'));
   const ratio = c / f;
   console.log(`floor  (read, parse, hash, raw INSERTs, 1 txn): ${fmt(rate(f)).padStart(7)} docs/s  (${f.toFixed(0)} ms)`);
   console.log(`enqueue core (enqueue() on SqliteStore):       ${fmt(rate(c)).padStart(7)} docs/s  (${c.toFixed(0)} ms)`);
   console.log(`llmq enqueue CLI (process start to exit):      ${fmt(rate(cliMs)).padStart(7)} docs/s  (${cliMs.toFixed(0)} ms)`);
+  console.log(`(machine ceiling: raw lines into a bare table, no index: ${fmt(rate(top))} docs/s, ${top.toFixed(0)} ms)`);
   console.log(`core / floor time: ${ratio.toFixed(2)}x   target <= 1.50x   ${ratio <= 1.5 ? 'PASS' : 'MISS'}`);
   console.log(`core rate: ${fmt(rate(c))} docs/s   target > 50,000 docs/s   ${rate(c) > 50_000 ? 'PASS' : 'MISS'}`);
 } finally {

@@ -145,7 +145,7 @@ class Batcher implements EntrySink {
       if (error instanceof MissingValueError) return this.#reject({ path: entry.path, line: entry.line, reason: error.message });
       throw error;
     }
-    this.#seen.set(entry.id, where(entry.path, entry.line));
+    this.#seen.set(entry.id, row.source); // `file:line`, already built for the row
     this.#rows.push(row);
     this.#bytes += row.request.length;
   }

@@ -49,8 +49,8 @@ export function makeRenderer(o: RequestOptions): (doc: Document) => EnqueueRow {
       request = canonicalJson(doc.body);
       model = doc.body.model as string;
     } else {
-      const sys = system === null ? '' : constSystem ?? `{"content":${JSON.stringify(system.render(doc))},"role":"system"},`;
-      request = `${head}${sys}{"content":${JSON.stringify(prompt.render(doc))},"role":"user"}${tail}`;
+      const sys = system === null ? '' : constSystem ?? `{"content":${system.renderJson(doc)},"role":"system"},`;
+      request = `${head}${sys}{"content":${prompt.renderJson(doc)},"role":"user"}${tail}`;
     }
     return {
       itemId: doc.id, source: where(doc.path, doc.line), meta: doc.meta, key: jobKey(request), request, model, priority: o.priority,

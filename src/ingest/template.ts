@@ -26,6 +26,11 @@ export interface Template {
   /** Whether any placeholder appears at all. */
   readonly isConstant: boolean;
   render(values: TemplateValues): string;
+  /**
+   * `JSON.stringify(render(values))`, built from pre-escaped literal parts and escaped values so
+   * the rendered text is never built and copied only to be escaped again. Same bytes, always.
+   */
+  renderJson(values: TemplateValues): string;
 }
 
 const PLACEHOLDER = /\{\{\s*([^{}]*?)\s*\}\}/g;
@@ -73,7 +78,34 @@ export function parseTemplate(source: string, option = '--prompt'): Template {
         for (const p of parts) out += typeof p === 'string' ? p : p(v);
         return out;
       };
-  return { source, usesText, isConstant, render };
+  return { source, usesText, isConstant, render, renderJson: jsonRenderer(parts, render) };
+}
+
+const isHigh = (c: number) => c >= 0xd800 && c <= 0xdbff;
+const isLow = (c: number) => c >= 0xdc00 && c <= 0xdfff;
+/** The JSON string body of `s`, without its quotes. */
+const escapeJson = (s: string) => JSON.stringify(s).slice(1, -1);
+
+function jsonRenderer(parts: readonly Part[], render: (v: TemplateValues) => string): (v: TemplateValues) => string {
+  // Escaping piece by piece equals escaping the whole, except where a high and a low surrogate
+  // meet across a piece boundary (whole: one pair kept as is; pieces: two escaped halves).
+  // Such pieces take the slow path.
+  const slow = (v: TemplateValues) => JSON.stringify(render(v));
+  if (parts.some((p) => typeof p === 'string' && (isLow(p.charCodeAt(0)) || isHigh(p.charCodeAt(p.length - 1))))) return slow;
+  const escaped = parts.map((p) => (typeof p === 'string' ? escapeJson(p) : p));
+  return (v) => {
+    let out = '"';
+    for (const p of escaped) {
+      if (typeof p === 'string') {
+        out += p;
+      } else {
+        const value = p(v);
+        if (isLow(value.charCodeAt(0)) || isHigh(value.charCodeAt(value.length - 1))) return slow(v);
+        out += escapeJson(value);
+      }
+    }
+    return out + '"';
+  };
 }
 
 function metaGetter(field: string): (v: TemplateValues) => string {

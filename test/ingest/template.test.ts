@@ -15,6 +15,18 @@ describe('prompt templates', () => {
     ['braces { that } are not {placeholders}', 'braces { that } are not {placeholders}'],
   ])('%j renders as %j', (source, expected) => {
     expect(parseTemplate(source).render(doc)).toBe(expected);
+    expect(parseTemplate(source).renderJson(doc)).toBe(JSON.stringify(expected));
+  });
+
+  it.each([
+    ['escapes', 'Q: "{{text}}"\n\\', { ...doc, text: 'tab\there "quoted" \\ and \u0001' }],
+    ['a surrogate pair split across literal and text', 'X\ud83d{{text}}', { ...doc, text: '\ude00 smile' }],
+    ['a surrogate pair split across text and literal', '{{text}}\ude00', { ...doc, text: 'smile \ud83d' }],
+    ['lone surrogates', '\udc00{{text}}\ud800', { ...doc, text: '\ud800x\udc00' }],
+    ['an empty value', '[{{text}}]', { ...doc, text: '' }],
+  ])('renderJson is exactly JSON.stringify(render) with %s', (_name, source, values) => {
+    const t = parseTemplate(source);
+    expect(t.renderJson(values)).toBe(JSON.stringify(t.render(values)));
   });
 
   it('says whether the document text is used', () => {
