@@ -5,7 +5,7 @@ import { readJsonl, readJsonlFile, type EntrySink } from './jsonl.js';
 import { makeRenderer, type RequestOptions } from './render.js';
 import { resolveSources, type Source } from './sources.js';
 import { MissingValueError } from './template.js';
-import { DEFAULT_MAX_DOC_BYTES, isRejection, where, type Document, type Entry, type Rejection } from './types.js';
+import { DEFAULT_MAX_DOC_BYTES, isRejection, type Document, type Entry, type Rejection } from './types.js';
 
 export interface EnqueueOptions {
   /** Folders, text files, `.jsonl`/`.ndjson` files, or `-` for JSONL on `stdin`. */

@@ -11,9 +11,12 @@ export interface FolderOptions extends ReadOptions {
   readonly hidden: boolean;
 }
 
-/** A path as the user sees it: posix separators, no trailing slash. */
+/**
+ * A path as the user sees it, spelled one way (`./data.jsonl` and `data.jsonl` are the same
+ * source, so `file:line` ids stay the same): posix separators, normalized, no trailing slash.
+ */
 export function displayPath(p: string): string {
-  const s = sep === '/' ? p : p.split(sep).join('/');
+  const s = posix.normalize(sep === '/' ? p : p.split(sep).join('/'));
   return s.length > 1 ? s.replace(/\/+$/, '') : s;
 }
 

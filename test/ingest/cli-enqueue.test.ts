@@ -48,6 +48,14 @@ describe('llmq enqueue (CLI)', () => {
       .toEqual(['a', 'h', 'j', 'r-001', 'r-002', 'r-003', '1004', 'fixtures/jsonl/reviews.jsonl:6', 'r-006']);
   });
 
+  it('spells a source one way, so file:line ids match however the path was typed', async () => {
+    const db = join(tempDir(), 'q.db');
+    expect((await llmq(['enqueue', './fixtures/jsonl/reviews.jsonl', '--db', db])).code).toBe(0);
+    const again = await llmq(['enqueue', 'fixtures//jsonl/reviews.jsonl', '--db', db, '--json']);
+    expect(JSON.parse(again.stdout)).toMatchObject({ newItems: 0, unchanged: 6 });
+    expect(query(db, "SELECT id FROM items WHERE id LIKE '%:6'")).toEqual([{ id: 'fixtures/jsonl/reviews.jsonl:6' }]);
+  });
+
   it('prints the summary as one JSON object on stdout with --json', async () => {
     const db = join(tempDir(), 'q.db');
     const r = await llmq(['enqueue', 'fixtures/jsonl/openai-batch.jsonl', 'fixtures/bad/empty.txt', '--db', db, '--json']);
