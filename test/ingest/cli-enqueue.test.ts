@@ -87,6 +87,14 @@ describe('llmq enqueue (CLI)', () => {
     expect(query(db, 'SELECT id, source FROM items')).toEqual([{ id: 'k1', source: '-:1' }]);
   });
 
+  it('warns when the prompt does not send the document text, since every document would share one job', async () => {
+    const db = join(tempDir(), 'q.db');
+    const r = await llmq(['enqueue', 'fixtures/docs/reviews', '--db', db, '--prompt', 'Say hello']);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toContain('warning: the prompt has no {{text}}');
+    expect(r.stderr).toMatch(/1 new job, 4 new items/);
+  });
+
   it('applies --glob (repeatable) and --hidden', async () => {
     const db = join(tempDir(), 'q.db');
     const r = await llmq(['enqueue', 'fixtures/docs', '--db', db, '--json', '--glob', 'reviews/*', '--glob', '.*', '--hidden']);

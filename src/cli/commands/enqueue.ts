@@ -72,7 +72,7 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
   const prompt = parseTemplate(flags.prompt, '--prompt');
   const system = flags.system === undefined ? null : parseTemplate(flags.system, '--system');
   if (!prompt.usesText && !system?.usesText) {
-    warn('the prompt has no {{text}}, so the documents themselves are not sent (JSONL batch bodies excepted).');
+    warn('the prompt has no {{text}}, so the documents are not sent and documents that render the same request share one job. Add {{text}} to --prompt or --system.');
   }
   const location = resolveDbLocation(flags.db);
   const c = colorsFor(process.stderr);
