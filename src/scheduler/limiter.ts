@@ -39,7 +39,7 @@ export interface RateLimitOptions {
  * Pacing math shared by the local and the Redis limiter.
  *
  * Requests: evenly spaced starts (`minTime`), so 600 rpm is one request per ~103 ms, never 600 in
- * the first second. Tokens: a bucket refilled continuously (every 50 ms) whose capacity is 1/10
+ * the first second. Tokens: a bucket refilled continuously (every 25 ms) whose capacity is 6/100
  * of a second's worth: any 1-second window then sees at most capacity + refill = 1.0x the
  * per-second budget, so a provider that checks per second never sees a burst over its limit.
  */
@@ -50,11 +50,11 @@ export function pacing(options: RateLimitOptions): {
   const headroom = options.headroom ?? 0.97;
   const minTime = options.rpm ? Math.ceil(60_000 / (options.rpm * headroom)) : 0;
   if (!options.tpm) return { minTime, bucket: null };
-  const refillEveryMs = 50;
+  const refillEveryMs = 25;
   const perSecond = options.tpm / 60;
-  // capacity + one second of refill must fit in one second's budget: r = 0.9 * B * headroom, C = 0.1 * B * headroom.
-  const capacity = Math.max(1, Math.floor(perSecond * 0.1 * headroom));
-  const refillAmount = Math.max(1, Math.floor((perSecond * 0.9 * headroom * refillEveryMs) / 1000));
+  // capacity + one second of refill must fit in one second's budget: r = 0.94 * B * headroom, C = 0.06 * B * headroom.
+  const capacity = Math.max(1, Math.floor(perSecond * 0.06 * headroom));
+  const refillAmount = Math.max(1, Math.floor((perSecond * 0.94 * headroom * refillEveryMs) / 1000));
   return { minTime, bucket: { capacity, refillEveryMs, refillAmount } };
 }
 
@@ -88,6 +88,7 @@ export class BottleneckRateLimiter {
   // an unlimited run at thousands of requests per second cannot afford.
   readonly #requests: Bottleneck | null;
   readonly #tokens: Bottleneck | null;
+  #refill: NodeJS.Timeout | null = null;
   readonly #pause: PauseBoard;
 
   constructor(options: RateLimitOptions, shared?: { pause: PauseBoard; bottleneck: (name: 'requests' | 'tokens') => Bottleneck.ConstructorOptions }) {
@@ -95,16 +96,40 @@ export class BottleneckRateLimiter {
     this.#pause = shared?.pause ?? new LocalPauseBoard();
     this.#requests = p.minTime > 0 ? new Bottleneck({ minTime: p.minTime, ...shared?.bottleneck('requests') }) : null;
     this.tokenCapacity = p.bucket?.capacity ?? null;
-    this.#tokens = p.bucket
-      ? new Bottleneck({
-          ...shared?.bottleneck('tokens'),
-          reservoir: p.bucket.capacity,
-          reservoirIncreaseInterval: p.bucket.refillEveryMs,
-          reservoirIncreaseAmount: p.bucket.refillAmount,
-          reservoirIncreaseMaximum: p.bucket.capacity,
-          heartbeatInterval: p.bucket.refillEveryMs,
-        })
-      : null;
+    if (p.bucket && shared) {
+      // Redis: bottleneck's own refill, computed in Redis from elapsed intervals (drift-free).
+      this.#tokens = new Bottleneck({
+        ...shared.bottleneck('tokens'),
+        reservoir: p.bucket.capacity,
+        reservoirIncreaseInterval: p.bucket.refillEveryMs,
+        reservoirIncreaseAmount: p.bucket.refillAmount,
+        reservoirIncreaseMaximum: p.bucket.capacity,
+        heartbeatInterval: p.bucket.refillEveryMs,
+      });
+    } else if (p.bucket) {
+      // In process: our own refill by elapsed time. Bottleneck's local refill restarts its interval
+      // at each heartbeat that sees it due, losing up to a heartbeat per refill (10-20% of the rate).
+      this.#tokens = new Bottleneck({ reservoir: p.bucket.capacity });
+      const perMs = p.bucket.refillAmount / p.bucket.refillEveryMs;
+      const capacity = p.bucket.capacity;
+      let last = Date.now();
+      let carry = 0;
+      this.#refill = setInterval(() => {
+        const now = Date.now();
+        const due = perMs * (now - last) + carry;
+        last = now;
+        const whole = Math.floor(due);
+        carry = due - whole;
+        if (whole <= 0) return;
+        void this.#tokens!.currentReservoir().then((current) => {
+          const increment = Math.min(whole, capacity - (current ?? 0));
+          return increment > 0 ? this.#tokens!.incrementReservoir(increment) : undefined;
+        });
+      }, p.bucket.refillEveryMs);
+
+    } else {
+      this.#tokens = null;
+    }
   }
 
   /** Apply these settings to limiters that already existed in Redis (the newest run's flags win). */
@@ -123,8 +148,12 @@ export class BottleneckRateLimiter {
     await this.#pause.refresh();
     if (this.#pause.get() > Date.now()) await waitUntil(() => this.#pause.get(), signal);
     if (this.#tokens) {
-      const weight = Math.min(Math.max(1, Math.ceil(tokens)), this.tokenCapacity!);
+      const need = Math.max(1, Math.ceil(tokens));
+      const weight = Math.min(need, this.tokenCapacity!);
       await abortable(this.#tokens.schedule({ weight }, async () => undefined), signal);
+      // Bigger than the bucket: it took a full bucket and goes now; the rest is owed, so the
+      // requests after it wait until the bucket has refilled past the debt.
+      if (need > weight) await this.#tokens.incrementReservoir(weight - need);
     }
     if (this.#requests) await abortable(this.#requests.schedule(async () => undefined), signal);
     // A 429 may have arrived while we queued: honor it before sending.
@@ -154,6 +183,7 @@ export class BottleneckRateLimiter {
   }
 
   async stop(): Promise<void> {
+    if (this.#refill) clearInterval(this.#refill);
     await Promise.all([this.#requests?.stop({ dropWaitingJobs: true }), this.#tokens?.stop({ dropWaitingJobs: true })]);
   }
 }
