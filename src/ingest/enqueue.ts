@@ -1,7 +1,7 @@
 import type { EnqueueRow, Store } from '../store/types.js';
-import { readFolder, readTextFile } from './folder.js';
+import { readFolder, readTextFile, type FolderOptions } from './folder.js';
 import { globMatcher } from './glob.js';
-import { readJsonl, readJsonlFile, type EntrySink } from './jsonl.js';
+import { readJsonl, readJsonlFile, type EntrySink, type JsonlOptions } from './jsonl.js';
 import { makeRenderer, type RequestOptions } from './render.js';
 import { resolveSources, type Source } from './sources.js';
 import { MissingValueError } from './template.js';
@@ -66,29 +66,33 @@ export async function enqueue(store: Store, options: EnqueueOptions): Promise<En
   const sources = await resolveSources(options.sources, options.stdin !== undefined);
   const batcher = new Batcher(store, options, now);
   const maxDocBytes = options.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES;
-  const jsonl = { maxDocBytes, idField: options.idField ?? 'id', textField: options.textField ?? 'text' };
-  for (const source of sources) {
-    await readSource(source, batcher, { ...options, maxDocBytes, jsonl });
-  }
+  const config: ReadConfig = {
+    stdin: options.stdin,
+    jsonl: { maxDocBytes, idField: options.idField ?? 'id', textField: options.textField ?? 'text' },
+    folder: { maxDocBytes, include: globMatcher(options.globs ?? []), hidden: options.hidden ?? false },
+  };
+  for (const source of sources) await readSource(source, batcher, config);
   await batcher.write();
   return { ...batcher.summary(), elapsedMs: now() - started };
 }
 
-async function readSource(
-  source: Source, sink: Batcher,
-  o: EnqueueOptions & { maxDocBytes: number; jsonl: { maxDocBytes: number; idField: string; textField: string } },
-): Promise<void> {
+interface ReadConfig {
+  readonly stdin: AsyncIterable<Buffer | string> | undefined;
+  readonly jsonl: JsonlOptions;
+  readonly folder: FolderOptions;
+}
+
+async function readSource(source: Source, sink: Batcher, o: ReadConfig): Promise<void> {
   switch (source.kind) {
     case 'stdin':
       return readJsonl(o.stdin!, '-', o.jsonl, sink);
     case 'jsonl':
       return readJsonlFile(source.file, source.path, o.jsonl, sink);
     case 'file':
-      sink.add(await readTextFile(source.file, source.path, source.id, o));
+      sink.add(await readTextFile(source.file, source.path, source.id, o.folder));
       return sink.flush();
     case 'folder': {
-      const folder = { maxDocBytes: o.maxDocBytes, include: globMatcher(o.globs ?? []), hidden: o.hidden ?? false };
-      for await (const entry of readFolder(source.file, folder)) {
+      for await (const entry of readFolder(source.file, o.folder)) {
         sink.add(entry);
         await sink.flush();
       }
