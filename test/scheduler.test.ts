@@ -4,6 +4,7 @@ import { OpenAIProvider } from '../src/provider/openai.js';
 import { runQueue, type RunOptions } from '../src/scheduler/run-queue.js';
 import type { SchedulerEventMap } from '../src/scheduler/events.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
+import { canonicalJson, jobKey } from '../src/request.js';
 import { FakeOpenAI, answerFor, reply } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
@@ -226,6 +227,28 @@ describe('runQueue', () => {
     expect(first).toMatchObject({ state: 'failed', attempts: 3 });
     expect(first.error).toMatch(/gave up after 3 attempts/);
     expect(fake.sentCount(keys[0]!)).toBe(0);
+    await store.close();
+  });
+
+  it('paces --rpm so a provider enforcing it per second never answers 429', async () => {
+    const { fake, store } = await setup(25, { latencyMs: 20, rpm: 600 });
+    const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 8, rpm: 600 });
+    expect(summary.done).toBe(25);
+    expect(fake.rateLimited).toBe(0);
+    await store.close();
+  });
+
+  it('paces --tpm, and a request bigger than the whole bucket still goes (alone)', async () => {
+    const fake = await FakeOpenAI.start({ latencyMs: 5, tpm: 60_000 }); // 1,000 tokens per 1-second window
+    fakes.push(fake);
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await seedJobs(store, 12, { maxTokens: 20 });
+    // one job bigger than the bucket (60 tokens) but within one window of the fake
+    const big = canonicalJson({ model: 'gpt-4o-mini', max_tokens: 600, messages: [{ role: 'user', content: 'a big one' }] });
+    await store.enqueue([{ itemId: 'big', source: 'seed', meta: null, key: jobKey(big), request: big, model: 'gpt-4o-mini', priority: 0 }], Date.now());
+    const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 4, tpm: 60_000 });
+    expect(summary.done).toBe(13);
+    expect(fake.rateLimited).toBe(0);
     await store.close();
   });
 

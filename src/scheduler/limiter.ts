@@ -1,5 +1,5 @@
 import Bottleneck from 'bottleneck';
-import { abortable, waitUntil } from './wait.js';
+import { abortable, sleep, waitUntil } from './wait.js';
 
 /**
  * The pace of a run (or, with Redis, of every run sharing one budget). The scheduler asks it
@@ -151,9 +151,12 @@ export class BottleneckRateLimiter {
       const need = Math.max(1, Math.ceil(tokens));
       const weight = Math.min(need, this.tokenCapacity!);
       await abortable(this.#tokens.schedule({ weight }, async () => undefined), signal);
-      // Bigger than the bucket: it took a full bucket and goes now; the rest is owed, so the
-      // requests after it wait until the bucket has refilled past the debt.
-      if (need > weight) await this.#tokens.incrementReservoir(weight - need);
+      // Bigger than the bucket: it took a full bucket; the rest is taken as debt and paid off by
+      // the refill before it goes, so it goes alone and the rate still holds.
+      if (need > weight) {
+        await this.#tokens.incrementReservoir(weight - need);
+        while (((await this.#tokens.currentReservoir()) ?? 0) < 0) await sleep(25, signal);
+      }
     }
     if (this.#requests) await abortable(this.#requests.schedule(async () => undefined), signal);
     // A 429 may have arrived while we queued: honor it before sending.
