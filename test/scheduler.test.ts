@@ -121,6 +121,17 @@ describe('runQueue', () => {
     await store.close();
   });
 
+  it('holds dispatch when x-ratelimit-remaining says the budget is spent, until it resets', async () => {
+    const { fake, store } = await setup(3, { latencyMs: 1 });
+    fake.script(reply.ok({ headers: { 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '700ms' } }));
+    const times: number[] = [];
+    await runQueue({ store, provider: provider(fake), emit: (e) => { if (e === 'job:start') times.push(Date.now()); } }, { ...fast, concurrency: 1 });
+    expect(times.length).toBe(3);
+    expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(600);
+    expect(times[2]! - times[1]!).toBeLessThan(600);
+    await store.close();
+  });
+
   it('stops at once on a wrong key and burns no job', async () => {
     const { fake, store } = await setup(20, { latencyMs: 5 });
     fake.respond(() => reply.unauthorized());

@@ -1,5 +1,5 @@
 import pRetry from 'p-retry';
-import { ProviderError, type CompletionResult, type Provider } from '../provider/types.js';
+import { ProviderError, type CompletionResult, type Provider, type RateLimitInfo } from '../provider/types.js';
 import type { AttemptOutcome, AttemptRecord, ClaimedJob, Store } from '../store/types.js';
 import type { SchedulerListener } from './events.js';
 import { estimatePromptTokens, requestedCompletionTokens } from '../provider/tokens.js';
@@ -157,6 +157,7 @@ async function tryOnce(job: ClaimedJob, attempt: number, tokens: { prompt: numbe
   c.inFlight--;
   ctx.slots.release();
   ctx.breaker.success();
+  respectRateLimitHeaders(result.rateLimit, tokens?.weight ?? 1, ctx);
   const endedAt = ctx.now();
   const usage = result.usage;
   // Providers reserve prompt + max_tokens when a request arrives, so only the prompt part is
@@ -199,7 +200,10 @@ async function onFailure(job: ClaimedJob, attempt: number, startedAt: number, er
     ctx.breaker.neutral();
     counted = false;
     c.rateLimited++;
-    delayMs = error.retryAfterMs ?? 1000;
+    const rl = error.rateLimit;
+    // retry-after-ms / retry-after, else when the exhausted budget resets, else a second
+    delayMs = error.retryAfterMs ?? Math.max(rl?.resetRequestsMs ?? 0, rl?.resetTokensMs ?? 0);
+    if (!(delayMs > 0)) delayMs = 1000;
     ctx.limiter.pauseUntil(now + delayMs);
   } else if (error.reason === 'network' || error.reason === 'server' || error.reason === 'timeout') {
     counted = !ctx.breaker.failure(error.message);
@@ -220,6 +224,17 @@ async function onFailure(job: ClaimedJob, attempt: number, startedAt: number, er
   if (counted) c.retried++;
   ctx.emit('job:retry', { key: job.key, attempt, status: error.status, reason: error.reason, error: error.message, delayMs, counted });
   throw new TryFailed(error, counted);
+}
+
+/**
+ * `x-ratelimit-remaining-*` says the provider's budget is spent before our own pacing noticed (its
+ * limit is lower than --rpm/--tpm, or other clients share the key): hold dispatch until it resets.
+ */
+function respectRateLimitHeaders(rl: RateLimitInfo | null, nextWeight: number, ctx: JobContext): void {
+  if (!rl) return;
+  const now = ctx.now();
+  if (rl.remainingRequests !== null && rl.remainingRequests <= 0 && rl.resetRequestsMs) ctx.limiter.pauseUntil(now + rl.resetRequestsMs);
+  if (rl.remainingTokens !== null && rl.remainingTokens < nextWeight && rl.resetTokensMs) ctx.limiter.pauseUntil(now + rl.resetTokensMs);
 }
 
 function attemptOf(ctx: JobContext, key: string, attempt: number, startedAt: number, status: number | null, outcome: AttemptOutcome, error: string | null): AttemptRecord {
