@@ -93,6 +93,23 @@ describe('llmq run (child processes)', () => {
     expect(rows.filter((x) => x.state === 'pending').every((x) => x.attempts === 0)).toBe(true);
   });
 
+  it('a provider that goes down for 10 s mid-run fails no job', async () => {
+    const { fake, db, keys } = await setup(120, 20);
+    const child = spawnCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '4', '--max-attempts', '2', '--timeout', '2',
+      '--retry-delay', '0.1', '--progress', 'plain']);
+    const done = collect(child, 90_000);
+    await fake.waitForRequests(20);
+    await fake.down();
+    await sleep(10_000);
+    await fake.up();
+    const r = await done;
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/paused|outage|provider/i);
+    const rows = states(db);
+    expect(rows.filter((x) => x.state !== 'done')).toEqual([]);
+    expect(keys.every((k) => fake.sentCount(k) >= 1)).toBe(true);
+  }, 90_000);
+
   it('a wrong key stops the run with exit 1, says what to fix, burns no job, never prints the key', async () => {
     const { fake, db } = await setup(30, 5);
     fake.respond((req) => reply.error(401, `Incorrect API key provided: ${String(req.headers.authorization)}`, { code: 'invalid_api_key' }));
