@@ -79,10 +79,14 @@ function responseBody(r: ExportRow): unknown {
   };
 }
 
-/** An OpenAI-style error code from llmq's error text ("...context_length_exceeded..."), else a generic one. */
+/**
+ * An OpenAI-style error code from llmq's error text when it leads with one ("400 context_length_exceeded: ..."),
+ * else `http_<status>`, else a generic one. Only the leading position counts: a message naming a
+ * parameter ("'max_tokens' is not supported") must not turn the parameter into the code.
+ */
 function errorCode(state: JobState, error: string | null): string {
   if (state !== 'failed') return `job_${state}`;
-  const code = error?.match(/\b[a-z]+(?:_[a-z]+)+\b/)?.[0];
+  const code = error?.match(/^(?:HTTP )?\d{3}:? ([a-z]+(?:_[a-z]+)+)\b/)?.[1];
   if (code) return code;
   const status = error?.match(/\b([45]\d\d)\b/)?.[1];
   return status ? `http_${status}` : 'request_failed';
