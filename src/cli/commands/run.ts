@@ -101,12 +101,10 @@ async function runCommand(flags: RunFlags): Promise<void> {
   process.on('SIGTERM', onSignal);
 
   const mode = flags.json ? 'json' : flags.progress === 'auto' ? (process.stderr.isTTY ? 'tty' : 'plain') : flags.progress;
-  const progress = mode === 'none' ? null : attachProgress(null, { mode });
+  const limits = [flags.rpm ? `${flags.rpm} rpm` : '', flags.tpm ? `${flags.tpm} tpm` : '', limiter ? 'shared through Redis' : ''].filter(Boolean).join(', ');
+  const progress = mode === 'none' ? null
+    : attachProgress(null, { mode, db: redactLocation(location), provider: limits ? `${provider.name}, ${limits}` : provider.name });
   if (progress) listeners.push(progress.listener);
-  if (mode !== 'json' && mode !== 'none') {
-    process.stderr.write(`llmq run: ${redactLocation(location)} -> ${provider.name}, concurrency ${flags.concurrency}` +
-      `${flags.rpm ? `, ${flags.rpm} rpm` : ''}${flags.tpm ? `, ${flags.tpm} tpm` : ''}${limiter ? ' (shared through Redis)' : ''}\n`);
-  }
   let summary: RunSummary;
   try {
     summary = await runQueue(
