@@ -53,6 +53,39 @@ UPDATE jobs SET
 WHERE seq IN (SELECT seq FROM picked)
 RETURNING seq, key, request, model, priority, attempts, state`;
 
+interface PendingCompletion {
+  readonly key: string;
+  readonly c: Completion;
+  resolve(changed: boolean): void;
+  reject(error: unknown): void;
+}
+
+/** Answers per statement; more wait for the next one (the parameters are arrays, so this bounds its size, not a count). */
+const COMPLETE_BATCH = 500;
+
+/**
+ * Group commit of answers: the batch arrives as one array per column (17 parameters whatever its
+ * size). Every row inserts its attempt; the first row for each key stores the answer and marks the
+ * job done, unless it already is. Not tied to the lease: an answer that arrives after the lease
+ * moved on is paid for, so keep it. Returns the 1-based positions of the rows that marked a job done.
+ */
+const COMPLETE_SQL = `
+WITH input AS MATERIALIZED (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::int[], $8::text[],
+    $9::text[], $10::int[], $11::int[], $12::text[], $13::text[], $14::text[], $15::int[], $16::int[], $17::bool[])
+    WITH ORDINALITY AS t(a_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome, error, a_prompt, a_completion,
+      key, output, response, prompt_tokens, completion_tokens, first, i)
+), attempt AS (
+  INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome, error, prompt_tokens, completion_tokens)
+  SELECT a_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome, error, a_prompt, a_completion FROM input ORDER BY i
+), done AS (
+  UPDATE jobs SET state = 'done', output = input.output, response = input.response, prompt_tokens = input.prompt_tokens,
+    completion_tokens = input.completion_tokens, error = NULL, lease_owner = NULL, lease_expires_at = NULL,
+    finished_at = input.ended_at, updated_at = input.ended_at
+  FROM input WHERE input.first AND jobs.key = input.key AND jobs.state <> 'done'
+  RETURNING input.i
+) SELECT i FROM done`;
+
 /**
  * The shared store: many runs on many machines work one queue. Every method is one statement or
  * one short transaction; nothing is held open between calls.
@@ -141,15 +174,55 @@ export class PostgresStore implements Store {
     return r.rows[0]?.attempts ?? null;
   }
 
-  async complete(key: string, c: Completion): Promise<boolean> {
-    // Not tied to the lease: an answer that arrives after the lease moved on is paid for, so keep it.
-    const r = await this.#q<{ n: number }>(`WITH attempt AS (${INSERT_ATTEMPT}), done AS (
-        UPDATE jobs SET state = 'done', output = $12, response = $13, prompt_tokens = $14, completion_tokens = $15, error = NULL,
-          lease_owner = NULL, lease_expires_at = NULL, finished_at = $5, updated_at = $5
-        WHERE key = $1 AND state <> 'done' RETURNING 1
-      ) SELECT count(*) AS n FROM done`,
-    [...attemptParams(c.attempt), c.output, c.response, c.usage.promptTokens, c.usage.completionTokens]);
-    return r.rows[0]!.n === 1;
+  /**
+   * Answers that arrive in the same turn of the event loop are committed together (group commit),
+   * like the SQLite store: one statement stores every answer of the batch, its attempt rows and the
+   * `done` states, so it is one transaction, one round trip and one WAL flush for many jobs. Each
+   * promise resolves once that statement has committed, and all of them reject if it fails.
+   */
+  complete(key: string, c: Completion): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      this.#completions.push({ key, c, resolve, reject });
+      if (this.#completions.length === 1) setImmediate(this.#flushCompletions);
+    });
+  }
+
+  #completions: PendingCompletion[] = [];
+  /** Batches sent and not yet answered, so `close` can wait for them. */
+  readonly #flushing = new Set<Promise<void>>();
+
+  readonly #flushCompletions = (): void => {
+    const all = this.#completions;
+    this.#completions = [];
+    for (let i = 0; i < all.length; i += COMPLETE_BATCH) {
+      const done = this.#completeBatch(all.slice(i, i + COMPLETE_BATCH)).finally(() => this.#flushing.delete(done));
+      this.#flushing.add(done);
+    }
+  };
+
+  async #completeBatch(batch: PendingCompletion[]): Promise<void> {
+    // The first answer for a key marks it done; a second one in the same batch finds it done (false), as if it came later.
+    const first = new Map<string, number>();
+    batch.forEach((b, i) => { if (!first.has(b.key)) first.set(b.key, i); });
+    const col = <T>(f: (b: PendingCompletion) => T) => batch.map(f);
+    const updated = new Set<number>();
+    try {
+      const r = await this.#q<{ i: number }>(COMPLETE_SQL, [
+        col((b) => b.c.attempt.key), col((b) => b.c.attempt.runId), col((b) => b.c.attempt.attempt),
+        col((b) => b.c.attempt.startedAt), col((b) => b.c.attempt.endedAt),
+        col((b) => Math.max(0, b.c.attempt.endedAt - b.c.attempt.startedAt)), col((b) => b.c.attempt.status),
+        col((b) => b.c.attempt.outcome), col((b) => b.c.attempt.error),
+        col((b) => b.c.attempt.usage?.promptTokens ?? null), col((b) => b.c.attempt.usage?.completionTokens ?? null),
+        col((b) => b.key), col((b) => b.c.output), col((b) => b.c.response),
+        col((b) => b.c.usage.promptTokens), col((b) => b.c.usage.completionTokens),
+        batch.map((b, i) => first.get(b.key) === i),
+      ]);
+      for (const row of r.rows) updated.add(row.i);
+    } catch (error) {
+      for (const b of batch) b.reject(error);
+      return;
+    }
+    batch.forEach((b, i) => b.resolve(updated.has(i + 1)));
   }
 
   async recordAttempt(a: AttemptRecord, o: { countAttempt: boolean; error: string | null }): Promise<void> {
@@ -163,9 +236,11 @@ export class PostgresStore implements Store {
     else await this.#q(failSql(1), [error, now, key, owner]);
   }
 
-  async release(owner: string, o: { refund: boolean; now: number }): Promise<number> {
+  async release(owner: string, o: { refund: boolean; now: number; keys?: readonly string[] }): Promise<number> {
+    // With `keys`, only those jobs (the ones whose request never went out); without, every job the run holds.
     const r = await this.#q(`UPDATE jobs SET state = 'pending', attempts = greatest(attempts - $1, 0), lease_owner = NULL,
-      lease_expires_at = NULL, updated_at = $2 WHERE lease_owner = $3 AND state = 'running'`, [o.refund ? 1 : 0, o.now, owner]);
+      lease_expires_at = NULL, updated_at = $2 WHERE lease_owner = $3 AND state = 'running' AND ($4::text[] IS NULL OR key = ANY($4::text[]))`,
+    [o.refund ? 1 : 0, o.now, owner, o.keys ? [...o.keys] : null]);
     return r.rowCount ?? 0;
   }
 
@@ -218,6 +293,8 @@ export class PostgresStore implements Store {
   }
 
   async close(): Promise<void> {
+    if (this.#completions.length > 0) this.#flushCompletions();
+    await Promise.allSettled([...this.#flushing]);
     if (!this.pool.ended) await this.pool.end();
   }
 
