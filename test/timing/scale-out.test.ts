@@ -1,9 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { openStore } from '../src/store/open-store.js';
-import { runCli } from './helpers/cli.js';
-import { FakeOpenAI } from './helpers/fake-openai.js';
-import { seedJobs } from './helpers/seed.js';
-import { freshPgUrl } from './helpers/stores.js';
+import { openStore } from '../../src/store/open-store.js';
+import { runCli } from '../helpers/cli.js';
+import { FakeOpenAI } from '../helpers/fake-openai.js';
+import { seedJobs } from '../helpers/seed.js';
+import { freshPgUrl } from '../helpers/stores.js';
 
 const REDIS = process.env.LLMQ_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
