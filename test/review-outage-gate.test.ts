@@ -1,0 +1,27 @@
+import { describe, expect, it } from 'vitest';
+import { OutageBreaker } from '../src/scheduler/outage.js';
+
+/**
+ * The breaker wakes its gate waiters from one setTimeout(delay) and they re-check `now() >=
+ * nextProbeAt`. Node's timers can fire up to ~1 ms before Date.now() reaches the deadline (about 3%
+ * of 20 ms timers on Node 20 in a quick check), and a wall clock may step back: when that happens
+ * no waiter may probe, nothing re-arms a timer, and every job of the run waits at the gate forever.
+ */
+describe('review: OutageBreaker gate after an early wake-up', () => {
+  it('still lets a probe through when the wake-up timer fires before now() reaches nextProbeAt', async () => {
+    let skew = 0;
+    const breaker = new OutageBreaker({ consecutive: 1, probeDelayMs: 30, now: () => Date.now() - skew });
+    breaker.failure('connect ECONNREFUSED'); // opens; nextProbeAt = now + 30, timer in 30 ms
+    skew = 5; // the timer will fire "5 ms early" as the breaker's clock sees it
+    const controller = new AbortController();
+    const gate = breaker.gate(controller.signal);
+    const outcome = await Promise.race([
+      gate.then((probe) => (probe ? 'probe' : 'passed')),
+      new Promise<string>((resolve) => setTimeout(() => resolve('stuck'), 1000)),
+    ]);
+    controller.abort();
+    gate.catch(() => {});
+    breaker.dispose();
+    expect(outcome).toBe('probe');
+  });
+});
