@@ -14,6 +14,11 @@ export class FakeProcess {
     return new FakeProcess(url, child, lines);
   }
 
+  /** The fake's process id (for reading its CPU time from /proc). */
+  get pid(): number {
+    return this.child.pid!;
+  }
+
   configure(options: Record<string, unknown>): void {
     this.child.stdin!.write(JSON.stringify({ configure: options }) + '\n');
   }
