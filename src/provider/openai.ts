@@ -42,6 +42,7 @@ export class OpenAIProvider implements Provider {
     this.#endpoint = `${base}/chat/completions`;
     const shown = new URL(base);
     shown.username = shown.password = '';
+    shown.search = ''; // a key passed as ?api-key=... must not reach runs.options or the screen
     this.name = `openai-compatible (${shown.href.replace(/\/$/, '')})`;
     this.#apiKey = options.apiKey || undefined;
     this.#timeoutMs = options.timeoutMs ?? 120_000;

@@ -134,6 +134,12 @@ async function tryOnce(job: ClaimedJob, attempt: number, tokens: { prompt: numbe
     c.waiting--;
   }
 
+  if (ctx.stopSignal.aborted) {
+    // The stop came while we waited for a shared (Redis) limiter: nothing has been sent.
+    ctx.slots.release();
+    if (probe) ctx.breaker.probeAbandoned();
+    throw ctx.stopSignal.reason;
+  }
   const startedAt = ctx.now();
   c.inFlight++;
   c.requests++;
@@ -166,7 +172,9 @@ async function tryOnce(job: ClaimedJob, attempt: number, tokens: { prompt: numbe
   const attemptRecord: AttemptRecord = {
     key: job.key, runId: ctx.runId, attempt, startedAt, endedAt, status: result.status, outcome: 'done', error: null, usage,
   };
-  await ctx.store.complete(job.key, { owner: ctx.runId, output: result.output, response: result.body, usage, attempt: attemptRecord });
+  const stored = await ctx.store.complete(job.key, { owner: ctx.runId, output: result.output, response: result.body, usage, attempt: attemptRecord });
+  // Another run already finished it (our lease had lapsed): its answer stands, ours is not counted.
+  if (!stored) return;
   c.done++;
   c.promptTokens += usage.promptTokens;
   c.completionTokens += usage.completionTokens;

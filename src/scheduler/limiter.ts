@@ -124,7 +124,7 @@ export class BottleneckRateLimiter {
         void this.#tokens!.currentReservoir().then((current) => {
           const increment = Math.min(whole, capacity - (current ?? 0));
           return increment > 0 ? this.#tokens!.incrementReservoir(increment) : undefined;
-        });
+        }).catch(() => {}); // a refill lost to a hiccup only slows us down
       }, p.bucket.refillEveryMs);
 
     } else {
@@ -173,7 +173,7 @@ export class BottleneckRateLimiter {
       const increment = delta > 0 ? Math.min(delta, room) : delta;
       if (increment !== 0) return this.#tokens!.incrementReservoir(increment);
       return undefined;
-    });
+    }).catch(() => {}); // Redis gone: the correction is lost, the run goes on
   }
 
   pauseUntil(until: number): void {

@@ -138,7 +138,18 @@ export class OutageBreaker {
     this.#nextProbeAt = this.#now() + this.#delay;
     this.onChange(true, this.#nextProbeAt, detail);
     this.#clearTimer();
-    this.#timer = setTimeout(() => this.#wakeAll(), this.#delay);
+    // Timers may fire a little before the clock reaches the deadline; waking waiters early would
+    // send them back to sleep with no timer left, and the run would stall.
+    const fire = (): void => {
+      const left = this.#nextProbeAt - this.#now();
+      if (left > 0) {
+        this.#timer = setTimeout(fire, left);
+        this.#timer.unref?.();
+      } else {
+        this.#wakeAll();
+      }
+    };
+    this.#timer = setTimeout(fire, this.#delay);
     this.#timer.unref?.();
   }
 

@@ -9,7 +9,7 @@ import { runJob, type JobContext } from './job-runner.js';
 import { LocalRateLimiter, type RateLimiter } from './limiter.js';
 import { sleep } from './wait.js';
 import { OutageBreaker, type OutageOptions } from './outage.js';
-import { deadOwners, isProcessAlive } from './owners.js';
+import { deadOwners, dyingOwners, isProcessAlive, type Self } from './owners.js';
 import { Semaphore } from './semaphore.js';
 import { RunCounters } from './stats.js';
 
@@ -72,16 +72,19 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
   const host = deps.host ?? hostname();
   const pid = deps.pid ?? process.pid;
   const emit: SchedulerListener = deps.emit ?? (() => {});
-  const limiter = deps.limiter ?? new LocalRateLimiter({ rpm: options.rpm, tpm: options.tpm });
+  const heartbeatMs = options.heartbeatMs ?? 2000;
 
   const stop = new AbortController();
   const abort = new AbortController();
   // Every job in hand listens on these two (waits and requests): hundreds at concurrency 64.
   setMaxListeners(0, stop.signal, abort.signal);
+  const unlinks: Array<() => void> = [];
   const link = (from: AbortSignal | undefined, to: AbortController): void => {
     if (!from) return;
-    if (from.aborted) to.abort(from.reason);
-    else from.addEventListener('abort', () => to.abort(from.reason), { once: true });
+    if (from.aborted) return to.abort(from.reason);
+    const onAbort = (): void => to.abort(from.reason);
+    from.addEventListener('abort', onAbort, { once: true });
+    unlinks.push(() => from.removeEventListener('abort', onAbort));
   };
   link(deps.stopSignal, stop);
   link(deps.abortSignal, abort);
@@ -103,8 +106,12 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
     else emit('resumed', { reason: 'outage' });
   };
 
-  const reclaim = async (): Promise<void> => {
-    await store.reclaim(now(), deadOwners(await store.activeRuns(), { host, pid, runId, isAlive: deps.isAlive ?? isProcessAlive }));
+  const self = (): Self => ({ host, pid, runId, isAlive: deps.isAlive ?? isProcessAlive, now: now(), quietMs: 3 * heartbeatMs });
+  /** Take back expired leases and the jobs of runs on this host that died; true if some run is dying. */
+  const reclaim = async (): Promise<boolean> => {
+    const runs = await store.activeRuns();
+    await store.reclaim(now(), deadOwners(runs, self()));
+    return dyingOwners(runs, self()).length > 0;
   };
   await reclaim();
   const before = await store.status(now());
@@ -112,26 +119,40 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
   counters.total = Math.min(limit, before.counts.pending + before.counts.running);
   await store.startRun({ id: runId, host, pid, startedAt, options: deps.describe ?? { concurrency, rpm: options.rpm, tpm: options.tpm, maxAttempts } });
   emit('run:start', { runId, total: counters.total, alreadyDone: counters.alreadyDone, options: deps.describe ?? {} });
+  // Created once the store answered: its refill timer must not outlive a run that failed to start.
+  const limiter = deps.limiter ?? new LocalRateLimiter({ rpm: options.rpm, tpm: options.tpm });
 
   const ctx: JobContext = {
     store, provider, limiter, breaker, slots: new Semaphore(concurrency), counters, emit, runId, maxAttempts, leaseMs,
     retryDelayMs: options.retryDelayMs ?? 1000, maxRetryDelayMs: options.maxRetryDelayMs ?? 60_000,
     stopSignal: stop.signal, abortSignal: abort.signal, now,
     onFatal: (error) => {
+      // Stop taking and sending at once; requests already out may be billed, so their answers are kept.
       fatal ??= error;
-      halt();
+      stop.abort(new LlmqError('run stopped'));
     },
   };
 
   let beats = 0;
+  let lastBeat = startedAt;
   const heartbeat = setInterval(() => {
     const t = now();
     const rl = limiter.pausedUntil();
     if (!breaker.isOpen) counters.paused = rl > t ? { reason: 'rate_limit', until: rl } : null;
     store.heartbeat(runId, t, t + leaseMs, counters.forStore(t))
-      .then(() => (++beats % 5 === 0 ? reclaim() : undefined))
-      .catch((error) => { internal ??= error; halt(); });
-  }, options.heartbeatMs ?? 2000);
+      .then(() => {
+        lastBeat = t;
+        return ++beats % 5 === 0 ? reclaim() : undefined;
+      })
+      .catch((error) => {
+        // A blip is survivable while our leases hold; past half the lease, stop taking work and
+        // let requests in flight finish before others take the jobs back.
+        if (now() - lastBeat > leaseMs / 2) {
+          internal ??= error;
+          stop.abort(new LlmqError('run stopped'));
+        }
+      });
+  }, heartbeatMs);
   const progress = setInterval(() => emit('progress', counters.snapshot(now())), options.progressMs ?? 500);
 
   const tasks = new Set<Promise<void>>();
@@ -163,9 +184,12 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
         if (got.jobs.length > 0 || got.exhausted > 0) continue;
       }
       if (tasks.size === 0) {
+        // Before calling it drained, take back jobs of runs that died meanwhile, and wait for those
+        // of a run on this host whose process is gone but whose heartbeat is still fresh.
+        const dying = await reclaim();
         const next = await store.nextPendingAt();
-        if (next === null) { reason = 'drained'; break; }
-        await sleep(Math.min(Math.max(next - now(), 50), 1000), stop.signal).catch(() => {});
+        if (next === null && !dying) { reason = 'drained'; break; }
+        await sleep(next === null ? heartbeatMs : Math.min(Math.max(next - now(), 50), 1000), stop.signal).catch(() => {});
         continue;
       }
       // Wait for a job to finish, or a second (other runs may hand jobs back meanwhile).
@@ -181,6 +205,7 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
     await Promise.allSettled([...tasks]);
     while (tasks.size > 0) await Promise.allSettled([...tasks]);
   } finally {
+    for (const unlink of unlinks) unlink();
     clearInterval(heartbeat);
     clearInterval(progress);
     breaker.dispose();

@@ -240,7 +240,10 @@ export interface Store {
   claim(options: ClaimOptions): Promise<ClaimResult>;
   /** Raise the attempt counter of a job this run holds, before retrying it. False if no longer held. */
   startRetry(key: string, owner: string, now: number, leaseUntil: number): Promise<number | null>;
-  /** Store the answer and mark the job `done` in one transaction. False if the run no longer held it. */
+  /**
+   * Store the answer and mark the job `done` in one transaction, whoever holds it now (an answer
+   * paid for is kept even if the lease lapsed). False if the job was already done.
+   */
   complete(key: string, completion: Completion): Promise<boolean>;
   /** Record a try that did not finish the job; `countAttempt=false` gives the attempt back. */
   recordAttempt(attempt: AttemptRecord, options: { countAttempt: boolean; error: string | null }): Promise<void>;
