@@ -29,8 +29,8 @@ export interface RateLimitOptions {
   readonly tpm?: number;
   /**
    * Fraction of the limit to aim for. Providers enforce limits over short windows and requests
-   * arrive with network jitter, so aiming at 100% trips 429s.
-   * @default 0.97
+   * arrive with network and scheduling jitter, so aiming at 100% trips 429s.
+   * @default 0.96 for requests (one late request shifts a whole request across a window edge), 0.97 for tokens
    */
   readonly headroom?: number;
 }
@@ -38,21 +38,22 @@ export interface RateLimitOptions {
 /**
  * Pacing math shared by the local and the Redis limiter.
  *
- * Requests: evenly spaced starts (`minTime`), so 600 rpm is one request per ~103 ms, never 600 in
- * the first second. Tokens: a bucket refilled continuously (every 25 ms) whose capacity is 6/100
- * of a second's worth: any 1-second window then sees at most capacity + refill = 1.0x the
- * per-second budget, so a provider that checks per second never sees a burst over its limit.
+ * Requests: evenly spaced starts (`minTime`), so 600 rpm is one request per ~104 ms, never 600 in
+ * the first second. Tokens: a bucket refilled continuously (every 25 ms) at 94% of the per-second
+ * budget, holding only 6% of it: any 1-second window then sees at most capacity + refill = the
+ * budget, so a provider that checks per second never sees a burst over its limit. A request bigger
+ * than the bucket takes it whole and waits out the rest as debt, so it goes alone at the same rate.
  */
 export function pacing(options: RateLimitOptions): {
   minTime: number;
   bucket: { capacity: number; refillEveryMs: number; refillAmount: number } | null;
 } {
-  const headroom = options.headroom ?? 0.97;
-  const minTime = options.rpm ? Math.ceil(60_000 / (options.rpm * headroom)) : 0;
+  const minTime = options.rpm ? Math.ceil(60_000 / (options.rpm * (options.headroom ?? 0.96))) : 0;
   if (!options.tpm) return { minTime, bucket: null };
+  const headroom = options.headroom ?? 0.97;
   const refillEveryMs = 25;
   const perSecond = options.tpm / 60;
-  // capacity + one second of refill must fit in one second's budget: r = 0.94 * B * headroom, C = 0.06 * B * headroom.
+  // A bigger bucket would allow bursts; a smaller one wastes refill whenever dispatch lags a little.
   const capacity = Math.max(1, Math.floor(perSecond * 0.06 * headroom));
   const refillAmount = Math.max(1, Math.floor((perSecond * 0.94 * headroom * refillEveryMs) / 1000));
   return { minTime, bucket: { capacity, refillEveryMs, refillAmount } };
