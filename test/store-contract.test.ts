@@ -10,31 +10,51 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
     it('is idempotent: the same rows twice create no new job and no new item', async () => {
       const { store } = await kind.fresh();
       const batch = rows(5);
-      expect(await store.enqueue(batch, T0)).toEqual({ newJobs: 5, newItems: 5, movedItems: 0, unchanged: 0 });
-      expect(await store.enqueue(batch, T0 + 1)).toEqual({ newJobs: 0, newItems: 0, movedItems: 0, unchanged: 5 });
+      expect(await store.enqueue(batch, T0)).toEqual({ newJobs: 5, newItems: 5, movedItems: 0, unchanged: 0, droppedJobs: 0 });
+      expect(await store.enqueue(batch, T0 + 1)).toEqual({ newJobs: 0, newItems: 0, movedItems: 0, unchanged: 5, droppedJobs: 0 });
       const s = await store.status(T0);
       expect(s.total).toBe(5);
       expect(s.items).toBe(5);
     });
 
-    it('moves the item of a changed document to the new job and keeps the old job', async () => {
+    it('moves the item of a changed document to the new job and drops the old one, never sent', async () => {
       const { store } = await kind.fresh();
       await store.enqueue([row('a', 'first text'), row('b', 'other')], T0);
       const changed = row('a', 'second text', { meta: { tag: 'v2' }, source: 'moved/a.txt' });
-      expect(await store.enqueue([changed], T0 + 1)).toEqual({ newJobs: 1, newItems: 0, movedItems: 1, unchanged: 0 });
+      expect(await store.enqueue([changed], T0 + 1)).toEqual({ newJobs: 1, newItems: 0, movedItems: 1, unchanged: 0, droppedJobs: 1 });
       const a = await store.item('a');
       expect(a!.job.key).toBe(changed.key);
       expect(a!.source).toBe('moved/a.txt');
       expect(a!.meta).toEqual({ tag: 'v2' });
       const s = await store.status(T0);
-      expect(s.total).toBe(3);
+      expect(s.total).toBe(2);
       expect(s.items).toBe(2);
+      // the old request is never claimed: only the two live jobs come out
+      const claimed = await store.claim(claimOpts({ limit: 10 }));
+      expect(claimed.jobs.map((j) => j.key).sort()).toEqual([changed.key, row('b', 'other').key].sort());
+    });
+
+    it('keeps an old job that is done, or still needed by another item', async () => {
+      const { store } = await kind.fresh();
+      await store.enqueue([row('a', 'shared'), row('b', 'shared'), row('c', 'answered')], T0);
+      const { jobs } = await store.claim(claimOpts({ limit: 10 }));
+      const answered = jobs.find((j) => j.key === row('c', 'answered').key)!;
+      await store.complete(answered.key, {
+        owner: OWNER, output: 'paid for', response: '{}', usage: { promptTokens: 1, completionTokens: 1 },
+        attempt: { key: answered.key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 1, status: 200, outcome: 'done', error: null, usage: null },
+      });
+      await store.release(OWNER, { refund: true, now: T0 + 2 });
+      const r = await store.enqueue([row('a', 'changed'), row('c', 'changed too')], T0 + 3);
+      expect(r).toEqual({ newJobs: 2, newItems: 0, movedItems: 2, unchanged: 0, droppedJobs: 0 });
+      const s = await store.status(T0);
+      expect(s.total).toBe(4); // shared (still b's), answered (done), and the two new ones
+      expect(s.counts.done).toBe(1);
     });
 
     it('lets identical requests share one job', async () => {
       const { store } = await kind.fresh();
       const result = await store.enqueue([row('a', 'same'), row('b', 'same'), row('c', 'different')], T0);
-      expect(result).toEqual({ newJobs: 2, newItems: 3, movedItems: 0, unchanged: 0 });
+      expect(result).toEqual({ newJobs: 2, newItems: 3, movedItems: 0, unchanged: 0, droppedJobs: 0 });
       expect((await store.item('a'))!.job.key).toBe((await store.item('b'))!.job.key);
       const out = await exported(store);
       expect(out.map((r) => r.id)).toEqual(['a', 'b', 'c']);
@@ -43,7 +63,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
     it('treats an item repeated within one batch like two enqueues in a row', async () => {
       const { store } = await kind.fresh();
       const result = await store.enqueue([row('a', 'one'), row('a', 'one'), row('a', 'two'), row('b', 'x')], T0);
-      expect(result).toEqual({ newJobs: 3, newItems: 2, movedItems: 1, unchanged: 1 });
+      expect(result).toEqual({ newJobs: 3, newItems: 2, movedItems: 1, unchanged: 1, droppedJobs: 1 });
       expect((await store.item('a'))!.job.key).toBe(row('a', 'two').key);
     });
 
@@ -58,7 +78,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
 
     it('accepts an empty batch', async () => {
       const { store } = await kind.fresh();
-      expect(await store.enqueue([], T0)).toEqual({ newJobs: 0, newItems: 0, movedItems: 0, unchanged: 0 });
+      expect(await store.enqueue([], T0)).toEqual({ newJobs: 0, newItems: 0, movedItems: 0, unchanged: 0, droppedJobs: 0 });
     });
   });
 

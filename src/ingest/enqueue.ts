@@ -45,6 +45,8 @@ export interface EnqueueSummary {
   readonly unchanged: number;
   /** Items whose document changed since they were queued; they now point at a new job. */
   readonly updated: number;
+  /** Old jobs of updated items that were not answered yet: dropped, never to be sent. */
+  readonly dropped: number;
   readonly rejected: number;
   /** The first rejections (at most MAX_KEPT_REJECTIONS); `onReject` sees them all. */
   readonly rejections: readonly Rejection[];
@@ -119,6 +121,7 @@ class Batcher implements EntrySink {
   #bytes = 0;
   #documents = 0;
   #newJobs = 0;
+  #dropped = 0;
   #newItems = 0;
   #unchanged = 0;
   #updated = 0;
@@ -180,13 +183,14 @@ class Batcher implements EntrySink {
       this.#newItems += r.newItems;
       this.#unchanged += r.unchanged;
       this.#updated += r.movedItems;
+      this.#dropped += r.droppedJobs;
     }
   }
 
   summary(): Omit<EnqueueSummary, 'elapsedMs'> {
     return {
       documents: this.#documents, newJobs: this.#newJobs, newItems: this.#newItems, unchanged: this.#unchanged,
-      updated: this.#updated, rejected: this.#rejected, rejections: this.#rejections, batches: this.#batches,
+      updated: this.#updated, dropped: this.#dropped, rejected: this.#rejected, rejections: this.#rejections, batches: this.#batches,
     };
   }
 

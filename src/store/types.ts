@@ -44,6 +44,12 @@ export interface EnqueueResult {
   readonly movedItems: number;
   /** Items already queued with exactly this request. */
   readonly unchanged: number;
+  /**
+   * Jobs dropped because the items that needed them moved to a new job (a changed document or
+   * prompt) before they were answered: no item needs them, so they must never be sent and paid for.
+   * Done jobs are kept (their answer was paid for); running ones finish.
+   */
+  readonly droppedJobs: number;
 }
 
 /** A job taken by a run: it is `running`, leased to the run, its attempt counter already raised. */

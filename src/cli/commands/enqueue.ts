@@ -104,5 +104,5 @@ function describe(s: EnqueueSummary, db: string, c: ReturnType<typeof colorsFor>
   const secs = (s.elapsedMs / 1000).toFixed(s.elapsedMs < 10_000 ? 2 : 0);
   return `${c.bold(`read ${plural(s.documents, 'document')}`)} into ${db} in ${secs}s: ` +
     `${c.green(plural(s.newJobs, 'new job'))}, ${plural(s.newItems, 'new item')}, ` +
-    `${s.unchanged} already queued, ${s.updated} updated, ${rejected}`;
+    `${s.unchanged} already queued, ${s.updated} updated${s.dropped ? ` (${plural(s.dropped, 'unsent old job')} dropped)` : ''}, ${rejected}`;
 }

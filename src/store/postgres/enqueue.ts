@@ -35,16 +35,29 @@ upserted AS (
   RETURNING 1
 )
 SELECT (SELECT count(*) FROM new_jobs) AS new_jobs,
+       (SELECT array_agg(DISTINCT b2.job_key) FROM input t2 JOIN before b2 ON b2.id = t2.item_id
+         WHERE b2.job_key <> t2.key) AS old_keys,
        count(*) FILTER (WHERE b.id IS NULL) AS new_items,
        count(*) FILTER (WHERE b.job_key <> t.key) AS moved,
        count(*) FILTER (WHERE b.job_key = t.key) AS unchanged,
        (SELECT count(*) FROM upserted) AS written
 FROM input t LEFT JOIN before b ON b.id = t.item_id`;
 
-interface Counts { new_jobs: number; new_items: number; moved: number; unchanged: number }
+interface Counts { new_jobs: number; new_items: number; moved: number; unchanged: number; old_keys: string[] | null }
+
+/** Jobs that lost their last item to a move and were never answered: never to be sent. */
+const DROP_STALE_SQL = `
+WITH dropped AS (
+  DELETE FROM jobs j WHERE j.key = ANY($1::text[]) AND j.state IN ('pending', 'failed')
+    AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key)
+  RETURNING j.key
+), gone AS (
+  DELETE FROM attempts a WHERE a.job_key IN (SELECT key FROM dropped) RETURNING 1
+)
+SELECT (SELECT count(*) FROM dropped)::int AS n`;
 
 export async function enqueuePg(pool: pg.Pool, rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult> {
-  const total = { newJobs: 0, newItems: 0, movedItems: 0, unchanged: 0 };
+  const total = { newJobs: 0, newItems: 0, movedItems: 0, unchanged: 0, droppedJobs: 0 };
   if (rows.length === 0) return total;
   // ON CONFLICT DO UPDATE may touch a row once per statement, so an item id that comes back within
   // the batch starts a new chunk: later rows then see earlier ones, exactly like row-by-row.
@@ -59,6 +72,9 @@ export async function enqueuePg(pool: pg.Pool, rows: readonly EnqueueRow[], now:
       total.newItems += c.new_items;
       total.movedItems += c.moved;
       total.unchanged += c.unchanged;
+      if (c.old_keys?.length) {
+        total.droppedJobs += (await client.query<{ n: number }>(DROP_STALE_SQL, [c.old_keys])).rows[0]!.n;
+      }
     }
   });
   return total;

@@ -33,6 +33,9 @@ export class SqliteStore implements Store {
       itemJob: db.prepare('SELECT job_key FROM items WHERE id = ?').pluck(),
       insertItem: db.prepare(`INSERT INTO items (id, source, job_key, meta, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`),
       moveItem: db.prepare('UPDATE items SET job_key = ?, source = ?, meta = ?, updated_at = ? WHERE id = ?'),
+      dropStaleJob: db.prepare(`DELETE FROM jobs WHERE key = ? AND state IN ('pending', 'failed')
+        AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`),
+      dropAttempts: db.prepare('DELETE FROM attempts WHERE job_key = ?'),
       claim: db.prepare(`UPDATE jobs SET
           state = CASE WHEN attempts >= @max THEN 'failed' ELSE 'running' END,
           attempts = CASE WHEN attempts >= @max THEN attempts ELSE attempts + 1 END,
@@ -84,7 +87,7 @@ export class SqliteStore implements Store {
   /** The synchronous core of `enqueue`, one transaction for the whole batch. */
   readonly enqueueSync = (rows: readonly EnqueueRow[], now: number): EnqueueResult =>
     this.db.transaction(() => {
-      let newJobs = 0, newItems = 0, movedItems = 0, unchanged = 0;
+      let newJobs = 0, newItems = 0, movedItems = 0, unchanged = 0, droppedJobs = 0;
       const s = this.#s;
       for (const r of rows) {
         newJobs += s.insertJob.run(r.key, r.request, r.model, r.priority, now, now).changes;
@@ -96,11 +99,15 @@ export class SqliteStore implements Store {
         } else if (current !== r.key) {
           s.moveItem.run(r.key, r.source, meta, now, r.itemId);
           movedItems++;
+          if (s.dropStaleJob.run(current).changes > 0) {
+            s.dropAttempts.run(current);
+            droppedJobs++;
+          }
         } else {
           unchanged++;
         }
       }
-      return { newJobs, newItems, movedItems, unchanged };
+      return { newJobs, newItems, movedItems, unchanged, droppedJobs };
     }).immediate();
 
   async startRun(run: RunInfo): Promise<void> {
