@@ -145,6 +145,33 @@ describe('runQueue', () => {
     await store.close();
   });
 
+  it('stops on a 404 before any answer (a wrong --base-url or model) instead of failing every job', async () => {
+    const { fake, store } = await setup(10);
+    fake.respond(() => reply.error(404, 'The model `gpt-9` does not exist', { code: 'model_not_found' }));
+    const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 2 });
+    expect(summary.reason).toBe('fatal');
+    expect(jobsByState(store).every((r) => r.state === 'pending' && r.attempts === 0)).toBe(true);
+    await store.close();
+  });
+
+  it('fails a 404 as the job\'s own once the provider has answered others', async () => {
+    const { fake, store, keys } = await setup(4);
+    fake.respond((r) => (r.key === keys[3] ? reply.error(404, 'no such thing') : undefined));
+    const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 1 });
+    expect(summary).toMatchObject({ reason: 'drained', done: 3, failed: 1 });
+    await store.close();
+  });
+
+  it('burns no attempt on refused connections: the first one pauses the run', async () => {
+    const { fake, store } = await setup(6);
+    await fake.down();
+    setTimeout(() => void fake.up(), 800);
+    const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 3, maxAttempts: 1 });
+    expect(summary).toMatchObject({ done: 6, failed: 0 });
+    expect(jobsByState(store).every((r) => r.attempts === 1)).toBe(true);
+    await store.close();
+  });
+
   it('stops on insufficient_quota leaving jobs pending', async () => {
     const { fake, store } = await setup(5);
     fake.respond(() => reply.quota());

@@ -52,5 +52,9 @@ describe('sqlite schema', () => {
     raw.exec('CREATE TABLE customers (id INTEGER)');
     raw.close();
     expect(() => new SqliteStore(path)).toThrow(/not an llmq one.*customers/);
+    // and nothing was written into it
+    const after = new Database(path);
+    expect(after.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all()).toEqual(['customers']);
+    after.close();
   });
 });

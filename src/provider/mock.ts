@@ -91,11 +91,18 @@ export class MockProvider implements Provider {
   }
 }
 
-/** `[mock] Summary of: <the first words of the last user message>…`, labelled so nobody mistakes it. */
+/**
+ * `[mock] Summary of: <the first words of the document>…`, labelled so nobody mistakes it. The
+ * document is taken to be the last paragraph block after the instruction when the prompt has one
+ * (the default template puts the instruction first, then a blank line, then the text).
+ */
 export function mockAnswer(request: any): string {
   const messages: any[] = Array.isArray(request?.messages) ? request.messages : [];
   const user = [...messages].reverse().find((m) => m?.role === 'user') ?? messages[messages.length - 1];
-  const words = messageText(user?.content).split(/\s+/).filter(Boolean);
+  const text = messageText(user?.content);
+  const blank = text.search(/\n\s*\n/);
+  const body = blank > 0 && text.slice(blank).trim() ? text.slice(blank) : text;
+  const words = body.split(/\s+/).filter(Boolean);
   const head = words.slice(0, SUMMARY_WORDS).join(' ');
   return `[mock] Summary of: ${head}${words.length > SUMMARY_WORDS ? ' …' : ''}`;
 }

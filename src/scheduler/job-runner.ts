@@ -186,13 +186,16 @@ async function tryOnce(job: ClaimedJob, attempt: number, tokens: { prompt: numbe
 async function onFailure(job: ClaimedJob, attempt: number, startedAt: number, error: ProviderError, ctx: JobContext): Promise<never> {
   const c = ctx.counters;
   const now = ctx.now();
-  if (error.scope === 'run') {
+  // A 404 before anything has been answered is the endpoint or the model, not this job: stop and
+  // say so rather than failing the whole queue one job at a time.
+  const scope = error.status === 404 && c.done === 0 ? 'run' : error.scope;
+  if (scope === 'run') {
     ctx.breaker.neutral();
     await record(ctx, job.key, attempt, startedAt, error.status, 'not_counted', error.message, { count: false });
     ctx.onFatal(error);
     throw new JobSettled('interrupted', error.message);
   }
-  if (error.scope === 'job') {
+  if (scope === 'job') {
     ctx.breaker.neutral();
     await ctx.store.fail(job.key, ctx.runId, error.message, attemptOf(ctx, job.key, attempt, startedAt, error.status, 'failed', error.message), now);
     c.failed++;
@@ -214,14 +217,14 @@ async function onFailure(job: ClaimedJob, attempt: number, startedAt: number, er
     if (!(delayMs > 0)) delayMs = 1000;
     ctx.limiter.pauseUntil(now + delayMs);
   } else if (error.reason === 'network' || error.reason === 'server' || error.reason === 'timeout') {
-    counted = !ctx.breaker.failure(error.message);
+    counted = !ctx.breaker.failure(error.message, { sentAt: startedAt, unreachable: error.reason === 'network' });
     if (!counted) delayMs = Math.max(0, ctx.breaker.nextProbeAt - now);
   } else {
     ctx.breaker.neutral();
   }
 
   if (counted && attempt >= ctx.maxAttempts) {
-    const message = `gave up after ${attempt} attempts: ${error.message}`;
+    const message = `gave up after ${attempt} attempt${attempt === 1 ? '' : 's'}: ${error.message}`;
     await ctx.store.fail(job.key, ctx.runId, message, attemptOf(ctx, job.key, attempt, startedAt, error.status, 'failed', error.message), now);
     c.failed++;
     c.finished(now, 0);

@@ -20,6 +20,7 @@ export class OutageBreaker {
   readonly #o: Required<Omit<OutageOptions, 'now'>>;
   readonly #now: () => number;
   #consecutive = 0;
+  #lastSuccessAt = -Infinity;
   #recent: boolean[] = []; // true = outage failure
   #open = false;
   #probing = false;
@@ -72,6 +73,7 @@ export class OutageBreaker {
   }
 
   success(): void {
+    this.#lastSuccessAt = this.#now();
     this.#consecutive = 0;
     this.#push(false);
     this.#probing = false;
@@ -85,10 +87,12 @@ export class OutageBreaker {
   }
 
   /**
-   * Report an outage-type failure. Returns true when the failure should not use up the job's
-   * attempt: the breaker was open, or this failure opened it.
+   * Report an outage-type failure of a request sent at `sentAt`. Returns true when the failure
+   * should not use up the job's attempt: the breaker was open, or this failure opened it.
+   * `unreachable` (refused, reset, DNS) opens it at once, unless the provider answered someone
+   * else after this request left: then the provider is up and the failure is this job's own.
    */
-  failure(detail: string): boolean {
+  failure(detail: string, options: { sentAt: number; unreachable: boolean }): boolean {
     this.#consecutive++;
     this.#push(true);
     if (this.#open) {
@@ -97,6 +101,13 @@ export class OutageBreaker {
         this.#delay = Math.min(this.#delay * 2, this.#o.maxProbeDelayMs);
         this.#schedule(detail);
       }
+      return true;
+    }
+    const answeredSince = this.#lastSuccessAt >= options.sentAt;
+    if (options.unreachable && !answeredSince) {
+      this.#open = true;
+      this.#delay = this.#o.probeDelayMs;
+      this.#schedule(detail);
       return true;
     }
     const failures = this.#recent.filter(Boolean).length;

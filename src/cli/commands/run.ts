@@ -121,15 +121,18 @@ async function runCommand(flags: RunFlags): Promise<void> {
     await store.close();
     await limiter?.stop();
   }
-  if (summary.fatal) process.stderr.write(`error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason)}\n`);
+  if (summary.fatal) process.stderr.write(`error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message)}\n`);
   process.exitCode = exitCodeFor(summary);
 }
 
 /** What to do after a run-fatal error. No job was used up by it. */
-function fixFor(reason: string): string {
+function fixFor(reason: string, message: string): string {
   const after = 'No job was used up: they are all still pending. Run llmq run again once this is fixed.';
-  if (reason === 'auth') return `The provider refused the API key. Check LLMQ_API_KEY (or OPENAI_API_KEY) and --base-url. ${after}`;
+  if (reason === 'auth') return `The provider refused the API key. ${after}`;
   if (reason === 'quota') return `The account is out of quota. Add credit or raise the limit with the provider. ${after}`;
+  if (message.startsWith('HTTP 404')) {
+    return `The first answers were all 404: the endpoint or the model does not exist there. Check --base-url (it usually ends in /v1) and the model. ${after}`;
+  }
   return after;
 }
 

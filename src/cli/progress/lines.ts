@@ -52,17 +52,18 @@ export function detailText(s: ProgressState, paint: Paint): string {
 }
 
 /** The note shown while dispatch is paused, or null. */
-export function pauseText(s: ProgressState, now: number): string | null {
+export function pauseText(s: ProgressState, now: number, width = 68): string | null {
   if (s.stopping) return `stopping: letting requests in flight finish (${duration(s.stopping.graceMs / 1000)}); Ctrl-C again aborts`;
   const pause = s.paused;
   if (!pause) {
     const snap = s.snapshot?.paused;
     if (!snap) return null;
-    return `paused (${snap.reason === 'rate_limit' ? 'rate limited' : 'provider down'}), resuming in ${duration(Math.max(0, snap.until - now) / 1000)}`;
+    return `paused (${snap.reason === 'rate_limit' ? 'rate limited' : 'provider failing'}), resuming in ${duration(Math.max(0, snap.until - now) / 1000)}`;
   }
-  const why = pause.reason === 'rate_limit' ? 'rate limited' : 'provider unreachable, probing';
-  // 68 leaves room for the color codes within 80 columns (cli-progress counts them as characters).
-  return oneLine(`paused: ${why}, resuming in ${duration(Math.max(0, pause.untilMs - now) / 1000)}${pause.detail ? ` (${pause.detail})` : ''}`, 68);
+  const why = pause.reason === 'rate_limit' ? 'rate limited' : 'provider failing, probing';
+  // 68 leaves room for the color codes within 80 columns (cli-progress counts them as characters);
+  // plain output passes a wider width, since nothing redraws it and the detail is the useful part.
+  return oneLine(`paused: ${why}, resuming in ${duration(Math.max(0, pause.untilMs - now) / 1000)}${pause.detail ? ` (${pause.detail})` : ''}`, width);
 }
 
 /** The end-of-run summary and, when something is left to do, the next command. */

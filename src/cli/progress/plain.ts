@@ -47,7 +47,7 @@ export function plainRenderer(state: ProgressState, stream: NodeJS.WritableStrea
         }
         case 'paused':
         case 'stopping':
-          write(paint.yellow(pauseText(state, Date.now()) ?? event));
+          write(paint.yellow(pauseText(state, Date.now(), 300) ?? event));
           break;
         case 'resumed':
           write(`resumed after the ${(payload as SchedulerEventMap['resumed']).reason === 'rate_limit' ? 'rate limit' : 'outage'}`);

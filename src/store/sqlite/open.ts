@@ -39,6 +39,14 @@ export function openSqlite(path: string, options: { readonly?: boolean } = {}): 
 
 /** Apply every migration newer than the database, each in its own transaction. */
 export function migrate(db: Db, path: string): void {
+  // Refuse someone else's database before writing anything into it.
+  const hasLog = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'llmq_migrations'").get();
+  if (!hasLog) {
+    const foreign = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' LIMIT 1").get() as { name: string } | undefined;
+    if (foreign) {
+      throw new StoreError(`${path} is an SQLite database but not an llmq one (it has a table "${foreign.name}"). Point --db at an llmq database or a new file.`);
+    }
+  }
   db.exec(`CREATE TABLE IF NOT EXISTS llmq_migrations (
     version    INTEGER PRIMARY KEY,
     name       TEXT    NOT NULL,
@@ -49,12 +57,6 @@ export function migrate(db: Db, path: string): void {
     throw new StoreError(
       `${path} was written by a newer llmq (schema version ${current}; this llmq knows up to ${LATEST_VERSION}). Upgrade llmq to use it.`,
     );
-  }
-  if (current === 0) {
-    const foreign = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'llmq_migrations' LIMIT 1").get() as { name: string } | undefined;
-    if (foreign) {
-      throw new StoreError(`${path} is an SQLite database but not an llmq one (it has a table "${foreign.name}"). Point --db at an llmq database or a new file.`);
-    }
   }
   for (const m of MIGRATIONS) {
     if (m.version <= current) continue;

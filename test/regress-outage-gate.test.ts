@@ -11,7 +11,7 @@ describe('review: OutageBreaker gate after an early wake-up', () => {
   it('still lets a probe through when the wake-up timer fires before now() reaches nextProbeAt', async () => {
     let skew = 0;
     const breaker = new OutageBreaker({ consecutive: 1, probeDelayMs: 30, now: () => Date.now() - skew });
-    breaker.failure('connect ECONNREFUSED'); // opens; nextProbeAt = now + 30, timer in 30 ms
+    breaker.failure('connect ECONNREFUSED', { sentAt: 0, unreachable: true }); // opens; nextProbeAt = now + 30, timer in 30 ms
     skew = 5; // the timer will fire "5 ms early" as the breaker's clock sees it
     const controller = new AbortController();
     const gate = breaker.gate(controller.signal);
