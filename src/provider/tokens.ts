@@ -1,4 +1,14 @@
-import { countTokens } from 'gpt-tokenizer';
+import { createRequire } from 'node:module';
+
+/**
+ * The BPE tables take ~65 MB once loaded, so they load on first use: a run without --tpm against a
+ * provider that reports usage never needs them.
+ */
+let count: ((text: string) => number) | null = null;
+function countTokens(text: string): number {
+  count ??= (createRequire(import.meta.url)('gpt-tokenizer') as typeof import('gpt-tokenizer')).countTokens;
+  return count(text);
+}
 
 /**
  * Token estimates with a real tokenizer (o200k_base, the GPT-4o/4.1/5 encoding). The scheduler's TPM
