@@ -27,7 +27,7 @@ export class FakeProcess {
     this.child.stdin!.write(JSON.stringify({ clear: true }) + '\n');
   }
 
-  async stats(): Promise<{ received: number; rateLimited: number; maxInFlight: number; duplicates: number }> {
+  async stats(): Promise<{ received: number; rateLimited: number; maxInFlight: number; duplicates: number; firstAt: number; lastAt: number }> {
     const answer = new Promise<string>((resolve) => this.lines.once('line', resolve));
     this.child.stdin!.write(JSON.stringify({ stats: true }) + '\n');
     return JSON.parse(await answer);

@@ -59,10 +59,11 @@ async function rpm(): Promise<void> {
   const stats = await fake.stats();
   await store.close();
   await fake.close();
-  const achieved = s.done / wall;
+  // over the busy span, first request to last, as the provider sees it (process start left out)
+  const achieved = (stats.received - 1) / ((stats.lastAt - stats.firstAt) / 1000);
   const ceiling = limit / 60;
   console.log(`(2) --rpm ${limit} against a fake enforcing ${limit} rpm over 1-second windows (${fmt(ceiling)} req/s), ${jobs} jobs, ${latencyMs} ms latency`);
-  console.log(`    achieved ${fmt(achieved, 2)} req/s = ${fmt((100 * achieved) / ceiling, 1)}% of the limit, 429s: ${stats.rateLimited}  target >= 95% and 0  ${verdict(achieved / ceiling >= 0.95 && stats.rateLimited === 0)}`);
+  console.log(`    achieved ${fmt(achieved, 2)} req/s from first to last request (${fmt(s.done / wall, 2)} counting start-up) = ${fmt((100 * achieved) / ceiling, 1)}% of the limit, 429s: ${stats.rateLimited}  target >= 95% and 0  ${verdict(achieved / ceiling >= 0.95 && stats.rateLimited === 0)}`);
 }
 
 async function tpm(): Promise<void> {
