@@ -96,7 +96,9 @@ export class BottleneckRateLimiter {
   constructor(options: RateLimitOptions, shared?: { pause: PauseBoard; bottleneck: (name: 'requests' | 'tokens') => Bottleneck.ConstructorOptions }) {
     const p = pacing(options);
     this.#pause = shared?.pause ?? new LocalPauseBoard();
-    this.#requests = p.minTime > 0 ? new Bottleneck({ minTime: p.minTime, ...shared?.bottleneck('requests') }) : null;
+    // Redis-clustered bottleneck keeps whole milliseconds (its Lua scripts stall on fractions).
+    const minTime = shared ? Math.ceil(p.minTime) : p.minTime;
+    this.#requests = minTime > 0 ? new Bottleneck({ minTime, ...shared?.bottleneck('requests') }) : null;
     this.tokenCapacity = p.bucket?.capacity ?? null;
     if (p.bucket && shared) {
       // Redis: bottleneck's own refill, computed in Redis from elapsed intervals (drift-free).
@@ -137,7 +139,7 @@ export class BottleneckRateLimiter {
   /** Apply these settings to limiters that already existed in Redis (the newest run's flags win). */
   async updateSettings(options: RateLimitOptions): Promise<void> {
     const p = pacing(options);
-    await this.#requests?.updateSettings({ minTime: p.minTime });
+    await this.#requests?.updateSettings({ minTime: Math.ceil(p.minTime) }); // only clustered limiters are updated
     if (p.bucket) {
       await this.#tokens?.updateSettings({
         reservoirIncreaseInterval: p.bucket.refillEveryMs, reservoirIncreaseAmount: p.bucket.refillAmount,
