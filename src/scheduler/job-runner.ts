@@ -161,7 +161,6 @@ async function tryOnce(job: ClaimedJob, attempt: number, tokens: { prompt: numbe
     return; // unreachable: onFailure always throws
   }
   c.inFlight--;
-  ctx.slots.release();
   ctx.breaker.success();
   respectRateLimitHeaders(result.rateLimit, tokens?.weight ?? 1, ctx);
   const endedAt = ctx.now();
@@ -172,7 +171,14 @@ async function tryOnce(job: ClaimedJob, attempt: number, tokens: { prompt: numbe
   const attemptRecord: AttemptRecord = {
     key: job.key, runId: ctx.runId, attempt, startedAt, endedAt, status: result.status, outcome: 'done', error: null, usage,
   };
-  const stored = await ctx.store.complete(job.key, { owner: ctx.runId, output: result.output, response: result.body, usage, attempt: attemptRecord });
+  // The slot is held until the answer is committed: at any moment at most --concurrency answers are
+  // paid for and not yet stored, which bounds what a crash can make us pay twice.
+  let stored: boolean;
+  try {
+    stored = await ctx.store.complete(job.key, { owner: ctx.runId, output: result.output, response: result.body, usage, attempt: attemptRecord });
+  } finally {
+    ctx.slots.release();
+  }
   // Another run already finished it (our lease had lapsed): its answer stands, ours is not counted.
   if (!stored) return;
   c.done++;

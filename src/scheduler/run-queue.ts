@@ -106,7 +106,10 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
     else emit('resumed', { reason: 'outage' });
   };
 
-  const self = (): Self => ({ host, pid, runId, isAlive: deps.isAlive ?? isProcessAlive, now: now(), quietMs: 3 * heartbeatMs });
+  // Quiet for 3 heartbeats, and at least 5 s: a run whose event loop is busy (a long SQLite wait)
+  // beats late, and must not be taken for dead by a neighbour on a machine with the same hostname.
+  const quietMs = Math.max(3 * heartbeatMs, 5000);
+  const self = (): Self => ({ host, pid, runId, isAlive: deps.isAlive ?? isProcessAlive, now: now(), quietMs });
   /** Take back expired leases and the jobs of runs on this host that died; true if some run is dying. */
   const reclaim = async (): Promise<boolean> => {
     const runs = await store.activeRuns();
