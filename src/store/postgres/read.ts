@@ -1,6 +1,7 @@
+import { tallyJobs } from '../tally.js';
 import type pg from 'pg';
 import {
-  JOB_STATES, type AttemptRow, type ExportFilter, type ExportRow, type ItemDetail, type JobRow, type JobState, type RunRow,
+  type AttemptRow, type ExportFilter, type ExportRow, type ItemDetail, type JobRow, type JobState, type RunRow,
   type StatusSnapshot,
 } from '../types.js';
 import { inTransaction, query } from './connect.js';
@@ -18,25 +19,11 @@ export class PgReader {
 
   status(_now: number): Promise<StatusSnapshot> {
     return inTransaction(this.#pool, async (db) => {
-      const counts = Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
-      const models = new Map<string, { model: string; jobs: number; done: number; prompt: number; completion: number }>();
-      let prompt = 0, completion = 0;
       // COLLATE "C" orders like SQLite (by bytes), whatever the database's locale.
       const rows = (await db.query<{ model: string; state: JobState; n: number; p: number; c: number }>(
         `SELECT model, state, count(*) AS n, coalesce(sum(prompt_tokens), 0)::bigint AS p,
            coalesce(sum(completion_tokens), 0)::bigint AS c FROM jobs GROUP BY model, state ORDER BY model COLLATE "C", state`)).rows;
-      for (const r of rows) {
-        counts[r.state] += r.n;
-        prompt += r.p;
-        completion += r.c;
-        const m = models.get(r.model) ?? { model: r.model, jobs: 0, done: 0, prompt: 0, completion: 0 };
-        m.jobs += r.n;
-        if (r.state === 'done') m.done += r.n;
-        m.prompt += r.p;
-        m.completion += r.c;
-        models.set(r.model, m);
-      }
-      const total = JOB_STATES.reduce((a, s) => a + counts[s], 0);
+      const tally = tallyJobs(rows);
       const one = async <T>(sql: string): Promise<T> => (await db.query(sql)).rows[0]!.v as T;
       const items = await one<number>('SELECT count(*) AS v FROM items');
       const failures = (await db.query<{ error: string; count: number }>(`SELECT coalesce(error, 'unknown error') AS error,
@@ -47,7 +34,7 @@ export class PgReader {
       const activeRuns = (await db.query<RawRun>(ACTIVE_RUNS)).rows.map(toRun);
       const last = (await db.query<RawRun>('SELECT * FROM runs ORDER BY started_at DESC, seq DESC LIMIT 1')).rows[0];
       return {
-        counts, total, items, tokens: { prompt, completion }, byModel: [...models.values()], failures, retrying,
+        ...tally, items, failures, retrying,
         oldestPendingAt, activeRuns, lastRun: last ? toRun(last) : null,
       };
     }, SNAPSHOT);

@@ -1,6 +1,7 @@
+import { tallyJobs } from '../tally.js';
 import type { Db } from './open.js';
 import {
-  JOB_STATES, type ExportFilter, type ExportRow, type ItemDetail, type JobRow, type JobState, type RunRow, type StatusSnapshot,
+  type ExportFilter, type ExportRow, type ItemDetail, type JobRow, type JobState, type RunRow, type StatusSnapshot,
 } from '../types.js';
 
 const EXPORT_PAGE = 1000;
@@ -15,24 +16,10 @@ export class SqliteReader {
   status(_now: number): StatusSnapshot {
     const db = this.#db;
     return db.transaction(() => {
-      const counts = Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
-      const models = new Map<string, { model: string; jobs: number; done: number; prompt: number; completion: number }>();
-      let prompt = 0, completion = 0;
       const rows = db.prepare(`SELECT model, state, count(*) AS n, coalesce(sum(prompt_tokens), 0) AS p,
           coalesce(sum(completion_tokens), 0) AS c FROM jobs INDEXED BY jobs_usage GROUP BY model, state`).all() as
         Array<{ model: string; state: JobState; n: number; p: number; c: number }>;
-      for (const r of rows) {
-        counts[r.state] += r.n;
-        prompt += r.p;
-        completion += r.c;
-        const m = models.get(r.model) ?? { model: r.model, jobs: 0, done: 0, prompt: 0, completion: 0 };
-        m.jobs += r.n;
-        if (r.state === 'done') m.done += r.n;
-        m.prompt += r.p;
-        m.completion += r.c;
-        models.set(r.model, m);
-      }
-      const total = JOB_STATES.reduce((a, s) => a + counts[s], 0);
+      const tally = tallyJobs(rows);
       const items = db.prepare('SELECT count(*) FROM items').pluck().get() as number;
       const failures = db.prepare(`SELECT coalesce(error, 'unknown error') AS error, count(*) AS count FROM jobs
           WHERE state = 'failed' GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 10`).all() as Array<{ error: string; count: number }>;
@@ -41,7 +28,7 @@ export class SqliteReader {
       const activeRuns = this.activeRuns();
       const last = db.prepare('SELECT * FROM runs ORDER BY started_at DESC LIMIT 1').get() as RawRun | undefined;
       return {
-        counts, total, items, tokens: { prompt, completion }, byModel: [...models.values()], failures, retrying,
+        ...tally, items, failures, retrying,
         oldestPendingAt: oldestPendingAt ?? null, activeRuns, lastRun: last ? toRun(last) : null,
       };
     })();
