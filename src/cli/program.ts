@@ -11,7 +11,8 @@ export const VERSION = '0.1.0';
 
 /** `--db` is on every command; each command registers its own flags in its own file. */
 export function dbOption(): Option {
-  return new Option('--db <path|url>', 'the queue: an SQLite file, or a postgres:// URL (env LLMQ_DB)').default(undefined, './llmq.db');
+  // No real default value: resolveDbLocation falls back to LLMQ_DB, then ./llmq.db.
+  return new Option('--db <path|url>', 'the queue: an SQLite file, or a postgres:// URL (env LLMQ_DB, default ./llmq.db)');
 }
 
 export function buildProgram(): Command {
@@ -31,10 +32,11 @@ Examples:
   $ llmq export --out results.jsonl
 
 Environment:
-  LLMQ_DB                       the queue (default ./llmq.db)
-  LLMQ_API_KEY, OPENAI_API_KEY  the API key (never a flag, never stored)
-  LLMQ_BASE_URL, OPENAI_BASE_URL the endpoint (default https://api.openai.com/v1)
-  NO_COLOR                      plain output`);
+  LLMQ_DB                         the queue (default ./llmq.db)
+  LLMQ_API_KEY, OPENAI_API_KEY    the API key (never a flag, never stored)
+  LLMQ_BASE_URL, OPENAI_BASE_URL  the endpoint (default https://api.openai.com/v1)
+  LLMQ_REDIS_URL                  share rate limits between runs (llmq run --redis)
+  NO_COLOR                        plain output`);
   for (const register of [registerEnqueue, registerRun, registerStatus, registerRetryFailed, registerShow, registerExport, registerCopy]) {
     const cmd = register(program);
     cmd.exitOverride().showHelpAfterError('(run with --help for usage)');

@@ -14,7 +14,7 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT): string {
     lines.push(`  ${label.padEnd(9)}${color(int(n).padStart(w))}${note ? '  ' + note : ''}`);
 
   const saved = r.sharedItems > 0 ? ` · ${int(r.sharedItems)} ${r.sharedItems === 1 ? 'call' : 'calls'} saved by shared jobs` : '';
-  row('jobs', r.total, p.dim(`for ${int(r.items)} items${saved}`));
+  row('jobs', r.total, p.dim(`for ${int(r.items)} item${r.items === 1 ? "" : "s"}${saved}`));
   row('done', r.counts.done, percent(r.counts.done, r.total), p.green);
   if (r.counts.running) row('running', r.counts.running, '', p.cyan);
   const pendingNotes: string[] = [];
