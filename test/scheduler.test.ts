@@ -172,6 +172,18 @@ describe('runQueue', () => {
     await store.close();
   });
 
+  it('fails a document that always breaks the connection, even when it is the last one left', async () => {
+    const { fake, store, keys } = await setup(3);
+    fake.respond((r) => (r.key === keys[1] ? reply.reset() : undefined));
+    const summary = await runQueue({ store, provider: provider(fake) },
+      { ...fast, concurrency: 1, maxAttempts: 2, outage: { probeDelayMs: 5, maxProbeDelayMs: 10 } });
+    expect(summary).toMatchObject({ done: 2, failed: 1 });
+    const poison = jobsByState(store).find((r) => r.key === keys[1])!;
+    expect(poison.state).toBe('failed');
+    expect(poison.error).toMatch(/gave up after 2 attempts/);
+    await store.close();
+  });
+
   it('stops on insufficient_quota leaving jobs pending', async () => {
     const { fake, store } = await setup(5);
     fake.respond(() => reply.quota());

@@ -62,6 +62,7 @@ export async function runJob(job: ClaimedJob, ctx: JobContext): Promise<JobOutco
   let attempt = job.attempts;
   let sentThisTry = false;
   let backingOff = false;
+  const tally: JobTally = { uncountedOutages: 0 };
   const tokens = ctx.limiter.tokenCapacity === null ? null : tokenEstimate(job.request);
   try {
     await pRetry(
@@ -74,7 +75,7 @@ export async function runJob(job: ClaimedJob, ctx: JobContext): Promise<JobOutco
           attempt = raised;
         }
         sentThisTry = false;
-        await tryOnce(job, attempt, tokens, ctx, () => (sentThisTry = true));
+        await tryOnce(job, attempt, tokens, ctx, () => (sentThisTry = true), tally);
       },
       {
         retries: 1_000_000, // bounded by maxAttempts, counted in the store
@@ -113,8 +114,22 @@ function tokenEstimate(requestJson: string): { prompt: number; weight: number } 
   return { prompt, weight: prompt + requestedCompletionTokens(request) };
 }
 
+/** What one job has been through in this run, across its tries. */
+interface JobTally {
+  /** Outage-type failures that did not use up an attempt. */
+  uncountedOutages: number;
+}
+
+/**
+ * Past this many outage failures that were not counted, a job's own failures count again: a
+ * document that always breaks the connection (while the provider answers others, or when it is the
+ * last one left and so always the probe) must end as failed, not loop forever. 20 is about three
+ * minutes of probing at the breaker's longest interval.
+ */
+const MAX_UNCOUNTED_OUTAGES = 20;
+
 async function tryOnce(job: ClaimedJob, attempt: number, tokens: { prompt: number; weight: number } | null, ctx: JobContext,
-  markSent: () => void): Promise<void> {
+  markSent: () => void, tally: JobTally): Promise<void> {
   const c = ctx.counters;
   c.waiting++;
   let probe = false;
@@ -157,7 +172,7 @@ async function tryOnce(job: ClaimedJob, attempt: number, tokens: { prompt: numbe
       throw error;
     }
     if (!(error instanceof ProviderError)) throw error;
-    await onFailure(job, attempt, startedAt, error, ctx);
+    await onFailure(job, attempt, startedAt, error, ctx, tally);
     return; // unreachable: onFailure always throws
   }
   c.inFlight--;
@@ -189,7 +204,8 @@ async function tryOnce(job: ClaimedJob, attempt: number, tokens: { prompt: numbe
 }
 
 /** Decide what a failed try means for the job and the run, write it down, and end the try. */
-async function onFailure(job: ClaimedJob, attempt: number, startedAt: number, error: ProviderError, ctx: JobContext): Promise<never> {
+async function onFailure(job: ClaimedJob, attempt: number, startedAt: number, error: ProviderError, ctx: JobContext,
+  tally: JobTally): Promise<never> {
   const c = ctx.counters;
   const now = ctx.now();
   // A 404 before anything has been answered is the endpoint or the model, not this job: stop and
@@ -224,6 +240,7 @@ async function onFailure(job: ClaimedJob, attempt: number, startedAt: number, er
     ctx.limiter.pauseUntil(now + delayMs);
   } else if (error.reason === 'network' || error.reason === 'server' || error.reason === 'timeout') {
     counted = !ctx.breaker.failure(error.message, { sentAt: startedAt, unreachable: error.reason === 'network' });
+    if (!counted && ++tally.uncountedOutages > MAX_UNCOUNTED_OUTAGES) counted = true;
     if (!counted) delayMs = Math.max(0, ctx.breaker.nextProbeAt - now);
   } else {
     ctx.breaker.neutral();
