@@ -1,0 +1,40 @@
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { OpenAIProvider } from '../src/provider/openai.js';
+import { runQueue, type RunOptions } from '../src/scheduler/run-queue.js';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { FakeOpenAI } from './helpers/fake-openai.js';
+import { seedJobs } from './helpers/seed.js';
+import { tempDir } from './helpers/tmp.js';
+
+const fakes: FakeOpenAI[] = [];
+afterEach(async () => {
+  await Promise.all(fakes.splice(0).map((f) => f.close()));
+});
+
+/**
+ * MAX_UNCOUNTED_OUTAGES (job-runner.ts) counts a job's outage failures against it once it has been
+ * the probe 20 times, whatever the provider did meanwhile. In a real outage the probe is always one
+ * of the few jobs in hand (2 x concurrency), so an outage longer than ~20 probe intervals per job in
+ * hand (about 7 minutes at --concurrency 1 and the default 10 s probe spacing) starts failing jobs
+ * one after the other: exactly what the breaker is there to prevent ("pauses and probes instead of
+ * burning every job's attempts"). The probe spacing is shrunk here so that "long" takes a second.
+ */
+describe('review: a long outage with refused connections', () => {
+  it('burns no attempt however many probes it takes', async () => {
+    const fake = await FakeOpenAI.start();
+    fakes.push(fake);
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await seedJobs(store, 4);
+    await fake.down();
+    setTimeout(() => void fake.up(), 2500);
+    const options: RunOptions = { retryDelayMs: 10, maxRetryDelayMs: 50, heartbeatMs: 200, concurrency: 1, maxAttempts: 3,
+      outage: { probeDelayMs: 5, maxProbeDelayMs: 10 } };
+    const summary = await runQueue({ store, provider: new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-secret', timeoutMs: 5000 }) }, options);
+    const rows = store.db.prepare('SELECT state, attempts, error FROM jobs ORDER BY seq').all() as Array<{ state: string; attempts: number; error: string | null }>;
+    await store.close();
+    // Observed: the jobs in hand fail with "gave up after 3 attempts: ... ECONNREFUSED" during the outage.
+    expect(summary).toMatchObject({ done: 4, failed: 0 });
+    expect(rows.every((r) => r.state === 'done' && r.attempts === 1)).toBe(true);
+  }, 15_000);
+});
