@@ -150,7 +150,11 @@ describe('runQueue', () => {
     fake.respond(() => reply.error(404, 'The model `gpt-9` does not exist', { code: 'model_not_found' }));
     const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 2 });
     expect(summary.reason).toBe('fatal');
-    expect(jobsByState(store).every((r) => r.state === 'pending' && r.attempts === 0)).toBe(true);
+    expect(summary.fatal?.message).toMatch(/HTTP 404/);
+    const rows = jobsByState(store);
+    expect(rows.every((r) => r.state === 'pending')).toBe(true);
+    expect(rows.filter((r) => r.attempts > 0).length).toBeLessThanOrEqual(2);
+    expect(fake.received).toBeLessThanOrEqual(4);
     await store.close();
   });
 

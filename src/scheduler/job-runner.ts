@@ -62,7 +62,7 @@ export async function runJob(job: ClaimedJob, ctx: JobContext): Promise<JobOutco
   let attempt = job.attempts;
   let sentThisTry = false;
   let backingOff = false;
-  const tally: JobTally = { uncountedOutages: 0 };
+  const tally: JobTally = { uncountedOutages: 0, firstUncountedAt: 0 };
   const tokens = ctx.limiter.tokenCapacity === null ? null : tokenEstimate(job.request);
   try {
     await pRetry(
@@ -118,15 +118,19 @@ function tokenEstimate(requestJson: string): { prompt: number; weight: number } 
 interface JobTally {
   /** Outage-type failures that did not use up an attempt. */
   uncountedOutages: number;
+  /** When the first of them happened (ms epoch). */
+  firstUncountedAt: number;
 }
 
 /**
- * Past this many outage failures that were not counted, a job's own failures count again: a
- * document that always breaks the connection (while the provider answers others, or when it is the
- * last one left and so always the probe) must end as failed, not loop forever. 20 is about three
- * minutes of probing at the breaker's longest interval.
+ * A job's outage failures count again once the provider has shown it is up (it answered others
+ * since this job's first uncounted failure) and the job failed this often: such a document breaks
+ * the connection by itself and must end failed, not loop. A real outage never meets the first
+ * condition. A document that is the last one left (so always the probe, and indistinguishable from
+ * an outage) counts again after half an hour.
  */
-const MAX_UNCOUNTED_OUTAGES = 20;
+const MAX_UNCOUNTED_OUTAGES = 5;
+const MAX_UNCOUNTED_OUTAGE_MS = 30 * 60_000;
 
 async function tryOnce(job: ClaimedJob, attempt: number, tokens: { prompt: number; weight: number } | null, ctx: JobContext,
   markSent: () => void, tally: JobTally): Promise<void> {
@@ -210,7 +214,12 @@ async function onFailure(job: ClaimedJob, attempt: number, startedAt: number, er
   const now = ctx.now();
   // A 404 before anything has been answered is the endpoint or the model, not this job: stop and
   // say so rather than failing the whole queue one job at a time.
-  const scope = error.status === 404 && c.done === 0 ? 'run' : error.scope;
+  // 404s before anything was answered: three different jobs in a row is the endpoint or the model
+  // (a wrong --base-url), so stop the run; fewer may be the jobs' own, so they are retried, and fail
+  // as usual once the provider has answered something.
+  const early404 = error.status === 404 && c.done === 0;
+  if (early404) c.early404s++;
+  const scope = early404 ? (c.early404s >= 3 ? 'run' : 'retryable') : error.scope;
   if (scope === 'run') {
     ctx.breaker.neutral();
     await record(ctx, job.key, attempt, startedAt, error.status, 'not_counted', error.message, { count: false });
@@ -228,7 +237,9 @@ async function onFailure(job: ClaimedJob, attempt: number, startedAt: number, er
 
   let counted = true;
   let delayMs = 0;
-  if (error.reason === 'rate_limit') {
+  if (early404) {
+    ctx.breaker.neutral();
+  } else if (error.reason === 'rate_limit') {
     // Waiting on a rate limit is not the job's fault: pause everyone, keep the attempt.
     ctx.breaker.neutral();
     counted = false;
@@ -239,8 +250,14 @@ async function onFailure(job: ClaimedJob, attempt: number, startedAt: number, er
     if (!(delayMs > 0)) delayMs = 1000;
     ctx.limiter.pauseUntil(now + delayMs);
   } else if (error.reason === 'network' || error.reason === 'server' || error.reason === 'timeout') {
-    counted = !ctx.breaker.failure(error.message, { sentAt: startedAt, unreachable: error.reason === 'network' });
-    if (!counted && ++tally.uncountedOutages > MAX_UNCOUNTED_OUTAGES) counted = true;
+    // Refused or unresolvable: nobody is listening, the request never reached the provider.
+    const unreachable = error.reason === 'network' && /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH/i.test(error.message);
+    counted = !ctx.breaker.failure(error.message, { sentAt: startedAt, unreachable });
+    if (!counted) {
+      if (tally.uncountedOutages++ === 0) tally.firstUncountedAt = now;
+      const providerUp = ctx.breaker.lastSuccessAt > tally.firstUncountedAt;
+      if ((providerUp && tally.uncountedOutages > MAX_UNCOUNTED_OUTAGES) || now - tally.firstUncountedAt > MAX_UNCOUNTED_OUTAGE_MS) counted = true;
+    }
     if (!counted) delayMs = Math.max(0, ctx.breaker.nextProbeAt - now);
   } else {
     ctx.breaker.neutral();

@@ -21,6 +21,11 @@ export class OutageBreaker {
   readonly #now: () => number;
   #consecutive = 0;
   #lastSuccessAt = -Infinity;
+
+  /** When the provider last answered (ms epoch), -Infinity if never. */
+  get lastSuccessAt(): number {
+    return this.#lastSuccessAt;
+  }
   #recent: boolean[] = []; // true = outage failure
   #open = false;
   #probing = false;

@@ -189,7 +189,9 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
       if (tasks.size === 0) {
         // Before calling it drained, take back jobs of runs that died meanwhile, and wait for those
         // of a run on this host whose process is gone but whose heartbeat is still fresh.
-        const dying = await reclaim();
+        // (A "dying" run that holds nothing can hand nothing back: two live runs on machines with
+        // the same hostname look dying to each other, and must not wait for each other forever.)
+        const dying = (await reclaim()) && (await store.status(now())).counts.running > 0;
         const next = await store.nextPendingAt();
         if (next === null && !dying) { reason = 'drained'; break; }
         await sleep(next === null ? heartbeatMs : Math.min(Math.max(next - now(), 50), 1000), stop.signal).catch(() => {});

@@ -10,6 +10,8 @@ export class RunCounters {
   retried = 0;
   requests = 0;
   rateLimited = 0;
+  /** 404s seen before the first answer (a wrong endpoint shows as a run of them). */
+  early404s = 0;
   promptTokens = 0;
   completionTokens = 0;
   inFlight = 0;

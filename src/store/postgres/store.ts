@@ -147,10 +147,11 @@ export class PostgresStore implements Store {
   async reclaim(now: number, deadOwners: readonly string[]): Promise<number> {
     const r = await this.#q<{ n: number }>(`WITH back AS (
         UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = $1
-        WHERE state = 'running' AND (lease_expires_at < $1 OR lease_owner = ANY($2::text[])) RETURNING 1
+        WHERE state = 'running' AND (lease_expires_at < $1 OR lease_owner = ANY($2::text[])) RETURNING key
       ), died AS (
         UPDATE runs SET ended_at = $1, exit_reason = 'died' WHERE id = ANY($2::text[]) AND ended_at IS NULL
-      ) SELECT count(*) AS n FROM back`, [now, [...deadOwners]]);
+      ) SELECT count(*)::int AS n, coalesce(array_agg(key), '{}') AS keys FROM back`, [now, [...deadOwners]]);
+    await this.#dropOrphans((r.rows[0] as unknown as { keys: string[] }).keys);
     return r.rows[0]!.n;
   }
 
@@ -238,10 +239,24 @@ export class PostgresStore implements Store {
 
   async release(owner: string, o: { refund: boolean; now: number; keys?: readonly string[] }): Promise<number> {
     // With `keys`, only those jobs (the ones whose request never went out); without, every job the run holds.
-    const r = await this.#q(`UPDATE jobs SET state = 'pending', attempts = greatest(attempts - $1, 0), lease_owner = NULL,
-      lease_expires_at = NULL, updated_at = $2 WHERE lease_owner = $3 AND state = 'running' AND ($4::text[] IS NULL OR key = ANY($4::text[]))`,
+    const r = await this.#q<{ key: string }>(`UPDATE jobs SET state = 'pending', attempts = greatest(attempts - $1, 0), lease_owner = NULL,
+      lease_expires_at = NULL, updated_at = $2 WHERE lease_owner = $3 AND state = 'running' AND ($4::text[] IS NULL OR key = ANY($4::text[]))
+      RETURNING key`,
     [o.refund ? 1 : 0, o.now, owner, o.keys ? [...o.keys] : null]);
+    await this.#dropOrphans(r.rows.map((x) => x.key));
     return r.rowCount ?? 0;
+  }
+
+  /**
+   * A job handed back that no item needs any more (its document changed while it ran) is dropped,
+   * never to be sent: the same rule enqueue applies to the old job of a changed document.
+   */
+  async #dropOrphans(keys: readonly string[]): Promise<void> {
+    if (keys.length === 0) return;
+    await this.#q(`WITH dropped AS (
+        DELETE FROM jobs j WHERE j.key = ANY($1::text[]) AND j.state = 'pending'
+          AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key) RETURNING j.key
+      ) DELETE FROM attempts a WHERE a.job_key IN (SELECT key FROM dropped)`, [[...keys]]);
   }
 
   async nextPendingAt(): Promise<number | null> {

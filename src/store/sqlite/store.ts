@@ -61,13 +61,15 @@ export class SqliteStore implements Store {
       fail: db.prepare(`UPDATE jobs SET state = 'failed', error = ?, lease_owner = NULL, lease_expires_at = NULL,
           finished_at = ?, updated_at = ? WHERE key = ? AND state = 'running' AND lease_owner = ?`),
       release: db.prepare(`UPDATE jobs SET state = 'pending', attempts = max(attempts - ?, 0), lease_owner = NULL,
-          lease_expires_at = NULL, updated_at = ? WHERE lease_owner = ? AND state = 'running'`),
+          lease_expires_at = NULL, updated_at = ? WHERE lease_owner = ? AND state = 'running' RETURNING key`).pluck(),
       releaseOne: db.prepare(`UPDATE jobs SET state = 'pending', attempts = max(attempts - ?, 0), lease_owner = NULL,
-          lease_expires_at = NULL, updated_at = ? WHERE lease_owner = ? AND state = 'running' AND key = ?`),
+          lease_expires_at = NULL, updated_at = ? WHERE lease_owner = ? AND state = 'running' AND key = ? RETURNING key`).pluck(),
       reclaimExpired: db.prepare(`UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
-        WHERE state = 'running' AND lease_expires_at < ?`),
+        WHERE state = 'running' AND lease_expires_at < ? RETURNING key`).pluck(),
       reclaimOwner: db.prepare(`UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
-        WHERE lease_owner = ? AND state = 'running'`),
+        WHERE lease_owner = ? AND state = 'running' RETURNING key`).pluck(),
+      dropOrphan: db.prepare(`DELETE FROM jobs WHERE key = ? AND state = 'pending'
+        AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`),
       endRun: db.prepare('UPDATE runs SET ended_at = ?, exit_reason = ? WHERE id = ? AND ended_at IS NULL'),
       retryFailed: db.prepare(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL,
           finished_at = NULL, updated_at = @now
@@ -131,12 +133,13 @@ export class SqliteStore implements Store {
 
   async reclaim(now: number, deadOwners: readonly string[]): Promise<number> {
     return this.db.transaction(() => {
-      let n = this.#s.reclaimExpired.run(now, now).changes;
+      const back = this.#s.reclaimExpired.all(now, now) as string[];
       for (const owner of deadOwners) {
-        n += this.#s.reclaimOwner.run(now, owner).changes;
+        back.push(...(this.#s.reclaimOwner.all(now, owner) as string[]));
         this.#s.endRun.run(now, 'died', owner);
       }
-      return n;
+      this.#dropOrphans(back);
+      return back.length;
     }).immediate();
   }
 
@@ -211,12 +214,13 @@ export class SqliteStore implements Store {
   }
 
   async release(owner: string, o: { refund: boolean; now: number; keys?: readonly string[] }): Promise<number> {
-    if (!o.keys) return this.#s.release.run(o.refund ? 1 : 0, o.now, owner).changes;
     const keys = o.keys;
     return this.db.transaction(() => {
-      let n = 0;
-      for (const key of keys) n += this.#s.releaseOne.run(o.refund ? 1 : 0, o.now, owner, key).changes;
-      return n;
+      const back = keys
+        ? keys.flatMap((key) => this.#s.releaseOne.all(o.refund ? 1 : 0, o.now, owner, key) as string[])
+        : (this.#s.release.all(o.refund ? 1 : 0, o.now, owner) as string[]);
+      this.#dropOrphans(back);
+      return back.length;
     }).immediate();
   }
 
@@ -264,6 +268,16 @@ export class SqliteStore implements Store {
   async close(): Promise<void> {
     if (this.#completions.length > 0) this.#flushCompletions();
     if (this.db.open) this.db.close();
+  }
+
+  /**
+   * A job handed back that no item needs any more (its document changed while it ran) is dropped,
+   * never to be sent: the same rule enqueue applies to the old job of a changed document.
+   */
+  #dropOrphans(keys: readonly string[]): void {
+    for (const key of keys) {
+      if (this.#s.dropOrphan.run(key).changes > 0) this.#s.dropAttempts.run(key);
+    }
   }
 
   #insertAttempt(a: AttemptRecord): void {
