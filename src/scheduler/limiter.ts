@@ -162,10 +162,15 @@ export class BottleneckRateLimiter {
         while (((await this.#tokens.currentReservoir()) ?? 0) < 0) await sleep(25, signal);
       }
     }
-    if (this.#requests) await abortable(this.#requests.schedule(async () => undefined), signal);
-    // A 429 may have arrived while we queued: honor it before sending.
-    await this.#pause.refresh();
-    if (this.#pause.get() > Date.now()) await waitUntil(() => this.#pause.get(), signal);
+    for (;;) {
+      if (this.#requests) await abortable(this.#requests.schedule(async () => undefined), signal);
+      await this.#pause.refresh();
+      if (this.#pause.get() <= Date.now()) return;
+      // A 429 arrived while we queued. Everyone who passed the spacing during the pause would go
+      // at once when it ends, and trip the limit again: wait it out, then take a fresh place.
+      await waitUntil(() => this.#pause.get(), signal);
+      if (!this.#requests) return;
+    }
   }
 
   settle(estimatedTokens: number, actualTokens: number): void {

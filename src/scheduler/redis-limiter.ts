@@ -39,6 +39,8 @@ class RedisPauseBoard implements PauseBoard {
   }
 }
 
+const SHARED_HEADROOM = 0.94;
+
 export interface RedisLimiterOptions extends RateLimitOptions {
   /** `redis://host:port/db` */
   readonly url: string;
@@ -58,11 +60,13 @@ export class RedisRateLimiter implements RateLimiter {
   readonly #byModel = new Map<string, { limiter: BottleneckRateLimiter; ready: Promise<void> }>();
 
   private constructor(options: RedisLimiterOptions, client: Redis) {
-    this.#options = options;
+    // Runs on several machines reach the provider with more jitter between them than one process
+    // does, and Redis round trips add their own: aim a little lower than the local limiter.
+    this.#options = { ...options, headroom: options.headroom ?? SHARED_HEADROOM };
     this.#client = client;
     this.#connection = new Bottleneck.IORedisConnection({ client, Redis } as unknown as Bottleneck.IORedisConnectionOptions);
     this.#connection.on('error', () => {}); // surfaced by the commands that fail
-    this.tokenCapacity = pacing(options).bucket?.capacity ?? null;
+    this.tokenCapacity = pacing(this.#options).bucket?.capacity ?? null;
   }
 
   static async connect(options: RedisLimiterOptions): Promise<RedisRateLimiter> {
