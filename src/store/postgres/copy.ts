@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { AttemptRow, ItemRow, JobRow, RunRow } from '../types.js';
 import { query } from './connect.js';
-import { toAttempt, toJob, toRun, type RawAttempt, type RawJob, type RawRun } from './read.js';
+import { toAttempt, toJob, toRun, type RawAttempt, type RawJob, type RawRun } from '../rows.js';
 
 const PAGE = 1000;
 

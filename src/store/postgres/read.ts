@@ -1,9 +1,7 @@
-import { tallyJobs } from '../tally.js';
+import { tallyJobs, type StateTokensRow } from '../tally.js';
 import type pg from 'pg';
-import {
-  type AttemptRow, type ExportFilter, type ExportRow, type ItemDetail, type JobRow, type JobState, type RunRow,
-  type StatusSnapshot,
-} from '../types.js';
+import type { ExportFilter, ExportRow, ItemDetail, RunRow, StatusSnapshot } from '../types.js';
+import { toAttempt, toExportRow, toJob, toRun, type RawAttempt, type RawExport, type RawJob, type RawRun } from '../rows.js';
 import { inTransaction, query } from './connect.js';
 
 const EXPORT_PAGE = 1000;
@@ -20,7 +18,7 @@ export class PgReader {
   status(_now: number): Promise<StatusSnapshot> {
     return inTransaction(this.#pool, async (db) => {
       // COLLATE "C" orders like SQLite (by bytes), whatever the database's locale.
-      const rows = (await db.query<{ model: string; state: JobState; n: number; p: number; c: number }>(
+      const rows = (await db.query<StateTokensRow>(
         `SELECT model, state, count(*) AS n, coalesce(sum(prompt_tokens), 0)::bigint AS p,
            coalesce(sum(completion_tokens), 0)::bigint AS c FROM jobs GROUP BY model, state ORDER BY model COLLATE "C", state`)).rows;
       const tally = tallyJobs(rows);
@@ -71,10 +69,7 @@ export class PgReader {
     for (;;) {
       const rows = (await query<RawExport>(this.#pool, sql, [after, states])).rows;
       for (const r of rows) {
-        yield {
-          id: r.id, source: r.source, meta: r.meta ? JSON.parse(r.meta) : null, key: r.key, state: r.state, model: r.model,
-          output: r.output, response: r.response, error: r.error, attempts: r.attempts, usage: usage(r), latencyMs: r.latency_ms,
-        };
+        yield toExportRow(r);
       }
       if (rows.length < EXPORT_PAGE) return;
       after = rows[rows.length - 1]!.seq;
@@ -83,49 +78,3 @@ export class PgReader {
 }
 
 const ACTIVE_RUNS = 'SELECT * FROM runs WHERE ended_at IS NULL ORDER BY started_at DESC, seq DESC';
-
-export interface RawRun {
-  id: string; host: string; pid: number; started_at: number; heartbeat_at: number; ended_at: number | null;
-  exit_reason: string | null; options: string; stats: string | null;
-}
-export interface RawJob {
-  key: string; request: string; model: string; state: JobState; priority: number; attempts: number; run_after: number;
-  lease_owner: string | null; lease_expires_at: number | null; output: string | null; response: string | null;
-  prompt_tokens: number | null; completion_tokens: number | null; error: string | null; created_at: number;
-  updated_at: number; finished_at: number | null;
-}
-export interface RawAttempt {
-  job_key: string; run_id: string; attempt: number; started_at: number; ended_at: number; latency_ms: number;
-  status: number | null; outcome: AttemptRow['outcome']; error: string | null; prompt_tokens: number | null; completion_tokens: number | null;
-}
-interface RawExport {
-  seq: number; id: string; source: string; meta: string | null; key: string; state: JobState; model: string;
-  output: string | null; response: string | null; error: string | null; attempts: number;
-  prompt_tokens: number | null; completion_tokens: number | null; latency_ms: number | null;
-}
-
-function usage(r: { prompt_tokens: number | null; completion_tokens: number | null }) {
-  return r.prompt_tokens === null ? null : { promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens ?? 0 };
-}
-
-export function toRun(r: RawRun): RunRow {
-  return {
-    id: r.id, host: r.host, pid: r.pid, startedAt: r.started_at, heartbeatAt: r.heartbeat_at, endedAt: r.ended_at,
-    exitReason: r.exit_reason, options: JSON.parse(r.options), stats: r.stats ? JSON.parse(r.stats) : null,
-  };
-}
-
-export function toJob(j: RawJob): JobRow {
-  return {
-    key: j.key, request: j.request, model: j.model, state: j.state, priority: j.priority, attempts: j.attempts,
-    runAfter: j.run_after, leaseOwner: j.lease_owner, leaseExpiresAt: j.lease_expires_at, output: j.output,
-    response: j.response, usage: usage(j), error: j.error, createdAt: j.created_at, updatedAt: j.updated_at, finishedAt: j.finished_at,
-  };
-}
-
-export function toAttempt(a: RawAttempt): AttemptRow {
-  return {
-    key: a.job_key, runId: a.run_id, attempt: a.attempt, startedAt: a.started_at, endedAt: a.ended_at, latencyMs: a.latency_ms,
-    status: a.status, outcome: a.outcome, error: a.error, usage: usage(a),
-  };
-}

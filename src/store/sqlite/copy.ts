@@ -1,5 +1,5 @@
 import type { Db } from './open.js';
-import { toJob, toRun } from './read.js';
+import { toJob, toRun } from '../rows.js';
 import type { AttemptRow, ItemRow, JobRow, RunRow } from '../types.js';
 
 const PAGE = 1000;

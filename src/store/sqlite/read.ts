@@ -1,8 +1,7 @@
-import { tallyJobs } from '../tally.js';
+import { tallyJobs, type StateTokensRow } from '../tally.js';
 import type { Db } from './open.js';
-import {
-  type ExportFilter, type ExportRow, type ItemDetail, type JobRow, type JobState, type RunRow, type StatusSnapshot,
-} from '../types.js';
+import type { ExportFilter, ExportRow, ItemDetail, RunRow, StatusSnapshot } from '../types.js';
+import { toAttempt, toExportRow, toJob, toRun, type RawAttempt, type RawExport, type RawJob, type RawRun } from '../rows.js';
 
 const EXPORT_PAGE = 1000;
 
@@ -18,7 +17,7 @@ export class SqliteReader {
     return db.transaction(() => {
       const rows = db.prepare(`SELECT model, state, count(*) AS n, coalesce(sum(prompt_tokens), 0) AS p,
           coalesce(sum(completion_tokens), 0) AS c FROM jobs INDEXED BY jobs_usage GROUP BY model, state`).all() as
-        Array<{ model: string; state: JobState; n: number; p: number; c: number }>;
+        Array<StateTokensRow>;
       const tally = tallyJobs(rows);
       const items = db.prepare('SELECT count(*) FROM items').pluck().get() as number;
       const failures = db.prepare(`SELECT coalesce(error, 'unknown error') AS error, count(*) AS count FROM jobs
@@ -46,11 +45,7 @@ export class SqliteReader {
         { id: string; source: string; job_key: string; meta: string | null } | undefined;
       if (!item) return null;
       const job = db.prepare('SELECT * FROM jobs WHERE key = ?').get(item.job_key) as RawJob;
-      const attempts = (db.prepare('SELECT * FROM attempts WHERE job_key = ? ORDER BY id').all(item.job_key) as RawAttempt[]).map((a) => ({
-        key: a.job_key, runId: a.run_id, attempt: a.attempt, startedAt: a.started_at, endedAt: a.ended_at,
-        latencyMs: a.latency_ms, status: a.status, outcome: a.outcome as ItemDetail['attempts'][number]['outcome'], error: a.error,
-        usage: a.prompt_tokens === null ? null : { promptTokens: a.prompt_tokens, completionTokens: a.completion_tokens ?? 0 },
-      }));
+      const attempts = (db.prepare('SELECT * FROM attempts WHERE job_key = ? ORDER BY id').all(item.job_key) as RawAttempt[]).map(toAttempt);
       return { id: item.id, source: item.source, meta: item.meta ? JSON.parse(item.meta) : null, job: toJob(job), attempts };
     })();
   }
@@ -68,51 +63,10 @@ export class SqliteReader {
     for (;;) {
       const rows = page.all(after, ...(states ?? [])) as RawExport[];
       for (const r of rows) {
-        yield {
-          id: r.id, source: r.source, meta: r.meta ? JSON.parse(r.meta) : null, key: r.key, state: r.state, model: r.model,
-          output: r.output, response: r.response, error: r.error, attempts: r.attempts,
-          usage: r.prompt_tokens === null ? null : { promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens ?? 0 },
-          latencyMs: r.latency_ms,
-        };
+        yield toExportRow(r);
       }
       if (rows.length < EXPORT_PAGE) return;
       after = rows[rows.length - 1]!.seq;
     }
   }
-}
-
-interface RawRun {
-  id: string; host: string; pid: number; started_at: number; heartbeat_at: number; ended_at: number | null;
-  exit_reason: string | null; options: string; stats: string | null;
-}
-interface RawJob {
-  key: string; request: string; model: string; state: JobState; priority: number; attempts: number; run_after: number;
-  lease_owner: string | null; lease_expires_at: number | null; output: string | null; response: string | null;
-  prompt_tokens: number | null; completion_tokens: number | null; error: string | null; created_at: number;
-  updated_at: number; finished_at: number | null;
-}
-interface RawAttempt {
-  job_key: string; run_id: string; attempt: number; started_at: number; ended_at: number; latency_ms: number;
-  status: number | null; outcome: string; error: string | null; prompt_tokens: number | null; completion_tokens: number | null;
-}
-interface RawExport {
-  seq: number; id: string; source: string; meta: string | null; key: string; state: JobState; model: string;
-  output: string | null; response: string | null; error: string | null; attempts: number;
-  prompt_tokens: number | null; completion_tokens: number | null; latency_ms: number | null;
-}
-
-export function toRun(r: RawRun): RunRow {
-  return {
-    id: r.id, host: r.host, pid: r.pid, startedAt: r.started_at, heartbeatAt: r.heartbeat_at, endedAt: r.ended_at,
-    exitReason: r.exit_reason, options: JSON.parse(r.options), stats: r.stats ? JSON.parse(r.stats) : null,
-  };
-}
-
-export function toJob(j: RawJob): JobRow {
-  return {
-    key: j.key, request: j.request, model: j.model, state: j.state, priority: j.priority, attempts: j.attempts,
-    runAfter: j.run_after, leaseOwner: j.lease_owner, leaseExpiresAt: j.lease_expires_at, output: j.output,
-    response: j.response, usage: j.prompt_tokens === null ? null : { promptTokens: j.prompt_tokens, completionTokens: j.completion_tokens ?? 0 },
-    error: j.error, createdAt: j.created_at, updatedAt: j.updated_at, finishedAt: j.finished_at,
-  };
 }
