@@ -10,6 +10,7 @@ import { collect, runCli, spawnCli } from './helpers/cli.js';
 import { enqueueJsonl, fakeUsage, jsonLines, readDb, sentFor } from './helpers/e2e.js';
 import { FakeOpenAI, answerFor, completionBody, reply, type FakeRequest } from './helpers/fake-openai.js';
 import { tempDir } from './helpers/tmp.js';
+import { parseCsv } from './helpers/csv.js';
 
 const fakes: FakeOpenAI[] = [];
 afterEach(async () => {
@@ -20,26 +21,6 @@ const content = (req: FakeRequest): string => String(req.json?.messages?.at(-1)?
 /** A real OpenAI message naming parameters: their snake_case names are not the error's code. */
 const REASON_B = "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.";
 const PRICE = [0.15, 0.6] as const; // gpt-4o-mini, USD per million tokens in the built-in table
-
-/** A minimal RFC 4180 reader (quoted fields may hold commas, doubled quotes, CR and LF). */
-function parseCsv(text: string): string[][] {
-  const rows: string[][] = [];
-  let row: string[] = [], field = '', i = 0, quoted = false;
-  while (i < text.length) {
-    const ch = text[i]!;
-    if (quoted) {
-      if (ch === '"' && text[i + 1] === '"') { field += '"'; i += 2; continue; }
-      if (ch === '"') { quoted = false; i++; continue; }
-      field += ch; i++; continue;
-    }
-    if (ch === '"') { quoted = true; i++; continue; }
-    if (ch === ',') { row.push(field); field = ''; i++; continue; }
-    if (ch === '\r' && text[i + 1] === '\n') { row.push(field); rows.push(row); row = []; field = ''; i += 2; continue; }
-    field += ch; i++;
-  }
-  if (field || row.length) throw new Error('csv does not end with CRLF');
-  return rows;
-}
 
 /**
  * 12 documents, in this order: `alpha` and `alpha-again` have the same text (one shared job);
