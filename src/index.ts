@@ -14,6 +14,10 @@ export { OpenAIProvider, type OpenAIProviderOptions } from './provider/openai.js
 export { MockProvider, type MockProviderOptions } from './provider/mock.js';
 export { estimatePromptTokens, estimateRequestTokens } from './provider/tokens.js';
 export { runQueue, type RunDeps, type RunOptions } from './scheduler/run-queue.js';
-export { LocalRateLimiter, type RateLimiter, type RateLimitOptions } from './scheduler/limiter.js';
-export { RedisRateLimiter, type RedisLimiterOptions } from './scheduler/redis-limiter.js';
+export { Lanes, localBoards, type LaneBoards } from './scheduler/lanes.js';
+export { Lane, type LaneSnapshot } from './scheduler/lane.js';
+export { LocalLaneBoard, type LaneBoard, type LearnedLimits } from './scheduler/pace/board.js';
+export { WindowPacer, type PaceLimits } from './scheduler/pace/window-pacer.js';
+export { RedisLaneBoards } from './scheduler/redis-boards.js';
+export { decide, type Decision, type FailureFacts } from './scheduler/decide.js';
 export { OutageBreaker, type OutageOptions } from './scheduler/outage.js';

@@ -49,7 +49,7 @@ describe('prices', () => {
         { model: 'gpt-4o', jobs: 2, done: 1, prompt: 200, completion: 20 },
         { model: 'my-finetune', jobs: 1, done: 1, prompt: 100, completion: 10 },
       ],
-      failures: [], retrying: 0, oldestPendingAt: null, activeRuns: [], lastRun: null,
+      failures: [], retrying: 0, oldestPendingAt: null, activeRuns: [], lastRun: null, lanes: [],
     };
     const r = buildStatusReport(snap, { now: Date.now(), prices: table, db: 'x.db' });
     expect(r.cost.usd).toBeNull();

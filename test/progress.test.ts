@@ -11,7 +11,7 @@ function snapshot(over: Partial<ProgressSnapshot> = {}): ProgressSnapshot {
   return {
     startedAt: T, now: T + 60_000, total: 40_000, alreadyDone: 0, done: 31_204, failed: 148, retried: 1_020, inFlight: 8,
     waiting: 3, backingOff: 2, requests: 32_400, rateLimited: 12, promptTokens: 14_200_000, completionTokens: 3_100_000,
-    jobsPerSecond: 4.6, tokensPerSecond: 612, etaSeconds: 1_860, paused: null, ...over,
+    jobsPerSecond: 4.6, tokensPerSecond: 612, etaSeconds: 1_860, paused: null, lanes: [], concurrency: 8, ...over,
   };
 }
 

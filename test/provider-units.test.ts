@@ -29,7 +29,7 @@ describe('header parsing', () => {
   it('reads x-ratelimit-* or returns null when there are none', () => {
     expect(parseRateLimit(headers({}))).toBeNull();
     expect(parseRateLimit(headers({ 'x-ratelimit-remaining-tokens': '10', 'x-ratelimit-reset-requests': '6m0s' }))).toEqual({
-      remainingRequests: null, remainingTokens: 10, resetRequestsMs: 360_000, resetTokensMs: null,
+      limitRequests: null, limitTokens: null, remainingRequests: null, remainingTokens: 10, resetRequestsMs: 360_000, resetTokensMs: null,
     });
   });
 });

@@ -77,7 +77,7 @@ describe('OpenAIProvider: success', () => {
     const f = await start();
     f.script(reply.ok({ headers: { 'x-ratelimit-remaining-requests': '59', 'x-ratelimit-remaining-tokens': '149000', 'x-ratelimit-reset-requests': '1m30.5s', 'x-ratelimit-reset-tokens': '20ms' } }));
     const result = await provider(f).complete(request(), { signal: live() });
-    expect(result.rateLimit).toEqual({ remainingRequests: 59, remainingTokens: 149000, resetRequestsMs: 90_500, resetTokensMs: 20 });
+    expect(result.rateLimit).toEqual({ limitRequests: null, limitTokens: null, remainingRequests: 59, remainingTokens: 149000, resetRequestsMs: 90_500, resetTokensMs: 20 });
   });
 });
 
@@ -129,7 +129,7 @@ describe('OpenAIProvider: classification over HTTP', () => {
     const dated = await failure(p);
     expect(dated.retryAfterMs).toBeGreaterThan(27_000);
     expect(dated.retryAfterMs).toBeLessThanOrEqual(30_000);
-    expect(dated.rateLimit).toEqual({ remainingRequests: null, remainingTokens: 0, resetRequestsMs: null, resetTokensMs: 360_000 });
+    expect(dated.rateLimit).toEqual({ limitRequests: null, limitTokens: null, remainingRequests: null, remainingTokens: 0, resetRequestsMs: null, resetTokensMs: 360_000 });
   });
 
   it('gets the 429 headers of the fake RPM limiter', async () => {

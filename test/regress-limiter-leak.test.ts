@@ -8,7 +8,7 @@ import { tempDir } from './helpers/tmp.js';
 const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
 
 /**
- * runQueue builds its LocalRateLimiter (with --tpm, a 25 ms refill setInterval that is not unref'd)
+ * runQueue used to build its rate limiter (with --tpm, a 25 ms refill setInterval that was not unref'd)
  * before reclaim/status/startRun, but only stops it in the `finally` of the later `try`. When one of
  * those first store calls throws (SQLITE_BUSY past busy_timeout, a PostgreSQL blip), the interval
  * outlives the run: `llmq run --tpm N` prints the error and then never exits.
@@ -20,7 +20,7 @@ describe('review: runQueue failing before its loop', () => {
     }
     const store = new FailingStore(join(tempDir(), 'q.db'));
     const before = timers();
-    await expect(runQueue({ store, provider: new MockProvider({ latencyMs: 0 }) }, { tpm: 60_000 })).rejects.toThrow('database is locked');
+    await expect(runQueue({ store, provider: new MockProvider({ latencyMs: 0 }) }, { tpm: 60_000, timeout: 'auto' })).rejects.toThrow('database is locked');
     const after = timers();
     await store.close();
     expect(after).toBe(before);

@@ -121,7 +121,7 @@ describe('runQueue', () => {
     await store.close();
   });
 
-  it('holds dispatch when x-ratelimit-remaining says the budget is spent, until it resets', async () => {
+  it('holds dispatch when x-ratelimit-remaining says the budget is spent and its size is unknown, until it resets', async () => {
     const { fake, store } = await setup(3, { latencyMs: 1 });
     fake.script(reply.ok({ headers: { 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '700ms' } }));
     const times: number[] = [];
@@ -129,6 +129,18 @@ describe('runQueue', () => {
     expect(times.length).toBe(3);
     expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(600);
     expect(times[2]! - times[1]!).toBeLessThan(600);
+    await store.close();
+  });
+
+  it('on remaining 0 waits one refill interval, not until the whole budget is back', async () => {
+    const { fake, store } = await setup(3, { latencyMs: 1 });
+    // 600 per minute, none left, full again in a minute: the next unit comes back in 100 ms.
+    fake.script(reply.ok({ headers: { 'x-ratelimit-limit-requests': '600', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '1m0s' } }));
+    const times: number[] = [];
+    await runQueue({ store, provider: provider(fake), emit: (e) => { if (e === 'job:start') times.push(Date.now()); } }, { ...fast, concurrency: 1 });
+    expect(times.length).toBe(3);
+    expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(95);
+    expect(times[1]! - times[0]!).toBeLessThan(1000);
     await store.close();
   });
 

@@ -20,7 +20,7 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     const empty = await store.status(T0);
     expect(empty).toEqual({
       counts: { pending: 0, running: 0, done: 0, failed: 0 }, total: 0, items: 0, tokens: { prompt: 0, completion: 0 },
-      byModel: [], failures: [], retrying: 0, oldestPendingAt: null, activeRuns: [], lastRun: null,
+      byModel: [], failures: [], retrying: 0, oldestPendingAt: null, activeRuns: [], lastRun: null, lanes: [],
     });
     await store.enqueue([...rows(4, { prefix: 'a' }), row('shared', 'a text 0')], T0 + 10); // 'shared' reuses a-0000's job
     await store.enqueue(rows(3, { prefix: 'b' }).map((r) => row(r.itemId, `b ${r.itemId}`, { model: 'big-model' })), T0 + 20);

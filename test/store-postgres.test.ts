@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { PostgresStore } from '../src/store/postgres/store.js';
-import { LATEST_VERSION } from '../src/store/postgres/migrations.js';
+import { LATEST_VERSION, MIGRATIONS } from '../src/store/postgres/migrations.js';
 import { openStore } from '../src/store/open-store.js';
 import { StoreError } from '../src/errors.js';
 import { PG_URL, STORE_KINDS, freshPgUrl, skipUnavailable } from './helpers/stores.js';
@@ -32,7 +32,7 @@ describe('postgres store', () => {
     expect(store.kind).toBe('postgres');
     const tables = await sql<{ table_name: string }>(
       `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, [schema]);
-    expect(tables.map((t) => t.table_name)).toEqual(['attempts', 'items', 'jobs', 'llmq_migrations', 'runs']);
+    expect(tables.map((t) => t.table_name)).toEqual(['attempts', 'items', 'jobs', 'lanes', 'llmq_migrations', 'runs']);
     const cols = async (table: string) => (await sql<{ column_name: string }>(`SELECT column_name FROM information_schema.columns
       WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position`, [schema, table])).map((c) => c.column_name);
     expect(await cols('jobs')).toEqual([
@@ -44,7 +44,7 @@ describe('postgres store', () => {
     await store.close();
     // reopening applies nothing new
     await (await PostgresStore.open(url)).close();
-    expect(await sql(`SELECT version FROM "${schema}".llmq_migrations`)).toEqual([{ version: LATEST_VERSION }]);
+    expect(await sql(`SELECT version FROM "${schema}".llmq_migrations`)).toEqual(MIGRATIONS.map((m) => ({ version: m.version })));
   });
 
   it('takes the schema from search_path too, and openStore dispatches on postgres://', async () => {
@@ -59,7 +59,7 @@ describe('postgres store', () => {
     const url = freshPgUrl();
     const stores = await Promise.all(Array.from({ length: 4 }, () => PostgresStore.open(url)));
     const schema = stores[0]!.schema;
-    expect(await sql(`SELECT version FROM "${schema}".llmq_migrations`)).toEqual([{ version: LATEST_VERSION }]);
+    expect(await sql(`SELECT version FROM "${schema}".llmq_migrations`)).toEqual(MIGRATIONS.map((m) => ({ version: m.version })));
     await Promise.all(stores.map((s) => s.close()));
   });
 

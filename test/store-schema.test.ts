@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
-import { LATEST_VERSION } from '../src/store/sqlite/migrations.js';
+import { LATEST_VERSION, MIGRATIONS } from '../src/store/sqlite/migrations.js';
 import { tempDir } from './helpers/tmp.js';
 
 function columns(db: Database.Database, table: string): string[] {
@@ -16,7 +16,7 @@ describe('sqlite schema', () => {
     const db = store.db;
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
-    expect(tables).toEqual(['attempts', 'items', 'jobs', 'llmq_migrations', 'runs']);
+    expect(tables).toEqual(['attempts', 'items', 'jobs', 'lanes', 'llmq_migrations', 'runs']);
     expect(columns(db, 'jobs')).toEqual([
       'seq', 'key', 'request', 'model', 'state', 'priority', 'attempts', 'run_after', 'lease_owner', 'lease_expires_at',
       'output', 'response', 'prompt_tokens', 'completion_tokens', 'error', 'created_at', 'updated_at', 'finished_at',
@@ -27,13 +27,14 @@ describe('sqlite schema', () => {
       'prompt_tokens', 'completion_tokens',
     ]);
     expect(columns(db, 'runs')).toEqual(['id', 'host', 'pid', 'started_at', 'heartbeat_at', 'ended_at', 'exit_reason', 'options', 'stats']);
+    expect(columns(db, 'lanes')).toEqual(['base_url', 'model', 'rpm', 'tpm', 'source', 'learned_at']);
     const indexes = db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%' ORDER BY name").pluck().all();
     expect(indexes).toEqual(['attempts_job', 'items_job', 'jobs_age', 'jobs_claim', 'jobs_lease', 'jobs_retrying', 'jobs_usage', 'runs_open']);
-    expect(db.prepare('SELECT version FROM llmq_migrations').pluck().all()).toEqual([LATEST_VERSION]);
+    expect(db.prepare('SELECT version FROM llmq_migrations').pluck().all()).toEqual(MIGRATIONS.map((m) => m.version));
     await store.close();
     // reopening applies nothing new
     const again = new SqliteStore(path);
-    expect(again.db.prepare('SELECT count(*) FROM llmq_migrations').pluck().get()).toBe(1);
+    expect(again.db.prepare('SELECT count(*) FROM llmq_migrations').pluck().get()).toBe(MIGRATIONS.length);
     await again.close();
   });
 

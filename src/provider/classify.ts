@@ -5,6 +5,7 @@
  * | what happened                                        | reason      | scope     |
  * |------------------------------------------------------|-------------|-----------|
  * | refused, reset, socket closed, DNS, `fetch failed`   | network     | retryable |
+ * | EMFILE, ENFILE, ENOBUFS, ENOMEM: this machine's limit | local       | retryable |
  * | no answer within the timeout                         | timeout     | retryable |
  * | 408, 409, 5xx                                        | server      | retryable |
  * | 429                                                  | rate_limit  | retryable |
@@ -105,11 +106,20 @@ function plainBodyText(text: string): string | null {
 /** fetch threw before an answer arrived: refused, reset, DNS, TLS... */
 export function classifyNetworkError(err: unknown, secret: string | undefined): ProviderError {
   const detail = networkDetail(err);
+  if (LOCAL_LIMIT.test(detail)) {
+    return new ProviderError({
+      message: `Local limit: ${cleanMessage(detail, secret)} (this machine, not the provider)`,
+      scope: 'retryable', reason: 'local', cause: redactError(err, secret),
+    });
+  }
   return new ProviderError({
     message: `Network error: ${cleanMessage(detail, secret)}`,
     scope: 'retryable', reason: 'network', cause: redactError(err, secret),
   });
 }
+
+/** Out of file descriptors or buffers on this machine: lower concurrency, do not blame the provider. */
+const LOCAL_LIMIT = /\b(EMFILE|ENFILE|ENOBUFS|ENOMEM)\b|too many open files/i;
 
 /** The most specific message in the cause chain, with its code: `connect ECONNREFUSED 127.0.0.1:80`. */
 function networkDetail(err: unknown): string {
@@ -133,9 +143,10 @@ function networkDetail(err: unknown): string {
   return best;
 }
 
-export function timeoutError(timeoutMs: number): ProviderError {
+export function timeoutError(timeoutMs: number, how: { auto?: boolean; model?: string } = {}): ProviderError {
+  const why = how.auto ? `--timeout auto: ${formatMs(timeoutMs)} is several times the p99 latency of ${how.model ?? 'this model'}` : '--timeout';
   return new ProviderError({
-    message: `Timed out after ${formatMs(timeoutMs)} (--timeout)`,
+    message: `Timed out after ${formatMs(timeoutMs)} (${why})`,
     scope: 'retryable', reason: 'timeout',
   });
 }
@@ -149,5 +160,5 @@ export function badBodyError(detail: string, status: number, rateLimit: RateLimi
 }
 
 function formatMs(ms: number): string {
-  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
+  return ms % 1000 === 0 ? `${ms / 1000} s` : ms >= 1000 ? `${(ms / 1000).toFixed(1)} s` : `${ms} ms`;
 }

@@ -46,13 +46,37 @@ function count(text: string | null): number | null {
   return Number.isFinite(n) && n >= 0 ? n : null;
 }
 
-/** The `x-ratelimit-*` headers, or null when the server sent none of them. */
-export function parseRateLimit(headers: HeaderSource): RateLimitInfo | null {
-  const info: RateLimitInfo = {
+/**
+ * The rate-limit headers, or null when the server sent none: OpenAI's `x-ratelimit-*` (resets as
+ * durations), else Anthropic's `anthropic-ratelimit-*` (resets as RFC 3339 times; the combined
+ * `tokens` budget, else `input-tokens`).
+ */
+export function parseRateLimit(headers: HeaderSource, now: number = Date.now()): RateLimitInfo | null {
+  const openai: RateLimitInfo = {
+    limitRequests: count(headers.get('x-ratelimit-limit-requests')),
+    limitTokens: count(headers.get('x-ratelimit-limit-tokens')),
     remainingRequests: count(headers.get('x-ratelimit-remaining-requests')),
     remainingTokens: count(headers.get('x-ratelimit-remaining-tokens')),
     resetRequestsMs: parseDuration(headers.get('x-ratelimit-reset-requests')),
     resetTokensMs: parseDuration(headers.get('x-ratelimit-reset-tokens')),
   };
-  return Object.values(info).every((v) => v === null) ? null : info;
+  if (!Object.values(openai).every((v) => v === null)) return openai;
+  const a = (name: string): string | null => headers.get(`anthropic-ratelimit-${name}`);
+  const tokens = a('tokens-limit') !== null ? 'tokens' : 'input-tokens';
+  const anthropic: RateLimitInfo = {
+    limitRequests: count(a('requests-limit')),
+    limitTokens: count(a(`${tokens}-limit`)),
+    remainingRequests: count(a('requests-remaining')),
+    remainingTokens: count(a(`${tokens}-remaining`)),
+    resetRequestsMs: untilTime(a('requests-reset'), now),
+    resetTokensMs: untilTime(a(`${tokens}-reset`), now),
+  };
+  return Object.values(anthropic).every((v) => v === null) ? null : anthropic;
+}
+
+/** ms from `now` until an RFC 3339 time (never negative), null when unreadable. */
+function untilTime(text: string | null, now: number): number | null {
+  if (text === null || text.trim() === '') return null;
+  const t = Date.parse(text);
+  return Number.isNaN(t) ? null : Math.max(0, t - now);
 }

@@ -8,6 +8,7 @@ export type FailureReason =
   | 'rate_limit' // 429 (not quota)
   | 'server' // 5xx, 408, 409
   | 'network' // refused, reset, DNS, socket closed
+  | 'local' // this machine ran out of something (EMFILE: too many open files): not the provider
   | 'timeout' // --timeout passed
   | 'bad_body' // 200 whose body is not a valid completion
   | 'bad_request' // 400, 404, 413, 422
@@ -15,13 +16,21 @@ export type FailureReason =
   | 'auth' // 401, 403
   | 'quota'; // 429 insufficient_quota
 
-/** What `x-ratelimit-*` headers said about the remaining budget. */
+/**
+ * What the rate-limit headers said (`x-ratelimit-*` from OpenAI and most compatible servers,
+ * `anthropic-ratelimit-*` from Anthropic): the budget's size, what is left of it, and how long until
+ * it is full again.
+ */
 export interface RateLimitInfo {
+  /** The request budget (`x-ratelimit-limit-requests`), usually per minute. */
+  readonly limitRequests: number | null;
+  /** The token budget (`x-ratelimit-limit-tokens`), usually per minute. */
+  readonly limitTokens: number | null;
   readonly remainingRequests: number | null;
   readonly remainingTokens: number | null;
-  /** Milliseconds until the request budget resets. */
+  /** Milliseconds until the request budget is full again (not until the next request is allowed). */
   readonly resetRequestsMs: number | null;
-  /** Milliseconds until the token budget resets. */
+  /** Milliseconds until the token budget is full again. */
   readonly resetTokensMs: number | null;
 }
 

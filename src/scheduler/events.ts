@@ -1,5 +1,6 @@
 import type { FailureReason } from '../provider/types.js';
 import type { Usage } from '../store/types.js';
+import type { LaneSnapshot } from './lane.js';
 
 /** Live figures of a run, emitted on every `progress` event. */
 export interface ProgressSnapshot {
@@ -31,6 +32,10 @@ export interface ProgressSnapshot {
   readonly etaSeconds: number | null;
   /** Set while dispatch is paused: why and until when (ms epoch). */
   readonly paused: { readonly reason: 'rate_limit' | 'outage'; readonly until: number } | null;
+  /** Each (base URL, model) lane: its pace against its limits. */
+  readonly lanes: readonly LaneSnapshot[];
+  /** Requests allowed in flight now (lowered when this machine runs out of file descriptors). */
+  readonly concurrency: number;
 }
 
 export interface RunSummary {
@@ -63,6 +68,8 @@ export interface SchedulerEventMap {
   paused: { reason: 'rate_limit' | 'outage'; untilMs: number; detail: string };
   resumed: { reason: 'rate_limit' | 'outage' };
   stopping: { graceMs: number; signal: string };
+  /** Something the user should know once (concurrency lowered, a limit learned). */
+  warning: { message: string };
   progress: ProgressSnapshot;
   'run:end': RunSummary;
 }

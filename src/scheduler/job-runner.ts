@@ -1,118 +1,48 @@
-import pRetry from 'p-retry';
-import { ProviderError, type CompletionResult, type Provider, type RateLimitInfo } from '../provider/types.js';
+import { ProviderError, type CompletionResult, type Provider } from '../provider/types.js';
 import type { AttemptOutcome, AttemptRecord, ClaimedJob, Store } from '../store/types.js';
+import { decide, type Decision } from './decide.js';
 import type { SchedulerListener } from './events.js';
-import { estimatePromptTokens, requestedCompletionTokens } from '../provider/tokens.js';
-import type { RateLimiter } from './limiter.js';
+import type { InFlightRequests } from './in-flight.js';
+import type { Lane } from './lane.js';
 import type { OutageBreaker } from './outage.js';
+import type { PaceTicket } from './pace/window-pacer.js';
 import type { Semaphore } from './semaphore.js';
 import type { RunCounters } from './stats.js';
+import { estimatePromptTokens, requestedCompletionTokens } from '../provider/tokens.js';
+import { sleep } from './wait.js';
 
 /** Everything one job needs from its run. */
 export interface JobContext {
   readonly store: Store;
   readonly provider: Provider;
-  readonly limiter: RateLimiter;
+  readonly lanes: { get(model: string): Lane };
   readonly breaker: OutageBreaker;
   readonly slots: Semaphore;
+  readonly inFlight: InFlightRequests;
   readonly counters: RunCounters;
   readonly emit: SchedulerListener;
   readonly runId: string;
   readonly maxAttempts: number;
   readonly leaseMs: number;
-  /** First backoff between tries; doubles each counted failure, randomized x1-2. */
+  /** First backoff between counted tries; doubles each time, randomized x1-2. */
   readonly retryDelayMs: number;
   readonly maxRetryDelayMs: number;
   /** Soft stop: no new request goes out, waits end. */
   readonly stopSignal: AbortSignal;
-  /** Hard stop: in-flight requests are aborted. */
-  readonly abortSignal: AbortSignal;
   readonly now: () => number;
+  readonly random: () => number;
   /** Called once with a run-fatal error; the run stops. */
   readonly onFatal: (error: ProviderError) => void;
+  /** A local resource ran out (EMFILE): lower concurrency. */
+  readonly onLocalLimit: (error: ProviderError) => void;
 }
 
 /**
- * How a job left this run. `unsent`: stopped before its request went out; it goes back to pending
- * with its attempt given back. `interrupted`: stopped after its last try was written down; it goes
- * back to pending as it is.
+ * How a job left this run. `unsent`: stopped before its current try went out; it goes back to
+ * pending with that try's attempt given back. `interrupted`: stopped after its last try was written
+ * down; it goes back to pending as it is.
  */
 export type JobOutcome = 'done' | 'failed' | 'unsent' | 'interrupted';
-
-/** A try that failed and may be retried; `counted` says whether it used up an attempt. */
-class TryFailed extends Error {
-  constructor(readonly error: ProviderError, readonly counted: boolean) {
-    super(error.message);
-  }
-}
-
-/** Ends the retry loop (shouldRetry says no); the job's fate was already decided. */
-class JobSettled extends Error {
-  constructor(readonly outcome: JobOutcome, message: string) {
-    super(message);
-  }
-}
-
-/**
- * Take one claimed job to the end of its life in this run: done, failed, or handed back. Each try
- * waits for a concurrency slot, the outage breaker and the rate limiter, then sends the request;
- * the result is written to the store before the next thing happens. Never throws.
- */
-export async function runJob(job: ClaimedJob, ctx: JobContext): Promise<JobOutcome> {
-  let attempt = job.attempts;
-  let sentThisTry = false;
-  let backingOff = false;
-  const tally: JobTally = { uncountedOutages: 0, firstUncountedAt: 0 };
-  const tokens = ctx.limiter.tokenCapacity === null ? null : tokenEstimate(job.request);
-  try {
-    await pRetry(
-      async (n) => {
-        if (n > 1) {
-          backingOff = false;
-          ctx.counters.backingOff--;
-          const raised = await ctx.store.startRetry(job.key, ctx.runId, ctx.now(), ctx.now() + ctx.leaseMs);
-          if (raised === null) throw new JobSettled('interrupted', 'lost the lease');
-          attempt = raised;
-        }
-        sentThisTry = false;
-        await tryOnce(job, attempt, tokens, ctx, () => (sentThisTry = true), tally);
-      },
-      {
-        retries: 1_000_000, // bounded by maxAttempts, counted in the store
-        factor: 2,
-        minTimeout: ctx.retryDelayMs,
-        maxTimeout: ctx.maxRetryDelayMs,
-        randomize: true,
-        signal: ctx.stopSignal,
-        shouldConsumeRetry: ({ error }) => !(error instanceof TryFailed) || error.counted,
-        shouldRetry: ({ error }) => error instanceof TryFailed,
-        onFailedAttempt: ({ error }) => {
-          if (error instanceof TryFailed) {
-            backingOff = true;
-            ctx.counters.backingOff++;
-          }
-        },
-      },
-    );
-    return 'done';
-  } catch (error) {
-    if (error instanceof JobSettled) return error.outcome;
-    if (ctx.stopSignal.aborted || ctx.abortSignal.aborted) {
-      if (backingOff) ctx.counters.backingOff--;
-      // Stopped before this try's request went out: its attempt is given back. Stopped while
-      // backing off: the last try was already written down as it was.
-      return sentThisTry ? 'interrupted' : 'unsent';
-    }
-    throw error;
-  }
-}
-
-/** Prompt tokens (by our tokenizer) and the request's weight: prompt plus the completion budget it reserves. */
-function tokenEstimate(requestJson: string): { prompt: number; weight: number } {
-  const request = JSON.parse(requestJson) as Parameters<typeof estimatePromptTokens>[0];
-  const prompt = estimatePromptTokens(request);
-  return { prompt, weight: prompt + requestedCompletionTokens(request) };
-}
 
 /** What one job has been through in this run, across its tries. */
 interface JobTally {
@@ -123,177 +53,237 @@ interface JobTally {
 }
 
 /**
- * A job's outage failures count again once the provider has shown it is up (it answered others
- * since this job's first uncounted failure) and the job failed this often: such a document breaks
- * the connection by itself and must end failed, not loop. A real outage never meets the first
- * condition. A document that is the last one left (so always the probe, and indistinguishable from
- * an outage) counts again after half an hour.
+ * Take one claimed job to the end of its life in this run: done, failed, or handed back. A plain
+ * loop: wait for a place (lane pace, outage breaker, concurrency slot), send, and on failure apply
+ * what `decide` says. The result of each try is written to the store before the next thing
+ * happens. Never throws for a provider error.
  */
-const MAX_UNCOUNTED_OUTAGES = 5;
-const MAX_UNCOUNTED_OUTAGE_MS = 30 * 60_000;
-
-async function tryOnce(job: ClaimedJob, attempt: number, tokens: { prompt: number; weight: number } | null, ctx: JobContext,
-  markSent: () => void, tally: JobTally): Promise<void> {
-  const c = ctx.counters;
-  c.waiting++;
-  let probe = false;
+export async function runJob(job: ClaimedJob, ctx: JobContext): Promise<JobOutcome> {
+  const lane = ctx.lanes.get(job.model);
+  lane.inHand++;
   try {
-    await ctx.slots.acquire(ctx.stopSignal);
+    return await new JobRun(job, lane, ctx).run();
+  } finally {
+    lane.inHand--;
+  }
+}
+
+class JobRun {
+  #attempt: number;
+  readonly #tally: JobTally = { uncountedOutages: 0, firstUncountedAt: 0 };
+  #tokens: { prompt: number; weight: number } | null = null;
+
+  constructor(readonly job: ClaimedJob, readonly lane: Lane, readonly ctx: JobContext) {
+    this.#attempt = job.attempts;
+  }
+
+  async run(): Promise<JobOutcome> {
+    const { ctx, job } = this;
+    for (;;) {
+      let place: Place;
+      try {
+        place = await this.#admit();
+      } catch (error) {
+        if (ctx.stopSignal.aborted) return 'unsent';
+        throw error;
+      }
+      const decision = await this.#send(place);
+      if (decision === 'done') return 'done';
+      if (decision.kind === 'fail') return 'failed';
+      if (decision.kind === 'stop') return 'interrupted';
+      ctx.counters.backingOff++;
+      try {
+        await sleep(decision.delayMs, ctx.stopSignal);
+      } catch {
+        return 'interrupted';
+      } finally {
+        ctx.counters.backingOff--;
+      }
+      const raised = await ctx.store.startRetry(job.key, ctx.runId, ctx.now(), ctx.now() + ctx.leaseMs);
+      if (raised === null) return 'interrupted'; // lost the lease
+      this.#attempt = raised;
+    }
+  }
+
+  /**
+   * Wait until the request may leave: the lane's pace and pause first (a paused lane holds no slot),
+   * then the outage breaker, then a concurrency slot, then the lane once more, atomically taking
+   * its place. Rejects only when the run stops.
+   */
+  async #admit(): Promise<Place> {
+    const { ctx, lane } = this;
+    const c = ctx.counters;
+    c.waiting++;
     try {
-      probe = await ctx.breaker.gate(ctx.stopSignal);
-      await ctx.limiter.acquire(tokens?.weight ?? 0, ctx.stopSignal, job.model);
+      let wait = lane.pauseLeft();
+      for (;;) {
+        if (wait > 0) await sleep(wait, ctx.stopSignal);
+        const tokens = this.#weight();
+        const probe = await ctx.breaker.gate(ctx.stopSignal);
+        try {
+          await ctx.slots.acquire(ctx.stopSignal);
+        } catch (error) {
+          if (probe) ctx.breaker.probeAbandoned();
+          throw error;
+        }
+        let got: PaceTicket | number;
+        try {
+          got = await lane.tryTake(tokens);
+          ctx.stopSignal.throwIfAborted();
+        } catch (error) {
+          ctx.slots.release();
+          if (probe) ctx.breaker.probeAbandoned();
+          throw error;
+        }
+        if (typeof got !== 'number') return { ticket: got, probe, tokens };
+        ctx.slots.release();
+        if (probe) ctx.breaker.probeAbandoned();
+        wait = Math.max(1, got);
+      }
+    } finally {
+      c.waiting--;
+    }
+  }
+
+  /** Send once, record the result; 'done', or what to do about the failure. */
+  async #send(place: Place): Promise<'done' | Decision> {
+    const { ctx, job, lane } = this;
+    const c = ctx.counters;
+    const startedAt = ctx.now();
+    c.inFlight++;
+    lane.inFlight++;
+    c.requests++;
+    ctx.emit('job:start', { key: job.key, attempt: this.#attempt, model: job.model });
+    const request = ctx.inFlight.start(lane, job.request, startedAt);
+    let result: CompletionResult;
+    try {
+      result = await ctx.provider.complete(job.request, { signal: request.signal });
     } catch (error) {
+      c.inFlight--;
+      lane.inFlight--;
+      ctx.inFlight.end(request);
       ctx.slots.release();
-      throw error;
+      if (!(error instanceof ProviderError)) {
+        if (place.probe) ctx.breaker.probeAbandoned();
+        if (request.signal.aborted) {
+          await this.#record(startedAt, null, 'released', 'stopped while the request was in flight', false);
+          return { kind: 'stop' };
+        }
+        throw error;
+      }
+      return this.#failed(error, startedAt);
     }
-  } catch (error) {
-    if (probe) ctx.breaker.probeAbandoned();
-    throw error; // stop signal: unsent
-  } finally {
-    c.waiting--;
-  }
-
-  if (ctx.stopSignal.aborted) {
-    // The stop came while we waited for a shared (Redis) limiter: nothing has been sent.
-    ctx.slots.release();
-    if (probe) ctx.breaker.probeAbandoned();
-    throw ctx.stopSignal.reason;
-  }
-  const startedAt = ctx.now();
-  c.inFlight++;
-  c.requests++;
-  markSent();
-  ctx.emit('job:start', { key: job.key, attempt, model: job.model });
-  let result: CompletionResult;
-  try {
-    result = await ctx.provider.complete(job.request, { signal: ctx.abortSignal });
-  } catch (error) {
     c.inFlight--;
-    ctx.slots.release();
-    if (ctx.abortSignal.aborted && !(error instanceof ProviderError)) {
-      if (probe) ctx.breaker.probeAbandoned();
-      await record(ctx, job.key, attempt, startedAt, null, 'released', 'stopped while the request was in flight');
-      throw error;
+    lane.inFlight--;
+    ctx.inFlight.end(request);
+    const endedAt = ctx.now();
+    ctx.breaker.success();
+    c.authInARow = 0;
+    const usage = result.usage;
+    lane.answered(result.rateLimit, endedAt - startedAt, usage.completionTokens);
+    // Providers reserve prompt + max_tokens when a request arrives, so only the prompt part is
+    // corrected: our tokenizer may count the prompt differently from the provider's.
+    if (this.#tokens) lane.board.settle(place.ticket, place.tokens - this.#tokens.prompt + usage.promptTokens);
+    const attempt: AttemptRecord = {
+      key: job.key, runId: ctx.runId, attempt: this.#attempt, startedAt, endedAt, status: result.status, outcome: 'done', error: null, usage,
+    };
+    // The slot is held until the answer is committed: at any moment at most --concurrency answers are
+    // paid for and not yet stored, which bounds what a crash can make us pay twice.
+    let stored: boolean;
+    try {
+      stored = await ctx.store.complete(job.key, { owner: ctx.runId, output: result.output, response: result.body, usage, attempt });
+    } finally {
+      ctx.slots.release();
     }
-    if (!(error instanceof ProviderError)) throw error;
-    await onFailure(job, attempt, startedAt, error, ctx, tally);
-    return; // unreachable: onFailure always throws
-  }
-  c.inFlight--;
-  ctx.breaker.success();
-  respectRateLimitHeaders(result.rateLimit, tokens?.weight ?? 1, ctx);
-  const endedAt = ctx.now();
-  const usage = result.usage;
-  // Providers reserve prompt + max_tokens when a request arrives, so only the prompt part is
-  // corrected: our tokenizer may count the prompt differently from the provider's.
-  if (tokens) ctx.limiter.settle(tokens.prompt, usage.promptTokens, job.model);
-  const attemptRecord: AttemptRecord = {
-    key: job.key, runId: ctx.runId, attempt, startedAt, endedAt, status: result.status, outcome: 'done', error: null, usage,
-  };
-  // The slot is held until the answer is committed: at any moment at most --concurrency answers are
-  // paid for and not yet stored, which bounds what a crash can make us pay twice.
-  let stored: boolean;
-  try {
-    stored = await ctx.store.complete(job.key, { owner: ctx.runId, output: result.output, response: result.body, usage, attempt: attemptRecord });
-  } finally {
-    ctx.slots.release();
-  }
-  // Another run already finished it (our lease had lapsed): its answer stands, ours is not counted.
-  if (!stored) return;
-  c.done++;
-  c.promptTokens += usage.promptTokens;
-  c.completionTokens += usage.completionTokens;
-  c.finished(endedAt, usage.promptTokens + usage.completionTokens);
-  ctx.emit('job:done', { key: job.key, attempt, latencyMs: endedAt - startedAt, usage });
-}
-
-/** Decide what a failed try means for the job and the run, write it down, and end the try. */
-async function onFailure(job: ClaimedJob, attempt: number, startedAt: number, error: ProviderError, ctx: JobContext,
-  tally: JobTally): Promise<never> {
-  const c = ctx.counters;
-  const now = ctx.now();
-  // A 404 before anything has been answered is the endpoint or the model, not this job: stop and
-  // say so rather than failing the whole queue one job at a time.
-  // 404s before anything was answered: three different jobs in a row is the endpoint or the model
-  // (a wrong --base-url), so stop the run; fewer may be the jobs' own, so they are retried, and fail
-  // as usual once the provider has answered something.
-  const early404 = error.status === 404 && c.done === 0;
-  if (early404) c.early404s++;
-  const scope = early404 ? (c.early404s >= 3 ? 'run' : 'retryable') : error.scope;
-  if (scope === 'run') {
-    ctx.breaker.neutral();
-    await record(ctx, job.key, attempt, startedAt, error.status, 'not_counted', error.message, { count: false });
-    ctx.onFatal(error);
-    throw new JobSettled('interrupted', error.message);
-  }
-  if (scope === 'job') {
-    ctx.breaker.neutral();
-    await ctx.store.fail(job.key, ctx.runId, error.message, attemptOf(ctx, job.key, attempt, startedAt, error.status, 'failed', error.message), now);
-    c.failed++;
-    c.finished(now, 0);
-    ctx.emit('job:failed', { key: job.key, attempt, status: error.status, error: error.message });
-    throw new JobSettled('failed', error.message);
+    // Another run already finished it (our lease had lapsed): its answer stands, ours is not counted.
+    if (!stored) return 'done';
+    c.done++;
+    c.promptTokens += usage.promptTokens;
+    c.completionTokens += usage.completionTokens;
+    c.finished(endedAt, usage.promptTokens + usage.completionTokens);
+    ctx.emit('job:done', { key: job.key, attempt: this.#attempt, latencyMs: endedAt - startedAt, usage });
+    return 'done';
   }
 
-  let counted = true;
-  let delayMs = 0;
-  if (early404) {
-    ctx.breaker.neutral();
-  } else if (error.reason === 'rate_limit') {
-    // Waiting on a rate limit is not the job's fault: pause everyone, keep the attempt.
-    ctx.breaker.neutral();
-    counted = false;
-    c.rateLimited++;
-    const rl = error.rateLimit;
-    // retry-after-ms / retry-after, else when the exhausted budget resets, else a second
-    delayMs = error.retryAfterMs ?? Math.max(rl?.resetRequestsMs ?? 0, rl?.resetTokensMs ?? 0);
-    if (!(delayMs > 0)) delayMs = 1000;
-    ctx.limiter.pauseUntil(now + delayMs);
-  } else if (error.reason === 'network' || error.reason === 'server' || error.reason === 'timeout') {
-    // Refused or unresolvable: nobody is listening, the request never reached the provider.
-    const unreachable = error.reason === 'network' && /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH/i.test(error.message);
-    counted = !ctx.breaker.failure(error.message, { sentAt: startedAt, unreachable });
-    if (!counted) {
-      if (tally.uncountedOutages++ === 0) tally.firstUncountedAt = now;
-      const providerUp = ctx.breaker.lastSuccessAt > tally.firstUncountedAt;
-      if ((providerUp && tally.uncountedOutages > MAX_UNCOUNTED_OUTAGES) || now - tally.firstUncountedAt > MAX_UNCOUNTED_OUTAGE_MS) counted = true;
+  /** Gather the facts, ask `decide`, and apply its answer to the store, the lane and the run. */
+  async #failed(error: ProviderError, startedAt: number): Promise<Decision> {
+    const { ctx, job, lane } = this;
+    const c = ctx.counters;
+    const now = ctx.now();
+    const tally = this.#tally;
+    if (error.status === 404 && c.done === 0) c.early404s++;
+    if (error.reason === 'auth') c.authInARow++;
+    const outageType = error.reason === 'network' || error.reason === 'server' || error.reason === 'timeout';
+    let outage = false;
+    if (outageType) {
+      // Refused or unresolvable: nobody is listening, the request never reached the provider.
+      const unreachable = error.reason === 'network' && /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH/i.test(error.message);
+      outage = ctx.breaker.failure(error.message, { sentAt: startedAt, unreachable });
+    } else {
+      ctx.breaker.neutral();
     }
-    if (!counted) delayMs = Math.max(0, ctx.breaker.nextProbeAt - now);
-  } else {
-    ctx.breaker.neutral();
+    const pauseMs = error.reason === 'rate_limit' ? lane.rateLimitedBy(error, startedAt) : 0;
+    const decision = decide({
+      error, attempt: this.#attempt, maxAttempts: ctx.maxAttempts, answered: c.done > 0, early404s: c.early404s,
+      authInARow: c.authInARow, outage, uncountedOutages: tally.uncountedOutages,
+      providerUpSince: tally.uncountedOutages > 0 && ctx.breaker.lastSuccessAt > tally.firstUncountedAt,
+      outageAgeMs: tally.uncountedOutages > 0 ? now - tally.firstUncountedAt : 0,
+      rateLimitPauseMs: pauseMs, nextProbeInMs: ctx.breaker.nextProbeAt - now,
+      retryDelayMs: ctx.retryDelayMs, maxRetryDelayMs: ctx.maxRetryDelayMs, random: ctx.random(),
+    });
+    const mayBeBilled = error.reason === 'timeout' ? ' (the provider may bill this try)' : '';
+    switch (decision.kind) {
+      case 'stop':
+        await this.#record(startedAt, error.status, 'not_counted', error.message, false);
+        ctx.onFatal(error);
+        return decision;
+      case 'fail': {
+        const a = this.#attemptRecord(startedAt, error.status, 'failed', error.message + mayBeBilled);
+        await ctx.store.fail(job.key, ctx.runId, decision.message, a, now);
+        c.failed++;
+        c.finished(now, 0);
+        ctx.emit('job:failed', { key: job.key, attempt: this.#attempt, status: error.status, error: decision.message });
+        return decision;
+      }
+      case 'retry':
+        if (error.reason === 'rate_limit') c.rateLimited++;
+        if (decision.shrink) ctx.onLocalLimit(error);
+        if (!decision.counted && outageType) {
+          if (tally.uncountedOutages++ === 0) tally.firstUncountedAt = now;
+        }
+        await this.#record(startedAt, error.status, decision.counted ? 'retry' : 'not_counted', error.message + mayBeBilled, decision.counted);
+        if (decision.counted) c.retried++;
+        ctx.emit('job:retry', {
+          key: job.key, attempt: this.#attempt, status: error.status, reason: error.reason, error: error.message,
+          delayMs: decision.delayMs, counted: decision.counted,
+        });
+        return decision;
+    }
   }
 
-  if (counted && attempt >= ctx.maxAttempts) {
-    const message = `gave up after ${attempt} attempt${attempt === 1 ? '' : 's'}: ${error.message}`;
-    await ctx.store.fail(job.key, ctx.runId, message, attemptOf(ctx, job.key, attempt, startedAt, error.status, 'failed', error.message), now);
-    c.failed++;
-    c.finished(now, 0);
-    ctx.emit('job:failed', { key: job.key, attempt, status: error.status, error: message });
-    throw new JobSettled('failed', message);
+  /** The request's token weight, counted only when its lane paces tokens (the tokenizer is big). */
+  #weight(): number {
+    if (this.lane.limits().tpm === null) return 0;
+    if (!this.#tokens) {
+      const request = JSON.parse(this.job.request) as Parameters<typeof estimatePromptTokens>[0];
+      const prompt = estimatePromptTokens(request);
+      this.#tokens = { prompt, weight: prompt + requestedCompletionTokens(request) };
+    }
+    return this.#tokens.weight;
   }
-  await record(ctx, job.key, attempt, startedAt, error.status, counted ? 'retry' : 'not_counted', error.message, { count: counted });
-  if (counted) c.retried++;
-  ctx.emit('job:retry', { key: job.key, attempt, status: error.status, reason: error.reason, error: error.message, delayMs, counted });
-  throw new TryFailed(error, counted);
+
+  #attemptRecord(startedAt: number, status: number | null, outcome: AttemptOutcome, error: string | null): AttemptRecord {
+    return { key: this.job.key, runId: this.ctx.runId, attempt: this.#attempt, startedAt, endedAt: this.ctx.now(), status, outcome, error, usage: null };
+  }
+
+  async #record(startedAt: number, status: number | null, outcome: AttemptOutcome, error: string, count: boolean): Promise<void> {
+    await this.ctx.store.recordAttempt(this.#attemptRecord(startedAt, status, outcome, error), { countAttempt: count, error });
+  }
 }
 
-/**
- * `x-ratelimit-remaining-*` says the provider's budget is spent before our own pacing noticed (its
- * limit is lower than --rpm/--tpm, or other clients share the key): hold dispatch until it resets.
- */
-function respectRateLimitHeaders(rl: RateLimitInfo | null, nextWeight: number, ctx: JobContext): void {
-  if (!rl) return;
-  const now = ctx.now();
-  if (rl.remainingRequests !== null && rl.remainingRequests <= 0 && rl.resetRequestsMs) ctx.limiter.pauseUntil(now + rl.resetRequestsMs);
-  if (rl.remainingTokens !== null && rl.remainingTokens < nextWeight && rl.resetTokensMs) ctx.limiter.pauseUntil(now + rl.resetTokensMs);
-}
-
-function attemptOf(ctx: JobContext, key: string, attempt: number, startedAt: number, status: number | null, outcome: AttemptOutcome, error: string | null): AttemptRecord {
-  return { key, runId: ctx.runId, attempt, startedAt, endedAt: ctx.now(), status, outcome, error, usage: null };
-}
-
-async function record(ctx: JobContext, key: string, attempt: number, startedAt: number, status: number | null, outcome: AttemptOutcome,
-  error: string, options: { count?: boolean } = {}): Promise<void> {
-  const a = attemptOf(ctx, key, attempt, startedAt, status, outcome, error);
-  await ctx.store.recordAttempt(a, { countAttempt: options.count ?? false, error });
+/** A place in the lane's pace and a concurrency slot, held by a request about to leave. */
+interface Place {
+  readonly ticket: PaceTicket;
+  readonly probe: boolean;
+  readonly tokens: number;
 }

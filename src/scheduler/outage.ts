@@ -28,6 +28,9 @@ export class OutageBreaker {
   }
   #recent: boolean[] = []; // true = outage failure
   #open = false;
+  #wasOpen = false; // #schedule runs on opening and after each failed probe; only the first stamps #openedAt
+  #openedAt = 0;
+  #lastDetail = '';
   #probing = false;
   #nextProbeAt = 0;
   #delay: number;
@@ -50,6 +53,16 @@ export class OutageBreaker {
 
   get isOpen(): boolean {
     return this.#open;
+  }
+
+  /** When the breaker last opened (ms epoch), null while it is closed. */
+  get openSince(): number | null {
+    return this.#open ? this.#openedAt : null;
+  }
+
+  /** What the last outage failure said, for the message when the outage lasts too long. */
+  get lastFailure(): string {
+    return this.#lastDetail;
   }
 
   get nextProbeAt(): number {
@@ -84,6 +97,7 @@ export class OutageBreaker {
     this.#probing = false;
     if (this.#open) {
       this.#open = false;
+      this.#wasOpen = false;
       this.#delay = this.#o.probeDelayMs;
       this.#clearTimer();
       this.onChange(false, 0, 'provider answered again');
@@ -98,6 +112,7 @@ export class OutageBreaker {
    * else after this request left: then the provider is up and the failure is this job's own.
    */
   failure(detail: string, options: { sentAt: number; unreachable: boolean }): boolean {
+    this.#lastDetail = detail;
     this.#consecutive++;
     this.#push(true);
     if (this.#open) {
@@ -151,6 +166,8 @@ export class OutageBreaker {
   }
 
   #schedule(detail: string): void {
+    if (!this.#wasOpen) this.#openedAt = this.#now();
+    this.#wasOpen = true;
     this.#nextProbeAt = this.#now() + this.#delay;
     this.onChange(true, this.#nextProbeAt, detail);
     this.#clearTimer();

@@ -2,11 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { LlmqError } from '../errors.js';
-import type { Provider, ProviderError } from '../provider/types.js';
+import { ProviderError, type Provider } from '../provider/types.js';
 import type { Store } from '../store/types.js';
-import type { RunSummary, SchedulerListener } from './events.js';
+import type { ProgressSnapshot, RunSummary, SchedulerListener } from './events.js';
 import { runJob, type JobContext } from './job-runner.js';
-import { LocalRateLimiter, type RateLimiter } from './limiter.js';
+import { InFlightRequests } from './in-flight.js';
+import { Lanes, localBoards, type LaneBoards } from './lanes.js';
 import { sleep } from './wait.js';
 import { OutageBreaker, type OutageOptions } from './outage.js';
 import { deadOwners, dyingOwners, isProcessAlive, type Self } from './owners.js';
@@ -16,10 +17,19 @@ import { RunCounters } from './stats.js';
 export interface RunOptions {
   /** Requests in flight at most. @default 8 */
   readonly concurrency?: number;
-  /** Requests per minute (undefined: no limit). */
+  /** Requests per minute at most, per model (undefined: what the provider's headers say, else no limit). */
   readonly rpm?: number;
-  /** Tokens per minute (undefined: no limit). */
+  /** Tokens per minute at most, per model (undefined: what the provider's headers say, else no limit). */
   readonly tpm?: number;
+  /**
+   * Per-request timeout: a number of ms (the provider enforces it), or 'auto': cut by each lane's
+   * observed latencies, at most `timeoutCapMs`. @default 'auto'
+   */
+  readonly timeout?: number | 'auto';
+  /** The longest any request may take under `timeout: 'auto'`. @default 600000 */
+  readonly timeoutCapMs?: number;
+  /** End the run (exit 1, jobs pending) when the provider stays unreachable this long. @default 900000 */
+  readonly maxOutageMs?: number;
   /** Tries per job, counted in the store. @default 5 */
   readonly maxAttempts?: number;
   /** Stop after claiming this many jobs. */
@@ -40,8 +50,12 @@ export interface RunOptions {
 export interface RunDeps {
   readonly store: Store;
   readonly provider: Provider;
-  /** Defaults to a LocalRateLimiter built from rpm/tpm. */
-  readonly limiter?: RateLimiter;
+  /** Where each lane's pace is kept; defaults to this process. Redis shares it between runs. */
+  readonly boards?: LaneBoards;
+  /** The endpoint lanes and learned limits are keyed by (no credentials). @default provider.name */
+  readonly baseUrl?: string;
+  /** @default Math.random */
+  readonly random?: () => number;
   readonly emit?: SchedulerListener;
   /** First abort: stop claiming and let in-flight requests finish. */
   readonly stopSignal?: AbortSignal;
@@ -122,30 +136,57 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
   counters.total = Math.min(limit, before.counts.pending + before.counts.running);
   await store.startRun({ id: runId, host, pid, startedAt, options: deps.describe ?? { concurrency, rpm: options.rpm, tpm: options.tpm, maxAttempts } });
   emit('run:start', { runId, total: counters.total, alreadyDone: counters.alreadyDone, options: deps.describe ?? {} });
-  // Created once the store answered: its refill timer must not outlive a run that failed to start.
-  const limiter = deps.limiter ?? new LocalRateLimiter({ rpm: options.rpm, tpm: options.tpm });
+  const lanes = new Lanes(deps.baseUrl ?? provider.name, { rpm: options.rpm ?? null, tpm: options.tpm ?? null }, deps.boards ?? localBoards(now), now);
+  await lanes.load(store);
+  const slots = new Semaphore(concurrency);
+  const timeout = options.timeout ?? 'auto';
+  const inFlight = new InFlightRequests({ auto: timeout === 'auto', capMs: options.timeoutCapMs ?? 600_000, now, abortSignal: abort.signal });
+  let lowered = false;
 
   const ctx: JobContext = {
-    store, provider, limiter, breaker, slots: new Semaphore(concurrency), counters, emit, runId, maxAttempts, leaseMs,
+    store, provider, lanes, breaker, slots, inFlight, counters, emit, runId, maxAttempts, leaseMs,
     retryDelayMs: options.retryDelayMs ?? 1000, maxRetryDelayMs: options.maxRetryDelayMs ?? 60_000,
-    stopSignal: stop.signal, abortSignal: abort.signal, now,
+    stopSignal: stop.signal, now, random: deps.random ?? Math.random,
     onFatal: (error) => {
       // Stop taking and sending at once; requests already out may be billed, so their answers are kept.
       fatal ??= error;
       stop.abort(new LlmqError('run stopped'));
     },
+    onLocalLimit: (error) => {
+      // Out of file descriptors: fewer requests at once, said once; no attempt is used.
+      const before = slots.size;
+      slots.shrink(Math.max(1, Math.min(before - 1, Math.floor(Math.max(1, counters.inFlight) * 0.75))));
+      if (!lowered || slots.size < before) {
+        emit('warning', { message: `${error.message}: concurrency lowered from ${before} to ${slots.size}. Raise the limit (ulimit -n) or lower --concurrency.` });
+      }
+      lowered = true;
+    },
   };
+  const maxOutageMs = options.maxOutageMs ?? 15 * 60_000;
+  const snapshot = (): ProgressSnapshot => counters.snapshot(now(), lanes.snapshots(), slots.size);
 
   let beats = 0;
   let lastBeat = startedAt;
   const heartbeat = setInterval(() => {
     const t = now();
-    const rl = limiter.pausedUntil();
+    const rl = Math.max(0, ...lanes.all().map((l) => l.board.pausedUntil()));
     if (!breaker.isOpen) counters.paused = rl > t ? { reason: 'rate_limit', until: rl } : null;
+    const since = breaker.openSince;
+    if (since !== null && t - since > maxOutageMs) {
+      outage ??= new ProviderError({
+        message: `The provider at ${lanes.baseUrl} has been unreachable for ${Math.round((t - since) / 60_000)} min ` +
+          `(--max-outage); the last try said: ${breaker.lastFailure}`,
+        scope: 'run', reason: 'network',
+      });
+      fatal ??= outage;
+      stop.abort(new LlmqError('run stopped'));
+    }
+    void lanes.refresh();
     store.heartbeat(runId, t, t + leaseMs, counters.forStore(t))
       .then(() => {
         lastBeat = t;
-        return ++beats % 5 === 0 ? reclaim() : undefined;
+        if (++beats % 5 === 0) return Promise.all([reclaim(), lanes.save(store)]);
+        return undefined;
       })
       .catch((error) => {
         // A blip is survivable while our leases hold; past half the lease, stop taking work and
@@ -156,7 +197,8 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
         }
       });
   }, heartbeatMs);
-  const progress = setInterval(() => emit('progress', counters.snapshot(now())), options.progressMs ?? 500);
+  let outage: ProviderError | null = null;
+  const progress = setInterval(() => emit('progress', snapshot()), options.progressMs ?? 500);
 
   const tasks = new Set<Promise<void>>();
   const unsent: string[] = [];
@@ -174,7 +216,9 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
       if (limit - claimed <= 0 && tasks.size === 0) { reason = 'limit'; break; }
       if (room >= batch || (room > 0 && tasks.size < concurrency)) {
         const t = now();
-        const got = await store.claim({ owner: runId, limit: room, now: t, leaseUntil: t + leaseMs, maxAttempts });
+        // A lane that is full or paused takes no more: it must not hold the claims of the others.
+        const skipModels = lanes.saturated(concurrency);
+        const got = await store.claim({ owner: runId, limit: room, now: t, leaseUntil: t + leaseMs, maxAttempts, skipModels });
         counters.failed += got.exhausted;
         claimed += got.jobs.length;
         for (const job of got.jobs) {
@@ -214,8 +258,10 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
     clearInterval(heartbeat);
     clearInterval(progress);
     breaker.dispose();
-    if (!deps.limiter) await limiter.stop();
+    inFlight.dispose();
     const t = now();
+    await lanes.save(store).catch(() => {});
+    await lanes.close();
     try {
       if (unsent.length > 0) await store.release(runId, { refund: true, now: t, keys: unsent });
       await store.release(runId, { refund: false, now: t });
@@ -234,7 +280,7 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
     wallMs: now() - startedAt, remaining: after.counts.pending + after.counts.running, failedInStore: after.counts.failed,
     fatal: f ? { message: f.message, reason: f.reason } : null,
   };
-  emit('progress', counters.snapshot(now()));
+  emit('progress', snapshot());
   emit('run:end', summary);
   return summary;
 }

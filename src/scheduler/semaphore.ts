@@ -1,10 +1,24 @@
 /** At most `size` holders at once; waiters are served first come, first served. */
 export class Semaphore {
+  // May go below 0 after `shrink`: releases then pay off the difference before anyone is granted.
   #free: number;
+  #size: number;
   readonly #waiters: Array<{ grant: () => void }> = [];
 
   constructor(size: number) {
     this.#free = size;
+    this.#size = size;
+  }
+
+  get size(): number {
+    return this.#size;
+  }
+
+  /** Lower the number of holders to `size` (at least 1); holders beyond it finish first. */
+  shrink(size: number): void {
+    const next = Math.max(1, Math.min(this.#size, Math.floor(size)));
+    this.#free -= this.#size - next;
+    this.#size = next;
   }
 
   get waiting(): number {
@@ -35,6 +49,10 @@ export class Semaphore {
   }
 
   release(): void {
+    if (this.#free < 0) {
+      this.#free++;
+      return;
+    }
     const next = this.#waiters.shift();
     if (next) next.grant();
     else this.#free++;

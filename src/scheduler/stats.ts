@@ -1,5 +1,6 @@
 import type { RunStats } from '../store/types.js';
 import type { ProgressSnapshot } from './events.js';
+import type { LaneSnapshot } from './lane.js';
 
 const WINDOW_SECONDS = 30;
 
@@ -12,6 +13,8 @@ export class RunCounters {
   rateLimited = 0;
   /** 404s seen before the first answer (a wrong endpoint shows as a run of them). */
   early404s = 0;
+  /** 401/403 answers since the last success. */
+  authInARow = 0;
   promptTokens = 0;
   completionTokens = 0;
   inFlight = 0;
@@ -47,7 +50,7 @@ export class RunCounters {
     return { jobs: jobs / seconds, tokens: tokens / seconds };
   }
 
-  snapshot(now: number): ProgressSnapshot {
+  snapshot(now: number, lanes: readonly LaneSnapshot[] = [], concurrency = 0): ProgressSnapshot {
     const { jobs, tokens } = this.rates(now);
     const left = Math.max(0, this.total - this.done - this.failed);
     return {
@@ -55,7 +58,7 @@ export class RunCounters {
       retried: this.retried, inFlight: this.inFlight, waiting: this.waiting, backingOff: this.backingOff,
       requests: this.requests, rateLimited: this.rateLimited, promptTokens: this.promptTokens,
       completionTokens: this.completionTokens, jobsPerSecond: jobs, tokensPerSecond: tokens,
-      etaSeconds: left === 0 ? 0 : jobs > 0 ? left / jobs : null, paused: this.paused,
+      etaSeconds: left === 0 ? 0 : jobs > 0 ? left / jobs : null, paused: this.paused, lanes, concurrency,
     };
   }
 

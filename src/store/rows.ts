@@ -1,4 +1,4 @@
-import type { AttemptRow, ExportRow, JobRow, JobState, RunRow, Usage } from './types.js';
+import type { AttemptRow, ExportRow, JobRow, JobState, LaneLimitRow, RunRow, Usage } from './types.js';
 
 /**
  * Rows as both stores' SQL returns them (snake_case columns, ms-epoch numbers, JSON as text), and
@@ -57,3 +57,19 @@ export function toExportRow(r: RawExport): ExportRow {
     output: r.output, response: r.response, error: r.error, attempts: r.attempts, usage: toUsage(r), latencyMs: r.latency_ms,
   };
 }
+
+/** A `lanes` row as both stores return it. */
+export interface RawLane {
+  readonly base_url: string;
+  readonly model: string;
+  readonly rpm: number | null;
+  readonly tpm: number | null;
+  readonly source: 'headers' | '429s';
+  readonly learned_at: number | string;
+}
+
+export function toLane(r: RawLane): LaneLimitRow {
+  return { baseUrl: r.base_url, model: r.model, rpm: r.rpm, tpm: r.tpm, source: r.source, at: Number(r.learned_at) };
+}
+
+export const LANES_SQL = 'SELECT * FROM lanes ORDER BY base_url, model';

@@ -70,6 +70,22 @@ export interface ClaimOptions {
   readonly leaseUntil: number;
   /** Pending jobs that already used this many attempts (a crash loop) are failed instead of claimed. */
   readonly maxAttempts: number;
+  /** Leave jobs of these models pending (their lane is full or paused). */
+  readonly skipModels?: readonly string[];
+}
+
+/** Rate limits learned for one (base URL, model), remembered for the next run. */
+export interface LaneLimitRow {
+  /** The endpoint, without credentials or query. */
+  readonly baseUrl: string;
+  readonly model: string;
+  /** Per minute; null when unknown. */
+  readonly rpm: number | null;
+  readonly tpm: number | null;
+  /** `headers`: the provider said so; `429s`: found by backing off from rate-limit errors. */
+  readonly source: 'headers' | '429s';
+  /** ms epoch when learned. */
+  readonly at: number;
 }
 
 export interface ClaimResult {
@@ -151,6 +167,8 @@ export interface StatusSnapshot {
   /** Runs that have not ended, newest first. */
   readonly activeRuns: readonly RunRow[];
   readonly lastRun: RunRow | null;
+  /** Rate limits learned per (base URL, model). */
+  readonly lanes: readonly LaneLimitRow[];
 }
 
 export interface ItemDetail {
@@ -264,6 +282,10 @@ export interface Store {
   nextPendingAt(): Promise<number | null>;
   /** Failed jobs back to `pending` with fresh attempts. */
   retryFailed(filter: RetryFailedFilter, now: number): Promise<number>;
+
+  // learned rate limits, per (base URL, model)
+  saveLaneLimits(row: LaneLimitRow): Promise<void>;
+  laneLimits(): Promise<LaneLimitRow[]>;
 
   // reading
   status(now: number): Promise<StatusSnapshot>;

@@ -3,6 +3,7 @@ import { EXIT } from '../../errors.js';
 import type { RunSummary, SchedulerListener } from '../../scheduler/events.js';
 import { dbOption } from '../program.js';
 import { intAtLeast, numberBetween, oneOf, positiveNumber } from '../options.js';
+import { resolveBaseUrl } from '../../provider/create.js';
 
 interface RunFlags {
   db?: string;
@@ -12,7 +13,8 @@ interface RunFlags {
   rpm?: number;
   tpm?: number;
   maxAttempts: number;
-  timeout: number;
+  timeout: number | 'auto';
+  maxOutage: number;
   limit?: number;
   grace: number;
   retryDelay: number;
@@ -31,10 +33,11 @@ export function registerRun(program: Command): Command {
     .addOption(new Option('--provider <name>', 'openai (any OpenAI-compatible endpoint) or mock (offline)').default('openai').argParser(oneOf(['openai', 'mock'] as const)))
     .option('--base-url <url>', 'OpenAI-compatible API base, e.g. http://127.0.0.1:11434/v1 (env LLMQ_BASE_URL, OPENAI_BASE_URL; default https://api.openai.com/v1)')
     .addOption(new Option('-c, --concurrency <n>', 'requests in flight at most').default(8).argParser(intAtLeast(1)))
-    .addOption(new Option('--rpm <n>', 'requests per minute, paced evenly (default: no limit)').argParser(intAtLeast(1)))
-    .addOption(new Option('--tpm <n>', 'tokens per minute: prompt tokens + max_tokens, paced evenly (default: no limit)').argParser(intAtLeast(1)))
+    .addOption(new Option('--rpm <n>', 'requests per minute per model at most; the provider\'s own limit, learned from its headers, when lower (default: the provider\'s)').argParser(intAtLeast(1)))
+    .addOption(new Option('--tpm <n>', 'tokens per minute per model at most (prompt tokens + max_tokens); the provider\'s, when lower (default: the provider\'s)').argParser(intAtLeast(1)))
     .addOption(new Option('--max-attempts <n>', 'tries per job before it is failed').default(5).argParser(intAtLeast(1)))
-    .addOption(new Option('--timeout <seconds>', 'per-request timeout').default(120).argParser(positiveNumber))
+    .addOption(new Option('--timeout <seconds|auto>', 'per-request timeout: auto follows each model\'s observed latencies (several times the p99, at most 600 s); a number is a fixed cap').default('auto').argParser(secondsOrAuto))
+    .addOption(new Option('--max-outage <minutes>', 'end the run (exit 1, jobs stay pending) when the provider stays unreachable this long').default(15).argParser(positiveNumber))
     .addOption(new Option('--limit <n>', 'stop after taking N jobs').argParser(intAtLeast(1)))
     .addOption(new Option('--grace <seconds>', 'on Ctrl-C, how long in-flight requests may finish before they are aborted').default(30).argParser(numberBetween(0, 3600)))
     .addOption(new Option('--retry-delay <seconds>', 'first wait before a retry; doubles each time, with jitter').default(1).argParser(numberBetween(0, 600)))
@@ -69,14 +72,14 @@ async function runCommand(flags: RunFlags): Promise<void> {
     import('../progress/index.js'),
   ]);
   const provider = createProvider({
-    provider: flags.provider, baseUrl: flags.baseUrl, timeoutMs: Math.round(flags.timeout * 1000),
+    provider: flags.provider, baseUrl: flags.baseUrl, timeoutMs: flags.timeout === 'auto' ? AUTO_TIMEOUT_CAP_MS : Math.round(flags.timeout * 1000),
     mock: { latencyMs: flags.mockLatency, failureRate: flags.mockFailureRate },
   }, process.env);
   const location = resolveDbLocation(flags.db);
   const redisUrl = flags.redis || process.env.LLMQ_REDIS_URL || undefined;
-  const limiter = redisUrl ? await sharedLimiter(redisUrl, flags) : undefined;
+  const boards = redisUrl ? await sharedBoards(redisUrl) : undefined;
   const store = await openExistingStore(location).catch(async (error) => {
-    await limiter?.stop();
+    await boards?.close();
     throw error;
   });
 
@@ -101,17 +104,18 @@ async function runCommand(flags: RunFlags): Promise<void> {
   process.on('SIGTERM', onSignal);
 
   const mode = flags.json ? 'json' : flags.progress === 'auto' ? (process.stderr.isTTY ? 'tty' : 'plain') : flags.progress;
-  const limits = [flags.rpm ? `${flags.rpm} rpm` : '', flags.tpm ? `${flags.tpm} tpm` : '', limiter ? 'shared through Redis' : ''].filter(Boolean).join(', ');
+  const limits = [flags.rpm ? `${flags.rpm} rpm` : '', flags.tpm ? `${flags.tpm} tpm` : '', boards ? 'shared through Redis' : ''].filter(Boolean).join(', ');
   const progress = mode === 'none' ? null
     : attachProgress(null, { mode, db: redactLocation(location), provider: limits ? `${provider.name}, ${limits}` : provider.name });
   if (progress) listeners.push(progress.listener);
   let summary: RunSummary;
   try {
     summary = await runQueue(
-      { store, provider, limiter, emit, stopSignal: stop.signal, abortSignal: abort.signal,
+      { store, provider, boards, baseUrl: laneBaseUrl(flags), emit, stopSignal: stop.signal, abortSignal: abort.signal,
         describe: { provider: provider.name, concurrency: flags.concurrency, rpm: flags.rpm ?? null, tpm: flags.tpm ?? null, maxAttempts: flags.maxAttempts } },
       { concurrency: flags.concurrency, rpm: flags.rpm, tpm: flags.tpm, maxAttempts: flags.maxAttempts, limit: flags.limit,
-        retryDelayMs: flags.retryDelay * 1000 },
+        retryDelayMs: flags.retryDelay * 1000, timeout: flags.timeout === 'auto' ? 'auto' : flags.timeout * 1000,
+        timeoutCapMs: AUTO_TIMEOUT_CAP_MS, maxOutageMs: flags.maxOutage * 60_000 },
     );
   } finally {
     progress?.stop();
@@ -119,7 +123,6 @@ async function runCommand(flags: RunFlags): Promise<void> {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await store.close();
-    await limiter?.stop();
   }
   if (summary.fatal) process.stderr.write(`error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message)}\n`);
   process.exitCode = exitCodeFor(summary);
@@ -136,11 +139,27 @@ function fixFor(reason: string, message: string): string {
   return after;
 }
 
-/** The Redis-backed limiter; its budget is keyed by endpoint and model, so other endpoints never share it. */
-async function sharedLimiter(url: string, flags: RunFlags) {
-  const [{ RedisRateLimiter }, { resolveBaseUrl }] = await Promise.all([import('../../scheduler/redis-limiter.js'), import('../../provider/create.js')]);
-  const baseUrl = flags.provider === 'mock' ? 'mock' : resolveBaseUrl(flags.baseUrl, process.env).url;
-  return RedisRateLimiter.connect({ url, baseUrl, rpm: flags.rpm, tpm: flags.tpm });
+/** Redis-kept lanes: one budget per endpoint and model, shared by every run naming the same Redis. */
+async function sharedBoards(url: string) {
+  const { RedisLaneBoards } = await import('../../scheduler/redis-boards.js');
+  return RedisLaneBoards.connect(url);
+}
+
+/** What lanes and learned limits are keyed by: the endpoint without credentials or query. */
+function laneBaseUrl(flags: RunFlags): string {
+  if (flags.provider === 'mock') return 'mock';
+  const url = new URL(resolveBaseUrl(flags.baseUrl, process.env).url);
+  url.username = url.password = '';
+  url.search = '';
+  return url.href.replace(/\/$/, '');
+}
+
+/** The longest a request may take under --timeout auto. */
+const AUTO_TIMEOUT_CAP_MS = 600_000;
+
+/** `auto`, or a number of seconds greater than 0. */
+function secondsOrAuto(value: string): number | 'auto' {
+  return value.trim().toLowerCase() === 'auto' ? 'auto' : positiveNumber(value);
 }
 
 /** 130 on a signal, 1 on a run-fatal error, 2 when jobs failed, else 0. */

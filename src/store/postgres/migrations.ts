@@ -91,11 +91,27 @@ CREATE INDEX runs_open ON runs (started_at) WHERE ended_at IS NULL;
 CREATE INDEX runs_started ON runs (started_at);
 `,
   },
+  {
+    version: 2,
+    name: 'lanes',
+    sql: `
+-- rate limits learned per (base URL, model), so the next run starts at the right pace
+CREATE TABLE lanes (
+  base_url   TEXT             NOT NULL,             -- the endpoint, never with credentials
+  model      TEXT             NOT NULL,
+  rpm        DOUBLE PRECISION,                      -- per minute; NULL when unknown
+  tpm        DOUBLE PRECISION,
+  source     TEXT             NOT NULL CHECK (source IN ('headers', '429s')),
+  learned_at BIGINT           NOT NULL,
+  PRIMARY KEY (base_url, model)
+);
+`,
+  },
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
-const OUR_TABLES = ['jobs', 'items', 'attempts', 'runs'];
+const OUR_TABLES = ['jobs', 'items', 'attempts', 'runs', 'lanes'];
 
 /**
  * Bring the schema up to date in one transaction under an advisory lock keyed by the schema, so two

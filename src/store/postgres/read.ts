@@ -1,7 +1,7 @@
 import { tallyJobs, type StateTokensRow } from '../tally.js';
 import type pg from 'pg';
-import type { ExportFilter, ExportRow, ItemDetail, RunRow, StatusSnapshot } from '../types.js';
-import { toAttempt, toExportRow, toJob, toRun, type RawAttempt, type RawExport, type RawJob, type RawRun } from '../rows.js';
+import type { ExportFilter, ExportRow, ItemDetail, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
+import { LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun, type RawAttempt, type RawExport, type RawJob, type RawLane, type RawRun } from '../rows.js';
 import { inTransaction, query } from './connect.js';
 
 const EXPORT_PAGE = 1000;
@@ -31,11 +31,16 @@ export class PgReader {
       const oldestPendingAt = await one<number | null>(`SELECT min(created_at) AS v FROM jobs WHERE state = 'pending'`);
       const activeRuns = (await db.query<RawRun>(ACTIVE_RUNS)).rows.map(toRun);
       const last = (await db.query<RawRun>('SELECT * FROM runs ORDER BY started_at DESC, seq DESC LIMIT 1')).rows[0];
+      const lanes = (await db.query<RawLane>(LANES_SQL)).rows.map(toLane);
       return {
         ...tally, items, failures, retrying,
-        oldestPendingAt, activeRuns, lastRun: last ? toRun(last) : null,
+        oldestPendingAt, activeRuns, lastRun: last ? toRun(last) : null, lanes,
       };
     }, SNAPSHOT);
+  }
+
+  async laneLimits(): Promise<LaneLimitRow[]> {
+    return (await query<RawLane>(this.#pool, LANES_SQL)).rows.map(toLane);
   }
 
   async activeRuns(): Promise<RunRow[]> {

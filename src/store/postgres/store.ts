@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type {
   AttemptRecord, AttemptRow, ClaimOptions, ClaimResult, Completion, EnqueueResult, EnqueueRow, ExportFilter, ExportRow,
-  ItemDetail, ItemRow, JobRow, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
+  ItemDetail, ItemRow, JobRow, LaneLimitRow, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
 } from '../types.js';
 import { connectionError, createPool, parsePgUrl, query } from './connect.js';
 import { migrate } from './migrations.js';
@@ -37,7 +37,7 @@ function failSql(first: number): string {
  */
 const CLAIM_SQL = `
 WITH picked AS MATERIALIZED (
-  SELECT seq FROM jobs WHERE state = 'pending' AND run_after <= $2::bigint
+  SELECT seq FROM jobs WHERE state = 'pending' AND run_after <= $2::bigint AND NOT (model = ANY($6::text[]))
   ORDER BY priority, seq LIMIT $5::int FOR UPDATE SKIP LOCKED
 )
 UPDATE jobs SET
@@ -157,7 +157,7 @@ export class PostgresStore implements Store {
 
   async claim(o: ClaimOptions): Promise<ClaimResult> {
     const rows = (await this.#q<{ seq: number; key: string; request: string; model: string; priority: number; attempts: number; state: string }>(
-      CLAIM_SQL, [o.maxAttempts, o.now, o.owner, o.leaseUntil, o.limit])).rows;
+      CLAIM_SQL, [o.maxAttempts, o.now, o.owner, o.leaseUntil, o.limit, [...(o.skipModels ?? [])]])).rows;
     // RETURNING comes back in no promised order; keep priority, then FIFO.
     rows.sort((a, b) => a.priority - b.priority || a.seq - b.seq);
     let exhausted = 0;
@@ -257,6 +257,16 @@ export class PostgresStore implements Store {
         DELETE FROM jobs j WHERE j.key = ANY($1::text[]) AND j.state = 'pending'
           AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key) RETURNING j.key
       ) DELETE FROM attempts a WHERE a.job_key IN (SELECT key FROM dropped)`, [[...keys]]);
+  }
+
+  async saveLaneLimits(row: LaneLimitRow): Promise<void> {
+    await this.#q(`INSERT INTO lanes (base_url, model, rpm, tpm, source, learned_at) VALUES ($1, $2, $3, $4, $5, $6)
+      ON CONFLICT (base_url, model) DO UPDATE SET rpm = excluded.rpm, tpm = excluded.tpm, source = excluded.source,
+        learned_at = excluded.learned_at`, [row.baseUrl, row.model, row.rpm, row.tpm, row.source, row.at]);
+  }
+
+  laneLimits(): Promise<LaneLimitRow[]> {
+    return this.#read.laneLimits();
   }
 
   async nextPendingAt(): Promise<number | null> {

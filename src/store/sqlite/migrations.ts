@@ -83,6 +83,22 @@ CREATE TABLE runs (
 CREATE INDEX runs_open ON runs (ended_at, started_at);
 `,
   },
+  {
+    version: 2,
+    name: 'lanes',
+    sql: `
+-- rate limits learned per (base URL, model), so the next run starts at the right pace
+CREATE TABLE lanes (
+  base_url   TEXT    NOT NULL,                      -- the endpoint, never with credentials
+  model      TEXT    NOT NULL,
+  rpm        REAL,                                  -- per minute; NULL when unknown
+  tpm        REAL,
+  source     TEXT    NOT NULL CHECK (source IN ('headers', '429s')),
+  learned_at INTEGER NOT NULL,
+  PRIMARY KEY (base_url, model)
+);
+`,
+  },
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -1,7 +1,7 @@
 import { tallyJobs, type StateTokensRow } from '../tally.js';
 import type { Db } from './open.js';
-import type { ExportFilter, ExportRow, ItemDetail, RunRow, StatusSnapshot } from '../types.js';
-import { toAttempt, toExportRow, toJob, toRun, type RawAttempt, type RawExport, type RawJob, type RawRun } from '../rows.js';
+import type { ExportFilter, ExportRow, ItemDetail, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
+import { LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun, type RawAttempt, type RawExport, type RawJob, type RawLane, type RawRun } from '../rows.js';
 
 const EXPORT_PAGE = 1000;
 
@@ -28,9 +28,13 @@ export class SqliteReader {
       const last = db.prepare('SELECT * FROM runs ORDER BY started_at DESC LIMIT 1').get() as RawRun | undefined;
       return {
         ...tally, items, failures, retrying,
-        oldestPendingAt: oldestPendingAt ?? null, activeRuns, lastRun: last ? toRun(last) : null,
+        oldestPendingAt: oldestPendingAt ?? null, activeRuns, lastRun: last ? toRun(last) : null, lanes: this.laneLimits(),
       };
     })();
+  }
+
+  laneLimits(): LaneLimitRow[] {
+    return (this.#db.prepare(LANES_SQL).all() as RawLane[]).map(toLane);
   }
 
   activeRuns(): RunRow[] {

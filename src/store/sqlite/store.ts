@@ -1,6 +1,6 @@
 import type {
   AttemptRecord, AttemptRow, ClaimOptions, ClaimResult, ClaimedJob, Completion, EnqueueResult, EnqueueRow,
-  ExportFilter, ExportRow, ItemDetail, ItemRow, JobRow, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
+  ExportFilter, ExportRow, ItemDetail, ItemRow, JobRow, LaneLimitRow, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
 } from '../types.js';
 import { openSqlite, type Db } from './open.js';
 import { SqliteReader } from './read.js';
@@ -47,6 +47,7 @@ export class SqliteStore implements Store {
           lease_expires_at = CASE WHEN attempts >= @max THEN NULL ELSE @leaseUntil END,
           updated_at = @now
         WHERE seq IN (SELECT seq FROM jobs WHERE state = 'pending' AND run_after <= @now
+                        AND model NOT IN (SELECT value FROM json_each(@skip))
                       ORDER BY priority, seq LIMIT @limit)
         RETURNING seq, key, request, model, priority, attempts, state`),
       startRetry: db.prepare(`UPDATE jobs SET attempts = attempts + 1, lease_expires_at = ?, updated_at = ?
@@ -79,6 +80,9 @@ export class SqliteStore implements Store {
       renewLeases: db.prepare(`UPDATE jobs SET lease_expires_at = ? WHERE lease_owner = ? AND state = 'running'`),
       finishRun: db.prepare('UPDATE runs SET heartbeat_at = ?, ended_at = ?, exit_reason = ?, stats = ? WHERE id = ?'),
       nextPending: db.prepare(`SELECT min(run_after) FROM jobs WHERE state = 'pending'`).pluck(),
+      saveLane: db.prepare(`INSERT INTO lanes (base_url, model, rpm, tpm, source, learned_at) VALUES (?, ?, ?, ?, ?, ?)
+        ON CONFLICT (base_url, model) DO UPDATE SET rpm = excluded.rpm, tpm = excluded.tpm, source = excluded.source,
+          learned_at = excluded.learned_at`),
     };
   }
 
@@ -145,7 +149,8 @@ export class SqliteStore implements Store {
 
   async claim(o: ClaimOptions): Promise<ClaimResult> {
     return this.db.transaction(() => {
-      const rows = this.#s.claim.all({ max: o.maxAttempts, now: o.now, owner: o.owner, leaseUntil: o.leaseUntil, limit: o.limit }) as
+      const skip = JSON.stringify(o.skipModels ?? []);
+      const rows = this.#s.claim.all({ max: o.maxAttempts, now: o.now, owner: o.owner, leaseUntil: o.leaseUntil, limit: o.limit, skip }) as
         Array<ClaimedJob & { seq: number; state: string }>;
       // RETURNING comes back in no promised order; keep priority, then FIFO.
       rows.sort((a, b) => a.priority - b.priority || a.seq - b.seq);
@@ -161,6 +166,14 @@ export class SqliteStore implements Store {
 
   async nextPendingAt(): Promise<number | null> {
     return (this.#s.nextPending.get() as number | null) ?? null;
+  }
+
+  async saveLaneLimits(row: LaneLimitRow): Promise<void> {
+    this.#s.saveLane.run(row.baseUrl, row.model, row.rpm, row.tpm, row.source, row.at);
+  }
+
+  async laneLimits(): Promise<LaneLimitRow[]> {
+    return this.#read.laneLimits();
   }
 
   async startRetry(key: string, owner: string, now: number, leaseUntil: number): Promise<number | null> {

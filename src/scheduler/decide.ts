@@ -1,0 +1,113 @@
+import type { ErrorScope, FailureReason } from '../provider/types.js';
+
+/**
+ * The failure policy, in one place: what a failed try means for the job, its lane and the run.
+ * Pure: everything it needs is in `FailureFacts`, so a table-driven test covers every row of the
+ * error table in docs/reference.md, and the loop in job-runner.ts only applies the answer.
+ */
+
+/** What is known when a try fails. */
+export interface FailureFacts {
+  readonly error: {
+    readonly scope: ErrorScope;
+    readonly reason: FailureReason;
+    readonly status: number | null;
+    readonly message: string;
+  };
+  /** The job's attempt number of this try; `maxAttempts` is the most it may use. */
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  /** The provider has answered some request of this run. */
+  readonly answered: boolean;
+  /** 404s before any answer, this one included. */
+  readonly early404s: number;
+  /** 401/403 in a row (no answer between them), this one included. */
+  readonly authInARow: number;
+  /**
+   * For outage-type failures (network, 5xx, timeout): the breaker is open or this failure opened
+   * it, so the failure is the provider's, not the job's.
+   */
+  readonly outage: boolean;
+  /** Outage failures of this job that did not use an attempt, this one not included. */
+  readonly uncountedOutages: number;
+  /** The provider answered other requests since this job's first uncounted outage failure. */
+  readonly providerUpSince: boolean;
+  /** ms since this job's first uncounted outage failure (0 if none). */
+  readonly outageAgeMs: number;
+  /** How long the lane must pause for a 429 (retry-after, else one refill interval, else a guess). */
+  readonly rateLimitPauseMs: number;
+  /** ms until the outage breaker lets the next probe go. */
+  readonly nextProbeInMs: number;
+  readonly retryDelayMs: number;
+  readonly maxRetryDelayMs: number;
+  /** A number in [0, 1) for jitter. */
+  readonly random: number;
+}
+
+export type Decision =
+  /** The job is failed with this reason. */
+  | { readonly kind: 'fail'; readonly message: string }
+  /**
+   * Try again after `delayMs`. `counted`: the try used up an attempt. `pauseLane`: hold every
+   * request of the lane that long (a 429). `shrink`: a local resource ran out; lower concurrency.
+   */
+  | { readonly kind: 'retry'; readonly delayMs: number; readonly counted: boolean; readonly pauseLane?: boolean; readonly shrink?: boolean }
+  /** Stop the run (no attempt used): the key, the quota, or the endpoint is wrong. */
+  | { readonly kind: 'stop' };
+
+/** Same-job repeats of 401/403, or 404s before any answer, that mean the key or endpoint is wrong. */
+export const RUN_FATAL_IN_A_ROW = 3;
+/**
+ * A job's outage failures count again once the provider has shown it is up (it answered others
+ * since) and the job failed this often: such a document breaks the connection by itself and must
+ * end failed, not loop. A job that is always the probe counts again after half an hour.
+ */
+export const MAX_UNCOUNTED_OUTAGES = 5;
+export const MAX_UNCOUNTED_OUTAGE_MS = 30 * 60_000;
+
+export function decide(f: FailureFacts): Decision {
+  const { error } = f;
+  if (error.reason === 'quota') return { kind: 'stop' };
+  if (error.reason === 'auth') {
+    // A key that never worked is wrong for every job; one that worked and is refused for one job
+    // is that job's (a per-model permission); three in a row is the key again (revoked).
+    if (!f.answered || f.authInARow >= RUN_FATAL_IN_A_ROW) return { kind: 'stop' };
+    return { kind: 'fail', message: error.message };
+  }
+  if (error.status === 404 && !f.answered) {
+    // Three different jobs in a row before any answer: the endpoint or the model is wrong.
+    if (f.early404s >= RUN_FATAL_IN_A_ROW) return { kind: 'stop' };
+    return counted(f, error.message);
+  }
+  if (error.scope === 'job') return { kind: 'fail', message: error.message };
+  if (error.scope === 'run') return { kind: 'stop' };
+
+  if (error.reason === 'rate_limit') {
+    // Not the job's fault: the lane waits, the attempt is given back.
+    return { kind: 'retry', delayMs: f.rateLimitPauseMs, counted: false, pauseLane: true };
+  }
+  if (error.reason === 'local') {
+    return { kind: 'retry', delayMs: 200 + Math.round(300 * f.random), counted: false, shrink: true };
+  }
+  if (error.reason === 'network' || error.reason === 'server' || error.reason === 'timeout') {
+    const ownFault = (f.providerUpSince && f.uncountedOutages >= MAX_UNCOUNTED_OUTAGES) || f.outageAgeMs > MAX_UNCOUNTED_OUTAGE_MS;
+    if (f.outage && !ownFault) return { kind: 'retry', delayMs: Math.max(0, f.nextProbeInMs), counted: false };
+  }
+  return counted(f, error.message);
+}
+
+/** A try that used an attempt: fail when none are left, else back off exponentially with jitter. */
+function counted(f: FailureFacts, message: string): Decision {
+  if (f.attempt >= f.maxAttempts) {
+    return { kind: 'fail', message: exhaustedMessage(f.attempt, message) };
+  }
+  // A timeout already waited long, and the provider answers others: start lower.
+  const base = f.error.reason === 'timeout' ? f.retryDelayMs / 4 : f.retryDelayMs;
+  const exp = Math.min(f.maxRetryDelayMs, base * 2 ** Math.max(0, f.attempt - 1));
+  return { kind: 'retry', delayMs: Math.round(exp * (1 + f.random)), counted: true };
+}
+
+/** The one wording of "out of attempts", used by the scheduler and the stores' crash-loop rule. */
+export function exhaustedMessage(attempts: number, lastError: string): string {
+  return `gave up after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${lastError}`;
+}

@@ -1,0 +1,91 @@
+import { timeoutError } from '../provider/classify.js';
+import { requestedCompletionTokens } from '../provider/tokens.js';
+import type { Lane } from './lane.js';
+import { LatencyStats } from './pace/latency.js';
+
+/** One request on the wire. */
+export interface InFlightRequest {
+  readonly signal: AbortSignal;
+  readonly lane: Lane;
+  readonly startedAt: number;
+  readonly controller: AbortController;
+  readonly requestJson: string;
+  /** `max_tokens` of the request, read the first time the watchdog needs it. */
+  maxTokens: number | null;
+}
+
+/**
+ * The requests a run has on the wire: one abort for all of them on a hard stop (one listener, not
+ * one per request), and the `--timeout auto` watchdog, which re-reads each lane's latencies a few
+ * times a second so a request that hung before the lane had answers is cut as soon as it has them.
+ */
+export class InFlightRequests {
+  readonly #requests = new Set<InFlightRequest>();
+  readonly #capMs: number;
+  readonly #auto: boolean;
+  readonly #now: () => number;
+  #timer: NodeJS.Timeout | null = null;
+  #aborted: unknown = undefined;
+
+  /**
+   * `auto`: cut requests by their lane's latencies, at most `capMs`; otherwise the provider's own
+   * fixed timeout applies and this only aborts on a hard stop.
+   */
+  constructor(options: { auto: boolean; capMs: number; now: () => number; abortSignal: AbortSignal; sweepMs?: number }) {
+    this.#auto = options.auto;
+    this.#capMs = options.capMs;
+    this.#now = options.now;
+    const onAbort = (): void => {
+      this.#aborted = options.abortSignal.reason;
+      for (const r of this.#requests) r.controller.abort(this.#aborted);
+    };
+    if (options.abortSignal.aborted) onAbort();
+    else options.abortSignal.addEventListener('abort', onAbort, { once: true });
+    if (this.#auto) {
+      this.#timer = setInterval(() => this.sweep(), options.sweepMs ?? 100);
+      this.#timer.unref?.();
+    }
+  }
+
+  start(lane: Lane, requestJson: string, startedAt: number): InFlightRequest {
+    const controller = new AbortController();
+    if (this.#aborted !== undefined) controller.abort(this.#aborted);
+    const r: InFlightRequest = { signal: controller.signal, controller, lane, startedAt, requestJson, maxTokens: null };
+    this.#requests.add(r);
+    return r;
+  }
+
+  end(r: InFlightRequest): void {
+    this.#requests.delete(r);
+  }
+
+  get size(): number {
+    return this.#requests.size;
+  }
+
+  /** Abort every request that has run longer than its lane says it should (auto mode only). */
+  sweep(now: number = this.#now()): void {
+    for (const r of this.#requests) {
+      const elapsed = now - r.startedAt;
+      // cheap check first: nothing is cut before the floor
+      if (elapsed < LatencyStats.FLOOR_MS) continue;
+      if (r.maxTokens === null) r.maxTokens = maxTokensOf(r.requestJson);
+      const limit = r.lane.latency.timeoutMs(r.maxTokens, this.#capMs);
+      if (elapsed > limit && !r.controller.signal.aborted) {
+        r.controller.abort(timeoutError(Math.round(limit), { auto: true, model: r.lane.model }));
+      }
+    }
+  }
+
+  dispose(): void {
+    if (this.#timer) clearInterval(this.#timer);
+  }
+}
+
+function maxTokensOf(requestJson: string): number {
+  try {
+    return requestedCompletionTokens(JSON.parse(requestJson) as object);
+  } catch {
+    return 0;
+  }
+}

@@ -1,0 +1,179 @@
+import type { ProviderError, RateLimitInfo } from '../provider/types.js';
+import { RateBackoff } from './pace/backoff.js';
+import type { LaneBoard, LearnedLimits } from './pace/board.js';
+import { LatencyStats } from './pace/latency.js';
+import { limitsFromHeaders, lowerOf, refillIntervalMs } from './pace/learned.js';
+import type { PaceLimits, PaceTicket } from './pace/window-pacer.js';
+
+/** A lane as progress and `status` show it. */
+export interface LaneSnapshot {
+  readonly model: string;
+  /** The limits paced at now (caps, learned limits and 429 backoff together), per minute. */
+  readonly rpm: number | null;
+  readonly tpm: number | null;
+  readonly learned: LearnedLimits | null;
+  /** Requests per second sent over the last few seconds. */
+  readonly requestsPerSecond: number;
+  readonly inFlight: number;
+  readonly pausedUntil: number | null;
+  readonly rateLimited: number;
+}
+
+/**
+ * One (base URL, model): its own pace, pause, learned limits, 429 backoff and latencies. The
+ * user's --rpm/--tpm are caps; the provider's headers (or its 429s) say the real limit, and the
+ * lane paces at the lower of the two.
+ */
+export class Lane {
+  readonly model: string;
+  readonly latency = new LatencyStats();
+  readonly board: LaneBoard;
+  readonly #caps: PaceLimits;
+  readonly #backoff: RateBackoff;
+  readonly #now: () => number;
+  /** Jobs of this lane the run holds (claimed, not finished). */
+  inHand = 0;
+  inFlight = 0;
+  rateLimited = 0;
+  // sends per second over the last few seconds: for display, and a first guess at a limit
+  readonly #sends = new Map<number, number>();
+  #firstSendAt = 0;
+
+  constructor(model: string, caps: PaceLimits, board: LaneBoard, now: () => number) {
+    this.model = model;
+    this.#caps = caps;
+    this.board = board;
+    this.#now = now;
+    this.#backoff = new RateBackoff(now());
+  }
+
+  /** Start from limits remembered from an earlier run. */
+  restore(learned: LearnedLimits): void {
+    if (this.board.learned()) return;
+    // A pace found by backing off under a cap is a factor of that cap: it may climb back.
+    if (learned.source === '429s' && learned.rpm !== null && this.#caps.rpm !== null) {
+      this.#backoff.restore(learned.rpm / this.#caps.rpm);
+    } else {
+      this.board.learn(learned);
+    }
+  }
+
+  /**
+   * What to remember for the next run: the header limits as said, or, when 429s taught the pace,
+   * the pace they settled at. Null when nothing was learned.
+   */
+  toRemember(): LearnedLimits | null {
+    const learned = this.board.learned();
+    if (!this.#backoff.engaged) return learned;
+    const l = this.limits();
+    return { rpm: l.rpm, tpm: l.tpm, source: '429s', at: this.#now() };
+  }
+
+  /** The limits paced at now: the lower of caps and learned limits, scaled down after 429s. */
+  limits(): PaceLimits {
+    this.#backoff.tick(this.#now());
+    const base = lowerOf(this.#caps, this.board.learned());
+    const f = this.#backoff.factor;
+    if (f >= 1) return base;
+    const scale = (x: number | null): number | null => (x === null ? null : Math.max(1, x * f));
+    return { rpm: scale(base.rpm), tpm: scale(base.tpm) };
+  }
+
+  /** Take a place for a request now, or the ms to wait. */
+  async tryTake(tokens: number): Promise<PaceTicket | number> {
+    const got = await this.board.tryTake(tokens, this.limits());
+    if (typeof got !== 'number') this.#sent();
+    return got;
+  }
+
+  /** ms until the lane is not paused (0 when it is not). */
+  pauseLeft(): number {
+    return Math.max(0, this.board.pausedUntil() - this.#now());
+  }
+
+  /** An answer came: learn from its headers and latency. */
+  answered(rateLimit: RateLimitInfo | null, latencyMs: number, completionTokens: number): void {
+    this.latency.record(latencyMs, completionTokens);
+    this.#learnFromHeaders(rateLimit);
+  }
+
+  /**
+   * A 429 came for a request sent at `sentAt`: pause the lane for as long as the provider asked,
+   * else one refill interval; without headers, also cut the pace. Returns the pause in ms.
+   */
+  rateLimitedBy(error: ProviderError, sentAt: number): number {
+    const now = this.#now();
+    this.rateLimited++;
+    const rl = error.rateLimit;
+    this.#learnFromHeaders(rl);
+    const saidLimit = rl !== null && (rl.limitRequests !== null || rl.limitTokens !== null);
+    if (!saidLimit) {
+      // No limit said: it must be found. With nothing to scale, start from what we were sending
+      // (when enough was sent to say; else the pause alone must do).
+      const l = this.limits();
+      const observed = this.#observedRate();
+      if (l.rpm === null && l.tpm === null && observed !== null) {
+        this.board.learn({ rpm: observed * 60, tpm: null, source: '429s', at: now });
+      }
+      this.#backoff.rateLimited(sentAt, now);
+    }
+    let pause = error.retryAfterMs;
+    if (pause === null || !(pause >= 0)) {
+      const rpm = this.limits().rpm;
+      pause = rpm ? Math.ceil(60_000 / rpm) : 1000;
+    }
+    this.board.pause(now + pause);
+    return pause;
+  }
+
+  snapshot(): LaneSnapshot {
+    const l = this.limits();
+    const paused = this.board.pausedUntil();
+    return {
+      model: this.model, rpm: l.rpm, tpm: l.tpm, learned: this.board.learned(), requestsPerSecond: this.requestsPerSecond(),
+      inFlight: this.inFlight, pausedUntil: paused > this.#now() ? paused : null, rateLimited: this.rateLimited,
+    };
+  }
+
+  /** Requests per second sent over the last 5 whole seconds. */
+  requestsPerSecond(): number {
+    const second = Math.floor(this.#now() / 1000);
+    let n = 0;
+    for (let s = second - 5; s < second; s++) n += this.#sends.get(s) ?? 0;
+    return n / 5;
+  }
+
+  /** Requests per second sent over the last 5 s (or since the first send), null under 10 sends. */
+  #observedRate(): number | null {
+    const now = this.#now();
+    const second = Math.floor(now / 1000);
+    let n = 0;
+    for (let s = second - 5; s <= second; s++) n += this.#sends.get(s) ?? 0;
+    if (n < 10) return null;
+    const span = Math.min(5000 + (now % 1000), now - this.#firstSendAt);
+    return (n * 1000) / Math.max(1000, span);
+  }
+
+  #sent(): void {
+    if (this.#firstSendAt === 0) this.#firstSendAt = this.#now();
+    const second = Math.floor(this.#now() / 1000);
+    this.#sends.set(second, (this.#sends.get(second) ?? 0) + 1);
+    if (this.#sends.size > 8) for (const s of this.#sends.keys()) if (s < second - 6) this.#sends.delete(s);
+  }
+
+  #learnFromHeaders(rl: RateLimitInfo | null): void {
+    if (!rl) return;
+    const now = this.#now();
+    const said = limitsFromHeaders(rl);
+    if (said) {
+      const before = this.board.learned();
+      const changed = !before || before.source !== 'headers' || before.rpm !== said.rpm || before.tpm !== said.tpm;
+      if (changed || now - before.at > 60_000) this.board.learn({ ...said, source: 'headers', at: now });
+    }
+    // remaining 0: wait for the next unit to come back, not for the whole budget.
+    const waitRequests = refillIntervalMs(said?.rpm ?? null, rl.remainingRequests, rl.resetRequestsMs, rl.limitRequests);
+    const waitTokens = refillIntervalMs(said?.tpm ?? null, rl.remainingTokens, rl.resetTokensMs, rl.limitTokens);
+    const wait = Math.max(waitRequests ?? 0, waitTokens ?? 0);
+    if (wait > 0) this.board.pause(now + wait);
+  }
+}

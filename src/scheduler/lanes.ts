@@ -1,0 +1,94 @@
+import type { Store } from '../store/types.js';
+import { Lane, type LaneSnapshot } from './lane.js';
+import { LocalLaneBoard, type LaneBoard, type LearnedLimits } from './pace/board.js';
+import type { PaceLimits } from './pace/window-pacer.js';
+
+/** Makes the board of one lane: in process by default, in Redis when runs share limits. */
+export interface LaneBoards {
+  board(baseUrl: string, model: string): LaneBoard;
+  close(): Promise<void>;
+}
+
+export const localBoards = (now: () => number): LaneBoards => ({
+  board: () => new LocalLaneBoard(now),
+  close: async () => {},
+});
+
+/**
+ * The lanes of one run, one per model (the base URL is the run's). Learned limits are read from the
+ * store when a lane opens and written back when they change, so the next run starts at the right
+ * pace instead of probing.
+ */
+export class Lanes {
+  readonly #lanes = new Map<string, Lane>();
+  readonly #remembered = new Map<string, LearnedLimits>();
+  readonly #saved = new Map<string, string>();
+
+  constructor(
+    readonly baseUrl: string,
+    private readonly caps: PaceLimits,
+    private readonly boards: LaneBoards,
+    private readonly now: () => number,
+  ) {}
+
+  /** Load what earlier runs learned about this base URL's models. */
+  async load(store: Store): Promise<void> {
+    for (const row of await store.laneLimits()) {
+      if (row.baseUrl !== this.baseUrl) continue;
+      const { rpm, tpm, source, at } = row;
+      this.#remembered.set(row.model, { rpm, tpm, source, at });
+      this.#saved.set(row.model, JSON.stringify([rpm, tpm, source]));
+    }
+  }
+
+  get(model: string): Lane {
+    let lane = this.#lanes.get(model);
+    if (!lane) {
+      lane = new Lane(model, this.caps, this.boards.board(this.baseUrl, model), this.now);
+      const remembered = this.#remembered.get(model);
+      if (remembered) lane.restore(remembered);
+      this.#lanes.set(model, lane);
+    }
+    return lane;
+  }
+
+  all(): Lane[] {
+    return [...this.#lanes.values()];
+  }
+
+  snapshots(): LaneSnapshot[] {
+    return this.all().map((l) => l.snapshot());
+  }
+
+  /** Models whose lane should take no more jobs now: full, or paused with jobs already in hand. */
+  saturated(perLane: number): string[] {
+    return this.all().filter((l) => l.inHand >= perLane || (l.pauseLeft() > 0 && l.inHand > 0)).map((l) => l.model);
+  }
+
+  /** Pull shared state (Redis) of every lane. */
+  async refresh(): Promise<void> {
+    await Promise.all(this.all().map((l) => l.board.refresh().catch(() => {})));
+  }
+
+  /** Write learned limits that changed since they were last saved. */
+  async save(store: Store): Promise<void> {
+    for (const lane of this.all()) {
+      const learned = lane.toRemember();
+      if (!learned) continue;
+      const rounded = { ...learned, rpm: round(learned.rpm), tpm: round(learned.tpm) };
+      const key = JSON.stringify([rounded.rpm, rounded.tpm, rounded.source]);
+      if (this.#saved.get(lane.model) === key) continue;
+      await store.saveLaneLimits({ baseUrl: this.baseUrl, model: lane.model, ...rounded });
+      this.#saved.set(lane.model, key);
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.all().map((l) => l.board.close().catch(() => {})));
+    await this.boards.close();
+  }
+}
+
+function round(n: number | null): number | null {
+  return n === null ? null : Math.round(n * 100) / 100;
+}

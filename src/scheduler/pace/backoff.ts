@@ -1,0 +1,66 @@
+/**
+ * Tunes a lane's pace from 429s, for providers that do not say their limit (or whose real limit is
+ * below what they say, when others share the key): multiplicative decrease on a 429, additive
+ * increase in quiet time, up to the cap. So a run told twice the real limit settles near the real
+ * one after a few 429s instead of meeting one every second.
+ *
+ * `factor` scales the lane's limits. Near the rate of the last 429 it climbs slowly, far below it
+ * quickly: most of the time is spent just under the real limit.
+ */
+export class RateBackoff {
+  /** Cut on each 429: a quarter off. */
+  static readonly DECREASE = 0.75;
+  /** Climb per quiet second, as a share of the cap: fast far below the last 429, slow near it. */
+  static readonly FAST_INCREASE = 0.05;
+  static readonly SLOW_INCREASE = 0.004;
+  static readonly FLOOR = 0.02;
+
+  #factor = 1;
+  /** The factor at which the last 429 came: the real limit is about there. */
+  #ceiling: number | null = null;
+  #lastCutAt = -Infinity;
+  #lastTickAt: number;
+
+  constructor(now: number) {
+    this.#lastTickAt = now;
+  }
+
+  get factor(): number {
+    return this.#factor;
+  }
+
+  /** True once a 429 has cut the pace (the limit is being learned from 429s). */
+  get engaged(): boolean {
+    return this.#ceiling !== null;
+  }
+
+  /**
+   * A 429 came for a request sent at `sentAt`. Requests that left before the last cut were paced
+   * at the old rate, and their 429s say nothing new: only the first of a burst cuts.
+   */
+  rateLimited(sentAt: number, now: number): boolean {
+    this.tick(now);
+    if (sentAt < this.#lastCutAt) return false;
+    this.#ceiling = this.#factor;
+    this.#factor = Math.max(RateBackoff.FLOOR, this.#factor * RateBackoff.DECREASE);
+    this.#lastCutAt = now;
+    return true;
+  }
+
+  /** Let quiet time raise the pace. */
+  tick(now: number): void {
+    const seconds = Math.max(0, (now - this.#lastTickAt) / 1000);
+    this.#lastTickAt = now;
+    if (this.#factor >= 1 || seconds === 0) return;
+    const f = this.#factor;
+    if (this.#ceiling === null) this.#factor = Math.min(1, f + RateBackoff.FAST_INCREASE * seconds);
+    else if (f < this.#ceiling * 0.9) this.#factor = Math.min(this.#ceiling * 0.9, f + RateBackoff.FAST_INCREASE * seconds);
+    else this.#factor = Math.min(1, f + RateBackoff.SLOW_INCREASE * seconds);
+  }
+
+  /** Start from a factor remembered from an earlier run. */
+  restore(factor: number): void {
+    this.#factor = Math.min(1, Math.max(RateBackoff.FLOOR, factor));
+    this.#ceiling = this.#factor < 1 ? this.#factor / RateBackoff.DECREASE : null;
+  }
+}

@@ -1,0 +1,48 @@
+import type { RateLimitInfo } from '../../provider/types.js';
+import type { PaceLimits } from './window-pacer.js';
+
+/**
+ * What the provider's rate-limit headers say its limits are, per minute.
+ *
+ * `limit` is the budget and `reset` the time until the budget is full again, so the budget refills
+ * at (limit - remaining) / reset, and its period is reset * limit / (limit - remaining): 600 with
+ * 599 left and `100ms` to full is 600 per minute. The period is snapped to a second, a minute, an
+ * hour or a day (what providers use); when nothing was used yet, a minute is assumed.
+ */
+export function limitsFromHeaders(rl: RateLimitInfo | null): PaceLimits | null {
+  if (!rl) return null;
+  const rpm = perMinute(rl.limitRequests, rl.remainingRequests, rl.resetRequestsMs);
+  const tpm = perMinute(rl.limitTokens, rl.remainingTokens, rl.resetTokensMs);
+  return rpm === null && tpm === null ? null : { rpm, tpm };
+}
+
+const PERIODS_MS = [1000, 60_000, 3_600_000, 86_400_000];
+
+function perMinute(limit: number | null, remaining: number | null, resetMs: number | null): number | null {
+  if (limit === null || !(limit > 0)) return null;
+  let period = 60_000;
+  if (remaining !== null && resetMs !== null && resetMs > 0 && remaining < limit) {
+    const measured = (resetMs * limit) / (limit - remaining);
+    // nearest known period on a log scale
+    period = PERIODS_MS.reduce((best, p) => (Math.abs(Math.log(p / measured)) < Math.abs(Math.log(best / measured)) ? p : best));
+  }
+  return (limit * 60_000) / period;
+}
+
+/**
+ * How long `remaining: 0` means waiting: until one unit comes back (one refill interval), never
+ * until the whole budget is full.
+ */
+export function refillIntervalMs(limitPerMinute: number | null, remaining: number | null, resetMs: number | null, limit: number | null): number | null {
+  if (remaining === null || remaining > 0) return null;
+  if (limit !== null && limit > 0 && resetMs !== null && resetMs > 0) return Math.ceil(resetMs / limit);
+  if (limitPerMinute !== null && limitPerMinute > 0) return Math.ceil(60_000 / limitPerMinute);
+  return resetMs === null ? 1000 : Math.min(resetMs, 1000);
+}
+
+/** The lower of two limits, kind by kind (null: no limit). */
+export function lowerOf(a: PaceLimits, b: PaceLimits | null): PaceLimits {
+  if (!b) return a;
+  const min = (x: number | null, y: number | null): number | null => (x === null ? y : y === null ? x : Math.min(x, y));
+  return { rpm: min(a.rpm, b.rpm), tpm: min(a.tpm, b.tpm) };
+}

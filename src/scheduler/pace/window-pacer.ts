@@ -1,0 +1,134 @@
+/**
+ * The pace of one lane, kept in this process: how long a request must wait so that the provider,
+ * counting over short windows, never sees more than its limit.
+ *
+ * Providers quantize a per-minute limit into 1-second windows (600 rpm: at most 10 requests in
+ * any second). Two rules keep us inside them:
+ * - a sliding log of what was sent: within any `WINDOW_MS + GUARD_MS` there are never more requests
+ *   or tokens than one window's share. The guard absorbs the jitter between our send and the
+ *   provider's receipt, so no fixed window of the provider can see more than its share either.
+ *   A request bigger than a whole window's share goes alone and stays in the log for as many
+ *   windows as it is big, so it goes at the average rate.
+ * - even spacing (GCRA, a leaky bucket) at the same rate, so a window's share is spread over the
+ *   window instead of leaving in one burst at its start.
+ *
+ * Pure arithmetic over an injected clock: the caller hands in `now`.
+ */
+
+/** The limits a lane paces at, per minute; null means no limit of that kind. */
+export interface PaceLimits {
+  readonly rpm: number | null;
+  readonly tpm: number | null;
+}
+
+/** The provider's counting window. */
+export const WINDOW_MS = 1000;
+/** Added to the window in our own count: the most jitter between our send and the provider's clock. */
+export const GUARD_MS = 20;
+const SPAN_MS = WINDOW_MS + GUARD_MS;
+
+/** A request that was let through, so its token count can be corrected when its usage is known. */
+export interface PaceTicket {
+  tokens: number;
+  until: number;
+}
+
+/** What a window admits: whole requests, and tokens (fractions kept: they are sums). */
+export function windowShare(limits: PaceLimits): { requests: number; tokens: number } {
+  const requests = limits.rpm === null ? Infinity : (limits.rpm * WINDOW_MS) / 60_000;
+  const tokens = limits.tpm === null ? Infinity : (limits.tpm * WINDOW_MS) / 60_000;
+  return { requests, tokens };
+}
+
+export class WindowPacer {
+  #share = { requests: Infinity, tokens: Infinity };
+  // Both logs are in send order and expire from the front. A big request stays longer and holds
+  // back the expiry of later ones behind it: that only overcounts, which is the safe side.
+  #requests: number[] = []; // expiry times
+  #tokens: PaceTicket[] = [];
+  #tokenSum = 0;
+  // GCRA theoretical arrival times: the next request is on time at these.
+  #requestTat = 0;
+  #tokenTat = 0;
+
+  constructor(limits: PaceLimits = { rpm: null, tpm: null }) {
+    this.setLimits(limits);
+  }
+
+  setLimits(limits: PaceLimits): void {
+    this.#share = windowShare(limits);
+  }
+
+  get limited(): boolean {
+    return this.#share.requests !== Infinity || this.#share.tokens !== Infinity;
+  }
+
+  /** ms until a request of `tokens` may go; 0 when it may go now. */
+  delay(tokens: number, now: number): number {
+    if (!this.limited) return 0;
+    this.#expire(now);
+    const { requests, tokens: tokenShare } = this.#share;
+    let wait = 0;
+    if (requests !== Infinity) {
+      const perWindow = Math.max(1, Math.floor(requests + 1e-9));
+      if (this.#requests.length + 1 > perWindow) wait = Math.max(wait, this.#requests[this.#requests.length - perWindow]! - now);
+      const interval = SPAN_MS / requests;
+      // one request of tolerance: a send that came late lets the next catch up
+      wait = Math.max(wait, this.#requestTat - interval - now);
+    }
+    if (tokenShare !== Infinity && tokens > 0) {
+      if (this.#tokens.length > 0 && this.#tokenSum + tokens > tokenShare + 1e-9) {
+        wait = Math.max(wait, this.#tokenRoomAt(tokens) - now);
+      }
+      wait = Math.max(wait, this.#tokenTat - SPAN_MS * 0.1 - now);
+    }
+    return Math.max(0, Math.ceil(wait));
+  }
+
+  /** Record a request sent at `now` (after `delay` said 0). */
+  take(tokens: number, now: number): PaceTicket {
+    const { requests, tokens: tokenShare } = this.#share;
+    const ticket: PaceTicket = { tokens: 0, until: now };
+    if (requests !== Infinity) {
+      this.#requests.push(now + SPAN_MS * Math.max(1, 1 / requests));
+      this.#requestTat = Math.max(this.#requestTat, now) + SPAN_MS / requests;
+    }
+    if (tokenShare !== Infinity && tokens > 0) {
+      ticket.tokens = tokens;
+      ticket.until = now + SPAN_MS * Math.max(1, tokens / tokenShare);
+      this.#tokens.push(ticket);
+      this.#tokenSum += tokens;
+      this.#tokenTat = Math.max(this.#tokenTat, now) + (SPAN_MS * tokens) / tokenShare;
+    }
+    return ticket;
+  }
+
+  /** The request's real token count is known: charge the difference while it is still counted. */
+  settle(ticket: PaceTicket, actualTokens: number, now: number): void {
+    if (ticket.until <= now || ticket.tokens === 0) return;
+    const delta = actualTokens - ticket.tokens;
+    ticket.tokens = Math.max(0, actualTokens);
+    this.#tokenSum += Math.max(delta, -this.#tokenSum);
+  }
+
+  #expire(now: number): void {
+    let r = 0;
+    while (r < this.#requests.length && this.#requests[r]! <= now) r++;
+    if (r > 0) this.#requests.splice(0, r);
+    let t = 0;
+    while (t < this.#tokens.length && this.#tokens[t]!.until <= now) this.#tokenSum -= this.#tokens[t++]!.tokens;
+    if (t > 0) this.#tokens.splice(0, t);
+    if (this.#tokens.length === 0) this.#tokenSum = 0; // no drift from float sums
+  }
+
+  /** When enough tokens will have left the log for `tokens` more (or the log is empty). */
+  #tokenRoomAt(tokens: number): number {
+    const byExpiry = [...this.#tokens].sort((a, b) => a.until - b.until);
+    let sum = this.#tokenSum;
+    for (const t of byExpiry) {
+      sum -= t.tokens;
+      if (sum + tokens <= this.#share.tokens + 1e-9 || sum <= 0) return t.until;
+    }
+    return byExpiry[byExpiry.length - 1]!.until;
+  }
+}

@@ -1,0 +1,181 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { LlmqError } from '../errors.js';
+import { redactLocation } from '../store/open-store.js';
+import type { LaneBoards } from './lanes.js';
+import type { LaneBoard, LearnedLimits } from './pace/board.js';
+import { GUARD_MS, WINDOW_MS, windowShare, type PaceLimits, type PaceTicket } from './pace/window-pacer.js';
+
+/**
+ * The pacing rules of window-pacer.ts, run inside Redis so that every run naming the same Redis,
+ * base URL and model shares one budget: a sliding log of sends (sorted sets scored by expiry) and
+ * even spacing (GCRA times in a hash), checked and taken in one atomic script, on Redis's clock.
+ * Returns {0, tokens expiry} when the place was taken, {ms to wait, 0} otherwise.
+ */
+const TRY_TAKE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local reqShare = tonumber(ARGV[1])
+local tokShare = tonumber(ARGV[2])
+local tokens = tonumber(ARGV[3])
+local span = tonumber(ARGV[4])
+local function fmt(x) return string.format('%.3f', x) end
+local paused = tonumber(redis.call('HGET', KEYS[3], 'paused') or '0')
+if paused > now then return {math.ceil(paused - now), 0} end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local wait = 0
+if reqShare > 0 then
+  local perWindow = math.max(1, math.floor(reqShare + 1e-9))
+  local n = redis.call('ZCARD', KEYS[1])
+  if n + 1 > perWindow then
+    local r = redis.call('ZRANGE', KEYS[1], n - perWindow, n - perWindow, 'WITHSCORES')
+    wait = math.max(wait, tonumber(r[2]) - now)
+  end
+  local tat = tonumber(redis.call('HGET', KEYS[3], 'rtat') or '0')
+  wait = math.max(wait, tat - span / reqShare - now)
+end
+if tokShare > 0 and tokens > 0 then
+  local entries = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+  local sum = 0
+  for i = 1, #entries, 2 do sum = sum + tonumber(string.match(entries[i], ':([^:]*)$')) end
+  if #entries > 0 and sum + tokens > tokShare + 1e-9 then
+    local at = tonumber(entries[#entries])
+    local s = sum
+    for i = 1, #entries, 2 do
+      s = s - tonumber(string.match(entries[i], ':([^:]*)$'))
+      if s + tokens <= tokShare + 1e-9 or s <= 0 then at = tonumber(entries[i + 1]); break end
+    end
+    wait = math.max(wait, at - now)
+  end
+  local ttat = tonumber(redis.call('HGET', KEYS[3], 'ttat') or '0')
+  wait = math.max(wait, ttat - span * 0.1 - now)
+end
+if wait > 0 then return {math.ceil(wait), 0} end
+local tokUntil = 0
+if reqShare > 0 then
+  redis.call('ZADD', KEYS[1], fmt(now + span * math.max(1, 1 / reqShare)), ARGV[5])
+  local tat = tonumber(redis.call('HGET', KEYS[3], 'rtat') or '0')
+  redis.call('HSET', KEYS[3], 'rtat', fmt(math.max(tat, now) + span / reqShare))
+end
+if tokShare > 0 and tokens > 0 then
+  tokUntil = now + span * math.max(1, tokens / tokShare)
+  redis.call('ZADD', KEYS[2], fmt(tokUntil), ARGV[5] .. ':' .. fmt(tokens))
+  local ttat = tonumber(redis.call('HGET', KEYS[3], 'ttat') or '0')
+  redis.call('HSET', KEYS[3], 'ttat', fmt(math.max(ttat, now) + span * tokens / tokShare))
+end
+for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[6]) end
+return {0, math.floor(tokUntil)}`;
+
+/** Raise the shared pause only if the new one ends later (two runs may get a 429 at once). */
+const RAISE_PAUSE = `
+local current = tonumber(redis.call('HGET', KEYS[1], 'paused') or '0')
+if tonumber(ARGV[1]) > current then redis.call('HSET', KEYS[1], 'paused', ARGV[1]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 0`;
+
+/** Forget an idle lane's state after this long. */
+const IDLE_TTL_MS = 10 * 60_000;
+
+interface RedisTicket extends PaceTicket {
+  readonly member: string;
+}
+
+class RedisLaneBoard implements LaneBoard {
+  readonly #keys: [string, string, string];
+  #pausedUntil = 0;
+  #learned: LearnedLimits | null = null;
+
+  constructor(private readonly client: Redis, prefix: string) {
+    this.#keys = [`${prefix}:requests`, `${prefix}:tokens`, `${prefix}:state`];
+  }
+
+  async tryTake(tokens: number, limits: PaceLimits): Promise<PaceTicket | number> {
+    const share = windowShare(limits);
+    const member = randomUUID();
+    const [wait, until] = (await this.client.eval(TRY_TAKE, 3, ...this.#keys,
+      share.requests === Infinity ? -1 : share.requests, share.tokens === Infinity ? -1 : share.tokens,
+      Math.max(0, tokens), WINDOW_MS + GUARD_MS, member, IDLE_TTL_MS)) as [number, number];
+    if (wait > 0) return wait;
+    const ticket: RedisTicket = { tokens, until, member };
+    return ticket;
+  }
+
+  settle(ticket: PaceTicket, actualTokens: number): void {
+    const t = ticket as RedisTicket;
+    if (!t.member || t.tokens === 0 || t.until <= Date.now()) return;
+    const fmt = (x: number): string => x.toFixed(3);
+    void this.client.multi()
+      .zrem(this.#keys[1], `${t.member}:${fmt(t.tokens)}`)
+      .zadd(this.#keys[1], t.until, `${t.member}:${fmt(Math.max(0, actualTokens))}`)
+      .exec().catch(() => {}); // Redis gone: the correction is lost, the run goes on
+    t.tokens = actualTokens;
+  }
+
+  pause(until: number): void {
+    if (until > this.#pausedUntil) this.#pausedUntil = until;
+    void this.client.eval(RAISE_PAUSE, 1, this.#keys[2], String(Math.ceil(until)), IDLE_TTL_MS).catch(() => {});
+  }
+
+  pausedUntil(): number {
+    return this.#pausedUntil;
+  }
+
+  learned(): LearnedLimits | null {
+    return this.#learned;
+  }
+
+  learn(limits: LearnedLimits): void {
+    this.#learned = limits;
+    void this.client.hset(this.#keys[2], 'learned', JSON.stringify(limits)).catch(() => {});
+  }
+
+  async refresh(): Promise<void> {
+    const [paused, learned] = await this.client.hmget(this.#keys[2], 'paused', 'learned');
+    if (Number(paused ?? 0) > this.#pausedUntil) this.#pausedUntil = Number(paused);
+    if (learned) {
+      try {
+        const l = JSON.parse(learned) as LearnedLimits;
+        if (!this.#learned || l.at > this.#learned.at) this.#learned = l;
+      } catch { /* another version's value: keep ours */ }
+    }
+  }
+
+  async close(): Promise<void> {}
+}
+
+/**
+ * One budget (pace, 429 pause, learned limits) per (base URL, model), shared by every run that
+ * names the same Redis. Keys derive from endpoint and model, never from the API key.
+ */
+export class RedisLaneBoards implements LaneBoards {
+  private constructor(private readonly client: Redis) {}
+
+  static async connect(url: string): Promise<RedisLaneBoards> {
+    const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2, retryStrategy: (n) => (n > 3 ? null : 200 * n) });
+    client.on('error', () => {}); // surfaced by the commands that fail
+    try {
+      await client.connect();
+      await client.ping();
+    } catch (error) {
+      client.disconnect();
+      throw new LlmqError(`Cannot reach Redis at ${redactLocation(url)}: ${(error as Error).message}. Check --redis (or LLMQ_REDIS_URL) and that Redis is running.`, { cause: error });
+    }
+    return new RedisLaneBoards(client);
+  }
+
+  /** The Redis key prefix of one budget: derived from endpoint and model, never from the key. */
+  static budgetId(baseUrl: string, model: string): string {
+    return 'llmq:' + createHash('sha256').update(`${baseUrl}\n${model}`).digest('hex').slice(0, 16);
+  }
+
+  board(baseUrl: string, model: string): LaneBoard {
+    const board = new RedisLaneBoard(this.client, RedisLaneBoards.budgetId(baseUrl, model));
+    void board.refresh().catch(() => {});
+    return board;
+  }
+
+  async close(): Promise<void> {
+    await this.client.quit().catch(() => this.client.disconnect());
+  }
+}

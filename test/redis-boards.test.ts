@@ -1,0 +1,89 @@
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import type { LaneBoard } from '../src/scheduler/pace/board.js';
+import { RedisLaneBoards } from '../src/scheduler/redis-boards.js';
+
+const REDIS = process.env.LLMQ_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+/** Take a place on `board`, waiting as long as it says. */
+async function take(board: LaneBoard, limits: { rpm: number | null; tpm: number | null }, tokens = 0): Promise<number> {
+  for (;;) {
+    const got = await board.tryTake(tokens, limits);
+    if (typeof got !== 'number') return Date.now();
+    await new Promise((r) => setTimeout(r, got));
+  }
+}
+
+describe('RedisLaneBoards: one lane budget shared by runs', () => {
+  it('paces two runs as one budget', async () => {
+    const [a, b] = await Promise.all([RedisLaneBoards.connect(REDIS), RedisLaneBoards.connect(REDIS)]);
+    const baseUrl = `http://127.0.0.1:1/${randomUUID()}`; // a budget no other test shares
+    const boards = [a.board(baseUrl, 'm'), b.board(baseUrl, 'm')];
+    const t0 = Date.now();
+    const starts = (await Promise.all(boards.flatMap((board) => Array.from({ length: 10 }, () => take(board, { rpm: 600, tpm: null })))))
+      .map((t) => t - t0).sort((x, y) => x - y);
+    // 600 rpm is 10 per second: 20 starts span about 2 s together; two separate budgets would take 1 s.
+    expect(starts[19]! - starts[0]!).toBeGreaterThanOrEqual(1700);
+    // and no 1-second window holds more than 10
+    for (let i = 10; i < starts.length; i++) expect(starts[i]! - starts[i - 10]!).toBeGreaterThanOrEqual(1000);
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it('keeps separate budgets for separate endpoints and models', () => {
+    expect(RedisLaneBoards.budgetId('http://a/v1', 'm')).not.toBe(RedisLaneBoards.budgetId('http://b/v1', 'm'));
+    expect(RedisLaneBoards.budgetId('http://a/v1', 'm')).not.toBe(RedisLaneBoards.budgetId('http://a/v1', 'n'));
+    expect(RedisLaneBoards.budgetId('http://a/v1', 'm')).toBe(RedisLaneBoards.budgetId('http://a/v1', 'm'));
+  });
+
+  it("shares a 429's pause and the learned limits with every run on the budget", async () => {
+    const [a, b] = await Promise.all([RedisLaneBoards.connect(REDIS), RedisLaneBoards.connect(REDIS)]);
+    const baseUrl = `http://127.0.0.1:1/${randomUUID()}`;
+    const [x, y] = [a.board(baseUrl, 'm'), b.board(baseUrl, 'm')];
+    x.pause(Date.now() + 800);
+    x.learn({ rpm: 500, tpm: 200_000, source: 'headers', at: Date.now() });
+    await new Promise((r) => setTimeout(r, 50));
+    const wait = await y.tryTake(0, { rpm: 6000, tpm: null });
+    expect(typeof wait === 'number' && wait >= 600).toBe(true);
+    await y.refresh();
+    expect(y.learned()).toMatchObject({ rpm: 500, tpm: 200_000, source: 'headers' });
+    expect(y.pausedUntil()).toBeGreaterThan(Date.now() + 500);
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it('says what to check when Redis is unreachable', async () => {
+    await expect(RedisLaneBoards.connect('redis://127.0.0.1:1')).rejects.toThrow(/Cannot reach Redis at redis:\/\/127.0.0.1:1.*--redis/);
+  });
+
+  it('leaves no unhandled rejection when Redis goes away mid-run', async () => {
+    const server = createServer();
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    await new Promise((r) => server.close(r));
+    const redis = spawn('redis-server', ['--port', String(port), '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    try {
+      await new Promise((r) => setTimeout(r, 300));
+      const boards = await RedisLaneBoards.connect(`redis://127.0.0.1:${port}`);
+      const board = boards.board('http://review/v1', 'm');
+      const ticket = await board.tryTake(100, { rpm: null, tpm: 600_000 });
+      redis.kill('SIGKILL');
+      await new Promise((r) => redis.once('exit', r));
+      const unhandled: unknown[] = [];
+      const onUnhandled = (reason: unknown): void => { unhandled.push(reason); };
+      process.on('unhandledRejection', onUnhandled);
+      try {
+        if (typeof ticket !== 'number') board.settle(ticket, 40);
+        board.pause(Date.now() + 100);
+        board.learn({ rpm: 1, tpm: null, source: '429s', at: Date.now() });
+        await new Promise((r) => setTimeout(r, 1500));
+      } finally {
+        process.off('unhandledRejection', onUnhandled);
+        await boards.close().catch(() => {});
+      }
+      expect(unhandled.map(String)).toEqual([]);
+    } finally {
+      if (redis.exitCode === null) redis.kill('SIGKILL');
+    }
+  });
+});
