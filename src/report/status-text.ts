@@ -29,6 +29,15 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT): string {
     lines.push(`  ${''.padEnd(9)}${oneLine(m.model, 24).padEnd(24)} ${usd(m.usd).padStart(9)}  ${price}`);
   }
 
+  // "limits   gpt-4o-mini: 500 rpm, 200,000 tpm, from headers 3m ago"
+  const hosts = new Set(r.limits.map((l) => l.baseUrl));
+  for (const [i, l] of r.limits.entries()) {
+    const what = [l.rpm !== null ? `${int(Math.round(l.rpm))} rpm` : '', l.tpm !== null ? `${int(Math.round(l.tpm))} tpm` : ''].filter(Boolean).join(', ');
+    const from = l.source === 'headers' ? 'from headers' : 'learned from 429s';
+    const where = hosts.size > 1 ? ` at ${l.baseUrl}` : '';
+    lines.push(`  ${(i === 0 ? 'limits' : '').padEnd(9)}${oneLine(`${l.model}${where}: ${what || 'unknown'}, ${from} ${duration(l.ageSeconds)} ago`, 69)}`);
+  }
+
   if (r.failures.length) {
     lines.push('', p.bold(`failures`) + p.dim(` (${int(r.counts.failed)} jobs, by reason)`));
     const cw = Math.max(...r.failures.map((f) => int(f.count).length));

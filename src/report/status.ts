@@ -75,6 +75,11 @@ export interface StatusReport {
   readonly jobsPerSecond: number | null;
   /** Seconds to finish the pending and running jobs at that rate; null without a live run. */
   readonly etaSeconds: number | null;
+  /** Rate limits learned per (base URL, model): what the next run paces at. */
+  readonly limits: ReadonlyArray<{
+    readonly baseUrl: string; readonly model: string; readonly rpm: number | null; readonly tpm: number | null;
+    readonly source: 'headers' | '429s'; readonly learnedAt: number; readonly ageSeconds: number;
+  }>;
 }
 
 export function buildStatusReport(s: StatusSnapshot, o: { now: number; prices: PriceTable; db: string }): StatusReport {
@@ -109,6 +114,10 @@ export function buildStatusReport(s: StatusSnapshot, o: { now: number; prices: P
     oldestPending: s.oldestPendingAt === null ? null : { createdAt: s.oldestPendingAt, ageSeconds: Math.max(0, (o.now - s.oldestPendingAt) / 1000) },
     cost: { usd: unpriced.length ? null : knownUsd, knownUsd, unpriced, remainingUsd, byModel },
     failures: s.failures.map((f) => ({ error: f.error, count: f.count })),
+    limits: s.lanes.map((l) => ({
+      baseUrl: l.baseUrl, model: l.model, rpm: l.rpm, tpm: l.tpm, source: l.source, learnedAt: l.at,
+      ageSeconds: Math.max(0, (o.now - l.at) / 1000),
+    })),
     activeRuns,
     lastRun: s.lastRun ? runReport(s.lastRun, o.now) : null,
     jobsPerSecond,

@@ -65,6 +65,13 @@ export class Lanes {
     return this.all().filter((l) => l.inHand >= perLane || (l.pauseLeft() > 0 && l.inHand > 0)).map((l) => l.model);
   }
 
+  /** Jobs held by lanes that are paused now. */
+  pausedInHand(): number {
+    let n = 0;
+    for (const l of this.#lanes.values()) if (l.pauseLeft() > 0) n += l.inHand;
+    return n;
+  }
+
   /** Pull shared state (Redis) of every lane. */
   async refresh(): Promise<void> {
     await Promise.all(this.all().map((l) => l.board.refresh().catch(() => {})));

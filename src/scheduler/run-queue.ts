@@ -212,9 +212,12 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
 
   try {
     while (!stop.signal.aborted) {
-      const room = Math.min(maxInHand - tasks.size, limit - claimed);
+      // Jobs of a paused lane wait without a slot and are not counted against the room in hand:
+      // they must not keep other lanes from being claimed.
+      const active = tasks.size - lanes.pausedInHand();
+      const room = Math.min(maxInHand - active, limit - claimed);
       if (limit - claimed <= 0 && tasks.size === 0) { reason = 'limit'; break; }
-      if (room >= batch || (room > 0 && tasks.size < concurrency)) {
+      if (room >= batch || (room > 0 && active < concurrency)) {
         const t = now();
         // A lane that is full or paused takes no more: it must not hold the claims of the others.
         const skipModels = lanes.saturated(concurrency);

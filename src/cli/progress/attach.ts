@@ -13,7 +13,7 @@ export type ProgressMode = 'tty' | 'plain' | 'json' | 'none';
 
 /** Every scheduler event, so an EventEmitter source can be subscribed name by name. */
 const EVENTS: readonly SchedulerEventName[] = [
-  'run:start', 'job:start', 'job:done', 'job:retry', 'job:failed', 'paused', 'resumed', 'stopping', 'progress', 'run:end',
+  'run:start', 'job:start', 'job:done', 'job:retry', 'job:failed', 'paused', 'resumed', 'stopping', 'warning', 'progress', 'run:end',
 ];
 
 /**

@@ -1,4 +1,5 @@
 import type { ProgressSnapshot, RunSummary } from '../../scheduler/events.js';
+import type { LaneSnapshot } from '../../scheduler/lane.js';
 import { compact, duration, int, oneLine, percent, rate, usd, type Paint } from '../../report/format.js';
 import type { ProgressState } from './state.js';
 
@@ -88,4 +89,18 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint): stri
   }
   if (s.unpricedModel) lines.push(paint.dim(`  no price for ${s.unpricedModel}: set one with --price IN,OUT (USD per million tokens)`));
   return lines.join('\n') + '\n';
+}
+
+/**
+ * One lane's pace against its limit, for lanes that have one:
+ * "gpt-4o-mini 9.8 req/s of 10 (600 rpm, 200k tpm from headers)" or "... paused 1.2s".
+ */
+export function laneText(l: LaneSnapshot, now: number): string | null {
+  if (l.rpm === null && l.tpm === null && l.pausedUntil === null) return null;
+  const limits = [l.rpm !== null ? `${compact(Math.round(l.rpm))} rpm` : '', l.tpm !== null ? `${compact(Math.round(l.tpm))} tpm` : '']
+    .filter(Boolean).join(', ');
+  const from = l.learned ? (l.learned.source === 'headers' ? ' from headers' : ' learned from 429s') : '';
+  const of = l.rpm !== null ? ` of ${rate(l.rpm / 60)}` : '';
+  const paused = l.pausedUntil !== null ? ` · paused ${duration(Math.max(0, l.pausedUntil - now) / 1000)}` : '';
+  return oneLine(`${l.model} ${rate(l.requestsPerSecond)} req/s${of}${limits ? ` (${limits}${from})` : ''}${paused}`, 78);
 }

@@ -1,6 +1,6 @@
 import type { SchedulerEventMap, SchedulerEventName } from '../../scheduler/events.js';
 import { duration, oneLine, type Paint } from '../../report/format.js';
-import { countsText, detailText, pauseText, startText, summaryText, type Where } from './lines.js';
+import { countsText, detailText, laneText, pauseText, startText, summaryText, type Where } from './lines.js';
 import type { ProgressState } from './state.js';
 import type { Renderer } from './types.js';
 
@@ -22,6 +22,10 @@ export function plainRenderer(state: ProgressState, stream: NodeJS.WritableStrea
     printedSnapshot = p;
     const elapsed = p ? `[${duration((p.now - p.startedAt) / 1000)}] ` : '';
     write(`${elapsed}${countsText(p, state.total)} · ${detailText(state, paint)}`);
+    for (const lane of p?.lanes ?? []) {
+      const text = laneText(lane, p!.now);
+      if (text) write(`  ${text}`);
+    }
   };
   return {
     onEvent<E extends SchedulerEventName>(event: E, payload: SchedulerEventMap[E]) {
@@ -48,6 +52,9 @@ export function plainRenderer(state: ProgressState, stream: NodeJS.WritableStrea
         case 'paused':
         case 'stopping':
           write(paint.yellow(pauseText(state, Date.now(), 300) ?? event));
+          break;
+        case 'warning':
+          write(paint.yellow(`warning: ${(payload as SchedulerEventMap['warning']).message}`));
           break;
         case 'resumed':
           write(`resumed after the ${(payload as SchedulerEventMap['resumed']).reason === 'rate_limit' ? 'rate limit' : 'outage'}`);

@@ -1,7 +1,7 @@
 import cliProgress from 'cli-progress';
 import type { SchedulerEventMap, SchedulerEventName } from '../../scheduler/events.js';
 import { oneLine, type Paint } from '../../report/format.js';
-import { countsText, detailText, pauseText, startText, summaryText, type Where } from './lines.js';
+import { countsText, detailText, laneText, pauseText, startText, summaryText, type Where } from './lines.js';
 import type { ProgressState } from './state.js';
 import type { Renderer } from './types.js';
 
@@ -40,6 +40,13 @@ export function ttyRenderer(state: ProgressState, stream: NodeJS.WritableStream,
   const main = multi.create(1, 0, { line: barLine });
   // Both detail and pause texts are built to fit 80 columns, so they are not cut (cutting could split a color code).
   multi.create(1, 0, { line: () => detailText(state, paint) });
+  // One line per lane that has a limit, added as lanes appear.
+  const laneBars = new Map<string, cliProgress.SingleBar>();
+  const laneLine = (model: string) => () => {
+    const p = state.snapshot;
+    const lane = p?.lanes.find((l) => l.model === model);
+    return lane ? paint.dim(laneText(lane, p!.now) ?? model) : model;
+  };
   let note: cliProgress.SingleBar | null = null;
   let failures = 0;
   let stopped = false;
@@ -54,6 +61,13 @@ export function ttyRenderer(state: ProgressState, stream: NodeJS.WritableStream,
   return {
     onEvent<E extends SchedulerEventName>(event: E, payload: SchedulerEventMap[E]) {
       if (stopped) return;
+      if (event === 'warning') multi.log(paint.yellow(oneLine(`warning: ${(payload as SchedulerEventMap['warning']).message}`, width())) + '\n');
+      if (event === 'progress') {
+        const p = payload as SchedulerEventMap['progress'];
+        for (const lane of p.lanes) {
+          if (!laneBars.has(lane.model) && laneText(lane, p.now)) laneBars.set(lane.model, multi.create(1, 0, { line: laneLine(lane.model) }));
+        }
+      }
       if (event === 'run:start') multi.log(paint.dim(oneLine(startText(payload as SchedulerEventMap['run:start'], where), width())) + '\n');
       if (event === 'job:failed' && failures++ < MAX_FAILURE_LINES) {
         const p = payload as SchedulerEventMap['job:failed'];

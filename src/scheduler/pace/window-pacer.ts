@@ -109,6 +109,7 @@ export class WindowPacer {
     const delta = actualTokens - ticket.tokens;
     ticket.tokens = Math.max(0, actualTokens);
     this.#tokenSum += Math.max(delta, -this.#tokenSum);
+    if (this.#share.tokens !== Infinity) this.#tokenTat += (SPAN_MS * delta) / this.#share.tokens;
   }
 
   #expire(now: number): void {

@@ -1,0 +1,162 @@
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { OpenAIProvider } from '../src/provider/openai.js';
+import { runQueue, type RunOptions } from '../src/scheduler/run-queue.js';
+import type { SchedulerEventMap } from '../src/scheduler/events.js';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { FakeOpenAI, reply } from './helpers/fake-openai.js';
+import { requestFor, seedJobs } from './helpers/seed.js';
+import { jobKey } from '../src/request.js';
+import { tempDir } from './helpers/tmp.js';
+import { spawn } from 'node:child_process';
+import { BIN, cliEnv, collect, runCli } from './helpers/cli.js';
+
+/**
+ * The rate governor end to end against the HTTP fake: lanes per model, limits learned from headers
+ * and remembered, --timeout auto, --max-outage, a key refused for one job. Functional, not timed:
+ * each would hang, loop or misbehave visibly if its rule broke.
+ */
+const fakes: FakeOpenAI[] = [];
+afterEach(async () => {
+  await Promise.all(fakes.splice(0).map((f) => f.close()));
+});
+
+async function setup(fakeOptions: Parameters<typeof FakeOpenAI.start>[0] = {}) {
+  const fake = await FakeOpenAI.start(fakeOptions);
+  fakes.push(fake);
+  const path = join(tempDir(), 'q.db');
+  return { fake, store: new SqliteStore(path), path };
+}
+
+/** `count` jobs of `model`, items named `<model>-<n>` so several calls never share an item. */
+async function seedModel(store: SqliteStore, model: string, count: number, word = model): Promise<string[]> {
+  const rows = Array.from({ length: count }, (_, n) => {
+    const request = requestFor(n, { model, text: `${word} ${n}` });
+    return { itemId: `${model}-${word}-${n}`, source: 'seed', meta: null, key: jobKey(request), request, model, priority: 0 };
+  });
+  await store.enqueue(rows, Date.now());
+  return rows.map((r) => r.key);
+}
+
+const fast: RunOptions = { retryDelayMs: 10, maxRetryDelayMs: 50, heartbeatMs: 200, outage: { probeDelayMs: 100, maxProbeDelayMs: 400 } };
+const provider = (fake: FakeOpenAI, timeoutMs = 30_000) => new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-secret', timeoutMs });
+const OPENAI_600 = { 'x-ratelimit-limit-requests': '600', 'x-ratelimit-remaining-requests': '599', 'x-ratelimit-reset-requests': '100ms' };
+
+describe('rate governor', () => {
+  it('a paused lane holds neither the slots nor the claims of another model', async () => {
+    const { fake, store } = await setup({ latencyMs: 2 });
+    await seedModel(store, 'slow-model', 30);
+    await seedModel(store, 'fast-model', 10);
+    // every slow-model request is rate limited for 3 s at a time
+    fake.respond((r) => (r.json?.model === 'slow-model' && Date.now() < stopLimitingAt ? reply.rateLimited(3000) : undefined));
+    let stopLimitingAt = Date.now() + 2500;
+    const doneAt = new Map<string, number[]>();
+    const t0 = Date.now();
+    const summary = await runQueue({
+      store, provider: provider(fake),
+      emit: (e, p) => {
+        if (e !== 'job:done') return;
+        const model = store.db.prepare('SELECT model FROM jobs WHERE key = ?').pluck().get((p as SchedulerEventMap['job:done']).key) as string;
+        doneAt.set(model, [...(doneAt.get(model) ?? []), Date.now() - t0]);
+      },
+    }, { ...fast, concurrency: 2 });
+    expect(summary).toMatchObject({ reason: 'drained', done: 40 });
+    // the fast lane finished while the slow one was still paused
+    expect(Math.max(...doneAt.get('fast-model')!)).toBeLessThan(Math.min(...doneAt.get('slow-model')!));
+    expect(stopLimitingAt).toBeGreaterThan(0);
+    await store.close();
+  });
+
+  it('learns the limit from the headers, remembers it per (base URL, model), and status shows it', async () => {
+    const { fake, store, path } = await setup({ latencyMs: 1 });
+    await seedJobs(store, 5, { model: 'gpt-4o-mini' });
+    fake.respond(() => reply.ok({ headers: OPENAI_600 }));
+    let lanes: SchedulerEventMap['progress']['lanes'] = [];
+    await runQueue({ store, provider: provider(fake), baseUrl: fake.url, emit: (e, p) => { if (e === 'progress') lanes = (p as SchedulerEventMap['progress']).lanes; } }, fast);
+    expect(lanes).toEqual([expect.objectContaining({ model: 'gpt-4o-mini', rpm: 600, tpm: null, learned: expect.objectContaining({ source: 'headers' }) })]);
+    expect(await store.laneLimits()).toEqual([expect.objectContaining({ baseUrl: fake.url, model: 'gpt-4o-mini', rpm: 600, tpm: null, source: 'headers' })]);
+    await store.close();
+
+    const text = await runCli(['status', '--db', path]);
+    expect(text.stdout).toMatch(/limits\s+gpt-4o-mini: 600 rpm, from headers \d+s ago/);
+    const json = JSON.parse((await runCli(['status', '--db', path, '--json'])).stdout);
+    expect(json.limits).toEqual([expect.objectContaining({ model: 'gpt-4o-mini', rpm: 600, source: 'headers' })]);
+  });
+
+  it('the next run starts at the remembered pace instead of probing', async () => {
+    const { fake, store } = await setup({ latencyMs: 1 });
+    await store.saveLaneLimits({ baseUrl: fake.url, model: 'gpt-4o-mini', rpm: 120, tpm: null, source: 'headers', at: Date.now() });
+    await seedJobs(store, 6, { model: 'gpt-4o-mini' });
+    const times: number[] = [];
+    await runQueue({ store, provider: provider(fake), baseUrl: fake.url, emit: (e) => { if (e === 'job:start') times.push(Date.now()); } }, { ...fast, concurrency: 6 });
+    // 120 rpm is 2 a second: six requests need over two seconds even with six slots
+    expect(times[5]! - times[0]!).toBeGreaterThanOrEqual(2000);
+    await store.close();
+  });
+
+  it('--timeout auto cuts a hung request once the lane has answers, and retries it', async () => {
+    const { fake, store } = await setup({ latencyMs: 5 });
+    const keys = await seedJobs(store, 40);
+    let hung = false;
+    fake.respond((r) => (r.key === keys[0] && !hung ? ((hung = true), reply.hang()) : undefined));
+    const summary = await runQueue({ store, provider: provider(fake, 600_000) }, { ...fast, concurrency: 4, timeout: 'auto' });
+    expect(summary).toMatchObject({ reason: 'drained', done: 40, failed: 0 });
+    const attempts = store.db.prepare('SELECT outcome, error FROM attempts WHERE job_key = ? ORDER BY id').all(keys[0]) as Array<{ outcome: string; error: string }>;
+    expect(attempts[0]).toMatchObject({ outcome: 'retry' });
+    expect(attempts[0]!.error).toMatch(/Timed out after .* \(--timeout auto: .*p99 latency.*\).*may bill/);
+    expect(attempts[1]).toMatchObject({ outcome: 'done' });
+    await store.close();
+  });
+
+  it('ends the run when the provider stays unreachable past --max-outage; jobs stay pending', async () => {
+    const { fake, store } = await setup();
+    await seedJobs(store, 5);
+    await fake.down();
+    const summary = await runQueue({ store, provider: provider(fake), baseUrl: fake.url }, { ...fast, maxOutageMs: 1500 });
+    expect(summary.reason).toBe('fatal');
+    expect(summary.fatal?.message).toMatch(/unreachable for \d+ min \(--max-outage\); the last try said: .*ECONNREFUSED/);
+    const rows = store.db.prepare('SELECT state, attempts FROM jobs').all() as Array<{ state: string; attempts: number }>;
+    expect(rows.every((r) => r.state === 'pending' && r.attempts === 0)).toBe(true);
+    await store.close();
+  });
+
+  it('a 403 after the key has worked fails that job alone; three in a row stop the run', async () => {
+    const { fake, store } = await setup({ latencyMs: 1 });
+    const keys = await seedJobs(store, 8);
+    fake.respond((r) => (r.key === keys[3] ? reply.error(403, 'This model is not available to your organization.') : undefined));
+    const one = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 1 });
+    expect(one).toMatchObject({ reason: 'drained', done: 7, failed: 1 });
+
+    await seedModel(store, 'gpt-4o-mini', 10, 'later');
+    fake.respond((r) => (r.body.includes('later') && !r.body.includes('later 0') ? reply.unauthorized() : undefined));
+    const two = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 1 });
+    expect(two.reason).toBe('fatal');
+    expect(two.fatal?.reason).toBe('auth');
+    expect(two.failed).toBe(2); // the first two 401s failed their jobs; the third stopped the run
+    await store.close();
+  });
+});
+
+describe('EMFILE is local, not an outage', () => {
+  it('lowers concurrency, says so once, and uses no attempts', async () => {
+    const dir = tempDir();
+    const fake = await FakeOpenAI.start({ latencyMs: 300 });
+    fakes.push(fake);
+    const db = join(dir, 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 120);
+    await store.close();
+    // 40 descriptors: node, SQLite and a handful of sockets; 120 in flight cannot all open
+    const child = spawn('bash', ['-c', 'ulimit -n 40 && exec "$0" "$@"', process.execPath, BIN,
+      'run', '--db', db, '--base-url', fake.url, '--concurrency', '120', '--progress', 'plain'],
+    { env: cliEnv({ LLMQ_API_KEY: 'sk-test' }), stdio: ['ignore', 'pipe', 'pipe'] });
+    const r = await collect(child, 60_000);
+    expect(r.stderr).toMatch(/warning: Local limit: .*(EMFILE|too many open files).*concurrency lowered from 120 to \d+/i);
+    expect(r.code).toBe(0);
+    const check = new SqliteStore(db);
+    const rows = check.db.prepare('SELECT state, attempts FROM jobs').all() as Array<{ state: string; attempts: number }>;
+    expect(rows.filter((x) => x.state === 'done')).toHaveLength(120);
+    expect(rows.every((x) => x.attempts === 1)).toBe(true);
+    await check.close();
+  });
+});

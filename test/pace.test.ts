@@ -1,0 +1,177 @@
+import { describe, expect, it } from 'vitest';
+import { RateBackoff } from '../src/scheduler/pace/backoff.js';
+import { LatencyStats } from '../src/scheduler/pace/latency.js';
+import { limitsFromHeaders, refillIntervalMs } from '../src/scheduler/pace/learned.js';
+import { WindowPacer, type PaceLimits } from '../src/scheduler/pace/window-pacer.js';
+import { parseRateLimit } from '../src/provider/headers.js';
+
+const T0 = 1_750_000_000_000;
+
+/** A greedy caller: send whenever the pacer allows, for `ms`, each request `tokens` big. Returns send times. */
+function drive(limits: PaceLimits, ms: number, tokens = 0): number[] {
+  const pacer = new WindowPacer(limits);
+  const sent: number[] = [];
+  for (let now = T0; now < T0 + ms;) {
+    const wait = pacer.delay(tokens, now);
+    if (wait > 0) {
+      now += wait;
+      continue;
+    }
+    pacer.take(tokens, now);
+    sent.push(now);
+  }
+  return sent;
+}
+
+/** The most sends (or tokens) any fixed 1-second window, at any alignment, receives. */
+function worstWindow(times: number[], weight = (_i: number) => 1): number {
+  let worst = 0;
+  for (let i = 0; i < times.length; i++) {
+    let sum = 0;
+    for (let j = i; j < times.length && times[j]! < times[i]! + 1000; j++) sum += weight(j);
+    worst = Math.max(worst, sum);
+  }
+  return worst;
+}
+
+describe('WindowPacer: no 1-second window above its share', () => {
+  it('600 rpm: never 11 in any second, and close to 10 per second over time', () => {
+    const sent = drive({ rpm: 600, tpm: null }, 20_000);
+    expect(worstWindow(sent)).toBeLessThanOrEqual(10);
+    expect(sent.length / 20).toBeGreaterThanOrEqual(9.7); // 98% of the limit: the guard costs 2%
+  });
+
+  it('spreads a window\'s share over the window instead of one burst', () => {
+    const sent = drive({ rpm: 6000, tpm: null }, 1000);
+    const gaps = sent.slice(1).map((t, i) => t - sent[i]!);
+    expect(Math.max(...gaps.slice(2))).toBeLessThanOrEqual(15);
+    expect(sent.filter((t) => t < T0 + 100).length).toBeLessThanOrEqual(11);
+  });
+
+  it('tokens: requests of 60% of a second\'s share go one per window', () => {
+    // 60,000 tpm = 1,000 tokens per second; each request 600 tokens
+    const sent = drive({ rpm: null, tpm: 60_000 }, 30_000, 600);
+    expect(worstWindow(sent, () => 600)).toBeLessThanOrEqual(1000);
+    expect(sent.length).toBeGreaterThanOrEqual(27); // >= 90% of one per window
+  });
+
+  it('a request bigger than a window\'s share goes alone, at the average rate', () => {
+    // 1,000 tokens/s; 2,500-token requests: one every 2.5 s
+    const sent = drive({ rpm: null, tpm: 60_000 }, 20_000, 2500);
+    const gaps = sent.slice(1).map((t, i) => t - sent[i]!);
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(2500);
+    expect(sent.length).toBeGreaterThanOrEqual(7);
+  });
+
+  it('a fractional per-second share (30 rpm) goes at the average rate', () => {
+    const sent = drive({ rpm: 30, tpm: null }, 20_000);
+    const gaps = sent.slice(1).map((t, i) => t - sent[i]!);
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(2000);
+  });
+
+  it('settling a request\'s real tokens frees or takes room in its window', () => {
+    const pacer = new WindowPacer({ rpm: null, tpm: 60_000 });
+    const ticket = pacer.take(900, T0);
+    const before = pacer.delay(300, T0 + 1);
+    expect(before).toBeGreaterThan(0);
+    pacer.settle(ticket, 500, T0 + 2);
+    // 400 tokens fewer at 1,000 tokens/s: about 400 ms sooner
+    expect(before - pacer.delay(300, T0 + 2)).toBeGreaterThanOrEqual(350);
+    pacer.settle(ticket, 1500, T0 + 3);
+    expect(pacer.delay(300, T0 + 3)).toBeGreaterThan(before);
+  });
+
+  it('no limits: never waits', () => {
+    const pacer = new WindowPacer();
+    for (let i = 0; i < 1000; i++) pacer.take(100, T0);
+    expect(pacer.delay(100, T0)).toBe(0);
+  });
+});
+
+const headers = (h: Record<string, string>) => ({ get: (n: string) => h[n.toLowerCase()] ?? null });
+
+describe('limits learned from headers', () => {
+  it('reads OpenAI\'s per-minute limits: reset is the time until the budget is full', () => {
+    const rl = parseRateLimit(headers({
+      'x-ratelimit-limit-requests': '600', 'x-ratelimit-remaining-requests': '599', 'x-ratelimit-reset-requests': '100ms',
+      'x-ratelimit-limit-tokens': '200000', 'x-ratelimit-remaining-tokens': '199000', 'x-ratelimit-reset-tokens': '300ms',
+    }));
+    expect(limitsFromHeaders(rl)).toEqual({ rpm: 600, tpm: 200_000 });
+  });
+
+  it('tells a per-second budget from a per-minute one by how fast it refills', () => {
+    const rl = parseRateLimit(headers({ 'x-ratelimit-limit-requests': '10', 'x-ratelimit-remaining-requests': '9', 'x-ratelimit-reset-requests': '100ms' }));
+    expect(limitsFromHeaders(rl)).toEqual({ rpm: 600, tpm: null });
+  });
+
+  it('assumes a minute when nothing has been used yet', () => {
+    const rl = parseRateLimit(headers({ 'x-ratelimit-limit-requests': '500', 'x-ratelimit-remaining-requests': '500', 'x-ratelimit-reset-requests': '0s' }));
+    expect(limitsFromHeaders(rl)).toEqual({ rpm: 500, tpm: null });
+  });
+
+  it('reads Anthropic\'s headers (reset as a time)', () => {
+    const now = T0;
+    const rl = parseRateLimit(headers({
+      'anthropic-ratelimit-requests-limit': '50', 'anthropic-ratelimit-requests-remaining': '49',
+      'anthropic-ratelimit-requests-reset': new Date(now + 1200).toISOString(),
+      'anthropic-ratelimit-tokens-limit': '40000', 'anthropic-ratelimit-tokens-remaining': '39000',
+      'anthropic-ratelimit-tokens-reset': new Date(now + 1500).toISOString(),
+    }), now);
+    expect(limitsFromHeaders(rl)).toEqual({ rpm: 50, tpm: 40_000 });
+  });
+
+  it('remaining 0 means one refill interval, not the full reset', () => {
+    // 600 per minute, none left, full in 60 s: the next one is back in 100 ms
+    expect(refillIntervalMs(600, 0, 60_000, 600)).toBe(100);
+    expect(refillIntervalMs(600, 3, 60_000, 600)).toBeNull();
+  });
+});
+
+describe('RateBackoff: 429s without headers teach the pace', () => {
+  it('cuts once per burst and climbs back in quiet time, slowly near the rate that failed', () => {
+    const b = new RateBackoff(T0);
+    expect(b.rateLimited(T0, T0 + 10)).toBe(true);
+    expect(b.factor).toBeCloseTo(0.75);
+    // requests that left before the cut say nothing new
+    expect(b.rateLimited(T0 + 5, T0 + 20)).toBe(false);
+    expect(b.factor).toBeCloseTo(0.75);
+    b.tick(T0 + 10 + 10_000);
+    expect(b.factor).toBeGreaterThan(0.75);
+    expect(b.factor).toBeLessThan(1);
+    b.tick(T0 + 10 + 120_000);
+    expect(b.factor).toBe(1);
+  });
+
+  it('a run told twice the real limit settles near it: the average factor stays near 0.5', () => {
+    // Simulate: the real limit is half the cap; a 429 whenever the factor is above 0.5.
+    const b = new RateBackoff(T0);
+    let cuts = 0, sum = 0;
+    for (let t = T0; t < T0 + 60_000; t += 100) {
+      b.tick(t);
+      if (b.factor > 0.5 && b.rateLimited(t, t)) cuts++;
+      sum += Math.min(b.factor, 0.5);
+    }
+    expect(cuts).toBeLessThanOrEqual(10);
+    expect(sum / 600 / 0.5).toBeGreaterThanOrEqual(0.85);
+  });
+});
+
+describe('LatencyStats: --timeout auto', () => {
+  it('uses the cap until enough answers are seen, then several times the p99 with a floor', () => {
+    const s = new LatencyStats();
+    expect(s.timeoutMs(0, 600_000)).toBe(600_000);
+    for (let i = 0; i < 30; i++) s.record(50, 20);
+    expect(s.timeoutMs(0, 600_000)).toBe(LatencyStats.FLOOR_MS);
+    for (let i = 0; i < 30; i++) s.record(2000, 20);
+    expect(s.timeoutMs(0, 600_000)).toBe(12_000);
+    expect(s.timeoutMs(0, 5000)).toBe(5000);
+  });
+
+  it('stretches for a request allowed many more tokens than the answers seen', () => {
+    const s = new LatencyStats();
+    for (let i = 0; i < 30; i++) s.record(1000, 100);
+    expect(s.timeoutMs(0, 600_000)).toBe(6000);
+    expect(s.timeoutMs(400, 600_000)).toBe(24_000);
+    expect(s.timeoutMs(100_000, 600_000)).toBe(60_000); // at most 10x
+  });
+});
