@@ -20,6 +20,9 @@ export interface ChatRequest {
 /**
  * JSON with object keys sorted at every depth, no whitespace. Two requests that mean the same
  * thing serialize to the same bytes, so their hash (the job key) is the same.
+ *
+ * Recursive, one stack frame per level: callers with untrusted input bound its depth first
+ * (enqueue rejects JSON nested deeper than MAX_JSON_DEPTH), or a RangeError escapes.
  */
 export function canonicalJson(value: unknown): string {
   return JSON.stringify(sortKeys(value));

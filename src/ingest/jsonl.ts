@@ -1,5 +1,6 @@
 import { createReadStream } from 'node:fs';
 import { isBlank, REASON_EMPTY } from './decode.js';
+import { nestsDeeperThan, reasonTooDeep } from './depth.js';
 import { splitLines } from './lines.js';
 import { fsReason, type Entry, type ReadOptions } from './types.js';
 
@@ -58,6 +59,8 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   } catch (error) {
     return { path, line, reason: `malformed JSON (${(error as Error).message})` };
   }
+  // Before anything recursive (key sorting, JSON.stringify of meta) sees the value.
+  if (nestsDeeperThan(value)) return { path, line, reason: reasonTooDeep() };
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     return { path, line, reason: `not a JSON object (each line must be one {...} document, got ${kind(value)})` };
   }
