@@ -31,7 +31,8 @@ export function canonicalJson(value: unknown): string {
 function sortKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sortKeys);
   if (value !== null && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
+    // No prototype, so a "__proto__" key is kept as a key instead of setting the prototype.
+    const out: Record<string, unknown> = Object.create(null);
     for (const k of Object.keys(value as object).sort()) {
       const v = (value as Record<string, unknown>)[k];
       if (v !== undefined) out[k] = sortKeys(v);
