@@ -85,6 +85,7 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
       globs: flags.glob, hidden: flags.hidden, idField: flags.idField, textField: flags.textField, maxDocBytes: flags.maxDocBytes,
       stdin: sources.includes('-') ? process.stdin : undefined,
       onReject: (r) => process.stderr.write(`${c.yellow('rejected')} ${where(r.path, r.line)}: ${r.reason}\n`),
+      backpressure: () => drained(process.stderr),
     });
   } finally {
     await store.close();
@@ -96,6 +97,21 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
     process.stderr.write(describe(summary, redactLocation(location), c) + '\n');
   }
   return summary;
+}
+
+/**
+ * Resolves once the stream has room again (or can take nothing more), so reading waits for a slow
+ * reader of stderr instead of queueing every rejection line in memory.
+ */
+function drained(stream: NodeJS.WriteStream): Promise<void> | undefined {
+  if (!stream.writableNeedDrain || stream.destroyed) return undefined;
+  return new Promise((resolve) => {
+    const done = () => {
+      stream.off('drain', done).off('close', done).off('error', done);
+      resolve();
+    };
+    stream.on('drain', done).on('close', done).on('error', done);
+  });
 }
 
 function describe(s: EnqueueSummary, db: string, c: ReturnType<typeof colorsFor>): string {
