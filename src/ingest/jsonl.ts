@@ -1,6 +1,8 @@
 import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { isBlank, REASON_EMPTY } from './decode.js';
 import { nestsDeeperThan, reasonTooDeep } from './depth.js';
+import { namedSourceReason } from './file-kind.js';
 import { splitLines } from './lines.js';
 import { fsReason, type Entry, type ReadOptions } from './types.js';
 
@@ -20,8 +22,18 @@ export interface EntrySink {
 /** Read size: large enough that per-chunk work is amortized, small enough to be nothing in memory. */
 const CHUNK_BYTES = 1024 * 1024;
 
-/** A JSONL file, streamed: one document per non-blank line. */
+/** A JSONL file or pipe, streamed: one document per non-blank line. Devices are refused unread. */
 export async function readJsonlFile(file: string, path: string, options: JsonlOptions, sink: EntrySink): Promise<void> {
+  let why: string | null;
+  try {
+    why = namedSourceReason(await stat(file));
+  } catch (error) {
+    why = fsReason(error);
+  }
+  if (why !== null) {
+    sink.add({ path, reason: why });
+    return sink.flush();
+  }
   await readJsonl(createReadStream(file, { highWaterMark: CHUNK_BYTES }), path, options, sink);
 }
 
