@@ -84,7 +84,7 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
       request: { prompt, system, model: flags.model, maxTokens: flags.maxTokens, temperature: flags.temperature, priority: flags.priority },
       globs: flags.glob, hidden: flags.hidden, idField: flags.idField, textField: flags.textField, maxDocBytes: flags.maxDocBytes,
       stdin: sources.includes('-') ? process.stdin : undefined,
-      onReject: (r) => process.stderr.write(`${c.yellow('rejected')} ${where(r.path, r.line)}: ${r.reason}\n`),
+      onReject: (r) => process.stderr.write(`${c.yellow('rejected')} ${printable(where(r.path, r.line))}: ${printable(r.reason)}\n`),
       backpressure: () => drained(process.stderr),
     });
   } finally {
@@ -97,6 +97,14 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
     process.stderr.write(describe(summary, redactLocation(location), c) + '\n');
   }
   return summary;
+}
+
+/**
+ * Control characters shown as escapes: a file name or a malformed line (quoted in JSON.parse's
+ * message) may hold newlines or terminal escape sequences, and each rejection must stay one line.
+ */
+function printable(s: string): string {
+  return s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /**
