@@ -20,6 +20,9 @@ export interface ChatRequest {
 /**
  * JSON with object keys sorted at every depth, no whitespace. Two requests that mean the same
  * thing serialize to the same bytes, so their hash (the job key) is the same.
+ *
+ * Recursive, one stack frame per level: callers with untrusted input bound its depth first
+ * (enqueue rejects JSON nested deeper than MAX_JSON_DEPTH), or a RangeError escapes.
  */
 export function canonicalJson(value: unknown): string {
   return JSON.stringify(sortKeys(value));
@@ -28,7 +31,8 @@ export function canonicalJson(value: unknown): string {
 function sortKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sortKeys);
   if (value !== null && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
+    // No prototype, so a "__proto__" key is kept as a key instead of setting the prototype.
+    const out: Record<string, unknown> = Object.create(null);
     for (const k of Object.keys(value as object).sort()) {
       const v = (value as Record<string, unknown>)[k];
       if (v !== undefined) out[k] = sortKeys(v);

@@ -25,6 +25,12 @@ export interface EnqueueOptions {
   readonly stdin?: AsyncIterable<Buffer | string>;
   /** Called for every rejection as it happens, so a caller can report while a big file streams. */
   readonly onReject?: (rejection: Rejection) => void;
+  /**
+   * Awaited between chunks of input. A caller that prints rejections to a pipe returns a promise
+   * of the pipe's 'drain' here: otherwise a fast input full of bad lines queues output in memory
+   * faster than the reader takes it (gigabytes, for 200 MB of bad lines).
+   */
+  readonly backpressure?: () => Promise<void> | void;
   readonly now?: () => number;
   /**
    * Rows per store transaction. Large enough that commits (and the WAL checkpoints they trigger)
@@ -112,6 +118,7 @@ class Batcher implements EntrySink {
   readonly #store: Store;
   readonly #render: (doc: Document) => EnqueueRow;
   readonly #onReject: ((r: Rejection) => void) | undefined;
+  readonly #backpressure: (() => Promise<void> | void) | undefined;
   readonly #now: () => number;
   readonly #maxRows: number;
   readonly #maxBytes: number;
@@ -133,6 +140,7 @@ class Batcher implements EntrySink {
     this.#store = store;
     this.#render = makeRenderer(o.request);
     this.#onReject = o.onReject;
+    this.#backpressure = o.backpressure;
     this.#now = now;
     this.#maxRows = o.batchRows ?? 10_000;
     this.#maxBytes = o.batchBytes ?? 16 * 1024 * 1024;
@@ -159,6 +167,7 @@ class Batcher implements EntrySink {
 
   /** Write full batches; a partial one waits for more rows. */
   async flush(): Promise<void> {
+    await this.#backpressure?.();
     if (this.#rows.length >= this.#maxRows || this.#bytes >= this.#maxBytes) await this.#write(false);
   }
 

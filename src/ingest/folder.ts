@@ -1,6 +1,7 @@
-import { readFile, readdir, realpath, stat } from 'node:fs/promises';
+import { readdir, realpath, stat } from 'node:fs/promises';
 import { join, posix, sep } from 'node:path';
 import { fileText } from './decode.js';
+import { namedSourceReason, readAtMost, REASON_NOT_REGULAR } from './file-kind.js';
 import type { PathMatcher } from './glob.js';
 import { fsReason, type Entry, type ReadOptions } from './types.js';
 
@@ -69,25 +70,31 @@ async function* walk(root: string, shown: string, rel: string, options: FolderOp
     }
     if (!options.include(childRel)) continue;
     if (!isFile) {
-      yield { path, reason: 'not a regular file (a socket, pipe or device)' };
+      yield { path, reason: REASON_NOT_REGULAR };
       continue;
     }
     yield await readTextFile(full, path, childRel, options);
   }
 }
 
-/** One text file as one document with the given id. */
+/**
+ * One text file as one document with the given id. Never holds more than `maxDocBytes + 1` bytes
+ * of it: a regular file is refused by its size, a pipe (named as a source) is read until it ends
+ * or passes the limit, and a device (`/dev/zero`) is refused unread.
+ */
 export async function readTextFile(file: string, path: string, id: string, options: ReadOptions): Promise<Entry> {
+  const max = options.maxDocBytes;
   let bytes: Buffer;
   try {
     const s = await stat(file);
-    // Checked before reading, so a 10 GB file is never loaded to be refused.
-    if (s.size > options.maxDocBytes) return { path, reason: tooBig(s.size, options.maxDocBytes) };
-    bytes = await readFile(file);
+    const why = namedSourceReason(s);
+    if (why !== null) return { path, reason: why };
+    if (s.size > max) return { path, reason: tooBig(s.size, max) };
+    bytes = await readAtMost(file, max, s.size);
   } catch (error) {
     return { path, reason: fsReason(error) };
   }
-  if (bytes.length > options.maxDocBytes) return { path, reason: tooBig(bytes.length, options.maxDocBytes) };
+  if (bytes.length > max) return { path, reason: `document is over --max-doc-bytes ${max} (stopped reading after ${max} bytes)` };
   const r = fileText(bytes);
   if ('reason' in r) return { path, reason: r.reason };
   return { id, path, text: r.text, meta: null };

@@ -1,5 +1,8 @@
 import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { isBlank, REASON_EMPTY } from './decode.js';
+import { nestsDeeperThan, reasonTooDeep } from './depth.js';
+import { namedSourceReason } from './file-kind.js';
 import { splitLines } from './lines.js';
 import { fsReason, type Entry, type ReadOptions } from './types.js';
 
@@ -19,8 +22,18 @@ export interface EntrySink {
 /** Read size: large enough that per-chunk work is amortized, small enough to be nothing in memory. */
 const CHUNK_BYTES = 1024 * 1024;
 
-/** A JSONL file, streamed: one document per non-blank line. */
+/** A JSONL file or pipe, streamed: one document per non-blank line. Devices are refused unread. */
 export async function readJsonlFile(file: string, path: string, options: JsonlOptions, sink: EntrySink): Promise<void> {
+  let why: string | null;
+  try {
+    why = namedSourceReason(await stat(file));
+  } catch (error) {
+    why = fsReason(error);
+  }
+  if (why !== null) {
+    sink.add({ path, reason: why });
+    return sink.flush();
+  }
   await readJsonl(createReadStream(file, { highWaterMark: CHUNK_BYTES }), path, options, sink);
 }
 
@@ -58,31 +71,29 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   } catch (error) {
     return { path, line, reason: `malformed JSON (${(error as Error).message})` };
   }
+  // Before anything recursive (key sorting, JSON.stringify of meta) sees the value.
+  if (nestsDeeperThan(value)) return { path, line, reason: reasonTooDeep() };
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     return { path, line, reason: `not a JSON object (each line must be one {...} document, got ${kind(value)})` };
   }
   const obj = value as Record<string, unknown>;
   if ('custom_id' in obj && ('body' in obj || 'url' in obj || 'method' in obj)) return batchLine(obj, line, path);
 
-  const body = obj[o.textField];
+  const body = own(obj, o.textField);
   if (body === undefined) {
     return { path, line, reason: `no "${o.textField}" field (name the text field with --text-field)` };
   }
   if (typeof body !== 'string') return { path, line, reason: `"${o.textField}" is ${kind(body)}, not a string` };
   if (isBlank(body)) return { path, line, reason: REASON_EMPTY };
 
-  const rawId = obj[o.idField];
+  const rawId = own(obj, o.idField);
   let id: string;
   if (rawId === undefined || rawId === null) id = `${path}:${line}`;
   else if (typeof rawId === 'string' && rawId !== '') id = rawId;
   else if (typeof rawId === 'number' || typeof rawId === 'bigint' || typeof rawId === 'boolean') id = String(rawId);
   else return { path, line, reason: `"${o.idField}" is ${kind(rawId)}; an id must be a non-empty string or a number` };
 
-  let meta: Record<string, unknown> | null = null;
-  for (const k in obj) {
-    if (k !== o.textField && k !== o.idField) (meta ??= {})[k] = obj[k];
-  }
-  return { id, path, line, text: body, meta };
+  return { id, path, line, text: body, meta: otherFields(obj, o.textField, o.idField) };
 }
 
 /** An OpenAI Batch API line: `body` is the request, sent as it is; `custom_id` is the item id. */
@@ -105,11 +116,26 @@ function batchLine(obj: Record<string, unknown>, line: number, path: string): En
   if (typeof b.model !== 'string' || b.model === '' || !Array.isArray(b.messages) || b.messages.length === 0) {
     return { path, line, reason: 'batch line "body" must have a "model" string and a non-empty "messages" array' };
   }
+  return { id, path, line, text: '', meta: otherFields(obj, 'custom_id', 'body'), body: b };
+}
+
+/** The line's fields but two, as meta; null when there are none. */
+function otherFields(obj: Record<string, unknown>, skip1: string, skip2: string): Record<string, unknown> | null {
   let meta: Record<string, unknown> | null = null;
-  for (const k in obj) {
-    if (k !== 'custom_id' && k !== 'body') (meta ??= {})[k] = obj[k];
+  for (const k of Object.keys(obj)) {
+    if (k === skip1 || k === skip2) continue;
+    meta ??= {};
+    // Assigning a "__proto__" key would set meta's prototype instead of keeping the field (losing
+    // it, and making its fields look like meta's own), so that one is defined.
+    if (k === '__proto__') Object.defineProperty(meta, k, { value: obj[k], enumerable: true, writable: true, configurable: true });
+    else meta[k] = obj[k];
   }
-  return { id, path, line, text: '', meta, body: b };
+  return meta;
+}
+
+/** A field of the line itself: `--text-field constructor` must not find Object's. */
+function own(obj: Record<string, unknown>, key: string): unknown {
+  return Object.hasOwn(obj, key) ? obj[key] : undefined;
 }
 
 function kind(v: unknown): string {

@@ -109,11 +109,38 @@ function jsonRenderer(parts: readonly Part[], render: (v: TemplateValues) => str
 }
 
 function metaGetter(field: string): (v: TemplateValues) => string {
+  const path = field.split('.');
   return (v) => {
-    const value = v.meta?.[field];
+    const value = v.meta === null ? undefined : lookup(v.meta, field, path);
     if (value === undefined || value === null) {
       throw new MissingValueError(`the template needs {{meta.${field}}} but the document has no "${field}" field`);
     }
-    return typeof value === 'string' ? value : JSON.stringify(value);
+    if (typeof value === 'string') return value;
+    // Parsed JSON only holds strings, numbers, booleans, arrays and objects, all of which
+    // stringify to a string; anything else is treated as missing rather than crashing the render.
+    const json = JSON.stringify(value) as string | undefined;
+    if (json === undefined) throw new MissingValueError(`the template needs {{meta.${field}}} but "${field}" has no JSON value`);
+    return json;
   };
+}
+
+/**
+ * The document's own field `field` (a key that contains dots, as written), else the nested field
+ * at `path` (`a.b` = field `b` of object `a`, `a.0` = the first element of array `a`). Own
+ * properties only at every level, so `constructor`, `__proto__` or `length` never reach Object's
+ * or Array's built-ins: a field is what the document has, nothing else.
+ */
+function lookup(meta: Readonly<Record<string, unknown>>, field: string, path: readonly string[]): unknown {
+  if (Object.hasOwn(meta, field)) return meta[field];
+  let at: unknown = meta;
+  for (const key of path) {
+    if (at === null || typeof at !== 'object') return undefined;
+    if (Array.isArray(at)) {
+      if (!/^(0|[1-9]\d*)$/.test(key) || Number(key) >= at.length) return undefined;
+    } else if (!Object.hasOwn(at, key)) {
+      return undefined;
+    }
+    at = (at as Record<string, unknown>)[key];
+  }
+  return at;
 }

@@ -84,7 +84,8 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
       request: { prompt, system, model: flags.model, maxTokens: flags.maxTokens, temperature: flags.temperature, priority: flags.priority },
       globs: flags.glob, hidden: flags.hidden, idField: flags.idField, textField: flags.textField, maxDocBytes: flags.maxDocBytes,
       stdin: sources.includes('-') ? process.stdin : undefined,
-      onReject: (r) => process.stderr.write(`${c.yellow('rejected')} ${where(r.path, r.line)}: ${r.reason}\n`),
+      onReject: (r) => process.stderr.write(`${c.yellow('rejected')} ${printable(where(r.path, r.line))}: ${printable(r.reason)}\n`),
+      backpressure: () => drained(process.stderr),
     });
   } finally {
     await store.close();
@@ -96,6 +97,29 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
     process.stderr.write(describe(summary, redactLocation(location), c) + '\n');
   }
   return summary;
+}
+
+/**
+ * Control characters shown as escapes: a file name or a malformed line (quoted in JSON.parse's
+ * message) may hold newlines or terminal escape sequences, and each rejection must stay one line.
+ */
+function printable(s: string): string {
+  return s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/**
+ * Resolves once the stream has room again (or can take nothing more), so reading waits for a slow
+ * reader of stderr instead of queueing every rejection line in memory.
+ */
+function drained(stream: NodeJS.WriteStream): Promise<void> | undefined {
+  if (!stream.writableNeedDrain || stream.destroyed) return undefined;
+  return new Promise((resolve) => {
+    const done = () => {
+      stream.off('drain', done).off('close', done).off('error', done);
+      resolve();
+    };
+    stream.on('drain', done).on('close', done).on('error', done);
+  });
 }
 
 function describe(s: EnqueueSummary, db: string, c: ReturnType<typeof colorsFor>): string {
