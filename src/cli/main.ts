@@ -2,6 +2,7 @@ import { CommanderError } from 'commander';
 import { LlmqError } from '../errors.js';
 import { buildProgram } from './program.js';
 import { colorsFor } from './output.js';
+import { redactUrlCredentials } from '../url-credentials.js';
 
 /**
  * The one place errors become exit codes: an LlmqError prints its message, a commander error has
@@ -18,12 +19,13 @@ export async function main(argv: readonly string[]): Promise<number> {
       // help and version "errors" are successes; commander already printed the message.
       return error.exitCode === 0 ? 0 : 1;
     }
+    // Every error leaves through here: a --db or --redis password quoted by a driver is masked.
     if (error instanceof LlmqError) {
-      process.stderr.write(`${c.red('error:')} ${error.message}\n`);
+      process.stderr.write(`${c.red('error:')} ${redactUrlCredentials(error.message)}\n`);
       return error.exitCode;
     }
     process.stderr.write(`${c.red('llmq: unexpected error')} (a bug, please report it with the lines below)\n`);
-    process.stderr.write(`${(error as Error)?.stack ?? String(error)}\n`);
+    process.stderr.write(`${redactUrlCredentials((error as Error)?.stack ?? String(error))}\n`);
     return 1;
   }
 }
