@@ -63,7 +63,7 @@ describe('classification details', () => {
   });
 
   it('redacts the configured secret and anything shaped like a key', () => {
-    expect(redactSecret('key=abc123 and abc123', 'abc123')).toBe('key=[REDACTED] and [REDACTED]');
+    expect(redactSecret('key=abc12345 and abc12345', 'abc12345')).toBe('key=[REDACTED] and [REDACTED]');
     expect(redactSecret('Incorrect API key provided: sk-proj-AAAAAAAAAAAAAAAAAAAAAAAA', undefined)).toBe('Incorrect API key provided: [REDACTED]');
   });
 });

@@ -71,6 +71,11 @@ export function resolveBaseUrl(flag: string | undefined, env: Env): { url: strin
 
 /** LLMQ_API_KEY, then OPENAI_API_KEY; undefined when neither is set. */
 export function resolveApiKey(env: Env): string | undefined {
+  return findApiKey(env)?.key;
+}
+
+/** The API key and the variable it came from (for messages), or undefined when neither is set. */
+export function findApiKey(env: Env): { key: string; name: 'LLMQ_API_KEY' | 'OPENAI_API_KEY' } | undefined {
   for (const name of ['LLMQ_API_KEY', 'OPENAI_API_KEY'] as const) {
     const key = env[name]?.trim();
     if (!key) continue;
@@ -79,7 +84,7 @@ export function resolveApiKey(env: Env): string | undefined {
     if (!/^[\x21-\x7e]+$/.test(key)) {
       throw new LlmqError(`${name} contains spaces or non-ASCII characters; an API key is one printable token. Set it again.`);
     }
-    return key;
+    return { key, name };
   }
   return undefined;
 }

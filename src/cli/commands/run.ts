@@ -1,8 +1,10 @@
 import { Option, type Command } from 'commander';
 import { EXIT } from '../../errors.js';
+import { isRedactableKey, MIN_REDACTED_RUN } from '../../provider/redact.js';
 import type { RunSummary, SchedulerListener } from '../../scheduler/events.js';
 import { dbOption } from '../program.js';
 import { intAtLeast, numberBetween, oneOf, positiveNumber } from '../options.js';
+import { warn } from '../output.js';
 
 interface RunFlags {
   db?: string;
@@ -61,7 +63,7 @@ Examples:
 }
 
 async function runCommand(flags: RunFlags): Promise<void> {
-  const [{ createProvider }, { resolveDbLocation, redactLocation }, { openExistingStore }, { runQueue }, { attachProgress }] = await Promise.all([
+  const [{ createProvider, findApiKey }, { resolveDbLocation, redactLocation }, { openExistingStore }, { runQueue }, { attachProgress }] = await Promise.all([
     import('../../provider/create.js'),
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
@@ -72,6 +74,7 @@ async function runCommand(flags: RunFlags): Promise<void> {
     provider: flags.provider, baseUrl: flags.baseUrl, timeoutMs: Math.round(flags.timeout * 1000),
     mock: { latencyMs: flags.mockLatency, failureRate: flags.mockFailureRate },
   }, process.env);
+  if (flags.provider === 'openai') warnIfKeyUnredactable(findApiKey(process.env));
   const location = resolveDbLocation(flags.db);
   const redisUrl = flags.redis || process.env.LLMQ_REDIS_URL || undefined;
   const limiter = redisUrl ? await sharedLimiter(redisUrl, flags) : undefined;
@@ -125,6 +128,13 @@ async function runCommand(flags: RunFlags): Promise<void> {
   process.exitCode = exitCodeFor(summary);
 }
 
+/** A key too short to tell apart from ordinary text cannot be redacted; say so once, before anything is sent. */
+function warnIfKeyUnredactable(found: { key: string; name: string } | undefined): void {
+  if (found && !isRedactableKey(found.key)) {
+    warn(`${found.name} is shorter than ${MIN_REDACTED_RUN} characters; llmq cannot tell it apart from ordinary text and will not redact it.`);
+  }
+}
+
 /** What to do after a run-fatal error. No job was used up by it. */
 function fixFor(reason: string, message: string): string {
   const after = 'No job was used up: they are all still pending. Run llmq run again once this is fixed.';
@@ -140,6 +150,7 @@ function fixFor(reason: string, message: string): string {
 async function sharedLimiter(url: string, flags: RunFlags) {
   const [{ RedisRateLimiter }, { resolveBaseUrl }] = await Promise.all([import('../../scheduler/redis-limiter.js'), import('../../provider/create.js')]);
   const baseUrl = flags.provider === 'mock' ? 'mock' : resolveBaseUrl(flags.baseUrl, process.env).url;
+  // Its connection errors quote the URL; main masks the password (a pattern of its own misses some).
   return RedisRateLimiter.connect({ url, baseUrl, rpm: flags.rpm, tpm: flags.tpm });
 }
 
