@@ -5,6 +5,8 @@ import type { RunSummary, SchedulerListener } from '../../scheduler/events.js';
 import { dbOption } from '../program.js';
 import { intAtLeast, numberBetween, oneOf, positiveNumber } from '../options.js';
 import { warn } from '../output.js';
+import { whileReaderPresent } from '../reader-gone.js';
+import { watchRunStop } from '../run-stop.js';
 
 interface RunFlags {
   db?: string;
@@ -52,7 +54,8 @@ Exit codes:
   0    every job is done
   1    bad usage, or a run-fatal error (wrong key, no quota): jobs stay pending, fix and run again
   2    the queue is drained but some jobs failed (see llmq status, then llmq retry-failed)
-  130  stopped by Ctrl-C / SIGTERM; unfinished jobs went back to pending, run again to resume
+  130  stopped by Ctrl-C / SIGTERM / SIGHUP, or the reader of stdout went away (| head);
+       unfinished jobs went back to pending, run again to resume
 
 Examples:
   $ llmq run --provider mock                      # offline, no key needed
@@ -83,48 +86,35 @@ async function runCommand(flags: RunFlags): Promise<void> {
     throw error;
   });
 
-  // First signal: stop taking jobs, let in-flight requests finish (up to --grace). Second: abort them.
-  const stop = new AbortController();
-  const abort = new AbortController();
-  let signals = 0;
-  let graceTimer: NodeJS.Timeout | undefined;
   const listeners: SchedulerListener[] = [];
   const emit: SchedulerListener = (event, payload) => { for (const l of listeners) l(event, payload); };
-  const onSignal = (signal: NodeJS.Signals): void => {
-    signals++;
-    if (signals === 1) {
-      stop.abort();
-      emit('stopping', { graceMs: flags.grace * 1000, signal });
-      graceTimer = setTimeout(() => abort.abort(), flags.grace * 1000);
-    } else {
-      abort.abort();
-    }
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  const stopping = watchRunStop(flags.grace * 1000, emit);
 
   const mode = flags.json ? 'json' : flags.progress === 'auto' ? (process.stderr.isTTY ? 'tty' : 'plain') : flags.progress;
   const limits = [flags.rpm ? `${flags.rpm} rpm` : '', flags.tpm ? `${flags.tpm} tpm` : '', limiter ? 'shared through Redis' : ''].filter(Boolean).join(', ');
   const progress = mode === 'none' ? null
-    : attachProgress(null, { mode, db: redactLocation(location), provider: limits ? `${provider.name}, ${limits}` : provider.name });
+    : attachProgress(null, {
+      mode, stream: whileReaderPresent(mode === 'json' ? process.stdout : process.stderr),
+      db: redactLocation(location), provider: limits ? `${provider.name}, ${limits}` : provider.name,
+    });
   if (progress) listeners.push(progress.listener);
   let summary: RunSummary;
   try {
     summary = await runQueue(
-      { store, provider, limiter, emit, stopSignal: stop.signal, abortSignal: abort.signal,
+      { store, provider, limiter, emit, stopSignal: stopping.stopSignal, abortSignal: stopping.abortSignal,
         describe: { provider: provider.name, concurrency: flags.concurrency, rpm: flags.rpm ?? null, tpm: flags.tpm ?? null, maxAttempts: flags.maxAttempts } },
       { concurrency: flags.concurrency, rpm: flags.rpm, tpm: flags.tpm, maxAttempts: flags.maxAttempts, limit: flags.limit,
         retryDelayMs: flags.retryDelay * 1000 },
     );
   } finally {
     progress?.stop();
-    clearTimeout(graceTimer);
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    stopping.dispose();
     await store.close();
     await limiter?.stop();
   }
-  if (summary.fatal) process.stderr.write(`error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message)}\n`);
+  if (summary.fatal) {
+    whileReaderPresent(process.stderr).write(`error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message)}\n`);
+  }
   process.exitCode = exitCodeFor(summary);
 }
 
