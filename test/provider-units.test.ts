@@ -63,7 +63,7 @@ describe('classification details', () => {
   });
 
   it('redacts the configured secret and anything shaped like a key', () => {
-    expect(redactSecret('key=abc123 and abc123', 'abc123')).toBe('key=[REDACTED] and [REDACTED]');
+    expect(redactSecret('key=abc12345 and abc12345', 'abc12345')).toBe('key=[REDACTED] and [REDACTED]');
     expect(redactSecret('Incorrect API key provided: sk-proj-AAAAAAAAAAAAAAAAAAAAAAAA', undefined)).toBe('Incorrect API key provided: [REDACTED]');
   });
 });
@@ -85,11 +85,33 @@ describe('createProvider', () => {
     expect(() => resolveBaseUrl(undefined, env({ LLMQ_BASE_URL: 'ftp://x' }))).toThrow("--base-url (from LLMQ_BASE_URL)");
   });
 
+  it('refuses a user name or password in the base URL without echoing it, from the flag or either env variable', () => {
+    const withPassword = 'http://user:pw-SECRET@127.0.0.1:11434/v1';
+    for (const [flag, e, name] of [
+      [withPassword, {}, '--base-url'],
+      [undefined, { LLMQ_BASE_URL: withPassword }, '--base-url (from LLMQ_BASE_URL)'],
+      [undefined, { OPENAI_BASE_URL: 'http://only-a-user@127.0.0.1/v1' }, '--base-url (from OPENAI_BASE_URL)'],
+    ] as const) {
+      const error = (() => {
+        try {
+          createProvider({ baseUrl: flag }, env(e));
+        } catch (caught) {
+          return caught as Error;
+        }
+        throw new Error('expected createProvider to throw');
+      })();
+      expect(error).toBeInstanceOf(UsageError);
+      expect(error.message).toBe(`${name} contains a user name or password; put the key in LLMQ_API_KEY instead.`);
+    }
+    // A URL that does not parse is quoted, password masked.
+    expect(() => resolveBaseUrl('ftp://u:pw-SECRET@h', env({}))).toThrow("got 'ftp://u:***@h'");
+  });
+
   it('needs a key for the OpenAI API but not for other servers', () => {
     expect(() => createProvider({}, env({}))).toThrow(LlmqError);
     expect(() => createProvider({}, env({}))).toThrow(/LLMQ_API_KEY.*--provider mock/);
     expect(createProvider({}, env({ OPENAI_API_KEY: 'sk-x' })).name).toBe('openai-compatible (https://api.openai.com/v1)');
-    expect(createProvider({ baseUrl: 'http://user:pw@127.0.0.1:11434/v1' }, env({})).name).toBe('openai-compatible (http://127.0.0.1:11434/v1)');
+    expect(createProvider({ baseUrl: 'http://127.0.0.1:11434/v1?api-key=x' }, env({})).name).toBe('openai-compatible (http://127.0.0.1:11434/v1)');
     expect(() => createProvider({}, env({ LLMQ_API_KEY: 'two words' }))).toThrow(/LLMQ_API_KEY contains spaces/);
     expect(createProvider({ provider: 'mock' }, env({}))).toBeInstanceOf(MockProvider);
   });

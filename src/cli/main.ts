@@ -2,6 +2,8 @@ import { CommanderError } from 'commander';
 import { LlmqError } from '../errors.js';
 import { buildProgram } from './program.js';
 import { colorsFor } from './output.js';
+import { watchReaders, whileReaderPresent } from './reader-gone.js';
+import { redactUrlCredentials } from '../url-credentials.js';
 
 /**
  * The one place errors become exit codes: an LlmqError prints its message, a commander error has
@@ -14,27 +16,25 @@ export async function main(argv: readonly string[]): Promise<number> {
     return process.exitCode === undefined ? 0 : Number(process.exitCode);
   } catch (error) {
     const c = colorsFor(process.stderr);
+    const stderr = whileReaderPresent(process.stderr);
     if (error instanceof CommanderError) {
       // help and version "errors" are successes; commander already printed the message.
       return error.exitCode === 0 ? 0 : 1;
     }
+    // Every error leaves through here: a --db or --redis password quoted by a driver is masked.
     if (error instanceof LlmqError) {
-      process.stderr.write(`${c.red('error:')} ${error.message}\n`);
+      stderr.write(`${c.red('error:')} ${redactUrlCredentials(error.message)}\n`);
       return error.exitCode;
     }
-    process.stderr.write(`${c.red('llmq: unexpected error')} (a bug, please report it with the lines below)\n`);
-    process.stderr.write(`${(error as Error)?.stack ?? String(error)}\n`);
+    stderr.write(`${c.red('llmq: unexpected error')} (a bug, please report it with the lines below)\n`);
+    stderr.write(`${redactUrlCredentials((error as Error)?.stack ?? String(error))}\n`);
     return 1;
   }
 }
 
-// `llmq export | head` or `llmq --help | head`: the reader left, which is not an error.
-for (const stream of [process.stdout, process.stderr]) {
-  stream.on('error', (error: NodeJS.ErrnoException) => {
-    if (error.code === 'EPIPE') process.exit(process.exitCode ?? 0);
-    throw error;
-  });
-}
+// `llmq export | head` or `llmq --help | head`: the reader left, which is not an error. `run`
+// claims this instead and stops like Ctrl-C (see reader-gone.ts).
+watchReaders([process.stdout, process.stderr], () => process.exit(process.exitCode ?? 0));
 
 const code = await main(process.argv);
 process.exitCode = code;

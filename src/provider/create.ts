@@ -1,4 +1,5 @@
 import { LlmqError, UsageError } from '../errors.js';
+import { hasUrlCredentials, redactUrlCredentials } from '../url-credentials.js';
 import { MockProvider, type MockProviderOptions } from './mock.js';
 import { normalizeBaseUrl, OpenAIProvider } from './openai.js';
 import type { Provider } from './types.js';
@@ -54,16 +55,27 @@ export function resolveBaseUrl(flag: string | undefined, env: Env): { url: strin
   const found = candidates.find(([v]) => v !== undefined && v.trim() !== '');
   if (!found) return { url: DEFAULT_BASE_URL, source: 'default' };
   const [raw, source] = found as [string, string];
-  const parsed = URL.canParse(normalizeBaseUrl(raw)) ? new URL(normalizeBaseUrl(raw)) : null;
+  const name = source === '--base-url' ? '--base-url' : `--base-url (from ${source})`;
+  const url = normalizeBaseUrl(raw);
+  const parsed = URL.canParse(url) ? new URL(url) : null;
   if (!parsed || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')) {
-    const name = source === '--base-url' ? '--base-url' : `--base-url (from ${source})`;
-    throw new UsageError(`Expected ${name} to be an http(s) URL like https://api.openai.com/v1 or http://127.0.0.1:11434/v1, got '${raw}'.`);
+    throw new UsageError(`Expected ${name} to be an http(s) URL like https://api.openai.com/v1 or http://127.0.0.1:11434/v1, got '${redactUrlCredentials(raw)}'.`);
   }
-  return { url: normalizeBaseUrl(raw), source };
+  // fetch refuses such URLs on every request, which would look like an outage and be retried
+  // forever; and the password would be in every error. The value is not echoed: it holds a secret.
+  if (hasUrlCredentials(url)) {
+    throw new UsageError(`${name} contains a user name or password; put the key in LLMQ_API_KEY instead.`);
+  }
+  return { url, source };
 }
 
 /** LLMQ_API_KEY, then OPENAI_API_KEY; undefined when neither is set. */
 export function resolveApiKey(env: Env): string | undefined {
+  return findApiKey(env)?.key;
+}
+
+/** The API key and the variable it came from (for messages), or undefined when neither is set. */
+export function findApiKey(env: Env): { key: string; name: 'LLMQ_API_KEY' | 'OPENAI_API_KEY' } | undefined {
   for (const name of ['LLMQ_API_KEY', 'OPENAI_API_KEY'] as const) {
     const key = env[name]?.trim();
     if (!key) continue;
@@ -72,7 +84,7 @@ export function resolveApiKey(env: Env): string | undefined {
     if (!/^[\x21-\x7e]+$/.test(key)) {
       throw new LlmqError(`${name} contains spaces or non-ASCII characters; an API key is one printable token. Set it again.`);
     }
-    return key;
+    return { key, name };
   }
   return undefined;
 }

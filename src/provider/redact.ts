@@ -1,19 +1,63 @@
 /**
  * Keeping the API key out of every message (DESIGN invariant 7). A server may echo the
- * Authorization header into its error body and Node may put header values into error messages, so
- * every text that leaves the provider goes through here.
+ * Authorization header into its error body (whole, or a prefix like `sk-SUPERSECR...`) and Node may
+ * put header values and URLs into error messages, so every text that leaves the provider goes
+ * through here.
  */
+import { redactUrlCredentials } from '../url-credentials.js';
 
 const REDACTED = '[REDACTED]';
+
+/**
+ * The shortest run of the key's characters that is redacted. Shorter runs occur in ordinary text
+ * by chance (a one-character key would redact every letter it shares with a message), and a key
+ * shorter than this cannot be told apart from ordinary text at all: it is not redacted, and the
+ * run warns about it instead (see `isRedactableKey`).
+ */
+export const MIN_REDACTED_RUN = 8;
 
 /** Shapes of well-known API keys, removed even when they are not the configured key. */
 const KEY_SHAPES = /\b(sk-[A-Za-z0-9_-]{16,}|Bearer\s+[A-Za-z0-9._~+/=-]{16,})/g;
 
-/** `text` with every occurrence of `secret` (and anything shaped like an API key) replaced. */
+/** Whether `redactSecret` can recognize this key in text; false for keys under MIN_REDACTED_RUN characters. */
+export function isRedactableKey(key: string): boolean {
+  return key.length >= MIN_REDACTED_RUN;
+}
+
+/**
+ * `text` with every run of MIN_REDACTED_RUN or more consecutive characters of `secret` replaced,
+ * anything shaped like an API key replaced, and URL passwords masked.
+ */
 export function redactSecret(text: string, secret: string | undefined): string {
-  let out = text;
-  if (secret) out = out.split(secret).join(REDACTED);
-  return out.replace(KEY_SHAPES, REDACTED);
+  const out = secret && isRedactableKey(secret) ? redactKeyRuns(text, secret) : text;
+  return redactUrlCredentials(out.replace(KEY_SHAPES, REDACTED));
+}
+
+/**
+ * Every character of `text` inside a MIN_REDACTED_RUN-long window that also occurs in `key` is
+ * covered, and each covered stretch becomes one REDACTED. A stretch is then exactly the union of
+ * the key's substrings found in the text, of any length >= MIN_REDACTED_RUN: one set lookup per
+ * position, linear in the text, however long the key.
+ */
+function redactKeyRuns(text: string, key: string): string {
+  const n = MIN_REDACTED_RUN;
+  if (text.length < n) return text;
+  const windows = new Set<string>();
+  for (let i = 0; i + n <= key.length; i++) windows.add(key.slice(i, i + n));
+  let out = '';
+  let kept = 0; // text[kept..] is not yet in `out`
+  let coveredUntil = -1; // the end (exclusive) of the stretch being covered, or -1
+  for (let i = 0; i + n <= text.length; i++) {
+    if (!windows.has(text.slice(i, i + n))) continue;
+    if (i > coveredUntil) {
+      if (coveredUntil !== -1) out += REDACTED;
+      out += text.slice(kept, i);
+    }
+    coveredUntil = i + n;
+    kept = coveredUntil;
+  }
+  if (coveredUntil !== -1) out += REDACTED;
+  return out + text.slice(kept);
 }
 
 /**

@@ -9,8 +9,9 @@ import type { Store } from '../store/types.js';
  */
 export async function openExistingStore(location: string): Promise<Store> {
   if (!isPostgresUrl(location) && location !== ':memory:' && !existsSync(location)) {
+    const shown = redactLocation(location);
     throw new LlmqError(
-      `There is no queue at ${redactLocation(location)}. Create one with: llmq enqueue <folder|file.jsonl> --db ${location}` +
+      `There is no queue at ${shown}. Create one with: llmq enqueue <folder|file.jsonl> --db ${shown}` +
         ' (or point --db / LLMQ_DB at an existing queue).',
     );
   }

@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { LlmqError } from '../errors.js';
-import { redactLocation } from '../store/open-store.js';
+import { redactUrlCredentials } from '../url-credentials.js';
 import type { LaneBoards } from './lanes.js';
 import type { LaneBoard, LearnedLimits } from './pace/board.js';
 import { GUARD_MS, WINDOW_MS, windowShare, type PaceLimits, type PaceTicket } from './pace/window-pacer.js';
@@ -159,7 +159,7 @@ export class RedisLaneBoards implements LaneBoards {
       await client.ping();
     } catch (error) {
       client.disconnect();
-      throw new LlmqError(`Cannot reach Redis at ${redactLocation(url)}: ${(error as Error).message}. Check --redis (or LLMQ_REDIS_URL) and that Redis is running.`, { cause: error });
+      throw new LlmqError(`Cannot reach Redis at ${redactUrlCredentials(url)}: ${redactUrlCredentials((error as Error).message).replace(/\.+$/, '')}. Check --redis (or LLMQ_REDIS_URL) and that Redis is running.`, { cause: error });
     }
     return new RedisLaneBoards(client);
   }

@@ -1,3 +1,4 @@
+import { redactUrlCredentials } from '../url-credentials.js';
 import type { Store } from './types.js';
 
 export const DEFAULT_DB = './llmq.db';
@@ -21,7 +22,7 @@ export async function openStore(location: string): Promise<Store> {
   return new SqliteStore(location);
 }
 
-/** A URL or path safe to print: any password replaced. */
+/** A URL or path safe to print or store: any password replaced. */
 export function redactLocation(location: string): string {
-  return location.replace(/(\/\/[^:/@]+:)[^@]*@/, '$1***@');
+  return redactUrlCredentials(location);
 }

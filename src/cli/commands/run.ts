@@ -1,9 +1,13 @@
 import { Option, type Command } from 'commander';
 import { EXIT } from '../../errors.js';
+import { isRedactableKey, MIN_REDACTED_RUN } from '../../provider/redact.js';
 import type { RunSummary, SchedulerListener } from '../../scheduler/events.js';
 import { dbOption } from '../program.js';
 import { intAtLeast, numberBetween, oneOf, positiveNumber } from '../options.js';
 import { resolveBaseUrl } from '../../provider/create.js';
+import { warn } from '../output.js';
+import { whileReaderPresent } from '../reader-gone.js';
+import { watchRunStop } from '../run-stop.js';
 
 interface RunFlags {
   db?: string;
@@ -53,7 +57,8 @@ Exit codes:
   0    every job is done
   1    bad usage, or a run-fatal error (wrong key, no quota): jobs stay pending, fix and run again
   2    the queue is drained but some jobs failed (see llmq status, then llmq retry-failed)
-  130  stopped by Ctrl-C / SIGTERM; unfinished jobs went back to pending, run again to resume
+  130  stopped by Ctrl-C / SIGTERM / SIGHUP, or the reader of stdout went away (| head);
+       unfinished jobs went back to pending, run again to resume
 
 Examples:
   $ llmq run --provider mock                      # offline, no key needed
@@ -64,7 +69,7 @@ Examples:
 }
 
 async function runCommand(flags: RunFlags): Promise<void> {
-  const [{ createProvider }, { resolveDbLocation, redactLocation }, { openExistingStore }, { runQueue }, { attachProgress }] = await Promise.all([
+  const [{ createProvider, findApiKey }, { resolveDbLocation, redactLocation }, { openExistingStore }, { runQueue }, { attachProgress }] = await Promise.all([
     import('../../provider/create.js'),
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
@@ -75,6 +80,7 @@ async function runCommand(flags: RunFlags): Promise<void> {
     provider: flags.provider, baseUrl: flags.baseUrl, timeoutMs: flags.timeout === 'auto' ? AUTO_TIMEOUT_CAP_MS : Math.round(flags.timeout * 1000),
     mock: { latencyMs: flags.mockLatency, failureRate: flags.mockFailureRate },
   }, process.env);
+  if (flags.provider === 'openai') warnIfKeyUnredactable(findApiKey(process.env));
   const location = resolveDbLocation(flags.db);
   const redisUrl = flags.redis || process.env.LLMQ_REDIS_URL || undefined;
   const boards = redisUrl ? await sharedBoards(redisUrl) : undefined;
@@ -83,35 +89,22 @@ async function runCommand(flags: RunFlags): Promise<void> {
     throw error;
   });
 
-  // First signal: stop taking jobs, let in-flight requests finish (up to --grace). Second: abort them.
-  const stop = new AbortController();
-  const abort = new AbortController();
-  let signals = 0;
-  let graceTimer: NodeJS.Timeout | undefined;
   const listeners: SchedulerListener[] = [];
   const emit: SchedulerListener = (event, payload) => { for (const l of listeners) l(event, payload); };
-  const onSignal = (signal: NodeJS.Signals): void => {
-    signals++;
-    if (signals === 1) {
-      stop.abort();
-      emit('stopping', { graceMs: flags.grace * 1000, signal });
-      graceTimer = setTimeout(() => abort.abort(), flags.grace * 1000);
-    } else {
-      abort.abort();
-    }
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  const stopping = watchRunStop(flags.grace * 1000, emit);
 
   const mode = flags.json ? 'json' : flags.progress === 'auto' ? (process.stderr.isTTY ? 'tty' : 'plain') : flags.progress;
   const limits = [flags.rpm ? `${flags.rpm} rpm` : '', flags.tpm ? `${flags.tpm} tpm` : '', boards ? 'shared through Redis' : ''].filter(Boolean).join(', ');
   const progress = mode === 'none' ? null
-    : attachProgress(null, { mode, db: redactLocation(location), provider: limits ? `${provider.name}, ${limits}` : provider.name });
+    : attachProgress(null, {
+      mode, stream: whileReaderPresent(mode === 'json' ? process.stdout : process.stderr),
+      db: redactLocation(location), provider: limits ? `${provider.name}, ${limits}` : provider.name,
+    });
   if (progress) listeners.push(progress.listener);
   let summary: RunSummary;
   try {
     summary = await runQueue(
-      { store, provider, boards, baseUrl: laneBaseUrl(flags), emit, stopSignal: stop.signal, abortSignal: abort.signal,
+      { store, provider, boards, baseUrl: laneBaseUrl(flags), emit, stopSignal: stopping.stopSignal, abortSignal: stopping.abortSignal,
         describe: { provider: provider.name, concurrency: flags.concurrency, rpm: flags.rpm ?? null, tpm: flags.tpm ?? null, maxAttempts: flags.maxAttempts } },
       { concurrency: flags.concurrency, rpm: flags.rpm, tpm: flags.tpm, maxAttempts: flags.maxAttempts, limit: flags.limit,
         retryDelayMs: flags.retryDelay * 1000, timeout: flags.timeout === 'auto' ? 'auto' : flags.timeout * 1000,
@@ -119,13 +112,20 @@ async function runCommand(flags: RunFlags): Promise<void> {
     );
   } finally {
     progress?.stop();
-    clearTimeout(graceTimer);
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    stopping.dispose();
     await store.close();
   }
-  if (summary.fatal) process.stderr.write(`error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message)}\n`);
+  if (summary.fatal) {
+    whileReaderPresent(process.stderr).write(`error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message)}\n`);
+  }
   process.exitCode = exitCodeFor(summary);
+}
+
+/** A key too short to tell apart from ordinary text cannot be redacted; say so once, before anything is sent. */
+function warnIfKeyUnredactable(found: { key: string; name: string } | undefined): void {
+  if (found && !isRedactableKey(found.key)) {
+    warn(`${found.name} is shorter than ${MIN_REDACTED_RUN} characters; llmq cannot tell it apart from ordinary text and will not redact it.`);
+  }
 }
 
 /** What to do after a run-fatal error. No job was used up by it. */

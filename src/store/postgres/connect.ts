@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { StoreError } from '../../errors.js';
+import { redactUrlCredentials } from '../../url-credentials.js';
 import { redactLocation } from '../open-store.js';
 
 /** Where a PostgreSQL queue lives: the server (the URL without our own parameters) and the schema. */
@@ -81,7 +82,9 @@ export function connectionError(error: unknown, location: string): unknown {
     e.code === '42501' ? 'Check that the user may create tables (and the schema) there, or have them created for it.' :
     'Check that PostgreSQL is running and reachable at that host and port.';
   const what = e.code === '42501' ? 'set up the llmq tables in' : 'connect to';
-  return new StoreError(`Cannot ${what} PostgreSQL at ${location}: ${e.message ?? String(error)}. ${hint}`, { cause: error });
+  // The driver's own text may quote the connection string it was given.
+  const said = redactUrlCredentials(e.message ?? String(error));
+  return new StoreError(`Cannot ${what} PostgreSQL at ${location}: ${said}. ${hint}`, { cause: error });
 }
 
 // Deadlock and serialization failures are safe to retry: the transaction rolled back whole.

@@ -1,0 +1,53 @@
+import type { SchedulerListener } from '../scheduler/events.js';
+import { onReaderGone } from './reader-gone.js';
+
+/** SIGHUP is a closed terminal or a logged-out session: the run must still put its jobs back. */
+const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
+export interface RunStop {
+  /** Aborted on the first stop: take no more jobs. */
+  readonly stopSignal: AbortSignal;
+  /** Aborted after the grace period or on a second signal: abort requests in flight. */
+  readonly abortSignal: AbortSignal;
+  /** Remove the handlers and the grace timer; call it in a `finally`. */
+  dispose(): void;
+}
+
+/**
+ * How a run is stopped from outside. The first signal, or the reader of stdout or stderr going
+ * away (`llmq run --json | head`), stops taking jobs and lets requests in flight finish for up to
+ * `graceMs`, so their answers are stored, then aborts them; `runQueue` puts every unfinished job
+ * back to pending either way. A second signal aborts at once. A reader going away never counts as
+ * that second signal: `2>&1 | head` loses both streams together, and a closed terminal sends
+ * SIGHUP as well as failing writes.
+ */
+export function watchRunStop(graceMs: number, emit: SchedulerListener): RunStop {
+  const stop = new AbortController();
+  const abort = new AbortController();
+  let graceTimer: NodeJS.Timeout | undefined;
+  let signals = 0;
+
+  const stopGently = (why: string): void => {
+    if (stop.signal.aborted) return;
+    stop.abort();
+    emit('stopping', { graceMs, signal: why });
+    graceTimer = setTimeout(() => abort.abort(), graceMs);
+  };
+  const onSignal = (signal: NodeJS.Signals): void => {
+    signals++;
+    if (signals === 1) stopGently(signal);
+    else abort.abort();
+  };
+  for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
+  const release = onReaderGone(() => stopGently('SIGPIPE'));
+
+  return {
+    stopSignal: stop.signal,
+    abortSignal: abort.signal,
+    dispose() {
+      clearTimeout(graceTimer);
+      for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
+      release();
+    },
+  };
+}

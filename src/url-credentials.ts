@@ -1,0 +1,41 @@
+/**
+ * The one owner of URL credential redaction. A password in `--db postgres://u:pw@host` or
+ * `--redis redis://:pw@host` is legitimate, but it must never reach a message, a log line, the
+ * database or `status`: every text that may quote such a URL goes through `redactUrlCredentials`.
+ * (src/scheduler/redis-limiter.ts still has its own regex; it should call this instead.)
+ */
+
+const MASK = '***';
+
+/**
+ * `scheme://` then the rest of the token. The token stops at whitespace, quotes and brackets but
+ * not at `/`: a password with an unescaped `/` or `@` must still be caught, and masking a little
+ * too much of an odd URL in a message costs nothing.
+ */
+const URL_TOKEN = /\b([a-z][a-z0-9+.-]*:\/\/)([^\s'"`<>()[\]{}]*)/gi;
+
+/**
+ * `text` with the password of every URL in it masked: `postgres://u:pw@h/db` becomes
+ * `postgres://u:***@h/db`, `redis://:pw@h` becomes `redis://:***@h`. A user name without a password
+ * (`postgres://postgres@h`) is kept: pg, ioredis and fetch all read it as a name, not a secret.
+ */
+export function redactUrlCredentials(text: string): string {
+  return text.replace(URL_TOKEN, (whole, scheme: string, rest: string) => {
+    // The user information ends at the last `@` before the query or fragment, as URL parsers read it.
+    const end = rest.search(/[?#]/);
+    const authority = end === -1 ? rest : rest.slice(0, end);
+    const at = authority.lastIndexOf('@');
+    if (at === -1) return whole;
+    const userinfo = authority.slice(0, at);
+    const colon = userinfo.indexOf(':');
+    if (colon === -1) return whole;
+    return `${scheme}${userinfo.slice(0, colon)}:${MASK}${rest.slice(at)}`;
+  });
+}
+
+/** Whether a URL carries a user name or password (`new URL` decodes neither away). */
+export function hasUrlCredentials(url: string): boolean {
+  if (!URL.canParse(url)) return false;
+  const parsed = new URL(url);
+  return parsed.username !== '' || parsed.password !== '';
+}

@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import { isRedactableKey, redactSecret } from '../src/provider/redact.js';
+import { hasUrlCredentials, redactUrlCredentials } from '../src/url-credentials.js';
+import { redactLocation } from '../src/store/open-store.js';
+
+const KEY = 'sk-SUPERSECRETKEY-0123456789abcdef';
+
+describe('redactSecret: any run of 8 or more characters of the key', () => {
+  it.each([
+    ['the whole key', `got ${KEY}`, KEY, 'got [REDACTED]'],
+    ['a 12-character prefix, as providers echo it', 'Incorrect API key provided: sk-SUPERSECR...', KEY, 'Incorrect API key provided: [REDACTED]...'],
+    ['exactly 8 characters from the middle', 'saw RETKEY-0 here', KEY, 'saw [REDACTED] here'],
+    ['7 characters are ordinary text', 'saw RETKEY- here', KEY, 'saw RETKEY- here'],
+    ['a suffix at the end of the text', 'tail 456789abcdef', KEY, 'tail [REDACTED]'],
+    ['two separate runs', 'a sk-SUPERSEC b 89abcdef c', KEY, 'a [REDACTED] b [REDACTED] c'],
+    ['two runs side by side become one', 'x sk-SUPERS0123456789y', KEY, 'x [REDACTED]y'],
+    ['a key that is not shaped like an OpenAI key', 'bad header Bearer my-local-token-xyz', 'my-local-token-xyz', 'bad header Bearer [REDACTED]'],
+    ['text shorter than 8 characters', 'sk-SUPE', KEY, 'sk-SUPE'],
+    ['a one-character key redacts nothing of it', 'Bad request: Bearer B', 'B', 'Bad request: Bearer B'],
+    ['a 7-character key redacts nothing of it', 'got abc1234 and abc1234', 'abc1234', 'got abc1234 and abc1234'],
+    ['no key: only the known shapes', 'Incorrect API key provided: sk-proj-AAAAAAAAAAAAAAAAAAAAAAAA', undefined, 'Incorrect API key provided: [REDACTED]'],
+    ['a short key still loses key-shaped text', 'Bearer abcdefghijklmnopqrstuvwxyz', 'B', '[REDACTED]'],
+    ['URL passwords are masked too', 'connect to http://u:pw-SECRET@h/v1 failed', KEY, 'connect to http://u:***@h/v1 failed'],
+  ] as const)('%s', (_what, text, key, expected) => {
+    expect(redactSecret(text, key)).toBe(expected);
+  });
+
+  it('is linear in the text: a long message against a long key', () => {
+    const key = Array.from({ length: 4096 }, (_, i) => String.fromCharCode(33 + (i * 7919) % 94)).join('');
+    const text = 'ordinary words '.repeat(20_000) + key.slice(1000, 1040);
+    const started = performance.now();
+    const out = redactSecret(text, key);
+    expect(out.endsWith('ordinary words [REDACTED]')).toBe(true);
+    expect(performance.now() - started).toBeLessThan(2000);
+  });
+
+  it('knows which keys it can redact', () => {
+    expect(isRedactableKey('1234567')).toBe(false);
+    expect(isRedactableKey('12345678')).toBe(true);
+  });
+});
+
+describe('redactUrlCredentials: one owner for URL passwords', () => {
+  it.each([
+    ['postgres://u:pw@h:5432/db?schema=s', 'postgres://u:***@h:5432/db?schema=s'],
+    ['redis://:pw@127.0.0.1:6379', 'redis://:***@127.0.0.1:6379'],
+    ['redis://default:pw@127.0.0.1:6379/0', 'redis://default:***@127.0.0.1:6379/0'],
+    // An unescaped @ or / in the password: URL parsers take the last @ as the end; so do we.
+    ['postgres://u:pw@db-SECRET@h/db', 'postgres://u:***@h/db'],
+    ['postgres://u:pa/ss-SECRET@h/db', 'postgres://u:***@h/db'],
+    ['postgres://u:pw@h/db?note=a@b', 'postgres://u:***@h/db?note=a@b'],
+    ['postgres://postgres@h/db', 'postgres://postgres@h/db'],
+    ['./llmq.db', './llmq.db'],
+    ['https://api.openai.com/v1', 'https://api.openai.com/v1'],
+    ['at postgres://a:1@h/x and redis://:2@r:6379: refused', 'at postgres://a:***@h/x and redis://:***@r:6379: refused'],
+    ["got 'POSTGRES://u:SECRET@h'", "got 'POSTGRES://u:***@h'"],
+  ])('%s', (text, expected) => {
+    expect(redactUrlCredentials(text)).toBe(expected);
+    expect(redactLocation(text)).toBe(expected);
+  });
+
+  it('tells whether a URL carries a user name or password', () => {
+    expect(hasUrlCredentials('http://u:p@h/v1')).toBe(true);
+    expect(hasUrlCredentials('http://:p@h/v1')).toBe(true);
+    expect(hasUrlCredentials('http://u@h/v1')).toBe(true);
+    expect(hasUrlCredentials('http://h/v1')).toBe(false);
+    expect(hasUrlCredentials('not a url')).toBe(false);
+  });
+});
