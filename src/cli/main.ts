@@ -1,5 +1,6 @@
 import { CommanderError } from 'commander';
 import { LlmqError } from '../errors.js';
+import { knownError } from '../errors-known.js';
 import { buildProgram } from './program.js';
 import { colorsFor } from './output.js';
 
@@ -18,9 +19,11 @@ export async function main(argv: readonly string[]): Promise<number> {
       // help and version "errors" are successes; commander already printed the message.
       return error.exitCode === 0 ? 0 : 1;
     }
-    if (error instanceof LlmqError) {
-      process.stderr.write(`${c.red('error:')} ${error.message}\n`);
-      return error.exitCode;
+    // A system or SQLite failure with an ordinary cause that escaped the place that knows the path.
+    const known = error instanceof LlmqError ? error : knownError(error);
+    if (known) {
+      process.stderr.write(`${c.red('error:')} ${known.message}\n`);
+      return known.exitCode;
     }
     process.stderr.write(`${c.red('llmq: unexpected error')} (a bug, please report it with the lines below)\n`);
     process.stderr.write(`${(error as Error)?.stack ?? String(error)}\n`);
