@@ -6,7 +6,7 @@ import { LlmqError } from '../src/errors.js';
 import { knownError } from '../src/errors-known.js';
 import { withKnownErrors } from '../src/store/known-errors.js';
 import type { Store } from '../src/store/types.js';
-import { runCli, type CliOptions } from './helpers/cli.js';
+import { runCli, runCliInShell, type CliOptions } from './helpers/cli.js';
 import { populate } from './helpers/populate.js';
 import { PG_URL } from './helpers/stores.js';
 import { tempDir } from './helpers/tmp.js';
@@ -120,6 +120,14 @@ describe('ordinary mistakes are one line and exit 1, not a stack trace', () => {
       expect(r.code).toBe(1);
       expect(oneLine(r.stderr)).toMatch(/^error: Cannot use the database .*file\/.*q\.db: a part of that path is a file, not a folder/);
     }
+  });
+
+  it('ENOSPC on standard output (export > /dev/full)', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir);
+    const r = await runCliInShell(`llmq export --db "${db}" > /dev/full`);
+    expect(r.code).toBe(1);
+    expect(oneLine(r.stderr)).toBe('error: No space left for standard output (ENOSPC). Free some space and run the command again.\n');
   });
 
   it('a damaged database is reported, never written into: garbage pages in the middle, or after the header', async () => {
