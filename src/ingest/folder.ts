@@ -1,5 +1,7 @@
-import { readFile, readdir, realpath, stat } from 'node:fs/promises';
+import type { Dirent } from 'node:fs';
+import { open, readdir, realpath, stat } from 'node:fs/promises';
 import { join, posix, sep } from 'node:path';
+import { COMPANION_SUFFIXES, hasSqliteHeader, isSqliteFile, SQLITE_HEADER } from '../store/sqlite/files.js';
 import { fileText } from './decode.js';
 import type { PathMatcher } from './glob.js';
 import { fsReason, type Entry, type ReadOptions } from './types.js';
@@ -9,6 +11,18 @@ export interface FolderOptions extends ReadOptions {
   readonly include: PathMatcher;
   /** Include files and folders whose name starts with `.`. */
   readonly hidden: boolean;
+  /** Real paths of the queue's own database and its companions (-wal, -shm, -journal). */
+  readonly ownDatabase?: ReadonlySet<string>;
+}
+
+/** A file in a folder that is left out, not rejected: a database is no document, and reading the queue's own into itself would loop. */
+export interface Skipped {
+  readonly path: string;
+  readonly skipped: string;
+}
+
+export function isSkipped(e: Entry | Skipped): e is Skipped {
+  return (e as Skipped).skipped !== undefined;
 }
 
 /**
@@ -26,13 +40,13 @@ export function displayPath(p: string): string {
  * followed (a folder reached twice through links is walked once). Files left out by `--glob` or for
  * being hidden are the user's choice and are not reported; anything else that is not a document is.
  */
-export async function* readFolder(root: string, options: FolderOptions): AsyncGenerator<Entry> {
+export async function* readFolder(root: string, options: FolderOptions): AsyncGenerator<Entry | Skipped> {
   const seen = new Set<string>([await realpath(root).catch(() => root)]);
   yield* walk(root, displayPath(root), '', options, seen);
 }
 
 /** One folder, entries in name order, recursing into subfolders where they fall in that order. */
-async function* walk(root: string, shown: string, rel: string, options: FolderOptions, seen: Set<string>): AsyncGenerator<Entry> {
+async function* walk(root: string, shown: string, rel: string, options: FolderOptions, seen: Set<string>): AsyncGenerator<Entry | Skipped> {
   const dir = rel === '' ? root : join(root, rel);
   let entries;
   try {
@@ -42,6 +56,7 @@ async function* walk(root: string, shown: string, rel: string, options: FolderOp
     return;
   }
   entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const realDir = options.ownDatabase?.size ? await realpath(dir).catch(() => dir) : dir;
   for (const entry of entries) {
     if (!options.hidden && entry.name.startsWith('.')) continue;
     const childRel = rel === '' ? entry.name : `${rel}/${entry.name}`;
@@ -72,20 +87,57 @@ async function* walk(root: string, shown: string, rel: string, options: FolderOp
       yield { path, reason: 'not a regular file (a socket, pipe or device)' };
       continue;
     }
-    yield await readTextFile(full, path, childRel, options);
+    const database = await databaseFile(entry, full, realDir, entries, options);
+    if (database) {
+      yield { path, skipped: database };
+      continue;
+    }
+    yield await readDocument(full, path, childRel, options, true);
   }
+}
+
+/**
+ * Why a file is a database file to leave out, or null: the queue's own database or one of its
+ * companions, or a companion of another SQLite database beside it. (SQLite files themselves are
+ * recognised by their header when read.)
+ */
+async function databaseFile(entry: Dirent, full: string, realDir: string, entries: readonly Dirent[], o: FolderOptions): Promise<string | null> {
+  if (o.ownDatabase?.size) {
+    const real = entry.isSymbolicLink() ? await realpath(full).catch(() => full) : join(realDir, entry.name);
+    if (o.ownDatabase.has(real)) return "part of the queue's own database (--db)";
+  }
+  const suffix = COMPANION_SUFFIXES.find((s) => entry.name.endsWith(s));
+  if (!suffix) return null;
+  const base = entry.name.slice(0, -suffix.length);
+  if (entries.some((e) => e.name === base) && (await isSqliteFile(join(full, '..', base)))) return `part of the SQLite database ${base}`;
+  return null;
 }
 
 /** One text file as one document with the given id. */
 export async function readTextFile(file: string, path: string, id: string, options: ReadOptions): Promise<Entry> {
+  // Without database skipping a file is always a document or a rejection.
+  return (await readDocument(file, path, id, options, false)) as Entry;
+}
+
+/** One file as one document, or a rejection; with `skipDatabases`, an SQLite file is skipped, however big. */
+async function readDocument(file: string, path: string, id: string, options: ReadOptions, skipDatabases: boolean): Promise<Entry | Skipped> {
   let bytes: Buffer;
+  let handle;
   try {
-    const s = await stat(file);
+    handle = await open(file, 'r');
+    const size = (await handle.stat()).size;
+    if (skipDatabases && size >= SQLITE_HEADER.length) {
+      const head = Buffer.alloc(SQLITE_HEADER.length);
+      await handle.read(head, 0, head.length, 0);
+      if (hasSqliteHeader(head)) return { path, skipped: 'an SQLite database' };
+    }
     // Checked before reading, so a 10 GB file is never loaded to be refused.
-    if (s.size > options.maxDocBytes) return { path, reason: tooBig(s.size, options.maxDocBytes) };
-    bytes = await readFile(file);
+    if (size > options.maxDocBytes) return { path, reason: tooBig(size, options.maxDocBytes) };
+    bytes = await handle.readFile();
   } catch (error) {
     return { path, reason: fsReason(error) };
+  } finally {
+    await handle?.close();
   }
   if (bytes.length > options.maxDocBytes) return { path, reason: tooBig(bytes.length, options.maxDocBytes) };
   const r = fileText(bytes);

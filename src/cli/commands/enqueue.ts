@@ -85,6 +85,7 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
       globs: flags.glob, hidden: flags.hidden, idField: flags.idField, textField: flags.textField, maxDocBytes: flags.maxDocBytes,
       stdin: sources.includes('-') ? process.stdin : undefined,
       onReject: (r) => process.stderr.write(`${c.yellow('rejected')} ${where(r.path, r.line)}: ${r.reason}\n`),
+      onSkip: (s) => process.stderr.write(`skipped ${s.path}: ${s.skipped}\n`),
     });
   } finally {
     await store.close();
@@ -104,5 +105,6 @@ function describe(s: EnqueueSummary, db: string, c: ReturnType<typeof colorsFor>
   const secs = (s.elapsedMs / 1000).toFixed(s.elapsedMs < 10_000 ? 2 : 0);
   return `${c.bold(`read ${plural(s.documents, 'document')}`)} into ${db} in ${secs}s: ` +
     `${c.green(plural(s.newJobs, 'new job'))}, ${plural(s.newItems, 'new item')}, ` +
-    `${s.unchanged} already queued, ${s.updated} updated${s.dropped ? ` (${plural(s.dropped, 'unsent old job')} dropped)` : ''}, ${rejected}`;
+    `${s.unchanged} already queued, ${s.updated} updated${s.dropped ? ` (${plural(s.dropped, 'unsent old job')} dropped)` : ''}, ${rejected}` +
+    (s.skipped ? `, ${plural(s.skipped, 'database file')} skipped` : '');
 }
