@@ -142,6 +142,18 @@ describe('progress renderers', () => {
     expect(stream.text()).toMatch(/failed 0 · cost unknown$/m);
   });
 
+  it('the run summary says "cost unknown" once for a model without a price', () => {
+    const stream = sink();
+    let listener: ((e: SchedulerEventName, p: never) => void) | null = null;
+    const p = attachProgress((l) => { listener = l as never; return () => { listener = null; }; }, { mode: 'plain', stream, color: false });
+    listener!('job:start', { key: 'a', attempt: 1, model: 'llama3.1:8b' } as never);
+    listener!('job:done', { key: 'a', attempt: 1, latencyMs: 5, usage: { promptTokens: 10, completionTokens: 5 } } as never);
+    listener!('run:end', { ...summary, done: 1, failed: 0, failedInStore: 0, promptTokens: 10, completionTokens: 5 } as never);
+    p.stop();
+    expect(stream.text()).toMatch(/^ {2}tokens 10 in · 5 out · cost unknown · /m);
+    expect(stream.text()).not.toMatch(/cost cost/);
+  });
+
   it('takes a typed EventEmitter and detaches from it on stop', () => {
     const typed = new EventEmitter<{ [K in SchedulerEventName]: [SchedulerEventMap[K]] }>();
     const p = attachProgress(typed, { mode: 'json', stream: sink() });

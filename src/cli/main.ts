@@ -1,5 +1,6 @@
 import { CommanderError } from 'commander';
 import { LlmqError } from '../errors.js';
+import { knownError } from '../errors-known.js';
 import { buildProgram } from './program.js';
 import { colorsFor } from './output.js';
 import { watchReaders, whileReaderPresent } from './reader-gone.js';
@@ -21,10 +22,12 @@ export async function main(argv: readonly string[]): Promise<number> {
       // help and version "errors" are successes; commander already printed the message.
       return error.exitCode === 0 ? 0 : 1;
     }
+    // A system or SQLite failure with an ordinary cause that escaped the place that knows the path.
     // Every error leaves through here: a --db or --redis password quoted by a driver is masked.
-    if (error instanceof LlmqError) {
-      stderr.write(`${c.red('error:')} ${redactUrlCredentials(error.message)}\n`);
-      return error.exitCode;
+    const known = error instanceof LlmqError ? error : knownError(error);
+    if (known) {
+      stderr.write(`${c.red('error:')} ${redactUrlCredentials(known.message)}\n`);
+      return known.exitCode;
     }
     stderr.write(`${c.red('llmq: unexpected error')} (a bug, please report it with the lines below)\n`);
     stderr.write(`${redactUrlCredentials((error as Error)?.stack ?? String(error))}\n`);

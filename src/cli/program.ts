@@ -37,9 +37,25 @@ Environment:
   LLMQ_BASE_URL, OPENAI_BASE_URL  the endpoint (default https://api.openai.com/v1)
   LLMQ_REDIS_URL                  share rate limits between runs (llmq run --redis)
   NO_COLOR                        plain output`);
+  refuseHelpForUnknownCommands(program);
   for (const register of [registerEnqueue, registerRun, registerStatus, registerRetryFailed, registerShow, registerExport, registerCopy]) {
     const cmd = register(program);
     cmd.exitOverride().showHelpAfterError('(run with --help for usage)');
   }
   return program;
+}
+
+/**
+ * Commander answers `llmq estimate --help` with the program's help and exit 0, because it looks at
+ * --help before it notices that `estimate` is no command; a script would take that for success.
+ * Raise its own unknown-command error (with its "Did you mean" suggestion) instead. The method is
+ * not in commander's typings, but it is what its parser calls for the same mistake without --help.
+ */
+function refuseHelpForUnknownCommands(program: Command): void {
+  program.on('beforeHelp', () => {
+    const name = program.args[0];
+    if (name === undefined || name.startsWith('-') || name === 'help') return;
+    if (program.commands.some((c) => c.name() === name || c.aliases().includes(name))) return;
+    (program as unknown as { unknownCommand(): never }).unknownCommand();
+  });
 }

@@ -36,6 +36,11 @@ export function onReaderGone(claim: (stream: NodeJS.WritableStream) => void): ()
   return () => claims.delete(claim);
 }
 
+/** A write failed because the reader went away (EPIPE, EIO): not an error of the command. */
+export function isReaderGoneError(error: unknown): boolean {
+  return READER_GONE.has((error as NodeJS.ErrnoException | null)?.code ?? '');
+}
+
 export function isReaderGone(stream: NodeJS.WritableStream): boolean {
   return gone.has(stream);
 }

@@ -1,5 +1,6 @@
 import type { EnqueueRow, Store } from '../store/types.js';
-import { readFolder, readTextFile, type FolderOptions } from './folder.js';
+import { databaseFiles } from '../store/sqlite/files.js';
+import { isSkipped, readFolder, readTextFile, type FolderOptions, type Skipped } from './folder.js';
 import { globMatcher } from './glob.js';
 import { readJsonl, readJsonlFile, type EntrySink, type JsonlOptions } from './jsonl.js';
 import { makeRenderer, type RequestOptions } from './render.js';
@@ -31,6 +32,8 @@ export interface EnqueueOptions {
    * faster than the reader takes it (gigabytes, for 200 MB of bad lines).
    */
   readonly backpressure?: () => Promise<void> | void;
+  /** Called for every database file left out of a folder (the queue's own, or any SQLite file). */
+  readonly onSkip?: (skipped: Skipped) => void;
   readonly now?: () => number;
   /**
    * Rows per store transaction. Large enough that commits (and the WAL checkpoints they trigger)
@@ -54,6 +57,8 @@ export interface EnqueueSummary {
   /** Old jobs of updated items that were not answered yet: dropped, never to be sent. */
   readonly dropped: number;
   readonly rejected: number;
+  /** Database files in folders that were left out: the queue's own, and other SQLite files. */
+  readonly skipped: number;
   /** The first rejections (at most MAX_KEPT_REJECTIONS); `onReject` sees them all. */
   readonly rejections: readonly Rejection[];
   /** Store transactions written. */
@@ -77,7 +82,10 @@ export async function enqueue(store: Store, options: EnqueueOptions): Promise<En
   const config: ReadConfig = {
     stdin: options.stdin,
     jsonl: { maxDocBytes, idField: options.idField ?? 'id', textField: options.textField ?? 'text' },
-    folder: { maxDocBytes, include: globMatcher(options.globs ?? []), hidden: options.hidden ?? false },
+    folder: {
+      maxDocBytes, include: globMatcher(options.globs ?? []), hidden: options.hidden ?? false,
+      ownDatabase: store.kind === 'sqlite' && store.location !== ':memory:' ? await databaseFiles(store.location) : undefined,
+    },
   };
   for (const source of sources) await readSource(source, batcher, config);
   await batcher.write();
@@ -101,7 +109,8 @@ async function readSource(source: Source, sink: Batcher, o: ReadConfig): Promise
       return sink.flush();
     case 'folder': {
       for await (const entry of readFolder(source.file, o.folder)) {
-        sink.add(entry);
+        if (isSkipped(entry)) sink.skip(entry);
+        else sink.add(entry);
         await sink.flush();
       }
     }
@@ -119,6 +128,7 @@ class Batcher implements EntrySink {
   readonly #render: (doc: Document) => EnqueueRow;
   readonly #onReject: ((r: Rejection) => void) | undefined;
   readonly #backpressure: (() => Promise<void> | void) | undefined;
+  readonly #onSkip: ((s: Skipped) => void) | undefined;
   readonly #now: () => number;
   readonly #maxRows: number;
   readonly #maxBytes: number;
@@ -133,6 +143,7 @@ class Batcher implements EntrySink {
   #unchanged = 0;
   #updated = 0;
   #rejected = 0;
+  #skipped = 0;
   #batches = 0;
   readonly #rejections: Rejection[] = [];
 
@@ -141,6 +152,7 @@ class Batcher implements EntrySink {
     this.#render = makeRenderer(o.request);
     this.#onReject = o.onReject;
     this.#backpressure = o.backpressure;
+    this.#onSkip = o.onSkip;
     this.#now = now;
     this.#maxRows = o.batchRows ?? 10_000;
     this.#maxBytes = o.batchBytes ?? 16 * 1024 * 1024;
@@ -163,6 +175,12 @@ class Batcher implements EntrySink {
     this.#seen.set(entry.id, row.source); // `file:line`, already built for the row
     this.#rows.push(row);
     this.#bytes += row.request.length;
+  }
+
+  /** A database file is no document: not counted as one, and not a rejection. */
+  skip(s: Skipped): void {
+    this.#skipped++;
+    this.#onSkip?.(s);
   }
 
   /** Write full batches; a partial one waits for more rows. */
@@ -199,7 +217,7 @@ class Batcher implements EntrySink {
   summary(): Omit<EnqueueSummary, 'elapsedMs'> {
     return {
       documents: this.#documents, newJobs: this.#newJobs, newItems: this.#newItems, unchanged: this.#unchanged,
-      updated: this.#updated, dropped: this.#dropped, rejected: this.#rejected, rejections: this.#rejections, batches: this.#batches,
+      updated: this.#updated, dropped: this.#dropped, rejected: this.#rejected, skipped: this.#skipped, rejections: this.#rejections, batches: this.#batches,
     };
   }
 

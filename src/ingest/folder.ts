@@ -1,5 +1,7 @@
+import type { Dirent } from 'node:fs';
 import { readdir, realpath, stat } from 'node:fs/promises';
 import { join, posix, sep } from 'node:path';
+import { COMPANION_SUFFIXES, isSqliteFile, SQLITE_HEADER } from '../store/sqlite/files.js';
 import { fileText } from './decode.js';
 import { namedSourceReason, readAtMost, REASON_NOT_REGULAR } from './file-kind.js';
 import type { PathMatcher } from './glob.js';
@@ -10,6 +12,18 @@ export interface FolderOptions extends ReadOptions {
   readonly include: PathMatcher;
   /** Include files and folders whose name starts with `.`. */
   readonly hidden: boolean;
+  /** Real paths of the queue's own database and its companions (-wal, -shm, -journal). */
+  readonly ownDatabase?: ReadonlySet<string>;
+}
+
+/** A file in a folder that is left out, not rejected: a database is no document, and reading the queue's own into itself would loop. */
+export interface Skipped {
+  readonly path: string;
+  readonly skipped: string;
+}
+
+export function isSkipped(e: Entry | Skipped): e is Skipped {
+  return (e as Skipped).skipped !== undefined;
 }
 
 /**
@@ -27,13 +41,13 @@ export function displayPath(p: string): string {
  * followed (a folder reached twice through links is walked once). Files left out by `--glob` or for
  * being hidden are the user's choice and are not reported; anything else that is not a document is.
  */
-export async function* readFolder(root: string, options: FolderOptions): AsyncGenerator<Entry> {
+export async function* readFolder(root: string, options: FolderOptions): AsyncGenerator<Entry | Skipped> {
   const seen = new Set<string>([await realpath(root).catch(() => root)]);
   yield* walk(root, displayPath(root), '', options, seen);
 }
 
 /** One folder, entries in name order, recursing into subfolders where they fall in that order. */
-async function* walk(root: string, shown: string, rel: string, options: FolderOptions, seen: Set<string>): AsyncGenerator<Entry> {
+async function* walk(root: string, shown: string, rel: string, options: FolderOptions, seen: Set<string>): AsyncGenerator<Entry | Skipped> {
   const dir = rel === '' ? root : join(root, rel);
   let entries;
   try {
@@ -43,6 +57,7 @@ async function* walk(root: string, shown: string, rel: string, options: FolderOp
     return;
   }
   entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const realDir = options.ownDatabase?.size ? await realpath(dir).catch(() => dir) : dir;
   for (const entry of entries) {
     if (!options.hidden && entry.name.startsWith('.')) continue;
     const childRel = rel === '' ? entry.name : `${rel}/${entry.name}`;
@@ -73,22 +88,56 @@ async function* walk(root: string, shown: string, rel: string, options: FolderOp
       yield { path, reason: REASON_NOT_REGULAR };
       continue;
     }
-    yield await readTextFile(full, path, childRel, options);
+    const database = await databaseFile(entry, full, realDir, entries, options);
+    if (database) {
+      yield { path, skipped: database };
+      continue;
+    }
+    yield await readDocument(full, path, childRel, options, true);
   }
 }
 
 /**
- * One text file as one document with the given id. Never holds more than `maxDocBytes + 1` bytes
- * of it: a regular file is refused by its size, a pipe (named as a source) is read until it ends
- * or passes the limit, and a device (`/dev/zero`) is refused unread.
+/**
+ * Why a file is a database file to leave out, or null: the queue's own database or one of its
+ * companions, or a companion of another SQLite database beside it. (SQLite files themselves are
+ * recognised by their header when read.)
  */
+async function databaseFile(entry: Dirent, full: string, realDir: string, entries: readonly Dirent[], o: FolderOptions): Promise<string | null> {
+  if (o.ownDatabase?.size) {
+    const real = entry.isSymbolicLink() ? await realpath(full).catch(() => full) : join(realDir, entry.name);
+    if (o.ownDatabase.has(real)) return "part of the queue's own database (--db)";
+  }
+  const suffix = COMPANION_SUFFIXES.find((s) => entry.name.endsWith(s));
+  if (!suffix) return null;
+  const base = entry.name.slice(0, -suffix.length);
+  if (entries.some((e) => e.name === base) && (await isSqliteFile(join(full, '..', base)))) return `part of the SQLite database ${base}`;
+  return null;
+}
+
+/** One text file as one document with the given id. */
 export async function readTextFile(file: string, path: string, id: string, options: ReadOptions): Promise<Entry> {
+  // Without database skipping a file is always a document or a rejection.
+  return (await readDocument(file, path, id, options, false)) as Entry;
+}
+
+/**
+ * One file as one document, or a rejection; with `skipDatabases`, an SQLite file is skipped, however
+ * big. Never holds more than `maxDocBytes + 1` bytes of it: a regular file is refused by its size, a
+ * pipe (named as a source) is read until it ends or passes the limit, and a device (`/dev/zero`) is
+ * refused unread.
+ */
+async function readDocument(file: string, path: string, id: string, options: ReadOptions, skipDatabases: boolean): Promise<Entry | Skipped> {
   const max = options.maxDocBytes;
   let bytes: Buffer;
   try {
     const s = await stat(file);
     const why = namedSourceReason(s);
     if (why !== null) return { path, reason: why };
+    if (skipDatabases && s.isFile() && s.size >= SQLITE_HEADER.length && (await isSqliteFile(file))) {
+      return { path, skipped: 'an SQLite database' };
+    }
+    // Checked before reading, so a 10 GB file is never loaded to be refused.
     if (s.size > max) return { path, reason: tooBig(s.size, max) };
     bytes = await readAtMost(file, max, s.size);
   } catch (error) {

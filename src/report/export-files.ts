@@ -1,28 +1,61 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
-import { basename, dirname, join, resolve, sep } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
+import type { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
+import { LlmqError } from '../errors.js';
+import { knownError, type ErrorPlace } from '../errors-known.js';
 import type { ExportRow, JobState } from '../store/types.js';
+import { AnswerPaths, answerExt } from './answer-paths.js';
 import { emptyCounts, writeExport, type ExportCounts, type ExportOptions } from './export.js';
+import { resolveOutTarget } from './out-target.js';
+
+export interface FileExportOptions {
+  /** The queue's SQLite file, which (with its -wal, -shm, -journal) is never written over. */
+  readonly database?: string | null;
+}
 
 /**
- * Export to a file through a temp file in the same folder, renamed into place only when complete:
- * a crash or a full disk never leaves a half-written results file under the final name.
+ * Export to `--out`. A file (or a symlink to one) is written through a temp file in its own folder,
+ * renamed into place only when complete: a crash or a full disk never leaves a half-written results
+ * file under the final name, and a symlink stays a symlink. A FIFO or device is written as it is.
  */
-export async function exportToFile(rows: AsyncIterable<ExportRow>, path: string, o: ExportOptions): Promise<ExportCounts> {
-  await mkdir(dirname(resolve(path)), { recursive: true });
-  const tmp = join(dirname(resolve(path)), `.${basename(path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
-  const out = createWriteStream(tmp, { flags: 'wx' });
+export async function exportToFile(rows: AsyncIterable<ExportRow>, path: string, o: ExportOptions, f: FileExportOptions = {}): Promise<ExportCounts> {
+  const place: ErrorPlace = { what: '--out', path };
+  const target = await resolveOutTarget(path, f.database ?? null);
+  try {
+    if (target.kind === 'through') return await writeAll(rows, createWriteStream(target.path, { flags: 'a' }), o);
+    await mkdir(dirname(target.path), { recursive: true });
+    const tmp = join(dirname(target.path), `.${basename(target.path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+    try {
+      const counts = await writeAll(rows, createWriteStream(tmp, { flags: 'wx' }), o);
+      await rename(tmp, target.path);
+      return counts;
+    } catch (error) {
+      await rm(tmp, { force: true });
+      throw error;
+    }
+  } catch (error) {
+    throw knownError(error, place) ?? error;
+  }
+}
+
+/** Write every row to a stream of our own and close it, waiting until the last byte is out. */
+async function writeAll(rows: AsyncIterable<ExportRow>, out: Writable, o: ExportOptions): Promise<ExportCounts> {
   try {
     const counts = await writeExport(rows, out, o);
     out.end();
     await finished(out);
-    await rename(tmp, path);
     return counts;
   } catch (error) {
-    out.destroy();
-    await rm(tmp, { force: true });
+    // Wait for the file to be closed: its open may still be under way, and a temp file removed
+    // before it is created would be created after, and left behind.
+    if (!out.closed) {
+      const closed = new Promise((resolve) => out.once('close', resolve));
+      out.destroy();
+      await closed;
+    }
     throw error;
   }
 }
@@ -32,65 +65,70 @@ export interface DirExportOptions {
   readonly states?: readonly JobState[] | null;
   /** Extension added to each item id, default `.out`. */
   readonly ext?: string;
+  /** An item whose file could not be written; the others still are. */
+  readonly onUnwritten?: (id: string, reason: string) => void;
+  /** An item written under another name, because the one its id asks for is another item's. */
+  readonly onMoved?: (id: string, path: string) => void;
 }
+
+export interface DirExportCounts extends ExportCounts {
+  /** Items that should have been written but could not be (each reported to `onUnwritten`). */
+  unwritten: number;
+}
+
+/** Failures that will fail every other file too: stop at the first and say so once. */
+const STOPS_ALL = /^(ENOSPC|EDQUOT|EROFS|SQLITE_)/;
 
 /**
  * One answer file per item under `dir`, mirroring the item id as a path (`sub/a.txt` ->
  * `dir/sub/a.txt.out`). Failed items (when asked for) get `<id>.error` with the reason.
- * Each file is written to a temp name and renamed, so none is ever half written.
+ * Each file is written to a temp name and renamed, so none is ever half written. Paths that two
+ * items would share get distinct names (see AnswerPaths); an item that still cannot be written is
+ * reported and the rest go on.
  */
-export async function exportToDir(rows: AsyncIterable<ExportRow>, dir: string, o: DirExportOptions = {}): Promise<ExportCounts> {
-  const counts = emptyCounts();
+export async function exportToDir(rows: AsyncIterable<ExportRow>, dir: string, o: DirExportOptions = {}): Promise<DirExportCounts> {
+  const counts: DirExportCounts = { ...emptyCounts(), unwritten: 0 };
   const states = o.states?.length ? o.states : ['done'];
-  const ext = o.ext === undefined ? '.out' : o.ext === '' || o.ext.startsWith('.') ? o.ext : `.${o.ext}`;
+  const ext = answerExt(o.ext);
   const root = resolve(dir);
-  const made = new Set<string>();
+  try {
+    await mkdir(root, { recursive: true });
+  } catch (error) {
+    throw knownError(error, { what: '--out-dir', path: dir }) ?? error;
+  }
+  const paths = new AnswerPaths(root);
   for await (const r of rows) {
     if (!states.includes(r.state)) {
       counts.skipped[r.state]++;
       continue;
     }
-    const path = itemPath(root, r.id, r.state === 'done' ? ext : r.state === 'failed' ? '.error' : `.${r.state}`);
-    const folder = dirname(path);
-    if (!made.has(folder)) {
-      await mkdir(folder, { recursive: true });
-      made.add(folder);
-    }
     const text = r.state === 'done' ? (r.output ?? '') : (r.error ?? `the job is ${r.state}`) + '\n';
-    const tmp = `${path}.${process.pid}.tmp`;
-    await writeFile(tmp, text);
-    await rename(tmp, path);
-    counts.written++;
+    try {
+      const { path, moved } = await paths.place(r.id, r.state === 'done' ? ext : r.state === 'failed' ? '.error' : `.${r.state}`);
+      await mkdir(dirname(path), { recursive: true });
+      paths.madeFolders(path);
+      await writeWhole(path, text);
+      if (moved) o.onMoved?.(r.id, relative(root, path));
+      counts.written++;
+    } catch (error) {
+      if (error instanceof LlmqError) throw error;
+      const code = (error as { code?: unknown }).code;
+      if (typeof code === 'string' && STOPS_ALL.test(code)) throw knownError(error, { what: '--out-dir', path: dir }) ?? error;
+      counts.unwritten++;
+      o.onUnwritten?.(r.id, (error as Error).message);
+    }
   }
   return counts;
 }
 
-// Control characters everywhere; on Windows also the characters its filesystems refuse (a
-// `file.jsonl:12` id keeps its colon on POSIX).
-// eslint-disable-next-line no-control-regex
-const UNSAFE = process.platform === 'win32' ? /[\x00-\x1f<>:"|?*]/g : /[\x00-\x1f]/g;
-
-/**
- * Where an item's file goes: its id as a relative path under `root`. Ids that would escape `root`
- * (`..`, absolute paths, drive letters) or hold characters no filesystem takes are rewritten, and a
- * short hash of the original id is added so two rewritten ids never collide with each other or
- * with an id that was already clean.
- */
-export function itemPath(root: string, id: string, ext: string): string {
-  const parts = id.split(/[\\/]+/).filter((s) => s !== '' && s !== '.');
-  const clean = parts.map((part, i) => {
-    let s = part.replace(UNSAFE, '_');
-    if (/^\.+$/.test(s)) s = s.replace(/\./g, '_');
-    if (i === 0 && /^[a-zA-Z]:$/.test(s)) s = s[0] + '_';
-    if (Buffer.byteLength(s) > 200) s = s.slice(0, 100);
-    return s;
-  });
-  if (clean.length === 0) clean.push('item');
-  let name = clean.join(sep);
-  // Any rewrite (.., ./, //, a leading /, C:, control characters) could meet another id's path.
-  if (clean.join('/') !== id) name += '~' + createHash('sha256').update(id).digest('hex').slice(0, 8);
-  const path = resolve(root, name + ext);
-  // Belt and braces: whatever the rewriting missed, nothing leaves root.
-  if (!path.startsWith(root + sep)) throw new Error(`internal: export path for item '${id}' escapes ${root}`);
-  return path;
+/** A file that is either all there or not changed: written beside it, then renamed over it. */
+async function writeWhole(path: string, text: string): Promise<void> {
+  const tmp = `${path}.${process.pid}.tmp`;
+  try {
+    await writeFile(tmp, text);
+    await rename(tmp, path);
+  } catch (error) {
+    await rm(tmp, { force: true });
+    throw error;
+  }
 }

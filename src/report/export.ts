@@ -105,13 +105,22 @@ export function defaultStates(format: ExportFormat): readonly JobState[] | null 
 
 /**
  * Stream rows to `out` in the chosen format, waiting for 'drain' whenever the stream's buffer is
- * full, so memory stays flat however many rows there are. Does not end `out`.
+ * full, so memory stays flat however many rows there are. Does not end `out`. A write that fails
+ * (a full disk, a closed pipe) rejects with the stream's error instead of waiting for a 'drain'
+ * that never comes.
  */
 export async function writeExport(rows: AsyncIterable<ExportRow>, out: Writable, o: ExportOptions): Promise<ExportCounts> {
   const counts = emptyCounts();
   const states = o.states?.length ? o.states : defaultStates(o.format);
+  let failed: Error | null = null;
+  const onError = (error: Error) => { failed ??= error; };
+  out.on('error', onError);
   const write = async (chunk: string) => {
-    if (!out.write(chunk)) await once(out, 'drain');
+    if (failed || out.errored) throw failed ?? out.errored;
+    if (!out.write(chunk)) {
+      if (failed || out.errored) throw failed ?? out.errored;
+      await once(out, 'drain');
+    }
   };
   if (o.format === 'csv') await write(CSV_COLUMNS.join(',') + '\r\n');
   for await (const r of rows) {
@@ -124,5 +133,8 @@ export async function writeExport(rows: AsyncIterable<ExportRow>, out: Writable,
     await write(line);
     counts.written++;
   }
+  if (failed || out.errored) throw failed ?? out.errored;
+  // Kept on failure: an error the stream has yet to emit must find a listener, or it crashes the process.
+  out.off('error', onError);
   return counts;
 }

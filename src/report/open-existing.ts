@@ -1,19 +1,41 @@
-import { existsSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { LlmqError } from '../errors.js';
-import { isPostgresUrl, openStore, redactLocation } from '../store/open-store.js';
+import { knownError } from '../errors-known.js';
+import { checkLocation, isPostgresUrl, openStore, redactLocation } from '../store/open-store.js';
+import { hasSqliteHeader, readHead } from '../store/sqlite/files.js';
 import type { Store } from '../store/types.js';
 
 /**
- * Open a queue that must already exist. Reading commands (`status`, `show`, `export`) would
- * otherwise create an empty database at a mistyped path and report an empty queue.
+ * Open a queue that must already exist. Reading commands (`status`, `show`, `export`, `copy --from`)
+ * would otherwise create an empty database at a mistyped path and report an empty queue, or write
+ * llmq's tables into a file that is something else.
  */
 export async function openExistingStore(location: string): Promise<Store> {
-  if (!isPostgresUrl(location) && location !== ':memory:' && !existsSync(location)) {
-    const shown = redactLocation(location);
-    throw new LlmqError(
-      `There is no queue at ${shown}. Create one with: llmq enqueue <folder|file.jsonl> --db ${shown}` +
-        ' (or point --db / LLMQ_DB at an existing queue).',
-    );
+  checkLocation(location);
+  if (!isPostgresUrl(location) && location !== ':memory:') await checkQueueFile(location);
+  return openStore(location, { existing: true });
+}
+
+/** The file must be there and look like a database; whether it holds llmq's tables is checked on open. */
+async function checkQueueFile(path: string): Promise<void> {
+  const shown = redactLocation(path);
+  const create = `Create one with: llmq enqueue <folder|file.jsonl> --db ${shown} (or point --db / LLMQ_DB at an existing queue).`;
+  let size: number;
+  let head: Buffer;
+  try {
+    const s = await stat(path);
+    if (s.isDirectory()) throw new LlmqError(`${shown} is a folder, not a queue. Point --db at the database file in it (e.g. ${shown}/llmq.db).`);
+    if (!s.isFile()) throw new LlmqError(`${shown} is not a regular file, so it is not a queue. Point --db at an llmq database file.`);
+    size = s.size;
+    head = await readHead(path);
+  } catch (error) {
+    if (error instanceof LlmqError) throw error;
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') throw new LlmqError(`There is no queue at ${shown}. ${create}`);
+    throw knownError(error, { what: 'the database', path: shown }) ?? error;
   }
-  return openStore(location);
+  if (size === 0) throw new LlmqError(`${shown} is an empty file, not an llmq queue. ${create}`);
+  if (!hasSqliteHeader(head)) {
+    throw new LlmqError(`${shown} is not an SQLite database, so not an llmq queue. Point --db at an llmq database.`);
+  }
 }

@@ -1,4 +1,7 @@
 import { redactUrlCredentials } from '../url-credentials.js';
+import { UsageError } from '../errors.js';
+import { knownError } from '../errors-known.js';
+import { withKnownErrors } from './known-errors.js';
 import type { Store } from './types.js';
 
 export const DEFAULT_DB = './llmq.db';
@@ -12,14 +15,43 @@ export function isPostgresUrl(location: string): boolean {
   return /^postgres(ql)?:\/\//i.test(location);
 }
 
-/** Open the store a location names: a PostgreSQL URL, or else an SQLite file path. */
-export async function openStore(location: string): Promise<Store> {
-  if (isPostgresUrl(location)) {
-    const { PostgresStore } = await import('./postgres/store.js');
-    return PostgresStore.open(location);
+/**
+ * Refuse a URL of a kind llmq does not speak: `mysql://x` must not become an SQLite file at
+ * `mysql:/x`. Anything shaped like `scheme://` other than PostgreSQL is such a URL.
+ */
+export function checkLocation(location: string, flag = '--db'): void {
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(location)?.[1];
+  if (scheme !== undefined && !isPostgresUrl(location)) {
+    throw new UsageError(`${flag} ${redactLocation(location)}: llmq does not speak ${scheme}://. ` +
+      'Expected the path of an SQLite file (e.g. ./llmq.db) or a postgres:// or postgresql:// URL.');
   }
-  const { SqliteStore } = await import('./sqlite/store.js');
-  return new SqliteStore(location);
+}
+
+export interface OpenOptions {
+  /**
+   * The queue must already exist (status, show, export, run, copy --from): never create a
+   * database, and refuse a file that is not an llmq database without writing to it.
+   */
+  readonly existing?: boolean;
+}
+
+/** Open the store a location names: a PostgreSQL URL, or else an SQLite file path. */
+export async function openStore(location: string, options: OpenOptions = {}): Promise<Store> {
+  checkLocation(location);
+  const shown = redactLocation(location);
+  let store: Store;
+  try {
+    if (isPostgresUrl(location)) {
+      const { PostgresStore } = await import('./postgres/store.js');
+      store = await PostgresStore.open(location);
+    } else {
+      const { SqliteStore } = await import('./sqlite/store.js');
+      store = new SqliteStore(location, { existing: options.existing });
+    }
+  } catch (error) {
+    throw knownError(error, { what: 'the database', path: shown }) ?? error;
+  }
+  return withKnownErrors(store, shown);
 }
 
 /** A URL or path safe to print or store: any password replaced. */

@@ -17,12 +17,21 @@ export function cliEnv(extra: Record<string, string | undefined> = {}): NodeJS.P
   return env;
 }
 
+export interface CliOptions {
+  cwd?: string;
+  env?: Record<string, string | undefined>;
+  input?: string;
+  /** Run as this user and group (needs root): what permissions do to a user that root ignores. */
+  user?: { uid: number; gid: number };
+}
+
 /** Start the real CLI as a child process (the built dist/, so `npm test` builds first). */
-export function spawnCli(args: readonly string[], options: { cwd?: string; env?: Record<string, string | undefined>; input?: string } = {}): ChildProcess {
+export function spawnCli(args: readonly string[], options: CliOptions = {}): ChildProcess {
   const child = spawn(process.execPath, [BIN, ...args], {
     cwd: options.cwd,
     env: cliEnv(options.env),
     stdio: ['pipe', 'pipe', 'pipe'],
+    ...options.user,
   });
   if (options.input !== undefined) child.stdin!.end(options.input);
   else child.stdin!.end();
@@ -30,7 +39,7 @@ export function spawnCli(args: readonly string[], options: { cwd?: string; env?:
 }
 
 /** Run the real CLI to the end and collect its output. */
-export function runCli(args: readonly string[], options: { cwd?: string; env?: Record<string, string | undefined>; input?: string; timeoutMs?: number } = {}): Promise<CliResult> {
+export function runCli(args: readonly string[], options: CliOptions & { timeoutMs?: number } = {}): Promise<CliResult> {
   const child = spawnCli(args, options);
   return collect(child, options.timeoutMs ?? 60_000);
 }
@@ -51,4 +60,17 @@ export function collect(child: ChildProcess, timeoutMs = 60_000): Promise<CliRes
       resolve({ code, signal, stdout, stderr });
     });
   });
+}
+
+/**
+ * Run a bash script in which `llmq` is the real CLI, for what only a shell sets up: redirections
+ * (`> /dev/full`) and process substitution (`--out >(cmd)`).
+ */
+export function runCliInShell(script: string, options: { cwd?: string; timeoutMs?: number } = {}): Promise<CliResult> {
+  const child = spawn('bash', ['-c', `llmq() { "$LLMQ_NODE" "$LLMQ_BIN" "$@"; }\n${script}`], {
+    cwd: options.cwd,
+    env: cliEnv({ LLMQ_NODE: process.execPath, LLMQ_BIN: BIN }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  return collect(child, options.timeoutMs ?? 60_000);
 }

@@ -32,6 +32,17 @@ describe('llmq enqueue (CLI)', () => {
     expect(query(db, 'SELECT count(*) AS n FROM jobs')).toEqual([{ n: 23 }]);
   });
 
+  it('skips its own database inside the folder being enqueued: exit 0, named, counted in the summary line', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'note.txt'), 'a real document');
+    const r = await llmq(['enqueue', dir, '--db', join(dir, 'q.db')]);
+    expect(r.code).toBe(0);
+    const lines = r.stderr.trim().split('\n');
+    expect(lines.slice(0, -1)).toEqual(['q.db', 'q.db-shm', 'q.db-wal'].map((f) => `skipped ${dir}/${f}: part of the queue's own database (--db)`));
+    expect(lines.at(-1)).toMatch(/read 1 document into .*: 1 new job, 1 new item, 0 already queued, 0 updated, 0 rejected, 3 database files skipped$/);
+    expect(query<{ id: string }>(join(dir, 'q.db'), 'SELECT id FROM items')).toEqual([{ id: 'note.txt' }]);
+  });
+
   it('exits 2 when input was rejected, one stderr line per rejection with file and line, the rest enqueued', async () => {
     const db = join(tempDir(), 'q.db');
     const r = await llmq(['enqueue', 'fixtures/bad', 'fixtures/jsonl/bad-lines.jsonl', 'fixtures/jsonl/reviews.jsonl', '--db', db, '--max-doc-bytes', '2KiB']);

@@ -76,6 +76,31 @@ describe('enqueue a folder', () => {
     expect(items(store).map((i) => i.id)).toEqual(['ok.txt']);
   });
 
+  it('skips the queue\'s own database files and any SQLite database in the folder, without rejecting them', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'note.txt'), 'a real document');
+    const store = tempStore(dir); // q.db, with q.db-wal and q.db-shm while it is open, inside the folder
+    writeFileSync(join(dir, 'q.db-journal'), 'left over');
+    mkdirSync(join(dir, 'sub'));
+    symlinkSync(join(dir, 'q.db'), join(dir, 'sub', 'link-to-queue'));
+    const other = tempStore(join(dir, 'sub'));
+    await other.close(); // another SQLite database, bigger than --max-doc-bytes: skipped, not "too big"
+    writeFileSync(join(dir, 'sub', 'q.db-wal'), Buffer.from([0x37, 0x7f, 0x06, 0x82, 0]));
+    const skipped: string[] = [];
+    const s = await run(store, [dir], { maxDocBytes: 1024, onSkip: (x) => skipped.push(`${x.path.slice(dir.length + 1)}: ${x.skipped}`) });
+    expect(s).toMatchObject({ documents: 1, newItems: 1, rejected: 0, skipped: 7 });
+    expect(items(store).map((i) => i.id)).toEqual(['note.txt']);
+    expect(skipped).toEqual([
+      "q.db: part of the queue's own database (--db)",
+      "q.db-journal: part of the queue's own database (--db)",
+      "q.db-shm: part of the queue's own database (--db)",
+      "q.db-wal: part of the queue's own database (--db)",
+      "sub/link-to-queue: part of the queue's own database (--db)",
+      'sub/q.db: an SQLite database',
+      'sub/q.db-wal: part of the SQLite database q.db',
+    ]);
+  });
+
   it.skipIf(process.getuid?.() === 0)('rejects a file it has no permission to read (EACCES)', async () => {
     const dir = tempDir();
     writeFileSync(join(dir, 'secret.txt'), 'no');

@@ -1,6 +1,7 @@
 import { Option, type Command } from 'commander';
 import { UsageError } from '../../errors.js';
-import { openStore, redactLocation, resolveDbLocation } from '../../store/open-store.js';
+import { checkLocation, openStore, redactLocation, resolveDbLocation } from '../../store/open-store.js';
+import { openExistingStore } from '../../report/open-existing.js';
 import { copyStore, type CopyResult } from '../../store/copy.js';
 import type { Store } from '../../store/types.js';
 import { colorsFor, warn } from '../output.js';
@@ -31,6 +32,8 @@ Jobs that are running when copied arrive pending: their leases belong to runs on
 Stop the runs on the source first; the target must be empty.`)
     .action(async (flags: CopyFlags) => {
       const from = resolveDbLocation(flags.from ?? flags.db);
+      checkLocation(from, flags.from ? '--from' : '--db');
+      checkLocation(flags.to, '--to');
       if (from === flags.to) throw new UsageError(`Expected --from and --to to name two databases, got '${redactLocation(from)}' for both.`);
       const result = await withStores(from, flags.to, async (source, target) => {
         const open = await source.activeRuns();
@@ -43,7 +46,8 @@ Stop the runs on the source first; the target must be empty.`)
 }
 
 async function withStores<T>(from: string, to: string, fn: (source: Store, target: Store) => Promise<T>): Promise<T> {
-  const source = await openStore(from);
+  // The source is only read: a mistyped --from must not become a new, empty queue.
+  const source = await openExistingStore(from);
   try {
     const target = await openStore(to);
     try {

@@ -86,6 +86,7 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
       stdin: sources.includes('-') ? process.stdin : undefined,
       onReject: (r) => process.stderr.write(`${c.yellow('rejected')} ${printable(where(r.path, r.line))}: ${printable(r.reason)}\n`),
       backpressure: () => drained(process.stderr),
+      onSkip: (s) => process.stderr.write(`skipped ${printable(s.path)}: ${s.skipped}\n`),
     });
   } finally {
     await store.close();
@@ -128,5 +129,6 @@ function describe(s: EnqueueSummary, db: string, c: ReturnType<typeof colorsFor>
   const secs = (s.elapsedMs / 1000).toFixed(s.elapsedMs < 10_000 ? 2 : 0);
   return `${c.bold(`read ${plural(s.documents, 'document')}`)} into ${db} in ${secs}s: ` +
     `${c.green(plural(s.newJobs, 'new job'))}, ${plural(s.newItems, 'new item')}, ` +
-    `${s.unchanged} already queued, ${s.updated} updated${s.dropped ? ` (${plural(s.dropped, 'unsent old job')} dropped)` : ''}, ${rejected}`;
+    `${s.unchanged} already queued, ${s.updated} updated${s.dropped ? ` (${plural(s.dropped, 'unsent old job')} dropped)` : ''}, ${rejected}` +
+    (s.skipped ? `, ${plural(s.skipped, 'database file')} skipped` : '');
 }

@@ -1,12 +1,17 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { dbOption } from '../program.js';
 import { info } from '../output.js';
-import { UsageError } from '../../errors.js';
+import { join } from 'node:path';
+import { LlmqError, UsageError } from '../../errors.js';
+import { knownError } from '../../errors-known.js';
 import { resolveDbLocation } from '../../store/open-store.js';
-import { JOB_STATES, type JobState } from '../../store/types.js';
+import { JOB_STATES, type ExportRow, type JobState } from '../../store/types.js';
 import { openExistingStore } from '../../report/open-existing.js';
 import { EXPORT_FORMATS, skippedTotal, writeExport, type ExportCounts, type ExportFormat } from '../../report/export.js';
 import { exportToDir, exportToFile } from '../../report/export-files.js';
+import { answerExt } from '../../report/answer-paths.js';
+import { stdoutSink } from '../stdout-sink.js';
+import { isReaderGoneError } from '../reader-gone.js';
 
 interface ExportFlags {
   db?: string;
@@ -57,24 +62,30 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
   if (flags.outDir && cmd.getOptionValueSource('format') === 'cli') {
     throw new UsageError('--format does not apply to --out-dir, which writes each answer as its own file. Use one or the other.');
   }
-  const store = await openExistingStore(resolveDbLocation(flags.db));
+  if (flags.outDir) answerExt(flags.ext); // a bad --ext is refused before anything is read
+  const location = resolveDbLocation(flags.db);
+  const store = await openExistingStore(location);
   try {
     // An explicit --state filters in the store; otherwise every row is read so skipped ones are counted.
     const rows = store.exportRows({ states: flags.state });
     let counts: ExportCounts;
     if (flags.outDir) {
-      counts = await exportToDir(rows, flags.outDir, { states: flags.state, ext: flags.ext });
-      info(`wrote ${counts.written} answer files under ${flags.outDir}`);
+      counts = await toDir(rows, flags.outDir, flags);
     } else if (flags.out) {
-      counts = await exportToFile(rows, flags.out, { format: flags.format, states: flags.state });
+      counts = await exportToFile(rows, flags.out, { format: flags.format, states: flags.state },
+        { database: store.kind === 'sqlite' ? location : null });
       info(`wrote ${counts.written} items to ${flags.out}`);
     } else {
-      // `llmq export | head` closes the pipe early: that is the reader's choice, not an error, and
-      // nothing is left to write to. Only reads happened, so stopping here loses nothing.
-      process.stdout.on('error', (error: NodeJS.ErrnoException) => {
-        if (error.code === 'EPIPE') process.exit(0);
-      });
-      counts = await writeExport(rows, process.stdout, { format: flags.format, states: flags.state });
+      const sink = stdoutSink();
+      try {
+        counts = await writeExport(rows, sink.stream, { format: flags.format, states: flags.state });
+        await sink.done();
+      } catch (error) {
+        // `llmq export | head` closes the pipe early: that is the reader's choice, not an error, and
+        // nothing is left to write to. Only reads happened, so stopping here loses nothing.
+        if (isReaderGoneError(error)) return;
+        throw knownError(error, { what: 'standard output', path: '' }) ?? error;
+      }
     }
     const skipped = skippedTotal(counts);
     if (skipped) {
@@ -84,4 +95,18 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
   } finally {
     await store.close();
   }
+}
+
+/** --out-dir: every item written or named, each one renamed for a collision said so. */
+async function toDir(rows: AsyncIterable<ExportRow>, outDir: string, flags: ExportFlags): Promise<ExportCounts> {
+  const counts = await exportToDir(rows, outDir, {
+    states: flags.state, ext: flags.ext,
+    onMoved: (id, path) => info(`item ${JSON.stringify(id)} went to ${join(outDir, path)}: the path its id asks for is another item's`),
+    onUnwritten: (id, reason) => info(`could not write item ${JSON.stringify(id)}: ${reason}`),
+  });
+  info(`wrote ${counts.written} answer files under ${outDir}`);
+  if (counts.unwritten > 0) {
+    throw new LlmqError(`${counts.unwritten} answer file${counts.unwritten === 1 ? '' : 's'} could not be written (each is named above); the others are in ${outDir}.`);
+  }
+  return counts;
 }

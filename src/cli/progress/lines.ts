@@ -5,9 +5,16 @@ import type { ProgressState } from './state.js';
 
 /** The text pieces every human renderer shares, each sized for an 80-column terminal. */
 
-export function costText(s: ProgressState): string {
+/** The cost so far: "$0.42", "≥$0.42" when some model has no price, or "unknown". */
+export function costAmount(s: ProgressState): string {
   if (s.cost !== null) return usd(s.cost);
-  return s.knownCost > 0 ? `≥${usd(s.knownCost)}` : 'cost unknown';
+  return s.knownCost > 0 ? `≥${usd(s.knownCost)}` : 'unknown';
+}
+
+/** The cost as a detail on its own: an amount reads as a cost, "unknown" needs the word. */
+export function costText(s: ProgressState): string {
+  const amount = costAmount(s);
+  return amount === 'unknown' ? 'cost unknown' : amount;
 }
 
 /** "run 1a2b3c4d on ./llmq.db via mock: 40,000 jobs to do, 12 already done" */
@@ -78,7 +85,7 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint): stri
   }[r.reason];
   const lines = [
     `${head} in ${duration(wall)}: ${paint.green(int(r.done) + ' done')}, ${r.failed ? paint.red(int(r.failed) + ' failed') : '0 failed'}, ${int(r.retried)} retried`,
-    `  tokens ${compact(r.promptTokens)} in · ${compact(r.completionTokens)} out · cost ${costText(s)} · ${rate(wall > 0 ? r.done / wall : 0)} jobs/s` +
+    `  tokens ${compact(r.promptTokens)} in · ${compact(r.completionTokens)} out · cost ${costAmount(s)} · ${rate(wall > 0 ? r.done / wall : 0)} jobs/s` +
       (r.rateLimited ? ` · ${int(r.rateLimited)} rate-limited` : ''),
   ];
   // A fatal error's message and fix are printed by the run command, once.

@@ -71,9 +71,21 @@ export function createPool(target: PgTarget): pg.Pool {
 const CONNECT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', '28P01', '28000',
   '3D000', '42501']);
 
+// pg's own words when the two ends disagree about SSL, and Node's TLS certificate codes.
+const SSL_MESSAGE = /server does not support SSL|SSL connection|self[- ]signed certificate|certificate/i;
+const TLS_CODES = /^(ERR_TLS_|ERR_SSL_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_|CERT_)/;
+
 /** Turn a failure to reach or use the server into a message that says what to check; other errors pass through. */
 export function connectionError(error: unknown, location: string): unknown {
   const e = error as { code?: string; message?: string };
+  if (/server does not support SSL/i.test(e.message ?? '')) {
+    return new StoreError(`Cannot connect to PostgreSQL at ${location}: the server does not support SSL, and the URL asks for it. ` +
+      'Remove sslmode from the URL (or set sslmode=disable) for a server without SSL, or enable SSL on the server.', { cause: error });
+  }
+  if (TLS_CODES.test(e.code ?? '') || (!e.code && SSL_MESSAGE.test(e.message ?? ''))) {
+    return new StoreError(`Cannot connect to PostgreSQL at ${location} over SSL: ${e.message ?? String(error)}. ` +
+      'Check the server certificate, or the sslmode and sslrootcert in the URL.', { cause: error });
+  }
   const timedOut = /connection timeout|timeout expired/i.test(e.message ?? '');
   if (!CONNECT_CODES.has(e.code ?? '') && !timedOut) return error;
   const hint =

@@ -2,7 +2,7 @@ import type {
   AttemptRecord, AttemptRow, ClaimOptions, ClaimResult, ClaimedJob, Completion, EnqueueResult, EnqueueRow,
   ExportFilter, ExportRow, ItemDetail, ItemRow, JobRow, LaneLimitRow, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
 } from '../types.js';
-import { openSqlite, type Db } from './open.js';
+import { openSqlite, type Db, type OpenSqliteOptions } from './open.js';
 import { SqliteReader } from './read.js';
 import { SqliteCopier } from './copy.js';
 
@@ -18,9 +18,9 @@ export class SqliteStore implements Store {
   readonly #copy: SqliteCopier;
   readonly #s;
 
-  constructor(path: string) {
+  constructor(path: string, options: OpenSqliteOptions = {}) {
     this.location = path;
-    this.db = openSqlite(path);
+    this.db = openSqlite(path, options);
     this.#read = new SqliteReader(this.db);
     this.#copy = new SqliteCopier(this.db);
     const db = this.db;

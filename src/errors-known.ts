@@ -1,0 +1,78 @@
+import { LlmqError } from './errors.js';
+
+/** The file an error is about, as a message names it. */
+export interface ErrorPlace {
+  /** What the path is: "the database", "--out", "standard output". */
+  readonly what: string;
+  /** The path, or a URL with its password redacted. */
+  readonly path: string;
+}
+
+/**
+ * Turn a failure with a known, ordinary cause (permissions, a read-only or full disk, a path
+ * through a file, a damaged database) into an LlmqError that says what happened, where, and what
+ * to do. Anything else (including errors that are already LlmqErrors) gives null: the caller
+ * rethrows it as it is. Without a place, the error's own `path` (fs errors carry one) is named.
+ */
+export function knownError(error: unknown, place?: ErrorPlace): LlmqError | null {
+  if (error instanceof LlmqError || typeof error !== 'object' || error === null) return null;
+  const e = error as { code?: unknown; message?: unknown; path?: unknown; syscall?: unknown };
+  if (typeof e.code !== 'string') return null;
+  const message = fixFor(e.code, String(e.message ?? ''), e.syscall, placeOf(e, place));
+  return message === null ? null : new LlmqError(message, { cause: error });
+}
+
+function placeOf(e: { code?: unknown; path?: unknown }, place: ErrorPlace | undefined): ErrorPlace {
+  if (place) return place;
+  if (typeof e.path === 'string') return { what: 'the file', path: e.path };
+  return { what: String(e.code).startsWith('SQLITE_') ? 'the database' : 'a file', path: '' };
+}
+
+/** `the database q.db`, or just `a file` when the path is unknown. */
+function named(p: ErrorPlace): string {
+  return p.path ? `${p.what} ${p.path}` : p.what;
+}
+
+function capital(s: string): string {
+  return s.charAt(0).toUpperCase() + s.slice(1);
+}
+
+function fixFor(code: string, message: string, syscall: unknown, p: ErrorPlace): string | null {
+  const it = named(p);
+  const isDb = p.what === 'the database';
+  // SQLite's extended codes (SQLITE_READONLY_DBMOVED, SQLITE_IOERR_WRITE ...) share their primary code's fix.
+  const primary = code.startsWith('SQLITE_') ? code.split('_').slice(0, 2).join('_') : code;
+  switch (primary) {
+    case 'EACCES':
+    case 'EPERM':
+      return `Permission denied for ${it} (${code}). Check the permissions of the file and of its folder, or use a path you may write.`;
+    case 'EROFS':
+      return `${capital(it)} is on a read-only file system (EROFS). Use a path on a writable disk.`;
+    case 'SQLITE_READONLY':
+      return `${capital(it)} is read-only (${message}). Make the file and its folder writable` +
+        (isDb && p.path ? `, or work on a copy: llmq copy --from ${p.path} --to copy.db.` : '.');
+    case 'ENOTDIR':
+      return `Cannot use ${it}: a part of that path is a file, not a folder. Give a path inside a folder.`;
+    case 'EEXIST':
+      // Only a recursive mkdir through a file says this; an existing file is otherwise not an error.
+      return syscall === 'mkdir' ? `Cannot use ${it}: a part of that path is a file, not a folder. Give a path inside a folder.` : null;
+    case 'EISDIR':
+      return `${capital(it)} is a folder. Give the path of a file.`;
+    case 'ENOSPC':
+    case 'EDQUOT':
+    case 'SQLITE_FULL':
+      return `No space left for ${it} (${code === 'EDQUOT' ? 'EDQUOT: over the disk quota' : code}). ` +
+        `Free some space and run the command again${isDb ? '; what was committed before is kept' : ''}.`;
+    case 'SQLITE_CANTOPEN':
+      return `Cannot open ${it} (${message}). Check that its folder exists and that you may read and write there.`;
+    case 'SQLITE_CORRUPT':
+      return `${capital(it)} is damaged (${message}). Restore it from a backup, or save what is readable: ` +
+        `sqlite3 ${p.path || 'llmq.db'} .recover | sqlite3 recovered.db`;
+    case 'SQLITE_NOTADB':
+      return `${capital(it)} is not an SQLite database (${message}). Point --db at an llmq database or a new file.`;
+    case 'SQLITE_IOERR':
+      return `A disk error on ${it} (${code}: ${message}). Check the disk and that there is space on it, then run the command again.`;
+    default:
+      return null;
+  }
+}

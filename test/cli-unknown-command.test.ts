@@ -1,0 +1,24 @@
+import { describe, expect, it } from 'vitest';
+import { runCli } from './helpers/cli.js';
+
+describe('an unknown command', () => {
+  it('with --help is an error (exit 1) that names it and suggests the nearest command, not the top-level help', async () => {
+    for (const [args, suggestion] of [[['estimate', '--help'], null], [['statsu', '--help'], 'status'], [['exprot', '-h'], 'export']] as const) {
+      const r = await runCli(args);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toContain(`error: unknown command '${args[0]}'`);
+      if (suggestion) expect(r.stderr).toContain(`(Did you mean ${suggestion}?)`);
+      expect(r.stderr).not.toContain('Usage: llmq');
+    }
+  });
+
+  it('leaves real help alone: llmq --help and llmq status --help exit 0', async () => {
+    const top = await runCli(['--help']);
+    expect(top.code).toBe(0);
+    expect(top.stdout).toMatch(/^Usage: llmq \[options\] \[command\]/);
+    const status = await runCli(['status', '--help']);
+    expect(status.code).toBe(0);
+    expect(status.stdout).toMatch(/^Usage: llmq status \[options\]/);
+  });
+});

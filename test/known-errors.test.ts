@@ -1,0 +1,178 @@
+import { chmodSync, closeSync, copyFileSync, mkdirSync, openSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { LlmqError } from '../src/errors.js';
+import { knownError } from '../src/errors-known.js';
+import { withKnownErrors } from '../src/store/known-errors.js';
+import type { Store } from '../src/store/types.js';
+import { runCli, runCliInShell, type CliOptions } from './helpers/cli.js';
+import { populate } from './helpers/populate.js';
+import { PG_URL } from './helpers/stores.js';
+import { tempDir } from './helpers/tmp.js';
+
+const errno = (code: string, extra: object = {}) => Object.assign(new Error(`${code}: some text`), { code, ...extra });
+const sqlite = (code: string, message: string) => Object.assign(new Error(message), { code });
+const DB = { what: 'the database', path: 'q.db' };
+
+/** Exactly one line on stderr, no stack trace. */
+function oneLine(stderr: string): string {
+  expect(stderr).not.toMatch(/unexpected error|\n\s+at /);
+  expect(stderr.trimEnd().split('\n')).toHaveLength(1);
+  return stderr;
+}
+
+describe('known failures become one line that says what, where and what to do', () => {
+  const cases: Array<[Error & { code: string }, { what: string; path: string }, RegExp]> = [
+    [errno('EACCES'), DB, /^Permission denied for the database q\.db \(EACCES\)\. Check the permissions/],
+    [errno('EPERM'), DB, /^Permission denied for the database q\.db \(EPERM\)/],
+    [errno('EROFS'), { what: '--out', path: '/mnt/r.jsonl' }, /^--out \/mnt\/r\.jsonl is on a read-only file system \(EROFS\)\. Use a path on a writable disk/],
+    [errno('ENOTDIR'), DB, /^Cannot use the database q\.db: a part of that path is a file, not a folder/],
+    [errno('EEXIST', { syscall: 'mkdir' }), DB, /a part of that path is a file, not a folder/],
+    [errno('EISDIR'), { what: '--out', path: 'docs' }, /^--out docs is a folder\. Give the path of a file/],
+    [errno('ENOSPC'), { what: 'standard output', path: '' }, /^No space left for standard output \(ENOSPC\)\. Free some space/],
+    [errno('EDQUOT'), DB, /^No space left for the database q\.db \(EDQUOT: over the disk quota\)/],
+    [sqlite('SQLITE_READONLY', 'attempt to write a readonly database'), DB, /^The database q\.db is read-only \(attempt to write a readonly database\)\. Make the file and its folder writable, or work on a copy: llmq copy --from q\.db/],
+    [sqlite('SQLITE_READONLY_DBMOVED', 'attempt to write a readonly database'), DB, /is read-only/],
+    [sqlite('SQLITE_CANTOPEN', 'unable to open database file'), DB, /^Cannot open the database q\.db \(unable to open database file\)\. Check that its folder exists/],
+    [sqlite('SQLITE_CORRUPT', 'database disk image is malformed'), DB, /^The database q\.db is damaged \(database disk image is malformed\)\. Restore it from a backup, or save what is readable: sqlite3 q\.db \.recover/],
+    [sqlite('SQLITE_CORRUPT_INDEX', 'database disk image is malformed'), DB, /is damaged/],
+    [sqlite('SQLITE_NOTADB', 'file is not a database'), DB, /^The database q\.db is not an SQLite database \(file is not a database\)\. Point --db/],
+    [sqlite('SQLITE_FULL', 'database or disk is full'), DB, /^No space left for the database q\.db \(SQLITE_FULL\)\. .*what was committed before is kept/],
+    [sqlite('SQLITE_IOERR_WRITE', 'disk I/O error'), DB, /^A disk error on the database q\.db \(SQLITE_IOERR_WRITE: disk I\/O error\)/],
+  ];
+  it.each(cases.map(([error, place, expected]) => ({ code: error.code, error, place, expected })))('maps $code to one line with the path and the fix', ({ error, place, expected }) => {
+    const mapped = knownError(error, place);
+    expect(mapped).toBeInstanceOf(LlmqError);
+    expect(mapped!.exitCode).toBe(1);
+    expect(mapped!.message).toMatch(expected);
+    expect(mapped!.message).not.toContain('\n');
+    expect(mapped!.cause).toBe(error);
+  });
+
+  it('names the path an fs error carries when no place is given; leaves other errors alone', () => {
+    expect(knownError(errno('EACCES', { path: '/x/y' }))!.message).toMatch(/^Permission denied for the file \/x\/y/);
+    expect(knownError(sqlite('SQLITE_READONLY', 'readonly'))!.message).toMatch(/^The database is read-only/);
+    expect(knownError(errno('EEXIST', { syscall: 'open' }))).toBeNull();
+    expect(knownError(errno('ECONNRESET'))).toBeNull();
+    expect(knownError(new TypeError('a bug'))).toBeNull();
+    expect(knownError(new LlmqError('already worded'))).toBeNull();
+    expect(knownError('a string')).toBeNull();
+  });
+
+  it('a store maps failures from a method, its promise and its row stream, naming the database', async () => {
+    const readonly = () => sqlite('SQLITE_READONLY', 'attempt to write a readonly database');
+    const fake = {
+      location: 'q.db',
+      retryFailed: async () => { throw readonly(); },
+      enqueueSync: () => { throw readonly(); },
+      async *exportRows() { yield 1; throw sqlite('SQLITE_CORRUPT', 'database disk image is malformed'); },
+      status: async () => { throw new TypeError('a bug stays a bug'); },
+    };
+    const store = withKnownErrors(fake as unknown as Store, 'q.db') as unknown as typeof fake;
+    expect(store.location).toBe('q.db');
+    await expect(store.retryFailed()).rejects.toThrow(/^The database q\.db is read-only/);
+    expect(() => store.enqueueSync()).toThrow(/^The database q\.db is read-only/);
+    const seen: unknown[] = [];
+    await expect((async () => { for await (const r of store.exportRows()) seen.push(r); })()).rejects.toThrow(/^The database q\.db is damaged/);
+    expect(seen).toEqual([1]);
+    await expect(store.status()).rejects.toThrow(TypeError);
+  });
+});
+
+/** As root, permissions stop nobody: run the CLI as `nobody` then, so a read-only file really is one. */
+function unprivileged(dir: string): CliOptions {
+  chmodSync(dir, 0o755);
+  return process.getuid?.() === 0 ? { user: { uid: 65534, gid: 65534 } } : {};
+}
+
+describe('ordinary mistakes are one line and exit 1, not a stack trace', () => {
+  it('a read-only database file, or one in a read-only folder: enqueue, run and retry-failed say so', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir, { finished: true });
+    const docs = join(dir, 'docs');
+    mkdirSync(docs);
+    writeFileSync(join(docs, 'a.txt'), 'a document');
+    const roFolder = join(dir, 'ro');
+    mkdirSync(roFolder);
+    copyFileSync(db, join(roFolder, 'q.db'));
+    const as = unprivileged(dir);
+    chmodSync(dir, 0o777); // the file's folder is writable: only the file is read-only
+    chmodSync(db, 0o444);
+    chmodSync(roFolder, 0o555);
+    chmodSync(join(roFolder, 'q.db'), as.user ? 0o644 : 0o444);
+    for (const target of [db, join(roFolder, 'q.db')]) {
+      for (const args of [['enqueue', docs], ['run', '--provider', 'mock', '--progress', 'none'], ['retry-failed']]) {
+        const r = await runCli([...args, '--db', target], as);
+        expect(r.code, `${args[0]} ${target}`).toBe(1);
+        expect(oneLine(r.stderr)).toMatch(/^error: The database .*q\.db is read-only \(.*\)\. Make the file and its folder writable/);
+      }
+    }
+    chmodSync(roFolder, 0o755); // so the temp folder can be removed
+  });
+
+  it('--db whose parent is a regular file', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'file'), 'x');
+    writeFileSync(join(dir, 'a.txt'), 'a document');
+    for (const db of [join(dir, 'file', 'q.db'), join(dir, 'file', 'deeper', 'q.db')]) {
+      const r = await runCli(['enqueue', join(dir, 'a.txt'), '--db', db]);
+      expect(r.code).toBe(1);
+      expect(oneLine(r.stderr)).toMatch(/^error: Cannot use the database .*file\/.*q\.db: a part of that path is a file, not a folder/);
+    }
+  });
+
+  it('ENOSPC on standard output (export > /dev/full)', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir);
+    const r = await runCliInShell(`llmq export --db "${db}" > /dev/full`);
+    expect(r.code).toBe(1);
+    expect(oneLine(r.stderr)).toBe('error: No space left for standard output (ENOSPC). Free some space and run the command again.\n');
+  });
+
+  it('a damaged database is reported, never written into: garbage pages in the middle, or after the header', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir, { finished: true });
+    // Enough rows that the middle of the file is table pages no enqueue or status query touches.
+    const { SqliteStore } = await import('../src/store/sqlite/store.js');
+    const { docRow } = await import('./helpers/populate.js');
+    const store = new SqliteStore(db);
+    await store.enqueue(Array.from({ length: 2000 }, (_, i) => docRow(`bulk/${i}`, `bulk document ${i} `.repeat(20))), 1);
+    await store.close();
+    const size = statSync(db).size;
+    const fd = openSync(db, 'r+');
+    writeSync(fd, Buffer.alloc(3 * 4096, 0xa5), 0, 3 * 4096, Math.floor(size / 2 / 4096) * 4096);
+    closeSync(fd);
+    writeFileSync(join(dir, 'new.txt'), 'a new document');
+    const before = statSync(db);
+    const r = await runCli(['enqueue', join(dir, 'new.txt'), '--db', db]);
+    expect(r.code).toBe(1);
+    expect(oneLine(r.stderr)).toMatch(/^error: The database .*q\.db is damaged \(database disk image is malformed.*\)\. Restore it from a backup/);
+    expect(statSync(db).mtimeMs).toBe(before.mtimeMs);
+
+    const headerOnly = join(dir, 'torn.db');
+    writeFileSync(headerOnly, Buffer.concat([Buffer.from('SQLite format 3\0', 'latin1'), Buffer.alloc(84 + 4096, 0x5a)]));
+    for (const args of [['status'], ['export'], ['enqueue', join(dir, 'new.txt')]]) {
+      const t = await runCli([...args, '--db', headerOnly]);
+      expect(t.code, args[0]).toBe(1);
+      expect(oneLine(t.stderr)).toMatch(/torn\.db is (damaged|not an SQLite database)/);
+    }
+  });
+
+  it('PostgreSQL with sslmode=require against a server without SSL', async (ctx) => {
+    const probe = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 3000 });
+    const reachable = await probe.connect().then(() => true, () => false);
+    const ssl = reachable ? (await probe.query<{ ssl: string }>('SHOW ssl')).rows[0]!.ssl : 'unknown';
+    await probe.end().catch(() => {});
+    if (!reachable || ssl !== 'off') ctx.skip(`needs a PostgreSQL without SSL at ${PG_URL}`);
+    const url = new URL(PG_URL);
+    url.password = 'hunter2';
+    url.searchParams.set('sslmode', 'require');
+    const r = await runCli(['status', '--db', url.toString()]);
+    expect(r.code).toBe(1);
+    const lines = r.stderr.trimEnd().split('\n').filter((l) => l.startsWith('error:'));
+    expect(lines).toHaveLength(1);
+    expect(r.stderr).not.toMatch(/unexpected error|hunter2/);
+    expect(lines[0]).toMatch(/^error: Cannot connect to PostgreSQL at .*:\*\*\*@.*: the server does not support SSL.*Remove sslmode/);
+  });
+});
