@@ -2,7 +2,25 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface, type Interface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
-/** A FakeOpenAI in a child process. */
+/** What the fake saw since it started or was last cleared. */
+export interface FakeStats {
+  readonly received: number;
+  /** 429s sent. */
+  readonly rateLimited: number;
+  readonly maxInFlight: number;
+  /** Bodies received more than once. */
+  readonly duplicates: number;
+  /** ms epoch of the first and last request received (0 before any). */
+  readonly firstAt: number;
+  readonly lastAt: number;
+  /** Requests answered 200, and requests left hanging. */
+  readonly ok: number;
+  readonly hung: number;
+  /** Arrival times of the requests answered 200, in order; empty unless the fake was started with `record: true`. */
+  readonly okAt: readonly number[];
+}
+
+/** A FakeOpenAI in a child process (options as FakeOpenAI takes them, plus `latencySpreadMs`: see fake-server.ts). */
 export class FakeProcess {
   private constructor(readonly url: string, private child: ChildProcess, private lines: Interface) {}
 
@@ -27,7 +45,12 @@ export class FakeProcess {
     this.child.stdin!.write(JSON.stringify({ clear: true }) + '\n');
   }
 
-  async stats(): Promise<{ received: number; rateLimited: number; maxInFlight: number; duplicates: number; firstAt: number; lastAt: number }> {
+  /** Refill its rate-limit budgets and forget the current window, as for a fresh account. */
+  resetLimits(): void {
+    this.child.stdin!.write(JSON.stringify({ resetLimits: true }) + '\n');
+  }
+
+  async stats(): Promise<FakeStats> {
     const answer = new Promise<string>((resolve) => this.lines.once('line', resolve));
     this.child.stdin!.write(JSON.stringify({ stats: true }) + '\n');
     return JSON.parse(await answer);

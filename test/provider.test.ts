@@ -141,7 +141,10 @@ describe('OpenAIProvider: classification over HTTP', () => {
     expect(err.reason).toBe('rate_limit');
     expect(err.retryAfterMs).toBeGreaterThan(0);
     expect(err.retryAfterMs).toBeLessThanOrEqual(1000);
-    expect(err.rateLimit?.remainingRequests).toBe(0);
+    // OpenAI-style headers: the minute's budget (60, one used), not the spent 1-second window
+    expect(err.rateLimit?.remainingRequests).toBe(59);
+    expect(err.rateLimit?.resetRequestsMs).toBeGreaterThan(0);
+    expect(err.rateLimit?.resetRequestsMs).toBeLessThanOrEqual(1000);
   });
 
   it('turns a hang into a retryable timeout that frees the request quickly', async () => {

@@ -6,35 +6,48 @@
  * const fake = await FakeOpenAI.start({ latencyMs: 20, rpm: 600 });  // fake.url = http://127.0.0.1:PORT/v1
  * fake.script(reply.serverError(503), reply.hang());   // the next two requests, then back to normal
  * fake.respond((r) => (r.attempt === 1 ? reply.reset() : undefined)); // or decide per request
- * fake.configure({ latencyMs: (r) => r.index * 5, tpm: 60_000 });     // change anything at runtime
+ * fake.configure({ latencyMs: uniformLatency(200, 50), tpm: 60_000 });  // change anything at runtime
+ * FakeOpenAI.start({ rpm: 600, headers: 'none', hangRate: 0.03 });  // a provider that says nothing, and hangs
  * await fake.down(); await fake.up();                  // refuse connections, then come back on the same port
  * fake.sentCount(job.key) === 1; fake.maxInFlight; fake.rateLimited; fake.requests  // what happened
  * await fake.close();
  * ```
  *
  * Who answers a request, first match wins: the `script` queue, then the `respond` function (return
- * undefined or `reply.pass()` to decline), then RPM/TPM enforcement (429), then a 200 whose content
- * is `answerFor(body)` = `fake answer <first 16 hex of sha256(body)>` and whose usage is counted
- * with gpt-tokenizer. Latency (server-wide or per reply) is waited before answering; a 429 from the
- * limits is sent at once, as real providers do.
+ * undefined or `reply.pass()` to decline), then RPM/TPM enforcement (429), then `hangRate` (the
+ * request was admitted and is never answered), then a 200 whose content is `answerFor(body)` =
+ * `fake answer <first 16 hex of sha256(body)>` and whose usage is counted with gpt-tokenizer.
+ * Latency (server-wide or per reply) is waited before answering; a 429 from the limits is sent at
+ * once, as real providers do. Hangs and `uniformLatency` draw from `seed` and the request's index, so
+ * the same run meets the same ones.
  *
- * Limits are enforced over fixed windows of `windowMs` (default 1000 ms) aligned to the clock: each
- * window allows `rpm * windowMs / 60000` requests and `tpm * windowMs / 60000` tokens. A request's
- * tokens are `estimateRequestTokens(body)` from src/provider/tokens.ts (message text tokens by
- * gpt-tokenizer plus `max_tokens`), the same estimate the scheduler uses; override with `tokenCost`.
- * A request bigger than a whole window's token budget is admitted only into an untouched window.
- * Rejected requests do not use budget. 429s carry `retry-after-ms` (time to the window's end),
- * `retry-after` (seconds, rounded up) and `x-ratelimit-{limit,remaining,reset}-{requests,tokens}`
- * describing the current window (resets as OpenAI-style durations, e.g. `350ms`); successes carry the
- * `x-ratelimit-*` headers too while a limit is set.
+ * Limits (fake-openai-limits.ts) are enforced as real providers behave: fixed windows of `windowMs`
+ * (default 1000 ms) aligned to the clock, each allowing `rpm * windowMs / 60000` requests and
+ * `tpm * windowMs / 60000` tokens, and a per-minute budget refilling continuously (capacity rpm,
+ * refilling rpm/60 per second; the same for tpm). A request's tokens are `estimateRequestTokens(body)`
+ * from src/provider/tokens.ts (message text tokens by gpt-tokenizer plus `max_tokens`), the same
+ * estimate the scheduler uses; override with `tokenCost`. Rejected requests use no budget.
+ *
+ * With `headers: 'openai'` (default) every answer while a limit is set carries OpenAI's headers,
+ * which describe the per-minute budget, not the window: `x-ratelimit-limit-requests` = rpm,
+ * `x-ratelimit-remaining-requests` = what is left of it, `x-ratelimit-reset-requests` = time until it
+ * is full again (`1s`, `120ms`, `1m30.5s`), the same with `-tokens`; a 429 adds `retry-after-ms` (time
+ * until the request would fit: the window's end) and `retry-after` (seconds, rounded up).
+ * `headers: 'anthropic'` sends `anthropic-ratelimit-*` instead (reset as an RFC 3339 time);
+ * `headers: 'none'` sends no rate-limit header and no `retry-after`.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { listen, readBody, send } from './fake-openai-http.js';
 import { estimateRequestTokens } from '../../src/provider/tokens.js';
+import { chance } from './fake-openai-chance.js';
+import { FakeRateLimits, openAiDuration, type HeaderStyle } from './fake-openai-limits.js';
 import { completionBody, sha256, type FakeHeaders, type FakeReply, type FakeRequest } from './fake-openai-replies.js';
 
 export { answerFor, completionBody, errorBody, reply, sha256 } from './fake-openai-replies.js';
 export type { FakeHeaders, FakeReply, FakeRequest } from './fake-openai-replies.js';
+export { chance, uniformLatency } from './fake-openai-chance.js';
+export { openAiDuration, type HeaderStyle } from './fake-openai-limits.js';
 
 export interface FakeOpenAIOptions {
   /** Delay before answering, in ms, or a function of the request. @default 0 */
@@ -45,6 +58,12 @@ export interface FakeOpenAIOptions {
   readonly tpm?: number | null;
   /** Length of the fixed enforcement windows. @default 1000 */
   readonly windowMs?: number;
+  /** Which rate-limit headers to send: OpenAI's, Anthropic's, or none at all. @default 'openai' */
+  readonly headers?: HeaderStyle;
+  /** Fraction of admitted requests that are never answered. @default 0 */
+  readonly hangRate?: number;
+  /** Seed of the draws that pick hanging requests. @default 1 */
+  readonly seed?: number;
   /** A request's token cost for TPM. @default estimateRequestTokens(json) */
   readonly tokenCost?: (req: FakeRequest) => number;
   /** Decide the answer per request; return undefined to let the server decide. @default none */
@@ -78,7 +97,7 @@ export class FakeOpenAI {
   #server: Server;
   #settings: Settings;
   #queue: FakeReply[] = [];
-  #window = { id: -1, requests: 0, tokens: 0 };
+  #limits = new FakeRateLimits();
   #isUp = false;
 
   private constructor(server: Server, port: number, settings: Settings) {
@@ -90,7 +109,7 @@ export class FakeOpenAI {
 
   static async start(options: FakeOpenAIOptions = {}): Promise<FakeOpenAI> {
     const settings: Settings = {
-      latencyMs: 0, rpm: null, tpm: null, windowMs: 1000,
+      latencyMs: 0, rpm: null, tpm: null, windowMs: 1000, headers: 'openai', hangRate: 0, seed: 1,
       tokenCost: (r) => estimateRequestTokens(r.json ?? {}), respond: null, record: true,
     };
     const server = createServer();
@@ -112,6 +131,7 @@ export class FakeOpenAI {
         throw new Error(`fake: ${name} ${perMinute} allows less than 1 per ${next.windowMs} ms window; raise windowMs`);
       }
     }
+    if (!(next.hangRate >= 0 && next.hangRate <= 1)) throw new Error(`fake: hangRate ${next.hangRate} is not a fraction`);
     this.#settings = next;
   }
 
@@ -143,6 +163,11 @@ export class FakeOpenAI {
     this.answers.clear();
     this.#queue.length = 0;
     this.received = this.rateLimited = this.maxInFlight = 0;
+  }
+
+  /** Refill the per-minute budgets and forget the current window, as for a fresh account. */
+  resetLimits(): void {
+    this.#limits.reset();
   }
 
   /** Resolve once `n` requests have been received in total. */
@@ -221,7 +246,8 @@ export class FakeOpenAI {
         return send(res, 429, limited.body!, limited.headers);
       }
       headers = limited.headers;
-      chosen = { kind: 'ok' };
+      const { hangRate, seed } = this.#settings;
+      chosen = hangRate > 0 && chance(seed, record.index) < hangRate ? { kind: 'hang' } : { kind: 'ok' };
     }
     if (chosen.kind === 'hang') return answer('hang');
 
@@ -252,72 +278,17 @@ export class FakeOpenAI {
     }
   }
 
-  /** Count the request against the current window, or say why not and for how long. */
+  /** Count the request against the limits, or answer why not and for how long. */
   #admit(req: FakeRequest, now: number): { rejected: boolean; body?: object; headers: FakeHeaders } {
-    const { rpm, tpm, windowMs } = this.#settings;
-    if (rpm === null && tpm === null) return { rejected: false, headers: {} };
-    const id = Math.floor(now / windowMs);
-    if (this.#window.id !== id) this.#window = { id, requests: 0, tokens: 0 };
-    const w = this.#window;
-    const resetMs = Math.max(1, (id + 1) * windowMs - now);
-    const reqBudget = rpm === null ? Infinity : (rpm * windowMs) / 60_000;
-    const tokBudget = tpm === null ? Infinity : (tpm * windowMs) / 60_000;
-    const cost = tpm === null ? 0 : this.#settings.tokenCost(req);
-    const overRequests = w.requests + 1 > reqBudget + 1e-9;
-    const overTokens = w.tokens + cost > tokBudget + 1e-9 && !(w.requests === 0 && w.tokens === 0);
-    if (!overRequests && !overTokens) {
-      w.requests++;
-      w.tokens += cost;
-    }
-    const headers: Record<string, string> = {};
-    if (rpm !== null) {
-      headers['x-ratelimit-limit-requests'] = String(Math.floor(reqBudget));
-      headers['x-ratelimit-remaining-requests'] = String(Math.max(0, Math.floor(reqBudget - w.requests)));
-      headers['x-ratelimit-reset-requests'] = `${resetMs}ms`;
-    }
-    if (tpm !== null) {
-      headers['x-ratelimit-limit-tokens'] = String(Math.floor(tokBudget));
-      headers['x-ratelimit-remaining-tokens'] = String(Math.max(0, Math.floor(tokBudget - w.tokens)));
-      headers['x-ratelimit-reset-tokens'] = `${resetMs}ms`;
-    }
-    if (!overRequests && !overTokens) return { rejected: false, headers };
-    headers['retry-after-ms'] = String(resetMs);
-    headers['retry-after'] = String(Math.ceil(resetMs / 1000));
-    const what = overRequests ? 'requests' : 'tokens';
-    const message = overRequests
-      ? `Rate limit reached for requests: limit ${Math.floor(reqBudget)} per ${windowMs} ms window (fake).`
-      : `Rate limit reached for tokens: limit ${Math.floor(tokBudget)} per ${windowMs} ms window, requested ${cost} (fake).`;
-    return { rejected: true, headers, body: { error: { message, type: what, param: null, code: 'rate_limit_exceeded' } } };
+    const s = this.#settings;
+    const cost = s.tpm === null ? 0 : s.tokenCost(req);
+    const a = this.#limits.admit(s, cost, now);
+    if (!a.rejected) return { rejected: false, headers: a.headers };
+    const message = (a.over === 'requests'
+      ? `Rate limit reached for fake on requests per min (RPM): Limit ${s.rpm}, Requested 1.`
+      : `Rate limit reached for fake on tokens per min (TPM): Limit ${s.tpm}, Requested ${cost}.`)
+      // OpenAI's hint, only when the headers say it too: a provider sending none gives no timing at all
+      + (s.headers === 'openai' ? ` Please try again in ${openAiDuration(a.retryAfterMs)}.` : '');
+    return { rejected: true, headers: a.headers, body: { error: { message, type: a.over, param: null, code: 'rate_limit_exceeded' } } };
   }
-}
-
-function listen(server: Server, port: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-}
-
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-    req.on('aborted', () => reject(new Error('aborted')));
-  });
-}
-
-function send(res: ServerResponse, status: number, body: string | object, headers: FakeHeaders = {}): void {
-  if (res.destroyed || res.headersSent) return;
-  const text = typeof body === 'string' ? body : JSON.stringify(body);
-  res.writeHead(status, {
-    'content-type': typeof body === 'string' ? 'text/plain; charset=utf-8' : 'application/json',
-    'content-length': Buffer.byteLength(text),
-    ...headers,
-  });
-  res.end(text);
 }
