@@ -13,13 +13,13 @@ function facts(reason: FailureReason, scope: ErrorScope, status: number | null, 
 }
 
 /**
- * Every row of the error table (docs/reference.md, "What happens when a request fails"): what the
- * job, the lane and the run do.
+ * Every row of the README's table "What happens when a request fails": what the job, the lane and
+ * the run do.
  */
 describe('decide: the failure policy', () => {
   const rows: Array<[string, FailureFacts, ReturnType<typeof decide>]> = [
     ['network error: retried after backoff, counted', facts('network', 'retryable', null), { kind: 'retry', delayMs: 1000, counted: true }],
-    ['timeout: counted, a shorter first backoff', facts('timeout', 'retryable', null), { kind: 'retry', delayMs: 250, counted: true }],
+    ['timeout: counted, a tenth of the first backoff', facts('timeout', 'retryable', null), { kind: 'retry', delayMs: 100, counted: true }],
     ['5xx: counted, backoff doubles with the attempt', facts('server', 'retryable', 503, { attempt: 3 }), { kind: 'retry', delayMs: 4000, counted: true }],
     ['408 / 409: as 5xx', facts('server', 'retryable', 409), { kind: 'retry', delayMs: 1000, counted: true }],
     ['jitter up to x2', facts('server', 'retryable', 500, { random: 0.5 }), { kind: 'retry', delayMs: 1500, counted: true }],

@@ -135,6 +135,18 @@ describe('rate governor', () => {
     expect(two.failed).toBe(2); // the first two 401s failed their jobs; the third stopped the run
     await store.close();
   });
+
+  it('429s without headers lower the pace below the cap', async () => {
+    const { fake, store } = await setup({ latencyMs: 1, rpm: 600, headers: 'none' });
+    await seedJobs(store, 60);
+    let lanes: SchedulerEventMap['progress']['lanes'] = [];
+    const summary = await runQueue({ store, provider: provider(fake), emit: (e, p) => { if (e === 'progress') lanes = (p as SchedulerEventMap['progress']).lanes; } },
+      { ...fast, concurrency: 8, rpm: 1200 });
+    expect(summary).toMatchObject({ reason: 'drained', done: 60 });
+    expect(summary.rateLimited).toBeGreaterThan(0);
+    expect(lanes[0]!.rpm).toBeLessThan(1200);
+    await store.close();
+  });
 });
 
 describe('EMFILE is local, not an outage', () => {

@@ -3,7 +3,8 @@ import type { ErrorScope, FailureReason } from '../provider/types.js';
 /**
  * The failure policy, in one place: what a failed try means for the job, its lane and the run.
  * Pure: everything it needs is in `FailureFacts`, so a table-driven test covers every row of the
- * error table in docs/reference.md, and the loop in job-runner.ts only applies the answer.
+ * error table in the README ("What happens when a request fails"), and the loop in job-runner.ts
+ * only applies the answer.
  */
 
 /** What is known when a try fails. */
@@ -101,8 +102,8 @@ function counted(f: FailureFacts, message: string): Decision {
   if (f.attempt >= f.maxAttempts) {
     return { kind: 'fail', message: exhaustedMessage(f.attempt, message) };
   }
-  // A timeout already waited long, and the provider answers others: start lower.
-  const base = f.error.reason === 'timeout' ? f.retryDelayMs / 4 : f.retryDelayMs;
+  // A timeout already waited long: the try was lost, not refused, so start much lower.
+  const base = f.error.reason === 'timeout' ? f.retryDelayMs / 10 : f.retryDelayMs;
   const exp = Math.min(f.maxRetryDelayMs, base * 2 ** Math.max(0, f.attempt - 1));
   return { kind: 'retry', delayMs: Math.round(exp * (1 + f.random)), counted: true };
 }

@@ -161,6 +161,7 @@ class JobRun {
     } catch (error) {
       c.inFlight--;
       lane.inFlight--;
+      lane.ended(place.ticket);
       ctx.inFlight.end(request);
       ctx.slots.release();
       if (!(error instanceof ProviderError)) {
@@ -175,6 +176,7 @@ class JobRun {
     }
     c.inFlight--;
     lane.inFlight--;
+    lane.ended(place.ticket);
     ctx.inFlight.end(request);
     const endedAt = ctx.now();
     ctx.breaker.success();

@@ -38,6 +38,12 @@ export class Lane {
   // sends per second over the last few seconds: for display, and a first guess at a limit
   readonly #sends = new Map<number, number>();
   #firstSendAt = 0;
+  /** Requests of this lane that ended; 0 while the lane is cold. */
+  #ended = 0;
+  #probing = false;
+  #probeAt: number | null = null;
+  static readonly SLOW_START_MS = 2000;
+  static readonly COLD_REQUESTS = 3;
 
   constructor(model: string, caps: PaceLimits, board: LaneBoard, now: () => number) {
     this.model = model;
@@ -79,11 +85,38 @@ export class Lane {
     return { rpm: scale(base.rpm), tpm: scale(base.tpm) };
   }
 
-  /** Take a place for a request now, or the ms to wait. */
+  /**
+   * Take a place for a request now, or the ms to wait. A cold lane sends one request alone first
+   * (for up to SLOW_START_MS): its answer's headers say the limit before a burst can trip it, and
+   * connections and code are warm before the pace is held to the millisecond.
+   */
   async tryTake(tokens: number): Promise<PaceTicket | number> {
-    const got = await this.board.tryTake(tokens, this.limits());
-    if (typeof got !== 'number') this.#sent();
+    const cold = this.#ended === 0;
+    if (cold) {
+      if (this.#probeAt !== null && this.#now() - this.#probeAt < Lane.SLOW_START_MS) return 20;
+      if (this.#probing) return 20;
+      this.#probing = true; // taken before the await: two callers must not both be the first
+    }
+    let got: PaceTicket | number;
+    try {
+      got = await this.board.tryTake(tokens, this.limits());
+    } finally {
+      if (cold) this.#probing = false;
+    }
+    if (typeof got !== 'number') {
+      this.#sent();
+      if (cold && this.#probeAt === null) this.#probeAt = this.#now();
+    }
     return got;
+  }
+
+  /**
+   * A request of this lane ended (answered, failed or aborted). The first few of a lane are held in
+   * the pace as if sent when they ended: a cold request can reach the provider tens of ms after it
+   * left, past what the guard covers.
+   */
+  ended(ticket: PaceTicket): void {
+    if (this.#ended++ < Lane.COLD_REQUESTS) this.board.stretch(ticket, this.#now());
   }
 
   /** ms until the lane is not paused (0 when it is not). */

@@ -10,7 +10,7 @@ import { GUARD_MS, WINDOW_MS, windowShare, type PaceLimits, type PaceTicket } fr
  * The pacing rules of window-pacer.ts, run inside Redis so that every run naming the same Redis,
  * base URL and model shares one budget: a sliding log of sends (sorted sets scored by expiry) and
  * even spacing (GCRA times in a hash), checked and taken in one atomic script, on Redis's clock.
- * Returns {0, tokens expiry} when the place was taken, {ms to wait, 0} otherwise.
+ * Returns {0, tokens expiry, request expiry} when the place was taken, {ms to wait, 0} otherwise.
  */
 const TRY_TAKE = `
 local t = redis.call('TIME')
@@ -53,8 +53,10 @@ if tokShare > 0 and tokens > 0 then
 end
 if wait > 0 then return {math.ceil(wait), 0} end
 local tokUntil = 0
+local reqUntil = 0
 if reqShare > 0 then
-  redis.call('ZADD', KEYS[1], fmt(now + span * math.max(1, 1 / reqShare)), ARGV[5])
+  reqUntil = now + span * math.max(1, 1 / reqShare)
+  redis.call('ZADD', KEYS[1], fmt(reqUntil), ARGV[5])
   local tat = tonumber(redis.call('HGET', KEYS[3], 'rtat') or '0')
   redis.call('HSET', KEYS[3], 'rtat', fmt(math.max(tat, now) + span / reqShare))
 end
@@ -65,7 +67,7 @@ if tokShare > 0 and tokens > 0 then
   redis.call('HSET', KEYS[3], 'ttat', fmt(math.max(ttat, now) + span * tokens / tokShare))
 end
 for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[6]) end
-return {0, math.floor(tokUntil)}`;
+return {0, math.floor(tokUntil), math.floor(reqUntil)}`;
 
 /** Raise the shared pause only if the new one ends later (two runs may get a 429 at once). */
 const RAISE_PAUSE = `
@@ -79,6 +81,9 @@ const IDLE_TTL_MS = 10 * 60_000;
 
 interface RedisTicket extends PaceTicket {
   readonly member: string;
+  /** How long its entries live in each log (so a stretch can move them by the same rule). */
+  readonly requestLife: number;
+  readonly tokenLife: number;
 }
 
 class RedisLaneBoard implements LaneBoard {
@@ -93,11 +98,15 @@ class RedisLaneBoard implements LaneBoard {
   async tryTake(tokens: number, limits: PaceLimits): Promise<PaceTicket | number> {
     const share = windowShare(limits);
     const member = randomUUID();
-    const [wait, until] = (await this.client.eval(TRY_TAKE, 3, ...this.#keys,
+    const span = WINDOW_MS + GUARD_MS;
+    const [wait, until, requestUntil] = (await this.client.eval(TRY_TAKE, 3, ...this.#keys,
       share.requests === Infinity ? -1 : share.requests, share.tokens === Infinity ? -1 : share.tokens,
-      Math.max(0, tokens), WINDOW_MS + GUARD_MS, member, IDLE_TTL_MS)) as [number, number];
+      Math.max(0, tokens), span, member, IDLE_TTL_MS)) as [number, number, number];
     if (wait > 0) return wait;
-    const ticket: RedisTicket = { tokens, until, member };
+    const ticket: RedisTicket = {
+      tokens, until, member, request: requestUntil > 0 ? { until: requestUntil } : null,
+      requestLife: span * Math.max(1, 1 / share.requests), tokenLife: span * Math.max(1, tokens / share.tokens),
+    };
     return ticket;
   }
 
@@ -110,6 +119,20 @@ class RedisLaneBoard implements LaneBoard {
       .zadd(this.#keys[1], t.until, `${t.member}:${fmt(Math.max(0, actualTokens))}`)
       .exec().catch(() => {}); // Redis gone: the correction is lost, the run goes on
     t.tokens = actualTokens;
+  }
+
+  stretch(ticket: PaceTicket, sentAt: number): void {
+    const t = ticket as RedisTicket;
+    const multi = this.client.multi();
+    if (t.request && sentAt + t.requestLife > t.request.until) {
+      t.request.until = sentAt + t.requestLife;
+      multi.zadd(this.#keys[0], 'XX', t.request.until, t.member);
+    }
+    if (t.tokens > 0 && t.until > 0 && sentAt + t.tokenLife > t.until) {
+      t.until = sentAt + t.tokenLife;
+      multi.zadd(this.#keys[1], 'XX', t.until, `${t.member}:${t.tokens.toFixed(3)}`);
+    }
+    void multi.exec().catch(() => {}); // Redis gone: the run goes on with what it has
   }
 
   pause(until: number): void {

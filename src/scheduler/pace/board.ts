@@ -23,6 +23,8 @@ export interface LaneBoard {
   tryTake(tokens: number, limits: PaceLimits): Promise<PaceTicket | number> | PaceTicket | number;
   /** Correct a request's token count once its usage is known. */
   settle(ticket: PaceTicket, actualTokens: number): void;
+  /** Hold a request's places as if it had been sent at `sentAt` (see WindowPacer.stretch). */
+  stretch(ticket: PaceTicket, sentAt: number): void;
   /** Hold every request of the lane until `until` (ms epoch); only ever moves later. */
   pause(until: number): void;
   /** ms epoch until which the lane is paused, as last known. */
@@ -56,6 +58,10 @@ export class LocalLaneBoard implements LaneBoard {
 
   settle(ticket: PaceTicket, actualTokens: number): void {
     this.#pacer.settle(ticket, actualTokens, this.#now());
+  }
+
+  stretch(ticket: PaceTicket, sentAt: number): void {
+    this.#pacer.stretch(ticket, sentAt);
   }
 
   pause(until: number): void {

@@ -27,10 +27,16 @@ export const WINDOW_MS = 1000;
 export const GUARD_MS = 20;
 const SPAN_MS = WINDOW_MS + GUARD_MS;
 
-/** A request that was let through, so its token count can be corrected when its usage is known. */
+/**
+ * A request that was let through: its place in the logs, so its token count can be corrected when
+ * its usage is known, and its time moved when it is known to have arrived later than it left.
+ */
 export interface PaceTicket {
   tokens: number;
+  /** When its tokens leave the log. */
   until: number;
+  /** Its entry in the request log (null without a request limit). */
+  request: { until: number } | null;
 }
 
 /** What a window admits: whole requests, and tokens (fractions kept: they are sums). */
@@ -44,7 +50,7 @@ export class WindowPacer {
   #share = { requests: Infinity, tokens: Infinity };
   // Both logs are in send order and expire from the front. A big request stays longer and holds
   // back the expiry of later ones behind it: that only overcounts, which is the safe side.
-  #requests: number[] = []; // expiry times
+  #requests: Array<{ until: number }> = [];
   #tokens: PaceTicket[] = [];
   #tokenSum = 0;
   // GCRA theoretical arrival times: the next request is on time at these.
@@ -71,7 +77,7 @@ export class WindowPacer {
     let wait = 0;
     if (requests !== Infinity) {
       const perWindow = Math.max(1, Math.floor(requests + 1e-9));
-      if (this.#requests.length + 1 > perWindow) wait = Math.max(wait, this.#requests[this.#requests.length - perWindow]! - now);
+      if (this.#requests.length + 1 > perWindow) wait = Math.max(wait, this.#requests[this.#requests.length - perWindow]!.until - now);
       const interval = SPAN_MS / requests;
       // one request of tolerance: a send that came late lets the next catch up
       wait = Math.max(wait, this.#requestTat - interval - now);
@@ -88,9 +94,10 @@ export class WindowPacer {
   /** Record a request sent at `now` (after `delay` said 0). */
   take(tokens: number, now: number): PaceTicket {
     const { requests, tokens: tokenShare } = this.#share;
-    const ticket: PaceTicket = { tokens: 0, until: now };
+    const ticket: PaceTicket = { tokens: 0, until: now, request: null };
     if (requests !== Infinity) {
-      this.#requests.push(now + SPAN_MS * Math.max(1, 1 / requests));
+      ticket.request = { until: now + SPAN_MS * Math.max(1, 1 / requests) };
+      this.#requests.push(ticket.request);
       this.#requestTat = Math.max(this.#requestTat, now) + SPAN_MS / requests;
     }
     if (tokenShare !== Infinity && tokens > 0) {
@@ -112,9 +119,20 @@ export class WindowPacer {
     if (this.#share.tokens !== Infinity) this.#tokenTat += (SPAN_MS * delta) / this.#share.tokens;
   }
 
+  /**
+   * The request is known to have left no earlier than `sentAt` (a cold start: the first requests
+   * of a lane wait for connections and compiled code, tens of ms the guard does not cover). Its
+   * places are held as if it had been sent then.
+   */
+  stretch(ticket: PaceTicket, sentAt: number): void {
+    const { requests, tokens } = this.#share;
+    if (ticket.request && requests !== Infinity) ticket.request.until = Math.max(ticket.request.until, sentAt + SPAN_MS * Math.max(1, 1 / requests));
+    if (ticket.tokens > 0 && tokens !== Infinity) ticket.until = Math.max(ticket.until, sentAt + SPAN_MS * Math.max(1, ticket.tokens / tokens));
+  }
+
   #expire(now: number): void {
     let r = 0;
-    while (r < this.#requests.length && this.#requests[r]! <= now) r++;
+    while (r < this.#requests.length && this.#requests[r]!.until <= now) r++;
     if (r > 0) this.#requests.splice(0, r);
     let t = 0;
     while (t < this.#tokens.length && this.#tokens[t]!.until <= now) this.#tokenSum -= this.#tokens[t++]!.tokens;
