@@ -83,6 +83,22 @@ describe('rate governor', () => {
     expect(json.limits).toEqual([expect.objectContaining({ model: 'gpt-4o-mini', rpm: 600, source: 'headers' })]);
   });
 
+  it('a cold lane sends one request first and paces the rest by its headers: no burst over the limit', async () => {
+    // 16 slots, nothing known: without a first request alone, 16 would leave at once into a
+    // provider allowing 10 a second.
+    const { fake, store } = await setup({ latencyMs: 20, rpm: 600 });
+    await seedJobs(store, 30);
+    const times: number[] = [];
+    const summary = await runQueue({ store, provider: provider(fake), baseUrl: fake.url, emit: (e) => { if (e === 'job:start') times.push(Date.now()); } },
+      { ...fast, concurrency: 16 });
+    expect(summary).toMatchObject({ reason: 'drained', done: 30 });
+    // A burst of 16 into a first window allowing 10 meets 6 429s at least; paced, none (a loaded
+    // machine's jitter may still cost one or two, which is the bench's business).
+    expect(fake.rateLimited).toBeLessThanOrEqual(2);
+    expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(20); // the second waited for the first answer
+    await store.close();
+  });
+
   it('the next run starts at the remembered pace instead of probing', async () => {
     const { fake, store } = await setup({ latencyMs: 1 });
     await store.saveLaneLimits({ baseUrl: fake.url, model: 'gpt-4o-mini', rpm: 120, tpm: null, source: 'headers', at: Date.now() });

@@ -81,6 +81,14 @@ describe('WindowPacer: no 1-second window above its share', () => {
     expect(pacer.delay(300, T0 + 3)).toBeGreaterThan(before);
   });
 
+  it('a cold request is held as if sent when it ended', () => {
+    const pacer = new WindowPacer({ rpm: 60, tpm: null }); // one a second
+    const ticket = pacer.take(0, T0);
+    expect(pacer.delay(0, T0 + 1000)).toBe(20);
+    pacer.stretch(ticket, T0 + 300); // it reached the provider late, at the latest when it was answered
+    expect(pacer.delay(0, T0 + 1000)).toBe(320);
+  });
+
   it('no limits: never waits', () => {
     const pacer = new WindowPacer();
     for (let i = 0; i < 1000; i++) pacer.take(100, T0);
@@ -161,7 +169,7 @@ describe('LatencyStats: --timeout auto', () => {
     const s = new LatencyStats();
     expect(s.timeoutMs(0, 600_000)).toBe(600_000);
     for (let i = 0; i < 30; i++) s.record(50, 20);
-    expect(s.timeoutMs(0, 600_000)).toBe(LatencyStats.FLOOR_MS);
+    expect(s.timeoutMs(0, 600_000)).toBe(LatencyStats.FLOOR_MS); // 6 x 50 ms is under the floor
     for (let i = 0; i < 30; i++) s.record(2000, 20);
     expect(s.timeoutMs(0, 600_000)).toBe(12_000);
     expect(s.timeoutMs(0, 5000)).toBe(5000);

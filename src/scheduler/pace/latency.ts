@@ -10,7 +10,7 @@ export class LatencyStats {
   /** Answers needed before the p99 is trusted. */
   static readonly MIN_SAMPLES = 20;
   static readonly P99_MULTIPLE = 6;
-  static readonly FLOOR_MS = 1000;
+  static readonly FLOOR_MS = 500;
   /** Longest stretch for a request allowed many more tokens than typical answers. */
   static readonly MAX_STRETCH = 10;
 
