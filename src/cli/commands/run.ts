@@ -1,4 +1,4 @@
-import { Option, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { EXIT } from '../../errors.js';
 import { isRedactableKey, MIN_REDACTED_RUN } from '../../provider/redact.js';
 import type { RunSummary, SchedulerListener } from '../../scheduler/events.js';
@@ -159,7 +159,10 @@ const AUTO_TIMEOUT_CAP_MS = 600_000;
 
 /** `auto`, or a number of seconds greater than 0. */
 function secondsOrAuto(value: string): number | 'auto' {
-  return value.trim().toLowerCase() === 'auto' ? 'auto' : positiveNumber(value);
+  if (value.trim().toLowerCase() === 'auto') return 'auto';
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('Expected auto, or a number of seconds greater than 0.');
+  return n;
 }
 
 /** 130 on a signal, 1 on a run-fatal error, 2 when jobs failed, else 0. */
