@@ -217,7 +217,7 @@ describe('OpenAIProvider: the key never leaks', () => {
     f.respond((r) => reply.error(400, `got ${String(r.headers.authorization)}`));
     const err = await failure(provider(f, { apiKey: odd }));
     expect(err.message).toBe('HTTP 400: got Bearer [REDACTED]');
-    const throwing = new OpenAIProvider({ baseUrl: f.url, apiKey: odd, fetch: async () => { throw new TypeError('fetch failed', { cause: new Error(`bad header ${odd}`) }); } });
+    const throwing = new OpenAIProvider({ baseUrl: f.url, apiKey: odd, transport: async () => { throw new TypeError('fetch failed', { cause: new Error(`bad header ${odd}`) }); } });
     const netErr = await failure(throwing as OpenAIProvider);
     expect(netErr.reason).toBe('network');
     const chain = [netErr.message, (netErr.cause as Error).message, ((netErr.cause as Error).cause as Error).message].join(' ');

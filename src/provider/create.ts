@@ -18,6 +18,8 @@ export interface CreateProviderOptions {
   readonly timeoutMs?: number;
   /** Extra headers on every request. */
   readonly headers?: Readonly<Record<string, string>>;
+  /** Keep-alive connections at most (the run's concurrency). @default 64 */
+  readonly connections?: number;
   /** Options of the mock provider. */
   readonly mock?: MockProviderOptions;
 }
@@ -42,7 +44,7 @@ export function createProvider(options: CreateProviderOptions, env: Env): Provid
         'another OpenAI-compatible server, or try llmq offline with --provider mock.',
     );
   }
-  return new OpenAIProvider({ baseUrl: url, apiKey, timeoutMs: options.timeoutMs, headers: options.headers });
+  return new OpenAIProvider({ baseUrl: url, apiKey, timeoutMs: options.timeoutMs, headers: options.headers, connections: options.connections });
 }
 
 /** The base URL and where it came from (for messages): flag, then env, then the OpenAI API. */

@@ -1,5 +1,6 @@
 import { badBodyError, classifyHttpError, classifyNetworkError, timeoutError } from './classify.js';
-import { parseRateLimit } from './headers.js';
+import { Pool, type Dispatcher } from 'undici';
+import { parseRateLimit, type HeaderSource } from './headers.js';
 import { countTextTokens, estimatePromptTokens } from './tokens.js';
 import type { CompletionResult, Provider, RateLimitInfo } from './types.js';
 import type { Usage } from '../store/types.js';
@@ -9,91 +10,107 @@ export interface OpenAIProviderOptions {
   readonly baseUrl: string;
   /** Sent as `authorization: Bearer <key>` when set; local servers (Ollama, vLLM...) need none. */
   readonly apiKey?: string;
-  /** Per-request timeout in ms, covering connect, headers and the whole body. @default 120000 */
+  /**
+   * Per-request timeout in ms: for the response headers, and again for each stretch of the body
+   * without data. @default 120000
+   */
   readonly timeoutMs?: number;
   /** Extra headers on every request (e.g. `OpenAI-Organization`). */
   readonly headers?: Readonly<Record<string, string>>;
-  /** A fetch to use instead of the global one. @default globalThis.fetch */
-  readonly fetch?: typeof fetch;
+  /** Keep-alive connections to the endpoint at most: the run's concurrency. @default 64 */
+  readonly connections?: number;
+  /** Sends one request; a connection pool to the endpoint unless given (tests). */
+  readonly transport?: Transport;
 }
 
-/** Thrown inside `complete` to tell our own timeout apart from the caller's abort. */
-const TIMEOUT = Symbol('llmq.timeout');
+/** One HTTP request out, its response back (undici's `request` shape). */
+export type Transport = (options: Dispatcher.RequestOptions) => Promise<Dispatcher.ResponseData>;
 
 /** Trailing slashes and a pasted `/chat/completions` removed: the base the endpoint path is added to. */
 export function normalizeBaseUrl(baseUrl: string): string {
   return baseUrl.trim().replace(/\/+$/, '').replace(/\/chat\/completions$/, '');
 }
 
+const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
 /**
  * An OpenAI-compatible `POST {baseUrl}/chat/completions` client. The request body is sent exactly
  * as given (it is the job), and every failure is classified by classify.ts.
+ *
+ * Requests go through undici's own client, a keep-alive pool sized to the concurrency, rather than
+ * fetch: no Request/Response/Headers objects, streams or per-request timer and AbortController,
+ * which at hundreds of requests per second were most of llmq's CPU and garbage. The timeout is the
+ * pool's headers and body timeouts; the caller's signal aborts.
  */
 export class OpenAIProvider implements Provider {
   readonly name: string;
-  readonly #endpoint: string;
+  readonly #path: string;
   readonly #headers: Record<string, string>;
   readonly #apiKey: string | undefined;
   readonly #timeoutMs: number;
-  readonly #fetch: typeof fetch;
+  readonly #pool: Pool | null;
+  readonly #transport: Transport;
 
   constructor(options: OpenAIProviderOptions) {
     const base = normalizeBaseUrl(options.baseUrl);
-    this.#endpoint = `${base}/chat/completions`;
+    const endpoint = new URL(`${base}/chat/completions`);
+    this.#path = endpoint.pathname + endpoint.search;
     const shown = new URL(base);
     shown.username = shown.password = '';
     shown.search = ''; // a key passed as ?api-key=... must not reach runs.options or the screen
     this.name = `openai-compatible (${shown.href.replace(/\/$/, '')})`;
     this.#apiKey = options.apiKey || undefined;
     this.#timeoutMs = options.timeoutMs ?? 120_000;
-    this.#fetch = options.fetch ?? globalThis.fetch;
     this.#headers = { 'content-type': 'application/json', accept: 'application/json', ...options.headers };
     if (this.#apiKey) this.#headers.authorization = `Bearer ${this.#apiKey}`;
+    this.#pool = options.transport ? null : new Pool(endpoint.origin, {
+      connections: options.connections ?? 64, headersTimeout: this.#timeoutMs, bodyTimeout: this.#timeoutMs,
+      keepAliveTimeout: 30_000,
+    });
+    this.#transport = options.transport ?? ((o) => this.#pool!.request(o));
   }
 
   async complete(requestJson: string, options: { readonly signal: AbortSignal }): Promise<CompletionResult> {
     const { signal } = options;
     signal.throwIfAborted();
-    // One controller per request, aborted by our timer or by the caller. A cleared setTimeout and a
-    // removed listener, rather than AbortSignal.timeout + AbortSignal.any, so that a finished request
-    // leaves no live timer or signal behind: at thousands of requests per second with a 120 s
-    // timeout those would pile up by the hundred thousand.
-    const controller = new AbortController();
-    const onAbort = () => controller.abort(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    const timer = setTimeout(() => controller.abort(TIMEOUT), this.#timeoutMs);
+    let res: Dispatcher.ResponseData;
     try {
-      return await this.#send(requestJson, controller.signal);
+      res = await this.#transport({ path: this.#path, method: 'POST', headers: this.#headers, body: requestJson, signal });
     } catch (err) {
       if (signal.aborted) throw signal.reason;
-      if (controller.signal.aborted && controller.signal.reason === TIMEOUT) throw timeoutError(this.#timeoutMs);
-      throw err;
-    } finally {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', onAbort);
-    }
-  }
-
-  async #send(requestJson: string, signal: AbortSignal): Promise<CompletionResult> {
-    let res: Response;
-    try {
-      res = await this.#fetch(this.#endpoint, { method: 'POST', headers: this.#headers, body: requestJson, signal });
-    } catch (err) {
-      if (signal.aborted) throw err;
+      if (TIMEOUT_CODES.has((err as { code?: string }).code ?? '')) throw timeoutError(this.#timeoutMs);
       throw classifyNetworkError(err, this.#apiKey);
     }
-    const rateLimit = parseRateLimit(res.headers);
+    const headers = headerSource(res.headers);
+    const rateLimit = parseRateLimit(headers);
+    const ok = res.statusCode >= 200 && res.statusCode < 300;
     let text: string;
     try {
-      text = await res.text();
+      text = await res.body.text();
     } catch (err) {
-      if (signal.aborted) throw err;
-      if (!res.ok) throw classifyHttpError(res.status, '', res.headers, rateLimit, this.#apiKey);
-      throw badBodyError('the body was cut short', res.status, rateLimit, this.#apiKey, err);
+      if (signal.aborted) throw signal.reason;
+      if (TIMEOUT_CODES.has((err as { code?: string }).code ?? '')) throw timeoutError(this.#timeoutMs);
+      if (!ok) throw classifyHttpError(res.statusCode, '', headers, rateLimit, this.#apiKey);
+      throw badBodyError('the body was cut short', res.statusCode, rateLimit, this.#apiKey, err);
     }
-    if (!res.ok) throw classifyHttpError(res.status, text, res.headers, rateLimit, this.#apiKey);
-    return parseCompletion(text, res.status, rateLimit, requestJson, this.#apiKey);
+    if (!ok) throw classifyHttpError(res.statusCode, text, headers, rateLimit, this.#apiKey);
+    return parseCompletion(text, res.statusCode, rateLimit, requestJson, this.#apiKey);
   }
+
+  /** Close the keep-alive connections. */
+  async close(): Promise<void> {
+    await this.#pool?.close();
+  }
+}
+
+/** undici's plain header object as the `get(name)` the parsers read (names arrive lower-cased). */
+function headerSource(headers: Dispatcher.ResponseData['headers']): HeaderSource {
+  return {
+    get(name) {
+      const v = headers[name.toLowerCase()];
+      return v === undefined ? null : Array.isArray(v) ? v.join(', ') : String(v);
+    },
+  };
 }
 
 /**

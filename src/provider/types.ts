@@ -85,4 +85,6 @@ export interface Provider {
    * ProviderError; rejects with the signal's reason when `signal` aborts (a stop, not a failure).
    */
   complete(requestJson: string, options: { readonly signal: AbortSignal }): Promise<CompletionResult>;
+  /** Release connections, when the provider holds any. */
+  close?(): Promise<void>;
 }

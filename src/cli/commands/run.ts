@@ -78,7 +78,7 @@ async function runCommand(flags: RunFlags): Promise<void> {
   ]);
   const provider = createProvider({
     provider: flags.provider, baseUrl: flags.baseUrl, timeoutMs: flags.timeout === 'auto' ? AUTO_TIMEOUT_CAP_MS : Math.round(flags.timeout * 1000),
-    mock: { latencyMs: flags.mockLatency, failureRate: flags.mockFailureRate },
+    mock: { latencyMs: flags.mockLatency, failureRate: flags.mockFailureRate }, connections: flags.concurrency,
   }, process.env);
   if (flags.provider === 'openai') warnIfKeyUnredactable(findApiKey(process.env));
   const location = resolveDbLocation(flags.db);
@@ -114,6 +114,7 @@ async function runCommand(flags: RunFlags): Promise<void> {
     progress?.stop();
     stopping.dispose();
     await store.close();
+    await provider.close?.();
   }
   if (summary.fatal) {
     whileReaderPresent(process.stderr).write(`error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message)}\n`);
