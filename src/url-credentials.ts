@@ -1,8 +1,8 @@
 /**
  * The one owner of URL credential redaction. A password in `--db postgres://u:pw@host` or
  * `--redis redis://:pw@host` is legitimate, but it must never reach a message, a log line, the
- * database or `status`: every text that may quote such a URL goes through `redactUrlCredentials`.
- * (src/scheduler/redis-limiter.ts still has its own regex; it should call this instead.)
+ * database or `status`: every text that may quote such a URL goes through `redactUrlCredentials`
+ * (invariant 7, docs/architecture.md).
  */
 
 const MASK = '***';

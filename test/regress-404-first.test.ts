@@ -20,7 +20,8 @@ const fast: RunOptions = { retryDelayMs: 10, maxRetryDelayMs: 50, heartbeatMs: 2
  * the queue. When the 404 belongs to one job (say one JSONL line names a model or deployment that
  * does not exist, in a queue of many models), every later run claims that job first, gets the 404
  * before any answer, and stops: the other 9 documents are never worked and the job never ends
- * `failed` (DESIGN: 404 is fatal for the job). No run makes progress, ever.
+ * `failed` (a 404 is fatal for the job: the failure policy, src/scheduler/decide.ts, as
+ * docs/architecture.md places it). No run makes progress, ever.
  */
 describe('review: a job-specific 404 at the head of the queue', () => {
   it('does not block every later run: the others get done and the 404 job ends failed', async () => {

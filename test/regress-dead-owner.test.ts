@@ -18,7 +18,7 @@ const fast: RunOptions = { retryDelayMs: 10, maxRetryDelayMs: 50, heartbeatMs: 1
  * `deadOwners` trusts "same hostname + pid not alive here" alone. Two machines (or VMs, or
  * containers with a set hostname) that share a PostgreSQL queue and happen to have the same
  * hostname then declare each other dead on sight, while their heartbeats are fresh: the live run's
- * jobs are reclaimed mid-request and sent again by the other run (invariant 6). Here run A stands
+ * jobs are reclaimed mid-request and sent again by the other run (invariant 6, docs/architecture.md). Here run A stands
  * for the process on the other machine: same host name, a pid that does not exist on this one.
  */
 describe('review: a run on another machine with the same hostname', () => {

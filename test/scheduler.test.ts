@@ -49,6 +49,7 @@ describe('runQueue', () => {
     await store.close();
   });
 
+  // docs/architecture.md, invariant 1
   it('never sends a done job again (invariant 1)', async () => {
     const { fake, store } = await setup(10);
     await runQueue({ store, provider: provider(fake) }, fast);
@@ -319,6 +320,7 @@ describe('runQueue', () => {
     await store.close();
   });
 
+  // docs/architecture.md, invariant 6
   it('three runs on one database send every job once (invariant 6)', async () => {
     const { fake, store, keys, path } = await setup(150, { latencyMs: 3 });
     const others = [new SqliteStore(path), new SqliteStore(path)];

@@ -6,7 +6,8 @@ import { populate, RUN } from './helpers/populate.js';
 import { tempDir } from './helpers/tmp.js';
 
 describe('llmq status', () => {
-  it('--json: the DESIGN.md fields exactly, then the extras', async () => {
+  // docs/architecture.md, "Outside contract"
+  it('--json: the contract fields exactly, then the extras', async () => {
     const dir = tempDir();
     const { db } = await populate(dir);
     const r = await runCli(['status', '--json', '--db', db]);

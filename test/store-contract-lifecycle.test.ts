@@ -2,7 +2,8 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import type { AttemptRecord, Completion, Store } from '../src/store/types.js';
 import { STORE_KINDS, T0, OWNER, claimOpts, rows, skipUnavailable } from './helpers/stores.js';
 
-// The store half of invariants 1-3 and 5: what happens to a claimed job, for every store kind.
+// The store half of invariants 1-3 and 5 (docs/architecture.md): what happens to a claimed job, for
+// every store kind.
 
 const STATS = { done: 0, failed: 0, retried: 0, requests: 0, rateLimited: 0, promptTokens: 0, completionTokens: 0, jobsPerSecond: 0 };
 

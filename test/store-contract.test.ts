@@ -1,8 +1,8 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { STORE_KINDS, T0, OWNER, claimOpts, row, rows, skipUnavailable, exported } from './helpers/stores.js';
 
-// The store half of DESIGN.md's invariants, proved for every store kind by one suite. This file:
-// enqueue (invariant 4) and claim (invariants 2 and 6). Lifecycle and reading have their own files.
+// The store half of the invariants in docs/architecture.md, proved for every store kind by one suite.
+// This file: enqueue (invariant 4) and claim (invariants 2 and 6). Lifecycle and reading have their own files.
 describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) => {
   beforeEach((ctx) => skipUnavailable(kind, ctx));
 

@@ -1,5 +1,5 @@
 /**
- * Keeping the API key out of every message (DESIGN invariant 7). A server may echo the
+ * Keeping the API key out of every message (invariant 7, docs/architecture.md). A server may echo the
  * Authorization header into its error body (whole, or a prefix like `sk-SUPERSECR...`) and Node may
  * put header values and URLs into error messages, so every text that leaves the provider goes
  * through here.

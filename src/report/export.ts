@@ -21,7 +21,7 @@ export function skippedTotal(c: ExportCounts): number {
   return JOB_STATES.reduce((a, s) => a + c.skipped[s], 0);
 }
 
-/** The JSON Lines record of one item. DESIGN.md fixes id, key, state, output, error, attempts. */
+/** The JSON Lines record of one item. docs/architecture.md ("Outside contract") fixes id, key, state, output, error, attempts. */
 export function jsonlRecord(r: ExportRow): Record<string, unknown> {
   return {
     id: r.id, key: r.key, state: r.state, output: r.output, error: r.error, attempts: r.attempts, model: r.model,

@@ -43,7 +43,7 @@ export interface RunReport {
   readonly recentJobsPerSecond: number;
 }
 
-/** Everything `llmq status` shows; `--json` prints it as is. The first five fields are DESIGN.md's contract. */
+/** Everything `llmq status` shows; `--json` prints it as is. Its first four fields are the contract in docs/architecture.md ("Outside contract"). */
 export interface StatusReport {
   readonly counts: Record<JobState, number>;
   readonly total: number;

@@ -110,6 +110,7 @@ describe('enqueue a folder', () => {
     expect(s.rejections).toEqual([{ path: `${dir}/secret.txt`, reason: 'cannot read (EACCES: permission denied)' }]);
   });
 
+  // docs/architecture.md, invariant 4
   it('is idempotent: the same folder again adds no job and no item (invariant 4)', async () => {
     const store = tempStore();
     await run(store, [DOCS]);

@@ -1,0 +1,58 @@
+/**
+ * The README's command reference matches the CLI: every long flag `llmq <command> --help` lists is
+ * named in that command's README section (from its "### `llmq <command>" heading to the next
+ * heading). Runs the built CLI, so `npm run build` first (`npm test` does).
+ */
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { runCli } from './helpers/cli.js';
+
+const README = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+
+/** Commander's own flags, documented once for all commands by `--help` itself. */
+const BUILT_IN = new Set(['--help', '--version']);
+
+/** The commands `llmq --help` lists (the lines under "Commands:"), without commander's `help`. */
+function commandsIn(help: string): string[] {
+  const block = help.split('\nCommands:\n')[1]?.split('\n\n')[0] ?? '';
+  return block.split('\n').map((l) => /^ {2}([a-z][a-z-]*)\b/.exec(l)?.[1]).filter((c): c is string => !!c && c !== 'help');
+}
+
+/** The long flags one command's help declares: option lines start two spaces in (descriptions wrap deeper). */
+function flagsIn(help: string): string[] {
+  const block = help.split('\nOptions:\n')[1]?.split('\n\n')[0] ?? '';
+  return block.split('\n').map((l) => /^ {2}(?:-[a-zA-Z], )?(--[a-z][a-z0-9-]*)/.exec(l)?.[1])
+    .filter((f): f is string => !!f && !BUILT_IN.has(f));
+}
+
+/** The README section of a command, or null when it has none. */
+function sectionOf(command: string): string | null {
+  const lines = README.split('\n');
+  const start = lines.findIndex((l) => l.startsWith(`### \`llmq ${command} `) || l.startsWith(`### \`llmq ${command}\``));
+  if (start < 0) return null;
+  const next = lines.findIndex((l, i) => i > start && /^#{1,3} /.test(l));
+  return lines.slice(start, next < 0 ? undefined : next).join('\n');
+}
+
+/** `--out` is named only by `--out` itself, not by `--out-dir`. */
+const names = (text: string, flag: string) => new RegExp(`${flag}(?![a-z0-9-])`).test(text);
+
+describe('README reference matches --help', async () => {
+  const top = await runCli(['--help']);
+  const commands = commandsIn(top.stdout);
+
+  it('llmq --help lists the commands', () => {
+    expect(top.code).toBe(0);
+    expect(commands).toEqual(expect.arrayContaining(['enqueue', 'run', 'status', 'retry-failed', 'show', 'export', 'copy']));
+  });
+
+  it.each(commands)('every flag of llmq %s --help is in its README section', async (command) => {
+    const help = await runCli([command, '--help']);
+    expect(help.code).toBe(0);
+    const flags = flagsIn(help.stdout);
+    expect(flags.length, help.stdout).toBeGreaterThan(0);
+    const section = sectionOf(command);
+    expect(section, `README.md has no "### \`llmq ${command}" section`).not.toBeNull();
+    expect(flags.filter((f) => !names(section!, f)), `flags of llmq ${command} missing from its README section`).toEqual([]);
+  });
+});
