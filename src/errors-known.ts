@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs';
 import { LlmqError } from './errors.js';
 
 /** The file an error is about, as a message names it. */
@@ -64,6 +65,7 @@ function fixFor(code: string, message: string, syscall: unknown, p: ErrorPlace):
       return `No space left for ${it} (${code === 'EDQUOT' ? 'EDQUOT: over the disk quota' : code}). ` +
         `Free some space and run the command again${isDb ? '; what was committed before is kept' : ''}.`;
     case 'SQLITE_CANTOPEN':
+      if (p.path && isFolder(p.path)) return `${capital(it)} is a folder. Give the path of a database file, e.g. ${p.path}/llmq.db.`;
       return `Cannot open ${it} (${message}). Check that its folder exists and that you may read and write there.`;
     case 'SQLITE_CORRUPT':
       return `${capital(it)} is damaged (${message}). Restore it from a backup, or save what is readable: ` +
@@ -74,5 +76,13 @@ function fixFor(code: string, message: string, syscall: unknown, p: ErrorPlace):
       return `A disk error on ${it} (${code}: ${message}). Check the disk and that there is space on it, then run the command again.`;
     default:
       return null;
+  }
+}
+
+function isFolder(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
   }
 }

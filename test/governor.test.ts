@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OpenAIProvider } from '../src/provider/openai.js';
+import { MockProvider } from '../src/provider/mock.js';
 import { runQueue, type RunOptions } from '../src/scheduler/run-queue.js';
 import type { SchedulerEventMap } from '../src/scheduler/events.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
@@ -47,9 +48,11 @@ describe('rate governor', () => {
     const { fake, store } = await setup({ latencyMs: 2 });
     await seedModel(store, 'slow-model', 30);
     await seedModel(store, 'fast-model', 10);
-    // every slow-model request is rate limited for 3 s at a time
-    fake.respond((r) => (r.json?.model === 'slow-model' && Date.now() < stopLimitingAt ? reply.rateLimited(3000) : undefined));
-    let stopLimitingAt = Date.now() + 2500;
+    // every slow-model request is rate limited (1 s at a time) until the fast model is done, or
+    // 20 s have passed: a slow lane that held the slots or the claims would finish first
+    let limiting = true;
+    const safety = setTimeout(() => (limiting = false), 20_000);
+    fake.respond((r) => (r.json?.model === 'slow-model' && limiting ? reply.rateLimited(1000) : undefined));
     const doneAt = new Map<string, number[]>();
     const t0 = Date.now();
     const summary = await runQueue({
@@ -58,12 +61,47 @@ describe('rate governor', () => {
         if (e !== 'job:done') return;
         const model = store.db.prepare('SELECT model FROM jobs WHERE key = ?').pluck().get((p as SchedulerEventMap['job:done']).key) as string;
         doneAt.set(model, [...(doneAt.get(model) ?? []), Date.now() - t0]);
+        if (model === 'fast-model' && doneAt.get(model)!.length === 10) limiting = false;
       },
     }, { ...fast, concurrency: 2 });
+    clearTimeout(safety);
     expect(summary).toMatchObject({ reason: 'drained', done: 40 });
     // the fast lane finished while the slow one was still paused
     expect(Math.max(...doneAt.get('fast-model')!)).toBeLessThan(Math.min(...doneAt.get('slow-model')!));
-    expect(stopLimitingAt).toBeGreaterThan(0);
+    await store.close();
+  });
+
+  it('slow lanes do not keep a fast model from being claimed', async () => {
+    const { store } = await setup();
+    // two models known to allow 20 a minute, and one with no limit, at concurrency 2
+    for (const model of ['slow-a', 'slow-c']) {
+      await store.saveLaneLimits({ baseUrl: 'test', model, rpm: 20, tpm: null, source: 'headers', at: Date.now() });
+      await seedModel(store, model, 5);
+    }
+    await seedModel(store, 'fast', 5);
+    const t0 = Date.now();
+    const fastDone: number[] = [];
+    const stop = new AbortController();
+    const run = runQueue({
+      store, provider: new MockProvider({ latencyMs: 5 }), baseUrl: 'test', stopSignal: stop.signal,
+      emit: (e, p) => {
+        if (e !== 'job:done') return;
+        const model = store.db.prepare('SELECT model FROM jobs WHERE key = ?').pluck().get((p as SchedulerEventMap['job:done']).key);
+        if (model === 'fast' && fastDone.push(Date.now() - t0) === 5) stop.abort();
+      },
+    }, { ...fast, concurrency: 2 });
+    await run;
+    // with the room in hand held by the slow lanes' waiting jobs, the fast ones would wait ~7 s
+    expect(fastDone).toHaveLength(5);
+    expect(Math.max(...fastDone)).toBeLessThan(4000);
+    await store.close();
+  });
+
+  it('a document holding a special token is counted as text, not a reason to stop', async () => {
+    const { store } = await setup();
+    await seedModel(store, 'gpt-4o-mini', 3, 'see <|endoftext|> and <|im_start|>');
+    const summary = await runQueue({ store, provider: new MockProvider({ latencyMs: 1 }) }, { ...fast, tpm: 100_000 });
+    expect(summary).toMatchObject({ reason: 'drained', done: 3 });
     await store.close();
   });
 

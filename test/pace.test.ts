@@ -112,6 +112,13 @@ describe('limits learned from headers', () => {
     expect(limitsFromHeaders(rl)).toEqual({ rpm: 600, tpm: null });
   });
 
+  it('does not take a reset rounded to whole seconds for a slow budget', () => {
+    // 10,000 per minute with one used: a precise reset would be 6 ms; rounded up to `1s` it must
+    // not read as 10,000 per 2.8 hours
+    const rl = parseRateLimit(headers({ 'x-ratelimit-limit-requests': '10000', 'x-ratelimit-remaining-requests': '9999', 'x-ratelimit-reset-requests': '1s' }));
+    expect(limitsFromHeaders(rl)).toEqual({ rpm: 10_000, tpm: null });
+  });
+
   it('assumes a minute when nothing has been used yet', () => {
     const rl = parseRateLimit(headers({ 'x-ratelimit-limit-requests': '500', 'x-ratelimit-remaining-requests': '500', 'x-ratelimit-reset-requests': '0s' }));
     expect(limitsFromHeaders(rl)).toEqual({ rpm: 500, tpm: null });

@@ -143,8 +143,10 @@ function networkDetail(err: unknown): string {
   return best;
 }
 
-export function timeoutError(timeoutMs: number, how: { auto?: boolean; model?: string } = {}): ProviderError {
-  const why = how.auto ? `--timeout auto: ${formatMs(timeoutMs)} is several times the p99 latency of ${how.model ?? 'this model'}` : '--timeout';
+export function timeoutError(timeoutMs: number, how: { auto?: boolean; model?: string; limitMs?: number } = {}): ProviderError {
+  const why = how.auto
+    ? `--timeout auto: the limit was ${formatMs(how.limitMs ?? timeoutMs)}, several times the p99 latency of ${how.model ?? 'this model'}`
+    : '--timeout';
   return new ProviderError({
     message: `Timed out after ${formatMs(timeoutMs)} (${why})`,
     scope: 'retryable', reason: 'timeout',

@@ -4,10 +4,13 @@ import { createRequire } from 'node:module';
  * The BPE tables take ~65 MB once loaded, so they load on first use: a run without --tpm against a
  * provider that reports usage never needs them.
  */
-let count: ((text: string) => number) | null = null;
+let count: ((text: string, options?: { disallowedSpecial?: Set<string> }) => number) | null = null;
+// A document may contain `<|endoftext|>` and the like: to us it is text, and the tokenizer must
+// count it, not throw (which would stop the run over one document).
+const TEXT_ONLY = { disallowedSpecial: new Set<string>() };
 function countTokens(text: string): number {
   count ??= (createRequire(import.meta.url)('gpt-tokenizer') as typeof import('gpt-tokenizer')).countTokens;
-  return count(text);
+  return count(text, TEXT_ONLY);
 }
 
 /**

@@ -12,6 +12,8 @@ export interface InFlightRequest {
   readonly requestJson: string;
   /** `max_tokens` of the request, read the first time the watchdog needs it. */
   maxTokens: number | null;
+  /** The lane's timeout times this: doubled for each time this job already timed out. */
+  readonly patience: number;
 }
 
 /**
@@ -47,10 +49,12 @@ export class InFlightRequests {
     }
   }
 
-  start(lane: Lane, requestJson: string, startedAt: number): InFlightRequest {
+  /** A request leaves; `timeouts` is how often this job already timed out (each doubles its time). */
+  start(lane: Lane, requestJson: string, startedAt: number, timeouts = 0): InFlightRequest {
     const controller = new AbortController();
     if (this.#aborted !== undefined) controller.abort(this.#aborted);
-    const r: InFlightRequest = { signal: controller.signal, controller, lane, startedAt, requestJson, maxTokens: null };
+    const patience = 2 ** Math.min(timeouts, 6);
+    const r: InFlightRequest = { signal: controller.signal, controller, lane, startedAt, requestJson, maxTokens: null, patience };
     this.#requests.add(r);
     return r;
   }
@@ -70,9 +74,9 @@ export class InFlightRequests {
       // cheap check first: nothing is cut before the floor
       if (elapsed < LatencyStats.FLOOR_MS) continue;
       if (r.maxTokens === null) r.maxTokens = maxTokensOf(r.requestJson);
-      const limit = r.lane.latency.timeoutMs(r.maxTokens, this.#capMs);
+      const limit = r.lane.latency.timeoutMs(r.maxTokens, this.#capMs) * r.patience;
       if (elapsed > limit && !r.controller.signal.aborted) {
-        r.controller.abort(timeoutError(Math.round(limit), { auto: true, model: r.lane.model }));
+        r.controller.abort(timeoutError(Math.round(elapsed), { auto: true, model: r.lane.model, limitMs: Math.round(limit) }));
       }
     }
   }

@@ -72,6 +72,8 @@ class JobRun {
   #attempt: number;
   readonly #tally: JobTally = { uncountedOutages: 0, firstUncountedAt: 0 };
   #tokens: { prompt: number; weight: number } | null = null;
+  /** Tries of this job cut by the timeout: a long document gets more time on each. */
+  #timeouts = 0;
 
   constructor(readonly job: ClaimedJob, readonly lane: Lane, readonly ctx: JobContext) {
     this.#attempt = job.attempts;
@@ -92,12 +94,15 @@ class JobRun {
       if (decision.kind === 'fail') return 'failed';
       if (decision.kind === 'stop') return 'interrupted';
       ctx.counters.backingOff++;
+      // A 429's wait is the lane's pause: like a wait on the pace, it holds no room in hand.
+      if (decision.pauseLane) this.lane.waitingOnPace++;
       try {
         await sleep(decision.delayMs, ctx.stopSignal);
       } catch {
         return 'interrupted';
       } finally {
         ctx.counters.backingOff--;
+        if (decision.pauseLane) this.lane.waitingOnPace--;
       }
       const raised = await ctx.store.startRetry(job.key, ctx.runId, ctx.now(), ctx.now() + ctx.leaseMs);
       if (raised === null) return 'interrupted'; // lost the lease
@@ -117,7 +122,16 @@ class JobRun {
     try {
       let wait = lane.pauseLeft();
       for (;;) {
-        if (wait > 0) await sleep(wait, ctx.stopSignal);
+        if (wait > 0) {
+          // Waiting on the lane's pace or pause holds no slot, and does not count against the
+          // room in hand: a slow lane must not keep other models from being claimed.
+          lane.waitingOnPace++;
+          try {
+            await sleep(wait, ctx.stopSignal);
+          } finally {
+            lane.waitingOnPace--;
+          }
+        }
         const tokens = this.#weight();
         const probe = await ctx.breaker.gate(ctx.stopSignal);
         try {
@@ -154,7 +168,7 @@ class JobRun {
     lane.inFlight++;
     c.requests++;
     ctx.emit('job:start', { key: job.key, attempt: this.#attempt, model: job.model });
-    const request = ctx.inFlight.start(lane, job.request, startedAt);
+    const request = ctx.inFlight.start(lane, job.request, startedAt, this.#timeouts);
     let result: CompletionResult;
     try {
       result = await ctx.provider.complete(job.request, { signal: request.signal });
@@ -172,7 +186,7 @@ class JobRun {
         }
         throw error;
       }
-      return this.#failed(error, startedAt);
+      return this.#failed(error, startedAt, place.probe);
     }
     c.inFlight--;
     lane.inFlight--;
@@ -208,19 +222,23 @@ class JobRun {
   }
 
   /** Gather the facts, ask `decide`, and apply its answer to the store, the lane and the run. */
-  async #failed(error: ProviderError, startedAt: number): Promise<Decision> {
+  async #failed(error: ProviderError, startedAt: number, probe: boolean): Promise<Decision> {
     const { ctx, job, lane } = this;
     const c = ctx.counters;
     const now = ctx.now();
     const tally = this.#tally;
     if (error.status === 404 && c.done === 0) c.early404s++;
     if (error.reason === 'auth') c.authInARow++;
+    if (error.reason === 'timeout') this.#timeouts++;
     const outageType = error.reason === 'network' || error.reason === 'server' || error.reason === 'timeout';
     let outage = false;
     if (outageType) {
       // Refused or unresolvable: nobody is listening, the request never reached the provider.
       const unreachable = error.reason === 'network' && /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH/i.test(error.message);
-      outage = ctx.breaker.failure(error.message, { sentAt: startedAt, unreachable });
+      outage = ctx.breaker.failure(error.message, { sentAt: startedAt, unreachable, probe });
+    } else if (error.reason === 'local') {
+      // This machine's limit says nothing about the provider.
+      if (probe) ctx.breaker.probeAbandoned();
     } else {
       ctx.breaker.neutral();
     }
@@ -267,9 +285,15 @@ class JobRun {
   #weight(): number {
     if (this.lane.limits().tpm === null) return 0;
     if (!this.#tokens) {
-      const request = JSON.parse(this.job.request) as Parameters<typeof estimatePromptTokens>[0];
-      const prompt = estimatePromptTokens(request);
-      this.#tokens = { prompt, weight: prompt + requestedCompletionTokens(request) };
+      try {
+        const request = JSON.parse(this.job.request) as Parameters<typeof estimatePromptTokens>[0];
+        const prompt = estimatePromptTokens(request);
+        this.#tokens = { prompt, weight: prompt + requestedCompletionTokens(request) };
+      } catch {
+        // Never stop a run over an estimate: a rough one (4 characters a token) paces it.
+        const prompt = Math.ceil(this.job.request.length / 4);
+        this.#tokens = { prompt, weight: prompt };
+      }
     }
     return this.#tokens.weight;
   }

@@ -33,6 +33,8 @@ export class Lane {
   readonly #now: () => number;
   /** Jobs of this lane the run holds (claimed, not finished). */
   inHand = 0;
+  /** Jobs of this lane sleeping on its pace or pause (holding no slot). */
+  waitingOnPace = 0;
   inFlight = 0;
   rateLimited = 0;
   // sends per second over the last few seconds: for display, and a first guess at a limit
@@ -44,6 +46,7 @@ export class Lane {
   #probeAt: number | null = null;
   static readonly SLOW_START_MS = 2000;
   static readonly COLD_REQUESTS = 3;
+  static readonly BOARD_RETRY_MS = 500;
 
   constructor(model: string, caps: PaceLimits, board: LaneBoard, now: () => number) {
     this.model = model;
@@ -71,8 +74,12 @@ export class Lane {
   toRemember(): LearnedLimits | null {
     const learned = this.board.learned();
     if (!this.#backoff.engaged) return learned;
+    // Not the pace of this moment, which may be climbing past the limit: under the rate the
+    // last 429 came at.
     const l = this.limits();
-    return { rpm: l.rpm, tpm: l.tpm, source: '429s', at: this.#now() };
+    const safe = this.#backoff.safeFactor / Math.max(this.#backoff.factor, 1e-9);
+    const scale = (x: number | null): number | null => (x === null ? null : x * Math.min(1, safe));
+    return { rpm: scale(l.rpm), tpm: scale(l.tpm), source: '429s', at: this.#now() };
   }
 
   /** The limits paced at now: the lower of caps and learned limits, scaled down after 429s. */
@@ -100,6 +107,10 @@ export class Lane {
     let got: PaceTicket | number;
     try {
       got = await this.board.tryTake(tokens, this.limits());
+    } catch {
+      // The shared board (Redis) did not answer: wait and ask again rather than end the run or
+      // send unpaced. Its client reconnects by itself.
+      got = Lane.BOARD_RETRY_MS;
     } finally {
       if (cold) this.#probing = false;
     }

@@ -65,10 +65,10 @@ export class Lanes {
     return this.all().filter((l) => l.inHand >= perLane || (l.pauseLeft() > 0 && l.inHand > 0)).map((l) => l.model);
   }
 
-  /** Jobs held by lanes that are paused now. */
-  pausedInHand(): number {
+  /** Jobs that wait on their lane's pace or pause: they hold no slot. */
+  waitingOnPace(): number {
     let n = 0;
-    for (const l of this.#lanes.values()) if (l.pauseLeft() > 0) n += l.inHand;
+    for (const l of this.#lanes.values()) n += l.waitingOnPace;
     return n;
   }
 

@@ -111,12 +111,14 @@ export class OutageBreaker {
    * `unreachable` (refused, reset, DNS) opens it at once, unless the provider answered someone
    * else after this request left: then the provider is up and the failure is this job's own.
    */
-  failure(detail: string, options: { sentAt: number; unreachable: boolean }): boolean {
+  failure(detail: string, options: { sentAt: number; unreachable: boolean; probe?: boolean }): boolean {
     this.#lastDetail = detail;
     this.#consecutive++;
     this.#push(true);
     if (this.#open) {
-      if (this.#probing) {
+      // Only the probe's own failure schedules the next probe: requests sent before the breaker
+      // opened, failing now, must not let a second probe out while the first is in flight.
+      if (this.#probing && options.probe !== false) {
         this.#probing = false;
         this.#delay = Math.min(this.#delay * 2, this.#o.maxProbeDelayMs);
         this.#schedule(detail);

@@ -69,10 +69,16 @@ end
 for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[6]) end
 return {0, math.floor(tokUntil), math.floor(reqUntil)}`;
 
-/** Raise the shared pause only if the new one ends later (two runs may get a 429 at once). */
+/**
+ * Raise the shared pause only if the new one ends later (two runs may get a 429 at once). The pause
+ * comes as a duration and ends on Redis's clock, the one the pacing script reads: a machine whose
+ * clock runs ahead must not hold every run's lane.
+ */
 const RAISE_PAUSE = `
+local t = redis.call('TIME')
+local untilMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[1])
 local current = tonumber(redis.call('HGET', KEYS[1], 'paused') or '0')
-if tonumber(ARGV[1]) > current then redis.call('HSET', KEYS[1], 'paused', ARGV[1]) end
+if untilMs > current then redis.call('HSET', KEYS[1], 'paused', string.format('%d', untilMs)) end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 0`;
 
@@ -81,8 +87,9 @@ const IDLE_TTL_MS = 10 * 60_000;
 
 interface RedisTicket extends PaceTicket {
   readonly member: string;
-  /** How long its entries live in each log (so a stretch can move them by the same rule). */
-  readonly requestLife: number;
+  /** When it was taken, on this machine's clock: a stretch moves its entries by local time elapsed. */
+  readonly takenAt: number;
+  /** How long its token entry lives in the log. */
   readonly tokenLife: number;
 }
 
@@ -104,15 +111,16 @@ class RedisLaneBoard implements LaneBoard {
       Math.max(0, tokens), span, member, IDLE_TTL_MS)) as [number, number, number];
     if (wait > 0) return wait;
     const ticket: RedisTicket = {
-      tokens, until, member, request: requestUntil > 0 ? { until: requestUntil } : null,
-      requestLife: span * Math.max(1, 1 / share.requests), tokenLife: span * Math.max(1, tokens / share.tokens),
+      tokens, until, member, takenAt: Date.now(), request: requestUntil > 0 ? { until: requestUntil } : null,
+      tokenLife: span * Math.max(1, tokens / share.tokens),
     };
     return ticket;
   }
 
   settle(ticket: PaceTicket, actualTokens: number): void {
     const t = ticket as RedisTicket;
-    if (!t.member || t.tokens === 0 || t.until <= Date.now()) return;
+    // (Redis's clock: past its expiry the entry is gone anyway, and re-adding it would only overcount.)
+    if (!t.member || t.tokens === 0 || Date.now() - t.takenAt > t.tokenLife) return;
     const fmt = (x: number): string => x.toFixed(3);
     void this.client.multi()
       .zrem(this.#keys[1], `${t.member}:${fmt(t.tokens)}`)
@@ -123,13 +131,16 @@ class RedisLaneBoard implements LaneBoard {
 
   stretch(ticket: PaceTicket, sentAt: number): void {
     const t = ticket as RedisTicket;
+    // The entries' times are Redis's; move them by the time elapsed here, never by a clock difference.
+    const shift = sentAt - t.takenAt;
+    if (!(shift > 0)) return;
     const multi = this.client.multi();
-    if (t.request && sentAt + t.requestLife > t.request.until) {
-      t.request.until = sentAt + t.requestLife;
+    if (t.request) {
+      t.request.until += shift;
       multi.zadd(this.#keys[0], 'XX', t.request.until, t.member);
     }
-    if (t.tokens > 0 && t.until > 0 && sentAt + t.tokenLife > t.until) {
-      t.until = sentAt + t.tokenLife;
+    if (t.tokens > 0 && t.until > 0) {
+      t.until += shift;
       multi.zadd(this.#keys[1], 'XX', t.until, `${t.member}:${t.tokens.toFixed(3)}`);
     }
     void multi.exec().catch(() => {}); // Redis gone: the run goes on with what it has
@@ -137,7 +148,8 @@ class RedisLaneBoard implements LaneBoard {
 
   pause(until: number): void {
     if (until > this.#pausedUntil) this.#pausedUntil = until;
-    void this.client.eval(RAISE_PAUSE, 1, this.#keys[2], String(Math.ceil(until)), IDLE_TTL_MS).catch(() => {});
+    const forMs = Math.max(1, Math.ceil(until - Date.now()));
+    void this.client.eval(RAISE_PAUSE, 1, this.#keys[2], forMs, IDLE_TTL_MS).catch(() => {});
   }
 
   pausedUntil(): number {
@@ -175,7 +187,9 @@ export class RedisLaneBoards implements LaneBoards {
   private constructor(private readonly client: Redis) {}
 
   static async connect(url: string): Promise<RedisLaneBoards> {
-    const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2, retryStrategy: (n) => (n > 3 ? null : 200 * n) });
+    // Commands fail fast while Redis is away (the lane waits and asks again); the client keeps
+    // reconnecting, so a Redis restart does not end the runs that share it.
+    const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2, retryStrategy: (n) => Math.min(200 * n, 2000) });
     client.on('error', () => {}); // surfaced by the commands that fail
     try {
       await client.connect();

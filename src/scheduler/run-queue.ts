@@ -212,9 +212,10 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
 
   try {
     while (!stop.signal.aborted) {
-      // Jobs of a paused lane wait without a slot and are not counted against the room in hand:
-      // they must not keep other lanes from being claimed.
-      const active = tasks.size - lanes.pausedInHand();
+      // Jobs waiting on their lane's pace or pause hold no slot and are not counted against the
+      // room in hand: a slow or paused lane must not keep other lanes from being claimed (each
+      // lane holds at most `concurrency` jobs, see `saturated`).
+      const active = tasks.size - lanes.waitingOnPace();
       const room = Math.min(maxInHand - active, limit - claimed);
       if (limit - claimed <= 0 && tasks.size === 0) { reason = 'limit'; break; }
       if (room >= batch || (room > 0 && active < concurrency)) {

@@ -29,6 +29,11 @@ export class RateBackoff {
     return this.#factor;
   }
 
+  /** A factor just under the one the last 429 came at (the current one before any 429). */
+  get safeFactor(): number {
+    return this.#ceiling === null ? this.#factor : Math.min(this.#factor, this.#ceiling * 0.9);
+  }
+
   /** True once a 429 has cut the pace (the limit is being learned from 429s). */
   get engaged(): boolean {
     return this.#ceiling !== null;

@@ -22,9 +22,17 @@ function perMinute(limit: number | null, remaining: number | null, resetMs: numb
   if (limit === null || !(limit > 0)) return null;
   let period = 60_000;
   if (remaining !== null && resetMs !== null && resetMs > 0 && remaining < limit) {
-    const measured = (resetMs * limit) / (limit - remaining);
-    // nearest known period on a log scale
-    period = PERIODS_MS.reduce((best, p) => (Math.abs(Math.log(p / measured)) < Math.abs(Math.log(best / measured)) ? p : best));
+    const used = limit - remaining;
+    const measured = (resetMs * limit) / used;
+    // A reset in whole seconds (`1s`, an RFC 3339 time) may be up to a second off, and so may
+    // clocks: unless the period measured that way rules a minute out, a minute it is.
+    const slack = resetMs % 1000 === 0 ? 1000 : 50;
+    const low = (Math.max(0, resetMs - slack) * limit) / used;
+    const high = ((resetMs + slack) * limit) / used;
+    if (!(low <= 60_000 && 60_000 <= high)) {
+      // nearest known period on a log scale
+      period = PERIODS_MS.reduce((best, p) => (Math.abs(Math.log(p / measured)) < Math.abs(Math.log(best / measured)) ? p : best));
+    }
   }
   return (limit * 60_000) / period;
 }

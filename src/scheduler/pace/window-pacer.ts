@@ -48,8 +48,9 @@ export function windowShare(limits: PaceLimits): { requests: number; tokens: num
 
 export class WindowPacer {
   #share = { requests: Infinity, tokens: Infinity };
-  // Both logs are in send order and expire from the front. A big request stays longer and holds
-  // back the expiry of later ones behind it: that only overcounts, which is the safe side.
+  // The request log is in expiry order (stretch keeps it so) and expires from the front. The token
+  // log is in send order: a big request stays longer and holds back the expiry of later ones behind
+  // it, which only overcounts, the safe side.
   #requests: Array<{ until: number }> = [];
   #tokens: PaceTicket[] = [];
   #tokenSum = 0;
@@ -126,7 +127,19 @@ export class WindowPacer {
    */
   stretch(ticket: PaceTicket, sentAt: number): void {
     const { requests, tokens } = this.#share;
-    if (ticket.request && requests !== Infinity) ticket.request.until = Math.max(ticket.request.until, sentAt + SPAN_MS * Math.max(1, 1 / requests));
+    const entry = ticket.request;
+    if (entry && requests !== Infinity) {
+      const until = sentAt + SPAN_MS * Math.max(1, 1 / requests);
+      const i = this.#requests.indexOf(entry);
+      if (until > entry.until && i >= 0) {
+        // keep the log in expiry order: `delay` reads the k-th entry from the end
+        this.#requests.splice(i, 1);
+        entry.until = until;
+        let j = this.#requests.length;
+        while (j > 0 && this.#requests[j - 1]!.until > until) j--;
+        this.#requests.splice(j, 0, entry);
+      }
+    }
     if (ticket.tokens > 0 && tokens !== Infinity) ticket.until = Math.max(ticket.until, sentAt + SPAN_MS * Math.max(1, ticket.tokens / tokens));
   }
 
