@@ -60,6 +60,8 @@ export interface BatchStore {
    * (lines expired, cancelled or missing from the output were not answered). Returns how many.
    */
   end(id: string, end: BatchEnd): Promise<number>;
+  /** The jobs a submission still holds, with their attempt numbers: what its results may answer. */
+  held(id: string): Promise<Array<{ key: string; attempts: number }>>;
   /** Submissions not ended, oldest first. */
   open(): Promise<BatchRow[]>;
   /** The newest submissions, for `status`. */

@@ -60,6 +60,11 @@ export class PgBatches implements BatchStore {
     });
   }
 
+  async held(id: string): Promise<Array<{ key: string; attempts: number }>> {
+    const r = await this.#q(`SELECT key, attempts FROM jobs WHERE lease_owner = $1 AND state = 'running' ORDER BY seq`, [batchOwner(id)]);
+    return r.rows.map((row) => ({ key: row.key, attempts: Number(row.attempts) }));
+  }
+
   async open(): Promise<BatchRow[]> {
     const r = await this.#q(`SELECT ${COLUMNS} FROM batches WHERE state IN ('preparing', 'submitted') ORDER BY created_at, id`);
     return r.rows.map(toRow);
