@@ -27,6 +27,10 @@ interface RunFlags {
   redis?: string;
   mockLatency: number;
   mockFailureRate: number;
+  via: 'online' | 'batch';
+  poll: number;
+  batchSize: number;
+  wait: boolean;
 }
 
 export function registerRun(program: Command): Command {
@@ -48,6 +52,10 @@ export function registerRun(program: Command): Command {
     .option('--redis <url>', 'share --rpm/--tpm and 429 pauses with every run using this Redis, e.g. redis://127.0.0.1:6379 (env LLMQ_REDIS_URL)')
     .option('--json', 'print newline-delimited JSON events on stdout instead of a progress display')
     .addOption(new Option('--progress <mode>', 'progress display: auto (bars on a terminal, lines otherwise), tty, plain, none').default('auto').argParser(oneOf(['auto', 'tty', 'plain', 'none'] as const)))
+    .addOption(new Option('--via <lane>', 'online (one request per job) or batch (the provider\'s Batch API: half the price, answers within 24 h)').default('online').argParser(oneOf(['online', 'batch'] as const)))
+    .addOption(new Option('--poll <seconds>', '--via batch: how often live batches are checked (backs off on errors)').default(30).argParser(numberBetween(0.05, 3600)))
+    .addOption(new Option('--batch-size <n>', '--via batch: jobs per batch at most (and never over 200 MB per file)').default(50_000).argParser(intAtLeast(1)))
+    .option('--no-wait', '--via batch: submit and exit; a later llmq run --via batch collects the answers')
     .addOption(new Option('--mock-latency <ms>', 'mock provider: mean latency').default(200).argParser(intAtLeast(0)))
     .addOption(new Option('--mock-failure-rate <fraction>', 'mock provider: share of tries that fail with a retryable 500').default(0).argParser(numberBetween(0, 1)))
     .addHelpText('after', `
@@ -64,11 +72,18 @@ Examples:
   $ llmq run --provider mock                      # offline, no key needed
   $ LLMQ_API_KEY=sk-... llmq run --concurrency 16 --rpm 500 --tpm 200000
   $ llmq run --base-url http://127.0.0.1:11434/v1 --concurrency 2   # a local Ollama
-  $ llmq run --limit 10                           # try the first ten before paying for all`)
+  $ llmq run --limit 10                           # try the first ten before paying for all
+  $ llmq run --via batch --no-wait                # half price; run it again later to collect`)
     .action(runCommand);
 }
 
 async function runCommand(flags: RunFlags): Promise<void> {
+  if (flags.via === 'batch') {
+    if (flags.provider === 'openai') warnIfKeyUnredactable((await import('../../provider/create.js')).findApiKey(process.env));
+    const { runBatchCommand } = await import('./run-batch.js');
+    process.exitCode = exitCodeFor(await runBatchCommand(flags, laneBaseUrl(flags)));
+    return;
+  }
   const [{ createProvider, findApiKey }, { resolveDbLocation, redactLocation }, { openExistingStore }, { runQueue }, { attachProgress }] = await Promise.all([
     import('../../provider/create.js'),
     import('../../store/open-store.js'),
