@@ -33,7 +33,7 @@ export async function pollOne(ctx: BatchContext, row: BatchRow): Promise<PollOut
   if (batch.status === 'failed') {
     const message = batch.errors.map((e) => (e.code ? `${e.code}: ${e.message}` : e.message)).join('; ') || 'the provider gave no reason';
     if (batch.errors.some((e) => e.code !== null && QUOTA_CODES.has(e.code))) {
-      const requeued = await ctx.store.batches.end(row.id, { state: 'abandoned', providerStatus: batch.status, done: 0, failed: 0, error: message, now: ctx.now() });
+      const requeued = await ctx.store.batches.end(row.id, { state: 'abandoned', providerStatus: batch.status, done: 0, failed: 0, error: message, now: ctx.now(), refund: true });
       ctx.emit({ type: 'abandoned', id: row.id, requeued, reason: message });
       return { kind: 'quota', message, requeued };
     }
@@ -52,7 +52,8 @@ export async function pollOne(ctx: BatchContext, row: BatchRow): Promise<PollOut
 }
 
 async function finish(ctx: BatchContext, row: BatchRow, status: string, applied: AppliedResults, error: string | null): Promise<PollOutcome> {
-  const requeued = await ctx.store.batches.end(row.id, { state: 'ended', providerStatus: status, done: applied.done, failed: applied.failed, error, now: ctx.now() });
+  const requeued = await ctx.store.batches.end(row.id, { state: 'ended', providerStatus: status, done: applied.done, failed: applied.failed, error, now: ctx.now(),
+    refund: status !== 'completed' });
   ctx.emit({ type: 'ended', id: row.id, providerStatus: status, done: applied.done, failed: applied.failed, requeued });
   return { kind: 'ended', applied, requeued };
 }

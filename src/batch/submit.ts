@@ -51,7 +51,7 @@ export async function submitOne(ctx: BatchContext, o: { limit: number; maxBytes:
   const file = buildInputFile(got.jobs, o.maxBytes);
   if (file.left.length > 0) await store.release(owner, { refund: true, now: ctx.now(), keys: file.left });
   if (file.keys.length === 0) {
-    await store.batches.end(id, { state: 'abandoned', providerStatus: null, done: 0, failed: 0, error: 'nothing to submit', now: ctx.now() });
+    await store.batches.end(id, { state: 'abandoned', providerStatus: null, done: 0, failed: 0, error: 'nothing to submit', now: ctx.now(), refund: true });
     return { kind: 'empty', exhausted: got.exhausted };
   }
   await store.batches.noteJobs(id, file.keys.length, ctx.now());
@@ -78,7 +78,7 @@ export async function submitOne(ctx: BatchContext, o: { limit: number; maxBytes:
     if (creating && !refused) throw error;
     // Never created: hand the jobs back, their attempt unused.
     const message = error instanceof Error ? error.message : String(error);
-    const requeued = await store.batches.end(id, { state: 'abandoned', providerStatus: null, done: 0, failed: 0, error: message, now: ctx.now() });
+    const requeued = await store.batches.end(id, { state: 'abandoned', providerStatus: null, done: 0, failed: 0, error: message, now: ctx.now(), refund: true });
     ctx.emit({ type: 'abandoned', id, requeued, reason: message });
     if (error instanceof ProviderError && error.code !== null && QUOTA_CODES.has(error.code)) {
       return { kind: 'quota', message, exhausted: got.exhausted };

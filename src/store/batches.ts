@@ -42,6 +42,12 @@ export interface BatchEnd {
   readonly failed: number;
   readonly error: string | null;
   readonly now: number;
+  /**
+   * Give the attempt of each job handed back (the batch expired, was cancelled, or was never
+   * created: not the job's doing). False for lines missing from a completed batch, so a line the
+   * provider never answers ends at --max-attempts instead of going round forever.
+   */
+  readonly refund: boolean;
 }
 
 export interface BatchStore {
@@ -56,8 +62,8 @@ export interface BatchStore {
   /** Take over a submission from a run that ended or died; false if someone else took it first. */
   adopt(id: string, fromRunId: string, toRunId: string, now: number): Promise<boolean>;
   /**
-   * Close a submission: every job it still holds goes back to `pending` with its attempt given back
-   * (lines expired, cancelled or missing from the output were not answered). Returns how many.
+   * Close a submission: every job it still holds goes back to `pending` (lines expired, cancelled or
+   * missing from the output were not answered). Returns how many.
    */
   end(id: string, end: BatchEnd): Promise<number>;
   /** The jobs a submission still holds, with their attempt numbers: what its results may answer. */
