@@ -1,0 +1,67 @@
+import { join } from 'node:path';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { CRASH_STEPS } from '../src/batch/context.js';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { runCli } from './helpers/cli.js';
+import { FakeOpenAI, answerFor } from './helpers/fake-openai.js';
+import { seedJobs } from './helpers/seed.js';
+import { tempDir } from './helpers/tmp.js';
+
+// `llmq run --via batch` as a child process against the HTTP fake, killed (SIGKILL) at every step
+// of a submission and of a collection: the next run finds what the dead one left and no job is sent twice.
+
+async function setup(jobs: number) {
+  const fake = await FakeOpenAI.start();
+  onTestFinished(() => fake.close());
+  fake.batches.configure({ completeAfterMs: 100 });
+  const db = join(tempDir(), 'q.db');
+  const store = new SqliteStore(db);
+  const keys = await seedJobs(store, jobs);
+  await store.close();
+  return { fake, db, keys };
+}
+
+function read(db: string) {
+  const store = new SqliteStore(db);
+  const jobs = store.db.prepare('SELECT key, request, state, attempts, output FROM jobs').all() as Array<{ key: string; request: string; state: string; attempts: number; output: string | null }>;
+  const open = store.db.prepare("SELECT count(*) FROM batches WHERE state IN ('preparing', 'submitted')").pluck().get();
+  void store.close();
+  return { jobs, open };
+}
+
+describe('llmq run --via batch (child processes)', () => {
+  it.each(CRASH_STEPS)('killed at "%s": the next run adopts or hands back, every job answered exactly once', async (step) => {
+    const { fake, db, keys } = await setup(12);
+    const args = ['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--batch-size', '5', '--poll', '0.1'];
+    const crashed = await runCli(args, { env: { LLMQ_TEST_CRASH_AT: step } });
+    expect(crashed.signal, crashed.stderr).toBe('SIGKILL');
+    const creates = fake.batches.count('create');
+    expect(creates).toBe(['begun', 'claimed', 'uploaded'].includes(step) ? 0 : step === 'collected' ? 3 : 1);
+
+    const resumed = await runCli(args);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    const { jobs, open } = read(db);
+    expect(open).toBe(0);
+    for (const j of jobs) {
+      expect(j).toMatchObject({ state: 'done', attempts: 1, output: answerFor(j.request) });
+      expect(fake.sentCount(j.key), `job ${j.key} after a kill at ${step}`).toBe(1);
+    }
+    expect(jobs.map((j) => j.key).sort()).toEqual([...keys].sort());
+    if (step !== 'begun' && step !== 'claimed' && step !== 'uploaded') expect(resumed.stderr).toMatch(/took over batch batch_fake1/);
+  }, 60_000);
+
+  it('--no-wait submits and exits 0; status lists the batch; a later run collects it', async () => {
+    const { fake, db } = await setup(7);
+    fake.batches.configure({ completeAfterMs: 300 });
+    const first = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--no-wait']);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stderr).toMatch(/submitted 7 jobs as batch batch_fake1/);
+    expect(read(db).jobs.every((j) => j.state === 'running')).toBe(true);
+    const status = await runCli(['status', '--db', db]);
+    expect(status.stdout).toMatch(/batch_fake1\s+(validating|in_progress)\s+7 jobs/);
+    const second = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1']);
+    expect(second.code, second.stderr).toBe(0);
+    expect(read(db).jobs.every((j) => j.state === 'done')).toBe(true);
+    expect(fake.batches.count('create')).toBe(1);
+  }, 30_000);
+});
