@@ -64,4 +64,23 @@ describe('llmq run --via batch (child processes)', () => {
     expect(read(db).jobs.every((j) => j.state === 'done')).toBe(true);
     expect(fake.batches.count('create')).toBe(1);
   }, 30_000);
+
+  it('batches cancel cancels our live batch; the next run hands its jobs back and sends them in a new batch', async () => {
+    const { fake, db, keys } = await setup(4);
+    fake.batches.fate = (b) => (b.seq === 1 ? 'cancelled' : 'completed');
+    const args = ['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1'];
+    expect((await runCli([...args, '--no-wait'])).code).toBe(0);
+    const cancel = await runCli(['batches', 'cancel', '--db', db, '--base-url', fake.url, '--json']);
+    expect(cancel.code, cancel.stderr).toBe(0);
+    expect(JSON.parse(cancel.stdout)).toEqual({ cancelled: ['batch_fake1'] });
+    expect(fake.batches.batches.get('batch_fake1')!.status).toBe('cancelled');
+    const after = await runCli(args);
+    expect(after.code, after.stderr).toBe(0);
+    expect(after.stderr).toMatch(/cancelled: 0 done, 0 failed, 4 back to pending/);
+    expect(read(db).jobs.every((j) => j.state === 'done' && j.attempts === 1)).toBe(true);
+    for (const key of keys) expect(fake.sentCount(key)).toBe(2); // once per batch: the cancelled one answered nothing
+    const unknown = await runCli(['batches', 'cancel', 'batch_nope', '--db', db, '--base-url', fake.url]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/No live batch of this queue is called batch_nope/);
+  }, 30_000);
 });
