@@ -83,4 +83,17 @@ describe('llmq run --via batch (child processes)', () => {
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toMatch(/No live batch of this queue is called batch_nope/);
   }, 30_000);
+
+  it('offline: --provider mock has a batch lane, answers stored like online ones', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 9, { model: 'mock-1' });
+    await store.close();
+    const r = await runCli(['run', '--db', db, '--provider', 'mock', '--via', 'batch', '--batch-size', '4', '--poll', '0.05', '--mock-latency', '20']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr.match(/submitted \d+ jobs as batch batch_mock/g)).toHaveLength(3);
+    const { jobs } = read(db);
+    expect(jobs).toHaveLength(9);
+    for (const j of jobs) expect(j).toMatchObject({ state: 'done', attempts: 1, output: expect.stringMatching(/mock/i) });
+  }, 30_000);
 });
