@@ -83,7 +83,7 @@ describe('batch lane', () => {
     }
     // a line missing from every output is resubmitted until its attempts are used up, never lost
     expect(byKey.get(missing)!.state).toBe('failed');
-    expect(byKey.get(missing)!.error).toMatch(/gave up after 5 attempts/);
+    expect(byKey.get(missing)!.error).toMatch(/gave up after 5 attempts; last error: no answer in the output of batch batch_fake\d+/);
     expect(byKey.get(flaky)!.attempts).toBe(2);
   });
 
@@ -143,5 +143,19 @@ describe('batch lane', () => {
     for (const key of keys) expect(fake.sentCount(key)).toBe(1);
     expect((await store.batches.recent(5)).find((b) => b.id === 'orphan')).toMatchObject({ state: 'abandoned', requeued: 2 });
     for (const j of jobs(store)) expect(j.attempts).toBe(1);
+  });
+
+  it('a create refused for too many enqueued tokens waits and submits again; a refused key stops the run with nothing used up', async () => {
+    const { fake, lane } = await setup(3);
+    fake.batches.script('create', reply.error(400, 'Enqueued token limit reached for gpt-4o-mini in organization org-x.', { code: 'token_limit_exceeded' }));
+    expect(await lane({ quotaWaitMs: 100 })).toMatchObject({ done: 3, failed: 0, remaining: 0 });
+    expect(fake.batches.count('create')).toBe(2);
+
+    const other = await setup(3);
+    other.fake.batches.script('upload', reply.unauthorized());
+    const summary = await other.lane();
+    expect(summary).toMatchObject({ reason: 'fatal', done: 0, remaining: 3, fatal: { reason: 'auth' } });
+    for (const j of jobs(other.store)) expect(j).toMatchObject({ state: 'pending', attempts: 0 });
+    expect(other.fake.batches.count('create')).toBe(0);
   });
 });

@@ -53,7 +53,7 @@ export async function pollOne(ctx: BatchContext, row: BatchRow): Promise<PollOut
 
 async function finish(ctx: BatchContext, row: BatchRow, status: string, applied: AppliedResults, error: string | null): Promise<PollOutcome> {
   const requeued = await ctx.store.batches.end(row.id, { state: 'ended', providerStatus: status, done: applied.done, failed: applied.failed, error, now: ctx.now(),
-    refund: status !== 'completed' });
+    refund: status !== 'completed', jobError: status === 'completed' ? `no answer in the output of batch ${row.providerBatchId}` : null });
   ctx.emit({ type: 'ended', id: row.id, providerStatus: status, done: applied.done, failed: applied.failed, requeued });
   return { kind: 'ended', applied, requeued };
 }

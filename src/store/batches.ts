@@ -48,6 +48,8 @@ export interface BatchEnd {
    * provider never answers ends at --max-attempts instead of going round forever.
    */
   readonly refund: boolean;
+  /** Kept as the error of each job handed back (so one that runs out of attempts says why). */
+  readonly jobError?: string | null;
 }
 
 export interface BatchStore {

@@ -44,9 +44,9 @@ export class PgBatches implements BatchStore {
   async end(id: string, e: BatchEnd): Promise<number> {
     return inTransaction(this.#pool, async (client) => {
       // Jobs still held were not answered: pending again.
-      const back = (await client.query<{ key: string }>(`UPDATE jobs SET state = 'pending', attempts = greatest(attempts - $3::int, 0),
+      const back = (await client.query<{ key: string }>(`UPDATE jobs SET state = 'pending', attempts = greatest(attempts - $3::int, 0), error = coalesce($4::text, error),
           lease_owner = NULL, lease_expires_at = NULL, updated_at = $1 WHERE lease_owner = $2 AND state = 'running' RETURNING key`,
-        [e.now, batchOwner(id), e.refund ? 1 : 0])).rows.map((r) => r.key);
+        [e.now, batchOwner(id), e.refund ? 1 : 0, e.jobError ?? null])).rows.map((r) => r.key);
       if (back.length > 0) {
         // A job whose document changed while it was in the batch is needed by no item: never resend it.
         await client.query(`WITH gone AS (DELETE FROM jobs WHERE key = ANY($1::text[]) AND state = 'pending'
