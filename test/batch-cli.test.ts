@@ -96,4 +96,21 @@ describe('llmq run --via batch (child processes)', () => {
     expect(jobs).toHaveLength(9);
     for (const j of jobs) expect(j).toMatchObject({ state: 'done', attempts: 1, output: expect.stringMatching(/mock/i) });
   }, 30_000);
+
+  it('--via auto: batches until three quarters of --deadline, then cancels them and sends the rest online', async () => {
+    const { fake, db, keys } = await setup(6);
+    fake.batches.fate = () => 'in_progress'; // never ends by itself
+    const t0 = Date.now();
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'auto', '--deadline', '2s', '--poll', '0.1', '--progress', 'none']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(Date.now() - t0).toBeGreaterThan(1500);
+    expect(fake.batches.count('cancel')).toBe(1);
+    expect(r.stderr).toMatch(/cancelled: 0 done, 0 failed, 6 back to pending/);
+    expect(fake.received).toBe(6); // online, once each
+    for (const j of read(db).jobs) expect(j).toMatchObject({ state: 'done', attempts: 1, output: answerFor(j.request) });
+    expect(keys.every((k) => fake.sentCount(k) === 2)).toBe(true); // the cancelled batch answered (and billed) none
+    const usage = await runCli(['run', '--db', db, '--via', 'auto']);
+    expect(usage.code).toBe(1);
+    expect(usage.stderr).toMatch(/--via auto needs --deadline/);
+  }, 30_000);
 });

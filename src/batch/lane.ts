@@ -7,6 +7,7 @@ import { sleep } from '../scheduler/wait.js';
 import type { Store } from '../store/types.js';
 import { adoptOrphans, orphansSoon } from './adopt.js';
 import type { BatchApi } from './api.js';
+import { callWithRetry } from './call.js';
 import { pollOne } from './collect.js';
 import type { BatchContext, BatchEvent, CrashStep } from './context.js';
 import { MAX_INPUT_BYTES } from './input-file.js';
@@ -31,6 +32,11 @@ export interface BatchLaneOptions {
   readonly quotaWaitMs?: number;
   /** Give up on a Batch API call failing this long. @default 900000 */
   readonly maxRetryMs?: number;
+  /**
+   * ms epoch: from then on submit nothing more, ask the provider to cancel our live batches, collect
+   * what they answered and return (`--via auto` then sends the rest online).
+   */
+  readonly until?: number;
   /** @default 2000 */
   readonly heartbeatMs?: number;
   /** @default 60000 */
@@ -91,6 +97,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
   let claimed = 0;
   let quotaUntil = 0;
   let errorStreak = 0;
+  let cancelling = false;
   let fatal: ProviderError | null = null;
   let reason: RunSummary['reason'] = 'drained';
   try {
@@ -98,7 +105,12 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
       if (stop.signal.aborted) { reason = 'signal'; break; }
       let pollError: unknown = null;
       try {
-        await adoptOrphans(ctx, live);
+        if (!cancelling && options.until !== undefined && now() >= options.until) {
+          cancelling = true;
+          await cancelMine(ctx);
+        }
+        // Near the deadline, take on no batch that may need hours more.
+        if (!cancelling) await adoptOrphans(ctx, live);
         for (const row of await mine(store, runId)) {
           tally.requests++;
           const outcome = await pollOne(ctx, row);
@@ -115,7 +127,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
         pollError = error;
       }
 
-      while (!stop.signal.aborted && claimed < limit && now() >= quotaUntil) {
+      while (!stop.signal.aborted && !cancelling && claimed < limit && now() >= quotaUntil) {
         const next = await store.nextPendingAt();
         if (next === null || next > now()) break;
         const result = await submitOne(ctx, { limit: Math.min(options.batchSize ?? 50_000, limit - claimed), maxBytes: options.maxBytes ?? MAX_INPUT_BYTES, maxAttempts: options.maxAttempts ?? 5 });
@@ -131,7 +143,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
       if (options.noWait) { reason = claimed >= limit ? 'limit' : 'drained'; break; }
 
       const open = (await mine(store, runId)).length;
-      const next = claimed < limit ? await store.nextPendingAt() : null;
+      const next = claimed < limit && !cancelling ? await store.nextPendingAt() : null;
       ctx.emit({ type: 'polled', open, pending: (await store.status(now())).counts.pending });
       const soon = open === 0 && next === null && (await orphansSoon(ctx, live));
       if (open === 0 && next === null && !soon) { reason = claimed >= limit ? 'limit' : 'drained'; break; }
@@ -143,6 +155,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
         ctx.emit({ type: 'waiting', reason: 'error', untilMs: now() + wait, message: (pollError as Error).message });
       }
       if (soon) wait = Math.min(wait, 1000);
+      if (options.until !== undefined && !cancelling) wait = Math.min(wait, Math.max(0, options.until - now()));
       if (open === 0 && next !== null) wait = Math.min(wait, Math.max(50, Math.max(next, quotaUntil) - now()));
       await sleep(wait, stop.signal).catch(() => {});
     }
@@ -171,4 +184,11 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
 /** This run's submitted batches. */
 async function mine(store: Store, runId: string) {
   return (await store.batches.open()).filter((b) => b.runId === runId && b.state === 'submitted');
+}
+
+/** Ask the provider to cancel this run's live batches; what they answered is still collected. */
+async function cancelMine(ctx: BatchContext): Promise<void> {
+  for (const row of await mine(ctx.store, ctx.runId)) {
+    await callWithRetry(ctx, `cancelling ${row.providerBatchId}`, () => ctx.api.cancelBatch(row.providerBatchId!, ctx.stopSignal));
+  }
 }

@@ -17,6 +17,8 @@ export interface BatchRunFlags {
   json?: boolean;
   grace: number;
   mockLatency: number;
+  /** ms epoch when the batch lane cancels its batches and returns (`--via auto`). */
+  until?: number;
 }
 
 /** `llmq run --via batch`: the batch lane, with its events as plain lines (or JSON with --json). */
@@ -41,7 +43,7 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
     const summary = await runBatchLane(
       { store, api, baseUrl, secret: findApiKey(process.env)?.key, emit: say, stopSignal: stopping.stopSignal, crashAt: crashAtFromEnv(process.env),
         describe: { provider: flags.provider, batchSize: flags.batchSize, poll: flags.poll, wait: flags.wait } },
-      { batchSize: flags.batchSize, pollMs: flags.poll * 1000, limit: flags.limit, maxAttempts: flags.maxAttempts, noWait: !flags.wait },
+      { batchSize: flags.batchSize, pollMs: flags.poll * 1000, limit: flags.limit, maxAttempts: flags.maxAttempts, noWait: !flags.wait, until: flags.until },
     );
     if (flags.json) out.write(JSON.stringify({ event: 'run:end', ...summary }) + '\n');
     else info(`batch lane: ${summary.done} done, ${summary.failed} failed, ${summary.remaining} pending or in a batch (${summary.reason})`);
