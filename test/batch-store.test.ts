@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { HttpBatchApi } from '../src/batch/http-api.js';
 import { runBatchLane } from '../src/batch/lane.js';
 import { batchOwner } from '../src/store/batches.js';
+import { copyStore } from '../src/store/copy.js';
 import { FakeOpenAI } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { STORE_KINDS, skipUnavailable } from './helpers/stores.js';
@@ -55,5 +56,15 @@ describe.each(STORE_KINDS)('batches on $name', (kind) => {
     expect(sent.filter((n) => n === 1)).toHaveLength(3);
     expect(sent.filter((n) => n === 2)).toHaveLength(3);
     expect((await store.batches.recent(5)).map((b) => [b.providerStatus, b.done, b.requeued])).toEqual([['completed', 3, 0], ['expired', 3, 3]]);
+  });
+
+  it('copy refuses a queue with live batches (the copy would send their jobs again)', async (ctx) => {
+    skipUnavailable(kind, ctx);
+    const { store } = await kind.fresh();
+    const { store: target } = await STORE_KINDS[0]!.fresh();
+    await seedJobs(store, 2);
+    await store.batches.begin({ id: 's1', runId: 'r1', baseUrl: 'http://x/v1', now: 1 });
+    await expect(copyStore(store, target, { now: 2 })).rejects.toThrow(/1 batch still live at the provider; collect them first/);
+    expect((await target.status(2)).total).toBe(0);
   });
 });
