@@ -12,7 +12,7 @@ export type BatchEvent =
   | { readonly type: 'ended'; readonly id: string; readonly providerStatus: string; readonly done: number; readonly failed: number; readonly requeued: number }
   | { readonly type: 'abandoned'; readonly id: string; readonly requeued: number; readonly reason: string }
   | { readonly type: 'waiting'; readonly reason: 'quota' | 'error'; readonly untilMs: number; readonly message: string }
-  | { readonly type: 'polled'; readonly open: number; readonly pending: number };
+  | { readonly type: 'polled'; readonly open: number };
 
 /** Everything one batch-lane run shares between its steps. */
 export interface BatchContext {

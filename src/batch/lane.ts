@@ -144,7 +144,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
 
       const open = (await mine(store, runId)).length;
       const next = claimed < limit && !cancelling ? await store.nextPendingAt() : null;
-      ctx.emit({ type: 'polled', open, pending: (await store.status(now())).counts.pending });
+      ctx.emit({ type: 'polled', open });
       const soon = open === 0 && next === null && (await orphansSoon(ctx, live));
       if (open === 0 && next === null && !soon) { reason = claimed >= limit ? 'limit' : 'drained'; break; }
 
