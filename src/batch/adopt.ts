@@ -19,18 +19,10 @@ export interface Liveness {
  * provider by its metadata: adopted if it exists, its jobs handed back if not.
  */
 export async function adoptOrphans(ctx: BatchContext, live: Liveness): Promise<void> {
-  const open = (await ctx.store.batches.open()).filter((b) => b.runId !== ctx.runId);
-  if (open.length === 0) return;
-  const runs = await ctx.store.activeRuns();
+  const { orphaned } = await othersSubmissions(ctx, live);
   const now = ctx.now();
-  const dead = new Set(deadOwners(runs, { host: live.host, pid: live.pid, runId: ctx.runId, isAlive: live.isAlive ?? isProcessAlive, now, quietMs: live.quietMs }));
-  const active = new Map(runs.map((r) => [r.id, r]));
-  const orphaned = (b: BatchRow): boolean => {
-    const run = active.get(b.runId);
-    return !run || dead.has(run.id) || now - run.heartbeatAt > live.leaseMs;
-  };
-  for (const row of open) {
-    if (!orphaned(row) || !(await ctx.store.batches.adopt(row.id, row.runId, ctx.runId, now))) continue;
+  for (const row of orphaned) {
+    if (!(await ctx.store.batches.adopt(row.id, row.runId, ctx.runId, now))) continue;
     if (row.state === 'submitted') {
       ctx.emit({ type: 'adopted', id: row.id, providerBatchId: row.providerBatchId, from: row.runId });
       continue;
@@ -48,11 +40,28 @@ export async function adoptOrphans(ctx: BatchContext, live: Liveness): Promise<v
   }
 }
 
-/** Whether some run's submissions will be ours to adopt shortly: its process on this host is gone, its heartbeat not yet stale. */
+/**
+ * Whether some other run's submissions are ours to adopt now or shortly (its process on this host
+ * is gone, its heartbeat not yet stale): worth waiting for before calling the queue drained.
+ */
 export async function orphansSoon(ctx: BatchContext, live: Liveness): Promise<boolean> {
+  const { orphaned, dying } = await othersSubmissions(ctx, live);
+  return orphaned.length > 0 || dying;
+}
+
+/** Other runs' open submissions whose run ended or died, and whether any belongs to a run dying now. */
+async function othersSubmissions(ctx: BatchContext, live: Liveness): Promise<{ orphaned: BatchRow[]; dying: boolean }> {
   const open = (await ctx.store.batches.open()).filter((b) => b.runId !== ctx.runId);
-  if (open.length === 0) return false;
-  const dying = new Set(dyingOwners(await ctx.store.activeRuns(),
-    { host: live.host, pid: live.pid, runId: ctx.runId, isAlive: live.isAlive ?? isProcessAlive, now: ctx.now(), quietMs: live.quietMs }));
-  return open.some((b) => dying.has(b.runId));
+  if (open.length === 0) return { orphaned: [], dying: false };
+  const runs = await ctx.store.activeRuns();
+  const now = ctx.now();
+  const self = { host: live.host, pid: live.pid, runId: ctx.runId, isAlive: live.isAlive ?? isProcessAlive, now, quietMs: live.quietMs };
+  const dead = new Set(deadOwners(runs, self));
+  const dying = new Set(dyingOwners(runs, self));
+  const active = new Map(runs.map((r) => [r.id, r]));
+  const orphaned = open.filter((b) => {
+    const run = active.get(b.runId);
+    return !run || dead.has(run.id) || now - run.heartbeatAt > live.leaseMs;
+  });
+  return { orphaned, dying: open.some((b) => dying.has(b.runId)) };
 }

@@ -145,7 +145,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
       const open = (await mine(store, runId)).length;
       const next = claimed < limit && !cancelling ? await store.nextPendingAt() : null;
       ctx.emit({ type: 'polled', open });
-      const soon = open === 0 && next === null && (await orphansSoon(ctx, live));
+      const soon = open === 0 && next === null && !cancelling && (await orphansSoon(ctx, live));
       if (open === 0 && next === null && !soon) { reason = claimed >= limit ? 'limit' : 'drained'; break; }
 
       let wait = pollMs;
