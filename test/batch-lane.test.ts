@@ -158,4 +158,13 @@ describe('batch lane', () => {
     for (const j of jobs(other.store)) expect(j).toMatchObject({ state: 'pending', attempts: 0 });
     expect(other.fake.batches.count('create')).toBe(0);
   });
+
+  it('cuts a file at the byte cap: what does not fit goes back (attempt unused) and into the next batch', async () => {
+    const { fake, store, lane } = await setup(5);
+    const lineBytes = Buffer.byteLength(`{"custom_id":"${'0'.repeat(64)}","method":"POST","url":"/v1/chat/completions","body":${jobs(store)[0]!.request}}\n`);
+    const summary = await lane({ maxBytes: lineBytes * 2 + 10 });
+    expect(summary).toMatchObject({ done: 5, remaining: 0 });
+    expect([...fake.batches.batches.values()].map((b) => b.lines.length)).toEqual([2, 2, 1]);
+    for (const j of jobs(store)) expect(j).toMatchObject({ state: 'done', attempts: 1 });
+  });
 });
