@@ -32,7 +32,7 @@ describe('postgres store', () => {
     expect(store.kind).toBe('postgres');
     const tables = await sql<{ table_name: string }>(
       `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, [schema]);
-    expect(tables.map((t) => t.table_name)).toEqual(['attempts', 'items', 'jobs', 'lanes', 'llmq_migrations', 'runs']);
+    expect(tables.map((t) => t.table_name)).toEqual(['attempts', 'batches', 'items', 'jobs', 'lanes', 'llmq_migrations', 'runs']);
     const cols = async (table: string) => (await sql<{ column_name: string }>(`SELECT column_name FROM information_schema.columns
       WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position`, [schema, table])).map((c) => c.column_name);
     expect(await cols('jobs')).toEqual([
@@ -41,6 +41,10 @@ describe('postgres store', () => {
     ]);
     expect(await cols('items')).toEqual(['seq', 'id', 'source', 'job_key', 'meta', 'created_at', 'updated_at']);
     expect(await cols('runs')).toEqual(['seq', 'id', 'host', 'pid', 'started_at', 'heartbeat_at', 'ended_at', 'exit_reason', 'options', 'stats']);
+    expect(await cols('batches')).toEqual([
+      'id', 'run_id', 'base_url', 'state', 'provider_batch_id', 'input_file_id', 'provider_status', 'jobs', 'done', 'failed',
+      'requeued', 'error', 'created_at', 'updated_at', 'ended_at',
+    ]);
     await store.close();
     // reopening applies nothing new
     await (await PostgresStore.open(url)).close();

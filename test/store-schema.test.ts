@@ -16,7 +16,7 @@ describe('sqlite schema', () => {
     const db = store.db;
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
-    expect(tables).toEqual(['attempts', 'items', 'jobs', 'lanes', 'llmq_migrations', 'runs']);
+    expect(tables).toEqual(['attempts', 'batches', 'items', 'jobs', 'lanes', 'llmq_migrations', 'runs']);
     expect(columns(db, 'jobs')).toEqual([
       'seq', 'key', 'request', 'model', 'state', 'priority', 'attempts', 'run_after', 'lease_owner', 'lease_expires_at',
       'output', 'response', 'prompt_tokens', 'completion_tokens', 'error', 'created_at', 'updated_at', 'finished_at',
@@ -28,8 +28,12 @@ describe('sqlite schema', () => {
     ]);
     expect(columns(db, 'runs')).toEqual(['id', 'host', 'pid', 'started_at', 'heartbeat_at', 'ended_at', 'exit_reason', 'options', 'stats']);
     expect(columns(db, 'lanes')).toEqual(['base_url', 'model', 'rpm', 'tpm', 'source', 'learned_at']);
+    expect(columns(db, 'batches')).toEqual([
+      'id', 'run_id', 'base_url', 'state', 'provider_batch_id', 'input_file_id', 'provider_status', 'jobs', 'done', 'failed',
+      'requeued', 'error', 'created_at', 'updated_at', 'ended_at',
+    ]);
     const indexes = db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%' ORDER BY name").pluck().all();
-    expect(indexes).toEqual(['attempts_job', 'items_job', 'jobs_age', 'jobs_claim', 'jobs_lease', 'jobs_retrying', 'jobs_usage', 'runs_open']);
+    expect(indexes).toEqual(['attempts_job', 'batches_open', 'items_job', 'jobs_age', 'jobs_claim', 'jobs_lease', 'jobs_retrying', 'jobs_usage', 'runs_open']);
     expect(db.prepare('SELECT version FROM llmq_migrations').pluck().all()).toEqual(MIGRATIONS.map((m) => m.version));
     await store.close();
     // reopening applies nothing new

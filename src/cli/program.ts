@@ -6,6 +6,7 @@ import { registerRetryFailed } from './commands/retry-failed.js';
 import { registerShow } from './commands/show.js';
 import { registerExport } from './commands/export.js';
 import { registerCopy } from './commands/copy.js';
+import { registerBatches } from './commands/batches.js';
 
 export const VERSION = '0.1.0';
 
@@ -38,7 +39,7 @@ Environment:
   LLMQ_REDIS_URL                  share rate limits between runs (llmq run --redis)
   NO_COLOR                        plain output`);
   refuseHelpForUnknownCommands(program);
-  for (const register of [registerEnqueue, registerRun, registerStatus, registerRetryFailed, registerShow, registerExport, registerCopy]) {
+  for (const register of [registerEnqueue, registerRun, registerStatus, registerRetryFailed, registerShow, registerExport, registerCopy, registerBatches]) {
     const cmd = register(program);
     cmd.exitOverride().showHelpAfterError('(run with --help for usage)');
   }

@@ -41,6 +41,13 @@ export async function copyStore(from: Store, to: Store, options: CopyOptions): P
     throw new StoreError(`${to.location} is not empty (${target.total} jobs, ${target.items} items); llmq copy only writes into an ` +
       `empty queue. Point --to at a new file or a new schema (?schema=name).`);
   }
+  // Jobs in a live batch would arrive pending and be sent again while the provider still answers
+  // them in the source's batch (the batches table is not copied).
+  const live = await from.batches.open();
+  if (live.length > 0) {
+    throw new StoreError(`${from.location} has ${live.length} batch${live.length === 1 ? '' : 'es'} still live at the provider; ` +
+      `collect them first (llmq run --via batch) or cancel them (llmq batches cancel, then llmq run --via batch), then copy.`);
+  }
   let requeued = 0;
   let closedRuns = 0;
   // Jobs before items (items point at jobs); attempts and runs after.

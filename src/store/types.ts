@@ -1,3 +1,5 @@
+import type { BatchStore } from './batches.js';
+
 /**
  * The job store as the rest of llmq sees it. SQLite is the embedded default; PostgreSQL implements
  * the same interface. Nothing outside a store implementation writes SQL.
@@ -241,6 +243,8 @@ export interface RetryFailedFilter {
 
 export interface Store {
   readonly kind: 'sqlite' | 'postgres';
+  /** The batch lane's submissions. */
+  readonly batches: BatchStore;
   /** Where the data lives, for messages (a path, or a URL without its password). */
   readonly location: string;
 

@@ -11,6 +11,7 @@
  * await fake.down(); await fake.up();                  // refuse connections, then come back on the same port
  * fake.sentCount(job.key) === 1; fake.maxInFlight; fake.rateLimited; fake.requests  // what happened
  * await fake.close();
+ * fake.batches.fate = () => 'expired';                // the Batch API: see fake-openai-batches.ts
  * ```
  *
  * Who answers a request, first match wins: the `script` queue, then the `respond` function (return
@@ -42,6 +43,7 @@ import { listen, readBody, send } from './fake-openai-http.js';
 import { estimateRequestTokens } from '../../src/provider/tokens.js';
 import { chance } from './fake-openai-chance.js';
 import { FakeRateLimits, openAiDuration, type HeaderStyle } from './fake-openai-limits.js';
+import { FakeBatchApi } from './fake-openai-batches.js';
 import { completionBody, sha256, type FakeHeaders, type FakeReply, type FakeRequest } from './fake-openai-replies.js';
 
 export { answerFor, completionBody, errorBody, reply, sha256 } from './fake-openai-replies.js';
@@ -93,6 +95,8 @@ export class FakeOpenAI {
   inFlight = 0;
   /** Highest number of requests in flight at once. */
   maxInFlight = 0;
+  /** The Batch API (fake-openai-batches.ts); a job in a created batch counts in `sentCount` too. */
+  readonly batches = new FakeBatchApi((key) => this.counts.set(key, (this.counts.get(key) ?? 0) + 1));
 
   #server: Server;
   #settings: Settings;
@@ -211,6 +215,8 @@ export class FakeOpenAI {
     res.on('close', () => this.inFlight--);
     const body = await readBody(req).catch(() => null);
     if (body === null) return; // the client went away mid-body
+    const endpoint = FakeBatchApi.endpointOf(req.method ?? 'GET', req.url ?? '/');
+    if (endpoint) return this.batches.handle(endpoint, req, res, body);
     let json: any = null;
     try { json = JSON.parse(body); } catch { /* not JSON: answered with 400 below */ }
     const key = sha256(body);

@@ -1,5 +1,5 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import { EXIT } from '../../errors.js';
+import { EXIT, UsageError } from '../../errors.js';
 import { isRedactableKey, MIN_REDACTED_RUN } from '../../provider/redact.js';
 import type { RunSummary, SchedulerListener } from '../../scheduler/events.js';
 import { dbOption } from '../program.js';
@@ -27,6 +27,11 @@ interface RunFlags {
   redis?: string;
   mockLatency: number;
   mockFailureRate: number;
+  via: 'online' | 'batch' | 'auto';
+  deadline?: number;
+  poll: number;
+  batchSize: number;
+  wait: boolean;
 }
 
 export function registerRun(program: Command): Command {
@@ -48,6 +53,11 @@ export function registerRun(program: Command): Command {
     .option('--redis <url>', 'share --rpm/--tpm and 429 pauses with every run using this Redis, e.g. redis://127.0.0.1:6379 (env LLMQ_REDIS_URL)')
     .option('--json', 'print newline-delimited JSON events on stdout instead of a progress display')
     .addOption(new Option('--progress <mode>', 'progress display: auto (bars on a terminal, lines otherwise), tty, plain, none').default('auto').argParser(oneOf(['auto', 'tty', 'plain', 'none'] as const)))
+    .addOption(new Option('--via <lane>', 'online (one request per job), batch (the provider\'s Batch API: half the price, answers within 24 h), or auto (batch first, the rest online before --deadline)').default('online').argParser(oneOf(['online', 'batch', 'auto'] as const)))
+    .addOption(new Option('--deadline <duration>', '--via auto: when everything must be done, e.g. 6h, 90m; batches run for the first three quarters of it').argParser(durationMs))
+    .addOption(new Option('--poll <seconds>', '--via batch: how often live batches are checked (backs off on errors)').default(30).argParser(numberBetween(0.05, 3600)))
+    .addOption(new Option('--batch-size <n>', '--via batch: jobs per batch at most (and never over 200 MB per file)').default(50_000).argParser(intAtLeast(1)))
+    .option('--no-wait', '--via batch: submit and exit; a later llmq run --via batch collects the answers')
     .addOption(new Option('--mock-latency <ms>', 'mock provider: mean latency').default(200).argParser(intAtLeast(0)))
     .addOption(new Option('--mock-failure-rate <fraction>', 'mock provider: share of tries that fail with a retryable 500').default(0).argParser(numberBetween(0, 1)))
     .addHelpText('after', `
@@ -64,11 +74,24 @@ Examples:
   $ llmq run --provider mock                      # offline, no key needed
   $ LLMQ_API_KEY=sk-... llmq run --concurrency 16 --rpm 500 --tpm 200000
   $ llmq run --base-url http://127.0.0.1:11434/v1 --concurrency 2   # a local Ollama
-  $ llmq run --limit 10                           # try the first ten before paying for all`)
+  $ llmq run --limit 10                           # try the first ten before paying for all
+  $ llmq run --via batch --no-wait                # half price; run it again later to collect`)
     .action(runCommand);
 }
 
 async function runCommand(flags: RunFlags): Promise<void> {
+  if (flags.via !== 'online') {
+    if (flags.via === 'auto' && flags.deadline === undefined) throw new UsageError('--via auto needs --deadline, e.g. --deadline 6h.');
+    if (flags.provider === 'openai') warnIfKeyUnredactable((await import('../../provider/create.js')).findApiKey(process.env));
+    const { runBatchCommand } = await import('./run-batch.js');
+    // --via auto: the Batch API (half price) for three quarters of the time, the rest online.
+    const until = flags.via === 'auto' ? Date.now() + Math.round(flags.deadline! * 0.75) : undefined;
+    const batch = await runBatchCommand({ ...flags, until }, laneBaseUrl(flags));
+    if (flags.via === 'batch' || batch.reason === 'signal' || batch.reason === 'fatal' || batch.remaining === 0) {
+      process.exitCode = exitCodeFor(batch);
+      return;
+    }
+  }
   const [{ createProvider, findApiKey }, { resolveDbLocation, redactLocation }, { openExistingStore }, { runQueue }, { attachProgress }] = await Promise.all([
     import('../../provider/create.js'),
     import('../../store/open-store.js'),
@@ -157,6 +180,14 @@ function laneBaseUrl(flags: RunFlags): string {
 
 /** The longest a request may take under --timeout auto. */
 const AUTO_TIMEOUT_CAP_MS = 600_000;
+
+/** `6h`, `90m`, `45s` or a number of seconds, in ms. */
+function durationMs(value: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(h|m|s)?\s*$/i.exec(value);
+  const ms = m ? Number(m[1]) * { h: 3600_000, m: 60_000, s: 1000 }[(m[2] ?? 's').toLowerCase() as 'h' | 'm' | 's'] : NaN;
+  if (!(ms > 0)) throw new InvalidArgumentError('Expected a duration like 6h, 90m or 45s.');
+  return ms;
+}
 
 /** `auto`, or a number of seconds greater than 0. */
 function secondsOrAuto(value: string): number | 'auto' {

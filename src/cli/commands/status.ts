@@ -7,6 +7,7 @@ import { resolveDbLocation, redactLocation } from '../../store/open-store.js';
 import { openExistingStore } from '../../report/open-existing.js';
 import { buildStatusReport } from '../../report/status.js';
 import { renderStatus } from '../../report/status-text.js';
+import { buildBatchesReport, renderBatches } from '../../report/batches-text.js';
 import { stripAnsi } from '../../report/format.js';
 import { priceOptions, priceTableFrom, type PriceFlags } from './price-options.js';
 
@@ -43,7 +44,8 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
   const render = async (): Promise<string> => {
     const now = Date.now();
     const report = buildStatusReport(await store.status(now), { now, prices, db: redactLocation(location) });
-    return flags.json ? JSON.stringify(report) + '\n' : renderStatus(report, paint);
+    const batches = buildBatchesReport(await store.batches.recent(50), now);
+    return flags.json ? JSON.stringify({ ...report, batches }) + '\n' : renderStatus(report, paint) + renderBatches(batches, paint);
   };
   try {
     if (flags.watch === undefined) {

@@ -8,6 +8,7 @@ import { migrate } from './migrations.js';
 import { enqueuePg } from './enqueue.js';
 import { PgReader } from './read.js';
 import { PgCopier } from './copy.js';
+import { PgBatches } from './batches.js';
 
 /**
  * Insert one attempt row; its values are the first 11 parameters of the statement it is part of.
@@ -96,6 +97,7 @@ export class PostgresStore implements Store {
   /** The schema the tables live in. */
   readonly schema: string;
   readonly pool: pg.Pool;
+  readonly batches: PgBatches;
   readonly #read: PgReader;
   readonly #copy: PgCopier;
 
@@ -105,6 +107,7 @@ export class PostgresStore implements Store {
     this.schema = schema;
     this.#read = new PgReader(pool);
     this.#copy = new PgCopier(pool);
+    this.batches = new PgBatches(pool);
   }
 
   /** Connect, create the schema if missing, migrate it forward, and hand back a ready store. */

@@ -5,6 +5,7 @@ import type {
 import { openSqlite, type Db, type OpenSqliteOptions } from './open.js';
 import { SqliteReader } from './read.js';
 import { SqliteCopier } from './copy.js';
+import { SqliteBatches } from './batches.js';
 
 /**
  * The embedded store: one SQLite file. better-sqlite3 is synchronous, so every method here runs
@@ -14,6 +15,7 @@ export class SqliteStore implements Store {
   readonly kind = 'sqlite' as const;
   readonly location: string;
   readonly db: Db;
+  readonly batches: SqliteBatches;
   readonly #read: SqliteReader;
   readonly #copy: SqliteCopier;
   readonly #s;
@@ -23,6 +25,7 @@ export class SqliteStore implements Store {
     this.db = openSqlite(path, options);
     this.#read = new SqliteReader(this.db);
     this.#copy = new SqliteCopier(this.db);
+    this.batches = new SqliteBatches(this.db);
     const db = this.db;
     // SQLite's lower() folds ASCII only; fold like JavaScript (and PostgreSQL in a UTF-8 locale) so
     // `retry-failed --error` is case-insensitive for any text.

@@ -1,0 +1,67 @@
+import { deadOwners, dyingOwners, isProcessAlive } from '../scheduler/owners.js';
+import type { BatchRow } from '../store/batches.js';
+import type { BatchContext } from './context.js';
+import { findBySubmission } from './submit.js';
+
+export interface Liveness {
+  readonly host: string;
+  readonly pid: number;
+  readonly isAlive?: (pid: number) => boolean;
+  /** A run quiet this long is dead wherever it runs. */
+  readonly leaseMs: number;
+  /** A run on this host whose process is gone is dead once quiet this long. */
+  readonly quietMs: number;
+}
+
+/**
+ * Take over the submissions of runs that ended or died, so their batches are polled and collected
+ * (never submitted again). A submission recorded but not known to be created is looked up at the
+ * provider by its metadata: adopted if it exists, its jobs handed back if not.
+ */
+export async function adoptOrphans(ctx: BatchContext, live: Liveness): Promise<void> {
+  const { orphaned } = await othersSubmissions(ctx, live);
+  const now = ctx.now();
+  for (const row of orphaned) {
+    if (!(await ctx.store.batches.adopt(row.id, row.runId, ctx.runId, now))) continue;
+    if (row.state === 'submitted') {
+      ctx.emit({ type: 'adopted', id: row.id, providerBatchId: row.providerBatchId, from: row.runId });
+      continue;
+    }
+    // No file uploaded, no batch possible: nothing to look for.
+    const found = row.inputFileId === null ? null : await findBySubmission(ctx, row.id, row.createdAt);
+    if (found) {
+      await ctx.store.batches.submitted(row.id, found.id, found.status, ctx.now());
+      ctx.emit({ type: 'adopted', id: row.id, providerBatchId: found.id, from: row.runId });
+    } else {
+      const reason = 'its run stopped before the batch was created';
+      const requeued = await ctx.store.batches.end(row.id, { state: 'abandoned', providerStatus: null, done: 0, failed: 0, error: reason, now: ctx.now(), refund: true });
+      ctx.emit({ type: 'abandoned', id: row.id, requeued, reason });
+    }
+  }
+}
+
+/**
+ * Whether some other run's submissions are ours to adopt now or shortly (its process on this host
+ * is gone, its heartbeat not yet stale): worth waiting for before calling the queue drained.
+ */
+export async function orphansSoon(ctx: BatchContext, live: Liveness): Promise<boolean> {
+  const { orphaned, dying } = await othersSubmissions(ctx, live);
+  return orphaned.length > 0 || dying;
+}
+
+/** Other runs' open submissions whose run ended or died, and whether any belongs to a run dying now. */
+async function othersSubmissions(ctx: BatchContext, live: Liveness): Promise<{ orphaned: BatchRow[]; dying: boolean }> {
+  const open = (await ctx.store.batches.open()).filter((b) => b.runId !== ctx.runId);
+  if (open.length === 0) return { orphaned: [], dying: false };
+  const runs = await ctx.store.activeRuns();
+  const now = ctx.now();
+  const self = { host: live.host, pid: live.pid, runId: ctx.runId, isAlive: live.isAlive ?? isProcessAlive, now, quietMs: live.quietMs };
+  const dead = new Set(deadOwners(runs, self));
+  const dying = new Set(dyingOwners(runs, self));
+  const active = new Map(runs.map((r) => [r.id, r]));
+  const orphaned = open.filter((b) => {
+    const run = active.get(b.runId);
+    return !run || dead.has(run.id) || now - run.heartbeatAt > live.leaseMs;
+  });
+  return { orphaned, dying: open.some((b) => dying.has(b.runId)) };
+}

@@ -1,0 +1,68 @@
+import { ProviderError } from '../provider/types.js';
+import { batchOwner, type BatchRow } from '../store/batches.js';
+import { QUOTA_CODES, TERMINAL_STATUSES, type ProviderBatch } from './api.js';
+import { callWithRetry } from './call.js';
+import type { BatchContext } from './context.js';
+import { applyResults, type AppliedResults } from './results.js';
+
+export type PollOutcome =
+  | { readonly kind: 'open' }
+  | { readonly kind: 'ended'; readonly applied: AppliedResults; readonly requeued: number }
+  /** The provider refused it for having too much queued; its jobs are pending again. */
+  | { readonly kind: 'quota'; readonly message: string; readonly requeued: number };
+
+const NOTHING: AppliedResults = Object.freeze({ done: 0, failed: 0, retried: 0, promptTokens: 0, completionTokens: 0 });
+
+/**
+ * Ask the provider how a submitted batch is doing; once it has ended, store what it answered and
+ * hand every job it did not answer (expired, cancelled, missing lines) back to pending.
+ */
+export async function pollOne(ctx: BatchContext, row: BatchRow): Promise<PollOutcome> {
+  let batch: ProviderBatch;
+  try {
+    batch = await ctx.api.getBatch(row.providerBatchId!, ctx.stopSignal);
+  } catch (error) {
+    // The provider does not know it (deleted, or the offline mock of an earlier process): nothing
+    // more will come, so its jobs go back to be sent again.
+    if (error instanceof ProviderError && error.status === 404) return finish(ctx, row, 'lost', NOTHING, error.message);
+    throw error;
+  }
+  if (batch.status !== row.providerStatus) await ctx.store.batches.noteStatus(row.id, batch.status, ctx.now());
+  if (!TERMINAL_STATUSES.has(batch.status)) return { kind: 'open' };
+
+  if (batch.status === 'failed') {
+    const message = batch.errors.map((e) => (e.code ? `${e.code}: ${e.message}` : e.message)).join('; ') || 'the provider gave no reason';
+    if (batch.errors.some((e) => e.code !== null && QUOTA_CODES.has(e.code))) {
+      const requeued = await ctx.store.batches.end(row.id, { state: 'abandoned', providerStatus: batch.status, done: 0, failed: 0, error: message, now: ctx.now(), refund: true });
+      ctx.emit({ type: 'abandoned', id: row.id, requeued, reason: message });
+      return { kind: 'quota', message, requeued };
+    }
+    // Refused whole (its file did not validate): sending the same lines again would be refused again.
+    const failed = await failHeld(ctx, row, `the provider refused the batch ${batch.id}: ${message}`);
+    return finish(ctx, row, batch.status, { ...NOTHING, failed }, message);
+  }
+
+  const files: string[] = [];
+  for (const fileId of [batch.outputFileId, batch.errorFileId]) {
+    if (fileId) files.push(await callWithRetry(ctx, `downloading ${fileId}`, () => ctx.api.fileContent(fileId, ctx.stopSignal)));
+  }
+  const applied = await applyResults(ctx.store, row.id, files, row.createdAt, ctx.now(), ctx.secret);
+  ctx.crashAt('collected');
+  return finish(ctx, row, batch.status, applied, null);
+}
+
+async function finish(ctx: BatchContext, row: BatchRow, status: string, applied: AppliedResults, error: string | null): Promise<PollOutcome> {
+  const requeued = await ctx.store.batches.end(row.id, { state: 'ended', providerStatus: status, done: applied.done, failed: applied.failed, error, now: ctx.now(),
+    refund: status !== 'completed', jobError: status === 'completed' ? `no answer in the output of batch ${row.providerBatchId}` : null });
+  ctx.emit({ type: 'ended', id: row.id, providerStatus: status, done: applied.done, failed: applied.failed, requeued });
+  return { kind: 'ended', applied, requeued };
+}
+
+async function failHeld(ctx: BatchContext, row: BatchRow, message: string): Promise<number> {
+  const owner = batchOwner(row.id);
+  const now = ctx.now();
+  const held = await ctx.store.batches.held(row.id);
+  await Promise.all(held.map((j) => ctx.store.fail(j.key, owner, message,
+    { key: j.key, runId: owner, attempt: j.attempts, startedAt: row.createdAt, endedAt: now, status: null, outcome: 'failed', error: message, usage: null }, now)));
+  return held.length;
+}

@@ -1,0 +1,39 @@
+import type { Store } from '../store/types.js';
+import type { BatchApi } from './api.js';
+
+/** Named points of a submission and a collection, where a test may kill the process (`LLMQ_TEST_CRASH_AT`). */
+export const CRASH_STEPS = Object.freeze(['begun', 'claimed', 'uploaded', 'created', 'submitted', 'collected'] as const);
+export type CrashStep = (typeof CRASH_STEPS)[number];
+
+/** What the batch lane tells its listener; the CLI words it. */
+export type BatchEvent =
+  | { readonly type: 'submitted'; readonly id: string; readonly providerBatchId: string; readonly jobs: number }
+  | { readonly type: 'adopted'; readonly id: string; readonly providerBatchId: string | null; readonly from: string }
+  | { readonly type: 'ended'; readonly id: string; readonly providerStatus: string; readonly done: number; readonly failed: number; readonly requeued: number }
+  | { readonly type: 'abandoned'; readonly id: string; readonly requeued: number; readonly reason: string }
+  | { readonly type: 'waiting'; readonly reason: 'quota' | 'error'; readonly untilMs: number; readonly message: string }
+  | { readonly type: 'polled'; readonly open: number };
+
+/** Everything one batch-lane run shares between its steps. */
+export interface BatchContext {
+  readonly store: Store;
+  readonly api: BatchApi;
+  readonly runId: string;
+  /** The endpoint, without credentials: recorded with each submission. */
+  readonly baseUrl: string;
+  /** Removed from any message stored or shown. */
+  readonly secret: string | undefined;
+  readonly now: () => number;
+  readonly emit: (event: BatchEvent) => void;
+  readonly crashAt: (step: CrashStep) => void;
+  readonly stopSignal: AbortSignal;
+  /** Longest a Batch API call is retried before the run gives up. */
+  readonly maxRetryMs: number;
+}
+
+/**
+ * How long the jobs of a live batch stay leased. Far past the 24 h completion window, so no reclaim
+ * of expired leases can take a job back while the provider may still answer it; a submission whose
+ * run never comes back is still retaken eventually.
+ */
+export const BATCH_LEASE_MS = 7 * 24 * 3600_000;

@@ -1,0 +1,194 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { LlmqError } from '../errors.js';
+import { ProviderError } from '../provider/types.js';
+import type { RunSummary } from '../scheduler/events.js';
+import { sleep } from '../scheduler/wait.js';
+import type { Store } from '../store/types.js';
+import { adoptOrphans, orphansSoon } from './adopt.js';
+import type { BatchApi } from './api.js';
+import { callWithRetry } from './call.js';
+import { pollOne } from './collect.js';
+import type { BatchContext, BatchEvent, CrashStep } from './context.js';
+import { MAX_INPUT_BYTES } from './input-file.js';
+import { submitOne } from './submit.js';
+
+export interface BatchLaneOptions {
+  /** Lines per batch at most (and never over `maxBytes`). @default 50000 */
+  readonly batchSize?: number;
+  /** @default 200 MB, the Batch API's cap */
+  readonly maxBytes?: number;
+  /** Between polls of live batches. @default 30000 */
+  readonly pollMs?: number;
+  /** Polls after errors back off up to this. @default 300000 */
+  readonly maxPollMs?: number;
+  /** Submit no more than this many jobs. */
+  readonly limit?: number;
+  /** @default 5 */
+  readonly maxAttempts?: number;
+  /** Submit, collect what has already finished, and return without waiting for the rest. */
+  readonly noWait?: boolean;
+  /** After the provider says too much is queued, wait this long before submitting again. @default 60000 */
+  readonly quotaWaitMs?: number;
+  /** Give up on a Batch API call failing this long. @default 900000 */
+  readonly maxRetryMs?: number;
+  /**
+   * ms epoch: from then on submit nothing more, ask the provider to cancel our live batches, collect
+   * what they answered and return (`--via auto` then sends the rest online).
+   */
+  readonly until?: number;
+  /** @default 2000 */
+  readonly heartbeatMs?: number;
+  /** @default 60000 */
+  readonly leaseMs?: number;
+}
+
+export interface BatchLaneDeps {
+  readonly store: Store;
+  readonly api: BatchApi;
+  /** The endpoint, without credentials. */
+  readonly baseUrl: string;
+  readonly secret?: string;
+  readonly emit?: (event: BatchEvent) => void;
+  /** Stop waiting: live batches stay at the provider, and the next run collects them. */
+  readonly stopSignal?: AbortSignal;
+  /** Called at each named step; tests make it kill the process there. */
+  readonly crashAt?: (step: CrashStep) => void;
+  readonly now?: () => number;
+  readonly runId?: string;
+  readonly host?: string;
+  readonly pid?: number;
+  readonly isAlive?: (pid: number) => boolean;
+  readonly describe?: Record<string, unknown>;
+}
+
+/**
+ * The batch lane: send pending jobs through the provider's Batch API, in priority order, each job in
+ * at most one live batch at a time, and store each answer as an online answer is stored. Returns
+ * when nothing is pending or in a batch of ours (or at once after submitting, with `noWait`).
+ */
+export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOptions = {}): Promise<RunSummary> {
+  const { store } = deps;
+  const now = deps.now ?? Date.now;
+  const runId = deps.runId ?? randomUUID();
+  const host = deps.host ?? hostname();
+  const pid = deps.pid ?? process.pid;
+  const pollMs = options.pollMs ?? 30_000;
+  const maxPollMs = options.maxPollMs ?? 300_000;
+  const limit = options.limit ?? Infinity;
+  const heartbeatMs = options.heartbeatMs ?? 2000;
+  const leaseMs = options.leaseMs ?? 60_000;
+  const stop = new AbortController();
+  const onStop = (): void => stop.abort(new LlmqError('run stopped'));
+  if (deps.stopSignal?.aborted) onStop();
+  deps.stopSignal?.addEventListener('abort', onStop, { once: true });
+
+  const ctx: BatchContext = {
+    store, api: deps.api, runId, baseUrl: deps.baseUrl, secret: deps.secret, now, emit: deps.emit ?? (() => {}),
+    crashAt: deps.crashAt ?? (() => {}), stopSignal: stop.signal, maxRetryMs: options.maxRetryMs ?? 900_000,
+  };
+  const startedAt = now();
+  const tally = { done: 0, failed: 0, retried: 0, requests: 0, promptTokens: 0, completionTokens: 0 };
+  const stats = () => ({ ...tally, rateLimited: 0, jobsPerSecond: 0 });
+  await store.startRun({ id: runId, host, pid, startedAt, options: { via: 'batch', ...deps.describe } });
+  const heartbeat = setInterval(() => { store.heartbeat(runId, now(), now() + leaseMs, stats()).catch(() => {}); }, heartbeatMs);
+  const live = { host, pid, isAlive: deps.isAlive, leaseMs, quietMs: Math.max(3 * heartbeatMs, 5000) };
+
+  let claimed = 0;
+  let quotaUntil = 0;
+  let errorStreak = 0;
+  let cancelling = false;
+  let fatal: ProviderError | null = null;
+  let reason: RunSummary['reason'] = 'drained';
+  try {
+    for (;;) {
+      if (stop.signal.aborted) { reason = 'signal'; break; }
+      let pollError: unknown = null;
+      try {
+        if (!cancelling && options.until !== undefined && now() >= options.until) {
+          cancelling = true;
+          await cancelMine(ctx);
+        }
+        // Near the deadline, take on no batch that may need hours more.
+        if (!cancelling) await adoptOrphans(ctx, live);
+        for (const row of await mine(store, runId)) {
+          tally.requests++;
+          const outcome = await pollOne(ctx, row);
+          if (outcome.kind === 'ended') {
+            for (const k of ['done', 'failed', 'retried', 'promptTokens', 'completionTokens'] as const) tally[k] += outcome.applied[k];
+          } else if (outcome.kind === 'quota') {
+            quotaUntil = now() + (options.quotaWaitMs ?? 60_000);
+            ctx.emit({ type: 'waiting', reason: 'quota', untilMs: quotaUntil, message: outcome.message });
+          }
+        }
+        errorStreak = 0;
+      } catch (error) {
+        if (!(error instanceof ProviderError) || error.scope === 'run') throw error;
+        pollError = error;
+      }
+
+      while (!stop.signal.aborted && !cancelling && claimed < limit && now() >= quotaUntil) {
+        const next = await store.nextPendingAt();
+        if (next === null || next > now()) break;
+        const result = await submitOne(ctx, { limit: Math.min(options.batchSize ?? 50_000, limit - claimed), maxBytes: options.maxBytes ?? MAX_INPUT_BYTES, maxAttempts: options.maxAttempts ?? 5 });
+        tally.failed += result.exhausted;
+        if (result.kind === 'empty') break;
+        if (result.kind === 'quota') {
+          quotaUntil = now() + (options.quotaWaitMs ?? 60_000);
+          ctx.emit({ type: 'waiting', reason: 'quota', untilMs: quotaUntil, message: result.message });
+          break;
+        }
+        claimed += result.jobs;
+      }
+      if (options.noWait) { reason = claimed >= limit ? 'limit' : 'drained'; break; }
+
+      const open = (await mine(store, runId)).length;
+      const next = claimed < limit && !cancelling ? await store.nextPendingAt() : null;
+      ctx.emit({ type: 'polled', open });
+      const soon = open === 0 && next === null && !cancelling && (await orphansSoon(ctx, live));
+      if (open === 0 && next === null && !soon) { reason = claimed >= limit ? 'limit' : 'drained'; break; }
+
+      let wait = pollMs;
+      if (pollError) {
+        errorStreak++;
+        wait = Math.min(maxPollMs, pollMs * 2 ** errorStreak);
+        ctx.emit({ type: 'waiting', reason: 'error', untilMs: now() + wait, message: (pollError as Error).message });
+      }
+      if (soon) wait = Math.min(wait, 1000);
+      if (options.until !== undefined && !cancelling) wait = Math.min(wait, Math.max(0, options.until - now()));
+      if (open === 0 && next !== null) wait = Math.min(wait, Math.max(50, Math.max(next, quotaUntil) - now()));
+      await sleep(wait, stop.signal).catch(() => {});
+    }
+  } catch (error) {
+    if (error instanceof ProviderError) fatal = error;
+    else if (!(error instanceof LlmqError && stop.signal.aborted)) {
+      clearInterval(heartbeat);
+      await store.finishRun(runId, now(), 'error', stats()).catch(() => {});
+      throw error;
+    }
+    reason = fatal ? 'fatal' : 'signal';
+  } finally {
+    clearInterval(heartbeat);
+    deps.stopSignal?.removeEventListener('abort', onStop);
+  }
+  await store.finishRun(runId, now(), reason, stats());
+  const after = await store.status(now());
+  return {
+    runId, reason, done: tally.done, failed: tally.failed, retried: tally.retried, requests: tally.requests, rateLimited: 0,
+    promptTokens: tally.promptTokens, completionTokens: tally.completionTokens, wallMs: now() - startedAt,
+    remaining: after.counts.pending + after.counts.running, failedInStore: after.counts.failed,
+    fatal: fatal ? { message: fatal.message, reason: fatal.reason } : null,
+  };
+}
+
+/** This run's submitted batches. */
+async function mine(store: Store, runId: string) {
+  return (await store.batches.open()).filter((b) => b.runId === runId && b.state === 'submitted');
+}
+
+/** Ask the provider to cancel this run's live batches; what they answered is still collected. */
+async function cancelMine(ctx: BatchContext): Promise<void> {
+  for (const row of await mine(ctx.store, ctx.runId)) {
+    await callWithRetry(ctx, `cancelling ${row.providerBatchId}`, () => ctx.api.cancelBatch(row.providerBatchId!, ctx.stopSignal));
+  }
+}

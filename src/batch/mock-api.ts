@@ -1,0 +1,97 @@
+import { MockProvider } from '../provider/mock.js';
+import { ProviderError } from '../provider/types.js';
+import type { BatchApi, BatchPage, ProviderBatch } from './api.js';
+
+export interface MockBatchApiOptions {
+  /** How long a batch takes, compressed from the real API's hours. @default 1000 */
+  readonly completeAfterMs?: number;
+  readonly now?: () => number;
+}
+
+interface MockBatch {
+  readonly id: string;
+  readonly inputFileId: string;
+  readonly metadata: Record<string, string>;
+  readonly createdAt: number;
+  status: string;
+  outputFileId: string | null;
+}
+
+/**
+ * The offline Batch API behind `--provider mock --via batch`: it lives in this process, answers every
+ * line the way the mock provider answers online, and completes a batch after `completeAfterMs`.
+ * A batch left by a process that ended is unknown to the next one (404), so its jobs are resubmitted.
+ */
+export class MockBatchApi implements BatchApi {
+  readonly #files = new Map<string, string>();
+  readonly #batches = new Map<string, MockBatch>();
+  readonly #answers = new MockProvider({ latencyMs: 0 });
+  readonly #completeAfterMs: number;
+  readonly #now: () => number;
+  #seq = 0;
+
+  constructor(options: MockBatchApiOptions = {}) {
+    this.#completeAfterMs = options.completeAfterMs ?? 1000;
+    this.#now = options.now ?? Date.now;
+  }
+
+  async uploadFile(_name: string, content: string): Promise<string> {
+    const id = `file-mock${++this.#seq}`;
+    this.#files.set(id, content);
+    return id;
+  }
+
+  async createBatch(inputFileId: string, metadata: Readonly<Record<string, string>>): Promise<ProviderBatch> {
+    if (!this.#files.has(inputFileId)) throw notFound(`file ${inputFileId}`);
+    const b: MockBatch = { id: `batch_mock${++this.#seq}`, inputFileId, metadata: { ...metadata }, createdAt: this.#now(), status: 'in_progress', outputFileId: null };
+    this.#batches.set(b.id, b);
+    return this.#view(b);
+  }
+
+  async getBatch(id: string): Promise<ProviderBatch> {
+    const b = this.#batches.get(id);
+    if (!b) throw notFound(`batch ${id}`);
+    if (b.status === 'in_progress' && this.#now() - b.createdAt >= this.#completeAfterMs) await this.#finish(b);
+    return this.#view(b);
+  }
+
+  async listBatches(): Promise<BatchPage> {
+    return { batches: [...this.#batches.values()].reverse().map((b) => this.#view(b)), hasMore: false };
+  }
+
+  async fileContent(id: string): Promise<string> {
+    const content = this.#files.get(id);
+    if (content === undefined) throw notFound(`file ${id}`);
+    return content;
+  }
+
+  async cancelBatch(id: string): Promise<ProviderBatch> {
+    const b = this.#batches.get(id);
+    if (!b) throw notFound(`batch ${id}`);
+    if (b.status === 'in_progress') b.status = 'cancelled';
+    return this.#view(b);
+  }
+
+  async #finish(b: MockBatch): Promise<void> {
+    const lines: string[] = [];
+    const signal = new AbortController().signal;
+    for (const line of this.#files.get(b.inputFileId)!.split('\n')) {
+      if (line.trim() === '') continue;
+      const { custom_id, body } = JSON.parse(line);
+      const answer = await this.#answers.complete(JSON.stringify(body), { signal });
+      lines.push(JSON.stringify({ id: `batch_req_${++this.#seq}`, custom_id, response: { status_code: 200, request_id: '', body: JSON.parse(answer.body) }, error: null }));
+    }
+    const outputFileId = `file-mock${++this.#seq}`;
+    this.#files.set(outputFileId, lines.join('\n') + '\n');
+    b.outputFileId = outputFileId;
+    b.status = 'completed';
+  }
+
+  #view(b: MockBatch): ProviderBatch {
+    return { id: b.id, status: b.status, outputFileId: b.outputFileId, errorFileId: null, metadata: b.metadata, counts: null, errors: [], createdAt: b.createdAt };
+  }
+}
+
+function notFound(what: string): ProviderError {
+  return new ProviderError({ message: `HTTP 404: No such ${what} (the mock Batch API keeps batches only while its process runs)`, scope: 'job', reason: 'bad_request', status: 404 });
+}

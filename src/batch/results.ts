@@ -1,0 +1,87 @@
+import { classifyHttpError } from '../provider/classify.js';
+import { parseCompletion } from '../provider/openai.js';
+import { ProviderError } from '../provider/types.js';
+import { batchOwner } from '../store/batches.js';
+import type { AttemptRecord, Store } from '../store/types.js';
+
+export interface AppliedResults {
+  readonly done: number;
+  readonly failed: number;
+  /** Lines with a retryable error (5xx, 429): their jobs went back to pending, the attempt counted. */
+  readonly retried: number;
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+}
+
+interface Held {
+  readonly attempts: number;
+}
+
+/**
+ * Store the lines of a batch's output and error files, each exactly as an online answer would be:
+ * `complete` with the response body and usage, or `fail` with the provider's message, each with its
+ * attempt row (run id `batch:<submission>`, which is how spend tells batch prices from online ones).
+ * Lines whose `custom_id` is not a job this submission holds are ignored: they cannot be ours.
+ */
+export async function applyResults(
+  store: Store, submissionId: string, files: readonly string[], startedAt: number, now: number, secret?: string,
+): Promise<AppliedResults> {
+  const owner = batchOwner(submissionId);
+  const held = new Map<string, Held>((await store.batches.held(submissionId)).map((j) => [j.key, { attempts: j.attempts }]));
+  let done = 0, failed = 0, retried = 0, promptTokens = 0, completionTokens = 0;
+  const writes: Array<Promise<unknown>> = [];
+  for (const text of files) {
+    for (const raw of text.split('\n')) {
+      if (raw.trim() === '') continue;
+      let line: any;
+      try {
+        line = JSON.parse(raw);
+      } catch {
+        continue; // a damaged line answers nothing; its job goes back to pending when the batch ends
+      }
+      const key = typeof line?.custom_id === 'string' ? line.custom_id : null;
+      const job = key === null ? undefined : held.get(key);
+      if (!key || !job) continue;
+      held.delete(key);
+      const attempt = (status: number | null, outcome: AttemptRecord['outcome'], error: string | null, usage: AttemptRecord['usage']): AttemptRecord =>
+        ({ key, runId: owner, attempt: job.attempts, startedAt, endedAt: now, status, outcome, error, usage });
+      const status = Number(line?.response?.status_code);
+      const bodyText = line?.response?.body === undefined ? '' : JSON.stringify(line.response.body);
+      if (status >= 200 && status < 300) {
+        try {
+          const c = parseCompletion(bodyText, status, null, '{}', secret);
+          writes.push(store.complete(key, { owner, output: c.output, response: c.body, usage: c.usage, attempt: attempt(status, 'done', null, c.usage) }));
+          done++;
+          promptTokens += c.usage.promptTokens;
+          completionTokens += c.usage.completionTokens;
+          continue;
+        } catch (error) {
+          if (!(error instanceof ProviderError)) throw error;
+          writes.push(store.fail(key, owner, error.message, attempt(status, 'failed', error.message, null), now));
+          failed++;
+          continue;
+        }
+      }
+      const error = Number.isFinite(status) && status > 0
+        ? classifyHttpError(status, bodyText, new Headers(), null, secret)
+        : new ProviderError({ message: lineErrorMessage(line?.error), scope: 'job', reason: 'bad_request' });
+      if (error.scope === 'retryable') {
+        // Counted like an online retry, so a line that always fails ends at --max-attempts.
+        writes.push(store.recordAttempt(attempt(status, 'retry', error.message, null), { countAttempt: true, error: error.message })
+          .then(() => store.release(owner, { refund: false, now, keys: [key] })));
+        retried++;
+      } else {
+        writes.push(store.fail(key, owner, error.message, attempt(status || null, 'failed', error.message, null), now));
+        failed++;
+      }
+    }
+  }
+  await Promise.all(writes);
+  return { done, failed, retried, promptTokens, completionTokens };
+}
+
+/** `{"code","message"}` of an error-file line, as one message. */
+function lineErrorMessage(error: any): string {
+  const message = typeof error?.message === 'string' ? error.message : 'the provider gave no reason';
+  return typeof error?.code === 'string' ? `${error.code}: ${message}` : message;
+}

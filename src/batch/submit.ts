@@ -1,0 +1,88 @@
+import { randomUUID } from 'node:crypto';
+import { ProviderError } from '../provider/types.js';
+import { batchOwner } from '../store/batches.js';
+import { QUOTA_CODES, type BatchPage, type ProviderBatch } from './api.js';
+import { callWithRetry } from './call.js';
+import { BATCH_LEASE_MS, type BatchContext } from './context.js';
+import { buildInputFile } from './input-file.js';
+
+/** The metadata every llmq batch carries: how a later run recognises its own after a crash. */
+export function batchMetadata(submissionId: string): Record<string, string> {
+  return { llmq: 'llmq', llmq_submission: submissionId };
+}
+
+/**
+ * The provider's batch made for this submission, if any: searched newest first, down to batches
+ * created a minute before the submission was recorded.
+ */
+export async function findBySubmission(ctx: BatchContext, submissionId: string, recordedAt: number): Promise<ProviderBatch | null> {
+  let after: string | null = null;
+  for (;;) {
+    const cursor: string | null = after;
+    const page: BatchPage = await callWithRetry(ctx, 'listing batches', () => ctx.api.listBatches(cursor, ctx.stopSignal));
+    for (const b of page.batches) {
+      if (b.metadata?.llmq_submission === submissionId) return b;
+    }
+    const last = page.batches.at(-1);
+    if (!page.hasMore || !last || (last.createdAt > 0 && last.createdAt < recordedAt - 60_000)) return null;
+    after = last.id;
+  }
+}
+
+export type SubmitOutcome =
+  | { readonly kind: 'submitted'; readonly jobs: number }
+  | { readonly kind: 'empty' }
+  /** The provider has too much of ours queued: the jobs went back to pending; submit again later. */
+  | { readonly kind: 'quota'; readonly message: string };
+
+/**
+ * One submission, each step recorded before the next so a crash anywhere is recoverable: the
+ * submission row first, then its jobs (leased to `batch:<id>`, so nothing else sends them), the
+ * uploaded file, the batch (carrying the submission id in its metadata), and its id.
+ */
+export async function submitOne(ctx: BatchContext, o: { limit: number; maxBytes: number; maxAttempts: number }): Promise<SubmitOutcome & { exhausted: number }> {
+  const { store } = ctx;
+  const id = randomUUID();
+  const owner = batchOwner(id);
+  const recordedAt = ctx.now();
+  await store.batches.begin({ id, runId: ctx.runId, baseUrl: ctx.baseUrl, now: recordedAt });
+  ctx.crashAt('begun');
+  const got = await store.claim({ owner, limit: o.limit, now: ctx.now(), leaseUntil: ctx.now() + BATCH_LEASE_MS, maxAttempts: o.maxAttempts });
+  const file = buildInputFile(got.jobs, o.maxBytes);
+  if (file.left.length > 0) await store.release(owner, { refund: true, now: ctx.now(), keys: file.left });
+  if (file.keys.length === 0) {
+    await store.batches.end(id, { state: 'abandoned', providerStatus: null, done: 0, failed: 0, error: 'nothing to submit', now: ctx.now(), refund: true });
+    return { kind: 'empty', exhausted: got.exhausted };
+  }
+  await store.batches.noteJobs(id, file.keys.length, ctx.now());
+  ctx.crashAt('claimed');
+  let creating = false;
+  try {
+    const fileId = await callWithRetry(ctx, 'uploading the batch input', () => ctx.api.uploadFile(`llmq-${id}.jsonl`, file.content, ctx.stopSignal));
+    await store.batches.noteInputFile(id, fileId, ctx.now());
+    ctx.crashAt('uploaded');
+    creating = true;
+    const batch = await callWithRetry(ctx, 'creating the batch',
+      () => ctx.api.createBatch(fileId, batchMetadata(id), ctx.stopSignal),
+      // The answer to a create may be lost after the batch was made: look before making another.
+      () => findBySubmission(ctx, id, recordedAt));
+    ctx.crashAt('created');
+    await store.batches.submitted(id, batch.id, batch.status, ctx.now());
+    ctx.crashAt('submitted');
+    ctx.emit({ type: 'submitted', id, providerBatchId: batch.id, jobs: file.keys.length });
+    return { kind: 'submitted', jobs: file.keys.length, exhausted: got.exhausted };
+  } catch (error) {
+    // A create that was not plainly refused may have happened: the submission stays `preparing`
+    // with its jobs held, and the next run looks for its batch before handing them back.
+    const refused = error instanceof ProviderError && error.status !== null && error.status >= 400 && error.status < 500;
+    if (creating && !refused) throw error;
+    // Never created: hand the jobs back, their attempt unused.
+    const message = error instanceof Error ? error.message : String(error);
+    const requeued = await store.batches.end(id, { state: 'abandoned', providerStatus: null, done: 0, failed: 0, error: message, now: ctx.now(), refund: true });
+    ctx.emit({ type: 'abandoned', id, requeued, reason: message });
+    if (error instanceof ProviderError && error.code !== null && QUOTA_CODES.has(error.code)) {
+      return { kind: 'quota', message, exhausted: got.exhausted };
+    }
+    throw error;
+  }
+}

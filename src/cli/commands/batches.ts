@@ -1,0 +1,50 @@
+import { Option, type Command } from 'commander';
+import { dbOption } from '../program.js';
+import { oneOf } from '../options.js';
+
+interface CancelFlags {
+  db?: string;
+  provider: 'openai' | 'mock';
+  baseUrl?: string;
+  json?: boolean;
+}
+
+export function registerBatches(program: Command): Command {
+  const batches = program.command('batches').description('Manage the batches llmq run --via batch submitted.');
+  batches
+    .command('cancel [id]')
+    .description('Cancel one live batch of this queue (provider batch id or llmq submission id), or all of them.')
+    .addOption(dbOption())
+    .addOption(new Option('--provider <name>', 'openai or mock').default('openai').argParser(oneOf(['openai', 'mock'] as const)))
+    .option('--base-url <url>', 'the OpenAI-compatible API base the batches went to (env LLMQ_BASE_URL, OPENAI_BASE_URL)')
+    .option('--json', 'print {"cancelled": [ids]} on stdout')
+    .addHelpText('after', `
+Answers given before the cancel are kept: the next llmq run --via batch stores them and puts the
+other jobs back to pending.
+
+Examples:
+  $ llmq batches cancel                 # every live batch of this queue
+  $ llmq batches cancel batch_abc123`)
+    .action(cancelCommand)
+    .exitOverride().showHelpAfterError('(run with --help for usage)');
+  return batches;
+}
+
+async function cancelCommand(id: string | undefined, flags: CancelFlags): Promise<void> {
+  const [{ createBatchApi }, { cancelBatches }, { resolveDbLocation }, { openExistingStore }] = await Promise.all([
+    import('../../batch/create.js'),
+    import('../../batch/cancel.js'),
+    import('../../store/open-store.js'),
+    import('../../report/open-existing.js'),
+  ]);
+  const api = createBatchApi({ provider: flags.provider, baseUrl: flags.baseUrl }, process.env);
+  const store = await openExistingStore(resolveDbLocation(flags.db));
+  try {
+    const { cancelled } = await cancelBatches(store, api, id);
+    if (flags.json) process.stdout.write(JSON.stringify({ cancelled }) + '\n');
+    process.stderr.write(cancelled.length === 0 ? 'No live batches.\n'
+      : `Asked the provider to cancel ${cancelled.join(', ')}. Run llmq run --via batch to collect what was answered; the rest goes back to pending.\n`);
+  } finally {
+    await store.close();
+  }
+}

@@ -1,0 +1,69 @@
+import type { BatchEvent } from '../../batch/context.js';
+import type { RunSummary } from '../../scheduler/events.js';
+import { info } from '../output.js';
+import { whileReaderPresent } from '../reader-gone.js';
+import { watchRunStop } from '../run-stop.js';
+import { crashAtFromEnv } from '../crash-at.js';
+
+export interface BatchRunFlags {
+  db?: string;
+  provider: 'openai' | 'mock';
+  baseUrl?: string;
+  limit?: number;
+  maxAttempts: number;
+  poll: number;
+  batchSize: number;
+  wait: boolean;
+  json?: boolean;
+  grace: number;
+  mockLatency: number;
+  /** ms epoch when the batch lane cancels its batches and returns (`--via auto`). */
+  until?: number;
+}
+
+/** `llmq run --via batch`: the batch lane, with its events as plain lines (or JSON with --json). */
+export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Promise<RunSummary> {
+  const [{ createBatchApi }, { resolveDbLocation }, { openExistingStore }, { runBatchLane }, { findApiKey }] = await Promise.all([
+    import('../../batch/create.js'),
+    import('../../store/open-store.js'),
+    import('../../report/open-existing.js'),
+    import('../../batch/lane.js'),
+    import('../../provider/create.js'),
+  ]);
+  // The mock completes a batch in --mock-latency x 5 (1 s by default): time-compressed hours.
+  const api = createBatchApi({ provider: flags.provider, baseUrl: flags.baseUrl, mockCompleteAfterMs: flags.mockLatency * 5 }, process.env);
+  const store = await openExistingStore(resolveDbLocation(flags.db));
+  const out = whileReaderPresent(flags.json ? process.stdout : process.stderr);
+  const say = (event: BatchEvent): void => {
+    const line = flags.json ? JSON.stringify({ event: `batch:${event.type}`, ...event }) : describe(event);
+    if (line) out.write(line + '\n');
+  };
+  const stopping = watchRunStop(flags.grace * 1000, () => {});
+  try {
+    const summary = await runBatchLane(
+      { store, api, baseUrl, secret: findApiKey(process.env)?.key, emit: say, stopSignal: stopping.stopSignal, crashAt: crashAtFromEnv(process.env),
+        describe: { provider: flags.provider, batchSize: flags.batchSize, poll: flags.poll, wait: flags.wait } },
+      { batchSize: flags.batchSize, pollMs: flags.poll * 1000, limit: flags.limit, maxAttempts: flags.maxAttempts, noWait: !flags.wait, until: flags.until },
+    );
+    if (flags.json) out.write(JSON.stringify({ event: 'run:end', ...summary }) + '\n');
+    else info(`batch lane: ${summary.done} done, ${summary.failed} failed, ${summary.remaining} pending or in a batch (${summary.reason})`);
+    if (summary.fatal) {
+      whileReaderPresent(process.stderr).write(`error: ${summary.fatal.message}\nJobs not in a live batch are pending; batches already created are collected by the next llmq run --via batch.\n`);
+    }
+    return summary;
+  } finally {
+    stopping.dispose();
+    await store.close();
+  }
+}
+
+function describe(e: BatchEvent): string | null {
+  switch (e.type) {
+    case 'submitted': return `submitted ${e.jobs} jobs as batch ${e.providerBatchId}`;
+    case 'adopted': return `took over ${e.providerBatchId ? `batch ${e.providerBatchId}` : `submission ${e.id}`} from run ${e.from}`;
+    case 'ended': return `batch of submission ${e.id} ${e.providerStatus}: ${e.done} done, ${e.failed} failed, ${e.requeued} back to pending`;
+    case 'abandoned': return `submission ${e.id} not sent (${e.reason}); ${e.requeued} jobs back to pending`;
+    case 'waiting': return `waiting ${Math.max(0, Math.round((e.untilMs - Date.now()) / 1000))} s: ${e.reason === 'quota' ? 'the provider has too much queued' : 'the Batch API failed'} (${e.message})`;
+    case 'polled': return null;
+  }
+}

@@ -1,0 +1,27 @@
+import type { BatchRow } from '../store/batches.js';
+import { duration, int, NO_PAINT, type Paint } from './format.js';
+
+/** What `status` shows of the batch lane: every live submission, then the last few that ended. */
+export interface BatchesReport {
+  readonly live: number;
+  readonly rows: ReadonlyArray<BatchRow & { readonly ageSeconds: number }>;
+}
+
+export function buildBatchesReport(rows: readonly BatchRow[], now: number, endedShown = 5): BatchesReport {
+  const live = rows.filter((r) => r.state === 'preparing' || r.state === 'submitted');
+  const ended = rows.filter((r) => r.state === 'ended' || (r.state === 'abandoned' && r.jobs > 0)).slice(0, endedShown);
+  return { live: live.length, rows: [...live, ...ended].map((r) => ({ ...r, ageSeconds: Math.max(0, (now - r.createdAt) / 1000) })) };
+}
+
+/** Empty when the batch lane was never used. */
+export function renderBatches(r: BatchesReport, p: Paint = NO_PAINT): string {
+  if (r.rows.length === 0) return '';
+  const lines = [p.bold(`batches   ${r.live} live`)];
+  for (const b of r.rows) {
+    const id = b.providerBatchId ?? `(${b.id.slice(0, 8)}, not created yet)`;
+    const state = b.state === 'abandoned' ? 'not sent' : b.providerStatus ?? b.state;
+    const counts = b.state === 'ended' ? ` · ${int(b.done)} done · ${int(b.failed)} failed · ${int(b.requeued)} back to pending` : '';
+    lines.push(`  ${id}  ${state}  ${int(b.jobs)} jobs${counts}  ${p.dim(`age ${duration(b.ageSeconds)}`)}`);
+  }
+  return '\n' + lines.join('\n') + '\n';
+}

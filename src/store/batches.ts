@@ -1,0 +1,87 @@
+/**
+ * The batch lane's ledger: one row per submission to a provider's Batch API. The jobs of a
+ * submission are held in the jobs table itself, `running` under the lease owner `batch:<id>` with a
+ * far lease, so no online claim takes them and no reclaim of expired leases gives them back while
+ * the batch lives. Every method is one short transaction, like the rest of the store.
+ */
+
+export const BATCH_STATES = Object.freeze([
+  'preparing', // recorded, jobs taken, the batch not known to be created yet
+  'submitted', // the provider accepted it: `providerBatchId` is set
+  'ended', // results collected; jobs not answered went back to pending
+  'abandoned', // never created at the provider (a crash before it, or a refusal); jobs back to pending
+] as const);
+export type BatchState = (typeof BATCH_STATES)[number];
+
+export interface BatchRow {
+  /** llmq's submission id, also sent as the batch's metadata so a crashed run's batches are found again. */
+  readonly id: string;
+  /** The run responsible for it now (submitting, polling or collecting). */
+  readonly runId: string;
+  /** The endpoint it was submitted to, without credentials. */
+  readonly baseUrl: string;
+  readonly state: BatchState;
+  readonly providerBatchId: string | null;
+  readonly inputFileId: string | null;
+  /** The provider's last word: validating, in_progress, finalizing, completed, expired, cancelled, failed... */
+  readonly providerStatus: string | null;
+  readonly jobs: number;
+  readonly done: number;
+  readonly failed: number;
+  readonly requeued: number;
+  readonly error: string | null;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  readonly endedAt: number | null;
+}
+
+export interface BatchEnd {
+  readonly state: 'ended' | 'abandoned';
+  readonly providerStatus: string | null;
+  readonly done: number;
+  readonly failed: number;
+  readonly error: string | null;
+  readonly now: number;
+  /**
+   * Give the attempt of each job handed back (the batch expired, was cancelled, or was never
+   * created: not the job's doing). False for lines missing from a completed batch, so a line the
+   * provider never answers ends at --max-attempts instead of going round forever.
+   */
+  readonly refund: boolean;
+  /** Kept as the error of each job handed back (so one that runs out of attempts says why). */
+  readonly jobError?: string | null;
+}
+
+export interface BatchStore {
+  /** Record a submission before anything is sent, so a crash after this point is found again. */
+  begin(row: { id: string; runId: string; baseUrl: string; now: number }): Promise<void>;
+  /** How many jobs the submission holds (after the claim that took them). */
+  noteJobs(id: string, jobs: number, now: number): Promise<void>;
+  noteInputFile(id: string, fileId: string, now: number): Promise<void>;
+  /** The provider created the batch. */
+  submitted(id: string, providerBatchId: string, providerStatus: string, now: number): Promise<void>;
+  noteStatus(id: string, providerStatus: string, now: number): Promise<void>;
+  /** Take over a submission from a run that ended or died; false if someone else took it first. */
+  adopt(id: string, fromRunId: string, toRunId: string, now: number): Promise<boolean>;
+  /**
+   * Close a submission: every job it still holds goes back to `pending` (lines expired, cancelled or
+   * missing from the output were not answered). Returns how many.
+   */
+  end(id: string, end: BatchEnd): Promise<number>;
+  /** The jobs a submission still holds, with their attempt numbers: what its results may answer. */
+  held(id: string): Promise<Array<{ key: string; attempts: number }>>;
+  /** Submissions not ended, oldest first. */
+  open(): Promise<BatchRow[]>;
+  /** The newest submissions, for `status`. */
+  recent(limit: number): Promise<BatchRow[]>;
+}
+
+/** The lease owner of the jobs of a submission; also the `run_id` of their attempt rows (the pricing marker). */
+export function batchOwner(submissionId: string): string {
+  return `batch:${submissionId}`;
+}
+
+/** Whether an attempt went through a Batch API (priced at the batch rate) or online. */
+export function attemptVia(runId: string): 'batch' | 'online' {
+  return runId.startsWith('batch:') ? 'batch' : 'online';
+}

@@ -1,0 +1,83 @@
+import type { BatchEnd, BatchRow, BatchStore } from '../batches.js';
+import { batchOwner } from '../batches.js';
+import type { Db } from './open.js';
+
+const COLUMNS = `id, run_id AS runId, base_url AS baseUrl, state, provider_batch_id AS providerBatchId,
+  input_file_id AS inputFileId, provider_status AS providerStatus, jobs, done, failed, requeued, error,
+  created_at AS createdAt, updated_at AS updatedAt, ended_at AS endedAt`;
+
+/** The batch lane's ledger in the SQLite file (see src/store/batches.ts). */
+export class SqliteBatches implements BatchStore {
+  readonly #db: Db;
+  readonly #s;
+
+  constructor(db: Db) {
+    this.#db = db;
+    this.#s = {
+      begin: db.prepare(`INSERT INTO batches (id, run_id, base_url, created_at, updated_at) VALUES (?, ?, ?, ?, ?)`),
+      noteJobs: db.prepare('UPDATE batches SET jobs = ?, updated_at = ? WHERE id = ?'),
+      noteInputFile: db.prepare('UPDATE batches SET input_file_id = ?, updated_at = ? WHERE id = ?'),
+      submitted: db.prepare(`UPDATE batches SET state = 'submitted', provider_batch_id = ?, provider_status = ?, updated_at = ?
+        WHERE id = ? AND state = 'preparing'`),
+      noteStatus: db.prepare('UPDATE batches SET provider_status = ?, updated_at = ? WHERE id = ?'),
+      adopt: db.prepare(`UPDATE batches SET run_id = ?, updated_at = ? WHERE id = ? AND run_id = ? AND state IN ('preparing', 'submitted')`),
+      // Jobs still held were not answered: pending again.
+      requeue: db.prepare(`UPDATE jobs SET state = 'pending', attempts = max(attempts - ?, 0), error = coalesce(?, error), lease_owner = NULL,
+          lease_expires_at = NULL, updated_at = ? WHERE lease_owner = ? AND state = 'running' RETURNING key`).pluck(),
+      dropOrphan: db.prepare(`DELETE FROM jobs WHERE key = ? AND state = 'pending'
+        AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`),
+      dropAttempts: db.prepare('DELETE FROM attempts WHERE job_key = ?'),
+      end: db.prepare(`UPDATE batches SET state = ?, provider_status = coalesce(?, provider_status), done = ?, failed = ?,
+          requeued = ?, error = ?, updated_at = ?, ended_at = ? WHERE id = ?`),
+      held: db.prepare(`SELECT key, attempts FROM jobs WHERE lease_owner = ? AND state = 'running' ORDER BY seq`),
+      open: db.prepare(`SELECT ${COLUMNS} FROM batches WHERE state IN ('preparing', 'submitted') ORDER BY created_at, id`),
+      recent: db.prepare(`SELECT ${COLUMNS} FROM batches ORDER BY created_at DESC, id DESC LIMIT ?`),
+    };
+  }
+
+  async begin(r: { id: string; runId: string; baseUrl: string; now: number }): Promise<void> {
+    this.#s.begin.run(r.id, r.runId, r.baseUrl, r.now, r.now);
+  }
+
+  async noteJobs(id: string, jobs: number, now: number): Promise<void> {
+    this.#s.noteJobs.run(jobs, now, id);
+  }
+
+  async noteInputFile(id: string, fileId: string, now: number): Promise<void> {
+    this.#s.noteInputFile.run(fileId, now, id);
+  }
+
+  async submitted(id: string, providerBatchId: string, providerStatus: string, now: number): Promise<void> {
+    this.#s.submitted.run(providerBatchId, providerStatus, now, id);
+  }
+
+  async noteStatus(id: string, providerStatus: string, now: number): Promise<void> {
+    this.#s.noteStatus.run(providerStatus, now, id);
+  }
+
+  async adopt(id: string, fromRunId: string, toRunId: string, now: number): Promise<boolean> {
+    return this.#s.adopt.run(toRunId, now, id, fromRunId).changes === 1;
+  }
+
+  async end(id: string, e: BatchEnd): Promise<number> {
+    return this.#db.transaction(() => {
+      const back = this.#s.requeue.all(e.refund ? 1 : 0, e.jobError ?? null, e.now, batchOwner(id)) as string[];
+      // A job whose document changed while it was in the batch is needed by no item: never resend it.
+      for (const key of back) if (this.#s.dropOrphan.run(key).changes > 0) this.#s.dropAttempts.run(key);
+      this.#s.end.run(e.state, e.providerStatus, e.done, e.failed, back.length, e.error, e.now, e.now, id);
+      return back.length;
+    }).immediate();
+  }
+
+  async held(id: string): Promise<Array<{ key: string; attempts: number }>> {
+    return this.#s.held.all(batchOwner(id)) as Array<{ key: string; attempts: number }>;
+  }
+
+  async open(): Promise<BatchRow[]> {
+    return this.#s.open.all() as BatchRow[];
+  }
+
+  async recent(limit: number): Promise<BatchRow[]> {
+    return this.#s.recent.all(limit) as BatchRow[];
+  }
+}

@@ -1,0 +1,116 @@
+import { join } from 'node:path';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { CRASH_STEPS } from '../src/batch/context.js';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { runCli } from './helpers/cli.js';
+import { FakeOpenAI, answerFor } from './helpers/fake-openai.js';
+import { seedJobs } from './helpers/seed.js';
+import { tempDir } from './helpers/tmp.js';
+
+// `llmq run --via batch` as a child process against the HTTP fake, killed (SIGKILL) at every step
+// of a submission and of a collection: the next run finds what the dead one left and no job is sent twice.
+
+async function setup(jobs: number) {
+  const fake = await FakeOpenAI.start();
+  onTestFinished(() => fake.close());
+  fake.batches.configure({ completeAfterMs: 100 });
+  const db = join(tempDir(), 'q.db');
+  const store = new SqliteStore(db);
+  const keys = await seedJobs(store, jobs);
+  await store.close();
+  return { fake, db, keys };
+}
+
+function read(db: string) {
+  const store = new SqliteStore(db);
+  const jobs = store.db.prepare('SELECT key, request, state, attempts, output FROM jobs').all() as Array<{ key: string; request: string; state: string; attempts: number; output: string | null }>;
+  const open = store.db.prepare("SELECT count(*) FROM batches WHERE state IN ('preparing', 'submitted')").pluck().get();
+  void store.close();
+  return { jobs, open };
+}
+
+describe('llmq run --via batch (child processes)', () => {
+  it.each(CRASH_STEPS)('killed at "%s": the next run adopts or hands back, every job answered exactly once', async (step) => {
+    const { fake, db, keys } = await setup(12);
+    const args = ['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--batch-size', '5', '--poll', '0.1'];
+    const crashed = await runCli(args, { env: { LLMQ_TEST_CRASH_AT: step } });
+    expect(crashed.signal, crashed.stderr).toBe('SIGKILL');
+    const creates = fake.batches.count('create');
+    expect(creates).toBe(['begun', 'claimed', 'uploaded'].includes(step) ? 0 : step === 'collected' ? 3 : 1);
+
+    const resumed = await runCli(args);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    const { jobs, open } = read(db);
+    expect(open).toBe(0);
+    for (const j of jobs) {
+      expect(j).toMatchObject({ state: 'done', attempts: 1, output: answerFor(j.request) });
+      expect(fake.sentCount(j.key), `job ${j.key} after a kill at ${step}`).toBe(1);
+    }
+    expect(jobs.map((j) => j.key).sort()).toEqual([...keys].sort());
+    if (step !== 'begun' && step !== 'claimed' && step !== 'uploaded') expect(resumed.stderr).toMatch(/took over batch batch_fake1/);
+  }, 60_000);
+
+  it('--no-wait submits and exits 0; status lists the batch; a later run collects it', async () => {
+    const { fake, db } = await setup(7);
+    fake.batches.configure({ completeAfterMs: 300 });
+    const first = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--no-wait']);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stderr).toMatch(/submitted 7 jobs as batch batch_fake1/);
+    expect(read(db).jobs.every((j) => j.state === 'running')).toBe(true);
+    const status = await runCli(['status', '--db', db]);
+    expect(status.stdout).toMatch(/batch_fake1\s+(validating|in_progress)\s+7 jobs/);
+    const second = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1']);
+    expect(second.code, second.stderr).toBe(0);
+    expect(read(db).jobs.every((j) => j.state === 'done')).toBe(true);
+    expect(fake.batches.count('create')).toBe(1);
+  }, 30_000);
+
+  it('batches cancel cancels our live batch; the next run hands its jobs back and sends them in a new batch', async () => {
+    const { fake, db, keys } = await setup(4);
+    fake.batches.fate = (b) => (b.seq === 1 ? 'cancelled' : 'completed');
+    const args = ['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1'];
+    expect((await runCli([...args, '--no-wait'])).code).toBe(0);
+    const cancel = await runCli(['batches', 'cancel', '--db', db, '--base-url', fake.url, '--json']);
+    expect(cancel.code, cancel.stderr).toBe(0);
+    expect(JSON.parse(cancel.stdout)).toEqual({ cancelled: ['batch_fake1'] });
+    expect(fake.batches.batches.get('batch_fake1')!.status).toBe('cancelled');
+    const after = await runCli(args);
+    expect(after.code, after.stderr).toBe(0);
+    expect(after.stderr).toMatch(/cancelled: 0 done, 0 failed, 4 back to pending/);
+    expect(read(db).jobs.every((j) => j.state === 'done' && j.attempts === 1)).toBe(true);
+    for (const key of keys) expect(fake.sentCount(key)).toBe(2); // once per batch: the cancelled one answered nothing
+    const unknown = await runCli(['batches', 'cancel', 'batch_nope', '--db', db, '--base-url', fake.url]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/No live batch of this queue is called batch_nope/);
+  }, 30_000);
+
+  it('offline: --provider mock has a batch lane, answers stored like online ones', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 9, { model: 'mock-1' });
+    await store.close();
+    const r = await runCli(['run', '--db', db, '--provider', 'mock', '--via', 'batch', '--batch-size', '4', '--poll', '0.05', '--mock-latency', '20']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr.match(/submitted \d+ jobs as batch batch_mock/g)).toHaveLength(3);
+    const { jobs } = read(db);
+    expect(jobs).toHaveLength(9);
+    for (const j of jobs) expect(j).toMatchObject({ state: 'done', attempts: 1, output: expect.stringMatching(/mock/i) });
+  }, 30_000);
+
+  it('--via auto: batches until three quarters of --deadline, then cancels them and sends the rest online', async () => {
+    const { fake, db, keys } = await setup(6);
+    fake.batches.fate = () => 'in_progress'; // never ends by itself
+    const t0 = Date.now();
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'auto', '--deadline', '2s', '--poll', '0.1', '--progress', 'none']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(Date.now() - t0).toBeGreaterThan(1500);
+    expect(fake.batches.count('cancel')).toBe(1);
+    expect(r.stderr).toMatch(/cancelled: 0 done, 0 failed, 6 back to pending/);
+    expect(fake.received).toBe(6); // online, once each
+    for (const j of read(db).jobs) expect(j).toMatchObject({ state: 'done', attempts: 1, output: answerFor(j.request) });
+    expect(keys.every((k) => fake.sentCount(k) === 2)).toBe(true); // the cancelled batch answered (and billed) none
+    const usage = await runCli(['run', '--db', db, '--via', 'auto']);
+    expect(usage.code).toBe(1);
+    expect(usage.stderr).toMatch(/--via auto needs --deadline/);
+  }, 30_000);
+});

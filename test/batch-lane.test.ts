@@ -1,0 +1,170 @@
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { HttpBatchApi } from '../src/batch/http-api.js';
+import { runBatchLane, type BatchLaneOptions } from '../src/batch/lane.js';
+import { runQueue } from '../src/scheduler/run-queue.js';
+import { OpenAIProvider } from '../src/provider/openai.js';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { FakeOpenAI, answerFor, reply } from './helpers/fake-openai.js';
+import { seedJobs } from './helpers/seed.js';
+import { tempDir } from './helpers/tmp.js';
+
+// The batch lane as a library, against the real HTTP fake and a real SQLite file.
+
+const fakes: FakeOpenAI[] = [];
+const stores: SqliteStore[] = [];
+afterEach(async () => {
+  await Promise.all(fakes.splice(0).map((f) => f.close()));
+  await Promise.all(stores.splice(0).map((s) => s.close()));
+});
+
+async function setup(jobs: number) {
+  const fake = await FakeOpenAI.start();
+  fakes.push(fake);
+  fake.batches.configure({ completeAfterMs: 50 });
+  const store = new SqliteStore(join(tempDir(), 'q.db'));
+  stores.push(store);
+  const keys = await seedJobs(store, jobs, { priority: (n) => (n % 2 === 0 ? 1 : 0) });
+  const lane = (options: BatchLaneOptions = {}) => runBatchLane(
+    { store, api: new HttpBatchApi({ baseUrl: fake.url }), baseUrl: fake.url },
+    { pollMs: 20, heartbeatMs: 50, ...options },
+  );
+  return { fake, store, keys, lane };
+}
+
+function jobs(store: SqliteStore) {
+  return store.db.prepare('SELECT key, request, state, attempts, output, error, prompt_tokens AS p, lease_owner AS owner FROM jobs ORDER BY seq').all() as
+    Array<{ key: string; request: string; state: string; attempts: number; output: string | null; error: string | null; p: number | null; owner: string | null }>;
+}
+
+describe('batch lane', () => {
+  it('sends every job once through batches of --batch-size, in priority order, and stores answers as online ones are stored', async () => {
+    const { fake, store, keys, lane } = await setup(25);
+    const summary = await lane({ batchSize: 10 });
+    expect(summary).toMatchObject({ reason: 'drained', done: 25, failed: 0, remaining: 0 });
+    expect([...fake.batches.batches.values()].map((b) => b.lines.length)).toEqual([10, 10, 5]);
+    // priority 0 (odd documents) first
+    expect(fake.batches.batches.get('batch_fake1')!.lines.map((l) => l.custom_id)).toEqual(keys.filter((_, n) => n % 2 === 1).slice(0, 10));
+    const first = fake.batches.batches.get('batch_fake1')!;
+    expect(first.metadata).toMatchObject({ llmq: 'llmq' });
+    expect(first.metadata.llmq_submission).toMatch(/^[0-9a-f-]{36}$/);
+    for (const j of jobs(store)) {
+      expect(j).toMatchObject({ state: 'done', attempts: 1, output: answerFor(j.request), owner: null });
+      expect(j.p).toBeGreaterThan(0);
+      expect(fake.sentCount(j.key)).toBe(1);
+    }
+    const attempts = store.db.prepare("SELECT run_id, outcome, status FROM attempts").all() as Array<{ run_id: string; outcome: string; status: number }>;
+    expect(attempts).toHaveLength(25);
+    for (const a of attempts) expect(a).toMatchObject({ outcome: 'done', status: 200, run_id: expect.stringMatching(/^batch:/) });
+    expect(fake.received).toBe(0); // nothing went online
+    const rows = await store.batches.recent(10);
+    expect(rows.map((r) => [r.state, r.providerStatus, r.jobs, r.done])).toEqual([['ended', 'completed', 5, 5], ['ended', 'completed', 10, 10], ['ended', 'completed', 10, 10]]);
+  });
+
+  it('keeps partial results: error lines fail, expired and missing lines go back to pending and are resubmitted', async () => {
+    const { fake, store, keys, lane } = await setup(10);
+    const bad = keys[3]!;
+    const missing = keys[5]!;
+    const flaky = keys[7]!;
+    let flakySeen = 0;
+    fake.batches.fate = (b) => (b.seq === 1 ? 'expired' : 'completed');
+    fake.batches.line = (key) => (key === bad ? 'error' : key === missing ? 'missing' : key === flaky && flakySeen++ === 0 ? 'server' : 'ok');
+    const summary = await lane({ batchSize: 10 });
+    expect(summary).toMatchObject({ reason: 'drained', failed: 2, failedInStore: 2, remaining: 0 });
+    const byKey = new Map(jobs(store).map((j) => [j.key, j]));
+    expect(byKey.get(bad)).toMatchObject({ state: 'failed', error: expect.stringMatching(/HTTP 400: Invalid value for 'temperature'/) });
+    // the first batch expired after answering its first half; the rest went out again, once each batch
+    const first = fake.batches.batches.get('batch_fake1')!;
+    const answeredFirst = new Set(first.lines.slice(0, 5).map((l) => l.custom_id));
+    for (const [key, j] of byKey) {
+      if (key === bad || key === missing) continue;
+      expect(j.state, key).toBe('done');
+      expect(fake.sentCount(key)).toBe(answeredFirst.has(key) && key !== flaky ? 1 : 2);
+    }
+    // a line missing from every output is resubmitted until its attempts are used up, never lost
+    expect(byKey.get(missing)!.state).toBe('failed');
+    expect(byKey.get(missing)!.error).toMatch(/gave up after 5 attempts; last error: no answer in the output of batch batch_fake\d+/);
+    expect(byKey.get(flaky)!.attempts).toBe(2);
+  });
+
+  it('waits and submits later when the provider has too many tokens enqueued, failing nothing', async () => {
+    const { fake, store, lane } = await setup(4);
+    fake.batches.fate = (b) => (b.seq === 1 ? 'quota' : 'completed');
+    const summary = await lane({ quotaWaitMs: 100 });
+    expect(summary).toMatchObject({ done: 4, failed: 0, remaining: 0 });
+    expect(fake.batches.batches.size).toBe(2);
+    const rows = await store.batches.recent(5);
+    expect(rows.at(-1)).toMatchObject({ state: 'abandoned', requeued: 4, error: expect.stringMatching(/token_limit_exceeded/) });
+    for (const j of jobs(store)) expect(j.attempts).toBe(1);
+  });
+
+  it('retries 5xx on every Batch API endpoint, and a create whose answer was lost is found, not made twice', async () => {
+    const { fake, store, lane } = await setup(6);
+    fake.batches.script('upload', reply.serverError(503));
+    fake.batches.script('create', reply.reset());
+    fake.batches.script('get', reply.serverError(502));
+    fake.batches.script('content', reply.serverError(500));
+    const summary = await lane({ batchSize: 6 });
+    expect(summary).toMatchObject({ done: 6, remaining: 0 });
+    expect(fake.batches.count('create')).toBe(1);
+    expect(fake.batches.batches.size).toBe(1);
+    for (const j of jobs(store)) expect(fake.sentCount(j.key)).toBe(1);
+  }, 20_000);
+
+  it('with noWait submits and returns; jobs in a live batch are taken by no online run; the next lane collects them', async () => {
+    const { fake, store, keys, lane } = await setup(8);
+    fake.batches.configure({ completeAfterMs: 400 });
+    const first = await lane({ noWait: true, limit: 5 });
+    expect(first).toMatchObject({ reason: 'limit', done: 0, remaining: 8 });
+    const held = jobs(store).filter((j) => j.state === 'running');
+    expect(held).toHaveLength(5);
+    for (const j of held) expect(j.owner).toMatch(/^batch:/);
+    // an online run meanwhile takes only the three jobs not in the batch, and reclaims nothing
+    const online = await runQueue({ store, provider: new OpenAIProvider({ baseUrl: fake.url }), now: () => Date.now() + 3600_000 }, { concurrency: 2 });
+    expect(online.done).toBe(3);
+    expect(fake.received).toBe(3);
+    const second = await lane();
+    expect(second).toMatchObject({ done: 5, remaining: 0 });
+    for (const key of keys) expect(fake.sentCount(key)).toBe(1);
+  });
+
+  it('adopts the batches of a run that ended while they were live, and hands back a submission never created', async () => {
+    const { fake, store, keys, lane } = await setup(6);
+    fake.batches.configure({ completeAfterMs: 300 });
+    await lane({ noWait: true, batchSize: 3, limit: 3 });
+    // a submission recorded by a run that then stopped, before its file went up: its jobs come back
+    await store.startRun({ id: 'gone', host: 'elsewhere', pid: 1, startedAt: 0, options: {} });
+    await store.finishRun('gone', 1, 'died', { done: 0, failed: 0, retried: 0, requests: 0, rateLimited: 0, promptTokens: 0, completionTokens: 0, jobsPerSecond: 0 });
+    await store.batches.begin({ id: 'orphan', runId: 'gone', baseUrl: fake.url, now: Date.now() });
+    await store.claim({ owner: 'batch:orphan', limit: 2, now: Date.now(), leaseUntil: Date.now() + 1e9, maxAttempts: 5 });
+    const summary = await lane({ batchSize: 10 });
+    expect(summary).toMatchObject({ done: 6, remaining: 0 });
+    expect(fake.batches.count('create')).toBe(2);
+    for (const key of keys) expect(fake.sentCount(key)).toBe(1);
+    expect((await store.batches.recent(5)).find((b) => b.id === 'orphan')).toMatchObject({ state: 'abandoned', requeued: 2 });
+    for (const j of jobs(store)) expect(j.attempts).toBe(1);
+  });
+
+  it('a create refused for too many enqueued tokens waits and submits again; a refused key stops the run with nothing used up', async () => {
+    const { fake, lane } = await setup(3);
+    fake.batches.script('create', reply.error(400, 'Enqueued token limit reached for gpt-4o-mini in organization org-x.', { code: 'token_limit_exceeded' }));
+    expect(await lane({ quotaWaitMs: 100 })).toMatchObject({ done: 3, failed: 0, remaining: 0 });
+    expect(fake.batches.count('create')).toBe(2);
+
+    const other = await setup(3);
+    other.fake.batches.script('upload', reply.unauthorized());
+    const summary = await other.lane();
+    expect(summary).toMatchObject({ reason: 'fatal', done: 0, remaining: 3, fatal: { reason: 'auth' } });
+    for (const j of jobs(other.store)) expect(j).toMatchObject({ state: 'pending', attempts: 0 });
+    expect(other.fake.batches.count('create')).toBe(0);
+  });
+
+  it('cuts a file at the byte cap: what does not fit goes back (attempt unused) and into the next batch', async () => {
+    const { fake, store, lane } = await setup(5);
+    const lineBytes = Buffer.byteLength(`{"custom_id":"${'0'.repeat(64)}","method":"POST","url":"/v1/chat/completions","body":${jobs(store)[0]!.request}}\n`);
+    const summary = await lane({ maxBytes: lineBytes * 2 + 10 });
+    expect(summary).toMatchObject({ done: 5, remaining: 0 });
+    expect([...fake.batches.batches.values()].map((b) => b.lines.length)).toEqual([2, 2, 1]);
+    for (const j of jobs(store)) expect(j).toMatchObject({ state: 'done', attempts: 1 });
+  });
+});

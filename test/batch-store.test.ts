@@ -1,0 +1,70 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { HttpBatchApi } from '../src/batch/http-api.js';
+import { runBatchLane } from '../src/batch/lane.js';
+import { batchOwner } from '../src/store/batches.js';
+import { copyStore } from '../src/store/copy.js';
+import { FakeOpenAI } from './helpers/fake-openai.js';
+import { seedJobs } from './helpers/seed.js';
+import { STORE_KINDS, skipUnavailable } from './helpers/stores.js';
+
+// The batch ledger on both stores: what holds a job in a live batch, and what gives it back.
+
+const fakes: FakeOpenAI[] = [];
+afterEach(async () => {
+  await Promise.all(fakes.splice(0).map((f) => f.close()));
+});
+
+describe.each(STORE_KINDS)('batches on $name', (kind) => {
+  it('jobs of a live submission are taken by no claim and no reclaim; end hands back what it still holds', async (ctx) => {
+    skipUnavailable(kind, ctx);
+    const { store } = await kind.fresh();
+    const keys = await seedJobs(store, 5);
+    const now = Date.now();
+    await store.batches.begin({ id: 's1', runId: 'r1', baseUrl: 'http://x/v1', now });
+    const got = await store.claim({ owner: batchOwner('s1'), limit: 3, now, leaseUntil: now + 7 * 86400_000, maxAttempts: 5 });
+    expect(got.jobs.map((j) => j.key)).toEqual(keys.slice(0, 3));
+    await store.batches.noteJobs('s1', 3, now);
+    await store.batches.submitted('s1', 'batch_1', 'validating', now);
+    // a day later: an online run reclaims expired leases and those of the (dead) submitting run, then claims
+    expect(await store.reclaim(now + 86400_000, ['r1'])).toBe(0);
+    const online = await store.claim({ owner: 'r2', limit: 10, now: now + 86400_000, leaseUntil: now + 86400_000 + 60_000, maxAttempts: 5 });
+    expect(online.jobs.map((j) => j.key)).toEqual(keys.slice(3));
+    await store.release('r2', { refund: true, now });
+    expect((await store.batches.held('s1')).map((j) => j.key)).toEqual(keys.slice(0, 3));
+    expect(await store.batches.adopt('s1', 'someone-else', 'r3', now)).toBe(false);
+    expect(await store.batches.adopt('s1', 'r1', 'r3', now)).toBe(true);
+    const [open] = await store.batches.open();
+    expect(open).toMatchObject({ id: 's1', runId: 'r3', state: 'submitted', providerBatchId: 'batch_1', jobs: 3 });
+    expect(await store.batches.end('s1', { state: 'ended', providerStatus: 'expired', done: 0, failed: 0, error: null, now, refund: true })).toBe(3);
+    expect(await store.batches.open()).toEqual([]);
+    expect((await store.batches.recent(1))[0]).toMatchObject({ state: 'ended', providerStatus: 'expired', requeued: 3, endedAt: now });
+    const status = await store.status(now);
+    expect(status.counts).toMatchObject({ pending: 5, running: 0 });
+  });
+
+  it('the lane end to end: an expired batch keeps its answers and resubmits the rest', async (ctx) => {
+    skipUnavailable(kind, ctx);
+    const { store } = await kind.fresh();
+    const fake = await FakeOpenAI.start();
+    fakes.push(fake);
+    fake.batches.configure({ completeAfterMs: 30 });
+    fake.batches.fate = (b) => (b.seq === 1 ? 'expired' : 'completed');
+    const keys = await seedJobs(store, 6);
+    const summary = await runBatchLane({ store, api: new HttpBatchApi({ baseUrl: fake.url }), baseUrl: fake.url }, { pollMs: 20, heartbeatMs: 50 });
+    expect(summary).toMatchObject({ done: 6, failed: 0, remaining: 0 });
+    const sent = keys.map((k) => fake.sentCount(k));
+    expect(sent.filter((n) => n === 1)).toHaveLength(3);
+    expect(sent.filter((n) => n === 2)).toHaveLength(3);
+    expect((await store.batches.recent(5)).map((b) => [b.providerStatus, b.done, b.requeued])).toEqual([['completed', 3, 0], ['expired', 3, 3]]);
+  });
+
+  it('copy refuses a queue with live batches (the copy would send their jobs again)', async (ctx) => {
+    skipUnavailable(kind, ctx);
+    const { store } = await kind.fresh();
+    const { store: target } = await STORE_KINDS[0]!.fresh();
+    await seedJobs(store, 2);
+    await store.batches.begin({ id: 's1', runId: 'r1', baseUrl: 'http://x/v1', now: 1 });
+    await expect(copyStore(store, target, { now: 2 })).rejects.toThrow(/1 batch still live at the provider; collect them first/);
+    expect((await target.status(2)).total).toBe(0);
+  });
+});
