@@ -46,8 +46,16 @@ describe('README reference matches --help', async () => {
     expect(commands).toEqual(expect.arrayContaining(['enqueue', 'run', 'status', 'retry-failed', 'show', 'export', 'copy']));
   });
 
-  it.each(commands)('every flag of llmq %s --help is in its README section', async (command) => {
+  // A command made of subcommands (`llmq batches cancel`) is checked subcommand by subcommand.
+  const withSubcommands: string[] = [];
+  for (const command of commands) {
     const help = await runCli([command, '--help']);
+    const subs = commandsIn(help.stdout);
+    withSubcommands.push(...(subs.length ? subs.map((sub) => `${command} ${sub}`) : [command]));
+  }
+
+  it.each(withSubcommands)('every flag of llmq %s --help is in its README section', async (command) => {
+    const help = await runCli([...command.split(' '), '--help']);
     expect(help.code).toBe(0);
     const flags = flagsIn(help.stdout);
     expect(flags.length, help.stdout).toBeGreaterThan(0);
