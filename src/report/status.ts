@@ -1,4 +1,4 @@
-import type { JobState, RunRow, StatusSnapshot } from '../store/types.js';
+import type { JobState, RunLaneStats, RunRow, StatusSnapshot } from '../store/types.js';
 import { costOf, priceOf, type PriceTable } from './prices.js';
 
 /**
@@ -41,6 +41,11 @@ export interface RunReport {
   readonly averageTokensPerSecond: number;
   /** The run's own recent rate (its last heartbeat); meaningful while live. */
   readonly recentJobsPerSecond: number;
+  /** From its last heartbeat; null or empty for runs of versions that did not store them. */
+  readonly inFlight: number | null;
+  readonly concurrency: number | null;
+  readonly paused: { readonly reason: 'rate_limit' | 'outage'; readonly until: number } | null;
+  readonly lanes: readonly RunLaneStats[];
 }
 
 /** Everything `llmq status` shows; `--json` prints it as is. The first five fields are DESIGN.md's contract. */
@@ -140,5 +145,8 @@ export function runReport(r: RunRow, now: number): RunReport {
     averageJobsPerSecond: wallSeconds > 0 ? done / wallSeconds : 0,
     averageTokensPerSecond: wallSeconds > 0 ? (tokens.prompt + tokens.completion) / wallSeconds : 0,
     recentJobsPerSecond: st?.jobsPerSecond ?? 0,
+    inFlight: st?.inFlight ?? null, concurrency: st?.concurrency ?? null,
+    // A pause from a run that stopped heartbeating is not news.
+    paused: live ? st?.paused ?? null : null, lanes: st?.lanes ?? [],
   };
 }

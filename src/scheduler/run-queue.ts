@@ -182,7 +182,7 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
       stop.abort(new LlmqError('run stopped'));
     }
     void lanes.refresh();
-    store.heartbeat(runId, t, t + leaseMs, counters.forStore(t))
+    store.heartbeat(runId, t, t + leaseMs, counters.forStore(t, lanes.snapshots(), slots.size))
       .then(() => {
         lastBeat = t;
         if (++beats % 5 === 0) return Promise.all([reclaim(), lanes.save(store)]);

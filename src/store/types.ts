@@ -143,6 +143,24 @@ export interface RunStats {
   readonly completionTokens: number;
   /** Jobs per second over the recent window. */
   readonly jobsPerSecond: number;
+  /** Requests allowed in flight now. Absent in runs of older versions. */
+  readonly concurrency?: number;
+  readonly inFlight?: number;
+  /** Set while the run's dispatch is paused: why and until when (ms epoch). */
+  readonly paused?: { readonly reason: 'rate_limit' | 'outage'; readonly until: number } | null;
+  /** Each model lane's pace: the limits it paces at, its rate and pause. */
+  readonly lanes?: ReadonlyArray<RunLaneStats>;
+}
+
+/** One lane of a run as stored on its heartbeat (for dashboards on other machines). */
+export interface RunLaneStats {
+  readonly model: string;
+  readonly rpm: number | null;
+  readonly tpm: number | null;
+  readonly requestsPerSecond: number;
+  readonly inFlight: number;
+  readonly pausedUntil: number | null;
+  readonly rateLimited: number;
 }
 
 export interface RunRow extends RunInfo {
