@@ -68,7 +68,7 @@ function renderFailures(r) {
   fillRows('failures', r.failures.map((f) => {
     const items = el('div');
     const show = el('a', { onclick: () => showFailedItems(f.error, items) }, 'items');
-    const retry = readOnly ? '' : el('button', { type: 'button', class: 'retry-reason', onclick: () => retry(f.error) }, 'Retry');
+    const retry = readOnly ? '' : el('button', { type: 'button', class: 'retry-reason', onclick: () => retryFailed(f.error) }, 'Retry');
     return el('tr', {}, el('td', { class: 'num' }, fmt(f.count)), el('td', {}, f.error, items), el('td', {}, show, ' ', retry));
   }));
 }
@@ -105,10 +105,25 @@ function renderAlerts(r) {
   $('alerts').replaceChildren(...alerts.map((a) => el('span', { class: 'alert', title: a.detail ?? '' }, a.message)));
 }
 
+// Each section is redrawn only when its own data changed: redrawing a table under the pointer
+// would swallow a click on its buttons and close the item lists a user opened.
+const drawn = new Map();
+function section(name, data, draw) {
+  const key = JSON.stringify(data);
+  if (drawn.get(name) === key) return;
+  drawn.set(name, key);
+  draw();
+}
+
 function render() {
   const r = state.report;
   if (!r) return;
-  renderProgress(r); renderCost(r); renderLimits(r); renderFailures(r); renderRuns(r); renderAlerts(r);
+  renderProgress(r);
+  section('cost', [r.cost, r.tokens], () => renderCost(r));
+  section('limits', r.limits.map((l) => [l.baseUrl, l.model, l.rpm, l.tpm, Math.round(l.ageSeconds / 60)]), () => renderLimits(r));
+  section('failures', r.failures, () => renderFailures(r));
+  section('runs', [r.activeRuns, r.lastRun, Math.floor(r.now / 1000)], () => renderRuns(r));
+  section('alerts', r.alerts ?? [], () => renderAlerts(r));
 }
 
 // Throughput chart: jobs/s on the left axis, tokens/s on the right.
@@ -137,7 +152,7 @@ async function call(path, options = {}) {
   return body;
 }
 
-async function retry(error) {
+async function retryFailed(error) {
   const token = $('token').value.trim();
   const result = $('action-result');
   if (!token) { result.textContent = 'Paste the action token llmq serve printed into the box at the top first.'; $('token').focus(); return; }
@@ -209,7 +224,7 @@ async function start() {
   token.value = sessionStorage.getItem(TOKEN_KEY) ?? '';
   token.addEventListener('input', () => sessionStorage.setItem(TOKEN_KEY, token.value.trim()));
   $('token-form').addEventListener('submit', (e) => e.preventDefault());
-  $('retry-all').addEventListener('click', () => retry(undefined));
+  $('retry-all').addEventListener('click', () => retryFailed(undefined));
   $('search').addEventListener('submit', (e) => { e.preventDefault(); const id = $('item-id').value.trim(); if (id) showItem(id); });
   window.addEventListener('resize', () => state.chart?.setSize({ width: $('chart').clientWidth, height: 200 }));
   connect();
