@@ -21,3 +21,4 @@ export { WindowPacer, type PaceLimits } from './scheduler/pace/window-pacer.js';
 export { RedisLaneBoards } from './scheduler/redis-boards.js';
 export { decide, type Decision, type FailureFacts } from './scheduler/decide.js';
 export { OutageBreaker, type OutageOptions } from './scheduler/outage.js';
+export { startDashboard, type Dashboard, type DashboardOptions } from './serve/server.js';

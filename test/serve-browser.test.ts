@@ -10,6 +10,12 @@ import { FakeOpenAI, reply } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 
+// page.evaluate and waitForFunction callbacks run in the browser; tsconfig has no DOM library (it
+// would clash with Node's types elsewhere), so the few browser names used are declared here.
+declare const document: any;
+declare const getComputedStyle: (e: unknown) => { display: string };
+type HTMLInputElement = { value: string };
+
 const BAD = "Invalid value for 'temperature': must be between 0 and 2.";
 
 let browser: Browser;
@@ -55,7 +61,8 @@ function countStates(db: string): Record<string, number> {
   return Object.fromEntries(rows.map((r) => [r.state, r.n]));
 }
 
-describe.skipIf(!haveChromium())('llmq serve in a real browser', () => {
+// Like the PostgreSQL tests: skipped on a machine without chromium, never in CI (.ci/run installs it).
+describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browser', () => {
   it('updates the page live while a run progresses against the fake, and shows the run with its lane', async () => {
     const fake = await FakeOpenAI.start({ latencyMs: 80, record: false });
     cleanup.push(() => fake.close());
