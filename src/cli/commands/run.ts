@@ -8,8 +8,10 @@ import { resolveBaseUrl } from '../../provider/create.js';
 import { warn } from '../output.js';
 import { whileReaderPresent } from '../reader-gone.js';
 import { watchRunStop } from '../run-stop.js';
+import { hookOptions, hookReportLine, type HookFlags } from '../hook-flags.js';
+import { createRunHooks } from '../../hooks/run-hooks.js';
 
-interface RunFlags {
+interface RunFlags extends HookFlags {
   db?: string;
   provider: 'openai' | 'mock';
   baseUrl?: string;
@@ -30,7 +32,7 @@ interface RunFlags {
 }
 
 export function registerRun(program: Command): Command {
-  return program
+  const cmd = program
     .command('run')
     .description('Work the queue: send every pending job to the model under your concurrency and rate limits, with retries.')
     .addOption(dbOption())
@@ -49,9 +51,12 @@ export function registerRun(program: Command): Command {
     .option('--json', 'print newline-delimited JSON events on stdout instead of a progress display')
     .addOption(new Option('--progress <mode>', 'progress display: auto (bars on a terminal, lines otherwise), tty, plain, none').default('auto').argParser(oneOf(['auto', 'tty', 'plain', 'none'] as const)))
     .addOption(new Option('--mock-latency <ms>', 'mock provider: mean latency').default(200).argParser(intAtLeast(0)))
-    .addOption(new Option('--mock-failure-rate <fraction>', 'mock provider: share of tries that fail with a retryable 500').default(0).argParser(numberBetween(0, 1)))
+    .addOption(new Option('--mock-failure-rate <fraction>', 'mock provider: share of tries that fail with a retryable 500').default(0).argParser(numberBetween(0, 1)));
+  for (const o of hookOptions()) cmd.addOption(o);
+  return cmd
     .addHelpText('after', `
 The API key comes only from the environment: LLMQ_API_KEY, then OPENAI_API_KEY.
+Hook URL posts are signed with LLMQ_HOOK_SECRET (header x-llmq-signature: sha256=<HMAC of the body>).
 
 Exit codes:
   0    every job is done
@@ -64,7 +69,8 @@ Examples:
   $ llmq run --provider mock                      # offline, no key needed
   $ LLMQ_API_KEY=sk-... llmq run --concurrency 16 --rpm 500 --tpm 200000
   $ llmq run --base-url http://127.0.0.1:11434/v1 --concurrency 2   # a local Ollama
-  $ llmq run --limit 10                           # try the first ten before paying for all`)
+  $ llmq run --limit 10                           # try the first ten before paying for all
+  $ llmq run --on-done 'mail -s "llmq done" me@example.com' --on-job http://127.0.0.1:9000/llmq`)
     .action(runCommand);
 }
 
@@ -101,6 +107,8 @@ async function runCommand(flags: RunFlags): Promise<void> {
       db: redactLocation(location), provider: limits ? `${provider.name}, ${limits}` : provider.name,
     });
   if (progress) listeners.push(progress.listener);
+  const hooks = flags.onDone || flags.onJob ? createRunHooks({ onDone: flags.onDone, onJob: flags.onJob, secret: process.env.LLMQ_HOOK_SECRET || undefined }) : null;
+  if (hooks) listeners.push(hooks.listener);
   let summary: RunSummary;
   try {
     summary = await runQueue(
@@ -115,6 +123,7 @@ async function runCommand(flags: RunFlags): Promise<void> {
     stopping.dispose();
     await store.close();
   }
+  if (hooks) whileReaderPresent(process.stderr).write(hookReportLine(await hooks.finish(summary, exitCodeFor(summary))));
   if (summary.fatal) {
     whileReaderPresent(process.stderr).write(`error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message)}\n`);
   }
