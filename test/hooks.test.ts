@@ -80,7 +80,9 @@ describe('run hooks', () => {
     for (let i = 0; i < 500; i++) {
       hooks.listener('job:done', { key: `k${i}`, attempt: 1, latencyMs: 5, usage: { promptTokens: 1, completionTokens: 1 }, output: 'x'.repeat(1000) });
     }
-    expect(performance.now() - t).toBeLessThan(200);
+    // The hook never answers: a listener that waited for it would not be back within a minute.
+    expect(performance.now() - t).toBeLessThan(5000);
+    expect(hook.got.length).toBeLessThanOrEqual(2);
     const report = await hooks.finish(SUMMARY, 2, { jobDeadlineMs: 300 });
     // 2 workers hold one body each, 100 wait, the other 398 were refused by the full queue; the waiting ones are dropped at the deadline.
     expect(report.job).toMatchObject({ sent: 0, dropped: 498 });

@@ -63,7 +63,7 @@ function countStates(db: string): Record<string, number> {
 
 // Like the PostgreSQL tests: skipped on a machine without chromium, never in CI (.ci/run installs it).
 describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browser', () => {
-  it('updates the page live while a run progresses against the fake, and shows the run with its lane', async () => {
+  it('updates the page live while a run progresses against the fake, and shows the run with its lane and alert', async () => {
     const fake = await FakeOpenAI.start({ latencyMs: 80, record: false });
     cleanup.push(() => fake.close());
     const db = join(tempDir(), 'q.db');
@@ -75,7 +75,7 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
     await page.waitForFunction(() => document.getElementById('count-pending')?.textContent === '120');
     expect(await text(page, '#count-done')).toBe('0');
 
-    const child = spawnCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '2', '--progress', 'none'], { env: { LLMQ_API_KEY: 'sk-test-0123456789abcdef' } });
+    const child = spawnCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '2', '--progress', 'none', '--alert-oldest', '1s'], { env: { LLMQ_API_KEY: 'sk-test-0123456789abcdef' } });
     cleanup.push(async () => child.kill('SIGKILL'));
     const run = collect(child);
     // Seen part-way: the page moved without a reload while the run was still going.
@@ -86,9 +86,12 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
     // The run's lane comes from its heartbeat (every 2 s), stored in the database: no other channel.
     await page.waitForFunction(() => /lane gpt-4o-mini: .* in flight/.test(document.querySelector('#runs tbody')?.textContent ?? ''), { timeout: 10_000 });
     expect(await text(page, '#runs tbody')).toMatch(/running/);
+    // The run's alert (its queue was enqueued seconds ago) reaches the page through its heartbeat too.
+    await page.waitForFunction(() => /the oldest pending job has waited \d+s \(alert at 1s\)/.test(document.getElementById('alerts')?.textContent ?? ''), { timeout: 10_000 });
     expect((await run).code).toBe(0);
     await page.waitForFunction(() => document.getElementById('count-done')?.textContent === '120', { timeout: 10_000 });
     await page.waitForFunction(() => /No run is active/.test(document.getElementById('last-run')?.textContent ?? ''));
+    expect(await text(page, '#alerts')).toBe('');
     expect(await page.$('#chart .uplot canvas')).not.toBeNull();
     expect(await text(page, '#connection')).toBe('live');
   });

@@ -36,17 +36,22 @@ export interface DoneHookBody {
 export interface RunHooksOptions extends DeliverOptions {
   readonly onDone?: HookTarget;
   readonly onJob?: HookTarget;
+  /** Where alerts (llmq run --alert-*) go. */
+  readonly onAlert?: HookTarget;
   /** Job bodies waiting at most. @default 1000 */
   readonly capacity?: number;
 }
 
 export interface HookReport {
   readonly job: HookCounts | null;
+  readonly alert: HookCounts | null;
   readonly done: HookCounts | null;
 }
 
 export interface RunHooks {
   readonly listener: SchedulerListener;
+  /** Queue an alert body for the alert hook (no-op without one). */
+  alert(body: object): void;
   /**
    * Wait at most `jobDeadlineMs` for job hooks still queued (the rest are dropped), then send the
    * done hook, waiting at most `doneDeadlineMs` for it (retries included).
@@ -57,6 +62,7 @@ export interface RunHooks {
 /** The run's hooks, as a listener on its events: the run never waits for a hook. */
 export function createRunHooks(o: RunHooksOptions): RunHooks {
   const jobs = o.onJob ? new HookQueue(deliverTo(o.onJob, o), { capacity: o.capacity }) : null;
+  const alerts = o.onAlert ? new HookQueue(deliverTo(o.onAlert, o), { capacity: 100, workers: 1 }) : null;
   let runId = '';
   const listener: SchedulerListener = (event, payload) => {
     if (event === 'run:start') runId = (payload as SchedulerEventMap['run:start']).runId;
@@ -71,15 +77,16 @@ export function createRunHooks(o: RunHooksOptions): RunHooks {
   };
   return {
     listener,
+    alert: (body) => void alerts?.push(JSON.stringify(body)),
     async finish(summary, exitCode, deadlines = {}) {
-      const job = jobs ? await jobs.drain(deadlines.jobDeadlineMs ?? 5000) : null;
+      const [job, alert] = await Promise.all([jobs, alerts].map((q) => q?.drain(deadlines.jobDeadlineMs ?? 5000) ?? null));
       let done: HookCounts | null = null;
       if (o.onDone) {
         const q = new HookQueue(deliverTo(o.onDone, o), { capacity: 1, workers: 1 });
         q.push(JSON.stringify(doneBody(summary, exitCode, job)));
         done = await q.drain(deadlines.doneDeadlineMs ?? 15_000);
       }
-      return { job, done };
+      return { job: job ?? null, alert: alert ?? null, done };
     },
   };
 }

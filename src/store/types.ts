@@ -150,6 +150,20 @@ export interface RunStats {
   readonly paused?: { readonly reason: 'rate_limit' | 'outage'; readonly until: number } | null;
   /** Each model lane's pace: the limits it paces at, its rate and pause. */
   readonly lanes?: ReadonlyArray<RunLaneStats>;
+  /** Alerts (llmq run --alert-*) whose condition holds now. */
+  readonly alerts?: ReadonlyArray<RunAlert>;
+}
+
+/** A run's alert threshold that is crossed now. */
+export interface RunAlert {
+  readonly kind: 'failed' | 'oldest' | 'error-rate';
+  /** One line for people: what crossed what. */
+  readonly message: string;
+  /** Jobs failed, ms waited, or a share of tries. */
+  readonly value: number;
+  readonly threshold: number;
+  /** ms epoch it fired. */
+  readonly since: number;
 }
 
 /** One lane of a run as stored on its heartbeat (for dashboards on other machines). */

@@ -8,10 +8,11 @@ import { resolveBaseUrl } from '../../provider/create.js';
 import { warn } from '../output.js';
 import { whileReaderPresent } from '../reader-gone.js';
 import { watchRunStop } from '../run-stop.js';
-import { hookOptions, hookReportLine, type HookFlags } from '../hook-flags.js';
+import { alertTarget, hookOptions, hookReportLine, type HookFlags } from '../hook-flags.js';
+import { alertOptions, watchAlerts, type AlertFlags } from '../alert-flags.js';
 import { createRunHooks } from '../../hooks/run-hooks.js';
 
-interface RunFlags extends HookFlags {
+interface RunFlags extends HookFlags, AlertFlags {
   db?: string;
   provider: 'openai' | 'mock';
   baseUrl?: string;
@@ -52,7 +53,7 @@ export function registerRun(program: Command): Command {
     .addOption(new Option('--progress <mode>', 'progress display: auto (bars on a terminal, lines otherwise), tty, plain, none').default('auto').argParser(oneOf(['auto', 'tty', 'plain', 'none'] as const)))
     .addOption(new Option('--mock-latency <ms>', 'mock provider: mean latency').default(200).argParser(intAtLeast(0)))
     .addOption(new Option('--mock-failure-rate <fraction>', 'mock provider: share of tries that fail with a retryable 500').default(0).argParser(numberBetween(0, 1)));
-  for (const o of hookOptions()) cmd.addOption(o);
+  for (const o of [...hookOptions(), ...alertOptions()]) cmd.addOption(o);
   return cmd
     .addHelpText('after', `
 The API key comes only from the environment: LLMQ_API_KEY, then OPENAI_API_KEY.
@@ -107,19 +108,25 @@ async function runCommand(flags: RunFlags): Promise<void> {
       db: redactLocation(location), provider: limits ? `${provider.name}, ${limits}` : provider.name,
     });
   if (progress) listeners.push(progress.listener);
-  const hooks = flags.onDone || flags.onJob ? createRunHooks({ onDone: flags.onDone, onJob: flags.onJob, secret: process.env.LLMQ_HOOK_SECRET || undefined }) : null;
+  const onAlert = alertTarget(flags, flags.alertFailed !== undefined || flags.alertOldest !== undefined || flags.alertErrorRate !== undefined);
+  const hooks = flags.onDone || flags.onJob || onAlert
+    ? createRunHooks({ onDone: flags.onDone, onJob: flags.onJob, onAlert, secret: process.env.LLMQ_HOOK_SECRET || undefined }) : null;
   if (hooks) listeners.push(hooks.listener);
+  const alerts = watchAlerts(flags, store, hooks, emit);
+  if (alerts) listeners.push(alerts.listener);
   let summary: RunSummary;
   try {
     summary = await runQueue(
       { store, provider, boards, baseUrl: laneBaseUrl(flags), emit, stopSignal: stopping.stopSignal, abortSignal: stopping.abortSignal,
-        describe: { provider: provider.name, concurrency: flags.concurrency, rpm: flags.rpm ?? null, tpm: flags.tpm ?? null, maxAttempts: flags.maxAttempts } },
+        describe: { provider: provider.name, concurrency: flags.concurrency, rpm: flags.rpm ?? null, tpm: flags.tpm ?? null, maxAttempts: flags.maxAttempts },
+        alerts: alerts ? () => alerts.active() : undefined },
       { concurrency: flags.concurrency, rpm: flags.rpm, tpm: flags.tpm, maxAttempts: flags.maxAttempts, limit: flags.limit,
         retryDelayMs: flags.retryDelay * 1000, timeout: flags.timeout === 'auto' ? 'auto' : flags.timeout * 1000,
         timeoutCapMs: AUTO_TIMEOUT_CAP_MS, maxOutageMs: flags.maxOutage * 60_000 },
     );
   } finally {
     progress?.stop();
+    alerts?.stop();
     stopping.dispose();
     await store.close();
   }
