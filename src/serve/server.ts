@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { redactSecret } from '../provider/redact.js';
 import type { PriceTable } from '../report/prices.js';
 import type { Store } from '../store/types.js';
-import { failedItems, retryFailedJobs } from './api.js';
+import { FAILED_ITEMS_LIMIT, retryFailedJobs } from './api.js';
 import { StatusFeed, type FeedMessage } from './feed.js';
 import { ownOrigins, refuseForeign, refuseWithoutToken, type Refusal } from './guard.js';
 import { StaticFiles } from './static-files.js';
@@ -76,7 +76,7 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
         return item ? json(res, 200, item) : json(res, 404, { error: `no item with id ${url.searchParams.get('id') ?? ''}` });
       }
       case 'GET /api/failed-items':
-        return json(res, 200, { items: await failedItems(o.store, url.searchParams.get('error') ?? '') });
+        return json(res, 200, { items: await o.store.failedItems(url.searchParams.get('error') ?? '', FAILED_ITEMS_LIMIT) });
       case 'POST /api/retry-failed': {
         if (o.readOnly) return json(res, 403, { error: 'this dashboard is read-only (llmq serve --read-only)' });
         const noToken = refuseWithoutToken(req, o.token);

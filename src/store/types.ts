@@ -266,6 +266,14 @@ export interface AttemptRow extends AttemptRecord {
   readonly latencyMs: number;
 }
 
+/** An item of a failed job, for listing the items behind one failure reason. */
+export interface FailedItemRow {
+  readonly id: string;
+  readonly source: string;
+  readonly key: string;
+  readonly attempts: number;
+}
+
 export interface RetryFailedFilter {
   /** Only failures whose error contains this text (case-insensitive). */
   readonly errorContains?: string;
@@ -322,6 +330,11 @@ export interface Store {
   // reading
   status(now: number): Promise<StatusSnapshot>;
   item(id: string): Promise<ItemDetail | null>;
+  /**
+   * Items of failed jobs whose error is exactly `error` (`unknown error` for none, as `status`
+   * groups them), at most `limit`, oldest job first. Walks failed jobs only, never all items.
+   */
+  failedItems(error: string, limit: number): Promise<FailedItemRow[]>;
   exportRows(filter: ExportFilter): AsyncIterable<ExportRow>;
 
   // moving a whole queue (`llmq copy`): each dump streams one table in stored order (jobs and items

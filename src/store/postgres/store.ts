@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type {
-  AttemptRecord, AttemptRow, ClaimOptions, ClaimResult, Completion, EnqueueResult, EnqueueRow, ExportFilter, ExportRow,
+  AttemptRecord, AttemptRow, ClaimOptions, ClaimResult, Completion, EnqueueResult, EnqueueRow, ExportFilter, ExportRow, FailedItemRow,
   ItemDetail, ItemRow, JobRow, LaneLimitRow, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
 } from '../types.js';
 import { connectionError, createPool, parsePgUrl, query } from './connect.js';
@@ -286,6 +286,10 @@ export class PostgresStore implements Store {
 
   item(id: string): Promise<ItemDetail | null> {
     return this.#read.item(id);
+  }
+
+  failedItems(error: string, limit: number): Promise<FailedItemRow[]> {
+    return this.#read.failedItems(error, limit);
   }
 
   exportRows(filter: ExportFilter): AsyncIterable<ExportRow> {

@@ -1,6 +1,6 @@
 import type {
   AttemptRecord, AttemptRow, ClaimOptions, ClaimResult, ClaimedJob, Completion, EnqueueResult, EnqueueRow,
-  ExportFilter, ExportRow, ItemDetail, ItemRow, JobRow, LaneLimitRow, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
+  ExportFilter, ExportRow, FailedItemRow, ItemDetail, ItemRow, JobRow, LaneLimitRow, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
 } from '../types.js';
 import { openSqlite, type Db, type OpenSqliteOptions } from './open.js';
 import { SqliteReader } from './read.js';
@@ -247,6 +247,10 @@ export class SqliteStore implements Store {
 
   async item(id: string): Promise<ItemDetail | null> {
     return this.#read.item(id);
+  }
+
+  async failedItems(error: string, limit: number): Promise<FailedItemRow[]> {
+    return this.#read.failedItems(error, limit);
   }
 
   exportRows(filter: ExportFilter): AsyncIterable<ExportRow> {
