@@ -332,7 +332,7 @@ export interface Store {
   item(id: string): Promise<ItemDetail | null>;
   /**
    * Items of failed jobs whose error is exactly `error` (`unknown error` for none, as `status`
-   * groups them), at most `limit`, oldest job first. Walks failed jobs only, never all items.
+   * groups them), at most `limit`, oldest job first. Walks failed jobs only (oldest first, stopping at the limit), never all items.
    */
   failedItems(error: string, limit: number): Promise<FailedItemRow[]>;
   exportRows(filter: ExportFilter): AsyncIterable<ExportRow>;

@@ -49,7 +49,7 @@ export class PgReader {
 
   async failedItems(error: string, limit: number): Promise<FailedItemRow[]> {
     return (await query<FailedItemRow>(this.#pool, `SELECT i.id, i.source, j.key, j.attempts FROM jobs j JOIN items i ON i.job_key = j.key
-      WHERE j.state = 'failed' AND coalesce(j.error, 'unknown error') = $1 ORDER BY j.seq, i.seq LIMIT $2`, [error, limit])).rows;
+      WHERE j.state = 'failed' AND coalesce(j.error, 'unknown error') = $1 ORDER BY j.created_at, j.seq, i.seq LIMIT $2`, [error, limit])).rows;
   }
 
   item(id: string): Promise<ItemDetail | null> {

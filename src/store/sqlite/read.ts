@@ -43,8 +43,10 @@ export class SqliteReader {
   }
 
   failedItems(error: string, limit: number): FailedItemRow[] {
+    // In jobs_age's order (state, created_at, seq), so the walk stops at the limit instead of
+    // sorting every failed job; a job's items come in their own index order (insertion).
     return this.#db.prepare(`SELECT i.id, i.source, j.key, j.attempts FROM jobs j INDEXED BY jobs_age JOIN items i ON i.job_key = j.key
-      WHERE j.state = 'failed' AND coalesce(j.error, 'unknown error') = ? ORDER BY j.seq, i.seq LIMIT ?`).all(error, limit) as FailedItemRow[];
+      WHERE j.state = 'failed' AND coalesce(j.error, 'unknown error') = ? ORDER BY j.created_at, j.seq LIMIT ?`).all(error, limit) as FailedItemRow[];
   }
 
   item(id: string): ItemDetail | null {
