@@ -65,7 +65,7 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     ]);
   });
 
-  it('failedItems lists the items of failed jobs with exactly one error, oldest job first, up to the limit', async () => {
+  it('failedItems lists the items of failed jobs with exactly one error, oldest job first, up to the limit; retryFailed by that error', async () => {
     const { store } = await kind.fresh();
     await store.enqueue([...rows(6), row('twin', 'doc text 0')], T0); // 'twin' shares doc-0000's job
     const { jobs } = await store.claim(claimOpts());
@@ -79,6 +79,10 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     expect(await ids('timeout')).toEqual([rows(6)[1]!.itemId]);
     expect(await ids('nothing like it')).toEqual([]);
     expect((await store.failedItems('timeout', 5))[0]).toEqual({ id: rows(6)[1]!.itemId, source: expect.any(String), key: jobs[1]!.key, attempts: 1 });
+
+    // retryFailed by exact reason leaves the longer one that contains it.
+    expect(await store.retryFailed({ errorIs: 'HTTP 400' }, T0 + 1)).toBe(3);
+    expect((await store.status(T0 + 1)).failures).toEqual([{ error: 'HTTP 400 and more', count: 1 }, { error: 'timeout', count: 1 }]);
   });
 
   it('item shows the item, its job and every attempt; null for an unknown id', async () => {

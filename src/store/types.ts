@@ -277,6 +277,8 @@ export interface FailedItemRow {
 export interface RetryFailedFilter {
   /** Only failures whose error contains this text (case-insensitive). */
   readonly errorContains?: string;
+  /** Only failures whose error is exactly this (`unknown error` for none), as `status` groups them. */
+  readonly errorIs?: string;
 }
 
 export interface Store {

@@ -74,7 +74,8 @@ export class SqliteStore implements Store {
       endRun: db.prepare('UPDATE runs SET ended_at = ?, exit_reason = ? WHERE id = ? AND ended_at IS NULL'),
       retryFailed: db.prepare(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL,
           finished_at = NULL, updated_at = @now
-        WHERE state = 'failed' AND (@text IS NULL OR instr(llmq_lower(error), llmq_lower(@text)) > 0)`),
+        WHERE state = 'failed' AND (@text IS NULL OR instr(llmq_lower(error), llmq_lower(@text)) > 0)
+          AND (@exact IS NULL OR coalesce(error, 'unknown error') = @exact)`),
       startRun: db.prepare(`INSERT INTO runs (id, host, pid, started_at, heartbeat_at, options) VALUES (?, ?, ?, ?, ?, ?)`),
       runHeartbeat: db.prepare('UPDATE runs SET heartbeat_at = ?, stats = ? WHERE id = ?'),
       renewLeases: db.prepare(`UPDATE jobs SET lease_expires_at = ? WHERE lease_owner = ? AND state = 'running'`),
@@ -238,7 +239,7 @@ export class SqliteStore implements Store {
   }
 
   async retryFailed(filter: RetryFailedFilter, now: number): Promise<number> {
-    return this.#s.retryFailed.run({ now, text: filter.errorContains ?? null }).changes;
+    return this.#s.retryFailed.run({ now, text: filter.errorContains ?? null, exact: filter.errorIs ?? null }).changes;
   }
 
   async status(now: number): Promise<StatusSnapshot> {
