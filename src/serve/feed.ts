@@ -14,7 +14,8 @@ export interface ThroughputPoint {
 export type FeedMessage =
   | { readonly type: 'snapshot'; readonly report: StatusReport; readonly history: readonly ThroughputPoint[] }
   | { readonly type: 'patch'; readonly changes: Partial<StatusReport>; readonly point: ThroughputPoint | null }
-  | { readonly type: 'error'; readonly message: string };
+  // Not `error`: EventSource fires that name for a lost connection.
+  | { readonly type: 'unreadable'; readonly message: string };
 
 export interface FeedOptions {
   readonly store: Store;
@@ -51,9 +52,10 @@ export class StatusFeed {
 
   /** Start receiving messages: a snapshot first, then patches. Returns the unsubscribe function. */
   async subscribe(send: (m: FeedMessage) => void): Promise<() => void> {
-    this.#subscribers.add(send);
     if (!this.#last || !this.#timer) await this.#poll();
+    // Subscribed only once the snapshot is out, so no patch can arrive before it.
     if (this.#last) send({ type: 'snapshot', report: this.#last, history: [...this.#history] });
+    this.#subscribers.add(send);
     this.#timer ??= setInterval(() => void this.#poll(), this.#o.everyMs);
     return () => {
       this.#subscribers.delete(send);
@@ -89,7 +91,7 @@ export class StatusFeed {
       const now = this.#now();
       report = buildStatusReport(await this.#o.store.status(now), { now, prices: this.#o.prices, db: this.#o.db });
     } catch (error) {
-      this.#broadcast({ type: 'error', message: error instanceof Error ? error.message : String(error) });
+      this.#broadcast({ type: 'unreadable', message: error instanceof Error ? error.message : String(error) });
       return;
     }
     this.lastPollMs = performance.now() - started;

@@ -208,12 +208,13 @@ function connect() {
   });
   events.addEventListener('patch', (e) => {
     const m = JSON.parse(e.data);
+    if (!state.report) return;
     Object.assign(state.report, m.changes);
     if (m.point) { state.history.push(m.point); if (state.history.length > 1800) state.history.shift(); drawChart(); }
     render();
     $('footer').textContent = `updated ${new Date(state.report.now).toLocaleTimeString()}`;
   });
-  events.addEventListener('error', (e) => { if (e.data) $('footer').textContent = `the queue could not be read: ${JSON.parse(e.data).message}`; });
+  events.addEventListener('unreadable', (e) => { $('footer').textContent = `the queue could not be read: ${JSON.parse(e.data).message}`; });
 }
 
 async function start() {
