@@ -32,12 +32,17 @@ export function alertOptions(): Option[] {
   ];
 }
 
+/** Whether any --alert-* threshold was given. */
+export function alertsOn(flags: AlertFlags): boolean {
+  return flags.alertFailed !== undefined || flags.alertOldest !== undefined || flags.alertErrorRate !== undefined;
+}
+
 /**
  * The run's alert watcher, or null without --alert-*: each crossing is said once on the progress
  * display (a warning) and sent to the alert hook.
  */
 export function watchAlerts(flags: AlertFlags, store: Store, hooks: RunHooks | null, emit: SchedulerListener): AlertWatcher | null {
-  if (flags.alertFailed === undefined && flags.alertOldest === undefined && flags.alertErrorRate === undefined) return null;
+  if (!alertsOn(flags)) return null;
   return new AlertWatcher({
     thresholds: { failed: flags.alertFailed, oldestMs: flags.alertOldest, errorRate: flags.alertErrorRate, windowMs: flags.alertWindow },
     oldestPendingAt: async () => (await store.status(Date.now())).oldestPendingAt,

@@ -9,7 +9,7 @@ import { warn } from '../output.js';
 import { whileReaderPresent } from '../reader-gone.js';
 import { watchRunStop } from '../run-stop.js';
 import { alertTarget, hookOptions, hookReportLine, type HookFlags } from '../hook-flags.js';
-import { alertOptions, watchAlerts, type AlertFlags } from '../alert-flags.js';
+import { alertOptions, alertsOn, watchAlerts, type AlertFlags } from '../alert-flags.js';
 import { createRunHooks } from '../../hooks/run-hooks.js';
 
 interface RunFlags extends HookFlags, AlertFlags {
@@ -108,7 +108,7 @@ async function runCommand(flags: RunFlags): Promise<void> {
       db: redactLocation(location), provider: limits ? `${provider.name}, ${limits}` : provider.name,
     });
   if (progress) listeners.push(progress.listener);
-  const onAlert = alertTarget(flags, flags.alertFailed !== undefined || flags.alertOldest !== undefined || flags.alertErrorRate !== undefined);
+  const onAlert = alertTarget(flags, alertsOn(flags));
   const hooks = flags.onDone || flags.onJob || onAlert
     ? createRunHooks({ onDone: flags.onDone, onJob: flags.onJob, onAlert, secret: process.env.LLMQ_HOOK_SECRET || undefined }) : null;
   if (hooks) listeners.push(hooks.listener);
