@@ -32,7 +32,8 @@ async function serve(db: string, extra: readonly string[] = []): Promise<ServeCh
 
 async function open(url: string): Promise<Page> {
   const page = await browser.newPage();
-  cleanup.push(() => page.close());
+  // A page that does not close in time is left to browser.close() rather than hanging the test.
+  cleanup.push(() => Promise.race([page.close(), new Promise((r) => setTimeout(r, 5000))]));
   await page.goto(url, { waitUntil: 'domcontentloaded' });
   return page;
 }

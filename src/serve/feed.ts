@@ -12,8 +12,8 @@ export interface ThroughputPoint {
 
 /** What a dashboard is sent: the whole picture on connect, then only the parts that changed. */
 export type FeedMessage =
-  | { readonly type: 'snapshot'; readonly report: StatusReport; readonly history: readonly ThroughputPoint[] }
-  | { readonly type: 'patch'; readonly changes: Partial<StatusReport>; readonly point: ThroughputPoint | null }
+  | { readonly type: 'snapshot'; readonly report: StatusReport; readonly history: readonly ThroughputPoint[]; readonly readMs: number }
+  | { readonly type: 'patch'; readonly changes: Partial<StatusReport>; readonly point: ThroughputPoint | null; readonly readMs: number }
   // Not `error`: EventSource fires that name for a lost connection.
   | { readonly type: 'unreadable'; readonly message: string };
 
@@ -42,7 +42,7 @@ export class StatusFeed {
   #last: StatusReport | null = null;
   #timer: NodeJS.Timeout | null = null;
   #polling: Promise<void> | null = null;
-  /** Time the last poll took, for the dashboard's own footer and for measuring. */
+  /** How long the last poll took: the cost of live updates, shown in the page's footer. */
   lastPollMs = 0;
 
   constructor(options: FeedOptions) {
@@ -54,7 +54,7 @@ export class StatusFeed {
   async subscribe(send: (m: FeedMessage) => void): Promise<() => void> {
     if (!this.#last || !this.#timer) await this.#poll();
     // Subscribed only once the snapshot is out, so no patch can arrive before it.
-    if (this.#last) send({ type: 'snapshot', report: this.#last, history: [...this.#history] });
+    if (this.#last) send({ type: 'snapshot', report: this.#last, history: [...this.#history], readMs: this.lastPollMs });
     this.#subscribers.add(send);
     this.#timer ??= setInterval(() => void this.#poll(), this.#o.everyMs);
     return () => {
@@ -104,7 +104,7 @@ export class StatusFeed {
       if (this.#history.length > HISTORY_POINTS) this.#history.splice(0, this.#history.length - HISTORY_POINTS);
     }
     const changes = changedFields(before, report);
-    if (Object.keys(changes).length > 0 || point) this.#broadcast({ type: 'patch', changes, point });
+    if (Object.keys(changes).length > 0 || point) this.#broadcast({ type: 'patch', changes, point, readMs: this.lastPollMs });
   }
 
   #broadcast(m: FeedMessage): void {

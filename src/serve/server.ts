@@ -127,7 +127,10 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
     close: async () => {
       feed.close();
       for (const s of streams) s.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // A browser keeps sockets open (keep-alive, preconnects) that would hold close() for minutes.
+      server.closeAllConnections();
+      await closed;
     },
   };
 }

@@ -49,8 +49,10 @@ export async function startServe(args: readonly string[], env: Record<string, st
   return {
     url, token, child, stderr: () => err,
     stop: () => new Promise<void>((resolve) => {
-      if (child.exitCode !== null) return resolve();
-      child.once('exit', () => resolve());
+      if (child.exitCode !== null || child.signalCode !== null) return resolve();
+      // SIGTERM is the clean stop; SIGKILL after 5 s so a stuck child cannot hang the suite.
+      const force = setTimeout(() => child.kill('SIGKILL'), 5000);
+      child.once('exit', () => { clearTimeout(force); resolve(); });
       child.kill('SIGTERM');
     }),
   };

@@ -194,6 +194,10 @@ async function showItem(id) {
   );
 }
 
+function footer(m) {
+  $('footer').textContent = `updated ${new Date(state.report.now).toLocaleTimeString()} · the queue was read in ${Math.round(m.readMs)} ms`;
+}
+
 function connect() {
   const conn = $('connection');
   const events = new EventSource('/events');
@@ -203,16 +207,14 @@ function connect() {
     const m = JSON.parse(e.data);
     state.report = m.report;
     state.history = m.history;
-    render(); drawChart();
-    $('footer').textContent = `updated ${new Date(m.report.now).toLocaleTimeString()}`;
+    render(); drawChart(); footer(m);
   });
   events.addEventListener('patch', (e) => {
     const m = JSON.parse(e.data);
     if (!state.report) return;
     Object.assign(state.report, m.changes);
     if (m.point) { state.history.push(m.point); if (state.history.length > 1800) state.history.shift(); drawChart(); }
-    render();
-    $('footer').textContent = `updated ${new Date(state.report.now).toLocaleTimeString()}`;
+    render(); footer(m);
   });
   events.addEventListener('unreadable', (e) => { $('footer').textContent = `the queue could not be read: ${JSON.parse(e.data).message}`; });
 }
