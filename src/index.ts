@@ -29,3 +29,4 @@ export { HttpBatchApi, type HttpBatchApiOptions } from './batch/http-api.js';
 export { MockBatchApi, type MockBatchApiOptions } from './batch/mock-api.js';
 export type { BatchApi, ProviderBatch, BatchPage } from './batch/api.js';
 export type { BatchEvent, CrashStep } from './batch/context.js';
+export { startDashboard, type Dashboard, type DashboardOptions } from './serve/server.js';

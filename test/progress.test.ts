@@ -40,7 +40,7 @@ function feed(emit: <E extends SchedulerEventName>(e: E, p: SchedulerEventMap[E]
   emit('run:start', { runId: 'r1', total: 40_000, alreadyDone: 0, options: { model: 'gpt-4o-mini' } });
   emit('job:start', { key: 'k1'.padEnd(64, '0'), attempt: 1, model: 'gpt-4o-mini' });
   emit('progress', snapshot({ now: T + 1000, done: 0, failed: 0 }));
-  emit('job:done', { key: 'k1'.padEnd(64, '0'), attempt: 1, latencyMs: 800, usage: { promptTokens: 1_000_000, completionTokens: 1_000_000 } });
+  emit('job:done', { key: 'k1'.padEnd(64, '0'), attempt: 1, latencyMs: 800, usage: { promptTokens: 1_000_000, completionTokens: 1_000_000 }, output: 'an answer' });
   emit('job:start', { key: 'k2'.padEnd(64, '0'), attempt: 1, model: 'gpt-4o-mini' });
   emit('job:retry', { key: 'k2'.padEnd(64, '0'), attempt: 1, status: 503, reason: 'server', error: '503 Service Unavailable', delayMs: 1000, counted: true });
   emit('paused', { reason: 'rate_limit', untilMs: Date.now() + 12_000, detail: 'retry-after 12s' });

@@ -65,6 +65,26 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     ]);
   });
 
+  it('failedItems lists the items of failed jobs with exactly one error, oldest job first, up to the limit; retryFailed by that error', async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue([...rows(6), row('twin', 'doc text 0')], T0); // 'twin' shares doc-0000's job
+    const { jobs } = await store.claim(claimOpts());
+    const errors = ['HTTP 400', 'timeout', 'HTTP 400', 'HTTP 400 and more', null, 'HTTP 400'];
+    for (const [i, j] of jobs.entries()) {
+      if (errors[i] !== null) await store.fail(j.key, OWNER, errors[i]!, null, T0);
+    }
+    const ids = async (error: string, limit = 50) => (await store.failedItems(error, limit)).map((r) => r.id);
+    expect(await ids('HTTP 400')).toEqual([rows(6)[0]!.itemId, 'twin', rows(6)[2]!.itemId, rows(6)[5]!.itemId]);
+    expect(await ids('HTTP 400', 2)).toEqual([rows(6)[0]!.itemId, 'twin']);
+    expect(await ids('timeout')).toEqual([rows(6)[1]!.itemId]);
+    expect(await ids('nothing like it')).toEqual([]);
+    expect((await store.failedItems('timeout', 5))[0]).toEqual({ id: rows(6)[1]!.itemId, source: expect.any(String), key: jobs[1]!.key, attempts: 1 });
+
+    // retryFailed by exact reason leaves the longer one that contains it.
+    expect(await store.retryFailed({ errorIs: 'HTTP 400' }, T0 + 1)).toBe(3);
+    expect((await store.status(T0 + 1)).failures).toEqual([{ error: 'HTTP 400 and more', count: 1 }, { error: 'timeout', count: 1 }]);
+  });
+
   it('item shows the item, its job and every attempt; null for an unknown id', async () => {
     const { store } = await kind.fresh();
     expect(await store.item('nope')).toBeNull();

@@ -7,6 +7,7 @@ import { registerShow } from './commands/show.js';
 import { registerExport } from './commands/export.js';
 import { registerCopy } from './commands/copy.js';
 import { registerBatches } from './commands/batches.js';
+import { registerServe } from './commands/serve.js';
 
 export const VERSION = '0.1.0';
 
@@ -31,6 +32,7 @@ Examples:
   $ llmq status
   $ llmq retry-failed && llmq run
   $ llmq export --out results.jsonl
+  $ llmq serve                    # a live dashboard at http://127.0.0.1:8787/
 
 Environment:
   LLMQ_DB                         the queue (default ./llmq.db)
@@ -39,7 +41,7 @@ Environment:
   LLMQ_REDIS_URL                  share rate limits between runs (llmq run --redis)
   NO_COLOR                        plain output`);
   refuseHelpForUnknownCommands(program);
-  for (const register of [registerEnqueue, registerRun, registerStatus, registerRetryFailed, registerShow, registerExport, registerCopy, registerBatches]) {
+  for (const register of [registerEnqueue, registerRun, registerStatus, registerRetryFailed, registerShow, registerExport, registerCopy, registerBatches, registerServe]) {
     const cmd = register(program);
     cmd.exitOverride().showHelpAfterError('(run with --help for usage)');
   }

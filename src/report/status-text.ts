@@ -38,6 +38,9 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT): string {
     lines.push(`  ${(i === 0 ? 'limits' : '').padEnd(9)}${oneLine(`${l.model}${where}: ${what || 'unknown'}, ${from} ${duration(l.ageSeconds)} ago`, 69)}`);
   }
 
+  for (const [i, a] of r.alerts.entries()) {
+    lines.push(`  ${(i === 0 ? 'alerts' : '').padEnd(9)}${p.red(oneLine(`${a.message} (run on ${a.host})`, 69))}`);
+  }
   if (r.failures.length) {
     lines.push('', p.bold(`failures`) + p.dim(` (${int(r.counts.failed)} jobs, by reason)`));
     const cw = Math.max(...r.failures.map((f) => int(f.count).length));

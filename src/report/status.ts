@@ -1,4 +1,4 @@
-import type { JobState, RunRow, StatusSnapshot } from '../store/types.js';
+import type { JobState, RunAlert, RunLaneStats, RunRow, StatusSnapshot } from '../store/types.js';
 import { costOf, priceOf, type PriceTable } from './prices.js';
 
 /**
@@ -41,6 +41,13 @@ export interface RunReport {
   readonly averageTokensPerSecond: number;
   /** The run's own recent rate (its last heartbeat); meaningful while live. */
   readonly recentJobsPerSecond: number;
+  /** From its last heartbeat; null or empty for runs of versions that did not store them. */
+  readonly inFlight: number | null;
+  readonly concurrency: number | null;
+  readonly paused: { readonly reason: 'rate_limit' | 'outage'; readonly until: number } | null;
+  readonly lanes: readonly RunLaneStats[];
+  /** Its --alert-* thresholds crossed now (live runs only). */
+  readonly alerts: readonly RunAlert[];
 }
 
 /** Everything `llmq status` shows; `--json` prints it as is. Its first four fields are the contract in docs/architecture.md ("Outside contract"). */
@@ -75,6 +82,8 @@ export interface StatusReport {
   readonly jobsPerSecond: number | null;
   /** Seconds to finish the pending and running jobs at that rate; null without a live run. */
   readonly etaSeconds: number | null;
+  /** Alerts live runs raised (llmq run --alert-*), each with the run's host. */
+  readonly alerts: ReadonlyArray<RunAlert & { readonly runId: string; readonly host: string }>;
   /** Rate limits learned per (base URL, model): what the next run paces at. */
   readonly limits: ReadonlyArray<{
     readonly baseUrl: string; readonly model: string; readonly rpm: number | null; readonly tpm: number | null;
@@ -122,6 +131,7 @@ export function buildStatusReport(s: StatusSnapshot, o: { now: number; prices: P
     lastRun: s.lastRun ? runReport(s.lastRun, o.now) : null,
     jobsPerSecond,
     etaSeconds,
+    alerts: live.flatMap((r) => r.alerts.map((a) => ({ ...a, runId: r.id, host: r.host }))),
   };
 }
 
@@ -140,5 +150,8 @@ export function runReport(r: RunRow, now: number): RunReport {
     averageJobsPerSecond: wallSeconds > 0 ? done / wallSeconds : 0,
     averageTokensPerSecond: wallSeconds > 0 ? (tokens.prompt + tokens.completion) / wallSeconds : 0,
     recentJobsPerSecond: st?.jobsPerSecond ?? 0,
+    inFlight: st?.inFlight ?? null, concurrency: st?.concurrency ?? null,
+    // A pause from a run that stopped heartbeating is not news.
+    paused: live ? st?.paused ?? null : null, lanes: st?.lanes ?? [], alerts: live ? st?.alerts ?? [] : [],
   };
 }

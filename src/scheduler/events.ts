@@ -62,7 +62,7 @@ export interface RunSummary {
 export interface SchedulerEventMap {
   'run:start': { runId: string; total: number; alreadyDone: number; options: Record<string, unknown> };
   'job:start': { key: string; attempt: number; model: string };
-  'job:done': { key: string; attempt: number; latencyMs: number; usage: Usage };
+  'job:done': { key: string; attempt: number; latencyMs: number; usage: Usage; output: string };
   'job:retry': { key: string; attempt: number; status: number | null; reason: FailureReason; error: string; delayMs: number; counted: boolean };
   'job:failed': { key: string; attempt: number; status: number | null; error: string };
   paused: { reason: 'rate_limit' | 'outage'; untilMs: number; detail: string };

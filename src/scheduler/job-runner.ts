@@ -217,7 +217,7 @@ class JobRun {
     c.promptTokens += usage.promptTokens;
     c.completionTokens += usage.completionTokens;
     c.finished(endedAt, usage.promptTokens + usage.completionTokens);
-    ctx.emit('job:done', { key: job.key, attempt: this.#attempt, latencyMs: endedAt - startedAt, usage });
+    ctx.emit('job:done', { key: job.key, attempt: this.#attempt, latencyMs: endedAt - startedAt, usage, output: result.output });
     return 'done';
   }
 

@@ -3,7 +3,7 @@ import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { LlmqError } from '../errors.js';
 import { ProviderError, type Provider } from '../provider/types.js';
-import type { Store } from '../store/types.js';
+import type { RunAlert, Store } from '../store/types.js';
 import type { ProgressSnapshot, RunSummary, SchedulerListener } from './events.js';
 import { runJob, type JobContext } from './job-runner.js';
 import { InFlightRequests } from './in-flight.js';
@@ -68,6 +68,8 @@ export interface RunDeps {
   readonly isAlive?: (pid: number) => boolean;
   /** Options recorded with the run for `status` (never secrets). */
   readonly describe?: Record<string, unknown>;
+  /** Alerts active now, stored with each heartbeat (llmq run --alert-*). */
+  readonly alerts?: () => readonly RunAlert[];
 }
 
 /**
@@ -182,7 +184,7 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
       stop.abort(new LlmqError('run stopped'));
     }
     void lanes.refresh();
-    store.heartbeat(runId, t, t + leaseMs, counters.forStore(t))
+    store.heartbeat(runId, t, t + leaseMs, { ...counters.forStore(t, lanes.snapshots(), slots.size), alerts: deps.alerts?.() ?? [] })
       .then(() => {
         lastBeat = t;
         if (++beats % 5 === 0) return Promise.all([reclaim(), lanes.save(store)]);

@@ -62,10 +62,15 @@ export class RunCounters {
     };
   }
 
-  forStore(now: number): RunStats {
+  forStore(now: number, lanes: readonly LaneSnapshot[] = [], concurrency = 0): RunStats {
     return {
       done: this.done, failed: this.failed, retried: this.retried, requests: this.requests, rateLimited: this.rateLimited,
       promptTokens: this.promptTokens, completionTokens: this.completionTokens, jobsPerSecond: this.rates(now).jobs,
+      concurrency, inFlight: this.inFlight, paused: this.paused,
+      lanes: lanes.map((l) => ({
+        model: l.model, rpm: l.rpm, tpm: l.tpm, requestsPerSecond: l.requestsPerSecond, inFlight: l.inFlight,
+        pausedUntil: l.pausedUntil, rateLimited: l.rateLimited,
+      })),
     };
   }
 }

@@ -145,6 +145,38 @@ export interface RunStats {
   readonly completionTokens: number;
   /** Jobs per second over the recent window. */
   readonly jobsPerSecond: number;
+  /** Requests allowed in flight now. Absent in runs of older versions. */
+  readonly concurrency?: number;
+  readonly inFlight?: number;
+  /** Set while the run's dispatch is paused: why and until when (ms epoch). */
+  readonly paused?: { readonly reason: 'rate_limit' | 'outage'; readonly until: number } | null;
+  /** Each model lane's pace: the limits it paces at, its rate and pause. */
+  readonly lanes?: ReadonlyArray<RunLaneStats>;
+  /** Alerts (llmq run --alert-*) whose condition holds now. */
+  readonly alerts?: ReadonlyArray<RunAlert>;
+}
+
+/** A run's alert threshold that is crossed now. */
+export interface RunAlert {
+  readonly kind: 'failed' | 'oldest' | 'error-rate';
+  /** One line for people: what crossed what. */
+  readonly message: string;
+  /** Jobs failed, ms waited, or a share of tries. */
+  readonly value: number;
+  readonly threshold: number;
+  /** ms epoch it fired. */
+  readonly since: number;
+}
+
+/** One lane of a run as stored on its heartbeat (for dashboards on other machines). */
+export interface RunLaneStats {
+  readonly model: string;
+  readonly rpm: number | null;
+  readonly tpm: number | null;
+  readonly requestsPerSecond: number;
+  readonly inFlight: number;
+  readonly pausedUntil: number | null;
+  readonly rateLimited: number;
 }
 
 export interface RunRow extends RunInfo {
@@ -236,9 +268,19 @@ export interface AttemptRow extends AttemptRecord {
   readonly latencyMs: number;
 }
 
+/** An item of a failed job, for listing the items behind one failure reason. */
+export interface FailedItemRow {
+  readonly id: string;
+  readonly source: string;
+  readonly key: string;
+  readonly attempts: number;
+}
+
 export interface RetryFailedFilter {
   /** Only failures whose error contains this text (case-insensitive). */
   readonly errorContains?: string;
+  /** Only failures whose error is exactly this (`unknown error` for none), as `status` groups them. */
+  readonly errorIs?: string;
 }
 
 export interface Store {
@@ -294,6 +336,11 @@ export interface Store {
   // reading
   status(now: number): Promise<StatusSnapshot>;
   item(id: string): Promise<ItemDetail | null>;
+  /**
+   * Items of failed jobs whose error is exactly `error` (`unknown error` for none, as `status`
+   * groups them), at most `limit`, oldest job first. Walks failed jobs only (oldest first, stopping at the limit), never all items.
+   */
+  failedItems(error: string, limit: number): Promise<FailedItemRow[]>;
   exportRows(filter: ExportFilter): AsyncIterable<ExportRow>;
 
   // moving a whole queue (`llmq copy`): each dump streams one table in stored order (jobs and items

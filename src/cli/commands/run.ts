@@ -8,8 +8,11 @@ import { resolveBaseUrl } from '../../provider/create.js';
 import { warn } from '../output.js';
 import { whileReaderPresent } from '../reader-gone.js';
 import { watchRunStop } from '../run-stop.js';
+import { alertTarget, hookOptions, hookReportLine, type HookFlags } from '../hook-flags.js';
+import { alertOptions, alertsOn, watchAlerts, type AlertFlags } from '../alert-flags.js';
+import { createRunHooks } from '../../hooks/run-hooks.js';
 
-interface RunFlags {
+interface RunFlags extends HookFlags, AlertFlags {
   db?: string;
   provider: 'openai' | 'mock';
   baseUrl?: string;
@@ -35,7 +38,7 @@ interface RunFlags {
 }
 
 export function registerRun(program: Command): Command {
-  return program
+  const cmd = program
     .command('run')
     .description('Work the queue: send every pending job to the model under your concurrency and rate limits, with retries.')
     .addOption(dbOption())
@@ -59,9 +62,12 @@ export function registerRun(program: Command): Command {
     .addOption(new Option('--batch-size <n>', '--via batch: jobs per batch at most (and never over 200 MB per file)').default(50_000).argParser(intAtLeast(1)))
     .option('--no-wait', '--via batch: submit and exit; a later llmq run --via batch collects the answers')
     .addOption(new Option('--mock-latency <ms>', 'mock provider: mean latency').default(200).argParser(intAtLeast(0)))
-    .addOption(new Option('--mock-failure-rate <fraction>', 'mock provider: share of tries that fail with a retryable 500').default(0).argParser(numberBetween(0, 1)))
+    .addOption(new Option('--mock-failure-rate <fraction>', 'mock provider: share of tries that fail with a retryable 500').default(0).argParser(numberBetween(0, 1)));
+  for (const o of [...hookOptions(), ...alertOptions()]) cmd.addOption(o);
+  return cmd
     .addHelpText('after', `
 The API key comes only from the environment: LLMQ_API_KEY, then OPENAI_API_KEY.
+Hook URL posts are signed with LLMQ_HOOK_SECRET (header x-llmq-signature: sha256=<HMAC of the body>).
 
 Exit codes:
   0    every job is done
@@ -75,7 +81,8 @@ Examples:
   $ LLMQ_API_KEY=sk-... llmq run --concurrency 16 --rpm 500 --tpm 200000
   $ llmq run --base-url http://127.0.0.1:11434/v1 --concurrency 2   # a local Ollama
   $ llmq run --limit 10                           # try the first ten before paying for all
-  $ llmq run --via batch --no-wait                # half price; run it again later to collect`)
+  $ llmq run --via batch --no-wait                # half price; run it again later to collect
+  $ llmq run --on-done 'mail -s "llmq done" me@example.com' --on-job http://127.0.0.1:9000/llmq`)
     .action(runCommand);
 }
 
@@ -124,21 +131,30 @@ async function runCommand(flags: RunFlags): Promise<void> {
       db: redactLocation(location), provider: limits ? `${provider.name}, ${limits}` : provider.name,
     });
   if (progress) listeners.push(progress.listener);
+  const onAlert = alertTarget(flags, alertsOn(flags));
+  const hooks = flags.onDone || flags.onJob || onAlert
+    ? createRunHooks({ onDone: flags.onDone, onJob: flags.onJob, onAlert, secret: process.env.LLMQ_HOOK_SECRET || undefined }) : null;
+  if (hooks) listeners.push(hooks.listener);
+  const alerts = watchAlerts(flags, store, hooks, emit);
+  if (alerts) listeners.push(alerts.listener);
   let summary: RunSummary;
   try {
     summary = await runQueue(
       { store, provider, boards, baseUrl: laneBaseUrl(flags), emit, stopSignal: stopping.stopSignal, abortSignal: stopping.abortSignal,
-        describe: { provider: provider.name, concurrency: flags.concurrency, rpm: flags.rpm ?? null, tpm: flags.tpm ?? null, maxAttempts: flags.maxAttempts } },
+        describe: { provider: provider.name, concurrency: flags.concurrency, rpm: flags.rpm ?? null, tpm: flags.tpm ?? null, maxAttempts: flags.maxAttempts },
+        alerts: alerts ? () => alerts.active() : undefined },
       { concurrency: flags.concurrency, rpm: flags.rpm, tpm: flags.tpm, maxAttempts: flags.maxAttempts, limit: flags.limit,
         retryDelayMs: flags.retryDelay * 1000, timeout: flags.timeout === 'auto' ? 'auto' : flags.timeout * 1000,
         timeoutCapMs: AUTO_TIMEOUT_CAP_MS, maxOutageMs: flags.maxOutage * 60_000 },
     );
   } finally {
     progress?.stop();
+    alerts?.stop();
     stopping.dispose();
     await store.close();
     await provider.close?.();
   }
+  if (hooks) whileReaderPresent(process.stderr).write(hookReportLine(await hooks.finish(summary, exitCodeFor(summary))));
   if (summary.fatal) {
     whileReaderPresent(process.stderr).write(`error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message)}\n`);
   }

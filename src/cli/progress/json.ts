@@ -25,6 +25,12 @@ export function jsonRenderer(state: ProgressState, stream: NodeJS.WritableStream
         write(event, p, { cost_usd: state.cost });
         return;
       }
+      if (event === 'job:done') {
+        // The answer rides on the event for hooks; the NDJSON stream stays as documented (export has answers).
+        const { output: _answer, ...rest } = payload as SchedulerEventMap['job:done'];
+        write(event, rest);
+        return;
+      }
       if (event === 'run:end' && pending) {
         write('progress', pending, { cost_usd: state.cost });
         pending = null;

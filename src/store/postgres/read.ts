@@ -1,6 +1,6 @@
 import { tallyJobs, type StateTokensRow } from '../tally.js';
 import type pg from 'pg';
-import type { ExportFilter, ExportRow, ItemDetail, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
+import type { ExportFilter, ExportRow, FailedItemRow, ItemDetail, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
 import { LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun, type RawAttempt, type RawExport, type RawJob, type RawLane, type RawRun } from '../rows.js';
 import { inTransaction, query } from './connect.js';
 
@@ -45,6 +45,11 @@ export class PgReader {
 
   async activeRuns(): Promise<RunRow[]> {
     return (await query<RawRun>(this.#pool, ACTIVE_RUNS)).rows.map(toRun);
+  }
+
+  async failedItems(error: string, limit: number): Promise<FailedItemRow[]> {
+    return (await query<FailedItemRow>(this.#pool, `SELECT i.id, i.source, j.key, j.attempts FROM jobs j JOIN items i ON i.job_key = j.key
+      WHERE j.state = 'failed' AND coalesce(j.error, 'unknown error') = $1 ORDER BY j.created_at, j.seq, i.seq LIMIT $2`, [error, limit])).rows;
   }
 
   item(id: string): Promise<ItemDetail | null> {

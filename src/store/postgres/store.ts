@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type {
-  AttemptRecord, AttemptRow, ClaimOptions, ClaimResult, Completion, EnqueueResult, EnqueueRow, ExportFilter, ExportRow,
+  AttemptRecord, AttemptRow, ClaimOptions, ClaimResult, Completion, EnqueueResult, EnqueueRow, ExportFilter, ExportRow, FailedItemRow,
   ItemDetail, ItemRow, JobRow, LaneLimitRow, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
 } from '../types.js';
 import { connectionError, createPool, parsePgUrl, query } from './connect.js';
@@ -279,7 +279,8 @@ export class PostgresStore implements Store {
   async retryFailed(filter: RetryFailedFilter, now: number): Promise<number> {
     const r = await this.#q(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL, finished_at = NULL,
         updated_at = $1
-      WHERE state = 'failed' AND ($2::text IS NULL OR strpos(lower(error), lower($2::text)) > 0)`, [now, filter.errorContains ?? null]);
+      WHERE state = 'failed' AND ($2::text IS NULL OR strpos(lower(error), lower($2::text)) > 0)
+        AND ($3::text IS NULL OR coalesce(error, 'unknown error') = $3::text)`, [now, filter.errorContains ?? null, filter.errorIs ?? null]);
     return r.rowCount ?? 0;
   }
 
@@ -289,6 +290,10 @@ export class PostgresStore implements Store {
 
   item(id: string): Promise<ItemDetail | null> {
     return this.#read.item(id);
+  }
+
+  failedItems(error: string, limit: number): Promise<FailedItemRow[]> {
+    return this.#read.failedItems(error, limit);
   }
 
   exportRows(filter: ExportFilter): AsyncIterable<ExportRow> {

@@ -1,6 +1,6 @@
 import { tallyJobs, type StateTokensRow } from '../tally.js';
 import type { Db } from './open.js';
-import type { ExportFilter, ExportRow, ItemDetail, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
+import type { ExportFilter, ExportRow, FailedItemRow, ItemDetail, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
 import { LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun, type RawAttempt, type RawExport, type RawJob, type RawLane, type RawRun } from '../rows.js';
 
 const EXPORT_PAGE = 1000;
@@ -40,6 +40,13 @@ export class SqliteReader {
   activeRuns(): RunRow[] {
     const rows = this.#db.prepare('SELECT * FROM runs WHERE ended_at IS NULL ORDER BY started_at DESC').all() as RawRun[];
     return rows.map(toRun);
+  }
+
+  failedItems(error: string, limit: number): FailedItemRow[] {
+    // In jobs_age's order (state, created_at, seq), so the walk stops at the limit instead of
+    // sorting every failed job; a job's items come in their own index order (insertion).
+    return this.#db.prepare(`SELECT i.id, i.source, j.key, j.attempts FROM jobs j INDEXED BY jobs_age JOIN items i ON i.job_key = j.key
+      WHERE j.state = 'failed' AND coalesce(j.error, 'unknown error') = ? ORDER BY j.created_at, j.seq LIMIT ?`).all(error, limit) as FailedItemRow[];
   }
 
   item(id: string): ItemDetail | null {

@@ -1,6 +1,6 @@
 import type {
   AttemptRecord, AttemptRow, ClaimOptions, ClaimResult, ClaimedJob, Completion, EnqueueResult, EnqueueRow,
-  ExportFilter, ExportRow, ItemDetail, ItemRow, JobRow, LaneLimitRow, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
+  ExportFilter, ExportRow, FailedItemRow, ItemDetail, ItemRow, JobRow, LaneLimitRow, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
 } from '../types.js';
 import { openSqlite, type Db, type OpenSqliteOptions } from './open.js';
 import { SqliteReader } from './read.js';
@@ -77,7 +77,8 @@ export class SqliteStore implements Store {
       endRun: db.prepare('UPDATE runs SET ended_at = ?, exit_reason = ? WHERE id = ? AND ended_at IS NULL'),
       retryFailed: db.prepare(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL,
           finished_at = NULL, updated_at = @now
-        WHERE state = 'failed' AND (@text IS NULL OR instr(llmq_lower(error), llmq_lower(@text)) > 0)`),
+        WHERE state = 'failed' AND (@text IS NULL OR instr(llmq_lower(error), llmq_lower(@text)) > 0)
+          AND (@exact IS NULL OR coalesce(error, 'unknown error') = @exact)`),
       startRun: db.prepare(`INSERT INTO runs (id, host, pid, started_at, heartbeat_at, options) VALUES (?, ?, ?, ?, ?, ?)`),
       runHeartbeat: db.prepare('UPDATE runs SET heartbeat_at = ?, stats = ? WHERE id = ?'),
       renewLeases: db.prepare(`UPDATE jobs SET lease_expires_at = ? WHERE lease_owner = ? AND state = 'running'`),
@@ -241,7 +242,7 @@ export class SqliteStore implements Store {
   }
 
   async retryFailed(filter: RetryFailedFilter, now: number): Promise<number> {
-    return this.#s.retryFailed.run({ now, text: filter.errorContains ?? null }).changes;
+    return this.#s.retryFailed.run({ now, text: filter.errorContains ?? null, exact: filter.errorIs ?? null }).changes;
   }
 
   async status(now: number): Promise<StatusSnapshot> {
@@ -250,6 +251,10 @@ export class SqliteStore implements Store {
 
   async item(id: string): Promise<ItemDetail | null> {
     return this.#read.item(id);
+  }
+
+  async failedItems(error: string, limit: number): Promise<FailedItemRow[]> {
+    return this.#read.failedItems(error, limit);
   }
 
   exportRows(filter: ExportFilter): AsyncIterable<ExportRow> {

@@ -1,0 +1,84 @@
+import type { Deliver } from './deliver.js';
+
+export interface HookCounts {
+  readonly sent: number;
+  /** Deliveries that failed after their retries. */
+  readonly failed: number;
+  /** Never sent: the queue was full, or the run ended before their turn. */
+  readonly dropped: number;
+  /** The last failure, for the report. */
+  readonly lastError: string | null;
+}
+
+/**
+ * Hook bodies waiting to go out, at most `capacity`, sent by a few workers in the background. The
+ * run only ever pushes (never waits): when a hook is slower than the jobs, the newest bodies are
+ * dropped and counted instead of holding memory or the run.
+ */
+export class HookQueue {
+  readonly #deliver: Deliver;
+  readonly #capacity: number;
+  readonly #workers: number;
+  readonly #waiting: string[] = [];
+  #busy = 0;
+  #idle: Array<() => void> = [];
+  #closed = false;
+  sent = 0;
+  failed = 0;
+  dropped = 0;
+  lastError: string | null = null;
+
+  constructor(deliver: Deliver, o: { capacity?: number; workers?: number } = {}) {
+    this.#deliver = deliver;
+    this.#capacity = o.capacity ?? 1000;
+    this.#workers = o.workers ?? 2;
+  }
+
+  /** Queue a body; false (and counted) when the queue is full or closed. */
+  push(body: string): boolean {
+    if (this.#closed || this.#waiting.length >= this.#capacity) {
+      this.dropped++;
+      return false;
+    }
+    this.#waiting.push(body);
+    if (this.#busy < this.#workers) void this.#work();
+    return true;
+  }
+
+  /** Wait for the queue to empty, at most `deadlineMs`; what is still waiting then is dropped. */
+  async drain(deadlineMs: number): Promise<HookCounts> {
+    if (this.#busy > 0 || this.#waiting.length > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        new Promise<void>((resolve) => this.#idle.push(resolve)),
+        new Promise<void>((resolve) => { timer = setTimeout(resolve, deadlineMs); }),
+      ]);
+      clearTimeout(timer);
+    }
+    this.#closed = true;
+    this.dropped += this.#waiting.splice(0).length;
+    return this.counts();
+  }
+
+  counts(): HookCounts {
+    return { sent: this.sent, failed: this.failed, dropped: this.dropped, lastError: this.lastError };
+  }
+
+  async #work(): Promise<void> {
+    this.#busy++;
+    try {
+      for (let body = this.#waiting.shift(); body !== undefined; body = this.#closed ? undefined : this.#waiting.shift()) {
+        try {
+          await this.#deliver(body);
+          this.sent++;
+        } catch (error) {
+          this.failed++;
+          this.lastError = error instanceof Error ? error.message : String(error);
+        }
+      }
+    } finally {
+      this.#busy--;
+      if (this.#busy === 0) for (const resolve of this.#idle.splice(0)) resolve();
+    }
+  }
+}

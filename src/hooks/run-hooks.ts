@@ -1,0 +1,101 @@
+import type { RunSummary, SchedulerEventMap, SchedulerListener } from '../scheduler/events.js';
+import { deliverTo, type DeliverOptions } from './deliver.js';
+import { HookQueue, type HookCounts } from './queue.js';
+import type { HookTarget } from './target.js';
+
+/** What `--on-job` receives for each job that finished (done) or failed for good. */
+export interface JobHookBody {
+  readonly event: 'job';
+  readonly runId: string;
+  readonly key: string;
+  readonly state: 'done' | 'failed';
+  readonly attempts: number;
+  readonly output?: string;
+  readonly error?: string;
+  readonly latencyMs?: number;
+  readonly usage?: { readonly promptTokens: number; readonly completionTokens: number };
+}
+
+/** What `--on-done` receives once, when the run ends. */
+export interface DoneHookBody {
+  readonly event: 'done';
+  readonly runId: string;
+  readonly exitCode: number;
+  /** Why the run ended: drained, limit, signal or fatal. */
+  readonly reason: RunSummary['reason'];
+  readonly counts: { readonly done: number; readonly failed: number; readonly retried: number; readonly remaining: number; readonly failedInStore: number };
+  readonly requests: number;
+  readonly rateLimited: number;
+  readonly tokens: { readonly prompt: number; readonly completion: number };
+  readonly durationMs: number;
+  readonly error: string | null;
+  /** How --on-job fared, when set. */
+  readonly jobHooks: HookCounts | null;
+}
+
+export interface RunHooksOptions extends DeliverOptions {
+  readonly onDone?: HookTarget;
+  readonly onJob?: HookTarget;
+  /** Where alerts (llmq run --alert-*) go. */
+  readonly onAlert?: HookTarget;
+  /** Job bodies waiting at most. @default 1000 */
+  readonly capacity?: number;
+}
+
+export interface HookReport {
+  readonly job: HookCounts | null;
+  readonly alert: HookCounts | null;
+  readonly done: HookCounts | null;
+}
+
+export interface RunHooks {
+  readonly listener: SchedulerListener;
+  /** Queue an alert body for the alert hook (no-op without one). */
+  alert(body: object): void;
+  /**
+   * Wait at most `jobDeadlineMs` for job hooks still queued (the rest are dropped), then send the
+   * done hook, waiting at most `doneDeadlineMs` for it (retries included).
+   */
+  finish(summary: RunSummary, exitCode: number, deadlines?: { jobDeadlineMs?: number; doneDeadlineMs?: number }): Promise<HookReport>;
+}
+
+/** The run's hooks, as a listener on its events: the run never waits for a hook. */
+export function createRunHooks(o: RunHooksOptions): RunHooks {
+  const jobs = o.onJob ? new HookQueue(deliverTo(o.onJob, o), { capacity: o.capacity }) : null;
+  const alerts = o.onAlert ? new HookQueue(deliverTo(o.onAlert, o), { capacity: 100, workers: 1 }) : null;
+  let runId = '';
+  const listener: SchedulerListener = (event, payload) => {
+    if (event === 'run:start') runId = (payload as SchedulerEventMap['run:start']).runId;
+    if (!jobs) return;
+    if (event === 'job:done') {
+      const p = payload as SchedulerEventMap['job:done'];
+      jobs.push(JSON.stringify({ event: 'job', runId, key: p.key, state: 'done', attempts: p.attempt, output: p.output, latencyMs: p.latencyMs, usage: p.usage } satisfies JobHookBody));
+    } else if (event === 'job:failed') {
+      const p = payload as SchedulerEventMap['job:failed'];
+      jobs.push(JSON.stringify({ event: 'job', runId, key: p.key, state: 'failed', attempts: p.attempt, error: p.error } satisfies JobHookBody));
+    }
+  };
+  return {
+    listener,
+    alert: (body) => void alerts?.push(JSON.stringify(body)),
+    async finish(summary, exitCode, deadlines = {}) {
+      const [job, alert] = await Promise.all([jobs, alerts].map((q) => q?.drain(deadlines.jobDeadlineMs ?? 5000) ?? null));
+      let done: HookCounts | null = null;
+      if (o.onDone) {
+        const q = new HookQueue(deliverTo(o.onDone, o), { capacity: 1, workers: 1 });
+        q.push(JSON.stringify(doneBody(summary, exitCode, job)));
+        done = await q.drain(deadlines.doneDeadlineMs ?? 15_000);
+      }
+      return { job: job ?? null, alert: alert ?? null, done };
+    },
+  };
+}
+
+function doneBody(s: RunSummary, exitCode: number, jobHooks: HookCounts | null): DoneHookBody {
+  return {
+    event: 'done', runId: s.runId, exitCode, reason: s.reason,
+    counts: { done: s.done, failed: s.failed, retried: s.retried, remaining: s.remaining, failedInStore: s.failedInStore },
+    requests: s.requests, rateLimited: s.rateLimited, tokens: { prompt: s.promptTokens, completion: s.completionTokens },
+    durationMs: s.wallMs, error: s.fatal?.message ?? null, jobHooks,
+  };
+}

@@ -1,0 +1,132 @@
+import { buildStatusReport, type StatusReport } from '../report/status.js';
+import type { PriceTable } from '../report/prices.js';
+import type { Store } from '../store/types.js';
+
+/** One throughput sample: jobs finished per second between two polls, and tokens per second. */
+export interface ThroughputPoint {
+  /** Seconds since the epoch (uPlot's x unit). */
+  readonly t: number;
+  readonly jobsPerSecond: number;
+  readonly tokensPerSecond: number;
+}
+
+/** What a dashboard is sent: the whole picture on connect, then only the parts that changed. */
+export type FeedMessage =
+  | { readonly type: 'snapshot'; readonly report: StatusReport; readonly history: readonly ThroughputPoint[]; readonly readMs: number }
+  | { readonly type: 'patch'; readonly changes: Partial<StatusReport>; readonly point: ThroughputPoint | null; readonly readMs: number }
+  // Not `error`: EventSource fires that name for a lost connection.
+  | { readonly type: 'unreadable'; readonly message: string };
+
+export interface FeedOptions {
+  readonly store: Store;
+  readonly prices: PriceTable;
+  /** The database as shown (no password). */
+  readonly db: string;
+  readonly everyMs: number;
+  readonly now?: () => number;
+}
+
+/** An hour of samples at the default 2 s poll. */
+const HISTORY_POINTS = 1800;
+
+/**
+ * Polls the store's status once per interval for every connected dashboard together, so N open
+ * tabs cost one query, and only while at least one is open. Throughput comes from the change in
+ * done jobs and tokens between polls, so runs on other machines count too.
+ */
+export class StatusFeed {
+  readonly #o: FeedOptions;
+  readonly #now: () => number;
+  readonly #subscribers = new Set<(m: FeedMessage) => void>();
+  readonly #history: ThroughputPoint[] = [];
+  #last: StatusReport | null = null;
+  #timer: NodeJS.Timeout | null = null;
+  #polling: Promise<void> | null = null;
+  /** How long the last poll took: the cost of live updates, shown in the page's footer. */
+  lastPollMs = 0;
+
+  constructor(options: FeedOptions) {
+    this.#o = options;
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** Start receiving messages: a snapshot first, then patches. Returns the unsubscribe function. */
+  async subscribe(send: (m: FeedMessage) => void): Promise<() => void> {
+    if (!this.#last || !this.#timer) await this.#poll();
+    // Subscribed only once the snapshot is out, so no patch can arrive before it.
+    if (this.#last) send({ type: 'snapshot', report: this.#last, history: [...this.#history], readMs: this.lastPollMs });
+    this.#subscribers.add(send);
+    this.#timer ??= setInterval(() => void this.#poll(), this.#o.everyMs);
+    return () => {
+      this.#subscribers.delete(send);
+      if (this.#subscribers.size === 0 && this.#timer) {
+        clearInterval(this.#timer);
+        this.#timer = null;
+      }
+    };
+  }
+
+  /** The latest report, polling now if there is none or `fresh` is asked. */
+  async report(fresh = false): Promise<StatusReport> {
+    if (fresh || !this.#last) await this.#poll();
+    return this.#last!;
+  }
+
+  close(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = null;
+    this.#subscribers.clear();
+  }
+
+  #poll(): Promise<void> {
+    // One poll at a time: a slow database must not pile queries up behind each other.
+    this.#polling ??= this.#pollOnce().finally(() => { this.#polling = null; });
+    return this.#polling;
+  }
+
+  async #pollOnce(): Promise<void> {
+    const started = performance.now();
+    let report: StatusReport;
+    try {
+      const now = this.#now();
+      report = buildStatusReport(await this.#o.store.status(now), { now, prices: this.#o.prices, db: this.#o.db });
+    } catch (error) {
+      this.#broadcast({ type: 'unreadable', message: error instanceof Error ? error.message : String(error) });
+      return;
+    }
+    this.lastPollMs = performance.now() - started;
+    const before = this.#last;
+    this.#last = report;
+    if (!before) return;
+    const point = throughput(before, report);
+    if (point) {
+      this.#history.push(point);
+      if (this.#history.length > HISTORY_POINTS) this.#history.splice(0, this.#history.length - HISTORY_POINTS);
+    }
+    const changes = changedFields(before, report);
+    if (Object.keys(changes).length > 0 || point) this.#broadcast({ type: 'patch', changes, point, readMs: this.lastPollMs });
+  }
+
+  #broadcast(m: FeedMessage): void {
+    for (const send of this.#subscribers) send(m);
+  }
+}
+
+/** Jobs and tokens per second between two reports (done and failed both finish a job). */
+export function throughput(a: StatusReport, b: StatusReport): ThroughputPoint | null {
+  const seconds = (b.now - a.now) / 1000;
+  if (seconds <= 0) return null;
+  const finished = (b.counts.done + b.counts.failed) - (a.counts.done + a.counts.failed);
+  const tokens = (b.tokens.prompt + b.tokens.completion) - (a.tokens.prompt + a.tokens.completion);
+  // A retry-failed or a re-enqueue lowers the counts; that is not negative throughput.
+  return { t: b.now / 1000, jobsPerSecond: Math.max(0, finished / seconds), tokensPerSecond: Math.max(0, tokens / seconds) };
+}
+
+/** The top-level fields whose value differs (compared as JSON: reports are plain data). */
+export function changedFields(a: StatusReport, b: StatusReport): Partial<StatusReport> {
+  const changes: Record<string, unknown> = {};
+  for (const k of Object.keys(b) as Array<keyof StatusReport>) {
+    if (JSON.stringify(a[k]) !== JSON.stringify(b[k])) changes[k] = b[k];
+  }
+  return changes as Partial<StatusReport>;
+}

@@ -1,0 +1,112 @@
+import { appendFileSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseDuration, parseRate } from '../src/alerts/thresholds.js';
+import { AlertWatcher, type AlertHookBody } from '../src/alerts/watcher.js';
+import type { SchedulerEventMap, SchedulerListener } from '../src/scheduler/events.js';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { collect, runCli, spawnCli } from './helpers/cli.js';
+import { FakeOpenAI, reply } from './helpers/fake-openai.js';
+import { seedJobs } from './helpers/seed.js';
+import { tempDir } from './helpers/tmp.js';
+
+const cleanup: Array<() => Promise<unknown>> = [];
+afterEach(async () => { await Promise.all(cleanup.splice(0).map((c) => c())); });
+
+function watcher(thresholds: ConstructorParameters<typeof AlertWatcher>[0]['thresholds'], extra: Partial<ConstructorParameters<typeof AlertWatcher>[0]> = {}) {
+  let clock = 1_000_000;
+  const fired: AlertHookBody[] = [];
+  const w = new AlertWatcher({ thresholds, fire: (a) => fired.push(a), now: () => clock, ...extra });
+  const send = w.listener as (e: keyof SchedulerEventMap, p: unknown) => void;
+  send('run:start', { runId: 'run-1', total: 0, alreadyDone: 0, options: {} });
+  return {
+    w, fired, advance: (ms: number) => { clock += ms; },
+    done: () => send('job:done', { key: 'k', attempt: 1, latencyMs: 1, usage: { promptTokens: 1, completionTokens: 1 }, output: '' }),
+    failed: () => send('job:failed', { key: 'k', attempt: 1, status: 400, error: 'HTTP 400' }),
+    retry: (counted: boolean) => send('job:retry', { key: 'k', attempt: 1, status: 500, reason: 'server', error: 'HTTP 500', delayMs: 1, counted }),
+  };
+}
+
+describe('alerts', () => {
+  it('--alert-failed fires once when the count is reached, not again for later failures', () => {
+    const t = watcher({ failed: 2 });
+    t.failed();
+    expect(t.fired).toEqual([]);
+    t.failed(); t.failed(); t.failed();
+    expect(t.fired).toEqual([expect.objectContaining({ event: 'alert', runId: 'run-1', kind: 'failed', value: 2, threshold: 2 })]);
+    expect(t.w.active()).toEqual([expect.objectContaining({ kind: 'failed', value: 4, message: '4 jobs failed (alert at 2)' })]);
+  });
+
+  it('--alert-error-rate fires per crossing over the window, ignores rate-limit retries and small samples', () => {
+    const t = watcher({ errorRate: 0.25, windowMs: 60_000 });
+    for (let i = 0; i < 10; i++) t.retry(true);
+    expect(t.fired).toHaveLength(0); // 10 tries: too few to mean anything
+    for (let i = 0; i < 30; i++) t.retry(false); // given back (429): not tries
+    for (let i = 0; i < 10; i++) t.done();
+    expect(t.fired).toHaveLength(1); // 10 errors in 20 tries = 50%
+    for (let i = 0; i < 40; i++) t.done();
+    expect(t.w.active()).toEqual([]); // 10 in 60 = 17%: cleared, re-armed
+    t.advance(61_000); // the window moves past all of them
+    for (let i = 0; i < 20; i++) t.retry(true);
+    expect(t.fired.map((a) => a.kind)).toEqual(['error-rate', 'error-rate']);
+    expect(t.fired[1]!.message).toBe('100% of tries failed in the last 1 min (alert at 25%)');
+  });
+
+  it('--alert-oldest reads the real queue and fires when its oldest pending job is old enough', async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    cleanup.push(() => store.close());
+    await seedJobs(store, 3);
+    const enqueuedAt = (await store.status(Date.now())).oldestPendingAt!;
+    const t = watcher({ oldestMs: 60_000 }, { oldestPendingAt: async () => (await store.status(Date.now())).oldestPendingAt, oldestEveryMs: 20 });
+    await new Promise((r) => setTimeout(r, 60));
+    // The watcher's clock (1_000_000) is long before the enqueue: nothing has waited.
+    expect(t.fired).toEqual([]);
+    t.advance(enqueuedAt - 1_000_000 + 61_000);
+    await new Promise((r) => setTimeout(r, 60));
+    t.w.stop();
+    expect(t.fired).toEqual([expect.objectContaining({ kind: 'oldest', threshold: 60_000 })]);
+  });
+
+  it('parses durations and shares, and says what it expected', () => {
+    expect(parseDuration('1h30m', '--alert-oldest')).toBe(5_400_000);
+    expect(parseDuration('90', '--alert-oldest')).toBe(90_000);
+    expect(() => parseDuration('soon', '--alert-oldest')).toThrow(/expected a duration such as 90s/);
+    expect(parseRate('5%', '--alert-error-rate')).toBeCloseTo(0.05);
+    expect(() => parseRate('150%', '--alert-error-rate')).toThrow(/at most 100%/);
+  });
+
+  it('llmq run --alert-failed: said on the progress display, sent once to --on-alert, shown by status while the run is live', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    const store = new SqliteStore(db);
+    const keys = await seedJobs(store, 40, { priority: (n) => (n < 3 ? -1 : 0) });
+    await store.close();
+    const fake = await FakeOpenAI.start({ latencyMs: 150, record: false });
+    cleanup.push(() => fake.close());
+    const failing = new Set(keys.slice(0, 3));
+    fake.respond((r) => (failing.has(r.key) ? reply.badRequest() : undefined));
+    const alertsFile = join(dir, 'alerts.ndjson');
+    appendFileSync(alertsFile, '');
+
+    const child = spawnCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '2', '--progress', 'plain', '--alert-failed', '2',
+      '--on-alert', `cat >> '${alertsFile}'; echo >> '${alertsFile}'`], { env: { LLMQ_API_KEY: 'sk-test-0123456789abcdef' } });
+    cleanup.push(async () => child.kill('SIGKILL'));
+    const run = collect(child);
+    let seen: { alerts: Array<{ kind: string; message: string }> } | null = null;
+    for (let i = 0; i < 50 && !seen?.alerts.length; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      const s = await runCli(['status', '--db', db, '--json']);
+      seen = JSON.parse(s.stdout);
+    }
+    expect(seen!.alerts).toEqual([expect.objectContaining({ kind: 'failed', message: expect.stringMatching(/^[23] jobs failed \(alert at 2\)$/) })]);
+    const text = await runCli(['status', '--db', db]);
+    expect(text.stdout).toMatch(/alerts\s+[23] jobs failed \(alert at 2\)/);
+
+    const r = await run;
+    expect(r.code).toBe(2);
+    expect(r.stderr.match(/warning: alert: 2 jobs failed \(alert at 2\)/g)).toHaveLength(1);
+    const sent = readFileSync(alertsFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    expect(sent).toEqual([expect.objectContaining({ event: 'alert', kind: 'failed', value: 2, threshold: 2 })]);
+    expect(r.stderr).toContain('hooks: alerts 1 sent.');
+  });
+});

@@ -1,0 +1,116 @@
+import { createHmac } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createRunHooks } from '../src/hooks/run-hooks.js';
+import { parseHookTarget } from '../src/hooks/target.js';
+import type { RunSummary } from '../src/scheduler/events.js';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { runCli } from './helpers/cli.js';
+import { FakeOpenAI, answerFor, reply } from './helpers/fake-openai.js';
+import { seedJobs } from './helpers/seed.js';
+import { tempDir } from './helpers/tmp.js';
+
+const SECRET = 'hook-secret-for-tests';
+const cleanup: Array<() => Promise<unknown>> = [];
+afterEach(async () => { await Promise.all(cleanup.splice(0).map((c) => c())); });
+
+interface Received { readonly body: string; readonly signature: string | undefined }
+
+/** A hook receiver on 127.0.0.1 answering with `answer(n)` (n from 1) or hanging when it returns null. */
+async function receiver(answer: (n: number) => number | null = () => 200): Promise<{ url: string; got: Received[] }> {
+  const got: Received[] = [];
+  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    let body = '';
+    req.setEncoding('utf8').on('data', (d: string) => (body += d)).on('end', () => {
+      got.push({ body, signature: req.headers['x-llmq-signature'] as string | undefined });
+      const status = answer(got.length);
+      if (status !== null) res.writeHead(status).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanup.push(() => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve); }));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, got };
+}
+
+const SUMMARY: RunSummary = {
+  runId: 'run-1', reason: 'drained', done: 3, failed: 1, retried: 0, requests: 4, rateLimited: 0,
+  promptTokens: 30, completionTokens: 12, wallMs: 1234, remaining: 0, failedInStore: 1, fatal: null,
+};
+
+describe('run hooks', () => {
+  it('llmq run --on-job URL --on-done CMD: a signed post per job with its answer or error, the summary on stdin once', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    const store = new SqliteStore(db);
+    const keys = await seedJobs(store, 8);
+    const requests = new Map((store.db.prepare('SELECT key, request FROM jobs').all() as Array<{ key: string; request: string }>).map((r) => [r.key, r.request]));
+    await store.close();
+    const fake = await FakeOpenAI.start({ latencyMs: 5, record: false });
+    cleanup.push(() => fake.close());
+    fake.respond((r) => (r.key === keys[2] ? reply.badRequest() : undefined));
+    const hook = await receiver();
+    const doneFile = join(dir, 'done.json');
+
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none', '--on-job', hook.url, '--on-done', `cat > '${doneFile}'`],
+      { env: { LLMQ_API_KEY: 'sk-test-0123456789abcdef', LLMQ_HOOK_SECRET: SECRET } });
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toContain('hooks: --on-job 8 sent; --on-done 1 sent.');
+
+    expect(hook.got).toHaveLength(8);
+    for (const g of hook.got) expect(g.signature).toBe(`sha256=${createHmac('sha256', SECRET).update(g.body).digest('hex')}`);
+    const bodies = hook.got.map((g) => JSON.parse(g.body));
+    const failed = bodies.filter((b) => b.state === 'failed');
+    expect(failed).toEqual([expect.objectContaining({ event: 'job', key: keys[2], attempts: 1, error: expect.stringContaining('HTTP 400') })]);
+    for (const b of bodies.filter((x) => x.state === 'done')) expect(b.output).toBe(answerFor(requests.get(b.key)!));
+
+    const done = JSON.parse(readFileSync(doneFile, 'utf8'));
+    expect(done).toMatchObject({ event: 'done', exitCode: 2, reason: 'drained', counts: { done: 7, failed: 1, remaining: 0, failedInStore: 1 }, jobHooks: { sent: 8, failed: 0, dropped: 0 } });
+    expect(done.tokens.prompt).toBeGreaterThan(0);
+    expect(done.durationMs).toBeGreaterThan(0);
+  });
+
+  it('a hanging hook never holds the run: the listener returns at once, the queue is bounded, drops are counted', async () => {
+    const hook = await receiver(() => null);
+    const hooks = createRunHooks({ onJob: parseHookTarget(hook.url, '--on-job'), capacity: 100, timeoutMs: 60_000 });
+    const t = performance.now();
+    hooks.listener('run:start', { runId: 'run-1', total: 500, alreadyDone: 0, options: {} });
+    for (let i = 0; i < 500; i++) {
+      hooks.listener('job:done', { key: `k${i}`, attempt: 1, latencyMs: 5, usage: { promptTokens: 1, completionTokens: 1 }, output: 'x'.repeat(1000) });
+    }
+    // The hook never answers: a listener that waited for it would not be back within a minute.
+    expect(performance.now() - t).toBeLessThan(5000);
+    expect(hook.got.length).toBeLessThanOrEqual(2);
+    const report = await hooks.finish(SUMMARY, 2, { jobDeadlineMs: 300 });
+    // 2 workers hold one body each, 100 wait, the other 398 were refused by the full queue; the waiting ones are dropped at the deadline.
+    expect(report.job).toMatchObject({ sent: 0, dropped: 498 });
+    expect(report.done).toBeNull();
+  });
+
+  it('retries a URL post with backoff until it is taken; a dead URL fails after its tries, within the deadline', async () => {
+    const flaky = await receiver((n) => (n < 3 ? 503 : 200));
+    const hooks = createRunHooks({ onDone: parseHookTarget(flaky.url, '--on-done'), secret: SECRET, retryDelayMs: 20 });
+    expect((await hooks.finish(SUMMARY, 2)).done).toMatchObject({ sent: 1, failed: 0 });
+    expect(flaky.got).toHaveLength(3);
+    expect(new Set(flaky.got.map((g) => g.body)).size).toBe(1);
+    expect(JSON.parse(flaky.got[2]!.body)).toMatchObject({ event: 'done', runId: 'run-1', exitCode: 2, counts: { done: 3, failed: 1 }, tokens: { prompt: 30, completion: 12 }, durationMs: 1234 });
+
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const dead = createRunHooks({ onDone: parseHookTarget(`http://127.0.0.1:${port}/x`, '--on-done'), retryDelayMs: 20, attempts: 3 });
+    const t = Date.now();
+    const report = await dead.finish(SUMMARY, 0);
+    expect(report.done).toMatchObject({ sent: 0, failed: 1, lastError: expect.stringMatching(/ECONNREFUSED/) });
+    expect(Date.now() - t).toBeLessThan(5000);
+  });
+
+  it('refuses a hook URL of another scheme instead of running it as a command', () => {
+    expect(() => parseHookTarget('ftp://u:secret@host/x', '--on-done')).toThrow(/http:\/\/ or https:\/\/ URLs only/);
+    expect(() => parseHookTarget('ftp://u:secret@host/x', '--on-done')).not.toThrow(/secret/);
+    expect(parseHookTarget('notify-send done', '--on-done')).toEqual({ kind: 'command', command: 'notify-send done' });
+  });
+});

@@ -1,0 +1,187 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import type { Browser, Page } from 'puppeteer-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { collect, spawnCli } from './helpers/cli.js';
+import { haveChromium, launchBrowser, startServe, type ServeChild } from './helpers/dashboard.js';
+import { FakeOpenAI, reply } from './helpers/fake-openai.js';
+import { seedJobs } from './helpers/seed.js';
+import { tempDir } from './helpers/tmp.js';
+
+// page.evaluate and waitForFunction callbacks run in the browser; tsconfig has no DOM library (it
+// would clash with Node's types elsewhere), so the few browser names used are declared here.
+declare const document: any;
+declare const getComputedStyle: (e: unknown) => { display: string };
+type HTMLInputElement = { value: string };
+
+const BAD = "Invalid value for 'temperature': must be between 0 and 2.";
+
+let browser: Browser;
+const cleanup: Array<() => Promise<unknown>> = [];
+beforeAll(async () => { browser = await launchBrowser(); });
+afterAll(async () => { await browser?.close(); });
+afterEach(async () => { await Promise.all(cleanup.splice(0).map((c) => c())); });
+
+async function serve(db: string, extra: readonly string[] = []): Promise<ServeChild> {
+  const s = await startServe(['--db', db, '--poll', '0.25', ...extra]);
+  cleanup.push(() => s.stop());
+  return s;
+}
+
+async function open(url: string): Promise<Page> {
+  const page = await browser.newPage();
+  // A page that does not close in time is left to browser.close() rather than hanging the test.
+  cleanup.push(() => Promise.race([page.close(), new Promise((r) => setTimeout(r, 5000))]));
+  await page.goto(url, { waitUntil: 'domcontentloaded' });
+  return page;
+}
+
+const text = (page: Page, selector: string) => page.$eval(selector, (e) => e.textContent ?? '');
+
+/** A queue of `jobs` jobs where those whose index is in `failing` fail with a 400 when run. */
+async function queueWithFailures(jobs: number, failing: ReadonlySet<number>) {
+  const fake = await FakeOpenAI.start({ latencyMs: 5, record: false });
+  cleanup.push(() => fake.close());
+  const db = join(tempDir(), 'q.db');
+  const store = new SqliteStore(db);
+  const keys = await seedJobs(store, jobs);
+  await store.close();
+  const failingKeys = new Set(keys.filter((_, i) => failing.has(i)));
+  fake.respond((r) => (failingKeys.has(r.key) ? reply.badRequest(BAD) : undefined));
+  const run = await collect(spawnCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none'], { env: { LLMQ_API_KEY: 'sk-test-0123456789abcdef' } }));
+  expect(run.code, run.stderr).toBe(2);
+  return { db, fake };
+}
+
+function countStates(db: string): Record<string, number> {
+  const store = new SqliteStore(db);
+  const rows = store.db.prepare('SELECT state, count(*) AS n FROM jobs GROUP BY state').all() as Array<{ state: string; n: number }>;
+  void store.close();
+  return Object.fromEntries(rows.map((r) => [r.state, r.n]));
+}
+
+// Like the PostgreSQL tests: skipped on a machine without chromium, never in CI (.ci/run installs it).
+describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browser', () => {
+  it('updates the page live while a run progresses against the fake, and shows the run with its lane and alert', async () => {
+    const fake = await FakeOpenAI.start({ latencyMs: 80, record: false });
+    cleanup.push(() => fake.close());
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 120);
+    await store.close();
+    const s = await serve(db);
+    const page = await open(s.url);
+    await page.waitForFunction(() => document.getElementById('count-pending')?.textContent === '120');
+    expect(await text(page, '#count-done')).toBe('0');
+
+    const child = spawnCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '2', '--progress', 'none', '--alert-oldest', '1s'], { env: { LLMQ_API_KEY: 'sk-test-0123456789abcdef' } });
+    cleanup.push(async () => child.kill('SIGKILL'));
+    const run = collect(child);
+    // Seen part-way: the page moved without a reload while the run was still going.
+    await page.waitForFunction(() => {
+      const done = Number(document.getElementById('count-done')?.textContent?.replace(/,/g, ''));
+      return done > 0 && done < 120;
+    }, { timeout: 10_000 });
+    // The run's lane comes from its heartbeat (every 2 s), stored in the database: no other channel.
+    await page.waitForFunction(() => /lane gpt-4o-mini: .* in flight/.test(document.querySelector('#runs tbody')?.textContent ?? ''), { timeout: 10_000 });
+    expect(await text(page, '#runs tbody')).toMatch(/running/);
+    // The run's alert (its queue was enqueued seconds ago) reaches the page through its heartbeat too.
+    await page.waitForFunction(() => /the oldest pending job has waited \d+s \(alert at 1s\)/.test(document.getElementById('alerts')?.textContent ?? ''), { timeout: 10_000 });
+    expect((await run).code).toBe(0);
+    await page.waitForFunction(() => document.getElementById('count-done')?.textContent === '120', { timeout: 10_000 });
+    await page.waitForFunction(() => /No run is active/.test(document.getElementById('last-run')?.textContent ?? ''));
+    expect(await text(page, '#alerts')).toBe('');
+    expect(await page.$('#chart .uplot canvas')).not.toBeNull();
+    expect(await text(page, '#connection')).toBe('live');
+  });
+
+  it('retries failed jobs of one reason from the page, only with the token', async () => {
+    const { db } = await queueWithFailures(6, new Set([1, 3, 5]));
+    const s = await serve(db);
+    const page = await open(s.url);
+    await page.waitForFunction(() => document.getElementById('count-failed')?.textContent === '3');
+    expect(await text(page, '#failures tbody')).toContain("Invalid value for 'temperature'");
+
+    // No token: the page says what to do and nothing moves.
+    await page.click('#failures .retry-reason');
+    expect(await text(page, '#action-result')).toMatch(/Paste the action token/);
+    // A wrong token: refused by the server.
+    await page.type('#token', 'f'.repeat(64));
+    await page.click('#failures .retry-reason');
+    await page.waitForFunction(() => /wrong token/.test(document.getElementById('action-result')?.textContent ?? ''));
+    expect(countStates(db)).toEqual({ done: 3, failed: 3 });
+
+    await page.$eval('#token', (e) => { (e as HTMLInputElement).value = ''; });
+    await page.type('#token', s.token!);
+    await page.click('#failures .retry-reason');
+    await page.waitForFunction(() => /Put 3 failed jobs back to pending/.test(document.getElementById('action-result')?.textContent ?? ''));
+    expect(countStates(db)).toEqual({ done: 3, pending: 3 });
+    await page.waitForFunction(() => document.getElementById('count-pending')?.textContent === '3');
+  });
+
+  it('refuses a cross-origin POST, even one carrying the token, and a foreign page cannot retry', async () => {
+    const { db } = await queueWithFailures(4, new Set([0, 2]));
+    const s = await serve(db);
+    const target = new URL('/api/retry-failed', s.url).href;
+
+    // Straight from Node, with the right token but someone else's Origin.
+    const res = await fetch(target, { method: 'POST', headers: { origin: 'http://127.0.0.1:1', 'x-llmq-token': s.token!, 'content-type': 'text/plain' }, body: '{}' });
+    expect(res.status).toBe(403);
+    expect(((await res.json()) as { error: string }).error).toMatch(/refused/);
+
+    // From a page of another origin in the browser: a simple (no-preflight) POST and a preflighted one.
+    const evil: Server = createServer((_req, r) => { r.writeHead(200, { 'content-type': 'text/html' }); r.end('<p>evil</p>'); });
+    await new Promise<void>((resolve) => evil.listen(0, '127.0.0.1', resolve));
+    cleanup.push(() => new Promise((resolve) => { evil.closeAllConnections(); evil.close(resolve); }));
+    const page = await open(`http://127.0.0.1:${(evil.address() as AddressInfo).port}/`);
+    const outcome = await page.evaluate(async (url, token) => {
+      await fetch(url, { method: 'POST', mode: 'no-cors', headers: { 'content-type': 'text/plain' }, body: '{}' }).catch(() => null);
+      try {
+        const r = await fetch(url, { method: 'POST', headers: { 'x-llmq-token': token, 'content-type': 'application/json' }, body: '{}' });
+        return `answered ${r.status}`;
+      } catch {
+        return 'blocked';
+      }
+    }, target, s.token!);
+    expect(outcome).toBe('blocked');
+    expect(countStates(db)).toEqual({ done: 2, failed: 2 });
+
+    // The same request from the dashboard's own origin goes through: the refusals above were about origin.
+    const ok = await fetch(target, { method: 'POST', headers: { origin: new URL(s.url).origin, 'x-llmq-token': s.token! }, body: '{}' });
+    expect(ok.status).toBe(200);
+    expect(countStates(db)).toEqual({ done: 2, pending: 2 });
+  });
+
+  it('needs the token for actions; --read-only serves none; URL passwords and keys never reach the page', async () => {
+    const { db } = await queueWithFailures(3, new Set([0, 1]));
+    const store = new SqliteStore(db);
+    store.db.prepare(`UPDATE jobs SET error = ? WHERE state = 'failed'`).run('mirror at postgres://admin:hunter22@10.0.0.9/q said no; key sk-proj-ABCDEFGHIJKLMNOPQRSTUV');
+    await store.close();
+
+    const s = await serve(db);
+    const target = new URL('/api/retry-failed', s.url).href;
+    expect((await fetch(target, { method: 'POST', body: '{}' })).status).toBe(401);
+    expect((await fetch(target, { method: 'POST', headers: { 'x-llmq-token': 'nope' }, body: '{}' })).status).toBe(401);
+    expect((await fetch(`${target}?token=${s.token}`, { method: 'POST', body: '{}' })).status).toBe(401);
+    expect(countStates(db)).toEqual({ done: 1, failed: 2 });
+
+    const page = await open(s.url);
+    await page.waitForFunction(() => document.getElementById('count-failed')?.textContent === '2');
+    const shown = await page.evaluate(() => document.body.innerText);
+    expect(shown).toContain('postgres://admin:***@10.0.0.9/q');
+    expect(shown).not.toContain('hunter22');
+    expect(shown).not.toContain('ABCDEFGHIJKLMNOPQRSTUV');
+    expect(await page.$eval('#retry-all', (e) => getComputedStyle(e).display)).not.toBe('none');
+
+    const ro = await serve(db, ['--read-only']);
+    expect(ro.token).toBeNull();
+    expect((await fetch(new URL('/api/retry-failed', ro.url), { method: 'POST', headers: { 'x-llmq-token': s.token! }, body: '{}' })).status).toBe(403);
+    const roPage = await open(ro.url);
+    await roPage.waitForFunction(() => document.body.classList.contains('read-only'));
+    expect(await roPage.$eval('#retry-all', (e) => getComputedStyle(e).display)).toBe('none');
+    expect(await roPage.$('#failures .retry-reason')).toBeNull();
+    expect(countStates(db)).toEqual({ done: 1, failed: 2 });
+  });
+});
