@@ -23,7 +23,7 @@ describe('llmq status', () => {
     // gpt-4o-mini: 500 * 0.15 / 1e6 + 100 * 0.60 / 1e6
     expect(s.cost.usd).toBeCloseTo(0.000135, 9);
     expect(s.cost.unpriced).toEqual([]);
-    expect(s.cost.byModel).toEqual([{ model: 'gpt-4o-mini', jobs: 9, done: 5, prompt: 500, completion: 100, price: [0.15, 0.6], usd: s.cost.usd }]);
+    expect(s.cost.byModel).toEqual([{ model: 'gpt-4o-mini', jobs: 9, done: 5, prompt: 500, completion: 100, price: [0.15, 0.6], priceSource: expect.stringMatching(/^genai-prices \d{4}-\d{2}-\d{2}$/), usd: s.cost.usd }]);
     expect(s.cost.remainingUsd).toBeCloseTo((0.000135 / 5) * 2, 9);
     expect(s.failures).toEqual([{ error: "400 context_length_exceeded: This model's maximum context length is 128000 tokens.", count: 2 }]);
     expect(s.oldestPending.ageSeconds).toBeGreaterThan(60);

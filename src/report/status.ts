@@ -1,5 +1,5 @@
 import type { JobState, RunRow, StatusSnapshot } from '../store/types.js';
-import { costOf, priceOf, type PriceTable } from './prices.js';
+import type { PriceTable } from '../pricing/price-table.js';
 
 /**
  * A run whose heartbeat is older than this is reported as not responding rather than active: it
@@ -15,6 +15,8 @@ export interface ModelCost {
   readonly completion: number;
   /** USD per million [input, output], or null when unknown. */
   readonly price: readonly [number, number] | null;
+  /** Where the price came from: `genai-prices 2026-09-23`, `--price`, `--prices FILE`, `LLMQ_PRICES`; null when unknown. */
+  readonly priceSource: string | null;
   /** USD spent so far, null when the price is unknown. */
   readonly usd: number | null;
 }
@@ -84,9 +86,12 @@ export interface StatusReport {
 
 export function buildStatusReport(s: StatusSnapshot, o: { now: number; prices: PriceTable; db: string }): StatusReport {
   const byModel = s.byModel.map((m): ModelCost => {
-    const price = priceOf(m.model, o.prices);
-    const usd = costOf(m.model, { promptTokens: m.prompt, completionTokens: m.completion }, o.prices);
-    return { model: m.model, jobs: m.jobs, done: m.done, prompt: m.prompt, completion: m.completion, price, usd };
+    const pricing = o.prices.lookup(m.model);
+    const usd = pricing ? pricing.cost({ promptTokens: m.prompt, completionTokens: m.completion }) : null;
+    return {
+      model: m.model, jobs: m.jobs, done: m.done, prompt: m.prompt, completion: m.completion,
+      price: pricing?.perMillion ?? null, priceSource: pricing?.source ?? null, usd,
+    };
   });
   const used = byModel.filter((m) => m.prompt + m.completion > 0);
   const unpriced = used.filter((m) => m.usd === null).map((m) => m.model);

@@ -97,6 +97,8 @@ export interface ClaimResult {
 export interface Usage {
   readonly promptTokens: number;
   readonly completionTokens: number;
+  /** Of the prompt tokens, those the provider read from its prompt cache (priced lower), when it says. Not stored. */
+  readonly cachedTokens?: number;
 }
 
 /** One try of one job, as stored in `attempts`. */

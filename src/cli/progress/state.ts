@@ -1,5 +1,6 @@
 import type { ProgressSnapshot, RunSummary, SchedulerEventMap, SchedulerEventName } from '../../scheduler/events.js';
-import { costOf, type PriceTable } from '../../report/prices.js';
+import { costOf } from '../../pricing/cost.js';
+import type { PriceTable } from '../../pricing/price-table.js';
 
 /**
  * What every renderer needs to know, folded from the scheduler's events: the latest snapshot,
