@@ -88,10 +88,11 @@ describe('prices', () => {
     const snap: StatusSnapshot = {
       counts: { pending: 1, running: 0, done: 2, failed: 0 }, total: 3, items: 3, tokens: { prompt: 300, completion: 30 },
       byModel: [
-        { model: 'gpt-4o', jobs: 2, done: 1, prompt: 200, completion: 20 },
-        { model: 'my-finetune', jobs: 1, done: 1, prompt: 100, completion: 10 },
+        // answered before llmq kept costs: priced now
+        { model: 'gpt-4o', jobs: 2, done: 1, pending: 1, prompt: 200, completion: 20, storedUsd: 0, unpricedPrompt: 200, unpricedCompletion: 20 },
+        { model: 'my-finetune', jobs: 1, done: 1, pending: 0, prompt: 100, completion: 10, storedUsd: 0, unpricedPrompt: 100, unpricedCompletion: 10 },
       ],
-      failures: [], retrying: 0, oldestPendingAt: null, activeRuns: [], lastRun: null, lanes: [],
+      failures: [], retrying: 0, oldestPendingAt: null, activeRuns: [], lastRun: null, lanes: [], spend: [],
     };
     const r = buildStatusReport(snap, { now: Date.now(), prices: table, db: 'x.db' });
     expect(r.cost.usd).toBeNull();

@@ -47,8 +47,9 @@ async function everything(store: Store) {
   for await (const a of store.dumpAttempts()) attempts.push(a);
   const items = [];
   for await (const i of store.dumpItems()) items.push(i);
-  const { activeRuns: _a, lastRun: _l, ...status } = await store.status(T0);
-  return { export: await exported(store), jobs: await dumpJobs(store), items, attempts, status };
+  // runs are compared by their money here; the runs themselves below (a copy closes the open ones)
+  const { activeRuns: _a, lastRun: _l, spend, ...status } = await store.status(T0);
+  return { export: await exported(store), jobs: await dumpJobs(store), items, attempts, status, spend: spend.map((r) => [r.id, r.spend]) };
 }
 
 /** What a copy should hold: the source with its running jobs pending and unleased. */
@@ -57,7 +58,9 @@ function asCopied(source: Awaited<ReturnType<typeof everything>>) {
   const running = new Set(source.jobs.filter((j) => j.state === 'running').map((j) => j.key));
   const exportRows = source.export.map((r) => (running.has(r.key) ? { ...r, state: 'pending' as const } : r));
   const counts = { ...source.status.counts, pending: source.status.counts.pending + running.size, running: 0 };
-  return { ...source, jobs, export: exportRows, status: { ...source.status, counts, retrying: source.status.retrying + running.size } };
+  const byModel = source.status.byModel.map((m) =>
+    ({ ...m, pending: m.pending + source.jobs.filter((j) => j.state === 'running' && j.model === m.model).length }));
+  return { ...source, jobs, export: exportRows, status: { ...source.status, counts, byModel, retrying: source.status.retrying + running.size } };
 }
 
 describe('copy', () => {
