@@ -35,11 +35,12 @@ export interface Settlement {
 export function settlementOf(a: AttemptRecord): Settlement | null {
   const cost = a.costUsd;
   const reserved = a.reservedUsd ? nanoUp(a.reservedUsd) : 0;
-  const maybe = a.mayBeBilled === true && typeof cost === 'number';
+  const maybe = a.mayBeBilled === true;
   const s: Settlement = {
     reserved, held: a.reservedUsd ? 1 : 0,
     spent: !maybe && typeof cost === 'number' ? nanoUp(cost) : 0,
-    unknown: maybe ? nanoUp(cost) : 0,
+    // without a price the try is still counted, at an unknown cost
+    unknown: maybe && typeof cost === 'number' ? nanoUp(cost) : 0,
     maybe: maybe ? 1 : 0,
     // `undefined` is a writer that does not keep money (old rows, tests); null is a price that was not known.
     unpriced: cost === null && a.outcome === 'done' ? 1 : 0,

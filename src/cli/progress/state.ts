@@ -49,7 +49,7 @@ export class ProgressState {
         const p = payload as SchedulerEventMap['job:done'];
         const model = this.#models.get(p.key) ?? this.#defaultModel ?? 'unknown';
         this.#models.delete(p.key);
-        const usd = costOf(model, p.usage, this.#prices);
+        const usd = p.costUsd !== undefined ? p.costUsd : costOf(model, p.usage, this.#prices);
         if (usd === null) this.unpricedModel ??= model;
         else this.knownCost += usd;
         break;
