@@ -13,6 +13,8 @@ export interface PriceSources {
   readonly catalog?: boolean;
   /** The moment prices are taken at (some change on a date or by time of day). @default now */
   readonly at?: Date;
+  /** Every model is free: the offline mock provider answers, nobody bills. @default false */
+  readonly free?: boolean;
 }
 
 const SNAPSHOT = /^(.+?)-(?:\d{4}-\d{2}-\d{2}|\d{4}|preview|latest)$/;
@@ -29,8 +31,10 @@ export class PriceTable {
   readonly #catalog: boolean;
   readonly #at: Date;
   readonly #seen = new Map<string, ModelPricing | null>();
+  readonly #free: boolean;
 
   constructor(sources: PriceSources = {}) {
+    this.#free = sources.free ?? false;
     this.#override = sources.price ? flatPricing(sources.price, '--price') : null;
     this.#catalog = sources.catalog ?? true;
     this.#at = sources.at ?? new Date();
@@ -48,7 +52,7 @@ export class PriceTable {
   /** The model's pricing, or null when no source knows it. */
   lookup(model: string): ModelPricing | null {
     if (this.#override) return this.#override;
-    if (MOCK.test(model)) return FREE;
+    if (this.#free || MOCK.test(model)) return FREE;
     let found = this.#seen.get(model);
     if (found === undefined) {
       found = this.#fromGiven(model) ?? (this.#catalog ? catalogPricing(model, this.#at) : null);

@@ -7,8 +7,10 @@
  */
 
 import type { Committed, ReserveRequest, ReserveResult, RunSpend } from './spend-types.js';
+import type { AnsweredJob, JobToRun } from './estimate-types.js';
 
 export type { Committed, ReserveRequest, ReserveResult, RunSpend } from './spend-types.js';
+export type { AnsweredJob, JobToRun } from './estimate-types.js';
 
 export const JOB_STATES = Object.freeze(['pending', 'running', 'done', 'failed'] as const);
 export type JobState = (typeof JOB_STATES)[number];
@@ -337,6 +339,10 @@ export interface Store {
   status(now: number): Promise<StatusSnapshot>;
   item(id: string): Promise<ItemDetail | null>;
   exportRows(filter: ExportFilter): AsyncIterable<ExportRow>;
+  /** The jobs a run started now would take, in its order, a page at a time (`llmq estimate`). */
+  jobsToRun(now: number): AsyncIterable<JobToRun>;
+  /** Up to `limit` answered jobs of a model, newest first; `withRequest` adds each request. */
+  answered(model: string, o: { limit: number; withRequest: boolean }): Promise<AnsweredJob[]>;
 
   // moving a whole queue (`llmq copy`): each dump streams one table in stored order (jobs and items
   // FIFO, attempts oldest first) a page at a time; each load appends one batch in one transaction,

@@ -24,6 +24,7 @@ export function priceOptions(): Option[] {
   ];
 }
 
-export function priceTableFrom(flags: PriceFlags, env: NodeJS.ProcessEnv = process.env): PriceTable {
-  return loadPriceTable({ price: flags.price ?? null, file: flags.prices ?? null, env: env.LLMQ_PRICES ?? null });
+/** The prices the flags and LLMQ_PRICES give; with `--provider mock` nothing is billed, so everything is free. */
+export function priceTableFrom(flags: PriceFlags & { provider?: string }, env: NodeJS.ProcessEnv = process.env): PriceTable {
+  return loadPriceTable({ price: flags.price ?? null, file: flags.prices ?? null, env: env.LLMQ_PRICES ?? null, free: flags.provider === 'mock' });
 }

@@ -4,7 +4,7 @@ import { isRedactableKey, MIN_REDACTED_RUN } from '../../provider/redact.js';
 import type { RunSummary, SchedulerListener } from '../../scheduler/events.js';
 import { dbOption } from '../program.js';
 import { intAtLeast, numberBetween, oneOf, positiveNumber } from '../options.js';
-import { resolveBaseUrl } from '../../provider/create.js';
+import { laneBaseUrl } from '../lane-base-url.js';
 import { warn } from '../output.js';
 import { int, usd } from '../../report/format.js';
 import { priceOptions, priceTableFrom, type PriceFlags } from './price-options.js';
@@ -31,6 +31,7 @@ interface RunFlags extends PriceFlags {
   redis?: string;
   mockLatency: number;
   mockFailureRate: number;
+  dryRun?: boolean;
 }
 
 export function registerRun(program: Command): Command {
@@ -55,7 +56,8 @@ export function registerRun(program: Command): Command {
     .addOption(new Option('--mock-latency <ms>', 'mock provider: mean latency').default(200).argParser(intAtLeast(0)))
     .addOption(new Option('--mock-failure-rate <fraction>', 'mock provider: share of tries that fail with a retryable 500').default(0).argParser(numberBetween(0, 1)))
     .addOption(new Option('--budget <usd>', 'spend at most this many USD in this run: each request\'s worst case (prompt + max_tokens) is reserved before it leaves; stop (exit 3) when the next would not fit').argParser(positiveNumber))
-    .addOption(new Option('--budget-total <usd>', 'the same for the whole queue, earlier runs and other runs on it included').argParser(positiveNumber));
+    .addOption(new Option('--budget-total <usd>', 'the same for the whole queue, earlier runs and other runs on it included').argParser(positiveNumber))
+    .option('--dry-run', 'print what this run would send, cost and take (as llmq estimate), and send nothing');
   for (const o of priceOptions()) cmd.addOption(o);
   return cmd
     .addHelpText('after', `
@@ -80,6 +82,10 @@ Examples:
 }
 
 async function runCommand(flags: RunFlags): Promise<void> {
+  if (flags.dryRun) {
+    const { estimateCommand } = await import('./estimate.js');
+    return estimateCommand(flags);
+  }
   const [{ createProvider, findApiKey }, { resolveDbLocation, redactLocation }, { openExistingStore }, { runQueue }, { attachProgress }] = await Promise.all([
     import('../../provider/create.js'),
     import('../../store/open-store.js'),
@@ -158,15 +164,6 @@ function fixFor(reason: string, message: string): string {
 async function sharedBoards(url: string) {
   const { RedisLaneBoards } = await import('../../scheduler/redis-boards.js');
   return RedisLaneBoards.connect(url);
-}
-
-/** What lanes and learned limits are keyed by: the endpoint without credentials or query. */
-function laneBaseUrl(flags: RunFlags): string {
-  if (flags.provider === 'mock') return 'mock';
-  const url = new URL(resolveBaseUrl(flags.baseUrl, process.env).url);
-  url.username = url.password = '';
-  url.search = '';
-  return url.href.replace(/\/$/, '');
 }
 
 /** The longest a request may take under --timeout auto. */

@@ -1,7 +1,8 @@
 import { TALLY_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
 import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type pg from 'pg';
-import type { ExportFilter, ExportRow, ItemDetail, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
+import type { AnsweredJob, ExportFilter, ExportRow, ItemDetail, JobToRun, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
+import { inClaimOrder, JOBS_PAGE, type RawJobToRun } from '../claim-order.js';
 import { LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun, type RawAttempt, type RawExport, type RawJob, type RawLane, type RawRun } from '../rows.js';
 import { inTransaction, query } from './connect.js';
 
@@ -81,6 +82,23 @@ export class PgReader {
       if (rows.length < EXPORT_PAGE) return;
       after = rows[rows.length - 1]!.seq;
     }
+  }
+
+  async *jobsToRun(now: number): AsyncIterable<JobToRun> {
+    const cols = 'seq, key, model, request, priority, attempts';
+    const expired = (await query<RawJobToRun>(this.#pool, `SELECT ${cols} FROM jobs WHERE state = 'running' AND lease_expires_at < $1`, [now])).rows;
+    yield* inClaimOrder(expired, async (after) => (after
+      ? await query<RawJobToRun>(this.#pool, `SELECT ${cols} FROM jobs WHERE state = 'pending' AND (priority, seq) > ($1, $2)
+          ORDER BY priority, seq LIMIT ${JOBS_PAGE}`, [after.priority, after.seq])
+      : await query<RawJobToRun>(this.#pool, `SELECT ${cols} FROM jobs WHERE state = 'pending' ORDER BY priority, seq LIMIT ${JOBS_PAGE}`)).rows);
+  }
+
+  async answered(model: string, o: { limit: number; withRequest: boolean }): Promise<AnsweredJob[]> {
+    const rows = (await query<{ prompt_tokens: number; completion_tokens: number; request: string | null; latency_ms: number | null }>(this.#pool,
+      `SELECT j.prompt_tokens, j.completion_tokens, ${o.withRequest ? 'j.request' : 'NULL AS request'},
+        (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1) AS latency_ms
+      FROM jobs j WHERE j.model = $1 AND j.state = 'done' ORDER BY j.seq DESC LIMIT $2`, [model, o.limit])).rows;
+    return rows.map((r) => ({ promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, latencyMs: r.latency_ms, request: r.request }));
   }
 }
 

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type {
+  AnsweredJob, JobToRun,
   AttemptRecord, AttemptRow, ClaimOptions, ClaimResult, Committed, Completion, EnqueueResult, EnqueueRow, ExportFilter, ExportRow,
   ItemDetail, ItemRow, JobRow, LaneLimitRow, ReserveRequest, ReserveResult, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
 } from '../types.js';
@@ -236,6 +237,14 @@ export class PostgresStore implements Store {
 
   exportRows(filter: ExportFilter): AsyncIterable<ExportRow> {
     return this.#read.exportRows(filter);
+  }
+
+  jobsToRun(now: number): AsyncIterable<JobToRun> {
+    return this.#read.jobsToRun(now);
+  }
+
+  async answered(model: string, o: { limit: number; withRequest: boolean }): Promise<AnsweredJob[]> {
+    return this.#read.answered(model, o);
   }
 
   dumpJobs(): AsyncIterable<JobRow> {

@@ -1,7 +1,8 @@
 import { TALLY_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
 import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type { Db } from './open.js';
-import type { ExportFilter, ExportRow, ItemDetail, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
+import type { AnsweredJob, ExportFilter, ExportRow, ItemDetail, JobToRun, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
+import { inClaimOrder, JOBS_PAGE, type RawJobToRun } from '../claim-order.js';
 import { LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun, type RawAttempt, type RawExport, type RawJob, type RawLane, type RawRun } from '../rows.js';
 
 const EXPORT_PAGE = 1000;
@@ -80,5 +81,24 @@ export class SqliteReader {
       if (rows.length < EXPORT_PAGE) return;
       after = rows[rows.length - 1]!.seq;
     }
+  }
+
+  jobsToRun(now: number): AsyncIterable<JobToRun> {
+    const cols = 'seq, key, model, request, priority, attempts';
+    const expired = this.#db.prepare(`SELECT ${cols} FROM jobs WHERE state = 'running' AND lease_expires_at < ?`).all(now) as RawJobToRun[];
+    const first = this.#db.prepare(`SELECT ${cols} FROM jobs WHERE state = 'pending' ORDER BY priority, seq LIMIT ${JOBS_PAGE}`);
+    // a row value walks the jobs_claim index from where the last page ended
+    const next = this.#db.prepare(`SELECT ${cols} FROM jobs WHERE state = 'pending' AND (priority, seq) > (?, ?)
+      ORDER BY priority, seq LIMIT ${JOBS_PAGE}`);
+    return inClaimOrder(expired, async (after) =>
+      (after ? next.all(after.priority, after.seq) : first.all()) as RawJobToRun[]);
+  }
+
+  answered(model: string, o: { limit: number; withRequest: boolean }): AnsweredJob[] {
+    const rows = this.#db.prepare(`SELECT j.prompt_tokens, j.completion_tokens, ${o.withRequest ? 'j.request' : 'NULL AS request'},
+        (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1) AS latency_ms
+      FROM jobs j WHERE j.model = ? AND j.state = 'done' ORDER BY j.seq DESC LIMIT ?`).all(model, o.limit) as
+      Array<{ prompt_tokens: number; completion_tokens: number; request: string | null; latency_ms: number | null }>;
+    return rows.map((r) => ({ promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, latencyMs: r.latency_ms, request: r.request }));
   }
 }

@@ -1,4 +1,5 @@
 import type {
+  AnsweredJob, JobToRun,
   AttemptRecord, AttemptRow, ClaimOptions, ClaimResult, ClaimedJob, Committed, Completion, EnqueueResult, EnqueueRow, ExportFilter,
   ExportRow, ItemDetail, ItemRow, JobRow, LaneLimitRow, ReserveRequest, ReserveResult, RetryFailedFilter, RunInfo, RunRow, RunStats,
   StatusSnapshot, Store,
@@ -271,6 +272,14 @@ export class SqliteStore implements Store {
 
   exportRows(filter: ExportFilter): AsyncIterable<ExportRow> {
     return this.#read.exportRows(filter);
+  }
+
+  jobsToRun(now: number): AsyncIterable<JobToRun> {
+    return this.#read.jobsToRun(now);
+  }
+
+  async answered(model: string, o: { limit: number; withRequest: boolean }): Promise<AnsweredJob[]> {
+    return this.#read.answered(model, o);
   }
 
   dumpJobs(): AsyncIterable<JobRow> {
