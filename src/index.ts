@@ -21,3 +21,8 @@ export { WindowPacer, type PaceLimits } from './scheduler/pace/window-pacer.js';
 export { RedisLaneBoards } from './scheduler/redis-boards.js';
 export { decide, type Decision, type FailureFacts } from './scheduler/decide.js';
 export { OutageBreaker, type OutageOptions } from './scheduler/outage.js';
+export { PriceTable, loadPriceTable, type PriceSources } from './pricing/price-table.js';
+export type { ModelPricing } from './pricing/model-pricing.js';
+export { costOf, worstCaseUsage } from './pricing/cost.js';
+export { estimateRun, type Estimate, type EstimateOptions, type ModelEstimate, type CostRange } from './report/estimate.js';
+export type { Budget, BudgetReached } from './scheduler/run-money.js';

@@ -91,7 +91,7 @@ export function mayBeBilledText(tries: number, upTo: number | null): string {
   return `may be billed: ${int(tries)} ${tries === 1 ? 'try' : 'tries'}, up to ${usd(upTo)}`;
 }
 
-/** "runs     1a2b3c4d  $4.98 · budget $5.00 · 2 in flight, up to $0.12", newest first. */
+/** "runs     1a2b3c4d  $4.98 · budget $5.00 · 2 in flight, up to $0.12", newest first (plain: cut to fit). */
 function runLines(runs: readonly RunCost[], p: Paint): string[] {
   const lines = runs.slice(0, RUNS_SHOWN).map((run, i) => {
     const parts = [usd(run.spentUsd)];
@@ -99,9 +99,9 @@ function runLines(runs: readonly RunCost[], p: Paint): string[] {
     if (run.budgetTotalUsd !== null) parts.push(`queue budget ${usd(run.budgetTotalUsd)}`);
     if (run.live && run.inFlight > 0) parts.push(`${int(run.inFlight)} in flight, up to ${usd(run.reservedUsd)}`);
     const maybeTries = run.mayBeBilledTries + (run.live ? 0 : run.inFlight);
-    if (maybeTries > 0) parts.push(p.yellow(mayBeBilledText(maybeTries, run.mayBeBilledUsd + (run.live ? 0 : run.reservedUsd))));
-    if (run.unpricedTries > 0) parts.push(p.yellow(`${int(run.unpricedTries)} answers without a price`));
-    return `  ${(i === 0 ? 'runs' : '').padEnd(9)}${run.runId.slice(0, 8)}  ${parts.join(' · ')}`;
+    if (maybeTries > 0) parts.push(mayBeBilledText(maybeTries, run.mayBeBilledUsd + (run.live ? 0 : run.reservedUsd)));
+    if (run.unpricedTries > 0) parts.push(`${int(run.unpricedTries)} answers without a price`);
+    return `  ${(i === 0 ? 'runs' : '').padEnd(9)}${oneLine(`${run.runId.slice(0, 8)}  ${parts.join(' · ')}`, 69)}`;
   });
   const older = runs.slice(RUNS_SHOWN);
   if (older.length) {
