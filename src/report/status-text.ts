@@ -101,7 +101,7 @@ function runLines(runs: readonly RunCost[], p: Paint): string[] {
     const maybeTries = run.mayBeBilledTries + (run.live ? 0 : run.inFlight);
     if (maybeTries > 0) parts.push(mayBeBilledText(maybeTries, run.mayBeBilledUsd + (run.live ? 0 : run.reservedUsd)));
     if (run.unpricedTries > 0) parts.push(`${int(run.unpricedTries)} answers without a price`);
-    return `  ${(i === 0 ? 'runs' : '').padEnd(9)}${oneLine(`${run.runId.slice(0, 8)}  ${parts.join(' · ')}`, 69)}`;
+    return `  ${(i === 0 ? 'runs' : '').padEnd(9)}${run.runId.slice(0, 8)}  ${oneLine(parts.join(' · '), 59)}`;
   });
   const older = runs.slice(RUNS_SHOWN);
   if (older.length) {
