@@ -27,13 +27,19 @@ async function populate(store: Store): Promise<void> {
   await store.fail(failed!.key, OWNER, 'HTTP 400: bad', attempt(failed!.key, { status: 400, outcome: 'failed', error: 'HTTP 400: bad' }), T0 + 150);
   await store.recordAttempt(attempt(done!.key, { status: 503, outcome: 'retry', error: 'HTTP 503' }), { countAttempt: true, error: 'HTTP 503' });
   await store.startRetry(done!.key, OWNER, T0 + 160, T0 + 10_000);
+  // money: a reservation still out (the live run's), an answer with its cost, a try that may be billed
+  await store.reserve({ runId: OWNER, usd: 0.25, runBudget: null, totalBudget: 10, now: T0 + 165 });
   await store.complete(done!.key, { owner: OWNER, output: 'l\'answer ✓', response: '{"id":"x"}', usage: { promptTokens: 12, completionTokens: 3 },
-    attempt: attempt(done!.key, { attempt: 2, startedAt: T0 + 170, endedAt: T0 + 230, usage: { promptTokens: 12, completionTokens: 3 } }) });
-  await store.recordAttempt(attempt(retrying!.key, { status: null, outcome: 'retry', error: 'ETIMEDOUT' }), { countAttempt: true, error: 'ETIMEDOUT' });
+    attempt: attempt(done!.key, { attempt: 2, startedAt: T0 + 170, endedAt: T0 + 230, usage: { promptTokens: 12, completionTokens: 3 }, costUsd: 0.0012 }) });
+  await store.recordAttempt(attempt(retrying!.key, { status: null, outcome: 'retry', error: 'ETIMEDOUT', costUsd: 0.003, mayBeBilled: true }),
+    { countAttempt: true, error: 'ETIMEDOUT' });
   await store.release(OWNER, { refund: false, now: T0 + 240 }); // retrying and running go back to pending...
   // ...and the first of them is held again by a run still working when the copy starts
   await store.claim(claimOpts({ now: T0 + 250, limit: 1, owner: 'run-live' }));
   expect(running!.model).toBe('other');
+  expect((await store.status(T0)).spend.find((r) => r.id === OWNER)!.spend).toMatchObject({
+    reservedUsd: 0.25, inFlight: 1, spentUsd: 0.0012, mayBeBilledUsd: 0.003, mayBeBilledTries: 1,
+  });
 }
 
 async function dumpJobs(store: Store): Promise<JobRow[]> {
