@@ -6,6 +6,7 @@
 //   {"stats": true}       answers one JSON line: see Stats in helpers.ts
 import { createInterface } from 'node:readline';
 import { FakeOpenAI, uniformLatency, type FakeOpenAIOptions } from '../test/helpers/fake-openai.js';
+import { countTextTokens } from '../src/provider/tokens.js';
 
 type WireOptions = FakeOpenAIOptions & { latencySpreadMs?: number };
 
@@ -16,6 +17,8 @@ function fromWire({ latencySpreadMs, ...options }: WireOptions): FakeOpenAIOptio
 }
 
 const options: WireOptions = JSON.parse(process.argv[2] ?? '{}');
+// Load the tokenizer (~1 s) before serving: a real provider's first answer is not slower than the rest.
+countTextTokens('warm up');
 const fake = await FakeOpenAI.start({ record: false, ...fromWire(options) });
 process.stdout.write(fake.url + '\n');
 // first and last arrival, for rates measured over the busy span rather than including process start

@@ -31,5 +31,7 @@ export const EXIT = Object.freeze({
   OK: 0,
   ERROR: 1,
   PARTIAL: 2,
+  /** `llmq run` stopped by --budget or --budget-total: the jobs it did not take stay pending. */
+  BUDGET: 3,
   SIGNAL: 130,
 });

@@ -30,3 +30,8 @@ export { MockBatchApi, type MockBatchApiOptions } from './batch/mock-api.js';
 export type { BatchApi, ProviderBatch, BatchPage } from './batch/api.js';
 export type { BatchEvent, CrashStep } from './batch/context.js';
 export { startDashboard, type Dashboard, type DashboardOptions } from './serve/server.js';
+export { PriceTable, loadPriceTable, type PriceSources } from './pricing/price-table.js';
+export type { ModelPricing } from './pricing/model-pricing.js';
+export { costOf, worstCaseUsage } from './pricing/cost.js';
+export { estimateRun, type Estimate, type EstimateOptions, type ModelEstimate, type CostRange } from './report/estimate.js';
+export type { Budget, BudgetReached } from './scheduler/run-money.js';

@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from './helpers/cli.js';
-import { ANSWERS, populate } from './helpers/populate.js';
+import { A_COST, ANSWERS, populate } from './helpers/populate.js';
 import { tempDir } from './helpers/tmp.js';
 import { parseCsv } from './helpers/csv.js';
 
@@ -18,11 +18,13 @@ describe('llmq export', () => {
     const lines = r.stdout.trimEnd().split('\n').map((l) => JSON.parse(l));
     expect(lines.map((l) => l.id)).toEqual(ORDER);
     const a = lines[0];
-    expect(Object.keys(a)).toEqual(['id', 'key', 'state', 'output', 'error', 'attempts', 'model', 'usage', 'latency_ms', 'source', 'meta']);
+    expect(Object.keys(a)).toEqual(['id', 'key', 'state', 'output', 'error', 'attempts', 'model', 'usage', 'cost_usd', 'latency_ms', 'source', 'meta']);
     expect(a).toEqual({
       id: 'a.txt', key: keys['a.txt'], state: 'done', output: ANSWERS['a.txt'], error: null, attempts: 1, model: 'gpt-4o-mini',
-      usage: { prompt_tokens: 100, completion_tokens: 20 }, latency_ms: 1234, source: 'docs/a.txt', meta: { lang: 'en' },
+      usage: { prompt_tokens: 100, completion_tokens: 20 }, cost_usd: A_COST, latency_ms: 1234, source: 'docs/a.txt', meta: { lang: 'en' },
     });
+    // answered without a stored cost: unknown, not 0
+    expect(lines[1]).toMatchObject({ id: 'sub/b.txt', state: 'done', cost_usd: null });
     expect(lines[2]).toMatchObject({ id: 'c.txt', key: keys['a.txt'], state: 'done', output: ANSWERS['a.txt'] });
     expect(lines[3]).toMatchObject({ id: 'd.txt', state: 'failed', output: null, attempts: 2, usage: null, latency_ms: 210 });
     expect(lines[3].error).toMatch(/^400 context_length_exceeded/);
@@ -51,12 +53,13 @@ describe('llmq export', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('"B says ""hello"", then, a comma\nand a second line."');
     const rows = parseCsv(r.stdout);
-    expect(rows[0]).toEqual(['id', 'key', 'state', 'model', 'attempts', 'prompt_tokens', 'completion_tokens', 'latency_ms', 'source', 'output', 'error', 'meta']);
+    expect(rows[0]).toEqual(['id', 'key', 'state', 'model', 'attempts', 'prompt_tokens', 'completion_tokens', 'latency_ms', 'source', 'output', 'error', 'meta', 'cost_usd']);
     expect(rows).toHaveLength(1 + ORDER.length);
     expect(rows.slice(1).map((x) => x[0])).toEqual(ORDER);
-    expect(rows[1]).toEqual(['a.txt', keys['a.txt'], 'done', 'gpt-4o-mini', '1', '100', '20', '1234', 'docs/a.txt', ANSWERS['a.txt'], '', '{"lang":"en"}']);
+    expect(rows[1]).toEqual(['a.txt', keys['a.txt'], 'done', 'gpt-4o-mini', '1', '100', '20', '1234', 'docs/a.txt', ANSWERS['a.txt'], '', '{"lang":"en"}', String(A_COST)]);
     expect(rows[2]![9]).toBe(ANSWERS['sub/b.txt']);
-    expect(rows[4]).toEqual(['d.txt', keys['d.txt'], 'failed', 'gpt-4o-mini', '2', '', '', '210', 'docs/d.txt', '', expect.stringMatching(/^400 context_length_exceeded: This model's/), '']);
+    expect(rows[2]![12]).toBe('');
+    expect(rows[4]).toEqual(['d.txt', keys['d.txt'], 'failed', 'gpt-4o-mini', '2', '', '', '210', 'docs/d.txt', '', expect.stringMatching(/^400 context_length_exceeded: This model's/), '', '']);
   });
 
   it('openai-batch: the Batch API output format, done and failed only, skipped ones counted', async () => {
@@ -68,7 +71,9 @@ describe('llmq export', () => {
     const lines = r.stdout.trimEnd().split('\n').map((l) => JSON.parse(l));
     expect(lines.map((l) => l.custom_id)).toEqual(ORDER.filter((id) => id !== 'f.txt' && id !== 'e.txt'));
     const a = lines[0];
-    expect(Object.keys(a)).toEqual(['id', 'custom_id', 'response', 'error']);
+    // the Batch API's fields, then llmq's cost
+    expect(Object.keys(a)).toEqual(['id', 'custom_id', 'response', 'error', 'cost_usd']);
+    expect(a.cost_usd).toBe(A_COST);
     expect(a.id).toMatch(/^batch_req_[0-9a-f]{24}$/);
     expect(a.error).toBeNull();
     expect(a.response.status_code).toBe(200);

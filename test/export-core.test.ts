@@ -15,6 +15,7 @@ function row(i: number): ExportRow {
   return {
     id: `doc-${i}`, source: 'in.jsonl', meta: null, key: String(i).padStart(64, '0'), state: 'done', model: 'm',
     output: 'x'.repeat(100), response: null, error: null, attempts: 1, usage: { promptTokens: 1, completionTokens: 1 }, latencyMs: 5,
+    costUsd: null,
   };
 }
 

@@ -37,7 +37,7 @@ async function receiver(answer: (n: number) => number | null = () => 200): Promi
 
 const SUMMARY: RunSummary = {
   runId: 'run-1', reason: 'drained', done: 3, failed: 1, retried: 0, requests: 4, rateLimited: 0,
-  promptTokens: 30, completionTokens: 12, wallMs: 1234, remaining: 0, failedInStore: 1, fatal: null,
+  promptTokens: 30, completionTokens: 12, wallMs: 1234, remaining: 0, failedInStore: 1, fatal: null, costUsd: 0.0012, budget: null,
 };
 
 describe('run hooks', () => {

@@ -1,24 +1,48 @@
 import { describe, expect, it } from 'vitest';
-import { BUILTIN_PRICES, costOf, loadPriceTable, parsePrice, parsePriceFile, priceOf } from '../src/report/prices.js';
+import { catalogSource, GENAI_PRICES_RELEASES, installedGenaiPricesVersion } from '../src/pricing/catalog.js';
+import { costOf, worstCaseUsage } from '../src/pricing/cost.js';
+import { parsePrice, parsePriceFile } from '../src/pricing/overrides.js';
+import { loadPriceTable } from '../src/pricing/price-table.js';
 import { buildStatusReport } from '../src/report/status.js';
+import { estimatePromptTokens } from '../src/provider/tokens.js';
 import type { StatusSnapshot } from '../src/store/types.js';
+import { tempDir } from './helpers/tmp.js';
+import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
 
 const table = loadPriceTable();
 const usage = { promptTokens: 1_000_000, completionTokens: 1_000_000 };
 
 describe('prices', () => {
-  it('has the common models', () => {
-    for (const m of ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'gpt-4.1-mini', 'gpt-4.1-nano', 'o3-mini', 'o4-mini', 'gpt-3.5-turbo']) {
-      expect(BUILTIN_PRICES[m], m).toHaveLength(2);
+  it('come from genai-prices, labelled with the date of its data', () => {
+    for (const m of ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'gpt-4.1-mini', 'gpt-4.1-nano', 'o3-mini', 'o4-mini', 'gpt-3.5-turbo', 'claude-sonnet-4-20250514', 'gemini-2.5-flash']) {
+      expect(table.lookup(m)?.source, m).toMatch(/^genai-prices \d{4}-\d{2}-\d{2}$/);
     }
     expect(costOf('gpt-4o-mini', usage, table)).toBeCloseTo(0.75, 12);
+    // Upgrading the package needs its release date here, or the label falls back to the version number.
+    expect(GENAI_PRICES_RELEASES[installedGenaiPricesVersion()]).toMatch(/^\d{4}-\d{2}-\d{2}$/);
+    expect(catalogSource()).toBe(`genai-prices ${GENAI_PRICES_RELEASES[installedGenaiPricesVersion()]}`);
   });
 
-  it('prices dated snapshots and provider prefixes as their family, the longest name first', () => {
-    expect(priceOf('gpt-4o-mini-2024-07-18', table)).toEqual([0.15, 0.6]);
-    expect(priceOf('gpt-4o-2024-08-06', table)).toEqual([2.5, 10]);
-    expect(priceOf('gpt-4o-2024-05-13', table)).toEqual([5, 15]);
-    expect(priceOf('openai/gpt-4.1-nano', table)).toEqual([0.1, 0.4]);
+  it('prices dated snapshots and provider prefixes as their family', () => {
+    expect(table.lookup('gpt-4o-mini-2024-07-18')?.perMillion).toEqual([0.15, 0.6]);
+    expect(table.lookup('gpt-4o-2024-08-06')?.perMillion).toEqual([2.5, 10]);
+    expect(table.lookup('gpt-4o-2024-05-13')?.perMillion).toEqual([5, 15]);
+    expect(table.lookup('openai/gpt-4.1-nano')?.perMillion).toEqual([0.1, 0.4]);
+  });
+
+  it('cached prompt tokens cost the cache price; the batch price is half for OpenAI, unknown elsewhere', () => {
+    const mini = table.lookup('gpt-4o-mini')!;
+    expect(mini.cost({ promptTokens: 1_000_000, completionTokens: 0, cachedTokens: 1_000_000 })).toBeCloseTo(0.075, 12);
+    expect(mini.batchCost(usage)).toBeCloseTo(0.375, 12);
+    expect(table.lookup('deepseek-chat')!.batchCost(usage)).toBeNull();
+  });
+
+  it('a tiered price is worked out per request by the library', () => {
+    const pro = table.lookup('gemini-2.5-pro')!;
+    expect(pro.perMillion).toEqual([1.25, 10]);
+    expect(pro.cost({ promptTokens: 100_000, completionTokens: 0 })).toBeCloseTo(0.125, 12);
+    expect(pro.cost({ promptTokens: 300_000, completionTokens: 0 })).toBeCloseTo(0.75, 12); // all at the >200k rate
   });
 
   it('an unknown model costs unknown, not 0; the mock model costs 0', () => {
@@ -28,9 +52,18 @@ describe('prices', () => {
     expect(costOf('mock-echo', usage, table)).toBe(0);
   });
 
-  it('--price applies to every model, even unknown ones', () => {
+  it('--price applies to every model, even unknown ones; files and LLMQ_PRICES win over genai-prices', () => {
     const t = loadPriceTable({ price: parsePrice('0.15,0.60') });
     expect(costOf('llama3.1:8b', usage, t)).toBeCloseTo(0.75, 12);
+    expect(t.lookup('gpt-4o')?.source).toBe('--price');
+    const file = join(tempDir(), 'p.json');
+    writeFileSync(file, '{"gpt-4o": [1, 2], "local": [0, 0]}');
+    const f = loadPriceTable({ file, env: '{"gpt-4o": [7, 8], "gpt-4o-mini": [3, 4]}' });
+    expect(f.lookup('gpt-4o')).toMatchObject({ perMillion: [1, 2], source: `--prices ${file}` });
+    expect(f.lookup('gpt-4o-2024-08-06')?.perMillion).toEqual([1, 2]);
+    expect(f.lookup('gpt-4o-mini')).toMatchObject({ perMillion: [3, 4], source: 'LLMQ_PRICES' });
+    expect(f.lookup('local')?.cost(usage)).toBe(0);
+    expect(f.lookup('gpt-4.1')?.source).toMatch(/^genai-prices/);
   });
 
   it('validates --price and price files, naming what is wrong', () => {
@@ -39,17 +72,27 @@ describe('prices', () => {
     expect(() => parsePriceFile('{"m": [1]}', 'f.json')).toThrow(/price of "m" in f\.json.*\[1\]/);
     expect(() => parsePriceFile('{nope', 'f.json')).toThrow(/Expected f\.json to be JSON/);
     expect(() => loadPriceTable({ file: '/no/such/prices.json' })).toThrow(/Cannot read the price file \/no\/such\/prices\.json given by --prices: ENOENT/);
-    expect(loadPriceTable({ env: '{"local": [0, 0]}' }).models.local).toEqual([0, 0]);
+  });
+
+  it('the worst case of a request covers its framing and all of max_tokens', () => {
+    const request = JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 300, messages: [{ role: 'system', content: 'Be terse.' }, { role: 'user', content: 'Summarize: the quick brown fox.' }] });
+    const worst = worstCaseUsage(request);
+    const text = estimatePromptTokens(JSON.parse(request));
+    // OpenAI adds about 3 tokens per message and 3 for the reply: the worst case must be above that.
+    expect(worst.promptTokens).toBeGreaterThan(text + 3 * 2 + 3);
+    expect(worst.completionTokens).toBe(300);
+    expect(worstCaseUsage(JSON.stringify({ model: 'x', messages: [] })).completionTokens).toBeNull();
   });
 
   it('status: a model without a price makes the total unknown and is named', () => {
     const snap: StatusSnapshot = {
       counts: { pending: 1, running: 0, done: 2, failed: 0 }, total: 3, items: 3, tokens: { prompt: 300, completion: 30 },
       byModel: [
-        { model: 'gpt-4o', jobs: 2, done: 1, prompt: 200, completion: 20 },
-        { model: 'my-finetune', jobs: 1, done: 1, prompt: 100, completion: 10 },
+        // answered before llmq kept costs: priced now
+        { model: 'gpt-4o', jobs: 2, done: 1, pending: 1, prompt: 200, completion: 20, storedUsd: 0, unpricedPrompt: 200, unpricedCompletion: 20 },
+        { model: 'my-finetune', jobs: 1, done: 1, pending: 0, prompt: 100, completion: 10, storedUsd: 0, unpricedPrompt: 100, unpricedCompletion: 10 },
       ],
-      failures: [], retrying: 0, oldestPendingAt: null, activeRuns: [], lastRun: null, lanes: [],
+      failures: [], retrying: 0, oldestPendingAt: null, activeRuns: [], lastRun: null, lanes: [], spend: [],
     };
     const r = buildStatusReport(snap, { now: Date.now(), prices: table, db: 'x.db' });
     expect(r.cost.usd).toBeNull();

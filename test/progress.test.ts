@@ -17,7 +17,7 @@ function snapshot(over: Partial<ProgressSnapshot> = {}): ProgressSnapshot {
 
 const summary: RunSummary = {
   runId: 'r1', reason: 'drained', done: 31_204, failed: 148, retried: 1_020, requests: 32_400, rateLimited: 12,
-  promptTokens: 14_200_000, completionTokens: 3_100_000, wallMs: 6_780_000, remaining: 0, failedInStore: 148, fatal: null,
+  promptTokens: 14_200_000, completionTokens: 3_100_000, wallMs: 6_780_000, remaining: 0, failedInStore: 148, costUsd: 4.2, budget: null, fatal: null,
 };
 
 /** A stream that records what was written; `tty` makes it look like a terminal to cli-progress. */

@@ -73,6 +73,14 @@ describe('OpenAIProvider: success', () => {
     expect(refused.usage).toEqual({ promptTokens: 2, completionTokens: 6 });
   });
 
+  it('reads the cached part of the prompt, which is billed lower', async () => {
+    const f = await start();
+    const body = { choices: [{ message: { role: 'assistant', content: 'ok' } }], usage: { prompt_tokens: 2000, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 1536 } } };
+    f.script(reply.raw(200, body), reply.raw(200, { ...body, usage: { prompt_tokens: 20, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 0 } } }));
+    expect((await provider(f).complete(request(), { signal: live() })).usage).toEqual({ promptTokens: 2000, completionTokens: 5, cachedTokens: 1536 });
+    expect((await provider(f).complete(request(), { signal: live() })).usage).toEqual({ promptTokens: 20, completionTokens: 5 });
+  });
+
   it('reads x-ratelimit-* headers of a success', async () => {
     const f = await start();
     f.script(reply.ok({ headers: { 'x-ratelimit-remaining-requests': '59', 'x-ratelimit-remaining-tokens': '149000', 'x-ratelimit-reset-requests': '1m30.5s', 'x-ratelimit-reset-tokens': '20ms' } }));

@@ -20,7 +20,7 @@ afterEach(async () => {
 const content = (req: FakeRequest): string => String(req.json?.messages?.at(-1)?.content ?? '');
 /** A real OpenAI message naming parameters: their snake_case names are not the error's code. */
 const REASON_B = "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.";
-const PRICE = [0.15, 0.6] as const; // gpt-4o-mini, USD per million tokens in the built-in table
+const PRICE = [0.15, 0.6] as const; // gpt-4o-mini, USD per million tokens in genai-prices
 
 /**
  * 12 documents, in this order: `alpha` and `alpha-again` have the same text (one shared job);
@@ -102,7 +102,14 @@ describe('results after a run on the fake', () => {
     expect(s.cost.knownUsd).toBeCloseTo(usd, 12);
     expect(s.cost.unpriced).toEqual([]);
     expect(s.cost.remainingUsd).toBe(0);
-    expect(s.cost.byModel).toEqual([{ model: 'gpt-4o-mini', jobs: 11, done: 8, prompt, completion, price: [...PRICE], usd: s.cost.usd }]);
+    expect(s.cost.byModel).toEqual([{
+      model: 'gpt-4o-mini', jobs: 11, done: 8, prompt, completion, price: [...PRICE], priceSource: expect.stringMatching(/^genai-prices /), usd: s.cost.usd,
+    }]);
+    // the run kept the same money in its ledger: every answer, nothing held, nothing that may be billed
+    expect(s.cost.byRun).toHaveLength(1);
+    expect(s.cost.byRun[0]).toMatchObject({ runId: end.runId, reservedUsd: 0, inFlight: 0, mayBeBilledTries: 0, unpricedTries: 0 });
+    expect(s.cost.byRun[0].spentUsd).toBeCloseTo(usd, 8);
+    expect(s.cost.mayBeBilled).toEqual({ tries: 0, usd: 0 });
 
     // failures grouped by reason, biggest group first, counts of jobs
     expect(s.failures).toEqual([
@@ -150,7 +157,7 @@ describe('results after a run on the fake', () => {
       expect(sent.all.length, input.id).toBeGreaterThan(0);
       expect(content(sent.all[0]!)).toContain(input.text);
       const { id: _id, text: _text, ...meta } = input;
-      expect(Object.keys(line)).toEqual(['id', 'key', 'state', 'output', 'error', 'attempts', 'model', 'usage', 'latency_ms', 'source', 'meta']);
+      expect(Object.keys(line)).toEqual(['id', 'key', 'state', 'output', 'error', 'attempts', 'model', 'usage', 'cost_usd', 'latency_ms', 'source', 'meta']);
       expect(line.key).toBe(job.key);
       expect(line.model).toBe('gpt-4o-mini');
       expect(line.attempts).toBe(sent.all.length); // every try reached the fake, and no other
@@ -161,7 +168,7 @@ describe('results after a run on the fake', () => {
       expect(line.latency_ms).toBe(last.latency_ms);
       expect(line.latency_ms).toBeGreaterThanOrEqual(5); // the fake waits 10 ms before answering (timers may round)
       if (input.text.startsWith('REFUSE')) {
-        expect(line).toMatchObject({ state: 'failed', output: null, usage: null, attempts: 1 });
+        expect(line).toMatchObject({ state: 'failed', output: null, usage: null, cost_usd: null, attempts: 1 });
         expect(line.error).toBe(`HTTP 400: ${input.text.includes('REFUSE-A') ? 'Reason A: this document is refused.' : REASON_B}`);
         expect(sent.ok).toBeUndefined();
       } else {
@@ -170,6 +177,8 @@ describe('results after a run on the fake', () => {
         expect(line.error).toBeNull();
         expect(line.output).toBe(answerFor(sent.ok!.body));
         expect(line.usage).toEqual(fakeUsage(sent.ok!));
+        // its answer's cost, at the price known when it came
+        expect(line.cost_usd).toBeCloseTo((line.usage.prompt_tokens * PRICE[0] + line.usage.completion_tokens * PRICE[1]) / 1e6, 15);
       }
     }
     // the shared job: two items, one call, one answer
@@ -183,13 +192,13 @@ describe('results after a run on the fake', () => {
     const csv = await runCli(['export', '--db', db, '--format', 'csv']);
     expect(csv.code).toBe(0);
     const rows = parseCsv(csv.stdout);
-    expect(rows[0]).toEqual(['id', 'key', 'state', 'model', 'attempts', 'prompt_tokens', 'completion_tokens', 'latency_ms', 'source', 'output', 'error', 'meta']);
+    expect(rows[0]).toEqual(['id', 'key', 'state', 'model', 'attempts', 'prompt_tokens', 'completion_tokens', 'latency_ms', 'source', 'output', 'error', 'meta', 'cost_usd']);
     expect(rows).toHaveLength(1 + out.length);
     const text = (v: unknown) => (v === null || v === undefined ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v));
     for (const [i, l] of out.entries()) {
       expect(rows[i + 1]).toEqual([
         l.id, l.key, l.state, l.model, String(l.attempts), text(l.usage?.prompt_tokens), text(l.usage?.completion_tokens),
-        String(l.latency_ms), l.source, text(l.output), text(l.error), text(l.meta),
+        String(l.latency_ms), l.source, text(l.output), text(l.error), text(l.meta), text(l.cost_usd),
       ]);
     }
     expect(JSON.parse(rows.find((x) => x[0] === 'beta')![11]!)).toEqual({ lang: 'en', tags: ['a', 'b'] });
@@ -205,7 +214,7 @@ describe('results after a run on the fake', () => {
     expect(new Set(out.map((l) => l.id)).size).toBe(out.length);
     const { items } = readDb(db);
     for (const l of out) {
-      expect(Object.keys(l)).toEqual(['id', 'custom_id', 'response', 'error']);
+      expect(Object.keys(l)).toEqual(['id', 'custom_id', 'response', 'error', 'cost_usd']);
       expect(l.id).toMatch(/^batch_req_[0-9a-f]{24}$/);
       const key = items.find((it) => it.id === l.custom_id)!.job_key;
       const sent = sentFor(fake, key);

@@ -2,7 +2,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from './helpers/cli.js';
-import { populate, RUN } from './helpers/populate.js';
+import { A_COST, populate, RUN } from './helpers/populate.js';
 import { tempDir } from './helpers/tmp.js';
 
 describe('llmq status', () => {
@@ -24,7 +24,7 @@ describe('llmq status', () => {
     // gpt-4o-mini: 500 * 0.15 / 1e6 + 100 * 0.60 / 1e6
     expect(s.cost.usd).toBeCloseTo(0.000135, 9);
     expect(s.cost.unpriced).toEqual([]);
-    expect(s.cost.byModel).toEqual([{ model: 'gpt-4o-mini', jobs: 9, done: 5, prompt: 500, completion: 100, price: [0.15, 0.6], usd: s.cost.usd }]);
+    expect(s.cost.byModel).toEqual([{ model: 'gpt-4o-mini', jobs: 9, done: 5, prompt: 500, completion: 100, price: [0.15, 0.6], priceSource: expect.stringMatching(/^genai-prices \d{4}-\d{2}-\d{2}$/), usd: s.cost.usd }]);
     expect(s.cost.remainingUsd).toBeCloseTo((0.000135 / 5) * 2, 9);
     expect(s.failures).toEqual([{ error: "400 context_length_exceeded: This model's maximum context length is 128000 tokens.", count: 2 }]);
     expect(s.oldestPending.ageSeconds).toBeGreaterThan(60);
@@ -38,14 +38,17 @@ describe('llmq status', () => {
   it('prices: --price overrides, an unknown model is unknown (not 0), a bad --price is refused', async () => {
     const dir = tempDir();
     const { db } = await populate(dir);
+    // a.txt's answer keeps the cost stored with it; the four answered without one are priced as told
     const priced = JSON.parse((await runCli(['status', '--json', '--db', db, '--price', '1,2'])).stdout);
-    expect(priced.cost.usd).toBeCloseTo((500 * 1 + 100 * 2) / 1e6, 12);
+    expect(priced.cost.usd).toBeCloseTo(A_COST + (400 * 1 + 80 * 2) / 1e6, 12);
+    expect(priced.cost.byModel[0].priceSource).toBe('--price');
     const file = join(dir, 'prices.json');
     writeFileSync(file, JSON.stringify({ 'gpt-4o-mini': [10, 20] }));
     const fromFile = JSON.parse((await runCli(['status', '--json', '--db', db, '--prices', file])).stdout);
-    expect(fromFile.cost.usd).toBeCloseTo((500 * 10 + 100 * 20) / 1e6, 12);
+    expect(fromFile.cost.usd).toBeCloseTo(A_COST + (400 * 10 + 80 * 20) / 1e6, 12);
+    expect(fromFile.cost.byModel[0].priceSource).toBe(`--prices ${file}`);
     const fromEnv = JSON.parse((await runCli(['status', '--json', '--db', db], { env: { LLMQ_PRICES: '{"gpt-4o-mini":[3,4]}' } })).stdout);
-    expect(fromEnv.cost.usd).toBeCloseTo((500 * 3 + 100 * 4) / 1e6, 12);
+    expect(fromEnv.cost.usd).toBeCloseTo(A_COST + (400 * 3 + 80 * 4) / 1e6, 12);
     const bad = await runCli(['status', '--db', db, '--price', '0.15']);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/--price.*'0\.15'.*0\.15,0\.60/);

@@ -59,11 +59,14 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
   it('complete records the finishing attempt with its usage and latency', async () => {
     const { store } = await kind.fresh();
     const { id, key } = await claimedOne(store);
-    await store.complete(key, completion(key));
-    expect((await store.item(id))!.attempts).toEqual([{
+    const c = completion(key);
+    await store.complete(key, { ...c, attempt: { ...c.attempt, costUsd: 0.0125 } });
+    const detail = (await store.item(id))!;
+    expect(detail.attempts).toEqual([{
       key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 250, latencyMs: 250, status: 200, outcome: 'done', error: null,
-      usage: { promptTokens: 11, completionTokens: 7 },
+      usage: { promptTokens: 11, completionTokens: 7 }, costUsd: 0.0125, mayBeBilled: false,
     }]);
+    expect(detail.job.costUsd).toBe(0.0125);
   });
 
   it('fail marks a held job failed with its reason and attempt; not when another run holds it', async () => {

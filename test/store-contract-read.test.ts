@@ -4,11 +4,11 @@ import { STORE_KINDS, T0, OWNER, claimOpts, exported, row, rows, skipUnavailable
 
 // What `status`, `show` and `export` read, for every store kind.
 
-async function finish(store: Store, key: string, prompt: number, completion: number, endedAt = T0 + 100) {
+async function finish(store: Store, key: string, prompt: number, completion: number, endedAt = T0 + 100, costUsd?: number) {
   return store.complete(key, {
     owner: OWNER, output: `out ${key.slice(0, 6)}`, response: '{}', usage: { promptTokens: prompt, completionTokens: completion },
     attempt: { key, runId: OWNER, attempt: 1, startedAt: T0, endedAt, status: 200, outcome: 'done', error: null,
-      usage: { promptTokens: prompt, completionTokens: completion } },
+      usage: { promptTokens: prompt, completionTokens: completion }, costUsd },
   });
 }
 
@@ -20,7 +20,7 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     const empty = await store.status(T0);
     expect(empty).toEqual({
       counts: { pending: 0, running: 0, done: 0, failed: 0 }, total: 0, items: 0, tokens: { prompt: 0, completion: 0 },
-      byModel: [], failures: [], retrying: 0, oldestPendingAt: null, activeRuns: [], lastRun: null, lanes: [],
+      byModel: [], failures: [], retrying: 0, oldestPendingAt: null, activeRuns: [], lastRun: null, lanes: [], spend: [],
     });
     await store.enqueue([...rows(4, { prefix: 'a' }), row('shared', 'a text 0')], T0 + 10); // 'shared' reuses a-0000's job
     await store.enqueue(rows(3, { prefix: 'b' }).map((r) => row(r.itemId, `b ${r.itemId}`, { model: 'big-model' })), T0 + 20);
@@ -29,12 +29,12 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     await store.startRun({ id: OWNER, host: 'h2', pid: 2, startedAt: T0 + 30, options: { rpm: 60 } });
     // a: 2 done, 1 failed (HTTP 400), 1 failed (timeout); b: 1 done, 1 retrying (pending after a try), 1 pending
     const a = (await store.claim(claimOpts({ limit: 4 }))).jobs;
-    await finish(store, a[0]!.key, 100, 10);
-    await finish(store, a[1]!.key, 200, 20);
+    await finish(store, a[0]!.key, 100, 10, T0 + 100, 0.001);
+    await finish(store, a[1]!.key, 200, 20); // answered without a cost (as before llmq kept them): priced when read
     await store.fail(a[2]!.key, OWNER, 'HTTP 400', null, T0 + 1);
     await store.fail(a[3]!.key, OWNER, 'timeout', null, T0 + 1);
     const b = (await store.claim(claimOpts({ limit: 2 }))).jobs;
-    await finish(store, b[0]!.key, 1000, 500);
+    await finish(store, b[0]!.key, 1000, 500, T0 + 100, 0.02);
     await store.release(OWNER, { refund: false, now: T0 + 2 });
 
     const s = await store.status(T0 + 3);
@@ -43,8 +43,15 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     expect(s.items).toBe(8);
     expect(s.tokens).toEqual({ prompt: 1300, completion: 530 });
     expect(s.byModel).toEqual([
-      { model: 'big-model', jobs: 3, done: 1, prompt: 1000, completion: 500 },
-      { model: 'gpt-test', jobs: 4, done: 2, prompt: 300, completion: 30 },
+      { model: 'big-model', jobs: 3, done: 1, pending: 2, prompt: 1000, completion: 500, storedUsd: 0.02, unpricedPrompt: 0, unpricedCompletion: 0 },
+      { model: 'gpt-test', jobs: 4, done: 2, pending: 0, prompt: 300, completion: 30, storedUsd: 0.001, unpricedPrompt: 200, unpricedCompletion: 20 },
+    ]);
+    expect((await exported(store)).map((r) => [r.id, r.costUsd])).toEqual([
+      ['a-0000', 0.001], ['a-0001', null], ['a-0002', null], ['a-0003', null], ['shared', 0.001], ['b-0000', 0.02], ['b-0001', null], ['b-0002', null],
+    ]);
+    const none = { reservedUsd: 0, inFlight: 0, mayBeBilledUsd: 0, mayBeBilledTries: 0, unpricedTries: 0 };
+    expect(s.spend.map((r) => [r.id, r.spend])).toEqual([
+      [OWNER, { runId: OWNER, ...none, spentUsd: 0.021 }], ['run-old', { runId: 'run-old', ...none, spentUsd: 0 }],
     ]);
     expect(s.failures).toEqual([{ error: 'HTTP 400', count: 1 }, { error: 'timeout', count: 1 }]);
     expect(s.retrying).toBe(1);

@@ -27,13 +27,19 @@ async function populate(store: Store): Promise<void> {
   await store.fail(failed!.key, OWNER, 'HTTP 400: bad', attempt(failed!.key, { status: 400, outcome: 'failed', error: 'HTTP 400: bad' }), T0 + 150);
   await store.recordAttempt(attempt(done!.key, { status: 503, outcome: 'retry', error: 'HTTP 503' }), { countAttempt: true, error: 'HTTP 503' });
   await store.startRetry(done!.key, OWNER, T0 + 160, T0 + 10_000);
+  // money: a reservation still out (the live run's), an answer with its cost, a try that may be billed
+  await store.reserve({ runId: OWNER, usd: 0.25, runBudget: null, totalBudget: 10, now: T0 + 165 });
   await store.complete(done!.key, { owner: OWNER, output: 'l\'answer ✓', response: '{"id":"x"}', usage: { promptTokens: 12, completionTokens: 3 },
-    attempt: attempt(done!.key, { attempt: 2, startedAt: T0 + 170, endedAt: T0 + 230, usage: { promptTokens: 12, completionTokens: 3 } }) });
-  await store.recordAttempt(attempt(retrying!.key, { status: null, outcome: 'retry', error: 'ETIMEDOUT' }), { countAttempt: true, error: 'ETIMEDOUT' });
+    attempt: attempt(done!.key, { attempt: 2, startedAt: T0 + 170, endedAt: T0 + 230, usage: { promptTokens: 12, completionTokens: 3 }, costUsd: 0.0012 }) });
+  await store.recordAttempt(attempt(retrying!.key, { status: null, outcome: 'retry', error: 'ETIMEDOUT', costUsd: 0.003, mayBeBilled: true }),
+    { countAttempt: true, error: 'ETIMEDOUT' });
   await store.release(OWNER, { refund: false, now: T0 + 240 }); // retrying and running go back to pending...
   // ...and the first of them is held again by a run still working when the copy starts
   await store.claim(claimOpts({ now: T0 + 250, limit: 1, owner: 'run-live' }));
   expect(running!.model).toBe('other');
+  expect((await store.status(T0)).spend.find((r) => r.id === OWNER)!.spend).toMatchObject({
+    reservedUsd: 0.25, inFlight: 1, spentUsd: 0.0012, mayBeBilledUsd: 0.003, mayBeBilledTries: 1,
+  });
 }
 
 async function dumpJobs(store: Store): Promise<JobRow[]> {
@@ -47,8 +53,9 @@ async function everything(store: Store) {
   for await (const a of store.dumpAttempts()) attempts.push(a);
   const items = [];
   for await (const i of store.dumpItems()) items.push(i);
-  const { activeRuns: _a, lastRun: _l, ...status } = await store.status(T0);
-  return { export: await exported(store), jobs: await dumpJobs(store), items, attempts, status };
+  // runs are compared by their money here; the runs themselves below (a copy closes the open ones)
+  const { activeRuns: _a, lastRun: _l, spend, ...status } = await store.status(T0);
+  return { export: await exported(store), jobs: await dumpJobs(store), items, attempts, status, spend: spend.map((r) => [r.id, r.spend]) };
 }
 
 /** What a copy should hold: the source with its running jobs pending and unleased. */
@@ -57,7 +64,9 @@ function asCopied(source: Awaited<ReturnType<typeof everything>>) {
   const running = new Set(source.jobs.filter((j) => j.state === 'running').map((j) => j.key));
   const exportRows = source.export.map((r) => (running.has(r.key) ? { ...r, state: 'pending' as const } : r));
   const counts = { ...source.status.counts, pending: source.status.counts.pending + running.size, running: 0 };
-  return { ...source, jobs, export: exportRows, status: { ...source.status, counts, retrying: source.status.retrying + running.size } };
+  const byModel = source.status.byModel.map((m) =>
+    ({ ...m, pending: m.pending + source.jobs.filter((j) => j.state === 'running' && j.model === m.model).length }));
+  return { ...source, jobs, export: exportRows, status: { ...source.status, counts, byModel, retrying: source.status.retrying + running.size } };
 }
 
 describe('copy', () => {

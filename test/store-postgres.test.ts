@@ -32,12 +32,19 @@ describe('postgres store', () => {
     expect(store.kind).toBe('postgres');
     const tables = await sql<{ table_name: string }>(
       `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, [schema]);
-    expect(tables.map((t) => t.table_name)).toEqual(['attempts', 'batches', 'items', 'jobs', 'lanes', 'llmq_migrations', 'runs']);
+    expect(tables.map((t) => t.table_name)).toEqual(['attempts', 'batches', 'items', 'jobs', 'lanes', 'llmq_migrations', 'runs', 'spend']);
     const cols = async (table: string) => (await sql<{ column_name: string }>(`SELECT column_name FROM information_schema.columns
       WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position`, [schema, table])).map((c) => c.column_name);
     expect(await cols('jobs')).toEqual([
       'seq', 'key', 'request', 'model', 'state', 'priority', 'attempts', 'run_after', 'lease_owner', 'lease_expires_at',
-      'output', 'response', 'prompt_tokens', 'completion_tokens', 'error', 'created_at', 'updated_at', 'finished_at',
+      'output', 'response', 'prompt_tokens', 'completion_tokens', 'error', 'created_at', 'updated_at', 'finished_at', 'cost_usd',
+    ]);
+    expect(await cols('attempts')).toEqual([
+      'id', 'job_key', 'run_id', 'attempt', 'started_at', 'ended_at', 'latency_ms', 'status', 'outcome', 'error',
+      'prompt_tokens', 'completion_tokens', 'cost_usd', 'may_be_billed',
+    ]);
+    expect(await cols('spend')).toEqual([
+      'run_id', 'reserved_nanousd', 'in_flight', 'spent_nanousd', 'unknown_nanousd', 'unknown_tries', 'unpriced_tries', 'updated_at',
     ]);
     expect(await cols('items')).toEqual(['seq', 'id', 'source', 'job_key', 'meta', 'created_at', 'updated_at']);
     expect(await cols('runs')).toEqual(['seq', 'id', 'host', 'pid', 'started_at', 'heartbeat_at', 'ended_at', 'exit_reason', 'options', 'stats']);

@@ -16,15 +16,18 @@ describe('sqlite schema', () => {
     const db = store.db;
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
-    expect(tables).toEqual(['attempts', 'batches', 'items', 'jobs', 'lanes', 'llmq_migrations', 'runs']);
+    expect(tables).toEqual(['attempts', 'batches', 'items', 'jobs', 'lanes', 'llmq_migrations', 'runs', 'spend']);
     expect(columns(db, 'jobs')).toEqual([
       'seq', 'key', 'request', 'model', 'state', 'priority', 'attempts', 'run_after', 'lease_owner', 'lease_expires_at',
-      'output', 'response', 'prompt_tokens', 'completion_tokens', 'error', 'created_at', 'updated_at', 'finished_at',
+      'output', 'response', 'prompt_tokens', 'completion_tokens', 'error', 'created_at', 'updated_at', 'finished_at', 'cost_usd',
     ]);
     expect(columns(db, 'items')).toEqual(['seq', 'id', 'source', 'job_key', 'meta', 'created_at', 'updated_at']);
     expect(columns(db, 'attempts')).toEqual([
       'id', 'job_key', 'run_id', 'attempt', 'started_at', 'ended_at', 'latency_ms', 'status', 'outcome', 'error',
-      'prompt_tokens', 'completion_tokens',
+      'prompt_tokens', 'completion_tokens', 'cost_usd', 'may_be_billed',
+    ]);
+    expect(columns(db, 'spend')).toEqual([
+      'run_id', 'reserved_nanousd', 'in_flight', 'spent_nanousd', 'unknown_nanousd', 'unknown_tries', 'unpriced_tries', 'updated_at',
     ]);
     expect(columns(db, 'runs')).toEqual(['id', 'host', 'pid', 'started_at', 'heartbeat_at', 'ended_at', 'exit_reason', 'options', 'stats']);
     expect(columns(db, 'lanes')).toEqual(['base_url', 'model', 'rpm', 'tpm', 'source', 'learned_at']);
@@ -34,6 +37,9 @@ describe('sqlite schema', () => {
     ]);
     const indexes = db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%' ORDER BY name").pluck().all();
     expect(indexes).toEqual(['attempts_job', 'batches_open', 'items_job', 'jobs_age', 'jobs_claim', 'jobs_lease', 'jobs_retrying', 'jobs_usage', 'runs_open']);
+    // status reads cost per model from the index, as it reads tokens
+    const usage = (db.prepare('PRAGMA index_info(jobs_usage)').all() as Array<{ name: string }>).map((c) => c.name);
+    expect(usage).toEqual(['model', 'state', 'prompt_tokens', 'completion_tokens', 'cost_usd']);
     expect(db.prepare('SELECT version FROM llmq_migrations').pluck().all()).toEqual(MIGRATIONS.map((m) => m.version));
     await store.close();
     // reopening applies nothing new

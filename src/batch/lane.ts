@@ -178,6 +178,8 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     promptTokens: tally.promptTokens, completionTokens: tally.completionTokens, wallMs: now() - startedAt,
     remaining: after.counts.pending + after.counts.running, failedInStore: after.counts.failed,
     fatal: fatal ? { message: fatal.message, reason: fatal.reason } : null,
+    // Batch answers are not priced yet: their cost_usd stays NULL, shown as unknown, never as $0.
+    costUsd: 0, budget: null,
   };
 }
 

@@ -8,6 +8,7 @@ import { registerExport } from './commands/export.js';
 import { registerCopy } from './commands/copy.js';
 import { registerBatches } from './commands/batches.js';
 import { registerServe } from './commands/serve.js';
+import { registerEstimate } from './commands/estimate.js';
 
 export const VERSION = '0.1.0';
 
@@ -28,7 +29,8 @@ export function buildProgram(): Command {
   program.addHelpText('after', `
 Examples:
   $ llmq enqueue docs/ --prompt "Summarize in one sentence: {{text}}"
-  $ llmq run --concurrency 8 --rpm 500
+  $ llmq estimate
+  $ llmq run --concurrency 8 --rpm 500 --budget 5
   $ llmq status
   $ llmq retry-failed && llmq run
   $ llmq export --out results.jsonl
@@ -41,7 +43,7 @@ Environment:
   LLMQ_REDIS_URL                  share rate limits between runs (llmq run --redis)
   NO_COLOR                        plain output`);
   refuseHelpForUnknownCommands(program);
-  for (const register of [registerEnqueue, registerRun, registerStatus, registerRetryFailed, registerShow, registerExport, registerCopy, registerBatches, registerServe]) {
+  for (const register of [registerEnqueue, registerEstimate, registerRun, registerStatus, registerRetryFailed, registerShow, registerExport, registerCopy, registerBatches, registerServe]) {
     const cmd = register(program);
     cmd.exitOverride().showHelpAfterError('(run with --help for usage)');
   }
@@ -49,8 +51,8 @@ Environment:
 }
 
 /**
- * Commander answers `llmq estimate --help` with the program's help and exit 0, because it looks at
- * --help before it notices that `estimate` is no command; a script would take that for success.
+ * Commander answers `llmq nosuch --help` with the program's help and exit 0, because it looks at
+ * --help before it notices that `nosuch` is no command; a script would take that for success.
  * Raise its own unknown-command error (with its "Did you mean" suggestion) instead. The method is
  * not in commander's typings, but it is what its parser calls for the same mistake without --help.
  */

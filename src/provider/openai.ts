@@ -147,7 +147,11 @@ export function parseCompletion(text: string, status: number, rateLimit: RateLim
 function readUsage(usage: any, requestJson: string, output: string): Usage {
   const p = usage?.prompt_tokens;
   const c = usage?.completion_tokens;
-  if (Number.isFinite(p) && Number.isFinite(c)) return { promptTokens: p, completionTokens: c };
+  // Prompt tokens read from the provider's cache are billed at a lower price.
+  const cached = usage?.prompt_tokens_details?.cached_tokens;
+  if (Number.isFinite(p) && Number.isFinite(c)) {
+    return Number.isFinite(cached) && cached > 0 ? { promptTokens: p, completionTokens: c, cachedTokens: cached } : { promptTokens: p, completionTokens: c };
+  }
   let request: unknown = {};
   try {
     request = JSON.parse(requestJson);

@@ -21,17 +21,22 @@ export function skippedTotal(c: ExportCounts): number {
   return JOB_STATES.reduce((a, s) => a + c.skipped[s], 0);
 }
 
-/** The JSON Lines record of one item. docs/architecture.md ("Outside contract") fixes id, key, state, output, error, attempts. */
+/**
+ * The JSON Lines record of one item. docs/architecture.md ("Outside contract") fixes id, key, state, output, error, attempts.
+ * `cost_usd` is the answer's cost at the price known when it came: null until done, or without a price.
+ */
 export function jsonlRecord(r: ExportRow): Record<string, unknown> {
   return {
     id: r.id, key: r.key, state: r.state, output: r.output, error: r.error, attempts: r.attempts, model: r.model,
     usage: r.usage ? { prompt_tokens: r.usage.promptTokens, completion_tokens: r.usage.completionTokens } : null,
-    latency_ms: r.latencyMs, source: r.source, meta: r.meta,
+    cost_usd: r.costUsd, latency_ms: r.latencyMs, source: r.source, meta: r.meta,
   };
 }
 
+/** `cost_usd` came last, after the others had shipped: columns read by position keep their place. */
 export const CSV_COLUMNS = Object.freeze([
   'id', 'key', 'state', 'model', 'attempts', 'prompt_tokens', 'completion_tokens', 'latency_ms', 'source', 'output', 'error', 'meta',
+  'cost_usd',
 ] as const);
 
 /** One RFC 4180 field: quoted when it holds a comma, quote, CR or LF, quotes doubled. */
@@ -45,7 +50,7 @@ export function csvRow(r: ExportRow): string {
   const v: Record<(typeof CSV_COLUMNS)[number], unknown> = {
     id: r.id, key: r.key, state: r.state, model: r.model, attempts: r.attempts, prompt_tokens: r.usage?.promptTokens,
     completion_tokens: r.usage?.completionTokens, latency_ms: r.latencyMs, source: r.source, output: r.output, error: r.error,
-    meta: r.meta,
+    meta: r.meta, cost_usd: r.costUsd,
   };
   return CSV_COLUMNS.map((c) => csvField(v[c])).join(',') + '\r\n';
 }
@@ -53,14 +58,15 @@ export function csvRow(r: ExportRow): string {
 /**
  * One line of the OpenAI Batch API output format, so code written for batch results reads llmq's
  * unchanged. `id` is stable per item and job; `request_id` is the job key (`llmq show` finds it).
+ * `cost_usd` is llmq's own field, after the Batch API's (readers of that format ignore it).
  */
 export function openAiBatchRecord(r: ExportRow): Record<string, unknown> {
   const id = 'batch_req_' + createHash('sha256').update(`${r.id}\n${r.key}`).digest('hex').slice(0, 24);
   if (r.state === 'done') {
-    return { id, custom_id: r.id, response: { status_code: 200, request_id: r.key, body: responseBody(r) }, error: null };
+    return { id, custom_id: r.id, response: { status_code: 200, request_id: r.key, body: responseBody(r) }, error: null, cost_usd: r.costUsd };
   }
   const message = r.error ?? (r.state === 'failed' ? 'failed' : `not finished: the job is ${r.state}`);
-  return { id, custom_id: r.id, response: null, error: { code: errorCode(r.state, r.error), message } };
+  return { id, custom_id: r.id, response: null, error: { code: errorCode(r.state, r.error), message }, cost_usd: r.costUsd };
 }
 
 /** The stored provider response; a minimal completion when it is missing or not JSON (older rows). */

@@ -1,5 +1,6 @@
 import type { ItemDetail } from '../store/types.js';
-import { duration, int, NO_PAINT, oneLine, type Paint } from './format.js';
+import { duration, int, NO_PAINT, oneLine, usd, type Paint } from './format.js';
+import { mayBeBilledText } from './status-text.js';
 
 /** Text longer than this is cut in `llmq show` unless `--full`. */
 export const TRIM_CHARS = 800;
@@ -27,6 +28,12 @@ export function renderItem(d: ItemDetail, o: { full?: boolean; paint?: Paint; no
   field('created', time(j.createdAt));
   if (j.finishedAt) field('finished', time(j.finishedAt));
   if (j.usage) field('tokens', `${int(j.usage.promptTokens)} in, ${int(j.usage.completionTokens)} out`);
+  if (j.state === 'done') field('cost', j.costUsd === null || j.costUsd === undefined ? p.yellow('unknown (no price when it was answered)') : usd(j.costUsd));
+  const maybe = d.attempts.filter((a) => a.mayBeBilled);
+  if (maybe.length) {
+    const upTo = maybe.some((x) => typeof x.costUsd !== 'number') ? null : maybe.reduce((a, x) => a + x.costUsd!, 0);
+    field('', p.yellow(mayBeBilledText(maybe.length, upTo)) + p.dim(' (sent, no answer came)'));
+  }
   if (j.error) field('error', p.red(j.error));
 
   head('request');

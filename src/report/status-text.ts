@@ -1,5 +1,8 @@
 import { compact, duration, int, NO_PAINT, oneLine, percent, rate, usd, type Paint } from './format.js';
-import type { RunReport, StatusReport } from './status.js';
+import type { RunCost, RunReport, StatusReport } from './status.js';
+
+/** Runs listed by their money in `status`; older ones are summed on one line. */
+const RUNS_SHOWN = 5;
 
 /** The human `llmq status` block: compact, aligned, fits 80 columns. */
 export function renderStatus(r: StatusReport, p: Paint = NO_PAINT): string {
@@ -28,6 +31,11 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT): string {
     const price = m.price ? p.dim(`$${m.price[0]}/$${m.price[1]} per M`) : p.yellow('no price');
     lines.push(`  ${''.padEnd(9)}${oneLine(m.model, 24).padEnd(24)} ${usd(m.usd).padStart(9)}  ${price}`);
   }
+  const maybe = r.cost.mayBeBilled;
+  if (maybe.tries > 0) lines.push(`  ${''.padEnd(9)}${p.yellow(mayBeBilledText(maybe.tries, maybe.usd))}${p.dim(' (no answer came)')}`);
+  const sources = [...new Set(r.cost.byModel.map((m) => m.priceSource).filter((x): x is string => x !== null))];
+  if (sources.length) lines.push(`  ${'prices'.padEnd(9)}${p.dim(oneLine(sources.join(', '), 69))}`);
+  lines.push(...runLines(r.cost.byRun, p));
 
   // "limits   gpt-4o-mini: 500 rpm, 200,000 tpm, from headers 3m ago"
   const hosts = new Set(r.limits.map((l) => l.baseUrl));
@@ -79,6 +87,31 @@ function costLine(r: StatusReport, p: Paint): string {
   if (c.remainingUsd !== null && c.remainingUsd > 0) parts.push(`about ${usd(c.remainingUsd)} more to finish`);
   if (r.cost.byModel.length === 1) parts.push(p.dim(r.cost.byModel[0]!.model));
   return parts.join(' · ');
+}
+
+/** "may be billed: 3 tries, up to $0.0021" ("up to unknown" without a price). */
+export function mayBeBilledText(tries: number, upTo: number | null): string {
+  return `may be billed: ${int(tries)} ${tries === 1 ? 'try' : 'tries'}, up to ${usd(upTo)}`;
+}
+
+/** "runs     1a2b3c4d  $4.98 · budget $5.00 · 2 in flight, up to $0.12", newest first (plain: cut to fit). */
+function runLines(runs: readonly RunCost[], p: Paint): string[] {
+  const lines = runs.slice(0, RUNS_SHOWN).map((run, i) => {
+    const parts = [usd(run.spentUsd)];
+    if (run.budgetUsd !== null) parts.push(`budget ${usd(run.budgetUsd)}`);
+    if (run.budgetTotalUsd !== null) parts.push(`queue budget ${usd(run.budgetTotalUsd)}`);
+    if (run.live && run.inFlight > 0) parts.push(`${int(run.inFlight)} in flight, up to ${usd(run.reservedUsd)}`);
+    const maybeTries = run.mayBeBilledTries + (run.live ? 0 : run.inFlight);
+    if (maybeTries > 0) parts.push(mayBeBilledText(maybeTries, run.mayBeBilledUsd + (run.live ? 0 : run.reservedUsd)));
+    if (run.unpricedTries > 0) parts.push(`${int(run.unpricedTries)} answers without a price`);
+    return `  ${(i === 0 ? 'runs' : '').padEnd(9)}${run.runId.slice(0, 8)}  ${oneLine(parts.join(' · '), 59)}`;
+  });
+  const older = runs.slice(RUNS_SHOWN);
+  if (older.length) {
+    const spent = older.reduce((a, run) => a + run.spentUsd, 0);
+    lines.push(p.dim(`  ${''.padEnd(9)}${int(older.length)} earlier ${older.length === 1 ? 'run' : 'runs'}  ${usd(spent)}`));
+  }
+  return lines;
 }
 
 function runName(run: RunReport): string {

@@ -1,23 +1,10 @@
 import type { JobState, RunAlert, RunLaneStats, RunRow, StatusSnapshot } from '../store/types.js';
-import { costOf, priceOf, type PriceTable } from './prices.js';
+import type { PriceTable } from '../pricing/price-table.js';
+import { buildCost, isLive, type CostReport } from './status-cost.js';
 
-/**
- * A run whose heartbeat is older than this is reported as not responding rather than active: it
- * probably died, and its leases will be taken back when they expire.
- */
-export const STALE_RUN_MS = 90_000;
+export type { CostReport, ModelCost, RunCost } from './status-cost.js';
 
-export interface ModelCost {
-  readonly model: string;
-  readonly jobs: number;
-  readonly done: number;
-  readonly prompt: number;
-  readonly completion: number;
-  /** USD per million [input, output], or null when unknown. */
-  readonly price: readonly [number, number] | null;
-  /** USD spent so far, null when the price is unknown. */
-  readonly usd: number | null;
-}
+export { STALE_RUN_MS } from './status-cost.js';
 
 export interface RunReport {
   readonly id: string;
@@ -64,17 +51,8 @@ export interface StatusReport {
   /** Pending jobs that already had an attempt (waiting for their next try). */
   readonly retrying: number;
   readonly oldestPending: { readonly createdAt: number; readonly ageSeconds: number } | null;
-  readonly cost: {
-    /** USD so far; null when some model that used tokens has no known price. */
-    readonly usd: number | null;
-    /** USD so far counting only priced models. */
-    readonly knownUsd: number;
-    /** Models that used tokens but have no price (set one with --price or --prices). */
-    readonly unpriced: readonly string[];
-    /** Rough USD to finish the pending and running jobs at the average cost of a done job so far. */
-    readonly remainingUsd: number | null;
-    readonly byModel: readonly ModelCost[];
-  };
+  /** Money: so far per model, per run, what may be billed, and a rough figure to finish. */
+  readonly cost: CostReport;
   readonly failures: ReadonlyArray<{ readonly error: string; readonly count: number }>;
   readonly activeRuns: readonly RunReport[];
   readonly lastRun: RunReport | null;
@@ -92,18 +70,8 @@ export interface StatusReport {
 }
 
 export function buildStatusReport(s: StatusSnapshot, o: { now: number; prices: PriceTable; db: string }): StatusReport {
-  const byModel = s.byModel.map((m): ModelCost => {
-    const price = priceOf(m.model, o.prices);
-    const usd = costOf(m.model, { promptTokens: m.prompt, completionTokens: m.completion }, o.prices);
-    return { model: m.model, jobs: m.jobs, done: m.done, prompt: m.prompt, completion: m.completion, price, usd };
-  });
-  const used = byModel.filter((m) => m.prompt + m.completion > 0);
-  const unpriced = used.filter((m) => m.usd === null).map((m) => m.model);
-  const knownUsd = used.reduce((a, m) => a + (m.usd ?? 0), 0);
+  const cost = buildCost(s, o.prices, o.now);
   const left = s.counts.pending + s.counts.running;
-  // Rough: the average cost of a done job so far, times the jobs left. Unknown before anything is done.
-  const doneJobs = s.counts.done;
-  const remainingUsd = left === 0 ? 0 : unpriced.length || doneJobs === 0 ? null : (knownUsd / doneJobs) * left;
 
   const activeRuns = s.activeRuns.map((r) => runReport(r, o.now));
   const live = activeRuns.filter((r) => r.live);
@@ -121,7 +89,7 @@ export function buildStatusReport(s: StatusSnapshot, o: { now: number; prices: P
     percentDone: s.total ? Math.round((1000 * s.counts.done) / s.total) / 10 : 0,
     retrying: s.retrying,
     oldestPending: s.oldestPendingAt === null ? null : { createdAt: s.oldestPendingAt, ageSeconds: Math.max(0, (o.now - s.oldestPendingAt) / 1000) },
-    cost: { usd: unpriced.length ? null : knownUsd, knownUsd, unpriced, remainingUsd, byModel },
+    cost,
     failures: s.failures.map((f) => ({ error: f.error, count: f.count })),
     limits: s.lanes.map((l) => ({
       baseUrl: l.baseUrl, model: l.model, rpm: l.rpm, tpm: l.tpm, source: l.source, learnedAt: l.at,
@@ -136,7 +104,7 @@ export function buildStatusReport(s: StatusSnapshot, o: { now: number; prices: P
 }
 
 export function runReport(r: RunRow, now: number): RunReport {
-  const live = r.endedAt === null && now - r.heartbeatAt <= STALE_RUN_MS;
+  const live = isLive(r, now);
   const until = r.endedAt ?? (live ? now : r.heartbeatAt);
   const wallSeconds = Math.max(0, (until - r.startedAt) / 1000);
   const st = r.stats;

@@ -40,8 +40,8 @@ export interface ProgressSnapshot {
 
 export interface RunSummary {
   readonly runId: string;
-  /** Why the run ended. */
-  readonly reason: 'drained' | 'limit' | 'signal' | 'fatal';
+  /** Why the run ended. `budget`: the next request did not fit --budget or --budget-total (jobs stay pending). */
+  readonly reason: 'drained' | 'limit' | 'signal' | 'fatal' | 'budget';
   readonly done: number;
   readonly failed: number;
   readonly retried: number;
@@ -54,6 +54,10 @@ export interface RunSummary {
   readonly remaining: number;
   /** Jobs failed in the whole store (not only this run's). */
   readonly failedInStore: number;
+  /** USD this run committed: its answers, and the worst case of its tries that may be billed. */
+  readonly costUsd: number;
+  /** When reason is 'budget': which budget, and what was committed in it once requests in flight had finished. */
+  readonly budget: { readonly scope: 'run' | 'total'; readonly limitUsd: number; readonly committedUsd: number } | null;
   /** The run-fatal error, when reason is 'fatal'. */
   readonly fatal: { readonly message: string; readonly reason: FailureReason | 'internal' } | null;
 }
@@ -62,7 +66,8 @@ export interface RunSummary {
 export interface SchedulerEventMap {
   'run:start': { runId: string; total: number; alreadyDone: number; options: Record<string, unknown> };
   'job:start': { key: string; attempt: number; model: string };
-  'job:done': { key: string; attempt: number; latencyMs: number; usage: Usage; output: string };
+  /** `costUsd`: at the price known now; null when the model has none. `output`: the answer. */
+  'job:done': { key: string; attempt: number; latencyMs: number; usage: Usage; output: string; costUsd?: number | null };
   'job:retry': { key: string; attempt: number; status: number | null; reason: FailureReason; error: string; delayMs: number; counted: boolean };
   'job:failed': { key: string; attempt: number; status: number | null; error: string };
   paused: { reason: 'rate_limit' | 'outage'; untilMs: number; detail: string };

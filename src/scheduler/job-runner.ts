@@ -9,6 +9,8 @@ import type { PaceTicket } from './pace/window-pacer.js';
 import type { Semaphore } from './semaphore.js';
 import type { RunCounters } from './stats.js';
 import { estimatePromptTokens, requestedCompletionTokens } from '../provider/tokens.js';
+import { mayBeBilled } from '../pricing/billing.js';
+import type { Hold, RunMoney } from './run-money.js';
 import { sleep } from './wait.js';
 
 /** Everything one job needs from its run. */
@@ -20,6 +22,8 @@ export interface JobContext {
   readonly slots: Semaphore;
   readonly inFlight: InFlightRequests;
   readonly counters: RunCounters;
+  /** What each try costs, and the --budget reservations. */
+  readonly money: RunMoney;
   readonly emit: SchedulerListener;
   readonly runId: string;
   readonly maxAttempts: number;
@@ -35,6 +39,8 @@ export interface JobContext {
   readonly onFatal: (error: ProviderError) => void;
   /** A local resource ran out (EMFILE): lower concurrency. */
   readonly onLocalLimit: (error: ProviderError) => void;
+  /** The next request did not fit the budget: the run stops taking jobs. */
+  readonly onBudgetReached: () => void;
 }
 
 /**
@@ -74,6 +80,8 @@ class JobRun {
   #tokens: { prompt: number; weight: number } | null = null;
   /** Tries of this job cut by the timeout: a long document gets more time on each. */
   #timeouts = 0;
+  /** The --budget reservation of the try in flight. */
+  #hold: Hold = { usd: 0 };
 
   constructor(readonly job: ClaimedJob, readonly lane: Lane, readonly ctx: JobContext) {
     this.#attempt = job.attempts;
@@ -89,7 +97,27 @@ class JobRun {
         if (ctx.stopSignal.aborted) return 'unsent';
         throw error;
       }
-      const decision = await this.#send(place);
+      // Under --budget the request's worst case is reserved in the store before it leaves.
+      let hold: Hold | null;
+      try {
+        hold = await ctx.money.hold(job, ctx.stopSignal);
+      } catch (error) {
+        this.#giveBack(place);
+        if (ctx.stopSignal.aborted) return 'unsent';
+        throw error;
+      }
+      if (hold === null) {
+        this.#giveBack(place);
+        ctx.onBudgetReached();
+        return 'unsent';
+      }
+      this.#hold = hold;
+      let decision: 'done' | Decision;
+      try {
+        decision = await this.#send(place);
+      } finally {
+        ctx.money.settled(hold);
+      }
       if (decision === 'done') return 'done';
       if (decision.kind === 'fail') return 'failed';
       if (decision.kind === 'stop') return 'interrupted';
@@ -159,6 +187,13 @@ class JobRun {
     }
   }
 
+  /** A place taken for a request that will not be sent. */
+  #giveBack(place: Place): void {
+    this.ctx.slots.release();
+    this.lane.ended(place.ticket);
+    if (place.probe) this.ctx.breaker.probeAbandoned();
+  }
+
   /** Send once, record the result; 'done', or what to do about the failure. */
   async #send(place: Place): Promise<'done' | Decision> {
     const { ctx, job, lane } = this;
@@ -181,7 +216,7 @@ class JobRun {
       if (!(error instanceof ProviderError)) {
         if (place.probe) ctx.breaker.probeAbandoned();
         if (request.signal.aborted) {
-          await this.#record(startedAt, null, 'released', 'stopped while the request was in flight', false);
+          await this.#record(startedAt, null, 'released', 'stopped while the request was in flight', false, true);
           return { kind: 'stop' };
         }
         throw error;
@@ -202,6 +237,7 @@ class JobRun {
     if (this.#tokens) lane.board.settle(place.ticket, place.tokens - this.#tokens.prompt + usage.promptTokens);
     const attempt: AttemptRecord = {
       key: job.key, runId: ctx.runId, attempt: this.#attempt, startedAt, endedAt, status: result.status, outcome: 'done', error: null, usage,
+      ...ctx.money.answered(job, usage, this.#hold),
     };
     // The slot is held until the answer is committed: at any moment at most --concurrency answers are
     // paid for and not yet stored, which bounds what a crash can make us pay twice.
@@ -217,7 +253,7 @@ class JobRun {
     c.promptTokens += usage.promptTokens;
     c.completionTokens += usage.completionTokens;
     c.finished(endedAt, usage.promptTokens + usage.completionTokens);
-    ctx.emit('job:done', { key: job.key, attempt: this.#attempt, latencyMs: endedAt - startedAt, usage, output: result.output });
+    ctx.emit('job:done', { key: job.key, attempt: this.#attempt, latencyMs: endedAt - startedAt, usage, output: result.output, costUsd: attempt.costUsd ?? null });
     return 'done';
   }
 
@@ -251,14 +287,15 @@ class JobRun {
       rateLimitPauseMs: pauseMs, nextProbeInMs: ctx.breaker.nextProbeAt - now,
       retryDelayMs: ctx.retryDelayMs, maxRetryDelayMs: ctx.maxRetryDelayMs, random: ctx.random(),
     });
-    const mayBeBilled = error.reason === 'timeout' ? ' (the provider may bill this try)' : '';
+    const billed = mayBeBilled(error);
+    const billNote = error.reason === 'timeout' ? ' (the provider may bill this try)' : '';
     switch (decision.kind) {
       case 'stop':
-        await this.#record(startedAt, error.status, 'not_counted', error.message, false);
+        await this.#record(startedAt, error.status, 'not_counted', error.message, false, billed);
         ctx.onFatal(error);
         return decision;
       case 'fail': {
-        const a = this.#attemptRecord(startedAt, error.status, 'failed', error.message + mayBeBilled);
+        const a = this.#attemptRecord(startedAt, error.status, 'failed', error.message + billNote, billed);
         await ctx.store.fail(job.key, ctx.runId, decision.message, a, now);
         c.failed++;
         c.finished(now, 0);
@@ -271,7 +308,7 @@ class JobRun {
         if (!decision.counted && outageType) {
           if (tally.uncountedOutages++ === 0) tally.firstUncountedAt = now;
         }
-        await this.#record(startedAt, error.status, decision.counted ? 'retry' : 'not_counted', error.message + mayBeBilled, decision.counted);
+        await this.#record(startedAt, error.status, decision.counted ? 'retry' : 'not_counted', error.message + billNote, decision.counted, billed);
         if (decision.counted) c.retried++;
         ctx.emit('job:retry', {
           key: job.key, attempt: this.#attempt, status: error.status, reason: error.reason, error: error.message,
@@ -298,12 +335,16 @@ class JobRun {
     return this.#tokens.weight;
   }
 
-  #attemptRecord(startedAt: number, status: number | null, outcome: AttemptOutcome, error: string | null): AttemptRecord {
-    return { key: this.job.key, runId: this.ctx.runId, attempt: this.#attempt, startedAt, endedAt: this.ctx.now(), status, outcome, error, usage: null };
+  /** A try without an answer; `billed`: its request reached the provider, which may bill it. */
+  #attemptRecord(startedAt: number, status: number | null, outcome: AttemptOutcome, error: string | null, billed: boolean): AttemptRecord {
+    return {
+      key: this.job.key, runId: this.ctx.runId, attempt: this.#attempt, startedAt, endedAt: this.ctx.now(), status, outcome, error, usage: null,
+      ...this.ctx.money.unanswered(this.job, billed, this.#hold),
+    };
   }
 
-  async #record(startedAt: number, status: number | null, outcome: AttemptOutcome, error: string, count: boolean): Promise<void> {
-    await this.ctx.store.recordAttempt(this.#attemptRecord(startedAt, status, outcome, error), { countAttempt: count, error });
+  async #record(startedAt: number, status: number | null, outcome: AttemptOutcome, error: string, count: boolean, billed: boolean): Promise<void> {
+    await this.ctx.store.recordAttempt(this.#attemptRecord(startedAt, status, outcome, error, billed), { countAttempt: count, error });
   }
 }
 

@@ -13,6 +13,8 @@ import { OutageBreaker, type OutageOptions } from './outage.js';
 import { deadOwners, dyingOwners, isProcessAlive, type Self } from './owners.js';
 import { Semaphore } from './semaphore.js';
 import { RunCounters } from './stats.js';
+import { RunMoney, type Budget } from './run-money.js';
+import { loadPriceTable, type PriceTable } from '../pricing/price-table.js';
 
 export interface RunOptions {
   /** Requests in flight at most. @default 8 */
@@ -45,6 +47,12 @@ export interface RunOptions {
   /** How often a `progress` event is emitted. @default 500 */
   readonly progressMs?: number;
   readonly outage?: OutageOptions;
+  /**
+   * Spend at most this much (USD): `runUsd` in this run, `totalUsd` on the whole queue, earlier
+   * runs included. Each request's worst case is reserved before it leaves; when the next one does
+   * not fit, the run stops taking jobs (reason `budget`).
+   */
+  readonly budget?: Budget;
 }
 
 export interface RunDeps {
@@ -54,6 +62,8 @@ export interface RunDeps {
   readonly boards?: LaneBoards;
   /** The endpoint lanes and learned limits are keyed by (no credentials). @default provider.name */
   readonly baseUrl?: string;
+  /** What each try costs. @default genai-prices */
+  readonly prices?: PriceTable;
   /** @default Math.random */
   readonly random?: () => number;
   readonly emit?: SchedulerListener;
@@ -134,9 +144,13 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
   };
   await reclaim();
   const before = await store.status(now());
+  const money = new RunMoney({ store, runId, prices: deps.prices ?? loadPriceTable(), budget: options.budget, now });
+  money.checkPriced(before);
   counters.alreadyDone = before.counts.done;
   counters.total = Math.min(limit, before.counts.pending + before.counts.running);
-  await store.startRun({ id: runId, host, pid, startedAt, options: deps.describe ?? { concurrency, rpm: options.rpm, tpm: options.tpm, maxAttempts } });
+  await store.startRun({ id: runId, host, pid, startedAt, options: deps.describe ?? {
+    concurrency, rpm: options.rpm, tpm: options.tpm, maxAttempts, budget: options.budget?.runUsd ?? null, budgetTotal: options.budget?.totalUsd ?? null,
+  } });
   emit('run:start', { runId, total: counters.total, alreadyDone: counters.alreadyDone, options: deps.describe ?? {} });
   const lanes = new Lanes(deps.baseUrl ?? provider.name, { rpm: options.rpm ?? null, tpm: options.tpm ?? null }, deps.boards ?? localBoards(now), now);
   await lanes.load(store);
@@ -146,7 +160,7 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
   let lowered = false;
 
   const ctx: JobContext = {
-    store, provider, lanes, breaker, slots, inFlight, counters, emit, runId, maxAttempts, leaseMs,
+    store, provider, lanes, breaker, slots, inFlight, counters, money, emit, runId, maxAttempts, leaseMs,
     retryDelayMs: options.retryDelayMs ?? 1000, maxRetryDelayMs: options.maxRetryDelayMs ?? 60_000,
     stopSignal: stop.signal, now, random: deps.random ?? Math.random,
     onFatal: (error) => {
@@ -163,6 +177,7 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
       }
       lowered = true;
     },
+    onBudgetReached: () => stop.abort(new LlmqError('run stopped')),
   };
   const maxOutageMs = options.maxOutageMs ?? 15 * 60_000;
   const snapshot = (): ProgressSnapshot => counters.snapshot(now(), lanes.snapshots(), slots.size);
@@ -256,7 +271,7 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
       }
       finishedSinceWait = false;
     }
-    if (stop.signal.aborted) reason = fatal || internal ? 'fatal' : 'signal';
+    if (stop.signal.aborted) reason = fatal || internal ? 'fatal' : money.reached ? 'budget' : 'signal';
     await Promise.allSettled([...tasks]);
     while (tasks.size > 0) await Promise.allSettled([...tasks]);
   } finally {
@@ -280,10 +295,14 @@ export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise
 
   const after = await store.status(now());
   const f = fatal as ProviderError | null;
+  const reached = money.reached;
+  const committed = await store.committed(runId);
   const summary: RunSummary = {
     runId, reason, done: counters.done, failed: counters.failed, retried: counters.retried, requests: counters.requests,
     rateLimited: counters.rateLimited, promptTokens: counters.promptTokens, completionTokens: counters.completionTokens,
     wallMs: now() - startedAt, remaining: after.counts.pending + after.counts.running, failedInStore: after.counts.failed,
+    costUsd: committed.run,
+    budget: reason === 'budget' && reached ? { ...reached, committedUsd: reached.scope === 'run' ? committed.run : committed.total } : null,
     fatal: f ? { message: f.message, reason: f.reason } : null,
   };
   emit('progress', snapshot());

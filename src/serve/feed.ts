@@ -1,5 +1,5 @@
 import { buildStatusReport, type StatusReport } from '../report/status.js';
-import type { PriceTable } from '../report/prices.js';
+import type { PriceTable } from '../pricing/price-table.js';
 import type { Store } from '../store/types.js';
 
 /** One throughput sample: jobs finished per second between two polls, and tokens per second. */

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { redactSecret } from '../provider/redact.js';
-import type { PriceTable } from '../report/prices.js';
+import type { PriceTable } from '../pricing/price-table.js';
 import type { Store } from '../store/types.js';
 import { FAILED_ITEMS_LIMIT, retryFailedJobs } from './api.js';
 import { StatusFeed, type FeedMessage } from './feed.js';

@@ -12,17 +12,18 @@ export interface RawJob {
   key: string; request: string; model: string; state: JobState; priority: number; attempts: number; run_after: number;
   lease_owner: string | null; lease_expires_at: number | null; output: string | null; response: string | null;
   prompt_tokens: number | null; completion_tokens: number | null; error: string | null; created_at: number;
-  updated_at: number; finished_at: number | null;
+  updated_at: number; finished_at: number | null; cost_usd: number | null;
 }
 export interface RawAttempt {
   job_key: string; run_id: string; attempt: number; started_at: number; ended_at: number; latency_ms: number;
   status: number | null; outcome: AttemptRow['outcome']; error: string | null; prompt_tokens: number | null; completion_tokens: number | null;
+  cost_usd: number | null; may_be_billed: number | boolean;
 }
 /** One item joined with its job, as the export query selects it. */
 export interface RawExport {
   seq: number; id: string; source: string; meta: string | null; key: string; state: JobState; model: string;
   output: string | null; response: string | null; error: string | null; attempts: number;
-  prompt_tokens: number | null; completion_tokens: number | null; latency_ms: number | null;
+  prompt_tokens: number | null; completion_tokens: number | null; latency_ms: number | null; cost_usd: number | null;
 }
 
 export function toUsage(r: { prompt_tokens: number | null; completion_tokens: number | null }): Usage | null {
@@ -41,13 +42,14 @@ export function toJob(j: RawJob): JobRow {
     key: j.key, request: j.request, model: j.model, state: j.state, priority: j.priority, attempts: j.attempts,
     runAfter: j.run_after, leaseOwner: j.lease_owner, leaseExpiresAt: j.lease_expires_at, output: j.output,
     response: j.response, usage: toUsage(j), error: j.error, createdAt: j.created_at, updatedAt: j.updated_at, finishedAt: j.finished_at,
+    costUsd: j.cost_usd,
   };
 }
 
 export function toAttempt(a: RawAttempt): AttemptRow {
   return {
     key: a.job_key, runId: a.run_id, attempt: a.attempt, startedAt: a.started_at, endedAt: a.ended_at, latencyMs: a.latency_ms,
-    status: a.status, outcome: a.outcome, error: a.error, usage: toUsage(a),
+    status: a.status, outcome: a.outcome, error: a.error, usage: toUsage(a), costUsd: a.cost_usd, mayBeBilled: Boolean(a.may_be_billed),
   };
 }
 
@@ -55,6 +57,7 @@ export function toExportRow(r: RawExport): ExportRow {
   return {
     id: r.id, source: r.source, meta: r.meta ? JSON.parse(r.meta) : null, key: r.key, state: r.state, model: r.model,
     output: r.output, response: r.response, error: r.error, attempts: r.attempts, usage: toUsage(r), latencyMs: r.latency_ms,
+    costUsd: r.cost_usd,
   };
 }
 

@@ -8,6 +8,12 @@ import type { BatchStore } from './batches.js';
  * caller so tests can drive the clock.
  */
 
+import type { Committed, ReserveRequest, ReserveResult, RunSpend } from './spend-types.js';
+import type { AnsweredJob, JobToRun } from './estimate-types.js';
+
+export type { Committed, ReserveRequest, ReserveResult, RunSpend } from './spend-types.js';
+export type { AnsweredJob, JobToRun } from './estimate-types.js';
+
 export const JOB_STATES = Object.freeze(['pending', 'running', 'done', 'failed'] as const);
 export type JobState = (typeof JOB_STATES)[number];
 
@@ -99,6 +105,8 @@ export interface ClaimResult {
 export interface Usage {
   readonly promptTokens: number;
   readonly completionTokens: number;
+  /** Of the prompt tokens, those the provider read from its prompt cache (priced lower), when it says. Not stored. */
+  readonly cachedTokens?: number;
 }
 
 /** One try of one job, as stored in `attempts`. */
@@ -114,6 +122,15 @@ export interface AttemptRecord {
   readonly outcome: AttemptOutcome;
   readonly error: string | null;
   readonly usage: Usage | null;
+  /**
+   * USD this try cost at the price known then: its answer, 0 when the provider answered with an
+   * error, the worst case when `mayBeBilled`. Null (or absent) when no price was known.
+   */
+  readonly costUsd?: number | null;
+  /** The request left and no answer came back (timeout, reset, stopped in flight): the provider may bill it. */
+  readonly mayBeBilled?: boolean;
+  /** The --budget reservation (USD) this try settles, if one was made for it. */
+  readonly reservedUsd?: number;
 }
 
 export interface Completion {
@@ -184,6 +201,8 @@ export interface RunRow extends RunInfo {
   readonly endedAt: number | null;
   readonly exitReason: string | null;
   readonly stats: RunStats | null;
+  /** Its money, when asked for (`dumpRuns`, `status`); absent for runs from before llmq kept it. */
+  readonly spend?: RunSpend | null;
 }
 
 export interface StatusSnapshot {
@@ -191,8 +210,8 @@ export interface StatusSnapshot {
   readonly total: number;
   readonly items: number;
   readonly tokens: { readonly prompt: number; readonly completion: number };
-  /** Tokens per model, for cost. */
-  readonly byModel: ReadonlyArray<{ model: string; jobs: number; done: number; prompt: number; completion: number }>;
+  /** Tokens and cost per model. */
+  readonly byModel: ReadonlyArray<ModelTally>;
   /** Failed jobs grouped by error, most common first. */
   readonly failures: ReadonlyArray<{ error: string; count: number }>;
   /** Pending jobs that already had at least one attempt (waiting to be retried). */
@@ -203,6 +222,23 @@ export interface StatusSnapshot {
   readonly lastRun: RunRow | null;
   /** Rate limits learned per (base URL, model). */
   readonly lanes: readonly LaneLimitRow[];
+  /** Every run that kept its money in `spend`, newest first, with that money. */
+  readonly spend: ReadonlyArray<RunRow & { readonly spend: RunSpend }>;
+}
+
+/** One model's jobs, tokens and stored cost. */
+export interface ModelTally {
+  readonly model: string;
+  readonly jobs: number;
+  readonly done: number;
+  readonly pending: number;
+  readonly prompt: number;
+  readonly completion: number;
+  /** USD of its answers, as stored when each came. */
+  readonly storedUsd: number;
+  /** Tokens of answers stored without a cost (answered before llmq kept costs, or without a price then). */
+  readonly unpricedPrompt: number;
+  readonly unpricedCompletion: number;
 }
 
 export interface ItemDetail {
@@ -230,6 +266,8 @@ export interface JobRow {
   readonly createdAt: number;
   readonly updatedAt: number;
   readonly finishedAt: number | null;
+  /** USD of the answer at the price known when it came; null until done or without a price. */
+  readonly costUsd?: number | null;
 }
 
 export interface ExportFilter {
@@ -251,6 +289,8 @@ export interface ExportRow {
   readonly usage: Usage | null;
   /** Latency of the attempt that finished the job, if any. */
   readonly latencyMs: number | null;
+  /** USD of the answer at the price known when it came; null until done or without a price. */
+  readonly costUsd: number | null;
 }
 
 /** An item as stored, for moving a whole queue (`llmq copy`). */
@@ -302,7 +342,8 @@ export interface Store {
   activeRuns(): Promise<RunRow[]>;
   /**
    * Put `running` jobs back to `pending` when their lease expired or their owner is known dead.
-   * Dead owners' runs are marked ended. The attempt the dead run started stays counted.
+   * Dead owners' runs are marked ended. The attempt the dead run started stays counted, and so
+   * does the money it had reserved: those requests may have left, so it becomes "may be billed".
    */
   reclaim(now: number, deadOwners: readonly string[]): Promise<number>;
 
@@ -329,6 +370,13 @@ export interface Store {
   /** Failed jobs back to `pending` with fresh attempts. */
   retryFailed(filter: RetryFailedFilter, now: number): Promise<number>;
 
+  // money: --budget reservations, settled by the attempt rows above (see AttemptRecord.reservedUsd)
+  /** Hold a request's worst case if it fits every budget given, in one transaction with the check. */
+  reserve(request: ReserveRequest): Promise<ReserveResult>;
+  /** Give back a reservation whose request never left. */
+  unreserve(runId: string, usd: number, now: number): Promise<void>;
+  committed(runId: string): Promise<Committed>;
+
   // learned rate limits, per (base URL, model)
   saveLaneLimits(row: LaneLimitRow): Promise<void>;
   laneLimits(): Promise<LaneLimitRow[]>;
@@ -342,6 +390,10 @@ export interface Store {
    */
   failedItems(error: string, limit: number): Promise<FailedItemRow[]>;
   exportRows(filter: ExportFilter): AsyncIterable<ExportRow>;
+  /** The jobs a run started now would take, in its order, a page at a time (`llmq estimate`). */
+  jobsToRun(now: number): AsyncIterable<JobToRun>;
+  /** Up to `limit` answered jobs of a model, newest first; `withRequest` adds each request. */
+  answered(model: string, o: { limit: number; withRequest: boolean }): Promise<AnsweredJob[]>;
 
   // moving a whole queue (`llmq copy`): each dump streams one table in stored order (jobs and items
   // FIFO, attempts oldest first) a page at a time; each load appends one batch in one transaction,

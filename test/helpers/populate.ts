@@ -21,6 +21,8 @@ export function openAiResponse(model: string, content: string, prompt: number, c
 }
 
 export const RUN = 'run-0001-aaaa-bbbb';
+/** USD stored with a.txt's answer: 100 prompt and 20 completion tokens at $0.15/$0.60 per million. */
+export const A_COST = 0.000027;
 export const T0 = Date.now() - 10 * 60_000;
 
 export const ANSWERS: Record<string, string> = {
@@ -37,6 +39,8 @@ export const ANSWERS: Record<string, string> = {
  *    ../escape.txt and /abs/x.txt (ids that must not escape --out-dir)
  *  - failed: d.txt (a 503 retry, then a 400 context_length_exceeded), h.txt (same reason)
  *  - running: f.txt (held by the run); pending: e.txt (enqueued after the claim)
+ *  - a.txt's answer has its cost stored (A_COST, gpt-4o-mini's price); the others were answered
+ *    without one, as before llmq kept costs, so readers price them with the prices they are given
  * The run is left active with a fresh heartbeat unless `finished`.
  */
 export async function populate(dir: string, o: { finished?: boolean; heartbeatAt?: number } = {}): Promise<{ db: string; keys: Record<string, string> }> {
@@ -66,7 +70,7 @@ export async function populate(dir: string, o: { finished?: boolean; heartbeatAt
     const usage = { promptTokens: 100, completionTokens: 20 };
     await store.complete(keys[id]!, {
       owner: RUN, output: ANSWERS[id]!, response: openAiResponse('gpt-4o-mini-2024-07-18', ANSWERS[id]!, 100, 20), usage,
-      attempt: attempt(keys[id]!, 1, t, 1234, 200, 'done', null, usage),
+      attempt: { ...attempt(keys[id]!, 1, t, 1234, 200, 'done', null, usage), ...(id === 'a.txt' ? { costUsd: A_COST } : {}) },
     });
     t += 1500;
   }

@@ -1,9 +1,9 @@
-import { Option } from 'commander';
-import { loadPriceTable, parsePrice, type Price, type PriceTable } from '../../report/prices.js';
-import { InvalidArgumentError } from 'commander';
+import { InvalidArgumentError, Option } from 'commander';
+import { parsePrice, type Price } from '../../pricing/overrides.js';
+import { loadPriceTable, type PriceTable } from '../../pricing/price-table.js';
 import { UsageError } from '../../errors.js';
 
-/** The pricing flags `status` and `export` share (the run command may add them too). */
+/** The pricing flags `status`, `export`, `estimate` and `run` share. */
 export interface PriceFlags {
   price?: Price;
   prices?: string;
@@ -11,7 +11,7 @@ export interface PriceFlags {
 
 export function priceOptions(): Option[] {
   return [
-    new Option('--price <in,out>', 'USD per million input,output tokens for every model, e.g. 0.15,0.60').argParser((v) => {
+    new Option('--price <in,out>', 'USD per million input,output tokens for every model, e.g. 0.15,0.60 (over any other price)').argParser((v) => {
       try {
         return parsePrice(v);
       } catch (error) {
@@ -20,10 +20,11 @@ export function priceOptions(): Option[] {
         throw error;
       }
     }),
-    new Option('--prices <file>', 'JSON file of prices per model: {"model": [in, out]} (env LLMQ_PRICES)'),
+    new Option('--prices <file>', 'JSON file of prices per model: {"model": [in, out]} (env LLMQ_PRICES); over genai-prices'),
   ];
 }
 
-export function priceTableFrom(flags: PriceFlags, env: NodeJS.ProcessEnv = process.env): PriceTable {
-  return loadPriceTable({ price: flags.price ?? null, file: flags.prices ?? null, env: env.LLMQ_PRICES ?? null });
+/** The prices the flags and LLMQ_PRICES give; with `--provider mock` nothing is billed, so everything is free. */
+export function priceTableFrom(flags: PriceFlags & { provider?: string }, env: NodeJS.ProcessEnv = process.env): PriceTable {
+  return loadPriceTable({ price: flags.price ?? null, file: flags.prices ?? null, env: env.LLMQ_PRICES ?? null, free: flags.provider === 'mock' });
 }

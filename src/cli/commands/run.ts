@@ -4,16 +4,20 @@ import { isRedactableKey, MIN_REDACTED_RUN } from '../../provider/redact.js';
 import type { RunSummary, SchedulerListener } from '../../scheduler/events.js';
 import { dbOption } from '../program.js';
 import { intAtLeast, numberBetween, oneOf, positiveNumber } from '../options.js';
-import { resolveBaseUrl } from '../../provider/create.js';
+import { laneBaseUrl } from '../lane-base-url.js';
 import { warn } from '../output.js';
+import { int, usd } from '../../report/format.js';
+import { priceOptions, priceTableFrom, type PriceFlags } from './price-options.js';
 import { whileReaderPresent } from '../reader-gone.js';
 import { watchRunStop } from '../run-stop.js';
 import { alertTarget, hookOptions, hookReportLine, type HookFlags } from '../hook-flags.js';
 import { alertOptions, alertsOn, watchAlerts, type AlertFlags } from '../alert-flags.js';
 import { createRunHooks } from '../../hooks/run-hooks.js';
 
-interface RunFlags extends HookFlags, AlertFlags {
+interface RunFlags extends HookFlags, AlertFlags, PriceFlags {
   db?: string;
+  budget?: number;
+  budgetTotal?: number;
   provider: 'openai' | 'mock';
   baseUrl?: string;
   concurrency: number;
@@ -35,6 +39,7 @@ interface RunFlags extends HookFlags, AlertFlags {
   poll: number;
   batchSize: number;
   wait: boolean;
+  dryRun?: boolean;
 }
 
 export function registerRun(program: Command): Command {
@@ -62,8 +67,11 @@ export function registerRun(program: Command): Command {
     .addOption(new Option('--batch-size <n>', '--via batch: jobs per batch at most (and never over 200 MB per file)').default(50_000).argParser(intAtLeast(1)))
     .option('--no-wait', '--via batch: submit and exit; a later llmq run --via batch collects the answers')
     .addOption(new Option('--mock-latency <ms>', 'mock provider: mean latency').default(200).argParser(intAtLeast(0)))
-    .addOption(new Option('--mock-failure-rate <fraction>', 'mock provider: share of tries that fail with a retryable 500').default(0).argParser(numberBetween(0, 1)));
-  for (const o of [...hookOptions(), ...alertOptions()]) cmd.addOption(o);
+    .addOption(new Option('--mock-failure-rate <fraction>', 'mock provider: share of tries that fail with a retryable 500').default(0).argParser(numberBetween(0, 1)))
+    .addOption(new Option('--budget <usd>', 'spend at most this many USD in this run: each request\'s worst case (prompt + max_tokens) is reserved before it leaves; stop (exit 3) when the next would not fit').argParser(positiveNumber))
+    .addOption(new Option('--budget-total <usd>', 'the same for the whole queue, earlier runs and other runs on it included').argParser(positiveNumber))
+    .option('--dry-run', 'print what this run would send, cost and take (as llmq estimate), and send nothing');
+  for (const o of [...priceOptions(), ...hookOptions(), ...alertOptions()]) cmd.addOption(o);
   return cmd
     .addHelpText('after', `
 The API key comes only from the environment: LLMQ_API_KEY, then OPENAI_API_KEY.
@@ -73,6 +81,7 @@ Exit codes:
   0    every job is done
   1    bad usage, or a run-fatal error (wrong key, no quota): jobs stay pending, fix and run again
   2    the queue is drained but some jobs failed (see llmq status, then llmq retry-failed)
+  3    stopped by --budget or --budget-total: requests in flight finished, the other jobs stay pending
   130  stopped by Ctrl-C / SIGTERM / SIGHUP, or the reader of stdout went away (| head);
        unfinished jobs went back to pending, run again to resume
 
@@ -82,11 +91,17 @@ Examples:
   $ llmq run --base-url http://127.0.0.1:11434/v1 --concurrency 2   # a local Ollama
   $ llmq run --limit 10                           # try the first ten before paying for all
   $ llmq run --via batch --no-wait                # half price; run it again later to collect
-  $ llmq run --on-done 'mail -s "llmq done" me@example.com' --on-job http://127.0.0.1:9000/llmq`)
+  $ llmq run --on-done 'mail -s "llmq done" me@example.com' --on-job http://127.0.0.1:9000/llmq
+  $ llmq run --budget 5                           # never more than $5.00 in this run
+  $ llmq run --budget-total 50 --redis redis://cache:6379   # $50 for the whole queue, every machine together`)
     .action(runCommand);
 }
 
 async function runCommand(flags: RunFlags): Promise<void> {
+  if (flags.dryRun) {
+    const { estimateCommand } = await import('./estimate.js');
+    return estimateCommand(flags);
+  }
   if (flags.via !== 'online') {
     if (flags.via === 'auto' && flags.deadline === undefined) throw new UsageError('--via auto needs --deadline, e.g. --deadline 6h.');
     if (flags.provider === 'openai') warnIfKeyUnredactable((await import('../../provider/create.js')).findApiKey(process.env));
@@ -106,6 +121,7 @@ async function runCommand(flags: RunFlags): Promise<void> {
     import('../../scheduler/run-queue.js'),
     import('../progress/index.js'),
   ]);
+  const prices = priceTableFrom(flags);
   const provider = createProvider({
     provider: flags.provider, baseUrl: flags.baseUrl, timeoutMs: flags.timeout === 'auto' ? AUTO_TIMEOUT_CAP_MS : Math.round(flags.timeout * 1000),
     mock: { latencyMs: flags.mockLatency, failureRate: flags.mockFailureRate }, connections: flags.concurrency,
@@ -128,7 +144,7 @@ async function runCommand(flags: RunFlags): Promise<void> {
   const progress = mode === 'none' ? null
     : attachProgress(null, {
       mode, stream: whileReaderPresent(mode === 'json' ? process.stdout : process.stderr),
-      db: redactLocation(location), provider: limits ? `${provider.name}, ${limits}` : provider.name,
+      db: redactLocation(location), provider: limits ? `${provider.name}, ${limits}` : provider.name, prices,
     });
   if (progress) listeners.push(progress.listener);
   const onAlert = alertTarget(flags, alertsOn(flags));
@@ -140,12 +156,14 @@ async function runCommand(flags: RunFlags): Promise<void> {
   let summary: RunSummary;
   try {
     summary = await runQueue(
-      { store, provider, boards, baseUrl: laneBaseUrl(flags), emit, stopSignal: stopping.stopSignal, abortSignal: stopping.abortSignal,
-        describe: { provider: provider.name, concurrency: flags.concurrency, rpm: flags.rpm ?? null, tpm: flags.tpm ?? null, maxAttempts: flags.maxAttempts },
+      { store, provider, boards, baseUrl: laneBaseUrl(flags), prices, emit, stopSignal: stopping.stopSignal, abortSignal: stopping.abortSignal,
+        describe: { provider: provider.name, concurrency: flags.concurrency, rpm: flags.rpm ?? null, tpm: flags.tpm ?? null, maxAttempts: flags.maxAttempts,
+          budget: flags.budget ?? null, budgetTotal: flags.budgetTotal ?? null },
         alerts: alerts ? () => alerts.active() : undefined },
       { concurrency: flags.concurrency, rpm: flags.rpm, tpm: flags.tpm, maxAttempts: flags.maxAttempts, limit: flags.limit,
         retryDelayMs: flags.retryDelay * 1000, timeout: flags.timeout === 'auto' ? 'auto' : flags.timeout * 1000,
-        timeoutCapMs: AUTO_TIMEOUT_CAP_MS, maxOutageMs: flags.maxOutage * 60_000 },
+        timeoutCapMs: AUTO_TIMEOUT_CAP_MS, maxOutageMs: flags.maxOutage * 60_000,
+        budget: { runUsd: flags.budget ?? null, totalUsd: flags.budgetTotal ?? null } },
     );
   } finally {
     progress?.stop();
@@ -158,6 +176,7 @@ async function runCommand(flags: RunFlags): Promise<void> {
   if (summary.fatal) {
     whileReaderPresent(process.stderr).write(`error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message)}\n`);
   }
+  if (summary.budget) whileReaderPresent(process.stderr).write(budgetMessage(summary.budget, summary.remaining) + '\n');
   process.exitCode = exitCodeFor(summary);
 }
 
@@ -185,15 +204,6 @@ async function sharedBoards(url: string) {
   return RedisLaneBoards.connect(url);
 }
 
-/** What lanes and learned limits are keyed by: the endpoint without credentials or query. */
-function laneBaseUrl(flags: RunFlags): string {
-  if (flags.provider === 'mock') return 'mock';
-  const url = new URL(resolveBaseUrl(flags.baseUrl, process.env).url);
-  url.username = url.password = '';
-  url.search = '';
-  return url.href.replace(/\/$/, '');
-}
-
 /** The longest a request may take under --timeout auto. */
 const AUTO_TIMEOUT_CAP_MS = 600_000;
 
@@ -213,9 +223,17 @@ function secondsOrAuto(value: string): number | 'auto' {
   return n;
 }
 
-/** 130 on a signal, 1 on a run-fatal error, 2 when jobs failed, else 0. */
+/** "budget reached: $4.98 of $5.00; 1,204 jobs pending; run again with a larger --budget to go on" */
+export function budgetMessage(b: NonNullable<RunSummary['budget']>, pending: number): string {
+  const flag = b.scope === 'run' ? '--budget' : '--budget-total';
+  return `budget reached: ${usd(b.committedUsd)} of ${usd(b.limitUsd)}${b.scope === 'total' ? ' for the whole queue' : ''}; ` +
+    `${int(pending)} ${pending === 1 ? 'job' : 'jobs'} pending; run again with a larger ${flag} to go on`;
+}
+
+/** 130 on a signal, 1 on a run-fatal error, 3 when the budget stopped it, 2 when jobs failed, else 0. */
 export function exitCodeFor(summary: RunSummary): number {
   if (summary.reason === 'signal') return EXIT.SIGNAL;
   if (summary.reason === 'fatal') return EXIT.ERROR;
+  if (summary.reason === 'budget') return EXIT.BUDGET;
   return summary.failedInStore > 0 ? EXIT.PARTIAL : EXIT.OK;
 }

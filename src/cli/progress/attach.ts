@@ -1,6 +1,6 @@
 import { Chalk } from 'chalk';
 import type { SchedulerEventMap, SchedulerEventName, SchedulerListener } from '../../scheduler/events.js';
-import { loadPriceTable, type PriceTable } from '../../report/prices.js';
+import { loadPriceTable, type PriceTable } from '../../pricing/price-table.js';
 import { NO_PAINT, type Paint } from '../../report/format.js';
 import { useColor } from '../output.js';
 import { jsonRenderer } from './json.js';

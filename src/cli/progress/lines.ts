@@ -82,6 +82,7 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint): stri
     limit: 'stopped at the limit',
     signal: paint.yellow('stopped'),
     fatal: paint.red('stopped by an error'),
+    budget: paint.yellow('stopped by the budget'),
   }[r.reason];
   const lines = [
     `${head} in ${duration(wall)}: ${paint.green(int(r.done) + ' done')}, ${r.failed ? paint.red(int(r.failed) + ' failed') : '0 failed'}, ${int(r.retried)} retried`,

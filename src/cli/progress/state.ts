@@ -1,5 +1,6 @@
 import type { ProgressSnapshot, RunSummary, SchedulerEventMap, SchedulerEventName } from '../../scheduler/events.js';
-import { costOf, type PriceTable } from '../../report/prices.js';
+import { costOf } from '../../pricing/cost.js';
+import type { PriceTable } from '../../pricing/price-table.js';
 
 /**
  * What every renderer needs to know, folded from the scheduler's events: the latest snapshot,
@@ -48,7 +49,7 @@ export class ProgressState {
         const p = payload as SchedulerEventMap['job:done'];
         const model = this.#models.get(p.key) ?? this.#defaultModel ?? 'unknown';
         this.#models.delete(p.key);
-        const usd = costOf(model, p.usage, this.#prices);
+        const usd = p.costUsd !== undefined ? p.costUsd : costOf(model, p.usage, this.#prices);
         if (usd === null) this.unpricedModel ??= model;
         else this.knownCost += usd;
         break;

@@ -1,6 +1,8 @@
-import { tallyJobs, type StateTokensRow } from '../tally.js';
+import { TALLY_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
+import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type pg from 'pg';
-import type { ExportFilter, ExportRow, FailedItemRow, ItemDetail, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
+import type { AnsweredJob, ExportFilter, ExportRow, FailedItemRow, ItemDetail, JobToRun, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
+import { inClaimOrder, JOBS_PAGE, type RawJobToRun } from '../claim-order.js';
 import { LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun, type RawAttempt, type RawExport, type RawJob, type RawLane, type RawRun } from '../rows.js';
 import { inTransaction, query } from './connect.js';
 
@@ -19,8 +21,7 @@ export class PgReader {
     return inTransaction(this.#pool, async (db) => {
       // COLLATE "C" orders like SQLite (by bytes), whatever the database's locale.
       const rows = (await db.query<StateTokensRow>(
-        `SELECT model, state, count(*) AS n, coalesce(sum(prompt_tokens), 0)::bigint AS p,
-           coalesce(sum(completion_tokens), 0)::bigint AS c FROM jobs GROUP BY model, state ORDER BY model COLLATE "C", state`)).rows;
+        `SELECT ${TALLY_COLUMNS} FROM jobs GROUP BY model, state ORDER BY model COLLATE "C", state`)).rows;
       const tally = tallyJobs(rows);
       const one = async <T>(sql: string): Promise<T> => (await db.query(sql)).rows[0]!.v as T;
       const items = await one<number>('SELECT count(*) AS v FROM items');
@@ -32,9 +33,11 @@ export class PgReader {
       const activeRuns = (await db.query<RawRun>(ACTIVE_RUNS)).rows.map(toRun);
       const last = (await db.query<RawRun>('SELECT * FROM runs ORDER BY started_at DESC, seq DESC LIMIT 1')).rows[0];
       const lanes = (await db.query<RawLane>(LANES_SQL)).rows.map(toLane);
+      const spend = (await db.query<RawRun & Record<string, unknown>>(`SELECT r.*, ${SPEND_COLUMNS} FROM runs r
+          JOIN spend s ON s.run_id = r.id ORDER BY r.started_at DESC, r.seq DESC`)).rows.map((r) => ({ ...toRun(r), spend: spendOfJoined(r)! }));
       return {
         ...tally, items, failures, retrying,
-        oldestPendingAt, activeRuns, lastRun: last ? toRun(last) : null, lanes,
+        oldestPendingAt, activeRuns, lastRun: last ? toRun(last) : null, lanes, spend,
       };
     }, SNAPSHOT);
   }
@@ -67,7 +70,7 @@ export class PgReader {
   async *exportRows(filter: ExportFilter): AsyncIterable<ExportRow> {
     const states = filter.states?.length ? [...filter.states] : null;
     const sql = `SELECT i.seq, i.id, i.source, i.meta, j.key, j.state, j.model, j.output, j.response, j.error,
-        j.attempts, j.prompt_tokens, j.completion_tokens,
+        j.attempts, j.prompt_tokens, j.completion_tokens, j.cost_usd,
         (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key ORDER BY a.id DESC LIMIT 1) AS latency_ms
       FROM items i
       -- LATERAL: walk items in seq order and look each job up by key, stopping at the page size,
@@ -84,6 +87,23 @@ export class PgReader {
       if (rows.length < EXPORT_PAGE) return;
       after = rows[rows.length - 1]!.seq;
     }
+  }
+
+  async *jobsToRun(now: number): AsyncIterable<JobToRun> {
+    const cols = 'seq, key, model, request, priority, attempts';
+    const expired = (await query<RawJobToRun>(this.#pool, `SELECT ${cols} FROM jobs WHERE state = 'running' AND lease_expires_at < $1`, [now])).rows;
+    yield* inClaimOrder(expired, async (after) => (after
+      ? await query<RawJobToRun>(this.#pool, `SELECT ${cols} FROM jobs WHERE state = 'pending' AND (priority, seq) > ($1, $2)
+          ORDER BY priority, seq LIMIT ${JOBS_PAGE}`, [after.priority, after.seq])
+      : await query<RawJobToRun>(this.#pool, `SELECT ${cols} FROM jobs WHERE state = 'pending' ORDER BY priority, seq LIMIT ${JOBS_PAGE}`)).rows);
+  }
+
+  async answered(model: string, o: { limit: number; withRequest: boolean }): Promise<AnsweredJob[]> {
+    const rows = (await query<{ prompt_tokens: number; completion_tokens: number; request: string | null; latency_ms: number | null }>(this.#pool,
+      `SELECT j.prompt_tokens, j.completion_tokens, ${o.withRequest ? 'j.request' : 'NULL AS request'},
+        (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1) AS latency_ms
+      FROM jobs j WHERE j.model = $1 AND j.state = 'done' ORDER BY j.seq DESC LIMIT $2`, [model, o.limit])).rows;
+    return rows.map((r) => ({ promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, latencyMs: r.latency_ms, request: r.request }));
   }
 }
 

@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import type {
-  AttemptRecord, AttemptRow, ClaimOptions, ClaimResult, Completion, EnqueueResult, EnqueueRow, ExportFilter, ExportRow, FailedItemRow,
-  ItemDetail, ItemRow, JobRow, LaneLimitRow, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
+  AnsweredJob, JobToRun,
+  AttemptRecord, AttemptRow, ClaimOptions, ClaimResult, Committed, Completion, EnqueueResult, EnqueueRow, ExportFilter, ExportRow, FailedItemRow,
+  ItemDetail, ItemRow, JobRow, LaneLimitRow, ReserveRequest, ReserveResult, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
 } from '../types.js';
 import { connectionError, createPool, parsePgUrl, query } from './connect.js';
 import { migrate } from './migrations.js';
@@ -9,83 +10,9 @@ import { enqueuePg } from './enqueue.js';
 import { PgReader } from './read.js';
 import { PgCopier } from './copy.js';
 import { PgBatches } from './batches.js';
-
-/**
- * Insert one attempt row; its values are the first 11 parameters of the statement it is part of.
- * Data-modifying CTEs run to completion whether or not the main query reads them, so a state
- * change and its attempt row go in one statement, which is one transaction and one round trip.
- */
-const INSERT_ATTEMPT = `INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome, error,
-  prompt_tokens, completion_tokens) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`;
-
-function attemptParams(a: AttemptRecord): unknown[] {
-  return [a.key, a.runId, a.attempt, a.startedAt, a.endedAt, Math.max(0, a.endedAt - a.startedAt), a.status, a.outcome, a.error,
-    a.usage?.promptTokens ?? null, a.usage?.completionTokens ?? null];
-}
-
-/** Fail a held job; its four parameters (error, now, key, owner) start at `$first`. */
-function failSql(first: number): string {
-  const [error, now, key, owner] = [0, 1, 2, 3].map((i) => `$${first + i}`);
-  return `UPDATE jobs SET state = 'failed', error = ${error}, lease_owner = NULL, lease_expires_at = NULL,
-    finished_at = ${now}, updated_at = ${now} WHERE key = ${key} AND state = 'running' AND lease_owner = ${owner}`;
-}
-
-/**
- * The claim: lock up to `limit` pending jobs in priority-then-FIFO order, skipping rows another run
- * has locked (so concurrent claims never wait on each other nor take the same job), and in the same
- * statement either start them (attempts + 1, leased) or, when their attempts are used up (a crash
- * loop), fail them. MATERIALIZED makes the locked set be chosen exactly once.
- */
-const CLAIM_SQL = `
-WITH picked AS MATERIALIZED (
-  SELECT seq FROM jobs WHERE state = 'pending' AND run_after <= $2::bigint AND NOT (model = ANY($6::text[]))
-  ORDER BY priority, seq LIMIT $5::int FOR UPDATE SKIP LOCKED
-)
-UPDATE jobs SET
-  state = CASE WHEN attempts >= $1::int THEN 'failed' ELSE 'running' END,
-  attempts = CASE WHEN attempts >= $1::int THEN attempts ELSE attempts + 1 END,
-  error = CASE WHEN attempts >= $1::int
-    THEN 'gave up after ' || attempts || ' attempts; last error: ' || coalesce(error, 'the run working on it died')
-    ELSE error END,
-  finished_at = CASE WHEN attempts >= $1::int THEN $2::bigint ELSE NULL END,
-  lease_owner = CASE WHEN attempts >= $1::int THEN NULL ELSE $3::text END,
-  lease_expires_at = CASE WHEN attempts >= $1::int THEN NULL ELSE $4::bigint END,
-  updated_at = $2::bigint
-WHERE seq IN (SELECT seq FROM picked)
-RETURNING seq, key, request, model, priority, attempts, state`;
-
-interface PendingCompletion {
-  readonly key: string;
-  readonly c: Completion;
-  resolve(changed: boolean): void;
-  reject(error: unknown): void;
-}
-
-/** Answers per statement; more wait for the next one (the parameters are arrays, so this bounds its size, not a count). */
-const COMPLETE_BATCH = 500;
-
-/**
- * Group commit of answers: the batch arrives as one array per column (17 parameters whatever its
- * size). Every row inserts its attempt; the first row for each key stores the answer and marks the
- * job done, unless it already is. Not tied to the lease: an answer that arrives after the lease
- * moved on is paid for, so keep it. Returns the 1-based positions of the rows that marked a job done.
- */
-const COMPLETE_SQL = `
-WITH input AS MATERIALIZED (
-  SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::int[], $8::text[],
-    $9::text[], $10::int[], $11::int[], $12::text[], $13::text[], $14::text[], $15::int[], $16::int[], $17::bool[])
-    WITH ORDINALITY AS t(a_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome, error, a_prompt, a_completion,
-      key, output, response, prompt_tokens, completion_tokens, first, i)
-), attempt AS (
-  INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome, error, prompt_tokens, completion_tokens)
-  SELECT a_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome, error, a_prompt, a_completion FROM input ORDER BY i
-), done AS (
-  UPDATE jobs SET state = 'done', output = input.output, response = input.response, prompt_tokens = input.prompt_tokens,
-    completion_tokens = input.completion_tokens, error = NULL, lease_owner = NULL, lease_expires_at = NULL,
-    finished_at = input.ended_at, updated_at = input.ended_at
-  FROM input WHERE input.first AND jobs.key = input.key AND jobs.state <> 'done'
-  RETURNING input.i
-) SELECT i FROM done`;
+import { PgSpend } from './spend.js';
+import { settlementOf } from '../spend-amounts.js';
+import { ATTEMPT_PARAMS, attemptParams, CLAIM_SQL, COMPLETE_BATCH, COMPLETE_SQL, failSql, INSERT_ATTEMPT, type PendingCompletion } from './statements.js';
 
 /**
  * The shared store: many runs on many machines work one queue. Every method is one statement or
@@ -100,6 +27,7 @@ export class PostgresStore implements Store {
   readonly batches: PgBatches;
   readonly #read: PgReader;
   readonly #copy: PgCopier;
+  readonly #spend: PgSpend;
 
   private constructor(pool: pg.Pool, location: string, schema: string) {
     this.pool = pool;
@@ -108,6 +36,7 @@ export class PostgresStore implements Store {
     this.#read = new PgReader(pool);
     this.#copy = new PgCopier(pool);
     this.batches = new PgBatches(pool);
+    this.#spend = new PgSpend(pool, schema);
   }
 
   /** Connect, create the schema if missing, migrate it forward, and hand back a ready store. */
@@ -128,8 +57,9 @@ export class PostgresStore implements Store {
   }
 
   async startRun(run: RunInfo): Promise<void> {
-    await this.#q(`INSERT INTO runs (id, host, pid, started_at, heartbeat_at, options) VALUES ($1, $2, $3, $4, $4, $5)`,
-      [run.id, run.host, run.pid, run.startedAt, JSON.stringify(run.options)]);
+    await this.#q(`WITH run AS (INSERT INTO runs (id, host, pid, started_at, heartbeat_at, options) VALUES ($1, $2, $3, $4, $4, $5))
+      INSERT INTO spend (run_id, updated_at) VALUES ($1, $4) ON CONFLICT (run_id) DO NOTHING`,
+    [run.id, run.host, run.pid, run.startedAt, JSON.stringify(run.options)]);
   }
 
   async heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats): Promise<void> {
@@ -153,6 +83,9 @@ export class PostgresStore implements Store {
         WHERE state = 'running' AND (lease_expires_at < $1 OR lease_owner = ANY($2::text[])) RETURNING key
       ), died AS (
         UPDATE runs SET ended_at = $1, exit_reason = 'died' WHERE id = ANY($2::text[]) AND ended_at IS NULL
+      ), maybe_billed AS (
+        UPDATE spend SET unknown_nanousd = unknown_nanousd + reserved_nanousd, unknown_tries = unknown_tries + in_flight,
+          reserved_nanousd = 0, in_flight = 0, updated_at = $1 WHERE run_id = ANY($2::text[]) AND in_flight > 0
       ) SELECT count(*)::int AS n, coalesce(array_agg(key), '{}') AS keys FROM back`, [now, [...deadOwners]]);
     await this.#dropOrphans((r.rows[0] as unknown as { keys: string[] }).keys);
     return r.rows[0]!.n;
@@ -219,7 +152,8 @@ export class PostgresStore implements Store {
         col((b) => b.c.attempt.usage?.promptTokens ?? null), col((b) => b.c.attempt.usage?.completionTokens ?? null),
         col((b) => b.key), col((b) => b.c.output), col((b) => b.c.response),
         col((b) => b.c.usage.promptTokens), col((b) => b.c.usage.completionTokens),
-        batch.map((b, i) => first.get(b.key) === i),
+        batch.map((b, i) => first.get(b.key) === i), col((b) => b.c.attempt.costUsd ?? null),
+        ...[0, 1, 2, 3].map((k) => col((b) => { const m = settlementOf(b.c.attempt); return m ? [m.reserved, m.held, m.spent, m.unpriced][k]! : 0; })),
       ]);
       for (const row of r.rows) updated.add(row.i);
     } catch (error) {
@@ -230,13 +164,14 @@ export class PostgresStore implements Store {
   }
 
   async recordAttempt(a: AttemptRecord, o: { countAttempt: boolean; error: string | null }): Promise<void> {
-    await this.#q(`WITH attempt AS (${INSERT_ATTEMPT})
-      UPDATE jobs SET error = $12, attempts = attempts - $13, updated_at = $5
+    const [error, refund] = [ATTEMPT_PARAMS + 1, ATTEMPT_PARAMS + 2];
+    await this.#q(`WITH ${INSERT_ATTEMPT}
+      UPDATE jobs SET error = $${error}, attempts = attempts - $${refund}, updated_at = $5
       WHERE key = $1 AND state = 'running' AND lease_owner = $2`, [...attemptParams(a), o.error, o.countAttempt ? 0 : 1]);
   }
 
   async fail(key: string, owner: string, error: string, attempt: AttemptRecord | null, now: number): Promise<void> {
-    if (attempt) await this.#q(`WITH attempt AS (${INSERT_ATTEMPT}) ${failSql(12)}`, [...attemptParams(attempt), error, now, key, owner]);
+    if (attempt) await this.#q(`WITH ${INSERT_ATTEMPT} ${failSql(ATTEMPT_PARAMS + 1)}`, [...attemptParams(attempt), error, now, key, owner]);
     else await this.#q(failSql(1), [error, now, key, owner]);
   }
 
@@ -272,6 +207,18 @@ export class PostgresStore implements Store {
     return this.#read.laneLimits();
   }
 
+  reserve(request: ReserveRequest): Promise<ReserveResult> {
+    return this.#spend.reserve(request);
+  }
+
+  unreserve(runId: string, usd: number, now: number): Promise<void> {
+    return this.#spend.unreserve(runId, usd, now);
+  }
+
+  committed(runId: string): Promise<Committed> {
+    return this.#spend.committed(runId);
+  }
+
   async nextPendingAt(): Promise<number | null> {
     return (await this.#q<{ v: number | null }>(`SELECT min(run_after) AS v FROM jobs WHERE state = 'pending'`)).rows[0]!.v;
   }
@@ -298,6 +245,14 @@ export class PostgresStore implements Store {
 
   exportRows(filter: ExportFilter): AsyncIterable<ExportRow> {
     return this.#read.exportRows(filter);
+  }
+
+  jobsToRun(now: number): AsyncIterable<JobToRun> {
+    return this.#read.jobsToRun(now);
+  }
+
+  async answered(model: string, o: { limit: number; withRequest: boolean }): Promise<AnsweredJob[]> {
+    return this.#read.answered(model, o);
   }
 
   dumpJobs(): AsyncIterable<JobRow> {

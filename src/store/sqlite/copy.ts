@@ -1,5 +1,6 @@
 import type { Db } from './open.js';
-import { toJob, toRun } from '../rows.js';
+import { toAttempt, toJob, toRun, type RawAttempt } from '../rows.js';
+import { nanoUp, SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type { AttemptRow, ItemRow, JobRow, RunRow } from '../types.js';
 
 const PAGE = 1000;
@@ -26,33 +27,25 @@ export class SqliteCopier {
   }
 
   async *dumpAttempts(): AsyncIterable<AttemptRow> {
-    for await (const r of this.#pages('SELECT * FROM attempts WHERE id > ? ORDER BY id LIMIT ?', 'id')) {
-      const a = r as {
-        job_key: string; run_id: string; attempt: number; started_at: number; ended_at: number; latency_ms: number;
-        status: number | null; outcome: AttemptRow['outcome']; error: string | null; prompt_tokens: number | null; completion_tokens: number | null;
-      };
-      yield {
-        key: a.job_key, runId: a.run_id, attempt: a.attempt, startedAt: a.started_at, endedAt: a.ended_at, latencyMs: a.latency_ms,
-        status: a.status, outcome: a.outcome, error: a.error,
-        usage: a.prompt_tokens === null ? null : { promptTokens: a.prompt_tokens, completionTokens: a.completion_tokens ?? 0 },
-      };
-    }
+    for await (const r of this.#pages('SELECT * FROM attempts WHERE id > ? ORDER BY id LIMIT ?', 'id')) yield toAttempt(r as unknown as RawAttempt);
   }
 
   async *dumpRuns(): AsyncIterable<RunRow> {
     // runs has no sequence; rowid is its insertion order.
-    for await (const r of this.#pages('SELECT rowid AS _seq, * FROM runs WHERE rowid > ? ORDER BY rowid LIMIT ?', '_seq')) yield toRun(r as never);
+    const sql = `SELECT r.rowid AS _seq, r.*, ${SPEND_COLUMNS} FROM runs r LEFT JOIN spend s ON s.run_id = r.id
+      WHERE r.rowid > ? ORDER BY r.rowid LIMIT ?`;
+    for await (const r of this.#pages(sql, '_seq')) yield { ...toRun(r as never), spend: spendOfJoined(r) };
   }
 
   loadJobs(rows: readonly JobRow[]): void {
     const insert = this.#db.prepare(`INSERT INTO jobs (key, request, model, state, priority, attempts, run_after, lease_owner,
-        lease_expires_at, output, response, prompt_tokens, completion_tokens, error, created_at, updated_at, finished_at)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+        lease_expires_at, output, response, prompt_tokens, completion_tokens, error, created_at, updated_at, finished_at, cost_usd)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     this.#db.transaction(() => {
       for (const j of rows) {
         insert.run(j.key, j.request, j.model, j.state, j.priority, j.attempts, j.runAfter, j.leaseOwner, j.leaseExpiresAt,
           j.output, j.response, j.usage?.promptTokens ?? null, j.usage?.completionTokens ?? null, j.error, j.createdAt,
-          j.updatedAt, j.finishedAt);
+          j.updatedAt, j.finishedAt, j.costUsd ?? null);
       }
     }).immediate();
   }
@@ -66,11 +59,11 @@ export class SqliteCopier {
 
   loadAttempts(rows: readonly AttemptRow[]): void {
     const insert = this.#db.prepare(`INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status,
-        outcome, error, prompt_tokens, completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+        outcome, error, prompt_tokens, completion_tokens, cost_usd, may_be_billed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     this.#db.transaction(() => {
       for (const a of rows) {
         insert.run(a.key, a.runId, a.attempt, a.startedAt, a.endedAt, a.latencyMs, a.status, a.outcome, a.error,
-          a.usage?.promptTokens ?? null, a.usage?.completionTokens ?? null);
+          a.usage?.promptTokens ?? null, a.usage?.completionTokens ?? null, a.costUsd ?? null, a.mayBeBilled ? 1 : 0);
       }
     }).immediate();
   }
@@ -78,10 +71,17 @@ export class SqliteCopier {
   loadRuns(rows: readonly RunRow[]): void {
     const insert = this.#db.prepare(`INSERT INTO runs (id, host, pid, started_at, heartbeat_at, ended_at, exit_reason, options, stats)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    const spend = this.#db.prepare(`INSERT INTO spend (run_id, reserved_nanousd, in_flight, spent_nanousd, unknown_nanousd, unknown_tries,
+        unpriced_tries, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
     this.#db.transaction(() => {
       for (const r of rows) {
         insert.run(r.id, r.host, r.pid, r.startedAt, r.heartbeatAt, r.endedAt, r.exitReason, JSON.stringify(r.options),
           r.stats ? JSON.stringify(r.stats) : null);
+        const m = r.spend;
+        if (m) {
+          spend.run(r.id, nanoUp(m.reservedUsd), m.inFlight, nanoUp(m.spentUsd), nanoUp(m.mayBeBilledUsd), m.mayBeBilledTries,
+            m.unpricedTries, r.heartbeatAt);
+        }
       }
     }).immediate();
   }

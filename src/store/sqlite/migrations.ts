@@ -131,6 +131,34 @@ CREATE TABLE lanes (
 `,
   },
   BATCHES_MIGRATION,
+  {
+    version: 4,
+    name: 'spend',
+    sql: `
+-- what each try and each answer cost, at the price known when it happened
+ALTER TABLE jobs ADD COLUMN cost_usd REAL;                -- USD of the answer; NULL until done, or when no price was known
+ALTER TABLE attempts ADD COLUMN cost_usd REAL;            -- USD of this try: its answer, 0 for an error answer, the worst case
+                                                          -- when may_be_billed; NULL when no price was known
+ALTER TABLE attempts ADD COLUMN may_be_billed INTEGER NOT NULL DEFAULT 0
+                    CHECK (may_be_billed IN (0, 1));      -- 1: the request left and no answer came (timeout, reset, stopped)
+-- status sums cost per model and state from the index, as it does tokens
+DROP INDEX jobs_usage;
+CREATE INDEX jobs_usage ON jobs (model, state, prompt_tokens, completion_tokens, cost_usd);
+
+-- money per run, what --budget and --budget-total count: integer nano-USD (1e-9 USD), so that
+-- millions of reservations and settlements add up exactly
+CREATE TABLE spend (
+  run_id            TEXT    PRIMARY KEY,                  -- runs.id
+  reserved_nanousd  INTEGER NOT NULL DEFAULT 0,           -- worst cases of requests out now (of a dead run: out when it died)
+  in_flight         INTEGER NOT NULL DEFAULT 0,           -- how many requests those are
+  spent_nanousd     INTEGER NOT NULL DEFAULT 0,           -- what answered tries cost
+  unknown_nanousd   INTEGER NOT NULL DEFAULT 0,           -- worst cases of tries that may be billed
+  unknown_tries     INTEGER NOT NULL DEFAULT 0,
+  unpriced_tries    INTEGER NOT NULL DEFAULT 0,           -- answered tries of models without a price (not in spent)
+  updated_at        INTEGER NOT NULL
+);
+`,
+  },
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

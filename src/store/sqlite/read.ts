@@ -1,6 +1,8 @@
-import { tallyJobs, type StateTokensRow } from '../tally.js';
+import { TALLY_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
+import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type { Db } from './open.js';
-import type { ExportFilter, ExportRow, FailedItemRow, ItemDetail, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
+import type { AnsweredJob, ExportFilter, ExportRow, FailedItemRow, ItemDetail, JobToRun, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
+import { inClaimOrder, JOBS_PAGE, type RawJobToRun } from '../claim-order.js';
 import { LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun, type RawAttempt, type RawExport, type RawJob, type RawLane, type RawRun } from '../rows.js';
 
 const EXPORT_PAGE = 1000;
@@ -15,8 +17,7 @@ export class SqliteReader {
   status(_now: number): StatusSnapshot {
     const db = this.#db;
     return db.transaction(() => {
-      const rows = db.prepare(`SELECT model, state, count(*) AS n, coalesce(sum(prompt_tokens), 0) AS p,
-          coalesce(sum(completion_tokens), 0) AS c FROM jobs INDEXED BY jobs_usage GROUP BY model, state`).all() as
+      const rows = db.prepare(`SELECT ${TALLY_COLUMNS} FROM jobs INDEXED BY jobs_usage GROUP BY model, state`).all() as
         Array<StateTokensRow>;
       const tally = tallyJobs(rows);
       const items = db.prepare('SELECT count(*) FROM items').pluck().get() as number;
@@ -29,8 +30,16 @@ export class SqliteReader {
       return {
         ...tally, items, failures, retrying,
         oldestPendingAt: oldestPendingAt ?? null, activeRuns, lastRun: last ? toRun(last) : null, lanes: this.laneLimits(),
+        spend: this.runsWithSpend(),
       };
     })();
+  }
+
+  /** Every run that keeps its money in `spend`, newest first. */
+  runsWithSpend(): StatusSnapshot['spend'] {
+    const rows = this.#db.prepare(`SELECT r.*, ${SPEND_COLUMNS} FROM runs r JOIN spend s ON s.run_id = r.id
+      ORDER BY r.started_at DESC, r.rowid DESC`).all() as Array<RawRun & Record<string, unknown>>;
+    return rows.map((r) => ({ ...toRun(r), spend: spendOfJoined(r)! }));
   }
 
   laneLimits(): LaneLimitRow[] {
@@ -66,7 +75,7 @@ export class SqliteReader {
     const states = filter.states?.length ? filter.states : null;
     const where = states ? `AND j.state IN (${states.map(() => '?').join(', ')})` : '';
     const page = this.#db.prepare(`SELECT i.seq, i.id, i.source, i.meta, j.key, j.state, j.model, j.output, j.response, j.error,
-        j.attempts, j.prompt_tokens, j.completion_tokens,
+        j.attempts, j.prompt_tokens, j.completion_tokens, j.cost_usd,
         (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key ORDER BY a.id DESC LIMIT 1) AS latency_ms
       FROM items i JOIN jobs j ON j.key = i.job_key
       WHERE i.seq > ? ${where} ORDER BY i.seq LIMIT ${EXPORT_PAGE}`);
@@ -79,5 +88,24 @@ export class SqliteReader {
       if (rows.length < EXPORT_PAGE) return;
       after = rows[rows.length - 1]!.seq;
     }
+  }
+
+  jobsToRun(now: number): AsyncIterable<JobToRun> {
+    const cols = 'seq, key, model, request, priority, attempts';
+    const expired = this.#db.prepare(`SELECT ${cols} FROM jobs WHERE state = 'running' AND lease_expires_at < ?`).all(now) as RawJobToRun[];
+    const first = this.#db.prepare(`SELECT ${cols} FROM jobs WHERE state = 'pending' ORDER BY priority, seq LIMIT ${JOBS_PAGE}`);
+    // a row value walks the jobs_claim index from where the last page ended
+    const next = this.#db.prepare(`SELECT ${cols} FROM jobs WHERE state = 'pending' AND (priority, seq) > (?, ?)
+      ORDER BY priority, seq LIMIT ${JOBS_PAGE}`);
+    return inClaimOrder(expired, async (after) =>
+      (after ? next.all(after.priority, after.seq) : first.all()) as RawJobToRun[]);
+  }
+
+  answered(model: string, o: { limit: number; withRequest: boolean }): AnsweredJob[] {
+    const rows = this.#db.prepare(`SELECT j.prompt_tokens, j.completion_tokens, ${o.withRequest ? 'j.request' : 'NULL AS request'},
+        (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1) AS latency_ms
+      FROM jobs j WHERE j.model = ? AND j.state = 'done' ORDER BY j.seq DESC LIMIT ?`).all(model, o.limit) as
+      Array<{ prompt_tokens: number; completion_tokens: number; request: string | null; latency_ms: number | null }>;
+    return rows.map((r) => ({ promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, latencyMs: r.latency_ms, request: r.request }));
   }
 }

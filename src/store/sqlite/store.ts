@@ -1,11 +1,14 @@
 import type {
-  AttemptRecord, AttemptRow, ClaimOptions, ClaimResult, ClaimedJob, Completion, EnqueueResult, EnqueueRow,
-  ExportFilter, ExportRow, FailedItemRow, ItemDetail, ItemRow, JobRow, LaneLimitRow, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
+  AnsweredJob, JobToRun,
+  AttemptRecord, AttemptRow, ClaimOptions, ClaimResult, ClaimedJob, Committed, Completion, EnqueueResult, EnqueueRow, ExportFilter,
+  ExportRow, FailedItemRow, ItemDetail, ItemRow, JobRow, LaneLimitRow, ReserveRequest, ReserveResult, RetryFailedFilter, RunInfo, RunRow, RunStats,
+  StatusSnapshot, Store,
 } from '../types.js';
 import { openSqlite, type Db, type OpenSqliteOptions } from './open.js';
 import { SqliteReader } from './read.js';
 import { SqliteCopier } from './copy.js';
 import { SqliteBatches } from './batches.js';
+import { SqliteSpend } from './spend.js';
 
 /**
  * The embedded store: one SQLite file. better-sqlite3 is synchronous, so every method here runs
@@ -18,6 +21,7 @@ export class SqliteStore implements Store {
   readonly batches: SqliteBatches;
   readonly #read: SqliteReader;
   readonly #copy: SqliteCopier;
+  readonly #spend: SqliteSpend;
   readonly #s;
 
   constructor(path: string, options: OpenSqliteOptions = {}) {
@@ -26,6 +30,7 @@ export class SqliteStore implements Store {
     this.#read = new SqliteReader(this.db);
     this.#copy = new SqliteCopier(this.db);
     this.batches = new SqliteBatches(this.db);
+    this.#spend = new SqliteSpend(this.db);
     const db = this.db;
     // SQLite's lower() folds ASCII only; fold like JavaScript (and PostgreSQL in a UTF-8 locale) so
     // `retry-failed --error` is case-insensitive for any text.
@@ -56,10 +61,10 @@ export class SqliteStore implements Store {
       startRetry: db.prepare(`UPDATE jobs SET attempts = attempts + 1, lease_expires_at = ?, updated_at = ?
         WHERE key = ? AND state = 'running' AND lease_owner = ? RETURNING attempts`).pluck(),
       complete: db.prepare(`UPDATE jobs SET state = 'done', output = ?, response = ?, prompt_tokens = ?,
-          completion_tokens = ?, error = NULL, lease_owner = NULL, lease_expires_at = NULL, finished_at = ?, updated_at = ?
+          completion_tokens = ?, cost_usd = ?, error = NULL, lease_owner = NULL, lease_expires_at = NULL, finished_at = ?, updated_at = ?
         WHERE key = ? AND state <> 'done'`),
       insertAttempt: db.prepare(`INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms,
-          status, outcome, error, prompt_tokens, completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+          status, outcome, error, prompt_tokens, completion_tokens, cost_usd, may_be_billed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
       noteError: db.prepare(`UPDATE jobs SET error = ?, attempts = attempts - ?, updated_at = ?
         WHERE key = ? AND state = 'running' AND lease_owner = ?`),
       fail: db.prepare(`UPDATE jobs SET state = 'failed', error = ?, lease_owner = NULL, lease_expires_at = NULL,
@@ -121,7 +126,10 @@ export class SqliteStore implements Store {
     }).immediate();
 
   async startRun(run: RunInfo): Promise<void> {
-    this.#s.startRun.run(run.id, run.host, run.pid, run.startedAt, run.startedAt, JSON.stringify(run.options));
+    this.db.transaction(() => {
+      this.#s.startRun.run(run.id, run.host, run.pid, run.startedAt, run.startedAt, JSON.stringify(run.options));
+      this.#spend.open(run.id, run.startedAt);
+    }).immediate();
   }
 
   async heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats): Promise<void> {
@@ -145,6 +153,7 @@ export class SqliteStore implements Store {
       for (const owner of deadOwners) {
         back.push(...(this.#s.reclaimOwner.all(now, owner) as string[]));
         this.#s.endRun.run(now, 'died', owner);
+        this.#spend.died(owner, now);
       }
       this.#dropOrphans(back);
       return back.length;
@@ -166,6 +175,18 @@ export class SqliteStore implements Store {
       }
       return { jobs, exhausted };
     }).immediate();
+  }
+
+  async reserve(request: ReserveRequest): Promise<ReserveResult> {
+    return this.#spend.reserve(request);
+  }
+
+  async unreserve(runId: string, usd: number, now: number): Promise<void> {
+    this.#spend.unreserve(runId, usd, now);
+  }
+
+  async committed(runId: string): Promise<Committed> {
+    return this.#spend.committed(runId);
   }
 
   async nextPendingAt(): Promise<number | null> {
@@ -205,7 +226,7 @@ export class SqliteStore implements Store {
     try {
       results = this.db.transaction(() => batch.map(({ key, c }) => {
         const changed = this.#s.complete.run(c.output, c.response, c.usage.promptTokens, c.usage.completionTokens,
-          c.attempt.endedAt, c.attempt.endedAt, key).changes;
+          c.attempt.costUsd ?? null, c.attempt.endedAt, c.attempt.endedAt, key).changes;
         this.#insertAttempt(c.attempt);
         return changed === 1;
       })).immediate();
@@ -261,6 +282,14 @@ export class SqliteStore implements Store {
     return this.#read.exportRows(filter);
   }
 
+  jobsToRun(now: number): AsyncIterable<JobToRun> {
+    return this.#read.jobsToRun(now);
+  }
+
+  async answered(model: string, o: { limit: number; withRequest: boolean }): Promise<AnsweredJob[]> {
+    return this.#read.answered(model, o);
+  }
+
   dumpJobs(): AsyncIterable<JobRow> {
     return this.#copy.dumpJobs();
   }
@@ -301,8 +330,10 @@ export class SqliteStore implements Store {
     }
   }
 
+  /** The attempt row, and what it moves in its run's money, in the caller's transaction. */
   #insertAttempt(a: AttemptRecord): void {
     this.#s.insertAttempt.run(a.key, a.runId, a.attempt, a.startedAt, a.endedAt, Math.max(0, a.endedAt - a.startedAt),
-      a.status, a.outcome, a.error, a.usage?.promptTokens ?? null, a.usage?.completionTokens ?? null);
+      a.status, a.outcome, a.error, a.usage?.promptTokens ?? null, a.usage?.completionTokens ?? null, a.costUsd ?? null, a.mayBeBilled ? 1 : 0);
+    this.#spend.settle(a);
   }
 }

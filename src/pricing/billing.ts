@@ -1,0 +1,22 @@
+import type { ProviderError } from '../provider/types.js';
+
+/** Nobody was listening, or the request never left this machine: nothing can have been billed. */
+const NEVER_LEFT = /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH/i;
+
+/**
+ * Whether a failed try may still be billed: its request reached the provider and no answer says
+ * what it cost. Providers bill work they did, answered or not: a timeout, a connection cut after
+ * the request was sent, a 200 whose body was cut short. An error answer (4xx, 5xx, 429) is not
+ * billed; a refused connection or this machine's own limit never sent anything.
+ */
+export function mayBeBilled(error: ProviderError): boolean {
+  switch (error.reason) {
+    case 'timeout':
+    case 'bad_body':
+      return true;
+    case 'network':
+      return !NEVER_LEFT.test(error.message);
+    default:
+      return false;
+  }
+}

@@ -1,0 +1,106 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import type { Usage } from '../store/types.js';
+import type { ModelPricing } from './model-pricing.js';
+
+type GenaiPrices = typeof import('@pydantic/genai-prices');
+type Calculation = NonNullable<ReturnType<GenaiPrices['calcPrice']>>;
+
+const require = createRequire(import.meta.url);
+
+/** The price data is ~800 KB of JavaScript: loaded on the first model that needs it, not by every command. */
+let lib: GenaiPrices | null = null;
+function genaiPrices(): GenaiPrices {
+  lib ??= require('@pydantic/genai-prices') as GenaiPrices;
+  return lib;
+}
+
+/**
+ * genai-prices carries no date for its data: each release bundles the data of the day it was
+ * published, so that day is the data's date. Upgrading the package means adding its line here
+ * (test/prices.test.ts fails until the installed version has one); an unknown version is named by
+ * its number instead.
+ */
+export const GENAI_PRICES_RELEASES: Readonly<Record<string, string>> = Object.freeze({
+  '0.1.8': '2026-09-23',
+});
+
+export function installedGenaiPricesVersion(): string {
+  const main = require.resolve('@pydantic/genai-prices');
+  return (JSON.parse(readFileSync(join(dirname(main), '..', 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+let sourceLabel: string | null = null;
+/** `genai-prices 2026-09-23`: what every price from the catalog is labelled with. */
+export function catalogSource(): string {
+  if (sourceLabel === null) {
+    const version = installedGenaiPricesVersion();
+    sourceLabel = `genai-prices ${GENAI_PRICES_RELEASES[version] ?? version}`;
+  }
+  return sourceLabel;
+}
+
+/**
+ * Batch API prices as a share of the online price, for providers that publish one flat discount
+ * (OpenAI Batch API, Anthropic Message Batches, Gemini Batch Mode: half price). genai-prices has
+ * online prices only; other providers' batch prices are unknown.
+ */
+const BATCH_SHARE: Readonly<Record<string, number>> = Object.freeze({ openai: 0.5, anthropic: 0.5, google: 0.5 });
+
+/**
+ * The price genai-prices has for a model at `at`, or null. Tried as named, then, for
+ * `provider/model` names (LiteLLM, OpenRouter), as that provider's model, then as the bare model.
+ */
+export function catalogPricing(model: string, at: Date): ModelPricing | null {
+  const { calcPrice } = genaiPrices();
+  const zero = { input_tokens: 0, output_tokens: 0 };
+  const slash = model.indexOf('/');
+  const tries: Array<{ name: string; providerId?: string }> = [{ name: model }];
+  if (slash > 0) tries.push({ name: model.slice(slash + 1), providerId: model.slice(0, slash) }, { name: model.slice(model.lastIndexOf('/') + 1) });
+  for (const t of tries) {
+    const found = calcPrice(zero, t.name, { providerId: t.providerId, timestamp: at });
+    if (found) return pricingOf(found, t.name, at);
+  }
+  return null;
+}
+
+function pricingOf(found: Calculation, name: string, at: Date): ModelPricing {
+  const p = found.model_price;
+  const rate = (key: string): number | undefined => (typeof p[key] === 'number' ? (p[key] as number) : undefined);
+  const base = (key: string): number => {
+    const v = p[key];
+    return typeof v === 'number' ? v : v && typeof v === 'object' ? v.base : 0;
+  };
+  const tiered = Object.values(p).some((v) => v !== undefined && typeof v !== 'number');
+  let cost: (u: Usage) => number;
+  if (tiered) {
+    // Tiers depend on the prompt's size: let the library work it out for each request.
+    const pinned = { ...found.provider, models: [found.model] };
+    cost = (u) => genaiPrices().calcPrice(usageFor(u), name, { provider: pinned, timestamp: at })?.total_price ?? 0;
+  } else {
+    // Most models: a straight line, worked out here (the library's general path costs ~10 µs a call).
+    const input = rate('input_mtok') ?? 0;
+    const cached = rate('cache_read_mtok') ?? input;
+    const output = rate('output_mtok') ?? 0;
+    const perRequest = (rate('requests_kcount') ?? 0) / 1000;
+    cost = (u) => {
+      const hit = Math.min(u.cachedTokens ?? 0, u.promptTokens);
+      return ((u.promptTokens - hit) * input + hit * cached + u.completionTokens * output) / 1_000_000 + perRequest;
+    };
+  }
+  const share = BATCH_SHARE[found.provider.id];
+  return {
+    perMillion: [base('input_mtok'), base('output_mtok')],
+    source: catalogSource(),
+    cost,
+    batchCost: share === undefined ? () => null : (u) => cost(u) * share,
+  };
+}
+
+function usageFor(u: Usage): Record<string, number> {
+  const cached = Math.min(u.cachedTokens ?? 0, u.promptTokens);
+  return cached > 0
+    ? { input_tokens: u.promptTokens, cache_read_tokens: cached, output_tokens: u.completionTokens }
+    : { input_tokens: u.promptTokens, output_tokens: u.completionTokens };
+}

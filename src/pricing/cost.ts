@@ -1,0 +1,39 @@
+import type { Usage } from '../store/types.js';
+import { countTextTokens, estimatePromptTokens, requestedCompletionTokens } from '../provider/tokens.js';
+import type { PriceTable } from './price-table.js';
+
+/** USD for this usage, or null when the model's price is unknown. */
+export function costOf(model: string, usage: Usage, table: PriceTable): number | null {
+  return table.lookup(model)?.cost(usage) ?? null;
+}
+
+interface RequestLike {
+  readonly messages?: unknown;
+  readonly max_tokens?: unknown;
+  readonly max_completion_tokens?: unknown;
+}
+
+/**
+ * The most a request can be billed for: every token it could be charged for on the way in, and
+ * its whole `max_tokens` on the way out. Providers count a little more than the message text
+ * (role markers, separators, tools), so the prompt side counts the text of the messages plus the
+ * tokens of the request's JSON without them, which is always more than that framing.
+ * `completionTokens` is null when the request sets no limit on its answer: then there is no
+ * worst case.
+ */
+export function worstCaseUsage(requestJson: string): { promptTokens: number; completionTokens: number | null } {
+  let request: RequestLike;
+  try {
+    request = JSON.parse(requestJson) as RequestLike;
+  } catch {
+    return { promptTokens: countTextTokens(requestJson), completionTokens: null };
+  }
+  const framing = Array.isArray(request.messages)
+    ? { ...request, messages: request.messages.map((m: unknown) => (m && typeof m === 'object' ? { ...m, content: '' } : m)) }
+    : request;
+  const completion = requestedCompletionTokens(request);
+  return {
+    promptTokens: estimatePromptTokens(request) + countTextTokens(JSON.stringify(framing)),
+    completionTokens: completion > 0 ? completion : null,
+  };
+}

@@ -1,0 +1,81 @@
+import { catalogPricing } from './catalog.js';
+import { FREE, flatPricing, type ModelPricing } from './model-pricing.js';
+import { parsePriceFile, readPriceFile, type Price } from './overrides.js';
+
+export interface PriceSources {
+  /** `--price in,out`, already parsed: one price for every model. */
+  readonly price?: Price | null;
+  /** `--prices FILE`. */
+  readonly file?: string | null;
+  /** LLMQ_PRICES: a file path, or the JSON itself. */
+  readonly env?: string | null;
+  /** Look models up in genai-prices. @default true */
+  readonly catalog?: boolean;
+  /** The moment prices are taken at (some change on a date or by time of day). @default now */
+  readonly at?: Date;
+  /** Every model is free: the offline mock provider answers, nobody bills. @default false */
+  readonly free?: boolean;
+}
+
+const SNAPSHOT = /^(.+?)-(?:\d{4}-\d{2}-\d{2}|\d{4}|preview|latest)$/;
+const MOCK = /^mock($|[-/:])/;
+
+/**
+ * Which price applies to a model: `--price` over everything, then `--prices FILE`, then
+ * LLMQ_PRICES, then genai-prices. The offline mock provider's models are free. A model nobody
+ * prices is null: its cost is unknown, never 0.
+ */
+export class PriceTable {
+  readonly #override: ModelPricing | null;
+  readonly #given = new Map<string, ModelPricing>();
+  readonly #catalog: boolean;
+  readonly #at: Date;
+  readonly #seen = new Map<string, ModelPricing | null>();
+  readonly #free: boolean;
+
+  constructor(sources: PriceSources = {}) {
+    this.#free = sources.free ?? false;
+    this.#override = sources.price ? flatPricing(sources.price, '--price') : null;
+    this.#catalog = sources.catalog ?? true;
+    this.#at = sources.at ?? new Date();
+    const env = sources.env?.trim();
+    if (env) {
+      const prices = env.startsWith('{') ? parsePriceFile(env, 'LLMQ_PRICES') : parsePriceFile(readPriceFile(env, 'LLMQ_PRICES'), `LLMQ_PRICES file ${env}`);
+      for (const [model, price] of Object.entries(prices)) this.#given.set(model, flatPricing(price, 'LLMQ_PRICES'));
+    }
+    if (sources.file) {
+      const prices = parsePriceFile(readPriceFile(sources.file, '--prices'), `--prices file ${sources.file}`);
+      for (const [model, price] of Object.entries(prices)) this.#given.set(model, flatPricing(price, `--prices ${sources.file}`));
+    }
+  }
+
+  /** The model's pricing, or null when no source knows it. */
+  lookup(model: string): ModelPricing | null {
+    if (this.#override) return this.#override;
+    if (this.#free || MOCK.test(model)) return FREE;
+    let found = this.#seen.get(model);
+    if (found === undefined) {
+      found = this.#fromGiven(model) ?? (this.#catalog ? catalogPricing(model, this.#at) : null);
+      this.#seen.set(model, found);
+    }
+    return found;
+  }
+
+  /**
+   * Exactly as named; "openai/gpt-4o" (LiteLLM, OpenRouter) as "gpt-4o"; dated snapshots
+   * ("gpt-4o-mini-2024-07-18", "gpt-3.5-turbo-0125") as their family. Any other suffix is a
+   * different model.
+   */
+  #fromGiven(model: string): ModelPricing | null {
+    const given = this.#given;
+    if (given.size === 0) return null;
+    const bare = model.slice(model.lastIndexOf('/') + 1);
+    const family = bare.match(SNAPSHOT)?.[1];
+    return given.get(model) ?? given.get(bare) ?? (family !== undefined ? given.get(family) ?? null : null);
+  }
+}
+
+/** The prices `status`, `export`, `estimate` and `run` use, from the flags and environment given. */
+export function loadPriceTable(sources: PriceSources = {}): PriceTable {
+  return new PriceTable(sources);
+}

@@ -1,0 +1,47 @@
+import { compact, duration, int, NO_PAINT, oneLine, usd, type Paint } from './format.js';
+import type { CostRange, Estimate, ModelEstimate } from './estimate.js';
+
+/** The human `llmq estimate` (and `llmq run --dry-run`): per model, then the total, within 80 columns. */
+export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint }): string {
+  const p = o.paint ?? NO_PAINT;
+  const lines = [`${p.bold('estimate')} ${p.dim(o.db)}: ${int(e.jobs)} ${e.jobs === 1 ? 'job' : 'jobs'} to send`];
+  if (e.exhausted) lines.push(p.dim(`  ${int(e.exhausted)} more used all their attempts: a run fails them unsent`));
+  if (e.jobs === 0) return lines.join('\n') + '\n';
+  const row = (label: string, value: string) => lines.push(`    ${label.padEnd(9)}${oneLine(value, 67)}`);
+  for (const m of e.models) {
+    lines.push(`  ${p.bold(oneLine(m.model, 50))}  ${int(m.jobs)} jobs`);
+    row('prompt', `${compact(m.promptTokens)} tokens${m.promptCorrection ? ` (counted, +${m.promptCorrection.toFixed(1)} a request as answers showed)` : ' (counted)'}`);
+    row('answers', answersText(m));
+    row('cost', m.cost ? costText(m.cost, m.batchCost) : p.yellow('unknown: no price for this model; give one with --price IN,OUT'));
+    if (m.price) row('price', p.dim(`$${m.price.input}/$${m.price.output} per million tokens, ${m.price.source}`));
+    row('time', timeText(m));
+  }
+  const total = e.cost ? costText(e.cost, e.batchCost) : `${p.yellow('unknown')} (no price for ${e.unpriced.join(', ')})`;
+  lines.push(`  ${p.bold('total')}  ${oneLine(total, 70)}`);
+  lines.push(`         ${e.seconds === null ? 'time unknown: no limit or latency known yet (--rpm, --tpm, or a first run)' : aboutTime(e.seconds)}`);
+  return lines.join('\n') + '\n';
+}
+
+function aboutTime(seconds: number): string {
+  return seconds < 1 ? 'under a second' : `about ${duration(seconds)}`;
+}
+
+function answersText(m: ModelEstimate): string {
+  const c = m.completion;
+  if (c.basis === 'max_tokens') return `up to ${compact(c.ceiling)} tokens (max_tokens; none answered yet)`;
+  return `${compact(c.low)} to ${compact(c.high)} tokens (mean ${Math.round(c.mean!)}, p90 ${c.p90} of ${int(c.answered)} answered)`;
+}
+
+/** "$0.14 to $0.17 · batch $0.07 to $0.09 · worst $0.52" */
+function costText(c: CostRange, batch: CostRange | null): string {
+  const range = (r: CostRange) => (usd(r.low) === usd(r.high) ? usd(r.low) : `${usd(r.low)} to ${usd(r.high)}`);
+  return [range(c), batch ? `batch ${range(batch)}` : 'batch unknown', `worst ${usd(c.worst)}`].join(' · ');
+}
+
+function timeText(m: ModelEstimate): string {
+  const l = m.limits;
+  const limits = [l.rpm !== null ? `${int(Math.round(l.rpm))} rpm` : '', l.tpm !== null ? `${int(Math.round(l.tpm))} tpm` : ''].filter(Boolean).join(', ');
+  const from = l.learned ? (l.learned.source === 'headers' ? ', learned from headers' : ', learned from 429s') : '';
+  const pace = m.paceSeconds === null ? 'no limit known' : `${duration(m.paceSeconds)} at ${limits}${from}`;
+  return m.latencyMs === null ? pace : `${pace} · answers took ${int(m.latencyMs)} ms`;
+}

@@ -1,0 +1,225 @@
+import type { PriceTable } from '../pricing/price-table.js';
+import { estimatePromptTokens, requestedCompletionTokens } from '../provider/tokens.js';
+import type { LaneLimitRow, Store } from '../store/types.js';
+import { paceSeconds, type LaneLimits } from './estimate-time.js';
+
+export interface EstimateOptions {
+  readonly prices: PriceTable;
+  readonly now: number;
+  /** The endpoint a run would send to (lanes and learned limits are kept per endpoint and model). */
+  readonly baseUrl: string;
+  /** Take at most this many jobs, as `run --limit`. */
+  readonly limit?: number;
+  /** A run fails a job that has used this many attempts instead of sending it. @default 5 */
+  readonly maxAttempts?: number;
+  /** Caps as `run --rpm/--tpm` (the learned limit when lower). */
+  readonly rpm?: number;
+  readonly tpm?: number;
+  /** @default 8 */
+  readonly concurrency?: number;
+}
+
+/** USD: from the mean answer length (low) to the 90th percentile (high), and every answer max_tokens long (worst). */
+export interface CostRange {
+  readonly low: number;
+  readonly high: number;
+  readonly worst: number;
+}
+
+export interface ModelEstimate {
+  readonly model: string;
+  readonly jobs: number;
+  /** Counted with the tokenizer, plus what answered jobs showed the provider counts on top (`promptCorrection` per request). */
+  readonly promptTokens: number;
+  readonly promptCorrection: number;
+  readonly completion: {
+    /** `answers`: from this queue's answered jobs of the model; `max_tokens`: none yet, so only the ceiling is known. */
+    readonly basis: 'answers' | 'max_tokens';
+    readonly answered: number;
+    readonly mean: number | null;
+    readonly p90: number | null;
+    /** Tokens in all: low (mean), high (p90, or max_tokens with no answers yet) and the ceiling (max_tokens). */
+    readonly low: number;
+    readonly high: number;
+    readonly ceiling: number;
+  };
+  readonly price: { readonly input: number; readonly output: number; readonly source: string } | null;
+  /** Online; null without a price. */
+  readonly cost: CostRange | null;
+  /** At the provider's batch price; null when unknown. */
+  readonly batchCost: CostRange | null;
+  readonly limits: LaneLimits;
+  /** Mean latency of its answers so far, ms. */
+  readonly latencyMs: number | null;
+  /** Seconds its pace alone needs (null without a limit). */
+  readonly paceSeconds: number | null;
+}
+
+export interface Estimate {
+  /** Jobs a run would send. */
+  readonly jobs: number;
+  /** Jobs it would fail without sending: their attempts are used up (retry-failed does not apply; they are pending). */
+  readonly exhausted: number;
+  readonly models: readonly ModelEstimate[];
+  /** All models together; null when one has no price. */
+  readonly cost: CostRange | null;
+  readonly batchCost: CostRange | null;
+  readonly unpriced: readonly string[];
+  /** Seconds to send them all at the known limits and latencies; null when neither is known for some model. */
+  readonly seconds: number | null;
+}
+
+/** Answers read per model for the 90th percentile and latency, and for the prompt correction. */
+const SAMPLE = 1000;
+const CALIBRATION = 100;
+
+interface History {
+  readonly answered: number;
+  readonly mean: number | null;
+  readonly p90: number | null;
+  readonly correction: number;
+  readonly latencyMs: number | null;
+}
+
+/**
+ * What a run started now would send and what it would cost: the jobs it would take (in its order,
+ * up to `limit`), their prompts counted with the tokenizer, their answers as long as this queue's
+ * answers of the same model have been (else up to max_tokens), priced online and at the batch
+ * price, and the time at the limits known. Streams the jobs: memory holds one page and a tally per
+ * model.
+ */
+export async function estimateRun(store: Store, o: EstimateOptions): Promise<Estimate> {
+  const maxAttempts = o.maxAttempts ?? 5;
+  const limit = o.limit ?? Infinity;
+  const status = await store.status(o.now);
+  const lanes = await store.laneLimits();
+  const histories = new Map<string, Promise<History>>();
+  const tallies = new Map<string, Tally>();
+  let jobs = 0, exhausted = 0;
+  for await (const job of store.jobsToRun(o.now)) {
+    if (jobs >= limit) break;
+    if (job.attempts >= maxAttempts) {
+      exhausted++;
+      continue;
+    }
+    jobs++;
+    if (!histories.has(job.model)) histories.set(job.model, historyOf(store, job.model, status.byModel.find((m) => m.model === job.model)));
+    const history = await histories.get(job.model)!;
+    let tally = tallies.get(job.model);
+    if (!tally) tallies.set(job.model, (tally = new Tally(job.model, o.prices)));
+    tally.add(job.request, history);
+  }
+  const models = await Promise.all([...tallies.values()].map(async (t) =>
+    t.result(await histories.get(t.model)!, limitsFor(t.model, lanes, o))));
+  const unpriced = models.filter((m) => m.cost === null).map((m) => m.model);
+  const sum = (pick: (m: ModelEstimate) => CostRange | null): CostRange | null =>
+    models.some((m) => pick(m) === null) ? null : models.reduce<CostRange>((a, m) => {
+      const c = pick(m)!;
+      return { low: a.low + c.low, high: a.high + c.high, worst: a.worst + c.worst };
+    }, { low: 0, high: 0, worst: 0 });
+  return { jobs, exhausted, models, cost: sum((m) => m.cost), batchCost: sum((m) => m.batchCost), unpriced, seconds: totalSeconds(models, o.concurrency ?? 8) };
+}
+
+async function historyOf(store: Store, model: string, tally: { done: number; completion: number } | undefined): Promise<History> {
+  if (!tally || tally.done === 0) return { answered: 0, mean: null, p90: null, correction: 0, latencyMs: null };
+  const sample = await store.answered(model, { limit: SAMPLE, withRequest: false });
+  const calibration = await store.answered(model, { limit: CALIBRATION, withRequest: true });
+  const sorted = sample.map((a) => a.completionTokens).sort((a, b) => a - b);
+  const latencies = sample.map((a) => a.latencyMs).filter((x): x is number => x !== null);
+  // The provider counts a few tokens per message more than the text (roles, separators): learn how many.
+  const correction = calibration.length
+    ? calibration.reduce((a, c) => a + c.promptTokens - estimatePromptTokens(JSON.parse(c.request!)), 0) / calibration.length
+    : 0;
+  return {
+    answered: tally.done,
+    mean: tally.completion / tally.done,
+    p90: sorted.length ? sorted[Math.ceil(0.9 * sorted.length) - 1]! : null,
+    correction,
+    latencyMs: latencies.length ? latencies.reduce((a, b) => a + b, 0) / latencies.length : null,
+  };
+}
+
+/** One model's jobs, added up as they stream past. */
+class Tally {
+  jobs = 0;
+  prompt = 0;
+  /** prompt + max_tokens: what a run's tokens-per-minute pacing counts. */
+  weight = 0;
+  low = 0;
+  high = 0;
+  ceiling = 0;
+  readonly cost: { low: number; high: number; worst: number } | null;
+  readonly batch: { low: number; high: number; worst: number } | null;
+  readonly #pricing;
+
+  constructor(readonly model: string, prices: PriceTable) {
+    this.#pricing = prices.lookup(model);
+    this.cost = this.#pricing ? { low: 0, high: 0, worst: 0 } : null;
+    this.batch = this.#pricing && this.#pricing.batchCost({ promptTokens: 0, completionTokens: 0 }) !== null ? { low: 0, high: 0, worst: 0 } : null;
+  }
+
+  add(requestJson: string, h: History): void {
+    const request = JSON.parse(requestJson) as Parameters<typeof estimatePromptTokens>[0];
+    const prompt = Math.max(0, Math.round(estimatePromptTokens(request) + h.correction));
+    const max = requestedCompletionTokens(request);
+    const low = h.mean === null ? 0 : Math.min(h.mean, max || h.mean);
+    const high = h.p90 === null ? max : Math.min(h.p90, max || h.p90);
+    this.jobs++;
+    this.prompt += prompt;
+    this.weight += prompt + max;
+    this.low += low;
+    this.high += high;
+    this.ceiling += max;
+    const p = this.#pricing;
+    if (!p) return;
+    const usage = (completionTokens: number) => ({ promptTokens: prompt, completionTokens });
+    this.cost!.low += p.cost(usage(low));
+    this.cost!.high += p.cost(usage(high));
+    this.cost!.worst += p.cost(usage(max));
+    if (this.batch) {
+      this.batch.low += p.batchCost(usage(low))!;
+      this.batch.high += p.batchCost(usage(high))!;
+      this.batch.worst += p.batchCost(usage(max))!;
+    }
+  }
+
+  result(h: History, limits: LaneLimits): ModelEstimate {
+    const p = this.#pricing;
+    return {
+      model: this.model, jobs: this.jobs, promptTokens: this.prompt, promptCorrection: h.correction,
+      completion: {
+        basis: h.mean === null ? 'max_tokens' : 'answers', answered: h.answered, mean: h.mean, p90: h.p90,
+        low: Math.round(this.low), high: Math.round(this.high), ceiling: this.ceiling,
+      },
+      price: p ? { input: p.perMillion[0], output: p.perMillion[1], source: p.source } : null,
+      cost: this.cost, batchCost: this.batch, limits, latencyMs: h.latencyMs,
+      paceSeconds: paceSeconds(this.jobs, this.weight, limits),
+    };
+  }
+}
+
+/** The lower of the flag and what the provider said for this endpoint and model. */
+function limitsFor(model: string, lanes: readonly LaneLimitRow[], o: EstimateOptions): LaneLimits {
+  const learned = lanes.find((l) => l.baseUrl === o.baseUrl && l.model === model) ?? null;
+  const lower = (flag: number | undefined, seen: number | null | undefined) =>
+    flag === undefined ? seen ?? null : seen === null || seen === undefined ? flag : Math.min(flag, seen);
+  return {
+    rpm: lower(o.rpm, learned?.rpm), tpm: lower(o.tpm, learned?.tpm),
+    learned: learned ? { source: learned.source, at: learned.at } : null,
+  };
+}
+
+/**
+ * Lanes run side by side, each at its own pace; all of them share the concurrency slots. So the
+ * run takes as long as its slowest lane, or as the work of all of them spread over the slots.
+ */
+function totalSeconds(models: readonly ModelEstimate[], concurrency: number): number | null {
+  if (models.length === 0) return 0;
+  let pace = 0, work = 0;
+  for (const m of models) {
+    if (m.paceSeconds === null && m.latencyMs === null) return null;
+    pace = Math.max(pace, m.paceSeconds ?? 0);
+    work += m.latencyMs === null ? 0 : (m.jobs * m.latencyMs) / 1000;
+  }
+  return Math.max(pace, work / concurrency);
+}

@@ -1,0 +1,94 @@
+import type { PriceTable } from '../pricing/price-table.js';
+import type { RunSpend, StatusSnapshot } from '../store/types.js';
+
+/**
+ * A run whose heartbeat is older than this is reported as not responding rather than active: it
+ * probably died, and its leases will be taken back when they expire.
+ */
+export const STALE_RUN_MS = 90_000;
+
+/** Not ended, and heartbeating within STALE_RUN_MS. */
+export function isLive(r: { endedAt: number | null; heartbeatAt: number }, now: number): boolean {
+  return r.endedAt === null && now - r.heartbeatAt <= STALE_RUN_MS;
+}
+
+export interface ModelCost {
+  readonly model: string;
+  readonly jobs: number;
+  readonly done: number;
+  readonly prompt: number;
+  readonly completion: number;
+  /** USD per million [input, output] as priced now, or null when unknown. */
+  readonly price: readonly [number, number] | null;
+  /** Where that price came from: `genai-prices 2026-09-23`, `--price`, `--prices FILE`, `LLMQ_PRICES`; null when unknown. */
+  readonly priceSource: string | null;
+  /**
+   * USD of its answers: each at the price known when it came (stored with it), and answers stored
+   * without one priced now. Null when some answer has no price then or now.
+   */
+  readonly usd: number | null;
+}
+
+/** One run's money, from the `spend` ledger. */
+export interface RunCost extends RunSpend {
+  readonly host: string;
+  readonly startedAt: number;
+  readonly endedAt: number | null;
+  /** Still heartbeating: its reservations are requests out now, not "may be billed". */
+  readonly live: boolean;
+  /** The --budget and --budget-total it ran with, USD. */
+  readonly budgetUsd: number | null;
+  readonly budgetTotalUsd: number | null;
+}
+
+export interface CostReport {
+  /** USD so far; null when some model that answered has no known price. */
+  readonly usd: number | null;
+  /** USD so far counting only priced answers. */
+  readonly knownUsd: number;
+  /** Models that answered without a price (set one with --price or --prices). */
+  readonly unpriced: readonly string[];
+  /** Rough USD to finish the pending and running jobs at the average cost of a done job so far. */
+  readonly remainingUsd: number | null;
+  readonly byModel: readonly ModelCost[];
+  /** Every run that kept its money, newest first. */
+  readonly byRun: readonly RunCost[];
+  /**
+   * Tries whose request left and whose outcome is unknown (timed out, cut off, stopped in flight,
+   * or out when their run died), at their worst case: providers may bill them. Not in `usd`.
+   */
+  readonly mayBeBilled: { readonly tries: number; readonly usd: number };
+}
+
+export function buildCost(s: StatusSnapshot, prices: PriceTable, now: number): CostReport {
+  const byModel = s.byModel.map((m): ModelCost => {
+    const pricing = prices.lookup(m.model);
+    const unstored = m.unpricedPrompt + m.unpricedCompletion > 0;
+    const usd = !unstored ? m.storedUsd
+      : pricing ? m.storedUsd + pricing.cost({ promptTokens: m.unpricedPrompt, completionTokens: m.unpricedCompletion }) : null;
+    return {
+      model: m.model, jobs: m.jobs, done: m.done, prompt: m.prompt, completion: m.completion,
+      price: pricing?.perMillion ?? null, priceSource: pricing?.source ?? null, usd,
+    };
+  });
+  const unpriced = byModel.filter((m) => m.usd === null).map((m) => m.model);
+  const knownUsd = byModel.reduce((a, m) => a + (m.usd ?? 0), 0);
+  const left = s.counts.pending + s.counts.running;
+  // Rough: the average cost of a done job so far, times the jobs left (`llmq estimate` does better).
+  const remainingUsd = left === 0 ? 0 : unpriced.length || s.counts.done === 0 ? null : (knownUsd / s.counts.done) * left;
+
+  const byRun = s.spend.map((r): RunCost => {
+    const budget = (key: string) => (typeof r.options[key] === 'number' ? (r.options[key] as number) : null);
+    return {
+      ...r.spend, host: r.host, startedAt: r.startedAt, endedAt: r.endedAt,
+      live: isLive(r, now),
+      budgetUsd: budget('budget'), budgetTotalUsd: budget('budgetTotal'),
+    };
+  });
+  // A run that is gone cannot settle what it had out: those requests may have been billed.
+  const mayBeBilled = byRun.reduce((a, r) => ({
+    tries: a.tries + r.mayBeBilledTries + (r.live ? 0 : r.inFlight),
+    usd: a.usd + r.mayBeBilledUsd + (r.live ? 0 : r.reservedUsd),
+  }), { tries: 0, usd: 0 });
+  return { usd: unpriced.length ? null : knownUsd, knownUsd, unpriced, remainingUsd, byModel, byRun, mayBeBilled };
+}

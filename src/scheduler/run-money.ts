@@ -1,0 +1,139 @@
+import { LlmqError } from '../errors.js';
+import { worstCaseUsage } from '../pricing/cost.js';
+import type { PriceTable } from '../pricing/price-table.js';
+import type { AttemptRecord, ClaimedJob, StatusSnapshot, Store, Usage } from '../store/types.js';
+
+/** --budget and --budget-total, USD; null for no limit. */
+export interface Budget {
+  readonly runUsd: number | null;
+  readonly totalUsd: number | null;
+}
+
+/** Why a run stopped taking jobs: what was committed in the budget that the next request would have exceeded. */
+export interface BudgetReached {
+  readonly scope: 'run' | 'total';
+  readonly limitUsd: number;
+  readonly committedUsd: number;
+}
+
+/** A reservation held for one request while it is out: its worst case, USD (0 without a budget). */
+export interface Hold {
+  readonly usd: number;
+}
+
+const NO_HOLD: Hold = Object.freeze({ usd: 0 });
+
+/** The money fields of an attempt row. */
+export type AttemptMoney = Pick<AttemptRecord, 'costUsd' | 'mayBeBilled' | 'reservedUsd'>;
+
+/**
+ * One run's money: what each try cost at the price known now, and, under a budget, a reservation
+ * of each request's worst case in the store before it leaves, settled by the attempt row that
+ * records how it ended. The store is the shared place, so one budget holds across runs, machines
+ * and a SIGKILL (see Store.reclaim).
+ */
+export class RunMoney {
+  /** Set once the next request did not fit: the run stops taking jobs. */
+  reached: BudgetReached | null = null;
+  readonly #store: Store;
+  readonly #runId: string;
+  readonly #prices: PriceTable;
+  readonly #budget: Budget;
+  readonly #now: () => number;
+  readonly #worst = new WeakMap<ClaimedJob, number | null>();
+  /** This run's reservations not settled yet, and who waits for one to settle. */
+  #out = 0;
+  #waiting: Array<() => void> = [];
+
+  constructor(o: { store: Store; runId: string; prices: PriceTable; budget?: Budget | null; now: () => number }) {
+    this.#store = o.store;
+    this.#runId = o.runId;
+    this.#prices = o.prices;
+    this.#budget = o.budget ?? { runUsd: null, totalUsd: null };
+    this.#now = o.now;
+  }
+
+  get budgeted(): boolean {
+    return this.#budget.runUsd !== null || this.#budget.totalUsd !== null;
+  }
+
+  /** Under a budget, refuse to start when a model with jobs to send has no price: its spending could not be held. */
+  checkPriced(s: StatusSnapshot): void {
+    if (!this.budgeted) return;
+    const unpriced = s.byModel.filter((m) => m.pending > 0 && this.#prices.lookup(m.model) === null);
+    if (unpriced.length === 0) return;
+    const which = unpriced.map((m) => `${m.model} (${m.pending} jobs pending)`).join(', ');
+    throw new LlmqError(`--budget needs a price for every model it may send to, and none is known for ${which}. ` +
+      'Give one with --price IN,OUT (USD per million input,output tokens) or --prices FILE.');
+  }
+
+  /**
+   * Reserve the request's worst case before it leaves. When it does not fit while this run has
+   * requests out, wait for one of them to settle (usually for far less than its worst case) and try
+   * again; when it does not fit with nothing out, the budget is reached: null.
+   */
+  async hold(job: ClaimedJob, signal: AbortSignal): Promise<Hold | null> {
+    if (!this.budgeted) return NO_HOLD;
+    if (this.reached) return null;
+    const usd = this.worstUsd(job);
+    if (usd === null) {
+      throw new LlmqError(`Job ${job.key.slice(0, 12)} (${job.model}) sets no max_tokens, so nothing bounds what it may cost and ` +
+        '--budget cannot hold it. Enqueue it with --max-tokens, or run without --budget.');
+    }
+    for (;;) {
+      const r = await this.#store.reserve({ runId: this.#runId, usd, runBudget: this.#budget.runUsd, totalBudget: this.#budget.totalUsd, now: this.#now() });
+      if (r.ok) {
+        if (usd > 0) this.#out++;
+        return { usd };
+      }
+      if (this.#out === 0 || this.reached) {
+        this.reached ??= { scope: r.scope, committedUsd: r.committedUsd, limitUsd: (r.scope === 'run' ? this.#budget.runUsd : this.#budget.totalUsd)! };
+        return null;
+      }
+      await new Promise<void>((resolve) => {
+        this.#waiting.push(resolve);
+        signal.addEventListener('abort', () => resolve(), { once: true });
+      });
+      signal.throwIfAborted();
+    }
+  }
+
+  /** The try that held this has been written down (which settled it in the store). */
+  settled(hold: Hold): void {
+    if (hold.usd === 0) return;
+    this.#out--;
+    const waiting = this.#waiting;
+    this.#waiting = [];
+    for (const wake of waiting) wake();
+  }
+
+  /** An answer: its cost at the price known now (null without one). */
+  answered(job: ClaimedJob, usage: Usage, hold: Hold): AttemptMoney {
+    return { costUsd: this.#prices.lookup(job.model)?.cost(usage) ?? null, mayBeBilled: false, reservedUsd: hold.usd };
+  }
+
+  /** A try without an answer: free when the provider said no, its worst case when it may be billed. */
+  unanswered(job: ClaimedJob, mayBeBilled: boolean, hold: Hold): AttemptMoney {
+    return { costUsd: mayBeBilled ? this.worstUsd(job) : 0, mayBeBilled, reservedUsd: hold.usd };
+  }
+
+  /** The most the job's request can cost (prompt + max_tokens); null without a price or a max_tokens. */
+  worstUsd(job: ClaimedJob): number | null {
+    let usd = this.#worst.get(job);
+    if (usd === undefined) {
+      const pricing = this.#prices.lookup(job.model);
+      const worst = pricing ? worstCaseUsage(job.request) : null;
+      usd = pricing && worst?.completionTokens != null
+        ? pricing.cost({ promptTokens: worst.promptTokens, completionTokens: worst.completionTokens })
+        : null;
+      this.#worst.set(job, usd);
+    }
+    return usd;
+  }
+
+  /** What is committed in the budget that stopped the run, once its requests in flight have settled. */
+  async committedIn(scope: 'run' | 'total'): Promise<number> {
+    const c = await this.#store.committed(this.#runId);
+    return scope === 'run' ? c.run : c.total;
+  }
+}

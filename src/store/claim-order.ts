@@ -1,0 +1,35 @@
+import type { JobToRun } from './estimate-types.js';
+
+/** Rows of `jobs` as the estimate reads them. */
+export interface RawJobToRun {
+  seq: number; key: string; model: string; request: string; priority: number; attempts: number;
+}
+
+/** Pages of pending jobs are read this many at a time. */
+export const JOBS_PAGE = 1000;
+
+/**
+ * The jobs a run would take, in the order it takes them (priority, then FIFO): pending ones, a page
+ * at a time, merged with the few running ones whose lease expired (a run takes those back first and
+ * then claims them like pending ones).
+ */
+export async function* inClaimOrder(expired: readonly RawJobToRun[], pending: (after: { priority: number; seq: number } | null) => Promise<RawJobToRun[]>): AsyncIterable<JobToRun> {
+  const before = (a: RawJobToRun, b: RawJobToRun) => a.priority < b.priority || (a.priority === b.priority && a.seq < b.seq);
+  const waiting = [...expired].sort((a, b) => a.priority - b.priority || a.seq - b.seq);
+  let after: { priority: number; seq: number } | null = null;
+  for (;;) {
+    const page = await pending(after);
+    for (const row of page) {
+      while (waiting.length && before(waiting[0]!, row)) yield toJobToRun(waiting.shift()!);
+      yield toJobToRun(row);
+    }
+    if (page.length < JOBS_PAGE) break;
+    const last = page[page.length - 1]!;
+    after = { priority: last.priority, seq: last.seq };
+  }
+  for (const row of waiting) yield toJobToRun(row);
+}
+
+function toJobToRun(r: RawJobToRun): JobToRun {
+  return { key: r.key, model: r.model, request: r.request, priority: Number(r.priority), attempts: Number(r.attempts) };
+}

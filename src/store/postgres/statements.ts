@@ -1,0 +1,92 @@
+import type { AttemptRecord, Completion } from '../types.js';
+import { settlementParams, settleSql } from './spend.js';
+
+/** The PostgreSQL store's longer statements, and the parameters they take. */
+
+/**
+ * Insert one attempt row and settle its run's money: two data-modifying CTEs whose values are the
+ * first 19 parameters of the statement they are part of (ATTEMPT_PARAMS). They run to completion
+ * whether or not the main query reads them, so a state change, its attempt row and its money go
+ * in one statement, which is one transaction and one round trip.
+ */
+export const INSERT_ATTEMPT = `attempt AS (INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome, error,
+  prompt_tokens, completion_tokens, cost_usd, may_be_billed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)), ${settleSql(14)}`;
+export const ATTEMPT_PARAMS = 19;
+
+export function attemptParams(a: AttemptRecord): unknown[] {
+  return [a.key, a.runId, a.attempt, a.startedAt, a.endedAt, Math.max(0, a.endedAt - a.startedAt), a.status, a.outcome, a.error,
+    a.usage?.promptTokens ?? null, a.usage?.completionTokens ?? null, a.costUsd ?? null, a.mayBeBilled === true, ...settlementParams(a)];
+}
+
+/** Fail a held job; its four parameters (error, now, key, owner) start at `$first`. */
+export function failSql(first: number): string {
+  const [error, now, key, owner] = [0, 1, 2, 3].map((i) => `$${first + i}`);
+  return `UPDATE jobs SET state = 'failed', error = ${error}, lease_owner = NULL, lease_expires_at = NULL,
+    finished_at = ${now}, updated_at = ${now} WHERE key = ${key} AND state = 'running' AND lease_owner = ${owner}`;
+}
+
+/**
+ * The claim: lock up to `limit` pending jobs in priority-then-FIFO order, skipping rows another run
+ * has locked (so concurrent claims never wait on each other nor take the same job), and in the same
+ * statement either start them (attempts + 1, leased) or, when their attempts are used up (a crash
+ * loop), fail them. MATERIALIZED makes the locked set be chosen exactly once.
+ */
+export const CLAIM_SQL = `
+WITH picked AS MATERIALIZED (
+  SELECT seq FROM jobs WHERE state = 'pending' AND run_after <= $2::bigint AND NOT (model = ANY($6::text[]))
+  ORDER BY priority, seq LIMIT $5::int FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs SET
+  state = CASE WHEN attempts >= $1::int THEN 'failed' ELSE 'running' END,
+  attempts = CASE WHEN attempts >= $1::int THEN attempts ELSE attempts + 1 END,
+  error = CASE WHEN attempts >= $1::int
+    THEN 'gave up after ' || attempts || ' attempts; last error: ' || coalesce(error, 'the run working on it died')
+    ELSE error END,
+  finished_at = CASE WHEN attempts >= $1::int THEN $2::bigint ELSE NULL END,
+  lease_owner = CASE WHEN attempts >= $1::int THEN NULL ELSE $3::text END,
+  lease_expires_at = CASE WHEN attempts >= $1::int THEN NULL ELSE $4::bigint END,
+  updated_at = $2::bigint
+WHERE seq IN (SELECT seq FROM picked)
+RETURNING seq, key, request, model, priority, attempts, state`;
+
+export interface PendingCompletion {
+  readonly key: string;
+  readonly c: Completion;
+  resolve(changed: boolean): void;
+  reject(error: unknown): void;
+}
+
+/** Answers per statement; more wait for the next one (the parameters are arrays, so this bounds its size, not a count). */
+export const COMPLETE_BATCH = 500;
+
+/**
+ * Group commit of answers: the batch arrives as one array per column (22 parameters whatever its
+ * size). Every row inserts its attempt and settles its money; the first row for each key stores
+ * the answer and marks the job done, unless it already is. Not tied to the lease: an answer that
+ * arrives after the lease moved on is paid for, so keep it (and count it). Returns the 1-based
+ * positions of the rows that marked a job done.
+ */
+export const COMPLETE_SQL = `
+WITH input AS MATERIALIZED (
+  SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::int[], $8::text[],
+    $9::text[], $10::int[], $11::int[], $12::text[], $13::text[], $14::text[], $15::int[], $16::int[], $17::bool[], $18::float8[],
+    $19::bigint[], $20::int[], $21::bigint[], $22::int[])
+    WITH ORDINALITY AS t(a_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome, error, a_prompt, a_completion,
+      key, output, response, prompt_tokens, completion_tokens, first, cost_usd, reserved, held, spent, unpriced, i)
+), attempt AS (
+  INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome, error, prompt_tokens, completion_tokens,
+    cost_usd)
+  SELECT a_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome, error, a_prompt, a_completion, cost_usd FROM input ORDER BY i
+), settled AS (
+  UPDATE spend SET reserved_nanousd = greatest(spend.reserved_nanousd - m.reserved, 0), in_flight = greatest(spend.in_flight - m.held, 0),
+    spent_nanousd = spend.spent_nanousd + m.spent, unpriced_tries = spend.unpriced_tries + m.unpriced, updated_at = m.at
+  FROM (SELECT run_id, sum(reserved) AS reserved, sum(held) AS held, sum(spent) AS spent, sum(unpriced) AS unpriced, max(ended_at) AS at
+        FROM input GROUP BY run_id) m
+  WHERE spend.run_id = m.run_id AND m.held + m.spent + m.unpriced > 0
+), done AS (
+  UPDATE jobs SET state = 'done', output = input.output, response = input.response, prompt_tokens = input.prompt_tokens,
+    completion_tokens = input.completion_tokens, cost_usd = input.cost_usd, error = NULL, lease_owner = NULL, lease_expires_at = NULL,
+    finished_at = input.ended_at, updated_at = input.ended_at
+  FROM input WHERE input.first AND jobs.key = input.key AND jobs.state <> 'done'
+  RETURNING input.i
+) SELECT i FROM done`;

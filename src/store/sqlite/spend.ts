@@ -1,0 +1,76 @@
+import type { AttemptRecord, Committed, ReserveRequest, ReserveResult } from '../types.js';
+import { nanoDown, nanoUp, settlementOf, usdOf } from '../spend-amounts.js';
+import type { Db } from './open.js';
+
+const COMMITTED = 'reserved_nanousd + spent_nanousd + unknown_nanousd';
+
+/**
+ * The `spend` ledger in SQLite. Reserving reads the committed sums and adds to them in one
+ * IMMEDIATE transaction: SQLite lets one writer in at a time, so two runs on the file cannot both
+ * take the last of a budget. Settling happens in the transaction that writes the attempt row.
+ */
+export class SqliteSpend {
+  readonly #db: Db;
+  readonly #s;
+
+  constructor(db: Db) {
+    this.#db = db;
+    this.#s = {
+      open: db.prepare('INSERT INTO spend (run_id, updated_at) VALUES (?, ?) ON CONFLICT (run_id) DO NOTHING'),
+      runCommitted: db.prepare(`SELECT ${COMMITTED} FROM spend WHERE run_id = ?`).pluck(),
+      totalCommitted: db.prepare(`SELECT coalesce(sum(${COMMITTED}), 0) FROM spend`).pluck(),
+      hold: db.prepare('UPDATE spend SET reserved_nanousd = reserved_nanousd + ?, in_flight = in_flight + 1, updated_at = ? WHERE run_id = ?'),
+      unhold: db.prepare(`UPDATE spend SET reserved_nanousd = max(reserved_nanousd - ?, 0), in_flight = max(in_flight - 1, 0), updated_at = ?
+        WHERE run_id = ?`),
+      settle: db.prepare(`UPDATE spend SET reserved_nanousd = max(reserved_nanousd - @reserved, 0), in_flight = max(in_flight - @held, 0),
+          spent_nanousd = spent_nanousd + @spent, unknown_nanousd = unknown_nanousd + @unknown, unknown_tries = unknown_tries + @maybe,
+          unpriced_tries = unpriced_tries + @unpriced, updated_at = @now
+        WHERE run_id = @run`),
+      died: db.prepare(`UPDATE spend SET unknown_nanousd = unknown_nanousd + reserved_nanousd, unknown_tries = unknown_tries + in_flight,
+          reserved_nanousd = 0, in_flight = 0, updated_at = ? WHERE run_id = ?`),
+    };
+  }
+
+  /** The run's row, written with the run itself. */
+  open(runId: string, now: number): void {
+    this.#s.open.run(runId, now);
+  }
+
+  reserve(r: ReserveRequest): ReserveResult {
+    const s = this.#s;
+    return this.#db.transaction((): ReserveResult => {
+      const usd = nanoUp(r.usd);
+      s.open.run(r.runId, r.now);
+      const run = s.runCommitted.get(r.runId) as number;
+      if (r.runBudget !== null && run + usd > nanoDown(r.runBudget)) return { ok: false, scope: 'run', committedUsd: usdOf(run) };
+      if (r.totalBudget !== null) {
+        const total = s.totalCommitted.get() as number;
+        if (total + usd > nanoDown(r.totalBudget)) return { ok: false, scope: 'total', committedUsd: usdOf(total) };
+      }
+      s.hold.run(usd, r.now, r.runId);
+      return { ok: true };
+    }).immediate();
+  }
+
+  unreserve(runId: string, usd: number, now: number): void {
+    this.#s.unhold.run(nanoUp(usd), now, runId);
+  }
+
+  committed(runId: string): Committed {
+    return this.#db.transaction(() => ({
+      run: usdOf((this.#s.runCommitted.get(runId) as number | undefined) ?? 0),
+      total: usdOf(this.#s.totalCommitted.get() as number),
+    }))();
+  }
+
+  /** Inside the transaction that writes the attempt row: its reservation goes, its cost arrives. */
+  settle(a: AttemptRecord): void {
+    const m = settlementOf(a);
+    if (m) this.#s.settle.run({ ...m, now: a.endedAt, run: a.runId });
+  }
+
+  /** A run known dead: what it had out may have been billed, so it stays committed, as "may be billed". */
+  died(runId: string, now: number): void {
+    this.#s.died.run(now, runId);
+  }
+}

@@ -1,0 +1,161 @@
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { worstCaseUsage } from '../src/pricing/cost.js';
+import { collect, runCli, spawnCli } from './helpers/cli.js';
+import { FakeOpenAI, reply } from './helpers/fake-openai.js';
+import { requestFor, seedJobs } from './helpers/seed.js';
+import { tempDir } from './helpers/tmp.js';
+
+// $1 per thousand tokens: a request here costs cents, its worst case (prompt + 64 max_tokens) about $0.10.
+const PRICE = ['--price', '1000,1000'];
+const PER_TOKEN = 1000 / 1e6;
+
+const fakes: FakeOpenAI[] = [];
+afterEach(async () => {
+  await Promise.all(fakes.splice(0).map((f) => f.close()));
+});
+
+async function setup(jobs: number, o: { latencyMs?: number; model?: string } = {}) {
+  const fake = await FakeOpenAI.start({ latencyMs: o.latencyMs ?? 5, record: false });
+  fakes.push(fake);
+  const db = join(tempDir(), 'q.db');
+  const store = new SqliteStore(db);
+  await seedJobs(store, jobs, { model: o.model });
+  await store.close();
+  return { fake, db, run: (...args: string[]) => ['run', '--db', db, '--base-url', fake.url, '--progress', 'none', '--retry-delay', '0.05', ...args] };
+}
+
+/** The most one seeded request can cost at PRICE. */
+const worst = Math.max(...[0, 99].map((n) => {
+  const w = worstCaseUsage(requestFor(n));
+  return (w.promptTokens + w.completionTokens!) * PER_TOKEN;
+}));
+
+/** Money as the database records it: attempt costs, the ledger, and jobs. */
+function recorded(db: string) {
+  const store = new SqliteStore(db);
+  try {
+    const one = (sql: string) => store.db.prepare(sql).pluck().get() as number;
+    return {
+      attempts: one('SELECT count(*) FROM attempts'),
+      attemptsUsd: one('SELECT coalesce(sum(cost_usd), 0) FROM attempts'),
+      ledgerUsd: one('SELECT coalesce(sum(reserved_nanousd + spent_nanousd + unknown_nanousd), 0) FROM spend') / 1e9,
+      jobsUsd: one("SELECT coalesce(sum(cost_usd), 0) FROM jobs WHERE state = 'done'"),
+      pending: one("SELECT count(*) FROM jobs WHERE state = 'pending'"),
+      done: one("SELECT count(*) FROM jobs WHERE state = 'done'"),
+    };
+  } finally {
+    void store.close();
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('llmq run --budget', () => {
+  it('stops with exit 3 when the next request would not fit, never above the budget, and says how to go on', async () => {
+    const { fake, db, run } = await setup(100);
+    const r = await runCli(run('--budget', '1', '--concurrency', '8', ...PRICE));
+    expect(r.code).toBe(3);
+    const m = recorded(db);
+    expect(r.stderr).toBe(`budget reached: $${m.ledgerUsd.toFixed(2)} of $1.00; ${m.pending} jobs pending; run again with a larger --budget to go on\n`);
+    expect(m.done).toBeGreaterThan(20); // in-flight worst cases settled far lower, and the room was used again
+    expect(m.pending).toBe(100 - m.done);
+    expect(m.attemptsUsd).toBeLessThanOrEqual(1);
+    expect(m.ledgerUsd).toBeLessThanOrEqual(1);
+    expect(m.ledgerUsd + worst).toBeGreaterThan(1); // it stopped only when one more could not fit
+    expect(m.jobsUsd).toBeCloseTo(m.attemptsUsd, 9);
+    // every request that left is recorded and paid for
+    expect(fake.received).toBe(m.attempts);
+
+    // status: per model and per run, with the run's budget
+    const s = JSON.parse((await runCli(['status', '--json', '--db', db, ...PRICE])).stdout);
+    expect(s.cost.byModel[0].usd).toBeCloseTo(m.jobsUsd, 9);
+    expect(s.cost.byRun).toHaveLength(1);
+    expect(s.cost.byRun[0]).toMatchObject({ budgetUsd: 1, budgetTotalUsd: null, inFlight: 0, reservedUsd: 0, mayBeBilledTries: 0, live: false });
+    expect(s.cost.byRun[0].spentUsd).toBeCloseTo(m.attemptsUsd, 6);
+    const text = (await runCli(['status', '--db', db])).stdout;
+    expect(text).toMatch(new RegExp(`^ {2}runs {5}[0-9a-f]{8} {2}\\$0\\.\\d\\d · budget \\$1\\.00$`, 'm'));
+    expect(text).toMatch(/^ {2}prices {3}genai-prices \d{4}-\d{2}-\d{2}$/m);
+
+    // a larger budget goes on from there
+    const more = await runCli(run('--budget', '100', ...PRICE));
+    expect(more.code).toBe(0);
+    expect(recorded(db).pending).toBe(0);
+  });
+
+  it('two runs on one database share --budget-total: together they never spend more than it', async () => {
+    const { db, run } = await setup(150, { latencyMs: 20 });
+    const [a, b] = await Promise.all([1, 2].map(() => runCli(run('--budget-total', '1.5', '--concurrency', '4', ...PRICE))));
+    expect([a!.code, b!.code]).toEqual([3, 3]);
+    for (const r of [a!, b!]) expect(r.stderr.trimEnd()).toMatch(/^budget reached: \$1\.\d\d of \$1\.50 for the whole queue; \d+ jobs pending; run again with a larger --budget-total to go on$/);
+    const m = recorded(db);
+    expect(m.ledgerUsd).toBeLessThanOrEqual(1.5);
+    expect(m.attemptsUsd).toBeLessThanOrEqual(1.5);
+    expect(m.ledgerUsd + worst).toBeGreaterThan(1.5);
+    // a later run with the same total has nothing left to spend: it sends nothing
+    const later = await runCli(run('--budget-total', '1.5', ...PRICE));
+    expect(later.code).toBe(3);
+    expect(recorded(db).attempts).toBe(m.attempts);
+  });
+
+  it('a run killed with SIGKILL mid-flight: its requests count as may be billed, and the next run stays within --budget-total', async () => {
+    const { fake, db, run } = await setup(60, { latencyMs: 3000 });
+    const first = spawnCli(run('--budget-total', '1', '--concurrency', '4', ...PRICE));
+    const ended = collect(first);
+    await fake.waitForRequests(4);
+    first.kill('SIGKILL');
+    expect((await ended).signal).toBe('SIGKILL');
+    expect(recorded(db).ledgerUsd).toBeGreaterThan(3 * 0.05); // the four worst cases are held in the database
+    // the same machine knows it is dead once its heartbeat has been quiet for 5 s
+    await sleep(6500);
+    fake.configure({ latencyMs: 5 });
+    const second = await runCli(run('--budget-total', '1', '--concurrency', '4', ...PRICE));
+    expect(second.code).toBe(3);
+    const m = recorded(db);
+    expect(m.ledgerUsd).toBeLessThanOrEqual(1);
+    expect(m.attemptsUsd).toBeLessThanOrEqual(1);
+    const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
+    expect(s.cost.mayBeBilled.tries).toBe(4);
+    expect(s.cost.mayBeBilled.usd).toBeGreaterThan(4 * 0.05);
+    expect(s.cost.mayBeBilled.usd).toBeLessThanOrEqual(4 * worst + 1e-9);
+    expect(s.cost.byRun.find((x: { exitReason?: string; mayBeBilledTries: number }) => x.mayBeBilledTries === 4)).toBeTruthy();
+    // what was answered plus what may have been billed stays within the budget
+    expect(m.attemptsUsd + s.cost.mayBeBilled.usd).toBeLessThanOrEqual(1 + 1e-9);
+    expect((await runCli(['status', '--db', db])).stdout).toMatch(/may be billed: 4 tries, up to \$0\.\d\d/);
+  });
+
+  it('a model without a price and a budget: refuses to start, names the model and --price, sends nothing', async () => {
+    const { fake, run } = await setup(3, { model: 'llama3.1:8b' });
+    const r = await runCli(run('--budget', '5'));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/--budget needs a price .* none is known for llama3\.1:8b \(3 jobs pending\)\. Give one with --price IN,OUT/);
+    expect(fake.received).toBe(0);
+    const priced = await runCli(run('--budget', '5', '--price', '0,0'));
+    expect(priced.code).toBe(0);
+  });
+
+  it('a try that timed out may be billed: status and show count it at its worst case', async () => {
+    const { fake, db, run } = await setup(2);
+    fake.respond((q) => (q.index === 1 ? reply.hang() : undefined));
+    const r = await runCli(run('--timeout', '1', '--concurrency', '1', ...PRICE));
+    expect(r.code).toBe(0);
+    const w = worstCaseUsage(requestFor(0));
+    const upTo = (w.promptTokens + w.completionTokens!) * PER_TOKEN;
+    const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
+    expect(s.cost.mayBeBilled.tries).toBe(1);
+    expect(s.cost.mayBeBilled.usd).toBeCloseTo(upTo, 9);
+    const shown = await runCli(['show', 'doc-0', '--db', db]);
+    expect(shown.stdout).toContain(`may be billed: 1 try, up to $${upTo.toFixed(2)}`);
+    expect(shown.stdout).toMatch(/^ {2}cost {6}\$0\.0\d$/m);
+    const json = JSON.parse((await runCli(['show', 'doc-0', '--json', '--db', db])).stdout);
+    expect(json.attempts.map((a: { mayBeBilled: boolean }) => a.mayBeBilled)).toEqual([true, false]);
+  });
+
+  it('--help names exit code 3', async () => {
+    const r = await runCli(['run', '--help']);
+    expect(r.stdout).toMatch(/^ {2}3 {4}stopped by --budget or --budget-total/m);
+    expect(r.stdout).toContain('--budget <usd>');
+    expect(r.stdout).toContain('--budget-total <usd>');
+  });
+});

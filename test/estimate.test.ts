@@ -1,0 +1,141 @@
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { estimateRun } from '../src/report/estimate.js';
+import { loadPriceTable } from '../src/pricing/price-table.js';
+import { estimatePromptTokens } from '../src/provider/tokens.js';
+import { runCli } from './helpers/cli.js';
+import { FakeOpenAI } from './helpers/fake-openai.js';
+import { requestFor, seedJobs } from './helpers/seed.js';
+import { jobKey } from '../src/request.js';
+import { tempDir } from './helpers/tmp.js';
+
+const MODEL = 'gpt-test';
+const BASE = 'http://127.0.0.1:9/v1';
+// $1 per thousand prompt tokens, $2 per thousand completion tokens
+const prices = loadPriceTable({ price: [1000, 2000] });
+const text = (n: number) => `document ${n}: ${'lorem ipsum '.repeat(n + 1)}`;
+const promptOf = (n: number) => estimatePromptTokens(JSON.parse(requestFor(n, { model: MODEL, text: text(n) })));
+const T = Date.now();
+
+/**
+ * 30 jobs (max_tokens 64), priority -1 for every third: 10 answered, by a provider that counts 7
+ * prompt tokens more than the text and answers 10, 20 ... 100 tokens in 1 s; one running job of a
+ * dead run (lease expired); one pending job whose attempts are used up; 18 pending.
+ */
+async function seeded() {
+  const db = join(tempDir(), 'q.db');
+  const store = new SqliteStore(db);
+  const keys = await seedJobs(store, 30, { model: MODEL, maxTokens: 64, text, priority: (n) => (n % 3 === 0 ? -1 : 0) });
+  const byKey = new Map(keys.map((k, n) => [k, n]));
+  await store.startRun({ id: 'run-a', host: 'h', pid: 1, startedAt: T, options: {} });
+  const answered = (await store.claim({ owner: 'run-a', limit: 10, now: T, leaseUntil: T + 60_000, maxAttempts: 5 })).jobs;
+  for (const [i, job] of answered.entries()) {
+    const usage = { promptTokens: promptOf(byKey.get(job.key)!) + 7, completionTokens: 10 * (i + 1) };
+    await store.complete(job.key, { owner: 'run-a', output: 'x', response: '{}', usage,
+      attempt: { key: job.key, runId: 'run-a', attempt: 1, startedAt: T, endedAt: T + 1000, status: 200, outcome: 'done', error: null, usage } });
+  }
+  const [held] = (await store.claim({ owner: 'run-dead', limit: 1, now: T, leaseUntil: T - 1, maxAttempts: 5 })).jobs;
+  const [tired] = (await store.claim({ owner: 'run-a', limit: 1, now: T, leaseUntil: T + 60_000, maxAttempts: 5 })).jobs;
+  store.db.prepare("UPDATE jobs SET state = 'pending', attempts = 5, lease_owner = NULL WHERE key = ?").run(tired!.key);
+  await store.saveLaneLimits({ baseUrl: BASE, model: MODEL, rpm: 60, tpm: null, source: 'headers', at: T });
+  // what a run would take, in its order: (priority, seq), the tired one left out
+  const order = keys.map((k, n) => ({ k, n })).filter(({ k }) => !answered.some((j) => j.key === k) && k !== tired!.key)
+    .sort((a, b) => (a.n % 3 === 0 ? -1 : 0) - (b.n % 3 === 0 ? -1 : 0) || a.n - b.n).map(({ n }) => n);
+  expect(order).toContain(byKey.get(held!.key));
+  return { db, store, order };
+}
+
+const fakes: FakeOpenAI[] = [];
+afterEach(async () => {
+  await Promise.all(fakes.splice(0).map((f) => f.close()));
+});
+
+describe('estimate', () => {
+  it('counts what a run would take, learns answer lengths and the prompt overhead from answers, prices and times it', async () => {
+    const { store, order } = await seeded();
+    const e = await estimateRun(store, { prices, now: T, baseUrl: BASE, concurrency: 4 });
+    expect(e.jobs).toBe(19);
+    expect(e.exhausted).toBe(1);
+    const prompt = order.reduce((a, n) => a + promptOf(n) + 7, 0);
+    const m = e.models[0]!;
+    expect(m).toMatchObject({ model: MODEL, jobs: 19, promptTokens: prompt, promptCorrection: 7, latencyMs: 1000 });
+    // answers were 10..100 tokens: mean 55, p90 90, but none can pass max_tokens 64
+    expect(m.completion).toEqual({ basis: 'answers', answered: 10, mean: 55, p90: 90, low: 19 * 55, high: 19 * 64, ceiling: 19 * 64 });
+    expect(m.cost!.low).toBeCloseTo(prompt * 0.001 + 19 * 55 * 0.002, 9);
+    expect(m.cost!.high).toBeCloseTo(prompt * 0.001 + 19 * 64 * 0.002, 9);
+    expect(m.cost!.worst).toBeCloseTo(m.cost!.high, 9);
+    expect(m.batchCost).toBeNull(); // --price gives no batch price
+    expect(m.price).toEqual({ input: 1000, output: 2000, source: '--price' });
+    // 60 rpm learned from headers: 19 s; the work (19 x 1 s over 4 slots) is less
+    expect(m.limits).toEqual({ rpm: 60, tpm: null, learned: { source: 'headers', at: T } });
+    expect(e.seconds).toBeCloseTo(19, 9);
+    expect(e.cost).toEqual(m.cost);
+
+    // --limit takes the first jobs in the run's order; a lower --rpm wins over the learned one
+    const first = await estimateRun(store, { prices, now: T, baseUrl: BASE, limit: 5, rpm: 30 });
+    expect(first.jobs).toBe(5);
+    expect(first.models[0]!.promptTokens).toBe(order.slice(0, 5).reduce((a, n) => a + promptOf(n) + 7, 0));
+    expect(first.seconds).toBeCloseTo(10, 9);
+    await store.close();
+  });
+
+  it('before any answer: answers up to max_tokens, time from the flags alone, batch at half for OpenAI, unknown price as unknown', async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await seedJobs(store, 4, { maxTokens: 100 });
+    await store.enqueue([0, 1].map((n) => {
+      const request = requestFor(n, { model: 'my-finetune' });
+      return { itemId: `tuned-${n}`, source: 'seed', meta: null, key: jobKey(request), request, model: 'my-finetune', priority: 0 };
+    }), T);
+    const e = await estimateRun(store, { prices: loadPriceTable(), now: T, baseUrl: BASE, tpm: 6000 });
+    const mini = e.models.find((m) => m.model === 'gpt-4o-mini')!;
+    expect(mini.completion).toMatchObject({ basis: 'max_tokens', answered: 0, low: 0, high: 400, ceiling: 400 });
+    const prompt = [0, 1, 2, 3].reduce((a, n) => a + estimatePromptTokens(JSON.parse(requestFor(n))), 0);
+    expect(mini.cost!.low).toBeCloseTo(prompt * 0.15e-6, 12);
+    expect(mini.cost!.high).toBeCloseTo(prompt * 0.15e-6 + 400 * 0.6e-6, 12);
+    expect(mini.batchCost!.high).toBeCloseTo(mini.cost!.high / 2, 12);
+    expect(mini.paceSeconds).toBeCloseTo(((prompt + 400) / 6000) * 60, 9);
+    expect(e.unpriced).toEqual(['my-finetune']);
+    expect(e.cost).toBeNull();
+    expect(e.models.find((m) => m.model === 'my-finetune')!.cost).toBeNull();
+    await store.close();
+  });
+
+  it('streams the queue a page at a time, in the run\'s order across pages', async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await seedJobs(store, 2500, { priority: (n) => (n % 2 === 0 ? 1 : 0) });
+    const e = await estimateRun(store, { prices: loadPriceTable(), now: T, baseUrl: BASE, limit: 1300 });
+    expect(e.jobs).toBe(1300);
+    // the 1,250 odd documents (priority 0) first, then the first 50 even ones
+    const want = [...Array.from({ length: 1250 }, (_, i) => 2 * i + 1), ...Array.from({ length: 50 }, (_, i) => 2 * i)];
+    expect(e.models[0]!.promptTokens).toBe(want.reduce((a, n) => a + estimatePromptTokens(JSON.parse(requestFor(n))), 0));
+    await store.close();
+  });
+
+  it('llmq estimate and llmq run --dry-run print the same, and the dry run sends nothing', async () => {
+    const { db, store } = await seeded();
+    await store.close();
+    const fake = await FakeOpenAI.start();
+    fakes.push(fake);
+    const base = BASE;
+    const json = await runCli(['estimate', '--db', db, '--json', '--base-url', base, '--price', '1000,2000', '-c', '4']);
+    expect(json.code).toBe(0);
+    const e = JSON.parse(json.stdout);
+    expect(e).toMatchObject({ jobs: 19, exhausted: 1, seconds: 19, unpriced: [] });
+    const text = await runCli(['estimate', '--db', db, '--base-url', base, '--price', '1000,2000']);
+    expect(text.stdout).toMatch(/^estimate .*q\.db: 19 jobs to send\n {2}1 more used all their attempts: a run fails them unsent$/m);
+    expect(text.stdout).toMatch(/^ {4}answers {2}1,045 to 1,216 tokens \(mean 55, p90 90 of 10 answered\)$/m);
+    expect(text.stdout).toMatch(/^ {4}time {5}19s at 60 rpm, learned from headers · answers took 1,000 ms$/m);
+    expect(text.stdout).toMatch(/^ {4}price {4}\$1000\/\$2000 per million tokens, --price$/m);
+    for (const line of text.stdout.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
+
+    const dry = await runCli(['run', '--dry-run', '--db', db, '--base-url', fake.url, '--price', '1000,2000', '--json', '--limit', '5']);
+    expect(dry.code).toBe(0);
+    expect(JSON.parse(dry.stdout)).toMatchObject({ jobs: 5 });
+    expect(fake.received).toBe(0);
+    const after = new SqliteStore(db);
+    expect(after.db.prepare('SELECT count(*) FROM runs').pluck().get()).toBe(1); // only the seeded run: no run was started
+    expect(after.db.prepare("SELECT count(*) FROM jobs WHERE state = 'pending'").pluck().get()).toBe(19);
+    await after.close();
+  });
+});

@@ -1,0 +1,47 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import { STORE_KINDS, T0, OWNER, claimOpts, rows, skipUnavailable } from './helpers/stores.js';
+
+// What `llmq estimate` reads, for every store kind.
+
+describe.each(STORE_KINDS)('store contract: estimate reads [$name]', (kind) => {
+  beforeEach((ctx) => skipUnavailable(kind, ctx));
+
+  it('jobsToRun: pending jobs in claim order across pages, with running jobs whose lease expired in their place', async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue(rows(1200, { prefix: 'low', priority: 1 }), T0);
+    await store.enqueue(rows(900, { prefix: 'high', priority: -1 }), T0);
+    // two of the high ones are held: one by a dead run (lease over), one by a live one
+    const held = (await store.claim(claimOpts({ limit: 1, leaseUntil: T0 - 1 }))).jobs[0]!;
+    const live = (await store.claim(claimOpts({ limit: 1, owner: 'run-live', leaseUntil: T0 + 60_000 }))).jobs[0]!;
+    const seen = [];
+    for await (const j of store.jobsToRun(T0)) seen.push(j);
+    expect(seen).toHaveLength(2099);
+    expect(seen[0]!.key).toBe(held.key); // first in its priority, as it was before the dead run took it
+    expect(seen.some((j) => j.key === live.key)).toBe(false);
+    expect(seen.slice(0, 899).every((j) => j.priority === -1)).toBe(true);
+    expect(seen.slice(899).every((j) => j.priority === 1)).toBe(true);
+    expect(new Set(seen.map((j) => j.key)).size).toBe(2099);
+    expect(seen[0]).toMatchObject({ model: 'gpt-test', attempts: 1 });
+    expect(JSON.parse(seen[1]!.request).messages[0].content).toBe('high text 2');
+  });
+
+  it('answered: the newest answers of a model with their latency, requests only when asked', async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue(rows(5), T0);
+    const jobs = (await store.claim(claimOpts({ limit: 5 }))).jobs;
+    for (const [i, j] of jobs.entries()) {
+      const usage = { promptTokens: 10 + i, completionTokens: 100 + i };
+      await store.complete(j.key, { owner: OWNER, output: 'x', response: '{}', usage,
+        attempt: { key: j.key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 50 * (i + 1), status: 200, outcome: 'done', error: null, usage } });
+    }
+    const two = await store.answered('gpt-test', { limit: 2, withRequest: false });
+    expect(two).toEqual([
+      { promptTokens: 14, completionTokens: 104, latencyMs: 250, request: null },
+      { promptTokens: 13, completionTokens: 103, latencyMs: 200, request: null },
+    ]);
+    const withRequests = await store.answered('gpt-test', { limit: 10, withRequest: true });
+    expect(withRequests).toHaveLength(5);
+    expect(JSON.parse(withRequests[4]!.request!).messages[0].content).toBe('doc text 0');
+    expect(await store.answered('other-model', { limit: 10, withRequest: false })).toEqual([]);
+  });
+});

@@ -1,0 +1,91 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { AttemptRecord, Store } from '../src/store/types.js';
+import { STORE_KINDS, T0, OWNER, claimOpts, rows, skipUnavailable } from './helpers/stores.js';
+
+// The money ledger (`spend`) every store keeps: --budget reservations and their settlement.
+
+const budget = (runBudget: number | null, totalBudget: number | null = null) => ({ runBudget, totalBudget, now: T0 });
+
+async function started(store: Store, id = OWNER): Promise<void> {
+  await store.startRun({ id, host: 'h', pid: 1, startedAt: T0, options: {} });
+}
+
+async function spendOf(store: Store, id = OWNER) {
+  return (await store.status(T0)).spend.find((r) => r.id === id)!.spend;
+}
+
+function tryOf(key: string, o: Partial<AttemptRecord>): AttemptRecord {
+  return { key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 10, status: 200, outcome: 'done', error: null, usage: null, ...o };
+}
+
+describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
+  beforeEach((ctx) => skipUnavailable(kind, ctx));
+
+  it('reserves a worst case only while it fits --budget, and says what is committed when it does not', async () => {
+    const { store } = await kind.fresh();
+    await started(store);
+    expect(await store.reserve({ runId: OWNER, usd: 0.6, ...budget(1) })).toEqual({ ok: true });
+    expect(await store.reserve({ runId: OWNER, usd: 0.4, ...budget(1) })).toEqual({ ok: true }); // exactly the budget fits
+    expect(await store.reserve({ runId: OWNER, usd: 0.000000001, ...budget(1) })).toEqual({ ok: false, scope: 'run', committedUsd: 1 });
+    expect(await store.committed(OWNER)).toEqual({ run: 1, total: 1 });
+    await store.unreserve(OWNER, 0.4, T0);
+    expect(await spendOf(store)).toMatchObject({ reservedUsd: 0.6, inFlight: 1, spentUsd: 0 });
+    expect(await store.reserve({ runId: OWNER, usd: 0.3, ...budget(1) })).toEqual({ ok: true });
+  });
+
+  it('settles with the attempt row: the reservation goes, the real cost, or the worst case of a try that may be billed, arrives', async () => {
+    const { store } = await kind.fresh();
+    await started(store);
+    await store.enqueue(rows(3), T0);
+    const [a, b, c] = (await store.claim(claimOpts({ limit: 3 }))).jobs;
+    for (let i = 0; i < 3; i++) await store.reserve({ runId: OWNER, usd: 0.5, ...budget(10) });
+    await store.complete(a!.key, { owner: OWNER, output: 'x', response: '{}', usage: { promptTokens: 10, completionTokens: 2 },
+      attempt: tryOf(a!.key, { usage: { promptTokens: 10, completionTokens: 2 }, costUsd: 0.123456789, reservedUsd: 0.5 }) });
+    await store.recordAttempt(tryOf(b!.key, { status: null, outcome: 'retry', error: 'Timed out', costUsd: 0.5, mayBeBilled: true, reservedUsd: 0.5 }),
+      { countAttempt: true, error: 'Timed out' });
+    await store.fail(c!.key, OWNER, 'HTTP 400', tryOf(c!.key, { status: 400, outcome: 'failed', error: 'HTTP 400', costUsd: 0, reservedUsd: 0.5 }), T0 + 10);
+    expect(await spendOf(store)).toEqual({
+      runId: OWNER, reservedUsd: 0, inFlight: 0, spentUsd: 0.123456789, mayBeBilledUsd: 0.5, mayBeBilledTries: 1, unpricedTries: 0,
+    });
+    expect(await store.committed(OWNER)).toEqual({ run: 0.623456789, total: 0.623456789 });
+    const timedOut = (await store.item('doc-0001'))!.attempts[0]!;
+    expect(timedOut).toMatchObject({ costUsd: 0.5, mayBeBilled: true });
+  });
+
+  it('--budget-total counts every run on the queue, and concurrent reservations never take more than it', async () => {
+    const { store, openAnother } = await kind.fresh();
+    const other = await openAnother();
+    await started(store, 'run-1');
+    await started(other, 'run-2');
+    await store.reserve({ runId: 'run-1', usd: 1, ...budget(null, 4) });
+    // 40 tries of 0.1 from each run at once, against the 3 left: exactly 30 fit, whoever wins them
+    const tries = ['run-1', 'run-2'].flatMap((runId) => Array.from({ length: 40 }, () =>
+      (runId === 'run-1' ? store : other).reserve({ runId, usd: 0.1, ...budget(null, 4) })));
+    const results = await Promise.all(tries);
+    expect(results.filter((r) => r.ok)).toHaveLength(30);
+    expect(results.find((r) => !r.ok)).toMatchObject({ scope: 'total' });
+    expect((await store.committed('run-2')).total).toBeCloseTo(4, 9);
+  });
+
+  it("a dead run's reservations stay committed, as may be billed, when it is reclaimed", async () => {
+    const { store } = await kind.fresh();
+    await started(store, 'run-dead');
+    await store.reserve({ runId: 'run-dead', usd: 0.25, ...budget(null, 1) });
+    await store.reserve({ runId: 'run-dead', usd: 0.25, ...budget(null, 1) });
+    await store.reclaim(T0 + 100, ['run-dead']);
+    expect(await spendOf(store, 'run-dead')).toMatchObject({ reservedUsd: 0, inFlight: 0, mayBeBilledUsd: 0.5, mayBeBilledTries: 2 });
+    await started(store, 'run-next');
+    expect(await store.reserve({ runId: 'run-next', usd: 0.6, ...budget(null, 1) })).toEqual({ ok: false, scope: 'total', committedUsd: 0.5 });
+  });
+
+  it('an answer of a model without a price is counted as such, not as $0', async () => {
+    const { store } = await kind.fresh();
+    await started(store);
+    await store.enqueue(rows(1), T0);
+    const [a] = (await store.claim(claimOpts())).jobs;
+    await store.complete(a!.key, { owner: OWNER, output: 'x', response: '{}', usage: { promptTokens: 1, completionTokens: 1 },
+      attempt: tryOf(a!.key, { usage: { promptTokens: 1, completionTokens: 1 }, costUsd: null }) });
+    expect(await spendOf(store)).toMatchObject({ spentUsd: 0, unpricedTries: 1 });
+    expect((await store.item('doc-0000'))!.job.costUsd).toBeNull();
+  });
+});
