@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HttpBatchApi } from '../src/batch/http-api.js';
+import { loadPriceTable } from '../src/pricing/price-table.js';
 import { runBatchLane, type BatchLaneOptions } from '../src/batch/lane.js';
 import { runQueue } from '../src/scheduler/run-queue.js';
 import { OpenAIProvider } from '../src/provider/openai.js';
@@ -59,6 +60,26 @@ describe('batch lane', () => {
     expect(fake.received).toBe(0); // nothing went online
     const rows = await store.batches.recent(10);
     expect(rows.map((r) => [r.state, r.providerStatus, r.jobs, r.done])).toEqual([['ended', 'completed', 5, 5], ['ended', 'completed', 10, 10], ['ended', 'completed', 10, 10]]);
+  });
+
+  it('prices batch answers at the batch price: half the online one for OpenAI models', async () => {
+    const { store } = await setup(4);
+    const fake = fakes[fakes.length - 1]!;
+    const prices = loadPriceTable({});
+    const summary = await runBatchLane(
+      { store, api: new HttpBatchApi({ baseUrl: fake.url }), baseUrl: fake.url, prices },
+      { pollMs: 20, heartbeatMs: 50 },
+    );
+    expect(summary).toMatchObject({ reason: 'drained', done: 4 });
+    const rows = store.db.prepare('SELECT model, prompt_tokens AS p, completion_tokens AS c, cost_usd AS cost FROM jobs').all() as
+      Array<{ model: string; p: number; c: number; cost: number }>;
+    let total = 0;
+    for (const r of rows) {
+      const online = prices.lookup(r.model)!.cost({ promptTokens: r.p, completionTokens: r.c })!;
+      expect(r.cost).toBeCloseTo(online / 2, 12);
+      total += r.cost;
+    }
+    expect(summary.costUsd).toBeCloseTo(total, 12);
   });
 
   it('keeps partial results: error lines fail, expired and missing lines go back to pending and are resubmitted', async () => {

@@ -11,7 +11,7 @@ export type PollOutcome =
   /** The provider refused it for having too much queued; its jobs are pending again. */
   | { readonly kind: 'quota'; readonly message: string; readonly requeued: number };
 
-const NOTHING: AppliedResults = Object.freeze({ done: 0, failed: 0, retried: 0, promptTokens: 0, completionTokens: 0 });
+const NOTHING: AppliedResults = Object.freeze({ done: 0, failed: 0, retried: 0, promptTokens: 0, completionTokens: 0, costUsd: 0 });
 
 /**
  * Ask the provider how a submitted batch is doing; once it has ended, store what it answered and
@@ -46,7 +46,7 @@ export async function pollOne(ctx: BatchContext, row: BatchRow): Promise<PollOut
   for (const fileId of [batch.outputFileId, batch.errorFileId]) {
     if (fileId) files.push(await callWithRetry(ctx, `downloading ${fileId}`, () => ctx.api.fileContent(fileId, ctx.stopSignal)));
   }
-  const applied = await applyResults(ctx.store, row.id, files, row.createdAt, ctx.now(), ctx.secret);
+  const applied = await applyResults(ctx.store, row.id, files, row.createdAt, ctx.now(), ctx.secret, ctx.batchCost);
   ctx.crashAt('collected');
   return finish(ctx, row, batch.status, applied, null);
 }

@@ -15,6 +15,8 @@ export type BatchEvent =
   | { readonly type: 'polled'; readonly open: number };
 
 /** Everything one batch-lane run shares between its steps. */
+import type { BatchCost } from './results.js';
+
 export interface BatchContext {
   readonly store: Store;
   readonly api: BatchApi;
@@ -29,6 +31,8 @@ export interface BatchContext {
   readonly stopSignal: AbortSignal;
   /** Longest a Batch API call is retried before the run gives up. */
   readonly maxRetryMs: number;
+  /** An answer's cost at the model's batch price (null: unknown). */
+  readonly batchCost: BatchCost;
 }
 
 /**

@@ -5,6 +5,7 @@ import { ProviderError } from '../provider/types.js';
 import type { RunSummary } from '../scheduler/events.js';
 import { sleep } from '../scheduler/wait.js';
 import type { Store } from '../store/types.js';
+import type { PriceTable } from '../pricing/price-table.js';
 import { adoptOrphans, orphansSoon } from './adopt.js';
 import type { BatchApi } from './api.js';
 import { callWithRetry } from './call.js';
@@ -49,6 +50,8 @@ export interface BatchLaneDeps {
   /** The endpoint, without credentials. */
   readonly baseUrl: string;
   readonly secret?: string;
+  /** Prices answers at the batch price; without it batch answers are stored with no cost (unknown). */
+  readonly prices?: PriceTable;
   readonly emit?: (event: BatchEvent) => void;
   /** Stop waiting: live batches stay at the provider, and the next run collects them. */
   readonly stopSignal?: AbortSignal;
@@ -86,9 +89,10 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
   const ctx: BatchContext = {
     store, api: deps.api, runId, baseUrl: deps.baseUrl, secret: deps.secret, now, emit: deps.emit ?? (() => {}),
     crashAt: deps.crashAt ?? (() => {}), stopSignal: stop.signal, maxRetryMs: options.maxRetryMs ?? 900_000,
+    batchCost: (model, usage) => deps.prices?.lookup(model)?.batchCost(usage) ?? null,
   };
   const startedAt = now();
-  const tally = { done: 0, failed: 0, retried: 0, requests: 0, promptTokens: 0, completionTokens: 0 };
+  const tally = { done: 0, failed: 0, retried: 0, requests: 0, promptTokens: 0, completionTokens: 0, costUsd: 0 };
   const stats = () => ({ ...tally, rateLimited: 0, jobsPerSecond: 0 });
   await store.startRun({ id: runId, host, pid, startedAt, options: { via: 'batch', ...deps.describe } });
   const heartbeat = setInterval(() => { store.heartbeat(runId, now(), now() + leaseMs, stats()).catch(() => {}); }, heartbeatMs);
@@ -115,7 +119,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
           tally.requests++;
           const outcome = await pollOne(ctx, row);
           if (outcome.kind === 'ended') {
-            for (const k of ['done', 'failed', 'retried', 'promptTokens', 'completionTokens'] as const) tally[k] += outcome.applied[k];
+            for (const k of ['done', 'failed', 'retried', 'promptTokens', 'completionTokens', 'costUsd'] as const) tally[k] += outcome.applied[k];
           } else if (outcome.kind === 'quota') {
             quotaUntil = now() + (options.quotaWaitMs ?? 60_000);
             ctx.emit({ type: 'waiting', reason: 'quota', untilMs: quotaUntil, message: outcome.message });
@@ -178,8 +182,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     promptTokens: tally.promptTokens, completionTokens: tally.completionTokens, wallMs: now() - startedAt,
     remaining: after.counts.pending + after.counts.running, failedInStore: after.counts.failed,
     fatal: fatal ? { message: fatal.message, reason: fatal.reason } : null,
-    // Batch answers are not priced yet: their cost_usd stays NULL, shown as unknown, never as $0.
-    costUsd: 0, budget: null,
+    costUsd: tally.costUsd, budget: null,
   };
 }
 

@@ -2,7 +2,7 @@ import { classifyHttpError } from '../provider/classify.js';
 import { parseCompletion } from '../provider/openai.js';
 import { ProviderError } from '../provider/types.js';
 import { batchOwner } from '../store/batches.js';
-import type { AttemptRecord, Store } from '../store/types.js';
+import type { AttemptRecord, Store, Usage } from '../store/types.js';
 
 export interface AppliedResults {
   readonly done: number;
@@ -11,11 +11,17 @@ export interface AppliedResults {
   readonly retried: number;
   readonly promptTokens: number;
   readonly completionTokens: number;
+  /** USD of the answers at the batch price, those with a known price. */
+  readonly costUsd: number;
 }
 
 interface Held {
   readonly attempts: number;
+  readonly model: string;
 }
+
+/** What a batch answer costs: the model's batch price; null when none is known (shown as unknown). */
+export type BatchCost = (model: string, usage: Usage) => number | null;
 
 /**
  * Store the lines of a batch's output and error files, each exactly as an online answer would be:
@@ -25,10 +31,11 @@ interface Held {
  */
 export async function applyResults(
   store: Store, submissionId: string, files: readonly string[], startedAt: number, now: number, secret?: string,
+  costOf: BatchCost = () => null,
 ): Promise<AppliedResults> {
   const owner = batchOwner(submissionId);
-  const held = new Map<string, Held>((await store.batches.held(submissionId)).map((j) => [j.key, { attempts: j.attempts }]));
-  let done = 0, failed = 0, retried = 0, promptTokens = 0, completionTokens = 0;
+  const held = new Map<string, Held>((await store.batches.held(submissionId)).map((j) => [j.key, { attempts: j.attempts, model: j.model }]));
+  let done = 0, failed = 0, retried = 0, promptTokens = 0, completionTokens = 0, costUsd = 0;
   const writes: Array<Promise<unknown>> = [];
   for (const text of files) {
     for (const raw of text.split('\n')) {
@@ -50,7 +57,10 @@ export async function applyResults(
       if (status >= 200 && status < 300) {
         try {
           const c = parseCompletion(bodyText, status, null, '{}', secret);
-          writes.push(store.complete(key, { owner, output: c.output, response: c.body, usage: c.usage, attempt: attempt(status, 'done', null, c.usage) }));
+          const cost = costOf(job.model, c.usage);
+          costUsd += cost ?? 0;
+          const answered = { ...attempt(status, 'done', null, c.usage), costUsd: cost };
+          writes.push(store.complete(key, { owner, output: c.output, response: c.body, usage: c.usage, attempt: answered }));
           done++;
           promptTokens += c.usage.promptTokens;
           completionTokens += c.usage.completionTokens;
@@ -77,7 +87,7 @@ export async function applyResults(
     }
   }
   await Promise.all(writes);
-  return { done, failed, retried, promptTokens, completionTokens };
+  return { done, failed, retried, promptTokens, completionTokens, costUsd };
 }
 
 /** `{"code","message"}` of an error-file line, as one message. */

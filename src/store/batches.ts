@@ -69,7 +69,7 @@ export interface BatchStore {
    */
   end(id: string, end: BatchEnd): Promise<number>;
   /** The jobs a submission still holds, with their attempt numbers: what its results may answer. */
-  held(id: string): Promise<Array<{ key: string; attempts: number }>>;
+  held(id: string): Promise<Array<{ key: string; attempts: number; model: string }>>;
   /** Submissions not ended, oldest first. */
   open(): Promise<BatchRow[]>;
   /** The newest submissions, for `status`. */

@@ -4,8 +4,9 @@ import { info } from '../output.js';
 import { whileReaderPresent } from '../reader-gone.js';
 import { watchRunStop } from '../run-stop.js';
 import { crashAtFromEnv } from '../crash-at.js';
+import { priceTableFrom, type PriceFlags } from './price-options.js';
 
-export interface BatchRunFlags {
+export interface BatchRunFlags extends PriceFlags {
   db?: string;
   provider: 'openai' | 'mock';
   baseUrl?: string;
@@ -41,7 +42,7 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
   const stopping = watchRunStop(flags.grace * 1000, () => {});
   try {
     const summary = await runBatchLane(
-      { store, api, baseUrl, secret: findApiKey(process.env)?.key, emit: say, stopSignal: stopping.stopSignal, crashAt: crashAtFromEnv(process.env),
+      { store, api, baseUrl, secret: findApiKey(process.env)?.key, prices: priceTableFrom(flags), emit: say, stopSignal: stopping.stopSignal, crashAt: crashAtFromEnv(process.env),
         describe: { provider: flags.provider, batchSize: flags.batchSize, poll: flags.poll, wait: flags.wait } },
       { batchSize: flags.batchSize, pollMs: flags.poll * 1000, limit: flags.limit, maxAttempts: flags.maxAttempts, noWait: !flags.wait, until: flags.until },
     );

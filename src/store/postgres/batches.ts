@@ -60,9 +60,9 @@ export class PgBatches implements BatchStore {
     });
   }
 
-  async held(id: string): Promise<Array<{ key: string; attempts: number }>> {
-    const r = await this.#q(`SELECT key, attempts FROM jobs WHERE lease_owner = $1 AND state = 'running' ORDER BY seq`, [batchOwner(id)]);
-    return r.rows.map((row) => ({ key: row.key, attempts: Number(row.attempts) }));
+  async held(id: string): Promise<Array<{ key: string; attempts: number; model: string }>> {
+    const r = await this.#q(`SELECT key, attempts, model FROM jobs WHERE lease_owner = $1 AND state = 'running' ORDER BY seq`, [batchOwner(id)]);
+    return r.rows.map((row) => ({ key: row.key, attempts: Number(row.attempts), model: row.model }));
   }
 
   async open(): Promise<BatchRow[]> {

@@ -29,7 +29,7 @@ export class SqliteBatches implements BatchStore {
       dropAttempts: db.prepare('DELETE FROM attempts WHERE job_key = ?'),
       end: db.prepare(`UPDATE batches SET state = ?, provider_status = coalesce(?, provider_status), done = ?, failed = ?,
           requeued = ?, error = ?, updated_at = ?, ended_at = ? WHERE id = ?`),
-      held: db.prepare(`SELECT key, attempts FROM jobs WHERE lease_owner = ? AND state = 'running' ORDER BY seq`),
+      held: db.prepare(`SELECT key, attempts, model FROM jobs WHERE lease_owner = ? AND state = 'running' ORDER BY seq`),
       open: db.prepare(`SELECT ${COLUMNS} FROM batches WHERE state IN ('preparing', 'submitted') ORDER BY created_at, id`),
       recent: db.prepare(`SELECT ${COLUMNS} FROM batches ORDER BY created_at DESC, id DESC LIMIT ?`),
     };
@@ -69,8 +69,8 @@ export class SqliteBatches implements BatchStore {
     }).immediate();
   }
 
-  async held(id: string): Promise<Array<{ key: string; attempts: number }>> {
-    return this.#s.held.all(batchOwner(id)) as Array<{ key: string; attempts: number }>;
+  async held(id: string): Promise<Array<{ key: string; attempts: number; model: string }>> {
+    return this.#s.held.all(batchOwner(id)) as Array<{ key: string; attempts: number; model: string }>;
   }
 
   async open(): Promise<BatchRow[]> {
