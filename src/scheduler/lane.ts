@@ -93,12 +93,14 @@ export class Lane {
   }
 
   /**
-   * Take a place for a request now, or the ms to wait. A cold lane sends one request alone first
-   * (for up to SLOW_START_MS): its answer's headers say the limit before a burst can trip it, and
-   * connections and code are warm before the pace is held to the millisecond.
+   * Take a place for a request now, or the ms to wait. A lane that knows no limit sends one request
+   * alone first (for up to SLOW_START_MS): its answer's headers say the limit before a burst can
+   * trip it.
    */
   async tryTake(tokens: number): Promise<PaceTicket | number> {
-    const cold = this.#ended === 0;
+    const limits = this.limits();
+    // Only when nothing is known: with a cap or a remembered limit the pace already spreads the start.
+    const cold = this.#ended === 0 && limits.rpm === null && limits.tpm === null;
     if (cold) {
       if (this.#probeAt !== null && this.#now() - this.#probeAt < Lane.SLOW_START_MS) return 20;
       if (this.#probing) return 20;
@@ -106,7 +108,7 @@ export class Lane {
     }
     let got: PaceTicket | number;
     try {
-      got = await this.board.tryTake(tokens, this.limits());
+      got = await this.board.tryTake(tokens, limits);
     } catch {
       // The shared board (Redis) did not answer: wait and ask again rather than end the run or
       // send unpaced. Its client reconnects by itself.
@@ -137,7 +139,9 @@ export class Lane {
 
   /** An answer came: learn from its headers and latency. */
   answered(rateLimit: RateLimitInfo | null, latencyMs: number, completionTokens: number): void {
-    this.latency.record(latencyMs, completionTokens);
+    // The first answers of a lane carry connection set-up and cold code: left out of the latencies
+    // --timeout auto reads, where a few of them would set the p99 for the next 256.
+    if (this.#ended > Lane.COLD_REQUESTS) this.latency.record(latencyMs, completionTokens);
     this.#learnFromHeaders(rateLimit);
   }
 

@@ -113,7 +113,11 @@ export class OutageBreaker {
    */
   failure(detail: string, options: { sentAt: number; unreachable: boolean; probe?: boolean }): boolean {
     this.#lastDetail = detail;
-    this.#consecutive++;
+    // The provider answered someone after this request left: it was up, so this failure (a hang cut
+    // by the timeout, a reset) is no sign of an outage in a row. It still counts in the window, where
+    // "mostly failing" is judged.
+    const answeredSince = this.#lastSuccessAt >= options.sentAt;
+    if (!answeredSince) this.#consecutive++;
     this.#push(true);
     if (this.#open) {
       // Only the probe's own failure schedules the next probe: requests sent before the breaker
@@ -125,7 +129,6 @@ export class OutageBreaker {
       }
       return true;
     }
-    const answeredSince = this.#lastSuccessAt >= options.sentAt;
     if (options.unreachable && !answeredSince) {
       this.#open = true;
       this.#delay = this.#o.probeDelayMs;
