@@ -108,7 +108,10 @@ function counted(f: FailureFacts, message: string): Decision {
   return { kind: 'retry', delayMs: Math.round(exp * (1 + f.random)), counted: true };
 }
 
-/** The one wording of "out of attempts", used by the scheduler and the stores' crash-loop rule. */
-export function exhaustedMessage(attempts: number, lastError: string): string {
+/**
+ * How the scheduler words "out of attempts". (The stores' crash-loop rule, which fails a job at claim
+ * time in SQL, has its own wording: "gave up after N attempts; last error: ...".)
+ */
+function exhaustedMessage(attempts: number, lastError: string): string {
   return `gave up after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${lastError}`;
 }

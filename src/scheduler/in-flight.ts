@@ -63,10 +63,6 @@ export class InFlightRequests {
     this.#requests.delete(r);
   }
 
-  get size(): number {
-    return this.#requests.size;
-  }
-
   /** Abort every request that has run longer than its lane says it should (auto mode only). */
   sweep(now: number = this.#now()): void {
     for (const r of this.#requests) {

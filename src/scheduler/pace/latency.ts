@@ -33,10 +33,6 @@ export class LatencyStats {
     this.#dirty = true;
   }
 
-  get samples(): number {
-    return this.#latencies.length;
-  }
-
   /** The p99 of recent latencies, null until there are enough. */
   get p99(): number | null {
     this.#refresh();
