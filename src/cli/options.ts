@@ -1,6 +1,10 @@
 import { InvalidArgumentError } from 'commander';
 import { readFileSync } from 'node:fs';
 
+/** Defaults `run` and `estimate` (and so `run --dry-run`) share: they must not drift apart. */
+export const DEFAULT_CONCURRENCY = 8;
+export const DEFAULT_MAX_ATTEMPTS = 5;
+
 /**
  * Flag parsers for commander. Each one names what it expected, so a bad value reads as
  * "option '--concurrency <n>' argument 'abc' is invalid. Expected an integer of 1 or more."

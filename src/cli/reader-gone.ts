@@ -41,10 +41,6 @@ export function isReaderGoneError(error: unknown): boolean {
   return READER_GONE.has((error as NodeJS.ErrnoException | null)?.code ?? '');
 }
 
-export function isReaderGone(stream: NodeJS.WritableStream): boolean {
-  return gone.has(stream);
-}
-
 /**
  * `stream` as it is, except that writes are dropped once its reader is gone. Only `write` is
  * intercepted: the progress bars (cli-progress, readline's cursor moves) write through it too, and

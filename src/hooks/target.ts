@@ -18,8 +18,3 @@ export function parseHookTarget(value: string, flag: string): HookTarget {
   }
   return { kind: 'command', command: text };
 }
-
-/** The target as messages show it (no URL password). */
-export function describeTarget(t: HookTarget): string {
-  return t.kind === 'url' ? redactUrlCredentials(t.url) : t.command;
-}

@@ -1,5 +1,5 @@
 import { LlmqError } from '../errors.js';
-import { worstCaseUsage } from '../pricing/cost.js';
+import { costOf, worstCaseUsage } from '../pricing/cost.js';
 import type { PriceTable } from '../pricing/price-table.js';
 import type { AttemptRecord, ClaimedJob, StatusSnapshot, Store, Usage } from '../store/types.js';
 
@@ -91,8 +91,14 @@ export class RunMoney {
         return null;
       }
       await new Promise<void>((resolve) => {
-        this.#waiting.push(resolve);
-        signal.addEventListener('abort', () => resolve(), { once: true });
+        // One listener per wait on the run's long-lived signal, removed when woken: a tight
+        // budget waits often, and the listeners must not pile up.
+        const wake = (): void => {
+          signal.removeEventListener('abort', wake);
+          resolve();
+        };
+        this.#waiting.push(wake);
+        signal.addEventListener('abort', wake, { once: true });
       });
       signal.throwIfAborted();
     }
@@ -109,7 +115,7 @@ export class RunMoney {
 
   /** An answer: its cost at the price known now (null without one). */
   answered(job: ClaimedJob, usage: Usage, hold: Hold): AttemptMoney {
-    return { costUsd: this.#prices.lookup(job.model)?.cost(usage) ?? null, mayBeBilled: false, reservedUsd: hold.usd };
+    return { costUsd: costOf(job.model, usage, this.#prices), mayBeBilled: false, reservedUsd: hold.usd };
   }
 
   /** A try without an answer: free when the provider said no, its worst case when it may be billed. */

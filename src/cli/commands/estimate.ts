@@ -1,7 +1,7 @@
 import { Option, type Command } from 'commander';
 import { dbOption } from '../program.js';
 import { colorsFor } from '../output.js';
-import { intAtLeast, oneOf } from '../options.js';
+import { DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS, intAtLeast, oneOf } from '../options.js';
 import { laneBaseUrl } from '../lane-base-url.js';
 import { priceOptions, priceTableFrom, type PriceFlags } from './price-options.js';
 
@@ -25,11 +25,11 @@ export function registerEstimate(program: Command): Command {
     .addOption(dbOption())
     .addOption(new Option('--provider <name>', 'openai or mock, as for run (limits are learned per endpoint)').default('openai').argParser(oneOf(['openai', 'mock'] as const)))
     .option('--base-url <url>', 'the endpoint run would use (env LLMQ_BASE_URL, OPENAI_BASE_URL): its learned limits apply')
-    .addOption(new Option('-c, --concurrency <n>', 'requests in flight at most, as for run').default(8).argParser(intAtLeast(1)))
+    .addOption(new Option('-c, --concurrency <n>', 'requests in flight at most, as for run').default(DEFAULT_CONCURRENCY).argParser(intAtLeast(1)))
     .addOption(new Option('--rpm <n>', 'requests per minute per model at most, as for run').argParser(intAtLeast(1)))
     .addOption(new Option('--tpm <n>', 'tokens per minute per model at most, as for run').argParser(intAtLeast(1)))
     .addOption(new Option('--limit <n>', 'only the first N jobs a run would take').argParser(intAtLeast(1)))
-    .addOption(new Option('--max-attempts <n>', 'jobs that used this many attempts would fail unsent, as for run').default(5).argParser(intAtLeast(1)))
+    .addOption(new Option('--max-attempts <n>', 'jobs that used this many attempts would fail unsent, as for run').default(DEFAULT_MAX_ATTEMPTS).argParser(intAtLeast(1)))
     .option('--json', 'print the estimate as one JSON object');
   for (const o of priceOptions()) cmd.addOption(o);
   return cmd

@@ -3,7 +3,7 @@ import { EXIT, UsageError } from '../../errors.js';
 import { isRedactableKey, MIN_REDACTED_RUN } from '../../provider/redact.js';
 import type { RunSummary, SchedulerListener } from '../../scheduler/events.js';
 import { dbOption } from '../program.js';
-import { intAtLeast, numberBetween, oneOf, positiveNumber } from '../options.js';
+import { DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS, intAtLeast, numberBetween, oneOf, positiveNumber } from '../options.js';
 import { laneBaseUrl } from '../lane-base-url.js';
 import { warn } from '../output.js';
 import { int, usd } from '../../report/format.js';
@@ -49,10 +49,10 @@ export function registerRun(program: Command): Command {
     .addOption(dbOption())
     .addOption(new Option('--provider <name>', 'openai (any OpenAI-compatible endpoint) or mock (offline)').default('openai').argParser(oneOf(['openai', 'mock'] as const)))
     .option('--base-url <url>', 'OpenAI-compatible API base, e.g. http://127.0.0.1:11434/v1 (env LLMQ_BASE_URL, OPENAI_BASE_URL; default https://api.openai.com/v1)')
-    .addOption(new Option('-c, --concurrency <n>', 'requests in flight at most').default(8).argParser(intAtLeast(1)))
+    .addOption(new Option('-c, --concurrency <n>', 'requests in flight at most').default(DEFAULT_CONCURRENCY).argParser(intAtLeast(1)))
     .addOption(new Option('--rpm <n>', 'requests per minute per model at most; the provider\'s own limit, learned from its headers, when lower (default: the provider\'s)').argParser(intAtLeast(1)))
     .addOption(new Option('--tpm <n>', 'tokens per minute per model at most (prompt tokens + max_tokens); the provider\'s, when lower (default: the provider\'s)').argParser(intAtLeast(1)))
-    .addOption(new Option('--max-attempts <n>', 'tries per job before it is failed').default(5).argParser(intAtLeast(1)))
+    .addOption(new Option('--max-attempts <n>', 'tries per job before it is failed').default(DEFAULT_MAX_ATTEMPTS).argParser(intAtLeast(1)))
     .addOption(new Option('--timeout <seconds|auto>', 'per-request timeout: auto follows each model\'s observed latencies (several times the p99, at most 600 s); a number is a fixed cap').default('auto').argParser(secondsOrAuto))
     .addOption(new Option('--max-outage <minutes>', 'end the run (exit 1, jobs stay pending) when the provider stays unreachable this long').default(15).argParser(positiveNumber))
     .addOption(new Option('--limit <n>', 'stop after taking N jobs').argParser(intAtLeast(1)))

@@ -10,8 +10,7 @@ import { enqueuePg } from './enqueue.js';
 import { PgReader } from './read.js';
 import { PgCopier } from './copy.js';
 import { PgBatches } from './batches.js';
-import { PgSpend } from './spend.js';
-import { settlementOf } from '../spend-amounts.js';
+import { PgSpend, settlementParams } from './spend.js';
 import { ATTEMPT_PARAMS, attemptParams, CLAIM_SQL, COMPLETE_BATCH, COMPLETE_SQL, failSql, INSERT_ATTEMPT, type PendingCompletion } from './statements.js';
 
 /**
@@ -142,6 +141,7 @@ export class PostgresStore implements Store {
     const first = new Map<string, number>();
     batch.forEach((b, i) => { if (!first.has(b.key)) first.set(b.key, i); });
     const col = <T>(f: (b: PendingCompletion) => T) => batch.map(f);
+    const settled = batch.map((b) => settlementParams(b.c.attempt));
     const updated = new Set<number>();
     try {
       const r = await this.#q<{ i: number }>(COMPLETE_SQL, [
@@ -153,7 +153,8 @@ export class PostgresStore implements Store {
         col((b) => b.key), col((b) => b.c.output), col((b) => b.c.response),
         col((b) => b.c.usage.promptTokens), col((b) => b.c.usage.completionTokens),
         batch.map((b, i) => first.get(b.key) === i), col((b) => b.c.attempt.costUsd ?? null),
-        ...[0, 1, 2, 3].map((k) => col((b) => { const m = settlementOf(b.c.attempt); return m ? [m.reserved, m.held, m.spent, m.unpriced][k]! : 0; })),
+        // the settlement of each answer, computed once: reserved, held, spent and unpriced of settlementParams
+        ...[0, 1, 2, 5].map((k) => settled.map((p) => p[k])),
       ]);
       for (const row of r.rows) updated.add(row.i);
     } catch (error) {
