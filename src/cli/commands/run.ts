@@ -97,7 +97,7 @@ Examples:
     .action(runCommand);
 }
 
-async function runCommand(flags: RunFlags): Promise<void> {
+async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
   if (flags.dryRun) {
     const { estimateCommand } = await import('./estimate.js');
     return estimateCommand(flags);
@@ -108,7 +108,9 @@ async function runCommand(flags: RunFlags): Promise<void> {
     const { runBatchCommand } = await import('./run-batch.js');
     // --via auto: the Batch API (half price) for three quarters of the time, the rest online.
     const until = flags.via === 'auto' ? Date.now() + Math.round(flags.deadline! * 0.75) : undefined;
-    const batch = await runBatchCommand({ ...flags, until }, laneBaseUrl(flags));
+    // The mock finishes a batch in 5 x --mock-latency: unless told otherwise, look that often, not every 30 s.
+    const poll = flags.provider === 'mock' && cmd.getOptionValueSource('poll') === 'default' ? (flags.mockLatency * 5) / 1000 : flags.poll;
+    const batch = await runBatchCommand({ ...flags, poll: Math.max(0.05, poll), until }, laneBaseUrl(flags));
     if (flags.via === 'batch' || batch.reason === 'signal' || batch.reason === 'fatal' || batch.remaining === 0) {
       process.exitCode = exitCodeFor(batch);
       return;
