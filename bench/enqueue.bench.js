@@ -26,7 +26,10 @@ function generate(file) {
     'report model queue budget quarterly revenue customer support ticket invoice shipment delay contract review meeting ' +
     'engineering release latency outage database migration summary analysis forecast').split(' ');
   let seed = 42;
-  const rand = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+  const rand = () => {
+    seed = (seed * 1103515245 + 12345) >>> 0;
+    return seed / 2 ** 32;
+  };
   const lines = [];
   for (let i = 0; i < N; i++) {
     let text = '';

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseDuration, parseRate } from '../src/alerts/thresholds.js';
 import { AlertWatcher, type AlertHookBody } from '../src/alerts/watcher.js';
-import type { SchedulerEventMap, SchedulerListener } from '../src/scheduler/events.js';
+import type { SchedulerEventMap } from '../src/scheduler/events.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { collect, runCli, spawnCli } from './helpers/cli.js';
 import { FakeOpenAI, reply } from './helpers/fake-openai.js';

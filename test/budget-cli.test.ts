@@ -75,7 +75,7 @@ describe('llmq run --budget', () => {
     expect(s.cost.byRun[0]).toMatchObject({ budgetUsd: 1, budgetTotalUsd: null, inFlight: 0, reservedUsd: 0, mayBeBilledTries: 0, live: false });
     expect(s.cost.byRun[0].spentUsd).toBeCloseTo(m.attemptsUsd, 6);
     const text = (await runCli(['status', '--db', db])).stdout;
-    expect(text).toMatch(new RegExp(`^ {2}runs {5}[0-9a-f]{8} {2}\\$0\\.\\d\\d · budget \\$1\\.00$`, 'm'));
+    expect(text).toMatch(/^ {2}runs {5}[0-9a-f]{8} {2}\$0\.\d\d · budget \$1\.00$/m);
     expect(text).toMatch(/^ {2}prices {3}genai-prices \d{4}-\d{2}-\d{2}$/m);
 
     // a larger budget goes on from there

@@ -152,7 +152,11 @@ describe('rate governor', () => {
     const { fake, store } = await setup({ latencyMs: 5 });
     const keys = await seedJobs(store, 40);
     let hung = false;
-    fake.respond((r) => (r.key === keys[0] && !hung ? ((hung = true), reply.hang()) : undefined));
+    fake.respond((r) => {
+      if (r.key !== keys[0] || hung) return undefined;
+      hung = true;
+      return reply.hang();
+    });
     const summary = await runQueue({ store, provider: provider(fake, 600_000) }, { ...fast, concurrency: 4, timeout: 'auto' });
     expect(summary).toMatchObject({ reason: 'drained', done: 40, failed: 0 });
     const attempts = store.db.prepare('SELECT outcome, error FROM attempts WHERE job_key = ? ORDER BY id').all(keys[0]) as Array<{ outcome: string; error: string }>;

@@ -169,6 +169,7 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
 
     const page = await open(s.url);
     await page.waitForFunction(() => document.getElementById('count-failed')?.textContent === '2');
+    // biome-ignore lint/performance/useDomNodeTextContent: the test reads what the page shows, which innerText is and textContent is not.
     const shown = await page.evaluate(() => document.body.innerText);
     expect(shown).toContain('postgres://admin:***@10.0.0.9/q');
     expect(shown).not.toContain('hunter22');

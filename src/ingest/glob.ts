@@ -35,7 +35,7 @@ function convert(p: string, segmentStart: boolean): string {
     const c = p[i]!;
     const atStart = i === 0 ? segmentStart : p[i - 1] === '/';
     if (c === '\\' && i + 1 < p.length) {
-      out += escape(p[++i]!);
+      out += escapeChar(p[++i]!);
     } else if (c === '*' && p[i + 1] === '*' && atStart && (i + 2 === p.length || p[i + 2] === '/')) {
       // `**/` is zero or more whole folders; a trailing `**` is anything below.
       if (i + 2 === p.length) out += '.*';
@@ -66,7 +66,7 @@ function convert(p: string, segmentStart: boolean): string {
         i = end;
       }
     } else {
-      out += escape(c);
+      out += escapeChar(c);
     }
   }
   return out;
@@ -100,6 +100,6 @@ function splitTopLevel(body: string): string[] {
   return parts;
 }
 
-function escape(c: string): string {
+function escapeChar(c: string): string {
   return /[.+^$(){}|[\]\\/*?]/.test(c) ? `\\${c}` : c;
 }

@@ -40,7 +40,7 @@ export function makeRenderer(o: RequestOptions): (doc: Document) => EnqueueRow {
   const head = `{"max_tokens":${JSON.stringify(o.maxTokens)},"messages":[`;
   const tail = `],"model":${JSON.stringify(o.model)}${o.temperature === undefined ? '' : `,"temperature":${JSON.stringify(o.temperature)}`}}`;
   const system = o.system;
-  const constSystem = system && system.isConstant ? `{"content":${JSON.stringify(system.source)},"role":"system"},` : null;
+  const constSystem = system?.isConstant ? `{"content":${JSON.stringify(system.source)},"role":"system"},` : null;
   const prompt = o.prompt;
   return (doc) => {
     let request: string;

@@ -5,7 +5,7 @@ import { UsageError } from '../errors.js';
 
 // Control characters everywhere; on Windows also the characters its filesystems refuse (a
 // `file.jsonl:12` id keeps its colon on POSIX).
-// eslint-disable-next-line no-control-regex
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it removes.
 const UNSAFE = process.platform === 'win32' ? /[\x00-\x1f<>:"|?*]/g : /[\x00-\x1f]/g;
 
 /** The short hash of an id that tells apart paths which would otherwise meet. */
@@ -19,7 +19,7 @@ export function shortHash(id: string): string {
  */
 export function answerExt(ext: string | undefined): string {
   if (ext === undefined) return '.out';
-  // eslint-disable-next-line no-control-regex
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: a NUL ends a path in the OS, so it is refused like a separator.
   if (/[\\/\x00]/.test(ext) || ext.includes('..')) {
     throw new UsageError(`--ext '${ext}' is not a file extension: it may not hold a path separator or '..'. Expected something like .md or txt.`);
   }

@@ -106,7 +106,10 @@ export async function estimateRun(store: Store, o: EstimateOptions): Promise<Est
     if (!histories.has(job.model)) histories.set(job.model, historyOf(store, job.model, status.byModel.find((m) => m.model === job.model)));
     const history = await histories.get(job.model)!;
     let tally = tallies.get(job.model);
-    if (!tally) tallies.set(job.model, (tally = new Tally(job.model, o.prices)));
+    if (!tally) {
+      tally = new Tally(job.model, o.prices);
+      tallies.set(job.model, tally);
+    }
     tally.add(job.request, history);
   }
   const models = await Promise.all([...tallies.values()].map(async (t) =>

@@ -77,6 +77,6 @@ export function table(rows: ReadonlyArray<readonly [string, string]>, indent = '
 
 /** Remove ANSI escape sequences (to measure or test printed text). */
 export function stripAnsi(s: string): string {
-  // eslint-disable-next-line no-control-regex
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: ESC and BEL delimit the sequences it removes.
   return s.replace(/\x1B(?:\[[0-?]*[ -/]*[@-~]|[78]|\][^\x07]*\x07)/g, '');
 }

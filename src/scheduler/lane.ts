@@ -215,7 +215,7 @@ export class Lane {
     const said = limitsFromHeaders(rl);
     if (said) {
       const before = this.board.learned();
-      const changed = !before || before.source !== 'headers' || before.rpm !== said.rpm || before.tpm !== said.tpm;
+      const changed = before?.source !== 'headers' || before.rpm !== said.rpm || before.tpm !== said.tpm;
       if (changed || now - before.at > 60_000) this.board.learn({ ...said, source: 'headers', at: now });
     }
     // remaining 0: wait for the next unit to come back, not for the whole budget.

@@ -93,7 +93,7 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
     }
   };
 
-  const openStream = async (req: IncomingMessage, res: ServerResponse) => {
+  const openStream = async (_req: IncomingMessage, res: ServerResponse) => {
     res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
     streams.add(res);
     const send = (m: FeedMessage) => res.write(`event: ${m.type}\ndata: ${redact(JSON.stringify(m), o.secrets)}\n\n`);

@@ -42,10 +42,8 @@ export function runInPty(args: readonly string[], options: { cwd?: string; env?:
 }
 
 /** Any ANSI control sequence (CSI) or OSC. */
-// eslint-disable-next-line no-control-regex
 export const ANSI = /\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07/g;
 /** Color / style codes (SGR) only. */
-// eslint-disable-next-line no-control-regex
 export const SGR = /\x1b\[[0-9;]*m/;
 
 export function stripAnsi(text: string): string {
@@ -62,7 +60,6 @@ export function playTerminal(raw: string): { screen: string[]; maxColumn: number
   const rows: string[][] = [[]];
   let row = 0, col = 0, maxColumn = 0, widestAt = 0;
   const line = () => (rows[row] ??= []);
-  // eslint-disable-next-line no-control-regex
   const token = /\x1b\[([0-9;?]*)([ -/]*[@-~])|\x1b\][^\x07]*\x07|\r|\n|[^\x1b\r\n]/gsu;
   for (const m of raw.matchAll(token)) {
     const t = m[0];

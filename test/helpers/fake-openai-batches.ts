@@ -194,8 +194,14 @@ export class FakeBatchApi {
       else if (fate === 'server') out.push(JSON.stringify({ id, custom_id: l.custom_id, response: { status_code: 500, request_id: id, body: errorBody('The server had an error', 'server_error') }, error: null }));
       else if (fate === 'error') err.push(JSON.stringify({ id, custom_id: l.custom_id, response: { status_code: 400, request_id: id, body: errorBody("Invalid value for 'temperature'", 'invalid_request_error', 'invalid_value') }, error: null }));
     }
-    if (out.length) this.files.set(b.outputFileId = `file-out${++this.#seq}`, out.join('\n') + '\n');
-    if (err.length) this.files.set(b.errorFileId = `file-err${++this.#seq}`, err.join('\n') + '\n');
+    if (out.length) {
+      b.outputFileId = `file-out${++this.#seq}`;
+      this.files.set(b.outputFileId, out.join('\n') + '\n');
+    }
+    if (err.length) {
+      b.errorFileId = `file-err${++this.#seq}`;
+      this.files.set(b.errorFileId, err.join('\n') + '\n');
+    }
     b.status = status;
   }
 

@@ -89,8 +89,10 @@ export class FakeRateLimits {
   /** Count a request of `cost` tokens at `now`, or say why not and for how long. */
   admit(s: LimitSettings, cost: number, now: number): Admission {
     if (s.rpm === null && s.tpm === null) return { rejected: false, over: null, headers: {}, retryAfterMs: 0 };
-    const requests = s.rpm === null ? null : (this.#requests = this.#bucket(this.#requests, s.rpm, now));
-    const tokens = s.tpm === null ? null : (this.#tokens = this.#bucket(this.#tokens, s.tpm, now));
+    if (s.rpm !== null) this.#requests = this.#bucket(this.#requests, s.rpm, now);
+    if (s.tpm !== null) this.#tokens = this.#bucket(this.#tokens, s.tpm, now);
+    const requests = s.rpm === null ? null : this.#requests;
+    const tokens = s.tpm === null ? null : this.#tokens;
     const id = Math.floor(now / s.windowMs);
     if (this.#window.id !== id) this.#window = { id, requests: 0, tokens: 0 };
     const w = this.#window;

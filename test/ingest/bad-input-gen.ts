@@ -103,8 +103,8 @@ export function generate(dir: string, seed: number, maxDocBytes: number): Genera
     const lines: Array<string | Buffer> = [];
     for (let line = 1; line <= count; line++) {
       const at = `${name}:${line}`;
-      const keep = (l: string | Buffer, id: string) => (lines.push(l), good.push(id));
-      const drop = (l: string | Buffer) => (lines.push(l), bad.push(at));
+      const keep = (l: string | Buffer, id: string) => { lines.push(l); good.push(id); };
+      const drop = (l: string | Buffer) => { lines.push(l); bad.push(at); };
       switch (int(0, 15)) {
         case 0: drop(bytes(int(1, 500), pick([0xff, 0xc0]))); break;
         case 1: drop(Buffer.concat([Buffer.from('{"text":"ok'), Buffer.from([0xe9]), Buffer.from('"}')])); break;

@@ -105,6 +105,7 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
  * message) may hold newlines or terminal escape sequences, and each rejection must stay one line.
  */
 function printable(s: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it escapes.
   return s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 

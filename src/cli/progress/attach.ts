@@ -22,10 +22,10 @@ const EVENTS: readonly SchedulerEventName[] = [
  * caller feeds events itself through the returned `listener`.
  */
 // `any` so both Node's untyped EventEmitter and a typed EventEmitter<...> fit.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyListener = (...args: any[]) => void;
 export type ProgressSource =
   | { on(event: string, fn: AnyListener): unknown; off?(event: string, fn: AnyListener): unknown }
+  // biome-ignore lint/suspicious/noConfusingVoidType: a subscribe function may return nothing; `undefined` would refuse `() => {}`.
   | ((listener: SchedulerListener) => (() => void) | void)
   | null;
 

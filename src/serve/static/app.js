@@ -21,7 +21,7 @@ const int = new Intl.NumberFormat('en-US');
 const fmt = (n) => (n === null || n === undefined ? '–' : int.format(Math.round(n)));
 const usd = (n) => (n === null || n === undefined ? 'unknown' : `$${n < 1 ? n.toFixed(4) : n.toFixed(2)}`);
 function duration(seconds) {
-  if (seconds === null || seconds === undefined || !isFinite(seconds)) return '–';
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return '–';
   const s = Math.round(seconds);
   if (s < 60) return `${s}s`;
   if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;

@@ -161,7 +161,7 @@ export class PostgresStore implements Store {
       for (const b of batch) b.reject(error);
       return;
     }
-    batch.forEach((b, i) => b.resolve(updated.has(i + 1)));
+    for (const [i, b] of batch.entries()) b.resolve(updated.has(i + 1));
   }
 
   async recordAttempt(a: AttemptRecord, o: { countAttempt: boolean; error: string | null }): Promise<void> {

@@ -234,7 +234,7 @@ export class SqliteStore implements Store {
       for (const b of batch) b.reject(error);
       return;
     }
-    batch.forEach((b, i) => b.resolve(results[i]!));
+    for (const [i, b] of batch.entries()) b.resolve(results[i]!);
   };
 
   async recordAttempt(a: AttemptRecord, o: { countAttempt: boolean; error: string | null }): Promise<void> {
