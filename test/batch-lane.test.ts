@@ -6,22 +6,20 @@ import { runBatchLane, type BatchLaneOptions } from '../src/batch/lane.js';
 import { runQueue } from '../src/scheduler/run-queue.js';
 import { OpenAIProvider } from '../src/provider/openai.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
-import { FakeOpenAI, answerFor, reply } from './helpers/fake-openai.js';
+import { answerFor, reply } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
+import { startFake } from './helpers/start-fake.js';
 
 // The batch lane as a library, against the real HTTP fake and a real SQLite file.
 
-const fakes: FakeOpenAI[] = [];
 const stores: SqliteStore[] = [];
 afterEach(async () => {
-  await Promise.all(fakes.splice(0).map((f) => f.close()));
   await Promise.all(stores.splice(0).map((s) => s.close()));
 });
 
 async function setup(jobs: number) {
-  const fake = await FakeOpenAI.start();
-  fakes.push(fake);
+  const fake = await startFake();
   fake.batches.configure({ completeAfterMs: 50 });
   const store = new SqliteStore(join(tempDir(), 'q.db'));
   stores.push(store);
@@ -63,8 +61,7 @@ describe('batch lane', () => {
   });
 
   it('prices batch answers at the batch price: half the online one for OpenAI models', async () => {
-    const { store } = await setup(4);
-    const fake = fakes[fakes.length - 1]!;
+    const { store, fake } = await setup(4);
     const prices = loadPriceTable({});
     const summary = await runBatchLane(
       { store, api: new HttpBatchApi({ baseUrl: fake.url }), baseUrl: fake.url, prices },

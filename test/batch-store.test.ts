@@ -1,18 +1,13 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { HttpBatchApi } from '../src/batch/http-api.js';
 import { runBatchLane } from '../src/batch/lane.js';
 import { batchOwner } from '../src/store/batches.js';
 import { copyStore } from '../src/store/copy.js';
-import { FakeOpenAI } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { STORE_KINDS, skipUnavailable } from './helpers/stores.js';
+import { startFake } from './helpers/start-fake.js';
 
 // The batch ledger on both stores: what holds a job in a live batch, and what gives it back.
-
-const fakes: FakeOpenAI[] = [];
-afterEach(async () => {
-  await Promise.all(fakes.splice(0).map((f) => f.close()));
-});
 
 describe.each(STORE_KINDS)('batches on $name', (kind) => {
   it('jobs of a live submission are taken by no claim and no reclaim; end hands back what it still holds', async (ctx) => {
@@ -45,8 +40,7 @@ describe.each(STORE_KINDS)('batches on $name', (kind) => {
   it('the lane end to end: an expired batch keeps its answers and resubmits the rest', async (ctx) => {
     skipUnavailable(kind, ctx);
     const { store } = await kind.fresh();
-    const fake = await FakeOpenAI.start();
-    fakes.push(fake);
+    const fake = await startFake();
     fake.batches.configure({ completeAfterMs: 30 });
     fake.batches.fate = (b) => (b.seq === 1 ? 'expired' : 'completed');
     const keys = await seedJobs(store, 6);

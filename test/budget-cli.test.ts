@@ -1,24 +1,19 @@
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { worstCaseUsage } from '../src/pricing/cost.js';
 import { collect, runCli, spawnCli } from './helpers/cli.js';
-import { FakeOpenAI, reply } from './helpers/fake-openai.js';
+import { reply } from './helpers/fake-openai.js';
 import { requestFor, seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
+import { startFake } from './helpers/start-fake.js';
 
 // $1 per thousand tokens: a request here costs cents, its worst case (prompt + 64 max_tokens) about $0.10.
 const PRICE = ['--price', '1000,1000'];
 const PER_TOKEN = 1000 / 1e6;
 
-const fakes: FakeOpenAI[] = [];
-afterEach(async () => {
-  await Promise.all(fakes.splice(0).map((f) => f.close()));
-});
-
 async function setup(jobs: number, o: { latencyMs?: number; model?: string } = {}) {
-  const fake = await FakeOpenAI.start({ latencyMs: o.latencyMs ?? 5, record: false });
-  fakes.push(fake);
+  const fake = await startFake({ latencyMs: o.latencyMs ?? 5, record: false });
   const db = join(tempDir(), 'q.db');
   const store = new SqliteStore(db);
   await seedJobs(store, jobs, { model: o.model });

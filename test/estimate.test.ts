@@ -1,14 +1,14 @@
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { estimateRun } from '../src/report/estimate.js';
 import { loadPriceTable } from '../src/pricing/price-table.js';
 import { estimatePromptTokens } from '../src/provider/tokens.js';
 import { runCli } from './helpers/cli.js';
-import { FakeOpenAI } from './helpers/fake-openai.js';
 import { requestFor, seedJobs } from './helpers/seed.js';
 import { jobKey } from '../src/request.js';
 import { tempDir } from './helpers/tmp.js';
+import { startFake } from './helpers/start-fake.js';
 
 const MODEL = 'gpt-test';
 const BASE = 'http://127.0.0.1:9/v1';
@@ -45,11 +45,6 @@ async function seeded() {
   expect(order).toContain(byKey.get(held!.key));
   return { db, store, order };
 }
-
-const fakes: FakeOpenAI[] = [];
-afterEach(async () => {
-  await Promise.all(fakes.splice(0).map((f) => f.close()));
-});
 
 describe('estimate', () => {
   it('counts what a run would take, learns answer lengths and the prompt overhead from answers, prices and times it', async () => {
@@ -115,8 +110,7 @@ describe('estimate', () => {
   it('llmq estimate and llmq run --dry-run print the same, and the dry run sends nothing', async () => {
     const { db, store } = await seeded();
     await store.close();
-    const fake = await FakeOpenAI.start();
-    fakes.push(fake);
+    const fake = await startFake();
     const base = BASE;
     const json = await runCli(['estimate', '--db', db, '--json', '--base-url', base, '--price', '1000,2000', '-c', '4']);
     expect(json.code).toBe(0);

@@ -1,30 +1,25 @@
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { OpenAIProvider } from '../src/provider/openai.js';
 import { MockProvider } from '../src/provider/mock.js';
 import { runQueue, type RunOptions } from '../src/scheduler/run-queue.js';
 import type { SchedulerEventMap } from '../src/scheduler/events.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
-import { FakeOpenAI, reply } from './helpers/fake-openai.js';
+import { reply, type FakeOpenAI } from './helpers/fake-openai.js';
 import { requestFor, seedJobs } from './helpers/seed.js';
 import { jobKey } from '../src/request.js';
 import { tempDir } from './helpers/tmp.js';
 import { spawn } from 'node:child_process';
 import { BIN, cliEnv, collect, runCli } from './helpers/cli.js';
+import { startFake } from './helpers/start-fake.js';
 
 /**
  * The rate governor end to end against the HTTP fake: lanes per model, limits learned from headers
  * and remembered, --timeout auto, --max-outage, a key refused for one job. Functional, not timed:
  * each would hang, loop or misbehave visibly if its rule broke.
  */
-const fakes: FakeOpenAI[] = [];
-afterEach(async () => {
-  await Promise.all(fakes.splice(0).map((f) => f.close()));
-});
-
-async function setup(fakeOptions: Parameters<typeof FakeOpenAI.start>[0] = {}) {
-  const fake = await FakeOpenAI.start(fakeOptions);
-  fakes.push(fake);
+async function setup(fakeOptions: Parameters<typeof startFake>[0] = {}) {
+  const fake = await startFake(fakeOptions);
   const path = join(tempDir(), 'q.db');
   return { fake, store: new SqliteStore(path), path };
 }
@@ -210,8 +205,7 @@ describe('rate governor', () => {
 describe('EMFILE is local, not an outage', () => {
   it('lowers concurrency, says so once, and uses no attempts', async () => {
     const dir = tempDir();
-    const fake = await FakeOpenAI.start({ latencyMs: 300 });
-    fakes.push(fake);
+    const fake = await startFake({ latencyMs: 300 });
     const db = join(dir, 'q.db');
     const store = new SqliteStore(db);
     await seedJobs(store, 120);

@@ -6,22 +6,17 @@
 import Database from 'better-sqlite3';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { collect, runCli, spawnCli } from './helpers/cli.js';
 import { readDb } from './helpers/e2e.js';
-import { FakeOpenAI, answerFor, reply } from './helpers/fake-openai.js';
+import { answerFor, reply } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
-
-const fakes: FakeOpenAI[] = [];
-afterEach(async () => {
-  await Promise.all(fakes.splice(0).map((f) => f.close()));
-});
+import { startFake } from './helpers/start-fake.js';
 
 async function setup(jobs: number) {
-  const fake = await FakeOpenAI.start({ latencyMs: 5 });
-  fakes.push(fake);
+  const fake = await startFake({ latencyMs: 5 });
   const db = join(tempDir(), 'q.db');
   const store = new SqliteStore(db);
   const keys = await seedJobs(store, jobs);

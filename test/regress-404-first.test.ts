@@ -1,16 +1,12 @@
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { OpenAIProvider } from '../src/provider/openai.js';
 import { runQueue, type RunOptions } from '../src/scheduler/run-queue.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
-import { FakeOpenAI, reply } from './helpers/fake-openai.js';
+import { reply } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
-
-const fakes: FakeOpenAI[] = [];
-afterEach(async () => {
-  await Promise.all(fakes.splice(0).map((f) => f.close()));
-});
+import { startFake } from './helpers/start-fake.js';
 
 const fast: RunOptions = { retryDelayMs: 10, maxRetryDelayMs: 50, heartbeatMs: 200, outage: { probeDelayMs: 100, maxProbeDelayMs: 400 } };
 
@@ -25,8 +21,7 @@ const fast: RunOptions = { retryDelayMs: 10, maxRetryDelayMs: 50, heartbeatMs: 2
  */
 describe('review: a job-specific 404 at the head of the queue', () => {
   it('does not block every later run: the others get done and the 404 job ends failed', async () => {
-    const fake = await FakeOpenAI.start();
-    fakes.push(fake);
+    const fake = await startFake();
     const store = new SqliteStore(join(tempDir(), 'q.db'));
     const keys = await seedJobs(store, 10);
     fake.respond((r) => (r.key === keys[0] ? reply.error(404, 'The model `gpt-old` does not exist', { code: 'model_not_found' }) : undefined));

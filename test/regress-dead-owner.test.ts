@@ -1,16 +1,11 @@
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { OpenAIProvider } from '../src/provider/openai.js';
 import { runQueue, type RunOptions } from '../src/scheduler/run-queue.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
-import { FakeOpenAI } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
-
-const fakes: FakeOpenAI[] = [];
-afterEach(async () => {
-  await Promise.all(fakes.splice(0).map((f) => f.close()));
-});
+import { startFake } from './helpers/start-fake.js';
 
 const fast: RunOptions = { retryDelayMs: 10, maxRetryDelayMs: 50, heartbeatMs: 100, outage: { probeDelayMs: 100, maxProbeDelayMs: 400 } };
 
@@ -23,8 +18,7 @@ const fast: RunOptions = { retryDelayMs: 10, maxRetryDelayMs: 50, heartbeatMs: 1
  */
 describe('review: a run on another machine with the same hostname', () => {
   it('is not declared dead while its heartbeat is fresh, so its jobs are not sent twice', async () => {
-    const fake = await FakeOpenAI.start({ latencyMs: 800 });
-    fakes.push(fake);
+    const fake = await startFake({ latencyMs: 800 });
     const path = join(tempDir(), 'q.db');
     const seedStore = new SqliteStore(path);
     await seedJobs(seedStore, 8);

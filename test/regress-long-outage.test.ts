@@ -1,16 +1,11 @@
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { OpenAIProvider } from '../src/provider/openai.js';
 import { runQueue, type RunOptions } from '../src/scheduler/run-queue.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
-import { FakeOpenAI } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
-
-const fakes: FakeOpenAI[] = [];
-afterEach(async () => {
-  await Promise.all(fakes.splice(0).map((f) => f.close()));
-});
+import { startFake } from './helpers/start-fake.js';
 
 /**
  * MAX_UNCOUNTED_OUTAGES (job-runner.ts) counts a job's outage failures against it once it has been
@@ -22,8 +17,7 @@ afterEach(async () => {
  */
 describe('review: a long outage with refused connections', () => {
   it('burns no attempt however many probes it takes', async () => {
-    const fake = await FakeOpenAI.start();
-    fakes.push(fake);
+    const fake = await startFake();
     const store = new SqliteStore(join(tempDir(), 'q.db'));
     await seedJobs(store, 4);
     await fake.down();

@@ -1,17 +1,12 @@
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { OpenAIProvider } from '../src/provider/openai.js';
 import { runQueue } from '../src/scheduler/run-queue.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { jobKey } from '../src/request.js';
-import { FakeOpenAI } from './helpers/fake-openai.js';
 import { requestFor, seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
-
-const fakes: FakeOpenAI[] = [];
-afterEach(async () => {
-  await Promise.all(fakes.splice(0).map((f) => f.close()));
-});
+import { startFake } from './helpers/start-fake.js';
 
 /**
  * Enqueue drops the old job of a changed document only if it is pending or failed at that moment.
@@ -21,8 +16,7 @@ afterEach(async () => {
  */
 describe('review: the old job of a changed document, held by a run at enqueue time', () => {
   it('is never sent once handed back', async () => {
-    const fake = await FakeOpenAI.start();
-    fakes.push(fake);
+    const fake = await startFake();
     const store = new SqliteStore(join(tempDir(), 'q.db'));
     const [oldKey] = await seedJobs(store, 1);
     const t = Date.now();

@@ -4,21 +4,15 @@
  * process at once, leaving claimed jobs `running`; both must stop like SIGINT.
  */
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { collect, runCli, spawnCli, type CliResult } from './helpers/cli.js';
-import { FakeOpenAI } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
-
-const fakes: FakeOpenAI[] = [];
-afterEach(async () => {
-  await Promise.all(fakes.splice(0).map((f) => f.close()));
-});
+import { startFake } from './helpers/start-fake.js';
 
 async function setup(jobs: number, latencyMs: number) {
-  const fake = await FakeOpenAI.start({ latencyMs, record: false });
-  fakes.push(fake);
+  const fake = await startFake({ latencyMs, record: false });
   const db = join(tempDir(), 'q.db');
   const store = new SqliteStore(db);
   await seedJobs(store, jobs);

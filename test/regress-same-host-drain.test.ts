@@ -1,16 +1,11 @@
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { OpenAIProvider } from '../src/provider/openai.js';
 import { runQueue, type RunOptions } from '../src/scheduler/run-queue.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
-import { FakeOpenAI } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
-
-const fakes: FakeOpenAI[] = [];
-afterEach(async () => {
-  await Promise.all(fakes.splice(0).map((f) => f.close()));
-});
+import { startFake } from './helpers/start-fake.js';
 
 const fast: RunOptions = { retryDelayMs: 10, maxRetryDelayMs: 50, heartbeatMs: 100, outage: { probeDelayMs: 100, maxProbeDelayMs: 400 } };
 
@@ -23,8 +18,7 @@ const fast: RunOptions = { retryDelayMs: 10, maxRetryDelayMs: 50, heartbeatMs: 1
  */
 describe('review: two drained runs on same-hostname machines', () => {
   it('both end once the queue is drained, instead of waiting for each other forever', async () => {
-    const fake = await FakeOpenAI.start({ latencyMs: 50 });
-    fakes.push(fake);
+    const fake = await startFake({ latencyMs: 50 });
     const path = join(tempDir(), 'q.db');
     const seed = new SqliteStore(path);
     await seedJobs(seed, 8);

@@ -6,23 +6,13 @@
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runCli, type CliResult } from './helpers/cli.js';
 import { enqueueJsonl, readDb } from './helpers/e2e.js';
-import { FakeOpenAI, reply } from './helpers/fake-openai.js';
+import { reply } from './helpers/fake-openai.js';
 import { freshPgUrl, PG_URL, STORE_KINDS } from './helpers/stores.js';
 import { tempDir } from './helpers/tmp.js';
-
-const fakes: FakeOpenAI[] = [];
-afterEach(async () => {
-  await Promise.all(fakes.splice(0).map((f) => f.close()));
-});
-
-async function startFake(): Promise<FakeOpenAI> {
-  const fake = await FakeOpenAI.start({ latencyMs: 5 });
-  fakes.push(fake);
-  return fake;
-}
+import { startFake } from './helpers/start-fake.js';
 
 const docs = (n: number) => Array.from({ length: n }, (_, i) => ({ id: `doc-${i}`, text: `document number ${i}` }));
 
@@ -56,7 +46,7 @@ function output(...results: CliResult[]): string {
 
 describe('URL credentials', () => {
   it('a user name or password in --base-url, LLMQ_BASE_URL or OPENAI_BASE_URL is refused at once and never echoed', async () => {
-    const fake = await startFake();
+    const fake = await startFake({ latencyMs: 5 });
     const dir = tempDir();
     const { db } = await enqueueJsonl(dir, docs(5));
     const withPassword = fake.url.replace('http://', 'http://user:pw-SECRET-3141@');
@@ -81,7 +71,7 @@ describe('URL credentials', () => {
   it('passwords in a PostgreSQL --db and a --redis URL are masked in every message, in status, show and export, and in the database', async (ctx) => {
     const skip = STORE_KINDS.find((k) => k.name === 'postgres')!.skipReason;
     if (skip) ctx.skip(skip);
-    const fake = await startFake();
+    const fake = await startFake({ latencyMs: 5 });
     const dir = tempDir();
     const file = join(dir, 'in.jsonl');
     writeFileSync(file, docs(12).map((d) => JSON.stringify(d)).join('\n') + '\n');
@@ -128,7 +118,7 @@ describe('the API key', () => {
   const PREFIX = KEY.slice(0, 12); // sk-SUPERSECR: what providers echo of a key they reject
 
   it('a 12-character prefix of the key echoed in an error is kept out of stderr, show, export and the database', async () => {
-    const fake = await startFake();
+    const fake = await startFake({ latencyMs: 5 });
     const dir = tempDir();
     const { db } = await enqueueJsonl(dir, docs(4));
     // Bearer <key>: the prefix of the key itself, cut as providers cut it.
@@ -151,7 +141,7 @@ describe('the API key', () => {
   });
 
   it('a key shorter than 8 characters is warned about once and does not mangle messages', async () => {
-    const fake = await startFake();
+    const fake = await startFake({ latencyMs: 5 });
     const dir = tempDir();
     const { db } = await enqueueJsonl(dir, docs(3));
     fake.respond(() => reply.badRequest('Bad request: unsupported parameter'));

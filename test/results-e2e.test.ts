@@ -5,17 +5,13 @@
 import { hostname, tmpdir } from 'node:os';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { collect, runCli, spawnCli } from './helpers/cli.js';
 import { enqueueJsonl, fakeUsage, jsonLines, readDb, sentFor } from './helpers/e2e.js';
 import { FakeOpenAI, answerFor, completionBody, reply, type FakeRequest } from './helpers/fake-openai.js';
 import { tempDir } from './helpers/tmp.js';
 import { parseCsv } from './helpers/csv.js';
-
-const fakes: FakeOpenAI[] = [];
-afterEach(async () => {
-  await Promise.all(fakes.splice(0).map((f) => f.close()));
-});
+import { startFake } from './helpers/start-fake.js';
 
 const content = (req: FakeRequest): string => String(req.json?.messages?.at(-1)?.content ?? '');
 /** A real OpenAI message naming parameters: their snake_case names are not the error's code. */
@@ -259,8 +255,7 @@ describe('results after a run on the fake', () => {
 
 describe('OpenAI Batch round trip', () => {
   it('batch input lines -> run -> export --format openai-batch: each custom_id once, the answer to its exact body', async () => {
-    const fake = await FakeOpenAI.start({ latencyMs: 5 });
-    fakes.push(fake);
+    const fake = await startFake({ latencyMs: 5 });
     fake.respond((req) => (content(req).includes('refuse me') ? reply.badRequest('Refused by the fake.') : undefined));
     const body = (text: string, extra: object = {}) => ({ model: 'gpt-4o-mini', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: text }], max_tokens: 50, ...extra });
     const input = [

@@ -2,18 +2,14 @@
  * `llmq run` as a person and as a program see it: the real built CLI against the HTTP fake, under a
  * real pseudo-terminal (util-linux `script`), through a plain pipe, and with --json.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runCli } from './helpers/cli.js';
 import { enqueueJsonl, jsonLines, playTerminal, readDb, runInPty, SGR, stripAnsi } from './helpers/e2e.js';
-import { FakeOpenAI, answerFor, reply, type FakeRequest } from './helpers/fake-openai.js';
+import { answerFor, reply, type FakeRequest } from './helpers/fake-openai.js';
 import { tempDir } from './helpers/tmp.js';
+import { startFake } from './helpers/start-fake.js';
 
 const DOCS = 24;
-
-const fakes: FakeOpenAI[] = [];
-afterEach(async () => {
-  await Promise.all(fakes.splice(0).map((f) => f.close()));
-});
 
 const content = (req: FakeRequest): string => String(req.json?.messages?.at(-1)?.content ?? '');
 
@@ -22,8 +18,7 @@ const content = (req: FakeRequest): string => String(req.json?.messages?.at(-1)?
  * then succeeds. With concurrency 2 the run lasts about 2 s, long enough for several frames.
  */
 async function setup() {
-  const fake = await FakeOpenAI.start({ latencyMs: 150 });
-  fakes.push(fake);
+  const fake = await startFake({ latencyMs: 150 });
   fake.respond((req) => {
     if (content(req).includes('doc-FAIL')) return reply.badRequest("Invalid value for 'temperature': must be between 0 and 2.");
     if (content(req).includes('doc-FLAKY') && req.attempt === 1) return reply.serverError(500);

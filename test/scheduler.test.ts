@@ -1,22 +1,17 @@
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { OpenAIProvider } from '../src/provider/openai.js';
 import { runQueue, type RunOptions } from '../src/scheduler/run-queue.js';
 import type { SchedulerEventMap } from '../src/scheduler/events.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { canonicalJson, jobKey } from '../src/request.js';
-import { FakeOpenAI, answerFor, reply } from './helpers/fake-openai.js';
+import { answerFor, reply, type FakeOpenAI } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
+import { startFake } from './helpers/start-fake.js';
 
-const fakes: FakeOpenAI[] = [];
-afterEach(async () => {
-  await Promise.all(fakes.splice(0).map((f) => f.close()));
-});
-
-async function setup(jobs: number, fakeOptions: Parameters<typeof FakeOpenAI.start>[0] = {}) {
-  const fake = await FakeOpenAI.start(fakeOptions);
-  fakes.push(fake);
+async function setup(jobs: number, fakeOptions: Parameters<typeof startFake>[0] = {}) {
+  const fake = await startFake(fakeOptions);
   const path = join(tempDir(), 'q.db');
   const store = new SqliteStore(path);
   const keys = await seedJobs(store, jobs);
@@ -307,8 +302,7 @@ describe('runQueue', () => {
   });
 
   it('paces --tpm, and a request bigger than the whole bucket still goes (alone)', async () => {
-    const fake = await FakeOpenAI.start({ latencyMs: 5, tpm: 60_000, windowMs: 2000 }); // 2,000 tokens per 2-second window
-    fakes.push(fake);
+    const fake = await startFake({ latencyMs: 5, tpm: 60_000, windowMs: 2000 }); // 2,000 tokens per 2-second window
     const store = new SqliteStore(join(tempDir(), 'q.db'));
     await seedJobs(store, 12, { maxTokens: 20 });
     // one job bigger than the bucket (60 tokens) but within one window of the fake

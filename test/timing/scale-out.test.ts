@@ -1,22 +1,16 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/open-store.js';
 import { runCli } from '../helpers/cli.js';
-import { FakeOpenAI } from '../helpers/fake-openai.js';
 import { seedJobs } from '../helpers/seed.js';
 import { freshPgUrl } from '../helpers/stores.js';
+import { startFake } from '../helpers/start-fake.js';
 
 const REDIS = process.env.LLMQ_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-
-const fakes: FakeOpenAI[] = [];
-afterEach(async () => {
-  await Promise.all(fakes.splice(0).map((f) => f.close()));
-});
 
 describe('several runs, one PostgreSQL queue, one Redis budget', () => {
   it('three runs send every job once and together stay within the RPM limit (npm run bench governor measures their combined rate)', async () => {
     const rpm = 1200; // 20 per 1-second window
-    const fake = await FakeOpenAI.start({ latencyMs: 30, rpm });
-    fakes.push(fake);
+    const fake = await startFake({ latencyMs: 30, rpm });
     const db = freshPgUrl();
     const store = await openStore(db);
     const jobs = 200; // ~10 s at the limit
@@ -42,8 +36,7 @@ describe('several runs, one PostgreSQL queue, one Redis budget', () => {
 
   it('two runs sharing a Redis budget pace as one: each run alone would go twice as fast', async () => {
     const rpm = 600;
-    const fake = await FakeOpenAI.start({ latencyMs: 5 });
-    fakes.push(fake);
+    const fake = await startFake({ latencyMs: 5 });
     const db = freshPgUrl();
     const store = await openStore(db);
     await seedJobs(store, 40);
