@@ -241,7 +241,7 @@ describe('runQueue', () => {
   it('on a stop signal lets in-flight requests finish and hands the rest back', async () => {
     const { fake, store } = await setup(30, { latencyMs: 100 });
     const stop = new AbortController();
-    setTimeout(() => stop.abort(), 250);
+    void fake.waitForRequests(6).then(() => stop.abort());
     const summary = await runQueue({ store, provider: provider(fake), stopSignal: stop.signal }, { ...fast, concurrency: 3 });
     expect(summary.reason).toBe('signal');
     const rows = jobsByState(store);
@@ -258,7 +258,7 @@ describe('runQueue', () => {
     const { fake, store } = await setup(6, { latencyMs: 5000 });
     const stop = new AbortController();
     const abort = new AbortController();
-    setTimeout(() => { stop.abort(); abort.abort(); }, 200);
+    void fake.waitForRequests(1).then(() => { stop.abort(); abort.abort(); });
     const t0 = Date.now();
     const summary = await runQueue({ store, provider: provider(fake, 10_000), stopSignal: stop.signal, abortSignal: abort.signal }, { ...fast, concurrency: 2 });
     expect(Date.now() - t0).toBeLessThan(2000);

@@ -19,7 +19,7 @@ const fast: RunOptions = { retryDelayMs: 10, maxRetryDelayMs: 50, heartbeatMs: 2
  * `failed` (a 404 is fatal for the job: the failure policy, src/scheduler/decide.ts, as
  * docs/architecture.md places it). No run makes progress, ever.
  */
-describe('review: a job-specific 404 at the head of the queue', () => {
+describe('a 404 for one job at the head of the queue fails that job, not every run', () => {
   it('does not block every later run: the others get done and the 404 job ends failed', async () => {
     const fake = await startFake();
     const store = new SqliteStore(join(tempDir(), 'q.db'));

@@ -14,7 +14,7 @@ import { startFake } from './helpers/start-fake.js';
  * when that run stops and hands it back, it is a pending job no item points to, and nothing ever
  * drops it again: the next run sends (and pays for) the old prompt, and `status` counts it forever.
  */
-describe('review: the old job of a changed document, held by a run at enqueue time', () => {
+describe('the old job of a changed document, held by a run at enqueue time, is never sent', () => {
   it('is never sent once handed back', async () => {
     const fake = await startFake();
     const store = new SqliteStore(join(tempDir(), 'q.db'));

@@ -7,7 +7,7 @@ import { OutageBreaker } from '../src/scheduler/outage.js';
  * of 20 ms timers on Node 20 in a quick check), and a wall clock may step back: when that happens
  * no waiter may probe, nothing re-arms a timer, and every job of the run waits at the gate forever.
  */
-describe('review: OutageBreaker gate after an early wake-up', () => {
+describe('the outage gate lets a probe through after an early wake-up', () => {
   it('still lets a probe through when the wake-up timer fires before now() reaches nextProbeAt', async () => {
     let skew = 0;
     const breaker = new OutageBreaker({ consecutive: 1, probeDelayMs: 30, now: () => Date.now() - skew });

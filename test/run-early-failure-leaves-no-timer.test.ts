@@ -13,7 +13,7 @@ const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeo
  * those first store calls throws (SQLITE_BUSY past busy_timeout, a PostgreSQL blip), the interval
  * outlives the run: `llmq run --tpm N` prints the error and then never exits.
  */
-describe('review: runQueue failing before its loop', () => {
+describe('runQueue failing before its loop leaves no timer behind', () => {
   it('leaves no timer of its own limiter behind', async () => {
     class FailingStore extends SqliteStore {
       override async startRun(): Promise<void> { throw new Error('database is locked'); }

@@ -15,7 +15,7 @@ import { startFake } from './helpers/start-fake.js';
  * one after the other: exactly what the breaker is there to prevent ("pauses and probes instead of
  * burning every job's attempts"). The probe spacing is shrunk here so that "long" takes a second.
  */
-describe('review: a long outage with refused connections', () => {
+describe('a long outage with refused connections burns no attempts', () => {
   it('burns no attempt however many probes it takes', async () => {
     const fake = await startFake();
     const store = new SqliteStore(join(tempDir(), 'q.db'));

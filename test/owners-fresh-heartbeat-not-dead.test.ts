@@ -16,7 +16,7 @@ const fast: RunOptions = { retryDelayMs: 10, maxRetryDelayMs: 50, heartbeatMs: 1
  * jobs are reclaimed mid-request and sent again by the other run (invariant 6, docs/architecture.md). Here run A stands
  * for the process on the other machine: same host name, a pid that does not exist on this one.
  */
-describe('review: a run on another machine with the same hostname', () => {
+describe('a run with a fresh heartbeat is not dead, though another machine shares its hostname', () => {
   it('is not declared dead while its heartbeat is fresh, so its jobs are not sent twice', async () => {
     const fake = await startFake({ latencyMs: 800 });
     const path = join(tempDir(), 'q.db');
@@ -28,7 +28,7 @@ describe('review: a run on another machine with the same hostname', () => {
     const storeB = new SqliteStore(path);
     const provider = () => new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-secret', timeoutMs: 5000 });
     const runA = runQueue({ store: storeA, provider: provider(), host: 'worker', pid: 4_190_001, runId: 'run-a' }, { ...fast, concurrency: 4 });
-    await new Promise((r) => setTimeout(r, 300)); // A holds 8 jobs, 4 of them in flight, heartbeating every 100 ms
+    await fake.waitForRequests(4); // A holds 8 jobs, 4 of them in flight, heartbeating every 100 ms
     const runB = runQueue({ store: storeB, provider: provider(), host: 'worker', pid: process.pid, runId: 'run-b' }, { ...fast, concurrency: 4 });
     await Promise.all([runA, runB]);
     await storeA.close();

@@ -16,7 +16,7 @@ const fast: RunOptions = { retryDelayMs: 10, maxRetryDelayMs: 50, heartbeatMs: 1
  * and asks again. Each run keeps beating while it sleeps there, so each sees the other as dying
  * forever: both wait for each other and neither ever ends, although the queue is drained.
  */
-describe('review: two drained runs on same-hostname machines', () => {
+describe('two runs on same-hostname machines both end when the queue is drained', () => {
   it('both end once the queue is drained, instead of waiting for each other forever', async () => {
     const fake = await startFake({ latencyMs: 50 });
     const path = join(tempDir(), 'q.db');
