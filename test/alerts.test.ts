@@ -6,9 +6,10 @@ import { AlertWatcher, type AlertHookBody } from '../src/alerts/watcher.js';
 import type { SchedulerEventMap } from '../src/scheduler/events.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { collect, runCli, spawnCli } from './helpers/cli.js';
-import { FakeOpenAI, reply } from './helpers/fake-openai.js';
+import { reply } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
+import { startFake } from './helpers/start-fake.js';
 
 const cleanup: Array<() => Promise<unknown>> = [];
 afterEach(async () => { await Promise.all(cleanup.splice(0).map((c) => c())); });
@@ -81,8 +82,7 @@ describe('alerts', () => {
     const store = new SqliteStore(db);
     const keys = await seedJobs(store, 40, { priority: (n) => (n < 3 ? -1 : 0) });
     await store.close();
-    const fake = await FakeOpenAI.start({ latencyMs: 150, record: false });
-    cleanup.push(() => fake.close());
+    const fake = await startFake({ latencyMs: 150, record: false });
     const failing = new Set(keys.slice(0, 3));
     fake.respond((r) => (failing.has(r.key) ? reply.badRequest() : undefined));
     const alertsFile = join(dir, 'alerts.ndjson');

@@ -1,18 +1,18 @@
 import { join } from 'node:path';
-import { describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { CRASH_STEPS } from '../src/batch/context.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { runCli } from './helpers/cli.js';
-import { FakeOpenAI, answerFor } from './helpers/fake-openai.js';
+import { answerFor } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
+import { startFake } from './helpers/start-fake.js';
 
 // `llmq run --via batch` as a child process against the HTTP fake, killed (SIGKILL) at every step
 // of a submission and of a collection: the next run finds what the dead one left and no job is sent twice.
 
 async function setup(jobs: number) {
-  const fake = await FakeOpenAI.start();
-  onTestFinished(() => fake.close());
+  const fake = await startFake();
   fake.batches.configure({ completeAfterMs: 100 });
   const db = join(tempDir(), 'q.db');
   const store = new SqliteStore(db);

@@ -9,9 +9,10 @@ import { parseHookTarget } from '../src/hooks/target.js';
 import type { RunSummary } from '../src/scheduler/events.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { runCli } from './helpers/cli.js';
-import { FakeOpenAI, answerFor, reply } from './helpers/fake-openai.js';
+import { answerFor, reply } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
+import { startFake } from './helpers/start-fake.js';
 
 const SECRET = 'hook-secret-for-tests';
 const cleanup: Array<() => Promise<unknown>> = [];
@@ -48,8 +49,7 @@ describe('run hooks', () => {
     const keys = await seedJobs(store, 8);
     const requests = new Map((store.db.prepare('SELECT key, request FROM jobs').all() as Array<{ key: string; request: string }>).map((r) => [r.key, r.request]));
     await store.close();
-    const fake = await FakeOpenAI.start({ latencyMs: 5, record: false });
-    cleanup.push(() => fake.close());
+    const fake = await startFake({ latencyMs: 5, record: false });
     fake.respond((r) => (r.key === keys[2] ? reply.badRequest() : undefined));
     const hook = await receiver();
     const doneFile = join(dir, 'done.json');
