@@ -251,12 +251,17 @@ export class SqliteStore implements Store {
     this.#completions = [];
     let results: boolean[];
     try {
-      results = this.db.transaction(() => batch.map(({ key, c }) => {
-        const changed = this.#s.complete.run(c.output, c.response, c.usage.promptTokens, c.usage.completionTokens,
-          c.attempt.costUsd ?? null, c.attempt.endedAt, c.attempt.endedAt, key).changes;
-        this.#insertAttempt(c.attempt);
-        return changed === 1;
-      })).immediate();
+      results = this.db.transaction(() => {
+        const s = this.#s;
+        const changed = batch.map(({ key, c }) => {
+          this.#insertAttemptRow(c.attempt);
+          return s.complete.run(c.output, c.response, c.usage.promptTokens, c.usage.completionTokens,
+            c.attempt.costUsd ?? null, c.attempt.endedAt, c.attempt.endedAt, key).changes === 1;
+        });
+        // the money of the whole batch in one statement per run, not one per answer
+        this.#spend.settleAll(batch.map((b) => b.c.attempt));
+        return changed;
+      }).immediate();
     } catch (error) {
       for (const b of batch) b.reject(error);
       return;
@@ -359,8 +364,12 @@ export class SqliteStore implements Store {
 
   /** The attempt row, and what it moves in its run's money, in the caller's transaction. */
   #insertAttempt(a: AttemptRecord): void {
+    this.#insertAttemptRow(a);
+    this.#spend.settle(a);
+  }
+
+  #insertAttemptRow(a: AttemptRecord): void {
     this.#s.insertAttempt.run(a.key, a.runId, a.attempt, a.startedAt, a.endedAt, Math.max(0, a.endedAt - a.startedAt),
       a.status, a.outcome, a.error, a.usage?.promptTokens ?? null, a.usage?.completionTokens ?? null, a.costUsd ?? null, a.mayBeBilled ? 1 : 0);
-    this.#spend.settle(a);
   }
 }
