@@ -9,6 +9,7 @@ import { SqliteReader } from './read.js';
 import { SqliteCopier } from './copy.js';
 import { SqliteBatches } from './batches.js';
 import { SqliteSpend } from './spend.js';
+import { Checkpointer } from './checkpointer.js';
 
 /** The claim's change to each job it takes: start it, or fail it when its attempts are used up (a crash loop). */
 const CLAIM_SET = `UPDATE jobs SET
@@ -141,7 +142,11 @@ export class SqliteStore implements Store {
       this.#s.startRun.run(run.id, run.host, run.pid, run.startedAt, run.startedAt, JSON.stringify(run.options));
       this.#spend.open(run.id, run.startedAt);
     }).immediate();
+    // a run writes for long: its WAL is copied back by a worker thread, off the event loop
+    if (this.location !== ':memory:') this.#checkpointer ??= new Checkpointer(this.db, this.location);
   }
+
+  #checkpointer: Checkpointer | undefined;
 
   async heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats): Promise<void> {
     this.db.transaction(() => {
@@ -152,6 +157,13 @@ export class SqliteStore implements Store {
 
   async finishRun(runId: string, now: number, exitReason: string, stats: RunStats): Promise<void> {
     this.#s.finishRun.run(now, now, exitReason, JSON.stringify(stats), runId);
+    await this.#stopCheckpointer();
+  }
+
+  async #stopCheckpointer(): Promise<void> {
+    const c = this.#checkpointer;
+    this.#checkpointer = undefined;
+    await c?.close();
   }
 
   async activeRuns(): Promise<RunRow[]> {
@@ -349,6 +361,7 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     if (this.#completions.length > 0) this.#flushCompletions();
+    await this.#stopCheckpointer();
     if (this.db.open) this.db.close();
   }
 
