@@ -44,6 +44,8 @@ export class Checkpointer {
 
   /** Stop the worker; the writer's connection checkpoints by itself again. */
   async close(): Promise<void> {
+    // held by its exit now: an unref'd worker is no reason to wait, and Node would end the process mid-await
+    this.#worker.ref();
     this.#worker.postMessage('close');
     await this.#exited;
     this.#restoreAutomatic();
