@@ -10,6 +10,7 @@ const WORKER = `
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
 const db = new Database(workerData.path, { fileMustExist: true });
+db.pragma('cache_size = -256'); // a checkpoint copies WAL frames; it needs no page cache of its own
 const timer = setInterval(() => {
   try { db.pragma('wal_checkpoint(PASSIVE)'); } catch { /* another checkpoint is running: the next tick */ }
 }, workerData.everyMs);
@@ -34,7 +35,10 @@ export class Checkpointer {
   constructor(db: Db, path: string) {
     this.#db = db;
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-    this.#worker = new Worker(WORKER, { eval: true, workerData: { driver, path, everyMs: EVERY_MS } });
+    // a timer and one connection: a small heap keeps the run's memory where it was without the worker
+    this.#worker = new Worker(WORKER, {
+      eval: true, workerData: { driver, path, everyMs: EVERY_MS }, resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 8 },
+    });
     // never what keeps the process alive
     this.#worker.unref();
     this.#exited = new Promise((resolve) => this.#worker.once('exit', () => resolve()));
