@@ -189,7 +189,8 @@ export class Run {
     const got = await this.#store.claim({ owner: this.#id, limit: room, now: t, leaseUntil: t + this.#leaseMs, maxAttempts: this.#maxAttempts, skipModels });
     this.#counters.failed += got.exhausted;
     this.#claimed += got.jobs.length;
-    this.#fruitless = got.jobs.length === 0 && skipModels.length > 0 ? { skip, at: t } : null;
+    // kept through later claims that found jobs: those were of lanes with room, and say nothing of other models
+    if (got.jobs.length === 0 && skipModels.length > 0) this.#fruitless = { skip, at: t };
     const ctx = this.#jobContext();
     for (const job of got.jobs) {
       const task: Promise<void> = runJob(job, ctx)
