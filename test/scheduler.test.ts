@@ -44,6 +44,23 @@ describe('runQueue', () => {
     await store.close();
   });
 
+  it('asks the store for jobs besides a full lane at most once a second when there are none', async () => {
+    const { fake, store } = await setup(400, { latencyMs: 2 });
+    // one model: its lane is full at `concurrency` in hand, and a claim that skips it can find nothing
+    let fruitless = 0;
+    const claim = store.claim.bind(store);
+    store.claim = async (o) => {
+      const got = await claim(o);
+      if (o.skipModels?.length && got.jobs.length === 0) fruitless++;
+      return got;
+    };
+    const t0 = Date.now();
+    const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 4 });
+    expect(summary).toMatchObject({ reason: 'drained', done: 400 });
+    expect(fruitless).toBeLessThanOrEqual(Math.ceil((Date.now() - t0) / 1000) + 1);
+    await store.close();
+  });
+
   // docs/architecture.md, invariant 1
   it('never sends a done job again (invariant 1)', async () => {
     const { fake, store } = await setup(10);

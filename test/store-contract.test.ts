@@ -101,6 +101,25 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       ]);
     });
 
+    it('skipping full lanes, takes the other models\' jobs by priority, then FIFO, and still fails used-up ones', async () => {
+      const { store } = await kind.fresh();
+      // the full lane's jobs come first in the queue: the claim must look past them
+      await store.enqueue(Array.from({ length: 5 }, (_, i) => row(`full-${i}`, `full ${i}`, { model: 'full' })), T0);
+      await store.enqueue([row('b-0', 'b 0', { model: 'b' }), row('c-0', 'c 0', { model: 'c', priority: -1 }),
+        row('b-1', 'b 1', { model: 'b' }), row('c-1', 'c 1', { model: 'c', priority: 3 }), row('b-2', 'b 2', { model: 'b', priority: -1 })], T0);
+      const texts = (jobs: { request: string }[]) => jobs.map((j) => JSON.parse(j.request).messages[0].content as string);
+      const first = await store.claim({ ...claimOpts({ limit: 3 }), skipModels: ['full'] });
+      expect(texts(first.jobs)).toEqual(['c 0', 'b 2', 'b 0']);
+      expect(texts((await store.claim({ ...claimOpts({ limit: 10 }), skipModels: ['full', 'c'] })).jobs)).toEqual(['b 1']);
+      expect((await store.claim({ ...claimOpts({ limit: 10 }), skipModels: ['full', 'b', 'c'] })).jobs).toEqual([]);
+      // a crash loop is failed by this claim too (attempts already at the maximum)
+      await store.release(OWNER, { refund: false, now: T0 + 1 });
+      const again = await store.claim({ ...claimOpts({ limit: 10, maxAttempts: 1 }), skipModels: ['full'] });
+      expect(texts(again.jobs)).toEqual(['c 1']);
+      expect(again.exhausted).toBe(4);
+      expect((await store.status(T0)).counts).toMatchObject({ pending: 5, running: 1, failed: 4 });
+    });
+
     it('raises attempts, sets running and the lease in the same step', async () => {
       const { store } = await kind.fresh();
       const [r] = rows(1);
@@ -158,7 +177,9 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       expect((await store.item(r!.itemId))!.job.error).toBe('gave up after 1 attempts; last error: HTTP 503');
     });
 
-    it('never hands the same job to two stores claiming at once', async () => {
+    // skipping a full lane takes another path (per model); both must hold invariant 6
+    it.each([{ path: 'in claim order', skipModels: [] }, { path: 'around full lanes', skipModels: ['a-full-lane'] }])(
+      'never hands the same job to two stores claiming at once ($path)', async ({ skipModels }) => {
       const fx = await kind.fresh();
       const other = await fx.openAnother();
       const all = rows(300);
@@ -166,7 +187,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       const taken: string[][] = [[], []];
       const work = [fx.store, other].map(async (s, i) => {
         for (;;) {
-          const { jobs } = await s.claim(claimOpts({ owner: `run-${i}`, limit: 7 }));
+          const { jobs } = await s.claim({ ...claimOpts({ owner: `run-${i}`, limit: 7 }), skipModels });
           if (!jobs.length) return;
           taken[i]!.push(...jobs.map((j) => j.key));
           // yield so the two loops interleave even where the driver is synchronous

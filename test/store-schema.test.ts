@@ -36,7 +36,7 @@ describe('sqlite schema', () => {
       'requeued', 'error', 'created_at', 'updated_at', 'ended_at',
     ]);
     const indexes = db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%' ORDER BY name").pluck().all();
-    expect(indexes).toEqual(['attempts_job', 'batches_open', 'items_job', 'jobs_age', 'jobs_claim', 'jobs_lease', 'jobs_retrying', 'jobs_usage', 'runs_open']);
+    expect(indexes).toEqual(['attempts_job', 'batches_open', 'items_job', 'jobs_age', 'jobs_claim', 'jobs_claim_model', 'jobs_lease', 'jobs_retrying', 'jobs_usage', 'runs_open']);
     // status reads cost per model from the index, as it reads tokens
     const usage = (db.prepare('PRAGMA index_info(jobs_usage)').all() as Array<{ name: string }>).map((c) => c.name);
     expect(usage).toEqual(['model', 'state', 'prompt_tokens', 'completion_tokens', 'cost_usd']);

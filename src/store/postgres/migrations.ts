@@ -166,6 +166,16 @@ CREATE TABLE spend (
 );
 `,
   },
+  {
+    // Claims that skip full lanes read each other model's pending jobs from this index instead of
+    // walking past every pending job of the skipped ones (see CLAIM_AROUND_SQL).
+    version: 5,
+    name: 'claim_by_model',
+    sql: `
+-- pending jobs per model in claim order (priority, then FIFO); also lists the models that have pending work
+CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pending';
+`,
+  },
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

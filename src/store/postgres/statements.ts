@@ -33,10 +33,37 @@ export function failSql(first: number): string {
  */
 export const CLAIM_SQL = `
 WITH picked AS MATERIALIZED (
-  SELECT seq FROM jobs WHERE state = 'pending' AND run_after <= $2::bigint AND NOT (model = ANY($6::text[]))
+  SELECT seq FROM jobs WHERE state = 'pending' AND run_after <= $2::bigint
   ORDER BY priority, seq LIMIT $5::int FOR UPDATE SKIP LOCKED
 )
-UPDATE jobs SET
+${claimUpdate('picked')}`;
+
+/**
+ * The claim when some lanes are full ($6: their models). Walking jobs_claim past every pending
+ * job of a skipped model costs as much as its queue is long (a million jobs: every claim reads
+ * them all), so the models with pending work are listed by a loose scan of jobs_claim_model (one
+ * probe each), and each other model gives its first `limit` jobs from that index; the first
+ * `limit` of those, in claim order, are taken.
+ */
+export const CLAIM_AROUND_SQL = `
+WITH RECURSIVE models(model) AS (
+  (SELECT model FROM jobs WHERE state = 'pending' ORDER BY model LIMIT 1)
+  UNION ALL
+  SELECT (SELECT j.model FROM jobs j WHERE j.state = 'pending' AND j.model > m.model ORDER BY j.model LIMIT 1)
+  FROM models m WHERE m.model IS NOT NULL
+), picked AS MATERIALIZED (
+  SELECT c.seq FROM models m CROSS JOIN LATERAL (
+    SELECT seq, priority FROM jobs WHERE state = 'pending' AND model = m.model AND run_after <= $2::bigint
+    ORDER BY priority, seq LIMIT $5::int FOR UPDATE SKIP LOCKED
+  ) c
+  WHERE m.model IS NOT NULL AND NOT (m.model = ANY($6::text[]))
+  ORDER BY c.priority, c.seq LIMIT $5::int
+)
+${claimUpdate('picked')}`;
+
+/** Start each picked job (attempts + 1, leased), or fail it when its attempts are used up (a crash loop). */
+function claimUpdate(picked: string): string {
+  return `UPDATE jobs SET
   state = CASE WHEN attempts >= $1::int THEN 'failed' ELSE 'running' END,
   attempts = CASE WHEN attempts >= $1::int THEN attempts ELSE attempts + 1 END,
   error = CASE WHEN attempts >= $1::int
@@ -46,8 +73,9 @@ UPDATE jobs SET
   lease_owner = CASE WHEN attempts >= $1::int THEN NULL ELSE $3::text END,
   lease_expires_at = CASE WHEN attempts >= $1::int THEN NULL ELSE $4::bigint END,
   updated_at = $2::bigint
-WHERE seq IN (SELECT seq FROM picked)
+WHERE seq IN (SELECT seq FROM ${picked})
 RETURNING seq, key, request, model, priority, attempts, state`;
+}
 
 export interface PendingCompletion {
   readonly key: string;

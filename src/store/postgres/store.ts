@@ -11,7 +11,7 @@ import { PgReader } from './read.js';
 import { PgCopier } from './copy.js';
 import { PgBatches } from './batches.js';
 import { PgSpend, settlementParams } from './spend.js';
-import { ATTEMPT_PARAMS, attemptParams, CLAIM_SQL, COMPLETE_BATCH, COMPLETE_SQL, failSql, INSERT_ATTEMPT, type PendingCompletion } from './statements.js';
+import { ATTEMPT_PARAMS, attemptParams, CLAIM_AROUND_SQL, CLAIM_SQL, COMPLETE_BATCH, COMPLETE_SQL, failSql, INSERT_ATTEMPT, type PendingCompletion } from './statements.js';
 
 /**
  * The shared store: many runs on many machines work one queue. Every method is one statement or
@@ -91,8 +91,10 @@ export class PostgresStore implements Store {
   }
 
   async claim(o: ClaimOptions): Promise<ClaimResult> {
+    const params = [o.maxAttempts, o.now, o.owner, o.leaseUntil, o.limit];
+    const skip = o.skipModels ?? [];
     const rows = (await this.#q<{ seq: number; key: string; request: string; model: string; priority: number; attempts: number; state: string }>(
-      CLAIM_SQL, [o.maxAttempts, o.now, o.owner, o.leaseUntil, o.limit, [...(o.skipModels ?? [])]])).rows;
+      skip.length ? CLAIM_AROUND_SQL : CLAIM_SQL, skip.length ? [...params, [...skip]] : params)).rows;
     // RETURNING comes back in no promised order; keep priority, then FIFO.
     rows.sort((a, b) => a.priority - b.priority || a.seq - b.seq);
     let exhausted = 0;

@@ -39,6 +39,21 @@ CREATE INDEX batches_open ON batches (state, created_at);
 `,
 });
 
+/**
+ * Claims that skip full lanes (`ClaimOptions.skipModels`) read each other model's pending jobs from
+ * this index instead of walking past every pending job of the skipped ones: with a million jobs of
+ * one model queued, that walk took 300 ms per claim. Its own constant, like BATCHES_MIGRATION: another
+ * branch may take version 5 as well, and whoever merges second renumbers this one.
+ */
+export const CLAIM_BY_MODEL_MIGRATION: Migration = Object.freeze({
+  version: 5,
+  name: 'claim_by_model',
+  sql: `
+-- pending jobs per model in claim order (priority, then FIFO); also lists the models that have pending work
+CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pending';
+`,
+});
+
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
@@ -159,6 +174,7 @@ CREATE TABLE spend (
 );
 `,
   },
+  CLAIM_BY_MODEL_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -69,6 +69,23 @@ export class SqliteSpend {
     if (m) this.#s.settle.run({ ...m, now: a.endedAt, run: a.runId });
   }
 
+  /**
+   * `settle` for many attempts in one statement per run (a group commit of answers). The same end
+   * as one by one: the amounts only add, and a floor at 0 taken once is the floor taken each time.
+   */
+  settleAll(attempts: readonly AttemptRecord[]): void {
+    const sums = new Map<string, { reserved: number; held: number; spent: number; unknown: number; maybe: number; unpriced: number; now: number }>();
+    for (const a of attempts) {
+      const m = settlementOf(a);
+      if (!m) continue;
+      const t = sums.get(a.runId);
+      if (!t) { sums.set(a.runId, { ...m, now: a.endedAt }); continue; }
+      t.reserved += m.reserved; t.held += m.held; t.spent += m.spent; t.unknown += m.unknown; t.maybe += m.maybe; t.unpriced += m.unpriced;
+      t.now = a.endedAt;
+    }
+    for (const [run, t] of sums) this.#s.settle.run({ ...t, run });
+  }
+
   /** A run known dead: what it had out may have been billed, so it stays committed, as "may be billed". */
   died(runId: string, now: number): void {
     this.#s.died.run(now, runId);

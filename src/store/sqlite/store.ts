@@ -9,6 +9,20 @@ import { SqliteReader } from './read.js';
 import { SqliteCopier } from './copy.js';
 import { SqliteBatches } from './batches.js';
 import { SqliteSpend } from './spend.js';
+import { Checkpointer } from './checkpointer.js';
+
+/** The claim's change to each job it takes: start it, or fail it when its attempts are used up (a crash loop). */
+const CLAIM_SET = `UPDATE jobs SET
+  state = CASE WHEN attempts >= @max THEN 'failed' ELSE 'running' END,
+  attempts = CASE WHEN attempts >= @max THEN attempts ELSE attempts + 1 END,
+  error = CASE WHEN attempts >= @max
+    THEN 'gave up after ' || attempts || ' attempts; last error: ' || coalesce(error, 'the run working on it died')
+    ELSE error END,
+  finished_at = CASE WHEN attempts >= @max THEN @now ELSE NULL END,
+  lease_owner = CASE WHEN attempts >= @max THEN NULL ELSE @owner END,
+  lease_expires_at = CASE WHEN attempts >= @max THEN NULL ELSE @leaseUntil END,
+  updated_at = @now`;
+const CLAIM_RETURNING = 'RETURNING seq, key, request, model, priority, attempts, state';
 
 /**
  * The embedded store: one SQLite file. better-sqlite3 is synchronous, so every method here runs
@@ -44,20 +58,18 @@ export class SqliteStore implements Store {
       dropStaleJob: db.prepare(`DELETE FROM jobs WHERE key = ? AND state IN ('pending', 'failed')
         AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`),
       dropAttempts: db.prepare('DELETE FROM attempts WHERE job_key = ?'),
-      claim: db.prepare(`UPDATE jobs SET
-          state = CASE WHEN attempts >= @max THEN 'failed' ELSE 'running' END,
-          attempts = CASE WHEN attempts >= @max THEN attempts ELSE attempts + 1 END,
-          error = CASE WHEN attempts >= @max
-            THEN 'gave up after ' || attempts || ' attempts; last error: ' || coalesce(error, 'the run working on it died')
-            ELSE error END,
-          finished_at = CASE WHEN attempts >= @max THEN @now ELSE NULL END,
-          lease_owner = CASE WHEN attempts >= @max THEN NULL ELSE @owner END,
-          lease_expires_at = CASE WHEN attempts >= @max THEN NULL ELSE @leaseUntil END,
-          updated_at = @now
-        WHERE seq IN (SELECT seq FROM jobs WHERE state = 'pending' AND run_after <= @now
-                        AND model NOT IN (SELECT value FROM json_each(@skip))
-                      ORDER BY priority, seq LIMIT @limit)
-        RETURNING seq, key, request, model, priority, attempts, state`),
+      claim: db.prepare(`${CLAIM_SET}
+        WHERE seq IN (SELECT seq FROM jobs WHERE state = 'pending' AND run_after <= @now ORDER BY priority, seq LIMIT @limit)
+        ${CLAIM_RETURNING}`),
+      claimSeqs: db.prepare(`${CLAIM_SET}
+        WHERE seq IN (SELECT value FROM json_each(@seqs))
+        ${CLAIM_RETURNING}`),
+      // a loose index scan of jobs_claim_model: each model with pending work, in one probe per model
+      // (named: without ANALYZE statistics SQLite prefers jobs_age and sorts every pending job)
+      firstPendingModel: db.prepare(`SELECT model FROM jobs INDEXED BY jobs_claim_model WHERE state = 'pending' ORDER BY model LIMIT 1`).pluck(),
+      nextPendingModel: db.prepare(`SELECT model FROM jobs INDEXED BY jobs_claim_model WHERE state = 'pending' AND model > ? ORDER BY model LIMIT 1`).pluck(),
+      pendingOfModel: db.prepare(`SELECT seq, priority FROM jobs INDEXED BY jobs_claim_model
+        WHERE state = 'pending' AND model = ? AND run_after <= ? ORDER BY priority, seq LIMIT ?`),
       startRetry: db.prepare(`UPDATE jobs SET attempts = attempts + 1, lease_expires_at = ?, updated_at = ?
         WHERE key = ? AND state = 'running' AND lease_owner = ? RETURNING attempts`).pluck(),
       complete: db.prepare(`UPDATE jobs SET state = 'done', output = ?, response = ?, prompt_tokens = ?,
@@ -130,7 +142,11 @@ export class SqliteStore implements Store {
       this.#s.startRun.run(run.id, run.host, run.pid, run.startedAt, run.startedAt, JSON.stringify(run.options));
       this.#spend.open(run.id, run.startedAt);
     }).immediate();
+    // a run writes for long: its WAL is copied back by a worker thread, off the event loop
+    if (this.location !== ':memory:') this.#checkpointer ??= new Checkpointer(this.db, this.location);
   }
+
+  #checkpointer: Checkpointer | undefined;
 
   async heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats): Promise<void> {
     this.db.transaction(() => {
@@ -141,6 +157,13 @@ export class SqliteStore implements Store {
 
   async finishRun(runId: string, now: number, exitReason: string, stats: RunStats): Promise<void> {
     this.#s.finishRun.run(now, now, exitReason, JSON.stringify(stats), runId);
+    await this.#stopCheckpointer();
+  }
+
+  async #stopCheckpointer(): Promise<void> {
+    const c = this.#checkpointer;
+    this.#checkpointer = undefined;
+    await c?.close();
   }
 
   async activeRuns(): Promise<RunRow[]> {
@@ -162,9 +185,10 @@ export class SqliteStore implements Store {
 
   async claim(o: ClaimOptions): Promise<ClaimResult> {
     return this.db.transaction(() => {
-      const skip = JSON.stringify(o.skipModels ?? []);
-      const rows = this.#s.claim.all({ max: o.maxAttempts, now: o.now, owner: o.owner, leaseUntil: o.leaseUntil, limit: o.limit, skip }) as
-        Array<ClaimedJob & { seq: number; state: string }>;
+      const p = { max: o.maxAttempts, now: o.now, owner: o.owner, leaseUntil: o.leaseUntil, limit: o.limit };
+      const rows = (o.skipModels?.length
+        ? this.#s.claimSeqs.all({ ...p, seqs: JSON.stringify(this.#pickAround(o.skipModels, o.now, o.limit)) })
+        : this.#s.claim.all(p)) as Array<ClaimedJob & { seq: number; state: string }>;
       // RETURNING comes back in no promised order; keep priority, then FIFO.
       rows.sort((a, b) => a.priority - b.priority || a.seq - b.seq);
       const jobs: ClaimedJob[] = [];
@@ -175,6 +199,21 @@ export class SqliteStore implements Store {
       }
       return { jobs, exhausted };
     }).immediate();
+  }
+
+  /**
+   * The first `limit` pending jobs, in claim order, of the models not skipped. Read per model from
+   * jobs_claim_model, so the cost does not grow with the pending jobs of the skipped models (a full
+   * lane of a million jobs): one probe per model with pending work, then `limit` rows of each.
+   */
+  #pickAround(skipModels: readonly string[], now: number, limit: number): number[] {
+    const skip = new Set(skipModels);
+    const picked: Array<{ seq: number; priority: number }> = [];
+    for (let m = this.#s.firstPendingModel.get() as string | undefined; m !== undefined; m = this.#s.nextPendingModel.get(m) as string | undefined) {
+      if (!skip.has(m)) picked.push(...(this.#s.pendingOfModel.all(m, now, limit) as typeof picked));
+    }
+    picked.sort((a, b) => a.priority - b.priority || a.seq - b.seq);
+    return picked.slice(0, limit).map((r) => r.seq);
   }
 
   async reserve(request: ReserveRequest): Promise<ReserveResult> {
@@ -224,12 +263,17 @@ export class SqliteStore implements Store {
     this.#completions = [];
     let results: boolean[];
     try {
-      results = this.db.transaction(() => batch.map(({ key, c }) => {
-        const changed = this.#s.complete.run(c.output, c.response, c.usage.promptTokens, c.usage.completionTokens,
-          c.attempt.costUsd ?? null, c.attempt.endedAt, c.attempt.endedAt, key).changes;
-        this.#insertAttempt(c.attempt);
-        return changed === 1;
-      })).immediate();
+      results = this.db.transaction(() => {
+        const s = this.#s;
+        const changed = batch.map(({ key, c }) => {
+          this.#insertAttemptRow(c.attempt);
+          return s.complete.run(c.output, c.response, c.usage.promptTokens, c.usage.completionTokens,
+            c.attempt.costUsd ?? null, c.attempt.endedAt, c.attempt.endedAt, key).changes === 1;
+        });
+        // the money of the whole batch in one statement per run, not one per answer
+        this.#spend.settleAll(batch.map((b) => b.c.attempt));
+        return changed;
+      }).immediate();
     } catch (error) {
       for (const b of batch) b.reject(error);
       return;
@@ -317,6 +361,7 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     if (this.#completions.length > 0) this.#flushCompletions();
+    await this.#stopCheckpointer();
     if (this.db.open) this.db.close();
   }
 
@@ -332,8 +377,12 @@ export class SqliteStore implements Store {
 
   /** The attempt row, and what it moves in its run's money, in the caller's transaction. */
   #insertAttempt(a: AttemptRecord): void {
+    this.#insertAttemptRow(a);
+    this.#spend.settle(a);
+  }
+
+  #insertAttemptRow(a: AttemptRecord): void {
     this.#s.insertAttempt.run(a.key, a.runId, a.attempt, a.startedAt, a.endedAt, Math.max(0, a.endedAt - a.startedAt),
       a.status, a.outcome, a.error, a.usage?.promptTokens ?? null, a.usage?.completionTokens ?? null, a.costUsd ?? null, a.mayBeBilled ? 1 : 0);
-    this.#spend.settle(a);
   }
 }

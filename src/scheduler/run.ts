@@ -1,0 +1,345 @@
+import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
+import { hostname } from 'node:os';
+import { LlmqError } from '../errors.js';
+import { ProviderError } from '../provider/types.js';
+import type { Store } from '../store/types.js';
+import type { ProgressSnapshot, RunSummary, SchedulerListener } from './events.js';
+import { runJob, type JobContext } from './job-runner.js';
+import { InFlightRequests } from './in-flight.js';
+import { Lanes, localBoards } from './lanes.js';
+import { sleep } from './wait.js';
+import { OutageBreaker } from './outage.js';
+import { deadOwners, dyingOwners, isProcessAlive, type Self } from './owners.js';
+import { Semaphore } from './semaphore.js';
+import { RunCounters } from './stats.js';
+import { RunMoney } from './run-money.js';
+import { loadPriceTable } from '../pricing/price-table.js';
+import type { RunDeps, RunOptions } from './run-queue.js';
+
+/** Why a run stops before the queue is drained: a run-fatal provider error, a bug or a lost store, or the budget. */
+type StopReason =
+  | { readonly kind: 'fatal'; readonly error: ProviderError }
+  | { readonly kind: 'error'; readonly error: unknown; readonly abortInFlight: boolean }
+  | { readonly kind: 'budget' };
+
+/**
+ * One `llmq run`: the state machine of docs/architecture.md ("Leases", "Stop") as named steps.
+ * `work` starts, then claims until drained, stopped or at the limit, then drains what is in hand and
+ * finishes (hands back every job it holds). `beat` renews leases, `reclaim` takes back jobs of dead
+ * runs; `stop` is the one way a run decides to end early.
+ */
+export class Run {
+  readonly #deps: RunDeps;
+  readonly #options: RunOptions;
+  readonly #store: Store;
+  readonly #now: () => number;
+  readonly #concurrency: number;
+  readonly #maxAttempts: number;
+  readonly #leaseMs: number;
+  readonly #heartbeatMs: number;
+  readonly #limit: number;
+  readonly #maxOutageMs: number;
+  readonly #id: string;
+  readonly #host: string;
+  readonly #pid: number;
+  readonly #emit: SchedulerListener;
+  /** Aborted: take no new job, send no new request. */
+  readonly #stopping = new AbortController();
+  /** Aborted: cut the requests in flight too. */
+  readonly #aborting = new AbortController();
+  readonly #unlinks: Array<() => void> = [];
+  readonly #startedAt: number;
+  readonly #counters: RunCounters;
+  readonly #breaker: OutageBreaker;
+  readonly #slots: Semaphore;
+  readonly #lanes: Lanes;
+  readonly #inFlight: InFlightRequests;
+  readonly #money: RunMoney;
+  #fatal: ProviderError | null = null;
+  #internal: unknown = null;
+  #reason: RunSummary['reason'] = 'drained';
+  /** Jobs in hand, each until it is done, failed or handed back. */
+  readonly #tasks = new Set<Promise<void>>();
+  /** Jobs stopped before their current try went out: handed back with that attempt refunded. */
+  readonly #unsent: string[] = [];
+  #claimed = 0;
+  /** Set when a job finishes; the loop waits on it instead of polling. */
+  #finishedSinceWait = false;
+  #wake: () => void = () => {};
+  /** The full lanes of a claim that found nothing else to take, and when: no use asking again at once. */
+  #fruitless: { skip: string; at: number } | null = null;
+  #beats = 0;
+  #lastBeat: number;
+  #timers: NodeJS.Timeout[] = [];
+  #loweredConcurrency = false;
+
+  constructor(deps: RunDeps, options: RunOptions) {
+    this.#deps = deps;
+    this.#store = deps.store;
+    this.#now = deps.now ?? Date.now;
+    this.#concurrency = options.concurrency ?? 8;
+    this.#maxAttempts = options.maxAttempts ?? 5;
+    this.#leaseMs = options.leaseMs ?? 60_000;
+    this.#heartbeatMs = options.heartbeatMs ?? 2000;
+    this.#limit = options.limit ?? Infinity;
+    this.#maxOutageMs = options.maxOutageMs ?? 15 * 60_000;
+    this.#id = deps.runId ?? randomUUID();
+    this.#host = deps.host ?? hostname();
+    this.#pid = deps.pid ?? process.pid;
+    this.#emit = deps.emit ?? (() => {});
+    // Every job in hand listens on these two (waits and requests): hundreds at concurrency 64.
+    setMaxListeners(0, this.#stopping.signal, this.#aborting.signal);
+    this.#link(deps.stopSignal, this.#stopping);
+    this.#link(deps.abortSignal, this.#aborting);
+    this.#link(deps.abortSignal, this.#stopping);
+    this.#startedAt = this.#lastBeat = this.#now();
+    this.#counters = new RunCounters(this.#startedAt);
+    this.#breaker = new OutageBreaker({ ...options.outage, now: this.#now });
+    this.#breaker.onChange = (open, until, detail) => {
+      this.#counters.paused = open ? { reason: 'outage', until } : null;
+      if (open) this.#emit('paused', { reason: 'outage', untilMs: until, detail });
+      else this.#emit('resumed', { reason: 'outage' });
+    };
+    this.#slots = new Semaphore(this.#concurrency);
+    this.#lanes = new Lanes(deps.baseUrl ?? deps.provider.name, { rpm: options.rpm ?? null, tpm: options.tpm ?? null },
+      deps.boards ?? localBoards(this.#now), this.#now);
+    const timeout = options.timeout ?? 'auto';
+    this.#inFlight = new InFlightRequests({ auto: timeout === 'auto', capMs: options.timeoutCapMs ?? 600_000, now: this.#now, abortSignal: this.#aborting.signal });
+    this.#money = new RunMoney({ store: this.#store, runId: this.#id, prices: deps.prices ?? loadPriceTable(), budget: options.budget, now: this.#now });
+    this.#options = options;
+  }
+
+  /** The whole run: start, claim until done, drain, finish; the summary, or the internal error that ended it. */
+  async work(): Promise<RunSummary> {
+    try {
+      await this.#start();
+      await this.#claimUntilDone();
+      await this.#drain();
+    } finally {
+      await this.#finish();
+    }
+    if (this.#internal) throw this.#internal;
+    return this.#summary();
+  }
+
+  /** End the run early: no new job is taken and no new request leaves; the first reason given is the one reported. */
+  stop(why: StopReason): void {
+    if (why.kind === 'fatal') this.#fatal ??= why.error;
+    if (why.kind === 'error') this.#internal ??= why.error;
+    this.#stopping.abort(new LlmqError('run stopped'));
+    if (why.kind === 'error' && why.abortInFlight) this.#aborting.abort(new LlmqError('run stopped'));
+  }
+
+  async #start(): Promise<void> {
+    const c = this.#counters, o = this.#options;
+    await this.#reclaim();
+    // The one full read of the queue at the start: how much there is to do, and whether its models have prices.
+    const before = await this.#store.status(this.#now());
+    this.#money.checkPriced(before);
+    c.alreadyDone = before.counts.done;
+    c.total = Math.min(this.#limit, before.counts.pending + before.counts.running);
+    await this.#store.startRun({ id: this.#id, host: this.#host, pid: this.#pid, startedAt: this.#startedAt, options: this.#deps.describe ?? {
+      concurrency: this.#concurrency, rpm: o.rpm, tpm: o.tpm, maxAttempts: this.#maxAttempts,
+      budget: o.budget?.runUsd ?? null, budgetTotal: o.budget?.totalUsd ?? null,
+    } });
+    this.#emit('run:start', { runId: this.#id, total: c.total, alreadyDone: c.alreadyDone, options: this.#deps.describe ?? {} });
+    await this.#lanes.load(this.#store);
+    this.#timers.push(setInterval(() => this.#beat(), this.#heartbeatMs));
+    this.#timers.push(setInterval(() => this.#emit('progress', this.#snapshot()), o.progressMs ?? 500));
+  }
+
+  /** Claim while there is room in hand, until the queue is drained, the limit is reached or the run stops. */
+  async #claimUntilDone(): Promise<void> {
+    const maxInHand = this.#concurrency * 2;
+    const batch = Math.max(1, Math.ceil(this.#concurrency / 2));
+    const tasks = this.#tasks;
+    while (!this.#stopping.signal.aborted) {
+      // Jobs waiting on their lane's pace or pause hold no slot and are not counted against the
+      // room in hand: a slow or paused lane must not keep other lanes from being claimed (each
+      // lane holds at most `concurrency` jobs, see `saturated`).
+      const active = tasks.size - this.#lanes.waitingOnPace();
+      const room = Math.min(maxInHand - active, this.#limit - this.#claimed);
+      if (this.#limit - this.#claimed <= 0 && tasks.size === 0) { this.#reason = 'limit'; return; }
+      if ((room >= batch || (room > 0 && active < this.#concurrency)) && (await this.#claim(room))) continue;
+      if (tasks.size === 0) {
+        if (await this.#drained()) { this.#reason = 'drained'; return; }
+        continue;
+      }
+      // Wait for a job to finish, or a second (other runs may hand jobs back meanwhile).
+      if (!this.#finishedSinceWait) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, 1000);
+          this.#wake = () => { clearTimeout(timer); resolve(); };
+        });
+      }
+      this.#finishedSinceWait = false;
+    }
+  }
+
+  /** Take up to `room` jobs and start each; true if the store had any to give. */
+  async #claim(room: number): Promise<boolean> {
+    const t = this.#now();
+    // A lane that is full or paused takes no more: it must not hold the claims of the others.
+    const skipModels = this.#lanes.saturated(this.#concurrency);
+    // Every lane with work is full (one model: its lane holds `concurrency`): asking again before a
+    // lane frees up or a second passes (other runs may enqueue or hand back) finds nothing either.
+    const skip = skipModels.join('\n');
+    if (skipModels.length > 0 && this.#fruitless?.skip === skip && t - this.#fruitless.at < 1000) return false;
+    const got = await this.#store.claim({ owner: this.#id, limit: room, now: t, leaseUntil: t + this.#leaseMs, maxAttempts: this.#maxAttempts, skipModels });
+    this.#counters.failed += got.exhausted;
+    this.#claimed += got.jobs.length;
+    // kept through later claims that found jobs: those were of lanes with room, and say nothing of other models
+    if (got.jobs.length === 0 && skipModels.length > 0) this.#fruitless = { skip, at: t };
+    const ctx = this.#jobContext();
+    for (const job of got.jobs) {
+      const task: Promise<void> = runJob(job, ctx)
+        .then((outcome) => { if (outcome === 'unsent') this.#unsent.push(job.key); })
+        .catch((error) => this.stop({ kind: 'error', error, abortInFlight: true }))
+        .finally(() => { this.#tasks.delete(task); this.#finishedSinceWait = true; this.#wake(); });
+      this.#tasks.add(task);
+    }
+    return got.jobs.length > 0 || got.exhausted > 0;
+  }
+
+  /**
+   * Nothing in hand and nothing claimed: done, unless jobs may still come. Take back jobs of runs
+   * that died meanwhile, and wait for those of a run on this host whose process is gone but whose
+   * heartbeat is still fresh. (A "dying" run that holds nothing can hand nothing back: two live runs
+   * on machines with the same hostname look dying to each other, and must not wait for each other
+   * forever.)
+   */
+  async #drained(): Promise<boolean> {
+    const dying = (await this.#reclaim()) && (await this.#store.status(this.#now())).counts.running > 0;
+    const next = await this.#store.nextPendingAt();
+    if (next === null && !dying) return true;
+    await sleep(next === null ? this.#heartbeatMs : Math.min(Math.max(next - this.#now(), 50), 1000), this.#stopping.signal).catch(() => {});
+    return false;
+  }
+
+  /** Let every job in hand end: requests in flight finish (or are cut by a second signal). */
+  async #drain(): Promise<void> {
+    if (this.#stopping.signal.aborted) {
+      this.#reason = this.#fatal || this.#internal ? 'fatal' : this.#money.reached ? 'budget' : 'signal';
+    }
+    while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
+  }
+
+  /** Stop the timers, save the lanes, hand back every job still held, and close the run's row. */
+  async #finish(): Promise<void> {
+    for (const unlink of this.#unlinks) unlink();
+    for (const timer of this.#timers) clearInterval(timer);
+    this.#breaker.dispose();
+    this.#inFlight.dispose();
+    const t = this.#now();
+    await this.#lanes.save(this.#store).catch(() => {});
+    await this.#lanes.close();
+    try {
+      if (this.#unsent.length > 0) await this.#store.release(this.#id, { refund: true, now: t, keys: this.#unsent });
+      await this.#store.release(this.#id, { refund: false, now: t });
+      await this.#store.finishRun(this.#id, t, this.#fatal ? 'fatal' : this.#internal ? 'error' : this.#reason, this.#counters.forStore(t));
+    } catch (error) {
+      this.#internal ??= error;
+    }
+  }
+
+  /** Renew the leases and the live stats; every fifth beat, reclaim and save the lanes. Also ends a too-long outage. */
+  #beat(): void {
+    const t = this.#now(), c = this.#counters, lanes = this.#lanes;
+    const rl = Math.max(0, ...lanes.all().map((l) => l.board.pausedUntil()));
+    if (!this.#breaker.isOpen) c.paused = rl > t ? { reason: 'rate_limit', until: rl } : null;
+    const since = this.#breaker.openSince;
+    if (since !== null && t - since > this.#maxOutageMs) {
+      this.stop({ kind: 'fatal', error: new ProviderError({
+        message: `The provider at ${lanes.baseUrl} has been unreachable for ${Math.round((t - since) / 60_000)} min ` +
+          `(--max-outage); the last try said: ${this.#breaker.lastFailure}`,
+        scope: 'run', reason: 'network',
+      }) });
+    }
+    void lanes.refresh();
+    this.#store.heartbeat(this.#id, t, t + this.#leaseMs, { ...c.forStore(t, lanes.snapshots(), this.#slots.size), alerts: this.#deps.alerts?.() ?? [] })
+      .then(() => {
+        this.#lastBeat = t;
+        if (++this.#beats % 5 === 0) return Promise.all([this.#reclaim(), lanes.save(this.#store)]);
+        return undefined;
+      })
+      .catch((error) => {
+        // A blip is survivable while our leases hold; past half the lease, stop taking work and
+        // let requests in flight finish before others take the jobs back.
+        if (this.#now() - this.#lastBeat > this.#leaseMs / 2) this.stop({ kind: 'error', error, abortInFlight: false });
+      });
+  }
+
+  /** Take back expired leases and the jobs of runs on this host that died; true if some run is dying. */
+  async #reclaim(): Promise<boolean> {
+    // Quiet for 3 heartbeats, and at least 5 s: a run whose event loop is busy (a long SQLite wait)
+    // beats late, and must not be taken for dead by a neighbour on a machine with the same hostname.
+    const self: Self = {
+      host: this.#host, pid: this.#pid, runId: this.#id, isAlive: this.#deps.isAlive ?? isProcessAlive, now: this.#now(),
+      quietMs: Math.max(3 * this.#heartbeatMs, 5000),
+    };
+    const runs = await this.#store.activeRuns();
+    await this.#store.reclaim(this.#now(), deadOwners(runs, self));
+    return dyingOwners(runs, self).length > 0;
+  }
+
+  async #summary(): Promise<RunSummary> {
+    const c = this.#counters;
+    const after = await this.#store.status(this.#now());
+    const f = this.#fatal;
+    const reached = this.#money.reached;
+    const committed = await this.#store.committed(this.#id);
+    const summary: RunSummary = {
+      runId: this.#id, reason: this.#reason, done: c.done, failed: c.failed, retried: c.retried, requests: c.requests,
+      rateLimited: c.rateLimited, promptTokens: c.promptTokens, completionTokens: c.completionTokens,
+      wallMs: this.#now() - this.#startedAt, remaining: after.counts.pending + after.counts.running, failedInStore: after.counts.failed,
+      costUsd: committed.run,
+      budget: this.#reason === 'budget' && reached ? { ...reached, committedUsd: reached.scope === 'run' ? committed.run : committed.total } : null,
+      fatal: f ? { message: f.message, reason: f.reason } : null,
+    };
+    this.#emit('progress', this.#snapshot());
+    this.#emit('run:end', summary);
+    return summary;
+  }
+
+  #snapshot(): ProgressSnapshot {
+    return this.#counters.snapshot(this.#now(), this.#lanes.snapshots(), this.#slots.size);
+  }
+
+  #context: JobContext | null = null;
+
+  /** What each job is handed: built once, the same for every job of the run. */
+  #jobContext(): JobContext {
+    this.#context ??= {
+      store: this.#store, provider: this.#deps.provider, lanes: this.#lanes, breaker: this.#breaker, slots: this.#slots,
+      inFlight: this.#inFlight, counters: this.#counters, money: this.#money, emit: this.#emit, runId: this.#id,
+      maxAttempts: this.#maxAttempts, leaseMs: this.#leaseMs,
+      retryDelayMs: this.#options.retryDelayMs ?? 1000, maxRetryDelayMs: this.#options.maxRetryDelayMs ?? 60_000,
+      stopSignal: this.#stopping.signal, now: this.#now, random: this.#deps.random ?? Math.random,
+      // Stop taking and sending at once; requests already out may be billed, so their answers are kept.
+      onFatal: (error) => this.stop({ kind: 'fatal', error }),
+      onLocalLimit: (error) => this.#lowerConcurrency(error),
+      onBudgetReached: () => this.stop({ kind: 'budget' }),
+    };
+    return this.#context;
+  }
+
+  /** Out of file descriptors: fewer requests at once, said once; no attempt is used. */
+  #lowerConcurrency(error: ProviderError): void {
+    const slots = this.#slots;
+    const before = slots.size;
+    slots.shrink(Math.max(1, Math.min(before - 1, Math.floor(Math.max(1, this.#counters.inFlight) * 0.75))));
+    if (!this.#loweredConcurrency || slots.size < before) {
+      this.#emit('warning', { message: `${error.message}: concurrency lowered from ${before} to ${slots.size}. Raise the limit (ulimit -n) or lower --concurrency.` });
+    }
+    this.#loweredConcurrency = true;
+  }
+
+  #link(from: AbortSignal | undefined, to: AbortController): void {
+    if (!from) return;
+    if (from.aborted) return to.abort(from.reason);
+    const onAbort = (): void => to.abort(from.reason);
+    from.addEventListener('abort', onAbort, { once: true });
+    this.#unlinks.push(() => from.removeEventListener('abort', onAbort));
+  }
+}
