@@ -1,8 +1,8 @@
 // Scaling out: 1, 2 and 4 `llmq run` processes working one queue, on SQLite (one file) and on PostgreSQL
 // (one schema), against the test fake in its own process. Figures are held against the ideal
 // runs x concurrency / latency; a zero-latency pass finds each store's ceiling on this machine.
-//   npm run bench scale               both stores, both passes
-//   npm run bench scale -- sqlite     (or postgres; or latency / ceiling) to run a part
+//   npm run bench scale-out               both stores, both passes
+//   npm run bench scale-out -- sqlite     (or postgres; or latency / ceiling) to run a part
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
