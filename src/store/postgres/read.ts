@@ -3,7 +3,7 @@ import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type pg from 'pg';
 import type { AnsweredJob, ExportFilter, ExportRow, FailedItemRow, ItemDetail, JobToRun, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
 import { inClaimOrder, JOBS_PAGE, type RawJobToRun } from '../claim-order.js';
-import { LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun, type RawAttempt, type RawExport, type RawJob, type RawLane, type RawRun } from '../rows.js';
+import { exportColumns, LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun, type RawAttempt, type RawExport, type RawJob, type RawLane, type RawRun } from '../rows.js';
 import { inTransaction, query } from './connect.js';
 
 const EXPORT_PAGE = 1000;
@@ -66,26 +66,35 @@ export class PgReader {
     }, SNAPSHOT);
   }
 
-  /** Items in input order, a page at a time (keyset on seq), so a million rows never sit in memory. */
+  /**
+   * Items in input order, a page at a time (keyset on seq), so a million rows never sit in memory;
+   * the next page is asked for as soon as the last one's end is known, so the database works on it
+   * while this one is written.
+   */
   async *exportRows(filter: ExportFilter): AsyncIterable<ExportRow> {
     const states = filter.states?.length ? [...filter.states] : null;
-    const sql = `SELECT i.seq, i.id, i.source, i.meta, j.key, j.state, j.model, j.output, j.response, j.error,
-        j.attempts, j.prompt_tokens, j.completion_tokens, j.cost_usd,
-        (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key ORDER BY a.id DESC LIMIT 1) AS latency_ms
+    const sql = `SELECT ${exportColumns(filter)}
       FROM items i
       -- LATERAL: walk items in seq order and look each job up by key, stopping at the page size,
       -- rather than joining the whole jobs table for every page
       CROSS JOIN LATERAL (SELECT * FROM jobs WHERE jobs.key = i.job_key
         AND ($2::text[] IS NULL OR jobs.state = ANY($2::text[]))) j
       WHERE i.seq > $1 ORDER BY i.seq LIMIT ${EXPORT_PAGE}`;
-    let after = 0;
-    for (;;) {
-      const rows = (await query<RawExport>(this.#pool, sql, [after, states])).rows;
-      for (const r of rows) {
-        yield toExportRow(r);
+    const fetch = async (after: number) => (await query<RawExport>(this.#pool, sql, [after, states])).rows;
+    let next: Promise<RawExport[]> | null = fetch(0);
+    try {
+      while (next) {
+        const rows: RawExport[] = await next;
+        next = rows.length < EXPORT_PAGE ? null : fetch(Number(rows[rows.length - 1]!.seq));
+        // a reader that stops early leaves the prefetch behind: its failure is nobody's to hear
+        next?.catch(() => {});
+        for (const r of rows) {
+          yield toExportRow(r);
+        }
       }
-      if (rows.length < EXPORT_PAGE) return;
-      after = rows[rows.length - 1]!.seq;
+    } finally {
+      // not before the prefetch is back: the caller closes the pool next
+      await next?.catch(() => {});
     }
   }
 

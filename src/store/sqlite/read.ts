@@ -3,7 +3,7 @@ import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type { Db } from './open.js';
 import type { AnsweredJob, ExportFilter, ExportRow, FailedItemRow, ItemDetail, JobToRun, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
 import { inClaimOrder, JOBS_PAGE, type RawJobToRun } from '../claim-order.js';
-import { LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun, type RawAttempt, type RawExport, type RawJob, type RawLane, type RawRun } from '../rows.js';
+import { exportColumns, LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun, type RawAttempt, type RawExport, type RawJob, type RawLane, type RawRun } from '../rows.js';
 
 const EXPORT_PAGE = 1000;
 
@@ -74,9 +74,7 @@ export class SqliteReader {
   async *exportRows(filter: ExportFilter): AsyncIterable<ExportRow> {
     const states = filter.states?.length ? filter.states : null;
     const where = states ? `AND j.state IN (${states.map(() => '?').join(', ')})` : '';
-    const page = this.#db.prepare(`SELECT i.seq, i.id, i.source, i.meta, j.key, j.state, j.model, j.output, j.response, j.error,
-        j.attempts, j.prompt_tokens, j.completion_tokens, j.cost_usd,
-        (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key ORDER BY a.id DESC LIMIT 1) AS latency_ms
+    const page = this.#db.prepare(`SELECT ${exportColumns(filter)}
       FROM items i JOIN jobs j ON j.key = i.job_key
       WHERE i.seq > ? ${where} ORDER BY i.seq LIMIT ${EXPORT_PAGE}`);
     let after = 0;
