@@ -7,6 +7,13 @@ import { exportColumns, LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun,
 import { inTransaction, query } from './connect.js';
 
 const EXPORT_PAGE = 1000;
+
+/** The reads of `llmq show`: each one row (or one job's attempts) found through an index, however big the queue. */
+export const ITEM_SQL = Object.freeze({
+  item: 'SELECT * FROM items WHERE id = $1',
+  job: 'SELECT * FROM jobs WHERE key = $1',
+  attempts: 'SELECT * FROM attempts WHERE job_key = $1 ORDER BY id',
+});
 // One consistent view across the several reads of status/item, and no locks taken.
 const SNAPSHOT = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
 
@@ -57,11 +64,10 @@ export class PgReader {
 
   item(id: string): Promise<ItemDetail | null> {
     return inTransaction(this.#pool, async (db) => {
-      const item = (await db.query<{ id: string; source: string; job_key: string; meta: string | null }>(
-        'SELECT * FROM items WHERE id = $1', [id])).rows[0];
+      const item = (await db.query<{ id: string; source: string; job_key: string; meta: string | null }>(ITEM_SQL.item, [id])).rows[0];
       if (!item) return null;
-      const job = (await db.query<RawJob>('SELECT * FROM jobs WHERE key = $1', [item.job_key])).rows[0]!;
-      const attempts = (await db.query<RawAttempt>('SELECT * FROM attempts WHERE job_key = $1 ORDER BY id', [item.job_key])).rows.map(toAttempt);
+      const job = (await db.query<RawJob>(ITEM_SQL.job, [item.job_key])).rows[0]!;
+      const attempts = (await db.query<RawAttempt>(ITEM_SQL.attempts, [item.job_key])).rows.map(toAttempt);
       return { id: item.id, source: item.source, meta: item.meta ? JSON.parse(item.meta) : null, job: toJob(job), attempts };
     }, SNAPSHOT);
   }

@@ -7,6 +7,13 @@ import { exportColumns, LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun,
 
 const EXPORT_PAGE = 1000;
 
+/** The reads of `llmq show`: each one row (or one job's attempts) found through an index, however big the queue. */
+export const ITEM_SQL = Object.freeze({
+  item: 'SELECT * FROM items WHERE id = ?',
+  job: 'SELECT * FROM jobs WHERE key = ?',
+  attempts: 'SELECT * FROM attempts WHERE job_key = ? ORDER BY id',
+});
+
 /** The read side of the SQLite store: status, one item, and the export stream. */
 export class SqliteReader {
   readonly #db: Db;
@@ -61,11 +68,11 @@ export class SqliteReader {
   item(id: string): ItemDetail | null {
     const db = this.#db;
     return db.transaction(() => {
-      const item = db.prepare('SELECT * FROM items WHERE id = ?').get(id) as
+      const item = db.prepare(ITEM_SQL.item).get(id) as
         { id: string; source: string; job_key: string; meta: string | null } | undefined;
       if (!item) return null;
-      const job = db.prepare('SELECT * FROM jobs WHERE key = ?').get(item.job_key) as RawJob;
-      const attempts = (db.prepare('SELECT * FROM attempts WHERE job_key = ? ORDER BY id').all(item.job_key) as RawAttempt[]).map(toAttempt);
+      const job = db.prepare(ITEM_SQL.job).get(item.job_key) as RawJob;
+      const attempts = (db.prepare(ITEM_SQL.attempts).all(item.job_key) as RawAttempt[]).map(toAttempt);
       return { id: item.id, source: item.source, meta: item.meta ? JSON.parse(item.meta) : null, job: toJob(job), attempts };
     })();
   }
