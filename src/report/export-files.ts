@@ -12,7 +12,7 @@ import { emptyCounts, writeExport, type ExportCounts, type ExportOptions } from 
 import { resolveOutTarget } from './out-target.js';
 
 // Rows are formatted while the last chunks are written, up to this much ahead of the disk.
-const WRITE_BUFFER = 1024 * 1024;
+const WRITE_BUFFER = 256 * 1024;
 
 export interface FileExportOptions {
   /** The queue's SQLite file, which (with its -wal, -shm, -journal) is never written over. */
