@@ -249,7 +249,7 @@ async function bench(kind: Kind, big: string, small: string, runFile: string, li
         const e2 = N === SMALL ? e1 : await must(enqueueArgs(big, bigDb));
         if (N === SMALL) await must(enqueueArgs(big, bigDb));
         const rateBig = N / e2.wallS;
-        line(`enqueue ${fmt(N)} docs`, `${fmt(rateBig)} docs/s`, `> 42,000/s, within 20% of ${fmt(SMALL)}`, rateBig > 42_000 && rateBig >= 0.8 * rateSmall);
+        if (N !== SMALL) line(`enqueue ${fmt(N)} docs`, `${fmt(rateBig)} docs/s`, `> 42,000/s, within 20% of ${fmt(SMALL)}`, rateBig > 42_000 && rateBig >= 0.8 * rateSmall);
         line(`  (wall ${fmt(e2.wallS, 1)} s) peak RSS`, `${fmt(e2.peakMB)} MB`, '< 300 MB', e2.peakMB < 300);
         const again = await must(enqueueArgs(big, bigDb));
         // 2 minutes at ten million, in proportion below
