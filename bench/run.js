@@ -1,21 +1,42 @@
 #!/usr/bin/env node
-// Runs every bench/*.bench.{js,ts} in turn (or those whose name contains an argument) and prints their figures.
+// Runs the benches and prints their figures:
+//   npm run bench                    every bench/*.bench.{js,ts} except the opt-in ones
+//   npm run bench NAME [ARGS...]     a bench named exactly NAME, else every bench whose name contains NAME;
+//                                    arguments that name no bench are handed to the benches chosen
 import { readdirSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 
+// Too long for a plain `npm run bench` (the 10-million-job scale bench takes an hour): run only when named.
+const OPT_IN = new Set(['scale']);
+
 const here = dirname(fileURLToPath(import.meta.url));
-const wanted = process.argv.slice(2);
-const files = readdirSync(here)
+const names = readdirSync(here)
   .filter((f) => /\.bench\.(js|ts)$/.test(f))
-  .filter((f) => wanted.length === 0 || wanted.some((w) => f.includes(w)))
-  .sort();
+  .map((f) => ({ file: f, name: f.replace(/\.bench\.(js|ts)$/, '') }))
+  .sort((a, b) => a.name.localeCompare(b.name));
+const args = process.argv.slice(2);
+
+/** The benches an argument names: the one called exactly that, else those whose name contains it. */
+function named(arg) {
+  const exact = names.filter((b) => b.name === arg);
+  return exact.length ? exact : names.filter((b) => b.name.includes(arg));
+}
+
+const chosen = new Set();
+const passOn = [];
+for (const arg of args) {
+  const hits = named(arg);
+  if (hits.length) for (const b of hits) chosen.add(b);
+  else passOn.push(arg);
+}
+const benches = chosen.size ? names.filter((b) => chosen.has(b)) : names.filter((b) => !OPT_IN.has(b.name));
 let failed = 0;
-for (const f of files) {
-  process.stdout.write(`\n== ${f.replace(/\.bench\.(js|ts)$/, '')} ==\n`);
-  const loader = f.endsWith('.ts') ? ['--import', 'tsx'] : [];
-  const r = spawnSync(process.execPath, [...loader, '--expose-gc', join(here, f)], { stdio: 'inherit' });
+for (const { file, name } of benches) {
+  process.stdout.write(`\n== ${name} ==\n`);
+  const loader = file.endsWith('.ts') ? ['--import', 'tsx'] : [];
+  const r = spawnSync(process.execPath, [...loader, '--expose-gc', join(here, file), ...passOn], { stdio: 'inherit' });
   if (r.status !== 0) failed++;
 }
 process.exitCode = failed ? 1 : 0;

@@ -1,276 +1,324 @@
-// Scaling out: 1, 2 and 4 `llmq run` processes working one queue, on SQLite (one file) and on PostgreSQL
-// (one schema), against the test fake in its own process. Figures are held against the ideal
-// runs x concurrency / latency; a zero-latency pass finds each store's ceiling on this machine.
-//   npm run bench scale               both stores, both passes
-//   npm run bench scale -- sqlite     (or postgres; or latency / ceiling) to run a part
+// Scale: one queue of N documents (default 10 million) through the real CLI, each figure next to its target.
+// Opt-in: `npm run bench` leaves it out (it takes about an hour at 10M); name it to run it.
+//   npm run bench scale                  10,000,000 documents, SQLite
+//   npm run bench scale 1m               (or 100k, 250000, ...) fewer documents
+//   npm run bench scale 1m postgres      PostgreSQL (a fresh schema, dropped after); `sqlite postgres` for both
+// Steps: write N JSONL documents of ~250 bytes; `llmq enqueue` 100k and N into fresh queues (rate, peak RSS);
+// enqueue N again (nothing new); bytes per job; status in-process and `status --json` as a process; `show`;
+// `run -c 64` against a zero-latency fake with N queued and with 10k queued; then every job is given an
+// answer in SQL (as a run would store it) and each export format is written, N rows and 100k rows.
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import pg from 'pg';
-import { PostgresStore } from '../src/store/postgres/store.js';
+import { openStore } from '../src/store/open-store.js';
+import { buildStatusReport } from '../src/report/status.js';
+import { priceTableFrom } from '../src/cli/commands/price-options.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
-import { seedJobs } from '../test/helpers/seed.js';
-import { FakeProcess, fmt } from './helpers.js';
-
-const PG_URL = process.env.LLMQ_TEST_PG_URL || 'postgres://postgres@127.0.0.1:5432/test';
-// LLMQ_BENCH_BIN runs another build (e.g. a copy of bin/ and dist/ from before a change) for before/after figures.
-const BIN = process.env.LLMQ_BENCH_BIN || fileURLToPath(new URL('../bin/llmq.js', import.meta.url));
-const RUNS = [1, 2, 4];
-const TICK = 100; // USER_HZ: /proc times are in 1/100 s
-const dir = mkdtempSync(join(tmpdir(), 'llmq-scale-'));
-const args = process.argv.slice(2);
-const want = (x: string, group: string[]) => !args.some((a) => group.includes(a)) || args.includes(x);
+import { PostgresStore } from '../src/store/postgres/store.js';
+import { BIN, PROMPT, withPgSchema } from './cli-runs.js';
+import { FakeProcess, fmt, verdict } from './helpers.js';
 
 type Kind = 'sqlite' | 'postgres';
-interface Pass { readonly name: string; readonly latencyMs: number; readonly concurrency: number; jobs(runs: number): number }
-interface Result {
-  kind: Kind; pass: string; runs: number; concurrency: number; latencyMs: number; jobs: number;
-  steady: number; wall: number; ideal: number | null; duplicates: number; received: number; done: number;
-  busy: number; runCores: number; fakeCores: number; pgCores: number;
-  /** Jobs per CPU-second spent by the runs, postgres and the fake: the cost, less sensitive to other load than jobs/s. */
-  perCpu: number;
-  /** PostgreSQL only: commits in the database and WAL flushes of the server per job (server-wide counters, so others' work counts too). */
-  commitsPerJob: number | null; walSyncsPerJob: number | null;
+const args = process.argv.slice(2);
+const N = parseCount(args.find((a) => /^\d/.test(a)) ?? '10m');
+const kinds = (['sqlite', 'postgres'] as const).filter((k) => args.includes(k));
+if (!kinds.length) kinds.push('sqlite');
+const SMALL = Math.min(100_000, N);
+const RUN_SMALL = 10_000;
+const RUN_LIMIT = 10_000;
+const dir = mkdtempSync(join(tmpdir(), 'llmq-scale-'));
+const MB = 1024 * 1024;
+let misses = 0;
+
+/** "10m" -> 10,000,000; "100k" -> 100,000; "2500" -> 2,500. */
+function parseCount(s: string): number {
+  const m = /^(\d+(?:\.\d+)?)([km]?)$/i.exec(s);
+  if (!m) throw new Error(`expected a count like 10m, 100k or 5000, got '${s}'`);
+  return Math.round(Number(m[1]) * ({ '': 1, k: 1e3, m: 1e6 }[m[2]!.toLowerCase()] ?? 1));
 }
 
-const PASSES: Pass[] = [
-  // ~2.5 s of work at the ideal rate, whatever the number of runs
-  { name: 'latency', latencyMs: 50, concurrency: 16, jobs: (runs) => Math.round(runs * 16 / 0.05 * 2.5) },
-  // no latency: the requests cost nothing, so what is left is the store and the CPU
-  { name: 'ceiling', latencyMs: 0, concurrency: 32, jobs: () => 5_000 },
-];
+function line(label: string, value: string, target: string, ok: boolean | null): void {
+  if (ok === false) misses++;
+  console.log(`  ${label.padEnd(44)} ${value.padStart(16)}   ${target.padEnd(34)} ${ok === null ? '' : verdict(ok)}`);
+}
 
-/** CPU ticks of a process (user + system), or null once it is gone. */
-function ticks(pid: number): number | null {
+// ---- documents
+
+const WORDS = 'the quick brown fox jumps over a lazy dog while seven tired wizards quietly box jugs of amber liquor near old harbours'.split(' ');
+
+/** Write documents [0, count) as JSONL of ~250 bytes a line; returns the file and its mean line size. */
+function writeDocs(count: number): { file: string; lineBytes: number } {
+  const file = join(dir, `docs-${count}.jsonl`);
+  const fd = openSync(file, 'w');
+  let bytes = 0;
+  let chunk: string[] = [];
+  for (let n = 0; n < count; n++) {
+    const words: string[] = [];
+    for (let w = 0, x = n; w < 45; w++, x = (x * 1103515245 + 12345) >>> 0) words.push(WORDS[x % WORDS.length]!);
+    const text = `Document ${n}: ${words.join(' ')}.`.slice(0, 215);
+    chunk.push(JSON.stringify({ id: `doc-${String(n).padStart(8, '0')}`, text }));
+    if (chunk.length === 10_000 || n === count - 1) {
+      const s = chunk.join('\n') + '\n';
+      bytes += Buffer.byteLength(s);
+      writeSync(fd, s);
+      chunk = [];
+    }
+  }
+  closeSync(fd);
+  return { file, lineBytes: bytes / count };
+}
+
+// ---- child processes, with peak RSS
+
+interface Child { code: number | null; wallS: number; peakMB: number; stdout: string; stderr: string }
+
+/** VmHWM (peak resident set) of a live process, in bytes; 0 once it is gone. */
+function peakRss(pid: number): number {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return Number(f[11]) + Number(f[12]);
+    const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) * 1024 : 0;
   } catch {
-    return null;
+    return 0;
   }
 }
 
-function postgresPids(): number[] {
-  const out: number[] = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try { if (readFileSync(`/proc/${d}/comm`, 'utf8').trim() === 'postgres') out.push(Number(d)); } catch { /* gone */ }
-  }
-  return out;
+/** The CLI with these arguments; its peak RSS is polled (VmHWM only grows, so the last reading is the peak but for the last 20 ms). */
+function llmq(cliArgs: readonly string[], env: Record<string, string> = {}): Promise<Child> {
+  const t0 = performance.now();
+  const child = spawn(process.execPath, [BIN, ...cliArgs], {
+    stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LLMQ_API_KEY: 'sk-bench', NO_COLOR: '1', ...env },
+  });
+  let stdout = '', stderr = '', peak = 0;
+  child.stdout!.on('data', (d) => { if (stdout.length < 1e6) stdout += d; });
+  child.stderr!.on('data', (d) => { stderr = (stderr + d).slice(-4000); });
+  const poll = setInterval(() => { peak = Math.max(peak, peakRss(child.pid!)); }, 20);
+  return new Promise((resolve) => child.once('exit', (code) => {
+    clearInterval(poll);
+    resolve({ code, wallS: (performance.now() - t0) / 1000, peakMB: peak / MB, stdout, stderr: stderr.trim() });
+  }));
 }
 
-/** Machine-wide busy and total jiffies. */
-function machine(): { busy: number; total: number } {
-  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
-  const total = f.reduce((a, b) => a + b, 0);
-  return { busy: total - f[3]! - f[4]!, total };
+async function must(cliArgs: readonly string[], env?: Record<string, string>): Promise<Child> {
+  const r = await llmq(cliArgs, env);
+  if (r.code !== 0 && r.code !== 2) throw new Error(`llmq ${cliArgs.join(' ')} exited ${r.code}: ${r.stderr}`);
+  return r;
 }
 
-/** Follows CPU time of a changing set of processes, by polling (a process's last reading before it exits counts). */
-class CpuWatch {
-  #first = new Map<number, number>();
-  #last = new Map<number, number>();
-  #timer: NodeJS.Timeout;
-  constructor(private pids: () => number[], baseline: boolean) {
-    if (baseline) for (const p of pids()) { const t = ticks(p); if (t !== null) this.#first.set(p, t); }
-    this.#timer = setInterval(() => this.poll(), 100);
-  }
-  poll(): void {
-    for (const p of this.pids()) {
-      const t = ticks(p);
-      if (t === null) continue;
-      if (!this.#first.has(p)) this.#first.set(p, 0);
-      this.#last.set(p, t);
-    }
-  }
-  /** CPU seconds used since the start. */
-  stop(): number {
-    this.poll();
-    clearInterval(this.#timer);
-    let sum = 0;
-    for (const [p, t] of this.#last) sum += t - (this.#first.get(p) ?? 0);
-    return sum / TICK;
-  }
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
 }
 
-async function withQueue<T>(kind: Kind, jobs: number, fn: (db: string, span: () => Promise<{ done: number; ms: number }>) => Promise<T>): Promise<T> {
-  if (kind === 'sqlite') {
-    const file = join(dir, `q-${randomBytes(4).toString('hex')}.db`);
-    const store = new SqliteStore(file);
-    await seedJobs(store, jobs);
-    await store.close();
-    try {
-      return await fn(file, async () => {
-        const s = new SqliteStore(file);
-        try {
-          const r = s.db.prepare(`SELECT count(*) AS done, max(ended_at) - min(started_at) AS ms FROM attempts WHERE outcome = 'done'`).get() as { done: number; ms: number };
-          return r;
-        } finally { await s.close(); }
-      });
-    } finally {
-      for (const ext of ['', '-wal', '-shm']) rmSync(file + ext, { force: true });
-    }
+async function timeMs(fn: () => Promise<unknown>, times: number): Promise<number> {
+  const ms: number[] = [];
+  for (let i = 0; i < times; i++) {
+    const t = performance.now();
+    await fn();
+    ms.push(performance.now() - t);
   }
-  const schema = `llmq_bench_${randomBytes(5).toString('hex')}`;
-  const url = `${PG_URL}${PG_URL.includes('?') ? '&' : '?'}schema=${schema}`;
-  const store = await PostgresStore.open(url);
+  return median(ms);
+}
+
+// ---- queues
+
+/** A fresh queue of this kind for the body of `fn`, removed after. */
+async function withQueue<T>(kind: Kind, name: string, fn: (db: string) => Promise<T>): Promise<T> {
+  if (kind === 'postgres') return withPgSchema(fn);
+  const file = join(dir, `${name}.db`);
   try {
-    await seedJobs(store, jobs);
-    await store.pool.query('ANALYZE');
-    return await fn(url, async () => {
-      const r = await store.pool.query(`SELECT count(*) AS done, max(ended_at) - min(started_at) AS ms FROM attempts WHERE outcome = 'done'`);
-      return { done: Number(r.rows[0].done), ms: Number(r.rows[0].ms) };
+    return await fn(file);
+  } finally {
+    for (const ext of ['', '-wal', '-shm']) rmSync(file + ext, { force: true });
+  }
+}
+
+const enqueueArgs = (file: string, db: string) => ['enqueue', file, '--db', db, '--model', 'gpt-4o-mini', '--max-tokens', '64', '--prompt', PROMPT, '--json'];
+
+/** Bytes the queue takes on disk (SQLite: the file and its WAL; PostgreSQL: the schema's tables, indexes and TOAST). */
+async function queueBytes(kind: Kind, db: string): Promise<number> {
+  if (kind === 'sqlite') {
+    const store = new SqliteStore(db);
+    store.db.pragma('wal_checkpoint(TRUNCATE)');
+    await store.close();
+    return statSync(db).size;
+  }
+  const store = await PostgresStore.open(db);
+  try {
+    const r = await store.pool.query(`SELECT sum(pg_total_relation_size(c.oid))::bigint AS bytes FROM pg_class c
+      JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = 'r'`);
+    return Number(r.rows[0].bytes);
+  } finally {
+    await store.close();
+  }
+}
+
+/** Mean stored request and answer (output + response) bytes per job. */
+async function payloadBytes(kind: Kind, db: string): Promise<{ request: number; answer: number }> {
+  const sql = `SELECT avg(length(request)) AS request, avg(coalesce(length(output), 0) + coalesce(length(response), 0)) AS answer FROM jobs`;
+  if (kind === 'sqlite') {
+    const store = new SqliteStore(db);
+    try {
+      return store.db.prepare(sql).get() as { request: number; answer: number };
+    } finally {
+      await store.close();
+    }
+  }
+  const store = await PostgresStore.open(db);
+  try {
+    const r = (await store.pool.query(sql.replace(/length\(/g, 'octet_length('))).rows[0];
+    return { request: Number(r.request), answer: Number(r.answer) };
+  } finally {
+    await store.close();
+  }
+}
+
+/**
+ * Every job not yet answered gets the answer a run would have stored, and the attempt that brought it:
+ * the export reads done jobs with their output, provider response, tokens, cost and latency.
+ */
+async function answerAll(kind: Kind, db: string): Promise<void> {
+  const now = Date.now();
+  const output = `'A short summary of ' || substr(key, 1, 16) || ': a quick brown fox jumps over a lazy dog, and nothing else happens in it.'`;
+  if (kind === 'sqlite') {
+    const store = new SqliteStore(db);
+    try {
+      store.db.exec(`BEGIN;
+        INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome, prompt_tokens, completion_tokens, cost_usd)
+          SELECT key, 'bench-answers', 1, ${now}, ${now} + 420, 420, 200, 'done', 52, 24, 0.0000222 FROM jobs WHERE state != 'done';
+        UPDATE jobs SET state = 'done', attempts = 1, output = ${output},
+          response = json_object('id', 'chatcmpl-' || substr(key, 1, 24), 'object', 'chat.completion', 'created', ${Math.floor(now / 1000)},
+            'model', 'gpt-4o-mini-2024-07-18', 'choices', json_array(json_object('index', 0, 'message',
+              json_object('role', 'assistant', 'content', ${output}), 'finish_reason', 'stop')),
+            'usage', json_object('prompt_tokens', 52, 'completion_tokens', 24, 'total_tokens', 76)),
+          prompt_tokens = 52, completion_tokens = 24, cost_usd = 0.0000222, finished_at = ${now}, updated_at = ${now}
+          WHERE state != 'done';
+        COMMIT;`);
+    } finally {
+      await store.close();
+    }
+    return;
+  }
+  const store = await PostgresStore.open(db);
+  try {
+    await store.pool.query(`INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome, prompt_tokens, completion_tokens, cost_usd)
+      SELECT key, 'bench-answers', 1, ${now}, ${now} + 420, 420, 200, 'done', 52, 24, 0.0000222 FROM jobs WHERE state != 'done'`);
+    await store.pool.query(`UPDATE jobs SET state = 'done', attempts = 1, output = ${output},
+      response = json_build_object('id', 'chatcmpl-' || substr(key, 1, 24), 'object', 'chat.completion', 'created', ${Math.floor(now / 1000)},
+        'model', 'gpt-4o-mini-2024-07-18', 'choices', json_build_array(json_build_object('index', 0, 'message',
+          json_build_object('role', 'assistant', 'content', ${output}), 'finish_reason', 'stop')),
+        'usage', json_build_object('prompt_tokens', 52, 'completion_tokens', 24, 'total_tokens', 76))::text,
+      prompt_tokens = 52, completion_tokens = 24, cost_usd = 0.0000222, finished_at = ${now}, updated_at = ${now}
+      WHERE state != 'done'`);
+    await store.pool.query('VACUUM ANALYZE jobs');
+    await store.pool.query('VACUUM ANALYZE attempts');
+  } finally {
+    await store.close();
+  }
+}
+
+/** `run -c 64 --limit 10,000` against the zero-latency fake: jobs/s over the busy span, and peak RSS. */
+async function runFigures(db: string, fake: FakeProcess): Promise<{ rate: number; peakMB: number; done: number }> {
+  fake.clear();
+  const r = await must(['run', '--db', db, '--base-url', fake.url, '-c', '64', '--limit', String(RUN_LIMIT), '--progress', 'none', '--timeout', '60']);
+  const s = await fake.stats();
+  return { rate: s.ok / Math.max(0.001, (s.lastAt - s.firstAt) / 1000), peakMB: r.peakMB, done: s.ok };
+}
+
+const FORMATS = ['jsonl', 'csv', 'openai-batch'] as const;
+
+async function exportFigures(db: string, rows: number, format: string): Promise<{ rate: number; peakMB: number; bytes: number }> {
+  const out = join(dir, `export.${format}`);
+  const r = await must(['export', '--db', db, '--format', format, '--out', out]);
+  const bytes = statSync(out).size;
+  rmSync(out, { force: true });
+  return { rate: rows / r.wallS, peakMB: r.peakMB, bytes };
+}
+
+// ---- the bench
+
+async function bench(kind: Kind, big: string, small: string, runFile: string, lineBytes: number): Promise<void> {
+  console.log(`\n${kind}${kind === 'postgres' ? ' (fresh schemas, dropped after)' : ''}: ${fmt(N)} documents of ~${fmt(lineBytes)} bytes`);
+  const fake = await FakeProcess.start({ latencyMs: 0 });
+  try {
+    await withQueue(kind, 'small', async (smallDb) => {
+      await withQueue(kind, 'big', async (bigDb) => {
+        const e1 = await must(enqueueArgs(small, smallDb));
+        const rateSmall = SMALL / e1.wallS;
+        line(`enqueue ${fmt(SMALL)} docs`, `${fmt(rateSmall)} docs/s`, '> 42,000/s', rateSmall > 42_000);
+        const e2 = N === SMALL ? e1 : await must(enqueueArgs(big, bigDb));
+        if (N === SMALL) await must(enqueueArgs(big, bigDb));
+        const rateBig = N / e2.wallS;
+        if (N !== SMALL) line(`enqueue ${fmt(N)} docs`, `${fmt(rateBig)} docs/s`, `> 42,000/s, within 20% of ${fmt(SMALL)}`, rateBig > 42_000 && rateBig >= 0.8 * rateSmall);
+        line(`  (wall ${fmt(e2.wallS, 1)} s) peak RSS`, `${fmt(e2.peakMB)} MB`, '< 300 MB', e2.peakMB < 300);
+        const again = await must(enqueueArgs(big, bigDb));
+        // 2 minutes at ten million, in proportion below
+        const againCap = 120 * N / 10_000_000;
+        line(`enqueue the same ${fmt(N)} again`, `${fmt(again.wallS, 1)} s`, N === 10_000_000 ? '< 120 s' : `< 120 s at 10M (${fmt(againCap, 1)} s here)`, again.wallS < againCap);
+
+        const bytesQueued = await queueBytes(kind, bigDb);
+        const payload = await payloadBytes(kind, bigDb);
+        line('database bytes per job, queued', `${fmt(bytesQueued / N)} B`, `request ${fmt(payload.request)} B + overhead`, null);
+
+        const prices = priceTableFrom({});
+        const store = await openStore(bigDb);
+        try {
+          const statusMs = await timeMs(async () => buildStatusReport(await store.status(Date.now()), { now: Date.now(), prices, db: 'bench' }), 5);
+          line('status, in-process (median of 5)', `${fmt(statusMs, 1)} ms`, '< 100 ms', statusMs < 100);
+          const ids = [0, Math.floor(N / 2), N - 1, 12_345 % N, Math.floor(N * 0.9)].map((n) => `doc-${String(n).padStart(8, '0')}`);
+          let i = 0;
+          const showMs = await timeMs(async () => { if (!(await store.item(ids[i++ % ids.length]!))) throw new Error('no such item'); }, ids.length);
+          line('show <id>, in-process (median of 5)', `${fmt(showMs, 2)} ms`, '< 50 ms', showMs < 50);
+        } finally {
+          await store.close();
+        }
+        const statusWall: number[] = [];
+        for (let k = 0; k < 3; k++) statusWall.push((await must(['status', '--json', '--db', bigDb])).wallS * 1000);
+        line('status --json, process wall (median of 3)', `${fmt(median(statusWall))} ms`, '< 250 ms', median(statusWall) < 250);
+
+        // the same run with 10k queued and with N queued
+        const runSmall = await withQueue(kind, 'run-small', async (db) => {
+          await must(enqueueArgs(runFile, db));
+          return runFigures(db, fake);
+        });
+        const runBig = await runFigures(bigDb, fake);
+        line(`run -c 64, ${fmt(RUN_LIMIT)} jobs, ${fmt(RUN_SMALL)} queued`, `${fmt(runSmall.rate)} jobs/s`, 'reference', null);
+        line(`  peak RSS`, `${fmt(runSmall.peakMB)} MB`, 'reference', null);
+        line(`run -c 64, ${fmt(RUN_LIMIT)} jobs, ${fmt(N)} queued`, `${fmt(runBig.rate)} jobs/s`, `within 20% of ${fmt(RUN_SMALL)} queued`, runBig.rate >= 0.8 * runSmall.rate);
+        line(`  peak RSS`, `${fmt(runBig.peakMB)} MB`, `within 20% of ${fmt(RUN_SMALL)} queued`, runBig.peakMB <= 1.2 * runSmall.peakMB);
+
+        const t = performance.now();
+        await answerAll(kind, bigDb);
+        await answerAll(kind, smallDb);
+        console.log(`  (every job given an answer in SQL: ${fmt((performance.now() - t) / 1000, 1)} s)`);
+        const bytesDone = await queueBytes(kind, bigDb);
+        const done = await payloadBytes(kind, bigDb);
+        line('database bytes per job, answered', `${fmt(bytesDone / N)} B`, `req ${fmt(done.request)} + answer ${fmt(done.answer)} B + overhead`, null);
+
+        for (const format of FORMATS) {
+          const s = await exportFigures(smallDb, SMALL, format);
+          const b = await exportFigures(bigDb, N, format);
+          line(`export --format ${format}, ${fmt(N)} rows`, `${fmt(b.rate)} rows/s`, '> 100,000/s', b.rate > 100_000);
+          line(`  peak RSS (${fmt(SMALL)} rows: ${fmt(s.peakMB)} MB)`, `${fmt(b.peakMB)} MB`, `flat: within 20% of ${fmt(SMALL)} rows`, b.peakMB <= 1.2 * s.peakMB);
+          console.log(`    (${fmt(b.bytes / N)} bytes a row; ${fmt(SMALL)} rows at ${fmt(s.rate)} rows/s)`);
+        }
+      });
     });
   } finally {
-    await store.close();
-    const admin = new pg.Client({ connectionString: PG_URL });
-    await admin.connect();
-    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    await admin.end();
+    await fake.close();
   }
 }
 
-function runCli(db: string, url: string, concurrency: number): { pid: number; exit: Promise<number> } {
-  const child = spawn(process.execPath, [BIN, 'run', '--db', db, '--base-url', url, '--concurrency', String(concurrency), '--progress', 'none'], {
-    stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, LLMQ_API_KEY: 'sk-bench', NO_COLOR: '1' },
-  });
-  let err = '';
-  child.stderr!.on('data', (d) => { err += d; });
-  const exit = new Promise<number>((resolve) => child.once('exit', (code) => {
-    if (code !== 0) process.stderr.write(`llmq run exited ${code}: ${err.slice(-2000)}\n`);
-    resolve(code ?? 1);
-  }));
-  return { pid: child.pid!, exit };
-}
-
-/** Server-wide commit and WAL-flush counters, or null for SQLite. */
-async function pgCounters(kind: Kind): Promise<{ commits: number; syncs: number } | null> {
-  if (kind !== 'postgres') return null;
-  const c = new pg.Client({ connectionString: PG_URL });
-  await c.connect();
-  try {
-    const r = await c.query(`SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()) AS commits,
-      (SELECT wal_sync FROM pg_stat_wal) AS syncs`);
-    return { commits: Number(r.rows[0].commits), syncs: Number(r.rows[0].syncs) };
-  } finally {
-    await c.end();
-  }
-}
-
-async function measure(kind: Kind, pass: Pass, runs: number, fake: FakeProcess): Promise<Result> {
-  const jobs = pass.jobs(runs);
-  fake.configure({ latencyMs: pass.latencyMs });
-  fake.clear();
-  return withQueue(kind, jobs, async (db, span) => {
-    const p0 = await pgCounters(kind);
-    const m0 = machine();
-    const children: Array<{ pid: number; exit: Promise<number> }> = [];
-    const runWatch = new CpuWatch(() => children.map((c) => c.pid), false);
-    const fakeWatch = new CpuWatch(() => [fake.pid], true);
-    const pgWatch = new CpuWatch(kind === 'postgres' ? postgresPids : () => [], true);
-    const t0 = performance.now();
-    for (let i = 0; i < runs; i++) children.push(runCli(db, fake.url, pass.concurrency));
-    const codes = await Promise.all(children.map((c) => c.exit));
-    const wallS = (performance.now() - t0) / 1000;
-    const [runCpu, fakeCpu, pgCpu] = [runWatch.stop(), fakeWatch.stop(), pgWatch.stop()];
-    const m1 = machine();
-    if (codes.some((c) => c !== 0)) throw new Error(`a run failed (exit codes ${codes.join(', ')})`);
-    // backends report their counters when they end or about once a second
-    if (p0) await new Promise((r) => setTimeout(r, 1100));
-    const p1 = await pgCounters(kind);
-    const s = await span();
-    const stats = await fake.stats();
-    const ideal = pass.latencyMs > 0 ? (runs * pass.concurrency) / (pass.latencyMs / 1000) : null;
-    return {
-      kind, pass: pass.name, runs, concurrency: pass.concurrency, latencyMs: pass.latencyMs, jobs,
-      steady: s.done / (s.ms / 1000), wall: s.done / wallS, ideal, duplicates: stats.duplicates, received: stats.received, done: s.done,
-      busy: (m1.busy - m0.busy) / (m1.total - m0.total), runCores: runCpu / wallS, fakeCores: fakeCpu / wallS, pgCores: pgCpu / wallS,
-      perCpu: s.done / (runCpu + pgCpu + fakeCpu),
-      commitsPerJob: p0 && p1 ? (p1.commits - p0.commits) / s.done : null, walSyncsPerJob: p0 && p1 ? (p1.syncs - p0.syncs) / s.done : null,
-    };
-  });
-}
-
-function row(r: Result): string {
-  const eff = r.ideal ? `${fmt((100 * r.steady) / r.ideal, 0).padStart(4)}%` : '    -';
-  const ok = r.done === r.jobs && r.received === r.jobs && r.duplicates === 0;
-  return `  ${String(r.runs).padStart(4)} ${fmt(r.jobs).padStart(7)} ${fmt(r.steady).padStart(8)} ${fmt(r.wall).padStart(8)} ` +
-    `${(r.ideal ? fmt(r.ideal) : '-').padStart(7)} ${eff}   ${String(r.duplicates).padStart(4)} ${ok ? 'ok  ' : 'MISS'}  ` +
-    `${fmt(100 * r.busy).padStart(4)}%   ${fmt(r.runCores, 2)} / ${fmt(r.pgCores, 2)} / ${fmt(r.fakeCores, 2)}   ${fmt(r.perCpu).padStart(6)}` +
-    (r.commitsPerJob === null ? '' : `   ${fmt(r.commitsPerJob, 2).padStart(5)} / ${fmt(r.walSyncsPerJob!, 2)}`);
-}
-
-function header(kind: Kind): string {
-  return '  runs    jobs   jobs/s   wall/s   ideal   eff.  dups sent   CPU busy  cores: runs / postgres / fake   jobs/CPU-s' +
-    (kind === 'postgres' ? '  commits / WAL flushes per job' : '');
-}
-
-function verdictFor(kind: Kind, results: Result[]): string {
-  const lat = results.filter((r) => r.kind === kind && r.pass === 'latency');
-  const ceil = results.filter((r) => r.kind === kind && r.pass === 'ceiling');
-  const cores = cpus().length;
-  const parts: string[] = [];
-  if (lat.length) {
-    const busy = Math.min(...lat.map((r) => r.busy));
-    const full = lat.filter((r) => r.ideal && r.steady / r.ideal >= 0.85).map((r) => r.runs);
-    parts.push(`With 50 ms requests it reaches ${lat.map((r) => `${fmt((100 * r.steady) / r.ideal!)}%`).join(' / ')} of the ideal with ` +
-      `${lat.map((r) => r.runs).join(' / ')} runs (${fmt(lat.at(-1)!.steady)} of ${fmt(lat.at(-1)!.ideal!)} jobs/s at ${lat.at(-1)!.runs}), so it ` +
-      (full.length ? `keeps up (>= 85%) up to ${Math.max(...full)} run(s)` : 'does not keep up even with 1 run') +
-      (busy > 0.9 ? `; the machine was at least ${fmt(100 * busy)}% busy throughout: CPU-bound on ${cores} cores, not held by the store` : ''));
-  }
-  if (ceil.length) {
-    const best = ceil.reduce((a, b) => (b.steady > a.steady ? b : a));
-    const last = ceil.at(-1)!;
-    parts.push(`With free requests it peaks at ~${fmt(best.steady)} jobs/s with ${best.runs} run(s) ` +
-      `(${ceil.map((r) => `${r.runs}: ${fmt(r.steady)}`).join(', ')}), which is where it stops scaling on this machine`);
-    const why: string[] = [];
-    if (last.busy > 0.9) why.push(`${last.runs} runs on ${cores} cores are CPU-bound (machine ${fmt(100 * last.busy)}% busy; the llmq runs alone use ${fmt(last.runCores, 2)} cores)`);
-    if (last.perCpu < 0.9 * ceil[0]!.perCpu) why.push(`jobs per CPU-second fall from ${fmt(ceil[0]!.perCpu)} to ${fmt(last.perCpu)} as runs are added, so each added run costs more than it brings`);
-    if (kind === 'postgres') {
-      why.push(`PostgreSQL itself uses ${fmt(Math.max(...ceil.map((r) => r.pgCores)), 2)} cores at most and ${fmt(Math.max(...ceil.map((r) => r.commitsPerJob ?? 0)), 2)} commits per job, so the server is not the limit here`);
-    } else {
-      why.push(`every SQLite write happens inside a run under the file's one write lock, and a run that finds it taken waits in SQLite's busy handler with its whole event loop blocked (better-sqlite3 is synchronous), so runs wait for each other instead of adding throughput`);
-    }
-    parts.push(why.join('; '));
-  }
-  return `  ${kind}: ${parts.join('. ')}.`;
-}
-
-const kinds = (['sqlite', 'postgres'] as Kind[]).filter((k) => want(k, ['sqlite', 'postgres']));
-const passes = PASSES.filter((p) => want(p.name, ['latency', 'ceiling']));
-const fake = await FakeProcess.start({ latencyMs: 0 });
-const results: Result[] = [];
-console.log(`load average before: ${loadavg().map((l) => fmt(l, 2)).join(' ')} on ${cpus().length} cores`);
-console.log(`jobs/s is measured from the first request to the last answer (attempts table); wall/s includes starting the processes.`);
-console.log(`CPU busy is the whole machine (others' work included); cores are CPU-seconds per wall second of the llmq runs, of every`);
-console.log(`postgres process, and of the fake; jobs/CPU-s divides the jobs by those CPU-seconds (what a job costs, whatever else runs).`);
+console.log(`load average before: ${loadavg().map((l) => fmt(l, 2)).join(' ')} on ${cpus().length} cores; build ${BIN}`);
+const t0 = performance.now();
 try {
-  for (const pass of passes) {
-    console.log(pass.latencyMs > 0
-      ? `\n(${pass.name}) fake latency ${pass.latencyMs} ms, --concurrency ${pass.concurrency} per run; ideal = runs x ${pass.concurrency} / ${pass.latencyMs / 1000} s`
-      : `\n(${pass.name}) zero-latency fake, --concurrency ${pass.concurrency} per run: the store and CPU ceiling`);
-    for (const kind of kinds) {
-      console.log(` ${kind}${kind === 'postgres' ? ' (fresh schema per row, dropped after)' : ' (one file)'}`);
-      console.log(header(kind));
-      for (const runs of RUNS) {
-        const r = await measure(kind, pass, runs, fake);
-        results.push(r);
-        console.log(row(r));
-      }
-    }
-  }
+  const big = writeDocs(N);
+  const small = N === SMALL ? big : writeDocs(SMALL);
+  const runFile = writeDocs(RUN_SMALL).file;
+  console.log(`wrote ${fmt(N)} documents (${fmt(big.lineBytes * N / MB)} MB) in ${fmt((performance.now() - t0) / 1000, 1)} s`);
+  for (const kind of kinds) await bench(kind, big.file, small.file, runFile, big.lineBytes);
 } finally {
-  await fake.close();
   rmSync(dir, { recursive: true, force: true });
 }
-const dups = results.reduce((a, r) => a + r.duplicates, 0);
-const missing = results.filter((r) => r.done !== r.jobs || r.received !== r.jobs).length;
-console.log(`\nsent twice: ${dups} job(s) over ${results.length} rows; rows where sent != jobs or done != jobs: ${missing}  ${dups === 0 && missing === 0 ? 'PASS' : 'MISS'}`);
-console.log(`load average after: ${loadavg().map((l) => fmt(l, 2)).join(' ')}`);
-console.log('where scaling stops:');
-for (const kind of kinds) console.log(verdictFor(kind, results));
-if (dups > 0 || missing > 0) process.exitCode = 1;
+console.log(`\ntook ${fmt((performance.now() - t0) / 1000)} s; load average after: ${loadavg().map((l) => fmt(l, 2)).join(' ')}; ${misses} MISS`);
+process.exitCode = misses ? 1 : 0;

@@ -11,6 +11,9 @@ import { AnswerPaths, answerExt } from './answer-paths.js';
 import { emptyCounts, writeExport, type ExportCounts, type ExportOptions } from './export.js';
 import { resolveOutTarget } from './out-target.js';
 
+// Rows are formatted while the last chunks are written, up to this much ahead of the disk.
+const WRITE_BUFFER = 256 * 1024;
+
 export interface FileExportOptions {
   /** The queue's SQLite file, which (with its -wal, -shm, -journal) is never written over. */
   readonly database?: string | null;
@@ -25,11 +28,11 @@ export async function exportToFile(rows: AsyncIterable<ExportRow>, path: string,
   const place: ErrorPlace = { what: '--out', path };
   const target = await resolveOutTarget(path, f.database ?? null);
   try {
-    if (target.kind === 'through') return await writeAll(rows, createWriteStream(target.path, { flags: 'a' }), o);
+    if (target.kind === 'through') return await writeAll(rows, createWriteStream(target.path, { flags: 'a', highWaterMark: WRITE_BUFFER }), o);
     await mkdir(dirname(target.path), { recursive: true });
     const tmp = join(dirname(target.path), `.${basename(target.path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
     try {
-      const counts = await writeAll(rows, createWriteStream(tmp, { flags: 'wx' }), o);
+      const counts = await writeAll(rows, createWriteStream(tmp, { flags: 'wx', highWaterMark: WRITE_BUFFER }), o);
       await rename(tmp, target.path);
       return counts;
     } catch (error) {

@@ -104,16 +104,24 @@ export interface ExportOptions {
   readonly states?: readonly JobState[] | null;
 }
 
+/** What a format reads besides the item and its job: JSON Lines and CSV have latency_ms, openai-batch the response body. */
+export function columnsFor(format: ExportFormat | 'files'): { response: boolean; latency: boolean } {
+  return { response: format === 'openai-batch', latency: format === 'jsonl' || format === 'csv' };
+}
+
 /** What a format writes when no --state is given: openai-batch has no shape for unfinished requests. */
 export function defaultStates(format: ExportFormat): readonly JobState[] | null {
   return format === 'openai-batch' ? ['done', 'failed'] : null;
 }
 
+/** Lines are handed to the stream in chunks of about this many characters (or its buffer size, when smaller): one write per row costs more than the row. */
+const CHUNK_CHARS = 64 * 1024;
+
 /**
- * Stream rows to `out` in the chosen format, waiting for 'drain' whenever the stream's buffer is
- * full, so memory stays flat however many rows there are. Does not end `out`. A write that fails
- * (a full disk, a closed pipe) rejects with the stream's error instead of waiting for a 'drain'
- * that never comes.
+ * Stream rows to `out` in the chosen format, a chunk of lines at a time, waiting for 'drain'
+ * whenever the stream's buffer is full, so memory stays flat however many rows there are. Does not
+ * end `out`. A write that fails (a full disk, a closed pipe) rejects with the stream's error instead
+ * of waiting for a 'drain' that never comes.
  */
 export async function writeExport(rows: AsyncIterable<ExportRow>, out: Writable, o: ExportOptions): Promise<ExportCounts> {
   const counts = emptyCounts();
@@ -128,17 +136,24 @@ export async function writeExport(rows: AsyncIterable<ExportRow>, out: Writable,
       await once(out, 'drain');
     }
   };
-  if (o.format === 'csv') await write(CSV_COLUMNS.join(',') + '\r\n');
+  const chunkChars = Math.min(CHUNK_CHARS, out.writableHighWaterMark || CHUNK_CHARS);
+  const line = o.format === 'csv' ? csvRow
+    : o.format === 'openai-batch' ? (r: ExportRow) => JSON.stringify(openAiBatchRecord(r)) + '\n'
+    : (r: ExportRow) => JSON.stringify(jsonlRecord(r)) + '\n';
+  let chunk = o.format === 'csv' ? CSV_COLUMNS.join(',') + '\r\n' : '';
   for await (const r of rows) {
     if (states && !states.includes(r.state)) {
       counts.skipped[r.state]++;
       continue;
     }
-    const line = o.format === 'csv' ? csvRow(r)
-      : JSON.stringify(o.format === 'openai-batch' ? openAiBatchRecord(r) : jsonlRecord(r)) + '\n';
-    await write(line);
+    chunk += line(r);
     counts.written++;
+    if (chunk.length >= chunkChars) {
+      await write(chunk);
+      chunk = '';
+    }
   }
+  if (chunk) await write(chunk);
   if (failed || out.errored) throw failed ?? out.errored;
   // Kept on failure: an error the stream has yet to emit must find a listener, or it crashes the process.
   out.off('error', onError);

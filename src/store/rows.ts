@@ -1,4 +1,4 @@
-import type { AttemptRow, ExportRow, JobRow, JobState, LaneLimitRow, RunRow, Usage } from './types.js';
+import type { AttemptRow, ExportFilter, ExportRow, JobRow, JobState, LaneLimitRow, RunRow, Usage } from './types.js';
 
 /**
  * Rows as both stores' SQL returns them (snake_case columns, ms-epoch numbers, JSON as text), and
@@ -51,6 +51,19 @@ export function toAttempt(a: RawAttempt): AttemptRow {
     key: a.job_key, runId: a.run_id, attempt: a.attempt, startedAt: a.started_at, endedAt: a.ended_at, latencyMs: a.latency_ms,
     status: a.status, outcome: a.outcome, error: a.error, usage: toUsage(a), costUsd: a.cost_usd, mayBeBilled: Boolean(a.may_be_billed),
   };
+}
+
+/**
+ * The columns of an export row from `items i` joined with `jobs j`, in both stores; the response and
+ * the latency read only when the filter asks for them (NULL otherwise).
+ */
+export function exportColumns(f: ExportFilter): string {
+  const response = f.response === false ? 'NULL AS response' : 'j.response';
+  // the attempt that finished the job is the job's last
+  const latency = f.latency === false ? 'NULL AS latency_ms'
+    : '(SELECT latency_ms FROM attempts a WHERE a.job_key = j.key ORDER BY a.id DESC LIMIT 1) AS latency_ms';
+  return `i.seq, i.id, i.source, i.meta, j.key, j.state, j.model, j.output, ${response}, j.error,
+    j.attempts, j.prompt_tokens, j.completion_tokens, j.cost_usd, ${latency}`;
 }
 
 export function toExportRow(r: RawExport): ExportRow {

@@ -272,6 +272,12 @@ export interface JobRow {
 
 export interface ExportFilter {
   readonly states?: readonly JobState[];
+  /**
+   * Whether rows carry the provider response and the latency (default both): a format that writes
+   * neither asks for neither, as each costs a read per row (the latency a lookup in attempts).
+   */
+  readonly response?: boolean;
+  readonly latency?: boolean;
 }
 
 /** One item joined with its job, in input order. */

@@ -7,7 +7,7 @@ import { knownError } from '../../errors-known.js';
 import { resolveDbLocation } from '../../store/open-store.js';
 import { JOB_STATES, type ExportRow, type JobState } from '../../store/types.js';
 import { openExistingStore } from '../../report/open-existing.js';
-import { EXPORT_FORMATS, skippedTotal, writeExport, type ExportCounts, type ExportFormat } from '../../report/export.js';
+import { columnsFor, EXPORT_FORMATS, skippedTotal, writeExport, type ExportCounts, type ExportFormat } from '../../report/export.js';
 import { exportToDir, exportToFile } from '../../report/export-files.js';
 import { answerExt } from '../../report/answer-paths.js';
 import { stdoutSink } from '../stdout-sink.js';
@@ -67,7 +67,7 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
   const store = await openExistingStore(location);
   try {
     // An explicit --state filters in the store; otherwise every row is read so skipped ones are counted.
-    const rows = store.exportRows({ states: flags.state });
+    const rows = store.exportRows({ states: flags.state, ...columnsFor(flags.outDir ? 'files' : flags.format) });
     let counts: ExportCounts;
     if (flags.outDir) {
       counts = await toDir(rows, flags.outDir, flags);

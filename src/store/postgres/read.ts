@@ -3,10 +3,17 @@ import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type pg from 'pg';
 import type { AnsweredJob, ExportFilter, ExportRow, FailedItemRow, ItemDetail, JobToRun, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
 import { inClaimOrder, JOBS_PAGE, type RawJobToRun } from '../claim-order.js';
-import { LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun, type RawAttempt, type RawExport, type RawJob, type RawLane, type RawRun } from '../rows.js';
+import { exportColumns, LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun, type RawAttempt, type RawExport, type RawJob, type RawLane, type RawRun } from '../rows.js';
 import { inTransaction, query } from './connect.js';
 
 const EXPORT_PAGE = 1000;
+
+/** The reads of `llmq show`: each one row (or one job's attempts) found through an index, however big the queue. */
+export const ITEM_SQL = Object.freeze({
+  item: 'SELECT * FROM items WHERE id = $1',
+  job: 'SELECT * FROM jobs WHERE key = $1',
+  attempts: 'SELECT * FROM attempts WHERE job_key = $1 ORDER BY id',
+});
 // One consistent view across the several reads of status/item, and no locks taken.
 const SNAPSHOT = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
 
@@ -57,35 +64,43 @@ export class PgReader {
 
   item(id: string): Promise<ItemDetail | null> {
     return inTransaction(this.#pool, async (db) => {
-      const item = (await db.query<{ id: string; source: string; job_key: string; meta: string | null }>(
-        'SELECT * FROM items WHERE id = $1', [id])).rows[0];
+      const item = (await db.query<{ id: string; source: string; job_key: string; meta: string | null }>(ITEM_SQL.item, [id])).rows[0];
       if (!item) return null;
-      const job = (await db.query<RawJob>('SELECT * FROM jobs WHERE key = $1', [item.job_key])).rows[0]!;
-      const attempts = (await db.query<RawAttempt>('SELECT * FROM attempts WHERE job_key = $1 ORDER BY id', [item.job_key])).rows.map(toAttempt);
+      const job = (await db.query<RawJob>(ITEM_SQL.job, [item.job_key])).rows[0]!;
+      const attempts = (await db.query<RawAttempt>(ITEM_SQL.attempts, [item.job_key])).rows.map(toAttempt);
       return { id: item.id, source: item.source, meta: item.meta ? JSON.parse(item.meta) : null, job: toJob(job), attempts };
     }, SNAPSHOT);
   }
 
-  /** Items in input order, a page at a time (keyset on seq), so a million rows never sit in memory. */
+  /**
+   * Items in input order, a page at a time (keyset on seq), so a million rows never sit in memory;
+   * the next page is asked for as soon as the last one's end is known, so the database works on it
+   * while this one is written.
+   */
   async *exportRows(filter: ExportFilter): AsyncIterable<ExportRow> {
     const states = filter.states?.length ? [...filter.states] : null;
-    const sql = `SELECT i.seq, i.id, i.source, i.meta, j.key, j.state, j.model, j.output, j.response, j.error,
-        j.attempts, j.prompt_tokens, j.completion_tokens, j.cost_usd,
-        (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key ORDER BY a.id DESC LIMIT 1) AS latency_ms
+    const sql = `SELECT ${exportColumns(filter)}
       FROM items i
       -- LATERAL: walk items in seq order and look each job up by key, stopping at the page size,
       -- rather than joining the whole jobs table for every page
       CROSS JOIN LATERAL (SELECT * FROM jobs WHERE jobs.key = i.job_key
         AND ($2::text[] IS NULL OR jobs.state = ANY($2::text[]))) j
       WHERE i.seq > $1 ORDER BY i.seq LIMIT ${EXPORT_PAGE}`;
-    let after = 0;
-    for (;;) {
-      const rows = (await query<RawExport>(this.#pool, sql, [after, states])).rows;
-      for (const r of rows) {
-        yield toExportRow(r);
+    const fetch = async (after: number) => (await query<RawExport>(this.#pool, sql, [after, states])).rows;
+    let next: Promise<RawExport[]> | null = fetch(0);
+    try {
+      while (next) {
+        const rows: RawExport[] = await next;
+        next = rows.length < EXPORT_PAGE ? null : fetch(Number(rows[rows.length - 1]!.seq));
+        // a reader that stops early leaves the prefetch behind: its failure is nobody's to hear
+        next?.catch(() => {});
+        for (const r of rows) {
+          yield toExportRow(r);
+        }
       }
-      if (rows.length < EXPORT_PAGE) return;
-      after = rows[rows.length - 1]!.seq;
+    } finally {
+      // not before the prefetch is back: the caller closes the pool next
+      await next?.catch(() => {});
     }
   }
 

@@ -3,9 +3,16 @@ import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type { Db } from './open.js';
 import type { AnsweredJob, ExportFilter, ExportRow, FailedItemRow, ItemDetail, JobToRun, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
 import { inClaimOrder, JOBS_PAGE, type RawJobToRun } from '../claim-order.js';
-import { LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun, type RawAttempt, type RawExport, type RawJob, type RawLane, type RawRun } from '../rows.js';
+import { exportColumns, LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun, type RawAttempt, type RawExport, type RawJob, type RawLane, type RawRun } from '../rows.js';
 
 const EXPORT_PAGE = 1000;
+
+/** The reads of `llmq show`: each one row (or one job's attempts) found through an index, however big the queue. */
+export const ITEM_SQL = Object.freeze({
+  item: 'SELECT * FROM items WHERE id = ?',
+  job: 'SELECT * FROM jobs WHERE key = ?',
+  attempts: 'SELECT * FROM attempts WHERE job_key = ? ORDER BY id',
+});
 
 /** The read side of the SQLite store: status, one item, and the export stream. */
 export class SqliteReader {
@@ -61,11 +68,11 @@ export class SqliteReader {
   item(id: string): ItemDetail | null {
     const db = this.#db;
     return db.transaction(() => {
-      const item = db.prepare('SELECT * FROM items WHERE id = ?').get(id) as
+      const item = db.prepare(ITEM_SQL.item).get(id) as
         { id: string; source: string; job_key: string; meta: string | null } | undefined;
       if (!item) return null;
-      const job = db.prepare('SELECT * FROM jobs WHERE key = ?').get(item.job_key) as RawJob;
-      const attempts = (db.prepare('SELECT * FROM attempts WHERE job_key = ? ORDER BY id').all(item.job_key) as RawAttempt[]).map(toAttempt);
+      const job = db.prepare(ITEM_SQL.job).get(item.job_key) as RawJob;
+      const attempts = (db.prepare(ITEM_SQL.attempts).all(item.job_key) as RawAttempt[]).map(toAttempt);
       return { id: item.id, source: item.source, meta: item.meta ? JSON.parse(item.meta) : null, job: toJob(job), attempts };
     })();
   }
@@ -74,9 +81,7 @@ export class SqliteReader {
   async *exportRows(filter: ExportFilter): AsyncIterable<ExportRow> {
     const states = filter.states?.length ? filter.states : null;
     const where = states ? `AND j.state IN (${states.map(() => '?').join(', ')})` : '';
-    const page = this.#db.prepare(`SELECT i.seq, i.id, i.source, i.meta, j.key, j.state, j.model, j.output, j.response, j.error,
-        j.attempts, j.prompt_tokens, j.completion_tokens, j.cost_usd,
-        (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key ORDER BY a.id DESC LIMIT 1) AS latency_ms
+    const page = this.#db.prepare(`SELECT ${exportColumns(filter)}
       FROM items i JOIN jobs j ON j.key = i.job_key
       WHERE i.seq > ? ${where} ORDER BY i.seq LIMIT ${EXPORT_PAGE}`);
     let after = 0;
