@@ -105,21 +105,25 @@ export class SqliteStore implements Store {
       let newJobs = 0, newItems = 0, movedItems = 0, unchanged = 0, droppedJobs = 0;
       const s = this.#s;
       for (const r of rows) {
+        const current = s.itemJob.get(r.itemId) as string | undefined;
+        // The item's job exists (items.job_key references it): no need to look the key up again,
+        // which is a read at a random place of the largest index (re-enqueue of an unchanged file).
+        if (current === r.key) {
+          unchanged++;
+          continue;
+        }
         newJobs += s.insertJob.run(r.key, r.request, r.model, r.priority, now, now).changes;
         const meta = r.meta ? JSON.stringify(r.meta) : null;
-        const current = s.itemJob.get(r.itemId) as string | undefined;
         if (current === undefined) {
           s.insertItem.run(r.itemId, r.source, r.key, meta, now, now);
           newItems++;
-        } else if (current !== r.key) {
+        } else {
           s.moveItem.run(r.key, r.source, meta, now, r.itemId);
           movedItems++;
           if (s.dropStaleJob.run(current).changes > 0) {
             s.dropAttempts.run(current);
             droppedJobs++;
           }
-        } else {
-          unchanged++;
         }
       }
       return { newJobs, newItems, movedItems, unchanged, droppedJobs };
