@@ -99,8 +99,26 @@ export class SqliteStore implements Store {
     return this.enqueueSync(rows, now);
   }
 
+  /**
+   * The page cache a connection gets once it enqueues. The job key and `items.job_key` indexes take
+   * random keys (SHA-256), so each row lands on a random page of each; with SQLite's default 2 MiB
+   * cache nearly every one is read from the file again, and written out more than once in a batch.
+   * 64 MiB holds both indexes whole up to about 300,000 jobs (1M documents: CPU 58 -> 50 s, mostly
+   * system time) and keeps the process far under 300 MB; more showed no gain. Allocated as used.
+   */
+  static readonly ENQUEUE_CACHE_KIB = 64 * 1024;
+  #enqueueCache = false;
+
   /** The synchronous core of `enqueue`, one transaction for the whole batch. */
-  readonly enqueueSync = (rows: readonly EnqueueRow[], now: number): EnqueueResult =>
+  readonly enqueueSync = (rows: readonly EnqueueRow[], now: number): EnqueueResult => {
+    if (!this.#enqueueCache) {
+      this.db.pragma(`cache_size = -${SqliteStore.ENQUEUE_CACHE_KIB}`);
+      this.#enqueueCache = true;
+    }
+    return this.#enqueueTxn(rows, now);
+  };
+
+  readonly #enqueueTxn = (rows: readonly EnqueueRow[], now: number): EnqueueResult =>
     this.db.transaction(() => {
       let newJobs = 0, newItems = 0, movedItems = 0, unchanged = 0, droppedJobs = 0;
       const s = this.#s;
