@@ -100,20 +100,24 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * The page cache a connection gets once it enqueues. The job key and `items.job_key` indexes take
-   * random keys (SHA-256), so each row lands on a random page of each; with SQLite's default 2 MiB
-   * cache nearly every one is read from the file again, and written out more than once in a batch.
-   * 64 MiB holds both indexes whole up to about 300,000 jobs (1M documents: CPU 58 -> 50 s, mostly
-   * system time) and keeps the process far under 300 MB; more showed no gain. Allocated as used.
+   * How a connection that enqueues uses SQLite. The job key and `items.job_key` indexes take random
+   * keys (SHA-256), so each row lands on a random page of each. With the default 2 MiB cache nearly
+   * every such page is read from the file again; 64 MiB holds both indexes whole up to about 300,000
+   * jobs and keeps the process far under 300 MB (allocated as used). Measured on the enqueue
+   * statements alone, 300,000 rows: CPU -20%, bytes read -68%; 128 MiB gained nothing more. Each commit writes the pages it dirtied to the WAL and, past
+   * `wal_autocheckpoint` pages, copies them into the database and syncs both: a batch dirties
+   * thousands of index pages, so the default 1,000 checkpoints after every batch and copies a page
+   * again each time a later batch touches it. A checkpoint every ~20,000 pages wrote 22% fewer bytes
+   * and read 43% fewer in the same measure, with the same durability (the disk is the bottleneck here).
    */
-  static readonly ENQUEUE_CACHE_KIB = 64 * 1024;
-  #enqueueCache = false;
+  static readonly ENQUEUE_PRAGMAS = ['cache_size = -65536', 'wal_autocheckpoint = 16384'];
+  #enqueuePragmas = false;
 
   /** The synchronous core of `enqueue`, one transaction for the whole batch. */
   readonly enqueueSync = (rows: readonly EnqueueRow[], now: number): EnqueueResult => {
-    if (!this.#enqueueCache) {
-      this.db.pragma(`cache_size = -${SqliteStore.ENQUEUE_CACHE_KIB}`);
-      this.#enqueueCache = true;
+    if (!this.#enqueuePragmas) {
+      for (const p of SqliteStore.ENQUEUE_PRAGMAS) this.db.pragma(p);
+      this.#enqueuePragmas = true;
     }
     return this.#enqueueTxn(rows, now);
   };
