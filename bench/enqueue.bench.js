@@ -114,8 +114,10 @@ function ceiling(file, db) {
   return performance.now() - t0;
 }
 
-// The child reports its own peak RSS as it exits (Node gives no rusage of a spawned child).
-const REPORT_RSS = `data:text/javascript,process.on('exit',()=>process.stderr.write('\\nllmq-bench-maxrss '+process.resourceUsage().maxRSS+'\\n'))`;
+// The child reports its own peak RSS and CPU time as it exits (Node gives no rusage of a spawned
+// child). CPU time is the figure to compare when the machine is shared: wall time moves with load.
+const REPORT_RSS = 'data:text/javascript,process.on("exit",()=>{const u=process.resourceUsage();' +
+  'process.stderr.write(`\\nllmq-bench-usage ${u.maxRSS} ${(u.userCPUTime+u.systemCPUTime)/1e6} ${u.systemCPUTime/1e6}\\n`)})';
 
 function cli(file, db) {
   const t0 = performance.now();
@@ -124,8 +126,8 @@ function cli(file, db) {
   const ms = performance.now() - t0;
   if (r.status !== 0) throw new Error(`llmq enqueue exited ${r.status}: ${r.stderr}`);
   const summary = JSON.parse(r.stdout);
-  const rssMiB = Number(/llmq-bench-maxrss (\d+)/.exec(r.stderr)?.[1] ?? NaN) / 1024;
-  return { ms, rssMiB, summary };
+  const [, rss, cpu, sys] = /llmq-bench-usage (\d+) ([\d.]+) ([\d.]+)/.exec(r.stderr) ?? [];
+  return { ms, rssMiB: Number(rss) / 1024, cpuS: Number(cpu), sysS: Number(sys), summary };
 }
 
 function cliPair(label, file, db) {
@@ -135,7 +137,8 @@ function cliPair(label, file, db) {
   if (again.summary.newItems !== 0 || again.summary.newJobs !== 0 || again.summary.unchanged !== N) {
     throw new Error(`the same file again must add nothing, got ${JSON.stringify(again.summary)}`);
   }
-  const line = (what, r) => `${label} ${what}: ${fmt(rate(r.ms)).padStart(7)} docs/s  (${(r.ms / 1000).toFixed(1)} s)  peak RSS ${r.rssMiB.toFixed(0)} MiB`;
+  const line = (what, r) => `${label} ${what}: ${fmt(rate(r.ms)).padStart(7)} docs/s  (${(r.ms / 1000).toFixed(1)} s; ` +
+    `CPU ${r.cpuS.toFixed(1)} s, of it system ${r.sysS.toFixed(1)} s)  peak RSS ${r.rssMiB.toFixed(0)} MiB`;
   console.log(line('enqueue CLI, fresh     ', fresh));
   console.log(line('enqueue CLI, same again', again));
   return [fresh, again];
