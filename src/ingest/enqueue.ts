@@ -4,7 +4,7 @@ import { isSkipped, readFolder, readTextFile, type FolderOptions, type Skipped }
 import { globMatcher } from './glob.js';
 import { readJsonl, readJsonlFile, type EntrySink, type JsonlOptions } from './jsonl.js';
 import { makeRenderer, type RequestOptions } from './render.js';
-import { SeenIds } from './seen-ids.js';
+import { SeenIds } from '../store/seen-ids.js';
 import { resolveSources, type Source } from './sources.js';
 import { MissingValueError } from './template.js';
 import { DEFAULT_MAX_DOC_BYTES, isRejection, type Document, type Entry, type Rejection } from './types.js';

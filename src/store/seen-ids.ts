@@ -6,7 +6,8 @@ import Database from 'better-sqlite3';
  * private SQLite file (the empty file name) that SQLite deletes when it is closed, whatever the
  * store: a PostgreSQL queue gets the same check without a round trip per document. Nothing in it
  * needs to survive a crash, so it has no journal and never syncs; one transaction stays open so
- * pages are written only when its small cache is full.
+ * pages are written only when its small cache is full. It lives in the store layer because it is
+ * SQL; ingest (`src/ingest/enqueue.ts`) is its only user.
  */
 export class SeenIds {
   readonly #db = new Database('');
