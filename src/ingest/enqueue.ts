@@ -4,6 +4,7 @@ import { isSkipped, readFolder, readTextFile, type FolderOptions, type Skipped }
 import { globMatcher } from './glob.js';
 import { readJsonl, readJsonlFile, type EntrySink, type JsonlOptions } from './jsonl.js';
 import { makeRenderer, type RequestOptions } from './render.js';
+import { SeenIds } from '../store/seen-ids.js';
 import { resolveSources, type Source } from './sources.js';
 import { MissingValueError } from './template.js';
 import { DEFAULT_MAX_DOC_BYTES, isRejection, type Document, type Entry, type Rejection } from './types.js';
@@ -77,7 +78,6 @@ export async function enqueue(store: Store, options: EnqueueOptions): Promise<En
   const now = options.now ?? Date.now;
   const started = now();
   const sources = await resolveSources(options.sources, options.stdin !== undefined);
-  const batcher = new Batcher(store, options, now);
   const maxDocBytes = options.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES;
   const config: ReadConfig = {
     stdin: options.stdin,
@@ -87,8 +87,13 @@ export async function enqueue(store: Store, options: EnqueueOptions): Promise<En
       ownDatabase: store.kind === 'sqlite' && store.location !== ':memory:' ? await databaseFiles(store.location) : undefined,
     },
   };
-  for (const source of sources) await readSource(source, batcher, config);
-  await batcher.write();
+  const batcher = new Batcher(store, options, now);
+  try {
+    for (const source of sources) await readSource(source, batcher, config);
+    await batcher.write();
+  } finally {
+    batcher.close();
+  }
   return { ...batcher.summary(), elapsedMs: now() - started };
 }
 
@@ -119,9 +124,9 @@ async function readSource(source: Source, sink: Batcher, o: ReadConfig): Promise
 
 /**
  * Collects rendered rows and writes them a batch at a time. Remembers every id seen in this enqueue
- * (about 100 bytes each, never the text) to catch the same id twice: the first document keeps the
- * id and the later one is rejected naming both places, because silently letting either win would
- * lose a document the user asked for without saying so.
+ * (on disk, `SeenIds`) to catch the same id twice: the first document keeps the id and the later
+ * one is rejected naming both places, because silently letting either win would lose a document
+ * the user asked for without saying so.
  */
 class Batcher implements EntrySink {
   readonly #store: Store;
@@ -132,8 +137,7 @@ class Batcher implements EntrySink {
   readonly #now: () => number;
   readonly #maxRows: number;
   readonly #maxBytes: number;
-  /** id -> where it was first seen (`file:line`). */
-  readonly #seen = new Map<string, string>();
+  readonly #seen = new SeenIds();
   #rows: EnqueueRow[] = [];
   #bytes = 0;
   #documents = 0;
@@ -161,10 +165,6 @@ class Batcher implements EntrySink {
   add(entry: Entry): void {
     this.#documents++;
     if (isRejection(entry)) return this.#reject(entry);
-    const first = this.#seen.get(entry.id);
-    if (first !== undefined) {
-      return this.#reject({ path: entry.path, line: entry.line, reason: `duplicate id ${JSON.stringify(entry.id)} (first at ${first}, which is kept)` });
-    }
     let row: EnqueueRow;
     try {
       row = this.#render(entry);
@@ -172,7 +172,11 @@ class Batcher implements EntrySink {
       if (error instanceof MissingValueError) return this.#reject({ path: entry.path, line: entry.line, reason: error.message });
       throw error;
     }
-    this.#seen.set(entry.id, row.source); // `file:line`, already built for the row
+    // Only a document that became a row claims its id: a rejected one leaves it free.
+    const first = this.#seen.add(entry.id, row.source); // `file:line`, already built for the row
+    if (first !== undefined) {
+      return this.#reject({ path: entry.path, line: entry.line, reason: `duplicate id ${JSON.stringify(entry.id)} (first at ${first}, which is kept)` });
+    }
     this.#rows.push(row);
     this.#bytes += row.request.length;
   }
@@ -212,6 +216,10 @@ class Batcher implements EntrySink {
       this.#updated += r.movedItems;
       this.#dropped += r.droppedJobs;
     }
+  }
+
+  close(): void {
+    this.#seen.close();
   }
 
   summary(): Omit<EnqueueSummary, 'elapsedMs'> {

@@ -84,6 +84,23 @@ describe('enqueue JSONL', () => {
     expect(count(store, 'jobs')).toBe(50);
   });
 
+  it('rejects an id first seen in an earlier batch, naming where, and keeps the first', async () => {
+    const store = tempStore();
+    const lines = ['{"id":"x","text":"first"}', '{"id":"y","text":"b"}', '{"id":"z","text":"c"}', '{"id":"x","text":"second"}'];
+    const s = await run(store, ['-'], { stdin: Readable.from([lines.join('\n')]), batchRows: 2 });
+    expect(s.batches).toBe(2); // the first x was written, and forgotten by the batch, before the second came
+    expect(s.rejections).toEqual([{ path: '-', line: 4, reason: 'duplicate id "x" (first at -:1, which is kept)' }]);
+    expect(items(store).map((r) => [r.id, r.source])).toEqual([['x', '-:1'], ['y', '-:2'], ['z', '-:3']]);
+  });
+
+  it('a document rejected for its content leaves its id free for a later one', async () => {
+    const store = tempStore();
+    const input = Readable.from(['{"id":"a","text":"no lang"}\n{"id":"a","text":"Hallo","lang":"German"}\n']);
+    const s = await run(store, ['-'], { stdin: input, request: request('{{meta.lang}}: {{text}}') });
+    expect(s.rejections).toEqual([{ path: '-', line: 1, reason: 'the template needs {{meta.lang}} but the document has no "lang" field' }]);
+    expect(items(store)).toMatchObject([{ id: 'a', source: '-:2' }]);
+  });
+
   it('streams: a big input is written in bounded batches while it is still being read, never held whole', async () => {
     const store = tempStore();
     const total = 20_000;

@@ -4,7 +4,7 @@ import { inTransaction } from './connect.js';
 
 /**
  * One set-based statement per chunk: new jobs in input order (ON CONFLICT DO NOTHING, so identical
- * requests share one job), then the items upserted. `before` reads the items as they were when the
+ * requests share one job), then the items upserted; rows whose item is unchanged touch neither. `before` reads the items as they were when the
  * statement started (every CTE sees the same snapshot), which is what tells new, moved and
  * unchanged apart without a round trip per row. Moved items get the new job, source and meta;
  * unchanged ones are left alone, as in the SQLite store.
@@ -14,21 +14,26 @@ WITH input AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[])
     WITH ORDINALITY AS t(item_id, source, meta, key, request, model, priority, ord)
 ),
-new_jobs AS (
-  INSERT INTO jobs (key, request, model, priority, created_at, updated_at)
-  SELECT key, request, model, priority, $8, $8
-  FROM (SELECT DISTINCT ON (key) key, request, model, priority, ord FROM input ORDER BY key, ord) AS first_of_key
-  ORDER BY ord
-  ON CONFLICT (key) DO NOTHING
-  RETURNING 1
-),
 before AS (
   -- = ANY walks the unique index however large items grows (a join here may scan the table)
   SELECT i.id, i.job_key FROM items i WHERE i.id = ANY($1::text[])
 ),
+changed AS (
+  -- An unchanged item's job exists (items.job_key references it): leaving those rows out spares a
+  -- lookup at a random place of the key index per row when the same file comes again.
+  SELECT t.* FROM input t LEFT JOIN before b ON b.id = t.item_id WHERE b.job_key IS DISTINCT FROM t.key
+),
+new_jobs AS (
+  INSERT INTO jobs (key, request, model, priority, created_at, updated_at)
+  SELECT key, request, model, priority, $8, $8
+  FROM (SELECT DISTINCT ON (key) key, request, model, priority, ord FROM changed ORDER BY key, ord) AS first_of_key
+  ORDER BY ord
+  ON CONFLICT (key) DO NOTHING
+  RETURNING 1
+),
 upserted AS (
   INSERT INTO items (id, source, job_key, meta, created_at, updated_at)
-  SELECT item_id, source, key, meta, $8, $8 FROM input ORDER BY ord
+  SELECT item_id, source, key, meta, $8, $8 FROM changed ORDER BY ord
   ON CONFLICT (id) DO UPDATE SET job_key = EXCLUDED.job_key, source = EXCLUDED.source, meta = EXCLUDED.meta,
     updated_at = EXCLUDED.updated_at
   WHERE items.job_key <> EXCLUDED.job_key
