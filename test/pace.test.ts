@@ -189,4 +189,30 @@ describe('LatencyStats: --timeout auto', () => {
     expect(s.timeoutMs(400, 600_000)).toBe(24_000);
     expect(s.timeoutMs(100_000, 600_000)).toBe(60_000); // at most 10x
   });
+
+  it('gives a large max_tokens no extra time when latency does not grow with tokens', () => {
+    const s = new LatencyStats();
+    // answers of 8 to 16 tokens, all about 50 ms: the time is not spent generating
+    for (let i = 0; i < 200; i++) s.record(50 + ((i * 7) % 5), 8 + (i % 9));
+    expect(s.timeoutMs(0, 600_000)).toBe(LatencyStats.FLOOR_MS);
+    // a proportional stretch would allow 64 / 16 = 4 x the floor
+    expect(s.timeoutMs(64, 600_000)).toBeLessThan(LatencyStats.FLOOR_MS * 1.2);
+  });
+
+  it('never cuts an answer when latency grows with tokens, up to MAX_STRETCH times the tokens seen', () => {
+    const cases = [
+      { base: 0, perToken: 20 }, // all generation
+      { base: 300, perToken: 15 }, // time to first token, then generation
+      { base: 2000, perToken: 5 }, // mostly queueing
+    ];
+    for (const { base, perToken } of cases) {
+      const s = new LatencyStats();
+      const latency = (tokens: number, i: number) => base + perToken * tokens * (0.9 + 0.2 * ((i * 37) % 11) / 10);
+      for (let i = 0; i < 256; i++) s.record(latency(5 + (i % 40), i), 5 + (i % 40));
+      for (const maxTokens of [50, 100, 200, 44 * LatencyStats.MAX_STRETCH]) {
+        // the slowest answer that long, with the same jitter as the answers seen
+        expect(s.timeoutMs(maxTokens, 3_600_000)).toBeGreaterThan(base + perToken * maxTokens * 1.1 * 2);
+      }
+    }
+  });
 });
