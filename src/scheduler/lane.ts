@@ -126,10 +126,11 @@ export class Lane {
   /**
    * A request of this lane ended (answered, failed or aborted). The first few of a lane are held in
    * the pace as if sent when they ended: a cold request can reach the provider tens of ms after it
-   * left, past what the guard covers.
+   * left, past what the guard covers. After them the lane is warm and the guard narrows.
    */
   ended(ticket: PaceTicket): void {
-    if (this.#ended++ < Lane.COLD_REQUESTS) this.board.stretch(ticket, this.#now());
+    if (this.#ended < Lane.COLD_REQUESTS) this.board.stretch(ticket, this.#now());
+    if (++this.#ended === Lane.COLD_REQUESTS) this.board.warm?.();
   }
 
   /** ms until the lane is not paused (0 when it is not). */
