@@ -5,6 +5,7 @@ import { limitsFromHeaders, refillIntervalMs } from '../src/scheduler/pace/learn
 import { WARM_GUARD_MS, WindowPacer, type PaceLimits } from '../src/scheduler/pace/window-pacer.js';
 import { LocalLaneBoard } from '../src/scheduler/pace/board.js';
 import { Lane } from '../src/scheduler/lane.js';
+import { ProviderError } from '../src/provider/types.js';
 import { parseRateLimit } from '../src/provider/headers.js';
 
 const T0 = 1_750_000_000_000;
@@ -12,7 +13,7 @@ const T0 = 1_750_000_000_000;
 /** A greedy caller: send whenever the pacer allows, for `ms`, each request `tokens` big. Returns send times. */
 function drive(limits: PaceLimits, ms: number, tokens = 0, warm = false): number[] {
   const pacer = new WindowPacer(limits);
-  if (warm) pacer.warm();
+  if (warm) pacer.setGuard(WARM_GUARD_MS);
   const sent: number[] = [];
   for (let now = T0; now < T0 + ms;) {
     const wait = pacer.delay(tokens, now);
@@ -53,11 +54,13 @@ describe('WindowPacer: no 1-second window above its share', () => {
     expect(sent.length / 20).toBeGreaterThanOrEqual(99);
   });
 
-  it('a lane is warm once its first requests have ended', async () => {
-    /** Requests a lane at 6000 rpm lets through in 10 s, each ending at once or never. */
-    const sends = async (ending: boolean) => {
+  it('a lane is warm once its first requests have ended, and cools again after a 429 at a limit it knew', async () => {
+    /** Requests a lane at 6000 rpm lets through in 10 s, each ending at once or never; optionally after a 429. */
+    const sends = async (ending: boolean, limited = false) => {
       let now = T0;
       const lane = new Lane('m', { rpm: 6000, tpm: null }, new LocalLaneBoard(() => now), () => now);
+      const rateLimit = { limitRequests: 6000, limitTokens: null, remainingRequests: 0, remainingTokens: null, resetRequestsMs: 10, resetTokensMs: null };
+      if (limited) lane.rateLimitedBy(new ProviderError({ message: '429', scope: 'retryable', reason: 'rate_limit', status: 429, rateLimit }), now);
       let n = 0;
       while (now < T0 + 10_000) {
         const got = await lane.tryTake(0);
@@ -72,6 +75,7 @@ describe('WindowPacer: no 1-second window above its share', () => {
     };
     expect(await sends(false)).toBeLessThan(990); // the cold guard: 98%
     expect(await sends(true)).toBeGreaterThanOrEqual(990);
+    expect(await sends(true, true)).toBeLessThan(990);
   });
 
   it('spreads a window\'s share over the window instead of one burst', () => {

@@ -26,10 +26,10 @@ export interface LaneBoard {
   /** Hold a request's places as if it had been sent at `sentAt` (see WindowPacer.stretch). */
   stretch(ticket: PaceTicket, sentAt: number): void;
   /**
-   * The lane is warm: its first requests are over, so sends reach the provider within a few ms
-   * (WindowPacer.warm). Optional: a board shared between processes keeps the wider guard.
+   * Count with this guard from now on (WindowPacer.setGuard). Optional: a board shared between
+   * processes keeps GUARD_MS.
    */
-  warm?(): void;
+  setGuard?(ms: number): void;
   /** Hold every request of the lane until `until` (ms epoch); only ever moves later. */
   pause(until: number): void;
   /** ms epoch until which the lane is paused, as last known. */
@@ -69,8 +69,8 @@ export class LocalLaneBoard implements LaneBoard {
     this.#pacer.stretch(ticket, sentAt);
   }
 
-  warm(): void {
-    this.#pacer.warm();
+  setGuard(ms: number): void {
+    this.#pacer.setGuard(ms);
   }
 
   pause(until: number): void {

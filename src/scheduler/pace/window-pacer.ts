@@ -9,6 +9,7 @@
  *   provider's receipt, so no fixed window of the provider can see more than its share either.
  *   Once the lane is warm (connections open, code compiled) that jitter is a few ms, and the
  *   guard shrinks to WARM_GUARD_MS: the guard is paid on every window, 2% of the limit at 20 ms.
+ *   A 429 at a limit the provider said means the jitter was larger: the lane widens it again.
  *   A request bigger than a whole window's share goes alone and stays in the log for as many
  *   windows as it is big, so it goes at the average rate.
  * - even spacing (GCRA, a leaky bucket) at the same rate, so a window's share is spread over the
@@ -71,9 +72,9 @@ export class WindowPacer {
     this.#share = windowShare(limits);
   }
 
-  /** The lane's first requests are over: from now on count with the warm guard. */
-  warm(): void {
-    this.#span = WINDOW_MS + WARM_GUARD_MS;
+  /** Count with this guard from now on (GUARD_MS cold, WARM_GUARD_MS warm). */
+  setGuard(ms: number): void {
+    this.#span = WINDOW_MS + ms;
   }
 
   get limited(): boolean {
