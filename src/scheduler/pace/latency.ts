@@ -79,7 +79,7 @@ export class LatencyStats {
  * The least-squares slope of y over x (at least 0) plus `errors` standard errors; null when x does
  * not vary. Where x barely varies the standard error is large and the bound with it.
  */
-export function slopeUpperBound(xs: readonly number[], ys: readonly number[], errors: number): number | null {
+function slopeUpperBound(xs: readonly number[], ys: readonly number[], errors: number): number | null {
   const n = xs.length;
   if (n < 3) return null;
   let mx = 0, my = 0;
