@@ -227,6 +227,24 @@ describe('LatencyStats: --timeout auto', () => {
     expect(s.timeoutMs(100_000, 600_000)).toBe(60_000); // at most 10x
   });
 
+  it('leaves out the answers to every request a lane sent before its first answer came (a cold burst)', () => {
+    let now = T0;
+    const lane = new Lane('m', { rpm: null, tpm: null }, new LocalLaneBoard(() => now), () => now);
+    const ticket = { tokens: 0, until: 0, request: null };
+    // -c 16: sixteen requests leave at once on new connections and come back slow
+    now += 300;
+    for (let i = 0; i < 16; i++) {
+      lane.answered(null, 300, 12);
+      lane.ended(ticket);
+    }
+    for (let i = 0; i < 30; i++) {
+      now += 50;
+      lane.answered(null, 50, 12);
+      lane.ended(ticket);
+    }
+    expect(lane.latency.timeoutMs(0, 600_000)).toBe(LatencyStats.FLOOR_MS);
+  });
+
   it('gives a large max_tokens no extra time when latency does not grow with tokens', () => {
     const s = new LatencyStats();
     // answers of 8 to 16 tokens, all about 50 ms: the time is not spent generating

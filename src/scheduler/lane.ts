@@ -44,6 +44,8 @@ export class Lane {
   #ended = 0;
   #probing = false;
   #probeAt: number | null = null;
+  /** When the lane's first answer came. */
+  #firstAnswerAt: number | null = null;
   /** A 429 came at a limit the provider said: the wide guard for the rest of the run. */
   #jittery = false;
   static readonly SLOW_START_MS = 2000;
@@ -143,9 +145,13 @@ export class Lane {
 
   /** An answer came: learn from its headers and latency. */
   answered(rateLimit: RateLimitInfo | null, latencyMs: number, completionTokens: number): void {
-    // The first answers of a lane carry connection set-up and cold code: left out of the latencies
+    const now = this.#now();
+    this.#firstAnswerAt ??= now;
+    // The first answers of a lane, and every request sent before its first answer came (with -c 16,
+    // sixteen at once), carry connection set-up and cold code: left out of the latencies
     // --timeout auto reads, where a few of them would set the p99 for the next 256.
-    if (this.#ended > Lane.COLD_REQUESTS) this.latency.record(latencyMs, completionTokens);
+    const warm = this.#ended > Lane.COLD_REQUESTS && now - latencyMs >= this.#firstAnswerAt;
+    if (warm) this.latency.record(latencyMs, completionTokens);
     this.#learnFromHeaders(rateLimit);
   }
 
