@@ -161,6 +161,36 @@ describe('rate governor', () => {
     await store.close();
   });
 
+  it('--timeout auto gives a large max_tokens no extra time when latency does not grow with tokens', async () => {
+    const { fake, store } = await setup({ latencyMs: 5 });
+    // answers of ~12 tokens, max_tokens 64: a proportional stretch would wait 64 / 16 x the floor
+    const keys = await seedJobs(store, 200);
+    const last = keys[199]!; // hangs once the lane has its answers
+    let hung = false;
+    fake.respond((r) => (r.key === last && !hung ? ((hung = true), reply.hang()) : undefined));
+    const summary = await runQueue({ store, provider: provider(fake, 600_000) }, { ...fast, concurrency: 4, timeout: 'auto' });
+    expect(summary).toMatchObject({ reason: 'drained', done: 200, failed: 0 });
+    const cut = store.db.prepare('SELECT error FROM attempts WHERE job_key = ? ORDER BY id').pluck().get(last) as string;
+    const limit = /the limit was ([\d.]+) (m?s)/.exec(cut);
+    expect(Number(limit?.[1]) * (limit?.[2] === 's' ? 1000 : 1)).toBeLessThan(1500);
+    await store.close();
+  });
+
+  it('--timeout auto never cuts a long answer when latency grows with tokens', async () => {
+    const { fake, store } = await setup();
+    const keys = await seedJobs(store, 41, { maxTokens: 1000 });
+    const long = keys[40]!; // last in line: the lane has its answers by then
+    // 2 ms a token: answers of 10 to 60 tokens, then one of 750 (1.5 s), far over what was seen
+    fake.respond((r) => {
+      const tokens = r.key === long ? 750 : 10 + (keys.indexOf(r.key) * 7) % 51;
+      return reply.ok({ usage: { prompt_tokens: 10, completion_tokens: tokens }, latencyMs: 2 * tokens });
+    });
+    const summary = await runQueue({ store, provider: provider(fake, 600_000) }, { ...fast, concurrency: 4, timeout: 'auto' });
+    expect(summary).toMatchObject({ reason: 'drained', done: 41, failed: 0 });
+    expect(store.db.prepare('SELECT outcome FROM attempts WHERE job_key = ?').pluck().all(long)).toEqual(['done']);
+    await store.close();
+  });
+
   it('ends the run when the provider stays unreachable past --max-outage; jobs stay pending', async () => {
     const { fake, store } = await setup();
     await seedJobs(store, 5);

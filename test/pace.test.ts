@@ -2,14 +2,18 @@ import { describe, expect, it } from 'vitest';
 import { RateBackoff } from '../src/scheduler/pace/backoff.js';
 import { LatencyStats } from '../src/scheduler/pace/latency.js';
 import { limitsFromHeaders, refillIntervalMs } from '../src/scheduler/pace/learned.js';
-import { WindowPacer, type PaceLimits } from '../src/scheduler/pace/window-pacer.js';
+import { WARM_GUARD_MS, WindowPacer, type PaceLimits } from '../src/scheduler/pace/window-pacer.js';
+import { LocalLaneBoard } from '../src/scheduler/pace/board.js';
+import { Lane } from '../src/scheduler/lane.js';
+import { ProviderError } from '../src/provider/types.js';
 import { parseRateLimit } from '../src/provider/headers.js';
 
 const T0 = 1_750_000_000_000;
 
 /** A greedy caller: send whenever the pacer allows, for `ms`, each request `tokens` big. Returns send times. */
-function drive(limits: PaceLimits, ms: number, tokens = 0): number[] {
+function drive(limits: PaceLimits, ms: number, tokens = 0, warm = false): number[] {
   const pacer = new WindowPacer(limits);
+  if (warm) pacer.setGuard(WARM_GUARD_MS);
   const sent: number[] = [];
   for (let now = T0; now < T0 + ms;) {
     const wait = pacer.delay(tokens, now);
@@ -39,6 +43,39 @@ describe('WindowPacer: no 1-second window above its share', () => {
     const sent = drive({ rpm: 600, tpm: null }, 20_000);
     expect(worstWindow(sent)).toBeLessThanOrEqual(10);
     expect(sent.length / 20).toBeGreaterThanOrEqual(9.7); // 98% of the limit: the guard costs 2%
+  });
+
+  it('a warm lane pays only the narrow guard: 6000 rpm at over 99% of the limit, never 101 in any second', () => {
+    const sent = drive({ rpm: 6000, tpm: null }, 20_000, 0, true);
+    expect(worstWindow(sent)).toBeLessThanOrEqual(100);
+    // receipts up to WARM_GUARD_MS later than the send still never put 101 in a window of the provider
+    const jittered = sent.map((t, i) => t + ((i * 7919) % (WARM_GUARD_MS + 1))).sort((a, b) => a - b);
+    expect(worstWindow(jittered)).toBeLessThanOrEqual(100);
+    expect(sent.length / 20).toBeGreaterThanOrEqual(99);
+  });
+
+  it('a lane is warm once its first requests have ended, and cools again after a 429 at a limit it knew', async () => {
+    /** Requests a lane at 6000 rpm lets through in 10 s, each ending at once or never; optionally after a 429. */
+    const sends = async (ending: boolean, limited = false) => {
+      let now = T0;
+      const lane = new Lane('m', { rpm: 6000, tpm: null }, new LocalLaneBoard(() => now), () => now);
+      const rateLimit = { limitRequests: 6000, limitTokens: null, remainingRequests: 0, remainingTokens: null, resetRequestsMs: 10, resetTokensMs: null };
+      if (limited) lane.rateLimitedBy(new ProviderError({ message: '429', scope: 'retryable', reason: 'rate_limit', status: 429, rateLimit }), now);
+      let n = 0;
+      while (now < T0 + 10_000) {
+        const got = await lane.tryTake(0);
+        if (typeof got === 'number') {
+          now += got;
+          continue;
+        }
+        n++;
+        if (ending) lane.ended(got);
+      }
+      return n;
+    };
+    expect(await sends(false)).toBeLessThan(990); // the cold guard: 98%
+    expect(await sends(true)).toBeGreaterThanOrEqual(990);
+    expect(await sends(true, true)).toBeLessThan(990);
   });
 
   it('spreads a window\'s share over the window instead of one burst', () => {
@@ -188,5 +225,49 @@ describe('LatencyStats: --timeout auto', () => {
     expect(s.timeoutMs(0, 600_000)).toBe(6000);
     expect(s.timeoutMs(400, 600_000)).toBe(24_000);
     expect(s.timeoutMs(100_000, 600_000)).toBe(60_000); // at most 10x
+  });
+
+  it('leaves out the answers to every request a lane sent before its first answer came (a cold burst)', () => {
+    let now = T0;
+    const lane = new Lane('m', { rpm: null, tpm: null }, new LocalLaneBoard(() => now), () => now);
+    const ticket = { tokens: 0, until: 0, request: null };
+    // -c 16: sixteen requests leave at once on new connections and come back slow
+    now += 300;
+    for (let i = 0; i < 16; i++) {
+      lane.answered(null, 300, 12);
+      lane.ended(ticket);
+    }
+    for (let i = 0; i < 30; i++) {
+      now += 50;
+      lane.answered(null, 50, 12);
+      lane.ended(ticket);
+    }
+    expect(lane.latency.timeoutMs(0, 600_000)).toBe(LatencyStats.FLOOR_MS);
+  });
+
+  it('gives a large max_tokens no extra time when latency does not grow with tokens', () => {
+    const s = new LatencyStats();
+    // answers of 8 to 16 tokens, all about 50 ms: the time is not spent generating
+    for (let i = 0; i < 200; i++) s.record(50 + ((i * 7) % 5), 8 + (i % 9));
+    expect(s.timeoutMs(0, 600_000)).toBe(LatencyStats.FLOOR_MS);
+    // a proportional stretch would allow 64 / 16 = 4 x the floor
+    expect(s.timeoutMs(64, 600_000)).toBeLessThan(LatencyStats.FLOOR_MS * 1.2);
+  });
+
+  it('never cuts an answer when latency grows with tokens, up to MAX_STRETCH times the tokens seen', () => {
+    const cases = [
+      { base: 0, perToken: 20 }, // all generation
+      { base: 300, perToken: 15 }, // time to first token, then generation
+      { base: 2000, perToken: 5 }, // mostly queueing
+    ];
+    for (const { base, perToken } of cases) {
+      const s = new LatencyStats();
+      const latency = (tokens: number, i: number) => base + perToken * tokens * (0.9 + 0.2 * ((i * 37) % 11) / 10);
+      for (let i = 0; i < 256; i++) s.record(latency(5 + (i % 40), i), 5 + (i % 40));
+      for (const maxTokens of [50, 100, 200, 44 * LatencyStats.MAX_STRETCH]) {
+        // the slowest answer that long, with the same jitter as the answers seen
+        expect(s.timeoutMs(maxTokens, 3_600_000)).toBeGreaterThan(base + perToken * maxTokens * 1.1 * 2);
+      }
+    }
   });
 });

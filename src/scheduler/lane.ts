@@ -3,7 +3,7 @@ import { RateBackoff } from './pace/backoff.js';
 import type { LaneBoard, LearnedLimits } from './pace/board.js';
 import { LatencyStats } from './pace/latency.js';
 import { limitsFromHeaders, lowerOf, refillIntervalMs } from './pace/learned.js';
-import type { PaceLimits, PaceTicket } from './pace/window-pacer.js';
+import { GUARD_MS, WARM_GUARD_MS, type PaceLimits, type PaceTicket } from './pace/window-pacer.js';
 
 /** A lane as progress and `status` show it. */
 export interface LaneSnapshot {
@@ -44,6 +44,10 @@ export class Lane {
   #ended = 0;
   #probing = false;
   #probeAt: number | null = null;
+  /** When the lane's first answer came. */
+  #firstAnswerAt: number | null = null;
+  /** A 429 came at a limit the provider said: the wide guard for the rest of the run. */
+  #jittery = false;
   static readonly SLOW_START_MS = 2000;
   static readonly COLD_REQUESTS = 3;
   static readonly BOARD_RETRY_MS = 500;
@@ -126,10 +130,12 @@ export class Lane {
   /**
    * A request of this lane ended (answered, failed or aborted). The first few of a lane are held in
    * the pace as if sent when they ended: a cold request can reach the provider tens of ms after it
-   * left, past what the guard covers.
+   * left, past what the guard covers. After them the lane is warm and the guard narrows, unless
+   * a 429 already showed that sends reach the provider later than it covers.
    */
   ended(ticket: PaceTicket): void {
-    if (this.#ended++ < Lane.COLD_REQUESTS) this.board.stretch(ticket, this.#now());
+    if (this.#ended < Lane.COLD_REQUESTS) this.board.stretch(ticket, this.#now());
+    if (++this.#ended === Lane.COLD_REQUESTS && !this.#jittery) this.board.setGuard?.(WARM_GUARD_MS);
   }
 
   /** ms until the lane is not paused (0 when it is not). */
@@ -139,9 +145,13 @@ export class Lane {
 
   /** An answer came: learn from its headers and latency. */
   answered(rateLimit: RateLimitInfo | null, latencyMs: number, completionTokens: number): void {
-    // The first answers of a lane carry connection set-up and cold code: left out of the latencies
+    const now = this.#now();
+    this.#firstAnswerAt ??= now;
+    // The first answers of a lane, and every request sent before its first answer came (with -c 16,
+    // sixteen at once), carry connection set-up and cold code: left out of the latencies
     // --timeout auto reads, where a few of them would set the p99 for the next 256.
-    if (this.#ended > Lane.COLD_REQUESTS) this.latency.record(latencyMs, completionTokens);
+    const warm = this.#ended > Lane.COLD_REQUESTS && now - latencyMs >= this.#firstAnswerAt;
+    if (warm) this.latency.record(latencyMs, completionTokens);
     this.#learnFromHeaders(rateLimit);
   }
 
@@ -153,8 +163,15 @@ export class Lane {
     const now = this.#now();
     this.rateLimited++;
     const rl = error.rateLimit;
+    const knew = this.limits();
     this.#learnFromHeaders(rl);
     const saidLimit = rl !== null && (rl.limitRequests !== null || rl.limitTokens !== null);
+    if (saidLimit && (knew.rpm !== null || knew.tpm !== null) && !this.#jittery) {
+      // Paced at a known limit, yet over the one it says: our sends reach it with more jitter than
+      // the warm guard covers.
+      this.#jittery = true;
+      this.board.setGuard?.(GUARD_MS);
+    }
     if (!saidLimit) {
       // No limit said: it must be found. With nothing to scale, start from what we were sending
       // (when enough was sent to say; else the pause alone must do).

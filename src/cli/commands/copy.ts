@@ -1,8 +1,6 @@
 import { Option, type Command } from 'commander';
 import { UsageError } from '../../errors.js';
-import { checkLocation, openStore, redactLocation, resolveDbLocation } from '../../store/open-store.js';
-import { openExistingStore } from '../../report/open-existing.js';
-import { copyStore, type CopyResult } from '../../store/copy.js';
+import type { CopyResult } from '../../store/copy.js';
 import type { Store } from '../../store/types.js';
 import { colorsFor, warn } from '../output.js';
 import { dbOption } from '../program.js';
@@ -31,6 +29,10 @@ Examples:
 Jobs that are running when copied arrive pending: their leases belong to runs on the source.
 Stop the runs on the source first; the target must be empty.`)
     .action(async (flags: CopyFlags) => {
+      const [{ checkLocation, redactLocation, resolveDbLocation }, { copyStore }] = await Promise.all([
+        import('../../store/open-store.js'),
+        import('../../store/copy.js'),
+      ]);
       const from = resolveDbLocation(flags.from ?? flags.db);
       checkLocation(from, flags.from ? '--from' : '--db');
       checkLocation(flags.to, '--to');
@@ -46,6 +48,7 @@ Stop the runs on the source first; the target must be empty.`)
 }
 
 async function withStores<T>(from: string, to: string, fn: (source: Store, target: Store) => Promise<T>): Promise<T> {
+  const [{ openStore }, { openExistingStore }] = await Promise.all([import('../../store/open-store.js'), import('../../report/open-existing.js')]);
   // The source is only read: a mistyped --from must not become a new, empty queue.
   const source = await openExistingStore(from);
   try {

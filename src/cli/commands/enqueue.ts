@@ -3,9 +3,7 @@ import { dbOption } from '../program.js';
 import { anyInt, byteSize, collect, intAtLeast, numberBetween, textOrFile } from '../options.js';
 import { colorsFor, warn } from '../output.js';
 import { EXIT } from '../../errors.js';
-import { openStore, redactLocation, resolveDbLocation } from '../../store/open-store.js';
-import { enqueue, type EnqueueSummary } from '../../ingest/enqueue.js';
-import { parseTemplate } from '../../ingest/template.js';
+import type { EnqueueSummary } from '../../ingest/enqueue.js';
 import { DEFAULT_MAX_DOC_BYTES, where } from '../../ingest/types.js';
 
 export const DEFAULT_PROMPT = 'Summarize the following document in 3 to 5 sentences. Keep names, numbers and dates exact.\n\n{{text}}';
@@ -69,6 +67,11 @@ Exit codes: 0 everything enqueued, 2 some input was rejected, 1 bad usage.`)
 }
 
 async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<EnqueueSummary> {
+  const [{ openStore, redactLocation, resolveDbLocation }, { enqueue }, { parseTemplate }] = await Promise.all([
+    import('../../store/open-store.js'),
+    import('../../ingest/enqueue.js'),
+    import('../../ingest/template.js'),
+  ]);
   const prompt = parseTemplate(flags.prompt, '--prompt');
   const system = flags.system === undefined ? null : parseTemplate(flags.system, '--system');
   if (!prompt.usesText && !system?.usesText) {

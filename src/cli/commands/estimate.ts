@@ -2,7 +2,6 @@ import { Option, type Command } from 'commander';
 import { dbOption } from '../program.js';
 import { colorsFor } from '../output.js';
 import { DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS, intAtLeast, oneOf } from '../options.js';
-import { laneBaseUrl } from '../lane-base-url.js';
 import { priceOptions, priceTableFrom, type PriceFlags } from './price-options.js';
 
 /** What `estimate` reads, and what `run --dry-run` hands it from its own flags. */
@@ -46,11 +45,12 @@ Examples:
 }
 
 export async function estimateCommand(flags: EstimateFlags): Promise<void> {
-  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { estimateRun }, { renderEstimate }] = await Promise.all([
+  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { estimateRun }, { renderEstimate }, { laneBaseUrl }] = await Promise.all([
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
     import('../../report/estimate.js'),
     import('../../report/estimate-text.js'),
+    import('../lane-base-url.js'),
   ]);
   const prices = priceTableFrom(flags);
   const baseUrl = laneBaseUrl(flags);

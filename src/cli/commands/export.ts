@@ -4,13 +4,8 @@ import { info } from '../output.js';
 import { join } from 'node:path';
 import { LlmqError, UsageError } from '../../errors.js';
 import { knownError } from '../../errors-known.js';
-import { resolveDbLocation } from '../../store/open-store.js';
 import { JOB_STATES, type ExportRow, type JobState } from '../../store/types.js';
-import { openExistingStore } from '../../report/open-existing.js';
 import { columnsFor, EXPORT_FORMATS, skippedTotal, writeExport, type ExportCounts, type ExportFormat } from '../../report/export.js';
-import { exportToDir, exportToFile } from '../../report/export-files.js';
-import { answerExt } from '../../report/answer-paths.js';
-import { stdoutSink } from '../stdout-sink.js';
 import { isReaderGoneError } from '../reader-gone.js';
 
 interface ExportFlags {
@@ -62,6 +57,13 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
   if (flags.outDir && cmd.getOptionValueSource('format') === 'cli') {
     throw new UsageError('--format does not apply to --out-dir, which writes each answer as its own file. Use one or the other.');
   }
+  const [{ resolveDbLocation }, { openExistingStore }, { exportToFile }, { answerExt }, { stdoutSink }] = await Promise.all([
+    import('../../store/open-store.js'),
+    import('../../report/open-existing.js'),
+    import('../../report/export-files.js'),
+    import('../../report/answer-paths.js'),
+    import('../stdout-sink.js'),
+  ]);
   if (flags.outDir) answerExt(flags.ext); // a bad --ext is refused before anything is read
   const location = resolveDbLocation(flags.db);
   const store = await openExistingStore(location);
@@ -99,6 +101,7 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
 
 /** --out-dir: every item written or named, each one renamed for a collision said so. */
 async function toDir(rows: AsyncIterable<ExportRow>, outDir: string, flags: ExportFlags): Promise<ExportCounts> {
+  const { exportToDir } = await import('../../report/export-files.js');
   const counts = await exportToDir(rows, outDir, {
     states: flags.state, ext: flags.ext,
     onMoved: (id, path) => info(`item ${JSON.stringify(id)} went to ${join(outDir, path)}: the path its id asks for is another item's`),

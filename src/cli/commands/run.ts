@@ -4,7 +4,6 @@ import { isRedactableKey, MIN_REDACTED_RUN } from '../../provider/redact.js';
 import type { RunSummary, SchedulerListener } from '../../scheduler/events.js';
 import { dbOption } from '../program.js';
 import { DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS, intAtLeast, numberBetween, oneOf, positiveNumber } from '../options.js';
-import { laneBaseUrl } from '../lane-base-url.js';
 import { warn } from '../output.js';
 import { int, usd } from '../../report/format.js';
 import { priceOptions, priceTableFrom, type PriceFlags } from './price-options.js';
@@ -12,7 +11,6 @@ import { whileReaderPresent } from '../reader-gone.js';
 import { watchRunStop } from '../run-stop.js';
 import { alertTarget, hookOptions, hookReportLine, type HookFlags } from '../hook-flags.js';
 import { alertOptions, alertsOn, watchAlerts, type AlertFlags } from '../alert-flags.js';
-import { createRunHooks } from '../../hooks/run-hooks.js';
 
 interface RunFlags extends HookFlags, AlertFlags, PriceFlags {
   db?: string;
@@ -105,7 +103,7 @@ async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
   if (flags.via !== 'online') {
     if (flags.via === 'auto' && flags.deadline === undefined) throw new UsageError('--via auto needs --deadline, e.g. --deadline 6h.');
     if (flags.provider === 'openai') warnIfKeyUnredactable((await import('../../provider/create.js')).findApiKey(process.env));
-    const { runBatchCommand } = await import('./run-batch.js');
+    const [{ runBatchCommand }, { laneBaseUrl }] = await Promise.all([import('./run-batch.js'), import('../lane-base-url.js')]);
     // --via auto: the Batch API (half price) for three quarters of the time, the rest online.
     const until = flags.via === 'auto' ? Date.now() + Math.round(flags.deadline! * 0.75) : undefined;
     // The mock finishes a batch in 5 x --mock-latency: unless told otherwise, look that often, not every 30 s.
@@ -116,8 +114,9 @@ async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
       return;
     }
   }
-  const [{ createProvider, findApiKey }, { resolveDbLocation, redactLocation }, { openExistingStore }, { runQueue }, { attachProgress }] = await Promise.all([
+  const [{ createProvider, findApiKey }, { laneBaseUrl }, { resolveDbLocation, redactLocation }, { openExistingStore }, { runQueue }, { attachProgress }] = await Promise.all([
     import('../../provider/create.js'),
+    import('../lane-base-url.js'),
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
     import('../../scheduler/run-queue.js'),
@@ -151,7 +150,7 @@ async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
   if (progress) listeners.push(progress.listener);
   const onAlert = alertTarget(flags, alertsOn(flags));
   const hooks = flags.onDone || flags.onJob || onAlert
-    ? createRunHooks({ onDone: flags.onDone, onJob: flags.onJob, onAlert, secret: process.env.LLMQ_HOOK_SECRET || undefined }) : null;
+    ? (await import('../../hooks/run-hooks.js')).createRunHooks({ onDone: flags.onDone, onJob: flags.onJob, onAlert, secret: process.env.LLMQ_HOOK_SECRET || undefined }) : null;
   if (hooks) listeners.push(hooks.listener);
   const alerts = watchAlerts(flags, store, hooks, emit);
   if (alerts) listeners.push(alerts.listener);

@@ -2,9 +2,6 @@ import type { Command } from 'commander';
 import { dbOption } from '../program.js';
 import { colorsFor } from '../output.js';
 import { LlmqError } from '../../errors.js';
-import { resolveDbLocation } from '../../store/open-store.js';
-import { openExistingStore } from '../../report/open-existing.js';
-import { renderItem } from '../../report/show-text.js';
 
 export function registerShow(program: Command): Command {
   return program
@@ -20,6 +17,11 @@ Examples:
   $ llmq show req-42 --full
   $ llmq show req-42 --json | jq .attempts`)
     .action(async (id: string, flags: { db?: string; full?: boolean; json?: boolean }) => {
+      const [{ resolveDbLocation }, { openExistingStore }, { renderItem }] = await Promise.all([
+        import('../../store/open-store.js'),
+        import('../../report/open-existing.js'),
+        import('../../report/show-text.js'),
+      ]);
       const location = resolveDbLocation(flags.db);
       const store = await openExistingStore(location);
       try {

@@ -3,12 +3,6 @@ import { Option, type Command } from 'commander';
 import { dbOption } from '../program.js';
 import { colorsFor } from '../output.js';
 import { positiveNumber } from '../options.js';
-import { resolveDbLocation, redactLocation } from '../../store/open-store.js';
-import { openExistingStore } from '../../report/open-existing.js';
-import { buildStatusReport } from '../../report/status.js';
-import { renderStatus } from '../../report/status-text.js';
-import { buildBatchesReport, renderBatches } from '../../report/batches-text.js';
-import { stripAnsi } from '../../report/format.js';
 import { priceOptions, priceTableFrom, type PriceFlags } from './price-options.js';
 
 interface StatusFlags extends PriceFlags {
@@ -36,6 +30,13 @@ Examples:
 }
 
 async function statusCommand(flags: StatusFlags): Promise<void> {
+  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { buildStatusReport }, { renderStatus }, { buildBatchesReport, renderBatches }] = await Promise.all([
+    import('../../store/open-store.js'),
+    import('../../report/open-existing.js'),
+    import('../../report/status.js'),
+    import('../../report/status-text.js'),
+    import('../../report/batches-text.js'),
+  ]);
   const location = resolveDbLocation(flags.db);
   const prices = priceTableFrom(flags);
   const store = await openExistingStore(location);
@@ -60,6 +61,7 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
 
 /** Redraw until SIGINT/SIGTERM: in place on a terminal, a new block each time otherwise. */
 async function watch(render: () => Promise<string>, everyMs: number, out: NodeJS.WriteStream, inPlace: boolean): Promise<void> {
+  const { stripAnsi } = await import('../../report/format.js');
   const stop = new AbortController();
   const onSignal = () => stop.abort();
   process.once('SIGINT', onSignal);

@@ -25,6 +25,11 @@ export interface LaneBoard {
   settle(ticket: PaceTicket, actualTokens: number): void;
   /** Hold a request's places as if it had been sent at `sentAt` (see WindowPacer.stretch). */
   stretch(ticket: PaceTicket, sentAt: number): void;
+  /**
+   * Count with this guard from now on (WindowPacer.setGuard). Optional: a board shared between
+   * processes keeps GUARD_MS.
+   */
+  setGuard?(ms: number): void;
   /** Hold every request of the lane until `until` (ms epoch); only ever moves later. */
   pause(until: number): void;
   /** ms epoch until which the lane is paused, as last known. */
@@ -62,6 +67,10 @@ export class LocalLaneBoard implements LaneBoard {
 
   stretch(ticket: PaceTicket, sentAt: number): void {
     this.#pacer.stretch(ticket, sentAt);
+  }
+
+  setGuard(ms: number): void {
+    this.#pacer.setGuard(ms);
   }
 
   pause(until: number): void {

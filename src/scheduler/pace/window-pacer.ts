@@ -7,6 +7,9 @@
  * - a sliding log of what was sent: within any `WINDOW_MS + GUARD_MS` there are never more requests
  *   or tokens than one window's share. The guard absorbs the jitter between our send and the
  *   provider's receipt, so no fixed window of the provider can see more than its share either.
+ *   Once the lane is warm (connections open, code compiled) that jitter is a few ms, and the
+ *   guard shrinks to WARM_GUARD_MS: the guard is paid on every window, 2% of the limit at 20 ms.
+ *   A 429 at a limit the provider said means the jitter was larger: the lane widens it again.
  *   A request bigger than a whole window's share goes alone and stays in the log for as many
  *   windows as it is big, so it goes at the average rate.
  * - even spacing (GCRA, a leaky bucket) at the same rate, so a window's share is spread over the
@@ -25,7 +28,8 @@ export interface PaceLimits {
 export const WINDOW_MS = 1000;
 /** Added to the window in our own count: the most jitter between our send and the provider's clock. */
 export const GUARD_MS = 20;
-const SPAN_MS = WINDOW_MS + GUARD_MS;
+/** The guard once the lane is warm. */
+export const WARM_GUARD_MS = 5;
 
 /**
  * A request that was let through: its place in the logs, so its token count can be corrected when
@@ -57,6 +61,8 @@ export class WindowPacer {
   // GCRA theoretical arrival times: the next request is on time at these.
   #requestTat = 0;
   #tokenTat = 0;
+  /** WINDOW_MS plus the guard. */
+  #span = WINDOW_MS + GUARD_MS;
 
   constructor(limits: PaceLimits = { rpm: null, tpm: null }) {
     this.setLimits(limits);
@@ -64,6 +70,11 @@ export class WindowPacer {
 
   setLimits(limits: PaceLimits): void {
     this.#share = windowShare(limits);
+  }
+
+  /** Count with this guard from now on (GUARD_MS cold, WARM_GUARD_MS warm). */
+  setGuard(ms: number): void {
+    this.#span = WINDOW_MS + ms;
   }
 
   get limited(): boolean {
@@ -79,7 +90,7 @@ export class WindowPacer {
     if (requests !== Infinity) {
       const perWindow = Math.max(1, Math.floor(requests + 1e-9));
       if (this.#requests.length + 1 > perWindow) wait = Math.max(wait, this.#requests[this.#requests.length - perWindow]!.until - now);
-      const interval = SPAN_MS / requests;
+      const interval = this.#span / requests;
       // one request of tolerance: a send that came late lets the next catch up
       wait = Math.max(wait, this.#requestTat - interval - now);
     }
@@ -87,7 +98,7 @@ export class WindowPacer {
       if (this.#tokens.length > 0 && this.#tokenSum + tokens > tokenShare + 1e-9) {
         wait = Math.max(wait, this.#tokenRoomAt(tokens) - now);
       }
-      wait = Math.max(wait, this.#tokenTat - SPAN_MS * 0.1 - now);
+      wait = Math.max(wait, this.#tokenTat - this.#span * 0.1 - now);
     }
     return Math.max(0, Math.ceil(wait));
   }
@@ -97,16 +108,16 @@ export class WindowPacer {
     const { requests, tokens: tokenShare } = this.#share;
     const ticket: PaceTicket = { tokens: 0, until: now, request: null };
     if (requests !== Infinity) {
-      ticket.request = { until: now + SPAN_MS * Math.max(1, 1 / requests) };
+      ticket.request = { until: now + this.#span * Math.max(1, 1 / requests) };
       this.#requests.push(ticket.request);
-      this.#requestTat = Math.max(this.#requestTat, now) + SPAN_MS / requests;
+      this.#requestTat = Math.max(this.#requestTat, now) + this.#span / requests;
     }
     if (tokenShare !== Infinity && tokens > 0) {
       ticket.tokens = tokens;
-      ticket.until = now + SPAN_MS * Math.max(1, tokens / tokenShare);
+      ticket.until = now + this.#span * Math.max(1, tokens / tokenShare);
       this.#tokens.push(ticket);
       this.#tokenSum += tokens;
-      this.#tokenTat = Math.max(this.#tokenTat, now) + (SPAN_MS * tokens) / tokenShare;
+      this.#tokenTat = Math.max(this.#tokenTat, now) + (this.#span * tokens) / tokenShare;
     }
     return ticket;
   }
@@ -117,7 +128,7 @@ export class WindowPacer {
     const delta = actualTokens - ticket.tokens;
     ticket.tokens = Math.max(0, actualTokens);
     this.#tokenSum += Math.max(delta, -this.#tokenSum);
-    if (this.#share.tokens !== Infinity) this.#tokenTat += (SPAN_MS * delta) / this.#share.tokens;
+    if (this.#share.tokens !== Infinity) this.#tokenTat += (this.#span * delta) / this.#share.tokens;
   }
 
   /**
@@ -129,7 +140,7 @@ export class WindowPacer {
     const { requests, tokens } = this.#share;
     const entry = ticket.request;
     if (entry && requests !== Infinity) {
-      const until = sentAt + SPAN_MS * Math.max(1, 1 / requests);
+      const until = sentAt + this.#span * Math.max(1, 1 / requests);
       const i = this.#requests.indexOf(entry);
       if (until > entry.until && i >= 0) {
         // keep the log in expiry order: `delay` reads the k-th entry from the end
@@ -140,7 +151,7 @@ export class WindowPacer {
         this.#requests.splice(j, 0, entry);
       }
     }
-    if (ticket.tokens > 0 && tokens !== Infinity) ticket.until = Math.max(ticket.until, sentAt + SPAN_MS * Math.max(1, ticket.tokens / tokens));
+    if (ticket.tokens > 0 && tokens !== Infinity) ticket.until = Math.max(ticket.until, sentAt + this.#span * Math.max(1, ticket.tokens / tokens));
   }
 
   #expire(now: number): void {
