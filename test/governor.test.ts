@@ -167,7 +167,11 @@ describe('rate governor', () => {
     const keys = await seedJobs(store, 200);
     const last = keys[199]!; // hangs once the lane has its answers
     let hung = false;
-    fake.respond((r) => (r.key === last && !hung ? ((hung = true), reply.hang()) : undefined));
+    fake.respond((r) => {
+      if (r.key !== last || hung) return undefined;
+      hung = true;
+      return reply.hang();
+    });
     const summary = await runQueue({ store, provider: provider(fake, 600_000) }, { ...fast, concurrency: 4, timeout: 'auto' });
     expect(summary).toMatchObject({ reason: 'drained', done: 200, failed: 0 });
     const cut = store.db.prepare('SELECT error FROM attempts WHERE job_key = ? ORDER BY id').pluck().get(last) as string;
