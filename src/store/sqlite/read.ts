@@ -1,4 +1,4 @@
-import { TALLY_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
+import { COUNTS_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
 import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type { Db } from './open.js';
 import type { AnsweredJob, ExportFilter, ExportRow, FailedItemRow, ItemDetail, JobToRun, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
@@ -14,23 +14,23 @@ export class SqliteReader {
     this.#db = db;
   }
 
+  /**
+   * Every figure comes from the counts the migration `status_counts` keeps, or walks an index to its
+   * first entry, so this costs the same at any queue size.
+   */
   status(_now: number): StatusSnapshot {
     const db = this.#db;
     return db.transaction(() => {
-      const rows = db.prepare(`SELECT ${TALLY_COLUMNS} FROM jobs INDEXED BY jobs_usage GROUP BY model, state`).all() as
-        Array<StateTokensRow>;
-      const tally = tallyJobs(rows);
-      const items = db.prepare('SELECT count(*) FROM items').pluck().get() as number;
-      const failures = db.prepare(`SELECT coalesce(error, 'unknown error') AS error, count(*) AS count FROM jobs
-          WHERE state = 'failed' GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 10`).all() as Array<{ error: string; count: number }>;
-      const retrying = db.prepare(`SELECT count(*) FROM jobs WHERE state = 'pending' AND attempts > 0`).pluck().get() as number;
+      const rows = db.prepare(`SELECT ${COUNTS_COLUMNS} FROM job_counts GROUP BY model, state`).all() as StateTokensRow[];
+      const items = db.prepare('SELECT items FROM item_counts').pluck().get() as number;
+      const failures = db.prepare(`SELECT error, jobs AS count FROM failure_counts INDEXED BY failure_counts_top WHERE jobs > 0
+          ORDER BY jobs DESC, error LIMIT 10`).all() as Array<{ error: string; count: number }>;
+      // the first entry of jobs_age (state, created_at)
       const oldestPendingAt = db.prepare(`SELECT min(created_at) FROM jobs WHERE state = 'pending'`).pluck().get() as number | null;
-      const activeRuns = this.activeRuns();
       const last = db.prepare('SELECT * FROM runs ORDER BY started_at DESC LIMIT 1').get() as RawRun | undefined;
       return {
-        ...tally, items, failures, retrying,
-        oldestPendingAt: oldestPendingAt ?? null, activeRuns, lastRun: last ? toRun(last) : null, lanes: this.laneLimits(),
-        spend: this.runsWithSpend(),
+        ...tallyJobs(rows), items, failures, oldestPendingAt: oldestPendingAt ?? null, activeRuns: this.activeRuns(),
+        lastRun: last ? toRun(last) : null, lanes: this.laneLimits(), spend: this.runsWithSpend(),
       };
     })();
   }
