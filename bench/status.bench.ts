@@ -5,7 +5,7 @@
 //   LLMQ_BENCH_BEFORE=/tmp/old  a copy of bin/ and dist/ from before a change: the queue is built and measured
 //                               with it first, then opened (migrated) and measured with this build.
 import { mkdtempSync, rmSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -62,7 +62,7 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
-async function measure(kind: string, root: string, location: string): Promise<{ openMs: number; statusMs: number; cliMs: number; total: number }> {
+async function measure(kind: string, root: string, location: string): Promise<{ openMs: number; statusMs: number; cliMs: number; startMs: number; total: number }> {
   const t0 = performance.now();
   const store = kind === 'sqlite'
     ? new (await import(pathToFileURL(join(root, 'dist/store/sqlite/store.js')).href)).SqliteStore(location)
@@ -83,7 +83,57 @@ async function measure(kind: string, root: string, location: string): Promise<{ 
     cli.push(performance.now() - t);
     if (r.status !== 0) throw new Error(`status --json failed: ${r.stderr}`);
   }
-  return { openMs, statusMs: median(times), cliMs: median(cli), total };
+  // the same process start without a queue: what of `status --json` is not status
+  const start: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const t = performance.now();
+    spawnSync(process.execPath, [join(root, 'bin/llmq.js'), '--version']);
+    start.push(performance.now() - t);
+  }
+  return { openMs, statusMs: median(times), cliMs: median(cli), startMs: median(start), total };
+}
+
+/**
+ * `llmq serve`: a page load (the page, its script and style, its config, and the status snapshot its event stream
+ * opens with), timed from the first request to the snapshot, with the server already up; and the status poll it
+ * reports (readMs). Each load is a new stream to an idle server, so each one polls the store.
+ */
+async function dashboard(root: string, location: string): Promise<{ loadMs: number; pollMs: number }> {
+  const child = spawn(process.execPath, [join(root, 'bin/llmq.js'), 'serve', '--port', '0', '--read-only', '--db', location], { stdio: ['ignore', 'ignore', 'pipe'] });
+  try {
+    let err = '';
+    const url = await new Promise<string>((resolve, reject) => {
+      child.stderr!.on('data', (d: Buffer) => {
+        err += d.toString();
+        const u = /at (http:\/\/\S+)/.exec(err)?.[1];
+        if (u && /Ctrl-C/.test(err)) resolve(u);
+      });
+      child.once('exit', (code) => reject(new Error(`llmq serve exited with ${code}: ${err}`)));
+    });
+    const loads: number[] = [];
+    const polls: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const t = performance.now();
+      await Promise.all(['', 'app.js', 'style.css', 'api/config'].map(async (p) => (await fetch(url + p)).arrayBuffer()));
+      const ac = new AbortController();
+      const res = await fetch(url + 'events', { signal: ac.signal });
+      let text = '';
+      for await (const chunk of res.body!) {
+        text += Buffer.from(chunk).toString();
+        const m = /event: snapshot\ndata: (.*)\n\n/.exec(text);
+        if (m) {
+          loads.push(performance.now() - t);
+          polls.push(JSON.parse(m[1]!).readMs);
+          break;
+        }
+      }
+      ac.abort();
+      await new Promise((r) => setTimeout(r, 100)); // let the server see the stream close (and stop polling)
+    }
+    return { loadMs: median(loads), pollMs: median(polls) };
+  } finally {
+    child.kill('SIGTERM');
+  }
 }
 
 for (const kind of kinds) {
@@ -98,7 +148,11 @@ for (const kind of kinds) {
       const r = await measure(kind, b.root, location);
       if (r.total !== JOBS) throw new Error(`status counted ${r.total} jobs, expected ${JOBS}`);
       console.log(`  ${b.name.padEnd(10)} open ${fmt(r.openMs).padStart(7)} ms   store.status() median ${fmt(r.statusMs, 1).padStart(7)} ms ` +
-        `(< 100 ${verdict(r.statusMs < 100)})   status --json median ${fmt(r.cliMs).padStart(6)} ms (< 250 ${verdict(r.cliMs < 250)})`);
+        `(< 100 ${verdict(r.statusMs < 100)})   status --json median ${fmt(r.cliMs).padStart(6)} ms (< 250 ${verdict(r.cliMs < 250)}; ` +
+        `llmq --version ${fmt(r.startMs)} ms)`);
+      const d = await dashboard(b.root, location);
+      console.log(`  ${''.padEnd(10)} llmq serve: page load median ${fmt(d.loadMs).padStart(6)} ms (< 1000 ${verdict(d.loadMs < 1000)})   ` +
+        `its status poll median ${fmt(d.pollMs, 1)} ms`);
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });

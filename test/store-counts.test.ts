@@ -153,7 +153,7 @@ async function step(store: Store, r: ReturnType<typeof random>, t: number): Prom
 }
 
 describe.each(STORE_KINDS)('status counts [$name]', (kind) => {
-  it.each([1, 2])('equal a fresh count over jobs after every step of a random sequence (seed %i), and after a copy', async (seed, ctx) => {
+  it.for([1, 2])('equal a fresh count over jobs after every step of a random sequence (seed %i), and after a copy', { timeout: 120_000 }, async (seed, ctx) => {
     skipUnavailable(kind, ctx);
     const { store } = await kind.fresh();
     for (const run of RUNS) await store.startRun({ id: run, host: 'h', pid: 1, startedAt: T0, options: {} });
@@ -179,7 +179,7 @@ describe.each(STORE_KINDS)('status counts [$name]', (kind) => {
     }
     expect(await counted(copy)).toEqual(await fresh(copy));
     expect((await counted(copy)).counts).toEqual(s.counts);
-  }, 120_000);
+  });
 });
 
 /** Jobs in every state, some tried, answered with and without a cost, failed for two reasons, written as a v4 database holds them. */
