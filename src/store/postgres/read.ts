@@ -103,11 +103,12 @@ export class PgReader {
       : await query<RawJobToRun>(this.#pool, `SELECT ${cols} FROM jobs WHERE state = 'pending' ORDER BY priority, seq LIMIT ${JOBS_PAGE}`)).rows);
   }
 
+  /** Newest first in jobs_age's order (state, created_at), so the walk stops at the limit instead of sorting every done job. */
   async answered(model: string, o: { limit: number; withRequest: boolean }): Promise<AnsweredJob[]> {
     const rows = (await query<{ prompt_tokens: number; completion_tokens: number; request: string | null; latency_ms: number | null }>(this.#pool,
       `SELECT j.prompt_tokens, j.completion_tokens, ${o.withRequest ? 'j.request' : 'NULL AS request'},
         (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1) AS latency_ms
-      FROM jobs j WHERE j.model = $1 AND j.state = 'done' ORDER BY j.seq DESC LIMIT $2`, [model, o.limit])).rows;
+      FROM jobs j WHERE j.model = $1 AND j.state = 'done' ORDER BY j.created_at DESC, j.seq DESC LIMIT $2`, [model, o.limit])).rows;
     return rows.map((r) => ({ promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, latencyMs: r.latency_ms, request: r.request }));
   }
 }

@@ -101,10 +101,11 @@ export class SqliteReader {
       (after ? next.all(after.priority, after.seq) : first.all()) as RawJobToRun[]);
   }
 
+  /** Newest first in jobs_age's order (state, created_at, seq), so the walk stops at the limit instead of sorting every done job. */
   answered(model: string, o: { limit: number; withRequest: boolean }): AnsweredJob[] {
     const rows = this.#db.prepare(`SELECT j.prompt_tokens, j.completion_tokens, ${o.withRequest ? 'j.request' : 'NULL AS request'},
         (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1) AS latency_ms
-      FROM jobs j WHERE j.model = ? AND j.state = 'done' ORDER BY j.seq DESC LIMIT ?`).all(model, o.limit) as
+      FROM jobs j INDEXED BY jobs_age WHERE j.model = ? AND j.state = 'done' ORDER BY j.created_at DESC, j.seq DESC LIMIT ?`).all(model, o.limit) as
       Array<{ prompt_tokens: number; completion_tokens: number; request: string | null; latency_ms: number | null }>;
     return rows.map((r) => ({ promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, latencyMs: r.latency_ms, request: r.request }));
   }
