@@ -1,7 +1,7 @@
 // llmq status on a large queue: in-process store.status() and `llmq status --json` wall time (process start included).
 // Targets: store.status() < 100 ms and `status --json` < 250 ms at 1M and 10M jobs, on SQLite and PostgreSQL.
 //   npm run bench status                      1M jobs, both stores
-//   BENCH_JOBS=10000000 npm run bench status -- postgres
+//   BENCH_JOBS=10000000 BENCH_TEXT=20 npm run bench status -- postgres   (20-byte documents: quicker to build)
 //   LLMQ_BENCH_BEFORE=/tmp/old  a copy of bin/ and dist/ from before a change: the queue is built and measured
 //                               with it first, then opened (migrated) and measured with this build.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -13,6 +13,8 @@ import pg from 'pg';
 import { fmt, verdict } from './helpers.js';
 
 const JOBS = Number(process.env.BENCH_JOBS ?? 1_000_000);
+// bytes of document text per request: less makes a 10M-job queue quick to build (status reads no request text)
+const TEXT = Number(process.env.BENCH_TEXT ?? 480);
 const PG_URL = process.env.LLMQ_TEST_PG_URL || 'postgres://postgres@127.0.0.1:5432/test';
 const HERE = fileURLToPath(new URL('..', import.meta.url));
 const BEFORE = process.env.LLMQ_BENCH_BEFORE;
@@ -32,7 +34,7 @@ async function buildSqlite(root: string, path: string): Promise<void> {
   store.db.exec(`
     WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${JOBS})
     INSERT INTO jobs (key, request, model, state, attempts, prompt_tokens, completion_tokens, cost_usd, error, output, created_at, updated_at)
-    SELECT lower(hex(randomblob(32))), ${request('substr(hex(zeroblob(250)), 1, 480)')}, ${MODEL}, ${STATE},
+    SELECT lower(hex(randomblob(32))), ${request(`substr(hex(zeroblob(${TEXT})), 1, ${TEXT})`)}, ${MODEL}, ${STATE},
       CASE WHEN i % 100 = 2 OR i % 1000 = 1 THEN 1 ELSE 0 END,
       CASE WHEN i % 3 = 0 THEN 250 END, CASE WHEN i % 3 = 0 THEN 60 END, CASE WHEN i % 6 = 0 THEN 0.0000735 END,
       CASE WHEN i % 1000 = 1 THEN 'HTTP 400: bad request ' || (i % 7) END, CASE WHEN i % 3 = 0 THEN 'ok' END, ${now} + i, ${now} + i FROM n;
@@ -45,7 +47,7 @@ async function buildPostgres(root: string, url: string): Promise<void> {
   const store = await PostgresStore.open(url);
   await store.pool.query(`
     INSERT INTO jobs (key, request, model, state, attempts, prompt_tokens, completion_tokens, cost_usd, error, output, created_at, updated_at)
-    SELECT md5(i::text) || md5((i * 7)::text), ${request("repeat('0', 480)")}, ${MODEL}, ${STATE},
+    SELECT md5(i::text) || md5((i * 7)::text), ${request(`repeat('0', ${TEXT})`)}, ${MODEL}, ${STATE},
       CASE WHEN i % 100 = 2 OR i % 1000 = 1 THEN 1 ELSE 0 END,
       CASE WHEN i % 3 = 0 THEN 250 END, CASE WHEN i % 3 = 0 THEN 60 END, CASE WHEN i % 6 = 0 THEN 0.0000735 END,
       CASE WHEN i % 1000 = 1 THEN 'HTTP 400: bad request ' || (i % 7) END, CASE WHEN i % 3 = 0 THEN 'ok' END, ${now} + i, ${now} + i
