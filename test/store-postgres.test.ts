@@ -32,7 +32,9 @@ describe('postgres store', () => {
     expect(store.kind).toBe('postgres');
     const tables = await sql<{ table_name: string }>(
       `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, [schema]);
-    expect(tables.map((t) => t.table_name)).toEqual(['attempts', 'batches', 'items', 'jobs', 'lanes', 'llmq_migrations', 'runs', 'spend']);
+    expect(tables.map((t) => t.table_name)).toEqual([
+      'attempts', 'batches', 'failure_counts', 'item_counts', 'items', 'job_counts', 'jobs', 'lanes', 'llmq_migrations', 'runs', 'spend',
+    ]);
     const cols = async (table: string) => (await sql<{ column_name: string }>(`SELECT column_name FROM information_schema.columns
       WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position`, [schema, table])).map((c) => c.column_name);
     expect(await cols('jobs')).toEqual([
@@ -52,6 +54,18 @@ describe('postgres store', () => {
       'id', 'run_id', 'base_url', 'state', 'provider_batch_id', 'input_file_id', 'provider_status', 'jobs', 'done', 'failed',
       'requeued', 'error', 'created_at', 'updated_at', 'ended_at',
     ]);
+    expect(await cols('job_counts')).toEqual([
+      'model', 'state', 'jobs', 'retried', 'prompt_tokens', 'completion_tokens', 'cost_usd', 'unpriced_prompt', 'unpriced_completion',
+    ]);
+    expect(await cols('failure_counts')).toEqual(['error', 'jobs']);
+    expect(await cols('item_counts')).toEqual(['items']);
+    const indexes = await sql<{ indexname: string }>(`SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = 'jobs'
+      ORDER BY 1`, [schema]);
+    // no index serves counting any more: status reads the counts the triggers keep
+    expect(indexes.map((i) => i.indexname)).toEqual(['jobs_age', 'jobs_claim', 'jobs_claim_model', 'jobs_key_key', 'jobs_lease', 'jobs_lease_expiry', 'jobs_pkey']);
+    const triggers = await sql<{ tgname: string }>(`SELECT tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+      JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND NOT t.tgisinternal ORDER BY 1`, [schema]);
+    expect(triggers.map((t) => t.tgname)).toEqual(['items_count_delete', 'items_count_insert', 'jobs_count_delete', 'jobs_count_insert', 'jobs_count_update']);
     await store.close();
     // reopening applies nothing new
     await (await PostgresStore.open(url)).close();

@@ -16,7 +16,7 @@ describe('sqlite schema', () => {
     const db = store.db;
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
-    expect(tables).toEqual(['attempts', 'batches', 'items', 'jobs', 'lanes', 'llmq_migrations', 'runs', 'spend']);
+    expect(tables).toEqual(['attempts', 'batches', 'failure_counts', 'item_counts', 'items', 'job_counts', 'jobs', 'lanes', 'llmq_migrations', 'runs', 'spend']);
     expect(columns(db, 'jobs')).toEqual([
       'seq', 'key', 'request', 'model', 'state', 'priority', 'attempts', 'run_after', 'lease_owner', 'lease_expires_at',
       'output', 'response', 'prompt_tokens', 'completion_tokens', 'error', 'created_at', 'updated_at', 'finished_at', 'cost_usd',
@@ -36,10 +36,16 @@ describe('sqlite schema', () => {
       'requeued', 'error', 'created_at', 'updated_at', 'ended_at',
     ]);
     const indexes = db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%' ORDER BY name").pluck().all();
-    expect(indexes).toEqual(['attempts_job', 'batches_open', 'items_job', 'jobs_age', 'jobs_claim', 'jobs_claim_model', 'jobs_lease', 'jobs_retrying', 'jobs_usage', 'runs_open']);
-    // status reads cost per model from the index, as it reads tokens
-    const usage = (db.prepare('PRAGMA index_info(jobs_usage)').all() as Array<{ name: string }>).map((c) => c.name);
-    expect(usage).toEqual(['model', 'state', 'prompt_tokens', 'completion_tokens', 'cost_usd']);
+    expect(columns(db, 'job_counts')).toEqual([
+      'model', 'state', 'jobs', 'retried', 'prompt_tokens', 'completion_tokens', 'cost_usd', 'unpriced_prompt', 'unpriced_completion',
+    ]);
+    expect(columns(db, 'failure_counts')).toEqual(['error', 'jobs']);
+    expect(columns(db, 'item_counts')).toEqual(['items']);
+    // no index serves counting any more (jobs_usage, jobs_retrying went in status_counts): status reads the counts triggers keep
+    expect(indexes).toEqual(['attempts_job', 'batches_open', 'failure_counts_top', 'items_job', 'jobs_age', 'jobs_claim', 'jobs_claim_model', 'jobs_lease', 'runs_open']);
+    const triggers = db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name").pluck().all();
+    expect(triggers).toEqual(['items_count_delete', 'items_count_insert', 'jobs_count_delete', 'jobs_count_insert', 'jobs_count_update',
+      'jobs_failure_delete', 'jobs_failure_insert', 'jobs_failure_update']);
     expect(db.prepare('SELECT version FROM llmq_migrations').pluck().all()).toEqual(MIGRATIONS.map((m) => m.version));
     await store.close();
     // reopening applies nothing new

@@ -1,8 +1,8 @@
 import { JOB_STATES, type JobState, type ModelTally, type StatusSnapshot } from './types.js';
 
 /**
- * One row of `SELECT model, state, count(*), sum(prompt_tokens), sum(completion_tokens), sum(cost_usd),
- * and the tokens of rows without a cost ... GROUP BY model, state` (TALLY_SQL).
+ * One row of COUNTS_COLUMNS: a (model, state) of the maintained `job_counts` with its jobs, tokens,
+ * stored cost, tokens stored without a cost, and jobs already tried.
  */
 export interface StateTokensRow {
   readonly model: string;
@@ -13,23 +13,29 @@ export interface StateTokensRow {
   readonly usd: number | null;
   readonly up: number | null;
   readonly uc: number | null;
+  readonly r: number;
 }
 
-/** The grouped columns both stores select; each adds its own FROM and ordering. */
-export const TALLY_COLUMNS = `model, state, count(*) AS n, coalesce(sum(prompt_tokens), 0) AS p, coalesce(sum(completion_tokens), 0) AS c,
-  sum(cost_usd) AS usd, sum(CASE WHEN cost_usd IS NULL THEN prompt_tokens END) AS up,
-  sum(CASE WHEN cost_usd IS NULL THEN completion_tokens END) AS uc`;
+/**
+ * The grouped columns both stores select from `job_counts` (`FROM job_counts GROUP BY model, state`):
+ * SQLite keeps one row per group, PostgreSQL may hold several not yet folded together (see its migration).
+ */
+export const COUNTS_COLUMNS = `model, state, sum(jobs) AS n, sum(prompt_tokens) AS p, sum(completion_tokens) AS c, sum(cost_usd) AS usd,
+  sum(unpriced_prompt) AS up, sum(unpriced_completion) AS uc, sum(retried) AS r`;
 
-/** Counts by state, total, tokens and the per-model figures of `status`, from the grouped rows. */
-export function tallyJobs(rows: readonly StateTokensRow[]): Pick<StatusSnapshot, 'counts' | 'total' | 'tokens' | 'byModel'> {
+/** Counts by state, total, tokens, retrying and the per-model figures of `status`, from the grouped rows. */
+export function tallyJobs(rows: readonly StateTokensRow[]): Pick<StatusSnapshot, 'counts' | 'total' | 'tokens' | 'byModel' | 'retrying'> {
   const counts = Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
   const models = new Map<string, { -readonly [K in keyof ModelTally]: ModelTally[K] }>();
-  let prompt = 0, completion = 0;
+  let prompt = 0, completion = 0, retrying = 0;
   for (const r of rows) {
     const n = Number(r.n), p = Number(r.p), c = Number(r.c);
+    // a group whose last job left it (kept by SQLite, not yet folded away by PostgreSQL)
+    if (n === 0) continue;
     counts[r.state] += n;
     prompt += p;
     completion += c;
+    if (r.state === 'pending') retrying += Number(r.r);
     const m = models.get(r.model) ?? {
       model: r.model, jobs: 0, done: 0, pending: 0, prompt: 0, completion: 0, storedUsd: 0, unpricedPrompt: 0, unpricedCompletion: 0,
     };
@@ -44,5 +50,5 @@ export function tallyJobs(rows: readonly StateTokensRow[]): Pick<StatusSnapshot,
     models.set(r.model, m);
   }
   const total = JOB_STATES.reduce((a, s) => a + counts[s], 0);
-  return { counts, total, tokens: { prompt, completion }, byModel: [...models.values()] };
+  return { counts, total, tokens: { prompt, completion }, byModel: [...models.values()], retrying };
 }

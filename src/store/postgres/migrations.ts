@@ -14,8 +14,7 @@ export interface Migration {
 }
 
 /**
- * The batch lane's submissions (src/store/batches.ts). Kept as its own constant: another branch
- * takes version 3 as well, and whoever merges second renumbers this one.
+ * The batch lane's submissions (src/store/batches.ts).
  */
 export const BATCHES_MIGRATION: Migration = Object.freeze({
   version: 3,
@@ -41,6 +40,118 @@ CREATE TABLE batches (
   ended_at          BIGINT 
 );
 CREATE INDEX batches_open ON batches (state, created_at);
+`,
+});
+
+/** A (model, state) group's contribution of a set of job rows `t`, times `sign` (1: rows that came, -1: rows that left). */
+const jobCounts = (sign: string, t: string) => `SELECT ${t}.model, ${t}.state, ${sign} * count(*), ${sign} * count(*) FILTER (WHERE ${t}.attempts > 0),
+    ${sign} * coalesce(sum(${t}.prompt_tokens), 0), ${sign} * coalesce(sum(${t}.completion_tokens), 0), ${sign} * coalesce(sum(${t}.cost_usd), 0),
+    ${sign} * coalesce(sum(${t}.prompt_tokens) FILTER (WHERE ${t}.cost_usd IS NULL), 0),
+    ${sign} * coalesce(sum(${t}.completion_tokens) FILTER (WHERE ${t}.cost_usd IS NULL), 0)`;
+const failureCounts = (sign: string, t: string) => `SELECT coalesce(${t}.error, 'unknown error'), ${sign} * count(*)`;
+
+/**
+ * What `status` shows, kept up to date by triggers in the statement that changes a job or an item,
+ * so reading it costs the same at any queue size. Triggers, not code in each state change: they
+ * catch every path that writes jobs (enqueue, claim, answers, retries, reclaim, release,
+ * retry-failed, the batch lane, copy) and any added later.
+ *
+ * Each statement's trigger appends its change as new rows (one per group it changed) instead of
+ * updating one row per group: runs committing at once would otherwise queue on the lock of the
+ * ('gpt-4o', 'running') row, and an enqueue transaction would hold the ('gpt-4o', 'pending') row
+ * against every claim until it commits. Readers sum the rows; `FOLD_COUNTS_SQL` (store.ts) folds
+ * them back to one per group now and then. Statement-level triggers see the statement's rows as
+ * transition tables, so a claim or an answer batch of 500 jobs writes one row per group, not 500.
+ */
+export const STATUS_COUNTS_MIGRATION: Migration = Object.freeze({
+  version: 6,
+  name: 'status_counts',
+  sql: `
+-- jobs per (model, state) with their tokens and stored cost, as changes to sum (GROUP BY model, state)
+CREATE TABLE job_counts (
+  model               TEXT             NOT NULL,
+  state               TEXT             NOT NULL,
+  jobs                BIGINT           NOT NULL,
+  retried             BIGINT           NOT NULL,      -- of them, jobs with attempts > 0 (pending ones wait to be retried)
+  prompt_tokens       BIGINT           NOT NULL,
+  completion_tokens   BIGINT           NOT NULL,
+  cost_usd            DOUBLE PRECISION NOT NULL,      -- sum of the stored costs
+  unpriced_prompt     BIGINT           NOT NULL,      -- tokens of jobs stored without a cost
+  unpriced_completion BIGINT           NOT NULL
+);
+-- failed jobs per reason as status groups them (a job without an error is 'unknown error'), as changes to sum
+CREATE TABLE failure_counts (
+  error TEXT   NOT NULL,
+  jobs  BIGINT NOT NULL
+);
+CREATE TABLE item_counts (
+  items BIGINT NOT NULL
+);
+
+INSERT INTO job_counts ${jobCounts('1', 'jobs')} FROM jobs GROUP BY model, state;
+INSERT INTO failure_counts ${failureCounts('1', 'jobs')} FROM jobs WHERE state = 'failed' GROUP BY 1;
+INSERT INTO item_counts SELECT count(*) FROM items;
+
+-- search_path FROM CURRENT: the tables are those of the schema the function was made in, whoever calls it
+CREATE FUNCTION llmq_count_jobs() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    INSERT INTO job_counts ${jobCounts('1', 'n')} FROM new_rows n GROUP BY 1, 2;
+    INSERT INTO failure_counts ${failureCounts('1', 'n')} FROM new_rows n WHERE n.state = 'failed' GROUP BY 1;
+  ELSIF TG_OP = 'DELETE' THEN
+    INSERT INTO job_counts ${jobCounts('-1', 'o')} FROM old_rows o GROUP BY 1, 2;
+    INSERT INTO failure_counts ${failureCounts('-1', 'o')} FROM old_rows o WHERE o.state = 'failed' GROUP BY 1;
+  ELSE
+    -- only the rows whose counted columns changed: a lease renewal or a noted error adds nothing
+    INSERT INTO job_counts
+      SELECT model, state, sum(jobs), sum(retried), sum(prompt_tokens), sum(completion_tokens), sum(cost_usd), sum(unpriced_prompt),
+        sum(unpriced_completion)
+      FROM (${jobCounts('1', 'n')} FROM old_rows o JOIN new_rows n USING (seq)
+              WHERE (o.model, o.state, o.attempts > 0, o.prompt_tokens, o.completion_tokens, o.cost_usd)
+                IS DISTINCT FROM (n.model, n.state, n.attempts > 0, n.prompt_tokens, n.completion_tokens, n.cost_usd) GROUP BY 1, 2
+            UNION ALL
+            ${jobCounts('-1', 'o')} FROM old_rows o JOIN new_rows n USING (seq)
+              WHERE (o.model, o.state, o.attempts > 0, o.prompt_tokens, o.completion_tokens, o.cost_usd)
+                IS DISTINCT FROM (n.model, n.state, n.attempts > 0, n.prompt_tokens, n.completion_tokens, n.cost_usd) GROUP BY 1, 2
+      ) AS change (model, state, jobs, retried, prompt_tokens, completion_tokens, cost_usd, unpriced_prompt, unpriced_completion)
+      GROUP BY model, state;
+    INSERT INTO failure_counts SELECT error, sum(jobs) FROM (
+        ${failureCounts('1', 'n')} FROM old_rows o JOIN new_rows n USING (seq)
+          WHERE n.state = 'failed' AND (o.state, o.error) IS DISTINCT FROM (n.state, n.error) GROUP BY 1
+        UNION ALL
+        ${failureCounts('-1', 'o')} FROM old_rows o JOIN new_rows n USING (seq)
+          WHERE o.state = 'failed' AND (o.state, o.error) IS DISTINCT FROM (n.state, n.error) GROUP BY 1
+      ) AS change (error, jobs) GROUP BY error HAVING sum(jobs) <> 0;
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION llmq_count_jobs();
+CREATE TRIGGER jobs_count_update AFTER UPDATE ON jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION llmq_count_jobs();
+CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs REFERENCING OLD TABLE AS old_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION llmq_count_jobs();
+
+CREATE FUNCTION llmq_count_items() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    INSERT INTO item_counts SELECT count(*) FROM new_rows HAVING count(*) > 0;
+  ELSE
+    INSERT INTO item_counts SELECT -count(*) FROM old_rows HAVING count(*) > 0;
+  END IF;
+  RETURN NULL;
+END $$;
+-- an upsert's updated items fire the UPDATE triggers only: its NEW TABLE here holds the inserted ones
+CREATE TRIGGER items_count_insert AFTER INSERT ON items REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION llmq_count_items();
+CREATE TRIGGER items_count_delete AFTER DELETE ON items REFERENCING OLD TABLE AS old_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION llmq_count_items();
+
+-- jobs_usage only served counting, which the tables above now answer; jobs_age serves what jobs_state
+-- did (a state's rows) and also finds the oldest pending job at its first entry
+DROP INDEX jobs_usage;
+DROP INDEX jobs_state;
+CREATE INDEX jobs_age ON jobs (state, created_at);
 `,
 });
 
@@ -176,11 +287,12 @@ CREATE TABLE spend (
 CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pending';
 `,
   },
+  STATUS_COUNTS_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
-const OUR_TABLES = ['jobs', 'items', 'attempts', 'runs', 'lanes', 'batches', 'spend'];
+const OUR_TABLES = ['jobs', 'items', 'attempts', 'runs', 'lanes', 'batches', 'spend', 'job_counts', 'failure_counts', 'item_counts'];
 
 /**
  * Bring the schema up to date in one transaction under an advisory lock keyed by the schema, so two
@@ -189,6 +301,9 @@ const OUR_TABLES = ['jobs', 'items', 'attempts', 'runs', 'lanes', 'batches', 'sp
 export async function migrate(pool: pg.Pool, schema: string, location: string): Promise<void> {
   const client = await pool.connect();
   try {
+    // Up to date (every open but the first): one round trip instead of the locked transaction below.
+    const applied = await client.query<{ v: number | null }>('SELECT max(version) AS v FROM llmq_migrations').catch(() => null);
+    if (applied?.rows[0]?.v === LATEST_VERSION) return;
     await client.query('BEGIN');
     await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`llmq:migrate:${schema}`]);
     // Only create a missing schema: CREATE SCHEMA IF NOT EXISTS needs the CREATE privilege on the

@@ -1,10 +1,11 @@
-import { TALLY_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
+import { COUNTS_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
 import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type pg from 'pg';
 import type { AnsweredJob, ExportFilter, ExportRow, FailedItemRow, ItemDetail, JobToRun, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
 import { inClaimOrder, JOBS_PAGE, type RawJobToRun } from '../claim-order.js';
 import { exportColumns, LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun, type RawAttempt, type RawExport, type RawJob, type RawLane, type RawRun } from '../rows.js';
 import { inTransaction, query } from './connect.js';
+import { CANNOT_WRITE, FOLD_COUNTS_SQL } from './counts.js';
 
 const EXPORT_PAGE = 1000;
 
@@ -24,18 +25,23 @@ export class PgReader {
     this.#pool = pool;
   }
 
-  status(_now: number): Promise<StatusSnapshot> {
+  /**
+   * Every figure comes from the counts the migration `status_counts` keeps, or walks an index to its
+   * first entry, so this costs the same at any queue size. It folds those counts first when it may write.
+   */
+  async status(_now: number): Promise<StatusSnapshot> {
+    await query(this.#pool, FOLD_COUNTS_SQL).catch((error: { code?: string }) => {
+      if (!CANNOT_WRITE.has(error.code ?? '')) throw error;
+    });
     return inTransaction(this.#pool, async (db) => {
       // COLLATE "C" orders like SQLite (by bytes), whatever the database's locale.
       const rows = (await db.query<StateTokensRow>(
-        `SELECT ${TALLY_COLUMNS} FROM jobs GROUP BY model, state ORDER BY model COLLATE "C", state`)).rows;
-      const tally = tallyJobs(rows);
+        `SELECT ${COUNTS_COLUMNS} FROM job_counts GROUP BY model, state ORDER BY model COLLATE "C", state`)).rows;
       const one = async <T>(sql: string): Promise<T> => (await db.query(sql)).rows[0]!.v as T;
-      const items = await one<number>('SELECT count(*) AS v FROM items');
-      const failures = (await db.query<{ error: string; count: number }>(`SELECT coalesce(error, 'unknown error') AS error,
-          count(*) AS count FROM jobs WHERE state = 'failed' GROUP BY 1
-          ORDER BY 2 DESC, coalesce(error, 'unknown error') COLLATE "C" LIMIT 10`)).rows;
-      const retrying = await one<number>(`SELECT count(*) AS v FROM jobs WHERE state = 'pending' AND attempts > 0`);
+      const items = await one<number>('SELECT coalesce(sum(items), 0)::bigint AS v FROM item_counts');
+      const failures = (await db.query<{ error: string; count: number }>(`SELECT error, sum(jobs)::bigint AS count FROM failure_counts
+          GROUP BY error HAVING sum(jobs) > 0 ORDER BY 2 DESC, error COLLATE "C" LIMIT 10`)).rows;
+      // the first entry of jobs_age (state, created_at)
       const oldestPendingAt = await one<number | null>(`SELECT min(created_at) AS v FROM jobs WHERE state = 'pending'`);
       const activeRuns = (await db.query<RawRun>(ACTIVE_RUNS)).rows.map(toRun);
       const last = (await db.query<RawRun>('SELECT * FROM runs ORDER BY started_at DESC, seq DESC LIMIT 1')).rows[0];
@@ -43,8 +49,7 @@ export class PgReader {
       const spend = (await db.query<RawRun & Record<string, unknown>>(`SELECT r.*, ${SPEND_COLUMNS} FROM runs r
           JOIN spend s ON s.run_id = r.id ORDER BY r.started_at DESC, r.seq DESC`)).rows.map((r) => ({ ...toRun(r), spend: spendOfJoined(r)! }));
       return {
-        ...tally, items, failures, retrying,
-        oldestPendingAt, activeRuns, lastRun: last ? toRun(last) : null, lanes, spend,
+        ...tallyJobs(rows), items, failures, oldestPendingAt, activeRuns, lastRun: last ? toRun(last) : null, lanes, spend,
       };
     }, SNAPSHOT);
   }
@@ -113,11 +118,12 @@ export class PgReader {
       : await query<RawJobToRun>(this.#pool, `SELECT ${cols} FROM jobs WHERE state = 'pending' ORDER BY priority, seq LIMIT ${JOBS_PAGE}`)).rows);
   }
 
+  /** Newest first in jobs_age's order (state, created_at), so the walk stops at the limit instead of sorting every done job. */
   async answered(model: string, o: { limit: number; withRequest: boolean }): Promise<AnsweredJob[]> {
     const rows = (await query<{ prompt_tokens: number; completion_tokens: number; request: string | null; latency_ms: number | null }>(this.#pool,
       `SELECT j.prompt_tokens, j.completion_tokens, ${o.withRequest ? 'j.request' : 'NULL AS request'},
         (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1) AS latency_ms
-      FROM jobs j WHERE j.model = $1 AND j.state = 'done' ORDER BY j.seq DESC LIMIT $2`, [model, o.limit])).rows;
+      FROM jobs j WHERE j.model = $1 AND j.state = 'done' ORDER BY j.created_at DESC, j.seq DESC LIMIT $2`, [model, o.limit])).rows;
     return rows.map((r) => ({ promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, latencyMs: r.latency_ms, request: r.request }));
   }
 }

@@ -6,6 +6,7 @@ import type {
 } from '../types.js';
 import { connectionError, createPool, parsePgUrl, query } from './connect.js';
 import { migrate } from './migrations.js';
+import { FOLD_COUNTS_SQL } from './counts.js';
 import { enqueuePg } from './enqueue.js';
 import { PgReader } from './read.js';
 import { PgCopier } from './copy.js';
@@ -65,6 +66,8 @@ export class PostgresStore implements Store {
     await this.#q(`WITH run AS (UPDATE runs SET heartbeat_at = $1, stats = $2 WHERE id = $3)
       UPDATE jobs SET lease_expires_at = $4 WHERE lease_owner = $3 AND state = 'running'`,
     [now, JSON.stringify(stats), runId, leaseUntil]);
+    // while runs work, the status counts are folded every heartbeat (see FOLD_COUNTS_SQL)
+    await this.#q(FOLD_COUNTS_SQL);
   }
 
   async finishRun(runId: string, now: number, exitReason: string, stats: RunStats): Promise<void> {

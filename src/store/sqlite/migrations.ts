@@ -9,8 +9,7 @@ export interface Migration {
 }
 
 /**
- * The batch lane's submissions (src/store/batches.ts). Kept as its own constant: another branch
- * takes version 3 as well, and whoever merges second renumbers this one.
+ * The batch lane's submissions (src/store/batches.ts).
  */
 export const BATCHES_MIGRATION: Migration = Object.freeze({
   version: 3,
@@ -42,8 +41,7 @@ CREATE INDEX batches_open ON batches (state, created_at);
 /**
  * Claims that skip full lanes (`ClaimOptions.skipModels`) read each other model's pending jobs from
  * this index instead of walking past every pending job of the skipped ones: with a million jobs of
- * one model queued, that walk took 300 ms per claim. Its own constant, like BATCHES_MIGRATION: another
- * branch may take version 5 as well, and whoever merges second renumbers this one.
+ * one model queued, that walk took 300 ms per claim.
  */
 export const CLAIM_BY_MODEL_MIGRATION: Migration = Object.freeze({
   version: 5,
@@ -51,6 +49,106 @@ export const CLAIM_BY_MODEL_MIGRATION: Migration = Object.freeze({
   sql: `
 -- pending jobs per model in claim order (priority, then FIFO); also lists the models that have pending work
 CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pending';
+`,
+});
+
+/**
+ * What `status` shows, kept up to date by triggers in the transaction that changes a job or an
+ * item, so reading it costs the same at any queue size. Triggers, not code in each state change:
+ * they catch every path that writes jobs (enqueue, claim, answers, retries, reclaim, release,
+ * retry-failed, the batch lane, copy) and any added later.
+ */
+export const STATUS_COUNTS_MIGRATION: Migration = Object.freeze({
+  version: 6,
+  name: 'status_counts',
+  sql: `
+-- jobs per (model, state) with their tokens and stored cost: what status used to count and sum over jobs
+CREATE TABLE job_counts (
+  model               TEXT    NOT NULL,
+  state               TEXT    NOT NULL,
+  jobs                INTEGER NOT NULL DEFAULT 0,
+  retried             INTEGER NOT NULL DEFAULT 0,   -- of them, jobs with attempts > 0 (pending ones wait to be retried)
+  prompt_tokens       INTEGER NOT NULL DEFAULT 0,
+  completion_tokens   INTEGER NOT NULL DEFAULT 0,
+  cost_usd            REAL    NOT NULL DEFAULT 0,   -- sum of the stored costs
+  unpriced_prompt     INTEGER NOT NULL DEFAULT 0,   -- tokens of jobs stored without a cost
+  unpriced_completion INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (model, state)
+) WITHOUT ROWID;
+-- failed jobs per reason, as status groups them (a job without an error is 'unknown error')
+CREATE TABLE failure_counts (
+  error TEXT    PRIMARY KEY,
+  jobs  INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX failure_counts_top ON failure_counts (jobs DESC, error);
+CREATE TABLE item_counts (
+  items INTEGER NOT NULL
+);
+
+INSERT INTO job_counts SELECT model, state, count(*), count(*) FILTER (WHERE attempts > 0),
+    coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0), coalesce(sum(cost_usd), 0),
+    coalesce(sum(prompt_tokens) FILTER (WHERE cost_usd IS NULL), 0), coalesce(sum(completion_tokens) FILTER (WHERE cost_usd IS NULL), 0)
+  FROM jobs GROUP BY model, state;
+INSERT INTO failure_counts SELECT coalesce(error, 'unknown error'), count(*) FROM jobs WHERE state = 'failed' GROUP BY 1;
+INSERT INTO item_counts SELECT count(*) FROM items;
+
+CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN
+  INSERT INTO job_counts VALUES (NEW.model, NEW.state, 1, NEW.attempts > 0, coalesce(NEW.prompt_tokens, 0),
+      coalesce(NEW.completion_tokens, 0), coalesce(NEW.cost_usd, 0), iif(NEW.cost_usd IS NULL, coalesce(NEW.prompt_tokens, 0), 0),
+      iif(NEW.cost_usd IS NULL, coalesce(NEW.completion_tokens, 0), 0))
+    ON CONFLICT (model, state) DO UPDATE SET jobs = jobs + 1, retried = retried + excluded.retried,
+      prompt_tokens = prompt_tokens + excluded.prompt_tokens, completion_tokens = completion_tokens + excluded.completion_tokens,
+      cost_usd = cost_usd + excluded.cost_usd, unpriced_prompt = unpriced_prompt + excluded.unpriced_prompt,
+      unpriced_completion = unpriced_completion + excluded.unpriced_completion;
+END;
+CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs BEGIN
+  UPDATE job_counts SET jobs = jobs - 1, retried = retried - (OLD.attempts > 0), prompt_tokens = prompt_tokens - coalesce(OLD.prompt_tokens, 0),
+      completion_tokens = completion_tokens - coalesce(OLD.completion_tokens, 0), cost_usd = cost_usd - coalesce(OLD.cost_usd, 0),
+      unpriced_prompt = unpriced_prompt - iif(OLD.cost_usd IS NULL, coalesce(OLD.prompt_tokens, 0), 0),
+      unpriced_completion = unpriced_completion - iif(OLD.cost_usd IS NULL, coalesce(OLD.completion_tokens, 0), 0)
+    WHERE model = OLD.model AND state = OLD.state;
+END;
+-- a lease renewal or an error noted on a running job changes no count: the WHEN skips it
+CREATE TRIGGER jobs_count_update AFTER UPDATE OF model, state, attempts, prompt_tokens, completion_tokens, cost_usd ON jobs
+WHEN OLD.model IS NOT NEW.model OR OLD.state IS NOT NEW.state OR (OLD.attempts > 0) IS NOT (NEW.attempts > 0)
+  OR OLD.prompt_tokens IS NOT NEW.prompt_tokens OR OLD.completion_tokens IS NOT NEW.completion_tokens OR OLD.cost_usd IS NOT NEW.cost_usd
+BEGIN
+  UPDATE job_counts SET jobs = jobs - 1, retried = retried - (OLD.attempts > 0), prompt_tokens = prompt_tokens - coalesce(OLD.prompt_tokens, 0),
+      completion_tokens = completion_tokens - coalesce(OLD.completion_tokens, 0), cost_usd = cost_usd - coalesce(OLD.cost_usd, 0),
+      unpriced_prompt = unpriced_prompt - iif(OLD.cost_usd IS NULL, coalesce(OLD.prompt_tokens, 0), 0),
+      unpriced_completion = unpriced_completion - iif(OLD.cost_usd IS NULL, coalesce(OLD.completion_tokens, 0), 0)
+    WHERE model = OLD.model AND state = OLD.state;
+  INSERT INTO job_counts VALUES (NEW.model, NEW.state, 1, NEW.attempts > 0, coalesce(NEW.prompt_tokens, 0),
+      coalesce(NEW.completion_tokens, 0), coalesce(NEW.cost_usd, 0), iif(NEW.cost_usd IS NULL, coalesce(NEW.prompt_tokens, 0), 0),
+      iif(NEW.cost_usd IS NULL, coalesce(NEW.completion_tokens, 0), 0))
+    ON CONFLICT (model, state) DO UPDATE SET jobs = jobs + 1, retried = retried + excluded.retried,
+      prompt_tokens = prompt_tokens + excluded.prompt_tokens, completion_tokens = completion_tokens + excluded.completion_tokens,
+      cost_usd = cost_usd + excluded.cost_usd, unpriced_prompt = unpriced_prompt + excluded.unpriced_prompt,
+      unpriced_completion = unpriced_completion + excluded.unpriced_completion;
+END;
+
+CREATE TRIGGER jobs_failure_insert AFTER INSERT ON jobs WHEN NEW.state = 'failed' BEGIN
+  INSERT INTO failure_counts VALUES (coalesce(NEW.error, 'unknown error'), 1) ON CONFLICT (error) DO UPDATE SET jobs = jobs + 1;
+END;
+CREATE TRIGGER jobs_failure_delete AFTER DELETE ON jobs WHEN OLD.state = 'failed' BEGIN
+  UPDATE failure_counts SET jobs = jobs - 1 WHERE error = coalesce(OLD.error, 'unknown error');
+  DELETE FROM failure_counts WHERE error = coalesce(OLD.error, 'unknown error') AND jobs = 0;
+END;
+CREATE TRIGGER jobs_failure_update AFTER UPDATE OF state, error ON jobs
+WHEN (OLD.state = 'failed' OR NEW.state = 'failed') AND (OLD.state IS NOT NEW.state OR OLD.error IS NOT NEW.error)
+BEGIN
+  UPDATE failure_counts SET jobs = jobs - 1 WHERE OLD.state = 'failed' AND error = coalesce(OLD.error, 'unknown error');
+  DELETE FROM failure_counts WHERE OLD.state = 'failed' AND error = coalesce(OLD.error, 'unknown error') AND jobs = 0;
+  INSERT INTO failure_counts SELECT coalesce(NEW.error, 'unknown error'), 1 WHERE NEW.state = 'failed'
+    ON CONFLICT (error) DO UPDATE SET jobs = jobs + 1;
+END;
+
+CREATE TRIGGER items_count_insert AFTER INSERT ON items BEGIN UPDATE item_counts SET items = items + 1; END;
+CREATE TRIGGER items_count_delete AFTER DELETE ON items BEGIN UPDATE item_counts SET items = items - 1; END;
+
+-- they only served counting, which the tables above now answer
+DROP INDEX jobs_usage;
+DROP INDEX jobs_retrying;
 `,
 });
 
@@ -175,6 +273,7 @@ CREATE TABLE spend (
 `,
   },
   CLAIM_BY_MODEL_MIGRATION,
+  STATUS_COUNTS_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -1,4 +1,4 @@
-import { TALLY_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
+import { COUNTS_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
 import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type { Db } from './open.js';
 import type { AnsweredJob, ExportFilter, ExportRow, FailedItemRow, ItemDetail, JobToRun, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
@@ -21,23 +21,23 @@ export class SqliteReader {
     this.#db = db;
   }
 
+  /**
+   * Every figure comes from the counts the migration `status_counts` keeps, or walks an index to its
+   * first entry, so this costs the same at any queue size.
+   */
   status(_now: number): StatusSnapshot {
     const db = this.#db;
     return db.transaction(() => {
-      const rows = db.prepare(`SELECT ${TALLY_COLUMNS} FROM jobs INDEXED BY jobs_usage GROUP BY model, state`).all() as
-        Array<StateTokensRow>;
-      const tally = tallyJobs(rows);
-      const items = db.prepare('SELECT count(*) FROM items').pluck().get() as number;
-      const failures = db.prepare(`SELECT coalesce(error, 'unknown error') AS error, count(*) AS count FROM jobs
-          WHERE state = 'failed' GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 10`).all() as Array<{ error: string; count: number }>;
-      const retrying = db.prepare(`SELECT count(*) FROM jobs WHERE state = 'pending' AND attempts > 0`).pluck().get() as number;
+      const rows = db.prepare(`SELECT ${COUNTS_COLUMNS} FROM job_counts GROUP BY model, state`).all() as StateTokensRow[];
+      const items = db.prepare('SELECT items FROM item_counts').pluck().get() as number;
+      const failures = db.prepare(`SELECT error, jobs AS count FROM failure_counts INDEXED BY failure_counts_top WHERE jobs > 0
+          ORDER BY jobs DESC, error LIMIT 10`).all() as Array<{ error: string; count: number }>;
+      // the first entry of jobs_age (state, created_at)
       const oldestPendingAt = db.prepare(`SELECT min(created_at) FROM jobs WHERE state = 'pending'`).pluck().get() as number | null;
-      const activeRuns = this.activeRuns();
       const last = db.prepare('SELECT * FROM runs ORDER BY started_at DESC LIMIT 1').get() as RawRun | undefined;
       return {
-        ...tally, items, failures, retrying,
-        oldestPendingAt: oldestPendingAt ?? null, activeRuns, lastRun: last ? toRun(last) : null, lanes: this.laneLimits(),
-        spend: this.runsWithSpend(),
+        ...tallyJobs(rows), items, failures, oldestPendingAt: oldestPendingAt ?? null, activeRuns: this.activeRuns(),
+        lastRun: last ? toRun(last) : null, lanes: this.laneLimits(), spend: this.runsWithSpend(),
       };
     })();
   }
@@ -106,10 +106,11 @@ export class SqliteReader {
       (after ? next.all(after.priority, after.seq) : first.all()) as RawJobToRun[]);
   }
 
+  /** Newest first in jobs_age's order (state, created_at, seq), so the walk stops at the limit instead of sorting every done job. */
   answered(model: string, o: { limit: number; withRequest: boolean }): AnsweredJob[] {
     const rows = this.#db.prepare(`SELECT j.prompt_tokens, j.completion_tokens, ${o.withRequest ? 'j.request' : 'NULL AS request'},
         (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1) AS latency_ms
-      FROM jobs j WHERE j.model = ? AND j.state = 'done' ORDER BY j.seq DESC LIMIT ?`).all(model, o.limit) as
+      FROM jobs j INDEXED BY jobs_age WHERE j.model = ? AND j.state = 'done' ORDER BY j.created_at DESC, j.seq DESC LIMIT ?`).all(model, o.limit) as
       Array<{ prompt_tokens: number; completion_tokens: number; request: string | null; latency_ms: number | null }>;
     return rows.map((r) => ({ promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, latencyMs: r.latency_ms, request: r.request }));
   }
