@@ -2,7 +2,7 @@ import { appendFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseDuration, parseRate } from '../src/alerts/thresholds.js';
-import { AlertWatcher, type AlertHookBody } from '../src/alerts/watcher.js';
+import { AlertWatcher, oldestCheckEveryMs, type AlertHookBody } from '../src/alerts/watcher.js';
 import type { SchedulerEventMap } from '../src/scheduler/events.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { collect, runCli, spawnCli } from './helpers/cli.js';
@@ -12,19 +12,29 @@ import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
 
 const cleanup: Array<() => Promise<unknown>> = [];
-afterEach(async () => { await Promise.all(cleanup.splice(0).map((c) => c())); });
+afterEach(async () => {
+  await Promise.all(cleanup.splice(0).map((c) => c()));
+});
 
-function watcher(thresholds: ConstructorParameters<typeof AlertWatcher>[0]['thresholds'], extra: Partial<ConstructorParameters<typeof AlertWatcher>[0]> = {}) {
+function watcher(
+  thresholds: ConstructorParameters<typeof AlertWatcher>[0]['thresholds'],
+  extra: Partial<ConstructorParameters<typeof AlertWatcher>[0]> = {},
+) {
   let clock = 1_000_000;
   const fired: AlertHookBody[] = [];
   const w = new AlertWatcher({ thresholds, fire: (a) => fired.push(a), now: () => clock, ...extra });
   const send = w.listener as (e: keyof SchedulerEventMap, p: unknown) => void;
   send('run:start', { runId: 'run-1', total: 0, alreadyDone: 0, options: {} });
   return {
-    w, fired, advance: (ms: number) => { clock += ms; },
+    w,
+    fired,
+    advance: (ms: number) => {
+      clock += ms;
+    },
     done: () => send('job:done', { key: 'k', attempt: 1, latencyMs: 1, usage: { promptTokens: 1, completionTokens: 1 }, output: '' }),
     failed: () => send('job:failed', { key: 'k', attempt: 1, status: 400, error: 'HTTP 400' }),
-    retry: (counted: boolean) => send('job:retry', { key: 'k', attempt: 1, status: 500, reason: 'server', error: 'HTTP 500', delayMs: 1, counted }),
+    retry: (counted: boolean) =>
+      send('job:retry', { key: 'k', attempt: 1, status: 500, reason: 'server', error: 'HTTP 500', delayMs: 1, counted }),
   };
 }
 
@@ -33,7 +43,9 @@ describe('alerts', () => {
     const t = watcher({ failed: 2 });
     t.failed();
     expect(t.fired).toEqual([]);
-    t.failed(); t.failed(); t.failed();
+    t.failed();
+    t.failed();
+    t.failed();
     expect(t.fired).toEqual([expect.objectContaining({ event: 'alert', runId: 'run-1', kind: 'failed', value: 2, threshold: 2 })]);
     expect(t.w.active()).toEqual([expect.objectContaining({ kind: 'failed', value: 4, message: '4 jobs failed (alert at 2)' })]);
   });
@@ -58,7 +70,10 @@ describe('alerts', () => {
     cleanup.push(() => store.close());
     await seedJobs(store, 3);
     const enqueuedAt = (await store.status(Date.now())).oldestPendingAt!;
-    const t = watcher({ oldestMs: 60_000 }, { oldestPendingAt: async () => (await store.status(Date.now())).oldestPendingAt, oldestEveryMs: 20 });
+    const t = watcher(
+      { oldestMs: 60_000 },
+      { oldestPendingAt: async () => (await store.status(Date.now())).oldestPendingAt, oldestEveryMs: 20 },
+    );
     await new Promise((r) => setTimeout(r, 60));
     // The watcher's clock (1_000_000) is long before the enqueue: nothing has waited.
     expect(t.fired).toEqual([]);
@@ -66,6 +81,24 @@ describe('alerts', () => {
     await new Promise((r) => setTimeout(r, 60));
     t.w.stop();
     expect(t.fired).toEqual([expect.objectContaining({ kind: 'oldest', threshold: 60_000 })]);
+  });
+
+  it('--alert-oldest looks at the queue a quarter of its threshold apart, between 1 and 15 s', async () => {
+    expect([1_000, 4_000, 20_000, 60_000, 3_600_000].map(oldestCheckEveryMs)).toEqual([1_000, 1_000, 5_000, 15_000, 15_000]);
+    // A queue enqueued just now, a 1 s threshold: the first look finds nothing old, the next one (1 s later, not 15) fires.
+    const enqueuedAt = Date.now();
+    const fired: AlertHookBody[] = [];
+    const w = new AlertWatcher({ thresholds: { oldestMs: 1_000 }, fire: (a) => fired.push(a), oldestPendingAt: async () => enqueuedAt });
+    const send = w.listener as (e: keyof SchedulerEventMap, p: unknown) => void;
+    send('run:start', { runId: 'run-1', total: 0, alreadyDone: 0, options: {} });
+    try {
+      await new Promise((r) => setTimeout(r, 100));
+      expect(fired).toEqual([]);
+      await new Promise((r) => setTimeout(r, 2_100));
+      expect(fired).toEqual([expect.objectContaining({ kind: 'oldest', threshold: 1_000 })]);
+    } finally {
+      w.stop();
+    }
   });
 
   it('parses durations and shares, and says what it expected', () => {
@@ -88,8 +121,24 @@ describe('alerts', () => {
     const alertsFile = join(dir, 'alerts.ndjson');
     appendFileSync(alertsFile, '');
 
-    const child = spawnCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '2', '--progress', 'plain', '--alert-failed', '2',
-      '--on-alert', `cat >> '${alertsFile}'; echo >> '${alertsFile}'`], { env: { LLMQ_API_KEY: 'sk-test-0123456789abcdef' } });
+    const child = spawnCli(
+      [
+        'run',
+        '--db',
+        db,
+        '--base-url',
+        fake.url,
+        '--concurrency',
+        '2',
+        '--progress',
+        'plain',
+        '--alert-failed',
+        '2',
+        '--on-alert',
+        `cat >> '${alertsFile}'; echo >> '${alertsFile}'`,
+      ],
+      { env: { LLMQ_API_KEY: 'sk-test-0123456789abcdef' } },
+    );
     cleanup.push(async () => child.kill('SIGKILL'));
     const run = collect(child);
     let seen: { alerts: Array<{ kind: string; message: string }> } | null = null;
@@ -98,14 +147,19 @@ describe('alerts', () => {
       const s = await runCli(['status', '--db', db, '--json']);
       seen = JSON.parse(s.stdout);
     }
-    expect(seen!.alerts).toEqual([expect.objectContaining({ kind: 'failed', message: expect.stringMatching(/^[23] jobs failed \(alert at 2\)$/) })]);
+    expect(seen!.alerts).toEqual([
+      expect.objectContaining({ kind: 'failed', message: expect.stringMatching(/^[23] jobs failed \(alert at 2\)$/) }),
+    ]);
     const text = await runCli(['status', '--db', db]);
     expect(text.stdout).toMatch(/alerts\s+[23] jobs failed \(alert at 2\)/);
 
     const r = await run;
     expect(r.code).toBe(2);
     expect(r.stderr.match(/warning: alert: 2 jobs failed \(alert at 2\)/g)).toHaveLength(1);
-    const sent = readFileSync(alertsFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const sent = readFileSync(alertsFile, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(sent).toEqual([expect.objectContaining({ event: 'alert', kind: 'failed', value: 2, threshold: 2 })]);
     expect(r.stderr).toContain('hooks: alerts 1 sent.');
   });

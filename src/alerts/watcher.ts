@@ -18,8 +18,18 @@ export interface AlertWatcherOptions {
   /** Called once per crossing. */
   readonly fire: (alert: AlertHookBody) => void;
   readonly now?: () => number;
-  /** How often the oldest pending job is looked up. @default 15000 */
+  /** How often the oldest pending job is looked up. @default oldestCheckEveryMs(threshold) */
   readonly oldestEveryMs?: number;
+}
+
+/**
+ * How often `--alert-oldest` looks at the queue: a quarter of the threshold, between 1 and 15 s, so
+ * an alert fires within about a quarter of its own duration late. A fixed 15 s made `--alert-oldest
+ * 1s` fire only when the run started more than a second after the enqueue. Status reads maintained
+ * counts, so a look a second costs next to nothing.
+ */
+export function oldestCheckEveryMs(thresholdMs: number): number {
+  return Math.min(15_000, Math.max(1_000, Math.round(thresholdMs / 4)));
 }
 
 /** Tries needed in the window before an error rate means anything. */
@@ -83,7 +93,13 @@ export class AlertWatcher {
     const minutes = Math.round((t.windowMs ?? 300_000) / 60_000);
     // Below MIN_TRIES the rate is noise: leave the alert as it is rather than flap.
     if (this.#tries.length >= MIN_TRIES) {
-      this.#set('error-rate', rate >= t.errorRate, `${Math.round(rate * 100)}% of tries failed in the last ${minutes} min (alert at ${Math.round(t.errorRate * 100)}%)`, rate, t.errorRate);
+      this.#set(
+        'error-rate',
+        rate >= t.errorRate,
+        `${Math.round(rate * 100)}% of tries failed in the last ${minutes} min (alert at ${Math.round(t.errorRate * 100)}%)`,
+        rate,
+        t.errorRate,
+      );
     }
   }
 
@@ -95,10 +111,16 @@ export class AlertWatcher {
       const at = await read().catch(() => undefined);
       if (at === undefined) return;
       const age = at === null ? 0 : this.#now() - at;
-      this.#set('oldest', age >= oldestMs, `the oldest pending job has waited ${duration(age / 1000)} (alert at ${duration(oldestMs / 1000)})`, age, oldestMs);
+      this.#set(
+        'oldest',
+        age >= oldestMs,
+        `the oldest pending job has waited ${duration(age / 1000)} (alert at ${duration(oldestMs / 1000)})`,
+        age,
+        oldestMs,
+      );
     };
     void check();
-    this.#timer = setInterval(() => void check(), this.#o.oldestEveryMs ?? 15_000);
+    this.#timer = setInterval(() => void check(), this.#o.oldestEveryMs ?? oldestCheckEveryMs(oldestMs));
     this.#timer.unref();
   }
 
