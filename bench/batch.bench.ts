@@ -27,8 +27,11 @@ try {
   fake.batches.configure({ completeAfterMs: LIVE_MS });
 
   const t0 = performance.now();
-  const child = spawn(process.execPath, [BIN, 'run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--batch-size', String(BATCH_SIZE), '--poll', String(POLL_S)],
-    { stdio: ['ignore', 'ignore', 'pipe'], env: { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1' } });
+  const child = spawn(
+    process.execPath,
+    [BIN, 'run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--batch-size', String(BATCH_SIZE), '--poll', String(POLL_S)],
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1' } },
+  );
   let submitted = 0;
   let allSubmittedMs = NaN;
   child.stderr!.setEncoding('utf8').on('data', (d: string) => {
@@ -40,7 +43,9 @@ try {
     try {
       const hwm = /VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
       if (hwm) peakKb = Math.max(peakKb, Number(hwm[1]));
-    } catch { /* exited */ }
+    } catch {
+      /* exited */
+    }
   }, 50);
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   clearInterval(sample);
@@ -56,7 +61,9 @@ try {
   console.log(`time to all submitted      ${fmt(allSubmittedMs)} ms`);
   console.log(`wall time to all collected ${fmt(wallMs)} ms (exit ${code})`);
   console.log(`peak RSS of llmq           ${fmt(peakKb / 1024)} MiB`);
-  console.log(`Batch API calls            ${fake.batches.calls.length} total; ${polls} polls = ${fmt((polls / JOBS) * 1000, 1)} per 1,000 jobs over ${LIVE_MS / 1000} s live`);
+  console.log(
+    `Batch API calls            ${fake.batches.calls.length} total; ${polls} polls = ${fmt((polls / JOBS) * 1000, 1)} per 1,000 jobs over ${LIVE_MS / 1000} s live`,
+  );
   console.log(`done ${fmt(counts.done)} · sent twice ${duplicates}  ${verdict(code === 0 && counts.done === JOBS && duplicates === 0)}`);
   process.exitCode = code === 0 && counts.done === JOBS && duplicates === 0 ? 0 : 1;
 } finally {

@@ -39,7 +39,10 @@ export function writeDocs(dir: string, count: number): string {
 
 /** `llmq enqueue` the file into `db` for gpt-4o-mini, each answer capped at `maxTokens`. */
 export async function enqueue(db: string, file: string, maxTokens: number): Promise<void> {
-  const r = await runChild(['enqueue', file, '--db', db, '--model', 'gpt-4o-mini', '--max-tokens', String(maxTokens), '--prompt', PROMPT, '--json'], 60);
+  const r = await runChild(
+    ['enqueue', file, '--db', db, '--model', 'gpt-4o-mini', '--max-tokens', String(maxTokens), '--prompt', PROMPT, '--json'],
+    60,
+  );
   if (r.code !== 0) throw new Error(`llmq enqueue exited ${r.code}: ${r.stderr}`);
 }
 
@@ -51,17 +54,25 @@ export function run(args: readonly string[], capS: number): Promise<RunResult> {
 function runChild(args: readonly string[], capS: number): Promise<RunResult> {
   const t0 = performance.now();
   const child = spawn(process.execPath, [BIN, ...args], {
-    stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, LLMQ_API_KEY: 'sk-test', NO_COLOR: '1' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, LLMQ_API_KEY: 'sk-test', NO_COLOR: '1' },
   });
   let stderr = '';
-  child.stderr!.on('data', (d) => { stderr = (stderr + d).slice(-2000); });
+  child.stderr!.on('data', (d) => {
+    stderr = (stderr + d).slice(-2000);
+  });
   let capped = false;
-  const cap = setTimeout(() => { capped = true; child.kill('SIGKILL'); }, capS * 1000);
-  return new Promise((resolve) => child.once('exit', (code) => {
-    clearTimeout(cap);
-    const wallS = (performance.now() - t0) / 1000;
-    resolve({ code: capped ? null : code ?? 1, wallS, finished: !capped, stderr: stderr.trim() });
-  }));
+  const cap = setTimeout(() => {
+    capped = true;
+    child.kill('SIGKILL');
+  }, capS * 1000);
+  return new Promise((resolve) =>
+    child.once('exit', (code) => {
+      clearTimeout(cap);
+      const wallS = (performance.now() - t0) / 1000;
+      resolve({ code: capped ? null : (code ?? 1), wallS, finished: !capped, stderr: stderr.trim() });
+    }),
+  );
 }
 
 /** A URL to a fresh schema of the test database, dropped once `fn` is done with it. */

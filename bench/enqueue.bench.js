@@ -34,9 +34,11 @@ const dir = mkdtempSync(join(tmpdir(), 'llmq-bench-enqueue-'));
 // Streamed to the file, so that ten million documents never sit in memory. xorshift32: every text
 // differs (one job per document), as real documents do.
 async function generate(file) {
-  const words = ('the of and to in is that for it as was with be by on not he this are or his from at which but have an they ' +
+  const words = (
+    'the of and to in is that for it as was with be by on not he this are or his from at which but have an they ' +
     'report model queue budget quarterly revenue customer support ticket invoice shipment delay contract review meeting ' +
-    'engineering release latency outage database migration summary analysis forecast').split(' ');
+    'engineering release latency outage database migration summary analysis forecast'
+  ).split(' ');
   let seed = 42;
   const rand = () => {
     seed ^= seed << 13;
@@ -67,7 +69,8 @@ async function core(file, db) {
   });
   await store.close(); // timed: closing checkpoints the WAL, part of getting the rows on disk
   const ms = performance.now() - t0;
-  if (s.newItems !== N || s.rejected !== 0) throw new Error(`expected ${N} new items, got ${JSON.stringify({ ...s, rejections: undefined })}`);
+  if (s.newItems !== N || s.rejected !== 0)
+    throw new Error(`expected ${N} new items, got ${JSON.stringify({ ...s, rejections: undefined })}`);
   return ms;
 }
 
@@ -116,13 +119,16 @@ function ceiling(file, db) {
 
 // The child reports its own peak RSS and CPU time as it exits (Node gives no rusage of a spawned
 // child). CPU time is the figure to compare when the machine is shared: wall time moves with load.
-const REPORT_RSS = 'data:text/javascript,process.on("exit",()=>{const u=process.resourceUsage();' +
+const REPORT_RSS =
+  'data:text/javascript,process.on("exit",()=>{const u=process.resourceUsage();' +
   'process.stderr.write(`\\nllmq-bench-usage ${u.maxRSS} ${(u.userCPUTime+u.systemCPUTime)/1e6} ${u.systemCPUTime/1e6}\\n`)})';
 
 function cli(file, db) {
   const t0 = performance.now();
-  const r = spawnSync(process.execPath, ['--import', REPORT_RSS, bin, 'enqueue', file, '--db', db, '--prompt', PROMPT, '--json'],
-    { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  const r = spawnSync(process.execPath, ['--import', REPORT_RSS, bin, 'enqueue', file, '--db', db, '--prompt', PROMPT, '--json'], {
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
   const ms = performance.now() - t0;
   if (r.status !== 0) throw new Error(`llmq enqueue exited ${r.status}: ${r.stderr}`);
   const summary = JSON.parse(r.stdout);
@@ -137,7 +143,8 @@ function cliPair(label, file, db) {
   if (again.summary.newItems !== 0 || again.summary.newJobs !== 0 || again.summary.unchanged !== N) {
     throw new Error(`the same file again must add nothing, got ${JSON.stringify(again.summary)}`);
   }
-  const line = (what, r) => `${label} ${what}: ${fmt(rate(r.ms)).padStart(7)} docs/s  (${(r.ms / 1000).toFixed(1)} s; ` +
+  const line = (what, r) =>
+    `${label} ${what}: ${fmt(rate(r.ms)).padStart(7)} docs/s  (${(r.ms / 1000).toFixed(1)} s; ` +
     `CPU ${r.cpuS.toFixed(1)} s, of it system ${r.sysS.toFixed(1)} s)  peak RSS ${r.rssMiB.toFixed(0)} MiB`;
   console.log(line('enqueue CLI, fresh     ', fresh));
   console.log(line('enqueue CLI, same again', again));
@@ -145,9 +152,17 @@ function cliPair(label, file, db) {
 }
 
 function pgSchema(sql) {
-  const r = spawnSync(process.execPath, ['-e', `const pg = require('pg'); const c = new pg.Client(process.argv[1]);
-    c.connect().then(() => c.query(process.argv[2])).then(() => c.end(), (e) => { console.error(e.message); process.exit(1); })`, PG_URL, sql],
-    { encoding: 'utf8', cwd: fileURLToPath(new URL('..', import.meta.url)) });
+  const r = spawnSync(
+    process.execPath,
+    [
+      '-e',
+      `const pg = require('pg'); const c = new pg.Client(process.argv[1]);
+    c.connect().then(() => c.query(process.argv[2])).then(() => c.end(), (e) => { console.error(e.message); process.exit(1); })`,
+      PG_URL,
+      sql,
+    ],
+    { encoding: 'utf8', cwd: fileURLToPath(new URL('..', import.meta.url)) },
+  );
   if (r.status !== 0) throw new Error(`PostgreSQL: ${r.stderr}`);
 }
 
@@ -160,10 +175,15 @@ try {
   const mb = statSync(file).size / 1024 / 1024;
   console.log(`input: ${fmt(N)} JSONL documents, ${mb.toFixed(1)} MiB (about ${Math.round((mb * 1024 * 1024) / N)} bytes each)`);
   // This machine is shared: say how busy it was, since every figure below moves with it.
-  console.log(`machine: ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')} (1, 5, 15 min)`);
+  console.log(
+    `machine: ${cpus().length} cores, load average ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')} (1, 5, 15 min)`,
+  );
   if (!CLI_ONLY) {
     // Alternate floor and core, best of 5 each, so neither gets a warmer cache or a quieter moment.
-    const floors = [], cores = [];
+    const floors = [],
+      cores = [];
     for (let i = 0; i < 5; i++) {
       floors.push(await floor(file, join(dir, `floor-${i}.db`)));
       cores.push(await core(file, join(dir, `core-${i}.db`)));
@@ -171,7 +191,8 @@ try {
       rmSync(join(dir, `core-${i}.db`), { force: true });
       globalThis.gc?.();
     }
-    const f = Math.min(...floors), c = Math.min(...cores);
+    const f = Math.min(...floors),
+      c = Math.min(...cores);
     const top = Math.min(ceiling(file, join(dir, 'ceiling-0.db')), ceiling(file, join(dir, 'ceiling-1.db')));
     const ratio = c / f;
     console.log(`floor  (read, parse, hash, raw INSERTs, 1 txn): ${fmt(rate(f)).padStart(7)} docs/s  (${f.toFixed(0)} ms)`);

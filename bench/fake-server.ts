@@ -32,8 +32,14 @@ fake.respond((r) => {
 
 function stats(): object {
   return {
-    received: fake.received, rateLimited: fake.rateLimited, maxInFlight: fake.maxInFlight, duplicates: fake.duplicates().length,
-    firstAt, lastAt, ok: fake.answers.get(200) ?? 0, hung: fake.answers.get('hang') ?? 0,
+    received: fake.received,
+    rateLimited: fake.rateLimited,
+    maxInFlight: fake.maxInFlight,
+    duplicates: fake.duplicates().length,
+    firstAt,
+    lastAt,
+    ok: fake.answers.get(200) ?? 0,
+    hung: fake.answers.get('hang') ?? 0,
     // arrivals of the requests answered 200, when requests are recorded (`record: true`)
     okAt: fake.requests.filter((r) => r.answered === 200).map((r) => r.receivedAt),
   };

@@ -35,15 +35,22 @@ interface Rep {
 }
 
 /** One run (or several at once, sharing the queue) on a fresh queue, and what the fake saw. */
-async function once(fake: FakeProcess, jobs: number, maxTokens: number, args: readonly string[], options: { runs?: number; capS?: number; postgres?: boolean } = {}): Promise<Rep> {
+async function once(
+  fake: FakeProcess,
+  jobs: number,
+  maxTokens: number,
+  args: readonly string[],
+  options: { runs?: number; capS?: number; postgres?: boolean } = {},
+): Promise<Rep> {
   fake.clear();
   fake.resetLimits();
   await fake.stats(); // a round trip: the fake has done both before the first request
   const work = async (db: string): Promise<Rep> => {
     await enqueue(db, docsFile(jobs), maxTokens);
     const weight = options.postgres ? 0 : meanWeight(db);
-    const runs = await Promise.all(Array.from({ length: options.runs ?? 1 }, () =>
-      run(['--db', db, '--base-url', fake.url, ...args], options.capS ?? CAP_S)));
+    const runs = await Promise.all(
+      Array.from({ length: options.runs ?? 1 }, () => run(['--db', db, '--base-url', fake.url, ...args], options.capS ?? CAP_S)),
+    );
     return { runs, stats: await fake.stats(), jobs, weight };
   };
   return options.postgres ? withPgSchema(work) : work(join(dir, `q${queues++}.db`));
@@ -82,7 +89,15 @@ function broken(rep: Rep): string | null {
 }
 
 /** Print `figure` of every repetition next to the target; PASS only when every repetition meets it. */
-function judge(reps: readonly Rep[], what: string, figure: (r: Rep) => number, unit: string, target: string, meets: (v: number) => boolean, digits = 1): boolean {
+function judge(
+  reps: readonly Rep[],
+  what: string,
+  figure: (r: Rep) => number,
+  unit: string,
+  target: string,
+  meets: (v: number) => boolean,
+  digits = 1,
+): boolean {
   const values = reps.map((r) => ({ v: figure(r), why: broken(r) }));
   const ok = values.every((x) => x.why === null && meets(x.v));
   const shown = values.map((x) => (x.why ? `${fmt(x.v, digits)}${unit} (${x.why})` : `${fmt(x.v, digits)}${unit}`)).join(' / ');
@@ -90,19 +105,27 @@ function judge(reps: readonly Rep[], what: string, figure: (r: Rep) => number, u
   return ok;
 }
 
-const pctOfLimit = (rpm: number, skipMs = 0) => (r: Rep) => (100 * busyRate(r.stats.okAt, skipMs)) / (rpm / 60);
+const pctOfLimit =
+  (rpm: number, skipMs = 0) =>
+  (r: Rep) =>
+    (100 * busyRate(r.stats.okAt, skipMs)) / (rpm / 60);
 
 /** The cross-check of a busy-span rate: how full the fake's own 1-second windows were, whatever the client's burstiness. */
 function showFill(reps: readonly Rep[], perWindow: number, skipMs = 0): void {
   const fills = reps.map((r) => windowFill(r.stats.okAt, 1000, skipMs));
-  console.log(`    (full 1-second windows held ${fills.map((f) => fmt(f, 2)).join(' / ')} answered requests on average, of ${fmt(perWindow, 2)} allowed = ` +
-    `${fills.map((f) => `${fmt((100 * f) / perWindow, 1)}%`).join(' / ')})`);
+  console.log(
+    `    (full 1-second windows held ${fills.map((f) => fmt(f, 2)).join(' / ')} answered requests on average, of ${fmt(perWindow, 2)} allowed = ` +
+      `${fills.map((f) => `${fmt((100 * f) / perWindow, 1)}%`).join(' / ')})`,
+  );
 }
 const limited = (r: Rep) => r.stats.rateLimited;
 
 async function paced(): Promise<void> {
-  const rpm = 600, jobs = 150;
-  console.log(`(1) --rpm ${rpm}, fake enforcing ${rpm} rpm (${rpm / 60} per 1-second window) with OpenAI headers, ${jobs} jobs, ${LATENCY_MS} ms, -c 16, x${REPEATS}`);
+  const rpm = 600,
+    jobs = 150;
+  console.log(
+    `(1) --rpm ${rpm}, fake enforcing ${rpm} rpm (${rpm / 60} per 1-second window) with OpenAI headers, ${jobs} jobs, ${LATENCY_MS} ms, -c 16, x${REPEATS}`,
+  );
   const reps = await repeated({ latencyMs: LATENCY_MS, rpm }, REPEATS, (f) => once(f, jobs, 16, ['-c', '16', '--rpm', String(rpm)]));
   judge(reps, 'rate over the busy span, % of the limit', pctOfLimit(rpm), '%', '>= 97%', (v) => v >= 97);
   showFill(reps, rpm / 60);
@@ -110,7 +133,8 @@ async function paced(): Promise<void> {
 }
 
 async function learnsFromHeaders(): Promise<void> {
-  const rpm = 600, jobs = 200;
+  const rpm = 600,
+    jobs = 200;
   console.log(`(2) no --rpm, fake enforcing ${rpm} rpm with OpenAI headers, ${jobs} jobs, ${LATENCY_MS} ms, -c 16, x${REPEATS}`);
   const reps = await repeated({ latencyMs: LATENCY_MS, rpm }, REPEATS, (f) => once(f, jobs, 16, ['-c', '16']));
   judge(reps, 'rate after the first second (busy span from there), % of the limit', pctOfLimit(rpm, 1000), '%', '>= 95%', (v) => v >= 95);
@@ -119,24 +143,35 @@ async function learnsFromHeaders(): Promise<void> {
 }
 
 async function silentProvider(): Promise<void> {
-  const rpm = 600, jobs = 300;
-  console.log(`(3) --rpm ${rpm * 2}, fake enforcing ${rpm} rpm and sending no rate-limit headers (no retry-after either), ${jobs} jobs, ${LATENCY_MS} ms, -c 16, x${REPEATS}`);
-  const reps = await repeated({ latencyMs: LATENCY_MS, rpm, headers: 'none' }, REPEATS, (f) => once(f, jobs, 16, ['-c', '16', '--rpm', String(rpm * 2)]));
+  const rpm = 600,
+    jobs = 300;
+  console.log(
+    `(3) --rpm ${rpm * 2}, fake enforcing ${rpm} rpm and sending no rate-limit headers (no retry-after either), ${jobs} jobs, ${LATENCY_MS} ms, -c 16, x${REPEATS}`,
+  );
+  const reps = await repeated({ latencyMs: LATENCY_MS, rpm, headers: 'none' }, REPEATS, (f) =>
+    once(f, jobs, 16, ['-c', '16', '--rpm', String(rpm * 2)]),
+  );
   judge(reps, 'rate over the busy span, % of the REAL limit', pctOfLimit(rpm), '%', '>= 85%', (v) => v >= 85);
   showFill(reps, rpm / 60);
   judge(reps, '429s', limited, '', '<= 10', (v) => v <= 10, 0);
 }
 
 async function bigRequests(): Promise<void> {
-  const tpm = 60_000, jobs = 30, weight = 600;
+  const tpm = 60_000,
+    jobs = 30,
+    weight = 600;
   const perSecond = tpm / 60;
   // max_tokens tops each request up to `weight` tokens; the prompt's own tokens are counted as llmq and the fake count them
   const promptTokens = estimateRequestTokens({ messages: [{ content: PROMPT.replace('{{text}}', docText(0)) }] });
   const admitted = Math.floor(perSecond / weight) * weight; // what the windows let through: whole requests per window
-  console.log(`(4) --tpm ${fmt(tpm)} (${fmt(perSecond)} tokens/s), requests of ${weight} tokens (${promptTokens} prompt + max_tokens ${weight - promptTokens}), ` +
-    `fake enforcing ${fmt(tpm)} tpm with OpenAI headers, ${jobs} jobs, ${LATENCY_MS} ms, -c 16, x${REPEATS}`);
+  console.log(
+    `(4) --tpm ${fmt(tpm)} (${fmt(perSecond)} tokens/s), requests of ${weight} tokens (${promptTokens} prompt + max_tokens ${weight - promptTokens}), ` +
+      `fake enforcing ${fmt(tpm)} tpm with OpenAI headers, ${jobs} jobs, ${LATENCY_MS} ms, -c 16, x${REPEATS}`,
+  );
   console.log(`    the 1-second windows admit one such request each: ${fmt(admitted)} tokens/s is the most anyone can get`);
-  const reps = await repeated({ latencyMs: LATENCY_MS, tpm }, REPEATS, (f) => once(f, jobs, weight - promptTokens, ['-c', '16', '--tpm', String(tpm)]));
+  const reps = await repeated({ latencyMs: LATENCY_MS, tpm }, REPEATS, (f) =>
+    once(f, jobs, weight - promptTokens, ['-c', '16', '--tpm', String(tpm)]),
+  );
   const tokensPct = (r: Rep) => (100 * busyRate(r.stats.okAt) * r.weight) / admitted;
   judge(reps, 'tokens/s over the busy span, % of what the windows admit', tokensPct, '%', '>= 90%', (v) => v >= 90);
   showFill(reps, admitted / weight);
@@ -145,42 +180,87 @@ async function bigRequests(): Promise<void> {
 }
 
 async function sharedBudget(): Promise<void> {
-  const rpm = 600, jobs = 150, runs = 3;
-  console.log(`(5) ${runs} runs on one PostgreSQL queue sharing --redis and --rpm ${rpm}, fake enforcing ${rpm} rpm with OpenAI headers, ${jobs} jobs, ${LATENCY_MS} ms, -c 8 each`);
+  const rpm = 600,
+    jobs = 150,
+    runs = 3;
+  console.log(
+    `(5) ${runs} runs on one PostgreSQL queue sharing --redis and --rpm ${rpm}, fake enforcing ${rpm} rpm with OpenAI headers, ${jobs} jobs, ${LATENCY_MS} ms, -c 8 each`,
+  );
   const reps = await repeated({ latencyMs: LATENCY_MS, rpm }, 1, (f) =>
-    once(f, jobs, 16, ['-c', '8', '--rpm', String(rpm), '--redis', REDIS_URL], { runs, postgres: true }));
+    once(f, jobs, 16, ['-c', '8', '--rpm', String(rpm), '--redis', REDIS_URL], { runs, postgres: true }),
+  );
   judge(reps, 'combined rate over the busy span, % of the limit', pctOfLimit(rpm), '%', '>= 95%', (v) => v >= 95);
   showFill(reps, rpm / 60);
   judge(reps, '429s', limited, '', '0', (v) => v === 0, 0);
 }
 
 async function manyJobs(): Promise<void> {
-  const rpm = 6000, jobs = 2000, concurrency = 32, latency = 200, spread = 50;
+  const rpm = 6000,
+    jobs = 2000,
+    concurrency = 32,
+    latency = 200,
+    spread = 50;
   const ideal = Math.max(jobs / (rpm / 60), (jobs * latency) / 1000 / concurrency);
-  console.log(`(6) ${fmt(jobs)} jobs, latency ${latency} ± ${spread} ms, fake enforcing ${rpm} rpm with OpenAI headers, -c ${concurrency} --rpm ${rpm}; ideal ${fmt(ideal)} s`);
+  console.log(
+    `(6) ${fmt(jobs)} jobs, latency ${latency} ± ${spread} ms, fake enforcing ${rpm} rpm with OpenAI headers, -c ${concurrency} --rpm ${rpm}; ideal ${fmt(ideal)} s`,
+  );
   const reps = await repeated({ latencyMs: latency, latencySpreadMs: spread, rpm }, 1, (f) =>
-    once(f, jobs, 16, ['-c', String(concurrency), '--rpm', String(rpm)]));
-  judge(reps, 'wall time / ideal', (r) => r.runs[0]!.wallS / ideal, 'x', '<= 1.05x', (v) => v <= 1.05, 2);
+    once(f, jobs, 16, ['-c', String(concurrency), '--rpm', String(rpm)]),
+  );
+  judge(
+    reps,
+    'wall time / ideal',
+    (r) => r.runs[0]!.wallS / ideal,
+    'x',
+    '<= 1.05x',
+    (v) => v <= 1.05,
+    2,
+  );
   console.log(`    (wall ${fmt(reps[0]!.runs[0]!.wallS, 1)} s from spawning llmq run to its exit; 429s: ${reps[0]!.stats.rateLimited})`);
 }
 
 async function hangs(): Promise<void> {
-  const jobs = 400, concurrency = 16, hangRate = 0.03;
+  const jobs = 400,
+    concurrency = 16,
+    hangRate = 0.03;
   const ideal = (jobs * LATENCY_MS) / 1000 / concurrency;
-  console.log(`(7) ${hangRate * 100}% of tries hang (never answered), ${LATENCY_MS} ms, ${jobs} jobs, -c ${concurrency}, no --timeout; ideal ${fmt(ideal, 2)} s, each run capped at ${HANG_CAP_S} s`);
-  const reps = await repeated({ latencyMs: LATENCY_MS, hangRate }, 1, (f) => once(f, jobs, 16, ['-c', String(concurrency)], { capS: HANG_CAP_S }));
-  judge(reps, 'wall time / ideal', (r) => r.runs[0]!.wallS / ideal, 'x', '<= 3x', (v) => v <= 3, 2);
+  console.log(
+    `(7) ${hangRate * 100}% of tries hang (never answered), ${LATENCY_MS} ms, ${jobs} jobs, -c ${concurrency}, no --timeout; ideal ${fmt(ideal, 2)} s, each run capped at ${HANG_CAP_S} s`,
+  );
+  const reps = await repeated({ latencyMs: LATENCY_MS, hangRate }, 1, (f) =>
+    once(f, jobs, 16, ['-c', String(concurrency)], { capS: HANG_CAP_S }),
+  );
+  judge(
+    reps,
+    'wall time / ideal',
+    (r) => r.runs[0]!.wallS / ideal,
+    'x',
+    '<= 3x',
+    (v) => v <= 3,
+    2,
+  );
   console.log(`    (wall ${fmt(reps[0]!.runs[0]!.wallS, 1)} s; the fake left ${reps[0]!.stats.hung} tries hanging)`);
 }
 
 const SCENARIOS = [paced, learnsFromHeaders, silentProvider, bigRequests, sharedBudget, manyJobs, hangs];
-const wanted = process.argv.slice(2).map(Number).filter((n) => n >= 1 && n <= SCENARIOS.length);
+const wanted = process.argv
+  .slice(2)
+  .map(Number)
+  .filter((n) => n >= 1 && n <= SCENARIOS.length);
 const t0 = performance.now();
-console.log(`load average before: ${loadavg().map((l) => fmt(l, 2)).join(' ')} on ${cpus().length} cores`);
+console.log(
+  `load average before: ${loadavg()
+    .map((l) => fmt(l, 2))
+    .join(' ')} on ${cpus().length} cores`,
+);
 console.log('rates count the requests the fake answered 200, from the first such arrival to the last (process start left out)');
 try {
   for (const [i, scenario] of SCENARIOS.entries()) if (!wanted.length || wanted.includes(i + 1)) await scenario();
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
-console.log(`took ${fmt((performance.now() - t0) / 1000)} s; load average after: ${loadavg().map((l) => fmt(l, 2)).join(' ')}`);
+console.log(
+  `took ${fmt((performance.now() - t0) / 1000)} s; load average after: ${loadavg()
+    .map((l) => fmt(l, 2))
+    .join(' ')}`,
+);

@@ -22,7 +22,11 @@ export interface FakeStats {
 
 /** A FakeOpenAI in a child process (options as FakeOpenAI takes them, plus `latencySpreadMs`: see fake-server.ts). */
 export class FakeProcess {
-  private constructor(readonly url: string, private child: ChildProcess, private lines: Interface) {}
+  private constructor(
+    readonly url: string,
+    private child: ChildProcess,
+    private lines: Interface,
+  ) {}
 
   static async start(options: Record<string, unknown> = {}): Promise<FakeProcess> {
     const script = fileURLToPath(new URL('./fake-server.ts', import.meta.url));

@@ -25,20 +25,39 @@ const args = process.argv.slice(2);
 const want = (x: string, group: string[]) => !args.some((a) => group.includes(a)) || args.includes(x);
 
 type Kind = 'sqlite' | 'postgres';
-interface Pass { readonly name: string; readonly latencyMs: number; readonly concurrency: number; jobs(runs: number): number }
+interface Pass {
+  readonly name: string;
+  readonly latencyMs: number;
+  readonly concurrency: number;
+  jobs(runs: number): number;
+}
 interface Result {
-  kind: Kind; pass: string; runs: number; concurrency: number; latencyMs: number; jobs: number;
-  steady: number; wall: number; ideal: number | null; duplicates: number; received: number; done: number;
-  busy: number; runCores: number; fakeCores: number; pgCores: number;
+  kind: Kind;
+  pass: string;
+  runs: number;
+  concurrency: number;
+  latencyMs: number;
+  jobs: number;
+  steady: number;
+  wall: number;
+  ideal: number | null;
+  duplicates: number;
+  received: number;
+  done: number;
+  busy: number;
+  runCores: number;
+  fakeCores: number;
+  pgCores: number;
   /** Jobs per CPU-second spent by the runs, postgres and the fake: the cost, less sensitive to other load than jobs/s. */
   perCpu: number;
   /** PostgreSQL only: commits in the database and WAL flushes of the server per job (server-wide counters, so others' work counts too). */
-  commitsPerJob: number | null; walSyncsPerJob: number | null;
+  commitsPerJob: number | null;
+  walSyncsPerJob: number | null;
 }
 
 const PASSES: Pass[] = [
   // ~2.5 s of work at the ideal rate, whatever the number of runs
-  { name: 'latency', latencyMs: 50, concurrency: 16, jobs: (runs) => Math.round(runs * 16 / 0.05 * 2.5) },
+  { name: 'latency', latencyMs: 50, concurrency: 16, jobs: (runs) => Math.round(((runs * 16) / 0.05) * 2.5) },
   // no latency: the requests cost nothing, so what is left is the store and the CPU
   { name: 'ceiling', latencyMs: 0, concurrency: 32, jobs: () => 5_000 },
 ];
@@ -58,7 +77,11 @@ function postgresPids(): number[] {
   const out: number[] = [];
   for (const d of readdirSync('/proc')) {
     if (!/^\d+$/.test(d)) continue;
-    try { if (readFileSync(`/proc/${d}/comm`, 'utf8').trim() === 'postgres') out.push(Number(d)); } catch { /* gone */ }
+    try {
+      if (readFileSync(`/proc/${d}/comm`, 'utf8').trim() === 'postgres') out.push(Number(d));
+    } catch {
+      /* gone */
+    }
   }
   return out;
 }
@@ -75,8 +98,15 @@ class CpuWatch {
   #first = new Map<number, number>();
   #last = new Map<number, number>();
   #timer: NodeJS.Timeout;
-  constructor(private pids: () => number[], baseline: boolean) {
-    if (baseline) for (const p of pids()) { const t = ticks(p); if (t !== null) this.#first.set(p, t); }
+  constructor(
+    private pids: () => number[],
+    baseline: boolean,
+  ) {
+    if (baseline)
+      for (const p of pids()) {
+        const t = ticks(p);
+        if (t !== null) this.#first.set(p, t);
+      }
     this.#timer = setInterval(() => this.poll(), 100);
   }
   poll(): void {
@@ -97,7 +127,11 @@ class CpuWatch {
   }
 }
 
-async function withQueue<T>(kind: Kind, jobs: number, fn: (db: string, span: () => Promise<{ done: number; ms: number }>) => Promise<T>): Promise<T> {
+async function withQueue<T>(
+  kind: Kind,
+  jobs: number,
+  fn: (db: string, span: () => Promise<{ done: number; ms: number }>) => Promise<T>,
+): Promise<T> {
   if (kind === 'sqlite') {
     const file = join(dir, `q-${randomBytes(4).toString('hex')}.db`);
     const store = new SqliteStore(file);
@@ -107,9 +141,13 @@ async function withQueue<T>(kind: Kind, jobs: number, fn: (db: string, span: () 
       return await fn(file, async () => {
         const s = new SqliteStore(file);
         try {
-          const r = s.db.prepare(`SELECT count(*) AS done, max(ended_at) - min(started_at) AS ms FROM attempts WHERE outcome = 'done'`).get() as { done: number; ms: number };
+          const r = s.db
+            .prepare(`SELECT count(*) AS done, max(ended_at) - min(started_at) AS ms FROM attempts WHERE outcome = 'done'`)
+            .get() as { done: number; ms: number };
           return r;
-        } finally { await s.close(); }
+        } finally {
+          await s.close();
+        }
       });
     } finally {
       for (const ext of ['', '-wal', '-shm']) rmSync(file + ext, { force: true });
@@ -122,7 +160,9 @@ async function withQueue<T>(kind: Kind, jobs: number, fn: (db: string, span: () 
     await seedJobs(store, jobs);
     await store.pool.query('ANALYZE');
     return await fn(url, async () => {
-      const r = await store.pool.query(`SELECT count(*) AS done, max(ended_at) - min(started_at) AS ms FROM attempts WHERE outcome = 'done'`);
+      const r = await store.pool.query(
+        `SELECT count(*) AS done, max(ended_at) - min(started_at) AS ms FROM attempts WHERE outcome = 'done'`,
+      );
       return { done: Number(r.rows[0].done), ms: Number(r.rows[0].ms) };
     });
   } finally {
@@ -135,15 +175,24 @@ async function withQueue<T>(kind: Kind, jobs: number, fn: (db: string, span: () 
 }
 
 function runCli(db: string, url: string, concurrency: number): { pid: number; exit: Promise<number> } {
-  const child = spawn(process.execPath, [BIN, 'run', '--db', db, '--base-url', url, '--concurrency', String(concurrency), '--progress', 'none'], {
-    stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, LLMQ_API_KEY: 'sk-bench', NO_COLOR: '1' },
-  });
+  const child = spawn(
+    process.execPath,
+    [BIN, 'run', '--db', db, '--base-url', url, '--concurrency', String(concurrency), '--progress', 'none'],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { ...process.env, LLMQ_API_KEY: 'sk-bench', NO_COLOR: '1' },
+    },
+  );
   let err = '';
-  child.stderr!.on('data', (d) => { err += d; });
-  const exit = new Promise<number>((resolve) => child.once('exit', (code) => {
-    if (code !== 0) process.stderr.write(`llmq run exited ${code}: ${err.slice(-2000)}\n`);
-    resolve(code ?? 1);
-  }));
+  child.stderr!.on('data', (d) => {
+    err += d;
+  });
+  const exit = new Promise<number>((resolve) =>
+    child.once('exit', (code) => {
+      if (code !== 0) process.stderr.write(`llmq run exited ${code}: ${err.slice(-2000)}\n`);
+      resolve(code ?? 1);
+    }),
+  );
   return { pid: child.pid!, exit };
 }
 
@@ -186,11 +235,25 @@ async function measure(kind: Kind, pass: Pass, runs: number, fake: FakeProcess):
     const stats = await fake.stats();
     const ideal = pass.latencyMs > 0 ? (runs * pass.concurrency) / (pass.latencyMs / 1000) : null;
     return {
-      kind, pass: pass.name, runs, concurrency: pass.concurrency, latencyMs: pass.latencyMs, jobs,
-      steady: s.done / (s.ms / 1000), wall: s.done / wallS, ideal, duplicates: stats.duplicates, received: stats.received, done: s.done,
-      busy: (m1.busy - m0.busy) / (m1.total - m0.total), runCores: runCpu / wallS, fakeCores: fakeCpu / wallS, pgCores: pgCpu / wallS,
+      kind,
+      pass: pass.name,
+      runs,
+      concurrency: pass.concurrency,
+      latencyMs: pass.latencyMs,
+      jobs,
+      steady: s.done / (s.ms / 1000),
+      wall: s.done / wallS,
+      ideal,
+      duplicates: stats.duplicates,
+      received: stats.received,
+      done: s.done,
+      busy: (m1.busy - m0.busy) / (m1.total - m0.total),
+      runCores: runCpu / wallS,
+      fakeCores: fakeCpu / wallS,
+      pgCores: pgCpu / wallS,
       perCpu: s.done / (runCpu + pgCpu + fakeCpu),
-      commitsPerJob: p0 && p1 ? (p1.commits - p0.commits) / s.done : null, walSyncsPerJob: p0 && p1 ? (p1.syncs - p0.syncs) / s.done : null,
+      commitsPerJob: p0 && p1 ? (p1.commits - p0.commits) / s.done : null,
+      walSyncsPerJob: p0 && p1 ? (p1.syncs - p0.syncs) / s.done : null,
     };
   });
 }
@@ -198,15 +261,19 @@ async function measure(kind: Kind, pass: Pass, runs: number, fake: FakeProcess):
 function row(r: Result): string {
   const eff = r.ideal ? `${fmt((100 * r.steady) / r.ideal, 0).padStart(4)}%` : '    -';
   const ok = r.done === r.jobs && r.received === r.jobs && r.duplicates === 0;
-  return `  ${String(r.runs).padStart(4)} ${fmt(r.jobs).padStart(7)} ${fmt(r.steady).padStart(8)} ${fmt(r.wall).padStart(8)} ` +
+  return (
+    `  ${String(r.runs).padStart(4)} ${fmt(r.jobs).padStart(7)} ${fmt(r.steady).padStart(8)} ${fmt(r.wall).padStart(8)} ` +
     `${(r.ideal ? fmt(r.ideal) : '-').padStart(7)} ${eff}   ${String(r.duplicates).padStart(4)} ${ok ? 'ok  ' : 'MISS'}  ` +
     `${fmt(100 * r.busy).padStart(4)}%   ${fmt(r.runCores, 2)} / ${fmt(r.pgCores, 2)} / ${fmt(r.fakeCores, 2)}   ${fmt(r.perCpu).padStart(6)}` +
-    (r.commitsPerJob === null ? '' : `   ${fmt(r.commitsPerJob, 2).padStart(5)} / ${fmt(r.walSyncsPerJob!, 2)}`);
+    (r.commitsPerJob === null ? '' : `   ${fmt(r.commitsPerJob, 2).padStart(5)} / ${fmt(r.walSyncsPerJob!, 2)}`)
+  );
 }
 
 function header(kind: Kind): string {
-  return '  runs    jobs   jobs/s   wall/s   ideal   eff.  dups sent   CPU busy  cores: runs / postgres / fake   jobs/CPU-s' +
-    (kind === 'postgres' ? '  commits / WAL flushes per job' : '');
+  return (
+    '  runs    jobs   jobs/s   wall/s   ideal   eff.  dups sent   CPU busy  cores: runs / postgres / fake   jobs/CPU-s' +
+    (kind === 'postgres' ? '  commits / WAL flushes per job' : '')
+  );
 }
 
 function verdictFor(kind: Kind, results: Result[]): string {
@@ -217,23 +284,39 @@ function verdictFor(kind: Kind, results: Result[]): string {
   if (lat.length) {
     const busy = Math.min(...lat.map((r) => r.busy));
     const full = lat.filter((r) => r.ideal && r.steady / r.ideal >= 0.85).map((r) => r.runs);
-    parts.push(`With 50 ms requests it reaches ${lat.map((r) => `${fmt((100 * r.steady) / r.ideal!)}%`).join(' / ')} of the ideal with ` +
-      `${lat.map((r) => r.runs).join(' / ')} runs (${fmt(lat.at(-1)!.steady)} of ${fmt(lat.at(-1)!.ideal!)} jobs/s at ${lat.at(-1)!.runs}), so it ` +
-      (full.length ? `keeps up (>= 85%) up to ${Math.max(...full)} run(s)` : 'does not keep up even with 1 run') +
-      (busy > 0.9 ? `; the machine was at least ${fmt(100 * busy)}% busy throughout: CPU-bound on ${cores} cores, not held by the store` : ''));
+    parts.push(
+      `With 50 ms requests it reaches ${lat.map((r) => `${fmt((100 * r.steady) / r.ideal!)}%`).join(' / ')} of the ideal with ` +
+        `${lat.map((r) => r.runs).join(' / ')} runs (${fmt(lat.at(-1)!.steady)} of ${fmt(lat.at(-1)!.ideal!)} jobs/s at ${lat.at(-1)!.runs}), so it ` +
+        (full.length ? `keeps up (>= 85%) up to ${Math.max(...full)} run(s)` : 'does not keep up even with 1 run') +
+        (busy > 0.9
+          ? `; the machine was at least ${fmt(100 * busy)}% busy throughout: CPU-bound on ${cores} cores, not held by the store`
+          : ''),
+    );
   }
   if (ceil.length) {
     const best = ceil.reduce((a, b) => (b.steady > a.steady ? b : a));
     const last = ceil.at(-1)!;
-    parts.push(`With free requests it peaks at ~${fmt(best.steady)} jobs/s with ${best.runs} run(s) ` +
-      `(${ceil.map((r) => `${r.runs}: ${fmt(r.steady)}`).join(', ')}), which is where it stops scaling on this machine`);
+    parts.push(
+      `With free requests it peaks at ~${fmt(best.steady)} jobs/s with ${best.runs} run(s) ` +
+        `(${ceil.map((r) => `${r.runs}: ${fmt(r.steady)}`).join(', ')}), which is where it stops scaling on this machine`,
+    );
     const why: string[] = [];
-    if (last.busy > 0.9) why.push(`${last.runs} runs on ${cores} cores are CPU-bound (machine ${fmt(100 * last.busy)}% busy; the llmq runs alone use ${fmt(last.runCores, 2)} cores)`);
-    if (last.perCpu < 0.9 * ceil[0]!.perCpu) why.push(`jobs per CPU-second fall from ${fmt(ceil[0]!.perCpu)} to ${fmt(last.perCpu)} as runs are added, so each added run costs more than it brings`);
+    if (last.busy > 0.9)
+      why.push(
+        `${last.runs} runs on ${cores} cores are CPU-bound (machine ${fmt(100 * last.busy)}% busy; the llmq runs alone use ${fmt(last.runCores, 2)} cores)`,
+      );
+    if (last.perCpu < 0.9 * ceil[0]!.perCpu)
+      why.push(
+        `jobs per CPU-second fall from ${fmt(ceil[0]!.perCpu)} to ${fmt(last.perCpu)} as runs are added, so each added run costs more than it brings`,
+      );
     if (kind === 'postgres') {
-      why.push(`PostgreSQL itself uses ${fmt(Math.max(...ceil.map((r) => r.pgCores)), 2)} cores at most and ${fmt(Math.max(...ceil.map((r) => r.commitsPerJob ?? 0)), 2)} commits per job, so the server is not the limit here`);
+      why.push(
+        `PostgreSQL itself uses ${fmt(Math.max(...ceil.map((r) => r.pgCores)), 2)} cores at most and ${fmt(Math.max(...ceil.map((r) => r.commitsPerJob ?? 0)), 2)} commits per job, so the server is not the limit here`,
+      );
     } else {
-      why.push(`every SQLite write happens inside a run under the file's one write lock, and a run that finds it taken waits in SQLite's busy handler with its whole event loop blocked (better-sqlite3 is synchronous), so runs wait for each other instead of adding throughput`);
+      why.push(
+        `every SQLite write happens inside a run under the file's one write lock, and a run that finds it taken waits in SQLite's busy handler with its whole event loop blocked (better-sqlite3 is synchronous), so runs wait for each other instead of adding throughput`,
+      );
     }
     parts.push(why.join('; '));
   }
@@ -244,15 +327,21 @@ const kinds = (['sqlite', 'postgres'] as Kind[]).filter((k) => want(k, ['sqlite'
 const passes = PASSES.filter((p) => want(p.name, ['latency', 'ceiling']));
 const fake = await FakeProcess.start({ latencyMs: 0 });
 const results: Result[] = [];
-console.log(`load average before: ${loadavg().map((l) => fmt(l, 2)).join(' ')} on ${cpus().length} cores`);
+console.log(
+  `load average before: ${loadavg()
+    .map((l) => fmt(l, 2))
+    .join(' ')} on ${cpus().length} cores`,
+);
 console.log(`jobs/s is measured from the first request to the last answer (attempts table); wall/s includes starting the processes.`);
 console.log(`CPU busy is the whole machine (others' work included); cores are CPU-seconds per wall second of the llmq runs, of every`);
 console.log(`postgres process, and of the fake; jobs/CPU-s divides the jobs by those CPU-seconds (what a job costs, whatever else runs).`);
 try {
   for (const pass of passes) {
-    console.log(pass.latencyMs > 0
-      ? `\n(${pass.name}) fake latency ${pass.latencyMs} ms, --concurrency ${pass.concurrency} per run; ideal = runs x ${pass.concurrency} / ${pass.latencyMs / 1000} s`
-      : `\n(${pass.name}) zero-latency fake, --concurrency ${pass.concurrency} per run: the store and CPU ceiling`);
+    console.log(
+      pass.latencyMs > 0
+        ? `\n(${pass.name}) fake latency ${pass.latencyMs} ms, --concurrency ${pass.concurrency} per run; ideal = runs x ${pass.concurrency} / ${pass.latencyMs / 1000} s`
+        : `\n(${pass.name}) zero-latency fake, --concurrency ${pass.concurrency} per run: the store and CPU ceiling`,
+    );
     for (const kind of kinds) {
       console.log(` ${kind}${kind === 'postgres' ? ' (fresh schema per row, dropped after)' : ' (one file)'}`);
       console.log(header(kind));
@@ -269,8 +358,14 @@ try {
 }
 const dups = results.reduce((a, r) => a + r.duplicates, 0);
 const missing = results.filter((r) => r.done !== r.jobs || r.received !== r.jobs).length;
-console.log(`\nsent twice: ${dups} job(s) over ${results.length} rows; rows where sent != jobs or done != jobs: ${missing}  ${dups === 0 && missing === 0 ? 'PASS' : 'MISS'}`);
-console.log(`load average after: ${loadavg().map((l) => fmt(l, 2)).join(' ')}`);
+console.log(
+  `\nsent twice: ${dups} job(s) over ${results.length} rows; rows where sent != jobs or done != jobs: ${missing}  ${dups === 0 && missing === 0 ? 'PASS' : 'MISS'}`,
+);
+console.log(
+  `load average after: ${loadavg()
+    .map((l) => fmt(l, 2))
+    .join(' ')}`,
+);
 console.log('where scaling stops:');
 for (const kind of kinds) console.log(verdictFor(kind, results));
 if (dups > 0 || missing > 0) process.exitCode = 1;

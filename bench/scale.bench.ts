@@ -45,7 +45,8 @@ function line(label: string, value: string, target: string, ok: boolean | null):
 
 // ---- documents
 
-const WORDS = 'the quick brown fox jumps over a lazy dog while seven tired wizards quietly box jugs of amber liquor near old harbours'.split(' ');
+const WORDS =
+  'the quick brown fox jumps over a lazy dog while seven tired wizards quietly box jugs of amber liquor near old harbours'.split(' ');
 
 /** Write documents [0, count) as JSONL of ~250 bytes a line; returns the file and its mean line size. */
 function writeDocs(count: number): { file: string; lineBytes: number } {
@@ -71,7 +72,13 @@ function writeDocs(count: number): { file: string; lineBytes: number } {
 
 // ---- child processes, with peak RSS
 
-interface Child { code: number | null; wallS: number; peakMB: number; stdout: string; stderr: string }
+interface Child {
+  code: number | null;
+  wallS: number;
+  peakMB: number;
+  stdout: string;
+  stderr: string;
+}
 
 /** VmHWM (peak resident set) of a live process, in bytes; 0 once it is gone. */
 function peakRss(pid: number): number {
@@ -87,16 +94,27 @@ function peakRss(pid: number): number {
 function llmq(cliArgs: readonly string[], env: Record<string, string> = {}): Promise<Child> {
   const t0 = performance.now();
   const child = spawn(process.execPath, [BIN, ...cliArgs], {
-    stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LLMQ_API_KEY: 'sk-bench', NO_COLOR: '1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, LLMQ_API_KEY: 'sk-bench', NO_COLOR: '1', ...env },
   });
-  let stdout = '', stderr = '', peak = 0;
-  child.stdout!.on('data', (d) => { if (stdout.length < 1e6) stdout += d; });
-  child.stderr!.on('data', (d) => { stderr = (stderr + d).slice(-4000); });
-  const poll = setInterval(() => { peak = Math.max(peak, peakRss(child.pid!)); }, 20);
-  return new Promise((resolve) => child.once('exit', (code) => {
-    clearInterval(poll);
-    resolve({ code, wallS: (performance.now() - t0) / 1000, peakMB: peak / MB, stdout, stderr: stderr.trim() });
-  }));
+  let stdout = '',
+    stderr = '',
+    peak = 0;
+  child.stdout!.on('data', (d) => {
+    if (stdout.length < 1e6) stdout += d;
+  });
+  child.stderr!.on('data', (d) => {
+    stderr = (stderr + d).slice(-4000);
+  });
+  const poll = setInterval(() => {
+    peak = Math.max(peak, peakRss(child.pid!));
+  }, 20);
+  return new Promise((resolve) =>
+    child.once('exit', (code) => {
+      clearInterval(poll);
+      resolve({ code, wallS: (performance.now() - t0) / 1000, peakMB: peak / MB, stdout, stderr: stderr.trim() });
+    }),
+  );
 }
 
 async function must(cliArgs: readonly string[], env?: Record<string, string>): Promise<Child> {
@@ -133,7 +151,19 @@ async function withQueue<T>(kind: Kind, name: string, fn: (db: string) => Promis
   }
 }
 
-const enqueueArgs = (file: string, db: string) => ['enqueue', file, '--db', db, '--model', 'gpt-4o-mini', '--max-tokens', '64', '--prompt', PROMPT, '--json'];
+const enqueueArgs = (file: string, db: string) => [
+  'enqueue',
+  file,
+  '--db',
+  db,
+  '--model',
+  'gpt-4o-mini',
+  '--max-tokens',
+  '64',
+  '--prompt',
+  PROMPT,
+  '--json',
+];
 
 /** Bytes the queue takes on disk (SQLite: the file and its WAL; PostgreSQL: the schema's tables, indexes and TOAST). */
 async function queueBytes(kind: Kind, db: string): Promise<number> {
@@ -220,7 +250,21 @@ async function answerAll(kind: Kind, db: string): Promise<void> {
 /** `run -c 64 --limit 10,000` against the zero-latency fake: jobs/s over the busy span, and peak RSS. */
 async function runFigures(db: string, fake: FakeProcess): Promise<{ rate: number; peakMB: number; done: number }> {
   fake.clear();
-  const r = await must(['run', '--db', db, '--base-url', fake.url, '-c', '64', '--limit', String(RUN_LIMIT), '--progress', 'none', '--timeout', '60']);
+  const r = await must([
+    'run',
+    '--db',
+    db,
+    '--base-url',
+    fake.url,
+    '-c',
+    '64',
+    '--limit',
+    String(RUN_LIMIT),
+    '--progress',
+    'none',
+    '--timeout',
+    '60',
+  ]);
   const s = await fake.stats();
   return { rate: s.ok / Math.max(0.001, (s.lastAt - s.firstAt) / 1000), peakMB: r.peakMB, done: s.ok };
 }
@@ -249,12 +293,23 @@ async function bench(kind: Kind, big: string, small: string, runFile: string, li
         const e2 = N === SMALL ? e1 : await must(enqueueArgs(big, bigDb));
         if (N === SMALL) await must(enqueueArgs(big, bigDb));
         const rateBig = N / e2.wallS;
-        if (N !== SMALL) line(`enqueue ${fmt(N)} docs`, `${fmt(rateBig)} docs/s`, `> 42,000/s, within 20% of ${fmt(SMALL)}`, rateBig > 42_000 && rateBig >= 0.8 * rateSmall);
+        if (N !== SMALL)
+          line(
+            `enqueue ${fmt(N)} docs`,
+            `${fmt(rateBig)} docs/s`,
+            `> 42,000/s, within 20% of ${fmt(SMALL)}`,
+            rateBig > 42_000 && rateBig >= 0.8 * rateSmall,
+          );
         line(`  (wall ${fmt(e2.wallS, 1)} s) peak RSS`, `${fmt(e2.peakMB)} MB`, '< 300 MB', e2.peakMB < 300);
         const again = await must(enqueueArgs(big, bigDb));
         // 2 minutes at ten million, in proportion below
-        const againCap = 120 * N / 10_000_000;
-        line(`enqueue the same ${fmt(N)} again`, `${fmt(again.wallS, 1)} s`, N === 10_000_000 ? '< 120 s' : `< 120 s at 10M (${fmt(againCap, 1)} s here)`, again.wallS < againCap);
+        const againCap = (120 * N) / 10_000_000;
+        line(
+          `enqueue the same ${fmt(N)} again`,
+          `${fmt(again.wallS, 1)} s`,
+          N === 10_000_000 ? '< 120 s' : `< 120 s at 10M (${fmt(againCap, 1)} s here)`,
+          again.wallS < againCap,
+        );
 
         const bytesQueued = await queueBytes(kind, bigDb);
         const payload = await payloadBytes(kind, bigDb);
@@ -263,11 +318,16 @@ async function bench(kind: Kind, big: string, small: string, runFile: string, li
         const prices = priceTableFrom({});
         const store = await openStore(bigDb);
         try {
-          const statusMs = await timeMs(async () => buildStatusReport(await store.status(Date.now()), { now: Date.now(), prices, db: 'bench' }), 5);
+          const statusMs = await timeMs(
+            async () => buildStatusReport(await store.status(Date.now()), { now: Date.now(), prices, db: 'bench' }),
+            5,
+          );
           line('status, in-process (median of 5)', `${fmt(statusMs, 1)} ms`, '< 100 ms', statusMs < 100);
           const ids = [0, Math.floor(N / 2), N - 1, 12_345 % N, Math.floor(N * 0.9)].map((n) => `doc-${String(n).padStart(8, '0')}`);
           let i = 0;
-          const showMs = await timeMs(async () => { if (!(await store.item(ids[i++ % ids.length]!))) throw new Error('no such item'); }, ids.length);
+          const showMs = await timeMs(async () => {
+            if (!(await store.item(ids[i++ % ids.length]!))) throw new Error('no such item');
+          }, ids.length);
           line('show <id>, in-process (median of 5)', `${fmt(showMs, 2)} ms`, '< 50 ms', showMs < 50);
         } finally {
           await store.close();
@@ -284,7 +344,12 @@ async function bench(kind: Kind, big: string, small: string, runFile: string, li
         const runBig = await runFigures(bigDb, fake);
         line(`run -c 64, ${fmt(RUN_LIMIT)} jobs, ${fmt(RUN_SMALL)} queued`, `${fmt(runSmall.rate)} jobs/s`, 'reference', null);
         line(`  peak RSS`, `${fmt(runSmall.peakMB)} MB`, 'reference', null);
-        line(`run -c 64, ${fmt(RUN_LIMIT)} jobs, ${fmt(N)} queued`, `${fmt(runBig.rate)} jobs/s`, `within 20% of ${fmt(RUN_SMALL)} queued`, runBig.rate >= 0.8 * runSmall.rate);
+        line(
+          `run -c 64, ${fmt(RUN_LIMIT)} jobs, ${fmt(N)} queued`,
+          `${fmt(runBig.rate)} jobs/s`,
+          `within 20% of ${fmt(RUN_SMALL)} queued`,
+          runBig.rate >= 0.8 * runSmall.rate,
+        );
         line(`  peak RSS`, `${fmt(runBig.peakMB)} MB`, `within 20% of ${fmt(RUN_SMALL)} queued`, runBig.peakMB <= 1.2 * runSmall.peakMB);
 
         const t = performance.now();
@@ -293,13 +358,23 @@ async function bench(kind: Kind, big: string, small: string, runFile: string, li
         console.log(`  (every job given an answer in SQL: ${fmt((performance.now() - t) / 1000, 1)} s)`);
         const bytesDone = await queueBytes(kind, bigDb);
         const done = await payloadBytes(kind, bigDb);
-        line('database bytes per job, answered', `${fmt(bytesDone / N)} B`, `req ${fmt(done.request)} + answer ${fmt(done.answer)} B + overhead`, null);
+        line(
+          'database bytes per job, answered',
+          `${fmt(bytesDone / N)} B`,
+          `req ${fmt(done.request)} + answer ${fmt(done.answer)} B + overhead`,
+          null,
+        );
 
         for (const format of FORMATS) {
           const s = await exportFigures(smallDb, SMALL, format);
           const b = await exportFigures(bigDb, N, format);
           line(`export --format ${format}, ${fmt(N)} rows`, `${fmt(b.rate)} rows/s`, '> 100,000/s', b.rate > 100_000);
-          line(`  peak RSS (${fmt(SMALL)} rows: ${fmt(s.peakMB)} MB)`, `${fmt(b.peakMB)} MB`, `flat: within 20% of ${fmt(SMALL)} rows`, b.peakMB <= 1.2 * s.peakMB);
+          line(
+            `  peak RSS (${fmt(SMALL)} rows: ${fmt(s.peakMB)} MB)`,
+            `${fmt(b.peakMB)} MB`,
+            `flat: within 20% of ${fmt(SMALL)} rows`,
+            b.peakMB <= 1.2 * s.peakMB,
+          );
           console.log(`    (${fmt(b.bytes / N)} bytes a row; ${fmt(SMALL)} rows at ${fmt(s.rate)} rows/s)`);
         }
       });
@@ -309,16 +384,24 @@ async function bench(kind: Kind, big: string, small: string, runFile: string, li
   }
 }
 
-console.log(`load average before: ${loadavg().map((l) => fmt(l, 2)).join(' ')} on ${cpus().length} cores; build ${BIN}`);
+console.log(
+  `load average before: ${loadavg()
+    .map((l) => fmt(l, 2))
+    .join(' ')} on ${cpus().length} cores; build ${BIN}`,
+);
 const t0 = performance.now();
 try {
   const big = writeDocs(N);
   const small = N === SMALL ? big : writeDocs(SMALL);
   const runFile = writeDocs(RUN_SMALL).file;
-  console.log(`wrote ${fmt(N)} documents (${fmt(big.lineBytes * N / MB)} MB) in ${fmt((performance.now() - t0) / 1000, 1)} s`);
+  console.log(`wrote ${fmt(N)} documents (${fmt((big.lineBytes * N) / MB)} MB) in ${fmt((performance.now() - t0) / 1000, 1)} s`);
   for (const kind of kinds) await bench(kind, big.file, small.file, runFile, big.lineBytes);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
-console.log(`\ntook ${fmt((performance.now() - t0) / 1000)} s; load average after: ${loadavg().map((l) => fmt(l, 2)).join(' ')}; ${misses} MISS`);
+console.log(
+  `\ntook ${fmt((performance.now() - t0) / 1000)} s; load average after: ${loadavg()
+    .map((l) => fmt(l, 2))
+    .join(' ')}; ${misses} MISS`,
+);
 process.exitCode = misses ? 1 : 0;

@@ -36,7 +36,10 @@ function writeDocs(count: number, name: string): string {
   const file = join(dir, `${name}.jsonl`);
   const lines = Array.from({ length: count }, (_, n) => {
     const words = 40 + Math.floor(draw(`doc ${n}`) * 560);
-    return JSON.stringify({ id: `doc-${n}`, text: `Note ${n}: ` + Array.from({ length: words }, (_, i) => WORDS[(n + i * 7) % WORDS.length]).join(' ') });
+    return JSON.stringify({
+      id: `doc-${n}`,
+      text: `Note ${n}: ` + Array.from({ length: words }, (_, i) => WORDS[(n + i * 7) % WORDS.length]).join(' '),
+    });
   });
   writeFileSync(file, lines.join('\n') + '\n');
   return file;
@@ -54,14 +57,27 @@ const at = ['--base-url', fake.url];
 
 function cli(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
-  let stdout = '', stderr = '';
+  let stdout = '',
+    stderr = '';
   child.stdout.on('data', (d) => (stdout += d));
   child.stderr.on('data', (d) => (stderr += d));
   return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
 }
 
 async function enqueue(db: string, docs: string): Promise<void> {
-  const r = await cli(['enqueue', docs, '--db', db, '--model', 'gpt-4o-mini', '--max-tokens', '600', '--prompt', 'Summarize: {{text}}', '--json']);
+  const r = await cli([
+    'enqueue',
+    docs,
+    '--db',
+    db,
+    '--model',
+    'gpt-4o-mini',
+    '--max-tokens',
+    '600',
+    '--prompt',
+    'Summarize: {{text}}',
+    '--json',
+  ]);
   if (r.code !== 0) throw new Error(`enqueue exited ${r.code}: ${r.stderr}`);
 }
 
@@ -90,10 +106,16 @@ async function estimateAccuracy(): Promise<void> {
   const after = await money(db);
   const actual = after.answered - before.answered;
   const off = Math.abs(e.cost.low - actual) / actual;
-  console.log(`(1) estimate once 50 of 1,000 jobs are done (answers ${fmt(e.models[0].completion.mean, 0)} tokens on average, p90 ${e.models[0].completion.p90})`);
-  console.log(`    estimate for the other ${fmt(e.jobs)}: $${e.cost.low.toFixed(4)} (mean answers) to $${e.cost.high.toFixed(4)} (p90), worst $${e.cost.worst.toFixed(4)}`);
-  console.log(`    they then cost $${actual.toFixed(4)}: the estimate is ${fmt(100 * off, 1)}% off  target <= 10%  ${check(off <= 0.1)}` +
-    `  (actual within [low, high]: ${actual >= e.cost.low * 0.999 && actual <= e.cost.high * 1.001 ? 'yes' : 'no'})`);
+  console.log(
+    `(1) estimate once 50 of 1,000 jobs are done (answers ${fmt(e.models[0].completion.mean, 0)} tokens on average, p90 ${e.models[0].completion.p90})`,
+  );
+  console.log(
+    `    estimate for the other ${fmt(e.jobs)}: $${e.cost.low.toFixed(4)} (mean answers) to $${e.cost.high.toFixed(4)} (p90), worst $${e.cost.worst.toFixed(4)}`,
+  );
+  console.log(
+    `    they then cost $${actual.toFixed(4)}: the estimate is ${fmt(100 * off, 1)}% off  target <= 10%  ${check(off <= 0.1)}` +
+      `  (actual within [low, high]: ${actual >= e.cost.low * 0.999 && actual <= e.cost.high * 1.001 ? 'yes' : 'no'})`,
+  );
 }
 
 /** Runs `n` CLI runs at once with these arguments; returns their exit codes. */
@@ -103,8 +125,10 @@ async function together(n: number, args: readonly string[]): Promise<Array<numbe
 
 function overshootLine(what: string, budget: number, m: { answered: number; committed: number }, codes: Array<number | null>): void {
   const over = Math.max(0, m.answered - budget, m.committed - budget);
-  console.log(`    ${what.padEnd(37)} answered $${m.answered.toFixed(5)}, committed $${m.committed.toFixed(5)} of $${budget.toFixed(2)} ` +
-    `(${fmt((100 * m.committed) / budget, 1)}% used; exits ${codes.join(',')}); overshoot $${over.toFixed(5)}  target 0  ${check(over === 0 && codes.every((c) => c === 3))}`);
+  console.log(
+    `    ${what.padEnd(37)} answered $${m.answered.toFixed(5)}, committed $${m.committed.toFixed(5)} of $${budget.toFixed(2)} ` +
+      `(${fmt((100 * m.committed) / budget, 1)}% used; exits ${codes.join(',')}); overshoot $${over.toFixed(5)}  target 0  ${check(over === 0 && codes.every((c) => c === 3))}`,
+  );
 }
 
 async function overshoot(): Promise<void> {
@@ -120,7 +144,10 @@ async function overshoot(): Promise<void> {
   codes = await together(3, ['--db', three, ...at, '--budget-total', String(budget), '--concurrency', '16']);
   overshootLine('3 runs on SQLite, --budget-total', budget, await money(three), codes);
   const probe = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 3000 });
-  const reachable = await probe.connect().then(() => true, () => false);
+  const reachable = await probe.connect().then(
+    () => true,
+    () => false,
+  );
   await probe.end().catch(() => {});
   if (reachable) {
     await withPgSchema(async (url) => {
@@ -135,7 +162,11 @@ async function overshoot(): Promise<void> {
   const killed = join(dir, 'killed.db');
   await enqueue(killed, docs);
   fake.configure({ latencyMs: 1500 });
-  const child = spawn(process.execPath, [BIN, 'run', '--db', killed, ...at, '--budget-total', String(budget), '--concurrency', '16', '--progress', 'none'], { stdio: 'ignore' });
+  const child = spawn(
+    process.execPath,
+    [BIN, 'run', '--db', killed, ...at, '--budget-total', String(budget), '--concurrency', '16', '--progress', 'none'],
+    { stdio: 'ignore' },
+  );
   const sentBefore = fake.received;
   while (fake.received < sentBefore + 16) await new Promise((r) => setTimeout(r, 20));
   child.kill('SIGKILL');
@@ -167,7 +198,9 @@ async function cliPeak(db: string): Promise<{ peak: number; seconds: number }> {
     try {
       const hwm = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
       if (hwm) peak = Math.max(peak, Number(hwm[1]) * 1024);
-    } catch { /* exited */ }
+    } catch {
+      /* exited */
+    }
   }, 50);
   const t0 = performance.now();
   await new Promise((r) => child.once('exit', r));
@@ -184,7 +217,8 @@ async function liveHeapPeak(db: string): Promise<number> {
   const store = new SqliteStore(db);
   gc();
   const before = process.memoryUsage().heapUsed;
-  let peak = 0, seen = 0;
+  let peak = 0,
+    seen = 0;
   async function* jobsToRun(now: number) {
     for await (const job of store.jobsToRun(now)) {
       if (++seen % 1000 === 0) {
@@ -211,10 +245,14 @@ async function memory(): Promise<void> {
   await liveHeapPeak(small); // loads the tokenizer and the price data, which stay for the process
   const [heapSmall, heapBig] = [await liveHeapPeak(small), await liveHeapPeak(big)];
   const [rssSmall, rssBig] = [await cliPeak(small), await cliPeak(big)];
-  console.log(`(3) llmq estimate reads the queue a page at a time: most heap held while reading 10,000 jobs ${fmt(heapSmall / 1048576, 2)} MB, ` +
-    `100,000 jobs ${fmt(heapBig / 1048576, 2)} MB  target < 5 MB  ${check(heapBig < 5 * 1048576)}`);
-  console.log(`    peak RSS of the CLI (tokenizer tables and garbage awaiting collection included): ${fmt(rssSmall.peak / 1048576, 1)} MB ` +
-    `for 10,000 jobs (${fmt(rssSmall.seconds, 1)} s), ${fmt(rssBig.peak / 1048576, 1)} MB for 100,000 (${fmt(rssBig.seconds, 1)} s)`);
+  console.log(
+    `(3) llmq estimate reads the queue a page at a time: most heap held while reading 10,000 jobs ${fmt(heapSmall / 1048576, 2)} MB, ` +
+      `100,000 jobs ${fmt(heapBig / 1048576, 2)} MB  target < 5 MB  ${check(heapBig < 5 * 1048576)}`,
+  );
+  console.log(
+    `    peak RSS of the CLI (tokenizer tables and garbage awaiting collection included): ${fmt(rssSmall.peak / 1048576, 1)} MB ` +
+      `for 10,000 jobs (${fmt(rssSmall.seconds, 1)} s), ${fmt(rssBig.peak / 1048576, 1)} MB for 100,000 (${fmt(rssBig.seconds, 1)} s)`,
+  );
 }
 
 const which = process.argv[2];

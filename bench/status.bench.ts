@@ -64,11 +64,16 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
-async function measure(kind: string, root: string, location: string): Promise<{ openMs: number; statusMs: number; cliMs: number; startMs: number; total: number }> {
+async function measure(
+  kind: string,
+  root: string,
+  location: string,
+): Promise<{ openMs: number; statusMs: number; cliMs: number; startMs: number; total: number }> {
   const t0 = performance.now();
-  const store = kind === 'sqlite'
-    ? new (await import(pathToFileURL(join(root, 'dist/store/sqlite/store.js')).href)).SqliteStore(location)
-    : await (await import(pathToFileURL(join(root, 'dist/store/postgres/store.js')).href)).PostgresStore.open(location);
+  const store =
+    kind === 'sqlite'
+      ? new (await import(pathToFileURL(join(root, 'dist/store/sqlite/store.js')).href)).SqliteStore(location)
+      : await (await import(pathToFileURL(join(root, 'dist/store/postgres/store.js')).href)).PostgresStore.open(location);
   const openMs = performance.now() - t0; // includes a migration (its backfill) the first time a build opens the queue
   const times: number[] = [];
   let total = 0;
@@ -101,7 +106,9 @@ async function measure(kind: string, root: string, location: string): Promise<{ 
  * reports (readMs). Each load is a new stream to an idle server, so each one polls the store.
  */
 async function dashboard(root: string, location: string): Promise<{ loadMs: number; pollMs: number }> {
-  const child = spawn(process.execPath, [join(root, 'bin/llmq.js'), 'serve', '--port', '0', '--read-only', '--db', location], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, [join(root, 'bin/llmq.js'), 'serve', '--port', '0', '--read-only', '--db', location], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   try {
     let err = '';
     const url = await new Promise<string>((resolve, reject) => {
@@ -149,12 +156,16 @@ for (const kind of kinds) {
     for (const b of builds) {
       const r = await measure(kind, b.root, location);
       if (r.total !== JOBS) throw new Error(`status counted ${r.total} jobs, expected ${JOBS}`);
-      console.log(`  ${b.name.padEnd(10)} open ${fmt(r.openMs).padStart(7)} ms   store.status() median ${fmt(r.statusMs, 1).padStart(7)} ms ` +
-        `(< 100 ${verdict(r.statusMs < 100)})   status --json median ${fmt(r.cliMs).padStart(6)} ms (< 250 ${verdict(r.cliMs < 250)}; ` +
-        `llmq --version ${fmt(r.startMs)} ms)`);
+      console.log(
+        `  ${b.name.padEnd(10)} open ${fmt(r.openMs).padStart(7)} ms   store.status() median ${fmt(r.statusMs, 1).padStart(7)} ms ` +
+          `(< 100 ${verdict(r.statusMs < 100)})   status --json median ${fmt(r.cliMs).padStart(6)} ms (< 250 ${verdict(r.cliMs < 250)}; ` +
+          `llmq --version ${fmt(r.startMs)} ms)`,
+      );
       const d = await dashboard(b.root, location);
-      console.log(`  ${''.padEnd(10)} llmq serve: page load median ${fmt(d.loadMs).padStart(6)} ms (< 1000 ${verdict(d.loadMs < 1000)})   ` +
-        `its status poll median ${fmt(d.pollMs, 1)} ms`);
+      console.log(
+        `  ${''.padEnd(10)} llmq serve: page load median ${fmt(d.loadMs).padStart(6)} ms (< 1000 ${verdict(d.loadMs < 1000)})   ` +
+          `its status poll median ${fmt(d.pollMs, 1)} ms`,
+      );
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -27,13 +27,15 @@ async function bareUndiciLoop(url: string, jobs: number, concurrency: number): P
   let next = 0;
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < jobs) {
-      const body = requestFor(next++);
-      const res = await pool.request({ path: endpoint.pathname, method: 'POST', headers: { 'content-type': 'application/json' }, body });
-      JSON.parse(await res.body.text());
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < jobs) {
+        const body = requestFor(next++);
+        const res = await pool.request({ path: endpoint.pathname, method: 'POST', headers: { 'content-type': 'application/json' }, body });
+        JSON.parse(await res.body.text());
+      }
+    }),
+  );
   const seconds = (performance.now() - t0) / 1000;
   const cpu = process.cpuUsage(cpu0);
   await pool.close();
@@ -41,7 +43,8 @@ async function bareUndiciLoop(url: string, jobs: number, concurrency: number): P
 }
 
 async function throughput(): Promise<void> {
-  const jobs = 20_000, concurrency = 64;
+  const jobs = 20_000,
+    concurrency = 64;
   const fake = await FakeProcess.start({ latencyMs: 0 });
   await bareUndiciLoop(fake.url, 2000, concurrency); // warm up both sides
   const bare = await bareUndiciLoop(fake.url, jobs, concurrency);
@@ -58,9 +61,13 @@ async function throughput(): Promise<void> {
   await fake.close();
   console.log(`(1) throughput, zero-latency fake, concurrency ${concurrency}, ${fmt(jobs)} jobs`);
   console.log(`    llmq run:          ${fmt(ours)} jobs/s, ${fmt(cpuMsPerJob, 3)} CPU ms per job (store, scheduler and HTTP)`);
-  console.log(`    bare undici loop:  ${fmt(bare.rate)} requests/s, ${fmt(bare.cpuMsPerJob, 3)} CPU ms per request (the limit: same requests, no queue)`);
+  console.log(
+    `    bare undici loop:  ${fmt(bare.rate)} requests/s, ${fmt(bare.cpuMsPerJob, 3)} CPU ms per request (the limit: same requests, no queue)`,
+  );
   console.log(`    ratio ${fmt(bare.rate / ours, 2)}x  target <= 1.1x  ${verdict(bare.rate / ours <= 1.1)}`);
-  console.log(`    CPU per job ${fmt(cpuMsPerJob, 3)} ms  target <= ${fmt(BEFORE_CPU_MS_PER_JOB / 2, 3)} ms (half of the fetch-based run's ${fmt(BEFORE_CPU_MS_PER_JOB, 3)})  ${verdict(cpuMsPerJob <= BEFORE_CPU_MS_PER_JOB / 2)}`);
+  console.log(
+    `    CPU per job ${fmt(cpuMsPerJob, 3)} ms  target <= ${fmt(BEFORE_CPU_MS_PER_JOB / 2, 3)} ms (half of the fetch-based run's ${fmt(BEFORE_CPU_MS_PER_JOB, 3)})  ${verdict(cpuMsPerJob <= BEFORE_CPU_MS_PER_JOB / 2)}`,
+  );
 }
 
 /** CPU ms per job of the fetch-based provider (main before undici), measured with this bench. */
@@ -72,14 +79,20 @@ async function peakRss(queued: number, answered: number): Promise<{ peak: number
   await store.close();
   const fake = await FakeProcess.start({ latencyMs: 0 });
   const bin = fileURLToPath(new URL('../bin/llmq.js', import.meta.url));
-  const child = spawn(process.execPath, [bin, 'run', '--db', db, '--base-url', fake.url, '--concurrency', '64', '--progress', 'none', '--limit', String(answered)], { stdio: 'inherit' });
+  const child = spawn(
+    process.execPath,
+    [bin, 'run', '--db', db, '--base-url', fake.url, '--concurrency', '64', '--progress', 'none', '--limit', String(answered)],
+    { stdio: 'inherit' },
+  );
   let peak = 0;
   const poll = setInterval(() => {
     try {
       const status = require('node:fs').readFileSync(`/proc/${child.pid}/status`, 'utf8') as string;
       const hwm = /VmHWM:\s+(\d+) kB/.exec(status);
       if (hwm) peak = Math.max(peak, Number(hwm[1]) * 1024);
-    } catch { /* exited */ }
+    } catch {
+      /* exited */
+    }
   }, 100);
   const t0 = performance.now();
   await new Promise((r) => child.once('exit', r));
@@ -93,8 +106,12 @@ async function memory(): Promise<void> {
   const small = await peakRss(answered, answered);
   const big = await peakRss(1_000_000, answered);
   console.log(`(2) peak RSS and pace of llmq run (concurrency 64, zero-latency fake), ${fmt(answered)} jobs answered`);
-  console.log(`    queue of 1,000,000 jobs: ${fmt(big.peak / 1048576, 1)} MB, ${fmt(answered / big.seconds)} jobs/s (${fmt(big.seconds, 1)} s)   target < 150 MB  ${verdict(big.peak < 150 * 1048576)}`);
-  console.log(`    queue of    20,000 jobs: ${fmt(small.peak / 1048576, 1)} MB, ${fmt(answered / small.seconds)} jobs/s (${fmt(small.seconds, 1)} s): memory does not grow with the queue (claims are batched)`);
+  console.log(
+    `    queue of 1,000,000 jobs: ${fmt(big.peak / 1048576, 1)} MB, ${fmt(answered / big.seconds)} jobs/s (${fmt(big.seconds, 1)} s)   target < 150 MB  ${verdict(big.peak < 150 * 1048576)}`,
+  );
+  console.log(
+    `    queue of    20,000 jobs: ${fmt(small.peak / 1048576, 1)} MB, ${fmt(answered / small.seconds)} jobs/s (${fmt(small.seconds, 1)} s): memory does not grow with the queue (claims are batched)`,
+  );
   const slower = small.seconds > 0 ? big.seconds / small.seconds : Infinity;
   // the big run also opens a bigger file (and reads status over a million rows twice): 1.5x allows for that
   console.log(`    time per job with 1,000,000 queued: ${fmt(slower, 2)}x that with 20,000   target <= 1.5x  ${verdict(slower <= 1.5)}`);

@@ -50,8 +50,10 @@ function fixFor(code: string, message: string, syscall: unknown, p: ErrorPlace):
     case 'EROFS':
       return `${capital(it)} is on a read-only file system (EROFS). Use a path on a writable disk.`;
     case 'SQLITE_READONLY':
-      return `${capital(it)} is read-only (${message}). Make the file and its folder writable` +
-        (isDb && p.path ? `, or work on a copy: llmq copy --from ${p.path} --to copy.db.` : '.');
+      return (
+        `${capital(it)} is read-only (${message}). Make the file and its folder writable` +
+        (isDb && p.path ? `, or work on a copy: llmq copy --from ${p.path} --to copy.db.` : '.')
+      );
     case 'ENOTDIR':
       return `Cannot use ${it}: a part of that path is a file, not a folder. Give a path inside a folder.`;
     case 'EEXIST':
@@ -62,14 +64,18 @@ function fixFor(code: string, message: string, syscall: unknown, p: ErrorPlace):
     case 'ENOSPC':
     case 'EDQUOT':
     case 'SQLITE_FULL':
-      return `No space left for ${it} (${code === 'EDQUOT' ? 'EDQUOT: over the disk quota' : code}). ` +
-        `Free some space and run the command again${isDb ? '; what was committed before is kept' : ''}.`;
+      return (
+        `No space left for ${it} (${code === 'EDQUOT' ? 'EDQUOT: over the disk quota' : code}). ` +
+        `Free some space and run the command again${isDb ? '; what was committed before is kept' : ''}.`
+      );
     case 'SQLITE_CANTOPEN':
       if (p.path && isFolder(p.path)) return `${capital(it)} is a folder. Give the path of a database file, e.g. ${p.path}/llmq.db.`;
       return `Cannot open ${it} (${message}). Check that its folder exists and that you may read and write there.`;
     case 'SQLITE_CORRUPT':
-      return `${capital(it)} is damaged (${message}). Restore it from a backup, or save what is readable: ` +
-        `sqlite3 ${p.path || 'llmq.db'} .recover | sqlite3 recovered.db`;
+      return (
+        `${capital(it)} is damaged (${message}). Restore it from a backup, or save what is readable: ` +
+        `sqlite3 ${p.path || 'llmq.db'} .recover | sqlite3 recovered.db`
+      );
     case 'SQLITE_NOTADB':
       return `${capital(it)} is not an SQLite database (${message}). Point --db at an llmq database or a new file.`;
     case 'SQLITE_IOERR':

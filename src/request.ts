@@ -49,6 +49,5 @@ export function jobKey(canonicalRequestJson: string): string {
 
 // One-shot crypto.hash (Node >= 20.12) is about twice as fast as createHash().update().digest() for
 // ~1 KB inputs, and enqueue hashes every document; older Node 20 releases fall back.
-const sha256Hex: (s: string) => string = typeof crypto.hash === 'function'
-  ? (s) => crypto.hash('sha256', s, 'hex')
-  : (s) => crypto.createHash('sha256').update(s).digest('hex');
+const sha256Hex: (s: string) => string =
+  typeof crypto.hash === 'function' ? (s) => crypto.hash('sha256', s, 'hex') : (s) => crypto.createHash('sha256').update(s).digest('hex');

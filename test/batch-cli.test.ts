@@ -23,32 +23,42 @@ async function setup(jobs: number) {
 
 function read(db: string) {
   const store = new SqliteStore(db);
-  const jobs = store.db.prepare('SELECT key, request, state, attempts, output FROM jobs').all() as Array<{ key: string; request: string; state: string; attempts: number; output: string | null }>;
+  const jobs = store.db.prepare('SELECT key, request, state, attempts, output FROM jobs').all() as Array<{
+    key: string;
+    request: string;
+    state: string;
+    attempts: number;
+    output: string | null;
+  }>;
   const open = store.db.prepare("SELECT count(*) FROM batches WHERE state IN ('preparing', 'submitted')").pluck().get();
   void store.close();
   return { jobs, open };
 }
 
 describe('llmq run --via batch (child processes)', () => {
-  it.each(CRASH_STEPS)('killed at "%s": the next run adopts or hands back, every job answered exactly once', async (step) => {
-    const { fake, db, keys } = await setup(12);
-    const args = ['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--batch-size', '5', '--poll', '0.1'];
-    const crashed = await runCli(args, { env: { LLMQ_TEST_CRASH_AT: step } });
-    expect(crashed.signal, crashed.stderr).toBe('SIGKILL');
-    const creates = fake.batches.count('create');
-    expect(creates).toBe(['begun', 'claimed', 'uploaded'].includes(step) ? 0 : step === 'collected' ? 3 : 1);
+  it.each(CRASH_STEPS)(
+    'killed at "%s": the next run adopts or hands back, every job answered exactly once',
+    async (step) => {
+      const { fake, db, keys } = await setup(12);
+      const args = ['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--batch-size', '5', '--poll', '0.1'];
+      const crashed = await runCli(args, { env: { LLMQ_TEST_CRASH_AT: step } });
+      expect(crashed.signal, crashed.stderr).toBe('SIGKILL');
+      const creates = fake.batches.count('create');
+      expect(creates).toBe(['begun', 'claimed', 'uploaded'].includes(step) ? 0 : step === 'collected' ? 3 : 1);
 
-    const resumed = await runCli(args);
-    expect(resumed.code, resumed.stderr).toBe(0);
-    const { jobs, open } = read(db);
-    expect(open).toBe(0);
-    for (const j of jobs) {
-      expect(j).toMatchObject({ state: 'done', attempts: 1, output: answerFor(j.request) });
-      expect(fake.sentCount(j.key), `job ${j.key} after a kill at ${step}`).toBe(1);
-    }
-    expect(jobs.map((j) => j.key).sort()).toEqual([...keys].sort());
-    if (step !== 'begun' && step !== 'claimed' && step !== 'uploaded') expect(resumed.stderr).toMatch(/took over batch batch_fake1/);
-  }, 60_000);
+      const resumed = await runCli(args);
+      expect(resumed.code, resumed.stderr).toBe(0);
+      const { jobs, open } = read(db);
+      expect(open).toBe(0);
+      for (const j of jobs) {
+        expect(j).toMatchObject({ state: 'done', attempts: 1, output: answerFor(j.request) });
+        expect(fake.sentCount(j.key), `job ${j.key} after a kill at ${step}`).toBe(1);
+      }
+      expect(jobs.map((j) => j.key).sort()).toEqual([...keys].sort());
+      if (step !== 'begun' && step !== 'claimed' && step !== 'uploaded') expect(resumed.stderr).toMatch(/took over batch batch_fake1/);
+    },
+    60_000,
+  );
 
   it('--no-wait submits and exits 0; status lists the batch; a later run collects it', async () => {
     const { fake, db } = await setup(7);
@@ -89,7 +99,21 @@ describe('llmq run --via batch (child processes)', () => {
     const store = new SqliteStore(db);
     await seedJobs(store, 9, { model: 'mock-1' });
     await store.close();
-    const r = await runCli(['run', '--db', db, '--provider', 'mock', '--via', 'batch', '--batch-size', '4', '--poll', '0.05', '--mock-latency', '20']);
+    const r = await runCli([
+      'run',
+      '--db',
+      db,
+      '--provider',
+      'mock',
+      '--via',
+      'batch',
+      '--batch-size',
+      '4',
+      '--poll',
+      '0.05',
+      '--mock-latency',
+      '20',
+    ]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr.match(/submitted \d+ jobs as batch batch_mock/g)).toHaveLength(3);
     const { jobs } = read(db);
@@ -101,7 +125,21 @@ describe('llmq run --via batch (child processes)', () => {
     const { fake, db, keys } = await setup(6);
     fake.batches.fate = () => 'in_progress'; // never ends by itself
     const t0 = Date.now();
-    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'auto', '--deadline', '2s', '--poll', '0.1', '--progress', 'none']);
+    const r = await runCli([
+      'run',
+      '--db',
+      db,
+      '--base-url',
+      fake.url,
+      '--via',
+      'auto',
+      '--deadline',
+      '2s',
+      '--poll',
+      '0.1',
+      '--progress',
+      'none',
+    ]);
     expect(r.code, r.stderr).toBe(0);
     expect(Date.now() - t0).toBeGreaterThan(1500);
     expect(fake.batches.count('cancel')).toBe(1);

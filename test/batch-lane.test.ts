@@ -24,16 +24,24 @@ async function setup(jobs: number) {
   const store = new SqliteStore(join(tempDir(), 'q.db'));
   stores.push(store);
   const keys = await seedJobs(store, jobs, { priority: (n) => (n % 2 === 0 ? 1 : 0) });
-  const lane = (options: BatchLaneOptions = {}) => runBatchLane(
-    { store, api: new HttpBatchApi({ baseUrl: fake.url }), baseUrl: fake.url },
-    { pollMs: 20, heartbeatMs: 50, ...options },
-  );
+  const lane = (options: BatchLaneOptions = {}) =>
+    runBatchLane({ store, api: new HttpBatchApi({ baseUrl: fake.url }), baseUrl: fake.url }, { pollMs: 20, heartbeatMs: 50, ...options });
   return { fake, store, keys, lane };
 }
 
 function jobs(store: SqliteStore) {
-  return store.db.prepare('SELECT key, request, state, attempts, output, error, prompt_tokens AS p, lease_owner AS owner FROM jobs ORDER BY seq').all() as
-    Array<{ key: string; request: string; state: string; attempts: number; output: string | null; error: string | null; p: number | null; owner: string | null }>;
+  return store.db
+    .prepare('SELECT key, request, state, attempts, output, error, prompt_tokens AS p, lease_owner AS owner FROM jobs ORDER BY seq')
+    .all() as Array<{
+    key: string;
+    request: string;
+    state: string;
+    attempts: number;
+    output: string | null;
+    error: string | null;
+    p: number | null;
+    owner: string | null;
+  }>;
 }
 
 describe('batch lane', () => {
@@ -52,12 +60,20 @@ describe('batch lane', () => {
       expect(j.p).toBeGreaterThan(0);
       expect(fake.sentCount(j.key)).toBe(1);
     }
-    const attempts = store.db.prepare("SELECT run_id, outcome, status FROM attempts").all() as Array<{ run_id: string; outcome: string; status: number }>;
+    const attempts = store.db.prepare('SELECT run_id, outcome, status FROM attempts').all() as Array<{
+      run_id: string;
+      outcome: string;
+      status: number;
+    }>;
     expect(attempts).toHaveLength(25);
     for (const a of attempts) expect(a).toMatchObject({ outcome: 'done', status: 200, run_id: expect.stringMatching(/^batch:/) });
     expect(fake.received).toBe(0); // nothing went online
     const rows = await store.batches.recent(10);
-    expect(rows.map((r) => [r.state, r.providerStatus, r.jobs, r.done])).toEqual([['ended', 'completed', 5, 5], ['ended', 'completed', 10, 10], ['ended', 'completed', 10, 10]]);
+    expect(rows.map((r) => [r.state, r.providerStatus, r.jobs, r.done])).toEqual([
+      ['ended', 'completed', 5, 5],
+      ['ended', 'completed', 10, 10],
+      ['ended', 'completed', 10, 10],
+    ]);
   });
 
   it('prices batch answers at the batch price: half the online one for OpenAI models', async () => {
@@ -68,8 +84,12 @@ describe('batch lane', () => {
       { pollMs: 20, heartbeatMs: 50 },
     );
     expect(summary).toMatchObject({ reason: 'drained', done: 4 });
-    const rows = store.db.prepare('SELECT model, prompt_tokens AS p, completion_tokens AS c, cost_usd AS cost FROM jobs').all() as
-      Array<{ model: string; p: number; c: number; cost: number }>;
+    const rows = store.db.prepare('SELECT model, prompt_tokens AS p, completion_tokens AS c, cost_usd AS cost FROM jobs').all() as Array<{
+      model: string;
+      p: number;
+      c: number;
+      cost: number;
+    }>;
     let total = 0;
     for (const r of rows) {
       const online = prices.lookup(r.model)!.cost({ promptTokens: r.p, completionTokens: r.c })!;
@@ -86,7 +106,8 @@ describe('batch lane', () => {
     const flaky = keys[7]!;
     let flakySeen = 0;
     fake.batches.fate = (b) => (b.seq === 1 ? 'expired' : 'completed');
-    fake.batches.line = (key) => (key === bad ? 'error' : key === missing ? 'missing' : key === flaky && flakySeen++ === 0 ? 'server' : 'ok');
+    fake.batches.line = (key) =>
+      key === bad ? 'error' : key === missing ? 'missing' : key === flaky && flakySeen++ === 0 ? 'server' : 'ok';
     const summary = await lane({ batchSize: 10 });
     expect(summary).toMatchObject({ reason: 'drained', failed: 2, failedInStore: 2, remaining: 0 });
     const byKey = new Map(jobs(store).map((j) => [j.key, j]));
@@ -138,7 +159,10 @@ describe('batch lane', () => {
     expect(held).toHaveLength(5);
     for (const j of held) expect(j.owner).toMatch(/^batch:/);
     // an online run meanwhile takes only the three jobs not in the batch, and reclaims nothing
-    const online = await runQueue({ store, provider: new OpenAIProvider({ baseUrl: fake.url }), now: () => Date.now() + 3600_000 }, { concurrency: 2 });
+    const online = await runQueue(
+      { store, provider: new OpenAIProvider({ baseUrl: fake.url }), now: () => Date.now() + 3600_000 },
+      { concurrency: 2 },
+    );
     expect(online.done).toBe(3);
     expect(fake.received).toBe(3);
     const second = await lane();
@@ -152,7 +176,16 @@ describe('batch lane', () => {
     await lane({ noWait: true, batchSize: 3, limit: 3 });
     // a submission recorded by a run that then stopped, before its file went up: its jobs come back
     await store.startRun({ id: 'gone', host: 'elsewhere', pid: 1, startedAt: 0, options: {} });
-    await store.finishRun('gone', 1, 'died', { done: 0, failed: 0, retried: 0, requests: 0, rateLimited: 0, promptTokens: 0, completionTokens: 0, jobsPerSecond: 0 });
+    await store.finishRun('gone', 1, 'died', {
+      done: 0,
+      failed: 0,
+      retried: 0,
+      requests: 0,
+      rateLimited: 0,
+      promptTokens: 0,
+      completionTokens: 0,
+      jobsPerSecond: 0,
+    });
     await store.batches.begin({ id: 'orphan', runId: 'gone', baseUrl: fake.url, now: Date.now() });
     await store.claim({ owner: 'batch:orphan', limit: 2, now: Date.now(), leaseUntil: Date.now() + 1e9, maxAttempts: 5 });
     const summary = await lane({ batchSize: 10 });
@@ -165,7 +198,10 @@ describe('batch lane', () => {
 
   it('a create refused for too many enqueued tokens waits and submits again; a refused key stops the run with nothing used up', async () => {
     const { fake, lane } = await setup(3);
-    fake.batches.script('create', reply.error(400, 'Enqueued token limit reached for gpt-4o-mini in organization org-x.', { code: 'token_limit_exceeded' }));
+    fake.batches.script(
+      'create',
+      reply.error(400, 'Enqueued token limit reached for gpt-4o-mini in organization org-x.', { code: 'token_limit_exceeded' }),
+    );
     expect(await lane({ quotaWaitMs: 100 })).toMatchObject({ done: 3, failed: 0, remaining: 0 });
     expect(fake.batches.count('create')).toBe(2);
 
@@ -179,7 +215,9 @@ describe('batch lane', () => {
 
   it('cuts a file at the byte cap: what does not fit goes back (attempt unused) and into the next batch', async () => {
     const { fake, store, lane } = await setup(5);
-    const lineBytes = Buffer.byteLength(`{"custom_id":"${'0'.repeat(64)}","method":"POST","url":"/v1/chat/completions","body":${jobs(store)[0]!.request}}\n`);
+    const lineBytes = Buffer.byteLength(
+      `{"custom_id":"${'0'.repeat(64)}","method":"POST","url":"/v1/chat/completions","body":${jobs(store)[0]!.request}}\n`,
+    );
     const summary = await lane({ maxBytes: lineBytes * 2 + 10 });
     expect(summary).toMatchObject({ done: 5, remaining: 0 });
     expect([...fake.batches.batches.values()].map((b) => b.lines.length)).toEqual([2, 2, 1]);

@@ -22,7 +22,13 @@ describe.each(STORE_KINDS)('batches on $name', (kind) => {
     await store.batches.submitted('s1', 'batch_1', 'validating', now);
     // a day later: an online run reclaims expired leases and those of the (dead) submitting run, then claims
     expect(await store.reclaim(now + 86400_000, ['r1'])).toBe(0);
-    const online = await store.claim({ owner: 'r2', limit: 10, now: now + 86400_000, leaseUntil: now + 86400_000 + 60_000, maxAttempts: 5 });
+    const online = await store.claim({
+      owner: 'r2',
+      limit: 10,
+      now: now + 86400_000,
+      leaseUntil: now + 86400_000 + 60_000,
+      maxAttempts: 5,
+    });
     expect(online.jobs.map((j) => j.key)).toEqual(keys.slice(3));
     await store.release('r2', { refund: true, now });
     expect((await store.batches.held('s1')).map((j) => j.key)).toEqual(keys.slice(0, 3));
@@ -30,7 +36,9 @@ describe.each(STORE_KINDS)('batches on $name', (kind) => {
     expect(await store.batches.adopt('s1', 'r1', 'r3', now)).toBe(true);
     const [open] = await store.batches.open();
     expect(open).toMatchObject({ id: 's1', runId: 'r3', state: 'submitted', providerBatchId: 'batch_1', jobs: 3 });
-    expect(await store.batches.end('s1', { state: 'ended', providerStatus: 'expired', done: 0, failed: 0, error: null, now, refund: true })).toBe(3);
+    expect(
+      await store.batches.end('s1', { state: 'ended', providerStatus: 'expired', done: 0, failed: 0, error: null, now, refund: true }),
+    ).toBe(3);
     expect(await store.batches.open()).toEqual([]);
     expect((await store.batches.recent(1))[0]).toMatchObject({ state: 'ended', providerStatus: 'expired', requeued: 3, endedAt: now });
     const status = await store.status(now);
@@ -44,12 +52,18 @@ describe.each(STORE_KINDS)('batches on $name', (kind) => {
     fake.batches.configure({ completeAfterMs: 30 });
     fake.batches.fate = (b) => (b.seq === 1 ? 'expired' : 'completed');
     const keys = await seedJobs(store, 6);
-    const summary = await runBatchLane({ store, api: new HttpBatchApi({ baseUrl: fake.url }), baseUrl: fake.url }, { pollMs: 20, heartbeatMs: 50 });
+    const summary = await runBatchLane(
+      { store, api: new HttpBatchApi({ baseUrl: fake.url }), baseUrl: fake.url },
+      { pollMs: 20, heartbeatMs: 50 },
+    );
     expect(summary).toMatchObject({ done: 6, failed: 0, remaining: 0 });
     const sent = keys.map((k) => fake.sentCount(k));
     expect(sent.filter((n) => n === 1)).toHaveLength(3);
     expect(sent.filter((n) => n === 2)).toHaveLength(3);
-    expect((await store.batches.recent(5)).map((b) => [b.providerStatus, b.done, b.requeued])).toEqual([['completed', 3, 0], ['expired', 3, 3]]);
+    expect((await store.batches.recent(5)).map((b) => [b.providerStatus, b.done, b.requeued])).toEqual([
+      ['completed', 3, 0],
+      ['expired', 3, 3],
+    ]);
   });
 
   it('copy refuses a queue with live batches (the copy would send their jobs again)', async (ctx) => {

@@ -18,14 +18,20 @@ async function setup(jobs: number, o: { latencyMs?: number; model?: string } = {
   const store = new SqliteStore(db);
   await seedJobs(store, jobs, { model: o.model });
   await store.close();
-  return { fake, db, run: (...args: string[]) => ['run', '--db', db, '--base-url', fake.url, '--progress', 'none', '--retry-delay', '0.05', ...args] };
+  return {
+    fake,
+    db,
+    run: (...args: string[]) => ['run', '--db', db, '--base-url', fake.url, '--progress', 'none', '--retry-delay', '0.05', ...args],
+  };
 }
 
 /** The most one seeded request can cost at PRICE. */
-const worst = Math.max(...[0, 99].map((n) => {
-  const w = worstCaseUsage(requestFor(n));
-  return (w.promptTokens + w.completionTokens!) * PER_TOKEN;
-}));
+const worst = Math.max(
+  ...[0, 99].map((n) => {
+    const w = worstCaseUsage(requestFor(n));
+    return (w.promptTokens + w.completionTokens!) * PER_TOKEN;
+  }),
+);
 
 /** Money as the database records it: attempt costs, the ledger, and jobs. */
 function recorded(db: string) {
@@ -53,7 +59,9 @@ describe('llmq run --budget', () => {
     const r = await runCli(run('--budget', '1', '--concurrency', '8', ...PRICE));
     expect(r.code).toBe(3);
     const m = recorded(db);
-    expect(r.stderr).toBe(`budget reached: $${m.ledgerUsd.toFixed(2)} of $1.00; ${m.pending} jobs pending; run again with a larger --budget to go on\n`);
+    expect(r.stderr).toBe(
+      `budget reached: $${m.ledgerUsd.toFixed(2)} of $1.00; ${m.pending} jobs pending; run again with a larger --budget to go on\n`,
+    );
     expect(m.done).toBeGreaterThan(20); // in-flight worst cases settled far lower, and the room was used again
     expect(m.pending).toBe(100 - m.done);
     expect(m.attemptsUsd).toBeLessThanOrEqual(1);
@@ -67,7 +75,14 @@ describe('llmq run --budget', () => {
     const s = JSON.parse((await runCli(['status', '--json', '--db', db, ...PRICE])).stdout);
     expect(s.cost.byModel[0].usd).toBeCloseTo(m.jobsUsd, 9);
     expect(s.cost.byRun).toHaveLength(1);
-    expect(s.cost.byRun[0]).toMatchObject({ budgetUsd: 1, budgetTotalUsd: null, inFlight: 0, reservedUsd: 0, mayBeBilledTries: 0, live: false });
+    expect(s.cost.byRun[0]).toMatchObject({
+      budgetUsd: 1,
+      budgetTotalUsd: null,
+      inFlight: 0,
+      reservedUsd: 0,
+      mayBeBilledTries: 0,
+      live: false,
+    });
     expect(s.cost.byRun[0].spentUsd).toBeCloseTo(m.attemptsUsd, 6);
     const text = (await runCli(['status', '--db', db])).stdout;
     expect(text).toMatch(/^ {2}runs {5}[0-9a-f]{8} {2}\$0\.\d\d · budget \$1\.00$/m);
@@ -83,7 +98,10 @@ describe('llmq run --budget', () => {
     const { db, run } = await setup(150, { latencyMs: 20 });
     const [a, b] = await Promise.all([1, 2].map(() => runCli(run('--budget-total', '1.5', '--concurrency', '4', ...PRICE))));
     expect([a!.code, b!.code]).toEqual([3, 3]);
-    for (const r of [a!, b!]) expect(r.stderr.trimEnd()).toMatch(/^budget reached: \$1\.\d\d of \$1\.50 for the whole queue; \d+ jobs pending; run again with a larger --budget-total to go on$/);
+    for (const r of [a!, b!])
+      expect(r.stderr.trimEnd()).toMatch(
+        /^budget reached: \$1\.\d\d of \$1\.50 for the whole queue; \d+ jobs pending; run again with a larger --budget-total to go on$/,
+      );
     const m = recorded(db);
     expect(m.ledgerUsd).toBeLessThanOrEqual(1.5);
     expect(m.attemptsUsd).toBeLessThanOrEqual(1.5);

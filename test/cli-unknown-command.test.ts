@@ -3,7 +3,12 @@ import { runCli } from './helpers/cli.js';
 
 describe('an unknown command', () => {
   it('with --help is an error (exit 1) that names it and suggests the nearest command, not the top-level help', async () => {
-    for (const [args, suggestion] of [[['forecast', '--help'], null], [['estimat', '--help'], 'estimate'], [['statsu', '--help'], 'status'], [['exprot', '-h'], 'export']] as const) {
+    for (const [args, suggestion] of [
+      [['forecast', '--help'], null],
+      [['estimat', '--help'], 'estimate'],
+      [['statsu', '--help'], 'status'],
+      [['exprot', '-h'], 'export'],
+    ] as const) {
       const r = await runCli(args);
       expect(r.code, args.join(' ')).toBe(1);
       expect(r.stdout).toBe('');

@@ -6,9 +6,21 @@ import type { ErrorScope, FailureReason } from '../src/provider/types.js';
 function facts(reason: FailureReason, scope: ErrorScope, status: number | null, over: Partial<FailureFacts> = {}): FailureFacts {
   return {
     error: { reason, scope, status, message: `HTTP ${status}: ${reason}` },
-    attempt: 1, maxAttempts: 5, answered: true, early404s: 0, authInARow: 0, outage: false, uncountedOutages: 0,
-    providerUpSince: false, outageAgeMs: 0, rateLimitPauseMs: 700, nextProbeInMs: 2000,
-    retryDelayMs: 1000, maxRetryDelayMs: 60_000, random: 0, ...over,
+    attempt: 1,
+    maxAttempts: 5,
+    answered: true,
+    early404s: 0,
+    authInARow: 0,
+    outage: false,
+    uncountedOutages: 0,
+    providerUpSince: false,
+    outageAgeMs: 0,
+    rateLimitPauseMs: 700,
+    nextProbeInMs: 2000,
+    retryDelayMs: 1000,
+    maxRetryDelayMs: 60_000,
+    random: 0,
+    ...over,
   };
 }
 
@@ -20,28 +32,67 @@ describe('decide: the failure policy', () => {
   const rows: Array<[string, FailureFacts, ReturnType<typeof decide>]> = [
     ['network error: retried after backoff, counted', facts('network', 'retryable', null), { kind: 'retry', delayMs: 1000, counted: true }],
     ['timeout: counted, a tenth of the first backoff', facts('timeout', 'retryable', null), { kind: 'retry', delayMs: 100, counted: true }],
-    ['5xx: counted, backoff doubles with the attempt', facts('server', 'retryable', 503, { attempt: 3 }), { kind: 'retry', delayMs: 4000, counted: true }],
+    [
+      '5xx: counted, backoff doubles with the attempt',
+      facts('server', 'retryable', 503, { attempt: 3 }),
+      { kind: 'retry', delayMs: 4000, counted: true },
+    ],
     ['408 / 409: as 5xx', facts('server', 'retryable', 409), { kind: 'retry', delayMs: 1000, counted: true }],
     ['jitter up to x2', facts('server', 'retryable', 500, { random: 0.5 }), { kind: 'retry', delayMs: 1500, counted: true }],
-    ['backoff is capped', facts('server', 'retryable', 500, { attempt: 4, maxRetryDelayMs: 3000 }), { kind: 'retry', delayMs: 3000, counted: true }],
+    [
+      'backoff is capped',
+      facts('server', 'retryable', 500, { attempt: 4, maxRetryDelayMs: 3000 }),
+      { kind: 'retry', delayMs: 3000, counted: true },
+    ],
     ['bad body (200 not a completion): counted', facts('bad_body', 'retryable', 200), { kind: 'retry', delayMs: 1000, counted: true }],
-    ['last attempt used: failed with the count', facts('server', 'retryable', 500, { attempt: 5 }), { kind: 'fail', message: 'gave up after 5 attempts: HTTP 500: server' }],
-    ['outage (breaker open): not counted, wait for the probe', facts('network', 'retryable', null, { outage: true, attempt: 5 }), { kind: 'retry', delayMs: 2000, counted: false }],
-    ['outage, but this job broke it 5 times while others got answers: counted',
-      facts('network', 'retryable', null, { outage: true, uncountedOutages: MAX_UNCOUNTED_OUTAGES, providerUpSince: true }), { kind: 'retry', delayMs: 1000, counted: true }],
-    ['outage for over half an hour: counted again', facts('server', 'retryable', 503, { outage: true, outageAgeMs: 31 * 60_000 }), { kind: 'retry', delayMs: 1000, counted: true }],
-    ['429: not counted, the lane pauses', facts('rate_limit', 'retryable', 429, { attempt: 5 }), { kind: 'retry', delayMs: 700, counted: false, pauseLane: true }],
+    [
+      'last attempt used: failed with the count',
+      facts('server', 'retryable', 500, { attempt: 5 }),
+      { kind: 'fail', message: 'gave up after 5 attempts: HTTP 500: server' },
+    ],
+    [
+      'outage (breaker open): not counted, wait for the probe',
+      facts('network', 'retryable', null, { outage: true, attempt: 5 }),
+      { kind: 'retry', delayMs: 2000, counted: false },
+    ],
+    [
+      'outage, but this job broke it 5 times while others got answers: counted',
+      facts('network', 'retryable', null, { outage: true, uncountedOutages: MAX_UNCOUNTED_OUTAGES, providerUpSince: true }),
+      { kind: 'retry', delayMs: 1000, counted: true },
+    ],
+    [
+      'outage for over half an hour: counted again',
+      facts('server', 'retryable', 503, { outage: true, outageAgeMs: 31 * 60_000 }),
+      { kind: 'retry', delayMs: 1000, counted: true },
+    ],
+    [
+      '429: not counted, the lane pauses',
+      facts('rate_limit', 'retryable', 429, { attempt: 5 }),
+      { kind: 'retry', delayMs: 700, counted: false, pauseLane: true },
+    ],
     ['429 insufficient_quota: stop the run', facts('quota', 'run', 429), { kind: 'stop' }],
     ['400: the job fails', facts('bad_request', 'job', 400), { kind: 'fail', message: 'HTTP 400: bad_request' }],
     ['413 / 422: the job fails', facts('bad_request', 'job', 422), { kind: 'fail', message: 'HTTP 422: bad_request' }],
     ['too long for the model: the job fails', facts('too_long', 'job', 400), { kind: 'fail', message: 'HTTP 400: too_long' }],
     ['404 after answers: the job fails', facts('bad_request', 'job', 404), { kind: 'fail', message: 'HTTP 404: bad_request' }],
-    ['404 before any answer: retried (maybe the job)', facts('bad_request', 'job', 404, { answered: false, early404s: 1 }), { kind: 'retry', delayMs: 1000, counted: true }],
-    ['third 404 in a row before any answer: stop (wrong --base-url)', facts('bad_request', 'job', 404, { answered: false, early404s: 3 }), { kind: 'stop' }],
+    [
+      '404 before any answer: retried (maybe the job)',
+      facts('bad_request', 'job', 404, { answered: false, early404s: 1 }),
+      { kind: 'retry', delayMs: 1000, counted: true },
+    ],
+    [
+      'third 404 in a row before any answer: stop (wrong --base-url)',
+      facts('bad_request', 'job', 404, { answered: false, early404s: 3 }),
+      { kind: 'stop' },
+    ],
     ['401 before any answer: stop (wrong key)', facts('auth', 'run', 401, { answered: false, authInARow: 1 }), { kind: 'stop' }],
     ['403 after the key worked: that job fails', facts('auth', 'run', 403, { authInARow: 1 }), { kind: 'fail', message: 'HTTP 403: auth' }],
     ['third 401/403 in a row: stop (key revoked)', facts('auth', 'run', 401, { authInARow: 3 }), { kind: 'stop' }],
-    ['EMFILE (local): not counted, lower concurrency', facts('local', 'retryable', null), { kind: 'retry', delayMs: 200, counted: false, shrink: true }],
+    [
+      'EMFILE (local): not counted, lower concurrency',
+      facts('local', 'retryable', null),
+      { kind: 'retry', delayMs: 200, counted: false, shrink: true },
+    ],
   ];
   it.each(rows)('%s', (_name, f, expected) => {
     expect(decide(f)).toEqual(expected);

@@ -15,13 +15,18 @@ const BUILT_IN = new Set(['--help', '--version']);
 /** The commands `llmq --help` lists (the lines under "Commands:"), without commander's `help`. */
 function commandsIn(help: string): string[] {
   const block = help.split('\nCommands:\n')[1]?.split('\n\n')[0] ?? '';
-  return block.split('\n').map((l) => /^ {2}([a-z][a-z-]*)\b/.exec(l)?.[1]).filter((c): c is string => !!c && c !== 'help');
+  return block
+    .split('\n')
+    .map((l) => /^ {2}([a-z][a-z-]*)\b/.exec(l)?.[1])
+    .filter((c): c is string => !!c && c !== 'help');
 }
 
 /** The long flags one command's help declares: option lines start two spaces in (descriptions wrap deeper). */
 function flagsIn(help: string): string[] {
   const block = help.split('\nOptions:\n')[1]?.split('\n\n')[0] ?? '';
-  return block.split('\n').map((l) => /^ {2}(?:-[a-zA-Z], )?(--[a-z][a-z0-9-]*)/.exec(l)?.[1])
+  return block
+    .split('\n')
+    .map((l) => /^ {2}(?:-[a-zA-Z], )?(--[a-z][a-z0-9-]*)/.exec(l)?.[1])
     .filter((f): f is string => !!f && !BUILT_IN.has(f));
 }
 
@@ -61,6 +66,9 @@ describe('README reference matches --help', async () => {
     expect(flags.length, help.stdout).toBeGreaterThan(0);
     const section = sectionOf(command);
     expect(section, `README.md has no "### \`llmq ${command}" section`).not.toBeNull();
-    expect(flags.filter((f) => !names(section!, f)), `flags of llmq ${command} missing from its README section`).toEqual([]);
+    expect(
+      flags.filter((f) => !names(section!, f)),
+      `flags of llmq ${command} missing from its README section`,
+    ).toEqual([]);
   });
 });

@@ -22,11 +22,16 @@ describe('the old job of a changed document, held by a run at enqueue time, is n
     const t = Date.now();
     await store.claim({ owner: 'run-x', limit: 1, now: t, leaseUntil: t + 60_000, maxAttempts: 5 });
     const request = requestFor(0, { text: 'Summarize document 0, fixed prompt.' });
-    const r = await store.enqueue([{ itemId: 'doc-0', source: 'seed', meta: null, key: jobKey(request), request, model: 'gpt-4o-mini', priority: 0 }], t + 1);
+    const r = await store.enqueue(
+      [{ itemId: 'doc-0', source: 'seed', meta: null, key: jobKey(request), request, model: 'gpt-4o-mini', priority: 0 }],
+      t + 1,
+    );
     expect(r.movedItems).toBe(1);
     await store.release('run-x', { refund: true, now: t + 2 }); // run-x stops
-    await runQueue({ store, provider: new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-secret', timeoutMs: 5000 }) },
-      { retryDelayMs: 10, heartbeatMs: 200 });
+    await runQueue(
+      { store, provider: new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-secret', timeoutMs: 5000 }) },
+      { retryDelayMs: 10, heartbeatMs: 200 },
+    );
     const total = (await store.status(Date.now())).total;
     await store.close();
     // Observed: the old prompt is sent once and stays as a second (done) job with no item.

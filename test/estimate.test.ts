@@ -32,16 +32,34 @@ async function seeded() {
   const answered = (await store.claim({ owner: 'run-a', limit: 10, now: T, leaseUntil: T + 60_000, maxAttempts: 5 })).jobs;
   for (const [i, job] of answered.entries()) {
     const usage = { promptTokens: promptOf(byKey.get(job.key)!) + 7, completionTokens: 10 * (i + 1) };
-    await store.complete(job.key, { owner: 'run-a', output: 'x', response: '{}', usage,
-      attempt: { key: job.key, runId: 'run-a', attempt: 1, startedAt: T, endedAt: T + 1000, status: 200, outcome: 'done', error: null, usage } });
+    await store.complete(job.key, {
+      owner: 'run-a',
+      output: 'x',
+      response: '{}',
+      usage,
+      attempt: {
+        key: job.key,
+        runId: 'run-a',
+        attempt: 1,
+        startedAt: T,
+        endedAt: T + 1000,
+        status: 200,
+        outcome: 'done',
+        error: null,
+        usage,
+      },
+    });
   }
   const [held] = (await store.claim({ owner: 'run-dead', limit: 1, now: T, leaseUntil: T - 1, maxAttempts: 5 })).jobs;
   const [tired] = (await store.claim({ owner: 'run-a', limit: 1, now: T, leaseUntil: T + 60_000, maxAttempts: 5 })).jobs;
   store.db.prepare("UPDATE jobs SET state = 'pending', attempts = 5, lease_owner = NULL WHERE key = ?").run(tired!.key);
   await store.saveLaneLimits({ baseUrl: BASE, model: MODEL, rpm: 60, tpm: null, source: 'headers', at: T });
   // what a run would take, in its order: (priority, seq), the tired one left out
-  const order = keys.map((k, n) => ({ k, n })).filter(({ k }) => !answered.some((j) => j.key === k) && k !== tired!.key)
-    .sort((a, b) => (a.n % 3 === 0 ? -1 : 0) - (b.n % 3 === 0 ? -1 : 0) || a.n - b.n).map(({ n }) => n);
+  const order = keys
+    .map((k, n) => ({ k, n }))
+    .filter(({ k }) => !answered.some((j) => j.key === k) && k !== tired!.key)
+    .sort((a, b) => (a.n % 3 === 0 ? -1 : 0) - (b.n % 3 === 0 ? -1 : 0) || a.n - b.n)
+    .map(({ n }) => n);
   expect(order).toContain(byKey.get(held!.key));
   return { db, store, order };
 }
@@ -78,10 +96,13 @@ describe('estimate', () => {
   it('before any answer: answers up to max_tokens, time from the flags alone, batch at half for OpenAI, unknown price as unknown', async () => {
     const store = new SqliteStore(join(tempDir(), 'q.db'));
     await seedJobs(store, 4, { maxTokens: 100 });
-    await store.enqueue([0, 1].map((n) => {
-      const request = requestFor(n, { model: 'my-finetune' });
-      return { itemId: `tuned-${n}`, source: 'seed', meta: null, key: jobKey(request), request, model: 'my-finetune', priority: 0 };
-    }), T);
+    await store.enqueue(
+      [0, 1].map((n) => {
+        const request = requestFor(n, { model: 'my-finetune' });
+        return { itemId: `tuned-${n}`, source: 'seed', meta: null, key: jobKey(request), request, model: 'my-finetune', priority: 0 };
+      }),
+      T,
+    );
     const e = await estimateRun(store, { prices: loadPriceTable(), now: T, baseUrl: BASE, tpm: 6000 });
     const mini = e.models.find((m) => m.model === 'gpt-4o-mini')!;
     expect(mini.completion).toMatchObject({ basis: 'max_tokens', answered: 0, low: 0, high: 400, ceiling: 400 });
@@ -96,7 +117,7 @@ describe('estimate', () => {
     await store.close();
   });
 
-  it('streams the queue a page at a time, in the run\'s order across pages', async () => {
+  it("streams the queue a page at a time, in the run's order across pages", async () => {
     const store = new SqliteStore(join(tempDir(), 'q.db'));
     await seedJobs(store, 2500, { priority: (n) => (n % 2 === 0 ? 1 : 0) });
     const e = await estimateRun(store, { prices: loadPriceTable(), now: T, baseUrl: BASE, limit: 1300 });

@@ -15,13 +15,39 @@ describe('llmq export', () => {
     const r = await runCli(['export', '--db', db]);
     expect(r.code).toBe(0);
     expect(r.stderr).toBe('');
-    const lines = r.stdout.trimEnd().split('\n').map((l) => JSON.parse(l));
+    const lines = r.stdout
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(lines.map((l) => l.id)).toEqual(ORDER);
     const a = lines[0];
-    expect(Object.keys(a)).toEqual(['id', 'key', 'state', 'output', 'error', 'attempts', 'model', 'usage', 'cost_usd', 'latency_ms', 'source', 'meta']);
+    expect(Object.keys(a)).toEqual([
+      'id',
+      'key',
+      'state',
+      'output',
+      'error',
+      'attempts',
+      'model',
+      'usage',
+      'cost_usd',
+      'latency_ms',
+      'source',
+      'meta',
+    ]);
     expect(a).toEqual({
-      id: 'a.txt', key: keys['a.txt'], state: 'done', output: ANSWERS['a.txt'], error: null, attempts: 1, model: 'gpt-4o-mini',
-      usage: { prompt_tokens: 100, completion_tokens: 20 }, cost_usd: A_COST, latency_ms: 1234, source: 'docs/a.txt', meta: { lang: 'en' },
+      id: 'a.txt',
+      key: keys['a.txt'],
+      state: 'done',
+      output: ANSWERS['a.txt'],
+      error: null,
+      attempts: 1,
+      model: 'gpt-4o-mini',
+      usage: { prompt_tokens: 100, completion_tokens: 20 },
+      cost_usd: A_COST,
+      latency_ms: 1234,
+      source: 'docs/a.txt',
+      meta: { lang: 'en' },
     });
     // answered without a stored cost: unknown, not 0
     expect(lines[1]).toMatchObject({ id: 'sub/b.txt', state: 'done', cost_usd: null });
@@ -36,11 +62,26 @@ describe('llmq export', () => {
     const dir = tempDir();
     const { db } = await populate(dir);
     const failed = await runCli(['export', '--db', db, '--state', 'failed']);
-    expect(failed.stdout.trimEnd().split('\n').map((l) => JSON.parse(l).id)).toEqual(['d.txt', 'h.txt']);
+    expect(
+      failed.stdout
+        .trimEnd()
+        .split('\n')
+        .map((l) => JSON.parse(l).id),
+    ).toEqual(['d.txt', 'h.txt']);
     const two = await runCli(['export', '--db', db, '--state', 'pending,running']);
-    expect(two.stdout.trimEnd().split('\n').map((l) => JSON.parse(l).id)).toEqual(['f.txt', 'e.txt']);
+    expect(
+      two.stdout
+        .trimEnd()
+        .split('\n')
+        .map((l) => JSON.parse(l).id),
+    ).toEqual(['f.txt', 'e.txt']);
     const rep = await runCli(['export', '--db', db, '--state', 'pending', '--state', 'failed']);
-    expect(rep.stdout.trimEnd().split('\n').map((l) => JSON.parse(l).id)).toEqual(['d.txt', 'h.txt', 'e.txt']);
+    expect(
+      rep.stdout
+        .trimEnd()
+        .split('\n')
+        .map((l) => JSON.parse(l).id),
+    ).toEqual(['d.txt', 'h.txt', 'e.txt']);
     const bad = await runCli(['export', '--db', db, '--state', 'finished']);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/--state.*'finished'.*pending, running, done, failed/);
@@ -53,13 +94,55 @@ describe('llmq export', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('"B says ""hello"", then, a comma\nand a second line."');
     const rows = parseCsv(r.stdout);
-    expect(rows[0]).toEqual(['id', 'key', 'state', 'model', 'attempts', 'prompt_tokens', 'completion_tokens', 'latency_ms', 'source', 'output', 'error', 'meta', 'cost_usd']);
+    expect(rows[0]).toEqual([
+      'id',
+      'key',
+      'state',
+      'model',
+      'attempts',
+      'prompt_tokens',
+      'completion_tokens',
+      'latency_ms',
+      'source',
+      'output',
+      'error',
+      'meta',
+      'cost_usd',
+    ]);
     expect(rows).toHaveLength(1 + ORDER.length);
     expect(rows.slice(1).map((x) => x[0])).toEqual(ORDER);
-    expect(rows[1]).toEqual(['a.txt', keys['a.txt'], 'done', 'gpt-4o-mini', '1', '100', '20', '1234', 'docs/a.txt', ANSWERS['a.txt'], '', '{"lang":"en"}', String(A_COST)]);
+    expect(rows[1]).toEqual([
+      'a.txt',
+      keys['a.txt'],
+      'done',
+      'gpt-4o-mini',
+      '1',
+      '100',
+      '20',
+      '1234',
+      'docs/a.txt',
+      ANSWERS['a.txt'],
+      '',
+      '{"lang":"en"}',
+      String(A_COST),
+    ]);
     expect(rows[2]![9]).toBe(ANSWERS['sub/b.txt']);
     expect(rows[2]![12]).toBe('');
-    expect(rows[4]).toEqual(['d.txt', keys['d.txt'], 'failed', 'gpt-4o-mini', '2', '', '', '210', 'docs/d.txt', '', expect.stringMatching(/^400 context_length_exceeded: This model's/), '', '']);
+    expect(rows[4]).toEqual([
+      'd.txt',
+      keys['d.txt'],
+      'failed',
+      'gpt-4o-mini',
+      '2',
+      '',
+      '',
+      '210',
+      'docs/d.txt',
+      '',
+      expect.stringMatching(/^400 context_length_exceeded: This model's/),
+      '',
+      '',
+    ]);
   });
 
   it('openai-batch: the Batch API output format, done and failed only, skipped ones counted', async () => {
@@ -68,7 +151,10 @@ describe('llmq export', () => {
     const r = await runCli(['export', '--db', db, '--format', 'openai-batch']);
     expect(r.code).toBe(0);
     expect(r.stderr).toMatch(/skipped 2 items \(1 pending, 1 running\); --state pending,running includes them/);
-    const lines = r.stdout.trimEnd().split('\n').map((l) => JSON.parse(l));
+    const lines = r.stdout
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(lines.map((l) => l.custom_id)).toEqual(ORDER.filter((id) => id !== 'f.txt' && id !== 'e.txt'));
     const a = lines[0];
     // the Batch API's fields, then llmq's cost

@@ -13,8 +13,18 @@ import { tempDir } from './helpers/tmp.js';
 
 function row(i: number): ExportRow {
   return {
-    id: `doc-${i}`, source: 'in.jsonl', meta: null, key: String(i).padStart(64, '0'), state: 'done', model: 'm',
-    output: 'x'.repeat(100), response: null, error: null, attempts: 1, usage: { promptTokens: 1, completionTokens: 1 }, latencyMs: 5,
+    id: `doc-${i}`,
+    source: 'in.jsonl',
+    meta: null,
+    key: String(i).padStart(64, '0'),
+    state: 'done',
+    model: 'm',
+    output: 'x'.repeat(100),
+    response: null,
+    error: null,
+    attempts: 1,
+    usage: { promptTokens: 1, completionTokens: 1 },
+    latencyMs: 5,
     costUsd: null,
   };
 }
@@ -28,7 +38,9 @@ async function* rows(n: number, onRead: () => void): AsyncIterable<ExportRow> {
 
 describe('export core', () => {
   it('waits for drain: a slow reader never has more than a buffer of rows ahead of it', async () => {
-    let read = 0, written = 0, maxAhead = 0;
+    let read = 0,
+      written = 0,
+      maxAhead = 0;
     const slow = new Writable({
       highWaterMark: 1024,
       write(chunk: Buffer, _enc, cb) {
@@ -36,7 +48,14 @@ describe('export core', () => {
         setImmediate(cb);
       },
     });
-    const counts = await writeExport(rows(2000, () => { read++; maxAhead = Math.max(maxAhead, read - written); }), slow, { format: 'jsonl' });
+    const counts = await writeExport(
+      rows(2000, () => {
+        read++;
+        maxAhead = Math.max(maxAhead, read - written);
+      }),
+      slow,
+      { format: 'jsonl' },
+    );
     expect(counts.written).toBe(2000);
     // 1 KiB of ~300-byte lines: a handful in the buffer, never hundreds
     expect(maxAhead).toBeLessThan(10);
@@ -75,10 +94,19 @@ describe('export core', () => {
     const db = join(dir, 'q.db');
     const input = join(dir, 'batch_input.jsonl');
     const ids = ['request-1', 'request-2', 'request-3'];
-    writeFileSync(input, ids.map((id, i) => JSON.stringify({
-      custom_id: id, method: 'POST', url: '/v1/chat/completions',
-      body: { model: 'gpt-4o-mini', messages: [{ role: 'user', content: `question ${i}` }], max_tokens: 50 },
-    })).join('\n') + '\n');
+    writeFileSync(
+      input,
+      ids
+        .map((id, i) =>
+          JSON.stringify({
+            custom_id: id,
+            method: 'POST',
+            url: '/v1/chat/completions',
+            body: { model: 'gpt-4o-mini', messages: [{ role: 'user', content: `question ${i}` }], max_tokens: 50 },
+          }),
+        )
+        .join('\n') + '\n',
+    );
     const enq = await runCli(['enqueue', input, '--db', db]);
     expect(enq.code, enq.stderr).toBe(0);
     const store = new SqliteStore(db);
@@ -93,14 +121,20 @@ describe('export core', () => {
       }
       const usage = { promptTokens: 7, completionTokens: 3 };
       await store.complete(job.key, {
-        owner: 'r', output: `answer to ${q}`, response: openAiResponse('gpt-4o-mini', `answer to ${q}`, 7, 3), usage,
+        owner: 'r',
+        output: `answer to ${q}`,
+        response: openAiResponse('gpt-4o-mini', `answer to ${q}`, 7, 3),
+        usage,
         attempt: { key: job.key, runId: 'r', attempt: 1, startedAt: 1, endedAt: 2, status: 200, outcome: 'done', error: null, usage },
       });
     }
     await store.close();
     const out = await runCli(['export', '--format', 'openai-batch', '--db', db]);
     expect(out.code).toBe(0);
-    const lines = out.stdout.trimEnd().split('\n').map((l) => JSON.parse(l));
+    const lines = out.stdout
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(lines.map((l) => l.custom_id)).toEqual(ids);
     for (const [i, l] of lines.entries()) {
       if (l.error) {

@@ -13,15 +13,26 @@ import { STORE_KINDS, skipUnavailable } from './helpers/stores.js';
 // whole, and the SHA-256 and length of the full output (fillExportQueue makes the same queue every time).
 const GOLDEN = new URL('./golden/', import.meta.url);
 const FILES: Record<ExportFormat, string> = { jsonl: 'export.jsonl', csv: 'export.csv', 'openai-batch': 'export.openai-batch.jsonl' };
-const WHOLE = new Map(readFileSync(new URL('export.sha256', GOLDEN), 'utf8').trim().split('\n').map((l) => {
-  const [sha, bytes, file] = l.split(' ');
-  return [file!, { sha, bytes: Number(bytes) }];
-}));
+const WHOLE = new Map(
+  readFileSync(new URL('export.sha256', GOLDEN), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => {
+      const [sha, bytes, file] = l.split(' ');
+      return [file!, { sha, bytes: Number(bytes) }];
+    }),
+);
 
 /** A stream that keeps what it is given, and how many writes it took; `text` ends it and waits for the last write. */
 function collector(highWaterMark?: number): { stream: Writable; text(): Promise<string>; writes(): number } {
   const chunks: Buffer[] = [];
-  const stream = new Writable({ highWaterMark, write(chunk: Buffer, _enc, cb) { chunks.push(chunk); setImmediate(cb); } });
+  const stream = new Writable({
+    highWaterMark,
+    write(chunk: Buffer, _enc, cb) {
+      chunks.push(chunk);
+      setImmediate(cb);
+    },
+  });
   const text = async () => {
     stream.end();
     await finished(stream);
@@ -58,7 +69,12 @@ describe.each(STORE_KINDS)('export bytes on $name', (kind) => {
       throw new Error('no rows');
     };
     expect(await first({})).toMatchObject({ id: 'a.txt', latencyMs: 1234, response: expect.stringContaining('chatcmpl-golden') });
-    expect(await first({ response: false, latency: false })).toMatchObject({ id: 'a.txt', latencyMs: null, response: null, output: expect.any(String) });
+    expect(await first({ response: false, latency: false })).toMatchObject({
+      id: 'a.txt',
+      latencyMs: null,
+      response: null,
+      output: expect.any(String),
+    });
   });
 });
 

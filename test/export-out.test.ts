@@ -18,8 +18,13 @@ async function answered(dir: string, ids: readonly string[]): Promise<string> {
   await store.claim({ owner: 'r', limit: 100, now: 2, leaseUntil: Date.now() + 60_000, maxAttempts: 3 });
   for (const r of rows) {
     const usage = { promptTokens: 1, completionTokens: 1 };
-    await store.complete(r.key, { owner: 'r', output: `answer to ${r.itemId}`, response: '{}', usage,
-      attempt: { key: r.key, runId: 'r', attempt: 1, startedAt: 3, endedAt: 4, status: 200, outcome: 'done', error: null, usage } });
+    await store.complete(r.key, {
+      owner: 'r',
+      output: `answer to ${r.itemId}`,
+      response: '{}',
+      usage,
+      attempt: { key: r.key, runId: 'r', attempt: 1, startedAt: 3, endedAt: 4, status: 200, outcome: 'done', error: null, usage },
+    });
   }
   await store.close();
   return db;
@@ -71,11 +76,18 @@ describe('--out writes into what it names and never replaces it', () => {
     writeFileSync(join(dir, 'real', 'results.jsonl'), 'old\n');
     symlinkSync(join(dir, 'real', 'results.jsonl'), join(dir, 'link'));
     symlinkSync(join('real', 'new.jsonl'), join(dir, 'dangling'));
-    for (const [out, target] of [['link', 'results.jsonl'], ['dangling', 'new.jsonl']] as const) {
+    for (const [out, target] of [
+      ['link', 'results.jsonl'],
+      ['dangling', 'new.jsonl'],
+    ] as const) {
       const r = await runCli(['export', '--db', db, '--out', join(dir, out)]);
       expect(r.code).toBe(0);
       expect(lstatSync(join(dir, out)).isSymbolicLink()).toBe(true);
-      expect(readFileSync(join(dir, 'real', target), 'utf8').trimEnd().split('\n')).toHaveLength(10);
+      expect(
+        readFileSync(join(dir, 'real', target), 'utf8')
+          .trimEnd()
+          .split('\n'),
+      ).toHaveLength(10);
     }
     // the temp file went beside the target, and was renamed away
     expect(readdirSync(join(dir, 'real')).sort()).toEqual(['new.jsonl', 'results.jsonl']);

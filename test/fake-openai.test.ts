@@ -135,7 +135,15 @@ describe('fake OpenAI server', () => {
   });
 
   it('writes durations as OpenAI does, readable by llmq', () => {
-    const cases: Array<[number, string]> = [[0, '0s'], [120, '120ms'], [1000, '1s'], [8640, '8.64s'], [90_500, '1m30.5s'], [360_000, '6m0s'], [3_720_000, '1h2m0s']];
+    const cases: Array<[number, string]> = [
+      [0, '0s'],
+      [120, '120ms'],
+      [1000, '1s'],
+      [8640, '8.64s'],
+      [90_500, '1m30.5s'],
+      [360_000, '6m0s'],
+      [3_720_000, '1h2m0s'],
+    ];
     for (const [ms, text] of cases) {
       expect(openAiDuration(ms)).toBe(text);
       expect(parseDuration(text)).toBe(ms);
@@ -153,7 +161,10 @@ describe('fake OpenAI server', () => {
         await new Promise((r) => setTimeout(r, 100)); // the answered ones have gone out
         gone.abort();
         await sent;
-        return f.requests.filter((r) => r.answered === 'hang').map((r) => r.index).sort((x, y) => x - y);
+        return f.requests
+          .filter((r) => r.answered === 'hang')
+          .map((r) => r.index)
+          .sort((x, y) => x - y);
       } finally {
         await f.close();
       }

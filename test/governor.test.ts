@@ -50,15 +50,22 @@ describe('rate governor', () => {
     fake.respond((r) => (r.json?.model === 'slow-model' && limiting ? reply.rateLimited(1000) : undefined));
     const doneAt = new Map<string, number[]>();
     const t0 = Date.now();
-    const summary = await runQueue({
-      store, provider: provider(fake),
-      emit: (e, p) => {
-        if (e !== 'job:done') return;
-        const model = store.db.prepare('SELECT model FROM jobs WHERE key = ?').pluck().get((p as SchedulerEventMap['job:done']).key) as string;
-        doneAt.set(model, [...(doneAt.get(model) ?? []), Date.now() - t0]);
-        if (model === 'fast-model' && doneAt.get(model)!.length === 10) limiting = false;
+    const summary = await runQueue(
+      {
+        store,
+        provider: provider(fake),
+        emit: (e, p) => {
+          if (e !== 'job:done') return;
+          const model = store.db
+            .prepare('SELECT model FROM jobs WHERE key = ?')
+            .pluck()
+            .get((p as SchedulerEventMap['job:done']).key) as string;
+          doneAt.set(model, [...(doneAt.get(model) ?? []), Date.now() - t0]);
+          if (model === 'fast-model' && doneAt.get(model)!.length === 10) limiting = false;
+        },
       },
-    }, { ...fast, concurrency: 2 });
+      { ...fast, concurrency: 2 },
+    );
     clearTimeout(safety);
     expect(summary).toMatchObject({ reason: 'drained', done: 40 });
     // the fast lane finished while the slow one was still paused
@@ -77,14 +84,23 @@ describe('rate governor', () => {
     const t0 = Date.now();
     const fastDone: number[] = [];
     const stop = new AbortController();
-    const run = runQueue({
-      store, provider: new MockProvider({ latencyMs: 5 }), baseUrl: 'test', stopSignal: stop.signal,
-      emit: (e, p) => {
-        if (e !== 'job:done') return;
-        const model = store.db.prepare('SELECT model FROM jobs WHERE key = ?').pluck().get((p as SchedulerEventMap['job:done']).key);
-        if (model === 'fast' && fastDone.push(Date.now() - t0) === 5) stop.abort();
+    const run = runQueue(
+      {
+        store,
+        provider: new MockProvider({ latencyMs: 5 }),
+        baseUrl: 'test',
+        stopSignal: stop.signal,
+        emit: (e, p) => {
+          if (e !== 'job:done') return;
+          const model = store.db
+            .prepare('SELECT model FROM jobs WHERE key = ?')
+            .pluck()
+            .get((p as SchedulerEventMap['job:done']).key);
+          if (model === 'fast' && fastDone.push(Date.now() - t0) === 5) stop.abort();
+        },
       },
-    }, { ...fast, concurrency: 2 });
+      { ...fast, concurrency: 2 },
+    );
     await run;
     // with the room in hand held by the slow lanes' waiting jobs, the fast ones would wait ~7 s
     expect(fastDone).toHaveLength(5);
@@ -105,9 +121,23 @@ describe('rate governor', () => {
     await seedJobs(store, 5, { model: 'gpt-4o-mini' });
     fake.respond(() => reply.ok({ headers: OPENAI_600 }));
     let lanes: SchedulerEventMap['progress']['lanes'] = [];
-    await runQueue({ store, provider: provider(fake), baseUrl: fake.url, emit: (e, p) => { if (e === 'progress') lanes = (p as SchedulerEventMap['progress']).lanes; } }, fast);
-    expect(lanes).toEqual([expect.objectContaining({ model: 'gpt-4o-mini', rpm: 600, tpm: null, learned: expect.objectContaining({ source: 'headers' }) })]);
-    expect(await store.laneLimits()).toEqual([expect.objectContaining({ baseUrl: fake.url, model: 'gpt-4o-mini', rpm: 600, tpm: null, source: 'headers' })]);
+    await runQueue(
+      {
+        store,
+        provider: provider(fake),
+        baseUrl: fake.url,
+        emit: (e, p) => {
+          if (e === 'progress') lanes = (p as SchedulerEventMap['progress']).lanes;
+        },
+      },
+      fast,
+    );
+    expect(lanes).toEqual([
+      expect.objectContaining({ model: 'gpt-4o-mini', rpm: 600, tpm: null, learned: expect.objectContaining({ source: 'headers' }) }),
+    ]);
+    expect(await store.laneLimits()).toEqual([
+      expect.objectContaining({ baseUrl: fake.url, model: 'gpt-4o-mini', rpm: 600, tpm: null, source: 'headers' }),
+    ]);
     await store.close();
 
     const text = await runCli(['status', '--db', path]);
@@ -122,8 +152,17 @@ describe('rate governor', () => {
     const { fake, store } = await setup({ latencyMs: 20, rpm: 600 });
     await seedJobs(store, 30);
     const times: number[] = [];
-    const summary = await runQueue({ store, provider: provider(fake), baseUrl: fake.url, emit: (e) => { if (e === 'job:start') times.push(Date.now()); } },
-      { ...fast, concurrency: 16 });
+    const summary = await runQueue(
+      {
+        store,
+        provider: provider(fake),
+        baseUrl: fake.url,
+        emit: (e) => {
+          if (e === 'job:start') times.push(Date.now());
+        },
+      },
+      { ...fast, concurrency: 16 },
+    );
     expect(summary).toMatchObject({ reason: 'drained', done: 30 });
     // A burst of 16 into a first window allowing 10 meets 6 429s at least; paced, none (a loaded
     // machine's jitter may still cost one or two, which is the bench's business).
@@ -137,7 +176,17 @@ describe('rate governor', () => {
     await store.saveLaneLimits({ baseUrl: fake.url, model: 'gpt-4o-mini', rpm: 120, tpm: null, source: 'headers', at: Date.now() });
     await seedJobs(store, 6, { model: 'gpt-4o-mini' });
     const times: number[] = [];
-    await runQueue({ store, provider: provider(fake), baseUrl: fake.url, emit: (e) => { if (e === 'job:start') times.push(Date.now()); } }, { ...fast, concurrency: 6 });
+    await runQueue(
+      {
+        store,
+        provider: provider(fake),
+        baseUrl: fake.url,
+        emit: (e) => {
+          if (e === 'job:start') times.push(Date.now());
+        },
+      },
+      { ...fast, concurrency: 6 },
+    );
     // 120 rpm is 2 a second: six requests need over two seconds even with six slots
     expect(times[5]! - times[0]!).toBeGreaterThanOrEqual(2000);
     await store.close();
@@ -154,7 +203,10 @@ describe('rate governor', () => {
     });
     const summary = await runQueue({ store, provider: provider(fake, 600_000) }, { ...fast, concurrency: 4, timeout: 'auto' });
     expect(summary).toMatchObject({ reason: 'drained', done: 40, failed: 0 });
-    const attempts = store.db.prepare('SELECT outcome, error FROM attempts WHERE job_key = ? ORDER BY id').all(keys[0]) as Array<{ outcome: string; error: string }>;
+    const attempts = store.db.prepare('SELECT outcome, error FROM attempts WHERE job_key = ? ORDER BY id').all(keys[0]) as Array<{
+      outcome: string;
+      error: string;
+    }>;
     expect(attempts[0]).toMatchObject({ outcome: 'retry' });
     expect(attempts[0]!.error).toMatch(/Timed out after .* \(--timeout auto: .*p99 latency.*\).*may bill/);
     expect(attempts[1]).toMatchObject({ outcome: 'done' });
@@ -186,7 +238,7 @@ describe('rate governor', () => {
     const long = keys[40]!; // last in line: the lane has its answers by then
     // 2 ms a token: answers of 10 to 60 tokens, then one of 750 (1.5 s), far over what was seen
     fake.respond((r) => {
-      const tokens = r.key === long ? 750 : 10 + (keys.indexOf(r.key) * 7) % 51;
+      const tokens = r.key === long ? 750 : 10 + ((keys.indexOf(r.key) * 7) % 51);
       return reply.ok({ usage: { prompt_tokens: 10, completion_tokens: tokens }, latencyMs: 2 * tokens });
     });
     const summary = await runQueue({ store, provider: provider(fake, 600_000) }, { ...fast, concurrency: 4, timeout: 'auto' });
@@ -227,8 +279,16 @@ describe('rate governor', () => {
     const { fake, store } = await setup({ latencyMs: 1, rpm: 600, headers: 'none' });
     await seedJobs(store, 60);
     let lanes: SchedulerEventMap['progress']['lanes'] = [];
-    const summary = await runQueue({ store, provider: provider(fake), emit: (e, p) => { if (e === 'progress') lanes = (p as SchedulerEventMap['progress']).lanes; } },
-      { ...fast, concurrency: 8, rpm: 1200 });
+    const summary = await runQueue(
+      {
+        store,
+        provider: provider(fake),
+        emit: (e, p) => {
+          if (e === 'progress') lanes = (p as SchedulerEventMap['progress']).lanes;
+        },
+      },
+      { ...fast, concurrency: 8, rpm: 1200 },
+    );
     expect(summary).toMatchObject({ reason: 'drained', done: 60 });
     expect(summary.rateLimited).toBeGreaterThan(0);
     expect(lanes[0]!.rpm).toBeLessThan(1200);
@@ -245,9 +305,25 @@ describe('EMFILE is local, not an outage', () => {
     await seedJobs(store, 120);
     await store.close();
     // 64 descriptors: node, its modules, SQLite and a few dozen sockets; 120 in flight cannot all open
-    const child = spawn('bash', ['-c', 'ulimit -n 64 && exec "$0" "$@"', process.execPath, BIN,
-      'run', '--db', db, '--base-url', fake.url, '--concurrency', '120', '--progress', 'plain'],
-    { env: cliEnv({ LLMQ_API_KEY: 'sk-test' }), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      'bash',
+      [
+        '-c',
+        'ulimit -n 64 && exec "$0" "$@"',
+        process.execPath,
+        BIN,
+        'run',
+        '--db',
+        db,
+        '--base-url',
+        fake.url,
+        '--concurrency',
+        '120',
+        '--progress',
+        'plain',
+      ],
+      { env: cliEnv({ LLMQ_API_KEY: 'sk-test' }), stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     const r = await collect(child, 60_000);
     expect(r.stderr).toMatch(/warning: Local limit: .*(EMFILE|too many open files).*concurrency lowered from 120 to \d+/i);
     expect(r.code).toBe(0);

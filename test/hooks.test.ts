@@ -16,29 +16,56 @@ import { startFake } from './helpers/start-fake.js';
 
 const SECRET = 'hook-secret-for-tests';
 const cleanup: Array<() => Promise<unknown>> = [];
-afterEach(async () => { await Promise.all(cleanup.splice(0).map((c) => c())); });
+afterEach(async () => {
+  await Promise.all(cleanup.splice(0).map((c) => c()));
+});
 
-interface Received { readonly body: string; readonly signature: string | undefined }
+interface Received {
+  readonly body: string;
+  readonly signature: string | undefined;
+}
 
 /** A hook receiver on 127.0.0.1 answering with `answer(n)` (n from 1) or hanging when it returns null. */
 async function receiver(answer: (n: number) => number | null = () => 200): Promise<{ url: string; got: Received[] }> {
   const got: Received[] = [];
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let body = '';
-    req.setEncoding('utf8').on('data', (d: string) => (body += d)).on('end', () => {
-      got.push({ body, signature: req.headers['x-llmq-signature'] as string | undefined });
-      const status = answer(got.length);
-      if (status !== null) res.writeHead(status).end();
-    });
+    req
+      .setEncoding('utf8')
+      .on('data', (d: string) => (body += d))
+      .on('end', () => {
+        got.push({ body, signature: req.headers['x-llmq-signature'] as string | undefined });
+        const status = answer(got.length);
+        if (status !== null) res.writeHead(status).end();
+      });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanup.push(() => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve); }));
+  cleanup.push(
+    () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(resolve);
+      }),
+  );
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, got };
 }
 
 const SUMMARY: RunSummary = {
-  runId: 'run-1', reason: 'drained', done: 3, failed: 1, retried: 0, requests: 4, rateLimited: 0,
-  promptTokens: 30, completionTokens: 12, wallMs: 1234, remaining: 0, failedInStore: 1, fatal: null, costUsd: 0.0012, budget: null,
+  runId: 'run-1',
+  reason: 'drained',
+  done: 3,
+  failed: 1,
+  retried: 0,
+  requests: 4,
+  rateLimited: 0,
+  promptTokens: 30,
+  completionTokens: 12,
+  wallMs: 1234,
+  remaining: 0,
+  failedInStore: 1,
+  fatal: null,
+  costUsd: 0.0012,
+  budget: null,
 };
 
 describe('run hooks', () => {
@@ -47,15 +74,19 @@ describe('run hooks', () => {
     const db = join(dir, 'q.db');
     const store = new SqliteStore(db);
     const keys = await seedJobs(store, 8);
-    const requests = new Map((store.db.prepare('SELECT key, request FROM jobs').all() as Array<{ key: string; request: string }>).map((r) => [r.key, r.request]));
+    const requests = new Map(
+      (store.db.prepare('SELECT key, request FROM jobs').all() as Array<{ key: string; request: string }>).map((r) => [r.key, r.request]),
+    );
     await store.close();
     const fake = await startFake({ latencyMs: 5, record: false });
     fake.respond((r) => (r.key === keys[2] ? reply.badRequest() : undefined));
     const hook = await receiver();
     const doneFile = join(dir, 'done.json');
 
-    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none', '--on-job', hook.url, '--on-done', `cat > '${doneFile}'`],
-      { env: { LLMQ_API_KEY: 'sk-test-0123456789abcdef', LLMQ_HOOK_SECRET: SECRET } });
+    const r = await runCli(
+      ['run', '--db', db, '--base-url', fake.url, '--progress', 'none', '--on-job', hook.url, '--on-done', `cat > '${doneFile}'`],
+      { env: { LLMQ_API_KEY: 'sk-test-0123456789abcdef', LLMQ_HOOK_SECRET: SECRET } },
+    );
     expect(r.code, r.stderr).toBe(2);
     expect(r.stderr).toContain('hooks: --on-job 8 sent; --on-done 1 sent.');
 
@@ -63,11 +94,19 @@ describe('run hooks', () => {
     for (const g of hook.got) expect(g.signature).toBe(`sha256=${createHmac('sha256', SECRET).update(g.body).digest('hex')}`);
     const bodies = hook.got.map((g) => JSON.parse(g.body));
     const failed = bodies.filter((b) => b.state === 'failed');
-    expect(failed).toEqual([expect.objectContaining({ event: 'job', key: keys[2], attempts: 1, error: expect.stringContaining('HTTP 400') })]);
+    expect(failed).toEqual([
+      expect.objectContaining({ event: 'job', key: keys[2], attempts: 1, error: expect.stringContaining('HTTP 400') }),
+    ]);
     for (const b of bodies.filter((x) => x.state === 'done')) expect(b.output).toBe(answerFor(requests.get(b.key)!));
 
     const done = JSON.parse(readFileSync(doneFile, 'utf8'));
-    expect(done).toMatchObject({ event: 'done', exitCode: 2, reason: 'drained', counts: { done: 7, failed: 1, remaining: 0, failedInStore: 1 }, jobHooks: { sent: 8, failed: 0, dropped: 0 } });
+    expect(done).toMatchObject({
+      event: 'done',
+      exitCode: 2,
+      reason: 'drained',
+      counts: { done: 7, failed: 1, remaining: 0, failedInStore: 1 },
+      jobHooks: { sent: 8, failed: 0, dropped: 0 },
+    });
     expect(done.tokens.prompt).toBeGreaterThan(0);
     expect(done.durationMs).toBeGreaterThan(0);
   });
@@ -78,7 +117,13 @@ describe('run hooks', () => {
     const t = performance.now();
     hooks.listener('run:start', { runId: 'run-1', total: 500, alreadyDone: 0, options: {} });
     for (let i = 0; i < 500; i++) {
-      hooks.listener('job:done', { key: `k${i}`, attempt: 1, latencyMs: 5, usage: { promptTokens: 1, completionTokens: 1 }, output: 'x'.repeat(1000) });
+      hooks.listener('job:done', {
+        key: `k${i}`,
+        attempt: 1,
+        latencyMs: 5,
+        usage: { promptTokens: 1, completionTokens: 1 },
+        output: 'x'.repeat(1000),
+      });
     }
     // The hook never answers: a listener that waited for it would not be back within a minute.
     expect(performance.now() - t).toBeLessThan(5000);
@@ -95,7 +140,14 @@ describe('run hooks', () => {
     expect((await hooks.finish(SUMMARY, 2)).done).toMatchObject({ sent: 1, failed: 0 });
     expect(flaky.got).toHaveLength(3);
     expect(new Set(flaky.got.map((g) => g.body)).size).toBe(1);
-    expect(JSON.parse(flaky.got[2]!.body)).toMatchObject({ event: 'done', runId: 'run-1', exitCode: 2, counts: { done: 3, failed: 1 }, tokens: { prompt: 30, completion: 12 }, durationMs: 1234 });
+    expect(JSON.parse(flaky.got[2]!.body)).toMatchObject({
+      event: 'done',
+      runId: 'run-1',
+      exitCode: 2,
+      counts: { done: 3, failed: 1 },
+      tokens: { prompt: 30, completion: 12 },
+      durationMs: 1234,
+    });
 
     const closed = createServer();
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));

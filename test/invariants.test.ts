@@ -28,7 +28,11 @@ async function setup(jobs: number) {
 function onDisk(db: string, key: string) {
   const d = new Database(db, { readonly: true });
   try {
-    return d.prepare('SELECT state, attempts, lease_owner FROM jobs WHERE key = ?').get(key) as { state: string; attempts: number; lease_owner: string | null };
+    return d.prepare('SELECT state, attempts, lease_owner FROM jobs WHERE key = ?').get(key) as {
+      state: string;
+      attempts: number;
+      lease_owner: string | null;
+    };
   } finally {
     d.close();
   }
@@ -79,8 +83,12 @@ describe('invariant 3: the answer is stored in the same transaction that marks t
       const finished = new Set(attempts.filter((a) => a.outcome === 'done').map((a) => a.job_key));
       for (const j of jobs) {
         const done = j.state === 'done';
-        expect({ key: j.key, done, answered: j.output !== null, finished: finished.has(j.key) })
-          .toEqual({ key: j.key, done, answered: done, finished: done });
+        expect({ key: j.key, done, answered: j.output !== null, finished: finished.has(j.key) }).toEqual({
+          key: j.key,
+          done,
+          answered: done,
+          finished: done,
+        });
         if (done) expect(j.output).toBe(answerFor(j.request));
       }
       return jobs;

@@ -26,29 +26,56 @@ describe('known failures become one line that says what, where and what to do', 
   const cases: Array<[Error & { code: string }, { what: string; path: string }, RegExp]> = [
     [errno('EACCES'), DB, /^Permission denied for the database q\.db \(EACCES\)\. Check the permissions/],
     [errno('EPERM'), DB, /^Permission denied for the database q\.db \(EPERM\)/],
-    [errno('EROFS'), { what: '--out', path: '/mnt/r.jsonl' }, /^--out \/mnt\/r\.jsonl is on a read-only file system \(EROFS\)\. Use a path on a writable disk/],
+    [
+      errno('EROFS'),
+      { what: '--out', path: '/mnt/r.jsonl' },
+      /^--out \/mnt\/r\.jsonl is on a read-only file system \(EROFS\)\. Use a path on a writable disk/,
+    ],
     [errno('ENOTDIR'), DB, /^Cannot use the database q\.db: a part of that path is a file, not a folder/],
     [errno('EEXIST', { syscall: 'mkdir' }), DB, /a part of that path is a file, not a folder/],
     [errno('EISDIR'), { what: '--out', path: 'docs' }, /^--out docs is a folder\. Give the path of a file/],
     [errno('ENOSPC'), { what: 'standard output', path: '' }, /^No space left for standard output \(ENOSPC\)\. Free some space/],
     [errno('EDQUOT'), DB, /^No space left for the database q\.db \(EDQUOT: over the disk quota\)/],
-    [sqlite('SQLITE_READONLY', 'attempt to write a readonly database'), DB, /^The database q\.db is read-only \(attempt to write a readonly database\)\. Make the file and its folder writable, or work on a copy: llmq copy --from q\.db/],
+    [
+      sqlite('SQLITE_READONLY', 'attempt to write a readonly database'),
+      DB,
+      /^The database q\.db is read-only \(attempt to write a readonly database\)\. Make the file and its folder writable, or work on a copy: llmq copy --from q\.db/,
+    ],
     [sqlite('SQLITE_READONLY_DBMOVED', 'attempt to write a readonly database'), DB, /is read-only/],
-    [sqlite('SQLITE_CANTOPEN', 'unable to open database file'), DB, /^Cannot open the database q\.db \(unable to open database file\)\. Check that its folder exists/],
-    [sqlite('SQLITE_CORRUPT', 'database disk image is malformed'), DB, /^The database q\.db is damaged \(database disk image is malformed\)\. Restore it from a backup, or save what is readable: sqlite3 q\.db \.recover/],
+    [
+      sqlite('SQLITE_CANTOPEN', 'unable to open database file'),
+      DB,
+      /^Cannot open the database q\.db \(unable to open database file\)\. Check that its folder exists/,
+    ],
+    [
+      sqlite('SQLITE_CORRUPT', 'database disk image is malformed'),
+      DB,
+      /^The database q\.db is damaged \(database disk image is malformed\)\. Restore it from a backup, or save what is readable: sqlite3 q\.db \.recover/,
+    ],
     [sqlite('SQLITE_CORRUPT_INDEX', 'database disk image is malformed'), DB, /is damaged/],
-    [sqlite('SQLITE_NOTADB', 'file is not a database'), DB, /^The database q\.db is not an SQLite database \(file is not a database\)\. Point --db/],
-    [sqlite('SQLITE_FULL', 'database or disk is full'), DB, /^No space left for the database q\.db \(SQLITE_FULL\)\. .*what was committed before is kept/],
+    [
+      sqlite('SQLITE_NOTADB', 'file is not a database'),
+      DB,
+      /^The database q\.db is not an SQLite database \(file is not a database\)\. Point --db/,
+    ],
+    [
+      sqlite('SQLITE_FULL', 'database or disk is full'),
+      DB,
+      /^No space left for the database q\.db \(SQLITE_FULL\)\. .*what was committed before is kept/,
+    ],
     [sqlite('SQLITE_IOERR_WRITE', 'disk I/O error'), DB, /^A disk error on the database q\.db \(SQLITE_IOERR_WRITE: disk I\/O error\)/],
   ];
-  it.each(cases.map(([error, place, expected]) => ({ code: error.code, error, place, expected })))('maps $code to one line with the path and the fix', ({ error, place, expected }) => {
-    const mapped = knownError(error, place);
-    expect(mapped).toBeInstanceOf(LlmqError);
-    expect(mapped!.exitCode).toBe(1);
-    expect(mapped!.message).toMatch(expected);
-    expect(mapped!.message).not.toContain('\n');
-    expect(mapped!.cause).toBe(error);
-  });
+  it.each(cases.map(([error, place, expected]) => ({ code: error.code, error, place, expected })))(
+    'maps $code to one line with the path and the fix',
+    ({ error, place, expected }) => {
+      const mapped = knownError(error, place);
+      expect(mapped).toBeInstanceOf(LlmqError);
+      expect(mapped!.exitCode).toBe(1);
+      expect(mapped!.message).toMatch(expected);
+      expect(mapped!.message).not.toContain('\n');
+      expect(mapped!.cause).toBe(error);
+    },
+  );
 
   it('names the path an fs error carries when no place is given; leaves other errors alone', () => {
     expect(knownError(errno('EACCES', { path: '/x/y' }))!.message).toMatch(/^Permission denied for the file \/x\/y/);
@@ -64,17 +91,30 @@ describe('known failures become one line that says what, where and what to do', 
     const readonly = () => sqlite('SQLITE_READONLY', 'attempt to write a readonly database');
     const fake = {
       location: 'q.db',
-      retryFailed: async () => { throw readonly(); },
-      enqueueSync: () => { throw readonly(); },
-      async *exportRows() { yield 1; throw sqlite('SQLITE_CORRUPT', 'database disk image is malformed'); },
-      status: async () => { throw new TypeError('a bug stays a bug'); },
+      retryFailed: async () => {
+        throw readonly();
+      },
+      enqueueSync: () => {
+        throw readonly();
+      },
+      async *exportRows() {
+        yield 1;
+        throw sqlite('SQLITE_CORRUPT', 'database disk image is malformed');
+      },
+      status: async () => {
+        throw new TypeError('a bug stays a bug');
+      },
     };
     const store = withKnownErrors(fake as unknown as Store, 'q.db') as unknown as typeof fake;
     expect(store.location).toBe('q.db');
     await expect(store.retryFailed()).rejects.toThrow(/^The database q\.db is read-only/);
     expect(() => store.enqueueSync()).toThrow(/^The database q\.db is read-only/);
     const seen: unknown[] = [];
-    await expect((async () => { for await (const r of store.exportRows()) seen.push(r); })()).rejects.toThrow(/^The database q\.db is damaged/);
+    await expect(
+      (async () => {
+        for await (const r of store.exportRows()) seen.push(r);
+      })(),
+    ).rejects.toThrow(/^The database q\.db is damaged/);
     expect(seen).toEqual([1]);
     await expect(store.status()).rejects.toThrow(TypeError);
   });
@@ -137,7 +177,10 @@ describe('ordinary mistakes are one line and exit 1, not a stack trace', () => {
     const { SqliteStore } = await import('../src/store/sqlite/store.js');
     const { docRow } = await import('./helpers/populate.js');
     const store = new SqliteStore(db);
-    await store.enqueue(Array.from({ length: 2000 }, (_, i) => docRow(`bulk/${i}`, `bulk document ${i} `.repeat(20))), 1);
+    await store.enqueue(
+      Array.from({ length: 2000 }, (_, i) => docRow(`bulk/${i}`, `bulk document ${i} `.repeat(20))),
+      1,
+    );
     await store.close();
     const size = statSync(db).size;
     const fd = openSync(db, 'r+');
@@ -147,7 +190,9 @@ describe('ordinary mistakes are one line and exit 1, not a stack trace', () => {
     const before = statSync(db);
     const r = await runCli(['enqueue', join(dir, 'new.txt'), '--db', db]);
     expect(r.code).toBe(1);
-    expect(oneLine(r.stderr)).toMatch(/^error: The database .*q\.db is damaged \(database disk image is malformed.*\)\. Restore it from a backup/);
+    expect(oneLine(r.stderr)).toMatch(
+      /^error: The database .*q\.db is damaged \(database disk image is malformed.*\)\. Restore it from a backup/,
+    );
     expect(statSync(db).mtimeMs).toBe(before.mtimeMs);
 
     const headerOnly = join(dir, 'torn.db');
@@ -161,7 +206,10 @@ describe('ordinary mistakes are one line and exit 1, not a stack trace', () => {
 
   it('PostgreSQL with sslmode=require against a server without SSL', async (ctx) => {
     const probe = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 3000 });
-    const reachable = await probe.connect().then(() => true, () => false);
+    const reachable = await probe.connect().then(
+      () => true,
+      () => false,
+    );
     const ssl = reachable ? (await probe.query<{ ssl: string }>('SHOW ssl')).rows[0]!.ssl : 'unknown';
     await probe.end().catch(() => {});
     if (!reachable || ssl !== 'off') ctx.skip(`needs a PostgreSQL without SSL at ${PG_URL}`);
@@ -170,7 +218,10 @@ describe('ordinary mistakes are one line and exit 1, not a stack trace', () => {
     url.searchParams.set('sslmode', 'require');
     const r = await runCli(['status', '--db', url.toString()]);
     expect(r.code).toBe(1);
-    const lines = r.stderr.trimEnd().split('\n').filter((l) => l.startsWith('error:'));
+    const lines = r.stderr
+      .trimEnd()
+      .split('\n')
+      .filter((l) => l.startsWith('error:'));
     expect(lines).toHaveLength(1);
     expect(r.stderr).not.toMatch(/unexpected error|hunter2/);
     expect(lines[0]).toMatch(/^error: Cannot connect to PostgreSQL at .*:\*\*\*@.*: the server does not support SSL.*Remove sslmode/);

@@ -22,10 +22,23 @@ describe('a long outage with refused connections burns no attempts', () => {
     await seedJobs(store, 4);
     await fake.down();
     setTimeout(() => void fake.up(), 2500);
-    const options: RunOptions = { retryDelayMs: 10, maxRetryDelayMs: 50, heartbeatMs: 200, concurrency: 1, maxAttempts: 3,
-      outage: { probeDelayMs: 5, maxProbeDelayMs: 10 } };
-    const summary = await runQueue({ store, provider: new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-secret', timeoutMs: 5000 }) }, options);
-    const rows = store.db.prepare('SELECT state, attempts, error FROM jobs ORDER BY seq').all() as Array<{ state: string; attempts: number; error: string | null }>;
+    const options: RunOptions = {
+      retryDelayMs: 10,
+      maxRetryDelayMs: 50,
+      heartbeatMs: 200,
+      concurrency: 1,
+      maxAttempts: 3,
+      outage: { probeDelayMs: 5, maxProbeDelayMs: 10 },
+    };
+    const summary = await runQueue(
+      { store, provider: new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-secret', timeoutMs: 5000 }) },
+      options,
+    );
+    const rows = store.db.prepare('SELECT state, attempts, error FROM jobs ORDER BY seq').all() as Array<{
+      state: string;
+      attempts: number;
+      error: string | null;
+    }>;
     await store.close();
     // Observed: the jobs in hand fail with "gave up after 3 attempts: ... ECONNREFUSED" during the outage.
     expect(summary).toMatchObject({ done: 4, failed: 0 });

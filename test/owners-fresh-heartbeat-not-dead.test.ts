@@ -27,9 +27,15 @@ describe('a run with a fresh heartbeat is not dead, though another machine share
     const storeA = new SqliteStore(path);
     const storeB = new SqliteStore(path);
     const provider = () => new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-secret', timeoutMs: 5000 });
-    const runA = runQueue({ store: storeA, provider: provider(), host: 'worker', pid: 4_190_001, runId: 'run-a' }, { ...fast, concurrency: 4 });
+    const runA = runQueue(
+      { store: storeA, provider: provider(), host: 'worker', pid: 4_190_001, runId: 'run-a' },
+      { ...fast, concurrency: 4 },
+    );
     await fake.waitForRequests(4); // A holds 8 jobs, 4 of them in flight, heartbeating every 100 ms
-    const runB = runQueue({ store: storeB, provider: provider(), host: 'worker', pid: process.pid, runId: 'run-b' }, { ...fast, concurrency: 4 });
+    const runB = runQueue(
+      { store: storeB, provider: provider(), host: 'worker', pid: process.pid, runId: 'run-b' },
+      { ...fast, concurrency: 4 },
+    );
     await Promise.all([runA, runB]);
     await storeA.close();
     await storeB.close();

@@ -30,8 +30,30 @@ describe('two runs on same-hostname machines both end when the queue is drained'
     const storeA = new SqliteStore(path);
     const storeB = new SqliteStore(path);
     // Each machine sees only its own pid alive.
-    const runA = runQueue({ store: storeA, provider: provider(), host: 'worker', pid: 4_190_001, isAlive: (p) => p === 4_190_001, runId: 'run-a', stopSignal: stop.signal }, { ...fast, concurrency: 2 });
-    const runB = runQueue({ store: storeB, provider: provider(), host: 'worker', pid: 4_190_002, isAlive: (p) => p === 4_190_002, runId: 'run-b', stopSignal: stop.signal }, { ...fast, concurrency: 2 });
+    const runA = runQueue(
+      {
+        store: storeA,
+        provider: provider(),
+        host: 'worker',
+        pid: 4_190_001,
+        isAlive: (p) => p === 4_190_001,
+        runId: 'run-a',
+        stopSignal: stop.signal,
+      },
+      { ...fast, concurrency: 2 },
+    );
+    const runB = runQueue(
+      {
+        store: storeB,
+        provider: provider(),
+        host: 'worker',
+        pid: 4_190_002,
+        isAlive: (p) => p === 4_190_002,
+        runId: 'run-b',
+        stopSignal: stop.signal,
+      },
+      { ...fast, concurrency: 2 },
+    );
     const [a, b] = await Promise.all([runA, runB]);
     clearTimeout(guard);
     await storeA.close();

@@ -15,7 +15,7 @@ function drive(limits: PaceLimits, ms: number, tokens = 0, warm = false): number
   const pacer = new WindowPacer(limits);
   if (warm) pacer.setGuard(WARM_GUARD_MS);
   const sent: number[] = [];
-  for (let now = T0; now < T0 + ms;) {
+  for (let now = T0; now < T0 + ms; ) {
     const wait = pacer.delay(tokens, now);
     if (wait > 0) {
       now += wait;
@@ -59,8 +59,16 @@ describe('WindowPacer: no 1-second window above its share', () => {
     const sends = async (ending: boolean, limited = false) => {
       let now = T0;
       const lane = new Lane('m', { rpm: 6000, tpm: null }, new LocalLaneBoard(() => now), () => now);
-      const rateLimit = { limitRequests: 6000, limitTokens: null, remainingRequests: 0, remainingTokens: null, resetRequestsMs: 10, resetTokensMs: null };
-      if (limited) lane.rateLimitedBy(new ProviderError({ message: '429', scope: 'retryable', reason: 'rate_limit', status: 429, rateLimit }), now);
+      const rateLimit = {
+        limitRequests: 6000,
+        limitTokens: null,
+        remainingRequests: 0,
+        remainingTokens: null,
+        resetRequestsMs: 10,
+        resetTokensMs: null,
+      };
+      if (limited)
+        lane.rateLimitedBy(new ProviderError({ message: '429', scope: 'retryable', reason: 'rate_limit', status: 429, rateLimit }), now);
       let n = 0;
       while (now < T0 + 10_000) {
         const got = await lane.tryTake(0);
@@ -78,21 +86,21 @@ describe('WindowPacer: no 1-second window above its share', () => {
     expect(await sends(true, true)).toBeLessThan(990);
   });
 
-  it('spreads a window\'s share over the window instead of one burst', () => {
+  it("spreads a window's share over the window instead of one burst", () => {
     const sent = drive({ rpm: 6000, tpm: null }, 1000);
     const gaps = sent.slice(1).map((t, i) => t - sent[i]!);
     expect(Math.max(...gaps.slice(2))).toBeLessThanOrEqual(15);
     expect(sent.filter((t) => t < T0 + 100).length).toBeLessThanOrEqual(11);
   });
 
-  it('tokens: requests of 60% of a second\'s share go one per window', () => {
+  it("tokens: requests of 60% of a second's share go one per window", () => {
     // 60,000 tpm = 1,000 tokens per second; each request 600 tokens
     const sent = drive({ rpm: null, tpm: 60_000 }, 30_000, 600);
     expect(worstWindow(sent, () => 600)).toBeLessThanOrEqual(1000);
     expect(sent.length).toBeGreaterThanOrEqual(27); // >= 90% of one per window
   });
 
-  it('a request bigger than a window\'s share goes alone, at the average rate', () => {
+  it("a request bigger than a window's share goes alone, at the average rate", () => {
     // 1,000 tokens/s; 2,500-token requests: one every 2.5 s
     const sent = drive({ rpm: null, tpm: 60_000 }, 20_000, 2500);
     const gaps = sent.slice(1).map((t, i) => t - sent[i]!);
@@ -106,7 +114,7 @@ describe('WindowPacer: no 1-second window above its share', () => {
     expect(Math.min(...gaps)).toBeGreaterThanOrEqual(2000);
   });
 
-  it('settling a request\'s real tokens frees or takes room in its window', () => {
+  it("settling a request's real tokens frees or takes room in its window", () => {
     const pacer = new WindowPacer({ rpm: null, tpm: 60_000 });
     const ticket = pacer.take(900, T0);
     const before = pacer.delay(300, T0 + 1);
@@ -136,39 +144,56 @@ describe('WindowPacer: no 1-second window above its share', () => {
 const headers = (h: Record<string, string>) => ({ get: (n: string) => h[n.toLowerCase()] ?? null });
 
 describe('limits learned from headers', () => {
-  it('reads OpenAI\'s per-minute limits: reset is the time until the budget is full', () => {
-    const rl = parseRateLimit(headers({
-      'x-ratelimit-limit-requests': '600', 'x-ratelimit-remaining-requests': '599', 'x-ratelimit-reset-requests': '100ms',
-      'x-ratelimit-limit-tokens': '200000', 'x-ratelimit-remaining-tokens': '199000', 'x-ratelimit-reset-tokens': '300ms',
-    }));
+  it("reads OpenAI's per-minute limits: reset is the time until the budget is full", () => {
+    const rl = parseRateLimit(
+      headers({
+        'x-ratelimit-limit-requests': '600',
+        'x-ratelimit-remaining-requests': '599',
+        'x-ratelimit-reset-requests': '100ms',
+        'x-ratelimit-limit-tokens': '200000',
+        'x-ratelimit-remaining-tokens': '199000',
+        'x-ratelimit-reset-tokens': '300ms',
+      }),
+    );
     expect(limitsFromHeaders(rl)).toEqual({ rpm: 600, tpm: 200_000 });
   });
 
   it('tells a per-second budget from a per-minute one by how fast it refills', () => {
-    const rl = parseRateLimit(headers({ 'x-ratelimit-limit-requests': '10', 'x-ratelimit-remaining-requests': '9', 'x-ratelimit-reset-requests': '100ms' }));
+    const rl = parseRateLimit(
+      headers({ 'x-ratelimit-limit-requests': '10', 'x-ratelimit-remaining-requests': '9', 'x-ratelimit-reset-requests': '100ms' }),
+    );
     expect(limitsFromHeaders(rl)).toEqual({ rpm: 600, tpm: null });
   });
 
   it('does not take a reset rounded to whole seconds for a slow budget', () => {
     // 10,000 per minute with one used: a precise reset would be 6 ms; rounded up to `1s` it must
     // not read as 10,000 per 2.8 hours
-    const rl = parseRateLimit(headers({ 'x-ratelimit-limit-requests': '10000', 'x-ratelimit-remaining-requests': '9999', 'x-ratelimit-reset-requests': '1s' }));
+    const rl = parseRateLimit(
+      headers({ 'x-ratelimit-limit-requests': '10000', 'x-ratelimit-remaining-requests': '9999', 'x-ratelimit-reset-requests': '1s' }),
+    );
     expect(limitsFromHeaders(rl)).toEqual({ rpm: 10_000, tpm: null });
   });
 
   it('assumes a minute when nothing has been used yet', () => {
-    const rl = parseRateLimit(headers({ 'x-ratelimit-limit-requests': '500', 'x-ratelimit-remaining-requests': '500', 'x-ratelimit-reset-requests': '0s' }));
+    const rl = parseRateLimit(
+      headers({ 'x-ratelimit-limit-requests': '500', 'x-ratelimit-remaining-requests': '500', 'x-ratelimit-reset-requests': '0s' }),
+    );
     expect(limitsFromHeaders(rl)).toEqual({ rpm: 500, tpm: null });
   });
 
-  it('reads Anthropic\'s headers (reset as a time)', () => {
+  it("reads Anthropic's headers (reset as a time)", () => {
     const now = T0;
-    const rl = parseRateLimit(headers({
-      'anthropic-ratelimit-requests-limit': '50', 'anthropic-ratelimit-requests-remaining': '49',
-      'anthropic-ratelimit-requests-reset': new Date(now + 1200).toISOString(),
-      'anthropic-ratelimit-tokens-limit': '40000', 'anthropic-ratelimit-tokens-remaining': '39000',
-      'anthropic-ratelimit-tokens-reset': new Date(now + 1500).toISOString(),
-    }), now);
+    const rl = parseRateLimit(
+      headers({
+        'anthropic-ratelimit-requests-limit': '50',
+        'anthropic-ratelimit-requests-remaining': '49',
+        'anthropic-ratelimit-requests-reset': new Date(now + 1200).toISOString(),
+        'anthropic-ratelimit-tokens-limit': '40000',
+        'anthropic-ratelimit-tokens-remaining': '39000',
+        'anthropic-ratelimit-tokens-reset': new Date(now + 1500).toISOString(),
+      }),
+      now,
+    );
     expect(limitsFromHeaders(rl)).toEqual({ rpm: 50, tpm: 40_000 });
   });
 
@@ -197,7 +222,8 @@ describe('RateBackoff: 429s without headers teach the pace', () => {
   it('a run told twice the real limit settles near it: the average factor stays near 0.5', () => {
     // Simulate: the real limit is half the cap; a 429 whenever the factor is above 0.5.
     const b = new RateBackoff(T0);
-    let cuts = 0, sum = 0;
+    let cuts = 0,
+      sum = 0;
     for (let t = T0; t < T0 + 60_000; t += 100) {
       b.tick(t);
       if (b.factor > 0.5 && b.rateLimited(t, t)) cuts++;
@@ -262,7 +288,7 @@ describe('LatencyStats: --timeout auto', () => {
     ];
     for (const { base, perToken } of cases) {
       const s = new LatencyStats();
-      const latency = (tokens: number, i: number) => base + perToken * tokens * (0.9 + 0.2 * ((i * 37) % 11) / 10);
+      const latency = (tokens: number, i: number) => base + perToken * tokens * (0.9 + (0.2 * ((i * 37) % 11)) / 10);
       for (let i = 0; i < 256; i++) s.record(latency(5 + (i % 40), i), 5 + (i % 40));
       for (const maxTokens of [50, 100, 200, 44 * LatencyStats.MAX_STRETCH]) {
         // the slowest answer that long, with the same jitter as the answers seen

@@ -15,7 +15,18 @@ const usage = { promptTokens: 1_000_000, completionTokens: 1_000_000 };
 
 describe('prices', () => {
   it('come from genai-prices, labelled with the date of its data', () => {
-    for (const m of ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'gpt-4.1-mini', 'gpt-4.1-nano', 'o3-mini', 'o4-mini', 'gpt-3.5-turbo', 'claude-sonnet-4-20250514', 'gemini-2.5-flash']) {
+    for (const m of [
+      'gpt-4o',
+      'gpt-4o-mini',
+      'gpt-4.1',
+      'gpt-4.1-mini',
+      'gpt-4.1-nano',
+      'o3-mini',
+      'o4-mini',
+      'gpt-3.5-turbo',
+      'claude-sonnet-4-20250514',
+      'gemini-2.5-flash',
+    ]) {
       expect(table.lookup(m)?.source, m).toMatch(/^genai-prices \d{4}-\d{2}-\d{2}$/);
     }
     expect(costOf('gpt-4o-mini', usage, table)).toBeCloseTo(0.75, 12);
@@ -71,11 +82,20 @@ describe('prices', () => {
     expect(() => parsePriceFile('[1,2]', 'f.json')).toThrow(/f\.json to be a JSON object.*got an array/);
     expect(() => parsePriceFile('{"m": [1]}', 'f.json')).toThrow(/price of "m" in f\.json.*\[1\]/);
     expect(() => parsePriceFile('{nope', 'f.json')).toThrow(/Expected f\.json to be JSON/);
-    expect(() => loadPriceTable({ file: '/no/such/prices.json' })).toThrow(/Cannot read the price file \/no\/such\/prices\.json given by --prices: ENOENT/);
+    expect(() => loadPriceTable({ file: '/no/such/prices.json' })).toThrow(
+      /Cannot read the price file \/no\/such\/prices\.json given by --prices: ENOENT/,
+    );
   });
 
   it('the worst case of a request covers its framing and all of max_tokens', () => {
-    const request = JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 300, messages: [{ role: 'system', content: 'Be terse.' }, { role: 'user', content: 'Summarize: the quick brown fox.' }] });
+    const request = JSON.stringify({
+      model: 'gpt-4o-mini',
+      max_tokens: 300,
+      messages: [
+        { role: 'system', content: 'Be terse.' },
+        { role: 'user', content: 'Summarize: the quick brown fox.' },
+      ],
+    });
     const worst = worstCaseUsage(request);
     const text = estimatePromptTokens(JSON.parse(request));
     // OpenAI adds about 3 tokens per message and 3 for the reply: the worst case must be above that.
@@ -86,13 +106,42 @@ describe('prices', () => {
 
   it('status: a model without a price makes the total unknown and is named', () => {
     const snap: StatusSnapshot = {
-      counts: { pending: 1, running: 0, done: 2, failed: 0 }, total: 3, items: 3, tokens: { prompt: 300, completion: 30 },
+      counts: { pending: 1, running: 0, done: 2, failed: 0 },
+      total: 3,
+      items: 3,
+      tokens: { prompt: 300, completion: 30 },
       byModel: [
         // answered before llmq kept costs: priced now
-        { model: 'gpt-4o', jobs: 2, done: 1, pending: 1, prompt: 200, completion: 20, storedUsd: 0, unpricedPrompt: 200, unpricedCompletion: 20 },
-        { model: 'my-finetune', jobs: 1, done: 1, pending: 0, prompt: 100, completion: 10, storedUsd: 0, unpricedPrompt: 100, unpricedCompletion: 10 },
+        {
+          model: 'gpt-4o',
+          jobs: 2,
+          done: 1,
+          pending: 1,
+          prompt: 200,
+          completion: 20,
+          storedUsd: 0,
+          unpricedPrompt: 200,
+          unpricedCompletion: 20,
+        },
+        {
+          model: 'my-finetune',
+          jobs: 1,
+          done: 1,
+          pending: 0,
+          prompt: 100,
+          completion: 10,
+          storedUsd: 0,
+          unpricedPrompt: 100,
+          unpricedCompletion: 10,
+        },
       ],
-      failures: [], retrying: 0, oldestPendingAt: null, activeRuns: [], lastRun: null, lanes: [], spend: [],
+      failures: [],
+      retrying: 0,
+      oldestPendingAt: null,
+      activeRuns: [],
+      lastRun: null,
+      lanes: [],
+      spend: [],
     };
     const r = buildStatusReport(snap, { now: Date.now(), prices: table, db: 'x.db' });
     expect(r.cost.usd).toBeNull();

@@ -9,15 +9,46 @@ const T = 1_754_000_000_000;
 
 function snapshot(over: Partial<ProgressSnapshot> = {}): ProgressSnapshot {
   return {
-    startedAt: T, now: T + 60_000, total: 40_000, alreadyDone: 0, done: 31_204, failed: 148, retried: 1_020, inFlight: 8,
-    waiting: 3, backingOff: 2, requests: 32_400, rateLimited: 12, promptTokens: 14_200_000, completionTokens: 3_100_000,
-    jobsPerSecond: 4.6, tokensPerSecond: 612, etaSeconds: 1_860, paused: null, lanes: [], concurrency: 8, ...over,
+    startedAt: T,
+    now: T + 60_000,
+    total: 40_000,
+    alreadyDone: 0,
+    done: 31_204,
+    failed: 148,
+    retried: 1_020,
+    inFlight: 8,
+    waiting: 3,
+    backingOff: 2,
+    requests: 32_400,
+    rateLimited: 12,
+    promptTokens: 14_200_000,
+    completionTokens: 3_100_000,
+    jobsPerSecond: 4.6,
+    tokensPerSecond: 612,
+    etaSeconds: 1_860,
+    paused: null,
+    lanes: [],
+    concurrency: 8,
+    ...over,
   };
 }
 
 const summary: RunSummary = {
-  runId: 'r1', reason: 'drained', done: 31_204, failed: 148, retried: 1_020, requests: 32_400, rateLimited: 12,
-  promptTokens: 14_200_000, completionTokens: 3_100_000, wallMs: 6_780_000, remaining: 0, failedInStore: 148, costUsd: 4.2, budget: null, fatal: null,
+  runId: 'r1',
+  reason: 'drained',
+  done: 31_204,
+  failed: 148,
+  retried: 1_020,
+  requests: 32_400,
+  rateLimited: 12,
+  promptTokens: 14_200_000,
+  completionTokens: 3_100_000,
+  wallMs: 6_780_000,
+  remaining: 0,
+  failedInStore: 148,
+  costUsd: 4.2,
+  budget: null,
+  fatal: null,
 };
 
 /** A stream that records what was written; `tty` makes it look like a terminal to cli-progress. */
@@ -40,9 +71,23 @@ function feed(emit: <E extends SchedulerEventName>(e: E, p: SchedulerEventMap[E]
   emit('run:start', { runId: 'r1', total: 40_000, alreadyDone: 0, options: { model: 'gpt-4o-mini' } });
   emit('job:start', { key: 'k1'.padEnd(64, '0'), attempt: 1, model: 'gpt-4o-mini' });
   emit('progress', snapshot({ now: T + 1000, done: 0, failed: 0 }));
-  emit('job:done', { key: 'k1'.padEnd(64, '0'), attempt: 1, latencyMs: 800, usage: { promptTokens: 1_000_000, completionTokens: 1_000_000 }, output: 'an answer' });
+  emit('job:done', {
+    key: 'k1'.padEnd(64, '0'),
+    attempt: 1,
+    latencyMs: 800,
+    usage: { promptTokens: 1_000_000, completionTokens: 1_000_000 },
+    output: 'an answer',
+  });
   emit('job:start', { key: 'k2'.padEnd(64, '0'), attempt: 1, model: 'gpt-4o-mini' });
-  emit('job:retry', { key: 'k2'.padEnd(64, '0'), attempt: 1, status: 503, reason: 'server', error: '503 Service Unavailable', delayMs: 1000, counted: true });
+  emit('job:retry', {
+    key: 'k2'.padEnd(64, '0'),
+    attempt: 1,
+    status: 503,
+    reason: 'server',
+    error: '503 Service Unavailable',
+    delayMs: 1000,
+    counted: true,
+  });
   emit('paused', { reason: 'rate_limit', untilMs: Date.now() + 12_000, detail: 'retry-after 12s' });
   emit('progress', snapshot({ now: T + 2000, paused: { reason: 'rate_limit', until: Date.now() + 12_000 } }));
   emit('resumed', { reason: 'rate_limit' });
@@ -117,10 +162,24 @@ describe('progress renderers', () => {
 
   it('json: every line parses, events in order, progress thinned, cost attached', () => {
     const out = run('json');
-    const events = out.trimEnd().split('\n').map((l) => JSON.parse(l));
+    const events = out
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(events.map((e) => e.event)).toEqual([
-      'run:start', 'job:start', 'progress', 'job:done', 'job:start', 'job:retry', 'paused', 'progress', 'resumed', 'job:failed',
-      'progress', 'progress', 'run:end',
+      'run:start',
+      'job:start',
+      'progress',
+      'job:done',
+      'job:start',
+      'job:retry',
+      'paused',
+      'progress',
+      'resumed',
+      'job:failed',
+      'progress',
+      'progress',
+      'run:end',
     ]);
     for (const e of events) expect(typeof e.time).toBe('number');
     expect(events[2]).toMatchObject({ event: 'progress', done: 0, total: 40_000, cost_usd: 0 });
@@ -133,7 +192,15 @@ describe('progress renderers', () => {
   it('cost is unknown (not 0) for a model without a price; a subscribe function works as a source', () => {
     const stream = sink();
     let listener: ((e: SchedulerEventName, p: never) => void) | null = null;
-    const p = attachProgress((l) => { listener = l as never; return () => { listener = null; }; }, { mode: 'plain', stream, color: false });
+    const p = attachProgress(
+      (l) => {
+        listener = l as never;
+        return () => {
+          listener = null;
+        };
+      },
+      { mode: 'plain', stream, color: false },
+    );
     listener!('job:start', { key: 'a', attempt: 1, model: 'llama3.1:8b' } as never);
     listener!('job:done', { key: 'a', attempt: 1, latencyMs: 5, usage: { promptTokens: 10, completionTokens: 5 } } as never);
     listener!('progress', snapshot({ total: 1, done: 1, failed: 0 }) as never);
@@ -145,7 +212,15 @@ describe('progress renderers', () => {
   it('the run summary says "cost unknown" once for a model without a price', () => {
     const stream = sink();
     let listener: ((e: SchedulerEventName, p: never) => void) | null = null;
-    const p = attachProgress((l) => { listener = l as never; return () => { listener = null; }; }, { mode: 'plain', stream, color: false });
+    const p = attachProgress(
+      (l) => {
+        listener = l as never;
+        return () => {
+          listener = null;
+        };
+      },
+      { mode: 'plain', stream, color: false },
+    );
     listener!('job:start', { key: 'a', attempt: 1, model: 'llama3.1:8b' } as never);
     listener!('job:done', { key: 'a', attempt: 1, latencyMs: 5, usage: { promptTokens: 10, completionTokens: 5 } } as never);
     listener!('run:end', { ...summary, done: 1, failed: 0, failedInStore: 0, promptTokens: 10, completionTokens: 5 } as never);

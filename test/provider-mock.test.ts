@@ -5,7 +5,14 @@ import { canonicalJson } from '../src/request.js';
 import { countTokens } from 'gpt-tokenizer';
 
 const live = () => new AbortController().signal;
-const request = (text: string) => canonicalJson({ model: 'gpt-4o-mini', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: text }] });
+const request = (text: string) =>
+  canonicalJson({
+    model: 'gpt-4o-mini',
+    messages: [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: text },
+    ],
+  });
 
 describe('MockProvider', () => {
   it('answers deterministically with labelled output, realistic usage and an OpenAI-shaped body', async () => {
@@ -17,9 +24,16 @@ describe('MockProvider', () => {
     expect(b).toEqual(a);
     expect(a.usage).toEqual({ promptTokens: countTokens('Be brief.') + countTokens(text), completionTokens: countTokens(a.output) });
     const body = JSON.parse(a.body);
-    expect(body).toMatchObject({ object: 'chat.completion', created: 1_700_000_000, model: 'gpt-4o-mini', choices: [{ index: 0, message: { role: 'assistant', content: a.output }, finish_reason: 'stop' }] });
+    expect(body).toMatchObject({
+      object: 'chat.completion',
+      created: 1_700_000_000,
+      model: 'gpt-4o-mini',
+      choices: [{ index: 0, message: { role: 'assistant', content: a.output }, finish_reason: 'stop' }],
+    });
     expect(body.usage.total_tokens).toBe(a.usage.promptTokens + a.usage.completionTokens);
-    expect(mockAnswer({ messages: [{ role: 'user', content: [{ type: 'text', text: 'short one' }] }] })).toBe('[mock] Summary of: short one');
+    expect(mockAnswer({ messages: [{ role: 'user', content: [{ type: 'text', text: 'short one' }] }] })).toBe(
+      '[mock] Summary of: short one',
+    );
   });
 
   it('simulates latency with seeded jitter', async () => {

@@ -10,8 +10,18 @@ const headers = (h: Record<string, string>) => new Headers(h);
 
 describe('header parsing', () => {
   it.each([
-    ['20ms', 20], ['1s', 1000], ['6m0s', 360_000], ['1m30.5s', 90_500], ['0.5s', 500], ['2h', 7_200_000], ['3', 3000], ['1h2m3s4ms', 3_723_004],
-    ['', null], ['soon', null], ['5x', null], ['1s garbage', null],
+    ['20ms', 20],
+    ['1s', 1000],
+    ['6m0s', 360_000],
+    ['1m30.5s', 90_500],
+    ['0.5s', 500],
+    ['2h', 7_200_000],
+    ['3', 3000],
+    ['1h2m3s4ms', 3_723_004],
+    ['', null],
+    ['soon', null],
+    ['5x', null],
+    ['1s garbage', null],
   ] as const)('parseDuration(%j) = %j', (text, ms) => {
     expect(parseDuration(text)).toBe(ms);
   });
@@ -29,7 +39,12 @@ describe('header parsing', () => {
   it('reads x-ratelimit-* or returns null when there are none', () => {
     expect(parseRateLimit(headers({}))).toBeNull();
     expect(parseRateLimit(headers({ 'x-ratelimit-remaining-tokens': '10', 'x-ratelimit-reset-requests': '6m0s' }))).toEqual({
-      limitRequests: null, limitTokens: null, remainingRequests: null, remainingTokens: 10, resetRequestsMs: 360_000, resetTokensMs: null,
+      limitRequests: null,
+      limitTokens: null,
+      remainingRequests: null,
+      remainingTokens: 10,
+      resetRequestsMs: 360_000,
+      resetTokensMs: null,
     });
   });
 });
@@ -42,29 +57,45 @@ describe('classification details', () => {
     expect(c(502, '<html><body>Bad Gateway</body></html>').message).toBe('HTTP 502: Bad Gateway');
     expect(c(503, '').message).toBe('HTTP 503: Service Unavailable');
     expect(c(404, '404 page not found').message).toBe('HTTP 404: 404 page not found (check --base-url: it usually ends in /v1)');
-    expect(c(400, '{"error":{"message":"the request exceeds the available context size","type":"exceed_context_size_error"}}').reason).toBe('too_long');
+    expect(c(400, '{"error":{"message":"the request exceeds the available context size","type":"exceed_context_size_error"}}').reason).toBe(
+      'too_long',
+    );
     expect(c(429, '{"error":{"message":"quota","type":"insufficient_quota","code":null}}').reason).toBe('quota');
     expect(c(401, '{}').message).toBe('HTTP 401: Unauthorized. Check LLMQ_API_KEY (or OPENAI_API_KEY) and --base-url.');
   });
 
   it('keeps messages stable and short', () => {
-    const a = cleanMessage('Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000. Please try again in 20ms.', undefined);
-    const b = cleanMessage('Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000. Please try again in 1.5s.', undefined);
+    const a = cleanMessage(
+      'Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000. Please try again in 20ms.',
+      undefined,
+    );
+    const b = cleanMessage(
+      'Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000. Please try again in 1.5s.',
+      undefined,
+    );
     expect(a).toBe(b);
     expect(cleanMessage('x'.repeat(1000), undefined).length).toBeLessThanOrEqual(300);
     expect(cleanMessage('line one\n  line two', undefined)).toBe('line one line two');
   });
 
   it('names the code of a network error', () => {
-    const err = classifyNetworkError(new TypeError('fetch failed', { cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' }) }), undefined);
+    const err = classifyNetworkError(
+      new TypeError('fetch failed', { cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' }) }),
+      undefined,
+    );
     expect(err.message).toBe('Network error: connect ECONNREFUSED 127.0.0.1:9');
-    const sock = classifyNetworkError(new TypeError('fetch failed', { cause: Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' }) }), undefined);
+    const sock = classifyNetworkError(
+      new TypeError('fetch failed', { cause: Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' }) }),
+      undefined,
+    );
     expect(sock.message).toBe('Network error: other side closed (UND_ERR_SOCKET)');
   });
 
   it('redacts the configured secret and anything shaped like a key', () => {
     expect(redactSecret('key=abc12345 and abc12345', 'abc12345')).toBe('key=[REDACTED] and [REDACTED]');
-    expect(redactSecret('Incorrect API key provided: sk-proj-AAAAAAAAAAAAAAAAAAAAAAAA', undefined)).toBe('Incorrect API key provided: [REDACTED]');
+    expect(redactSecret('Incorrect API key provided: sk-proj-AAAAAAAAAAAAAAAAAAAAAAAA', undefined)).toBe(
+      'Incorrect API key provided: [REDACTED]',
+    );
   });
 });
 
@@ -81,8 +112,10 @@ describe('createProvider', () => {
 
   it('rejects a bad base URL naming --base-url and the value', () => {
     expect(() => resolveBaseUrl('localhost:8080', env({}))).toThrow(UsageError);
-    expect(() => resolveBaseUrl('not a url', env({}))).toThrow("Expected --base-url to be an http(s) URL like https://api.openai.com/v1 or http://127.0.0.1:11434/v1, got 'not a url'.");
-    expect(() => resolveBaseUrl(undefined, env({ LLMQ_BASE_URL: 'ftp://x' }))).toThrow("--base-url (from LLMQ_BASE_URL)");
+    expect(() => resolveBaseUrl('not a url', env({}))).toThrow(
+      "Expected --base-url to be an http(s) URL like https://api.openai.com/v1 or http://127.0.0.1:11434/v1, got 'not a url'.",
+    );
+    expect(() => resolveBaseUrl(undefined, env({ LLMQ_BASE_URL: 'ftp://x' }))).toThrow('--base-url (from LLMQ_BASE_URL)');
   });
 
   it('refuses a user name or password in the base URL without echoing it, from the flag or either env variable', () => {
@@ -111,7 +144,9 @@ describe('createProvider', () => {
     expect(() => createProvider({}, env({}))).toThrow(LlmqError);
     expect(() => createProvider({}, env({}))).toThrow(/LLMQ_API_KEY.*--provider mock/);
     expect(createProvider({}, env({ OPENAI_API_KEY: 'sk-x' })).name).toBe('openai-compatible (https://api.openai.com/v1)');
-    expect(createProvider({ baseUrl: 'http://127.0.0.1:11434/v1?api-key=x' }, env({})).name).toBe('openai-compatible (http://127.0.0.1:11434/v1)');
+    expect(createProvider({ baseUrl: 'http://127.0.0.1:11434/v1?api-key=x' }, env({})).name).toBe(
+      'openai-compatible (http://127.0.0.1:11434/v1)',
+    );
     expect(() => createProvider({}, env({ LLMQ_API_KEY: 'two words' }))).toThrow(/LLMQ_API_KEY contains spaces/);
     expect(createProvider({ provider: 'mock' }, env({}))).toBeInstanceOf(MockProvider);
   });

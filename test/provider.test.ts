@@ -22,13 +22,19 @@ async function start(options: Parameters<typeof FakeOpenAI.start>[0] = {}) {
 }
 
 function provider(f: FakeOpenAI, options: { apiKey?: string; timeoutMs?: number } = {}) {
-  return new OpenAIProvider({ baseUrl: `${f.url}/`, apiKey: 'apiKey' in options ? options.apiKey : KEY, timeoutMs: options.timeoutMs ?? 5000 });
+  return new OpenAIProvider({
+    baseUrl: `${f.url}/`,
+    apiKey: 'apiKey' in options ? options.apiKey : KEY,
+    timeoutMs: options.timeoutMs ?? 5000,
+  });
 }
 
 /** The ProviderError a request is rejected with (fails the test if it resolves or rejects otherwise). */
 async function failure(p: OpenAIProvider, body = request(), signal = live()): Promise<ProviderError> {
   const err = await p.complete(body, { signal }).then(
-    () => { throw new Error('expected the request to fail'); },
+    () => {
+      throw new Error('expected the request to fail');
+    },
     (e: unknown) => e,
   );
   expect(err).toBeInstanceOf(ProviderError);
@@ -64,7 +70,10 @@ describe('OpenAIProvider: success', () => {
     f.script(reply.ok({ content: '' }));
     expect((await p.complete(request('a'), { signal: live() })).output).toBe('');
     const toolCalls = [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } }];
-    const completion = { choices: [{ index: 0, message: { role: 'assistant', content: null, tool_calls: toolCalls } }], usage: { prompt_tokens: 3, completion_tokens: 4 } };
+    const completion = {
+      choices: [{ index: 0, message: { role: 'assistant', content: null, tool_calls: toolCalls } }],
+      usage: { prompt_tokens: 3, completion_tokens: 4 },
+    };
     f.script(reply.raw(200, completion));
     expect(JSON.parse((await p.complete(request('b'), { signal: live() })).output)).toEqual(toolCalls);
     f.script(reply.raw(200, { choices: [{ message: { role: 'assistant', content: null, refusal: 'I cannot help with that.' } }] }));
@@ -75,17 +84,43 @@ describe('OpenAIProvider: success', () => {
 
   it('reads the cached part of the prompt, which is billed lower', async () => {
     const f = await start();
-    const body = { choices: [{ message: { role: 'assistant', content: 'ok' } }], usage: { prompt_tokens: 2000, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 1536 } } };
-    f.script(reply.raw(200, body), reply.raw(200, { ...body, usage: { prompt_tokens: 20, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 0 } } }));
-    expect((await provider(f).complete(request(), { signal: live() })).usage).toEqual({ promptTokens: 2000, completionTokens: 5, cachedTokens: 1536 });
+    const body = {
+      choices: [{ message: { role: 'assistant', content: 'ok' } }],
+      usage: { prompt_tokens: 2000, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 1536 } },
+    };
+    f.script(
+      reply.raw(200, body),
+      reply.raw(200, { ...body, usage: { prompt_tokens: 20, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 0 } } }),
+    );
+    expect((await provider(f).complete(request(), { signal: live() })).usage).toEqual({
+      promptTokens: 2000,
+      completionTokens: 5,
+      cachedTokens: 1536,
+    });
     expect((await provider(f).complete(request(), { signal: live() })).usage).toEqual({ promptTokens: 20, completionTokens: 5 });
   });
 
   it('reads x-ratelimit-* headers of a success', async () => {
     const f = await start();
-    f.script(reply.ok({ headers: { 'x-ratelimit-remaining-requests': '59', 'x-ratelimit-remaining-tokens': '149000', 'x-ratelimit-reset-requests': '1m30.5s', 'x-ratelimit-reset-tokens': '20ms' } }));
+    f.script(
+      reply.ok({
+        headers: {
+          'x-ratelimit-remaining-requests': '59',
+          'x-ratelimit-remaining-tokens': '149000',
+          'x-ratelimit-reset-requests': '1m30.5s',
+          'x-ratelimit-reset-tokens': '20ms',
+        },
+      }),
+    );
     const result = await provider(f).complete(request(), { signal: live() });
-    expect(result.rateLimit).toEqual({ limitRequests: null, limitTokens: null, remainingRequests: 59, remainingTokens: 149000, resetRequestsMs: 90_500, resetTokensMs: 20 });
+    expect(result.rateLimit).toEqual({
+      limitRequests: null,
+      limitTokens: null,
+      remainingRequests: 59,
+      remainingTokens: 149000,
+      resetRequestsMs: 90_500,
+      resetTokensMs: 20,
+    });
   });
 });
 
@@ -127,9 +162,21 @@ describe('OpenAIProvider: classification over HTTP', () => {
   it('reads retry-after-ms, retry-after seconds and retry-after dates of a 429', async () => {
     const f = await start();
     f.script(
-      reply.raw(429, { error: { message: 'slow down', type: 'requests', code: 'rate_limit_exceeded' } }, { 'retry-after-ms': '250', 'retry-after': '1' }),
+      reply.raw(
+        429,
+        { error: { message: 'slow down', type: 'requests', code: 'rate_limit_exceeded' } },
+        { 'retry-after-ms': '250', 'retry-after': '1' },
+      ),
       reply.raw(429, { error: { message: 'slow down' } }, { 'retry-after': '7' }),
-      reply.raw(429, { error: { message: 'slow down' } }, { 'retry-after': new Date(Date.now() + 30_000).toUTCString(), 'x-ratelimit-remaining-tokens': '0', 'x-ratelimit-reset-tokens': '6m0s' }),
+      reply.raw(
+        429,
+        { error: { message: 'slow down' } },
+        {
+          'retry-after': new Date(Date.now() + 30_000).toUTCString(),
+          'x-ratelimit-remaining-tokens': '0',
+          'x-ratelimit-reset-tokens': '6m0s',
+        },
+      ),
     );
     const p = provider(f);
     expect((await failure(p)).retryAfterMs).toBe(250);
@@ -137,7 +184,14 @@ describe('OpenAIProvider: classification over HTTP', () => {
     const dated = await failure(p);
     expect(dated.retryAfterMs).toBeGreaterThan(27_000);
     expect(dated.retryAfterMs).toBeLessThanOrEqual(30_000);
-    expect(dated.rateLimit).toEqual({ limitRequests: null, limitTokens: null, remainingRequests: null, remainingTokens: 0, resetRequestsMs: null, resetTokensMs: 360_000 });
+    expect(dated.rateLimit).toEqual({
+      limitRequests: null,
+      limitTokens: null,
+      remainingRequests: null,
+      remainingTokens: 0,
+      resetRequestsMs: null,
+      resetTokensMs: 360_000,
+    });
   });
 
   it('gets the 429 headers of the fake RPM limiter', async () => {
@@ -225,7 +279,13 @@ describe('OpenAIProvider: the key never leaks', () => {
     f.respond((r) => reply.error(400, `got ${String(r.headers.authorization)}`));
     const err = await failure(provider(f, { apiKey: odd }));
     expect(err.message).toBe('HTTP 400: got Bearer [REDACTED]');
-    const throwing = new OpenAIProvider({ baseUrl: f.url, apiKey: odd, transport: async () => { throw new TypeError('fetch failed', { cause: new Error(`bad header ${odd}`) }); } });
+    const throwing = new OpenAIProvider({
+      baseUrl: f.url,
+      apiKey: odd,
+      transport: async () => {
+        throw new TypeError('fetch failed', { cause: new Error(`bad header ${odd}`) });
+      },
+    });
     const netErr = await failure(throwing as OpenAIProvider);
     expect(netErr.reason).toBe('network');
     const chain = [netErr.message, (netErr.cause as Error).message, ((netErr.cause as Error).cause as Error).message].join(' ');

@@ -7,7 +7,12 @@ import { populate } from './helpers/populate.js';
 import { tempDir } from './helpers/tmp.js';
 
 /** The commands that only read a queue, each with the flag that names it. */
-const READERS = (db: string) => [['status', '--db', db], ['show', 'x', '--db', db], ['export', '--db', db], ['copy', '--from', db, '--to', `${db}.copy`]];
+const READERS = (db: string) => [
+  ['status', '--db', db],
+  ['show', 'x', '--db', db],
+  ['export', '--db', db],
+  ['copy', '--from', db, '--to', `${db}.copy`],
+];
 
 describe('read-only commands never create or write a database', () => {
   it('copy --from a mistyped path creates neither database', async () => {
@@ -48,7 +53,10 @@ describe('read-only commands never create or write a database', () => {
       expect(r.code, args[0]).toBe(1);
       expect(r.stderr).toMatch(/other\.db is an SQLite database but not an llmq one \(it has a table "customers"\)/);
     }
-    for (const args of [['status', '--db', blank], ['export', '--db', blank]]) {
+    for (const args of [
+      ['status', '--db', blank],
+      ['export', '--db', blank],
+    ]) {
       const r = await runCli(args);
       expect(r.code, args[0]).toBe(1);
       expect(r.stderr).toMatch(/blank\.db is an empty SQLite database, not an llmq queue/);
@@ -61,10 +69,16 @@ describe('read-only commands never create or write a database', () => {
   it('a URL of another kind (mysql://) is refused, listing what is accepted, and no file is made of it', async () => {
     const dir = tempDir();
     writeFileSync(join(dir, 'a.txt'), 'a document');
-    for (const args of [['enqueue', 'a.txt', '--db', 'mysql://x'], ['status', '--db', 'mysql://u:secret@h/x'], ['copy', '--to', 'sqlite://y.db']]) {
+    for (const args of [
+      ['enqueue', 'a.txt', '--db', 'mysql://x'],
+      ['status', '--db', 'mysql://u:secret@h/x'],
+      ['copy', '--to', 'sqlite://y.db'],
+    ]) {
       const r = await runCli(args, { cwd: dir, env: { LLMQ_DB: 'a.db' } });
       expect(r.code, args.join(' ')).toBe(1);
-      expect(r.stderr).toMatch(/--(db|to) (mysql|sqlite):\/\/.*: llmq does not speak (mysql|sqlite):\/\/\. Expected the path of an SQLite file .* or a postgres:\/\/ or postgresql:\/\/ URL/);
+      expect(r.stderr).toMatch(
+        /--(db|to) (mysql|sqlite):\/\/.*: llmq does not speak (mysql|sqlite):\/\/\. Expected the path of an SQLite file .* or a postgres:\/\/ or postgresql:\/\/ URL/,
+      );
       expect(r.stderr).not.toContain('secret');
     }
     expect(readdirSync(dir)).toEqual(['a.txt']);

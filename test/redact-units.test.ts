@@ -8,17 +8,32 @@ const KEY = 'sk-SUPERSECRETKEY-0123456789abcdef';
 describe('redactSecret: any run of 8 or more characters of the key', () => {
   it.each([
     ['the whole key', `got ${KEY}`, KEY, 'got [REDACTED]'],
-    ['a 12-character prefix, as providers echo it', 'Incorrect API key provided: sk-SUPERSECR...', KEY, 'Incorrect API key provided: [REDACTED]...'],
+    [
+      'a 12-character prefix, as providers echo it',
+      'Incorrect API key provided: sk-SUPERSECR...',
+      KEY,
+      'Incorrect API key provided: [REDACTED]...',
+    ],
     ['exactly 8 characters from the middle', 'saw RETKEY-0 here', KEY, 'saw [REDACTED] here'],
     ['7 characters are ordinary text', 'saw RETKEY- here', KEY, 'saw RETKEY- here'],
     ['a suffix at the end of the text', 'tail 456789abcdef', KEY, 'tail [REDACTED]'],
     ['two separate runs', 'a sk-SUPERSEC b 89abcdef c', KEY, 'a [REDACTED] b [REDACTED] c'],
     ['two runs side by side become one', 'x sk-SUPERS0123456789y', KEY, 'x [REDACTED]y'],
-    ['a key that is not shaped like an OpenAI key', 'bad header Bearer my-local-token-xyz', 'my-local-token-xyz', 'bad header Bearer [REDACTED]'],
+    [
+      'a key that is not shaped like an OpenAI key',
+      'bad header Bearer my-local-token-xyz',
+      'my-local-token-xyz',
+      'bad header Bearer [REDACTED]',
+    ],
     ['text shorter than 8 characters', 'sk-SUPE', KEY, 'sk-SUPE'],
     ['a one-character key redacts nothing of it', 'Bad request: Bearer B', 'B', 'Bad request: Bearer B'],
     ['a 7-character key redacts nothing of it', 'got abc1234 and abc1234', 'abc1234', 'got abc1234 and abc1234'],
-    ['no key: only the known shapes', 'Incorrect API key provided: sk-proj-AAAAAAAAAAAAAAAAAAAAAAAA', undefined, 'Incorrect API key provided: [REDACTED]'],
+    [
+      'no key: only the known shapes',
+      'Incorrect API key provided: sk-proj-AAAAAAAAAAAAAAAAAAAAAAAA',
+      undefined,
+      'Incorrect API key provided: [REDACTED]',
+    ],
     ['a short key still loses key-shaped text', 'Bearer abcdefghijklmnopqrstuvwxyz', 'B', '[REDACTED]'],
     ['URL passwords are masked too', 'connect to http://u:pw-SECRET@h/v1 failed', KEY, 'connect to http://u:***@h/v1 failed'],
   ] as const)('%s', (_what, text, key, expected) => {
@@ -26,7 +41,7 @@ describe('redactSecret: any run of 8 or more characters of the key', () => {
   });
 
   it('is linear in the text: a long message against a long key', () => {
-    const key = Array.from({ length: 4096 }, (_, i) => String.fromCharCode(33 + (i * 7919) % 94)).join('');
+    const key = Array.from({ length: 4096 }, (_, i) => String.fromCharCode(33 + ((i * 7919) % 94))).join('');
     const text = 'ordinary words '.repeat(20_000) + key.slice(1000, 1040);
     const started = performance.now();
     const out = redactSecret(text, key);

@@ -23,7 +23,8 @@ describe('RedisLaneBoards: one lane budget shared by runs', () => {
     const boards = [a.board(baseUrl, 'm'), b.board(baseUrl, 'm')];
     const t0 = Date.now();
     const starts = (await Promise.all(boards.flatMap((board) => Array.from({ length: 10 }, () => take(board, { rpm: 600, tpm: null })))))
-      .map((t) => t - t0).sort((x, y) => x - y);
+      .map((t) => t - t0)
+      .sort((x, y) => x - y);
     // 600 rpm is 10 per second: 20 starts span about 2 s together; two separate budgets would take 1 s.
     expect(starts[19]! - starts[0]!).toBeGreaterThanOrEqual(1700);
     // and no 1-second window holds more than 10
@@ -70,7 +71,9 @@ describe('RedisLaneBoards: one lane budget shared by runs', () => {
       redis.kill('SIGKILL');
       await new Promise((r) => redis.once('exit', r));
       const unhandled: unknown[] = [];
-      const onUnhandled = (reason: unknown): void => { unhandled.push(reason); };
+      const onUnhandled = (reason: unknown): void => {
+        unhandled.push(reason);
+      };
       process.on('unhandledRejection', onUnhandled);
       try {
         if (typeof ticket !== 'number') board.settle(ticket, 40);

@@ -98,9 +98,18 @@ describe('results after a run on the fake', () => {
     expect(s.cost.knownUsd).toBeCloseTo(usd, 12);
     expect(s.cost.unpriced).toEqual([]);
     expect(s.cost.remainingUsd).toBe(0);
-    expect(s.cost.byModel).toEqual([{
-      model: 'gpt-4o-mini', jobs: 11, done: 8, prompt, completion, price: [...PRICE], priceSource: expect.stringMatching(/^genai-prices /), usd: s.cost.usd,
-    }]);
+    expect(s.cost.byModel).toEqual([
+      {
+        model: 'gpt-4o-mini',
+        jobs: 11,
+        done: 8,
+        prompt,
+        completion,
+        price: [...PRICE],
+        priceSource: expect.stringMatching(/^genai-prices /),
+        usd: s.cost.usd,
+      },
+    ]);
     // the run kept the same money in its ledger: every answer, nothing held, nothing that may be billed
     expect(s.cost.byRun).toHaveLength(1);
     expect(s.cost.byRun[0]).toMatchObject({ runId: end.runId, reservedUsd: 0, inFlight: 0, mayBeBilledTries: 0, unpricedTries: 0 });
@@ -112,9 +121,12 @@ describe('results after a run on the fake', () => {
       { error: 'HTTP 400: Reason A: this document is refused.', count: 2 },
       { error: `HTTP 400: ${REASON_B}`, count: 1 },
     ]);
-    expect(jobs.filter((j) => j.state === 'failed').map((j) => j.error).sort()).toEqual([
-      'HTTP 400: Reason A: this document is refused.', 'HTTP 400: Reason A: this document is refused.', `HTTP 400: ${REASON_B}`,
-    ]);
+    expect(
+      jobs
+        .filter((j) => j.state === 'failed')
+        .map((j) => j.error)
+        .sort(),
+    ).toEqual(['HTTP 400: Reason A: this document is refused.', 'HTTP 400: Reason A: this document is refused.', `HTTP 400: ${REASON_B}`]);
 
     // the run is over: no live run, no ETA; the last run is the one we started, with its figures
     expect(s.activeRuns).toEqual([]);
@@ -123,16 +135,34 @@ describe('results after a run on the fake', () => {
     expect(runs).toHaveLength(1);
     const last = s.lastRun;
     expect(last).toMatchObject({
-      id: end.runId, host: hostname(), pid, exitReason: 'drained', live: false,
-      done: 8, failed: 3, retried: 1, requests: fake.received, rateLimited: 0, tokens: { prompt, completion },
-      startedAt: runs[0]!.started_at, endedAt: runs[0]!.ended_at,
+      id: end.runId,
+      host: hostname(),
+      pid,
+      exitReason: 'drained',
+      live: false,
+      done: 8,
+      failed: 3,
+      retried: 1,
+      requests: fake.received,
+      rateLimited: 0,
+      tokens: { prompt, completion },
+      startedAt: runs[0]!.started_at,
+      endedAt: runs[0]!.ended_at,
     });
     expect(fake.received).toBe(12); // 11 jobs, one of them twice
     expect(last.endedAt).toBeGreaterThanOrEqual(last.startedAt);
     expect(last.wallSeconds).toBeCloseTo((last.endedAt - last.startedAt) / 1000, 6);
     expect(last.averageJobsPerSecond).toBeCloseTo(8 / last.wallSeconds, 6);
     // and it agrees with what the run itself said at its end
-    expect(end).toMatchObject({ done: 8, failed: 3, retried: 1, requests: 12, promptTokens: prompt, completionTokens: completion, failedInStore: 3 });
+    expect(end).toMatchObject({
+      done: 8,
+      failed: 3,
+      retried: 1,
+      requests: 12,
+      promptTokens: prompt,
+      completionTokens: completion,
+      failedInStore: 3,
+    });
   });
 
   it('export jsonl and csv: every item in input order, every field from the store and the fake', async () => {
@@ -153,7 +183,20 @@ describe('results after a run on the fake', () => {
       expect(sent.all.length, input.id).toBeGreaterThan(0);
       expect(content(sent.all[0]!)).toContain(input.text);
       const { id: _id, text: _text, ...meta } = input;
-      expect(Object.keys(line)).toEqual(['id', 'key', 'state', 'output', 'error', 'attempts', 'model', 'usage', 'cost_usd', 'latency_ms', 'source', 'meta']);
+      expect(Object.keys(line)).toEqual([
+        'id',
+        'key',
+        'state',
+        'output',
+        'error',
+        'attempts',
+        'model',
+        'usage',
+        'cost_usd',
+        'latency_ms',
+        'source',
+        'meta',
+      ]);
       expect(line.key).toBe(job.key);
       expect(line.model).toBe('gpt-4o-mini');
       expect(line.attempts).toBe(sent.all.length); // every try reached the fake, and no other
@@ -188,19 +231,44 @@ describe('results after a run on the fake', () => {
     const csv = await runCli(['export', '--db', db, '--format', 'csv']);
     expect(csv.code).toBe(0);
     const rows = parseCsv(csv.stdout);
-    expect(rows[0]).toEqual(['id', 'key', 'state', 'model', 'attempts', 'prompt_tokens', 'completion_tokens', 'latency_ms', 'source', 'output', 'error', 'meta', 'cost_usd']);
+    expect(rows[0]).toEqual([
+      'id',
+      'key',
+      'state',
+      'model',
+      'attempts',
+      'prompt_tokens',
+      'completion_tokens',
+      'latency_ms',
+      'source',
+      'output',
+      'error',
+      'meta',
+      'cost_usd',
+    ]);
     expect(rows).toHaveLength(1 + out.length);
     const text = (v: unknown) => (v === null || v === undefined ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v));
     for (const [i, l] of out.entries()) {
       expect(rows[i + 1]).toEqual([
-        l.id, l.key, l.state, l.model, String(l.attempts), text(l.usage?.prompt_tokens), text(l.usage?.completion_tokens),
-        String(l.latency_ms), l.source, text(l.output), text(l.error), text(l.meta), text(l.cost_usd),
+        l.id,
+        l.key,
+        l.state,
+        l.model,
+        String(l.attempts),
+        text(l.usage?.prompt_tokens),
+        text(l.usage?.completion_tokens),
+        String(l.latency_ms),
+        l.source,
+        text(l.output),
+        text(l.error),
+        text(l.meta),
+        text(l.cost_usd),
       ]);
     }
     expect(JSON.parse(rows.find((x) => x[0] === 'beta')![11]!)).toEqual({ lang: 'en', tags: ['a', 'b'] });
   });
 
-  it('export --format openai-batch: the fake\'s own response bodies, errors for the failed', async () => {
+  it("export --format openai-batch: the fake's own response bodies, errors for the failed", async () => {
     const { fake, db, lines } = ctx;
     const r = await runCli(['export', '--db', db, '--format', 'openai-batch']);
     expect(r.code).toBe(0);
@@ -249,7 +317,10 @@ describe('results after a run on the fake', () => {
     expect(r.stdout).toMatch(new RegExp(`^ {2}tokens {4}${u.prompt_tokens} in, ${u.completion_tokens} out$`, 'm'));
 
     const j = JSON.parse((await runCli(['show', 'flaky', '--json', '--db', db])).stdout);
-    expect(j.attempts.map((a: { attempt: number; status: number; outcome: string }) => [a.attempt, a.status, a.outcome])).toEqual([[1, 500, 'retry'], [2, 200, 'done']]);
+    expect(j.attempts.map((a: { attempt: number; status: number; outcome: string }) => [a.attempt, a.status, a.outcome])).toEqual([
+      [1, 500, 'retry'],
+      [2, 200, 'done'],
+    ]);
   });
 });
 
@@ -257,13 +328,26 @@ describe('OpenAI Batch round trip', () => {
   it('batch input lines -> run -> export --format openai-batch: each custom_id once, the answer to its exact body', async () => {
     const fake = await startFake({ latencyMs: 5 });
     fake.respond((req) => (content(req).includes('refuse me') ? reply.badRequest('Refused by the fake.') : undefined));
-    const body = (text: string, extra: object = {}) => ({ model: 'gpt-4o-mini', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: text }], max_tokens: 50, ...extra });
+    const body = (text: string, extra: object = {}) => ({
+      model: 'gpt-4o-mini',
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: text },
+      ],
+      max_tokens: 50,
+      ...extra,
+    });
     const input = [
       { custom_id: 'request-1', method: 'POST', url: '/v1/chat/completions', body: body('What is 2+2?') },
       { custom_id: 'request-2', method: 'POST', url: '/v1/chat/completions', body: body('Name a colour.', { temperature: 0.2 }) },
       { custom_id: 'request-3', method: 'POST', url: '/v1/chat/completions', body: body('please refuse me') },
       { custom_id: 'request-4', method: 'POST', url: '/v1/chat/completions', body: body('What is 2+2?') }, // same body as request-1
-      { custom_id: 'request-5', method: 'POST', url: '/v1/chat/completions', body: { messages: [{ role: 'user', content: 'Keys in another order.' }], model: 'gpt-4o-mini', seed: 7 } },
+      {
+        custom_id: 'request-5',
+        method: 'POST',
+        url: '/v1/chat/completions',
+        body: { messages: [{ role: 'user', content: 'Keys in another order.' }], model: 'gpt-4o-mini', seed: 7 },
+      },
     ];
     const dir = tempDir();
     const file = join(dir, 'batch_input.jsonl');
@@ -294,7 +378,10 @@ describe('OpenAI Batch round trip', () => {
         expect(line.error).toBeNull();
         expect(line.response.status_code).toBe(200);
         expect(line.response.body.choices[0].message.content).toBe(answerFor(req.body));
-        expect(line.response.body.usage).toEqual({ ...fakeUsage(req), total_tokens: fakeUsage(req).prompt_tokens + fakeUsage(req).completion_tokens });
+        expect(line.response.body.usage).toEqual({
+          ...fakeUsage(req),
+          total_tokens: fakeUsage(req).prompt_tokens + fakeUsage(req).completion_tokens,
+        });
       }
     }
     expect(results[3].response.body).toEqual(results[0].response.body);
@@ -305,6 +392,11 @@ describe('OpenAI Batch round trip', () => {
 /** JSON with object keys sorted, to compare bodies whatever order their keys were written in. */
 function sortKeys(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(sortKeys);
-  if (v && typeof v === 'object') return Object.fromEntries(Object.keys(v).sort().map((k) => [k, sortKeys((v as Record<string, unknown>)[k])]));
+  if (v && typeof v === 'object')
+    return Object.fromEntries(
+      Object.keys(v)
+        .sort()
+        .map((k) => [k, sortKeys((v as Record<string, unknown>)[k])]),
+    );
   return v;
 }

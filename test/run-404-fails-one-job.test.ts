@@ -24,7 +24,9 @@ describe('a 404 for one job at the head of the queue fails that job, not every r
     const fake = await startFake();
     const store = new SqliteStore(join(tempDir(), 'q.db'));
     const keys = await seedJobs(store, 10);
-    fake.respond((r) => (r.key === keys[0] ? reply.error(404, 'The model `gpt-old` does not exist', { code: 'model_not_found' }) : undefined));
+    fake.respond((r) =>
+      r.key === keys[0] ? reply.error(404, 'The model `gpt-old` does not exist', { code: 'model_not_found' }) : undefined,
+    );
     const p = new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-secret', timeoutMs: 5000 });
     const reasons: string[] = [];
     for (let i = 0; i < 3; i++) reasons.push((await runQueue({ store, provider: p }, { ...fast, concurrency: 1 })).reason);

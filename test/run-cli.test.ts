@@ -18,7 +18,13 @@ async function setup(jobs: number, latencyMs: number) {
 
 function states(db: string) {
   const store = new SqliteStore(db);
-  const rows = store.db.prepare('SELECT key, state, attempts, output, request FROM jobs').all() as Array<{ key: string; state: string; attempts: number; output: string | null; request: string }>;
+  const rows = store.db.prepare('SELECT key, state, attempts, output, request FROM jobs').all() as Array<{
+    key: string;
+    state: string;
+    attempts: number;
+    output: string | null;
+    request: string;
+  }>;
   void store.close();
   return rows;
 }
@@ -56,7 +62,10 @@ describe('llmq run (child processes)', () => {
     const resent = keys.filter((k) => fake.sentCount(k) > 1).length;
     expect(resent).toBeLessThanOrEqual(8 * kills);
     const exported = await runCli(['export', '--db', db]);
-    const lines = exported.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const lines = exported.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(lines.length).toBe(300);
     expect(new Set(lines.map((l) => l.id)).size).toBe(300);
     expect(lines.every((l) => l.state === 'done')).toBe(true);
@@ -90,8 +99,23 @@ describe('llmq run (child processes)', () => {
 
   it('a provider that goes down for 10 s mid-run fails no job', async () => {
     const { fake, db, keys } = await setup(120, 20);
-    const child = spawnCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '4', '--max-attempts', '2', '--timeout', '2',
-      '--retry-delay', '0.1', '--progress', 'plain']);
+    const child = spawnCli([
+      'run',
+      '--db',
+      db,
+      '--base-url',
+      fake.url,
+      '--concurrency',
+      '4',
+      '--max-attempts',
+      '2',
+      '--timeout',
+      '2',
+      '--retry-delay',
+      '0.1',
+      '--progress',
+      'plain',
+    ]);
     const done = collect(child, 90_000);
     await fake.waitForRequests(20);
     await fake.down();
@@ -107,14 +131,19 @@ describe('llmq run (child processes)', () => {
 
   it('a wrong key stops the run with exit 1, says what to fix, burns no job, never prints the key', async () => {
     const { fake, db } = await setup(30, 5);
-    fake.respond((req) => reply.error(401, `Incorrect API key provided: ${String(req.headers.authorization)}`, { code: 'invalid_api_key' }));
-    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none'], { env: { LLMQ_API_KEY: 'sk-live-SECRET-123' } });
+    fake.respond((req) =>
+      reply.error(401, `Incorrect API key provided: ${String(req.headers.authorization)}`, { code: 'invalid_api_key' }),
+    );
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none'], {
+      env: { LLMQ_API_KEY: 'sk-live-SECRET-123' },
+    });
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/LLMQ_API_KEY/);
     expect(r.stderr + r.stdout).not.toContain('sk-live-SECRET-123');
     expect(states(db).every((x) => x.state === 'pending' && x.attempts === 0)).toBe(true);
     const store = new SqliteStore(db);
-    const dump = JSON.stringify(store.db.prepare('SELECT * FROM attempts').all()) + JSON.stringify(store.db.prepare('SELECT * FROM runs').all());
+    const dump =
+      JSON.stringify(store.db.prepare('SELECT * FROM attempts').all()) + JSON.stringify(store.db.prepare('SELECT * FROM runs').all());
     await store.close();
     expect(dump).not.toContain('sk-live-SECRET-123');
   });

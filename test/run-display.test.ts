@@ -26,7 +26,12 @@ async function setup() {
   });
   const lines = Array.from({ length: DOCS }, (_, i) => ({
     id: `d${String(i).padStart(2, '0')}`,
-    text: i === 5 ? 'doc-FAIL: this one is refused' : i === 9 ? 'doc-FLAKY: the first try gets a 500' : `document ${i}: the quick brown fox jumps over the lazy dog ${i} times.`,
+    text:
+      i === 5
+        ? 'doc-FAIL: this one is refused'
+        : i === 9
+          ? 'doc-FLAKY: the first try gets a 500'
+          : `document ${i}: the quick brown fox jumps over the lazy dog ${i} times.`,
   }));
   const dir = tempDir();
   const { db } = await enqueueJsonl(dir, lines);
@@ -100,7 +105,10 @@ describe('llmq run on a terminal: known problem', () => {
   // to attachProgress (whose header is cut to the width) instead, fixes it; then un-skip this.
   it('a long --db path keeps the header within 80 columns', async () => {
     const { db, args } = await setup();
-    const r = await runInPty(args.map((a) => (a === 'q.db' ? db : a)), { env: { NO_COLOR: '1' } });
+    const r = await runInPty(
+      args.map((a) => (a === 'q.db' ? db : a)),
+      { env: { NO_COLOR: '1' } },
+    );
     expect(r.code, r.stdout).toBe(2);
     const term = playTerminal(r.stdout);
     expect(term.maxColumn, term.widest).toBeLessThanOrEqual(80);
@@ -118,7 +126,10 @@ describe('llmq run through a pipe', () => {
     expect(r.stderr).toMatch(/^run [0-9a-f]{8} on q\.db via openai-compatible \(http:\/\/127\.0\.0\.1:\d+\/v1\): 24 jobs to do$/m);
     const progress = r.stderr.split('\n').filter((l) => /^\[\d/.test(l));
     expect(progress.length).toBeGreaterThanOrEqual(1);
-    for (const l of progress) expect(l).toMatch(/^\[\d+s\] \d+\/24 \d+(\.\d)?% · [\d.,]+ jobs\/s · [\d.,]+k? tok\/s · ETA (--|\d[\dhms ]*) · in flight \d · waiting \d+ · backoff \d · failed [01] · \$[\d.]+$/);
+    for (const l of progress)
+      expect(l).toMatch(
+        /^\[\d+s\] \d+\/24 \d+(\.\d)?% · [\d.,]+ jobs\/s · [\d.,]+k? tok\/s · ETA (--|\d[\dhms ]*) · in flight \d · waiting \d+ · backoff \d · failed [01] · \$[\d.]+$/,
+      );
     expect(progress.at(-1)).toMatch(/ 24\/24 100% .* failed 1 · /);
     expect(r.stderr).toMatch(/^failed [0-9a-f]{12} \(attempt 1\): HTTP 400: Invalid value/m);
     expectSummary(r.stderr);
@@ -161,16 +172,27 @@ describe('llmq run --json', () => {
     }
     // every job:done comes after that job's start
     const startedAt = new Map<string, number>();
-    events.forEach((e, i) => { if (e.event === 'job:start' && !startedAt.has(e.key)) startedAt.set(e.key, i); });
-    events.forEach((e, i) => { if (e.event === 'job:done') expect(startedAt.get(e.key)).toBeLessThan(i); });
+    events.forEach((e, i) => {
+      if (e.event === 'job:start' && !startedAt.has(e.key)) startedAt.set(e.key, i);
+    });
+    events.forEach((e, i) => {
+      if (e.event === 'job:done') expect(startedAt.get(e.key)).toBeLessThan(i);
+    });
 
     const end = events.at(-1);
     const sum = (f: (j: (typeof jobs)[number]) => number | null) => jobs.reduce((a, j) => a + (f(j) ?? 0), 0);
     expect(end).toMatchObject({
-      reason: 'drained', done: byState('done').length, failed: byState('failed').length,
-      retried: attempts.filter((a) => a.outcome === 'retry').length, requests: fake.received, rateLimited: 0,
-      promptTokens: sum((j) => j.prompt_tokens), completionTokens: sum((j) => j.completion_tokens),
-      remaining: 0, failedInStore: 1, fatal: null,
+      reason: 'drained',
+      done: byState('done').length,
+      failed: byState('failed').length,
+      retried: attempts.filter((a) => a.outcome === 'retry').length,
+      requests: fake.received,
+      rateLimited: 0,
+      promptTokens: sum((j) => j.prompt_tokens),
+      completionTokens: sum((j) => j.completion_tokens),
+      remaining: 0,
+      failedInStore: 1,
+      fatal: null,
     });
     expect(end.done).toBe(23);
     expect(end.promptTokens).toBeGreaterThan(0);

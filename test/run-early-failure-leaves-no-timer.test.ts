@@ -16,11 +16,15 @@ const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeo
 describe('runQueue failing before its loop leaves no timer behind', () => {
   it('leaves no timer of its own limiter behind', async () => {
     class FailingStore extends SqliteStore {
-      override async startRun(): Promise<void> { throw new Error('database is locked'); }
+      override async startRun(): Promise<void> {
+        throw new Error('database is locked');
+      }
     }
     const store = new FailingStore(join(tempDir(), 'q.db'));
     const before = timers();
-    await expect(runQueue({ store, provider: new MockProvider({ latencyMs: 0 }) }, { tpm: 60_000, timeout: 'auto' })).rejects.toThrow('database is locked');
+    await expect(runQueue({ store, provider: new MockProvider({ latencyMs: 0 }) }, { tpm: 60_000, timeout: 'auto' })).rejects.toThrow(
+      'database is locked',
+    );
     const after = timers();
     await store.close();
     expect(after).toBe(before);

@@ -78,7 +78,11 @@ describe('llmq run stops like Ctrl-C when it is told to go away', () => {
     const total = 400;
     const { fake, db } = await setup(total, 200);
     // The plain display writes its first line at once and the next one 5 s later: that write meets the closed pipe.
-    const r = await runUntilReaderLeaves(['run', '--db', db, '--base-url', fake.url, '--progress', 'plain', '--concurrency', '4'], 'stderr', 1);
+    const r = await runUntilReaderLeaves(
+      ['run', '--db', db, '--base-url', fake.url, '--progress', 'plain', '--concurrency', '4'],
+      'stderr',
+      1,
+    );
     expectStoppedCleanly(db, total, r, fake.received);
     expect(countStates(db).pending ?? 0).toBeGreaterThan(0);
   }, 90_000);

@@ -25,7 +25,13 @@ function provider(fake: FakeOpenAI, timeoutMs = 5000): OpenAIProvider {
 }
 
 function jobsByState(store: SqliteStore) {
-  return store.db.prepare('SELECT key, state, attempts, error, output FROM jobs ORDER BY seq').all() as Array<{ key: string; state: string; attempts: number; error: string | null; output: string | null }>;
+  return store.db.prepare('SELECT key, state, attempts, error, output FROM jobs ORDER BY seq').all() as Array<{
+    key: string;
+    state: string;
+    attempts: number;
+    error: string | null;
+    output: string | null;
+  }>;
 }
 
 describe('runQueue', () => {
@@ -99,12 +105,18 @@ describe('runQueue', () => {
 
   it('retries a 5xx and a bad body, counting each attempt', async () => {
     const { fake, store, keys } = await setup(3);
-    fake.respond((r) => (r.key === keys[0] && r.attempt === 1 ? reply.serverError(503) : r.key === keys[0] && r.attempt === 2 ? reply.truncate() : undefined));
+    fake.respond((r) =>
+      r.key === keys[0] && r.attempt === 1 ? reply.serverError(503) : r.key === keys[0] && r.attempt === 2 ? reply.truncate() : undefined,
+    );
     const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 1 });
     expect(summary).toMatchObject({ done: 3, failed: 0, retried: 2 });
     expect(jobsByState(store)[0]).toMatchObject({ key: keys[0], state: 'done', attempts: 3 });
     const attempts = store.db.prepare('SELECT status, outcome FROM attempts WHERE job_key = ? ORDER BY id').all(keys[0]);
-    expect(attempts).toEqual([{ status: 503, outcome: 'retry' }, { status: 200, outcome: 'retry' }, { status: 200, outcome: 'done' }]);
+    expect(attempts).toEqual([
+      { status: 503, outcome: 'retry' },
+      { status: 200, outcome: 'retry' },
+      { status: 200, outcome: 'done' },
+    ]);
     await store.close();
   });
 
@@ -125,8 +137,16 @@ describe('runQueue', () => {
     fake.script(reply.rateLimited(600));
     const events: Array<[string, number]> = [];
     const t0 = Date.now();
-    const summary = await runQueue({ store, provider: provider(fake), emit: (e) => { if (e === 'job:done') events.push([e, Date.now() - t0]); } },
-      { ...fast, concurrency: 1, retryDelayMs: 1 });
+    const summary = await runQueue(
+      {
+        store,
+        provider: provider(fake),
+        emit: (e) => {
+          if (e === 'job:done') events.push([e, Date.now() - t0]);
+        },
+      },
+      { ...fast, concurrency: 1, retryDelayMs: 1 },
+    );
     expect(summary).toMatchObject({ done: 6, rateLimited: 1 });
     expect(jobsByState(store).every((r) => r.attempts === 1)).toBe(true);
     // nothing finished until the pause was over
@@ -138,7 +158,16 @@ describe('runQueue', () => {
     const { fake, store } = await setup(3, { latencyMs: 1 });
     fake.script(reply.ok({ headers: { 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '700ms' } }));
     const times: number[] = [];
-    await runQueue({ store, provider: provider(fake), emit: (e) => { if (e === 'job:start') times.push(Date.now()); } }, { ...fast, concurrency: 1 });
+    await runQueue(
+      {
+        store,
+        provider: provider(fake),
+        emit: (e) => {
+          if (e === 'job:start') times.push(Date.now());
+        },
+      },
+      { ...fast, concurrency: 1 },
+    );
     expect(times.length).toBe(3);
     expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(600);
     expect(times[2]! - times[1]!).toBeLessThan(600);
@@ -148,9 +177,22 @@ describe('runQueue', () => {
   it('on remaining 0 waits one refill interval, not until the whole budget is back', async () => {
     const { fake, store } = await setup(3, { latencyMs: 1 });
     // 600 per minute, none left, full again in a minute: the next unit comes back in 100 ms.
-    fake.script(reply.ok({ headers: { 'x-ratelimit-limit-requests': '600', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '1m0s' } }));
+    fake.script(
+      reply.ok({
+        headers: { 'x-ratelimit-limit-requests': '600', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '1m0s' },
+      }),
+    );
     const times: number[] = [];
-    await runQueue({ store, provider: provider(fake), emit: (e) => { if (e === 'job:start') times.push(Date.now()); } }, { ...fast, concurrency: 1 });
+    await runQueue(
+      {
+        store,
+        provider: provider(fake),
+        emit: (e) => {
+          if (e === 'job:start') times.push(Date.now());
+        },
+      },
+      { ...fast, concurrency: 1 },
+    );
     expect(times.length).toBe(3);
     expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(95);
     expect(times[1]! - times[0]!).toBeLessThan(1000);
@@ -183,7 +225,7 @@ describe('runQueue', () => {
     await store.close();
   });
 
-  it('fails a 404 as the job\'s own once the provider has answered others', async () => {
+  it("fails a 404 as the job's own once the provider has answered others", async () => {
     const { fake, store, keys } = await setup(4);
     fake.respond((r) => (r.key === keys[3] ? reply.error(404, 'no such thing') : undefined));
     const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 1 });
@@ -204,8 +246,10 @@ describe('runQueue', () => {
   it('fails a document that always breaks the connection, even when it is the last one left', async () => {
     const { fake, store, keys } = await setup(3);
     fake.respond((r) => (r.key === keys[1] ? reply.reset() : undefined));
-    const summary = await runQueue({ store, provider: provider(fake) },
-      { ...fast, concurrency: 1, maxAttempts: 2, outage: { probeDelayMs: 5, maxProbeDelayMs: 10 } });
+    const summary = await runQueue(
+      { store, provider: provider(fake) },
+      { ...fast, concurrency: 1, maxAttempts: 2, outage: { probeDelayMs: 5, maxProbeDelayMs: 10 } },
+    );
     expect(summary).toMatchObject({ done: 2, failed: 1 });
     const poison = jobsByState(store).find((r) => r.key === keys[1])!;
     expect(poison.state).toBe('failed');
@@ -236,16 +280,20 @@ describe('runQueue', () => {
     const { fake, store, keys } = await setup(40, { latencyMs: 10 });
     const events: Array<keyof SchedulerEventMap> = [];
     let downed = false;
-    const run = runQueue({
-      store, provider: provider(fake, 1000),
-      emit: (e, p) => {
-        events.push(e);
-        if (e === 'job:done' && !downed && (p as SchedulerEventMap['job:done']) && events.filter((x) => x === 'job:done').length === 10) {
-          downed = true;
-          void fake.down().then(() => setTimeout(() => void fake.up(), 1500));
-        }
+    const run = runQueue(
+      {
+        store,
+        provider: provider(fake, 1000),
+        emit: (e, p) => {
+          events.push(e);
+          if (e === 'job:done' && !downed && (p as SchedulerEventMap['job:done']) && events.filter((x) => x === 'job:done').length === 10) {
+            downed = true;
+            void fake.down().then(() => setTimeout(() => void fake.up(), 1500));
+          }
+        },
       },
-    }, { ...fast, concurrency: 4, maxAttempts: 2 });
+      { ...fast, concurrency: 4, maxAttempts: 2 },
+    );
     const summary = await run;
     expect(summary).toMatchObject({ done: 40, failed: 0 });
     expect(events).toContain('paused');
@@ -275,9 +323,15 @@ describe('runQueue', () => {
     const { fake, store } = await setup(6, { latencyMs: 5000 });
     const stop = new AbortController();
     const abort = new AbortController();
-    void fake.waitForRequests(1).then(() => { stop.abort(); abort.abort(); });
+    void fake.waitForRequests(1).then(() => {
+      stop.abort();
+      abort.abort();
+    });
     const t0 = Date.now();
-    const summary = await runQueue({ store, provider: provider(fake, 10_000), stopSignal: stop.signal, abortSignal: abort.signal }, { ...fast, concurrency: 2 });
+    const summary = await runQueue(
+      { store, provider: provider(fake, 10_000), stopSignal: stop.signal, abortSignal: abort.signal },
+      { ...fast, concurrency: 2 },
+    );
     expect(Date.now() - t0).toBeLessThan(2000);
     expect(summary.done).toBe(0);
     expect(jobsByState(store).every((r) => r.state === 'pending' && r.attempts === 0)).toBe(true);
@@ -324,7 +378,10 @@ describe('runQueue', () => {
     await seedJobs(store, 12, { maxTokens: 20 });
     // one job bigger than the bucket (60 tokens) but within one window of the fake
     const big = canonicalJson({ model: 'gpt-4o-mini', max_tokens: 600, messages: [{ role: 'user', content: 'a big one' }] });
-    await store.enqueue([{ itemId: 'big', source: 'seed', meta: null, key: jobKey(big), request: big, model: 'gpt-4o-mini', priority: 0 }], Date.now());
+    await store.enqueue(
+      [{ itemId: 'big', source: 'seed', meta: null, key: jobKey(big), request: big, model: 'gpt-4o-mini', priority: 0 }],
+      Date.now(),
+    );
     const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 4, tpm: 60_000 });
     expect(summary.done).toBe(13);
     expect(fake.rateLimited).toBe(0);
@@ -335,7 +392,9 @@ describe('runQueue', () => {
   it('three runs on one database send every job once (invariant 6)', async () => {
     const { fake, store, keys, path } = await setup(150, { latencyMs: 3 });
     const others = [new SqliteStore(path), new SqliteStore(path)];
-    const summaries = await Promise.all([store, ...others].map((s) => runQueue({ store: s, provider: provider(fake) }, { ...fast, concurrency: 4 })));
+    const summaries = await Promise.all(
+      [store, ...others].map((s) => runQueue({ store: s, provider: provider(fake) }, { ...fast, concurrency: 4 })),
+    );
     expect(summaries.reduce((a, s) => a + s.done, 0)).toBe(150);
     expect(fake.duplicates()).toEqual([]);
     expect(keys.every((k) => fake.sentCount(k) === 1)).toBe(true);

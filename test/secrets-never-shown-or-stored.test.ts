@@ -20,7 +20,10 @@ const docs = (n: number) => Array.from({ length: n }, (_, i) => ({ id: `doc-${i}
 function sqliteBytes(db: string): string {
   const dir = join(db, '..');
   const name = db.slice(dir.length + 1);
-  return readdirSync(dir).filter((f) => f.startsWith(name)).map((f) => readFileSync(join(dir, f)).toString('latin1')).join('\n');
+  return readdirSync(dir)
+    .filter((f) => f.startsWith(name))
+    .map((f) => readFileSync(join(dir, f)).toString('latin1'))
+    .join('\n');
 }
 
 /** Every row of every table in the PostgreSQL schema, as text. */
@@ -28,7 +31,9 @@ async function pgSchemaDump(schema: string): Promise<string> {
   const client = new pg.Client({ connectionString: PG_URL });
   await client.connect();
   try {
-    const tables = await client.query<{ table_name: string }>('SELECT table_name FROM information_schema.tables WHERE table_schema = $1', [schema]);
+    const tables = await client.query<{ table_name: string }>('SELECT table_name FROM information_schema.tables WHERE table_schema = $1', [
+      schema,
+    ]);
     expect(tables.rows.length).toBeGreaterThan(0);
     const parts: string[] = [];
     for (const { table_name } of tables.rows) {
@@ -74,7 +79,12 @@ describe('URL credentials', () => {
     const fake = await startFake({ latencyMs: 5 });
     const dir = tempDir();
     const file = join(dir, 'in.jsonl');
-    writeFileSync(file, docs(12).map((d) => JSON.stringify(d)).join('\n') + '\n');
+    writeFileSync(
+      file,
+      docs(12)
+        .map((d) => JSON.stringify(d))
+        .join('\n') + '\n',
+    );
     // Unescaped `@` in both passwords: URL parsers take the last `@` as the end of the password,
     // and so must the masking, or the part after the first `@` is printed.
     const fresh = new URL(freshPgUrl());
@@ -98,7 +108,15 @@ describe('URL credentials', () => {
     expect((await cli(['show', 'doc-3', '--db', db])).code).toBe(0);
     expect((await cli(['export', '--db', db])).stdout.trim().split('\n')).toHaveLength(12);
     // Failures quote the URLs: a user Redis does not know, a database the server does not have.
-    const wrongRedisUser = await cli(['run', '--db', db, '--base-url', fake.url, '--redis', 'redis://nobody:rd@SECRET-9921@127.0.0.1:6379']);
+    const wrongRedisUser = await cli([
+      'run',
+      '--db',
+      db,
+      '--base-url',
+      fake.url,
+      '--redis',
+      'redis://nobody:rd@SECRET-9921@127.0.0.1:6379',
+    ]);
     expect(wrongRedisUser.code).toBe(1);
     expect(wrongRedisUser.stderr).toContain('Cannot reach Redis at redis://nobody:***@127.0.0.1:6379');
     const noDb = await cli(['status', '--db', db.replace(/\/test\?/, '/llmq_no_such_db?')]);
@@ -122,7 +140,9 @@ describe('the API key', () => {
     const dir = tempDir();
     const { db } = await enqueueJsonl(dir, docs(4));
     // Bearer <key>: the prefix of the key itself, cut as providers cut it.
-    fake.respond((r) => reply.badRequest(`Invalid request for key ${String(r.headers.authorization).slice(7, 19)}... (see your dashboard)`));
+    fake.respond((r) =>
+      reply.badRequest(`Invalid request for key ${String(r.headers.authorization).slice(7, 19)}... (see your dashboard)`),
+    );
     const run = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'plain'], { env: { LLMQ_API_KEY: KEY } });
     expect(run.code).toBe(2);
     expect(fake.requests[0]!.headers.authorization).toBe(`Bearer ${KEY}`);
@@ -147,7 +167,9 @@ describe('the API key', () => {
     fake.respond(() => reply.badRequest('Bad request: unsupported parameter'));
     const run = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'plain'], { env: { LLMQ_API_KEY: 'a' } });
     expect(run.code).toBe(2);
-    const warnings = run.stderr.match(/LLMQ_API_KEY is shorter than 8 characters; llmq cannot tell it apart from ordinary text and will not redact it/g);
+    const warnings = run.stderr.match(
+      /LLMQ_API_KEY is shorter than 8 characters; llmq cannot tell it apart from ordinary text and will not redact it/g,
+    );
     expect(warnings).toHaveLength(1);
     expect(run.stderr).toContain('HTTP 400: Bad request: unsupported parameter');
     expect(readDb(db).jobs.map((j) => j.error)).toEqual(Array(3).fill('HTTP 400: Bad request: unsupported parameter'));

@@ -20,9 +20,15 @@ const BAD = "Invalid value for 'temperature': must be between 0 and 2.";
 
 let browser: Browser;
 const cleanup: Array<() => Promise<unknown>> = [];
-beforeAll(async () => { browser = await launchBrowser(); });
-afterAll(async () => { await browser?.close(); });
-afterEach(async () => { await Promise.all(cleanup.splice(0).map((c) => c())); });
+beforeAll(async () => {
+  browser = await launchBrowser();
+});
+afterAll(async () => {
+  await browser?.close();
+});
+afterEach(async () => {
+  await Promise.all(cleanup.splice(0).map((c) => c()));
+});
 
 async function serve(db: string, extra: readonly string[] = []): Promise<ServeChild> {
   const s = await startServe(['--db', db, '--poll', '0.25', ...extra]);
@@ -50,7 +56,9 @@ async function queueWithFailures(jobs: number, failing: ReadonlySet<number>) {
   await store.close();
   const failingKeys = new Set(keys.filter((_, i) => failing.has(i)));
   fake.respond((r) => (failingKeys.has(r.key) ? reply.badRequest(BAD) : undefined));
-  const run = await collect(spawnCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none'], { env: { LLMQ_API_KEY: 'sk-test-0123456789abcdef' } }));
+  const run = await collect(
+    spawnCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none'], { env: { LLMQ_API_KEY: 'sk-test-0123456789abcdef' } }),
+  );
   expect(run.code, run.stderr).toBe(2);
   return { db, fake };
 }
@@ -76,19 +84,30 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
     await page.waitForFunction(() => document.getElementById('count-pending')?.textContent === '120');
     expect(await text(page, '#count-done')).toBe('0');
 
-    const child = spawnCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '2', '--progress', 'none', '--alert-oldest', '1s'], { env: { LLMQ_API_KEY: 'sk-test-0123456789abcdef' } });
+    const child = spawnCli(
+      ['run', '--db', db, '--base-url', fake.url, '--concurrency', '2', '--progress', 'none', '--alert-oldest', '1s'],
+      { env: { LLMQ_API_KEY: 'sk-test-0123456789abcdef' } },
+    );
     cleanup.push(async () => child.kill('SIGKILL'));
     const run = collect(child);
     // Seen part-way: the page moved without a reload while the run was still going.
-    await page.waitForFunction(() => {
-      const done = Number(document.getElementById('count-done')?.textContent?.replace(/,/g, ''));
-      return done > 0 && done < 120;
-    }, { timeout: 10_000 });
+    await page.waitForFunction(
+      () => {
+        const done = Number(document.getElementById('count-done')?.textContent?.replace(/,/g, ''));
+        return done > 0 && done < 120;
+      },
+      { timeout: 10_000 },
+    );
     // The run's lane comes from its heartbeat (every 2 s), stored in the database: no other channel.
-    await page.waitForFunction(() => /lane gpt-4o-mini: .* in flight/.test(document.querySelector('#runs tbody')?.textContent ?? ''), { timeout: 10_000 });
+    await page.waitForFunction(() => /lane gpt-4o-mini: .* in flight/.test(document.querySelector('#runs tbody')?.textContent ?? ''), {
+      timeout: 10_000,
+    });
     expect(await text(page, '#runs tbody')).toMatch(/running/);
     // The run's alert (its queue was enqueued seconds ago) reaches the page through its heartbeat too.
-    await page.waitForFunction(() => /the oldest pending job has waited \d+s \(alert at 1s\)/.test(document.getElementById('alerts')?.textContent ?? ''), { timeout: 10_000 });
+    await page.waitForFunction(
+      () => /the oldest pending job has waited \d+s \(alert at 1s\)/.test(document.getElementById('alerts')?.textContent ?? ''),
+      { timeout: 10_000 },
+    );
     expect((await run).code).toBe(0);
     await page.waitForFunction(() => document.getElementById('count-done')?.textContent === '120', { timeout: 10_000 });
     await page.waitForFunction(() => /No run is active/.test(document.getElementById('last-run')?.textContent ?? ''));
@@ -113,7 +132,9 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
     await page.waitForFunction(() => /wrong token/.test(document.getElementById('action-result')?.textContent ?? ''));
     expect(countStates(db)).toEqual({ done: 3, failed: 3 });
 
-    await page.$eval('#token', (e) => { (e as HTMLInputElement).value = ''; });
+    await page.$eval('#token', (e) => {
+      (e as HTMLInputElement).value = '';
+    });
     await page.type('#token', s.token!);
     await page.click('#failures .retry-reason');
     await page.waitForFunction(() => /Put 3 failed jobs back to pending/.test(document.getElementById('action-result')?.textContent ?? ''));
@@ -127,24 +148,45 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
     const target = new URL('/api/retry-failed', s.url).href;
 
     // Straight from Node, with the right token but someone else's Origin.
-    const res = await fetch(target, { method: 'POST', headers: { origin: 'http://127.0.0.1:1', 'x-llmq-token': s.token!, 'content-type': 'text/plain' }, body: '{}' });
+    const res = await fetch(target, {
+      method: 'POST',
+      headers: { origin: 'http://127.0.0.1:1', 'x-llmq-token': s.token!, 'content-type': 'text/plain' },
+      body: '{}',
+    });
     expect(res.status).toBe(403);
     expect(((await res.json()) as { error: string }).error).toMatch(/refused/);
 
     // From a page of another origin in the browser: a simple (no-preflight) POST and a preflighted one.
-    const evil: Server = createServer((_req, r) => { r.writeHead(200, { 'content-type': 'text/html' }); r.end('<p>evil</p>'); });
+    const evil: Server = createServer((_req, r) => {
+      r.writeHead(200, { 'content-type': 'text/html' });
+      r.end('<p>evil</p>');
+    });
     await new Promise<void>((resolve) => evil.listen(0, '127.0.0.1', resolve));
-    cleanup.push(() => new Promise((resolve) => { evil.closeAllConnections(); evil.close(resolve); }));
+    cleanup.push(
+      () =>
+        new Promise((resolve) => {
+          evil.closeAllConnections();
+          evil.close(resolve);
+        }),
+    );
     const page = await open(`http://127.0.0.1:${(evil.address() as AddressInfo).port}/`);
-    const outcome = await page.evaluate(async (url, token) => {
-      await fetch(url, { method: 'POST', mode: 'no-cors', headers: { 'content-type': 'text/plain' }, body: '{}' }).catch(() => null);
-      try {
-        const r = await fetch(url, { method: 'POST', headers: { 'x-llmq-token': token, 'content-type': 'application/json' }, body: '{}' });
-        return `answered ${r.status}`;
-      } catch {
-        return 'blocked';
-      }
-    }, target, s.token!);
+    const outcome = await page.evaluate(
+      async (url, token) => {
+        await fetch(url, { method: 'POST', mode: 'no-cors', headers: { 'content-type': 'text/plain' }, body: '{}' }).catch(() => null);
+        try {
+          const r = await fetch(url, {
+            method: 'POST',
+            headers: { 'x-llmq-token': token, 'content-type': 'application/json' },
+            body: '{}',
+          });
+          return `answered ${r.status}`;
+        } catch {
+          return 'blocked';
+        }
+      },
+      target,
+      s.token!,
+    );
     expect(outcome).toBe('blocked');
     expect(countStates(db)).toEqual({ done: 2, failed: 2 });
 
@@ -157,7 +199,9 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
   it('needs the token for actions; --read-only serves none; URL passwords and keys never reach the page', async () => {
     const { db } = await queueWithFailures(3, new Set([0, 1]));
     const store = new SqliteStore(db);
-    store.db.prepare(`UPDATE jobs SET error = ? WHERE state = 'failed'`).run('mirror at postgres://admin:hunter22@10.0.0.9/q said no; key sk-proj-ABCDEFGHIJKLMNOPQRSTUV');
+    store.db
+      .prepare(`UPDATE jobs SET error = ? WHERE state = 'failed'`)
+      .run('mirror at postgres://admin:hunter22@10.0.0.9/q said no; key sk-proj-ABCDEFGHIJKLMNOPQRSTUV');
     await store.close();
 
     const s = await serve(db);
@@ -178,7 +222,9 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
 
     const ro = await serve(db, ['--read-only']);
     expect(ro.token).toBeNull();
-    expect((await fetch(new URL('/api/retry-failed', ro.url), { method: 'POST', headers: { 'x-llmq-token': s.token! }, body: '{}' })).status).toBe(403);
+    expect(
+      (await fetch(new URL('/api/retry-failed', ro.url), { method: 'POST', headers: { 'x-llmq-token': s.token! }, body: '{}' })).status,
+    ).toBe(403);
     const roPage = await open(ro.url);
     await roPage.waitForFunction(() => document.body.classList.contains('read-only'));
     expect(await roPage.$eval('#retry-all', (e) => getComputedStyle(e).display)).toBe('none');

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ITEM_SQL as SQLITE_ITEM_SQL } from '../src/store/sqlite/read.js';
 import { ITEM_SQL as PG_ITEM_SQL } from '../src/store/postgres/read.js';
-import { SqliteStore } from '../src/store/sqlite/store.js';
-import { PostgresStore } from '../src/store/postgres/store.js';
+import type { SqliteStore } from '../src/store/sqlite/store.js';
+import type { PostgresStore } from '../src/store/postgres/store.js';
 import { STORE_KINDS, skipUnavailable } from './helpers/stores.js';
 
 // `llmq show` must stay a few index lookups at ten million items: a plan that scans a table is a

@@ -24,12 +24,31 @@ describe('llmq status', () => {
     // gpt-4o-mini: 500 * 0.15 / 1e6 + 100 * 0.60 / 1e6
     expect(s.cost.usd).toBeCloseTo(0.000135, 9);
     expect(s.cost.unpriced).toEqual([]);
-    expect(s.cost.byModel).toEqual([{ model: 'gpt-4o-mini', jobs: 9, done: 5, prompt: 500, completion: 100, price: [0.15, 0.6], priceSource: expect.stringMatching(/^genai-prices \d{4}-\d{2}-\d{2}$/), usd: s.cost.usd }]);
+    expect(s.cost.byModel).toEqual([
+      {
+        model: 'gpt-4o-mini',
+        jobs: 9,
+        done: 5,
+        prompt: 500,
+        completion: 100,
+        price: [0.15, 0.6],
+        priceSource: expect.stringMatching(/^genai-prices \d{4}-\d{2}-\d{2}$/),
+        usd: s.cost.usd,
+      },
+    ]);
     expect(s.cost.remainingUsd).toBeCloseTo((0.000135 / 5) * 2, 9);
     expect(s.failures).toEqual([{ error: "400 context_length_exceeded: This model's maximum context length is 128000 tokens.", count: 2 }]);
     expect(s.oldestPending.ageSeconds).toBeGreaterThan(60);
     expect(s.activeRuns).toHaveLength(1);
-    expect(s.activeRuns[0]).toMatchObject({ id: RUN, host: 'testhost', pid: 4242, live: true, done: 5, failed: 2, recentJobsPerSecond: 0.5 });
+    expect(s.activeRuns[0]).toMatchObject({
+      id: RUN,
+      host: 'testhost',
+      pid: 4242,
+      live: true,
+      done: 5,
+      failed: 2,
+      recentJobsPerSecond: 0.5,
+    });
     expect(s.jobsPerSecond).toBe(0.5);
     expect(s.etaSeconds).toBe(4); // 2 jobs left at 0.5/s
     expect(s.lastRun.id).toBe(RUN);

@@ -31,8 +31,23 @@ describe.each(STORE_KINDS)('store contract: estimate reads [$name]', (kind) => {
     const jobs = (await store.claim(claimOpts({ limit: 5 }))).jobs;
     for (const [i, j] of jobs.entries()) {
       const usage = { promptTokens: 10 + i, completionTokens: 100 + i };
-      await store.complete(j.key, { owner: OWNER, output: 'x', response: '{}', usage,
-        attempt: { key: j.key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 50 * (i + 1), status: 200, outcome: 'done', error: null, usage } });
+      await store.complete(j.key, {
+        owner: OWNER,
+        output: 'x',
+        response: '{}',
+        usage,
+        attempt: {
+          key: j.key,
+          runId: OWNER,
+          attempt: 1,
+          startedAt: T0,
+          endedAt: T0 + 50 * (i + 1),
+          status: 200,
+          outcome: 'done',
+          error: null,
+          usage,
+        },
+      });
     }
     const two = await store.answered('gpt-test', { limit: 2, withRequest: false });
     expect(two).toEqual([

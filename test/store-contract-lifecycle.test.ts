@@ -13,8 +13,11 @@ function attempt(key: string, o: Partial<AttemptRecord> = {}): AttemptRecord {
 
 function completion(key: string, output = 'the answer', owner = OWNER): Completion {
   return {
-    owner, output, response: JSON.stringify({ choices: [{ message: { content: output } }] }),
-    usage: { promptTokens: 11, completionTokens: 7 }, attempt: attempt(key, { runId: owner, usage: { promptTokens: 11, completionTokens: 7 } }),
+    owner,
+    output,
+    response: JSON.stringify({ choices: [{ message: { content: output } }] }),
+    usage: { promptTokens: 11, completionTokens: 7 },
+    attempt: attempt(key, { runId: owner, usage: { promptTokens: 11, completionTokens: 7 } }),
   };
 }
 
@@ -38,8 +41,14 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     expect(await store.complete(key, completion(key))).toBe(true);
     const done = await job(store, id);
     expect(done).toMatchObject({
-      state: 'done', output: 'the answer', usage: { promptTokens: 11, completionTokens: 7 }, error: null,
-      leaseOwner: null, leaseExpiresAt: null, finishedAt: T0 + 250, attempts: 1,
+      state: 'done',
+      output: 'the answer',
+      usage: { promptTokens: 11, completionTokens: 7 },
+      error: null,
+      leaseOwner: null,
+      leaseExpiresAt: null,
+      finishedAt: T0 + 250,
+      attempts: 1,
     });
     expect(JSON.parse(done.response!)).toEqual({ choices: [{ message: { content: 'the answer' } }] });
     // every way a job could be sent again leaves it alone
@@ -62,10 +71,22 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     const c = completion(key);
     await store.complete(key, { ...c, attempt: { ...c.attempt, costUsd: 0.0125 } });
     const detail = (await store.item(id))!;
-    expect(detail.attempts).toEqual([{
-      key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 250, latencyMs: 250, status: 200, outcome: 'done', error: null,
-      usage: { promptTokens: 11, completionTokens: 7 }, costUsd: 0.0125, mayBeBilled: false,
-    }]);
+    expect(detail.attempts).toEqual([
+      {
+        key,
+        runId: OWNER,
+        attempt: 1,
+        startedAt: T0,
+        endedAt: T0 + 250,
+        latencyMs: 250,
+        status: 200,
+        outcome: 'done',
+        error: null,
+        usage: { promptTokens: 11, completionTokens: 7 },
+        costUsd: 0.0125,
+        mayBeBilled: false,
+      },
+    ]);
     expect(detail.job.costUsd).toBe(0.0125);
   });
 
@@ -74,9 +95,22 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     const { id, key } = await claimedOne(store);
     await store.fail(key, 'run-b', 'not mine', null, T0 + 1);
     expect((await job(store, id)).state).toBe('running');
-    await store.fail(key, OWNER, 'HTTP 400: bad request', attempt(key, { status: 400, outcome: 'failed', error: 'HTTP 400: bad request' }), T0 + 2);
+    await store.fail(
+      key,
+      OWNER,
+      'HTTP 400: bad request',
+      attempt(key, { status: 400, outcome: 'failed', error: 'HTTP 400: bad request' }),
+      T0 + 2,
+    );
     const j = await job(store, id);
-    expect(j).toMatchObject({ state: 'failed', error: 'HTTP 400: bad request', leaseOwner: null, leaseExpiresAt: null, finishedAt: T0 + 2, attempts: 1 });
+    expect(j).toMatchObject({
+      state: 'failed',
+      error: 'HTTP 400: bad request',
+      leaseOwner: null,
+      leaseExpiresAt: null,
+      finishedAt: T0 + 2,
+      attempts: 1,
+    });
     expect((await store.item(id))!.attempts.map((a) => [a.status, a.outcome])).toEqual([[400, 'failed']]);
     expect((await store.claim(claimOpts({ now: T0 + 10 ** 9 }))).jobs).toEqual([]);
   });
@@ -87,10 +121,10 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     await store.claim(claimOpts({ limit: 2 }));
     await store.claim(claimOpts({ owner: 'run-b', limit: 1 }));
     expect(await store.release(OWNER, { refund: false, now: T0 + 1 })).toBe(2);
-    expect((await job(store, 'doc-0000'))).toMatchObject({ state: 'pending', attempts: 1, leaseOwner: null, leaseExpiresAt: null });
-    expect((await job(store, 'doc-0002'))).toMatchObject({ state: 'running', leaseOwner: 'run-b' });
+    expect(await job(store, 'doc-0000')).toMatchObject({ state: 'pending', attempts: 1, leaseOwner: null, leaseExpiresAt: null });
+    expect(await job(store, 'doc-0002')).toMatchObject({ state: 'running', leaseOwner: 'run-b' });
     expect(await store.release('run-b', { refund: true, now: T0 + 2 })).toBe(1);
-    expect((await job(store, 'doc-0002'))).toMatchObject({ state: 'pending', attempts: 0 });
+    expect(await job(store, 'doc-0002')).toMatchObject({ state: 'pending', attempts: 0 });
     // released jobs are claimable again, in their old order
     const again = await store.claim(claimOpts({ now: T0 + 3 }));
     expect(again.jobs.map((j) => j.attempts)).toEqual([2, 2, 1]);
@@ -110,15 +144,21 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     expect(await store.reclaim(T0 + 101, ['run-dead'])).toBe(4);
     const states = await Promise.all(['doc-0000', 'doc-0001', 'doc-0002', 'doc-0003', 'doc-0004', 'doc-0005'].map((id) => job(store, id)));
     expect(states.map((j) => [j.state, j.leaseOwner, j.attempts])).toEqual([
-      ['pending', null, 1], ['pending', null, 1], ['pending', null, 1], ['pending', null, 1],
-      ['running', 'run-live', 1], ['running', 'run-live', 1],
+      ['pending', null, 1],
+      ['pending', null, 1],
+      ['pending', null, 1],
+      ['pending', null, 1],
+      ['running', 'run-live', 1],
+      ['running', 'run-live', 1],
     ]);
     const runs = await store.activeRuns();
     expect(runs.map((r) => r.id).sort()).toEqual(['run-live', 'run-slow']);
     const all = [];
     for await (const r of store.dumpRuns()) all.push(r);
     expect(all.map((r) => [r.id, r.endedAt, r.exitReason])).toEqual([
-      ['run-dead', T0 + 101, 'died'], ['run-live', null, null], ['run-slow', null, null],
+      ['run-dead', T0 + 101, 'died'],
+      ['run-live', null, null],
+      ['run-slow', null, null],
     ]);
     // a second store sees the same thing (the reclaim committed)
     const other = await fx.openAnother();
@@ -151,9 +191,15 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
   it('recordAttempt keeps a counted attempt and gives back one that does not count', async () => {
     const { store } = await kind.fresh();
     const { id, key } = await claimedOne(store);
-    await store.recordAttempt(attempt(key, { status: 503, outcome: 'retry', error: 'HTTP 503' }), { countAttempt: true, error: 'HTTP 503' });
+    await store.recordAttempt(attempt(key, { status: 503, outcome: 'retry', error: 'HTTP 503' }), {
+      countAttempt: true,
+      error: 'HTTP 503',
+    });
     expect(await job(store, id)).toMatchObject({ attempts: 1, error: 'HTTP 503', state: 'running' });
-    await store.recordAttempt(attempt(key, { attempt: 1, status: 429, outcome: 'not_counted', error: 'HTTP 429' }), { countAttempt: false, error: 'HTTP 429' });
+    await store.recordAttempt(attempt(key, { attempt: 1, status: 429, outcome: 'not_counted', error: 'HTTP 429' }), {
+      countAttempt: false,
+      error: 'HTTP 429',
+    });
     expect(await job(store, id)).toMatchObject({ attempts: 0, error: 'HTTP 429' });
     // another run's record does not touch the job's counter
     await store.recordAttempt(attempt(key, { runId: 'run-b', outcome: 'not_counted' }), { countAttempt: false, error: 'x' });

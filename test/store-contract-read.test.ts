@@ -6,9 +6,22 @@ import { STORE_KINDS, T0, OWNER, claimOpts, exported, row, rows, skipUnavailable
 
 async function finish(store: Store, key: string, prompt: number, completion: number, endedAt = T0 + 100, costUsd?: number) {
   return store.complete(key, {
-    owner: OWNER, output: `out ${key.slice(0, 6)}`, response: '{}', usage: { promptTokens: prompt, completionTokens: completion },
-    attempt: { key, runId: OWNER, attempt: 1, startedAt: T0, endedAt, status: 200, outcome: 'done', error: null,
-      usage: { promptTokens: prompt, completionTokens: completion }, costUsd },
+    owner: OWNER,
+    output: `out ${key.slice(0, 6)}`,
+    response: '{}',
+    usage: { promptTokens: prompt, completionTokens: completion },
+    attempt: {
+      key,
+      runId: OWNER,
+      attempt: 1,
+      startedAt: T0,
+      endedAt,
+      status: 200,
+      outcome: 'done',
+      error: null,
+      usage: { promptTokens: prompt, completionTokens: completion },
+      costUsd,
+    },
   });
 }
 
@@ -19,13 +32,35 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     const { store } = await kind.fresh();
     const empty = await store.status(T0);
     expect(empty).toEqual({
-      counts: { pending: 0, running: 0, done: 0, failed: 0 }, total: 0, items: 0, tokens: { prompt: 0, completion: 0 },
-      byModel: [], failures: [], retrying: 0, oldestPendingAt: null, activeRuns: [], lastRun: null, lanes: [], spend: [],
+      counts: { pending: 0, running: 0, done: 0, failed: 0 },
+      total: 0,
+      items: 0,
+      tokens: { prompt: 0, completion: 0 },
+      byModel: [],
+      failures: [],
+      retrying: 0,
+      oldestPendingAt: null,
+      activeRuns: [],
+      lastRun: null,
+      lanes: [],
+      spend: [],
     });
     await store.enqueue([...rows(4, { prefix: 'a' }), row('shared', 'a text 0')], T0 + 10); // 'shared' reuses a-0000's job
-    await store.enqueue(rows(3, { prefix: 'b' }).map((r) => row(r.itemId, `b ${r.itemId}`, { model: 'big-model' })), T0 + 20);
+    await store.enqueue(
+      rows(3, { prefix: 'b' }).map((r) => row(r.itemId, `b ${r.itemId}`, { model: 'big-model' })),
+      T0 + 20,
+    );
     await store.startRun({ id: 'run-old', host: 'h1', pid: 1, startedAt: T0, options: {} });
-    await store.finishRun('run-old', T0 + 5, 'finished', { done: 0, failed: 0, retried: 0, requests: 0, rateLimited: 0, promptTokens: 0, completionTokens: 0, jobsPerSecond: 0 });
+    await store.finishRun('run-old', T0 + 5, 'finished', {
+      done: 0,
+      failed: 0,
+      retried: 0,
+      requests: 0,
+      rateLimited: 0,
+      promptTokens: 0,
+      completionTokens: 0,
+      jobsPerSecond: 0,
+    });
     await store.startRun({ id: OWNER, host: 'h2', pid: 2, startedAt: T0 + 30, options: { rpm: 60 } });
     // a: 2 done, 1 failed (HTTP 400), 1 failed (timeout); b: 1 done, 1 retrying (pending after a try), 1 pending
     const a = (await store.claim(claimOpts({ limit: 4 }))).jobs;
@@ -43,17 +78,48 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     expect(s.items).toBe(8);
     expect(s.tokens).toEqual({ prompt: 1300, completion: 530 });
     expect(s.byModel).toEqual([
-      { model: 'big-model', jobs: 3, done: 1, pending: 2, prompt: 1000, completion: 500, storedUsd: 0.02, unpricedPrompt: 0, unpricedCompletion: 0 },
-      { model: 'gpt-test', jobs: 4, done: 2, pending: 0, prompt: 300, completion: 30, storedUsd: 0.001, unpricedPrompt: 200, unpricedCompletion: 20 },
+      {
+        model: 'big-model',
+        jobs: 3,
+        done: 1,
+        pending: 2,
+        prompt: 1000,
+        completion: 500,
+        storedUsd: 0.02,
+        unpricedPrompt: 0,
+        unpricedCompletion: 0,
+      },
+      {
+        model: 'gpt-test',
+        jobs: 4,
+        done: 2,
+        pending: 0,
+        prompt: 300,
+        completion: 30,
+        storedUsd: 0.001,
+        unpricedPrompt: 200,
+        unpricedCompletion: 20,
+      },
     ]);
     expect((await exported(store)).map((r) => [r.id, r.costUsd])).toEqual([
-      ['a-0000', 0.001], ['a-0001', null], ['a-0002', null], ['a-0003', null], ['shared', 0.001], ['b-0000', 0.02], ['b-0001', null], ['b-0002', null],
+      ['a-0000', 0.001],
+      ['a-0001', null],
+      ['a-0002', null],
+      ['a-0003', null],
+      ['shared', 0.001],
+      ['b-0000', 0.02],
+      ['b-0001', null],
+      ['b-0002', null],
     ]);
     const none = { reservedUsd: 0, inFlight: 0, mayBeBilledUsd: 0, mayBeBilledTries: 0, unpricedTries: 0 };
     expect(s.spend.map((r) => [r.id, r.spend])).toEqual([
-      [OWNER, { runId: OWNER, ...none, spentUsd: 0.021 }], ['run-old', { runId: 'run-old', ...none, spentUsd: 0 }],
+      [OWNER, { runId: OWNER, ...none, spentUsd: 0.021 }],
+      ['run-old', { runId: 'run-old', ...none, spentUsd: 0 }],
     ]);
-    expect(s.failures).toEqual([{ error: 'HTTP 400', count: 1 }, { error: 'timeout', count: 1 }]);
+    expect(s.failures).toEqual([
+      { error: 'HTTP 400', count: 1 },
+      { error: 'timeout', count: 1 },
+    ]);
     expect(s.retrying).toBe(1);
     expect(s.oldestPendingAt).toBe(T0 + 20);
     expect(s.activeRuns.map((r) => [r.id, r.host, r.options])).toEqual([[OWNER, 'h2', { rpm: 60 }]]);
@@ -68,7 +134,9 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     for (const [i, j] of jobs.entries()) await store.fail(j.key, OWNER, errors[i]!, null, T0);
     const { failures } = await store.status(T0);
     expect(failures).toEqual([
-      { error: 'E3', count: 3 }, { error: 'E2', count: 2 }, ...['A', 'B', 'C', 'D', 'F', 'G', 'H', 'I'].map((error) => ({ error, count: 1 })),
+      { error: 'E3', count: 3 },
+      { error: 'E2', count: 2 },
+      ...['A', 'B', 'C', 'D', 'F', 'G', 'H', 'I'].map((error) => ({ error, count: 1 })),
     ]);
   });
 
@@ -85,11 +153,19 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     expect(await ids('HTTP 400', 2)).toEqual([rows(6)[0]!.itemId, 'twin']);
     expect(await ids('timeout')).toEqual([rows(6)[1]!.itemId]);
     expect(await ids('nothing like it')).toEqual([]);
-    expect((await store.failedItems('timeout', 5))[0]).toEqual({ id: rows(6)[1]!.itemId, source: expect.any(String), key: jobs[1]!.key, attempts: 1 });
+    expect((await store.failedItems('timeout', 5))[0]).toEqual({
+      id: rows(6)[1]!.itemId,
+      source: expect.any(String),
+      key: jobs[1]!.key,
+      attempts: 1,
+    });
 
     // retryFailed by exact reason leaves the longer one that contains it.
     expect(await store.retryFailed({ errorIs: 'HTTP 400' }, T0 + 1)).toBe(3);
-    expect((await store.status(T0 + 1)).failures).toEqual([{ error: 'HTTP 400 and more', count: 1 }, { error: 'timeout', count: 1 }]);
+    expect((await store.status(T0 + 1)).failures).toEqual([
+      { error: 'HTTP 400 and more', count: 1 },
+      { error: 'timeout', count: 1 },
+    ]);
   });
 
   it('item shows the item, its job and every attempt; null for an unknown id', async () => {
@@ -98,15 +174,24 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     await store.enqueue([row('x', 'text', { meta: { lang: 'en' } })], T0);
     const { jobs } = await store.claim(claimOpts());
     const key = jobs[0]!.key;
-    await store.recordAttempt({ key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 30, status: null, outcome: 'retry',
-      error: 'ECONNRESET', usage: null }, { countAttempt: true, error: 'ECONNRESET' });
+    await store.recordAttempt(
+      { key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 30, status: null, outcome: 'retry', error: 'ECONNRESET', usage: null },
+      { countAttempt: true, error: 'ECONNRESET' },
+    );
     await store.startRetry(key, OWNER, T0 + 40, T0 + 1000);
     await finish(store, key, 5, 6, T0 + 90);
     const it = (await store.item('x'))!;
     expect(it).toMatchObject({ id: 'x', source: 'x.txt', meta: { lang: 'en' } });
-    expect(it.job).toMatchObject({ key, state: 'done', attempts: 2, output: `out ${key.slice(0, 6)}`, usage: { promptTokens: 5, completionTokens: 6 } });
+    expect(it.job).toMatchObject({
+      key,
+      state: 'done',
+      attempts: 2,
+      output: `out ${key.slice(0, 6)}`,
+      usage: { promptTokens: 5, completionTokens: 6 },
+    });
     expect(it.attempts.map((a) => [a.attempt, a.status, a.outcome, a.error, a.latencyMs])).toEqual([
-      [1, null, 'retry', 'ECONNRESET', 30], [1, 200, 'done', null, 90],
+      [1, null, 'retry', 'ECONNRESET', 30],
+      [1, 200, 'done', null, 90],
     ]);
   });
 
@@ -117,10 +202,19 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     await finish(store, jobs[0]!.key, 3, 4, T0 + 77);
     const all = await exported(store);
     expect(all.map((r) => [r.id, r.state, r.output, r.attempts, r.latencyMs])).toEqual([
-      ['z', 'done', `out ${jobs[0]!.key.slice(0, 6)}`, 1, 77], ['a', 'pending', null, 0, null], ['m', 'done', `out ${jobs[0]!.key.slice(0, 6)}`, 1, 77],
+      ['z', 'done', `out ${jobs[0]!.key.slice(0, 6)}`, 1, 77],
+      ['a', 'pending', null, 0, null],
+      ['m', 'done', `out ${jobs[0]!.key.slice(0, 6)}`, 1, 77],
     ]);
-    expect(all[0]).toMatchObject({ source: 'z.txt', meta: null, key: jobs[0]!.key, model: 'gpt-test', response: '{}', error: null,
-      usage: { promptTokens: 3, completionTokens: 4 } });
+    expect(all[0]).toMatchObject({
+      source: 'z.txt',
+      meta: null,
+      key: jobs[0]!.key,
+      model: 'gpt-test',
+      response: '{}',
+      error: null,
+      usage: { promptTokens: 3, completionTokens: 4 },
+    });
     expect((await exported(store, ['pending'])).map((r) => r.id)).toEqual(['a']);
     expect((await exported(store, ['done', 'failed'])).map((r) => r.id)).toEqual(['z', 'm']);
     expect((await exported(store, [])).length).toBe(3);
@@ -133,7 +227,11 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     // every seventh job done, so a filtered page spans unfiltered seq gaps
     const { jobs } = await store.claim(claimOpts({ limit: 3000 }));
     const done = new Set<string>();
-    for (const [i, j] of jobs.entries()) if (i % 7 === 0) { await finish(store, j.key, 1, 1); done.add(j.key); }
+    for (const [i, j] of jobs.entries())
+      if (i % 7 === 0) {
+        await finish(store, j.key, 1, 1);
+        done.add(j.key);
+      }
     await store.release(OWNER, { refund: true, now: T0 });
     const out = await exported(store);
     expect(out.map((r) => r.id)).toEqual(all.map((r) => r.itemId));

@@ -39,13 +39,32 @@ describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
     await store.enqueue(rows(3), T0);
     const [a, b, c] = (await store.claim(claimOpts({ limit: 3 }))).jobs;
     for (let i = 0; i < 3; i++) await store.reserve({ runId: OWNER, usd: 0.5, ...budget(10) });
-    await store.complete(a!.key, { owner: OWNER, output: 'x', response: '{}', usage: { promptTokens: 10, completionTokens: 2 },
-      attempt: tryOf(a!.key, { usage: { promptTokens: 10, completionTokens: 2 }, costUsd: 0.123456789, reservedUsd: 0.5 }) });
-    await store.recordAttempt(tryOf(b!.key, { status: null, outcome: 'retry', error: 'Timed out', costUsd: 0.5, mayBeBilled: true, reservedUsd: 0.5 }),
-      { countAttempt: true, error: 'Timed out' });
-    await store.fail(c!.key, OWNER, 'HTTP 400', tryOf(c!.key, { status: 400, outcome: 'failed', error: 'HTTP 400', costUsd: 0, reservedUsd: 0.5 }), T0 + 10);
+    await store.complete(a!.key, {
+      owner: OWNER,
+      output: 'x',
+      response: '{}',
+      usage: { promptTokens: 10, completionTokens: 2 },
+      attempt: tryOf(a!.key, { usage: { promptTokens: 10, completionTokens: 2 }, costUsd: 0.123456789, reservedUsd: 0.5 }),
+    });
+    await store.recordAttempt(
+      tryOf(b!.key, { status: null, outcome: 'retry', error: 'Timed out', costUsd: 0.5, mayBeBilled: true, reservedUsd: 0.5 }),
+      { countAttempt: true, error: 'Timed out' },
+    );
+    await store.fail(
+      c!.key,
+      OWNER,
+      'HTTP 400',
+      tryOf(c!.key, { status: 400, outcome: 'failed', error: 'HTTP 400', costUsd: 0, reservedUsd: 0.5 }),
+      T0 + 10,
+    );
     expect(await spendOf(store)).toEqual({
-      runId: OWNER, reservedUsd: 0, inFlight: 0, spentUsd: 0.123456789, mayBeBilledUsd: 0.5, mayBeBilledTries: 1, unpricedTries: 0,
+      runId: OWNER,
+      reservedUsd: 0,
+      inFlight: 0,
+      spentUsd: 0.123456789,
+      mayBeBilledUsd: 0.5,
+      mayBeBilledTries: 1,
+      unpricedTries: 0,
     });
     expect(await store.committed(OWNER)).toEqual({ run: 0.623456789, total: 0.623456789 });
     const timedOut = (await store.item('doc-0001'))!.attempts[0]!;
@@ -59,8 +78,9 @@ describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
     await started(other, 'run-2');
     await store.reserve({ runId: 'run-1', usd: 1, ...budget(null, 4) });
     // 40 tries of 0.1 from each run at once, against the 3 left: exactly 30 fit, whoever wins them
-    const tries = ['run-1', 'run-2'].flatMap((runId) => Array.from({ length: 40 }, () =>
-      (runId === 'run-1' ? store : other).reserve({ runId, usd: 0.1, ...budget(null, 4) })));
+    const tries = ['run-1', 'run-2'].flatMap((runId) =>
+      Array.from({ length: 40 }, () => (runId === 'run-1' ? store : other).reserve({ runId, usd: 0.1, ...budget(null, 4) })),
+    );
     const results = await Promise.all(tries);
     expect(results.filter((r) => r.ok)).toHaveLength(30);
     expect(results.find((r) => !r.ok)).toMatchObject({ scope: 'total' });
@@ -75,7 +95,11 @@ describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
     await store.reclaim(T0 + 100, ['run-dead']);
     expect(await spendOf(store, 'run-dead')).toMatchObject({ reservedUsd: 0, inFlight: 0, mayBeBilledUsd: 0.5, mayBeBilledTries: 2 });
     await started(store, 'run-next');
-    expect(await store.reserve({ runId: 'run-next', usd: 0.6, ...budget(null, 1) })).toEqual({ ok: false, scope: 'total', committedUsd: 0.5 });
+    expect(await store.reserve({ runId: 'run-next', usd: 0.6, ...budget(null, 1) })).toEqual({
+      ok: false,
+      scope: 'total',
+      committedUsd: 0.5,
+    });
   });
 
   it('an answer of a model without a price is counted as such, not as $0', async () => {
@@ -83,8 +107,13 @@ describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
     await started(store);
     await store.enqueue(rows(1), T0);
     const [a] = (await store.claim(claimOpts())).jobs;
-    await store.complete(a!.key, { owner: OWNER, output: 'x', response: '{}', usage: { promptTokens: 1, completionTokens: 1 },
-      attempt: tryOf(a!.key, { usage: { promptTokens: 1, completionTokens: 1 }, costUsd: null }) });
+    await store.complete(a!.key, {
+      owner: OWNER,
+      output: 'x',
+      response: '{}',
+      usage: { promptTokens: 1, completionTokens: 1 },
+      attempt: tryOf(a!.key, { usage: { promptTokens: 1, completionTokens: 1 }, costUsd: null }),
+    });
     expect(await spendOf(store)).toMatchObject({ spentUsd: 0, unpricedTries: 1 });
     expect((await store.item('doc-0000'))!.job.costUsd).toBeNull();
   });

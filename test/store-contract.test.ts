@@ -40,8 +40,21 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       const { jobs } = await store.claim(claimOpts({ limit: 10 }));
       const answered = jobs.find((j) => j.key === row('c', 'answered').key)!;
       await store.complete(answered.key, {
-        owner: OWNER, output: 'paid for', response: '{}', usage: { promptTokens: 1, completionTokens: 1 },
-        attempt: { key: answered.key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 1, status: 200, outcome: 'done', error: null, usage: null },
+        owner: OWNER,
+        output: 'paid for',
+        response: '{}',
+        usage: { promptTokens: 1, completionTokens: 1 },
+        attempt: {
+          key: answered.key,
+          runId: OWNER,
+          attempt: 1,
+          startedAt: T0,
+          endedAt: T0 + 1,
+          status: 200,
+          outcome: 'done',
+          error: null,
+          usage: null,
+        },
       });
       await store.release(OWNER, { refund: true, now: T0 + 2 });
       const r = await store.enqueue([row('a', 'changed'), row('c', 'changed too')], T0 + 3);
@@ -96,17 +109,36 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
         for (const j of jobs) order.push(JSON.parse(j.request).messages[0].content);
       }
       expect(order).toEqual([
-        'high text 0', 'high text 1', 'high text 2', 'mid text 0', 'mid text 1', 'mid text 2',
-        'low text 0', 'low text 1', 'low text 2', 'low text 3',
+        'high text 0',
+        'high text 1',
+        'high text 2',
+        'mid text 0',
+        'mid text 1',
+        'mid text 2',
+        'low text 0',
+        'low text 1',
+        'low text 2',
+        'low text 3',
       ]);
     });
 
-    it('skipping full lanes, takes the other models\' jobs by priority, then FIFO, and still fails used-up ones', async () => {
+    it("skipping full lanes, takes the other models' jobs by priority, then FIFO, and still fails used-up ones", async () => {
       const { store } = await kind.fresh();
       // the full lane's jobs come first in the queue: the claim must look past them
-      await store.enqueue(Array.from({ length: 5 }, (_, i) => row(`full-${i}`, `full ${i}`, { model: 'full' })), T0);
-      await store.enqueue([row('b-0', 'b 0', { model: 'b' }), row('c-0', 'c 0', { model: 'c', priority: -1 }),
-        row('b-1', 'b 1', { model: 'b' }), row('c-1', 'c 1', { model: 'c', priority: 3 }), row('b-2', 'b 2', { model: 'b', priority: -1 })], T0);
+      await store.enqueue(
+        Array.from({ length: 5 }, (_, i) => row(`full-${i}`, `full ${i}`, { model: 'full' })),
+        T0,
+      );
+      await store.enqueue(
+        [
+          row('b-0', 'b 0', { model: 'b' }),
+          row('c-0', 'c 0', { model: 'c', priority: -1 }),
+          row('b-1', 'b 1', { model: 'b' }),
+          row('c-1', 'c 1', { model: 'c', priority: 3 }),
+          row('b-2', 'b 2', { model: 'b', priority: -1 }),
+        ],
+        T0,
+      );
       const texts = (jobs: { request: string }[]) => jobs.map((j) => JSON.parse(j.request).messages[0].content as string);
       const first = await store.claim({ ...claimOpts({ limit: 3 }), skipModels: ['full'] });
       expect(texts(first.jobs)).toEqual(['c 0', 'b 2', 'b 0']);
@@ -138,11 +170,26 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       expect(await store.nextPendingAt()).toBeNull();
       const [r] = rows(1);
       // nothing in the state machine sets run_after yet; a loaded row stands in for a backed-off job
-      await store.loadJobs([{
-        key: r!.key, request: r!.request, model: r!.model, state: 'pending', priority: 0, attempts: 1, runAfter: T0 + 1000,
-        leaseOwner: null, leaseExpiresAt: null, output: null, response: null, usage: null, error: 'HTTP 429', createdAt: T0,
-        updatedAt: T0, finishedAt: null,
-      }]);
+      await store.loadJobs([
+        {
+          key: r!.key,
+          request: r!.request,
+          model: r!.model,
+          state: 'pending',
+          priority: 0,
+          attempts: 1,
+          runAfter: T0 + 1000,
+          leaseOwner: null,
+          leaseExpiresAt: null,
+          output: null,
+          response: null,
+          usage: null,
+          error: 'HTTP 429',
+          createdAt: T0,
+          updatedAt: T0,
+          finishedAt: null,
+        },
+      ]);
       expect(await store.nextPendingAt()).toBe(T0 + 1000);
       expect((await store.claim(claimOpts({ now: T0 + 999 }))).jobs).toEqual([]);
       expect((await store.claim(claimOpts({ now: T0 + 1000 }))).jobs.map((j) => j.attempts)).toEqual([2]);
@@ -170,16 +217,30 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       const [r] = rows(1);
       await store.enqueue([r!], T0);
       const { jobs } = await store.claim(claimOpts({ maxAttempts: 1 }));
-      await store.recordAttempt({ key: jobs[0]!.key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 5, status: 503,
-        outcome: 'retry', error: 'HTTP 503', usage: null }, { countAttempt: true, error: 'HTTP 503' });
+      await store.recordAttempt(
+        {
+          key: jobs[0]!.key,
+          runId: OWNER,
+          attempt: 1,
+          startedAt: T0,
+          endedAt: T0 + 5,
+          status: 503,
+          outcome: 'retry',
+          error: 'HTTP 503',
+          usage: null,
+        },
+        { countAttempt: true, error: 'HTTP 503' },
+      );
       await store.release(OWNER, { refund: false, now: T0 + 6 });
       expect(await store.claim(claimOpts({ now: T0 + 7, maxAttempts: 1 }))).toEqual({ jobs: [], exhausted: 1 });
       expect((await store.item(r!.itemId))!.job.error).toBe('gave up after 1 attempts; last error: HTTP 503');
     });
 
     // skipping a full lane takes another path (per model); both must hold invariant 6
-    it.each([{ path: 'in claim order', skipModels: [] }, { path: 'around full lanes', skipModels: ['a-full-lane'] }])(
-      'never hands the same job to two stores claiming at once ($path)', async ({ skipModels }) => {
+    it.each([
+      { path: 'in claim order', skipModels: [] },
+      { path: 'around full lanes', skipModels: ['a-full-lane'] },
+    ])('never hands the same job to two stores claiming at once ($path)', async ({ skipModels }) => {
       const fx = await kind.fresh();
       const other = await fx.openAnother();
       const all = rows(300);

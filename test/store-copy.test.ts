@@ -13,32 +13,75 @@ const STATS = { done: 1, failed: 1, retried: 1, requests: 3, rateLimited: 0, pro
 
 /** A queue with every state: done (with a retry before), failed, pending after a try, running, untouched; shared jobs; runs. */
 async function populate(store: Store): Promise<void> {
-  await store.enqueue([
-    row('done', 'd', { meta: { lang: 'fr', n: [1, 2] } }), row('done-twin', 'd'), row('failed', 'f', { priority: -1 }),
-    row('retrying', 'r'), row('running', 'u', { model: 'other' }), ...rows(3, { prefix: 'later', priority: 3 }),
-  ], T0);
+  await store.enqueue(
+    [
+      row('done', 'd', { meta: { lang: 'fr', n: [1, 2] } }),
+      row('done-twin', 'd'),
+      row('failed', 'f', { priority: -1 }),
+      row('retrying', 'r'),
+      row('running', 'u', { model: 'other' }),
+      ...rows(3, { prefix: 'later', priority: 3 }),
+    ],
+    T0,
+  );
   await store.startRun({ id: 'run-old', host: 'h', pid: 1, startedAt: T0, options: { concurrency: 2 } });
   await store.finishRun('run-old', T0 + 50, 'finished', STATS);
   await store.startRun({ id: OWNER, host: 'h', pid: 2, startedAt: T0 + 100, options: {} });
   const { jobs } = await store.claim(claimOpts({ now: T0 + 100, limit: 4 }));
   const [failed, done, retrying, running] = jobs;
-  const attempt = (key: string, o: object) => ({ key, runId: OWNER, attempt: 1, startedAt: T0 + 100, endedAt: T0 + 140, status: 200,
-    outcome: 'done' as const, error: null, usage: null, ...o });
-  await store.fail(failed!.key, OWNER, 'HTTP 400: bad', attempt(failed!.key, { status: 400, outcome: 'failed', error: 'HTTP 400: bad' }), T0 + 150);
-  await store.recordAttempt(attempt(done!.key, { status: 503, outcome: 'retry', error: 'HTTP 503' }), { countAttempt: true, error: 'HTTP 503' });
+  const attempt = (key: string, o: object) => ({
+    key,
+    runId: OWNER,
+    attempt: 1,
+    startedAt: T0 + 100,
+    endedAt: T0 + 140,
+    status: 200,
+    outcome: 'done' as const,
+    error: null,
+    usage: null,
+    ...o,
+  });
+  await store.fail(
+    failed!.key,
+    OWNER,
+    'HTTP 400: bad',
+    attempt(failed!.key, { status: 400, outcome: 'failed', error: 'HTTP 400: bad' }),
+    T0 + 150,
+  );
+  await store.recordAttempt(attempt(done!.key, { status: 503, outcome: 'retry', error: 'HTTP 503' }), {
+    countAttempt: true,
+    error: 'HTTP 503',
+  });
   await store.startRetry(done!.key, OWNER, T0 + 160, T0 + 10_000);
   // money: a reservation still out (the live run's), an answer with its cost, a try that may be billed
   await store.reserve({ runId: OWNER, usd: 0.25, runBudget: null, totalBudget: 10, now: T0 + 165 });
-  await store.complete(done!.key, { owner: OWNER, output: 'l\'answer ✓', response: '{"id":"x"}', usage: { promptTokens: 12, completionTokens: 3 },
-    attempt: attempt(done!.key, { attempt: 2, startedAt: T0 + 170, endedAt: T0 + 230, usage: { promptTokens: 12, completionTokens: 3 }, costUsd: 0.0012 }) });
-  await store.recordAttempt(attempt(retrying!.key, { status: null, outcome: 'retry', error: 'ETIMEDOUT', costUsd: 0.003, mayBeBilled: true }),
-    { countAttempt: true, error: 'ETIMEDOUT' });
+  await store.complete(done!.key, {
+    owner: OWNER,
+    output: "l'answer ✓",
+    response: '{"id":"x"}',
+    usage: { promptTokens: 12, completionTokens: 3 },
+    attempt: attempt(done!.key, {
+      attempt: 2,
+      startedAt: T0 + 170,
+      endedAt: T0 + 230,
+      usage: { promptTokens: 12, completionTokens: 3 },
+      costUsd: 0.0012,
+    }),
+  });
+  await store.recordAttempt(
+    attempt(retrying!.key, { status: null, outcome: 'retry', error: 'ETIMEDOUT', costUsd: 0.003, mayBeBilled: true }),
+    { countAttempt: true, error: 'ETIMEDOUT' },
+  );
   await store.release(OWNER, { refund: false, now: T0 + 240 }); // retrying and running go back to pending...
   // ...and the first of them is held again by a run still working when the copy starts
   await store.claim(claimOpts({ now: T0 + 250, limit: 1, owner: 'run-live' }));
   expect(running!.model).toBe('other');
   expect((await store.status(T0)).spend.find((r) => r.id === OWNER)!.spend).toMatchObject({
-    reservedUsd: 0.25, inFlight: 1, spentUsd: 0.0012, mayBeBilledUsd: 0.003, mayBeBilledTries: 1,
+    reservedUsd: 0.25,
+    inFlight: 1,
+    spentUsd: 0.0012,
+    mayBeBilledUsd: 0.003,
+    mayBeBilledTries: 1,
   });
 }
 
@@ -60,13 +103,22 @@ async function everything(store: Store) {
 
 /** What a copy should hold: the source with its running jobs pending and unleased. */
 function asCopied(source: Awaited<ReturnType<typeof everything>>) {
-  const jobs = source.jobs.map((j) => (j.state === 'running' ? { ...j, state: 'pending' as const, leaseOwner: null, leaseExpiresAt: null } : j));
+  const jobs = source.jobs.map((j) =>
+    j.state === 'running' ? { ...j, state: 'pending' as const, leaseOwner: null, leaseExpiresAt: null } : j,
+  );
   const running = new Set(source.jobs.filter((j) => j.state === 'running').map((j) => j.key));
   const exportRows = source.export.map((r) => (running.has(r.key) ? { ...r, state: 'pending' as const } : r));
   const counts = { ...source.status.counts, pending: source.status.counts.pending + running.size, running: 0 };
-  const byModel = source.status.byModel.map((m) =>
-    ({ ...m, pending: m.pending + source.jobs.filter((j) => j.state === 'running' && j.model === m.model).length }));
-  return { ...source, jobs, export: exportRows, status: { ...source.status, counts, byModel, retrying: source.status.retrying + running.size } };
+  const byModel = source.status.byModel.map((m) => ({
+    ...m,
+    pending: m.pending + source.jobs.filter((j) => j.state === 'running' && j.model === m.model).length,
+  }));
+  return {
+    ...source,
+    jobs,
+    export: exportRows,
+    status: { ...source.status, counts, byModel, retrying: source.status.retrying + running.size },
+  };
 }
 
 describe('copy', () => {
@@ -115,7 +167,8 @@ describe('copy', () => {
       const runs = [];
       for await (const r of back.dumpRuns()) runs.push([r.id, r.endedAt, r.exitReason, r.stats]);
       expect(runs).toEqual([
-        ['run-old', T0 + 50, 'finished', STATS], [OWNER, T0 + 999, 'copied to another database while open', null],
+        ['run-old', T0 + 50, 'finished', STATS],
+        [OWNER, T0 + 999, 'copied to another database while open', null],
       ]);
       await Promise.all([source.close(), middle.close(), back.close()]);
     });

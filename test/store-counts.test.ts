@@ -28,7 +28,12 @@ async function raw<T>(store: Store, sql: string): Promise<T[]> {
 async function counted(store: Store) {
   const s = await store.status(Date.now());
   return {
-    counts: s.counts, total: s.total, items: s.items, tokens: s.tokens, retrying: s.retrying, oldestPendingAt: s.oldestPendingAt,
+    counts: s.counts,
+    total: s.total,
+    items: s.items,
+    tokens: s.tokens,
+    retrying: s.retrying,
+    oldestPendingAt: s.oldestPendingAt,
     byModel: s.byModel.map((m) => ({ ...m, storedUsd: Number(m.storedUsd.toFixed(12)) })).sort((a, b) => a.model.localeCompare(b.model)),
     failures: Object.fromEntries(s.failures.map((f) => [f.error, Number(f.count)])),
   };
@@ -40,9 +45,15 @@ async function fresh(store: Store) {
   const [oldest] = await raw<{ v: number | null }>(store, `SELECT min(created_at) AS v FROM jobs WHERE state = 'pending'`);
   const failures = await raw<{ error: string; count: number }>(store, FRESH_FAILURES);
   return {
-    counts: tally.counts, total: tally.total, items: Number(items!.n), tokens: tally.tokens, retrying: tally.retrying,
+    counts: tally.counts,
+    total: tally.total,
+    items: Number(items!.n),
+    tokens: tally.tokens,
+    retrying: tally.retrying,
     oldestPendingAt: oldest!.v === null ? null : Number(oldest!.v),
-    byModel: tally.byModel.map((m) => ({ ...m, storedUsd: Number(m.storedUsd.toFixed(12)) })).sort((a, b) => a.model.localeCompare(b.model)),
+    byModel: tally.byModel
+      .map((m) => ({ ...m, storedUsd: Number(m.storedUsd.toFixed(12)) }))
+      .sort((a, b) => a.model.localeCompare(b.model)),
     failures: Object.fromEntries(failures.map((f) => [f.error, Number(f.count)])),
   };
 }
@@ -69,36 +80,66 @@ const ERRORS = ['HTTP 400: bad request', 'context too long', '503 Service Unavai
  * says which step broke the counts.
  */
 async function step(store: Store, r: ReturnType<typeof random>, t: number): Promise<string> {
-  const held = async (owner?: string) => (await raw<{ key: string; lease_owner: string; attempts: number }>(store,
-    `SELECT key, lease_owner, attempts FROM jobs WHERE state = 'running' ORDER BY seq`)).filter((j) => !owner || j.lease_owner === owner);
+  const held = async (owner?: string) =>
+    (
+      await raw<{ key: string; lease_owner: string; attempts: number }>(
+        store,
+        `SELECT key, lease_owner, attempts FROM jobs WHERE state = 'running' ORDER BY seq`,
+      )
+    ).filter((j) => !owner || j.lease_owner === owner);
   const attempt = (key: string, owner: string, n: number, o: Partial<AttemptRecord> = {}): AttemptRecord => ({
-    key, runId: owner, attempt: n, startedAt: t - 100, endedAt: t, status: 500, outcome: 'retry', error: '500', usage: null, ...o,
+    key,
+    runId: owner,
+    attempt: n,
+    startedAt: t - 100,
+    endedAt: t,
+    status: 500,
+    outcome: 'retry',
+    error: '500',
+    usage: null,
+    ...o,
   });
   const owner = r.pick(RUNS);
   switch (r.int(11)) {
-    case 0: case 1: { // enqueue: new documents, changed ones (their old job dropped when no item needs it), repeats
+    case 0:
+    case 1: {
+      // enqueue: new documents, changed ones (their old job dropped when no item needs it), repeats
       const n = 1 + r.int(6);
       const batch = Array.from({ length: n }, () => row(`doc-${r.int(30)}`, `text ${r.int(40)}`, { model: r.pick(MODELS) }));
       await store.enqueue(batch, t);
       return `enqueue ${n}`;
     }
-    case 2: { // claim, failing jobs whose attempts are used up
+    case 2: {
+      // claim, failing jobs whose attempts are used up
       await store.claim({ owner, limit: 1 + r.int(5), now: t, leaseUntil: t + 1000, maxAttempts: 2 });
       return 'claim';
     }
-    case 3: { // answers, with and without a cost, held or not (an answer paid for is kept)
+    case 3: {
+      // answers, with and without a cost, held or not (an answer paid for is kept)
       const jobs = await held();
       const picks = jobs.filter(() => r.next() < 0.5);
-      await Promise.all(picks.map((j) => {
-        const usage = { promptTokens: 10 + r.int(100), completionTokens: r.int(50) };
-        return store.complete(j.key, {
-          owner: j.lease_owner, output: 'ok', response: '{}', usage,
-          attempt: attempt(j.key, j.lease_owner, j.attempts, { outcome: 'done', status: 200, error: null, usage, costUsd: r.next() < 0.5 ? null : r.next() / 1000 }),
-        });
-      }));
+      await Promise.all(
+        picks.map((j) => {
+          const usage = { promptTokens: 10 + r.int(100), completionTokens: r.int(50) };
+          return store.complete(j.key, {
+            owner: j.lease_owner,
+            output: 'ok',
+            response: '{}',
+            usage,
+            attempt: attempt(j.key, j.lease_owner, j.attempts, {
+              outcome: 'done',
+              status: 200,
+              error: null,
+              usage,
+              costUsd: r.next() < 0.5 ? null : r.next() / 1000,
+            }),
+          });
+        }),
+      );
       return `complete ${picks.length}`;
     }
-    case 4: { // a try that did not finish the job, counted or given back; then maybe a retry
+    case 4: {
+      // a try that did not finish the job, counted or given back; then maybe a retry
       const j = (await held())[0];
       if (!j) return 'recordAttempt (none held)';
       const countAttempt = r.next() < 0.5;
@@ -106,86 +147,130 @@ async function step(store: Store, r: ReturnType<typeof random>, t: number): Prom
       if (r.next() < 0.5) await store.startRetry(j.key, j.lease_owner, t, t + 1000);
       return 'recordAttempt';
     }
-    case 5: { // fail a held job
+    case 5: {
+      // fail a held job
       const j = (await held())[r.int(3)];
       if (!j) return 'fail (none held)';
       const error = r.pick(ERRORS);
-      await store.fail(j.key, j.lease_owner, error, r.next() < 0.5 ? attempt(j.key, j.lease_owner, j.attempts, { outcome: 'failed', error }) : null, t);
+      await store.fail(
+        j.key,
+        j.lease_owner,
+        error,
+        r.next() < 0.5 ? attempt(j.key, j.lease_owner, j.attempts, { outcome: 'failed', error }) : null,
+        t,
+      );
       return 'fail';
     }
-    case 6: { // give jobs back: some or all, refunded or not (orphans are dropped)
+    case 6: {
+      // give jobs back: some or all, refunded or not (orphans are dropped)
       const jobs = await held(owner);
       const keys = r.next() < 0.5 ? jobs.filter(() => r.next() < 0.5).map((j) => j.key) : undefined;
       await store.release(owner, { refund: r.next() < 0.5, now: t, ...(keys ? { keys } : {}) });
       return 'release';
     }
-    case 7: { // leases that lapsed, or a dead owner's jobs, back to pending
+    case 7: {
+      // leases that lapsed, or a dead owner's jobs, back to pending
       await store.reclaim(r.next() < 0.5 ? t + 2000 : t, r.next() < 0.5 ? [owner] : []);
       return 'reclaim';
     }
-    case 8: { // failed jobs back to pending: all, by exact reason, or by text
+    case 8: {
+      // failed jobs back to pending: all, by exact reason, or by text
       const which = r.int(3);
       await store.retryFailed(which === 0 ? {} : which === 1 ? { errorIs: r.pick(ERRORS) } : { errorContains: 'gave up' }, t);
       return 'retryFailed';
     }
-    case 9: { // the batch lane: jobs leased to a batch, some answered, the rest requeued when it ends
+    case 9: {
+      // the batch lane: jobs leased to a batch, some answered, the rest requeued when it ends
       const id = `b${t}`;
       await store.batches.begin({ id, runId: owner, baseUrl: 'http://127.0.0.1:1/v1', now: t });
       const { jobs } = await store.claim({ owner: batchOwner(id), limit: 1 + r.int(4), now: t, leaseUntil: t + 1000, maxAttempts: 3 });
       for (const j of jobs.slice(0, r.int(jobs.length + 1))) {
         if (r.next() < 0.5) {
           const usage = { promptTokens: 7, completionTokens: 3 };
-          await store.complete(j.key, { owner: batchOwner(id), output: 'ok', response: '{}', usage,
-            attempt: attempt(j.key, batchOwner(id), j.attempts, { outcome: 'done', status: 200, error: null, usage, costUsd: 0.0001 }) });
+          await store.complete(j.key, {
+            owner: batchOwner(id),
+            output: 'ok',
+            response: '{}',
+            usage,
+            attempt: attempt(j.key, batchOwner(id), j.attempts, { outcome: 'done', status: 200, error: null, usage, costUsd: 0.0001 }),
+          });
         } else {
           await store.fail(j.key, batchOwner(id), 'batch said no', null, t);
         }
       }
-      await store.batches.end(id, { state: r.next() < 0.5 ? 'ended' : 'abandoned', providerStatus: null, done: 0, failed: 0, error: null,
-        now: t, refund: r.next() < 0.5, jobError: r.next() < 0.5 ? 'expired in the batch' : null });
+      await store.batches.end(id, {
+        state: r.next() < 0.5 ? 'ended' : 'abandoned',
+        providerStatus: null,
+        done: 0,
+        failed: 0,
+        error: null,
+        now: t,
+        refund: r.next() < 0.5,
+        jobError: r.next() < 0.5 ? 'expired in the batch' : null,
+      });
       return 'batch';
     }
-    default: { // a heartbeat (PostgreSQL folds the counts there)
-      await store.heartbeat(owner, t, t + 1000, { done: 0, failed: 0, retried: 0, requests: 0, rateLimited: 0, promptTokens: 0, completionTokens: 0, jobsPerSecond: 0 });
+    default: {
+      // a heartbeat (PostgreSQL folds the counts there)
+      await store.heartbeat(owner, t, t + 1000, {
+        done: 0,
+        failed: 0,
+        retried: 0,
+        requests: 0,
+        rateLimited: 0,
+        promptTokens: 0,
+        completionTokens: 0,
+        jobsPerSecond: 0,
+      });
       return 'heartbeat';
     }
   }
 }
 
 describe.each(STORE_KINDS)('status counts [$name]', (kind) => {
-  it.for([1, 2])('equal a fresh count over jobs after every step of a random sequence (seed %i), and after a copy', { timeout: 120_000 }, async (seed, ctx) => {
-    skipUnavailable(kind, ctx);
-    const { store } = await kind.fresh();
-    for (const run of RUNS) await store.startRun({ id: run, host: 'h', pid: 1, startedAt: T0, options: {} });
-    const r = random(seed);
-    const steps: string[] = [];
-    for (let i = 0; i < 150; i++) {
-      steps.push(await step(store, r, T0 + i * 1000));
-      expect(await counted(store), `after steps ${steps.slice(-5).join(', ')} (step ${i}, seed ${seed})`).toEqual(await fresh(store));
-    }
-    // the paths above reached every state and every kind of change
-    expect(new Set(steps.map((s) => s.split(' ')[0]))).toEqual(new Set(['enqueue', 'claim', 'complete', 'recordAttempt', 'fail', 'release', 'reclaim', 'retryFailed', 'batch', 'heartbeat']));
-    const s = await counted(store);
-    expect(s.counts.done * s.counts.failed * s.counts.pending).toBeGreaterThan(0);
-    // PostgreSQL's change rows were folded by that status: one row per group left, none for an emptied group
-    if (store instanceof PostgresStore) {
-      const [groups] = await raw<{ rows: number; groups: number }>(store, `SELECT count(*) AS rows, count(DISTINCT (model, state)) AS groups FROM job_counts`);
-      expect(groups!.rows).toBe(groups!.groups);
-      expect(groups!.groups).toBe((await raw(store, 'SELECT DISTINCT model, state FROM jobs')).length);
-    }
+  it.for([1, 2])(
+    'equal a fresh count over jobs after every step of a random sequence (seed %i), and after a copy',
+    { timeout: 120_000 },
+    async (seed, ctx) => {
+      skipUnavailable(kind, ctx);
+      const { store } = await kind.fresh();
+      for (const run of RUNS) await store.startRun({ id: run, host: 'h', pid: 1, startedAt: T0, options: {} });
+      const r = random(seed);
+      const steps: string[] = [];
+      for (let i = 0; i < 150; i++) {
+        steps.push(await step(store, r, T0 + i * 1000));
+        expect(await counted(store), `after steps ${steps.slice(-5).join(', ')} (step ${i}, seed ${seed})`).toEqual(await fresh(store));
+      }
+      // the paths above reached every state and every kind of change
+      expect(new Set(steps.map((s) => s.split(' ')[0]))).toEqual(
+        new Set(['enqueue', 'claim', 'complete', 'recordAttempt', 'fail', 'release', 'reclaim', 'retryFailed', 'batch', 'heartbeat']),
+      );
+      const s = await counted(store);
+      expect(s.counts.done * s.counts.failed * s.counts.pending).toBeGreaterThan(0);
+      // PostgreSQL's change rows were folded by that status: one row per group left, none for an emptied group
+      if (store instanceof PostgresStore) {
+        const [groups] = await raw<{ rows: number; groups: number }>(
+          store,
+          `SELECT count(*) AS rows, count(DISTINCT (model, state)) AS groups FROM job_counts`,
+        );
+        expect(groups!.rows).toBe(groups!.groups);
+        expect(groups!.groups).toBe((await raw(store, 'SELECT DISTINCT model, state FROM jobs')).length);
+      }
 
-    // `llmq copy` writes rows as they are: the copy's counts are its rows'
-    const copy = (await kind.fresh()).store;
-    for (const [dump, load] of [
-      [store.dumpJobs(), (b: never[]) => copy.loadJobs(b)], [store.dumpItems(), (b: never[]) => copy.loadItems(b)],
-    ] as const) {
-      const batch: never[] = [];
-      for await (const x of dump as AsyncIterable<never>) batch.push(x);
-      await load(batch);
-    }
-    expect(await counted(copy)).toEqual(await fresh(copy));
-    expect((await counted(copy)).counts).toEqual(s.counts);
-  });
+      // `llmq copy` writes rows as they are: the copy's counts are its rows'
+      const copy = (await kind.fresh()).store;
+      for (const [dump, load] of [
+        [store.dumpJobs(), (b: never[]) => copy.loadJobs(b)],
+        [store.dumpItems(), (b: never[]) => copy.loadItems(b)],
+      ] as const) {
+        const batch: never[] = [];
+        for await (const x of dump as AsyncIterable<never>) batch.push(x);
+        await load(batch);
+      }
+      expect(await counted(copy)).toEqual(await fresh(copy));
+      expect((await counted(copy)).counts).toEqual(s.counts);
+    },
+  );
 });
 
 /** Jobs in every state, some tried, answered with and without a cost, failed for two reasons, written as a v4 database holds them. */
@@ -198,8 +283,13 @@ INSERT INTO items (id, source, job_key, created_at, updated_at) VALUES ('a', 's'
   ('d', 's', 'k4', 1, 1), ('e', 's', 'k6', 1, 1)`;
 
 const EXPECTED_V4 = {
-  counts: { pending: 2, running: 1, done: 2, failed: 3 }, total: 8, items: 5, tokens: { prompt: 150, completion: 25 }, retrying: 1,
-  oldestPendingAt: 3, failures: { 'HTTP 400': 2, 'unknown error': 1 },
+  counts: { pending: 2, running: 1, done: 2, failed: 3 },
+  total: 8,
+  items: 5,
+  tokens: { prompt: 150, completion: 25 },
+  retrying: 1,
+  oldestPendingAt: 3,
+  failures: { 'HTTP 400': 2, 'unknown error': 1 },
 };
 
 describe('status counts of a database from before they were kept', () => {

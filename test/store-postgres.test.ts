@@ -31,41 +31,147 @@ describe('postgres store', () => {
     expect(store.schema).toBe(schema);
     expect(store.kind).toBe('postgres');
     const tables = await sql<{ table_name: string }>(
-      `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, [schema]);
+      `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`,
+      [schema],
+    );
     expect(tables.map((t) => t.table_name)).toEqual([
-      'attempts', 'batches', 'failure_counts', 'item_counts', 'items', 'job_counts', 'jobs', 'lanes', 'llmq_migrations', 'runs', 'spend',
+      'attempts',
+      'batches',
+      'failure_counts',
+      'item_counts',
+      'items',
+      'job_counts',
+      'jobs',
+      'lanes',
+      'llmq_migrations',
+      'runs',
+      'spend',
     ]);
-    const cols = async (table: string) => (await sql<{ column_name: string }>(`SELECT column_name FROM information_schema.columns
-      WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position`, [schema, table])).map((c) => c.column_name);
+    const cols = async (table: string) =>
+      (
+        await sql<{ column_name: string }>(
+          `SELECT column_name FROM information_schema.columns
+      WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position`,
+          [schema, table],
+        )
+      ).map((c) => c.column_name);
     expect(await cols('jobs')).toEqual([
-      'seq', 'key', 'request', 'model', 'state', 'priority', 'attempts', 'run_after', 'lease_owner', 'lease_expires_at',
-      'output', 'response', 'prompt_tokens', 'completion_tokens', 'error', 'created_at', 'updated_at', 'finished_at', 'cost_usd',
+      'seq',
+      'key',
+      'request',
+      'model',
+      'state',
+      'priority',
+      'attempts',
+      'run_after',
+      'lease_owner',
+      'lease_expires_at',
+      'output',
+      'response',
+      'prompt_tokens',
+      'completion_tokens',
+      'error',
+      'created_at',
+      'updated_at',
+      'finished_at',
+      'cost_usd',
     ]);
     expect(await cols('attempts')).toEqual([
-      'id', 'job_key', 'run_id', 'attempt', 'started_at', 'ended_at', 'latency_ms', 'status', 'outcome', 'error',
-      'prompt_tokens', 'completion_tokens', 'cost_usd', 'may_be_billed',
+      'id',
+      'job_key',
+      'run_id',
+      'attempt',
+      'started_at',
+      'ended_at',
+      'latency_ms',
+      'status',
+      'outcome',
+      'error',
+      'prompt_tokens',
+      'completion_tokens',
+      'cost_usd',
+      'may_be_billed',
     ]);
     expect(await cols('spend')).toEqual([
-      'run_id', 'reserved_nanousd', 'in_flight', 'spent_nanousd', 'unknown_nanousd', 'unknown_tries', 'unpriced_tries', 'updated_at',
+      'run_id',
+      'reserved_nanousd',
+      'in_flight',
+      'spent_nanousd',
+      'unknown_nanousd',
+      'unknown_tries',
+      'unpriced_tries',
+      'updated_at',
     ]);
     expect(await cols('items')).toEqual(['seq', 'id', 'source', 'job_key', 'meta', 'created_at', 'updated_at']);
-    expect(await cols('runs')).toEqual(['seq', 'id', 'host', 'pid', 'started_at', 'heartbeat_at', 'ended_at', 'exit_reason', 'options', 'stats']);
+    expect(await cols('runs')).toEqual([
+      'seq',
+      'id',
+      'host',
+      'pid',
+      'started_at',
+      'heartbeat_at',
+      'ended_at',
+      'exit_reason',
+      'options',
+      'stats',
+    ]);
     expect(await cols('batches')).toEqual([
-      'id', 'run_id', 'base_url', 'state', 'provider_batch_id', 'input_file_id', 'provider_status', 'jobs', 'done', 'failed',
-      'requeued', 'error', 'created_at', 'updated_at', 'ended_at',
+      'id',
+      'run_id',
+      'base_url',
+      'state',
+      'provider_batch_id',
+      'input_file_id',
+      'provider_status',
+      'jobs',
+      'done',
+      'failed',
+      'requeued',
+      'error',
+      'created_at',
+      'updated_at',
+      'ended_at',
     ]);
     expect(await cols('job_counts')).toEqual([
-      'model', 'state', 'jobs', 'retried', 'prompt_tokens', 'completion_tokens', 'cost_usd', 'unpriced_prompt', 'unpriced_completion',
+      'model',
+      'state',
+      'jobs',
+      'retried',
+      'prompt_tokens',
+      'completion_tokens',
+      'cost_usd',
+      'unpriced_prompt',
+      'unpriced_completion',
     ]);
     expect(await cols('failure_counts')).toEqual(['error', 'jobs']);
     expect(await cols('item_counts')).toEqual(['items']);
-    const indexes = await sql<{ indexname: string }>(`SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = 'jobs'
-      ORDER BY 1`, [schema]);
+    const indexes = await sql<{ indexname: string }>(
+      `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = 'jobs'
+      ORDER BY 1`,
+      [schema],
+    );
     // no index serves counting any more: status reads the counts the triggers keep
-    expect(indexes.map((i) => i.indexname)).toEqual(['jobs_age', 'jobs_claim', 'jobs_claim_model', 'jobs_key_key', 'jobs_lease', 'jobs_lease_expiry', 'jobs_pkey']);
-    const triggers = await sql<{ tgname: string }>(`SELECT tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-      JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND NOT t.tgisinternal ORDER BY 1`, [schema]);
-    expect(triggers.map((t) => t.tgname)).toEqual(['items_count_delete', 'items_count_insert', 'jobs_count_delete', 'jobs_count_insert', 'jobs_count_update']);
+    expect(indexes.map((i) => i.indexname)).toEqual([
+      'jobs_age',
+      'jobs_claim',
+      'jobs_claim_model',
+      'jobs_key_key',
+      'jobs_lease',
+      'jobs_lease_expiry',
+      'jobs_pkey',
+    ]);
+    const triggers = await sql<{ tgname: string }>(
+      `SELECT tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+      JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND NOT t.tgisinternal ORDER BY 1`,
+      [schema],
+    );
+    expect(triggers.map((t) => t.tgname)).toEqual([
+      'items_count_delete',
+      'items_count_insert',
+      'jobs_count_delete',
+      'jobs_count_insert',
+      'jobs_count_update',
+    ]);
     await store.close();
     // reopening applies nothing new
     await (await PostgresStore.open(url)).close();
@@ -114,7 +220,9 @@ describe('postgres store', () => {
   it('says which database is missing', async () => {
     const url = new URL(PG_URL);
     url.pathname = '/llmq_no_such_database';
-    await expect(PostgresStore.open(url.toString())).rejects.toThrow(/Cannot connect to PostgreSQL at .*llmq_no_such_database.*Check the database name/);
+    await expect(PostgresStore.open(url.toString())).rejects.toThrow(
+      /Cannot connect to PostgreSQL at .*llmq_no_such_database.*Check the database name/,
+    );
   });
 
   it('refuses a schema name that is not a plain identifier', async () => {

@@ -34,7 +34,15 @@ export async function adoptOrphans(ctx: BatchContext, live: Liveness): Promise<v
       ctx.emit({ type: 'adopted', id: row.id, providerBatchId: found.id, from: row.runId });
     } else {
       const reason = 'its run stopped before the batch was created';
-      const requeued = await ctx.store.batches.end(row.id, { state: 'abandoned', providerStatus: null, done: 0, failed: 0, error: reason, now: ctx.now(), refund: true });
+      const requeued = await ctx.store.batches.end(row.id, {
+        state: 'abandoned',
+        providerStatus: null,
+        done: 0,
+        failed: 0,
+        error: reason,
+        now: ctx.now(),
+        refund: true,
+      });
       ctx.emit({ type: 'abandoned', id: row.id, requeued, reason });
     }
   }

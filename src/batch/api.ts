@@ -51,8 +51,10 @@ export function readProviderBatch(json: any): ProviderBatch {
     outputFileId: str(json?.output_file_id),
     errorFileId: str(json?.error_file_id),
     metadata: json?.metadata && typeof json.metadata === 'object' ? json.metadata : null,
-    counts: rc && typeof rc === 'object'
-      ? { total: Number(rc.total) || 0, completed: Number(rc.completed) || 0, failed: Number(rc.failed) || 0 } : null,
+    counts:
+      rc && typeof rc === 'object'
+        ? { total: Number(rc.total) || 0, completed: Number(rc.completed) || 0, failed: Number(rc.failed) || 0 }
+        : null,
     errors: errors.map((e: any) => ({ code: str(e?.code), message: String(e?.message ?? 'no message') })),
     createdAt: Number.isFinite(json?.created_at) ? json.created_at * 1000 : 0,
   };

@@ -8,7 +8,12 @@ import type { BatchContext } from './context.js';
  * to 60 s, for at most `ctx.maxRetryMs`. Other errors, and the last retryable one, are thrown.
  * `before` runs before each retry: a create whose answer was lost may have happened anyway.
  */
-export async function callWithRetry<T>(ctx: BatchContext, what: string, call: () => Promise<T>, before?: () => Promise<T | null>): Promise<T> {
+export async function callWithRetry<T>(
+  ctx: BatchContext,
+  what: string,
+  call: () => Promise<T>,
+  before?: () => Promise<T | null>,
+): Promise<T> {
   const started = ctx.now();
   for (let attempt = 0; ; attempt++) {
     try {

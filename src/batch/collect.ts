@@ -33,7 +33,15 @@ export async function pollOne(ctx: BatchContext, row: BatchRow): Promise<PollOut
   if (batch.status === 'failed') {
     const message = batch.errors.map((e) => (e.code ? `${e.code}: ${e.message}` : e.message)).join('; ') || 'the provider gave no reason';
     if (batch.errors.some((e) => e.code !== null && QUOTA_CODES.has(e.code))) {
-      const requeued = await ctx.store.batches.end(row.id, { state: 'abandoned', providerStatus: batch.status, done: 0, failed: 0, error: message, now: ctx.now(), refund: true });
+      const requeued = await ctx.store.batches.end(row.id, {
+        state: 'abandoned',
+        providerStatus: batch.status,
+        done: 0,
+        failed: 0,
+        error: message,
+        now: ctx.now(),
+        refund: true,
+      });
       ctx.emit({ type: 'abandoned', id: row.id, requeued, reason: message });
       return { kind: 'quota', message, requeued };
     }
@@ -51,9 +59,23 @@ export async function pollOne(ctx: BatchContext, row: BatchRow): Promise<PollOut
   return finish(ctx, row, batch.status, applied, null);
 }
 
-async function finish(ctx: BatchContext, row: BatchRow, status: string, applied: AppliedResults, error: string | null): Promise<PollOutcome> {
-  const requeued = await ctx.store.batches.end(row.id, { state: 'ended', providerStatus: status, done: applied.done, failed: applied.failed, error, now: ctx.now(),
-    refund: status !== 'completed', jobError: status === 'completed' ? `no answer in the output of batch ${row.providerBatchId}` : null });
+async function finish(
+  ctx: BatchContext,
+  row: BatchRow,
+  status: string,
+  applied: AppliedResults,
+  error: string | null,
+): Promise<PollOutcome> {
+  const requeued = await ctx.store.batches.end(row.id, {
+    state: 'ended',
+    providerStatus: status,
+    done: applied.done,
+    failed: applied.failed,
+    error,
+    now: ctx.now(),
+    refund: status !== 'completed',
+    jobError: status === 'completed' ? `no answer in the output of batch ${row.providerBatchId}` : null,
+  });
   ctx.emit({ type: 'ended', id: row.id, providerStatus: status, done: applied.done, failed: applied.failed, requeued });
   return { kind: 'ended', applied, requeued };
 }
@@ -62,7 +84,26 @@ async function failHeld(ctx: BatchContext, row: BatchRow, message: string): Prom
   const owner = batchOwner(row.id);
   const now = ctx.now();
   const held = await ctx.store.batches.held(row.id);
-  await Promise.all(held.map((j) => ctx.store.fail(j.key, owner, message,
-    { key: j.key, runId: owner, attempt: j.attempts, startedAt: row.createdAt, endedAt: now, status: null, outcome: 'failed', error: message, usage: null }, now)));
+  await Promise.all(
+    held.map((j) =>
+      ctx.store.fail(
+        j.key,
+        owner,
+        message,
+        {
+          key: j.key,
+          runId: owner,
+          attempt: j.attempts,
+          startedAt: row.createdAt,
+          endedAt: now,
+          status: null,
+          outcome: 'failed',
+          error: message,
+          usage: null,
+        },
+        now,
+      ),
+    ),
+  );
   return held.length;
 }

@@ -9,7 +9,14 @@ export type CrashStep = (typeof CRASH_STEPS)[number];
 export type BatchEvent =
   | { readonly type: 'submitted'; readonly id: string; readonly providerBatchId: string; readonly jobs: number }
   | { readonly type: 'adopted'; readonly id: string; readonly providerBatchId: string | null; readonly from: string }
-  | { readonly type: 'ended'; readonly id: string; readonly providerStatus: string; readonly done: number; readonly failed: number; readonly requeued: number }
+  | {
+      readonly type: 'ended';
+      readonly id: string;
+      readonly providerStatus: string;
+      readonly done: number;
+      readonly failed: number;
+      readonly requeued: number;
+    }
   | { readonly type: 'abandoned'; readonly id: string; readonly requeued: number; readonly reason: string }
   | { readonly type: 'waiting'; readonly reason: 'quota' | 'error'; readonly untilMs: number; readonly message: string }
   | { readonly type: 'polled'; readonly open: number };

@@ -7,7 +7,10 @@ import { MockBatchApi } from './mock-api.js';
  * The Batch API a `--via batch` run uses, from the same flags and environment as an online run
  * (so the same checks apply: a key for api.openai.com, a valid --base-url).
  */
-export function createBatchApi(options: { provider: 'openai' | 'mock'; baseUrl?: string; mockCompleteAfterMs?: number }, env: Env): BatchApi {
+export function createBatchApi(
+  options: { provider: 'openai' | 'mock'; baseUrl?: string; mockCompleteAfterMs?: number },
+  env: Env,
+): BatchApi {
   if (options.provider === 'mock') return new MockBatchApi({ completeAfterMs: options.mockCompleteAfterMs });
   createProvider({ provider: 'openai', baseUrl: options.baseUrl }, env);
   return new HttpBatchApi({ baseUrl: resolveBaseUrl(options.baseUrl, env).url, apiKey: resolveApiKey(env) });

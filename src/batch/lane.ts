@@ -87,15 +87,25 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
   deps.stopSignal?.addEventListener('abort', onStop, { once: true });
 
   const ctx: BatchContext = {
-    store, api: deps.api, runId, baseUrl: deps.baseUrl, secret: deps.secret, now, emit: deps.emit ?? (() => {}),
-    crashAt: deps.crashAt ?? (() => {}), stopSignal: stop.signal, maxRetryMs: options.maxRetryMs ?? 900_000,
+    store,
+    api: deps.api,
+    runId,
+    baseUrl: deps.baseUrl,
+    secret: deps.secret,
+    now,
+    emit: deps.emit ?? (() => {}),
+    crashAt: deps.crashAt ?? (() => {}),
+    stopSignal: stop.signal,
+    maxRetryMs: options.maxRetryMs ?? 900_000,
     batchCost: (model, usage) => deps.prices?.lookup(model)?.batchCost(usage) ?? null,
   };
   const startedAt = now();
   const tally = { done: 0, failed: 0, retried: 0, requests: 0, promptTokens: 0, completionTokens: 0, costUsd: 0 };
   const stats = () => ({ ...tally, rateLimited: 0, jobsPerSecond: 0 });
   await store.startRun({ id: runId, host, pid, startedAt, options: { via: 'batch', ...deps.describe } });
-  const heartbeat = setInterval(() => { store.heartbeat(runId, now(), now() + leaseMs, stats()).catch(() => {}); }, heartbeatMs);
+  const heartbeat = setInterval(() => {
+    store.heartbeat(runId, now(), now() + leaseMs, stats()).catch(() => {});
+  }, heartbeatMs);
   const live = { host, pid, isAlive: deps.isAlive, leaseMs, quietMs: Math.max(3 * heartbeatMs, 5000) };
 
   let claimed = 0;
@@ -106,7 +116,10 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
   let reason: RunSummary['reason'] = 'drained';
   try {
     for (;;) {
-      if (stop.signal.aborted) { reason = 'signal'; break; }
+      if (stop.signal.aborted) {
+        reason = 'signal';
+        break;
+      }
       let pollError: unknown = null;
       try {
         if (!cancelling && options.until !== undefined && now() >= options.until) {
@@ -119,7 +132,8 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
           tally.requests++;
           const outcome = await pollOne(ctx, row);
           if (outcome.kind === 'ended') {
-            for (const k of ['done', 'failed', 'retried', 'promptTokens', 'completionTokens', 'costUsd'] as const) tally[k] += outcome.applied[k];
+            for (const k of ['done', 'failed', 'retried', 'promptTokens', 'completionTokens', 'costUsd'] as const)
+              tally[k] += outcome.applied[k];
           } else if (outcome.kind === 'quota') {
             quotaUntil = now() + (options.quotaWaitMs ?? 60_000);
             ctx.emit({ type: 'waiting', reason: 'quota', untilMs: quotaUntil, message: outcome.message });
@@ -134,7 +148,11 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
       while (!stop.signal.aborted && !cancelling && claimed < limit && now() >= quotaUntil) {
         const next = await store.nextPendingAt();
         if (next === null || next > now()) break;
-        const result = await submitOne(ctx, { limit: Math.min(options.batchSize ?? 50_000, limit - claimed), maxBytes: options.maxBytes ?? MAX_INPUT_BYTES, maxAttempts: options.maxAttempts ?? 5 });
+        const result = await submitOne(ctx, {
+          limit: Math.min(options.batchSize ?? 50_000, limit - claimed),
+          maxBytes: options.maxBytes ?? MAX_INPUT_BYTES,
+          maxAttempts: options.maxAttempts ?? 5,
+        });
         tally.failed += result.exhausted;
         if (result.kind === 'empty') break;
         if (result.kind === 'quota') {
@@ -144,13 +162,19 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
         }
         claimed += result.jobs;
       }
-      if (options.noWait) { reason = claimed >= limit ? 'limit' : 'drained'; break; }
+      if (options.noWait) {
+        reason = claimed >= limit ? 'limit' : 'drained';
+        break;
+      }
 
       const open = (await mine(store, runId)).length;
       const next = claimed < limit && !cancelling ? await store.nextPendingAt() : null;
       ctx.emit({ type: 'polled', open });
       const soon = open === 0 && next === null && !cancelling && (await orphansSoon(ctx, live));
-      if (open === 0 && next === null && !soon) { reason = claimed >= limit ? 'limit' : 'drained'; break; }
+      if (open === 0 && next === null && !soon) {
+        reason = claimed >= limit ? 'limit' : 'drained';
+        break;
+      }
 
       let wait = pollMs;
       if (pollError) {
@@ -178,11 +202,21 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
   await store.finishRun(runId, now(), reason, stats());
   const after = await store.status(now());
   return {
-    runId, reason, done: tally.done, failed: tally.failed, retried: tally.retried, requests: tally.requests, rateLimited: 0,
-    promptTokens: tally.promptTokens, completionTokens: tally.completionTokens, wallMs: now() - startedAt,
-    remaining: after.counts.pending + after.counts.running, failedInStore: after.counts.failed,
+    runId,
+    reason,
+    done: tally.done,
+    failed: tally.failed,
+    retried: tally.retried,
+    requests: tally.requests,
+    rateLimited: 0,
+    promptTokens: tally.promptTokens,
+    completionTokens: tally.completionTokens,
+    wallMs: now() - startedAt,
+    remaining: after.counts.pending + after.counts.running,
+    failedInStore: after.counts.failed,
     fatal: fatal ? { message: fatal.message, reason: fatal.reason } : null,
-    costUsd: tally.costUsd, budget: null,
+    costUsd: tally.costUsd,
+    budget: null,
   };
 }
 

@@ -43,7 +43,14 @@ export class MockBatchApi implements BatchApi {
 
   async createBatch(inputFileId: string, metadata: Readonly<Record<string, string>>): Promise<ProviderBatch> {
     if (!this.#files.has(inputFileId)) throw notFound(`file ${inputFileId}`);
-    const b: MockBatch = { id: `batch_mock${++this.#seq}`, inputFileId, metadata: { ...metadata }, createdAt: this.#now(), status: 'in_progress', outputFileId: null };
+    const b: MockBatch = {
+      id: `batch_mock${++this.#seq}`,
+      inputFileId,
+      metadata: { ...metadata },
+      createdAt: this.#now(),
+      status: 'in_progress',
+      outputFileId: null,
+    };
     this.#batches.set(b.id, b);
     return this.#view(b);
   }
@@ -79,7 +86,14 @@ export class MockBatchApi implements BatchApi {
       if (line.trim() === '') continue;
       const { custom_id, body } = JSON.parse(line);
       const answer = await this.#answers.complete(JSON.stringify(body), { signal });
-      lines.push(JSON.stringify({ id: `batch_req_${++this.#seq}`, custom_id, response: { status_code: 200, request_id: '', body: JSON.parse(answer.body) }, error: null }));
+      lines.push(
+        JSON.stringify({
+          id: `batch_req_${++this.#seq}`,
+          custom_id,
+          response: { status_code: 200, request_id: '', body: JSON.parse(answer.body) },
+          error: null,
+        }),
+      );
     }
     const outputFileId = `file-mock${++this.#seq}`;
     this.#files.set(outputFileId, lines.join('\n') + '\n');
@@ -88,10 +102,24 @@ export class MockBatchApi implements BatchApi {
   }
 
   #view(b: MockBatch): ProviderBatch {
-    return { id: b.id, status: b.status, outputFileId: b.outputFileId, errorFileId: null, metadata: b.metadata, counts: null, errors: [], createdAt: b.createdAt };
+    return {
+      id: b.id,
+      status: b.status,
+      outputFileId: b.outputFileId,
+      errorFileId: null,
+      metadata: b.metadata,
+      counts: null,
+      errors: [],
+      createdAt: b.createdAt,
+    };
   }
 }
 
 function notFound(what: string): ProviderError {
-  return new ProviderError({ message: `HTTP 404: No such ${what} (the mock Batch API keeps batches only while its process runs)`, scope: 'job', reason: 'bad_request', status: 404 });
+  return new ProviderError({
+    message: `HTTP 404: No such ${what} (the mock Batch API keeps batches only while its process runs)`,
+    scope: 'job',
+    reason: 'bad_request',
+    status: 404,
+  });
 }

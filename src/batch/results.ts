@@ -30,12 +30,24 @@ export type BatchCost = (model: string, usage: Usage) => number | null;
  * Lines whose `custom_id` is not a job this submission holds are ignored: they cannot be ours.
  */
 export async function applyResults(
-  store: Store, submissionId: string, files: readonly string[], startedAt: number, now: number, secret?: string,
+  store: Store,
+  submissionId: string,
+  files: readonly string[],
+  startedAt: number,
+  now: number,
+  secret?: string,
   costOf: BatchCost = () => null,
 ): Promise<AppliedResults> {
   const owner = batchOwner(submissionId);
-  const held = new Map<string, Held>((await store.batches.held(submissionId)).map((j) => [j.key, { attempts: j.attempts, model: j.model }]));
-  let done = 0, failed = 0, retried = 0, promptTokens = 0, completionTokens = 0, costUsd = 0;
+  const held = new Map<string, Held>(
+    (await store.batches.held(submissionId)).map((j) => [j.key, { attempts: j.attempts, model: j.model }]),
+  );
+  let done = 0,
+    failed = 0,
+    retried = 0,
+    promptTokens = 0,
+    completionTokens = 0,
+    costUsd = 0;
   const writes: Array<Promise<unknown>> = [];
   for (const text of files) {
     for (const raw of text.split('\n')) {
@@ -50,8 +62,12 @@ export async function applyResults(
       const job = key === null ? undefined : held.get(key);
       if (!key || !job) continue;
       held.delete(key);
-      const attempt = (status: number | null, outcome: AttemptRecord['outcome'], error: string | null, usage: AttemptRecord['usage']): AttemptRecord =>
-        ({ key, runId: owner, attempt: job.attempts, startedAt, endedAt: now, status, outcome, error, usage });
+      const attempt = (
+        status: number | null,
+        outcome: AttemptRecord['outcome'],
+        error: string | null,
+        usage: AttemptRecord['usage'],
+      ): AttemptRecord => ({ key, runId: owner, attempt: job.attempts, startedAt, endedAt: now, status, outcome, error, usage });
       const status = Number(line?.response?.status_code);
       const bodyText = line?.response?.body === undefined ? '' : JSON.stringify(line.response.body);
       if (status >= 200 && status < 300) {
@@ -72,13 +88,17 @@ export async function applyResults(
           continue;
         }
       }
-      const error = Number.isFinite(status) && status > 0
-        ? classifyHttpError(status, bodyText, new Headers(), null, secret)
-        : new ProviderError({ message: lineErrorMessage(line?.error), scope: 'job', reason: 'bad_request' });
+      const error =
+        Number.isFinite(status) && status > 0
+          ? classifyHttpError(status, bodyText, new Headers(), null, secret)
+          : new ProviderError({ message: lineErrorMessage(line?.error), scope: 'job', reason: 'bad_request' });
       if (error.scope === 'retryable') {
         // Counted like an online retry, so a line that always fails ends at --max-attempts.
-        writes.push(store.recordAttempt(attempt(status, 'retry', error.message, null), { countAttempt: true, error: error.message })
-          .then(() => store.release(owner, { refund: false, now, keys: [key] })));
+        writes.push(
+          store
+            .recordAttempt(attempt(status, 'retry', error.message, null), { countAttempt: true, error: error.message })
+            .then(() => store.release(owner, { refund: false, now, keys: [key] })),
+        );
         retried++;
       } else {
         writes.push(store.fail(key, owner, error.message, attempt(status || null, 'failed', error.message, null), now));

@@ -40,32 +40,54 @@ export type SubmitOutcome =
  * submission row first, then its jobs (leased to `batch:<id>`, so nothing else sends them), the
  * uploaded file, the batch (carrying the submission id in its metadata), and its id.
  */
-export async function submitOne(ctx: BatchContext, o: { limit: number; maxBytes: number; maxAttempts: number }): Promise<SubmitOutcome & { exhausted: number }> {
+export async function submitOne(
+  ctx: BatchContext,
+  o: { limit: number; maxBytes: number; maxAttempts: number },
+): Promise<SubmitOutcome & { exhausted: number }> {
   const { store } = ctx;
   const id = randomUUID();
   const owner = batchOwner(id);
   const recordedAt = ctx.now();
   await store.batches.begin({ id, runId: ctx.runId, baseUrl: ctx.baseUrl, now: recordedAt });
   ctx.crashAt('begun');
-  const got = await store.claim({ owner, limit: o.limit, now: ctx.now(), leaseUntil: ctx.now() + BATCH_LEASE_MS, maxAttempts: o.maxAttempts });
+  const got = await store.claim({
+    owner,
+    limit: o.limit,
+    now: ctx.now(),
+    leaseUntil: ctx.now() + BATCH_LEASE_MS,
+    maxAttempts: o.maxAttempts,
+  });
   const file = buildInputFile(got.jobs, o.maxBytes);
   if (file.left.length > 0) await store.release(owner, { refund: true, now: ctx.now(), keys: file.left });
   if (file.keys.length === 0) {
-    await store.batches.end(id, { state: 'abandoned', providerStatus: null, done: 0, failed: 0, error: 'nothing to submit', now: ctx.now(), refund: true });
+    await store.batches.end(id, {
+      state: 'abandoned',
+      providerStatus: null,
+      done: 0,
+      failed: 0,
+      error: 'nothing to submit',
+      now: ctx.now(),
+      refund: true,
+    });
     return { kind: 'empty', exhausted: got.exhausted };
   }
   await store.batches.noteJobs(id, file.keys.length, ctx.now());
   ctx.crashAt('claimed');
   let creating = false;
   try {
-    const fileId = await callWithRetry(ctx, 'uploading the batch input', () => ctx.api.uploadFile(`llmq-${id}.jsonl`, file.content, ctx.stopSignal));
+    const fileId = await callWithRetry(ctx, 'uploading the batch input', () =>
+      ctx.api.uploadFile(`llmq-${id}.jsonl`, file.content, ctx.stopSignal),
+    );
     await store.batches.noteInputFile(id, fileId, ctx.now());
     ctx.crashAt('uploaded');
     creating = true;
-    const batch = await callWithRetry(ctx, 'creating the batch',
+    const batch = await callWithRetry(
+      ctx,
+      'creating the batch',
       () => ctx.api.createBatch(fileId, batchMetadata(id), ctx.stopSignal),
       // The answer to a create may be lost after the batch was made: look before making another.
-      () => findBySubmission(ctx, id, recordedAt));
+      () => findBySubmission(ctx, id, recordedAt),
+    );
     ctx.crashAt('created');
     await store.batches.submitted(id, batch.id, batch.status, ctx.now());
     ctx.crashAt('submitted');
@@ -78,7 +100,15 @@ export async function submitOne(ctx: BatchContext, o: { limit: number; maxBytes:
     if (creating && !refused) throw error;
     // Never created: hand the jobs back, their attempt unused.
     const message = error instanceof Error ? error.message : String(error);
-    const requeued = await store.batches.end(id, { state: 'abandoned', providerStatus: null, done: 0, failed: 0, error: message, now: ctx.now(), refund: true });
+    const requeued = await store.batches.end(id, {
+      state: 'abandoned',
+      providerStatus: null,
+      done: 0,
+      failed: 0,
+      error: message,
+      now: ctx.now(),
+      refund: true,
+    });
     ctx.emit({ type: 'abandoned', id, requeued, reason: message });
     if (error instanceof ProviderError && error.code !== null && QUOTA_CODES.has(error.code)) {
       return { kind: 'quota', message, exhausted: got.exhausted };

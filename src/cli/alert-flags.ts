@@ -14,21 +14,29 @@ export interface AlertFlags {
   alertWindow?: number;
 }
 
-const usage = <T>(parse: (v: string, flag: string) => T, flag: string) => (value: string): T => {
-  try {
-    return parse(value, flag);
-  } catch (error) {
-    if (error instanceof LlmqError) throw new InvalidArgumentError(error.message);
-    throw error;
-  }
-};
+const usage =
+  <T>(parse: (v: string, flag: string) => T, flag: string) =>
+  (value: string): T => {
+    try {
+      return parse(value, flag);
+    } catch (error) {
+      if (error instanceof LlmqError) throw new InvalidArgumentError(error.message);
+      throw error;
+    }
+  };
 
 export function alertOptions(): Option[] {
   return [
     new Option('--alert-failed <n>', 'alert when this run has failed N jobs').argParser(intAtLeast(1)),
-    new Option('--alert-oldest <duration>', 'alert when the oldest pending job has waited this long (90s, 15m, 2h)').argParser(usage(parseDuration, '--alert-oldest')),
-    new Option('--alert-error-rate <share>', 'alert when this share of tries errored over the --alert-window (5% or 0.05)').argParser(usage(parseRate, '--alert-error-rate')),
-    new Option('--alert-window <duration>', 'the window --alert-error-rate looks at').default(300_000, '5m').argParser(usage(parseDuration, '--alert-window')),
+    new Option('--alert-oldest <duration>', 'alert when the oldest pending job has waited this long (90s, 15m, 2h)').argParser(
+      usage(parseDuration, '--alert-oldest'),
+    ),
+    new Option('--alert-error-rate <share>', 'alert when this share of tries errored over the --alert-window (5% or 0.05)').argParser(
+      usage(parseRate, '--alert-error-rate'),
+    ),
+    new Option('--alert-window <duration>', 'the window --alert-error-rate looks at')
+      .default(300_000, '5m')
+      .argParser(usage(parseDuration, '--alert-window')),
   ];
 }
 

@@ -26,9 +26,17 @@ export function hookOptions(): Option[] {
     }
   };
   return [
-    new Option('--on-done <cmd|url>', 'when the run ends, send its summary as JSON: on stdin of a shell command, or POSTed to an http(s) URL').argParser(target('--on-done')),
-    new Option('--on-alert <cmd|url>', 'where --alert-* alerts are sent, the same way (default: the --on-done hook)').argParser(target('--on-alert')),
-    new Option('--on-job <cmd|url>', 'for each job done or failed, send {key, state, attempts, output|error} the same way (never slows the run)').argParser(target('--on-job')),
+    new Option(
+      '--on-done <cmd|url>',
+      'when the run ends, send its summary as JSON: on stdin of a shell command, or POSTed to an http(s) URL',
+    ).argParser(target('--on-done')),
+    new Option('--on-alert <cmd|url>', 'where --alert-* alerts are sent, the same way (default: the --on-done hook)').argParser(
+      target('--on-alert'),
+    ),
+    new Option(
+      '--on-job <cmd|url>',
+      'for each job done or failed, send {key, state, attempts, output|error} the same way (never slows the run)',
+    ).argParser(target('--on-job')),
   ];
 }
 
@@ -40,6 +48,8 @@ export function hookReportLine(report: HookReport): string {
     return `${name} ${c.sent} sent${missed ? `, ${missed}` : ''}${c.lastError && (c.failed || c.dropped) ? ` (last error: ${c.lastError})` : ''}`;
   };
   const parts = [part('--on-job', report.job), part('alerts', report.alert), part('--on-done', report.done)].filter(Boolean);
-  const dropped = report.job?.dropped ? ' Dropped job hooks did not fit the queue (1,000 waiting) or the 5 s allowed after the run; their jobs are in llmq export.' : '';
+  const dropped = report.job?.dropped
+    ? ' Dropped job hooks did not fit the queue (1,000 waiting) or the 5 s allowed after the run; their jobs are in llmq export.'
+    : '';
   return `hooks: ${parts.join('; ')}.${dropped}\n`;
 }

@@ -26,7 +26,9 @@ export function buildProgram(): Command {
     .showSuggestionAfterError(true)
     .configureOutput({ writeErr: (s) => process.stderr.write(s), writeOut: (s) => process.stdout.write(s) })
     .exitOverride();
-  program.addHelpText('after', `
+  program.addHelpText(
+    'after',
+    `
 Examples:
   $ llmq enqueue docs/ --prompt "Summarize in one sentence: {{text}}"
   $ llmq estimate
@@ -41,9 +43,21 @@ Environment:
   LLMQ_API_KEY, OPENAI_API_KEY    the API key (never a flag, never stored)
   LLMQ_BASE_URL, OPENAI_BASE_URL  the endpoint (default https://api.openai.com/v1)
   LLMQ_REDIS_URL                  share rate limits between runs (llmq run --redis)
-  NO_COLOR                        plain output`);
+  NO_COLOR                        plain output`,
+  );
   refuseHelpForUnknownCommands(program);
-  for (const register of [registerEnqueue, registerEstimate, registerRun, registerStatus, registerRetryFailed, registerShow, registerExport, registerCopy, registerBatches, registerServe]) {
+  for (const register of [
+    registerEnqueue,
+    registerEstimate,
+    registerRun,
+    registerStatus,
+    registerRetryFailed,
+    registerShow,
+    registerExport,
+    registerCopy,
+    registerBatches,
+    registerServe,
+  ]) {
     const cmd = register(program);
     cmd.exitOverride().showHelpAfterError('(run with --help for usage)');
   }

@@ -30,7 +30,14 @@ export function deliverTo(target: HookTarget, o: DeliverOptions = {}): Deliver {
     : (body) => runCommand(target.command, body, timeoutMs);
 }
 
-async function postWithRetries(url: string, body: string, secret: string | undefined, attempts: number, delayMs: number, timeoutMs: number): Promise<void> {
+async function postWithRetries(
+  url: string,
+  body: string,
+  secret: string | undefined,
+  attempts: number,
+  delayMs: number,
+  timeoutMs: number,
+): Promise<void> {
   const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'llmq-hook' };
   if (secret) headers[SIGNATURE_HEADER] = sign(body, secret);
   let last = '';
@@ -57,7 +64,10 @@ function runCommand(command: string, body: string, timeoutMs: number): Promise<v
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
     child.stdin.on('error', () => undefined); // a command that does not read its stdin is fine
     child.stdin.end(body);
-    child.on('error', (e) => { clearTimeout(timer); reject(e); });
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
     child.on('close', (code, signal) => {
       clearTimeout(timer);
       if (code === 0) resolve();

@@ -51,7 +51,9 @@ export class HookQueue {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
         new Promise<void>((resolve) => this.#idle.push(resolve)),
-        new Promise<void>((resolve) => { timer = setTimeout(resolve, deadlineMs); }),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, deadlineMs);
+        }),
       ]);
       clearTimeout(timer);
     }

@@ -23,7 +23,13 @@ export interface DoneHookBody {
   readonly exitCode: number;
   /** Why the run ended: drained, limit, signal or fatal. */
   readonly reason: RunSummary['reason'];
-  readonly counts: { readonly done: number; readonly failed: number; readonly retried: number; readonly remaining: number; readonly failedInStore: number };
+  readonly counts: {
+    readonly done: number;
+    readonly failed: number;
+    readonly retried: number;
+    readonly remaining: number;
+    readonly failedInStore: number;
+  };
   readonly requests: number;
   readonly rateLimited: number;
   readonly tokens: { readonly prompt: number; readonly completion: number };
@@ -69,10 +75,23 @@ export function createRunHooks(o: RunHooksOptions): RunHooks {
     if (!jobs) return;
     if (event === 'job:done') {
       const p = payload as SchedulerEventMap['job:done'];
-      jobs.push(JSON.stringify({ event: 'job', runId, key: p.key, state: 'done', attempts: p.attempt, output: p.output, latencyMs: p.latencyMs, usage: p.usage } satisfies JobHookBody));
+      jobs.push(
+        JSON.stringify({
+          event: 'job',
+          runId,
+          key: p.key,
+          state: 'done',
+          attempts: p.attempt,
+          output: p.output,
+          latencyMs: p.latencyMs,
+          usage: p.usage,
+        } satisfies JobHookBody),
+      );
     } else if (event === 'job:failed') {
       const p = payload as SchedulerEventMap['job:failed'];
-      jobs.push(JSON.stringify({ event: 'job', runId, key: p.key, state: 'failed', attempts: p.attempt, error: p.error } satisfies JobHookBody));
+      jobs.push(
+        JSON.stringify({ event: 'job', runId, key: p.key, state: 'failed', attempts: p.attempt, error: p.error } satisfies JobHookBody),
+      );
     }
   };
   return {
@@ -93,9 +112,16 @@ export function createRunHooks(o: RunHooksOptions): RunHooks {
 
 function doneBody(s: RunSummary, exitCode: number, jobHooks: HookCounts | null): DoneHookBody {
   return {
-    event: 'done', runId: s.runId, exitCode, reason: s.reason,
+    event: 'done',
+    runId: s.runId,
+    exitCode,
+    reason: s.reason,
     counts: { done: s.done, failed: s.failed, retried: s.retried, remaining: s.remaining, failedInStore: s.failedInStore },
-    requests: s.requests, rateLimited: s.rateLimited, tokens: { prompt: s.promptTokens, completion: s.completionTokens },
-    durationMs: s.wallMs, error: s.fatal?.message ?? null, jobHooks,
+    requests: s.requests,
+    rateLimited: s.rateLimited,
+    tokens: { prompt: s.promptTokens, completion: s.completionTokens },
+    durationMs: s.wallMs,
+    error: s.fatal?.message ?? null,
+    jobHooks,
   };
 }

@@ -83,7 +83,9 @@ export async function enqueue(store: Store, options: EnqueueOptions): Promise<En
     stdin: options.stdin,
     jsonl: { maxDocBytes, idField: options.idField ?? 'id', textField: options.textField ?? 'text' },
     folder: {
-      maxDocBytes, include: globMatcher(options.globs ?? []), hidden: options.hidden ?? false,
+      maxDocBytes,
+      include: globMatcher(options.globs ?? []),
+      hidden: options.hidden ?? false,
       ownDatabase: store.kind === 'sqlite' && store.location !== ':memory:' ? await databaseFiles(store.location) : undefined,
     },
   };
@@ -175,7 +177,11 @@ class Batcher implements EntrySink {
     // Only a document that became a row claims its id: a rejected one leaves it free.
     const first = this.#seen.add(entry.id, row.source); // `file:line`, already built for the row
     if (first !== undefined) {
-      return this.#reject({ path: entry.path, line: entry.line, reason: `duplicate id ${JSON.stringify(entry.id)} (first at ${first}, which is kept)` });
+      return this.#reject({
+        path: entry.path,
+        line: entry.line,
+        reason: `duplicate id ${JSON.stringify(entry.id)} (first at ${first}, which is kept)`,
+      });
     }
     this.#rows.push(row);
     this.#bytes += row.request.length;
@@ -224,8 +230,16 @@ class Batcher implements EntrySink {
 
   summary(): Omit<EnqueueSummary, 'elapsedMs'> {
     return {
-      documents: this.#documents, newJobs: this.#newJobs, newItems: this.#newItems, unchanged: this.#unchanged,
-      updated: this.#updated, dropped: this.#dropped, rejected: this.#rejected, skipped: this.#skipped, rejections: this.#rejections, batches: this.#batches,
+      documents: this.#documents,
+      newJobs: this.#newJobs,
+      newItems: this.#newItems,
+      unchanged: this.#unchanged,
+      updated: this.#updated,
+      dropped: this.#dropped,
+      rejected: this.#rejected,
+      skipped: this.#skipped,
+      rejections: this.#rejections,
+      batches: this.#batches,
     };
   }
 

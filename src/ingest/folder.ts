@@ -103,7 +103,13 @@ async function* walk(root: string, shown: string, rel: string, options: FolderOp
  * companions, or a companion of another SQLite database beside it. (SQLite files themselves are
  * recognised by their header when read.)
  */
-async function databaseFile(entry: Dirent, full: string, realDir: string, entries: readonly Dirent[], o: FolderOptions): Promise<string | null> {
+async function databaseFile(
+  entry: Dirent,
+  full: string,
+  realDir: string,
+  entries: readonly Dirent[],
+  o: FolderOptions,
+): Promise<string | null> {
   if (o.ownDatabase?.size) {
     const real = entry.isSymbolicLink() ? await realpath(full).catch(() => full) : join(realDir, entry.name);
     if (o.ownDatabase.has(real)) return "part of the queue's own database (--db)";
@@ -127,7 +133,13 @@ export async function readTextFile(file: string, path: string, id: string, optio
  * pipe (named as a source) is read until it ends or passes the limit, and a device (`/dev/zero`) is
  * refused unread.
  */
-async function readDocument(file: string, path: string, id: string, options: ReadOptions, skipDatabases: boolean): Promise<Entry | Skipped> {
+async function readDocument(
+  file: string,
+  path: string,
+  id: string,
+  options: ReadOptions,
+  skipDatabases: boolean,
+): Promise<Entry | Skipped> {
   const max = options.maxDocBytes;
   let bytes: Buffer;
   try {

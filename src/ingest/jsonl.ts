@@ -41,20 +41,30 @@ export async function readJsonlFile(file: string, path: string, options: JsonlOp
  * A JSONL stream (a file or stdin). Each line is a document or a rejection; blank lines are skipped.
  * A read error part way (EACCES on open, EIO) is reported once for the file, after the lines read.
  */
-export async function readJsonl(input: AsyncIterable<Buffer | string>, path: string, options: JsonlOptions, sink: EntrySink): Promise<void> {
+export async function readJsonl(
+  input: AsyncIterable<Buffer | string>,
+  path: string,
+  options: JsonlOptions,
+  sink: EntrySink,
+): Promise<void> {
   let lastLine = 0;
   try {
-    await splitLines(input, options.maxDocBytes, {
-      line: (text, no) => {
-        lastLine = no;
-        const entry = parseJsonLine(text, no, path, options);
-        if (entry !== null) sink.add(entry);
+    await splitLines(
+      input,
+      options.maxDocBytes,
+      {
+        line: (text, no) => {
+          lastLine = no;
+          const entry = parseJsonLine(text, no, path, options);
+          if (entry !== null) sink.add(entry);
+        },
+        bad: (no, reason) => {
+          lastLine = no;
+          sink.add({ path, line: no, reason });
+        },
       },
-      bad: (no, reason) => {
-        lastLine = no;
-        sink.add({ path, line: no, reason });
-      },
-    }, () => sink.flush());
+      () => sink.flush(),
+    );
   } catch (error) {
     const after = lastLine > 0 ? ` after line ${lastLine}; the rest of the file was not read` : '';
     sink.add({ path, reason: fsReason(error) + after });

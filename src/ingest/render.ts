@@ -49,11 +49,17 @@ export function makeRenderer(o: RequestOptions): (doc: Document) => EnqueueRow {
       request = canonicalJson(doc.body);
       model = doc.body.model as string;
     } else {
-      const sys = system === null ? '' : constSystem ?? `{"content":${system.renderJson(doc)},"role":"system"},`;
+      const sys = system === null ? '' : (constSystem ?? `{"content":${system.renderJson(doc)},"role":"system"},`);
       request = `${head}${sys}{"content":${prompt.renderJson(doc)},"role":"user"}${tail}`;
     }
     return {
-      itemId: doc.id, source: where(doc.path, doc.line), meta: doc.meta, key: jobKey(request), request, model, priority: o.priority,
+      itemId: doc.id,
+      source: where(doc.path, doc.line),
+      meta: doc.meta,
+      key: jobKey(request),
+      request,
+      model,
+      priority: o.priority,
     };
   };
 }

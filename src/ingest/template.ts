@@ -70,14 +70,15 @@ export function parseTemplate(source: string, option = '--prompt'): Template {
     );
   }
   const isConstant = parts.every((p) => typeof p === 'string');
-  const render =
-    isConstant ? () => source
-    : parts.length === 1 ? (parts[0] as (v: TemplateValues) => string)
-    : (v: TemplateValues) => {
-        let out = '';
-        for (const p of parts) out += typeof p === 'string' ? p : p(v);
-        return out;
-      };
+  const render = isConstant
+    ? () => source
+    : parts.length === 1
+      ? (parts[0] as (v: TemplateValues) => string)
+      : (v: TemplateValues) => {
+          let out = '';
+          for (const p of parts) out += typeof p === 'string' ? p : p(v);
+          return out;
+        };
   return { source, usesText, isConstant, render, renderJson: jsonRenderer(parts, render) };
 }
 

@@ -49,11 +49,18 @@ export function fsReason(error: unknown): string {
 
 function describeCode(code: string): string {
   switch (code) {
-    case 'EACCES': case 'EPERM': return 'permission denied';
-    case 'ENOENT': return 'no such file (a broken link?)';
-    case 'EISDIR': return 'is a folder';
-    case 'ELOOP': return 'too many symbolic links';
-    case 'EIO': return 'input/output error';
-    default: return 'error';
+    case 'EACCES':
+    case 'EPERM':
+      return 'permission denied';
+    case 'ENOENT':
+      return 'no such file (a broken link?)';
+    case 'EISDIR':
+      return 'is a folder';
+    case 'ELOOP':
+      return 'too many symbolic links';
+    case 'EIO':
+      return 'input/output error';
+    default:
+      return 'error';
   }
 }

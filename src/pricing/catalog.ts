@@ -57,7 +57,8 @@ export function catalogPricing(model: string, at: Date): ModelPricing | null {
   const zero = { input_tokens: 0, output_tokens: 0 };
   const slash = model.indexOf('/');
   const tries: Array<{ name: string; providerId?: string }> = [{ name: model }];
-  if (slash > 0) tries.push({ name: model.slice(slash + 1), providerId: model.slice(0, slash) }, { name: model.slice(model.lastIndexOf('/') + 1) });
+  if (slash > 0)
+    tries.push({ name: model.slice(slash + 1), providerId: model.slice(0, slash) }, { name: model.slice(model.lastIndexOf('/') + 1) });
   for (const t of tries) {
     const found = calcPrice(zero, t.name, { providerId: t.providerId, timestamp: at });
     if (found) return pricingOf(found, t.name, at);

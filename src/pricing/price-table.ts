@@ -40,7 +40,9 @@ export class PriceTable {
     this.#at = sources.at ?? new Date();
     const env = sources.env?.trim();
     if (env) {
-      const prices = env.startsWith('{') ? parsePriceFile(env, 'LLMQ_PRICES') : parsePriceFile(readPriceFile(env, 'LLMQ_PRICES'), `LLMQ_PRICES file ${env}`);
+      const prices = env.startsWith('{')
+        ? parsePriceFile(env, 'LLMQ_PRICES')
+        : parsePriceFile(readPriceFile(env, 'LLMQ_PRICES'), `LLMQ_PRICES file ${env}`);
       for (const [model, price] of Object.entries(prices)) this.#given.set(model, flatPricing(price, 'LLMQ_PRICES'));
     }
     if (sources.file) {
@@ -71,7 +73,7 @@ export class PriceTable {
     if (given.size === 0) return null;
     const bare = model.slice(model.lastIndexOf('/') + 1);
     const family = bare.match(SNAPSHOT)?.[1];
-    return given.get(model) ?? given.get(bare) ?? (family !== undefined ? given.get(family) ?? null : null);
+    return given.get(model) ?? given.get(bare) ?? (family !== undefined ? (given.get(family) ?? null) : null);
   }
 }
 

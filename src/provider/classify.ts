@@ -58,10 +58,17 @@ export function cleanMessage(text: string, secret: string | undefined): string {
   return s;
 }
 
-const CONTEXT_TOO_LONG = /maximum context length|context[ _-]?(length|window|size)|exceeds? the (available )?context|too many tokens|prompt is too long/i;
+const CONTEXT_TOO_LONG =
+  /maximum context length|context[ _-]?(length|window|size)|exceeds? the (available )?context|too many tokens|prompt is too long/i;
 
 /** A non-2xx answer. */
-export function classifyHttpError(status: number, bodyText: string, headers: HeaderSource, rateLimit: RateLimitInfo | null, secret: string | undefined): ProviderError {
+export function classifyHttpError(
+  status: number,
+  bodyText: string,
+  headers: HeaderSource,
+  rateLimit: RateLimitInfo | null,
+  secret: string | undefined,
+): ProviderError {
   const body = readErrorBody(bodyText);
   const code = body.code ?? body.type;
   const text = body.message ?? plainBodyText(bodyText) ?? STATUS_CODES[status] ?? 'error';
@@ -109,12 +116,16 @@ export function classifyNetworkError(err: unknown, secret: string | undefined): 
   if (LOCAL_LIMIT.test(detail)) {
     return new ProviderError({
       message: `Local limit: ${cleanMessage(detail, secret)} (this machine, not the provider)`,
-      scope: 'retryable', reason: 'local', cause: redactError(err, secret),
+      scope: 'retryable',
+      reason: 'local',
+      cause: redactError(err, secret),
     });
   }
   return new ProviderError({
     message: `Network error: ${cleanMessage(detail, secret)}`,
-    scope: 'retryable', reason: 'network', cause: redactError(err, secret),
+    scope: 'retryable',
+    reason: 'network',
+    cause: redactError(err, secret),
   });
 }
 
@@ -149,15 +160,26 @@ export function timeoutError(timeoutMs: number, how: { auto?: boolean; model?: s
     : '--timeout';
   return new ProviderError({
     message: `Timed out after ${formatMs(timeoutMs)} (${why})`,
-    scope: 'retryable', reason: 'timeout',
+    scope: 'retryable',
+    reason: 'timeout',
   });
 }
 
 /** A 200 whose body is not a usable completion: truncated, not JSON, no choices. */
-export function badBodyError(detail: string, status: number, rateLimit: RateLimitInfo | null, secret: string | undefined, cause?: unknown): ProviderError {
+export function badBodyError(
+  detail: string,
+  status: number,
+  rateLimit: RateLimitInfo | null,
+  secret: string | undefined,
+  cause?: unknown,
+): ProviderError {
   return new ProviderError({
     message: `HTTP ${status}: ${cleanMessage(`invalid completion body: ${detail}`, secret)}`,
-    scope: 'retryable', reason: 'bad_body', status, rateLimit, cause: redactError(cause, secret),
+    scope: 'retryable',
+    reason: 'bad_body',
+    status,
+    rateLimit,
+    cause: redactError(cause, secret),
   });
 }
 

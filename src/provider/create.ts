@@ -44,7 +44,13 @@ export function createProvider(options: CreateProviderOptions, env: Env): Provid
         'another OpenAI-compatible server, or try llmq offline with --provider mock.',
     );
   }
-  return new OpenAIProvider({ baseUrl: url, apiKey, timeoutMs: options.timeoutMs, headers: options.headers, connections: options.connections });
+  return new OpenAIProvider({
+    baseUrl: url,
+    apiKey,
+    timeoutMs: options.timeoutMs,
+    headers: options.headers,
+    connections: options.connections,
+  });
 }
 
 /** The base URL and where it came from (for messages): flag, then env, then the OpenAI API. */
@@ -61,7 +67,9 @@ export function resolveBaseUrl(flag: string | undefined, env: Env): { url: strin
   const url = normalizeBaseUrl(raw);
   const parsed = URL.canParse(url) ? new URL(url) : null;
   if (!parsed || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')) {
-    throw new UsageError(`Expected ${name} to be an http(s) URL like https://api.openai.com/v1 or http://127.0.0.1:11434/v1, got '${redactUrlCredentials(raw)}'.`);
+    throw new UsageError(
+      `Expected ${name} to be an http(s) URL like https://api.openai.com/v1 or http://127.0.0.1:11434/v1, got '${redactUrlCredentials(raw)}'.`,
+    );
   }
   // fetch refuses such URLs on every request, which would look like an outage and be retried
   // forever; and the password would be in every error. The value is not echoed: it holds a secret.

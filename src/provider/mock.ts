@@ -59,7 +59,9 @@ export class MockProvider implements Provider {
       this.#failures.set(hash, tries + 1);
       throw new ProviderError({
         message: 'HTTP 500: simulated failure of the mock provider (--mock-failure-rate)',
-        scope: 'retryable', reason: 'server', status: 500,
+        scope: 'retryable',
+        reason: 'server',
+        status: 500,
       });
     }
     this.#failures.delete(hash);
@@ -68,7 +70,12 @@ export class MockProvider implements Provider {
     try {
       request = JSON.parse(requestJson);
     } catch {
-      throw new ProviderError({ message: 'HTTP 400: the request body is not JSON (mock)', scope: 'job', reason: 'bad_request', status: 400 });
+      throw new ProviderError({
+        message: 'HTTP 400: the request body is not JSON (mock)',
+        scope: 'job',
+        reason: 'bad_request',
+        status: 400,
+      });
     }
     const output = mockAnswer(request);
     const usage = { promptTokens: estimatePromptTokens(request ?? {}), completionTokens: countTextTokens(output) };
@@ -79,7 +86,11 @@ export class MockProvider implements Provider {
       model: typeof request?.model === 'string' ? request.model : 'mock',
       system_fingerprint: 'llmq-mock',
       choices: [{ index: 0, message: { role: 'assistant', content: output, refusal: null }, logprobs: null, finish_reason: 'stop' }],
-      usage: { prompt_tokens: usage.promptTokens, completion_tokens: usage.completionTokens, total_tokens: usage.promptTokens + usage.completionTokens },
+      usage: {
+        prompt_tokens: usage.promptTokens,
+        completion_tokens: usage.completionTokens,
+        total_tokens: usage.promptTokens + usage.completionTokens,
+      },
     });
     return { status: 200, output, body, usage, rateLimit: null };
   }

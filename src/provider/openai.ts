@@ -28,7 +28,10 @@ export type Transport = (options: Dispatcher.RequestOptions) => Promise<Dispatch
 
 /** Trailing slashes and a pasted `/chat/completions` removed: the base the endpoint path is added to. */
 export function normalizeBaseUrl(baseUrl: string): string {
-  return baseUrl.trim().replace(/\/+$/, '').replace(/\/chat\/completions$/, '');
+  return baseUrl
+    .trim()
+    .replace(/\/+$/, '')
+    .replace(/\/chat\/completions$/, '');
 }
 
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
@@ -63,10 +66,14 @@ export class OpenAIProvider implements Provider {
     this.#timeoutMs = options.timeoutMs ?? 120_000;
     this.#headers = { 'content-type': 'application/json', accept: 'application/json', ...options.headers };
     if (this.#apiKey) this.#headers.authorization = `Bearer ${this.#apiKey}`;
-    this.#pool = options.transport ? null : new Pool(endpoint.origin, {
-      connections: options.connections ?? 64, headersTimeout: this.#timeoutMs, bodyTimeout: this.#timeoutMs,
-      keepAliveTimeout: 30_000,
-    });
+    this.#pool = options.transport
+      ? null
+      : new Pool(endpoint.origin, {
+          connections: options.connections ?? 64,
+          headersTimeout: this.#timeoutMs,
+          bodyTimeout: this.#timeoutMs,
+          keepAliveTimeout: 30_000,
+        });
     this.#transport = options.transport ?? ((o) => this.#pool!.request(o));
   }
 
@@ -119,7 +126,13 @@ function headerSource(headers: Dispatcher.ResponseData['headers']): HeaderSource
  * reasoning): each of those is the model's answer, and sending the request again would pay again for
  * the same. Without `usage` (some local servers omit it) the tokens are counted with the tokenizer.
  */
-export function parseCompletion(text: string, status: number, rateLimit: RateLimitInfo | null, requestJson: string, secret?: string): CompletionResult {
+export function parseCompletion(
+  text: string,
+  status: number,
+  rateLimit: RateLimitInfo | null,
+  requestJson: string,
+  secret?: string,
+): CompletionResult {
   let json: any;
   try {
     json = JSON.parse(text);
@@ -150,12 +163,16 @@ function readUsage(usage: any, requestJson: string, output: string): Usage {
   // Prompt tokens read from the provider's cache are billed at a lower price.
   const cached = usage?.prompt_tokens_details?.cached_tokens;
   if (Number.isFinite(p) && Number.isFinite(c)) {
-    return Number.isFinite(cached) && cached > 0 ? { promptTokens: p, completionTokens: c, cachedTokens: cached } : { promptTokens: p, completionTokens: c };
+    return Number.isFinite(cached) && cached > 0
+      ? { promptTokens: p, completionTokens: c, cachedTokens: cached }
+      : { promptTokens: p, completionTokens: c };
   }
   let request: unknown = {};
   try {
     request = JSON.parse(requestJson);
-  } catch { /* not JSON: count nothing for the prompt */ }
+  } catch {
+    /* not JSON: count nothing for the prompt */
+  }
   return {
     promptTokens: Number.isFinite(p) ? p : estimatePromptTokens(request as object),
     completionTokens: Number.isFinite(c) ? c : countTextTokens(output),

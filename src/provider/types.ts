@@ -58,8 +58,14 @@ export class ProviderError extends Error {
   readonly rateLimit: RateLimitInfo | null;
 
   constructor(init: {
-    message: string; scope: ErrorScope; reason: FailureReason; status?: number | null; code?: string | null;
-    retryAfterMs?: number | null; rateLimit?: RateLimitInfo | null; cause?: unknown;
+    message: string;
+    scope: ErrorScope;
+    reason: FailureReason;
+    status?: number | null;
+    code?: string | null;
+    retryAfterMs?: number | null;
+    rateLimit?: RateLimitInfo | null;
+    cause?: unknown;
   }) {
     super(init.message, { cause: init.cause });
     this.name = 'ProviderError';

@@ -21,7 +21,9 @@ export function answerExt(ext: string | undefined): string {
   if (ext === undefined) return '.out';
   // biome-ignore lint/suspicious/noControlCharactersInRegex: a NUL ends a path in the OS, so it is refused like a separator.
   if (/[\\/\x00]/.test(ext) || ext.includes('..')) {
-    throw new UsageError(`--ext '${ext}' is not a file extension: it may not hold a path separator or '..'. Expected something like .md or txt.`);
+    throw new UsageError(
+      `--ext '${ext}' is not a file extension: it may not hold a path separator or '..'. Expected something like .md or txt.`,
+    );
   }
   return ext === '' || ext.startsWith('.') ? ext : `.${ext}`;
 }

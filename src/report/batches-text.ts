@@ -19,7 +19,7 @@ export function renderBatches(r: BatchesReport, p: Paint = NO_PAINT): string {
   const lines = [p.bold(`batches   ${r.live} live`)];
   for (const b of r.rows) {
     const id = b.providerBatchId ?? `(${b.id.slice(0, 8)}, not created yet)`;
-    const state = b.state === 'abandoned' ? 'not sent' : b.providerStatus ?? b.state;
+    const state = b.state === 'abandoned' ? 'not sent' : (b.providerStatus ?? b.state);
     const counts = b.state === 'ended' ? ` · ${int(b.done)} done · ${int(b.failed)} failed · ${int(b.requeued)} back to pending` : '';
     lines.push(`  ${id}  ${state}  ${int(b.jobs)} jobs${counts}  ${p.dim(`age ${duration(b.ageSeconds)}`)}`);
   }

@@ -10,7 +10,10 @@ export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint }): s
   const row = (label: string, value: string) => lines.push(`    ${label.padEnd(9)}${oneLine(value, 67)}`);
   for (const m of e.models) {
     lines.push(`  ${p.bold(oneLine(m.model, 50))}  ${int(m.jobs)} jobs`);
-    row('prompt', `${compact(m.promptTokens)} tokens${m.promptCorrection ? ` (counted, +${m.promptCorrection.toFixed(1)} a request as answers showed)` : ' (counted)'}`);
+    row(
+      'prompt',
+      `${compact(m.promptTokens)} tokens${m.promptCorrection ? ` (counted, +${m.promptCorrection.toFixed(1)} a request as answers showed)` : ' (counted)'}`,
+    );
     row('answers', answersText(m));
     row('cost', m.cost ? costText(m.cost, m.batchCost) : p.yellow('unknown: no price for this model; give one with --price IN,OUT'));
     if (m.price) row('price', p.dim(`$${m.price.input}/$${m.price.output} per million tokens, ${m.price.source}`));
@@ -18,7 +21,9 @@ export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint }): s
   }
   const total = e.cost ? costText(e.cost, e.batchCost) : `${p.yellow('unknown')} (no price for ${e.unpriced.join(', ')})`;
   lines.push(`  ${p.bold('total')}  ${oneLine(total, 70)}`);
-  lines.push(`         ${e.seconds === null ? 'time unknown: no limit or latency known yet (--rpm, --tpm, or a first run)' : aboutTime(e.seconds)}`);
+  lines.push(
+    `         ${e.seconds === null ? 'time unknown: no limit or latency known yet (--rpm, --tpm, or a first run)' : aboutTime(e.seconds)}`,
+  );
   return lines.join('\n') + '\n';
 }
 
@@ -40,7 +45,9 @@ function costText(c: CostRange, batch: CostRange | null): string {
 
 function timeText(m: ModelEstimate): string {
   const l = m.limits;
-  const limits = [l.rpm !== null ? `${int(Math.round(l.rpm))} rpm` : '', l.tpm !== null ? `${int(Math.round(l.tpm))} tpm` : ''].filter(Boolean).join(', ');
+  const limits = [l.rpm !== null ? `${int(Math.round(l.rpm))} rpm` : '', l.tpm !== null ? `${int(Math.round(l.tpm))} tpm` : '']
+    .filter(Boolean)
+    .join(', ');
   const from = l.learned ? (l.learned.source === 'headers' ? ', learned from headers' : ', learned from 429s') : '';
   const pace = m.paceSeconds === null ? 'no limit known' : `${duration(m.paceSeconds)} at ${limits}${from}`;
   return m.latencyMs === null ? pace : `${pace} · answers took ${int(m.latencyMs)} ms`;

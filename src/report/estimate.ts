@@ -95,7 +95,8 @@ export async function estimateRun(store: Store, o: EstimateOptions): Promise<Est
   const lanes = await store.laneLimits();
   const histories = new Map<string, Promise<History>>();
   const tallies = new Map<string, Tally>();
-  let jobs = 0, exhausted = 0;
+  let jobs = 0,
+    exhausted = 0;
   for await (const job of store.jobsToRun(o.now)) {
     if (jobs >= limit) break;
     if (job.attempts >= maxAttempts) {
@@ -103,7 +104,15 @@ export async function estimateRun(store: Store, o: EstimateOptions): Promise<Est
       continue;
     }
     jobs++;
-    if (!histories.has(job.model)) histories.set(job.model, historyOf(store, job.model, status.byModel.find((m) => m.model === job.model)));
+    if (!histories.has(job.model))
+      histories.set(
+        job.model,
+        historyOf(
+          store,
+          job.model,
+          status.byModel.find((m) => m.model === job.model),
+        ),
+      );
     const history = await histories.get(job.model)!;
     let tally = tallies.get(job.model);
     if (!tally) {
@@ -112,15 +121,29 @@ export async function estimateRun(store: Store, o: EstimateOptions): Promise<Est
     }
     tally.add(job.request, history);
   }
-  const models = await Promise.all([...tallies.values()].map(async (t) =>
-    t.result(await histories.get(t.model)!, limitsFor(t.model, lanes, o))));
+  const models = await Promise.all(
+    [...tallies.values()].map(async (t) => t.result(await histories.get(t.model)!, limitsFor(t.model, lanes, o))),
+  );
   const unpriced = models.filter((m) => m.cost === null).map((m) => m.model);
   const sum = (pick: (m: ModelEstimate) => CostRange | null): CostRange | null =>
-    models.some((m) => pick(m) === null) ? null : models.reduce<CostRange>((a, m) => {
-      const c = pick(m)!;
-      return { low: a.low + c.low, high: a.high + c.high, worst: a.worst + c.worst };
-    }, { low: 0, high: 0, worst: 0 });
-  return { jobs, exhausted, models, cost: sum((m) => m.cost), batchCost: sum((m) => m.batchCost), unpriced, seconds: totalSeconds(models, o.concurrency ?? 8) };
+    models.some((m) => pick(m) === null)
+      ? null
+      : models.reduce<CostRange>(
+          (a, m) => {
+            const c = pick(m)!;
+            return { low: a.low + c.low, high: a.high + c.high, worst: a.worst + c.worst };
+          },
+          { low: 0, high: 0, worst: 0 },
+        );
+  return {
+    jobs,
+    exhausted,
+    models,
+    cost: sum((m) => m.cost),
+    batchCost: sum((m) => m.batchCost),
+    unpriced,
+    seconds: totalSeconds(models, o.concurrency ?? 8),
+  };
 }
 
 async function historyOf(store: Store, model: string, tally: { done: number; completion: number } | undefined): Promise<History> {
@@ -155,10 +178,14 @@ class Tally {
   readonly batch: { low: number; high: number; worst: number } | null;
   readonly #pricing;
 
-  constructor(readonly model: string, prices: PriceTable) {
+  constructor(
+    readonly model: string,
+    prices: PriceTable,
+  ) {
     this.#pricing = prices.lookup(model);
     this.cost = this.#pricing ? { low: 0, high: 0, worst: 0 } : null;
-    this.batch = this.#pricing && this.#pricing.batchCost({ promptTokens: 0, completionTokens: 0 }) !== null ? { low: 0, high: 0, worst: 0 } : null;
+    this.batch =
+      this.#pricing && this.#pricing.batchCost({ promptTokens: 0, completionTokens: 0 }) !== null ? { low: 0, high: 0, worst: 0 } : null;
   }
 
   add(requestJson: string, h: History): void {
@@ -189,13 +216,24 @@ class Tally {
   result(h: History, limits: LaneLimits): ModelEstimate {
     const p = this.#pricing;
     return {
-      model: this.model, jobs: this.jobs, promptTokens: this.prompt, promptCorrection: h.correction,
+      model: this.model,
+      jobs: this.jobs,
+      promptTokens: this.prompt,
+      promptCorrection: h.correction,
       completion: {
-        basis: h.mean === null ? 'max_tokens' : 'answers', answered: h.answered, mean: h.mean, p90: h.p90,
-        low: Math.round(this.low), high: Math.round(this.high), ceiling: this.ceiling,
+        basis: h.mean === null ? 'max_tokens' : 'answers',
+        answered: h.answered,
+        mean: h.mean,
+        p90: h.p90,
+        low: Math.round(this.low),
+        high: Math.round(this.high),
+        ceiling: this.ceiling,
       },
       price: p ? { input: p.perMillion[0], output: p.perMillion[1], source: p.source } : null,
-      cost: this.cost, batchCost: this.batch, limits, latencyMs: h.latencyMs,
+      cost: this.cost,
+      batchCost: this.batch,
+      limits,
+      latencyMs: h.latencyMs,
       paceSeconds: paceSeconds(this.jobs, this.weight, limits),
     };
   }
@@ -205,9 +243,10 @@ class Tally {
 function limitsFor(model: string, lanes: readonly LaneLimitRow[], o: EstimateOptions): LaneLimits {
   const learned = lanes.find((l) => l.baseUrl === o.baseUrl && l.model === model) ?? null;
   const lower = (flag: number | undefined, seen: number | null | undefined) =>
-    flag === undefined ? seen ?? null : seen === null || seen === undefined ? flag : Math.min(flag, seen);
+    flag === undefined ? (seen ?? null) : seen === null || seen === undefined ? flag : Math.min(flag, seen);
   return {
-    rpm: lower(o.rpm, learned?.rpm), tpm: lower(o.tpm, learned?.tpm),
+    rpm: lower(o.rpm, learned?.rpm),
+    tpm: lower(o.tpm, learned?.tpm),
     learned: learned ? { source: learned.source, at: learned.at } : null,
   };
 }
@@ -218,7 +257,8 @@ function limitsFor(model: string, lanes: readonly LaneLimitRow[], o: EstimateOpt
  */
 function totalSeconds(models: readonly ModelEstimate[], concurrency: number): number | null {
   if (models.length === 0) return 0;
-  let pace = 0, work = 0;
+  let pace = 0,
+    work = 0;
   for (const m of models) {
     if (m.paceSeconds === null && m.latencyMs === null) return null;
     pace = Math.max(pace, m.paceSeconds ?? 0);

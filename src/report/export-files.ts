@@ -24,11 +24,17 @@ export interface FileExportOptions {
  * renamed into place only when complete: a crash or a full disk never leaves a half-written results
  * file under the final name, and a symlink stays a symlink. A FIFO or device is written as it is.
  */
-export async function exportToFile(rows: AsyncIterable<ExportRow>, path: string, o: ExportOptions, f: FileExportOptions = {}): Promise<ExportCounts> {
+export async function exportToFile(
+  rows: AsyncIterable<ExportRow>,
+  path: string,
+  o: ExportOptions,
+  f: FileExportOptions = {},
+): Promise<ExportCounts> {
   const place: ErrorPlace = { what: '--out', path };
   const target = await resolveOutTarget(path, f.database ?? null);
   try {
-    if (target.kind === 'through') return await writeAll(rows, createWriteStream(target.path, { flags: 'a', highWaterMark: WRITE_BUFFER }), o);
+    if (target.kind === 'through')
+      return await writeAll(rows, createWriteStream(target.path, { flags: 'a', highWaterMark: WRITE_BUFFER }), o);
     await mkdir(dirname(target.path), { recursive: true });
     const tmp = join(dirname(target.path), `.${basename(target.path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
     try {

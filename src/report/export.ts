@@ -27,15 +27,35 @@ export function skippedTotal(c: ExportCounts): number {
  */
 export function jsonlRecord(r: ExportRow): Record<string, unknown> {
   return {
-    id: r.id, key: r.key, state: r.state, output: r.output, error: r.error, attempts: r.attempts, model: r.model,
+    id: r.id,
+    key: r.key,
+    state: r.state,
+    output: r.output,
+    error: r.error,
+    attempts: r.attempts,
+    model: r.model,
     usage: r.usage ? { prompt_tokens: r.usage.promptTokens, completion_tokens: r.usage.completionTokens } : null,
-    cost_usd: r.costUsd, latency_ms: r.latencyMs, source: r.source, meta: r.meta,
+    cost_usd: r.costUsd,
+    latency_ms: r.latencyMs,
+    source: r.source,
+    meta: r.meta,
   };
 }
 
 /** `cost_usd` came last, after the others had shipped: columns read by position keep their place. */
 export const CSV_COLUMNS = Object.freeze([
-  'id', 'key', 'state', 'model', 'attempts', 'prompt_tokens', 'completion_tokens', 'latency_ms', 'source', 'output', 'error', 'meta',
+  'id',
+  'key',
+  'state',
+  'model',
+  'attempts',
+  'prompt_tokens',
+  'completion_tokens',
+  'latency_ms',
+  'source',
+  'output',
+  'error',
+  'meta',
   'cost_usd',
 ] as const);
 
@@ -48,9 +68,19 @@ export function csvField(value: unknown): string {
 
 export function csvRow(r: ExportRow): string {
   const v: Record<(typeof CSV_COLUMNS)[number], unknown> = {
-    id: r.id, key: r.key, state: r.state, model: r.model, attempts: r.attempts, prompt_tokens: r.usage?.promptTokens,
-    completion_tokens: r.usage?.completionTokens, latency_ms: r.latencyMs, source: r.source, output: r.output, error: r.error,
-    meta: r.meta, cost_usd: r.costUsd,
+    id: r.id,
+    key: r.key,
+    state: r.state,
+    model: r.model,
+    attempts: r.attempts,
+    prompt_tokens: r.usage?.promptTokens,
+    completion_tokens: r.usage?.completionTokens,
+    latency_ms: r.latencyMs,
+    source: r.source,
+    output: r.output,
+    error: r.error,
+    meta: r.meta,
+    cost_usd: r.costUsd,
   };
   return CSV_COLUMNS.map((c) => csvField(v[c])).join(',') + '\r\n';
 }
@@ -63,7 +93,13 @@ export function csvRow(r: ExportRow): string {
 export function openAiBatchRecord(r: ExportRow): Record<string, unknown> {
   const id = 'batch_req_' + createHash('sha256').update(`${r.id}\n${r.key}`).digest('hex').slice(0, 24);
   if (r.state === 'done') {
-    return { id, custom_id: r.id, response: { status_code: 200, request_id: r.key, body: responseBody(r) }, error: null, cost_usd: r.costUsd };
+    return {
+      id,
+      custom_id: r.id,
+      response: { status_code: 200, request_id: r.key, body: responseBody(r) },
+      error: null,
+      cost_usd: r.costUsd,
+    };
   }
   const message = r.error ?? (r.state === 'failed' ? 'failed' : `not finished: the job is ${r.state}`);
   return { id, custom_id: r.id, response: null, error: { code: errorCode(r.state, r.error), message }, cost_usd: r.costUsd };
@@ -79,9 +115,16 @@ function responseBody(r: ExportRow): unknown {
     }
   }
   return {
-    object: 'chat.completion', model: r.model,
+    object: 'chat.completion',
+    model: r.model,
     choices: [{ index: 0, message: { role: 'assistant', content: r.output ?? '' }, finish_reason: 'stop' }],
-    usage: r.usage ? { prompt_tokens: r.usage.promptTokens, completion_tokens: r.usage.completionTokens, total_tokens: r.usage.promptTokens + r.usage.completionTokens } : null,
+    usage: r.usage
+      ? {
+          prompt_tokens: r.usage.promptTokens,
+          completion_tokens: r.usage.completionTokens,
+          total_tokens: r.usage.promptTokens + r.usage.completionTokens,
+        }
+      : null,
   };
 }
 
@@ -127,7 +170,9 @@ export async function writeExport(rows: AsyncIterable<ExportRow>, out: Writable,
   const counts = emptyCounts();
   const states = o.states?.length ? o.states : defaultStates(o.format);
   let failed: Error | null = null;
-  const onError = (error: Error) => { failed ??= error; };
+  const onError = (error: Error) => {
+    failed ??= error;
+  };
   out.on('error', onError);
   const write = async (chunk: string) => {
     if (failed || out.errored) throw failed ?? out.errored;
@@ -137,9 +182,12 @@ export async function writeExport(rows: AsyncIterable<ExportRow>, out: Writable,
     }
   };
   const chunkChars = Math.min(CHUNK_CHARS, out.writableHighWaterMark || CHUNK_CHARS);
-  const line = o.format === 'csv' ? csvRow
-    : o.format === 'openai-batch' ? (r: ExportRow) => JSON.stringify(openAiBatchRecord(r)) + '\n'
-    : (r: ExportRow) => JSON.stringify(jsonlRecord(r)) + '\n';
+  const line =
+    o.format === 'csv'
+      ? csvRow
+      : o.format === 'openai-batch'
+        ? (r: ExportRow) => JSON.stringify(openAiBatchRecord(r)) + '\n'
+        : (r: ExportRow) => JSON.stringify(jsonlRecord(r)) + '\n';
   let chunk = o.format === 'csv' ? CSV_COLUMNS.join(',') + '\r\n' : '';
   for await (const r of rows) {
     if (states && !states.includes(r.state)) {

@@ -24,7 +24,8 @@ async function checkQueueFile(path: string): Promise<void> {
   let head: Buffer;
   try {
     const s = await stat(path);
-    if (s.isDirectory()) throw new LlmqError(`${shown} is a folder, not a queue. Point --db at the database file in it (e.g. ${shown}/llmq.db).`);
+    if (s.isDirectory())
+      throw new LlmqError(`${shown} is a folder, not a queue. Point --db at the database file in it (e.g. ${shown}/llmq.db).`);
     if (!s.isFile()) throw new LlmqError(`${shown} is not a regular file, so it is not a queue. Point --db at an llmq database file.`);
     size = s.size;
     head = await readHead(path);

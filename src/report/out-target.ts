@@ -33,7 +33,9 @@ export async function resolveOutTarget(out: string, database: string | null): Pr
   }
   if (s?.isDirectory()) throw new UsageError(`--out ${out} is a directory; give a file path, or use --out-dir to write one file per item.`);
   if (s?.isSocket()) {
-    throw new UsageError(`--out ${out} is a socket, which cannot be opened by name; give a file path, or leave out --out to write to standard output.`);
+    throw new UsageError(
+      `--out ${out} is a socket, which cannot be opened by name; give a file path, or leave out --out to write to standard output.`,
+    );
   }
   if (s?.isBlockDevice()) throw new UsageError(`--out ${out} is a block device; give a file path.`);
   const real = await followLinks(out);
@@ -46,7 +48,9 @@ async function refuseDatabase(out: string, real: string, database: string | null
   if (database !== null && database !== ':memory:') {
     const own = await databaseFiles(database);
     if (own.has(real) || own.has(resolve(out))) {
-      throw new UsageError(`--out ${out} is the queue's own database file (${database}); export never writes over it. Give another file name, e.g. results.jsonl.`);
+      throw new UsageError(
+        `--out ${out} is the queue's own database file (${database}); export never writes over it. Give another file name, e.g. results.jsonl.`,
+      );
     }
   }
   const head = await readHead(real).catch(() => null);

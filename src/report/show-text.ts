@@ -20,7 +20,10 @@ export function renderItem(d: ItemDetail, o: { full?: boolean; paint?: Paint; no
   if (d.meta && Object.keys(d.meta).length) field('meta', oneLine(JSON.stringify(d.meta), 68));
   head('job');
   field('key', j.key);
-  field('state', stateColor(j.state) + (j.state === 'pending' && j.runAfter > (o.now ?? Date.now()) ? p.dim(` (next try ${time(j.runAfter)})`) : ''));
+  field(
+    'state',
+    stateColor(j.state) + (j.state === 'pending' && j.runAfter > (o.now ?? Date.now()) ? p.dim(` (next try ${time(j.runAfter)})`) : ''),
+  );
   field('model', j.model);
   field('attempts', String(j.attempts));
   field('priority', String(j.priority));
@@ -28,7 +31,8 @@ export function renderItem(d: ItemDetail, o: { full?: boolean; paint?: Paint; no
   field('created', time(j.createdAt));
   if (j.finishedAt) field('finished', time(j.finishedAt));
   if (j.usage) field('tokens', `${int(j.usage.promptTokens)} in, ${int(j.usage.completionTokens)} out`);
-  if (j.state === 'done') field('cost', j.costUsd === null || j.costUsd === undefined ? p.yellow('unknown (no price when it was answered)') : usd(j.costUsd));
+  if (j.state === 'done')
+    field('cost', j.costUsd === null || j.costUsd === undefined ? p.yellow('unknown (no price when it was answered)') : usd(j.costUsd));
   const maybe = d.attempts.filter((a) => a.mayBeBilled);
   if (maybe.length) {
     const upTo = maybe.some((x) => typeof x.costUsd !== 'number') ? null : maybe.reduce((a, x) => a + x.costUsd!, 0);
@@ -44,8 +48,10 @@ export function renderItem(d: ItemDetail, o: { full?: boolean; paint?: Paint; no
   for (const a of d.attempts) {
     const status = a.status === null ? 'no response' : `HTTP ${a.status}`;
     const outcome = a.outcome === 'done' ? p.green(a.outcome) : a.outcome === 'failed' ? p.red(a.outcome) : p.yellow(a.outcome);
-    out.push(`  #${a.attempt}  ${time(a.startedAt)}  ${status.padEnd(11)}  ${latency(a.latencyMs).padStart(7)}  ${outcome}` +
-      p.dim(`  run ${a.runId.slice(0, 8)}`));
+    out.push(
+      `  #${a.attempt}  ${time(a.startedAt)}  ${status.padEnd(11)}  ${latency(a.latencyMs).padStart(7)}  ${outcome}` +
+        p.dim(`  run ${a.runId.slice(0, 8)}`),
+    );
     if (a.error) out.push(`      ${p.red(full ? a.error : oneLine(a.error, 72))}`);
   }
 
@@ -65,7 +71,15 @@ function renderRequest(request: string, full: boolean, p: Paint): string[] {
   }
   const out: string[] = [];
   const { messages, model: _model, ...params } = body;
-  if (Object.keys(params).length) out.push(p.dim('  ' + Object.entries(params).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ')));
+  if (Object.keys(params).length)
+    out.push(
+      p.dim(
+        '  ' +
+          Object.entries(params)
+            .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+            .join(' '),
+      ),
+    );
   for (const m of Array.isArray(messages) ? messages : []) {
     const msg = m as { role?: string; content?: unknown };
     out.push(`  ${p.cyan(`[${msg.role ?? '?'}]`)}`);
@@ -85,7 +99,10 @@ function indent(text: string, pad = '  '): string[] {
 }
 
 function time(ms: number): string {
-  return new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+  return new Date(ms)
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d+Z$/, 'Z');
 }
 
 function latency(ms: number): string {

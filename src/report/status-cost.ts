@@ -64,11 +64,20 @@ export function buildCost(s: StatusSnapshot, prices: PriceTable, now: number): C
   const byModel = s.byModel.map((m): ModelCost => {
     const pricing = prices.lookup(m.model);
     const unstored = m.unpricedPrompt + m.unpricedCompletion > 0;
-    const usd = !unstored ? m.storedUsd
-      : pricing ? m.storedUsd + pricing.cost({ promptTokens: m.unpricedPrompt, completionTokens: m.unpricedCompletion }) : null;
+    const usd = !unstored
+      ? m.storedUsd
+      : pricing
+        ? m.storedUsd + pricing.cost({ promptTokens: m.unpricedPrompt, completionTokens: m.unpricedCompletion })
+        : null;
     return {
-      model: m.model, jobs: m.jobs, done: m.done, prompt: m.prompt, completion: m.completion,
-      price: pricing?.perMillion ?? null, priceSource: pricing?.source ?? null, usd,
+      model: m.model,
+      jobs: m.jobs,
+      done: m.done,
+      prompt: m.prompt,
+      completion: m.completion,
+      price: pricing?.perMillion ?? null,
+      priceSource: pricing?.source ?? null,
+      usd,
     };
   });
   const unpriced = byModel.filter((m) => m.usd === null).map((m) => m.model);
@@ -80,15 +89,22 @@ export function buildCost(s: StatusSnapshot, prices: PriceTable, now: number): C
   const byRun = s.spend.map((r): RunCost => {
     const budget = (key: string) => (typeof r.options[key] === 'number' ? (r.options[key] as number) : null);
     return {
-      ...r.spend, host: r.host, startedAt: r.startedAt, endedAt: r.endedAt,
+      ...r.spend,
+      host: r.host,
+      startedAt: r.startedAt,
+      endedAt: r.endedAt,
       live: isLive(r, now),
-      budgetUsd: budget('budget'), budgetTotalUsd: budget('budgetTotal'),
+      budgetUsd: budget('budget'),
+      budgetTotalUsd: budget('budgetTotal'),
     };
   });
   // A run that is gone cannot settle what it had out: those requests may have been billed.
-  const mayBeBilled = byRun.reduce((a, r) => ({
-    tries: a.tries + r.mayBeBilledTries + (r.live ? 0 : r.inFlight),
-    usd: a.usd + r.mayBeBilledUsd + (r.live ? 0 : r.reservedUsd),
-  }), { tries: 0, usd: 0 });
+  const mayBeBilled = byRun.reduce(
+    (a, r) => ({
+      tries: a.tries + r.mayBeBilledTries + (r.live ? 0 : r.inFlight),
+      usd: a.usd + r.mayBeBilledUsd + (r.live ? 0 : r.reservedUsd),
+    }),
+    { tries: 0, usd: 0 },
+  );
   return { usd: unpriced.length ? null : knownUsd, knownUsd, unpriced, remainingUsd, byModel, byRun, mayBeBilled };
 }

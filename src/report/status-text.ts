@@ -17,7 +17,7 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT): string {
     lines.push(`  ${label.padEnd(9)}${color(int(n).padStart(w))}${note ? '  ' + note : ''}`);
 
   const saved = r.sharedItems > 0 ? ` · ${int(r.sharedItems)} ${r.sharedItems === 1 ? 'call' : 'calls'} saved by shared jobs` : '';
-  row('jobs', r.total, p.dim(`for ${int(r.items)} item${r.items === 1 ? "" : "s"}${saved}`));
+  row('jobs', r.total, p.dim(`for ${int(r.items)} item${r.items === 1 ? '' : 's'}${saved}`));
   row('done', r.counts.done, percent(r.counts.done, r.total), p.green);
   if (r.counts.running) row('running', r.counts.running, '', p.cyan);
   const pendingNotes: string[] = [];
@@ -40,10 +40,14 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT): string {
   // "limits   gpt-4o-mini: 500 rpm, 200,000 tpm, from headers 3m ago"
   const hosts = new Set(r.limits.map((l) => l.baseUrl));
   for (const [i, l] of r.limits.entries()) {
-    const what = [l.rpm !== null ? `${int(Math.round(l.rpm))} rpm` : '', l.tpm !== null ? `${int(Math.round(l.tpm))} tpm` : ''].filter(Boolean).join(', ');
+    const what = [l.rpm !== null ? `${int(Math.round(l.rpm))} rpm` : '', l.tpm !== null ? `${int(Math.round(l.tpm))} tpm` : '']
+      .filter(Boolean)
+      .join(', ');
     const from = l.source === 'headers' ? 'from headers' : 'learned from 429s';
     const where = hosts.size > 1 ? ` at ${l.baseUrl}` : '';
-    lines.push(`  ${(i === 0 ? 'limits' : '').padEnd(9)}${oneLine(`${l.model}${where}: ${what || 'unknown'}, ${from} ${duration(l.ageSeconds)} ago`, 69)}`);
+    lines.push(
+      `  ${(i === 0 ? 'limits' : '').padEnd(9)}${oneLine(`${l.model}${where}: ${what || 'unknown'}, ${from} ${duration(l.ageSeconds)} ago`, 69)}`,
+    );
   }
 
   for (const [i, a] of r.alerts.entries()) {
@@ -74,7 +78,9 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT): string {
   if (last && last.endedAt !== null) {
     const ago = duration((r.now - last.endedAt) / 1000);
     lines.push(`${'last run'}  ${runName(last)} ended ${ago} ago (${last.exitReason ?? 'unknown'}) after ${duration(last.wallSeconds)}`);
-    lines.push(`${''.padEnd(10)}${int(last.done)} done, ${int(last.failed)} failed · ${rate(last.averageJobsPerSecond)} jobs/s · ${rate(last.averageTokensPerSecond)} tokens/s`);
+    lines.push(
+      `${''.padEnd(10)}${int(last.done)} done, ${int(last.failed)} failed · ${rate(last.averageJobsPerSecond)} jobs/s · ${rate(last.averageTokensPerSecond)} tokens/s`,
+    );
   }
   return lines.join('\n') + '\n';
 }
@@ -83,7 +89,11 @@ function costLine(r: StatusReport, p: Paint): string {
   const c = r.cost;
   const parts: string[] = [];
   if (c.usd !== null) parts.push(`${usd(c.usd)} so far`);
-  else parts.push(`${p.yellow('unknown')} (no price for ${c.unpriced.join(', ')}; set --price IN,OUT)` + (c.knownUsd > 0 ? `, ${usd(c.knownUsd)} priced` : ''));
+  else
+    parts.push(
+      `${p.yellow('unknown')} (no price for ${c.unpriced.join(', ')}; set --price IN,OUT)` +
+        (c.knownUsd > 0 ? `, ${usd(c.knownUsd)} priced` : ''),
+    );
   if (c.remainingUsd !== null && c.remainingUsd > 0) parts.push(`about ${usd(c.remainingUsd)} more to finish`);
   if (r.cost.byModel.length === 1) parts.push(p.dim(r.cost.byModel[0]!.model));
   return parts.join(' · ');

@@ -64,8 +64,13 @@ export interface StatusReport {
   readonly alerts: ReadonlyArray<RunAlert & { readonly runId: string; readonly host: string }>;
   /** Rate limits learned per (base URL, model): what the next run paces at. */
   readonly limits: ReadonlyArray<{
-    readonly baseUrl: string; readonly model: string; readonly rpm: number | null; readonly tpm: number | null;
-    readonly source: 'headers' | '429s'; readonly learnedAt: number; readonly ageSeconds: number;
+    readonly baseUrl: string;
+    readonly model: string;
+    readonly rpm: number | null;
+    readonly tpm: number | null;
+    readonly source: 'headers' | '429s';
+    readonly learnedAt: number;
+    readonly ageSeconds: number;
   }>;
 }
 
@@ -88,11 +93,17 @@ export function buildStatusReport(s: StatusSnapshot, o: { now: number; prices: P
     sharedItems: Math.max(0, s.items - s.total),
     percentDone: s.total ? Math.round((1000 * s.counts.done) / s.total) / 10 : 0,
     retrying: s.retrying,
-    oldestPending: s.oldestPendingAt === null ? null : { createdAt: s.oldestPendingAt, ageSeconds: Math.max(0, (o.now - s.oldestPendingAt) / 1000) },
+    oldestPending:
+      s.oldestPendingAt === null ? null : { createdAt: s.oldestPendingAt, ageSeconds: Math.max(0, (o.now - s.oldestPendingAt) / 1000) },
     cost,
     failures: s.failures.map((f) => ({ error: f.error, count: f.count })),
     limits: s.lanes.map((l) => ({
-      baseUrl: l.baseUrl, model: l.model, rpm: l.rpm, tpm: l.tpm, source: l.source, learnedAt: l.at,
+      baseUrl: l.baseUrl,
+      model: l.model,
+      rpm: l.rpm,
+      tpm: l.tpm,
+      source: l.source,
+      learnedAt: l.at,
       ageSeconds: Math.max(0, (o.now - l.at) / 1000),
     })),
     activeRuns,
@@ -111,15 +122,29 @@ export function runReport(r: RunRow, now: number): RunReport {
   const done = st?.done ?? 0;
   const tokens = { prompt: st?.promptTokens ?? 0, completion: st?.completionTokens ?? 0 };
   return {
-    id: r.id, host: r.host, pid: r.pid, startedAt: r.startedAt, heartbeatAt: r.heartbeatAt, endedAt: r.endedAt,
-    exitReason: r.exitReason, live, wallSeconds,
-    done, failed: st?.failed ?? 0, retried: st?.retried ?? 0, requests: st?.requests ?? 0, rateLimited: st?.rateLimited ?? 0,
+    id: r.id,
+    host: r.host,
+    pid: r.pid,
+    startedAt: r.startedAt,
+    heartbeatAt: r.heartbeatAt,
+    endedAt: r.endedAt,
+    exitReason: r.exitReason,
+    live,
+    wallSeconds,
+    done,
+    failed: st?.failed ?? 0,
+    retried: st?.retried ?? 0,
+    requests: st?.requests ?? 0,
+    rateLimited: st?.rateLimited ?? 0,
     tokens,
     averageJobsPerSecond: wallSeconds > 0 ? done / wallSeconds : 0,
     averageTokensPerSecond: wallSeconds > 0 ? (tokens.prompt + tokens.completion) / wallSeconds : 0,
     recentJobsPerSecond: st?.jobsPerSecond ?? 0,
-    inFlight: st?.inFlight ?? null, concurrency: st?.concurrency ?? null,
+    inFlight: st?.inFlight ?? null,
+    concurrency: st?.concurrency ?? null,
     // A pause from a run that stopped heartbeating is not news.
-    paused: live ? st?.paused ?? null : null, lanes: st?.lanes ?? [], alerts: live ? st?.alerts ?? [] : [],
+    paused: live ? (st?.paused ?? null) : null,
+    lanes: st?.lanes ?? [],
+    alerts: live ? (st?.alerts ?? []) : [],
   };
 }

@@ -68,7 +68,15 @@ export interface SchedulerEventMap {
   'job:start': { key: string; attempt: number; model: string };
   /** `costUsd`: at the price known now; null when the model has none. `output`: the answer. */
   'job:done': { key: string; attempt: number; latencyMs: number; usage: Usage; output: string; costUsd?: number | null };
-  'job:retry': { key: string; attempt: number; status: number | null; reason: FailureReason; error: string; delayMs: number; counted: boolean };
+  'job:retry': {
+    key: string;
+    attempt: number;
+    status: number | null;
+    reason: FailureReason;
+    error: string;
+    delayMs: number;
+    counted: boolean;
+  };
   'job:failed': { key: string; attempt: number; status: number | null; error: string };
   paused: { reason: 'rate_limit' | 'outage'; untilMs: number; detail: string };
   resumed: { reason: 'rate_limit' | 'outage' };

@@ -83,7 +83,11 @@ class JobRun {
   /** The --budget reservation of the try in flight. */
   #hold: Hold = { usd: 0 };
 
-  constructor(readonly job: ClaimedJob, readonly lane: Lane, readonly ctx: JobContext) {
+  constructor(
+    readonly job: ClaimedJob,
+    readonly lane: Lane,
+    readonly ctx: JobContext,
+  ) {
     this.#attempt = job.attempts;
   }
 
@@ -236,7 +240,15 @@ class JobRun {
     // corrected: our tokenizer may count the prompt differently from the provider's.
     if (this.#tokens) lane.board.settle(place.ticket, place.tokens - this.#tokens.prompt + usage.promptTokens);
     const attempt: AttemptRecord = {
-      key: job.key, runId: ctx.runId, attempt: this.#attempt, startedAt, endedAt, status: result.status, outcome: 'done', error: null, usage,
+      key: job.key,
+      runId: ctx.runId,
+      attempt: this.#attempt,
+      startedAt,
+      endedAt,
+      status: result.status,
+      outcome: 'done',
+      error: null,
+      usage,
       ...ctx.money.answered(job, usage, this.#hold),
     };
     // The slot is held until the answer is committed: at any moment at most --concurrency answers are
@@ -253,7 +265,14 @@ class JobRun {
     c.promptTokens += usage.promptTokens;
     c.completionTokens += usage.completionTokens;
     c.finished(endedAt, usage.promptTokens + usage.completionTokens);
-    ctx.emit('job:done', { key: job.key, attempt: this.#attempt, latencyMs: endedAt - startedAt, usage, output: result.output, costUsd: attempt.costUsd ?? null });
+    ctx.emit('job:done', {
+      key: job.key,
+      attempt: this.#attempt,
+      latencyMs: endedAt - startedAt,
+      usage,
+      output: result.output,
+      costUsd: attempt.costUsd ?? null,
+    });
     return 'done';
   }
 
@@ -280,12 +299,21 @@ class JobRun {
     }
     const pauseMs = error.reason === 'rate_limit' ? lane.rateLimitedBy(error, startedAt) : 0;
     const decision = decide({
-      error, attempt: this.#attempt, maxAttempts: ctx.maxAttempts, answered: c.done > 0, early404s: c.early404s,
-      authInARow: c.authInARow, outage, uncountedOutages: tally.uncountedOutages,
+      error,
+      attempt: this.#attempt,
+      maxAttempts: ctx.maxAttempts,
+      answered: c.done > 0,
+      early404s: c.early404s,
+      authInARow: c.authInARow,
+      outage,
+      uncountedOutages: tally.uncountedOutages,
       providerUpSince: tally.uncountedOutages > 0 && ctx.breaker.lastSuccessAt > tally.firstUncountedAt,
       outageAgeMs: tally.uncountedOutages > 0 ? now - tally.firstUncountedAt : 0,
-      rateLimitPauseMs: pauseMs, nextProbeInMs: ctx.breaker.nextProbeAt - now,
-      retryDelayMs: ctx.retryDelayMs, maxRetryDelayMs: ctx.maxRetryDelayMs, random: ctx.random(),
+      rateLimitPauseMs: pauseMs,
+      nextProbeInMs: ctx.breaker.nextProbeAt - now,
+      retryDelayMs: ctx.retryDelayMs,
+      maxRetryDelayMs: ctx.maxRetryDelayMs,
+      random: ctx.random(),
     });
     const billed = mayBeBilled(error);
     const billNote = error.reason === 'timeout' ? ' (the provider may bill this try)' : '';
@@ -308,11 +336,23 @@ class JobRun {
         if (!decision.counted && outageType) {
           if (tally.uncountedOutages++ === 0) tally.firstUncountedAt = now;
         }
-        await this.#record(startedAt, error.status, decision.counted ? 'retry' : 'not_counted', error.message + billNote, decision.counted, billed);
+        await this.#record(
+          startedAt,
+          error.status,
+          decision.counted ? 'retry' : 'not_counted',
+          error.message + billNote,
+          decision.counted,
+          billed,
+        );
         if (decision.counted) c.retried++;
         ctx.emit('job:retry', {
-          key: job.key, attempt: this.#attempt, status: error.status, reason: error.reason, error: error.message,
-          delayMs: decision.delayMs, counted: decision.counted,
+          key: job.key,
+          attempt: this.#attempt,
+          status: error.status,
+          reason: error.reason,
+          error: error.message,
+          delayMs: decision.delayMs,
+          counted: decision.counted,
         });
         return decision;
     }
@@ -338,12 +378,27 @@ class JobRun {
   /** A try without an answer; `billed`: its request reached the provider, which may bill it. */
   #attemptRecord(startedAt: number, status: number | null, outcome: AttemptOutcome, error: string | null, billed: boolean): AttemptRecord {
     return {
-      key: this.job.key, runId: this.ctx.runId, attempt: this.#attempt, startedAt, endedAt: this.ctx.now(), status, outcome, error, usage: null,
+      key: this.job.key,
+      runId: this.ctx.runId,
+      attempt: this.#attempt,
+      startedAt,
+      endedAt: this.ctx.now(),
+      status,
+      outcome,
+      error,
+      usage: null,
       ...this.ctx.money.unanswered(this.job, billed, this.#hold),
     };
   }
 
-  async #record(startedAt: number, status: number | null, outcome: AttemptOutcome, error: string, count: boolean, billed: boolean): Promise<void> {
+  async #record(
+    startedAt: number,
+    status: number | null,
+    outcome: AttemptOutcome,
+    error: string,
+    count: boolean,
+    billed: boolean,
+  ): Promise<void> {
     await this.ctx.store.recordAttempt(this.#attemptRecord(startedAt, status, outcome, error, billed), { countAttempt: count, error });
   }
 }

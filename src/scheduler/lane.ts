@@ -195,8 +195,14 @@ export class Lane {
     const l = this.limits();
     const paused = this.board.pausedUntil();
     return {
-      model: this.model, rpm: l.rpm, tpm: l.tpm, learned: this.board.learned(), requestsPerSecond: this.requestsPerSecond(),
-      inFlight: this.inFlight, pausedUntil: paused > this.#now() ? paused : null, rateLimited: this.rateLimited,
+      model: this.model,
+      rpm: l.rpm,
+      tpm: l.tpm,
+      learned: this.board.learned(),
+      requestsPerSecond: this.requestsPerSecond(),
+      inFlight: this.inFlight,
+      pausedUntil: paused > this.#now() ? paused : null,
+      rateLimited: this.rateLimited,
     };
   }
 

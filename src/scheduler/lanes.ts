@@ -62,7 +62,9 @@ export class Lanes {
 
   /** Models whose lane should take no more jobs now: full, or paused with jobs already in hand. */
   saturated(perLane: number): string[] {
-    return this.all().filter((l) => l.inHand >= perLane || (l.pauseLeft() > 0 && l.inHand > 0)).map((l) => l.model);
+    return this.all()
+      .filter((l) => l.inHand >= perLane || (l.pauseLeft() > 0 && l.inHand > 0))
+      .map((l) => l.model);
   }
 
   /** Jobs that wait on their lane's pace or pause: they hold no slot. */

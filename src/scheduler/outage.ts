@@ -80,8 +80,14 @@ export class OutageBreaker {
         return true;
       }
       await new Promise<void>((resolve, reject) => {
-        const wake = (): void => { signal.removeEventListener('abort', onAbort); resolve(); };
-        const onAbort = (): void => { this.#waiters = this.#waiters.filter((w) => w !== wake); reject(signal.reason); };
+        const wake = (): void => {
+          signal.removeEventListener('abort', onAbort);
+          resolve();
+        };
+        const onAbort = (): void => {
+          this.#waiters = this.#waiters.filter((w) => w !== wake);
+          reject(signal.reason);
+        };
         if (signal.aborted) return onAbort();
         signal.addEventListener('abort', onAbort, { once: true });
         this.#waiters.push(wake);

@@ -98,7 +98,10 @@ class RedisLaneBoard implements LaneBoard {
   #pausedUntil = 0;
   #learned: LearnedLimits | null = null;
 
-  constructor(private readonly client: Redis, prefix: string) {
+  constructor(
+    private readonly client: Redis,
+    prefix: string,
+  ) {
     this.#keys = [`${prefix}:requests`, `${prefix}:tokens`, `${prefix}:state`];
   }
 
@@ -106,12 +109,24 @@ class RedisLaneBoard implements LaneBoard {
     const share = windowShare(limits);
     const member = randomUUID();
     const span = WINDOW_MS + GUARD_MS;
-    const [wait, until, requestUntil] = (await this.client.eval(TRY_TAKE, 3, ...this.#keys,
-      share.requests === Infinity ? -1 : share.requests, share.tokens === Infinity ? -1 : share.tokens,
-      Math.max(0, tokens), span, member, IDLE_TTL_MS)) as [number, number, number];
+    const [wait, until, requestUntil] = (await this.client.eval(
+      TRY_TAKE,
+      3,
+      ...this.#keys,
+      share.requests === Infinity ? -1 : share.requests,
+      share.tokens === Infinity ? -1 : share.tokens,
+      Math.max(0, tokens),
+      span,
+      member,
+      IDLE_TTL_MS,
+    )) as [number, number, number];
     if (wait > 0) return wait;
     const ticket: RedisTicket = {
-      tokens, until, member, takenAt: Date.now(), request: requestUntil > 0 ? { until: requestUntil } : null,
+      tokens,
+      until,
+      member,
+      takenAt: Date.now(),
+      request: requestUntil > 0 ? { until: requestUntil } : null,
       tokenLife: span * Math.max(1, tokens / share.tokens),
     };
     return ticket;
@@ -122,10 +137,12 @@ class RedisLaneBoard implements LaneBoard {
     // (Redis's clock: past its expiry the entry is gone anyway, and re-adding it would only overcount.)
     if (!t.member || t.tokens === 0 || Date.now() - t.takenAt > t.tokenLife) return;
     const fmt = (x: number): string => x.toFixed(3);
-    void this.client.multi()
+    void this.client
+      .multi()
       .zrem(this.#keys[1], `${t.member}:${fmt(t.tokens)}`)
       .zadd(this.#keys[1], t.until, `${t.member}:${fmt(Math.max(0, actualTokens))}`)
-      .exec().catch(() => {}); // Redis gone: the correction is lost, the run goes on
+      .exec()
+      .catch(() => {}); // Redis gone: the correction is lost, the run goes on
     t.tokens = actualTokens;
   }
 
@@ -172,7 +189,9 @@ class RedisLaneBoard implements LaneBoard {
       try {
         const l = JSON.parse(learned) as LearnedLimits;
         if (!this.#learned || l.at > this.#learned.at) this.#learned = l;
-      } catch { /* another version's value: keep ours */ }
+      } catch {
+        /* another version's value: keep ours */
+      }
     }
   }
 
@@ -196,7 +215,10 @@ export class RedisLaneBoards implements LaneBoards {
       await client.ping();
     } catch (error) {
       client.disconnect();
-      throw new LlmqError(`Cannot reach Redis at ${redactUrlCredentials(url)}: ${redactUrlCredentials((error as Error).message).replace(/\.+$/, '')}. Check --redis (or LLMQ_REDIS_URL) and that Redis is running.`, { cause: error });
+      throw new LlmqError(
+        `Cannot reach Redis at ${redactUrlCredentials(url)}: ${redactUrlCredentials((error as Error).message).replace(/\.+$/, '')}. Check --redis (or LLMQ_REDIS_URL) and that Redis is running.`,
+        { cause: error },
+      );
     }
     return new RedisLaneBoards(client);
   }

@@ -63,8 +63,10 @@ export class RunMoney {
     const unpriced = s.byModel.filter((m) => m.pending > 0 && this.#prices.lookup(m.model) === null);
     if (unpriced.length === 0) return;
     const which = unpriced.map((m) => `${m.model} (${m.pending} jobs pending)`).join(', ');
-    throw new LlmqError(`--budget needs a price for every model it may send to, and none is known for ${which}. ` +
-      'Give one with --price IN,OUT (USD per million input,output tokens) or --prices FILE.');
+    throw new LlmqError(
+      `--budget needs a price for every model it may send to, and none is known for ${which}. ` +
+        'Give one with --price IN,OUT (USD per million input,output tokens) or --prices FILE.',
+    );
   }
 
   /**
@@ -77,17 +79,29 @@ export class RunMoney {
     if (this.reached) return null;
     const usd = this.worstUsd(job);
     if (usd === null) {
-      throw new LlmqError(`Job ${job.key.slice(0, 12)} (${job.model}) sets no max_tokens, so nothing bounds what it may cost and ` +
-        '--budget cannot hold it. Enqueue it with --max-tokens, or run without --budget.');
+      throw new LlmqError(
+        `Job ${job.key.slice(0, 12)} (${job.model}) sets no max_tokens, so nothing bounds what it may cost and ` +
+          '--budget cannot hold it. Enqueue it with --max-tokens, or run without --budget.',
+      );
     }
     for (;;) {
-      const r = await this.#store.reserve({ runId: this.#runId, usd, runBudget: this.#budget.runUsd, totalBudget: this.#budget.totalUsd, now: this.#now() });
+      const r = await this.#store.reserve({
+        runId: this.#runId,
+        usd,
+        runBudget: this.#budget.runUsd,
+        totalBudget: this.#budget.totalUsd,
+        now: this.#now(),
+      });
       if (r.ok) {
         if (usd > 0) this.#out++;
         return { usd };
       }
       if (this.#out === 0 || this.reached) {
-        this.reached ??= { scope: r.scope, committedUsd: r.committedUsd, limitUsd: (r.scope === 'run' ? this.#budget.runUsd : this.#budget.totalUsd)! };
+        this.reached ??= {
+          scope: r.scope,
+          committedUsd: r.committedUsd,
+          limitUsd: (r.scope === 'run' ? this.#budget.runUsd : this.#budget.totalUsd)!,
+        };
         return null;
       }
       await new Promise<void>((resolve) => {
@@ -129,9 +143,10 @@ export class RunMoney {
     if (usd === undefined) {
       const pricing = this.#prices.lookup(job.model);
       const worst = pricing ? worstCaseUsage(job.request) : null;
-      usd = pricing && worst?.completionTokens != null
-        ? pricing.cost({ promptTokens: worst.promptTokens, completionTokens: worst.completionTokens })
-        : null;
+      usd =
+        pricing && worst?.completionTokens != null
+          ? pricing.cost({ promptTokens: worst.promptTokens, completionTokens: worst.completionTokens })
+          : null;
       this.#worst.set(job, usd);
     }
     return usd;

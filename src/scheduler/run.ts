@@ -102,11 +102,26 @@ export class Run {
       else this.#emit('resumed', { reason: 'outage' });
     };
     this.#slots = new Semaphore(this.#concurrency);
-    this.#lanes = new Lanes(deps.baseUrl ?? deps.provider.name, { rpm: options.rpm ?? null, tpm: options.tpm ?? null },
-      deps.boards ?? localBoards(this.#now), this.#now);
+    this.#lanes = new Lanes(
+      deps.baseUrl ?? deps.provider.name,
+      { rpm: options.rpm ?? null, tpm: options.tpm ?? null },
+      deps.boards ?? localBoards(this.#now),
+      this.#now,
+    );
     const timeout = options.timeout ?? 'auto';
-    this.#inFlight = new InFlightRequests({ auto: timeout === 'auto', capMs: options.timeoutCapMs ?? 600_000, now: this.#now, abortSignal: this.#aborting.signal });
-    this.#money = new RunMoney({ store: this.#store, runId: this.#id, prices: deps.prices ?? loadPriceTable(), budget: options.budget, now: this.#now });
+    this.#inFlight = new InFlightRequests({
+      auto: timeout === 'auto',
+      capMs: options.timeoutCapMs ?? 600_000,
+      now: this.#now,
+      abortSignal: this.#aborting.signal,
+    });
+    this.#money = new RunMoney({
+      store: this.#store,
+      runId: this.#id,
+      prices: deps.prices ?? loadPriceTable(),
+      budget: options.budget,
+      now: this.#now,
+    });
     this.#options = options;
   }
 
@@ -132,17 +147,28 @@ export class Run {
   }
 
   async #start(): Promise<void> {
-    const c = this.#counters, o = this.#options;
+    const c = this.#counters,
+      o = this.#options;
     await this.#reclaim();
     // The one full read of the queue at the start: how much there is to do, and whether its models have prices.
     const before = await this.#store.status(this.#now());
     this.#money.checkPriced(before);
     c.alreadyDone = before.counts.done;
     c.total = Math.min(this.#limit, before.counts.pending + before.counts.running);
-    await this.#store.startRun({ id: this.#id, host: this.#host, pid: this.#pid, startedAt: this.#startedAt, options: this.#deps.describe ?? {
-      concurrency: this.#concurrency, rpm: o.rpm, tpm: o.tpm, maxAttempts: this.#maxAttempts,
-      budget: o.budget?.runUsd ?? null, budgetTotal: o.budget?.totalUsd ?? null,
-    } });
+    await this.#store.startRun({
+      id: this.#id,
+      host: this.#host,
+      pid: this.#pid,
+      startedAt: this.#startedAt,
+      options: this.#deps.describe ?? {
+        concurrency: this.#concurrency,
+        rpm: o.rpm,
+        tpm: o.tpm,
+        maxAttempts: this.#maxAttempts,
+        budget: o.budget?.runUsd ?? null,
+        budgetTotal: o.budget?.totalUsd ?? null,
+      },
+    });
     this.#emit('run:start', { runId: this.#id, total: c.total, alreadyDone: c.alreadyDone, options: this.#deps.describe ?? {} });
     await this.#lanes.load(this.#store);
     this.#timers.push(setInterval(() => this.#beat(), this.#heartbeatMs));
@@ -160,17 +186,26 @@ export class Run {
       // lane holds at most `concurrency` jobs, see `saturated`).
       const active = tasks.size - this.#lanes.waitingOnPace();
       const room = Math.min(maxInHand - active, this.#limit - this.#claimed);
-      if (this.#limit - this.#claimed <= 0 && tasks.size === 0) { this.#reason = 'limit'; return; }
+      if (this.#limit - this.#claimed <= 0 && tasks.size === 0) {
+        this.#reason = 'limit';
+        return;
+      }
       if ((room >= batch || (room > 0 && active < this.#concurrency)) && (await this.#claim(room))) continue;
       if (tasks.size === 0) {
-        if (await this.#drained()) { this.#reason = 'drained'; return; }
+        if (await this.#drained()) {
+          this.#reason = 'drained';
+          return;
+        }
         continue;
       }
       // Wait for a job to finish, or a second (other runs may hand jobs back meanwhile).
       if (!this.#finishedSinceWait) {
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, 1000);
-          this.#wake = () => { clearTimeout(timer); resolve(); };
+          this.#wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
         });
       }
       this.#finishedSinceWait = false;
@@ -186,7 +221,14 @@ export class Run {
     // lane frees up or a second passes (other runs may enqueue or hand back) finds nothing either.
     const skip = skipModels.join('\n');
     if (skipModels.length > 0 && this.#fruitless?.skip === skip && t - this.#fruitless.at < 1000) return false;
-    const got = await this.#store.claim({ owner: this.#id, limit: room, now: t, leaseUntil: t + this.#leaseMs, maxAttempts: this.#maxAttempts, skipModels });
+    const got = await this.#store.claim({
+      owner: this.#id,
+      limit: room,
+      now: t,
+      leaseUntil: t + this.#leaseMs,
+      maxAttempts: this.#maxAttempts,
+      skipModels,
+    });
     this.#counters.failed += got.exhausted;
     this.#claimed += got.jobs.length;
     // kept through later claims that found jobs: those were of lanes with room, and say nothing of other models
@@ -194,9 +236,15 @@ export class Run {
     const ctx = this.#jobContext();
     for (const job of got.jobs) {
       const task: Promise<void> = runJob(job, ctx)
-        .then((outcome) => { if (outcome === 'unsent') this.#unsent.push(job.key); })
+        .then((outcome) => {
+          if (outcome === 'unsent') this.#unsent.push(job.key);
+        })
         .catch((error) => this.stop({ kind: 'error', error, abortInFlight: true }))
-        .finally(() => { this.#tasks.delete(task); this.#finishedSinceWait = true; this.#wake(); });
+        .finally(() => {
+          this.#tasks.delete(task);
+          this.#finishedSinceWait = true;
+          this.#wake();
+        });
       this.#tasks.add(task);
     }
     return got.jobs.length > 0 || got.exhausted > 0;
@@ -213,7 +261,9 @@ export class Run {
     const dying = (await this.#reclaim()) && (await this.#store.status(this.#now())).counts.running > 0;
     const next = await this.#store.nextPendingAt();
     if (next === null && !dying) return true;
-    await sleep(next === null ? this.#heartbeatMs : Math.min(Math.max(next - this.#now(), 50), 1000), this.#stopping.signal).catch(() => {});
+    await sleep(next === null ? this.#heartbeatMs : Math.min(Math.max(next - this.#now(), 50), 1000), this.#stopping.signal).catch(
+      () => {},
+    );
     return false;
   }
 
@@ -245,19 +295,30 @@ export class Run {
 
   /** Renew the leases and the live stats; every fifth beat, reclaim and save the lanes. Also ends a too-long outage. */
   #beat(): void {
-    const t = this.#now(), c = this.#counters, lanes = this.#lanes;
+    const t = this.#now(),
+      c = this.#counters,
+      lanes = this.#lanes;
     const rl = Math.max(0, ...lanes.all().map((l) => l.board.pausedUntil()));
     if (!this.#breaker.isOpen) c.paused = rl > t ? { reason: 'rate_limit', until: rl } : null;
     const since = this.#breaker.openSince;
     if (since !== null && t - since > this.#maxOutageMs) {
-      this.stop({ kind: 'fatal', error: new ProviderError({
-        message: `The provider at ${lanes.baseUrl} has been unreachable for ${Math.round((t - since) / 60_000)} min ` +
-          `(--max-outage); the last try said: ${this.#breaker.lastFailure}`,
-        scope: 'run', reason: 'network',
-      }) });
+      this.stop({
+        kind: 'fatal',
+        error: new ProviderError({
+          message:
+            `The provider at ${lanes.baseUrl} has been unreachable for ${Math.round((t - since) / 60_000)} min ` +
+            `(--max-outage); the last try said: ${this.#breaker.lastFailure}`,
+          scope: 'run',
+          reason: 'network',
+        }),
+      });
     }
     void lanes.refresh();
-    this.#store.heartbeat(this.#id, t, t + this.#leaseMs, { ...c.forStore(t, lanes.snapshots(), this.#slots.size), alerts: this.#deps.alerts?.() ?? [] })
+    this.#store
+      .heartbeat(this.#id, t, t + this.#leaseMs, {
+        ...c.forStore(t, lanes.snapshots(), this.#slots.size),
+        alerts: this.#deps.alerts?.() ?? [],
+      })
       .then(() => {
         this.#lastBeat = t;
         if (++this.#beats % 5 === 0) return Promise.all([this.#reclaim(), lanes.save(this.#store)]);
@@ -275,7 +336,11 @@ export class Run {
     // Quiet for 3 heartbeats, and at least 5 s: a run whose event loop is busy (a long SQLite wait)
     // beats late, and must not be taken for dead by a neighbour on a machine with the same hostname.
     const self: Self = {
-      host: this.#host, pid: this.#pid, runId: this.#id, isAlive: this.#deps.isAlive ?? isProcessAlive, now: this.#now(),
+      host: this.#host,
+      pid: this.#pid,
+      runId: this.#id,
+      isAlive: this.#deps.isAlive ?? isProcessAlive,
+      now: this.#now(),
       quietMs: Math.max(3 * this.#heartbeatMs, 5000),
     };
     const runs = await this.#store.activeRuns();
@@ -290,11 +355,23 @@ export class Run {
     const reached = this.#money.reached;
     const committed = await this.#store.committed(this.#id);
     const summary: RunSummary = {
-      runId: this.#id, reason: this.#reason, done: c.done, failed: c.failed, retried: c.retried, requests: c.requests,
-      rateLimited: c.rateLimited, promptTokens: c.promptTokens, completionTokens: c.completionTokens,
-      wallMs: this.#now() - this.#startedAt, remaining: after.counts.pending + after.counts.running, failedInStore: after.counts.failed,
+      runId: this.#id,
+      reason: this.#reason,
+      done: c.done,
+      failed: c.failed,
+      retried: c.retried,
+      requests: c.requests,
+      rateLimited: c.rateLimited,
+      promptTokens: c.promptTokens,
+      completionTokens: c.completionTokens,
+      wallMs: this.#now() - this.#startedAt,
+      remaining: after.counts.pending + after.counts.running,
+      failedInStore: after.counts.failed,
       costUsd: committed.run,
-      budget: this.#reason === 'budget' && reached ? { ...reached, committedUsd: reached.scope === 'run' ? committed.run : committed.total } : null,
+      budget:
+        this.#reason === 'budget' && reached
+          ? { ...reached, committedUsd: reached.scope === 'run' ? committed.run : committed.total }
+          : null,
       fatal: f ? { message: f.message, reason: f.reason } : null,
     };
     this.#emit('progress', this.#snapshot());
@@ -311,11 +388,23 @@ export class Run {
   /** What each job is handed: built once, the same for every job of the run. */
   #jobContext(): JobContext {
     this.#context ??= {
-      store: this.#store, provider: this.#deps.provider, lanes: this.#lanes, breaker: this.#breaker, slots: this.#slots,
-      inFlight: this.#inFlight, counters: this.#counters, money: this.#money, emit: this.#emit, runId: this.#id,
-      maxAttempts: this.#maxAttempts, leaseMs: this.#leaseMs,
-      retryDelayMs: this.#options.retryDelayMs ?? 1000, maxRetryDelayMs: this.#options.maxRetryDelayMs ?? 60_000,
-      stopSignal: this.#stopping.signal, now: this.#now, random: this.#deps.random ?? Math.random,
+      store: this.#store,
+      provider: this.#deps.provider,
+      lanes: this.#lanes,
+      breaker: this.#breaker,
+      slots: this.#slots,
+      inFlight: this.#inFlight,
+      counters: this.#counters,
+      money: this.#money,
+      emit: this.#emit,
+      runId: this.#id,
+      maxAttempts: this.#maxAttempts,
+      leaseMs: this.#leaseMs,
+      retryDelayMs: this.#options.retryDelayMs ?? 1000,
+      maxRetryDelayMs: this.#options.maxRetryDelayMs ?? 60_000,
+      stopSignal: this.#stopping.signal,
+      now: this.#now,
+      random: this.#deps.random ?? Math.random,
       // Stop taking and sending at once; requests already out may be billed, so their answers are kept.
       onFatal: (error) => this.stop({ kind: 'fatal', error }),
       onLocalLimit: (error) => this.#lowerConcurrency(error),
@@ -330,7 +419,9 @@ export class Run {
     const before = slots.size;
     slots.shrink(Math.max(1, Math.min(before - 1, Math.floor(Math.max(1, this.#counters.inFlight) * 0.75))));
     if (!this.#loweredConcurrency || slots.size < before) {
-      this.#emit('warning', { message: `${error.message}: concurrency lowered from ${before} to ${slots.size}. Raise the limit (ulimit -n) or lower --concurrency.` });
+      this.#emit('warning', {
+        message: `${error.message}: concurrency lowered from ${before} to ${slots.size}. Raise the limit (ulimit -n) or lower --concurrency.`,
+      });
     }
     this.#loweredConcurrency = true;
   }

@@ -44,9 +44,14 @@ export class RunCounters {
   rates(now: number): { jobs: number; tokens: number } {
     const since = Math.max(this.startedAt, now - WINDOW_SECONDS * 1000);
     const seconds = Math.max(1, (now - since) / 1000);
-    let jobs = 0, tokens = 0;
+    let jobs = 0,
+      tokens = 0;
     const from = Math.floor(since / 1000);
-    for (const [s, [j, t]] of this.#buckets) if (s >= from) { jobs += j; tokens += t; }
+    for (const [s, [j, t]] of this.#buckets)
+      if (s >= from) {
+        jobs += j;
+        tokens += t;
+      }
     return { jobs: jobs / seconds, tokens: tokens / seconds };
   }
 
@@ -54,22 +59,50 @@ export class RunCounters {
     const { jobs, tokens } = this.rates(now);
     const left = Math.max(0, this.total - this.done - this.failed);
     return {
-      startedAt: this.startedAt, now, total: this.total, alreadyDone: this.alreadyDone, done: this.done, failed: this.failed,
-      retried: this.retried, inFlight: this.inFlight, waiting: this.waiting, backingOff: this.backingOff,
-      requests: this.requests, rateLimited: this.rateLimited, promptTokens: this.promptTokens,
-      completionTokens: this.completionTokens, jobsPerSecond: jobs, tokensPerSecond: tokens,
-      etaSeconds: left === 0 ? 0 : jobs > 0 ? left / jobs : null, paused: this.paused, lanes, concurrency,
+      startedAt: this.startedAt,
+      now,
+      total: this.total,
+      alreadyDone: this.alreadyDone,
+      done: this.done,
+      failed: this.failed,
+      retried: this.retried,
+      inFlight: this.inFlight,
+      waiting: this.waiting,
+      backingOff: this.backingOff,
+      requests: this.requests,
+      rateLimited: this.rateLimited,
+      promptTokens: this.promptTokens,
+      completionTokens: this.completionTokens,
+      jobsPerSecond: jobs,
+      tokensPerSecond: tokens,
+      etaSeconds: left === 0 ? 0 : jobs > 0 ? left / jobs : null,
+      paused: this.paused,
+      lanes,
+      concurrency,
     };
   }
 
   forStore(now: number, lanes: readonly LaneSnapshot[] = [], concurrency = 0): RunStats {
     return {
-      done: this.done, failed: this.failed, retried: this.retried, requests: this.requests, rateLimited: this.rateLimited,
-      promptTokens: this.promptTokens, completionTokens: this.completionTokens, jobsPerSecond: this.rates(now).jobs,
-      concurrency, inFlight: this.inFlight, paused: this.paused,
+      done: this.done,
+      failed: this.failed,
+      retried: this.retried,
+      requests: this.requests,
+      rateLimited: this.rateLimited,
+      promptTokens: this.promptTokens,
+      completionTokens: this.completionTokens,
+      jobsPerSecond: this.rates(now).jobs,
+      concurrency,
+      inFlight: this.inFlight,
+      paused: this.paused,
       lanes: lanes.map((l) => ({
-        model: l.model, rpm: l.rpm, tpm: l.tpm, requestsPerSecond: l.requestsPerSecond, inFlight: l.inFlight,
-        pausedUntil: l.pausedUntil, rateLimited: l.rateLimited,
+        model: l.model,
+        rpm: l.rpm,
+        tpm: l.tpm,
+        requestsPerSecond: l.requestsPerSecond,
+        inFlight: l.inFlight,
+        pausedUntil: l.pausedUntil,
+        rateLimited: l.rateLimited,
       })),
     };
   }

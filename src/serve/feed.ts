@@ -80,7 +80,9 @@ export class StatusFeed {
 
   #poll(): Promise<void> {
     // One poll at a time: a slow database must not pile queries up behind each other.
-    this.#polling ??= this.#pollOnce().finally(() => { this.#polling = null; });
+    this.#polling ??= this.#pollOnce().finally(() => {
+      this.#polling = null;
+    });
     return this.#polling;
   }
 
@@ -116,8 +118,8 @@ export class StatusFeed {
 export function throughput(a: StatusReport, b: StatusReport): ThroughputPoint | null {
   const seconds = (b.now - a.now) / 1000;
   if (seconds <= 0) return null;
-  const finished = (b.counts.done + b.counts.failed) - (a.counts.done + a.counts.failed);
-  const tokens = (b.tokens.prompt + b.tokens.completion) - (a.tokens.prompt + a.tokens.completion);
+  const finished = b.counts.done + b.counts.failed - (a.counts.done + a.counts.failed);
+  const tokens = b.tokens.prompt + b.tokens.completion - (a.tokens.prompt + a.tokens.completion);
   // A retry-failed or a re-enqueue lowers the counts; that is not negative throughput.
   return { t: b.now / 1000, jobsPerSecond: Math.max(0, finished / seconds), tokensPerSecond: Math.max(0, tokens / seconds) };
 }

@@ -116,7 +116,10 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(o.port, o.host, () => { server.off('error', reject); resolve(); });
+    server.listen(o.port, o.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
   });
   const port = (server.address() as AddressInfo).port;
   origins = ownOrigins(o.host, port);

@@ -2,7 +2,12 @@ import type { JobToRun } from './estimate-types.js';
 
 /** Rows of `jobs` as the estimate reads them. */
 export interface RawJobToRun {
-  seq: number; key: string; model: string; request: string; priority: number; attempts: number;
+  seq: number;
+  key: string;
+  model: string;
+  request: string;
+  priority: number;
+  attempts: number;
 }
 
 /** Pages of pending jobs are read this many at a time. */
@@ -13,7 +18,10 @@ export const JOBS_PAGE = 1000;
  * at a time, merged with the few running ones whose lease expired (a run takes those back first and
  * then claims them like pending ones).
  */
-export async function* inClaimOrder(expired: readonly RawJobToRun[], pending: (after: { priority: number; seq: number } | null) => Promise<RawJobToRun[]>): AsyncIterable<JobToRun> {
+export async function* inClaimOrder(
+  expired: readonly RawJobToRun[],
+  pending: (after: { priority: number; seq: number } | null) => Promise<RawJobToRun[]>,
+): AsyncIterable<JobToRun> {
   const before = (a: RawJobToRun, b: RawJobToRun) => a.priority < b.priority || (a.priority === b.priority && a.seq < b.seq);
   const waiting = [...expired].sort((a, b) => a.priority - b.priority || a.seq - b.seq);
   let after: { priority: number; seq: number } | null = null;

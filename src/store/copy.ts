@@ -38,37 +38,69 @@ export async function copyStore(from: Store, to: Store, options: CopyOptions): P
   const size = options.batchSize ?? 1000;
   const target = await to.status(options.now);
   if (target.total > 0 || target.items > 0 || target.lastRun !== null) {
-    throw new StoreError(`${to.location} is not empty (${target.total} jobs, ${target.items} items); llmq copy only writes into an ` +
-      `empty queue. Point --to at a new file or a new schema (?schema=name).`);
+    throw new StoreError(
+      `${to.location} is not empty (${target.total} jobs, ${target.items} items); llmq copy only writes into an ` +
+        `empty queue. Point --to at a new file or a new schema (?schema=name).`,
+    );
   }
   // Jobs in a live batch would arrive pending and be sent again while the provider still answers
   // them in the source's batch (the batches table is not copied).
   const live = await from.batches.open();
   if (live.length > 0) {
-    throw new StoreError(`${from.location} has ${live.length} batch${live.length === 1 ? '' : 'es'} still live at the provider; ` +
-      `collect them first (llmq run --via batch) or cancel them (llmq batches cancel, then llmq run --via batch), then copy.`);
+    throw new StoreError(
+      `${from.location} has ${live.length} batch${live.length === 1 ? '' : 'es'} still live at the provider; ` +
+        `collect them first (llmq run --via batch) or cancel them (llmq batches cancel, then llmq run --via batch), then copy.`,
+    );
   }
   let requeued = 0;
   let closedRuns = 0;
   // Jobs before items (items point at jobs); attempts and runs after.
-  const jobs = await pipe(from.dumpJobs(), (b) => to.loadJobs(b), size, (j): JobRow => {
-    if (j.state !== 'running') return j;
-    requeued++;
-    return { ...j, state: 'pending', leaseOwner: null, leaseExpiresAt: null };
-  }, (n) => options.onProgress?.('jobs', n));
-  const items = await pipe(from.dumpItems(), (b) => to.loadItems(b), size, (i) => i, (n) => options.onProgress?.('items', n));
-  const attempts = await pipe(from.dumpAttempts(), (b) => to.loadAttempts(b), size, (a) => a, (n) => options.onProgress?.('attempts', n));
-  const runs = await pipe(from.dumpRuns(), (b) => to.loadRuns(b), size, (r): RunRow => {
-    if (r.endedAt !== null) return r;
-    closedRuns++;
-    return { ...r, endedAt: options.now, exitReason: 'copied to another database while open' };
-  }, (n) => options.onProgress?.('runs', n));
+  const jobs = await pipe(
+    from.dumpJobs(),
+    (b) => to.loadJobs(b),
+    size,
+    (j): JobRow => {
+      if (j.state !== 'running') return j;
+      requeued++;
+      return { ...j, state: 'pending', leaseOwner: null, leaseExpiresAt: null };
+    },
+    (n) => options.onProgress?.('jobs', n),
+  );
+  const items = await pipe(
+    from.dumpItems(),
+    (b) => to.loadItems(b),
+    size,
+    (i) => i,
+    (n) => options.onProgress?.('items', n),
+  );
+  const attempts = await pipe(
+    from.dumpAttempts(),
+    (b) => to.loadAttempts(b),
+    size,
+    (a) => a,
+    (n) => options.onProgress?.('attempts', n),
+  );
+  const runs = await pipe(
+    from.dumpRuns(),
+    (b) => to.loadRuns(b),
+    size,
+    (r): RunRow => {
+      if (r.endedAt !== null) return r;
+      closedRuns++;
+      return { ...r, endedAt: options.now, exitReason: 'copied to another database while open' };
+    },
+    (n) => options.onProgress?.('runs', n),
+  );
   return { jobs, items, attempts, runs, requeued, closedRuns };
 }
 
 /** Stream rows into batches of `size`, writing each before reading on; returns the count. */
 async function pipe<T>(
-  rows: AsyncIterable<T>, load: (batch: T[]) => Promise<void>, size: number, map: (row: T) => T, progress: (n: number) => void,
+  rows: AsyncIterable<T>,
+  load: (batch: T[]) => Promise<void>,
+  size: number,
+  map: (row: T) => T,
+  progress: (n: number) => void,
 ): Promise<number> {
   let batch: T[] = [];
   let n = 0;

@@ -21,7 +21,10 @@ export function withKnownErrors<S extends Store>(store: S, shownLocation: string
         } catch (error) {
           throw mapped(error);
         }
-        if (result instanceof Promise) return result.catch((error: unknown) => { throw mapped(error); });
+        if (result instanceof Promise)
+          return result.catch((error: unknown) => {
+            throw mapped(error);
+          });
         if (isAsyncIterable(result)) return mapIteration(result, mapped);
         return result;
       };

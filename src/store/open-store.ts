@@ -22,8 +22,10 @@ export function isPostgresUrl(location: string): boolean {
 export function checkLocation(location: string, flag = '--db'): void {
   const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(location)?.[1];
   if (scheme !== undefined && !isPostgresUrl(location)) {
-    throw new UsageError(`${flag} ${redactLocation(location)}: llmq does not speak ${scheme}://. ` +
-      'Expected the path of an SQLite file (e.g. ./llmq.db) or a postgres:// or postgresql:// URL.');
+    throw new UsageError(
+      `${flag} ${redactLocation(location)}: llmq does not speak ${scheme}://. ` +
+        'Expected the path of an SQLite file (e.g. ./llmq.db) or a postgres:// or postgresql:// URL.',
+    );
   }
 }
 

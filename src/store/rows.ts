@@ -5,25 +5,68 @@ import type { AttemptRow, ExportFilter, ExportRow, JobRow, JobState, LaneLimitRo
  * the one mapping of each to the shapes of types.ts.
  */
 export interface RawRun {
-  id: string; host: string; pid: number; started_at: number; heartbeat_at: number; ended_at: number | null;
-  exit_reason: string | null; options: string; stats: string | null;
+  id: string;
+  host: string;
+  pid: number;
+  started_at: number;
+  heartbeat_at: number;
+  ended_at: number | null;
+  exit_reason: string | null;
+  options: string;
+  stats: string | null;
 }
 export interface RawJob {
-  key: string; request: string; model: string; state: JobState; priority: number; attempts: number; run_after: number;
-  lease_owner: string | null; lease_expires_at: number | null; output: string | null; response: string | null;
-  prompt_tokens: number | null; completion_tokens: number | null; error: string | null; created_at: number;
-  updated_at: number; finished_at: number | null; cost_usd: number | null;
+  key: string;
+  request: string;
+  model: string;
+  state: JobState;
+  priority: number;
+  attempts: number;
+  run_after: number;
+  lease_owner: string | null;
+  lease_expires_at: number | null;
+  output: string | null;
+  response: string | null;
+  prompt_tokens: number | null;
+  completion_tokens: number | null;
+  error: string | null;
+  created_at: number;
+  updated_at: number;
+  finished_at: number | null;
+  cost_usd: number | null;
 }
 export interface RawAttempt {
-  job_key: string; run_id: string; attempt: number; started_at: number; ended_at: number; latency_ms: number;
-  status: number | null; outcome: AttemptRow['outcome']; error: string | null; prompt_tokens: number | null; completion_tokens: number | null;
-  cost_usd: number | null; may_be_billed: number | boolean;
+  job_key: string;
+  run_id: string;
+  attempt: number;
+  started_at: number;
+  ended_at: number;
+  latency_ms: number;
+  status: number | null;
+  outcome: AttemptRow['outcome'];
+  error: string | null;
+  prompt_tokens: number | null;
+  completion_tokens: number | null;
+  cost_usd: number | null;
+  may_be_billed: number | boolean;
 }
 /** One item joined with its job, as the export query selects it. */
 export interface RawExport {
-  seq: number; id: string; source: string; meta: string | null; key: string; state: JobState; model: string;
-  output: string | null; response: string | null; error: string | null; attempts: number;
-  prompt_tokens: number | null; completion_tokens: number | null; latency_ms: number | null; cost_usd: number | null;
+  seq: number;
+  id: string;
+  source: string;
+  meta: string | null;
+  key: string;
+  state: JobState;
+  model: string;
+  output: string | null;
+  response: string | null;
+  error: string | null;
+  attempts: number;
+  prompt_tokens: number | null;
+  completion_tokens: number | null;
+  latency_ms: number | null;
+  cost_usd: number | null;
 }
 
 export function toUsage(r: { prompt_tokens: number | null; completion_tokens: number | null }): Usage | null {
@@ -32,24 +75,54 @@ export function toUsage(r: { prompt_tokens: number | null; completion_tokens: nu
 
 export function toRun(r: RawRun): RunRow {
   return {
-    id: r.id, host: r.host, pid: r.pid, startedAt: r.started_at, heartbeatAt: r.heartbeat_at, endedAt: r.ended_at,
-    exitReason: r.exit_reason, options: JSON.parse(r.options), stats: r.stats ? JSON.parse(r.stats) : null,
+    id: r.id,
+    host: r.host,
+    pid: r.pid,
+    startedAt: r.started_at,
+    heartbeatAt: r.heartbeat_at,
+    endedAt: r.ended_at,
+    exitReason: r.exit_reason,
+    options: JSON.parse(r.options),
+    stats: r.stats ? JSON.parse(r.stats) : null,
   };
 }
 
 export function toJob(j: RawJob): JobRow {
   return {
-    key: j.key, request: j.request, model: j.model, state: j.state, priority: j.priority, attempts: j.attempts,
-    runAfter: j.run_after, leaseOwner: j.lease_owner, leaseExpiresAt: j.lease_expires_at, output: j.output,
-    response: j.response, usage: toUsage(j), error: j.error, createdAt: j.created_at, updatedAt: j.updated_at, finishedAt: j.finished_at,
+    key: j.key,
+    request: j.request,
+    model: j.model,
+    state: j.state,
+    priority: j.priority,
+    attempts: j.attempts,
+    runAfter: j.run_after,
+    leaseOwner: j.lease_owner,
+    leaseExpiresAt: j.lease_expires_at,
+    output: j.output,
+    response: j.response,
+    usage: toUsage(j),
+    error: j.error,
+    createdAt: j.created_at,
+    updatedAt: j.updated_at,
+    finishedAt: j.finished_at,
     costUsd: j.cost_usd,
   };
 }
 
 export function toAttempt(a: RawAttempt): AttemptRow {
   return {
-    key: a.job_key, runId: a.run_id, attempt: a.attempt, startedAt: a.started_at, endedAt: a.ended_at, latencyMs: a.latency_ms,
-    status: a.status, outcome: a.outcome, error: a.error, usage: toUsage(a), costUsd: a.cost_usd, mayBeBilled: Boolean(a.may_be_billed),
+    key: a.job_key,
+    runId: a.run_id,
+    attempt: a.attempt,
+    startedAt: a.started_at,
+    endedAt: a.ended_at,
+    latencyMs: a.latency_ms,
+    status: a.status,
+    outcome: a.outcome,
+    error: a.error,
+    usage: toUsage(a),
+    costUsd: a.cost_usd,
+    mayBeBilled: Boolean(a.may_be_billed),
   };
 }
 
@@ -60,16 +133,28 @@ export function toAttempt(a: RawAttempt): AttemptRow {
 export function exportColumns(f: ExportFilter): string {
   const response = f.response === false ? 'NULL AS response' : 'j.response';
   // the attempt that finished the job is the job's last
-  const latency = f.latency === false ? 'NULL AS latency_ms'
-    : '(SELECT latency_ms FROM attempts a WHERE a.job_key = j.key ORDER BY a.id DESC LIMIT 1) AS latency_ms';
+  const latency =
+    f.latency === false
+      ? 'NULL AS latency_ms'
+      : '(SELECT latency_ms FROM attempts a WHERE a.job_key = j.key ORDER BY a.id DESC LIMIT 1) AS latency_ms';
   return `i.seq, i.id, i.source, i.meta, j.key, j.state, j.model, j.output, ${response}, j.error,
     j.attempts, j.prompt_tokens, j.completion_tokens, j.cost_usd, ${latency}`;
 }
 
 export function toExportRow(r: RawExport): ExportRow {
   return {
-    id: r.id, source: r.source, meta: r.meta ? JSON.parse(r.meta) : null, key: r.key, state: r.state, model: r.model,
-    output: r.output, response: r.response, error: r.error, attempts: r.attempts, usage: toUsage(r), latencyMs: r.latency_ms,
+    id: r.id,
+    source: r.source,
+    meta: r.meta ? JSON.parse(r.meta) : null,
+    key: r.key,
+    state: r.state,
+    model: r.model,
+    output: r.output,
+    response: r.response,
+    error: r.error,
+    attempts: r.attempts,
+    usage: toUsage(r),
+    latencyMs: r.latency_ms,
     costUsd: r.cost_usd,
   };
 }

@@ -37,7 +37,8 @@ export function settlementOf(a: AttemptRecord): Settlement | null {
   const reserved = a.reservedUsd ? nanoUp(a.reservedUsd) : 0;
   const maybe = a.mayBeBilled === true;
   const s: Settlement = {
-    reserved, held: a.reservedUsd ? 1 : 0,
+    reserved,
+    held: a.reservedUsd ? 1 : 0,
     spent: !maybe && typeof cost === 'number' ? nanoUp(cost) : 0,
     // without a price the try is still counted, at an unknown cost
     unknown: maybe && typeof cost === 'number' ? nanoUp(cost) : 0,
@@ -50,14 +51,24 @@ export function settlementOf(a: AttemptRecord): Settlement | null {
 
 /** A `spend` row as both stores' SQL returns it. */
 export interface RawSpend {
-  run_id: string; reserved_nanousd: number | string; in_flight: number; spent_nanousd: number | string;
-  unknown_nanousd: number | string; unknown_tries: number; unpriced_tries: number;
+  run_id: string;
+  reserved_nanousd: number | string;
+  in_flight: number;
+  spent_nanousd: number | string;
+  unknown_nanousd: number | string;
+  unknown_tries: number;
+  unpriced_tries: number;
 }
 
 export function toRunSpend(r: RawSpend): RunSpend {
   return {
-    runId: r.run_id, reservedUsd: usdOf(r.reserved_nanousd), inFlight: Number(r.in_flight), spentUsd: usdOf(r.spent_nanousd),
-    mayBeBilledUsd: usdOf(r.unknown_nanousd), mayBeBilledTries: Number(r.unknown_tries), unpricedTries: Number(r.unpriced_tries),
+    runId: r.run_id,
+    reservedUsd: usdOf(r.reserved_nanousd),
+    inFlight: Number(r.in_flight),
+    spentUsd: usdOf(r.spent_nanousd),
+    mayBeBilledUsd: usdOf(r.unknown_nanousd),
+    mayBeBilledTries: Number(r.unknown_tries),
+    unpricedTries: Number(r.unpriced_tries),
   };
 }
 
@@ -71,8 +82,12 @@ export function spendOfJoined(row: object): RunSpend | null {
   const r = row as Record<string, unknown>;
   if (r.s_run_id === null || r.s_run_id === undefined) return null;
   return toRunSpend({
-    run_id: r.s_run_id as string, reserved_nanousd: r.s_reserved_nanousd as number, in_flight: r.s_in_flight as number,
-    spent_nanousd: r.s_spent_nanousd as number, unknown_nanousd: r.s_unknown_nanousd as number,
-    unknown_tries: r.s_unknown_tries as number, unpriced_tries: r.s_unpriced_tries as number,
+    run_id: r.s_run_id as string,
+    reserved_nanousd: r.s_reserved_nanousd as number,
+    in_flight: r.s_in_flight as number,
+    spent_nanousd: r.s_spent_nanousd as number,
+    unknown_nanousd: r.s_unknown_nanousd as number,
+    unknown_tries: r.s_unknown_tries as number,
+    unpriced_tries: r.s_unpriced_tries as number,
   });
 }

@@ -16,9 +16,7 @@ export interface ReserveRequest {
 }
 
 /** Reserved, or why not: what is committed already in the budget that would be exceeded. */
-export type ReserveResult =
-  | { readonly ok: true }
-  | { readonly ok: false; readonly scope: 'run' | 'total'; readonly committedUsd: number };
+export type ReserveResult = { readonly ok: true } | { readonly ok: false; readonly scope: 'run' | 'total'; readonly committedUsd: number };
 
 /** Money a run committed, as `spend` keeps it (USD). */
 export interface RunSpend {

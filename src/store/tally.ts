@@ -27,9 +27,13 @@ export const COUNTS_COLUMNS = `model, state, sum(jobs) AS n, sum(prompt_tokens) 
 export function tallyJobs(rows: readonly StateTokensRow[]): Pick<StatusSnapshot, 'counts' | 'total' | 'tokens' | 'byModel' | 'retrying'> {
   const counts = Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
   const models = new Map<string, { -readonly [K in keyof ModelTally]: ModelTally[K] }>();
-  let prompt = 0, completion = 0, retrying = 0;
+  let prompt = 0,
+    completion = 0,
+    retrying = 0;
   for (const r of rows) {
-    const n = Number(r.n), p = Number(r.p), c = Number(r.c);
+    const n = Number(r.n),
+      p = Number(r.p),
+      c = Number(r.c);
     // a group whose last job left it (kept by SQLite, not yet folded away by PostgreSQL)
     if (n === 0) continue;
     counts[r.state] += n;
@@ -37,7 +41,15 @@ export function tallyJobs(rows: readonly StateTokensRow[]): Pick<StatusSnapshot,
     completion += c;
     if (r.state === 'pending') retrying += Number(r.r);
     const m = models.get(r.model) ?? {
-      model: r.model, jobs: 0, done: 0, pending: 0, prompt: 0, completion: 0, storedUsd: 0, unpricedPrompt: 0, unpricedCompletion: 0,
+      model: r.model,
+      jobs: 0,
+      done: 0,
+      pending: 0,
+      prompt: 0,
+      completion: 0,
+      storedUsd: 0,
+      unpricedPrompt: 0,
+      unpricedCompletion: 0,
     };
     m.jobs += n;
     if (r.state === 'done') m.done += n;

@@ -42,18 +42,28 @@ export async function startServe(args: readonly string[], env: Record<string, st
         resolve({ url, token: /token[^:]*: ([0-9a-f]{64})/.exec(err)?.[1] ?? null });
       }
     });
-    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`llmq serve exited with ${code}: ${err}`)); });
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`llmq serve exited with ${code}: ${err}`));
+    });
   });
   const { url, token } = await ready;
   child.removeAllListeners('exit');
   return {
-    url, token, child, stderr: () => err,
-    stop: () => new Promise<void>((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) return resolve();
-      // SIGTERM is the clean stop; SIGKILL after 5 s so a stuck child cannot hang the suite.
-      const force = setTimeout(() => child.kill('SIGKILL'), 5000);
-      child.once('exit', () => { clearTimeout(force); resolve(); });
-      child.kill('SIGTERM');
-    }),
+    url,
+    token,
+    child,
+    stderr: () => err,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        // SIGTERM is the clean stop; SIGKILL after 5 s so a stuck child cannot hang the suite.
+        const force = setTimeout(() => child.kill('SIGKILL'), 5000);
+        child.once('exit', () => {
+          clearTimeout(force);
+          resolve();
+        });
+        child.kill('SIGTERM');
+      }),
   };
 }

@@ -12,7 +12,12 @@ import { BIN, cliEnv, collect, runCli, type CliResult } from './cli.js';
 import { completionBody, type FakeOpenAI, type FakeRequest } from './fake-openai.js';
 
 /** Write `lines` (objects) as a JSONL file in `dir` and enqueue it with the real CLI. */
-export async function enqueueJsonl(dir: string, lines: readonly object[], name = 'in.jsonl', extra: readonly string[] = []): Promise<{ db: string; file: string }> {
+export async function enqueueJsonl(
+  dir: string,
+  lines: readonly object[],
+  name = 'in.jsonl',
+  extra: readonly string[] = [],
+): Promise<{ db: string; file: string }> {
   const db = join(dir, 'q.db');
   const file = join(dir, name);
   writeFileSync(file, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
@@ -31,7 +36,10 @@ export function sh(arg: string): string {
  * Run the real CLI inside a pseudo-terminal of 80x24 (`script -qec`): stdout and stderr are both
  * the terminal, and what it received comes back as `stdout` (CRLF line ends, as a terminal gets them).
  */
-export function runInPty(args: readonly string[], options: { cwd?: string; env?: Record<string, string | undefined>; timeoutMs?: number } = {}): Promise<CliResult> {
+export function runInPty(
+  args: readonly string[],
+  options: { cwd?: string; env?: Record<string, string | undefined>; timeoutMs?: number } = {},
+): Promise<CliResult> {
   const command = `stty cols 80 rows 24 2>/dev/null; exec ${sh(process.execPath)} ${sh(BIN)} ${args.map(sh).join(' ')}`;
   const child = spawn('script', ['-qec', command, '/dev/null'], {
     cwd: options.cwd,
@@ -58,7 +66,10 @@ export function stripAnsi(text: string): string {
  */
 export function playTerminal(raw: string): { screen: string[]; maxColumn: number; widest: string } {
   const rows: string[][] = [[]];
-  let row = 0, col = 0, maxColumn = 0, widestAt = 0;
+  let row = 0,
+    col = 0,
+    maxColumn = 0,
+    widestAt = 0;
   const line = () => (rows[row] ??= []);
   const token = /\x1b\[([0-9;?]*)([ -/]*[@-~])|\x1b\][^\x07]*\x07|\r|\n|[^\x1b\r\n]/gsu;
   for (const m of raw.matchAll(token)) {
@@ -70,11 +81,22 @@ export function playTerminal(raw: string): { screen: string[]; maxColumn: number
     } else if (m[2] !== undefined) {
       const n = Number(m[1] || '1');
       switch (m[2]) {
-        case 'G': col = Math.max(0, n - 1); break;
-        case 'A': row = Math.max(0, row - n); break;
-        case 'B': row += n; line(); break;
-        case 'C': col += n; break;
-        case 'D': col = Math.max(0, col - n); break;
+        case 'G':
+          col = Math.max(0, n - 1);
+          break;
+        case 'A':
+          row = Math.max(0, row - n);
+          break;
+        case 'B':
+          row += n;
+          line();
+          break;
+        case 'C':
+          col += n;
+          break;
+        case 'D':
+          col = Math.max(0, col - n);
+          break;
         case 'K': {
           const mode = Number(m[1] || '0');
           const l = line();
@@ -82,7 +104,8 @@ export function playTerminal(raw: string): { screen: string[]; maxColumn: number
           else if (mode === 2) l.length = 0;
           break;
         }
-        default: break; // m (style), h/l (modes), J: nothing to model here
+        default:
+          break; // m (style), h/l (modes), J: nothing to model here
       }
     } else if (t.startsWith('\x1b')) {
       // OSC: ignored
@@ -102,12 +125,44 @@ export function playTerminal(raw: string): { screen: string[]; maxColumn: number
 }
 
 export interface JobRow {
-  key: string; request: string; model: string; state: string; attempts: number; output: string | null; response: string | null;
-  prompt_tokens: number | null; completion_tokens: number | null; error: string | null;
+  key: string;
+  request: string;
+  model: string;
+  state: string;
+  attempts: number;
+  output: string | null;
+  response: string | null;
+  prompt_tokens: number | null;
+  completion_tokens: number | null;
+  error: string | null;
 }
-export interface ItemRow { seq: number; id: string; source: string; job_key: string; meta: string | null }
-export interface AttemptRow { job_key: string; run_id: string; attempt: number; latency_ms: number; status: number | null; outcome: string; error: string | null; prompt_tokens: number | null; completion_tokens: number | null }
-export interface RunRowRaw { id: string; host: string; pid: number; started_at: number; ended_at: number | null; exit_reason: string | null; stats: string | null }
+export interface ItemRow {
+  seq: number;
+  id: string;
+  source: string;
+  job_key: string;
+  meta: string | null;
+}
+export interface AttemptRow {
+  job_key: string;
+  run_id: string;
+  attempt: number;
+  latency_ms: number;
+  status: number | null;
+  outcome: string;
+  error: string | null;
+  prompt_tokens: number | null;
+  completion_tokens: number | null;
+}
+export interface RunRowRaw {
+  id: string;
+  host: string;
+  pid: number;
+  started_at: number;
+  ended_at: number | null;
+  exit_reason: string | null;
+  stats: string | null;
+}
 
 /** Everything in the SQLite file, read-only. */
 export function readDb(db: string): { jobs: JobRow[]; items: ItemRow[]; attempts: AttemptRow[]; runs: RunRowRaw[] } {
@@ -138,11 +193,14 @@ export function sentFor(fake: FakeOpenAI, key: string): { all: FakeRequest[]; ok
 
 /** Every non-empty line of `text`, parsed as JSON (fails the test on the first line that is not). */
 export function jsonLines(text: string): any[] {
-  return text.split('\n').filter((l) => l !== '').map((l, i) => {
-    try {
-      return JSON.parse(l);
-    } catch {
-      throw new Error(`line ${i + 1} is not JSON: ${JSON.stringify(l)}`);
-    }
-  });
+  return text
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l, i) => {
+      try {
+        return JSON.parse(l);
+      } catch {
+        throw new Error(`line ${i + 1} is not JSON: ${JSON.stringify(l)}`);
+      }
+    });
 }

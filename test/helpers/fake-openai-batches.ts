@@ -97,19 +97,28 @@ export class FakeBatchApi {
     this.onCall?.(call);
     const scripted = this.#queue.get(endpoint)?.shift();
     if (scripted?.kind === 'raw') return send(res, scripted.status, scripted.body, scripted.headers);
-    if (scripted?.kind === 'reset' && endpoint !== 'create') { req.socket.destroy(); return; }
+    if (scripted?.kind === 'reset' && endpoint !== 'create') {
+      req.socket.destroy();
+      return;
+    }
     const path = call.path.split('?')[0]!;
     const id = decodeURIComponent(path.split('/')[3] ?? '');
     switch (endpoint) {
-      case 'upload': return this.#upload(req, res, body);
+      case 'upload':
+        return this.#upload(req, res, body);
       case 'create': {
         const answer = this.#create(body);
-        if (scripted?.kind === 'reset') { req.socket.destroy(); return; }
+        if (scripted?.kind === 'reset') {
+          req.socket.destroy();
+          return;
+        }
         return send(res, answer.status, answer.body);
       }
       case 'get': {
         const b = this.batches.get(id);
-        return b ? send(res, 200, this.#view(this.#advance(b))) : send(res, 404, errorBody(`No batch with id '${id}'`, 'invalid_request_error'));
+        return b
+          ? send(res, 200, this.#view(this.#advance(b)))
+          : send(res, 404, errorBody(`No batch with id '${id}'`, 'invalid_request_error'));
       }
       case 'list': {
         const q = new URL(call.path, 'http://x').searchParams;
@@ -117,8 +126,13 @@ export class FakeBatchApi {
         const after = q.get('after');
         const from = after ? all.findIndex((b) => b.id === after) + 1 : 0;
         const page = all.slice(from, from + Number(q.get('limit') ?? 20));
-        return send(res, 200, { object: 'list', data: page.map((b) => this.#view(this.#advance(b))), first_id: page[0]?.id ?? null,
-          last_id: page.at(-1)?.id ?? null, has_more: from + page.length < all.length });
+        return send(res, 200, {
+          object: 'list',
+          data: page.map((b) => this.#view(this.#advance(b))),
+          first_id: page[0]?.id ?? null,
+          last_id: page.at(-1)?.id ?? null,
+          has_more: from + page.length < all.length,
+        });
       }
       case 'cancel': {
         const b = this.batches.get(id);
@@ -129,7 +143,8 @@ export class FakeBatchApi {
       case 'content': {
         const fileId = decodeURIComponent(path.split('/')[3] ?? '');
         const content = this.files.get(fileId);
-        return content === undefined ? send(res, 404, errorBody(`No file with id '${fileId}'`, 'invalid_request_error'))
+        return content === undefined
+          ? send(res, 404, errorBody(`No file with id '${fileId}'`, 'invalid_request_error'))
           : send(res, 200, content, { 'content-type': 'application/octet-stream' });
       }
     }
@@ -150,21 +165,45 @@ export class FakeBatchApi {
     }
     const id = `file-fake${++this.#seq}`;
     this.files.set(id, parts.get('file')!);
-    send(res, 200, { id, object: 'file', bytes: Buffer.byteLength(parts.get('file')!), created_at: Math.floor(Date.now() / 1000), filename: 'input.jsonl', purpose: 'batch' });
+    send(res, 200, {
+      id,
+      object: 'file',
+      bytes: Buffer.byteLength(parts.get('file')!),
+      created_at: Math.floor(Date.now() / 1000),
+      filename: 'input.jsonl',
+      purpose: 'batch',
+    });
   }
 
   #create(body: string): { status: number; body: object } {
     let json: any;
-    try { json = JSON.parse(body); } catch { return { status: 400, body: errorBody('body is not JSON', 'invalid_request_error') }; }
+    try {
+      json = JSON.parse(body);
+    } catch {
+      return { status: 400, body: errorBody('body is not JSON', 'invalid_request_error') };
+    }
     const content = this.files.get(json?.input_file_id);
     if (content === undefined) return { status: 400, body: errorBody(`No file with id '${json?.input_file_id}'`, 'invalid_request_error') };
     if (json.endpoint !== '/v1/chat/completions' || json.completion_window !== '24h') {
       return { status: 400, body: errorBody('endpoint must be /v1/chat/completions and completion_window 24h', 'invalid_request_error') };
     }
-    const lines = content.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l));
+    const lines = content
+      .split('\n')
+      .filter((l) => l.trim() !== '')
+      .map((l) => JSON.parse(l));
     const seq = this.batches.size + 1;
-    const b: FakeBatch = { id: `batch_fake${seq}`, seq, inputFileId: json.input_file_id, metadata: json.metadata ?? {}, createdAt: Date.now(),
-      lines, fate: this.fate({ seq, lines: lines.length }), status: 'validating', outputFileId: null, errorFileId: null };
+    const b: FakeBatch = {
+      id: `batch_fake${seq}`,
+      seq,
+      inputFileId: json.input_file_id,
+      metadata: json.metadata ?? {},
+      createdAt: Date.now(),
+      lines,
+      fate: this.fate({ seq, lines: lines.length }),
+      status: 'validating',
+      outputFileId: null,
+      errorFileId: null,
+    };
     this.batches.set(b.id, b);
     if (b.fate !== 'quota') for (const l of lines) this.#countSent(l.custom_id);
     return { status: 200, body: this.#view(this.#advance(b)) };
@@ -172,7 +211,10 @@ export class FakeBatchApi {
 
   /** Move a batch along its fate as time passes. */
   #advance(b: FakeBatch): FakeBatch {
-    if (b.fate === 'quota' && b.status === 'validating') { b.status = 'failed'; return b; }
+    if (b.fate === 'quota' && b.status === 'validating') {
+      b.status = 'failed';
+      return b;
+    }
     if (b.status === 'validating') b.status = 'in_progress';
     if (b.status === 'in_progress' && Date.now() - b.createdAt >= this.completeAfterMs) {
       if (b.fate === 'completed') this.#end(b, 'completed', b.lines.length);
@@ -188,11 +230,50 @@ export class FakeBatchApi {
     for (const l of b.lines.slice(0, answered)) {
       const fate = this.line(l.custom_id, l.body);
       const text = JSON.stringify(l.body);
-      const req: FakeRequest = { index: 0, method: 'POST', path: '/v1/chat/completions', headers: {}, body: text, json: l.body, key: sha256(text), attempt: 1, receivedAt: Date.now(), answered: 200 };
+      const req: FakeRequest = {
+        index: 0,
+        method: 'POST',
+        path: '/v1/chat/completions',
+        headers: {},
+        body: text,
+        json: l.body,
+        key: sha256(text),
+        attempt: 1,
+        receivedAt: Date.now(),
+        answered: 200,
+      };
       const id = `batch_req_${++this.#seq}`;
-      if (fate === 'ok') out.push(JSON.stringify({ id, custom_id: l.custom_id, response: { status_code: 200, request_id: id, body: completionBody(req, {}) }, error: null }));
-      else if (fate === 'server') out.push(JSON.stringify({ id, custom_id: l.custom_id, response: { status_code: 500, request_id: id, body: errorBody('The server had an error', 'server_error') }, error: null }));
-      else if (fate === 'error') err.push(JSON.stringify({ id, custom_id: l.custom_id, response: { status_code: 400, request_id: id, body: errorBody("Invalid value for 'temperature'", 'invalid_request_error', 'invalid_value') }, error: null }));
+      if (fate === 'ok')
+        out.push(
+          JSON.stringify({
+            id,
+            custom_id: l.custom_id,
+            response: { status_code: 200, request_id: id, body: completionBody(req, {}) },
+            error: null,
+          }),
+        );
+      else if (fate === 'server')
+        out.push(
+          JSON.stringify({
+            id,
+            custom_id: l.custom_id,
+            response: { status_code: 500, request_id: id, body: errorBody('The server had an error', 'server_error') },
+            error: null,
+          }),
+        );
+      else if (fate === 'error')
+        err.push(
+          JSON.stringify({
+            id,
+            custom_id: l.custom_id,
+            response: {
+              status_code: 400,
+              request_id: id,
+              body: errorBody("Invalid value for 'temperature'", 'invalid_request_error', 'invalid_value'),
+            },
+            error: null,
+          }),
+        );
     }
     if (out.length) {
       b.outputFileId = `file-out${++this.#seq}`;
@@ -209,10 +290,32 @@ export class FakeBatchApi {
     const done = b.outputFileId ? this.files.get(b.outputFileId)!.split('\n').filter(Boolean).length : 0;
     const failed = b.errorFileId ? this.files.get(b.errorFileId)!.split('\n').filter(Boolean).length : 0;
     return {
-      id: b.id, object: 'batch', endpoint: '/v1/chat/completions', input_file_id: b.inputFileId, completion_window: '24h', status: b.status,
-      output_file_id: b.outputFileId, error_file_id: b.errorFileId, created_at: Math.floor(b.createdAt / 1000), metadata: b.metadata,
+      id: b.id,
+      object: 'batch',
+      endpoint: '/v1/chat/completions',
+      input_file_id: b.inputFileId,
+      completion_window: '24h',
+      status: b.status,
+      output_file_id: b.outputFileId,
+      error_file_id: b.errorFileId,
+      created_at: Math.floor(b.createdAt / 1000),
+      metadata: b.metadata,
       request_counts: { total: b.lines.length, completed: done, failed },
-      errors: b.fate === 'quota' ? { object: 'list', data: [{ code: 'token_limit_exceeded', message: 'Enqueued token limit reached for gpt-4o-mini in organization org-fake. Limit: 90,000 enqueued tokens. Please try again once some in_progress batches have been completed.', param: null, line: null }] } : null,
+      errors:
+        b.fate === 'quota'
+          ? {
+              object: 'list',
+              data: [
+                {
+                  code: 'token_limit_exceeded',
+                  message:
+                    'Enqueued token limit reached for gpt-4o-mini in organization org-fake. Limit: 90,000 enqueued tokens. Please try again once some in_progress batches have been completed.',
+                  param: null,
+                  line: null,
+                },
+              ],
+            }
+          : null,
     };
   }
 }

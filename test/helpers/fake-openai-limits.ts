@@ -42,7 +42,10 @@ export interface Admission {
 class Bucket {
   #level: number;
   #at: number;
-  constructor(readonly capacity: number, now: number) {
+  constructor(
+    readonly capacity: number,
+    now: number,
+  ) {
     this.#level = capacity;
     this.#at = now;
   }
@@ -124,7 +127,12 @@ export class FakeRateLimits {
   }
 }
 
-function describe(style: HeaderStyle, buckets: { requests: Bucket | null; tokens: Bucket | null }, now: number, retryAfterMs: number | null): FakeHeaders {
+function describe(
+  style: HeaderStyle,
+  buckets: { requests: Bucket | null; tokens: Bucket | null },
+  now: number,
+  retryAfterMs: number | null,
+): FakeHeaders {
   const headers: Record<string, string> = {};
   if (style === 'none') return headers;
   for (const [unit, bucket] of Object.entries(buckets)) {

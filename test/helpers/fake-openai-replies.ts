@@ -10,9 +10,21 @@ export type FakeHeaders = Readonly<Record<string, string>>;
 /** One answer of the fake. `latencyMs` on a reply overrides the server's latency for that request. */
 export type FakeReply =
   /** 200 with a valid chat.completion; content defaults to `answerFor(body)`, usage to the tokenizer's count. */
-  | { readonly kind: 'ok'; readonly content?: string | null; readonly usage?: { prompt_tokens: number; completion_tokens: number } | null; readonly headers?: FakeHeaders; readonly latencyMs?: number }
+  | {
+      readonly kind: 'ok';
+      readonly content?: string | null;
+      readonly usage?: { prompt_tokens: number; completion_tokens: number } | null;
+      readonly headers?: FakeHeaders;
+      readonly latencyMs?: number;
+    }
   /** Any status with any body (an object is sent as JSON, a string as is). */
-  | { readonly kind: 'raw'; readonly status: number; readonly body: string | object; readonly headers?: FakeHeaders; readonly latencyMs?: number }
+  | {
+      readonly kind: 'raw';
+      readonly status: number;
+      readonly body: string | object;
+      readonly headers?: FakeHeaders;
+      readonly latencyMs?: number;
+    }
   /** Never answer (until the server goes down or closes). */
   | { readonly kind: 'hang' }
   /** Destroy the socket without answering: the client sees a reset / socket hang up. */
@@ -58,7 +70,14 @@ export function errorBody(message: string, type: string, code: string | null = n
 }
 
 export const reply = {
-  ok(options: { content?: string | null; usage?: { prompt_tokens: number; completion_tokens: number } | null; headers?: FakeHeaders; latencyMs?: number } = {}): FakeReply {
+  ok(
+    options: {
+      content?: string | null;
+      usage?: { prompt_tokens: number; completion_tokens: number } | null;
+      headers?: FakeHeaders;
+      latencyMs?: number;
+    } = {},
+  ): FakeReply {
     return { kind: 'ok', ...options };
   },
   raw(status: number, body: string | object, headers?: FakeHeaders): FakeReply {
@@ -76,20 +95,30 @@ export const reply = {
     return reply.error(400, message, { code: 'invalid_value' });
   },
   contextTooLong(): FakeReply {
-    return reply.error(400, "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens. Please reduce the length of the messages.", { code: 'context_length_exceeded' });
+    return reply.error(
+      400,
+      "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens. Please reduce the length of the messages.",
+      { code: 'context_length_exceeded' },
+    );
   },
-  unauthorized(message = 'Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys.'): FakeReply {
+  unauthorized(
+    message = 'Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys.',
+  ): FakeReply {
     return reply.error(401, message, { code: 'invalid_api_key' });
   },
   /** 429 with `retry-after-ms` and `retry-after` (seconds, rounded up). */
   rateLimited(retryAfterMs = 1000, headers: FakeHeaders = {}): FakeReply {
     return reply.error(429, 'Rate limit reached for requests. Please try again later.', {
-      type: 'requests', code: 'rate_limit_exceeded',
+      type: 'requests',
+      code: 'rate_limit_exceeded',
       headers: { 'retry-after-ms': String(retryAfterMs), 'retry-after': String(Math.ceil(retryAfterMs / 1000)), ...headers },
     });
   },
   quota(): FakeReply {
-    return reply.error(429, 'You exceeded your current quota, please check your plan and billing details.', { type: 'insufficient_quota', code: 'insufficient_quota' });
+    return reply.error(429, 'You exceeded your current quota, please check your plan and billing details.', {
+      type: 'insufficient_quota',
+      code: 'insufficient_quota',
+    });
   },
   hang(): FakeReply {
     return { kind: 'hang' };
@@ -106,11 +135,15 @@ export const reply = {
 };
 
 /** The body of a successful chat.completion for `req`, shaped like OpenAI's. */
-export function completionBody(req: FakeRequest, options: { content?: string | null; usage?: { prompt_tokens: number; completion_tokens: number } | null }): object {
+export function completionBody(
+  req: FakeRequest,
+  options: { content?: string | null; usage?: { prompt_tokens: number; completion_tokens: number } | null },
+): object {
   const content = options.content === undefined ? answerFor(req.body) : options.content;
-  const usage = options.usage === undefined
-    ? { prompt_tokens: estimatePromptTokens(req.json ?? {}), completion_tokens: countTextTokens(content ?? '') }
-    : options.usage;
+  const usage =
+    options.usage === undefined
+      ? { prompt_tokens: estimatePromptTokens(req.json ?? {}), completion_tokens: countTextTokens(content ?? '') }
+      : options.usage;
   const body: Record<string, unknown> = {
     id: `chatcmpl-fake${req.key.slice(0, 12)}${req.attempt}`,
     object: 'chat.completion',

@@ -113,8 +113,16 @@ export class FakeOpenAI {
 
   static async start(options: FakeOpenAIOptions = {}): Promise<FakeOpenAI> {
     const settings: Settings = {
-      latencyMs: 0, rpm: null, tpm: null, windowMs: 1000, headers: 'openai', hangRate: 0, seed: 1,
-      tokenCost: (r) => estimateRequestTokens(r.json ?? {}), respond: null, record: true,
+      latencyMs: 0,
+      rpm: null,
+      tpm: null,
+      windowMs: 1000,
+      headers: 'openai',
+      hangRate: 0,
+      seed: 1,
+      tokenCost: (r) => estimateRequestTokens(r.json ?? {}),
+      respond: null,
+      record: true,
     };
     const server = createServer();
     server.keepAliveTimeout = 30_000;
@@ -130,7 +138,10 @@ export class FakeOpenAI {
   configure(options: Omit<FakeOpenAIOptions, 'port'>): void {
     const defined = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
     const next = { ...this.#settings, ...defined } as Settings;
-    for (const [name, perMinute] of [['rpm', next.rpm], ['tpm', next.tpm]] as const) {
+    for (const [name, perMinute] of [
+      ['rpm', next.rpm],
+      ['tpm', next.tpm],
+    ] as const) {
       if (perMinute !== null && (perMinute * next.windowMs) / 60_000 < 1) {
         throw new Error(`fake: ${name} ${perMinute} allows less than 1 per ${next.windowMs} ms window; raise windowMs`);
       }
@@ -218,14 +229,26 @@ export class FakeOpenAI {
     const endpoint = FakeBatchApi.endpointOf(req.method ?? 'GET', req.url ?? '/');
     if (endpoint) return this.batches.handle(endpoint, req, res, body);
     let json: any = null;
-    try { json = JSON.parse(body); } catch { /* not JSON: answered with 400 below */ }
+    try {
+      json = JSON.parse(body);
+    } catch {
+      /* not JSON: answered with 400 below */
+    }
     const key = sha256(body);
     const attempt = (this.counts.get(key) ?? 0) + 1;
     this.counts.set(key, attempt);
     this.received++;
     const record: FakeRequest = {
-      index: this.received, method: req.method ?? 'GET', path: req.url ?? '/', headers: req.headers,
-      body, json, key, attempt, receivedAt, answered: null,
+      index: this.received,
+      method: req.method ?? 'GET',
+      path: req.url ?? '/',
+      headers: req.headers,
+      body,
+      json,
+      key,
+      attempt,
+      receivedAt,
+      answered: null,
     };
     if (this.#settings.record) this.requests.push(record);
     const answer = (what: number | 'hang' | 'reset' | 'truncate') => {
@@ -236,11 +259,15 @@ export class FakeOpenAI {
 
     if (record.method !== 'POST' || record.path.split('?')[0] !== '/v1/chat/completions') {
       answer(404);
-      return send(res, 404, { error: { message: `Invalid URL (${record.method} ${record.path})`, type: 'invalid_request_error', param: null, code: null } });
+      return send(res, 404, {
+        error: { message: `Invalid URL (${record.method} ${record.path})`, type: 'invalid_request_error', param: null, code: null },
+      });
     }
     if (json === null || typeof json !== 'object') {
       answer(400);
-      return send(res, 400, { error: { message: 'We could not parse the JSON body of your request.', type: 'invalid_request_error', param: null, code: null } });
+      return send(res, 400, {
+        error: { message: 'We could not parse the JSON body of your request.', type: 'invalid_request_error', param: null, code: null },
+      });
     }
 
     let chosen = this.#queue.shift() ?? this.#settings.respond?.(record) ?? { kind: 'pass' };
@@ -257,9 +284,12 @@ export class FakeOpenAI {
     }
     if (chosen.kind === 'hang') return answer('hang');
 
-    const latency = ('latencyMs' in chosen && chosen.latencyMs !== undefined)
-      ? chosen.latencyMs
-      : typeof this.#settings.latencyMs === 'function' ? this.#settings.latencyMs(record) : this.#settings.latencyMs;
+    const latency =
+      'latencyMs' in chosen && chosen.latencyMs !== undefined
+        ? chosen.latencyMs
+        : typeof this.#settings.latencyMs === 'function'
+          ? this.#settings.latencyMs(record)
+          : this.#settings.latencyMs;
     if (latency > 0) await new Promise((r) => setTimeout(r, latency));
     if (res.destroyed) return;
 
@@ -290,11 +320,12 @@ export class FakeOpenAI {
     const cost = s.tpm === null ? 0 : s.tokenCost(req);
     const a = this.#limits.admit(s, cost, now);
     if (!a.rejected) return { rejected: false, headers: a.headers };
-    const message = (a.over === 'requests'
-      ? `Rate limit reached for fake on requests per min (RPM): Limit ${s.rpm}, Requested 1.`
-      : `Rate limit reached for fake on tokens per min (TPM): Limit ${s.tpm}, Requested ${cost}.`)
+    const message =
+      (a.over === 'requests'
+        ? `Rate limit reached for fake on requests per min (RPM): Limit ${s.rpm}, Requested 1.`
+        : `Rate limit reached for fake on tokens per min (TPM): Limit ${s.tpm}, Requested ${cost}.`) +
       // OpenAI's hint, only when the headers say it too: a provider sending none gives no timing at all
-      + (s.headers === 'openai' ? ` Please try again in ${openAiDuration(a.retryAfterMs)}.` : '');
+      (s.headers === 'openai' ? ` Please try again in ${openAiDuration(a.retryAfterMs)}.` : '');
     return { rejected: true, headers: a.headers, body: { error: { message, type: a.over, param: null, code: 'rate_limit_exceeded' } } };
   }
 }

@@ -11,11 +11,23 @@ export function requestFor(n: number, options: { model?: string; maxTokens?: num
 }
 
 /** Put `count` distinct jobs (one item each, ids doc-0...) into the store; returns their keys in order. */
-export async function seedJobs(store: Store, count: number, options: { model?: string; maxTokens?: number; priority?: (n: number) => number; text?: (n: number) => string } = {}): Promise<string[]> {
+export async function seedJobs(
+  store: Store,
+  count: number,
+  options: { model?: string; maxTokens?: number; priority?: (n: number) => number; text?: (n: number) => string } = {},
+): Promise<string[]> {
   const rows: EnqueueRow[] = [];
   for (let n = 0; n < count; n++) {
     const request = requestFor(n, { ...options, text: options.text?.(n) });
-    rows.push({ itemId: `doc-${n}`, source: 'seed', meta: null, key: jobKey(request), request, model: options.model ?? 'gpt-4o-mini', priority: options.priority?.(n) ?? 0 });
+    rows.push({
+      itemId: `doc-${n}`,
+      source: 'seed',
+      meta: null,
+      key: jobKey(request),
+      request,
+      model: options.model ?? 'gpt-4o-mini',
+      priority: options.priority?.(n) ?? 0,
+    });
   }
   for (let i = 0; i < rows.length; i += 1000) await store.enqueue(rows.slice(i, i + 1000), Date.now());
   return rows.map((r) => r.key);

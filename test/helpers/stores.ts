@@ -84,7 +84,8 @@ export const STORE_KINDS: readonly StoreKind[] = [
       const stores: Store[] = [new SqliteStore(location)];
       closeAfter(stores);
       return {
-        store: stores[0]!, location,
+        store: stores[0]!,
+        location,
         async openAnother() {
           const s = new SqliteStore(location);
           stores.push(s);
@@ -102,7 +103,8 @@ export const STORE_KINDS: readonly StoreKind[] = [
       closeAfter(stores);
       stores.push(await PostgresStore.open(location));
       return {
-        store: stores[0]!, location,
+        store: stores[0]!,
+        location,
         async openAnother() {
           const s = await PostgresStore.open(location);
           stores.push(s);
@@ -119,11 +121,20 @@ export function skipUnavailable(kind: StoreKind, ctx: TestContext): void {
 }
 
 /** An enqueue row for a document whose request is determined by `text` (same text, same job). */
-export function row(itemId: string, text: string, options: { priority?: number; model?: string; source?: string; meta?: Record<string, unknown> | null } = {}): EnqueueRow {
+export function row(
+  itemId: string,
+  text: string,
+  options: { priority?: number; model?: string; source?: string; meta?: Record<string, unknown> | null } = {},
+): EnqueueRow {
   const model = options.model ?? 'gpt-test';
   const request = JSON.stringify({ messages: [{ content: text, role: 'user' }], model });
   return {
-    itemId, source: options.source ?? `${itemId}.txt`, meta: options.meta ?? null, key: jobKey(request), request, model,
+    itemId,
+    source: options.source ?? `${itemId}.txt`,
+    meta: options.meta ?? null,
+    key: jobKey(request),
+    request,
+    model,
     priority: options.priority ?? 0,
   };
 }

@@ -58,7 +58,8 @@ export function generate(dir: string, seed: number, maxDocBytes: number): Genera
   const good: string[] = [];
   const bad: string[] = [];
   let unique = 0;
-  const oddId = () => `${pick(['', 'x'.repeat(int(200, 2000)), 'line\nbreak', 'nul\u0000byte', '..', '../../etc/passwd', ' ', 'ünï©ødé-🎉', '\r', 'id'])}#${unique++}`;
+  const oddId = () =>
+    `${pick(['', 'x'.repeat(int(200, 2000)), 'line\nbreak', 'nul\u0000byte', '..', '../../etc/passwd', ' ', 'ünï©ødé-🎉', '\r', 'id'])}#${unique++}`;
 
   // A folder: every file one document, id = its path in the folder.
   const docs = join(dir, 'docs');
@@ -76,14 +77,29 @@ export function generate(dir: string, seed: number, maxDocBytes: number): Genera
     const rel = `${i % 3 === 0 ? 'sub.txt/deeper/' : ''}${pick(names)}-${i}.${pick(['md', 'txt', 'json', ''])}`;
     const body = text();
     switch (int(0, 9)) {
-      case 0: badFile(rel, bytes(int(1, 3000), pick([0x00, 0xff, 0xc0]))); break;
-      case 1: badFile(rel, Buffer.concat([Buffer.from('caf'), Buffer.from([0xe9]), Buffer.from(body)])); break; // Latin-1
-      case 2: badFile(rel, 'y'.repeat(maxDocBytes + int(1, maxDocBytes))); break;
-      case 3: badFile(rel, pick(['', ' \n\t\r\n '])); break;
-      case 4: badFile(rel, Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(body, 'utf16le')])); break; // UTF-16 with BOM
-      case 5: goodFile(rel, '\ufeff' + body); break; // UTF-8 BOM
-      case 6: goodFile(rel, body.split(' ').join('\r\n')); break; // CRLF
-      default: goodFile(rel, body);
+      case 0:
+        badFile(rel, bytes(int(1, 3000), pick([0x00, 0xff, 0xc0])));
+        break;
+      case 1:
+        badFile(rel, Buffer.concat([Buffer.from('caf'), Buffer.from([0xe9]), Buffer.from(body)]));
+        break; // Latin-1
+      case 2:
+        badFile(rel, 'y'.repeat(maxDocBytes + int(1, maxDocBytes)));
+        break;
+      case 3:
+        badFile(rel, pick(['', ' \n\t\r\n ']));
+        break;
+      case 4:
+        badFile(rel, Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(body, 'utf16le')]));
+        break; // UTF-16 with BOM
+      case 5:
+        goodFile(rel, '\ufeff' + body);
+        break; // UTF-8 BOM
+      case 6:
+        goodFile(rel, body.split(' ').join('\r\n'));
+        break; // CRLF
+      default:
+        goodFile(rel, body);
     }
   }
   writeFileSync(join(docs, '.hidden.bin'), bytes(100, 0)); // hidden: skipped, never reported
@@ -103,23 +119,57 @@ export function generate(dir: string, seed: number, maxDocBytes: number): Genera
     const lines: Array<string | Buffer> = [];
     for (let line = 1; line <= count; line++) {
       const at = `${name}:${line}`;
-      const keep = (l: string | Buffer, id: string) => { lines.push(l); good.push(id); };
-      const drop = (l: string | Buffer) => { lines.push(l); bad.push(at); };
+      const keep = (l: string | Buffer, id: string) => {
+        lines.push(l);
+        good.push(id);
+      };
+      const drop = (l: string | Buffer) => {
+        lines.push(l);
+        bad.push(at);
+      };
       switch (int(0, 15)) {
-        case 0: drop(bytes(int(1, 500), pick([0xff, 0xc0]))); break;
-        case 1: drop(Buffer.concat([Buffer.from('{"text":"ok'), Buffer.from([0xe9]), Buffer.from('"}')])); break;
-        case 2: drop(`{"text":"x","nested":${deep()}}`); break;
-        case 3: drop(`{"text":"${'z'.repeat(maxDocBytes + int(1, 2 * maxDocBytes))}"}`); break;
-        case 4: drop(pick(['{"text": "unterminated', '{text: "x"}', '[1,2]', '"str"', '42', 'null', '{"text":"a"} trailing'])); break;
-        case 5: drop(pick(['{"text":5}', '{"body":"no text field"}', '{"text":"  \\n "}', '{"id":"","text":"x"}', '{"id":{},"text":"x"}'])); break;
-        case 6: drop('{"custom_id":"c","body":{"messages":[]}}'); break;
-        case 7: lines.push(pick(['', '   ', '\t'])); break; // blank: skipped, but still numbered
-        case 8: keep(JSON.stringify({ text: text(), tag: 'no id' }), at); break;
-        case 9: { const id = String(1_000_000 + unique++); keep(`{"id":${id},"text":${JSON.stringify(text())}}`, id); break; }
-        default: { const id = oddId(); if (id.startsWith('#')) drop(JSON.stringify({ id: '', text: text() })); else keep(JSON.stringify({ id, text: text(), meta: { n: line } }), id); }
+        case 0:
+          drop(bytes(int(1, 500), pick([0xff, 0xc0])));
+          break;
+        case 1:
+          drop(Buffer.concat([Buffer.from('{"text":"ok'), Buffer.from([0xe9]), Buffer.from('"}')]));
+          break;
+        case 2:
+          drop(`{"text":"x","nested":${deep()}}`);
+          break;
+        case 3:
+          drop(`{"text":"${'z'.repeat(maxDocBytes + int(1, 2 * maxDocBytes))}"}`);
+          break;
+        case 4:
+          drop(pick(['{"text": "unterminated', '{text: "x"}', '[1,2]', '"str"', '42', 'null', '{"text":"a"} trailing']));
+          break;
+        case 5:
+          drop(pick(['{"text":5}', '{"body":"no text field"}', '{"text":"  \\n "}', '{"id":"","text":"x"}', '{"id":{},"text":"x"}']));
+          break;
+        case 6:
+          drop('{"custom_id":"c","body":{"messages":[]}}');
+          break;
+        case 7:
+          lines.push(pick(['', '   ', '\t']));
+          break; // blank: skipped, but still numbered
+        case 8:
+          keep(JSON.stringify({ text: text(), tag: 'no id' }), at);
+          break;
+        case 9: {
+          const id = String(1_000_000 + unique++);
+          keep(`{"id":${id},"text":${JSON.stringify(text())}}`, id);
+          break;
+        }
+        default: {
+          const id = oddId();
+          if (id.startsWith('#')) drop(JSON.stringify({ id: '', text: text() }));
+          else keep(JSON.stringify({ id, text: text(), meta: { n: line } }), id);
+        }
       }
     }
-    const out = Buffer.concat(lines.map((l, i) => Buffer.concat([i === 0 && bom ? Buffer.from('\ufeff') : Buffer.alloc(0), Buffer.from(l), Buffer.from(eol)])));
+    const out = Buffer.concat(
+      lines.map((l, i) => Buffer.concat([i === 0 && bom ? Buffer.from('\ufeff') : Buffer.alloc(0), Buffer.from(l), Buffer.from(eol)])),
+    );
     if (name !== '-') writeFileSync(join(dir, name), out);
     return out;
   };
@@ -127,8 +177,13 @@ export function generate(dir: string, seed: number, maxDocBytes: number): Genera
   jsonl('crlf-bom.ndjson', int(30, 80), '\r\n', true);
   // UTF-16 with a BOM: every line is rejected (broken UTF-8 or stray NULs), none is enqueued.
   const u16Lines = int(3, 8);
-  writeFileSync(join(dir, 'utf16.jsonl'), Buffer.concat([Buffer.from([0xff, 0xfe]),
-    Buffer.from(Array.from({ length: u16Lines }, (_, i) => JSON.stringify({ id: `u16-${i}`, text: 'hi' })).join('\n'), 'utf16le')]));
+  writeFileSync(
+    join(dir, 'utf16.jsonl'),
+    Buffer.concat([
+      Buffer.from([0xff, 0xfe]),
+      Buffer.from(Array.from({ length: u16Lines }, (_, i) => JSON.stringify({ id: `u16-${i}`, text: 'hi' })).join('\n'), 'utf16le'),
+    ]),
+  );
   for (let i = 1; i <= u16Lines; i++) bad.push(`utf16.jsonl:${i}`);
   writeFileSync(join(dir, 'empty.jsonl'), '');
   const stdin = jsonl('-', int(20, 50), '\n', false);

@@ -13,12 +13,15 @@ const MAX_DOC_BYTES = 64 * 1024;
 const MAX_RSS_KB = 300 * 1024;
 
 /** How the CLI prints a path: control characters escaped, so each rejection stays one line. */
-const printable = (s: string) => s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
+const printable = (s: string) =>
+  s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
 describe('generated bad input', () => {
   const seed = Number(process.env.LLMQ_TEST_SEED ?? Math.floor(Math.random() * 2 ** 31));
 
-  it(`enqueues every good document and names every bad one, in bounded memory (seed ${seed}; rerun with LLMQ_TEST_SEED=${seed})`, { timeout: 15_000 }, async () => {
+  it(`enqueues every good document and names every bad one, in bounded memory (seed ${seed}; rerun with LLMQ_TEST_SEED=${seed})`, {
+    timeout: 15_000,
+  }, async () => {
     process.stderr.write(`bad-input seed: ${seed} (rerun with LLMQ_TEST_SEED=${seed})\n`);
     const dir = tempDir();
     const input = generate(dir, seed, MAX_DOC_BYTES);

@@ -29,15 +29,22 @@ describe('reading is bounded by --max-doc-bytes, whatever the input', () => {
     writeFileSync(join(dir, 'good.txt'), 'a document');
     const store = tempStore(dir);
     const s = await run(store, ['/dev/zero', join(dir, 'zero.jsonl'), join(dir, 'good.txt')], { maxDocBytes: 1_000_000 });
-    expect(s.rejections).toEqual([{ path: '/dev/zero', reason: DEVICE }, { path: join(dir, 'zero.jsonl'), reason: DEVICE }]);
+    expect(s.rejections).toEqual([
+      { path: '/dev/zero', reason: DEVICE },
+      { path: join(dir, 'zero.jsonl'), reason: DEVICE },
+    ]);
     expect(items(store).map((i) => i.id)).toEqual(['good.txt']);
   });
 
-  it('reads a named pipe as one document, and stops once it passes --max-doc-bytes even if the writer never stops', { timeout: 5_000 }, async () => {
+  it('reads a named pipe as one document, and stops once it passes --max-doc-bytes even if the writer never stops', {
+    timeout: 5_000,
+  }, async () => {
     const store = tempStore();
     const endless = fifoFedBy(tempDir(), 'cat /dev/zero');
     const s = await run(store, [endless], { maxDocBytes: 100_000 });
-    expect(s.rejections).toEqual([{ path: endless, reason: 'document is over --max-doc-bytes 100000 (stopped reading after 100000 bytes)' }]);
+    expect(s.rejections).toEqual([
+      { path: endless, reason: 'document is over --max-doc-bytes 100000 (stopped reading after 100000 bytes)' },
+    ]);
     const short = fifoFedBy(tempDir(), 'printf "from a pipe"');
     expect(await run(store, [short], { maxDocBytes: 100_000 })).toMatchObject({ newItems: 1, rejected: 0 });
   });
@@ -53,29 +60,36 @@ describe('reading is bounded by --max-doc-bytes, whatever the input', () => {
   });
 
   // Linux shows how far a process has read its stdin in /proc/PID/fdinfo/0.
-  it.skipIf(!existsSync('/proc/self/fdinfo'))('stops reading input while nobody reads its stderr, instead of queueing rejections in memory', { timeout: 30_000 }, async () => {
-    const dir = tempDir();
-    const input = join(dir, 'bad.txt');
-    const size = 4_000_000;
-    writeFileSync(input, 'this line is not JSON at all\n'.repeat(Math.ceil(size / 29)));
-    const fd = openSync(input, 'r');
-    const child = spawn(process.execPath, [BIN, 'enqueue', '-', '--db', join(dir, 'q.db')], { env: cliEnv(), stdio: [fd, 'pipe', 'pipe'] });
-    closeSync(fd);
-    child.stderr!.pause();
-    const readSoFar = () => Number(/^pos:\s+(\d+)/m.exec(readFileSync(`/proc/${child.pid}/fdinfo/0`, 'utf8'))?.[1]);
-    // Wait until the child stops advancing (stderr full) or reads far past what a full pipe allows.
-    let last = -1;
-    let still = 0;
-    for (let i = 0; i < 100 && still < 5 && last < size / 2; i++) {
-      await sleep(100);
-      const pos = readSoFar();
-      still = pos === last ? still + 1 : 0;
-      last = pos;
-    }
-    expect(last).toBeLessThan(1_000_000);
-    child.stderr!.resume(); // reading stderr again lets it finish
-    const r = await collect(child);
-    expect(r.code).toBe(2);
-    expect(r.stderr.split('\n').filter((l) => l.startsWith('rejected -:'))).toHaveLength(Math.ceil(size / 29));
-  });
+  it.skipIf(!existsSync('/proc/self/fdinfo'))(
+    'stops reading input while nobody reads its stderr, instead of queueing rejections in memory',
+    { timeout: 30_000 },
+    async () => {
+      const dir = tempDir();
+      const input = join(dir, 'bad.txt');
+      const size = 4_000_000;
+      writeFileSync(input, 'this line is not JSON at all\n'.repeat(Math.ceil(size / 29)));
+      const fd = openSync(input, 'r');
+      const child = spawn(process.execPath, [BIN, 'enqueue', '-', '--db', join(dir, 'q.db')], {
+        env: cliEnv(),
+        stdio: [fd, 'pipe', 'pipe'],
+      });
+      closeSync(fd);
+      child.stderr!.pause();
+      const readSoFar = () => Number(/^pos:\s+(\d+)/m.exec(readFileSync(`/proc/${child.pid}/fdinfo/0`, 'utf8'))?.[1]);
+      // Wait until the child stops advancing (stderr full) or reads far past what a full pipe allows.
+      let last = -1;
+      let still = 0;
+      for (let i = 0; i < 100 && still < 5 && last < size / 2; i++) {
+        await sleep(100);
+        const pos = readSoFar();
+        still = pos === last ? still + 1 : 0;
+        last = pos;
+      }
+      expect(last).toBeLessThan(1_000_000);
+      child.stderr!.resume(); // reading stderr again lets it finish
+      const r = await collect(child);
+      expect(r.code).toBe(2);
+      expect(r.stderr.split('\n').filter((l) => l.startsWith('rejected -:'))).toHaveLength(Math.ceil(size / 29));
+    },
+  );
 });

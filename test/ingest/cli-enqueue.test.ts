@@ -25,7 +25,9 @@ describe('llmq enqueue (CLI)', () => {
     const r = await llmq(['enqueue', 'fixtures/docs', '--db', db]);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe('');
-    expect(r.stderr).toMatch(/^read 23 documents into .*q\.db in [\d.]+s: 23 new jobs, 23 new items, 0 already queued, 0 updated, 0 rejected\n$/);
+    expect(r.stderr).toMatch(
+      /^read 23 documents into .*q\.db in [\d.]+s: 23 new jobs, 23 new items, 0 already queued, 0 updated, 0 rejected\n$/,
+    );
     const again = await llmq(['enqueue', 'fixtures/docs', '--db', db]);
     expect(again.code).toBe(0);
     expect(again.stderr).toMatch(/0 new jobs, 0 new items, 23 already queued, 0 updated, 0 rejected/);
@@ -38,25 +40,49 @@ describe('llmq enqueue (CLI)', () => {
     const r = await llmq(['enqueue', dir, '--db', join(dir, 'q.db')]);
     expect(r.code).toBe(0);
     const lines = r.stderr.trim().split('\n');
-    expect(lines.slice(0, -1)).toEqual(['q.db', 'q.db-shm', 'q.db-wal'].map((f) => `skipped ${dir}/${f}: part of the queue's own database (--db)`));
-    expect(lines.at(-1)).toMatch(/read 1 document into .*: 1 new job, 1 new item, 0 already queued, 0 updated, 0 rejected, 3 database files skipped$/);
+    expect(lines.slice(0, -1)).toEqual(
+      ['q.db', 'q.db-shm', 'q.db-wal'].map((f) => `skipped ${dir}/${f}: part of the queue's own database (--db)`),
+    );
+    expect(lines.at(-1)).toMatch(
+      /read 1 document into .*: 1 new job, 1 new item, 0 already queued, 0 updated, 0 rejected, 3 database files skipped$/,
+    );
     expect(query<{ id: string }>(join(dir, 'q.db'), 'SELECT id FROM items')).toEqual([{ id: 'note.txt' }]);
   });
 
   it('exits 2 when input was rejected, one stderr line per rejection with file and line, the rest enqueued', async () => {
     const db = join(tempDir(), 'q.db');
-    const r = await llmq(['enqueue', 'fixtures/bad', 'fixtures/jsonl/bad-lines.jsonl', 'fixtures/jsonl/reviews.jsonl', '--db', db, '--max-doc-bytes', '2KiB']);
+    const r = await llmq([
+      'enqueue',
+      'fixtures/bad',
+      'fixtures/jsonl/bad-lines.jsonl',
+      'fixtures/jsonl/reviews.jsonl',
+      '--db',
+      db,
+      '--max-doc-bytes',
+      '2KiB',
+    ]);
     expect(r.code).toBe(2);
     const lines = r.stderr.trim().split('\n');
     expect(lines.filter((l) => l.startsWith('rejected '))).toHaveLength(16);
     expect(lines).toContain('rejected fixtures/bad/binary.bin: binary file (contains NUL bytes)');
     expect(lines).toContain('rejected fixtures/bad/latin1.txt: invalid UTF-8 (save the file as UTF-8, e.g. with iconv)');
     expect(lines).toContain('rejected fixtures/bad/empty.txt: empty document (nothing but whitespace)');
-    expect(lines).toContain("rejected fixtures/jsonl/bad-lines.jsonl:2: malformed JSON (Expected ',' or '}' after property value in JSON at position 32)");
+    expect(lines).toContain(
+      "rejected fixtures/jsonl/bad-lines.jsonl:2: malformed JSON (Expected ',' or '}' after property value in JSON at position 32)",
+    );
     expect(lines).toContain('rejected fixtures/jsonl/bad-lines.jsonl:15: line is 3023 bytes, over --max-doc-bytes 2048');
     expect(lines.at(-1)).toMatch(/read 25 documents .*: 9 new jobs, 9 new items, 0 already queued, 0 updated, 16 rejected$/);
-    expect(query<{ id: string }>(db, 'SELECT id FROM items ORDER BY seq').map((i) => i.id))
-      .toEqual(['a', 'h', 'j', 'r-001', 'r-002', 'r-003', '1004', 'fixtures/jsonl/reviews.jsonl:6', 'r-006']);
+    expect(query<{ id: string }>(db, 'SELECT id FROM items ORDER BY seq').map((i) => i.id)).toEqual([
+      'a',
+      'h',
+      'j',
+      'r-001',
+      'r-002',
+      'r-003',
+      '1004',
+      'fixtures/jsonl/reviews.jsonl:6',
+      'r-006',
+    ]);
   });
 
   it('spells a source one way, so file:line ids match however the path was typed', async () => {
@@ -73,7 +99,13 @@ describe('llmq enqueue (CLI)', () => {
     expect(r.code).toBe(2);
     const summary = JSON.parse(r.stdout);
     expect(summary).toMatchObject({
-      db, documents: 5, newJobs: 3, newItems: 4, unchanged: 0, updated: 0, rejected: 1,
+      db,
+      documents: 5,
+      newJobs: 3,
+      newItems: 4,
+      unchanged: 0,
+      updated: 0,
+      rejected: 1,
       rejections: [{ path: 'fixtures/bad/empty.txt', reason: 'empty document (nothing but whitespace)' }],
     });
     expect(r.stdout.trim().split('\n')).toHaveLength(1);
@@ -84,16 +116,44 @@ describe('llmq enqueue (CLI)', () => {
     const dir = tempDir();
     const db = join(dir, 'q.db');
     writeFileSync(join(dir, 'sys.txt'), 'You answer in one word.');
-    const r = await llmq(['enqueue', '-', '--db', db, '--json', '--model', 'llama3.1', '--max-tokens', '7', '--temperature', '0.5',
-      '--priority', '-2', '--system', `@${join(dir, 'sys.txt')}`, '--prompt', 'Topic of {{id}}? {{text}}', '--id-field', 'key', '--text-field', 'body'],
-    '{"key":"k1","body":"Rain all week."}\n');
+    const r = await llmq(
+      [
+        'enqueue',
+        '-',
+        '--db',
+        db,
+        '--json',
+        '--model',
+        'llama3.1',
+        '--max-tokens',
+        '7',
+        '--temperature',
+        '0.5',
+        '--priority',
+        '-2',
+        '--system',
+        `@${join(dir, 'sys.txt')}`,
+        '--prompt',
+        'Topic of {{id}}? {{text}}',
+        '--id-field',
+        'key',
+        '--text-field',
+        'body',
+      ],
+      '{"key":"k1","body":"Rain all week."}\n',
+    );
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout)).toMatchObject({ documents: 1, newJobs: 1, newItems: 1 });
     const [job] = query<{ request: string; priority: number; model: string }>(db, 'SELECT request, priority, model FROM jobs');
     expect(job!.priority).toBe(-2);
     expect(JSON.parse(job!.request)).toEqual({
-      model: 'llama3.1', max_tokens: 7, temperature: 0.5,
-      messages: [{ role: 'system', content: 'You answer in one word.' }, { role: 'user', content: 'Topic of k1? Rain all week.' }],
+      model: 'llama3.1',
+      max_tokens: 7,
+      temperature: 0.5,
+      messages: [
+        { role: 'system', content: 'You answer in one word.' },
+        { role: 'user', content: 'Topic of k1? Rain all week.' },
+      ],
     });
     expect(query(db, 'SELECT id, source FROM items')).toEqual([{ id: 'k1', source: '-:1' }]);
   });
@@ -111,7 +171,10 @@ describe('llmq enqueue (CLI)', () => {
     const r = await llmq(['enqueue', 'fixtures/docs', '--db', db, '--json', '--glob', 'reviews/*', '--glob', '.*', '--hidden']);
     expect(r.code).toBe(0);
     expect(query<{ id: string }>(db, 'SELECT id FROM items ORDER BY seq').map((i) => i.id)).toEqual([
-      '.notes.txt', 'reviews/app-budgetbee.txt', 'reviews/coffee-grinder-burrmaster.txt', 'reviews/headphones-aurora-x2.txt',
+      '.notes.txt',
+      'reviews/app-budgetbee.txt',
+      'reviews/coffee-grinder-burrmaster.txt',
+      'reviews/headphones-aurora-x2.txt',
       'reviews/hotel-harbour-view.txt',
     ]);
   });
@@ -122,8 +185,14 @@ describe('llmq enqueue (CLI)', () => {
     [['--temperature', 'abc'], "error: option '--temperature <t>' argument 'abc' is invalid. Expected a number from 0 to 2."],
     [['--temperature', '2.5'], "error: option '--temperature <t>' argument '2.5' is invalid. Expected a number from 0 to 2."],
     [['--priority', 'high'], "error: option '--priority <n>' argument 'high' is invalid. Expected an integer."],
-    [['--max-doc-bytes', '0'], "error: option '--max-doc-bytes <size>' argument '0' is invalid. Expected a size of 1 byte or more, like 65536, 512KiB or 1MiB."],
-    [['--prompt', '@/no/such/prompt.txt'], "error: option '--prompt <text|@file>' argument '@/no/such/prompt.txt' is invalid. Cannot read /no/such/prompt.txt (ENOENT). Give text, or @ and the path of a UTF-8 file."],
+    [
+      ['--max-doc-bytes', '0'],
+      "error: option '--max-doc-bytes <size>' argument '0' is invalid. Expected a size of 1 byte or more, like 65536, 512KiB or 1MiB.",
+    ],
+    [
+      ['--prompt', '@/no/such/prompt.txt'],
+      "error: option '--prompt <text|@file>' argument '@/no/such/prompt.txt' is invalid. Cannot read /no/such/prompt.txt (ENOENT). Give text, or @ and the path of a UTF-8 file.",
+    ],
     [['--prompt', 'Hi {{txt}}'], 'error: Unknown placeholder {{txt}} in --prompt. Use {{text}}, {{id}}, {{path}} or {{meta.FIELD}}.'],
   ])('rejects bad flags %j with exit 1 and a message naming flag, value and what was expected', async (flags, message) => {
     const dir = tempDir();
@@ -136,7 +205,9 @@ describe('llmq enqueue (CLI)', () => {
     const db = join(tempDir(), 'q.db');
     const r = await llmq(['enqueue', 'fixtures/docs', 'fixtures/nope.jsonl', '--db', db]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe('error: Source not found: fixtures/nope.jsonl (no such file or folder). Name a folder, a text file, a .jsonl file, or - for stdin.\n');
+    expect(r.stderr).toBe(
+      'error: Source not found: fixtures/nope.jsonl (no such file or folder). Name a folder, a text file, a .jsonl file, or - for stdin.\n',
+    );
     expect(query(db, 'SELECT count(*) AS n FROM items')).toEqual([{ n: 0 }]);
   });
 
@@ -147,7 +218,21 @@ describe('llmq enqueue (CLI)', () => {
     const help = await llmq(['enqueue', '--help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('Examples:\n  $ llmq enqueue docs/');
-    for (const flag of ['--prompt', '--system', '--model', '--max-tokens', '--temperature', '--priority', '--glob', '--hidden',
-      '--id-field', '--text-field', '--max-doc-bytes', '--json', '--db']) expect(help.stdout).toContain(flag);
+    for (const flag of [
+      '--prompt',
+      '--system',
+      '--model',
+      '--max-tokens',
+      '--temperature',
+      '--priority',
+      '--glob',
+      '--hidden',
+      '--id-field',
+      '--text-field',
+      '--max-doc-bytes',
+      '--json',
+      '--db',
+    ])
+      expect(help.stdout).toContain(flag);
   });
 });

@@ -19,8 +19,11 @@ describe('enqueue a folder', () => {
     expect(ids.some((id) => id.includes('.notes') || id.includes('.drafts'))).toBe(false);
     // Depth first in name order, the same on every machine.
     expect(ids.slice(0, 5)).toEqual([
-      'changelog-2024-03.md', 'faq-billing.md', 'incidents/2024-02-27-database-failover.md',
-      'incidents/2024-03-14-cdn-certificate.md', 'incidents/2024-03-29-queue-backlog.md',
+      'changelog-2024-03.md',
+      'faq-billing.md',
+      'incidents/2024-02-27-database-failover.md',
+      'incidents/2024-03-14-cdn-certificate.md',
+      'incidents/2024-03-29-queue-backlog.md',
     ]);
     expect(items(store)[0]!.source).toBe(`${DOCS}/changelog-2024-03.md`.replace(/\/+/g, '/'));
   });
@@ -34,13 +37,21 @@ describe('enqueue a folder', () => {
   it('takes only files matching --glob patterns', async () => {
     const store = tempStore();
     await run(store, [DOCS], { globs: ['*.txt'] });
-    expect(items(store).map((i) => i.id).every((id) => id.endsWith('.txt'))).toBe(true);
+    expect(
+      items(store)
+        .map((i) => i.id)
+        .every((id) => id.endsWith('.txt')),
+    ).toBe(true);
     expect(count(store, 'items')).toBe(10);
     const other = tempStore();
     await run(other, [DOCS], { globs: ['meetings/*.md', 'support/**/ticket-10[45]*'] });
     expect(items(other).map((i) => i.id)).toEqual([
-      'meetings/2024-03-04-planning.md', 'meetings/2024-03-11-retro.md', 'meetings/2024-03-18-design-review.md',
-      'meetings/2024-04-02-all-hands.md', 'support/tickets/ticket-1042.txt', 'support/tickets/ticket-1057.txt',
+      'meetings/2024-03-04-planning.md',
+      'meetings/2024-03-11-retro.md',
+      'meetings/2024-03-18-design-review.md',
+      'meetings/2024-04-02-all-hands.md',
+      'support/tickets/ticket-1042.txt',
+      'support/tickets/ticket-1057.txt',
     ]);
   });
 
@@ -76,7 +87,7 @@ describe('enqueue a folder', () => {
     expect(items(store).map((i) => i.id)).toEqual(['ok.txt']);
   });
 
-  it('skips the queue\'s own database files and any SQLite database in the folder, without rejecting them', async () => {
+  it("skips the queue's own database files and any SQLite database in the folder, without rejecting them", async () => {
     const dir = tempDir();
     writeFileSync(join(dir, 'note.txt'), 'a real document');
     const store = tempStore(dir); // q.db, with q.db-wal and q.db-shm while it is open, inside the folder
@@ -131,8 +142,9 @@ describe('enqueue a folder', () => {
     expect(s).toMatchObject({ newJobs: 1, newItems: 0, updated: 1, unchanged: 22, rejected: 0 });
     const newKey = items(store).find((i) => i.id === 'faq-billing.md')!.job_key;
     expect(newKey).not.toBe(oldKey);
-    expect(JSON.parse(store.db.prepare('SELECT request FROM jobs WHERE key = ?').pluck().get(newKey) as string).messages[0].content)
-      .toContain('within 30 days');
+    expect(
+      JSON.parse(store.db.prepare('SELECT request FROM jobs WHERE key = ?').pluck().get(newKey) as string).messages[0].content,
+    ).toContain('within 30 days');
   });
 
   it('gives two documents whose requests are identical one job, and two jobs once the prompt tells them apart', async () => {
@@ -170,7 +182,14 @@ describe('enqueue a folder', () => {
   it('renders the system message, model, priority and temperature into the stored job', async () => {
     const store = tempStore();
     await run(store, [fixture('docs/onboarding.md')], {
-      request: { prompt: parseTemplate('Doc {{id}} at {{path}}: {{text}}'), system: parseTemplate('Be brief.'), model: 'llama3', maxTokens: 99, temperature: 0.2, priority: -5 },
+      request: {
+        prompt: parseTemplate('Doc {{id}} at {{path}}: {{text}}'),
+        system: parseTemplate('Be brief.'),
+        model: 'llama3',
+        maxTokens: 99,
+        temperature: 0.2,
+        priority: -5,
+      },
     });
     const job = store.db.prepare('SELECT request, model, priority FROM jobs').get() as { request: string; model: string; priority: number };
     expect(job).toMatchObject({ model: 'llama3', priority: -5 });
@@ -184,7 +203,8 @@ describe('enqueue a folder', () => {
     const store = tempStore();
     await expect(run(store, [DOCS, '/no/such/folder'])).rejects.toThrow(UsageError);
     await expect(run(store, [DOCS, '/no/such/folder'])).rejects.toThrow(
-      'Source not found: /no/such/folder (no such file or folder). Name a folder, a text file, a .jsonl file, or - for stdin.');
+      'Source not found: /no/such/folder (no such file or folder). Name a folder, a text file, a .jsonl file, or - for stdin.',
+    );
     expect(count(store, 'items')).toBe(0);
   });
 });

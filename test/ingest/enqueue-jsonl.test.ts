@@ -38,8 +38,10 @@ describe('enqueue JSONL', () => {
     expect(s.rejections.every((r) => r.path === file)).toBe(true);
     expect(s).toMatchObject({ documents: 15, rejected: 12, newItems: 3 });
     expect(items(store).map((r) => r.id)).toEqual(['a', 'h', 'j']);
-    expect(JSON.parse(store.db.prepare("SELECT request FROM jobs j JOIN items i ON i.job_key = j.key WHERE i.id = 'a'").pluck().get() as string)
-      .messages[0].content).toBe('Summarize: A good line.');
+    expect(
+      JSON.parse(store.db.prepare("SELECT request FROM jobs j JOIN items i ON i.job_key = j.key WHERE i.id = 'a'").pluck().get() as string)
+        .messages[0].content,
+    ).toBe('Summarize: A good line.');
   });
 
   it('uses --id-field and --text-field', async () => {
@@ -47,7 +49,10 @@ describe('enqueue JSONL', () => {
     const input = Readable.from(['{"uuid":"u1","body":"First.","id":"kept as meta"}\n{"uuid":"u2","body":"Second."}\n']);
     const s = await run(store, ['-'], { stdin: input, idField: 'uuid', textField: 'body' });
     expect(s).toMatchObject({ newItems: 2, rejected: 0 });
-    expect(items(store)).toMatchObject([{ id: 'u1', source: '-:1', meta: '{"id":"kept as meta"}' }, { id: 'u2', source: '-:2', meta: null }]);
+    expect(items(store)).toMatchObject([
+      { id: 'u1', source: '-:1', meta: '{"id":"kept as meta"}' },
+      { id: 'u2', source: '-:2', meta: null },
+    ]);
   });
 
   it('fills {{meta.FIELD}} from the line and rejects lines that lack the field', async () => {
@@ -68,12 +73,22 @@ describe('enqueue JSONL', () => {
     expect(rows.map((r) => r.id)).toEqual(['q-1', 'q-2', 'q-3', 'q-4']);
     expect(rows[0]!.job_key).toBe(rows[2]!.job_key);
     expect(JSON.parse(rows[0]!.meta!)).toEqual({ method: 'POST', url: '/v1/chat/completions' });
-    const job = store.db.prepare('SELECT request, model FROM jobs WHERE key = ?').get(rows[1]!.job_key) as { request: string; model: string };
+    const job = store.db.prepare('SELECT request, model FROM jobs WHERE key = ?').get(rows[1]!.job_key) as {
+      request: string;
+      model: string;
+    };
     expect(job.model).toBe('gpt-4o-mini');
-    expect(job.request).toBe(canonicalJson({
-      model: 'gpt-4o-mini', max_tokens: 60, temperature: 0,
-      messages: [{ role: 'system', content: 'You are a precise translator.' }, { role: 'user', content: 'Translate to French: thank you very much' }],
-    }));
+    expect(job.request).toBe(
+      canonicalJson({
+        model: 'gpt-4o-mini',
+        max_tokens: 60,
+        temperature: 0,
+        messages: [
+          { role: 'system', content: 'You are a precise translator.' },
+          { role: 'user', content: 'Translate to French: thank you very much' },
+        ],
+      }),
+    );
   });
 
   it('reads JSONL from stdin (-) and is idempotent on a second pass', async () => {
@@ -90,7 +105,11 @@ describe('enqueue JSONL', () => {
     const s = await run(store, ['-'], { stdin: Readable.from([lines.join('\n')]), batchRows: 2 });
     expect(s.batches).toBe(2); // the first x was written, and forgotten by the batch, before the second came
     expect(s.rejections).toEqual([{ path: '-', line: 4, reason: 'duplicate id "x" (first at -:1, which is kept)' }]);
-    expect(items(store).map((r) => [r.id, r.source])).toEqual([['x', '-:1'], ['y', '-:2'], ['z', '-:3']]);
+    expect(items(store).map((r) => [r.id, r.source])).toEqual([
+      ['x', '-:1'],
+      ['y', '-:2'],
+      ['z', '-:3'],
+    ]);
   });
 
   it('a document rejected for its content leaves its id free for a later one', async () => {
@@ -121,16 +140,18 @@ describe('enqueue JSONL', () => {
       },
     }) as Store;
     const text = 'lorem ipsum '.repeat(20);
-    const input = Readable.from((function* () {
-      // Chunks of 700 lines do not line up with batches of 1000: remainders must carry over.
-      for (let i = 0; i < total; i += 700) {
-        let chunk = '';
-        const end = Math.min(i + 700, total);
-        for (let j = i; j < end; j++) chunk += `{"id":"d${j}","text":"${text}${j}"}\n`;
-        produced = end;
-        yield chunk;
-      }
-    })());
+    const input = Readable.from(
+      (function* () {
+        // Chunks of 700 lines do not line up with batches of 1000: remainders must carry over.
+        for (let i = 0; i < total; i += 700) {
+          let chunk = '';
+          const end = Math.min(i + 700, total);
+          for (let j = i; j < end; j++) chunk += `{"id":"d${j}","text":"${text}${j}"}\n`;
+          produced = end;
+          yield chunk;
+        }
+      })(),
+    );
     const { enqueue } = await import('../../src/ingest/enqueue.js');
     const s = await enqueue(watched, { sources: ['-'], stdin: input, request: request(), batchRows: 1000 });
     expect(s).toMatchObject({ newItems: total, rejected: 0 });
@@ -148,12 +169,20 @@ describe('enqueue JSONL', () => {
     const store = tempStore();
     const sizes: number[] = [];
     const watched = Object.assign(Object.create(store), {
-      enqueue: (rows: readonly EnqueueRow[], now: number) => { sizes.push(rows.length); return store.enqueue(rows, now); },
+      enqueue: (rows: readonly EnqueueRow[], now: number) => {
+        sizes.push(rows.length);
+        return store.enqueue(rows, now);
+      },
     }) as Store;
     const big = 'x'.repeat(100_000);
     const input = Readable.from(Array.from({ length: 40 }, (_, i) => `{"id":${i},"text":"${big}"}\n`));
     const { enqueue } = await import('../../src/ingest/enqueue.js');
-    await enqueue(watched, { sources: ['-'], stdin: input, request: { ...request(), prompt: parseTemplate('{{text}}') }, batchBytes: 1_000_000 });
+    await enqueue(watched, {
+      sources: ['-'],
+      stdin: input,
+      request: { ...request(), prompt: parseTemplate('{{text}}') },
+      batchBytes: 1_000_000,
+    });
     expect(sizes.reduce((a, b) => a + b, 0)).toBe(40);
     expect(Math.max(...sizes)).toBeLessThanOrEqual(11);
   });

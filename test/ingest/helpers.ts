@@ -16,8 +16,13 @@ export function tempStore(dir = tempDir()): SqliteStore {
   return store;
 }
 
-export const request = (prompt = 'Summarize: {{text}}') =>
-  ({ prompt: parseTemplate(prompt), system: null, model: 'gpt-4o-mini', maxTokens: 64, priority: 0 });
+export const request = (prompt = 'Summarize: {{text}}') => ({
+  prompt: parseTemplate(prompt),
+  system: null,
+  model: 'gpt-4o-mini',
+  maxTokens: 64,
+  priority: 0,
+});
 
 export function run(store: SqliteStore, sources: string[], o: Partial<EnqueueOptions> = {}) {
   return enqueue(store, { sources, request: request(), ...o });

@@ -4,10 +4,19 @@ import { splitLines } from '../../src/ingest/lines.js';
 async function split(chunks: Array<Buffer | string>, max = 1000): Promise<string[]> {
   const out: string[] = [];
   let flushes = 0;
-  const last = await splitLines((async function* () { yield* chunks; })(), max, {
-    line: (text, no) => out.push(`${no}:${text}`),
-    bad: (no, reason) => out.push(`${no}!${reason}`),
-  }, () => { flushes++; });
+  const last = await splitLines(
+    (async function* () {
+      yield* chunks;
+    })(),
+    max,
+    {
+      line: (text, no) => out.push(`${no}:${text}`),
+      bad: (no, reason) => out.push(`${no}!${reason}`),
+    },
+    () => {
+      flushes++;
+    },
+  );
   expect(flushes).toBeGreaterThan(0);
   if (out.length > 0) expect(last).toBe(Number(/^\d+/.exec(out.at(-1)!)![0]));
   return out;
@@ -20,8 +29,12 @@ const input = Buffer.concat([
   Buffer.from('last 🎉 without newline'),
 ]);
 const expected = [
-  '1:first', '2:second line é', '3:', '4!invalid UTF-8 (save the file as UTF-8, e.g. with iconv)',
-  '5!line is 40 bytes, over --max-doc-bytes 30', '6:last 🎉 without newline',
+  '1:first',
+  '2:second line é',
+  '3:',
+  '4!invalid UTF-8 (save the file as UTF-8, e.g. with iconv)',
+  '5!line is 40 bytes, over --max-doc-bytes 30',
+  '6:last 🎉 without newline',
 ];
 
 describe('splitting a byte stream into lines', () => {
@@ -33,7 +46,12 @@ describe('splitting a byte stream into lines', () => {
     for (let cut = 1; cut < input.length; cut++) {
       expect(await split([input.subarray(0, cut), input.subarray(cut)], 30)).toEqual(expected);
     }
-    expect(await split([...input].map((b) => Buffer.from([b])), 30)).toEqual(expected);
+    expect(
+      await split(
+        [...input].map((b) => Buffer.from([b])),
+        30,
+      ),
+    ).toEqual(expected);
   });
 
   it('drops an overlong line as it streams, without buffering it', async () => {

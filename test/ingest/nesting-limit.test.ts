@@ -31,7 +31,10 @@ describe('JSON nesting limit', () => {
       `{"custom_id":"b${levels}","body":{"model":"m","messages":[{"role":"user","content":"hi"}],"x":${arrays(levels - 2)}}}`;
     const input = [at(MAX_JSON_DEPTH), at(MAX_JSON_DEPTH + 1), batch(MAX_JSON_DEPTH), batch(MAX_JSON_DEPTH + 1)].join('\n');
     const s = await run(store, ['-'], { stdin: Readable.from([input]) });
-    expect(s.rejections).toEqual([{ path: '-', line: 2, reason: TOO_DEEP }, { path: '-', line: 4, reason: TOO_DEEP }]);
+    expect(s.rejections).toEqual([
+      { path: '-', line: 2, reason: TOO_DEEP },
+      { path: '-', line: 4, reason: TOO_DEEP },
+    ]);
     const stored = items(store);
     expect(stored.map((i) => i.id)).toEqual([`d${MAX_JSON_DEPTH}`, `b${MAX_JSON_DEPTH}`]);
     expect(JSON.parse(stored[0]!.meta!).m).toEqual(JSON.parse(arrays(MAX_JSON_DEPTH - 1)));

@@ -7,13 +7,15 @@ import { items, request, run, tempStore } from './helpers.js';
 const doc = (meta: Record<string, unknown> | null) => ({ text: 'T', id: 'i', path: 'p', meta });
 const render = (source: string, meta: Record<string, unknown> | null) => parseTemplate(source).render(doc(meta));
 
-describe('fields are the document\'s own, never inherited', () => {
+describe("fields are the document's own, never inherited", () => {
   it.each(['constructor', '__proto__', 'toString', 'hasOwnProperty', 'tags.length', 'tags.map', 'name.length', 'name.constructor'])(
     '{{meta.%s}} is a missing field, not a built-in of Object, Array or String',
     (field) => {
       const meta = { tags: ['x'], name: 'n' };
       expect(() => render(`{{meta.${field}}}`, meta)).toThrow(MissingValueError);
-      expect(() => render(`{{meta.${field}}}`, meta)).toThrow(`the template needs {{meta.${field}}} but the document has no "${field}" field`);
+      expect(() => render(`{{meta.${field}}}`, meta)).toThrow(
+        `the template needs {{meta.${field}}} but the document has no "${field}" field`,
+      );
       expect(() => parseTemplate(`{{meta.${field}}}`).renderJson(doc(meta))).toThrow(MissingValueError);
     },
   );
@@ -31,7 +33,9 @@ describe('fields are the document\'s own, never inherited', () => {
     const store = tempStore();
     const input = '{"id":"a","text":"x","lang":"en"}\n{"id":"b","text":"y","constructor":"own field"}\n';
     const s = await run(store, ['-'], { stdin: Readable.from([input]), request: request('{{meta.constructor}}: {{text}}') });
-    expect(s.rejections).toEqual([{ path: '-', line: 1, reason: 'the template needs {{meta.constructor}} but the document has no "constructor" field' }]);
+    expect(s.rejections).toEqual([
+      { path: '-', line: 1, reason: 'the template needs {{meta.constructor}} but the document has no "constructor" field' },
+    ]);
     expect(items(store).map((i) => i.id)).toEqual(['b']);
   });
 
@@ -41,17 +45,23 @@ describe('fields are the document\'s own, never inherited', () => {
     const s = await run(store, ['-'], { stdin: Readable.from([input]), request: request('{{meta.lang}} {{text}}') });
     expect(s.rejections).toEqual([{ path: '-', line: 1, reason: 'the template needs {{meta.lang}} but the document has no "lang" field' }]);
     const kept = tempStore();
-    expect(await run(kept, ['-'], { stdin: Readable.from([input]), request: request('{{meta.__proto__.lang}}: {{text}}') }))
-      .toMatchObject({ rejected: 0, newItems: 1 });
+    expect(await run(kept, ['-'], { stdin: Readable.from([input]), request: request('{{meta.__proto__.lang}}: {{text}}') })).toMatchObject({
+      rejected: 0,
+      newItems: 1,
+    });
     expect(items(kept)[0]!.meta).toBe('{"__proto__":{"lang":"fr"}}');
     expect(JSON.parse(kept.db.prepare('SELECT request FROM jobs').pluck().get() as string).messages[0].content).toBe('fr: x');
   });
 
-  it('takes --text-field and --id-field from the line\'s own fields only', async () => {
+  it("takes --text-field and --id-field from the line's own fields only", async () => {
     const store = tempStore();
     const s = await run(store, ['-'], { stdin: Readable.from(['{"id":"a","text":"x"}\n']), textField: 'constructor', idField: 'toString' });
     expect(s.rejections).toEqual([{ path: '-', line: 1, reason: 'no "constructor" field (name the text field with --text-field)' }]);
-    const ok = await run(store, ['-'], { stdin: Readable.from(['{"toString":"id-1","constructor":"the text"}\n']), textField: 'constructor', idField: 'toString' });
+    const ok = await run(store, ['-'], {
+      stdin: Readable.from(['{"toString":"id-1","constructor":"the text"}\n']),
+      textField: 'constructor',
+      idField: 'toString',
+    });
     expect(ok.rejected).toBe(0);
     expect(items(store).map((i) => i.id)).toEqual(['id-1']);
   });

@@ -6,7 +6,13 @@ import type { Document } from '../../src/ingest/types.js';
 
 const docs: Document[] = [
   { id: 'a.md', path: 'docs/a.md', text: 'Plain text.', meta: null },
-  { id: '7', path: 'in.jsonl', line: 3, text: 'Quotes " and \\ backslashes,\nnewlines\tand tabs, \u0000 control, emoji 🎉, lone \ud800 surrogate, </script>', meta: { lang: 'fr' } },
+  {
+    id: '7',
+    path: 'in.jsonl',
+    line: 3,
+    text: 'Quotes " and \\ backslashes,\nnewlines\tand tabs, \u0000 control, emoji 🎉, lone \ud800 surrogate, </script>',
+    meta: { lang: 'fr' },
+  },
 ];
 
 const variants: Array<Partial<RequestOptions> & { name: string }> = [
@@ -21,8 +27,12 @@ const variants: Array<Partial<RequestOptions> & { name: string }> = [
 describe('rendering a document into its request', () => {
   it.each(variants)('writes exactly canonicalJson(requestBody) ($name)', (v) => {
     const o: RequestOptions = {
-      prompt: parseTemplate('Summarize {{id}} from {{path}}:\n{{text}}'), system: null, model: 'gpt-4o-mini', maxTokens: 512,
-      priority: 3, ...v,
+      prompt: parseTemplate('Summarize {{id}} from {{path}}:\n{{text}}'),
+      system: null,
+      model: 'gpt-4o-mini',
+      maxTokens: 512,
+      priority: 3,
+      ...v,
     };
     const render = makeRenderer(o);
     for (const doc of docs) {

@@ -17,7 +17,21 @@ describe('several runs, one PostgreSQL queue, one Redis budget', () => {
     const keys = await seedJobs(store, jobs);
     await store.close();
     // a fresh endpoint path gives this test its own budget in Redis
-    const args = ['run', '--db', db, '--base-url', fake.url, '--redis', REDIS, '--rpm', String(rpm), '--concurrency', '8', '--progress', 'none'];
+    const args = [
+      'run',
+      '--db',
+      db,
+      '--base-url',
+      fake.url,
+      '--redis',
+      REDIS,
+      '--rpm',
+      String(rpm),
+      '--concurrency',
+      '8',
+      '--progress',
+      'none',
+    ];
     const t0 = Date.now();
     const results = await Promise.all([0, 1, 2].map(() => runCli(args, { timeoutMs: 120_000 })));
     const wallS = (Date.now() - t0) / 1000;

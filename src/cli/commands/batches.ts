@@ -18,15 +18,19 @@ export function registerBatches(program: Command): Command {
     .addOption(new Option('--provider <name>', 'openai or mock').default('openai').argParser(oneOf(['openai', 'mock'] as const)))
     .option('--base-url <url>', 'the OpenAI-compatible API base the batches went to (env LLMQ_BASE_URL, OPENAI_BASE_URL)')
     .option('--json', 'print {"cancelled": [ids]} on stdout')
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 Answers given before the cancel are kept: the next llmq run --via batch stores them and puts the
 other jobs back to pending.
 
 Examples:
   $ llmq batches cancel                 # every live batch of this queue
-  $ llmq batches cancel batch_abc123`)
+  $ llmq batches cancel batch_abc123`,
+    )
     .action(cancelCommand)
-    .exitOverride().showHelpAfterError('(run with --help for usage)');
+    .exitOverride()
+    .showHelpAfterError('(run with --help for usage)');
   return batches;
 }
 
@@ -42,8 +46,11 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
   try {
     const { cancelled } = await cancelBatches(store, api, id);
     if (flags.json) process.stdout.write(JSON.stringify({ cancelled }) + '\n');
-    process.stderr.write(cancelled.length === 0 ? 'No live batches.\n'
-      : `Asked the provider to cancel ${cancelled.join(', ')}. Run llmq run --via batch to collect what was answered; the rest goes back to pending.\n`);
+    process.stderr.write(
+      cancelled.length === 0
+        ? 'No live batches.\n'
+        : `Asked the provider to cancel ${cancelled.join(', ')}. Run llmq run --via batch to collect what was answered; the rest goes back to pending.\n`,
+    );
   } finally {
     await store.close();
   }

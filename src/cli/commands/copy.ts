@@ -16,18 +16,25 @@ export function registerCopy(program: Command): Command {
   return program
     .command('copy')
     .description('Copy a whole queue (jobs, answers, attempts, items, runs) into an empty database of either kind.')
-    .addOption(new Option('--from <path|url>', 'the queue to copy: an SQLite file or a postgres:// URL')
-      .default(undefined, '--db, LLMQ_DB or ./llmq.db'))
+    .addOption(
+      new Option('--from <path|url>', 'the queue to copy: an SQLite file or a postgres:// URL').default(
+        undefined,
+        '--db, LLMQ_DB or ./llmq.db',
+      ),
+    )
     .addOption(dbOption())
     .requiredOption('--to <path|url>', 'an empty (or new) SQLite file or postgres:// URL to copy into')
     .addOption(new Option('--json', 'print the counts as one JSON object on stdout'))
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 Examples:
   $ llmq copy --from ./llmq.db --to postgres://llmq@db.internal/llmq?schema=team_a
   $ llmq copy --from postgres://llmq@db.internal/llmq --to ./backup.db
 
 Jobs that are running when copied arrive pending: their leases belong to runs on the source.
-Stop the runs on the source first; the target must be empty.`)
+Stop the runs on the source first; the target must be empty.`,
+    )
     .action(async (flags: CopyFlags) => {
       const [{ checkLocation, redactLocation, resolveDbLocation }, { copyStore }] = await Promise.all([
         import('../../store/open-store.js'),
@@ -36,10 +43,12 @@ Stop the runs on the source first; the target must be empty.`)
       const from = resolveDbLocation(flags.from ?? flags.db);
       checkLocation(from, flags.from ? '--from' : '--db');
       checkLocation(flags.to, '--to');
-      if (from === flags.to) throw new UsageError(`Expected --from and --to to name two databases, got '${redactLocation(from)}' for both.`);
+      if (from === flags.to)
+        throw new UsageError(`Expected --from and --to to name two databases, got '${redactLocation(from)}' for both.`);
       const result = await withStores(from, flags.to, async (source, target) => {
         const open = await source.activeRuns();
-        if (open.length) warn(`${open.length} run(s) on ${source.location} have not ended; answers they store during the copy may be missed.`);
+        if (open.length)
+          warn(`${open.length} run(s) on ${source.location} have not ended; answers they store during the copy may be missed.`);
         return copyStore(source, target, { now: Date.now() });
       });
       if (flags.json) process.stdout.write(JSON.stringify({ from: redactLocation(from), to: redactLocation(flags.to), ...result }) + '\n');
@@ -48,7 +57,10 @@ Stop the runs on the source first; the target must be empty.`)
 }
 
 async function withStores<T>(from: string, to: string, fn: (source: Store, target: Store) => Promise<T>): Promise<T> {
-  const [{ openStore }, { openExistingStore }] = await Promise.all([import('../../store/open-store.js'), import('../../report/open-existing.js')]);
+  const [{ openStore }, { openExistingStore }] = await Promise.all([
+    import('../../store/open-store.js'),
+    import('../../report/open-existing.js'),
+  ]);
   // The source is only read: a mistyped --from must not become a new, empty queue.
   const source = await openExistingStore(from);
   try {

@@ -32,22 +32,31 @@ export function registerEnqueue(program: Command): Command {
     .description('Add documents to the queue: one job per distinct request, rendered now and keyed by its hash.')
     .argument('<source...>', 'folders, text files, .jsonl/.ndjson files, or - for JSONL on stdin')
     .addOption(dbOption())
-    .addOption(new Option('--prompt <text|@file>', 'the user message template; {{text}} {{id}} {{path}} {{meta.FIELD}} are filled in')
-      .argParser(textOrFile).default(DEFAULT_PROMPT, 'summarize {{text}}'))
+    .addOption(
+      new Option('--prompt <text|@file>', 'the user message template; {{text}} {{id}} {{path}} {{meta.FIELD}} are filled in')
+        .argParser(textOrFile)
+        .default(DEFAULT_PROMPT, 'summarize {{text}}'),
+    )
     .addOption(new Option('--system <text|@file>', 'a system message template, sent first').argParser(textOrFile))
     .addOption(new Option('--model <name>', 'the model to ask').default(DEFAULT_MODEL))
     .addOption(new Option('--max-tokens <n>', 'the longest answer, in tokens').argParser(intAtLeast(1)).default(DEFAULT_MAX_TOKENS))
-    .addOption(new Option('--temperature <t>', 'sampling temperature, 0 to 2 (default: the provider\'s)').argParser(numberBetween(0, 2)))
+    .addOption(new Option('--temperature <t>', "sampling temperature, 0 to 2 (default: the provider's)").argParser(numberBetween(0, 2)))
     .addOption(new Option('--priority <n>', 'lower runs first').argParser(anyInt).default(0))
-    .addOption(new Option('--glob <pattern>', 'only files in folders matching this (repeatable); *.md matches at any depth')
-      .argParser(collect))
+    .addOption(
+      new Option('--glob <pattern>', 'only files in folders matching this (repeatable); *.md matches at any depth').argParser(collect),
+    )
     .addOption(new Option('--hidden', 'include files and folders whose name starts with "."'))
     .addOption(new Option('--id-field <name>', 'JSONL field holding the item id; lines without one get file:line').default('id'))
     .addOption(new Option('--text-field <name>', 'JSONL field holding the document text').default('text'))
-    .addOption(new Option('--max-doc-bytes <size>', 'reject larger documents (a file, or a JSONL line)')
-      .argParser(byteSize).default(DEFAULT_MAX_DOC_BYTES, '1MiB'))
+    .addOption(
+      new Option('--max-doc-bytes <size>', 'reject larger documents (a file, or a JSONL line)')
+        .argParser(byteSize)
+        .default(DEFAULT_MAX_DOC_BYTES, '1MiB'),
+    )
     .addOption(new Option('--json', 'print the summary as one JSON object on stdout'))
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 Examples:
   $ llmq enqueue docs/
   $ llmq enqueue docs/ --glob '*.md' --glob 'notes/**/*.txt' --prompt @prompts/summary.txt
@@ -59,7 +68,8 @@ Item ids: the path relative to the folder, the JSONL id field (or file:line), or
 Enqueueing the same input again adds nothing; a changed document moves its item to a new job.
 Every rejected document is printed on stderr with its file, line and reason; the rest is enqueued.
 
-Exit codes: 0 everything enqueued, 2 some input was rejected, 1 bad usage.`)
+Exit codes: 0 everything enqueued, 2 some input was rejected, 1 bad usage.`,
+    )
     .action(async (sources: string[], flags: EnqueueFlags) => {
       const summary = await runEnqueue(sources, flags);
       if (summary.rejected > 0) process.exitCode = EXIT.PARTIAL;
@@ -75,7 +85,9 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
   const prompt = parseTemplate(flags.prompt, '--prompt');
   const system = flags.system === undefined ? null : parseTemplate(flags.system, '--system');
   if (!prompt.usesText && !system?.usesText) {
-    warn('the prompt has no {{text}}, so the documents are not sent and documents that render the same request share one job. Add {{text}} to --prompt or --system.');
+    warn(
+      'the prompt has no {{text}}, so the documents are not sent and documents that render the same request share one job. Add {{text}} to --prompt or --system.',
+    );
   }
   const location = resolveDbLocation(flags.db);
   const c = colorsFor(process.stderr);
@@ -85,7 +97,11 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
     summary = await enqueue(store, {
       sources,
       request: { prompt, system, model: flags.model, maxTokens: flags.maxTokens, temperature: flags.temperature, priority: flags.priority },
-      globs: flags.glob, hidden: flags.hidden, idField: flags.idField, textField: flags.textField, maxDocBytes: flags.maxDocBytes,
+      globs: flags.glob,
+      hidden: flags.hidden,
+      idField: flags.idField,
+      textField: flags.textField,
+      maxDocBytes: flags.maxDocBytes,
       stdin: sources.includes('-') ? process.stdin : undefined,
       onReject: (r) => process.stderr.write(`${c.yellow('rejected')} ${printable(where(r.path, r.line))}: ${printable(r.reason)}\n`),
       backpressure: () => drained(process.stderr),
@@ -131,8 +147,10 @@ function describe(s: EnqueueSummary, db: string, c: ReturnType<typeof colorsFor>
   const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
   const rejected = s.rejected > 0 ? c.yellow(`${s.rejected} rejected`) : '0 rejected';
   const secs = (s.elapsedMs / 1000).toFixed(s.elapsedMs < 10_000 ? 2 : 0);
-  return `${c.bold(`read ${plural(s.documents, 'document')}`)} into ${db} in ${secs}s: ` +
+  return (
+    `${c.bold(`read ${plural(s.documents, 'document')}`)} into ${db} in ${secs}s: ` +
     `${c.green(plural(s.newJobs, 'new job'))}, ${plural(s.newItems, 'new item')}, ` +
     `${s.unchanged} already queued, ${s.updated} updated${s.dropped ? ` (${plural(s.dropped, 'unsent old job')} dropped)` : ''}, ${rejected}` +
-    (s.skipped ? `, ${plural(s.skipped, 'database file')} skipped` : '');
+    (s.skipped ? `, ${plural(s.skipped, 'database file')} skipped` : '')
+  );
 }

@@ -22,17 +22,29 @@ export function registerEstimate(program: Command): Command {
     .command('estimate')
     .description('What the next llmq run would send, cost (online and at the batch price) and take, sending nothing.')
     .addOption(dbOption())
-    .addOption(new Option('--provider <name>', 'openai or mock, as for run (limits are learned per endpoint)').default('openai').argParser(oneOf(['openai', 'mock'] as const)))
+    .addOption(
+      new Option('--provider <name>', 'openai or mock, as for run (limits are learned per endpoint)')
+        .default('openai')
+        .argParser(oneOf(['openai', 'mock'] as const)),
+    )
     .option('--base-url <url>', 'the endpoint run would use (env LLMQ_BASE_URL, OPENAI_BASE_URL): its learned limits apply')
-    .addOption(new Option('-c, --concurrency <n>', 'requests in flight at most, as for run').default(DEFAULT_CONCURRENCY).argParser(intAtLeast(1)))
+    .addOption(
+      new Option('-c, --concurrency <n>', 'requests in flight at most, as for run').default(DEFAULT_CONCURRENCY).argParser(intAtLeast(1)),
+    )
     .addOption(new Option('--rpm <n>', 'requests per minute per model at most, as for run').argParser(intAtLeast(1)))
     .addOption(new Option('--tpm <n>', 'tokens per minute per model at most, as for run').argParser(intAtLeast(1)))
     .addOption(new Option('--limit <n>', 'only the first N jobs a run would take').argParser(intAtLeast(1)))
-    .addOption(new Option('--max-attempts <n>', 'jobs that used this many attempts would fail unsent, as for run').default(DEFAULT_MAX_ATTEMPTS).argParser(intAtLeast(1)))
+    .addOption(
+      new Option('--max-attempts <n>', 'jobs that used this many attempts would fail unsent, as for run')
+        .default(DEFAULT_MAX_ATTEMPTS)
+        .argParser(intAtLeast(1)),
+    )
     .option('--json', 'print the estimate as one JSON object');
   for (const o of priceOptions()) cmd.addOption(o);
   return cmd
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 Prompts are counted with the tokenizer; answers are as long as this queue's answers of the same
 model have been (mean to 90th percentile), or up to max_tokens before any came. "worst" is every
 answer max_tokens long: what --budget reserves.
@@ -40,28 +52,40 @@ answer max_tokens long: what --budget reserves.
 Examples:
   $ llmq estimate
   $ llmq estimate --limit 1000 --rpm 500 --json
-  $ llmq run --dry-run --budget 5             # the same, from run's own flags`)
+  $ llmq run --dry-run --budget 5             # the same, from run's own flags`,
+    )
     .action(estimateCommand);
 }
 
 export async function estimateCommand(flags: EstimateFlags): Promise<void> {
-  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { estimateRun }, { renderEstimate }, { laneBaseUrl }] = await Promise.all([
-    import('../../store/open-store.js'),
-    import('../../report/open-existing.js'),
-    import('../../report/estimate.js'),
-    import('../../report/estimate-text.js'),
-    import('../lane-base-url.js'),
-  ]);
+  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { estimateRun }, { renderEstimate }, { laneBaseUrl }] =
+    await Promise.all([
+      import('../../store/open-store.js'),
+      import('../../report/open-existing.js'),
+      import('../../report/estimate.js'),
+      import('../../report/estimate-text.js'),
+      import('../lane-base-url.js'),
+    ]);
   const prices = priceTableFrom(flags);
   const baseUrl = laneBaseUrl(flags);
   const location = resolveDbLocation(flags.db);
   const store = await openExistingStore(location);
   try {
     const estimate = await estimateRun(store, {
-      prices, now: Date.now(), baseUrl, limit: flags.limit, maxAttempts: flags.maxAttempts, rpm: flags.rpm, tpm: flags.tpm,
+      prices,
+      now: Date.now(),
+      baseUrl,
+      limit: flags.limit,
+      maxAttempts: flags.maxAttempts,
+      rpm: flags.rpm,
+      tpm: flags.tpm,
       concurrency: flags.concurrency,
     });
-    process.stdout.write(flags.json ? JSON.stringify(estimate) + '\n' : renderEstimate(estimate, { db: redactLocation(location), paint: colorsFor(process.stdout) }));
+    process.stdout.write(
+      flags.json
+        ? JSON.stringify(estimate) + '\n'
+        : renderEstimate(estimate, { db: redactLocation(location), paint: colorsFor(process.stdout) }),
+    );
   } finally {
     await store.close();
   }

@@ -20,8 +20,12 @@ interface ExportFlags {
 /** `--state done,failed --state pending` -> ['done', 'failed', 'pending'], each checked. */
 export function parseStates(value: string, previous: JobState[] | undefined): JobState[] {
   const out = [...(previous ?? [])];
-  for (const s of value.split(',').map((x) => x.trim()).filter(Boolean)) {
-    if (!(JOB_STATES as readonly string[]).includes(s)) throw new InvalidArgumentError(`Expected states from: ${JOB_STATES.join(', ')} (got '${s}').`);
+  for (const s of value
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean)) {
+    if (!(JOB_STATES as readonly string[]).includes(s))
+      throw new InvalidArgumentError(`Expected states from: ${JOB_STATES.join(', ')} (got '${s}').`);
     if (!out.includes(s as JobState)) out.push(s as JobState);
   }
   return out;
@@ -32,12 +36,18 @@ export function registerExport(program: Command): Command {
     .command('export')
     .description('Write every item with its answer, in input order: JSON Lines, CSV, OpenAI Batch output, or one file per item.')
     .addOption(dbOption())
-    .addOption(new Option('--format <format>', 'jsonl, csv, or openai-batch (the OpenAI Batch API output format)').choices(EXPORT_FORMATS).default('jsonl'))
+    .addOption(
+      new Option('--format <format>', 'jsonl, csv, or openai-batch (the OpenAI Batch API output format)')
+        .choices(EXPORT_FORMATS)
+        .default('jsonl'),
+    )
     .option('--state <states>', `only items whose job is in these states (${JOB_STATES.join('|')}; repeat or comma-separate)`, parseStates)
     .option('--out <file>', 'write to this file (complete or not at all) instead of stdout')
     .option('--out-dir <dir>', 'write one answer file per item, its id as the path: sub/a.txt -> DIR/sub/a.txt.out')
     .option('--ext <ext>', 'extension added to each answer file with --out-dir', '.out')
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 Formats:
   jsonl         {"id","key","state","output","error","attempts","model","usage","latency_ms","source","meta"}
   csv           a header row, then the same fields (usage as prompt_tokens, completion_tokens), RFC 4180
@@ -48,12 +58,14 @@ Examples:
   $ llmq export --out results.jsonl
   $ llmq export --format csv --state failed > failed.csv
   $ llmq export --format openai-batch --out batch_output.jsonl
-  $ llmq export --out-dir answers/ --ext .md`)
+  $ llmq export --out-dir answers/ --ext .md`,
+    )
     .action(exportCommand);
 }
 
 async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
-  if (flags.out && flags.outDir) throw new UsageError('Expected one of --out and --out-dir, got both. --out writes one file, --out-dir one file per item.');
+  if (flags.out && flags.outDir)
+    throw new UsageError('Expected one of --out and --out-dir, got both. --out writes one file, --out-dir one file per item.');
   if (flags.outDir && cmd.getOptionValueSource('format') === 'cli') {
     throw new UsageError('--format does not apply to --out-dir, which writes each answer as its own file. Use one or the other.');
   }
@@ -74,8 +86,12 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
     if (flags.outDir) {
       counts = await toDir(rows, flags.outDir, flags);
     } else if (flags.out) {
-      counts = await exportToFile(rows, flags.out, { format: flags.format, states: flags.state },
-        { database: store.kind === 'sqlite' ? location : null });
+      counts = await exportToFile(
+        rows,
+        flags.out,
+        { format: flags.format, states: flags.state },
+        { database: store.kind === 'sqlite' ? location : null },
+      );
       info(`wrote ${counts.written} items to ${flags.out}`);
     } else {
       const sink = stdoutSink();
@@ -91,7 +107,9 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
     }
     const skipped = skippedTotal(counts);
     if (skipped) {
-      const by = JOB_STATES.filter((s) => counts.skipped[s]).map((s) => `${counts.skipped[s]} ${s}`).join(', ');
+      const by = JOB_STATES.filter((s) => counts.skipped[s])
+        .map((s) => `${counts.skipped[s]} ${s}`)
+        .join(', ');
       info(`skipped ${skipped} items (${by}); --state ${JOB_STATES.filter((s) => counts.skipped[s]).join(',')} includes them`);
     }
   } finally {
@@ -103,13 +121,16 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
 async function toDir(rows: AsyncIterable<ExportRow>, outDir: string, flags: ExportFlags): Promise<ExportCounts> {
   const { exportToDir } = await import('../../report/export-files.js');
   const counts = await exportToDir(rows, outDir, {
-    states: flags.state, ext: flags.ext,
+    states: flags.state,
+    ext: flags.ext,
     onMoved: (id, path) => info(`item ${JSON.stringify(id)} went to ${join(outDir, path)}: the path its id asks for is another item's`),
     onUnwritten: (id, reason) => info(`could not write item ${JSON.stringify(id)}: ${reason}`),
   });
   info(`wrote ${counts.written} answer files under ${outDir}`);
   if (counts.unwritten > 0) {
-    throw new LlmqError(`${counts.unwritten} answer file${counts.unwritten === 1 ? '' : 's'} could not be written (each is named above); the others are in ${outDir}.`);
+    throw new LlmqError(
+      `${counts.unwritten} answer file${counts.unwritten === 1 ? '' : 's'} could not be written (each is named above); the others are in ${outDir}.`,
+    );
   }
   return counts;
 }

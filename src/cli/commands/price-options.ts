@@ -11,20 +11,28 @@ export interface PriceFlags {
 
 export function priceOptions(): Option[] {
   return [
-    new Option('--price <in,out>', 'USD per million input,output tokens for every model, e.g. 0.15,0.60 (over any other price)').argParser((v) => {
-      try {
-        return parsePrice(v);
-      } catch (error) {
-        // commander prefixes "option '--price <in,out>' argument 'x' is invalid."
-        if (error instanceof UsageError) throw new InvalidArgumentError('Expected two non-negative numbers "input,output" in USD per million tokens, e.g. 0.15,0.60.');
-        throw error;
-      }
-    }),
+    new Option('--price <in,out>', 'USD per million input,output tokens for every model, e.g. 0.15,0.60 (over any other price)').argParser(
+      (v) => {
+        try {
+          return parsePrice(v);
+        } catch (error) {
+          // commander prefixes "option '--price <in,out>' argument 'x' is invalid."
+          if (error instanceof UsageError)
+            throw new InvalidArgumentError('Expected two non-negative numbers "input,output" in USD per million tokens, e.g. 0.15,0.60.');
+          throw error;
+        }
+      },
+    ),
     new Option('--prices <file>', 'JSON file of prices per model: {"model": [in, out]} (env LLMQ_PRICES); over genai-prices'),
   ];
 }
 
 /** The prices the flags and LLMQ_PRICES give; with `--provider mock` nothing is billed, so everything is free. */
 export function priceTableFrom(flags: PriceFlags & { provider?: string }, env: NodeJS.ProcessEnv = process.env): PriceTable {
-  return loadPriceTable({ price: flags.price ?? null, file: flags.prices ?? null, env: env.LLMQ_PRICES ?? null, free: flags.provider === 'mock' });
+  return loadPriceTable({
+    price: flags.price ?? null,
+    file: flags.prices ?? null,
+    env: env.LLMQ_PRICES ?? null,
+    free: flags.provider === 'mock',
+  });
 }

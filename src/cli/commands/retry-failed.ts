@@ -14,11 +14,14 @@ export function registerRetryFailed(program: Command): Command {
     .addOption(dbOption())
     .option('--error <text>', 'only failures whose error contains this text (case-insensitive)')
     .option('--json', 'print {"requeued": n} on stdout')
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 Examples:
   $ llmq retry-failed && llmq run
   $ llmq retry-failed --error "HTTP 500"
-  $ llmq retry-failed --error timeout --db big.db`)
+  $ llmq retry-failed --error timeout --db big.db`,
+    )
     .action(retryFailedCommand);
 }
 

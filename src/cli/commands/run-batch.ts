@@ -42,14 +42,32 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
   const stopping = watchRunStop(flags.grace * 1000, () => {});
   try {
     const summary = await runBatchLane(
-      { store, api, baseUrl, secret: findApiKey(process.env)?.key, prices: priceTableFrom(flags), emit: say, stopSignal: stopping.stopSignal, crashAt: crashAtFromEnv(process.env),
-        describe: { provider: flags.provider, batchSize: flags.batchSize, poll: flags.poll, wait: flags.wait } },
-      { batchSize: flags.batchSize, pollMs: flags.poll * 1000, limit: flags.limit, maxAttempts: flags.maxAttempts, noWait: !flags.wait, until: flags.until },
+      {
+        store,
+        api,
+        baseUrl,
+        secret: findApiKey(process.env)?.key,
+        prices: priceTableFrom(flags),
+        emit: say,
+        stopSignal: stopping.stopSignal,
+        crashAt: crashAtFromEnv(process.env),
+        describe: { provider: flags.provider, batchSize: flags.batchSize, poll: flags.poll, wait: flags.wait },
+      },
+      {
+        batchSize: flags.batchSize,
+        pollMs: flags.poll * 1000,
+        limit: flags.limit,
+        maxAttempts: flags.maxAttempts,
+        noWait: !flags.wait,
+        until: flags.until,
+      },
     );
     if (flags.json) out.write(JSON.stringify({ event: 'run:end', ...summary }) + '\n');
     else info(`batch lane: ${summary.done} done, ${summary.failed} failed, ${summary.remaining} pending or in a batch (${summary.reason})`);
     if (summary.fatal) {
-      whileReaderPresent(process.stderr).write(`error: ${summary.fatal.message}\nJobs not in a live batch are pending; batches already created are collected by the next llmq run --via batch.\n`);
+      whileReaderPresent(process.stderr).write(
+        `error: ${summary.fatal.message}\nJobs not in a live batch are pending; batches already created are collected by the next llmq run --via batch.\n`,
+      );
     }
     return summary;
   } finally {
@@ -60,11 +78,17 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
 
 function describe(e: BatchEvent): string | null {
   switch (e.type) {
-    case 'submitted': return `submitted ${e.jobs} jobs as batch ${e.providerBatchId}`;
-    case 'adopted': return `took over ${e.providerBatchId ? `batch ${e.providerBatchId}` : `submission ${e.id}`} from run ${e.from}`;
-    case 'ended': return `batch of submission ${e.id} ${e.providerStatus}: ${e.done} done, ${e.failed} failed, ${e.requeued} back to pending`;
-    case 'abandoned': return `submission ${e.id} not sent (${e.reason}); ${e.requeued} jobs back to pending`;
-    case 'waiting': return `waiting ${Math.max(0, Math.round((e.untilMs - Date.now()) / 1000))} s: ${e.reason === 'quota' ? 'the provider has too much queued' : 'the Batch API failed'} (${e.message})`;
-    case 'polled': return null;
+    case 'submitted':
+      return `submitted ${e.jobs} jobs as batch ${e.providerBatchId}`;
+    case 'adopted':
+      return `took over ${e.providerBatchId ? `batch ${e.providerBatchId}` : `submission ${e.id}`} from run ${e.from}`;
+    case 'ended':
+      return `batch of submission ${e.id} ${e.providerStatus}: ${e.done} done, ${e.failed} failed, ${e.requeued} back to pending`;
+    case 'abandoned':
+      return `submission ${e.id} not sent (${e.reason}); ${e.requeued} jobs back to pending`;
+    case 'waiting':
+      return `waiting ${Math.max(0, Math.round((e.untilMs - Date.now()) / 1000))} s: ${e.reason === 'quota' ? 'the provider has too much queued' : 'the Batch API failed'} (${e.message})`;
+    case 'polled':
+      return null;
   }
 }

@@ -23,24 +23,28 @@ export function registerServe(program: Command): Command {
     .addOption(new Option('--poll <seconds>', 'how often the queue is read for live updates').default(2).argParser(positiveNumber));
   for (const o of priceOptions()) cmd.addOption(o);
   return cmd
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 Actions (retry failed jobs) need the token printed once at start: paste it into the page. The page
 only answers to itself: requests from other sites' pages are refused.
 
 Examples:
   $ llmq serve                         # http://127.0.0.1:8787/
-  $ llmq serve --db postgres://u@db/q --read-only --port 9000`)
+  $ llmq serve --db postgres://u@db/q --read-only --port 9000`,
+    )
     .action(serveCommand);
 }
 
 async function serveCommand(flags: ServeFlags): Promise<void> {
-  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { startDashboard }, { newToken }, { findApiKey }] = await Promise.all([
-    import('../../store/open-store.js'),
-    import('../../report/open-existing.js'),
-    import('../../serve/server.js'),
-    import('../../serve/guard.js'),
-    import('../../provider/create.js'),
-  ]);
+  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { startDashboard }, { newToken }, { findApiKey }] =
+    await Promise.all([
+      import('../../store/open-store.js'),
+      import('../../report/open-existing.js'),
+      import('../../serve/server.js'),
+      import('../../serve/guard.js'),
+      import('../../provider/create.js'),
+    ]);
   const location = resolveDbLocation(flags.db);
   const prices = priceTableFrom(flags);
   const store = await openExistingStore(location);
@@ -49,14 +53,23 @@ async function serveCommand(flags: ServeFlags): Promise<void> {
   let dashboard;
   try {
     dashboard = await startDashboard({
-      store, prices, db: redactLocation(location), host: flags.host, port: flags.port, readOnly: Boolean(flags.readOnly),
-      token, pollMs: flags.poll * 1000, secrets: apiKey ? [apiKey] : [],
+      store,
+      prices,
+      db: redactLocation(location),
+      host: flags.host,
+      port: flags.port,
+      readOnly: Boolean(flags.readOnly),
+      token,
+      pollMs: flags.poll * 1000,
+      secrets: apiKey ? [apiKey] : [],
     });
   } catch (error) {
     await store.close();
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'EADDRINUSE') throw new LlmqError(`port ${flags.port} on ${flags.host} is in use. Pick another with --port (or --port 0 for any free one).`);
-    if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') throw new LlmqError(`cannot listen on ${flags.host}: no such address on this machine. Use --host 127.0.0.1.`);
+    if (code === 'EADDRINUSE')
+      throw new LlmqError(`port ${flags.port} on ${flags.host} is in use. Pick another with --port (or --port 0 for any free one).`);
+    if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND')
+      throw new LlmqError(`cannot listen on ${flags.host}: no such address on this machine. Use --host 127.0.0.1.`);
     throw error;
   }
   process.stderr.write(`llmq dashboard for ${redactLocation(location)} at ${dashboard.url}\n`);

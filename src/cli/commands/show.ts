@@ -11,11 +11,14 @@ export function registerShow(program: Command): Command {
     .addOption(dbOption())
     .option('--full', 'print long text (prompt, answer, errors) whole instead of trimmed')
     .option('--json', 'print the item, job and attempts as one JSON object')
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 Examples:
   $ llmq show notes/2024-03.txt
   $ llmq show req-42 --full
-  $ llmq show req-42 --json | jq .attempts`)
+  $ llmq show req-42 --json | jq .attempts`,
+    )
     .action(async (id: string, flags: { db?: string; full?: boolean; json?: boolean }) => {
       const [{ resolveDbLocation }, { openExistingStore }, { renderItem }] = await Promise.all([
         import('../../store/open-store.js'),
@@ -27,9 +30,13 @@ Examples:
       try {
         const detail = await store.item(id);
         if (!detail) {
-          throw new LlmqError(`No item with id '${id}' in ${store.location}. Item ids are the paths, JSONL ids or custom_ids given to llmq enqueue; llmq export lists them.`);
+          throw new LlmqError(
+            `No item with id '${id}' in ${store.location}. Item ids are the paths, JSONL ids or custom_ids given to llmq enqueue; llmq export lists them.`,
+          );
         }
-        process.stdout.write(flags.json ? JSON.stringify(detail, null, 2) + '\n' : renderItem(detail, { full: flags.full, paint: colorsFor(process.stdout) }));
+        process.stdout.write(
+          flags.json ? JSON.stringify(detail, null, 2) + '\n' : renderItem(detail, { full: flags.full, paint: colorsFor(process.stdout) }),
+        );
       } finally {
         await store.close();
       }

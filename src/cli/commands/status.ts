@@ -20,17 +20,26 @@ export function registerStatus(program: Command): Command {
     .addOption(new Option('--watch [seconds]', 'refresh every few seconds until Ctrl-C (default 2)').argParser(positiveNumber));
   for (const o of priceOptions()) cmd.addOption(o);
   return cmd
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 Examples:
   $ llmq status
   $ llmq status --watch 5
   $ llmq status --json | jq .counts
-  $ llmq status --price 0.15,0.60        # USD per million input,output tokens`)
+  $ llmq status --price 0.15,0.60        # USD per million input,output tokens`,
+    )
     .action(statusCommand);
 }
 
 async function statusCommand(flags: StatusFlags): Promise<void> {
-  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { buildStatusReport }, { renderStatus }, { buildBatchesReport, renderBatches }] = await Promise.all([
+  const [
+    { resolveDbLocation, redactLocation },
+    { openExistingStore },
+    { buildStatusReport },
+    { renderStatus },
+    { buildBatchesReport, renderBatches },
+  ] = await Promise.all([
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
     import('../../report/status.js'),
@@ -77,14 +86,24 @@ async function watch(render: () => Promise<string>, everyMs: number, out: NodeJS
         }
         // Rows on screen, counting lines the terminal wrapped, so the next redraw starts at the top.
         const cols = out.columns || 80;
-        drawn = text.split('\n').slice(0, -1).reduce((a, l) => a + Math.max(1, Math.ceil(stripAnsi(l).length / cols)), 0);
+        drawn = text
+          .split('\n')
+          .slice(0, -1)
+          .reduce((a, l) => a + Math.max(1, Math.ceil(stripAnsi(l).length / cols)), 0);
         out.write(text);
       } else {
         out.write(drawn++ && !text.startsWith('{') ? '\n' + text : text);
       }
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, everyMs);
-        stop.signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+        stop.signal.addEventListener(
+          'abort',
+          () => {
+            clearTimeout(t);
+            resolve();
+          },
+          { once: true },
+        );
       });
     }
   } finally {

@@ -13,7 +13,17 @@ export type ProgressMode = 'tty' | 'plain' | 'json' | 'none';
 
 /** Every scheduler event, so an EventEmitter source can be subscribed name by name. */
 const EVENTS: readonly SchedulerEventName[] = [
-  'run:start', 'job:start', 'job:done', 'job:retry', 'job:failed', 'paused', 'resumed', 'stopping', 'warning', 'progress', 'run:end',
+  'run:start',
+  'job:start',
+  'job:done',
+  'job:retry',
+  'job:failed',
+  'paused',
+  'resumed',
+  'stopping',
+  'warning',
+  'progress',
+  'run:end',
 ];
 
 /**
@@ -67,9 +77,12 @@ export function attachProgress(source: ProgressSource, options: ProgressOptions)
   const columns = () => (stream as NodeJS.WriteStream).columns || 80;
   const where = { db: options.db ?? null, provider: options.provider ?? null };
   const renderer: Renderer =
-    options.mode === 'none' ? { onEvent() {}, stop() {} }
-      : options.mode === 'json' ? jsonRenderer(state, stream, options.intervalMs ?? 1000)
-        : options.mode === 'tty' ? ttyRenderer(state, stream, paint, columns, where)
+    options.mode === 'none'
+      ? { onEvent() {}, stop() {} }
+      : options.mode === 'json'
+        ? jsonRenderer(state, stream, options.intervalMs ?? 1000)
+        : options.mode === 'tty'
+          ? ttyRenderer(state, stream, paint, columns, where)
           : plainRenderer(state, stream, paint, options.intervalMs ?? 5000, where);
 
   let stopped = false;

@@ -61,7 +61,8 @@ export function detailText(s: ProgressState, paint: Paint): string {
 
 /** The note shown while dispatch is paused, or null. */
 export function pauseText(s: ProgressState, now: number, width = 68): string | null {
-  if (s.stopping) return `stopping: letting requests in flight finish (${duration(s.stopping.graceMs / 1000)}); a second Ctrl-C (or signal) aborts`;
+  if (s.stopping)
+    return `stopping: letting requests in flight finish (${duration(s.stopping.graceMs / 1000)}); a second Ctrl-C (or signal) aborts`;
   const pause = s.paused;
   if (!pause) {
     const snap = s.snapshot?.paused;
@@ -71,7 +72,10 @@ export function pauseText(s: ProgressState, now: number, width = 68): string | n
   const why = pause.reason === 'rate_limit' ? 'rate limited' : 'provider failing, probing';
   // 68 leaves room for the color codes within 80 columns (cli-progress counts them as characters);
   // plain output passes a wider width, since nothing redraws it and the detail is the useful part.
-  return oneLine(`paused: ${why}, resuming in ${duration(Math.max(0, pause.untilMs - now) / 1000)}${pause.detail ? ` (${pause.detail})` : ''}`, width);
+  return oneLine(
+    `paused: ${why}, resuming in ${duration(Math.max(0, pause.untilMs - now) / 1000)}${pause.detail ? ` (${pause.detail})` : ''}`,
+    width,
+  );
 }
 
 /** The end-of-run summary and, when something is left to do, the next command. */
@@ -92,7 +96,9 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint): stri
   // A fatal error's message and fix are printed by the run command, once.
   if (r.remaining) lines.push(`  ${int(r.remaining)} jobs left pending; ${paint.bold('llmq run')} picks them up`);
   if (r.failedInStore) {
-    lines.push(`  ${int(r.failedInStore)} failed ${r.failedInStore === 1 ? 'job' : 'jobs'} in the queue. See why: ${paint.bold('llmq status')}`);
+    lines.push(
+      `  ${int(r.failedInStore)} failed ${r.failedInStore === 1 ? 'job' : 'jobs'} in the queue. See why: ${paint.bold('llmq status')}`,
+    );
     lines.push(`  Try again: ${paint.bold('llmq retry-failed && llmq run')}`);
   }
   if (s.unpricedModel) lines.push(paint.dim(`  no price for ${s.unpricedModel}: set one with --price IN,OUT (USD per million tokens)`));
@@ -106,7 +112,8 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint): stri
 export function laneText(l: LaneSnapshot, now: number): string | null {
   if (l.rpm === null && l.tpm === null && l.pausedUntil === null) return null;
   const limits = [l.rpm !== null ? `${compact(Math.round(l.rpm))} rpm` : '', l.tpm !== null ? `${compact(Math.round(l.tpm))} tpm` : '']
-    .filter(Boolean).join(', ');
+    .filter(Boolean)
+    .join(', ');
   const from = l.learned ? (l.learned.source === 'headers' ? ' from headers' : ' learned from 429s') : '';
   const of = l.rpm !== null ? ` of ${rate(l.rpm / 60)}` : '';
   const paused = l.pausedUntil !== null ? ` · paused ${duration(Math.max(0, l.pausedUntil - now) / 1000)}` : '';

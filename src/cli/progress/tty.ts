@@ -12,7 +12,13 @@ const MAX_FAILURE_LINES = 20;
  * The live display on a terminal: a bar line and a details line redrawn in place by cli-progress,
  * a third line only while paused or stopping, and failures logged above the bars.
  */
-export function ttyRenderer(state: ProgressState, stream: NodeJS.WritableStream, paint: Paint, columns: () => number, where: Where): Renderer {
+export function ttyRenderer(
+  state: ProgressState,
+  stream: NodeJS.WritableStream,
+  paint: Paint,
+  columns: () => number,
+  where: Where,
+): Renderer {
   const multi = new cliProgress.MultiBar({
     stream,
     format: (_o, _params, payload: { line: () => string }) => payload.line(),
@@ -61,18 +67,21 @@ export function ttyRenderer(state: ProgressState, stream: NodeJS.WritableStream,
   return {
     onEvent<E extends SchedulerEventName>(event: E, payload: SchedulerEventMap[E]) {
       if (stopped) return;
-      if (event === 'warning') multi.log(paint.yellow(oneLine(`warning: ${(payload as SchedulerEventMap['warning']).message}`, width())) + '\n');
+      if (event === 'warning')
+        multi.log(paint.yellow(oneLine(`warning: ${(payload as SchedulerEventMap['warning']).message}`, width())) + '\n');
       if (event === 'progress') {
         const p = payload as SchedulerEventMap['progress'];
         for (const lane of p.lanes) {
-          if (!laneBars.has(lane.model) && laneText(lane, p.now)) laneBars.set(lane.model, multi.create(1, 0, { line: laneLine(lane.model) }));
+          if (!laneBars.has(lane.model) && laneText(lane, p.now))
+            laneBars.set(lane.model, multi.create(1, 0, { line: laneLine(lane.model) }));
         }
       }
       if (event === 'run:start') multi.log(paint.dim(oneLine(startText(payload as SchedulerEventMap['run:start'], where), width())) + '\n');
       if (event === 'job:failed' && failures++ < MAX_FAILURE_LINES) {
         const p = payload as SchedulerEventMap['job:failed'];
         multi.log(oneLine(`${paint.red('failed')} ${p.key.slice(0, 12)} (attempt ${p.attempt}): ${p.error}`, width()) + '\n');
-        if (failures === MAX_FAILURE_LINES) multi.log(paint.dim('further failures are not listed here; llmq status groups them by reason') + '\n');
+        if (failures === MAX_FAILURE_LINES)
+          multi.log(paint.dim('further failures are not listed here; llmq status groups them by reason') + '\n');
       }
       const text = pauseText(state, Date.now());
       if (text && !note) note = multi.create(1, 0, { line: () => paint.yellow(pauseText(state, Date.now()) ?? '') });

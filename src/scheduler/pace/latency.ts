@@ -60,8 +60,10 @@ export class LatencyStats {
     const usual = Math.max(LatencyStats.FLOOR_MS, LatencyStats.P99_MULTIPLE * this.#p99);
     if (!(maxTokens > this.#completionP99 && this.#completionP99 > 0)) return Math.min(capMs, usual);
     const stretched = usual * Math.min(LatencyStats.MAX_STRETCH, maxTokens / this.#completionP99);
-    const fitted = this.#slope === null ? Infinity
-      : Math.max(LatencyStats.FLOOR_MS, LatencyStats.P99_MULTIPLE * (this.#p99 + this.#slope * (maxTokens - this.#completionP99)));
+    const fitted =
+      this.#slope === null
+        ? Infinity
+        : Math.max(LatencyStats.FLOOR_MS, LatencyStats.P99_MULTIPLE * (this.#p99 + this.#slope * (maxTokens - this.#completionP99)));
     return Math.min(capMs, stretched, fitted);
   }
 
@@ -82,14 +84,16 @@ export class LatencyStats {
 function slopeUpperBound(xs: readonly number[], ys: readonly number[], errors: number): number | null {
   const n = xs.length;
   if (n < 3) return null;
-  let mx = 0, my = 0;
+  let mx = 0,
+    my = 0;
   for (let i = 0; i < n; i++) {
     mx += xs[i]!;
     my += ys[i]!;
   }
   mx /= n;
   my /= n;
-  let sxx = 0, sxy = 0;
+  let sxx = 0,
+    sxy = 0;
   for (let i = 0; i < n; i++) {
     sxx += (xs[i]! - mx) ** 2;
     sxy += (xs[i]! - mx) * (ys[i]! - my);

@@ -41,7 +41,12 @@ function perMinute(limit: number | null, remaining: number | null, resetMs: numb
  * How long `remaining: 0` means waiting: until one unit comes back (one refill interval), never
  * until the whole budget is full.
  */
-export function refillIntervalMs(limitPerMinute: number | null, remaining: number | null, resetMs: number | null, limit: number | null): number | null {
+export function refillIntervalMs(
+  limitPerMinute: number | null,
+  remaining: number | null,
+  resetMs: number | null,
+  limit: number | null,
+): number | null {
   if (remaining === null || remaining > 0) return null;
   if (limit !== null && limit > 0 && resetMs !== null && resetMs > 0) return Math.ceil(resetMs / limit);
   if (limitPerMinute !== null && limitPerMinute > 0) return Math.ceil(60_000 / limitPerMinute);

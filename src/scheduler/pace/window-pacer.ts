@@ -151,7 +151,8 @@ export class WindowPacer {
         this.#requests.splice(j, 0, entry);
       }
     }
-    if (ticket.tokens > 0 && tokens !== Infinity) ticket.until = Math.max(ticket.until, sentAt + this.#span * Math.max(1, ticket.tokens / tokens));
+    if (ticket.tokens > 0 && tokens !== Infinity)
+      ticket.until = Math.max(ticket.until, sentAt + this.#span * Math.max(1, ticket.tokens / tokens));
   }
 
   #expire(now: number): void {

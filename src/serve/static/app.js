@@ -44,33 +44,62 @@ function renderProgress(r) {
   $('bar-failed').style.width = pct(r.counts.failed);
   $('bar-running').style.width = pct(r.counts.running);
   const oldest = r.oldestPending ? `; oldest pending waited ${duration(r.oldestPending.ageSeconds)}` : '';
-  $('percent').textContent = `${r.percentDone}% done; ${fmt(r.retrying)} waiting for a retry; ${fmt(r.sharedItems)} items share a job${oldest}`;
+  $('percent').textContent =
+    `${r.percentDone}% done; ${fmt(r.retrying)} waiting for a retry; ${fmt(r.sharedItems)} items share a job${oldest}`;
   $('db').textContent = r.db;
 }
 
 function renderCost(r) {
-  fillRows('cost', r.cost.byModel.map((m) => el('tr', {},
-    el('td', {}, m.model), el('td', { class: 'num' }, fmt(m.jobs)), el('td', { class: 'num' }, fmt(m.done)),
-    el('td', { class: 'num' }, fmt(m.prompt)), el('td', { class: 'num' }, fmt(m.completion)), el('td', { class: 'num' }, usd(m.usd)))));
+  fillRows(
+    'cost',
+    r.cost.byModel.map((m) =>
+      el(
+        'tr',
+        {},
+        el('td', {}, m.model),
+        el('td', { class: 'num' }, fmt(m.jobs)),
+        el('td', { class: 'num' }, fmt(m.done)),
+        el('td', { class: 'num' }, fmt(m.prompt)),
+        el('td', { class: 'num' }, fmt(m.completion)),
+        el('td', { class: 'num' }, usd(m.usd)),
+      ),
+    ),
+  );
   const unpriced = r.cost.unpriced.length ? ` (no price for ${r.cost.unpriced.join(', ')}: llmq serve --price in,out)` : '';
-  $('cost-total').textContent = `${fmt(r.tokens.prompt)} prompt + ${fmt(r.tokens.completion)} completion tokens; ` +
+  $('cost-total').textContent =
+    `${fmt(r.tokens.prompt)} prompt + ${fmt(r.tokens.completion)} completion tokens; ` +
     `spent ${usd(r.cost.usd ?? r.cost.knownUsd)}${unpriced}; about ${usd(r.cost.remainingUsd)} to finish`;
 }
 
 function renderLimits(r) {
-  fillRows('limits', r.limits.map((l) => el('tr', {},
-    el('td', {}, l.baseUrl), el('td', {}, l.model), el('td', { class: 'num' }, fmt(l.rpm)), el('td', { class: 'num' }, fmt(l.tpm)),
-    el('td', {}, l.source), el('td', {}, duration(l.ageSeconds)))));
+  fillRows(
+    'limits',
+    r.limits.map((l) =>
+      el(
+        'tr',
+        {},
+        el('td', {}, l.baseUrl),
+        el('td', {}, l.model),
+        el('td', { class: 'num' }, fmt(l.rpm)),
+        el('td', { class: 'num' }, fmt(l.tpm)),
+        el('td', {}, l.source),
+        el('td', {}, duration(l.ageSeconds)),
+      ),
+    ),
+  );
 }
 
 function renderFailures(r) {
   const readOnly = state.config?.readOnly;
-  fillRows('failures', r.failures.map((f) => {
-    const items = el('div');
-    const show = el('a', { onclick: () => showFailedItems(f.error, items) }, 'items');
-    const retry = readOnly ? '' : el('button', { type: 'button', class: 'retry-reason', onclick: () => retryFailed(f.error) }, 'Retry');
-    return el('tr', {}, el('td', { class: 'num' }, fmt(f.count)), el('td', {}, f.error, items), el('td', {}, show, ' ', retry));
-  }));
+  fillRows(
+    'failures',
+    r.failures.map((f) => {
+      const items = el('div');
+      const show = el('a', { onclick: () => showFailedItems(f.error, items) }, 'items');
+      const retry = readOnly ? '' : el('button', { type: 'button', class: 'retry-reason', onclick: () => retryFailed(f.error) }, 'Retry');
+      return el('tr', {}, el('td', { class: 'num' }, fmt(f.count)), el('td', {}, f.error, items), el('td', {}, show, ' ', retry));
+    }),
+  );
 }
 
 function runState(run) {
@@ -82,22 +111,45 @@ function runState(run) {
 function renderRuns(r) {
   const rows = [];
   for (const run of r.activeRuns) {
-    rows.push(el('tr', {}, el('td', {}, run.id.slice(0, 8)), el('td', {}, `${run.host} / ${run.pid}`), el('td', {}, duration(run.wallSeconds)),
-      el('td', {}, `${ago(run.heartbeatAt)} ago`), el('td', { class: 'num' }, fmt(run.done)), el('td', { class: 'num' }, fmt(run.failed)),
-      el('td', { class: 'num' }, run.recentJobsPerSecond.toFixed(1)),
-      el('td', { class: 'num' }, run.inFlight === null ? '–' : `${run.inFlight} / ${run.concurrency}`), el('td', {}, runState(run))));
+    rows.push(
+      el(
+        'tr',
+        {},
+        el('td', {}, run.id.slice(0, 8)),
+        el('td', {}, `${run.host} / ${run.pid}`),
+        el('td', {}, duration(run.wallSeconds)),
+        el('td', {}, `${ago(run.heartbeatAt)} ago`),
+        el('td', { class: 'num' }, fmt(run.done)),
+        el('td', { class: 'num' }, fmt(run.failed)),
+        el('td', { class: 'num' }, run.recentJobsPerSecond.toFixed(1)),
+        el('td', { class: 'num' }, run.inFlight === null ? '–' : `${run.inFlight} / ${run.concurrency}`),
+        el('td', {}, runState(run)),
+      ),
+    );
     for (const lane of run.lanes) {
       const pause = lane.pausedUntil && lane.pausedUntil > r.now ? `, paused ${duration((lane.pausedUntil - r.now) / 1000)}` : '';
-      rows.push(el('tr', { class: 'lane' }, el('td', {}), el('td', { colspan: '8' },
-        `lane ${lane.model}: ${lane.requestsPerSecond.toFixed(1)} req/s, ${lane.inFlight} in flight, pacing at ` +
-        `${lane.rpm ?? '∞'} rpm / ${lane.tpm ?? '∞'} tpm, ${lane.rateLimited} rate-limited${pause}`)));
+      rows.push(
+        el(
+          'tr',
+          { class: 'lane' },
+          el('td', {}),
+          el(
+            'td',
+            { colspan: '8' },
+            `lane ${lane.model}: ${lane.requestsPerSecond.toFixed(1)} req/s, ${lane.inFlight} in flight, pacing at ` +
+              `${lane.rpm ?? '∞'} rpm / ${lane.tpm ?? '∞'} tpm, ${lane.rateLimited} rate-limited${pause}`,
+          ),
+        ),
+      );
     }
   }
   fillRows('runs', rows);
   const last = r.lastRun;
-  $('last-run').textContent = r.activeRuns.length ? '' : last
-    ? `No run is active. The last one (${last.host}) ended ${last.endedAt ? ago(last.endedAt) + ' ago' : '?'}: ${last.exitReason ?? 'unknown'}, ${fmt(last.done)} done, ${fmt(last.failed)} failed.`
-    : 'No run yet: llmq run';
+  $('last-run').textContent = r.activeRuns.length
+    ? ''
+    : last
+      ? `No run is active. The last one (${last.host}) ended ${last.endedAt ? ago(last.endedAt) + ' ago' : '?'}: ${last.exitReason ?? 'unknown'}, ${fmt(last.done)} done, ${fmt(last.failed)} failed.`
+      : 'No run yet: llmq run';
 }
 
 function renderAlerts(r) {
@@ -120,7 +172,11 @@ function render() {
   if (!r) return;
   renderProgress(r);
   section('cost', [r.cost, r.tokens], () => renderCost(r));
-  section('limits', r.limits.map((l) => [l.baseUrl, l.model, l.rpm, l.tpm, Math.round(l.ageSeconds / 60)]), () => renderLimits(r));
+  section(
+    'limits',
+    r.limits.map((l) => [l.baseUrl, l.model, l.rpm, l.tpm, Math.round(l.ageSeconds / 60)]),
+    () => renderLimits(r),
+  );
   section('failures', r.failures, () => renderFailures(r));
   section('runs', [r.activeRuns, r.lastRun, Math.floor(r.now / 1000)], () => renderRuns(r));
   section('alerts', r.alerts ?? [], () => renderAlerts(r));
@@ -135,11 +191,20 @@ function drawChart() {
   if (!window.uPlot) return;
   const width = Math.max(300, $('chart').clientWidth || 900);
   if (!state.chart) {
-    state.chart = new uPlot({
-      width, height: 200,
-      series: [{}, { label: 'jobs/s', stroke: '#2e9d5b', width: 2, scale: 'jobs' }, { label: 'tokens/s', stroke: '#3b7dd8', scale: 'tokens' }],
-      axes: [{}, { scale: 'jobs', label: 'jobs/s' }, { scale: 'tokens', side: 1, label: 'tokens/s', grid: { show: false } }],
-    }, chartData(), $('chart'));
+    state.chart = new uPlot(
+      {
+        width,
+        height: 200,
+        series: [
+          {},
+          { label: 'jobs/s', stroke: '#2e9d5b', width: 2, scale: 'jobs' },
+          { label: 'tokens/s', stroke: '#3b7dd8', scale: 'tokens' },
+        ],
+        axes: [{}, { scale: 'jobs', label: 'jobs/s' }, { scale: 'tokens', side: 1, label: 'tokens/s', grid: { show: false } }],
+      },
+      chartData(),
+      $('chart'),
+    );
   } else {
     state.chart.setData(chartData());
   }
@@ -155,10 +220,18 @@ async function call(path, options = {}) {
 async function retryFailed(error) {
   const token = $('token').value.trim();
   const result = $('action-result');
-  if (!token) { result.textContent = 'Paste the action token llmq serve printed into the box at the top first.'; $('token').focus(); return; }
+  if (!token) {
+    result.textContent = 'Paste the action token llmq serve printed into the box at the top first.';
+    $('token').focus();
+    return;
+  }
   try {
     const body = JSON.stringify(error === undefined ? {} : { error });
-    const r = await call('/api/retry-failed', { method: 'POST', headers: { 'content-type': 'application/json', 'x-llmq-token': token }, body });
+    const r = await call('/api/retry-failed', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-llmq-token': token },
+      body,
+    });
     result.textContent = `Put ${r.requeued} failed job${r.requeued === 1 ? '' : 's'} back to pending; a running llmq run picks them up (or start one).`;
   } catch (e) {
     result.textContent = `Retry refused: ${e.message}`;
@@ -167,30 +240,73 @@ async function retryFailed(error) {
 
 async function showFailedItems(error, into) {
   const { items } = await call(`/api/failed-items?error=${encodeURIComponent(error)}`);
-  into.replaceChildren(el('div', { class: 'muted' }, items.length >= 50 ? 'first 50:' : ''),
-    ...items.map((i) => el('div', {}, el('a', { onclick: () => showItem(i.id) }, i.id), ` (${i.attempts} attempts)`)));
+  into.replaceChildren(
+    el('div', { class: 'muted' }, items.length >= 50 ? 'first 50:' : ''),
+    ...items.map((i) => el('div', {}, el('a', { onclick: () => showItem(i.id) }, i.id), ` (${i.attempts} attempts)`)),
+  );
 }
 
 function pretty(text) {
-  try { return JSON.stringify(JSON.parse(text), null, 2); } catch { return text; }
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text;
+  }
 }
 
 async function showItem(id) {
   $('item-id').value = id;
   const box = $('item');
   let item;
-  try { item = await call(`/api/item?id=${encodeURIComponent(id)}`); } catch (e) { box.replaceChildren(el('p', { class: 'muted' }, e.message)); return; }
+  try {
+    item = await call(`/api/item?id=${encodeURIComponent(id)}`);
+  } catch (e) {
+    box.replaceChildren(el('p', { class: 'muted' }, e.message));
+    return;
+  }
   const j = item.job;
-  const attempts = el('table', {}, el('thead', {}, el('tr', {}, ...['#', 'run', 'started', 'latency', 'status', 'outcome', 'error', 'tokens'].map((h) => el('th', {}, h)))),
-    el('tbody', {}, ...item.attempts.map((a) => el('tr', {}, el('td', {}, a.attempt), el('td', {}, a.runId.slice(0, 8)),
-      el('td', {}, new Date(a.startedAt).toLocaleString()), el('td', { class: 'num' }, `${a.latencyMs} ms`), el('td', {}, a.status ?? 'network'),
-      el('td', {}, a.outcome), el('td', {}, a.error ?? ''), el('td', {}, a.usage ? `${a.usage.promptTokens} + ${a.usage.completionTokens}` : '')))));
+  const attempts = el(
+    'table',
+    {},
+    el(
+      'thead',
+      {},
+      el('tr', {}, ...['#', 'run', 'started', 'latency', 'status', 'outcome', 'error', 'tokens'].map((h) => el('th', {}, h))),
+    ),
+    el(
+      'tbody',
+      {},
+      ...item.attempts.map((a) =>
+        el(
+          'tr',
+          {},
+          el('td', {}, a.attempt),
+          el('td', {}, a.runId.slice(0, 8)),
+          el('td', {}, new Date(a.startedAt).toLocaleString()),
+          el('td', { class: 'num' }, `${a.latencyMs} ms`),
+          el('td', {}, a.status ?? 'network'),
+          el('td', {}, a.outcome),
+          el('td', {}, a.error ?? ''),
+          el('td', {}, a.usage ? `${a.usage.promptTokens} + ${a.usage.completionTokens}` : ''),
+        ),
+      ),
+    ),
+  );
   box.replaceChildren(
-    el('p', {}, `${item.id} from ${item.source}: `, el('strong', { id: 'item-state' }, j.state), `, ${j.attempts} attempt(s), model ${j.model}, job ${j.key.slice(0, 12)}`),
+    el(
+      'p',
+      {},
+      `${item.id} from ${item.source}: `,
+      el('strong', { id: 'item-state' }, j.state),
+      `, ${j.attempts} attempt(s), model ${j.model}, job ${j.key.slice(0, 12)}`,
+    ),
     j.error ? el('p', {}, `error: ${j.error}`) : '',
-    el('h3', {}, 'Request'), el('pre', {}, pretty(j.request)),
-    el('h3', {}, 'Attempts'), attempts,
-    el('h3', {}, 'Answer'), el('pre', { id: 'item-answer' }, j.output ?? '(none yet)'),
+    el('h3', {}, 'Request'),
+    el('pre', {}, pretty(j.request)),
+    el('h3', {}, 'Attempts'),
+    attempts,
+    el('h3', {}, 'Answer'),
+    el('pre', { id: 'item-answer' }, j.output ?? '(none yet)'),
   );
 }
 
@@ -201,22 +317,37 @@ function footer(m) {
 function connect() {
   const conn = $('connection');
   const events = new EventSource('/events');
-  events.addEventListener('open', () => { conn.textContent = 'live'; conn.className = 'pill live'; });
-  events.addEventListener('error', () => { conn.textContent = 'reconnecting…'; conn.className = 'pill down'; });
+  events.addEventListener('open', () => {
+    conn.textContent = 'live';
+    conn.className = 'pill live';
+  });
+  events.addEventListener('error', () => {
+    conn.textContent = 'reconnecting…';
+    conn.className = 'pill down';
+  });
   events.addEventListener('snapshot', (e) => {
     const m = JSON.parse(e.data);
     state.report = m.report;
     state.history = m.history;
-    render(); drawChart(); footer(m);
+    render();
+    drawChart();
+    footer(m);
   });
   events.addEventListener('patch', (e) => {
     const m = JSON.parse(e.data);
     if (!state.report) return;
     Object.assign(state.report, m.changes);
-    if (m.point) { state.history.push(m.point); if (state.history.length > 1800) state.history.shift(); drawChart(); }
-    render(); footer(m);
+    if (m.point) {
+      state.history.push(m.point);
+      if (state.history.length > 1800) state.history.shift();
+      drawChart();
+    }
+    render();
+    footer(m);
   });
-  events.addEventListener('unreadable', (e) => { $('footer').textContent = `the queue could not be read: ${JSON.parse(e.data).message}`; });
+  events.addEventListener('unreadable', (e) => {
+    $('footer').textContent = `the queue could not be read: ${JSON.parse(e.data).message}`;
+  });
 }
 
 async function start() {
@@ -228,7 +359,11 @@ async function start() {
   token.addEventListener('input', () => sessionStorage.setItem(TOKEN_KEY, token.value.trim()));
   $('token-form').addEventListener('submit', (e) => e.preventDefault());
   $('retry-all').addEventListener('click', () => retryFailed(undefined));
-  $('search').addEventListener('submit', (e) => { e.preventDefault(); const id = $('item-id').value.trim(); if (id) showItem(id); });
+  $('search').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const id = $('item-id').value.trim();
+    if (id) showItem(id);
+  });
   window.addEventListener('resize', () => state.chart?.setSize({ width: $('chart').clientWidth, height: 200 }));
   connect();
 }

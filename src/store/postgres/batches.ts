@@ -15,7 +15,12 @@ export class PgBatches implements BatchStore {
   }
 
   async begin(r: { id: string; runId: string; baseUrl: string; now: number }): Promise<void> {
-    await this.#q('INSERT INTO batches (id, run_id, base_url, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)', [r.id, r.runId, r.baseUrl, r.now]);
+    await this.#q('INSERT INTO batches (id, run_id, base_url, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)', [
+      r.id,
+      r.runId,
+      r.baseUrl,
+      r.now,
+    ]);
   }
 
   async noteJobs(id: string, jobs: number, now: number): Promise<void> {
@@ -27,8 +32,11 @@ export class PgBatches implements BatchStore {
   }
 
   async submitted(id: string, providerBatchId: string, providerStatus: string, now: number): Promise<void> {
-    await this.#q(`UPDATE batches SET state = 'submitted', provider_batch_id = $1, provider_status = $2, updated_at = $3
-      WHERE id = $4 AND state = 'preparing'`, [providerBatchId, providerStatus, now, id]);
+    await this.#q(
+      `UPDATE batches SET state = 'submitted', provider_batch_id = $1, provider_status = $2, updated_at = $3
+      WHERE id = $4 AND state = 'preparing'`,
+      [providerBatchId, providerStatus, now, id],
+    );
   }
 
   async noteStatus(id: string, providerStatus: string, now: number): Promise<void> {
@@ -36,32 +44,46 @@ export class PgBatches implements BatchStore {
   }
 
   async adopt(id: string, fromRunId: string, toRunId: string, now: number): Promise<boolean> {
-    const r = await this.#q(`UPDATE batches SET run_id = $1, updated_at = $2 WHERE id = $3 AND run_id = $4
-      AND state IN ('preparing', 'submitted')`, [toRunId, now, id, fromRunId]);
+    const r = await this.#q(
+      `UPDATE batches SET run_id = $1, updated_at = $2 WHERE id = $3 AND run_id = $4
+      AND state IN ('preparing', 'submitted')`,
+      [toRunId, now, id, fromRunId],
+    );
     return r.rowCount === 1;
   }
 
   async end(id: string, e: BatchEnd): Promise<number> {
     return inTransaction(this.#pool, async (client) => {
       // Jobs still held were not answered: pending again.
-      const back = (await client.query<{ key: string }>(`UPDATE jobs SET state = 'pending', attempts = greatest(attempts - $3::int, 0), error = coalesce($4::text, error),
+      const back = (
+        await client.query<{ key: string }>(
+          `UPDATE jobs SET state = 'pending', attempts = greatest(attempts - $3::int, 0), error = coalesce($4::text, error),
           lease_owner = NULL, lease_expires_at = NULL, updated_at = $1 WHERE lease_owner = $2 AND state = 'running' RETURNING key`,
-        [e.now, batchOwner(id), e.refund ? 1 : 0, e.jobError ?? null])).rows.map((r) => r.key);
+          [e.now, batchOwner(id), e.refund ? 1 : 0, e.jobError ?? null],
+        )
+      ).rows.map((r) => r.key);
       if (back.length > 0) {
         // A job whose document changed while it was in the batch is needed by no item: never resend it.
-        await client.query(`WITH gone AS (DELETE FROM jobs WHERE key = ANY($1::text[]) AND state = 'pending'
+        await client.query(
+          `WITH gone AS (DELETE FROM jobs WHERE key = ANY($1::text[]) AND state = 'pending'
             AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key) RETURNING key)
-          DELETE FROM attempts WHERE job_key IN (SELECT key FROM gone)`, [back]);
+          DELETE FROM attempts WHERE job_key IN (SELECT key FROM gone)`,
+          [back],
+        );
       }
-      await client.query(`UPDATE batches SET state = $1, provider_status = coalesce($2, provider_status), done = $3, failed = $4,
+      await client.query(
+        `UPDATE batches SET state = $1, provider_status = coalesce($2, provider_status), done = $3, failed = $4,
           requeued = $5, error = $6, updated_at = $7, ended_at = $7 WHERE id = $8`,
-        [e.state, e.providerStatus, e.done, e.failed, back.length, e.error, e.now, id]);
+        [e.state, e.providerStatus, e.done, e.failed, back.length, e.error, e.now, id],
+      );
       return back.length;
     });
   }
 
   async held(id: string): Promise<Array<{ key: string; attempts: number; model: string }>> {
-    const r = await this.#q(`SELECT key, attempts, model FROM jobs WHERE lease_owner = $1 AND state = 'running' ORDER BY seq`, [batchOwner(id)]);
+    const r = await this.#q(`SELECT key, attempts, model FROM jobs WHERE lease_owner = $1 AND state = 'running' ORDER BY seq`, [
+      batchOwner(id),
+    ]);
     return r.rows.map((row) => ({ key: row.key, attempts: Number(row.attempts), model: row.model }));
   }
 
@@ -82,9 +104,20 @@ export class PgBatches implements BatchStore {
 
 function toRow(r: Record<string, any>): BatchRow {
   return {
-    id: r.id, runId: r.run_id, baseUrl: r.base_url, state: r.state as BatchState, providerBatchId: r.provider_batch_id,
-    inputFileId: r.input_file_id, providerStatus: r.provider_status, jobs: Number(r.jobs), done: Number(r.done),
-    failed: Number(r.failed), requeued: Number(r.requeued), error: r.error, createdAt: Number(r.created_at),
-    updatedAt: Number(r.updated_at), endedAt: r.ended_at === null ? null : Number(r.ended_at),
+    id: r.id,
+    runId: r.run_id,
+    baseUrl: r.base_url,
+    state: r.state as BatchState,
+    providerBatchId: r.provider_batch_id,
+    inputFileId: r.input_file_id,
+    providerStatus: r.provider_status,
+    jobs: Number(r.jobs),
+    done: Number(r.done),
+    failed: Number(r.failed),
+    requeued: Number(r.requeued),
+    error: r.error,
+    createdAt: Number(r.created_at),
+    updatedAt: Number(r.updated_at),
+    endedAt: r.ended_at === null ? null : Number(r.ended_at),
   };
 }

@@ -26,7 +26,9 @@ export function parsePgUrl(url: string): PgTarget {
   try {
     parsed = new URL(url);
   } catch (error) {
-    throw new StoreError(`Cannot read the PostgreSQL URL ${location}. Expected postgres://user:password@host:5432/database?schema=name.`, { cause: error });
+    throw new StoreError(`Cannot read the PostgreSQL URL ${location}. Expected postgres://user:password@host:5432/database?schema=name.`, {
+      cause: error,
+    });
   }
   const schema = parsed.searchParams.get('schema') ?? parsed.searchParams.get('search_path') ?? 'public';
   if (!IDENTIFIER.test(schema)) {
@@ -68,8 +70,18 @@ export function createPool(target: PgTarget): pg.Pool {
   return pool;
 }
 
-const CONNECT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', '28P01', '28000',
-  '3D000', '42501']);
+const CONNECT_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'ECONNRESET',
+  'EHOSTUNREACH',
+  '28P01',
+  '28000',
+  '3D000',
+  '42501',
+]);
 
 // pg's own words when the two ends disagree about SSL, and Node's TLS certificate codes.
 const SSL_MESSAGE = /server does not support SSL|SSL connection|self[- ]signed certificate|certificate/i;
@@ -79,20 +91,29 @@ const TLS_CODES = /^(ERR_TLS_|ERR_SSL_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_C
 export function connectionError(error: unknown, location: string): unknown {
   const e = error as { code?: string; message?: string };
   if (/server does not support SSL/i.test(e.message ?? '')) {
-    return new StoreError(`Cannot connect to PostgreSQL at ${location}: the server does not support SSL, and the URL asks for it. ` +
-      'Remove sslmode from the URL (or set sslmode=disable) for a server without SSL, or enable SSL on the server.', { cause: error });
+    return new StoreError(
+      `Cannot connect to PostgreSQL at ${location}: the server does not support SSL, and the URL asks for it. ` +
+        'Remove sslmode from the URL (or set sslmode=disable) for a server without SSL, or enable SSL on the server.',
+      { cause: error },
+    );
   }
   if (TLS_CODES.test(e.code ?? '') || (!e.code && SSL_MESSAGE.test(e.message ?? ''))) {
-    return new StoreError(`Cannot connect to PostgreSQL at ${location} over SSL: ${e.message ?? String(error)}. ` +
-      'Check the server certificate, or the sslmode and sslrootcert in the URL.', { cause: error });
+    return new StoreError(
+      `Cannot connect to PostgreSQL at ${location} over SSL: ${e.message ?? String(error)}. ` +
+        'Check the server certificate, or the sslmode and sslrootcert in the URL.',
+      { cause: error },
+    );
   }
   const timedOut = /connection timeout|timeout expired/i.test(e.message ?? '');
   if (!CONNECT_CODES.has(e.code ?? '') && !timedOut) return error;
   const hint =
-    e.code === '28P01' || e.code === '28000' ? 'Check the user and password in the URL.' :
-    e.code === '3D000' ? 'Check the database name in the URL, or create it (createdb).' :
-    e.code === '42501' ? 'Check that the user may create tables (and the schema) there, or have them created for it.' :
-    'Check that PostgreSQL is running and reachable at that host and port.';
+    e.code === '28P01' || e.code === '28000'
+      ? 'Check the user and password in the URL.'
+      : e.code === '3D000'
+        ? 'Check the database name in the URL, or create it (createdb).'
+        : e.code === '42501'
+          ? 'Check that the user may create tables (and the schema) there, or have them created for it.'
+          : 'Check that PostgreSQL is running and reachable at that host and port.';
   const what = e.code === '42501' ? 'set up the llmq tables in' : 'connect to';
   // The driver's own text may quote the connection string it was given.
   const said = redactUrlCredentials(e.message ?? String(error));
@@ -103,9 +124,7 @@ export function connectionError(error: unknown, location: string): unknown {
 const RETRYABLE = new Set(['40P01', '40001']);
 
 /** Run a function's queries in one transaction on one connection, retrying it after a deadlock. */
-export async function inTransaction<T>(
-  pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN',
-): Promise<T> {
+export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     const client = await pool.connect();
     try {
@@ -125,7 +144,9 @@ export async function inTransaction<T>(
 
 /** One statement is its own transaction; retry it after a deadlock like `inTransaction`. */
 export async function query<R extends pg.QueryResultRow = Record<string, unknown>>(
-  pool: pg.Pool, sql: string, params: unknown[] = [],
+  pool: pg.Pool,
+  sql: string,
+  params: unknown[] = [],
 ): Promise<pg.QueryResult<R>> {
   for (let attempt = 1; ; attempt++) {
     try {

@@ -23,7 +23,14 @@ export class PgCopier {
   async *dumpItems(): AsyncIterable<ItemRow> {
     type Raw = { seq: number; id: string; source: string; job_key: string; meta: string | null; created_at: number; updated_at: number };
     for await (const i of this.#pages<Raw>('items', 'seq')) {
-      yield { id: i.id, source: i.source, jobKey: i.job_key, meta: i.meta ? JSON.parse(i.meta) : null, createdAt: i.created_at, updatedAt: i.updated_at };
+      yield {
+        id: i.id,
+        source: i.source,
+        jobKey: i.job_key,
+        meta: i.meta ? JSON.parse(i.meta) : null,
+        createdAt: i.created_at,
+        updatedAt: i.updated_at,
+      };
     }
   }
 
@@ -39,65 +46,123 @@ export class PgCopier {
   async loadJobs(rows: readonly JobRow[]): Promise<void> {
     if (!rows.length) return;
     const col = <T>(f: (j: JobRow) => T) => rows.map(f);
-    await query(this.#pool, `INSERT INTO jobs (key, request, model, state, priority, attempts, run_after, lease_owner,
+    await query(
+      this.#pool,
+      `INSERT INTO jobs (key, request, model, state, priority, attempts, run_after, lease_owner,
         lease_expires_at, output, response, prompt_tokens, completion_tokens, error, created_at, updated_at, finished_at, cost_usd)
       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[], $7::bigint[], $8::text[],
         $9::bigint[], $10::text[], $11::text[], $12::int[], $13::int[], $14::text[], $15::bigint[], $16::bigint[], $17::bigint[],
-        $18::float8[])`, [
-      col((j) => j.key), col((j) => j.request), col((j) => j.model), col((j) => j.state), col((j) => j.priority),
-      col((j) => j.attempts), col((j) => j.runAfter), col((j) => j.leaseOwner), col((j) => j.leaseExpiresAt),
-      col((j) => j.output), col((j) => j.response), col((j) => j.usage?.promptTokens ?? null),
-      col((j) => j.usage?.completionTokens ?? null), col((j) => j.error), col((j) => j.createdAt), col((j) => j.updatedAt),
-      col((j) => j.finishedAt), col((j) => j.costUsd ?? null),
-    ]);
+        $18::float8[])`,
+      [
+        col((j) => j.key),
+        col((j) => j.request),
+        col((j) => j.model),
+        col((j) => j.state),
+        col((j) => j.priority),
+        col((j) => j.attempts),
+        col((j) => j.runAfter),
+        col((j) => j.leaseOwner),
+        col((j) => j.leaseExpiresAt),
+        col((j) => j.output),
+        col((j) => j.response),
+        col((j) => j.usage?.promptTokens ?? null),
+        col((j) => j.usage?.completionTokens ?? null),
+        col((j) => j.error),
+        col((j) => j.createdAt),
+        col((j) => j.updatedAt),
+        col((j) => j.finishedAt),
+        col((j) => j.costUsd ?? null),
+      ],
+    );
   }
 
   async loadItems(rows: readonly ItemRow[]): Promise<void> {
     if (!rows.length) return;
-    await query(this.#pool, `INSERT INTO items (id, source, job_key, meta, created_at, updated_at)
-      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])`, [
-      rows.map((i) => i.id), rows.map((i) => i.source), rows.map((i) => i.jobKey),
-      rows.map((i) => (i.meta ? JSON.stringify(i.meta) : null)), rows.map((i) => i.createdAt), rows.map((i) => i.updatedAt),
-    ]);
+    await query(
+      this.#pool,
+      `INSERT INTO items (id, source, job_key, meta, created_at, updated_at)
+      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])`,
+      [
+        rows.map((i) => i.id),
+        rows.map((i) => i.source),
+        rows.map((i) => i.jobKey),
+        rows.map((i) => (i.meta ? JSON.stringify(i.meta) : null)),
+        rows.map((i) => i.createdAt),
+        rows.map((i) => i.updatedAt),
+      ],
+    );
   }
 
   async loadAttempts(rows: readonly AttemptRow[]): Promise<void> {
     if (!rows.length) return;
-    await query(this.#pool, `INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome,
+    await query(
+      this.#pool,
+      `INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome,
         error, prompt_tokens, completion_tokens, cost_usd, may_be_billed)
       SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::int[], $8::text[],
-        $9::text[], $10::int[], $11::int[], $12::float8[], $13::bool[])`, [
-      rows.map((a) => a.key), rows.map((a) => a.runId), rows.map((a) => a.attempt), rows.map((a) => a.startedAt),
-      rows.map((a) => a.endedAt), rows.map((a) => a.latencyMs), rows.map((a) => a.status), rows.map((a) => a.outcome),
-      rows.map((a) => a.error), rows.map((a) => a.usage?.promptTokens ?? null), rows.map((a) => a.usage?.completionTokens ?? null),
-      rows.map((a) => a.costUsd ?? null), rows.map((a) => a.mayBeBilled === true),
-    ]);
+        $9::text[], $10::int[], $11::int[], $12::float8[], $13::bool[])`,
+      [
+        rows.map((a) => a.key),
+        rows.map((a) => a.runId),
+        rows.map((a) => a.attempt),
+        rows.map((a) => a.startedAt),
+        rows.map((a) => a.endedAt),
+        rows.map((a) => a.latencyMs),
+        rows.map((a) => a.status),
+        rows.map((a) => a.outcome),
+        rows.map((a) => a.error),
+        rows.map((a) => a.usage?.promptTokens ?? null),
+        rows.map((a) => a.usage?.completionTokens ?? null),
+        rows.map((a) => a.costUsd ?? null),
+        rows.map((a) => a.mayBeBilled === true),
+      ],
+    );
   }
 
   async loadRuns(rows: readonly RunRow[]): Promise<void> {
     if (!rows.length) return;
-    await query(this.#pool, `INSERT INTO runs (id, host, pid, started_at, heartbeat_at, ended_at, exit_reason, options, stats)
-      SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[])`, [
-      rows.map((r) => r.id), rows.map((r) => r.host), rows.map((r) => r.pid), rows.map((r) => r.startedAt),
-      rows.map((r) => r.heartbeatAt), rows.map((r) => r.endedAt), rows.map((r) => r.exitReason),
-      rows.map((r) => JSON.stringify(r.options)), rows.map((r) => (r.stats ? JSON.stringify(r.stats) : null)),
-    ]);
+    await query(
+      this.#pool,
+      `INSERT INTO runs (id, host, pid, started_at, heartbeat_at, ended_at, exit_reason, options, stats)
+      SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[])`,
+      [
+        rows.map((r) => r.id),
+        rows.map((r) => r.host),
+        rows.map((r) => r.pid),
+        rows.map((r) => r.startedAt),
+        rows.map((r) => r.heartbeatAt),
+        rows.map((r) => r.endedAt),
+        rows.map((r) => r.exitReason),
+        rows.map((r) => JSON.stringify(r.options)),
+        rows.map((r) => (r.stats ? JSON.stringify(r.stats) : null)),
+      ],
+    );
     const spent = rows.filter((r) => r.spend);
     if (!spent.length) return;
     const m = (f: (r: RunRow) => number) => spent.map(f);
-    await query(this.#pool, `INSERT INTO spend (run_id, reserved_nanousd, in_flight, spent_nanousd, unknown_nanousd, unknown_tries,
+    await query(
+      this.#pool,
+      `INSERT INTO spend (run_id, reserved_nanousd, in_flight, spent_nanousd, unknown_nanousd, unknown_tries,
         unpriced_tries, updated_at)
-      SELECT * FROM unnest($1::text[], $2::bigint[], $3::int[], $4::bigint[], $5::bigint[], $6::int[], $7::int[], $8::bigint[])`, [
-      spent.map((r) => r.id), m((r) => nanoUp(r.spend!.reservedUsd)), m((r) => r.spend!.inFlight), m((r) => nanoUp(r.spend!.spentUsd)),
-      m((r) => nanoUp(r.spend!.mayBeBilledUsd)), m((r) => r.spend!.mayBeBilledTries), m((r) => r.spend!.unpricedTries),
-      m((r) => r.heartbeatAt),
-    ]);
+      SELECT * FROM unnest($1::text[], $2::bigint[], $3::int[], $4::bigint[], $5::bigint[], $6::int[], $7::int[], $8::bigint[])`,
+      [
+        spent.map((r) => r.id),
+        m((r) => nanoUp(r.spend!.reservedUsd)),
+        m((r) => r.spend!.inFlight),
+        m((r) => nanoUp(r.spend!.spentUsd)),
+        m((r) => nanoUp(r.spend!.mayBeBilledUsd)),
+        m((r) => r.spend!.mayBeBilledTries),
+        m((r) => r.spend!.unpricedTries),
+        m((r) => r.heartbeatAt),
+      ],
+    );
   }
 
   async *#pages<R extends pg.QueryResultRow>(table: string, orderKey: string): AsyncIterable<R> {
     let after = 0;
     for (;;) {
-      const rows = (await query<R>(this.#pool, `SELECT * FROM ${table} WHERE ${orderKey} > $1 ORDER BY ${orderKey} LIMIT ${PAGE}`, [after])).rows;
+      const rows = (await query<R>(this.#pool, `SELECT * FROM ${table} WHERE ${orderKey} > $1 ORDER BY ${orderKey} LIMIT ${PAGE}`, [after]))
+        .rows;
       yield* rows;
       if (rows.length < PAGE) return;
       after = rows[rows.length - 1]![orderKey] as number;

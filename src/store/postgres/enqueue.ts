@@ -48,7 +48,13 @@ SELECT (SELECT count(*) FROM new_jobs) AS new_jobs,
        (SELECT count(*) FROM upserted) AS written
 FROM input t LEFT JOIN before b ON b.id = t.item_id`;
 
-interface Counts { new_jobs: number; new_items: number; moved: number; unchanged: number; old_keys: string[] | null }
+interface Counts {
+  new_jobs: number;
+  new_items: number;
+  moved: number;
+  unchanged: number;
+  old_keys: string[] | null;
+}
 
 /** Jobs that lost their last item to a move and were never answered: never to be sent. */
 const DROP_STALE_SQL = `
@@ -69,10 +75,18 @@ export async function enqueuePg(pool: pg.Pool, rows: readonly EnqueueRow[], now:
   const chunks = splitOnRepeatedIds(rows);
   await inTransaction(pool, async (client) => {
     for (const chunk of chunks) {
-      const c = (await client.query<Counts>(ENQUEUE_SQL, [
-        chunk.map((r) => r.itemId), chunk.map((r) => r.source), chunk.map((r) => (r.meta ? JSON.stringify(r.meta) : null)),
-        chunk.map((r) => r.key), chunk.map((r) => r.request), chunk.map((r) => r.model), chunk.map((r) => r.priority), now,
-      ])).rows[0]!;
+      const c = (
+        await client.query<Counts>(ENQUEUE_SQL, [
+          chunk.map((r) => r.itemId),
+          chunk.map((r) => r.source),
+          chunk.map((r) => (r.meta ? JSON.stringify(r.meta) : null)),
+          chunk.map((r) => r.key),
+          chunk.map((r) => r.request),
+          chunk.map((r) => r.model),
+          chunk.map((r) => r.priority),
+          now,
+        ])
+      ).rows[0]!;
       total.newJobs += c.new_jobs;
       total.newItems += c.new_items;
       total.movedItems += c.moved;

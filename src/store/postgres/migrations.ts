@@ -44,7 +44,10 @@ CREATE INDEX batches_open ON batches (state, created_at);
 });
 
 /** A (model, state) group's contribution of a set of job rows `t`, times `sign` (1: rows that came, -1: rows that left). */
-const jobCounts = (sign: string, t: string) => `SELECT ${t}.model, ${t}.state, ${sign} * count(*), ${sign} * count(*) FILTER (WHERE ${t}.attempts > 0),
+const jobCounts = (
+  sign: string,
+  t: string,
+) => `SELECT ${t}.model, ${t}.state, ${sign} * count(*), ${sign} * count(*) FILTER (WHERE ${t}.attempts > 0),
     ${sign} * coalesce(sum(${t}.prompt_tokens), 0), ${sign} * coalesce(sum(${t}.completion_tokens), 0), ${sign} * coalesce(sum(${t}.cost_usd), 0),
     ${sign} * coalesce(sum(${t}.prompt_tokens) FILTER (WHERE ${t}.cost_usd IS NULL), 0),
     ${sign} * coalesce(sum(${t}.completion_tokens) FILTER (WHERE ${t}.cost_usd IS NULL), 0)`;
@@ -324,10 +327,13 @@ export async function migrate(pool: pg.Pool, schema: string, location: string): 
     if (current === 0) {
       const clash = await client.query<{ table_name: string }>(
         `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 AND table_name = ANY($2) ORDER BY 1 LIMIT 1`,
-        [schema, OUR_TABLES]);
+        [schema, OUR_TABLES],
+      );
       if (clash.rows.length) {
-        throw new StoreError(`Schema "${schema}" in ${location} already has a table "${clash.rows[0]!.table_name}" that llmq did not create. ` +
-          `Give llmq its own schema, e.g. add ?schema=llmq to the URL.`);
+        throw new StoreError(
+          `Schema "${schema}" in ${location} already has a table "${clash.rows[0]!.table_name}" that llmq did not create. ` +
+            `Give llmq its own schema, e.g. add ?schema=llmq to the URL.`,
+        );
       }
     }
     for (const m of MIGRATIONS) {

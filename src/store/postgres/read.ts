@@ -1,9 +1,32 @@
 import { COUNTS_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
 import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type pg from 'pg';
-import type { AnsweredJob, ExportFilter, ExportRow, FailedItemRow, ItemDetail, JobToRun, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
+import type {
+  AnsweredJob,
+  ExportFilter,
+  ExportRow,
+  FailedItemRow,
+  ItemDetail,
+  JobToRun,
+  LaneLimitRow,
+  RunRow,
+  StatusSnapshot,
+} from '../types.js';
 import { inClaimOrder, JOBS_PAGE, type RawJobToRun } from '../claim-order.js';
-import { exportColumns, LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun, type RawAttempt, type RawExport, type RawJob, type RawLane, type RawRun } from '../rows.js';
+import {
+  exportColumns,
+  LANES_SQL,
+  toAttempt,
+  toExportRow,
+  toJob,
+  toLane,
+  toRun,
+  type RawAttempt,
+  type RawExport,
+  type RawJob,
+  type RawLane,
+  type RawRun,
+} from '../rows.js';
 import { inTransaction, query } from './connect.js';
 import { CANNOT_WRITE, FOLD_COUNTS_SQL } from './counts.js';
 
@@ -33,25 +56,41 @@ export class PgReader {
     await query(this.#pool, FOLD_COUNTS_SQL).catch((error: { code?: string }) => {
       if (!CANNOT_WRITE.has(error.code ?? '')) throw error;
     });
-    return inTransaction(this.#pool, async (db) => {
-      // COLLATE "C" orders like SQLite (by bytes), whatever the database's locale.
-      const rows = (await db.query<StateTokensRow>(
-        `SELECT ${COUNTS_COLUMNS} FROM job_counts GROUP BY model, state ORDER BY model COLLATE "C", state`)).rows;
-      const one = async <T>(sql: string): Promise<T> => (await db.query(sql)).rows[0]!.v as T;
-      const items = await one<number>('SELECT coalesce(sum(items), 0)::bigint AS v FROM item_counts');
-      const failures = (await db.query<{ error: string; count: number }>(`SELECT error, sum(jobs)::bigint AS count FROM failure_counts
-          GROUP BY error HAVING sum(jobs) > 0 ORDER BY 2 DESC, error COLLATE "C" LIMIT 10`)).rows;
-      // the first entry of jobs_age (state, created_at)
-      const oldestPendingAt = await one<number | null>(`SELECT min(created_at) AS v FROM jobs WHERE state = 'pending'`);
-      const activeRuns = (await db.query<RawRun>(ACTIVE_RUNS)).rows.map(toRun);
-      const last = (await db.query<RawRun>('SELECT * FROM runs ORDER BY started_at DESC, seq DESC LIMIT 1')).rows[0];
-      const lanes = (await db.query<RawLane>(LANES_SQL)).rows.map(toLane);
-      const spend = (await db.query<RawRun & Record<string, unknown>>(`SELECT r.*, ${SPEND_COLUMNS} FROM runs r
-          JOIN spend s ON s.run_id = r.id ORDER BY r.started_at DESC, r.seq DESC`)).rows.map((r) => ({ ...toRun(r), spend: spendOfJoined(r)! }));
-      return {
-        ...tallyJobs(rows), items, failures, oldestPendingAt, activeRuns, lastRun: last ? toRun(last) : null, lanes, spend,
-      };
-    }, SNAPSHOT);
+    return inTransaction(
+      this.#pool,
+      async (db) => {
+        // COLLATE "C" orders like SQLite (by bytes), whatever the database's locale.
+        const rows = (
+          await db.query<StateTokensRow>(`SELECT ${COUNTS_COLUMNS} FROM job_counts GROUP BY model, state ORDER BY model COLLATE "C", state`)
+        ).rows;
+        const one = async <T>(sql: string): Promise<T> => (await db.query(sql)).rows[0]!.v as T;
+        const items = await one<number>('SELECT coalesce(sum(items), 0)::bigint AS v FROM item_counts');
+        const failures = (
+          await db.query<{ error: string; count: number }>(`SELECT error, sum(jobs)::bigint AS count FROM failure_counts
+          GROUP BY error HAVING sum(jobs) > 0 ORDER BY 2 DESC, error COLLATE "C" LIMIT 10`)
+        ).rows;
+        // the first entry of jobs_age (state, created_at)
+        const oldestPendingAt = await one<number | null>(`SELECT min(created_at) AS v FROM jobs WHERE state = 'pending'`);
+        const activeRuns = (await db.query<RawRun>(ACTIVE_RUNS)).rows.map(toRun);
+        const last = (await db.query<RawRun>('SELECT * FROM runs ORDER BY started_at DESC, seq DESC LIMIT 1')).rows[0];
+        const lanes = (await db.query<RawLane>(LANES_SQL)).rows.map(toLane);
+        const spend = (
+          await db.query<RawRun & Record<string, unknown>>(`SELECT r.*, ${SPEND_COLUMNS} FROM runs r
+          JOIN spend s ON s.run_id = r.id ORDER BY r.started_at DESC, r.seq DESC`)
+        ).rows.map((r) => ({ ...toRun(r), spend: spendOfJoined(r)! }));
+        return {
+          ...tallyJobs(rows),
+          items,
+          failures,
+          oldestPendingAt,
+          activeRuns,
+          lastRun: last ? toRun(last) : null,
+          lanes,
+          spend,
+        };
+      },
+      SNAPSHOT,
+    );
   }
 
   async laneLimits(): Promise<LaneLimitRow[]> {
@@ -63,18 +102,28 @@ export class PgReader {
   }
 
   async failedItems(error: string, limit: number): Promise<FailedItemRow[]> {
-    return (await query<FailedItemRow>(this.#pool, `SELECT i.id, i.source, j.key, j.attempts FROM jobs j JOIN items i ON i.job_key = j.key
-      WHERE j.state = 'failed' AND coalesce(j.error, 'unknown error') = $1 ORDER BY j.created_at, j.seq, i.seq LIMIT $2`, [error, limit])).rows;
+    return (
+      await query<FailedItemRow>(
+        this.#pool,
+        `SELECT i.id, i.source, j.key, j.attempts FROM jobs j JOIN items i ON i.job_key = j.key
+      WHERE j.state = 'failed' AND coalesce(j.error, 'unknown error') = $1 ORDER BY j.created_at, j.seq, i.seq LIMIT $2`,
+        [error, limit],
+      )
+    ).rows;
   }
 
   item(id: string): Promise<ItemDetail | null> {
-    return inTransaction(this.#pool, async (db) => {
-      const item = (await db.query<{ id: string; source: string; job_key: string; meta: string | null }>(ITEM_SQL.item, [id])).rows[0];
-      if (!item) return null;
-      const job = (await db.query<RawJob>(ITEM_SQL.job, [item.job_key])).rows[0]!;
-      const attempts = (await db.query<RawAttempt>(ITEM_SQL.attempts, [item.job_key])).rows.map(toAttempt);
-      return { id: item.id, source: item.source, meta: item.meta ? JSON.parse(item.meta) : null, job: toJob(job), attempts };
-    }, SNAPSHOT);
+    return inTransaction(
+      this.#pool,
+      async (db) => {
+        const item = (await db.query<{ id: string; source: string; job_key: string; meta: string | null }>(ITEM_SQL.item, [id])).rows[0];
+        if (!item) return null;
+        const job = (await db.query<RawJob>(ITEM_SQL.job, [item.job_key])).rows[0]!;
+        const attempts = (await db.query<RawAttempt>(ITEM_SQL.attempts, [item.job_key])).rows.map(toAttempt);
+        return { id: item.id, source: item.source, meta: item.meta ? JSON.parse(item.meta) : null, job: toJob(job), attempts };
+      },
+      SNAPSHOT,
+    );
   }
 
   /**
@@ -111,20 +160,44 @@ export class PgReader {
 
   async *jobsToRun(now: number): AsyncIterable<JobToRun> {
     const cols = 'seq, key, model, request, priority, attempts';
-    const expired = (await query<RawJobToRun>(this.#pool, `SELECT ${cols} FROM jobs WHERE state = 'running' AND lease_expires_at < $1`, [now])).rows;
-    yield* inClaimOrder(expired, async (after) => (after
-      ? await query<RawJobToRun>(this.#pool, `SELECT ${cols} FROM jobs WHERE state = 'pending' AND (priority, seq) > ($1, $2)
-          ORDER BY priority, seq LIMIT ${JOBS_PAGE}`, [after.priority, after.seq])
-      : await query<RawJobToRun>(this.#pool, `SELECT ${cols} FROM jobs WHERE state = 'pending' ORDER BY priority, seq LIMIT ${JOBS_PAGE}`)).rows);
+    const expired = (
+      await query<RawJobToRun>(this.#pool, `SELECT ${cols} FROM jobs WHERE state = 'running' AND lease_expires_at < $1`, [now])
+    ).rows;
+    yield* inClaimOrder(
+      expired,
+      async (after) =>
+        (after
+          ? await query<RawJobToRun>(
+              this.#pool,
+              `SELECT ${cols} FROM jobs WHERE state = 'pending' AND (priority, seq) > ($1, $2)
+          ORDER BY priority, seq LIMIT ${JOBS_PAGE}`,
+              [after.priority, after.seq],
+            )
+          : await query<RawJobToRun>(
+              this.#pool,
+              `SELECT ${cols} FROM jobs WHERE state = 'pending' ORDER BY priority, seq LIMIT ${JOBS_PAGE}`,
+            )
+        ).rows,
+    );
   }
 
   /** Newest first in jobs_age's order (state, created_at), so the walk stops at the limit instead of sorting every done job. */
   async answered(model: string, o: { limit: number; withRequest: boolean }): Promise<AnsweredJob[]> {
-    const rows = (await query<{ prompt_tokens: number; completion_tokens: number; request: string | null; latency_ms: number | null }>(this.#pool,
-      `SELECT j.prompt_tokens, j.completion_tokens, ${o.withRequest ? 'j.request' : 'NULL AS request'},
+    const rows = (
+      await query<{ prompt_tokens: number; completion_tokens: number; request: string | null; latency_ms: number | null }>(
+        this.#pool,
+        `SELECT j.prompt_tokens, j.completion_tokens, ${o.withRequest ? 'j.request' : 'NULL AS request'},
         (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1) AS latency_ms
-      FROM jobs j WHERE j.model = $1 AND j.state = 'done' ORDER BY j.created_at DESC, j.seq DESC LIMIT $2`, [model, o.limit])).rows;
-    return rows.map((r) => ({ promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, latencyMs: r.latency_ms, request: r.request }));
+      FROM jobs j WHERE j.model = $1 AND j.state = 'done' ORDER BY j.created_at DESC, j.seq DESC LIMIT $2`,
+        [model, o.limit],
+      )
+    ).rows;
+    return rows.map((r) => ({
+      promptTokens: r.prompt_tokens,
+      completionTokens: r.completion_tokens,
+      latencyMs: r.latency_ms,
+      request: r.request,
+    }));
   }
 }
 

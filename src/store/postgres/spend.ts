@@ -45,26 +45,46 @@ export class PgSpend {
       if (r.totalBudget !== null) await db.query('SELECT pg_advisory_xact_lock(hashtext($1))', [this.#lockKey]);
       const usd = nanoUp(r.usd);
       // Creates the run's row if it has none, and locks it either way.
-      const run = Number((await db.query<{ v: string }>(`INSERT INTO spend (run_id, updated_at) VALUES ($1, $2)
-        ON CONFLICT (run_id) DO UPDATE SET updated_at = excluded.updated_at RETURNING ${COMMITTED} AS v`, [r.runId, r.now])).rows[0]!.v);
+      const run = Number(
+        (
+          await db.query<{ v: string }>(
+            `INSERT INTO spend (run_id, updated_at) VALUES ($1, $2)
+        ON CONFLICT (run_id) DO UPDATE SET updated_at = excluded.updated_at RETURNING ${COMMITTED} AS v`,
+            [r.runId, r.now],
+          )
+        ).rows[0]!.v,
+      );
       if (r.runBudget !== null && run + usd > nanoDown(r.runBudget)) return { ok: false, scope: 'run', committedUsd: usdOf(run) };
       if (r.totalBudget !== null) {
         const total = Number((await db.query<{ v: string }>(`SELECT coalesce(sum(${COMMITTED}), 0) AS v FROM spend`)).rows[0]!.v);
         if (total + usd > nanoDown(r.totalBudget)) return { ok: false, scope: 'total', committedUsd: usdOf(total) };
       }
-      await db.query('UPDATE spend SET reserved_nanousd = reserved_nanousd + $1, in_flight = in_flight + 1 WHERE run_id = $2', [usd, r.runId]);
+      await db.query('UPDATE spend SET reserved_nanousd = reserved_nanousd + $1, in_flight = in_flight + 1 WHERE run_id = $2', [
+        usd,
+        r.runId,
+      ]);
       return { ok: true };
     });
   }
 
   async unreserve(runId: string, usd: number, now: number): Promise<void> {
-    await query(this.#pool, `UPDATE spend SET reserved_nanousd = greatest(reserved_nanousd - $1, 0), in_flight = greatest(in_flight - 1, 0),
-      updated_at = $2 WHERE run_id = $3`, [nanoUp(usd), now, runId]);
+    await query(
+      this.#pool,
+      `UPDATE spend SET reserved_nanousd = greatest(reserved_nanousd - $1, 0), in_flight = greatest(in_flight - 1, 0),
+      updated_at = $2 WHERE run_id = $3`,
+      [nanoUp(usd), now, runId],
+    );
   }
 
   async committed(runId: string): Promise<Committed> {
-    const r = (await query<{ run: string | null; total: string | null }>(this.#pool, `SELECT
-        sum(${COMMITTED}) FILTER (WHERE run_id = $1) AS run, sum(${COMMITTED}) AS total FROM spend`, [runId])).rows[0]!;
+    const r = (
+      await query<{ run: string | null; total: string | null }>(
+        this.#pool,
+        `SELECT
+        sum(${COMMITTED}) FILTER (WHERE run_id = $1) AS run, sum(${COMMITTED}) AS total FROM spend`,
+        [runId],
+      )
+    ).rows[0]!;
     return { run: usdOf(r.run ?? 0), total: usdOf(r.total ?? 0) };
   }
 }

@@ -14,8 +14,22 @@ export const INSERT_ATTEMPT = `attempt AS (INSERT INTO attempts (job_key, run_id
 export const ATTEMPT_PARAMS = 19;
 
 export function attemptParams(a: AttemptRecord): unknown[] {
-  return [a.key, a.runId, a.attempt, a.startedAt, a.endedAt, Math.max(0, a.endedAt - a.startedAt), a.status, a.outcome, a.error,
-    a.usage?.promptTokens ?? null, a.usage?.completionTokens ?? null, a.costUsd ?? null, a.mayBeBilled === true, ...settlementParams(a)];
+  return [
+    a.key,
+    a.runId,
+    a.attempt,
+    a.startedAt,
+    a.endedAt,
+    Math.max(0, a.endedAt - a.startedAt),
+    a.status,
+    a.outcome,
+    a.error,
+    a.usage?.promptTokens ?? null,
+    a.usage?.completionTokens ?? null,
+    a.costUsd ?? null,
+    a.mayBeBilled === true,
+    ...settlementParams(a),
+  ];
 }
 
 /** Fail a held job; its four parameters (error, now, key, owner) start at `$first`. */

@@ -1,8 +1,30 @@
 import type pg from 'pg';
 import type {
-  AnsweredJob, JobToRun,
-  AttemptRecord, AttemptRow, ClaimOptions, ClaimResult, Committed, Completion, EnqueueResult, EnqueueRow, ExportFilter, ExportRow, FailedItemRow,
-  ItemDetail, ItemRow, JobRow, LaneLimitRow, ReserveRequest, ReserveResult, RetryFailedFilter, RunInfo, RunRow, RunStats, StatusSnapshot, Store,
+  AnsweredJob,
+  JobToRun,
+  AttemptRecord,
+  AttemptRow,
+  ClaimOptions,
+  ClaimResult,
+  Committed,
+  Completion,
+  EnqueueResult,
+  EnqueueRow,
+  ExportFilter,
+  ExportRow,
+  FailedItemRow,
+  ItemDetail,
+  ItemRow,
+  JobRow,
+  LaneLimitRow,
+  ReserveRequest,
+  ReserveResult,
+  RetryFailedFilter,
+  RunInfo,
+  RunRow,
+  RunStats,
+  StatusSnapshot,
+  Store,
 } from '../types.js';
 import { connectionError, createPool, parsePgUrl, query } from './connect.js';
 import { migrate } from './migrations.js';
@@ -12,7 +34,17 @@ import { PgReader } from './read.js';
 import { PgCopier } from './copy.js';
 import { PgBatches } from './batches.js';
 import { PgSpend, settlementParams } from './spend.js';
-import { ATTEMPT_PARAMS, attemptParams, CLAIM_AROUND_SQL, CLAIM_SQL, COMPLETE_BATCH, COMPLETE_SQL, failSql, INSERT_ATTEMPT, type PendingCompletion } from './statements.js';
+import {
+  ATTEMPT_PARAMS,
+  attemptParams,
+  CLAIM_AROUND_SQL,
+  CLAIM_SQL,
+  COMPLETE_BATCH,
+  COMPLETE_SQL,
+  failSql,
+  INSERT_ATTEMPT,
+  type PendingCompletion,
+} from './statements.js';
 
 /**
  * The shared store: many runs on many machines work one queue. Every method is one statement or
@@ -57,22 +89,30 @@ export class PostgresStore implements Store {
   }
 
   async startRun(run: RunInfo): Promise<void> {
-    await this.#q(`WITH run AS (INSERT INTO runs (id, host, pid, started_at, heartbeat_at, options) VALUES ($1, $2, $3, $4, $4, $5))
+    await this.#q(
+      `WITH run AS (INSERT INTO runs (id, host, pid, started_at, heartbeat_at, options) VALUES ($1, $2, $3, $4, $4, $5))
       INSERT INTO spend (run_id, updated_at) VALUES ($1, $4) ON CONFLICT (run_id) DO NOTHING`,
-    [run.id, run.host, run.pid, run.startedAt, JSON.stringify(run.options)]);
+      [run.id, run.host, run.pid, run.startedAt, JSON.stringify(run.options)],
+    );
   }
 
   async heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats): Promise<void> {
-    await this.#q(`WITH run AS (UPDATE runs SET heartbeat_at = $1, stats = $2 WHERE id = $3)
+    await this.#q(
+      `WITH run AS (UPDATE runs SET heartbeat_at = $1, stats = $2 WHERE id = $3)
       UPDATE jobs SET lease_expires_at = $4 WHERE lease_owner = $3 AND state = 'running'`,
-    [now, JSON.stringify(stats), runId, leaseUntil]);
+      [now, JSON.stringify(stats), runId, leaseUntil],
+    );
     // while runs work, the status counts are folded every heartbeat (see FOLD_COUNTS_SQL)
     await this.#q(FOLD_COUNTS_SQL);
   }
 
   async finishRun(runId: string, now: number, exitReason: string, stats: RunStats): Promise<void> {
-    await this.#q('UPDATE runs SET heartbeat_at = $1, ended_at = $1, exit_reason = $2, stats = $3 WHERE id = $4',
-      [now, exitReason, JSON.stringify(stats), runId]);
+    await this.#q('UPDATE runs SET heartbeat_at = $1, ended_at = $1, exit_reason = $2, stats = $3 WHERE id = $4', [
+      now,
+      exitReason,
+      JSON.stringify(stats),
+      runId,
+    ]);
   }
 
   activeRuns(): Promise<RunRow[]> {
@@ -80,7 +120,8 @@ export class PostgresStore implements Store {
   }
 
   async reclaim(now: number, deadOwners: readonly string[]): Promise<number> {
-    const r = await this.#q<{ n: number }>(`WITH back AS (
+    const r = await this.#q<{ n: number }>(
+      `WITH back AS (
         UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = $1
         WHERE state = 'running' AND (lease_expires_at < $1 OR lease_owner = ANY($2::text[])) RETURNING key
       ), died AS (
@@ -88,7 +129,9 @@ export class PostgresStore implements Store {
       ), maybe_billed AS (
         UPDATE spend SET unknown_nanousd = unknown_nanousd + reserved_nanousd, unknown_tries = unknown_tries + in_flight,
           reserved_nanousd = 0, in_flight = 0, updated_at = $1 WHERE run_id = ANY($2::text[]) AND in_flight > 0
-      ) SELECT count(*)::int AS n, coalesce(array_agg(key), '{}') AS keys FROM back`, [now, [...deadOwners]]);
+      ) SELECT count(*)::int AS n, coalesce(array_agg(key), '{}') AS keys FROM back`,
+      [now, [...deadOwners]],
+    );
     await this.#dropOrphans((r.rows[0] as unknown as { keys: string[] }).keys);
     return r.rows[0]!.n;
   }
@@ -96,8 +139,12 @@ export class PostgresStore implements Store {
   async claim(o: ClaimOptions): Promise<ClaimResult> {
     const params = [o.maxAttempts, o.now, o.owner, o.leaseUntil, o.limit];
     const skip = o.skipModels ?? [];
-    const rows = (await this.#q<{ seq: number; key: string; request: string; model: string; priority: number; attempts: number; state: string }>(
-      skip.length ? CLAIM_AROUND_SQL : CLAIM_SQL, skip.length ? [...params, [...skip]] : params)).rows;
+    const rows = (
+      await this.#q<{ seq: number; key: string; request: string; model: string; priority: number; attempts: number; state: string }>(
+        skip.length ? CLAIM_AROUND_SQL : CLAIM_SQL,
+        skip.length ? [...params, [...skip]] : params,
+      )
+    ).rows;
     // RETURNING comes back in no promised order; keep priority, then FIFO.
     rows.sort((a, b) => a.priority - b.priority || a.seq - b.seq);
     let exhausted = 0;
@@ -110,8 +157,11 @@ export class PostgresStore implements Store {
   }
 
   async startRetry(key: string, owner: string, now: number, leaseUntil: number): Promise<number | null> {
-    const r = await this.#q<{ attempts: number }>(`UPDATE jobs SET attempts = attempts + 1, lease_expires_at = $1, updated_at = $2
-      WHERE key = $3 AND state = 'running' AND lease_owner = $4 RETURNING attempts`, [leaseUntil, now, key, owner]);
+    const r = await this.#q<{ attempts: number }>(
+      `UPDATE jobs SET attempts = attempts + 1, lease_expires_at = $1, updated_at = $2
+      WHERE key = $3 AND state = 'running' AND lease_owner = $4 RETURNING attempts`,
+      [leaseUntil, now, key, owner],
+    );
     return r.rows[0]?.attempts ?? null;
   }
 
@@ -144,20 +194,32 @@ export class PostgresStore implements Store {
   async #completeBatch(batch: PendingCompletion[]): Promise<void> {
     // The first answer for a key marks it done; a second one in the same batch finds it done (false), as if it came later.
     const first = new Map<string, number>();
-    batch.forEach((b, i) => { if (!first.has(b.key)) first.set(b.key, i); });
+    batch.forEach((b, i) => {
+      if (!first.has(b.key)) first.set(b.key, i);
+    });
     const col = <T>(f: (b: PendingCompletion) => T) => batch.map(f);
     const settled = batch.map((b) => settlementParams(b.c.attempt));
     const updated = new Set<number>();
     try {
       const r = await this.#q<{ i: number }>(COMPLETE_SQL, [
-        col((b) => b.c.attempt.key), col((b) => b.c.attempt.runId), col((b) => b.c.attempt.attempt),
-        col((b) => b.c.attempt.startedAt), col((b) => b.c.attempt.endedAt),
-        col((b) => Math.max(0, b.c.attempt.endedAt - b.c.attempt.startedAt)), col((b) => b.c.attempt.status),
-        col((b) => b.c.attempt.outcome), col((b) => b.c.attempt.error),
-        col((b) => b.c.attempt.usage?.promptTokens ?? null), col((b) => b.c.attempt.usage?.completionTokens ?? null),
-        col((b) => b.key), col((b) => b.c.output), col((b) => b.c.response),
-        col((b) => b.c.usage.promptTokens), col((b) => b.c.usage.completionTokens),
-        batch.map((b, i) => first.get(b.key) === i), col((b) => b.c.attempt.costUsd ?? null),
+        col((b) => b.c.attempt.key),
+        col((b) => b.c.attempt.runId),
+        col((b) => b.c.attempt.attempt),
+        col((b) => b.c.attempt.startedAt),
+        col((b) => b.c.attempt.endedAt),
+        col((b) => Math.max(0, b.c.attempt.endedAt - b.c.attempt.startedAt)),
+        col((b) => b.c.attempt.status),
+        col((b) => b.c.attempt.outcome),
+        col((b) => b.c.attempt.error),
+        col((b) => b.c.attempt.usage?.promptTokens ?? null),
+        col((b) => b.c.attempt.usage?.completionTokens ?? null),
+        col((b) => b.key),
+        col((b) => b.c.output),
+        col((b) => b.c.response),
+        col((b) => b.c.usage.promptTokens),
+        col((b) => b.c.usage.completionTokens),
+        batch.map((b, i) => first.get(b.key) === i),
+        col((b) => b.c.attempt.costUsd ?? null),
         // the settlement of each answer, computed once: reserved, held, spent and unpriced of settlementParams
         ...[0, 1, 2, 5].map((k) => settled.map((p) => p[k])),
       ]);
@@ -171,22 +233,28 @@ export class PostgresStore implements Store {
 
   async recordAttempt(a: AttemptRecord, o: { countAttempt: boolean; error: string | null }): Promise<void> {
     const [error, refund] = [ATTEMPT_PARAMS + 1, ATTEMPT_PARAMS + 2];
-    await this.#q(`WITH ${INSERT_ATTEMPT}
+    await this.#q(
+      `WITH ${INSERT_ATTEMPT}
       UPDATE jobs SET error = $${error}, attempts = attempts - $${refund}, updated_at = $5
-      WHERE key = $1 AND state = 'running' AND lease_owner = $2`, [...attemptParams(a), o.error, o.countAttempt ? 0 : 1]);
+      WHERE key = $1 AND state = 'running' AND lease_owner = $2`,
+      [...attemptParams(a), o.error, o.countAttempt ? 0 : 1],
+    );
   }
 
   async fail(key: string, owner: string, error: string, attempt: AttemptRecord | null, now: number): Promise<void> {
-    if (attempt) await this.#q(`WITH ${INSERT_ATTEMPT} ${failSql(ATTEMPT_PARAMS + 1)}`, [...attemptParams(attempt), error, now, key, owner]);
+    if (attempt)
+      await this.#q(`WITH ${INSERT_ATTEMPT} ${failSql(ATTEMPT_PARAMS + 1)}`, [...attemptParams(attempt), error, now, key, owner]);
     else await this.#q(failSql(1), [error, now, key, owner]);
   }
 
   async release(owner: string, o: { refund: boolean; now: number; keys?: readonly string[] }): Promise<number> {
     // With `keys`, only those jobs (the ones whose request never went out); without, every job the run holds.
-    const r = await this.#q<{ key: string }>(`UPDATE jobs SET state = 'pending', attempts = greatest(attempts - $1, 0), lease_owner = NULL,
+    const r = await this.#q<{ key: string }>(
+      `UPDATE jobs SET state = 'pending', attempts = greatest(attempts - $1, 0), lease_owner = NULL,
       lease_expires_at = NULL, updated_at = $2 WHERE lease_owner = $3 AND state = 'running' AND ($4::text[] IS NULL OR key = ANY($4::text[]))
       RETURNING key`,
-    [o.refund ? 1 : 0, o.now, owner, o.keys ? [...o.keys] : null]);
+      [o.refund ? 1 : 0, o.now, owner, o.keys ? [...o.keys] : null],
+    );
     await this.#dropOrphans(r.rows.map((x) => x.key));
     return r.rowCount ?? 0;
   }
@@ -197,16 +265,22 @@ export class PostgresStore implements Store {
    */
   async #dropOrphans(keys: readonly string[]): Promise<void> {
     if (keys.length === 0) return;
-    await this.#q(`WITH dropped AS (
+    await this.#q(
+      `WITH dropped AS (
         DELETE FROM jobs j WHERE j.key = ANY($1::text[]) AND j.state = 'pending'
           AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key) RETURNING j.key
-      ) DELETE FROM attempts a WHERE a.job_key IN (SELECT key FROM dropped)`, [[...keys]]);
+      ) DELETE FROM attempts a WHERE a.job_key IN (SELECT key FROM dropped)`,
+      [[...keys]],
+    );
   }
 
   async saveLaneLimits(row: LaneLimitRow): Promise<void> {
-    await this.#q(`INSERT INTO lanes (base_url, model, rpm, tpm, source, learned_at) VALUES ($1, $2, $3, $4, $5, $6)
+    await this.#q(
+      `INSERT INTO lanes (base_url, model, rpm, tpm, source, learned_at) VALUES ($1, $2, $3, $4, $5, $6)
       ON CONFLICT (base_url, model) DO UPDATE SET rpm = excluded.rpm, tpm = excluded.tpm, source = excluded.source,
-        learned_at = excluded.learned_at`, [row.baseUrl, row.model, row.rpm, row.tpm, row.source, row.at]);
+        learned_at = excluded.learned_at`,
+      [row.baseUrl, row.model, row.rpm, row.tpm, row.source, row.at],
+    );
   }
 
   laneLimits(): Promise<LaneLimitRow[]> {
@@ -230,10 +304,13 @@ export class PostgresStore implements Store {
   }
 
   async retryFailed(filter: RetryFailedFilter, now: number): Promise<number> {
-    const r = await this.#q(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL, finished_at = NULL,
+    const r = await this.#q(
+      `UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL, finished_at = NULL,
         updated_at = $1
       WHERE state = 'failed' AND ($2::text IS NULL OR strpos(lower(error), lower($2::text)) > 0)
-        AND ($3::text IS NULL OR coalesce(error, 'unknown error') = $3::text)`, [now, filter.errorContains ?? null, filter.errorIs ?? null]);
+        AND ($3::text IS NULL OR coalesce(error, 'unknown error') = $3::text)`,
+      [now, filter.errorContains ?? null, filter.errorIs ?? null],
+    );
     return r.rowCount ?? 0;
   }
 

@@ -20,10 +20,14 @@ export class SqliteBatches implements BatchStore {
       submitted: db.prepare(`UPDATE batches SET state = 'submitted', provider_batch_id = ?, provider_status = ?, updated_at = ?
         WHERE id = ? AND state = 'preparing'`),
       noteStatus: db.prepare('UPDATE batches SET provider_status = ?, updated_at = ? WHERE id = ?'),
-      adopt: db.prepare(`UPDATE batches SET run_id = ?, updated_at = ? WHERE id = ? AND run_id = ? AND state IN ('preparing', 'submitted')`),
+      adopt: db.prepare(
+        `UPDATE batches SET run_id = ?, updated_at = ? WHERE id = ? AND run_id = ? AND state IN ('preparing', 'submitted')`,
+      ),
       // Jobs still held were not answered: pending again.
-      requeue: db.prepare(`UPDATE jobs SET state = 'pending', attempts = max(attempts - ?, 0), error = coalesce(?, error), lease_owner = NULL,
-          lease_expires_at = NULL, updated_at = ? WHERE lease_owner = ? AND state = 'running' RETURNING key`).pluck(),
+      requeue: db
+        .prepare(`UPDATE jobs SET state = 'pending', attempts = max(attempts - ?, 0), error = coalesce(?, error), lease_owner = NULL,
+          lease_expires_at = NULL, updated_at = ? WHERE lease_owner = ? AND state = 'running' RETURNING key`)
+        .pluck(),
       dropOrphan: db.prepare(`DELETE FROM jobs WHERE key = ? AND state = 'pending'
         AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`),
       dropAttempts: db.prepare('DELETE FROM attempts WHERE job_key = ?'),
@@ -60,13 +64,15 @@ export class SqliteBatches implements BatchStore {
   }
 
   async end(id: string, e: BatchEnd): Promise<number> {
-    return this.#db.transaction(() => {
-      const back = this.#s.requeue.all(e.refund ? 1 : 0, e.jobError ?? null, e.now, batchOwner(id)) as string[];
-      // A job whose document changed while it was in the batch is needed by no item: never resend it.
-      for (const key of back) if (this.#s.dropOrphan.run(key).changes > 0) this.#s.dropAttempts.run(key);
-      this.#s.end.run(e.state, e.providerStatus, e.done, e.failed, back.length, e.error, e.now, e.now, id);
-      return back.length;
-    }).immediate();
+    return this.#db
+      .transaction(() => {
+        const back = this.#s.requeue.all(e.refund ? 1 : 0, e.jobError ?? null, e.now, batchOwner(id)) as string[];
+        // A job whose document changed while it was in the batch is needed by no item: never resend it.
+        for (const key of back) if (this.#s.dropOrphan.run(key).changes > 0) this.#s.dropAttempts.run(key);
+        this.#s.end.run(e.state, e.providerStatus, e.done, e.failed, back.length, e.error, e.now, e.now, id);
+        return back.length;
+      })
+      .immediate();
   }
 
   async held(id: string): Promise<Array<{ key: string; attempts: number; model: string }>> {

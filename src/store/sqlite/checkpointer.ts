@@ -37,7 +37,9 @@ export class Checkpointer {
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
     // a timer and one connection: a small heap keeps the run's memory where it was without the worker
     this.#worker = new Worker(WORKER, {
-      eval: true, workerData: { driver, path, everyMs: EVERY_MS }, resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 8 },
+      eval: true,
+      workerData: { driver, path, everyMs: EVERY_MS },
+      resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 8 },
     });
     // never what keeps the process alive
     this.#worker.unref();

@@ -22,12 +22,20 @@ export class SqliteCopier {
   async *dumpItems(): AsyncIterable<ItemRow> {
     for await (const r of this.#pages('SELECT * FROM items WHERE seq > ? ORDER BY seq LIMIT ?', 'seq')) {
       const i = r as { id: string; source: string; job_key: string; meta: string | null; created_at: number; updated_at: number };
-      yield { id: i.id, source: i.source, jobKey: i.job_key, meta: i.meta ? JSON.parse(i.meta) : null, createdAt: i.created_at, updatedAt: i.updated_at };
+      yield {
+        id: i.id,
+        source: i.source,
+        jobKey: i.job_key,
+        meta: i.meta ? JSON.parse(i.meta) : null,
+        createdAt: i.created_at,
+        updatedAt: i.updated_at,
+      };
     }
   }
 
   async *dumpAttempts(): AsyncIterable<AttemptRow> {
-    for await (const r of this.#pages('SELECT * FROM attempts WHERE id > ? ORDER BY id LIMIT ?', 'id')) yield toAttempt(r as unknown as RawAttempt);
+    for await (const r of this.#pages('SELECT * FROM attempts WHERE id > ? ORDER BY id LIMIT ?', 'id'))
+      yield toAttempt(r as unknown as RawAttempt);
   }
 
   async *dumpRuns(): AsyncIterable<RunRow> {
@@ -41,31 +49,67 @@ export class SqliteCopier {
     const insert = this.#db.prepare(`INSERT INTO jobs (key, request, model, state, priority, attempts, run_after, lease_owner,
         lease_expires_at, output, response, prompt_tokens, completion_tokens, error, created_at, updated_at, finished_at, cost_usd)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
-    this.#db.transaction(() => {
-      for (const j of rows) {
-        insert.run(j.key, j.request, j.model, j.state, j.priority, j.attempts, j.runAfter, j.leaseOwner, j.leaseExpiresAt,
-          j.output, j.response, j.usage?.promptTokens ?? null, j.usage?.completionTokens ?? null, j.error, j.createdAt,
-          j.updatedAt, j.finishedAt, j.costUsd ?? null);
-      }
-    }).immediate();
+    this.#db
+      .transaction(() => {
+        for (const j of rows) {
+          insert.run(
+            j.key,
+            j.request,
+            j.model,
+            j.state,
+            j.priority,
+            j.attempts,
+            j.runAfter,
+            j.leaseOwner,
+            j.leaseExpiresAt,
+            j.output,
+            j.response,
+            j.usage?.promptTokens ?? null,
+            j.usage?.completionTokens ?? null,
+            j.error,
+            j.createdAt,
+            j.updatedAt,
+            j.finishedAt,
+            j.costUsd ?? null,
+          );
+        }
+      })
+      .immediate();
   }
 
   loadItems(rows: readonly ItemRow[]): void {
     const insert = this.#db.prepare('INSERT INTO items (id, source, job_key, meta, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)');
-    this.#db.transaction(() => {
-      for (const i of rows) insert.run(i.id, i.source, i.jobKey, i.meta ? JSON.stringify(i.meta) : null, i.createdAt, i.updatedAt);
-    }).immediate();
+    this.#db
+      .transaction(() => {
+        for (const i of rows) insert.run(i.id, i.source, i.jobKey, i.meta ? JSON.stringify(i.meta) : null, i.createdAt, i.updatedAt);
+      })
+      .immediate();
   }
 
   loadAttempts(rows: readonly AttemptRow[]): void {
     const insert = this.#db.prepare(`INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status,
         outcome, error, prompt_tokens, completion_tokens, cost_usd, may_be_billed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
-    this.#db.transaction(() => {
-      for (const a of rows) {
-        insert.run(a.key, a.runId, a.attempt, a.startedAt, a.endedAt, a.latencyMs, a.status, a.outcome, a.error,
-          a.usage?.promptTokens ?? null, a.usage?.completionTokens ?? null, a.costUsd ?? null, a.mayBeBilled ? 1 : 0);
-      }
-    }).immediate();
+    this.#db
+      .transaction(() => {
+        for (const a of rows) {
+          insert.run(
+            a.key,
+            a.runId,
+            a.attempt,
+            a.startedAt,
+            a.endedAt,
+            a.latencyMs,
+            a.status,
+            a.outcome,
+            a.error,
+            a.usage?.promptTokens ?? null,
+            a.usage?.completionTokens ?? null,
+            a.costUsd ?? null,
+            a.mayBeBilled ? 1 : 0,
+          );
+        }
+      })
+      .immediate();
   }
 
   loadRuns(rows: readonly RunRow[]): void {
@@ -73,17 +117,36 @@ export class SqliteCopier {
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     const spend = this.#db.prepare(`INSERT INTO spend (run_id, reserved_nanousd, in_flight, spent_nanousd, unknown_nanousd, unknown_tries,
         unpriced_tries, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
-    this.#db.transaction(() => {
-      for (const r of rows) {
-        insert.run(r.id, r.host, r.pid, r.startedAt, r.heartbeatAt, r.endedAt, r.exitReason, JSON.stringify(r.options),
-          r.stats ? JSON.stringify(r.stats) : null);
-        const m = r.spend;
-        if (m) {
-          spend.run(r.id, nanoUp(m.reservedUsd), m.inFlight, nanoUp(m.spentUsd), nanoUp(m.mayBeBilledUsd), m.mayBeBilledTries,
-            m.unpricedTries, r.heartbeatAt);
+    this.#db
+      .transaction(() => {
+        for (const r of rows) {
+          insert.run(
+            r.id,
+            r.host,
+            r.pid,
+            r.startedAt,
+            r.heartbeatAt,
+            r.endedAt,
+            r.exitReason,
+            JSON.stringify(r.options),
+            r.stats ? JSON.stringify(r.stats) : null,
+          );
+          const m = r.spend;
+          if (m) {
+            spend.run(
+              r.id,
+              nanoUp(m.reservedUsd),
+              m.inFlight,
+              nanoUp(m.spentUsd),
+              nanoUp(m.mayBeBilledUsd),
+              m.mayBeBilledTries,
+              m.unpricedTries,
+              r.heartbeatAt,
+            );
+          }
         }
-      }
-    }).immediate();
+      })
+      .immediate();
   }
 
   /** One page per query, each its own implicit transaction, so a long copy never holds a read lock. */

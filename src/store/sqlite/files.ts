@@ -53,7 +53,10 @@ export async function followLinks(path: string): Promise<string> {
  * of these loses the queue.
  */
 export async function databaseFiles(path: string): Promise<Set<string>> {
-  const bases = new Set([join(await realpath(dirname(resolve(path))).catch(() => dirname(resolve(path))), basename(path)), await followLinks(path)]);
+  const bases = new Set([
+    join(await realpath(dirname(resolve(path))).catch(() => dirname(resolve(path))), basename(path)),
+    await followLinks(path),
+  ]);
   const files = new Set<string>();
   for (const base of bases) for (const suffix of ['', ...COMPANION_SUFFIXES]) files.add(base + suffix);
   return files;

@@ -48,12 +48,18 @@ export function openSqlite(path: string, options: OpenSqliteOptions = {}): Db {
 function refuseForeign(db: Db, path: string, existing: boolean): void {
   const hasLog = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'llmq_migrations'").get();
   if (hasLog) return;
-  const foreign = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' LIMIT 1").get() as { name: string } | undefined;
+  const foreign = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' LIMIT 1").get() as
+    | { name: string }
+    | undefined;
   if (foreign) {
-    throw new StoreError(`${path} is an SQLite database but not an llmq one (it has a table "${foreign.name}"). Point --db at an llmq database or a new file.`);
+    throw new StoreError(
+      `${path} is an SQLite database but not an llmq one (it has a table "${foreign.name}"). Point --db at an llmq database or a new file.`,
+    );
   }
   if (existing) {
-    throw new StoreError(`${path} is an empty SQLite database, not an llmq queue. Create one with: llmq enqueue <folder|file.jsonl> --db ${path}`);
+    throw new StoreError(
+      `${path} is an empty SQLite database, not an llmq queue. Create one with: llmq enqueue <folder|file.jsonl> --db ${path}`,
+    );
   }
 }
 

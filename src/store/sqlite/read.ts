@@ -1,9 +1,32 @@
 import { COUNTS_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
 import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type { Db } from './open.js';
-import type { AnsweredJob, ExportFilter, ExportRow, FailedItemRow, ItemDetail, JobToRun, LaneLimitRow, RunRow, StatusSnapshot } from '../types.js';
+import type {
+  AnsweredJob,
+  ExportFilter,
+  ExportRow,
+  FailedItemRow,
+  ItemDetail,
+  JobToRun,
+  LaneLimitRow,
+  RunRow,
+  StatusSnapshot,
+} from '../types.js';
 import { inClaimOrder, JOBS_PAGE, type RawJobToRun } from '../claim-order.js';
-import { exportColumns, LANES_SQL, toAttempt, toExportRow, toJob, toLane, toRun, type RawAttempt, type RawExport, type RawJob, type RawLane, type RawRun } from '../rows.js';
+import {
+  exportColumns,
+  LANES_SQL,
+  toAttempt,
+  toExportRow,
+  toJob,
+  toLane,
+  toRun,
+  type RawAttempt,
+  type RawExport,
+  type RawJob,
+  type RawLane,
+  type RawRun,
+} from '../rows.js';
 
 const EXPORT_PAGE = 1000;
 
@@ -30,22 +53,32 @@ export class SqliteReader {
     return db.transaction(() => {
       const rows = db.prepare(`SELECT ${COUNTS_COLUMNS} FROM job_counts GROUP BY model, state`).all() as StateTokensRow[];
       const items = db.prepare('SELECT items FROM item_counts').pluck().get() as number;
-      const failures = db.prepare(`SELECT error, jobs AS count FROM failure_counts INDEXED BY failure_counts_top WHERE jobs > 0
-          ORDER BY jobs DESC, error LIMIT 10`).all() as Array<{ error: string; count: number }>;
+      const failures = db
+        .prepare(`SELECT error, jobs AS count FROM failure_counts INDEXED BY failure_counts_top WHERE jobs > 0
+          ORDER BY jobs DESC, error LIMIT 10`)
+        .all() as Array<{ error: string; count: number }>;
       // the first entry of jobs_age (state, created_at)
       const oldestPendingAt = db.prepare(`SELECT min(created_at) FROM jobs WHERE state = 'pending'`).pluck().get() as number | null;
       const last = db.prepare('SELECT * FROM runs ORDER BY started_at DESC LIMIT 1').get() as RawRun | undefined;
       return {
-        ...tallyJobs(rows), items, failures, oldestPendingAt: oldestPendingAt ?? null, activeRuns: this.activeRuns(),
-        lastRun: last ? toRun(last) : null, lanes: this.laneLimits(), spend: this.runsWithSpend(),
+        ...tallyJobs(rows),
+        items,
+        failures,
+        oldestPendingAt: oldestPendingAt ?? null,
+        activeRuns: this.activeRuns(),
+        lastRun: last ? toRun(last) : null,
+        lanes: this.laneLimits(),
+        spend: this.runsWithSpend(),
       };
     })();
   }
 
   /** Every run that keeps its money in `spend`, newest first. */
   runsWithSpend(): StatusSnapshot['spend'] {
-    const rows = this.#db.prepare(`SELECT r.*, ${SPEND_COLUMNS} FROM runs r JOIN spend s ON s.run_id = r.id
-      ORDER BY r.started_at DESC, r.rowid DESC`).all() as Array<RawRun & Record<string, unknown>>;
+    const rows = this.#db
+      .prepare(`SELECT r.*, ${SPEND_COLUMNS} FROM runs r JOIN spend s ON s.run_id = r.id
+      ORDER BY r.started_at DESC, r.rowid DESC`)
+      .all() as Array<RawRun & Record<string, unknown>>;
     return rows.map((r) => ({ ...toRun(r), spend: spendOfJoined(r)! }));
   }
 
@@ -61,15 +94,16 @@ export class SqliteReader {
   failedItems(error: string, limit: number): FailedItemRow[] {
     // In jobs_age's order (state, created_at, seq), so the walk stops at the limit instead of
     // sorting every failed job; a job's items come in their own index order (insertion).
-    return this.#db.prepare(`SELECT i.id, i.source, j.key, j.attempts FROM jobs j INDEXED BY jobs_age JOIN items i ON i.job_key = j.key
-      WHERE j.state = 'failed' AND coalesce(j.error, 'unknown error') = ? ORDER BY j.created_at, j.seq LIMIT ?`).all(error, limit) as FailedItemRow[];
+    return this.#db
+      .prepare(`SELECT i.id, i.source, j.key, j.attempts FROM jobs j INDEXED BY jobs_age JOIN items i ON i.job_key = j.key
+      WHERE j.state = 'failed' AND coalesce(j.error, 'unknown error') = ? ORDER BY j.created_at, j.seq LIMIT ?`)
+      .all(error, limit) as FailedItemRow[];
   }
 
   item(id: string): ItemDetail | null {
     const db = this.#db;
     return db.transaction(() => {
-      const item = db.prepare(ITEM_SQL.item).get(id) as
-        { id: string; source: string; job_key: string; meta: string | null } | undefined;
+      const item = db.prepare(ITEM_SQL.item).get(id) as { id: string; source: string; job_key: string; meta: string | null } | undefined;
       if (!item) return null;
       const job = db.prepare(ITEM_SQL.job).get(item.job_key) as RawJob;
       const attempts = (db.prepare(ITEM_SQL.attempts).all(item.job_key) as RawAttempt[]).map(toAttempt);
@@ -102,16 +136,26 @@ export class SqliteReader {
     // a row value walks the jobs_claim index from where the last page ended
     const next = this.#db.prepare(`SELECT ${cols} FROM jobs WHERE state = 'pending' AND (priority, seq) > (?, ?)
       ORDER BY priority, seq LIMIT ${JOBS_PAGE}`);
-    return inClaimOrder(expired, async (after) =>
-      (after ? next.all(after.priority, after.seq) : first.all()) as RawJobToRun[]);
+    return inClaimOrder(expired, async (after) => (after ? next.all(after.priority, after.seq) : first.all()) as RawJobToRun[]);
   }
 
   /** Newest first in jobs_age's order (state, created_at, seq), so the walk stops at the limit instead of sorting every done job. */
   answered(model: string, o: { limit: number; withRequest: boolean }): AnsweredJob[] {
-    const rows = this.#db.prepare(`SELECT j.prompt_tokens, j.completion_tokens, ${o.withRequest ? 'j.request' : 'NULL AS request'},
+    const rows = this.#db
+      .prepare(`SELECT j.prompt_tokens, j.completion_tokens, ${o.withRequest ? 'j.request' : 'NULL AS request'},
         (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1) AS latency_ms
-      FROM jobs j INDEXED BY jobs_age WHERE j.model = ? AND j.state = 'done' ORDER BY j.created_at DESC, j.seq DESC LIMIT ?`).all(model, o.limit) as
-      Array<{ prompt_tokens: number; completion_tokens: number; request: string | null; latency_ms: number | null }>;
-    return rows.map((r) => ({ promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, latencyMs: r.latency_ms, request: r.request }));
+      FROM jobs j INDEXED BY jobs_age WHERE j.model = ? AND j.state = 'done' ORDER BY j.created_at DESC, j.seq DESC LIMIT ?`)
+      .all(model, o.limit) as Array<{
+      prompt_tokens: number;
+      completion_tokens: number;
+      request: string | null;
+      latency_ms: number | null;
+    }>;
+    return rows.map((r) => ({
+      promptTokens: r.prompt_tokens,
+      completionTokens: r.completion_tokens,
+      latencyMs: r.latency_ms,
+      request: r.request,
+    }));
   }
 }

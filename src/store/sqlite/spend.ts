@@ -19,8 +19,11 @@ export class SqliteSpend {
       open: db.prepare('INSERT INTO spend (run_id, updated_at) VALUES (?, ?) ON CONFLICT (run_id) DO NOTHING'),
       runCommitted: db.prepare(`SELECT ${COMMITTED} FROM spend WHERE run_id = ?`).pluck(),
       totalCommitted: db.prepare(`SELECT coalesce(sum(${COMMITTED}), 0) FROM spend`).pluck(),
-      hold: db.prepare('UPDATE spend SET reserved_nanousd = reserved_nanousd + ?, in_flight = in_flight + 1, updated_at = ? WHERE run_id = ?'),
-      unhold: db.prepare(`UPDATE spend SET reserved_nanousd = max(reserved_nanousd - ?, 0), in_flight = max(in_flight - 1, 0), updated_at = ?
+      hold: db.prepare(
+        'UPDATE spend SET reserved_nanousd = reserved_nanousd + ?, in_flight = in_flight + 1, updated_at = ? WHERE run_id = ?',
+      ),
+      unhold:
+        db.prepare(`UPDATE spend SET reserved_nanousd = max(reserved_nanousd - ?, 0), in_flight = max(in_flight - 1, 0), updated_at = ?
         WHERE run_id = ?`),
       settle: db.prepare(`UPDATE spend SET reserved_nanousd = max(reserved_nanousd - @reserved, 0), in_flight = max(in_flight - @held, 0),
           spent_nanousd = spent_nanousd + @spent, unknown_nanousd = unknown_nanousd + @unknown, unknown_tries = unknown_tries + @maybe,
@@ -38,18 +41,20 @@ export class SqliteSpend {
 
   reserve(r: ReserveRequest): ReserveResult {
     const s = this.#s;
-    return this.#db.transaction((): ReserveResult => {
-      const usd = nanoUp(r.usd);
-      s.open.run(r.runId, r.now);
-      const run = s.runCommitted.get(r.runId) as number;
-      if (r.runBudget !== null && run + usd > nanoDown(r.runBudget)) return { ok: false, scope: 'run', committedUsd: usdOf(run) };
-      if (r.totalBudget !== null) {
-        const total = s.totalCommitted.get() as number;
-        if (total + usd > nanoDown(r.totalBudget)) return { ok: false, scope: 'total', committedUsd: usdOf(total) };
-      }
-      s.hold.run(usd, r.now, r.runId);
-      return { ok: true };
-    }).immediate();
+    return this.#db
+      .transaction((): ReserveResult => {
+        const usd = nanoUp(r.usd);
+        s.open.run(r.runId, r.now);
+        const run = s.runCommitted.get(r.runId) as number;
+        if (r.runBudget !== null && run + usd > nanoDown(r.runBudget)) return { ok: false, scope: 'run', committedUsd: usdOf(run) };
+        if (r.totalBudget !== null) {
+          const total = s.totalCommitted.get() as number;
+          if (total + usd > nanoDown(r.totalBudget)) return { ok: false, scope: 'total', committedUsd: usdOf(total) };
+        }
+        s.hold.run(usd, r.now, r.runId);
+        return { ok: true };
+      })
+      .immediate();
   }
 
   unreserve(runId: string, usd: number, now: number): void {
@@ -74,13 +79,24 @@ export class SqliteSpend {
    * as one by one: the amounts only add, and a floor at 0 taken once is the floor taken each time.
    */
   settleAll(attempts: readonly AttemptRecord[]): void {
-    const sums = new Map<string, { reserved: number; held: number; spent: number; unknown: number; maybe: number; unpriced: number; now: number }>();
+    const sums = new Map<
+      string,
+      { reserved: number; held: number; spent: number; unknown: number; maybe: number; unpriced: number; now: number }
+    >();
     for (const a of attempts) {
       const m = settlementOf(a);
       if (!m) continue;
       const t = sums.get(a.runId);
-      if (!t) { sums.set(a.runId, { ...m, now: a.endedAt }); continue; }
-      t.reserved += m.reserved; t.held += m.held; t.spent += m.spent; t.unknown += m.unknown; t.maybe += m.maybe; t.unpriced += m.unpriced;
+      if (!t) {
+        sums.set(a.runId, { ...m, now: a.endedAt });
+        continue;
+      }
+      t.reserved += m.reserved;
+      t.held += m.held;
+      t.spent += m.spent;
+      t.unknown += m.unknown;
+      t.maybe += m.maybe;
+      t.unpriced += m.unpriced;
       t.now = a.endedAt;
     }
     for (const [run, t] of sums) this.#s.settle.run({ ...t, run });

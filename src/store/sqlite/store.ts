@@ -1,8 +1,30 @@
 import type {
-  AnsweredJob, JobToRun,
-  AttemptRecord, AttemptRow, ClaimOptions, ClaimResult, ClaimedJob, Committed, Completion, EnqueueResult, EnqueueRow, ExportFilter,
-  ExportRow, FailedItemRow, ItemDetail, ItemRow, JobRow, LaneLimitRow, ReserveRequest, ReserveResult, RetryFailedFilter, RunInfo, RunRow, RunStats,
-  StatusSnapshot, Store,
+  AnsweredJob,
+  JobToRun,
+  AttemptRecord,
+  AttemptRow,
+  ClaimOptions,
+  ClaimResult,
+  ClaimedJob,
+  Committed,
+  Completion,
+  EnqueueResult,
+  EnqueueRow,
+  ExportFilter,
+  ExportRow,
+  FailedItemRow,
+  ItemDetail,
+  ItemRow,
+  JobRow,
+  LaneLimitRow,
+  ReserveRequest,
+  ReserveResult,
+  RetryFailedFilter,
+  RunInfo,
+  RunRow,
+  RunStats,
+  StatusSnapshot,
+  Store,
 } from '../types.js';
 import { openSqlite, type Db, type OpenSqliteOptions } from './open.js';
 import { SqliteReader } from './read.js';
@@ -66,12 +88,18 @@ export class SqliteStore implements Store {
         ${CLAIM_RETURNING}`),
       // a loose index scan of jobs_claim_model: each model with pending work, in one probe per model
       // (named: without ANALYZE statistics SQLite prefers jobs_age and sorts every pending job)
-      firstPendingModel: db.prepare(`SELECT model FROM jobs INDEXED BY jobs_claim_model WHERE state = 'pending' ORDER BY model LIMIT 1`).pluck(),
-      nextPendingModel: db.prepare(`SELECT model FROM jobs INDEXED BY jobs_claim_model WHERE state = 'pending' AND model > ? ORDER BY model LIMIT 1`).pluck(),
+      firstPendingModel: db
+        .prepare(`SELECT model FROM jobs INDEXED BY jobs_claim_model WHERE state = 'pending' ORDER BY model LIMIT 1`)
+        .pluck(),
+      nextPendingModel: db
+        .prepare(`SELECT model FROM jobs INDEXED BY jobs_claim_model WHERE state = 'pending' AND model > ? ORDER BY model LIMIT 1`)
+        .pluck(),
       pendingOfModel: db.prepare(`SELECT seq, priority FROM jobs INDEXED BY jobs_claim_model
         WHERE state = 'pending' AND model = ? AND run_after <= ? ORDER BY priority, seq LIMIT ?`),
-      startRetry: db.prepare(`UPDATE jobs SET attempts = attempts + 1, lease_expires_at = ?, updated_at = ?
-        WHERE key = ? AND state = 'running' AND lease_owner = ? RETURNING attempts`).pluck(),
+      startRetry: db
+        .prepare(`UPDATE jobs SET attempts = attempts + 1, lease_expires_at = ?, updated_at = ?
+        WHERE key = ? AND state = 'running' AND lease_owner = ? RETURNING attempts`)
+        .pluck(),
       complete: db.prepare(`UPDATE jobs SET state = 'done', output = ?, response = ?, prompt_tokens = ?,
           completion_tokens = ?, cost_usd = ?, error = NULL, lease_owner = NULL, lease_expires_at = NULL, finished_at = ?, updated_at = ?
         WHERE key = ? AND state <> 'done'`),
@@ -81,14 +109,22 @@ export class SqliteStore implements Store {
         WHERE key = ? AND state = 'running' AND lease_owner = ?`),
       fail: db.prepare(`UPDATE jobs SET state = 'failed', error = ?, lease_owner = NULL, lease_expires_at = NULL,
           finished_at = ?, updated_at = ? WHERE key = ? AND state = 'running' AND lease_owner = ?`),
-      release: db.prepare(`UPDATE jobs SET state = 'pending', attempts = max(attempts - ?, 0), lease_owner = NULL,
-          lease_expires_at = NULL, updated_at = ? WHERE lease_owner = ? AND state = 'running' RETURNING key`).pluck(),
-      releaseOne: db.prepare(`UPDATE jobs SET state = 'pending', attempts = max(attempts - ?, 0), lease_owner = NULL,
-          lease_expires_at = NULL, updated_at = ? WHERE lease_owner = ? AND state = 'running' AND key = ? RETURNING key`).pluck(),
-      reclaimExpired: db.prepare(`UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
-        WHERE state = 'running' AND lease_expires_at < ? RETURNING key`).pluck(),
-      reclaimOwner: db.prepare(`UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
-        WHERE lease_owner = ? AND state = 'running' RETURNING key`).pluck(),
+      release: db
+        .prepare(`UPDATE jobs SET state = 'pending', attempts = max(attempts - ?, 0), lease_owner = NULL,
+          lease_expires_at = NULL, updated_at = ? WHERE lease_owner = ? AND state = 'running' RETURNING key`)
+        .pluck(),
+      releaseOne: db
+        .prepare(`UPDATE jobs SET state = 'pending', attempts = max(attempts - ?, 0), lease_owner = NULL,
+          lease_expires_at = NULL, updated_at = ? WHERE lease_owner = ? AND state = 'running' AND key = ? RETURNING key`)
+        .pluck(),
+      reclaimExpired: db
+        .prepare(`UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
+        WHERE state = 'running' AND lease_expires_at < ? RETURNING key`)
+        .pluck(),
+      reclaimOwner: db
+        .prepare(`UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
+        WHERE lease_owner = ? AND state = 'running' RETURNING key`)
+        .pluck(),
       dropOrphan: db.prepare(`DELETE FROM jobs WHERE key = ? AND state = 'pending'
         AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`),
       endRun: db.prepare('UPDATE runs SET ended_at = ?, exit_reason = ? WHERE id = ? AND ended_at IS NULL'),
@@ -135,39 +171,47 @@ export class SqliteStore implements Store {
   };
 
   readonly #enqueueTxn = (rows: readonly EnqueueRow[], now: number): EnqueueResult =>
-    this.db.transaction(() => {
-      let newJobs = 0, newItems = 0, movedItems = 0, unchanged = 0, droppedJobs = 0;
-      const s = this.#s;
-      for (const r of rows) {
-        const current = s.itemJob.get(r.itemId) as string | undefined;
-        // The item's job exists (items.job_key references it): no need to look the key up again,
-        // which is a read at a random place of the largest index (re-enqueue of an unchanged file).
-        if (current === r.key) {
-          unchanged++;
-          continue;
-        }
-        newJobs += s.insertJob.run(r.key, r.request, r.model, r.priority, now, now).changes;
-        const meta = r.meta ? JSON.stringify(r.meta) : null;
-        if (current === undefined) {
-          s.insertItem.run(r.itemId, r.source, r.key, meta, now, now);
-          newItems++;
-        } else {
-          s.moveItem.run(r.key, r.source, meta, now, r.itemId);
-          movedItems++;
-          if (s.dropStaleJob.run(current).changes > 0) {
-            s.dropAttempts.run(current);
-            droppedJobs++;
+    this.db
+      .transaction(() => {
+        let newJobs = 0,
+          newItems = 0,
+          movedItems = 0,
+          unchanged = 0,
+          droppedJobs = 0;
+        const s = this.#s;
+        for (const r of rows) {
+          const current = s.itemJob.get(r.itemId) as string | undefined;
+          // The item's job exists (items.job_key references it): no need to look the key up again,
+          // which is a read at a random place of the largest index (re-enqueue of an unchanged file).
+          if (current === r.key) {
+            unchanged++;
+            continue;
+          }
+          newJobs += s.insertJob.run(r.key, r.request, r.model, r.priority, now, now).changes;
+          const meta = r.meta ? JSON.stringify(r.meta) : null;
+          if (current === undefined) {
+            s.insertItem.run(r.itemId, r.source, r.key, meta, now, now);
+            newItems++;
+          } else {
+            s.moveItem.run(r.key, r.source, meta, now, r.itemId);
+            movedItems++;
+            if (s.dropStaleJob.run(current).changes > 0) {
+              s.dropAttempts.run(current);
+              droppedJobs++;
+            }
           }
         }
-      }
-      return { newJobs, newItems, movedItems, unchanged, droppedJobs };
-    }).immediate();
+        return { newJobs, newItems, movedItems, unchanged, droppedJobs };
+      })
+      .immediate();
 
   async startRun(run: RunInfo): Promise<void> {
-    this.db.transaction(() => {
-      this.#s.startRun.run(run.id, run.host, run.pid, run.startedAt, run.startedAt, JSON.stringify(run.options));
-      this.#spend.open(run.id, run.startedAt);
-    }).immediate();
+    this.db
+      .transaction(() => {
+        this.#s.startRun.run(run.id, run.host, run.pid, run.startedAt, run.startedAt, JSON.stringify(run.options));
+        this.#spend.open(run.id, run.startedAt);
+      })
+      .immediate();
     // a run writes for long: its WAL is copied back by a worker thread, off the event loop
     if (this.location !== ':memory:') this.#checkpointer ??= new Checkpointer(this.db, this.location);
   }
@@ -175,10 +219,12 @@ export class SqliteStore implements Store {
   #checkpointer: Checkpointer | undefined;
 
   async heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats): Promise<void> {
-    this.db.transaction(() => {
-      this.#s.runHeartbeat.run(now, JSON.stringify(stats), runId);
-      this.#s.renewLeases.run(leaseUntil, runId);
-    }).immediate();
+    this.db
+      .transaction(() => {
+        this.#s.runHeartbeat.run(now, JSON.stringify(stats), runId);
+        this.#s.renewLeases.run(leaseUntil, runId);
+      })
+      .immediate();
   }
 
   async finishRun(runId: string, now: number, exitReason: string, stats: RunStats): Promise<void> {
@@ -197,34 +243,40 @@ export class SqliteStore implements Store {
   }
 
   async reclaim(now: number, deadOwners: readonly string[]): Promise<number> {
-    return this.db.transaction(() => {
-      const back = this.#s.reclaimExpired.all(now, now) as string[];
-      for (const owner of deadOwners) {
-        back.push(...(this.#s.reclaimOwner.all(now, owner) as string[]));
-        this.#s.endRun.run(now, 'died', owner);
-        this.#spend.died(owner, now);
-      }
-      this.#dropOrphans(back);
-      return back.length;
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        const back = this.#s.reclaimExpired.all(now, now) as string[];
+        for (const owner of deadOwners) {
+          back.push(...(this.#s.reclaimOwner.all(now, owner) as string[]));
+          this.#s.endRun.run(now, 'died', owner);
+          this.#spend.died(owner, now);
+        }
+        this.#dropOrphans(back);
+        return back.length;
+      })
+      .immediate();
   }
 
   async claim(o: ClaimOptions): Promise<ClaimResult> {
-    return this.db.transaction(() => {
-      const p = { max: o.maxAttempts, now: o.now, owner: o.owner, leaseUntil: o.leaseUntil, limit: o.limit };
-      const rows = (o.skipModels?.length
-        ? this.#s.claimSeqs.all({ ...p, seqs: JSON.stringify(this.#pickAround(o.skipModels, o.now, o.limit)) })
-        : this.#s.claim.all(p)) as Array<ClaimedJob & { seq: number; state: string }>;
-      // RETURNING comes back in no promised order; keep priority, then FIFO.
-      rows.sort((a, b) => a.priority - b.priority || a.seq - b.seq);
-      const jobs: ClaimedJob[] = [];
-      let exhausted = 0;
-      for (const r of rows) {
-        if (r.state === 'failed') exhausted++;
-        else jobs.push({ key: r.key, request: r.request, model: r.model, priority: r.priority, attempts: r.attempts });
-      }
-      return { jobs, exhausted };
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        const p = { max: o.maxAttempts, now: o.now, owner: o.owner, leaseUntil: o.leaseUntil, limit: o.limit };
+        const rows = (
+          o.skipModels?.length
+            ? this.#s.claimSeqs.all({ ...p, seqs: JSON.stringify(this.#pickAround(o.skipModels, o.now, o.limit)) })
+            : this.#s.claim.all(p)
+        ) as Array<ClaimedJob & { seq: number; state: string }>;
+        // RETURNING comes back in no promised order; keep priority, then FIFO.
+        rows.sort((a, b) => a.priority - b.priority || a.seq - b.seq);
+        const jobs: ClaimedJob[] = [];
+        let exhausted = 0;
+        for (const r of rows) {
+          if (r.state === 'failed') exhausted++;
+          else jobs.push({ key: r.key, request: r.request, model: r.model, priority: r.priority, attempts: r.attempts });
+        }
+        return { jobs, exhausted };
+      })
+      .immediate();
   }
 
   /**
@@ -235,7 +287,11 @@ export class SqliteStore implements Store {
   #pickAround(skipModels: readonly string[], now: number, limit: number): number[] {
     const skip = new Set(skipModels);
     const picked: Array<{ seq: number; priority: number }> = [];
-    for (let m = this.#s.firstPendingModel.get() as string | undefined; m !== undefined; m = this.#s.nextPendingModel.get(m) as string | undefined) {
+    for (
+      let m = this.#s.firstPendingModel.get() as string | undefined;
+      m !== undefined;
+      m = this.#s.nextPendingModel.get(m) as string | undefined
+    ) {
       if (!skip.has(m)) picked.push(...(this.#s.pendingOfModel.all(m, now, limit) as typeof picked));
     }
     picked.sort((a, b) => a.priority - b.priority || a.seq - b.seq);
@@ -289,17 +345,29 @@ export class SqliteStore implements Store {
     this.#completions = [];
     let results: boolean[];
     try {
-      results = this.db.transaction(() => {
-        const s = this.#s;
-        const changed = batch.map(({ key, c }) => {
-          this.#insertAttemptRow(c.attempt);
-          return s.complete.run(c.output, c.response, c.usage.promptTokens, c.usage.completionTokens,
-            c.attempt.costUsd ?? null, c.attempt.endedAt, c.attempt.endedAt, key).changes === 1;
-        });
-        // the money of the whole batch in one statement per run, not one per answer
-        this.#spend.settleAll(batch.map((b) => b.c.attempt));
-        return changed;
-      }).immediate();
+      results = this.db
+        .transaction(() => {
+          const s = this.#s;
+          const changed = batch.map(({ key, c }) => {
+            this.#insertAttemptRow(c.attempt);
+            return (
+              s.complete.run(
+                c.output,
+                c.response,
+                c.usage.promptTokens,
+                c.usage.completionTokens,
+                c.attempt.costUsd ?? null,
+                c.attempt.endedAt,
+                c.attempt.endedAt,
+                key,
+              ).changes === 1
+            );
+          });
+          // the money of the whole batch in one statement per run, not one per answer
+          this.#spend.settleAll(batch.map((b) => b.c.attempt));
+          return changed;
+        })
+        .immediate();
     } catch (error) {
       for (const b of batch) b.reject(error);
       return;
@@ -308,28 +376,34 @@ export class SqliteStore implements Store {
   };
 
   async recordAttempt(a: AttemptRecord, o: { countAttempt: boolean; error: string | null }): Promise<void> {
-    this.db.transaction(() => {
-      this.#insertAttempt(a);
-      this.#s.noteError.run(o.error, o.countAttempt ? 0 : 1, a.endedAt, a.key, a.runId);
-    }).immediate();
+    this.db
+      .transaction(() => {
+        this.#insertAttempt(a);
+        this.#s.noteError.run(o.error, o.countAttempt ? 0 : 1, a.endedAt, a.key, a.runId);
+      })
+      .immediate();
   }
 
   async fail(key: string, owner: string, error: string, attempt: AttemptRecord | null, now: number): Promise<void> {
-    this.db.transaction(() => {
-      if (attempt) this.#insertAttempt(attempt);
-      this.#s.fail.run(error, now, now, key, owner);
-    }).immediate();
+    this.db
+      .transaction(() => {
+        if (attempt) this.#insertAttempt(attempt);
+        this.#s.fail.run(error, now, now, key, owner);
+      })
+      .immediate();
   }
 
   async release(owner: string, o: { refund: boolean; now: number; keys?: readonly string[] }): Promise<number> {
     const keys = o.keys;
-    return this.db.transaction(() => {
-      const back = keys
-        ? keys.flatMap((key) => this.#s.releaseOne.all(o.refund ? 1 : 0, o.now, owner, key) as string[])
-        : (this.#s.release.all(o.refund ? 1 : 0, o.now, owner) as string[]);
-      this.#dropOrphans(back);
-      return back.length;
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        const back = keys
+          ? keys.flatMap((key) => this.#s.releaseOne.all(o.refund ? 1 : 0, o.now, owner, key) as string[])
+          : (this.#s.release.all(o.refund ? 1 : 0, o.now, owner) as string[]);
+        this.#dropOrphans(back);
+        return back.length;
+      })
+      .immediate();
   }
 
   async retryFailed(filter: RetryFailedFilter, now: number): Promise<number> {
@@ -408,7 +482,20 @@ export class SqliteStore implements Store {
   }
 
   #insertAttemptRow(a: AttemptRecord): void {
-    this.#s.insertAttempt.run(a.key, a.runId, a.attempt, a.startedAt, a.endedAt, Math.max(0, a.endedAt - a.startedAt),
-      a.status, a.outcome, a.error, a.usage?.promptTokens ?? null, a.usage?.completionTokens ?? null, a.costUsd ?? null, a.mayBeBilled ? 1 : 0);
+    this.#s.insertAttempt.run(
+      a.key,
+      a.runId,
+      a.attempt,
+      a.startedAt,
+      a.endedAt,
+      Math.max(0, a.endedAt - a.startedAt),
+      a.status,
+      a.outcome,
+      a.error,
+      a.usage?.promptTokens ?? null,
+      a.usage?.completionTokens ?? null,
+      a.costUsd ?? null,
+      a.mayBeBilled ? 1 : 0,
+    );
   }
 }
