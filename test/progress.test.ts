@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { attachProgress, progressMode, type ProgressMode } from '../src/cli/progress/index.js';
+import { startText } from '../src/cli/progress/lines.js';
 import { stripAnsi } from '../src/report/format.js';
 import type { ProgressSnapshot, RunSummary, SchedulerEventMap, SchedulerEventName } from '../src/scheduler/events.js';
 
@@ -107,6 +108,12 @@ function run(mode: ProgressMode, o: { tty?: boolean; color?: boolean } = {}) {
 }
 
 describe('progress renderers', () => {
+  it('the start line counts one job as a job', () => {
+    const where = { db: 'q.db', provider: 'mock' };
+    expect(startText({ runId: 'r1', total: 1, alreadyDone: 0 }, where)).toBe('run r1 on q.db via mock: 1 job to do');
+    expect(startText({ runId: 'r1', total: 0, alreadyDone: 3 }, where)).toBe('run r1 on q.db via mock: 0 jobs to do, 3 already done');
+  });
+
   it('plain: lines without escape codes, a pause note, the failure, the summary and next commands', () => {
     const out = run('plain', { color: false });
     expect(out).not.toMatch(/\x1B/);

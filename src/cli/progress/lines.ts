@@ -20,7 +20,7 @@ export function costText(s: ProgressState): string {
 /** "run 1a2b3c4d on ./llmq.db via mock: 40,000 jobs to do, 12 already done" */
 export function startText(p: { runId: string; total: number; alreadyDone: number }, where: Where): string {
   const on = (where.db ? ` on ${where.db}` : '') + (where.provider ? ` via ${where.provider}` : '');
-  return `run ${p.runId.slice(0, 8)}${on}: ${int(p.total)} jobs to do${p.alreadyDone ? `, ${int(p.alreadyDone)} already done` : ''}`;
+  return `run ${p.runId.slice(0, 8)}${on}: ${int(p.total)} ${p.total === 1 ? 'job' : 'jobs'} to do${p.alreadyDone ? `, ${int(p.alreadyDone)} already done` : ''}`;
 }
 
 export interface Where {
