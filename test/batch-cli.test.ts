@@ -151,4 +151,18 @@ describe('llmq run --via batch (child processes)', () => {
     expect(usage.code).toBe(1);
     expect(usage.stderr).toMatch(/--via auto needs --deadline/);
   }, 30_000);
+
+  it('--deadline reads durations as the alert flags do (1h30m), and refuses what is not one', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 2);
+    await store.close();
+    const ok = await runCli(['run', '--db', db, '--provider', 'mock', '--via', 'auto', '--deadline', '1h30m', '--dry-run']);
+    expect(ok.code, ok.stderr).toBe(0);
+    for (const bad of ['soon', '0s']) {
+      const r = await runCli(['run', '--db', db, '--provider', 'mock', '--via', 'auto', '--deadline', bad]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(`argument '${bad}' is invalid. Expected a duration like 6h, 90m, 1h30m or 45s.`);
+    }
+  });
 });

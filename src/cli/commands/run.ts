@@ -11,6 +11,7 @@ import { whileReaderPresent } from '../reader-gone.js';
 import { watchRunStop } from '../run-stop.js';
 import { alertTarget, hookOptions, hookReportLine, type HookFlags } from '../hook-flags.js';
 import { alertOptions, alertsOn, watchAlerts, type AlertFlags } from '../alert-flags.js';
+import { parseDuration } from '../../alerts/thresholds.js';
 
 interface RunFlags extends HookFlags, AlertFlags, PriceFlags {
   db?: string;
@@ -344,9 +345,12 @@ const AUTO_TIMEOUT_CAP_MS = 600_000;
 
 /** `6h`, `90m`, `45s` or a number of seconds, in ms. */
 function durationMs(value: string): number {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*(h|m|s)?\s*$/i.exec(value);
-  const ms = m ? Number(m[1]) * { h: 3600_000, m: 60_000, s: 1000 }[(m[2] ?? 's').toLowerCase() as 'h' | 'm' | 's'] : NaN;
-  if (!(ms > 0)) throw new InvalidArgumentError('Expected a duration like 6h, 90m or 45s.');
+  // one duration grammar for every flag (the alerts' own: 90s, 15m, 6h, 1h30m, bare seconds)
+  let ms = Number.NaN;
+  try {
+    ms = parseDuration(value, '--deadline');
+  } catch {}
+  if (!(ms > 0)) throw new InvalidArgumentError('Expected a duration like 6h, 90m, 1h30m or 45s.');
   return ms;
 }
 
