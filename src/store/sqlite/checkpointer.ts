@@ -5,14 +5,32 @@ import type { Db } from './open.js';
 /** How often the worker copies the WAL back into the database file. */
 const EVERY_MS = 250;
 
-// A worker of its own connection: PASSIVE never waits for the writer, and the writer never waits for it.
+/**
+ * WAL pages past which the writer's own connection checkpoints after all. PASSIVE from the worker
+ * copies frames but never rewinds the file while the writer keeps committing (SQLite starts the WAL
+ * over only at the first write after a checkpoint that copied everything, and only the writer, between
+ * its transactions, gets one): a fast run grew it by hundreds of MB a minute. The writer's checkpoint
+ * finds the frames the worker already copied and has little left to do.
+ */
+const WRITER_CHECKPOINT_PAGES = 4000;
+
+// A worker of its own connection: PASSIVE never waits for the writer, and the writer never waits for
+// it. Busy is the next tick's business; any other error, three times running, ends the worker, and
+// the writer's connection checkpoints by itself as before.
 const WORKER = `
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
 const db = new Database(workerData.path, { fileMustExist: true });
 db.pragma('cache_size = -256'); // a checkpoint copies WAL frames; it needs no page cache of its own
+let failures = 0;
 const timer = setInterval(() => {
-  try { db.pragma('wal_checkpoint(PASSIVE)'); } catch { /* another checkpoint is running: the next tick */ }
+  try {
+    db.pragma('wal_checkpoint(PASSIVE)');
+    failures = 0;
+  } catch (error) {
+    if (String(error && error.code).startsWith('SQLITE_BUSY')) return;
+    if (++failures >= 3) throw error;
+  }
 }, workerData.everyMs);
 parentPort.once('message', () => {
   clearInterval(timer);
@@ -45,7 +63,7 @@ export class Checkpointer {
     this.#worker.unref();
     this.#exited = new Promise((resolve) => this.#worker.once('exit', () => resolve()));
     this.#worker.once('error', () => this.#restoreAutomatic());
-    db.pragma('wal_autocheckpoint = 0');
+    db.pragma(`wal_autocheckpoint = ${WRITER_CHECKPOINT_PAGES}`);
   }
 
   /** Stop the worker; the writer's connection checkpoints by itself again. */
