@@ -70,6 +70,9 @@ export const STATUS_COUNTS_MIGRATION: Migration = Object.freeze({
   version: 6,
   name: 'status_counts',
   sql: `
+-- an older llmq still working this queue waits here until the counts and their triggers exist:
+-- a change it committed between the counting below and CREATE TRIGGER would never be counted
+LOCK TABLE jobs, items IN SHARE ROW EXCLUSIVE MODE;
 -- jobs per (model, state) with their tokens and stored cost, as changes to sum (GROUP BY model, state)
 CREATE TABLE job_counts (
   model               TEXT             NOT NULL,
