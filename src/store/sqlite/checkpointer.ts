@@ -43,7 +43,8 @@ parentPort.once('message', () => {
  * Checkpoints a run's WAL from a worker thread. better-sqlite3 is synchronous, so SQLite's automatic
  * checkpoint (inside the COMMIT that crosses 1000 WAL pages) copies pages and fsyncs the file on the
  * event loop: at a zero-latency fake that was a third of a run's wall time. While a checkpointer
- * runs, the writer's connection does not checkpoint; if the worker fails, it does so again.
+ * runs, the writer's connection checkpoints only past WRITER_CHECKPOINT_PAGES; if the worker fails,
+ * it does so every 1000 pages again.
  */
 export class Checkpointer {
   readonly #db: Db;
