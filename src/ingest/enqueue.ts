@@ -139,7 +139,7 @@ class Batcher implements EntrySink {
   readonly #now: () => number;
   readonly #maxRows: number;
   readonly #maxBytes: number;
-  readonly #seen = new SeenIds();
+  readonly #seen: SeenIds;
   #rows: EnqueueRow[] = [];
   #bytes = 0;
   #documents = 0;
@@ -156,6 +156,8 @@ class Batcher implements EntrySink {
   constructor(store: Store, o: EnqueueOptions, now: () => number) {
     this.#store = store;
     this.#render = makeRenderer(o.request);
+    // after the renderer: a bad template throws before the temporary index file is opened
+    this.#seen = new SeenIds();
     this.#onReject = o.onReject;
     this.#backpressure = o.backpressure;
     this.#onSkip = o.onSkip;
