@@ -8,8 +8,8 @@ import { MIGRATIONS as SQLITE_MIGRATIONS } from '../src/store/sqlite/migrations.
 import { MIGRATIONS as PG_MIGRATIONS } from '../src/store/postgres/migrations.js';
 import { tallyJobs, type StateTokensRow } from '../src/store/tally.js';
 import { batchOwner } from '../src/store/batches.js';
-import type { AttemptRecord, Store } from '../src/store/types.js';
-import { STORE_KINDS, PG_URL, T0, freshPgUrl, row, skipUnavailable } from './helpers/stores.js';
+import type { AttemptRecord, RunStats, Store } from '../src/store/types.js';
+import { STORE_KINDS, PG_URL, T0, freshPgUrl, row, rows, skipUnavailable } from './helpers/stores.js';
 import { tempDir } from './helpers/tmp.js';
 
 // What status shows, counted afresh over jobs and items: what the maintained counts must always equal.
@@ -326,6 +326,25 @@ describe('status counts of a database from before they were kept', () => {
     const store = await PostgresStore.open(url);
     expect(await counted(store)).toEqual(await fresh(store));
     expect(await counted(store)).toMatchObject(EXPECTED_V4);
+    await store.close();
+  });
+});
+
+describe('postgres status counts when a fold fails', () => {
+  it('the heartbeat and status go on, and status sums the rows left unfolded', async (ctx) => {
+    skipUnavailable(STORE_KINDS.find((k) => k.name === 'postgres')!, ctx);
+    const store = await PostgresStore.open(freshPgUrl());
+    await store.enqueue(rows(3), T0);
+    // every fold now fails inside its DELETE, as a lock or statement timeout would
+    await store.pool.query(`CREATE FUNCTION no_fold() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'fold refused'; END $$;
+      CREATE TRIGGER no_fold BEFORE DELETE ON job_counts FOR EACH ROW EXECUTE FUNCTION no_fold();`);
+    await store.startRun({ id: 'run-1', host: 'h', pid: 1, startedAt: T0, options: {} });
+    const { jobs } = await store.claim({ owner: 'run-1', limit: 2, now: T0, leaseUntil: T0 + 60_000, maxAttempts: 3 });
+    expect(jobs).toHaveLength(2);
+    await expect(store.heartbeat('run-1', T0 + 1000, T0 + 61_000, {} as RunStats)).resolves.toBeUndefined();
+    expect(await counted(store)).toEqual(await fresh(store));
+    expect((await store.status(T0)).counts).toMatchObject({ pending: 1, running: 2 });
     await store.close();
   });
 });

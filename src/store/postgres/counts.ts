@@ -1,3 +1,5 @@
+import type pg from 'pg';
+import { query } from './connect.js';
 /**
  * Folds the change rows the `status_counts` triggers append (src/store/postgres/migrations.ts) into
  * one row per group, so what readers sum stays small. One folder at a time (a try lock: the others
@@ -17,5 +19,12 @@ failures_folded AS (INSERT INTO failure_counts SELECT error, sum(jobs) FROM fail
 item_rows AS (DELETE FROM item_counts WHERE (SELECT mine FROM turn) RETURNING *)
 INSERT INTO item_counts SELECT sum(items) FROM item_rows HAVING count(*) > 0`;
 
-/** SQLSTATEs of a session that may not write (a read-only user or a standby): it sums the rows unfolded. */
-export const CANNOT_WRITE = new Set(['25006', '42501']);
+/**
+ * Folds the counts, and lets a failed fold pass: readers sum every row there is, folded or not, so a
+ * fold that fails (a session that may not write, a lock or statement timeout, a serialization
+ * failure) costs only a longer sum until the next one succeeds. It must never fail the heartbeat
+ * that calls it, which would stop a run that is otherwise fine, nor a `status`.
+ */
+export async function foldCounts(pool: pg.Pool, onError: (error: unknown) => void = () => {}): Promise<void> {
+  await query(pool, FOLD_COUNTS_SQL).catch(onError);
+}

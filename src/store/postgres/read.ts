@@ -28,7 +28,7 @@ import {
   type RawRun,
 } from '../rows.js';
 import { inTransaction, query } from './connect.js';
-import { CANNOT_WRITE, FOLD_COUNTS_SQL } from './counts.js';
+import { foldCounts } from './counts.js';
 
 const EXPORT_PAGE = 1000;
 
@@ -53,9 +53,7 @@ export class PgReader {
    * first entry, so this costs the same at any queue size. It folds those counts first when it may write.
    */
   async status(_now: number): Promise<StatusSnapshot> {
-    await query(this.#pool, FOLD_COUNTS_SQL).catch((error: { code?: string }) => {
-      if (!CANNOT_WRITE.has(error.code ?? '')) throw error;
-    });
+    await foldCounts(this.#pool);
     return inTransaction(
       this.#pool,
       async (db) => {

@@ -28,7 +28,7 @@ import type {
 } from '../types.js';
 import { connectionError, createPool, parsePgUrl, query } from './connect.js';
 import { migrate } from './migrations.js';
-import { FOLD_COUNTS_SQL } from './counts.js';
+import { foldCounts } from './counts.js';
 import { enqueuePg } from './enqueue.js';
 import { PgReader } from './read.js';
 import { PgCopier } from './copy.js';
@@ -103,7 +103,7 @@ export class PostgresStore implements Store {
       [now, JSON.stringify(stats), runId, leaseUntil],
     );
     // while runs work, the status counts are folded every heartbeat (see FOLD_COUNTS_SQL)
-    await this.#q(FOLD_COUNTS_SQL);
+    await foldCounts(this.pool);
   }
 
   async finishRun(runId: string, now: number, exitReason: string, stats: RunStats): Promise<void> {
