@@ -61,6 +61,10 @@ export function tallyJobs(rows: readonly StateTokensRow[]): Pick<StatusSnapshot,
     m.unpricedCompletion += Number(r.uc ?? 0);
     models.set(r.model, m);
   }
+  // Costs are floats added and taken away by the count triggers: a group whose priced jobs all left
+  // can hold -1e-17 instead of 0 (shown as "$-1.0e-17"). No price has digits below a tenth of a
+  // nano-dollar per token, so rounding there loses nothing.
+  for (const m of models.values()) m.storedUsd = Math.round(m.storedUsd * 1e10) / 1e10 + 0;
   const total = JOB_STATES.reduce((a, s) => a + counts[s], 0);
   return { counts, total, tokens: { prompt, completion }, byModel: [...models.values()], retrying };
 }
