@@ -3,7 +3,6 @@ import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { LlmqError } from '../errors.js';
 import { ProviderError } from '../provider/types.js';
-import type { Store } from '../store/types.js';
 import type { ProgressSnapshot, RunSummary, SchedulerListener } from './events.js';
 import { runJob, type JobContext } from './job-runner.js';
 import { InFlightRequests } from './in-flight.js';
@@ -15,7 +14,7 @@ import { Semaphore } from './semaphore.js';
 import { RunCounters } from './stats.js';
 import { RunMoney } from './run-money.js';
 import { loadPriceTable } from '../pricing/price-table.js';
-import type { RunDeps, RunOptions } from './run-queue.js';
+import type { RunDeps, RunOptions, RunStore } from './run-queue.js';
 
 /** Why a run stops before the queue is drained: a run-fatal provider error, a bug or a lost store, or the budget. */
 type StopReason =
@@ -32,7 +31,7 @@ type StopReason =
 export class Run {
   readonly #deps: RunDeps;
   readonly #options: RunOptions;
-  readonly #store: Store;
+  readonly #store: RunStore;
   readonly #now: () => number;
   readonly #concurrency: number;
   readonly #maxAttempts: number;

@@ -1,6 +1,6 @@
 import { buildStatusReport, type StatusReport } from '../report/status.js';
 import type { PriceTable } from '../pricing/price-table.js';
-import type { Store } from '../store/types.js';
+import type { QueueReader } from '../store/types.js';
 
 /** One throughput sample: jobs finished per second between two polls, and tokens per second. */
 export interface ThroughputPoint {
@@ -18,7 +18,7 @@ export type FeedMessage =
   | { readonly type: 'unreadable'; readonly message: string };
 
 export interface FeedOptions {
-  readonly store: Store;
+  readonly store: Pick<QueueReader, 'status'>;
   readonly prices: PriceTable;
   /** The database as shown (no password). */
   readonly db: string;

@@ -1,5 +1,5 @@
 import { StoreError } from '../errors.js';
-import type { JobRow, RunRow, Store } from './types.js';
+import type { BatchLedger, JobRow, QueueCopier, QueueReader, RunRow, StoreIdentity } from './types.js';
 
 export interface CopyOptions {
   /** The copy's clock: runs still open in the source are closed at this time in the target. */
@@ -34,7 +34,11 @@ export interface CopyResult {
  * pending (their started attempt stays counted, as when a run dies), and open runs arrive ended.
  * Stop runs on the source first; rows written while the copy reads may be missed.
  */
-export async function copyStore(from: Store, to: Store, options: CopyOptions): Promise<CopyResult> {
+export async function copyStore(
+  from: QueueCopier & BatchLedger & StoreIdentity,
+  to: QueueCopier & Pick<QueueReader, 'status'> & StoreIdentity,
+  options: CopyOptions,
+): Promise<CopyResult> {
   const size = options.batchSize ?? 1000;
   const target = await to.status(options.now);
   if (target.total > 0 || target.items > 0 || target.lastRun !== null) {
