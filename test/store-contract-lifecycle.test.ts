@@ -154,7 +154,7 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     const runs = await store.activeRuns();
     expect(runs.map((r) => r.id).sort()).toEqual(['run-live', 'run-slow']);
     const all = [];
-    for await (const r of store.dumpRuns()) all.push(r);
+    for await (const r of store.copier.dumpRuns()) all.push(r);
     expect(all.map((r) => [r.id, r.endedAt, r.exitReason])).toEqual([
       ['run-dead', T0 + 101, 'died'],
       ['run-live', null, null],

@@ -170,7 +170,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       expect(await store.nextPendingAt()).toBeNull();
       const [r] = rows(1);
       // nothing in the state machine sets run_after yet; a loaded row stands in for a backed-off job
-      await store.loadJobs([
+      await store.copier.loadJobs([
         {
           key: r!.key,
           request: r!.request,

@@ -87,15 +87,15 @@ async function populate(store: Store): Promise<void> {
 
 async function dumpJobs(store: Store): Promise<JobRow[]> {
   const out = [];
-  for await (const j of store.dumpJobs()) out.push(j);
+  for await (const j of store.copier.dumpJobs()) out.push(j);
   return out;
 }
 
 async function everything(store: Store) {
   const attempts = [];
-  for await (const a of store.dumpAttempts()) attempts.push(a);
+  for await (const a of store.copier.dumpAttempts()) attempts.push(a);
   const items = [];
-  for await (const i of store.dumpItems()) items.push(i);
+  for await (const i of store.copier.dumpItems()) items.push(i);
   // runs are compared by their money here; the runs themselves below (a copy closes the open ones)
   const { activeRuns: _a, lastRun: _l, spend, ...status } = await store.status(T0);
   return { export: await exported(store), jobs: await dumpJobs(store), items, attempts, status, spend: spend.map((r) => [r.id, r.spend]) };
@@ -165,7 +165,7 @@ describe('copy', () => {
       expect(await everything(middle)).toEqual(expected);
       expect(await everything(back)).toEqual(expected);
       const runs = [];
-      for await (const r of back.dumpRuns()) runs.push([r.id, r.endedAt, r.exitReason, r.stats]);
+      for await (const r of back.copier.dumpRuns()) runs.push([r.id, r.endedAt, r.exitReason, r.stats]);
       expect(runs).toEqual([
         ['run-old', T0 + 50, 'finished', STATS],
         [OWNER, T0 + 999, 'copied to another database while open', null],

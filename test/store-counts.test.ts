@@ -260,8 +260,8 @@ describe.each(STORE_KINDS)('status counts [$name]', (kind) => {
       // `llmq copy` writes rows as they are: the copy's counts are its rows'
       const copy = (await kind.fresh()).store;
       for (const [dump, load] of [
-        [store.dumpJobs(), (b: never[]) => copy.loadJobs(b)],
-        [store.dumpItems(), (b: never[]) => copy.loadItems(b)],
+        [store.copier.dumpJobs(), (b: never[]) => copy.copier.loadJobs(b)],
+        [store.copier.dumpItems(), (b: never[]) => copy.copier.loadItems(b)],
       ] as const) {
         const batch: never[] = [];
         for await (const x of dump as AsyncIterable<never>) batch.push(x);

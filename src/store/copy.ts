@@ -1,5 +1,5 @@
 import { StoreError } from '../errors.js';
-import type { BatchLedger, JobRow, QueueCopier, QueueReader, RunRow, StoreIdentity } from './types.js';
+import type { BatchLedger, CopyEnds, JobRow, QueueReader, RunRow, StoreIdentity } from './types.js';
 
 export interface CopyOptions {
   /** The copy's clock: runs still open in the source are closed at this time in the target. */
@@ -35,8 +35,8 @@ export interface CopyResult {
  * Stop runs on the source first; rows written while the copy reads may be missed.
  */
 export async function copyStore(
-  from: QueueCopier & BatchLedger & StoreIdentity,
-  to: QueueCopier & Pick<QueueReader, 'status'> & StoreIdentity,
+  from: CopyEnds & BatchLedger & StoreIdentity,
+  to: CopyEnds & Pick<QueueReader, 'status'> & StoreIdentity,
   options: CopyOptions,
 ): Promise<CopyResult> {
   const size = options.batchSize ?? 1000;
@@ -60,8 +60,8 @@ export async function copyStore(
   let closedRuns = 0;
   // Jobs before items (items point at jobs); attempts and runs after.
   const jobs = await pipe(
-    from.dumpJobs(),
-    (b) => to.loadJobs(b),
+    from.copier.dumpJobs(),
+    (b) => to.copier.loadJobs(b),
     size,
     (j): JobRow => {
       if (j.state !== 'running') return j;
@@ -71,22 +71,22 @@ export async function copyStore(
     (n) => options.onProgress?.('jobs', n),
   );
   const items = await pipe(
-    from.dumpItems(),
-    (b) => to.loadItems(b),
+    from.copier.dumpItems(),
+    (b) => to.copier.loadItems(b),
     size,
     (i) => i,
     (n) => options.onProgress?.('items', n),
   );
   const attempts = await pipe(
-    from.dumpAttempts(),
-    (b) => to.loadAttempts(b),
+    from.copier.dumpAttempts(),
+    (b) => to.copier.loadAttempts(b),
     size,
     (a) => a,
     (n) => options.onProgress?.('attempts', n),
   );
   const runs = await pipe(
-    from.dumpRuns(),
-    (b) => to.loadRuns(b),
+    from.copier.dumpRuns(),
+    (b) => to.copier.loadRuns(b),
     size,
     (r): RunRow => {
       if (r.endedAt !== null) return r;

@@ -441,7 +441,12 @@ export interface BatchLedger {
   readonly batches: BatchStore;
 }
 
+/** Whole-queue reads and writes for `llmq copy`, kept apart from the store's other roles. */
+export interface CopyEnds {
+  readonly copier: QueueCopier;
+}
+
 /** An open store: every role, and `close`. Only the code that opens a store holds all of it. */
-export interface Store extends StoreIdentity, JobQueue, RunRegistry, RunBudget, LaneMemory, QueueReader, QueueCopier, BatchLedger {
+export interface Store extends StoreIdentity, JobQueue, RunRegistry, RunBudget, LaneMemory, QueueReader, CopyEnds, BatchLedger {
   close(): Promise<void>;
 }

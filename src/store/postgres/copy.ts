@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { AttemptRow, ItemRow, JobRow, RunRow } from '../types.js';
+import type { AttemptRow, ItemRow, JobRow, QueueCopier, RunRow } from '../types.js';
 import { query } from './connect.js';
 import { toAttempt, toJob, toRun, type RawAttempt, type RawJob, type RawRun } from '../rows.js';
 import { nanoUp, SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
@@ -10,7 +10,7 @@ const PAGE = 1000;
  * Whole-table reads and writes for `llmq copy`. Reads page by each table's sequence (keyset, one
  * short query per page); each load is one multi-row INSERT from arrays, so one round trip per batch.
  */
-export class PgCopier {
+export class PgCopier implements QueueCopier {
   readonly #pool: pg.Pool;
   constructor(pool: pg.Pool) {
     this.#pool = pool;

@@ -3,7 +3,6 @@ import type {
   AnsweredJob,
   JobToRun,
   AttemptRecord,
-  AttemptRow,
   ClaimOptions,
   ClaimResult,
   Committed,
@@ -14,8 +13,6 @@ import type {
   ExportRow,
   FailedItemRow,
   ItemDetail,
-  ItemRow,
-  JobRow,
   LaneLimitRow,
   ReserveRequest,
   ReserveResult,
@@ -58,7 +55,7 @@ export class PostgresStore implements Store {
   readonly pool: pg.Pool;
   readonly batches: PgBatches;
   readonly #read: PgReader;
-  readonly #copy: PgCopier;
+  readonly copier: PgCopier;
   readonly #spend: PgSpend;
 
   private constructor(pool: pg.Pool, location: string, schema: string) {
@@ -66,7 +63,7 @@ export class PostgresStore implements Store {
     this.location = location;
     this.schema = schema;
     this.#read = new PgReader(pool);
-    this.#copy = new PgCopier(pool);
+    this.copier = new PgCopier(pool);
     this.batches = new PgBatches(pool);
     this.#spend = new PgSpend(pool, schema);
   }
@@ -336,31 +333,6 @@ export class PostgresStore implements Store {
 
   async answered(model: string, o: { limit: number; withRequest: boolean }): Promise<AnsweredJob[]> {
     return this.#read.answered(model, o);
-  }
-
-  dumpJobs(): AsyncIterable<JobRow> {
-    return this.#copy.dumpJobs();
-  }
-  dumpItems(): AsyncIterable<ItemRow> {
-    return this.#copy.dumpItems();
-  }
-  dumpAttempts(): AsyncIterable<AttemptRow> {
-    return this.#copy.dumpAttempts();
-  }
-  dumpRuns(): AsyncIterable<RunRow> {
-    return this.#copy.dumpRuns();
-  }
-  loadJobs(rows: readonly JobRow[]): Promise<void> {
-    return this.#copy.loadJobs(rows);
-  }
-  loadItems(rows: readonly ItemRow[]): Promise<void> {
-    return this.#copy.loadItems(rows);
-  }
-  loadAttempts(rows: readonly AttemptRow[]): Promise<void> {
-    return this.#copy.loadAttempts(rows);
-  }
-  loadRuns(rows: readonly RunRow[]): Promise<void> {
-    return this.#copy.loadRuns(rows);
   }
 
   async close(): Promise<void> {

@@ -1,7 +1,7 @@
 import type { Db } from './open.js';
 import { toAttempt, toJob, toRun, type RawAttempt } from '../rows.js';
 import { nanoUp, SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
-import type { AttemptRow, ItemRow, JobRow, RunRow } from '../types.js';
+import type { AttemptRow, ItemRow, JobRow, QueueCopier, RunRow } from '../types.js';
 
 const PAGE = 1000;
 
@@ -9,7 +9,7 @@ const PAGE = 1000;
  * Whole-table reads and writes for `llmq copy`. Reads page by the table's own order key (keyset, so
  * a page never rescans what came before); each load is one transaction for its batch.
  */
-export class SqliteCopier {
+export class SqliteCopier implements QueueCopier {
   readonly #db: Db;
   constructor(db: Db) {
     this.#db = db;
@@ -45,7 +45,7 @@ export class SqliteCopier {
     for await (const r of this.#pages(sql, '_seq')) yield { ...toRun(r as never), spend: spendOfJoined(r) };
   }
 
-  loadJobs(rows: readonly JobRow[]): void {
+  async loadJobs(rows: readonly JobRow[]): Promise<void> {
     const insert = this.#db.prepare(`INSERT INTO jobs (key, request, model, state, priority, attempts, run_after, lease_owner,
         lease_expires_at, output, response, prompt_tokens, completion_tokens, error, created_at, updated_at, finished_at, cost_usd)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
@@ -77,7 +77,7 @@ export class SqliteCopier {
       .immediate();
   }
 
-  loadItems(rows: readonly ItemRow[]): void {
+  async loadItems(rows: readonly ItemRow[]): Promise<void> {
     const insert = this.#db.prepare('INSERT INTO items (id, source, job_key, meta, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)');
     this.#db
       .transaction(() => {
@@ -86,7 +86,7 @@ export class SqliteCopier {
       .immediate();
   }
 
-  loadAttempts(rows: readonly AttemptRow[]): void {
+  async loadAttempts(rows: readonly AttemptRow[]): Promise<void> {
     const insert = this.#db.prepare(`INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status,
         outcome, error, prompt_tokens, completion_tokens, cost_usd, may_be_billed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     this.#db
@@ -112,7 +112,7 @@ export class SqliteCopier {
       .immediate();
   }
 
-  loadRuns(rows: readonly RunRow[]): void {
+  async loadRuns(rows: readonly RunRow[]): Promise<void> {
     const insert = this.#db.prepare(`INSERT INTO runs (id, host, pid, started_at, heartbeat_at, ended_at, exit_reason, options, stats)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     const spend = this.#db.prepare(`INSERT INTO spend (run_id, reserved_nanousd, in_flight, spent_nanousd, unknown_nanousd, unknown_tries,

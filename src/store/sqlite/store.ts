@@ -2,7 +2,6 @@ import type {
   AnsweredJob,
   JobToRun,
   AttemptRecord,
-  AttemptRow,
   ClaimOptions,
   ClaimResult,
   ClaimedJob,
@@ -14,8 +13,6 @@ import type {
   ExportRow,
   FailedItemRow,
   ItemDetail,
-  ItemRow,
-  JobRow,
   LaneLimitRow,
   ReserveRequest,
   ReserveResult,
@@ -56,7 +53,7 @@ export class SqliteStore implements Store {
   readonly db: Db;
   readonly batches: SqliteBatches;
   readonly #read: SqliteReader;
-  readonly #copy: SqliteCopier;
+  readonly copier: SqliteCopier;
   readonly #spend: SqliteSpend;
   readonly #s;
 
@@ -64,7 +61,7 @@ export class SqliteStore implements Store {
     this.location = path;
     this.db = openSqlite(path, options);
     this.#read = new SqliteReader(this.db);
-    this.#copy = new SqliteCopier(this.db);
+    this.copier = new SqliteCopier(this.db);
     this.batches = new SqliteBatches(this.db);
     this.#spend = new SqliteSpend(this.db);
     const db = this.db;
@@ -432,31 +429,6 @@ export class SqliteStore implements Store {
 
   async answered(model: string, o: { limit: number; withRequest: boolean }): Promise<AnsweredJob[]> {
     return this.#read.answered(model, o);
-  }
-
-  dumpJobs(): AsyncIterable<JobRow> {
-    return this.#copy.dumpJobs();
-  }
-  dumpItems(): AsyncIterable<ItemRow> {
-    return this.#copy.dumpItems();
-  }
-  dumpAttempts(): AsyncIterable<AttemptRow> {
-    return this.#copy.dumpAttempts();
-  }
-  dumpRuns(): AsyncIterable<RunRow> {
-    return this.#copy.dumpRuns();
-  }
-  async loadJobs(rows: readonly JobRow[]): Promise<void> {
-    this.#copy.loadJobs(rows);
-  }
-  async loadItems(rows: readonly ItemRow[]): Promise<void> {
-    this.#copy.loadItems(rows);
-  }
-  async loadAttempts(rows: readonly AttemptRow[]): Promise<void> {
-    this.#copy.loadAttempts(rows);
-  }
-  async loadRuns(rows: readonly RunRow[]): Promise<void> {
-    this.#copy.loadRuns(rows);
   }
 
   async close(): Promise<void> {
