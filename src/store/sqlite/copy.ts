@@ -1,5 +1,6 @@
 import type { Db } from './open.js';
-import { toAttempt, toJob, toRun, type RawAttempt } from '../rows.js';
+import { ATTEMPT_COLUMNS, attemptValues, toAttempt, toItem, toJob, toRun, type RawAttempt } from '../rows.js';
+import { keysetPages } from '../pages.js';
 import { nanoUp, SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type { AttemptRow, ItemRow, JobRow, QueueCopier, RunRow } from '../types.js';
 
@@ -20,17 +21,7 @@ export class SqliteCopier implements QueueCopier {
   }
 
   async *dumpItems(): AsyncIterable<ItemRow> {
-    for await (const r of this.#pages('SELECT * FROM items WHERE seq > ? ORDER BY seq LIMIT ?', 'seq')) {
-      const i = r as { id: string; source: string; job_key: string; meta: string | null; created_at: number; updated_at: number };
-      yield {
-        id: i.id,
-        source: i.source,
-        jobKey: i.job_key,
-        meta: i.meta ? JSON.parse(i.meta) : null,
-        createdAt: i.created_at,
-        updatedAt: i.updated_at,
-      };
-    }
+    for await (const r of this.#pages('SELECT * FROM items WHERE seq > ? ORDER BY seq LIMIT ?', 'seq')) yield toItem(r as never);
   }
 
   async *dumpAttempts(): AsyncIterable<AttemptRow> {
@@ -87,27 +78,10 @@ export class SqliteCopier implements QueueCopier {
   }
 
   async loadAttempts(rows: readonly AttemptRow[]): Promise<void> {
-    const insert = this.#db.prepare(`INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status,
-        outcome, error, prompt_tokens, completion_tokens, cost_usd, may_be_billed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    const insert = this.#db.prepare(`INSERT INTO attempts (${ATTEMPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     this.#db
       .transaction(() => {
-        for (const a of rows) {
-          insert.run(
-            a.key,
-            a.runId,
-            a.attempt,
-            a.startedAt,
-            a.endedAt,
-            a.latencyMs,
-            a.status,
-            a.outcome,
-            a.error,
-            a.usage?.promptTokens ?? null,
-            a.usage?.completionTokens ?? null,
-            a.costUsd ?? null,
-            a.mayBeBilled ? 1 : 0,
-          );
-        }
+        for (const a of rows) insert.run(...attemptValues(a, a.latencyMs, Number));
       })
       .immediate();
   }
@@ -150,14 +124,8 @@ export class SqliteCopier implements QueueCopier {
   }
 
   /** One page per query, each its own implicit transaction, so a long copy never holds a read lock. */
-  async *#pages(sql: string, orderKey: string): AsyncIterable<Record<string, unknown>> {
+  #pages(sql: string, orderKey: string): AsyncIterable<Record<string, unknown>> {
     const page = this.#db.prepare(sql);
-    let after = 0;
-    for (;;) {
-      const rows = page.all(after, PAGE) as Array<Record<string, unknown>>;
-      yield* rows;
-      if (rows.length < PAGE) return;
-      after = rows[rows.length - 1]![orderKey] as number;
-    }
+    return keysetPages((after, size) => page.all(after, size) as Array<Record<string, unknown>>, orderKey, PAGE);
   }
 }
