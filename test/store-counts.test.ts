@@ -26,7 +26,7 @@ async function raw<T>(store: Store, sql: string): Promise<T[]> {
 
 /** The counted part of status, with the stored cost rounded (sums of floats in another order differ in the last bits). */
 async function counted(store: Store) {
-  const s = await store.status(Date.now());
+  const s = await store.status();
   return {
     counts: s.counts,
     total: s.total,

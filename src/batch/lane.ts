@@ -200,7 +200,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     deps.stopSignal?.removeEventListener('abort', onStop);
   }
   await store.finishRun(runId, now(), reason, stats());
-  const after = await store.status(now());
+  const after = await store.status();
   return {
     runId,
     reason,

@@ -58,7 +58,7 @@ export function watchAlerts(
   if (!alertsOn(flags)) return null;
   return new AlertWatcher({
     thresholds: { failed: flags.alertFailed, oldestMs: flags.alertOldest, errorRate: flags.alertErrorRate, windowMs: flags.alertWindow },
-    oldestPendingAt: async () => (await store.status(Date.now())).oldestPendingAt,
+    oldestPendingAt: async () => (await store.status()).oldestPendingAt,
     fire: (alert) => {
       emit('warning', { message: `alert: ${alert.message}` });
       hooks?.alert(alert);

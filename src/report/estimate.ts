@@ -91,7 +91,7 @@ interface History {
 export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLimits'>, o: EstimateOptions): Promise<Estimate> {
   const maxAttempts = o.maxAttempts ?? 5;
   const limit = o.limit ?? Infinity;
-  const status = await store.status(o.now);
+  const status = await store.status();
   const lanes = await store.laneLimits();
   const histories = new Map<string, Promise<History>>();
   const tallies = new Map<string, Tally>();

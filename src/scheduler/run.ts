@@ -150,7 +150,7 @@ export class Run {
       o = this.#options;
     await this.#reclaim();
     // The one full read of the queue at the start: how much there is to do, and whether its models have prices.
-    const before = await this.#store.status(this.#now());
+    const before = await this.#store.status();
     this.#money.checkPriced(before);
     c.alreadyDone = before.counts.done;
     c.total = Math.min(this.#limit, before.counts.pending + before.counts.running);
@@ -257,7 +257,7 @@ export class Run {
    * forever.)
    */
   async #drained(): Promise<boolean> {
-    const dying = (await this.#reclaim()) && (await this.#store.status(this.#now())).counts.running > 0;
+    const dying = (await this.#reclaim()) && (await this.#store.status()).counts.running > 0;
     const next = await this.#store.nextPendingAt();
     if (next === null && !dying) return true;
     await sleep(next === null ? this.#heartbeatMs : Math.min(Math.max(next - this.#now(), 50), 1000), this.#stopping.signal).catch(
@@ -349,7 +349,7 @@ export class Run {
 
   async #summary(): Promise<RunSummary> {
     const c = this.#counters;
-    const after = await this.#store.status(this.#now());
+    const after = await this.#store.status();
     const f = this.#fatal;
     const reached = this.#money.reached;
     const committed = await this.#store.committed(this.#id);

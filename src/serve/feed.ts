@@ -91,7 +91,7 @@ export class StatusFeed {
     let report: StatusReport;
     try {
       const now = this.#now();
-      report = buildStatusReport(await this.#o.store.status(now), { now, prices: this.#o.prices, db: this.#o.db });
+      report = buildStatusReport(await this.#o.store.status(), { now, prices: this.#o.prices, db: this.#o.db });
     } catch (error) {
       this.#broadcast({ type: 'unreadable', message: error instanceof Error ? error.message : String(error) });
       return;

@@ -40,7 +40,7 @@ export async function copyStore(
   options: CopyOptions,
 ): Promise<CopyResult> {
   const size = options.batchSize ?? 1000;
-  const target = await to.status(options.now);
+  const target = await to.status();
   if (target.total > 0 || target.items > 0 || target.lastRun !== null) {
     throw new StoreError(
       `${to.location} is not empty (${target.total} jobs, ${target.items} items); llmq copy only writes into an ` +

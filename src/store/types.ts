@@ -406,7 +406,8 @@ export interface LaneMemory {
 
 /** Reads for people and tools: `status`, `show`, `export`, `estimate`, `serve`. None of them writes jobs. */
 export interface QueueReader {
-  status(now: number): Promise<StatusSnapshot>;
+  /** The queue's counts, failures, runs, learned limits and money, as stored now (nothing in it depends on the clock). */
+  status(): Promise<StatusSnapshot>;
   item(id: string): Promise<ItemDetail | null>;
   /**
    * Items of failed jobs whose error is exactly `error` (`unknown error` for none, as `status`

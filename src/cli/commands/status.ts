@@ -53,7 +53,7 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
   const paint = colorsFor(out);
   const render = async (): Promise<string> => {
     const now = Date.now();
-    const report = buildStatusReport(await store.status(now), { now, prices, db: redactLocation(location) });
+    const report = buildStatusReport(await store.status(), { now, prices, db: redactLocation(location) });
     const batches = buildBatchesReport(await store.batches.recent(50), now);
     return flags.json ? JSON.stringify({ ...report, batches }) + '\n' : renderStatus(report, paint) + renderBatches(batches, paint);
   };

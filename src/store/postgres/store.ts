@@ -282,8 +282,8 @@ export class PostgresStore implements Store {
     return r.rowCount ?? 0;
   }
 
-  status(now: number): Promise<StatusSnapshot> {
-    return this.#read.status(now);
+  status(): Promise<StatusSnapshot> {
+    return this.#read.status();
   }
 
   item(id: string): Promise<ItemDetail | null> {

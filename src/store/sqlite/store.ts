@@ -386,8 +386,8 @@ export class SqliteStore implements Store {
     return this.#s.retryFailed.run({ now, text: filter.errorContains ?? null, exact: filter.errorIs ?? null }).changes;
   }
 
-  async status(now: number): Promise<StatusSnapshot> {
-    return this.#read.status(now);
+  async status(): Promise<StatusSnapshot> {
+    return this.#read.status();
   }
 
   async item(id: string): Promise<ItemDetail | null> {
