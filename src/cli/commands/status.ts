@@ -1,8 +1,7 @@
 import { moveCursor, clearScreenDown } from 'node:readline';
 import { Option, type Command } from 'commander';
-import { dbOption } from '../program.js';
+import { dbOption, positiveNumber } from '../options.js';
 import { colorsFor } from '../output.js';
-import { positiveNumber } from '../options.js';
 import { priceOptions, priceTableFrom, type PriceFlags } from './price-options.js';
 
 interface StatusFlags extends PriceFlags {
