@@ -55,7 +55,7 @@ try {
   await fake.close();
 
   const done = new SqliteStore(db);
-  const counts = (await done.status(Date.now())).counts;
+  const counts = (await done.status()).counts;
   await done.close();
   console.log(`jobs ${fmt(JOBS)} in batches of ${fmt(BATCH_SIZE)}, live ${LIVE_MS / 1000} s each, --poll ${POLL_S}`);
   console.log(`time to all submitted      ${fmt(allSubmittedMs)} ms`);

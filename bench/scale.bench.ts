@@ -318,10 +318,7 @@ async function bench(kind: Kind, big: string, small: string, runFile: string, li
         const prices = priceTableFrom({});
         const store = await openStore(bigDb);
         try {
-          const statusMs = await timeMs(
-            async () => buildStatusReport(await store.status(Date.now()), { now: Date.now(), prices, db: 'bench' }),
-            5,
-          );
+          const statusMs = await timeMs(async () => buildStatusReport(await store.status(), { now: Date.now(), prices, db: 'bench' }), 5);
           line('status, in-process (median of 5)', `${fmt(statusMs, 1)} ms`, '< 100 ms', statusMs < 100);
           const ids = [0, Math.floor(N / 2), N - 1, 12_345 % N, Math.floor(N * 0.9)].map((n) => `doc-${String(n).padStart(8, '0')}`);
           let i = 0;

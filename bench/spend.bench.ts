@@ -85,7 +85,7 @@ async function enqueue(db: string, docs: string): Promise<void> {
 async function money(db: string): Promise<{ answered: number; committed: number; perRun: Map<string, number> }> {
   const store = await openStore(db);
   try {
-    const s = await store.status(Date.now());
+    const s = await store.status();
     const perRun = new Map(s.spend.map((r) => [r.id, r.spend.spentUsd]));
     const committed = s.spend.reduce((a, r) => a + r.spend.spentUsd + r.spend.mayBeBilledUsd + r.spend.reservedUsd, 0);
     return { answered: s.byModel.reduce((a, m) => a + m.storedUsd, 0), committed, perRun };

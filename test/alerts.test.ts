@@ -69,11 +69,8 @@ describe('alerts', () => {
     const store = new SqliteStore(join(tempDir(), 'q.db'));
     cleanup.push(() => store.close());
     await seedJobs(store, 3);
-    const enqueuedAt = (await store.status(Date.now())).oldestPendingAt!;
-    const t = watcher(
-      { oldestMs: 60_000 },
-      { oldestPendingAt: async () => (await store.status(Date.now())).oldestPendingAt, oldestEveryMs: 20 },
-    );
+    const enqueuedAt = (await store.status()).oldestPendingAt!;
+    const t = watcher({ oldestMs: 60_000 }, { oldestPendingAt: async () => (await store.status()).oldestPendingAt, oldestEveryMs: 20 });
     await new Promise((r) => setTimeout(r, 60));
     // The watcher's clock (1_000_000) is long before the enqueue: nothing has waited.
     expect(t.fired).toEqual([]);

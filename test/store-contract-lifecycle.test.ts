@@ -62,7 +62,7 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     // a second answer (another run whose lease had expired) does not replace the first
     expect(await store.complete(key, completion(key, 'another answer', 'run-b'))).toBe(false);
     expect(await job(store, id)).toEqual(done);
-    expect((await store.status(T0)).counts).toEqual({ pending: 0, running: 0, done: 1, failed: 0 });
+    expect((await store.status()).counts).toEqual({ pending: 0, running: 0, done: 1, failed: 0 });
   });
 
   it('complete records the finishing attempt with its usage and latency', async () => {
@@ -154,7 +154,7 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     const runs = await store.activeRuns();
     expect(runs.map((r) => r.id).sort()).toEqual(['run-live', 'run-slow']);
     const all = [];
-    for await (const r of store.dumpRuns()) all.push(r);
+    for await (const r of store.copier.dumpRuns()) all.push(r);
     expect(all.map((r) => [r.id, r.endedAt, r.exitReason])).toEqual([
       ['run-dead', T0 + 101, 'died'],
       ['run-live', null, null],
@@ -162,7 +162,7 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     ]);
     // a second store sees the same thing (the reclaim committed)
     const other = await fx.openAnother();
-    expect((await other.status(T0)).counts).toEqual({ pending: 4, running: 2, done: 0, failed: 0 });
+    expect((await other.status()).counts).toEqual({ pending: 4, running: 2, done: 0, failed: 0 });
   });
 
   it('heartbeat renews the leases the run holds and stores its stats', async () => {
@@ -177,7 +177,7 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     expect(run).toMatchObject({ id: OWNER, host: 'h', pid: 42, heartbeatAt: T0 + 90, endedAt: null, options: { concurrency: 4 }, stats });
     await store.finishRun(OWNER, T0 + 2000, 'finished', { ...stats, done: 4 });
     expect(await store.activeRuns()).toEqual([]);
-    expect((await store.status(T0)).lastRun).toMatchObject({ id: OWNER, endedAt: T0 + 2000, exitReason: 'finished', stats: { done: 4 } });
+    expect((await store.status()).lastRun).toMatchObject({ id: OWNER, endedAt: T0 + 2000, exitReason: 'finished', stats: { done: 4 } });
   });
 
   it('startRetry raises attempts and renews the lease only for the owner', async () => {
@@ -219,7 +219,7 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     expect((await job(store, 'doc-0001')).state).toBe('failed');
     expect(await store.retryFailed({ errorContains: 'nothing like it' }, T0 + 3)).toBe(0);
     expect(await store.retryFailed({}, T0 + 4)).toBe(1);
-    expect((await store.status(T0)).counts).toEqual({ pending: 2, running: 0, done: 1, failed: 0 });
+    expect((await store.status()).counts).toEqual({ pending: 2, running: 0, done: 1, failed: 0 });
     expect((await store.claim(claimOpts({ now: T0 + 5 }))).jobs.map((j) => j.attempts)).toEqual([1, 1]);
   });
 

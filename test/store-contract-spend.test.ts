@@ -11,7 +11,7 @@ async function started(store: Store, id = OWNER): Promise<void> {
 }
 
 async function spendOf(store: Store, id = OWNER) {
-  return (await store.status(T0)).spend.find((r) => r.id === id)!.spend;
+  return (await store.status()).spend.find((r) => r.id === id)!.spend;
 }
 
 function tryOf(key: string, o: Partial<AttemptRecord>): AttemptRecord {

@@ -12,7 +12,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       const batch = rows(5);
       expect(await store.enqueue(batch, T0)).toEqual({ newJobs: 5, newItems: 5, movedItems: 0, unchanged: 0, droppedJobs: 0 });
       expect(await store.enqueue(batch, T0 + 1)).toEqual({ newJobs: 0, newItems: 0, movedItems: 0, unchanged: 5, droppedJobs: 0 });
-      const s = await store.status(T0);
+      const s = await store.status();
       expect(s.total).toBe(5);
       expect(s.items).toBe(5);
     });
@@ -26,7 +26,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       expect(a!.job.key).toBe(changed.key);
       expect(a!.source).toBe('moved/a.txt');
       expect(a!.meta).toEqual({ tag: 'v2' });
-      const s = await store.status(T0);
+      const s = await store.status();
       expect(s.total).toBe(2);
       expect(s.items).toBe(2);
       // the old request is never claimed: only the two live jobs come out
@@ -59,7 +59,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       await store.release(OWNER, { refund: true, now: T0 + 2 });
       const r = await store.enqueue([row('a', 'changed'), row('c', 'changed too')], T0 + 3);
       expect(r).toEqual({ newJobs: 2, newItems: 0, movedItems: 2, unchanged: 0, droppedJobs: 0 });
-      const s = await store.status(T0);
+      const s = await store.status();
       expect(s.total).toBe(4); // shared (still b's), answered (done), and the two new ones
       expect(s.counts.done).toBe(1);
     });
@@ -149,7 +149,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       const again = await store.claim({ ...claimOpts({ limit: 10, maxAttempts: 1 }), skipModels: ['full'] });
       expect(texts(again.jobs)).toEqual(['c 1']);
       expect(again.exhausted).toBe(4);
-      expect((await store.status(T0)).counts).toMatchObject({ pending: 5, running: 1, failed: 4 });
+      expect((await store.status()).counts).toMatchObject({ pending: 5, running: 1, failed: 4 });
     });
 
     it('raises attempts, sets running and the lease in the same step', async () => {
@@ -170,7 +170,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       expect(await store.nextPendingAt()).toBeNull();
       const [r] = rows(1);
       // nothing in the state machine sets run_after yet; a loaded row stands in for a backed-off job
-      await store.loadJobs([
+      await store.copier.loadJobs([
         {
           key: r!.key,
           request: r!.request,

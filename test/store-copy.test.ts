@@ -76,7 +76,7 @@ async function populate(store: Store): Promise<void> {
   // ...and the first of them is held again by a run still working when the copy starts
   await store.claim(claimOpts({ now: T0 + 250, limit: 1, owner: 'run-live' }));
   expect(running!.model).toBe('other');
-  expect((await store.status(T0)).spend.find((r) => r.id === OWNER)!.spend).toMatchObject({
+  expect((await store.status()).spend.find((r) => r.id === OWNER)!.spend).toMatchObject({
     reservedUsd: 0.25,
     inFlight: 1,
     spentUsd: 0.0012,
@@ -87,17 +87,17 @@ async function populate(store: Store): Promise<void> {
 
 async function dumpJobs(store: Store): Promise<JobRow[]> {
   const out = [];
-  for await (const j of store.dumpJobs()) out.push(j);
+  for await (const j of store.copier.dumpJobs()) out.push(j);
   return out;
 }
 
 async function everything(store: Store) {
   const attempts = [];
-  for await (const a of store.dumpAttempts()) attempts.push(a);
+  for await (const a of store.copier.dumpAttempts()) attempts.push(a);
   const items = [];
-  for await (const i of store.dumpItems()) items.push(i);
+  for await (const i of store.copier.dumpItems()) items.push(i);
   // runs are compared by their money here; the runs themselves below (a copy closes the open ones)
-  const { activeRuns: _a, lastRun: _l, spend, ...status } = await store.status(T0);
+  const { activeRuns: _a, lastRun: _l, spend, ...status } = await store.status();
   return { export: await exported(store), jobs: await dumpJobs(store), items, attempts, status, spend: spend.map((r) => [r.id, r.spend]) };
 }
 
@@ -165,7 +165,7 @@ describe('copy', () => {
       expect(await everything(middle)).toEqual(expected);
       expect(await everything(back)).toEqual(expected);
       const runs = [];
-      for await (const r of back.dumpRuns()) runs.push([r.id, r.endedAt, r.exitReason, r.stats]);
+      for await (const r of back.copier.dumpRuns()) runs.push([r.id, r.endedAt, r.exitReason, r.stats]);
       expect(runs).toEqual([
         ['run-old', T0 + 50, 'finished', STATS],
         [OWNER, T0 + 999, 'copied to another database while open', null],

@@ -26,7 +26,7 @@ async function raw<T>(store: Store, sql: string): Promise<T[]> {
 
 /** The counted part of status, with the stored cost rounded (sums of floats in another order differ in the last bits). */
 async function counted(store: Store) {
-  const s = await store.status(Date.now());
+  const s = await store.status();
   return {
     counts: s.counts,
     total: s.total,
@@ -260,8 +260,8 @@ describe.each(STORE_KINDS)('status counts [$name]', (kind) => {
       // `llmq copy` writes rows as they are: the copy's counts are its rows'
       const copy = (await kind.fresh()).store;
       for (const [dump, load] of [
-        [store.dumpJobs(), (b: never[]) => copy.loadJobs(b)],
-        [store.dumpItems(), (b: never[]) => copy.loadItems(b)],
+        [store.copier.dumpJobs(), (b: never[]) => copy.copier.loadJobs(b)],
+        [store.copier.dumpItems(), (b: never[]) => copy.copier.loadItems(b)],
       ] as const) {
         const batch: never[] = [];
         for await (const x of dump as AsyncIterable<never>) batch.push(x);
@@ -344,7 +344,7 @@ describe('postgres status counts when a fold fails', () => {
     expect(jobs).toHaveLength(2);
     await expect(store.heartbeat('run-1', T0 + 1000, T0 + 61_000, {} as RunStats)).resolves.toBeUndefined();
     expect(await counted(store)).toEqual(await fresh(store));
-    expect((await store.status(T0)).counts).toMatchObject({ pending: 1, running: 2 });
+    expect((await store.status()).counts).toMatchObject({ pending: 1, running: 2 });
     await store.close();
   });
 });

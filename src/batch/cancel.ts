@@ -1,5 +1,5 @@
 import { LlmqError } from '../errors.js';
-import type { Store } from '../store/types.js';
+import type { BatchLedger } from '../store/types.js';
 import type { BatchApi } from './api.js';
 
 export interface CancelResult {
@@ -12,7 +12,7 @@ export interface CancelResult {
  * id), or all of them. Their jobs stay held until the next `llmq run --via batch` collects what was
  * answered before the cancel and hands the rest back to pending.
  */
-export async function cancelBatches(store: Store, api: BatchApi, which: string | undefined): Promise<CancelResult> {
+export async function cancelBatches(store: BatchLedger, api: BatchApi, which: string | undefined): Promise<CancelResult> {
   const live = (await store.batches.open()).filter((b) => b.state === 'submitted' && b.providerBatchId !== null);
   const chosen = which === undefined ? live : live.filter((b) => b.providerBatchId === which || b.id === which);
   if (which !== undefined && chosen.length === 0) {

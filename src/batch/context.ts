@@ -1,4 +1,4 @@
-import type { Store } from '../store/types.js';
+import type { BatchLedger, JobQueue, QueueReader, RunRegistry } from '../store/types.js';
 import type { BatchApi } from './api.js';
 
 /** Named points of a submission and a collection, where a test may kill the process (`LLMQ_TEST_CRASH_AT`). */
@@ -21,11 +21,17 @@ export type BatchEvent =
   | { readonly type: 'waiting'; readonly reason: 'quota' | 'error'; readonly untilMs: number; readonly message: string }
   | { readonly type: 'polled'; readonly open: number };
 
+/**
+ * What the batch lane needs of the store: its ledger of submissions, the queue it claims from and
+ * answers into, the run registry, and the counts it reports before and after.
+ */
+export type BatchLaneStore = BatchLedger & JobQueue & RunRegistry & Pick<QueueReader, 'status'>;
+
 /** Everything one batch-lane run shares between its steps. */
 import type { BatchCost } from './results.js';
 
 export interface BatchContext {
-  readonly store: Store;
+  readonly store: BatchLaneStore;
   readonly api: BatchApi;
   readonly runId: string;
   /** The endpoint, without credentials: recorded with each submission. */

@@ -4,13 +4,13 @@ import { LlmqError } from '../errors.js';
 import { ProviderError } from '../provider/types.js';
 import type { RunSummary } from '../scheduler/events.js';
 import { sleep } from '../scheduler/wait.js';
-import type { Store } from '../store/types.js';
+import type { BatchLedger } from '../store/types.js';
 import type { PriceTable } from '../pricing/price-table.js';
 import { adoptOrphans, orphansSoon } from './adopt.js';
 import type { BatchApi } from './api.js';
 import { callWithRetry } from './call.js';
 import { pollOne } from './collect.js';
-import type { BatchContext, BatchEvent, CrashStep } from './context.js';
+import type { BatchContext, BatchEvent, BatchLaneStore, CrashStep } from './context.js';
 import { MAX_INPUT_BYTES } from './input-file.js';
 import { submitOne } from './submit.js';
 
@@ -45,7 +45,7 @@ export interface BatchLaneOptions {
 }
 
 export interface BatchLaneDeps {
-  readonly store: Store;
+  readonly store: BatchLaneStore;
   readonly api: BatchApi;
   /** The endpoint, without credentials. */
   readonly baseUrl: string;
@@ -200,7 +200,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     deps.stopSignal?.removeEventListener('abort', onStop);
   }
   await store.finishRun(runId, now(), reason, stats());
-  const after = await store.status(now());
+  const after = await store.status();
   return {
     runId,
     reason,
@@ -221,7 +221,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
 }
 
 /** This run's submitted batches. */
-async function mine(store: Store, runId: string) {
+async function mine(store: BatchLedger, runId: string) {
   return (await store.batches.open()).filter((b) => b.runId === runId && b.state === 'submitted');
 }
 

@@ -2,7 +2,7 @@ import { classifyHttpError } from '../provider/classify.js';
 import { parseCompletion } from '../provider/openai.js';
 import { ProviderError } from '../provider/types.js';
 import { batchOwner } from '../store/batches.js';
-import type { AttemptRecord, Store, Usage } from '../store/types.js';
+import type { AttemptRecord, BatchLedger, JobQueue, Usage } from '../store/types.js';
 
 export interface AppliedResults {
   readonly done: number;
@@ -30,7 +30,7 @@ export type BatchCost = (model: string, usage: Usage) => number | null;
  * Lines whose `custom_id` is not a job this submission holds are ignored: they cannot be ours.
  */
 export async function applyResults(
-  store: Store,
+  store: BatchLedger & JobQueue,
   submissionId: string,
   files: readonly string[],
   startedAt: number,

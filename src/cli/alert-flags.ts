@@ -4,7 +4,7 @@ import { parseDuration, parseRate } from '../alerts/thresholds.js';
 import { LlmqError } from '../errors.js';
 import type { RunHooks } from '../hooks/run-hooks.js';
 import type { SchedulerListener } from '../scheduler/events.js';
-import type { Store } from '../store/types.js';
+import type { QueueReader } from '../store/types.js';
 import { intAtLeast } from './options.js';
 
 export interface AlertFlags {
@@ -49,11 +49,16 @@ export function alertsOn(flags: AlertFlags): boolean {
  * The run's alert watcher, or null without --alert-*: each crossing is said once on the progress
  * display (a warning) and sent to the alert hook.
  */
-export function watchAlerts(flags: AlertFlags, store: Store, hooks: RunHooks | null, emit: SchedulerListener): AlertWatcher | null {
+export function watchAlerts(
+  flags: AlertFlags,
+  store: Pick<QueueReader, 'status'>,
+  hooks: RunHooks | null,
+  emit: SchedulerListener,
+): AlertWatcher | null {
   if (!alertsOn(flags)) return null;
   return new AlertWatcher({
     thresholds: { failed: flags.alertFailed, oldestMs: flags.alertOldest, errorRate: flags.alertErrorRate, windowMs: flags.alertWindow },
-    oldestPendingAt: async () => (await store.status(Date.now())).oldestPendingAt,
+    oldestPendingAt: async () => (await store.status()).oldestPendingAt,
     fire: (alert) => {
       emit('warning', { message: `alert: ${alert.message}` });
       hooks?.alert(alert);

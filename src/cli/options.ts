@@ -1,5 +1,11 @@
-import { InvalidArgumentError } from 'commander';
+import { InvalidArgumentError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
+
+/** The --db flag every command that opens the queue takes. */
+export function dbOption(): Option {
+  // No real default value: resolveDbLocation falls back to LLMQ_DB, then ./llmq.db.
+  return new Option('--db <path|url>', 'the queue: an SQLite file, or a postgres:// URL (env LLMQ_DB, default ./llmq.db)');
+}
 
 /** Defaults `run` and `estimate` (and so `run --dry-run`) share: they must not drift apart. */
 export const DEFAULT_CONCURRENCY = 8;

@@ -1,4 +1,4 @@
-import { Command, Option } from 'commander';
+import { Command } from 'commander';
 import { registerEnqueue } from './commands/enqueue.js';
 import { registerRun } from './commands/run.js';
 import { registerStatus } from './commands/status.js';
@@ -12,12 +12,7 @@ import { registerEstimate } from './commands/estimate.js';
 
 export const VERSION = '0.1.0';
 
-/** `--db` is on every command; each command registers its own flags in its own file. */
-export function dbOption(): Option {
-  // No real default value: resolveDbLocation falls back to LLMQ_DB, then ./llmq.db.
-  return new Option('--db <path|url>', 'the queue: an SQLite file, or a postgres:// URL (env LLMQ_DB, default ./llmq.db)');
-}
-
+/** Each command registers its own flags (`--db` among them, see dbOption) in its own file. */
 export function buildProgram(): Command {
   const program = new Command('llmq')
     .description('Run an LLM request over every document in a folder or JSONL file, durably and fast.')

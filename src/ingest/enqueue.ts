@@ -1,4 +1,4 @@
-import type { EnqueueRow, Store } from '../store/types.js';
+import type { EnqueueRow, JobQueue, StoreIdentity } from '../store/types.js';
 import { databaseFiles } from '../store/sqlite/files.js';
 import { isSkipped, readFolder, readTextFile, type FolderOptions, type Skipped } from './folder.js';
 import { globMatcher } from './glob.js';
@@ -69,12 +69,15 @@ export interface EnqueueSummary {
 
 export const MAX_KEPT_REJECTIONS = 1000;
 
+/** What enqueue needs of the store: its intake, and where it lives (to skip its own files in a folder). */
+export type IntakeStore = Pick<JobQueue, 'enqueue'> & StoreIdentity;
+
 /**
  * Read every source, render each document into its request, and store the rows in batches.
  * Bad input never stops the good: each rejection is reported and the rest goes in. Source paths are
  * checked before anything is written, so a typo in one of them enqueues nothing.
  */
-export async function enqueue(store: Store, options: EnqueueOptions): Promise<EnqueueSummary> {
+export async function enqueue(store: IntakeStore, options: EnqueueOptions): Promise<EnqueueSummary> {
   const now = options.now ?? Date.now;
   const started = now();
   const sources = await resolveSources(options.sources, options.stdin !== undefined);
@@ -131,7 +134,7 @@ async function readSource(source: Source, sink: Batcher, o: ReadConfig): Promise
  * the user asked for without saying so.
  */
 class Batcher implements EntrySink {
-  readonly #store: Store;
+  readonly #store: IntakeStore;
   readonly #render: (doc: Document) => EnqueueRow;
   readonly #onReject: ((r: Rejection) => void) | undefined;
   readonly #backpressure: (() => Promise<void> | void) | undefined;
@@ -153,7 +156,7 @@ class Batcher implements EntrySink {
   #batches = 0;
   readonly #rejections: Rejection[] = [];
 
-  constructor(store: Store, o: EnqueueOptions, now: () => number) {
+  constructor(store: IntakeStore, o: EnqueueOptions, now: () => number) {
     this.#store = store;
     this.#render = makeRenderer(o.request);
     // after the renderer: a bad template throws before the temporary index file is opened

@@ -1,6 +1,6 @@
 import type { PriceTable } from '../pricing/price-table.js';
 import { estimatePromptTokens, requestedCompletionTokens } from '../provider/tokens.js';
-import type { LaneLimitRow, Store } from '../store/types.js';
+import type { LaneLimitRow, LaneMemory, QueueReader } from '../store/types.js';
 import { paceSeconds, type LaneLimits } from './estimate-time.js';
 
 export interface EstimateOptions {
@@ -88,10 +88,10 @@ interface History {
  * price, and the time at the limits known. Streams the jobs: memory holds one page and a tally per
  * model.
  */
-export async function estimateRun(store: Store, o: EstimateOptions): Promise<Estimate> {
+export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLimits'>, o: EstimateOptions): Promise<Estimate> {
   const maxAttempts = o.maxAttempts ?? 5;
   const limit = o.limit ?? Infinity;
-  const status = await store.status(o.now);
+  const status = await store.status();
   const lanes = await store.laneLimits();
   const histories = new Map<string, Promise<History>>();
   const tallies = new Map<string, Tally>();
@@ -146,7 +146,11 @@ export async function estimateRun(store: Store, o: EstimateOptions): Promise<Est
   };
 }
 
-async function historyOf(store: Store, model: string, tally: { done: number; completion: number } | undefined): Promise<History> {
+async function historyOf(
+  store: Pick<QueueReader, 'answered'>,
+  model: string,
+  tally: { done: number; completion: number } | undefined,
+): Promise<History> {
   if (!tally || tally.done === 0) return { answered: 0, mean: null, p90: null, correction: 0, latencyMs: null };
   const sample = await store.answered(model, { limit: SAMPLE, withRequest: false });
   const calibration = await store.answered(model, { limit: CALIBRATION, withRequest: true });

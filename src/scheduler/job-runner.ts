@@ -1,5 +1,5 @@
 import { ProviderError, type CompletionResult, type Provider } from '../provider/types.js';
-import type { AttemptOutcome, AttemptRecord, ClaimedJob, Store } from '../store/types.js';
+import type { AttemptOutcome, AttemptRecord, ClaimedJob, JobQueue } from '../store/types.js';
 import { decide, type Decision } from './decide.js';
 import type { SchedulerListener } from './events.js';
 import type { InFlightRequests } from './in-flight.js';
@@ -15,7 +15,7 @@ import { sleep } from './wait.js';
 
 /** Everything one job needs from its run. */
 export interface JobContext {
-  readonly store: Store;
+  readonly store: JobQueue;
   readonly provider: Provider;
   readonly lanes: { get(model: string): Lane };
   readonly breaker: OutageBreaker;

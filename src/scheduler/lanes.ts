@@ -1,4 +1,4 @@
-import type { Store } from '../store/types.js';
+import type { LaneMemory } from '../store/types.js';
 import { Lane, type LaneSnapshot } from './lane.js';
 import { LocalLaneBoard, type LaneBoard, type LearnedLimits } from './pace/board.js';
 import type { PaceLimits } from './pace/window-pacer.js';
@@ -32,7 +32,7 @@ export class Lanes {
   ) {}
 
   /** Load what earlier runs learned about this base URL's models. */
-  async load(store: Store): Promise<void> {
+  async load(store: Pick<LaneMemory, 'laneLimits'>): Promise<void> {
     for (const row of await store.laneLimits()) {
       if (row.baseUrl !== this.baseUrl) continue;
       const { rpm, tpm, source, at } = row;
@@ -80,7 +80,7 @@ export class Lanes {
   }
 
   /** Write learned limits that changed since they were last saved. */
-  async save(store: Store): Promise<void> {
+  async save(store: Pick<LaneMemory, 'saveLaneLimits'>): Promise<void> {
     for (const lane of this.all()) {
       const learned = lane.toRemember();
       if (!learned) continue;

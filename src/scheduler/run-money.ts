@@ -1,7 +1,7 @@
 import { LlmqError } from '../errors.js';
 import { costOf, worstCaseUsage } from '../pricing/cost.js';
 import type { PriceTable } from '../pricing/price-table.js';
-import type { AttemptRecord, ClaimedJob, StatusSnapshot, Store, Usage } from '../store/types.js';
+import type { AttemptRecord, ClaimedJob, RunBudget, StatusSnapshot, Usage } from '../store/types.js';
 
 /** --budget and --budget-total, USD; null for no limit. */
 export interface Budget {
@@ -35,7 +35,7 @@ export type AttemptMoney = Pick<AttemptRecord, 'costUsd' | 'mayBeBilled' | 'rese
 export class RunMoney {
   /** Set once the next request did not fit: the run stops taking jobs. */
   reached: BudgetReached | null = null;
-  readonly #store: Store;
+  readonly #store: RunBudget;
   readonly #runId: string;
   readonly #prices: PriceTable;
   readonly #budget: Budget;
@@ -45,7 +45,7 @@ export class RunMoney {
   #out = 0;
   #waiting: Array<() => void> = [];
 
-  constructor(o: { store: Store; runId: string; prices: PriceTable; budget?: Budget | null; now: () => number }) {
+  constructor(o: { store: RunBudget; runId: string; prices: PriceTable; budget?: Budget | null; now: () => number }) {
     this.#store = o.store;
     this.#runId = o.runId;
     this.#prices = o.prices;

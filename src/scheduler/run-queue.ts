@@ -1,5 +1,5 @@
 import type { Provider } from '../provider/types.js';
-import type { RunAlert, Store } from '../store/types.js';
+import type { JobQueue, LaneMemory, QueueReader, RunAlert, RunBudget, RunRegistry } from '../store/types.js';
 import type { RunSummary, SchedulerListener } from './events.js';
 import type { LaneBoards } from './lanes.js';
 import type { OutageOptions } from './outage.js';
@@ -46,8 +46,14 @@ export interface RunOptions {
   readonly budget?: Budget;
 }
 
+/**
+ * What a run needs of the store: the queue it works, the registry its heartbeat keeps its leases in,
+ * the money and the learned lane limits, and the counts it reports before and after.
+ */
+export type RunStore = JobQueue & RunRegistry & RunBudget & LaneMemory & Pick<QueueReader, 'status'>;
+
 export interface RunDeps {
-  readonly store: Store;
+  readonly store: RunStore;
   readonly provider: Provider;
   /** Where each lane's pace is kept; defaults to this process. Redis shares it between runs. */
   readonly boards?: LaneBoards;

@@ -3,7 +3,6 @@ import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { LlmqError } from '../errors.js';
 import { ProviderError } from '../provider/types.js';
-import type { Store } from '../store/types.js';
 import type { ProgressSnapshot, RunSummary, SchedulerListener } from './events.js';
 import { runJob, type JobContext } from './job-runner.js';
 import { InFlightRequests } from './in-flight.js';
@@ -15,7 +14,7 @@ import { Semaphore } from './semaphore.js';
 import { RunCounters } from './stats.js';
 import { RunMoney } from './run-money.js';
 import { loadPriceTable } from '../pricing/price-table.js';
-import type { RunDeps, RunOptions } from './run-queue.js';
+import type { RunDeps, RunOptions, RunStore } from './run-queue.js';
 
 /** Why a run stops before the queue is drained: a run-fatal provider error, a bug or a lost store, or the budget. */
 type StopReason =
@@ -32,7 +31,7 @@ type StopReason =
 export class Run {
   readonly #deps: RunDeps;
   readonly #options: RunOptions;
-  readonly #store: Store;
+  readonly #store: RunStore;
   readonly #now: () => number;
   readonly #concurrency: number;
   readonly #maxAttempts: number;
@@ -151,7 +150,7 @@ export class Run {
       o = this.#options;
     await this.#reclaim();
     // The one full read of the queue at the start: how much there is to do, and whether its models have prices.
-    const before = await this.#store.status(this.#now());
+    const before = await this.#store.status();
     this.#money.checkPriced(before);
     c.alreadyDone = before.counts.done;
     c.total = Math.min(this.#limit, before.counts.pending + before.counts.running);
@@ -258,7 +257,7 @@ export class Run {
    * forever.)
    */
   async #drained(): Promise<boolean> {
-    const dying = (await this.#reclaim()) && (await this.#store.status(this.#now())).counts.running > 0;
+    const dying = (await this.#reclaim()) && (await this.#store.status()).counts.running > 0;
     const next = await this.#store.nextPendingAt();
     if (next === null && !dying) return true;
     await sleep(next === null ? this.#heartbeatMs : Math.min(Math.max(next - this.#now(), 50), 1000), this.#stopping.signal).catch(
@@ -350,7 +349,7 @@ export class Run {
 
   async #summary(): Promise<RunSummary> {
     const c = this.#counters;
-    const after = await this.#store.status(this.#now());
+    const after = await this.#store.status();
     const f = this.#fatal;
     const reached = this.#money.reached;
     const committed = await this.#store.committed(this.#id);

@@ -1,6 +1,6 @@
 import { buildStatusReport, type StatusReport } from '../report/status.js';
 import type { PriceTable } from '../pricing/price-table.js';
-import type { Store } from '../store/types.js';
+import type { QueueReader } from '../store/types.js';
 
 /** One throughput sample: jobs finished per second between two polls, and tokens per second. */
 export interface ThroughputPoint {
@@ -18,7 +18,7 @@ export type FeedMessage =
   | { readonly type: 'unreadable'; readonly message: string };
 
 export interface FeedOptions {
-  readonly store: Store;
+  readonly store: Pick<QueueReader, 'status'>;
   readonly prices: PriceTable;
   /** The database as shown (no password). */
   readonly db: string;
@@ -91,7 +91,7 @@ export class StatusFeed {
     let report: StatusReport;
     try {
       const now = this.#now();
-      report = buildStatusReport(await this.#o.store.status(now), { now, prices: this.#o.prices, db: this.#o.db });
+      report = buildStatusReport(await this.#o.store.status(), { now, prices: this.#o.prices, db: this.#o.db });
     } catch (error) {
       this.#broadcast({ type: 'unreadable', message: error instanceof Error ? error.message : String(error) });
       return;

@@ -2,14 +2,15 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { redactSecret } from '../provider/redact.js';
 import type { PriceTable } from '../pricing/price-table.js';
-import type { Store } from '../store/types.js';
+import type { JobQueue, QueueReader } from '../store/types.js';
 import { FAILED_ITEMS_LIMIT, retryFailedJobs } from './api.js';
 import { StatusFeed, type FeedMessage } from './feed.js';
 import { ownOrigins, refuseForeign, refuseWithoutToken, type Refusal } from './guard.js';
 import { StaticFiles } from './static-files.js';
 
 export interface DashboardOptions {
-  readonly store: Store;
+  /** The dashboard reads, and requeues failed jobs when asked to. */
+  readonly store: QueueReader & Pick<JobQueue, 'retryFailed'>;
   readonly prices: PriceTable;
   /** The database as shown (no password). */
   readonly db: string;

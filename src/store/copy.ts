@@ -1,5 +1,5 @@
 import { StoreError } from '../errors.js';
-import type { JobRow, RunRow, Store } from './types.js';
+import type { BatchLedger, CopyEnds, JobRow, QueueReader, RunRow, StoreIdentity } from './types.js';
 
 export interface CopyOptions {
   /** The copy's clock: runs still open in the source are closed at this time in the target. */
@@ -34,9 +34,13 @@ export interface CopyResult {
  * pending (their started attempt stays counted, as when a run dies), and open runs arrive ended.
  * Stop runs on the source first; rows written while the copy reads may be missed.
  */
-export async function copyStore(from: Store, to: Store, options: CopyOptions): Promise<CopyResult> {
+export async function copyStore(
+  from: CopyEnds & BatchLedger & StoreIdentity,
+  to: CopyEnds & Pick<QueueReader, 'status'> & StoreIdentity,
+  options: CopyOptions,
+): Promise<CopyResult> {
   const size = options.batchSize ?? 1000;
-  const target = await to.status(options.now);
+  const target = await to.status();
   if (target.total > 0 || target.items > 0 || target.lastRun !== null) {
     throw new StoreError(
       `${to.location} is not empty (${target.total} jobs, ${target.items} items); llmq copy only writes into an ` +
@@ -56,8 +60,8 @@ export async function copyStore(from: Store, to: Store, options: CopyOptions): P
   let closedRuns = 0;
   // Jobs before items (items point at jobs); attempts and runs after.
   const jobs = await pipe(
-    from.dumpJobs(),
-    (b) => to.loadJobs(b),
+    from.copier.dumpJobs(),
+    (b) => to.copier.loadJobs(b),
     size,
     (j): JobRow => {
       if (j.state !== 'running') return j;
@@ -67,22 +71,22 @@ export async function copyStore(from: Store, to: Store, options: CopyOptions): P
     (n) => options.onProgress?.('jobs', n),
   );
   const items = await pipe(
-    from.dumpItems(),
-    (b) => to.loadItems(b),
+    from.copier.dumpItems(),
+    (b) => to.copier.loadItems(b),
     size,
     (i) => i,
     (n) => options.onProgress?.('items', n),
   );
   const attempts = await pipe(
-    from.dumpAttempts(),
-    (b) => to.loadAttempts(b),
+    from.copier.dumpAttempts(),
+    (b) => to.copier.loadAttempts(b),
     size,
     (a) => a,
     (n) => options.onProgress?.('attempts', n),
   );
   const runs = await pipe(
-    from.dumpRuns(),
-    (b) => to.loadRuns(b),
+    from.copier.dumpRuns(),
+    (b) => to.copier.loadRuns(b),
     size,
     (r): RunRow => {
       if (r.endedAt !== null) return r;

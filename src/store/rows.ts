@@ -1,4 +1,15 @@
-import type { AttemptRow, ExportFilter, ExportRow, JobRow, JobState, LaneLimitRow, RunRow, Usage } from './types.js';
+import type {
+  AttemptRecord,
+  AttemptRow,
+  ExportFilter,
+  ExportRow,
+  ItemRow,
+  JobRow,
+  JobState,
+  LaneLimitRow,
+  RunRow,
+  Usage,
+} from './types.js';
 
 /**
  * Rows as both stores' SQL returns them (snake_case columns, ms-epoch numbers, JSON as text), and
@@ -49,6 +60,14 @@ export interface RawAttempt {
   completion_tokens: number | null;
   cost_usd: number | null;
   may_be_billed: number | boolean;
+}
+export interface RawItem {
+  id: string;
+  source: string;
+  job_key: string;
+  meta: string | null;
+  created_at: number;
+  updated_at: number;
 }
 /** One item joined with its job, as the export query selects it. */
 export interface RawExport {
@@ -107,6 +126,45 @@ export function toJob(j: RawJob): JobRow {
     finishedAt: j.finished_at,
     costUsd: j.cost_usd,
   };
+}
+
+export function toItem(i: RawItem): ItemRow {
+  return {
+    id: i.id,
+    source: i.source,
+    jobKey: i.job_key,
+    meta: i.meta ? JSON.parse(i.meta) : null,
+    createdAt: i.created_at,
+    updatedAt: i.updated_at,
+  };
+}
+
+/** The columns of an `attempts` row as both stores insert it, in the order of `attemptValues`. */
+export const ATTEMPT_COLUMNS =
+  'job_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome, error, prompt_tokens, completion_tokens, cost_usd, may_be_billed';
+
+/** How long a try took, as its `latency_ms` is stored (never negative, whatever the clocks did). */
+export function latencyOf(a: AttemptRecord): number {
+  return Math.max(0, a.endedAt - a.startedAt);
+}
+
+/** The values of ATTEMPT_COLUMNS for one try; `billed` writes the may-be-billed flag as the database takes it. */
+export function attemptValues<B>(a: AttemptRecord, latencyMs: number, billed: (mayBeBilled: boolean) => B) {
+  return [
+    a.key,
+    a.runId,
+    a.attempt,
+    a.startedAt,
+    a.endedAt,
+    latencyMs,
+    a.status,
+    a.outcome,
+    a.error,
+    a.usage?.promptTokens ?? null,
+    a.usage?.completionTokens ?? null,
+    a.costUsd ?? null,
+    billed(a.mayBeBilled === true),
+  ] as const;
 }
 
 export function toAttempt(a: RawAttempt): AttemptRow {

@@ -329,33 +329,29 @@ export interface RetryFailedFilter {
   readonly errorIs?: string;
 }
 
-export interface Store {
+/**
+ * The store is one object, but each part of llmq sees only the role it uses (the scheduler cannot
+ * read an export, `status` cannot claim a job). `Store` is their union, with opening and closing.
+ */
+
+/** Where a store keeps its data, for messages and for choosing an export's format. */
+export interface StoreIdentity {
   readonly kind: 'sqlite' | 'postgres';
-  /** The batch lane's submissions. */
-  readonly batches: BatchStore;
   /** Where the data lives, for messages (a path, or a URL without its password). */
   readonly location: string;
+}
 
+/** The job state machine: documents in, jobs claimed, tried, answered, failed or given back. */
+export interface JobQueue {
   // ingest
   enqueue(rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult>;
 
-  // runs and leases
-  startRun(run: RunInfo): Promise<void>;
-  /** Renew the run's heartbeat and the lease of every job it holds; store its live stats. */
-  heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats): Promise<void>;
-  finishRun(runId: string, now: number, exitReason: string, stats: RunStats): Promise<void>;
-  /** Runs that have not ended (for finding dead owners on this host). */
-  activeRuns(): Promise<RunRow[]>;
-  /**
-   * Put `running` jobs back to `pending` when their lease expired or their owner is known dead.
-   * Dead owners' runs are marked ended. The attempt the dead run started stays counted, and so
-   * does the money it had reserved: those requests may have left, so it becomes "may be billed".
-   */
-  reclaim(now: number, deadOwners: readonly string[]): Promise<number>;
-
-  // the job state machine: one function per change
+  // one function per change
   claim(options: ClaimOptions): Promise<ClaimResult>;
-  /** Raise the attempt counter of a job this run holds, before retrying it. False if no longer held. */
+  /**
+   * Raise the attempt counter of a job this run holds, before retrying it, and renew its lease.
+   * Returns the job's attempts now, or null if the run no longer holds it.
+   */
   startRetry(key: string, owner: string, now: number, leaseUntil: number): Promise<number | null>;
   /**
    * Store the answer and mark the job `done` in one transaction, whoever holds it now (an answer
@@ -375,20 +371,43 @@ export interface Store {
   nextPendingAt(): Promise<number | null>;
   /** Failed jobs back to `pending` with fresh attempts. */
   retryFailed(filter: RetryFailedFilter, now: number): Promise<number>;
+}
 
-  // money: --budget reservations, settled by the attempt rows above (see AttemptRecord.reservedUsd)
+/** The runs working a queue, and the leases they hold through their heartbeats. */
+export interface RunRegistry {
+  startRun(run: RunInfo): Promise<void>;
+  /** Renew the run's heartbeat and the lease of every job it holds; store its live stats. */
+  heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats): Promise<void>;
+  finishRun(runId: string, now: number, exitReason: string, stats: RunStats): Promise<void>;
+  /** Runs that have not ended (for finding dead owners on this host). */
+  activeRuns(): Promise<RunRow[]>;
+  /**
+   * Put `running` jobs back to `pending` when their lease expired or their owner is known dead.
+   * Dead owners' runs are marked ended. The attempt the dead run started stays counted, and so
+   * does the money it had reserved: those requests may have left, so it becomes "may be billed".
+   */
+  reclaim(now: number, deadOwners: readonly string[]): Promise<number>;
+}
+
+/** Money under --budget: reservations, settled by the attempt rows (see AttemptRecord.reservedUsd). */
+export interface RunBudget {
   /** Hold a request's worst case if it fits every budget given, in one transaction with the check. */
   reserve(request: ReserveRequest): Promise<ReserveResult>;
   /** Give back a reservation whose request never left. */
   unreserve(runId: string, usd: number, now: number): Promise<void>;
   committed(runId: string): Promise<Committed>;
+}
 
-  // learned rate limits, per (base URL, model)
+/** Rate limits learned per (base URL, model), remembered for the next run. */
+export interface LaneMemory {
   saveLaneLimits(row: LaneLimitRow): Promise<void>;
   laneLimits(): Promise<LaneLimitRow[]>;
+}
 
-  // reading
-  status(now: number): Promise<StatusSnapshot>;
+/** Reads for people and tools: `status`, `show`, `export`, `estimate`, `serve`. None of them writes jobs. */
+export interface QueueReader {
+  /** The queue's counts, failures, runs, learned limits and money, as stored now (nothing in it depends on the clock). */
+  status(): Promise<StatusSnapshot>;
   item(id: string): Promise<ItemDetail | null>;
   /**
    * Items of failed jobs whose error is exactly `error` (`unknown error` for none, as `status`
@@ -400,10 +419,14 @@ export interface Store {
   jobsToRun(now: number): AsyncIterable<JobToRun>;
   /** Up to `limit` answered jobs of a model, newest first; `withRequest` adds each request. */
   answered(model: string, o: { limit: number; withRequest: boolean }): Promise<AnsweredJob[]>;
+}
 
-  // moving a whole queue (`llmq copy`): each dump streams one table in stored order (jobs and items
-  // FIFO, attempts oldest first) a page at a time; each load appends one batch in one transaction,
-  // keeping the batch's order, and writes rows exactly as given (states, leases and all).
+/**
+ * Moving a whole queue (`llmq copy`): each dump streams one table in stored order (jobs and items
+ * FIFO, attempts oldest first) a page at a time; each load appends one batch in one transaction,
+ * keeping the batch's order, and writes rows exactly as given (states, leases and all).
+ */
+export interface QueueCopier {
   dumpJobs(): AsyncIterable<JobRow>;
   dumpItems(): AsyncIterable<ItemRow>;
   dumpAttempts(): AsyncIterable<AttemptRow>;
@@ -412,6 +435,19 @@ export interface Store {
   loadItems(rows: readonly ItemRow[]): Promise<void>;
   loadAttempts(rows: readonly AttemptRow[]): Promise<void>;
   loadRuns(rows: readonly RunRow[]): Promise<void>;
+}
 
+/** The batch lane's ledger of submissions to a provider's Batch API. */
+export interface BatchLedger {
+  readonly batches: BatchStore;
+}
+
+/** Whole-queue reads and writes for `llmq copy`, kept apart from the store's other roles. */
+export interface CopyEnds {
+  readonly copier: QueueCopier;
+}
+
+/** An open store: every role, and `close`. Only the code that opens a store holds all of it. */
+export interface Store extends StoreIdentity, JobQueue, RunRegistry, RunBudget, LaneMemory, QueueReader, CopyEnds, BatchLedger {
   close(): Promise<void>;
 }

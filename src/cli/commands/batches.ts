@@ -1,6 +1,5 @@
 import { Option, type Command } from 'commander';
-import { dbOption } from '../program.js';
-import { oneOf } from '../options.js';
+import { dbOption, oneOf } from '../options.js';
 
 interface CancelFlags {
   db?: string;

@@ -3,7 +3,7 @@ import { UsageError } from '../../errors.js';
 import type { CopyResult } from '../../store/copy.js';
 import type { Store } from '../../store/types.js';
 import { colorsFor, warn } from '../output.js';
-import { dbOption } from '../program.js';
+import { dbOption } from '../options.js';
 
 interface CopyFlags {
   db?: string;

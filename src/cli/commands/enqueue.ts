@@ -1,6 +1,5 @@
 import { Option, type Command } from 'commander';
-import { dbOption } from '../program.js';
-import { anyInt, byteSize, collect, intAtLeast, numberBetween, textOrFile } from '../options.js';
+import { dbOption, anyInt, byteSize, collect, intAtLeast, numberBetween, textOrFile } from '../options.js';
 import { colorsFor, warn } from '../output.js';
 import { EXIT } from '../../errors.js';
 import type { EnqueueSummary } from '../../ingest/enqueue.js';

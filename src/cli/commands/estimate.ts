@@ -1,7 +1,6 @@
 import { Option, type Command } from 'commander';
-import { dbOption } from '../program.js';
+import { dbOption, DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS, intAtLeast, oneOf } from '../options.js';
 import { colorsFor } from '../output.js';
-import { DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS, intAtLeast, oneOf } from '../options.js';
 import { priceOptions, priceTableFrom, type PriceFlags } from './price-options.js';
 
 /** What `estimate` reads, and what `run --dry-run` hands it from its own flags. */

@@ -1,5 +1,5 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import { dbOption } from '../program.js';
+import { dbOption } from '../options.js';
 import { info } from '../output.js';
 import { join } from 'node:path';
 import { LlmqError, UsageError } from '../../errors.js';

@@ -1,7 +1,6 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { LlmqError } from '../../errors.js';
-import { dbOption } from '../program.js';
-import { positiveNumber } from '../options.js';
+import { dbOption, positiveNumber } from '../options.js';
 import { priceOptions, priceTableFrom, type PriceFlags } from './price-options.js';
 
 interface ServeFlags extends PriceFlags {

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { dbOption } from '../program.js';
+import { dbOption } from '../options.js';
 import { colorsFor } from '../output.js';
 import { LlmqError } from '../../errors.js';
 

@@ -1,8 +1,7 @@
 import { moveCursor, clearScreenDown } from 'node:readline';
 import { Option, type Command } from 'commander';
-import { dbOption } from '../program.js';
+import { dbOption, positiveNumber } from '../options.js';
 import { colorsFor } from '../output.js';
-import { positiveNumber } from '../options.js';
 import { priceOptions, priceTableFrom, type PriceFlags } from './price-options.js';
 
 interface StatusFlags extends PriceFlags {
@@ -53,7 +52,7 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
   const paint = colorsFor(out);
   const render = async (): Promise<string> => {
     const now = Date.now();
-    const report = buildStatusReport(await store.status(now), { now, prices, db: redactLocation(location) });
+    const report = buildStatusReport(await store.status(), { now, prices, db: redactLocation(location) });
     const batches = buildBatchesReport(await store.batches.recent(50), now);
     return flags.json ? JSON.stringify({ ...report, batches }) + '\n' : renderStatus(report, paint) + renderBatches(batches, paint);
   };

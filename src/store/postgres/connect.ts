@@ -1,7 +1,6 @@
 import pg from 'pg';
 import { StoreError } from '../../errors.js';
 import { redactUrlCredentials } from '../../url-credentials.js';
-import { redactLocation } from '../open-store.js';
 
 /** Where a PostgreSQL queue lives: the server (the URL without our own parameters) and the schema. */
 export interface PgTarget {
@@ -21,7 +20,7 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
  * Only a plain identifier is taken: it goes into SQL and into the connection's startup options.
  */
 export function parsePgUrl(url: string): PgTarget {
-  const location = redactLocation(url);
+  const location = redactUrlCredentials(url);
   let parsed: URL;
   try {
     parsed = new URL(url);

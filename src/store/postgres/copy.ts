@@ -1,7 +1,19 @@
 import type pg from 'pg';
-import type { AttemptRow, ItemRow, JobRow, RunRow } from '../types.js';
+import type { AttemptRow, ItemRow, JobRow, QueueCopier, RunRow } from '../types.js';
 import { query } from './connect.js';
-import { toAttempt, toJob, toRun, type RawAttempt, type RawJob, type RawRun } from '../rows.js';
+import {
+  ATTEMPT_COLUMNS,
+  attemptValues,
+  toAttempt,
+  toItem,
+  toJob,
+  toRun,
+  type RawAttempt,
+  type RawItem,
+  type RawJob,
+  type RawRun,
+} from '../rows.js';
+import { keysetPages } from '../pages.js';
 import { nanoUp, SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 
 const PAGE = 1000;
@@ -10,7 +22,7 @@ const PAGE = 1000;
  * Whole-table reads and writes for `llmq copy`. Reads page by each table's sequence (keyset, one
  * short query per page); each load is one multi-row INSERT from arrays, so one round trip per batch.
  */
-export class PgCopier {
+export class PgCopier implements QueueCopier {
   readonly #pool: pg.Pool;
   constructor(pool: pg.Pool) {
     this.#pool = pool;
@@ -21,17 +33,7 @@ export class PgCopier {
   }
 
   async *dumpItems(): AsyncIterable<ItemRow> {
-    type Raw = { seq: number; id: string; source: string; job_key: string; meta: string | null; created_at: number; updated_at: number };
-    for await (const i of this.#pages<Raw>('items', 'seq')) {
-      yield {
-        id: i.id,
-        source: i.source,
-        jobKey: i.job_key,
-        meta: i.meta ? JSON.parse(i.meta) : null,
-        createdAt: i.created_at,
-        updatedAt: i.updated_at,
-      };
-    }
+    for await (const i of this.#pages<RawItem & { seq: number }>('items', 'seq')) yield toItem(i);
   }
 
   async *dumpAttempts(): AsyncIterable<AttemptRow> {
@@ -95,27 +97,14 @@ export class PgCopier {
 
   async loadAttempts(rows: readonly AttemptRow[]): Promise<void> {
     if (!rows.length) return;
+    const values = rows.map((a) => attemptValues(a, a.latencyMs, (billed) => billed));
     await query(
       this.#pool,
-      `INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome,
-        error, prompt_tokens, completion_tokens, cost_usd, may_be_billed)
+      `INSERT INTO attempts (${ATTEMPT_COLUMNS})
       SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::int[], $8::text[],
         $9::text[], $10::int[], $11::int[], $12::float8[], $13::bool[])`,
-      [
-        rows.map((a) => a.key),
-        rows.map((a) => a.runId),
-        rows.map((a) => a.attempt),
-        rows.map((a) => a.startedAt),
-        rows.map((a) => a.endedAt),
-        rows.map((a) => a.latencyMs),
-        rows.map((a) => a.status),
-        rows.map((a) => a.outcome),
-        rows.map((a) => a.error),
-        rows.map((a) => a.usage?.promptTokens ?? null),
-        rows.map((a) => a.usage?.completionTokens ?? null),
-        rows.map((a) => a.costUsd ?? null),
-        rows.map((a) => a.mayBeBilled === true),
-      ],
+      // one array per column
+      values[0]!.map((_, k) => values.map((v) => v[k])),
     );
   }
 
@@ -158,14 +147,8 @@ export class PgCopier {
     );
   }
 
-  async *#pages<R extends pg.QueryResultRow>(table: string, orderKey: string): AsyncIterable<R> {
-    let after = 0;
-    for (;;) {
-      const rows = (await query<R>(this.#pool, `SELECT * FROM ${table} WHERE ${orderKey} > $1 ORDER BY ${orderKey} LIMIT ${PAGE}`, [after]))
-        .rows;
-      yield* rows;
-      if (rows.length < PAGE) return;
-      after = rows[rows.length - 1]![orderKey] as number;
-    }
+  #pages<R extends pg.QueryResultRow>(table: string, orderKey: keyof R & string): AsyncIterable<R> {
+    const sql = (size: number) => `SELECT * FROM ${table} WHERE ${orderKey} > $1 ORDER BY ${orderKey} LIMIT ${size}`;
+    return keysetPages(async (after, size) => (await query<R>(this.#pool, sql(size), [after])).rows, orderKey, PAGE);
   }
 }

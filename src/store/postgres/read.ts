@@ -52,7 +52,7 @@ export class PgReader {
    * Every figure comes from the counts the migration `status_counts` keeps, or walks an index to its
    * first entry, so this costs the same at any queue size. It folds those counts first when it may write.
    */
-  async status(_now: number): Promise<StatusSnapshot> {
+  async status(): Promise<StatusSnapshot> {
     await foldCounts(this.#pool);
     return inTransaction(
       this.#pool,

@@ -1,5 +1,6 @@
 import type { AttemptRecord, Completion } from '../types.js';
 import { settlementParams, settleSql } from './spend.js';
+import { ATTEMPT_COLUMNS, attemptValues, latencyOf } from '../rows.js';
 
 /** The PostgreSQL store's longer statements, and the parameters they take. */
 
@@ -9,27 +10,12 @@ import { settlementParams, settleSql } from './spend.js';
  * whether or not the main query reads them, so a state change, its attempt row and its money go
  * in one statement, which is one transaction and one round trip.
  */
-export const INSERT_ATTEMPT = `attempt AS (INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome, error,
-  prompt_tokens, completion_tokens, cost_usd, may_be_billed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)), ${settleSql(14)}`;
+export const INSERT_ATTEMPT = `attempt AS (INSERT INTO attempts (${ATTEMPT_COLUMNS})
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)), ${settleSql(14)}`;
 export const ATTEMPT_PARAMS = 19;
 
 export function attemptParams(a: AttemptRecord): unknown[] {
-  return [
-    a.key,
-    a.runId,
-    a.attempt,
-    a.startedAt,
-    a.endedAt,
-    Math.max(0, a.endedAt - a.startedAt),
-    a.status,
-    a.outcome,
-    a.error,
-    a.usage?.promptTokens ?? null,
-    a.usage?.completionTokens ?? null,
-    a.costUsd ?? null,
-    a.mayBeBilled === true,
-    ...settlementParams(a),
-  ];
+  return [...attemptValues(a, latencyOf(a), (billed) => billed), ...settlementParams(a)];
 }
 
 /** Fail a held job; its four parameters (error, now, key, owner) start at `$first`. */
@@ -91,11 +77,10 @@ WHERE seq IN (SELECT seq FROM ${picked})
 RETURNING seq, key, request, model, priority, attempts, state`;
 }
 
+/** One answer waiting for the group commit (see GroupCommit). */
 export interface PendingCompletion {
   readonly key: string;
   readonly c: Completion;
-  resolve(changed: boolean): void;
-  reject(error: unknown): void;
 }
 
 /** Answers per statement; more wait for the next one (the parameters are arrays, so this bounds its size, not a count). */

@@ -3,7 +3,6 @@ import type {
   AnsweredJob,
   JobToRun,
   AttemptRecord,
-  AttemptRow,
   ClaimOptions,
   ClaimResult,
   Committed,
@@ -14,8 +13,6 @@ import type {
   ExportRow,
   FailedItemRow,
   ItemDetail,
-  ItemRow,
-  JobRow,
   LaneLimitRow,
   ReserveRequest,
   ReserveResult,
@@ -34,6 +31,9 @@ import { PgReader } from './read.js';
 import { PgCopier } from './copy.js';
 import { PgBatches } from './batches.js';
 import { PgSpend, settlementParams } from './spend.js';
+import { splitClaimed, type RawClaimed } from '../claim-result.js';
+import { GroupCommit } from '../group-commit.js';
+import { latencyOf } from '../rows.js';
 import {
   ATTEMPT_PARAMS,
   attemptParams,
@@ -58,7 +58,7 @@ export class PostgresStore implements Store {
   readonly pool: pg.Pool;
   readonly batches: PgBatches;
   readonly #read: PgReader;
-  readonly #copy: PgCopier;
+  readonly copier: PgCopier;
   readonly #spend: PgSpend;
 
   private constructor(pool: pg.Pool, location: string, schema: string) {
@@ -66,7 +66,7 @@ export class PostgresStore implements Store {
     this.location = location;
     this.schema = schema;
     this.#read = new PgReader(pool);
-    this.#copy = new PgCopier(pool);
+    this.copier = new PgCopier(pool);
     this.batches = new PgBatches(pool);
     this.#spend = new PgSpend(pool, schema);
   }
@@ -139,21 +139,9 @@ export class PostgresStore implements Store {
   async claim(o: ClaimOptions): Promise<ClaimResult> {
     const params = [o.maxAttempts, o.now, o.owner, o.leaseUntil, o.limit];
     const skip = o.skipModels ?? [];
-    const rows = (
-      await this.#q<{ seq: number; key: string; request: string; model: string; priority: number; attempts: number; state: string }>(
-        skip.length ? CLAIM_AROUND_SQL : CLAIM_SQL,
-        skip.length ? [...params, [...skip]] : params,
-      )
-    ).rows;
-    // RETURNING comes back in no promised order; keep priority, then FIFO.
-    rows.sort((a, b) => a.priority - b.priority || a.seq - b.seq);
-    let exhausted = 0;
-    const jobs = [];
-    for (const r of rows) {
-      if (r.state === 'failed') exhausted++;
-      else jobs.push({ key: r.key, request: r.request, model: r.model, priority: r.priority, attempts: r.attempts });
-    }
-    return { jobs, exhausted };
+    const rows = (await this.#q<RawClaimed>(skip.length ? CLAIM_AROUND_SQL : CLAIM_SQL, skip.length ? [...params, [...skip]] : params))
+      .rows;
+    return splitClaimed(rows);
   }
 
   async startRetry(key: string, owner: string, now: number, leaseUntil: number): Promise<number | null> {
@@ -172,26 +160,12 @@ export class PostgresStore implements Store {
    * promise resolves once that statement has committed, and all of them reject if it fails.
    */
   complete(key: string, c: Completion): Promise<boolean> {
-    return new Promise((resolve, reject) => {
-      this.#completions.push({ key, c, resolve, reject });
-      if (this.#completions.length === 1) setImmediate(this.#flushCompletions);
-    });
+    return this.#completions.add({ key, c });
   }
 
-  #completions: PendingCompletion[] = [];
-  /** Batches sent and not yet answered, so `close` can wait for them. */
-  readonly #flushing = new Set<Promise<void>>();
+  readonly #completions = new GroupCommit<PendingCompletion, boolean>((batch) => this.#completeBatch(batch), COMPLETE_BATCH);
 
-  readonly #flushCompletions = (): void => {
-    const all = this.#completions;
-    this.#completions = [];
-    for (let i = 0; i < all.length; i += COMPLETE_BATCH) {
-      const done = this.#completeBatch(all.slice(i, i + COMPLETE_BATCH)).finally(() => this.#flushing.delete(done));
-      this.#flushing.add(done);
-    }
-  };
-
-  async #completeBatch(batch: PendingCompletion[]): Promise<void> {
+  async #completeBatch(batch: readonly PendingCompletion[]): Promise<boolean[]> {
     // The first answer for a key marks it done; a second one in the same batch finds it done (false), as if it came later.
     const first = new Map<string, number>();
     batch.forEach((b, i) => {
@@ -199,36 +173,30 @@ export class PostgresStore implements Store {
     });
     const col = <T>(f: (b: PendingCompletion) => T) => batch.map(f);
     const settled = batch.map((b) => settlementParams(b.c.attempt));
-    const updated = new Set<number>();
-    try {
-      const r = await this.#q<{ i: number }>(COMPLETE_SQL, [
-        col((b) => b.c.attempt.key),
-        col((b) => b.c.attempt.runId),
-        col((b) => b.c.attempt.attempt),
-        col((b) => b.c.attempt.startedAt),
-        col((b) => b.c.attempt.endedAt),
-        col((b) => Math.max(0, b.c.attempt.endedAt - b.c.attempt.startedAt)),
-        col((b) => b.c.attempt.status),
-        col((b) => b.c.attempt.outcome),
-        col((b) => b.c.attempt.error),
-        col((b) => b.c.attempt.usage?.promptTokens ?? null),
-        col((b) => b.c.attempt.usage?.completionTokens ?? null),
-        col((b) => b.key),
-        col((b) => b.c.output),
-        col((b) => b.c.response),
-        col((b) => b.c.usage.promptTokens),
-        col((b) => b.c.usage.completionTokens),
-        batch.map((b, i) => first.get(b.key) === i),
-        col((b) => b.c.attempt.costUsd ?? null),
-        // the settlement of each answer, computed once: reserved, held, spent and unpriced of settlementParams
-        ...[0, 1, 2, 5].map((k) => settled.map((p) => p[k])),
-      ]);
-      for (const row of r.rows) updated.add(row.i);
-    } catch (error) {
-      for (const b of batch) b.reject(error);
-      return;
-    }
-    for (const [i, b] of batch.entries()) b.resolve(updated.has(i + 1));
+    const r = await this.#q<{ i: number }>(COMPLETE_SQL, [
+      col((b) => b.c.attempt.key),
+      col((b) => b.c.attempt.runId),
+      col((b) => b.c.attempt.attempt),
+      col((b) => b.c.attempt.startedAt),
+      col((b) => b.c.attempt.endedAt),
+      col((b) => latencyOf(b.c.attempt)),
+      col((b) => b.c.attempt.status),
+      col((b) => b.c.attempt.outcome),
+      col((b) => b.c.attempt.error),
+      col((b) => b.c.attempt.usage?.promptTokens ?? null),
+      col((b) => b.c.attempt.usage?.completionTokens ?? null),
+      col((b) => b.key),
+      col((b) => b.c.output),
+      col((b) => b.c.response),
+      col((b) => b.c.usage.promptTokens),
+      col((b) => b.c.usage.completionTokens),
+      batch.map((b, i) => first.get(b.key) === i),
+      col((b) => b.c.attempt.costUsd ?? null),
+      // the settlement of each answer, computed once: reserved, held, spent and unpriced of settlementParams
+      ...[0, 1, 2, 5].map((k) => settled.map((p) => p[k])),
+    ]);
+    const updated = new Set(r.rows.map((row) => row.i));
+    return batch.map((_, i) => updated.has(i + 1));
   }
 
   async recordAttempt(a: AttemptRecord, o: { countAttempt: boolean; error: string | null }): Promise<void> {
@@ -314,8 +282,8 @@ export class PostgresStore implements Store {
     return r.rowCount ?? 0;
   }
 
-  status(now: number): Promise<StatusSnapshot> {
-    return this.#read.status(now);
+  status(): Promise<StatusSnapshot> {
+    return this.#read.status();
   }
 
   item(id: string): Promise<ItemDetail | null> {
@@ -338,34 +306,8 @@ export class PostgresStore implements Store {
     return this.#read.answered(model, o);
   }
 
-  dumpJobs(): AsyncIterable<JobRow> {
-    return this.#copy.dumpJobs();
-  }
-  dumpItems(): AsyncIterable<ItemRow> {
-    return this.#copy.dumpItems();
-  }
-  dumpAttempts(): AsyncIterable<AttemptRow> {
-    return this.#copy.dumpAttempts();
-  }
-  dumpRuns(): AsyncIterable<RunRow> {
-    return this.#copy.dumpRuns();
-  }
-  loadJobs(rows: readonly JobRow[]): Promise<void> {
-    return this.#copy.loadJobs(rows);
-  }
-  loadItems(rows: readonly ItemRow[]): Promise<void> {
-    return this.#copy.loadItems(rows);
-  }
-  loadAttempts(rows: readonly AttemptRow[]): Promise<void> {
-    return this.#copy.loadAttempts(rows);
-  }
-  loadRuns(rows: readonly RunRow[]): Promise<void> {
-    return this.#copy.loadRuns(rows);
-  }
-
   async close(): Promise<void> {
-    if (this.#completions.length > 0) this.#flushCompletions();
-    await Promise.allSettled([...this.#flushing]);
+    await this.#completions.drain();
     if (!this.pool.ended) await this.pool.end();
   }
 

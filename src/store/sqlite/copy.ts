@@ -1,7 +1,8 @@
 import type { Db } from './open.js';
-import { toAttempt, toJob, toRun, type RawAttempt } from '../rows.js';
+import { ATTEMPT_COLUMNS, attemptValues, toAttempt, toItem, toJob, toRun, type RawAttempt } from '../rows.js';
+import { keysetPages } from '../pages.js';
 import { nanoUp, SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
-import type { AttemptRow, ItemRow, JobRow, RunRow } from '../types.js';
+import type { AttemptRow, ItemRow, JobRow, QueueCopier, RunRow } from '../types.js';
 
 const PAGE = 1000;
 
@@ -9,7 +10,7 @@ const PAGE = 1000;
  * Whole-table reads and writes for `llmq copy`. Reads page by the table's own order key (keyset, so
  * a page never rescans what came before); each load is one transaction for its batch.
  */
-export class SqliteCopier {
+export class SqliteCopier implements QueueCopier {
   readonly #db: Db;
   constructor(db: Db) {
     this.#db = db;
@@ -20,17 +21,7 @@ export class SqliteCopier {
   }
 
   async *dumpItems(): AsyncIterable<ItemRow> {
-    for await (const r of this.#pages('SELECT * FROM items WHERE seq > ? ORDER BY seq LIMIT ?', 'seq')) {
-      const i = r as { id: string; source: string; job_key: string; meta: string | null; created_at: number; updated_at: number };
-      yield {
-        id: i.id,
-        source: i.source,
-        jobKey: i.job_key,
-        meta: i.meta ? JSON.parse(i.meta) : null,
-        createdAt: i.created_at,
-        updatedAt: i.updated_at,
-      };
-    }
+    for await (const r of this.#pages('SELECT * FROM items WHERE seq > ? ORDER BY seq LIMIT ?', 'seq')) yield toItem(r as never);
   }
 
   async *dumpAttempts(): AsyncIterable<AttemptRow> {
@@ -45,7 +36,7 @@ export class SqliteCopier {
     for await (const r of this.#pages(sql, '_seq')) yield { ...toRun(r as never), spend: spendOfJoined(r) };
   }
 
-  loadJobs(rows: readonly JobRow[]): void {
+  async loadJobs(rows: readonly JobRow[]): Promise<void> {
     const insert = this.#db.prepare(`INSERT INTO jobs (key, request, model, state, priority, attempts, run_after, lease_owner,
         lease_expires_at, output, response, prompt_tokens, completion_tokens, error, created_at, updated_at, finished_at, cost_usd)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
@@ -77,7 +68,7 @@ export class SqliteCopier {
       .immediate();
   }
 
-  loadItems(rows: readonly ItemRow[]): void {
+  async loadItems(rows: readonly ItemRow[]): Promise<void> {
     const insert = this.#db.prepare('INSERT INTO items (id, source, job_key, meta, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)');
     this.#db
       .transaction(() => {
@@ -86,33 +77,16 @@ export class SqliteCopier {
       .immediate();
   }
 
-  loadAttempts(rows: readonly AttemptRow[]): void {
-    const insert = this.#db.prepare(`INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status,
-        outcome, error, prompt_tokens, completion_tokens, cost_usd, may_be_billed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  async loadAttempts(rows: readonly AttemptRow[]): Promise<void> {
+    const insert = this.#db.prepare(`INSERT INTO attempts (${ATTEMPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     this.#db
       .transaction(() => {
-        for (const a of rows) {
-          insert.run(
-            a.key,
-            a.runId,
-            a.attempt,
-            a.startedAt,
-            a.endedAt,
-            a.latencyMs,
-            a.status,
-            a.outcome,
-            a.error,
-            a.usage?.promptTokens ?? null,
-            a.usage?.completionTokens ?? null,
-            a.costUsd ?? null,
-            a.mayBeBilled ? 1 : 0,
-          );
-        }
+        for (const a of rows) insert.run(...attemptValues(a, a.latencyMs, Number));
       })
       .immediate();
   }
 
-  loadRuns(rows: readonly RunRow[]): void {
+  async loadRuns(rows: readonly RunRow[]): Promise<void> {
     const insert = this.#db.prepare(`INSERT INTO runs (id, host, pid, started_at, heartbeat_at, ended_at, exit_reason, options, stats)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     const spend = this.#db.prepare(`INSERT INTO spend (run_id, reserved_nanousd, in_flight, spent_nanousd, unknown_nanousd, unknown_tries,
@@ -150,14 +124,8 @@ export class SqliteCopier {
   }
 
   /** One page per query, each its own implicit transaction, so a long copy never holds a read lock. */
-  async *#pages(sql: string, orderKey: string): AsyncIterable<Record<string, unknown>> {
+  #pages(sql: string, orderKey: string): AsyncIterable<Record<string, unknown>> {
     const page = this.#db.prepare(sql);
-    let after = 0;
-    for (;;) {
-      const rows = page.all(after, PAGE) as Array<Record<string, unknown>>;
-      yield* rows;
-      if (rows.length < PAGE) return;
-      after = rows[rows.length - 1]![orderKey] as number;
-    }
+    return keysetPages((after, size) => page.all(after, size) as Array<Record<string, unknown>>, orderKey, PAGE);
   }
 }

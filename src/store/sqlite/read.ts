@@ -48,7 +48,7 @@ export class SqliteReader {
    * Every figure comes from the counts the migration `status_counts` keeps, or walks an index to its
    * first entry, so this costs the same at any queue size.
    */
-  status(_now: number): StatusSnapshot {
+  status(): StatusSnapshot {
     const db = this.#db;
     return db.transaction(() => {
       const rows = db.prepare(`SELECT ${COUNTS_COLUMNS} FROM job_counts GROUP BY model, state`).all() as StateTokensRow[];

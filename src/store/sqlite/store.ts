@@ -2,10 +2,8 @@ import type {
   AnsweredJob,
   JobToRun,
   AttemptRecord,
-  AttemptRow,
   ClaimOptions,
   ClaimResult,
-  ClaimedJob,
   Committed,
   Completion,
   EnqueueResult,
@@ -14,8 +12,6 @@ import type {
   ExportRow,
   FailedItemRow,
   ItemDetail,
-  ItemRow,
-  JobRow,
   LaneLimitRow,
   ReserveRequest,
   ReserveResult,
@@ -32,6 +28,9 @@ import { SqliteCopier } from './copy.js';
 import { SqliteBatches } from './batches.js';
 import { SqliteSpend } from './spend.js';
 import { Checkpointer } from './checkpointer.js';
+import { splitClaimed, type RawClaimed } from '../claim-result.js';
+import { GroupCommit } from '../group-commit.js';
+import { ATTEMPT_COLUMNS, attemptValues, latencyOf } from '../rows.js';
 
 /** The claim's change to each job it takes: start it, or fail it when its attempts are used up (a crash loop). */
 const CLAIM_SET = `UPDATE jobs SET
@@ -56,7 +55,7 @@ export class SqliteStore implements Store {
   readonly db: Db;
   readonly batches: SqliteBatches;
   readonly #read: SqliteReader;
-  readonly #copy: SqliteCopier;
+  readonly copier: SqliteCopier;
   readonly #spend: SqliteSpend;
   readonly #s;
 
@@ -64,7 +63,7 @@ export class SqliteStore implements Store {
     this.location = path;
     this.db = openSqlite(path, options);
     this.#read = new SqliteReader(this.db);
-    this.#copy = new SqliteCopier(this.db);
+    this.copier = new SqliteCopier(this.db);
     this.batches = new SqliteBatches(this.db);
     this.#spend = new SqliteSpend(this.db);
     const db = this.db;
@@ -103,8 +102,7 @@ export class SqliteStore implements Store {
       complete: db.prepare(`UPDATE jobs SET state = 'done', output = ?, response = ?, prompt_tokens = ?,
           completion_tokens = ?, cost_usd = ?, error = NULL, lease_owner = NULL, lease_expires_at = NULL, finished_at = ?, updated_at = ?
         WHERE key = ? AND state <> 'done'`),
-      insertAttempt: db.prepare(`INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms,
-          status, outcome, error, prompt_tokens, completion_tokens, cost_usd, may_be_billed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+      insertAttempt: db.prepare(`INSERT INTO attempts (${ATTEMPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
       noteError: db.prepare(`UPDATE jobs SET error = ?, attempts = attempts - ?, updated_at = ?
         WHERE key = ? AND state = 'running' AND lease_owner = ?`),
       fail: db.prepare(`UPDATE jobs SET state = 'failed', error = ?, lease_owner = NULL, lease_expires_at = NULL,
@@ -265,16 +263,8 @@ export class SqliteStore implements Store {
           o.skipModels?.length
             ? this.#s.claimSeqs.all({ ...p, seqs: JSON.stringify(this.#pickAround(o.skipModels, o.now, o.limit)) })
             : this.#s.claim.all(p)
-        ) as Array<ClaimedJob & { seq: number; state: string }>;
-        // RETURNING comes back in no promised order; keep priority, then FIFO.
-        rows.sort((a, b) => a.priority - b.priority || a.seq - b.seq);
-        const jobs: ClaimedJob[] = [];
-        let exhausted = 0;
-        for (const r of rows) {
-          if (r.state === 'failed') exhausted++;
-          else jobs.push({ key: r.key, request: r.request, model: r.model, priority: r.priority, attempts: r.attempts });
-        }
-        return { jobs, exhausted };
+        ) as RawClaimed[];
+        return splitClaimed(rows);
       })
       .immediate();
   }
@@ -332,48 +322,34 @@ export class SqliteStore implements Store {
    * answer is committed, and each answer is still stored in the transaction that marks it done.
    */
   complete(key: string, c: Completion): Promise<boolean> {
-    return new Promise((resolve, reject) => {
-      this.#completions.push({ key, c, resolve, reject });
-      if (this.#completions.length === 1) setImmediate(this.#flushCompletions);
-    });
+    return this.#completions.add({ key, c });
   }
 
-  #completions: Array<{ key: string; c: Completion; resolve: (changed: boolean) => void; reject: (e: unknown) => void }> = [];
-
-  readonly #flushCompletions = (): void => {
-    const batch = this.#completions;
-    this.#completions = [];
-    let results: boolean[];
-    try {
-      results = this.db
-        .transaction(() => {
-          const s = this.#s;
-          const changed = batch.map(({ key, c }) => {
-            this.#insertAttemptRow(c.attempt);
-            return (
-              s.complete.run(
-                c.output,
-                c.response,
-                c.usage.promptTokens,
-                c.usage.completionTokens,
-                c.attempt.costUsd ?? null,
-                c.attempt.endedAt,
-                c.attempt.endedAt,
-                key,
-              ).changes === 1
-            );
-          });
-          // the money of the whole batch in one statement per run, not one per answer
-          this.#spend.settleAll(batch.map((b) => b.c.attempt));
-          return changed;
-        })
-        .immediate();
-    } catch (error) {
-      for (const b of batch) b.reject(error);
-      return;
-    }
-    for (const [i, b] of batch.entries()) b.resolve(results[i]!);
-  };
+  readonly #completions = new GroupCommit<{ key: string; c: Completion }, boolean>((batch) =>
+    this.db
+      .transaction(() => {
+        const s = this.#s;
+        const changed = batch.map(({ key, c }) => {
+          this.#insertAttemptRow(c.attempt);
+          return (
+            s.complete.run(
+              c.output,
+              c.response,
+              c.usage.promptTokens,
+              c.usage.completionTokens,
+              c.attempt.costUsd ?? null,
+              c.attempt.endedAt,
+              c.attempt.endedAt,
+              key,
+            ).changes === 1
+          );
+        });
+        // the money of the whole batch in one statement per run, not one per answer
+        this.#spend.settleAll(batch.map((b) => b.c.attempt));
+        return changed;
+      })
+      .immediate(),
+  );
 
   async recordAttempt(a: AttemptRecord, o: { countAttempt: boolean; error: string | null }): Promise<void> {
     this.db
@@ -410,8 +386,8 @@ export class SqliteStore implements Store {
     return this.#s.retryFailed.run({ now, text: filter.errorContains ?? null, exact: filter.errorIs ?? null }).changes;
   }
 
-  async status(now: number): Promise<StatusSnapshot> {
-    return this.#read.status(now);
+  async status(): Promise<StatusSnapshot> {
+    return this.#read.status();
   }
 
   async item(id: string): Promise<ItemDetail | null> {
@@ -434,33 +410,8 @@ export class SqliteStore implements Store {
     return this.#read.answered(model, o);
   }
 
-  dumpJobs(): AsyncIterable<JobRow> {
-    return this.#copy.dumpJobs();
-  }
-  dumpItems(): AsyncIterable<ItemRow> {
-    return this.#copy.dumpItems();
-  }
-  dumpAttempts(): AsyncIterable<AttemptRow> {
-    return this.#copy.dumpAttempts();
-  }
-  dumpRuns(): AsyncIterable<RunRow> {
-    return this.#copy.dumpRuns();
-  }
-  async loadJobs(rows: readonly JobRow[]): Promise<void> {
-    this.#copy.loadJobs(rows);
-  }
-  async loadItems(rows: readonly ItemRow[]): Promise<void> {
-    this.#copy.loadItems(rows);
-  }
-  async loadAttempts(rows: readonly AttemptRow[]): Promise<void> {
-    this.#copy.loadAttempts(rows);
-  }
-  async loadRuns(rows: readonly RunRow[]): Promise<void> {
-    this.#copy.loadRuns(rows);
-  }
-
   async close(): Promise<void> {
-    if (this.#completions.length > 0) this.#flushCompletions();
+    await this.#completions.drain();
     await this.#stopCheckpointer();
     if (this.db.open) this.db.close();
   }
@@ -482,20 +433,6 @@ export class SqliteStore implements Store {
   }
 
   #insertAttemptRow(a: AttemptRecord): void {
-    this.#s.insertAttempt.run(
-      a.key,
-      a.runId,
-      a.attempt,
-      a.startedAt,
-      a.endedAt,
-      Math.max(0, a.endedAt - a.startedAt),
-      a.status,
-      a.outcome,
-      a.error,
-      a.usage?.promptTokens ?? null,
-      a.usage?.completionTokens ?? null,
-      a.costUsd ?? null,
-      a.mayBeBilled ? 1 : 0,
-    );
+    this.#s.insertAttempt.run(...attemptValues(a, latencyOf(a), Number));
   }
 }

@@ -1,0 +1,23 @@
+import type { ClaimedJob, ClaimResult } from './types.js';
+
+/** A row the claim statement returns: the job as it is now, started (`running`) or given up on (`failed`). */
+export interface RawClaimed extends ClaimedJob {
+  readonly seq: number;
+  readonly state: string;
+}
+
+/**
+ * The claim's answer from the rows its statement changed: the started jobs in claim order, and a
+ * count of those failed instead because their attempts were used up. RETURNING comes back in no
+ * promised order, so the rows are put in priority, then FIFO, order first.
+ */
+export function splitClaimed(rows: RawClaimed[]): ClaimResult {
+  rows.sort((a, b) => a.priority - b.priority || a.seq - b.seq);
+  const jobs: ClaimedJob[] = [];
+  let exhausted = 0;
+  for (const r of rows) {
+    if (r.state === 'failed') exhausted++;
+    else jobs.push({ key: r.key, request: r.request, model: r.model, priority: r.priority, attempts: r.attempts });
+  }
+  return { jobs, exhausted };
+}
