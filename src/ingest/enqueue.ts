@@ -90,13 +90,18 @@ export async function enqueue(store: Store, options: EnqueueOptions): Promise<En
     },
   };
   const batcher = new Batcher(store, options, now);
+  let repeatedJobs = 0;
+  store.beginLoad?.();
   try {
     for (const source of sources) await readSource(source, batcher, config);
     await batcher.write();
   } finally {
     batcher.close();
+    // after a failure too: a bulk load builds its indexes before the error is reported
+    repeatedJobs = (await store.endLoad?.())?.repeatedJobs ?? 0;
   }
-  return { ...batcher.summary(), elapsedMs: now() - started };
+  const summary = batcher.summary();
+  return { ...summary, newJobs: summary.newJobs - repeatedJobs, elapsedMs: now() - started };
 }
 
 interface ReadConfig {

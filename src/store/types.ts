@@ -338,6 +338,13 @@ export interface Store {
 
   // ingest
   enqueue(rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult>;
+  /**
+   * Optional: an enqueue of many batches begins and ends (`endLoad` also after a failure). SQLite
+   * loads a fresh queue in bulk between them, building its key indexes at the end; `repeatedJobs`
+   * are jobs its batches counted as new that repeated a key loaded earlier in the same load.
+   */
+  beginLoad?(): void;
+  endLoad?(): Promise<{ repeatedJobs: number }>;
 
   // runs and leases
   startRun(run: RunInfo): Promise<void>;
