@@ -102,10 +102,16 @@ export function finishBulkLoad(db: Db): number {
  */
 export function settleBulkLoad(db: Db, location: string): void {
   const r = loadRecord(db);
-  if (!r) return;
+  if (!r) {
+    // opened during a load that has ended since (openSqlite turned the check off)
+    if (!db.pragma('foreign_keys', { simple: true })) db.pragma('foreign_keys = ON');
+    return;
+  }
   const here = hostname();
   if (r.host === here && r.pid !== process.pid && !isProcessAlive(r.pid)) {
-    withForeignKeysOff(db, () => finishBulkLoad(db));
+    db.pragma('foreign_keys = OFF');
+    finishBulkLoad(db);
+    db.pragma('foreign_keys = ON');
     return;
   }
   const since = new Date(r.started_at).toISOString();
@@ -114,15 +120,4 @@ export function settleBulkLoad(db: Db, location: string): void {
       `and nothing else can write to the queue until then. Wait for that enqueue to finish, then run this again` +
       (r.host === here ? '.' : `; if that process is gone, run this command on ${r.host} to finish the load.`),
   );
-}
-
-/** Foreign keys off for `fn` (the pragma only takes effect outside a transaction), then as they were. */
-export function withForeignKeysOff<T>(db: Db, fn: () => T): T {
-  const were = db.pragma('foreign_keys', { simple: true }) as number;
-  db.pragma('foreign_keys = OFF');
-  try {
-    return fn();
-  } finally {
-    db.pragma(`foreign_keys = ${were ? 'ON' : 'OFF'}`);
-  }
 }

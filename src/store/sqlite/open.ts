@@ -37,6 +37,10 @@ export function openSqlite(path: string, options: OpenSqliteOptions = {}): Db {
     db.pragma('foreign_keys = ON');
     if (!memory) checkStructure(db, path);
     migrate(db, path);
+    // A bulk load in progress has dropped jobs_key, which items' foreign key needs: with the check
+    // on, even preparing a statement that deletes jobs fails. Nothing here writes until the load is
+    // finished (settleBulkLoad refuses or finishes it, and turns the check back on).
+    if (db.prepare('SELECT 1 FROM bulk_load').get()) db.pragma('foreign_keys = OFF');
   } catch (error) {
     db.close();
     throw error;
