@@ -153,7 +153,8 @@ describe('sqlite schema', () => {
     await again.close();
   });
 
-  it('upgrades a v6 queue with jobs: jobs rebuilt with a named key index, rows, counts and foreign keys as they were', async () => {
+  /** A database as llmq wrote it at schema version 6, with `fill` run in it. */
+  function v6(fill: string): string {
     const path = join(tempDir(), 'q.db');
     const raw = new Database(path);
     raw.exec('CREATE TABLE llmq_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
@@ -161,44 +162,54 @@ describe('sqlite schema', () => {
       raw.exec(m.sql);
       raw.prepare('INSERT INTO llmq_migrations VALUES (?, ?, ?)').run(m.version, m.name, 0);
     }
-    raw.pragma('foreign_keys = ON');
+    raw.exec(fill);
+    raw.close();
+    return path;
+  }
+
+  const keyIndexes = (db: Database.Database) =>
+    db.prepare("SELECT name FROM sqlite_master WHERE tbl_name = 'jobs' AND name IN ('jobs_key', 'sqlite_autoindex_jobs_1')").pluck().all();
+
+  it('upgrades an empty v6 queue to jobs whose key is unique by the named index jobs_key', async () => {
+    const store = new SqliteStore(v6(''));
+    expect(store.db.prepare('SELECT max(version) FROM llmq_migrations').pluck().get()).toBe(LATEST_VERSION);
+    expect(keyIndexes(store.db)).toEqual(['jobs_key']);
+    expect(store.db.prepare("SELECT count(*) FROM sqlite_master WHERE tbl_name = 'jobs' AND type = 'trigger'").pluck().get()).toBe(6);
+    await store.close();
+  });
+
+  it('upgrades a v6 queue with jobs without copying them: rows, counts, key constraint and foreign keys as they were', async () => {
     // seq with a gap, every state, a lease, an answer with cost, a failure
-    raw.exec(`INSERT INTO jobs (seq, key, request, model, state, attempts, lease_owner, lease_expires_at, output, prompt_tokens,
+    const path = v6(`INSERT INTO jobs (seq, key, request, model, state, attempts, lease_owner, lease_expires_at, output, prompt_tokens,
         completion_tokens, cost_usd, error, created_at, updated_at) VALUES
       (1, 'k1', '{"a":1}', 'm1', 'pending', 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 1, 1),
       (3, 'k3', '{"a":3}', 'm1', 'running', 1, 'run-a', 99, NULL, NULL, NULL, NULL, NULL, 2, 2),
       (4, 'k4', '{"a":4}', 'm2', 'done', 1, NULL, NULL, 'hi', 10, 5, 0.5, NULL, 3, 3),
       (7, 'k7', '{"a":7}', 'm2', 'failed', 3, NULL, NULL, NULL, NULL, NULL, NULL, 'HTTP 400', 4, 4);
-      INSERT INTO items (id, source, job_key, created_at, updated_at) VALUES ('a', 's', 'k1', 1, 1), ('b', 's', 'k4', 1, 1), ('c', 's', 'k4', 1, 1);
-      INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, outcome) VALUES ('k4', 'run-a', 1, 1, 2, 1, 'done');`);
-    const before = {
-      jobs: raw.prepare('SELECT * FROM jobs ORDER BY seq').all(),
-      items: raw.prepare('SELECT * FROM items ORDER BY seq').all(),
-      counts: raw.prepare('SELECT * FROM job_counts ORDER BY model, state').all(),
-      failures: raw.prepare('SELECT * FROM failure_counts').all(),
-    };
+      INSERT INTO items (id, source, job_key, created_at, updated_at) VALUES ('a', 's', 'k1', 1, 1), ('b', 's', 'k4', 1, 1), ('c', 's', 'k4', 1, 1);`);
+    const raw = new Database(path, { readonly: true });
+    const read = (db: Database.Database) => ({
+      jobs: db.prepare('SELECT * FROM jobs ORDER BY seq').all(),
+      items: db.prepare('SELECT * FROM items ORDER BY seq').all(),
+      counts: db.prepare('SELECT * FROM job_counts ORDER BY model, state').all(),
+      failures: db.prepare('SELECT * FROM failure_counts').all(),
+    });
+    const before = read(raw);
     raw.close();
 
     const store = new SqliteStore(path);
     const db = store.db;
     expect(db.prepare('SELECT max(version) FROM llmq_migrations').pluck().get()).toBe(LATEST_VERSION);
-    expect(db.prepare('SELECT * FROM jobs ORDER BY seq').all()).toEqual(before.jobs);
-    expect(db.prepare('SELECT * FROM items ORDER BY seq').all()).toEqual(before.items);
-    expect(db.prepare('SELECT * FROM job_counts ORDER BY model, state').all()).toEqual(before.counts);
-    expect(db.prepare('SELECT * FROM failure_counts').all()).toEqual(before.failures);
+    expect(read(db)).toEqual(before);
+    expect(keyIndexes(db)).toEqual(['sqlite_autoindex_jobs_1']);
     expect(db.pragma('foreign_keys', { simple: true })).toBe(1);
     expect(db.pragma('foreign_key_check')).toEqual([]);
-    expect(db.prepare("SELECT sql FROM sqlite_master WHERE name = 'jobs_key'").pluck().get()).toBe(
-      'CREATE UNIQUE INDEX jobs_key ON jobs (key)',
-    );
-    // the unique index keeps keys unique and serves items' foreign key
     expect(() => db.exec(`INSERT INTO jobs (key, request, model, created_at, updated_at) VALUES ('k1', '{}', 'm1', 5, 5)`)).toThrow(
       /UNIQUE/,
     );
     expect(() => db.exec(`INSERT INTO items (id, source, job_key, created_at, updated_at) VALUES ('z', 's', 'nope', 5, 5)`)).toThrow(
       /FOREIGN KEY/,
     );
-    // the triggers came back with the table: new jobs are counted
     const r = await store.enqueue([{ itemId: 'd', source: 's', key: 'k9', request: '{"a":9}', model: 'm1', priority: 0, meta: null }], 10);
     expect(r).toMatchObject({ newJobs: 1, newItems: 1 });
     const status = await store.status(10);

@@ -90,16 +90,19 @@ export async function enqueue(store: Store, options: EnqueueOptions): Promise<En
     },
   };
   const batcher = new Batcher(store, options, now);
-  let repeatedJobs = 0;
   store.beginLoad?.();
   try {
     for (const source of sources) await readSource(source, batcher, config);
     await batcher.write();
-  } finally {
+  } catch (error) {
     batcher.close();
-    // after a failure too: a bulk load builds its indexes before the error is reported
-    repeatedJobs = (await store.endLoad?.())?.repeatedJobs ?? 0;
+    // A bulk load builds its indexes before the error is reported. Should that fail too, the first
+    // error is the one to report (and the next command that writes finishes the load).
+    await store.endLoad?.().catch(() => undefined);
+    throw error;
   }
+  batcher.close();
+  const repeatedJobs = (await store.endLoad?.())?.repeatedJobs ?? 0;
   const summary = batcher.summary();
   return { ...summary, newJobs: summary.newJobs - repeatedJobs, elapsedMs: now() - started };
 }

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { StoreError } from '../../errors.js';
+import { nameJobsKeyIndexIfEmpty } from './migrations.js';
 import type { Db } from './open.js';
 
 /**
@@ -53,6 +54,8 @@ export function beginBulkLoad(db: Db, now: number): boolean {
         .pluck()
         .get() as number;
       if (busy) return false;
+      // a queue from before migration 7 that had jobs then keeps key UNIQUE inline; empty now, so rebuilt in no time
+      nameJobsKeyIndexIfEmpty(db);
       db.prepare('INSERT INTO bulk_load (id, host, pid, started_at) VALUES (1, ?, ?, ?)').run(hostname(), process.pid, now);
       db.exec('DROP INDEX jobs_key; DROP INDEX items_job;');
       return true;

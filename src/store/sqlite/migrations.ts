@@ -7,10 +7,12 @@ export interface Migration {
   readonly name: string;
   readonly sql: string;
   /**
-   * Run with foreign keys off (a table rebuild: dropping the old \`jobs\` would otherwise check every
+   * Run with foreign keys off (a table rebuild: dropping the old `jobs` would otherwise check every
    * item against it), and `PRAGMA foreign_key_check` must find nothing before it commits.
    */
   readonly rebuildsTables?: boolean;
+  /** Run after `sql`, in its transaction: a change that depends on what the database holds. */
+  readonly apply?: (db: SchemaDb) => void;
 }
 
 /**
@@ -57,7 +59,7 @@ CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pend
 `,
 });
 
-/** The triggers of migration 6 on \`jobs\`; migration 7 rebuilds the table and creates them again. */
+/** The triggers of migration 6 on `jobs`; REBUILD_JOBS_SQL creates them again. */
 const JOBS_COUNT_TRIGGERS = `
 CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN
   INSERT INTO job_counts VALUES (NEW.model, NEW.state, 1, NEW.attempts > 0, coalesce(NEW.prompt_tokens, 0),
@@ -162,19 +164,16 @@ DROP INDEX jobs_retrying;
 });
 
 /**
- * \`jobs.key\` was declared \`UNIQUE\` inline, so its index could not be dropped: a bulk load into a
- * fresh queue (src/store/sqlite/bulk-load.ts) drops the named index below and builds it after the
- * rows are in, once, instead of updating it at a random page for every row. The table is rebuilt
- * (SQLite cannot change a column constraint in place): rows copied in \`seq\` order, the index
- * built after the copy, then every index and trigger \`jobs\` had. Foreign keys from
- * \`items.job_key\` and \`attempts\` name the table, and a unique index on \`key\` serves them as the
- * constraint did. The copy fires no trigger, so the counts of migration 6 stay as they were.
+ * `jobs` as migration 1 made it declares `key` `UNIQUE` inline, so its index cannot be dropped. A
+ * bulk load into an empty queue (src/store/sqlite/bulk-load.ts) drops the named index this creates
+ * instead and builds it after the rows are in, once, rather than updating it at a random page for
+ * every row. SQLite cannot change a column constraint in place, so the table is rebuilt: rows copied
+ * in `seq` order, the index built after the copy, then every index and trigger `jobs` had. The copy
+ * fires no trigger, so the counts of migration 6 stay as they were. The foreign key of
+ * `items.job_key` names the table, and a unique index on `key` serves it as the constraint did.
+ * Run with foreign keys off (dropping the old table would check every item against it).
  */
-export const JOBS_KEY_INDEX_MIGRATION: Migration = Object.freeze({
-  version: 7,
-  name: 'jobs_key_index',
-  rebuildsTables: true,
-  sql: `
+export const REBUILD_JOBS_SQL = `
 CREATE TABLE jobs_rebuilt (
   seq               INTEGER PRIMARY KEY,            -- insertion order: FIFO within a priority
   key               TEXT    NOT NULL,               -- SHA-256 of the canonical request; unique by jobs_key
@@ -210,7 +209,31 @@ CREATE INDEX jobs_lease ON jobs (lease_owner) WHERE lease_owner IS NOT NULL;
 CREATE INDEX jobs_age ON jobs (state, created_at);
 CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pending';
 ${JOBS_COUNT_TRIGGERS}
+`;
 
+/** What `nameJobsKeyIndexIfEmpty` needs of a connection. */
+interface SchemaDb {
+  prepare(sql: string): { get(): unknown };
+  exec(sql: string): unknown;
+}
+
+/**
+ * Only an empty `jobs` is rebuilt, where it costs nothing: a bulk load only ever starts on an empty
+ * queue (and rebuilds it then if it still has the constraint), while copying a queue of ten million
+ * jobs on the first open after an upgrade would take minutes and a WAL the size of the database
+ * (measured: 4 s of CPU per 200,000 jobs).
+ */
+export function nameJobsKeyIndexIfEmpty(db: SchemaDb): void {
+  if (db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'jobs_key'").get()) return;
+  if (db.prepare('SELECT 1 FROM jobs LIMIT 1').get()) return;
+  db.exec(REBUILD_JOBS_SQL);
+}
+
+export const BULK_LOAD_MIGRATION: Migration = Object.freeze({
+  version: 7,
+  name: 'bulk_load',
+  rebuildsTables: true,
+  sql: `
 -- a bulk load in progress (at most one): its indexes are rebuilt by whoever finds its loader gone
 CREATE TABLE bulk_load (
   id         INTEGER PRIMARY KEY CHECK (id = 1),
@@ -219,6 +242,7 @@ CREATE TABLE bulk_load (
   started_at INTEGER NOT NULL
 );
 `,
+  apply: nameJobsKeyIndexIfEmpty,
 });
 
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
@@ -343,7 +367,7 @@ CREATE TABLE spend (
   },
   CLAIM_BY_MODEL_MIGRATION,
   STATUS_COUNTS_MIGRATION,
-  JOBS_KEY_INDEX_MIGRATION,
+  BULK_LOAD_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

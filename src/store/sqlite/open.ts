@@ -103,6 +103,7 @@ export function migrate(db: Db, path: string): void {
         const done = db.prepare('SELECT 1 FROM llmq_migrations WHERE version = ?').get(m.version);
         if (done) return;
         db.exec(m.sql);
+        m.apply?.(db);
         if (m.rebuildsTables) {
           const broken = db.pragma('foreign_key_check') as Array<{ table: string }>;
           if (broken.length > 0) {
