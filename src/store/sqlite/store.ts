@@ -163,12 +163,13 @@ export class SqliteStore implements Store {
    * An enqueue of many batches begins: if its first batch goes into an empty queue, the load is
    * done in bulk (src/store/sqlite/bulk-load.ts) and `endLoad` builds the key indexes.
    */
-  beginLoad(): void {
+  // arrow functions, like enqueueSync: a caller's Proxy around the store still reaches its private state
+  readonly beginLoad = (): void => {
     this.#load = 'starting';
-  }
+  };
 
   /** The load ends (also when it failed half way): returns how many jobs counted as new repeated an earlier key of the load. */
-  async endLoad(): Promise<{ repeatedJobs: number }> {
+  readonly endLoad = async (): Promise<{ repeatedJobs: number }> => {
     const bulk = this.#load === 'bulk';
     this.#load = 'none';
     if (!bulk) return { repeatedJobs: 0 };
@@ -177,7 +178,7 @@ export class SqliteStore implements Store {
     } finally {
       this.db.pragma('foreign_keys = ON');
     }
-  }
+  };
 
   #load: 'none' | 'starting' | 'bulk' | 'plain' = 'none';
 
