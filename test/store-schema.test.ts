@@ -19,6 +19,7 @@ describe('sqlite schema', () => {
     expect(tables).toEqual([
       'attempts',
       'batches',
+      'bulk_load',
       'failure_counts',
       'item_counts',
       'items',
@@ -122,9 +123,17 @@ describe('sqlite schema', () => {
       'jobs_age',
       'jobs_claim',
       'jobs_claim_model',
+      'jobs_key',
       'jobs_lease',
       'runs_open',
     ]);
+    // jobs.key is unique by a named index (a bulk load drops and rebuilds it), not by an inline constraint
+    expect(db.prepare("SELECT sql FROM sqlite_master WHERE name = 'jobs_key'").pluck().get()).toBe(
+      'CREATE UNIQUE INDEX jobs_key ON jobs (key)',
+    );
+    expect(db.prepare("SELECT count(*) FROM sqlite_master WHERE tbl_name = 'jobs' AND name LIKE 'sqlite_autoindex%'").pluck().get()).toBe(
+      0,
+    );
     const triggers = db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name").pluck().all();
     expect(triggers).toEqual([
       'items_count_delete',
@@ -142,6 +151,71 @@ describe('sqlite schema', () => {
     const again = new SqliteStore(path);
     expect(again.db.prepare('SELECT count(*) FROM llmq_migrations').pluck().get()).toBe(MIGRATIONS.length);
     await again.close();
+  });
+
+  /** A database as llmq wrote it at schema version 6, with `fill` run in it. */
+  function v6(fill: string): string {
+    const path = join(tempDir(), 'q.db');
+    const raw = new Database(path);
+    raw.exec('CREATE TABLE llmq_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
+    for (const m of MIGRATIONS.filter((x) => x.version <= 6)) {
+      raw.exec(m.sql);
+      raw.prepare('INSERT INTO llmq_migrations VALUES (?, ?, ?)').run(m.version, m.name, 0);
+    }
+    raw.exec(fill);
+    raw.close();
+    return path;
+  }
+
+  const keyIndexes = (db: Database.Database) =>
+    db.prepare("SELECT name FROM sqlite_master WHERE tbl_name = 'jobs' AND name IN ('jobs_key', 'sqlite_autoindex_jobs_1')").pluck().all();
+
+  it('upgrades an empty v6 queue to jobs whose key is unique by the named index jobs_key', async () => {
+    const store = new SqliteStore(v6(''));
+    expect(store.db.prepare('SELECT max(version) FROM llmq_migrations').pluck().get()).toBe(LATEST_VERSION);
+    expect(keyIndexes(store.db)).toEqual(['jobs_key']);
+    expect(store.db.prepare("SELECT count(*) FROM sqlite_master WHERE tbl_name = 'jobs' AND type = 'trigger'").pluck().get()).toBe(6);
+    await store.close();
+  });
+
+  it('upgrades a v6 queue with jobs without copying them: rows, counts, key constraint and foreign keys as they were', async () => {
+    // seq with a gap, every state, a lease, an answer with cost, a failure
+    const path = v6(`INSERT INTO jobs (seq, key, request, model, state, attempts, lease_owner, lease_expires_at, output, prompt_tokens,
+        completion_tokens, cost_usd, error, created_at, updated_at) VALUES
+      (1, 'k1', '{"a":1}', 'm1', 'pending', 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 1, 1),
+      (3, 'k3', '{"a":3}', 'm1', 'running', 1, 'run-a', 99, NULL, NULL, NULL, NULL, NULL, 2, 2),
+      (4, 'k4', '{"a":4}', 'm2', 'done', 1, NULL, NULL, 'hi', 10, 5, 0.5, NULL, 3, 3),
+      (7, 'k7', '{"a":7}', 'm2', 'failed', 3, NULL, NULL, NULL, NULL, NULL, NULL, 'HTTP 400', 4, 4);
+      INSERT INTO items (id, source, job_key, created_at, updated_at) VALUES ('a', 's', 'k1', 1, 1), ('b', 's', 'k4', 1, 1), ('c', 's', 'k4', 1, 1);`);
+    const raw = new Database(path, { readonly: true });
+    const read = (db: Database.Database) => ({
+      jobs: db.prepare('SELECT * FROM jobs ORDER BY seq').all(),
+      items: db.prepare('SELECT * FROM items ORDER BY seq').all(),
+      counts: db.prepare('SELECT * FROM job_counts ORDER BY model, state').all(),
+      failures: db.prepare('SELECT * FROM failure_counts').all(),
+    });
+    const before = read(raw);
+    raw.close();
+
+    const store = new SqliteStore(path);
+    const db = store.db;
+    expect(db.prepare('SELECT max(version) FROM llmq_migrations').pluck().get()).toBe(LATEST_VERSION);
+    expect(read(db)).toEqual(before);
+    expect(keyIndexes(db)).toEqual(['sqlite_autoindex_jobs_1']);
+    expect(db.pragma('foreign_keys', { simple: true })).toBe(1);
+    expect(db.pragma('foreign_key_check')).toEqual([]);
+    expect(() => db.exec(`INSERT INTO jobs (key, request, model, created_at, updated_at) VALUES ('k1', '{}', 'm1', 5, 5)`)).toThrow(
+      /UNIQUE/,
+    );
+    expect(() => db.exec(`INSERT INTO items (id, source, job_key, created_at, updated_at) VALUES ('z', 's', 'nope', 5, 5)`)).toThrow(
+      /FOREIGN KEY/,
+    );
+    const r = await store.enqueue([{ itemId: 'd', source: 's', key: 'k9', request: '{"a":9}', model: 'm1', priority: 0, meta: null }], 10);
+    expect(r).toMatchObject({ newJobs: 1, newItems: 1 });
+    const status = await store.status();
+    expect(status.counts).toEqual({ pending: 2, running: 1, done: 1, failed: 1 });
+    expect(status.items).toBe(4);
+    await store.close();
   });
 
   it('refuses a database written by a newer llmq', async () => {

@@ -70,7 +70,7 @@ export interface EnqueueSummary {
 export const MAX_KEPT_REJECTIONS = 1000;
 
 /** What enqueue needs of the store: its intake, and where it lives (to skip its own files in a folder). */
-export type IntakeStore = Pick<JobQueue, 'enqueue'> & StoreIdentity;
+export type IntakeStore = Pick<JobQueue, 'enqueue' | 'beginLoad' | 'endLoad'> & StoreIdentity;
 
 /**
  * Read every source, render each document into its request, and store the rows in batches.
@@ -93,13 +93,21 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
     },
   };
   const batcher = new Batcher(store, options, now);
+  store.beginLoad?.();
   try {
     for (const source of sources) await readSource(source, batcher, config);
     await batcher.write();
-  } finally {
+  } catch (error) {
     batcher.close();
+    // A bulk load builds its indexes before the error is reported. Should that fail too, the first
+    // error is the one to report (and the next command that writes finishes the load).
+    await store.endLoad?.().catch(() => undefined);
+    throw error;
   }
-  return { ...batcher.summary(), elapsedMs: now() - started };
+  batcher.close();
+  const repeatedJobs = (await store.endLoad?.())?.repeatedJobs ?? 0;
+  const summary = batcher.summary();
+  return { ...summary, newJobs: summary.newJobs - repeatedJobs, elapsedMs: now() - started };
 }
 
 interface ReadConfig {

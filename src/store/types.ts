@@ -345,6 +345,13 @@ export interface StoreIdentity {
 export interface JobQueue {
   // ingest
   enqueue(rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult>;
+  /**
+   * Optional: an enqueue of many batches begins and ends (`endLoad` also after a failure). SQLite
+   * loads a fresh queue in bulk between them, building its key indexes at the end; `repeatedJobs`
+   * are jobs its batches counted as new that repeated a key loaded earlier in the same load.
+   */
+  beginLoad?(): void;
+  endLoad?(): Promise<{ repeatedJobs: number }>;
 
   // one function per change
   claim(options: ClaimOptions): Promise<ClaimResult>;

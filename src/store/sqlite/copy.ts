@@ -12,8 +12,11 @@ const PAGE = 1000;
  */
 export class SqliteCopier implements QueueCopier {
   readonly #db: Db;
-  constructor(db: Db) {
+  readonly #beforeWrite: () => void;
+  /** `beforeWrite` runs before each load: the store's check that no bulk load holds the queue. */
+  constructor(db: Db, beforeWrite: () => void = () => {}) {
     this.#db = db;
+    this.#beforeWrite = beforeWrite;
   }
 
   async *dumpJobs(): AsyncIterable<JobRow> {
@@ -37,6 +40,7 @@ export class SqliteCopier implements QueueCopier {
   }
 
   async loadJobs(rows: readonly JobRow[]): Promise<void> {
+    this.#beforeWrite();
     const insert = this.#db.prepare(`INSERT INTO jobs (key, request, model, state, priority, attempts, run_after, lease_owner,
         lease_expires_at, output, response, prompt_tokens, completion_tokens, error, created_at, updated_at, finished_at, cost_usd)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
@@ -69,6 +73,7 @@ export class SqliteCopier implements QueueCopier {
   }
 
   async loadItems(rows: readonly ItemRow[]): Promise<void> {
+    this.#beforeWrite();
     const insert = this.#db.prepare('INSERT INTO items (id, source, job_key, meta, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)');
     this.#db
       .transaction(() => {
@@ -78,6 +83,7 @@ export class SqliteCopier implements QueueCopier {
   }
 
   async loadAttempts(rows: readonly AttemptRow[]): Promise<void> {
+    this.#beforeWrite();
     const insert = this.#db.prepare(`INSERT INTO attempts (${ATTEMPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     this.#db
       .transaction(() => {
@@ -87,6 +93,7 @@ export class SqliteCopier implements QueueCopier {
   }
 
   async loadRuns(rows: readonly RunRow[]): Promise<void> {
+    this.#beforeWrite();
     const insert = this.#db.prepare(`INSERT INTO runs (id, host, pid, started_at, heartbeat_at, ended_at, exit_reason, options, stats)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     const spend = this.#db.prepare(`INSERT INTO spend (run_id, reserved_nanousd, in_flight, spent_nanousd, unknown_nanousd, unknown_tries,

@@ -6,6 +6,13 @@ export interface Migration {
   readonly version: number;
   readonly name: string;
   readonly sql: string;
+  /**
+   * Run with foreign keys off (a table rebuild: dropping the old `jobs` would otherwise check every
+   * item against it), and `PRAGMA foreign_key_check` must find nothing before it commits.
+   */
+  readonly rebuildsTables?: boolean;
+  /** Run after `sql`, in its transaction: a change that depends on what the database holds. */
+  readonly apply?: (db: SchemaDb) => void;
 }
 
 /**
@@ -52,46 +59,8 @@ CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pend
 `,
 });
 
-/**
- * What `status` shows, kept up to date by triggers in the transaction that changes a job or an
- * item, so reading it costs the same at any queue size. Triggers, not code in each state change:
- * they catch every path that writes jobs (enqueue, claim, answers, retries, reclaim, release,
- * retry-failed, the batch lane, copy) and any added later.
- */
-export const STATUS_COUNTS_MIGRATION: Migration = Object.freeze({
-  version: 6,
-  name: 'status_counts',
-  sql: `
--- jobs per (model, state) with their tokens and stored cost: what status used to count and sum over jobs
-CREATE TABLE job_counts (
-  model               TEXT    NOT NULL,
-  state               TEXT    NOT NULL,
-  jobs                INTEGER NOT NULL DEFAULT 0,
-  retried             INTEGER NOT NULL DEFAULT 0,   -- of them, jobs with attempts > 0 (pending ones wait to be retried)
-  prompt_tokens       INTEGER NOT NULL DEFAULT 0,
-  completion_tokens   INTEGER NOT NULL DEFAULT 0,
-  cost_usd            REAL    NOT NULL DEFAULT 0,   -- sum of the stored costs
-  unpriced_prompt     INTEGER NOT NULL DEFAULT 0,   -- tokens of jobs stored without a cost
-  unpriced_completion INTEGER NOT NULL DEFAULT 0,
-  PRIMARY KEY (model, state)
-) WITHOUT ROWID;
--- failed jobs per reason, as status groups them (a job without an error is 'unknown error')
-CREATE TABLE failure_counts (
-  error TEXT    PRIMARY KEY,
-  jobs  INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX failure_counts_top ON failure_counts (jobs DESC, error);
-CREATE TABLE item_counts (
-  items INTEGER NOT NULL
-);
-
-INSERT INTO job_counts SELECT model, state, count(*), count(*) FILTER (WHERE attempts > 0),
-    coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0), coalesce(sum(cost_usd), 0),
-    coalesce(sum(prompt_tokens) FILTER (WHERE cost_usd IS NULL), 0), coalesce(sum(completion_tokens) FILTER (WHERE cost_usd IS NULL), 0)
-  FROM jobs GROUP BY model, state;
-INSERT INTO failure_counts SELECT coalesce(error, 'unknown error'), count(*) FROM jobs WHERE state = 'failed' GROUP BY 1;
-INSERT INTO item_counts SELECT count(*) FROM items;
-
+/** The triggers of migration 6 on `jobs`; REBUILD_JOBS_SQL creates them again. */
+const JOBS_COUNT_TRIGGERS = `
 CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN
   INSERT INTO job_counts VALUES (NEW.model, NEW.state, 1, NEW.attempts > 0, coalesce(NEW.prompt_tokens, 0),
       coalesce(NEW.completion_tokens, 0), coalesce(NEW.cost_usd, 0), iif(NEW.cost_usd IS NULL, coalesce(NEW.prompt_tokens, 0), 0),
@@ -142,7 +111,49 @@ BEGIN
   INSERT INTO failure_counts SELECT coalesce(NEW.error, 'unknown error'), 1 WHERE NEW.state = 'failed'
     ON CONFLICT (error) DO UPDATE SET jobs = jobs + 1;
 END;
+`;
 
+/**
+ * What `status` shows, kept up to date by triggers in the transaction that changes a job or an
+ * item, so reading it costs the same at any queue size. Triggers, not code in each state change:
+ * they catch every path that writes jobs (enqueue, claim, answers, retries, reclaim, release,
+ * retry-failed, the batch lane, copy) and any added later.
+ */
+export const STATUS_COUNTS_MIGRATION: Migration = Object.freeze({
+  version: 6,
+  name: 'status_counts',
+  sql: `
+-- jobs per (model, state) with their tokens and stored cost: what status used to count and sum over jobs
+CREATE TABLE job_counts (
+  model               TEXT    NOT NULL,
+  state               TEXT    NOT NULL,
+  jobs                INTEGER NOT NULL DEFAULT 0,
+  retried             INTEGER NOT NULL DEFAULT 0,   -- of them, jobs with attempts > 0 (pending ones wait to be retried)
+  prompt_tokens       INTEGER NOT NULL DEFAULT 0,
+  completion_tokens   INTEGER NOT NULL DEFAULT 0,
+  cost_usd            REAL    NOT NULL DEFAULT 0,   -- sum of the stored costs
+  unpriced_prompt     INTEGER NOT NULL DEFAULT 0,   -- tokens of jobs stored without a cost
+  unpriced_completion INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (model, state)
+) WITHOUT ROWID;
+-- failed jobs per reason, as status groups them (a job without an error is 'unknown error')
+CREATE TABLE failure_counts (
+  error TEXT    PRIMARY KEY,
+  jobs  INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX failure_counts_top ON failure_counts (jobs DESC, error);
+CREATE TABLE item_counts (
+  items INTEGER NOT NULL
+);
+
+INSERT INTO job_counts SELECT model, state, count(*), count(*) FILTER (WHERE attempts > 0),
+    coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0), coalesce(sum(cost_usd), 0),
+    coalesce(sum(prompt_tokens) FILTER (WHERE cost_usd IS NULL), 0), coalesce(sum(completion_tokens) FILTER (WHERE cost_usd IS NULL), 0)
+  FROM jobs GROUP BY model, state;
+INSERT INTO failure_counts SELECT coalesce(error, 'unknown error'), count(*) FROM jobs WHERE state = 'failed' GROUP BY 1;
+INSERT INTO item_counts SELECT count(*) FROM items;
+
+${JOBS_COUNT_TRIGGERS}
 CREATE TRIGGER items_count_insert AFTER INSERT ON items BEGIN UPDATE item_counts SET items = items + 1; END;
 CREATE TRIGGER items_count_delete AFTER DELETE ON items BEGIN UPDATE item_counts SET items = items - 1; END;
 
@@ -150,6 +161,88 @@ CREATE TRIGGER items_count_delete AFTER DELETE ON items BEGIN UPDATE item_counts
 DROP INDEX jobs_usage;
 DROP INDEX jobs_retrying;
 `,
+});
+
+/**
+ * `jobs` as migration 1 made it declares `key` `UNIQUE` inline, so its index cannot be dropped. A
+ * bulk load into an empty queue (src/store/sqlite/bulk-load.ts) drops the named index this creates
+ * instead and builds it after the rows are in, once, rather than updating it at a random page for
+ * every row. SQLite cannot change a column constraint in place, so the table is rebuilt: rows copied
+ * in `seq` order, the index built after the copy, then every index and trigger `jobs` had. The copy
+ * fires no trigger, so the counts of migration 6 stay as they were. The foreign key of
+ * `items.job_key` names the table, and a unique index on `key` serves it as the constraint did.
+ * Run with foreign keys off (dropping the old table would check every item against it).
+ */
+export const REBUILD_JOBS_SQL = `
+CREATE TABLE jobs_rebuilt (
+  seq               INTEGER PRIMARY KEY,            -- insertion order: FIFO within a priority
+  key               TEXT    NOT NULL,               -- SHA-256 of the canonical request; unique by jobs_key
+  request           TEXT    NOT NULL,               -- the exact request body (canonical JSON)
+  model             TEXT    NOT NULL,
+  state             TEXT    NOT NULL DEFAULT 'pending'
+                    CHECK (state IN ('pending', 'running', 'done', 'failed')),
+  priority          INTEGER NOT NULL DEFAULT 0,     -- lower runs first
+  attempts          INTEGER NOT NULL DEFAULT 0,     -- raised when a try starts
+  run_after         INTEGER NOT NULL DEFAULT 0,     -- ms epoch; not claimed before
+  lease_owner       TEXT,                           -- runs.id holding the job while running
+  lease_expires_at  INTEGER,
+  output            TEXT,                           -- the answer text
+  response          TEXT,                           -- the provider's full response body
+  prompt_tokens     INTEGER,
+  completion_tokens INTEGER,
+  error             TEXT,                           -- last error, or why it failed
+  created_at        INTEGER NOT NULL,
+  updated_at        INTEGER NOT NULL,
+  finished_at       INTEGER,
+  cost_usd          REAL                            -- USD of the answer; NULL until done, or when no price was known
+);
+INSERT INTO jobs_rebuilt (seq, key, request, model, state, priority, attempts, run_after, lease_owner, lease_expires_at,
+    output, response, prompt_tokens, completion_tokens, error, created_at, updated_at, finished_at, cost_usd)
+  SELECT seq, key, request, model, state, priority, attempts, run_after, lease_owner, lease_expires_at,
+    output, response, prompt_tokens, completion_tokens, error, created_at, updated_at, finished_at, cost_usd
+  FROM jobs ORDER BY seq;
+DROP TABLE jobs;
+ALTER TABLE jobs_rebuilt RENAME TO jobs;
+CREATE UNIQUE INDEX jobs_key ON jobs (key);
+CREATE INDEX jobs_claim ON jobs (state, priority, seq);
+CREATE INDEX jobs_lease ON jobs (lease_owner) WHERE lease_owner IS NOT NULL;
+CREATE INDEX jobs_age ON jobs (state, created_at);
+CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pending';
+${JOBS_COUNT_TRIGGERS}
+`;
+
+/** What `nameJobsKeyIndexIfEmpty` needs of a connection. */
+interface SchemaDb {
+  prepare(sql: string): { get(): unknown };
+  exec(sql: string): unknown;
+}
+
+/**
+ * Only an empty `jobs` is rebuilt, where it costs nothing: a bulk load only ever starts on an empty
+ * queue (and rebuilds it then if it still has the constraint), while copying a queue of ten million
+ * jobs on the first open after an upgrade would take minutes and a WAL the size of the database
+ * (measured: 4 s of CPU per 200,000 jobs).
+ */
+export function nameJobsKeyIndexIfEmpty(db: SchemaDb): void {
+  if (db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'jobs_key'").get()) return;
+  if (db.prepare('SELECT 1 FROM jobs LIMIT 1').get()) return;
+  db.exec(REBUILD_JOBS_SQL);
+}
+
+export const BULK_LOAD_MIGRATION: Migration = Object.freeze({
+  version: 7,
+  name: 'bulk_load',
+  rebuildsTables: true,
+  sql: `
+-- a bulk load in progress (at most one): its indexes are rebuilt by whoever finds its loader gone
+CREATE TABLE bulk_load (
+  id         INTEGER PRIMARY KEY CHECK (id = 1),
+  host       TEXT    NOT NULL,
+  pid        INTEGER NOT NULL,
+  started_at INTEGER NOT NULL
+);
+`,
+  apply: nameJobsKeyIndexIfEmpty,
 });
 
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
@@ -274,6 +367,7 @@ CREATE TABLE spend (
   },
   CLAIM_BY_MODEL_MIGRATION,
   STATUS_COUNTS_MIGRATION,
+  BULK_LOAD_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

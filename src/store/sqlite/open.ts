@@ -37,6 +37,10 @@ export function openSqlite(path: string, options: OpenSqliteOptions = {}): Db {
     db.pragma('foreign_keys = ON');
     if (!memory) checkStructure(db, path);
     migrate(db, path);
+    // A bulk load in progress has dropped jobs_key, which items' foreign key needs: with the check
+    // on, even preparing a statement that deletes jobs fails. Nothing here writes until the load is
+    // finished (settleBulkLoad refuses or finishes it, and turns the check back on).
+    if (db.prepare('SELECT 1 FROM bulk_load').get()) db.pragma('foreign_keys = OFF');
   } catch (error) {
     db.close();
     throw error;
@@ -90,12 +94,28 @@ export function migrate(db: Db, path: string): void {
   }
   for (const m of MIGRATIONS) {
     if (m.version <= current) continue;
-    db.transaction(() => {
-      // Another process may have migrated between our read and this write lock.
-      const done = db.prepare('SELECT 1 FROM llmq_migrations WHERE version = ?').get(m.version);
-      if (done) return;
-      db.exec(m.sql);
-      db.prepare('INSERT INTO llmq_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
-    }).immediate();
+    // The pragma is a no-op inside a transaction: set it around one.
+    const keysWere = db.pragma('foreign_keys', { simple: true }) as number;
+    if (m.rebuildsTables) db.pragma('foreign_keys = OFF');
+    try {
+      db.transaction(() => {
+        // Another process may have migrated between our read and this write lock.
+        const done = db.prepare('SELECT 1 FROM llmq_migrations WHERE version = ?').get(m.version);
+        if (done) return;
+        db.exec(m.sql);
+        m.apply?.(db);
+        if (m.rebuildsTables) {
+          const broken = db.pragma('foreign_key_check') as Array<{ table: string }>;
+          if (broken.length > 0) {
+            throw new StoreError(
+              `${path}: migration ${m.version} (${m.name}) would leave ${broken.length} rows of ${broken[0]!.table} pointing at nothing; nothing was changed. Report this as an llmq bug.`,
+            );
+          }
+        }
+        db.prepare('INSERT INTO llmq_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
+      }).immediate();
+    } finally {
+      if (m.rebuildsTables) db.pragma(`foreign_keys = ${keysWere ? 'ON' : 'OFF'}`);
+    }
   }
 }

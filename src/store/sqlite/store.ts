@@ -31,6 +31,13 @@ import { Checkpointer } from './checkpointer.js';
 import { splitClaimed, type RawClaimed } from '../claim-result.js';
 import { GroupCommit } from '../group-commit.js';
 import { ATTEMPT_COLUMNS, attemptValues, latencyOf } from '../rows.js';
+import { BULK_MIN_ROWS, beginBulkLoad, finishBulkLoad, settleBulkLoad } from './bulk-load.js';
+
+/** A statement prepared on first use. */
+function lazy<T>(make: () => T): () => T {
+  let made: T | undefined;
+  return () => (made ??= make());
+}
 
 /** The claim's change to each job it takes: start it, or fail it when its attempts are used up (a crash loop). */
 const CLAIM_SET = `UPDATE jobs SET
@@ -63,7 +70,7 @@ export class SqliteStore implements Store {
     this.location = path;
     this.db = openSqlite(path, options);
     this.#read = new SqliteReader(this.db);
-    this.copier = new SqliteCopier(this.db);
+    this.copier = new SqliteCopier(this.db, () => settleBulkLoad(this.db, this.location));
     this.batches = new SqliteBatches(this.db);
     this.#spend = new SqliteSpend(this.db);
     const db = this.db;
@@ -71,8 +78,13 @@ export class SqliteStore implements Store {
     // `retry-failed --error` is case-insensitive for any text.
     db.function('llmq_lower', { deterministic: true }, (s: unknown) => (typeof s === 'string' ? s.toLowerCase() : s));
     this.#s = {
-      insertJob: db.prepare(`INSERT INTO jobs (key, request, model, priority, created_at, updated_at)
+      // prepared when first used: ON CONFLICT (key) needs jobs_key, which a bulk load in progress has dropped
+      insertJob: lazy(() =>
+        db.prepare(`INSERT INTO jobs (key, request, model, priority, created_at, updated_at)
         VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`),
+      ),
+      // a bulk load's: every row is new (ids are unique within an enqueue, the queue was empty), repeats of a key are removed at the end
+      loadJob: lazy(() => db.prepare('INSERT INTO jobs (key, request, model, priority, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)')),
       itemJob: db.prepare('SELECT job_key FROM items WHERE id = ?').pluck(),
       insertItem: db.prepare(`INSERT INTO items (id, source, job_key, meta, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`),
       moveItem: db.prepare('UPDATE items SET job_key = ?, source = ?, meta = ?, updated_at = ? WHERE id = ?'),
@@ -146,6 +158,29 @@ export class SqliteStore implements Store {
   }
 
   /**
+   * An enqueue of many batches begins: if its first batch goes into an empty queue, the load is
+   * done in bulk (src/store/sqlite/bulk-load.ts) and `endLoad` builds the key indexes.
+   */
+  // arrow functions, like enqueueSync: a caller's Proxy around the store still reaches its private state
+  readonly beginLoad = (): void => {
+    this.#load = 'starting';
+  };
+
+  /** The load ends (also when it failed half way): returns how many jobs counted as new repeated an earlier key of the load. */
+  readonly endLoad = async (): Promise<{ repeatedJobs: number }> => {
+    const bulk = this.#load === 'bulk';
+    this.#load = 'none';
+    if (!bulk) return { repeatedJobs: 0 };
+    try {
+      return { repeatedJobs: finishBulkLoad(this.db) };
+    } finally {
+      this.db.pragma('foreign_keys = ON');
+    }
+  };
+
+  #load: 'none' | 'starting' | 'bulk' | 'plain' = 'none';
+
+  /**
    * How a connection that enqueues uses SQLite. The job key and `items.job_key` indexes take random
    * keys (SHA-256), so each row lands on a random page of each. With the default 2 MiB cache nearly
    * every such page is read from the file again; 64 MiB holds both indexes whole up to about 300,000
@@ -155,6 +190,8 @@ export class SqliteStore implements Store {
    * thousands of index pages, so the default 1,000 checkpoints after every batch and copies a page
    * again each time a later batch touches it. A checkpoint every ~20,000 pages wrote 22% fewer bytes
    * and read 43% fewer in the same measure, with the same durability (the disk is the bottleneck here).
+   * A bulk load into an empty queue (bulk-load.ts) has neither index while its rows go in; these
+   * settings serve an enqueue into a queue that already has jobs, and the index builds at its end.
    */
   static readonly ENQUEUE_PRAGMAS = ['cache_size = -65536', 'wal_autocheckpoint = 16384'];
   #enqueuePragmas = false;
@@ -165,8 +202,33 @@ export class SqliteStore implements Store {
       for (const p of SqliteStore.ENQUEUE_PRAGMAS) this.db.pragma(p);
       this.#enqueuePragmas = true;
     }
-    return this.#enqueueTxn(rows, now);
+    if (this.#load === 'starting') this.#load = this.#startLoad(rows.length, now);
+    else if (this.#load !== 'bulk' && this.#load !== 'plain') settleBulkLoad(this.db, this.location);
+    return this.#load === 'bulk' ? this.#loadTxn(rows, now) : this.#enqueueTxn(rows, now);
   };
+
+  #startLoad(firstRows: number, now: number): 'bulk' | 'plain' {
+    settleBulkLoad(this.db, this.location);
+    if (firstRows < BULK_MIN_ROWS || this.location === ':memory:') return 'plain';
+    // off for the whole load: items reference jobs(key), whose index is gone until the end
+    this.db.pragma('foreign_keys = OFF');
+    if (beginBulkLoad(this.db, now)) return 'bulk';
+    this.db.pragma('foreign_keys = ON');
+    return 'plain';
+  }
+
+  readonly #loadTxn = (rows: readonly EnqueueRow[], now: number): EnqueueResult =>
+    this.db
+      .transaction(() => {
+        const loadJob = this.#s.loadJob();
+        const insertItem = this.#s.insertItem;
+        for (const r of rows) {
+          loadJob.run(r.key, r.request, r.model, r.priority, now, now);
+          insertItem.run(r.itemId, r.source, r.key, r.meta ? JSON.stringify(r.meta) : null, now, now);
+        }
+        return { newJobs: rows.length, newItems: rows.length, movedItems: 0, unchanged: 0, droppedJobs: 0 };
+      })
+      .immediate();
 
   readonly #enqueueTxn = (rows: readonly EnqueueRow[], now: number): EnqueueResult =>
     this.db
@@ -185,7 +247,7 @@ export class SqliteStore implements Store {
             unchanged++;
             continue;
           }
-          newJobs += s.insertJob.run(r.key, r.request, r.model, r.priority, now, now).changes;
+          newJobs += s.insertJob().run(r.key, r.request, r.model, r.priority, now, now).changes;
           const meta = r.meta ? JSON.stringify(r.meta) : null;
           if (current === undefined) {
             s.insertItem.run(r.itemId, r.source, r.key, meta, now, now);
@@ -204,6 +266,7 @@ export class SqliteStore implements Store {
       .immediate();
 
   async startRun(run: RunInfo): Promise<void> {
+    settleBulkLoad(this.db, this.location);
     this.db
       .transaction(() => {
         this.#s.startRun.run(run.id, run.host, run.pid, run.startedAt, run.startedAt, JSON.stringify(run.options));
@@ -383,6 +446,7 @@ export class SqliteStore implements Store {
   }
 
   async retryFailed(filter: RetryFailedFilter, now: number): Promise<number> {
+    settleBulkLoad(this.db, this.location);
     return this.#s.retryFailed.run({ now, text: filter.errorContains ?? null, exact: filter.errorIs ?? null }).changes;
   }
 

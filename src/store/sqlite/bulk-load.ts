@@ -1,0 +1,126 @@
+import { hostname } from 'node:os';
+import { StoreError } from '../../errors.js';
+import { nameJobsKeyIndexIfEmpty } from './migrations.js';
+import type { Db } from './open.js';
+
+/**
+ * Loading a fresh queue in bulk. `jobs_key` and `items_job` are keyed by random SHA-256 hex, so
+ * keeping them up to date while rows go in dirties about one page of each per row, in every batch:
+ * at 500,000 documents that was half the CPU time and three quarters of the bytes written. Built
+ * once after the load (a sort), they cost a fraction of that.
+ *
+ * While the indexes are gone, nothing else may write (a key lookup would scan every job, and with
+ * foreign keys on an item insert fails "foreign key mismatch"), so the load is recorded in
+ * `bulk_load` in the same transaction that drops them. A writer that finds the record refuses while
+ * its loader lives, and finishes the load (dedupe, indexes) once the loader is gone: a load killed
+ * half way leaves a queue the next command repairs.
+ */
+
+/** The first batch of an enqueue into an empty queue must hold this many rows to load it in bulk: below it, the indexes cost nothing worth saving. */
+export const BULK_MIN_ROWS = 1000;
+
+export interface LoadRecord {
+  readonly host: string;
+  readonly pid: number;
+  readonly started_at: number;
+}
+
+/** True while a process with this pid exists on this machine (EPERM: it exists but is someone else's). */
+function isProcessAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+export function loadRecord(db: Db): LoadRecord | undefined {
+  return db.prepare('SELECT host, pid, started_at FROM bulk_load').get() as LoadRecord | undefined;
+}
+
+/**
+ * Start a bulk load if the queue is empty and nobody else writes it: record it and drop the two
+ * indexes, in one transaction. False (and nothing changed) when the queue is not empty, a run is
+ * open on it, or another load is recorded. The caller turns foreign keys off first (outside any
+ * transaction, where the pragma takes effect).
+ */
+export function beginBulkLoad(db: Db, now: number): boolean {
+  return db
+    .transaction(() => {
+      const busy = db
+        .prepare(`SELECT EXISTS (SELECT 1 FROM jobs) OR EXISTS (SELECT 1 FROM items) OR EXISTS (SELECT 1 FROM bulk_load)
+            OR EXISTS (SELECT 1 FROM runs WHERE ended_at IS NULL)`)
+        .pluck()
+        .get() as number;
+      if (busy) return false;
+      // a queue from before migration 7 that had jobs then keeps key UNIQUE inline; empty now, so rebuilt in no time
+      nameJobsKeyIndexIfEmpty(db);
+      db.prepare('INSERT INTO bulk_load (id, host, pid, started_at) VALUES (1, ?, ?, ?)').run(hostname(), process.pid, now);
+      db.exec('DROP INDEX jobs_key; DROP INDEX items_job;');
+      return true;
+    })
+    .immediate();
+}
+
+/**
+ * Build the indexes a bulk load dropped and clear its record; returns how many jobs were removed
+ * as repeats of an earlier job with the same key (identical documents in one load). Idempotent:
+ * each step is its own transaction so the WAL never holds a whole index at once, and a crash
+ * between them leaves the record for the next writer to finish with this same function.
+ */
+export function finishBulkLoad(db: Db): number {
+  let repeats = 0;
+  try {
+    db.exec('CREATE UNIQUE INDEX IF NOT EXISTS jobs_key ON jobs (key)');
+  } catch (error) {
+    if ((error as { code?: string }).code !== 'SQLITE_CONSTRAINT_UNIQUE') throw error;
+    // Rare, so only paid for when the index refused: keep the first job of each key, as an
+    // enqueue with the index in place would have (its insert of the repeat did nothing).
+    db.transaction(() => {
+      repeats = db
+        .prepare(`DELETE FROM jobs WHERE seq IN (SELECT seq FROM
+            (SELECT seq, row_number() OVER (PARTITION BY key ORDER BY seq) AS nth FROM jobs) WHERE nth > 1)`)
+        .run().changes;
+      db.exec('CREATE UNIQUE INDEX IF NOT EXISTS jobs_key ON jobs (key)');
+    })();
+  }
+  db.exec('CREATE INDEX IF NOT EXISTS items_job ON items (job_key)');
+  // Every item's job exists: read in key order on both indexes, so cheap even at millions of rows.
+  const orphan = db
+    .prepare(`SELECT job_key FROM items INDEXED BY items_job
+      WHERE NOT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_key WHERE jobs.key = items.job_key) LIMIT 1`)
+    .pluck()
+    .get() as string | undefined;
+  if (orphan !== undefined) {
+    throw new StoreError(`After a bulk load, an item points at job ${orphan}, which is not in the queue. Report this as an llmq bug.`);
+  }
+  db.exec('DELETE FROM bulk_load');
+  return repeats;
+}
+
+/**
+ * Before a write other than the load's own: finish a load whose loader is gone, or refuse while it
+ * lives (it is rebuilding nothing yet, and everything else would crawl or fail without the indexes).
+ */
+export function settleBulkLoad(db: Db, location: string): void {
+  const r = loadRecord(db);
+  if (!r) {
+    // opened during a load that has ended since (openSqlite turned the check off)
+    if (!db.pragma('foreign_keys', { simple: true })) db.pragma('foreign_keys = ON');
+    return;
+  }
+  const here = hostname();
+  if (r.host === here && r.pid !== process.pid && !isProcessAlive(r.pid)) {
+    db.pragma('foreign_keys = OFF');
+    finishBulkLoad(db);
+    db.pragma('foreign_keys = ON');
+    return;
+  }
+  const since = new Date(r.started_at).toISOString();
+  throw new StoreError(
+    `${location} is being loaded by llmq enqueue (pid ${r.pid} on ${r.host}, since ${since}): its indexes are built when the load ends, ` +
+      `and nothing else can write to the queue until then. Wait for that enqueue to finish, then run this again` +
+      (r.host === here ? '.' : `; if that process is gone, run this command on ${r.host} to finish the load.`),
+  );
+}

@@ -1,0 +1,113 @@
+import Database from 'better-sqlite3';
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { BIN, cliEnv, collect, runCli } from './helpers/cli.js';
+import { tempDir } from './helpers/tmp.js';
+
+// ~8 KB each: a batch closes at 16 MiB, about 2,000 of them, so a few batches cost little to run
+const DOCS = 3000;
+const lines = Array.from(
+  { length: DOCS },
+  (_, i) => `${JSON.stringify({ id: `doc-${i}`, text: `document number ${i} `.padEnd(8000, 'x') })}\n`,
+);
+
+/** The load's record and how many items it has committed, read as `status` would (a reader beside the loader). */
+function loadState(db: string): { loading: boolean; items: number } {
+  if (!existsSync(db)) return { loading: false, items: 0 };
+  const d = new Database(db, { readonly: true });
+  try {
+    const hasTable = d.prepare("SELECT 1 FROM sqlite_master WHERE name = 'bulk_load'").get();
+    if (!hasTable) return { loading: false, items: 0 };
+    return {
+      loading: d.prepare('SELECT count(*) FROM bulk_load').pluck().get() === 1,
+      items: d.prepare('SELECT items FROM item_counts').pluck().get() as number,
+    };
+  } finally {
+    d.close();
+  }
+}
+
+/** Resolves once `test` holds, reading the database each time the loader may have committed (it gives no other sign). */
+function until(db: string, test: (s: { loading: boolean; items: number }) => boolean, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  return new Promise((resolve, reject) => {
+    const poll = setInterval(() => {
+      let s: { loading: boolean; items: number };
+      try {
+        s = loadState(db);
+      } catch {
+        return; // the file is being created
+      }
+      if (test(s)) {
+        clearInterval(poll);
+        resolve();
+      } else if (Date.now() > deadline) {
+        clearInterval(poll);
+        reject(new Error(`timed out waiting on the load: ${JSON.stringify(s)}`));
+      }
+    }, 25);
+  });
+}
+
+describe('an enqueue killed half way through a bulk load', () => {
+  it('leaves a queue that the next enqueue finishes; a run meanwhile is refused; every job then runs exactly once', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    const prompt = ['--prompt', 'Summarize: {{text}}'];
+
+    // stdin held open after 2,500 lines: one batch is committed, the load waits for more
+    const loader = spawn(process.execPath, [BIN, 'enqueue', '-', '--db', db, ...prompt], { env: cliEnv(), stdio: 'pipe' });
+    loader.stdin!.write(lines.slice(0, 2500).join(''));
+    const loaderDone = collect(loader, 60_000);
+    await until(db, (s) => s.loading && s.items > 0);
+    const committed = loadState(db).items;
+    expect(committed).toBeGreaterThanOrEqual(1000);
+
+    // while the loader lives: status reads, run refuses and says why
+    const status = await runCli(['status', '--db', db, '--json']);
+    expect(status.code, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout)).toMatchObject({ items: committed });
+    const refused = await runCli(['run', '--db', db, '--provider', 'mock', '--progress', 'none']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/is being loaded by llmq enqueue \(pid \d+ on .+\).*Wait for that enqueue to finish/);
+
+    loader.kill('SIGKILL');
+    expect((await loaderDone).signal).toBe('SIGKILL');
+    expect(loadState(db)).toEqual({ loading: true, items: committed });
+
+    // the same input again: the dead load is finished first, then the rest goes in as usual
+    const again = await runCli(['enqueue', '-', '--db', db, ...prompt, '--json'], { input: lines.join(''), timeoutMs: 60_000 });
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({
+      documents: DOCS,
+      newItems: DOCS - committed,
+      unchanged: committed,
+      newJobs: DOCS - committed,
+    });
+    expect(loadState(db).loading).toBe(false);
+
+    const ran = await runCli(['run', '--db', db, '--provider', 'mock', '--mock-latency', '0', '-c', '64', '--progress', 'none'], {
+      timeoutMs: 120_000,
+    });
+    expect(ran.code, ran.stderr).toBe(0);
+    const d = new Database(db, { readonly: true });
+    try {
+      expect(d.prepare('SELECT state, count(*) AS n FROM jobs GROUP BY state').all()).toEqual([{ state: 'done', n: DOCS }]);
+      // exactly once: one attempt per job, and every item's job there
+      expect(d.prepare('SELECT count(*) AS tries, count(DISTINCT job_key) AS jobs FROM attempts').get()).toEqual({
+        tries: DOCS,
+        jobs: DOCS,
+      });
+      expect(d.prepare('SELECT count(*) FROM items JOIN jobs ON jobs.key = items.job_key').pluck().get()).toBe(DOCS);
+      expect(d.pragma('foreign_key_check')).toEqual([]);
+      expect(d.prepare("SELECT name FROM sqlite_master WHERE name IN ('jobs_key', 'items_job') ORDER BY name").pluck().all()).toEqual([
+        'items_job',
+        'jobs_key',
+      ]);
+    } finally {
+      d.close();
+    }
+  }, 240_000);
+});

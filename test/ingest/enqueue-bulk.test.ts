@@ -1,0 +1,104 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { SqliteStore } from '../../src/store/sqlite/store.js';
+import { BULK_MIN_ROWS } from '../../src/store/sqlite/bulk-load.js';
+import { tempDir } from '../helpers/tmp.js';
+import { run, tempStore } from './helpers.js';
+
+/**
+ * 3,500 documents, some identical to an earlier one (the same request, so the same job), with
+ * extra fields and two priorities' worth of models: enough for several batches of a bulk load.
+ */
+function documents(dir: string): string {
+  const lines: string[] = [];
+  for (let i = 0; i < 3500; i++) {
+    const text = i % 700 === 699 ? 'the same text again' : `document ${i}: ${'words '.repeat(i % 13)}`;
+    lines.push(JSON.stringify({ id: `doc-${i}`, text, lang: i % 2 ? 'en' : 'fr' }));
+  }
+  const file = join(dir, 'docs.jsonl');
+  writeFileSync(file, `${lines.join('\n')}\n`);
+  return file;
+}
+
+/** Every row of the queue but the job given beforehand, in stored order, without seq or timestamps. */
+function rows(store: SqliteStore) {
+  const q = (sql: string) => store.db.prepare(sql).all();
+  return {
+    jobs: q(`SELECT key, request, model, state, priority, attempts, run_after, lease_owner, lease_expires_at, output, response,
+      prompt_tokens, completion_tokens, error, finished_at, cost_usd FROM jobs WHERE key <> 'unrelated' ORDER BY seq`),
+    items: q("SELECT id, source, job_key, meta FROM items WHERE id <> 'unrelated' ORDER BY seq"),
+    attempts: q('SELECT * FROM attempts'),
+  };
+}
+
+function indexes(store: SqliteStore): string[] {
+  return store.db
+    .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN ('jobs', 'items') ORDER BY name")
+    .pluck()
+    .all() as string[];
+}
+
+describe('enqueue into an empty SQLite queue (bulk load)', () => {
+  it('stores exactly what an enqueue into a queue with jobs stores, and says the same', async () => {
+    expect(BULK_MIN_ROWS).toBeLessThanOrEqual(1000);
+    const dir = tempDir();
+    const file = documents(dir);
+
+    const fresh = tempStore(tempDir());
+    let sawLoad = false;
+    const bulk = await run(fresh, [file], {
+      batchRows: 1000,
+      // between chunks, the load is recorded and its indexes are gone: the bulk path was taken
+      backpressure: () => {
+        sawLoad ||= fresh.db.prepare('SELECT count(*) FROM bulk_load').pluck().get() === 1 && !indexes(fresh).includes('jobs_key');
+      },
+    });
+    expect(sawLoad).toBe(true);
+
+    const held = tempStore(tempDir());
+    await held.enqueue([{ itemId: 'unrelated', source: 'x', key: 'unrelated', request: '{}', model: 'other', priority: 0, meta: null }], 1);
+    const plain = await run(held, [file], { batchRows: 1000 });
+
+    const { elapsedMs: _a, ...saidBulk } = bulk;
+    const { elapsedMs: _b, ...saidPlain } = plain;
+    expect(saidBulk).toEqual(saidPlain);
+    expect(saidBulk).toMatchObject({ documents: 3500, newItems: 3500, newJobs: 3500 - 4 });
+    expect(rows(fresh)).toEqual(rows(held));
+
+    // the load left nothing behind: indexes back, record gone, foreign keys on and holding, counts right
+    expect(indexes(fresh)).toEqual(indexes(held));
+    expect(fresh.db.prepare('SELECT count(*) FROM bulk_load').pluck().get()).toBe(0);
+    expect(fresh.db.pragma('foreign_keys', { simple: true })).toBe(1);
+    expect(fresh.db.pragma('foreign_key_check')).toEqual([]);
+    const status = await fresh.status();
+    expect(status.counts.pending).toBe(3496);
+    expect(status.items).toBe(3500);
+  });
+
+  it('a second enqueue while a load is live is refused with what to do, and the load is not disturbed', async () => {
+    const dir = tempDir();
+    const file = documents(dir);
+    const store = tempStore(dir);
+    let refusal: unknown;
+    await run(store, [file], {
+      batchRows: 1000,
+      backpressure: async () => {
+        if (refusal !== undefined || store.db.prepare('SELECT count(*) FROM bulk_load').pluck().get() !== 1) return;
+        const other = new SqliteStore(join(dir, 'q.db'));
+        try {
+          // a status reads the counts the load keeps
+          expect((await other.status()).items).toBeGreaterThan(0);
+          await other.enqueue([{ itemId: 'x', source: 'x', key: 'x', request: '{}', model: 'm', priority: 0, meta: null }], 1);
+          refusal = null;
+        } catch (error) {
+          refusal = error;
+        } finally {
+          await other.close();
+        }
+      },
+    });
+    expect(String(refusal)).toMatch(/is being loaded by llmq enqueue \(pid \d+ on .+\).*Wait for that enqueue to finish/);
+    expect(store.db.prepare('SELECT count(*) FROM items').pluck().get()).toBe(3500);
+  });
+});
