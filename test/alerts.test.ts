@@ -157,18 +157,19 @@ describe('alerts', () => {
     );
     cleanup.push(async () => child.kill('SIGKILL'));
     const run = collect(child);
-    const seen = await waitFor(
+    // Both views read together while the run is live (read one after the other, the run could end in between).
+    const [seen, text] = await waitFor(
       async () => {
-        const s: { alerts: Array<{ kind: string; message: string }> } = JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout);
-        return s.alerts.length > 0 && s;
+        const [json, text] = await Promise.all([runCli(['status', '--db', db, '--json']), runCli(['status', '--db', db])]);
+        const s: { alerts: Array<{ kind: string; message: string }> } = JSON.parse(json.stdout);
+        return s.alerts.length > 0 && /^ {2}alerts /m.test(text.stdout) && ([s, text.stdout] as const);
       },
-      { what: "llmq status to show the live run's alert", timeoutMs: 30_000, intervalMs: 100 },
+      { what: "llmq status (JSON and text) to show the live run's alert", timeoutMs: 30_000, intervalMs: 100 },
     );
     expect(seen.alerts).toEqual([
       expect.objectContaining({ kind: 'failed', message: expect.stringMatching(/^[23] jobs failed \(alert at 2\)$/) }),
     ]);
-    const text = await runCli(['status', '--db', db]);
-    expect(text.stdout).toMatch(/alerts\s+[23] jobs failed \(alert at 2\)/);
+    expect(text).toMatch(/alerts\s+[23] jobs failed \(alert at 2\)/);
 
     const r = await run;
     expect(r.code).toBe(2);

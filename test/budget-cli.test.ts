@@ -7,6 +7,7 @@ import { reply } from './helpers/fake-openai.js';
 import { requestFor, seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
+import { all } from './helpers/store-reads.js';
 
 // $1 per thousand tokens: a request here costs cents, its worst case (prompt + 64 max_tokens) about $0.10.
 const PRICE = ['--price', '1000,1000'];
@@ -37,8 +38,7 @@ const worst = Math.max(
 async function recorded(db: string) {
   const store = new SqliteStore(db);
   try {
-    const attempts = [];
-    for await (const a of store.dumpAttempts()) attempts.push(a);
+    const attempts = await all(store.dumpAttempts());
     const s = await store.status(Date.now());
     const sum = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0);
     return {

@@ -1,12 +1,12 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
-import type { JobRow } from '../src/store/types.js';
 import { collect, runCli, spawnCli } from './helpers/cli.js';
 import { answerFor, reply } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
+import { all } from './helpers/store-reads.js';
 import { waitFor, waitForLine } from './helpers/wait.js';
 
 async function setup(jobs: number, latencyMs: number) {
@@ -20,8 +20,7 @@ async function setup(jobs: number, latencyMs: number) {
 
 async function states(db: string) {
   const store = new SqliteStore(db);
-  const rows: JobRow[] = [];
-  for await (const job of store.dumpJobs()) rows.push(job);
+  const rows = await all(store.dumpJobs());
   await store.close();
   return rows;
 }
