@@ -49,6 +49,7 @@ describe('rate governor', () => {
     let limiting = true;
     const safety = setTimeout(() => (limiting = false), 20_000);
     fake.respond((r) => (r.json?.model === 'slow-model' && limiting ? reply.rateLimited(1000) : undefined));
+    const modelOf = new Map((await all(store.dumpJobs())).map((j) => [j.key, j.model]));
     const doneAt = new Map<string, number[]>();
     const t0 = Date.now();
     const summary = await runQueue(
@@ -57,10 +58,7 @@ describe('rate governor', () => {
         provider: provider(fake),
         emit: (e, p) => {
           if (e !== 'job:done') return;
-          const model = store.db
-            .prepare('SELECT model FROM jobs WHERE key = ?')
-            .pluck()
-            .get((p as SchedulerEventMap['job:done']).key) as string;
+          const model = modelOf.get((p as SchedulerEventMap['job:done']).key)!;
           doneAt.set(model, [...(doneAt.get(model) ?? []), Date.now() - t0]);
           if (model === 'fast-model' && doneAt.get(model)!.length === 10) limiting = false;
         },
@@ -82,6 +80,7 @@ describe('rate governor', () => {
       await seedModel(store, model, 5);
     }
     await seedModel(store, 'fast', 5);
+    const modelOf = new Map((await all(store.dumpJobs())).map((j) => [j.key, j.model]));
     const t0 = Date.now();
     const fastDone: number[] = [];
     const stop = new AbortController();
@@ -93,10 +92,7 @@ describe('rate governor', () => {
         stopSignal: stop.signal,
         emit: (e, p) => {
           if (e !== 'job:done') return;
-          const model = store.db
-            .prepare('SELECT model FROM jobs WHERE key = ?')
-            .pluck()
-            .get((p as SchedulerEventMap['job:done']).key);
+          const model = modelOf.get((p as SchedulerEventMap['job:done']).key)!;
           if (model === 'fast' && fastDone.push(Date.now() - t0) === 5) stop.abort();
         },
       },
