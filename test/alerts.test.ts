@@ -10,6 +10,7 @@ import { reply } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
+import { waitFor } from './helpers/wait.js';
 
 const cleanup: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -70,12 +71,23 @@ describe('alerts', () => {
     cleanup.push(() => store.close());
     await seedJobs(store, 3);
     const enqueuedAt = (await store.status()).oldestPendingAt!;
-    const t = watcher({ oldestMs: 60_000 }, { oldestPendingAt: async () => (await store.status()).oldestPendingAt, oldestEveryMs: 20 });
-    await new Promise((r) => setTimeout(r, 60));
+    let looks = 0;
+    const t = watcher(
+      { oldestMs: 60_000 },
+      {
+        oldestPendingAt: async () => {
+          looks++;
+          return (await store.status()).oldestPendingAt;
+        },
+        oldestEveryMs: 20,
+      },
+    );
+    // A second look means the first one's answer was judged.
+    await waitFor(() => looks >= 2, { what: 'the watcher to look at the queue twice' });
     // The watcher's clock (1_000_000) is long before the enqueue: nothing has waited.
     expect(t.fired).toEqual([]);
     t.advance(enqueuedAt - 1_000_000 + 61_000);
-    await new Promise((r) => setTimeout(r, 60));
+    await waitFor(() => t.fired.length > 0, { what: 'the oldest-pending alert to fire' });
     t.w.stop();
     expect(t.fired).toEqual([expect.objectContaining({ kind: 'oldest', threshold: 60_000 })]);
   });
@@ -85,13 +97,20 @@ describe('alerts', () => {
     // A queue enqueued just now, a 1 s threshold: the first look finds nothing old, the next one (1 s later, not 15) fires.
     const enqueuedAt = Date.now();
     const fired: AlertHookBody[] = [];
-    const w = new AlertWatcher({ thresholds: { oldestMs: 1_000 }, fire: (a) => fired.push(a), oldestPendingAt: async () => enqueuedAt });
+    let looks = 0;
+    const oldestPendingAt = async () => {
+      looks++;
+      return enqueuedAt;
+    };
+    const w = new AlertWatcher({ thresholds: { oldestMs: 1_000 }, fire: (a) => fired.push(a), oldestPendingAt });
     const send = w.listener as (e: keyof SchedulerEventMap, p: unknown) => void;
     send('run:start', { runId: 'run-1', total: 0, alreadyDone: 0, options: {} });
     try {
-      await new Promise((r) => setTimeout(r, 100));
+      await waitFor(() => looks >= 1, { what: 'the first look at the queue' });
+      await new Promise((r) => setImmediate(r)); // its answer judged
       expect(fired).toEqual([]);
-      await new Promise((r) => setTimeout(r, 2_100));
+      // The interval is the wall clock under test: the next look comes 1 s later; 15 s would time out here.
+      await waitFor(() => fired.length > 0, { what: 'the oldest-pending alert, at the next look 1 s later', timeoutMs: 5_000 });
       expect(fired).toEqual([expect.objectContaining({ kind: 'oldest', threshold: 1_000 })]);
     } finally {
       w.stop();
@@ -138,17 +157,19 @@ describe('alerts', () => {
     );
     cleanup.push(async () => child.kill('SIGKILL'));
     const run = collect(child);
-    let seen: { alerts: Array<{ kind: string; message: string }> } | null = null;
-    for (let i = 0; i < 50 && !seen?.alerts.length; i++) {
-      await new Promise((r) => setTimeout(r, 200));
-      const s = await runCli(['status', '--db', db, '--json']);
-      seen = JSON.parse(s.stdout);
-    }
-    expect(seen!.alerts).toEqual([
+    // Both views read together while the run is live (read one after the other, the run could end in between).
+    const [seen, text] = await waitFor(
+      async () => {
+        const [json, text] = await Promise.all([runCli(['status', '--db', db, '--json']), runCli(['status', '--db', db])]);
+        const s: { alerts: Array<{ kind: string; message: string }> } = JSON.parse(json.stdout);
+        return s.alerts.length > 0 && /^ {2}alerts /m.test(text.stdout) && ([s, text.stdout] as const);
+      },
+      { what: "llmq status (JSON and text) to show the live run's alert", timeoutMs: 30_000, intervalMs: 100 },
+    );
+    expect(seen.alerts).toEqual([
       expect.objectContaining({ kind: 'failed', message: expect.stringMatching(/^[23] jobs failed \(alert at 2\)$/) }),
     ]);
-    const text = await runCli(['status', '--db', db]);
-    expect(text.stdout).toMatch(/alerts\s+[23] jobs failed \(alert at 2\)/);
+    expect(text).toMatch(/alerts\s+[23] jobs failed \(alert at 2\)/);
 
     const r = await run;
     expect(r.code).toBe(2);

@@ -7,6 +7,7 @@ import { answerFor } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
+import { all } from './helpers/store-reads.js';
 
 // `llmq run --via batch` as a child process against the HTTP fake, killed (SIGKILL) at every step
 // of a submission and of a collection: the next run finds what the dead one left and no job is sent twice.
@@ -21,17 +22,11 @@ async function setup(jobs: number) {
   return { fake, db, keys };
 }
 
-function read(db: string) {
+async function read(db: string) {
   const store = new SqliteStore(db);
-  const jobs = store.db.prepare('SELECT key, request, state, attempts, output FROM jobs').all() as Array<{
-    key: string;
-    request: string;
-    state: string;
-    attempts: number;
-    output: string | null;
-  }>;
-  const open = store.db.prepare("SELECT count(*) FROM batches WHERE state IN ('preparing', 'submitted')").pluck().get();
-  void store.close();
+  const jobs = await all(store.copier.dumpJobs());
+  const open = (await store.batches.open()).length;
+  await store.close();
   return { jobs, open };
 }
 
@@ -48,7 +43,7 @@ describe('llmq run --via batch (child processes)', () => {
 
       const resumed = await runCli(args);
       expect(resumed.code, resumed.stderr).toBe(0);
-      const { jobs, open } = read(db);
+      const { jobs, open } = await read(db);
       expect(open).toBe(0);
       for (const j of jobs) {
         expect(j).toMatchObject({ state: 'done', attempts: 1, output: answerFor(j.request) });
@@ -66,12 +61,12 @@ describe('llmq run --via batch (child processes)', () => {
     const first = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--no-wait']);
     expect(first.code, first.stderr).toBe(0);
     expect(first.stderr).toMatch(/submitted 7 jobs as batch batch_fake1/);
-    expect(read(db).jobs.every((j) => j.state === 'running')).toBe(true);
+    expect((await read(db)).jobs.every((j) => j.state === 'running')).toBe(true);
     const status = await runCli(['status', '--db', db]);
     expect(status.stdout).toMatch(/batch_fake1\s+(validating|in_progress)\s+7 jobs/);
     const second = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1']);
     expect(second.code, second.stderr).toBe(0);
-    expect(read(db).jobs.every((j) => j.state === 'done')).toBe(true);
+    expect((await read(db)).jobs.every((j) => j.state === 'done')).toBe(true);
     expect(fake.batches.count('create')).toBe(1);
   }, 30_000);
 
@@ -87,7 +82,7 @@ describe('llmq run --via batch (child processes)', () => {
     const after = await runCli(args);
     expect(after.code, after.stderr).toBe(0);
     expect(after.stderr).toMatch(/cancelled: 0 done, 0 failed, 4 back to pending/);
-    expect(read(db).jobs.every((j) => j.state === 'done' && j.attempts === 1)).toBe(true);
+    expect((await read(db)).jobs.every((j) => j.state === 'done' && j.attempts === 1)).toBe(true);
     for (const key of keys) expect(fake.sentCount(key)).toBe(2); // once per batch: the cancelled one answered nothing
     const unknown = await runCli(['batches', 'cancel', 'batch_nope', '--db', db, '--base-url', fake.url]);
     expect(unknown.code).toBe(1);
@@ -116,7 +111,7 @@ describe('llmq run --via batch (child processes)', () => {
     ]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr.match(/submitted \d+ jobs as batch batch_mock/g)).toHaveLength(3);
-    const { jobs } = read(db);
+    const { jobs } = await read(db);
     expect(jobs).toHaveLength(9);
     for (const j of jobs) expect(j).toMatchObject({ state: 'done', attempts: 1, output: expect.stringMatching(/mock/i) });
   }, 30_000);
@@ -145,7 +140,7 @@ describe('llmq run --via batch (child processes)', () => {
     expect(fake.batches.count('cancel')).toBe(1);
     expect(r.stderr).toMatch(/cancelled: 0 done, 0 failed, 6 back to pending/);
     expect(fake.received).toBe(6); // online, once each
-    for (const j of read(db).jobs) expect(j).toMatchObject({ state: 'done', attempts: 1, output: answerFor(j.request) });
+    for (const j of (await read(db)).jobs) expect(j).toMatchObject({ state: 'done', attempts: 1, output: answerFor(j.request) });
     expect(keys.every((k) => fake.sentCount(k) === 2)).toBe(true); // the cancelled batch answered (and billed) none
     const usage = await runCli(['run', '--db', db, '--via', 'auto']);
     expect(usage.code).toBe(1);

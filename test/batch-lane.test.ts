@@ -10,6 +10,7 @@ import { answerFor, reply } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
+import { all } from './helpers/store-reads.js';
 
 // The batch lane as a library, against the real HTTP fake and a real SQLite file.
 
@@ -29,19 +30,9 @@ async function setup(jobs: number) {
   return { fake, store, keys, lane };
 }
 
+/** Every job in queue order, as the store dumps it. */
 function jobs(store: SqliteStore) {
-  return store.db
-    .prepare('SELECT key, request, state, attempts, output, error, prompt_tokens AS p, lease_owner AS owner FROM jobs ORDER BY seq')
-    .all() as Array<{
-    key: string;
-    request: string;
-    state: string;
-    attempts: number;
-    output: string | null;
-    error: string | null;
-    p: number | null;
-    owner: string | null;
-  }>;
+  return all(store.copier.dumpJobs());
 }
 
 describe('batch lane', () => {
@@ -55,18 +46,14 @@ describe('batch lane', () => {
     const first = fake.batches.batches.get('batch_fake1')!;
     expect(first.metadata).toMatchObject({ llmq: 'llmq' });
     expect(first.metadata.llmq_submission).toMatch(/^[0-9a-f-]{36}$/);
-    for (const j of jobs(store)) {
-      expect(j).toMatchObject({ state: 'done', attempts: 1, output: answerFor(j.request), owner: null });
-      expect(j.p).toBeGreaterThan(0);
+    for (const j of await jobs(store)) {
+      expect(j).toMatchObject({ state: 'done', attempts: 1, output: answerFor(j.request), leaseOwner: null });
+      expect(j.usage?.promptTokens).toBeGreaterThan(0);
       expect(fake.sentCount(j.key)).toBe(1);
     }
-    const attempts = store.db.prepare('SELECT run_id, outcome, status FROM attempts').all() as Array<{
-      run_id: string;
-      outcome: string;
-      status: number;
-    }>;
+    const attempts = await all(store.copier.dumpAttempts());
     expect(attempts).toHaveLength(25);
-    for (const a of attempts) expect(a).toMatchObject({ outcome: 'done', status: 200, run_id: expect.stringMatching(/^batch:/) });
+    for (const a of attempts) expect(a).toMatchObject({ outcome: 'done', status: 200, runId: expect.stringMatching(/^batch:/) });
     expect(fake.received).toBe(0); // nothing went online
     const rows = await store.batches.recent(10);
     expect(rows.map((r) => [r.state, r.providerStatus, r.jobs, r.done])).toEqual([
@@ -84,12 +71,12 @@ describe('batch lane', () => {
       { pollMs: 20, heartbeatMs: 50 },
     );
     expect(summary).toMatchObject({ reason: 'drained', done: 4 });
-    const rows = store.db.prepare('SELECT model, prompt_tokens AS p, completion_tokens AS c, cost_usd AS cost FROM jobs').all() as Array<{
-      model: string;
-      p: number;
-      c: number;
-      cost: number;
-    }>;
+    const rows = (await all(store.copier.dumpJobs())).map((j) => ({
+      model: j.model,
+      p: j.usage!.promptTokens,
+      c: j.usage!.completionTokens,
+      cost: j.costUsd!,
+    }));
     let total = 0;
     for (const r of rows) {
       const online = prices.lookup(r.model)!.cost({ promptTokens: r.p, completionTokens: r.c })!;
@@ -110,7 +97,7 @@ describe('batch lane', () => {
       key === bad ? 'error' : key === missing ? 'missing' : key === flaky && flakySeen++ === 0 ? 'server' : 'ok';
     const summary = await lane({ batchSize: 10 });
     expect(summary).toMatchObject({ reason: 'drained', failed: 2, failedInStore: 2, remaining: 0 });
-    const byKey = new Map(jobs(store).map((j) => [j.key, j]));
+    const byKey = new Map((await jobs(store)).map((j) => [j.key, j]));
     expect(byKey.get(bad)).toMatchObject({ state: 'failed', error: expect.stringMatching(/HTTP 400: Invalid value for 'temperature'/) });
     // the first batch expired after answering its first half; the rest went out again, once each batch
     const first = fake.batches.batches.get('batch_fake1')!;
@@ -134,7 +121,7 @@ describe('batch lane', () => {
     expect(fake.batches.batches.size).toBe(2);
     const rows = await store.batches.recent(5);
     expect(rows.at(-1)).toMatchObject({ state: 'abandoned', requeued: 4, error: expect.stringMatching(/token_limit_exceeded/) });
-    for (const j of jobs(store)) expect(j.attempts).toBe(1);
+    for (const j of await jobs(store)) expect(j.attempts).toBe(1);
   });
 
   it('retries 5xx on every Batch API endpoint, and a create whose answer was lost is found, not made twice', async () => {
@@ -147,7 +134,7 @@ describe('batch lane', () => {
     expect(summary).toMatchObject({ done: 6, remaining: 0 });
     expect(fake.batches.count('create')).toBe(1);
     expect(fake.batches.batches.size).toBe(1);
-    for (const j of jobs(store)) expect(fake.sentCount(j.key)).toBe(1);
+    for (const j of await jobs(store)) expect(fake.sentCount(j.key)).toBe(1);
   }, 20_000);
 
   it('with noWait submits and returns; jobs in a live batch are taken by no online run; the next lane collects them', async () => {
@@ -155,9 +142,9 @@ describe('batch lane', () => {
     fake.batches.configure({ completeAfterMs: 400 });
     const first = await lane({ noWait: true, limit: 5 });
     expect(first).toMatchObject({ reason: 'limit', done: 0, remaining: 8 });
-    const held = jobs(store).filter((j) => j.state === 'running');
+    const held = (await jobs(store)).filter((j) => j.state === 'running');
     expect(held).toHaveLength(5);
-    for (const j of held) expect(j.owner).toMatch(/^batch:/);
+    for (const j of held) expect(j.leaseOwner).toMatch(/^batch:/);
     // an online run meanwhile takes only the three jobs not in the batch, and reclaims nothing
     const online = await runQueue(
       { store, provider: new OpenAIProvider({ baseUrl: fake.url }), now: () => Date.now() + 3600_000 },
@@ -193,7 +180,7 @@ describe('batch lane', () => {
     expect(fake.batches.count('create')).toBe(2);
     for (const key of keys) expect(fake.sentCount(key)).toBe(1);
     expect((await store.batches.recent(5)).find((b) => b.id === 'orphan')).toMatchObject({ state: 'abandoned', requeued: 2 });
-    for (const j of jobs(store)) expect(j.attempts).toBe(1);
+    for (const j of await jobs(store)) expect(j.attempts).toBe(1);
   });
 
   it('a create refused for too many enqueued tokens waits and submits again; a refused key stops the run with nothing used up', async () => {
@@ -209,18 +196,18 @@ describe('batch lane', () => {
     other.fake.batches.script('upload', reply.unauthorized());
     const summary = await other.lane();
     expect(summary).toMatchObject({ reason: 'fatal', done: 0, remaining: 3, fatal: { reason: 'auth' } });
-    for (const j of jobs(other.store)) expect(j).toMatchObject({ state: 'pending', attempts: 0 });
+    for (const j of await jobs(other.store)) expect(j).toMatchObject({ state: 'pending', attempts: 0 });
     expect(other.fake.batches.count('create')).toBe(0);
   });
 
   it('cuts a file at the byte cap: what does not fit goes back (attempt unused) and into the next batch', async () => {
     const { fake, store, lane } = await setup(5);
     const lineBytes = Buffer.byteLength(
-      `{"custom_id":"${'0'.repeat(64)}","method":"POST","url":"/v1/chat/completions","body":${jobs(store)[0]!.request}}\n`,
+      `{"custom_id":"${'0'.repeat(64)}","method":"POST","url":"/v1/chat/completions","body":${(await jobs(store))[0]!.request}}\n`,
     );
     const summary = await lane({ maxBytes: lineBytes * 2 + 10 });
     expect(summary).toMatchObject({ done: 5, remaining: 0 });
     expect([...fake.batches.batches.values()].map((b) => b.lines.length)).toEqual([2, 2, 1]);
-    for (const j of jobs(store)) expect(j).toMatchObject({ state: 'done', attempts: 1 });
+    for (const j of await jobs(store)) expect(j).toMatchObject({ state: 'done', attempts: 1 });
   });
 });

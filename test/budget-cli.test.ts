@@ -7,6 +7,7 @@ import { reply } from './helpers/fake-openai.js';
 import { requestFor, seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
+import { all } from './helpers/store-reads.js';
 
 // $1 per thousand tokens: a request here costs cents, its worst case (prompt + 64 max_tokens) about $0.10.
 const PRICE = ['--price', '1000,1000'];
@@ -33,21 +34,25 @@ const worst = Math.max(
   }),
 );
 
-/** Money as the database records it: attempt costs, the ledger, and jobs. */
-function recorded(db: string) {
+/** Money as the store reports it: attempt costs, the ledger (every run's commitments), and jobs. */
+async function recorded(db: string) {
   const store = new SqliteStore(db);
   try {
-    const one = (sql: string) => store.db.prepare(sql).pluck().get() as number;
+    const attempts = await all(store.copier.dumpAttempts());
+    const s = await store.status();
+    const sum = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0);
     return {
-      attempts: one('SELECT count(*) FROM attempts'),
-      attemptsUsd: one('SELECT coalesce(sum(cost_usd), 0) FROM attempts'),
-      ledgerUsd: one('SELECT coalesce(sum(reserved_nanousd + spent_nanousd + unknown_nanousd), 0) FROM spend') / 1e9,
-      jobsUsd: one("SELECT coalesce(sum(cost_usd), 0) FROM jobs WHERE state = 'done'"),
-      pending: one("SELECT count(*) FROM jobs WHERE state = 'pending'"),
-      done: one("SELECT count(*) FROM jobs WHERE state = 'done'"),
+      attempts: attempts.length,
+      attemptsUsd: sum(attempts.map((a) => a.costUsd ?? 0)),
+      ledgerUsd: sum(s.spend.map((r) => r.spend.reservedUsd + r.spend.spentUsd + r.spend.mayBeBilledUsd)),
+      jobsUsd: sum(s.byModel.map((m) => m.storedUsd)),
+      pending: s.counts.pending,
+      done: s.counts.done,
+      /** When the last active run last beat, ms epoch. */
+      lastBeat: Math.max(...s.activeRuns.map((r) => r.heartbeatAt)),
     };
   } finally {
-    void store.close();
+    await store.close();
   }
 }
 
@@ -58,7 +63,7 @@ describe('llmq run --budget', () => {
     const { fake, db, run } = await setup(100);
     const r = await runCli(run('--budget', '1', '--concurrency', '8', ...PRICE));
     expect(r.code).toBe(3);
-    const m = recorded(db);
+    const m = await recorded(db);
     expect(r.stderr).toBe(
       `budget reached: $${m.ledgerUsd.toFixed(2)} of $1.00; ${m.pending} jobs pending; run again with a larger --budget to go on\n`,
     );
@@ -91,7 +96,7 @@ describe('llmq run --budget', () => {
     // a larger budget goes on from there
     const more = await runCli(run('--budget', '100', ...PRICE));
     expect(more.code).toBe(0);
-    expect(recorded(db).pending).toBe(0);
+    expect((await recorded(db)).pending).toBe(0);
   });
 
   it('two runs on one database share --budget-total: together they never spend more than it', async () => {
@@ -102,14 +107,14 @@ describe('llmq run --budget', () => {
       expect(r.stderr.trimEnd()).toMatch(
         /^budget reached: \$1\.\d\d of \$1\.50 for the whole queue; \d+ jobs pending; run again with a larger --budget-total to go on$/,
       );
-    const m = recorded(db);
+    const m = await recorded(db);
     expect(m.ledgerUsd).toBeLessThanOrEqual(1.5);
     expect(m.attemptsUsd).toBeLessThanOrEqual(1.5);
     expect(m.ledgerUsd + worst).toBeGreaterThan(1.5);
     // a later run with the same total has nothing left to spend: it sends nothing
     const later = await runCli(run('--budget-total', '1.5', ...PRICE));
     expect(later.code).toBe(3);
-    expect(recorded(db).attempts).toBe(m.attempts);
+    expect((await recorded(db)).attempts).toBe(m.attempts);
   });
 
   it('a run killed with SIGKILL mid-flight: its requests count as may be billed, and the next run stays within --budget-total', async () => {
@@ -119,13 +124,15 @@ describe('llmq run --budget', () => {
     await fake.waitForRequests(4);
     first.kill('SIGKILL');
     expect((await ended).signal).toBe('SIGKILL');
-    expect(recorded(db).ledgerUsd).toBeGreaterThan(3 * 0.05); // the four worst cases are held in the database
-    // the same machine knows it is dead once its heartbeat has been quiet for 5 s
-    await sleep(6500);
+    expect((await recorded(db)).ledgerUsd).toBeGreaterThan(3 * 0.05); // the four worst cases are held in the database
+    // The same machine knows it is dead once its heartbeat has been quiet for 5 s: time, not an event
+    // (nothing changes until the next run looks), so wait that long past its last beat.
+    const { lastBeat } = await recorded(db);
+    await sleep(lastBeat + 5000 + 250 - Date.now());
     fake.configure({ latencyMs: 5 });
     const second = await runCli(run('--budget-total', '1', '--concurrency', '4', ...PRICE));
     expect(second.code).toBe(3);
-    const m = recorded(db);
+    const m = await recorded(db);
     expect(m.ledgerUsd).toBeLessThanOrEqual(1);
     expect(m.attemptsUsd).toBeLessThanOrEqual(1);
     const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);

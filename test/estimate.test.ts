@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
+import { all } from './helpers/store-reads.js';
 import { estimateRun } from '../src/report/estimate.js';
 import { loadPriceTable } from '../src/pricing/price-table.js';
 import { estimatePromptTokens } from '../src/provider/tokens.js';
@@ -149,8 +150,8 @@ describe('estimate', () => {
     expect(JSON.parse(dry.stdout)).toMatchObject({ jobs: 5 });
     expect(fake.received).toBe(0);
     const after = new SqliteStore(db);
-    expect(after.db.prepare('SELECT count(*) FROM runs').pluck().get()).toBe(1); // only the seeded run: no run was started
-    expect(after.db.prepare("SELECT count(*) FROM jobs WHERE state = 'pending'").pluck().get()).toBe(19);
+    expect(await all(after.copier.dumpRuns())).toHaveLength(1); // only the seeded run: no run was started
+    expect((await after.status()).counts.pending).toBe(19);
     await after.close();
   });
 });

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { answerFor, FakeOpenAI, openAiDuration, reply, uniformLatency, type FakeRequest } from './helpers/fake-openai.js';
 import { parseDuration } from '../src/provider/headers.js';
 import { canonicalJson, jobKey } from '../src/request.js';
+import { waitFor } from './helpers/wait.js';
 
 let fake: FakeOpenAI | undefined;
 afterEach(async () => {
@@ -89,7 +90,7 @@ describe('fake OpenAI server', () => {
     const toFull = parseDuration(empty.headers.get('x-ratelimit-reset-requests'))!;
     expect(toFull).toBeGreaterThan(55_000);
     expect(toFull).toBeLessThanOrEqual(60_000);
-    await new Promise((r) => setTimeout(r, 1100));
+    await new Promise((r) => setTimeout(r, 1100)); // one request's refill: time is what the limiter counts
     const refilled = await post(fake, body('over'));
     expect(refilled.status).toBe(200);
     expect(refilled.headers.get('x-ratelimit-remaining-requests')).toBe('0');
@@ -158,7 +159,7 @@ describe('fake OpenAI server', () => {
         const gone = new AbortController();
         const sent = Promise.all(Array.from({ length: 40 }, (_, i) => post(f, body(`h${i}`), gone.signal).catch(() => null)));
         await f.waitForRequests(40);
-        await new Promise((r) => setTimeout(r, 100)); // the answered ones have gone out
+        await waitFor(() => f.requests.every((r) => r.answered !== null), { what: 'the fake to answer or hang each of 40 requests' });
         gone.abort();
         await sent;
         return f.requests

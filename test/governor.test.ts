@@ -12,6 +12,7 @@ import { tempDir } from './helpers/tmp.js';
 import { spawn } from 'node:child_process';
 import { BIN, cliEnv, collect, runCli } from './helpers/cli.js';
 import { startFake } from './helpers/start-fake.js';
+import { all } from './helpers/store-reads.js';
 
 /**
  * The rate governor end to end against the HTTP fake: lanes per model, limits learned from headers
@@ -48,6 +49,7 @@ describe('rate governor', () => {
     let limiting = true;
     const safety = setTimeout(() => (limiting = false), 20_000);
     fake.respond((r) => (r.json?.model === 'slow-model' && limiting ? reply.rateLimited(1000) : undefined));
+    const modelOf = new Map((await all(store.copier.dumpJobs())).map((j) => [j.key, j.model]));
     const doneAt = new Map<string, number[]>();
     const t0 = Date.now();
     const summary = await runQueue(
@@ -56,10 +58,7 @@ describe('rate governor', () => {
         provider: provider(fake),
         emit: (e, p) => {
           if (e !== 'job:done') return;
-          const model = store.db
-            .prepare('SELECT model FROM jobs WHERE key = ?')
-            .pluck()
-            .get((p as SchedulerEventMap['job:done']).key) as string;
+          const model = modelOf.get((p as SchedulerEventMap['job:done']).key)!;
           doneAt.set(model, [...(doneAt.get(model) ?? []), Date.now() - t0]);
           if (model === 'fast-model' && doneAt.get(model)!.length === 10) limiting = false;
         },
@@ -81,6 +80,7 @@ describe('rate governor', () => {
       await seedModel(store, model, 5);
     }
     await seedModel(store, 'fast', 5);
+    const modelOf = new Map((await all(store.copier.dumpJobs())).map((j) => [j.key, j.model]));
     const t0 = Date.now();
     const fastDone: number[] = [];
     const stop = new AbortController();
@@ -92,10 +92,7 @@ describe('rate governor', () => {
         stopSignal: stop.signal,
         emit: (e, p) => {
           if (e !== 'job:done') return;
-          const model = store.db
-            .prepare('SELECT model FROM jobs WHERE key = ?')
-            .pluck()
-            .get((p as SchedulerEventMap['job:done']).key);
+          const model = modelOf.get((p as SchedulerEventMap['job:done']).key)!;
           if (model === 'fast' && fastDone.push(Date.now() - t0) === 5) stop.abort();
         },
       },
@@ -203,10 +200,7 @@ describe('rate governor', () => {
     });
     const summary = await runQueue({ store, provider: provider(fake, 600_000) }, { ...fast, concurrency: 4, timeout: 'auto' });
     expect(summary).toMatchObject({ reason: 'drained', done: 40, failed: 0 });
-    const attempts = store.db.prepare('SELECT outcome, error FROM attempts WHERE job_key = ? ORDER BY id').all(keys[0]) as Array<{
-      outcome: string;
-      error: string;
-    }>;
+    const { attempts } = (await store.item('doc-0'))!; // seedJobs: item doc-0 is job keys[0]
     expect(attempts[0]).toMatchObject({ outcome: 'retry' });
     expect(attempts[0]!.error).toMatch(/Timed out after .* \(--timeout auto: .*p99 latency.*\).*may bill/);
     expect(attempts[1]).toMatchObject({ outcome: 'done' });
@@ -226,7 +220,7 @@ describe('rate governor', () => {
     });
     const summary = await runQueue({ store, provider: provider(fake, 600_000) }, { ...fast, concurrency: 4, timeout: 'auto' });
     expect(summary).toMatchObject({ reason: 'drained', done: 200, failed: 0 });
-    const cut = store.db.prepare('SELECT error FROM attempts WHERE job_key = ? ORDER BY id').pluck().get(last) as string;
+    const cut = (await store.item('doc-199'))!.attempts[0]!.error!; // job `last`
     const limit = /the limit was ([\d.]+) (m?s)/.exec(cut);
     expect(Number(limit?.[1]) * (limit?.[2] === 's' ? 1000 : 1)).toBeLessThan(1500);
     await store.close();
@@ -243,7 +237,7 @@ describe('rate governor', () => {
     });
     const summary = await runQueue({ store, provider: provider(fake, 600_000) }, { ...fast, concurrency: 4, timeout: 'auto' });
     expect(summary).toMatchObject({ reason: 'drained', done: 41, failed: 0 });
-    expect(store.db.prepare('SELECT outcome FROM attempts WHERE job_key = ?').pluck().all(long)).toEqual(['done']);
+    expect((await store.item('doc-40'))!.attempts.map((a) => a.outcome)).toEqual(['done']); // job `long`
     await store.close();
   });
 
@@ -254,7 +248,7 @@ describe('rate governor', () => {
     const summary = await runQueue({ store, provider: provider(fake), baseUrl: fake.url }, { ...fast, maxOutageMs: 1500 });
     expect(summary.reason).toBe('fatal');
     expect(summary.fatal?.message).toMatch(/unreachable for \d+ min \(--max-outage\); the last try said: .*ECONNREFUSED/);
-    const rows = store.db.prepare('SELECT state, attempts FROM jobs').all() as Array<{ state: string; attempts: number }>;
+    const rows = await all(store.copier.dumpJobs());
     expect(rows.every((r) => r.state === 'pending' && r.attempts === 0)).toBe(true);
     await store.close();
   });
@@ -328,7 +322,7 @@ describe('EMFILE is local, not an outage', () => {
     expect(r.stderr).toMatch(/warning: Local limit: .*(EMFILE|too many open files).*concurrency lowered from 120 to \d+/i);
     expect(r.code).toBe(0);
     const check = new SqliteStore(db);
-    const rows = check.db.prepare('SELECT state, attempts FROM jobs').all() as Array<{ state: string; attempts: number }>;
+    const rows = await all(check.copier.dumpJobs());
     expect(rows.filter((x) => x.state === 'done')).toHaveLength(120);
     expect(rows.every((x) => x.attempts === 1)).toBe(true);
     await check.close();

@@ -8,6 +8,7 @@ import { createRunHooks } from '../src/hooks/run-hooks.js';
 import { parseHookTarget } from '../src/hooks/target.js';
 import type { RunSummary } from '../src/scheduler/events.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
+import { all } from './helpers/store-reads.js';
 import { runCli } from './helpers/cli.js';
 import { answerFor, reply } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
@@ -74,9 +75,7 @@ describe('run hooks', () => {
     const db = join(dir, 'q.db');
     const store = new SqliteStore(db);
     const keys = await seedJobs(store, 8);
-    const requests = new Map(
-      (store.db.prepare('SELECT key, request FROM jobs').all() as Array<{ key: string; request: string }>).map((r) => [r.key, r.request]),
-    );
+    const requests = new Map((await all(store.copier.dumpJobs())).map((r) => [r.key, r.request]));
     await store.close();
     const fake = await startFake({ latencyMs: 5, record: false });
     fake.respond((r) => (r.key === keys[2] ? reply.badRequest() : undefined));

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { OpenAIProvider } from '../src/provider/openai.js';
 import { runQueue, type RunOptions } from '../src/scheduler/run-queue.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
+import { all } from './helpers/store-reads.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
@@ -34,11 +35,7 @@ describe('a long outage with refused connections burns no attempts', () => {
       { store, provider: new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-secret', timeoutMs: 5000 }) },
       options,
     );
-    const rows = store.db.prepare('SELECT state, attempts, error FROM jobs ORDER BY seq').all() as Array<{
-      state: string;
-      attempts: number;
-      error: string | null;
-    }>;
+    const rows = await all(store.copier.dumpJobs());
     await store.close();
     // Observed: the jobs in hand fail with "gave up after 3 attempts: ... ECONNREFUSED" during the outage.
     expect(summary).toMatchObject({ done: 4, failed: 0 });

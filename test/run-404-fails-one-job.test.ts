@@ -30,8 +30,8 @@ describe('a 404 for one job at the head of the queue fails that job, not every r
     const p = new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-secret', timeoutMs: 5000 });
     const reasons: string[] = [];
     for (let i = 0; i < 3; i++) reasons.push((await runQueue({ store, provider: p }, { ...fast, concurrency: 1 })).reason);
-    const head = store.db.prepare('SELECT state, attempts FROM jobs WHERE key = ?').get(keys[0]) as { state: string; attempts: number };
-    const done = store.db.prepare("SELECT count(*) FROM jobs WHERE state = 'done'").pluck().get() as number;
+    const head = (await store.item('doc-0'))!.job; // seedJobs: item doc-0 is job keys[0]
+    const done = (await store.status()).counts.done;
     await store.close();
     // Observed: reasons ['fatal', 'fatal', 'fatal'], done 0, head job pending with 0 attempts.
     expect({ done, head: head.state }).toEqual({ done: 9, head: 'failed' });

@@ -6,6 +6,8 @@ import { answerFor, reply } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
+import { all } from './helpers/store-reads.js';
+import { waitFor, waitForLine } from './helpers/wait.js';
 
 async function setup(jobs: number, latencyMs: number) {
   const fake = await startFake({ latencyMs, record: false });
@@ -16,16 +18,10 @@ async function setup(jobs: number, latencyMs: number) {
   return { fake, db, keys };
 }
 
-function states(db: string) {
+async function states(db: string) {
   const store = new SqliteStore(db);
-  const rows = store.db.prepare('SELECT key, state, attempts, output, request FROM jobs').all() as Array<{
-    key: string;
-    state: string;
-    attempts: number;
-    output: string | null;
-    request: string;
-  }>;
-  void store.close();
+  const rows = await all(store.copier.dumpJobs());
+  await store.close();
   return rows;
 }
 
@@ -39,7 +35,12 @@ describe('llmq run (child processes)', () => {
     for (let round = 0; round < 4; round++) {
       const child = spawnCli(args);
       const done = collect(child);
-      await sleep(400 + Math.floor(Math.random() * 600));
+      // A random moment mid-run: after 1 to 60 more requests reached the provider (or the run ended).
+      const target = fake.received + 1 + Math.floor(Math.random() * 60);
+      await waitFor(() => fake.received >= target || child.exitCode !== null, {
+        what: `request ${target} to reach the fake`,
+        timeoutMs: 30_000,
+      });
       if (child.exitCode === null) {
         child.kill('SIGKILL');
         kills++;
@@ -52,7 +53,7 @@ describe('llmq run (child processes)', () => {
     const final = await runCli(args);
     expect(final.stderr).toBe('');
     expect(final.code).toBe(0);
-    const rows = states(db);
+    const rows = await states(db);
     expect(rows.length).toBe(300);
     for (const r of rows) {
       expect(r.state).toBe('done');
@@ -78,7 +79,7 @@ describe('llmq run (child processes)', () => {
     expect(results.map((r) => r.code)).toEqual([0, 0, 0]);
     expect(fake.duplicates()).toEqual([]);
     expect(keys.every((k) => fake.sentCount(k) === 1)).toBe(true);
-    expect(states(db).every((r) => r.state === 'done')).toBe(true);
+    expect((await states(db)).every((r) => r.state === 'done')).toBe(true);
   });
 
   it('SIGINT finishes in-flight requests, leaves no job running, exits 130', async () => {
@@ -89,7 +90,7 @@ describe('llmq run (child processes)', () => {
     child.kill('SIGINT');
     const r = await done;
     expect(r.code).toBe(130);
-    const rows = states(db);
+    const rows = await states(db);
     expect(rows.filter((x) => x.state === 'running')).toEqual([]);
     const finished = rows.filter((x) => x.state === 'done').length;
     expect(finished).toBeGreaterThan(0);
@@ -118,13 +119,16 @@ describe('llmq run (child processes)', () => {
     ]);
     const done = collect(child, 90_000);
     await fake.waitForRequests(20);
+    const downAt = Date.now();
     await fake.down();
-    await sleep(10_000);
+    await waitForLine(child, 'stderr', /paused: provider failing/, 10_000);
+    // The outage lasting 10 s is what is tested (far past what --max-attempts 2 would survive): time.
+    await sleep(downAt + 10_000 - Date.now());
     await fake.up();
     const r = await done;
     expect(r.code).toBe(0);
     expect(r.stderr).toMatch(/paused|outage|provider/i);
-    const rows = states(db);
+    const rows = await states(db);
     expect(rows.filter((x) => x.state !== 'done')).toEqual([]);
     expect(keys.every((k) => fake.sentCount(k) >= 1)).toBe(true);
   }, 90_000);
@@ -140,7 +144,7 @@ describe('llmq run (child processes)', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/LLMQ_API_KEY/);
     expect(r.stderr + r.stdout).not.toContain('sk-live-SECRET-123');
-    expect(states(db).every((x) => x.state === 'pending' && x.attempts === 0)).toBe(true);
+    expect((await states(db)).every((x) => x.state === 'pending' && x.attempts === 0)).toBe(true);
     const store = new SqliteStore(db);
     const dump =
       JSON.stringify(store.db.prepare('SELECT * FROM attempts').all()) + JSON.stringify(store.db.prepare('SELECT * FROM runs').all());
@@ -159,7 +163,7 @@ describe('llmq run (child processes)', () => {
     expect(retry.stderr).toMatch(/1 failed job/);
     const again = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none']);
     expect(again.code).toBe(0);
-    expect(states(db).every((x) => x.state === 'done')).toBe(true);
+    expect((await states(db)).every((x) => x.state === 'done')).toBe(true);
     expect(fake.sentCount(keys[3]!)).toBe(2);
   });
 });

@@ -20,11 +20,12 @@ async function setup(jobs: number, latencyMs: number) {
   return { fake, db };
 }
 
-function countStates(db: string): Record<string, number> {
+/** Jobs per state, as status counts them; states without jobs left out. */
+async function countStates(db: string): Promise<Record<string, number>> {
   const store = new SqliteStore(db);
-  const rows = store.db.prepare('SELECT state, count(*) AS n FROM jobs GROUP BY state').all() as Array<{ state: string; n: number }>;
-  void store.close();
-  return Object.fromEntries(rows.map((r) => [r.state, r.n]));
+  const { counts } = await store.status();
+  await store.close();
+  return Object.fromEntries(Object.entries(counts).filter(([, n]) => n > 0));
 }
 
 /**
@@ -54,10 +55,10 @@ function runUntilReaderLeaves(args: readonly string[], closing: 'stdout' | 'stde
   });
 }
 
-function expectStoppedCleanly(db: string, total: number, r: CliResult, received: number): void {
+async function expectStoppedCleanly(db: string, total: number, r: CliResult, received: number): Promise<void> {
   expect(r.code, r.stderr).toBe(130);
   expect(r.stderr + r.stdout).not.toMatch(/unexpected error|EPIPE|at .*\.js:\d+/);
-  const states = countStates(db);
+  const states = await countStates(db);
   expect(states.running ?? 0).toBe(0);
   expect((states.done ?? 0) + (states.pending ?? 0)).toBe(total);
   expect(states.done ?? 0).toBeGreaterThan(0);
@@ -70,8 +71,8 @@ describe('llmq run stops like Ctrl-C when it is told to go away', () => {
     const total = 300;
     const { fake, db } = await setup(total, 150);
     const r = await runUntilReaderLeaves(['run', '--db', db, '--base-url', fake.url, '--json', '--concurrency', '8'], 'stdout', 5);
-    expectStoppedCleanly(db, total, r, fake.received);
-    expect(countStates(db).pending ?? 0).toBeGreaterThan(0);
+    await expectStoppedCleanly(db, total, r, fake.received);
+    expect((await countStates(db)).pending ?? 0).toBeGreaterThan(0);
   }, 90_000);
 
   it('a closed stderr pipe (run --progress plain 2>&1 | head -2) stops the run the same way', async () => {
@@ -83,8 +84,8 @@ describe('llmq run stops like Ctrl-C when it is told to go away', () => {
       'stderr',
       1,
     );
-    expectStoppedCleanly(db, total, r, fake.received);
-    expect(countStates(db).pending ?? 0).toBeGreaterThan(0);
+    await expectStoppedCleanly(db, total, r, fake.received);
+    expect((await countStates(db)).pending ?? 0).toBeGreaterThan(0);
   }, 90_000);
 
   it('SIGHUP (a closed terminal) stops like SIGTERM: in-flight answers stored, exit 130, nothing left running', async () => {
@@ -95,7 +96,7 @@ describe('llmq run stops like Ctrl-C when it is told to go away', () => {
     await fake.waitForRequests(10);
     child.kill('SIGHUP');
     const r = await done;
-    expectStoppedCleanly(db, total, r, fake.received);
+    await expectStoppedCleanly(db, total, r, fake.received);
   });
 
   it('other commands still exit quietly when their reader leaves (export | head)', async () => {

@@ -9,6 +9,7 @@ import { answerFor, reply, type FakeOpenAI } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
+import { all } from './helpers/store-reads.js';
 
 async function setup(jobs: number, fakeOptions: Parameters<typeof startFake>[0] = {}) {
   const fake = await startFake(fakeOptions);
@@ -24,14 +25,14 @@ function provider(fake: FakeOpenAI, timeoutMs = 5000): OpenAIProvider {
   return new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-secret', timeoutMs });
 }
 
+/** Every job, in queue order, as the store dumps it. */
 function jobsByState(store: SqliteStore) {
-  return store.db.prepare('SELECT key, state, attempts, error, output FROM jobs ORDER BY seq').all() as Array<{
-    key: string;
-    state: string;
-    attempts: number;
-    error: string | null;
-    output: string | null;
-  }>;
+  return all(store.copier.dumpJobs());
+}
+
+/** The tries of the job seedJobs made as `doc-${index of its key}`, oldest first. */
+async function attemptsOf(store: SqliteStore, keys: readonly string[], key: string) {
+  return (await store.item(`doc-${keys.indexOf(key)}`))!.attempts;
 }
 
 describe('runQueue', () => {
@@ -42,11 +43,8 @@ describe('runQueue', () => {
     expect(fake.duplicates()).toEqual([]);
     expect(keys.every((k) => fake.sentCount(k) === 1)).toBe(true);
     expect(fake.maxInFlight).toBeLessThanOrEqual(6);
-    const rows = jobsByState(store);
-    for (const r of rows) {
-      const request = store.db.prepare('SELECT request FROM jobs WHERE key = ?').pluck().get(r.key) as string;
-      expect(r).toMatchObject({ state: 'done', attempts: 1, output: answerFor(request) });
-    }
+    const rows = await jobsByState(store);
+    for (const r of rows) expect(r).toMatchObject({ state: 'done', attempts: 1, output: answerFor(r.request) });
     await store.close();
   });
 
@@ -95,7 +93,7 @@ describe('runQueue', () => {
     fake.respond((r) => (r.body.includes('document 2:') ? reply.badRequest("Invalid value for 'temperature'") : undefined));
     const summary = await runQueue({ store, provider: provider(fake) }, fast);
     expect(summary).toMatchObject({ done: 4, failed: 1, failedInStore: 1 });
-    const failed = jobsByState(store).find((r) => r.key === keys[2])!;
+    const failed = (await jobsByState(store)).find((r) => r.key === keys[2])!;
     expect(failed.state).toBe('failed');
     expect(failed.attempts).toBe(1);
     expect(failed.error).toContain("Invalid value for 'temperature'");
@@ -110,8 +108,8 @@ describe('runQueue', () => {
     );
     const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 1 });
     expect(summary).toMatchObject({ done: 3, failed: 0, retried: 2 });
-    expect(jobsByState(store)[0]).toMatchObject({ key: keys[0], state: 'done', attempts: 3 });
-    const attempts = store.db.prepare('SELECT status, outcome FROM attempts WHERE job_key = ? ORDER BY id').all(keys[0]);
+    expect((await jobsByState(store))[0]).toMatchObject({ key: keys[0], state: 'done', attempts: 3 });
+    const attempts = (await attemptsOf(store, keys, keys[0]!)).map(({ status, outcome }) => ({ status, outcome }));
     expect(attempts).toEqual([
       { status: 503, outcome: 'retry' },
       { status: 200, outcome: 'retry' },
@@ -125,7 +123,7 @@ describe('runQueue', () => {
     fake.respond((r) => (r.body.includes('document 1:') ? reply.truncate() : undefined));
     const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, maxAttempts: 3 });
     expect(summary).toMatchObject({ done: 3, failed: 1 });
-    const job = jobsByState(store).find((r) => r.key === keys[1])!;
+    const job = (await jobsByState(store)).find((r) => r.key === keys[1])!;
     expect(job).toMatchObject({ state: 'failed', attempts: 3 });
     expect(job.error).toMatch(/^gave up after 3 attempts: /);
     expect(fake.sentCount(keys[1]!)).toBe(3);
@@ -148,7 +146,7 @@ describe('runQueue', () => {
       { ...fast, concurrency: 1, retryDelayMs: 1 },
     );
     expect(summary).toMatchObject({ done: 6, rateLimited: 1 });
-    expect(jobsByState(store).every((r) => r.attempts === 1)).toBe(true);
+    expect((await jobsByState(store)).every((r) => r.attempts === 1)).toBe(true);
     // nothing finished until the pause was over
     expect(Math.min(...events.map(([, t]) => t))).toBeGreaterThanOrEqual(550);
     await store.close();
@@ -206,7 +204,7 @@ describe('runQueue', () => {
     expect(summary.reason).toBe('fatal');
     expect(summary.fatal?.reason).toBe('auth');
     expect(summary.fatal?.message).not.toContain('sk-test-secret');
-    const rows = jobsByState(store);
+    const rows = await jobsByState(store);
     expect(rows.every((r) => r.state === 'pending' && r.attempts === 0)).toBe(true);
     expect(fake.received).toBeLessThanOrEqual(4);
     await store.close();
@@ -218,7 +216,7 @@ describe('runQueue', () => {
     const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 2 });
     expect(summary.reason).toBe('fatal');
     expect(summary.fatal?.message).toMatch(/HTTP 404/);
-    const rows = jobsByState(store);
+    const rows = await jobsByState(store);
     expect(rows.every((r) => r.state === 'pending')).toBe(true);
     expect(rows.filter((r) => r.attempts > 0).length).toBeLessThanOrEqual(2);
     expect(fake.received).toBeLessThanOrEqual(4);
@@ -239,7 +237,7 @@ describe('runQueue', () => {
     setTimeout(() => void fake.up(), 800);
     const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 3, maxAttempts: 1 });
     expect(summary).toMatchObject({ done: 6, failed: 0 });
-    expect(jobsByState(store).every((r) => r.attempts === 1)).toBe(true);
+    expect((await jobsByState(store)).every((r) => r.attempts === 1)).toBe(true);
     await store.close();
   });
 
@@ -251,7 +249,7 @@ describe('runQueue', () => {
       { ...fast, concurrency: 1, maxAttempts: 2, outage: { probeDelayMs: 5, maxProbeDelayMs: 10 } },
     );
     expect(summary).toMatchObject({ done: 2, failed: 1 });
-    const poison = jobsByState(store).find((r) => r.key === keys[1])!;
+    const poison = (await jobsByState(store)).find((r) => r.key === keys[1])!;
     expect(poison.state).toBe('failed');
     expect(poison.error).toMatch(/gave up after 2 attempts/);
     await store.close();
@@ -262,7 +260,7 @@ describe('runQueue', () => {
     fake.respond(() => reply.quota());
     const summary = await runQueue({ store, provider: provider(fake) }, fast);
     expect(summary.fatal?.reason).toBe('quota');
-    expect(jobsByState(store).every((r) => r.state === 'pending' && r.attempts === 0)).toBe(true);
+    expect((await jobsByState(store)).every((r) => r.state === 'pending' && r.attempts === 0)).toBe(true);
     await store.close();
   });
 
@@ -309,7 +307,7 @@ describe('runQueue', () => {
     void fake.waitForRequests(6).then(() => stop.abort());
     const summary = await runQueue({ store, provider: provider(fake), stopSignal: stop.signal }, { ...fast, concurrency: 3 });
     expect(summary.reason).toBe('signal');
-    const rows = jobsByState(store);
+    const rows = await jobsByState(store);
     expect(rows.filter((r) => r.state === 'running')).toEqual([]);
     expect(rows.filter((r) => r.state === 'done').length).toBe(summary.done);
     // every request that went out came back and was stored: nothing paid for and lost
@@ -334,7 +332,7 @@ describe('runQueue', () => {
     );
     expect(Date.now() - t0).toBeLessThan(2000);
     expect(summary.done).toBe(0);
-    expect(jobsByState(store).every((r) => r.state === 'pending' && r.attempts === 0)).toBe(true);
+    expect((await jobsByState(store)).every((r) => r.state === 'pending' && r.attempts === 0)).toBe(true);
     await store.close();
   });
 
@@ -356,7 +354,7 @@ describe('runQueue', () => {
     store.db.prepare('UPDATE jobs SET attempts = 3 WHERE key = ?').run(keys[0]);
     const summary = await runQueue({ store, provider: provider(fake), host: 'this-host' }, { ...fast, maxAttempts: 3 });
     expect(summary).toMatchObject({ done: 2, failed: 1 });
-    const first = jobsByState(store)[0]!;
+    const first = (await jobsByState(store))[0]!;
     expect(first).toMatchObject({ state: 'failed', attempts: 3 });
     expect(first.error).toMatch(/gave up after 3 attempts/);
     expect(fake.sentCount(keys[0]!)).toBe(0);

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from './helpers/cli.js';
 import { A_COST, populate, RUN } from './helpers/populate.js';
+import { waitFor } from './helpers/wait.js';
 import { tempDir } from './helpers/tmp.js';
 
 describe('llmq status', () => {
@@ -129,7 +130,7 @@ describe('llmq status', () => {
     const done = collect(child);
     let out = '';
     child.stdout!.on('data', (d: string) => (out += d));
-    while (out.split('\n').filter(Boolean).length < 2) await new Promise((r) => setTimeout(r, 50));
+    await waitFor(() => out.split('\n').filter(Boolean).length >= 2, { what: 'two blocks from status --watch', timeoutMs: 20_000 });
     child.kill('SIGINT');
     const r = await done;
     expect(r.code).toBe(0);

@@ -5,6 +5,7 @@ import { UsageError } from '../../src/errors.js';
 import { parseTemplate } from '../../src/ingest/template.js';
 import { tempDir } from '../helpers/tmp.js';
 import { count, fixture, items, request, run, tempStore } from './helpers.js';
+import { all } from '../helpers/store-reads.js';
 
 const DOCS = fixture('docs');
 
@@ -125,10 +126,11 @@ describe('enqueue a folder', () => {
   it('is idempotent: the same folder again adds no job and no item (invariant 4)', async () => {
     const store = tempStore();
     await run(store, [DOCS]);
-    const before = store.db.prepare('SELECT key, request, created_at FROM jobs ORDER BY seq').all();
+    const jobs = async () => (await all(store.copier.dumpJobs())).map(({ key, request, createdAt }) => ({ key, request, createdAt }));
+    const before = await jobs();
     const again = await run(store, [DOCS], { now: () => Date.now() + 60_000 });
     expect(again).toMatchObject({ documents: 23, newJobs: 0, newItems: 0, unchanged: 23, updated: 0, rejected: 0 });
-    expect(store.db.prepare('SELECT key, request, created_at FROM jobs ORDER BY seq').all()).toEqual(before);
+    expect(await jobs()).toEqual(before);
   });
 
   it('moves the item of a changed file to a new job and leaves the others alone', async () => {
@@ -142,9 +144,7 @@ describe('enqueue a folder', () => {
     expect(s).toMatchObject({ newJobs: 1, newItems: 0, updated: 1, unchanged: 22, rejected: 0 });
     const newKey = items(store).find((i) => i.id === 'faq-billing.md')!.job_key;
     expect(newKey).not.toBe(oldKey);
-    expect(
-      JSON.parse(store.db.prepare('SELECT request FROM jobs WHERE key = ?').pluck().get(newKey) as string).messages[0].content,
-    ).toContain('within 30 days');
+    expect(JSON.parse((await store.item('faq-billing.md'))!.job.request).messages[0].content).toContain('within 30 days');
   });
 
   it('gives two documents whose requests are identical one job, and two jobs once the prompt tells them apart', async () => {
@@ -191,9 +191,9 @@ describe('enqueue a folder', () => {
         priority: -5,
       },
     });
-    const job = store.db.prepare('SELECT request, model, priority FROM jobs').get() as { request: string; model: string; priority: number };
+    const [job] = await all(store.copier.dumpJobs());
     expect(job).toMatchObject({ model: 'llama3', priority: -5 });
-    const req = JSON.parse(job.request);
+    const req = JSON.parse(job!.request);
     expect(req).toMatchObject({ model: 'llama3', max_tokens: 99, temperature: 0.2 });
     expect(req.messages[0]).toEqual({ role: 'system', content: 'Be brief.' });
     expect(req.messages[1].content).toMatch(new RegExp(`^Doc onboarding\\.md at ${fixture('docs/onboarding.md')}: # Welcome`));

@@ -4,6 +4,7 @@ import { canonicalJson } from '../../src/request.js';
 import type { EnqueueResult, EnqueueRow, Store } from '../../src/store/types.js';
 import { parseTemplate } from '../../src/ingest/template.js';
 import { count, fixture, items, request, run, tempStore } from './helpers.js';
+import { all } from '../helpers/store-reads.js';
 
 describe('enqueue JSONL', () => {
   it('makes one item per line: id field (stringified) or file:line, other fields kept as meta, blank lines skipped', async () => {
@@ -38,10 +39,7 @@ describe('enqueue JSONL', () => {
     expect(s.rejections.every((r) => r.path === file)).toBe(true);
     expect(s).toMatchObject({ documents: 15, rejected: 12, newItems: 3 });
     expect(items(store).map((r) => r.id)).toEqual(['a', 'h', 'j']);
-    expect(
-      JSON.parse(store.db.prepare("SELECT request FROM jobs j JOIN items i ON i.job_key = j.key WHERE i.id = 'a'").pluck().get() as string)
-        .messages[0].content,
-    ).toBe('Summarize: A good line.');
+    expect(JSON.parse((await store.item('a'))!.job.request).messages[0].content).toBe('Summarize: A good line.');
   });
 
   it('uses --id-field and --text-field', async () => {
@@ -60,7 +58,8 @@ describe('enqueue JSONL', () => {
     const input = Readable.from(['{"id":1,"text":"Bonjour","lang":"French"}\n{"id":2,"text":"Hello"}\n']);
     const s = await run(store, ['-'], { stdin: input, request: request('Translate this {{meta.lang}} text: {{text}}') });
     expect(s.rejections).toEqual([{ path: '-', line: 2, reason: 'the template needs {{meta.lang}} but the document has no "lang" field' }]);
-    const req = JSON.parse(store.db.prepare('SELECT request FROM jobs').pluck().get() as string);
+    const [job] = await all(store.copier.dumpJobs());
+    const req = JSON.parse(job!.request);
     expect(req.messages[0].content).toBe('Translate this French text: Bonjour');
   });
 
@@ -73,10 +72,8 @@ describe('enqueue JSONL', () => {
     expect(rows.map((r) => r.id)).toEqual(['q-1', 'q-2', 'q-3', 'q-4']);
     expect(rows[0]!.job_key).toBe(rows[2]!.job_key);
     expect(JSON.parse(rows[0]!.meta!)).toEqual({ method: 'POST', url: '/v1/chat/completions' });
-    const job = store.db.prepare('SELECT request, model FROM jobs WHERE key = ?').get(rows[1]!.job_key) as {
-      request: string;
-      model: string;
-    };
+    const { job } = (await store.item('q-2'))!;
+    expect(job.key).toBe(rows[1]!.job_key);
     expect(job.model).toBe('gpt-4o-mini');
     expect(job.request).toBe(
       canonicalJson({

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { MissingValueError, parseTemplate } from '../../src/ingest/template.js';
 import { canonicalJson } from '../../src/request.js';
 import { items, request, run, tempStore } from './helpers.js';
+import { all } from '../helpers/store-reads.js';
 
 const doc = (meta: Record<string, unknown> | null) => ({ text: 'T', id: 'i', path: 'p', meta });
 const render = (source: string, meta: Record<string, unknown> | null) => parseTemplate(source).render(doc(meta));
@@ -50,7 +51,7 @@ describe("fields are the document's own, never inherited", () => {
       newItems: 1,
     });
     expect(items(kept)[0]!.meta).toBe('{"__proto__":{"lang":"fr"}}');
-    expect(JSON.parse(kept.db.prepare('SELECT request FROM jobs').pluck().get() as string).messages[0].content).toBe('fr: x');
+    expect(JSON.parse((await all(kept.copier.dumpJobs()))[0]!.request).messages[0].content).toBe('fr: x');
   });
 
   it("takes --text-field and --id-field from the line's own fields only", async () => {
