@@ -98,6 +98,7 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
     for (const source of sources) await readSource(source, batcher, config);
     await batcher.write();
   } catch (error) {
+    await batcher.settle();
     batcher.close();
     // A bulk load builds its indexes before the error is reported. Should that fail too, the first
     // error is the one to report (and the next command that writes finishes the load).
@@ -163,6 +164,8 @@ class Batcher implements EntrySink {
   #skipped = 0;
   #batches = 0;
   readonly #rejections: Rejection[] = [];
+  /** The batch being written while the next one is read; awaited before another starts, so batches still go in one at a time, in order. */
+  #writing: Promise<void> | null = null;
 
   constructor(store: IntakeStore, o: EnqueueOptions, now: () => number) {
     this.#store = store;
@@ -227,14 +230,27 @@ class Batcher implements EntrySink {
         this.#rows = [];
         this.#bytes = 0;
       }
-      const r = await this.#store.enqueue(rows, this.#now());
-      this.#batches++;
-      this.#newJobs += r.newJobs;
-      this.#newItems += r.newItems;
-      this.#unchanged += r.unchanged;
-      this.#updated += r.movedItems;
-      this.#dropped += r.droppedJobs;
+      // A store that works elsewhere (PostgreSQL) writes this batch while the next one is read,
+      // rendered and hashed; SQLite's writes are synchronous, so they overlap nothing.
+      await this.#writing;
+      const writing = this.#store.enqueue(rows, this.#now()).then((r) => {
+        this.#batches++;
+        this.#newJobs += r.newJobs;
+        this.#newItems += r.newItems;
+        this.#unchanged += r.unchanged;
+        this.#updated += r.movedItems;
+        this.#dropped += r.droppedJobs;
+      });
+      // its failure is reported when it is awaited, before the next batch or at the end
+      writing.catch(() => {});
+      this.#writing = writing;
     }
+    if (all) await this.#writing;
+  }
+
+  /** Wait for the batch in flight, whatever becomes of it: a failed read then leaves what was written before it, as when batches did not overlap. */
+  async settle(): Promise<void> {
+    await this.#writing?.catch(() => {});
   }
 
   close(): void {

@@ -27,6 +27,7 @@ import { connectionError, createPool, parsePgUrl, query } from './connect.js';
 import { migrate } from './migrations.js';
 import { foldCounts } from './counts.js';
 import { enqueuePg } from './enqueue.js';
+import { BULK_MIN_ROWS, PgBulkLoad } from './bulk-load.js';
 import { PgReader } from './read.js';
 import { PgCopier } from './copy.js';
 import { PgBatches } from './batches.js';
@@ -84,8 +85,45 @@ export class PostgresStore implements Store {
     return new PostgresStore(pool, target.location, target.schema);
   }
 
-  enqueue(rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult> {
+  async enqueue(rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult> {
+    if (this.#load === 'starting') {
+      const bulk = rows.length >= BULK_MIN_ROWS && !hasRepeatedIds(rows) ? await PgBulkLoad.begin(this.pool) : null;
+      this.#load = bulk ?? 'plain';
+    }
+    if (this.#load instanceof PgBulkLoad) {
+      if (!hasRepeatedIds(rows)) return this.#load.load(rows, now);
+      // an id twice in a batch moves its item within the batch: the plain path's work, once the load is in
+      await this.#endBulk();
+    }
     return enqueuePg(this.pool, rows, now);
+  }
+
+  /**
+   * An enqueue of many batches begins: if its first batch goes into an empty queue, the load is
+   * done in bulk, in one transaction (src/store/postgres/bulk-load.ts), and `endLoad` builds the
+   * key indexes and commits it.
+   */
+  beginLoad(): void {
+    this.#load = 'starting';
+  }
+
+  /** The load ends (also when it failed half way): returns how many jobs counted as new repeated an earlier key of the load. */
+  async endLoad(): Promise<{ repeatedJobs: number }> {
+    await this.#endBulk();
+    const repeatedJobs = this.#repeatedJobs;
+    this.#load = 'none';
+    this.#repeatedJobs = 0;
+    return { repeatedJobs };
+  }
+
+  #load: 'none' | 'starting' | 'plain' | PgBulkLoad = 'none';
+  #repeatedJobs = 0;
+
+  async #endBulk(): Promise<void> {
+    if (!(this.#load instanceof PgBulkLoad)) return;
+    const bulk = this.#load;
+    this.#load = 'plain';
+    this.#repeatedJobs += (await bulk.finish()).repeatedJobs;
   }
 
   async startRun(run: RunInfo): Promise<void> {
@@ -307,6 +345,8 @@ export class PostgresStore implements Store {
   }
 
   async close(): Promise<void> {
+    // a load left open is committed, as each batch of a plain enqueue is
+    await this.#endBulk();
     await this.#completions.drain();
     if (!this.pool.ended) await this.pool.end();
   }
@@ -314,4 +354,8 @@ export class PostgresStore implements Store {
   #q<R extends pg.QueryResultRow = Record<string, unknown>>(sql: string, params: unknown[] = []): Promise<pg.QueryResult<R>> {
     return query<R>(this.pool, sql, params);
   }
+}
+
+function hasRepeatedIds(rows: readonly EnqueueRow[]): boolean {
+  return new Set(rows.map((r) => r.itemId)).size !== rows.length;
 }

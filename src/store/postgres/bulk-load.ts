@@ -1,0 +1,143 @@
+import type pg from 'pg';
+import type { EnqueueResult, EnqueueRow } from '../types.js';
+import { INPUT_SQL, inputParams } from './enqueue.js';
+
+/**
+ * Loading a fresh queue in bulk. `jobs.key` and `items.job_key` are random SHA-256 hex, so keeping
+ * their indexes (and the foreign key's lookup of each item's job) up to date while rows go in
+ * touches a random page of each per row; once they outgrow shared_buffers most of those pages are
+ * read and written back per row, and the rate falls as the queue grows (1M documents: 339 s).
+ * Built once after the load (a sort), they cost a fraction of that: 1M rows loaded and indexed in
+ * 90 s of which the three builds take 25 s.
+ *
+ * The whole load is one transaction on one connection, the index drops included (DDL is
+ * transactional in PostgreSQL). A load that dies half way (SIGKILL, a lost connection, Ctrl-C)
+ * leaves the queue exactly as it was, empty with its indexes, with nothing to repair; the price is
+ * that its progress is lost too, and enqueueing the file again starts over. Meanwhile the lock the
+ * drops take makes other commands on this queue wait for the load to end (they would find it
+ * empty anyway).
+ */
+
+/** The first batch of an enqueue into an empty queue must hold this many rows to load it in bulk: below it, the indexes cost nothing worth saving. */
+export const BULK_MIN_ROWS = 1000;
+
+/** Every row of a load batch is new: the queue was empty and an enqueue never repeats an item id. Identical requests share a job; repeats of a key from earlier batches are removed at the end. */
+const LOAD_SQL = `
+WITH input AS (${INPUT_SQL}),
+new_jobs AS (
+  INSERT INTO jobs (key, request, model, priority, created_at, updated_at)
+  SELECT key, request, model, priority, $8, $8
+  FROM (SELECT DISTINCT ON (key) key, request, model, priority, ord FROM input ORDER BY key, ord) AS first_of_key
+  ORDER BY ord
+  RETURNING 1
+),
+new_items AS (
+  INSERT INTO items (id, source, job_key, meta, created_at, updated_at)
+  SELECT item_id, source, key, meta, $8, $8 FROM input ORDER BY ord
+  RETURNING 1
+)
+SELECT (SELECT count(*) FROM new_jobs)::int AS new_jobs, (SELECT count(*) FROM new_items)::int AS new_items`;
+
+/** Jobs whose key an earlier job of the load already has: the first one (lowest seq, the earliest) is kept, as ON CONFLICT DO NOTHING would have. */
+const DEDUPE_SQL = `
+WITH repeated AS (
+  DELETE FROM jobs j USING (SELECT key, min(seq) AS first FROM jobs GROUP BY key HAVING count(*) > 1) d
+  WHERE j.key = d.key AND j.seq <> d.first RETURNING 1
+) SELECT count(*)::int AS n FROM repeated`;
+
+const UNIQUE_VIOLATION = '23505';
+
+/** A bulk load in progress: its connection holds the transaction from the index drops to the commit. */
+export class PgBulkLoad {
+  readonly #client: pg.PoolClient;
+  #failed = false;
+
+  private constructor(client: pg.PoolClient) {
+    this.#client = client;
+  }
+
+  /**
+   * Start a bulk load if the queue is empty and no run is open on it: lock jobs and items, then drop
+   * the key index, `items_job` and the foreign key between them. Null (nothing changed) otherwise.
+   */
+  static async begin(pool: pg.Pool): Promise<PgBulkLoad | null> {
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query('LOCK TABLE jobs, items IN ACCESS EXCLUSIVE MODE');
+      const busy = (
+        await client.query<{ busy: boolean }>(`SELECT EXISTS (SELECT 1 FROM jobs) OR EXISTS (SELECT 1 FROM items)
+          OR EXISTS (SELECT 1 FROM runs WHERE ended_at IS NULL) AS busy`)
+      ).rows[0]!.busy;
+      if (busy) {
+        await client.query('ROLLBACK');
+        client.release();
+        return null;
+      }
+      // sorts of a batch and the index builds at the end, in memory where they fit
+      await client.query(`SET LOCAL work_mem = '64MB'; SET LOCAL maintenance_work_mem = '256MB'`);
+      await client.query(`ALTER TABLE items DROP CONSTRAINT items_job_key_fkey;
+        DROP INDEX items_job;
+        ALTER TABLE jobs DROP CONSTRAINT jobs_key_key`);
+      return new PgBulkLoad(client);
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => {});
+      client.release();
+      throw error;
+    }
+  }
+
+  /** One batch; its item ids are new to the queue and to the load. */
+  async load(rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult> {
+    try {
+      const c = (await this.#client.query<{ new_jobs: number; new_items: number }>(LOAD_SQL, [...inputParams(rows), now])).rows[0]!;
+      return { newJobs: c.new_jobs, newItems: c.new_items, movedItems: 0, unchanged: 0, droppedJobs: 0 };
+    } catch (error) {
+      this.#failed = true;
+      throw error;
+    }
+  }
+
+  /**
+   * End the load: remove repeated keys, build the indexes and the foreign key back, commit. Returns
+   * how many jobs the batches counted as new that repeated a key of an earlier batch. After a batch
+   * failed the transaction can only roll back: nothing of the load stays, and 0 is returned (the
+   * batch's error is the one to report).
+   */
+  async finish(): Promise<{ repeatedJobs: number }> {
+    const c = this.#client;
+    try {
+      if (this.#failed) {
+        await c.query('ROLLBACK');
+        return { repeatedJobs: 0 };
+      }
+      const repeatedJobs = await this.#buildKeyIndex();
+      await c.query(`ALTER TABLE jobs ADD CONSTRAINT jobs_key_key UNIQUE USING INDEX jobs_key_key;
+        CREATE INDEX items_job ON items (job_key);
+        ALTER TABLE items ADD CONSTRAINT items_job_key_fkey FOREIGN KEY (job_key) REFERENCES jobs (key)`);
+      await c.query('COMMIT');
+      return { repeatedJobs };
+    } catch (error) {
+      await c.query('ROLLBACK').catch(() => {});
+      throw error;
+    } finally {
+      c.release();
+    }
+  }
+
+  /** The unique key index, built once; repeated keys (rare: identical documents in different batches) are removed first when the build finds some. */
+  async #buildKeyIndex(): Promise<number> {
+    const c = this.#client;
+    await c.query('SAVEPOINT build');
+    try {
+      await c.query('CREATE UNIQUE INDEX jobs_key_key ON jobs (key)');
+      return 0;
+    } catch (error) {
+      if ((error as { code?: string }).code !== UNIQUE_VIOLATION) throw error;
+      await c.query('ROLLBACK TO SAVEPOINT build');
+    }
+    const repeated = (await c.query<{ n: number }>(DEDUPE_SQL)).rows[0]!.n;
+    await c.query('CREATE UNIQUE INDEX jobs_key_key ON jobs (key)');
+    return repeated;
+  }
+}
