@@ -75,6 +75,7 @@ describe('postgres store', () => {
       'updated_at',
       'finished_at',
       'cost_usd',
+      'latency_ms',
     ]);
     expect(await cols('attempts')).toEqual([
       'id',
@@ -166,6 +167,7 @@ describe('postgres store', () => {
       [schema],
     );
     expect(triggers.map((t) => t.tgname)).toEqual([
+      'attempts_latency',
       'items_count_delete',
       'items_count_insert',
       'jobs_count_delete',

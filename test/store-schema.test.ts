@@ -49,6 +49,7 @@ describe('sqlite schema', () => {
       'updated_at',
       'finished_at',
       'cost_usd',
+      'latency_ms',
     ]);
     expect(columns(db, 'items')).toEqual(['seq', 'id', 'source', 'job_key', 'meta', 'created_at', 'updated_at']);
     expect(columns(db, 'attempts')).toEqual([
@@ -127,6 +128,7 @@ describe('sqlite schema', () => {
     ]);
     const triggers = db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name").pluck().all();
     expect(triggers).toEqual([
+      'attempts_latency',
       'items_count_delete',
       'items_count_insert',
       'jobs_count_delete',

@@ -132,11 +132,13 @@ export function toAttempt(a: RawAttempt): AttemptRow {
  */
 export function exportColumns(f: ExportFilter): string {
   const response = f.response === false ? 'NULL AS response' : 'j.response';
-  // the attempt that finished the job is the job's last
+  // The attempt that finished the job is the job's last. Its latency is on the job (kept by the
+  // migration export_latency's trigger); a job last tried before that migration has NULL there, and
+  // only then, or when it was never tried, is the attempts index looked up.
   const latency =
     f.latency === false
       ? 'NULL AS latency_ms'
-      : '(SELECT latency_ms FROM attempts a WHERE a.job_key = j.key ORDER BY a.id DESC LIMIT 1) AS latency_ms';
+      : 'coalesce(j.latency_ms, (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key ORDER BY a.id DESC LIMIT 1)) AS latency_ms';
   return `i.seq, i.id, i.source, i.meta, j.key, j.state, j.model, j.output, ${response}, j.error,
     j.attempts, j.prompt_tokens, j.completion_tokens, j.cost_usd, ${latency}`;
 }
