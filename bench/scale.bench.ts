@@ -3,12 +3,15 @@
 //   npm run bench scale                  10,000,000 documents, SQLite
 //   npm run bench scale 1m               (or 100k, 250000, ...) fewer documents
 //   npm run bench scale 1m postgres      PostgreSQL (a fresh schema, dropped after); `sqlite postgres` for both
+//   npm run bench scale 1m export        only the export figures, on answered queues kept between runs (a SQLite
+//                                        file under $LLMQ_SCALE_KEEP or the temp folder; a PostgreSQL schema
+//                                        llmq_scale_<N>), made the first time: for iterating on export alone
 // Steps: write N JSONL documents of ~250 bytes; `llmq enqueue` 100k and N into fresh queues (rate, peak RSS);
 // enqueue N again (nothing new); bytes per job; status in-process and `status --json` as a process; `show`;
 // `run -c 64` against a zero-latency fake with N queued and with 10k queued; then every job is given an
 // answer in SQL (as a run would store it) and each export format is written, N rows and 100k rows.
 import { spawn } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openStore } from '../src/store/open-store.js';
@@ -16,13 +19,15 @@ import { buildStatusReport } from '../src/report/status.js';
 import { priceTableFrom } from '../src/cli/commands/price-options.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { PostgresStore } from '../src/store/postgres/store.js';
-import { BIN, PROMPT, withPgSchema } from './cli-runs.js';
+import pg from 'pg';
+import { BIN, PG_URL, PROMPT, withPgSchema } from './cli-runs.js';
 import { FakeProcess, fmt, verdict } from './helpers.js';
 
 type Kind = 'sqlite' | 'postgres';
 const args = process.argv.slice(2);
 const N = parseCount(args.find((a) => /^\d/.test(a)) ?? '10m');
 const kinds = (['sqlite', 'postgres'] as const).filter((k) => args.includes(k));
+const EXPORT_ONLY = args.includes('export');
 if (!kinds.length) kinds.push('sqlite');
 const SMALL = Math.min(100_000, N);
 const RUN_SMALL = 10_000;
@@ -75,6 +80,8 @@ function writeDocs(count: number): { file: string; lineBytes: number } {
 interface Child {
   code: number | null;
   wallS: number;
+  /** User and system CPU seconds, as last polled (up to 20 ms short). */
+  cpuS: number;
   peakMB: number;
   stdout: string;
   stderr: string;
@@ -90,6 +97,16 @@ function peakRss(pid: number): number {
   }
 }
 
+/** User + system CPU seconds of a live process (its threads included); 0 once it is gone. */
+function cpuSeconds(pid: number): number {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
 /** The CLI with these arguments; its peak RSS is polled (VmHWM only grows, so the last reading is the peak but for the last 20 ms). */
 function llmq(cliArgs: readonly string[], env: Record<string, string> = {}): Promise<Child> {
   const t0 = performance.now();
@@ -99,7 +116,8 @@ function llmq(cliArgs: readonly string[], env: Record<string, string> = {}): Pro
   });
   let stdout = '',
     stderr = '',
-    peak = 0;
+    peak = 0,
+    cpu = 0;
   child.stdout!.on('data', (d) => {
     if (stdout.length < 1e6) stdout += d;
   });
@@ -108,11 +126,12 @@ function llmq(cliArgs: readonly string[], env: Record<string, string> = {}): Pro
   });
   const poll = setInterval(() => {
     peak = Math.max(peak, peakRss(child.pid!));
+    cpu = Math.max(cpu, cpuSeconds(child.pid!));
   }, 20);
   return new Promise((resolve) =>
     child.once('exit', (code) => {
       clearInterval(poll);
-      resolve({ code, wallS: (performance.now() - t0) / 1000, peakMB: peak / MB, stdout, stderr: stderr.trim() });
+      resolve({ code, wallS: (performance.now() - t0) / 1000, cpuS: cpu, peakMB: peak / MB, stdout, stderr: stderr.trim() });
     }),
   );
 }
@@ -271,12 +290,61 @@ async function runFigures(db: string, fake: FakeProcess): Promise<{ rate: number
 
 const FORMATS = ['jsonl', 'csv', 'openai-batch'] as const;
 
-async function exportFigures(db: string, rows: number, format: string): Promise<{ rate: number; peakMB: number; bytes: number }> {
+/** Each format's export figures from a queue of `N` rows and one of `SMALL`. */
+async function exportLines(bigDb: string, smallDb: string): Promise<void> {
+  for (const format of FORMATS) {
+    const s = await exportFigures(smallDb, SMALL, format);
+    const b = await exportFigures(bigDb, N, format);
+    line(`export --format ${format}, ${fmt(N)} rows`, `${fmt(b.rate)} rows/s`, '> 100,000/s', b.rate > 100_000);
+    line(
+      `  peak RSS (${fmt(SMALL)} rows: ${fmt(s.peakMB)} MB)`,
+      `${fmt(b.peakMB)} MB`,
+      `flat: within 20% of ${fmt(SMALL)} rows`,
+      b.peakMB <= 1.2 * s.peakMB,
+    );
+    console.log(`    (${fmt(b.bytes / N)} bytes a row; ${fmt(SMALL)} rows at ${fmt(s.rate)} rows/s; ${fmt(b.cpuS, 1)} s CPU at ${fmt(N)})`);
+  }
+}
+
+/** An answered queue of `count` documents kept between runs, made (enqueued and answered) when missing. */
+async function keptQueue(kind: Kind, count: number, file: string): Promise<string> {
+  if (kind === 'sqlite') {
+    const db = join(process.env.LLMQ_SCALE_KEEP || tmpdir(), `llmq-scale-${count}.db`);
+    if (existsSync(db)) return db;
+    const tmp = `${db}.making`;
+    for (const ext of ['', '-wal', '-shm']) rmSync(tmp + ext, { force: true });
+    await must(enqueueArgs(file, tmp));
+    await answerAll(kind, tmp);
+    renameSync(tmp, db);
+    return db;
+  }
+  const schema = `llmq_scale_${count}`;
+  const url = `${PG_URL}${PG_URL.includes('?') ? '&' : '?'}schema=${schema}`;
+  const admin = new pg.Client({ connectionString: PG_URL });
+  await admin.connect();
+  try {
+    const made = await admin.query(`SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'ready'`, [schema]);
+    if (made.rowCount) return url;
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await must(enqueueArgs(file, url));
+    await answerAll(kind, url);
+    await admin.query(`CREATE TABLE "${schema}".ready ()`);
+    return url;
+  } finally {
+    await admin.end();
+  }
+}
+
+async function exportFigures(
+  db: string,
+  rows: number,
+  format: string,
+): Promise<{ rate: number; peakMB: number; bytes: number; cpuS: number }> {
   const out = join(dir, `export.${format}`);
   const r = await must(['export', '--db', db, '--format', format, '--out', out]);
   const bytes = statSync(out).size;
   rmSync(out, { force: true });
-  return { rate: rows / r.wallS, peakMB: r.peakMB, bytes };
+  return { rate: rows / r.wallS, peakMB: r.peakMB, bytes, cpuS: r.cpuS };
 }
 
 // ---- the bench
@@ -362,18 +430,7 @@ async function bench(kind: Kind, big: string, small: string, runFile: string, li
           null,
         );
 
-        for (const format of FORMATS) {
-          const s = await exportFigures(smallDb, SMALL, format);
-          const b = await exportFigures(bigDb, N, format);
-          line(`export --format ${format}, ${fmt(N)} rows`, `${fmt(b.rate)} rows/s`, '> 100,000/s', b.rate > 100_000);
-          line(
-            `  peak RSS (${fmt(SMALL)} rows: ${fmt(s.peakMB)} MB)`,
-            `${fmt(b.peakMB)} MB`,
-            `flat: within 20% of ${fmt(SMALL)} rows`,
-            b.peakMB <= 1.2 * s.peakMB,
-          );
-          console.log(`    (${fmt(b.bytes / N)} bytes a row; ${fmt(SMALL)} rows at ${fmt(s.rate)} rows/s)`);
-        }
+        await exportLines(bigDb, smallDb);
       });
     });
   } finally {
@@ -392,7 +449,12 @@ try {
   const small = N === SMALL ? big : writeDocs(SMALL);
   const runFile = writeDocs(RUN_SMALL).file;
   console.log(`wrote ${fmt(N)} documents (${fmt((big.lineBytes * N) / MB)} MB) in ${fmt((performance.now() - t0) / 1000, 1)} s`);
-  for (const kind of kinds) await bench(kind, big.file, small.file, runFile, big.lineBytes);
+  for (const kind of kinds) {
+    if (EXPORT_ONLY) {
+      console.log(`\n${kind}: export only, ${fmt(N)} answered jobs (kept between runs)`);
+      await exportLines(await keptQueue(kind, N, big.file), await keptQueue(kind, SMALL, small.file));
+    } else await bench(kind, big.file, small.file, runFile, big.lineBytes);
+  }
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

@@ -5,6 +5,7 @@ import { LATEST_VERSION, MIGRATIONS } from '../src/store/postgres/migrations.js'
 import { openStore } from '../src/store/open-store.js';
 import { StoreError } from '../src/errors.js';
 import { PG_URL, STORE_KINDS, freshPgUrl, skipUnavailable } from './helpers/stores.js';
+import { docRow } from './helpers/populate.js';
 
 // What only the PostgreSQL store has: schemas in the URL, migrations under an advisory lock,
 // connection errors. The behaviour it shares with SQLite is in store-contract*.test.ts.
@@ -75,6 +76,7 @@ describe('postgres store', () => {
       'updated_at',
       'finished_at',
       'cost_usd',
+      'latency_ms',
     ]);
     expect(await cols('attempts')).toEqual([
       'id',
@@ -166,6 +168,7 @@ describe('postgres store', () => {
       [schema],
     );
     expect(triggers.map((t) => t.tgname)).toEqual([
+      'attempts_latency',
       'items_count_delete',
       'items_count_insert',
       'jobs_count_delete',
@@ -214,6 +217,36 @@ describe('postgres store', () => {
     const store = await PostgresStore.open(url);
     const r = await store.pool.query<{ t: string; p: string }>(`SELECT current_setting('statement_timeout') AS t, current_schema() AS p`);
     expect(r.rows[0]).toEqual({ t: '4321ms', p: store.schema });
+    await store.close();
+  });
+
+  it('reads export pages with parallel plans off, and gives the connection back as it was, also to a reader that stops early', async () => {
+    const store = await PostgresStore.open(freshPgUrl());
+    await store.enqueue([docRow('a.txt', 'A'), docRow('b.txt', 'B')], 1);
+    // every statement the pool's connections are given
+    const sent: string[] = [];
+    store.pool.on('acquire', (client) => {
+      const marked = client as pg.PoolClient & { recorded?: boolean };
+      if (marked.recorded) return;
+      marked.recorded = true;
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as { query: unknown }).query = (...args: unknown[]) => {
+        sent.push(typeof args[0] === 'string' ? args[0] : '(config)');
+        return query(...args);
+      };
+    });
+    const ids: string[] = [];
+    for await (const r of store.exportRows({})) ids.push(r.id);
+    expect(ids).toEqual(['a.txt', 'b.txt']);
+    for await (const _ of store.exportRows({})) break;
+    const page = sent.findIndex((q) => q.includes('FROM items i'));
+    expect(sent.slice(0, page)).toEqual(['SET max_parallel_workers_per_gather = 0']);
+    expect(sent.filter((q) => q.startsWith('RESET'))).toEqual([
+      'RESET max_parallel_workers_per_gather',
+      'RESET max_parallel_workers_per_gather',
+    ]);
+    const setting = await store.pool.query<{ w: string }>(`SELECT current_setting('max_parallel_workers_per_gather') AS w`);
+    expect(setting.rows[0]!.w).not.toBe('0');
     await store.close();
   });
 

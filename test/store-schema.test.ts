@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
-import { LATEST_VERSION, MIGRATIONS } from '../src/store/sqlite/migrations.js';
+import { LATEST_VERSION, MIGRATIONS, REBUILD_JOBS_SQL } from '../src/store/sqlite/migrations.js';
 import { tempDir } from './helpers/tmp.js';
 
 function columns(db: Database.Database, table: string): string[] {
@@ -50,6 +50,7 @@ describe('sqlite schema', () => {
       'updated_at',
       'finished_at',
       'cost_usd',
+      'latency_ms',
     ]);
     expect(columns(db, 'items')).toEqual(['seq', 'id', 'source', 'job_key', 'meta', 'created_at', 'updated_at']);
     expect(columns(db, 'attempts')).toEqual([
@@ -136,6 +137,7 @@ describe('sqlite schema', () => {
     );
     const triggers = db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name").pluck().all();
     expect(triggers).toEqual([
+      'attempts_latency',
       'items_count_delete',
       'items_count_insert',
       'jobs_count_delete',
@@ -200,7 +202,8 @@ describe('sqlite schema', () => {
     const store = new SqliteStore(path);
     const db = store.db;
     expect(db.prepare('SELECT max(version) FROM llmq_migrations').pluck().get()).toBe(LATEST_VERSION);
-    expect(read(db)).toEqual(before);
+    // migration 7 adds latency_ms, NULL for jobs tried before it
+    expect(read(db)).toEqual({ ...before, jobs: before.jobs.map((j) => ({ ...(j as object), latency_ms: null })) });
     expect(keyIndexes(db)).toEqual(['sqlite_autoindex_jobs_1']);
     expect(db.pragma('foreign_keys', { simple: true })).toBe(1);
     expect(db.pragma('foreign_key_check')).toEqual([]);
@@ -215,6 +218,34 @@ describe('sqlite schema', () => {
     const status = await store.status();
     expect(status.counts).toEqual({ pending: 2, running: 1, done: 1, failed: 1 });
     expect(status.items).toBe(4);
+    await store.close();
+  });
+
+  it('rebuilds jobs (what a bulk load does to an old empty queue) exactly as the migrations leave it', async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    const db = store.db;
+    const shape = () => ({
+      columns: db.prepare('PRAGMA table_xinfo(jobs)').all(),
+      indexes: (
+        db.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name").all() as Array<{
+          name: string;
+          sql: string;
+        }>
+      ).map((i) => ({ ...i, sql: i.sql.replace(/\s+/g, ' ') })),
+      triggers: db.prepare("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name").all(),
+    });
+    const before = shape();
+    db.pragma('foreign_keys = OFF');
+    db.exec(REBUILD_JOBS_SQL);
+    db.pragma('foreign_keys = ON');
+    expect(shape()).toEqual(before);
+    // and the rebuilt table still keeps latencies and counts
+    await store.enqueue([{ itemId: 'a', source: 'a.txt', meta: null, key: 'k1', request: '{}', model: 'm', priority: 0 }], 1);
+    db.prepare(
+      "INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome) VALUES ('k1', 'r', 1, 1, 2, 42, 200, 'done')",
+    ).run();
+    expect(db.prepare("SELECT latency_ms FROM jobs WHERE key = 'k1'").pluck().get()).toBe(42);
+    expect((await store.status()).counts.pending).toBe(1);
     await store.close();
   });
 

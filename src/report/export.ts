@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 import { once } from 'node:events';
 import type { Writable } from 'node:stream';
 import { JOB_STATES, type ExportRow, type JobState } from '../store/types.js';
@@ -40,6 +40,21 @@ export function jsonlRecord(r: ExportRow): Record<string, unknown> {
     source: r.source,
     meta: r.meta,
   };
+}
+
+/**
+ * `JSON.stringify(jsonlRecord(r)) + '\n'`, built without the record: the same bytes, for a third of
+ * the time (a million rows each make one object fewer). Every field of a row is defined (the
+ * stores read each from a column), so none is left out as JSON.stringify leaves out undefined.
+ */
+export function jsonlLine(r: ExportRow): string {
+  const usage = r.usage ? `{"prompt_tokens":${json(r.usage.promptTokens)},"completion_tokens":${json(r.usage.completionTokens)}}` : 'null';
+  return `{"id":${json(r.id)},"key":${json(r.key)},"state":${json(r.state)},"output":${json(r.output)},"error":${json(r.error)},"attempts":${json(r.attempts)},"model":${json(r.model)},"usage":${usage},"cost_usd":${json(r.costUsd)},"latency_ms":${json(r.latencyMs)},"source":${json(r.source)},"meta":${json(r.meta)}}\n`;
+}
+
+/** A field's JSON as JSON.stringify writes it inside an object (null for null). */
+function json(value: unknown): string {
+  return value === null ? 'null' : JSON.stringify(value);
 }
 
 /** `cost_usd` came last, after the others had shipped: columns read by position keep their place. */
@@ -91,7 +106,7 @@ export function csvRow(r: ExportRow): string {
  * `cost_usd` is llmq's own field, after the Batch API's (readers of that format ignore it).
  */
 export function openAiBatchRecord(r: ExportRow): Record<string, unknown> {
-  const id = 'batch_req_' + createHash('sha256').update(`${r.id}\n${r.key}`).digest('hex').slice(0, 24);
+  const id = batchRequestId(r);
   if (r.state === 'done') {
     return {
       id,
@@ -103,6 +118,26 @@ export function openAiBatchRecord(r: ExportRow): Record<string, unknown> {
   }
   const message = r.error ?? (r.state === 'failed' ? 'failed' : `not finished: the job is ${r.state}`);
   return { id, custom_id: r.id, response: null, error: { code: errorCode(r.state, r.error), message }, cost_usd: r.costUsd };
+}
+
+/** `id` of an openai-batch line: stable per item and job. */
+function batchRequestId(r: ExportRow): string {
+  return 'batch_req_' + sha256Hex(`${r.id}\n${r.key}`).slice(0, 24);
+}
+
+// crypto.hash (Node 20.12 on) hashes a short string in a third of the time of a Hash object.
+const oneShot = (crypto as { hash?: (algorithm: string, data: string) => string }).hash;
+const sha256Hex: (data: string) => string = oneShot
+  ? (data) => oneShot('sha256', data)
+  : (data) => crypto.createHash('sha256').update(data).digest('hex');
+
+/**
+ * `JSON.stringify(openAiBatchRecord(r)) + '\n'`, built without the record for answered rows (all but
+ * a few): the same bytes, the response body still parsed and written again as JSON.stringify would.
+ */
+export function openAiBatchLine(r: ExportRow): string {
+  if (r.state !== 'done') return JSON.stringify(openAiBatchRecord(r)) + '\n';
+  return `{"id":"${batchRequestId(r)}","custom_id":${json(r.id)},"response":{"status_code":200,"request_id":${json(r.key)},"body":${json(responseBody(r))}},"error":null,"cost_usd":${json(r.costUsd)}}\n`;
 }
 
 /** The stored provider response; a minimal completion when it is missing or not JSON (older rows). */
@@ -182,12 +217,7 @@ export async function writeExport(rows: AsyncIterable<ExportRow>, out: Writable,
     }
   };
   const chunkChars = Math.min(CHUNK_CHARS, out.writableHighWaterMark || CHUNK_CHARS);
-  const line =
-    o.format === 'csv'
-      ? csvRow
-      : o.format === 'openai-batch'
-        ? (r: ExportRow) => JSON.stringify(openAiBatchRecord(r)) + '\n'
-        : (r: ExportRow) => JSON.stringify(jsonlRecord(r)) + '\n';
+  const line = o.format === 'csv' ? csvRow : o.format === 'openai-batch' ? openAiBatchLine : jsonlLine;
   let chunk = o.format === 'csv' ? CSV_COLUMNS.join(',') + '\r\n' : '';
   for await (const r of rows) {
     if (states && !states.includes(r.state)) {

@@ -185,18 +185,58 @@ export function toAttempt(a: RawAttempt): AttemptRow {
 }
 
 /**
- * The columns of an export row from `items i` joined with `jobs j`, in both stores; the response and
+ * The columns of an export row from `items i` joined with `jobs j`, in both stores, in the order of
+ * RawExportValues; the response and
  * the latency read only when the filter asks for them (NULL otherwise).
  */
 export function exportColumns(f: ExportFilter): string {
   const response = f.response === false ? 'NULL AS response' : 'j.response';
-  // the attempt that finished the job is the job's last
+  // The attempt that finished the job is the job's last. Its latency is on the job (kept by the
+  // migration export_latency's trigger); a job last tried before that migration has NULL there, and
+  // only then, or when it was never tried, is the attempts index looked up.
   const latency =
     f.latency === false
       ? 'NULL AS latency_ms'
-      : '(SELECT latency_ms FROM attempts a WHERE a.job_key = j.key ORDER BY a.id DESC LIMIT 1) AS latency_ms';
+      : 'coalesce(j.latency_ms, (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key ORDER BY a.id DESC LIMIT 1)) AS latency_ms';
   return `i.seq, i.id, i.source, i.meta, j.key, j.state, j.model, j.output, ${response}, j.error,
     j.attempts, j.prompt_tokens, j.completion_tokens, j.cost_usd, ${latency}`;
+}
+
+/** An export row as a list of values in exportColumns' order (SQLite's raw mode: no object per row from the driver). */
+export type RawExportValues = readonly [
+  seq: number,
+  id: string,
+  source: string,
+  meta: string | null,
+  key: string,
+  state: JobState,
+  model: string,
+  output: string | null,
+  response: string | null,
+  error: string | null,
+  attempts: number,
+  promptTokens: number | null,
+  completionTokens: number | null,
+  costUsd: number | null,
+  latencyMs: number | null,
+];
+
+export function toExportRowFromValues(v: RawExportValues): ExportRow {
+  return {
+    id: v[1],
+    source: v[2],
+    meta: v[3] ? JSON.parse(v[3]) : null,
+    key: v[4],
+    state: v[5],
+    model: v[6],
+    output: v[7],
+    response: v[8],
+    error: v[9],
+    attempts: v[10],
+    usage: v[11] === null ? null : { promptTokens: v[11], completionTokens: v[12] ?? 0 },
+    latencyMs: v[14],
+    costUsd: v[13],
+  };
 }
 
 export function toExportRow(r: RawExport): ExportRow {

@@ -161,6 +161,33 @@ CREATE INDEX jobs_age ON jobs (state, created_at);
 `,
 });
 
+/**
+ * The latency export writes for a job (its last attempt's) kept on the job, so the export reads it
+ * with the row instead of looking it up in attempts for every item. A statement trigger with the
+ * inserted rows as a transition table, as the counts do: it catches every path that records an
+ * attempt, and a batch lane's statement of 500 answers updates 500 jobs in one go. A new attempt
+ * always has the highest id, so a job's last inserted is its latest; attempts are only deleted with
+ * their job. No backfill (it would write a new version of every job row): jobs last tried before
+ * this migration keep NULL and the export looks theirs up as before (exportColumns), so the
+ * migration takes the same time at any size.
+ */
+export const EXPORT_LATENCY_MIGRATION: Migration = Object.freeze({
+  version: 7,
+  name: 'export_latency',
+  sql: `
+ALTER TABLE jobs ADD COLUMN latency_ms BIGINT;             -- latency of the job's last attempt since this migration, else NULL
+CREATE FUNCTION llmq_attempt_latency() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  UPDATE jobs SET latency_ms = last.latency_ms
+    FROM (SELECT DISTINCT ON (job_key) job_key, latency_ms FROM new_rows ORDER BY job_key, id DESC) AS last
+    WHERE jobs.key = last.job_key;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER attempts_latency AFTER INSERT ON attempts REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION llmq_attempt_latency();
+`,
+});
+
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
@@ -294,6 +321,7 @@ CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pend
 `,
   },
   STATUS_COUNTS_MIGRATION,
+  EXPORT_LATENCY_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

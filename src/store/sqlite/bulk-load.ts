@@ -54,7 +54,7 @@ export function beginBulkLoad(db: Db, now: number): boolean {
         .pluck()
         .get() as number;
       if (busy) return false;
-      // a queue from before migration 7 that had jobs then keeps key UNIQUE inline; empty now, so rebuilt in no time
+      // a queue from before migration 8 that had jobs then keeps key UNIQUE inline; empty now, so rebuilt in no time
       nameJobsKeyIndexIfEmpty(db);
       db.prepare('INSERT INTO bulk_load (id, host, pid, started_at) VALUES (1, ?, ?, ?)').run(hostname(), process.pid, now);
       db.exec('DROP INDEX jobs_key; DROP INDEX items_job;');

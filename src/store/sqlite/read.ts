@@ -17,12 +17,12 @@ import {
   exportColumns,
   LANES_SQL,
   toAttempt,
-  toExportRow,
+  toExportRowFromValues,
   toJob,
   toLane,
   toRun,
   type RawAttempt,
-  type RawExport,
+  type RawExportValues,
   type RawJob,
   type RawLane,
   type RawRun,
@@ -118,14 +118,16 @@ export class SqliteReader {
     const page = this.#db.prepare(`SELECT ${exportColumns(filter)}
       FROM items i JOIN jobs j ON j.key = i.job_key
       WHERE i.seq > ? ${where} ORDER BY i.seq LIMIT ${EXPORT_PAGE}`);
+    // values, not an object per row: a fifth of the read's CPU at a million rows
+    page.raw(true);
     let after = 0;
     for (;;) {
-      const rows = page.all(after, ...(states ?? [])) as RawExport[];
+      const rows = page.all(after, ...(states ?? [])) as RawExportValues[];
       for (const r of rows) {
-        yield toExportRow(r);
+        yield toExportRowFromValues(r);
       }
       if (rows.length < EXPORT_PAGE) return;
-      after = rows[rows.length - 1]!.seq;
+      after = rows[rows.length - 1]![0];
     }
   }
 
