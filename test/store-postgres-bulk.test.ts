@@ -94,6 +94,22 @@ describe('postgres bulk load of a fresh queue', () => {
     expect(got).toEqual(want);
   });
 
+  it('lets status read while a load holds the queue, showing what is committed', async () => {
+    const url = freshPgUrl();
+    const loader = await PostgresStore.open(url);
+    const reader = await PostgresStore.open(url);
+    loader.beginLoad();
+    const [first] = batches();
+    await loader.enqueue(first!, 1);
+    const t0 = Date.now();
+    const status = await reader.status();
+    expect(Date.now() - t0).toBeLessThan(5000);
+    expect(status).toMatchObject({ total: 0, items: 0, oldestPendingAt: null });
+    await loader.endLoad();
+    expect(await reader.status()).toMatchObject({ items: 1500, oldestPendingAt: 1 });
+    await Promise.all([loader.close(), reader.close()]);
+  });
+
   it('loads batch by batch into a queue that is not empty', async () => {
     const url = freshPgUrl();
     const store = await PostgresStore.open(url);

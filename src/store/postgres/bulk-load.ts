@@ -15,7 +15,7 @@ import { INPUT_SQL, inputParams } from './enqueue.js';
  * leaves the queue exactly as it was, empty with its indexes, with nothing to repair; the price is
  * that its progress is lost too, and enqueueing the file again starts over. Meanwhile the lock the
  * drops take makes other commands on this queue wait for the load to end (they would find it
- * empty anyway).
+ * empty anyway), except `status`, which shows the committed (empty) queue at once.
  */
 
 /** The first batch of an enqueue into an empty queue must hold this many rows to load it in bulk: below it, the indexes cost nothing worth saving. */

@@ -42,6 +42,27 @@ export const ITEM_SQL = Object.freeze({
 const SNAPSHOT = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
 
 /** The read side of the PostgreSQL store: status, one item, and the export stream. */
+/**
+ * The first entry of jobs_age (state, created_at). A bulk load (bulk-load.ts) holds `jobs`
+ * exclusively until it commits, and what it loads is invisible until then anyway: rather than wait
+ * minutes for the load, status shows the queue as committed (no oldest pending job).
+ */
+async function oldestPending(db: pg.PoolClient): Promise<number | null> {
+  await db.query(`SAVEPOINT oldest; SET LOCAL lock_timeout = '${LOCK_WAIT_MS}ms'`);
+  try {
+    const v = (await db.query(`SELECT min(created_at) AS v FROM jobs WHERE state = 'pending'`)).rows[0]!.v as number | null;
+    await db.query('RELEASE SAVEPOINT oldest; SET LOCAL lock_timeout = DEFAULT');
+    return v;
+  } catch (error) {
+    if ((error as { code?: string }).code !== LOCK_NOT_AVAILABLE) throw error;
+    await db.query('ROLLBACK TO SAVEPOINT oldest');
+    return null;
+  }
+}
+
+const LOCK_WAIT_MS = 500;
+const LOCK_NOT_AVAILABLE = '55P03';
+
 export class PgReader {
   readonly #pool: pg.Pool;
   constructor(pool: pg.Pool) {
@@ -67,8 +88,7 @@ export class PgReader {
           await db.query<{ error: string; count: number }>(`SELECT error, sum(jobs)::bigint AS count FROM failure_counts
           GROUP BY error HAVING sum(jobs) > 0 ORDER BY 2 DESC, error COLLATE "C" LIMIT 10`)
         ).rows;
-        // the first entry of jobs_age (state, created_at)
-        const oldestPendingAt = await one<number | null>(`SELECT min(created_at) AS v FROM jobs WHERE state = 'pending'`);
+        const oldestPendingAt = await oldestPending(db);
         const activeRuns = (await db.query<RawRun>(ACTIVE_RUNS)).rows.map(toRun);
         const last = (await db.query<RawRun>('SELECT * FROM runs ORDER BY started_at DESC, seq DESC LIMIT 1')).rows[0];
         const lanes = (await db.query<RawLane>(LANES_SQL)).rows.map(toLane);
