@@ -125,10 +125,11 @@ describe('llmq run --budget', () => {
     first.kill('SIGKILL');
     expect((await ended).signal).toBe('SIGKILL');
     expect((await recorded(db)).ledgerUsd).toBeGreaterThan(3 * 0.05); // the four worst cases are held in the database
-    // The same machine knows it is dead once its heartbeat has been quiet for 5 s: time, not an event
-    // (nothing changes until the next run looks), so wait that long past its last beat.
+    // The same machine knows it is dead once its heartbeat has been quiet for three beats (2 s each,
+    // at least 5 s; src/scheduler/run.ts): time, not an event (nothing changes until the next run
+    // looks), so wait that long past its last beat.
     const { lastBeat } = await recorded(db);
-    await sleep(lastBeat + 5000 + 250 - Date.now());
+    await sleep(lastBeat + 3 * 2000 + 250 - Date.now());
     fake.configure({ latencyMs: 5 });
     const second = await runCli(run('--budget-total', '1', '--concurrency', '4', ...PRICE));
     expect(second.code).toBe(3);
