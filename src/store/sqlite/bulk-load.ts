@@ -70,6 +70,22 @@ export function beginBulkLoad(db: Db, now: number): boolean {
  * between them leaves the record for the next writer to finish with this same function.
  */
 export function finishBulkLoad(db: Db): number {
+  // Each build sorts in memory up to the page cache's size on top of the cache itself, then spills
+  // to temporary files: with the enqueue's 64 MiB cache that was the enqueue's peak (1M documents:
+  // 297 MB); 16 MiB sorts no slower at a million (25 s either way) and peaks at 269 MB.
+  const cacheSize = db.pragma('cache_size', { simple: true }) as number;
+  db.pragma(`cache_size = ${BUILD_CACHE_KIB}`);
+  try {
+    return buildLoadIndexes(db);
+  } finally {
+    if (db.open) db.pragma(`cache_size = ${cacheSize}`);
+  }
+}
+
+/** Page cache while a load's indexes are built, in KiB (negative: SQLite's unit for KiB). */
+const BUILD_CACHE_KIB = -16384;
+
+function buildLoadIndexes(db: Db): number {
   let repeats = 0;
   try {
     db.exec('CREATE UNIQUE INDEX IF NOT EXISTS jobs_key ON jobs (key)');
