@@ -72,7 +72,8 @@ export function beginBulkLoad(db: Db, now: number): boolean {
 export function finishBulkLoad(db: Db): number {
   // Each build sorts in memory up to the page cache's size on top of the cache itself, then spills
   // to temporary files: with the enqueue's 64 MiB cache that was the enqueue's peak (1M documents:
-  // 297 MB); 16 MiB sorts no slower at a million (25 s either way) and peaks at 269 MB.
+  // 297 MB); 32 MiB peaks at 268 MB, no slower at a million (24-25 s). At ten million: 271 MB and
+  // 303 s, against one run with 64 MiB of 283 MB and 275 s (not repeated: the difference may be noise).
   const cacheSize = db.pragma('cache_size', { simple: true }) as number;
   db.pragma(`cache_size = ${BUILD_CACHE_KIB}`);
   try {
@@ -83,7 +84,7 @@ export function finishBulkLoad(db: Db): number {
 }
 
 /** Page cache while a load's indexes are built, in KiB (negative: SQLite's unit for KiB). */
-const BUILD_CACHE_KIB = -16384;
+const BUILD_CACHE_KIB = -32768;
 
 function buildLoadIndexes(db: Db): number {
   let repeats = 0;
