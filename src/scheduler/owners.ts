@@ -1,15 +1,6 @@
 import type { RunRow } from '../store/types.js';
 
-/** True while a process with this pid exists on this machine. */
-export function isProcessAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: it exists but belongs to someone else.
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
+export { isProcessAlive } from '../process-alive.js';
 
 export interface Self {
   readonly host: string;

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { StoreError } from '../../errors.js';
+import { isProcessAlive } from '../../process-alive.js';
 import { nameJobsKeyIndexIfEmpty } from './migrations.js';
 import type { Db } from './open.js';
 
@@ -23,16 +24,6 @@ export interface LoadRecord {
   readonly host: string;
   readonly pid: number;
   readonly started_at: number;
-}
-
-/** True while a process with this pid exists on this machine (EPERM: it exists but is someone else's). */
-function isProcessAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 export function loadRecord(db: Db): LoadRecord | undefined {
