@@ -14,12 +14,23 @@ export interface InFlightRequest {
   maxTokens: number | null;
   /** The lane's timeout times this: doubled for each time this job already timed out. */
   readonly patience: number;
+  /**
+   * This process stalled (synchronous work held its event loop) while the request was on the wire:
+   * its measured latency says how long this process was busy, not how long the provider took.
+   */
+  stalled: boolean;
 }
 
 /**
  * The requests a run has on the wire: one abort for all of them on a hard stop (one listener, not
  * one per request), and the `--timeout auto` watchdog, which re-reads each lane's latencies a few
  * times a second so a request that hung before the lane had answers is cut as soon as it has them.
+ *
+ * The watchdog's tick also notices when it runs late: the event loop was held (a module loaded on
+ * first use, a long synchronous hook). Every request on the wire across such a stall is marked, so
+ * its latency stays out of the p99 (one 200 ms stall at -c 16 would otherwise set the timeout of the
+ * next 256 requests to 6 x 250 ms), and the tick after a stall cuts nothing: answers that arrived
+ * while the loop was held are read first.
  */
 export class InFlightRequests {
   readonly #requests = new Set<InFlightRequest>();
@@ -28,6 +39,10 @@ export class InFlightRequests {
   readonly #now: () => number;
   #timer: NodeJS.Timeout | null = null;
   #aborted: unknown = undefined;
+  /** When the watchdog last ticked, on the monotonic clock (the injected one may be a test's). */
+  #tickedAt = 0;
+  /** A tick this much later than due means the event loop was held. */
+  static readonly STALL_MS = 50;
 
   /**
    * `auto`: cut requests by their lane's latencies, at most `capMs`; otherwise the provider's own
@@ -44,7 +59,9 @@ export class InFlightRequests {
     if (options.abortSignal.aborted) onAbort();
     else options.abortSignal.addEventListener('abort', onAbort, { once: true });
     if (this.#auto) {
-      this.#timer = setInterval(() => this.sweep(), options.sweepMs ?? 100);
+      const sweepMs = options.sweepMs ?? 100;
+      this.#tickedAt = performance.now();
+      this.#timer = setInterval(() => this.#tick(sweepMs), sweepMs);
       this.#timer.unref?.();
     }
   }
@@ -54,13 +71,33 @@ export class InFlightRequests {
     const controller = new AbortController();
     if (this.#aborted !== undefined) controller.abort(this.#aborted);
     const patience = 2 ** Math.min(timeouts, 6);
-    const r: InFlightRequest = { signal: controller.signal, controller, lane, startedAt, requestJson, maxTokens: null, patience };
+    const r: InFlightRequest = {
+      signal: controller.signal,
+      controller,
+      lane,
+      startedAt,
+      requestJson,
+      maxTokens: null,
+      patience,
+      stalled: false,
+    };
     this.#requests.add(r);
     return r;
   }
 
   end(r: InFlightRequest): void {
     this.#requests.delete(r);
+  }
+
+  #tick(sweepMs: number): void {
+    const now = performance.now();
+    const late = now - this.#tickedAt - sweepMs;
+    this.#tickedAt = now;
+    if (late > InFlightRequests.STALL_MS) {
+      for (const r of this.#requests) r.stalled = true;
+      return;
+    }
+    this.sweep();
   }
 
   /** Abort every request that has run longer than its lane says it should (auto mode only). */

@@ -235,7 +235,7 @@ class JobRun {
     ctx.breaker.success();
     c.authInARow = 0;
     const usage = result.usage;
-    lane.answered(result.rateLimit, endedAt - startedAt, usage.completionTokens);
+    lane.answered(result.rateLimit, request.stalled ? null : endedAt - startedAt, usage.completionTokens);
     // Providers reserve prompt + max_tokens when a request arrives, so only the prompt part is
     // corrected: our tokenizer may count the prompt differently from the provider's.
     if (this.#tokens) lane.board.settle(place.ticket, place.tokens - this.#tokens.prompt + usage.promptTokens);

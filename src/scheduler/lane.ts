@@ -143,16 +143,17 @@ export class Lane {
     return Math.max(0, this.board.pausedUntil() - this.#now());
   }
 
-  /** An answer came: learn from its headers and latency. */
-  answered(rateLimit: RateLimitInfo | null, latencyMs: number, completionTokens: number): void {
+  /** An answer came: learn from its headers and latency (null: not a measure of the provider). */
+  answered(rateLimit: RateLimitInfo | null, latencyMs: number | null, completionTokens: number): void {
     const now = this.#now();
     this.#firstAnswerAt ??= now;
+    this.#learnFromHeaders(rateLimit);
+    if (latencyMs === null) return;
     // The first answers of a lane, and every request sent before its first answer came (with -c 16,
     // sixteen at once), carry connection set-up and cold code: left out of the latencies
     // --timeout auto reads, where a few of them would set the p99 for the next 256.
     const warm = this.#ended > Lane.COLD_REQUESTS && now - latencyMs >= this.#firstAnswerAt;
     if (warm) this.latency.record(latencyMs, completionTokens);
-    this.#learnFromHeaders(rateLimit);
   }
 
   /**
