@@ -32,6 +32,7 @@ import { splitClaimed, type RawClaimed } from '../claim-result.js';
 import { GroupCommit } from '../group-commit.js';
 import { ATTEMPT_COLUMNS, attemptValues, latencyOf } from '../rows.js';
 import { BULK_MIN_ROWS, beginBulkLoad, finishBulkLoad, settleBulkLoad } from './bulk-load.js';
+import { ManyRowInsert } from './many-rows.js';
 
 /** A statement prepared on first use. */
 function lazy<T>(make: () => T): () => T {
@@ -83,8 +84,6 @@ export class SqliteStore implements Store {
         db.prepare(`INSERT INTO jobs (key, request, model, priority, created_at, updated_at)
         VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`),
       ),
-      // a bulk load's: every row is new (ids are unique within an enqueue, the queue was empty), repeats of a key are removed at the end
-      loadJob: lazy(() => db.prepare('INSERT INTO jobs (key, request, model, priority, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)')),
       itemJob: db.prepare('SELECT job_key FROM items WHERE id = ?').pluck(),
       insertItem: db.prepare(`INSERT INTO items (id, source, job_key, meta, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`),
       moveItem: db.prepare('UPDATE items SET job_key = ?, source = ?, meta = ?, updated_at = ? WHERE id = ?'),
@@ -220,12 +219,16 @@ export class SqliteStore implements Store {
   readonly #loadTxn = (rows: readonly EnqueueRow[], now: number): EnqueueResult =>
     this.db
       .transaction(() => {
-        const loadJob = this.#s.loadJob();
-        const insertItem = this.#s.insertItem;
+        // Every row is new (ids are unique within an enqueue, the queue was empty); repeats of a key
+        // are removed at the end. Made per batch: rows of a batch that failed are not carried over.
+        const jobs = new ManyRowInsert(this.db, 'jobs (key, request, model, priority, created_at, updated_at)', 6);
+        const items = new ManyRowInsert(this.db, 'items (id, source, job_key, meta, created_at, updated_at)', 6);
         for (const r of rows) {
-          loadJob.run(r.key, r.request, r.model, r.priority, now, now);
-          insertItem.run(r.itemId, r.source, r.key, r.meta ? JSON.stringify(r.meta) : null, now, now);
+          jobs.add(r.key, r.request, r.model, r.priority, now, now);
+          items.add(r.itemId, r.source, r.key, r.meta ? JSON.stringify(r.meta) : null, now, now);
         }
+        jobs.flush();
+        items.flush();
         return { newJobs: rows.length, newItems: rows.length, movedItems: 0, unchanged: 0, droppedJobs: 0 };
       })
       .immediate();
