@@ -59,9 +59,12 @@ CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pend
 `,
 });
 
-/** The triggers of migration 6 on `jobs`; REBUILD_JOBS_SQL creates them again. */
-const JOBS_COUNT_TRIGGERS = `
-CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN
+/**
+ * The count triggers that fire on every insert. A bulk load (bulk-load.ts) drops them while its rows
+ * go in, adds each batch's rows to the counts itself, and creates them again from here.
+ */
+export const INSERT_COUNT_TRIGGERS = {
+  jobs_count_insert: `CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN
   INSERT INTO job_counts VALUES (NEW.model, NEW.state, 1, NEW.attempts > 0, coalesce(NEW.prompt_tokens, 0),
       coalesce(NEW.completion_tokens, 0), coalesce(NEW.cost_usd, 0), iif(NEW.cost_usd IS NULL, coalesce(NEW.prompt_tokens, 0), 0),
       iif(NEW.cost_usd IS NULL, coalesce(NEW.completion_tokens, 0), 0))
@@ -69,7 +72,13 @@ CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN
       prompt_tokens = prompt_tokens + excluded.prompt_tokens, completion_tokens = completion_tokens + excluded.completion_tokens,
       cost_usd = cost_usd + excluded.cost_usd, unpriced_prompt = unpriced_prompt + excluded.unpriced_prompt,
       unpriced_completion = unpriced_completion + excluded.unpriced_completion;
-END;
+END;`,
+  items_count_insert: 'CREATE TRIGGER items_count_insert AFTER INSERT ON items BEGIN UPDATE item_counts SET items = items + 1; END;',
+} as const;
+
+/** The triggers of migration 6 on `jobs`; REBUILD_JOBS_SQL creates them again. */
+const JOBS_COUNT_TRIGGERS = `
+${INSERT_COUNT_TRIGGERS.jobs_count_insert}
 CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs BEGIN
   UPDATE job_counts SET jobs = jobs - 1, retried = retried - (OLD.attempts > 0), prompt_tokens = prompt_tokens - coalesce(OLD.prompt_tokens, 0),
       completion_tokens = completion_tokens - coalesce(OLD.completion_tokens, 0), cost_usd = cost_usd - coalesce(OLD.cost_usd, 0),
@@ -154,7 +163,7 @@ INSERT INTO failure_counts SELECT coalesce(error, 'unknown error'), count(*) FRO
 INSERT INTO item_counts SELECT count(*) FROM items;
 
 ${JOBS_COUNT_TRIGGERS}
-CREATE TRIGGER items_count_insert AFTER INSERT ON items BEGIN UPDATE item_counts SET items = items + 1; END;
+${INSERT_COUNT_TRIGGERS.items_count_insert}
 CREATE TRIGGER items_count_delete AFTER DELETE ON items BEGIN UPDATE item_counts SET items = items - 1; END;
 
 -- they only served counting, which the tables above now answer

@@ -31,7 +31,7 @@ import { Checkpointer } from './checkpointer.js';
 import { splitClaimed, type RawClaimed } from '../claim-result.js';
 import { GroupCommit } from '../group-commit.js';
 import { ATTEMPT_COLUMNS, attemptValues, latencyOf } from '../rows.js';
-import { BULK_MIN_ROWS, beginBulkLoad, finishBulkLoad, settleBulkLoad } from './bulk-load.js';
+import { BULK_MIN_ROWS, beginBulkLoad, countLoaded, finishBulkLoad, settleBulkLoad } from './bulk-load.js';
 import { ManyRowInsert } from './many-rows.js';
 
 /** A statement prepared on first use. */
@@ -229,6 +229,10 @@ export class SqliteStore implements Store {
         }
         jobs.flush();
         items.flush();
+        countLoaded(
+          this.db,
+          rows.map((r) => r.model),
+        );
         return { newJobs: rows.length, newItems: rows.length, movedItems: 0, unchanged: 0, droppedJobs: 0 };
       })
       .immediate();
