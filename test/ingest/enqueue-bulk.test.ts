@@ -80,6 +80,34 @@ describe('enqueue into an empty SQLite queue (bulk load)', () => {
     expect(status.items).toBe(3500);
   });
 
+  it('a batch the writer thread cannot store fails the enqueue with its error, and only that batch is lost', async () => {
+    const dir = tempDir();
+    const file = documents(dir);
+    const store = tempStore(dir);
+    let sabotaged = false;
+    const failed = run(store, [file], {
+      batchRows: 1000,
+      backpressure: () => {
+        if (sabotaged || store.db.prepare('SELECT count(*) FROM bulk_load').pluck().get() !== 1) return;
+        // the third batch (doc-2000 to doc-2999) meets a trigger that refuses one of its rows
+        store.db.exec(`CREATE TRIGGER refuse BEFORE INSERT ON items WHEN NEW.id = 'doc-2500'
+          BEGIN SELECT RAISE(ABORT, 'the disk refused doc-2500'); END`);
+        sabotaged = true;
+      },
+    });
+    await expect(failed).rejects.toThrow(/the disk refused doc-2500/);
+    store.db.exec('DROP TRIGGER refuse');
+    // the batches before it are stored whole, nothing of it; the load was finished on the way out
+    const ids = store.db.prepare('SELECT id FROM items ORDER BY seq').pluck().all() as string[];
+    expect(ids).toEqual(Array.from({ length: 2000 }, (_, i) => `doc-${i}`));
+    expect(store.db.prepare('SELECT count(*) FROM bulk_load').pluck().get()).toBe(0);
+    expect((await store.status()).items).toBe(2000);
+    // and the next enqueue adds the rest
+    const again = await run(store, [file], { batchRows: 1000 });
+    expect(again).toMatchObject({ newItems: 1500, unchanged: 2000 });
+    expect((await store.status()).items).toBe(3500);
+  });
+
   it('a second enqueue while a load is live is refused with what to do, and the load is not disturbed', async () => {
     const dir = tempDir();
     const file = documents(dir);

@@ -18,7 +18,7 @@ import type { Db } from './open.js';
  *
  * The count triggers that fire on each insert are dropped with the indexes (9% of a load's time at a
  * million rows): the load adds each batch's rows to the counts in the batch's transaction instead
- * (`countLoaded`), so `status` during a load, or after one was killed, counts what is committed.
+ * (load-writer.ts), so `status` during a load, or after one was killed, counts what is committed.
  */
 
 /** The first batch of an enqueue into an empty queue must hold this many rows to load it in bulk: below it, the indexes cost nothing worth saving. */
@@ -56,16 +56,6 @@ export function beginBulkLoad(db: Db, now: number): boolean {
       return true;
     })
     .immediate();
-}
-
-/** In a load's transaction: add its rows (new items, each with a new pending job of `models[i]`) to the counts. */
-export function countLoaded(db: Db, models: readonly string[]): void {
-  const perModel = new Map<string, number>();
-  for (const m of models) perModel.set(m, (perModel.get(m) ?? 0) + 1);
-  const addJobs = db.prepare(`INSERT INTO job_counts (model, state, jobs) VALUES (?, 'pending', ?)
-    ON CONFLICT (model, state) DO UPDATE SET jobs = jobs + excluded.jobs`);
-  for (const [model, jobs] of perModel) addJobs.run(model, jobs);
-  db.prepare('UPDATE item_counts SET items = items + ?').run(models.length);
 }
 
 /**

@@ -31,8 +31,8 @@ import { Checkpointer } from './checkpointer.js';
 import { splitClaimed, type RawClaimed } from '../claim-result.js';
 import { GroupCommit } from '../group-commit.js';
 import { ATTEMPT_COLUMNS, attemptValues, latencyOf } from '../rows.js';
-import { BULK_MIN_ROWS, beginBulkLoad, countLoaded, finishBulkLoad, settleBulkLoad } from './bulk-load.js';
-import { ManyRowInsert } from './many-rows.js';
+import { BULK_MIN_ROWS, beginBulkLoad, finishBulkLoad, settleBulkLoad } from './bulk-load.js';
+import { BulkLoadWriter } from './load-writer.js';
 
 /** A statement prepared on first use. */
 function lazy<T>(make: () => T): () => T {
@@ -153,7 +153,12 @@ export class SqliteStore implements Store {
   }
 
   async enqueue(rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult> {
-    return this.enqueueSync(rows, now);
+    this.#applyEnqueuePragmas();
+    if (this.#load === 'starting') this.#load = this.#startLoad(rows.length, now);
+    if (this.#load !== 'bulk') return this.enqueueSync(rows, now);
+    this.#loader ??= new BulkLoadWriter(this.location, SqliteStore.ENQUEUE_PRAGMAS);
+    await this.#loader.write(rows, now);
+    return { newJobs: rows.length, newItems: rows.length, movedItems: 0, unchanged: 0, droppedJobs: 0 };
   }
 
   /**
@@ -170,7 +175,10 @@ export class SqliteStore implements Store {
     const bulk = this.#load === 'bulk';
     this.#load = 'none';
     if (!bulk) return { repeatedJobs: 0 };
+    const loader = this.#loader;
+    this.#loader = null;
     try {
+      await loader?.close();
       return { repeatedJobs: finishBulkLoad(this.db) };
     } finally {
       this.db.pragma('foreign_keys = ON');
@@ -178,6 +186,8 @@ export class SqliteStore implements Store {
   };
 
   #load: 'none' | 'starting' | 'bulk' | 'plain' = 'none';
+  /** A bulk load's writer thread, from its first batch to its end. */
+  #loader: BulkLoadWriter | null = null;
 
   /**
    * How a connection that enqueues uses SQLite. The job key and `items.job_key` indexes take random
@@ -197,14 +207,16 @@ export class SqliteStore implements Store {
 
   /** The synchronous core of `enqueue`, one transaction for the whole batch. */
   readonly enqueueSync = (rows: readonly EnqueueRow[], now: number): EnqueueResult => {
-    if (!this.#enqueuePragmas) {
-      for (const p of SqliteStore.ENQUEUE_PRAGMAS) this.db.pragma(p);
-      this.#enqueuePragmas = true;
-    }
-    if (this.#load === 'starting') this.#load = this.#startLoad(rows.length, now);
-    else if (this.#load !== 'bulk' && this.#load !== 'plain') settleBulkLoad(this.db, this.location);
-    return this.#load === 'bulk' ? this.#loadTxn(rows, now) : this.#enqueueTxn(rows, now);
+    this.#applyEnqueuePragmas();
+    if (this.#load === 'none') settleBulkLoad(this.db, this.location);
+    return this.#enqueueTxn(rows, now);
   };
+
+  #applyEnqueuePragmas(): void {
+    if (this.#enqueuePragmas) return;
+    for (const p of SqliteStore.ENQUEUE_PRAGMAS) this.db.pragma(p);
+    this.#enqueuePragmas = true;
+  }
 
   #startLoad(firstRows: number, now: number): 'bulk' | 'plain' {
     settleBulkLoad(this.db, this.location);
@@ -215,27 +227,6 @@ export class SqliteStore implements Store {
     this.db.pragma('foreign_keys = ON');
     return 'plain';
   }
-
-  readonly #loadTxn = (rows: readonly EnqueueRow[], now: number): EnqueueResult =>
-    this.db
-      .transaction(() => {
-        // Every row is new (ids are unique within an enqueue, the queue was empty); repeats of a key
-        // are removed at the end. Made per batch: rows of a batch that failed are not carried over.
-        const jobs = new ManyRowInsert(this.db, 'jobs (key, request, model, priority, created_at, updated_at)', 6);
-        const items = new ManyRowInsert(this.db, 'items (id, source, job_key, meta, created_at, updated_at)', 6);
-        for (const r of rows) {
-          jobs.add(r.key, r.request, r.model, r.priority, now, now);
-          items.add(r.itemId, r.source, r.key, r.meta ? JSON.stringify(r.meta) : null, now, now);
-        }
-        jobs.flush();
-        items.flush();
-        countLoaded(
-          this.db,
-          rows.map((r) => r.model),
-        );
-        return { newJobs: rows.length, newItems: rows.length, movedItems: 0, unchanged: 0, droppedJobs: 0 };
-      })
-      .immediate();
 
   readonly #enqueueTxn = (rows: readonly EnqueueRow[], now: number): EnqueueResult =>
     this.db
@@ -484,6 +475,8 @@ export class SqliteStore implements Store {
   async close(): Promise<void> {
     await this.#completions.drain();
     await this.#stopCheckpointer();
+    // a load nobody ended (its caller failed before endLoad): the next writer finishes it
+    await this.#loader?.close();
     if (this.db.open) this.db.close();
   }
 
