@@ -89,22 +89,23 @@ describe('enqueue into an empty SQLite queue (bulk load)', () => {
       batchRows: 1000,
       backpressure: () => {
         if (sabotaged || store.db.prepare('SELECT count(*) FROM bulk_load').pluck().get() !== 1) return;
-        // the third batch (doc-2000 to doc-2999) meets a trigger that refuses one of its rows
-        store.db.exec(`CREATE TRIGGER refuse BEFORE INSERT ON items WHEN NEW.id = 'doc-2500'
-          BEGIN SELECT RAISE(ABORT, 'the disk refused doc-2500'); END`);
+        // The file is one read: its first three batches are handed on before the load is seen here,
+        // the last (doc-3000 to doc-3499) after. It meets a trigger that refuses one of its rows.
+        store.db.exec(`CREATE TRIGGER refuse BEFORE INSERT ON items WHEN NEW.id = 'doc-3200'
+          BEGIN SELECT RAISE(ABORT, 'the disk refused doc-3200'); END`);
         sabotaged = true;
       },
     });
-    await expect(failed).rejects.toThrow(/the disk refused doc-2500/);
+    await expect(failed).rejects.toThrow(/the disk refused doc-3200/);
     store.db.exec('DROP TRIGGER refuse');
     // the batches before it are stored whole, nothing of it; the load was finished on the way out
     const ids = store.db.prepare('SELECT id FROM items ORDER BY seq').pluck().all() as string[];
-    expect(ids).toEqual(Array.from({ length: 2000 }, (_, i) => `doc-${i}`));
+    expect(ids).toEqual(Array.from({ length: 3000 }, (_, i) => `doc-${i}`));
     expect(store.db.prepare('SELECT count(*) FROM bulk_load').pluck().get()).toBe(0);
-    expect((await store.status()).items).toBe(2000);
+    expect((await store.status()).items).toBe(3000);
     // and the next enqueue adds the rest
     const again = await run(store, [file], { batchRows: 1000 });
-    expect(again).toMatchObject({ newItems: 1500, unchanged: 2000 });
+    expect(again).toMatchObject({ newItems: 500, unchanged: 3000 });
     expect((await store.status()).items).toBe(3500);
   });
 
