@@ -47,7 +47,7 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
         api,
         baseUrl,
         secret: findApiKey(process.env)?.key,
-        prices: priceTableFrom(flags),
+        prices: await priceTableFrom(flags),
         emit: say,
         stopSignal: stopping.stopSignal,
         crashAt: crashAtFromEnv(process.env),

@@ -45,7 +45,7 @@ async function serveCommand(flags: ServeFlags): Promise<void> {
       import('../../provider/create.js'),
     ]);
   const location = resolveDbLocation(flags.db);
-  const prices = priceTableFrom(flags);
+  const prices = await priceTableFrom(flags);
   const store = await openExistingStore(location);
   const token = newToken();
   const apiKey = findApiKey(process.env)?.key;
