@@ -61,4 +61,16 @@ describe('a command loads only its own code', () => {
     expect(packages(files)).not.toContain('@pydantic/genai-prices');
     expect(files.filter((f) => f.startsWith('dist/pricing/'))).toEqual([]);
   });
+
+  it('llmq estimate counts tokens but loads no HTTP client: it sends nothing', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    writeFileSync(join(dir, 'docs.jsonl'), '{"id":"a","text":"one"}\n');
+    expect((await runCli(['enqueue', join(dir, 'docs.jsonl'), '--db', db])).code).toBe(0);
+
+    const files = await loadedBy(['estimate', '--db', db], dir);
+    expect(commandFiles(files).sort()).toEqual(['dist/cli/commands/estimate.js', 'dist/cli/commands/price-options.js']);
+    expect(packages(files)).toContain('gpt-tokenizer');
+    expect(packages(files)).not.toContain('undici');
+  });
 });

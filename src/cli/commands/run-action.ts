@@ -19,7 +19,7 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
   }
   if (flags.via !== 'online') {
     if (flags.via === 'auto' && flags.deadline === undefined) throw new UsageError('--via auto needs --deadline, e.g. --deadline 6h.');
-    if (flags.provider === 'openai') warnIfKeyUnredactable((await import('../../provider/create.js')).findApiKey(process.env));
+    if (flags.provider === 'openai') warnIfKeyUnredactable((await import('../../provider/endpoint.js')).findApiKey(process.env));
     const [{ runBatchCommand }, { laneBaseUrl }] = await Promise.all([import('./run-batch.js'), import('../lane-base-url.js')]);
     // --via auto: the Batch API (half price) for three quarters of the time, the rest online.
     const until = flags.via === 'auto' ? Date.now() + Math.round(flags.deadline! * 0.75) : undefined;

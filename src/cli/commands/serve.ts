@@ -42,7 +42,7 @@ async function serveCommand(flags: ServeFlags): Promise<void> {
       import('../../report/open-existing.js'),
       import('../../serve/server.js'),
       import('../../serve/guard.js'),
-      import('../../provider/create.js'),
+      import('../../provider/endpoint.js'),
     ]);
   const location = resolveDbLocation(flags.db);
   const prices = await priceTableFrom(flags);
