@@ -48,6 +48,8 @@ describe('a command loads only its own code', () => {
     // gpt-4o-mini's price comes from genai-prices: status shows it
     expect(packages(files).sort()).toEqual(['@pydantic/genai-prices', 'better-sqlite3', 'bindings', 'commander', 'file-uri-to-path']);
     expect(files.filter((f) => /^dist\/(scheduler|provider|ingest|batch|serve|hooks|alerts)\//.test(f))).toEqual([]);
+    // a run's WAL checkpointer thread (and node:worker_threads) only for a run
+    expect(files).not.toContain('dist/store/sqlite/checkpointer.js');
   });
 
   it('llmq show loads neither the price data nor another command', async () => {
