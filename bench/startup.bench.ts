@@ -1,8 +1,8 @@
 // The CLI's start: `llmq --version` and `llmq status --json` on a 1M-job SQLite queue, wall and CPU time of the whole
 // process, and `show <id>` in-process. Targets (issue #14): status --json < 250 ms wall, show < 50 ms.
 // The queue is made once with `llmq enqueue` and kept for the next run.
-//   npm run bench startup
-//   BENCH_DB=/tmp/s1m.db    where the kept queue is (default); delete it to make it again (~35 s)
+//   npm run bench startup   (only when named: it keeps its queue, 0.8 GB)
+//   BENCH_DB=/tmp/s1m.db    where the kept queue is (default); delete it to make it again (~45 s)
 //   BENCH_JOBS=1000000      documents in a new queue; BENCH_RUNS=20 timings of each command
 //   LLMQ_BENCH_BIN=/tmp/old/bin/llmq.js  another build, timed in turns with this one (before/after figures)
 import { createWriteStream, existsSync, readFileSync, rmSync } from 'node:fs';
