@@ -383,7 +383,7 @@ async function bench(kind: Kind, big: string, small: string, runFile: string, li
         const payload = await payloadBytes(kind, bigDb);
         line('database bytes per job, queued', `${fmt(bytesQueued / N)} B`, `request ${fmt(payload.request)} B + overhead`, null);
 
-        const prices = priceTableFrom({});
+        const prices = await priceTableFrom({});
         const store = await openStore(bigDb);
         try {
           const statusMs = await timeMs(async () => buildStatusReport(await store.status(), { now: Date.now(), prices, db: 'bench' }), 5);

@@ -1,5 +1,5 @@
 import { classifyHttpError, classifyNetworkError } from '../provider/classify.js';
-import { normalizeBaseUrl } from '../provider/openai.js';
+import { normalizeBaseUrl } from '../provider/endpoint.js';
 import { readProviderBatch, type BatchApi, type BatchPage, type ProviderBatch } from './api.js';
 
 export interface HttpBatchApiOptions {

@@ -1,5 +1,5 @@
 import { InvalidArgumentError, Option } from 'commander';
-import { AlertWatcher } from '../alerts/watcher.js';
+import type { AlertWatcher } from '../alerts/watcher.js';
 import { parseDuration, parseRate } from '../alerts/thresholds.js';
 import { LlmqError } from '../errors.js';
 import type { RunHooks } from '../hooks/run-hooks.js';
@@ -47,15 +47,16 @@ export function alertsOn(flags: AlertFlags): boolean {
 
 /**
  * The run's alert watcher, or null without --alert-*: each crossing is said once on the progress
- * display (a warning) and sent to the alert hook.
+ * display (a warning) and sent to the alert hook. The watcher is loaded only for a run that alerts.
  */
-export function watchAlerts(
+export async function watchAlerts(
   flags: AlertFlags,
   store: Pick<QueueReader, 'status'>,
   hooks: RunHooks | null,
   emit: SchedulerListener,
-): AlertWatcher | null {
+): Promise<AlertWatcher | null> {
   if (!alertsOn(flags)) return null;
+  const { AlertWatcher } = await import('../alerts/watcher.js');
   return new AlertWatcher({
     thresholds: { failed: flags.alertFailed, oldestMs: flags.alertOldest, errorRate: flags.alertErrorRate, windowMs: flags.alertWindow },
     oldestPendingAt: async () => (await store.status()).oldestPendingAt,

@@ -1,4 +1,4 @@
-import { resolveBaseUrl } from '../provider/create.js';
+import { resolveBaseUrl } from '../provider/endpoint.js';
 
 /** What lanes and learned limits are keyed by: the endpoint without credentials or query (`mock` offline). */
 export function laneBaseUrl(flags: { provider: 'openai' | 'mock'; baseUrl?: string }): string {

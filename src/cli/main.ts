@@ -1,27 +1,30 @@
 import { CommanderError } from 'commander';
 import { LlmqError } from '../errors.js';
-import { knownError } from '../errors-known.js';
 import { buildProgram } from './program.js';
-import { colorsFor } from './output.js';
 import { watchReaders, whileReaderPresent } from './reader-gone.js';
-import { redactUrlCredentials } from '../url-credentials.js';
 
 /**
  * The one place errors become exit codes: an LlmqError prints its message, a commander error has
  * printed itself, anything else is a bug and prints its stack.
  */
 export async function main(argv: readonly string[]): Promise<number> {
-  const program = buildProgram();
+  const program = await buildProgram(argv);
   try {
     await program.parseAsync(argv as string[]);
     return process.exitCode === undefined ? 0 : Number(process.exitCode);
   } catch (error) {
-    const c = colorsFor(process.stderr);
-    const stderr = whileReaderPresent(process.stderr);
     if (error instanceof CommanderError) {
       // help and version "errors" are successes; commander already printed the message.
       return error.exitCode === 0 ? 0 : 1;
     }
+    // Loaded only on the way out with an error: every command's start pays for what it imports.
+    const [{ colorsFor }, { knownError }, { redactUrlCredentials }] = await Promise.all([
+      import('./output.js'),
+      import('../errors-known.js'),
+      import('../url-credentials.js'),
+    ]);
+    const c = colorsFor(process.stderr);
+    const stderr = whileReaderPresent(process.stderr);
     // A system or SQLite failure with an ordinary cause that escaped the place that knows the path.
     // Every error leaves through here: a --db or --redis password quoted by a driver is masked.
     const known = error instanceof LlmqError ? error : knownError(error);

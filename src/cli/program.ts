@@ -1,19 +1,30 @@
 import { Command } from 'commander';
-import { registerEnqueue } from './commands/enqueue.js';
-import { registerRun } from './commands/run.js';
-import { registerStatus } from './commands/status.js';
-import { registerRetryFailed } from './commands/retry-failed.js';
-import { registerShow } from './commands/show.js';
-import { registerExport } from './commands/export.js';
-import { registerCopy } from './commands/copy.js';
-import { registerBatches } from './commands/batches.js';
-import { registerServe } from './commands/serve.js';
-import { registerEstimate } from './commands/estimate.js';
 
 export const VERSION = '0.1.0';
 
-/** Each command registers its own flags (`--db` among them, see dbOption) in its own file. */
-export function buildProgram(): Command {
+type Register = (program: Command) => Command;
+
+/** Every command, in the order `llmq --help` lists them, and the file that registers it. */
+const COMMANDS: ReadonlyArray<readonly [name: string, load: () => Promise<Register>]> = [
+  ['enqueue', async () => (await import('./commands/enqueue.js')).registerEnqueue],
+  ['estimate', async () => (await import('./commands/estimate.js')).registerEstimate],
+  ['run', async () => (await import('./commands/run.js')).registerRun],
+  ['status', async () => (await import('./commands/status.js')).registerStatus],
+  ['retry-failed', async () => (await import('./commands/retry-failed.js')).registerRetryFailed],
+  ['show', async () => (await import('./commands/show.js')).registerShow],
+  ['export', async () => (await import('./commands/export.js')).registerExport],
+  ['copy', async () => (await import('./commands/copy.js')).registerCopy],
+  ['batches', async () => (await import('./commands/batches.js')).registerBatches],
+  ['serve', async () => (await import('./commands/serve.js')).registerServe],
+];
+
+/**
+ * Each command registers its own flags (`--db` among them, see dbOption) in its own file. Only the
+ * file of the command `argv` names is loaded: a process start pays for one command's flags, not
+ * ten; `--version` first needs none. Anything else (`--help`, `help`, a mistyped name) loads them
+ * all, so the command list, its suggestions and the help read as they always did.
+ */
+export async function buildProgram(argv: readonly string[]): Promise<Command> {
   const program = new Command('llmq')
     .description('Run an LLM request over every document in a folder or JSONL file, durably and fast.')
     .version(VERSION, '-V, --version')
@@ -41,18 +52,11 @@ Environment:
   NO_COLOR                        plain output`,
   );
   refuseHelpForUnknownCommands(program);
-  for (const register of [
-    registerEnqueue,
-    registerEstimate,
-    registerRun,
-    registerStatus,
-    registerRetryFailed,
-    registerShow,
-    registerExport,
-    registerCopy,
-    registerBatches,
-    registerServe,
-  ]) {
+  const first = argv[2];
+  const named = COMMANDS.filter(([name]) => name === first);
+  const needed = first === '-V' || first === '--version' ? [] : named.length ? named : COMMANDS;
+  const registers = await Promise.all(needed.map(([, load]) => load()));
+  for (const register of registers) {
     const cmd = register(program);
     cmd.exitOverride().showHelpAfterError('(run with --help for usage)');
   }

@@ -1,13 +1,13 @@
 import { LlmqError, UsageError } from '../errors.js';
-import { hasUrlCredentials, redactUrlCredentials } from '../url-credentials.js';
+import { resolveApiKey, resolveBaseUrl, type Env } from './endpoint.js';
 import { MockProvider, type MockProviderOptions } from './mock.js';
-import { normalizeBaseUrl, OpenAIProvider } from './openai.js';
+import { OpenAIProvider } from './openai.js';
 import type { Provider } from './types.js';
+
+export { DEFAULT_BASE_URL, findApiKey, resolveApiKey, resolveBaseUrl, type Env } from './endpoint.js';
 
 export const PROVIDER_KINDS = Object.freeze(['openai', 'mock'] as const);
 export type ProviderKind = (typeof PROVIDER_KINDS)[number];
-
-export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 
 export interface CreateProviderOptions {
   /** `openai` for any OpenAI-compatible endpoint, `mock` for the offline provider. @default 'openai' */
@@ -23,8 +23,6 @@ export interface CreateProviderOptions {
   /** Options of the mock provider. */
   readonly mock?: MockProviderOptions;
 }
-
-export type Env = Readonly<Record<string, string | undefined>>;
 
 /**
  * The provider a run uses, from flags and environment. The key comes only from the environment
@@ -51,50 +49,4 @@ export function createProvider(options: CreateProviderOptions, env: Env): Provid
     headers: options.headers,
     connections: options.connections,
   });
-}
-
-/** The base URL and where it came from (for messages): flag, then env, then the OpenAI API. */
-export function resolveBaseUrl(flag: string | undefined, env: Env): { url: string; source: string } {
-  const candidates: Array<[string | undefined, string]> = [
-    [flag, '--base-url'],
-    [env.LLMQ_BASE_URL, 'LLMQ_BASE_URL'],
-    [env.OPENAI_BASE_URL, 'OPENAI_BASE_URL'],
-  ];
-  const found = candidates.find(([v]) => v !== undefined && v.trim() !== '');
-  if (!found) return { url: DEFAULT_BASE_URL, source: 'default' };
-  const [raw, source] = found as [string, string];
-  const name = source === '--base-url' ? '--base-url' : `--base-url (from ${source})`;
-  const url = normalizeBaseUrl(raw);
-  const parsed = URL.canParse(url) ? new URL(url) : null;
-  if (!parsed || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')) {
-    throw new UsageError(
-      `Expected ${name} to be an http(s) URL like https://api.openai.com/v1 or http://127.0.0.1:11434/v1, got '${redactUrlCredentials(raw)}'.`,
-    );
-  }
-  // fetch refuses such URLs on every request, which would look like an outage and be retried
-  // forever; and the password would be in every error. The value is not echoed: it holds a secret.
-  if (hasUrlCredentials(url)) {
-    throw new UsageError(`${name} contains a user name or password; put the key in LLMQ_API_KEY instead.`);
-  }
-  return { url, source };
-}
-
-/** LLMQ_API_KEY, then OPENAI_API_KEY; undefined when neither is set. */
-export function resolveApiKey(env: Env): string | undefined {
-  return findApiKey(env)?.key;
-}
-
-/** The API key and the variable it came from (for messages), or undefined when neither is set. */
-export function findApiKey(env: Env): { key: string; name: 'LLMQ_API_KEY' | 'OPENAI_API_KEY' } | undefined {
-  for (const name of ['LLMQ_API_KEY', 'OPENAI_API_KEY'] as const) {
-    const key = env[name]?.trim();
-    if (!key) continue;
-    // A key with spaces or control characters cannot go into a header; fetch would throw on every
-    // request with the key in its message.
-    if (!/^[\x21-\x7e]+$/.test(key)) {
-      throw new LlmqError(`${name} contains spaces or non-ASCII characters; an API key is one printable token. Set it again.`);
-    }
-    return { key, name };
-  }
-  return undefined;
 }

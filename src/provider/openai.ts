@@ -1,6 +1,7 @@
 import { badBodyError, classifyHttpError, classifyNetworkError, timeoutError } from './classify.js';
 import { Pool, type Dispatcher } from 'undici';
 import { parseRateLimit, type HeaderSource } from './headers.js';
+import { normalizeBaseUrl } from './endpoint.js';
 import { countTextTokens, estimatePromptTokens } from './tokens.js';
 import type { CompletionResult, Provider, RateLimitInfo } from './types.js';
 import type { Usage } from '../store/types.js';
@@ -25,14 +26,6 @@ export interface OpenAIProviderOptions {
 
 /** One HTTP request out, its response back (undici's `request` shape). */
 export type Transport = (options: Dispatcher.RequestOptions) => Promise<Dispatcher.ResponseData>;
-
-/** Trailing slashes and a pasted `/chat/completions` removed: the base the endpoint path is added to. */
-export function normalizeBaseUrl(baseUrl: string): string {
-  return baseUrl
-    .trim()
-    .replace(/\/+$/, '')
-    .replace(/\/chat\/completions$/, '');
-}
 
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 

@@ -23,11 +23,13 @@ export interface CliOptions {
   input?: string;
   /** Run as this user and group (needs root): what permissions do to a user that root ignores. */
   user?: { uid: number; gid: number };
+  /** Options for node itself, before the script (`--import`, `--cpu-prof`). */
+  nodeArgs?: readonly string[];
 }
 
 /** Start the real CLI as a child process (the built dist/, so `npm test` builds first). */
 export function spawnCli(args: readonly string[], options: CliOptions = {}): ChildProcess {
-  const child = spawn(process.execPath, [BIN, ...args], {
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), BIN, ...args], {
     cwd: options.cwd,
     env: cliEnv(options.env),
     stdio: ['pipe', 'pipe', 'pipe'],

@@ -1,8 +1,8 @@
+import type { ChalkInstance } from 'chalk';
 import { Option, type Command } from 'commander';
 import { UsageError } from '../../errors.js';
 import type { CopyResult } from '../../store/copy.js';
 import type { Store } from '../../store/types.js';
-import { colorsFor, warn } from '../output.js';
 import { dbOption } from '../options.js';
 
 interface CopyFlags {
@@ -36,9 +36,10 @@ Jobs that are running when copied arrive pending: their leases belong to runs on
 Stop the runs on the source first; the target must be empty.`,
     )
     .action(async (flags: CopyFlags) => {
-      const [{ checkLocation, redactLocation, resolveDbLocation }, { copyStore }] = await Promise.all([
+      const [{ checkLocation, redactLocation, resolveDbLocation }, { copyStore }, { colorsFor, warn }] = await Promise.all([
         import('../../store/open-store.js'),
         import('../../store/copy.js'),
+        import('../output.js'),
       ]);
       const from = resolveDbLocation(flags.from ?? flags.db);
       checkLocation(from, flags.from ? '--from' : '--db');
@@ -52,7 +53,7 @@ Stop the runs on the source first; the target must be empty.`,
         return copyStore(source, target, { now: Date.now() });
       });
       if (flags.json) process.stdout.write(JSON.stringify({ from: redactLocation(from), to: redactLocation(flags.to), ...result }) + '\n');
-      else process.stderr.write(describe(result, redactLocation(from), redactLocation(flags.to)) + '\n');
+      else process.stderr.write(describe(result, redactLocation(from), redactLocation(flags.to), colorsFor(process.stderr)) + '\n');
     });
 }
 
@@ -75,8 +76,7 @@ async function withStores<T>(from: string, to: string, fn: (source: Store, targe
   }
 }
 
-function describe(r: CopyResult, from: string, to: string): string {
-  const c = colorsFor(process.stderr);
+function describe(r: CopyResult, from: string, to: string, c: ChalkInstance): string {
   const requeued = r.requeued ? ` (${r.requeued} running there, pending here)` : '';
   return `${c.bold('copied')} ${from} to ${to}: ${c.green(`${r.jobs} jobs`)}${requeued}, ${r.items} items, ${r.attempts} attempts, ${r.runs} runs`;
 }

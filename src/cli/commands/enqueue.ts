@@ -1,7 +1,7 @@
 import { Option, type Command } from 'commander';
 import { dbOption, anyInt, byteSize, collect, intAtLeast, numberBetween, textOrFile } from '../options.js';
-import { colorsFor, warn } from '../output.js';
 import { EXIT } from '../../errors.js';
+import type { ChalkInstance } from 'chalk';
 import type { EnqueueSummary } from '../../ingest/enqueue.js';
 import { DEFAULT_MAX_DOC_BYTES, where } from '../../ingest/types.js';
 
@@ -76,10 +76,11 @@ Exit codes: 0 everything enqueued, 2 some input was rejected, 1 bad usage.`,
 }
 
 async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<EnqueueSummary> {
-  const [{ openStore, redactLocation, resolveDbLocation }, { enqueue }, { parseTemplate }] = await Promise.all([
+  const [{ openStore, redactLocation, resolveDbLocation }, { enqueue }, { parseTemplate }, { colorsFor, warn }] = await Promise.all([
     import('../../store/open-store.js'),
     import('../../ingest/enqueue.js'),
     import('../../ingest/template.js'),
+    import('../output.js'),
   ]);
   const prompt = parseTemplate(flags.prompt, '--prompt');
   const system = flags.system === undefined ? null : parseTemplate(flags.system, '--system');
@@ -142,7 +143,7 @@ function drained(stream: NodeJS.WriteStream): Promise<void> | undefined {
   });
 }
 
-function describe(s: EnqueueSummary, db: string, c: ReturnType<typeof colorsFor>): string {
+function describe(s: EnqueueSummary, db: string, c: ChalkInstance): string {
   const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
   const rejected = s.rejected > 0 ? c.yellow(`${s.rejected} rejected`) : '0 rejected';
   const secs = (s.elapsedMs / 1000).toFixed(s.elapsedMs < 10_000 ? 2 : 0);

@@ -1,6 +1,5 @@
 import { Option, type Command } from 'commander';
 import { dbOption, DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS, intAtLeast, oneOf } from '../options.js';
-import { colorsFor } from '../output.js';
 import { priceOptions, priceTableFrom, type PriceFlags } from './price-options.js';
 
 /** What `estimate` reads, and what `run --dry-run` hands it from its own flags. */
@@ -57,15 +56,22 @@ Examples:
 }
 
 export async function estimateCommand(flags: EstimateFlags): Promise<void> {
-  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { estimateRun }, { renderEstimate }, { laneBaseUrl }] =
-    await Promise.all([
-      import('../../store/open-store.js'),
-      import('../../report/open-existing.js'),
-      import('../../report/estimate.js'),
-      import('../../report/estimate-text.js'),
-      import('../lane-base-url.js'),
-    ]);
-  const prices = priceTableFrom(flags);
+  const [
+    { resolveDbLocation, redactLocation },
+    { openExistingStore },
+    { estimateRun },
+    { renderEstimate },
+    { laneBaseUrl },
+    { colorsFor },
+  ] = await Promise.all([
+    import('../../store/open-store.js'),
+    import('../../report/open-existing.js'),
+    import('../../report/estimate.js'),
+    import('../../report/estimate-text.js'),
+    import('../lane-base-url.js'),
+    import('../output.js'),
+  ]);
+  const prices = await priceTableFrom(flags);
   const baseUrl = laneBaseUrl(flags);
   const location = resolveDbLocation(flags.db);
   const store = await openExistingStore(location);

@@ -1,6 +1,5 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { dbOption } from '../options.js';
-import { info } from '../output.js';
 import { join } from 'node:path';
 import { LlmqError, UsageError } from '../../errors.js';
 import { knownError } from '../../errors-known.js';
@@ -69,12 +68,13 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
   if (flags.outDir && cmd.getOptionValueSource('format') === 'cli') {
     throw new UsageError('--format does not apply to --out-dir, which writes each answer as its own file. Use one or the other.');
   }
-  const [{ resolveDbLocation }, { openExistingStore }, { exportToFile }, { answerExt }, { stdoutSink }] = await Promise.all([
+  const [{ resolveDbLocation }, { openExistingStore }, { exportToFile }, { answerExt }, { stdoutSink }, { info }] = await Promise.all([
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
     import('../../report/export-files.js'),
     import('../../report/answer-paths.js'),
     import('../stdout-sink.js'),
+    import('../output.js'),
   ]);
   if (flags.outDir) answerExt(flags.ext); // a bad --ext is refused before anything is read
   const location = resolveDbLocation(flags.db);
@@ -119,7 +119,7 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
 
 /** --out-dir: every item written or named, each one renamed for a collision said so. */
 async function toDir(rows: AsyncIterable<ExportRow>, outDir: string, flags: ExportFlags): Promise<ExportCounts> {
-  const { exportToDir } = await import('../../report/export-files.js');
+  const [{ exportToDir }, { info }] = await Promise.all([import('../../report/export-files.js'), import('../output.js')]);
   const counts = await exportToDir(rows, outDir, {
     states: flags.state,
     ext: flags.ext,

@@ -1,6 +1,6 @@
 import { InvalidArgumentError, Option } from 'commander';
 import { parsePrice, type Price } from '../../pricing/overrides.js';
-import { loadPriceTable, type PriceTable } from '../../pricing/price-table.js';
+import type { PriceTable } from '../../pricing/price-table.js';
 import { UsageError } from '../../errors.js';
 
 /** The pricing flags `status`, `export`, `estimate` and `run` share. */
@@ -27,8 +27,12 @@ export function priceOptions(): Option[] {
   ];
 }
 
-/** The prices the flags and LLMQ_PRICES give; with `--provider mock` nothing is billed, so everything is free. */
-export function priceTableFrom(flags: PriceFlags & { provider?: string }, env: NodeJS.ProcessEnv = process.env): PriceTable {
+/**
+ * The prices the flags and LLMQ_PRICES give; with `--provider mock` nothing is billed, so everything is free.
+ * The price table is loaded here, by the commands that price something, not by every start of the CLI.
+ */
+export async function priceTableFrom(flags: PriceFlags & { provider?: string }, env: NodeJS.ProcessEnv = process.env): Promise<PriceTable> {
+  const { loadPriceTable } = await import('../../pricing/price-table.js');
   return loadPriceTable({
     price: flags.price ?? null,
     file: flags.prices ?? null,

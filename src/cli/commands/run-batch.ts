@@ -29,7 +29,7 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
     import('../../batch/lane.js'),
-    import('../../provider/create.js'),
+    import('../../provider/endpoint.js'),
   ]);
   // The mock completes a batch in --mock-latency x 5 (1 s by default): time-compressed hours.
   const api = createBatchApi({ provider: flags.provider, baseUrl: flags.baseUrl, mockCompleteAfterMs: flags.mockLatency * 5 }, process.env);
@@ -47,7 +47,7 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
         api,
         baseUrl,
         secret: findApiKey(process.env)?.key,
-        prices: priceTableFrom(flags),
+        prices: await priceTableFrom(flags),
         emit: say,
         stopSignal: stopping.stopSignal,
         crashAt: crashAtFromEnv(process.env),

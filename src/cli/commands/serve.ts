@@ -42,10 +42,10 @@ async function serveCommand(flags: ServeFlags): Promise<void> {
       import('../../report/open-existing.js'),
       import('../../serve/server.js'),
       import('../../serve/guard.js'),
-      import('../../provider/create.js'),
+      import('../../provider/endpoint.js'),
     ]);
   const location = resolveDbLocation(flags.db);
-  const prices = priceTableFrom(flags);
+  const prices = await priceTableFrom(flags);
   const store = await openExistingStore(location);
   const token = newToken();
   const apiKey = findApiKey(process.env)?.key;

@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
 import { dbOption } from '../options.js';
-import { colorsFor } from '../output.js';
 import { LlmqError } from '../../errors.js';
 
 export function registerShow(program: Command): Command {
@@ -20,10 +19,11 @@ Examples:
   $ llmq show req-42 --json | jq .attempts`,
     )
     .action(async (id: string, flags: { db?: string; full?: boolean; json?: boolean }) => {
-      const [{ resolveDbLocation }, { openExistingStore }, { renderItem }] = await Promise.all([
+      const [{ resolveDbLocation }, { openExistingStore }, { renderItem }, { colorsFor }] = await Promise.all([
         import('../../store/open-store.js'),
         import('../../report/open-existing.js'),
         import('../../report/show-text.js'),
+        import('../output.js'),
       ]);
       const location = resolveDbLocation(flags.db);
       const store = await openExistingStore(location);

@@ -1,7 +1,7 @@
-import { moveCursor, clearScreenDown } from 'node:readline';
 import { Option, type Command } from 'commander';
 import { dbOption, positiveNumber } from '../options.js';
-import { colorsFor } from '../output.js';
+import type { BatchesReport } from '../../report/batches-text.js';
+import type { StatusReport } from '../../report/status.js';
 import { priceOptions, priceTableFrom, type PriceFlags } from './price-options.js';
 
 interface StatusFlags extends PriceFlags {
@@ -32,29 +32,24 @@ Examples:
 }
 
 async function statusCommand(flags: StatusFlags): Promise<void> {
-  const [
-    { resolveDbLocation, redactLocation },
-    { openExistingStore },
-    { buildStatusReport },
-    { renderStatus },
-    { buildBatchesReport, renderBatches },
-  ] = await Promise.all([
-    import('../../store/open-store.js'),
-    import('../../report/open-existing.js'),
-    import('../../report/status.js'),
-    import('../../report/status-text.js'),
-    import('../../report/batches-text.js'),
-  ]);
+  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { buildStatusReport }, { buildBatchesReport }, text] =
+    await Promise.all([
+      import('../../store/open-store.js'),
+      import('../../report/open-existing.js'),
+      import('../../report/status.js'),
+      import('../../report/batches-text.js'),
+      // the text and its colors only for a reader: --json is what scripts poll
+      flags.json ? null : textRenderer(),
+    ]);
   const location = resolveDbLocation(flags.db);
-  const prices = priceTableFrom(flags);
+  const prices = await priceTableFrom(flags);
   const store = await openExistingStore(location);
   const out = process.stdout;
-  const paint = colorsFor(out);
   const render = async (): Promise<string> => {
     const now = Date.now();
     const report = buildStatusReport(await store.status(), { now, prices, db: redactLocation(location) });
     const batches = buildBatchesReport(await store.batches.recent(50), now);
-    return flags.json ? JSON.stringify({ ...report, batches }) + '\n' : renderStatus(report, paint) + renderBatches(batches, paint);
+    return text ? text(report, batches) : JSON.stringify({ ...report, batches }) + '\n';
   };
   try {
     if (flags.watch === undefined) {
@@ -67,9 +62,20 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
   }
 }
 
+/** The status as text for stdout, in color on a terminal. */
+async function textRenderer(): Promise<(report: StatusReport, batches: BatchesReport) => string> {
+  const [{ renderStatus }, { renderBatches }, { colorsFor }] = await Promise.all([
+    import('../../report/status-text.js'),
+    import('../../report/batches-text.js'),
+    import('../output.js'),
+  ]);
+  const paint = colorsFor(process.stdout);
+  return (report, batches) => renderStatus(report, paint) + renderBatches(batches, paint);
+}
+
 /** Redraw until SIGINT/SIGTERM: in place on a terminal, a new block each time otherwise. */
 async function watch(render: () => Promise<string>, everyMs: number, out: NodeJS.WriteStream, inPlace: boolean): Promise<void> {
-  const { stripAnsi } = await import('../../report/format.js');
+  const [{ stripAnsi }, { moveCursor, clearScreenDown }] = await Promise.all([import('../../report/format.js'), import('node:readline')]);
   const stop = new AbortController();
   const onSignal = () => stop.abort();
   process.once('SIGINT', onSignal);

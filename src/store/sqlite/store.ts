@@ -27,7 +27,7 @@ import { SqliteReader } from './read.js';
 import { SqliteCopier } from './copy.js';
 import { SqliteBatches } from './batches.js';
 import { SqliteSpend } from './spend.js';
-import { Checkpointer } from './checkpointer.js';
+import type { Checkpointer } from './checkpointer.js';
 import { splitClaimed, type RawClaimed } from '../claim-result.js';
 import { GroupCommit } from '../group-commit.js';
 import { ATTEMPT_COLUMNS, attemptValues, latencyOf } from '../rows.js';
@@ -271,8 +271,12 @@ export class SqliteStore implements Store {
         this.#spend.open(run.id, run.startedAt);
       })
       .immediate();
-    // a run writes for long: its WAL is copied back by a worker thread, off the event loop
-    if (this.location !== ':memory:') this.#checkpointer ??= new Checkpointer(this.db, this.location);
+    // a run writes for long: its WAL is copied back by a worker thread, off the event loop (the
+    // thread's module is loaded here: the commands that only read never start one)
+    if (this.location !== ':memory:' && !this.#checkpointer) {
+      const { Checkpointer } = await import('./checkpointer.js');
+      this.#checkpointer ??= new Checkpointer(this.db, this.location);
+    }
   }
 
   #checkpointer: Checkpointer | undefined;
