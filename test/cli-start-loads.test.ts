@@ -50,6 +50,7 @@ describe('a command loads only its own code', () => {
     expect(files.filter((f) => /^dist\/(scheduler|provider|ingest|batch|serve|hooks|alerts)\//.test(f))).toEqual([]);
     // a run's WAL checkpointer thread (and node:worker_threads) only for a run
     expect(files).not.toContain('dist/store/sqlite/checkpointer.js');
+    expect(files).not.toContain('dist/store/sqlite/load-writer.js');
   });
 
   it('llmq show loads neither the price data nor another command', async () => {

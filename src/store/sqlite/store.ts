@@ -32,7 +32,7 @@ import { splitClaimed, type RawClaimed } from '../claim-result.js';
 import { GroupCommit } from '../group-commit.js';
 import { ATTEMPT_COLUMNS, attemptValues, latencyOf } from '../rows.js';
 import { BULK_MIN_ROWS, beginBulkLoad, finishBulkLoad, settleBulkLoad } from './bulk-load.js';
-import { BulkLoadWriter } from './load-writer.js';
+import type { BulkLoadWriter } from './load-writer.js';
 
 /** A statement prepared on first use. */
 function lazy<T>(make: () => T): () => T {
@@ -156,7 +156,8 @@ export class SqliteStore implements Store {
     this.#applyEnqueuePragmas();
     if (this.#load === 'starting') this.#load = this.#startLoad(rows.length, now);
     if (this.#load !== 'bulk') return this.enqueueSync(rows, now);
-    this.#loader ??= new BulkLoadWriter(this.location, SqliteStore.ENQUEUE_PRAGMAS);
+    // loaded here: only a bulk load needs the writer thread (and node:worker_threads)
+    this.#loader ??= new (await import('./load-writer.js')).BulkLoadWriter(this.location, SqliteStore.ENQUEUE_PRAGMAS);
     await this.#loader.write(rows, now);
     return { newJobs: rows.length, newItems: rows.length, movedItems: 0, unchanged: 0, droppedJobs: 0 };
   }
