@@ -195,7 +195,7 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     ]);
   });
 
-  it('exportRows yields items in input order with their job, filtered by state', async () => {
+  it('exportPages yields items in input order with their job, filtered by state', async () => {
     const { store } = await kind.fresh();
     await store.enqueue([row('z', 'one'), row('a', 'two'), row('m', 'one')], T0);
     const { jobs } = await store.claim(claimOpts({ limit: 1 }));
@@ -220,7 +220,7 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     expect((await exported(store, [])).length).toBe(3);
   });
 
-  it('exportRows pages through more than a thousand rows, filtered or not, in order', async () => {
+  it('exportPages pages through more than a thousand rows, filtered or not, in order', async () => {
     const { store } = await kind.fresh();
     const all = rows(2345);
     for (let i = 0; i < all.length; i += 500) await store.enqueue(all.slice(i, i + 500), T0);
@@ -240,7 +240,7 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     expect(onlyDone.length).toBe(335);
   });
 
-  it('exportRows finds each item its job wherever the job is: moved to a newer one, shared, made in reverse order', async () => {
+  it('exportPages finds each item its job wherever the job is: moved to a newer one, shared, made in reverse order', async () => {
     const { store } = await kind.fresh();
     const first = rows(1500, { prefix: 'a' });
     for (let i = 0; i < first.length; i += 500) await store.enqueue(first.slice(i, i + 500), T0);

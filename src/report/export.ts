@@ -196,12 +196,12 @@ export function defaultStates(format: ExportFormat): readonly JobState[] | null 
 const CHUNK_CHARS = 64 * 1024;
 
 /**
- * Stream rows to `out` in the chosen format, a chunk of lines at a time, waiting for 'drain'
+ * Stream pages of rows to `out` in the chosen format, a chunk of lines at a time, waiting for 'drain'
  * whenever the stream's buffer is full, so memory stays flat however many rows there are. Does not
  * end `out`. A write that fails (a full disk, a closed pipe) rejects with the stream's error instead
  * of waiting for a 'drain' that never comes.
  */
-export async function writeExport(rows: AsyncIterable<ExportRow>, out: Writable, o: ExportOptions): Promise<ExportCounts> {
+export async function writeExport(pages: AsyncIterable<readonly ExportRow[]>, out: Writable, o: ExportOptions): Promise<ExportCounts> {
   const counts = emptyCounts();
   const states = o.states?.length ? o.states : defaultStates(o.format);
   let failed: Error | null = null;
@@ -219,16 +219,18 @@ export async function writeExport(rows: AsyncIterable<ExportRow>, out: Writable,
   const chunkChars = Math.min(CHUNK_CHARS, out.writableHighWaterMark || CHUNK_CHARS);
   const line = o.format === 'csv' ? csvRow : o.format === 'openai-batch' ? openAiBatchLine : jsonlLine;
   let chunk = o.format === 'csv' ? CSV_COLUMNS.join(',') + '\r\n' : '';
-  for await (const r of rows) {
-    if (states && !states.includes(r.state)) {
-      counts.skipped[r.state]++;
-      continue;
-    }
-    chunk += line(r);
-    counts.written++;
-    if (chunk.length >= chunkChars) {
-      await write(chunk);
-      chunk = '';
+  for await (const page of pages) {
+    for (const r of page) {
+      if (states && !states.includes(r.state)) {
+        counts.skipped[r.state]++;
+        continue;
+      }
+      chunk += line(r);
+      counts.written++;
+      if (chunk.length >= chunkChars) {
+        await write(chunk);
+        chunk = '';
+      }
     }
   }
   if (chunk) await write(chunk);

@@ -32,11 +32,11 @@ type RawJobValues = readonly [
  * consecutive jobs: one lookup finds where the run starts, and the run is read in seq order. Jobs
  * the runs do not bring (an item sharing an older job, one moved to a new job) are looked up by key.
  */
-export function* exportRowsMerged(db: Db, filter: ExportFilter): Generator<ExportRow> {
+export function* exportPagesMerged(db: Db, filter: ExportFilter): Generator<readonly ExportRow[]> {
   const states = filter.states?.length ? filter.states : null;
   // While a bulk load is under way jobs_key is not there yet: the join lets SQLite index it for itself.
   if (!db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'jobs_key'").get()) {
-    yield* exportRowsJoined(db, filter);
+    yield* exportPagesJoined(db, filter);
     return;
   }
   const items = db.prepare(`SELECT seq, id, source, meta, job_key FROM items WHERE seq > ? ORDER BY seq LIMIT ${PAGE}`).raw(true);
@@ -76,12 +76,14 @@ export function* exportRowsMerged(db: Db, filter: ExportFilter): Generator<Expor
   let after = 0;
   for (;;) {
     const page = readPage(after);
+    const rows: ExportRow[] = [];
     for (const i of page) {
       const job = jobs.get(i[4]);
       // no job: the join left such an item out too (the foreign key keeps it from happening)
       if (!job || (states && !states.includes(job[1]))) continue;
-      yield toExportRow(i, job);
+      rows.push(toExportRow(i, job));
     }
+    yield rows;
     if (page.length < PAGE) return;
     after = page[page.length - 1]![0];
     // The jobs this page used go (the next page rarely shares one, and the few that do are looked
@@ -113,7 +115,7 @@ function toExportRow(i: RawItem, j: RawJobValues): ExportRow {
 }
 
 /** The join, a page at a time: each item's job looked up by key (or through an index SQLite builds for the query). */
-function* exportRowsJoined(db: Db, filter: ExportFilter): Generator<ExportRow> {
+function* exportPagesJoined(db: Db, filter: ExportFilter): Generator<readonly ExportRow[]> {
   const states = filter.states?.length ? filter.states : null;
   const where = states ? `AND j.state IN (${states.map(() => '?').join(', ')})` : '';
   const page = db.prepare(`SELECT ${exportColumns(filter)}
@@ -124,7 +126,7 @@ function* exportRowsJoined(db: Db, filter: ExportFilter): Generator<ExportRow> {
   let after = 0;
   for (;;) {
     const rows = page.all(after, ...(states ?? [])) as RawExportValues[];
-    for (const r of rows) yield toExportRowFromValues(r);
+    yield rows.map(toExportRowFromValues);
     if (rows.length < PAGE) return;
     after = rows[rows.length - 1]![0];
   }

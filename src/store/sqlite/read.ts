@@ -13,7 +13,7 @@ import type {
   StatusSnapshot,
 } from '../types.js';
 import { inClaimOrder, JOBS_PAGE, type RawJobToRun } from '../claim-order.js';
-import { exportRowsMerged } from './export-read.js';
+import { exportPagesMerged } from './export-read.js';
 import { LANES_SQL, toAttempt, toJob, toLane, toRun, type RawAttempt, type RawJob, type RawLane, type RawRun } from '../rows.js';
 
 /** The reads of `llmq show`: each one row (or one job's attempts) found through an index, however big the queue. */
@@ -98,8 +98,8 @@ export class SqliteReader {
   }
 
   /** Items in input order, a page at a time, so a million rows never sit in memory at once. */
-  async *exportRows(filter: ExportFilter): AsyncIterable<ExportRow> {
-    yield* exportRowsMerged(this.#db, filter);
+  async *exportPages(filter: ExportFilter): AsyncIterable<readonly ExportRow[]> {
+    yield* exportPagesMerged(this.#db, filter);
   }
 
   jobsToRun(now: number): AsyncIterable<JobToRun> {
