@@ -2,6 +2,7 @@ import * as crypto from 'node:crypto';
 import { once } from 'node:events';
 import type { Writable } from 'node:stream';
 import { JOB_STATES, type ExportRow, type JobState } from '../store/types.js';
+import { compactJson } from './compact-json.js';
 
 export const EXPORT_FORMATS = Object.freeze(['jsonl', 'csv', 'openai-batch'] as const);
 export type ExportFormat = (typeof EXPORT_FORMATS)[number];
@@ -133,11 +134,13 @@ const sha256Hex: (data: string) => string = oneShot
 
 /**
  * `JSON.stringify(openAiBatchRecord(r)) + '\n'`, built without the record for answered rows (all but
- * a few): the same bytes, the response body still parsed and written again as JSON.stringify would.
+ * a few): the same bytes. The response body goes in as stored, less its whitespace, when that is
+ * what parsing and writing it again would give (compactJson); else it is parsed and written again.
  */
 export function openAiBatchLine(r: ExportRow): string {
   if (r.state !== 'done') return JSON.stringify(openAiBatchRecord(r)) + '\n';
-  return `{"id":"${batchRequestId(r)}","custom_id":${json(r.id)},"response":{"status_code":200,"request_id":${json(r.key)},"body":${json(responseBody(r))}},"error":null,"cost_usd":${json(r.costUsd)}}\n`;
+  const body = (r.response && compactJson(r.response)) || json(responseBody(r));
+  return `{"id":"${batchRequestId(r)}","custom_id":${json(r.id)},"response":{"status_code":200,"request_id":${json(r.key)},"body":${body}},"error":null,"cost_usd":${json(r.costUsd)}}\n`;
 }
 
 /** The stored provider response; a minimal completion when it is missing or not JSON (older rows). */
