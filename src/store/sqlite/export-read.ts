@@ -3,7 +3,7 @@ import type { ExportFilter, ExportRow, JobState } from '../types.js';
 import { exportColumns, exportJobColumns, toExportRowFromValues, type RawExportValues } from '../rows.js';
 
 /** Items read at a time, and about as many jobs: a page of each in memory, however big the queue. */
-const PAGE = 1000;
+const PAGE = 250;
 /** Jobs kept from earlier pages for items that share a job or come a little out of order. */
 const KEPT_JOBS = 2 * PAGE;
 /** Fewer missing jobs than this are looked up one by one: a range read would mostly read others. */
