@@ -2,7 +2,11 @@ import type { Db } from './open.js';
 import type { ExportFilter, ExportRow, JobState } from '../types.js';
 import { exportColumns, exportJobColumns, toExportRowFromValues, type RawExportValues } from '../rows.js';
 
-/** Items read at a time, and about as many jobs: a page of each in memory, however big the queue. */
+/**
+ * Items read at a time, and about as many jobs: a page of each in memory, however big the queue.
+ * Small enough that a page's rows die young: 1000 made the collector promote them (1M rows: GC
+ * 1.24 s and 140 MB peak at 1000, 0.36 s and 107 MB at 250).
+ */
 const PAGE = 250;
 /** Jobs kept from earlier pages for items that share a job or come a little out of order. */
 const KEPT_JOBS = 2 * PAGE;
