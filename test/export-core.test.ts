@@ -29,10 +29,11 @@ function row(i: number): ExportRow {
   };
 }
 
-async function* rows(n: number, onRead: () => void): AsyncIterable<ExportRow> {
+/** Pages of one row each, so how far the reader gets ahead of the writer is counted in rows. */
+async function* rows(n: number, onRead: () => void): AsyncIterable<readonly ExportRow[]> {
   for (let i = 0; i < n; i++) {
     onRead();
-    yield row(i);
+    yield [row(i)];
   }
 }
 
@@ -64,8 +65,8 @@ describe('export core', () => {
   it('--out leaves no file at all when the export fails midway', async () => {
     const dir = tempDir();
     const target = join(dir, 'out.jsonl');
-    async function* broken(): AsyncIterable<ExportRow> {
-      yield row(1);
+    async function* broken(): AsyncIterable<readonly ExportRow[]> {
+      yield [row(1)];
       throw new Error('database went away');
     }
     await expect(exportToFile(broken(), target, { format: 'jsonl' })).rejects.toThrow('database went away');

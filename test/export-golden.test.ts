@@ -54,7 +54,7 @@ describe.each(STORE_KINDS)('export bytes on $name', (kind) => {
     await fillExportQueue(store);
     for (const format of Object.keys(FILES) as ExportFormat[]) {
       const out = collector();
-      const counts = await writeExport(store.exportRows({ ...columnsFor(format) }), out.stream, { format });
+      const counts = await writeExport(store.exportPages({ ...columnsFor(format) }), out.stream, { format });
       expect(counts.written + counts.skipped.pending + counts.skipped.running).toBe(EXPORT_QUEUE_ITEMS);
       expectGolden(format, await out.text());
     }
@@ -65,7 +65,7 @@ describe.each(STORE_KINDS)('export bytes on $name', (kind) => {
     const { store } = await kind.fresh();
     await fillExportQueue(store);
     const first = async (f: { response?: boolean; latency?: boolean }): Promise<ExportRow> => {
-      for await (const r of store.exportRows(f)) return r;
+      for await (const page of store.exportPages(f)) if (page[0]) return page[0];
       throw new Error('no rows');
     };
     expect(await first({})).toMatchObject({ id: 'a.txt', latencyMs: 1234, response: expect.stringContaining('chatcmpl-golden') });
@@ -83,7 +83,7 @@ describe('export writes', () => {
     const { store } = await STORE_KINDS[0]!.fresh();
     await fillExportQueue(store);
     const out = collector(64 * 1024);
-    await writeExport(store.exportRows({}), out.stream, { format: 'jsonl' });
+    await writeExport(store.exportPages({}), out.stream, { format: 'jsonl' });
     expectGolden('jsonl', await out.text());
     // ~400 KB of lines in 64 KiB chunks
     expect(out.writes()).toBeLessThan(20);

@@ -19,7 +19,7 @@ const T0 = 1_754_000_000_000;
 
 async function exported(store: Store): Promise<Record<string, number | null>> {
   const out: Record<string, number | null> = {};
-  for await (const r of store.exportRows({ latency: true, response: false })) out[r.id] = r.latencyMs;
+  for await (const page of store.exportPages({ latency: true, response: false })) for (const r of page) out[r.id] = r.latencyMs;
   return out;
 }
 

@@ -97,8 +97,8 @@ describe('known failures become one line that says what, where and what to do', 
       enqueueSync: () => {
         throw readonly();
       },
-      async *exportRows() {
-        yield 1;
+      async *exportPages() {
+        yield [1];
         throw sqlite('SQLITE_CORRUPT', 'database disk image is malformed');
       },
       status: async () => {
@@ -112,7 +112,7 @@ describe('known failures become one line that says what, where and what to do', 
     const seen: unknown[] = [];
     await expect(
       (async () => {
-        for await (const r of store.exportRows()) seen.push(r);
+        for await (const page of store.exportPages()) seen.push(...page);
       })(),
     ).rejects.toThrow(/^The database q\.db is damaged/);
     expect(seen).toEqual([1]);

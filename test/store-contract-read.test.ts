@@ -195,7 +195,7 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     ]);
   });
 
-  it('exportRows yields items in input order with their job, filtered by state', async () => {
+  it('exportPages yields items in input order with their job, filtered by state', async () => {
     const { store } = await kind.fresh();
     await store.enqueue([row('z', 'one'), row('a', 'two'), row('m', 'one')], T0);
     const { jobs } = await store.claim(claimOpts({ limit: 1 }));
@@ -220,7 +220,7 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     expect((await exported(store, [])).length).toBe(3);
   });
 
-  it('exportRows pages through more than a thousand rows, filtered or not, in order', async () => {
+  it('exportPages pages through more than a thousand rows, filtered or not, in order', async () => {
     const { store } = await kind.fresh();
     const all = rows(2345);
     for (let i = 0; i < all.length; i += 500) await store.enqueue(all.slice(i, i + 500), T0);
@@ -238,5 +238,33 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     const onlyDone = await exported(store, ['done']);
     expect(onlyDone.map((r) => r.id)).toEqual(all.filter((r) => done.has(r.key)).map((r) => r.itemId));
     expect(onlyDone.length).toBe(335);
+  });
+
+  it('exportPages finds each item its job wherever the job is: moved to a newer one, shared, made in reverse order', async () => {
+    const { store } = await kind.fresh();
+    const first = rows(1500, { prefix: 'a' });
+    for (let i = 0; i < first.length; i += 500) await store.enqueue(first.slice(i, i + 500), T0);
+    // a block of items moved to new jobs, made last and in reverse order of the items
+    const moved = first.slice(300, 1300).map((r, n) => row(r.itemId, `moved ${n}`));
+    await store.enqueue([...moved].reverse(), T0);
+    // new items sharing jobs with items pages apart, and one job shared by many
+    const shared = Array.from({ length: 1200 }, (_, n) => row(`s-${n}`, n % 3 ? `a text ${(n * 7) % 1500}` : `moved ${n % 1000}`));
+    const same = Array.from({ length: 30 }, (_, n) => row(`t-${n}`, 'one job for many'));
+    await store.enqueue([...shared, ...same], T0);
+    const keyOf = new Map([...first, ...moved, ...shared, ...same].map((r) => [r.itemId, r.key]));
+    const ids = [...first, ...shared, ...same].map((r) => r.itemId);
+    const { jobs } = await store.claim(claimOpts({ limit: 5000 }));
+    const done = new Set<string>();
+    for (const [i, j] of jobs.entries())
+      if (i % 5 === 0) {
+        await finish(store, j.key, 1, 1);
+        done.add(j.key);
+      }
+    await store.release(OWNER, { refund: true, now: T0 });
+    const out = await exported(store);
+    expect(out.map((r) => [r.id, r.key])).toEqual(ids.map((id) => [id, keyOf.get(id)]));
+    expect(out.every((r) => r.state === (done.has(r.key) ? 'done' : 'pending'))).toBe(true);
+    const onlyDone = await exported(store, ['done']);
+    expect(onlyDone.map((r) => r.id)).toEqual(ids.filter((id) => done.has(keyOf.get(id)!)));
   });
 });

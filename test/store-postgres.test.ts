@@ -236,9 +236,9 @@ describe('postgres store', () => {
       };
     });
     const ids: string[] = [];
-    for await (const r of store.exportRows({})) ids.push(r.id);
+    for await (const page of store.exportPages({})) ids.push(...page.map((r) => r.id));
     expect(ids).toEqual(['a.txt', 'b.txt']);
-    for await (const _ of store.exportRows({})) break;
+    for await (const _ of store.exportPages({})) break;
     const page = sent.findIndex((q) => q.includes('FROM items i'));
     expect(sent.slice(0, page)).toEqual(['SET max_parallel_workers_per_gather = 0']);
     expect(sent.filter((q) => q.startsWith('RESET'))).toEqual([

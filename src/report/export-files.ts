@@ -25,7 +25,7 @@ export interface FileExportOptions {
  * file under the final name, and a symlink stays a symlink. A FIFO or device is written as it is.
  */
 export async function exportToFile(
-  rows: AsyncIterable<ExportRow>,
+  pages: AsyncIterable<readonly ExportRow[]>,
   path: string,
   o: ExportOptions,
   f: FileExportOptions = {},
@@ -34,11 +34,11 @@ export async function exportToFile(
   const target = await resolveOutTarget(path, f.database ?? null);
   try {
     if (target.kind === 'through')
-      return await writeAll(rows, createWriteStream(target.path, { flags: 'a', highWaterMark: WRITE_BUFFER }), o);
+      return await writeAll(pages, createWriteStream(target.path, { flags: 'a', highWaterMark: WRITE_BUFFER }), o);
     await mkdir(dirname(target.path), { recursive: true });
     const tmp = join(dirname(target.path), `.${basename(target.path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
     try {
-      const counts = await writeAll(rows, createWriteStream(tmp, { flags: 'wx', highWaterMark: WRITE_BUFFER }), o);
+      const counts = await writeAll(pages, createWriteStream(tmp, { flags: 'wx', highWaterMark: WRITE_BUFFER }), o);
       await rename(tmp, target.path);
       return counts;
     } catch (error) {
@@ -51,9 +51,9 @@ export async function exportToFile(
 }
 
 /** Write every row to a stream of our own and close it, waiting until the last byte is out. */
-async function writeAll(rows: AsyncIterable<ExportRow>, out: Writable, o: ExportOptions): Promise<ExportCounts> {
+async function writeAll(pages: AsyncIterable<readonly ExportRow[]>, out: Writable, o: ExportOptions): Promise<ExportCounts> {
   try {
-    const counts = await writeExport(rows, out, o);
+    const counts = await writeExport(pages, out, o);
     out.end();
     await finished(out);
     return counts;
@@ -95,7 +95,11 @@ const STOPS_ALL = /^(ENOSPC|EDQUOT|EROFS|SQLITE_)/;
  * items would share get distinct names (see AnswerPaths); an item that still cannot be written is
  * reported and the rest go on.
  */
-export async function exportToDir(rows: AsyncIterable<ExportRow>, dir: string, o: DirExportOptions = {}): Promise<DirExportCounts> {
+export async function exportToDir(
+  pages: AsyncIterable<readonly ExportRow[]>,
+  dir: string,
+  o: DirExportOptions = {},
+): Promise<DirExportCounts> {
   const counts: DirExportCounts = { ...emptyCounts(), unwritten: 0 };
   const states = o.states?.length ? o.states : ['done'];
   const ext = answerExt(o.ext);
@@ -106,27 +110,28 @@ export async function exportToDir(rows: AsyncIterable<ExportRow>, dir: string, o
     throw knownError(error, { what: '--out-dir', path: dir }) ?? error;
   }
   const paths = new AnswerPaths(root);
-  for await (const r of rows) {
-    if (!states.includes(r.state)) {
-      counts.skipped[r.state]++;
-      continue;
+  for await (const page of pages)
+    for (const r of page) {
+      if (!states.includes(r.state)) {
+        counts.skipped[r.state]++;
+        continue;
+      }
+      const text = r.state === 'done' ? (r.output ?? '') : (r.error ?? `the job is ${r.state}`) + '\n';
+      try {
+        const { path, moved } = await paths.place(r.id, r.state === 'done' ? ext : r.state === 'failed' ? '.error' : `.${r.state}`);
+        await mkdir(dirname(path), { recursive: true });
+        paths.madeFolders(path);
+        await writeWhole(path, text);
+        if (moved) o.onMoved?.(r.id, relative(root, path));
+        counts.written++;
+      } catch (error) {
+        if (error instanceof LlmqError) throw error;
+        const code = (error as { code?: unknown }).code;
+        if (typeof code === 'string' && STOPS_ALL.test(code)) throw knownError(error, { what: '--out-dir', path: dir }) ?? error;
+        counts.unwritten++;
+        o.onUnwritten?.(r.id, (error as Error).message);
+      }
     }
-    const text = r.state === 'done' ? (r.output ?? '') : (r.error ?? `the job is ${r.state}`) + '\n';
-    try {
-      const { path, moved } = await paths.place(r.id, r.state === 'done' ? ext : r.state === 'failed' ? '.error' : `.${r.state}`);
-      await mkdir(dirname(path), { recursive: true });
-      paths.madeFolders(path);
-      await writeWhole(path, text);
-      if (moved) o.onMoved?.(r.id, relative(root, path));
-      counts.written++;
-    } catch (error) {
-      if (error instanceof LlmqError) throw error;
-      const code = (error as { code?: unknown }).code;
-      if (typeof code === 'string' && STOPS_ALL.test(code)) throw knownError(error, { what: '--out-dir', path: dir }) ?? error;
-      counts.unwritten++;
-      o.onUnwritten?.(r.id, (error as Error).message);
-    }
-  }
   return counts;
 }
 

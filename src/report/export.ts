@@ -2,6 +2,7 @@ import * as crypto from 'node:crypto';
 import { once } from 'node:events';
 import type { Writable } from 'node:stream';
 import { JOB_STATES, type ExportRow, type JobState } from '../store/types.js';
+import { compactJson } from './compact-json.js';
 
 export const EXPORT_FORMATS = Object.freeze(['jsonl', 'csv', 'openai-batch'] as const);
 export type ExportFormat = (typeof EXPORT_FORMATS)[number];
@@ -54,8 +55,17 @@ export function jsonlLine(r: ExportRow): string {
 
 /** A field's JSON as JSON.stringify writes it inside an object (null for null). */
 function json(value: unknown): string {
-  return value === null ? 'null' : JSON.stringify(value);
+  if (value === null) return 'null';
+  // Most strings need no escape and most numbers are finite: their JSON is their text (in quotes for
+  // a string), without a call into JSON.stringify for each of a row's dozen fields.
+  if (typeof value === 'string') return ESCAPED.test(value) ? JSON.stringify(value) : `"${value}"`;
+  if (typeof value === 'number') return Number.isFinite(value) ? `${value}` : 'null';
+  return JSON.stringify(value);
 }
+
+/** What JSON.stringify writes escaped in a string: quote, backslash, control characters, and surrogates (a lone one is escaped). */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it looks for
+const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
 
 /** `cost_usd` came last, after the others had shipped: columns read by position keep their place. */
 export const CSV_COLUMNS = Object.freeze([
@@ -77,27 +87,18 @@ export const CSV_COLUMNS = Object.freeze([
 /** One RFC 4180 field: quoted when it holds a comma, quote, CR or LF, quotes doubled. */
 export function csvField(value: unknown): string {
   if (value === null || value === undefined) return '';
+  // a number's text has no comma, quote or line break
+  if (typeof value === 'number') return `${value}`;
   const s = typeof value === 'string' ? value : typeof value === 'object' ? JSON.stringify(value) : String(value);
-  return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+  return QUOTED.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
 }
 
+const QUOTED = /[",\r\n]/;
+
+/** The fields in CSV_COLUMNS' order, written out rather than looked up by name: a million rows each make no object and no array. */
 export function csvRow(r: ExportRow): string {
-  const v: Record<(typeof CSV_COLUMNS)[number], unknown> = {
-    id: r.id,
-    key: r.key,
-    state: r.state,
-    model: r.model,
-    attempts: r.attempts,
-    prompt_tokens: r.usage?.promptTokens,
-    completion_tokens: r.usage?.completionTokens,
-    latency_ms: r.latencyMs,
-    source: r.source,
-    output: r.output,
-    error: r.error,
-    meta: r.meta,
-    cost_usd: r.costUsd,
-  };
-  return CSV_COLUMNS.map((c) => csvField(v[c])).join(',') + '\r\n';
+  const u = r.usage;
+  return `${csvField(r.id)},${csvField(r.key)},${csvField(r.state)},${csvField(r.model)},${csvField(r.attempts)},${csvField(u?.promptTokens)},${csvField(u?.completionTokens)},${csvField(r.latencyMs)},${csvField(r.source)},${csvField(r.output)},${csvField(r.error)},${csvField(r.meta)},${csvField(r.costUsd)}\r\n`;
 }
 
 /**
@@ -133,11 +134,13 @@ const sha256Hex: (data: string) => string = oneShot
 
 /**
  * `JSON.stringify(openAiBatchRecord(r)) + '\n'`, built without the record for answered rows (all but
- * a few): the same bytes, the response body still parsed and written again as JSON.stringify would.
+ * a few): the same bytes. The response body goes in as stored, less its whitespace, when that is
+ * what parsing and writing it again would give (compactJson); else it is parsed and written again.
  */
 export function openAiBatchLine(r: ExportRow): string {
   if (r.state !== 'done') return JSON.stringify(openAiBatchRecord(r)) + '\n';
-  return `{"id":"${batchRequestId(r)}","custom_id":${json(r.id)},"response":{"status_code":200,"request_id":${json(r.key)},"body":${json(responseBody(r))}},"error":null,"cost_usd":${json(r.costUsd)}}\n`;
+  const body = (r.response && compactJson(r.response)) || json(responseBody(r));
+  return `{"id":"${batchRequestId(r)}","custom_id":${json(r.id)},"response":{"status_code":200,"request_id":${json(r.key)},"body":${body}},"error":null,"cost_usd":${json(r.costUsd)}}\n`;
 }
 
 /** The stored provider response; a minimal completion when it is missing or not JSON (older rows). */
@@ -196,12 +199,12 @@ export function defaultStates(format: ExportFormat): readonly JobState[] | null 
 const CHUNK_CHARS = 64 * 1024;
 
 /**
- * Stream rows to `out` in the chosen format, a chunk of lines at a time, waiting for 'drain'
+ * Stream pages of rows to `out` in the chosen format, a chunk of lines at a time, waiting for 'drain'
  * whenever the stream's buffer is full, so memory stays flat however many rows there are. Does not
  * end `out`. A write that fails (a full disk, a closed pipe) rejects with the stream's error instead
  * of waiting for a 'drain' that never comes.
  */
-export async function writeExport(rows: AsyncIterable<ExportRow>, out: Writable, o: ExportOptions): Promise<ExportCounts> {
+export async function writeExport(pages: AsyncIterable<readonly ExportRow[]>, out: Writable, o: ExportOptions): Promise<ExportCounts> {
   const counts = emptyCounts();
   const states = o.states?.length ? o.states : defaultStates(o.format);
   let failed: Error | null = null;
@@ -219,16 +222,18 @@ export async function writeExport(rows: AsyncIterable<ExportRow>, out: Writable,
   const chunkChars = Math.min(CHUNK_CHARS, out.writableHighWaterMark || CHUNK_CHARS);
   const line = o.format === 'csv' ? csvRow : o.format === 'openai-batch' ? openAiBatchLine : jsonlLine;
   let chunk = o.format === 'csv' ? CSV_COLUMNS.join(',') + '\r\n' : '';
-  for await (const r of rows) {
-    if (states && !states.includes(r.state)) {
-      counts.skipped[r.state]++;
-      continue;
-    }
-    chunk += line(r);
-    counts.written++;
-    if (chunk.length >= chunkChars) {
-      await write(chunk);
-      chunk = '';
+  for await (const page of pages) {
+    for (const r of page) {
+      if (states && !states.includes(r.state)) {
+        counts.skipped[r.state]++;
+        continue;
+      }
+      chunk += line(r);
+      counts.written++;
+      if (chunk.length >= chunkChars) {
+        await write(chunk);
+        chunk = '';
+      }
     }
   }
   if (chunk) await write(chunk);

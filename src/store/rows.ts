@@ -190,6 +190,11 @@ export function toAttempt(a: RawAttempt): AttemptRow {
  * the latency read only when the filter asks for them (NULL otherwise).
  */
 export function exportColumns(f: ExportFilter): string {
+  return `i.seq, i.id, i.source, i.meta, ${exportJobColumns(f)}`;
+}
+
+/** The job's half of exportColumns (`j` being jobs): key, state, model, output, response, error, attempts, tokens, cost, latency. */
+export function exportJobColumns(f: ExportFilter): string {
   const response = f.response === false ? 'NULL AS response' : 'j.response';
   // The attempt that finished the job is the job's last. Its latency is on the job (kept by the
   // migration export_latency's trigger); a job last tried before that migration has NULL there, and
@@ -198,7 +203,7 @@ export function exportColumns(f: ExportFilter): string {
     f.latency === false
       ? 'NULL AS latency_ms'
       : 'coalesce(j.latency_ms, (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key ORDER BY a.id DESC LIMIT 1)) AS latency_ms';
-  return `i.seq, i.id, i.source, i.meta, j.key, j.state, j.model, j.output, ${response}, j.error,
+  return `j.key, j.state, j.model, j.output, ${response}, j.error,
     j.attempts, j.prompt_tokens, j.completion_tokens, j.cost_usd, ${latency}`;
 }
 

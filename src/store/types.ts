@@ -421,7 +421,11 @@ export interface QueueReader {
    * groups them), at most `limit`, oldest job first. Walks failed jobs only (oldest first, stopping at the limit), never all items.
    */
   failedItems(error: string, limit: number): Promise<FailedItemRow[]>;
-  exportRows(filter: ExportFilter): AsyncIterable<ExportRow>;
+  /**
+   * Items in input order with their jobs, a page (an array of rows) at a time: the reader's loop
+   * then awaits once a page, not once a row (at a million rows the await alone is a tenth of the export).
+   */
+  exportPages(filter: ExportFilter): AsyncIterable<readonly ExportRow[]>;
   /** The jobs a run started now would take, in its order, a page at a time (`llmq estimate`). */
   jobsToRun(now: number): AsyncIterable<JobToRun>;
   /** Up to `limit` answered jobs of a model, newest first; `withRequest` adds each request. */

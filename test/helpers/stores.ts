@@ -155,8 +155,8 @@ export function claimOpts(o: { owner?: string; limit?: number; now?: number; lea
 }
 
 /** Everything a store exports, as an array (test data is small). */
-export async function exported(store: Store, states?: Parameters<Store['exportRows']>[0]['states']) {
+export async function exported(store: Store, states?: Parameters<Store['exportPages']>[0]['states']) {
   const out = [];
-  for await (const r of store.exportRows({ states })) out.push(r);
+  for await (const page of store.exportPages({ states })) out.push(...page);
   return out;
 }

@@ -81,13 +81,13 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
   const store = await openExistingStore(location);
   try {
     // An explicit --state filters in the store; otherwise every row is read so skipped ones are counted.
-    const rows = store.exportRows({ states: flags.state, ...columnsFor(flags.outDir ? 'files' : flags.format) });
+    const pages = store.exportPages({ states: flags.state, ...columnsFor(flags.outDir ? 'files' : flags.format) });
     let counts: ExportCounts;
     if (flags.outDir) {
-      counts = await toDir(rows, flags.outDir, flags);
+      counts = await toDir(pages, flags.outDir, flags);
     } else if (flags.out) {
       counts = await exportToFile(
-        rows,
+        pages,
         flags.out,
         { format: flags.format, states: flags.state },
         { database: store.kind === 'sqlite' ? location : null },
@@ -96,7 +96,7 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
     } else {
       const sink = stdoutSink();
       try {
-        counts = await writeExport(rows, sink.stream, { format: flags.format, states: flags.state });
+        counts = await writeExport(pages, sink.stream, { format: flags.format, states: flags.state });
         await sink.done();
       } catch (error) {
         // `llmq export | head` closes the pipe early: that is the reader's choice, not an error, and
@@ -118,9 +118,9 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
 }
 
 /** --out-dir: every item written or named, each one renamed for a collision said so. */
-async function toDir(rows: AsyncIterable<ExportRow>, outDir: string, flags: ExportFlags): Promise<ExportCounts> {
+async function toDir(pages: AsyncIterable<readonly ExportRow[]>, outDir: string, flags: ExportFlags): Promise<ExportCounts> {
   const [{ exportToDir }, { info }] = await Promise.all([import('../../report/export-files.js'), import('../output.js')]);
-  const counts = await exportToDir(rows, outDir, {
+  const counts = await exportToDir(pages, outDir, {
     states: flags.state,
     ext: flags.ext,
     onMoved: (id, path) => info(`item ${JSON.stringify(id)} went to ${join(outDir, path)}: the path its id asks for is another item's`),

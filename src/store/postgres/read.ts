@@ -152,7 +152,7 @@ export class PgReader {
    * response without the latency, what openai-batch reads) and started workers for each page of
    * 1,000 rows, which made that export 2.5 times slower than the others.
    */
-  async *exportRows(filter: ExportFilter): AsyncIterable<ExportRow> {
+  async *exportPages(filter: ExportFilter): AsyncIterable<readonly ExportRow[]> {
     const states = filter.states?.length ? [...filter.states] : null;
     const sql = `SELECT ${exportColumns(filter)}
       FROM items i
@@ -173,9 +173,7 @@ export class PgReader {
         next = rows.length < EXPORT_PAGE ? null : fetch(Number(rows[rows.length - 1]!.seq));
         // a reader that stops early leaves the prefetch behind: its failure is nobody's to hear
         next?.catch(() => {});
-        for (const r of rows) {
-          yield toExportRow(r);
-        }
+        yield rows.map(toExportRow);
       }
     } catch (error) {
       failed = error;

@@ -465,8 +465,8 @@ export class SqliteStore implements Store {
     return this.#read.failedItems(error, limit);
   }
 
-  exportRows(filter: ExportFilter): AsyncIterable<ExportRow> {
-    return this.#read.exportRows(filter);
+  exportPages(filter: ExportFilter): AsyncIterable<readonly ExportRow[]> {
+    return this.#read.exportPages(filter);
   }
 
   jobsToRun(now: number): AsyncIterable<JobToRun> {
