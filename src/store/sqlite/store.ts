@@ -158,8 +158,10 @@ export class SqliteStore implements Store {
     if (this.#load !== 'bulk') return this.enqueueSync(rows, now);
     // loaded here: only a bulk load needs the writer thread (and node:worker_threads)
     this.#loader ??= new (await import('./load-writer.js')).BulkLoadWriter(this.location, SqliteStore.ENQUEUE_PRAGMAS);
+    // counted before the wait, so the rows (now copied to the writer) are not kept alive by it
+    const stored = { newJobs: rows.length, newItems: rows.length, movedItems: 0, unchanged: 0, droppedJobs: 0 };
     await this.#loader.write(rows, now);
-    return { newJobs: rows.length, newItems: rows.length, movedItems: 0, unchanged: 0, droppedJobs: 0 };
+    return stored;
   }
 
   /**
