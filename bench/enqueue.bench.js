@@ -121,6 +121,7 @@ function ceiling(file, db) {
 // child). CPU time is the figure to compare when the machine is shared: wall time moves with load.
 const REPORT_RSS =
   'data:text/javascript,process.on("exit",()=>{const u=process.resourceUsage();' +
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: the child's code, a template literal written out as text
   'process.stderr.write(`\\nllmq-bench-usage ${u.maxRSS} ${(u.userCPUTime+u.systemCPUTime)/1e6} ${u.systemCPUTime/1e6}\\n`)})';
 
 function cli(file, db) {
