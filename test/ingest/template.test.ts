@@ -24,6 +24,10 @@ describe('prompt templates', () => {
     ['a surrogate pair split across text and literal', '{{text}}\ude00', { ...doc, text: 'smile \ud83d' }],
     ['lone surrogates', '\udc00{{text}}\ud800', { ...doc, text: '\ud800x\udc00' }],
     ['an empty value', '[{{text}}]', { ...doc, text: '' }],
+    ['nothing to escape', '{{text}}', { ...doc, text: 'plain words, digits 123, accents é, emoji-free' }],
+    ['each escaped class alone', '{{text}}|{{id}}|{{path}}', { ...doc, text: 'a"b', id: 'c\\d', path: 'e\u001ff' }],
+    ['lone surrogates inside a value', '[{{text}}]', { ...doc, text: 'a\ud800b\udc00c' }],
+    ['what JSON.stringify leaves alone', '{{text}}', { ...doc, text: 'del \u007f, line sep \u2028, nbsp \u00a0, \u{1f600} pair' }],
   ])('renderJson is exactly JSON.stringify(render) with %s', (_name, source, values) => {
     const t = parseTemplate(source);
     expect(t.renderJson(values)).toBe(JSON.stringify(t.render(values)));
