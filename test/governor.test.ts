@@ -256,6 +256,26 @@ describe('rate governor', () => {
     await store.close();
   });
 
+  it('--timeout auto still cuts a hung request when this process is busy all the time', { timeout: 60_000 }, async () => {
+    const { fake, store } = await setup({ latencyMs: 1 });
+    const keys = await seedJobs(store, 30);
+    const last = keys[26]!; // hangs once the lane has its answers
+    let hung = false;
+    fake.respond((r) => {
+      // 200 ms of synchronous work for every request: the watchdog's ticks are late one after another
+      const until = performance.now() + 200;
+      while (performance.now() < until);
+      if (r.key !== last || hung) return undefined;
+      hung = true;
+      return reply.hang();
+    });
+    const summary = await runQueue({ store, provider: provider(fake, 600_000) }, { ...fast, concurrency: 2, timeout: 'auto' });
+    expect(summary).toMatchObject({ reason: 'drained', done: 30, failed: 0 });
+    const cut = (await store.item('doc-26'))!.attempts[0]!.error!; // job `last`
+    expect(cut).toMatch(/Timed out after .* \(--timeout auto: .*p99 latency/);
+    await store.close();
+  });
+
   it('--timeout auto never cuts a long answer when latency grows with tokens', async () => {
     const { fake, store } = await setup();
     const keys = await seedJobs(store, 41, { maxTokens: 1000 });

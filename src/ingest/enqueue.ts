@@ -233,8 +233,9 @@ class Batcher implements EntrySink {
         this.#rows = [];
         this.#bytes = 0;
       }
-      // A store that works elsewhere (PostgreSQL) writes this batch while the next one is read,
-      // rendered and hashed; SQLite's writes are synchronous, so they overlap nothing.
+      // A store that writes elsewhere (PostgreSQL's server, SQLite's bulk load writer thread) stores
+      // this batch while the next one is read, rendered and hashed; SQLite's other writes are
+      // synchronous, so they overlap nothing.
       await this.#writing;
       const writing = this.#store.enqueue(rows, this.#now()).then((r) => {
         this.#batches++;

@@ -30,7 +30,8 @@ export interface InFlightRequest {
  * first use, a long synchronous hook). Every request on the wire across such a stall is marked, so
  * its latency stays out of the p99 (one 200 ms stall at -c 16 would otherwise set the timeout of the
  * next 256 requests to 6 x 250 ms), and the tick after a stall cuts nothing: answers that arrived
- * while the loop was held are read first.
+ * while the loop was held are read first. Only a late tick after an on-time one counts: a loop that
+ * is late all the time would otherwise learn no latency and cut no hung request.
  */
 export class InFlightRequests {
   readonly #requests = new Set<InFlightRequest>();
@@ -41,6 +42,8 @@ export class InFlightRequests {
   #aborted: unknown = undefined;
   /** When the watchdog last ticked, on the monotonic clock (the injected one may be a test's). */
   #tickedAt = 0;
+  /** The last tick came late: the next late one is not a stall but the loop's pace. */
+  #wasLate = false;
   /** A tick this much later than due means the event loop was held. */
   static readonly STALL_MS = 50;
 
@@ -91,9 +94,14 @@ export class InFlightRequests {
 
   #tick(sweepMs: number): void {
     const now = performance.now();
-    const late = now - this.#tickedAt - sweepMs;
+    const late = now - this.#tickedAt - sweepMs > InFlightRequests.STALL_MS;
     this.#tickedAt = now;
-    if (late > InFlightRequests.STALL_MS) {
+    // A late tick after an on-time one is a stall. Late ticks in a row are this process's pace (a
+    // busy loop, a throttled container): its latencies are then what requests take here, and
+    // hung ones must still be cut, so those ticks mark nothing and sweep as usual.
+    const stall = late && !this.#wasLate;
+    this.#wasLate = late;
+    if (stall) {
       for (const r of this.#requests) r.stalled = true;
       return;
     }

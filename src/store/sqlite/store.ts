@@ -156,8 +156,11 @@ export class SqliteStore implements Store {
     this.#applyEnqueuePragmas();
     if (this.#load === 'starting') this.#load = this.#startLoad(rows.length, now);
     if (this.#load !== 'bulk') return this.enqueueSync(rows, now);
-    // loaded here: only a bulk load needs the writer thread (and node:worker_threads)
-    this.#loader ??= new (await import('./load-writer.js')).BulkLoadWriter(this.location, SqliteStore.ENQUEUE_PRAGMAS);
+    if (!this.#loader) {
+      // loaded here: only a bulk load needs the writer thread (and node:worker_threads)
+      const { BulkLoadWriter } = await import('./load-writer.js');
+      this.#loader ??= new BulkLoadWriter(this.location, SqliteStore.ENQUEUE_PRAGMAS);
+    }
     // counted before the wait, so the rows (now copied to the writer) are not kept alive by it
     const stored = { newJobs: rows.length, newItems: rows.length, movedItems: 0, unchanged: 0, droppedJobs: 0 };
     await this.#loader.write(rows, now);
