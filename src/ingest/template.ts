@@ -85,6 +85,7 @@ export function parseTemplate(source: string, option = '--prompt'): Template {
 const isHigh = (c: number) => c >= 0xd800 && c <= 0xdbff;
 const isLow = (c: number) => c >= 0xdc00 && c <= 0xdfff;
 /** What JSON.stringify escapes in a string: quote, backslash, control characters, surrogates (lone ones; paired ones go the slow way too). */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what JSON escapes
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 /** The JSON string body of `s`, without its quotes: most text has nothing to escape and is used as is (the test is cheaper than the copy). */
 const escapeJson = (s: string) => (NEEDS_ESCAPE.test(s) ? JSON.stringify(s).slice(1, -1) : s);
