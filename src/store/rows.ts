@@ -207,12 +207,8 @@ export function exportJobColumns(f: ExportFilter): string {
     j.attempts, j.prompt_tokens, j.completion_tokens, j.cost_usd, ${latency}`;
 }
 
-/** An export row as a list of values in exportColumns' order (SQLite's raw mode: no object per row from the driver). */
-export type RawExportValues = readonly [
-  seq: number,
-  id: string,
-  source: string,
-  meta: string | null,
+/** A job's export columns as a list of values, in exportJobColumns' order. */
+export type RawJobValues = readonly [
   key: string,
   state: JobState,
   model: string,
@@ -225,6 +221,9 @@ export type RawExportValues = readonly [
   costUsd: number | null,
   latencyMs: number | null,
 ];
+
+/** An export row as a list of values in exportColumns' order (SQLite's raw mode: no object per row from the driver). */
+export type RawExportValues = readonly [seq: number, id: string, source: string, meta: string | null, ...job: RawJobValues];
 
 export function toExportRowFromValues(v: RawExportValues): ExportRow {
   return {

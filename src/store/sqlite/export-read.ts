@@ -1,6 +1,6 @@
 import type { Db } from './open.js';
-import type { ExportFilter, ExportRow, JobState } from '../types.js';
-import { exportColumns, exportJobColumns, toExportRowFromValues, type RawExportValues } from '../rows.js';
+import type { ExportFilter, ExportRow } from '../types.js';
+import { exportColumns, exportJobColumns, toExportRowFromValues, type RawExportValues, type RawJobValues } from '../rows.js';
 
 /**
  * Items read at a time, and about as many jobs: a page of each in memory, however big the queue.
@@ -14,20 +14,6 @@ const KEPT_JOBS = 2 * PAGE;
 const RANGE_MIN = 16;
 
 type RawItem = readonly [seq: number, id: string, source: string, meta: string | null, jobKey: string];
-/** A job in exportJobColumns' order. */
-type RawJobValues = readonly [
-  key: string,
-  state: JobState,
-  model: string,
-  output: string | null,
-  response: string | null,
-  error: string | null,
-  attempts: number,
-  promptTokens: number | null,
-  completionTokens: number | null,
-  costUsd: number | null,
-  latencyMs: number | null,
-];
 
 /**
  * Items in input order with their jobs, a page at a time. Looking each item's job up by key costs a
