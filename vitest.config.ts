@@ -10,5 +10,6 @@ export default defineConfig({
     hookTimeout: 60_000,
     // Child-process and timing tests share 2 cores; keep files from starving each other.
     maxWorkers: 2,
+    setupFiles: ['test/helpers/own-cache.ts'],
   },
 });

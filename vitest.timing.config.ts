@@ -8,5 +8,6 @@ export default defineConfig({
     hookTimeout: 60_000,
     fileParallelism: false,
     maxWorkers: 1,
+    setupFiles: ['test/helpers/own-cache.ts'],
   },
 });

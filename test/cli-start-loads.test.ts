@@ -15,10 +15,10 @@ const HOOK = fileURLToPath(new URL('./helpers/loaded-modules.mjs', import.meta.u
 const ROOT = new URL('..', import.meta.url).href;
 
 /** The files the command loaded, relative to the repository: `dist/cli/main.js`, `node_modules/chalk/...`. */
-async function loadedBy(args: string[], dir: string): Promise<string[]> {
+async function loadedBy(args: string[], dir: string, env: Record<string, string> = {}): Promise<string[]> {
   const list = join(dir, `loaded-${args[0]}.txt`);
   writeFileSync(list, '');
-  const r = await runCli(args, { nodeArgs: ['--import', HOOK], env: { LLMQ_TEST_LOADED: list } });
+  const r = await runCli(args, { nodeArgs: ['--import', HOOK], env: { ...env, LLMQ_TEST_LOADED: list } });
   expect(r.code, r.stderr).toBe(0);
   const files = readFileSync(list, 'utf8')
     .split('\n')
@@ -40,10 +40,11 @@ describe('a command loads only its own code', () => {
   it('llmq status --json loads the status command, the store and the prices, not the other commands or colors', async () => {
     const dir = tempDir();
     const db = join(dir, 'q.db');
+    const cache = { XDG_CACHE_HOME: join(dir, 'cache') };
     writeFileSync(join(dir, 'docs.jsonl'), '{"id":"a","text":"one"}\n{"id":"b","text":"two"}\n');
     expect((await runCli(['enqueue', join(dir, 'docs.jsonl'), '--db', db, '--model', 'gpt-4o-mini'])).code).toBe(0);
 
-    const files = await loadedBy(['status', '--json', '--db', db], dir);
+    const files = await loadedBy(['status', '--json', '--db', db], dir, cache);
     expect(commandFiles(files).sort()).toEqual(['dist/cli/commands/price-options.js', 'dist/cli/commands/status.js']);
     // gpt-4o-mini's price comes from genai-prices: status shows it
     expect(packages(files).sort()).toEqual(['@pydantic/genai-prices', 'better-sqlite3', 'bindings', 'commander', 'file-uri-to-path']);
@@ -51,6 +52,10 @@ describe('a command loads only its own code', () => {
     // a run's WAL checkpointer thread (and node:worker_threads) only for a run
     expect(files).not.toContain('dist/store/sqlite/checkpointer.js');
     expect(files).not.toContain('dist/store/sqlite/load-writer.js');
+
+    // the next status finds that price in the user's cache: the price data stays on disk
+    const again = await loadedBy(['status', '--json', '--db', db], dir, cache);
+    expect(packages(again).sort()).toEqual(['better-sqlite3', 'bindings', 'commander', 'file-uri-to-path']);
   });
 
   it('llmq show loads neither the price data nor another command', async () => {

@@ -9,6 +9,7 @@ import type { StatusSnapshot } from '../src/store/types.js';
 import { tempDir } from './helpers/tmp.js';
 import { join } from 'node:path';
 import { writeFileSync } from 'node:fs';
+import { calcPrice } from '@pydantic/genai-prices';
 
 const table = loadPriceTable();
 const usage = { promptTokens: 1_000_000, completionTokens: 1_000_000 };
@@ -47,6 +48,21 @@ describe('prices', () => {
     expect(mini.cost({ promptTokens: 1_000_000, completionTokens: 0, cachedTokens: 1_000_000 })).toBeCloseTo(0.075, 12);
     expect(mini.batchCost(usage)).toBeCloseTo(0.375, 12);
     expect(table.lookup('deepseek-chat')!.batchCost(usage)).toBeNull();
+  });
+
+  it('a flat price worked out here (and kept in the cache) costs what genai-prices says, cached and batch tokens included', () => {
+    const u = { promptTokens: 12_345, completionTokens: 678, cachedTokens: 2_000 };
+    const theirs = { input_tokens: 12_345, cache_read_tokens: 2_000, output_tokens: 678 };
+    for (const m of ['gpt-4o-mini', 'gpt-4.1-nano', 'claude-3-5-haiku-latest', 'o3-mini', 'gemini-2.5-flash']) {
+      const ours = table.lookup(m)!;
+      const total = calcPrice(theirs, m)!.total_price;
+      expect(ours.cost(u), m).toBeCloseTo(total, 15);
+      expect(ours.cost({ promptTokens: 10, completionTokens: 1 }), m).toBeCloseTo(
+        calcPrice({ input_tokens: 10, output_tokens: 1 }, m)!.total_price,
+        15,
+      );
+      expect(ours.batchCost(u), m).toBeCloseTo(total / 2, 15);
+    }
   });
 
   it('a tiered price is worked out per request by the library', () => {

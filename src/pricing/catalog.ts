@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { Usage } from '../store/types.js';
+import { CatalogCache, type FlatCatalogPrice } from './catalog-cache.js';
 import type { ModelPricing } from './model-pricing.js';
 
 type GenaiPrices = typeof import('@pydantic/genai-prices');
@@ -48,11 +49,21 @@ export function catalogSource(): string {
  */
 const BATCH_SHARE: Readonly<Record<string, number>> = Object.freeze({ openai: 0.5, anthropic: 0.5, google: 0.5 });
 
+let cache: CatalogCache | null = null;
+function catalogCache(): CatalogCache {
+  cache ??= new CatalogCache(installedGenaiPricesVersion());
+  return cache;
+}
+
 /**
  * The price genai-prices has for a model at `at`, or null. Tried as named, then, for
  * `provider/model` names (LiteLLM, OpenRouter), as that provider's model, then as the bare model.
+ * A flat, unconditional price (or the model being unknown) is remembered in the CatalogCache, so
+ * the next command does not load genai-prices for it.
  */
 export function catalogPricing(model: string, at: Date): ModelPricing | null {
+  const cached = catalogCache().get(model);
+  if (cached !== undefined) return cached && flatCatalogPricing(cached);
   const { calcPrice } = genaiPrices();
   const zero = { input_tokens: 0, output_tokens: 0 };
   const slash = model.indexOf('/');
@@ -61,38 +72,57 @@ export function catalogPricing(model: string, at: Date): ModelPricing | null {
     tries.push({ name: model.slice(slash + 1), providerId: model.slice(0, slash) }, { name: model.slice(model.lastIndexOf('/') + 1) });
   for (const t of tries) {
     const found = calcPrice(zero, t.name, { providerId: t.providerId, timestamp: at });
-    if (found) return pricingOf(found, t.name, at);
+    if (!found) continue;
+    const flat = flatPriceOf(found);
+    if (!flat) return tieredPricing(found, t.name, at);
+    catalogCache().set(model, flat);
+    return flatCatalogPricing(flat);
   }
+  catalogCache().set(model, null);
   return null;
 }
 
-function pricingOf(found: Calculation, name: string, at: Date): ModelPricing {
+/** The price as a straight line, when it is one at every moment: not tiered by prompt size, not changing on a date or by time of day. */
+function flatPriceOf(found: Calculation): FlatCatalogPrice | null {
+  if (Array.isArray(found.model.prices)) return null;
   const p = found.model_price;
+  if (Object.values(p).some((v) => v !== undefined && typeof v !== 'number')) return null;
   const rate = (key: string): number | undefined => (typeof p[key] === 'number' ? (p[key] as number) : undefined);
+  const input = rate('input_mtok') ?? 0;
+  return {
+    providerId: found.provider.id,
+    input,
+    cachedInput: rate('cache_read_mtok') ?? input,
+    output: rate('output_mtok') ?? 0,
+    perRequest: (rate('requests_kcount') ?? 0) / 1000,
+  };
+}
+
+/** Most models: worked out here (the library's general path costs ~10 µs a call). */
+function flatCatalogPricing(f: FlatCatalogPrice): ModelPricing {
+  const cost = (u: Usage): number => {
+    const hit = Math.min(u.cachedTokens ?? 0, u.promptTokens);
+    return ((u.promptTokens - hit) * f.input + hit * f.cachedInput + u.completionTokens * f.output) / 1_000_000 + f.perRequest;
+  };
+  return withBatchShare(f.providerId, [f.input, f.output], cost);
+}
+
+/** Tiers depend on the prompt's size, and dated or time-of-day prices on `at`: the library works each request out. */
+function tieredPricing(found: Calculation, name: string, at: Date): ModelPricing {
+  const p = found.model_price;
   const base = (key: string): number => {
     const v = p[key];
     return typeof v === 'number' ? v : v && typeof v === 'object' ? v.base : 0;
   };
-  const tiered = Object.values(p).some((v) => v !== undefined && typeof v !== 'number');
-  let cost: (u: Usage) => number;
-  if (tiered) {
-    // Tiers depend on the prompt's size: let the library work it out for each request.
-    const pinned = { ...found.provider, models: [found.model] };
-    cost = (u) => genaiPrices().calcPrice(usageFor(u), name, { provider: pinned, timestamp: at })?.total_price ?? 0;
-  } else {
-    // Most models: a straight line, worked out here (the library's general path costs ~10 µs a call).
-    const input = rate('input_mtok') ?? 0;
-    const cached = rate('cache_read_mtok') ?? input;
-    const output = rate('output_mtok') ?? 0;
-    const perRequest = (rate('requests_kcount') ?? 0) / 1000;
-    cost = (u) => {
-      const hit = Math.min(u.cachedTokens ?? 0, u.promptTokens);
-      return ((u.promptTokens - hit) * input + hit * cached + u.completionTokens * output) / 1_000_000 + perRequest;
-    };
-  }
-  const share = BATCH_SHARE[found.provider.id];
+  const pinned = { ...found.provider, models: [found.model] };
+  const cost = (u: Usage): number => genaiPrices().calcPrice(usageFor(u), name, { provider: pinned, timestamp: at })?.total_price ?? 0;
+  return withBatchShare(found.provider.id, [base('input_mtok'), base('output_mtok')], cost);
+}
+
+function withBatchShare(providerId: string, perMillion: [number, number], cost: (u: Usage) => number): ModelPricing {
+  const share = BATCH_SHARE[providerId];
   return {
-    perMillion: [base('input_mtok'), base('output_mtok')],
+    perMillion,
     source: catalogSource(),
     cost,
     batchCost: share === undefined ? () => null : (u) => cost(u) * share,

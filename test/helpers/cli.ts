@@ -10,9 +10,15 @@ export interface CliResult {
   readonly stderr: string;
 }
 
-/** Environment for a child llmq: no inherited keys, colors off unless a test asks. */
+/** Environment for a child llmq: no inherited keys, colors off unless a test asks, the test process's cache folder (helpers/own-cache.ts). */
 export function cliEnv(extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', ...extra };
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    XDG_CACHE_HOME: process.env.XDG_CACHE_HOME,
+    NO_COLOR: '1',
+    ...extra,
+  };
   for (const k of Object.keys(env)) if (env[k] === undefined) delete env[k];
   return env;
 }

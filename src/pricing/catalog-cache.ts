@@ -1,0 +1,95 @@
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+
+/**
+ * A flat, unconditional catalog price: the same at any moment, a straight line in the tokens. Most
+ * models' prices are this; the others (prices that change on a date or by time of day, or by the
+ * prompt's size) are never cached and always come from genai-prices itself.
+ */
+export interface FlatCatalogPrice {
+  /** The provider genai-prices matched (its batch discount depends on it). */
+  readonly providerId: string;
+  /** USD per million tokens. */
+  readonly input: number;
+  readonly cachedInput: number;
+  readonly output: number;
+  /** USD per request. */
+  readonly perRequest: number;
+}
+
+/** A model's cached lookup: its flat price, or null when genai-prices does not know the model. */
+export type CachedLookup = FlatCatalogPrice | null;
+
+/** Bumped when FlatCatalogPrice changes shape, so an older llmq's file is never misread. */
+const FORMAT = 1;
+/** A cache is a few models; a file past this many was filled by something odd, and starts over. */
+const MAX_ENTRIES = 2000;
+
+/**
+ * What genai-prices said about each model, kept between commands. Its data is ~500 KB of
+ * JavaScript that takes ~60 ms to load, more than everything else `status --json` does on a
+ * million-job queue; the answers for the few models a queue uses are a few hundred bytes. Keyed by
+ * the installed genai-prices version (its data changes only with it), in the user's cache folder
+ * (XDG_CACHE_HOME, else ~/.cache). Any trouble reading or writing it only means genai-prices is
+ * asked again: the cache is never a reason for a command to fail.
+ */
+export class CatalogCache {
+  readonly #file: string;
+  #entries: Map<string, CachedLookup> | null = null;
+
+  constructor(genaiPricesVersion: string, env: NodeJS.ProcessEnv = process.env) {
+    this.#file = join(cacheDir(env), `genai-prices-${genaiPricesVersion}.v${FORMAT}.json`);
+  }
+
+  get file(): string {
+    return this.#file;
+  }
+
+  /** The cached lookup, or undefined when this model was never looked up (or the file is unreadable). */
+  get(model: string): CachedLookup | undefined {
+    return this.#load().get(model);
+  }
+
+  /** Remember a lookup; written at once (a whole new file, renamed over the old one, so readers never see half). */
+  set(model: string, lookup: CachedLookup): void {
+    const entries = this.#load();
+    if (entries.size >= MAX_ENTRIES) entries.clear();
+    entries.set(model, lookup);
+    try {
+      mkdirSync(join(this.#file, '..'), { recursive: true });
+      const tmp = `${this.#file}.${process.pid}.tmp`;
+      writeFileSync(tmp, JSON.stringify(Object.fromEntries(entries)));
+      renameSync(tmp, this.#file);
+    } catch {
+      // A read-only home or a full disk: the next command asks genai-prices again.
+    }
+  }
+
+  #load(): Map<string, CachedLookup> {
+    if (this.#entries) return this.#entries;
+    this.#entries = new Map();
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(readFileSync(this.#file, 'utf8'));
+    } catch {
+      return this.#entries;
+    }
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
+      for (const [model, v] of Object.entries(parsed)) if (v === null || isFlatPrice(v)) this.#entries.set(model, v);
+    }
+    return this.#entries;
+  }
+}
+
+function cacheDir(env: NodeJS.ProcessEnv): string {
+  const xdg = env.XDG_CACHE_HOME?.trim();
+  return join(xdg || join(homedir(), '.cache'), 'llmq');
+}
+
+function isFlatPrice(v: unknown): v is FlatCatalogPrice {
+  if (!v || typeof v !== 'object') return false;
+  const p = v as Record<string, unknown>;
+  const money = (x: unknown) => typeof x === 'number' && Number.isFinite(x) && x >= 0;
+  return typeof p.providerId === 'string' && money(p.input) && money(p.cachedInput) && money(p.output) && money(p.perRequest);
+}
