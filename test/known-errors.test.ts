@@ -162,6 +162,37 @@ describe('ordinary mistakes are one line and exit 1, not a stack trace', () => {
     }
   });
 
+  // Node 20's recursive mkdir loops forever when a folder cannot be made although its parent
+  // exists; under /proc every new folder is such a case. Each of these hung at 100% CPU.
+  it.skipIf(process.platform !== 'linux')('a folder that cannot be made (under /proc) is an error, not a hang', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'a.txt'), 'a document');
+    const { db } = await populate(dir);
+    const tries: Array<[string[], RegExp]> = [
+      [
+        ['enqueue', join(dir, 'a.txt'), '--db', '/proc/llmq-nope/q.db'],
+        /^error: Cannot make the folder for the database \/proc\/llmq-nope\/q\.db \(ENOENT/,
+      ],
+      [
+        ['export', '--db', db, '--out', '/proc/llmq-nope/x.jsonl'],
+        /^error: Cannot make the folder for --out \/proc\/llmq-nope\/x\.jsonl \(ENOENT/,
+      ],
+      [
+        ['export', '--db', db, '--out-dir', '/proc/llmq-nope/answers'],
+        /^error: Cannot make the folder for --out-dir \/proc\/llmq-nope\/answers \(ENOENT/,
+      ],
+    ];
+    for (const [args, message] of tries) {
+      const r = await runCli(args, { timeoutMs: 15_000 });
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(oneLine(r.stderr)).toMatch(message);
+    }
+    // the prices cache: nothing to report, the status is all there
+    const r = await runCli(['status', '--json', '--db', db], { env: { XDG_CACHE_HOME: '/proc/llmq-nope' }, timeoutMs: 15_000 });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout).total).toBeGreaterThan(0);
+  });
+
   it('ENOSPC on standard output (export > /dev/full)', async () => {
     const dir = tempDir();
     const { db } = await populate(dir);

@@ -1,6 +1,7 @@
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { makeDirs } from '../make-dirs.js';
 
 /**
  * A flat, unconditional catalog price: the same at any moment, a straight line in the tokens. Most
@@ -57,7 +58,7 @@ export class CatalogCache {
     if (entries.size >= MAX_ENTRIES) entries.clear();
     entries.set(model, lookup);
     try {
-      mkdirSync(join(this.#file, '..'), { recursive: true });
+      makeDirs(dirname(this.#file));
       const tmp = `${this.#file}.${process.pid}.tmp`;
       writeFileSync(tmp, JSON.stringify(Object.fromEntries(entries)));
       renameSync(tmp, this.#file);

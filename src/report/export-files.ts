@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { rename, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
+import { makeDirs } from '../make-dirs.js';
 import { LlmqError } from '../errors.js';
 import { knownError, type ErrorPlace } from '../errors-known.js';
 import type { ExportRow, JobState } from '../store/types.js';
@@ -35,7 +36,7 @@ export async function exportToFile(
   try {
     if (target.kind === 'through')
       return await writeAll(pages, createWriteStream(target.path, { flags: 'a', highWaterMark: WRITE_BUFFER }), o);
-    await mkdir(dirname(target.path), { recursive: true });
+    makeDirs(dirname(target.path));
     const tmp = join(dirname(target.path), `.${basename(target.path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
     try {
       const counts = await writeAll(pages, createWriteStream(tmp, { flags: 'wx', highWaterMark: WRITE_BUFFER }), o);
@@ -105,7 +106,7 @@ export async function exportToDir(
   const ext = answerExt(o.ext);
   const root = resolve(dir);
   try {
-    await mkdir(root, { recursive: true });
+    makeDirs(root);
   } catch (error) {
     throw knownError(error, { what: '--out-dir', path: dir }) ?? error;
   }
@@ -119,7 +120,7 @@ export async function exportToDir(
       const text = r.state === 'done' ? (r.output ?? '') : (r.error ?? `the job is ${r.state}`) + '\n';
       try {
         const { path, moved } = await paths.place(r.id, r.state === 'done' ? ext : r.state === 'failed' ? '.error' : `.${r.state}`);
-        await mkdir(dirname(path), { recursive: true });
+        makeDirs(dirname(path));
         paths.madeFolders(path);
         await writeWhole(path, text);
         if (moved) o.onMoved?.(r.id, relative(root, path));

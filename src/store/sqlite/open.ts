@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
-import { mkdirSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
+import { makeDirs } from '../../make-dirs.js';
 import { dirname } from 'node:path';
 import { StoreError } from '../../errors.js';
 import { LATEST_VERSION, MIGRATIONS } from './migrations.js';
@@ -25,7 +26,7 @@ export const QUICK_CHECK_MAX_BYTES = 32 * 1024 * 1024;
  */
 export function openSqlite(path: string, options: OpenSqliteOptions = {}): Db {
   const memory = path === ':memory:';
-  if (!memory && !options.existing) mkdirSync(dirname(path), { recursive: true });
+  if (!memory && !options.existing) makeDirs(dirname(path));
   const db = new Database(path, { fileMustExist: options.existing ?? false });
   try {
     db.pragma('busy_timeout = 10000');
