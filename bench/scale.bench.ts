@@ -357,7 +357,13 @@ async function bench(kind: Kind, big: string, small: string, runFile: string, li
       await withQueue(kind, 'big', async (bigDb) => {
         const e1 = await must(enqueueArgs(small, smallDb));
         const rateSmall = SMALL / e1.wallS;
-        line(`enqueue ${fmt(SMALL)} docs`, `${fmt(rateSmall)} docs/s`, '> 42,000/s', rateSmall > 42_000);
+        // the issue's rate target is at N (10M); at 100k a third of the time is process start and the index build
+        line(
+          `enqueue ${fmt(SMALL)} docs`,
+          `${fmt(rateSmall)} docs/s`,
+          N === SMALL ? '> 42,000/s' : 'reference for the next line',
+          N === SMALL ? rateSmall > 42_000 : null,
+        );
         const e2 = N === SMALL ? e1 : await must(enqueueArgs(big, bigDb));
         if (N === SMALL) await must(enqueueArgs(big, bigDb));
         const rateBig = N / e2.wallS;
