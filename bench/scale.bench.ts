@@ -357,7 +357,7 @@ async function bench(kind: Kind, big: string, small: string, runFile: string, li
       await withQueue(kind, 'big', async (bigDb) => {
         const e1 = await must(enqueueArgs(small, smallDb));
         const rateSmall = SMALL / e1.wallS;
-        // the issue's rate target is at N (10M); at 100k a third of the time is process start and the index build
+        // the rate target is at N (10M); at 100k the process start, the writer thread's start and the index build weigh more
         line(
           `enqueue ${fmt(SMALL)} docs`,
           `${fmt(rateSmall)} docs/s`,
