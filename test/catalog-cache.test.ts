@@ -104,6 +104,17 @@ describe('the genai-prices cache', () => {
     expect(await pricesBy(db, cacheHome)).toEqual(expected);
   });
 
+  it('a relative XDG_CACHE_HOME is ignored, as the XDG spec says: no cache folders wherever a command runs', async () => {
+    const dir = tempDir();
+    const db = await queueOf(dir, ['gpt-4o-mini']);
+    const home = join(dir, 'home');
+    mkdirSync(home);
+    const r = await runCli(['status', '--json', '--db', db], { cwd: dir, env: { XDG_CACHE_HOME: 'relative/cache', HOME: home } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(existsSync(join(dir, 'relative'))).toBe(false);
+    expect(existsSync(join(home, '.cache', 'llmq'))).toBe(true);
+  });
+
   it('a cache folder that cannot be written changes nothing but the speed', async () => {
     const dir = tempDir();
     const db = await queueOf(dir, ['gpt-4o-mini']);

@@ -1,6 +1,6 @@
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, isAbsolute, join } from 'node:path';
 import { makeDirs } from '../make-dirs.js';
 
 /**
@@ -22,7 +22,7 @@ export interface FlatCatalogPrice {
 /** A model's cached lookup: its flat price, or null when genai-prices does not know the model. */
 export type CachedLookup = FlatCatalogPrice | null;
 
-/** Bumped when FlatCatalogPrice changes shape, so an older llmq's file is never misread. */
+/** Bumped when FlatCatalogPrice changes shape or catalogPricing looks names up differently, so no llmq reads an answer another one worked out. */
 const FORMAT = 1;
 /** A cache is a few models; a file past this many was filled by something odd, and starts over. */
 const MAX_ENTRIES = 2000;
@@ -84,8 +84,9 @@ export class CatalogCache {
 }
 
 function cacheDir(env: NodeJS.ProcessEnv): string {
+  // A relative XDG_CACHE_HOME is to be ignored (XDG Base Directory spec): it would put a cache in whatever folder a command runs in.
   const xdg = env.XDG_CACHE_HOME?.trim();
-  return join(xdg || join(homedir(), '.cache'), 'llmq');
+  return join(xdg && isAbsolute(xdg) ? xdg : join(homedir(), '.cache'), 'llmq');
 }
 
 function isFlatPrice(v: unknown): v is FlatCatalogPrice {
