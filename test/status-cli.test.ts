@@ -62,11 +62,14 @@ describe('llmq status', () => {
     const priced = JSON.parse((await runCli(['status', '--json', '--db', db, '--price', '1,2'])).stdout);
     expect(priced.cost.usd).toBeCloseTo(A_COST + (400 * 1 + 80 * 2) / 1e6, 12);
     expect(priced.cost.byModel[0].priceSource).toBe('--price');
+    // the two jobs left (one pending, one running) as an average answer so far, 100 in and 20 out, at the price given
+    expect(priced.cost.remainingUsd).toBeCloseTo((2 * (100 * 1 + 20 * 2)) / 1e6, 12);
     const file = join(dir, 'prices.json');
     writeFileSync(file, JSON.stringify({ 'gpt-4o-mini': [10, 20] }));
     const fromFile = JSON.parse((await runCli(['status', '--json', '--db', db, '--prices', file])).stdout);
     expect(fromFile.cost.usd).toBeCloseTo(A_COST + (400 * 10 + 80 * 20) / 1e6, 12);
     expect(fromFile.cost.byModel[0].priceSource).toBe(`--prices ${file}`);
+    expect(fromFile.cost.remainingUsd).toBeCloseTo((2 * (100 * 10 + 20 * 20)) / 1e6, 12);
     const fromEnv = JSON.parse((await runCli(['status', '--json', '--db', db], { env: { LLMQ_PRICES: '{"gpt-4o-mini":[3,4]}' } })).stdout);
     expect(fromEnv.cost.usd).toBeCloseTo(A_COST + (400 * 3 + 80 * 4) / 1e6, 12);
     const bad = await runCli(['status', '--db', db, '--price', '0.15']);

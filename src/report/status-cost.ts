@@ -60,6 +60,24 @@ export interface CostReport {
   readonly mayBeBilled: { readonly tries: number; readonly usd: number };
 }
 
+/**
+ * Rough USD to finish: each model's jobs left, each at the tokens of that model's average answer so
+ * far, at its price now, so that `--price` prices the rest too, and answers that cost nothing (the
+ * mock provider) do not make the rest look free. Null when a model with jobs left has no answer yet
+ * or no price (`llmq estimate` does better: it counts each prompt).
+ */
+function remainingCost(s: StatusSnapshot, prices: PriceTable): number | null {
+  let usd = 0;
+  for (const m of s.byModel) {
+    const left = m.pending + m.running;
+    if (left === 0) continue;
+    const pricing = prices.lookup(m.model);
+    if (!pricing || m.done === 0) return null;
+    usd += left * pricing.cost({ promptTokens: m.donePrompt / m.done, completionTokens: m.doneCompletion / m.done });
+  }
+  return usd;
+}
+
 export function buildCost(s: StatusSnapshot, prices: PriceTable, now: number): CostReport {
   const byModel = s.byModel.map((m): ModelCost => {
     const pricing = prices.lookup(m.model);
@@ -82,9 +100,7 @@ export function buildCost(s: StatusSnapshot, prices: PriceTable, now: number): C
   });
   const unpriced = byModel.filter((m) => m.usd === null).map((m) => m.model);
   const knownUsd = byModel.reduce((a, m) => a + (m.usd ?? 0), 0);
-  const left = s.counts.pending + s.counts.running;
-  // Rough: the average cost of a done job so far, times the jobs left (`llmq estimate` does better).
-  const remainingUsd = left === 0 ? 0 : unpriced.length || s.counts.done === 0 ? null : (knownUsd / s.counts.done) * left;
+  const remainingUsd = remainingCost(s, prices);
 
   const byRun = s.spend.map((r): RunCost => {
     const budget = (key: string) => (typeof r.options[key] === 'number' ? (r.options[key] as number) : null);

@@ -45,15 +45,23 @@ export function tallyJobs(rows: readonly StateTokensRow[]): Pick<StatusSnapshot,
       jobs: 0,
       done: 0,
       pending: 0,
+      running: 0,
       prompt: 0,
       completion: 0,
+      donePrompt: 0,
+      doneCompletion: 0,
       storedUsd: 0,
       unpricedPrompt: 0,
       unpricedCompletion: 0,
     };
     m.jobs += n;
-    if (r.state === 'done') m.done += n;
+    if (r.state === 'done') {
+      m.done += n;
+      m.donePrompt += p;
+      m.doneCompletion += c;
+    }
     if (r.state === 'pending') m.pending += n;
+    if (r.state === 'running') m.running += n;
     m.prompt += p;
     m.completion += c;
     m.storedUsd += Number(r.usd ?? 0);

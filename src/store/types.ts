@@ -232,8 +232,12 @@ export interface ModelTally {
   readonly jobs: number;
   readonly done: number;
   readonly pending: number;
+  readonly running: number;
   readonly prompt: number;
   readonly completion: number;
+  /** Tokens of its done jobs alone: what an answer of this model takes, on average. */
+  readonly donePrompt: number;
+  readonly doneCompletion: number;
   /** USD of its answers, as stored when each came. */
   readonly storedUsd: number;
   /** Tokens of answers stored without a cost (answered before llmq kept costs, or without a price then). */
