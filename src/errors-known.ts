@@ -60,6 +60,9 @@ function fixFor(code: string, message: string, syscall: unknown, p: ErrorPlace):
       // Only a recursive mkdir through a file says this; an existing file is otherwise not an error.
       return syscall === 'mkdir' ? `Cannot use ${it}: a part of that path is a file, not a folder. Give a path inside a folder.` : null;
     case 'ENOENT':
+      // The folder the command runs in was removed: every relative path is then unknowable.
+      if (syscall === 'uv_cwd')
+        return 'The current folder no longer exists (it was removed or moved). Change to a folder that exists and run the command again.';
       // Where a folder cannot be made although its parent exists (under /proc, say); a missing file is otherwise the caller's to word.
       return syscall === 'mkdir' ? `Cannot make the folder for ${it} (${message}). Use a path where folders can be made.` : null;
     case 'EISDIR':

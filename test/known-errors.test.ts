@@ -193,6 +193,16 @@ describe('ordinary mistakes are one line and exit 1, not a stack trace', () => {
     expect(JSON.parse(r.stdout).total).toBeGreaterThan(0);
   });
 
+  it('a current folder that was removed is named as the cause, not reported as a bug', async () => {
+    const gone = join(tempDir(), 'gone');
+    mkdirSync(gone);
+    const r = await runCliInShell(`cd "${gone}" && rmdir "${gone}" && echo '{"id":"a","text":"x"}' | llmq enqueue - --db sub/q.db`);
+    expect(r.code).toBe(1);
+    expect(oneLine(r.stderr)).toBe(
+      'error: The current folder no longer exists (it was removed or moved). Change to a folder that exists and run the command again.\n',
+    );
+  });
+
   it('ENOSPC on standard output (export > /dev/full)', async () => {
     const dir = tempDir();
     const { db } = await populate(dir);

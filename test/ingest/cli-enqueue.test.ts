@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
@@ -201,14 +201,15 @@ describe('llmq enqueue (CLI)', () => {
     expect(r.stderr.split('\n')[0]).toBe(message);
   });
 
-  it('exits 1 naming a missing source, and enqueues nothing from the others', async () => {
+  it('exits 1 naming a missing source, and enqueues nothing from the others: no queue is left behind', async () => {
     const db = join(tempDir(), 'q.db');
     const r = await llmq(['enqueue', 'fixtures/docs', 'fixtures/nope.jsonl', '--db', db]);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(
       'error: Source not found: fixtures/nope.jsonl (no such file or folder). Name a folder, a text file, a .jsonl file, or - for stdin.\n',
     );
-    expect(query(db, 'SELECT count(*) AS n FROM items')).toEqual([{ n: 0 }]);
+    // an empty queue there would make the next status say "empty" instead of "there is no queue"
+    expect(existsSync(db)).toBe(false);
   });
 
   it('exits 1 without a source, and --help shows examples', async () => {

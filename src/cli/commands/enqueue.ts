@@ -76,12 +76,14 @@ Exit codes: 0 everything enqueued, 2 some input was rejected, 1 bad usage.`,
 }
 
 async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<EnqueueSummary> {
-  const [{ openStore, redactLocation, resolveDbLocation }, { enqueue }, { parseTemplate }, { colorsFor, warn }] = await Promise.all([
-    import('../../store/open-store.js'),
-    import('../../ingest/enqueue.js'),
-    import('../../ingest/template.js'),
-    import('../output.js'),
-  ]);
+  const [{ openStore, redactLocation, resolveDbLocation }, { enqueue }, { resolveSources }, { parseTemplate }, { colorsFor, warn }] =
+    await Promise.all([
+      import('../../store/open-store.js'),
+      import('../../ingest/enqueue.js'),
+      import('../../ingest/sources.js'),
+      import('../../ingest/template.js'),
+      import('../output.js'),
+    ]);
   const prompt = parseTemplate(flags.prompt, '--prompt');
   const system = flags.system === undefined ? null : parseTemplate(flags.system, '--system');
   if (!prompt.usesText && !system?.usesText) {
@@ -91,6 +93,9 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
   }
   const location = resolveDbLocation(flags.db);
   const c = colorsFor(process.stderr);
+  // A mistyped source is refused before the queue is opened: opening creates it, and an empty queue
+  // left behind would make the next `status` say "empty" instead of "there is no queue here".
+  await resolveSources(sources, sources.includes('-'));
   const store = await openStore(location);
   let summary: EnqueueSummary;
   try {
