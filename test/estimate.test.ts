@@ -1,3 +1,4 @@
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
@@ -118,6 +119,30 @@ describe('estimate', () => {
     await store.close();
   });
 
+  it('a value too long for its row wraps under itself, through a pipe too: nothing is cut off', async () => {
+    const dir = tempDir();
+    const store = new SqliteStore(join(dir, 'q.db'));
+    await seedJobs(store, 2);
+    await store.close();
+    const prices = join(dir, 'prices-of-the-finance-team-for-the-quarter-ending-in-december.json');
+    writeFileSync(prices, JSON.stringify({ 'gpt-4o-mini': [0.15, 0.6] }));
+    const r = await runCli(['estimate', '--db', join(dir, 'q.db'), '--prices', prices]);
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout.split('\n');
+    const at = lines.findIndex((l) => l.startsWith('    price    '));
+    // the source names the whole file: on the price line and the ones under it
+    expect(
+      lines
+        .slice(at, at + 3)
+        .map((l) => l.trim())
+        .join(' ')
+        .replace(/ /g, ''),
+    ).toContain(`--prices${prices}`);
+    expect(lines[at + 1]).toMatch(/^ {13}\S/);
+    expect(r.stdout).not.toContain('…');
+    for (const line of lines) expect(line.length).toBeLessThanOrEqual(80);
+  });
+
   it("streams the queue a page at a time, in the run's order across pages", async () => {
     const store = new SqliteStore(join(tempDir(), 'q.db'));
     await seedJobs(store, 2500, { priority: (n) => (n % 2 === 0 ? 1 : 0) });
@@ -141,7 +166,7 @@ describe('estimate', () => {
     const text = await runCli(['estimate', '--db', db, '--base-url', base, '--price', '1000,2000']);
     expect(text.stdout).toMatch(/^estimate .*q\.db: 19 jobs to send\n {2}1 more used all their attempts: a run fails them unsent$/m);
     expect(text.stdout).toMatch(/^ {4}answers {2}1,045 to 1,216 tokens \(mean 55, p90 90 of 10 answered\)$/m);
-    expect(text.stdout).toMatch(/^ {4}time {5}19s at 60 rpm, learned from headers · answers took 1,000 ms$/m);
+    expect(text.stdout).toMatch(/^ {4}time {5}19s at 60 rpm, learned from headers\n {13}answers took 1,000 ms$/m);
     expect(text.stdout).toMatch(/^ {4}price {4}\$1000\/\$2000 per million tokens, --price$/m);
     for (const line of text.stdout.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
 

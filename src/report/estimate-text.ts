@@ -1,4 +1,4 @@
-import { compact, duration, int, NO_PAINT, oneLine, usd, type Paint } from './format.js';
+import { compact, duration, int, NO_PAINT, oneLine, usd, wrap, type Paint } from './format.js';
 import type { CostRange, Estimate, ModelEstimate } from './estimate.js';
 
 /** The human `llmq estimate` (and `llmq run --dry-run`): per model, then the total, within 80 columns. */
@@ -7,7 +7,9 @@ export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint }): s
   const lines = [`${p.bold('estimate')} ${p.dim(o.db)}: ${int(e.jobs)} ${e.jobs === 1 ? 'job' : 'jobs'} to send`];
   if (e.exhausted) lines.push(p.dim(`  ${int(e.exhausted)} more used all their attempts: a run fails them unsent`));
   if (e.jobs === 0) return lines.join('\n') + '\n';
-  const row = (label: string, value: string) => lines.push(`    ${label.padEnd(9)}${oneLine(value, 67)}`);
+  // values wrap under themselves rather than lose their end: within 80 columns, whatever the terminal
+  const row = (label: string, value: string, paint: (s: string) => string = (s) => s) =>
+    wrap(value, 67).forEach((line, i) => lines.push(`    ${(i === 0 ? label : '').padEnd(9)}${paint(line)}`));
   for (const m of e.models) {
     lines.push(`  ${p.bold(oneLine(m.model, 50))}  ${int(m.jobs)} jobs`);
     row(
@@ -15,15 +17,16 @@ export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint }): s
       `${compact(m.promptTokens)} tokens${m.promptCorrection ? ` (counted, +${m.promptCorrection.toFixed(1)} a request as answers showed)` : ' (counted)'}`,
     );
     row('answers', answersText(m));
-    row('cost', m.cost ? costText(m.cost, m.batchCost) : p.yellow('unknown: no price for this model; give one with --price IN,OUT'));
-    if (m.price) row('price', p.dim(`$${m.price.input}/$${m.price.output} per million tokens, ${m.price.source}`));
-    row('time', timeText(m));
+    if (m.cost) row('cost', costText(m.cost, m.batchCost));
+    else row('cost', 'unknown: no price for this model; give one with --price IN,OUT', p.yellow);
+    if (m.price) row('price', `$${m.price.input}/$${m.price.output} per million tokens, ${m.price.source}`, p.dim);
+    row('time', paceText(m));
+    if (m.latencyMs !== null) row('', `answers took ${int(m.latencyMs)} ms`);
   }
   const total = e.cost ? costText(e.cost, e.batchCost) : `${p.yellow('unknown')} (no price for ${e.unpriced.join(', ')})`;
-  lines.push(`  ${p.bold('total')}  ${oneLine(total, 70)}`);
-  lines.push(
-    `         ${e.seconds === null ? 'time unknown: no limit or latency known yet (--rpm, --tpm, or a first run)' : aboutTime(e.seconds)}`,
-  );
+  wrap(total, 71).forEach((line, i) => lines.push(`  ${i === 0 ? p.bold('total') : '     '}  ${line}`));
+  const time = e.seconds === null ? 'time unknown: no limit or latency known yet (--rpm, --tpm, or a first run)' : aboutTime(e.seconds);
+  for (const line of wrap(time, 71)) lines.push(`         ${line}`);
   return lines.join('\n') + '\n';
 }
 
@@ -43,12 +46,11 @@ function costText(c: CostRange, batch: CostRange | null): string {
   return [range(c), batch ? `batch ${range(batch)}` : 'batch unknown', `worst ${usd(c.worst)}`].join(' · ');
 }
 
-function timeText(m: ModelEstimate): string {
+function paceText(m: ModelEstimate): string {
   const l = m.limits;
   const limits = [l.rpm !== null ? `${int(Math.round(l.rpm))} rpm` : '', l.tpm !== null ? `${int(Math.round(l.tpm))} tpm` : '']
     .filter(Boolean)
     .join(', ');
   const from = l.learned ? (l.learned.source === 'headers' ? ', learned from headers' : ', learned from 429s') : '';
-  const pace = m.paceSeconds === null ? 'no limit known' : `${duration(m.paceSeconds)} at ${limits}${from}`;
-  return m.latencyMs === null ? pace : `${pace} · answers took ${int(m.latencyMs)} ms`;
+  return m.paceSeconds === null ? 'no limit known' : `${duration(m.paceSeconds)} at ${limits}${from}`;
 }

@@ -69,6 +69,28 @@ export function oneLine(text: string, max: number): string {
   return flat.length <= max ? flat : flat.slice(0, Math.max(0, max - 1)) + '…';
 }
 
+/** `text` as lines of at most `width` characters, broken at spaces (a longer word is cut): nothing is lost, unlike `oneLine`. */
+export function wrap(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (let word of text.replace(/\s+/g, ' ').trim().split(' ')) {
+    while (word.length > width) {
+      if (line) lines.push(line);
+      lines.push(word.slice(0, width));
+      word = word.slice(width);
+      line = '';
+    }
+    if (!line) line = word;
+    else if (line.length + 1 + word.length <= width) line += ` ${word}`;
+    else {
+      lines.push(line);
+      line = word;
+    }
+  }
+  if (line || lines.length === 0) lines.push(line);
+  return lines;
+}
+
 /** Align label/value rows: labels padded to the widest. */
 export function table(rows: ReadonlyArray<readonly [string, string]>, indent = '  '): string[] {
   const w = Math.max(0, ...rows.map(([l]) => l.length));
