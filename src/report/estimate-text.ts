@@ -9,7 +9,7 @@ export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint }): s
   if (e.jobs === 0) return lines.join('\n') + '\n';
   // values wrap under themselves rather than lose their end: within 80 columns, whatever the terminal
   const row = (label: string, value: string, paint: (s: string) => string = (s) => s) =>
-    wrap(value, 67).forEach((line, i) => lines.push(`    ${(i === 0 ? label : '').padEnd(9)}${paint(line)}`));
+    lines.push(...wrap(value, 67).map((line, i) => `    ${(i === 0 ? label : '').padEnd(9)}${paint(line)}`));
   for (const m of e.models) {
     lines.push(`  ${p.bold(oneLine(m.model, 50))}  ${int(m.jobs)} jobs`);
     row(
@@ -24,7 +24,7 @@ export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint }): s
     if (m.latencyMs !== null) row('', `answers took ${int(m.latencyMs)} ms`);
   }
   const total = e.cost ? costText(e.cost, e.batchCost) : `${p.yellow('unknown')} (no price for ${e.unpriced.join(', ')})`;
-  wrap(total, 71).forEach((line, i) => lines.push(`  ${i === 0 ? p.bold('total') : '     '}  ${line}`));
+  lines.push(...wrap(total, 71).map((line, i) => `  ${i === 0 ? p.bold('total') : '     '}  ${line}`));
   const time = e.seconds === null ? 'time unknown: no limit or latency known yet (--rpm, --tpm, or a first run)' : aboutTime(e.seconds);
   for (const line of wrap(time, 71)) lines.push(`         ${line}`);
   return lines.join('\n') + '\n';
