@@ -37,6 +37,9 @@ describe('compactJson', () => {
       '{"a":1.0}',
       '{"a":1E5}',
       '{"a":-0}',
+      '[12345678901234567]',
+      '[-12345678901234567]',
+      '{"a":00}',
       '{"a":1e999}',
       '{"a":0.10000000000000001}',
       '{"a":"\\/"}',
@@ -78,7 +81,7 @@ describe('compactJson', () => {
     };
     const pick = <T>(xs: readonly T[]): T => xs[rand(xs.length)]!;
     const strings = ['', 'a', 'é', '"', '\\', '\n', '\u0001', '\u2028', '/', '\ud800', '😀', '1', '12', '__proto__', 'x y'];
-    const numbers = [0, -0, 1, -1, 0.5, 1e-7, 123456789012, 1e21, 2 ** 53, 0.1 + 0.2, -1.5e-300];
+    const numbers = [0, -0, 1, -1, 0.5, 1e-7, 123456789012, 999999999999999, -999999999999999, 1e21, 2 ** 53, 0.1 + 0.2, -1.5e-300];
     const value = (depth: number): unknown => {
       const k = rand(depth > 3 ? 4 : 6);
       if (k === 0) return pick(strings) + pick(strings);

@@ -38,7 +38,7 @@ export function compactJson(text: string): string | null {
         at++;
         next = FIRST_VALUE;
       } else {
-        const end = c === 0x22 ? sticky(STRING, text, at) : c === 0x74 || c === 0x66 || c === 0x6e ? word(text, at) : number(text, at);
+        const end = c === 0x22 ? sticky(STRING, text, at) : c === 0x74 || c === 0x66 || c === 0x6e ? word(text, at, c) : number(text, at);
         if (end < 0) return null;
         at = end;
         next = AFTER;
@@ -99,13 +99,22 @@ function sticky(pattern: RegExp, text: string, at: number): number {
   return pattern.test(text) ? pattern.lastIndex : -1;
 }
 
-function word(text: string, at: number): number {
-  for (const w of ['true', 'false', 'null']) if (text.startsWith(w, at)) return at + w.length;
-  return -1;
+function word(text: string, at: number, c: number): number {
+  const w = c === 0x74 ? 'true' : c === 0x66 ? 'false' : 'null';
+  return text.startsWith(w, at) ? at + w.length : -1;
 }
 
 /** A number JSON.stringify writes the same: its own shortest form (not 1.0, 1E5, -0, 1e999). */
 function number(text: string, at: number): number {
+  // An integer of up to 15 digits, no leading zero, is its own shortest form: no parse needed.
+  let i = text.charCodeAt(at) === 0x2d ? at + 1 : at;
+  const digits = i;
+  let c = text.charCodeAt(i);
+  if (c >= 0x31 && c <= 0x39) {
+    do c = text.charCodeAt(++i);
+    while (c >= 0x30 && c <= 0x39);
+    if (c !== 0x2e && c !== 0x65 && c !== 0x45 && i - digits <= 15) return i;
+  }
   const end = sticky(NUMBER, text, at);
   if (end < 0) return -1;
   const token = text.slice(at, end);
