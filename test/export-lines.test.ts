@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { CSV_COLUMNS, csvField, csvRow, jsonlLine, jsonlRecord, openAiBatchLine, openAiBatchRecord } from '../src/report/export.js';
 import { JOB_STATES, type ExportRow } from '../src/store/types.js';
 
-// Each format's line is built by hand, with fast paths for rows with nothing to escape or quote.
+// Each format's line is built by hand, with fast paths for texts with nothing to escape or quote.
 // Whatever the row, the line must be what the straightforward encoding writes.
 
 /** A CSV line the long way: each column looked up by name and written by csvField. */

@@ -50,31 +50,7 @@ export function jsonlRecord(r: ExportRow): Record<string, unknown> {
  */
 export function jsonlLine(r: ExportRow): string {
   const usage = r.usage ? `{"prompt_tokens":${json(r.usage.promptTokens)},"completion_tokens":${json(r.usage.completionTokens)}}` : 'null';
-  const str = plainTexts(r, ESCAPED) ? quoted : json;
-  return `{"id":${str(r.id)},"key":${str(r.key)},"state":${str(r.state)},"output":${str(r.output)},"error":${str(r.error)},"attempts":${json(r.attempts)},"model":${str(r.model)},"usage":${usage},"cost_usd":${json(r.costUsd)},"latency_ms":${json(r.latencyMs)},"source":${str(r.source)},"meta":${json(r.meta)}}\n`;
-}
-
-/**
- * Whether a row's texts (id, key, state, model, source, output, error) are all strings (or null,
- * where null is allowed) with nothing `special` matches. Most rows have nothing to escape or quote:
- * one native look over the texts joined costs less than one for each.
- */
-function plainTexts(r: ExportRow, special: RegExp): boolean {
-  return (
-    typeof r.id === 'string' &&
-    typeof r.key === 'string' &&
-    typeof r.state === 'string' &&
-    typeof r.model === 'string' &&
-    typeof r.source === 'string' &&
-    (r.output === null || typeof r.output === 'string') &&
-    (r.error === null || typeof r.error === 'string') &&
-    !special.test(r.id + r.key + r.state + r.model + r.source + (r.output ?? '') + (r.error ?? ''))
-  );
-}
-
-/** A string's JSON when it has nothing to escape (null for null). */
-function quoted(value: string | null): string {
-  return value === null ? 'null' : `"${value}"`;
+  return `{"id":${json(r.id)},"key":${json(r.key)},"state":${json(r.state)},"output":${json(r.output)},"error":${json(r.error)},"attempts":${json(r.attempts)},"model":${json(r.model)},"usage":${usage},"cost_usd":${json(r.costUsd)},"latency_ms":${json(r.latencyMs)},"source":${json(r.source)},"meta":${json(r.meta)}}\n`;
 }
 
 /** A field's JSON as JSON.stringify writes it inside an object (null for null). */
@@ -122,13 +98,7 @@ const QUOTED = /[",\r\n]/;
 /** The fields in CSV_COLUMNS' order, written out rather than looked up by name: a million rows each make no object and no array. */
 export function csvRow(r: ExportRow): string {
   const u = r.usage;
-  const text = plainTexts(r, QUOTED) ? plain : csvField;
-  return `${text(r.id)},${text(r.key)},${text(r.state)},${text(r.model)},${csvField(r.attempts)},${csvField(u?.promptTokens)},${csvField(u?.completionTokens)},${csvField(r.latencyMs)},${text(r.source)},${text(r.output)},${text(r.error)},${csvField(r.meta)},${csvField(r.costUsd)}\r\n`;
-}
-
-/** A text's CSV field when it needs no quotes ('' for null). */
-function plain(value: string | null): string {
-  return value ?? '';
+  return `${csvField(r.id)},${csvField(r.key)},${csvField(r.state)},${csvField(r.model)},${csvField(r.attempts)},${csvField(u?.promptTokens)},${csvField(u?.completionTokens)},${csvField(r.latencyMs)},${csvField(r.source)},${csvField(r.output)},${csvField(r.error)},${csvField(r.meta)},${csvField(r.costUsd)}\r\n`;
 }
 
 /**
