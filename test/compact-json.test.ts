@@ -37,6 +37,9 @@ describe('compactJson', () => {
       '{"a":1.0}',
       '{"a":1E5}',
       '{"a":-0}',
+      '[12345678901234567]',
+      '[-12345678901234567]',
+      '{"a":00}',
       '{"a":1e999}',
       '{"a":0.10000000000000001}',
       '{"a":"\\/"}',
@@ -78,7 +81,7 @@ describe('compactJson', () => {
     };
     const pick = <T>(xs: readonly T[]): T => xs[rand(xs.length)]!;
     const strings = ['', 'a', 'é', '"', '\\', '\n', '\u0001', '\u2028', '/', '\ud800', '😀', '1', '12', '__proto__', 'x y'];
-    const numbers = [0, -0, 1, -1, 0.5, 1e-7, 123456789012, 1e21, 2 ** 53, 0.1 + 0.2, -1.5e-300];
+    const numbers = [0, -0, 1, -1, 0.5, 1e-7, 123456789012, 999999999999999, -999999999999999, 1e21, 2 ** 53, 0.1 + 0.2, -1.5e-300];
     const value = (depth: number): unknown => {
       const k = rand(depth > 3 ? 4 : 6);
       if (k === 0) return pick(strings) + pick(strings);
@@ -98,5 +101,84 @@ describe('compactJson', () => {
       expectSafe(text.slice(0, at) + pick(marks) + text.slice(at + rand(2)));
     }
     expect(answered).toBeGreaterThan(1000);
+  });
+
+  it('answers a body like the last one (same keys and nesting, other values) as the reference does, whatever its values', () => {
+    let seed = 3;
+    const rand = (n: number) => {
+      seed = (seed * 1103515245 + 12345) >>> 0;
+      return seed % n;
+    };
+    const pick = <T>(xs: readonly T[]): T => xs[rand(xs.length)]!;
+    // values as raw JSON text: most fair, some that writing again changes, some not JSON at all
+    const fair = [
+      '"x"',
+      '"chatcmpl-1"',
+      '"a \\"quoted\\" \\\\ word\\n"',
+      '""',
+      '"é 😀"',
+      '0',
+      '5',
+      '-3',
+      '0.5',
+      '1e-7',
+      '123456789012345',
+      'true',
+      'null',
+    ];
+    const unfair = [
+      '"\\/"',
+      '"\\u00e9"',
+      '"\t"',
+      '"\n"',
+      '"\u0001"',
+      '"\ud800"',
+      '1.0',
+      '1E5',
+      '-0',
+      '01',
+      '12345678901234567',
+      '"a',
+      'a"',
+      '"x" "y"',
+      '1 2',
+      '[]',
+      '{}',
+      'tru',
+      '',
+    ];
+    type Shape = { kind: 'leaf' } | { kind: 'array'; items: Shape[] } | { kind: 'object'; keys: string[]; items: Shape[] };
+    const shape = (depth: number): Shape => {
+      const k = rand(depth > 2 ? 1 : 3);
+      if (k === 0) return { kind: 'leaf' };
+      const items = Array.from({ length: 1 + rand(4) }, () => shape(depth + 1));
+      if (k === 1) return { kind: 'array', items };
+      return { kind: 'object', keys: items.map((_, n) => pick(['"id"', '"a b"', '"choices"', '"1x"', '"q\\"k"']) + n), items };
+    };
+    // keys are made unique by their position (the number after the quote is outside it: fixed below)
+    const text = (sh: Shape, indent: string, depth: number, leaf: () => string): string => {
+      if (sh.kind === 'leaf') return leaf();
+      const nl = indent ? '\n' + indent.repeat(depth + 1) : '';
+      const end = indent ? '\n' + indent.repeat(depth) : '';
+      const sep = indent ? ': ' : ':';
+      if (sh.kind === 'array') return `[${sh.items.map((i) => nl + text(i, indent, depth + 1, leaf)).join(',')}${end}]`;
+      const keys = sh.keys.map((k) => k.replace(/"(\d+)$/, '$1"'));
+      return `{${sh.items.map((i, n) => nl + keys[n] + sep + text(i, indent, depth + 1, leaf)).join(',')}${end}}`;
+    };
+    let answered = 0;
+    for (let n = 0; n < 300; n++) {
+      const sh = shape(0);
+      const indent = pick(['', '', '  ', '\t']);
+      for (let m = 0; m < 20; m++) {
+        // mostly bodies of fair values only, as a provider's are; some with one unfair value or more
+        const rate = m % 3 ? 0 : 8;
+        const body = text(sh, indent, 0, () => (rate && !rand(rate) ? pick(unfair) : pick(fair)));
+        if (expectSafe(body) !== null) answered++;
+        // the same body with other whitespace, or one character more or less
+        const at = rand(body.length + 1);
+        expectSafe(body.slice(0, at) + pick([' ', '\n', '"', ',', '0', '\\', '}', ']']) + body.slice(at + rand(2)));
+      }
+    }
+    expect(answered).toBeGreaterThan(2500);
   });
 });

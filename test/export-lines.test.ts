@@ -1,0 +1,93 @@
+import { describe, expect, it } from 'vitest';
+import { CSV_COLUMNS, csvField, csvRow, jsonlLine, jsonlRecord, openAiBatchLine, openAiBatchRecord } from '../src/report/export.js';
+import { JOB_STATES, type ExportRow } from '../src/store/types.js';
+
+// Each format's line is built by hand, with fast paths for texts with nothing to escape or quote.
+// Whatever the row, the line must be what the straightforward encoding writes.
+
+/** A CSV line the long way: each column looked up by name and written by csvField. */
+function csvReference(r: ExportRow): string {
+  const value: Record<(typeof CSV_COLUMNS)[number], unknown> = {
+    id: r.id,
+    key: r.key,
+    state: r.state,
+    model: r.model,
+    attempts: r.attempts,
+    prompt_tokens: r.usage?.promptTokens,
+    completion_tokens: r.usage?.completionTokens,
+    latency_ms: r.latencyMs,
+    source: r.source,
+    output: r.output,
+    error: r.error,
+    meta: r.meta,
+    cost_usd: r.costUsd,
+  };
+  return CSV_COLUMNS.map((c) => csvField(value[c])).join(',') + '\r\n';
+}
+
+function expectSame(r: ExportRow): void {
+  expect([r, jsonlLine(r)]).toEqual([r, JSON.stringify(jsonlRecord(r)) + '\n']);
+  expect([r, csvRow(r)]).toEqual([r, csvReference(r)]);
+  expect([r, openAiBatchLine(r)]).toEqual([r, JSON.stringify(openAiBatchRecord(r)) + '\n']);
+}
+
+describe('export lines', () => {
+  it('write what the straightforward encoding writes, over random rows with and without text to escape or quote', () => {
+    let seed = 11;
+    const rand = (n: number) => {
+      seed = (seed * 1103515245 + 12345) >>> 0;
+      return seed % n;
+    };
+    const pick = <T>(xs: readonly T[]): T => xs[rand(xs.length)]!;
+    // mostly plain text, as most rows are, so the fast paths are taken as often as not
+    const texts = ['plain text', 'doc-00000001', 'a,b', 'say "hi"', 'back\\slash', 'line\nbreak', 'cr\r', 'tab\t', '\u0001', '\u007f'];
+    const more = ['é ü', '\u2028', '😀', '\ud800', '\udfff', '', ' ', '{"a":1}', '/', '0'];
+    const text = () => (rand(3) ? `${pick(texts.slice(0, 2))} ${rand(1000)}` : pick(texts) + pick(more));
+    const num = () => pick([0, 1, 52, 1.5, 0.0000222, 1e-7, 1e21, -3, Number.NaN, Number.POSITIVE_INFINITY]);
+    const bodies = [null, 'not json', '{"id":"x","choices":[]}', '{ "id" : "x" }', '{"a":1.0}', '{"a":"\\u00e9"}', '[1,2]'];
+    let fast = 0;
+    for (let n = 0; n < 5000; n++) {
+      const r: ExportRow = {
+        id: text(),
+        source: text(),
+        meta: rand(3) ? null : { tag: text(), n: num(), nested: { ok: rand(2) === 0 } },
+        key: rand(4) ? 'a'.repeat(64) : text(),
+        state: pick(JOB_STATES),
+        model: rand(4) ? 'gpt-4o-mini' : text(),
+        output: rand(4) ? text() : null,
+        response: pick(bodies),
+        error: rand(3) ? null : text(),
+        attempts: rand(4),
+        usage: rand(4) ? { promptTokens: rand(100), completionTokens: rand(100) } : null,
+        latencyMs: rand(3) ? rand(5000) : null,
+        costUsd: rand(2) ? num() : null,
+      };
+      expectSame(r);
+      if (!/["\\\u0000-\u001f\ud800-\udfff]/.test(r.id + r.source + r.key + r.model + (r.output ?? '') + (r.error ?? ''))) fast++;
+    }
+    expect(fast).toBeGreaterThan(1000);
+  });
+
+  it('write a text that is not a string (a value SQLite kept as another type) as the straightforward encoding does', () => {
+    const base: ExportRow = {
+      id: 'doc-1',
+      source: 'in.jsonl',
+      meta: null,
+      key: 'k',
+      state: 'done',
+      model: 'm',
+      output: 'out',
+      response: null,
+      error: null,
+      attempts: 1,
+      usage: null,
+      latencyMs: null,
+      costUsd: null,
+    };
+    for (const odd of [42, 1.5, { a: 1 }, [1, 'x']] as unknown as string[]) {
+      expectSame({ ...base, output: odd });
+      expectSame({ ...base, id: odd });
+      expectSame({ ...base, error: odd });
+    }
+  });
+});
