@@ -83,7 +83,7 @@ describe('estimate', () => {
     expect(m.batchCost).toBeNull(); // --price gives no batch price
     expect(m.price).toEqual({ input: 1000, output: 2000, source: '--price' });
     // 60 rpm learned from headers: 19 s; the work (19 x 1 s over 4 slots) is less
-    expect(m.limits).toEqual({ rpm: 60, tpm: null, learned: { source: 'headers', at: T } });
+    expect(m.limits).toEqual({ rpm: 60, tpm: null, learned: { source: 'headers', at: T }, learnedElsewhere: [] });
     expect(e.seconds).toBeCloseTo(19, 9);
     expect(e.cost).toEqual(m.cost);
 
@@ -117,6 +117,17 @@ describe('estimate', () => {
     expect(e.cost).toBeNull();
     expect(e.models.find((m) => m.model === 'my-finetune')!.cost).toBeNull();
     await store.close();
+  });
+
+  it('limits learned at another endpoint are named, with the flag that uses them, instead of "no limit known"', async () => {
+    const { db, store } = await seeded();
+    await store.close();
+    const r = await runCli(['estimate', '--db', db, '--base-url', 'http://127.0.0.1:8/v1']);
+    expect(r.code, r.stderr).toBe(0);
+    const rows = r.stdout.replace(/\n {13}/g, ' ');
+    expect(rows).toContain(`    time     no limit known here; learned at ${BASE}: add --base-url ${BASE}`);
+    const json = JSON.parse((await runCli(['estimate', '--db', db, '--base-url', 'http://127.0.0.1:8/v1', '--json'])).stdout);
+    expect(json.models[0].limits.learnedElsewhere).toEqual([BASE]);
   });
 
   it('a value too long for its row wraps under itself, through a pipe too: nothing is cut off', async () => {

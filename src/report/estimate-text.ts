@@ -52,5 +52,8 @@ function paceText(m: ModelEstimate): string {
     .filter(Boolean)
     .join(', ');
   const from = l.learned ? (l.learned.source === 'headers' ? ', learned from headers' : ', learned from 429s') : '';
-  return m.paceSeconds === null ? 'no limit known' : `${duration(m.paceSeconds)} at ${limits}${from}`;
+  if (m.paceSeconds !== null) return `${duration(m.paceSeconds)} at ${limits}${from}`;
+  // limits are kept per endpoint: say where they are rather than let "none" stand
+  const elsewhere = l.learnedElsewhere[0];
+  return elsewhere === undefined ? 'no limit known' : `no limit known here; learned at ${elsewhere}: add --base-url ${elsewhere}`;
 }

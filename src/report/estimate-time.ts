@@ -4,6 +4,8 @@ export interface LaneLimits {
   readonly tpm: number | null;
   /** Learned from the provider for this endpoint and model (its headers, or 429s), and when. */
   readonly learned: { readonly source: 'headers' | '429s'; readonly at: number } | null;
+  /** Other endpoints a run learned this model's limits at: the estimate is for one endpoint (`--base-url`). */
+  readonly learnedElsewhere: readonly string[];
 }
 
 /**

@@ -252,6 +252,7 @@ function limitsFor(model: string, lanes: readonly LaneLimitRow[], o: EstimateOpt
     rpm: lower(o.rpm, learned?.rpm),
     tpm: lower(o.tpm, learned?.tpm),
     learned: learned ? { source: learned.source, at: learned.at } : null,
+    learnedElsewhere: lanes.filter((l) => l.model === model && l.baseUrl !== o.baseUrl).map((l) => l.baseUrl),
   };
 }
 
