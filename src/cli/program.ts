@@ -47,8 +47,10 @@ Examples:
 Environment:
   LLMQ_DB                         the queue (default ./llmq.db)
   LLMQ_API_KEY, OPENAI_API_KEY    the API key (never a flag, never stored)
-  LLMQ_BASE_URL, OPENAI_BASE_URL  the endpoint (default https://api.openai.com/v1)
-  LLMQ_REDIS_URL                  share rate limits between runs (llmq run --redis)
+  LLMQ_BASE_URL, OPENAI_BASE_URL  the endpoint (default OpenAI's)
+  LLMQ_REDIS_URL                  rate limits shared by runs (run --redis)
+  LLMQ_PRICES                     prices per model, a file or JSON (--prices)
+  LLMQ_HOOK_SECRET                signs --on-done and --on-job URL posts
   NO_COLOR                        plain output`,
   );
   refuseHelpForUnknownCommands(program);

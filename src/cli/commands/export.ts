@@ -48,10 +48,13 @@ export function registerExport(program: Command): Command {
       'after',
       `
 Formats:
-  jsonl         {"id","key","state","output","error","attempts","model","usage","latency_ms","source","meta"}
-  csv           a header row, then the same fields (usage as prompt_tokens, completion_tokens), RFC 4180
-  openai-batch  {"id","custom_id","response":{"status_code","request_id","body"},"error"}; done and failed
-                items only unless --state asks for more
+  jsonl         {"id","key","state","output","error","attempts","model","usage",
+                "cost_usd","latency_ms","source","meta"}
+  csv           a header row, then the same fields (usage as prompt_tokens,
+                completion_tokens; cost_usd last), RFC 4180
+  openai-batch  {"id","custom_id","response":{"status_code","request_id",
+                "body"},"error","cost_usd"}; done and failed items only unless
+                --state asks for more
 
 Examples:
   $ llmq export --out results.jsonl
