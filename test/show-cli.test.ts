@@ -1,4 +1,7 @@
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { row, T0 } from './helpers/stores.js';
 import { runCli } from './helpers/cli.js';
 import { ANSWERS, populate, RUN } from './helpers/populate.js';
 import { tempDir } from './helpers/tmp.js';
@@ -47,6 +50,34 @@ describe('llmq show', () => {
     expect(d.attempts).toHaveLength(1);
     expect(d.attempts[0]).toMatchObject({ runId: RUN, attempt: 1, status: 200, outcome: 'done', latencyMs: 1234 });
     expect(JSON.parse(d.job.request).messages[0].role).toBe('user');
+  });
+
+  it("finds an item by its job's key as run prints it (12 characters), naming the item on stderr", async () => {
+    const dir = tempDir();
+    const { db, keys } = await populate(dir);
+    const failed = await runCli(['show', keys['d.txt']!.slice(0, 12), '--db', db]);
+    expect(failed.code, failed.stderr).toBe(0);
+    expect(failed.stdout).toMatch(/^item d\.txt$/m);
+    expect(failed.stderr).toBe(`item d.txt (job ${keys['d.txt']!.slice(0, 12)})\n`);
+    // a.txt and c.txt share a job: the first in input order, and that there are two
+    const shared = await runCli(['show', keys['a.txt']!, '--db', db, '--json']);
+    expect(JSON.parse(shared.stdout).id).toBe('a.txt');
+    expect(shared.stderr).toBe(`job ${keys['a.txt']!.slice(0, 12)} is shared by 2 items; showing the first, a.txt\n`);
+    // short hex is an id only: 'abc' finds nothing rather than some job
+    expect((await runCli(['show', keys['d.txt']!.slice(0, 7), '--db', db])).code).toBe(1);
+  });
+
+  it('a key prefix shared by two jobs asks for more of the key', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    const store = new SqliteStore(db);
+    const keyed = (itemId: string, key: string) => ({ ...row(itemId, `text of ${itemId}`), key });
+    await store.enqueue([keyed('x', `abcdef00${'1'.repeat(56)}`), keyed('y', `abcdef00${'2'.repeat(56)}`)], T0);
+    await store.close();
+    const r = await runCli(['show', 'abcdef00', '--db', db]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe("error: 'abcdef00' starts the keys of several jobs (abcdef001111, abcdef002222): give more of the key.\n");
+    expect((await runCli(['show', 'abcdef002', '--db', db])).stdout).toMatch(/^item y$/m);
   });
 
   it('an unknown id is a clear error, exit 1', async () => {

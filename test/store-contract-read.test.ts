@@ -83,8 +83,11 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
         jobs: 3,
         done: 1,
         pending: 2,
+        running: 0,
         prompt: 1000,
         completion: 500,
+        donePrompt: 1000,
+        doneCompletion: 500,
         storedUsd: 0.02,
         unpricedPrompt: 0,
         unpricedCompletion: 0,
@@ -94,8 +97,11 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
         jobs: 4,
         done: 2,
         pending: 0,
+        running: 0,
         prompt: 300,
         completion: 30,
+        donePrompt: 300,
+        doneCompletion: 30,
         storedUsd: 0.001,
         unpricedPrompt: 200,
         unpricedCompletion: 20,
@@ -193,6 +199,28 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
       [1, null, 'retry', 'ECONNRESET', 30],
       [1, 200, 'done', null, 90],
     ]);
+  });
+
+  it('itemsByKeyPrefix: the items of jobs whose key starts with the prefix, by key then input order, up to the limit', async () => {
+    const { store } = await kind.fresh();
+    const keyed = (itemId: string, key: string) => ({ ...row(itemId, `text of ${itemId}`), key });
+    const k1 = `abcdef00${'1'.repeat(56)}`;
+    const k2 = `abcdef00${'2'.repeat(56)}`;
+    const k3 = `abcdef0f${'3'.repeat(56)}`;
+    await store.enqueue([keyed('x', k2), keyed('y', k1), keyed('z', k2), keyed('w', k3), row('other', 'other text')], T0);
+    expect(await store.itemsByKeyPrefix('abcdef00', 10)).toEqual([
+      { key: k1, itemId: 'y' },
+      { key: k2, itemId: 'x' },
+      { key: k2, itemId: 'z' },
+    ]);
+    expect(await store.itemsByKeyPrefix('abcdef00', 2)).toHaveLength(2);
+    expect(await store.itemsByKeyPrefix('abcdef002', 10)).toEqual([
+      { key: k2, itemId: 'x' },
+      { key: k2, itemId: 'z' },
+    ]);
+    expect(await store.itemsByKeyPrefix('abcdef0f', 10)).toEqual([{ key: k3, itemId: 'w' }]);
+    expect(await store.itemsByKeyPrefix(k3, 10)).toEqual([{ key: k3, itemId: 'w' }]);
+    expect(await store.itemsByKeyPrefix('abcdef01', 10)).toEqual([]);
   });
 
   it('exportPages yields items in input order with their job, filtered by state', async () => {

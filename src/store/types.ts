@@ -245,6 +245,11 @@ export interface ModelTally {
   readonly unpricedCompletion: number;
 }
 
+export interface KeyItemRow {
+  readonly key: string;
+  readonly itemId: string;
+}
+
 export interface ItemDetail {
   readonly id: string;
   readonly source: string;
@@ -420,6 +425,11 @@ export interface QueueReader {
   /** The queue's counts, failures, runs, learned limits and money, as stored now (nothing in it depends on the clock). */
   status(): Promise<StatusSnapshot>;
   item(id: string): Promise<ItemDetail | null>;
+  /**
+   * Up to `limit` items whose job's key starts with `prefix` (lowercase hex: `run` names a failed job
+   * by the first 12 characters of its key), by key, then in input order. A range of the key index.
+   */
+  itemsByKeyPrefix(prefix: string, limit: number): Promise<KeyItemRow[]>;
   /**
    * Items of failed jobs whose error is exactly `error` (`unknown error` for none, as `status`
    * groups them), at most `limit`, oldest job first. Walks failed jobs only (oldest first, stopping at the limit), never all items.

@@ -6,7 +6,7 @@ export function registerShow(program: Command): Command {
   return program
     .command('show')
     .description('Show one item: its job, request, every attempt and the answer.')
-    .argument('<id>', 'the item id (relative path, JSONL id, file:line or custom_id)')
+    .argument('<id>', "the item id (relative path, JSONL id, file:line or custom_id), or its job's key as run prints it")
     .addOption(dbOption())
     .option('--full', 'print long text (prompt, answer, errors) whole instead of trimmed')
     .option('--json', 'print the item, job and attempts as one JSON object')
@@ -16,24 +16,30 @@ export function registerShow(program: Command): Command {
 Examples:
   $ llmq show notes/2024-03.txt
   $ llmq show req-42 --full
-  $ llmq show req-42 --json | jq .attempts`,
+  $ llmq show req-42 --json | jq .attempts
+  $ llmq show a5ce1770bebd              # the job a run reported as failed`,
     )
     .action(async (id: string, flags: { db?: string; full?: boolean; json?: boolean }) => {
-      const [{ resolveDbLocation }, { openExistingStore }, { renderItem }, { colorsFor }] = await Promise.all([
-        import('../../store/open-store.js'),
-        import('../../report/open-existing.js'),
-        import('../../report/show-text.js'),
-        import('../output.js'),
-      ]);
+      const [{ resolveDbLocation }, { openExistingStore }, { renderItem }, { findItem, byKeyNote, isKeyPrefix }, { colorsFor }] =
+        await Promise.all([
+          import('../../store/open-store.js'),
+          import('../../report/open-existing.js'),
+          import('../../report/show-text.js'),
+          import('../../report/find-item.js'),
+          import('../output.js'),
+        ]);
       const location = resolveDbLocation(flags.db);
       const store = await openExistingStore(location);
       try {
-        const detail = await store.item(id);
-        if (!detail) {
+        const found = await findItem(store, id);
+        if (!found) {
           throw new LlmqError(
-            `No item with id '${id}' in ${store.location}. Item ids are the paths, JSONL ids or custom_ids given to llmq enqueue; llmq export lists them.`,
+            `No item with id '${id}'${isKeyPrefix(id) ? ', nor a job whose key starts with it,' : ''} in ${store.location}. Item ids are the paths, JSONL ids or custom_ids given to llmq enqueue; llmq export lists them.`,
           );
         }
+        const detail = found.detail;
+        const note = byKeyNote(found);
+        if (note) process.stderr.write(`${note}\n`);
         process.stdout.write(
           flags.json ? JSON.stringify(detail, null, 2) + '\n' : renderItem(detail, { full: flags.full, paint: colorsFor(process.stdout) }),
         );

@@ -6,6 +6,7 @@ import type {
   ExportFilter,
   ExportRow,
   FailedItemRow,
+  KeyItemRow,
   ItemDetail,
   JobToRun,
   LaneLimitRow,
@@ -126,6 +127,17 @@ export class PgReader {
         `SELECT i.id, i.source, j.key, j.attempts FROM jobs j JOIN items i ON i.job_key = j.key
       WHERE j.state = 'failed' AND coalesce(j.error, 'unknown error') = $1 ORDER BY j.created_at, j.seq, i.seq LIMIT $2`,
         [error, limit],
+      )
+    ).rows;
+  }
+
+  async itemsByKeyPrefix(prefix: string, limit: number): Promise<KeyItemRow[]> {
+    // hex keys: every key that starts with the prefix sorts below the prefix followed by 'g'
+    return (
+      await query<KeyItemRow>(
+        this.#pool,
+        `SELECT job_key AS key, id AS "itemId" FROM items WHERE job_key >= $1 AND job_key < $2 ORDER BY job_key, seq LIMIT $3`,
+        [prefix, `${prefix}g`, limit],
       )
     ).rows;
   }

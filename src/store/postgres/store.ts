@@ -12,6 +12,7 @@ import type {
   ExportFilter,
   ExportRow,
   FailedItemRow,
+  KeyItemRow,
   ItemDetail,
   LaneLimitRow,
   ReserveRequest,
@@ -326,6 +327,10 @@ export class PostgresStore implements Store {
 
   item(id: string): Promise<ItemDetail | null> {
     return this.#read.item(id);
+  }
+
+  itemsByKeyPrefix(prefix: string, limit: number): Promise<KeyItemRow[]> {
+    return this.#read.itemsByKeyPrefix(prefix, limit);
   }
 
   failedItems(error: string, limit: number): Promise<FailedItemRow[]> {

@@ -6,6 +6,7 @@ import type {
   ExportFilter,
   ExportRow,
   FailedItemRow,
+  KeyItemRow,
   ItemDetail,
   JobToRun,
   LaneLimitRow,
@@ -84,6 +85,13 @@ export class SqliteReader {
       .prepare(`SELECT i.id, i.source, j.key, j.attempts FROM jobs j INDEXED BY jobs_age JOIN items i ON i.job_key = j.key
       WHERE j.state = 'failed' AND coalesce(j.error, 'unknown error') = ? ORDER BY j.created_at, j.seq LIMIT ?`)
       .all(error, limit) as FailedItemRow[];
+  }
+
+  itemsByKeyPrefix(prefix: string, limit: number): KeyItemRow[] {
+    // hex keys: every key that starts with the prefix sorts below the prefix followed by 'g'
+    return this.#db
+      .prepare('SELECT job_key AS key, id AS itemId FROM items WHERE job_key >= ? AND job_key < ? ORDER BY job_key, seq LIMIT ?')
+      .all(prefix, `${prefix}g`, limit) as KeyItemRow[];
   }
 
   item(id: string): ItemDetail | null {

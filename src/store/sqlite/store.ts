@@ -11,6 +11,7 @@ import type {
   ExportFilter,
   ExportRow,
   FailedItemRow,
+  KeyItemRow,
   ItemDetail,
   LaneLimitRow,
   ReserveRequest,
@@ -464,6 +465,10 @@ export class SqliteStore implements Store {
 
   async item(id: string): Promise<ItemDetail | null> {
     return this.#read.item(id);
+  }
+
+  async itemsByKeyPrefix(prefix: string, limit: number): Promise<KeyItemRow[]> {
+    return this.#read.itemsByKeyPrefix(prefix, limit);
   }
 
   async failedItems(error: string, limit: number): Promise<FailedItemRow[]> {

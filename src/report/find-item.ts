@@ -1,0 +1,48 @@
+import { LlmqError } from '../errors.js';
+import type { ItemDetail, QueueReader } from '../store/types.js';
+
+export interface FoundItem {
+  readonly detail: ItemDetail;
+  /** Set when it was found by its job's key: the key, and how many items share the job (at most MORE_ITEMS + 1 counted). */
+  readonly byKey: { readonly key: string; readonly items: number } | null;
+}
+
+/** Job keys are SHA-256 hex; fewer characters than this are taken for an item id only. */
+const MIN_KEY_PREFIX = 8;
+const MORE_ITEMS = 10;
+
+/** Could name a job by its key (or the start of it): 8 to 64 lowercase hex characters. */
+export function isKeyPrefix(s: string): boolean {
+  return s.length >= MIN_KEY_PREFIX && s.length <= 64 && /^[0-9a-f]+$/.test(s);
+}
+
+/**
+ * The item `show` means: the item with this id, or else the item of the job whose key starts with
+ * it (at least 8 hex characters), because `run` names a failed job by the first 12 of its key and
+ * the user's next step is to look at it. Null when neither is there.
+ */
+export async function findItem(store: Pick<QueueReader, 'item' | 'itemsByKeyPrefix'>, idOrKey: string): Promise<FoundItem | null> {
+  const detail = await store.item(idOrKey);
+  if (detail) return { detail, byKey: null };
+  if (!isKeyPrefix(idOrKey)) return null;
+  const rows = await store.itemsByKeyPrefix(idOrKey, MORE_ITEMS + 1);
+  if (rows.length === 0) return null;
+  const keys = [...new Set(rows.map((r) => r.key))];
+  if (keys.length > 1) {
+    throw new LlmqError(
+      `'${idOrKey}' starts the keys of several jobs (${keys.map((k) => k.slice(0, idOrKey.length + 4)).join(', ')}): give more of the key.`,
+    );
+  }
+  const first = await store.item(rows[0]!.itemId);
+  return first ? { detail: first, byKey: { key: keys[0]!, items: rows.length } } : null;
+}
+
+/** "job 3f2a9c… is shared by 3 items; showing the first, docs/a.md": said on stderr beside what `show` prints. */
+export function byKeyNote(found: FoundItem): string | null {
+  const k = found.byKey;
+  if (!k) return null;
+  const n = k.items > MORE_ITEMS ? `more than ${MORE_ITEMS}` : String(k.items);
+  return k.items === 1
+    ? `item ${found.detail.id} (job ${k.key.slice(0, 12)})`
+    : `job ${k.key.slice(0, 12)} is shared by ${n} items; showing the first, ${found.detail.id}`;
+}
