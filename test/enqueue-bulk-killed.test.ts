@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { BIN, cliEnv, collect, runCli } from './helpers/cli.js';
@@ -110,4 +110,37 @@ describe('an enqueue killed half way through a bulk load', () => {
       d.close();
     }
   }, 240_000);
+});
+
+describe('an enqueue stopped by Ctrl-C', () => {
+  it('stores what it read, finishes its bulk load, says so and exits 130; the same input again adds the rest', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    const file = join(dir, 'docs.jsonl');
+    const many = 200_000;
+    writeFileSync(
+      file,
+      Array.from({ length: many }, (_, i) => `${JSON.stringify({ id: `d${i}`, text: `document ${i} `.padEnd(200, 'y') })}\n`).join(''),
+    );
+    const loader = spawn(process.execPath, [BIN, 'enqueue', file, '--db', db, '--json'], { env: cliEnv(), stdio: 'pipe' });
+    const done = collect(loader, 60_000);
+    await until(db, (s) => s.loading && s.items > 0);
+    loader.kill('SIGINT');
+    const r = await done;
+    expect(r.code, r.stderr).toBe(130);
+    expect(r.stderr).toContain('stopping: storing what was read; Ctrl-C again to quit at once');
+    expect(r.stderr).toContain(
+      'stopped before the end of the input: what was read is stored. Enqueue the same input again to add the rest',
+    );
+    const summary = JSON.parse(r.stdout);
+    expect(summary).toMatchObject({ stopped: true, rejected: 0 });
+    expect(summary.newItems).toBeGreaterThan(0);
+    expect(summary.newItems).toBeLessThan(many);
+    // the load was finished on the way out: no record of it, its indexes built
+    expect(loadState(db)).toEqual({ loading: false, items: summary.newItems });
+
+    const again = await runCli(['enqueue', file, '--db', db, '--json'], { timeoutMs: 60_000 });
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({ stopped: false, newItems: many - summary.newItems, unchanged: summary.newItems });
+  }, 120_000);
 });

@@ -47,6 +47,11 @@ export interface EnqueueOptions {
   readonly batchRows?: number;
   /** Request bytes per store transaction, so a batch of large documents stays small in memory. @default 16 MiB */
   readonly batchBytes?: number;
+  /**
+   * Stop reading when aborted (Ctrl-C): the documents read so far are still stored, a bulk load is
+   * finished, and the summary says `stopped`. Enqueueing the same input again adds the rest.
+   */
+  readonly signal?: AbortSignal;
 }
 
 export interface EnqueueSummary {
@@ -68,6 +73,8 @@ export interface EnqueueSummary {
   /** Store transactions written. */
   readonly batches: number;
   readonly elapsedMs: number;
+  /** Reading stopped early (`signal`): what was read is stored, the rest of the input is not. */
+  readonly stopped: boolean;
 }
 
 export const MAX_KEPT_REJECTIONS = 1000;
@@ -97,8 +104,14 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
   };
   const batcher = new Batcher(store, options, now);
   store.beginLoad?.();
+  let stopped = false;
   try {
-    for (const source of sources) await readSource(source, batcher, config);
+    try {
+      for (const source of sources) await readSource(source, batcher, config);
+    } catch (error) {
+      if (!(error instanceof StopReading)) throw error;
+      stopped = true;
+    }
     await batcher.write();
   } catch (error) {
     await batcher.settle();
@@ -111,8 +124,11 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
   batcher.close();
   const repeatedJobs = (await store.endLoad?.())?.repeatedJobs ?? 0;
   const summary = batcher.summary();
-  return { ...summary, newJobs: summary.newJobs - repeatedJobs, elapsedMs: now() - started };
+  return { ...summary, newJobs: summary.newJobs - repeatedJobs, elapsedMs: now() - started, stopped };
 }
+
+/** Thrown out of the readers when the enqueue's signal aborts; enqueue() turns it into `stopped`. */
+class StopReading extends Error {}
 
 interface ReadConfig {
   readonly stdin: AsyncIterable<Buffer | string> | undefined;
@@ -151,6 +167,7 @@ class Batcher implements EntrySink {
   readonly #onReject: ((r: Rejection) => void) | undefined;
   readonly #backpressure: (() => Promise<void> | void) | undefined;
   readonly #onSkip: ((s: Skipped) => void) | undefined;
+  readonly #signal: AbortSignal | undefined;
   readonly #now: () => number;
   readonly #maxRows: number;
   readonly #maxBytes: number;
@@ -178,6 +195,7 @@ class Batcher implements EntrySink {
     this.#onReject = o.onReject;
     this.#backpressure = o.backpressure;
     this.#onSkip = o.onSkip;
+    this.#signal = o.signal;
     this.#now = now;
     this.#maxRows = o.batchRows ?? 5_000;
     this.#maxBytes = o.batchBytes ?? 16 * 1024 * 1024;
@@ -212,8 +230,9 @@ class Batcher implements EntrySink {
     this.#onSkip?.(s);
   }
 
-  /** Write full batches; a partial one waits for more rows. */
+  /** Write full batches; a partial one waits for more rows. Between chunks of input, so where reading stops when asked to. */
   async flush(): Promise<void> {
+    if (this.#signal?.aborted) throw new StopReading();
     await this.#backpressure?.();
     if (this.#rows.length >= this.#maxRows || this.#bytes >= this.#maxBytes) await this.#write(false);
   }
@@ -261,7 +280,7 @@ class Batcher implements EntrySink {
     this.#seen.close();
   }
 
-  summary(): Omit<EnqueueSummary, 'elapsedMs'> {
+  summary(): Omit<EnqueueSummary, 'elapsedMs' | 'stopped'> {
     return {
       documents: this.#documents,
       newJobs: this.#newJobs,

@@ -48,6 +48,16 @@ export async function readJsonl(
   sink: EntrySink,
 ): Promise<void> {
   let lastLine = 0;
+  // What the sink throws (the store failed, or reading was asked to stop) is not a read error of this file.
+  let sinkFailed = false;
+  const flush = async (): Promise<void> => {
+    try {
+      await sink.flush();
+    } catch (error) {
+      sinkFailed = true;
+      throw error;
+    }
+  };
   try {
     await splitLines(
       input,
@@ -63,9 +73,10 @@ export async function readJsonl(
           sink.add({ path, line: no, reason });
         },
       },
-      () => sink.flush(),
+      flush,
     );
   } catch (error) {
+    if (sinkFailed) throw error;
     const after = lastLine > 0 ? ` after line ${lastLine}; the rest of the file was not read` : '';
     sink.add({ path, reason: fsReason(error) + after });
     await sink.flush();

@@ -71,7 +71,8 @@ Exit codes: 0 everything enqueued, 2 some input was rejected, 1 bad usage.`,
     )
     .action(async (sources: string[], flags: EnqueueFlags) => {
       const summary = await runEnqueue(sources, flags);
-      if (summary.rejected > 0) process.exitCode = EXIT.PARTIAL;
+      if (summary.stopped) process.exitCode = EXIT.SIGNAL;
+      else if (summary.rejected > 0) process.exitCode = EXIT.PARTIAL;
     });
 }
 
@@ -97,9 +98,11 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
   // left behind would make the next `status` say "empty" instead of "there is no queue here".
   await resolveSources(sources, sources.includes('-'));
   const store = await openStore(location);
+  const stop = stopOnSignals(c);
   let summary: EnqueueSummary;
   try {
     summary = await enqueue(store, {
+      signal: stop.signal,
       sources,
       request: { prompt, system, model: flags.model, maxTokens: flags.maxTokens, temperature: flags.temperature, priority: flags.priority },
       globs: flags.glob,
@@ -113,6 +116,7 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
       onSkip: (s) => process.stderr.write(`skipped ${printable(s.path)}: ${s.skipped}\n`),
     });
   } finally {
+    stop.release();
     await store.close();
   }
   if (flags.json) {
@@ -121,7 +125,34 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
   } else {
     process.stderr.write(describe(summary, redactLocation(location), c) + '\n');
   }
+  if (summary.stopped) {
+    process.stderr.write(
+      `${c.yellow('stopped')} before the end of the input: what was read is stored. Enqueue the same input again to add the rest (what is stored is skipped).\n`,
+    );
+  }
   return summary;
+}
+
+/**
+ * The first Ctrl-C (or SIGTERM, SIGHUP) stops reading: the batch read so far is stored and a bulk
+ * load finished, so the queue is ready for \`run\`; a second one ends the process at once (the load
+ * is then finished by the next command).
+ */
+function stopOnSignals(c: ChalkInstance): { signal: AbortSignal; release(): void } {
+  const stop = new AbortController();
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  const onSignal = (): void => {
+    if (stop.signal.aborted) process.exit(EXIT.SIGNAL);
+    process.stderr.write(`${c.yellow('stopping:')} storing what was read; Ctrl-C again to quit at once\n`);
+    stop.abort();
+  };
+  for (const s of signals) process.on(s, onSignal);
+  return {
+    signal: stop.signal,
+    release: () => {
+      for (const s of signals) process.off(s, onSignal);
+    },
+  };
 }
 
 /**
