@@ -6,6 +6,7 @@
 //   npm run bench scale 1m export        only the export figures, on answered queues kept between runs (a SQLite
 //                                        file under $LLMQ_SCALE_KEEP or the temp folder; a PostgreSQL schema
 //                                        llmq_scale_<N>), made the first time: for iterating on export alone
+//   npm run bench scale 1m postgres enqueue-only   only the enqueue figures (100k, N, N again), with the CLI's CPU seconds
 // Steps: write N JSONL documents of ~250 bytes; `llmq enqueue` 100k and N into fresh queues (rate, peak RSS);
 // enqueue N again (nothing new); bytes per job; status in-process and `status --json` as a process; `show`;
 // `run -c 64` against a zero-latency fake with N queued and with 10k queued; then every job is given an
@@ -28,6 +29,7 @@ const args = process.argv.slice(2);
 const N = parseCount(args.find((a) => /^\d/.test(a)) ?? '10m');
 const kinds = (['sqlite', 'postgres'] as const).filter((k) => args.includes(k));
 const EXPORT_ONLY = args.includes('export');
+const ENQUEUE_ONLY = args.includes('enqueue-only');
 if (!kinds.length) kinds.push('sqlite');
 const SMALL = Math.min(100_000, N);
 const RUN_SMALL = 10_000;
@@ -384,6 +386,11 @@ async function bench(kind: Kind, big: string, small: string, runFile: string, li
           N === 10_000_000 ? '< 120 s' : `< 120 s at 10M (${fmt(againCap, 1)} s here)`,
           again.wallS < againCap,
         );
+        if (ENQUEUE_ONLY) {
+          // client CPU beside wall time: what is left is the server's (and waiting)
+          console.log(`    (CPU of llmq: ${[e1, e2, again].map((c) => `${fmt(c.cpuS, 1)} s of ${fmt(c.wallS, 1)} s`).join('; ')})`);
+          return;
+        }
 
         const bytesQueued = await queueBytes(kind, bigDb);
         const payload = await payloadBytes(kind, bigDb);

@@ -110,6 +110,28 @@ describe('postgres bulk load of a fresh queue', () => {
     await Promise.all([loader.close(), reader.close()]);
   });
 
+  it('loads text that COPY must escape (tabs, newlines, backslashes, \\N, a lone surrogate) as the plain path stores it', async () => {
+    const odd = ['tab\there', 'line\nbreak', 'carriage\rreturn', 'back\\slash', '\\N', 'end\\', 'lone \ud800 surrogate', '', 'plain'];
+    const load = () =>
+      Array.from({ length: 1200 }, (_, i) => {
+        const s = odd[i % odd.length]!;
+        const r = row(`${s} ${i}`, `${s} text ${i % 600}`, { source: `${s}/${i}`, meta: i % 2 ? { s, n: i } : null });
+        // a request as a caller may hand it, not only as the renderer writes it (JSON escapes control characters)
+        return i % 3 ? r : { ...r, request: `${s}\t${r.request}` };
+      });
+    const urls = [freshPgUrl(), freshPgUrl()];
+    const [plain, bulk] = await Promise.all(urls.map((u) => PostgresStore.open(u)));
+    const plainResult = await plain!.enqueue(load(), 5);
+    bulk!.beginLoad();
+    const bulkResult = await bulk!.enqueue(load(), 5);
+    expect(await bulk!.endLoad()).toEqual({ repeatedJobs: 0 });
+    await Promise.all([plain!.close(), bulk!.close()]);
+    expect(bulkResult).toEqual(plainResult);
+    const [want, got] = [await contents(urls[0]!), await contents(urls[1]!)];
+    expect(got.items.map((i) => (i as { id: string }).id)).toContain('lone \ufffd surrogate 6');
+    expect(got).toEqual(want);
+  });
+
   it('loads batch by batch into a queue that is not empty', async () => {
     const url = freshPgUrl();
     const store = await PostgresStore.open(url);

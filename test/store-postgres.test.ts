@@ -181,6 +181,58 @@ describe('postgres store', () => {
     expect(await sql(`SELECT version FROM "${schema}".llmq_migrations`)).toEqual(MIGRATIONS.map((m) => ({ version: m.version })));
   });
 
+  it('compares job keys byte by byte (COLLATE "C"), also in a queue made before, which keeps its rows, foreign key and indexes', async () => {
+    const url = freshPgUrl();
+    const schema = new URL(url).searchParams.get('schema')!;
+    const [a, b] = [docRow('a', 'first'), docRow('b', 'second')];
+    const client = new pg.Client({ connectionString: PG_URL });
+    await client.connect();
+    try {
+      await client.query(`CREATE SCHEMA "${schema}"; SET search_path = "${schema}";
+        CREATE TABLE llmq_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`);
+      for (const m of MIGRATIONS.filter((x) => x.version <= 7)) {
+        await client.query(m.sql);
+        await client.query('INSERT INTO llmq_migrations VALUES ($1, $2, 0)', [m.version, m.name]);
+      }
+      // a queue as the llmq before stored it: two jobs, three items, an attempt
+      await client.query(`INSERT INTO jobs (key, request, model, created_at, updated_at) VALUES ($1, $2, 'm', 1, 1), ($3, $4, 'm', 1, 1)`, [
+        a.key,
+        a.request,
+        b.key,
+        b.request,
+      ]);
+      await client.query(
+        `INSERT INTO items (id, source, job_key, created_at, updated_at) VALUES ('a', 's', $1, 1, 1), ('b', 's', $2, 1, 1), ('c', 's', $1, 1, 1)`,
+        [a.key, b.key],
+      );
+      await client.query(
+        `INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, outcome) VALUES ($1, 'r', 1, 1, 2, 1, 'retry')`,
+        [b.key],
+      );
+    } finally {
+      await client.end();
+    }
+    const store = await PostgresStore.open(url);
+    const collations = await sql(
+      `SELECT table_name || '.' || column_name AS col, collation_name FROM information_schema.columns
+       WHERE table_schema = $1 AND column_name IN ('key', 'job_key') ORDER BY 1`,
+      [schema],
+    );
+    expect(collations).toEqual([
+      { col: 'attempts.job_key', collation_name: 'C' },
+      { col: 'items.job_key', collation_name: 'C' },
+      { col: 'jobs.key', collation_name: 'C' },
+    ]);
+    expect((await store.item('c'))!.job.key).toBe(a.key);
+    expect((await store.item('b'))!.attempts).toHaveLength(1);
+    expect(await store.enqueue([docRow('a', 'first'), docRow('d', 'second')], 2)).toMatchObject({ newJobs: 0, newItems: 1, unchanged: 1 });
+    // the foreign key is back: an item of a job that does not exist is refused
+    await expect(
+      sql(`INSERT INTO "${schema}".items (id, source, job_key, created_at, updated_at) VALUES ('x', 's', 'nope', 1, 1)`),
+    ).rejects.toThrow(/foreign key/);
+    await store.close();
+  });
+
   it('takes the schema from search_path too, and openStore dispatches on postgres://', async () => {
     const url = freshPgUrl().replace('schema=', 'search_path=');
     const store = await openStore(url);

@@ -97,25 +97,74 @@ WITH dropped AS (
 )
 SELECT (SELECT count(*) FROM dropped)::int AS n`;
 
-export async function enqueuePg(pool: pg.Pool, rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult> {
-  const total = { newJobs: 0, newItems: 0, movedItems: 0, unchanged: 0, droppedJobs: 0 };
-  if (rows.length === 0) return total;
-  // ON CONFLICT DO UPDATE may touch a row once per statement, so an item id that comes back within
-  // the batch starts a new chunk: later rows then see earlier ones, exactly like row-by-row.
-  const chunks = splitOnRepeatedIds(rows);
-  await inTransaction(pool, async (client) => {
-    for (const chunk of chunks) {
-      const c = (await client.query<Counts>(ENQUEUE_SQL, [...inputParams(chunk), now])).rows[0]!;
-      total.newJobs += c.new_jobs;
-      total.newItems += c.new_items;
-      total.movedItems += c.moved;
-      total.unchanged += c.unchanged;
-      if (c.old_keys?.length) {
-        total.droppedJobs += (await client.query<{ n: number }>(DROP_STALE_SQL, [c.old_keys])).rows[0]!.n;
+/**
+ * The first pass over a chunk when most of its items are likely unchanged (the same file enqueued
+ * again): only ids and keys go to the server, the few bytes that tell new, moved and unchanged
+ * apart, and it answers which rows are not unchanged. Those alone then go through ENQUEUE_SQL with
+ * their requests. Sending every row's request, source and meta had the server spend 80-110 ms of
+ * ~170 ms per 10,000 unchanged rows parsing them, and the client as long writing them.
+ */
+const PROBE_SQL = `
+WITH input AS (
+  SELECT item_id, key, ord::int FROM ROWS FROM (json_array_elements_text($1::json), json_array_elements_text($2::json))
+    WITH ORDINALITY AS t(item_id, key, ord)
+),
+before AS (
+  SELECT i.id, i.job_key FROM items i WHERE i.id = ANY(ARRAY(SELECT item_id FROM input))
+)
+SELECT coalesce(array_agg(t.ord ORDER BY t.ord) FILTER (WHERE b.job_key IS DISTINCT FROM t.key), '{}') AS changed
+FROM input t LEFT JOIN before b ON b.id = t.item_id`;
+
+/**
+ * Whether the next chunk is probed first: while most rows come back unchanged. A probe of a chunk
+ * of new rows is a wasted round trip and index walk, so a chunk that was mostly new or moved turns
+ * it off until a chunk is mostly unchanged again (every chunk's counts say so, probed or not).
+ */
+export class EnqueuePg {
+  readonly #pool: pg.Pool;
+  #probe = true;
+
+  constructor(pool: pg.Pool) {
+    this.#pool = pool;
+  }
+
+  async enqueue(rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult> {
+    if (rows.length === 0) return { newJobs: 0, newItems: 0, movedItems: 0, unchanged: 0, droppedJobs: 0 };
+    // ON CONFLICT DO UPDATE may touch a row once per statement, so an item id that comes back within
+    // the batch starts a new chunk: later rows then see earlier ones, exactly like row-by-row.
+    const chunks = splitOnRepeatedIds(rows);
+    const total = await inTransaction(this.#pool, async (client) => {
+      // counted afresh by each try: a transaction retried after a deadlock counts its rows once
+      const total = { newJobs: 0, newItems: 0, movedItems: 0, unchanged: 0, droppedJobs: 0 };
+      for (const chunk of chunks) {
+        let send = chunk;
+        if (this.#probe) {
+          const ids = JSON.stringify(chunk.map((r) => wellFormed(r.itemId)));
+          const keys = JSON.stringify(chunk.map((r) => r.key));
+          const changed = (await client.query<{ changed: number[] }>(PROBE_SQL, [ids, keys])).rows[0]!.changed;
+          total.unchanged += chunk.length - changed.length;
+          send = changed.map((ord) => chunk[ord - 1]!);
+        }
+        const c = send.length ? await write(client, send, now) : null;
+        if (c) {
+          total.newJobs += c.new_jobs;
+          total.newItems += c.new_items;
+          total.movedItems += c.moved;
+          total.unchanged += c.unchanged;
+          if (c.old_keys?.length) {
+            total.droppedJobs += (await client.query<{ n: number }>(DROP_STALE_SQL, [c.old_keys])).rows[0]!.n;
+          }
+        }
       }
-    }
-  });
-  return total;
+      return total;
+    });
+    this.#probe = total.unchanged * 2 >= rows.length;
+    return total;
+  }
+}
+
+async function write(client: pg.PoolClient, rows: readonly EnqueueRow[], now: number): Promise<Counts> {
+  return (await client.query<Counts>(ENQUEUE_SQL, [...inputParams(rows), now])).rows[0]!;
 }
 
 function splitOnRepeatedIds(rows: readonly EnqueueRow[]): EnqueueRow[][] {

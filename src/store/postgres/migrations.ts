@@ -188,6 +188,26 @@ CREATE TRIGGER attempts_latency AFTER INSERT ON attempts REFERENCING NEW TABLE A
 `,
 });
 
+/**
+ * Job keys (SHA-256 hex) compared byte by byte. Under the database's collation every comparison of
+ * two keys (each index insert and lookup, every sort) went through strcoll on copies of both
+ * strings: building the key index of 1M jobs took 5.8-6.9 s under C.UTF-8 and 1.3 s under "C", and
+ * a bulk load builds it and `items_job` once more per load. Lowercase hex sorts and compares the
+ * same under any collation, so nothing else changes. The tables are not rewritten (the type stays
+ * text); the indexes on the three columns are rebuilt, and the foreign key is checked once more.
+ */
+export const KEY_COLLATION_MIGRATION: Migration = Object.freeze({
+  version: 8,
+  name: 'key_collation',
+  sql: `
+ALTER TABLE items DROP CONSTRAINT items_job_key_fkey;
+ALTER TABLE jobs ALTER COLUMN key TYPE TEXT COLLATE "C";
+ALTER TABLE items ALTER COLUMN job_key TYPE TEXT COLLATE "C";
+ALTER TABLE attempts ALTER COLUMN job_key TYPE TEXT COLLATE "C";
+ALTER TABLE items ADD CONSTRAINT items_job_key_fkey FOREIGN KEY (job_key) REFERENCES jobs (key);
+`,
+});
+
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
@@ -322,6 +342,7 @@ CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pend
   },
   STATUS_COUNTS_MIGRATION,
   EXPORT_LATENCY_MIGRATION,
+  KEY_COLLATION_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

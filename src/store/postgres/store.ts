@@ -27,7 +27,7 @@ import type {
 import { connectionError, createPool, parsePgUrl, query } from './connect.js';
 import { migrate } from './migrations.js';
 import { foldCounts } from './counts.js';
-import { enqueuePg } from './enqueue.js';
+import { EnqueuePg } from './enqueue.js';
 import { BULK_MIN_ROWS, PgBulkLoad } from './bulk-load.js';
 import { PgReader } from './read.js';
 import { PgCopier } from './copy.js';
@@ -62,6 +62,7 @@ export class PostgresStore implements Store {
   readonly #read: PgReader;
   readonly copier: PgCopier;
   readonly #spend: PgSpend;
+  readonly #plain: EnqueuePg;
 
   private constructor(pool: pg.Pool, location: string, schema: string) {
     this.pool = pool;
@@ -71,6 +72,7 @@ export class PostgresStore implements Store {
     this.copier = new PgCopier(pool);
     this.batches = new PgBatches(pool);
     this.#spend = new PgSpend(pool, schema);
+    this.#plain = new EnqueuePg(pool);
   }
 
   /** Connect, create the schema if missing, migrate it forward, and hand back a ready store. */
@@ -96,7 +98,7 @@ export class PostgresStore implements Store {
       // an id twice in a batch moves its item within the batch: the plain path's work, once the load is in
       await this.#endBulk();
     }
-    return enqueuePg(this.pool, rows, now);
+    return this.#plain.enqueue(rows, now);
   }
 
   /**
