@@ -111,7 +111,8 @@ function asCopied(source: Awaited<ReturnType<typeof everything>>) {
   const counts = { ...source.status.counts, pending: source.status.counts.pending + running.size, running: 0 };
   const byModel = source.status.byModel.map((m) => ({
     ...m,
-    pending: m.pending + source.jobs.filter((j) => j.state === 'running' && j.model === m.model).length,
+    pending: m.pending + m.running,
+    running: 0,
   }));
   return {
     ...source,
