@@ -297,7 +297,7 @@ describe('rate governor', () => {
     await fake.down();
     const summary = await runQueue({ store, provider: provider(fake), baseUrl: fake.url }, { ...fast, maxOutageMs: 1500 });
     expect(summary.reason).toBe('fatal');
-    expect(summary.fatal?.message).toMatch(/unreachable for \d+ min \(--max-outage\); the last try said: .*ECONNREFUSED/);
+    expect(summary.fatal?.message).toMatch(/unreachable for \d+(\.\d+)?(s|m)[^(]*\(--max-outage\); the last try said: .*ECONNREFUSED/);
     const rows = await all(store.copier.dumpJobs());
     expect(rows.every((r) => r.state === 'pending' && r.attempts === 0)).toBe(true);
     await store.close();

@@ -14,7 +14,7 @@ export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint }): s
     lines.push(`  ${p.bold(oneLine(m.model, 50))}  ${int(m.jobs)} jobs`);
     row(
       'prompt',
-      `${compact(m.promptTokens)} tokens${m.promptCorrection ? ` (counted, +${m.promptCorrection.toFixed(1)} a request as answers showed)` : ' (counted)'}`,
+      `${compact(m.promptTokens)} tokens${m.promptCorrection ? ` (counted, and +${m.promptCorrection.toFixed(1)} tokens a request that answers showed)` : ' (counted)'}`,
     );
     row('answers', answersText(m));
     if (m.cost) row('cost', costText(m.cost, m.batchCost));
@@ -37,7 +37,8 @@ function aboutTime(seconds: number): string {
 function answersText(m: ModelEstimate): string {
   const c = m.completion;
   if (c.basis === 'max_tokens') return `up to ${compact(c.ceiling)} tokens (max_tokens; none answered yet)`;
-  return `${compact(c.low)} to ${compact(c.high)} tokens (mean ${Math.round(c.mean!)}, p90 ${c.p90} of ${int(c.answered)} answered)`;
+  const range = compact(c.low) === compact(c.high) ? compact(c.low) : `${compact(c.low)} to ${compact(c.high)}`;
+  return `${range} tokens (mean ${Math.round(c.mean!)}, p90 ${c.p90} of ${int(c.answered)} answered)`;
 }
 
 /** "$0.14 to $0.17 · batch $0.07 to $0.09 · worst $0.52" */

@@ -14,6 +14,7 @@ import { Semaphore } from './semaphore.js';
 import { RunCounters } from './stats.js';
 import { RunMoney } from './run-money.js';
 import { loadPriceTable } from '../pricing/price-table.js';
+import { duration } from '../report/format.js';
 import type { RunDeps, RunOptions, RunStore } from './run-queue.js';
 
 /** Why a run stops before the queue is drained: a run-fatal provider error, a bug or a lost store, or the budget. */
@@ -305,7 +306,7 @@ export class Run {
         kind: 'fatal',
         error: new ProviderError({
           message:
-            `The provider at ${lanes.baseUrl} has been unreachable for ${Math.round((t - since) / 60_000)} min ` +
+            `The provider at ${lanes.baseUrl} has been unreachable for ${duration((t - since) / 1000)} ` +
             `(--max-outage); the last try said: ${this.#breaker.lastFailure}`,
           scope: 'run',
           reason: 'network',

@@ -180,13 +180,15 @@ function drained(stream: NodeJS.WriteStream): Promise<void> | undefined {
 }
 
 function describe(s: EnqueueSummary, db: string, c: ChalkInstance): string {
-  const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
-  const rejected = s.rejected > 0 ? c.yellow(`${s.rejected} rejected`) : '0 rejected';
+  // thousands separated, as status writes them
+  const n = (x: number) => x.toLocaleString('en-US');
+  const plural = (x: number, word: string) => `${n(x)} ${word}${x === 1 ? '' : 's'}`;
+  const rejected = s.rejected > 0 ? c.yellow(`${n(s.rejected)} rejected`) : '0 rejected';
   const secs = (s.elapsedMs / 1000).toFixed(s.elapsedMs < 10_000 ? 2 : 0);
   return (
     `${c.bold(`read ${plural(s.documents, 'document')}`)} into ${db} in ${secs}s: ` +
     `${c.green(plural(s.newJobs, 'new job'))}, ${plural(s.newItems, 'new item')}, ` +
-    `${s.unchanged} already queued, ${s.updated} updated${s.dropped ? ` (${plural(s.dropped, 'unsent old job')} dropped)` : ''}, ${rejected}` +
+    `${n(s.unchanged)} already queued, ${n(s.updated)} updated${s.dropped ? ` (${plural(s.dropped, 'unsent old job')} dropped)` : ''}, ${rejected}` +
     (s.skipped ? `, ${plural(s.skipped, 'database file')} skipped` : '')
   );
 }
