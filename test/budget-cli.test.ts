@@ -159,10 +159,12 @@ describe('llmq run --budget', () => {
   it('a try that timed out may be billed: status and show count it at its worst case', async () => {
     const { fake, db, run } = await setup(2);
     fake.respond((q) => (q.index === 1 ? reply.hang() : undefined));
-    const r = await runCli(run('--timeout', '1', '--concurrency', '1', ...PRICE));
+    const r = await runCli(run('--timeout', '1', '--concurrency', '1', ...PRICE, '--progress', 'plain'));
     expect(r.code).toBe(0);
     const w = worstCaseUsage(requestFor(0));
     const upTo = (w.promptTokens + w.completionTokens!) * PER_TOKEN;
+    // the run's own summary says it, not only status
+    expect(r.stderr).toContain(`  1 try may be billed, up to $${upTo.toFixed(2)} (sent, no answer came; llmq status counts them)`);
     const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
     expect(s.cost.mayBeBilled.tries).toBe(1);
     expect(s.cost.mayBeBilled.usd).toBeCloseTo(upTo, 9);

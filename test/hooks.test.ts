@@ -52,6 +52,7 @@ async function receiver(answer: (n: number) => number | null = () => 200): Promi
 }
 
 const SUMMARY: RunSummary = {
+  mayBeBilled: { tries: 0, usd: 0 },
   runId: 'run-1',
   reason: 'drained',
   done: 3,

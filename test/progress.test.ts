@@ -35,6 +35,7 @@ function snapshot(over: Partial<ProgressSnapshot> = {}): ProgressSnapshot {
 }
 
 const summary: RunSummary = {
+  mayBeBilled: { tries: 0, usd: 0 },
   runId: 'r1',
   reason: 'drained',
   done: 31_204,

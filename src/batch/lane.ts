@@ -211,6 +211,8 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     rateLimited: 0,
     promptTokens: tally.promptTokens,
     completionTokens: tally.completionTokens,
+    // a batch's requests are the provider's to answer: none is left unanswered by a stop
+    mayBeBilled: { tries: 0, usd: 0 },
     wallMs: now() - startedAt,
     remaining: after.counts.pending + after.counts.running,
     failedInStore: after.counts.failed,

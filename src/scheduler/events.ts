@@ -56,6 +56,8 @@ export interface RunSummary {
   readonly failedInStore: number;
   /** USD this run committed: its answers, and the worst case of its tries that may be billed. */
   readonly costUsd: number;
+  /** Tries whose request left and no answer came (timed out, cut off, stopped in flight), at their worst case (usd null: no price). */
+  readonly mayBeBilled: { readonly tries: number; readonly usd: number | null };
   /** When reason is 'budget': which budget, and what was committed in it once requests in flight had finished. */
   readonly budget: { readonly scope: 'run' | 'total'; readonly limitUsd: number; readonly committedUsd: number } | null;
   /** The run-fatal error, when reason is 'fatal'. */

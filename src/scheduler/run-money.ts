@@ -41,6 +41,8 @@ export class RunMoney {
   readonly #budget: Budget;
   readonly #now: () => number;
   readonly #worst = new WeakMap<ClaimedJob, number | null>();
+  /** Tries of this run whose request left and no answer came, at their worst case (null: no price): what it may be billed. */
+  readonly mayBeBilled = { tries: 0, usd: 0 as number | null };
   /** This run's reservations not settled yet, and who waits for one to settle. */
   #out = 0;
   #waiting: Array<() => void> = [];
@@ -134,7 +136,12 @@ export class RunMoney {
 
   /** A try without an answer: free when the provider said no, its worst case when it may be billed. */
   unanswered(job: ClaimedJob, mayBeBilled: boolean, hold: Hold): AttemptMoney {
-    return { costUsd: mayBeBilled ? this.worstUsd(job) : 0, mayBeBilled, reservedUsd: hold.usd };
+    const costUsd = mayBeBilled ? this.worstUsd(job) : 0;
+    if (mayBeBilled) {
+      this.mayBeBilled.tries++;
+      this.mayBeBilled.usd = costUsd === null || this.mayBeBilled.usd === null ? null : this.mayBeBilled.usd + costUsd;
+    }
+    return { costUsd, mayBeBilled, reservedUsd: hold.usd };
   }
 
   /** The most the job's request can cost (prompt + max_tokens); null without a price or a max_tokens. */

@@ -368,6 +368,7 @@ export class Run {
       remaining: after.counts.pending + after.counts.running,
       failedInStore: after.counts.failed,
       costUsd: committed.run,
+      mayBeBilled: { ...this.#money.mayBeBilled },
       budget:
         this.#reason === 'budget' && reached
           ? { ...reached, committedUsd: reached.scope === 'run' ? committed.run : committed.total }

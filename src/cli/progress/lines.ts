@@ -93,6 +93,14 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint): stri
     `  tokens ${compact(r.promptTokens)} in · ${compact(r.completionTokens)} out · cost ${costAmount(s)} · ${rate(wall > 0 ? r.done / wall : 0)} jobs/s` +
       (r.rateLimited ? ` · ${int(r.rateLimited)} rate-limited` : ''),
   ];
+  if (r.mayBeBilled.tries) {
+    const { tries, usd } = r.mayBeBilled;
+    lines.push(
+      paint.yellow(
+        `  ${int(tries)} ${tries === 1 ? 'try' : 'tries'} may be billed, up to ${usd === null ? 'an unknown amount' : `$${usd.toFixed(2)}`}`,
+      ) + paint.dim(' (sent, no answer came; llmq status counts them)'),
+    );
+  }
   // A fatal error's message and fix are printed by the run command, once.
   if (r.remaining) lines.push(`  ${int(r.remaining)} jobs left pending; ${paint.bold('llmq run')} picks them up`);
   if (r.failedInStore) {
