@@ -17,7 +17,9 @@ export function makeDirs(dir: string): void {
       break;
     } catch (error) {
       if (code(error) === 'EEXIST') {
-        if (statSync(d).isDirectory()) break;
+        // a dangling symlink exists but stats as missing: the mkdir error is the one to word
+        if (statSync(d, { throwIfNoEntry: false })?.isDirectory()) break;
+        if (!statSync(d, { throwIfNoEntry: false })) throw error;
         // as `mkdir -p` says it: a file where a folder should be
         throw Object.assign(new Error(`ENOTDIR: not a directory, mkdir '${d}'`), { code: 'ENOTDIR', syscall: 'mkdir', path: d });
       }

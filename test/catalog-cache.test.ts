@@ -115,6 +115,31 @@ describe('the genai-prices cache', () => {
     expect(existsSync(join(home, '.cache', 'llmq'))).toBe(true);
   });
 
+  it('without a home folder (HOME empty) nothing is cached, and nothing lands in the current folder', async () => {
+    const dir = tempDir();
+    const db = await queueOf(dir, ['gpt-4o-mini']);
+    const r = await runCli(['status', '--json', '--db', db], { cwd: dir, env: { XDG_CACHE_HOME: undefined, HOME: '' } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(existsSync(join(dir, '.cache'))).toBe(false);
+    expect((JSON.parse(r.stdout) as { cost: { byModel: ModelCostJson[] } }).cost.byModel[0]!.price).toEqual([0.15, 0.6]);
+  });
+
+  it('estimate prices the same, batch price included, from a cache file read back as from the library', async () => {
+    const dir = tempDir();
+    const db = await queueOf(dir, ['gpt-4o-mini', 'claude-3-5-haiku-latest']);
+    const cacheHome = join(dir, 'cache');
+    const estimate = async () => {
+      const r = await runCli(['estimate', '--db', db, '--json'], { env: { XDG_CACHE_HOME: cacheHome } });
+      expect(r.code, r.stderr).toBe(0);
+      return JSON.parse(r.stdout);
+    };
+    const fromLibrary = await estimate();
+    expect(existsSync(cacheFile(cacheHome))).toBe(true);
+    const fromCache = await estimate();
+    expect(fromCache).toEqual(fromLibrary);
+    expect(fromCache.models.find((m: { model: string }) => m.model === 'gpt-4o-mini').batchCost).not.toBeNull();
+  });
+
   it('a cache folder that cannot be written changes nothing but the speed', async () => {
     const dir = tempDir();
     const db = await queueOf(dir, ['gpt-4o-mini']);

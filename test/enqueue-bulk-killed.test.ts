@@ -144,3 +144,27 @@ describe('an enqueue stopped by Ctrl-C', () => {
     expect(JSON.parse(again.stdout)).toMatchObject({ stopped: false, newItems: many - summary.newItems, unchanged: summary.newItems });
   }, 120_000);
 });
+
+describe('an enqueue from an idle stdin', () => {
+  it('stops at the first Ctrl-C, though no more input comes, and stores what it read', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    const loader = spawn(process.execPath, [BIN, 'enqueue', '-', '--db', db, '--json'], { env: cliEnv(), stdio: 'pipe' });
+    let stderr = '';
+    const rejected = new Promise<void>((resolve) =>
+      loader.stderr!.on('data', (d: Buffer) => {
+        stderr += d.toString();
+        if (stderr.includes('rejected')) resolve();
+      }),
+    );
+    const done = collect(loader, 20_000);
+    // a good line, then a bad one whose rejection shows that both were read; stdin stays open
+    loader.stdin!.write('{"id":"a","text":"one"}\nnot json\n');
+    await rejected;
+    loader.kill('SIGINT');
+    const r = await done;
+    expect(r.code, r.stderr).toBe(130);
+    expect(JSON.parse(r.stdout)).toMatchObject({ stopped: true, newItems: 1, rejected: 1 });
+    loader.stdin!.destroy();
+  }, 60_000);
+});

@@ -1,4 +1,4 @@
-import { chmodSync, closeSync, copyFileSync, mkdirSync, openSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, copyFileSync, mkdirSync, openSync, statSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
@@ -191,6 +191,15 @@ describe('ordinary mistakes are one line and exit 1, not a stack trace', () => {
     const r = await runCli(['status', '--json', '--db', db], { env: { XDG_CACHE_HOME: '/proc/llmq-nope' }, timeoutMs: 15_000 });
     expect(r.code, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout).total).toBeGreaterThan(0);
+  });
+
+  it('--db through a dangling symlink is one line, not a bug report', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'a.txt'), 'a document');
+    symlinkSync(join(dir, 'nowhere'), join(dir, 'link'));
+    const r = await runCli(['enqueue', join(dir, 'a.txt'), '--db', join(dir, 'link', 'q.db')]);
+    expect(r.code).toBe(1);
+    expect(oneLine(r.stderr)).toMatch(/^error: Cannot use the database .*link\/q\.db: a part of that path is a file, not a folder/);
   });
 
   it('a current folder that was removed is named as the cause, not reported as a bug', async () => {

@@ -72,12 +72,16 @@ describe('llmq show', () => {
     const db = join(dir, 'q.db');
     const store = new SqliteStore(db);
     const keyed = (itemId: string, key: string) => ({ ...row(itemId, `text of ${itemId}`), key });
-    await store.enqueue([keyed('x', `abcdef00${'1'.repeat(56)}`), keyed('y', `abcdef00${'2'.repeat(56)}`)], T0);
+    // the first job has more items than one read brings: the second job must still be seen
+    const many = Array.from({ length: 12 }, (_, i) => keyed(`x${i}`, `abcdef00${'1'.repeat(56)}`));
+    await store.enqueue([...many, keyed('y', `abcdef00${'2'.repeat(56)}`)], T0);
     await store.close();
     const r = await runCli(['show', 'abcdef00', '--db', db]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe("error: 'abcdef00' starts the keys of several jobs (abcdef001111, abcdef002222): give more of the key.\n");
+    expect(r.stderr).toBe("error: 'abcdef00' starts the keys of several jobs (abcdef001111…, abcdef002222…): give more of the key.\n");
     expect((await runCli(['show', 'abcdef002', '--db', db])).stdout).toMatch(/^item y$/m);
+    // keys are lowercase hex; a key typed in capitals is the same key
+    expect((await runCli(['show', 'ABCDEF002', '--db', db])).stdout).toMatch(/^item y$/m);
   });
 
   it('an unknown id is a clear error, exit 1', async () => {

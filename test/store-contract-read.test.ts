@@ -221,6 +221,13 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     expect(await store.itemsByKeyPrefix('abcdef0f', 10)).toEqual([{ key: k3, itemId: 'w' }]);
     expect(await store.itemsByKeyPrefix(k3, 10)).toEqual([{ key: k3, itemId: 'w' }]);
     expect(await store.itemsByKeyPrefix('abcdef01', 10)).toEqual([]);
+    // after a key: the next jobs with the prefix
+    expect(await store.itemsByKeyPrefix('abcdef0', 10, k1)).toEqual([
+      { key: k2, itemId: 'x' },
+      { key: k2, itemId: 'z' },
+      { key: k3, itemId: 'w' },
+    ]);
+    expect(await store.itemsByKeyPrefix('abcdef00', 1, k2)).toEqual([]);
   });
 
   it('exportPages yields items in input order with their job, filtered by state', async () => {

@@ -7,7 +7,7 @@ import { makeRenderer, type RequestOptions } from './render.js';
 import { SeenIds } from '../store/seen-ids.js';
 import { resolveSources, type Source } from './sources.js';
 import { MissingValueError } from './template.js';
-import { DEFAULT_MAX_DOC_BYTES, isRejection, type Document, type Entry, type Rejection } from './types.js';
+import { DEFAULT_MAX_DOC_BYTES, isRejection, StopReading, type Document, type Entry, type Rejection } from './types.js';
 
 export interface EnqueueOptions {
   /** Folders, text files, `.jsonl`/`.ndjson` files, or `-` for JSONL on `stdin`. */
@@ -94,6 +94,7 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
   const maxDocBytes = options.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES;
   const config: ReadConfig = {
     stdin: options.stdin,
+    signal: options.signal,
     jsonl: { maxDocBytes, idField: options.idField ?? 'id', textField: options.textField ?? 'text' },
     folder: {
       maxDocBytes,
@@ -127,11 +128,33 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
   return { ...summary, newJobs: summary.newJobs - repeatedJobs, elapsedMs: now() - started, stopped };
 }
 
-/** Thrown out of the readers when the enqueue's signal aborts; enqueue() turns it into `stopped`. */
-class StopReading extends Error {}
+/**
+ * `input`, ending with StopReading as soon as `signal` aborts, even while no data comes: stdin
+ * may be idle (`tail -f log | llmq enqueue -`), and a stop must not wait for the next line.
+ */
+async function* untilStopped<T>(input: AsyncIterable<T>, signal: AbortSignal | undefined): AsyncGenerator<T> {
+  if (!signal) return yield* input;
+  const it = input[Symbol.asyncIterator]();
+  const stopped = new Promise<never>((_, reject) => {
+    if (signal.aborted) reject(new StopReading());
+    else signal.addEventListener('abort', () => reject(new StopReading()), { once: true });
+  });
+  stopped.catch(() => {});
+  try {
+    for (;;) {
+      const next = await Promise.race([it.next(), stopped]);
+      if (next.done) return;
+      yield next.value;
+    }
+  } finally {
+    // not awaited: a read may still be pending on an idle stream
+    void it.return?.();
+  }
+}
 
 interface ReadConfig {
   readonly stdin: AsyncIterable<Buffer | string> | undefined;
+  readonly signal: AbortSignal | undefined;
   readonly jsonl: JsonlOptions;
   readonly folder: FolderOptions;
 }
@@ -139,7 +162,7 @@ interface ReadConfig {
 async function readSource(source: Source, sink: Batcher, o: ReadConfig): Promise<void> {
   switch (source.kind) {
     case 'stdin':
-      return readJsonl(o.stdin!, '-', o.jsonl, sink);
+      return readJsonl(untilStopped(o.stdin!, o.signal), '-', o.jsonl, sink);
     case 'jsonl':
       return readJsonlFile(source.file, source.path, o.jsonl, sink);
     case 'file':

@@ -4,7 +4,7 @@ import { isBlank, REASON_EMPTY } from './decode.js';
 import { nestsDeeperThan, reasonTooDeep } from './depth.js';
 import { namedSourceReason } from './file-kind.js';
 import { splitLines } from './lines.js';
-import { fsReason, type Entry, type ReadOptions } from './types.js';
+import { fsReason, StopReading, type Entry, type ReadOptions } from './types.js';
 
 export interface JsonlOptions extends ReadOptions {
   /** The field holding the item id; lines without it get `file:line`. @default 'id' */
@@ -76,7 +76,7 @@ export async function readJsonl(
       flush,
     );
   } catch (error) {
-    if (sinkFailed) throw error;
+    if (sinkFailed || error instanceof StopReading) throw error;
     const after = lastLine > 0 ? ` after line ${lastLine}; the rest of the file was not read` : '';
     sink.add({ path, reason: fsReason(error) + after });
     await sink.flush();

@@ -64,3 +64,10 @@ function describeCode(code: string): string {
       return 'error';
   }
 }
+
+/** Thrown out of reading when the enqueue is asked to stop (Ctrl-C): not a read error of any file. */
+export class StopReading extends Error {
+  constructor() {
+    super('reading stopped');
+  }
+}

@@ -1,4 +1,5 @@
-import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join } from 'node:path';
 import { makeDirs } from '../make-dirs.js';
@@ -36,15 +37,13 @@ const MAX_ENTRIES = 2000;
  * asked again: the cache is never a reason for a command to fail.
  */
 export class CatalogCache {
-  readonly #file: string;
+  /** Null when there is no absolute place for it (no HOME): then nothing is cached. */
+  readonly #file: string | null;
   #entries: Map<string, CachedLookup> | null = null;
 
   constructor(genaiPricesVersion: string, env: NodeJS.ProcessEnv = process.env) {
-    this.#file = join(cacheDir(env), `genai-prices-${genaiPricesVersion}.v${FORMAT}.json`);
-  }
-
-  get file(): string {
-    return this.#file;
+    const dir = cacheDir(env);
+    this.#file = dir === null ? null : join(dir, `genai-prices-${genaiPricesVersion}.v${FORMAT}.json`);
   }
 
   /** The cached lookup, or undefined when this model was never looked up (or the file is unreadable). */
@@ -57,19 +56,27 @@ export class CatalogCache {
     const entries = this.#load();
     if (entries.size >= MAX_ENTRIES) entries.clear();
     entries.set(model, lookup);
+    if (this.#file === null) return;
+    // pid and random: two containers sharing the folder may both be pid 1
+    const tmp = `${this.#file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
     try {
       makeDirs(dirname(this.#file));
-      const tmp = `${this.#file}.${process.pid}.tmp`;
       writeFileSync(tmp, JSON.stringify(Object.fromEntries(entries)));
       renameSync(tmp, this.#file);
     } catch {
       // A read-only home or a full disk: the next command asks genai-prices again.
+      try {
+        rmSync(tmp, { force: true });
+      } catch {
+        // its folder is not one (ENOTDIR): there is no file to remove
+      }
     }
   }
 
   #load(): Map<string, CachedLookup> {
     if (this.#entries) return this.#entries;
     this.#entries = new Map();
+    if (this.#file === null) return this.#entries;
     let parsed: unknown;
     try {
       parsed = JSON.parse(readFileSync(this.#file, 'utf8'));
@@ -83,10 +90,17 @@ export class CatalogCache {
   }
 }
 
-function cacheDir(env: NodeJS.ProcessEnv): string {
-  // A relative XDG_CACHE_HOME is to be ignored (XDG Base Directory spec): it would put a cache in whatever folder a command runs in.
+/** Relative places are ignored (the XDG Base Directory spec): they would put a cache in whatever folder a command runs in. */
+function cacheDir(env: NodeJS.ProcessEnv): string | null {
   const xdg = env.XDG_CACHE_HOME?.trim();
-  return join(xdg && isAbsolute(xdg) ? xdg : join(homedir(), '.cache'), 'llmq');
+  if (xdg && isAbsolute(xdg)) return join(xdg, 'llmq');
+  let home: string;
+  try {
+    home = homedir();
+  } catch {
+    return null; // no HOME and no entry in the password file
+  }
+  return isAbsolute(home) ? join(home, '.cache', 'llmq') : null;
 }
 
 function isFlatPrice(v: unknown): v is FlatCatalogPrice {

@@ -11,9 +11,9 @@ export interface FoundItem {
 const MIN_KEY_PREFIX = 8;
 const MORE_ITEMS = 10;
 
-/** Could name a job by its key (or the start of it): 8 to 64 lowercase hex characters. */
+/** Could name a job by its key (or the start of it): 8 to 64 hex characters (keys are lowercase; either case is taken). */
 export function isKeyPrefix(s: string): boolean {
-  return s.length >= MIN_KEY_PREFIX && s.length <= 64 && /^[0-9a-f]+$/.test(s);
+  return s.length >= MIN_KEY_PREFIX && s.length <= 64 && /^[0-9a-f]+$/i.test(s);
 }
 
 /**
@@ -25,12 +25,15 @@ export async function findItem(store: Pick<QueueReader, 'item' | 'itemsByKeyPref
   const detail = await store.item(idOrKey);
   if (detail) return { detail, byKey: null };
   if (!isKeyPrefix(idOrKey)) return null;
-  const rows = await store.itemsByKeyPrefix(idOrKey, MORE_ITEMS + 1);
+  const prefix = idOrKey.toLowerCase();
+  const rows = await store.itemsByKeyPrefix(prefix, MORE_ITEMS + 1);
   if (rows.length === 0) return null;
   const keys = [...new Set(rows.map((r) => r.key))];
+  // the first job may have filled the rows: is there another with this prefix after it?
+  if (keys.length === 1) keys.push(...(await store.itemsByKeyPrefix(prefix, 1, keys[0])).map((r) => r.key));
   if (keys.length > 1) {
     throw new LlmqError(
-      `'${idOrKey}' starts the keys of several jobs (${keys.map((k) => k.slice(0, idOrKey.length + 4)).join(', ')}): give more of the key.`,
+      `'${idOrKey}' starts the keys of several jobs (${keys.map((k) => `${k.slice(0, idOrKey.length + 4)}…`).join(', ')}): give more of the key.`,
     );
   }
   const first = await store.item(rows[0]!.itemId);

@@ -427,9 +427,10 @@ export interface QueueReader {
   item(id: string): Promise<ItemDetail | null>;
   /**
    * Up to `limit` items whose job's key starts with `prefix` (lowercase hex: `run` names a failed job
-   * by the first 12 characters of its key), by key, then in input order. A range of the key index.
+   * by the first 12 characters of its key), by key, then in input order; with `afterKey`, only
+   * jobs whose key sorts after it. A range of the key index.
    */
-  itemsByKeyPrefix(prefix: string, limit: number): Promise<KeyItemRow[]>;
+  itemsByKeyPrefix(prefix: string, limit: number, afterKey?: string): Promise<KeyItemRow[]>;
   /**
    * Items of failed jobs whose error is exactly `error` (`unknown error` for none, as `status`
    * groups them), at most `limit`, oldest job first. Walks failed jobs only (oldest first, stopping at the limit), never all items.

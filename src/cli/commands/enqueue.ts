@@ -1,6 +1,8 @@
 import { Option, type Command } from 'commander';
 import { dbOption, anyInt, byteSize, collect, intAtLeast, numberBetween, textOrFile } from '../options.js';
 import { EXIT } from '../../errors.js';
+// loaded by main already: no cost at start
+import { onReaderGone, whileReaderPresent } from '../reader-gone.js';
 import type { ChalkInstance } from 'chalk';
 import type { EnqueueSummary } from '../../ingest/enqueue.js';
 import { DEFAULT_MAX_DOC_BYTES, where } from '../../ingest/types.js';
@@ -67,7 +69,8 @@ Item ids: the path relative to the folder, the JSONL id field (or file:line), or
 Enqueueing the same input again adds nothing; a changed document moves its item to a new job.
 Every rejected document is printed on stderr with its file, line and reason; the rest is enqueued.
 
-Exit codes: 0 everything enqueued, 2 some input was rejected, 1 bad usage.`,
+Exit codes: 0 everything enqueued, 2 some input was rejected, 1 bad usage,
+130 stopped by Ctrl-C (what was read is stored; a second Ctrl-C quits at once).`,
     )
     .action(async (sources: string[], flags: EnqueueFlags) => {
       const summary = await runEnqueue(sources, flags);
@@ -84,6 +87,7 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
       import('../../ingest/sources.js'),
       import('../../ingest/template.js'),
       import('../output.js'),
+      import('../reader-gone.js'),
     ]);
   const prompt = parseTemplate(flags.prompt, '--prompt');
   const system = flags.system === undefined ? null : parseTemplate(flags.system, '--system');
@@ -98,7 +102,9 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
   // left behind would make the next `status` say "empty" instead of "there is no queue here".
   await resolveSources(sources, sources.includes('-'));
   const store = await openStore(location);
-  const stop = stopOnSignals(c);
+  // messages go nowhere once stderr's reader is gone; the enqueue then stops as on Ctrl-C (stopOnSignals)
+  const stderr = whileReaderPresent(process.stderr);
+  const stop = stopOnSignals(c, stderr);
   let summary: EnqueueSummary;
   try {
     summary = await enqueue(store, {
@@ -111,22 +117,24 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
       textField: flags.textField,
       maxDocBytes: flags.maxDocBytes,
       stdin: sources.includes('-') ? process.stdin : undefined,
-      onReject: (r) => process.stderr.write(`${c.yellow('rejected')} ${printable(where(r.path, r.line))}: ${printable(r.reason)}\n`),
+      onReject: (r) => stderr.write(`${c.yellow('rejected')} ${printable(where(r.path, r.line))}: ${printable(r.reason)}\n`),
       backpressure: () => drained(process.stderr),
-      onSkip: (s) => process.stderr.write(`skipped ${printable(s.path)}: ${s.skipped}\n`),
+      onSkip: (s) => stderr.write(`skipped ${printable(s.path)}: ${s.skipped}\n`),
     });
   } finally {
     stop.release();
+    // a stop leaves a read of stdin pending, which would keep the process alive
+    if (sources.includes('-')) process.stdin.destroy();
     await store.close();
   }
   if (flags.json) {
     const { batches: _batches, ...shown } = summary;
     process.stdout.write(JSON.stringify({ db: redactLocation(location), ...shown }) + '\n');
   } else {
-    process.stderr.write(describe(summary, redactLocation(location), c) + '\n');
+    stderr.write(describe(summary, redactLocation(location), c) + '\n');
   }
   if (summary.stopped) {
-    process.stderr.write(
+    stderr.write(
       `${c.yellow('stopped')} before the end of the input: what was read is stored. Enqueue the same input again to add the rest (what is stored is skipped).\n`,
     );
   }
@@ -138,19 +146,27 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
  * load finished, so the queue is ready for \`run\`; a second one ends the process at once (the load
  * is then finished by the next command).
  */
-function stopOnSignals(c: ChalkInstance): { signal: AbortSignal; release(): void } {
+function stopOnSignals(c: ChalkInstance, stderr: NodeJS.WriteStream): { signal: AbortSignal; release(): void } {
   const stop = new AbortController();
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   const onSignal = (): void => {
+    process.exitCode = EXIT.SIGNAL;
     if (stop.signal.aborted) process.exit(EXIT.SIGNAL);
-    process.stderr.write(`${c.yellow('stopping:')} storing what was read; Ctrl-C again to quit at once\n`);
     stop.abort();
+    stderr.write(`${c.yellow('stopping:')} storing what was read; Ctrl-C again to quit at once\n`);
   };
   for (const s of signals) process.on(s, onSignal);
+  // A reader of stderr that went away (a closed terminal, \`2>&1 | head\`) is a stop too, not an exit
+  // that would lose the batch read so far.
+  const giveBack = onReaderGone(() => {
+    process.exitCode = EXIT.SIGNAL;
+    stop.abort();
+  });
   return {
     signal: stop.signal,
     release: () => {
       for (const s of signals) process.off(s, onSignal);
+      giveBack();
     },
   };
 }

@@ -131,13 +131,13 @@ export class PgReader {
     ).rows;
   }
 
-  async itemsByKeyPrefix(prefix: string, limit: number): Promise<KeyItemRow[]> {
+  async itemsByKeyPrefix(prefix: string, limit: number, afterKey = ''): Promise<KeyItemRow[]> {
     // hex keys: every key that starts with the prefix sorts below the prefix followed by 'g'
     return (
       await query<KeyItemRow>(
         this.#pool,
-        `SELECT job_key AS key, id AS "itemId" FROM items WHERE job_key >= $1 AND job_key < $2 ORDER BY job_key, seq LIMIT $3`,
-        [prefix, `${prefix}g`, limit],
+        `SELECT job_key AS key, id AS "itemId" FROM items WHERE job_key >= $1 AND job_key > $2 AND job_key < $3 ORDER BY job_key, seq LIMIT $4`,
+        [prefix, afterKey, `${prefix}g`, limit],
       )
     ).rows;
   }

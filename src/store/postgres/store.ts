@@ -331,8 +331,8 @@ export class PostgresStore implements Store {
     return this.#read.item(id);
   }
 
-  itemsByKeyPrefix(prefix: string, limit: number): Promise<KeyItemRow[]> {
-    return this.#read.itemsByKeyPrefix(prefix, limit);
+  itemsByKeyPrefix(prefix: string, limit: number, afterKey?: string): Promise<KeyItemRow[]> {
+    return this.#read.itemsByKeyPrefix(prefix, limit, afterKey);
   }
 
   failedItems(error: string, limit: number): Promise<FailedItemRow[]> {

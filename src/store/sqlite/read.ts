@@ -87,11 +87,13 @@ export class SqliteReader {
       .all(error, limit) as FailedItemRow[];
   }
 
-  itemsByKeyPrefix(prefix: string, limit: number): KeyItemRow[] {
+  itemsByKeyPrefix(prefix: string, limit: number, afterKey = ''): KeyItemRow[] {
     // hex keys: every key that starts with the prefix sorts below the prefix followed by 'g'
     return this.#db
-      .prepare('SELECT job_key AS key, id AS itemId FROM items WHERE job_key >= ? AND job_key < ? ORDER BY job_key, seq LIMIT ?')
-      .all(prefix, `${prefix}g`, limit) as KeyItemRow[];
+      .prepare(
+        'SELECT job_key AS key, id AS itemId FROM items WHERE job_key >= ? AND job_key > ? AND job_key < ? ORDER BY job_key, seq LIMIT ?',
+      )
+      .all(prefix, afterKey, `${prefix}g`, limit) as KeyItemRow[];
   }
 
   item(id: string): ItemDetail | null {

@@ -467,8 +467,8 @@ export class SqliteStore implements Store {
     return this.#read.item(id);
   }
 
-  async itemsByKeyPrefix(prefix: string, limit: number): Promise<KeyItemRow[]> {
-    return this.#read.itemsByKeyPrefix(prefix, limit);
+  async itemsByKeyPrefix(prefix: string, limit: number, afterKey?: string): Promise<KeyItemRow[]> {
+    return this.#read.itemsByKeyPrefix(prefix, limit, afterKey);
   }
 
   async failedItems(error: string, limit: number): Promise<FailedItemRow[]> {
