@@ -17,9 +17,10 @@ export function makeDirs(dir: string): void {
       break;
     } catch (error) {
       if (code(error) === 'EEXIST') {
+        const there = statSync(d, { throwIfNoEntry: false });
+        if (there?.isDirectory()) break;
         // a dangling symlink exists but stats as missing: the mkdir error is the one to word
-        if (statSync(d, { throwIfNoEntry: false })?.isDirectory()) break;
-        if (!statSync(d, { throwIfNoEntry: false })) throw error;
+        if (!there) throw error;
         // as `mkdir -p` says it: a file where a folder should be
         throw Object.assign(new Error(`ENOTDIR: not a directory, mkdir '${d}'`), { code: 'ENOTDIR', syscall: 'mkdir', path: d });
       }

@@ -27,9 +27,14 @@ export const GENAI_PRICES_RELEASES: Readonly<Record<string, string>> = Object.fr
   '0.1.8': '2026-09-23',
 });
 
+let installed: string | null = null;
+/** Read once: the cache's file name and every price's label both need it. */
 export function installedGenaiPricesVersion(): string {
-  const main = require.resolve('@pydantic/genai-prices');
-  return (JSON.parse(readFileSync(join(dirname(main), '..', 'package.json'), 'utf8')) as { version: string }).version;
+  if (installed === null) {
+    const main = require.resolve('@pydantic/genai-prices');
+    installed = (JSON.parse(readFileSync(join(dirname(main), '..', 'package.json'), 'utf8')) as { version: string }).version;
+  }
+  return installed;
 }
 
 let sourceLabel: string | null = null;

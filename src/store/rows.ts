@@ -226,20 +226,35 @@ export type RawJobValues = readonly [
 export type RawExportValues = readonly [seq: number, id: string, source: string, meta: string | null, ...job: RawJobValues];
 
 export function toExportRowFromValues(v: RawExportValues): ExportRow {
+  return exportRowOf(v[1], v[2], v[3], v, 4);
+}
+
+/**
+ * An export row from an item's values and its job's RawJobValues starting at `at` in `j` (the
+ * join's one tuple holds both; the paged read has them apart). Offsets, not a slice: no array a row.
+ */
+export function exportRowOf(
+  id: string,
+  source: string,
+  meta: string | null,
+  j: ReadonlyArray<string | number | null>,
+  at: number,
+): ExportRow {
+  const prompt = j[at + 7] as number | null;
   return {
-    id: v[1],
-    source: v[2],
-    meta: v[3] ? JSON.parse(v[3]) : null,
-    key: v[4],
-    state: v[5],
-    model: v[6],
-    output: v[7],
-    response: v[8],
-    error: v[9],
-    attempts: v[10],
-    usage: v[11] === null ? null : { promptTokens: v[11], completionTokens: v[12] ?? 0 },
-    latencyMs: v[14],
-    costUsd: v[13],
+    id,
+    source,
+    meta: meta ? JSON.parse(meta) : null,
+    key: j[at] as string,
+    state: j[at + 1] as JobState,
+    model: j[at + 2] as string,
+    output: j[at + 3] as string | null,
+    response: j[at + 4] as string | null,
+    error: j[at + 5] as string | null,
+    attempts: j[at + 6] as number,
+    usage: prompt === null ? null : { promptTokens: prompt, completionTokens: (j[at + 8] as number | null) ?? 0 },
+    latencyMs: j[at + 10] as number | null,
+    costUsd: j[at + 9] as number | null,
   };
 }
 

@@ -1,6 +1,6 @@
 import type { Db } from './open.js';
 import type { ExportFilter, ExportRow } from '../types.js';
-import { exportColumns, exportJobColumns, toExportRowFromValues, type RawExportValues, type RawJobValues } from '../rows.js';
+import { exportColumns, exportJobColumns, exportRowOf, toExportRowFromValues, type RawExportValues, type RawJobValues } from '../rows.js';
 
 /**
  * Items read at a time, and about as many jobs: a page of each in memory, however big the queue.
@@ -91,7 +91,7 @@ export function* exportPagesMerged(db: Db, filter: ExportFilter): Generator<read
       const job = paired[n] ?? jobs.get(i[4]);
       // no job: the join left such an item out too (the foreign key keeps it from happening)
       if (!job || (states && !states.includes(job[1]))) continue;
-      rows.push(toExportRow(i, job));
+      rows.push(exportRowOf(i[1], i[2], i[3], job, 0));
     }
     yield rows;
     if (page.length < PAGE) return;
@@ -104,24 +104,6 @@ export function* exportPagesMerged(db: Db, filter: ExportFilter): Generator<read
       jobs.delete(key);
     }
   }
-}
-
-function toExportRow(i: RawItem, j: RawJobValues): ExportRow {
-  return {
-    id: i[1],
-    source: i[2],
-    meta: i[3] ? JSON.parse(i[3]) : null,
-    key: j[0],
-    state: j[1],
-    model: j[2],
-    output: j[3],
-    response: j[4],
-    error: j[5],
-    attempts: j[6],
-    usage: j[7] === null ? null : { promptTokens: j[7], completionTokens: j[8] ?? 0 },
-    latencyMs: j[10],
-    costUsd: j[9],
-  };
 }
 
 /** The join, a page at a time: each item's job looked up by key (or through an index SQLite builds for the query). */
