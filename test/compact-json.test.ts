@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { seededPicks } from './helpers/random.js';
 import { compactJson } from '../src/report/compact-json.js';
 
 /** What the export wrote before compactJson: the body parsed and written again; undefined when it is not JSON. */
@@ -74,12 +75,7 @@ describe('compactJson', () => {
   });
 
   it('never answers other than JSON.parse then JSON.stringify, over random and mangled text', () => {
-    let seed = 7;
-    const rand = (n: number) => {
-      seed = (seed * 1103515245 + 12345) >>> 0;
-      return seed % n;
-    };
-    const pick = <T>(xs: readonly T[]): T => xs[rand(xs.length)]!;
+    const { rand, pick } = seededPicks(7);
     const strings = ['', 'a', 'é', '"', '\\', '\n', '\u0001', '\u2028', '/', '\ud800', '😀', '1', '12', '__proto__', 'x y'];
     const numbers = [0, -0, 1, -1, 0.5, 1e-7, 123456789012, 999999999999999, -999999999999999, 1e21, 2 ** 53, 0.1 + 0.2, -1.5e-300];
     const value = (depth: number): unknown => {
@@ -104,12 +100,7 @@ describe('compactJson', () => {
   });
 
   it('answers a body like the last one (same keys and nesting, other values) as the reference does, whatever its values', () => {
-    let seed = 3;
-    const rand = (n: number) => {
-      seed = (seed * 1103515245 + 12345) >>> 0;
-      return seed % n;
-    };
-    const pick = <T>(xs: readonly T[]): T => xs[rand(xs.length)]!;
+    const { rand, pick } = seededPicks(3);
     // values as raw JSON text: most fair, some that writing again changes, some not JSON at all
     const fair = [
       '"x"',

@@ -1,14 +1,12 @@
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { PostgresStore } from '../src/store/postgres/store.js';
 import { MIGRATIONS as SQLITE_MIGRATIONS } from '../src/store/sqlite/migrations.js';
-import { MIGRATIONS as PG_MIGRATIONS } from '../src/store/postgres/migrations.js';
 import type { AttemptRecord, Store } from '../src/store/types.js';
 import { docRow } from './helpers/populate.js';
-import { STORE_KINDS, PG_URL, freshPgUrl, skipUnavailable } from './helpers/stores.js';
+import { STORE_KINDS, freshPgUrl, pgSchemaAtVersion, skipUnavailable } from './helpers/stores.js';
 import { tempDir } from './helpers/tmp.js';
 
 // The export's latency_ms is the job's last attempt's. The migration export_latency keeps it on the
@@ -115,20 +113,7 @@ describe('exported latency of jobs tried before the migration export_latency', (
   it('postgres: looked up for jobs tried before, kept for attempts after', async (ctx) => {
     skipUnavailable(STORE_KINDS.find((k) => k.name === 'postgres')!, ctx);
     const url = freshPgUrl();
-    const schema = new URL(url).searchParams.get('schema')!;
-    const client = new pg.Client({ connectionString: PG_URL });
-    await client.connect();
-    try {
-      await client.query(`CREATE SCHEMA "${schema}"; SET search_path = "${schema}";
-        CREATE TABLE llmq_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`);
-      for (const m of PG_MIGRATIONS.filter((x) => x.version <= 6)) {
-        await client.query(m.sql);
-        await client.query('INSERT INTO llmq_migrations VALUES ($1, $2, 0)', [m.version, m.name]);
-      }
-      await client.query(V6_ROWS);
-    } finally {
-      await client.end();
-    }
+    await pgSchemaAtVersion(url, 6, (client) => client.query(V6_ROWS));
     const store = await PostgresStore.open(url);
     try {
       expect(await exported(store)).toEqual({ x: 44, y: 7000, z: null });

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { seededPicks } from './helpers/random.js';
 import { CSV_COLUMNS, csvField, csvRow, jsonlLine, jsonlRecord, openAiBatchLine, openAiBatchRecord } from '../src/report/export.js';
 import { JOB_STATES, type ExportRow } from '../src/store/types.js';
 
@@ -33,12 +34,7 @@ function expectSame(r: ExportRow): void {
 
 describe('export lines', () => {
   it('write what the straightforward encoding writes, over random rows with and without text to escape or quote', () => {
-    let seed = 11;
-    const rand = (n: number) => {
-      seed = (seed * 1103515245 + 12345) >>> 0;
-      return seed % n;
-    };
-    const pick = <T>(xs: readonly T[]): T => xs[rand(xs.length)]!;
+    const { rand, pick } = seededPicks(11);
     // mostly plain text, as most rows are, so the fast paths are taken as often as not
     const texts = ['plain text', 'doc-00000001', 'a,b', 'say "hi"', 'back\\slash', 'line\nbreak', 'cr\r', 'tab\t', '\u0001', '\u007f'];
     const more = ['é ü', '\u2028', '😀', '\ud800', '\udfff', '', ' ', '{"a":1}', '/', '0'];

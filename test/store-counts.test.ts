@@ -1,15 +1,13 @@
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { PostgresStore } from '../src/store/postgres/store.js';
 import { MIGRATIONS as SQLITE_MIGRATIONS } from '../src/store/sqlite/migrations.js';
-import { MIGRATIONS as PG_MIGRATIONS } from '../src/store/postgres/migrations.js';
 import { tallyJobs, type StateTokensRow } from '../src/store/tally.js';
 import { batchOwner } from '../src/store/batches.js';
 import type { AttemptRecord, RunStats, Store } from '../src/store/types.js';
-import { STORE_KINDS, PG_URL, T0, freshPgUrl, row, rows, skipUnavailable } from './helpers/stores.js';
+import { STORE_KINDS, T0, freshPgUrl, pgSchemaAtVersion, row, rows, skipUnavailable } from './helpers/stores.js';
 import { tempDir } from './helpers/tmp.js';
 
 // What status shows, counted afresh over jobs and items: what the maintained counts must always equal.
@@ -312,17 +310,7 @@ describe('status counts of a database from before they were kept', () => {
   it('postgres: a v4 schema with jobs gets its counts on open', async (ctx) => {
     skipUnavailable(STORE_KINDS.find((k) => k.name === 'postgres')!, ctx);
     const url = freshPgUrl();
-    const schema = new URL(url).searchParams.get('schema')!;
-    const client = new pg.Client({ connectionString: PG_URL });
-    await client.connect();
-    await client.query(`CREATE SCHEMA "${schema}"; SET search_path = "${schema}";
-      CREATE TABLE llmq_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`);
-    for (const m of PG_MIGRATIONS.filter((x) => x.version <= 4)) {
-      await client.query(m.sql);
-      await client.query('INSERT INTO llmq_migrations VALUES ($1, $2, 0)', [m.version, m.name]);
-    }
-    await client.query(V4_JOBS);
-    await client.end();
+    await pgSchemaAtVersion(url, 4, (client) => client.query(V4_JOBS));
     const store = await PostgresStore.open(url);
     expect(await counted(store)).toEqual(await fresh(store));
     expect(await counted(store)).toMatchObject(EXPECTED_V4);

@@ -4,7 +4,7 @@ import { PostgresStore } from '../src/store/postgres/store.js';
 import { LATEST_VERSION, MIGRATIONS } from '../src/store/postgres/migrations.js';
 import { openStore } from '../src/store/open-store.js';
 import { StoreError } from '../src/errors.js';
-import { PG_URL, STORE_KINDS, freshPgUrl, skipUnavailable } from './helpers/stores.js';
+import { PG_URL, STORE_KINDS, freshPgUrl, pgSchemaAtVersion, skipUnavailable } from './helpers/stores.js';
 import { docRow } from './helpers/populate.js';
 
 // What only the PostgreSQL store has: schemas in the URL, migrations under an advisory lock,
@@ -185,16 +185,8 @@ describe('postgres store', () => {
     const url = freshPgUrl();
     const schema = new URL(url).searchParams.get('schema')!;
     const [a, b] = [docRow('a', 'first'), docRow('b', 'second')];
-    const client = new pg.Client({ connectionString: PG_URL });
-    await client.connect();
-    try {
-      await client.query(`CREATE SCHEMA "${schema}"; SET search_path = "${schema}";
-        CREATE TABLE llmq_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`);
-      for (const m of MIGRATIONS.filter((x) => x.version <= 7)) {
-        await client.query(m.sql);
-        await client.query('INSERT INTO llmq_migrations VALUES ($1, $2, 0)', [m.version, m.name]);
-      }
-      // a queue as the llmq before stored it: two jobs, three items, an attempt
+    // a queue as the llmq before stored it: two jobs, three items, an attempt
+    await pgSchemaAtVersion(url, 7, async (client) => {
       await client.query(`INSERT INTO jobs (key, request, model, created_at, updated_at) VALUES ($1, $2, 'm', 1, 1), ($3, $4, 'm', 1, 1)`, [
         a.key,
         a.request,
@@ -209,9 +201,7 @@ describe('postgres store', () => {
         `INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, outcome) VALUES ($1, 'r', 1, 1, 2, 1, 'retry')`,
         [b.key],
       );
-    } finally {
-      await client.end();
-    }
+    });
     const store = await PostgresStore.open(url);
     const collations = await sql(
       `SELECT table_name || '.' || column_name AS col, collation_name FROM information_schema.columns

@@ -4,6 +4,7 @@ import pg from 'pg';
 import { onTestFinished, type TestContext } from 'vitest';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import { PostgresStore } from '../../src/store/postgres/store.js';
+import { MIGRATIONS as PG_MIGRATIONS } from '../../src/store/postgres/migrations.js';
 import type { EnqueueRow, Store } from '../../src/store/types.js';
 import { jobKey } from '../../src/request.js';
 import { tempDir } from './tmp.js';
@@ -159,4 +160,26 @@ export async function exported(store: Store, states?: Parameters<Store['exportPa
   const out = [];
   for await (const page of store.exportPages({ states })) out.push(...page);
   return out;
+}
+
+/**
+ * The PostgreSQL schema of `url` as an llmq that stopped at schema `version` left it: its
+ * migrations applied and recorded, then `fill` writes the rows of that time. What an upgrade on the
+ * next open must keep.
+ */
+export async function pgSchemaAtVersion(url: string, version: number, fill: (client: pg.Client) => Promise<unknown>): Promise<void> {
+  const schema = new URL(url).searchParams.get('schema')!;
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  try {
+    await client.query(`CREATE SCHEMA "${schema}"; SET search_path = "${schema}";
+      CREATE TABLE llmq_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`);
+    for (const m of PG_MIGRATIONS.filter((x) => x.version <= version)) {
+      await client.query(m.sql);
+      await client.query('INSERT INTO llmq_migrations VALUES ($1, $2, 0)', [m.version, m.name]);
+    }
+    await fill(client);
+  } finally {
+    await client.end();
+  }
 }

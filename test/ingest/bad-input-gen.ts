@@ -1,24 +1,13 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { prng } from '../helpers/random.js';
 
 /**
  * Generates a folder and JSONL inputs mixing good documents with every kind of bad one, and says
  * what llmq must make of each: good ones become items (by id), bad ones are rejected (by where).
  * Everything comes from a seeded PRNG, so a failing seed reproduces.
  */
-
-/** mulberry32: small, fast, good enough to vary test input. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export interface Expected {
   /** Item ids that must be stored. */
