@@ -168,3 +168,19 @@ describe('an enqueue from an idle stdin', () => {
     loader.stdin!.destroy();
   }, 60_000);
 });
+
+describe('an enqueue whose stderr reader goes away', () => {
+  it('stops as on Ctrl-C (130, what was read stored), rather than exiting 0 and losing the batch', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    const loader = spawn(process.execPath, [BIN, 'enqueue', '-', '--db', db, '--json'], { env: cliEnv(), stdio: 'pipe' });
+    let stdout = '';
+    loader.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+    const exited = new Promise<number | null>((resolve) => loader.on('close', (code) => resolve(code)));
+    loader.stderr!.destroy(); // the reader of stderr is gone: the first rejection's write fails
+    loader.stdin!.write('{"id":"a","text":"one"}\nnot json\n'); // stdin stays open
+    expect(await exited).toBe(130);
+    expect(JSON.parse(stdout)).toMatchObject({ stopped: true, newItems: 1, rejected: 1 });
+    loader.stdin!.destroy();
+  }, 60_000);
+});
