@@ -2,7 +2,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve, sep } from 'node:path';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { writeExport } from '../src/report/export.js';
+import { emptyCounts, formatPages, writeExport } from '../src/report/export.js';
 import { exportToFile } from '../src/report/export-files.js';
 import { itemPath } from '../src/report/answer-paths.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
@@ -69,10 +69,10 @@ describe('export core', () => {
       yield [row(1)];
       throw new Error('database went away');
     }
-    await expect(exportToFile(broken(), target, { format: 'jsonl' })).rejects.toThrow('database went away');
+    await expect(exportToFile(formatPages(broken(), { format: 'jsonl' }, emptyCounts()), target)).rejects.toThrow('database went away');
     expect(readdirSync(dir)).toEqual([]);
     writeFileSync(target, 'previous results\n');
-    await expect(exportToFile(broken(), target, { format: 'jsonl' })).rejects.toThrow();
+    await expect(exportToFile(formatPages(broken(), { format: 'jsonl' }, emptyCounts()), target)).rejects.toThrow();
     expect(readFileSync(target, 'utf8')).toBe('previous results\n');
   });
 

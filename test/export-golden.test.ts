@@ -1,11 +1,15 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { describe, expect, it } from 'vitest';
-import { columnsFor, writeExport, type ExportFormat } from '../src/report/export.js';
+import { columnsFor, emptyCounts, writeExport, writeText, type ExportFormat } from '../src/report/export.js';
+import { exportChunks } from '../src/report/export-blocks.js';
+import { exportToFile } from '../src/report/export-files.js';
 import type { ExportRow } from '../src/store/types.js';
 import { runCli } from './helpers/cli.js';
+import { tempDir } from './helpers/tmp.js';
 import { EXPORT_QUEUE_ITEMS, fillExportQueue } from './helpers/export-queue.js';
 import { STORE_KINDS, skipUnavailable } from './helpers/stores.js';
 
@@ -57,6 +61,25 @@ describe.each(STORE_KINDS)('export bytes on $name', (kind) => {
       const counts = await writeExport(store.exportPages({ ...columnsFor(format) }), out.stream, { format });
       expect(counts.written + counts.skipped.pending + counts.skipped.running).toBe(EXPORT_QUEUE_ITEMS);
       expectGolden(format, await out.text());
+    }
+  });
+
+  it('split in blocks between worker threads, each format writes the same bytes and counts', async (ctx) => {
+    skipUnavailable(kind, ctx);
+    const { store, location } = await kind.fresh();
+    await fillExportQueue(store);
+    for (const format of Object.keys(FILES) as ExportFormat[]) {
+      const out = collector();
+      const counts = emptyCounts();
+      const source = { reader: store, location, filter: columnsFor(format) };
+      // blocks of 50 seqs: 25 blocks, so each worker has many, asked for ahead of the writer
+      await writeText(exportChunks(source, { format }, counts, { parallelMinItems: 1, blockSeqs: 50 }), out.stream);
+      expectGolden(format, await out.text());
+      expect(counts).toEqual(await writeExport(store.exportPages(columnsFor(format)), collector().stream, { format }));
+      // a file is done with each block when its write returns: the workers fill the same buffers again
+      const file = join(tempDir(), 'out');
+      await exportToFile(exportChunks(source, { format }, emptyCounts(), { parallelMinItems: 1, blockSeqs: 50 }), file);
+      expectGolden(format, readFileSync(file, 'utf8'));
     }
   });
 

@@ -9,7 +9,7 @@ import { LlmqError } from '../errors.js';
 import { knownError, type ErrorPlace } from '../errors-known.js';
 import type { ExportRow, JobState } from '../store/types.js';
 import { AnswerPaths, answerExt } from './answer-paths.js';
-import { emptyCounts, writeExport, type ExportCounts, type ExportOptions } from './export.js';
+import { emptyCounts, writeText, type ExportChunk, type ExportCounts } from './export.js';
 import { resolveOutTarget } from './out-target.js';
 
 // Rows are formatted while the last chunks are written, up to this much ahead of the disk.
@@ -25,23 +25,17 @@ export interface FileExportOptions {
  * renamed into place only when complete: a crash or a full disk never leaves a half-written results
  * file under the final name, and a symlink stays a symlink. A FIFO or device is written as it is.
  */
-export async function exportToFile(
-  pages: AsyncIterable<readonly ExportRow[]>,
-  path: string,
-  o: ExportOptions,
-  f: FileExportOptions = {},
-): Promise<ExportCounts> {
+export async function exportToFile(chunks: AsyncIterable<ExportChunk>, path: string, f: FileExportOptions = {}): Promise<void> {
   const place: ErrorPlace = { what: '--out', path };
   const target = await resolveOutTarget(path, f.database ?? null);
   try {
     if (target.kind === 'through')
-      return await writeAll(pages, createWriteStream(target.path, { flags: 'a', highWaterMark: WRITE_BUFFER }), o);
+      return await writeAll(chunks, createWriteStream(target.path, { flags: 'a', highWaterMark: WRITE_BUFFER }));
     makeDirs(dirname(target.path));
     const tmp = join(dirname(target.path), `.${basename(target.path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
     try {
-      const counts = await writeAll(pages, createWriteStream(tmp, { flags: 'wx', highWaterMark: WRITE_BUFFER }), o);
+      await writeAll(chunks, createWriteStream(tmp, { flags: 'wx', highWaterMark: WRITE_BUFFER }));
       await rename(tmp, target.path);
-      return counts;
     } catch (error) {
       await rm(tmp, { force: true });
       throw error;
@@ -51,13 +45,12 @@ export async function exportToFile(
   }
 }
 
-/** Write every row to a stream of our own and close it, waiting until the last byte is out. */
-async function writeAll(pages: AsyncIterable<readonly ExportRow[]>, out: Writable, o: ExportOptions): Promise<ExportCounts> {
+/** Write the text to a stream of our own and close it, waiting until the last byte is out. */
+async function writeAll(chunks: AsyncIterable<ExportChunk>, out: Writable): Promise<void> {
   try {
-    const counts = await writeExport(pages, out, o);
+    await writeText(chunks, out);
     out.end();
     await finished(out);
-    return counts;
   } catch (error) {
     // Wait for the file to be closed: its open may still be under way, and a temp file removed
     // before it is created would be created after, and left behind.

@@ -1,5 +1,7 @@
 import * as crypto from 'node:crypto';
 import { once } from 'node:events';
+import { WriteStream } from 'node:fs';
+import { Socket } from 'node:net';
 import type { Writable } from 'node:stream';
 import { JOB_STATES, type ExportRow, type JobState } from '../store/types.js';
 import { compactJson } from './compact-json.js';
@@ -195,33 +197,32 @@ export function defaultStates(format: ExportFormat): readonly JobState[] | null 
   return format === 'openai-batch' ? ['done', 'failed'] : null;
 }
 
-/** Lines are handed to the stream in chunks of about this many characters (or its buffer size, when smaller): one write per row costs more than the row. */
+/** Lines are handed to the stream in chunks of about this many characters: one write per row costs more than the row. */
 const CHUNK_CHARS = 64 * 1024;
 
+/** The line writer of a format. */
+export function lineOf(format: ExportFormat): (r: ExportRow) => string {
+  return format === 'csv' ? csvRow : format === 'openai-batch' ? openAiBatchLine : jsonlLine;
+}
+
+/** What an export starts with before its first row: CSV's header. */
+export function exportHead(format: ExportFormat): string {
+  return format === 'csv' ? CSV_COLUMNS.join(',') + '\r\n' : '';
+}
+
 /**
- * Stream pages of rows to `out` in the chosen format, a chunk of lines at a time, waiting for 'drain'
- * whenever the stream's buffer is full, so memory stays flat however many rows there are. Does not
- * end `out`. A write that fails (a full disk, a closed pipe) rejects with the stream's error instead
- * of waiting for a 'drain' that never comes.
+ * Pages of rows as text in the chosen format, in chunks of about `chunkChars`, rows in states not
+ * written counted in `counts` (the caller's, added to). No head: the caller writes it once.
  */
-export async function writeExport(pages: AsyncIterable<readonly ExportRow[]>, out: Writable, o: ExportOptions): Promise<ExportCounts> {
-  const counts = emptyCounts();
+export async function* formatPages(
+  pages: AsyncIterable<readonly ExportRow[]>,
+  o: ExportOptions,
+  counts: ExportCounts,
+  chunkChars = CHUNK_CHARS,
+): AsyncGenerator<string> {
   const states = o.states?.length ? o.states : defaultStates(o.format);
-  let failed: Error | null = null;
-  const onError = (error: Error) => {
-    failed ??= error;
-  };
-  out.on('error', onError);
-  const write = async (chunk: string) => {
-    if (failed || out.errored) throw failed ?? out.errored;
-    if (!out.write(chunk)) {
-      if (failed || out.errored) throw failed ?? out.errored;
-      await once(out, 'drain');
-    }
-  };
-  const chunkChars = Math.min(CHUNK_CHARS, out.writableHighWaterMark || CHUNK_CHARS);
-  const line = o.format === 'csv' ? csvRow : o.format === 'openai-batch' ? openAiBatchLine : jsonlLine;
-  let chunk = o.format === 'csv' ? CSV_COLUMNS.join(',') + '\r\n' : '';
+  const line = lineOf(o.format);
+  let chunk = '';
   for await (const page of pages) {
     for (const r of page) {
       if (states && !states.includes(r.state)) {
@@ -231,14 +232,64 @@ export async function writeExport(pages: AsyncIterable<readonly ExportRow[]>, ou
       chunk += line(r);
       counts.written++;
       if (chunk.length >= chunkChars) {
-        await write(chunk);
+        yield chunk;
         chunk = '';
       }
     }
   }
-  if (chunk) await write(chunk);
+  if (chunk) yield chunk;
+}
+
+/**
+ * Text to write, or its bytes. Bytes with `written` have a buffer to be used again once written:
+ * told so only by a stream known to be done with a chunk when its write's callback comes (a file,
+ * a pipe, a socket); any other stream may keep the chunk or pass it on, and the buffer is left to it.
+ */
+export type ExportChunk = string | Uint8Array | { readonly bytes: Uint8Array; readonly written: () => void };
+
+function releasesChunks(out: Writable): boolean {
+  return out instanceof WriteStream || out instanceof Socket;
+}
+
+/**
+ * Write text to `out` chunk by chunk, waiting for 'drain' whenever the stream's buffer is full, so
+ * memory stays flat however long the text. Does not end `out`. A write that fails (a full disk, a
+ * closed pipe) rejects with the stream's error instead of waiting for a 'drain' that never comes.
+ */
+export async function writeText(chunks: AsyncIterable<ExportChunk>, out: Writable): Promise<void> {
+  let failed: Error | null = null;
+  const onError = (error: Error) => {
+    failed ??= error;
+  };
+  out.on('error', onError);
+  const releases = releasesChunks(out);
+  for await (const chunk of chunks) {
+    if (failed || out.errored) throw failed ?? out.errored;
+    const more =
+      typeof chunk === 'string' || chunk instanceof Uint8Array
+        ? out.write(chunk)
+        : out.write(chunk.bytes, releases ? chunk.written : undefined);
+    if (!more) {
+      if (failed || out.errored) throw failed ?? out.errored;
+      await once(out, 'drain');
+    }
+  }
   if (failed || out.errored) throw failed ?? out.errored;
   // Kept on failure: an error the stream has yet to emit must find a listener, or it crashes the process.
   out.off('error', onError);
+}
+
+/** Stream pages of rows to `out` in the chosen format (head included), a chunk of lines at a time. Does not end `out`. */
+export async function writeExport(pages: AsyncIterable<readonly ExportRow[]>, out: Writable, o: ExportOptions): Promise<ExportCounts> {
+  const counts = emptyCounts();
+  // no bigger than the stream's buffer: a slow reader then has at most a buffer of rows ahead of it
+  const chunkChars = Math.min(CHUNK_CHARS, out.writableHighWaterMark || CHUNK_CHARS);
+  await writeText(withHead(exportHead(o.format), formatPages(pages, o, counts, chunkChars)), out);
   return counts;
+}
+
+/** `head`, then the chunks. */
+export async function* withHead(head: string, chunks: AsyncIterable<string>): AsyncGenerator<string> {
+  if (head) yield head;
+  yield* chunks;
 }

@@ -287,6 +287,14 @@ export interface ExportFilter {
    */
   readonly response?: boolean;
   readonly latency?: boolean;
+  /** Only items whose seq is in (afterSeq, upToSeq]: a block of the export, for a reader working beside another. */
+  readonly items?: { readonly afterSeq: number; readonly upToSeq: number };
+}
+
+/** The first and last item seq (input order), or null for a queue with no items. */
+export interface ItemSeqSpan {
+  readonly first: number;
+  readonly last: number;
 }
 
 /** One item joined with its job, in input order. */
@@ -441,6 +449,8 @@ export interface QueueReader {
    * then awaits once a page, not once a row (at a million rows the await alone is a tenth of the export).
    */
   exportPages(filter: ExportFilter): AsyncIterable<readonly ExportRow[]>;
+  /** Where input order starts and ends now: an export splits the span in blocks (both ends of the seq index). */
+  itemSeqSpan(): Promise<ItemSeqSpan | null>;
   /** The jobs a run started now would take, in its order, a page at a time (`llmq estimate`). */
   jobsToRun(now: number): AsyncIterable<JobToRun>;
   /** Up to `limit` answered jobs of a model, newest first; `withRequest` adds each request. */

@@ -4,7 +4,15 @@ import { join } from 'node:path';
 import { LlmqError, UsageError } from '../../errors.js';
 import { knownError } from '../../errors-known.js';
 import { JOB_STATES, type ExportRow, type JobState } from '../../store/types.js';
-import { columnsFor, EXPORT_FORMATS, skippedTotal, writeExport, type ExportCounts, type ExportFormat } from '../../report/export.js';
+import {
+  columnsFor,
+  emptyCounts,
+  EXPORT_FORMATS,
+  skippedTotal,
+  writeText,
+  type ExportCounts,
+  type ExportFormat,
+} from '../../report/export.js';
 import { isReaderGoneError } from '../reader-gone.js';
 
 interface ExportFlags {
@@ -71,35 +79,38 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
   if (flags.outDir && cmd.getOptionValueSource('format') === 'cli') {
     throw new UsageError('--format does not apply to --out-dir, which writes each answer as its own file. Use one or the other.');
   }
-  const [{ resolveDbLocation }, { openExistingStore }, { exportToFile }, { answerExt }, { stdoutSink }, { info }] = await Promise.all([
-    import('../../store/open-store.js'),
-    import('../../report/open-existing.js'),
-    import('../../report/export-files.js'),
-    import('../../report/answer-paths.js'),
-    import('../stdout-sink.js'),
-    import('../output.js'),
-  ]);
+  const [{ resolveDbLocation }, { openExistingStore }, { exportToFile }, { exportChunks }, { answerExt }, { stdoutSink }, { info }] =
+    await Promise.all([
+      import('../../store/open-store.js'),
+      import('../../report/open-existing.js'),
+      import('../../report/export-files.js'),
+      import('../../report/export-blocks.js'),
+      import('../../report/answer-paths.js'),
+      import('../stdout-sink.js'),
+      import('../output.js'),
+    ]);
   if (flags.outDir) answerExt(flags.ext); // a bad --ext is refused before anything is read
   const location = resolveDbLocation(flags.db);
   const store = await openExistingStore(location);
   try {
     // An explicit --state filters in the store; otherwise every row is read so skipped ones are counted.
-    const pages = store.exportPages({ states: flags.state, ...columnsFor(flags.outDir ? 'files' : flags.format) });
-    let counts: ExportCounts;
-    if (flags.outDir) {
-      counts = await toDir(pages, flags.outDir, flags);
-    } else if (flags.out) {
-      counts = await exportToFile(
-        pages,
-        flags.out,
+    const filter = { states: flags.state, ...columnsFor(flags.outDir ? 'files' : flags.format) };
+    let counts = emptyCounts();
+    const text = () =>
+      exportChunks(
+        { reader: store, location: location === ':memory:' ? null : location, filter },
         { format: flags.format, states: flags.state },
-        { database: store.kind === 'sqlite' ? location : null },
+        counts,
       );
+    if (flags.outDir) {
+      counts = await toDir(store.exportPages(filter), flags.outDir, flags);
+    } else if (flags.out) {
+      await exportToFile(text(), flags.out, { database: store.kind === 'sqlite' ? location : null });
       info(`wrote ${counts.written} items to ${flags.out}`);
     } else {
       const sink = stdoutSink();
       try {
-        counts = await writeExport(pages, sink.stream, { format: flags.format, states: flags.state });
+        await writeText(text(), sink.stream);
         await sink.done();
       } catch (error) {
         // `llmq export | head` closes the pipe early: that is the reader's choice, not an error, and

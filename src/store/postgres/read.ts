@@ -4,6 +4,7 @@ import type pg from 'pg';
 import type {
   AnsweredJob,
   ExportFilter,
+  ItemSeqSpan,
   ExportRow,
   FailedItemRow,
   KeyItemRow,
@@ -172,14 +173,15 @@ export class PgReader {
       -- rather than joining the whole jobs table for every page
       CROSS JOIN LATERAL (SELECT * FROM jobs WHERE jobs.key = i.job_key
         AND ($2::text[] IS NULL OR jobs.state = ANY($2::text[]))) j
-      WHERE i.seq > $1 ORDER BY i.seq LIMIT ${EXPORT_PAGE}`;
+      WHERE i.seq > $1 AND i.seq <= $3 ORDER BY i.seq LIMIT ${EXPORT_PAGE}`;
     const client = await this.#pool.connect();
     let failed: unknown = null;
     let next: Promise<RawExport[]> | null = null;
     try {
       await client.query('SET max_parallel_workers_per_gather = 0');
-      const fetch = async (after: number) => (await client.query<RawExport>(sql, [after, states])).rows;
-      next = fetch(0);
+      const upTo = filter.items?.upToSeq ?? Number.MAX_SAFE_INTEGER;
+      const fetch = async (after: number) => (await client.query<RawExport>(sql, [after, states, upTo])).rows;
+      next = fetch(filter.items?.afterSeq ?? 0);
       while (next) {
         const rows: RawExport[] = await next;
         next = rows.length < EXPORT_PAGE ? null : fetch(Number(rows[rows.length - 1]!.seq));
@@ -197,6 +199,16 @@ export class PgReader {
       if (!failed) await client.query('RESET max_parallel_workers_per_gather').catch((error: unknown) => (failed = error));
       client.release(failed ? (failed as Error) : undefined);
     }
+  }
+
+  async itemSeqSpan(): Promise<ItemSeqSpan | null> {
+    const span = (
+      await query<{ first: string | null; last: string | null }>(
+        this.#pool,
+        'SELECT (SELECT min(seq) FROM items) AS first, (SELECT max(seq) FROM items) AS last',
+      )
+    ).rows[0]!;
+    return span.first === null || span.last === null ? null : { first: Number(span.first), last: Number(span.last) };
   }
 
   async *jobsToRun(now: number): AsyncIterable<JobToRun> {

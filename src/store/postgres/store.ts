@@ -10,6 +10,7 @@ import type {
   EnqueueResult,
   EnqueueRow,
   ExportFilter,
+  ItemSeqSpan,
   ExportRow,
   FailedItemRow,
   KeyItemRow,
@@ -341,6 +342,10 @@ export class PostgresStore implements Store {
 
   exportPages(filter: ExportFilter): AsyncIterable<readonly ExportRow[]> {
     return this.#read.exportPages(filter);
+  }
+
+  itemSeqSpan(): Promise<ItemSeqSpan | null> {
+    return this.#read.itemSeqSpan();
   }
 
   jobsToRun(now: number): AsyncIterable<JobToRun> {

@@ -29,7 +29,10 @@ export function* exportPagesMerged(db: Db, filter: ExportFilter): Generator<read
     yield* exportPagesJoined(db, filter);
     return;
   }
-  const items = db.prepare(`SELECT seq, id, source, meta, job_key FROM items WHERE seq > ? ORDER BY seq LIMIT ${PAGE}`).raw(true);
+  const upTo = filter.items?.upToSeq ?? Number.MAX_SAFE_INTEGER;
+  const items = db
+    .prepare(`SELECT seq, id, source, meta, job_key FROM items WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ${PAGE}`)
+    .raw(true);
   const cols = exportJobColumns(filter);
   const seqOf = db.prepare('SELECT seq FROM jobs WHERE key = ?').pluck();
   const run = db.prepare(`SELECT ${cols} FROM jobs j WHERE j.seq >= ? ORDER BY j.seq LIMIT ?`).raw(true);
@@ -41,7 +44,7 @@ export function* exportPagesMerged(db: Db, filter: ExportFilter): Generator<read
   };
   // One read transaction per page: a page's items and jobs are seen as of one moment, as the join saw them.
   const readPage = db.transaction((after: number) => {
-    const page = items.all(after) as RawItem[];
+    const page = items.all(after, upTo) as RawItem[];
     const paired = pairInOrder(page);
     if (paired.length === page.length) return { page, paired };
     let wanted = [...new Set(page.slice(paired.length).map((i) => i[4]))].filter((k) => !jobs.has(k));
@@ -82,7 +85,7 @@ export function* exportPagesMerged(db: Db, filter: ExportFilter): Generator<read
     if (paired.length < page.length) for (const job of got) keep(job);
     return paired;
   };
-  let after = 0;
+  let after = filter.items?.afterSeq ?? 0;
   for (;;) {
     const { page, paired } = readPage(after);
     const rows: ExportRow[] = [];
@@ -112,12 +115,13 @@ function* exportPagesJoined(db: Db, filter: ExportFilter): Generator<readonly Ex
   const where = states ? `AND j.state IN (${states.map(() => '?').join(', ')})` : '';
   const page = db.prepare(`SELECT ${exportColumns(filter)}
       FROM items i JOIN jobs j ON j.key = i.job_key
-      WHERE i.seq > ? ${where} ORDER BY i.seq LIMIT ${PAGE}`);
+      WHERE i.seq > ? AND i.seq <= ? ${where} ORDER BY i.seq LIMIT ${PAGE}`);
   // values, not an object per row: a fifth of the read's CPU at a million rows
   page.raw(true);
-  let after = 0;
+  const upTo = filter.items?.upToSeq ?? Number.MAX_SAFE_INTEGER;
+  let after = filter.items?.afterSeq ?? 0;
   for (;;) {
-    const rows = page.all(after, ...(states ?? [])) as RawExportValues[];
+    const rows = page.all(after, upTo, ...(states ?? [])) as RawExportValues[];
     yield rows.map(toExportRowFromValues);
     if (rows.length < PAGE) return;
     after = rows[rows.length - 1]![0];

@@ -4,6 +4,7 @@ import type { Db } from './open.js';
 import type {
   AnsweredJob,
   ExportFilter,
+  ItemSeqSpan,
   ExportRow,
   FailedItemRow,
   KeyItemRow,
@@ -110,6 +111,15 @@ export class SqliteReader {
   /** Items in input order, a page at a time, so a million rows never sit in memory at once. */
   async *exportPages(filter: ExportFilter): AsyncIterable<readonly ExportRow[]> {
     yield* exportPagesMerged(this.#db, filter);
+  }
+
+  itemSeqSpan(): ItemSeqSpan | null {
+    // two subqueries: SQLite reads one end of the index for a lone min() or max(), but scans the table for both in one
+    const span = this.#db.prepare('SELECT (SELECT min(seq) FROM items) AS first, (SELECT max(seq) FROM items) AS last').get() as {
+      first: number | null;
+      last: number | null;
+    };
+    return span.first === null || span.last === null ? null : { first: span.first, last: span.last };
   }
 
   jobsToRun(now: number): AsyncIterable<JobToRun> {

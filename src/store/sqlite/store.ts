@@ -9,6 +9,7 @@ import type {
   EnqueueResult,
   EnqueueRow,
   ExportFilter,
+  ItemSeqSpan,
   ExportRow,
   FailedItemRow,
   KeyItemRow,
@@ -477,6 +478,10 @@ export class SqliteStore implements Store {
 
   exportPages(filter: ExportFilter): AsyncIterable<readonly ExportRow[]> {
     return this.#read.exportPages(filter);
+  }
+
+  async itemSeqSpan(): Promise<ItemSeqSpan | null> {
+    return this.#read.itemSeqSpan();
   }
 
   jobsToRun(now: number): AsyncIterable<JobToRun> {
