@@ -4,7 +4,7 @@ import { isSkipped, readFolder, readTextFile, type FolderOptions, type Skipped }
 import { globMatcher } from './glob.js';
 import { readJsonl, readJsonlFile, type EntrySink, type JsonlOptions } from './jsonl.js';
 import { makeRenderer, type RequestOptions } from './render.js';
-import { SeenIds } from '../store/seen-ids.js';
+import { SEEN_IDS_PER_CALL, SeenIds } from '../store/seen-ids.js';
 import { resolveSources, type Source } from './sources.js';
 import { MissingValueError } from './template.js';
 import { DEFAULT_MAX_DOC_BYTES, isRejection, StopReading, type Document, type Entry, type Rejection } from './types.js';
@@ -182,7 +182,10 @@ async function readSource(source: Source, sink: Batcher, o: ReadConfig): Promise
  * Collects rendered rows and writes them a batch at a time. Remembers every id seen in this enqueue
  * (on disk, `SeenIds`) to catch the same id twice: the first document keeps the id and the later
  * one is rejected naming both places, because silently letting either win would lose a document
- * the user asked for without saying so.
+ * the user asked for without saying so. Ids are checked SEEN_IDS_PER_CALL at a time (one statement
+ * instead of one per document): rendered rows wait in `#unchecked` until the check, which comes
+ * before anything else is reported or written (another rejection, a skip, the end of a chunk), so
+ * rejections and rows come out in input order, exactly as when each was checked as it came.
  */
 class Batcher implements EntrySink {
   readonly #store: IntakeStore;
@@ -196,6 +199,8 @@ class Batcher implements EntrySink {
   readonly #maxBytes: number;
   readonly #seen: SeenIds;
   #rows: EnqueueRow[] = [];
+  /** Rendered rows whose ids are not checked yet, with where each came from; in input order. */
+  #unchecked: { row: EnqueueRow; path: string; line: number | undefined }[] = [];
   #bytes = 0;
   #documents = 0;
   #newJobs = 0;
@@ -235,26 +240,21 @@ class Batcher implements EntrySink {
       throw error;
     }
     // Only a document that became a row claims its id: a rejected one leaves it free.
-    const first = this.#seen.add(entry.id, row.source); // `file:line`, already built for the row
-    if (first !== undefined) {
-      return this.#reject({
-        path: entry.path,
-        line: entry.line,
-        reason: `duplicate id ${JSON.stringify(entry.id)} (first at ${first}, which is kept)`,
-      });
-    }
-    this.#rows.push(row);
-    this.#bytes += row.request.length;
+    this.#unchecked.push({ row, path: entry.path, line: entry.line });
+    if (this.#unchecked.length === SEEN_IDS_PER_CALL) this.#checkIds();
   }
 
   /** A database file is no document: not counted as one, and not a rejection. */
   skip(s: Skipped): void {
+    this.#checkIds();
     this.#skipped++;
     this.#onSkip?.(s);
   }
 
   /** Write full batches; a partial one waits for more rows. Between chunks of input, so where reading stops when asked to. */
   async flush(): Promise<void> {
+    // every chunk: a duplicate on a slow stdin is reported when its line comes, not 64 lines later
+    this.#checkIds();
     if (this.#signal?.aborted) throw new StopReading();
     await this.#backpressure?.();
     if (this.#rows.length >= this.#maxRows || this.#bytes >= this.#maxBytes) await this.#write(false);
@@ -262,6 +262,7 @@ class Batcher implements EntrySink {
 
   /** Write everything, the last batch partial. */
   async write(): Promise<void> {
+    this.#checkIds();
     await this.#write(true);
   }
 
@@ -318,7 +319,34 @@ class Batcher implements EntrySink {
     };
   }
 
+  /** Check the ids of the rows that wait for it, keep the rows whose id is new and reject the others, in input order. */
+  #checkIds(): void {
+    const unchecked = this.#unchecked;
+    if (unchecked.length === 0) return;
+    this.#unchecked = [];
+    const firsts = this.#seen.addAll(
+      unchecked.map((u) => u.row.itemId),
+      unchecked.map((u) => u.row.source), // `file:line`, already built for the row
+    );
+    for (let i = 0; i < unchecked.length; i++) {
+      const { row, path, line } = unchecked[i]!;
+      const first = firsts?.[i];
+      if (first !== undefined) {
+        this.#report({ path, line, reason: `duplicate id ${JSON.stringify(row.itemId)} (first at ${first}, which is kept)` });
+        continue;
+      }
+      this.#rows.push(row);
+      this.#bytes += row.request.length;
+    }
+  }
+
+  /** Rows read before a rejection are checked first, so that what is reported stays in input order. */
   #reject(r: Rejection): void {
+    this.#checkIds();
+    this.#report(r);
+  }
+
+  #report(r: Rejection): void {
     this.#rejected++;
     if (this.#rejections.length < MAX_KEPT_REJECTIONS) this.#rejections.push(r);
     this.#onReject?.(r);

@@ -83,7 +83,7 @@ export async function readJsonl(
   }
 }
 
-/** One line to a document or a rejection; null for a blank line. */
+/** One line (decoded from strict UTF-8, so it holds no lone surrogate) to a document or a rejection; null for a blank line. */
 export function parseJsonLine(text: string, line: number, path: string, o: JsonlOptions): Entry | null {
   if (isBlank(text)) return null;
   let value: unknown;
@@ -114,7 +114,11 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   else if (typeof rawId === 'number' || typeof rawId === 'bigint' || typeof rawId === 'boolean') id = String(rawId);
   else return { path, line, reason: `"${o.idField}" is ${kind(rawId)}; an id must be a non-empty string or a number` };
 
-  return { id, path, line, text: body, meta: otherFields(obj, o.textField, o.idField) };
+  // A line without a backslash has no escape in it, so none of its strings holds a quote, a backslash,
+  // a control character (JSON takes none of them raw) or a lone surrogate (the line was decoded from
+  // strict UTF-8): JSON.stringify would put each in quotes unchanged (surrogate pairs stay as they are).
+  const textJsonSafe = text.indexOf('\\') === -1;
+  return { id, path, line, text: body, meta: otherFields(obj, o.textField, o.idField), textJsonSafe };
 }
 
 /** An OpenAI Batch API line: `body` is the request, sent as it is; `custom_id` is the item id. */

@@ -10,6 +10,8 @@ export interface Document {
   readonly meta: Record<string, unknown> | null;
   /** An OpenAI Batch line's `body`: sent as it is, no template. */
   readonly body?: Record<string, unknown>;
+  /** `text` needs no JSON escaping: `JSON.stringify(text)` is `text` in quotes (template.ts uses it as it is). */
+  readonly textJsonSafe?: boolean;
 }
 
 /** Input that did not become an item, and why. Nothing is dropped without one of these. */

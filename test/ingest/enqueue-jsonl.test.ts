@@ -1,3 +1,5 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../src/request.js';
@@ -5,6 +7,8 @@ import type { EnqueueResult, EnqueueRow, Store } from '../../src/store/types.js'
 import { parseTemplate } from '../../src/ingest/template.js';
 import { count, fixture, items, request, run, tempStore } from './helpers.js';
 import { all } from '../helpers/store-reads.js';
+import { tempDir } from '../helpers/tmp.js';
+import type { EnqueueSummary } from '../../src/ingest/enqueue.js';
 
 describe('enqueue JSONL', () => {
   it('makes one item per line: id field (stringified) or file:line, other fields kept as meta, blank lines skipped', async () => {
@@ -107,6 +111,65 @@ describe('enqueue JSONL', () => {
       ['y', '-:2'],
       ['z', '-:3'],
     ]);
+  });
+
+  it('duplicate ids, checked 64 at a time, are reported and kept exactly as one at a time would: within a check, across checks, and a file named twice', async () => {
+    // Ids repeat within one check of 64 rows (lines 1-2, and three times at 20-22), across the 64-row
+    // boundary (64/65), twice in a later check (65 and 76, both naming 64), as a repeat of a repeat
+    // (130 after 2 and 70), and bad lines sit among them.
+    const idOf = (n: number): string | null => {
+      if (n === 2 || n === 70 || n === 130) return 'a';
+      if (n === 21 || n === 22) return 't';
+      if (n === 65 || n === 76) return 'm';
+      if (n === 100) return null; // malformed
+      if (n === 101) return 'e1'; // empty text
+      return { 1: 'a', 20: 't', 64: 'm' }[n] ?? `d${n}`;
+    };
+    const lines = Array.from({ length: 140 }, (_, i) => {
+      const n = i + 1;
+      if (idOf(n) === null) return '{"id":"broken",';
+      return JSON.stringify({ id: idOf(n), text: n === 101 ? ' ' : `line ${n}` });
+    });
+    const text = `${lines.join('\n')}\n`;
+    const file = join(tempDir(), 'dups.jsonl');
+    writeFileSync(file, text);
+    // What checking each id as it comes gives: the first keeps it, every later one names the first.
+    const expected = (path: string, passes: number) => {
+      const rejections: string[] = [];
+      const kept: string[][] = [];
+      const firstAt = new Map<string, string>();
+      for (let pass = 0; pass < passes; pass++) {
+        for (let n = 1; n <= lines.length; n++) {
+          const id = idOf(n);
+          if (id === null) rejections.push(`${n}: malformed JSON`);
+          else if (n === 101) rejections.push(`${n}: empty document (nothing but whitespace)`);
+          else if (firstAt.has(id)) rejections.push(`${n}: duplicate id "${id}" (first at ${firstAt.get(id)}, which is kept)`);
+          else {
+            firstAt.set(id, `${path}:${n}`);
+            kept.push([id, `${path}:${n}`]);
+          }
+        }
+      }
+      return { rejections, kept };
+    };
+    const seen = (s: EnqueueSummary, store: ReturnType<typeof tempStore>) => ({
+      rejections: s.rejections.map((r) => `${r.line}: ${r.reason.replace(/^malformed JSON.*/, 'malformed JSON')}`),
+      kept: items(store).map((r) => [r.id, r.source]),
+    });
+
+    // The same file twice: every line of the second pass is a duplicate, named at the same `file:line` as itself.
+    const twice = tempStore();
+    expect(seen(await run(twice, [file, file]), twice)).toEqual(expected(file, 2));
+
+    // From stdin in uneven pieces, so that checks also come part way through a group of 64, and batches of 50 rows.
+    const once = tempStore();
+    const pieces = [];
+    for (let at = 0, k = 0; at < text.length; k++) {
+      const end = at + [7, 300, 1000, 53][k % 4]!;
+      pieces.push(text.slice(at, end));
+      at = end;
+    }
+    expect(seen(await run(once, ['-'], { stdin: Readable.from(pieces), batchRows: 50 }), once)).toEqual(expected('-', 1));
   });
 
   it('a document rejected for its content leaves its id free for a later one', async () => {

@@ -2,7 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { makeRenderer, requestBody, type RequestOptions } from '../../src/ingest/render.js';
 import { parseTemplate } from '../../src/ingest/template.js';
 import { canonicalJson, jobKey } from '../../src/request.js';
-import type { Document } from '../../src/ingest/types.js';
+import { Readable } from 'node:stream';
+import { readJsonl } from '../../src/ingest/jsonl.js';
+import type { Document, Entry } from '../../src/ingest/types.js';
 
 const docs: Document[] = [
   { id: 'a.md', path: 'docs/a.md', text: 'Plain text.', meta: null },
@@ -43,6 +45,42 @@ describe('rendering a document into its request', () => {
       expect(row.key).toBe(jobKey(expected));
       expect(row).toMatchObject({ itemId: doc.id, model: o.model, priority: 3, meta: doc.meta });
       expect(JSON.parse(row.request).messages.at(-1)).toEqual({ role: 'user', content: o.prompt.render(doc) });
+    }
+  });
+
+  it('writes a JSONL line whose text it takes as it is (no backslash in the line) exactly as canonicalJson would', async () => {
+    const texts = [
+      'Plain text.',
+      'emoji 🎉 (a surrogate pair), U+2028 \u2028, a BOM \ufeff, </script>',
+      '🎉',
+      'quote " inside',
+      'backslash \\ inside',
+      'newline \n and tab \t',
+      'nul \u0000',
+      'lone \ud83c high',
+      'lone \udf89 low',
+      '\udf89 starts low',
+      'ends high \ud83c',
+    ];
+    // Through the real reader, from bytes: a raw lone surrogate cannot reach a document (it is U+FFFD in UTF-8).
+    const lines = texts.flatMap((text) => [JSON.stringify({ id: 'x', text, lang: 'fr' }), `{"id":"x","text":"${text}","lang":"fr"}`]);
+    const docs: Document[] = [];
+    const sink = {
+      add: (e: Entry) => void ('text' in e && docs.push(e)),
+      flush: async () => {},
+    };
+    const content = lines.join('\n');
+    const physical = content.split('\n'); // a raw newline in a text splits its line
+    await readJsonl(Readable.from([Buffer.from(content)]), 'in.jsonl', { maxDocBytes: 1 << 20, idField: 'id', textField: 'text' }, sink);
+    expect(docs.filter((d) => d.textJsonSafe).length).toBeGreaterThan(4);
+    expect(docs.filter((d) => !d.textJsonSafe).length).toBeGreaterThan(4);
+    for (const prompt of ['{{text}}', 'Summarize:\n{{text}}', '{{text}} (in "{{meta.lang}}")', '\udf89{{text}}', '{{text}}\ud83c']) {
+      const o: RequestOptions = { prompt: parseTemplate(prompt), system: null, model: 'm', maxTokens: 5, priority: 0 };
+      const render = makeRenderer(o);
+      for (const doc of docs) {
+        expect(doc.textJsonSafe).toBe(!physical[doc.line! - 1]!.includes('\\'));
+        expect(render(doc).request).toBe(canonicalJson(requestBody(doc, o)));
+      }
     }
   });
 
