@@ -1,12 +1,13 @@
-import { existsSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
+import { LlmqError } from '../src/errors.js';
 import { exportChunks } from '../src/report/export-blocks.js';
 import { emptyCounts, writeExport, writeText } from '../src/report/export.js';
 import type { SqliteStore } from '../src/store/sqlite/store.js';
 import { runCli, runCliInShell } from './helpers/cli.js';
-import { rows, STORE_KINDS, T0 } from './helpers/stores.js';
+import { claimOpts, OWNER, rows, STORE_KINDS, T0 } from './helpers/stores.js';
 import { tempDir } from './helpers/tmp.js';
 
 // What a large export split between worker threads promises beyond the bytes (export-golden.test.ts):
@@ -22,6 +23,18 @@ function lineCounter(): { stream: Writable; lines(): number } {
     },
   });
   return { stream, lines: () => lines };
+}
+
+/** Bytes written to it, and the size of each write. */
+function bytesCollector(): { stream: Writable; text(): string; sizes(): number[] } {
+  const chunks: Buffer[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      chunks.push(Buffer.from(chunk));
+      cb();
+    },
+  });
+  return { stream, text: () => Buffer.concat(chunks).toString('utf8'), sizes: () => chunks.map((c) => c.length) };
 }
 
 describe('export split between worker threads', () => {
@@ -48,6 +61,90 @@ describe('export split between worker threads', () => {
     await expect(parallel).rejects.toThrow(error!.message);
     // blocks of 50: the bad item (the 331st) is in the seventh block; the six before it are written whole
     expect(out.lines()).toBe(300);
+  });
+
+  it('answers of any size reach the writer in pieces of a few MB, the same bytes as one thread writes', async () => {
+    const { store, location } = await STORE_KINDS[0]!.fresh();
+    await store.enqueue(rows(90), T0);
+    const { jobs } = await store.claim(claimOpts({ limit: 90 }));
+    for (const [n, job] of jobs.entries()) {
+      // 200 KB answers, 30 to a block: 6 MB of lines a block; and one of 6 MB, longer than a piece
+      const output = (n === 45 ? 'y' : 'x').repeat(n === 45 ? 6_000_000 : 200_000);
+      const usage = { promptTokens: 1, completionTokens: 1 };
+      const attempt = {
+        key: job.key,
+        runId: OWNER,
+        attempt: 1,
+        startedAt: T0,
+        endedAt: T0 + 1,
+        status: 200,
+        outcome: 'done' as const,
+        error: null,
+        usage,
+      };
+      await store.complete(job.key, { owner: OWNER, output, response: '{}', usage, attempt });
+    }
+    const one = bytesCollector();
+    await writeExport(store.exportPages({}), one.stream, { format: 'jsonl' });
+    const split = bytesCollector();
+    const source = { reader: store, location, filter: {} };
+    await writeText(exportChunks(source, { format: 'jsonl' }, emptyCounts(), { parallelMinItems: 1, blockSeqs: 30 }), split.stream);
+    expect(split.text()).toBe(one.text());
+    // a 4 MiB piece plus at most one chunk of lines; the 6 MB line alone in a piece of its own
+    const sizes = split.sizes();
+    expect(sizes.filter((n) => n > 4.5 * 2 ** 20)).toEqual([expect.any(Number)]);
+    expect(Math.max(...sizes)).toBeLessThan(6.5e6);
+  });
+
+  it('items enqueued while the export runs are written once, in order, as one thread writes them', async () => {
+    const { store, location } = await STORE_KINDS[0]!.fresh();
+    await store.enqueue(rows(600), T0);
+    const later = rows(900).slice(600);
+    const out = bytesCollector();
+    const source = { reader: store, location, filter: {} };
+    let enqueued = false;
+    async function* thenEnqueue() {
+      for await (const chunk of exportChunks(source, { format: 'jsonl' }, emptyCounts(), { parallelMinItems: 1, blockSeqs: 50 })) {
+        yield chunk;
+        if (!enqueued) {
+          enqueued = true;
+          await store.enqueue(later, T0);
+        }
+      }
+    }
+    await writeText(thenEnqueue(), out.stream);
+    const ids = out
+      .text()
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l).id);
+    expect(ids).toEqual(rows(900).map((r) => r.itemId));
+  });
+
+  it('a worker that cannot open the queue fails the export with the reason, and stops the other', async () => {
+    const { store } = await STORE_KINDS[0]!.fresh();
+    await store.enqueue(rows(100), T0);
+    const source = { reader: store, location: join(tempDir(), 'gone.db'), filter: {} };
+    const failed = writeText(
+      exportChunks(source, { format: 'jsonl' }, emptyCounts(), { parallelMinItems: 1, blockSeqs: 50 }),
+      lineCounter().stream,
+    );
+    await expect(failed).rejects.toThrow(/gone\.db/);
+    await expect(failed).rejects.toBeInstanceOf(LlmqError);
+  });
+
+  it("a write that fails (a full disk) fails the export with the disk's error, and stops the workers", async () => {
+    const { store, location } = await STORE_KINDS[0]!.fresh();
+    await store.enqueue(rows(600), T0);
+    const source = { reader: store, location, filter: {} };
+    const full = createWriteStream('/dev/full');
+    await expect(
+      writeText(exportChunks(source, { format: 'jsonl' }, emptyCounts(), { parallelMinItems: 1, blockSeqs: 50 }), full),
+    ).rejects.toThrow(/ENOSPC/);
+    full.destroy();
+    // the workers' connections are closed: the write-ahead log goes with the last one
+    await store.close();
+    expect(existsSync(`${location}-wal`)).toBe(false);
   });
 
   it('a reader that stops early stops the worker threads: their connections to the queue are closed', async () => {

@@ -1,4 +1,6 @@
 import { availableParallelism } from 'node:os';
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { LlmqError } from '../errors.js';
 import type { ExportFilter, JobState, QueueReader } from '../store/types.js';
@@ -13,24 +15,24 @@ export interface BlockSizes {
 
 /** A block is about 2.5 MB of openai-batch text, so its hand-over is a small part of its work. */
 const BLOCK_SIZES: BlockSizes = Object.freeze({ parallelMinItems: 50_000, blockSeqs: 4096 });
-/** Blocks asked of each worker at a time: memory stays a few blocks whatever the size. */
+/** Blocks asked of each worker at a time (what it holds in bytes is bounded by its buffers: export-worker.ts). */
 const AHEAD = 2;
 /** Worker threads: this one only writes what they send, in order. */
 const WORKERS = 2;
 
 export interface ExportSource {
   readonly reader: QueueReader;
-  /** Where the queue is, for a worker thread to open it too; null keeps the export on this thread (`:memory:`). */
+  /** Where the queue is, for worker threads to open it too; null keeps the export on this thread (`:memory:`, PostgreSQL). */
   readonly location: string | null;
   readonly filter: ExportFilter;
 }
 
 /**
  * The export's text in input order, head first, a chunk at a time; `counts` is filled as it goes.
- * Reading rows and writing their lines is CPU on one thread (two thirds of it building the driver's
- * values), so a large export is split into blocks of item seqs: this thread formats the even ones
- * and a worker thread, with its own connection, the odd ones, a few blocks ahead; the text is
- * handed over in order. A block's failure is thrown where that block's text would have been, so
+ * Reading rows and writing their lines is CPU on one thread (two thirds of it the driver building
+ * values), so a large export is split into blocks of item seqs, formatted by two worker threads
+ * (block b by worker b % 2), each with its own connection, a few blocks ahead; this thread writes
+ * their bytes in order. A block's failure is thrown where that block's text would have been, so
  * everything before it is written, as when one thread reads all.
  */
 export async function* exportChunks(
@@ -50,22 +52,29 @@ export async function* exportChunks(
   for (let after = span.first - 1; after < span.last; after += sizes.blockSeqs) {
     blocks.push({ afterSeq: after, upToSeq: Math.min(after + sizes.blockSeqs, span.last) });
   }
-  // Items enqueued while the export runs are read as one thread would read them: the last block has no end.
+  // Items enqueued while the export runs are read as one thread would read them: the last block has
+  // no end (its worker sends it in pieces, as any block, so it costs no more memory than the others).
   blocks[blocks.length - 1] = { afterSeq: blocks[blocks.length - 1]!.afterSeq, upToSeq: Number.MAX_SAFE_INTEGER };
-  // Alike threads, so alike shares: block b is worker b % WORKERS's, each asked AHEAD blocks at a time.
-  const workers = Array.from({ length: WORKERS }, () => new BlockWorker(source.location!, source.filter, o));
+  const workers: BlockWorker[] = [];
   const ask = (b: number) => {
     if (b < blocks.length) workers[b % WORKERS]!.ask(b, blocks[b]!);
   };
   let finished = false;
   try {
+    for (let w = 0; w < WORKERS; w++) workers.push(new BlockWorker(source.location, source.filter, o));
     for (let b = 0; b < WORKERS * AHEAD; b++) ask(b);
     for (let b = 0; b < blocks.length; b++) {
-      const done = await workers[b % WORKERS]!.take(b);
-      ask(b + WORKERS * AHEAD);
-      addCounts(counts, done.counts);
       const worker = workers[b % WORKERS]!;
-      yield { bytes: new Uint8Array(done.buffer, 0, done.length), written: () => worker.giveBack(done.buffer) };
+      for (;;) {
+        const piece = await worker.take(b);
+        if (piece.length === 0) worker.giveBack(piece.buffer, true);
+        else yield { bytes: new Uint8Array(piece.buffer, 0, piece.length), written: (reusable) => worker.giveBack(piece.buffer, reusable) };
+        if (piece.counts) {
+          addCounts(counts, piece.counts);
+          break;
+        }
+      }
+      ask(b + WORKERS * AHEAD);
     }
     finished = true;
   } finally {
@@ -78,7 +87,7 @@ function addCounts(into: ExportCounts, from: ExportCounts): void {
   for (const s of Object.keys(from.skipped) as JobState[]) into.skipped[s] += from.skipped[s];
 }
 
-/** What the worker thread is given: where to read, and how to write it. */
+/** What a worker thread is given: where to read, and how to write it. */
 export interface BlockWorkerData {
   readonly location: string;
   readonly filter: ExportFilter;
@@ -87,30 +96,47 @@ export interface BlockWorkerData {
 
 export type BlockRequest =
   | { readonly block: number; readonly items: { afterSeq: number; upToSeq: number } }
-  /** a block's buffer, written: the worker fills it again */
-  | { readonly spare: ArrayBuffer }
+  /** a piece's buffer, written: the worker fills it again (`spare` null: the stream kept it; the worker may make another) */
+  | { readonly spare: ArrayBuffer | null }
   | 'close';
 
+/** A piece of a block's bytes, in order; the block's last piece has its counts. Or the block's failure. */
 export type BlockReply =
-  | { readonly block: number; readonly buffer: ArrayBuffer; readonly length: number; readonly counts: ExportCounts }
-  | { readonly block: number; readonly error: { message: string; code?: string; userFacing: boolean; stack?: string } };
+  | { readonly block: number; readonly buffer: ArrayBuffer; readonly length: number; readonly counts: ExportCounts | null }
+  | { readonly block: number; readonly error: WorkerError };
+
+export interface WorkerError {
+  readonly message: string;
+  readonly name: string;
+  readonly code?: string;
+  /** An LlmqError's exit code: the message is for the user as it is. */
+  readonly exitCode?: number;
+  readonly stack?: string;
+}
 
 const FROM_SOURCE = import.meta.url.endsWith('.ts');
 const WORKER = new URL(FROM_SOURCE ? './export-worker.ts' : './export-worker.js', import.meta.url);
 
 function startWorker(workerData: BlockWorkerData): Worker {
   if (!FROM_SOURCE) return new Worker(WORKER, { workerData });
-  // Under the test runner (run from the project's folder) these modules are TypeScript: the worker has tsx load its module.
-  const load = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(WORKER.href)}); })`;
+  // Under the test runner these modules are TypeScript: the worker has tsx load its module. tsx's
+  // ESM entry sits beside the CommonJS one that require.resolve finds.
+  const tsx = pathToFileURL(
+    createRequire(import.meta.url)
+      .resolve('tsx/esm/api')
+      .replace(/\.cjs$/, '.mjs'),
+  ).href;
+  const load = `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(WORKER.href)}); })`;
   return new Worker(load, { eval: true, workerData });
 }
 
-/** The worker thread that formats the odd blocks, one request at a time, in the order asked. */
+/** A worker thread formatting the blocks asked of it, one at a time, in the order asked. Its pieces are taken by one reader, in order. */
 class BlockWorker {
   readonly #worker: Worker;
-  readonly #replies = new Map<number, BlockReply>();
+  readonly #replies = new Map<number, BlockReply[]>();
   #waiting: { block: number; resolve: (reply: BlockReply) => void; reject: (error: Error) => void } | null = null;
   #broken: Error | null = null;
+  #closing = false;
   readonly #exited: Promise<void>;
 
   constructor(location: string, filter: ExportFilter, options: ExportOptions) {
@@ -121,52 +147,73 @@ class BlockWorker {
         const waiting = this.#waiting;
         this.#waiting = null;
         waiting.resolve(reply);
-      } else this.#replies.set(reply.block, reply);
+      } else {
+        const pieces = this.#replies.get(reply.block);
+        if (pieces) pieces.push(reply);
+        else this.#replies.set(reply.block, [reply]);
+      }
     });
     const fail = (error: Error) => {
       this.#broken ??= error;
       this.#waiting?.reject(this.#broken);
       this.#waiting = null;
     };
-    this.#worker.on('error', fail);
-    this.#worker.on('exit', (code) => fail(new Error(`the export's worker thread stopped early (exit code ${code})`)));
+    this.#worker.on('error', (error: Error & { code?: string }) =>
+      fail(
+        error.code === 'ERR_WORKER_OUT_OF_MEMORY'
+          ? new LlmqError(
+              'The export ran out of memory in a worker thread. Give Node more (NODE_OPTIONS=--max-old-space-size=4096) and export again.',
+            )
+          : error,
+      ),
+    );
+    this.#worker.on('messageerror', fail);
+    this.#worker.on('exit', (code) => {
+      if (!this.#closing) fail(new Error(`the export's worker thread stopped before its blocks were done (exit code ${code})`));
+    });
   }
 
   ask(block: number, items: { afterSeq: number; upToSeq: number }): void {
-    const request: BlockRequest = { block, items };
-    this.#worker.postMessage(request);
+    this.#worker.postMessage({ block, items } satisfies BlockRequest);
   }
 
-  /** A block's buffer, written: the worker fills it again (after a stop, there is no one to give it to). */
-  giveBack(buffer: ArrayBuffer): void {
-    if (this.#broken) return;
-    const back: BlockRequest = { spare: buffer };
-    this.#worker.postMessage(back, [buffer]);
-  }
-
-  /** The text of `block` (asked for before), or its failure thrown as the worker saw it. */
-  async take(block: number): Promise<{ buffer: ArrayBuffer; length: number; counts: ExportCounts }> {
-    let reply = this.#replies.get(block);
-    this.#replies.delete(block);
+  /** The next piece of `block` (asked for before), or its failure thrown as the worker saw it. One taker at a time. */
+  async take(block: number): Promise<{ buffer: ArrayBuffer; length: number; counts: ExportCounts | null }> {
+    const pieces = this.#replies.get(block);
+    let reply = pieces?.shift();
+    if (pieces?.length === 0) this.#replies.delete(block);
     if (!reply) {
       if (this.#broken) throw this.#broken;
+      if (this.#waiting) throw new Error(`BlockWorker.take(${block}) while block ${this.#waiting.block} is awaited: one taker at a time`);
       reply = await new Promise<BlockReply>((resolve, reject) => {
         this.#waiting = { block, resolve, reject };
       });
     }
-    if ('error' in reply) {
-      const e = reply.error;
-      const error = e.userFacing ? new LlmqError(e.message) : Object.assign(new Error(e.message), { code: e.code });
-      if (!e.userFacing && e.stack) error.stack = e.stack;
-      throw error;
-    }
+    if ('error' in reply) throw rebuilt(reply.error);
     return reply;
+  }
+
+  /** A piece written: its buffer back to be filled again when `reusable`, else only word that it is out of the worker's hands. */
+  giveBack(buffer: ArrayBuffer, reusable: boolean): void {
+    if (this.#broken || this.#closing) return;
+    if (reusable) this.#worker.postMessage({ spare: buffer } satisfies BlockRequest, [buffer]);
+    else this.#worker.postMessage({ spare: null } satisfies BlockRequest);
   }
 
   /** After the last block, let the worker close its connection; on a stop before that, stop it (it only reads). */
   async close(finished: boolean): Promise<void> {
+    this.#closing = true;
     if (finished && !this.#broken) this.#worker.postMessage('close' satisfies BlockRequest);
     else await this.#worker.terminate();
     await this.#exited;
   }
+}
+
+/** The worker's error on this thread: a user's message stays one (exit code and all); anything else keeps its name, code and stack. */
+function rebuilt(e: WorkerError): Error {
+  if (e.exitCode !== undefined) return new LlmqError(e.message, { exitCode: e.exitCode });
+  const error = Object.assign(new Error(e.message), e.code === undefined ? {} : { code: e.code });
+  error.name = e.name;
+  if (e.stack) error.stack = e.stack;
+  return error;
 }

@@ -241,11 +241,12 @@ export async function* formatPages(
 }
 
 /**
- * Text to write, or its bytes. Bytes with `written` have a buffer to be used again once written:
- * told so only by a stream known to be done with a chunk when its write's callback comes (a file,
- * a pipe, a socket); any other stream may keep the chunk or pass it on, and the buffer is left to it.
+ * Text to write, or bytes whose owner wants to hear when the stream has them: `written(true)` when
+ * their buffer may be filled again, from a stream known to be done with a chunk when its write's
+ * callback comes (a file, a pipe, a socket); `written(false)` as soon as any other stream has taken
+ * them (it may keep the chunk or pass it on: the buffer is left to it).
  */
-export type ExportChunk = string | Uint8Array | { readonly bytes: Uint8Array; readonly written: () => void };
+export type ExportChunk = string | { readonly bytes: Uint8Array; readonly written: (reusable: boolean) => void };
 
 function releasesChunks(out: Writable): boolean {
   return out instanceof WriteStream || out instanceof Socket;
@@ -265,10 +266,13 @@ export async function writeText(chunks: AsyncIterable<ExportChunk>, out: Writabl
   const releases = releasesChunks(out);
   for await (const chunk of chunks) {
     if (failed || out.errored) throw failed ?? out.errored;
-    const more =
-      typeof chunk === 'string' || chunk instanceof Uint8Array
-        ? out.write(chunk)
-        : out.write(chunk.bytes, releases ? chunk.written : undefined);
+    let more: boolean;
+    if (typeof chunk === 'string') more = out.write(chunk);
+    else if (releases) more = out.write(chunk.bytes, () => chunk.written(true));
+    else {
+      more = out.write(chunk.bytes);
+      chunk.written(false);
+    }
     if (!more) {
       if (failed || out.errored) throw failed ?? out.errored;
       await once(out, 'drain');
