@@ -72,22 +72,26 @@ export function oneLine(text: string, max: number): string {
 /** `text` as lines of at most `width` characters, broken at spaces (a longer word is cut): nothing is lost, unlike `oneLine`. */
 export function wrap(text: string, width: number): string[] {
   const lines: string[] = [];
-  let line = '';
-  for (let word of text.replace(/\s+/g, ' ').trim().split(' ')) {
+  let line: string | null = null;
+  // split on each space, not on runs of them: a path with two spaces in it is shown as it is
+  for (let word of text
+    .replace(/[\t\r\n]+/g, ' ')
+    .trim()
+    .split(' ')) {
     while (word.length > width) {
       if (line) lines.push(line);
       lines.push(word.slice(0, width));
       word = word.slice(width);
-      line = '';
+      line = null;
     }
-    if (!line) line = word;
+    if (line === null) line = word;
     else if (line.length + 1 + word.length <= width) line += ` ${word}`;
     else {
       lines.push(line);
       line = word;
     }
   }
-  if (line || lines.length === 0) lines.push(line);
+  if (line || lines.length === 0) lines.push(line ?? '');
   return lines;
 }
 
