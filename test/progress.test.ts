@@ -112,7 +112,7 @@ describe('progress renderers', () => {
   it('the start line counts one job as a job', () => {
     const where = { db: 'q.db', provider: 'mock' };
     expect(startText({ runId: 'r1', total: 1, alreadyDone: 0 }, where)).toBe('run r1 on q.db via mock: 1 job to do');
-    expect(startText({ runId: 'r1', total: 0, alreadyDone: 3 }, where)).toBe('run r1 on q.db via mock: 0 jobs to do, 3 already done');
+    expect(startText({ runId: 'r1', total: 0, alreadyDone: 3 }, where)).toBe('run r1 on q.db via mock: nothing to do, 3 already done');
   });
 
   it('plain: lines without escape codes, a pause note, the failure, the summary and next commands', () => {

@@ -166,4 +166,15 @@ describe('llmq run (child processes)', () => {
     expect((await states(db)).every((x) => x.state === 'done')).toBe(true);
     expect(fake.sentCount(keys[3]!)).toBe(2);
   });
+
+  it('a run with nothing pending says so in one line, no 0/0 progress, exit 0', async () => {
+    const { fake, db } = await setup(3, 1);
+    expect((await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none'])).code).toBe(0);
+    const again = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'plain']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toMatch(
+      /^run [0-9a-f]{8} on .*: nothing to do, 3 already done\nnothing was pending: llmq status shows the queue\.\n$/,
+    );
+    expect(fake.received).toBe(3);
+  });
 });

@@ -20,7 +20,8 @@ export function costText(s: ProgressState): string {
 /** "run 1a2b3c4d on ./llmq.db via mock: 40,000 jobs to do, 12 already done" */
 export function startText(p: { runId: string; total: number; alreadyDone: number }, where: Where): string {
   const on = (where.db ? ` on ${where.db}` : '') + (where.provider ? ` via ${where.provider}` : '');
-  return `run ${p.runId.slice(0, 8)}${on}: ${int(p.total)} ${p.total === 1 ? 'job' : 'jobs'} to do${p.alreadyDone ? `, ${int(p.alreadyDone)} already done` : ''}`;
+  const todo = p.total === 0 ? 'nothing to do' : `${int(p.total)} ${p.total === 1 ? 'job' : 'jobs'} to do`;
+  return `run ${p.runId.slice(0, 8)}${on}: ${todo}${p.alreadyDone ? `, ${int(p.alreadyDone)} already done` : ''}`;
 }
 
 export interface Where {
@@ -78,6 +79,11 @@ export function pauseText(s: ProgressState, now: number, width = 68): string | n
   );
 }
 
+/** A run that found nothing to send and sent nothing: its counts would all be zeros. */
+export function isEmptyRun(r: Pick<RunSummary, 'done' | 'failed' | 'retried' | 'remaining'>, s: ProgressState): boolean {
+  return s.total === 0 && r.done === 0 && r.failed === 0 && r.retried === 0 && r.remaining === 0;
+}
+
 /** The end-of-run summary and, when something is left to do, the next command. */
 export function summaryText(r: RunSummary, s: ProgressState, paint: Paint): string {
   const wall = r.wallMs / 1000;
@@ -88,6 +94,12 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint): stri
     fatal: paint.red('stopped by an error'),
     budget: paint.yellow('stopped by the budget'),
   }[r.reason];
+  if (r.reason === 'drained' && isEmptyRun(r, s)) {
+    const failed = r.failedInStore
+      ? ` ${int(r.failedInStore)} failed ${r.failedInStore === 1 ? 'job' : 'jobs'} wait: ${paint.bold('llmq retry-failed && llmq run')}`
+      : '';
+    return `nothing was pending: ${paint.bold('llmq status')} shows the queue.${failed}\n`;
+  }
   const lines = [
     `${head} in ${duration(wall)}: ${paint.green(int(r.done) + ' done')}, ${r.failed ? paint.red(int(r.failed) + ' failed') : '0 failed'}, ${int(r.retried)} retried`,
     `  tokens ${compact(r.promptTokens)} in · ${compact(r.completionTokens)} out · cost ${costAmount(s)} · ${rate(wall > 0 ? r.done / wall : 0)} jobs/s` +

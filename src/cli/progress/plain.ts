@@ -20,6 +20,8 @@ export function plainRenderer(state: ProgressState, stream: NodeJS.WritableStrea
   const line = () => {
     const p = state.snapshot;
     printedSnapshot = p;
+    // a run with nothing to do has no progress to tell: 0/0 says nothing
+    if (state.total === 0 && !p?.done && !p?.failed) return;
     const elapsed = p ? `[${duration((p.now - p.startedAt) / 1000)}] ` : '';
     write(`${elapsed}${countsText(p, state.total)} · ${detailText(state, paint)}`);
     for (const lane of p?.lanes ?? []) {
