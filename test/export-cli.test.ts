@@ -5,6 +5,7 @@ import { runCli } from './helpers/cli.js';
 import { A_COST, ANSWERS, populate } from './helpers/populate.js';
 import { tempDir } from './helpers/tmp.js';
 import { parseCsv } from './helpers/csv.js';
+import { CSV_COLUMNS } from '../src/report/export.js';
 
 const ORDER = ['a.txt', 'sub/b.txt', 'c.txt', 'd.txt', 'f.txt', 'sub/deeper/g.txt', '../escape.txt', '/abs/x.txt', 'h.txt', 'e.txt'];
 
@@ -185,6 +186,17 @@ describe('llmq export', () => {
     expect(r.stderr).toMatch(/wrote 10 items to .*results\.jsonl/);
     expect(readFileSync(out, 'utf8').trimEnd().split('\n')).toHaveLength(10);
     expect(readdirSync(join(dir, 'res'))).toEqual(['results.jsonl']);
+  });
+
+  it('--out ending in .csv writes CSV unless --format says otherwise', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir);
+    const csv = join(dir, 'results.CSV');
+    expect((await runCli(['export', '--db', db, '--out', csv])).code).toBe(0);
+    expect(readFileSync(csv, 'utf8').split('\r\n')[0]).toBe(CSV_COLUMNS.join(','));
+    const asked = join(dir, 'lines.csv');
+    expect((await runCli(['export', '--db', db, '--out', asked, '--format', 'jsonl'])).code).toBe(0);
+    expect(JSON.parse(readFileSync(asked, 'utf8').split('\n')[0]!).id).toBe('a.txt');
   });
 
   it('--out-dir mirrors ids as paths and nothing escapes the folder', async () => {

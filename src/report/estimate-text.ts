@@ -1,4 +1,4 @@
-import { compact, duration, int, NO_PAINT, oneLine, usd, wrap, type Paint } from './format.js';
+import { compact, count, duration, int, NO_PAINT, oneLine, usd, wrap, type Paint } from './format.js';
 import type { CostRange, Estimate, ModelEstimate } from './estimate.js';
 
 /** The human `llmq estimate` (and `llmq run --dry-run`): per model, then the total, within 80 columns. */
@@ -11,7 +11,7 @@ export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint }): s
   const row = (label: string, value: string, paint: (s: string) => string = (s) => s) =>
     lines.push(...wrap(value, 67).map((line, i) => `    ${(i === 0 ? label : '').padEnd(9)}${paint(line)}`));
   for (const m of e.models) {
-    lines.push(`  ${p.bold(oneLine(m.model, 50))}  ${int(m.jobs)} jobs`);
+    lines.push(`  ${p.bold(oneLine(m.model, 50))}  ${count(m.jobs, 'job')}`);
     row(
       'prompt',
       `${compact(m.promptTokens)} tokens${m.promptCorrection ? ` (counted, and +${m.promptCorrection.toFixed(1)} tokens a request that answers showed)` : ' (counted)'}`,

@@ -3,6 +3,8 @@ import type { ProgressSnapshot } from './events.js';
 import type { LaneSnapshot } from './lane.js';
 
 const WINDOW_SECONDS = 30;
+/** No ETA before the run has this long a pace to go on. */
+const ETA_AFTER_MS = 3000;
 
 /** Counters of one run and a sliding window of finished jobs for its rate and ETA. */
 export class RunCounters {
@@ -75,7 +77,8 @@ export class RunCounters {
       completionTokens: this.completionTokens,
       jobsPerSecond: jobs,
       tokensPerSecond: tokens,
-      etaSeconds: left === 0 ? 0 : jobs > 0 ? left / jobs : null,
+      // the first second's pace is a ramp (one answer in: 80,000 jobs looked like 22 hours); wait for a few
+      etaSeconds: left === 0 ? 0 : jobs > 0 && now - this.startedAt >= ETA_AFTER_MS ? left / jobs : null,
       paused: this.paused,
       lanes,
       concurrency,

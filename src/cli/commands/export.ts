@@ -46,7 +46,7 @@ export function registerExport(program: Command): Command {
     .addOption(
       new Option('--format <format>', 'jsonl, csv, or openai-batch (the OpenAI Batch API output format)')
         .choices(EXPORT_FORMATS)
-        .default('jsonl'),
+        .default('jsonl', 'jsonl; csv for an --out ending in .csv'),
     )
     .option('--state <states>', `only items whose job is in these states (${JOB_STATES.join('|')}; repeat or comma-separate)`, parseStates)
     .option('--out <file>', 'write to this file (complete or not at all) instead of stdout')
@@ -79,17 +79,28 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
   if (flags.outDir && cmd.getOptionValueSource('format') === 'cli') {
     throw new UsageError('--format does not apply to --out-dir, which writes each answer as its own file. Use one or the other.');
   }
-  const [{ resolveDbLocation }, { openExistingStore }, { exportToFile }, { exportChunks }, { answerExt }, { stdoutSink }, { info }] =
-    await Promise.all([
-      import('../../store/open-store.js'),
-      import('../../report/open-existing.js'),
-      import('../../report/export-files.js'),
-      import('../../report/export-blocks.js'),
-      import('../../report/answer-paths.js'),
-      import('../stdout-sink.js'),
-      import('../output.js'),
-    ]);
+  const [
+    { resolveDbLocation },
+    { openExistingStore },
+    { exportToFile },
+    { exportChunks },
+    { answerExt },
+    { stdoutSink },
+    { info },
+    { count },
+  ] = await Promise.all([
+    import('../../store/open-store.js'),
+    import('../../report/open-existing.js'),
+    import('../../report/export-files.js'),
+    import('../../report/export-blocks.js'),
+    import('../../report/answer-paths.js'),
+    import('../stdout-sink.js'),
+    import('../output.js'),
+    import('../../report/format.js'),
+  ]);
   if (flags.outDir) answerExt(flags.ext); // a bad --ext is refused before anything is read
+  // `--out results.csv` means CSV: JSON Lines under that name is a file nobody can open as it says
+  if (flags.out && cmd.getOptionValueSource('format') !== 'cli' && /\.csv$/i.test(flags.out)) flags.format = 'csv';
   const location = resolveDbLocation(flags.db);
   const store = await openExistingStore(location);
   try {
@@ -104,7 +115,7 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
       counts = await toDir(store.exportPages(filter), flags.outDir, flags);
     } else if (flags.out) {
       await exportToFile(text(), flags.out, { database: store.kind === 'sqlite' ? location : null });
-      info(`wrote ${counts.written} items to ${flags.out}`);
+      info(`wrote ${count(counts.written, 'item')} to ${flags.out}`);
     } else {
       const sink = stdoutSink();
       try {
@@ -122,7 +133,7 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
       const by = JOB_STATES.filter((s) => counts.skipped[s])
         .map((s) => `${counts.skipped[s]} ${s}`)
         .join(', ');
-      info(`skipped ${skipped} items (${by}); --state ${JOB_STATES.filter((s) => counts.skipped[s]).join(',')} includes them`);
+      info(`skipped ${count(skipped, 'item')} (${by}); --state ${JOB_STATES.filter((s) => counts.skipped[s]).join(',')} includes them`);
     }
   } finally {
     await store.close();
@@ -131,14 +142,18 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
 
 /** --out-dir: every item written or named, each one renamed for a collision said so. */
 async function toDir(pages: AsyncIterable<readonly ExportRow[]>, outDir: string, flags: ExportFlags): Promise<ExportCounts> {
-  const [{ exportToDir }, { info }] = await Promise.all([import('../../report/export-files.js'), import('../output.js')]);
+  const [{ exportToDir }, { info }, { count }] = await Promise.all([
+    import('../../report/export-files.js'),
+    import('../output.js'),
+    import('../../report/format.js'),
+  ]);
   const counts = await exportToDir(pages, outDir, {
     states: flags.state,
     ext: flags.ext,
     onMoved: (id, path) => info(`item ${JSON.stringify(id)} went to ${join(outDir, path)}: the path its id asks for is another item's`),
     onUnwritten: (id, reason) => info(`could not write item ${JSON.stringify(id)}: ${reason}`),
   });
-  info(`wrote ${counts.written} answer files under ${outDir}`);
+  info(`wrote ${count(counts.written, 'answer file')} under ${outDir}`);
   if (counts.unwritten > 0) {
     throw new LlmqError(
       `${counts.unwritten} answer file${counts.unwritten === 1 ? '' : 's'} could not be written (each is named above); the others are in ${outDir}.`,

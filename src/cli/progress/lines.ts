@@ -1,6 +1,6 @@
 import type { ProgressSnapshot, RunSummary } from '../../scheduler/events.js';
 import type { LaneSnapshot } from '../../scheduler/lane.js';
-import { compact, duration, int, oneLine, percent, rate, usd, type Paint } from '../../report/format.js';
+import { compact, count, duration, int, oneLine, percent, rate, usd, type Paint } from '../../report/format.js';
 import type { ProgressState } from './state.js';
 
 /** The text pieces every human renderer shares, each sized for an 80-column terminal. */
@@ -114,7 +114,7 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint): stri
     );
   }
   // A fatal error's message and fix are printed by the run command, once.
-  if (r.remaining) lines.push(`  ${int(r.remaining)} jobs left pending; ${paint.bold('llmq run')} picks them up`);
+  if (r.remaining) lines.push(`  ${count(r.remaining, 'job')} left pending; ${paint.bold('llmq run')} picks them up`);
   if (r.failedInStore) {
     lines.push(
       `  ${int(r.failedInStore)} failed ${r.failedInStore === 1 ? 'job' : 'jobs'} in the queue. See why: ${paint.bold('llmq status')}`,
