@@ -179,6 +179,23 @@ describe('llmq enqueue (CLI)', () => {
     ]);
   });
 
+  it('says why when nothing was read: a --glob written from outside the folder, or empty input', async () => {
+    const dir = tempDir();
+    const glob = await llmq(['enqueue', 'fixtures/docs', '--db', join(dir, 'q.db'), '--glob', 'fixtures/docs/reviews/*']);
+    expect(glob.code).toBe(0);
+    expect(glob.stderr).toMatch(/read 0 documents/);
+    expect(glob.stderr).toContain(
+      "warning: no file matched --glob 'fixtures/docs/reviews/*'. A pattern with a / matches the path inside each folder given",
+    );
+    const empty = join(dir, 'empty.jsonl');
+    writeFileSync(empty, '\n\n');
+    const none = await llmq(['enqueue', empty, '--db', join(dir, 'q.db')]);
+    expect(none.stderr).toContain(`warning: nothing was read from ${empty}: no documents there`);
+    // and a read that found documents says nothing of the kind
+    const some = await llmq(['enqueue', 'fixtures/docs', '--db', join(dir, 'q.db'), '--glob', 'reviews/*']);
+    expect(some.stderr).not.toContain('warning');
+  });
+
   it.each([
     [['--max-tokens', '-1'], "error: option '--max-tokens <n>' argument '-1' is invalid. Expected an integer of 1 or more."],
     [['--max-tokens', '1.5'], "error: option '--max-tokens <n>' argument '1.5' is invalid. Expected an integer of 1 or more."],

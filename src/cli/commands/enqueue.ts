@@ -133,6 +133,7 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
   } else {
     stderr.write(describe(summary, redactLocation(location), c) + '\n');
   }
+  if (summary.documents === 0 && summary.skipped === 0 && !summary.stopped) warn(nothingRead(sources, flags.glob));
   if (summary.stopped) {
     stderr.write(
       `${c.yellow('stopped')} before the end of the input: what was read is stored. Enqueue the same input again to add the rest (what is stored is skipped).\n`,
@@ -193,6 +194,15 @@ function drained(stream: NodeJS.WriteStream): Promise<void> | undefined {
     };
     stream.on('drain', done).on('close', done).on('error', done);
   });
+}
+
+/** Why an enqueue read nothing, and what to try: most often a --glob written from the wrong place. */
+function nothingRead(sources: readonly string[], globs: readonly string[] | undefined): string {
+  if (globs?.length) {
+    const shown = globs.map((g) => `'${g}'`).join(', ');
+    return `no file matched --glob ${shown}. A pattern with a / matches the path inside each folder given (docs/sub/a.md is 'sub/*.md' when enqueueing docs/); one without matches file names at any depth ('*.md').`;
+  }
+  return `nothing was read from ${sources.join(' ')}: no documents there (empty files, blank lines, or folders without files).`;
 }
 
 function describe(s: EnqueueSummary, db: string, c: ChalkInstance): string {
