@@ -92,4 +92,12 @@ describe('llmq show', () => {
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(/^error: No item with id 'nope\.txt' in .*q\.db\./);
   });
+
+  it('a path given as typed at enqueue (folder included) is an unknown id that names the id it likely means', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir);
+    const r = await runCli(['show', 'docs/sub/b.txt', '--db', db]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/No item with id 'docs\/sub\/b\.txt' in .*: did you mean 'sub\/b\.txt' \(from .*\)\? llmq show sub\/b\.txt/);
+  });
 });

@@ -49,3 +49,16 @@ export function byKeyNote(found: FoundItem): string | null {
     ? `item ${found.detail.id} (job ${k.key.slice(0, 12)})`
     : `job ${k.key.slice(0, 12)} is shared by ${n} items; showing the first, ${found.detail.id}`;
 }
+
+/**
+ * An item whose id is a tail of `path` (`docs/a.md` -> `a.md`): ids of documents in a folder are
+ * relative to the folder enqueued, and a newcomer gives the path as typed then. Null when none is.
+ */
+export async function itemOfPath(store: Pick<QueueReader, 'item'>, path: string): Promise<ItemDetail | null> {
+  const parts = path.replace(/^\.\//, '').split('/');
+  for (let i = 1; i < parts.length && i <= 8; i++) {
+    const detail = await store.item(parts.slice(i).join('/'));
+    if (detail) return detail;
+  }
+  return null;
+}

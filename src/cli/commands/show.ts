@@ -20,19 +20,30 @@ Examples:
   $ llmq show a5ce1770bebd              # the job a run reported as failed`,
     )
     .action(async (id: string, flags: { db?: string; full?: boolean; json?: boolean }) => {
-      const [{ resolveDbLocation }, { openExistingStore }, { renderItem }, { findItem, byKeyNote, isKeyPrefix }, { colorsFor }] =
-        await Promise.all([
-          import('../../store/open-store.js'),
-          import('../../report/open-existing.js'),
-          import('../../report/show-text.js'),
-          import('../../report/find-item.js'),
-          import('../output.js'),
-        ]);
+      const [
+        { resolveDbLocation },
+        { openExistingStore },
+        { renderItem },
+        { findItem, byKeyNote, isKeyPrefix, itemOfPath },
+        { colorsFor },
+      ] = await Promise.all([
+        import('../../store/open-store.js'),
+        import('../../report/open-existing.js'),
+        import('../../report/show-text.js'),
+        import('../../report/find-item.js'),
+        import('../output.js'),
+      ]);
       const location = resolveDbLocation(flags.db);
       const store = await openExistingStore(location);
       try {
         const found = await findItem(store, id);
         if (!found) {
+          const tail = id.includes('/') ? await itemOfPath(store, id) : null;
+          if (tail) {
+            throw new LlmqError(
+              `No item with id '${id}' in ${store.location}. Ids of files are relative to the folder enqueued: did you mean '${tail.id}' (from ${tail.source})? llmq show ${tail.id}`,
+            );
+          }
           throw new LlmqError(
             `No item with id '${id}'${isKeyPrefix(id) ? ', nor a job whose key starts with it,' : ''} in ${store.location}. Item ids are the paths, JSONL ids or custom_ids given to llmq enqueue; llmq export lists them.`,
           );
