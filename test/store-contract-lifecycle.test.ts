@@ -180,6 +180,18 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     expect((await store.status()).lastRun).toMatchObject({ id: OWNER, endedAt: T0 + 2000, exitReason: 'finished', stats: { done: 4 } });
   });
 
+  it("status's last run is the last that sent something: a run that found nothing to do does not hide it", async () => {
+    const { store } = await kind.fresh();
+    await store.startRun({ id: 'worked', host: 'h', pid: 1, startedAt: T0, options: {} });
+    await store.finishRun('worked', T0 + 1000, 'drained', { ...STATS, requests: 3, done: 3 });
+    await store.startRun({ id: 'idle', host: 'h', pid: 2, startedAt: T0 + 5000, options: {} });
+    await store.finishRun('idle', T0 + 5001, 'drained', { ...STATS, requests: 0 });
+    expect((await store.status()).lastRun).toMatchObject({ id: 'worked', stats: { done: 3 } });
+    // one under way is the last run, whatever it has sent so far
+    await store.startRun({ id: 'now', host: 'h', pid: 3, startedAt: T0 + 9000, options: {} });
+    expect((await store.status()).lastRun).toMatchObject({ id: 'now' });
+  });
+
   it('startRetry raises attempts and renews the lease only for the owner', async () => {
     const { store } = await kind.fresh();
     const { id, key } = await claimedOne(store);

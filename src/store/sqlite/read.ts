@@ -18,6 +18,9 @@ import { inClaimOrder, JOBS_PAGE, type RawJobToRun } from '../claim-order.js';
 import { exportPagesMerged } from './export-read.js';
 import { LANES_SQL, toAttempt, toJob, toLane, toRun, type RawAttempt, type RawJob, type RawLane, type RawRun } from '../rows.js';
 
+/** 1 for a run whose stats say it sent a request (a run still starting has none yet), else 0. */
+const SENT_SOMETHING = "(ended_at IS NULL OR (json_valid(stats) AND coalesce(json_extract(stats, '$.requests'), 0) > 0))";
+
 /** The reads of `llmq show`: each one row (or one job's attempts) found through an index, however big the queue. */
 export const ITEM_SQL = Object.freeze({
   item: 'SELECT * FROM items WHERE id = ?',
@@ -47,7 +50,8 @@ export class SqliteReader {
         .all() as Array<{ error: string; count: number }>;
       // the first entry of jobs_age (state, created_at)
       const oldestPendingAt = db.prepare(`SELECT min(created_at) FROM jobs WHERE state = 'pending'`).pluck().get() as number | null;
-      const last = db.prepare('SELECT * FROM runs ORDER BY started_at DESC LIMIT 1').get() as RawRun | undefined;
+      // the last run that sent something: one that found nothing to do would hide it
+      const last = db.prepare(`SELECT * FROM runs ORDER BY ${SENT_SOMETHING} DESC, started_at DESC LIMIT 1`).get() as RawRun | undefined;
       return {
         ...tallyJobs(rows),
         items,
