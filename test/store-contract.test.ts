@@ -21,7 +21,15 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       const { store } = await kind.fresh();
       await store.enqueue([row('a', 'first text'), row('b', 'other')], T0);
       const changed = row('a', 'second text', { meta: { tag: 'v2' }, source: 'moved/a.txt' });
-      expect(await store.enqueue([changed], T0 + 1)).toEqual({ newJobs: 1, newItems: 0, movedItems: 1, unchanged: 0, droppedJobs: 1 });
+      expect(await store.enqueue([changed], T0 + 1)).toEqual({
+        newJobs: 1,
+        newItems: 0,
+        movedItems: 1,
+        unchanged: 0,
+        droppedJobs: 1,
+        // a.txt then moved/a.txt: said, in case these are two documents under one id
+        fromAnotherFile: { count: 1, first: { id: 'a', was: 'a.txt', now: 'moved/a.txt' } },
+      });
       const a = await store.item('a');
       expect(a!.job.key).toBe(changed.key);
       expect(a!.source).toBe('moved/a.txt');
@@ -32,6 +40,25 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       // the old request is never claimed: only the two live jobs come out
       const claimed = await store.claim(claimOpts({ limit: 10 }));
       expect(claimed.jobs.map((j) => j.key).sort()).toEqual([changed.key, row('b', 'other').key].sort());
+    });
+
+    it('names the items whose document now comes from another file, not a JSONL line that moved within its file', async () => {
+      const { store } = await kind.fresh();
+      await store.enqueue(
+        [row('r', 'english', { source: 'en/r.md' }), row('j', 'v1', { source: 'data.jsonl:3' }), row('k', 'v1 k', { source: 'x/k.md' })],
+        T0,
+      );
+      const again = [
+        row('r', 'french', { source: 'fr/r.md' }),
+        row('j', 'v2', { source: 'data.jsonl:4' }),
+        row('k', 'v2 k', { source: 'y/k.md' }),
+      ];
+      const result = await store.enqueue(again, T0 + 1);
+      expect(result.movedItems).toBe(3);
+      expect(result.fromAnotherFile).toEqual({ count: 2, first: { id: 'r', was: 'en/r.md', now: 'fr/r.md' } });
+      const within = await store.enqueue([row('j', 'v3', { source: 'data.jsonl:9' })], T0 + 2);
+      expect(within.movedItems).toBe(1);
+      expect(within.fromAnotherFile ?? null).toBeNull();
     });
 
     it('keeps an old job that is done, or still needed by another item', async () => {

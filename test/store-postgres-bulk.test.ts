@@ -43,9 +43,11 @@ function batches(): EnqueueRow[][] {
   return [all.slice(0, 1500), all.slice(1500, 3000), all.slice(3000)];
 }
 
-function sum(results: EnqueueResult[], repeated = 0): EnqueueResult {
+type Counted = Omit<EnqueueResult, 'fromAnotherFile'>;
+
+function sum(results: EnqueueResult[], repeated = 0): Counted {
   const t = { newJobs: -repeated, newItems: 0, movedItems: 0, unchanged: 0, droppedJobs: 0 };
-  for (const r of results) for (const k of Object.keys(t) as (keyof EnqueueResult)[]) t[k] += r[k];
+  for (const r of results) for (const k of Object.keys(t) as (keyof Counted)[]) t[k] += r[k];
   return t;
 }
 

@@ -1,4 +1,4 @@
-import type { EnqueueRow, JobQueue, StoreIdentity } from '../store/types.js';
+import type { EnqueueRow, FromAnotherFile, JobQueue, StoreIdentity } from '../store/types.js';
 import { databaseFiles } from '../store/sqlite/files.js';
 import { isSkipped, readFolder, readTextFile, type FolderOptions, type Skipped } from './folder.js';
 import { globMatcher } from './glob.js';
@@ -65,6 +65,8 @@ export interface EnqueueSummary {
   readonly updated: number;
   /** Old jobs of updated items that were not answered yet: dropped, never to be sent. */
   readonly dropped: number;
+  /** Updated items whose document now comes from another file: likely another document under the same id. */
+  readonly fromAnotherFile: FromAnotherFile | null;
   readonly rejected: number;
   /** Database files in folders that were left out: the queue's own, and other SQLite files. */
   readonly skipped: number;
@@ -205,6 +207,7 @@ class Batcher implements EntrySink {
   #documents = 0;
   #newJobs = 0;
   #dropped = 0;
+  #fromAnotherFile: FromAnotherFile | null = null;
   #newItems = 0;
   #unchanged = 0;
   #updated = 0;
@@ -287,6 +290,12 @@ class Batcher implements EntrySink {
         this.#unchanged += r.unchanged;
         this.#updated += r.movedItems;
         this.#dropped += r.droppedJobs;
+        if (r.fromAnotherFile) {
+          this.#fromAnotherFile = {
+            count: (this.#fromAnotherFile?.count ?? 0) + r.fromAnotherFile.count,
+            first: this.#fromAnotherFile?.first ?? r.fromAnotherFile.first,
+          };
+        }
       });
       // its failure is reported when it is awaited, before the next batch or at the end
       writing.catch(() => {});
@@ -312,6 +321,7 @@ class Batcher implements EntrySink {
       unchanged: this.#unchanged,
       updated: this.#updated,
       dropped: this.#dropped,
+      fromAnotherFile: this.#fromAnotherFile,
       rejected: this.#rejected,
       skipped: this.#skipped,
       rejections: this.#rejections,

@@ -58,6 +58,24 @@ export interface EnqueueResult {
    * Done jobs are kept (their answer was paid for); running ones finish.
    */
   readonly droppedJobs: number;
+  /**
+   * Moved items whose document now comes from another file than before (`en/readme.md` then
+   * `fr/readme.md`, both id `readme.md`): likely another document under the same id, said so the
+   * user can give them ids of their own. A JSONL line that only moved within its file is not one.
+   * Absent when there is none (a load into an empty queue moves nothing).
+   */
+  readonly fromAnotherFile?: FromAnotherFile | null;
+}
+
+/** How many moved items came from another file, and the first of them. */
+export interface FromAnotherFile {
+  readonly count: number;
+  readonly first: { readonly id: string; readonly was: string; readonly now: string };
+}
+
+/** The file of an item's source: a JSONL item's is `file:line`, whose line may move when the file is edited. */
+export function sourceFile(source: string): string {
+  return source.replace(/:\d+$/, '');
 }
 
 /** A job taken by a run: it is `running`, leased to the run, its attempt counter already raised. */

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
@@ -177,6 +177,26 @@ describe('llmq enqueue (CLI)', () => {
       'reviews/headphones-aurora-x2.txt',
       'reviews/hotel-harbour-view.txt',
     ]);
+  });
+
+  it('warns when a folder enqueued after another gives an item the same id from another file', async () => {
+    const dir = tempDir();
+    for (const lang of ['en', 'fr']) {
+      mkdirSync(join(dir, lang));
+      writeFileSync(join(dir, lang, 'readme.md'), `readme in ${lang}`);
+    }
+    const db = join(dir, 'q.db');
+    expect((await llmq(['enqueue', join(dir, 'en'), '--db', db])).stderr).not.toContain('warning');
+    const fr = await llmq(['enqueue', join(dir, 'fr'), '--db', db]);
+    expect(fr.code).toBe(0);
+    expect(fr.stderr).toMatch(/1 updated/);
+    expect(fr.stderr).toContain(
+      `warning: item "readme.md" now comes from ${join(dir, 'fr', 'readme.md')}, not ${join(dir, 'en', 'readme.md')}: one id for two documents?`,
+    );
+    expect(fr.stderr).toContain('enqueue the folder above both');
+    // the same folder again, changed: an update, said as one
+    writeFileSync(join(dir, 'fr', 'readme.md'), 'readme in fr, v2');
+    expect((await llmq(['enqueue', join(dir, 'fr'), '--db', db])).stderr).not.toContain('warning');
   });
 
   it('says why when nothing was read: a --glob written from outside the folder, or empty input', async () => {

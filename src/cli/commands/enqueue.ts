@@ -134,6 +134,16 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
     stderr.write(describe(summary, redactLocation(location), c) + '\n');
   }
   if (summary.documents === 0 && summary.skipped === 0 && !summary.stopped) warn(nothingRead(sources, flags.glob));
+  const elsewhere = summary.fromAnotherFile;
+  if (elsewhere) {
+    const { id, was, now } = elsewhere.first;
+    const more = elsewhere.count > 1 ? ` (and ${(elsewhere.count - 1).toLocaleString('en-US')} more)` : '';
+    warn(
+      `item ${JSON.stringify(printable(id))} now comes from ${printable(now)}, not ${printable(was)}${more}: one id for two documents? ` +
+        "The item goes to the new document; the old one's answer stays in the queue but no longer in export. " +
+        'To keep both, give them ids of their own: enqueue the folder above both, so ids include their folder.',
+    );
+  }
   if (summary.stopped) {
     stderr.write(
       `${c.yellow('stopped')} before the end of the input: what was read is stored. Enqueue the same input again to add the rest (what is stored is skipped).\n`,

@@ -42,11 +42,14 @@ export function inputParams(rows: readonly EnqueueRow[]): string[] {
 /** String.prototype.toWellFormed (Node 20), which the TypeScript lib in use does not declare. */
 const wellFormed = (s: string): string => (s as string & { toWellFormed(): string }).toWellFormed();
 
+/** sourceFile (types.ts) in SQL. */
+const SOURCE_FILE = (column: string) => `regexp_replace(${column}, ':[0-9]+$', '')`;
+
 const ENQUEUE_SQL = `
 WITH input AS (${INPUT_SQL}),
 before AS (
   -- = ANY walks the unique index however large items grows (a join here may scan the table)
-  SELECT i.id, i.job_key FROM items i WHERE i.id = ANY(ARRAY(SELECT item_id FROM input))
+  SELECT i.id, i.job_key, i.source FROM items i WHERE i.id = ANY(ARRAY(SELECT item_id FROM input))
 ),
 changed AS (
   -- An unchanged item's job exists (items.job_key references it): leaving those rows out spares a
@@ -75,7 +78,11 @@ SELECT (SELECT count(*) FROM new_jobs) AS new_jobs,
        count(*) FILTER (WHERE b.id IS NULL) AS new_items,
        count(*) FILTER (WHERE b.job_key <> t.key) AS moved,
        count(*) FILTER (WHERE b.job_key = t.key) AS unchanged,
-       (SELECT count(*) FROM upserted) AS written
+       (SELECT count(*) FROM upserted) AS written,
+       -- moved items whose document now comes from another file (sourceFile: a JSONL line's file, not its line)
+       count(*) FILTER (WHERE b.job_key <> t.key AND ${SOURCE_FILE('b.source')} <> ${SOURCE_FILE('t.source')})::int AS elsewhere,
+       (array_agg(json_build_array(t.item_id, b.source, t.source) ORDER BY t.ord)
+         FILTER (WHERE b.job_key <> t.key AND ${SOURCE_FILE('b.source')} <> ${SOURCE_FILE('t.source')}))[1] AS first_elsewhere
 FROM input t LEFT JOIN before b ON b.id = t.item_id`;
 
 interface Counts {
@@ -84,6 +91,8 @@ interface Counts {
   moved: number;
   unchanged: number;
   old_keys: string[] | null;
+  elsewhere: number;
+  first_elsewhere: [string, string, string] | null;
 }
 
 /** Jobs that lost their last item to a move and were never answered: never to be sent. */
@@ -135,7 +144,13 @@ export class EnqueuePg {
     const chunks = splitOnRepeatedIds(rows);
     const total = await inTransaction(this.#pool, async (client) => {
       // counted afresh by each try: a transaction retried after a deadlock counts its rows once
-      const total = { newJobs: 0, newItems: 0, movedItems: 0, unchanged: 0, droppedJobs: 0 };
+      const total: { -readonly [K in keyof EnqueueResult]: EnqueueResult[K] } = {
+        newJobs: 0,
+        newItems: 0,
+        movedItems: 0,
+        unchanged: 0,
+        droppedJobs: 0,
+      };
       for (const chunk of chunks) {
         let send = chunk;
         if (this.#probe) {
@@ -150,6 +165,13 @@ export class EnqueuePg {
           total.newJobs += c.new_jobs;
           total.newItems += c.new_items;
           total.movedItems += c.moved;
+          if (c.first_elsewhere) {
+            const [id, was, now] = c.first_elsewhere;
+            total.fromAnotherFile = {
+              count: (total.fromAnotherFile?.count ?? 0) + c.elsewhere,
+              first: total.fromAnotherFile?.first ?? { id, was, now },
+            };
+          }
           total.unchanged += c.unchanged;
           if (c.old_keys?.length) {
             total.droppedJobs += (await client.query<{ n: number }>(DROP_STALE_SQL, [c.old_keys])).rows[0]!.n;

@@ -24,6 +24,7 @@ import type {
   StatusSnapshot,
   Store,
 } from '../types.js';
+import { sourceFile, type FromAnotherFile } from '../types.js';
 import { openSqlite, type Db, type OpenSqliteOptions } from './open.js';
 import { SqliteReader } from './read.js';
 import { SqliteCopier } from './copy.js';
@@ -86,7 +87,7 @@ export class SqliteStore implements Store {
         db.prepare(`INSERT INTO jobs (key, request, model, priority, created_at, updated_at)
         VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`),
       ),
-      itemJob: db.prepare('SELECT job_key FROM items WHERE id = ?').pluck(),
+      itemJob: db.prepare('SELECT job_key, source FROM items WHERE id = ?').raw(),
       insertItem: db.prepare(`INSERT INTO items (id, source, job_key, meta, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`),
       moveItem: db.prepare('UPDATE items SET job_key = ?, source = ?, meta = ?, updated_at = ? WHERE id = ?'),
       dropStaleJob: db.prepare(`DELETE FROM jobs WHERE key = ? AND state IN ('pending', 'failed')
@@ -244,9 +245,11 @@ export class SqliteStore implements Store {
           movedItems = 0,
           unchanged = 0,
           droppedJobs = 0;
+        let elsewhere = 0;
+        let firstElsewhere: FromAnotherFile['first'] | null = null;
         const s = this.#s;
         for (const r of rows) {
-          const current = s.itemJob.get(r.itemId) as string | undefined;
+          const [current, was] = (s.itemJob.get(r.itemId) as [string, string] | undefined) ?? [];
           // The item's job exists (items.job_key references it): no need to look the key up again,
           // which is a read at a random place of the largest index (re-enqueue of an unchanged file).
           if (current === r.key) {
@@ -261,13 +264,18 @@ export class SqliteStore implements Store {
           } else {
             s.moveItem.run(r.key, r.source, meta, now, r.itemId);
             movedItems++;
+            if (sourceFile(was!) !== sourceFile(r.source)) {
+              elsewhere++;
+              firstElsewhere ??= { id: r.itemId, was: was!, now: r.source };
+            }
             if (s.dropStaleJob.run(current).changes > 0) {
               s.dropAttempts.run(current);
               droppedJobs++;
             }
           }
         }
-        return { newJobs, newItems, movedItems, unchanged, droppedJobs };
+        const counts = { newJobs, newItems, movedItems, unchanged, droppedJobs };
+        return firstElsewhere ? { ...counts, fromAnotherFile: { count: elsewhere, first: firstElsewhere } } : counts;
       })
       .immediate();
 
