@@ -211,7 +211,6 @@ export class PgReader {
       (await client.query<R[] & unknown[]>({ text, values, rowMode: 'array' })).rows as unknown as R[];
     const kept = new KeptJobs<ExportJob>(KEPT_JOBS);
     const runFrom = (key: string, n: number) => rowsOf<ExportJob>(sql.run, states ? [key, n, states] : [key, n]);
-    // No upper bound unless asked: with one the planner, costing the whole range, joined all of jobs for each page (15 times slower).
     const itemParams = (after: number) => (filter.items ? [after, filter.items.upToSeq] : [after]);
     /** A page's items and their jobs, read in one transaction: as of one moment, as a join reads them. */
     const readPage = async (after: number): Promise<ExportPage> => {
