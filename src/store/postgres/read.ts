@@ -39,7 +39,10 @@ const KEPT_JOBS = 2 * EXPORT_PAGE;
 /** Fewer missing jobs than this are looked up by key: a run would mostly read others. */
 const RANGE_MIN = 16;
 
-/** A job as the export reads it: key and state, then exportJobColumns (all NULL for a state not asked for). */
+/**
+ * A job as the export reads it: exportJobColumns (key and state first), or when states are asked
+ * for, key and state then exportJobColumns (all NULL for a state not asked for).
+ */
 type ExportJob = readonly [key: string, state: JobState, ...columns: unknown[]];
 /** A page of items, the run read from the first one's job, and how many of them it pairs. */
 interface ExportPage {
@@ -57,7 +60,7 @@ function exportPageSql(filter: ExportFilter) {
   const job = (states: string) =>
     filter.states?.length
       ? `j.key, j.state, x.* FROM jobs j LEFT JOIN LATERAL (SELECT ${exportJobColumns(filter)} WHERE j.state = ANY(${states}::text[])) x ON true`
-      : `j.key, j.state, ${exportJobColumns(filter)} FROM jobs j`;
+      : `${exportJobColumns(filter)} FROM jobs j`;
   return {
     items: `SELECT seq, id, source, meta, job_key FROM items WHERE seq > $1 ${filter.items ? 'AND seq <= $2' : ''}
       ORDER BY seq LIMIT ${EXPORT_PAGE}`,
@@ -210,6 +213,8 @@ export class PgReader {
       // values, not an object per row (as SQLite's raw mode)
       (await client.query<R[] & unknown[]>({ text, values, rowMode: 'array' })).rows as unknown as R[];
     const kept = new KeptJobs<ExportJob>(KEPT_JOBS);
+    // where exportJobColumns start in an ExportJob
+    const at = states ? 2 : 0;
     const runFrom = (key: string, n: number) => rowsOf<ExportJob>(sql.run, states ? [key, n, states] : [key, n]);
     const itemParams = (after: number) => (filter.items ? [after, filter.items.upToSeq] : [after]);
     /** A page's items and their jobs, read in one transaction: as of one moment, as a join reads them. */
@@ -252,7 +257,7 @@ export class PgReader {
           const job = n < paired ? run[n] : kept.get(i[4]);
           // no job: the join left such an item out too (the foreign key keeps it from happening)
           if (!job || (states && !states.includes(job[1]))) continue;
-          rows.push(exportRowOf(i[1], i[2], i[3], job, 2));
+          rows.push(exportRowOf(i[1], i[2], i[3], job, at));
         }
         kept.pageDone(page, paired);
         next = page.length < EXPORT_PAGE ? null : readPage(page[page.length - 1]![0]);
