@@ -315,6 +315,26 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     }
   });
 
+  it('exportPages finds each item its job when pages start with an item sharing an older job, among runs of new ones', async () => {
+    const { store } = await kind.fresh();
+    // every third item shares the first item's job; the pages (of 250 or 1000 items) start on
+    // shared and on new jobs, and a filtered export keeps the shared job's items or none of them
+    const all = Array.from({ length: 3100 }, (_, n) => (n % 3 === 1 ? row(`d-${n}`, 'text 0') : row(`d-${n}`, `text ${n}`)));
+    for (let i = 0; i < all.length; i += 700) await store.enqueue(all.slice(i, i + 700), T0);
+    const { jobs } = await store.claim(claimOpts({ limit: 5000 }));
+    const done = new Set<string>();
+    for (const [i, j] of jobs.entries())
+      if (i % 4 === 0) {
+        await finish(store, j.key, 1, 1);
+        done.add(j.key);
+      }
+    await store.release(OWNER, { refund: true, now: T0 });
+    expect((await exported(store)).map((r) => [r.id, r.key])).toEqual(all.map((r) => [r.itemId, r.key]));
+    const onlyPending = await exported(store, ['pending']);
+    expect(onlyPending.map((r) => r.id)).toEqual(all.filter((r) => !done.has(r.key)).map((r) => r.itemId));
+    expect(onlyPending.every((r) => r.state === 'pending' && r.output === null)).toBe(true);
+  });
+
   it('itemSeqSpan: null for a queue without items, else the first and last item in input order', async () => {
     const { store } = await kind.fresh();
     expect(await store.itemSeqSpan()).toBeNull();

@@ -273,7 +273,7 @@ describe('postgres store', () => {
       marked.recorded = true;
       const query = client.query.bind(client) as (...args: unknown[]) => unknown;
       (client as { query: unknown }).query = (...args: unknown[]) => {
-        sent.push(typeof args[0] === 'string' ? args[0] : '(config)');
+        sent.push(typeof args[0] === 'string' ? args[0] : (args[0] as { text: string }).text);
         return query(...args);
       };
     });
@@ -281,8 +281,8 @@ describe('postgres store', () => {
     for await (const page of store.exportPages({})) ids.push(...page.map((r) => r.id));
     expect(ids).toEqual(['a.txt', 'b.txt']);
     for await (const _ of store.exportPages({})) break;
-    const page = sent.findIndex((q) => q.includes('FROM items i'));
-    expect(sent.slice(0, page)).toEqual(['SET max_parallel_workers_per_gather = 0']);
+    const page = sent.findIndex((q) => q.includes('FROM items'));
+    expect(sent.slice(0, page)).toEqual(['SET max_parallel_workers_per_gather = 0', 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY']);
     expect(sent.filter((q) => q.startsWith('RESET'))).toEqual([
       'RESET max_parallel_workers_per_gather',
       'RESET max_parallel_workers_per_gather',

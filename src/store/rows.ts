@@ -233,13 +233,7 @@ export function toExportRowFromValues(v: RawExportValues): ExportRow {
  * An export row from an item's values and its job's RawJobValues starting at `at` in `j` (the
  * join's one tuple holds both; the paged read has them apart). Offsets, not a slice: no array a row.
  */
-export function exportRowOf(
-  id: string,
-  source: string,
-  meta: string | null,
-  j: ReadonlyArray<string | number | null>,
-  at: number,
-): ExportRow {
+export function exportRowOf(id: string, source: string, meta: string | null, j: ReadonlyArray<unknown>, at: number): ExportRow {
   const prompt = j[at + 7] as number | null;
   return {
     id,

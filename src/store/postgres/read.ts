@@ -9,6 +9,7 @@ import type {
   FailedItemRow,
   KeyItemRow,
   ItemDetail,
+  JobState,
   JobToRun,
   LaneLimitRow,
   RunRow,
@@ -16,23 +17,57 @@ import type {
 } from '../types.js';
 import { inClaimOrder, JOBS_PAGE, type RawJobToRun } from '../claim-order.js';
 import {
-  exportColumns,
   LANES_SQL,
   toAttempt,
-  toExportRow,
+  exportJobColumns,
+  exportRowOf,
   toJob,
   toLane,
   toRun,
   type RawAttempt,
-  type RawExport,
   type RawJob,
   type RawLane,
   type RawRun,
 } from '../rows.js';
 import { inTransaction, query } from './connect.js';
 import { foldCounts } from './counts.js';
+import { KeptJobs, pairedInOrder, type RawItem } from '../export-pairing.js';
 
 const EXPORT_PAGE = 1000;
+/** Jobs kept from earlier pages for items that share a job or come a little out of order. */
+const KEPT_JOBS = 2 * EXPORT_PAGE;
+/** Fewer missing jobs than this are looked up by key: a run would mostly read others. */
+const RANGE_MIN = 16;
+
+/**
+ * A job as the export reads it: exportJobColumns (key and state first), or when states are asked
+ * for, key and state then exportJobColumns (all NULL for a state not asked for).
+ */
+type ExportJob = readonly [key: string, state: JobState, ...columns: unknown[]];
+/** A page of items, the run read from the first one's job, and how many of them it pairs. */
+interface ExportPage {
+  readonly page: RawItem[];
+  readonly run: ExportJob[];
+  readonly paired: number;
+}
+
+/**
+ * The export's reads: a page of items; a run of jobs in seq order from one job's ($1) on, $2 of
+ * them; jobs by key ($1). When states are asked for, $3 (run) or $2 (byKey): the columns of a job
+ * in another state are not read, only its key and state (what the pairing needs).
+ */
+function exportPageSql(filter: ExportFilter) {
+  const job = (states: string) =>
+    filter.states?.length
+      ? `j.key, j.state, x.* FROM jobs j LEFT JOIN LATERAL (SELECT ${exportJobColumns(filter)} WHERE j.state = ANY(${states}::text[])) x ON true`
+      : `${exportJobColumns(filter)} FROM jobs j`;
+  return {
+    items: `SELECT seq, id, source, meta, job_key FROM items WHERE seq > $1 ${filter.items ? 'AND seq <= $2' : ''}
+      ORDER BY seq LIMIT ${EXPORT_PAGE}`,
+    run: `SELECT ${job('$3')} WHERE j.seq >= (SELECT seq FROM jobs WHERE key = $1) ORDER BY j.seq LIMIT $2`,
+    byKey: `SELECT ${job('$2')} WHERE j.key = ANY($1::text[])`,
+  };
+}
 
 /** The reads of `llmq show`: each one row (or one job's attempts) found through an index, however big the queue. */
 export const ITEM_SQL = Object.freeze({
@@ -163,36 +198,76 @@ export class PgReader {
 
   /**
    * Items in input order, a page at a time (keyset on seq), so a million rows never sit in memory;
-   * the next page is asked for as soon as the last one's end is known, so the database works on it
-   * while this one is written. The pages run on one connection with parallel plans off: costing the
-   * scan to the end of the table, the planner chose a parallel plan for some column sets (the
-   * response without the latency, what openai-batch reads) and started workers for each page of
-   * 1,000 rows, which made that export 2.5 times slower than the others.
+   * the next page is asked for as soon as the last one is in, so the database works on it while
+   * this one is written. The pages run on one connection with parallel plans off: costing the scan
+   * to the end of the table, the planner chose a parallel plan for some column sets and started
+   * workers for each page of 1,000 rows, which made that export 2.5 times slower than the others.
+   *
+   * Looking each item's job up by key (the join this replaced) costs a random walk of jobs_key
+   * (SHA-256 keys) and a heap page per row. Jobs are made in the order of the first item that asks
+   * for each, so a page of items mostly wants a run of consecutive jobs: one lookup finds where the
+   * run starts, the run is read in seq order and paired with the items by position, and only the
+   * jobs the run did not bring are looked up (as SQLite's exportPagesMerged does).
    */
   async *exportPages(filter: ExportFilter): AsyncIterable<readonly ExportRow[]> {
     const states = filter.states?.length ? [...filter.states] : null;
-    const sql = `SELECT ${exportColumns(filter)}
-      FROM items i
-      -- LATERAL: walk items in seq order and look each job up by key, stopping at the page size,
-      -- rather than joining the whole jobs table for every page
-      CROSS JOIN LATERAL (SELECT * FROM jobs WHERE jobs.key = i.job_key
-        AND ($2::text[] IS NULL OR jobs.state = ANY($2::text[]))) j
-      WHERE i.seq > $1 ${filter.items ? 'AND i.seq <= $3' : ''} ORDER BY i.seq LIMIT ${EXPORT_PAGE}`;
+    const sql = exportPageSql(filter);
     const client = await this.#pool.connect();
+    const rowsOf = async <R>(text: string, values: unknown[]) =>
+      // values, not an object per row (as SQLite's raw mode)
+      (await client.query<R[] & unknown[]>({ text, values, rowMode: 'array' })).rows as unknown as R[];
+    const kept = new KeptJobs<ExportJob>(KEPT_JOBS);
+    // where exportJobColumns start in an ExportJob
+    const at = states ? 2 : 0;
+    const runFrom = (key: string, n: number) => rowsOf<ExportJob>(sql.run, states ? [key, n, states] : [key, n]);
+    const itemParams = (after: number) => (filter.items ? [after, filter.items.upToSeq] : [after]);
+    /** A page's items and their jobs, read in one transaction: as of one moment, as a join reads them. */
+    const readPage = async (after: number): Promise<ExportPage> => {
+      await client.query(SNAPSHOT);
+      const page = await rowsOf<RawItem>(sql.items, itemParams(after));
+      const first = page[0];
+      const run = first && !kept.has(first[4]) ? await runFrom(first[4], page.length) : [];
+      const paired = pairedInOrder(page, run);
+      if (paired < page.length) {
+        for (const job of run) kept.keep(job);
+        let wanted = [...new Set(page.slice(paired).map((i) => i[4]))].filter((k) => !kept.has(k));
+        while (wanted.length >= RANGE_MIN) {
+          const want = new Set(wanted);
+          const got = await runFrom(wanted[0]!, wanted.length);
+          let hits = 0;
+          for (const job of got) {
+            kept.keep(job);
+            if (want.has(job[0])) hits++;
+          }
+          wanted = wanted.filter((k) => !kept.has(k));
+          // a run that brought mostly other jobs (or none): the rest are scattered, look them up by key
+          if (hits * 2 < got.length || got.length === 0) break;
+        }
+        if (wanted.length > 0) for (const job of await rowsOf<ExportJob>(sql.byKey, states ? [wanted, states] : [wanted])) kept.keep(job);
+      }
+      await client.query('COMMIT');
+      return { page, run, paired };
+    };
     let failed: unknown = null;
-    let next: Promise<RawExport[]> | null = null;
+    let next: Promise<ExportPage> | null = null;
     try {
       await client.query('SET max_parallel_workers_per_gather = 0');
-      // No upper bound unless asked: with one the planner, costing the whole range, joined all of jobs for each page (15 times slower).
-      const params = (after: number) => (filter.items ? [after, states, filter.items.upToSeq] : [after, states]);
-      const fetch = async (after: number) => (await client.query<RawExport>(sql, params(after))).rows;
-      next = fetch(filter.items?.afterSeq ?? 0);
+      next = readPage(filter.items?.afterSeq ?? 0);
       while (next) {
-        const rows: RawExport[] = await next;
-        next = rows.length < EXPORT_PAGE ? null : fetch(Number(rows[rows.length - 1]!.seq));
+        const { page, run, paired }: ExportPage = await next;
+        const rows: ExportRow[] = [];
+        for (let n = 0; n < page.length; n++) {
+          const i = page[n]!;
+          const job = n < paired ? run[n] : kept.get(i[4]);
+          // no job: the join left such an item out too (the foreign key keeps it from happening)
+          if (!job || (states && !states.includes(job[1]))) continue;
+          rows.push(exportRowOf(i[1], i[2], i[3], job, at));
+        }
+        kept.pageDone(page, paired);
+        next = page.length < EXPORT_PAGE ? null : readPage(page[page.length - 1]![0]);
         // a reader that stops early leaves the prefetch behind: its failure is nobody's to hear
         next?.catch(() => {});
-        yield rows.map(toExportRow);
+        yield rows;
       }
     } catch (error) {
       failed = error;

@@ -1,6 +1,7 @@
 import type { Db } from './open.js';
 import type { ExportFilter, ExportRow } from '../types.js';
 import { exportColumns, exportJobColumns, exportRowOf, toExportRowFromValues, type RawExportValues, type RawJobValues } from '../rows.js';
+import { KeptJobs, pairedInOrder, type RawItem } from '../export-pairing.js';
 
 /**
  * Items read at a time, and about as many jobs: a page of each in memory, however big the queue.
@@ -12,8 +13,6 @@ const PAGE = 250;
 const KEPT_JOBS = 2 * PAGE;
 /** Fewer missing jobs than this are looked up one by one: a range read would mostly read others. */
 const RANGE_MIN = 16;
-
-type RawItem = readonly [seq: number, id: string, source: string, meta: string | null, jobKey: string];
 
 /**
  * Items in input order with their jobs, a page at a time. Looking each item's job up by key costs a
@@ -37,11 +36,7 @@ export function* exportPagesMerged(db: Db, filter: ExportFilter): Generator<read
   const seqOf = db.prepare('SELECT seq FROM jobs WHERE key = ?').pluck();
   const run = db.prepare(`SELECT ${cols} FROM jobs j WHERE j.seq >= ? ORDER BY j.seq LIMIT ?`).raw(true);
   const byKey = db.prepare(`SELECT ${cols} FROM jobs j WHERE j.key = ?`).raw(true);
-  const jobs = new Map<string, RawJobValues>();
-  const keep = (job: RawJobValues) => {
-    jobs.delete(job[0]); // re-inserted last: the newest read is the last evicted
-    jobs.set(job[0], job);
-  };
+  const jobs = new KeptJobs<RawJobValues>(KEPT_JOBS);
   // One read transaction per page: a page's items and jobs are seen as of one moment, as the join saw them.
   const readPage = db.transaction((after: number) => {
     const page = items.all(after, upTo) as RawItem[];
@@ -55,7 +50,7 @@ export function* exportPagesMerged(db: Db, filter: ExportFilter): Generator<read
       const got = run.all(from, wanted.length) as RawJobValues[];
       let hits = 0;
       for (const job of got) {
-        keep(job);
+        jobs.keep(job);
         if (want.has(job[0])) hits++;
       }
       wanted = wanted.filter((k) => !jobs.has(k));
@@ -64,26 +59,24 @@ export function* exportPagesMerged(db: Db, filter: ExportFilter): Generator<read
     }
     for (const key of wanted) {
       const job = byKey.get(key) as RawJobValues | undefined;
-      if (job) keep(job);
+      if (job) jobs.keep(job);
     }
     return { page, paired };
   });
   /**
    * The usual page: each item has a job of its own, made in the items' order. The run of jobs from
-   * the first item's pairs with the items by position, compared by key, with no lookup in a map:
-   * hashing two 64-character keys per row was a twentieth of a JSON Lines export's CPU. The pairs
-   * up to the first item that breaks the order; the run's jobs are kept for the rest.
+   * the first item's pairs with the items by position (pairedInOrder) up to the first item that
+   * breaks the order; the run's jobs are kept for the rest.
    */
   const pairInOrder = (page: readonly RawItem[]): RawJobValues[] => {
-    const paired: RawJobValues[] = [];
     const first = page[0];
-    if (!first || jobs.has(first[4])) return paired;
+    if (!first || jobs.has(first[4])) return [];
     const from = seqOf.get(first[4]) as number | undefined;
-    if (from === undefined) return paired;
+    if (from === undefined) return [];
     const got = run.all(from, page.length) as RawJobValues[];
-    while (paired.length < got.length && got[paired.length]![0] === page[paired.length]![4]) paired.push(got[paired.length]!);
-    if (paired.length < page.length) for (const job of got) keep(job);
-    return paired;
+    const paired = pairedInOrder(page, got);
+    if (paired < page.length) for (const job of got) jobs.keep(job);
+    return got.slice(0, paired);
   };
   let after = filter.items?.afterSeq ?? 0;
   for (;;) {
@@ -99,13 +92,7 @@ export function* exportPagesMerged(db: Db, filter: ExportFilter): Generator<read
     yield rows;
     if (page.length < PAGE) return;
     after = page[page.length - 1]![0];
-    // The jobs this page used go (the next page rarely shares one, and the few that do are looked
-    // up): a job kept across pages outlives the young generation and costs the collector a copy.
-    if (paired.length < page.length) for (const i of page) jobs.delete(i[4]);
-    for (const key of jobs.keys()) {
-      if (jobs.size <= KEPT_JOBS) break;
-      jobs.delete(key);
-    }
+    jobs.pageDone(page, paired.length);
   }
 }
 
