@@ -16,12 +16,12 @@ export interface Paint {
 const id = (s: string): string => s;
 export const NO_PAINT: Paint = Object.freeze({ bold: id, dim: id, red: id, green: id, yellow: id, cyan: id });
 
-/** 40000 -> "40,000". */
 /** "1 job", "2 jobs", "80,000 items": a count with its noun, singular for one. */
 export function count(n: number, noun: string, plural = `${noun}s`): string {
   return `${int(n)} ${n === 1 ? noun : plural}`;
 }
 
+/** 40000 -> "40,000". */
 export function int(n: number): string {
   return Math.round(n).toLocaleString('en-US');
 }

@@ -1,6 +1,7 @@
 import { Option, type Command } from 'commander';
 import { dbOption, anyInt, byteSize, collect, intAtLeast, numberBetween, textOrFile } from '../options.js';
 import { EXIT } from '../../errors.js';
+import { count, int } from '../../report/format.js';
 // loaded by main already: no cost at start
 import { onReaderGone, whileReaderPresent } from '../reader-gone.js';
 import type { ChalkInstance } from 'chalk';
@@ -137,7 +138,7 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
   const elsewhere = summary.fromAnotherFile;
   if (elsewhere) {
     const { id, was, now } = elsewhere.first;
-    const more = elsewhere.count > 1 ? ` (and ${(elsewhere.count - 1).toLocaleString('en-US')} more)` : '';
+    const more = elsewhere.count > 1 ? ` (and ${int(elsewhere.count - 1)} more)` : '';
     warn(
       `item ${JSON.stringify(printable(id))} now comes from ${printable(now)}, not ${printable(was)}${more}: one id for two documents? ` +
         "The item goes to the new document; the old one's answer stays in the queue but no longer in export. " +
@@ -216,15 +217,12 @@ function nothingRead(sources: readonly string[], globs: readonly string[] | unde
 }
 
 function describe(s: EnqueueSummary, db: string, c: ChalkInstance): string {
-  // thousands separated, as status writes them
-  const n = (x: number) => x.toLocaleString('en-US');
-  const plural = (x: number, word: string) => `${n(x)} ${word}${x === 1 ? '' : 's'}`;
-  const rejected = s.rejected > 0 ? c.yellow(`${n(s.rejected)} rejected`) : '0 rejected';
+  const rejected = s.rejected > 0 ? c.yellow(`${int(s.rejected)} rejected`) : '0 rejected';
   const secs = (s.elapsedMs / 1000).toFixed(s.elapsedMs < 10_000 ? 2 : 0);
   return (
-    `${c.bold(`read ${plural(s.documents, 'document')}`)} into ${db} in ${secs}s: ` +
-    `${c.green(plural(s.newJobs, 'new job'))}, ${plural(s.newItems, 'new item')}, ` +
-    `${n(s.unchanged)} already queued, ${n(s.updated)} updated${s.dropped ? ` (${plural(s.dropped, 'unsent old job')} dropped)` : ''}, ${rejected}` +
-    (s.skipped ? `, ${plural(s.skipped, 'database file')} skipped` : '')
+    `${c.bold(`read ${count(s.documents, 'document')}`)} into ${db} in ${secs}s: ` +
+    `${c.green(count(s.newJobs, 'new job'))}, ${count(s.newItems, 'new item')}, ` +
+    `${int(s.unchanged)} already queued, ${int(s.updated)} updated${s.dropped ? ` (${count(s.dropped, 'unsent old job')} dropped)` : ''}, ${rejected}` +
+    (s.skipped ? `, ${count(s.skipped, 'database file')} skipped` : '')
   );
 }

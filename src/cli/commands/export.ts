@@ -156,7 +156,7 @@ async function toDir(pages: AsyncIterable<readonly ExportRow[]>, outDir: string,
   info(`wrote ${count(counts.written, 'answer file')} under ${outDir}`);
   if (counts.unwritten > 0) {
     throw new LlmqError(
-      `${counts.unwritten} answer file${counts.unwritten === 1 ? '' : 's'} could not be written (each is named above); the others are in ${outDir}.`,
+      `${count(counts.unwritten, 'answer file')} could not be written (each is named above); the others are in ${outDir}.`,
     );
   }
   return counts;

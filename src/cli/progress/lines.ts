@@ -20,7 +20,7 @@ export function costText(s: ProgressState): string {
 /** "run 1a2b3c4d on ./llmq.db via mock: 40,000 jobs to do, 12 already done" */
 export function startText(p: { runId: string; total: number; alreadyDone: number }, where: Where): string {
   const on = (where.db ? ` on ${where.db}` : '') + (where.provider ? ` via ${where.provider}` : '');
-  const todo = p.total === 0 ? 'nothing to do' : `${int(p.total)} ${p.total === 1 ? 'job' : 'jobs'} to do`;
+  const todo = p.total === 0 ? 'nothing to do' : `${count(p.total, 'job')} to do`;
   return `run ${p.runId.slice(0, 8)}${on}: ${todo}${p.alreadyDone ? `, ${int(p.alreadyDone)} already done` : ''}`;
 }
 
@@ -95,9 +95,7 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint): stri
     budget: paint.yellow('stopped by the budget'),
   }[r.reason];
   if (r.reason === 'drained' && isEmptyRun(r, s)) {
-    const failed = r.failedInStore
-      ? ` ${int(r.failedInStore)} failed ${r.failedInStore === 1 ? 'job' : 'jobs'} wait: ${paint.bold('llmq retry-failed && llmq run')}`
-      : '';
+    const failed = r.failedInStore ? ` ${count(r.failedInStore, 'failed job')} wait: ${paint.bold('llmq retry-failed && llmq run')}` : '';
     return `nothing was pending: ${paint.bold('llmq status')} shows the queue.${failed}\n`;
   }
   const lines = [
@@ -108,17 +106,14 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint): stri
   if (r.mayBeBilled.tries) {
     const { tries, usd } = r.mayBeBilled;
     lines.push(
-      paint.yellow(
-        `  ${int(tries)} ${tries === 1 ? 'try' : 'tries'} may be billed, up to ${usd === null ? 'an unknown amount' : `$${usd.toFixed(2)}`}`,
-      ) + paint.dim(' (sent, no answer came; llmq status counts them)'),
+      paint.yellow(`  ${count(tries, 'try', 'tries')} may be billed, up to ${usd === null ? 'an unknown amount' : `$${usd.toFixed(2)}`}`) +
+        paint.dim(' (sent, no answer came; llmq status counts them)'),
     );
   }
   // A fatal error's message and fix are printed by the run command, once.
   if (r.remaining) lines.push(`  ${count(r.remaining, 'job')} left pending; ${paint.bold('llmq run')} picks them up`);
   if (r.failedInStore) {
-    lines.push(
-      `  ${int(r.failedInStore)} failed ${r.failedInStore === 1 ? 'job' : 'jobs'} in the queue. See why: ${paint.bold('llmq status')}`,
-    );
+    lines.push(`  ${count(r.failedInStore, 'failed job')} in the queue. See why: ${paint.bold('llmq status')}`);
     lines.push(`  Try again: ${paint.bold('llmq retry-failed && llmq run')}`);
   }
   if (s.unpricedModel) lines.push(paint.dim(`  no price for ${s.unpricedModel}: set one with --price IN,OUT (USD per million tokens)`));
