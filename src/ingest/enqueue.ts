@@ -1,4 +1,4 @@
-import type { EnqueueRow, FromAnotherFile, JobQueue, StoreIdentity } from '../store/types.js';
+import { addFromAnotherFile, type EnqueueRow, type FromAnotherFile, type JobQueue, type StoreIdentity } from '../store/types.js';
 import { databaseFiles } from '../store/sqlite/files.js';
 import { isSkipped, readFolder, readTextFile, type FolderOptions, type Skipped } from './folder.js';
 import { globMatcher } from './glob.js';
@@ -290,12 +290,7 @@ class Batcher implements EntrySink {
         this.#unchanged += r.unchanged;
         this.#updated += r.movedItems;
         this.#dropped += r.droppedJobs;
-        if (r.fromAnotherFile) {
-          this.#fromAnotherFile = {
-            count: (this.#fromAnotherFile?.count ?? 0) + r.fromAnotherFile.count,
-            first: this.#fromAnotherFile?.first ?? r.fromAnotherFile.first,
-          };
-        }
+        this.#fromAnotherFile = addFromAnotherFile(this.#fromAnotherFile, r.fromAnotherFile);
       });
       // its failure is reported when it is awaited, before the next batch or at the end
       writing.catch(() => {});

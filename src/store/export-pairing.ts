@@ -5,6 +5,9 @@
  * a while by key for the items that share an older job or come out of order.
  */
 
+/** Fewer jobs missing from a page than this are looked up by key: a run from the first would mostly read others. */
+export const RANGE_MIN = 16;
+
 /** An item as the export reads it: seq, id, source, meta, its job's key. */
 export type RawItem = readonly [seq: number, id: string, source: string, meta: string | null, jobKey: string];
 

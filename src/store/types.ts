@@ -73,6 +73,12 @@ export interface FromAnotherFile {
   readonly first: { readonly id: string; readonly was: string; readonly now: string };
 }
 
+/** Both tallies as one: counts added, the earlier first kept. */
+export function addFromAnotherFile(a: FromAnotherFile | null | undefined, b: FromAnotherFile | null | undefined): FromAnotherFile | null {
+  if (!a || !b) return a ?? b ?? null;
+  return { count: a.count + b.count, first: a.first };
+}
+
 /** The file of an item's source: a JSONL item's is `file:line`, whose line may move when the file is edited. */
 export function sourceFile(source: string): string {
   return source.replace(/:\d+$/, '');

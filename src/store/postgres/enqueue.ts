@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { EnqueueResult, EnqueueRow } from '../types.js';
+import { addFromAnotherFile, type EnqueueResult, type EnqueueRow } from '../types.js';
 import { inTransaction } from './connect.js';
 
 /**
@@ -167,10 +167,7 @@ export class EnqueuePg {
           total.movedItems += c.moved;
           if (c.first_elsewhere) {
             const [id, was, now] = c.first_elsewhere;
-            total.fromAnotherFile = {
-              count: (total.fromAnotherFile?.count ?? 0) + c.elsewhere,
-              first: total.fromAnotherFile?.first ?? { id, was, now },
-            };
+            total.fromAnotherFile = addFromAnotherFile(total.fromAnotherFile, { count: c.elsewhere, first: { id, was, now } });
           }
           total.unchanged += c.unchanged;
           if (c.old_keys?.length) {

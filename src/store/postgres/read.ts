@@ -31,13 +31,11 @@ import {
 } from '../rows.js';
 import { inTransaction, query } from './connect.js';
 import { foldCounts } from './counts.js';
-import { KeptJobs, pairedInOrder, type RawItem } from '../export-pairing.js';
+import { KeptJobs, pairedInOrder, RANGE_MIN, type RawItem } from '../export-pairing.js';
 
 const EXPORT_PAGE = 1000;
 /** Jobs kept from earlier pages for items that share a job or come a little out of order. */
 const KEPT_JOBS = 2 * EXPORT_PAGE;
-/** Fewer missing jobs than this are looked up by key: a run would mostly read others. */
-const RANGE_MIN = 16;
 
 /**
  * A job as the export reads it: exportJobColumns (key and state first), or when states are asked

@@ -1,7 +1,7 @@
 import type { Db } from './open.js';
 import type { ExportFilter, ExportRow } from '../types.js';
 import { exportColumns, exportJobColumns, exportRowOf, toExportRowFromValues, type RawExportValues, type RawJobValues } from '../rows.js';
-import { KeptJobs, pairedInOrder, type RawItem } from '../export-pairing.js';
+import { KeptJobs, pairedInOrder, RANGE_MIN, type RawItem } from '../export-pairing.js';
 
 /**
  * Items read at a time, and about as many jobs: a page of each in memory, however big the queue.
@@ -11,8 +11,6 @@ import { KeptJobs, pairedInOrder, type RawItem } from '../export-pairing.js';
 const PAGE = 250;
 /** Jobs kept from earlier pages for items that share a job or come a little out of order. */
 const KEPT_JOBS = 2 * PAGE;
-/** Fewer missing jobs than this are looked up one by one: a range read would mostly read others. */
-const RANGE_MIN = 16;
 
 /**
  * Items in input order with their jobs, a page at a time. Looking each item's job up by key costs a
