@@ -25,6 +25,19 @@ async function finish(store: Store, key: string, prompt: number, completion: num
   });
 }
 
+/** Claim up to `limit` jobs, answer every `nth` in claim order and put the others back pending: the keys answered. */
+async function finishEvery(store: Store, nth: number, limit: number): Promise<Set<string>> {
+  const { jobs } = await store.claim(claimOpts({ limit }));
+  const done = new Set<string>();
+  for (const [i, j] of jobs.entries())
+    if (i % nth === 0) {
+      await finish(store, j.key, 1, 1);
+      done.add(j.key);
+    }
+  await store.release(OWNER, { refund: true, now: T0 });
+  return done;
+}
+
 describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
   beforeEach((ctx) => skipUnavailable(kind, ctx));
 
@@ -260,14 +273,7 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     const all = rows(2345);
     for (let i = 0; i < all.length; i += 500) await store.enqueue(all.slice(i, i + 500), T0);
     // every seventh job done, so a filtered page spans unfiltered seq gaps
-    const { jobs } = await store.claim(claimOpts({ limit: 3000 }));
-    const done = new Set<string>();
-    for (const [i, j] of jobs.entries())
-      if (i % 7 === 0) {
-        await finish(store, j.key, 1, 1);
-        done.add(j.key);
-      }
-    await store.release(OWNER, { refund: true, now: T0 });
+    const done = await finishEvery(store, 7, 3000);
     const out = await exported(store);
     expect(out.map((r) => r.id)).toEqual(all.map((r) => r.itemId));
     const onlyDone = await exported(store, ['done']);
@@ -288,14 +294,7 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     await store.enqueue([...shared, ...same], T0);
     const keyOf = new Map([...first, ...moved, ...shared, ...same].map((r) => [r.itemId, r.key]));
     const ids = [...first, ...shared, ...same].map((r) => r.itemId);
-    const { jobs } = await store.claim(claimOpts({ limit: 5000 }));
-    const done = new Set<string>();
-    for (const [i, j] of jobs.entries())
-      if (i % 5 === 0) {
-        await finish(store, j.key, 1, 1);
-        done.add(j.key);
-      }
-    await store.release(OWNER, { refund: true, now: T0 });
+    const done = await finishEvery(store, 5, 5000);
     const out = await exported(store);
     expect(out.map((r) => [r.id, r.key])).toEqual(ids.map((id) => [id, keyOf.get(id)]));
     expect(out.every((r) => r.state === (done.has(r.key) ? 'done' : 'pending'))).toBe(true);
@@ -321,14 +320,7 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     // shared and on new jobs, and a filtered export keeps the shared job's items or none of them
     const all = Array.from({ length: 3100 }, (_, n) => (n % 3 === 1 ? row(`d-${n}`, 'text 0') : row(`d-${n}`, `text ${n}`)));
     for (let i = 0; i < all.length; i += 700) await store.enqueue(all.slice(i, i + 700), T0);
-    const { jobs } = await store.claim(claimOpts({ limit: 5000 }));
-    const done = new Set<string>();
-    for (const [i, j] of jobs.entries())
-      if (i % 4 === 0) {
-        await finish(store, j.key, 1, 1);
-        done.add(j.key);
-      }
-    await store.release(OWNER, { refund: true, now: T0 });
+    const done = await finishEvery(store, 4, 5000);
     expect((await exported(store)).map((r) => [r.id, r.key])).toEqual(all.map((r) => [r.itemId, r.key]));
     const onlyPending = await exported(store, ['pending']);
     expect(onlyPending.map((r) => r.id)).toEqual(all.filter((r) => !done.has(r.key)).map((r) => r.itemId));

@@ -43,8 +43,9 @@ export async function* exportChunks(
 ): AsyncGenerator<ExportChunk> {
   const head = exportHead(o.format);
   if (head) yield head;
-  const span = source.location === null || availableParallelism() < 2 ? null : await source.reader.itemSeqSpan();
-  if (!span || span.last - span.first + 1 < sizes.parallelMinItems || source.location === null) {
+  const location = availableParallelism() < 2 ? null : source.location;
+  const span = location === null ? null : await source.reader.itemSeqSpan();
+  if (location === null || !span || span.last - span.first + 1 < sizes.parallelMinItems) {
     yield* formatPages(source.reader.exportPages(source.filter), o, counts);
     return;
   }
@@ -61,7 +62,7 @@ export async function* exportChunks(
   };
   let finished = false;
   try {
-    for (let w = 0; w < WORKERS; w++) workers.push(new BlockWorker(source.location, source.filter, o));
+    for (let w = 0; w < WORKERS; w++) workers.push(new BlockWorker(location, source.filter, o));
     for (let b = 0; b < WORKERS * AHEAD; b++) ask(b);
     for (let b = 0; b < blocks.length; b++) {
       const worker = workers[b % WORKERS]!;
