@@ -141,7 +141,7 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
     const more = elsewhere.count > 1 ? ` (and ${int(elsewhere.count - 1)} more)` : '';
     warn(
       `item ${JSON.stringify(printable(id))} now comes from ${printable(now)}, not ${printable(was)}${more}: one id for two documents? ` +
-        "The item goes to the new document; the old one's answer stays in the queue but no longer in export. " +
+        'The item now stands for the new document: export shows its answer, not the old one. ' +
         'To keep both, give them ids of their own: enqueue the folder above both, so ids include their folder.',
     );
   }
