@@ -12,7 +12,8 @@ describe('show reads through indexes', () => {
     const { store } = await STORE_KINDS[0]!.fresh();
     const db = (store as SqliteStore).db;
     for (const [name, sql] of Object.entries(SQLITE_ITEM_SQL)) {
-      const plan = (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all('x') as Array<{ detail: string }>).map((r) => r.detail).join('; ');
+      const params = Array.from(sql.match(/\?/g) ?? [], () => 'x');
+      const plan = (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as Array<{ detail: string }>).map((r) => r.detail).join('; ');
       expect(plan, name).toMatch(/USING (COVERING )?INDEX/);
       expect(plan, name).not.toMatch(/\bSCAN\b|TEMP B-TREE/);
     }

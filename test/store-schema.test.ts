@@ -68,6 +68,7 @@ describe('sqlite schema', () => {
       'completion_tokens',
       'cost_usd',
       'may_be_billed',
+      'job_seq',
     ]);
     expect(columns(db, 'spend')).toEqual([
       'run_id',
@@ -117,7 +118,8 @@ describe('sqlite schema', () => {
     expect(columns(db, 'item_counts')).toEqual(['items']);
     // no index serves counting any more (jobs_usage, jobs_retrying went in status_counts): status reads the counts triggers keep
     expect(indexes).toEqual([
-      'attempts_job',
+      'attempts_by_job',
+      'attempts_by_key',
       'batches_open',
       'failure_counts_top',
       'items_job',
@@ -242,7 +244,7 @@ describe('sqlite schema', () => {
     // and the rebuilt table still keeps latencies and counts
     await store.enqueue([{ itemId: 'a', source: 'a.txt', meta: null, key: 'k1', request: '{}', model: 'm', priority: 0 }], 1);
     db.prepare(
-      "INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome) VALUES ('k1', 'r', 1, 1, 2, 42, 200, 'done')",
+      "INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome, job_seq) VALUES ('k1', 'r', 1, 1, 2, 42, 200, 'done', (SELECT seq FROM jobs WHERE key = 'k1'))",
     ).run();
     expect(db.prepare("SELECT latency_ms FROM jobs WHERE key = 'k1'").pluck().get()).toBe(42);
     expect((await store.status()).counts.pending).toBe(1);

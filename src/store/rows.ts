@@ -187,14 +187,15 @@ export function toAttempt(a: RawAttempt): AttemptRow {
 /**
  * The columns of an export row from `items i` joined with `jobs j`, in both stores, in the order of
  * RawExportValues; the response and
- * the latency read only when the filter asks for them (NULL otherwise).
+ * the latency read only when the filter asks for them (NULL otherwise). `attemptsOfJob`: the store's
+ * condition on `attempts a` for the attempts of `j` (SQLite finds them by seq since its migration 9).
  */
-export function exportColumns(f: ExportFilter): string {
-  return `i.seq, i.id, i.source, i.meta, ${exportJobColumns(f)}`;
+export function exportColumns(f: ExportFilter, attemptsOfJob?: string): string {
+  return `i.seq, i.id, i.source, i.meta, ${exportJobColumns(f, attemptsOfJob)}`;
 }
 
 /** The job's half of exportColumns (`j` being jobs): key, state, model, output, response, error, attempts, tokens, cost, latency. */
-export function exportJobColumns(f: ExportFilter): string {
+export function exportJobColumns(f: ExportFilter, attemptsOfJob = 'a.job_key = j.key'): string {
   const response = f.response === false ? 'NULL AS response' : 'j.response';
   // The attempt that finished the job is the job's last. Its latency is on the job (kept by the
   // migration export_latency's trigger); a job last tried before that migration has NULL there, and
@@ -202,7 +203,7 @@ export function exportJobColumns(f: ExportFilter): string {
   const latency =
     f.latency === false
       ? 'NULL AS latency_ms'
-      : 'coalesce(j.latency_ms, (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key ORDER BY a.id DESC LIMIT 1)) AS latency_ms';
+      : `coalesce(j.latency_ms, (SELECT latency_ms FROM attempts a WHERE ${attemptsOfJob} ORDER BY a.id DESC LIMIT 1)) AS latency_ms`;
   return `j.key, j.state, j.model, j.output, ${response}, j.error,
     j.attempts, j.prompt_tokens, j.completion_tokens, j.cost_usd, ${latency}`;
 }

@@ -1,6 +1,7 @@
 import type { BatchEnd, BatchRow, BatchStore } from '../batches.js';
 import { batchOwner } from '../batches.js';
 import type { Db } from './open.js';
+import { orphanDropper } from './attempts.js';
 
 const COLUMNS = `id, run_id AS runId, base_url AS baseUrl, state, provider_batch_id AS providerBatchId,
   input_file_id AS inputFileId, provider_status AS providerStatus, jobs, done, failed, requeued, error,
@@ -28,9 +29,7 @@ export class SqliteBatches implements BatchStore {
         .prepare(`UPDATE jobs SET state = 'pending', attempts = max(attempts - ?, 0), error = coalesce(?, error), lease_owner = NULL,
           lease_expires_at = NULL, updated_at = ? WHERE lease_owner = ? AND state = 'running' RETURNING key`)
         .pluck(),
-      dropOrphan: db.prepare(`DELETE FROM jobs WHERE key = ? AND state = 'pending'
-        AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`),
-      dropAttempts: db.prepare('DELETE FROM attempts WHERE job_key = ?'),
+      dropOrphans: orphanDropper(db),
       end: db.prepare(`UPDATE batches SET state = ?, provider_status = coalesce(?, provider_status), done = ?, failed = ?,
           requeued = ?, error = ?, updated_at = ?, ended_at = ? WHERE id = ?`),
       held: db.prepare(`SELECT key, attempts, model FROM jobs WHERE lease_owner = ? AND state = 'running' ORDER BY seq`),
@@ -68,7 +67,7 @@ export class SqliteBatches implements BatchStore {
       .transaction(() => {
         const back = this.#s.requeue.all(e.refund ? 1 : 0, e.jobError ?? null, e.now, batchOwner(id)) as string[];
         // A job whose document changed while it was in the batch is needed by no item: never resend it.
-        for (const key of back) if (this.#s.dropOrphan.run(key).changes > 0) this.#s.dropAttempts.run(key);
+        this.#s.dropOrphans(back);
         this.#s.end.run(e.state, e.providerStatus, e.done, e.failed, back.length, e.error, e.now, e.now, id);
         return back.length;
       })

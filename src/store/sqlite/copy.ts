@@ -1,5 +1,6 @@
 import type { Db } from './open.js';
-import { ATTEMPT_COLUMNS, attemptValues, toAttempt, toItem, toJob, toRun, type RawAttempt } from '../rows.js';
+import { INSERT_ATTEMPT_SQL, insertAttemptValues } from './attempts.js';
+import { toAttempt, toItem, toJob, toRun, type RawAttempt } from '../rows.js';
 import { keysetPages } from '../pages.js';
 import { nanoUp, SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type { AttemptRow, ItemRow, JobRow, QueueCopier, RunRow } from '../types.js';
@@ -84,10 +85,10 @@ export class SqliteCopier implements QueueCopier {
 
   async loadAttempts(rows: readonly AttemptRow[]): Promise<void> {
     this.#beforeWrite();
-    const insert = this.#db.prepare(`INSERT INTO attempts (${ATTEMPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    const insert = this.#db.prepare(INSERT_ATTEMPT_SQL);
     this.#db
       .transaction(() => {
-        for (const a of rows) insert.run(...attemptValues(a, a.latencyMs, Number));
+        for (const a of rows) insert.run(...insertAttemptValues(a, a.latencyMs));
       })
       .immediate();
   }

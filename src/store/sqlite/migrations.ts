@@ -182,9 +182,17 @@ DROP INDEX jobs_retrying;
  * 1.6 GB a million): jobs last tried before this migration keep NULL and the export looks theirs up
  * as before (exportColumns), so the migration costs the same at any size.
  */
-/** Keeps \`jobs.latency_ms\`; REBUILD_JOBS_SQL drops it with the old table and creates it again. */
+/** Keeps \`jobs.latency_ms\` as migration 7 made it (by key); migration 9 finds the job by seq instead. */
 const ATTEMPTS_LATENCY_TRIGGER = `CREATE TRIGGER attempts_latency AFTER INSERT ON attempts BEGIN
   UPDATE jobs SET latency_ms = NEW.latency_ms WHERE key = NEW.job_key;
+END;`;
+
+/**
+ * Keeps \`jobs.latency_ms\` since migration 9: the job by its seq (its rowid), not a lookup of its key.
+ * REBUILD_JOBS_SQL drops it with the old table and creates it again.
+ */
+const ATTEMPTS_LATENCY_BY_SEQ_TRIGGER = `CREATE TRIGGER attempts_latency AFTER INSERT ON attempts BEGIN
+  UPDATE jobs SET latency_ms = NEW.latency_ms WHERE seq = NEW.job_seq;
 END;`;
 
 export const EXPORT_LATENCY_MIGRATION: Migration = Object.freeze({
@@ -241,7 +249,7 @@ INSERT INTO jobs_rebuilt (seq, key, request, model, state, priority, attempts, r
 DROP TRIGGER attempts_latency;
 DROP TABLE jobs;
 ALTER TABLE jobs_rebuilt RENAME TO jobs;
-${ATTEMPTS_LATENCY_TRIGGER}
+${ATTEMPTS_LATENCY_BY_SEQ_TRIGGER}
 CREATE UNIQUE INDEX jobs_key ON jobs (key);
 CREATE INDEX jobs_claim ON jobs (state, priority, seq);
 CREATE INDEX jobs_lease ON jobs (lease_owner) WHERE lease_owner IS NOT NULL;
@@ -283,6 +291,39 @@ CREATE TABLE bulk_load (
 `,
   apply: nameJobsKeyIndexIfEmpty,
 });
+
+/**
+ * A job's attempts are found by the job's \`seq\`, not its key. \`attempts_job\` was keyed by the
+ * job's SHA-256 key, so each answer's attempt row went to a random page of that index: in a run
+ * against a zero-latency fake that was two thirds of the pages each group commit wrote to the WAL
+ * (and the checkpointer copied back), and at millions of attempts a page read from disk per answer.
+ * Claims take jobs in seq order within a priority, so a run's attempts now land at the end of
+ * \`attempts_by_job\`. The insert finds the seq by the key the job's own UPDATE looks up anyway.
+ *
+ * Attempts stored before this migration keep a NULL \`job_seq\` and stay found by key, in
+ * \`attempts_by_key\` (the old index, now over them alone): giving every old row its job's seq would
+ * rewrite the whole table through the WAL, while building the partial index reads it once (a
+ * one-time cost on the first write after the upgrade). A read of a job's attempts asks for both:
+ * ATTEMPTS_OF_JOB.
+ */
+export const ATTEMPTS_BY_JOB_SEQ_MIGRATION: Migration = Object.freeze({
+  version: 9,
+  name: 'attempts_by_job_seq',
+  sql: `
+ALTER TABLE attempts ADD COLUMN job_seq INTEGER;   -- jobs.seq of the attempt's job; NULL for attempts stored before this migration
+DROP INDEX attempts_job;
+CREATE INDEX attempts_by_key ON attempts (job_key, id) WHERE job_seq IS NULL;
+CREATE INDEX attempts_by_job ON attempts (job_seq, id) WHERE job_seq IS NOT NULL;
+DROP TRIGGER attempts_latency;
+${ATTEMPTS_LATENCY_BY_SEQ_TRIGGER}
+`,
+});
+
+/**
+ * The attempts of job \`j\` (as \`a\`), through either index of ATTEMPTS_BY_JOB_SEQ_MIGRATION: a
+ * job tried before and after the upgrade has attempts in both.
+ */
+export const ATTEMPTS_OF_JOB = '(a.job_seq = j.seq OR (a.job_seq IS NULL AND a.job_key = j.key))';
 
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
@@ -408,6 +449,7 @@ CREATE TABLE spend (
   STATUS_COUNTS_MIGRATION,
   EXPORT_LATENCY_MIGRATION,
   BULK_LOAD_MIGRATION,
+  ATTEMPTS_BY_JOB_SEQ_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -1,6 +1,7 @@
 import { COUNTS_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
 import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type { Db } from './open.js';
+import { ATTEMPTS_OF_JOB } from './migrations.js';
 import type {
   AnsweredJob,
   ExportFilter,
@@ -25,7 +26,9 @@ const SENT_SOMETHING = "(ended_at IS NULL OR (json_valid(stats) AND coalesce(jso
 export const ITEM_SQL = Object.freeze({
   item: 'SELECT * FROM items WHERE id = ?',
   job: 'SELECT * FROM jobs WHERE key = ?',
-  attempts: 'SELECT * FROM attempts WHERE job_key = ? ORDER BY id',
+  // the job's key twice: its attempts by seq, and those stored before migration 9 by key (ATTEMPTS_OF_JOB as a merge of two index walks)
+  attempts: `SELECT a.* FROM jobs j JOIN attempts a ON a.job_seq = j.seq WHERE j.key = ?
+    UNION ALL SELECT * FROM attempts WHERE job_seq IS NULL AND job_key = ? ORDER BY id`,
 });
 
 /** The read side of the SQLite store: status, one item, and the export stream. */
@@ -107,7 +110,7 @@ export class SqliteReader {
       const item = db.prepare(ITEM_SQL.item).get(id) as { id: string; source: string; job_key: string; meta: string | null } | undefined;
       if (!item) return null;
       const job = db.prepare(ITEM_SQL.job).get(item.job_key) as RawJob;
-      const attempts = (db.prepare(ITEM_SQL.attempts).all(item.job_key) as RawAttempt[]).map(toAttempt);
+      const attempts = (db.prepare(ITEM_SQL.attempts).all(item.job_key, item.job_key) as RawAttempt[]).map(toAttempt);
       return { id: item.id, source: item.source, meta: item.meta ? JSON.parse(item.meta) : null, job: toJob(job), attempts };
     })();
   }
@@ -140,7 +143,7 @@ export class SqliteReader {
   answered(model: string, o: { limit: number; withRequest: boolean }): AnsweredJob[] {
     const rows = this.#db
       .prepare(`SELECT j.prompt_tokens, j.completion_tokens, ${o.withRequest ? 'j.request' : 'NULL AS request'},
-        (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1) AS latency_ms
+        coalesce(j.latency_ms, (SELECT latency_ms FROM attempts a WHERE ${ATTEMPTS_OF_JOB} AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1)) AS latency_ms
       FROM jobs j INDEXED BY jobs_age WHERE j.model = ? AND j.state = 'done' ORDER BY j.created_at DESC, j.seq DESC LIMIT ?`)
       .all(model, o.limit) as Array<{
       prompt_tokens: number;

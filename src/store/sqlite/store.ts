@@ -33,7 +33,8 @@ import { SqliteSpend } from './spend.js';
 import type { Checkpointer } from './checkpointer.js';
 import { splitClaimed, type RawClaimed } from '../claim-result.js';
 import { GroupCommit } from '../group-commit.js';
-import { ATTEMPT_COLUMNS, attemptValues, latencyOf } from '../rows.js';
+import { latencyOf } from '../rows.js';
+import { DROP_ATTEMPTS_SQL, INSERT_ATTEMPT_SQL, insertAttemptValues, orphanDropper } from './attempts.js';
 import { BULK_MIN_ROWS, beginBulkLoad, finishBulkLoad, settleBulkLoad } from './bulk-load.js';
 import type { BulkLoadWriter } from './load-writer.js';
 
@@ -90,9 +91,11 @@ export class SqliteStore implements Store {
       itemJob: db.prepare('SELECT job_key, source FROM items WHERE id = ?').raw(),
       insertItem: db.prepare(`INSERT INTO items (id, source, job_key, meta, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`),
       moveItem: db.prepare('UPDATE items SET job_key = ?, source = ?, meta = ?, updated_at = ? WHERE id = ?'),
-      dropStaleJob: db.prepare(`DELETE FROM jobs WHERE key = ? AND state IN ('pending', 'failed')
-        AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`),
-      dropAttempts: db.prepare('DELETE FROM attempts WHERE job_key = ?'),
+      dropStaleJob: db
+        .prepare(`DELETE FROM jobs WHERE key = ? AND state IN ('pending', 'failed')
+        AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key) RETURNING seq`)
+        .pluck(),
+      dropAttempts: db.prepare(DROP_ATTEMPTS_SQL),
       claim: db.prepare(`${CLAIM_SET}
         WHERE seq IN (SELECT seq FROM jobs WHERE state = 'pending' AND run_after <= @now ORDER BY priority, seq LIMIT @limit)
         ${CLAIM_RETURNING}`),
@@ -116,7 +119,7 @@ export class SqliteStore implements Store {
       complete: db.prepare(`UPDATE jobs SET state = 'done', output = ?, response = ?, prompt_tokens = ?,
           completion_tokens = ?, cost_usd = ?, error = NULL, lease_owner = NULL, lease_expires_at = NULL, finished_at = ?, updated_at = ?
         WHERE key = ? AND state <> 'done'`),
-      insertAttempt: db.prepare(`INSERT INTO attempts (${ATTEMPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+      insertAttempt: db.prepare(INSERT_ATTEMPT_SQL),
       noteError: db.prepare(`UPDATE jobs SET error = ?, attempts = attempts - ?, updated_at = ?
         WHERE key = ? AND state = 'running' AND lease_owner = ?`),
       fail: db.prepare(`UPDATE jobs SET state = 'failed', error = ?, lease_owner = NULL, lease_expires_at = NULL,
@@ -137,8 +140,7 @@ export class SqliteStore implements Store {
         .prepare(`UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
         WHERE lease_owner = ? AND state = 'running' RETURNING key`)
         .pluck(),
-      dropOrphan: db.prepare(`DELETE FROM jobs WHERE key = ? AND state = 'pending'
-        AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`),
+      dropOrphans: orphanDropper(db),
       endRun: db.prepare('UPDATE runs SET ended_at = ?, exit_reason = ? WHERE id = ? AND ended_at IS NULL'),
       retryFailed: db.prepare(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL,
           finished_at = NULL, updated_at = @now
@@ -268,8 +270,9 @@ export class SqliteStore implements Store {
               elsewhere++;
               firstElsewhere ??= { id: r.itemId, was: was!, now: r.source };
             }
-            if (s.dropStaleJob.run(current).changes > 0) {
-              s.dropAttempts.run(current);
+            const dropped = s.dropStaleJob.get(current) as number | undefined;
+            if (dropped !== undefined) {
+              s.dropAttempts.run(dropped, current);
               droppedJobs++;
             }
           }
@@ -330,7 +333,7 @@ export class SqliteStore implements Store {
           this.#s.endRun.run(now, 'died', owner);
           this.#spend.died(owner, now);
         }
-        this.#dropOrphans(back);
+        this.#s.dropOrphans(back);
         return back.length;
       })
       .immediate();
@@ -457,7 +460,7 @@ export class SqliteStore implements Store {
         const back = keys
           ? keys.flatMap((key) => this.#s.releaseOne.all(o.refund ? 1 : 0, o.now, owner, key) as string[])
           : (this.#s.release.all(o.refund ? 1 : 0, o.now, owner) as string[]);
-        this.#dropOrphans(back);
+        this.#s.dropOrphans(back);
         return back.length;
       })
       .immediate();
@@ -508,16 +511,6 @@ export class SqliteStore implements Store {
     if (this.db.open) this.db.close();
   }
 
-  /**
-   * A job handed back that no item needs any more (its document changed while it ran) is dropped,
-   * never to be sent: the same rule enqueue applies to the old job of a changed document.
-   */
-  #dropOrphans(keys: readonly string[]): void {
-    for (const key of keys) {
-      if (this.#s.dropOrphan.run(key).changes > 0) this.#s.dropAttempts.run(key);
-    }
-  }
-
   /** The attempt row, and what it moves in its run's money, in the caller's transaction. */
   #insertAttempt(a: AttemptRecord): void {
     this.#insertAttemptRow(a);
@@ -525,6 +518,6 @@ export class SqliteStore implements Store {
   }
 
   #insertAttemptRow(a: AttemptRecord): void {
-    this.#s.insertAttempt.run(...attemptValues(a, latencyOf(a), Number));
+    this.#s.insertAttempt.run(...insertAttemptValues(a, latencyOf(a)));
   }
 }

@@ -1,0 +1,40 @@
+import { ATTEMPT_COLUMNS, attemptValues } from '../rows.js';
+import type { AttemptRecord } from '../types.js';
+import type { Db } from './open.js';
+
+/**
+ * The SQLite store's attempt rows since migration 9 (attempts_by_job_seq, migrations.ts): each
+ * carries its job's seq, found from the key in the insert itself. Values: insertAttemptValues.
+ */
+export const INSERT_ATTEMPT_SQL = `INSERT INTO attempts (${ATTEMPT_COLUMNS}, job_seq)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT seq FROM jobs WHERE key = ?))`;
+
+/** The values of INSERT_ATTEMPT_SQL for one try. */
+export function insertAttemptValues(a: AttemptRecord, latencyMs: number) {
+  return [...attemptValues(a, latencyMs, Number), a.key];
+}
+
+/**
+ * Every attempt of a job being dropped, by its seq (`RETURNING seq` of the job's DELETE) and key:
+ * attempts stored before migration 9 are found by key only.
+ */
+export const DROP_ATTEMPTS_SQL = 'DELETE FROM attempts WHERE job_seq = ? OR (job_seq IS NULL AND job_key = ?)';
+
+/**
+ * Drops the jobs handed back that no item needs any more (the document changed while they ran),
+ * with their attempts, never to be sent: the rule enqueue applies to the old job of a changed
+ * document. Runs in the caller's transaction.
+ */
+export function orphanDropper(db: Db): (keys: readonly string[]) => void {
+  const dropJob = db
+    .prepare(`DELETE FROM jobs WHERE key = ? AND state = 'pending'
+      AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key) RETURNING seq`)
+    .pluck();
+  const dropAttempts = db.prepare(DROP_ATTEMPTS_SQL);
+  return (keys) => {
+    for (const key of keys) {
+      const seq = dropJob.get(key) as number | undefined;
+      if (seq !== undefined) dropAttempts.run(seq, key);
+    }
+  };
+}
