@@ -1,6 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createInterface, type Interface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+
+/** Linux's USER_HZ: /proc reports CPU times in these. */
+const CLOCK_TICKS = 100;
 
 /** What the fake saw since it started or was last cleared. */
 export interface FakeStats {
@@ -39,6 +43,12 @@ export class FakeProcess {
   /** The fake's process id (for reading its CPU time from /proc). */
   get pid(): number {
     return this.child.pid!;
+  }
+
+  /** CPU time the fake has used since it started, in ms (user + system, from /proc: 10 ms steps). */
+  cpuMs(): number {
+    const fields = readFileSync(`/proc/${this.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * (1000 / CLOCK_TICKS);
   }
 
   configure(options: Record<string, unknown>): void {
