@@ -5,9 +5,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { OpenAIProvider } from '../src/provider/openai.js';
-import { runQueue } from '../src/scheduler/run-queue.js';
-import { SqliteStore } from '../src/store/sqlite/store.js';
+import { OpenAIProvider } from '../dist/provider/openai.js';
+import { runQueue } from '../dist/scheduler/run-queue.js';
+import { SqliteStore } from '../dist/store/sqlite/store.js';
 import { requestFor, seedJobs } from '../test/helpers/seed.js';
 import { FakeProcess, fmt, verdict } from './helpers.js';
 
