@@ -282,8 +282,8 @@ describe('OpenAIProvider: the key never leaks', () => {
     const throwing = new OpenAIProvider({
       baseUrl: f.url,
       apiKey: odd,
-      transport: async () => {
-        throw new TypeError('fetch failed', { cause: new Error(`bad header ${odd}`) });
+      transport: (_options, handler) => {
+        handler.onResponseError?.(null as never, new TypeError('fetch failed', { cause: new Error(`bad header ${odd}`) }));
       },
     });
     const netErr = await failure(throwing as OpenAIProvider);
