@@ -4,6 +4,7 @@ import { OpenAIProvider } from '../src/provider/openai.js';
 import { ProviderError } from '../src/provider/types.js';
 import { canonicalJson } from '../src/request.js';
 import { countTokens } from 'gpt-tokenizer';
+import { getEventListeners } from 'node:events';
 
 let fake: FakeOpenAI | undefined;
 afterEach(async () => {
@@ -282,8 +283,8 @@ describe('OpenAIProvider: the key never leaks', () => {
     const throwing = new OpenAIProvider({
       baseUrl: f.url,
       apiKey: odd,
-      transport: async () => {
-        throw new TypeError('fetch failed', { cause: new Error(`bad header ${odd}`) });
+      transport: (_options, handler) => {
+        handler.onResponseError?.(null as never, new TypeError('fetch failed', { cause: new Error(`bad header ${odd}`) }));
       },
     });
     const netErr = await failure(throwing as OpenAIProvider);
@@ -291,5 +292,78 @@ describe('OpenAIProvider: the key never leaks', () => {
     const chain = [netErr.message, (netErr.cause as Error).message, ((netErr.cause as Error).cause as Error).message].join(' ');
     expect(chain).toContain('[REDACTED]');
     expect(chain).not.toContain(odd);
+  });
+});
+
+describe('OpenAIProvider: the dispatch handler', () => {
+  it('decodes a UTF-8 character cut between two body chunks', async () => {
+    const f = await start();
+    const content = 'naïve café, 日本語 🙂 the end';
+    const body = JSON.stringify({
+      choices: [{ message: { role: 'assistant', content } }],
+      usage: { prompt_tokens: 1, completion_tokens: 2 },
+    });
+    // cut inside the emoji's four bytes, and inside a three-byte character of an error message
+    const inEmoji = Buffer.byteLength(body.slice(0, body.indexOf('🙂'))) + 2;
+    const error = JSON.stringify({ error: { message: 'Ungültige Anfrage: 日本語', type: 'invalid_request_error' } });
+    const inKanji = Buffer.byteLength(error.slice(0, error.indexOf('本'))) + 1;
+    f.script(reply.split(200, body, inEmoji), reply.split(400, error, inKanji));
+    expect((await provider(f).complete(request(), { signal: live() })).output).toBe(content);
+    expect((await failure(provider(f))).message).toBe('HTTP 400: Ungültige Anfrage: 日本語');
+  });
+
+  it('leaves no abort listener on a long-lived signal, however each request ends', async () => {
+    const f = await start();
+    const p = provider(f, { timeoutMs: 300 });
+    const signal = new AbortController().signal;
+    f.script(reply.serverError(500), reply.reset(), reply.truncate(), reply.hang(), reply.split(200, '{"choices":[]}', 3));
+    for (let i = 0; i < 5; i++) await failure(p, request(`fails ${i}`), signal);
+    for (let i = 0; i < 20; i++) await p.complete(request(`ok ${i}`), { signal });
+    expect(getEventListeners(signal, 'abort')).toHaveLength(0);
+  });
+
+  it('reads rate-limit and retry-after headers whatever the case of their names', async () => {
+    const f = await start();
+    f.script(
+      reply.raw(
+        429,
+        { error: { message: 'slow down' } },
+        { 'Retry-After-Ms': '250', 'X-RateLimit-Remaining-Tokens': '0', 'X-RATELIMIT-RESET-TOKENS': '6m0s' },
+      ),
+      reply.ok({ headers: { 'Anthropic-RateLimit-Requests-Remaining': '7' } }),
+    );
+    const err = await failure(provider(f));
+    expect(err.retryAfterMs).toBe(250);
+    expect(err.rateLimit).toMatchObject({ remainingTokens: 0, resetTokensMs: 360_000 });
+    expect((await provider(f).complete(request(), { signal: live() })).rateLimit?.remainingRequests).toBe(7);
+  });
+
+  it('answers an abort at once and never sends a request aborted while it waited for a connection', async () => {
+    const f = await start();
+    const p = new OpenAIProvider({ baseUrl: f.url, connections: 1, timeoutMs: 5000 });
+    f.script(reply.ok({ latencyMs: 300 }));
+    const first = p.complete(request('first'), { signal: live() });
+    await f.waitForRequests(1);
+    const controller = new AbortController();
+    const queued = p.complete(request('queued'), { signal: controller.signal });
+    const reason = new Error('stop requested');
+    const abortedAt = Date.now();
+    controller.abort(reason);
+    await expect(queued).rejects.toBe(reason);
+    expect(Date.now() - abortedAt).toBeLessThan(150); // not when the connection frees up
+    await first;
+    await new Promise((r) => setTimeout(r, 100));
+    expect(f.received).toBe(1);
+    await p.close();
+  });
+
+  it('classifies a transport that throws before sending as a network error', async () => {
+    const p = new OpenAIProvider({
+      baseUrl: 'http://127.0.0.1:9/v1',
+      transport: () => {
+        throw new TypeError('fetch failed', { cause: new Error('connect ECONNREFUSED 127.0.0.1:9') });
+      },
+    });
+    expect(await failure(p)).toMatchObject({ reason: 'network', scope: 'retryable' });
   });
 });

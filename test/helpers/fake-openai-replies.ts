@@ -25,6 +25,19 @@ export type FakeReply =
       readonly headers?: FakeHeaders;
       readonly latencyMs?: number;
     }
+  /**
+   * Any status with `body` written in two writes: its first `at` bytes (which may end inside a
+   * UTF-8 character), then after `pauseMs` the rest, so the client reads it in two chunks.
+   */
+  | {
+      readonly kind: 'split';
+      readonly status: number;
+      readonly body: string;
+      readonly at: number;
+      readonly pauseMs: number;
+      readonly headers?: FakeHeaders;
+      readonly latencyMs?: number;
+    }
   /** Never answer (until the server goes down or closes). */
   | { readonly kind: 'hang' }
   /** Destroy the socket without answering: the client sees a reset / socket hang up. */
@@ -82,6 +95,10 @@ export const reply = {
   },
   raw(status: number, body: string | object, headers?: FakeHeaders): FakeReply {
     return { kind: 'raw', status, body, headers };
+  },
+  /** `body` in two writes `pauseMs` apart, cut at byte `at` (e.g. inside a multi-byte character). */
+  split(status: number, body: string, at: number, options: { pauseMs?: number; headers?: FakeHeaders } = {}): FakeReply {
+    return { kind: 'split', status, body, at, pauseMs: options.pauseMs ?? 50, headers: options.headers };
   },
   /** An OpenAI-style error (`type` defaults by status). */
   error(status: number, message: string, options: { type?: string; code?: string | null; headers?: FakeHeaders } = {}): FakeReply {

@@ -311,6 +311,14 @@ export class FakeOpenAI {
       case 'raw':
         answer(chosen.status);
         return send(res, chosen.status, chosen.body, chosen.headers);
+      case 'split': {
+        answer(chosen.status);
+        const bytes = Buffer.from(chosen.body, 'utf8');
+        res.writeHead(chosen.status, { 'content-type': 'application/json', 'content-length': bytes.length, ...chosen.headers });
+        res.write(bytes.subarray(0, chosen.at));
+        setTimeout(() => res.destroyed || res.end(bytes.subarray(chosen.at)), chosen.pauseMs);
+        return;
+      }
     }
   }
 
