@@ -5,6 +5,7 @@ import { ProviderError } from '../src/provider/types.js';
 import { canonicalJson } from '../src/request.js';
 import { countTokens } from 'gpt-tokenizer';
 import { getEventListeners } from 'node:events';
+import type { Dispatcher } from 'undici';
 
 let fake: FakeOpenAI | undefined;
 afterEach(async () => {
@@ -365,5 +366,33 @@ describe('OpenAIProvider: the dispatch handler', () => {
       },
     });
     expect(await failure(p)).toMatchObject({ reason: 'network', scope: 'retryable' });
+  });
+
+  it('settles when reading the finished body throws (a body too long for one string): undici then reports an error to a settled handler', async () => {
+    // What undici does with a handler whose onResponseEnd throws: it calls onResponseError. The chunk
+    // stands in for a body past the longest string V8 makes (about 512 MB), which is not sent in a test.
+    const unreadable = {
+      toString: () => {
+        throw new Error('Cannot create a string longer than 0x1fffffe8 characters');
+      },
+    };
+    const p = new OpenAIProvider({
+      baseUrl: 'http://127.0.0.1:9/v1',
+      transport: (_options, handler) => {
+        const controller = { abort() {}, pause() {}, resume() {}, aborted: false, paused: false, reason: null, rawHeaders: [] };
+        const h = handler as Required<Dispatcher.DispatchHandler>;
+        h.onRequestStart(controller as never, {});
+        h.onResponseStart(controller as never, 200, {}, 'OK');
+        h.onResponseData(controller as never, unreadable as never);
+        try {
+          h.onResponseEnd(controller as never, {});
+        } catch (err) {
+          h.onResponseError(controller as never, err as Error);
+        }
+        return true;
+      },
+    });
+    const settled = await Promise.race([failure(p), new Promise((r) => setTimeout(() => r('still pending after 2 s'), 2000))]);
+    expect(settled).toMatchObject({ reason: 'bad_body' });
   });
 });

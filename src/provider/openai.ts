@@ -147,12 +147,20 @@ class Exchange implements Dispatcher.DispatchHandler, HeaderSource {
   onResponseEnd(): void {
     if (this.#settled) return;
     this.#settle();
-    const status = this.#status;
-    const rateLimit = this.#rateLimit();
-    // Decoded once at the end: a character split across two chunks reads whole.
-    const chunks = this.#chunks;
-    const text = chunks.length === 1 ? chunks[0].toString('utf8') : Buffer.concat(chunks).toString('utf8');
+    // Everything after the settle is caught: a throw here (a body too long for one string) would go
+    // back into undici, whose onResponseError then finds us settled, and the promise would never end.
     try {
+      const status = this.#status;
+      const rateLimit = this.#rateLimit();
+      // Decoded once at the end: a character split across two chunks reads whole.
+      const chunks = this.#chunks;
+      this.#chunks = [];
+      let text: string;
+      try {
+        text = chunks.length === 1 ? chunks[0].toString('utf8') : Buffer.concat(chunks).toString('utf8');
+      } catch (err) {
+        throw badBodyError('the body could not be read as text', status, rateLimit, this.apiKey, err);
+      }
       if (status < 200 || status >= 300) throw classifyHttpError(status, text, this, rateLimit, this.apiKey);
       this.resolve(parseCompletion(text, status, rateLimit, this.requestJson, this.apiKey));
     } catch (err) {
@@ -162,14 +170,24 @@ class Exchange implements Dispatcher.DispatchHandler, HeaderSource {
 
   onResponseError(_c: Dispatcher.DispatchController | null, err: Error): void {
     if (this.#settled) return;
-    if (this.signal.aborted) return this.#fail(this.signal.reason);
-    if (TIMEOUT_CODES.has((err as { code?: string }).code ?? '')) return this.#fail(timeoutError(this.timeoutMs));
-    if (this.#headers === null) return this.#fail(classifyNetworkError(err, this.apiKey));
+    this.#settle();
+    try {
+      this.reject(this.#whyItFailed(err));
+    } catch (error) {
+      this.reject(error);
+    }
+  }
+
+  /** The error a request that undici gave up on ends with. */
+  #whyItFailed(err: Error): unknown {
+    if (this.signal.aborted) return this.signal.reason;
+    if (TIMEOUT_CODES.has((err as { code?: string }).code ?? '')) return timeoutError(this.timeoutMs);
+    if (this.#headers === null) return classifyNetworkError(err, this.apiKey);
     // The answer began and then broke off.
     const status = this.#status;
     const rateLimit = this.#rateLimit();
-    if (status < 200 || status >= 300) return this.#fail(classifyHttpError(status, '', this, rateLimit, this.apiKey));
-    this.#fail(badBodyError('the body was cut short', status, rateLimit, this.apiKey, err));
+    if (status < 200 || status >= 300) return classifyHttpError(status, '', this, rateLimit, this.apiKey);
+    return badBodyError('the body was cut short', status, rateLimit, this.apiKey, err);
   }
 
   /** A response header, for the parsers (undici gives the names lower-cased, repeated ones as arrays). */
