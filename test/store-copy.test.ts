@@ -136,6 +136,9 @@ describe('copy', () => {
     expect(new Set(progress)).toEqual(new Set(['jobs', 'items', 'attempts', 'runs']));
     expect(await everything(to)).toEqual(asCopied(await everything(from)));
     expect(await to.activeRuns()).toEqual([]);
+    // every copied attempt carries its job's seq in the new file (the index a job's attempts are found by)
+    const misplaced = to.db.prepare('SELECT count(*) FROM attempts a LEFT JOIN jobs j ON j.key = a.job_key WHERE a.job_seq IS NOT j.seq');
+    expect(misplaced.pluck().get()).toBe(0);
     // the copy works as a queue: FIFO by priority continues where the source stood
     const next = await to.claim(claimOpts({ now: T0 + 1000, limit: 2 }));
     expect(next.jobs.map((j) => j.attempts)).toEqual([3, 2]);

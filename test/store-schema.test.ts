@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
-import { LATEST_VERSION, MIGRATIONS, REBUILD_JOBS_SQL } from '../src/store/sqlite/migrations.js';
+import { LATEST_VERSION, MIGRATIONS, rebuildJobs } from '../src/store/sqlite/migrations.js';
 import { tempDir } from './helpers/tmp.js';
 
 function columns(db: Database.Database, table: string): string[] {
@@ -238,7 +238,7 @@ describe('sqlite schema', () => {
     });
     const before = shape();
     db.pragma('foreign_keys = OFF');
-    db.exec(REBUILD_JOBS_SQL);
+    rebuildJobs(db);
     db.pragma('foreign_keys = ON');
     expect(shape()).toEqual(before);
     // and the rebuilt table still keeps latencies and counts

@@ -190,12 +190,12 @@ export function toAttempt(a: RawAttempt): AttemptRow {
  * the latency read only when the filter asks for them (NULL otherwise). `attemptsOfJob`: the store's
  * condition on `attempts a` for the attempts of `j` (SQLite finds them by seq since its migration 9).
  */
-export function exportColumns(f: ExportFilter, attemptsOfJob?: string): string {
+export function exportColumns(f: ExportFilter, attemptsOfJob: string): string {
   return `i.seq, i.id, i.source, i.meta, ${exportJobColumns(f, attemptsOfJob)}`;
 }
 
 /** The job's half of exportColumns (`j` being jobs): key, state, model, output, response, error, attempts, tokens, cost, latency. */
-export function exportJobColumns(f: ExportFilter, attemptsOfJob = 'a.job_key = j.key'): string {
+export function exportJobColumns(f: ExportFilter, attemptsOfJob: string): string {
   const response = f.response === false ? 'NULL AS response' : 'j.response';
   // The attempt that finished the job is the job's last. Its latency is on the job (kept by the
   // migration export_latency's trigger); a job last tried before that migration has NULL there, and

@@ -37,6 +37,9 @@ const EXPORT_PAGE = 1000;
 /** Jobs kept from earlier pages for items that share a job or come a little out of order. */
 const KEPT_JOBS = 2 * EXPORT_PAGE;
 
+/** The attempts of job `j` (as `a`), through attempts_job. */
+const ATTEMPTS_OF_JOB = 'a.job_key = j.key';
+
 /**
  * A job as the export reads it: exportJobColumns (key and state first), or when states are asked
  * for, key and state then exportJobColumns (all NULL for a state not asked for).
@@ -55,10 +58,11 @@ interface ExportPage {
  * in another state are not read, only its key and state (what the pairing needs).
  */
 function exportPageSql(filter: ExportFilter) {
+  const columns = exportJobColumns(filter, ATTEMPTS_OF_JOB);
   const job = (states: string) =>
     filter.states?.length
-      ? `j.key, j.state, x.* FROM jobs j LEFT JOIN LATERAL (SELECT ${exportJobColumns(filter)} WHERE j.state = ANY(${states}::text[])) x ON true`
-      : `${exportJobColumns(filter)} FROM jobs j`;
+      ? `j.key, j.state, x.* FROM jobs j LEFT JOIN LATERAL (SELECT ${columns} WHERE j.state = ANY(${states}::text[])) x ON true`
+      : `${columns} FROM jobs j`;
   return {
     items: `SELECT seq, id, source, meta, job_key FROM items WHERE seq > $1 ${filter.items ? 'AND seq <= $2' : ''}
       ORDER BY seq LIMIT ${EXPORT_PAGE}`,
@@ -318,7 +322,7 @@ export class PgReader {
       await query<{ prompt_tokens: number; completion_tokens: number; request: string | null; latency_ms: number | null }>(
         this.#pool,
         `SELECT j.prompt_tokens, j.completion_tokens, ${o.withRequest ? 'j.request' : 'NULL AS request'},
-        (SELECT latency_ms FROM attempts a WHERE a.job_key = j.key AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1) AS latency_ms
+        (SELECT latency_ms FROM attempts a WHERE ${ATTEMPTS_OF_JOB} AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1) AS latency_ms
       FROM jobs j WHERE j.model = $1 AND j.state = 'done' ORDER BY j.created_at DESC, j.seq DESC LIMIT $2`,
         [model, o.limit],
       )

@@ -182,15 +182,15 @@ DROP INDEX jobs_retrying;
  * 1.6 GB a million): jobs last tried before this migration keep NULL and the export looks theirs up
  * as before (exportColumns), so the migration costs the same at any size.
  */
-/** Keeps \`jobs.latency_ms\` as migration 7 made it (by key); migration 9 finds the job by seq instead. */
+/**
+ * Keeps \`jobs.latency_ms\` as migration 7 made it (by key); migration 9 finds the job by seq instead.
+ * REBUILD_JOBS_SQL drops the trigger with the old table, and rebuildJobs creates it again as it was.
+ */
 const ATTEMPTS_LATENCY_TRIGGER = `CREATE TRIGGER attempts_latency AFTER INSERT ON attempts BEGIN
   UPDATE jobs SET latency_ms = NEW.latency_ms WHERE key = NEW.job_key;
 END;`;
 
-/**
- * Keeps \`jobs.latency_ms\` since migration 9: the job by its seq (its rowid), not a lookup of its key.
- * REBUILD_JOBS_SQL drops it with the old table and creates it again.
- */
+/** Keeps \`jobs.latency_ms\` since migration 9: the job by its seq (its rowid), not a lookup of its key. */
 const ATTEMPTS_LATENCY_BY_SEQ_TRIGGER = `CREATE TRIGGER attempts_latency AFTER INSERT ON attempts BEGIN
   UPDATE jobs SET latency_ms = NEW.latency_ms WHERE seq = NEW.job_seq;
 END;`;
@@ -245,11 +245,10 @@ INSERT INTO jobs_rebuilt (seq, key, request, model, state, priority, attempts, r
   SELECT seq, key, request, model, state, priority, attempts, run_after, lease_owner, lease_expires_at,
     output, response, prompt_tokens, completion_tokens, error, created_at, updated_at, finished_at, cost_usd, latency_ms
   FROM jobs ORDER BY seq;
--- a trigger on another table that names jobs would make the rename fail while jobs is gone
+-- a trigger on another table that names jobs would make the rename fail while jobs is gone: rebuildJobs creates it again
 DROP TRIGGER attempts_latency;
 DROP TABLE jobs;
 ALTER TABLE jobs_rebuilt RENAME TO jobs;
-${ATTEMPTS_LATENCY_BY_SEQ_TRIGGER}
 CREATE UNIQUE INDEX jobs_key ON jobs (key);
 CREATE INDEX jobs_claim ON jobs (state, priority, seq);
 CREATE INDEX jobs_lease ON jobs (lease_owner) WHERE lease_owner IS NOT NULL;
@@ -265,6 +264,19 @@ interface SchemaDb {
 }
 
 /**
+ * REBUILD_JOBS_SQL, then the trigger on attempts it had to drop, as it was: migration 8 runs this on
+ * an old queue before migration 9 gives attempts the column today's trigger reads, and a queue left
+ * at version 8 between the two (a crash, a full disk) must keep the trigger of version 8.
+ */
+export function rebuildJobs(db: SchemaDb): void {
+  const trigger = db.prepare("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'attempts_latency'").get() as
+    | { sql: string }
+    | undefined;
+  db.exec(REBUILD_JOBS_SQL);
+  if (trigger) db.exec(trigger.sql);
+}
+
+/**
  * Only an empty `jobs` is rebuilt, where it costs nothing: a bulk load only ever starts on an empty
  * queue (and rebuilds it then if it still has the constraint), while copying a queue of ten million
  * jobs on the first open after an upgrade would take minutes and a WAL the size of the database
@@ -273,7 +285,7 @@ interface SchemaDb {
 export function nameJobsKeyIndexIfEmpty(db: SchemaDb): void {
   if (db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'jobs_key'").get()) return;
   if (db.prepare('SELECT 1 FROM jobs LIMIT 1').get()) return;
-  db.exec(REBUILD_JOBS_SQL);
+  rebuildJobs(db);
 }
 
 export const BULK_LOAD_MIGRATION: Migration = Object.freeze({
@@ -302,9 +314,9 @@ CREATE TABLE bulk_load (
  *
  * Attempts stored before this migration keep a NULL \`job_seq\` and stay found by key, in
  * \`attempts_by_key\` (the old index, now over them alone): giving every old row its job's seq would
- * rewrite the whole table through the WAL, while building the partial index reads it once (a
- * one-time cost on the first write after the upgrade). A read of a job's attempts asks for both:
- * ATTEMPTS_OF_JOB.
+ * rewrite the whole table through the WAL, while building the partial index reads it once (when a
+ * writer first opens the queue after the upgrade, in the migration's transaction: its WAL then holds
+ * that index, as big as the old one). A read of a job's attempts asks for both: ATTEMPTS_OF_JOB.
  */
 export const ATTEMPTS_BY_JOB_SEQ_MIGRATION: Migration = Object.freeze({
   version: 9,

@@ -19,6 +19,13 @@ import { inClaimOrder, JOBS_PAGE, type RawJobToRun } from '../claim-order.js';
 import { exportPagesMerged } from './export-read.js';
 import { LANES_SQL, toAttempt, toJob, toLane, toRun, type RawAttempt, type RawJob, type RawLane, type RawRun } from '../rows.js';
 
+/** `answered`'s read: a model's latest done jobs ($1 model, $2 how many), each with its answering attempt's latency. */
+export function answeredSql(withRequest: boolean): string {
+  return `SELECT j.prompt_tokens, j.completion_tokens, ${withRequest ? 'j.request' : 'NULL AS request'},
+      (SELECT latency_ms FROM attempts a WHERE ${ATTEMPTS_OF_JOB} AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1) AS latency_ms
+    FROM jobs j INDEXED BY jobs_age WHERE j.model = ? AND j.state = 'done' ORDER BY j.created_at DESC, j.seq DESC LIMIT ?`;
+}
+
 /** 1 for a run whose stats say it sent a request (a run still starting has none yet), else 0. */
 const SENT_SOMETHING = "(ended_at IS NULL OR (json_valid(stats) AND coalesce(json_extract(stats, '$.requests'), 0) > 0))";
 
@@ -141,11 +148,7 @@ export class SqliteReader {
 
   /** Newest first in jobs_age's order (state, created_at, seq), so the walk stops at the limit instead of sorting every done job. */
   answered(model: string, o: { limit: number; withRequest: boolean }): AnsweredJob[] {
-    const rows = this.#db
-      .prepare(`SELECT j.prompt_tokens, j.completion_tokens, ${o.withRequest ? 'j.request' : 'NULL AS request'},
-        coalesce(j.latency_ms, (SELECT latency_ms FROM attempts a WHERE ${ATTEMPTS_OF_JOB} AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1)) AS latency_ms
-      FROM jobs j INDEXED BY jobs_age WHERE j.model = ? AND j.state = 'done' ORDER BY j.created_at DESC, j.seq DESC LIMIT ?`)
-      .all(model, o.limit) as Array<{
+    const rows = this.#db.prepare(answeredSql(o.withRequest)).all(model, o.limit) as Array<{
       prompt_tokens: number;
       completion_tokens: number;
       request: string | null;
