@@ -127,6 +127,7 @@ class Exchange implements Dispatcher.DispatchHandler, HeaderSource {
     if (this.#settled) return;
     this.#fail(this.signal.reason);
     this.#controller?.abort(this.signal.reason);
+    this.#forget();
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -154,7 +155,6 @@ class Exchange implements Dispatcher.DispatchHandler, HeaderSource {
       const rateLimit = this.#rateLimit();
       // Decoded once at the end: a character split across two chunks reads whole.
       const chunks = this.#chunks;
-      this.#chunks = [];
       let text: string;
       try {
         text = chunks.length === 1 ? chunks[0].toString('utf8') : Buffer.concat(chunks).toString('utf8');
@@ -165,6 +165,8 @@ class Exchange implements Dispatcher.DispatchHandler, HeaderSource {
       this.resolve(parseCompletion(text, status, rateLimit, this.requestJson, this.apiKey));
     } catch (err) {
       this.reject(err);
+    } finally {
+      this.#forget();
     }
   }
 
@@ -175,6 +177,8 @@ class Exchange implements Dispatcher.DispatchHandler, HeaderSource {
       this.reject(this.#whyItFailed(err));
     } catch (error) {
       this.reject(error);
+    } finally {
+      this.#forget();
     }
   }
 
@@ -210,6 +214,18 @@ class Exchange implements Dispatcher.DispatchHandler, HeaderSource {
   #fail(err: unknown): void {
     this.#settle();
     this.reject(err);
+  }
+
+  /**
+   * Once answered, let go of undici's controller, the headers and the body: they are views into the
+   * connection's read buffers, and an exchange still referenced after its answer kept those alive.
+   * Measured: peak RSS of a run at -c 64 was 145-170 MB without this, 142-143 MB with it (as with
+   * request()).
+   */
+  #forget(): void {
+    this.#controller = null;
+    this.#headers = null;
+    this.#chunks = [];
   }
 
   /** Settled once: later events from undici or the signal are ignored, and the signal forgets us. */
