@@ -1,13 +1,9 @@
-import Database from 'better-sqlite3';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { PostgresStore } from '../src/store/postgres/store.js';
-import { MIGRATIONS as SQLITE_MIGRATIONS } from '../src/store/sqlite/migrations.js';
 import type { AttemptRecord, Store } from '../src/store/types.js';
 import { docRow } from './helpers/populate.js';
-import { STORE_KINDS, freshPgUrl, pgSchemaAtVersion, skipUnavailable } from './helpers/stores.js';
-import { tempDir } from './helpers/tmp.js';
+import { STORE_KINDS, freshPgUrl, pgSchemaAtVersion, skipUnavailable, sqliteAtVersion } from './helpers/stores.js';
 
 // The export's latency_ms is the job's last attempt's. The migration export_latency keeps it on the
 // job (a trigger on attempts); jobs last tried before it have NULL there and are looked up as before.
@@ -89,16 +85,7 @@ async function answerY(store: Store): Promise<void> {
 
 describe('exported latency of jobs tried before the migration export_latency', () => {
   it('sqlite: looked up for jobs tried before, kept for attempts after', async () => {
-    const path = join(tempDir(), 'q.db');
-    const db = new Database(path);
-    db.exec('CREATE TABLE llmq_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
-    for (const m of SQLITE_MIGRATIONS.filter((x) => x.version <= 6)) {
-      db.exec(m.sql);
-      db.prepare('INSERT INTO llmq_migrations VALUES (?, ?, ?)').run(m.version, m.name, 0);
-    }
-    db.exec(V6_ROWS);
-    db.close();
-    const store = new SqliteStore(path);
+    const store = new SqliteStore(sqliteAtVersion(6, V6_ROWS));
     try {
       expect(await exported(store)).toEqual({ x: 44, y: 7000, z: null });
       expect(await kept(store)).toEqual({ x: null, y: null, z: null });

@@ -1,34 +1,14 @@
 import Database from 'better-sqlite3';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
-import { MIGRATIONS } from '../src/store/sqlite/migrations.js';
 import type { AttemptRecord } from '../src/store/types.js';
-import { tempDir } from './helpers/tmp.js';
+import { sqliteAtVersion } from './helpers/stores.js';
 
 // Since migration 9 the SQLite store finds a job's attempts by the job's seq; attempts stored before
 // it have none and are found by key. A queue upgraded with history must show, export and drop both.
 
 const RUN = 'run-after';
 const T0 = 1_760_000_000_000;
-
-/**
- * A queue migrated by this llmq up to schema version 8 and no further (as a crash or a full disk
- * between two migrations leaves it: each commits alone), with `fill` run in it.
- */
-function v8(fill: string): string {
-  const path = join(tempDir(), 'q.db');
-  const raw = new Database(path);
-  raw.exec('CREATE TABLE llmq_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
-  for (const m of MIGRATIONS.filter((x) => x.version <= 8)) {
-    raw.exec(m.sql);
-    m.apply?.(raw); // migration 8 rebuilds the empty jobs table, and with it the trigger on attempts
-    raw.prepare('INSERT INTO llmq_migrations VALUES (?, ?, ?)').run(m.version, m.name, 0);
-  }
-  raw.exec(fill);
-  raw.close();
-  return path;
-}
 
 const attempt = (key: string, n: number, ms: number, outcome: AttemptRecord['outcome']): AttemptRecord => ({
   key,
@@ -57,9 +37,12 @@ const BEFORE = `INSERT INTO jobs (seq, key, request, model, state, attempts, out
 describe('attempts found by their job seq (SQLite migration 9)', () => {
   it('a queue left at version 8 stores attempts as version 8 did (the rebuild of jobs keeps the trigger of its time)', () => {
     // an llmq that knows schema 8 would write this; the trigger must not read a column migration 9 adds
-    const path = v8(`INSERT INTO jobs (key, request, model, created_at, updated_at) VALUES ('k1', '{}', 'm', 1, 1);
+    const path = sqliteAtVersion(
+      8,
+      `INSERT INTO jobs (key, request, model, created_at, updated_at) VALUES ('k1', '{}', 'm', 1, 1);
       INSERT INTO attempts (job_key, run_id, attempt, started_at, ended_at, latency_ms, status, outcome)
-        VALUES ('k1', 'r', 1, 1, 2, 42, 200, 'done');`);
+        VALUES ('k1', 'r', 1, 1, 2, 42, 200, 'done');`,
+    );
     const raw = new Database(path, { readonly: true });
     try {
       expect(raw.prepare("SELECT latency_ms FROM jobs WHERE key = 'k1'").pluck().get()).toBe(42);
@@ -69,7 +52,7 @@ describe('attempts found by their job seq (SQLite migration 9)', () => {
   });
 
   it('an upgraded queue shows, exports and drops the attempts stored before beside the ones after', async () => {
-    const store = new SqliteStore(v8(BEFORE));
+    const store = new SqliteStore(sqliteAtVersion(8, BEFORE));
     try {
       expect((await store.item('a'))!.attempts.map((a) => a.runId)).toEqual(['old']);
 

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { LATEST_VERSION, MIGRATIONS, rebuildJobs } from '../src/store/sqlite/migrations.js';
 import { tempDir } from './helpers/tmp.js';
+import { sqliteAtVersion } from './helpers/stores.js';
 
 function columns(db: Database.Database, table: string): string[] {
   return (db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>).map((c) => c.name);
@@ -157,25 +158,11 @@ describe('sqlite schema', () => {
     await again.close();
   });
 
-  /** A database as llmq wrote it at schema version 6, with `fill` run in it. */
-  function v6(fill: string): string {
-    const path = join(tempDir(), 'q.db');
-    const raw = new Database(path);
-    raw.exec('CREATE TABLE llmq_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
-    for (const m of MIGRATIONS.filter((x) => x.version <= 6)) {
-      raw.exec(m.sql);
-      raw.prepare('INSERT INTO llmq_migrations VALUES (?, ?, ?)').run(m.version, m.name, 0);
-    }
-    raw.exec(fill);
-    raw.close();
-    return path;
-  }
-
   const keyIndexes = (db: Database.Database) =>
     db.prepare("SELECT name FROM sqlite_master WHERE tbl_name = 'jobs' AND name IN ('jobs_key', 'sqlite_autoindex_jobs_1')").pluck().all();
 
   it('upgrades an empty v6 queue to jobs whose key is unique by the named index jobs_key', async () => {
-    const store = new SqliteStore(v6(''));
+    const store = new SqliteStore(sqliteAtVersion(6, ''));
     expect(store.db.prepare('SELECT max(version) FROM llmq_migrations').pluck().get()).toBe(LATEST_VERSION);
     expect(keyIndexes(store.db)).toEqual(['jobs_key']);
     expect(store.db.prepare("SELECT count(*) FROM sqlite_master WHERE tbl_name = 'jobs' AND type = 'trigger'").pluck().get()).toBe(6);
@@ -184,13 +171,16 @@ describe('sqlite schema', () => {
 
   it('upgrades a v6 queue with jobs without copying them: rows, counts, key constraint and foreign keys as they were', async () => {
     // seq with a gap, every state, a lease, an answer with cost, a failure
-    const path = v6(`INSERT INTO jobs (seq, key, request, model, state, attempts, lease_owner, lease_expires_at, output, prompt_tokens,
+    const path = sqliteAtVersion(
+      6,
+      `INSERT INTO jobs (seq, key, request, model, state, attempts, lease_owner, lease_expires_at, output, prompt_tokens,
         completion_tokens, cost_usd, error, created_at, updated_at) VALUES
       (1, 'k1', '{"a":1}', 'm1', 'pending', 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 1, 1),
       (3, 'k3', '{"a":3}', 'm1', 'running', 1, 'run-a', 99, NULL, NULL, NULL, NULL, NULL, 2, 2),
       (4, 'k4', '{"a":4}', 'm2', 'done', 1, NULL, NULL, 'hi', 10, 5, 0.5, NULL, 3, 3),
       (7, 'k7', '{"a":7}', 'm2', 'failed', 3, NULL, NULL, NULL, NULL, NULL, NULL, 'HTTP 400', 4, 4);
-      INSERT INTO items (id, source, job_key, created_at, updated_at) VALUES ('a', 's', 'k1', 1, 1), ('b', 's', 'k4', 1, 1), ('c', 's', 'k4', 1, 1);`);
+      INSERT INTO items (id, source, job_key, created_at, updated_at) VALUES ('a', 's', 'k1', 1, 1), ('b', 's', 'k4', 1, 1), ('c', 's', 'k4', 1, 1);`,
+    );
     const raw = new Database(path, { readonly: true });
     const read = (db: Database.Database) => ({
       jobs: db.prepare('SELECT * FROM jobs ORDER BY seq').all(),

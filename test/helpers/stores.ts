@@ -5,6 +5,8 @@ import { onTestFinished, type TestContext } from 'vitest';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import { PostgresStore } from '../../src/store/postgres/store.js';
 import { MIGRATIONS as PG_MIGRATIONS } from '../../src/store/postgres/migrations.js';
+import { MIGRATIONS as SQLITE_MIGRATIONS } from '../../src/store/sqlite/migrations.js';
+import Database from 'better-sqlite3';
 import type { EnqueueRow, Store } from '../../src/store/types.js';
 import { jobKey } from '../../src/request.js';
 import { tempDir } from './tmp.js';
@@ -182,4 +184,23 @@ export async function pgSchemaAtVersion(url: string, version: number, fill: (cli
   } finally {
     await client.end();
   }
+}
+
+/**
+ * A new SQLite queue as this llmq's migrations leave it at `version` and no further (each migration
+ * commits alone, so a crash or a full disk between two can leave one there), with `fill` then run in
+ * it: the rows of that time. What an upgrade on the next open must keep. Returns its path.
+ */
+export function sqliteAtVersion(version: number, fill: string): string {
+  const path = join(tempDir(), 'q.db');
+  const raw = new Database(path);
+  raw.exec('CREATE TABLE llmq_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
+  for (const m of SQLITE_MIGRATIONS.filter((x) => x.version <= version)) {
+    raw.exec(m.sql);
+    m.apply?.(raw);
+    raw.prepare('INSERT INTO llmq_migrations VALUES (?, ?, ?)').run(m.version, m.name, 0);
+  }
+  raw.exec(fill);
+  raw.close();
+  return path;
 }
