@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { answeredSql, ITEM_SQL as SQLITE_ITEM_SQL } from '../src/store/sqlite/read.js';
-import { DROP_ATTEMPTS_SQL, INSERT_ATTEMPT_SQL } from '../src/store/sqlite/attempts.js';
-import { ATTEMPTS_OF_JOB } from '../src/store/sqlite/migrations.js';
+import { ATTEMPTS_OF_JOB, DROP_ATTEMPTS_SQL, INSERT_ATTEMPT_SQL } from '../src/store/sqlite/attempts.js';
 import { exportJobColumns } from '../src/store/rows.js';
 import { ITEM_SQL as PG_ITEM_SQL } from '../src/store/postgres/read.js';
 import type { SqliteStore } from '../src/store/sqlite/store.js';

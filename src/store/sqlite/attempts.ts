@@ -15,8 +15,14 @@ export function insertAttemptValues(a: AttemptRecord, latencyMs: number) {
 }
 
 /**
- * Every attempt of a job being dropped, by its seq (`RETURNING seq` of the job's DELETE) and key:
- * attempts stored before migration 9 are found by key only.
+ * The attempts of job `j` (as `a`), through either index of migration 9: a job tried before and
+ * after the upgrade has attempts in both.
+ */
+export const ATTEMPTS_OF_JOB = '(a.job_seq = j.seq OR (a.job_seq IS NULL AND a.job_key = j.key))';
+
+/**
+ * Every attempt of a job being dropped, ATTEMPTS_OF_JOB with the job's values: its seq
+ * (`RETURNING seq` of the job's DELETE) and its key.
  */
 export const DROP_ATTEMPTS_SQL = 'DELETE FROM attempts WHERE job_seq = ? OR (job_seq IS NULL AND job_key = ?)';
 

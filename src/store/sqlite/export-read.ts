@@ -1,5 +1,5 @@
 import type { Db } from './open.js';
-import { ATTEMPTS_OF_JOB } from './migrations.js';
+import { ATTEMPTS_OF_JOB } from './attempts.js';
 import type { ExportFilter, ExportRow } from '../types.js';
 import { exportColumns, exportJobColumns, exportRowOf, toExportRowFromValues, type RawExportValues, type RawJobValues } from '../rows.js';
 import { KeptJobs, pairedInOrder, RANGE_MIN, type RawItem } from '../export-pairing.js';

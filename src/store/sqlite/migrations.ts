@@ -316,7 +316,8 @@ CREATE TABLE bulk_load (
  * \`attempts_by_key\` (the old index, now over them alone): giving every old row its job's seq would
  * rewrite the whole table through the WAL, while building the partial index reads it once (when a
  * writer first opens the queue after the upgrade, in the migration's transaction: its WAL then holds
- * that index, as big as the old one). A read of a job's attempts asks for both: ATTEMPTS_OF_JOB.
+ * that index, as big as the old one). A read of a job's attempts asks for both: ATTEMPTS_OF_JOB in
+ * attempts.ts, beside the insert and the delete.
  */
 export const ATTEMPTS_BY_JOB_SEQ_MIGRATION: Migration = Object.freeze({
   version: 9,
@@ -330,12 +331,6 @@ DROP TRIGGER attempts_latency;
 ${ATTEMPTS_LATENCY_BY_SEQ_TRIGGER}
 `,
 });
-
-/**
- * The attempts of job \`j\` (as \`a\`), through either index of ATTEMPTS_BY_JOB_SEQ_MIGRATION: a
- * job tried before and after the upgrade has attempts in both.
- */
-export const ATTEMPTS_OF_JOB = '(a.job_seq = j.seq OR (a.job_seq IS NULL AND a.job_key = j.key))';
 
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {

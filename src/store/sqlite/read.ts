@@ -1,7 +1,7 @@
 import { COUNTS_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
 import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type { Db } from './open.js';
-import { ATTEMPTS_OF_JOB } from './migrations.js';
+import { ATTEMPTS_OF_JOB } from './attempts.js';
 import type {
   AnsweredJob,
   ExportFilter,
