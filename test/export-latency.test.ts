@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { PostgresStore } from '../src/store/postgres/store.js';
+import { tryOf } from './helpers/attempts.js';
 import type { AttemptRecord, Store } from '../src/store/types.js';
 import { docRow } from './helpers/populate.js';
 import { STORE_KINDS, freshPgUrl, pgSchemaAtVersion, skipUnavailable, sqliteAtVersion } from './helpers/stores.js';
@@ -26,17 +27,8 @@ async function kept(store: Store): Promise<Record<string, number | null>> {
   return Object.fromEntries(rows.map((r) => [r.id, r.latency_ms === null ? null : Number(r.latency_ms)]));
 }
 
-const attempt = (key: string, n: number, ms: number, outcome: AttemptRecord['outcome']): AttemptRecord => ({
-  key,
-  runId: RUN,
-  attempt: n,
-  startedAt: T0 + n * 100_000,
-  endedAt: T0 + n * 100_000 + ms,
-  status: outcome === 'done' ? 200 : 503,
-  outcome,
-  error: outcome === 'done' ? null : '503 Service Unavailable',
-  usage: null,
-});
+const attempt = (key: string, n: number, ms: number, outcome: AttemptRecord['outcome']): AttemptRecord =>
+  tryOf(key, n, ms, outcome, { runId: RUN, startedAt: T0 + n * 100_000 });
 
 /** a: answered at once; b: retried then answered; c: retried then failed; d: never tried. */
 async function answerSome(store: Store): Promise<void> {

@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
+import { tryOf } from './helpers/attempts.js';
 import type { AttemptRecord } from '../src/store/types.js';
 import { sqliteAtVersion } from './helpers/stores.js';
 
@@ -10,17 +11,8 @@ import { sqliteAtVersion } from './helpers/stores.js';
 const RUN = 'run-after';
 const T0 = 1_760_000_000_000;
 
-const attempt = (key: string, n: number, ms: number, outcome: AttemptRecord['outcome']): AttemptRecord => ({
-  key,
-  runId: RUN,
-  attempt: n,
-  startedAt: T0 + n * 1000,
-  endedAt: T0 + n * 1000 + ms,
-  status: outcome === 'done' ? 200 : 503,
-  outcome,
-  error: outcome === 'done' ? null : '503 Service Unavailable',
-  usage: null,
-});
+const attempt = (key: string, n: number, ms: number, outcome: AttemptRecord['outcome']): AttemptRecord =>
+  tryOf(key, n, ms, outcome, { runId: RUN, startedAt: T0 + n * 1000 });
 
 // k1 and k3 were tried once and wait to be tried again; k2 was answered before latencies were kept
 // on jobs (migration 7), so its latency is only in its attempt.
