@@ -61,4 +61,20 @@ describe('SQLite checkpoints during a run', () => {
     expect(largestWal).toBeLessThan(48 * 1024 * 1024);
     await store.close();
   }, 20_000);
+
+  it("copies a bulk load's commits into the file while the load goes on; after it, the connection checkpoints as before", async () => {
+    const path = join(tempDir(), 'q.db');
+    const store = new SqliteStore(path);
+    const before = statSync(path).size;
+    store.beginLoad();
+    // about 6 MB in batches of 1000 (bulk: the queue was empty), far under the 64 MB past which the
+    // load's writer thread checkpoints by itself: only the load's checkpointer copies it this soon
+    await seedJobs(store, 3000, { text: (n) => `document ${n} `.repeat(120) });
+    await expect.poll(() => statSync(path).size, { timeout: 10_000, interval: 20 }).toBeGreaterThan(before + 4_000_000);
+    await store.endLoad();
+    // the enqueue's own setting (SqliteStore.ENQUEUE_PRAGMAS), not the run's 4000 nor the default
+    expect(store.db.pragma('wal_autocheckpoint', { simple: true })).toBe(16384);
+    expect((await store.status()).counts.pending).toBe(3000);
+    await store.close();
+  });
 });

@@ -2,8 +2,8 @@ import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import type { Db } from './open.js';
 
-/** How often the worker copies the WAL back into the database file. */
-const EVERY_MS = 250;
+/** How often the worker copies a run's WAL back into the database file. */
+const RUN_EVERY_MS = 250;
 
 /**
  * WAL pages past which the writer's own connection checkpoints after all. PASSIVE from the worker
@@ -40,24 +40,31 @@ parentPort.once('message', () => {
 `;
 
 /**
- * Checkpoints a run's WAL from a worker thread. better-sqlite3 is synchronous, so SQLite's automatic
+ * Checkpoints a WAL from a worker thread. better-sqlite3 is synchronous, so SQLite's automatic
  * checkpoint (inside the COMMIT that crosses 1000 WAL pages) copies pages and fsyncs the file on the
  * event loop: at a zero-latency fake that was a third of a run's wall time. While a checkpointer
  * runs, the writer's connection checkpoints only past WRITER_CHECKPOINT_PAGES; if the worker fails,
- * it does so every 1000 pages again.
+ * or when it is closed, the connection checkpoints as it did before.
+ *
+ * A bulk load's writer thread has its own connection and checkpoint size (load-writer.ts): there
+ * the checkpointer copies every `everyMs` what the batches committed, so the writer's own
+ * checkpoint finds little left to copy.
  */
 export class Checkpointer {
   readonly #db: Db;
   readonly #worker: Worker;
   readonly #exited: Promise<void>;
+  /** The connection's automatic checkpoint before this one took over, given back at the end. */
+  readonly #autocheckpoint: number;
 
-  constructor(db: Db, path: string) {
+  constructor(db: Db, path: string, options: { everyMs?: number } = {}) {
     this.#db = db;
+    this.#autocheckpoint = db.pragma('wal_autocheckpoint', { simple: true }) as number;
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
     // a timer and one connection: a small heap keeps the run's memory where it was without the worker
     this.#worker = new Worker(WORKER, {
       eval: true,
-      workerData: { driver, path, everyMs: EVERY_MS },
+      workerData: { driver, path, everyMs: options.everyMs ?? RUN_EVERY_MS },
       resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 8 },
     });
     // never what keeps the process alive
@@ -67,7 +74,7 @@ export class Checkpointer {
     db.pragma(`wal_autocheckpoint = ${WRITER_CHECKPOINT_PAGES}`);
   }
 
-  /** Stop the worker; the writer's connection checkpoints by itself again. */
+  /** Stop the worker; the connection checkpoints by itself again, as before. */
   async close(): Promise<void> {
     // held by its exit now: an unref'd worker is no reason to wait, and Node would end the process mid-await
     this.#worker.ref();
@@ -77,6 +84,6 @@ export class Checkpointer {
   }
 
   #restoreAutomatic(): void {
-    if (this.#db.open) this.#db.pragma('wal_autocheckpoint = 1000');
+    if (this.#db.open) this.#db.pragma(`wal_autocheckpoint = ${this.#autocheckpoint}`);
   }
 }
