@@ -8,12 +8,15 @@ import { run, tempStore } from './helpers.js';
 
 /**
  * 3,500 documents, some identical to an earlier one (the same request, so the same job), with
- * extra fields and two priorities' worth of models: enough for several batches of a bulk load.
+ * extra fields, two priorities' worth of models and text beyond ASCII: enough for several batches
+ * of a bulk load.
  */
 function documents(dir: string): string {
   const lines: string[] = [];
   for (let i = 0; i < 3500; i++) {
-    const text = i % 700 === 699 ? 'the same text again' : `document ${i}: ${'words '.repeat(i % 13)}`;
+    // some texts beyond ASCII, up to a character of two UTF-16 units: the load's writer gets requests as UTF-8 bytes
+    const accents = i % 3 === 0 ? ' café, 日本語, 😀' : '';
+    const text = i % 700 === 699 ? 'the same text again' : `document ${i}: ${'words '.repeat(i % 13)}${accents}`;
     lines.push(JSON.stringify({ id: `doc-${i}`, text, lang: i % 2 ? 'en' : 'fr' }));
   }
   const file = join(dir, 'docs.jsonl');
