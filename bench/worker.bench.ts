@@ -113,6 +113,44 @@ async function durableLoop(url: string, jobs: number, concurrency: number): Prom
 }
 
 /**
+ * llmq's run with the store's claim and complete answered from memory (the rest of the store is a
+ * real, empty queue): what the scheduler, governor, job runner and provider cost on their own. The
+ * gap from here to the bare loop is llmq's per-request overhead; from here to the full run, the
+ * store's. Not a mode llmq has: nothing is stored.
+ */
+async function storelessRun(url: string, jobs: number, concurrency: number): Promise<{ rate: number; cpuMsPerJob: number }> {
+  const { jobKey } = await import('../dist/request.js');
+  const store = await freshStore(0);
+  const claimable = Array.from({ length: jobs }, (_, n) => {
+    const request = requestFor(n);
+    return { seq: n + 1, key: jobKey(request), request, model: 'gpt-4o-mini', priority: 0, attempts: 1 };
+  });
+  let next = 0;
+  const memoryQueue = new Proxy(store, {
+    get(target, name) {
+      if (name === 'claim')
+        return async (o: { limit: number }) => {
+          const got = claimable.slice(next, next + o.limit);
+          next += got.length;
+          return { jobs: got, exhausted: 0 };
+        };
+      if (name === 'complete') return async () => true;
+      const value = Reflect.get(target, name);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  const provider = new OpenAIProvider({ baseUrl: url, connections: concurrency });
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  const s = await runQueue({ store: memoryQueue, provider }, { concurrency });
+  const cpu = process.cpuUsage(cpu0);
+  const seconds = (performance.now() - t0) / 1000;
+  await provider.close();
+  await store.close();
+  return { rate: s.done / seconds, cpuMsPerJob: (cpu.user + cpu.system) / 1000 / s.done };
+}
+
+/**
  * How busy each side was during `loop`: this process and the fake, each in cores (1 = one core all
  * the time). On a small machine the fake shares the cores: a side near 1 is what limits the rate.
  */
@@ -138,6 +176,7 @@ async function throughput(): Promise<void> {
   await bareUndiciLoop(fake.url, 2000, concurrency); // warm up both sides
   const bare = await busy(fake, () => bareUndiciLoop(fake.url, jobs, concurrency));
   const durable = await busy(fake, () => durableLoop(fake.url, jobs, concurrency));
+  const storeless = await busy(fake, () => storelessRun(fake.url, jobs, concurrency));
   const store = await freshStore(jobs);
   const provider = new OpenAIProvider({ baseUrl: fake.url, connections: concurrency });
   const run = await busy(fake, async () => {
@@ -165,7 +204,13 @@ async function throughput(): Promise<void> {
   console.log(
     `    durable floor:     ${fmt(durable.rate)} jobs/s, ${fmt(durable.cpuMsPerJob, 3)} CPU ms per job (the bare loop storing each answer through the store's claim and complete) ${cores(durable)}`,
   );
+  console.log(
+    `    llmq, no store:    ${fmt(storeless.rate)} jobs/s, ${fmt(storeless.cpuMsPerJob, 3)} CPU ms per job (the run with claim and complete answered from memory: scheduler and HTTP alone) ${cores(storeless)}`,
+  );
   console.log(`    ratio ${fmt(bare.rate / ours, 2)}x  target <= 1.1x  ${verdict(bare.rate / ours <= 1.1)}`);
+  console.log(
+    `    ratio of the run without its store ${fmt(bare.rate / storeless.rate, 2)}x (what llmq adds per request, before storing anything)`,
+  );
   console.log(`    ratio to the durable floor ${fmt(durable.rate / ours, 2)}x (what the scheduler, governor and job runner cost)`);
   console.log(
     `    CPU per job ${fmt(cpuMsPerJob, 3)} ms  target <= ${fmt(BEFORE_CPU_MS_PER_JOB / 2, 3)} ms (half of the fetch-based run's ${fmt(BEFORE_CPU_MS_PER_JOB, 3)})  ${verdict(cpuMsPerJob <= BEFORE_CPU_MS_PER_JOB / 2)}`,
