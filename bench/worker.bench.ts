@@ -116,7 +116,8 @@ async function durableLoop(url: string, jobs: number, concurrency: number): Prom
  * llmq's run with the store's claim and complete answered from memory (the rest of the store is a
  * real, empty queue): what the scheduler, governor, job runner and provider cost on their own. The
  * gap from here to the bare loop is llmq's per-request overhead; from here to the full run, the
- * store's. Not a mode llmq has: nothing is stored.
+ * store's. Not a mode llmq has: nothing is stored. Its claim ignores the lanes' skipped models and
+ * the run's `status` reads the empty queue (the progress total is 0); neither changes the rate.
  */
 async function storelessRun(url: string, jobs: number, concurrency: number): Promise<{ rate: number; cpuMsPerJob: number }> {
   const { jobKey } = await import('../dist/request.js');

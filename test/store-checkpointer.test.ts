@@ -77,4 +77,17 @@ describe('SQLite checkpoints during a run', () => {
     expect((await store.status()).counts.pending).toBe(3000);
     await store.close();
   });
+
+  it("stops the load's checkpointer also when the load cannot be finished", async () => {
+    const path = join(tempDir(), 'q.db');
+    const store = new SqliteStore(path);
+    store.beginLoad();
+    await seedJobs(store, 1000);
+    // an item whose job is not in the queue: finishing the load refuses it (only a bug could do this,
+    // so only the database itself can set it up; foreign keys are off while a load lasts)
+    store.db.prepare("INSERT INTO items (id, source, job_key, created_at, updated_at) VALUES ('orphan', 'x', 'no-such-job', 1, 1)").run();
+    await expect(store.endLoad()).rejects.toThrow(/an item points at job no-such-job/);
+    expect(store.db.pragma('wal_autocheckpoint', { simple: true })).toBe(16384);
+    await store.close();
+  });
 });
