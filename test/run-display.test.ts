@@ -45,7 +45,8 @@ function expectSummary(text: string): void {
   expect(text).toMatch(/finished in \d+(\.\d+)?s: 23 done, 1 failed, 1 retried/);
   expect(text).toMatch(/ {2}tokens [\d.,kM]+ in · [\d.,kM]+ out · cost \$[\d.]+ · [\d.]+ jobs\/s/);
   expect(text).toContain('1 failed job in the queue. See why: llmq status');
-  expect(text).toContain('Try again: llmq retry-failed && llmq run');
+  // the commands it suggests reach the same queue
+  expect(text).toContain('Try again: llmq retry-failed --db q.db && llmq run --db q.db');
 }
 
 describe('llmq run on a terminal (pseudo-terminal via script)', () => {

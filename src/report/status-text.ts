@@ -5,11 +5,12 @@ import type { RunCost, RunReport, StatusReport } from './status.js';
 const RUNS_SHOWN = 5;
 
 /** The human `llmq status` block: compact, aligned, fits 80 columns. */
-export function renderStatus(r: StatusReport, p: Paint = NO_PAINT): string {
+/** `again`: what each suggested command needs to reach this queue (` --db q.db`), as `dbArgument` gives it. */
+export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = ''): string {
   const lines: string[] = [];
   lines.push(`${p.bold('llmq')} ${p.dim(r.db)}`);
   if (r.total === 0) {
-    lines.push('  The queue is empty. Add documents with: llmq enqueue <folder|file.jsonl>');
+    lines.push(`  The queue is empty. Add documents with: llmq enqueue <folder|file.jsonl>${again}`);
     return lines.join('\n') + '\n';
   }
   const w = Math.max(...[r.total, r.items, ...Object.values(r.counts)].map((n) => int(n).length));
@@ -59,7 +60,9 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT): string {
     for (const f of r.failures) lines.push(`  ${p.red(int(f.count).padStart(cw))}  ${oneLine(f.error, 74 - cw)}`);
     const shown = r.failures.reduce((a, f) => a + f.count, 0);
     if (shown < r.counts.failed) lines.push(p.dim(`  ${int(r.counts.failed - shown).padStart(cw)}  other reasons`));
-    lines.push(p.dim('  to try them again: llmq retry-failed, then llmq run'));
+    const hint = `  to try them again: llmq retry-failed${again} && llmq run${again}`;
+    if (hint.length <= 80) lines.push(p.dim(hint));
+    else lines.push(p.dim(`  to try them again: llmq retry-failed${again}`), p.dim(`  then: llmq run${again}`));
   }
 
   const live = r.activeRuns.filter((x) => x.live);

@@ -40,6 +40,7 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
   ]);
+  const { dbArgument } = await import('../again.js');
   const api = createBatchApi({ provider: flags.provider, baseUrl: flags.baseUrl }, process.env);
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
@@ -48,7 +49,7 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
     process.stderr.write(
       cancelled.length === 0
         ? 'No live batches.\n'
-        : `Asked the provider to cancel ${cancelled.join(', ')}. Run llmq run --via batch to collect what was answered; the rest goes back to pending.\n`,
+        : `Asked the provider to cancel ${cancelled.join(', ')}. Run llmq run --via batch${dbArgument(flags.db)} to collect what was answered; the rest goes back to pending.\n`,
     );
   } finally {
     await store.close();

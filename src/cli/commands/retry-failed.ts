@@ -27,6 +27,7 @@ Examples:
 
 async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
   const { resolveDbLocation } = await import('../../store/open-store.js');
+  const { dbArgument } = await import('../again.js');
   const { openExistingStore } = await import('../../report/open-existing.js');
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
@@ -36,7 +37,7 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
     process.stderr.write(
       n === 0
         ? `No failed jobs${which}.\n`
-        : `Put ${n} failed job${n === 1 ? '' : 's'}${which} back to pending. Run llmq run to try ${n === 1 ? 'it' : 'them'} again.\n`,
+        : `Put ${n} failed job${n === 1 ? '' : 's'}${which} back to pending. Run llmq run${dbArgument(flags.db)} to try ${n === 1 ? 'it' : 'them'} again.\n`,
     );
   } finally {
     await store.close();

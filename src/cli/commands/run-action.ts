@@ -6,6 +6,7 @@ import { warn } from '../output.js';
 import { int, usd } from '../../report/format.js';
 import { priceTableFrom } from './price-options.js';
 import { whileReaderPresent } from '../reader-gone.js';
+import { dbArgument } from '../again.js';
 import { watchRunStop } from '../run-stop.js';
 import { alertTarget, hookReportLine } from '../hook-flags.js';
 import { alertsOn, watchAlerts } from '../alert-flags.js';
@@ -85,6 +86,7 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
           db: redactLocation(location),
           provider: limits ? `${provider.name}, ${limits}` : provider.name,
           prices,
+          again: dbArgument(flags.db),
         });
   if (progress) listeners.push(progress.listener);
   const onAlert = alertTarget(flags, alertsOn(flags));
@@ -145,7 +147,9 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
   }
   if (hooks) whileReaderPresent(process.stderr).write(hookReportLine(await hooks.finish(summary, exitCodeFor(summary))));
   if (summary.fatal) {
-    whileReaderPresent(process.stderr).write(`error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message)}\n`);
+    whileReaderPresent(process.stderr).write(
+      `error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message, dbArgument(flags.db))}\n`,
+    );
   }
   if (summary.budget) whileReaderPresent(process.stderr).write(budgetMessage(summary.budget, summary.remaining) + '\n');
   process.exitCode = exitCodeFor(summary);
@@ -161,8 +165,8 @@ function warnIfKeyUnredactable(found: { key: string; name: string } | undefined)
 }
 
 /** What to do after a run-fatal error. No job was used up by it. */
-function fixFor(reason: string, message: string): string {
-  const after = 'No job was used up: they are all still pending. Run llmq run again once this is fixed.';
+function fixFor(reason: string, message: string, again: string): string {
+  const after = `No job was used up: they are all still pending. Run llmq run${again} again once this is fixed.`;
   if (reason === 'auth') return `The provider refused the API key. ${after}`;
   if (reason === 'quota') return `The account is out of quota. Add credit or raise the limit with the provider. ${after}`;
   if (message.startsWith('HTTP 404')) {

@@ -39,7 +39,7 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
       import('../../report/status.js'),
       import('../../report/batches-text.js'),
       // the text and its colors only for a reader: --json is what scripts poll
-      flags.json ? null : textRenderer(),
+      flags.json ? null : textRenderer(flags.db),
     ]);
   const location = resolveDbLocation(flags.db);
   const prices = await priceTableFrom(flags);
@@ -63,14 +63,16 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
 }
 
 /** The status as text for stdout, in color on a terminal. */
-async function textRenderer(): Promise<(report: StatusReport, batches: BatchesReport) => string> {
-  const [{ renderStatus }, { renderBatches }, { colorsFor }] = await Promise.all([
+async function textRenderer(dbFlag: string | undefined): Promise<(report: StatusReport, batches: BatchesReport) => string> {
+  const [{ renderStatus }, { renderBatches }, { colorsFor }, { dbArgument }] = await Promise.all([
     import('../../report/status-text.js'),
     import('../../report/batches-text.js'),
     import('../output.js'),
+    import('../again.js'),
   ]);
   const paint = colorsFor(process.stdout);
-  return (report, batches) => renderStatus(report, paint) + renderBatches(batches, paint);
+  const again = dbArgument(dbFlag);
+  return (report, batches) => renderStatus(report, paint, again) + renderBatches(batches, paint);
 }
 
 /** Redraw until SIGINT/SIGTERM: in place on a terminal, a new block each time otherwise. */

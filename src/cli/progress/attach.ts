@@ -53,6 +53,8 @@ export interface ProgressOptions {
   /** Named in the plain and tty header line: where the queue is (no password) and which provider. */
   readonly db?: string;
   readonly provider?: string;
+  /** Flags the next commands the summary suggests need to reach this queue (` --db q.db`, see `dbArgument`). @default '' */
+  readonly again?: string;
 }
 
 export interface Progress {
@@ -75,7 +77,7 @@ export function attachProgress(source: ProgressSource, options: ProgressOptions)
   const paint: Paint = color ? new Chalk({ level: 1 }) : NO_PAINT;
   const state = new ProgressState(options.prices ?? loadPriceTable());
   const columns = () => (stream as NodeJS.WriteStream).columns || 80;
-  const where = { db: options.db ?? null, provider: options.provider ?? null };
+  const where = { db: options.db ?? null, provider: options.provider ?? null, again: options.again ?? '' };
   const renderer: Renderer =
     options.mode === 'none'
       ? { onEvent() {}, stop() {} }

@@ -27,6 +27,8 @@ export function startText(p: { runId: string; total: number; alreadyDone: number
 export interface Where {
   readonly db: string | null;
   readonly provider: string | null;
+  /** Appended to each command the summary suggests, so it reaches the same queue (` --db q.db`). */
+  readonly again?: string;
 }
 
 /** "31,204/40,000 78% · 4.6 jobs/s · 612 tok/s · ETA 31m" (the bar goes in front on a TTY). */
@@ -85,7 +87,8 @@ export function isEmptyRun(r: Pick<RunSummary, 'done' | 'failed' | 'retried' | '
 }
 
 /** The end-of-run summary and, when something is left to do, the next command. */
-export function summaryText(r: RunSummary, s: ProgressState, paint: Paint): string {
+export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again = ''): string {
+  const cmd = (c: string) => paint.bold(c + again);
   const wall = r.wallMs / 1000;
   const head = {
     drained: paint.green('finished'),
@@ -95,8 +98,10 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint): stri
     budget: paint.yellow('stopped by the budget'),
   }[r.reason];
   if (r.reason === 'drained' && isEmptyRun(r, s)) {
-    const failed = r.failedInStore ? ` ${count(r.failedInStore, 'failed job')} wait: ${paint.bold('llmq retry-failed && llmq run')}` : '';
-    return `nothing was pending: ${paint.bold('llmq status')} shows the queue.${failed}\n`;
+    const lines = [`nothing was pending: ${cmd('llmq status')} shows the queue.`];
+    if (r.failedInStore)
+      lines.push(...suggest(`${count(r.failedInStore, 'failed job')} wait:`, ['llmq retry-failed', 'llmq run'], again, paint));
+    return lines.join(again ? '\n' : ' ') + '\n';
   }
   const lines = [
     `${head} in ${duration(wall)}: ${paint.green(int(r.done) + ' done')}, ${r.failed ? paint.red(int(r.failed) + ' failed') : '0 failed'}, ${int(r.retried)} retried`,
@@ -111,13 +116,24 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint): stri
     );
   }
   // A fatal error's message and fix are printed by the run command, once.
-  if (r.remaining) lines.push(`  ${count(r.remaining, 'job')} left pending; ${paint.bold('llmq run')} picks them up`);
+  if (r.remaining) lines.push(...suggest(`  ${count(r.remaining, 'job')} left pending. Pick them up:`, ['llmq run'], again, paint));
   if (r.failedInStore) {
-    lines.push(`  ${count(r.failedInStore, 'failed job')} in the queue. See why: ${paint.bold('llmq status')}`);
-    lines.push(`  Try again: ${paint.bold('llmq retry-failed && llmq run')}`);
+    lines.push(...suggest(`  ${count(r.failedInStore, 'failed job')} in the queue. See why:`, ['llmq status'], again, paint));
+    lines.push(...suggest('  Try again:', ['llmq retry-failed', 'llmq run'], again, paint));
   }
   if (s.unpricedModel) lines.push(paint.dim(`  no price for ${s.unpricedModel}: set one with --price IN,OUT (USD per million tokens)`));
   return lines.join('\n') + '\n';
+}
+
+/**
+ * `text` and the commands to type next, each with `again` (the queue's --db): on one line joined
+ * by `&&` when that fits 80 columns, else each command on a line of its own, whole, so it can be
+ * pasted (a long path is never shortened in a command).
+ */
+function suggest(text: string, commands: readonly string[], again: string, paint: Paint): string[] {
+  const full = commands.map((c) => c + again);
+  if (`${text} ${full.join(' && ')}`.length <= 80) return [`${text} ${full.map((c) => paint.bold(c)).join(' && ')}`];
+  return [text, ...full.map((c) => `    ${paint.bold(c)}`)];
 }
 
 /**

@@ -64,7 +64,7 @@ export function plainRenderer(state: ProgressState, stream: NodeJS.WritableStrea
         case 'run:end':
           if (state.snapshot && printedSnapshot !== state.snapshot) line();
           ended = true;
-          stream.write(summaryText(payload as SchedulerEventMap['run:end'], state, paint));
+          stream.write(summaryText(payload as SchedulerEventMap['run:end'], state, paint, where.again));
           break;
       }
     },
