@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { countTextTokens, estimatePromptTokens, messageText } from './tokens.js';
+import { countTextTokens, estimatePromptTokens, loadTokenizer, messageText } from './tokens.js';
 import { ProviderError, type CompletionResult, type Provider } from './types.js';
 
 export interface MockProviderOptions {
@@ -45,6 +45,9 @@ export class MockProvider implements Provider {
     if (!(this.#failureRate >= 0 && this.#failureRate <= 1)) {
       throw new RangeError(`Expected mock failureRate to be from 0 to 1, got ${options.failureRate}`);
     }
+    // Every answer counts tokens: loaded on the first, the tables held the event loop inside that
+    // request's timed span (a 50 ms mock answer was recorded at 490 ms, and the answers behind it late).
+    loadTokenizer();
   }
 
   async complete(requestJson: string, options: { readonly signal: AbortSignal }): Promise<CompletionResult> {
