@@ -10,8 +10,22 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
     it('is idempotent: the same rows twice create no new job and no new item', async () => {
       const { store } = await kind.fresh();
       const batch = rows(5);
-      expect(await store.enqueue(batch, T0)).toEqual({ newJobs: 5, newItems: 5, movedItems: 0, unchanged: 0, droppedJobs: 0 });
-      expect(await store.enqueue(batch, T0 + 1)).toEqual({ newJobs: 0, newItems: 0, movedItems: 0, unchanged: 5, droppedJobs: 0 });
+      expect(await store.enqueue(batch, T0)).toEqual({
+        newJobs: 5,
+        newItems: 5,
+        movedItems: 0,
+        unchanged: 0,
+        droppedJobs: 0,
+        orphanedAnswers: 0,
+      });
+      expect(await store.enqueue(batch, T0 + 1)).toEqual({
+        newJobs: 0,
+        newItems: 0,
+        movedItems: 0,
+        unchanged: 5,
+        droppedJobs: 0,
+        orphanedAnswers: 0,
+      });
       const s = await store.status();
       expect(s.total).toBe(5);
       expect(s.items).toBe(5);
@@ -27,6 +41,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
         movedItems: 1,
         unchanged: 0,
         droppedJobs: 1,
+        orphanedAnswers: 0,
         // a.txt then moved/a.txt: said, in case these are two documents under one id
         fromAnotherFile: { count: 1, first: { id: 'a', was: 'a.txt', now: 'moved/a.txt' } },
       });
@@ -85,7 +100,8 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       });
       await store.release(OWNER, { refund: true, now: T0 + 2 });
       const r = await store.enqueue([row('a', 'changed'), row('c', 'changed too')], T0 + 3);
-      expect(r).toEqual({ newJobs: 2, newItems: 0, movedItems: 2, unchanged: 0, droppedJobs: 0 });
+      // c's answer stays in the queue, but no item points at it now: said, as c will be sent again
+      expect(r).toEqual({ newJobs: 2, newItems: 0, movedItems: 2, unchanged: 0, droppedJobs: 0, orphanedAnswers: 1 });
       const s = await store.status();
       expect(s.total).toBe(4); // shared (still b's), answered (done), and the two new ones
       expect(s.counts.done).toBe(1);
@@ -94,7 +110,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
     it('lets identical requests share one job', async () => {
       const { store } = await kind.fresh();
       const result = await store.enqueue([row('a', 'same'), row('b', 'same'), row('c', 'different')], T0);
-      expect(result).toEqual({ newJobs: 2, newItems: 3, movedItems: 0, unchanged: 0, droppedJobs: 0 });
+      expect(result).toEqual({ newJobs: 2, newItems: 3, movedItems: 0, unchanged: 0, droppedJobs: 0, orphanedAnswers: 0 });
       expect((await store.item('a'))!.job.key).toBe((await store.item('b'))!.job.key);
       const out = await exported(store);
       expect(out.map((r) => r.id)).toEqual(['a', 'b', 'c']);
@@ -103,7 +119,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
     it('treats an item repeated within one batch like two enqueues in a row', async () => {
       const { store } = await kind.fresh();
       const result = await store.enqueue([row('a', 'one'), row('a', 'one'), row('a', 'two'), row('b', 'x')], T0);
-      expect(result).toEqual({ newJobs: 3, newItems: 2, movedItems: 1, unchanged: 1, droppedJobs: 1 });
+      expect(result).toEqual({ newJobs: 3, newItems: 2, movedItems: 1, unchanged: 1, droppedJobs: 1, orphanedAnswers: 0 });
       expect((await store.item('a'))!.job.key).toBe(row('a', 'two').key);
     });
 
@@ -118,7 +134,14 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
 
     it('accepts an empty batch', async () => {
       const { store } = await kind.fresh();
-      expect(await store.enqueue([], T0)).toEqual({ newJobs: 0, newItems: 0, movedItems: 0, unchanged: 0, droppedJobs: 0 });
+      expect(await store.enqueue([], T0)).toEqual({
+        newJobs: 0,
+        newItems: 0,
+        movedItems: 0,
+        unchanged: 0,
+        droppedJobs: 0,
+        orphanedAnswers: 0,
+      });
     });
   });
 

@@ -65,6 +65,8 @@ export interface EnqueueSummary {
   readonly updated: number;
   /** Old jobs of updated items that were not answered yet: dropped, never to be sent. */
   readonly dropped: number;
+  /** Answered jobs whose items all moved to new jobs: the answers stay, the items will be sent again. */
+  readonly orphanedAnswers: number;
   /** Updated items whose document now comes from another file: likely another document under the same id. */
   readonly fromAnotherFile: FromAnotherFile | null;
   readonly rejected: number;
@@ -207,6 +209,7 @@ class Batcher implements EntrySink {
   #documents = 0;
   #newJobs = 0;
   #dropped = 0;
+  #orphanedAnswers = 0;
   #fromAnotherFile: FromAnotherFile | null = null;
   #newItems = 0;
   #unchanged = 0;
@@ -290,6 +293,7 @@ class Batcher implements EntrySink {
         this.#unchanged += r.unchanged;
         this.#updated += r.movedItems;
         this.#dropped += r.droppedJobs;
+        this.#orphanedAnswers += r.orphanedAnswers;
         this.#fromAnotherFile = addFromAnotherFile(this.#fromAnotherFile, r.fromAnotherFile);
       });
       // its failure is reported when it is awaited, before the next batch or at the end
@@ -316,6 +320,7 @@ class Batcher implements EntrySink {
       unchanged: this.#unchanged,
       updated: this.#updated,
       dropped: this.#dropped,
+      orphanedAnswers: this.#orphanedAnswers,
       fromAnotherFile: this.#fromAnotherFile,
       rejected: this.#rejected,
       skipped: this.#skipped,

@@ -59,6 +59,12 @@ export interface EnqueueResult {
    */
   readonly droppedJobs: number;
   /**
+   * Answered jobs that no item points at any more: their items moved to a new job. The answers are
+   * kept (paid for), but the items will be sent again; usually the prompt, model or options changed
+   * by mistake, and the enqueue says so.
+   */
+  readonly orphanedAnswers: number;
+  /**
    * Moved items whose document now comes from another file than before (`en/readme.md` then
    * `fr/readme.md`, both id `readme.md`): likely another document under the same id, said so the
    * user can give them ids of their own. A JSONL line that only moved within its file is not one.

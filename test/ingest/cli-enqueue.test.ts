@@ -199,6 +199,27 @@ describe('llmq enqueue (CLI)', () => {
     expect((await llmq(['enqueue', join(dir, 'fr'), '--db', db])).stderr).not.toContain('warning');
   });
 
+  it('warns when answered jobs lose their items to another model, and the earlier model points them back', async () => {
+    const dir = tempDir();
+    const docs = join(dir, 'docs.jsonl');
+    writeFileSync(docs, '{"id":"a","text":"one"}\n{"id":"b","text":"two"}\n{"id":"c","text":"three"}\n');
+    const db = join(dir, 'q.db');
+    expect((await llmq(['enqueue', docs, '--db', db, '--model', 'mock-1'])).code).toBe(0);
+    expect((await llmq(['run', '--db', db, '--provider', 'mock', '--mock-latency', '0', '--progress', 'none'])).code).toBe(0);
+    // the same file, the model left out: every item now asks the default model
+    const other = await llmq(['enqueue', docs, '--db', db, '--json']);
+    expect(other.code).toBe(0);
+    expect(JSON.parse(other.stdout)).toMatchObject({ newJobs: 3, updated: 3, orphanedAnswers: 3 });
+    expect(other.stderr).toContain('warning: 3 answered jobs no longer belong to any item');
+    expect(other.stderr).toContain('enqueue again with the earlier prompt, model and options');
+    // as it says: back to mock-1, the items find their answers, and the unsent jobs go
+    const back = await llmq(['enqueue', docs, '--db', db, '--model', 'mock-1']);
+    expect(back.code).toBe(0);
+    expect(back.stderr).toMatch(/0 new jobs, 0 new items, 0 already queued, 3 updated \(3 unsent old jobs dropped\)/);
+    expect(back.stderr).not.toContain('warning');
+    expect(query(db, 'SELECT state, count(*) AS n FROM jobs GROUP BY state')).toEqual([{ state: 'done', n: 3 }]);
+  });
+
   it('says why when nothing was read: a --glob written from outside the folder, or empty input', async () => {
     const dir = tempDir();
     const glob = await llmq(['enqueue', 'fixtures/docs', '--db', join(dir, 'q.db'), '--glob', 'fixtures/docs/reviews/*']);

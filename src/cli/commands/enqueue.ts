@@ -145,6 +145,15 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
         'To keep both, give them ids of their own: enqueue the folder above both, so ids include their folder.',
     );
   }
+  if (summary.orphanedAnswers) {
+    const n = summary.orphanedAnswers;
+    warn(
+      `${count(n, 'answered job')} no longer ${n === 1 ? 'belongs' : 'belong'} to any item: ${n === 1 ? 'its items' : 'their items'} now have another request ` +
+        '(a changed document, or another prompt, model or option than the enqueue that made them), and will be sent again by llmq run. ' +
+        'The answers are kept in the queue. If the change was not meant, enqueue again with the earlier prompt, model and options: ' +
+        'the items then point back at their answers, and the new jobs, unsent, are dropped.',
+    );
+  }
   if (summary.stopped) {
     stderr.write(
       `${c.yellow('stopped')} before the end of the input: what was read is stored. Enqueue the same input again to add the rest (what is stored is skipped).\n`,

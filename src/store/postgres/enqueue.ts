@@ -104,7 +104,10 @@ WITH dropped AS (
 ), gone AS (
   DELETE FROM attempts a WHERE a.job_key IN (SELECT key FROM dropped) RETURNING 1
 )
-SELECT (SELECT count(*) FROM dropped)::int AS n`;
+SELECT (SELECT count(*) FROM dropped)::int AS n,
+  -- answered old jobs that no item points at any more (their items moved to new jobs)
+  (SELECT count(*) FROM jobs j WHERE j.key = ANY($1::text[]) AND j.state = 'done'
+    AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key))::int AS orphaned`;
 
 /**
  * The first pass over a chunk when most of its items are likely unchanged (the same file enqueued
@@ -138,7 +141,7 @@ export class EnqueuePg {
   }
 
   async enqueue(rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult> {
-    if (rows.length === 0) return { newJobs: 0, newItems: 0, movedItems: 0, unchanged: 0, droppedJobs: 0 };
+    if (rows.length === 0) return { newJobs: 0, newItems: 0, movedItems: 0, unchanged: 0, droppedJobs: 0, orphanedAnswers: 0 };
     // ON CONFLICT DO UPDATE may touch a row once per statement, so an item id that comes back within
     // the batch starts a new chunk: later rows then see earlier ones, exactly like row-by-row.
     const chunks = splitOnRepeatedIds(rows);
@@ -150,6 +153,7 @@ export class EnqueuePg {
         movedItems: 0,
         unchanged: 0,
         droppedJobs: 0,
+        orphanedAnswers: 0,
       };
       for (const chunk of chunks) {
         let send = chunk;
@@ -171,7 +175,9 @@ export class EnqueuePg {
           }
           total.unchanged += c.unchanged;
           if (c.old_keys?.length) {
-            total.droppedJobs += (await client.query<{ n: number }>(DROP_STALE_SQL, [c.old_keys])).rows[0]!.n;
+            const stale = (await client.query<{ n: number; orphaned: number }>(DROP_STALE_SQL, [c.old_keys])).rows[0]!;
+            total.droppedJobs += stale.n;
+            total.orphanedAnswers += stale.orphaned;
           }
         }
       }

@@ -99,6 +99,10 @@ export class SqliteStore implements Store {
         AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key) RETURNING seq`)
         .pluck(),
       dropAttempts: db.prepare(DROP_ATTEMPTS_SQL),
+      // the old job of an item that moved, answered, that no item points at any more
+      orphanedAnswer: db
+        .prepare(`SELECT 1 FROM jobs WHERE key = ? AND state = 'done' AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`)
+        .pluck(),
       claim: db.prepare(`${CLAIM_SET}
         WHERE seq IN (SELECT seq FROM jobs WHERE state = 'pending' AND run_after <= @now ORDER BY priority, seq LIMIT @limit)
         ${CLAIM_RETURNING}`),
@@ -174,7 +178,7 @@ export class SqliteStore implements Store {
       this.#checkpointer ??= new Checkpointer(this.db, this.location, { everyMs: LOAD_CHECKPOINT_EVERY_MS });
     }
     // counted before the wait, so the rows (now copied to the writer) are not kept alive by it
-    const stored = { newJobs: rows.length, newItems: rows.length, movedItems: 0, unchanged: 0, droppedJobs: 0 };
+    const stored = { newJobs: rows.length, newItems: rows.length, movedItems: 0, unchanged: 0, droppedJobs: 0, orphanedAnswers: 0 };
     await this.#loader.write(rows, now);
     return stored;
   }
@@ -258,7 +262,8 @@ export class SqliteStore implements Store {
           newItems = 0,
           movedItems = 0,
           unchanged = 0,
-          droppedJobs = 0;
+          droppedJobs = 0,
+          orphanedAnswers = 0;
         let elsewhere = 0;
         let firstElsewhere: FromAnotherFile['first'] | null = null;
         const s = this.#s;
@@ -286,10 +291,10 @@ export class SqliteStore implements Store {
             if (dropped !== undefined) {
               s.dropAttempts.run(dropped, current);
               droppedJobs++;
-            }
+            } else if (s.orphanedAnswer.get(current) !== undefined) orphanedAnswers++;
           }
         }
-        const counts = { newJobs, newItems, movedItems, unchanged, droppedJobs };
+        const counts = { newJobs, newItems, movedItems, unchanged, droppedJobs, orphanedAnswers };
         return firstElsewhere ? { ...counts, fromAnotherFile: { count: elsewhere, first: firstElsewhere } } : counts;
       })
       .immediate();
