@@ -107,6 +107,39 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       expect(s.counts.done).toBe(1);
     });
 
+    it('counts an answered or running job as orphaned only if no item points at it once the batch is in', async () => {
+      const { store } = await kind.fresh();
+      await store.enqueue([row('a', 'one'), row('b', 'two'), row('c', 'three')], T0);
+      const { jobs } = await store.claim(claimOpts({ limit: 10 }));
+      for (const job of jobs.filter((j) => j.key !== row('c', 'three').key)) {
+        await store.complete(job.key, {
+          owner: OWNER,
+          output: 'paid for',
+          response: '{}',
+          usage: { promptTokens: 1, completionTokens: 1 },
+          attempt: {
+            key: job.key,
+            runId: OWNER,
+            attempt: 1,
+            startedAt: T0,
+            endedAt: T0 + 1,
+            status: 200,
+            outcome: 'done',
+            error: null,
+            usage: null,
+          },
+        });
+      }
+      // a and b swap texts: each answer is still some item's, nothing will be sent again
+      expect(await store.enqueue([row('a', 'two'), row('b', 'one')], T0 + 2)).toMatchObject({
+        newJobs: 0,
+        movedItems: 2,
+        orphanedAnswers: 0,
+      });
+      // c's job is running (claimed, not answered yet): its answer is on its way to a job no item needs
+      expect(await store.enqueue([row('c', 'three, edited')], T0 + 3)).toMatchObject({ newJobs: 1, movedItems: 1, orphanedAnswers: 1 });
+    });
+
     it('lets identical requests share one job', async () => {
       const { store } = await kind.fresh();
       const result = await store.enqueue([row('a', 'same'), row('b', 'same'), row('c', 'different')], T0);

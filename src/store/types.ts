@@ -59,9 +59,10 @@ export interface EnqueueResult {
    */
   readonly droppedJobs: number;
   /**
-   * Answered jobs that no item points at any more: their items moved to a new job. The answers are
-   * kept (paid for), but the items will be sent again; usually the prompt, model or options changed
-   * by mistake, and the enqueue says so.
+   * Answered jobs (or running ones, whose answer is on its way) that no item points at any more
+   * once this call's rows are in: their items moved to new jobs. The answers are kept (paid for),
+   * but the items will be sent again; often the prompt, model or options changed by mistake, and
+   * the enqueue says so.
    */
   readonly orphanedAnswers: number;
   /**

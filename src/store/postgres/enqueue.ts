@@ -104,10 +104,12 @@ WITH dropped AS (
 ), gone AS (
   DELETE FROM attempts a WHERE a.job_key IN (SELECT key FROM dropped) RETURNING 1
 )
-SELECT (SELECT count(*) FROM dropped)::int AS n,
-  -- answered old jobs that no item points at any more (their items moved to new jobs)
-  (SELECT count(*) FROM jobs j WHERE j.key = ANY($1::text[]) AND j.state = 'done'
-    AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key))::int AS orphaned`;
+SELECT (SELECT count(*) FROM dropped)::int AS n`;
+
+/** Of the old jobs of moved items, those answered (or being answered) that no item points at now. */
+const ORPHANED_ANSWERS_SQL = `
+SELECT count(*)::int AS n FROM jobs j WHERE j.key = ANY($1::text[]) AND j.state IN ('done', 'running')
+  AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key)`;
 
 /**
  * The first pass over a chunk when most of its items are likely unchanged (the same file enqueued
@@ -155,6 +157,8 @@ export class EnqueuePg {
         droppedJobs: 0,
         orphanedAnswers: 0,
       };
+      // counted once all chunks are in: an item may move back to its job later in the batch
+      const movedFrom: string[] = [];
       for (const chunk of chunks) {
         let send = chunk;
         if (this.#probe) {
@@ -175,12 +179,12 @@ export class EnqueuePg {
           }
           total.unchanged += c.unchanged;
           if (c.old_keys?.length) {
-            const stale = (await client.query<{ n: number; orphaned: number }>(DROP_STALE_SQL, [c.old_keys])).rows[0]!;
-            total.droppedJobs += stale.n;
-            total.orphanedAnswers += stale.orphaned;
+            total.droppedJobs += (await client.query<{ n: number }>(DROP_STALE_SQL, [c.old_keys])).rows[0]!.n;
+            movedFrom.push(...c.old_keys);
           }
         }
       }
+      if (movedFrom.length) total.orphanedAnswers = (await client.query<{ n: number }>(ORPHANED_ANSWERS_SQL, [movedFrom])).rows[0]!.n;
       return total;
     });
     this.#probe = total.unchanged * 2 >= rows.length;

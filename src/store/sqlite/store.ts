@@ -99,9 +99,10 @@ export class SqliteStore implements Store {
         AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key) RETURNING seq`)
         .pluck(),
       dropAttempts: db.prepare(DROP_ATTEMPTS_SQL),
-      // the old job of an item that moved, answered, that no item points at any more
+      // an old job of moved items, answered (or being answered), that no item points at now
       orphanedAnswer: db
-        .prepare(`SELECT 1 FROM jobs WHERE key = ? AND state = 'done' AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`)
+        .prepare(`SELECT 1 FROM jobs WHERE key = ? AND state IN ('done', 'running')
+          AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`)
         .pluck(),
       claim: db.prepare(`${CLAIM_SET}
         WHERE seq IN (SELECT seq FROM jobs WHERE state = 'pending' AND run_after <= @now ORDER BY priority, seq LIMIT @limit)
@@ -266,6 +267,8 @@ export class SqliteStore implements Store {
           orphanedAnswers = 0;
         let elsewhere = 0;
         let firstElsewhere: FromAnotherFile['first'] | null = null;
+        // counted at the end: an item may move back to its job later in the batch
+        const movedFrom = new Set<string>();
         const s = this.#s;
         for (const r of rows) {
           const [current, was] = (s.itemJob.get(r.itemId) as [string, string] | undefined) ?? [];
@@ -291,9 +294,10 @@ export class SqliteStore implements Store {
             if (dropped !== undefined) {
               s.dropAttempts.run(dropped, current);
               droppedJobs++;
-            } else if (s.orphanedAnswer.get(current) !== undefined) orphanedAnswers++;
+            } else movedFrom.add(current);
           }
         }
+        for (const key of movedFrom) if (s.orphanedAnswer.get(key) !== undefined) orphanedAnswers++;
         const counts = { newJobs, newItems, movedItems, unchanged, droppedJobs, orphanedAnswers };
         return firstElsewhere ? { ...counts, fromAnotherFile: { count: elsewhere, first: firstElsewhere } } : counts;
       })
