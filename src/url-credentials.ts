@@ -16,21 +16,33 @@ const URL_TOKEN = /\b([a-z][a-z0-9+.-]*:\/\/)([^\s'"`<>()[\]{}]*)/gi;
 
 /**
  * `text` with the password of every URL in it masked: `postgres://u:pw@h/db` becomes
- * `postgres://u:***@h/db`, `redis://:pw@h` becomes `redis://:***@h`. A user name without a password
+ * `postgres://u:***@h/db`, `redis://:pw@h` becomes `redis://:***@h`, `?password=pw` becomes
+ * `?password=***`. A user name without a password
  * (`postgres://postgres@h`) is kept: pg, ioredis and fetch all read it as a name, not a secret.
  */
 export function redactUrlCredentials(text: string): string {
-  return text.replace(URL_TOKEN, (whole, scheme: string, rest: string) => {
-    // The user information ends at the last `@` before the query or fragment, as URL parsers read it.
-    const end = rest.search(/[?#]/);
-    const authority = end === -1 ? rest : rest.slice(0, end);
-    const at = authority.lastIndexOf('@');
-    if (at === -1) return whole;
-    const userinfo = authority.slice(0, at);
-    const colon = userinfo.indexOf(':');
-    if (colon === -1) return whole;
-    return `${scheme}${userinfo.slice(0, colon)}:${MASK}${rest.slice(at)}`;
-  });
+  return text.replace(URL_TOKEN, (whole, scheme: string, rest: string) => maskPasswordParams(maskUserinfo(whole, scheme, rest)));
+}
+
+/**
+ * A password in the query: pg reads `postgres://h/db?password=...` (and `sslpassword`), ioredis
+ * `redis://h?password=...`. Its value is masked up to the next `&` or `#`.
+ */
+function maskPasswordParams(url: string): string {
+  return url.replace(/([?&](?:ssl)?password=)[^&#]*/gi, `$1${MASK}`);
+}
+
+/** `user:password@` masked; a user name alone is kept. */
+function maskUserinfo(whole: string, scheme: string, rest: string): string {
+  // The user information ends at the last `@` before the query or fragment, as URL parsers read it.
+  const end = rest.search(/[?#]/);
+  const authority = end === -1 ? rest : rest.slice(0, end);
+  const at = authority.lastIndexOf('@');
+  if (at === -1) return whole;
+  const userinfo = authority.slice(0, at);
+  const colon = userinfo.indexOf(':');
+  if (colon === -1) return whole;
+  return `${scheme}${userinfo.slice(0, colon)}:${MASK}${rest.slice(at)}`;
 }
 
 /** Whether a URL carries a user name or password (`new URL` decodes neither away). */

@@ -65,6 +65,10 @@ describe('redactUrlCredentials: one owner for URL passwords', () => {
     ['postgres://u:pa/ss-SECRET@h/db', 'postgres://u:***@h/db'],
     ['postgres://u:pw@h/db?note=a@b', 'postgres://u:***@h/db?note=a@b'],
     ['postgres://postgres@h/db', 'postgres://postgres@h/db'],
+    // a password in the query, as pg and ioredis read it
+    ['postgres://u@h/db?password=pw-SECRET&schema=s', 'postgres://u@h/db?password=***&schema=s'],
+    ['postgres://h/db?sslmode=require&sslpassword=pw-SECRET', 'postgres://h/db?sslmode=require&sslpassword=***'],
+    ['redis://127.0.0.1:6379?PASSWORD=pw-SECRET', 'redis://127.0.0.1:6379?PASSWORD=***'],
     ['./llmq.db', './llmq.db'],
     ['https://api.openai.com/v1', 'https://api.openai.com/v1'],
     ['at postgres://a:1@h/x and redis://:2@r:6379: refused', 'at postgres://a:***@h/x and redis://:***@r:6379: refused'],
