@@ -10,7 +10,9 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = ''): 
   const lines: string[] = [];
   lines.push(`${p.bold('llmq')} ${p.dim(r.db)}`);
   if (r.total === 0) {
-    lines.push(`  The queue is empty. Add documents with: llmq enqueue <folder|file.jsonl>${again}`);
+    const add = `  The queue is empty. Add documents with: llmq enqueue <folder|file.jsonl>${again}`;
+    if (add.length <= 80) lines.push(add);
+    else lines.push('  The queue is empty. Add documents with:', `    llmq enqueue <folder|file.jsonl>${again}`);
     return lines.join('\n') + '\n';
   }
   const w = Math.max(...[r.total, r.items, ...Object.values(r.counts)].map((n) => int(n).length));
@@ -60,7 +62,7 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = ''): 
     for (const f of r.failures) lines.push(`  ${p.red(int(f.count).padStart(cw))}  ${oneLine(f.error, 74 - cw)}`);
     const shown = r.failures.reduce((a, f) => a + f.count, 0);
     if (shown < r.counts.failed) lines.push(p.dim(`  ${int(r.counts.failed - shown).padStart(cw)}  other reasons`));
-    const hint = `  to try them again: llmq retry-failed${again} && llmq run${again}`;
+    const hint = `  to try them again: llmq retry-failed${again}, then llmq run${again}`;
     if (hint.length <= 80) lines.push(p.dim(hint));
     else lines.push(p.dim(`  to try them again: llmq retry-failed${again}`), p.dim(`  then: llmq run${again}`));
   }

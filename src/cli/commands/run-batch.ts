@@ -66,7 +66,7 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
     else info(`batch lane: ${summary.done} done, ${summary.failed} failed, ${summary.remaining} pending or in a batch (${summary.reason})`);
     if (summary.fatal) {
       whileReaderPresent(process.stderr).write(
-        `error: ${summary.fatal.message}\nJobs not in a live batch are pending; batches already created are collected by the next llmq run --via batch.\n`,
+        `error: ${summary.fatal.message}\nJobs not in a live batch are pending; batches already created are collected by the next llmq run --via batch${(await import('../again.js')).dbArgument(flags.db)}.\n`,
       );
     }
     return summary;

@@ -98,7 +98,10 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
     budget: paint.yellow('stopped by the budget'),
   }[r.reason];
   if (r.reason === 'drained' && isEmptyRun(r, s)) {
-    const lines = [`nothing was pending: ${cmd('llmq status')} shows the queue.`];
+    const lines =
+      `nothing was pending: llmq status${again} shows the queue.`.length <= 80
+        ? [`nothing was pending: ${cmd('llmq status')} shows the queue.`]
+        : ['nothing was pending; this shows the queue:', `    ${cmd('llmq status')}`];
     if (r.failedInStore)
       lines.push(...suggest(`${count(r.failedInStore, 'failed job')} wait:`, ['llmq retry-failed', 'llmq run'], again, paint));
     return lines.join(again ? '\n' : ' ') + '\n';
@@ -116,7 +119,15 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
     );
   }
   // A fatal error's message and fix are printed by the run command, once.
-  if (r.remaining) lines.push(...suggest(`  ${count(r.remaining, 'job')} left pending. Pick them up:`, ['llmq run'], again, paint));
+  if (r.remaining) {
+    const said = `  ${count(r.remaining, 'job')} left pending; ${'llmq run' + again} picks them up`;
+    lines.push(
+      said.length <= 80
+        ? `  ${count(r.remaining, 'job')} left pending; ${cmd('llmq run')} picks them up`
+        : `  ${count(r.remaining, 'job')} left pending; this picks them up:`,
+    );
+    if (said.length > 80) lines.push(`    ${cmd('llmq run')}`);
+  }
   if (r.failedInStore) {
     lines.push(...suggest(`  ${count(r.failedInStore, 'failed job')} in the queue. See why:`, ['llmq status'], again, paint));
     lines.push(...suggest('  Try again:', ['llmq retry-failed', 'llmq run'], again, paint));

@@ -48,7 +48,8 @@ export function plainRenderer(state: ProgressState, stream: NodeJS.WritableStrea
           if (failures++ >= MAX_FAILURE_LINES) break;
           const p = payload as SchedulerEventMap['job:failed'];
           write(oneLine(`${paint.red('failed')} ${p.key.slice(0, 12)} (attempt ${p.attempt}): ${p.error}`, 200));
-          if (failures === MAX_FAILURE_LINES) write('further failures are not listed here; llmq status groups them by reason');
+          if (failures === MAX_FAILURE_LINES)
+            write(`further failures are not listed here; llmq status${where.again ?? ''} groups them by reason`);
           break;
         }
         case 'paused':

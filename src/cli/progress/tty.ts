@@ -81,7 +81,7 @@ export function ttyRenderer(
         const p = payload as SchedulerEventMap['job:failed'];
         multi.log(oneLine(`${paint.red('failed')} ${p.key.slice(0, 12)} (attempt ${p.attempt}): ${p.error}`, width()) + '\n');
         if (failures === MAX_FAILURE_LINES)
-          multi.log(paint.dim('further failures are not listed here; llmq status groups them by reason') + '\n');
+          multi.log(paint.dim(`further failures are not listed here; llmq status${where.again ?? ''} groups them by reason`) + '\n');
       }
       const text = pauseText(state, Date.now());
       if (text && !note) note = multi.create(1, 0, { line: () => paint.yellow(pauseText(state, Date.now()) ?? '') });
