@@ -1,5 +1,17 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { STORE_KINDS, T0, OWNER, claimOpts, row, rows, skipUnavailable, exported } from './helpers/stores.js';
+import type { Store } from '../src/store/types.js';
+
+/** Answer a job this test's run claimed, as a run would: paid for, stored. */
+function answer(store: Store, key: string): Promise<boolean> {
+  return store.complete(key, {
+    owner: OWNER,
+    output: 'paid for',
+    response: '{}',
+    usage: { promptTokens: 1, completionTokens: 1 },
+    attempt: { key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 1, status: 200, outcome: 'done', error: null, usage: null },
+  });
+}
 
 // The store half of the invariants in docs/architecture.md, proved for every store kind by one suite.
 // This file: enqueue (invariant 4) and claim (invariants 2 and 6). Lifecycle and reading have their own files.
@@ -81,23 +93,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       await store.enqueue([row('a', 'shared'), row('b', 'shared'), row('c', 'answered')], T0);
       const { jobs } = await store.claim(claimOpts({ limit: 10 }));
       const answered = jobs.find((j) => j.key === row('c', 'answered').key)!;
-      await store.complete(answered.key, {
-        owner: OWNER,
-        output: 'paid for',
-        response: '{}',
-        usage: { promptTokens: 1, completionTokens: 1 },
-        attempt: {
-          key: answered.key,
-          runId: OWNER,
-          attempt: 1,
-          startedAt: T0,
-          endedAt: T0 + 1,
-          status: 200,
-          outcome: 'done',
-          error: null,
-          usage: null,
-        },
-      });
+      await answer(store, answered.key);
       await store.release(OWNER, { refund: true, now: T0 + 2 });
       const r = await store.enqueue([row('a', 'changed'), row('c', 'changed too')], T0 + 3);
       // c's answer stays in the queue, but no item points at it now: said, as c will be sent again
@@ -111,25 +107,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       const { store } = await kind.fresh();
       await store.enqueue([row('a', 'one'), row('b', 'two'), row('c', 'three')], T0);
       const { jobs } = await store.claim(claimOpts({ limit: 10 }));
-      for (const job of jobs.filter((j) => j.key !== row('c', 'three').key)) {
-        await store.complete(job.key, {
-          owner: OWNER,
-          output: 'paid for',
-          response: '{}',
-          usage: { promptTokens: 1, completionTokens: 1 },
-          attempt: {
-            key: job.key,
-            runId: OWNER,
-            attempt: 1,
-            startedAt: T0,
-            endedAt: T0 + 1,
-            status: 200,
-            outcome: 'done',
-            error: null,
-            usage: null,
-          },
-        });
-      }
+      for (const job of jobs.filter((j) => j.key !== row('c', 'three').key)) await answer(store, job.key);
       // a and b swap texts: each answer is still some item's, nothing will be sent again
       expect(await store.enqueue([row('a', 'two'), row('b', 'one')], T0 + 2)).toMatchObject({
         newJobs: 0,
