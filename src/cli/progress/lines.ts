@@ -88,7 +88,8 @@ export function isEmptyRun(r: Pick<RunSummary, 'done' | 'failed' | 'retried' | '
 
 /** The end-of-run summary and, when something is left to do, the next command. */
 export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again = ''): string {
-  const cmd = (c: string) => paint.bold(c + again);
+  const suggest = (line: (commands: string) => string, split: string, commands: readonly string[]) =>
+    suggestLines(line, split, commands, again, paint);
   const wall = r.wallMs / 1000;
   const head = {
     drained: paint.green('finished'),
@@ -98,12 +99,13 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
     budget: paint.yellow('stopped by the budget'),
   }[r.reason];
   if (r.reason === 'drained' && isEmptyRun(r, s)) {
-    const lines =
-      `nothing was pending: llmq status${again} shows the queue.`.length <= 80
-        ? [`nothing was pending: ${cmd('llmq status')} shows the queue.`]
-        : ['nothing was pending; this shows the queue:', `    ${cmd('llmq status')}`];
-    if (r.failedInStore)
-      lines.push(...suggest(`${count(r.failedInStore, 'failed job')} wait:`, ['llmq retry-failed', 'llmq run'], again, paint));
+    const lines = suggest((c) => `nothing was pending: ${c} shows the queue.`, 'nothing was pending; this shows the queue:', [
+      'llmq status',
+    ]);
+    if (r.failedInStore) {
+      const failed = `${count(r.failedInStore, 'failed job')} wait:`;
+      lines.push(...suggest((c) => `${failed} ${c}`, failed, ['llmq retry-failed', 'llmq run']));
+    }
     return lines.join(again ? '\n' : ' ') + '\n';
   }
   const lines = [
@@ -120,31 +122,33 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
   }
   // A fatal error's message and fix are printed by the run command, once.
   if (r.remaining) {
-    const said = `  ${count(r.remaining, 'job')} left pending; ${'llmq run' + again} picks them up`;
-    lines.push(
-      said.length <= 80
-        ? `  ${count(r.remaining, 'job')} left pending; ${cmd('llmq run')} picks them up`
-        : `  ${count(r.remaining, 'job')} left pending; this picks them up:`,
-    );
-    if (said.length > 80) lines.push(`    ${cmd('llmq run')}`);
+    const left = `  ${count(r.remaining, 'job')} left pending;`;
+    lines.push(...suggest((c) => `${left} ${c} picks them up`, `${left} this picks them up:`, ['llmq run']));
   }
   if (r.failedInStore) {
-    lines.push(...suggest(`  ${count(r.failedInStore, 'failed job')} in the queue. See why:`, ['llmq status'], again, paint));
-    lines.push(...suggest('  Try again:', ['llmq retry-failed', 'llmq run'], again, paint));
+    const why = `  ${count(r.failedInStore, 'failed job')} in the queue. See why:`;
+    lines.push(...suggest((c) => `${why} ${c}`, why, ['llmq status']));
+    lines.push(...suggest((c) => `  Try again: ${c}`, '  Try again:', ['llmq retry-failed', 'llmq run']));
   }
   if (s.unpricedModel) lines.push(paint.dim(`  no price for ${s.unpricedModel}: set one with --price IN,OUT (USD per million tokens)`));
   return lines.join('\n') + '\n';
 }
 
 /**
- * `text` and the commands to type next, each with `again` (the queue's --db): on one line joined
- * by `&&` when that fits 80 columns, else each command on a line of its own, whole, so it can be
+ * The commands to type next, each with `again` (the queue's --db), in `line` joined by `&&` when
+ * that fits 80 columns; else `split`, then each command on a line of its own, whole, so it can be
  * pasted (a long path is never shortened in a command).
  */
-function suggest(text: string, commands: readonly string[], again: string, paint: Paint): string[] {
+function suggestLines(
+  line: (commands: string) => string,
+  split: string,
+  commands: readonly string[],
+  again: string,
+  paint: Paint,
+): string[] {
   const full = commands.map((c) => c + again);
-  if (`${text} ${full.join(' && ')}`.length <= 80) return [`${text} ${full.map((c) => paint.bold(c)).join(' && ')}`];
-  return [text, ...full.map((c) => `    ${paint.bold(c)}`)];
+  if (line(full.join(' && ')).length <= 80) return [line(full.map((c) => paint.bold(c)).join(' && '))];
+  return [split, ...full.map((c) => `    ${paint.bold(c)}`)];
 }
 
 /**
