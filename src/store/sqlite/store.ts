@@ -263,8 +263,7 @@ export class SqliteStore implements Store {
           newItems = 0,
           movedItems = 0,
           unchanged = 0,
-          droppedJobs = 0,
-          orphanedAnswers = 0;
+          droppedJobs = 0;
         let elsewhere = 0;
         let firstElsewhere: FromAnotherFile['first'] | null = null;
         // counted at the end: an item may move back to its job later in the batch
@@ -297,7 +296,7 @@ export class SqliteStore implements Store {
             } else movedFrom.add(current);
           }
         }
-        for (const key of movedFrom) if (s.orphanedAnswer.get(key) !== undefined) orphanedAnswers++;
+        const orphanedAnswers = [...movedFrom].filter((key) => s.orphanedAnswer.get(key) !== undefined).length;
         const counts = { newJobs, newItems, movedItems, unchanged, droppedJobs, orphanedAnswers };
         return firstElsewhere ? { ...counts, fromAnotherFile: { count: elsewhere, first: firstElsewhere } } : counts;
       })
