@@ -2,7 +2,10 @@ import { EventEmitter } from 'node:events';
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { attachProgress, progressMode, type ProgressMode } from '../src/cli/progress/index.js';
-import { startText } from '../src/cli/progress/lines.js';
+import { startText, summaryText } from '../src/cli/progress/lines.js';
+import { ProgressState } from '../src/cli/progress/state.js';
+import { loadPriceTable } from '../src/pricing/price-table.js';
+import { NO_PAINT } from '../src/report/format.js';
 import { stripAnsi } from '../src/report/format.js';
 import type { ProgressSnapshot, RunSummary, SchedulerEventMap, SchedulerEventName } from '../src/scheduler/events.js';
 
@@ -133,6 +136,34 @@ describe('progress renderers', () => {
     expect(out).toContain('finished in 1h 53m: 31,204 done, 148 failed, 1,020 retried\n');
     expect(out).toContain('  tokens 14.2M in · 3.1M out · cost $0.75 · 4.6 jobs/s · 12 rate-limited\n');
     expect(out).toContain('  148 failed jobs in the queue. See why: llmq status\n  Try again: llmq retry-failed && llmq run\n');
+  });
+
+  it('the summary suggests commands that reach the queue given with --db, each whole on a line of its own when long', () => {
+    const state = new ProgressState(loadPriceTable());
+    const left = { ...summary, remaining: 12 };
+    expect(summaryText(left, state, NO_PAINT)).toContain(
+      '  12 jobs left pending; llmq run picks them up\n  148 failed jobs in the queue. See why: llmq status\n  Try again: llmq retry-failed && llmq run\n',
+    );
+    expect(summaryText(left, state, NO_PAINT, ' --db q.db')).toContain(
+      '  12 jobs left pending; llmq run --db q.db picks them up\n' +
+        '  148 failed jobs in the queue. See why: llmq status --db q.db\n' +
+        '  Try again: llmq retry-failed --db q.db && llmq run --db q.db\n',
+    );
+    const db = ' --db /srv/llmq/queues/customer-support-tickets-2026.db';
+    const long = summaryText(left, state, NO_PAINT, db);
+    expect(long).toContain(
+      `  12 jobs left pending; this picks them up:\n    llmq run${db}\n` +
+        `  148 failed jobs in the queue. See why:\n    llmq status${db}\n` +
+        `  Try again:\n    llmq retry-failed${db}\n    llmq run${db}\n`,
+    );
+    for (const line of long.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
+    const empty = { ...summary, done: 0, failed: 0, retried: 0, requests: 0, rateLimited: 0, promptTokens: 0, completionTokens: 0 };
+    expect(summaryText(empty, state, NO_PAINT)).toBe(
+      'nothing was pending: llmq status shows the queue. 148 failed jobs wait: llmq retry-failed && llmq run\n',
+    );
+    expect(summaryText(empty, state, NO_PAINT, db)).toBe(
+      `nothing was pending; this shows the queue:\n    llmq status${db}\n148 failed jobs wait:\n    llmq retry-failed${db}\n    llmq run${db}\n`,
+    );
   });
 
   it('plain with color allowed colors, and NO_COLOR (color: false) never does', () => {
