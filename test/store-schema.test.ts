@@ -25,6 +25,7 @@ describe('sqlite schema', () => {
       'item_counts',
       'items',
       'job_counts',
+      'job_requests',
       'jobs',
       'lanes',
       'llmq_migrations',
@@ -149,6 +150,7 @@ describe('sqlite schema', () => {
       'jobs_failure_delete',
       'jobs_failure_insert',
       'jobs_failure_update',
+      'jobs_request_delete',
     ]);
     expect(db.prepare('SELECT version FROM llmq_migrations').pluck().all()).toEqual(MIGRATIONS.map((m) => m.version));
     await store.close();
@@ -165,7 +167,7 @@ describe('sqlite schema', () => {
     const store = new SqliteStore(sqliteAtVersion(6, ''));
     expect(store.db.prepare('SELECT max(version) FROM llmq_migrations').pluck().get()).toBe(LATEST_VERSION);
     expect(keyIndexes(store.db)).toEqual(['jobs_key']);
-    expect(store.db.prepare("SELECT count(*) FROM sqlite_master WHERE tbl_name = 'jobs' AND type = 'trigger'").pluck().get()).toBe(6);
+    expect(store.db.prepare("SELECT count(*) FROM sqlite_master WHERE tbl_name = 'jobs' AND type = 'trigger'").pluck().get()).toBe(7);
     await store.close();
   });
 

@@ -10,6 +10,7 @@ import Database from 'better-sqlite3';
 import { expect } from 'vitest';
 import { BIN, cliEnv, collect, runCli, type CliResult } from './cli.js';
 import { completionBody, type FakeOpenAI, type FakeRequest } from './fake-openai.js';
+import { JOB_COLUMNS } from '../../src/store/sqlite/requests.js';
 
 /** Write `lines` (objects) as a JSONL file in `dir` and enqueue it with the real CLI. */
 export async function enqueueJsonl(
@@ -169,7 +170,7 @@ export function readDb(db: string): { jobs: JobRow[]; items: ItemRow[]; attempts
   const d = new Database(db, { readonly: true });
   try {
     return {
-      jobs: d.prepare('SELECT * FROM jobs ORDER BY seq').all() as JobRow[],
+      jobs: d.prepare(`SELECT ${JOB_COLUMNS} FROM jobs ORDER BY seq`).all() as JobRow[],
       items: d.prepare('SELECT * FROM items ORDER BY seq').all() as ItemRow[],
       attempts: d.prepare('SELECT * FROM attempts ORDER BY id').all() as AttemptRow[],
       runs: d.prepare('SELECT * FROM runs ORDER BY started_at').all() as RunRowRaw[],

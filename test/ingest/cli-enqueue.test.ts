@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { SqliteStore } from '../../src/store/sqlite/store.js';
 import { runCli } from '../helpers/cli.js';
 import { tempDir } from '../helpers/tmp.js';
 import { FIXTURES } from './helpers.js';
@@ -144,9 +145,11 @@ describe('llmq enqueue (CLI)', () => {
     );
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout)).toMatchObject({ documents: 1, newJobs: 1, newItems: 1 });
-    const [job] = query<{ request: string; priority: number; model: string }>(db, 'SELECT request, priority, model FROM jobs');
-    expect(job!.priority).toBe(-2);
-    expect(JSON.parse(job!.request)).toEqual({
+    const store = new SqliteStore(db, { existing: true });
+    const job = (await store.item('k1'))!.job;
+    await store.close();
+    expect(job.priority).toBe(-2);
+    expect(JSON.parse(job.request)).toEqual({
       model: 'llama3.1',
       max_tokens: 7,
       temperature: 0.5,

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import { BULK_MIN_ROWS } from '../../src/store/sqlite/bulk-load.js';
+import { requestOf } from '../../src/store/sqlite/requests.js';
 import { tempDir } from '../helpers/tmp.js';
 import { run, tempStore } from './helpers.js';
 
@@ -28,7 +29,7 @@ function documents(dir: string): string {
 function rows(store: SqliteStore) {
   const q = (sql: string) => store.db.prepare(sql).all();
   return {
-    jobs: q(`SELECT key, request, model, state, priority, attempts, run_after, lease_owner, lease_expires_at, output, response,
+    jobs: q(`SELECT key, ${requestOf('jobs')} AS request, model, state, priority, attempts, run_after, lease_owner, lease_expires_at, output, response,
       prompt_tokens, completion_tokens, error, finished_at, cost_usd FROM jobs WHERE key <> 'unrelated' ORDER BY seq`),
     items: q("SELECT id, source, job_key, meta FROM items WHERE id <> 'unrelated' ORDER BY seq"),
     attempts: q('SELECT * FROM attempts'),

@@ -2,6 +2,7 @@ import type { Db } from './open.js';
 import { INSERT_ATTEMPT_SQL, insertAttemptValues } from './attempts.js';
 import { toAttempt, toItem, toJob, toRun, type RawAttempt } from '../rows.js';
 import { keysetPages } from '../pages.js';
+import { INSERT_REQUEST_SQL, JOB_COLUMNS, REQUEST_KEPT_APART } from './requests.js';
 import { nanoUp, SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type { AttemptRow, ItemRow, JobRow, QueueCopier, RunRow } from '../types.js';
 
@@ -21,7 +22,7 @@ export class SqliteCopier implements QueueCopier {
   }
 
   async *dumpJobs(): AsyncIterable<JobRow> {
-    for await (const r of this.#pages('SELECT * FROM jobs WHERE seq > ? ORDER BY seq LIMIT ?', 'seq')) yield toJob(r as never);
+    for await (const r of this.#pages(`SELECT ${JOB_COLUMNS} FROM jobs WHERE seq > ? ORDER BY seq LIMIT ?`, 'seq')) yield toJob(r as never);
   }
 
   async *dumpItems(): AsyncIterable<ItemRow> {
@@ -45,12 +46,13 @@ export class SqliteCopier implements QueueCopier {
     const insert = this.#db.prepare(`INSERT INTO jobs (key, request, model, state, priority, attempts, run_after, lease_owner,
         lease_expires_at, output, response, prompt_tokens, completion_tokens, error, created_at, updated_at, finished_at, cost_usd)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    const insertRequest = this.#db.prepare(INSERT_REQUEST_SQL);
     this.#db
       .transaction(() => {
         for (const j of rows) {
-          insert.run(
+          const { lastInsertRowid } = insert.run(
             j.key,
-            j.request,
+            REQUEST_KEPT_APART,
             j.model,
             j.state,
             j.priority,
@@ -68,6 +70,7 @@ export class SqliteCopier implements QueueCopier {
             j.finishedAt,
             j.costUsd ?? null,
           );
+          insertRequest.run(lastInsertRowid, j.request);
         }
       })
       .immediate();

@@ -25,27 +25,35 @@ db.pragma('foreign_keys = OFF'); // items reference jobs(key), whose index is go
 for (const p of workerData.pragmas) db.pragma(p);
 db.pragma('cache_size = ' + workerData.cacheKib);
 const PER_CALL = 64;
-const manyRows = (into, row = '(?, ?, ?, ?, ?, ?)') => {
+// each statement takes PER_CALL rows of \`width\` values, the last ones of a batch one at a time
+const manyRows = (into, row) => {
+  const width = row.split('?').length - 1;
   return {
+    width,
+    values: new Array(width * PER_CALL),
     many: db.prepare('INSERT INTO ' + into + ' VALUES ' + Array(PER_CALL).fill(row).join(', ')),
     one: db.prepare('INSERT INTO ' + into + ' VALUES ' + row),
   };
 };
+// each job's seq is given (the batch's first is the next after the queue's last), so that its
+// request goes into job_requests beside it; jobs.request is '' for them (requests.ts)
+const jobs = manyRows('jobs (seq, key, request, model, priority, created_at, updated_at)', "(?, ?, '', ?, ?, ?, ?)");
 // the request comes as UTF-8 bytes: CAST keeps them as they are and makes them TEXT, as binding the
 // string would (requests are JSON, whose text has no unpaired surrogate: those become U+FFFD in bytes)
-const jobs = manyRows('jobs (key, request, model, priority, created_at, updated_at)', '(?, CAST(? AS TEXT), ?, ?, ?, ?)');
-const items = manyRows('items (id, source, job_key, meta, created_at, updated_at)');
+const requests = manyRows('job_requests (seq, request)', '(?, CAST(? AS TEXT))');
+const items = manyRows('items (id, source, job_key, meta, created_at, updated_at)', '(?, ?, ?, ?, ?, ?)');
+const lastSeq = db.prepare('SELECT coalesce(max(seq), 0) FROM jobs').pluck();
 const addJobs = db.prepare("INSERT INTO job_counts (model, state, jobs) VALUES (?, 'pending', ?) " +
   'ON CONFLICT (model, state) DO UPDATE SET jobs = jobs + excluded.jobs');
 const addItems = db.prepare('UPDATE item_counts SET items = items + ?');
-const values = new Array(6 * PER_CALL);
 function insert(statements, n, rowAt) {
+  const { width, values } = statements;
   let i = 0;
   for (; i + PER_CALL <= n; i += PER_CALL) {
-    for (let k = 0; k < PER_CALL; k++) rowAt(i + k, values, 6 * k);
+    for (let k = 0; k < PER_CALL; k++) rowAt(i + k, values, width * k);
     statements.many.run(values);
   }
-  const one = new Array(6);
+  const one = new Array(width);
   for (; i < n; i++) {
     rowAt(i, one, 0);
     statements.one.run(one);
@@ -53,12 +61,16 @@ function insert(statements, n, rowAt) {
 }
 const load = db.transaction((b) => {
   const n = b.keys.length;
-  const requests = Buffer.from(b.requestBytes);
+  const bytes = Buffer.from(b.requestBytes);
+  const first = lastSeq.get() + 1;
   insert(jobs, n, (i, v, at) => {
-    v[at] = b.keys[i];
-    v[at + 1] = requests.subarray(i === 0 ? 0 : b.requestEnds[i - 1], b.requestEnds[i]);
+    v[at] = first + i; v[at + 1] = b.keys[i];
     v[at + 2] = b.models[i]; v[at + 3] = b.priorities[i];
     v[at + 4] = b.now; v[at + 5] = b.now;
+  });
+  insert(requests, n, (i, v, at) => {
+    v[at] = first + i;
+    v[at + 1] = bytes.subarray(i === 0 ? 0 : b.requestEnds[i - 1], b.requestEnds[i]);
   });
   insert(items, n, (i, v, at) => {
     v[at] = b.itemIds[i]; v[at + 1] = b.sources[i]; v[at + 2] = b.keys[i]; v[at + 3] = b.metas[i];

@@ -17,11 +17,12 @@ import type {
 } from '../types.js';
 import { inClaimOrder, JOBS_PAGE, type RawJobToRun } from '../claim-order.js';
 import { exportPagesMerged } from './export-read.js';
+import { JOB_COLUMNS, requestOf } from './requests.js';
 import { LANES_SQL, toAttempt, toJob, toLane, toRun, type RawAttempt, type RawJob, type RawLane, type RawRun } from '../rows.js';
 
 /** `answered`'s read: a model's latest done jobs ($1 model, $2 how many), each with its answering attempt's latency. */
 export function answeredSql(withRequest: boolean): string {
-  return `SELECT j.prompt_tokens, j.completion_tokens, ${withRequest ? 'j.request' : 'NULL AS request'},
+  return `SELECT j.prompt_tokens, j.completion_tokens, ${withRequest ? `${requestOf('j')} AS request` : 'NULL AS request'},
       (SELECT latency_ms FROM attempts a WHERE ${ATTEMPTS_OF_JOB} AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1) AS latency_ms
     FROM jobs j INDEXED BY jobs_age WHERE j.model = ? AND j.state = 'done' ORDER BY j.created_at DESC, j.seq DESC LIMIT ?`;
 }
@@ -32,7 +33,7 @@ const SENT_SOMETHING = "(ended_at IS NULL OR (json_valid(stats) AND coalesce(jso
 /** The reads of `llmq show`: each one row (or one job's attempts) found through an index, however big the queue. */
 export const ITEM_SQL = Object.freeze({
   item: 'SELECT * FROM items WHERE id = ?',
-  job: 'SELECT * FROM jobs WHERE key = ?',
+  job: `SELECT ${JOB_COLUMNS} FROM jobs WHERE key = ?`,
   // the job's key twice: its attempts by seq, and those stored before migration 9 by key (ATTEMPTS_OF_JOB as a merge of two index walks)
   attempts: `SELECT a.* FROM jobs j JOIN attempts a ON a.job_seq = j.seq WHERE j.key = ?
     UNION ALL SELECT * FROM attempts WHERE job_seq IS NULL AND job_key = ? ORDER BY id`,
@@ -137,7 +138,7 @@ export class SqliteReader {
   }
 
   jobsToRun(now: number): AsyncIterable<JobToRun> {
-    const cols = 'seq, key, model, request, priority, attempts';
+    const cols = `seq, key, model, ${requestOf('jobs')} AS request, priority, attempts`;
     const expired = this.#db.prepare(`SELECT ${cols} FROM jobs WHERE state = 'running' AND lease_expires_at < ?`).all(now) as RawJobToRun[];
     const first = this.#db.prepare(`SELECT ${cols} FROM jobs WHERE state = 'pending' ORDER BY priority, seq LIMIT ${JOBS_PAGE}`);
     // a row value walks the jobs_claim index from where the last page ended

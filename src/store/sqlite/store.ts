@@ -37,6 +37,7 @@ import { latencyOf } from '../rows.js';
 import { DROP_ATTEMPTS_SQL, INSERT_ATTEMPT_SQL, insertAttemptValues, orphanDropper } from './attempts.js';
 import { BULK_MIN_ROWS, beginBulkLoad, finishBulkLoad, settleBulkLoad } from './bulk-load.js';
 import type { BulkLoadWriter } from './load-writer.js';
+import { INSERT_REQUEST_SQL, REQUEST_KEPT_APART, requestOf } from './requests.js';
 
 /** How often a bulk load's WAL is copied into the database file, from a thread of its own (checkpointer.ts). */
 const LOAD_CHECKPOINT_EVERY_MS = 40;
@@ -58,7 +59,7 @@ const CLAIM_SET = `UPDATE jobs SET
   lease_owner = CASE WHEN attempts >= @max THEN NULL ELSE @owner END,
   lease_expires_at = CASE WHEN attempts >= @max THEN NULL ELSE @leaseUntil END,
   updated_at = @now`;
-const CLAIM_RETURNING = 'RETURNING seq, key, request, model, priority, attempts, state';
+const CLAIM_RETURNING = `RETURNING seq, key, ${requestOf('jobs')} AS request, model, priority, attempts, state`;
 
 /**
  * The embedded store: one SQLite file. better-sqlite3 is synchronous, so every method here runs
@@ -91,6 +92,7 @@ export class SqliteStore implements Store {
         db.prepare(`INSERT INTO jobs (key, request, model, priority, created_at, updated_at)
         VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`),
       ),
+      insertRequest: db.prepare(INSERT_REQUEST_SQL),
       itemJob: db.prepare('SELECT job_key, source FROM items WHERE id = ?').raw(),
       insertItem: db.prepare(`INSERT INTO items (id, source, job_key, meta, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`),
       moveItem: db.prepare('UPDATE items SET job_key = ?, source = ?, meta = ?, updated_at = ? WHERE id = ?'),
@@ -277,7 +279,11 @@ export class SqliteStore implements Store {
             unchanged++;
             continue;
           }
-          newJobs += s.insertJob().run(r.key, r.request, r.model, r.priority, now, now).changes;
+          const job = s.insertJob().run(r.key, REQUEST_KEPT_APART, r.model, r.priority, now, now);
+          if (job.changes === 1) {
+            s.insertRequest.run(job.lastInsertRowid, r.request);
+            newJobs++;
+          }
           const meta = r.meta ? JSON.stringify(r.meta) : null;
           if (current === undefined) {
             s.insertItem.run(r.itemId, r.source, r.key, meta, now, now);
