@@ -331,7 +331,9 @@ async function store(): Promise<void> {
     for (let i = 0; i < 3; i++) runs.push(await storeWork(size));
     const cpuUs = Math.min(...runs.map((r) => r.cpuUs));
     const kib = Math.min(...runs.map((r) => r.kib));
-    console.log(`    requests of ${size < 200 ? 'about 130' : fmt(size)} bytes: ${fmt(cpuUs, 1)} us of CPU and ${fmt(kib, 1)} KiB written per job`);
+    console.log(
+      `    requests of ${size < 200 ? 'about 130' : fmt(size)} bytes: ${fmt(cpuUs, 1)} us of CPU and ${fmt(kib, 1)} KiB written per job`,
+    );
   }
 }
 
