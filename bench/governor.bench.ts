@@ -10,6 +10,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { estimateRequestTokens } from '../src/provider/tokens.js';
+import { requestOf } from '../src/store/sqlite/requests.js';
 import { docText, enqueue, PROMPT, REDIS_URL, run, withPgSchema, writeDocs, type RunResult } from './cli-runs.js';
 import { busyRate, windowFill } from './arrivals.js';
 import { FakeProcess, fmt, verdict, type FakeStats } from './helpers.js';
@@ -71,7 +72,10 @@ async function repeated(fakeOptions: Record<string, unknown>, times: number, one
 function meanWeight(db: string): number {
   const sqlite = new Database(db, { readonly: true });
   try {
-    const requests = sqlite.prepare('SELECT request FROM jobs').pluck().all() as string[];
+    const requests = sqlite
+      .prepare(`SELECT ${requestOf('jobs')} FROM jobs`)
+      .pluck()
+      .all() as string[];
     return requests.reduce((sum, r) => sum + estimateRequestTokens(JSON.parse(r)), 0) / requests.length;
   } finally {
     sqlite.close();

@@ -19,6 +19,7 @@ import { openStore } from '../src/store/open-store.js';
 import { buildStatusReport } from '../src/report/status.js';
 import { priceTableFrom } from '../src/cli/commands/price-options.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
+import { requestOf } from '../src/store/sqlite/requests.js';
 import { PostgresStore } from '../src/store/postgres/store.js';
 import pg from 'pg';
 import { BIN, PG_URL, PROMPT, withPgSchema } from './cli-runs.js';
@@ -206,18 +207,19 @@ async function queueBytes(kind: Kind, db: string): Promise<number> {
 
 /** Mean stored request and answer (output + response) bytes per job. */
 async function payloadBytes(kind: Kind, db: string): Promise<{ request: number; answer: number }> {
-  const sql = `SELECT avg(length(request)) AS request, avg(coalesce(length(output), 0) + coalesce(length(response), 0)) AS answer FROM jobs`;
+  const sql = (request: string) =>
+    `SELECT avg(length(${request})) AS request, avg(coalesce(length(output), 0) + coalesce(length(response), 0)) AS answer FROM jobs`;
   if (kind === 'sqlite') {
     const store = new SqliteStore(db);
     try {
-      return store.db.prepare(sql).get() as { request: number; answer: number };
+      return store.db.prepare(sql(requestOf('jobs'))).get() as { request: number; answer: number };
     } finally {
       await store.close();
     }
   }
   const store = await PostgresStore.open(db);
   try {
-    const r = (await store.pool.query(sql.replace(/length\(/g, 'octet_length('))).rows[0];
+    const r = (await store.pool.query(sql('request').replace(/length\(/g, 'octet_length('))).rows[0];
     return { request: Number(r.request), answer: Number(r.answer) };
   } finally {
     await store.close();

@@ -1,3 +1,6 @@
+import Database from 'better-sqlite3';
+import { spawnSync } from 'node:child_process';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
@@ -122,5 +125,34 @@ describe("a job's request, kept apart from its row (SQLite migration 10)", () =>
     } finally {
       await Promise.all([store.close(), copy.close()]);
     }
+  });
+
+  it('waits for a run of the earlier llmq to end: it would send the new jobs empty', async () => {
+    const now = Date.now();
+    const deadPid = spawnSync(process.execPath, ['-e', '0']).pid!;
+    const runs = (...rows: Array<[string, string, number, number]>) =>
+      `INSERT INTO runs (id, host, pid, started_at, heartbeat_at, options) VALUES ${rows
+        .map(([id, host, pid, beat]) => `('${id}', '${host}', ${pid}, ${beat}, ${beat}, '{}')`)
+        .join(', ')};`;
+    // alive: this process, beating now; and a run on another machine, beating now
+    for (const live of [runs(['old-run', hostname(), process.pid, now]), runs(['far-run', 'elsewhere', 1, now - 5000])]) {
+      const path = sqliteAtVersion(9, live);
+      expect(() => new SqliteStore(path)).toThrow(
+        /a run of an earlier llmq is working this queue \(run (old|far)-run, .*Let the run finish/,
+      );
+      // nothing was changed, and once the run has ended the upgrade goes ahead
+      const raw = new Database(path);
+      expect(raw.prepare('SELECT max(version) FROM llmq_migrations').pluck().get()).toBe(9);
+      raw.exec('UPDATE runs SET ended_at = 1');
+      raw.close();
+      const store = new SqliteStore(path);
+      expect(layout(store).apart).toBe(0);
+      await store.close();
+    }
+    // dead: quiet for a minute, or its process gone on this host
+    const dead = runs(['quiet', 'elsewhere', 1, now - 61_000], ['gone', hostname(), deadPid, now]);
+    const store = new SqliteStore(sqliteAtVersion(9, dead));
+    expect(store.db.prepare('SELECT max(version) FROM llmq_migrations').pluck().get()).toBe(10);
+    await store.close();
   });
 });

@@ -1,3 +1,6 @@
+import { hostname } from 'node:os';
+import { isProcessAlive } from '../../process-alive.js';
+
 /**
  * Forward-only schema migrations for the SQLite store. Append a new entry to change the schema;
  * never edit one that has shipped. `llmq_migrations` records what has been applied.
@@ -13,6 +16,11 @@ export interface Migration {
   readonly rebuildsTables?: boolean;
   /** Run after `sql`, in its transaction: a change that depends on what the database holds. */
   readonly apply?: (db: SchemaDb) => void;
+  /**
+   * Why the migration cannot be applied now, or null. Asked in its transaction, before `sql`: an
+   * llmq of an earlier version still working the queue would misread what the migration changes.
+   */
+  readonly blockedBy?: (db: SchemaDb, now: number) => string | null;
 }
 
 /**
@@ -257,9 +265,9 @@ CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pend
 ${JOBS_COUNT_TRIGGERS}
 `;
 
-/** What `nameJobsKeyIndexIfEmpty` needs of a connection. */
+/** What a migration's own code needs of a connection. */
 interface SchemaDb {
-  prepare(sql: string): { get(): unknown };
+  prepare(sql: string): { get(): unknown; all(): unknown[] };
   exec(sql: string): unknown;
 }
 
@@ -333,6 +341,34 @@ ${ATTEMPTS_LATENCY_BY_SEQ_TRIGGER}
 `,
 });
 
+/** A run with no heartbeat for this long is dead or has lost its leases: it claims no more jobs. */
+const RUN_QUIET_MS = 60_000;
+
+/**
+ * A run still working the queue, which an llmq of the schema before migration 10 started (any run
+ * open before the migration is): it claims jobs with the request from `jobs.request` and would send
+ * '' for every job enqueued after the migration. Dead runs (quiet for a minute, or their process
+ * gone on this host) are no obstacle: their jobs go back to pending and the next run reads them right.
+ */
+function liveEarlierRun(db: SchemaDb, now: number): string | null {
+  const open = db.prepare('SELECT id, host, pid, heartbeat_at FROM runs WHERE ended_at IS NULL ORDER BY heartbeat_at DESC').all() as Array<{
+    id: string;
+    host: string;
+    pid: number;
+    heartbeat_at: number;
+  }>;
+  const here = hostname();
+  const live = open.find((r) => now - r.heartbeat_at < RUN_QUIET_MS && (r.host !== here || isProcessAlive(r.pid)));
+  if (!live) return null;
+  const ago = Math.max(0, Math.round((now - live.heartbeat_at) / 1000));
+  return (
+    `a run of an earlier llmq is working this queue (run ${live.id}, pid ${live.pid} on ${live.host}, last heartbeat ${ago} s ago). ` +
+    'This llmq keeps the requests of new jobs in a new place (schema version 10), where that run would find none and send ' +
+    'empty requests. Let the run finish, or stop it (Ctrl-C; it resumes where it stopped), then run this again; until then ' +
+    'the llmq that started it still works with this queue.'
+  );
+}
+
 /** Drops a job's request with the job, whichever way it goes (enqueue, a run's hand-back, a bulk load's repeats). */
 const JOB_REQUEST_DELETE_TRIGGER = `CREATE TRIGGER jobs_request_delete AFTER DELETE ON jobs BEGIN
   DELETE FROM job_requests WHERE seq = OLD.seq;
@@ -354,6 +390,7 @@ END;`;
 export const JOB_REQUESTS_MIGRATION: Migration = Object.freeze({
   version: 10,
   name: 'job_requests',
+  blockedBy: liveEarlierRun,
   sql: `
 CREATE TABLE job_requests (
   seq     INTEGER PRIMARY KEY,                      -- jobs.seq

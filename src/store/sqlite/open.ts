@@ -103,6 +103,8 @@ export function migrate(db: Db, path: string): void {
         // Another process may have migrated between our read and this write lock.
         const done = db.prepare('SELECT 1 FROM llmq_migrations WHERE version = ?').get(m.version);
         if (done) return;
+        const blocked = m.blockedBy?.(db, Date.now());
+        if (blocked) throw new StoreError(`${path}: ${blocked}`);
         db.exec(m.sql);
         m.apply?.(db);
         if (m.rebuildsTables) {
