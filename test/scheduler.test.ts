@@ -118,6 +118,20 @@ describe('runQueue', () => {
     await store.close();
   });
 
+  it('keeps the slots busy while failed tries back off before their retry', async () => {
+    const { fake, store, keys } = await setup(12, { latencyMs: 5 });
+    const [a, b] = keys;
+    fake.respond((r) => ((r.key === a || r.key === b) && r.attempt === 1 ? reply.serverError(503) : undefined));
+    const options = { ...fast, concurrency: 2, retryDelayMs: 1500, maxRetryDelayMs: 1500 };
+    const summary = await runQueue({ store, provider: provider(fake) }, options);
+    expect(summary).toMatchObject({ done: 12, failed: 0, retried: 2 });
+    // both slots' first jobs failed and sleep 1.5-3 s: the other ten are claimed and answered meanwhile
+    const retryOfA = fake.requests.findIndex((r) => r.key === a && r.attempt === 2);
+    const othersAnswered = fake.requests.filter((r, i) => r.key !== a && r.key !== b && i < retryOfA);
+    expect(othersAnswered).toHaveLength(10);
+    await store.close();
+  });
+
   it('gives up after --max-attempts with the last error', async () => {
     const { fake, store, keys } = await setup(4);
     fake.respond((r) => (r.body.includes('document 1:') ? reply.truncate() : undefined));

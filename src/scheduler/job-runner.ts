@@ -41,6 +41,8 @@ export interface JobContext {
   readonly onLocalLimit: (error: ProviderError) => void;
   /** The next request did not fit the budget: the run stops taking jobs. */
   readonly onBudgetReached: () => void;
+  /** A job starts backing off before a retry: it holds no place in hand meanwhile. */
+  readonly onBackoff: () => void;
 }
 
 /**
@@ -126,8 +128,11 @@ class JobRun {
       if (decision.kind === 'fail') return 'failed';
       if (decision.kind === 'stop') return 'interrupted';
       ctx.counters.backingOff++;
-      // A 429's wait is the lane's pause: like a wait on the pace, it holds no room in hand.
+      // A 429's wait is the lane's pause: like a wait on the pace, it holds no room in hand. Any
+      // other backoff holds none either (Lanes.saturated).
       if (decision.pauseLane) this.lane.waitingOnPace++;
+      else this.lane.backingOff++;
+      ctx.onBackoff();
       try {
         await sleep(decision.delayMs, ctx.stopSignal);
       } catch {
@@ -135,6 +140,7 @@ class JobRun {
       } finally {
         ctx.counters.backingOff--;
         if (decision.pauseLane) this.lane.waitingOnPace--;
+        else this.lane.backingOff--;
       }
       const raised = await ctx.store.startRetry(job.key, ctx.runId, ctx.now(), ctx.now() + ctx.leaseMs);
       if (raised === null) return 'interrupted'; // lost the lease

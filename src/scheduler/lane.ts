@@ -35,6 +35,8 @@ export class Lane {
   inHand = 0;
   /** Jobs of this lane sleeping on its pace or pause (holding no slot). */
   waitingOnPace = 0;
+  /** Jobs of this lane sleeping before a retry of a failed try (not a 429: that is the lane's pause). */
+  backingOff = 0;
   inFlight = 0;
   rateLimited = 0;
   // sends per second over the last few seconds: for display, and a first guess at a limit

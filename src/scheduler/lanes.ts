@@ -14,6 +14,9 @@ export const localBoards = (now: () => number): LaneBoards => ({
   close: async () => {},
 });
 
+/** Jobs a lane may have sleeping before a retry, in multiples of its concurrency. */
+export const BACKOFF_ROOM = 16;
+
 /**
  * The lanes of one run, one per model (the base URL is the run's). Learned limits are read from the
  * store when a lane opens and written back when they change, so the next run starts at the right
@@ -60,17 +63,23 @@ export class Lanes {
     return this.all().map((l) => l.snapshot());
   }
 
-  /** Models whose lane should take no more jobs now: full, or paused with jobs already in hand. */
+  /**
+   * Models whose lane should take no more jobs now: full, or paused with jobs already in hand. Full
+   * is `perLane` jobs not backing off: a job sleeping before its retry holds no slot, and while
+   * failed tries wait their turn the others must keep the slots busy (with every job counted, a
+   * flaky provider and long backoffs left the run sending nothing). Those sleeping are held to
+   * BACKOFF_ROOM times `perLane`, so a provider failing often cannot draw the whole queue into hand.
+   */
   saturated(perLane: number): string[] {
     return this.all()
-      .filter((l) => l.inHand >= perLane || (l.pauseLeft() > 0 && l.inHand > 0))
+      .filter((l) => l.inHand - l.backingOff >= perLane || l.backingOff >= perLane * BACKOFF_ROOM || (l.pauseLeft() > 0 && l.inHand > 0))
       .map((l) => l.model);
   }
 
-  /** Jobs that wait on their lane's pace or pause: they hold no slot. */
-  waitingOnPace(): number {
+  /** Jobs that hold no slot and count against no room in hand: those waiting on their lane's pace or pause, or backing off. */
+  idle(): number {
     let n = 0;
-    for (const l of this.#lanes.values()) n += l.waitingOnPace;
+    for (const l of this.#lanes.values()) n += l.waitingOnPace + l.backingOff;
     return n;
   }
 

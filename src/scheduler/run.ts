@@ -64,8 +64,8 @@ export class Run {
   /** Jobs stopped before their current try went out: handed back with that attempt refunded. */
   readonly #unsent: string[] = [];
   #claimed = 0;
-  /** Set when a job finishes; the loop waits on it instead of polling. */
-  #finishedSinceWait = false;
+  /** Set when room opens in hand (a job finished or began backing off); the loop waits on it instead of polling. */
+  #roomSinceWait = false;
   #wake: () => void = () => {};
   /** The full lanes of a claim that found nothing else to take, and when: no use asking again at once. */
   #fruitless: { skip: string; at: number } | null = null;
@@ -181,10 +181,11 @@ export class Run {
     const batch = Math.max(1, Math.ceil(this.#concurrency / 2));
     const tasks = this.#tasks;
     while (!this.#stopping.signal.aborted) {
-      // Jobs waiting on their lane's pace or pause hold no slot and are not counted against the
-      // room in hand: a slow or paused lane must not keep other lanes from being claimed (each
-      // lane holds at most `concurrency` jobs, see `saturated`).
-      const active = tasks.size - this.#lanes.waitingOnPace();
+      // Jobs waiting on their lane's pace or pause, or backing off before a retry, hold no slot and
+      // are not counted against the room in hand: a slow or paused lane must not keep other lanes
+      // from being claimed, nor failed tries waiting their turn keep the slots empty (each lane
+      // holds at most `concurrency` jobs besides those backing off, see `saturated`).
+      const active = tasks.size - this.#lanes.idle();
       const room = Math.min(maxInHand - active, this.#limit - this.#claimed);
       if (this.#limit - this.#claimed <= 0 && tasks.size === 0) {
         this.#reason = 'limit';
@@ -199,7 +200,7 @@ export class Run {
         continue;
       }
       // Wait for a job to finish, or a second (other runs may hand jobs back meanwhile).
-      if (!this.#finishedSinceWait) {
+      if (!this.#roomSinceWait) {
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, 1000);
           this.#wake = () => {
@@ -208,8 +209,14 @@ export class Run {
           };
         });
       }
-      this.#finishedSinceWait = false;
+      this.#roomSinceWait = false;
     }
+  }
+
+  /** A job finished or started backing off: there is room in hand, and the claim loop need not wait. */
+  #roomMade(): void {
+    this.#roomSinceWait = true;
+    this.#wake();
   }
 
   /** Take up to `room` jobs and start each; true if the store had any to give. */
@@ -242,8 +249,7 @@ export class Run {
         .catch((error) => this.stop({ kind: 'error', error, abortInFlight: true }))
         .finally(() => {
           this.#tasks.delete(task);
-          this.#finishedSinceWait = true;
-          this.#wake();
+          this.#roomMade();
         });
       this.#tasks.add(task);
     }
@@ -410,6 +416,8 @@ export class Run {
       onFatal: (error) => this.stop({ kind: 'fatal', error }),
       onLocalLimit: (error) => this.#lowerConcurrency(error),
       onBudgetReached: () => this.stop({ kind: 'budget' }),
+      // a job backing off frees its place in hand: claim its replacement now, not when a job ends
+      onBackoff: () => this.#roomMade(),
     };
     return this.#context;
   }
