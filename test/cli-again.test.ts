@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { dbArgument } from '../src/cli/again.js';
+import { dbArgument, runArguments } from '../src/cli/again.js';
 
 // The commands llmq suggests ("Try again: llmq retry-failed && llmq run") must reach the queue the
 // user named with --db, pasted into a shell as printed, and never show a password.
@@ -19,5 +19,19 @@ describe('the --db a suggested command carries', () => {
   it("masks a URL's password", () => {
     expect(dbArgument('postgres://llmq@db.internal/jobs')).toBe(' --db postgres://llmq@db.internal/jobs');
     expect(dbArgument('postgres://llmq:s3cret@db.internal/jobs')).toBe(" --db 'postgres://llmq:***@db.internal/jobs'");
+  });
+});
+
+// After `llmq run --provider mock`, a suggested `llmq run` without the flag would send to OpenAI, and be billed.
+describe('the flags a suggested llmq run carries', () => {
+  it('is nothing for the default provider and endpoint (or an endpoint still set in the environment)', () => {
+    expect(runArguments({ provider: 'openai' })).toBe('');
+    expect(runArguments({})).toBe('');
+  });
+
+  it('names the provider and the endpoint the run was given, quoted and masked as --db is', () => {
+    expect(runArguments({ provider: 'mock' })).toBe(' --provider mock');
+    expect(runArguments({ provider: 'openai', baseUrl: 'http://127.0.0.1:11434/v1' })).toBe(' --base-url http://127.0.0.1:11434/v1');
+    expect(runArguments({ baseUrl: 'https://u:pw@llm.internal/v1?x=1&y=2' })).toBe(" --base-url 'https://u:***@llm.internal/v1?x=1&y=2'");
   });
 });

@@ -157,6 +157,13 @@ describe('progress renderers', () => {
         `  Try again:\n    llmq retry-failed${db}\n    llmq run${db}\n`,
     );
     for (const line of long.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
+    // a suggested run sends where this one sent; too long for a line, it goes on at a flag after a backslash
+    const mock = summaryText(left, state, NO_PAINT, ' --db q.db', ' --provider mock');
+    expect(mock).toContain('  Try again: llmq retry-failed --db q.db && llmq run --provider mock --db q.db\n');
+    const endpoint = ' --base-url https://llm-gateway.internal.example.com/openai/v1';
+    const both = summaryText(left, state, NO_PAINT, db, endpoint);
+    expect(both).toContain(`  Try again:\n    llmq retry-failed${db}\n    llmq run${endpoint} \\\n      ${db.trim()}\n`);
+    for (const line of both.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
     const empty = { ...summary, done: 0, failed: 0, retried: 0, requests: 0, rateLimited: 0, promptTokens: 0, completionTokens: 0 };
     expect(summaryText(empty, state, NO_PAINT)).toBe(
       'nothing was pending: llmq status shows the queue. 148 failed jobs wait: llmq retry-failed && llmq run\n',

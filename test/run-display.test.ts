@@ -41,12 +41,13 @@ async function setup() {
 }
 
 /** What every human display must end with for this run. */
-function expectSummary(text: string): void {
+function expectSummary(text: string, url: string): void {
   expect(text).toMatch(/finished in \d+(\.\d+)?s: 23 done, 1 failed, 1 retried/);
   expect(text).toMatch(/ {2}tokens [\d.,kM]+ in · [\d.,kM]+ out · cost \$[\d.]+ · [\d.]+ jobs\/s/);
   expect(text).toContain('1 failed job in the queue. See why: llmq status');
-  // the commands it suggests reach the same queue
-  expect(text).toContain('Try again: llmq retry-failed --db q.db && llmq run --db q.db');
+  // the commands it suggests reach the same queue, and the run the same endpoint (too long for one line here)
+  const escaped = url.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+  expect(text).toMatch(new RegExp(`Try again:\r?\n {4}llmq retry-failed --db q\\.db\r?\n {4}llmq run --base-url ${escaped} --db q\\.db\r?\n`));
 }
 
 describe('llmq run on a terminal (pseudo-terminal via script)', () => {
@@ -71,7 +72,7 @@ describe('llmq run on a terminal (pseudo-terminal via script)', () => {
     expect(plain).toMatch(/█{5,} 24\/24 100% · [\d.,]+ jobs\/s · [\d.,]+k? tok\/s · ETA 0s/);
     expect(plain).toMatch(/in flight \d · waiting \d+ · backoff \d · failed 1 · \$\d/);
     expect(plain).toMatch(/failed [0-9a-f]{12} \(attempt 1\): HTTP 400: Invalid value for 'temp/);
-    expectSummary(plain);
+    expectSummary(plain, fake.url);
 
     // what the terminal ends up showing, played on a model screen: never past column 80
     const term = playTerminal(raw);
@@ -84,7 +85,7 @@ describe('llmq run on a terminal (pseudo-terminal via script)', () => {
   });
 
   it('NO_COLOR: still drawn in place, but not one color code', async () => {
-    const { dir, args } = await setup();
+    const { fake, dir, args } = await setup();
     const r = await runInPty(args, { cwd: dir, env: { NO_COLOR: '1' } });
     expect(r.code, r.stdout).toBe(2);
     expect(r.stdout).not.toMatch(SGR);
@@ -92,7 +93,7 @@ describe('llmq run on a terminal (pseudo-terminal via script)', () => {
     const plain = stripAnsi(r.stdout);
     expect(plain).toMatch(/█{5,} 24\/24 100% · [\d.,]+ jobs\/s · [\d.,]+k? tok\/s · ETA/);
     expect(plain).toMatch(/ETA \d+[sm]/);
-    expectSummary(plain);
+    expectSummary(plain, fake.url);
     const term = playTerminal(r.stdout);
     expect(term.maxColumn, term.widest).toBeLessThanOrEqual(80);
   });
@@ -118,7 +119,7 @@ describe('llmq run on a terminal: known problem', () => {
 
 describe('llmq run through a pipe', () => {
   it('plain lines and the summary, not one escape code, even with colors allowed', async () => {
-    const { dir, args } = await setup();
+    const { fake, dir, args } = await setup();
     const r = await runCli(args, { cwd: dir, env: { NO_COLOR: undefined } });
     expect(r.code, r.stderr).toBe(2);
     expect(r.stdout + r.stderr).not.toMatch(/\x1b\[/);
@@ -133,7 +134,7 @@ describe('llmq run through a pipe', () => {
       );
     expect(progress.at(-1)).toMatch(/ 24\/24 100% .* failed 1 · /);
     expect(r.stderr).toMatch(/^failed [0-9a-f]{12} \(attempt 1\): HTTP 400: Invalid value/m);
-    expectSummary(r.stderr);
+    expectSummary(r.stderr, fake.url);
   });
 });
 

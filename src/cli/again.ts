@@ -3,11 +3,25 @@ import { redactUrlCredentials } from '../url-credentials.js';
 /**
  * What a follow-up command printed as a hint ("llmq retry-failed && llmq run") needs to reach the
  * same queue: ` --db PATH` when the queue was named with --db, nothing when it came from LLMQ_DB
- * (still set in the user's shell) or is the default. Quoted for a POSIX shell when needed; a URL's
- * password is masked (invariant 7), so such a hint is shown, not pasted.
+ * (still set in the user's shell) or is the default.
  */
 export function dbArgument(dbFlag: string | undefined): string {
-  if (dbFlag === undefined) return '';
-  const shown = redactUrlCredentials(dbFlag);
-  return ` --db ${/^[\w@%+=:,./-]+$/.test(shown) ? shown : `'${shown.replaceAll("'", `'\\''`)}'`}`;
+  return dbFlag === undefined ? '' : ` --db ${shellWord(dbFlag)}`;
+}
+
+/**
+ * What `llmq run` suggested after a run needs to send where that run sent: ` --provider mock`, or
+ * ` --base-url URL` when the endpoint was named with the flag (from LLMQ_BASE_URL or
+ * OPENAI_BASE_URL it is still set in the user's shell). Without them the suggestion pasted after
+ * an offline run would send to OpenAI, and be billed.
+ */
+export function runArguments(flags: { readonly provider?: string; readonly baseUrl?: string }): string {
+  const provider = flags.provider && flags.provider !== 'openai' ? ` --provider ${flags.provider}` : '';
+  return provider + (flags.baseUrl === undefined ? '' : ` --base-url ${shellWord(flags.baseUrl)}`);
+}
+
+/** A flag's value as a POSIX shell word: quoted when needed, a URL's password masked (invariant 7: such a hint is shown, not pasted). */
+function shellWord(value: string): string {
+  const shown = redactUrlCredentials(value);
+  return /^[\w@%+=:,./-]+$/.test(shown) ? shown : `'${shown.replaceAll("'", `'\\''`)}'`;
 }

@@ -2,7 +2,7 @@ import type { BatchEvent } from '../../batch/context.js';
 import type { RunSummary } from '../../scheduler/events.js';
 import { info } from '../output.js';
 import { whileReaderPresent } from '../reader-gone.js';
-import { dbArgument } from '../again.js';
+import { dbArgument, runArguments } from '../again.js';
 import { watchRunStop } from '../run-stop.js';
 import { crashAtFromEnv } from '../crash-at.js';
 import { priceTableFrom, type PriceFlags } from './price-options.js';
@@ -67,7 +67,7 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
     else info(`batch lane: ${summary.done} done, ${summary.failed} failed, ${summary.remaining} pending or in a batch (${summary.reason})`);
     if (summary.fatal) {
       whileReaderPresent(process.stderr).write(
-        `error: ${summary.fatal.message}\nJobs not in a live batch are pending; batches already created are collected by the next llmq run --via batch${dbArgument(flags.db)}.\n`,
+        `error: ${summary.fatal.message}\nJobs not in a live batch are pending; batches already created are collected by the next llmq run --via batch${runArguments(flags)}${dbArgument(flags.db)}.\n`,
       );
     }
     return summary;

@@ -55,6 +55,8 @@ export interface ProgressOptions {
   readonly provider?: string;
   /** Flags the next commands the summary suggests need to reach this queue (` --db q.db`, see `dbArgument`). @default '' */
   readonly again?: string;
+  /** Flags a suggested `llmq run` needs besides to send where this run sent (` --provider mock`, see `runArguments`). @default '' */
+  readonly runAgain?: string;
 }
 
 export interface Progress {
@@ -77,7 +79,12 @@ export function attachProgress(source: ProgressSource, options: ProgressOptions)
   const paint: Paint = color ? new Chalk({ level: 1 }) : NO_PAINT;
   const state = new ProgressState(options.prices ?? loadPriceTable());
   const columns = () => (stream as NodeJS.WriteStream).columns || 80;
-  const where = { db: options.db ?? null, provider: options.provider ?? null, again: options.again ?? '' };
+  const where = {
+    db: options.db ?? null,
+    provider: options.provider ?? null,
+    again: options.again ?? '',
+    runAgain: options.runAgain ?? '',
+  };
   const renderer: Renderer =
     options.mode === 'none'
       ? { onEvent() {}, stop() {} }

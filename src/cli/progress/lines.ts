@@ -29,6 +29,8 @@ export interface Where {
   readonly provider: string | null;
   /** Appended to each command the summary suggests, so it reaches the same queue (` --db q.db`). */
   readonly again?: string;
+  /** What a suggested `llmq run` needs besides (` --provider mock`), as `runArguments` gives it. */
+  readonly runAgain?: string;
 }
 
 /** "31,204/40,000 78% · 4.6 jobs/s · 612 tok/s · ETA 31m" (the bar goes in front on a TTY). */
@@ -86,8 +88,13 @@ export function isEmptyRun(r: Pick<RunSummary, 'done' | 'failed' | 'retried' | '
   return s.total === 0 && r.done === 0 && r.failed === 0 && r.retried === 0 && r.remaining === 0;
 }
 
-/** The end-of-run summary and, when something is left to do, the next command. */
-export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again = ''): string {
+/**
+ * The end-of-run summary and, when something is left to do, the next command. `again`: what every
+ * suggested command needs to reach this queue (`dbArgument`); `runAgain`: what a suggested
+ * `llmq run` needs besides to send where this run sent (`runArguments`).
+ */
+export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again = '', runAgain = ''): string {
+  const run = `llmq run${runAgain}`;
   const suggest = (line: (commands: string) => string, split: string, commands: readonly string[]) =>
     suggestLines(line, split, commands, again, paint);
   const wall = r.wallMs / 1000;
@@ -104,7 +111,7 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
     ]);
     if (r.failedInStore) {
       const failed = `${count(r.failedInStore, 'failed job')} wait:`;
-      lines.push(...suggest((c) => `${failed} ${c}`, failed, ['llmq retry-failed', 'llmq run']));
+      lines.push(...suggest((c) => `${failed} ${c}`, failed, ['llmq retry-failed', run]));
     }
     return lines.join(again ? '\n' : ' ') + '\n';
   }
@@ -123,12 +130,12 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
   // A fatal error's message and fix are printed by the run command, once.
   if (r.remaining) {
     const left = `  ${count(r.remaining, 'job')} left pending;`;
-    lines.push(...suggest((c) => `${left} ${c} picks them up`, `${left} this picks them up:`, ['llmq run']));
+    lines.push(...suggest((c) => `${left} ${c} picks them up`, `${left} this picks them up:`, [run]));
   }
   if (r.failedInStore) {
     const why = `  ${count(r.failedInStore, 'failed job')} in the queue. See why:`;
     lines.push(...suggest((c) => `${why} ${c}`, why, ['llmq status']));
-    lines.push(...suggest((c) => `  Try again: ${c}`, '  Try again:', ['llmq retry-failed', 'llmq run']));
+    lines.push(...suggest((c) => `  Try again: ${c}`, '  Try again:', ['llmq retry-failed', run]));
   }
   if (s.unpricedModel) lines.push(paint.dim(`  no price for ${s.unpricedModel}: set one with --price IN,OUT (USD per million tokens)`));
   return lines.join('\n') + '\n';
@@ -136,8 +143,9 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
 
 /**
  * The commands to type next, each with `again` (the queue's --db), in `line` joined by `&&` when
- * that fits 80 columns; else `split`, then each command on a line of its own, whole, so it can be
- * pasted (a long path is never shortened in a command).
+ * that fits 80 columns; else `split`, then each command on lines of its own, whole, so it can be
+ * pasted (a long path is never shortened in a command): one that is still too long goes on at its
+ * flags, after a backslash.
  */
 function suggestLines(
   line: (commands: string) => string,
@@ -148,7 +156,24 @@ function suggestLines(
 ): string[] {
   const full = commands.map((c) => c + again);
   if (line(full.join(' && ')).length <= 80) return [line(full.map((c) => paint.bold(c)).join(' && '))];
-  return [split, ...full.map((c) => `    ${paint.bold(c)}`)];
+  return [split, ...full.flatMap((c) => continued(c, 80 - 4).map((l) => `    ${paint.bold(l)}`))];
+}
+
+/**
+ * A command as lines of at most `width` columns where it can be: it goes on at a flag (with its
+ * value), indented, after a backslash. One with a quoted value stays whole: a backslash inside
+ * quotes would be part of the value.
+ */
+function continued(command: string, width: number): string[] {
+  if (command.length <= width || /['"]/.test(command)) return [command];
+  const [head = '', ...flags] = command.split(/(?= --)/);
+  const lines = [head];
+  for (const f of flags) {
+    const last = lines.length - 1;
+    if ((lines[last] + f).length + 2 <= width) lines[last] += f;
+    else lines.push(`  ${f.trimStart()}`);
+  }
+  return lines.map((l, i) => (i < lines.length - 1 ? `${l} \\` : l));
 }
 
 /**

@@ -65,7 +65,7 @@ export function plainRenderer(state: ProgressState, stream: NodeJS.WritableStrea
         case 'run:end':
           if (state.snapshot && printedSnapshot !== state.snapshot) line();
           ended = true;
-          stream.write(summaryText(payload as SchedulerEventMap['run:end'], state, paint, where.again));
+          stream.write(summaryText(payload as SchedulerEventMap['run:end'], state, paint, where.again, where.runAgain));
           break;
       }
     },
