@@ -14,8 +14,10 @@ const JSONL = /\.(jsonl|ndjson)$/i;
 /**
  * Check every source before anything is read, so a typo fails fast and enqueues nothing.
  * A folder is walked; a `.jsonl`/`.ndjson` file is one document per line; any other file is one
- * document whose id is its file name; `-` is JSONL on standard input. (Inside a folder every
- * file is one document, whatever its extension: the folder, not the file, was named.)
+ * document whose id is its file name; `-` is JSONL on standard input. A pipe whose name has no
+ * extension is JSONL too: it is what `<(zcat docs.jsonl.gz)` gives (`/dev/fd/63`), whose name says
+ * nothing and would be the id of a text document, the same for the next such pipe. (Inside a folder
+ * every file is one document, whatever its extension: the folder, not the file, was named.)
  */
 export async function resolveSources(paths: readonly string[], haveStdin: boolean): Promise<Source[]> {
   if (paths.length === 0) throw new UsageError('Nothing to enqueue: name a folder, a file, or - for JSONL on stdin.');
@@ -39,7 +41,7 @@ export async function resolveSources(paths: readonly string[], haveStdin: boolea
     }
     const path = displayPath(p);
     if (s.isDirectory()) out.push({ kind: 'folder', file: p, path });
-    else if (JSONL.test(p)) out.push({ kind: 'jsonl', file: p, path });
+    else if (JSONL.test(p) || (s.isFIFO() && !/\.[^.]+$/.test(basename(p)))) out.push({ kind: 'jsonl', file: p, path });
     else out.push({ kind: 'file', file: p, path, id: basename(path) });
   }
   return out;

@@ -13,8 +13,8 @@ import { items, run, tempStore } from './helpers.js';
 const DEVICE = 'not a regular file (a character device; to read a stream, pipe it to llmq enqueue -)';
 
 /** A FIFO in `dir` fed by a shell command; the writer is killed when the test ends. */
-function fifoFedBy(dir: string, command: string): string {
-  const fifo = join(dir, 'pipe');
+function fifoFedBy(dir: string, command: string, name = 'pipe.txt'): string {
+  const fifo = join(dir, name);
   execFileSync('mkfifo', [fifo]);
   const writer = spawn('sh', ['-c', `${command} > "$0"`, fifo], { stdio: 'ignore' });
   writer.on('error', () => {});
@@ -47,6 +47,14 @@ describe('reading is bounded by --max-doc-bytes, whatever the input', () => {
     ]);
     const short = fifoFedBy(tempDir(), 'printf "from a pipe"');
     expect(await run(store, [short], { maxDocBytes: 100_000 })).toMatchObject({ newItems: 1, rejected: 0 });
+  });
+
+  it('reads a pipe with no extension in its name, as <(zcat docs.jsonl.gz) gives, as JSONL', async () => {
+    const store = tempStore();
+    const lines = '{"id":"a","text":"first"}\n{"id":"b","text":"second"}\n';
+    const fd = fifoFedBy(tempDir(), `printf '${lines}'`, '63');
+    expect(await run(store, [fd], { maxDocBytes: 100_000 })).toMatchObject({ newItems: 2, rejected: 0 });
+    expect(items(store).map((i) => i.id)).toEqual(['a', 'b']);
   });
 
   it(`keeps the first ${MAX_KEPT_REJECTIONS} rejections for the summary and counts (and reports) the rest`, async () => {
