@@ -185,7 +185,7 @@ describe('copy', () => {
       await source.close();
       const url = freshPgUrl();
       const ok = await runCli(['copy', '--from', from, '--to', url, '--json']);
-      expect(ok.stderr).toMatch(/^warning: 1 run\(s\) on .*q\.db have not ended/);
+      expect(ok.stderr).toMatch(/^warning: 1 run on .*q\.db has not ended/);
       expect(ok.code).toBe(0);
       expect(JSON.parse(ok.stdout)).toMatchObject({ from, to: url, jobs: 7, items: 8, attempts: 4, runs: 2, requeued: 1 });
       const again = await runCli(['copy', '--to', url], { env: { LLMQ_DB: from } });

@@ -36,10 +36,11 @@ Jobs that are running when copied arrive pending: their leases belong to runs on
 Stop the runs on the source first; the target must be empty.`,
     )
     .action(async (flags: CopyFlags) => {
-      const [{ checkLocation, redactLocation, resolveDbLocation }, { copyStore }, { colorsFor, warn }] = await Promise.all([
+      const [{ checkLocation, redactLocation, resolveDbLocation }, { copyStore }, { colorsFor, warn }, { count, int }] = await Promise.all([
         import('../../store/open-store.js'),
         import('../../store/copy.js'),
         import('../output.js'),
+        import('../../report/format.js'),
       ]);
       const from = resolveDbLocation(flags.from ?? flags.db);
       checkLocation(from, flags.from ? '--from' : '--db');
@@ -49,11 +50,18 @@ Stop the runs on the source first; the target must be empty.`,
       const result = await withStores(from, flags.to, async (source, target) => {
         const open = await source.activeRuns();
         if (open.length)
-          warn(`${open.length} run(s) on ${source.location} have not ended; answers they store during the copy may be missed.`);
+          warn(
+            `${count(open.length, 'run')} on ${source.location} ${open.length === 1 ? 'has' : 'have'} not ended; answers stored during the copy may be missed.`,
+          );
         return copyStore(source, target, { now: Date.now() });
       });
+      const describe = (r: CopyResult, c: ChalkInstance): string => {
+        const requeued = r.requeued ? ` (${int(r.requeued)} running there, pending here)` : '';
+        const counts = [count(r.items, 'item'), count(r.attempts, 'attempt'), count(r.runs, 'run')].join(', ');
+        return `${c.bold('copied')} ${redactLocation(from)} to ${redactLocation(flags.to)}: ${c.green(count(r.jobs, 'job'))}${requeued}, ${counts}`;
+      };
       if (flags.json) process.stdout.write(JSON.stringify({ from: redactLocation(from), to: redactLocation(flags.to), ...result }) + '\n');
-      else process.stderr.write(describe(result, redactLocation(from), redactLocation(flags.to), colorsFor(process.stderr)) + '\n');
+      else process.stderr.write(describe(result, colorsFor(process.stderr)) + '\n');
     });
 }
 
@@ -74,9 +82,4 @@ async function withStores<T>(from: string, to: string, fn: (source: Store, targe
   } finally {
     await source.close();
   }
-}
-
-function describe(r: CopyResult, from: string, to: string, c: ChalkInstance): string {
-  const requeued = r.requeued ? ` (${r.requeued} running there, pending here)` : '';
-  return `${c.bold('copied')} ${from} to ${to}: ${c.green(`${r.jobs} jobs`)}${requeued}, ${r.items} items, ${r.attempts} attempts, ${r.runs} runs`;
 }
