@@ -47,7 +47,9 @@ function expectSummary(text: string, url: string): void {
   expect(text).toContain('1 failed job in the queue. See why: llmq status');
   // the commands it suggests reach the same queue, and the run the same endpoint (too long for one line here)
   const escaped = url.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
-  expect(text).toMatch(new RegExp(`Try again:\r?\n {4}llmq retry-failed --db q\\.db\r?\n {4}llmq run --base-url ${escaped} --db q\\.db\r?\n`));
+  expect(text).toMatch(
+    new RegExp(`Try again:\r?\n {4}llmq retry-failed --db q\\.db\r?\n {4}llmq run --base-url ${escaped} --db q\\.db\r?\n`),
+  );
 }
 
 describe('llmq run on a terminal (pseudo-terminal via script)', () => {
