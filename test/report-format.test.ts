@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { wrap } from '../src/report/format.js';
+import { percent, wrap } from '../src/report/format.js';
 
 describe('wrap', () => {
   it('breaks at spaces, cuts a word longer than the width, and loses nothing', () => {
@@ -13,5 +13,17 @@ describe('wrap', () => {
     const lines = wrap('--prices /data/Q4  final/prices.json', 20);
     expect(lines.join(' ')).toBe('--prices /data/Q4  final/prices.json');
     for (const line of lines) expect(line.length).toBeLessThanOrEqual(20);
+  });
+});
+
+describe('percent', () => {
+  it('shows 100% only when nothing is left: 597 of 600 is 99.5%, not rounded up', () => {
+    expect(percent(597, 600)).toBe('99.5%');
+    expect(percent(599_999, 600_000)).toBe('99.9%');
+    expect(percent(600, 600)).toBe('100%');
+    expect(percent(2, 3)).toBe('67%');
+    expect(percent(1, 30)).toBe('3.3%');
+    expect(percent(0, 30)).toBe('0%');
+    expect(percent(0, 0)).toBe('0%');
   });
 });

@@ -65,7 +65,9 @@ export function rate(perSecond: number): string {
 export function percent(part: number, whole: number): string {
   if (whole <= 0) return '0%';
   const p = (100 * part) / whole;
-  return `${p >= 99.95 && part < whole ? '99.9' : p.toFixed(p < 10 && p > 0 ? 1 : 0)}%`;
+  // never 100% while something is left (597 of 600 rounded to 100)
+  if (part < whole && p >= 99.5) return `${Math.min(99.9, Math.floor(p * 10) / 10).toFixed(1)}%`;
+  return `${p.toFixed(p < 10 && p > 0 ? 1 : 0)}%`;
 }
 
 /** One line, at most `max` characters, with an ellipsis when cut. */
