@@ -12,6 +12,7 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 export const REASON_BINARY = 'binary file (contains NUL bytes)';
 export const REASON_UTF8 = 'invalid UTF-8 (save the file as UTF-8, e.g. with iconv)';
 export const REASON_EMPTY = 'empty document (nothing but whitespace)';
+export const REASON_UTF16 = 'UTF-16 text (save the file as UTF-8, e.g. with iconv -f UTF-16 -t UTF-8)';
 
 /** Decode strict UTF-8; null when the bytes are not valid UTF-8. */
 export function decodeUtf8(bytes: Uint8Array): string | null {
@@ -27,6 +28,9 @@ export function decodeUtf8(bytes: Uint8Array): string | null {
 
 /** A whole file as one document: its text, or why it is not one. */
 export function fileText(bytes: Uint8Array): { text: string } | { reason: string } {
+  // UTF-16 (what some Windows editors save) has NUL bytes in all its ASCII: its byte-order mark tells it from binary
+  if (bytes.length >= 2 && ((bytes[0] === 0xff && bytes[1] === 0xfe) || (bytes[0] === 0xfe && bytes[1] === 0xff)))
+    return { reason: REASON_UTF16 };
   if (bytes.indexOf(0) !== -1) return { reason: REASON_BINARY };
   const text = decodeUtf8(bytes);
   if (text === null) return { reason: REASON_UTF8 };

@@ -6,6 +6,7 @@ import { parseTemplate } from '../../src/ingest/template.js';
 import { tempDir } from '../helpers/tmp.js';
 import { count, fixture, items, request, run, tempStore } from './helpers.js';
 import { all } from '../helpers/store-reads.js';
+import { REASON_UTF16 } from '../../src/ingest/decode.js';
 
 const DOCS = fixture('docs');
 
@@ -70,6 +71,16 @@ describe('enqueue a folder', () => {
     expect(s).toMatchObject({ documents: 4, rejected: 4, newItems: 0 });
     expect(s.rejections.map((r) => r.line)).toEqual([undefined, undefined, undefined, undefined]);
     expect(count(store, 'items')).toBe(0);
+  });
+
+  it('names a UTF-16 file as such, with the conversion to make, rather than as binary', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'notes-le.txt'), Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('Meeting notes', 'utf16le')]));
+    writeFileSync(join(dir, 'notes-be.txt'), Buffer.from([0xfe, 0xff, 0x00, 0x48, 0x00, 0x69]));
+    const seen: string[] = [];
+    await run(tempStore(), [dir], { onReject: (r) => seen.push(r.reason) });
+    expect(seen).toEqual([REASON_UTF16, REASON_UTF16]);
+    expect(REASON_UTF16).toBe('UTF-16 text (save the file as UTF-8, e.g. with iconv -f UTF-16 -t UTF-8)');
   });
 
   it('rejects files over maxDocBytes without reading them, and unreadable files, and keeps the rest', async () => {
