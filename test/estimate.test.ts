@@ -190,4 +190,48 @@ describe('estimate', () => {
     expect((await after.status()).counts.pending).toBe(19);
     await after.close();
   });
+
+  it('llmq run --dry-run --budget says whether the budget covers the run, or where it would stop it', async () => {
+    // answers of 10 to 50 tokens where max_tokens is 500: the worst case is far above the expected cost
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 20, { model: MODEL, maxTokens: 500 });
+    await store.startRun({ id: 'run-a', host: 'h', pid: 1, startedAt: T, options: {} });
+    const answered = (await store.claim({ owner: 'run-a', limit: 5, now: T, leaseUntil: T + 60_000, maxAttempts: 5 })).jobs;
+    for (const [i, job] of answered.entries()) {
+      const usage = { promptTokens: 30, completionTokens: 10 * (i + 1) };
+      const attempt = {
+        key: job.key,
+        runId: 'run-a',
+        attempt: 1,
+        startedAt: T,
+        endedAt: T + 1000,
+        status: 200,
+        outcome: 'done' as const,
+        error: null,
+        usage,
+      };
+      await store.complete(job.key, { owner: 'run-a', output: 'x', response: '{}', usage, attempt });
+    }
+    await store.finishRun('run-a', T + 2000, 'drained', {} as never);
+    await store.close();
+    const dry = (...flags: string[]) => runCli(['run', '--dry-run', '--db', db, '--price', '1000,2000', ...flags]);
+    const json = JSON.parse((await dry('--json')).stdout);
+    const { high, worst } = json.cost as { high: number; worst: number };
+    expect(worst).toBeGreaterThan(2 * high);
+    expect(json.budget).toBeUndefined();
+    // the budget's words, wrapped within 80 columns, as one line
+    const said = async (budget: number) => {
+      const out = (await dry('--budget', String(budget))).stdout;
+      for (const line of out.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
+      return out.slice(out.indexOf('  budget')).replace(/\s+/g, ' ').trim();
+    };
+    expect(await said(worst * 2)).toMatch(/^budget --budget \$[\d.]+ covers the worst case: the run will not stop for it$/);
+    expect(await said((high + worst) / 2)).toMatch(
+      /is below the worst case \(\$[\d.]+\): the run stops early \(exit 3\) if answers run long/,
+    );
+    expect(await said(high / 10)).toMatch(/is below the expected cost: the run would stop early \(exit 3\), the rest left pending/);
+    const both = JSON.parse((await dry('--json', '--budget', String(worst * 2), '--budget-total', String(high / 10))).stdout);
+    expect(both.budget).toMatchObject({ flag: '--budget-total', verdict: 'stops' });
+  });
 });

@@ -1,8 +1,8 @@
 import { compact, count, duration, int, NO_PAINT, oneLine, usd, wrap, type Paint } from './format.js';
-import type { CostRange, Estimate, ModelEstimate } from './estimate.js';
+import { budgetVerdict, type Budget, type CostRange, type Estimate, type ModelEstimate } from './estimate.js';
 
 /** The human `llmq estimate` (and `llmq run --dry-run`): per model, then the total, within 80 columns. */
-export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint }): string {
+export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint; budget?: Budget }): string {
   const p = o.paint ?? NO_PAINT;
   const lines = [`${p.bold('estimate')} ${p.dim(o.db)}: ${int(e.jobs)} ${e.jobs === 1 ? 'job' : 'jobs'} to send`];
   if (e.exhausted) lines.push(p.dim(`  ${int(e.exhausted)} more used all their attempts: a run fails them unsent`));
@@ -27,7 +27,24 @@ export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint }): s
   lines.push(...wrap(total, 71).map((line, i) => `  ${i === 0 ? p.bold('total') : '     '}  ${line}`));
   const time = e.seconds === null ? 'time unknown: no limit or latency known yet (--rpm, --tpm, or a first run)' : aboutTime(e.seconds);
   for (const line of wrap(time, 71)) lines.push(`         ${line}`);
+  if (o.budget) {
+    const text = budgetText(e, o.budget);
+    lines.push(...wrap(text.line, 71).map((line, i) => `  ${i === 0 ? p.bold('budget') : '      '} ${text.ok ? line : p.yellow(line)}`));
+  }
   return lines.join('\n') + '\n';
+}
+
+function budgetText(e: Estimate, b: Budget): { line: string; ok: boolean } {
+  const v = budgetVerdict(e, b);
+  const given = `${b.flag} ${usd(b.usd)}${b.committed > 0 ? ` (${usd(v.left)} left of it)` : ''}`;
+  if (v.verdict === 'covers') return { line: `${given} covers the worst case: the run will not stop for it`, ok: true };
+  if (v.verdict === 'unknown') return { line: `${given}: no price for ${e.unpriced.join(', ')}, so nothing can be said`, ok: false };
+  if (v.verdict === 'may-stop')
+    return {
+      line: `${given} is below the worst case (${usd(e.cost!.worst)}): the run stops early (exit 3) if answers run long`,
+      ok: false,
+    };
+  return { line: `${given} is below the expected cost: the run would stop early (exit 3), the rest left pending`, ok: false };
 }
 
 function aboutTime(seconds: number): string {

@@ -69,6 +69,29 @@ export interface Estimate {
   readonly seconds: number | null;
 }
 
+/** A budget a dry run checks the estimate against: `committed` is what is already spent or held against it. */
+export interface Budget {
+  readonly flag: '--budget' | '--budget-total';
+  readonly usd: number;
+  readonly committed: number;
+}
+
+/**
+ * Whether a run under `budget` would get through the estimate: `covers` the worst case (every answer
+ * max_tokens long, which is what a request reserves before it leaves), `may-stop` short of it,
+ * `stops` below the expected cost (it would end with exit 3 and the rest pending), or `unknown`
+ * without a price.
+ */
+export function budgetVerdict(
+  e: Estimate,
+  b: Budget,
+): { flag: string; usd: number; left: number; verdict: 'covers' | 'may-stop' | 'stops' | 'unknown' } {
+  const left = Math.max(0, b.usd - b.committed);
+  const c = e.cost;
+  const verdict = c === null ? 'unknown' : left >= Math.max(c.worst, c.high) ? 'covers' : left >= c.high ? 'may-stop' : 'stops';
+  return { flag: b.flag, usd: b.usd, left, verdict };
+}
+
 /** Answers read per model for the 90th percentile and latency, and for the prompt correction. */
 const SAMPLE = 1000;
 const CALIBRATION = 100;

@@ -1,4 +1,6 @@
 import { Option, type Command } from 'commander';
+import type { Budget } from '../../report/estimate.js';
+import type { Store } from '../../store/types.js';
 import { dbOption, DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS, intAtLeast, oneOf } from '../options.js';
 import { priceOptions, priceTableFrom, type PriceFlags } from './price-options.js';
 
@@ -13,6 +15,9 @@ export interface EstimateFlags extends PriceFlags {
   limit?: number;
   maxAttempts: number;
   json?: boolean;
+  /** `llmq run --dry-run --budget`: said against the estimate. */
+  budget?: number;
+  budgetTotal?: number;
 }
 
 export function registerEstimate(program: Command): Command {
@@ -71,6 +76,7 @@ export async function estimateCommand(flags: EstimateFlags): Promise<void> {
     import('../lane-base-url.js'),
     import('../output.js'),
   ]);
+  const { budgetVerdict } = await import('../../report/estimate.js');
   const prices = await priceTableFrom(flags);
   const baseUrl = laneBaseUrl(flags);
   const location = resolveDbLocation(flags.db);
@@ -86,12 +92,24 @@ export async function estimateCommand(flags: EstimateFlags): Promise<void> {
       tpm: flags.tpm,
       concurrency: flags.concurrency,
     });
+    const budget = await budgetOf(flags, store);
     process.stdout.write(
       flags.json
-        ? JSON.stringify(estimate) + '\n'
-        : renderEstimate(estimate, { db: redactLocation(location), paint: colorsFor(process.stdout) }),
+        ? JSON.stringify(budget ? { ...estimate, budget: budgetVerdict(estimate, budget) } : estimate) + '\n'
+        : renderEstimate(estimate, { db: redactLocation(location), paint: colorsFor(process.stdout), budget }),
     );
   } finally {
     await store.close();
   }
+}
+
+/**
+ * The budget a dry run was given: of --budget (a run's own, from nothing) and --budget-total (less
+ * what the queue's runs have spent or hold), the one with less left.
+ */
+async function budgetOf(flags: EstimateFlags, store: Store): Promise<Budget | undefined> {
+  const run: Budget | undefined = flags.budget === undefined ? undefined : { flag: '--budget', usd: flags.budget, committed: 0 };
+  if (flags.budgetTotal === undefined) return run;
+  const total: Budget = { flag: '--budget-total', usd: flags.budgetTotal, committed: (await store.committed('')).total };
+  return run && run.usd <= total.usd - total.committed ? run : total;
 }
