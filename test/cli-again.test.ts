@@ -32,6 +32,10 @@ describe('the flags a suggested llmq run carries', () => {
   it('names the provider and the endpoint the run was given, quoted and masked as --db is', () => {
     expect(runArguments({ provider: 'mock' })).toBe(' --provider mock');
     expect(runArguments({ provider: 'openai', baseUrl: 'http://127.0.0.1:11434/v1' })).toBe(' --base-url http://127.0.0.1:11434/v1');
-    expect(runArguments({ baseUrl: 'https://u:pw@llm.internal/v1?x=1&y=2' })).toBe(" --base-url 'https://u:***@llm.internal/v1?x=1&y=2'");
+    expect(runArguments({ baseUrl: 'https://u:pw@llm.internal/v1' })).toBe(" --base-url 'https://u:***@llm.internal/v1'");
+    // a key some endpoints take in the query (?api-key=...) is never shown
+    expect(runArguments({ baseUrl: 'https://llm.internal/openai/v1?api-key=sk-SECRET123&api-version=2024-10' })).toBe(
+      " --base-url 'https://llm.internal/openai/v1?api-key=***&api-version=***'",
+    );
   });
 });

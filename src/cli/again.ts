@@ -17,7 +17,20 @@ export function dbArgument(dbFlag: string | undefined): string {
  */
 export function runArguments(flags: { readonly provider?: string; readonly baseUrl?: string }): string {
   const provider = flags.provider && flags.provider !== 'openai' ? ` --provider ${flags.provider}` : '';
-  return provider + (flags.baseUrl === undefined ? '' : ` --base-url ${shellWord(flags.baseUrl)}`);
+  return provider + (flags.baseUrl === undefined ? '' : ` --base-url ${shellWord(queryMasked(flags.baseUrl))}`);
+}
+
+/** A URL with the value of each query parameter masked: some endpoints take the key as one (`?api-key=...`). */
+function queryMasked(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return url;
+  }
+  if (parsed.search === '') return url;
+  const names = [...new Set(parsed.searchParams.keys())];
+  return `${url.slice(0, url.indexOf('?'))}?${names.map((n) => `${n}=***`).join('&')}`;
 }
 
 /** A flag's value as a POSIX shell word: quoted when needed, a URL's password masked (invariant 7: such a hint is shown, not pasted). */

@@ -29,13 +29,19 @@ export function decodeUtf8(bytes: Uint8Array): string | null {
 /** A whole file as one document: its text, or why it is not one. */
 export function fileText(bytes: Uint8Array): { text: string } | { reason: string } {
   // UTF-16 (what some Windows editors save) has NUL bytes in all its ASCII: its byte-order mark tells it from binary
-  if (bytes.length >= 2 && ((bytes[0] === 0xff && bytes[1] === 0xfe) || (bytes[0] === 0xfe && bytes[1] === 0xff)))
-    return { reason: REASON_UTF16 };
+  if (utf16Bom(bytes)) return { reason: REASON_UTF16 };
   if (bytes.indexOf(0) !== -1) return { reason: REASON_BINARY };
   const text = decodeUtf8(bytes);
   if (text === null) return { reason: REASON_UTF8 };
   if (isBlank(text)) return { reason: REASON_EMPTY };
   return { text };
+}
+
+/** A UTF-16 byte-order mark, either order; not UTF-32's little-endian one (FF FE 00 00), which iconv -f UTF-16 would garble. */
+function utf16Bom(b: Uint8Array): boolean {
+  if (b.length < 2) return false;
+  if (b[0] === 0xfe && b[1] === 0xff) return true;
+  return b[0] === 0xff && b[1] === 0xfe && !(b.length >= 4 && b[2] === 0 && b[3] === 0);
 }
 
 /** Nothing but whitespace (cheap for the usual case: the first character is not whitespace). */

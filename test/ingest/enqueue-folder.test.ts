@@ -77,9 +77,11 @@ describe('enqueue a folder', () => {
     const dir = tempDir();
     writeFileSync(join(dir, 'notes-le.txt'), Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('Meeting notes', 'utf16le')]));
     writeFileSync(join(dir, 'notes-be.txt'), Buffer.from([0xfe, 0xff, 0x00, 0x48, 0x00, 0x69]));
+    // UTF-32 (little-endian) begins like UTF-16 and is not it: converting it as UTF-16 would garble it
+    writeFileSync(join(dir, 'notes-utf32.txt'), Buffer.from([0xff, 0xfe, 0x00, 0x00, 0x48, 0x00, 0x00, 0x00]));
     const seen: string[] = [];
     await run(tempStore(), [dir], { onReject: (r) => seen.push(r.reason) });
-    expect(seen).toEqual([REASON_UTF16, REASON_UTF16]);
+    expect(seen).toEqual([REASON_UTF16, REASON_UTF16, 'binary file (contains NUL bytes)']);
     expect(REASON_UTF16).toBe('UTF-16 text (save the file as UTF-8, e.g. with iconv -f UTF-16 -t UTF-8)');
   });
 
