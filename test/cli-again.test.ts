@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { dbArgument, runArguments } from '../src/cli/again.js';
+import { dbArgument, runArguments, runArgumentsOfRun } from '../src/cli/again.js';
 
 // The commands llmq suggests ("Try again: llmq retry-failed && llmq run") must reach the queue the
 // user named with --db, pasted into a shell as printed, and never show a password.
@@ -37,5 +37,14 @@ describe('the flags a suggested llmq run carries', () => {
     expect(runArguments({ baseUrl: 'https://llm.internal/openai/v1?api-key=sk-SECRET123&api-version=2024-10' })).toBe(
       " --base-url 'https://llm.internal/openai/v1?api-key=***&api-version=***'",
     );
+  });
+});
+
+describe('the flags a suggested llmq run carries after a run known by its stored provider name (status, retry-failed)', () => {
+  it('are those of a mock run, or of an endpoint other than OpenAI, and nothing else', () => {
+    expect(runArgumentsOfRun('mock')).toBe(' --provider mock');
+    expect(runArgumentsOfRun('openai-compatible (http://127.0.0.1:11434/v1)')).toBe(' --base-url http://127.0.0.1:11434/v1');
+    expect(runArgumentsOfRun('openai-compatible (https://api.openai.com/v1)')).toBe('');
+    expect(runArgumentsOfRun(null)).toBe('');
   });
 });

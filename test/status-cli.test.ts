@@ -95,6 +95,21 @@ describe('llmq status', () => {
     for (const line of r.stdout.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
   });
 
+  it('after a mock run, the llmq run it proposes for the failures is a mock run too (not one that sends to OpenAI)', async () => {
+    const db = join(tempDir(), 'q.db');
+    const docs = join(tempDir(), 'docs.jsonl');
+    writeFileSync(docs, '{"id":"a","text":"one"}\n{"id":"b","text":"two"}\n');
+    expect((await runCli(['enqueue', docs, '--db', db, '--model', 'mock-1'])).code).toBe(0);
+    const run = ['run', '--db', db, '--provider', 'mock', '--mock-latency', '0', '--mock-failure-rate', '1', '--max-attempts', '1'];
+    expect((await runCli(run)).code).toBe(2);
+    const r = await runCli(['status', '--db', db]);
+    expect(r.stdout.replace(/\n {2}then: /, ', then ')).toContain(
+      `to try them again: llmq retry-failed --db ${db}, then llmq run --provider mock --db ${db}`,
+    );
+    const retry = await runCli(['retry-failed', '--db', db]);
+    expect(retry.stderr).toContain(`Run llmq run --provider mock --db ${db} to try them again.`);
+  });
+
   it('colors only when forced, never with NO_COLOR', async () => {
     const dir = tempDir();
     const { db } = await populate(dir);

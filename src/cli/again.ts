@@ -1,3 +1,4 @@
+import { DEFAULT_BASE_URL } from '../provider/endpoint.js';
 import { redactUrlCredentials } from '../url-credentials.js';
 
 /**
@@ -18,6 +19,17 @@ export function dbArgument(dbFlag: string | undefined): string {
 export function runArguments(flags: { readonly provider?: string; readonly baseUrl?: string }): string {
   const provider = flags.provider && flags.provider !== 'openai' ? ` --provider ${flags.provider}` : '';
   return provider + (flags.baseUrl === undefined ? '' : ` --base-url ${shellWord(queryMasked(flags.baseUrl))}`);
+}
+
+/**
+ * `runArguments` for a run known only by its stored provider name (`llmq status` after it ended):
+ * `mock`, or an endpoint other than OpenAI's from "openai-compatible (URL)", the name the provider
+ * gives itself (credentials and query already left out).
+ */
+export function runArgumentsOfRun(providerName: string | null): string {
+  if (providerName === 'mock') return runArguments({ provider: 'mock' });
+  const url = /^openai-compatible \((.+)\)$/.exec(providerName ?? '')?.[1];
+  return url && url !== DEFAULT_BASE_URL ? runArguments({ baseUrl: url }) : '';
 }
 
 /** A URL with the value of each query parameter masked: some endpoints take the key as one (`?api-key=...`). */

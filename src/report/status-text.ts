@@ -5,8 +5,8 @@ import type { RunCost, RunReport, StatusReport } from './status.js';
 const RUNS_SHOWN = 5;
 
 /** The human `llmq status` block: compact, aligned, fits 80 columns. */
-/** `again`: what each suggested command needs to reach this queue (` --db q.db`), as `dbArgument` gives it. */
-export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = ''): string {
+/** `again`: what each suggested command needs to reach this queue (` --db q.db`, `dbArgument`); `runAgain`: what a suggested `llmq run` needs besides to send where the last run sent (`runArgumentsOfRun`). */
+export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', runAgain = ''): string {
   const lines: string[] = [];
   lines.push(`${p.bold('llmq')} ${p.dim(r.db)}`);
   if (r.total === 0) {
@@ -62,9 +62,9 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = ''): 
     for (const f of r.failures) lines.push(`  ${p.red(int(f.count).padStart(cw))}  ${oneLine(f.error, 74 - cw)}`);
     const shown = r.failures.reduce((a, f) => a + f.count, 0);
     if (shown < r.counts.failed) lines.push(p.dim(`  ${int(r.counts.failed - shown).padStart(cw)}  other reasons`));
-    const hint = `  to try them again: llmq retry-failed${again}, then llmq run${again}`;
+    const hint = `  to try them again: llmq retry-failed${again}, then llmq run${runAgain}${again}`;
     if (hint.length <= 80) lines.push(p.dim(hint));
-    else lines.push(p.dim(`  to try them again: llmq retry-failed${again}`), p.dim(`  then: llmq run${again}`));
+    else lines.push(p.dim(`  to try them again: llmq retry-failed${again}`), p.dim(`  then: llmq run${runAgain}${again}`));
   }
 
   const live = r.activeRuns.filter((x) => x.live);

@@ -14,6 +14,8 @@ export interface RunReport {
   readonly heartbeatAt: number;
   readonly endedAt: number | null;
   readonly exitReason: string | null;
+  /** Where it sent: its provider's name ("mock", "openai-compatible (https://api.openai.com/v1)"); null for runs that did not store it. */
+  readonly provider: string | null;
   /** Still heartbeating (not ended, heartbeat within STALE_RUN_MS). */
   readonly live: boolean;
   readonly wallSeconds: number;
@@ -127,6 +129,7 @@ export function runReport(r: RunRow, now: number): RunReport {
     pid: r.pid,
     startedAt: r.startedAt,
     heartbeatAt: r.heartbeatAt,
+    provider: typeof r.options.provider === 'string' ? r.options.provider : null,
     endedAt: r.endedAt,
     exitReason: r.exitReason,
     live,

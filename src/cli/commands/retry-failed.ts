@@ -27,17 +27,20 @@ Examples:
 
 async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
   const { resolveDbLocation } = await import('../../store/open-store.js');
-  const { dbArgument } = await import('../again.js');
+  const { dbArgument, runArgumentsOfRun } = await import('../again.js');
   const { openExistingStore } = await import('../../report/open-existing.js');
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
     const n = await store.retryFailed({ errorContains: flags.error }, Date.now());
     if (flags.json) process.stdout.write(JSON.stringify({ requeued: n }) + '\n');
     const which = flags.error ? ` whose error contains "${flags.error}"` : '';
+    // the run proposed goes where the last run went: after a mock run, not to OpenAI
+    const provider = n === 0 ? undefined : (await store.status()).lastRun?.options.provider;
+    const again = runArgumentsOfRun(typeof provider === 'string' ? provider : null) + dbArgument(flags.db);
     process.stderr.write(
       n === 0
         ? `No failed jobs${which}.\n`
-        : `Put ${n} failed job${n === 1 ? '' : 's'}${which} back to pending. Run llmq run${dbArgument(flags.db)} to try ${n === 1 ? 'it' : 'them'} again.\n`,
+        : `Put ${n} failed job${n === 1 ? '' : 's'}${which} back to pending. Run llmq run${again} to try ${n === 1 ? 'it' : 'them'} again.\n`,
     );
   } finally {
     await store.close();

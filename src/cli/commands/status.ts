@@ -64,7 +64,7 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
 
 /** The status as text for stdout, in color on a terminal. */
 async function textRenderer(dbFlag: string | undefined): Promise<(report: StatusReport, batches: BatchesReport) => string> {
-  const [{ renderStatus }, { renderBatches }, { colorsFor }, { dbArgument }] = await Promise.all([
+  const [{ renderStatus }, { renderBatches }, { colorsFor }, { dbArgument, runArgumentsOfRun }] = await Promise.all([
     import('../../report/status-text.js'),
     import('../../report/batches-text.js'),
     import('../output.js'),
@@ -72,7 +72,9 @@ async function textRenderer(dbFlag: string | undefined): Promise<(report: Status
   ]);
   const paint = colorsFor(process.stdout);
   const again = dbArgument(dbFlag);
-  return (report, batches) => renderStatus(report, paint, again) + renderBatches(batches, paint);
+  // a run proposed after a mock run must not send to OpenAI: it goes where the last run went
+  return (report, batches) =>
+    renderStatus(report, paint, again, runArgumentsOfRun(report.lastRun?.provider ?? null)) + renderBatches(batches, paint);
 }
 
 /** Redraw until SIGINT/SIGTERM: in place on a terminal, a new block each time otherwise. */
