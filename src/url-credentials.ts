@@ -45,6 +45,19 @@ function maskUserinfo(whole: string, scheme: string, rest: string): string {
   return `${scheme}${userinfo.slice(0, colon)}:${MASK}${rest.slice(at)}`;
 }
 
+/**
+ * A URL with its password and the value of every query parameter masked: for a URL shown whole
+ * (a command to type next), where a key some endpoints take as a parameter (`?api-key=...`) would
+ * otherwise be quoted. Not a URL: as `redactUrlCredentials` leaves it.
+ */
+export function redactUrlQuery(url: string): string {
+  if (!URL.canParse(url)) return redactUrlCredentials(url);
+  const { search } = new URL(url);
+  if (search === '') return redactUrlCredentials(url);
+  const names = [...new Set(new URLSearchParams(search).keys())];
+  return redactUrlCredentials(`${url.slice(0, url.indexOf('?'))}?${names.map((n) => `${n}=${MASK}`).join('&')}`);
+}
+
 /** Whether a URL carries a user name or password (`new URL` decodes neither away). */
 export function hasUrlCredentials(url: string): boolean {
   if (!URL.canParse(url)) return false;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { isRedactableKey, redactSecret } from '../src/provider/redact.js';
-import { hasUrlCredentials, redactUrlCredentials } from '../src/url-credentials.js';
+import { hasUrlCredentials, redactUrlCredentials, redactUrlQuery } from '../src/url-credentials.js';
 import { redactLocation } from '../src/store/open-store.js';
 
 const KEY = 'sk-SUPERSECRETKEY-0123456789abcdef';
@@ -84,5 +84,15 @@ describe('redactUrlCredentials: one owner for URL passwords', () => {
     expect(hasUrlCredentials('http://u@h/v1')).toBe(true);
     expect(hasUrlCredentials('http://h/v1')).toBe(false);
     expect(hasUrlCredentials('not a url')).toBe(false);
+  });
+});
+
+describe('redactUrlQuery', () => {
+  it('masks every query value and the password of a URL shown whole, and leaves the rest', () => {
+    expect(redactUrlQuery('https://u:pw@llm.internal/v1?api-key=sk-123&api-version=2024-10&api-key=2')).toBe(
+      'https://u:***@llm.internal/v1?api-key=***&api-version=***',
+    );
+    expect(redactUrlQuery('http://127.0.0.1:11434/v1')).toBe('http://127.0.0.1:11434/v1');
+    expect(redactUrlQuery('not a url')).toBe('not a url');
   });
 });

@@ -1,5 +1,5 @@
 import { DEFAULT_BASE_URL } from '../provider/endpoint.js';
-import { redactUrlCredentials } from '../url-credentials.js';
+import { redactUrlCredentials, redactUrlQuery } from '../url-credentials.js';
 
 /**
  * What a follow-up command printed as a hint ("llmq retry-failed && llmq run") needs to reach the
@@ -18,7 +18,7 @@ export function dbArgument(dbFlag: string | undefined): string {
  */
 export function runArguments(flags: { readonly provider?: string; readonly baseUrl?: string }): string {
   const provider = flags.provider && flags.provider !== 'openai' ? ` --provider ${flags.provider}` : '';
-  return provider + (flags.baseUrl === undefined ? '' : ` --base-url ${shellWord(queryMasked(flags.baseUrl))}`);
+  return provider + (flags.baseUrl === undefined ? '' : ` --base-url ${shellWord(redactUrlQuery(flags.baseUrl))}`);
 }
 
 /**
@@ -30,19 +30,6 @@ export function runArgumentsOfRun(providerName: string | null): string {
   if (providerName === 'mock') return runArguments({ provider: 'mock' });
   const url = /^openai-compatible \((.+)\)$/.exec(providerName ?? '')?.[1];
   return url && url !== DEFAULT_BASE_URL ? runArguments({ baseUrl: url }) : '';
-}
-
-/** A URL with the value of each query parameter masked: some endpoints take the key as one (`?api-key=...`). */
-function queryMasked(url: string): string {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    return url;
-  }
-  if (parsed.search === '') return url;
-  const names = [...new Set(parsed.searchParams.keys())];
-  return `${url.slice(0, url.indexOf('?'))}?${names.map((n) => `${n}=***`).join('&')}`;
 }
 
 /** A flag's value as a POSIX shell word: quoted when needed, a URL's password masked (invariant 7: such a hint is shown, not pasted). */
