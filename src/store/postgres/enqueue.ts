@@ -143,20 +143,13 @@ export class EnqueuePg {
   }
 
   async enqueue(rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult> {
-    if (rows.length === 0) return { newJobs: 0, newItems: 0, movedItems: 0, unchanged: 0, droppedJobs: 0, orphanedAnswers: 0 };
+    if (rows.length === 0) return nothingEnqueued();
     // ON CONFLICT DO UPDATE may touch a row once per statement, so an item id that comes back within
     // the batch starts a new chunk: later rows then see earlier ones, exactly like row-by-row.
     const chunks = splitOnRepeatedIds(rows);
     const total = await inTransaction(this.#pool, async (client) => {
       // counted afresh by each try: a transaction retried after a deadlock counts its rows once
-      const total: { -readonly [K in keyof EnqueueResult]: EnqueueResult[K] } = {
-        newJobs: 0,
-        newItems: 0,
-        movedItems: 0,
-        unchanged: 0,
-        droppedJobs: 0,
-        orphanedAnswers: 0,
-      };
+      const total = nothingEnqueued();
       // counted once all chunks are in: an item may move back to its job later in the batch
       const movedFrom: string[] = [];
       for (const chunk of chunks) {
@@ -211,4 +204,9 @@ function splitOnRepeatedIds(rows: readonly EnqueueRow[]): EnqueueRow[][] {
   }
   chunks.push(chunk);
   return chunks;
+}
+
+/** The counts of an enqueue before any row: each call adds to a fresh one. */
+function nothingEnqueued(): { -readonly [K in keyof EnqueueResult]: EnqueueResult[K] } {
+  return { newJobs: 0, newItems: 0, movedItems: 0, unchanged: 0, droppedJobs: 0, orphanedAnswers: 0 };
 }
