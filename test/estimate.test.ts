@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import type { ClaimedJob, Usage } from '../src/store/types.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { all } from './helpers/store-reads.js';
 import { estimateRun } from '../src/report/estimate.js';
@@ -25,6 +26,25 @@ const T = Date.now();
  * prompt tokens more than the text and answers 10, 20 ... 100 tokens in 1 s; one running job of a
  * dead run (lease expired); one pending job whose attempts are used up; 18 pending.
  */
+/** Answer `jobs` for run-a, each in a second, with the usage `usageOf` gives it. */
+async function answer(store: SqliteStore, jobs: readonly ClaimedJob[], usageOf: (job: ClaimedJob, i: number) => Usage): Promise<void> {
+  for (const [i, job] of jobs.entries()) {
+    const usage = usageOf(job, i);
+    const attempt = {
+      key: job.key,
+      runId: 'run-a',
+      attempt: 1,
+      startedAt: T,
+      endedAt: T + 1000,
+      status: 200,
+      outcome: 'done' as const,
+      error: null,
+      usage,
+    };
+    await store.complete(job.key, { owner: 'run-a', output: 'x', response: '{}', usage, attempt });
+  }
+}
+
 async function seeded() {
   const db = join(tempDir(), 'q.db');
   const store = new SqliteStore(db);
@@ -32,26 +52,7 @@ async function seeded() {
   const byKey = new Map(keys.map((k, n) => [k, n]));
   await store.startRun({ id: 'run-a', host: 'h', pid: 1, startedAt: T, options: {} });
   const answered = (await store.claim({ owner: 'run-a', limit: 10, now: T, leaseUntil: T + 60_000, maxAttempts: 5 })).jobs;
-  for (const [i, job] of answered.entries()) {
-    const usage = { promptTokens: promptOf(byKey.get(job.key)!) + 7, completionTokens: 10 * (i + 1) };
-    await store.complete(job.key, {
-      owner: 'run-a',
-      output: 'x',
-      response: '{}',
-      usage,
-      attempt: {
-        key: job.key,
-        runId: 'run-a',
-        attempt: 1,
-        startedAt: T,
-        endedAt: T + 1000,
-        status: 200,
-        outcome: 'done',
-        error: null,
-        usage,
-      },
-    });
-  }
+  await answer(store, answered, (job, i) => ({ promptTokens: promptOf(byKey.get(job.key)!) + 7, completionTokens: 10 * (i + 1) }));
   const [held] = (await store.claim({ owner: 'run-dead', limit: 1, now: T, leaseUntil: T - 1, maxAttempts: 5 })).jobs;
   const [tired] = (await store.claim({ owner: 'run-a', limit: 1, now: T, leaseUntil: T + 60_000, maxAttempts: 5 })).jobs;
   store.db.prepare("UPDATE jobs SET state = 'pending', attempts = 5, lease_owner = NULL WHERE key = ?").run(tired!.key);
@@ -198,21 +199,7 @@ describe('estimate', () => {
     await seedJobs(store, 20, { model: MODEL, maxTokens: 500 });
     await store.startRun({ id: 'run-a', host: 'h', pid: 1, startedAt: T, options: {} });
     const answered = (await store.claim({ owner: 'run-a', limit: 5, now: T, leaseUntil: T + 60_000, maxAttempts: 5 })).jobs;
-    for (const [i, job] of answered.entries()) {
-      const usage = { promptTokens: 30, completionTokens: 10 * (i + 1) };
-      const attempt = {
-        key: job.key,
-        runId: 'run-a',
-        attempt: 1,
-        startedAt: T,
-        endedAt: T + 1000,
-        status: 200,
-        outcome: 'done' as const,
-        error: null,
-        usage,
-      };
-      await store.complete(job.key, { owner: 'run-a', output: 'x', response: '{}', usage, attempt });
-    }
+    await answer(store, answered, (_, i) => ({ promptTokens: 30, completionTokens: 10 * (i + 1) }));
     await store.finishRun('run-a', T + 2000, 'drained', {} as never);
     await store.close();
     const dry = (...flags: string[]) => runCli(['run', '--dry-run', '--db', db, '--price', '1000,2000', ...flags]);
