@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { OpenAIProvider } from '../src/provider/openai.js';
 import { runQueue, type RunOptions } from '../src/scheduler/run-queue.js';
+import { BACKOFF_ROOM, Lanes, localBoards } from '../src/scheduler/lanes.js';
 import type { SchedulerEventMap } from '../src/scheduler/events.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { canonicalJson, jobKey } from '../src/request.js';
@@ -130,6 +131,22 @@ describe('runQueue', () => {
     const othersAnswered = fake.requests.filter((r, i) => r.key !== a && r.key !== b && i < retryOfA);
     expect(othersAnswered).toHaveLength(10);
     await store.close();
+  });
+
+  it('holds at most BACKOFF_ROOM times the concurrency of jobs backing off per model, so failures cannot draw the whole queue into hand', () => {
+    const lanes = new Lanes('http://127.0.0.1:1/v1', { rpm: null, tpm: null }, localBoards(Date.now), Date.now);
+    const lane = lanes.get('m');
+    // 2 working and 30 backing off at -c 2: the working ones fill the lane
+    lane.inHand = 32;
+    lane.backingOff = 30;
+    expect(lanes.saturated(2)).toEqual(['m']);
+    // 1 working: room for another, however many sleep below the cap
+    lane.inHand = 31;
+    expect(lanes.saturated(2)).toEqual([]);
+    expect(lanes.idle()).toBe(30);
+    // at the cap, none working: no more
+    lane.backingOff = lane.inHand = 2 * BACKOFF_ROOM;
+    expect(lanes.saturated(2)).toEqual(['m']);
   });
 
   it('gives up after --max-attempts with the last error', async () => {
