@@ -98,6 +98,7 @@ describe('llmq status', () => {
   it('after a mock run, the llmq run it proposes for the failures is a mock run too (not one that sends to OpenAI)', async () => {
     const db = join(tempDir(), 'q.db');
     const docs = join(tempDir(), 'docs.jsonl');
+    // two documents: three failures in a row would be an outage, and the run would wait for the provider to come back
     writeFileSync(docs, '{"id":"a","text":"one"}\n{"id":"b","text":"two"}\n');
     expect((await runCli(['enqueue', docs, '--db', db, '--model', 'mock-1'])).code).toBe(0);
     const run = ['run', '--db', db, '--provider', 'mock', '--mock-latency', '0', '--mock-failure-rate', '1', '--max-attempts', '1'];
