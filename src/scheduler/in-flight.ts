@@ -1,14 +1,15 @@
 import { timeoutError } from '../provider/classify.js';
 import { requestedCompletionTokens } from '../provider/tokens.js';
+import { RequestAbort } from '../provider/request-signal.js';
 import type { Lane } from './lane.js';
 import { LatencyStats } from './pace/latency.js';
 
 /** One request on the wire. */
 export interface InFlightRequest {
-  readonly signal: AbortSignal;
+  /** Aborted on a hard stop, or by the watchdog when the request hung. */
+  readonly signal: RequestAbort;
   readonly lane: Lane;
   readonly startedAt: number;
-  readonly controller: AbortController;
   readonly requestJson: string;
   /** `max_tokens` of the request, read the first time the watchdog needs it. */
   maxTokens: number | null;
@@ -57,7 +58,7 @@ export class InFlightRequests {
     this.#now = options.now;
     const onAbort = (): void => {
       this.#aborted = options.abortSignal.reason;
-      for (const r of this.#requests) r.controller.abort(this.#aborted);
+      for (const r of this.#requests) r.signal.abort(this.#aborted);
     };
     if (options.abortSignal.aborted) onAbort();
     else options.abortSignal.addEventListener('abort', onAbort, { once: true });
@@ -71,12 +72,11 @@ export class InFlightRequests {
 
   /** A request leaves; `timeouts` is how often this job already timed out (each doubles its time). */
   start(lane: Lane, requestJson: string, startedAt: number, timeouts = 0): InFlightRequest {
-    const controller = new AbortController();
-    if (this.#aborted !== undefined) controller.abort(this.#aborted);
+    const signal = new RequestAbort();
+    if (this.#aborted !== undefined) signal.abort(this.#aborted);
     const patience = 2 ** Math.min(timeouts, 6);
     const r: InFlightRequest = {
-      signal: controller.signal,
-      controller,
+      signal,
       lane,
       startedAt,
       requestJson,
@@ -116,8 +116,8 @@ export class InFlightRequests {
       if (elapsed < LatencyStats.FLOOR_MS) continue;
       if (r.maxTokens === null) r.maxTokens = maxTokensOf(r.requestJson);
       const limit = r.lane.latency.timeoutMs(r.maxTokens, this.#capMs) * r.patience;
-      if (elapsed > limit && !r.controller.signal.aborted) {
-        r.controller.abort(timeoutError(Math.round(elapsed), { auto: true, model: r.lane.model, limitMs: Math.round(limit) }));
+      if (elapsed > limit && !r.signal.aborted) {
+        r.signal.abort(timeoutError(Math.round(elapsed), { auto: true, model: r.lane.model, limitMs: Math.round(limit) }));
       }
     }
   }
