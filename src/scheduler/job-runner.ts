@@ -173,7 +173,7 @@ class JobRun {
         const tokens = this.#weight();
         const probe = await ctx.breaker.gate(ctx.stopSignal);
         try {
-          await ctx.slots.acquire(ctx.stopSignal);
+          await ctx.slots.acquire();
         } catch (error) {
           if (probe) ctx.breaker.probeAbandoned();
           throw error;

@@ -101,7 +101,7 @@ export class Run {
       if (open) this.#emit('paused', { reason: 'outage', untilMs: until, detail });
       else this.#emit('resumed', { reason: 'outage' });
     };
-    this.#slots = new Semaphore(this.#concurrency);
+    this.#slots = new Semaphore(this.#concurrency, this.#stopping.signal);
     this.#lanes = new Lanes(
       deps.baseUrl ?? deps.provider.name,
       { rpm: options.rpm ?? null, tpm: options.tpm ?? null },
@@ -172,6 +172,7 @@ export class Run {
     this.#emit('run:start', { runId: this.#id, total: c.total, alreadyDone: c.alreadyDone, options: this.#deps.describe ?? {} });
     await this.#lanes.load(this.#store);
     this.#timers.push(setInterval(() => this.#beat(), this.#heartbeatMs));
+    this.#timers.push(setInterval(() => this.#wake(), 1000));
     this.#timers.push(setInterval(() => this.#emit('progress', this.#snapshot()), o.progressMs ?? 500));
   }
 
@@ -199,16 +200,9 @@ export class Run {
         }
         continue;
       }
-      // Wait for a job to finish, or a second (other runs may hand jobs back meanwhile).
-      if (!this.#roomSinceWait) {
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, 1000);
-          this.#wake = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
-      }
+      // Wait for a job to finish, or at most a second (other runs may hand jobs back meanwhile: the
+      // claim ticker wakes the loop), with no timer per wait: the loop waits once per job that ends.
+      if (!this.#roomSinceWait) await new Promise<void>((resolve) => (this.#wake = resolve));
       this.#roomSinceWait = false;
     }
   }

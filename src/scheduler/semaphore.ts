@@ -1,13 +1,26 @@
-/** At most `size` holders at once; waiters are served first come, first served. */
+/**
+ * At most `size` holders at once; waiters are served first come, first served. When `signal`
+ * aborts, every waiter is rejected with its reason, and so is each later `acquire`: one listener on
+ * the run's signal rather than one per waiter (up to `--concurrency` of them wait at any time).
+ */
 export class Semaphore {
   // May go below 0 after `shrink`: releases then pay off the difference before anyone is granted.
   #free: number;
   #size: number;
-  readonly #waiters: Array<{ grant: () => void }> = [];
+  readonly #waiters: Array<{ resolve: () => void; reject: (reason: unknown) => void }> = [];
+  readonly #signal: AbortSignal;
 
-  constructor(size: number) {
+  constructor(size: number, signal: AbortSignal) {
     this.#free = size;
     this.#size = size;
+    this.#signal = signal;
+    signal.addEventListener(
+      'abort',
+      () => {
+        for (const w of this.#waiters.splice(0)) w.reject(signal.reason);
+      },
+      { once: true },
+    );
   }
 
   get size(): number {
@@ -25,27 +38,13 @@ export class Semaphore {
     return this.#waiters.length;
   }
 
-  acquire(signal: AbortSignal): Promise<void> {
-    if (signal.aborted) return Promise.reject(signal.reason);
+  acquire(): Promise<void> {
+    if (this.#signal.aborted) return Promise.reject(this.#signal.reason);
     if (this.#free > 0) {
       this.#free--;
       return Promise.resolve();
     }
-    return new Promise((resolve, reject) => {
-      const waiter = {
-        grant: (): void => {
-          signal.removeEventListener('abort', onAbort);
-          resolve();
-        },
-      };
-      const onAbort = (): void => {
-        const i = this.#waiters.indexOf(waiter);
-        if (i >= 0) this.#waiters.splice(i, 1);
-        reject(signal.reason);
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-      this.#waiters.push(waiter);
-    });
+    return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
   }
 
   release(): void {
@@ -54,7 +53,7 @@ export class Semaphore {
       return;
     }
     const next = this.#waiters.shift();
-    if (next) next.grant();
+    if (next) next.resolve();
     else this.#free++;
   }
 }
