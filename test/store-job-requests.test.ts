@@ -7,6 +7,7 @@ import { SqliteStore } from '../src/store/sqlite/store.js';
 import { copyStore } from '../src/store/copy.js';
 import type { EnqueueRow } from '../src/store/types.js';
 import { sqliteAtVersion } from './helpers/stores.js';
+import { LATEST_VERSION } from '../src/store/sqlite/migrations.js';
 import { tempDir } from './helpers/tmp.js';
 
 // Since migration 10 the SQLite store keeps a job's request in job_requests, apart from the job's row,
@@ -152,7 +153,7 @@ describe("a job's request, kept apart from its row (SQLite migration 10)", () =>
     // dead: quiet for a minute, or its process gone on this host
     const dead = runs(['quiet', 'elsewhere', 1, now - 61_000], ['gone', hostname(), deadPid, now]);
     const store = new SqliteStore(sqliteAtVersion(9, dead));
-    expect(store.db.prepare('SELECT max(version) FROM llmq_migrations').pluck().get()).toBe(10);
+    expect(store.db.prepare('SELECT max(version) FROM llmq_migrations').pluck().get()).toBe(LATEST_VERSION);
     await store.close();
   });
 });

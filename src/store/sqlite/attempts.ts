@@ -9,6 +9,10 @@ import type { Db } from './open.js';
 export const INSERT_ATTEMPT_SQL = `INSERT INTO attempts (${ATTEMPT_COLUMNS}, job_seq)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT seq FROM jobs WHERE key = ?))`;
 
+/** INSERT_ATTEMPT_SQL with the job's seq known (an answer's UPDATE returned it): no lookup of the key. */
+export const INSERT_ATTEMPT_OF_SEQ_SQL = `INSERT INTO attempts (${ATTEMPT_COLUMNS}, job_seq)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+
 /** The values of INSERT_ATTEMPT_SQL for one try. */
 export function insertAttemptValues(a: AttemptRecord, latencyMs: number) {
   return [...attemptValues(a, latencyMs, Number), a.key];

@@ -33,8 +33,8 @@ import { SqliteSpend } from './spend.js';
 import type { Checkpointer } from './checkpointer.js';
 import { splitClaimed, type RawClaimed } from '../claim-result.js';
 import { GroupCommit } from '../group-commit.js';
-import { latencyOf } from '../rows.js';
-import { DROP_ATTEMPTS_SQL, INSERT_ATTEMPT_SQL, insertAttemptValues, orphanDropper } from './attempts.js';
+import { attemptValues, latencyOf } from '../rows.js';
+import { DROP_ATTEMPTS_SQL, INSERT_ATTEMPT_OF_SEQ_SQL, INSERT_ATTEMPT_SQL, insertAttemptValues, orphanDropper } from './attempts.js';
 import { BULK_MIN_ROWS, beginBulkLoad, finishBulkLoad, settleBulkLoad } from './bulk-load.js';
 import type { BulkLoadWriter } from './load-writer.js';
 import { INSERT_REQUEST_SQL, REQUEST_KEPT_APART, requestOf } from './requests.js';
@@ -126,10 +126,15 @@ export class SqliteStore implements Store {
         .prepare(`UPDATE jobs SET attempts = attempts + 1, lease_expires_at = ?, updated_at = ?
         WHERE key = ? AND state = 'running' AND lease_owner = ? RETURNING attempts`)
         .pluck(),
-      complete: db.prepare(`UPDATE jobs SET state = 'done', output = ?, response = ?, prompt_tokens = ?,
-          completion_tokens = ?, cost_usd = ?, error = NULL, lease_owner = NULL, lease_expires_at = NULL, finished_at = ?, updated_at = ?
-        WHERE key = ? AND state <> 'done'`),
+      // the answer's latency here, in the row this writes anyway: the attempt's insert after it then finds it
+      // kept and leaves the row alone (attempts_latency, migration 11)
+      complete: db
+        .prepare(`UPDATE jobs SET state = 'done', output = ?, response = ?, prompt_tokens = ?, completion_tokens = ?,
+          cost_usd = ?, latency_ms = ?, error = NULL, lease_owner = NULL, lease_expires_at = NULL, finished_at = ?, updated_at = ?
+        WHERE key = ? AND state <> 'done' RETURNING seq`)
+        .pluck(),
       insertAttempt: db.prepare(INSERT_ATTEMPT_SQL),
+      insertAttemptOfSeq: db.prepare(INSERT_ATTEMPT_OF_SEQ_SQL),
       noteError: db.prepare(`UPDATE jobs SET error = ?, attempts = attempts - ?, updated_at = ?
         WHERE key = ? AND state = 'running' AND lease_owner = ?`),
       fail: db.prepare(`UPDATE jobs SET state = 'failed', error = ?, lease_owner = NULL, lease_expires_at = NULL,
@@ -440,19 +445,23 @@ export class SqliteStore implements Store {
       .transaction(() => {
         const s = this.#s;
         const changed = batch.map(({ key, c }) => {
-          this.#insertAttemptRow(c.attempt);
-          return (
-            s.complete.run(
-              c.output,
-              c.response,
-              c.usage.promptTokens,
-              c.usage.completionTokens,
-              c.attempt.costUsd ?? null,
-              c.attempt.endedAt,
-              c.attempt.endedAt,
-              key,
-            ).changes === 1
-          );
+          const a = c.attempt;
+          const latencyMs = latencyOf(a);
+          const seq = s.complete.get(
+            c.output,
+            c.response,
+            c.usage.promptTokens,
+            c.usage.completionTokens,
+            a.costUsd ?? null,
+            latencyMs,
+            a.endedAt,
+            a.endedAt,
+            key,
+          ) as number | undefined;
+          // the job's seq from its UPDATE, else (answered already, or gone) looked up by the key
+          if (seq === undefined) s.insertAttempt.run(...insertAttemptValues(a, latencyMs));
+          else s.insertAttemptOfSeq.run(...attemptValues(a, latencyMs, Number), seq);
+          return seq !== undefined;
         });
         // the money of the whole batch in one statement per run, not one per answer
         this.#spend.settleAll(batch.map((b) => b.c.attempt));
@@ -539,11 +548,7 @@ export class SqliteStore implements Store {
 
   /** The attempt row, and what it moves in its run's money, in the caller's transaction. */
   #insertAttempt(a: AttemptRecord): void {
-    this.#insertAttemptRow(a);
-    this.#spend.settle(a);
-  }
-
-  #insertAttemptRow(a: AttemptRecord): void {
     this.#s.insertAttempt.run(...insertAttemptValues(a, latencyOf(a)));
+    this.#spend.settle(a);
   }
 }
