@@ -236,7 +236,7 @@ async function throughput(): Promise<void> {
 }
 
 /** Rounds of the throughput comparison (LLMQ_BENCH_ROUNDS): each about 15 s on 2 cores. */
-const ROUNDS = Number(process.env.LLMQ_BENCH_ROUNDS ?? 5);
+const ROUNDS = Math.max(1, Math.floor(Number(process.env.LLMQ_BENCH_ROUNDS ?? 5)) || 5);
 
 interface Measured {
   rate: number;

@@ -12,7 +12,6 @@ export { enqueue, type EnqueueOptions, type EnqueueSummary, type IntakeStore } f
 export { createProvider, resolveBaseUrl, resolveApiKey, type CreateProviderOptions } from './provider/create.js';
 export { OpenAIProvider, type OpenAIProviderOptions } from './provider/openai.js';
 export { MockProvider, type MockProviderOptions } from './provider/mock.js';
-export { RequestAbort, toAbortSignal, type RequestSignal, type AbortListener } from './provider/request-signal.js';
 export { estimatePromptTokens, estimateRequestTokens } from './provider/tokens.js';
 export { runQueue, type RunDeps, type RunOptions, type RunStore } from './scheduler/run-queue.js';
 export { Lanes, localBoards, type LaneBoards } from './scheduler/lanes.js';

@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { OpenAIProvider } from '../src/provider/openai.js';
 import { MockProvider } from '../src/provider/mock.js';
+import type { Provider } from '../src/provider/types.js';
 import { runQueue, type RunOptions } from '../src/scheduler/run-queue.js';
 import type { SchedulerEventMap } from '../src/scheduler/events.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
@@ -204,6 +205,39 @@ describe('rate governor', () => {
     expect(attempts[0]).toMatchObject({ outcome: 'retry' });
     expect(attempts[0]!.error).toMatch(/Timed out after .* \(--timeout auto: .*p99 latency.*\).*may bill/);
     expect(attempts[1]).toMatchObject({ outcome: 'done' });
+    await store.close();
+  });
+
+  it("--timeout auto cuts a hung request of a provider built on fetch, through the run's real AbortSignal", async () => {
+    const { fake, store } = await setup({ latencyMs: 5 });
+    const keys = await seedJobs(store, 40);
+    let hung = false;
+    fake.respond((r) => {
+      if (r.key !== keys[0] || hung) return undefined;
+      hung = true;
+      return reply.hang();
+    });
+    // a library user's provider: it hands the signal to fetch (which needs a real AbortSignal)
+    const viaFetch: Provider = {
+      name: 'fetch-based',
+      async complete(requestJson, { signal }) {
+        const res = await fetch(`${fake.url}/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: requestJson,
+          signal,
+        });
+        const body = await res.text();
+        const answer = JSON.parse(body);
+        const usage = { promptTokens: answer.usage.prompt_tokens, completionTokens: answer.usage.completion_tokens };
+        return { status: res.status, output: answer.choices[0].message.content, body, usage, rateLimit: null };
+      },
+    };
+    const summary = await runQueue({ store, provider: viaFetch }, { ...fast, concurrency: 4, timeout: 'auto' });
+    expect(summary).toMatchObject({ reason: 'drained', done: 40, failed: 0 });
+    const { attempts } = (await store.item('doc-0'))!;
+    expect(attempts.map((a) => a.outcome)).toEqual(['retry', 'done']);
+    expect(attempts[0]!.error).toMatch(/Timed out after .* \(--timeout auto: /);
     await store.close();
   });
 

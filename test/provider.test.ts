@@ -1,7 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { answerFor, FakeOpenAI, reply } from './helpers/fake-openai.js';
 import { OpenAIProvider } from '../src/provider/openai.js';
-import { RequestAbort } from '../src/provider/request-signal.js';
 import { ProviderError } from '../src/provider/types.js';
 import { canonicalJson } from '../src/request.js';
 import { countTokens } from 'gpt-tokenizer';
@@ -263,17 +262,6 @@ describe('OpenAIProvider: classification over HTTP', () => {
     const already = AbortSignal.abort(reason);
     await expect(provider(f).complete(request(), { signal: already })).rejects.toBe(reason);
     expect(f.received).toBe(1);
-  });
-
-  it("answers the run's own RequestAbort as it does an AbortSignal: the cut request rejects with its reason", async () => {
-    const f = await start();
-    f.script(reply.hang());
-    const signal = new RequestAbort();
-    const reason = new Error('cut by the watchdog');
-    const pending = provider(f).complete(request(), { signal });
-    await f.waitForRequests(1);
-    signal.abort(reason);
-    await expect(pending).rejects.toBe(reason);
   });
 });
 

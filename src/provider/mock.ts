@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import { countTextTokens, estimatePromptTokens, loadTokenizer, messageText } from './tokens.js';
 import { ProviderError, type CompletionResult, type Provider } from './types.js';
-import type { RequestSignal } from './request-signal.js';
 
 export interface MockProviderOptions {
   /** Mean simulated latency per request, in ms. @default 200 */
@@ -51,7 +50,7 @@ export class MockProvider implements Provider {
     loadTokenizer();
   }
 
-  async complete(requestJson: string, options: { readonly signal: RequestSignal }): Promise<CompletionResult> {
+  async complete(requestJson: string, options: { readonly signal: AbortSignal }): Promise<CompletionResult> {
     const { signal } = options;
     signal.throwIfAborted();
     const hash = createHash('sha256').update(requestJson).digest('hex');
@@ -122,7 +121,7 @@ export function mockAnswer(request: any): string {
   return `[mock] Summary of: ${head}${words.length > SUMMARY_WORDS ? ' …' : ''}`;
 }
 
-function sleep(ms: number, signal: RequestSignal): Promise<void> {
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     const onAbort = () => {
       clearTimeout(timer);

@@ -3,7 +3,6 @@ import { Pool, type Dispatcher } from 'undici';
 import { parseRateLimit, type HeaderSource } from './headers.js';
 import { normalizeBaseUrl } from './endpoint.js';
 import { countTextTokens, estimatePromptTokens } from './tokens.js';
-import type { RequestSignal } from './request-signal.js';
 import type { CompletionResult, Provider, RateLimitInfo } from './types.js';
 import type { Usage } from '../store/types.js';
 
@@ -81,7 +80,7 @@ export class OpenAIProvider implements Provider {
     this.#transport = options.transport ?? ((o, h) => this.#pool!.dispatch(o, h));
   }
 
-  complete(requestJson: string, options: { readonly signal: RequestSignal }): Promise<CompletionResult> {
+  complete(requestJson: string, options: { readonly signal: AbortSignal }): Promise<CompletionResult> {
     const { signal } = options;
     if (signal.aborted) return Promise.reject(signal.reason);
     return new Promise((resolve, reject) => {
@@ -116,7 +115,7 @@ class Exchange implements Dispatcher.DispatchHandler, HeaderSource {
 
   constructor(
     private readonly requestJson: string,
-    private readonly signal: RequestSignal,
+    private readonly signal: AbortSignal,
     private readonly apiKey: string | undefined,
     private readonly timeoutMs: number,
     private readonly resolve: (result: CompletionResult) => void,
@@ -127,13 +126,13 @@ class Exchange implements Dispatcher.DispatchHandler, HeaderSource {
   handleEvent(): void {
     if (this.#settled) return;
     this.#fail(this.signal.reason);
-    this.#controller?.abort(this.signal.reason as Error);
+    this.#controller?.abort(this.signal.reason);
     this.#forget();
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     // A request aborted while queued in the pool is dropped here, before it is written.
-    if (this.#settled) controller.abort(this.signal.reason as Error);
+    if (this.#settled) controller.abort(this.signal.reason);
     else this.#controller = controller;
   }
 

@@ -1,4 +1,3 @@
-import type { RequestSignal } from './request-signal.js';
 import type { Usage } from '../store/types.js';
 
 /** How an error bears on the work: try the job again, give the job up, or stop the whole run. */
@@ -89,10 +88,9 @@ export interface Provider {
   readonly name: string;
   /**
    * Send one request body exactly as given. Resolves with a valid completion or rejects with a
-   * ProviderError; rejects with the signal's reason when `signal` aborts (a stop, or the watchdog
-   * cutting a hung request). A real AbortSignal is a RequestSignal.
+   * ProviderError; rejects with the signal's reason when `signal` aborts (a stop, not a failure).
    */
-  complete(requestJson: string, options: { readonly signal: RequestSignal }): Promise<CompletionResult>;
+  complete(requestJson: string, options: { readonly signal: AbortSignal }): Promise<CompletionResult>;
   /** Release connections, when the provider holds any. */
   close?(): Promise<void>;
 }

@@ -1,15 +1,15 @@
+import { getEventListeners } from 'node:events';
 import { timeoutError } from '../provider/classify.js';
 import { requestedCompletionTokens } from '../provider/tokens.js';
-import { RequestAbort } from '../provider/request-signal.js';
 import type { Lane } from './lane.js';
 import { LatencyStats } from './pace/latency.js';
 
 /** One request on the wire. */
 export interface InFlightRequest {
-  /** Aborted on a hard stop, or by the watchdog when the request hung. */
-  readonly signal: RequestAbort;
+  readonly signal: AbortSignal;
   readonly lane: Lane;
   readonly startedAt: number;
+  readonly controller: AbortController;
   readonly requestJson: string;
   /** `max_tokens` of the request, read the first time the watchdog needs it. */
   maxTokens: number | null;
@@ -36,6 +36,15 @@ export interface InFlightRequest {
  */
 export class InFlightRequests {
   readonly #requests = new Set<InFlightRequest>();
+  /**
+   * Controllers of requests that ended without an abort and with no listener left on their signal:
+   * the next requests take them. Making an AbortController and the first listener on its signal
+   * cost about 7 us per request (measured in a loop: 8.5 us fresh, 1.2 us reused), several times
+   * what the run's own bookkeeping costs per job; a provider still gets a real AbortSignal, which it
+   * may hand to fetch or AbortSignal.any. One a provider still listens on is never reused: its
+   * listener would hear the next request's abort.
+   */
+  readonly #spare: AbortController[] = [];
   readonly #capMs: number;
   readonly #auto: boolean;
   readonly #now: () => number;
@@ -58,7 +67,7 @@ export class InFlightRequests {
     this.#now = options.now;
     const onAbort = (): void => {
       this.#aborted = options.abortSignal.reason;
-      for (const r of this.#requests) r.signal.abort(this.#aborted);
+      for (const r of this.#requests) r.controller.abort(this.#aborted);
     };
     if (options.abortSignal.aborted) onAbort();
     else options.abortSignal.addEventListener('abort', onAbort, { once: true });
@@ -72,11 +81,12 @@ export class InFlightRequests {
 
   /** A request leaves; `timeouts` is how often this job already timed out (each doubles its time). */
   start(lane: Lane, requestJson: string, startedAt: number, timeouts = 0): InFlightRequest {
-    const signal = new RequestAbort();
-    if (this.#aborted !== undefined) signal.abort(this.#aborted);
+    const controller = this.#spare.pop() ?? new AbortController();
+    if (this.#aborted !== undefined) controller.abort(this.#aborted);
     const patience = 2 ** Math.min(timeouts, 6);
     const r: InFlightRequest = {
-      signal,
+      signal: controller.signal,
+      controller,
       lane,
       startedAt,
       requestJson,
@@ -90,6 +100,8 @@ export class InFlightRequests {
 
   end(r: InFlightRequest): void {
     this.#requests.delete(r);
+    const signal = r.controller.signal;
+    if (!signal.aborted && getEventListeners(signal, 'abort').length === 0) this.#spare.push(r.controller);
   }
 
   #tick(sweepMs: number): void {
@@ -116,8 +128,8 @@ export class InFlightRequests {
       if (elapsed < LatencyStats.FLOOR_MS) continue;
       if (r.maxTokens === null) r.maxTokens = maxTokensOf(r.requestJson);
       const limit = r.lane.latency.timeoutMs(r.maxTokens, this.#capMs) * r.patience;
-      if (elapsed > limit && !r.signal.aborted) {
-        r.signal.abort(timeoutError(Math.round(elapsed), { auto: true, model: r.lane.model, limitMs: Math.round(limit) }));
+      if (elapsed > limit && !r.controller.signal.aborted) {
+        r.controller.abort(timeoutError(Math.round(elapsed), { auto: true, model: r.lane.model, limitMs: Math.round(limit) }));
       }
     }
   }
