@@ -166,7 +166,7 @@ interface ReadConfig {
 async function readSource(source: Source, sink: Batcher, o: ReadConfig): Promise<void> {
   switch (source.kind) {
     case 'stdin':
-      return readJsonl(untilStopped(o.stdin!, o.signal), '-', o.jsonl, sink);
+      return readJsonl(untilStopped(o.stdin!, o.signal), '-', o.jsonl, sink, true);
     case 'jsonl':
       return readJsonlFile(source.file, source.path, o.jsonl, sink);
     case 'file':
@@ -295,6 +295,7 @@ class Batcher implements EntrySink {
         this.#dropped += r.droppedJobs;
         this.#orphanedAnswers += r.orphanedAnswers;
         this.#fromAnotherFile = addFromAnotherFile(this.#fromAnotherFile, r.fromAnotherFile);
+        if (r.keptItems) this.#keptEarlier(rows, r.keptItems);
       });
       // its failure is reported when it is awaited, before the next batch or at the end
       writing.catch(() => {});
@@ -354,6 +355,28 @@ class Batcher implements EntrySink {
   #reject(r: Rejection): void {
     this.#checkIds();
     this.#report(r);
+  }
+
+  /**
+   * Lines of a stream (stdin, a pipe) whose id, their line number, names an item of an earlier
+   * enqueue that holds another document: most likely another stream piped in before, whose document
+   * is kept. Rejected, saying how to give the lines ids of their own.
+   */
+  #keptEarlier(rows: readonly EnqueueRow[], kept: readonly string[]): void {
+    const ids = new Set(kept);
+    for (const row of rows) {
+      if (!ids.has(row.itemId)) continue;
+      const at = row.source.lastIndexOf(':');
+      const path = row.source.slice(0, at);
+      this.#report({
+        path,
+        line: Number(row.source.slice(at + 1)),
+        reason:
+          `id ${JSON.stringify(row.itemId)} (its line number in ${path === '-' ? 'stdin' : 'this pipe'}) already names another document ` +
+          'from an earlier enqueue without ids, which is kept: give each line an "id" field (or name one with --id-field), ' +
+          'or save the input as a .jsonl file and enqueue that',
+      });
+    }
   }
 
   #report(r: Rejection): void {

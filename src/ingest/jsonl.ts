@@ -25,8 +25,11 @@ const CHUNK_BYTES = 1024 * 1024;
 /** A JSONL file or pipe, streamed: one document per non-blank line. Devices are refused unread. */
 export async function readJsonlFile(file: string, path: string, options: JsonlOptions, sink: EntrySink): Promise<void> {
   let why: string | null;
+  let pipe = false;
   try {
-    why = namedSourceReason(await stat(file));
+    const s = await stat(file);
+    why = namedSourceReason(s);
+    pipe = s.isFIFO();
   } catch (error) {
     why = fsReason(error);
   }
@@ -34,18 +37,20 @@ export async function readJsonlFile(file: string, path: string, options: JsonlOp
     sink.add({ path, reason: why });
     return sink.flush();
   }
-  await readJsonl(createReadStream(file, { highWaterMark: CHUNK_BYTES }), path, options, sink);
+  await readJsonl(createReadStream(file, { highWaterMark: CHUNK_BYTES }), path, options, sink, pipe);
 }
 
 /**
  * A JSONL stream (a file or stdin). Each line is a document or a rejection; blank lines are skipped.
  * A read error part way (EACCES on open, EIO) is reported once for the file, after the lines read.
+ * `unnamed`: stdin or a pipe, whose ids of lines without one are positional (Document.positional).
  */
 export async function readJsonl(
   input: AsyncIterable<Buffer | string>,
   path: string,
   options: JsonlOptions,
   sink: EntrySink,
+  unnamed = false,
 ): Promise<void> {
   let lastLine = 0;
   // What the sink throws (the store failed, or reading was asked to stop) is not a read error of this file.
@@ -65,7 +70,7 @@ export async function readJsonl(
       {
         line: (text, no) => {
           lastLine = no;
-          const entry = parseJsonLine(text, no, path, options);
+          const entry = parseJsonLine(text, no, path, options, unnamed);
           if (entry !== null) sink.add(entry);
         },
         bad: (no, reason) => {
@@ -84,7 +89,7 @@ export async function readJsonl(
 }
 
 /** One line (decoded from strict UTF-8, so it holds no lone surrogate) to a document or a rejection; null for a blank line. */
-export function parseJsonLine(text: string, line: number, path: string, o: JsonlOptions): Entry | null {
+export function parseJsonLine(text: string, line: number, path: string, o: JsonlOptions, unnamed = false): Entry | null {
   if (isBlank(text)) return null;
   let value: unknown;
   try {
@@ -109,6 +114,7 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
 
   const rawId = own(obj, o.idField);
   let id: string;
+  const positional = unnamed && (rawId === undefined || rawId === null);
   if (rawId === undefined || rawId === null) id = `${path}:${line}`;
   else if (typeof rawId === 'string' && rawId !== '') id = rawId;
   else if (typeof rawId === 'number' || typeof rawId === 'bigint' || typeof rawId === 'boolean') id = String(rawId);
@@ -118,7 +124,8 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   // a control character (JSON takes none of them raw) or a lone surrogate (the line was decoded from
   // strict UTF-8): JSON.stringify would put each in quotes unchanged (surrogate pairs stay as they are).
   const textJsonSafe = text.indexOf('\\') === -1;
-  return { id, path, line, text: body, meta: otherFields(obj, o.textField, o.idField), textJsonSafe };
+  const doc = { id, path, line, text: body, meta: otherFields(obj, o.textField, o.idField), textJsonSafe };
+  return positional ? { ...doc, positional } : doc;
 }
 
 /** An OpenAI Batch API line: `body` is the request, sent as it is; `custom_id` is the item id. */

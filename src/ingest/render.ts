@@ -52,7 +52,7 @@ export function makeRenderer(o: RequestOptions): (doc: Document) => EnqueueRow {
       const sys = system === null ? '' : (constSystem ?? `{"content":${system.renderJson(doc)},"role":"system"},`);
       request = `${head}${sys}{"content":${prompt.renderJson(doc)},"role":"user"}${tail}`;
     }
-    return {
+    const row = {
       itemId: doc.id,
       source: where(doc.path, doc.line),
       meta: doc.meta,
@@ -61,5 +61,6 @@ export function makeRenderer(o: RequestOptions): (doc: Document) => EnqueueRow {
       model,
       priority: o.priority,
     };
+    return doc.positional ? { ...row, positional: true } : row;
   };
 }

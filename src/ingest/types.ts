@@ -12,6 +12,11 @@ export interface Document {
   readonly body?: Record<string, unknown>;
   /** `text` needs no JSON escaping: `JSON.stringify(text)` is `text` in quotes (template.ts uses it as it is). */
   readonly textJsonSafe?: boolean;
+  /**
+   * The id is `file:line` of a stream (stdin, a pipe): a line number of input that has no name of
+   * its own, which says nothing of the document that had the same id in an earlier enqueue.
+   */
+  readonly positional?: boolean;
 }
 
 /** Input that did not become an item, and why. Nothing is dropped without one of these. */

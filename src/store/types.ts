@@ -41,6 +41,13 @@ export interface EnqueueRow {
   readonly model: string;
   /** Lower runs first. */
   readonly priority: number;
+  /**
+   * The id is a line number of a stream (stdin, a pipe: `-:12`), not a name: an item of this id that
+   * holds another document came from an earlier stream, not an earlier version of this line. It is
+   * kept, and this row is not enqueued (EnqueueResult.keptItems), where a named source's row would
+   * move the item to its new document.
+   */
+  readonly positional?: boolean;
 }
 
 export interface EnqueueResult {
@@ -72,6 +79,8 @@ export interface EnqueueResult {
    * Absent when there is none (a load into an empty queue moves nothing).
    */
   readonly fromAnotherFile?: FromAnotherFile | null;
+  /** Ids of `positional` rows not enqueued because their item holds another document, which is kept. Absent when none. */
+  readonly keptItems?: readonly string[];
 }
 
 /** How many moved items came from another file, and the first of them. */

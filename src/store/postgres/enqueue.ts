@@ -116,7 +116,8 @@ SELECT count(*)::int AS n FROM jobs j WHERE j.key = ANY($1::text[]) AND j.state 
  * again): only ids and keys go to the server, the few bytes that tell new, moved and unchanged
  * apart, and it answers which rows are not unchanged. Those alone then go through ENQUEUE_SQL with
  * their requests. Sending every row's request, source and meta had the server spend 80-110 ms of
- * ~170 ms per 10,000 unchanged rows parsing them, and the client as long writing them.
+ * ~170 ms per 10,000 unchanged rows parsing them, and the client as long writing them. A chunk
+ * with positional rows (EnqueueRow.positional) is always probed: those that would move are kept out.
  */
 const PROBE_SQL = `
 WITH input AS (
@@ -126,7 +127,8 @@ WITH input AS (
 before AS (
   SELECT i.id, i.job_key FROM items i WHERE i.id = ANY(ARRAY(SELECT item_id FROM input))
 )
-SELECT coalesce(array_agg(t.ord ORDER BY t.ord) FILTER (WHERE b.job_key IS DISTINCT FROM t.key), '{}') AS changed
+SELECT coalesce(array_agg(t.ord ORDER BY t.ord) FILTER (WHERE b.job_key IS DISTINCT FROM t.key), '{}') AS changed,
+  coalesce(array_agg(t.ord ORDER BY t.ord) FILTER (WHERE b.job_key <> t.key), '{}') AS moved
 FROM input t LEFT JOIN before b ON b.id = t.item_id`;
 
 /**
@@ -152,14 +154,17 @@ export class EnqueuePg {
       const total = nothingEnqueued();
       // counted once all chunks are in: an item may move back to its job later in the batch
       const movedFrom: string[] = [];
+      const keptItems: string[] = [];
       for (const chunk of chunks) {
         let send = chunk;
-        if (this.#probe) {
+        if (this.#probe || chunk.some((r) => r.positional)) {
           const ids = JSON.stringify(chunk.map((r) => wellFormed(r.itemId)));
           const keys = JSON.stringify(chunk.map((r) => r.key));
-          const changed = (await client.query<{ changed: number[] }>(PROBE_SQL, [ids, keys])).rows[0]!.changed;
-          total.unchanged += chunk.length - changed.length;
-          send = changed.map((ord) => chunk[ord - 1]!);
+          const probe = (await client.query<{ changed: number[]; moved: number[] }>(PROBE_SQL, [ids, keys])).rows[0]!;
+          total.unchanged += chunk.length - probe.changed.length;
+          const kept = new Set(probe.moved.filter((ord) => chunk[ord - 1]!.positional));
+          for (const ord of kept) keptItems.push(chunk[ord - 1]!.itemId);
+          send = probe.changed.filter((ord) => !kept.has(ord)).map((ord) => chunk[ord - 1]!);
         }
         const c = send.length ? await write(client, send, now) : null;
         if (c) {
@@ -178,6 +183,7 @@ export class EnqueuePg {
         }
       }
       if (movedFrom.length) total.orphanedAnswers = (await client.query<{ n: number }>(ORPHANED_ANSWERS_SQL, [movedFrom])).rows[0]!.n;
+      if (keptItems.length) total.keptItems = keptItems;
       return total;
     });
     this.#probe = total.unchanged * 2 >= rows.length;

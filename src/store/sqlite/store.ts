@@ -275,6 +275,7 @@ export class SqliteStore implements Store {
         let firstElsewhere: FromAnotherFile['first'] | null = null;
         // counted at the end: an item may move back to its job later in the batch
         const movedFrom = new Set<string>();
+        const kept: string[] = [];
         const s = this.#s;
         for (const r of rows) {
           const [current, was] = (s.itemJob.get(r.itemId) as [string, string] | undefined) ?? [];
@@ -282,6 +283,10 @@ export class SqliteStore implements Store {
           // which is a read at a random place of the largest index (re-enqueue of an unchanged file).
           if (current === r.key) {
             unchanged++;
+            continue;
+          }
+          if (current !== undefined && r.positional) {
+            kept.push(r.itemId);
             continue;
           }
           const job = s.insertJob().run(r.key, REQUEST_KEPT_APART, r.model, r.priority, now, now);
@@ -309,7 +314,11 @@ export class SqliteStore implements Store {
         }
         const orphanedAnswers = [...movedFrom].filter((key) => s.orphanedAnswer.get(key) !== undefined).length;
         const counts = { newJobs, newItems, movedItems, unchanged, droppedJobs, orphanedAnswers };
-        return firstElsewhere ? { ...counts, fromAnotherFile: { count: elsewhere, first: firstElsewhere } } : counts;
+        return {
+          ...counts,
+          ...(firstElsewhere ? { fromAnotherFile: { count: elsewhere, first: firstElsewhere } } : {}),
+          ...(kept.length ? { keptItems: kept } : {}),
+        };
       })
       .immediate();
 
