@@ -80,3 +80,17 @@ describe.each(STORE_KINDS)('store: a positional row never takes an item holding 
     expect(await itemJob(store, '-:1')).toBe(named.key);
   });
 });
+
+describe('plain text piped to enqueue -', () => {
+  it('is rejected line by line with what stdin is read as, and how to enqueue a text file', async () => {
+    const store = tempStore();
+    const s = await enqueue(store, {
+      sources: ['-'],
+      stdin: Readable.from(['Meeting notes\n{"text": "a real line"}\n{broken\n']),
+      request: request(),
+    });
+    expect(s).toMatchObject({ newItems: 1, rejected: 2 });
+    expect(s.rejections[0]!.reason).toMatch(/^malformed JSON \(.*\); stdin is read as JSON Lines, .*name it \(llmq enqueue notes\.txt\)$/);
+    expect(s.rejections[1]!.reason).not.toContain('stdin is read as'); // a broken object is a broken line, not text
+  });
+});

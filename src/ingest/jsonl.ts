@@ -88,6 +88,9 @@ export async function readJsonl(
   }
 }
 
+export const STDIN_IS_JSONL =
+  'stdin is read as JSON Lines, one {"text": ...} object per line: to enqueue a text file, name it (llmq enqueue notes.txt)';
+
 /** One line (decoded from strict UTF-8, so it holds no lone surrogate) to a document or a rejection; null for a blank line. */
 export function parseJsonLine(text: string, line: number, path: string, o: JsonlOptions, unnamed = false): Entry | null {
   if (isBlank(text)) return null;
@@ -95,7 +98,9 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   try {
     value = JSON.parse(text);
   } catch (error) {
-    return { path, line, reason: `malformed JSON (${(error as Error).message})` };
+    // plain text piped in (`cat notes.txt | llmq enqueue -`): say what stdin is read as
+    const hint = path === '-' && !/^\s*[{[]/.test(text) ? `; ${STDIN_IS_JSONL}` : '';
+    return { path, line, reason: `malformed JSON (${(error as Error).message})${hint}` };
   }
   // Before anything recursive (key sorting, JSON.stringify of meta) sees the value.
   if (nestsDeeperThan(value)) return { path, line, reason: reasonTooDeep() };
