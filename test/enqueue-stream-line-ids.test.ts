@@ -28,7 +28,9 @@ describe('ids of stream lines are positions, not names', () => {
       ['-', 1],
       ['-', 3],
     ]);
-    expect(second.rejections[0]!.reason).toMatch(/^id "-:1" \(its line number in stdin\) already names another document .*"id" field/);
+    expect(second.rejections[0]!.reason).toMatch(
+      /^id "-:1" \(its line number in stdin\) already names an item with another request, .*"id" field/,
+    );
     expect(items(store).slice(0, 3)).toEqual(before); // alpha, beta and gamma as they were
     expect(items(store).map((i) => i.id)).toEqual(['-:1', '-:2', '-:3', '-:4']);
 
@@ -39,6 +41,16 @@ describe('ids of stream lines are positions, not names', () => {
     });
     const named = Readable.from([JSON.stringify({ id: '-:1', text: 'alpha, edited' })]);
     expect(await enqueue(store, { sources: ['-'], stdin: named, request: request() })).toMatchObject({ updated: 1, rejected: 0 });
+  });
+
+  it('keeps the earlier request when the same stream comes with another prompt: a line number cannot tell', async () => {
+    const store = tempStore();
+    await enqueue(store, { sources: ['-'], stdin: lines('alpha'), request: request() });
+    const before = items(store);
+    const s = await enqueue(store, { sources: ['-'], stdin: lines('alpha'), request: request('Translate: {{text}}'), idField: 'uid' });
+    expect(s).toMatchObject({ updated: 0, rejected: 1 });
+    expect(s.rejections[0]!.reason).toMatch(/or this one with another prompt, model or option\. Give each line an "uid" field/);
+    expect(items(store)).toEqual(before);
   });
 
   it('does the same for a pipe named as a source (<(zcat docs.jsonl.gz) is /dev/fd/63)', { timeout: 10_000 }, async () => {
@@ -82,15 +94,14 @@ describe.each(STORE_KINDS)('store: a positional row never takes an item holding 
 });
 
 describe('plain text piped to enqueue -', () => {
-  it('is rejected line by line with what stdin is read as, and how to enqueue a text file', async () => {
+  it('is rejected line by line, the first time saying what a stream is read as and how to enqueue a text file', async () => {
     const store = tempStore();
-    const s = await enqueue(store, {
-      sources: ['-'],
-      stdin: Readable.from(['Meeting notes\n{"text": "a real line"}\n{broken\n']),
-      request: request(),
-    });
-    expect(s).toMatchObject({ newItems: 1, rejected: 2 });
-    expect(s.rejections[0]!.reason).toMatch(/^malformed JSON \(.*\); stdin is read as JSON Lines, .*name it \(llmq enqueue notes\.txt\)$/);
-    expect(s.rejections[1]!.reason).not.toContain('stdin is read as'); // a broken object is a broken line, not text
+    const text = Readable.from(['Meeting notes\n{"text": "a real line"}\n{broken\nmore notes\n']);
+    const s = await enqueue(store, { sources: ['-'], stdin: text, request: request() });
+    expect(s).toMatchObject({ newItems: 1, rejected: 3 });
+    const [first, broken, more] = s.rejections.map((r) => r.reason);
+    expect(first).toMatch(/^malformed JSON \(.*\); a stream is read as JSON Lines, .*name it \(llmq enqueue notes\.txt\)$/);
+    expect(broken).not.toContain('read as'); // a broken object is a broken line, not text
+    expect(more).not.toContain('read as'); // said once
   });
 });

@@ -202,6 +202,8 @@ class Batcher implements EntrySink {
   readonly #maxRows: number;
   readonly #maxBytes: number;
   readonly #seen: SeenIds;
+  /** The JSONL field of item ids (--id-field), for the advice of #keptEarlier. */
+  readonly #idField: string;
   #rows: EnqueueRow[] = [];
   /** Rendered rows whose ids are not checked yet, with where each came from; in input order. */
   #unchecked: { row: EnqueueRow; path: string; line: number | undefined }[] = [];
@@ -233,6 +235,7 @@ class Batcher implements EntrySink {
     this.#now = now;
     this.#maxRows = o.batchRows ?? 5_000;
     this.#maxBytes = o.batchBytes ?? 16 * 1024 * 1024;
+    this.#idField = o.idField ?? 'id';
   }
 
   add(entry: Entry): void {
@@ -359,22 +362,23 @@ class Batcher implements EntrySink {
 
   /**
    * Lines of a stream (stdin, a pipe) whose id, their line number, names an item of an earlier
-   * enqueue that holds another document: most likely another stream piped in before, whose document
-   * is kept. Rejected, saying how to give the lines ids of their own.
+   * enqueue that holds another request: most likely another stream piped in before, whose document
+   * is kept; or the same stream with another prompt, model or option, which a line number cannot
+   * tell apart from it. Rejected, saying how to give the lines ids of their own.
    */
   #keptEarlier(rows: readonly EnqueueRow[], kept: readonly string[]): void {
     const ids = new Set(kept);
     for (const row of rows) {
-      if (!ids.has(row.itemId)) continue;
+      if (!row.positional || !ids.has(row.itemId)) continue;
       const at = row.source.lastIndexOf(':');
       const path = row.source.slice(0, at);
       this.#report({
         path,
         line: Number(row.source.slice(at + 1)),
         reason:
-          `id ${JSON.stringify(row.itemId)} (its line number in ${path === '-' ? 'stdin' : 'this pipe'}) already names another document ` +
-          'from an earlier enqueue without ids, which is kept: give each line an "id" field (or name one with --id-field), ' +
-          'or save the input as a .jsonl file and enqueue that',
+          `id ${JSON.stringify(row.itemId)} (its line number in ${path === '-' ? 'stdin' : 'this pipe'}) already names an item with ` +
+          'another request, which is kept: a document from an earlier enqueue without ids, or this one with another prompt, ' +
+          `model or option. Give each line an ${JSON.stringify(this.#idField)} field to replace or keep documents by id`,
       });
     }
   }

@@ -53,6 +53,7 @@ export async function readJsonl(
   unnamed = false,
 ): Promise<void> {
   let lastLine = 0;
+  let hinted = !unnamed;
   // What the sink throws (the store failed, or reading was asked to stop) is not a read error of this file.
   let sinkFailed = false;
   const flush = async (): Promise<void> => {
@@ -70,7 +71,11 @@ export async function readJsonl(
       {
         line: (text, no) => {
           lastLine = no;
-          const entry = parseJsonLine(text, no, path, options, unnamed);
+          let entry = parseJsonLine(text, no, path, options, unnamed);
+          if (!hinted && entry !== null && 'reason' in entry && entry.reason.startsWith('malformed JSON') && !/^\s*[{[]/.test(text)) {
+            entry = { ...entry, reason: `${entry.reason}; ${STREAM_IS_JSONL}` };
+            hinted = true;
+          }
           if (entry !== null) sink.add(entry);
         },
         bad: (no, reason) => {
@@ -88,8 +93,13 @@ export async function readJsonl(
   }
 }
 
-export const STDIN_IS_JSONL =
-  'stdin is read as JSON Lines, one {"text": ...} object per line: to enqueue a text file, name it (llmq enqueue notes.txt)';
+/**
+ * Said once per stream, with the first line of it that is not JSON and does not look like broken
+ * JSON either: plain text piped in (`cat notes.txt | llmq enqueue -`), which only a file name
+ * makes one document.
+ */
+const STREAM_IS_JSONL =
+  'a stream is read as JSON Lines, one {"text": ...} object per line: to enqueue a text file, name it (llmq enqueue notes.txt)';
 
 /** One line (decoded from strict UTF-8, so it holds no lone surrogate) to a document or a rejection; null for a blank line. */
 export function parseJsonLine(text: string, line: number, path: string, o: JsonlOptions, unnamed = false): Entry | null {
@@ -98,9 +108,7 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   try {
     value = JSON.parse(text);
   } catch (error) {
-    // plain text piped in (`cat notes.txt | llmq enqueue -`): say what stdin is read as
-    const hint = path === '-' && !/^\s*[{[]/.test(text) ? `; ${STDIN_IS_JSONL}` : '';
-    return { path, line, reason: `malformed JSON (${(error as Error).message})${hint}` };
+    return { path, line, reason: `malformed JSON (${(error as Error).message})` };
   }
   // Before anything recursive (key sorting, JSON.stringify of meta) sees the value.
   if (nestsDeeperThan(value)) return { path, line, reason: reasonTooDeep() };
