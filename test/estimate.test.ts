@@ -185,6 +185,11 @@ describe('estimate', () => {
     const dry = await runCli(['run', '--dry-run', '--db', db, '--base-url', fake.url, '--price', '1000,2000', '--json', '--limit', '5']);
     expect(dry.code).toBe(0);
     expect(JSON.parse(dry.stdout)).toMatchObject({ jobs: 5 });
+    const dryText = await runCli(['run', '--dry-run', '--db', db, '--base-url', fake.url, '--price', '1000,2000', '--limit', '5']);
+    expect(dryText.stdout).toMatch(/^dry run .*q\.db: 5 jobs a run would send; nothing was sent\n/);
+    expect(dryText.stdout.slice(dryText.stdout.indexOf('\n'))).toBe(
+      (await runCli(['estimate', '--db', db, '--base-url', fake.url, '--price', '1000,2000', '--limit', '5'])).stdout.replace(/^.*/, ''),
+    );
     expect(fake.received).toBe(0);
     const after = new SqliteStore(db);
     expect(await all(after.copier.dumpRuns())).toHaveLength(1); // only the seeded run: no run was started

@@ -1,10 +1,19 @@
 import { compact, count, duration, int, NO_PAINT, oneLine, usd, wrap, type Paint } from './format.js';
 import { budgetVerdict, type Budget, type CostRange, type Estimate, type ModelEstimate } from './estimate.js';
 
-/** The human `llmq estimate` (and `llmq run --dry-run`): per model, then the total, within 80 columns. */
-export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint; budget?: Budget }): string {
+/**
+ * The human `llmq estimate` (and `llmq run --dry-run`, `dryRun`, which says so: a dry run that
+ * looked like any other output left people unsure whether anything went out): per model, then the
+ * total, within 80 columns.
+ */
+export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint; budget?: Budget; dryRun?: boolean }): string {
   const p = o.paint ?? NO_PAINT;
-  const lines = [`${p.bold('estimate')} ${p.dim(o.db)}: ${int(e.jobs)} ${e.jobs === 1 ? 'job' : 'jobs'} to send`];
+  const jobs = `${int(e.jobs)} ${e.jobs === 1 ? 'job' : 'jobs'}`;
+  const lines = [
+    o.dryRun
+      ? `${p.bold('dry run')} ${p.dim(o.db)}: ${jobs} a run would send; nothing was sent`
+      : `${p.bold('estimate')} ${p.dim(o.db)}: ${jobs} to send`,
+  ];
   if (e.exhausted) lines.push(p.dim(`  ${int(e.exhausted)} more used all their attempts: a run fails them unsent`));
   if (e.jobs === 0) return lines.join('\n') + '\n';
   // values wrap under themselves rather than lose their end: within 80 columns, whatever the terminal

@@ -60,7 +60,7 @@ Examples:
     .action(estimateCommand);
 }
 
-export async function estimateCommand(flags: EstimateFlags): Promise<void> {
+export async function estimateCommand(flags: EstimateFlags, o: { dryRun?: boolean } = {}): Promise<void> {
   const [
     { resolveDbLocation, redactLocation },
     { openExistingStore },
@@ -96,7 +96,7 @@ export async function estimateCommand(flags: EstimateFlags): Promise<void> {
     process.stdout.write(
       flags.json
         ? JSON.stringify(budget ? { ...estimate, budget: budgetVerdict(estimate, budget) } : estimate) + '\n'
-        : renderEstimate(estimate, { db: redactLocation(location), paint: colorsFor(process.stdout), budget }),
+        : renderEstimate(estimate, { db: redactLocation(location), paint: colorsFor(process.stdout), budget, dryRun: o.dryRun }),
     );
   } finally {
     await store.close();

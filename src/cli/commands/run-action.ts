@@ -16,7 +16,7 @@ import type { RunFlags } from './run.js';
 export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
   if (flags.dryRun) {
     const { estimateCommand } = await import('./estimate.js');
-    return estimateCommand(flags);
+    return estimateCommand(flags, { dryRun: true });
   }
   if (flags.via !== 'online') {
     if (flags.via === 'auto' && flags.deadline === undefined) throw new UsageError('--via auto needs --deadline, e.g. --deadline 6h.');
