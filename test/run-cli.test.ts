@@ -98,6 +98,22 @@ describe('llmq run (child processes)', () => {
     expect(rows.filter((x) => x.state === 'pending').every((x) => x.attempts === 0)).toBe(true);
   });
 
+  it('a second SIGINT aborts the requests in flight at once and says so; their jobs go back to pending', async () => {
+    const { fake, db } = await setup(50, 60_000); // answers that would take a minute
+    const child = spawnCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '4', '--grace', '60', '--progress', 'plain']);
+    const done = collect(child);
+    await fake.waitForRequests(1);
+    child.kill('SIGINT');
+    await waitForLine(child, 'stderr', /stopping: letting requests in flight finish/);
+    const abortedAt = Date.now();
+    child.kill('SIGINT');
+    const r = await done;
+    expect(Date.now() - abortedAt).toBeLessThan(5_000); // not the minute of the answers, nor the grace
+    expect(r.code).toBe(130);
+    expect(r.stderr).toContain('stopping: aborting the requests in flight; their jobs go back to pending');
+    expect((await states(db)).every((x) => x.state === 'pending')).toBe(true);
+  });
+
   it('a provider that goes down for 10 s mid-run fails no job', async () => {
     const { fake, db, keys } = await setup(120, 20);
     const child = spawnCli([

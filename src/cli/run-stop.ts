@@ -27,16 +27,21 @@ export function watchRunStop(graceMs: number, emit: SchedulerListener): RunStop 
   let graceTimer: NodeJS.Timeout | undefined;
   let signals = 0;
 
+  const abortNow = (why: string): void => {
+    if (abort.signal.aborted) return;
+    abort.abort();
+    emit('stopping', { graceMs, signal: why, aborting: true });
+  };
   const stopGently = (why: string): void => {
     if (stop.signal.aborted) return;
     stop.abort();
     emit('stopping', { graceMs, signal: why });
-    graceTimer = setTimeout(() => abort.abort(), graceMs);
+    graceTimer = setTimeout(() => abortNow(why), graceMs);
   };
   const onSignal = (signal: NodeJS.Signals): void => {
     signals++;
     if (signals === 1) stopGently(signal);
-    else abort.abort();
+    else abortNow(signal);
   };
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
   const release = onReaderGone(() => stopGently('SIGPIPE'));

@@ -82,7 +82,8 @@ export interface SchedulerEventMap {
   'job:failed': { key: string; attempt: number; status: number | null; error: string };
   paused: { reason: 'rate_limit' | 'outage'; untilMs: number; detail: string };
   resumed: { reason: 'rate_limit' | 'outage' };
-  stopping: { graceMs: number; signal: string };
+  /** Once when a stop begins; again with `aborting` when the requests in flight are aborted (a second signal, or the grace period ran out). */
+  stopping: { graceMs: number; signal: string; aborting?: boolean };
   /** Something the user should know once (concurrency lowered, a limit learned). */
   warning: { message: string };
   progress: ProgressSnapshot;

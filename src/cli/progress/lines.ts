@@ -66,6 +66,7 @@ export function detailText(s: ProgressState, paint: Paint): string {
 
 /** The note shown while dispatch is paused, or null. */
 export function pauseText(s: ProgressState, now: number, width = 68): string | null {
+  if (s.stopping?.aborting) return 'stopping: aborting the requests in flight; their jobs go back to pending (a try may be billed)';
   if (s.stopping)
     return `stopping: letting requests in flight finish (${duration(s.stopping.graceMs / 1000)}); a second Ctrl-C (or signal) aborts`;
   const pause = s.paused;
