@@ -48,4 +48,29 @@ describe('sqlite: an answer writes its job row once', () => {
     expect(db.prepare('SELECT count(*) FROM attempts WHERE job_seq = (SELECT seq FROM jobs WHERE key = ?)').pluck().get(a.key)).toBe(2);
     await store.close();
   });
+
+  it('finds an answered job by the seq its claim gave, and never answers another job that took that seq', async () => {
+    const store = new SqliteStore(`${tempDir()}/q.db`);
+    const a = docRow('a', 'first');
+    await store.enqueue([a], T0);
+    await store.startRun({ id: RUN, host: 'h', pid: 1, startedAt: T0, options: {} });
+    await store.claim({ owner: RUN, limit: 1, now: T0, leaseUntil: T0 + 60_000, maxAttempts: 5 });
+    const db = store.db;
+    const seqOf = (key: string) => db.prepare('SELECT seq FROM jobs WHERE key = ?').pluck().get(key);
+    const claimedSeq = seqOf(a.key);
+    // while a was out, it was dropped and b took its seq (SQLite reuses the highest rowid), then a came back
+    db.prepare('DELETE FROM items WHERE job_key = ?').run(a.key);
+    db.prepare('DELETE FROM jobs WHERE key = ?').run(a.key);
+    const b = docRow('b', 'second');
+    await store.enqueue([b], T0 + 1);
+    await store.enqueue([docRow('a', 'first')], T0 + 2);
+    expect(seqOf(b.key)).toBe(claimedSeq);
+    const usage = { promptTokens: 3, completionTokens: 1 };
+    const attempt = { ...tryOf(a.key, 1, 50, 'done', { runId: RUN, startedAt: T0 }), usage };
+    expect(await store.complete(a.key, { owner: RUN, output: 'for a', response: '{}', usage, attempt })).toBe(true);
+    const row = (key: string) => db.prepare('SELECT state, output FROM jobs WHERE key = ?').get(key);
+    expect(row(a.key)).toEqual({ state: 'done', output: 'for a' });
+    expect(row(b.key)).toEqual({ state: 'pending', output: null });
+    await store.close();
+  });
 });

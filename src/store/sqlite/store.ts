@@ -61,6 +61,10 @@ const CLAIM_SET = `UPDATE jobs SET
   updated_at = @now`;
 const CLAIM_RETURNING = `RETURNING seq, key, ${requestOf('jobs')} AS request, model, priority, attempts, state`;
 
+/** An answer's change to its job (complete); the values in order: output, response, tokens in and out, cost, latency, finished and updated at. */
+const ANSWER_SET = `state = 'done', output = ?, response = ?, prompt_tokens = ?, completion_tokens = ?, cost_usd = ?,
+  latency_ms = ?, error = NULL, lease_owner = NULL, lease_expires_at = NULL, finished_at = ?, updated_at = ?`;
+
 /**
  * The embedded store: one SQLite file. better-sqlite3 is synchronous, so every method here runs
  * its transaction to the end before returning; none is ever held across an `await`.
@@ -128,11 +132,9 @@ export class SqliteStore implements Store {
         .pluck(),
       // the answer's latency here, in the row this writes anyway: the attempt's insert after it then finds it
       // kept and leaves the row alone (attempts_latency, migration 11)
-      complete: db
-        .prepare(`UPDATE jobs SET state = 'done', output = ?, response = ?, prompt_tokens = ?, completion_tokens = ?,
-          cost_usd = ?, latency_ms = ?, error = NULL, lease_owner = NULL, lease_expires_at = NULL, finished_at = ?, updated_at = ?
-        WHERE key = ? AND state <> 'done' RETURNING seq`)
-        .pluck(),
+      complete: db.prepare(`UPDATE jobs SET ${ANSWER_SET} WHERE key = ? AND state <> 'done' RETURNING seq`).pluck(),
+      // the job by its rowid, checked against the key: a seq could be reused once its job is dropped
+      completeSeq: db.prepare(`UPDATE jobs SET ${ANSWER_SET} WHERE seq = ? AND key = ? AND state <> 'done' RETURNING seq`).pluck(),
       insertAttempt: db.prepare(INSERT_ATTEMPT_SQL),
       insertAttemptOfSeq: db.prepare(INSERT_ATTEMPT_OF_SEQ_SQL),
       noteError: db.prepare(`UPDATE jobs SET error = ?, attempts = attempts - ?, updated_at = ?
@@ -388,6 +390,7 @@ export class SqliteStore implements Store {
             ? this.#s.claimSeqs.all({ ...p, seqs: JSON.stringify(this.#pickAround(o.skipModels, o.now, o.limit)) })
             : this.#s.claim.all(p)
         ) as RawClaimed[];
+        for (const r of rows) if (r.state === 'running') this.#claimedSeqs.set(r.key, r.seq);
         return splitClaimed(rows);
       })
       .immediate();
@@ -449,6 +452,14 @@ export class SqliteStore implements Store {
     return this.#completions.add({ key, c });
   }
 
+  /**
+   * The seq of each job this store's claims handed out and that is not answered or failed yet. An
+   * answer finds its job by it: by the key, each answer was a read at a random place of the largest
+   * index (every page of it, at a million jobs, is seldom in the cache), where seqs of a claim are
+   * next to each other. Jobs claimed elsewhere (another process, the batch lane) are found by key.
+   */
+  readonly #claimedSeqs = new Map<string, number>();
+
   readonly #completions = new GroupCommit<{ key: string; c: Completion }, boolean>((batch) =>
     this.db
       .transaction(() => {
@@ -456,7 +467,7 @@ export class SqliteStore implements Store {
         const changed = batch.map(({ key, c }) => {
           const a = c.attempt;
           const latencyMs = latencyOf(a);
-          const seq = s.complete.get(
+          const answer = [
             c.output,
             c.response,
             c.usage.promptTokens,
@@ -465,8 +476,12 @@ export class SqliteStore implements Store {
             latencyMs,
             a.endedAt,
             a.endedAt,
-            key,
-          ) as number | undefined;
+          ];
+          const claimed = this.#claimedSeqs.get(key);
+          this.#claimedSeqs.delete(key);
+          // by key as well when not found by seq: answered already (then neither finds it), or dropped and enqueued again
+          const seq = ((claimed === undefined ? undefined : s.completeSeq.get(...answer, claimed, key)) ??
+            s.complete.get(...answer, key)) as number | undefined;
           // the job's seq from its UPDATE, else (answered already, or gone) looked up by the key
           if (seq === undefined) s.insertAttempt.run(...insertAttemptValues(a, latencyMs));
           else s.insertAttemptOfSeq.run(...attemptValues(a, latencyMs, Number), seq);
@@ -489,6 +504,7 @@ export class SqliteStore implements Store {
   }
 
   async fail(key: string, owner: string, error: string, attempt: AttemptRecord | null, now: number): Promise<void> {
+    this.#claimedSeqs.delete(key);
     this.db
       .transaction(() => {
         if (attempt) this.#insertAttempt(attempt);
