@@ -9,6 +9,7 @@ import type { EnqueueResult, EnqueueRow } from '../src/store/types.js';
 import { runCli } from './helpers/cli.js';
 import { PG_URL, STORE_KINDS, freshPgUrl, row, skipUnavailable } from './helpers/stores.js';
 import { tempDir } from './helpers/tmp.js';
+import { waitFor } from './helpers/wait.js';
 
 // A fresh PostgreSQL queue is loaded in bulk between beginLoad and endLoad (src/store/postgres/bulk-load.ts):
 // what it stores must be what the batch-by-batch path stores, and a load killed half way must leave nothing to repair.
@@ -144,6 +145,33 @@ describe('postgres bulk load of a fresh queue', () => {
     expect(await sql(url, 'SELECT count(*)::int AS n FROM items')).toEqual([{ n: 3000 }]);
     expect(await store.endLoad()).toEqual({ repeatedJobs: 0 });
     expect(r.unchanged).toBe(10);
+    await store.close();
+  });
+
+  it('never locks a queue that has jobs: a load beside an enqueue that read items and then writes jobs does not deadlock', async () => {
+    const url = freshPgUrl();
+    const store = await PostgresStore.open(url);
+    const [first, second] = batches();
+    await store.enqueue(first!.slice(0, 10), 1);
+    // another enqueue part way: it has read items (its probe) and will write jobs next
+    const other = new pg.Client({ connectionString: PG_URL });
+    await other.connect();
+    await other.query(`SET search_path = "${new URL(url).searchParams.get('schema')}"`);
+    await other.query('BEGIN');
+    await other.query('SELECT count(*) FROM items');
+    store.beginLoad();
+    let loaded = false;
+    const loading = store.enqueue(second!, 2).finally(() => (loaded = true));
+    // the load is either done, or waiting on a lock (which, taken on jobs, would deadlock the write below)
+    await waitFor(async () => loaded || (await other.query(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted`)).rows[0].n > 0, {
+      what: 'the load to finish or wait on a lock',
+    });
+    await other.query('UPDATE jobs SET priority = priority WHERE seq = (SELECT min(seq) FROM jobs)');
+    await other.query('COMMIT');
+    await other.end();
+    expect(await loading).toMatchObject({ newItems: 1500 });
+    await store.endLoad();
+    expect(await sql(url, 'SELECT count(*)::int AS n FROM items')).toEqual([{ n: 1510 }]);
     await store.close();
   });
 

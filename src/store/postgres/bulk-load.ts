@@ -67,6 +67,10 @@ WITH repeated AS (
 
 const UNIQUE_VIOLATION = '23505';
 
+/** Whether the queue has anything (or a run working it): only an empty, idle queue is loaded in bulk. */
+const BUSY_SQL = `SELECT EXISTS (SELECT 1 FROM jobs) OR EXISTS (SELECT 1 FROM items)
+  OR EXISTS (SELECT 1 FROM runs WHERE ended_at IS NULL) AS busy`;
+
 /** A bulk load in progress: its connection holds the transaction from the index drops to the commit. */
 export class PgBulkLoad {
   readonly #client: pg.PoolClient;
@@ -81,14 +85,15 @@ export class PgBulkLoad {
    * the key index, `items_job` and the foreign key between them. Null (nothing changed) otherwise.
    */
   static async begin(pool: pg.Pool): Promise<PgBulkLoad | null> {
+    // Asked first without the lock: a queue with jobs (where other enqueues and runs may be at work)
+    // is never locked. Taking the lock there to find out deadlocked with a concurrent enqueue that
+    // had read items and then wrote jobs, which this lock had taken in between.
+    if ((await pool.query<{ busy: boolean }>(BUSY_SQL)).rows[0]!.busy) return null;
     const client = await pool.connect();
     try {
       await client.query('BEGIN');
       await client.query('LOCK TABLE jobs, items IN ACCESS EXCLUSIVE MODE');
-      const busy = (
-        await client.query<{ busy: boolean }>(`SELECT EXISTS (SELECT 1 FROM jobs) OR EXISTS (SELECT 1 FROM items)
-          OR EXISTS (SELECT 1 FROM runs WHERE ended_at IS NULL) AS busy`)
-      ).rows[0]!.busy;
+      const busy = (await client.query<{ busy: boolean }>(BUSY_SQL)).rows[0]!.busy;
       if (busy) {
         await client.query('ROLLBACK');
         client.release();
