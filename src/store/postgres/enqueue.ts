@@ -95,6 +95,15 @@ interface Counts {
   first_elsewhere: [string, string, string] | null;
 }
 
+/**
+ * Enqueues into one queue take turns, a batch's transaction at a time (runs are not held up). Each
+ * tells new, moved and unchanged items apart by what it reads before it writes, and under READ
+ * COMMITTED another enqueue's rows committed in between are not in that read: two enqueues of the
+ * same ids at once left the jobs of one without items, to be sent and paid for with no item to
+ * show them, and a stream's line could take an earlier stream's item (EnqueueRow.positional).
+ */
+const ONE_ENQUEUE_AT_A_TIME_SQL = `SELECT pg_advisory_xact_lock(hashtext('llmq enqueue ' || current_schema()))`;
+
 /** Jobs that lost their last item to a move and were never answered: never to be sent. */
 const DROP_STALE_SQL = `
 WITH dropped AS (
@@ -150,6 +159,7 @@ export class EnqueuePg {
     // the batch starts a new chunk: later rows then see earlier ones, exactly like row-by-row.
     const chunks = splitOnRepeatedIds(rows);
     const total = await inTransaction(this.#pool, async (client) => {
+      await client.query(ONE_ENQUEUE_AT_A_TIME_SQL);
       // counted afresh by each try: a transaction retried after a deadlock counts its rows once
       const total = nothingEnqueued();
       // counted once all chunks are in: an item may move back to its job later in the batch
