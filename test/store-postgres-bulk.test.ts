@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { ONE_ENQUEUE_AT_A_TIME_SQL } from '../src/store/postgres/enqueue.js';
 import { PostgresStore } from '../src/store/postgres/store.js';
 import type { EnqueueResult, EnqueueRow } from '../src/store/types.js';
 import { runCli } from './helpers/cli.js';
@@ -172,6 +173,32 @@ describe('postgres bulk load of a fresh queue', () => {
     expect(await loading).toMatchObject({ newItems: 1500 });
     await store.endLoad();
     expect(await sql(url, 'SELECT count(*)::int AS n FROM items')).toEqual([{ n: 1510 }]);
+    await store.close();
+  });
+
+  it('waits its turn behind an enqueue whose first batch is not committed yet, instead of deadlocking with it', async () => {
+    const url = freshPgUrl();
+    const store = await PostgresStore.open(url);
+    const [, second] = batches();
+    // another enqueue's first batch into the empty queue: it holds the turn, has read items, writes jobs next
+    const other = new pg.Client({ connectionString: PG_URL });
+    await other.connect();
+    await other.query(`SET search_path = "${new URL(url).searchParams.get('schema')}"`);
+    await other.query('BEGIN');
+    await other.query(ONE_ENQUEUE_AT_A_TIME_SQL);
+    await other.query('SELECT count(*) FROM items');
+    store.beginLoad();
+    let loaded = false;
+    const loading = store.enqueue(second!, 2).finally(() => (loaded = true));
+    await waitFor(async () => loaded || (await other.query(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted`)).rows[0].n > 0, {
+      what: 'the load to finish or wait on a lock',
+    });
+    await other.query(`UPDATE jobs SET priority = 0 WHERE false`); // its write to jobs
+    await other.query('COMMIT');
+    await other.end();
+    expect(await loading).toMatchObject({ newItems: 1500 });
+    await store.endLoad();
+    expect(await sql(url, 'SELECT count(*)::int AS n FROM items')).toEqual([{ n: 1500 }]);
     await store.close();
   });
 

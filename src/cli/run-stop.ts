@@ -36,7 +36,7 @@ export function watchRunStop(graceMs: number, emit: SchedulerListener): RunStop 
     if (stop.signal.aborted) return;
     stop.abort();
     emit('stopping', { graceMs, signal: why });
-    graceTimer = setTimeout(() => abortNow(why), graceMs);
+    graceTimer = setTimeout(() => abortNow('grace'), graceMs);
   };
   const onSignal = (signal: NodeJS.Signals): void => {
     signals++;

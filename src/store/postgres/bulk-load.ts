@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { ONE_ENQUEUE_AT_A_TIME_SQL } from './enqueue.js';
 import type { EnqueueResult, EnqueueRow } from '../types.js';
 import { copyField, copyIn } from './copy-in.js';
 
@@ -92,6 +93,9 @@ export class PgBulkLoad {
     const client = await pool.connect();
     try {
       await client.query('BEGIN');
+      // in turn with the other enqueues first: one that had read items and was about to write jobs
+      // (a batch not committed yet, unseen by the question above) would deadlock with this lock
+      await client.query(ONE_ENQUEUE_AT_A_TIME_SQL);
       await client.query('LOCK TABLE jobs, items IN ACCESS EXCLUSIVE MODE');
       const busy = (await client.query<{ busy: boolean }>(BUSY_SQL)).rows[0]!.busy;
       if (busy) {

@@ -102,7 +102,7 @@ interface Counts {
  * same ids at once left the jobs of one without items, to be sent and paid for with no item to
  * show them, and a stream's line could take an earlier stream's item (EnqueueRow.positional).
  */
-const ONE_ENQUEUE_AT_A_TIME_SQL = `SELECT pg_advisory_xact_lock(hashtext('llmq enqueue ' || current_schema()))`;
+export const ONE_ENQUEUE_AT_A_TIME_SQL = `SELECT pg_advisory_xact_lock(hashtext('llmq enqueue ' || current_schema()))`;
 
 /** Jobs that lost their last item to a move and were never answered: never to be sent. */
 const DROP_STALE_SQL = `

@@ -520,6 +520,7 @@ export class SqliteStore implements Store {
         const back = keys
           ? keys.flatMap((key) => this.#s.releaseOne.all(o.refund ? 1 : 0, o.now, owner, key) as string[])
           : (this.#s.release.all(o.refund ? 1 : 0, o.now, owner) as string[]);
+        for (const key of back) this.#claimedSeqs.delete(key);
         this.#s.dropOrphans(back);
         return back.length;
       })
