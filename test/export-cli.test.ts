@@ -184,6 +184,7 @@ describe('llmq export', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(/wrote 10 items to .*results\.jsonl/);
+    expect(r.stderr).not.toMatch(/, as /); // the name says what it holds
     expect(readFileSync(out, 'utf8').trimEnd().split('\n')).toHaveLength(10);
     expect(readdirSync(join(dir, 'res'))).toEqual(['results.jsonl']);
   });
@@ -195,8 +196,13 @@ describe('llmq export', () => {
     expect((await runCli(['export', '--db', db, '--out', csv])).code).toBe(0);
     expect(readFileSync(csv, 'utf8').split('\r\n')[0]).toBe(CSV_COLUMNS.join(','));
     const asked = join(dir, 'lines.csv');
-    expect((await runCli(['export', '--db', db, '--out', asked, '--format', 'jsonl'])).code).toBe(0);
+    const r = await runCli(['export', '--db', db, '--out', asked, '--format', 'jsonl']);
+    expect(r.code).toBe(0);
     expect(JSON.parse(readFileSync(asked, 'utf8').split('\n')[0]!).id).toBe('a.txt');
+    // a name that does not say what the file holds: said after it is written
+    expect(r.stderr).toMatch(/wrote 10 items to .*lines\.csv, as JSON Lines \(--format csv writes CSV\)/);
+    const tsv = await runCli(['export', '--db', db, '--out', join(dir, 'results.tsv')]);
+    expect(tsv.stderr).toMatch(/results\.tsv, as JSON Lines/);
   });
 
   it('--out-dir mirrors ids as paths and nothing escapes the folder', async () => {

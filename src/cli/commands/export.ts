@@ -115,7 +115,7 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
       counts = await toDir(store.exportPages(filter), flags.outDir, flags);
     } else if (flags.out) {
       await exportToFile(text(), flags.out, { database: store.kind === 'sqlite' ? location : null });
-      info(`wrote ${count(counts.written, 'item')} to ${flags.out}`);
+      info(`wrote ${count(counts.written, 'item')} to ${flags.out}${formatNotNamed(flags.format, flags.out)}`);
     } else {
       const sink = stdoutSink();
       try {
@@ -160,4 +160,14 @@ async function toDir(pages: AsyncIterable<readonly ExportRow[]>, outDir: string,
     );
   }
   return counts;
+}
+
+/**
+ * What the file holds, when its name does not say it (`--out results.tsv` is JSON Lines unless
+ * --format says otherwise): said after the fact, so nobody opens it as what its name claims.
+ */
+function formatNotNamed(format: string, out: string): string {
+  if (format === 'csv') return /\.csv$/i.test(out) ? '' : ', as CSV';
+  if (/\.(jsonl|ndjson)$/i.test(out)) return '';
+  return format === 'jsonl' ? ', as JSON Lines (--format csv writes CSV)' : ', as JSON Lines (the OpenAI Batch output format)';
 }
