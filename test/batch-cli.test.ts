@@ -77,7 +77,7 @@ describe('llmq run --via batch (child processes)', () => {
     expect((await runCli([...args, '--no-wait'])).code).toBe(0);
     const cancel = await runCli(['batches', 'cancel', '--db', db, '--base-url', fake.url, '--json']);
     expect(cancel.code, cancel.stderr).toBe(0);
-    expect(JSON.parse(cancel.stdout)).toEqual({ cancelled: ['batch_fake1'] });
+    expect(JSON.parse(cancel.stdout)).toEqual({ cancelled: ['batch_fake1'], unknown: [] });
     expect(fake.batches.batches.get('batch_fake1')!.status).toBe('cancelled');
     const after = await runCli(args);
     expect(after.code, after.stderr).toBe(0);
@@ -114,6 +114,31 @@ describe('llmq run --via batch (child processes)', () => {
     const { jobs } = await read(db);
     expect(jobs).toHaveLength(9);
     for (const j of jobs) expect(j).toMatchObject({ state: 'done', attempts: 1, output: expect.stringMatching(/mock/i) });
+  }, 30_000);
+
+  it('offline: a second batch run on the same queue, and a cancel of a mock batch another process made', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 6, { model: 'mock-1' });
+    await store.close();
+    const batchRun = (...more: string[]) =>
+      runCli(['run', '--db', db, '--provider', 'mock', '--via', 'batch', '--poll', '0.05', '--mock-latency', '20', ...more]);
+    expect((await batchRun()).code).toBe(0);
+    // more documents, another process: its mock Batch API is a new one (its ids once clashed with the first's)
+    const more = new SqliteStore(db);
+    await seedJobs(more, 10, { model: 'mock-2' });
+    await more.close();
+    const left = await batchRun('--no-wait');
+    expect(left.code, left.stderr).toBe(0);
+    const cancel = await runCli(['batches', 'cancel', '--db', db, '--provider', 'mock', '--json']);
+    expect(cancel.code, cancel.stderr).toBe(0);
+    expect(JSON.parse(cancel.stdout)).toEqual({ cancelled: [], unknown: [expect.stringMatching(/^batch_mock-/)] });
+    expect(cancel.stderr).toMatch(/The provider does not know batch_mock-.* nothing to cancel there\. The next llmq run --via batch/);
+    const last = await batchRun();
+    expect(last.code, last.stderr).toBe(0);
+    const { jobs } = await read(db);
+    expect(jobs).toHaveLength(16);
+    expect(jobs.every((j) => j.state === 'done')).toBe(true);
   }, 30_000);
 
   it('--via auto: batches until three quarters of --deadline, then cancels them and sends the rest online', async () => {

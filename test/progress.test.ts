@@ -138,9 +138,16 @@ describe('progress renderers', () => {
     expect(out).toContain('  148 failed jobs in the queue. See why: llmq status\n  Try again: llmq retry-failed && llmq run\n');
   });
 
+  it('a drained run that leaves jobs says they are held elsewhere, not that another run picks them up', () => {
+    const state = new ProgressState(loadPriceTable());
+    const held = summaryText({ ...summary, remaining: 5 }, state, NO_PAINT, ' --db q.db');
+    expect(held).toContain('  5 jobs held by another run or a batch; see them: llmq status --db q.db\n');
+    expect(held).not.toContain('picks them up');
+  });
+
   it('the summary suggests commands that reach the queue given with --db, each whole on a line of its own when long', () => {
     const state = new ProgressState(loadPriceTable());
-    const left = { ...summary, remaining: 12 };
+    const left = { ...summary, reason: 'signal' as const, remaining: 12 };
     expect(summaryText(left, state, NO_PAINT)).toContain(
       '  12 jobs left pending; llmq run picks them up\n  148 failed jobs in the queue. See why: llmq status\n  Try again: llmq retry-failed && llmq run\n',
     );

@@ -1,10 +1,16 @@
 import { LlmqError } from '../errors.js';
+import { ProviderError } from '../provider/types.js';
 import type { BatchLedger } from '../store/types.js';
 import type { BatchApi } from './api.js';
 
 export interface CancelResult {
   /** Provider batch ids asked to cancel. */
   readonly cancelled: string[];
+  /**
+   * Provider batch ids the provider does not know (404): gone, or the mock's, which lives only in
+   * the process that made it. Nothing to cancel there; the next batch run hands their jobs back.
+   */
+  readonly unknown: string[];
 }
 
 /**
@@ -19,9 +25,15 @@ export async function cancelBatches(store: BatchLedger, api: BatchApi, which: st
     throw new LlmqError(`No live batch of this queue is called ${which}. See the live ones with: llmq status`);
   }
   const cancelled: string[] = [];
+  const unknown: string[] = [];
   for (const b of chosen) {
-    await api.cancelBatch(b.providerBatchId!);
-    cancelled.push(b.providerBatchId!);
+    try {
+      await api.cancelBatch(b.providerBatchId!);
+      cancelled.push(b.providerBatchId!);
+    } catch (error) {
+      if (!(error instanceof ProviderError && error.status === 404)) throw error;
+      unknown.push(b.providerBatchId!);
+    }
   }
-  return { cancelled };
+  return { cancelled, unknown };
 }

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { MockProvider } from '../provider/mock.js';
 import { ProviderError } from '../provider/types.js';
 import type { BatchApi, BatchPage, ProviderBatch } from './api.js';
@@ -29,6 +30,11 @@ export class MockBatchApi implements BatchApi {
   readonly #completeAfterMs: number;
   readonly #now: () => number;
   #seq = 0;
+  /**
+   * In every id: each process has its own mock API, and ids counted from 1 again clashed with the
+   * batches an earlier process had recorded in the queue (a second `run --via batch` failed).
+   */
+  readonly #tag = randomBytes(4).toString('hex');
 
   constructor(options: MockBatchApiOptions = {}) {
     this.#completeAfterMs = options.completeAfterMs ?? 1000;
@@ -36,7 +42,7 @@ export class MockBatchApi implements BatchApi {
   }
 
   async uploadFile(_name: string, content: string): Promise<string> {
-    const id = `file-mock${++this.#seq}`;
+    const id = `file-mock-${this.#tag}-${++this.#seq}`;
     this.#files.set(id, content);
     return id;
   }
@@ -44,7 +50,7 @@ export class MockBatchApi implements BatchApi {
   async createBatch(inputFileId: string, metadata: Readonly<Record<string, string>>): Promise<ProviderBatch> {
     if (!this.#files.has(inputFileId)) throw notFound(`file ${inputFileId}`);
     const b: MockBatch = {
-      id: `batch_mock${++this.#seq}`,
+      id: `batch_mock-${this.#tag}-${++this.#seq}`,
       inputFileId,
       metadata: { ...metadata },
       createdAt: this.#now(),
@@ -95,7 +101,7 @@ export class MockBatchApi implements BatchApi {
         }),
       );
     }
-    const outputFileId = `file-mock${++this.#seq}`;
+    const outputFileId = `file-mock-${this.#tag}-${++this.#seq}`;
     this.#files.set(outputFileId, lines.join('\n') + '\n');
     b.outputFileId = outputFileId;
     b.status = 'completed';

@@ -154,7 +154,9 @@ export class Run {
     const before = await this.#store.status();
     this.#money.checkPriced(before);
     c.alreadyDone = before.counts.done;
-    c.total = Math.min(this.#limit, before.counts.pending + before.counts.running);
+    // Running jobs here are held by live runs or batch submissions (the reclaim above handed back
+    // those of dead runs): not this run's to do, and counting them promised work it never did.
+    c.total = Math.min(this.#limit, before.counts.pending);
     await this.#store.startRun({
       id: this.#id,
       host: this.#host,

@@ -44,13 +44,22 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
   const api = createBatchApi({ provider: flags.provider, baseUrl: flags.baseUrl }, process.env);
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
-    const { cancelled } = await cancelBatches(store, api, id);
-    if (flags.json) process.stdout.write(JSON.stringify({ cancelled }) + '\n');
-    process.stderr.write(
-      cancelled.length === 0
-        ? 'No live batches.\n'
-        : `Asked the provider to cancel ${cancelled.join(', ')}. Run llmq run --via batch${dbArgument(flags.db)} to collect what was answered; the rest goes back to pending.\n`,
-    );
+    const { cancelled, unknown } = await cancelBatches(store, api, id);
+    if (flags.json) process.stdout.write(JSON.stringify({ cancelled, unknown }) + '\n');
+    const collect = `llmq run --via batch${dbArgument(flags.db)}`;
+    const said: string[] = [];
+    if (cancelled.length > 0) {
+      said.push(
+        `Asked the provider to cancel ${cancelled.join(', ')}. Run ${collect} to collect what was answered; the rest goes back to pending.`,
+      );
+    }
+    if (unknown.length > 0) {
+      said.push(
+        `The provider does not know ${unknown.join(', ')} (HTTP 404: gone, or made by the mock in a process that has ended): ` +
+          `nothing to cancel there. The next ${collect} hands their jobs back to pending.`,
+      );
+    }
+    process.stderr.write(`${said.length === 0 ? 'No live batches.' : said.join('\n')}\n`);
   } finally {
     await store.close();
   }

@@ -129,7 +129,11 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
     );
   }
   // A fatal error's message and fix are printed by the run command, once.
-  if (r.remaining) {
+  if (r.remaining && r.reason === 'drained') {
+    // drained: nothing pending was left, so what remains is held elsewhere, and another run takes none of it
+    const held = `  ${count(r.remaining, 'job')} held by another run or a batch; see them:`;
+    lines.push(...suggest((c) => `${held} ${c}`, held, ['llmq status']));
+  } else if (r.remaining) {
     const left = `  ${count(r.remaining, 'job')} left pending;`;
     lines.push(...suggest((c) => `${left} ${c} picks them up`, `${left} this picks them up:`, [run]));
   }
