@@ -83,8 +83,15 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
         const noToken = refuseWithoutToken(req, o.token);
         if (noToken) return refuse(res, noToken);
         const body = await readJson(req);
-        if (body === undefined) return json(res, 400, { error: 'expected a JSON object, e.g. {} or {"error": "..."}' });
-        const error = typeof body.error === 'string' ? body.error : undefined;
+        // anything but {} (every failed job) or {"error": "<a reason>"} is refused: read loosely, a
+        // misspelt field or a number put every failed job back, to be sent and paid for again
+        const fields = body === undefined ? [] : Object.keys(body);
+        if (body === undefined || fields.some((f) => f !== 'error') || (fields.length === 1 && typeof body.error !== 'string')) {
+          return json(res, 400, {
+            error: 'expected {} (every failed job) or {"error": "<the failure reason, as listed>"}',
+          });
+        }
+        const error = body.error as string | undefined;
         const requeued = await retryFailedJobs(o.store, error, Date.now());
         await feed.report(true);
         return json(res, 200, { requeued });
