@@ -59,6 +59,17 @@ async function recorded(db: string) {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('llmq run --budget', () => {
+  it("a budget below one request's worst case sends nothing and says that one request may cost more", async () => {
+    const { fake, db, run } = await setup(5);
+    const r = await runCli(run('--budget', '0.01', ...PRICE));
+    expect(r.code).toBe(3);
+    expect(fake.received).toBe(0);
+    expect(r.stderr).toMatch(
+      /^budget reached: \$0\.00 of \$0\.01; one request may cost up to \$0\.\d+ \(its prompt and all of max_tokens\), more than that; 5 jobs pending; run again with a larger --budget to go on\n$/,
+    );
+    expect((await recorded(db)).pending).toBe(5);
+  });
+
   it('stops with exit 3 when the next request would not fit, never above the budget, and says how to go on', async () => {
     const { fake, db, run } = await setup(100);
     const r = await runCli(run('--budget', '1', '--concurrency', '8', ...PRICE));

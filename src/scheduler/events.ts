@@ -58,8 +58,16 @@ export interface RunSummary {
   readonly costUsd: number;
   /** Tries whose request left and no answer came (timed out, cut off, stopped in flight), at their worst case (usd null: no price). */
   readonly mayBeBilled: { readonly tries: number; readonly usd: number | null };
-  /** When reason is 'budget': which budget, and what was committed in it once requests in flight had finished. */
-  readonly budget: { readonly scope: 'run' | 'total'; readonly limitUsd: number; readonly committedUsd: number } | null;
+  /**
+   * When reason is 'budget': which budget, what was committed in it once requests in flight had
+   * finished, and the worst case of the request that did not fit.
+   */
+  readonly budget: {
+    readonly scope: 'run' | 'total';
+    readonly limitUsd: number;
+    readonly committedUsd: number;
+    readonly nextUsd: number;
+  } | null;
   /** The run-fatal error, when reason is 'fatal'. */
   readonly fatal: { readonly message: string; readonly reason: FailureReason | 'internal' } | null;
 }

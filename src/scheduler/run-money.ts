@@ -14,6 +14,8 @@ export interface BudgetReached {
   readonly scope: 'run' | 'total';
   readonly limitUsd: number;
   readonly committedUsd: number;
+  /** The worst case of the request that did not fit. */
+  readonly nextUsd: number;
 }
 
 /** A reservation held for one request while it is out: its worst case, USD (0 without a budget). */
@@ -103,6 +105,7 @@ export class RunMoney {
           scope: r.scope,
           committedUsd: r.committedUsd,
           limitUsd: (r.scope === 'run' ? this.#budget.runUsd : this.#budget.totalUsd)!,
+          nextUsd: usd,
         };
         return null;
       }
