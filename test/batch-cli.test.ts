@@ -130,6 +130,7 @@ describe('llmq run --via batch (child processes)', () => {
     await more.close();
     const left = await batchRun('--no-wait');
     expect(left.code, left.stderr).toBe(0);
+    expect(left.stderr).toMatch(/llmq run --via batch --provider mock --db .* sends them again: the mock's batches end with the process/);
     const cancel = await runCli(['batches', 'cancel', '--db', db, '--provider', 'mock', '--json']);
     expect(cancel.code, cancel.stderr).toBe(0);
     expect(JSON.parse(cancel.stdout)).toEqual({ cancelled: [], unknown: [expect.stringMatching(/^batch_mock-/)] });

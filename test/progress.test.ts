@@ -143,6 +143,8 @@ describe('progress renderers', () => {
     const held = summaryText({ ...summary, remaining: 5 }, state, NO_PAINT, ' --db q.db');
     expect(held).toContain('  5 jobs held by another run or a batch; see them: llmq status --db q.db\n');
     expect(held).not.toContain('picks them up');
+    // after the budget, its own message says to go on with a larger one: a bare llmq run would spend without
+    expect(summaryText({ ...summary, reason: 'budget', remaining: 5 }, state, NO_PAINT)).not.toContain('picks them up');
   });
 
   it('the summary suggests commands that reach the queue given with --db, each whole on a line of its own when long', () => {

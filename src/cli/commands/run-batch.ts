@@ -64,7 +64,18 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
       },
     );
     if (flags.json) out.write(JSON.stringify({ event: 'run:end', ...summary }) + '\n');
-    else info(`batch lane: ${summary.done} done, ${summary.failed} failed, ${summary.remaining} pending or in a batch (${summary.reason})`);
+    else {
+      info(`batch lane: ${summary.done} done, ${summary.failed} failed, ${summary.remaining} pending or in a batch (${summary.reason})`);
+      // --no-wait ends as soon as its batches are out: say where their answers will come from
+      if (!flags.wait && summary.remaining > 0 && summary.reason === 'drained') {
+        const collect = `llmq run --via batch${runArguments(flags)}${dbArgument(flags.db)}`;
+        info(
+          flags.provider === 'mock'
+            ? `${collect} sends them again: the mock's batches end with the process that made them`
+            : `${collect} collects the answers of the batches that have ended (within 24 hours)`,
+        );
+      }
+    }
     if (summary.fatal) {
       whileReaderPresent(process.stderr).write(
         `error: ${summary.fatal.message}\nJobs not in a live batch are pending; batches already created are collected by the next llmq run --via batch${runArguments(flags)}${dbArgument(flags.db)}.\n`,

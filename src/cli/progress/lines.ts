@@ -133,7 +133,8 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
     // drained: nothing pending was left, so what remains is held elsewhere, and another run takes none of it
     const held = `  ${count(r.remaining, 'job')} held by another run or a batch; see them:`;
     lines.push(...suggest((c) => `${held} ${c}`, held, ['llmq status']));
-  } else if (r.remaining) {
+  } else if (r.remaining && r.reason !== 'budget') {
+    // after the budget, its own message says to go on with a larger one: a bare `llmq run` would spend without one
     const left = `  ${count(r.remaining, 'job')} left pending;`;
     lines.push(...suggest((c) => `${left} ${c} picks them up`, `${left} this picks them up:`, [run]));
   }
