@@ -4,7 +4,7 @@ export interface HookCounts {
   readonly sent: number;
   /** Deliveries that failed after their retries. */
   readonly failed: number;
-  /** Never sent: the queue was full, or the run ended before their turn. */
+  /** Not delivered: the queue was full, or the run ended before their turn or while they were tried. */
   readonly dropped: number;
   /** The last failure, for the report. */
   readonly lastError: string | null;
@@ -23,6 +23,8 @@ export class HookQueue {
   #busy = 0;
   #idle: Array<() => void> = [];
   #closed = false;
+  /** The drain's deadline passed with deliveries under way: counted as dropped, whatever they end as. */
+  #abandoned = false;
   sent = 0;
   failed = 0;
   dropped = 0;
@@ -58,7 +60,8 @@ export class HookQueue {
       clearTimeout(timer);
     }
     this.#closed = true;
-    this.dropped += this.#waiting.splice(0).length;
+    this.dropped += this.#waiting.splice(0).length + this.#busy;
+    this.#abandoned = this.#busy > 0;
     return this.counts();
   }
 
@@ -72,8 +75,9 @@ export class HookQueue {
       for (let body = this.#waiting.shift(); body !== undefined; body = this.#closed ? undefined : this.#waiting.shift()) {
         try {
           await this.#deliver(body);
-          this.sent++;
+          if (!this.#abandoned) this.sent++;
         } catch (error) {
+          if (this.#abandoned) continue;
           this.failed++;
           this.lastError = error instanceof Error ? error.message : String(error);
         }
