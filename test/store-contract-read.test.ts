@@ -145,6 +145,17 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     expect(s.lastRun).toMatchObject({ id: OWNER, startedAt: T0 + 30, endedAt: null });
   });
 
+  it("status's last run is the one that ended last, not the one started last", async () => {
+    const { store } = await kind.fresh();
+    const stats = { done: 5, failed: 0, retried: 0, requests: 5, rateLimited: 0, promptTokens: 0, completionTokens: 0, jobsPerSecond: 1 };
+    // two runs side by side: the first started drains the queue after the second was stopped
+    await store.startRun({ id: 'run-first', host: 'h', pid: 1, startedAt: T0, options: {} });
+    await store.startRun({ id: 'run-second', host: 'h', pid: 2, startedAt: T0 + 10, options: {} });
+    await store.finishRun('run-second', T0 + 20, 'signal', stats);
+    await store.finishRun('run-first', T0 + 90, 'drained', stats);
+    expect((await store.status()).lastRun).toMatchObject({ id: 'run-first', endedAt: T0 + 90, exitReason: 'drained' });
+  });
+
   it('status groups failures by error, most common first, at most ten', async () => {
     const { store } = await kind.fresh();
     await store.enqueue(rows(14), T0);

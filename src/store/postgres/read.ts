@@ -129,10 +129,11 @@ export class PgReader {
         ).rows;
         const oldestPendingAt = await oldestPending(db);
         const activeRuns = (await db.query<RawRun>(ACTIVE_RUNS)).rows.map(toRun);
-        // the last run that sent something: one that found nothing to do would hide it
+        // the last run that sent something (one that found nothing to do would hide it), by when it ended
         const last = (
           await db.query<RawRun>(`SELECT * FROM runs
-          ORDER BY (ended_at IS NULL OR coalesce((stats::jsonb ->> 'requests')::bigint, 0) > 0) DESC, started_at DESC, seq DESC LIMIT 1`)
+          ORDER BY (ended_at IS NULL OR coalesce((stats::jsonb ->> 'requests')::bigint, 0) > 0) DESC,
+            coalesce(ended_at, heartbeat_at) DESC, started_at DESC, seq DESC LIMIT 1`)
         ).rows[0];
         const lanes = (await db.query<RawLane>(LANES_SQL)).rows.map(toLane);
         const spend = (

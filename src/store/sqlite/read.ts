@@ -61,8 +61,11 @@ export class SqliteReader {
         .all() as Array<{ error: string; count: number }>;
       // the first entry of jobs_age (state, created_at)
       const oldestPendingAt = db.prepare(`SELECT min(created_at) FROM jobs WHERE state = 'pending'`).pluck().get() as number | null;
-      // the last run that sent something: one that found nothing to do would hide it
-      const last = db.prepare(`SELECT * FROM runs ORDER BY ${SENT_SOMETHING} DESC, started_at DESC LIMIT 1`).get() as RawRun | undefined;
+      // the last run that sent something (one that found nothing to do would hide it), by when it
+      // ended: of two runs side by side, the one started first may well end last
+      const last = db
+        .prepare(`SELECT * FROM runs ORDER BY ${SENT_SOMETHING} DESC, coalesce(ended_at, heartbeat_at) DESC, started_at DESC LIMIT 1`)
+        .get() as RawRun | undefined;
       return {
         ...tallyJobs(rows),
         items,
