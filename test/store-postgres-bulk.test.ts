@@ -72,6 +72,36 @@ async function contents(url: string) {
   };
 }
 
+/**
+ * A load (`rows`, one batch) begun while another enqueue's transaction has read items and will write
+ * jobs next, holding the enqueues' turn when `turn`. Once the load is done or waits on a lock, the
+ * other writes jobs and commits. The load's result; a deadlock between the two rejects it.
+ */
+async function loadBesideEnqueue(url: string, store: PostgresStore, rows: EnqueueRow[], o: { turn: boolean }): Promise<EnqueueResult> {
+  const other = new pg.Client({ connectionString: PG_URL });
+  await other.connect();
+  try {
+    await other.query(`SET search_path = "${new URL(url).searchParams.get('schema')}"`);
+    await other.query('BEGIN');
+    if (o.turn) await other.query(ONE_ENQUEUE_AT_A_TIME_SQL);
+    await other.query('SELECT count(*) FROM items');
+    store.beginLoad();
+    let loaded = false;
+    const loading = store.enqueue(rows, 2).finally(() => (loaded = true));
+    loading.catch(() => {}); // awaited below, after the other's write
+    await waitFor(async () => loaded || (await other.query(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted`)).rows[0].n > 0, {
+      what: 'the load to finish or wait on a lock',
+    });
+    await other.query('UPDATE jobs SET priority = priority WHERE false'); // a write to jobs: its table lock is the point
+    await other.query('COMMIT');
+    const result = await loading;
+    await store.endLoad();
+    return result;
+  } finally {
+    await other.end();
+  }
+}
+
 describe('postgres bulk load of a fresh queue', () => {
   beforeEach((ctx) => skipUnavailable(postgres, ctx));
 
@@ -154,24 +184,7 @@ describe('postgres bulk load of a fresh queue', () => {
     const store = await PostgresStore.open(url);
     const [first, second] = batches();
     await store.enqueue(first!.slice(0, 10), 1);
-    // another enqueue part way: it has read items (its probe) and will write jobs next
-    const other = new pg.Client({ connectionString: PG_URL });
-    await other.connect();
-    await other.query(`SET search_path = "${new URL(url).searchParams.get('schema')}"`);
-    await other.query('BEGIN');
-    await other.query('SELECT count(*) FROM items');
-    store.beginLoad();
-    let loaded = false;
-    const loading = store.enqueue(second!, 2).finally(() => (loaded = true));
-    // the load is either done, or waiting on a lock (which, taken on jobs, would deadlock the write below)
-    await waitFor(async () => loaded || (await other.query(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted`)).rows[0].n > 0, {
-      what: 'the load to finish or wait on a lock',
-    });
-    await other.query('UPDATE jobs SET priority = priority WHERE seq = (SELECT min(seq) FROM jobs)');
-    await other.query('COMMIT');
-    await other.end();
-    expect(await loading).toMatchObject({ newItems: 1500 });
-    await store.endLoad();
+    expect(await loadBesideEnqueue(url, store, second!, { turn: false })).toMatchObject({ newItems: 1500 });
     expect(await sql(url, 'SELECT count(*)::int AS n FROM items')).toEqual([{ n: 1510 }]);
     await store.close();
   });
@@ -180,24 +193,8 @@ describe('postgres bulk load of a fresh queue', () => {
     const url = freshPgUrl();
     const store = await PostgresStore.open(url);
     const [, second] = batches();
-    // another enqueue's first batch into the empty queue: it holds the turn, has read items, writes jobs next
-    const other = new pg.Client({ connectionString: PG_URL });
-    await other.connect();
-    await other.query(`SET search_path = "${new URL(url).searchParams.get('schema')}"`);
-    await other.query('BEGIN');
-    await other.query(ONE_ENQUEUE_AT_A_TIME_SQL);
-    await other.query('SELECT count(*) FROM items');
-    store.beginLoad();
-    let loaded = false;
-    const loading = store.enqueue(second!, 2).finally(() => (loaded = true));
-    await waitFor(async () => loaded || (await other.query(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted`)).rows[0].n > 0, {
-      what: 'the load to finish or wait on a lock',
-    });
-    await other.query(`UPDATE jobs SET priority = 0 WHERE false`); // its write to jobs
-    await other.query('COMMIT');
-    await other.end();
-    expect(await loading).toMatchObject({ newItems: 1500 });
-    await store.endLoad();
+    // into the empty queue: the other enqueue's first batch holds the turn, as a plain enqueue does
+    expect(await loadBesideEnqueue(url, store, second!, { turn: true })).toMatchObject({ newItems: 1500 });
     expect(await sql(url, 'SELECT count(*)::int AS n FROM items')).toEqual([{ n: 1500 }]);
     await store.close();
   });
