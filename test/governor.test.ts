@@ -190,25 +190,27 @@ describe('rate governor', () => {
     await store.close();
   });
 
-  it('--timeout auto cuts a hung request once the lane has answers, and retries it', async () => {
-    const { fake, store } = await setup({ latencyMs: 5 });
-    const keys = await seedJobs(store, 40);
-    let hung = false;
-    fake.respond((r) => {
-      if (r.key !== keys[0] || hung) return undefined;
-      hung = true;
-      return reply.hang();
-    });
-    const summary = await runQueue({ store, provider: provider(fake, 600_000) }, { ...fast, concurrency: 4, timeout: 'auto' });
-    expect(summary).toMatchObject({ reason: 'drained', done: 40, failed: 0 });
-    const { attempts } = (await store.item('doc-0'))!; // seedJobs: item doc-0 is job keys[0]
-    expect(attempts[0]).toMatchObject({ outcome: 'retry' });
-    expect(attempts[0]!.error).toMatch(/Timed out after .* \(--timeout auto: .*p99 latency.*\).*may bill/);
-    expect(attempts[1]).toMatchObject({ outcome: 'done' });
-    await store.close();
+  /** A library user's provider: it hands the run's signal to fetch, which needs a real AbortSignal. */
+  const viaFetch = (fake: FakeOpenAI): Provider => ({
+    name: 'fetch-based',
+    async complete(requestJson, { signal }) {
+      const res = await fetch(`${fake.url}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: requestJson,
+        signal,
+      });
+      const body = await res.text();
+      const answer = JSON.parse(body);
+      const usage = { promptTokens: answer.usage.prompt_tokens, completionTokens: answer.usage.completion_tokens };
+      return { status: res.status, output: answer.choices[0].message.content, body, usage, rateLimit: null };
+    },
   });
 
-  it("--timeout auto cuts a hung request of a provider built on fetch, through the run's real AbortSignal", async () => {
+  it.each([
+    { name: 'the OpenAI provider', make: (fake: FakeOpenAI) => provider(fake, 600_000) },
+    { name: 'a provider built on fetch', make: viaFetch },
+  ])('--timeout auto cuts a hung request of $name once the lane has answers, and retries it', async ({ make }) => {
     const { fake, store } = await setup({ latencyMs: 5 });
     const keys = await seedJobs(store, 40);
     let hung = false;
@@ -217,27 +219,11 @@ describe('rate governor', () => {
       hung = true;
       return reply.hang();
     });
-    // a library user's provider: it hands the signal to fetch (which needs a real AbortSignal)
-    const viaFetch: Provider = {
-      name: 'fetch-based',
-      async complete(requestJson, { signal }) {
-        const res = await fetch(`${fake.url}/chat/completions`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: requestJson,
-          signal,
-        });
-        const body = await res.text();
-        const answer = JSON.parse(body);
-        const usage = { promptTokens: answer.usage.prompt_tokens, completionTokens: answer.usage.completion_tokens };
-        return { status: res.status, output: answer.choices[0].message.content, body, usage, rateLimit: null };
-      },
-    };
-    const summary = await runQueue({ store, provider: viaFetch }, { ...fast, concurrency: 4, timeout: 'auto' });
+    const summary = await runQueue({ store, provider: make(fake) }, { ...fast, concurrency: 4, timeout: 'auto' });
     expect(summary).toMatchObject({ reason: 'drained', done: 40, failed: 0 });
-    const { attempts } = (await store.item('doc-0'))!;
+    const { attempts } = (await store.item('doc-0'))!; // seedJobs: item doc-0 is job keys[0]
     expect(attempts.map((a) => a.outcome)).toEqual(['retry', 'done']);
-    expect(attempts[0]!.error).toMatch(/Timed out after .* \(--timeout auto: /);
+    expect(attempts[0]!.error).toMatch(/Timed out after .* \(--timeout auto: .*p99 latency.*\).*may bill/);
     await store.close();
   });
 
