@@ -22,9 +22,11 @@ export class HookQueue {
   readonly #waiting: string[] = [];
   #busy = 0;
   #idle: Array<() => void> = [];
+  /**
+   * Drained: nothing more is taken, and a delivery that ends after this was under way at the
+   * deadline and is already counted as dropped, whatever it ends as.
+   */
   #closed = false;
-  /** The drain's deadline passed with deliveries under way: counted as dropped, whatever they end as. */
-  #abandoned = false;
   sent = 0;
   failed = 0;
   dropped = 0;
@@ -61,7 +63,6 @@ export class HookQueue {
     }
     this.#closed = true;
     this.dropped += this.#waiting.splice(0).length + this.#busy;
-    this.#abandoned = this.#busy > 0;
     return this.counts();
   }
 
@@ -75,9 +76,9 @@ export class HookQueue {
       for (let body = this.#waiting.shift(); body !== undefined; body = this.#closed ? undefined : this.#waiting.shift()) {
         try {
           await this.#deliver(body);
-          if (!this.#abandoned) this.sent++;
+          if (!this.#closed) this.sent++;
         } catch (error) {
-          if (this.#abandoned) continue;
+          if (this.#closed) continue;
           this.failed++;
           this.lastError = error instanceof Error ? error.message : String(error);
         }

@@ -1,4 +1,11 @@
-import { addFromAnotherFile, type EnqueueRow, type FromAnotherFile, type JobQueue, type StoreIdentity } from '../store/types.js';
+import {
+  addFromAnotherFile,
+  sourceFile,
+  type EnqueueRow,
+  type FromAnotherFile,
+  type JobQueue,
+  type StoreIdentity,
+} from '../store/types.js';
 import { databaseFiles } from '../store/sqlite/files.js';
 import { isSkipped, readFolder, readTextFile, type FolderOptions, type Skipped } from './folder.js';
 import { globMatcher } from './glob.js';
@@ -370,11 +377,10 @@ class Batcher implements EntrySink {
     const ids = new Set(kept);
     for (const row of rows) {
       if (!row.positional || !ids.has(row.itemId)) continue;
-      const at = row.source.lastIndexOf(':');
-      const path = row.source.slice(0, at);
+      const path = sourceFile(row.source); // `-:12`: the line's place, as `where` made it
       this.#report({
         path,
-        line: Number(row.source.slice(at + 1)),
+        line: Number(row.source.slice(path.length + 1)),
         reason:
           `id ${JSON.stringify(row.itemId)} (its line number in ${path === '-' ? 'stdin' : 'this pipe'}) already names an item with ` +
           'another request, which is kept: a document from an earlier enqueue without ids, or this one with another prompt, ' +

@@ -137,8 +137,7 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   // a control character (JSON takes none of them raw) or a lone surrogate (the line was decoded from
   // strict UTF-8): JSON.stringify would put each in quotes unchanged (surrogate pairs stay as they are).
   const textJsonSafe = text.indexOf('\\') === -1;
-  const doc = { id, path, line, text: body, meta: otherFields(obj, o.textField, o.idField), textJsonSafe };
-  return positional ? { ...doc, positional } : doc;
+  return { id, path, line, text: body, meta: otherFields(obj, o.textField, o.idField), textJsonSafe, positional };
 }
 
 /** An OpenAI Batch API line: `body` is the request, sent as it is; `custom_id` is the item id. */

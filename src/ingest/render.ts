@@ -52,7 +52,7 @@ export function makeRenderer(o: RequestOptions): (doc: Document) => EnqueueRow {
       const sys = system === null ? '' : (constSystem ?? `{"content":${system.renderJson(doc)},"role":"system"},`);
       request = `${head}${sys}{"content":${prompt.renderJson(doc)},"role":"user"}${tail}`;
     }
-    const row = {
+    return {
       itemId: doc.id,
       source: where(doc.path, doc.line),
       meta: doc.meta,
@@ -60,7 +60,7 @@ export function makeRenderer(o: RequestOptions): (doc: Document) => EnqueueRow {
       request,
       model,
       priority: o.priority,
+      positional: doc.positional === true,
     };
-    return doc.positional ? { ...row, positional: true } : row;
   };
 }
