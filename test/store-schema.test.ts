@@ -53,6 +53,7 @@ describe('sqlite schema', () => {
       'finished_at',
       'cost_usd',
       'latency_ms',
+      'counts_kept',
     ]);
     expect(columns(db, 'items')).toEqual(['seq', 'id', 'source', 'job_key', 'meta', 'created_at', 'updated_at']);
     expect(columns(db, 'attempts')).toEqual([
@@ -196,8 +197,8 @@ describe('sqlite schema', () => {
     const store = new SqliteStore(path);
     const db = store.db;
     expect(db.prepare('SELECT max(version) FROM llmq_migrations').pluck().get()).toBe(LATEST_VERSION);
-    // migration 7 adds latency_ms, NULL for jobs tried before it
-    expect(read(db)).toEqual({ ...before, jobs: before.jobs.map((j) => ({ ...(j as object), latency_ms: null })) });
+    // migration 7 adds latency_ms, NULL for jobs tried before it; migration 12 counts_kept, 0
+    expect(read(db)).toEqual({ ...before, jobs: before.jobs.map((j) => ({ ...(j as object), latency_ms: null, counts_kept: 0 })) });
     expect(keyIndexes(db)).toEqual(['sqlite_autoindex_jobs_1']);
     expect(db.pragma('foreign_keys', { simple: true })).toBe(1);
     expect(db.pragma('foreign_key_check')).toEqual([]);

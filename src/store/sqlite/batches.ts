@@ -2,6 +2,7 @@ import type { BatchEnd, BatchRow, BatchStore } from '../batches.js';
 import { batchOwner } from '../batches.js';
 import type { Db } from './open.js';
 import { orphanDropper } from './attempts.js';
+import { unplannedLimit } from './unplanned-limit.js';
 
 const COLUMNS = `id, run_id AS runId, base_url AS baseUrl, state, provider_batch_id AS providerBatchId,
   input_file_id AS inputFileId, provider_status AS providerStatus, jobs, done, failed, requeued, error,
@@ -34,7 +35,7 @@ export class SqliteBatches implements BatchStore {
           requeued = ?, error = ?, updated_at = ?, ended_at = ? WHERE id = ?`),
       held: db.prepare(`SELECT key, attempts, model FROM jobs WHERE lease_owner = ? AND state = 'running' ORDER BY seq`),
       open: db.prepare(`SELECT ${COLUMNS} FROM batches WHERE state IN ('preparing', 'submitted') ORDER BY created_at, id`),
-      recent: db.prepare(`SELECT ${COLUMNS} FROM batches ORDER BY created_at DESC, id DESC LIMIT ?`),
+      recent: db.prepare(`SELECT ${COLUMNS} FROM batches ORDER BY created_at DESC, id DESC LIMIT ${unplannedLimit('?')}`),
     };
   }
 

@@ -5,6 +5,7 @@ import { keysetPages } from '../pages.js';
 import { INSERT_REQUEST_SQL, JOB_COLUMNS, REQUEST_KEPT_APART } from './requests.js';
 import { nanoUp, SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type { AttemptRow, ItemRow, JobRow, QueueCopier, RunRow } from '../types.js';
+import { unplannedLimit } from './unplanned-limit.js';
 
 const PAGE = 1000;
 
@@ -22,22 +23,24 @@ export class SqliteCopier implements QueueCopier {
   }
 
   async *dumpJobs(): AsyncIterable<JobRow> {
-    for await (const r of this.#pages(`SELECT ${JOB_COLUMNS} FROM jobs WHERE seq > ? ORDER BY seq LIMIT ?`, 'seq')) yield toJob(r as never);
+    for await (const r of this.#pages(`SELECT ${JOB_COLUMNS} FROM jobs WHERE seq > ? ORDER BY seq LIMIT ${unplannedLimit('?')}`, 'seq'))
+      yield toJob(r as never);
   }
 
   async *dumpItems(): AsyncIterable<ItemRow> {
-    for await (const r of this.#pages('SELECT * FROM items WHERE seq > ? ORDER BY seq LIMIT ?', 'seq')) yield toItem(r as never);
+    for await (const r of this.#pages(`SELECT * FROM items WHERE seq > ? ORDER BY seq LIMIT ${unplannedLimit('?')}`, 'seq'))
+      yield toItem(r as never);
   }
 
   async *dumpAttempts(): AsyncIterable<AttemptRow> {
-    for await (const r of this.#pages('SELECT * FROM attempts WHERE id > ? ORDER BY id LIMIT ?', 'id'))
+    for await (const r of this.#pages(`SELECT * FROM attempts WHERE id > ? ORDER BY id LIMIT ${unplannedLimit('?')}`, 'id'))
       yield toAttempt(r as unknown as RawAttempt);
   }
 
   async *dumpRuns(): AsyncIterable<RunRow> {
     // runs has no sequence; rowid is its insertion order.
     const sql = `SELECT r.rowid AS _seq, r.*, ${SPEND_COLUMNS} FROM runs r LEFT JOIN spend s ON s.run_id = r.id
-      WHERE r.rowid > ? ORDER BY r.rowid LIMIT ?`;
+      WHERE r.rowid > ? ORDER BY r.rowid LIMIT ${unplannedLimit('?')}`;
     for await (const r of this.#pages(sql, '_seq')) yield { ...toRun(r as never), spend: spendOfJoined(r) };
   }
 

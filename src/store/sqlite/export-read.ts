@@ -3,6 +3,7 @@ import { ATTEMPTS_OF_JOB } from './attempts.js';
 import type { ExportFilter, ExportRow } from '../types.js';
 import { exportColumns, exportJobColumns, exportRowOf, toExportRowFromValues, type RawExportValues, type RawJobValues } from '../rows.js';
 import { KeptJobs, pairedInOrder, RANGE_MIN, type RawItem } from '../export-pairing.js';
+import { unplannedLimit } from './unplanned-limit.js';
 
 /**
  * Items read at a time, and about as many jobs: a page of each in memory, however big the queue.
@@ -33,7 +34,7 @@ export function* exportPagesMerged(db: Db, filter: ExportFilter): Generator<read
     .raw(true);
   const cols = exportJobColumns(filter, ATTEMPTS_OF_JOB);
   const seqOf = db.prepare('SELECT seq FROM jobs WHERE key = ?').pluck();
-  const run = db.prepare(`SELECT ${cols} FROM jobs j WHERE j.seq >= ? ORDER BY j.seq LIMIT ?`).raw(true);
+  const run = db.prepare(`SELECT ${cols} FROM jobs j WHERE j.seq >= ? ORDER BY j.seq LIMIT ${unplannedLimit('?')}`).raw(true);
   const byKey = db.prepare(`SELECT ${cols} FROM jobs j WHERE j.key = ?`).raw(true);
   const jobs = new KeptJobs<RawJobValues>(KEPT_JOBS);
   // One read transaction per page: a page's items and jobs are seen as of one moment, as the join saw them.

@@ -19,12 +19,13 @@ import { inClaimOrder, JOBS_PAGE, type RawJobToRun } from '../claim-order.js';
 import { exportPagesMerged } from './export-read.js';
 import { JOB_COLUMNS, requestOf } from './requests.js';
 import { LANES_SQL, toAttempt, toJob, toLane, toRun, type RawAttempt, type RawJob, type RawLane, type RawRun } from '../rows.js';
+import { unplannedLimit } from './unplanned-limit.js';
 
 /** `answered`'s read: a model's latest done jobs ($1 model, $2 how many), each with its answering attempt's latency. */
 export function answeredSql(withRequest: boolean): string {
   return `SELECT j.prompt_tokens, j.completion_tokens, ${withRequest ? `${requestOf('j')} AS request` : 'NULL AS request'},
       (SELECT latency_ms FROM attempts a WHERE ${ATTEMPTS_OF_JOB} AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1) AS latency_ms
-    FROM jobs j INDEXED BY jobs_age WHERE j.model = ? AND j.state = 'done' ORDER BY j.created_at DESC, j.seq DESC LIMIT ?`;
+    FROM jobs j INDEXED BY jobs_age WHERE j.model = ? AND j.state = 'done' ORDER BY j.created_at DESC, j.seq DESC LIMIT ${unplannedLimit('?')}`;
 }
 
 /** 1 for a run whose stats say it sent a request (a run still starting has none yet), else 0. */
@@ -102,7 +103,7 @@ export class SqliteReader {
     // sorting every failed job; a job's items come in their own index order (insertion).
     return this.#db
       .prepare(`SELECT i.id, i.source, j.key, j.attempts FROM jobs j INDEXED BY jobs_age JOIN items i ON i.job_key = j.key
-      WHERE j.state = 'failed' AND coalesce(j.error, 'unknown error') = ? ORDER BY j.created_at, j.seq LIMIT ?`)
+      WHERE j.state = 'failed' AND coalesce(j.error, 'unknown error') = ? ORDER BY j.created_at, j.seq LIMIT ${unplannedLimit('?')}`)
       .all(error, limit) as FailedItemRow[];
   }
 
@@ -110,7 +111,7 @@ export class SqliteReader {
     // hex keys: every key that starts with the prefix sorts below the prefix followed by 'g'
     return this.#db
       .prepare(
-        'SELECT job_key AS key, id AS itemId FROM items WHERE job_key >= ? AND job_key > ? AND job_key < ? ORDER BY job_key, seq LIMIT ?',
+        `SELECT job_key AS key, id AS itemId FROM items WHERE job_key >= ? AND job_key > ? AND job_key < ? ORDER BY job_key, seq LIMIT ${unplannedLimit('?')}`,
       )
       .all(prefix, afterKey, `${prefix}g`, limit) as KeyItemRow[];
   }

@@ -38,9 +38,18 @@ import { DROP_ATTEMPTS_SQL, INSERT_ATTEMPT_OF_SEQ_SQL, INSERT_ATTEMPT_SQL, inser
 import { BULK_MIN_ROWS, beginBulkLoad, finishBulkLoad, settleBulkLoad } from './bulk-load.js';
 import type { BulkLoadWriter } from './load-writer.js';
 import { INSERT_REQUEST_SQL, REQUEST_KEPT_APART, requestOf } from './requests.js';
+import { CountMoves, countsWriter, type CountedJob } from './count-moves.js';
+import { unplannedLimit } from './unplanned-limit.js';
 
 /** How often a bulk load's WAL is copied into the database file, from a thread of its own (checkpointer.ts). */
 const LOAD_CHECKPOINT_EVERY_MS = 40;
+
+/** A job this store's claim started and that is not answered, failed or given back yet. */
+interface Started {
+  readonly seq: number;
+  readonly model: string;
+  readonly attempts: number;
+}
 
 /** A statement prepared on first use. */
 function lazy<T>(make: () => T): () => T {
@@ -58,8 +67,26 @@ const CLAIM_SET = `UPDATE jobs SET
   finished_at = CASE WHEN attempts >= @max THEN @now ELSE NULL END,
   lease_owner = CASE WHEN attempts >= @max THEN NULL ELSE @owner END,
   lease_expires_at = CASE WHEN attempts >= @max THEN NULL ELSE @leaseUntil END,
+  counts_kept = CASE WHEN attempts >= @max THEN counts_kept ELSE counts_kept + 1 END,
   updated_at = @now`;
-const CLAIM_RETURNING = `RETURNING seq, key, ${requestOf('jobs')} AS request, model, priority, attempts, state`;
+/**
+ * The job as it is now, with what it weighs in the status counts (a started one's counts are moved by
+ * the claim, `CountMoves`; a failed one's by the trigger). Read as arrays (`ClaimedRow`): the driver
+ * builds an object per row a property at a time, which cost more than the rest of the claim's work.
+ */
+const CLAIM_RETURNING = `RETURNING seq, key, ${requestOf('jobs')}, model, priority, attempts, state, prompt_tokens, completion_tokens, cost_usd`;
+type ClaimedRow = [
+  seq: number,
+  key: string,
+  request: string,
+  model: string,
+  priority: number,
+  attempts: number,
+  state: string,
+  promptTokens: number | null,
+  completionTokens: number | null,
+  costUsd: number | null,
+];
 
 /** An answer's change to its job (complete); the values in order: output, response, tokens in and out, cost, latency, finished and updated at. */
 const ANSWER_SET = `state = 'done', output = ?, response = ?, prompt_tokens = ?, completion_tokens = ?, cost_usd = ?,
@@ -110,12 +137,16 @@ export class SqliteStore implements Store {
         .prepare(`SELECT 1 FROM jobs WHERE key = ? AND state IN ('done', 'running')
           AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`)
         .pluck(),
-      claim: db.prepare(`${CLAIM_SET}
-        WHERE seq IN (SELECT seq FROM jobs WHERE state = 'pending' AND run_after <= @now ORDER BY priority, seq LIMIT @limit)
-        ${CLAIM_RETURNING}`),
-      claimSeqs: db.prepare(`${CLAIM_SET}
+      claim: db
+        .prepare(`${CLAIM_SET}
+        WHERE seq IN (SELECT seq FROM jobs WHERE state = 'pending' AND run_after <= @now ORDER BY priority, seq LIMIT ${unplannedLimit('@limit')})
+        ${CLAIM_RETURNING}`)
+        .raw(),
+      claimSeqs: db
+        .prepare(`${CLAIM_SET}
         WHERE seq IN (SELECT value FROM json_each(@seqs))
-        ${CLAIM_RETURNING}`),
+        ${CLAIM_RETURNING}`)
+        .raw(),
       // a loose index scan of jobs_claim_model: each model with pending work, in one probe per model
       // (named: without ANALYZE statistics SQLite prefers jobs_age and sorts every pending job)
       firstPendingModel: db
@@ -125,7 +156,7 @@ export class SqliteStore implements Store {
         .prepare(`SELECT model FROM jobs INDEXED BY jobs_claim_model WHERE state = 'pending' AND model > ? ORDER BY model LIMIT 1`)
         .pluck(),
       pendingOfModel: db.prepare(`SELECT seq, priority FROM jobs INDEXED BY jobs_claim_model
-        WHERE state = 'pending' AND model = ? AND run_after <= ? ORDER BY priority, seq LIMIT ?`),
+        WHERE state = 'pending' AND model = ? AND run_after <= ? ORDER BY priority, seq LIMIT ${unplannedLimit('?')}`),
       startRetry: db
         .prepare(`UPDATE jobs SET attempts = attempts + 1, lease_expires_at = ?, updated_at = ?
         WHERE key = ? AND state = 'running' AND lease_owner = ? RETURNING attempts`)
@@ -133,12 +164,18 @@ export class SqliteStore implements Store {
       // the answer's latency here, in the row this writes anyway: the attempt's insert after it then finds it
       // kept and leaves the row alone (attempts_latency, migration 11)
       complete: db.prepare(`UPDATE jobs SET ${ANSWER_SET} WHERE key = ? AND state <> 'done' RETURNING seq`).pluck(),
-      // the job by its rowid, checked against the key: a seq could be reused once its job is dropped
-      completeSeq: db.prepare(`UPDATE jobs SET ${ANSWER_SET} WHERE seq = ? AND key = ? AND state <> 'done' RETURNING seq`).pluck(),
+      // A job this store claimed, by its rowid, checked against the key (a seq could be reused once its
+      // job is dropped); its counts moved by the caller (CountMoves) from what the claim saw, so only
+      // while the job is as the claim left it. Any other job is answered by key (complete).
+      answerClaimed: db.prepare(`UPDATE jobs SET ${ANSWER_SET}, counts_kept = counts_kept + 1
+        WHERE seq = ? AND key = ? AND state = 'running' AND attempts = ?
+          AND prompt_tokens IS NULL AND completion_tokens IS NULL AND cost_usd IS NULL`),
       insertAttempt: db.prepare(INSERT_ATTEMPT_SQL),
       insertAttemptOfSeq: db.prepare(INSERT_ATTEMPT_OF_SEQ_SQL),
-      noteError: db.prepare(`UPDATE jobs SET error = ?, attempts = attempts - ?, updated_at = ?
-        WHERE key = ? AND state = 'running' AND lease_owner = ?`),
+      noteError: db
+        .prepare(`UPDATE jobs SET error = ?, attempts = attempts - ?, updated_at = ?
+        WHERE key = ? AND state = 'running' AND lease_owner = ? RETURNING attempts`)
+        .pluck(),
       fail: db.prepare(`UPDATE jobs SET state = 'failed', error = ?, lease_owner = NULL, lease_expires_at = NULL,
           finished_at = ?, updated_at = ? WHERE key = ? AND state = 'running' AND lease_owner = ?`),
       release: db
@@ -168,6 +205,7 @@ export class SqliteStore implements Store {
       renewLeases: db.prepare(`UPDATE jobs SET lease_expires_at = ? WHERE lease_owner = ? AND state = 'running'`),
       finishRun: db.prepare('UPDATE runs SET heartbeat_at = ?, ended_at = ?, exit_reason = ?, stats = ? WHERE id = ?'),
       nextPending: db.prepare(`SELECT min(run_after) FROM jobs WHERE state = 'pending'`).pluck(),
+      writeCounts: countsWriter(db),
       saveLane: db.prepare(`INSERT INTO lanes (base_url, model, rpm, tpm, source, learned_at) VALUES (?, ?, ?, ?, ?, ?)
         ON CONFLICT (base_url, model) DO UPDATE SET rpm = excluded.rpm, tpm = excluded.tpm, source = excluded.source,
           learned_at = excluded.learned_at`),
@@ -389,9 +427,18 @@ export class SqliteStore implements Store {
           o.skipModels?.length
             ? this.#s.claimSeqs.all({ ...p, seqs: JSON.stringify(this.#pickAround(o.skipModels, o.now, o.limit)) })
             : this.#s.claim.all(p)
-        ) as RawClaimed[];
-        for (const r of rows) if (r.state === 'running') this.#claimedSeqs.set(r.key, r.seq);
-        return splitClaimed(rows);
+        ) as ClaimedRow[];
+        const moves = new CountMoves();
+        const claimed = rows.map(([seq, key, request, model, priority, attempts, state, promptTokens, completionTokens, costUsd]) => {
+          if (state === 'running') {
+            this.#started.set(key, { seq, model, attempts });
+            const was: CountedJob = { model, state: 'pending', attempts: attempts - 1, promptTokens, completionTokens, costUsd };
+            moves.move(was, { ...was, state, attempts });
+          }
+          return { seq, key, request, model, priority, attempts, state } satisfies RawClaimed;
+        });
+        this.#s.writeCounts(moves);
+        return splitClaimed(claimed);
       })
       .immediate();
   }
@@ -440,7 +487,15 @@ export class SqliteStore implements Store {
   }
 
   async startRetry(key: string, owner: string, now: number, leaseUntil: number): Promise<number | null> {
-    return (this.#s.startRetry.get(leaseUntil, now, key, owner) as number | undefined) ?? null;
+    const attempts = (this.#s.startRetry.get(leaseUntil, now, key, owner) as number | undefined) ?? null;
+    this.#recount(key, attempts);
+    return attempts;
+  }
+
+  /** A started job's attempts changed: its answer still finds it as started (`#started`). */
+  #recount(key: string, attempts: number | null): void {
+    const started = this.#started.get(key);
+    if (started && attempts !== null) this.#started.set(key, { ...started, attempts });
   }
 
   /**
@@ -453,17 +508,19 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * The seq of each job this store's claims handed out and that is not answered or failed yet. An
-   * answer finds its job by it: by the key, each answer was a read at a random place of the largest
-   * index (every page of it, at a million jobs, is seldom in the cache), where seqs of a claim are
-   * next to each other. Jobs claimed elsewhere (another process, the batch lane) are found by key.
+   * The jobs this store's claims started, by key. An answer finds its job by the seq: by the key,
+   * each answer was a read at a random place of the largest index (every page of it, at a million
+   * jobs, is seldom in the cache), where seqs of a claim are next to each other. The model and
+   * attempts are what the answer moves in the status counts. Jobs claimed elsewhere (another
+   * process, the batch lane) are found by key.
    */
-  readonly #claimedSeqs = new Map<string, number>();
+  readonly #started = new Map<string, Started>();
 
   readonly #completions = new GroupCommit<{ key: string; c: Completion }, boolean>((batch) =>
     this.db
       .transaction(() => {
         const s = this.#s;
+        const moves = new CountMoves();
         const changed = batch.map(({ key, c }) => {
           const a = c.attempt;
           const latencyMs = latencyOf(a);
@@ -477,16 +534,26 @@ export class SqliteStore implements Store {
             a.endedAt,
             a.endedAt,
           ];
-          const claimed = this.#claimedSeqs.get(key);
-          this.#claimedSeqs.delete(key);
-          // by key as well when not found by seq: answered already (then neither finds it), or dropped and enqueued again
-          const seq = ((claimed === undefined ? undefined : s.completeSeq.get(...answer, claimed, key)) ??
-            s.complete.get(...answer, key)) as number | undefined;
+          const started = this.#started.get(key);
+          this.#started.delete(key);
+          let seq: number | undefined;
+          if (started && s.answerClaimed.run(...answer, started.seq, key, started.attempts).changes === 1) {
+            seq = started.seq;
+            const { model, attempts } = started;
+            const was: CountedJob = { model, state: 'running', attempts, promptTokens: null, completionTokens: null, costUsd: null };
+            const { promptTokens, completionTokens } = c.usage;
+            moves.move(was, { model, state: 'done', attempts, promptTokens, completionTokens, costUsd: a.costUsd ?? null });
+          } else {
+            // not as its claim left it: answered already (then this finds it neither), dropped and enqueued
+            // again, taken back, or retried since (startRetry); or claimed elsewhere
+            seq = s.complete.get(...answer, key) as number | undefined;
+          }
           // the job's seq from its UPDATE, else (answered already, or gone) looked up by the key
           if (seq === undefined) s.insertAttempt.run(...insertAttemptValues(a, latencyMs));
           else s.insertAttemptOfSeq.run(...attemptValues(a, latencyMs, Number), seq);
           return seq !== undefined;
         });
+        s.writeCounts(moves);
         // the money of the whole batch in one statement per run, not one per answer
         this.#spend.settleAll(batch.map((b) => b.c.attempt));
         return changed;
@@ -498,13 +565,16 @@ export class SqliteStore implements Store {
     this.db
       .transaction(() => {
         this.#insertAttempt(a);
-        this.#s.noteError.run(o.error, o.countAttempt ? 0 : 1, a.endedAt, a.key, a.runId);
+        this.#recount(
+          a.key,
+          (this.#s.noteError.get(o.error, o.countAttempt ? 0 : 1, a.endedAt, a.key, a.runId) as number | undefined) ?? null,
+        );
       })
       .immediate();
   }
 
   async fail(key: string, owner: string, error: string, attempt: AttemptRecord | null, now: number): Promise<void> {
-    this.#claimedSeqs.delete(key);
+    this.#started.delete(key);
     this.db
       .transaction(() => {
         if (attempt) this.#insertAttempt(attempt);
@@ -520,7 +590,7 @@ export class SqliteStore implements Store {
         const back = keys
           ? keys.flatMap((key) => this.#s.releaseOne.all(o.refund ? 1 : 0, o.now, owner, key) as string[])
           : (this.#s.release.all(o.refund ? 1 : 0, o.now, owner) as string[]);
-        for (const key of back) this.#claimedSeqs.delete(key);
+        for (const key of back) this.#started.delete(key);
         this.#s.dropOrphans(back);
         return back.length;
       })
