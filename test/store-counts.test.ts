@@ -290,6 +290,58 @@ const EXPECTED_V4 = {
   failures: { 'HTTP 400': 2, 'unknown error': 1 },
 };
 
+describe('status counts of an answer to a job changed since its claim', () => {
+  // A run's answer moves the counts from what its claim saw (sqlite/count-moves.ts). A job changed
+  // since then, by hand or by another writer, must be answered the way the trigger counts.
+  it.for([
+    ['its model', `UPDATE jobs SET model = 'gpt-b' WHERE state = 'running'`],
+    ['its attempts', `UPDATE jobs SET attempts = 0 WHERE state = 'running'`],
+    ['its prompt tokens', `UPDATE jobs SET prompt_tokens = 5 WHERE state = 'running'`],
+    ['its completion tokens', `UPDATE jobs SET completion_tokens = 5 WHERE state = 'running'`],
+    ['its cost', `UPDATE jobs SET cost_usd = 0.5 WHERE state = 'running'`],
+    ['its state', `UPDATE jobs SET state = 'pending', lease_owner = NULL WHERE state = 'running'`],
+  ])('sqlite: %s changed by hand, then answered: equal a fresh count', async ([, edit]) => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await store.startRun({ id: 'run-a', host: 'h', pid: 1, startedAt: T0, options: {} });
+    await store.enqueue([row('doc-1', 'one', { model: 'gpt-a' }), row('doc-2', 'two', { model: 'gpt-a' })], T0);
+    const { jobs } = await store.claim({ owner: 'run-a', limit: 2, now: T0, leaseUntil: T0 + 1000, maxAttempts: 3 });
+    store.db.exec(edit!);
+    const usage = { promptTokens: 7, completionTokens: 3 };
+    for (const j of jobs) {
+      const a: AttemptRecord = {
+        key: j.key,
+        runId: 'run-a',
+        attempt: j.attempts,
+        startedAt: T0,
+        endedAt: T0 + 5,
+        status: 200,
+        outcome: 'done',
+        error: null,
+        usage,
+        costUsd: 0.001,
+      };
+      expect(await store.complete(j.key, { owner: 'run-a', output: 'ok', response: '{}', usage, attempt: a })).toBe(true);
+    }
+    // every column of job_counts, not only what status shows (it sums no running job's tokens)
+    const kept = store.db
+      .prepare(`SELECT model, state, jobs, retried, prompt_tokens, completion_tokens, round(cost_usd, 9) AS usd, unpriced_prompt,
+          unpriced_completion FROM job_counts
+        WHERE jobs <> 0 OR retried <> 0 OR prompt_tokens <> 0 OR completion_tokens <> 0 OR round(cost_usd, 9) <> 0
+          OR unpriced_prompt <> 0 OR unpriced_completion <> 0 ORDER BY model, state`)
+      .all();
+    const counted = store.db
+      .prepare(`SELECT model, state, count(*) AS jobs, sum(attempts > 0) AS retried, coalesce(sum(prompt_tokens), 0) AS prompt_tokens,
+          coalesce(sum(completion_tokens), 0) AS completion_tokens, round(coalesce(sum(cost_usd), 0), 9) AS usd,
+          coalesce(sum(iif(cost_usd IS NULL, prompt_tokens, 0)), 0) AS unpriced_prompt,
+          coalesce(sum(iif(cost_usd IS NULL, completion_tokens, 0)), 0) AS unpriced_completion
+        FROM jobs GROUP BY model, state ORDER BY model, state`)
+      .all();
+    expect(kept).toEqual(counted);
+    expect((await store.status()).counts.done).toBe(2);
+    await store.close();
+  });
+});
+
 describe('status counts of a database from before they were kept', () => {
   it('sqlite: a v4 database with jobs gets its counts on open', async () => {
     const path = join(tempDir(), 'q.db');

@@ -168,7 +168,7 @@ export class SqliteStore implements Store {
       // job is dropped); its counts moved by the caller (CountMoves) from what the claim saw, so only
       // while the job is as the claim left it. Any other job is answered by key (complete).
       answerClaimed: db.prepare(`UPDATE jobs SET ${ANSWER_SET}, counts_kept = counts_kept + 1
-        WHERE seq = ? AND key = ? AND state = 'running' AND attempts = ?
+        WHERE seq = ? AND key = ? AND state = 'running' AND model = ? AND attempts = ?
           AND prompt_tokens IS NULL AND completion_tokens IS NULL AND cost_usd IS NULL`),
       insertAttempt: db.prepare(INSERT_ATTEMPT_SQL),
       insertAttemptOfSeq: db.prepare(INSERT_ATTEMPT_OF_SEQ_SQL),
@@ -420,7 +420,9 @@ export class SqliteStore implements Store {
   }
 
   async claim(o: ClaimOptions): Promise<ClaimResult> {
-    return this.db
+    // kept once the claim has committed: a claim rolled back started nothing
+    const startedNow: Array<[key: string, job: Started]> = [];
+    const result = this.db
       .transaction(() => {
         const p = { max: o.maxAttempts, now: o.now, owner: o.owner, leaseUntil: o.leaseUntil, limit: o.limit };
         const rows = (
@@ -431,7 +433,7 @@ export class SqliteStore implements Store {
         const moves = new CountMoves();
         const claimed = rows.map(([seq, key, request, model, priority, attempts, state, promptTokens, completionTokens, costUsd]) => {
           if (state === 'running') {
-            this.#started.set(key, { seq, model, attempts });
+            startedNow.push([key, { seq, model, attempts }]);
             const was: CountedJob = { model, state: 'pending', attempts: attempts - 1, promptTokens, completionTokens, costUsd };
             moves.move(was, { ...was, state, attempts });
           }
@@ -441,6 +443,8 @@ export class SqliteStore implements Store {
         return splitClaimed(claimed);
       })
       .immediate();
+    for (const [key, job] of startedNow) this.#started.set(key, job);
+    return result;
   }
 
   /**
@@ -516,7 +520,8 @@ export class SqliteStore implements Store {
    */
   readonly #started = new Map<string, Started>();
 
-  readonly #completions = new GroupCommit<{ key: string; c: Completion }, boolean>((batch) =>
+  /** One transaction for a group of answers: each stored with its attempt row, the counts and money moved once. */
+  readonly #answer = (batch: ReadonlyArray<{ key: string; c: Completion }>): boolean[] =>
     this.db
       .transaction(() => {
         const s = this.#s;
@@ -535,9 +540,8 @@ export class SqliteStore implements Store {
             a.endedAt,
           ];
           const started = this.#started.get(key);
-          this.#started.delete(key);
           let seq: number | undefined;
-          if (started && s.answerClaimed.run(...answer, started.seq, key, started.attempts).changes === 1) {
+          if (started && s.answerClaimed.run(...answer, started.seq, key, started.model, started.attempts).changes === 1) {
             seq = started.seq;
             const { model, attempts } = started;
             const was: CountedJob = { model, state: 'running', attempts, promptTokens: null, completionTokens: null, costUsd: null };
@@ -558,8 +562,14 @@ export class SqliteStore implements Store {
         this.#spend.settleAll(batch.map((b) => b.c.attempt));
         return changed;
       })
-      .immediate(),
-  );
+      .immediate();
+
+  readonly #completions = new GroupCommit<{ key: string; c: Completion }, boolean>((batch) => {
+    const changed = this.#answer(batch);
+    // forgotten once answered (a batch rolled back leaves them: its answers may come again)
+    for (const { key } of batch) this.#started.delete(key);
+    return changed;
+  });
 
   async recordAttempt(a: AttemptRecord, o: { countAttempt: boolean; error: string | null }): Promise<void> {
     this.db
