@@ -129,7 +129,9 @@ describe('alerts', () => {
     const dir = tempDir();
     const db = join(dir, 'q.db');
     const store = new SqliteStore(db);
-    const keys = await seedJobs(store, 40, { priority: (n) => (n < 3 ? -1 : 0) });
+    // 80 jobs at 150 ms, two at a time: the run stays live for ~4 s after the heartbeat (every 2 s) that
+    // stores the alert; with 40, that window was ~1 s, which two status commands on a loaded machine missed
+    const keys = await seedJobs(store, 80, { priority: (n) => (n < 3 ? -1 : 0) });
     await store.close();
     const fake = await startFake({ latencyMs: 150, record: false });
     const failing = new Set(keys.slice(0, 3));
