@@ -1,3 +1,5 @@
+import { spawnSync } from 'node:child_process';
+import { hostname } from 'node:os';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -128,6 +130,31 @@ describe('llmq status', () => {
     expect(s.etaSeconds).toBeNull();
     const text = (await runCli(['status', '--db', db])).stdout;
     expect(text).toMatch(/silent {4}run-0001 .*no heartbeat for 5m/);
+  });
+
+  it('a run of this machine whose process is gone is reported dead within seconds, not running with a frozen ETA', async () => {
+    // a pid that is no process: a child that has exited
+    const { pid } = spawnSync(process.execPath, ['-e', '']);
+    for (const [quietMs, live] of [
+      [0, true],
+      [10_000, false],
+    ] as const) {
+      const dir = tempDir();
+      const { db } = await populate(dir, { heartbeatAt: Date.now() - quietMs, host: hostname(), pid });
+      const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
+      // just heard from, it may still be finishing a commit; quiet for a few heartbeats, it is dead
+      expect(s.activeRuns[0]).toMatchObject({ live, gone: !live });
+      expect(s.etaSeconds === null).toBe(!live);
+      const text = (await runCli(['status', '--db', db])).stdout;
+      if (live) expect(text).toMatch(/^running /m);
+      else
+        expect(text).toMatch(
+          /silent {4}run-0001 .*no heartbeat for 1\ds\n\s+its process is gone; the next llmq run takes its jobs back at once/,
+        );
+    }
+    // the same run on another machine (same pid, other host) is only silent once STALE_RUN_MS passed
+    const { db } = await populate(tempDir(), { heartbeatAt: Date.now() - 10_000, host: 'elsewhere', pid });
+    expect(JSON.parse((await runCli(['status', '--json', '--db', db])).stdout).activeRuns[0]).toMatchObject({ live: true, gone: false });
   });
 
   it('does not create a database at a missing path', async () => {

@@ -1,5 +1,7 @@
+import { hostname } from 'node:os';
 import type { PriceTable } from '../pricing/price-table.js';
-import type { RunSpend, StatusSnapshot } from '../store/types.js';
+import type { RunRow, RunSpend, StatusSnapshot } from '../store/types.js';
+import { deadOwners, isProcessAlive } from '../scheduler/owners.js';
 
 /**
  * A run whose heartbeat is older than this is reported as not responding rather than active: it
@@ -7,9 +9,24 @@ import type { RunSpend, StatusSnapshot } from '../store/types.js';
  */
 export const STALE_RUN_MS = 90_000;
 
-/** Not ended, and heartbeating within STALE_RUN_MS. */
-export function isLive(r: { endedAt: number | null; heartbeatAt: number }, now: number): boolean {
-  return r.endedAt === null && now - r.heartbeatAt <= STALE_RUN_MS;
+/**
+ * A run on this machine whose process is gone and that has been quiet this long is dead, as `llmq
+ * run` judges it before taking its jobs back (three heartbeats at the default 2 s, at least 5 s).
+ */
+const QUIET_MS = 6_000;
+
+/** Not ended, heartbeating within STALE_RUN_MS, and not known dead (`deadRunsHere`). */
+export function isLive(r: { id: string; endedAt: number | null; heartbeatAt: number }, now: number, dead?: ReadonlySet<string>): boolean {
+  return r.endedAt === null && now - r.heartbeatAt <= STALE_RUN_MS && !dead?.has(r.id);
+}
+
+/**
+ * The runs among `runs` known dead: started on this machine, their process gone, quiet for a few
+ * heartbeats. Without this a run killed with SIGKILL read as running for STALE_RUN_MS, its last
+ * rate and ETA frozen, though the next `llmq run` would take its jobs back at once.
+ */
+export function deadRunsHere(runs: readonly RunRow[], now: number): ReadonlySet<string> {
+  return new Set(deadOwners(runs, { host: hostname(), pid: process.pid, runId: '', isAlive: isProcessAlive, now, quietMs: QUIET_MS }));
 }
 
 export interface ModelCost {
@@ -78,7 +95,7 @@ function remainingCost(s: StatusSnapshot, prices: PriceTable): number | null {
   return usd;
 }
 
-export function buildCost(s: StatusSnapshot, prices: PriceTable, now: number): CostReport {
+export function buildCost(s: StatusSnapshot, prices: PriceTable, now: number, dead?: ReadonlySet<string>): CostReport {
   const byModel = s.byModel.map((m): ModelCost => {
     const pricing = prices.lookup(m.model);
     const unstored = m.unpricedPrompt + m.unpricedCompletion > 0;
@@ -109,7 +126,7 @@ export function buildCost(s: StatusSnapshot, prices: PriceTable, now: number): C
       host: r.host,
       startedAt: r.startedAt,
       endedAt: r.endedAt,
-      live: isLive(r, now),
+      live: isLive(r, now, dead),
       budgetUsd: budget('budget'),
       budgetTotalUsd: budget('budgetTotal'),
     };

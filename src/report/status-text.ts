@@ -77,7 +77,8 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
   if (live.length > 1) lines.push(`${''.padEnd(10)}together ${rate(r.jobsPerSecond ?? 0)} jobs/s · ETA ${duration(r.etaSeconds)}`);
   for (const run of stale) {
     lines.push(`${p.yellow('silent')}    ${runName(run)}: no heartbeat for ${duration((r.now - run.heartbeatAt) / 1000)}`);
-    lines.push(p.dim(`${''.padEnd(10)}it probably died; its jobs go back to pending when their leases expire`));
+    if (run.gone) lines.push(p.dim(`${''.padEnd(10)}its process is gone; the next llmq run takes its jobs back at once`));
+    else lines.push(p.dim(`${''.padEnd(10)}it probably died; its jobs go back to pending when their leases expire`));
   }
   const last = r.lastRun;
   if (last && last.endedAt !== null) {

@@ -4,7 +4,7 @@ import { buildCost, isLive, type CostReport } from './status-cost.js';
 
 export type { CostReport, ModelCost, RunCost } from './status-cost.js';
 
-export { STALE_RUN_MS } from './status-cost.js';
+export { STALE_RUN_MS, deadRunsHere } from './status-cost.js';
 
 export interface RunReport {
   readonly id: string;
@@ -16,8 +16,10 @@ export interface RunReport {
   readonly exitReason: string | null;
   /** Where it sent: its provider's name ("mock", "openai-compatible (https://api.openai.com/v1)"); null for runs that did not store it. */
   readonly provider: string | null;
-  /** Still heartbeating (not ended, heartbeat within STALE_RUN_MS). */
+  /** Still heartbeating (not ended, heartbeat within STALE_RUN_MS) and not known dead. */
   readonly live: boolean;
+  /** Known dead: on this machine, its process gone (`deadRunsHere`); the next run takes its jobs back at once. */
+  readonly gone: boolean;
   readonly wallSeconds: number;
   readonly done: number;
   readonly failed: number;
@@ -76,11 +78,14 @@ export interface StatusReport {
   }>;
 }
 
-export function buildStatusReport(s: StatusSnapshot, o: { now: number; prices: PriceTable; db: string }): StatusReport {
-  const cost = buildCost(s, o.prices, o.now);
+export function buildStatusReport(
+  s: StatusSnapshot,
+  o: { now: number; prices: PriceTable; db: string; deadRuns?: ReadonlySet<string> },
+): StatusReport {
+  const cost = buildCost(s, o.prices, o.now, o.deadRuns);
   const left = s.counts.pending + s.counts.running;
 
-  const activeRuns = s.activeRuns.map((r) => runReport(r, o.now));
+  const activeRuns = s.activeRuns.map((r) => runReport(r, o.now, o.deadRuns));
   const live = activeRuns.filter((r) => r.live);
   const jobsPerSecond = live.length ? live.reduce((a, r) => a + r.recentJobsPerSecond, 0) : null;
   const etaSeconds = jobsPerSecond && jobsPerSecond > 0 ? left / jobsPerSecond : left === 0 && live.length ? 0 : null;
@@ -116,8 +121,8 @@ export function buildStatusReport(s: StatusSnapshot, o: { now: number; prices: P
   };
 }
 
-export function runReport(r: RunRow, now: number): RunReport {
-  const live = isLive(r, now);
+export function runReport(r: RunRow, now: number, dead?: ReadonlySet<string>): RunReport {
+  const live = isLive(r, now, dead);
   const until = r.endedAt ?? (live ? now : r.heartbeatAt);
   const wallSeconds = Math.max(0, (until - r.startedAt) / 1000);
   const st = r.stats;
@@ -133,6 +138,7 @@ export function runReport(r: RunRow, now: number): RunReport {
     endedAt: r.endedAt,
     exitReason: r.exitReason,
     live,
+    gone: r.endedAt === null && (dead?.has(r.id) ?? false),
     wallSeconds,
     done,
     failed: st?.failed ?? 0,

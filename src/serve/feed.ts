@@ -1,4 +1,4 @@
-import { buildStatusReport, type StatusReport } from '../report/status.js';
+import { buildStatusReport, deadRunsHere, type StatusReport } from '../report/status.js';
 import type { PriceTable } from '../pricing/price-table.js';
 import type { QueueReader } from '../store/types.js';
 
@@ -91,7 +91,13 @@ export class StatusFeed {
     let report: StatusReport;
     try {
       const now = this.#now();
-      report = buildStatusReport(await this.#o.store.status(), { now, prices: this.#o.prices, db: this.#o.db });
+      const snapshot = await this.#o.store.status();
+      report = buildStatusReport(snapshot, {
+        now,
+        prices: this.#o.prices,
+        db: this.#o.db,
+        deadRuns: deadRunsHere(snapshot.activeRuns, now),
+      });
     } catch (error) {
       this.#broadcast({ type: 'unreadable', message: error instanceof Error ? error.message : String(error) });
       return;

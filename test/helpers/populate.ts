@@ -52,7 +52,7 @@ export const ANSWERS: Record<string, string> = {
  */
 export async function populate(
   dir: string,
-  o: { finished?: boolean; heartbeatAt?: number } = {},
+  o: { finished?: boolean; heartbeatAt?: number; host?: string; pid?: number } = {},
 ): Promise<{ db: string; keys: Record<string, string> }> {
   const db = join(dir, 'q.db');
   const store = new SqliteStore(db);
@@ -70,7 +70,7 @@ export async function populate(
   ];
   const keys = Object.fromEntries(rows.map((r) => [r.itemId, r.key]));
   await store.enqueue(rows, T0);
-  await store.startRun({ id: RUN, host: 'testhost', pid: 4242, startedAt: T0 + 1000, options: { concurrency: 4 } });
+  await store.startRun({ id: RUN, host: o.host ?? 'testhost', pid: o.pid ?? 4242, startedAt: T0 + 1000, options: { concurrency: 4 } });
   const claimed = await store.claim({ owner: RUN, limit: 100, now: T0 + 1000, leaseUntil: Date.now() + 600_000, maxAttempts: 3 });
   if (claimed.jobs.length !== rows.length - 1) throw new Error(`expected ${rows.length - 1} claimed jobs, got ${claimed.jobs.length}`);
   const attempt = (

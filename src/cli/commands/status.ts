@@ -32,7 +32,7 @@ Examples:
 }
 
 async function statusCommand(flags: StatusFlags): Promise<void> {
-  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { buildStatusReport }, { buildBatchesReport }, text] =
+  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { buildStatusReport, deadRunsHere }, { buildBatchesReport }, text] =
     await Promise.all([
       import('../../store/open-store.js'),
       import('../../report/open-existing.js'),
@@ -47,7 +47,9 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
   const out = process.stdout;
   const render = async (): Promise<string> => {
     const now = Date.now();
-    const report = buildStatusReport(await store.status(), { now, prices, db: redactLocation(location) });
+    const snapshot = await store.status();
+    const deadRuns = deadRunsHere(snapshot.activeRuns, now);
+    const report = buildStatusReport(snapshot, { now, prices, db: redactLocation(location), deadRuns });
     const batches = buildBatchesReport(await store.batches.recent(50), now);
     return text ? text(report, batches) : JSON.stringify({ ...report, batches }) + '\n';
   };
