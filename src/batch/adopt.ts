@@ -1,4 +1,4 @@
-import { deadOwners, dyingOwners, isProcessAlive } from '../scheduler/owners.js';
+import { deadOwners, dyingOwners, isProcessAlive } from '../run-owners.js';
 import type { BatchRow } from '../store/batches.js';
 import type { BatchContext } from './context.js';
 import { findBySubmission } from './submit.js';

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import type { PriceTable } from '../pricing/price-table.js';
 import type { RunRow, RunSpend, StatusSnapshot } from '../store/types.js';
-import { deadOwners, isProcessAlive } from '../scheduler/owners.js';
+import { deadOwners, isProcessAlive } from '../run-owners.js';
 
 /**
  * A run whose heartbeat is older than this is reported as not responding rather than active: it

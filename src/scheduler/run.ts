@@ -9,7 +9,7 @@ import { InFlightRequests } from './in-flight.js';
 import { Lanes, localBoards } from './lanes.js';
 import { sleep } from './wait.js';
 import { OutageBreaker } from './outage.js';
-import { deadOwners, dyingOwners, isProcessAlive, type Self } from './owners.js';
+import { deadOwners, dyingOwners, isProcessAlive, type Self } from '../run-owners.js';
 import { Semaphore } from './semaphore.js';
 import { RunCounters } from './stats.js';
 import { RunMoney } from './run-money.js';

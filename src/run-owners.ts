@@ -1,6 +1,6 @@
-import type { RunRow } from '../store/types.js';
+import type { RunRow } from './store/types.js';
 
-export { isProcessAlive } from '../process-alive.js';
+export { isProcessAlive } from './process-alive.js';
 
 export interface Self {
   readonly host: string;
