@@ -213,7 +213,7 @@ describe('llmq enqueue (CLI)', () => {
     const other = await llmq(['enqueue', docs, '--db', db, '--json']);
     expect(other.code).toBe(0);
     expect(JSON.parse(other.stdout)).toMatchObject({ newJobs: 3, updated: 3, orphanedAnswers: 3 });
-    expect(other.stderr).toContain('warning: 3 answered jobs no longer belong to any item');
+    expect(other.stderr).toContain('warning: 3 jobs answered or in flight no longer belong to any item');
     expect(other.stderr).toContain('enqueue again with the earlier prompt, model and options');
     // as it says: back to mock-1, the items find their answers, and the unsent jobs go
     const back = await llmq(['enqueue', docs, '--db', db, '--model', 'mock-1']);
