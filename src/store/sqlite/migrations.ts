@@ -84,6 +84,26 @@ END;`,
   items_count_insert: 'CREATE TRIGGER items_count_insert AFTER INSERT ON items BEGIN UPDATE item_counts SET items = items + 1; END;',
 } as const;
 
+/**
+ * What the count trigger on an UPDATE of jobs does: the row leaves its old (model, state) and joins its
+ * new one. Shipped in migration 6 and again, behind another WHEN, in migration 12: text both have
+ * run as it is, so never edit it; a change is a new migration with a body of its own.
+ */
+const JOB_COUNT_UPDATE_BODY = `BEGIN
+  UPDATE job_counts SET jobs = jobs - 1, retried = retried - (OLD.attempts > 0), prompt_tokens = prompt_tokens - coalesce(OLD.prompt_tokens, 0),
+      completion_tokens = completion_tokens - coalesce(OLD.completion_tokens, 0), cost_usd = cost_usd - coalesce(OLD.cost_usd, 0),
+      unpriced_prompt = unpriced_prompt - iif(OLD.cost_usd IS NULL, coalesce(OLD.prompt_tokens, 0), 0),
+      unpriced_completion = unpriced_completion - iif(OLD.cost_usd IS NULL, coalesce(OLD.completion_tokens, 0), 0)
+    WHERE model = OLD.model AND state = OLD.state;
+  INSERT INTO job_counts VALUES (NEW.model, NEW.state, 1, NEW.attempts > 0, coalesce(NEW.prompt_tokens, 0),
+      coalesce(NEW.completion_tokens, 0), coalesce(NEW.cost_usd, 0), iif(NEW.cost_usd IS NULL, coalesce(NEW.prompt_tokens, 0), 0),
+      iif(NEW.cost_usd IS NULL, coalesce(NEW.completion_tokens, 0), 0))
+    ON CONFLICT (model, state) DO UPDATE SET jobs = jobs + 1, retried = retried + excluded.retried,
+      prompt_tokens = prompt_tokens + excluded.prompt_tokens, completion_tokens = completion_tokens + excluded.completion_tokens,
+      cost_usd = cost_usd + excluded.cost_usd, unpriced_prompt = unpriced_prompt + excluded.unpriced_prompt,
+      unpriced_completion = unpriced_completion + excluded.unpriced_completion;
+END;`;
+
 /** The triggers of migration 6 on `jobs`; REBUILD_JOBS_SQL creates them again. */
 const JOBS_COUNT_TRIGGERS = `
 ${INSERT_COUNT_TRIGGERS.jobs_count_insert}
@@ -98,20 +118,7 @@ END;
 CREATE TRIGGER jobs_count_update AFTER UPDATE OF model, state, attempts, prompt_tokens, completion_tokens, cost_usd ON jobs
 WHEN OLD.model IS NOT NEW.model OR OLD.state IS NOT NEW.state OR (OLD.attempts > 0) IS NOT (NEW.attempts > 0)
   OR OLD.prompt_tokens IS NOT NEW.prompt_tokens OR OLD.completion_tokens IS NOT NEW.completion_tokens OR OLD.cost_usd IS NOT NEW.cost_usd
-BEGIN
-  UPDATE job_counts SET jobs = jobs - 1, retried = retried - (OLD.attempts > 0), prompt_tokens = prompt_tokens - coalesce(OLD.prompt_tokens, 0),
-      completion_tokens = completion_tokens - coalesce(OLD.completion_tokens, 0), cost_usd = cost_usd - coalesce(OLD.cost_usd, 0),
-      unpriced_prompt = unpriced_prompt - iif(OLD.cost_usd IS NULL, coalesce(OLD.prompt_tokens, 0), 0),
-      unpriced_completion = unpriced_completion - iif(OLD.cost_usd IS NULL, coalesce(OLD.completion_tokens, 0), 0)
-    WHERE model = OLD.model AND state = OLD.state;
-  INSERT INTO job_counts VALUES (NEW.model, NEW.state, 1, NEW.attempts > 0, coalesce(NEW.prompt_tokens, 0),
-      coalesce(NEW.completion_tokens, 0), coalesce(NEW.cost_usd, 0), iif(NEW.cost_usd IS NULL, coalesce(NEW.prompt_tokens, 0), 0),
-      iif(NEW.cost_usd IS NULL, coalesce(NEW.completion_tokens, 0), 0))
-    ON CONFLICT (model, state) DO UPDATE SET jobs = jobs + 1, retried = retried + excluded.retried,
-      prompt_tokens = prompt_tokens + excluded.prompt_tokens, completion_tokens = completion_tokens + excluded.completion_tokens,
-      cost_usd = cost_usd + excluded.cost_usd, unpriced_prompt = unpriced_prompt + excluded.unpriced_prompt,
-      unpriced_completion = unpriced_completion + excluded.unpriced_completion;
-END;
+${JOB_COUNT_UPDATE_BODY}
 
 CREATE TRIGGER jobs_failure_insert AFTER INSERT ON jobs WHEN NEW.state = 'failed' BEGIN
   INSERT INTO failure_counts VALUES (coalesce(NEW.error, 'unknown error'), 1) ON CONFLICT (error) DO UPDATE SET jobs = jobs + 1;
@@ -450,20 +457,7 @@ CREATE TRIGGER jobs_count_update AFTER UPDATE OF model, state, attempts, prompt_
 WHEN NEW.counts_kept IS OLD.counts_kept AND (OLD.model IS NOT NEW.model OR OLD.state IS NOT NEW.state
   OR (OLD.attempts > 0) IS NOT (NEW.attempts > 0) OR OLD.prompt_tokens IS NOT NEW.prompt_tokens
   OR OLD.completion_tokens IS NOT NEW.completion_tokens OR OLD.cost_usd IS NOT NEW.cost_usd)
-BEGIN
-  UPDATE job_counts SET jobs = jobs - 1, retried = retried - (OLD.attempts > 0), prompt_tokens = prompt_tokens - coalesce(OLD.prompt_tokens, 0),
-      completion_tokens = completion_tokens - coalesce(OLD.completion_tokens, 0), cost_usd = cost_usd - coalesce(OLD.cost_usd, 0),
-      unpriced_prompt = unpriced_prompt - iif(OLD.cost_usd IS NULL, coalesce(OLD.prompt_tokens, 0), 0),
-      unpriced_completion = unpriced_completion - iif(OLD.cost_usd IS NULL, coalesce(OLD.completion_tokens, 0), 0)
-    WHERE model = OLD.model AND state = OLD.state;
-  INSERT INTO job_counts VALUES (NEW.model, NEW.state, 1, NEW.attempts > 0, coalesce(NEW.prompt_tokens, 0),
-      coalesce(NEW.completion_tokens, 0), coalesce(NEW.cost_usd, 0), iif(NEW.cost_usd IS NULL, coalesce(NEW.prompt_tokens, 0), 0),
-      iif(NEW.cost_usd IS NULL, coalesce(NEW.completion_tokens, 0), 0))
-    ON CONFLICT (model, state) DO UPDATE SET jobs = jobs + 1, retried = retried + excluded.retried,
-      prompt_tokens = prompt_tokens + excluded.prompt_tokens, completion_tokens = completion_tokens + excluded.completion_tokens,
-      cost_usd = cost_usd + excluded.cost_usd, unpriced_prompt = unpriced_prompt + excluded.unpriced_prompt,
-      unpriced_completion = unpriced_completion + excluded.unpriced_completion;
-END;
+${JOB_COUNT_UPDATE_BODY}
 `,
 });
 
