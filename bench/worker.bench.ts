@@ -382,6 +382,72 @@ async function store(): Promise<void> {
       `    requests of ${size < 200 ? 'about 130' : fmt(size)} bytes: ${fmt(cpuUs, 1)} us of CPU and ${fmt(kib, 1)} KiB written per job`,
     );
   }
+  const best = (layout: Parameters<typeof sqliteFloor>[0]) => Math.min(...[0, 1, 2].map(() => sqliteFloor(layout)));
+  console.log(
+    `    SQLite's own floor, bare tables, best of 3: ${fmt(best('two-updates'), 1)} us per job changing its row twice (claimed, answered); ${fmt(best('appended'), 1)} us appending its answer to a leased range`,
+  );
+}
+
+/**
+ * What SQLite itself asks per job, on bare tables with none of the store's features (no attempt
+ * rows, counts, money, age index or requests kept apart), in the same claims of 80 and commits of 32
+ * as (3): the least a store that changes each job's row twice (claimed, then answered) can cost, and
+ * the least one that appends answers and leases a claimed range in one row can. The store's figure
+ * in (3) against these is what its features and its layout cost.
+ */
+function sqliteFloor(layout: 'two-updates' | 'appended'): number {
+  const Database = require('better-sqlite3') as typeof import('better-sqlite3');
+  const jobs = 20_000;
+  const db = new Database(join(dir, `floor${n++}.db`));
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.exec(`CREATE TABLE jobs (seq INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, state TEXT NOT NULL, attempts INTEGER NOT NULL,
+      lease_owner TEXT, output TEXT, response TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, finished_at INTEGER);
+    CREATE INDEX jobs_claim ON jobs (state, seq);
+    CREATE INDEX jobs_lease ON jobs (lease_owner) WHERE lease_owner IS NOT NULL;
+    CREATE TABLE leases (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL);
+    CREATE TABLE answers (seq INTEGER PRIMARY KEY, output TEXT, response TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, finished_at INTEGER);`);
+  const insert = db.prepare(`INSERT INTO jobs (key, state, attempts) VALUES (?, 'pending', 0)`);
+  db.transaction(() => {
+    for (let i = 0; i < jobs; i++) insert.run(`${i}`.padStart(64, '0'));
+  })();
+  const response = JSON.stringify({
+    id: 'chatcmpl-bench',
+    choices: [{ index: 0, message: { role: 'assistant', content: 'A summary of the document. '.repeat(8) }, finish_reason: 'stop' }],
+    usage: { prompt_tokens: 20, completion_tokens: 40, total_tokens: 60 },
+  });
+  const claim =
+    layout === 'two-updates'
+      ? db
+          .prepare(`UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = 'r'
+            WHERE seq IN (SELECT seq FROM jobs WHERE state = 'pending' ORDER BY seq LIMIT 80) RETURNING seq`)
+          .pluck()
+      : db
+          .prepare(`SELECT seq FROM jobs WHERE state = 'pending' AND seq > coalesce((SELECT max(last_seq) FROM leases), 0)
+          ORDER BY seq LIMIT 80`)
+          .pluck();
+  const lease = db.prepare(`INSERT INTO leases (owner, first_seq, last_seq) VALUES ('r', ?, ?)`);
+  const answer =
+    layout === 'two-updates'
+      ? db.prepare(`UPDATE jobs SET state = 'done', output = ?, response = ?, prompt_tokens = ?, completion_tokens = ?,
+          lease_owner = NULL, finished_at = ? WHERE seq = ?`)
+      : db.prepare(`INSERT INTO answers (output, response, prompt_tokens, completion_tokens, finished_at, seq) VALUES (?, ?, ?, ?, ?, ?)`);
+  const answerAll = db.transaction((seqs: number[]) => {
+    for (const seq of seqs) answer.run('A summary of the document.', response, 20, 40, Date.now(), seq);
+  });
+  const cpu0 = process.cpuUsage();
+  for (;;) {
+    const seqs = db.transaction(() => {
+      const got = claim.all() as number[];
+      if (layout === 'appended' && got.length > 0) lease.run(got[0], got.at(-1));
+      return got;
+    })();
+    if (seqs.length === 0) break;
+    for (let i = 0; i < seqs.length; i += 32) answerAll(seqs.slice(i, i + 32));
+  }
+  const cpu = process.cpuUsage(cpu0);
+  db.close();
+  return (cpu.user + cpu.system) / jobs;
 }
 
 import { createRequire } from 'node:module';
