@@ -1,6 +1,6 @@
 import type { AttemptRecord, Committed, ReserveRequest, ReserveResult } from '../types.js';
 import { nanoDown, nanoUp, settlementOf, usdOf } from '../spend-amounts.js';
-import type { Db } from './open.js';
+import { immediateTxn, type Db } from './open.js';
 
 const COMMITTED = 'reserved_nanousd + spent_nanousd + unknown_nanousd';
 
@@ -12,6 +12,8 @@ const COMMITTED = 'reserved_nanousd + spent_nanousd + unknown_nanousd';
 export class SqliteSpend {
   readonly #db: Db;
   readonly #s;
+  /** Made once (`immediateTxn`): a run under a budget reserves before every request. */
+  readonly #reserveTxn: (r: ReserveRequest) => ReserveResult;
 
   constructor(db: Db) {
     this.#db = db;
@@ -32,6 +34,7 @@ export class SqliteSpend {
       died: db.prepare(`UPDATE spend SET unknown_nanousd = unknown_nanousd + reserved_nanousd, unknown_tries = unknown_tries + in_flight,
           reserved_nanousd = 0, in_flight = 0, updated_at = ? WHERE run_id = ?`),
     };
+    this.#reserveTxn = immediateTxn(db, (r: ReserveRequest) => this.#reserveIn(r));
   }
 
   /** The run's row, written with the run itself. */
@@ -40,21 +43,21 @@ export class SqliteSpend {
   }
 
   reserve(r: ReserveRequest): ReserveResult {
+    return this.#reserveTxn(r);
+  }
+
+  #reserveIn(r: ReserveRequest): ReserveResult {
     const s = this.#s;
-    return this.#db
-      .transaction((): ReserveResult => {
-        const usd = nanoUp(r.usd);
-        s.open.run(r.runId, r.now);
-        const run = s.runCommitted.get(r.runId) as number;
-        if (r.runBudget !== null && run + usd > nanoDown(r.runBudget)) return { ok: false, scope: 'run', committedUsd: usdOf(run) };
-        if (r.totalBudget !== null) {
-          const total = s.totalCommitted.get() as number;
-          if (total + usd > nanoDown(r.totalBudget)) return { ok: false, scope: 'total', committedUsd: usdOf(total) };
-        }
-        s.hold.run(usd, r.now, r.runId);
-        return { ok: true };
-      })
-      .immediate();
+    const usd = nanoUp(r.usd);
+    s.open.run(r.runId, r.now);
+    const run = s.runCommitted.get(r.runId) as number;
+    if (r.runBudget !== null && run + usd > nanoDown(r.runBudget)) return { ok: false, scope: 'run', committedUsd: usdOf(run) };
+    if (r.totalBudget !== null) {
+      const total = s.totalCommitted.get() as number;
+      if (total + usd > nanoDown(r.totalBudget)) return { ok: false, scope: 'total', committedUsd: usdOf(total) };
+    }
+    s.hold.run(usd, r.now, r.runId);
+    return { ok: true };
   }
 
   unreserve(runId: string, usd: number, now: number): void {

@@ -25,7 +25,7 @@ import type {
   Store,
 } from '../types.js';
 import { sourceFile, type FromAnotherFile } from '../types.js';
-import { openSqlite, type Db, type OpenSqliteOptions } from './open.js';
+import { immediateTxn, openSqlite, type Db, type OpenSqliteOptions } from './open.js';
 import { SqliteReader } from './read.js';
 import { SqliteCopier } from './copy.js';
 import { SqliteBatches } from './batches.js';
@@ -422,30 +422,33 @@ export class SqliteStore implements Store {
   async claim(o: ClaimOptions): Promise<ClaimResult> {
     // kept once the claim has committed: a claim rolled back started nothing
     const startedNow: Array<[key: string, job: Started]> = [];
-    const result = this.db
-      .transaction(() => {
-        const p = { max: o.maxAttempts, now: o.now, owner: o.owner, leaseUntil: o.leaseUntil, limit: o.limit };
-        const rows = (
-          o.skipModels?.length
-            ? this.#s.claimSeqs.all({ ...p, seqs: JSON.stringify(this.#pickAround(o.skipModels, o.now, o.limit)) })
-            : this.#s.claim.all(p)
-        ) as ClaimedRow[];
-        const moves = new CountMoves();
-        const claimed = rows.map(([seq, key, request, model, priority, attempts, state, promptTokens, completionTokens, costUsd]) => {
-          if (state === 'running') {
-            startedNow.push([key, { seq, model, attempts }]);
-            const was: CountedJob = { model, state: 'pending', attempts: attempts - 1, promptTokens, completionTokens, costUsd };
-            moves.move(was, { ...was, state, attempts });
-          }
-          return { seq, key, request, model, priority, attempts, state } satisfies RawClaimed;
-        });
-        this.#s.writeCounts(moves);
-        return splitClaimed(claimed);
-      })
-      .immediate();
+    const result = this.#claimTxn()(o, startedNow);
     for (const [key, job] of startedNow) this.#started.set(key, job);
     return result;
   }
+
+  /** The claim's transaction, made once (`immediateTxn`); the jobs it starts are added to `startedNow`. */
+  readonly #claimTxn = lazy(() =>
+    immediateTxn(this.db, (o: ClaimOptions, startedNow: Array<[key: string, job: Started]>): ClaimResult => {
+      const p = { max: o.maxAttempts, now: o.now, owner: o.owner, leaseUntil: o.leaseUntil, limit: o.limit };
+      const rows = (
+        o.skipModels?.length
+          ? this.#s.claimSeqs.all({ ...p, seqs: JSON.stringify(this.#pickAround(o.skipModels, o.now, o.limit)) })
+          : this.#s.claim.all(p)
+      ) as ClaimedRow[];
+      const moves = new CountMoves();
+      const claimed = rows.map(([seq, key, request, model, priority, attempts, state, promptTokens, completionTokens, costUsd]) => {
+        if (state === 'running') {
+          startedNow.push([key, { seq, model, attempts }]);
+          const was: CountedJob = { model, state: 'pending', attempts: attempts - 1, promptTokens, completionTokens, costUsd };
+          moves.move(was, { ...was, state, attempts });
+        }
+        return { seq, key, request, model, priority, attempts, state } satisfies RawClaimed;
+      });
+      this.#s.writeCounts(moves);
+      return splitClaimed(claimed);
+    }),
+  );
 
   /**
    * The first `limit` pending jobs, in claim order, of the models not skipped. Read per model from
@@ -521,51 +524,50 @@ export class SqliteStore implements Store {
   readonly #started = new Map<string, Started>();
 
   /** One transaction for a group of answers: each stored with its attempt row, the counts and money moved once. */
-  readonly #answer = (batch: ReadonlyArray<{ key: string; c: Completion }>): boolean[] =>
-    this.db
-      .transaction(() => {
-        const s = this.#s;
-        const moves = new CountMoves();
-        const changed = batch.map(({ key, c }) => {
-          const a = c.attempt;
-          const latencyMs = latencyOf(a);
-          const answer = [
-            c.output,
-            c.response,
-            c.usage.promptTokens,
-            c.usage.completionTokens,
-            a.costUsd ?? null,
-            latencyMs,
-            a.endedAt,
-            a.endedAt,
-          ];
-          const started = this.#started.get(key);
-          let seq: number | undefined;
-          if (started && s.answerClaimed.run(...answer, started.seq, key, started.model, started.attempts).changes === 1) {
-            seq = started.seq;
-            const { model, attempts } = started;
-            const was: CountedJob = { model, state: 'running', attempts, promptTokens: null, completionTokens: null, costUsd: null };
-            const { promptTokens, completionTokens } = c.usage;
-            moves.move(was, { model, state: 'done', attempts, promptTokens, completionTokens, costUsd: a.costUsd ?? null });
-          } else {
-            // not as its claim left it: answered already (then this finds it neither), dropped and enqueued
-            // again, taken back, or retried since (startRetry); or claimed elsewhere
-            seq = s.complete.get(...answer, key) as number | undefined;
-          }
-          // the job's seq from its UPDATE, else (answered already, or gone) looked up by the key
-          if (seq === undefined) s.insertAttempt.run(...insertAttemptValues(a, latencyMs));
-          else s.insertAttemptOfSeq.run(...attemptValues(a, latencyMs, Number), seq);
-          return seq !== undefined;
-        });
-        s.writeCounts(moves);
-        // the money of the whole batch in one statement per run, not one per answer
-        this.#spend.settleAll(batch.map((b) => b.c.attempt));
-        return changed;
-      })
-      .immediate();
+  readonly #answer = lazy(() =>
+    immediateTxn(this.db, (batch: ReadonlyArray<{ key: string; c: Completion }>): boolean[] => {
+      const s = this.#s;
+      const moves = new CountMoves();
+      const changed = batch.map(({ key, c }) => {
+        const a = c.attempt;
+        const latencyMs = latencyOf(a);
+        const answer = [
+          c.output,
+          c.response,
+          c.usage.promptTokens,
+          c.usage.completionTokens,
+          a.costUsd ?? null,
+          latencyMs,
+          a.endedAt,
+          a.endedAt,
+        ];
+        const started = this.#started.get(key);
+        let seq: number | undefined;
+        if (started && s.answerClaimed.run(...answer, started.seq, key, started.model, started.attempts).changes === 1) {
+          seq = started.seq;
+          const { model, attempts } = started;
+          const was: CountedJob = { model, state: 'running', attempts, promptTokens: null, completionTokens: null, costUsd: null };
+          const { promptTokens, completionTokens } = c.usage;
+          moves.move(was, { model, state: 'done', attempts, promptTokens, completionTokens, costUsd: a.costUsd ?? null });
+        } else {
+          // not as its claim left it: answered already (then this finds it neither), dropped and enqueued
+          // again, taken back, or retried since (startRetry); or claimed elsewhere
+          seq = s.complete.get(...answer, key) as number | undefined;
+        }
+        // the job's seq from its UPDATE, else (answered already, or gone) looked up by the key
+        if (seq === undefined) s.insertAttempt.run(...insertAttemptValues(a, latencyMs));
+        else s.insertAttemptOfSeq.run(...attemptValues(a, latencyMs, Number), seq);
+        return seq !== undefined;
+      });
+      s.writeCounts(moves);
+      // the money of the whole batch in one statement per run, not one per answer
+      this.#spend.settleAll(batch.map((b) => b.c.attempt));
+      return changed;
+    }),
+  );
 
   readonly #completions = new GroupCommit<{ key: string; c: Completion }, boolean>((batch) => {
-    const changed = this.#answer(batch);
+    const changed = this.#answer()(batch);
     // forgotten once answered (a batch rolled back leaves them: its answers may come again)
     for (const { key } of batch) this.#started.delete(key);
     return changed;
