@@ -13,7 +13,7 @@ export class SqliteSpend {
   readonly #db: Db;
   readonly #s;
   /** Made once (`immediateTxn`): a run under a budget reserves before every request. */
-  readonly #reserveTxn: (r: ReserveRequest) => ReserveResult;
+  readonly #reserveTxn: (rs: readonly ReserveRequest[]) => ReserveResult[];
 
   constructor(db: Db) {
     this.#db = db;
@@ -34,7 +34,7 @@ export class SqliteSpend {
       died: db.prepare(`UPDATE spend SET unknown_nanousd = unknown_nanousd + reserved_nanousd, unknown_tries = unknown_tries + in_flight,
           reserved_nanousd = 0, in_flight = 0, updated_at = ? WHERE run_id = ?`),
     };
-    this.#reserveTxn = immediateTxn(db, (r: ReserveRequest) => this.#reserveIn(r));
+    this.#reserveTxn = immediateTxn(db, (rs: readonly ReserveRequest[]) => rs.map((r) => this.#reserveOne(r)));
   }
 
   /** The run's row, written with the run itself. */
@@ -42,11 +42,15 @@ export class SqliteSpend {
     this.#s.open.run(runId, now);
   }
 
-  reserve(r: ReserveRequest): ReserveResult {
-    return this.#reserveTxn(r);
+  /**
+   * Reservations in one transaction, each checked against what those before it took, in order: the
+   * same answers as one transaction each, for one commit.
+   */
+  reserveAll(rs: readonly ReserveRequest[]): ReserveResult[] {
+    return this.#reserveTxn(rs);
   }
 
-  #reserveIn(r: ReserveRequest): ReserveResult {
+  #reserveOne(r: ReserveRequest): ReserveResult {
     const s = this.#s;
     const usd = nanoUp(r.usd);
     s.open.run(r.runId, r.now);

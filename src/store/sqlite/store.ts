@@ -469,9 +469,16 @@ export class SqliteStore implements Store {
     return picked.slice(0, limit).map((r) => r.seq);
   }
 
-  async reserve(request: ReserveRequest): Promise<ReserveResult> {
-    return this.#spend.reserve(request);
+  /**
+   * Reservations asked in the same turn of the event loop share one transaction (group commit), each
+   * checked in arrival order as if alone: a run under a budget reserves before every request, and a
+   * commit of its own cost each more than its check.
+   */
+  reserve(request: ReserveRequest): Promise<ReserveResult> {
+    return this.#reservations.add(request);
   }
+
+  readonly #reservations = new GroupCommit<ReserveRequest, ReserveResult>((batch) => this.#spend.reserveAll(batch));
 
   async unreserve(runId: string, usd: number, now: number): Promise<void> {
     this.#spend.unreserve(runId, usd, now);
@@ -647,6 +654,7 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
+    await this.#reservations.drain();
     await this.#completions.drain();
     await this.#stopCheckpointer();
     // a load nobody ended (its caller failed before endLoad): the next writer finishes it
