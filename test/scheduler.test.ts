@@ -430,4 +430,34 @@ describe('runQueue', () => {
     for (const s of others) await s.close();
     await store.close();
   });
+
+  it('a stop while a budget reservation is being committed sends nothing, and leaves nothing reserved or counted as may be billed', async () => {
+    const { fake, store } = await setup(1);
+    const stop = new AbortController();
+    const abort = new AbortController();
+    // both stops come after the reservation is asked and before it is committed (SQLite commits
+    // reservations of one turn together, a turn later)
+    const stopsWhileReserving = new Proxy(store, {
+      get(target, name) {
+        if (name === 'reserve')
+          return (r: Parameters<SqliteStore['reserve']>[0]) => {
+            const reserved = target.reserve(r);
+            stop.abort();
+            abort.abort();
+            return reserved;
+          };
+        const value = Reflect.get(target, name);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    await runQueue(
+      { store: stopsWhileReserving, provider: provider(fake), stopSignal: stop.signal, abortSignal: abort.signal, runId: 'stopped' },
+      { ...fast, budget: { runUsd: 10, totalUsd: null } },
+    );
+    expect(fake.received).toBe(0);
+    expect(await store.committed('stopped')).toEqual({ run: 0, total: 0 });
+    expect(await all(store.copier.dumpAttempts())).toEqual([]);
+    expect((await jobsByState(store)).map((j) => j.state)).toEqual(['pending']);
+    await store.close();
+  });
 });

@@ -97,6 +97,13 @@ export class RunMoney {
         now: this.#now(),
       });
       if (r.ok) {
+        // A stop while the reservation was being committed (the store may commit it a turn later,
+        // with others): the request never leaves, so its reservation is given back rather than left
+        // to count as a try that may be billed.
+        if (signal.aborted) {
+          await this.#store.unreserve(this.#runId, usd, this.#now());
+          signal.throwIfAborted();
+        }
         if (usd > 0) this.#out++;
         return { usd };
       }

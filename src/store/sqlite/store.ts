@@ -51,7 +51,7 @@ interface Started {
   readonly attempts: number;
 }
 
-/** A statement prepared on first use. */
+/** Made on first use: a statement, or a transaction (`this.db` is not set yet when fields are initialised). */
 function lazy<T>(make: () => T): () => T {
   let made: T | undefined;
   return () => (made ??= make());
@@ -471,8 +471,8 @@ export class SqliteStore implements Store {
 
   /**
    * Reservations asked in the same turn of the event loop share one transaction (group commit), each
-   * checked in arrival order as if alone: a run under a budget reserves before every request, and a
-   * commit of its own cost each more than its check.
+   * checked in arrival order as if alone: a run under a budget reserves before every request, and
+   * each would otherwise pay for a commit of its own, which costs more than its check.
    */
   reserve(request: ReserveRequest): Promise<ReserveResult> {
     return this.#reservations.add(request);
