@@ -75,7 +75,8 @@ describe('llmq run --via batch (child processes)', () => {
     fake.batches.fate = (b) => (b.seq === 1 ? 'cancelled' : 'completed');
     const args = ['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1'];
     expect((await runCli([...args, '--no-wait'])).code).toBe(0);
-    const cancel = await runCli(['batches', 'cancel', '--db', db, '--base-url', fake.url, '--json']);
+    // no --base-url: each batch is cancelled where the run sent it, as the queue recorded
+    const cancel = await runCli(['batches', 'cancel', '--db', db, '--json']);
     expect(cancel.code, cancel.stderr).toBe(0);
     expect(JSON.parse(cancel.stdout)).toEqual({ cancelled: ['batch_fake1'], unknown: [] });
     expect(fake.batches.batches.get('batch_fake1')!.status).toBe('cancelled');

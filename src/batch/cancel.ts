@@ -1,5 +1,6 @@
 import { LlmqError } from '../errors.js';
 import { ProviderError } from '../provider/types.js';
+import type { BatchRow } from '../store/batches.js';
 import type { BatchLedger } from '../store/types.js';
 import type { BatchApi } from './api.js';
 
@@ -16,9 +17,14 @@ export interface CancelResult {
 /**
  * Ask the provider to cancel our live batches: the one named (provider batch id or llmq submission
  * id), or all of them. Their jobs stay held until the next `llmq run --via batch` collects what was
- * answered before the cancel and hands the rest back to pending.
+ * answered before the cancel and hands the rest back to pending. `apiFor` gives the Batch API to
+ * ask for each batch (batches of one queue may have gone to different endpoints).
  */
-export async function cancelBatches(store: BatchLedger, api: BatchApi, which: string | undefined): Promise<CancelResult> {
+export async function cancelBatches(
+  store: BatchLedger,
+  apiFor: (batch: BatchRow) => BatchApi,
+  which: string | undefined,
+): Promise<CancelResult> {
   const live = (await store.batches.open()).filter((b) => b.state === 'submitted' && b.providerBatchId !== null);
   const chosen = which === undefined ? live : live.filter((b) => b.providerBatchId === which || b.id === which);
   if (which !== undefined && chosen.length === 0) {
@@ -28,7 +34,7 @@ export async function cancelBatches(store: BatchLedger, api: BatchApi, which: st
   const unknown: string[] = [];
   for (const b of chosen) {
     try {
-      await api.cancelBatch(b.providerBatchId!);
+      await apiFor(b).cancelBatch(b.providerBatchId!);
       cancelled.push(b.providerBatchId!);
     } catch (error) {
       if (!(error instanceof ProviderError && error.status === 404)) throw error;

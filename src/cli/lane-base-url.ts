@@ -1,8 +1,11 @@
 import { resolveBaseUrl } from '../provider/endpoint.js';
 
-/** What lanes and learned limits are keyed by: the endpoint without credentials or query (`mock` offline). */
+/** What `laneBaseUrl` says for the offline mock provider. */
+export const MOCK_BASE_URL = 'mock';
+
+/** What lanes, learned limits and batches are keyed by: the endpoint without credentials or query (`mock` offline). */
 export function laneBaseUrl(flags: { provider: 'openai' | 'mock'; baseUrl?: string }): string {
-  if (flags.provider === 'mock') return 'mock';
+  if (flags.provider === 'mock') return MOCK_BASE_URL;
   const url = new URL(resolveBaseUrl(flags.baseUrl, process.env).url);
   url.username = url.password = '';
   url.search = '';

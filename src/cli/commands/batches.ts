@@ -1,9 +1,11 @@
 import { Option, type Command } from 'commander';
+import type { BatchApi } from '../../batch/api.js';
+import type { BatchRow } from '../../store/batches.js';
 import { dbOption, oneOf } from '../options.js';
 
 interface CancelFlags {
   db?: string;
-  provider: 'openai' | 'mock';
+  provider?: 'openai' | 'mock';
   baseUrl?: string;
   json?: boolean;
 }
@@ -14,8 +16,10 @@ export function registerBatches(program: Command): Command {
     .command('cancel [id]')
     .description('Cancel one live batch of this queue (provider batch id or llmq submission id), or all of them.')
     .addOption(dbOption())
-    .addOption(new Option('--provider <name>', 'openai or mock').default('openai').argParser(oneOf(['openai', 'mock'] as const)))
-    .option('--base-url <url>', 'the OpenAI-compatible API base the batches went to (env LLMQ_BASE_URL, OPENAI_BASE_URL)')
+    .addOption(
+      new Option('--provider <name>', 'openai or mock (default: the one each batch went to)').argParser(oneOf(['openai', 'mock'] as const)),
+    )
+    .option('--base-url <url>', 'the OpenAI-compatible API base to ask (default: the one each batch went to)')
     .option('--json', 'print {"cancelled": [ids]} on stdout')
     .addHelpText(
       'after',
@@ -34,17 +38,37 @@ Examples:
 }
 
 async function cancelCommand(id: string | undefined, flags: CancelFlags): Promise<void> {
-  const [{ createBatchApi }, { cancelBatches }, { resolveDbLocation }, { openExistingStore }] = await Promise.all([
-    import('../../batch/create.js'),
-    import('../../batch/cancel.js'),
-    import('../../store/open-store.js'),
-    import('../../report/open-existing.js'),
-  ]);
-  const { dbArgument } = await import('../again.js');
-  const api = createBatchApi({ provider: flags.provider, baseUrl: flags.baseUrl }, process.env);
+  const [{ createBatchApi }, { cancelBatches }, { resolveDbLocation }, { openExistingStore }, { dbArgument }, { MOCK_BASE_URL }] =
+    await Promise.all([
+      import('../../batch/create.js'),
+      import('../../batch/cancel.js'),
+      import('../../store/open-store.js'),
+      import('../../report/open-existing.js'),
+      import('../again.js'),
+      import('../lane-base-url.js'),
+    ]);
+  // Each batch is asked of the endpoint it was sent to, as recorded with it (without credentials:
+  // the key comes from the environment), unless one is named here; LLMQ_BASE_URL may not be what
+  // the run used.
+  const named = flags.provider !== undefined || flags.baseUrl !== undefined;
+  const apis = new Map<string, BatchApi>();
+  const apiFor = (batch: BatchRow): BatchApi => {
+    const key = named ? '' : batch.baseUrl;
+    let api = apis.get(key);
+    if (!api) {
+      api = named
+        ? createBatchApi({ provider: flags.provider ?? 'openai', baseUrl: flags.baseUrl }, process.env)
+        : createBatchApi(
+            batch.baseUrl === MOCK_BASE_URL ? { provider: 'mock' } : { provider: 'openai', baseUrl: batch.baseUrl },
+            process.env,
+          );
+      apis.set(key, api);
+    }
+    return api;
+  };
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
-    const { cancelled, unknown } = await cancelBatches(store, api, id);
+    const { cancelled, unknown } = await cancelBatches(store, apiFor, id);
     if (flags.json) process.stdout.write(JSON.stringify({ cancelled, unknown }) + '\n');
     const collect = `llmq run --via batch${dbArgument(flags.db)}`;
     const said: string[] = [];
