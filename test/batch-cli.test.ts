@@ -90,6 +90,27 @@ describe('llmq run --via batch (child processes)', () => {
     expect(unknown.stderr).toMatch(/No live batch of this queue is called batch_nope/);
   }, 30_000);
 
+  it('a batch an earlier run sent to another endpoint is left alone, never sent again: the run says where to collect it', async () => {
+    const { fake, db, keys } = await setup(4);
+    fake.batches.configure({ completeAfterMs: 300 });
+    const first = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--no-wait']);
+    expect(first.code, first.stderr).toBe(0);
+    // the next run talks to another endpoint, which has never heard of that batch
+    const other = await startFake();
+    const elsewhere = await runCli(['run', '--db', db, '--base-url', other.url, '--via', 'batch', '--poll', '0.1']);
+    expect(elsewhere.code, elsewhere.stderr).toBe(0);
+    expect(elsewhere.stderr).toContain(`batch batch_fake1 of an earlier run was sent to ${fake.url}`);
+    expect(elsewhere.stderr).toContain(`collect it with --base-url ${fake.url}`);
+    expect(other.batches.count('create')).toBe(0);
+    expect((await read(db)).jobs.every((j) => j.state === 'running')).toBe(true);
+    // where it was sent, it is collected
+    const back = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1']);
+    expect(back.code, back.stderr).toBe(0);
+    expect(back.stderr).toMatch(/took over batch batch_fake1/);
+    expect((await read(db)).jobs.every((j) => j.state === 'done' && j.attempts === 1)).toBe(true);
+    for (const key of keys) expect(fake.sentCount(key) + other.sentCount(key)).toBe(1);
+  }, 30_000);
+
   it('offline: --provider mock has a batch lane, answers stored like online ones', async () => {
     const db = join(tempDir(), 'q.db');
     const store = new SqliteStore(db);

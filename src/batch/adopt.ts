@@ -17,9 +17,13 @@ export interface Liveness {
  * Take over the submissions of runs that ended or died, so their batches are polled and collected
  * (never submitted again). A submission recorded but not known to be created is looked up at the
  * provider by its metadata: adopted if it exists, its jobs handed back if not.
+ *
+ * Only submissions made to this run's endpoint: another endpoint would not know the batch (404) and
+ * its jobs would be sent again while it still runs, and is billed, where it was sent. Those are left
+ * alone, their jobs held, and returned so the run can say where to collect them.
  */
-export async function adoptOrphans(ctx: BatchContext, live: Liveness): Promise<void> {
-  const { orphaned } = await othersSubmissions(ctx, live);
+export async function adoptOrphans(ctx: BatchContext, live: Liveness): Promise<{ elsewhere: BatchRow[] }> {
+  const { orphaned, elsewhere } = await othersSubmissions(ctx, live);
   const now = ctx.now();
   for (const row of orphaned) {
     if (!(await ctx.store.batches.adopt(row.id, row.runId, ctx.runId, now))) continue;
@@ -46,6 +50,7 @@ export async function adoptOrphans(ctx: BatchContext, live: Liveness): Promise<v
       ctx.emit({ type: 'abandoned', id: row.id, requeued, reason });
     }
   }
+  return { elsewhere };
 }
 
 /**
@@ -57,19 +62,30 @@ export async function orphansSoon(ctx: BatchContext, live: Liveness): Promise<bo
   return orphaned.length > 0 || dying;
 }
 
-/** Other runs' open submissions whose run ended or died, and whether any belongs to a run dying now. */
-async function othersSubmissions(ctx: BatchContext, live: Liveness): Promise<{ orphaned: BatchRow[]; dying: boolean }> {
+/**
+ * Other runs' open submissions whose run ended or died: those made to this run's endpoint, and those
+ * made elsewhere; and whether any of this endpoint belongs to a run dying now.
+ */
+async function othersSubmissions(
+  ctx: BatchContext,
+  live: Liveness,
+): Promise<{ orphaned: BatchRow[]; elsewhere: BatchRow[]; dying: boolean }> {
   const open = (await ctx.store.batches.open()).filter((b) => b.runId !== ctx.runId);
-  if (open.length === 0) return { orphaned: [], dying: false };
+  if (open.length === 0) return { orphaned: [], elsewhere: [], dying: false };
   const runs = await ctx.store.activeRuns();
   const now = ctx.now();
   const self = { host: live.host, pid: live.pid, runId: ctx.runId, isAlive: live.isAlive ?? isProcessAlive, now, quietMs: live.quietMs };
   const dead = new Set(deadOwners(runs, self));
   const dying = new Set(dyingOwners(runs, self));
   const active = new Map(runs.map((r) => [r.id, r]));
-  const orphaned = open.filter((b) => {
+  const ended = open.filter((b) => {
     const run = active.get(b.runId);
     return !run || dead.has(run.id) || now - run.heartbeatAt > live.leaseMs;
   });
-  return { orphaned, dying: open.some((b) => dying.has(b.runId)) };
+  const here = (b: BatchRow) => b.baseUrl === ctx.baseUrl;
+  return {
+    orphaned: ended.filter(here),
+    elsewhere: ended.filter((b) => !here(b)),
+    dying: open.some((b) => here(b) && dying.has(b.runId)),
+  };
 }

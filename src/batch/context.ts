@@ -18,6 +18,8 @@ export type BatchEvent =
       readonly requeued: number;
     }
   | { readonly type: 'abandoned'; readonly id: string; readonly requeued: number; readonly reason: string }
+  /** A submission of a run that ended, made to another endpoint: left alone, its jobs held (said once per run). */
+  | { readonly type: 'elsewhere'; readonly id: string; readonly providerBatchId: string | null; readonly baseUrl: string }
   | { readonly type: 'waiting'; readonly reason: 'quota' | 'error'; readonly untilMs: number; readonly message: string }
   | { readonly type: 'polled'; readonly open: number };
 

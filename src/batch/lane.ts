@@ -112,6 +112,8 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
   let quotaUntil = 0;
   let errorStreak = 0;
   let cancelling = false;
+  /** Submissions made to another endpoint, already told of. */
+  const saidElsewhere = new Set<string>();
   let fatal: ProviderError | null = null;
   let reason: RunSummary['reason'] = 'drained';
   try {
@@ -127,7 +129,13 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
           await cancelMine(ctx);
         }
         // Near the deadline, take on no batch that may need hours more.
-        if (!cancelling) await adoptOrphans(ctx, live);
+        if (!cancelling) {
+          for (const b of (await adoptOrphans(ctx, live)).elsewhere) {
+            if (saidElsewhere.has(b.id)) continue;
+            saidElsewhere.add(b.id);
+            ctx.emit({ type: 'elsewhere', id: b.id, providerBatchId: b.providerBatchId, baseUrl: b.baseUrl });
+          }
+        }
         for (const row of await mine(store, runId)) {
           tally.requests++;
           const outcome = await pollOne(ctx, row);

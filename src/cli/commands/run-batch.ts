@@ -5,6 +5,7 @@ import { whileReaderPresent } from '../reader-gone.js';
 import { dbArgument, runArguments } from '../again.js';
 import { watchRunStop } from '../run-stop.js';
 import { crashAtFromEnv } from '../crash-at.js';
+import { MOCK_BASE_URL } from '../lane-base-url.js';
 import { priceTableFrom, type PriceFlags } from './price-options.js';
 
 export interface BatchRunFlags extends PriceFlags {
@@ -100,6 +101,11 @@ function describe(e: BatchEvent): string | null {
       return `submission ${e.id} not sent (${e.reason}); ${e.requeued} jobs back to pending`;
     case 'waiting':
       return `waiting ${Math.max(0, Math.round((e.untilMs - Date.now()) / 1000))} s: ${e.reason === 'quota' ? 'the provider has too much queued' : 'the Batch API failed'} (${e.message})`;
+    case 'elsewhere': {
+      const which = e.providerBatchId ? `batch ${e.providerBatchId}` : `submission ${e.id}`;
+      const flag = e.baseUrl === MOCK_BASE_URL ? '--provider mock' : `--base-url ${e.baseUrl}`;
+      return `${which} of an earlier run was sent to ${e.baseUrl}, not this run's endpoint: left alone, its jobs held; collect it with ${flag}`;
+    }
     case 'polled':
       return null;
   }
