@@ -71,6 +71,24 @@ describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
     expect(timedOut).toMatchObject({ costUsd: 0.5, mayBeBilled: true });
   });
 
+  it('a reservation of $0 (a free model under a budget) holds nothing: answered or given back, nothing is left in flight or may be billed', async () => {
+    const { store } = await kind.fresh();
+    await started(store);
+    await store.enqueue(rows(2), T0);
+    const [a] = (await store.claim(claimOpts({ limit: 1 }))).jobs;
+    await store.reserve({ runId: OWNER, usd: 0, ...budget(1) });
+    await store.reserve({ runId: OWNER, usd: 0, ...budget(1) });
+    await store.complete(a!.key, {
+      owner: OWNER,
+      output: 'x',
+      response: '{}',
+      usage: { promptTokens: 10, completionTokens: 2 },
+      attempt: tryOf(a!.key, { usage: { promptTokens: 10, completionTokens: 2 }, costUsd: 0, reservedUsd: 0 }),
+    });
+    await store.unreserve(OWNER, 0, T0 + 20);
+    expect(await spendOf(store)).toMatchObject({ reservedUsd: 0, inFlight: 0, spentUsd: 0, mayBeBilledTries: 0 });
+  });
+
   it('--budget-total counts every run on the queue, and concurrent reservations never take more than it', async () => {
     const { store, openAnother } = await kind.fresh();
     const other = await openAnother();

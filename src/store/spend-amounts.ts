@@ -18,6 +18,15 @@ export function usdOf(nano: number | string): number {
   return Number(nano) / 1e9;
 }
 
+/**
+ * The tries a reservation of `nano` nano-USD counts in flight: one, or none for a request that
+ * costs nothing (a free model under a budget). A $0 reservation holds nothing back, so nothing of
+ * it may be billed; the attempt's settlement (`held`) takes off the same one or none.
+ */
+export function heldTries(nano: number): 0 | 1 {
+  return nano > 0 ? 1 : 0;
+}
+
 /** How one attempt row moves its run's money: the reservation it settles goes, what it cost arrives. */
 export interface Settlement {
   /** nano-USD of the reservation settled, and 1 if there was one. */
@@ -38,7 +47,7 @@ export function settlementOf(a: AttemptRecord): Settlement | null {
   const maybe = a.mayBeBilled === true;
   const s: Settlement = {
     reserved,
-    held: a.reservedUsd ? 1 : 0,
+    held: heldTries(reserved),
     spent: !maybe && typeof cost === 'number' ? nanoUp(cost) : 0,
     // without a price the try is still counted, at an unknown cost
     unknown: maybe && typeof cost === 'number' ? nanoUp(cost) : 0,

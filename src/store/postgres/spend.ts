@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { AttemptRecord, Committed, ReserveRequest, ReserveResult } from '../types.js';
-import { nanoDown, nanoUp, settlementOf, usdOf } from '../spend-amounts.js';
+import { heldTries, nanoDown, nanoUp, settlementOf, usdOf } from '../spend-amounts.js';
 import { inTransaction, query } from './connect.js';
 
 const COMMITTED = 'reserved_nanousd + spent_nanousd + unknown_nanousd';
@@ -59,8 +59,9 @@ export class PgSpend {
         const total = Number((await db.query<{ v: string }>(`SELECT coalesce(sum(${COMMITTED}), 0) AS v FROM spend`)).rows[0]!.v);
         if (total + usd > nanoDown(r.totalBudget)) return { ok: false, scope: 'total', committedUsd: usdOf(total) };
       }
-      await db.query('UPDATE spend SET reserved_nanousd = reserved_nanousd + $1, in_flight = in_flight + 1 WHERE run_id = $2', [
+      await db.query('UPDATE spend SET reserved_nanousd = reserved_nanousd + $1, in_flight = in_flight + $2 WHERE run_id = $3', [
         usd,
+        heldTries(usd),
         r.runId,
       ]);
       return { ok: true };
@@ -68,11 +69,12 @@ export class PgSpend {
   }
 
   async unreserve(runId: string, usd: number, now: number): Promise<void> {
+    const nano = nanoUp(usd);
     await query(
       this.#pool,
-      `UPDATE spend SET reserved_nanousd = greatest(reserved_nanousd - $1, 0), in_flight = greatest(in_flight - 1, 0),
-      updated_at = $2 WHERE run_id = $3`,
-      [nanoUp(usd), now, runId],
+      `UPDATE spend SET reserved_nanousd = greatest(reserved_nanousd - $1, 0), in_flight = greatest(in_flight - $2, 0),
+      updated_at = $3 WHERE run_id = $4`,
+      [nano, heldTries(nano), now, runId],
     );
   }
 

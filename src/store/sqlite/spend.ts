@@ -1,5 +1,5 @@
 import type { AttemptRecord, Committed, ReserveRequest, ReserveResult } from '../types.js';
-import { nanoDown, nanoUp, settlementOf, usdOf } from '../spend-amounts.js';
+import { heldTries, nanoDown, nanoUp, settlementOf, usdOf } from '../spend-amounts.js';
 import { immediateTxn, type Db } from './open.js';
 
 const COMMITTED = 'reserved_nanousd + spent_nanousd + unknown_nanousd';
@@ -22,10 +22,10 @@ export class SqliteSpend {
       runCommitted: db.prepare(`SELECT ${COMMITTED} FROM spend WHERE run_id = ?`).pluck(),
       totalCommitted: db.prepare(`SELECT coalesce(sum(${COMMITTED}), 0) FROM spend`).pluck(),
       hold: db.prepare(
-        'UPDATE spend SET reserved_nanousd = reserved_nanousd + ?, in_flight = in_flight + 1, updated_at = ? WHERE run_id = ?',
+        'UPDATE spend SET reserved_nanousd = reserved_nanousd + ?, in_flight = in_flight + ?, updated_at = ? WHERE run_id = ?',
       ),
       unhold:
-        db.prepare(`UPDATE spend SET reserved_nanousd = max(reserved_nanousd - ?, 0), in_flight = max(in_flight - 1, 0), updated_at = ?
+        db.prepare(`UPDATE spend SET reserved_nanousd = max(reserved_nanousd - ?, 0), in_flight = max(in_flight - ?, 0), updated_at = ?
         WHERE run_id = ?`),
       settle: db.prepare(`UPDATE spend SET reserved_nanousd = max(reserved_nanousd - @reserved, 0), in_flight = max(in_flight - @held, 0),
           spent_nanousd = spent_nanousd + @spent, unknown_nanousd = unknown_nanousd + @unknown, unknown_tries = unknown_tries + @maybe,
@@ -60,12 +60,13 @@ export class SqliteSpend {
       const total = s.totalCommitted.get() as number;
       if (total + usd > nanoDown(r.totalBudget)) return { ok: false, scope: 'total', committedUsd: usdOf(total) };
     }
-    s.hold.run(usd, r.now, r.runId);
+    s.hold.run(usd, heldTries(usd), r.now, r.runId);
     return { ok: true };
   }
 
   unreserve(runId: string, usd: number, now: number): void {
-    this.#s.unhold.run(nanoUp(usd), now, runId);
+    const nano = nanoUp(usd);
+    this.#s.unhold.run(nano, heldTries(nano), now, runId);
   }
 
   committed(runId: string): Committed {
