@@ -167,6 +167,26 @@ describe('llmq run --budget', () => {
     expect(priced.code).toBe(0);
   });
 
+  it('--via batch or auto with a budget is refused before anything is sent: the batch lane reserves nothing', async () => {
+    const { fake, db, run } = await setup(3);
+    for (const via of [
+      ['--via', 'batch'],
+      ['--via', 'auto', '--deadline', '1h'],
+    ]) {
+      for (const budget of [
+        ['--budget', '5'],
+        ['--budget-total', '5'],
+      ]) {
+        const r = await runCli(run(...via, ...budget));
+        expect(r.code, r.stderr).toBe(1);
+        expect(r.stderr).toContain('--budget and --budget-total hold online requests only');
+      }
+    }
+    expect(fake.received).toBe(0);
+    expect(fake.batches.count('create')).toBe(0);
+    expect(await recorded(db)).toMatchObject({ attempts: 0, pending: 3, ledgerUsd: 0 });
+  });
+
   it('a try that timed out may be billed: status and show count it at its worst case', async () => {
     const { fake, db, run } = await setup(2);
     fake.respond((q) => (q.index === 1 ? reply.hang() : undefined));

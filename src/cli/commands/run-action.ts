@@ -14,6 +14,13 @@ import type { RunFlags } from './run.js';
 
 /** `llmq run`: a dry run, the batch lane, then the online lane, as --dry-run and --via ask. */
 export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
+  // The batch lane reserves nothing: a budget would look kept and not be.
+  if (flags.via !== 'online' && (flags.budget !== undefined || flags.budgetTotal !== undefined)) {
+    throw new UsageError(
+      `--budget and --budget-total hold online requests only: --via ${flags.via} sends jobs in batches, whose cost llmq does not reserve yet. ` +
+        'Run online (--via online) with a budget, or in batches without one (--dry-run first says what it would cost).',
+    );
+  }
   if (flags.dryRun) {
     const { estimateCommand } = await import('./estimate.js');
     return estimateCommand(flags, { dryRun: true });
