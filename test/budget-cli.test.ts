@@ -167,6 +167,14 @@ describe('llmq run --budget', () => {
     expect(priced.code).toBe(0);
   });
 
+  it('the llmq run suggested to pick up what is left carries the budget and the price, so pasted it still holds', async () => {
+    const { db, fake, run } = await setup(6);
+    const r = await runCli(run('--budget', '100', '--limit', '2', ...PRICE, '--progress', 'plain'));
+    expect(r.code, r.stderr).toBe(0);
+    // the command is wrapped with shell line continuations
+    expect(r.stderr.replace(/ \\\n\s+/g, ' ')).toContain(`llmq run --base-url ${fake.url} --budget 100 --price 1000,1000 --db ${db}`);
+  });
+
   it('--via batch or auto with a budget is refused before anything is sent: the batch lane reserves nothing', async () => {
     const { fake, db, run } = await setup(3);
     for (const via of [

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { dbArgument, runArguments, runArgumentsOfRun } from '../src/cli/again.js';
+import { dbArgument, moneyArguments, runArguments, runArgumentsOfRun } from '../src/cli/again.js';
 
 // The commands llmq suggests ("Try again: llmq retry-failed && llmq run") must reach the queue the
 // user named with --db, pasted into a shell as printed, and never show a password.
@@ -36,6 +36,16 @@ describe('the flags a suggested llmq run carries', () => {
     // a key some endpoints take in the query (?api-key=...) is never shown
     expect(runArguments({ baseUrl: 'https://llm.internal/openai/v1?api-key=sk-SECRET123&api-version=2024-10' })).toBe(
       " --base-url 'https://llm.internal/openai/v1?api-key=***&api-version=***'",
+    );
+  });
+});
+
+// A suggested `llmq run` pasted after a budgeted run would otherwise run with no cap at all.
+describe('the money flags a suggested llmq run carries', () => {
+  it('are the budgets and prices the run was given, and nothing without them', () => {
+    expect(moneyArguments({})).toBe('');
+    expect(moneyArguments({ budget: 5, budgetTotal: 50.5, price: [2.5, 10], prices: 'my prices.json' })).toBe(
+      " --budget 5 --budget-total 50.5 --price 2.5,10 --prices 'my prices.json'",
     );
   });
 });

@@ -22,6 +22,25 @@ export function runArguments(flags: { readonly provider?: string; readonly baseU
 }
 
 /**
+ * What a suggested `llmq run` needs to spend as the run that printed it: its `--budget`,
+ * `--budget-total` and `--price`/`--prices`. Without them the pasted command would run with no cap,
+ * or check its budget at other prices.
+ */
+export function moneyArguments(flags: {
+  readonly budget?: number;
+  readonly budgetTotal?: number;
+  readonly price?: readonly [number, number];
+  readonly prices?: string;
+}): string {
+  return (
+    (flags.budget === undefined ? '' : ` --budget ${flags.budget}`) +
+    (flags.budgetTotal === undefined ? '' : ` --budget-total ${flags.budgetTotal}`) +
+    (flags.price === undefined ? '' : ` --price ${flags.price[0]},${flags.price[1]}`) +
+    (flags.prices === undefined ? '' : ` --prices ${shellWord(flags.prices)}`)
+  );
+}
+
+/**
  * `runArguments` for a run known only by its stored provider name (`llmq status` after it ended):
  * `mock`, or an endpoint other than OpenAI's from "openai-compatible (URL)", the name the provider
  * gives itself (credentials and query already left out).

@@ -6,7 +6,7 @@ import { warn } from '../output.js';
 import { int, usd } from '../../report/format.js';
 import { priceTableFrom } from './price-options.js';
 import { whileReaderPresent } from '../reader-gone.js';
-import { dbArgument, runArguments } from '../again.js';
+import { dbArgument, moneyArguments, runArguments } from '../again.js';
 import { watchRunStop } from '../run-stop.js';
 import { alertTarget, hookReportLine } from '../hook-flags.js';
 import { alertsOn, watchAlerts } from '../alert-flags.js';
@@ -94,7 +94,7 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
           provider: limits ? `${provider.name}, ${limits}` : provider.name,
           prices,
           again: dbArgument(flags.db),
-          runAgain: runArguments(flags),
+          runAgain: runArguments(flags) + moneyArguments(flags),
         });
   if (progress) listeners.push(progress.listener);
   const onAlert = alertTarget(flags, alertsOn(flags));
@@ -156,7 +156,7 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
   if (hooks) whileReaderPresent(process.stderr).write(hookReportLine(await hooks.finish(summary, exitCodeFor(summary))));
   if (summary.fatal) {
     whileReaderPresent(process.stderr).write(
-      `error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message, runArguments(flags) + dbArgument(flags.db))}\n`,
+      `error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message, runArguments(flags) + moneyArguments(flags) + dbArgument(flags.db))}\n`,
     );
   }
   if (summary.budget) whileReaderPresent(process.stderr).write(budgetMessage(summary.budget, summary.remaining) + '\n');
