@@ -75,10 +75,17 @@ describe('llmq run --via batch (child processes)', () => {
     fake.batches.fate = (b) => (b.seq === 1 ? 'cancelled' : 'completed');
     const args = ['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1'];
     expect((await runCli([...args, '--no-wait'])).code).toBe(0);
+    // asked of another endpoint, which does not know it: nothing is said to happen to its jobs
+    const other = await startFake();
+    const misdirected = await runCli(['batches', 'cancel', '--db', db, '--base-url', other.url]);
+    expect(misdirected.code, misdirected.stderr).toBe(0);
+    expect(misdirected.stderr).toContain(`batch_fake1 was sent to ${fake.url}, not the endpoint named here`);
+    expect(misdirected.stderr).not.toMatch(/back to pending/);
     // no --base-url: each batch is cancelled where the run sent it, as the queue recorded
     const cancel = await runCli(['batches', 'cancel', '--db', db, '--json']);
     expect(cancel.code, cancel.stderr).toBe(0);
     expect(JSON.parse(cancel.stdout)).toEqual({ cancelled: ['batch_fake1'], unknown: [] });
+    expect(cancel.stderr).toContain(`Run llmq run --via batch --base-url ${fake.url} --db ${db} to collect`);
     expect(fake.batches.batches.get('batch_fake1')!.status).toBe('cancelled');
     const after = await runCli(args);
     expect(after.code, after.stderr).toBe(0);

@@ -51,6 +51,15 @@ export function runArgumentsOfRun(providerName: string | null): string {
   return url && url !== DEFAULT_BASE_URL ? runArguments({ baseUrl: url }) : '';
 }
 
+/**
+ * `runArguments` for an endpoint as the queue records it (`laneBaseUrl`: `mock`, or a URL without
+ * credentials): what reaches it again, nothing for OpenAI's own.
+ */
+export function runArgumentsOfEndpoint(baseUrl: string): string {
+  if (baseUrl === 'mock') return runArguments({ provider: 'mock' });
+  return baseUrl === DEFAULT_BASE_URL ? '' : runArguments({ baseUrl });
+}
+
 /** A flag's value as a POSIX shell word: quoted when needed, a URL's password masked (invariant 7: such a hint is shown, not pasted). */
 function shellWord(value: string): string {
   const shown = redactUrlCredentials(value);

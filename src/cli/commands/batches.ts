@@ -38,15 +38,21 @@ Examples:
 }
 
 async function cancelCommand(id: string | undefined, flags: CancelFlags): Promise<void> {
-  const [{ createBatchApi }, { cancelBatches }, { resolveDbLocation }, { openExistingStore }, { dbArgument }, { MOCK_BASE_URL }] =
-    await Promise.all([
-      import('../../batch/create.js'),
-      import('../../batch/cancel.js'),
-      import('../../store/open-store.js'),
-      import('../../report/open-existing.js'),
-      import('../again.js'),
-      import('../lane-base-url.js'),
-    ]);
+  const [
+    { createBatchApi },
+    { cancelBatches },
+    { resolveDbLocation },
+    { openExistingStore },
+    { dbArgument, runArgumentsOfEndpoint },
+    { MOCK_BASE_URL, laneBaseUrl },
+  ] = await Promise.all([
+    import('../../batch/create.js'),
+    import('../../batch/cancel.js'),
+    import('../../store/open-store.js'),
+    import('../../report/open-existing.js'),
+    import('../again.js'),
+    import('../lane-base-url.js'),
+  ]);
   // Each batch is asked of the endpoint it was sent to, as recorded with it (without credentials:
   // the key comes from the environment), unless one is named here; LLMQ_BASE_URL may not be what
   // the run used.
@@ -68,19 +74,34 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
   };
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
+    // where each batch went, for the commands suggested: a run collects only batches of its own endpoint
+    const sentTo = new Map((await store.batches.open()).map((b) => [b.providerBatchId, b.baseUrl]));
     const { cancelled, unknown } = await cancelBatches(store, apiFor, id);
     if (flags.json) process.stdout.write(JSON.stringify({ cancelled, unknown }) + '\n');
-    const collect = `llmq run --via batch${dbArgument(flags.db)}`;
+    const collect = (ids: readonly string[]) =>
+      [...new Set(ids.map((b) => runArgumentsOfEndpoint(sentTo.get(b)!)))]
+        .map((endpoint) => `llmq run --via batch${endpoint}${dbArgument(flags.db)}`)
+        .join(' and ');
     const said: string[] = [];
     if (cancelled.length > 0) {
       said.push(
-        `Asked the provider to cancel ${cancelled.join(', ')}. Run ${collect} to collect what was answered; the rest goes back to pending.`,
+        `Asked the provider to cancel ${cancelled.join(', ')}. Run ${collect(cancelled)} to collect what was answered; the rest goes back to pending.`,
       );
     }
-    if (unknown.length > 0) {
+    // a 404 from an endpoint named here, not the one a batch went to, says nothing of that batch
+    const namedEndpoint = named ? laneBaseUrl({ provider: flags.provider ?? 'openai', baseUrl: flags.baseUrl }) : null;
+    const elsewhere = named ? unknown.filter((b) => sentTo.get(b) !== namedEndpoint) : [];
+    const lost = unknown.filter((b) => !elsewhere.includes(b));
+    if (lost.length > 0) {
       said.push(
-        `The provider does not know ${unknown.join(', ')} (HTTP 404: gone, or made by the mock in a process that has ended): ` +
-          `nothing to cancel there. The next ${collect} hands their jobs back to pending.`,
+        `The provider does not know ${lost.join(', ')} (HTTP 404: gone, or made by the mock in a process that has ended): ` +
+          `nothing to cancel there. The next ${collect(lost)} hands their jobs back to pending.`,
+      );
+    }
+    for (const b of elsewhere) {
+      said.push(
+        `${b} was sent to ${sentTo.get(b)}, not the endpoint named here, which does not know it (HTTP 404): ` +
+          `cancel it where it went with llmq batches cancel ${b}${dbArgument(flags.db)}.`,
       );
     }
     process.stderr.write(`${said.length === 0 ? 'No live batches.' : said.join('\n')}\n`);
