@@ -20,7 +20,7 @@ export function registerBatches(program: Command): Command {
       new Option('--provider <name>', 'openai or mock (default: the one each batch went to)').argParser(oneOf(['openai', 'mock'] as const)),
     )
     .option('--base-url <url>', 'the OpenAI-compatible API base to ask (default: the one each batch went to)')
-    .option('--json', 'print {"cancelled": [ids]} on stdout')
+    .option('--json', 'print {"cancelled": [ids], "unknown": [ids]} on stdout')
     .addHelpText(
       'after',
       `
