@@ -118,6 +118,24 @@ describe('llmq run --via batch (child processes)', () => {
     for (const key of keys) expect(fake.sentCount(key) + other.sentCount(key)).toBe(1);
   }, 30_000);
 
+  it('a flag of another lane is refused, naming it, before anything is sent', async () => {
+    const { fake, db } = await setup(2);
+    const run = (...args: string[]) => runCli(['run', '--db', db, '--base-url', fake.url, ...args]);
+    const cases: Array<[string[], string]> = [
+      [['--no-wait'], '--no-wait is for --via batch or --via auto; this run is online'],
+      [['--poll', '5', '--batch-size', '3'], '--poll and --batch-size are for --via batch or --via auto; this run is online'],
+      [['--deadline', '1h'], '--deadline is for --via auto (batches, then online before it); this run is --via online'],
+      [['--via', 'batch', '--deadline', '1h'], 'this run is --via batch'],
+    ];
+    for (const [args, said] of cases) {
+      const r = await run(...args);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain(said);
+    }
+    expect(fake.received).toBe(0);
+    expect(fake.batches.count('create')).toBe(0);
+  });
+
   it('offline: --provider mock has a batch lane, answers stored like online ones', async () => {
     const db = join(tempDir(), 'q.db');
     const store = new SqliteStore(db);

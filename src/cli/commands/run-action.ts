@@ -14,6 +14,7 @@ import type { RunFlags } from './run.js';
 
 /** `llmq run`: a dry run, the batch lane, then the online lane, as --dry-run and --via ask. */
 export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
+  refuseFlagsOfOtherLanes(flags, cmd);
   // The batch lane reserves nothing: a budget would look kept and not be.
   if (flags.via !== 'online' && (flags.budget !== undefined || flags.budgetTotal !== undefined)) {
     throw new UsageError(
@@ -210,4 +211,30 @@ export function exitCodeFor(summary: RunSummary): number {
   if (summary.reason === 'fatal') return EXIT.ERROR;
   if (summary.reason === 'budget') return EXIT.BUDGET;
   return summary.failedInStore > 0 ? EXIT.PARTIAL : EXIT.OK;
+}
+
+/** A flag of a lane this run does not take would be silently ignored: say so instead. */
+function refuseFlagsOfOtherLanes(flags: RunFlags, cmd: Command): void {
+  if (flags.via === 'online') {
+    const given = (
+      [
+        ['poll', '--poll'],
+        ['batchSize', '--batch-size'],
+        ['wait', '--no-wait'],
+      ] as const
+    )
+      .filter(([key]) => cmd.getOptionValueSource(key) === 'cli')
+      .map(([, flag]) => flag);
+    if (given.length > 0) {
+      throw new UsageError(
+        `${given.join(' and ')} ${given.length === 1 ? 'is' : 'are'} for --via batch or --via auto; this run is online. ` +
+          `Add --via batch, or leave ${given.length === 1 ? 'it' : 'them'} out.`,
+      );
+    }
+  }
+  if (flags.deadline !== undefined && flags.via !== 'auto') {
+    throw new UsageError(
+      `--deadline is for --via auto (batches, then online before it); this run is --via ${flags.via}. Add --via auto, or leave it out.`,
+    );
+  }
 }
