@@ -45,6 +45,23 @@ describe.each(STORE_KINDS)('batches on $name', (kind) => {
     expect(status.counts).toMatchObject({ pending: 5, running: 0 });
   });
 
+  it('jobs of a live batch are not taken back when their 7-day lease runs out (a batch left alone may still answer, and bills)', async (ctx) => {
+    skipUnavailable(kind, ctx);
+    const { store } = await kind.fresh();
+    const keys = await seedJobs(store, 3);
+    const sentAt = Date.now() - 8 * 86400_000;
+    await store.batches.begin({ id: 's1', runId: 'gone', baseUrl: 'http://elsewhere/v1', now: sentAt });
+    await store.claim({ owner: batchOwner('s1'), limit: 2, now: sentAt, leaseUntil: sentAt + 7 * 86400_000, maxAttempts: 5 });
+    await store.batches.submitted('s1', 'batch_1', 'in_progress', sentAt);
+    // a submission never created holds its jobs no longer than its lease
+    await store.batches.begin({ id: 's2', runId: 'gone', baseUrl: 'http://elsewhere/v1', now: sentAt });
+    await store.claim({ owner: batchOwner('s2'), limit: 1, now: sentAt, leaseUntil: sentAt + 7 * 86400_000, maxAttempts: 5 });
+    expect(await store.reclaim(Date.now(), ['gone'])).toBe(1);
+    expect((await store.batches.held('s1')).map((j) => j.key)).toEqual(keys.slice(0, 2));
+    const online = await store.claim({ owner: 'r2', limit: 10, now: Date.now(), leaseUntil: Date.now() + 60_000, maxAttempts: 5 });
+    expect(online.jobs.map((j) => j.key)).toEqual(keys.slice(2));
+  });
+
   it('the lane end to end: an expired batch keeps its answers and resubmits the rest', async (ctx) => {
     skipUnavailable(kind, ctx);
     const { store } = await kind.fresh();

@@ -88,6 +88,14 @@ type ClaimedRow = [
   costUsd: number | null,
 ];
 
+/**
+ * A job whose lease expired is not taken back while the provider batch holding it is live: it may
+ * still answer, and it bills either way (a batch left alone, sent to another endpoint, can outlive
+ * the 7-day lease). Its jobs come back when that batch is collected, cancelled or abandoned.
+ */
+const NOT_IN_A_LIVE_BATCH = `NOT (lease_owner LIKE 'batch:%'
+  AND EXISTS (SELECT 1 FROM batches WHERE 'batch:' || batches.id = jobs.lease_owner AND batches.state = 'submitted'))`;
+
 /** An answer's change to its job (complete); the values in order: output, response, tokens in and out, cost, latency, finished and updated at. */
 const ANSWER_SET = `state = 'done', output = ?, response = ?, prompt_tokens = ?, completion_tokens = ?, cost_usd = ?,
   latency_ms = ?, error = NULL, lease_owner = NULL, lease_expires_at = NULL, finished_at = ?, updated_at = ?`;
@@ -188,7 +196,7 @@ export class SqliteStore implements Store {
         .pluck(),
       reclaimExpired: db
         .prepare(`UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
-        WHERE state = 'running' AND lease_expires_at < ? RETURNING key`)
+        WHERE state = 'running' AND lease_expires_at < ? AND ${NOT_IN_A_LIVE_BATCH} RETURNING key`)
         .pluck(),
       reclaimOwner: db
         .prepare(`UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
