@@ -122,10 +122,14 @@ describe('llmq run --via batch (child processes)', () => {
     const { fake, db } = await setup(2);
     const run = (...args: string[]) => runCli(['run', '--db', db, '--base-url', fake.url, ...args]);
     const cases: Array<[string[], string]> = [
-      [['--no-wait'], '--no-wait is for --via batch or --via auto; this run is online'],
-      [['--poll', '5', '--batch-size', '3'], '--poll and --batch-size are for --via batch or --via auto; this run is online'],
+      [['--no-wait'], '--no-wait is for --via batch; this run is --via online'],
+      // --via auto must stay to cancel its batches at the deadline and finish online
+      [['--via', 'auto', '--deadline', '1h', '--no-wait'], '--no-wait is for --via batch; this run is --via auto'],
+      [['--poll', '5', '--batch-size', '3'], '--poll and --batch-size are for --via batch or --via auto; this run is --via online'],
       [['--deadline', '1h'], '--deadline is for --via auto (batches, then online before it); this run is --via online'],
       [['--via', 'batch', '--deadline', '1h'], 'this run is --via batch'],
+      [['--via', 'batch', '--on-done', 'true'], '--on-done is not run by the batch lane yet; this run is --via batch'],
+      [['--via', 'batch', '--alert-failed', '3'], '--alert-failed is not run by the batch lane yet'],
     ];
     for (const [args, said] of cases) {
       const r = await run(...args);

@@ -215,26 +215,40 @@ export function exitCodeFor(summary: RunSummary): number {
 
 /** A flag of a lane this run does not take would be silently ignored: say so instead. */
 function refuseFlagsOfOtherLanes(flags: RunFlags, cmd: Command): void {
+  const given = (of: ReadonlyArray<readonly [key: string, flag: string]>) =>
+    of.filter(([key]) => cmd.getOptionValueSource(key) === 'cli').map(([, flag]) => flag);
+  const refuse = (flagsGiven: readonly string[], forWhat: string, instead: string) => {
+    if (flagsGiven.length === 0) return;
+    const one = flagsGiven.length === 1;
+    throw new UsageError(
+      `${flagsGiven.join(' and ')} ${one ? 'is' : 'are'} ${forWhat}; this run is --via ${flags.via}. ${instead}, or leave ${one ? 'it' : 'them'} out.`,
+    );
+  };
   if (flags.via === 'online') {
-    const given = (
-      [
+    refuse(
+      given([
         ['poll', '--poll'],
         ['batchSize', '--batch-size'],
-        ['wait', '--no-wait'],
-      ] as const
-    )
-      .filter(([key]) => cmd.getOptionValueSource(key) === 'cli')
-      .map(([, flag]) => flag);
-    if (given.length > 0) {
-      throw new UsageError(
-        `${given.join(' and ')} ${given.length === 1 ? 'is' : 'are'} for --via batch or --via auto; this run is online. ` +
-          `Add --via batch, or leave ${given.length === 1 ? 'it' : 'them'} out.`,
-      );
-    }
-  }
-  if (flags.deadline !== undefined && flags.via !== 'auto') {
-    throw new UsageError(
-      `--deadline is for --via auto (batches, then online before it); this run is --via ${flags.via}. Add --via auto, or leave it out.`,
+      ]),
+      'for --via batch or --via auto',
+      'Add --via batch',
     );
+  }
+  // with --via auto the run must stay, to cancel its batches at the deadline and finish online
+  if (flags.via !== 'batch') refuse(given([['wait', '--no-wait']]), 'for --via batch', 'Add --via batch');
+  if (flags.via !== 'auto')
+    refuse(given([['deadline', '--deadline']]), 'for --via auto (batches, then online before it)', 'Add --via auto');
+  // the batch lane runs no hooks and watches no alerts yet
+  if (flags.via === 'batch') {
+    const hooks = given([
+      ['onDone', '--on-done'],
+      ['onJob', '--on-job'],
+      ['onAlert', '--on-alert'],
+      ['alertFailed', '--alert-failed'],
+      ['alertOldest', '--alert-oldest'],
+      ['alertErrorRate', '--alert-error-rate'],
+      ['alertWindow', '--alert-window'],
+    ]);
+    refuse(hooks, 'not run by the batch lane yet', 'Run online (--via online)');
   }
 }

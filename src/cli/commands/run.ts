@@ -129,7 +129,7 @@ export function registerRun(program: Command): Command {
     .addOption(
       new Option(
         '--budget <usd>',
-        "spend at most this many USD in this run: each request's worst case (prompt + max_tokens) is reserved before it leaves; stop (exit 3) when the next would not fit",
+        "spend at most this many USD in this run: each request's worst case (prompt + max_tokens) is reserved before it leaves; stop (exit 3) when the next would not fit. Online only",
       ).argParser(positiveNumber),
     )
     .addOption(
