@@ -107,7 +107,7 @@ describe('llmq run --via batch (child processes)', () => {
     const elsewhere = await runCli(['run', '--db', db, '--base-url', other.url, '--via', 'batch', '--poll', '0.1']);
     expect(elsewhere.code, elsewhere.stderr).toBe(0);
     expect(elsewhere.stderr).toContain(`batch batch_fake1 of an earlier run was sent to ${fake.url}`);
-    expect(elsewhere.stderr).toContain(`collect it with --base-url ${fake.url}`);
+    expect(elsewhere.stderr).toContain(`llmq run --via batch --base-url ${fake.url} --db ${db} collects it`);
     expect(other.batches.count('create')).toBe(0);
     expect((await read(db)).jobs.every((j) => j.state === 'running')).toBe(true);
     // where it was sent, it is collected

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { dbArgument, moneyArguments, runArguments, runArgumentsOfRun } from '../src/cli/again.js';
+import { dbArgument, moneyArguments, runArguments, runArgumentsOfEndpoint, runArgumentsOfRun } from '../src/cli/again.js';
 
 // The commands llmq suggests ("Try again: llmq retry-failed && llmq run") must reach the queue the
 // user named with --db, pasted into a shell as printed, and never show a password.
@@ -37,6 +37,19 @@ describe('the flags a suggested llmq run carries', () => {
     expect(runArguments({ baseUrl: 'https://llm.internal/openai/v1?api-key=sk-SECRET123&api-version=2024-10' })).toBe(
       " --base-url 'https://llm.internal/openai/v1?api-key=***&api-version=***'",
     );
+  });
+});
+
+// `batches cancel` and the batch lane name the endpoint a batch was sent to, as the queue recorded it.
+describe('the flags that reach an endpoint the queue recorded', () => {
+  it('are --provider mock, --base-url for any other endpoint, and nothing for OpenAI unless the environment names another', () => {
+    expect(runArgumentsOfEndpoint('mock', {})).toBe(' --provider mock');
+    expect(runArgumentsOfEndpoint('http://127.0.0.1:8000/v1', {})).toBe(' --base-url http://127.0.0.1:8000/v1');
+    expect(runArgumentsOfEndpoint('https://api.openai.com/v1', {})).toBe('');
+    expect(runArgumentsOfEndpoint('https://api.openai.com/v1', { LLMQ_BASE_URL: 'http://proxy/v1' })).toBe(
+      ' --base-url https://api.openai.com/v1',
+    );
+    expect(runArgumentsOfEndpoint('http://h/v1&x', {})).toBe(" --base-url 'http://h/v1&x'");
   });
 });
 

@@ -53,11 +53,13 @@ export function runArgumentsOfRun(providerName: string | null): string {
 
 /**
  * `runArguments` for an endpoint as the queue records it (`laneBaseUrl`: `mock`, or a URL without
- * credentials): what reaches it again, nothing for OpenAI's own.
+ * credentials): what reaches it again. Nothing for OpenAI's own, unless LLMQ_BASE_URL or
+ * OPENAI_BASE_URL would send a bare command elsewhere.
  */
-export function runArgumentsOfEndpoint(baseUrl: string): string {
+export function runArgumentsOfEndpoint(baseUrl: string, env: Readonly<Record<string, string | undefined>> = process.env): string {
   if (baseUrl === 'mock') return runArguments({ provider: 'mock' });
-  return baseUrl === DEFAULT_BASE_URL ? '' : runArguments({ baseUrl });
+  const elsewhere = [env.LLMQ_BASE_URL, env.OPENAI_BASE_URL].some((v) => v !== undefined && v.trim() !== '');
+  return baseUrl === DEFAULT_BASE_URL && !elsewhere ? '' : runArguments({ baseUrl });
 }
 
 /** A flag's value as a POSIX shell word: quoted when needed, a URL's password masked (invariant 7: such a hint is shown, not pasted). */

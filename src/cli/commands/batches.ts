@@ -75,7 +75,10 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
     // where each batch went, for the commands suggested: a run collects only batches of its own endpoint
-    const sentTo = new Map((await store.batches.open()).map((b) => [b.providerBatchId, b.baseUrl]));
+    const open = await store.batches.open();
+    const sentTo = new Map(open.map((b) => [b.providerBatchId, b.baseUrl]));
+    // every client made before the first cancel, so a missing key stops it before anything is cancelled
+    for (const b of open) if (id === undefined || b.providerBatchId === id || b.id === id) apiFor(b);
     const { cancelled, unknown } = await cancelBatches(store, apiFor, id);
     if (flags.json) process.stdout.write(JSON.stringify({ cancelled, unknown }) + '\n');
     const collect = (ids: readonly string[]) =>

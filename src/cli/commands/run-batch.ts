@@ -2,10 +2,9 @@ import type { BatchEvent } from '../../batch/context.js';
 import type { RunSummary } from '../../scheduler/events.js';
 import { info } from '../output.js';
 import { whileReaderPresent } from '../reader-gone.js';
-import { dbArgument, runArguments } from '../again.js';
+import { dbArgument, runArguments, runArgumentsOfEndpoint } from '../again.js';
 import { watchRunStop } from '../run-stop.js';
 import { crashAtFromEnv } from '../crash-at.js';
-import { MOCK_BASE_URL } from '../lane-base-url.js';
 import { priceTableFrom, type PriceFlags } from './price-options.js';
 
 export interface BatchRunFlags extends PriceFlags {
@@ -38,7 +37,7 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
   const store = await openExistingStore(resolveDbLocation(flags.db));
   const out = whileReaderPresent(flags.json ? process.stdout : process.stderr);
   const say = (event: BatchEvent): void => {
-    const line = flags.json ? JSON.stringify({ event: `batch:${event.type}`, ...event }) : describe(event);
+    const line = flags.json ? JSON.stringify({ event: `batch:${event.type}`, ...event }) : describe(event, flags.db);
     if (line) out.write(line + '\n');
   };
   const stopping = watchRunStop(flags.grace * 1000, () => {});
@@ -89,7 +88,7 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
   }
 }
 
-function describe(e: BatchEvent): string | null {
+function describe(e: BatchEvent, db: string | undefined): string | null {
   switch (e.type) {
     case 'submitted':
       return `submitted ${e.jobs} jobs as batch ${e.providerBatchId}`;
@@ -103,8 +102,8 @@ function describe(e: BatchEvent): string | null {
       return `waiting ${Math.max(0, Math.round((e.untilMs - Date.now()) / 1000))} s: ${e.reason === 'quota' ? 'the provider has too much queued' : 'the Batch API failed'} (${e.message})`;
     case 'elsewhere': {
       const which = e.providerBatchId ? `batch ${e.providerBatchId}` : `submission ${e.id}`;
-      const flag = e.baseUrl === MOCK_BASE_URL ? '--provider mock' : `--base-url ${e.baseUrl}`;
-      return `${which} of an earlier run was sent to ${e.baseUrl}, not this run's endpoint: left alone, its jobs held; collect it with ${flag}`;
+      const collect = `llmq run --via batch${runArgumentsOfEndpoint(e.baseUrl)}${dbArgument(db)}`;
+      return `${which} of an earlier run was sent to ${e.baseUrl}, not this run's endpoint: left alone, its jobs held; ${collect} collects it`;
     }
     case 'polled':
       return null;
