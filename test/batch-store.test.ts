@@ -58,6 +58,10 @@ describe.each(STORE_KINDS)('batches on $name', (kind) => {
     await store.claim({ owner: batchOwner('s2'), limit: 1, now: sentAt, leaseUntil: sentAt + 7 * 86400_000, maxAttempts: 5 });
     expect(await store.reclaim(Date.now(), ['gone'])).toBe(1);
     expect((await store.batches.held('s1')).map((j) => j.key)).toEqual(keys.slice(0, 2));
+    // nor listed as to be run (estimate, --dry-run)
+    const toRun: string[] = [];
+    for await (const j of store.jobsToRun(Date.now())) toRun.push(j.key);
+    expect(toRun).toEqual(keys.slice(2));
     const online = await store.claim({ owner: 'r2', limit: 10, now: Date.now(), leaseUntil: Date.now() + 60_000, maxAttempts: 5 });
     expect(online.jobs.map((j) => j.key)).toEqual(keys.slice(2));
   });

@@ -85,3 +85,12 @@ export function batchOwner(submissionId: string): string {
 export function attemptVia(runId: string): 'batch' | 'online' {
   return runId.startsWith('batch:') ? 'batch' : 'online';
 }
+
+/**
+ * SQL, either dialect, for a row of `jobs`: not held by a provider batch that is live. A job whose
+ * lease expired is not taken back, nor listed to run, while that batch may still answer: it bills
+ * either way (a batch left alone, sent to another endpoint, can outlive its 7-day lease). Its jobs
+ * come back when the batch is collected, cancelled or abandoned.
+ */
+export const NOT_IN_A_LIVE_BATCH = `NOT (jobs.lease_owner LIKE 'batch:%'
+  AND EXISTS (SELECT 1 FROM batches WHERE 'batch:' || batches.id = jobs.lease_owner AND batches.state = 'submitted'))`;

@@ -1,4 +1,5 @@
 import { COUNTS_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
+import { NOT_IN_A_LIVE_BATCH } from '../batches.js';
 import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type pg from 'pg';
 import type {
@@ -297,7 +298,11 @@ export class PgReader {
   async *jobsToRun(now: number): AsyncIterable<JobToRun> {
     const cols = 'seq, key, model, request, priority, attempts';
     const expired = (
-      await query<RawJobToRun>(this.#pool, `SELECT ${cols} FROM jobs WHERE state = 'running' AND lease_expires_at < $1`, [now])
+      await query<RawJobToRun>(
+        this.#pool,
+        `SELECT ${cols} FROM jobs WHERE state = 'running' AND lease_expires_at < $1 AND ${NOT_IN_A_LIVE_BATCH}`,
+        [now],
+      )
     ).rows;
     yield* inClaimOrder(
       expired,

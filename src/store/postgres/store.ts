@@ -33,6 +33,7 @@ import { BULK_MIN_ROWS, PgBulkLoad } from './bulk-load.js';
 import { PgReader } from './read.js';
 import { PgCopier } from './copy.js';
 import { PgBatches } from './batches.js';
+import { NOT_IN_A_LIVE_BATCH } from '../batches.js';
 import { PgSpend, settlementParams } from './spend.js';
 import { splitClaimed, type RawClaimed } from '../claim-result.js';
 import { GroupCommit } from '../group-commit.js';
@@ -165,9 +166,8 @@ export class PostgresStore implements Store {
     const r = await this.#q<{ n: number }>(
       `WITH back AS (
         UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = $1
-        WHERE state = 'running' AND ((lease_expires_at < $1 AND NOT (lease_owner LIKE 'batch:%'
-          AND EXISTS (SELECT 1 FROM batches WHERE 'batch:' || batches.id = jobs.lease_owner AND batches.state = 'submitted')))
-          OR lease_owner = ANY($2::text[])) RETURNING key
+        WHERE state = 'running' AND ((lease_expires_at < $1 AND ${NOT_IN_A_LIVE_BATCH}) OR lease_owner = ANY($2::text[]))
+        RETURNING key
       ), died AS (
         UPDATE runs SET ended_at = $1, exit_reason = 'died' WHERE id = ANY($2::text[]) AND ended_at IS NULL
       ), maybe_billed AS (

@@ -20,6 +20,7 @@ import { exportPagesMerged } from './export-read.js';
 import { JOB_COLUMNS, requestOf } from './requests.js';
 import { LANES_SQL, toAttempt, toJob, toLane, toRun, type RawAttempt, type RawJob, type RawLane, type RawRun } from '../rows.js';
 import { unplannedLimit } from './unplanned-limit.js';
+import { NOT_IN_A_LIVE_BATCH } from '../batches.js';
 
 /** `answered`'s read: a model's latest done jobs ($1 model, $2 how many), each with its answering attempt's latency. */
 export function answeredSql(withRequest: boolean): string {
@@ -143,7 +144,9 @@ export class SqliteReader {
 
   jobsToRun(now: number): AsyncIterable<JobToRun> {
     const cols = `seq, key, model, ${requestOf('jobs')} AS request, priority, attempts`;
-    const expired = this.#db.prepare(`SELECT ${cols} FROM jobs WHERE state = 'running' AND lease_expires_at < ?`).all(now) as RawJobToRun[];
+    const expired = this.#db
+      .prepare(`SELECT ${cols} FROM jobs WHERE state = 'running' AND lease_expires_at < ? AND ${NOT_IN_A_LIVE_BATCH}`)
+      .all(now) as RawJobToRun[];
     const first = this.#db.prepare(`SELECT ${cols} FROM jobs WHERE state = 'pending' ORDER BY priority, seq LIMIT ${JOBS_PAGE}`);
     // a row value walks the jobs_claim index from where the last page ended
     const next = this.#db.prepare(`SELECT ${cols} FROM jobs WHERE state = 'pending' AND (priority, seq) > (?, ?)

@@ -29,6 +29,7 @@ import { immediateTxn, openSqlite, type Db, type OpenSqliteOptions } from './ope
 import { SqliteReader } from './read.js';
 import { SqliteCopier } from './copy.js';
 import { SqliteBatches } from './batches.js';
+import { NOT_IN_A_LIVE_BATCH } from '../batches.js';
 import { SqliteSpend } from './spend.js';
 import type { Checkpointer } from './checkpointer.js';
 import { splitClaimed, type RawClaimed } from '../claim-result.js';
@@ -87,14 +88,6 @@ type ClaimedRow = [
   completionTokens: number | null,
   costUsd: number | null,
 ];
-
-/**
- * A job whose lease expired is not taken back while the provider batch holding it is live: it may
- * still answer, and it bills either way (a batch left alone, sent to another endpoint, can outlive
- * the 7-day lease). Its jobs come back when that batch is collected, cancelled or abandoned.
- */
-const NOT_IN_A_LIVE_BATCH = `NOT (lease_owner LIKE 'batch:%'
-  AND EXISTS (SELECT 1 FROM batches WHERE 'batch:' || batches.id = jobs.lease_owner AND batches.state = 'submitted'))`;
 
 /** An answer's change to its job (complete); the values in order: output, response, tokens in and out, cost, latency, finished and updated at. */
 const ANSWER_SET = `state = 'done', output = ?, response = ?, prompt_tokens = ?, completion_tokens = ?, cost_usd = ?,
