@@ -1,6 +1,8 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { cancelBatches } from '../src/batch/cancel.js';
 import { HttpBatchApi } from '../src/batch/http-api.js';
+import { LlmqError } from '../src/errors.js';
 import { loadPriceTable } from '../src/pricing/price-table.js';
 import { runBatchLane, type BatchLaneOptions } from '../src/batch/lane.js';
 import { runQueue } from '../src/scheduler/run-queue.js';
@@ -209,5 +211,20 @@ describe('batch lane', () => {
     expect(summary).toMatchObject({ done: 5, remaining: 0 });
     expect([...fake.batches.batches.values()].map((b) => b.lines.length)).toEqual([2, 2, 1]);
     for (const j of await jobs(store)) expect(j).toMatchObject({ state: 'done', attempts: 1 });
+  });
+
+  it('cancelBatches makes every client before the first cancel: one it cannot make (no key) stops it with nothing cancelled', async () => {
+    const { fake, store } = await setup(2);
+    const now = Date.now();
+    await store.batches.begin({ id: 's1', runId: 'gone', baseUrl: fake.url, now });
+    await store.batches.submitted('s1', 'batch_1', 'in_progress', now);
+    await store.batches.begin({ id: 's2', runId: 'gone', baseUrl: 'https://api.openai.com/v1', now: now + 1 });
+    await store.batches.submitted('s2', 'batch_2', 'in_progress', now + 1);
+    const apiFor = (b: { baseUrl: string }) => {
+      if (b.baseUrl !== fake.url) throw new LlmqError('No API key for the OpenAI API.');
+      return new HttpBatchApi({ baseUrl: fake.url });
+    };
+    await expect(cancelBatches(store, apiFor, undefined)).rejects.toThrow(/No API key/);
+    expect(fake.batches.count('cancel')).toBe(0);
   });
 });

@@ -12,6 +12,8 @@ export interface CancelResult {
    * the process that made it. Nothing to cancel there; the next batch run hands their jobs back.
    */
   readonly unknown: string[];
+  /** The endpoint each of those batches was sent to, as recorded, by provider batch id. */
+  readonly sentTo: ReadonlyMap<string, string>;
 }
 
 /**
@@ -30,16 +32,18 @@ export async function cancelBatches(
   if (which !== undefined && chosen.length === 0) {
     throw new LlmqError(`No live batch of this queue is called ${which}. See the live ones with: llmq status`);
   }
+  // every client made before the first cancel: one that cannot be (no key) stops it before anything is cancelled
+  const apis = chosen.map(apiFor);
   const cancelled: string[] = [];
   const unknown: string[] = [];
-  for (const b of chosen) {
+  for (const [i, b] of chosen.entries()) {
     try {
-      await apiFor(b).cancelBatch(b.providerBatchId!);
+      await apis[i]!.cancelBatch(b.providerBatchId!);
       cancelled.push(b.providerBatchId!);
     } catch (error) {
       if (!(error instanceof ProviderError && error.status === 404)) throw error;
       unknown.push(b.providerBatchId!);
     }
   }
-  return { cancelled, unknown };
+  return { cancelled, unknown, sentTo: new Map(chosen.map((b) => [b.providerBatchId!, b.baseUrl])) };
 }

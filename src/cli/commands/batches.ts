@@ -57,30 +57,29 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
   // the key comes from the environment), unless one is named here; LLMQ_BASE_URL may not be what
   // the run used.
   const named = flags.provider !== undefined || flags.baseUrl !== undefined;
+  const namedEndpoint = named ? laneBaseUrl({ provider: flags.provider ?? 'openai', baseUrl: flags.baseUrl }) : null;
   const apis = new Map<string, BatchApi>();
   const apiFor = (batch: BatchRow): BatchApi => {
-    const key = named ? '' : batch.baseUrl;
-    let api = apis.get(key);
+    const endpoint = namedEndpoint ?? batch.baseUrl;
+    let api = apis.get(endpoint);
     if (!api) {
-      api = named
-        ? createBatchApi({ provider: flags.provider ?? 'openai', baseUrl: flags.baseUrl }, process.env)
-        : createBatchApi(
-            batch.baseUrl === MOCK_BASE_URL ? { provider: 'mock' } : { provider: 'openai', baseUrl: batch.baseUrl },
-            process.env,
-          );
-      apis.set(key, api);
+      api = createBatchApi(
+        named
+          ? { provider: flags.provider ?? 'openai', baseUrl: flags.baseUrl }
+          : endpoint === MOCK_BASE_URL
+            ? { provider: 'mock' }
+            : { provider: 'openai', baseUrl: endpoint },
+        process.env,
+      );
+      apis.set(endpoint, api);
     }
     return api;
   };
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
-    // where each batch went, for the commands suggested: a run collects only batches of its own endpoint
-    const open = await store.batches.open();
-    const sentTo = new Map(open.map((b) => [b.providerBatchId, b.baseUrl]));
-    // every client made before the first cancel, so a missing key stops it before anything is cancelled
-    for (const b of open) if (id === undefined || b.providerBatchId === id || b.id === id) apiFor(b);
-    const { cancelled, unknown } = await cancelBatches(store, apiFor, id);
+    const { cancelled, unknown, sentTo } = await cancelBatches(store, apiFor, id);
     if (flags.json) process.stdout.write(JSON.stringify({ cancelled, unknown }) + '\n');
+    // a run collects only the batches of its own endpoint: the command suggested names each one's
     const collect = (ids: readonly string[]) =>
       [...new Set(ids.map((b) => runArgumentsOfEndpoint(sentTo.get(b)!)))]
         .map((endpoint) => `llmq run --via batch${endpoint}${dbArgument(flags.db)}`)
@@ -92,8 +91,7 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
       );
     }
     // a 404 from an endpoint named here, not the one a batch went to, says nothing of that batch
-    const namedEndpoint = named ? laneBaseUrl({ provider: flags.provider ?? 'openai', baseUrl: flags.baseUrl }) : null;
-    const elsewhere = named ? unknown.filter((b) => sentTo.get(b) !== namedEndpoint) : [];
+    const elsewhere = unknown.filter((b) => namedEndpoint !== null && sentTo.get(b) !== namedEndpoint);
     const lost = unknown.filter((b) => !elsewhere.includes(b));
     if (lost.length > 0) {
       said.push(
