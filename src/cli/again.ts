@@ -1,4 +1,4 @@
-import { DEFAULT_BASE_URL } from '../provider/endpoint.js';
+import { DEFAULT_BASE_URL, resolveBaseUrl, type Env } from '../provider/endpoint.js';
 import { redactUrlCredentials, redactUrlQuery } from '../url-credentials.js';
 
 /**
@@ -56,10 +56,18 @@ export function runArgumentsOfRun(providerName: string | null): string {
  * credentials): what reaches it again. Nothing for OpenAI's own, unless LLMQ_BASE_URL or
  * OPENAI_BASE_URL would send a bare command elsewhere.
  */
-export function runArgumentsOfEndpoint(baseUrl: string, env: Readonly<Record<string, string | undefined>> = process.env): string {
+export function runArgumentsOfEndpoint(baseUrl: string, env: Env = process.env): string {
   if (baseUrl === 'mock') return runArguments({ provider: 'mock' });
-  const elsewhere = [env.LLMQ_BASE_URL, env.OPENAI_BASE_URL].some((v) => v !== undefined && v.trim() !== '');
-  return baseUrl === DEFAULT_BASE_URL && !elsewhere ? '' : runArguments({ baseUrl });
+  return baseUrl === bareRunEndpoint(env) ? '' : runArguments({ baseUrl });
+}
+
+/** Where a run given no --base-url sends here; null when the environment's is not a valid URL. */
+function bareRunEndpoint(env: Env): string | null {
+  try {
+    return resolveBaseUrl(undefined, env).url;
+  } catch {
+    return null;
+  }
 }
 
 /** A flag's value as a POSIX shell word: quoted when needed, a URL's password masked (invariant 7: such a hint is shown, not pasted). */

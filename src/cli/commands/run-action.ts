@@ -15,13 +15,6 @@ import type { RunFlags } from './run.js';
 /** `llmq run`: a dry run, the batch lane, then the online lane, as --dry-run and --via ask. */
 export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
   refuseFlagsOfOtherLanes(flags, cmd);
-  // The batch lane reserves nothing: a budget would look kept and not be.
-  if (flags.via !== 'online' && (flags.budget !== undefined || flags.budgetTotal !== undefined)) {
-    throw new UsageError(
-      `--budget and --budget-total hold online requests only: --via ${flags.via} sends jobs in batches, whose cost llmq does not reserve yet. ` +
-        'Run online (--via online) with a budget, or in batches without one (--dry-run first says what it would cost).',
-    );
-  }
   if (flags.dryRun) {
     const { estimateCommand } = await import('./estimate.js');
     return estimateCommand(flags, { dryRun: true });
@@ -238,6 +231,13 @@ function refuseFlagsOfOtherLanes(flags: RunFlags, cmd: Command): void {
   if (flags.via !== 'batch') refuse(given([['wait', '--no-wait']]), 'for --via batch', 'Add --via batch');
   if (flags.via !== 'auto')
     refuse(given([['deadline', '--deadline']]), 'for --via auto (batches, then online before it)', 'Add --via auto');
+  // the batch lane reserves nothing: a budget would look kept and not be
+  if (flags.via !== 'online' && (flags.budget !== undefined || flags.budgetTotal !== undefined)) {
+    throw new UsageError(
+      `--budget and --budget-total hold online requests only: --via ${flags.via} sends jobs in batches, whose cost llmq does not reserve yet. ` +
+        'Run online (--via online) with a budget, or in batches without one (--dry-run first says what it would cost).',
+    );
+  }
   // the batch lane runs no hooks and watches no alerts yet
   if (flags.via === 'batch') {
     const hooks = given([
