@@ -18,6 +18,12 @@ function tryOf(key: string, o: Partial<AttemptRecord>): AttemptRecord {
   return { key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 10, status: 200, outcome: 'done', error: null, usage: null, ...o };
 }
 
+/** The job answered with 10 tokens in and 2 out, its attempt carrying `money` (its cost and reservation). */
+async function answered(store: Store, key: string, money: Pick<AttemptRecord, 'costUsd' | 'reservedUsd'>): Promise<void> {
+  const usage = { promptTokens: 10, completionTokens: 2 };
+  await store.complete(key, { owner: OWNER, output: 'x', response: '{}', usage, attempt: tryOf(key, { usage, ...money }) });
+}
+
 describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
   beforeEach((ctx) => skipUnavailable(kind, ctx));
 
@@ -39,13 +45,7 @@ describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
     await store.enqueue(rows(3), T0);
     const [a, b, c] = (await store.claim(claimOpts({ limit: 3 }))).jobs;
     for (let i = 0; i < 3; i++) await store.reserve({ runId: OWNER, usd: 0.5, ...budget(10) });
-    await store.complete(a!.key, {
-      owner: OWNER,
-      output: 'x',
-      response: '{}',
-      usage: { promptTokens: 10, completionTokens: 2 },
-      attempt: tryOf(a!.key, { usage: { promptTokens: 10, completionTokens: 2 }, costUsd: 0.123456789, reservedUsd: 0.5 }),
-    });
+    await answered(store, a!.key, { costUsd: 0.123456789, reservedUsd: 0.5 });
     await store.recordAttempt(
       tryOf(b!.key, { status: null, outcome: 'retry', error: 'Timed out', costUsd: 0.5, mayBeBilled: true, reservedUsd: 0.5 }),
       { countAttempt: true, error: 'Timed out' },
@@ -78,13 +78,7 @@ describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
     const [a] = (await store.claim(claimOpts({ limit: 1 }))).jobs;
     await store.reserve({ runId: OWNER, usd: 0, ...budget(1) });
     await store.reserve({ runId: OWNER, usd: 0, ...budget(1) });
-    await store.complete(a!.key, {
-      owner: OWNER,
-      output: 'x',
-      response: '{}',
-      usage: { promptTokens: 10, completionTokens: 2 },
-      attempt: tryOf(a!.key, { usage: { promptTokens: 10, completionTokens: 2 }, costUsd: 0, reservedUsd: 0 }),
-    });
+    await answered(store, a!.key, { costUsd: 0, reservedUsd: 0 });
     await store.unreserve(OWNER, 0, T0 + 20);
     expect(await spendOf(store)).toMatchObject({ reservedUsd: 0, inFlight: 0, spentUsd: 0, mayBeBilledTries: 0 });
   });
