@@ -118,6 +118,52 @@ describe('llmq run --via batch (child processes)', () => {
     for (const key of keys) expect(fake.sentCount(key) + other.sentCount(key)).toBe(1);
   }, 30_000);
 
+  it('a batch an earlier run sent with another API key is left alone, never sent again: with that key it is collected', async () => {
+    // the fake, like OpenAI across projects, shows a batch only to the key that made it (404 to others)
+    const { fake, db, keys } = await setup(4);
+    fake.batches.configure({ completeAfterMs: 300 });
+    const keyA = { LLMQ_API_KEY: 'sk-proj-first-0123456789-wxyz' };
+    const keyB = { LLMQ_API_KEY: 'sk-proj-second-0123456789-1234' };
+    const args = ['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1'];
+    expect((await runCli([...args, '--no-wait'], { env: keyA })).code).toBe(0);
+    const other = await runCli(args, { env: keyB });
+    expect(other.code, other.stderr).toBe(0);
+    expect(other.stderr).toContain(
+      "batch batch_fake1 of an earlier run was sent with the API key ending in …wxyz, and this run's key (ending in …1234) cannot see it",
+    );
+    expect(other.stderr).toContain(`llmq run --via batch --base-url ${fake.url} --db ${db} with that key`);
+    expect(other.stderr).not.toContain('sk-proj');
+    expect(fake.batches.count('create')).toBe(1);
+    expect((await read(db)).jobs.every((j) => j.state === 'running')).toBe(true);
+    // cancelling with the other key says whose batch it is, not that its jobs come back
+    const cancel = await runCli(['batches', 'cancel', '--db', db], { env: keyB });
+    expect(cancel.code, cancel.stderr).toBe(0);
+    expect(cancel.stderr).toContain('batch_fake1 was sent with the API key ending in …wxyz, and the provider does not show it to this one');
+    expect(cancel.stderr).not.toMatch(/back to pending/);
+    // with the key it was sent with, it is collected
+    const back = await runCli(args, { env: keyA });
+    expect(back.code, back.stderr).toBe(0);
+    expect((await read(db)).jobs.every((j) => j.state === 'done' && j.attempts === 1)).toBe(true);
+    for (const key of keys) expect(fake.sentCount(key)).toBe(1);
+  }, 30_000);
+
+  it('a submission killed before its batch was known, made with another API key, is not given up by a run with this key', async () => {
+    const { fake, db, keys } = await setup(3);
+    const keyA = { LLMQ_API_KEY: 'sk-proj-first-0123456789-wxyz' };
+    const args = ['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1'];
+    const crashed = await runCli(args, { env: { ...keyA, LLMQ_TEST_CRASH_AT: 'created' } });
+    expect(crashed.signal, crashed.stderr).toBe('SIGKILL');
+    const other = await runCli(args, { env: { LLMQ_API_KEY: 'sk-proj-second-0123456789-1234' } });
+    expect(other.code, other.stderr).toBe(0);
+    expect(other.stderr).toContain('submission');
+    expect(other.stderr).toContain('was sent with the API key ending in …wxyz');
+    expect(fake.batches.count('create')).toBe(1);
+    const back = await runCli(args, { env: keyA });
+    expect(back.code, back.stderr).toBe(0);
+    expect((await read(db)).jobs.every((j) => j.state === 'done' && j.attempts === 1)).toBe(true);
+    for (const key of keys) expect(fake.sentCount(key)).toBe(1);
+  }, 30_000);
+
   it('a flag of another lane is refused, naming it, before anything is sent', async () => {
     const { fake, db } = await setup(2);
     const run = (...args: string[]) => runCli(['run', '--db', db, '--base-url', fake.url, ...args]);

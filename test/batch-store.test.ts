@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { apiKeyId } from '../src/batch/api-key-id.js';
 import { HttpBatchApi } from '../src/batch/http-api.js';
 import { runBatchLane } from '../src/batch/lane.js';
 import { batchOwner } from '../src/store/batches.js';
@@ -15,7 +16,8 @@ describe.each(STORE_KINDS)('batches on $name', (kind) => {
     const { store } = await kind.fresh();
     const keys = await seedJobs(store, 5);
     const now = Date.now();
-    await store.batches.begin({ id: 's1', runId: 'r1', baseUrl: 'http://x/v1', now });
+    const apiKey = apiKeyId('sk-proj-0123456789abcdef-wxyz')!;
+    await store.batches.begin({ id: 's1', runId: 'r1', baseUrl: 'http://x/v1', apiKey, now });
     const got = await store.claim({ owner: batchOwner('s1'), limit: 3, now, leaseUntil: now + 7 * 86400_000, maxAttempts: 5 });
     expect(got.jobs.map((j) => j.key)).toEqual(keys.slice(0, 3));
     await store.batches.noteJobs('s1', 3, now);
@@ -36,6 +38,9 @@ describe.each(STORE_KINDS)('batches on $name', (kind) => {
     expect(await store.batches.adopt('s1', 'r1', 'r3', now)).toBe(true);
     const [open] = await store.batches.open();
     expect(open).toMatchObject({ id: 's1', runId: 'r3', state: 'submitted', providerBatchId: 'batch_1', jobs: 3 });
+    // the key it was sent with is kept as a fingerprint and a hint, never the key
+    expect(open!.apiKey).toEqual({ fingerprint: apiKey.fingerprint, hint: '…wxyz' });
+    expect(JSON.stringify(open)).not.toContain('0123456789abcdef');
     expect(
       await store.batches.end('s1', { state: 'ended', providerStatus: 'expired', done: 0, failed: 0, error: null, now, refund: true }),
     ).toBe(3);

@@ -1,6 +1,7 @@
 import { deadOwners, dyingOwners, isProcessAlive } from '../run-owners.js';
 import type { BatchRow } from '../store/batches.js';
 import type { BatchContext } from './context.js';
+import { sentWithAnotherKey } from './api-key-id.js';
 import { findBySubmission } from './submit.js';
 
 export interface Liveness {
@@ -16,14 +17,17 @@ export interface Liveness {
 /**
  * Take over the submissions of runs that ended or died, so their batches are polled and collected
  * (never submitted again). A submission recorded but not known to be created is looked up at the
- * provider by its metadata: adopted if it exists, its jobs handed back if not.
+ * provider by its metadata: adopted if it exists, its jobs handed back if not; unless it was sent
+ * with another API key, whose project this run's key may not see: then it is returned in `otherKey`
+ * and left as it is, its jobs held.
  *
  * Only submissions made to this run's endpoint: another endpoint would not know the batch (404) and
  * its jobs would be sent again while it still runs, and is billed, where it was sent. Those are left
  * alone, their jobs held, and returned so the run can say where to collect them.
  */
-export async function adoptOrphans(ctx: BatchContext, live: Liveness): Promise<{ elsewhere: BatchRow[] }> {
+export async function adoptOrphans(ctx: BatchContext, live: Liveness): Promise<{ elsewhere: BatchRow[]; otherKey: BatchRow[] }> {
   const { orphaned, elsewhere } = await othersSubmissions(ctx, live);
+  const otherKey: BatchRow[] = [];
   const now = ctx.now();
   for (const row of orphaned) {
     if (!(await ctx.store.batches.adopt(row.id, row.runId, ctx.runId, now))) continue;
@@ -33,7 +37,10 @@ export async function adoptOrphans(ctx: BatchContext, live: Liveness): Promise<{
     }
     // No file uploaded, no batch possible: nothing to look for.
     const found = row.inputFileId === null ? null : await findBySubmission(ctx, row.id, row.createdAt);
-    if (found) {
+    if (!found && row.inputFileId !== null && sentWithAnotherKey(row.apiKey, ctx.apiKey)) {
+      // another key lists only its own project's batches: this one may exist there, and run
+      otherKey.push(row);
+    } else if (found) {
       await ctx.store.batches.submitted(row.id, found.id, found.status, ctx.now());
       ctx.emit({ type: 'adopted', id: row.id, providerBatchId: found.id, from: row.runId });
     } else {
@@ -50,7 +57,7 @@ export async function adoptOrphans(ctx: BatchContext, live: Liveness): Promise<{
       ctx.emit({ type: 'abandoned', id: row.id, requeued, reason });
     }
   }
-  return { elsewhere };
+  return { elsewhere, otherKey };
 }
 
 /**

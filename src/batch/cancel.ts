@@ -1,6 +1,7 @@
 import { LlmqError } from '../errors.js';
 import { ProviderError } from '../provider/types.js';
 import type { BatchRow } from '../store/batches.js';
+import type { ApiKeyId } from './api-key-id.js';
 import type { BatchLedger } from '../store/types.js';
 import type { BatchApi } from './api.js';
 
@@ -14,6 +15,8 @@ export interface CancelResult {
   readonly unknown: string[];
   /** The endpoint each of those batches was sent to, as recorded, by provider batch id. */
   readonly sentTo: ReadonlyMap<string, string>;
+  /** The API key each was sent with, as recorded, by provider batch id (null: none recorded). */
+  readonly sentWith: ReadonlyMap<string, ApiKeyId | null>;
 }
 
 /**
@@ -45,5 +48,10 @@ export async function cancelBatches(
       unknown.push(b.providerBatchId!);
     }
   }
-  return { cancelled, unknown, sentTo: new Map(chosen.map((b) => [b.providerBatchId!, b.baseUrl])) };
+  return {
+    cancelled,
+    unknown,
+    sentTo: new Map(chosen.map((b) => [b.providerBatchId!, b.baseUrl])),
+    sentWith: new Map(chosen.map((b) => [b.providerBatchId!, b.apiKey])),
+  };
 }

@@ -1,4 +1,5 @@
 import { ProviderError } from '../provider/types.js';
+import { sentWithAnotherKey } from './api-key-id.js';
 import { batchOwner, type BatchRow } from '../store/batches.js';
 import { QUOTA_CODES, TERMINAL_STATUSES, type ProviderBatch } from './api.js';
 import { callWithRetry } from './call.js';
@@ -7,6 +8,8 @@ import { applyResults, type AppliedResults } from './results.js';
 
 export type PollOutcome =
   | { readonly kind: 'open' }
+  /** Sent with another API key, which this run's cannot see: not ours to collect or hand back. */
+  | { readonly kind: 'other-key' }
   | { readonly kind: 'ended'; readonly applied: AppliedResults; readonly requeued: number }
   /** The provider refused it for having too much queued; its jobs are pending again. */
   | { readonly kind: 'quota'; readonly message: string; readonly requeued: number };
@@ -22,9 +25,13 @@ export async function pollOne(ctx: BatchContext, row: BatchRow): Promise<PollOut
   try {
     batch = await ctx.api.getBatch(row.providerBatchId!, ctx.stopSignal);
   } catch (error) {
-    // The provider does not know it (deleted, or the offline mock of an earlier process): nothing
-    // more will come, so its jobs go back to be sent again.
-    if (error instanceof ProviderError && error.status === 404) return finish(ctx, row, 'lost', NOTHING, error.message);
+    if (error instanceof ProviderError && error.status === 404) {
+      // a key of another project is answered 404 for a batch that may still run and be billed
+      if (sentWithAnotherKey(row.apiKey, ctx.apiKey)) return { kind: 'other-key' };
+      // The provider does not know it (deleted, or the offline mock of an earlier process): nothing
+      // more will come, so its jobs go back to be sent again.
+      return finish(ctx, row, 'lost', NOTHING, error.message);
+    }
     throw error;
   }
   if (batch.status !== row.providerStatus) await ctx.store.batches.noteStatus(row.id, batch.status, ctx.now());

@@ -1,3 +1,4 @@
+import type { ApiKeyId } from './api-key-id.js';
 import type { BatchLedger, JobQueue, QueueReader, RunRegistry } from '../store/types.js';
 import type { BatchApi } from './api.js';
 
@@ -20,6 +21,18 @@ export type BatchEvent =
   | { readonly type: 'abandoned'; readonly id: string; readonly requeued: number; readonly reason: string }
   /** A submission of a run that ended, made to another endpoint: left alone, its jobs held (said once per run). */
   | { readonly type: 'elsewhere'; readonly id: string; readonly providerBatchId: string | null; readonly baseUrl: string }
+  /**
+   * A submission of a run that ended, sent with another API key, which this run's key cannot see (404):
+   * left alone, its jobs held, since it may still run and be billed (said once per run).
+   */
+  | {
+      readonly type: 'other-key';
+      readonly id: string;
+      readonly providerBatchId: string | null;
+      readonly baseUrl: string;
+      readonly sentWith: ApiKeyId;
+      readonly key: ApiKeyId | null;
+    }
   | { readonly type: 'waiting'; readonly reason: 'quota' | 'error'; readonly untilMs: number; readonly message: string }
   | { readonly type: 'polled'; readonly open: number };
 
@@ -40,6 +53,8 @@ export interface BatchContext {
   readonly baseUrl: string;
   /** Removed from any message stored or shown. */
   readonly secret: string | undefined;
+  /** The API key this run sends with (of `secret`), recorded with each submission. */
+  readonly apiKey: ApiKeyId | null;
   readonly now: () => number;
   readonly emit: (event: BatchEvent) => void;
   readonly crashAt: (step: CrashStep) => void;

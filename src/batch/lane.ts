@@ -6,7 +6,9 @@ import type { RunSummary } from '../scheduler/events.js';
 import { sleep } from '../scheduler/wait.js';
 import type { BatchLedger } from '../store/types.js';
 import type { PriceTable } from '../pricing/price-table.js';
+import type { BatchRow } from '../store/batches.js';
 import { adoptOrphans, orphansSoon } from './adopt.js';
+import { apiKeyId } from './api-key-id.js';
 import type { BatchApi } from './api.js';
 import { callWithRetry } from './call.js';
 import { pollOne } from './collect.js';
@@ -92,6 +94,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     runId,
     baseUrl: deps.baseUrl,
     secret: deps.secret,
+    apiKey: apiKeyId(deps.secret),
     now,
     emit: deps.emit ?? (() => {}),
     crashAt: deps.crashAt ?? (() => {}),
@@ -114,6 +117,20 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
   let cancelling = false;
   /** Submissions made to another endpoint, already told of. */
   const saidElsewhere = new Set<string>();
+  /** Submissions sent with another API key that this run's key cannot see: left alone, said once. */
+  const otherKey = new Set<string>();
+  const leaveToItsKey = (row: BatchRow): void => {
+    if (otherKey.has(row.id) || row.apiKey === null) return;
+    otherKey.add(row.id);
+    ctx.emit({
+      type: 'other-key',
+      id: row.id,
+      providerBatchId: row.providerBatchId,
+      baseUrl: row.baseUrl,
+      sentWith: row.apiKey,
+      key: ctx.apiKey,
+    });
+  };
   let fatal: ProviderError | null = null;
   let reason: RunSummary['reason'] = 'drained';
   try {
@@ -126,20 +143,23 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
       try {
         if (!cancelling && options.until !== undefined && now() >= options.until) {
           cancelling = true;
-          await cancelMine(ctx);
+          await cancelMine(ctx, otherKey);
         }
         // Near the deadline, take on no batch that may need hours more.
         if (!cancelling) {
-          for (const b of (await adoptOrphans(ctx, live)).elsewhere) {
+          const adopted = await adoptOrphans(ctx, live);
+          for (const b of adopted.elsewhere) {
             if (saidElsewhere.has(b.id)) continue;
             saidElsewhere.add(b.id);
             ctx.emit({ type: 'elsewhere', id: b.id, providerBatchId: b.providerBatchId, baseUrl: b.baseUrl });
           }
+          for (const b of adopted.otherKey) leaveToItsKey(b);
         }
-        for (const row of await mine(store, runId)) {
+        for (const row of await mine(store, runId, otherKey)) {
           tally.requests++;
           const outcome = await pollOne(ctx, row);
-          if (outcome.kind === 'ended') {
+          if (outcome.kind === 'other-key') leaveToItsKey(row);
+          else if (outcome.kind === 'ended') {
             for (const k of ['done', 'failed', 'retried', 'promptTokens', 'completionTokens', 'costUsd'] as const)
               tally[k] += outcome.applied[k];
           } else if (outcome.kind === 'quota') {
@@ -175,7 +195,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
         break;
       }
 
-      const open = (await mine(store, runId)).length;
+      const open = (await mine(store, runId, otherKey)).length;
       const next = claimed < limit && !cancelling ? await store.nextPendingAt() : null;
       ctx.emit({ type: 'polled', open });
       const soon = open === 0 && next === null && !cancelling && (await orphansSoon(ctx, live));
@@ -230,14 +250,14 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
   };
 }
 
-/** This run's submitted batches. */
-async function mine(store: BatchLedger, runId: string) {
-  return (await store.batches.open()).filter((b) => b.runId === runId && b.state === 'submitted');
+/** This run's submitted batches, but those it leaves to the key they were sent with. */
+async function mine(store: BatchLedger, runId: string, leftToTheirKey: ReadonlySet<string> = new Set()) {
+  return (await store.batches.open()).filter((b) => b.runId === runId && b.state === 'submitted' && !leftToTheirKey.has(b.id));
 }
 
 /** Ask the provider to cancel this run's live batches; what they answered is still collected. */
-async function cancelMine(ctx: BatchContext): Promise<void> {
-  for (const row of await mine(ctx.store, ctx.runId)) {
+async function cancelMine(ctx: BatchContext, leftToTheirKey: ReadonlySet<string>): Promise<void> {
+  for (const row of await mine(ctx.store, ctx.runId, leftToTheirKey)) {
     await callWithRetry(ctx, `cancelling ${row.providerBatchId}`, () => ctx.api.cancelBatch(row.providerBatchId!, ctx.stopSignal));
   }
 }

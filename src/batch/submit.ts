@@ -48,7 +48,7 @@ export async function submitOne(
   const id = randomUUID();
   const owner = batchOwner(id);
   const recordedAt = ctx.now();
-  await store.batches.begin({ id, runId: ctx.runId, baseUrl: ctx.baseUrl, now: recordedAt });
+  await store.batches.begin({ id, runId: ctx.runId, baseUrl: ctx.baseUrl, apiKey: ctx.apiKey, now: recordedAt });
   ctx.crashAt('begun');
   const got = await store.claim({
     owner,

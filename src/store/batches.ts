@@ -1,3 +1,5 @@
+import type { ApiKeyId } from '../batch/api-key-id.js';
+
 /**
  * The batch lane's ledger: one row per submission to a provider's Batch API. The jobs of a
  * submission are held in the jobs table itself, `running` under the lease owner `batch:<id>` with a
@@ -20,6 +22,8 @@ export interface BatchRow {
   readonly runId: string;
   /** The endpoint it was submitted to, without credentials. */
   readonly baseUrl: string;
+  /** The API key it was sent with, as a fingerprint and a hint (null: none, or recorded before llmq kept it). */
+  readonly apiKey: ApiKeyId | null;
   readonly state: BatchState;
   readonly providerBatchId: string | null;
   readonly inputFileId: string | null;
@@ -54,7 +58,7 @@ export interface BatchEnd {
 
 export interface BatchStore {
   /** Record a submission before anything is sent, so a crash after this point is found again. */
-  begin(row: { id: string; runId: string; baseUrl: string; now: number }): Promise<void>;
+  begin(row: { id: string; runId: string; baseUrl: string; apiKey?: ApiKeyId | null; now: number }): Promise<void>;
   /** How many jobs the submission holds (after the claim that took them). */
   noteJobs(id: string, jobs: number, now: number): Promise<void>;
   noteInputFile(id: string, fileId: string, now: number): Promise<void>;
@@ -94,3 +98,14 @@ export function attemptVia(runId: string): 'batch' | 'online' {
  */
 export const NOT_IN_A_LIVE_BATCH = `NOT (jobs.lease_owner LIKE 'batch:%'
   AND EXISTS (SELECT 1 FROM batches WHERE 'batch:' || batches.id = jobs.lease_owner AND batches.state = 'submitted'))`;
+
+/** The columns a batch's key is kept in, as both stores read them. */
+export interface KeyColumns {
+  readonly api_key_fingerprint: string | null;
+  readonly api_key_hint: string | null;
+}
+
+/** The key a batch row was sent with, from its columns. */
+export function apiKeyOfRow(r: KeyColumns): ApiKeyId | null {
+  return r.api_key_fingerprint === null ? null : { fingerprint: r.api_key_fingerprint, hint: r.api_key_hint ?? '' };
+}

@@ -13,6 +13,9 @@
  * fake.sentCount(jobKey)                                              // counts a job in every batch created, too
  * ```
  *
+ * Batches and files are shown only to the key they were made with (the request's Authorization), as
+ * OpenAI shows each project its own: another key gets 404 for them and does not list them.
+ *
  * Fates: `completed`, `expired` (the first half of the lines answered, the rest not), `cancelled`
  * (ends when cancelled, nothing answered), `quota` (fails at once with token_limit_exceeded),
  * `in_progress` (never ends). Answers are the fake's usual ones: `answerFor(body)`, tokenizer usage.
@@ -31,6 +34,8 @@ export interface FakeBatch {
   readonly seq: number;
   readonly inputFileId: string;
   readonly metadata: Record<string, string>;
+  /** The Authorization it was made with ('' for none): only that key sees it. */
+  readonly key: string;
   readonly createdAt: number;
   readonly lines: ReadonlyArray<{ custom_id: string; body: any }>;
   readonly fate: BatchFate;
@@ -59,6 +64,8 @@ export class FakeBatchApi {
   onCall: ((call: BatchCall) => void) | null = null;
   completeAfterMs = 100;
   readonly #queue = new Map<BatchEndpoint, FakeReply[]>();
+  /** The Authorization each file was uploaded with. */
+  readonly #fileKeys = new Map<string, string>();
   readonly #countSent: (key: string) => void;
   #seq = 0;
 
@@ -103,11 +110,13 @@ export class FakeBatchApi {
     }
     const path = call.path.split('?')[0]!;
     const id = decodeURIComponent(path.split('/')[3] ?? '');
+    const key = req.headers.authorization ?? '';
+    const seen = (b: FakeBatch | undefined) => (b?.key === key ? b : undefined);
     switch (endpoint) {
       case 'upload':
-        return this.#upload(req, res, body);
+        return this.#upload(req, res, body, key);
       case 'create': {
-        const answer = this.#create(body);
+        const answer = this.#create(body, key);
         if (scripted?.kind === 'reset') {
           req.socket.destroy();
           return;
@@ -115,14 +124,14 @@ export class FakeBatchApi {
         return send(res, answer.status, answer.body);
       }
       case 'get': {
-        const b = this.batches.get(id);
+        const b = seen(this.batches.get(id));
         return b
           ? send(res, 200, this.#view(this.#advance(b)))
           : send(res, 404, errorBody(`No batch with id '${id}'`, 'invalid_request_error'));
       }
       case 'list': {
         const q = new URL(call.path, 'http://x').searchParams;
-        const all = [...this.batches.values()].reverse();
+        const all = [...this.batches.values()].filter((b) => b.key === key).reverse();
         const after = q.get('after');
         const from = after ? all.findIndex((b) => b.id === after) + 1 : 0;
         const page = all.slice(from, from + Number(q.get('limit') ?? 20));
@@ -135,14 +144,14 @@ export class FakeBatchApi {
         });
       }
       case 'cancel': {
-        const b = this.batches.get(id);
+        const b = seen(this.batches.get(id));
         if (!b) return send(res, 404, errorBody(`No batch with id '${id}'`, 'invalid_request_error'));
         if (!['completed', 'expired', 'cancelled', 'failed'].includes(b.status)) this.#end(b, 'cancelled', 0);
         return send(res, 200, this.#view(b));
       }
       case 'content': {
         const fileId = decodeURIComponent(path.split('/')[3] ?? '');
-        const content = this.files.get(fileId);
+        const content = this.#fileKeys.get(fileId) === key ? this.files.get(fileId) : undefined;
         return content === undefined
           ? send(res, 404, errorBody(`No file with id '${fileId}'`, 'invalid_request_error'))
           : send(res, 200, content, { 'content-type': 'application/octet-stream' });
@@ -150,7 +159,7 @@ export class FakeBatchApi {
     }
   }
 
-  #upload(req: IncomingMessage, res: ServerResponse, body: string): void {
+  #upload(req: IncomingMessage, res: ServerResponse, body: string, key: string): void {
     const boundary = /boundary=(?:"([^"]+)"|([^;]+))/.exec(req.headers['content-type'] ?? '');
     if (!boundary) return send(res, 400, errorBody('expected multipart/form-data', 'invalid_request_error'));
     const parts = new Map<string, string>();
@@ -165,6 +174,7 @@ export class FakeBatchApi {
     }
     const id = `file-fake${++this.#seq}`;
     this.files.set(id, parts.get('file')!);
+    this.#fileKeys.set(id, key);
     send(res, 200, {
       id,
       object: 'file',
@@ -175,14 +185,14 @@ export class FakeBatchApi {
     });
   }
 
-  #create(body: string): { status: number; body: object } {
+  #create(body: string, key: string): { status: number; body: object } {
     let json: any;
     try {
       json = JSON.parse(body);
     } catch {
       return { status: 400, body: errorBody('body is not JSON', 'invalid_request_error') };
     }
-    const content = this.files.get(json?.input_file_id);
+    const content = this.#fileKeys.get(json?.input_file_id) === key ? this.files.get(json?.input_file_id) : undefined;
     if (content === undefined) return { status: 400, body: errorBody(`No file with id '${json?.input_file_id}'`, 'invalid_request_error') };
     if (json.endpoint !== '/v1/chat/completions' || json.completion_window !== '24h') {
       return { status: 400, body: errorBody('endpoint must be /v1/chat/completions and completion_window 24h', 'invalid_request_error') };
@@ -197,6 +207,7 @@ export class FakeBatchApi {
       seq,
       inputFileId: json.input_file_id,
       metadata: json.metadata ?? {},
+      key,
       createdAt: Date.now(),
       lines,
       fate: this.fate({ seq, lines: lines.length }),
@@ -278,10 +289,12 @@ export class FakeBatchApi {
     if (out.length) {
       b.outputFileId = `file-out${++this.#seq}`;
       this.files.set(b.outputFileId, out.join('\n') + '\n');
+      this.#fileKeys.set(b.outputFileId, b.key);
     }
     if (err.length) {
       b.errorFileId = `file-err${++this.#seq}`;
       this.files.set(b.errorFileId, err.join('\n') + '\n');
+      this.#fileKeys.set(b.errorFileId, b.key);
     }
     b.status = status;
   }

@@ -45,6 +45,8 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
     { openExistingStore },
     { dbArgument, runArgumentsOfEndpoint },
     { MOCK_BASE_URL, laneBaseUrl },
+    { apiKeyId, nameKey, sentWithAnotherKey },
+    { findApiKey },
   ] = await Promise.all([
     import('../../batch/create.js'),
     import('../../batch/cancel.js'),
@@ -52,6 +54,8 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
     import('../../report/open-existing.js'),
     import('../again.js'),
     import('../lane-base-url.js'),
+    import('../../batch/api-key-id.js'),
+    import('../../provider/endpoint.js'),
   ]);
   // Each batch is asked of the endpoint it was sent to, as recorded with it (without credentials:
   // the key comes from the environment), unless one is named here; LLMQ_BASE_URL may not be what
@@ -77,7 +81,7 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
   };
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
-    const { cancelled, unknown, sentTo } = await cancelBatches(store, apiFor, id);
+    const { cancelled, unknown, sentTo, sentWith } = await cancelBatches(store, apiFor, id);
     if (flags.json) process.stdout.write(JSON.stringify({ cancelled, unknown }) + '\n');
     // a run collects only the batches of its own endpoint: the command suggested names each one's
     const collect = (ids: readonly string[]) =>
@@ -92,11 +96,22 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
     }
     // a 404 from an endpoint named here, not the one a batch went to, says nothing of that batch
     const elsewhere = unknown.filter((b) => namedEndpoint !== null && sentTo.get(b) !== namedEndpoint);
-    const lost = unknown.filter((b) => !elsewhere.includes(b));
+    // nor does a 404 to another API key, which may not see the batch its own key made
+    const key = apiKeyId(findApiKey(process.env)?.key);
+    const otherKey = unknown.filter(
+      (b) => !elsewhere.includes(b) && sentTo.get(b) !== MOCK_BASE_URL && sentWithAnotherKey(sentWith.get(b)!, key),
+    );
+    const lost = unknown.filter((b) => !elsewhere.includes(b) && !otherKey.includes(b));
     if (lost.length > 0) {
       said.push(
         `The provider does not know ${lost.join(', ')} (HTTP 404: gone, or made by the mock in a process that has ended): ` +
           `nothing to cancel there. The next ${collect(lost)} hands their jobs back to pending.`,
+      );
+    }
+    for (const b of otherKey) {
+      said.push(
+        `${b} was sent with ${nameKey(sentWith.get(b)!, 'another API key')}, and the provider does not show it to this one (HTTP 404): ` +
+          `cancel it with that key set (LLMQ_API_KEY or OPENAI_API_KEY).`,
       );
     }
     for (const b of elsewhere) {

@@ -1,3 +1,4 @@
+import { nameKey } from '../../batch/api-key-id.js';
 import type { BatchEvent } from '../../batch/context.js';
 import type { RunSummary } from '../../scheduler/events.js';
 import { info } from '../output.js';
@@ -47,7 +48,8 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
         store,
         api,
         baseUrl,
-        secret: findApiKey(process.env)?.key,
+        // the mock has no keys: a key set in the environment says nothing of its batches
+        secret: flags.provider === 'mock' ? undefined : findApiKey(process.env)?.key,
         prices: await priceTableFrom(flags),
         emit: say,
         stopSignal: stopping.stopSignal,
@@ -104,6 +106,15 @@ function describe(e: BatchEvent, db: string | undefined): string | null {
       const which = e.providerBatchId ? `batch ${e.providerBatchId}` : `submission ${e.id}`;
       const collect = `llmq run --via batch${runArgumentsOfEndpoint(e.baseUrl)}${dbArgument(db)}`;
       return `${which} of an earlier run was sent to ${e.baseUrl}, not this run's endpoint: left alone, its jobs held; ${collect} collects it`;
+    }
+    case 'other-key': {
+      const which = e.providerBatchId ? `batch ${e.providerBatchId}` : `submission ${e.id}`;
+      const ours = e.key?.hint ? ` (ending in ${e.key.hint})` : '';
+      return (
+        `${which} of an earlier run was sent with ${nameKey(e.sentWith, 'another API key')}, and this run's key${ours} cannot see it: ` +
+        `left alone, its jobs held, as it may still run and be billed. Run llmq run --via batch${runArgumentsOfEndpoint(e.baseUrl)}${dbArgument(db)} with that key ` +
+        '(LLMQ_API_KEY or OPENAI_API_KEY) to collect it'
+      );
     }
     case 'polled':
       return null;

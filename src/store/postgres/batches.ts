@@ -1,10 +1,11 @@
 import type pg from 'pg';
 import type { BatchEnd, BatchRow, BatchStore, BatchState } from '../batches.js';
-import { batchOwner } from '../batches.js';
+import { apiKeyOfRow, batchOwner, type KeyColumns } from '../batches.js';
+import type { ApiKeyId } from '../../batch/api-key-id.js';
 import { inTransaction, query } from './connect.js';
 
 const COLUMNS = `id, run_id, base_url, state, provider_batch_id, input_file_id, provider_status, jobs, done, failed,
-  requeued, error, created_at, updated_at, ended_at`;
+  requeued, error, created_at, updated_at, ended_at, api_key_fingerprint, api_key_hint`;
 
 /** The batch lane's ledger in PostgreSQL (see src/store/batches.ts). */
 export class PgBatches implements BatchStore {
@@ -14,13 +15,12 @@ export class PgBatches implements BatchStore {
     this.#pool = pool;
   }
 
-  async begin(r: { id: string; runId: string; baseUrl: string; now: number }): Promise<void> {
-    await this.#q('INSERT INTO batches (id, run_id, base_url, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)', [
-      r.id,
-      r.runId,
-      r.baseUrl,
-      r.now,
-    ]);
+  async begin(r: { id: string; runId: string; baseUrl: string; apiKey?: ApiKeyId | null; now: number }): Promise<void> {
+    await this.#q(
+      `INSERT INTO batches (id, run_id, base_url, api_key_fingerprint, api_key_hint, created_at, updated_at)
+      VALUES ($1, $2, $3, $4, $5, $6, $6)`,
+      [r.id, r.runId, r.baseUrl, r.apiKey?.fingerprint ?? null, r.apiKey?.hint ?? null, r.now],
+    );
   }
 
   async noteJobs(id: string, jobs: number, now: number): Promise<void> {
@@ -107,6 +107,7 @@ function toRow(r: Record<string, any>): BatchRow {
     id: r.id,
     runId: r.run_id,
     baseUrl: r.base_url,
+    apiKey: apiKeyOfRow(r as KeyColumns),
     state: r.state as BatchState,
     providerBatchId: r.provider_batch_id,
     inputFileId: r.input_file_id,

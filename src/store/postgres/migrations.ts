@@ -208,6 +208,21 @@ ALTER TABLE items ADD CONSTRAINT items_job_key_fkey FOREIGN KEY (job_key) REFERE
 `,
 });
 
+/**
+ * The API key each batch was sent with, as a fingerprint (the first 16 hex digits of a SHA-256 of
+ * it) and its last four characters, never the key. A provider answers 404 for a batch made with a
+ * key of another project; a run with another key must not take that 404 for a lost batch and send
+ * its jobs again while it still runs and bills (src/batch/api-key-id.ts).
+ */
+export const BATCH_API_KEY_MIGRATION: Migration = Object.freeze({
+  version: 9,
+  name: 'batch_api_key',
+  sql: `
+ALTER TABLE batches ADD COLUMN api_key_fingerprint TEXT;   -- NULL: sent with no key, or before llmq kept it
+ALTER TABLE batches ADD COLUMN api_key_hint TEXT;          -- the key's last four characters, for messages
+`,
+});
+
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
@@ -343,6 +358,7 @@ CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pend
   STATUS_COUNTS_MIGRATION,
   EXPORT_LATENCY_MIGRATION,
   KEY_COLLATION_MIGRATION,
+  BATCH_API_KEY_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -1,12 +1,13 @@
 import type { BatchEnd, BatchRow, BatchStore } from '../batches.js';
-import { batchOwner } from '../batches.js';
+import { apiKeyOfRow, batchOwner, type KeyColumns } from '../batches.js';
+import type { ApiKeyId } from '../../batch/api-key-id.js';
 import type { Db } from './open.js';
 import { orphanDropper } from './attempts.js';
 import { unplannedLimit } from './unplanned-limit.js';
 
 const COLUMNS = `id, run_id AS runId, base_url AS baseUrl, state, provider_batch_id AS providerBatchId,
   input_file_id AS inputFileId, provider_status AS providerStatus, jobs, done, failed, requeued, error,
-  created_at AS createdAt, updated_at AS updatedAt, ended_at AS endedAt`;
+  created_at AS createdAt, updated_at AS updatedAt, ended_at AS endedAt, api_key_fingerprint, api_key_hint`;
 
 /** The batch lane's ledger in the SQLite file (see src/store/batches.ts). */
 export class SqliteBatches implements BatchStore {
@@ -16,7 +17,8 @@ export class SqliteBatches implements BatchStore {
   constructor(db: Db) {
     this.#db = db;
     this.#s = {
-      begin: db.prepare(`INSERT INTO batches (id, run_id, base_url, created_at, updated_at) VALUES (?, ?, ?, ?, ?)`),
+      begin: db.prepare(`INSERT INTO batches (id, run_id, base_url, api_key_fingerprint, api_key_hint, created_at, updated_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?)`),
       noteJobs: db.prepare('UPDATE batches SET jobs = ?, updated_at = ? WHERE id = ?'),
       noteInputFile: db.prepare('UPDATE batches SET input_file_id = ?, updated_at = ? WHERE id = ?'),
       submitted: db.prepare(`UPDATE batches SET state = 'submitted', provider_batch_id = ?, provider_status = ?, updated_at = ?
@@ -39,8 +41,8 @@ export class SqliteBatches implements BatchStore {
     };
   }
 
-  async begin(r: { id: string; runId: string; baseUrl: string; now: number }): Promise<void> {
-    this.#s.begin.run(r.id, r.runId, r.baseUrl, r.now, r.now);
+  async begin(r: { id: string; runId: string; baseUrl: string; apiKey?: ApiKeyId | null; now: number }): Promise<void> {
+    this.#s.begin.run(r.id, r.runId, r.baseUrl, r.apiKey?.fingerprint ?? null, r.apiKey?.hint ?? null, r.now, r.now);
   }
 
   async noteJobs(id: string, jobs: number, now: number): Promise<void> {
@@ -80,10 +82,16 @@ export class SqliteBatches implements BatchStore {
   }
 
   async open(): Promise<BatchRow[]> {
-    return this.#s.open.all() as BatchRow[];
+    return (this.#s.open.all() as SqliteBatchRow[]).map(toRow);
   }
 
   async recent(limit: number): Promise<BatchRow[]> {
-    return this.#s.recent.all(limit) as BatchRow[];
+    return (this.#s.recent.all(limit) as SqliteBatchRow[]).map(toRow);
   }
+}
+
+type SqliteBatchRow = Omit<BatchRow, 'apiKey'> & KeyColumns;
+
+function toRow({ api_key_fingerprint, api_key_hint, ...row }: SqliteBatchRow): BatchRow {
+  return { ...row, apiKey: apiKeyOfRow({ api_key_fingerprint, api_key_hint }) };
 }
