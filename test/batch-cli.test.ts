@@ -164,6 +164,27 @@ describe('llmq run --via batch (child processes)', () => {
     for (const key of keys) expect(fake.sentCount(key)).toBe(1);
   }, 30_000);
 
+  it('while it waits, the run says each new status of a batch and how far it has got; status shows it too', async () => {
+    const { fake, db } = await setup(6);
+    fake.batches.configure({ completeAfterMs: 1500 });
+    const run = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1']);
+    expect(run.code, run.stderr).toBe(0);
+    // validating at the create, then in_progress at the first poll (counts within a minute: not again)
+    expect(run.stderr).toMatch(/batch batch_fake1 in_progress: \d of 6 answered\n/);
+    expect(run.stderr.match(/batch batch_fake1 in_progress/g)).toHaveLength(1);
+    expect(run.stderr).toMatch(/batch of submission \S+ completed: 6 done/);
+    expect(run.stderr).not.toMatch(/batch batch_fake1 completed/);
+    // status shows a live batch's progress as last polled
+    const store = new SqliteStore(db);
+    await store.batches.begin({ id: 's2', runId: 'r', baseUrl: fake.url, now: Date.now() });
+    await store.batches.noteJobs('s2', 50_000, Date.now());
+    await store.batches.submitted('s2', 'batch_live', 'in_progress', Date.now());
+    await store.batches.noteStatus('s2', 'in_progress', { completed: 12_000, failed: 3 }, Date.now());
+    await store.close();
+    const status = await runCli(['status', '--db', db]);
+    expect(status.stdout).toMatch(/batch_live {2}in_progress {2}50,000 jobs · 12,000 answered · 3 failed so far/);
+  }, 30_000);
+
   it('a flag of another lane is refused, naming it, before anything is sent', async () => {
     const { fake, db } = await setup(2);
     const run = (...args: string[]) => runCli(['run', '--db', db, '--base-url', fake.url, ...args]);

@@ -40,6 +40,9 @@ describe.each(STORE_KINDS)('batches on $name', (kind) => {
     expect(open).toMatchObject({ id: 's1', runId: 'r3', state: 'submitted', providerBatchId: 'batch_1', jobs: 3 });
     // the key it was sent with is kept as a fingerprint and a hint, never the key
     expect(open!.apiKey).toEqual({ fingerprint: apiKey.fingerprint, hint: '…wxyz' });
+    expect(open!.progress).toBeNull();
+    await store.batches.noteStatus('s1', 'in_progress', { completed: 2, failed: 1 }, now);
+    expect((await store.batches.open())[0]).toMatchObject({ providerStatus: 'in_progress', progress: { completed: 2, failed: 1 } });
     expect(JSON.stringify(open)).not.toContain('0123456789abcdef');
     expect(
       await store.batches.end('s1', { state: 'ended', providerStatus: 'expired', done: 0, failed: 0, error: null, now, refund: true }),

@@ -1,6 +1,6 @@
 import { ProviderError } from '../provider/types.js';
 import { sentWithAnotherKey } from './api-key-id.js';
-import { batchOwner, type BatchRow } from '../store/batches.js';
+import { batchOwner, type BatchProgress, type BatchRow } from '../store/batches.js';
 import { QUOTA_CODES, TERMINAL_STATUSES, type ProviderBatch } from './api.js';
 import { callWithRetry } from './call.js';
 import type { BatchContext } from './context.js';
@@ -34,7 +34,14 @@ export async function pollOne(ctx: BatchContext, row: BatchRow): Promise<PollOut
     }
     throw error;
   }
-  if (batch.status !== row.providerStatus) await ctx.store.batches.noteStatus(row.id, batch.status, ctx.now());
+  const progress = batch.counts && { completed: batch.counts.completed, failed: batch.counts.failed };
+  if (batch.status !== row.providerStatus || !sameProgress(progress, row.progress)) {
+    await ctx.store.batches.noteStatus(row.id, batch.status, progress, ctx.now());
+    // an ended batch is told of once its results are stored ('ended')
+    if (!TERMINAL_STATUSES.has(batch.status)) {
+      ctx.emit({ type: 'progress', id: row.id, providerBatchId: batch.id, status: batch.status, jobs: row.jobs, progress });
+    }
+  }
   if (!TERMINAL_STATUSES.has(batch.status)) return { kind: 'open' };
 
   if (batch.status === 'failed') {
@@ -113,4 +120,8 @@ async function failHeld(ctx: BatchContext, row: BatchRow, message: string): Prom
     ),
   );
   return held.length;
+}
+
+function sameProgress(a: BatchProgress | null, b: BatchProgress | null): boolean {
+  return a === b || (a !== null && b !== null && a.completed === b.completed && a.failed === b.failed);
 }

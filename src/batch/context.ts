@@ -1,4 +1,5 @@
 import type { ApiKeyId } from './api-key-id.js';
+import type { BatchProgress } from '../store/batches.js';
 import type { BatchLedger, JobQueue, QueueReader, RunRegistry } from '../store/types.js';
 import type { BatchApi } from './api.js';
 
@@ -34,6 +35,15 @@ export type BatchEvent =
       readonly key: ApiKeyId | null;
     }
   | { readonly type: 'waiting'; readonly reason: 'quota' | 'error'; readonly untilMs: number; readonly message: string }
+  /** A live batch's status or progress changed since the last poll (the provider's word). */
+  | {
+      readonly type: 'progress';
+      readonly id: string;
+      readonly providerBatchId: string;
+      readonly status: string;
+      readonly jobs: number;
+      readonly progress: BatchProgress | null;
+    }
   | { readonly type: 'polled'; readonly open: number };
 
 /**

@@ -29,6 +29,8 @@ export interface BatchRow {
   readonly inputFileId: string | null;
   /** The provider's last word: validating, in_progress, finalizing, completed, expired, cancelled, failed... */
   readonly providerStatus: string | null;
+  /** How many of its requests the provider said were answered and failed, at the last poll (null: not said yet). */
+  readonly progress: BatchProgress | null;
   readonly jobs: number;
   readonly done: number;
   readonly failed: number;
@@ -64,7 +66,8 @@ export interface BatchStore {
   noteInputFile(id: string, fileId: string, now: number): Promise<void>;
   /** The provider created the batch. */
   submitted(id: string, providerBatchId: string, providerStatus: string, now: number): Promise<void>;
-  noteStatus(id: string, providerStatus: string, now: number): Promise<void>;
+  /** What the provider said of it at a poll: its status, and how far it has got. */
+  noteStatus(id: string, providerStatus: string, progress: BatchProgress | null, now: number): Promise<void>;
   /** Take over a submission from a run that ended or died; false if someone else took it first. */
   adopt(id: string, fromRunId: string, toRunId: string, now: number): Promise<boolean>;
   /**
@@ -99,13 +102,26 @@ export function attemptVia(runId: string): 'batch' | 'online' {
 export const NOT_IN_A_LIVE_BATCH = `NOT (jobs.lease_owner LIKE 'batch:%'
   AND EXISTS (SELECT 1 FROM batches WHERE 'batch:' || batches.id = jobs.lease_owner AND batches.state = 'submitted'))`;
 
-/** The columns a batch's key is kept in, as both stores read them. */
+/** A live batch's requests the provider has answered and failed so far (its `request_counts`). */
+export interface BatchProgress {
+  readonly completed: number;
+  readonly failed: number;
+}
+
+/** The columns a batch's key and progress are kept in, as both stores read them. */
 export interface KeyColumns {
   readonly api_key_fingerprint: string | null;
   readonly api_key_hint: string | null;
+  readonly provider_completed: number | string | null;
+  readonly provider_failed: number | string | null;
 }
 
 /** The key a batch row was sent with, from its columns. */
 export function apiKeyOfRow(r: KeyColumns): ApiKeyId | null {
   return r.api_key_fingerprint === null ? null : { fingerprint: r.api_key_fingerprint, hint: r.api_key_hint ?? '' };
+}
+
+/** How far a batch row had got at its last poll, from its columns. */
+export function progressOfRow(r: KeyColumns): BatchProgress | null {
+  return r.provider_completed === null ? null : { completed: Number(r.provider_completed), failed: Number(r.provider_failed ?? 0) };
 }

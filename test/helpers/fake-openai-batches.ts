@@ -300,7 +300,9 @@ export class FakeBatchApi {
   }
 
   #view(b: FakeBatch): object {
-    const done = b.outputFileId ? this.files.get(b.outputFileId)!.split('\n').filter(Boolean).length : 0;
+    // while it runs, answered in proportion to the time it has had (of completeAfterMs)
+    const running = b.status === 'in_progress' ? Math.floor((b.lines.length * (Date.now() - b.createdAt)) / this.completeAfterMs) : 0;
+    const done = b.outputFileId ? this.files.get(b.outputFileId)!.split('\n').filter(Boolean).length : Math.min(running, b.lines.length);
     const failed = b.errorFileId ? this.files.get(b.errorFileId)!.split('\n').filter(Boolean).length : 0;
     return {
       id: b.id,

@@ -1,6 +1,7 @@
 import { nameKey } from '../../batch/api-key-id.js';
 import type { BatchEvent } from '../../batch/context.js';
 import type { RunSummary } from '../../scheduler/events.js';
+import { int } from '../../report/format.js';
 import { info } from '../output.js';
 import { whileReaderPresent } from '../reader-gone.js';
 import { dbArgument, runArguments, runArgumentsOfEndpoint } from '../again.js';
@@ -37,7 +38,9 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
   const api = createBatchApi({ provider: flags.provider, baseUrl: flags.baseUrl, mockCompleteAfterMs: flags.mockLatency * 5 }, process.env);
   const store = await openExistingStore(resolveDbLocation(flags.db));
   const out = whileReaderPresent(flags.json ? process.stdout : process.stderr);
+  const progress = new ProgressLines();
   const say = (event: BatchEvent): void => {
+    if (!flags.json && event.type === 'progress' && !progress.due(event)) return;
     const line = flags.json ? JSON.stringify({ event: `batch:${event.type}`, ...event }) : describe(event, flags.db);
     if (line) out.write(line + '\n');
   };
@@ -116,7 +119,28 @@ function describe(e: BatchEvent, db: string | undefined): string | null {
         '(LLMQ_API_KEY or OPENAI_API_KEY) to collect it'
       );
     }
+    case 'progress': {
+      const far = e.progress
+        ? `: ${int(e.progress.completed)} of ${int(e.jobs)} answered${e.progress.failed ? `, ${int(e.progress.failed)} failed` : ''}`
+        : '';
+      return `batch ${e.providerBatchId} ${e.status}${far}`;
+    }
     case 'polled':
       return null;
+  }
+}
+
+/**
+ * Which progress of a long wait (up to 24 hours) is worth a line: a batch's new status at once, its
+ * counts at most once a minute.
+ */
+class ProgressLines {
+  readonly #said = new Map<string, { status: string; at: number }>();
+
+  due(e: Extract<BatchEvent, { type: 'progress' }>, now = Date.now()): boolean {
+    const last = this.#said.get(e.id);
+    if (last && last.status === e.status && now - last.at < 60_000) return false;
+    this.#said.set(e.id, { status: e.status, at: now });
+    return true;
   }
 }

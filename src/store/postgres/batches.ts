@@ -1,11 +1,12 @@
 import type pg from 'pg';
 import type { BatchEnd, BatchRow, BatchStore, BatchState } from '../batches.js';
-import { apiKeyOfRow, batchOwner, type KeyColumns } from '../batches.js';
+import { apiKeyOfRow, batchOwner, progressOfRow, type BatchProgress, type KeyColumns } from '../batches.js';
 import type { ApiKeyId } from '../../batch/api-key-id.js';
 import { inTransaction, query } from './connect.js';
 
 const COLUMNS = `id, run_id, base_url, state, provider_batch_id, input_file_id, provider_status, jobs, done, failed,
-  requeued, error, created_at, updated_at, ended_at, api_key_fingerprint, api_key_hint`;
+  requeued, error, created_at, updated_at, ended_at, api_key_fingerprint, api_key_hint,
+  provider_completed, provider_failed`;
 
 /** The batch lane's ledger in PostgreSQL (see src/store/batches.ts). */
 export class PgBatches implements BatchStore {
@@ -39,8 +40,14 @@ export class PgBatches implements BatchStore {
     );
   }
 
-  async noteStatus(id: string, providerStatus: string, now: number): Promise<void> {
-    await this.#q('UPDATE batches SET provider_status = $1, updated_at = $2 WHERE id = $3', [providerStatus, now, id]);
+  async noteStatus(id: string, providerStatus: string, progress: BatchProgress | null, now: number): Promise<void> {
+    await this.#q('UPDATE batches SET provider_status = $1, provider_completed = $2, provider_failed = $3, updated_at = $4 WHERE id = $5', [
+      providerStatus,
+      progress?.completed ?? null,
+      progress?.failed ?? null,
+      now,
+      id,
+    ]);
   }
 
   async adopt(id: string, fromRunId: string, toRunId: string, now: number): Promise<boolean> {
@@ -108,6 +115,7 @@ function toRow(r: Record<string, any>): BatchRow {
     runId: r.run_id,
     baseUrl: r.base_url,
     apiKey: apiKeyOfRow(r as KeyColumns),
+    progress: progressOfRow(r as KeyColumns),
     state: r.state as BatchState,
     providerBatchId: r.provider_batch_id,
     inputFileId: r.input_file_id,

@@ -1,5 +1,5 @@
 import type { BatchEnd, BatchRow, BatchStore } from '../batches.js';
-import { apiKeyOfRow, batchOwner, type KeyColumns } from '../batches.js';
+import { apiKeyOfRow, batchOwner, progressOfRow, type BatchProgress, type KeyColumns } from '../batches.js';
 import type { ApiKeyId } from '../../batch/api-key-id.js';
 import type { Db } from './open.js';
 import { orphanDropper } from './attempts.js';
@@ -7,7 +7,8 @@ import { unplannedLimit } from './unplanned-limit.js';
 
 const COLUMNS = `id, run_id AS runId, base_url AS baseUrl, state, provider_batch_id AS providerBatchId,
   input_file_id AS inputFileId, provider_status AS providerStatus, jobs, done, failed, requeued, error,
-  created_at AS createdAt, updated_at AS updatedAt, ended_at AS endedAt, api_key_fingerprint, api_key_hint`;
+  created_at AS createdAt, updated_at AS updatedAt, ended_at AS endedAt, api_key_fingerprint, api_key_hint,
+  provider_completed, provider_failed`;
 
 /** The batch lane's ledger in the SQLite file (see src/store/batches.ts). */
 export class SqliteBatches implements BatchStore {
@@ -23,7 +24,9 @@ export class SqliteBatches implements BatchStore {
       noteInputFile: db.prepare('UPDATE batches SET input_file_id = ?, updated_at = ? WHERE id = ?'),
       submitted: db.prepare(`UPDATE batches SET state = 'submitted', provider_batch_id = ?, provider_status = ?, updated_at = ?
         WHERE id = ? AND state = 'preparing'`),
-      noteStatus: db.prepare('UPDATE batches SET provider_status = ?, updated_at = ? WHERE id = ?'),
+      noteStatus: db.prepare(
+        'UPDATE batches SET provider_status = ?, provider_completed = ?, provider_failed = ?, updated_at = ? WHERE id = ?',
+      ),
       adopt: db.prepare(
         `UPDATE batches SET run_id = ?, updated_at = ? WHERE id = ? AND run_id = ? AND state IN ('preparing', 'submitted')`,
       ),
@@ -57,8 +60,8 @@ export class SqliteBatches implements BatchStore {
     this.#s.submitted.run(providerBatchId, providerStatus, now, id);
   }
 
-  async noteStatus(id: string, providerStatus: string, now: number): Promise<void> {
-    this.#s.noteStatus.run(providerStatus, now, id);
+  async noteStatus(id: string, providerStatus: string, progress: BatchProgress | null, now: number): Promise<void> {
+    this.#s.noteStatus.run(providerStatus, progress?.completed ?? null, progress?.failed ?? null, now, id);
   }
 
   async adopt(id: string, fromRunId: string, toRunId: string, now: number): Promise<boolean> {
@@ -90,8 +93,9 @@ export class SqliteBatches implements BatchStore {
   }
 }
 
-type SqliteBatchRow = Omit<BatchRow, 'apiKey'> & KeyColumns;
+type SqliteBatchRow = Omit<BatchRow, 'apiKey' | 'progress'> & KeyColumns;
 
-function toRow({ api_key_fingerprint, api_key_hint, ...row }: SqliteBatchRow): BatchRow {
-  return { ...row, apiKey: apiKeyOfRow({ api_key_fingerprint, api_key_hint }) };
+function toRow({ api_key_fingerprint, api_key_hint, provider_completed, provider_failed, ...row }: SqliteBatchRow): BatchRow {
+  const columns = { api_key_fingerprint, api_key_hint, provider_completed, provider_failed };
+  return { ...row, apiKey: apiKeyOfRow(columns), progress: progressOfRow(columns) };
 }

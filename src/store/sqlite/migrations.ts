@@ -476,6 +476,19 @@ ALTER TABLE batches ADD COLUMN api_key_hint TEXT;          -- the key's last fou
 `,
 });
 
+/**
+ * How far each live batch has got, as the provider said at the last poll (its `request_counts`), so
+ * `status` shows a batch's progress while it runs, not only once it has ended.
+ */
+export const BATCH_PROGRESS_MIGRATION: Migration = Object.freeze({
+  version: 14,
+  name: 'batch_progress',
+  sql: `
+ALTER TABLE batches ADD COLUMN provider_completed INTEGER;   -- requests the provider has answered so far; NULL: not said yet
+ALTER TABLE batches ADD COLUMN provider_failed INTEGER;      -- requests that failed so far
+`,
+});
+
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
@@ -605,6 +618,7 @@ CREATE TABLE spend (
   ANSWER_LATENCY_MIGRATION,
   COUNTS_KEPT_MIGRATION,
   BATCH_API_KEY_MIGRATION,
+  BATCH_PROGRESS_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
