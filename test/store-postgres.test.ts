@@ -133,6 +133,10 @@ describe('postgres store', () => {
       'created_at',
       'updated_at',
       'ended_at',
+      'api_key_fingerprint',
+      'api_key_hint',
+      'provider_completed',
+      'provider_failed',
     ]);
     expect(await cols('job_counts')).toEqual([
       'model',

@@ -101,6 +101,10 @@ describe('sqlite schema', () => {
       'created_at',
       'updated_at',
       'ended_at',
+      'api_key_fingerprint',
+      'api_key_hint',
+      'provider_completed',
+      'provider_failed',
     ]);
     const indexes = db
       .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%' ORDER BY name")
