@@ -90,7 +90,15 @@ async function finish(
     refund: status !== 'completed',
     jobError: status === 'completed' ? `no answer in the output of batch ${row.providerBatchId}` : null,
   });
-  ctx.emit({ type: 'ended', id: row.id, providerStatus: status, done: applied.done, failed: applied.failed, requeued });
+  ctx.emit({
+    type: 'ended',
+    id: row.id,
+    providerBatchId: row.providerBatchId,
+    providerStatus: status,
+    done: applied.done,
+    failed: applied.failed,
+    requeued,
+  });
   return { kind: 'ended', applied, requeued };
 }
 

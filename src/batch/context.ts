@@ -14,6 +14,7 @@ export type BatchEvent =
   | {
       readonly type: 'ended';
       readonly id: string;
+      readonly providerBatchId: string | null;
       readonly providerStatus: string;
       readonly done: number;
       readonly failed: number;

@@ -14,6 +14,8 @@ interface MockBatch {
   readonly inputFileId: string;
   readonly metadata: Record<string, string>;
   readonly createdAt: number;
+  /** Lines of its input file. */
+  readonly lines: number;
   status: string;
   outputFileId: string | null;
 }
@@ -48,12 +50,14 @@ export class MockBatchApi implements BatchApi {
   }
 
   async createBatch(inputFileId: string, metadata: Readonly<Record<string, string>>): Promise<ProviderBatch> {
-    if (!this.#files.has(inputFileId)) throw notFound(`file ${inputFileId}`);
+    const input = this.#files.get(inputFileId);
+    if (input === undefined) throw notFound(`file ${inputFileId}`);
     const b: MockBatch = {
       id: `batch_mock-${this.#tag}-${++this.#seq}`,
       inputFileId,
       metadata: { ...metadata },
       createdAt: this.#now(),
+      lines: input.split('\n').filter((l) => l.trim() !== '').length,
       status: 'in_progress',
       outputFileId: null,
     };
@@ -108,13 +112,15 @@ export class MockBatchApi implements BatchApi {
   }
 
   #view(b: MockBatch): ProviderBatch {
+    // while it runs, answered in proportion to the time it has had, as a real batch's counts grow
+    const share = b.status === 'completed' ? 1 : b.status === 'in_progress' ? (this.#now() - b.createdAt) / this.#completeAfterMs : 0;
     return {
       id: b.id,
       status: b.status,
       outputFileId: b.outputFileId,
       errorFileId: null,
       metadata: b.metadata,
-      counts: null,
+      counts: { total: b.lines, completed: Math.min(b.lines, Math.floor(b.lines * share)), failed: 0 },
       errors: [],
       createdAt: b.createdAt,
     };

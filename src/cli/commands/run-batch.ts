@@ -100,7 +100,7 @@ function describe(e: BatchEvent, db: string | undefined): string | null {
     case 'adopted':
       return `took over ${e.providerBatchId ? `batch ${e.providerBatchId}` : `submission ${e.id}`} from run ${e.from}`;
     case 'ended':
-      return `batch of submission ${e.id} ${e.providerStatus}: ${e.done} done, ${e.failed} failed, ${e.requeued} back to pending`;
+      return `${e.providerBatchId ? `batch ${e.providerBatchId}` : `batch of submission ${e.id}`} ${e.providerStatus}: ${int(e.done)} done, ${int(e.failed)} failed, ${int(e.requeued)} back to pending`;
     case 'abandoned':
       return `submission ${e.id} not sent (${e.reason}); ${e.requeued} jobs back to pending`;
     case 'waiting':
