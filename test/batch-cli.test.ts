@@ -87,6 +87,8 @@ describe('llmq run --via batch (child processes)', () => {
     expect(JSON.parse(cancel.stdout)).toEqual({ cancelled: ['batch_fake1'], unknown: [] });
     expect(cancel.stderr).toContain(`Run llmq run --via batch --base-url ${fake.url} --db ${db} to collect`);
     expect(fake.batches.batches.get('batch_fake1')!.status).toBe('cancelled');
+    // status says so at once, not the status of the last poll
+    expect((await runCli(['status', '--db', db])).stdout).toMatch(/batch_fake1 {2}cancelled {2}4 jobs/);
     const after = await runCli(args);
     expect(after.code, after.stderr).toBe(0);
     expect(after.stderr).toMatch(/cancelled: 0 done, 0 failed, 4 back to pending/);
