@@ -5,6 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { runCli } from './helpers/cli.js';
 import { populate } from './helpers/populate.js';
 import { tempDir } from './helpers/tmp.js';
+import { freshSchema, PG_URL, STORE_KINDS, skipUnavailable } from './helpers/stores.js';
+import pg from 'pg';
 
 /** The commands that only read a queue, each with the flag that names it. */
 const READERS = (db: string) => [
@@ -21,6 +23,28 @@ describe('read-only commands never create or write a database', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/There is no queue at .*typo\.db/);
     expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it('a PostgreSQL URL naming a schema with no queue is refused, and no schema or table is created there', async (ctx) => {
+    const pgStore = STORE_KINDS.find((k) => k.name === 'postgres')!;
+    skipUnavailable(pgStore, ctx);
+    const schema = freshSchema();
+    const url = `${PG_URL}?schema=${schema}`;
+    for (const args of [
+      ...READERS(url).filter((a) => a[0] !== 'copy'),
+      ['run', '--provider', 'mock', '--db', url],
+      ['retry-failed', '--db', url],
+    ]) {
+      const r = await runCli(args);
+      expect(r.code, `${args[0]}: ${r.stderr}`).toBe(1);
+      expect(r.stderr).toContain(`There is no llmq queue in schema "${schema}"`);
+      expect(r.stderr).toContain('Create one with: llmq enqueue');
+    }
+    const client = new pg.Client({ connectionString: PG_URL });
+    await client.connect();
+    const made = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
+    await client.end();
+    expect(made.rows).toEqual([]);
   });
 
   it('a 0-byte file is refused, not turned into an empty queue', async () => {

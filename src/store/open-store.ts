@@ -45,7 +45,7 @@ export async function openStore(location: string, options: OpenOptions = {}): Pr
   try {
     if (isPostgresUrl(location)) {
       const { PostgresStore } = await import('./postgres/store.js');
-      store = await PostgresStore.open(location);
+      store = await PostgresStore.open(location, { existing: options.existing });
     } else {
       const { SqliteStore } = await import('./sqlite/store.js');
       store = new SqliteStore(location, { existing: options.existing });

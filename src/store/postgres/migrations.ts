@@ -383,12 +383,23 @@ const OUR_TABLES = ['jobs', 'items', 'attempts', 'runs', 'lanes', 'batches', 'sp
  * Bring the schema up to date in one transaction under an advisory lock keyed by the schema, so two
  * processes starting together neither race to create tables nor apply a migration twice.
  */
-export async function migrate(pool: pg.Pool, schema: string, location: string): Promise<void> {
+export async function migrate(pool: pg.Pool, schema: string, location: string, existing = false): Promise<void> {
   const client = await pool.connect();
   try {
     // Up to date (every open but the first): one round trip instead of the locked transaction below.
     const applied = await client.query<{ v: number | null }>('SELECT max(version) AS v FROM llmq_migrations').catch(() => null);
     if (applied?.rows[0]?.v === LATEST_VERSION) return;
+    // A reading command at a mistyped schema (or a database with none) would create an empty queue
+    // there and report on it: refuse, as for an SQLite file that is not there.
+    const hasQueue = async () =>
+      (await client.query("SELECT 1 FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'llmq_migrations'", [schema]))
+        .rows.length > 0;
+    if (existing && !applied && !(await hasQueue())) {
+      throw new StoreError(
+        `There is no llmq queue in schema "${schema}" of ${location}. Create one with: llmq enqueue <folder|file.jsonl> --db ${location}` +
+          ' (or check the ?schema= of the URL).',
+      );
+    }
     await client.query('BEGIN');
     await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`llmq:migrate:${schema}`]);
     // Only create a missing schema: CREATE SCHEMA IF NOT EXISTS needs the CREATE privilege on the

@@ -78,11 +78,12 @@ export class PostgresStore implements Store {
   }
 
   /** Connect, create the schema if missing, migrate it forward, and hand back a ready store. */
-  static async open(url: string): Promise<PostgresStore> {
+  /** `existing`: the schema must already hold an llmq queue (the commands that only read or work one never create it). */
+  static async open(url: string, options: { existing?: boolean } = {}): Promise<PostgresStore> {
     const target = parsePgUrl(url);
     const pool = createPool(target);
     try {
-      await migrate(pool, target.schema, target.location);
+      await migrate(pool, target.schema, target.location, options.existing ?? false);
     } catch (error) {
       await pool.end().catch(() => {});
       throw connectionError(error, target.location);
