@@ -144,6 +144,8 @@ describe('llmq status', () => {
       const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
       // just heard from, it may still be finishing a commit; quiet for a few heartbeats, it is dead
       expect(s.activeRuns[0]).toMatchObject({ live, gone: !live });
+      // the same run as the last one: the same word, and its time only up to its last heartbeat
+      expect(s.lastRun).toMatchObject({ id: s.activeRuns[0].id, live, gone: !live, wallSeconds: s.activeRuns[0].wallSeconds });
       expect(s.etaSeconds === null).toBe(!live);
       const text = (await runCli(['status', '--db', db])).stdout;
       if (live) expect(text).toMatch(/^running /m);

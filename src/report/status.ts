@@ -114,7 +114,7 @@ export function buildStatusReport(
       ageSeconds: Math.max(0, (o.now - l.at) / 1000),
     })),
     activeRuns,
-    lastRun: s.lastRun ? runReport(s.lastRun, o.now) : null,
+    lastRun: s.lastRun ? runReport(s.lastRun, o.now, o.deadRuns) : null,
     jobsPerSecond,
     etaSeconds,
     alerts: live.flatMap((r) => r.alerts.map((a) => ({ ...a, runId: r.id, host: r.host }))),
