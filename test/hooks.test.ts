@@ -1,8 +1,10 @@
+import { spawn, spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createRunHooks } from '../src/hooks/run-hooks.js';
 import { parseHookTarget } from '../src/hooks/target.js';
@@ -160,6 +162,39 @@ describe('run hooks', () => {
     expect(report.done).toMatchObject({ sent: 0, failed: 1, lastError: expect.stringMatching(/ECONNREFUSED/) });
     expect(Date.now() - t).toBeLessThan(5000);
   });
+
+  it('at the deadline a hook still being tried is given up: the process exits at once, and no command it started is left', async () => {
+    const hook = await receiver(() => null); // takes the post, never answers
+    const marker = `${(600 + Math.random()).toFixed(6)}`; // a sleep only this test starts
+    const dist = (m: string) => JSON.stringify(pathToFileURL(fileURLToPath(new URL(`../dist/hooks/${m}.js`, import.meta.url))).href);
+    const script = `
+      const { createRunHooks } = await import(${dist('run-hooks')});
+      const { parseHookTarget } = await import(${dist('target')});
+      const hooks = createRunHooks({
+        onJob: parseHookTarget(${JSON.stringify(hook.url)}, '--on-job'),
+        onDone: parseHookTarget('sleep ${marker} & sleep ${marker}', '--on-done'),
+        timeoutMs: 60000,
+      });
+      hooks.listener('run:start', { runId: 'r', total: 1, alreadyDone: 0, options: {} });
+      hooks.listener('job:done', { key: 'k', attempt: 1, latencyMs: 1, usage: { promptTokens: 1, completionTokens: 1 }, output: 'x' });
+      const report = await hooks.finish(${JSON.stringify(SUMMARY)}, 0, { jobDeadlineMs: 300, doneDeadlineMs: 500 });
+      console.log(JSON.stringify(report));`;
+    const t = Date.now();
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout!.on('data', (d) => (out += d));
+    const killer = setTimeout(() => child.kill('SIGKILL'), 8000);
+    const code = await new Promise((resolve) => child.on('exit', resolve));
+    clearTimeout(killer);
+    // the deadlines are 0.3 s and 0.5 s: a post or a command still under way held the process for its
+    // own timeout (60 s here) and retries
+    expect(code).toBe(0);
+    expect(Date.now() - t).toBeLessThan(4000);
+    expect(JSON.parse(out)).toMatchObject({ job: { sent: 0, dropped: 1 }, done: { sent: 0, dropped: 1 } });
+    expect(hook.got).toHaveLength(1);
+    const left = spawnSync('pgrep', ['-f', `sleep ${marker}`], { encoding: 'utf8' }).stdout.trim();
+    expect(left, "the done hook's commands are still running").toBe('');
+  }, 15_000);
 
   it('refuses a hook URL of another scheme instead of running it as a command', () => {
     expect(() => parseHookTarget('ftp://u:secret@host/x', '--on-done')).toThrow(/http:\/\/ or https:\/\/ URLs only/);

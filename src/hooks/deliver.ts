@@ -2,8 +2,12 @@ import { spawn } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import type { HookTarget } from './target.js';
 
-/** Sends one body; resolves when the hook took it, rejects with why it did not. */
-export type Deliver = (body: string) => Promise<void>;
+/**
+ * Sends one body; resolves when the hook took it, rejects with why it did not. Once `stop` aborts
+ * (the run's deadline for its hooks passed), it gives up at once: no retry, no post or command left
+ * behind to keep the process alive.
+ */
+export type Deliver = (body: string, stop: AbortSignal) => Promise<void>;
 
 export const SIGNATURE_HEADER = 'x-llmq-signature';
 
@@ -26,8 +30,8 @@ export interface DeliverOptions {
 export function deliverTo(target: HookTarget, o: DeliverOptions = {}): Deliver {
   const timeoutMs = o.timeoutMs ?? 10_000;
   return target.kind === 'url'
-    ? (body) => postWithRetries(target.url, body, o.secret, o.attempts ?? 4, o.retryDelayMs ?? 500, timeoutMs)
-    : (body) => runCommand(target.command, body, timeoutMs);
+    ? (body, stop) => postWithRetries(target.url, body, o.secret, o.attempts ?? 4, o.retryDelayMs ?? 500, timeoutMs, stop)
+    : (body, stop) => runCommand(target.command, body, timeoutMs, stop);
 }
 
 async function postWithRetries(
@@ -37,13 +41,14 @@ async function postWithRetries(
   attempts: number,
   delayMs: number,
   timeoutMs: number,
+  stop: AbortSignal,
 ): Promise<void> {
   const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'llmq-hook' };
   if (secret) headers[SIGNATURE_HEADER] = sign(body, secret);
   let last = '';
-  for (let attempt = 1; attempt <= attempts; attempt++) {
+  for (let attempt = 1; attempt <= attempts && !stop.aborted; attempt++) {
     try {
-      const res = await fetch(url, { method: 'POST', headers, body, signal: AbortSignal.timeout(timeoutMs) });
+      const res = await fetch(url, { method: 'POST', headers, body, signal: AbortSignal.any([stop, AbortSignal.timeout(timeoutMs)]) });
       await res.arrayBuffer().catch(() => undefined);
       if (res.ok) return;
       last = `HTTP ${res.status}`;
@@ -52,24 +57,51 @@ async function postWithRetries(
     } catch (error) {
       last = error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error);
     }
-    if (attempt < attempts) await new Promise((r) => setTimeout(r, delayMs * 2 ** (attempt - 1) * (1 + Math.random())));
+    if (attempt < attempts) await sleep(delayMs * 2 ** (attempt - 1) * (1 + Math.random()), stop);
   }
-  throw new Error(last);
+  throw new Error(stop.aborted ? 'given up at the deadline for hooks' : last);
 }
 
-/** `sh -c command` with the body on stdin; its output is not shown (it would break the progress display and --json). */
-function runCommand(command: string, body: string, timeoutMs: number): Promise<void> {
+/** Resolves after `ms`, or at once when `stop` aborts. */
+function sleep(ms: number, stop: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    stop.addEventListener('abort', done, { once: true });
+    function done() {
+      clearTimeout(timer);
+      stop.removeEventListener('abort', done);
+      resolve();
+    }
+  });
+}
+
+/**
+ * `sh -c command` with the body on stdin; its output is not shown (it would break the progress
+ * display and --json). It runs in a process group of its own, so a command cut off (its timeout, or
+ * the run's deadline for hooks) is killed with everything it started, not only the shell.
+ */
+function runCommand(command: string, body: string, timeoutMs: number, stop: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn('sh', ['-c', command], { stdio: ['pipe', 'ignore', 'ignore'] });
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    const child = spawn('sh', ['-c', command], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+    const killAll = () => {
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    };
+    const timer = setTimeout(killAll, timeoutMs);
+    stop.addEventListener('abort', killAll, { once: true });
     child.stdin.on('error', () => undefined); // a command that does not read its stdin is fine
     child.stdin.end(body);
     child.on('error', (e) => {
       clearTimeout(timer);
+      stop.removeEventListener('abort', killAll);
       reject(e);
     });
     child.on('close', (code, signal) => {
       clearTimeout(timer);
+      stop.removeEventListener('abort', killAll);
       if (code === 0) resolve();
       else reject(new Error(signal ? `killed by ${signal} (over ${timeoutMs / 1000} s?)` : `exit code ${code}`));
     });

@@ -27,6 +27,8 @@ export class HookQueue {
    * deadline and is already counted as dropped, whatever it ends as.
    */
   #closed = false;
+  /** Aborted at the deadline: deliveries under way give up then (deliver.ts). */
+  readonly #stop = new AbortController();
   sent = 0;
   failed = 0;
   dropped = 0;
@@ -62,6 +64,7 @@ export class HookQueue {
       clearTimeout(timer);
     }
     this.#closed = true;
+    this.#stop.abort();
     this.dropped += this.#waiting.splice(0).length + this.#busy;
     return this.counts();
   }
@@ -75,7 +78,7 @@ export class HookQueue {
     try {
       for (let body = this.#waiting.shift(); body !== undefined; body = this.#closed ? undefined : this.#waiting.shift()) {
         try {
-          await this.#deliver(body);
+          await this.#deliver(body, this.#stop.signal);
           if (!this.#closed) this.sent++;
         } catch (error) {
           if (this.#closed) continue;
