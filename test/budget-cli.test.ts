@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { worstCaseUsage } from '../src/pricing/cost.js';
+import { usd } from '../src/report/format.js';
 import { collect, runCli, spawnCli } from './helpers/cli.js';
 import { reply } from './helpers/fake-openai.js';
 import { requestFor, seedJobs } from './helpers/seed.js';
@@ -76,7 +77,7 @@ describe('llmq run --budget', () => {
     expect(r.code).toBe(3);
     const m = await recorded(db);
     expect(r.stderr).toBe(
-      `budget reached: $${m.ledgerUsd.toFixed(2)} of $1.00; ${m.pending} jobs pending; run again with a larger --budget to go on\n`,
+      `budget reached: ${usd(m.ledgerUsd)} of $1.00; ${m.pending} jobs pending; run again with a larger --budget to go on\n`,
     );
     expect(m.done).toBeGreaterThan(20); // in-flight worst cases settled far lower, and the room was used again
     expect(m.pending).toBe(100 - m.done);
@@ -101,7 +102,7 @@ describe('llmq run --budget', () => {
     });
     expect(s.cost.byRun[0].spentUsd).toBeCloseTo(m.attemptsUsd, 6);
     const text = (await runCli(['status', '--db', db])).stdout;
-    expect(text).toMatch(/^ {2}runs {5}[0-9a-f]{8} {2}\$0\.\d\d · budget \$1\.00$/m);
+    expect(text).toMatch(/^ {2}runs {5}[0-9a-f]{8} {2}\$0\.\d\d\d? · budget \$1\.00$/m);
     expect(text).toMatch(/^ {2}prices {3}genai-prices \d{4}-\d{2}-\d{2}$/m);
 
     // a larger budget goes on from there
@@ -154,7 +155,12 @@ describe('llmq run --budget', () => {
     expect(s.cost.byRun.find((x: { exitReason?: string; mayBeBilledTries: number }) => x.mayBeBilledTries === 4)).toBeTruthy();
     // what was answered plus what may have been billed stays within the budget
     expect(m.attemptsUsd + s.cost.mayBeBilled.usd).toBeLessThanOrEqual(1 + 1e-9);
-    expect((await runCli(['status', '--db', db])).stdout).toMatch(/may be billed: 4 tries, up to \$0\.\d\d/);
+    const status = (await runCli(['status', '--db', db])).stdout;
+    expect(status).toMatch(/may be billed: 4 tries, up to \$0\.\d\d/);
+    // the run's money goes on as many lines as it takes, never cut to fit 80 columns
+    expect(status).toMatch(/^ {2}runs {5}[0-9a-f]{8} {2}\$0\.\d+ · queue budget \$1\.00/m);
+    expect(status).not.toContain('…');
+    for (const line of status.split('\n')) expect(line.length, line).toBeLessThanOrEqual(80);
   });
 
   it('a model without a price and a budget: refuses to start, names the model and --price, sends nothing', async () => {
@@ -209,7 +215,7 @@ describe('llmq run --budget', () => {
     expect(s.cost.mayBeBilled.usd).toBeCloseTo(upTo, 9);
     const shown = await runCli(['show', 'doc-0', '--db', db]);
     expect(shown.stdout).toContain(`may be billed: 1 try, up to $${upTo.toFixed(2)}`);
-    expect(shown.stdout).toMatch(/^ {2}cost {6}\$0\.0\d$/m);
+    expect(shown.stdout).toMatch(/^ {2}cost {6}\$0\.0\d+$/m);
     const json = JSON.parse((await runCli(['show', 'doc-0', '--json', '--db', db])).stdout);
     expect(json.attempts.map((a: { mayBeBilled: boolean }) => a.mayBeBilled)).toEqual([true, false]);
   });

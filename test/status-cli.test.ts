@@ -90,7 +90,7 @@ describe('llmq status', () => {
     expect(r.stdout).toMatch(/^ {2}pending {3}1 {2}oldest queued \d+m \d\ds ago$/m);
     expect(r.stdout).toMatch(/^ {2}failed {4}2$/m);
     expect(r.stdout).toMatch(/^ {2}tokens {3}500 in · 100 out$/m);
-    expect(r.stdout).toMatch(/^ {2}cost {5}\$0\.00014 so far · about \$0\.000054 more to finish · gpt-4o-mini$/m);
+    expect(r.stdout).toMatch(/^ {2}cost {5}\$0\.000135 so far · about \$0\.000054 more to finish · gpt-4o-mini$/m);
     expect(r.stdout).toMatch(/^ {2}2 {2}400 context_length_exceeded/m);
     expect(r.stdout).toContain(`  to try them again: llmq retry-failed --db ${db}\n  then: llmq run --db ${db}\n`);
     expect(r.stdout).toMatch(/last run {2}run-0001 \(testhost pid 4242\) ended .* ago \(drained\)/);

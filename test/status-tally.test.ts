@@ -21,4 +21,20 @@ describe('status tally of the maintained counts', () => {
     ]).byModel;
     expect(m!.storedUsd).toBe(0.000_000_123_5);
   });
+
+  it('shows money to three digits under a dollar and to the cent above, never rounded to $0.00 or to the wrong cent', () => {
+    const cases: Array<[number, string]> = [
+      [0.01456, '$0.0146'], // of a $0.02 budget: not "$0.01"
+      [0.02, '$0.02'],
+      [0.135, '$0.135'],
+      [0.5, '$0.50'],
+      [0.0013949, '$0.00139'],
+      [0.000013949999999999999, '$0.0000139'], // a float's tail is not shown
+      [1e-7, '$0.0000001'],
+      [1.234, '$1.23'],
+      [1234.5, '$1,235'],
+      [-0.0146, '-$0.0146'],
+    ];
+    for (const [n, shown] of cases) expect(usd(n), String(n)).toBe(shown);
+  });
 });

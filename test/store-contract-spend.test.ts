@@ -1,4 +1,5 @@
 import { beforeEach, describe, expect, it } from 'vitest';
+import { batchOwner } from '../src/store/batches.js';
 import type { AttemptRecord, Store } from '../src/store/types.js';
 import { STORE_KINDS, T0, OWNER, claimOpts, rows, skipUnavailable } from './helpers/stores.js';
 
@@ -81,6 +82,25 @@ describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
     await answered(store, a!.key, { costUsd: 0, reservedUsd: 0 });
     await store.unreserve(OWNER, 0, T0 + 20);
     expect(await spendOf(store)).toMatchObject({ reservedUsd: 0, inFlight: 0, spentUsd: 0, mayBeBilledTries: 0 });
+  });
+
+  it("a batch's answers are the money of the run that collected it: its spend, and every run's --budget-total", async () => {
+    const { store } = await kind.fresh();
+    await started(store, 'lane');
+    await store.enqueue(rows(2), T0);
+    await store.batches.begin({ id: 's1', runId: 'lane', baseUrl: 'http://x/v1', now: T0 });
+    const owner = batchOwner('s1');
+    const held = (await store.claim(claimOpts({ owner, limit: 2 }))).jobs;
+    const usage = { promptTokens: 10, completionTokens: 2 };
+    for (const j of held) {
+      // as the batch lane stores a line of the output file: the attempt's run is the submission
+      const attempt = tryOf(j.key, { runId: owner, usage, costUsd: 0.25 });
+      await store.complete(j.key, { owner, output: 'x', response: '{}', usage, attempt });
+    }
+    expect(await spendOf(store, 'lane')).toMatchObject({ spentUsd: 0.5, unpricedTries: 0 });
+    await started(store, 'online');
+    expect(await store.reserve({ runId: 'online', usd: 0.6, ...budget(null, 1) })).toMatchObject({ ok: false, scope: 'total' });
+    expect(await store.reserve({ runId: 'online', usd: 0.4, ...budget(null, 1) })).toEqual({ ok: true });
   });
 
   it('--budget-total counts every run on the queue, and concurrent reservations never take more than it', async () => {

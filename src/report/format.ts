@@ -39,9 +39,14 @@ export function compact(n: number): string {
 export function usd(n: number | null): string {
   if (n === null) return 'unknown';
   if (n === 0) return '$0.00';
-  if (n < 0.01) return `$${n.toPrecision(2)}`;
-  if (n < 1000) return `$${n.toFixed(2)}`;
-  return `$${int(n)}`;
+  const sign = n < 0 ? '-' : '';
+  const a = Math.abs(n);
+  if (a >= 1000) return `${sign}$${int(a)}`;
+  if (a >= 1) return `${sign}$${a.toFixed(2)}`;
+  // Under a dollar, three significant digits (at least cents): $0.0146 spent of a $0.02 budget is
+  // not "$0.01 of $0.02", and a tenth of a cent is not $0.00.
+  const decimals = Math.min(12, Math.max(2, 2 - Math.floor(Math.log10(a))));
+  return `${sign}$${a.toFixed(decimals).replace(/(\.\d\d\d*?)0+$/, '$1')}`;
 }
 
 /** Seconds -> "45s", "3m 05s", "2h 14m", "3d 4h". */

@@ -110,17 +110,33 @@ export function mayBeBilledText(tries: number, upTo: number | null): string {
   return `may be billed: ${int(tries)} ${tries === 1 ? 'try' : 'tries'}, up to ${usd(upTo)}`;
 }
 
-/** "runs     1a2b3c4d  $4.98 · budget $5.00 · 2 in flight, up to $0.12", newest first (plain: cut to fit). */
+/** `parts` joined by `sep` into lines of at most `width` characters where they fit, each part whole. */
+function packed(parts: readonly string[], sep: string, width: number): string[] {
+  const lines: string[] = [];
+  for (const part of parts) {
+    const last = lines.length - 1;
+    if (last >= 0 && lines[last]!.length + sep.length + part.length <= width) lines[last] += sep + part;
+    else lines.push(part);
+  }
+  return lines;
+}
+
+/**
+ * "runs     1a2b3c4d  $4.98 · budget $5.00 · 2 in flight, up to $0.12", newest first; what does not
+ * fit in 80 columns goes on the next line, never cut (it is money).
+ */
 function runLines(runs: readonly RunCost[], p: Paint): string[] {
-  const lines = runs.slice(0, RUNS_SHOWN).map((run, i) => {
-    const parts = [usd(run.spentUsd)];
+  const lines = runs.slice(0, RUNS_SHOWN).flatMap((run, i) => {
+    // nothing priced is not $0: its answers cost what their model costs
+    const parts = [run.spentUsd === 0 && run.unpricedTries > 0 ? 'cost unknown' : usd(run.spentUsd)];
     if (run.budgetUsd !== null) parts.push(`budget ${usd(run.budgetUsd)}`);
     if (run.budgetTotalUsd !== null) parts.push(`queue budget ${usd(run.budgetTotalUsd)}`);
     if (run.live && run.inFlight > 0) parts.push(`${int(run.inFlight)} in flight, up to ${usd(run.reservedUsd)}`);
     const maybeTries = run.mayBeBilledTries + (run.live ? 0 : run.inFlight);
     if (maybeTries > 0) parts.push(mayBeBilledText(maybeTries, run.mayBeBilledUsd + (run.live ? 0 : run.reservedUsd)));
     if (run.unpricedTries > 0) parts.push(`${int(run.unpricedTries)} answers without a price`);
-    return `  ${(i === 0 ? 'runs' : '').padEnd(9)}${run.runId.slice(0, 8)}  ${oneLine(parts.join(' · '), 59)}`;
+    const [first, ...more] = packed(parts, ' · ', 59);
+    return [`  ${(i === 0 ? 'runs' : '').padEnd(9)}${run.runId.slice(0, 8)}  ${first}`, ...more.map((l) => `${' '.repeat(21)}${l}`)];
   });
   const older = runs.slice(RUNS_SHOWN);
   if (older.length) {

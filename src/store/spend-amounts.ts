@@ -100,3 +100,14 @@ export function spendOfJoined(row: object): RunSpend | null {
     unpriced_tries: r.s_unpriced_tries as number,
   });
 }
+
+/**
+ * SQL for the run whose `spend` row an attempt of run `run` (a parameter) settles into: its own; for
+ * a batch answer (run `batch:<submission>`, as its attempt row keeps it to tell batch prices) the
+ * run that collected the batch, so what batches cost counts in that run's money and in every
+ * run's --budget-total. The prefix is `batchOwner`'s (src/store/batches.ts). `run` must not be a bare
+ * `run_id` column: inside the subquery that would be the batch's.
+ */
+export function spendRunOf(run: string): string {
+  return `CASE WHEN ${run} LIKE 'batch:%' THEN coalesce((SELECT b.run_id FROM batches b WHERE b.id = substr(${run}, 7)), ${run}) ELSE ${run} END`;
+}

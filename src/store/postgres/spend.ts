@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { AttemptRecord, Committed, ReserveRequest, ReserveResult } from '../types.js';
-import { heldTries, nanoDown, nanoUp, settlementOf, usdOf } from '../spend-amounts.js';
+import { heldTries, nanoDown, nanoUp, settlementOf, spendRunOf, usdOf } from '../spend-amounts.js';
 import { inTransaction, query } from './connect.js';
 
 const COMMITTED = 'reserved_nanousd + spent_nanousd + unknown_nanousd';
@@ -16,7 +16,7 @@ export function settleSql(first: number): string {
     UPDATE spend SET reserved_nanousd = greatest(reserved_nanousd - ${reserved}::bigint, 0), in_flight = greatest(in_flight - ${held}::int, 0),
       spent_nanousd = spent_nanousd + ${spent}::bigint, unknown_nanousd = unknown_nanousd + ${unknown}::bigint,
       unknown_tries = unknown_tries + ${maybe}::int, unpriced_tries = unpriced_tries + ${unpriced}::int, updated_at = $5
-    WHERE run_id = $2 AND ${held}::int + ${spent}::bigint + ${unknown}::bigint + ${maybe}::int + ${unpriced}::int > 0
+    WHERE run_id = ${spendRunOf('$2::text')} AND ${held}::int + ${spent}::bigint + ${unknown}::bigint + ${maybe}::int + ${unpriced}::int > 0
   )`;
 }
 

@@ -1,4 +1,5 @@
 import type { AttemptRecord, Completion } from '../types.js';
+import { spendRunOf } from '../spend-amounts.js';
 import { settlementParams, settleSql } from './spend.js';
 import { ATTEMPT_COLUMNS, attemptValues, latencyOf } from '../rows.js';
 
@@ -107,8 +108,9 @@ WITH input AS MATERIALIZED (
 ), settled AS (
   UPDATE spend SET reserved_nanousd = greatest(spend.reserved_nanousd - m.reserved, 0), in_flight = greatest(spend.in_flight - m.held, 0),
     spent_nanousd = spend.spent_nanousd + m.spent, unpriced_tries = spend.unpriced_tries + m.unpriced, updated_at = m.at
-  FROM (SELECT run_id, sum(reserved) AS reserved, sum(held) AS held, sum(spent) AS spent, sum(unpriced) AS unpriced, max(ended_at) AS at
-        FROM input GROUP BY run_id) m
+  FROM (SELECT ${spendRunOf('input.run_id')} AS run_id, sum(reserved) AS reserved, sum(held) AS held, sum(spent) AS spent,
+          sum(unpriced) AS unpriced, max(ended_at) AS at
+        FROM input GROUP BY 1) m
   WHERE spend.run_id = m.run_id AND m.held + m.spent + m.unpriced > 0
 ), done AS (
   UPDATE jobs SET state = 'done', output = input.output, response = input.response, prompt_tokens = input.prompt_tokens,

@@ -1,5 +1,5 @@
 import type { AttemptRecord, Committed, ReserveRequest, ReserveResult } from '../types.js';
-import { heldTries, nanoDown, nanoUp, settlementOf, usdOf } from '../spend-amounts.js';
+import { heldTries, nanoDown, nanoUp, settlementOf, spendRunOf, usdOf } from '../spend-amounts.js';
 import { immediateTxn, type Db } from './open.js';
 
 const COMMITTED = 'reserved_nanousd + spent_nanousd + unknown_nanousd';
@@ -30,7 +30,7 @@ export class SqliteSpend {
       settle: db.prepare(`UPDATE spend SET reserved_nanousd = max(reserved_nanousd - @reserved, 0), in_flight = max(in_flight - @held, 0),
           spent_nanousd = spent_nanousd + @spent, unknown_nanousd = unknown_nanousd + @unknown, unknown_tries = unknown_tries + @maybe,
           unpriced_tries = unpriced_tries + @unpriced, updated_at = @now
-        WHERE run_id = @run`),
+        WHERE run_id = ${spendRunOf('@run')}`),
       died: db.prepare(`UPDATE spend SET unknown_nanousd = unknown_nanousd + reserved_nanousd, unknown_tries = unknown_tries + in_flight,
           reserved_nanousd = 0, in_flight = 0, updated_at = ? WHERE run_id = ?`),
     };
