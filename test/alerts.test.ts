@@ -49,6 +49,9 @@ describe('alerts', () => {
     t.failed();
     expect(t.fired).toEqual([expect.objectContaining({ event: 'alert', runId: 'run-1', kind: 'failed', value: 2, threshold: 2 })]);
     expect(t.w.active()).toEqual([expect.objectContaining({ kind: 'failed', value: 4, message: '4 jobs failed (alert at 2)' })]);
+    const one = watcher({ failed: 1 });
+    one.failed();
+    expect(one.w.active()).toEqual([expect.objectContaining({ message: '1 job failed (alert at 1)' })]);
   });
 
   it('--alert-error-rate fires per crossing over the window, ignores rate-limit retries and small samples', () => {

@@ -104,4 +104,15 @@ describe('plain text piped to enqueue -', () => {
     expect(broken).not.toContain('read as'); // a broken object is a broken line, not text
     expect(more).not.toContain('read as'); // said once
   });
+
+  it('a line without the text field says which fields it has, so the --text-field to give is in the message', async () => {
+    const store = tempStore();
+    const lines = Readable.from(['{"content": "a review", "id": "r1"}\n{}\n{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6}\n']);
+    const s = await enqueue(store, { sources: ['-'], stdin: lines, request: request() });
+    expect(s.rejections.map((r) => r.reason)).toEqual([
+      'no "text" field (it has "content", "id": name the text field with --text-field)',
+      'no "text" field (it has no fields: name the text field with --text-field)',
+      'no "text" field (it has "a", "b", "c", "d", "e", ...: name the text field with --text-field)',
+    ]);
+  });
 });

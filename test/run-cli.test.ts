@@ -193,5 +193,9 @@ describe('llmq run (child processes)', () => {
       /^run [0-9a-f]{8} on q\.db.*: nothing to do, 3 already done\nnothing was pending: llmq status --db q\.db shows the queue\.\n$/,
     );
     expect(fake.received).toBe(3);
+    // --json is the display: another asked for beside it is refused, not silently ignored
+    const both = await runCli(['run', '--db', db, '--base-url', fake.url, '--json', '--progress', 'tty']);
+    expect(both.code).toBe(1);
+    expect(both.stderr).toContain("option '--progress <mode>' cannot be used with option '--json'");
   });
 });

@@ -67,7 +67,13 @@ export class AlertWatcher {
     else if (event === 'run:end') this.stop();
     const t = this.#o.thresholds;
     if (t.failed !== undefined && (event === 'job:failed' || event === 'run:start')) {
-      this.#set('failed', this.#failed >= t.failed, `${this.#failed} jobs failed (alert at ${t.failed})`, this.#failed, t.failed);
+      this.#set(
+        'failed',
+        this.#failed >= t.failed,
+        `${this.#failed} ${this.#failed === 1 ? 'job' : 'jobs'} failed (alert at ${t.failed})`,
+        this.#failed,
+        t.failed,
+      );
     }
   };
 

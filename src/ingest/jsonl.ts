@@ -120,7 +120,16 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
 
   const body = own(obj, o.textField);
   if (body === undefined) {
-    return { path, line, reason: `no "${o.textField}" field (name the text field with --text-field)` };
+    // the fields it has, so the fix (--text-field <one of them>) needs no look into the file
+    const names = Object.keys(obj);
+    const has =
+      names.length === 0
+        ? 'it has no fields'
+        : `it has ${names
+            .slice(0, 5)
+            .map((n) => JSON.stringify(n))
+            .join(', ')}${names.length > 5 ? ', ...' : ''}`;
+    return { path, line, reason: `no "${o.textField}" field (${has}: name the text field with --text-field)` };
   }
   if (typeof body !== 'string') return { path, line, reason: `"${o.textField}" is ${kind(body)}, not a string` };
   if (isBlank(body)) return { path, line, reason: REASON_EMPTY };

@@ -57,7 +57,7 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
     lines.push(`  ${(i === 0 ? 'alerts' : '').padEnd(9)}${p.red(oneLine(`${a.message} (run on ${a.host})`, 69))}`);
   }
   if (r.failures.length) {
-    lines.push('', p.bold(`failures`) + p.dim(` (${int(r.counts.failed)} jobs, by reason)`));
+    lines.push('', p.bold(`failures`) + p.dim(` (${int(r.counts.failed)} ${r.counts.failed === 1 ? 'job' : 'jobs'}, by reason)`));
     const cw = Math.max(...r.failures.map((f) => int(f.count).length));
     for (const f of r.failures) lines.push(`  ${p.red(int(f.count).padStart(cw))}  ${oneLine(f.error, 74 - cw)}`);
     const shown = r.failures.reduce((a, f) => a + f.count, 0);

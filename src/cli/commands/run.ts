@@ -93,7 +93,9 @@ export function registerRun(program: Command): Command {
     .addOption(
       new Option('--progress <mode>', 'progress display: auto (bars on a terminal, lines otherwise), tty, plain, none')
         .default('auto')
-        .argParser(oneOf(['auto', 'tty', 'plain', 'none'] as const)),
+        .argParser(oneOf(['auto', 'tty', 'plain', 'none'] as const))
+        // --json is the display: a mode asked for beside it would be ignored
+        .conflicts('json'),
     )
     .addOption(
       new Option(
