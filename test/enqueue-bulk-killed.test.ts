@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -183,4 +183,22 @@ describe('an enqueue whose stderr reader goes away', () => {
     expect(JSON.parse(stdout)).toMatchObject({ stopped: true, newItems: 1, rejected: 1 });
     loader.stdin!.destroy();
   }, 60_000);
+
+  it('a second Ctrl-C quits at once, even while the input is a FIFO no one writes to (a read that never returns)', async () => {
+    const dir = tempDir();
+    const fifo = join(dir, 'input');
+    execFileSync('mkfifo', [fifo]);
+    const loader = spawn(process.execPath, [BIN, 'enqueue', fifo, '--db', join(dir, 'q.db')], { env: cliEnv(), stdio: 'pipe' });
+    const done = collect(loader, 20_000);
+    await new Promise((r) => setTimeout(r, 1000)); // started, and waiting in open() for a writer
+    loader.kill('SIGINT');
+    await new Promise((r) => setTimeout(r, 500));
+    const t = Date.now();
+    loader.kill('SIGINT');
+    const r = await done;
+    // it dies of the signal (a shell shows 130); before, its exit waited for the open() for ever
+    expect(r.signal, r.stderr).toBe('SIGINT');
+    expect(Date.now() - t).toBeLessThan(3000);
+    expect(r.stderr).toContain('stopping: storing what was read; Ctrl-C again to quit at once');
+  }, 30_000);
 });

@@ -171,9 +171,16 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
 function stopOnSignals(c: ChalkInstance, stderr: NodeJS.WriteStream): { signal: AbortSignal; release(): void } {
   const stop = new AbortController();
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-  const onSignal = (): void => {
+  const onSignal = (signal: NodeJS.Signals): void => {
     process.exitCode = EXIT.SIGNAL;
-    if (stop.signal.aborted) process.exit(EXIT.SIGNAL);
+    if (stop.signal.aborted) {
+      // Die of the signal, as a program without handlers does (exit status 128 + its number, 130 for
+      // Ctrl-C): an exit can hang behind a read that never returns (a FIFO no one writes to holds a
+      // thread in open(), and Node's exit waits for its threads).
+      for (const s of signals) process.off(s, onSignal);
+      process.kill(process.pid, signal);
+      return;
+    }
     stop.abort();
     stderr.write(`${c.yellow('stopping:')} storing what was read; Ctrl-C again to quit at once\n`);
   };
