@@ -183,6 +183,23 @@ describe('llmq run (child processes)', () => {
     expect(fake.sentCount(keys[3]!)).toBe(2);
   });
 
+  it("the offline mock's answers are stand-ins: a real run sends those jobs, once, and says so", async () => {
+    const { fake, db, keys } = await setup(5, 0);
+    // trying llmq on the real queue, as the README invites (--budget offline, say)
+    const tried = await runCli(['run', '--db', db, '--provider', 'mock', '--limit', '2', '--progress', 'none']);
+    expect(tried.code, tried.stderr).toBe(0);
+    const real = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none']);
+    expect(real.code, real.stderr).toBe(0);
+    expect(real.stderr).toContain('2 jobs answered by the offline mock provider go back to pending: this run sends them');
+    const jobs = await states(db);
+    for (const j of jobs) expect(j).toMatchObject({ state: 'done', output: answerFor(j.request), attempts: 1 });
+    for (const key of keys) expect(fake.sentCount(key)).toBe(1);
+    // taken back once: the next real run has nothing to send and says nothing of the mock
+    const again = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'plain']);
+    expect(again.stderr).not.toContain('mock');
+    expect(fake.received).toBe(5);
+  });
+
   it('a run with nothing pending says so in one line, no 0/0 progress, exit 0', async () => {
     const { fake, db } = await setup(3, 1);
     expect((await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none'])).code).toBe(0);

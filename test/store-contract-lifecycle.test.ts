@@ -1,4 +1,5 @@
 import { beforeEach, describe, expect, it } from 'vitest';
+import { batchOwner } from '../src/store/batches.js';
 import type { AttemptRecord, Completion, Store } from '../src/store/types.js';
 import { STORE_KINDS, T0, OWNER, claimOpts, rows, skipUnavailable } from './helpers/stores.js';
 
@@ -63,6 +64,41 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     expect(await store.complete(key, completion(key, 'another answer', 'run-b'))).toBe(false);
     expect(await job(store, id)).toEqual(done);
     expect((await store.status()).counts).toEqual({ pending: 0, running: 0, done: 1, failed: 0 });
+  });
+
+  it("the mock provider's answers are taken back once for a real run: online and batch, ended or quiet, never a live one's", async () => {
+    const { store } = await kind.fresh();
+    const started = (id: string, provider: string) => store.startRun({ id, host: 'h', pid: 1, startedAt: T0, options: { provider } });
+    await store.enqueue(rows(5), T0);
+    const answer = async (owner: string, limit: number) => {
+      const { jobs } = await store.claim(claimOpts({ owner, limit }));
+      for (const j of jobs) await store.complete(j.key, completion(j.key, 'stand-in', owner));
+      return jobs.map((j) => j.key);
+    };
+    await started('mock-ended', 'mock');
+    const mocked = await answer('mock-ended', 2);
+    await store.finishRun('mock-ended', T0 + 1000, 'drained', STATS);
+    await started('mock-batch', 'mock');
+    await store.batches.begin({ id: 's1', runId: 'mock-batch', baseUrl: 'mock://', now: T0 });
+    const batched = await answer(batchOwner('s1'), 1);
+    await store.finishRun('mock-batch', T0 + 1000, 'drained', STATS);
+    await started('real', 'openai-compatible (https://api.openai.com/v1)');
+    const real = await answer('real', 1);
+    await started('mock-live', 'mock');
+    const live = await answer('mock-live', 1);
+    await store.heartbeat('mock-live', T0 + 5000, T0 + 65_000, STATS);
+
+    expect(await store.takeBackMockAnswers(T0 + 6000, T0 + 4000)).toBe(3);
+    // pending again, and only those: the real run's answer and the live mock run's stay
+    const again = (await store.claim(claimOpts({ owner: 'again', limit: 10, now: T0 + 7000 }))).jobs.map((j) => j.key);
+    expect(again.sort()).toEqual([...mocked, ...batched].sort());
+    expect(again).not.toContain(real[0]);
+    expect(again).not.toContain(live[0]);
+    expect((await store.status()).counts).toMatchObject({ done: 2, pending: 0, running: 3 });
+    // once per mock run: answered now by a real run, a job is not taken back by the next real run
+    await store.complete(mocked[0]!, completion(mocked[0]!, 'the real answer', 'again'));
+    expect(await store.takeBackMockAnswers(T0 + 8000, T0 + 4000)).toBe(0);
+    expect((await store.status()).counts.done).toBe(3);
   });
 
   it('complete records the finishing attempt with its usage and latency', async () => {

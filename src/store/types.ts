@@ -435,6 +435,12 @@ export interface JobQueue {
   nextPendingAt(): Promise<number | null>;
   /** Failed jobs back to `pending` with fresh attempts. */
   retryFailed(filter: RetryFailedFilter, now: number): Promise<number>;
+  /**
+   * Jobs answered by the offline mock provider (its runs, online or batch, that ended or went quiet
+   * before `quietSince`) back to `pending` without their stand-in answers, once per mock run: a run
+   * of a real provider sends them. Returns how many.
+   */
+  takeBackMockAnswers(now: number, quietSince: number): Promise<number>;
 }
 
 /** The runs working a queue, and the leases they hold through their heartbeats. */

@@ -29,7 +29,7 @@ describe('enqueue JSONL', () => {
     expect(s.rejections.map((r) => `${r.line}: ${r.reason}`)).toEqual([
       `2: malformed JSON (Expected ',' or '}' after property value in JSON at position 32)`,
       '3: not a JSON object (each line must be one {...} document, got an array)',
-      '4: no "text" field (name the text field with --text-field)',
+      '4: no "text" field (it has "id", "body": name the text field with --text-field)',
       '5: "text" is a number, not a string',
       '6: empty document (nothing but whitespace)',
       '7: empty document (nothing but whitespace)',

@@ -57,7 +57,9 @@ describe("fields are the document's own, never inherited", () => {
   it("takes --text-field and --id-field from the line's own fields only", async () => {
     const store = tempStore();
     const s = await run(store, ['-'], { stdin: Readable.from(['{"id":"a","text":"x"}\n']), textField: 'constructor', idField: 'toString' });
-    expect(s.rejections).toEqual([{ path: '-', line: 1, reason: 'no "constructor" field (name the text field with --text-field)' }]);
+    expect(s.rejections).toEqual([
+      { path: '-', line: 1, reason: 'no "constructor" field (it has "id", "text": name the text field with --text-field)' },
+    ]);
     const ok = await run(store, ['-'], {
       stdin: Readable.from(['{"toString":"id-1","constructor":"the text"}\n']),
       textField: 'constructor',

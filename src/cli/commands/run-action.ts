@@ -1,3 +1,4 @@
+import { takeBackMockAnswers } from '../mock-answers.js';
 import type { Command } from 'commander';
 import { EXIT, UsageError } from '../../errors.js';
 import { isRedactableKey, MIN_REDACTED_RUN } from '../../provider/redact.js';
@@ -64,6 +65,11 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
   const redisUrl = flags.redis || process.env.LLMQ_REDIS_URL || undefined;
   const boards = redisUrl ? await sharedBoards(redisUrl) : undefined;
   const store = await openExistingStore(location).catch(async (error) => {
+    await boards?.close();
+    throw error;
+  });
+  await takeBackMockAnswers(store, flags.provider).catch(async (error) => {
+    await store.close();
     await boards?.close();
     throw error;
   });

@@ -3,6 +3,7 @@ import type { BatchEvent } from '../../batch/context.js';
 import type { RunSummary } from '../../scheduler/events.js';
 import { int } from '../../report/format.js';
 import { info } from '../output.js';
+import { takeBackMockAnswers } from '../mock-answers.js';
 import { whileReaderPresent } from '../reader-gone.js';
 import { dbArgument, runArguments, runArgumentsOfEndpoint } from '../again.js';
 import { watchRunStop } from '../run-stop.js';
@@ -37,6 +38,10 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
   // The mock completes a batch in --mock-latency x 5 (1 s by default): time-compressed hours.
   const api = createBatchApi({ provider: flags.provider, baseUrl: flags.baseUrl, mockCompleteAfterMs: flags.mockLatency * 5 }, process.env);
   const store = await openExistingStore(resolveDbLocation(flags.db));
+  await takeBackMockAnswers(store, flags.provider).catch(async (error) => {
+    await store.close();
+    throw error;
+  });
   const out = whileReaderPresent(flags.json ? process.stdout : process.stderr);
   const progress = new ProgressLines();
   const say = (event: BatchEvent): void => {

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { AS_PENDING, TAKEN_BACK, answeredBy } from '../mock-answers.js';
 import type {
   AnsweredJob,
   JobToRun,
@@ -325,6 +326,24 @@ export class PostgresStore implements Store {
       [now, filter.errorContains ?? null, filter.errorIs ?? null],
     );
     return r.rowCount ?? 0;
+  }
+
+  async takeBackMockAnswers(now: number, quietSince: number): Promise<number> {
+    // the mock runs' rows locked: two real runs starting together take each answer back once
+    const r = await this.#q<{ n: number }>(
+      `WITH mock AS MATERIALIZED (
+        SELECT id FROM runs WHERE options::jsonb ->> 'provider' = 'mock' AND NOT (options::jsonb ? '${TAKEN_BACK}')
+          AND (ended_at IS NOT NULL OR heartbeat_at < $2) FOR UPDATE
+      ), marked AS (
+        UPDATE runs SET options = (options::jsonb || jsonb_build_object('${TAKEN_BACK}', $1::bigint))::text
+        WHERE id IN (SELECT id FROM mock)
+      ), back AS (
+        UPDATE jobs SET ${AS_PENDING}, updated_at = $1
+        WHERE state = 'done' AND key IN (${answeredBy('(SELECT id FROM mock)')}) RETURNING 1
+      ) SELECT count(*)::int AS n FROM back`,
+      [now, quietSince],
+    );
+    return r.rows[0]!.n;
   }
 
   status(): Promise<StatusSnapshot> {

@@ -33,6 +33,7 @@ import { NOT_IN_A_LIVE_BATCH } from '../batches.js';
 import { SqliteSpend } from './spend.js';
 import type { Checkpointer } from './checkpointer.js';
 import { splitClaimed, type RawClaimed } from '../claim-result.js';
+import { AS_PENDING, TAKEN_BACK, answeredBy } from '../mock-answers.js';
 import { GroupCommit } from '../group-commit.js';
 import { attemptValues, latencyOf } from '../rows.js';
 import { DROP_ATTEMPTS_SQL, INSERT_ATTEMPT_OF_SEQ_SQL, INSERT_ATTEMPT_SQL, insertAttemptValues, orphanDropper } from './attempts.js';
@@ -197,6 +198,14 @@ export class SqliteStore implements Store {
         .pluck(),
       dropOrphans: orphanDropper(db),
       endRun: db.prepare('UPDATE runs SET ended_at = ?, exit_reason = ? WHERE id = ? AND ended_at IS NULL'),
+      mockRuns: db
+        .prepare(`SELECT id FROM runs WHERE json_extract(options, '$.provider') = 'mock'
+          AND json_extract(options, '$.${TAKEN_BACK}') IS NULL AND (ended_at IS NOT NULL OR heartbeat_at < ?)`)
+        .pluck(),
+      takeBackMock: db.prepare(`UPDATE jobs SET ${AS_PENDING}, updated_at = @now
+        WHERE state = 'done' AND key IN (${answeredBy('(SELECT value FROM json_each(@runs))')})`),
+      markTakenBack: db.prepare(`UPDATE runs SET options = json_set(options, '$.${TAKEN_BACK}', @now)
+        WHERE id IN (SELECT value FROM json_each(@runs))`),
       retryFailed: db.prepare(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL,
           finished_at = NULL, updated_at = @now
         WHERE state = 'failed' AND (@text IS NULL OR instr(llmq_lower(error), llmq_lower(@text)) > 0)
@@ -620,6 +629,19 @@ export class SqliteStore implements Store {
   async retryFailed(filter: RetryFailedFilter, now: number): Promise<number> {
     settleBulkLoad(this.db, this.location);
     return this.#s.retryFailed.run({ now, text: filter.errorContains ?? null, exact: filter.errorIs ?? null }).changes;
+  }
+
+  async takeBackMockAnswers(now: number, quietSince: number): Promise<number> {
+    return this.db
+      .transaction(() => {
+        const runs = this.#s.mockRuns.all(quietSince) as string[];
+        if (runs.length === 0) return 0;
+        const p = { now, runs: JSON.stringify(runs) };
+        const back = this.#s.takeBackMock.run(p).changes;
+        this.#s.markTakenBack.run(p);
+        return back;
+      })
+      .immediate();
   }
 
   async status(): Promise<StatusSnapshot> {
