@@ -103,7 +103,15 @@ describe('llmq run --budget', () => {
     expect(s.cost.byRun[0].spentUsd).toBeCloseTo(m.attemptsUsd, 6);
     const text = (await runCli(['status', '--db', db])).stdout;
     expect(text).toMatch(/^ {2}runs {5}[0-9a-f]{8} {2}\$0\.\d\d\d? · budget \$1\.00$/m);
-    expect(text).toMatch(/^ {2}prices {3}genai-prices \d{4}-\d{2}-\d{2}$/m);
+    // without price flags, the rest is reckoned at the price the run was given, as its answers were
+    // stored: not "$0.92 so far, $0.0006 more to finish" at genai-prices' price of the model
+    expect(text).toMatch(/^ {2}prices {3}--price of run [0-9a-f]{8}$/m);
+    const bare = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
+    expect(bare.cost.remainingUsd).toBeGreaterThan(0.5);
+    expect(bare.cost.remainingUsd).toBeCloseTo(s.cost.remainingUsd, 9);
+    // a price given to status itself still wins
+    const given = (await runCli(['status', '--db', db, '--price', '0.15,0.6'])).stdout;
+    expect(given).toMatch(/^ {2}prices {3}--price$/m);
 
     // a larger budget goes on from there
     const more = await runCli(run('--budget', '100', ...PRICE));

@@ -15,6 +15,8 @@ export interface PriceSources {
   readonly at?: Date;
   /** Every model is free: the offline mock provider answers, nobody bills. @default false */
   readonly free?: boolean;
+  /** Where `price` and `file` were given, when not on this command line: "of run 1a2b3c4d". */
+  readonly givenBy?: string;
 }
 
 const SNAPSHOT = /^(.+?)-(?:\d{4}-\d{2}-\d{2}|\d{4}|preview|latest)$/;
@@ -35,7 +37,8 @@ export class PriceTable {
 
   constructor(sources: PriceSources = {}) {
     this.#free = sources.free ?? false;
-    this.#override = sources.price ? flatPricing(sources.price, '--price') : null;
+    const by = sources.givenBy ? ` ${sources.givenBy}` : '';
+    this.#override = sources.price ? flatPricing(sources.price, `--price${by}`) : null;
     this.#catalog = sources.catalog ?? true;
     this.#at = sources.at ?? new Date();
     const env = sources.env?.trim();
@@ -47,7 +50,7 @@ export class PriceTable {
     }
     if (sources.file) {
       const prices = parsePriceFile(readPriceFile(sources.file, '--prices'), `--prices file ${sources.file}`);
-      for (const [model, price] of Object.entries(prices)) this.#given.set(model, flatPricing(price, `--prices ${sources.file}`));
+      for (const [model, price] of Object.entries(prices)) this.#given.set(model, flatPricing(price, `--prices ${sources.file}${by}`));
     }
   }
 

@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { InvalidArgumentError, Option } from 'commander';
 import { parsePrice, type Price } from '../../pricing/overrides.js';
 import type { PriceTable } from '../../pricing/price-table.js';
@@ -39,4 +41,32 @@ export async function priceTableFrom(flags: PriceFlags & { provider?: string }, 
     env: env.LLMQ_PRICES ?? null,
     free: flags.provider === 'mock',
   });
+}
+
+/**
+ * The prices a report of the queue uses (`status`, `serve`): those of the flags and LLMQ_PRICES;
+ * when none is given, the `--price` or `--prices` the queue's last run was given, so what the rest
+ * will cost is reckoned at the price its answers so far were stored at.
+ */
+export async function reportPriceTable(
+  flags: PriceFlags,
+  lastRun: { readonly id: string; readonly options: Record<string, unknown> } | null,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<PriceTable> {
+  const given = flags.price !== undefined || flags.prices !== undefined || Boolean(env.LLMQ_PRICES?.trim());
+  const o = lastRun?.options ?? {};
+  const price =
+    Array.isArray(o.price) && o.price.length === 2 && o.price.every((n) => typeof n === 'number')
+      ? (o.price as unknown as Price)
+      : undefined;
+  // a file moved or deleted since: the run's prices are not known any more (genai-prices then)
+  const prices = typeof o.prices === 'string' && existsSync(o.prices) ? o.prices : undefined;
+  if (given || (!price && !prices)) return priceTableFrom(flags, env);
+  const { loadPriceTable } = await import('../../pricing/price-table.js');
+  return loadPriceTable({ price, file: prices, givenBy: `of run ${lastRun!.id.slice(0, 8)}` });
+}
+
+/** What a run records of its prices (in its options), for `reportPriceTable`. */
+export function pricesOfRun(flags: PriceFlags): { price: Price | null; prices: string | null } {
+  return { price: flags.price ?? null, prices: flags.prices ? resolve(flags.prices) : null };
 }

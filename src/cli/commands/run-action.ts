@@ -5,7 +5,7 @@ import { isRedactableKey, MIN_REDACTED_RUN } from '../../provider/redact.js';
 import type { RunSummary, SchedulerListener } from '../../scheduler/events.js';
 import { warn } from '../output.js';
 import { int, usd } from '../../report/format.js';
-import { priceTableFrom } from './price-options.js';
+import { priceTableFrom, pricesOfRun } from './price-options.js';
 import { whileReaderPresent } from '../reader-gone.js';
 import { dbArgument, moneyArguments, runArguments } from '../again.js';
 import { watchRunStop } from '../run-stop.js';
@@ -130,6 +130,7 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
           maxAttempts: flags.maxAttempts,
           budget: flags.budget ?? null,
           budgetTotal: flags.budgetTotal ?? null,
+          ...pricesOfRun(flags),
         },
         alerts: alerts ? () => alerts.active() : undefined,
       },

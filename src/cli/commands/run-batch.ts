@@ -8,7 +8,7 @@ import { whileReaderPresent } from '../reader-gone.js';
 import { dbArgument, runArguments, runArgumentsOfEndpoint } from '../again.js';
 import { watchRunStop } from '../run-stop.js';
 import { crashAtFromEnv } from '../crash-at.js';
-import { priceTableFrom, type PriceFlags } from './price-options.js';
+import { priceTableFrom, pricesOfRun, type PriceFlags } from './price-options.js';
 
 export interface BatchRunFlags extends PriceFlags {
   db?: string;
@@ -62,7 +62,7 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
         emit: say,
         stopSignal: stopping.stopSignal,
         crashAt: crashAtFromEnv(process.env),
-        describe: { provider: flags.provider, batchSize: flags.batchSize, poll: flags.poll, wait: flags.wait },
+        describe: { provider: flags.provider, batchSize: flags.batchSize, poll: flags.poll, wait: flags.wait, ...pricesOfRun(flags) },
       },
       {
         batchSize: flags.batchSize,

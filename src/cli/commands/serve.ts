@@ -1,7 +1,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { LlmqError } from '../../errors.js';
 import { dbOption, positiveNumber } from '../options.js';
-import { priceOptions, priceTableFrom, type PriceFlags } from './price-options.js';
+import { priceOptions, reportPriceTable, type PriceFlags } from './price-options.js';
 
 interface ServeFlags extends PriceFlags {
   db?: string;
@@ -45,8 +45,11 @@ async function serveCommand(flags: ServeFlags): Promise<void> {
       import('../../provider/endpoint.js'),
     ]);
   const location = resolveDbLocation(flags.db);
-  const prices = await priceTableFrom(flags);
   const store = await openExistingStore(location);
+  const prices = await reportPriceTable(flags, (await store.status()).lastRun).catch(async (error) => {
+    await store.close();
+    throw error;
+  });
   const token = newToken();
   const apiKey = findApiKey(process.env)?.key;
   let dashboard;

@@ -2,7 +2,7 @@ import { Option, type Command } from 'commander';
 import { dbOption, positiveNumber } from '../options.js';
 import type { BatchesReport } from '../../report/batches-text.js';
 import type { StatusReport } from '../../report/status.js';
-import { priceOptions, priceTableFrom, type PriceFlags } from './price-options.js';
+import { priceOptions, reportPriceTable, type PriceFlags } from './price-options.js';
 
 interface StatusFlags extends PriceFlags {
   db?: string;
@@ -42,12 +42,12 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
       flags.json ? null : textRenderer(flags.db),
     ]);
   const location = resolveDbLocation(flags.db);
-  const prices = await priceTableFrom(flags);
   const store = await openExistingStore(location);
   const out = process.stdout;
   const render = async (): Promise<string> => {
     const now = Date.now();
     const snapshot = await store.status();
+    const prices = await reportPriceTable(flags, snapshot.lastRun);
     const deadRuns = deadRunsHere(snapshot.activeRuns, now);
     const report = buildStatusReport(snapshot, { now, prices, db: redactLocation(location), deadRuns });
     const batches = buildBatchesReport(await store.batches.recent(50), now);
