@@ -1,6 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -11,7 +11,7 @@ import { parseHookTarget } from '../src/hooks/target.js';
 import type { RunSummary } from '../src/scheduler/events.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { all } from './helpers/store-reads.js';
-import { runCli } from './helpers/cli.js';
+import { collect, runCli, spawnCli } from './helpers/cli.js';
 import { answerFor, reply } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
@@ -195,6 +195,28 @@ describe('run hooks', () => {
     const left = spawnSync('pgrep', ['-f', `sleep ${marker}`], { encoding: 'utf8' }).stdout.trim();
     expect(left, "the done hook's commands are still running").toBe('');
   }, 15_000);
+
+  it('a Ctrl-C while llmq waits for its hooks ends llmq and the hook commands with it', async () => {
+    const marker = `${(700 + Math.random()).toFixed(6)}`;
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 2);
+    await store.close();
+    // in a script, so only the hook's processes have the marker in their command line, not llmq's
+    const hook = join(dir, 'hook.sh');
+    writeFileSync(hook, `sleep ${marker} & sleep ${marker}\nwait\n`);
+    const child = spawnCli(['run', '--db', db, '--provider', 'mock', '--mock-latency', '1', '--on-done', `sh ${hook}`]);
+    const done = collect(child, 20_000);
+    const hooked = () => spawnSync('pgrep', ['-f', `sleep ${marker}`], { encoding: 'utf8' }).stdout.trim();
+    for (let i = 0; i < 100 && hooked() === ''; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(hooked(), 'the done hook started').not.toBe('');
+    child.kill('SIGINT');
+    const r = await done;
+    expect(r.signal, r.stderr).toBe('SIGINT');
+    await new Promise((r) => setTimeout(r, 200));
+    expect(hooked(), "the done hook's commands outlived llmq").toBe('');
+  }, 30_000);
 
   it('refuses a hook URL of another scheme instead of running it as a command', () => {
     expect(() => parseHookTarget('ftp://u:secret@host/x', '--on-done')).toThrow(/http:\/\/ or https:\/\/ URLs only/);

@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { batchOwner } from '../src/store/batches.js';
 import type { AttemptRecord, Completion, Store } from '../src/store/types.js';
-import { STORE_KINDS, T0, OWNER, claimOpts, rows, skipUnavailable } from './helpers/stores.js';
+import { STORE_KINDS, T0, OWNER, claimOpts, row, rows, skipUnavailable } from './helpers/stores.js';
 
 // The store half of invariants 1-3 and 5 (docs/architecture.md): what happens to a claimed job, for
 // every store kind.
@@ -99,6 +99,28 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     await store.complete(mocked[0]!, completion(mocked[0]!, 'the real answer', 'again'));
     expect(await store.takeBackMockAnswers(T0 + 8000, T0 + 4000)).toBe(0);
     expect((await store.status()).counts.done).toBe(3);
+  });
+
+  it("a job a real run answered is never taken back, nor one no item needs; the mock runs' pretend money goes", async () => {
+    const { store } = await kind.fresh();
+    const started = (id: string, provider: string) => store.startRun({ id, host: 'h', pid: 1, startedAt: T0, options: { provider } });
+    const [kept, late, orphan] = rows(3);
+    await store.enqueue([kept!, late!, orphan!], T0);
+    await started('mock', 'mock');
+    const held = (await store.claim(claimOpts({ owner: 'mock', limit: 3 }))).jobs.map((j) => j.key);
+    await store.reserve({ runId: 'mock', usd: 0.5, runBudget: null, totalBudget: 10, now: T0 });
+    // the mock run, paused past its lease: a real run answers the second job first, paid
+    await started('real', 'openai-compatible (https://api.openai.com/v1)');
+    await store.complete(held[1]!, completion(held[1]!, 'the real answer', 'real'));
+    for (const key of held) await store.complete(key, completion(key, 'stand-in', 'mock'));
+    // the third document was edited and enqueued again: its old job is needed by no item
+    await store.enqueue([row(orphan!.itemId, 'the edited text')], T0 + 1);
+    await store.finishRun('mock', T0 + 1000, 'drained', STATS);
+
+    expect(await store.takeBackMockAnswers(T0 + 2000, T0)).toBe(1);
+    expect((await job(store, kept!.itemId)).state).toBe('pending');
+    expect((await job(store, late!.itemId)).output).toBe('the real answer');
+    expect((await store.committed('real')).total).toBe(0);
   });
 
   it('complete records the finishing attempt with its usage and latency', async () => {

@@ -44,7 +44,7 @@ export async function cancelBatches(
       const answer = await apis[i]!.cancelBatch(b.providerBatchId!);
       cancelled.push(b.providerBatchId!);
       // kept, so status says `cancelling` at once, not the status of the last poll
-      const progress = answer.counts && { completed: answer.counts.completed, failed: answer.counts.failed };
+      const progress = answer.counts ? { completed: answer.counts.completed, failed: answer.counts.failed } : b.progress;
       await store.batches.noteStatus(b.id, answer.status, progress, Date.now());
     } catch (error) {
       if (!(error instanceof ProviderError && error.status === 404)) throw error;

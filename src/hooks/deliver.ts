@@ -76,6 +76,24 @@ function sleep(ms: number, stop: AbortSignal): Promise<void> {
 }
 
 /**
+ * The process groups of hook commands running now. In groups of their own, they do not get the
+ * terminal's Ctrl-C with llmq: `killHookCommands` ends them when llmq ends (its `exit`, or a signal
+ * while it waits for its hooks, run-action.ts).
+ */
+const running = new Set<number>();
+
+export function killHookCommands(): void {
+  for (const group of running) {
+    try {
+      process.kill(-group, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }
+  running.clear();
+}
+
+/**
  * `sh -c command` with the body on stdin; its output is not shown (it would break the progress
  * display and --json). It runs in a process group of its own, so a command cut off (its timeout, or
  * the run's deadline for hooks) is killed with everything it started, not only the shell.
@@ -83,6 +101,8 @@ function sleep(ms: number, stop: AbortSignal): Promise<void> {
 function runCommand(command: string, body: string, timeoutMs: number, stop: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn('sh', ['-c', command], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+    if (running.size === 0) process.once('exit', killHookCommands);
+    if (child.pid !== undefined) running.add(child.pid);
     const killAll = () => {
       try {
         process.kill(-child.pid!, 'SIGKILL');
@@ -102,6 +122,7 @@ function runCommand(command: string, body: string, timeoutMs: number, stop: Abor
     child.on('close', (code, signal) => {
       clearTimeout(timer);
       stop.removeEventListener('abort', killAll);
+      running.delete(child.pid!);
       if (code === 0) resolve();
       else reject(new Error(signal ? `killed by ${signal} (over ${timeoutMs / 1000} s?)` : `exit code ${code}`));
     });

@@ -97,10 +97,13 @@ export function attemptVia(runId: string): 'batch' | 'online' {
  * SQL, either dialect, for a row of `jobs`: not held by a provider batch that is live. A job whose
  * lease expired is not taken back, nor listed to run, while that batch may still answer: it bills
  * either way (a batch left alone, sent to another endpoint, can outlive its 7-day lease). Its jobs
- * come back when the batch is collected, cancelled or abandoned.
+ * come back when the batch is collected, cancelled or abandoned. A submission whose file was
+ * uploaded but whose batch is not known to exist counts as live too: it may have been created (and
+ * left alone to the API key that made it, which alone can look it up).
  */
 export const NOT_IN_A_LIVE_BATCH = `NOT (jobs.lease_owner LIKE 'batch:%'
-  AND EXISTS (SELECT 1 FROM batches WHERE 'batch:' || batches.id = jobs.lease_owner AND batches.state = 'submitted'))`;
+  AND EXISTS (SELECT 1 FROM batches WHERE 'batch:' || batches.id = jobs.lease_owner
+    AND (batches.state = 'submitted' OR (batches.state = 'preparing' AND batches.input_file_id IS NOT NULL))))`;
 
 /** A live batch's requests the provider has answered and failed so far (its `request_counts`). */
 export interface BatchProgress {

@@ -1,8 +1,10 @@
 /**
  * The offline mock provider's answers are stand-ins, for trying llmq: a run of a real provider
  * takes them back (`JobQueue.takeBackMockAnswers`) and sends those jobs, rather than leaving fake
- * answers marked done for good in a real queue. A mock run is known by its options (`provider`),
- * and marked in them once its answers are taken back, so no later answer is ever taken twice.
+ * answers marked done for good in a real queue. A mock run is known by its options (`provider`).
+ * One that ended is marked in them once its answers are taken back, so it is not looked at again;
+ * one gone quiet without ending (killed) is looked at until a reclaim ends it. A job a real run
+ * answered is never taken back (`takeBackWhere`).
  */
 
 /** The key set in a mock run's options once its answers were taken back (ms epoch). */
@@ -21,3 +23,21 @@ export function answeredBy(runs: string): string {
   return `SELECT job_key FROM attempts WHERE outcome = 'done' AND (run_id IN ${runs}
     OR run_id IN (SELECT 'batch:' || b.id FROM batches b WHERE b.run_id IN ${runs}))`;
 }
+
+/**
+ * Of the jobs `answeredBy` a mock run, those to take back: done, needed by an item still (a job
+ * no item points at any more is not worth paying for), and answered by no run but mock ones. A
+ * real answer may have come too (a mock run paused past its lease, its late answer recorded after
+ * a real run's): then the job is the real provider's, paid for, and never sent again.
+ * `allMock` is the SQL set of every mock run's id; `ofJob` says an attempt row `a` is this job's.
+ */
+export function takeBackWhere(runs: string, allMock: string, ofJob: string): string {
+  return `state = 'done' AND key IN (${answeredBy(runs)})
+    AND EXISTS (SELECT 1 FROM items WHERE items.job_key = jobs.key)
+    AND NOT EXISTS (SELECT 1 FROM attempts a WHERE ${ofJob} AND a.outcome = 'done' AND a.run_id NOT IN ${allMock}
+      AND a.run_id NOT IN (SELECT 'batch:' || b.id FROM batches b WHERE b.run_id IN ${allMock}))`;
+}
+
+/** A mock run's money was pretend: once its answers are taken back, none of it counts (--budget-total). */
+export const NO_MONEY = `reserved_nanousd = 0, in_flight = 0, spent_nanousd = 0, unknown_nanousd = 0, unknown_tries = 0,
+  unpriced_tries = 0`;

@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { EXIT, UsageError } from '../../errors.js';
 import { isRedactableKey, MIN_REDACTED_RUN } from '../../provider/redact.js';
 import type { RunSummary, SchedulerListener } from '../../scheduler/events.js';
+import type { HookReport, RunHooks } from '../../hooks/run-hooks.js';
 import { warn } from '../output.js';
 import { int, usd } from '../../report/format.js';
 import { priceTableFrom, pricesOfRun } from './price-options.js';
@@ -154,7 +155,7 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
     await store.close();
     await provider.close?.();
   }
-  if (hooks) whileReaderPresent(process.stderr).write(hookReportLine(await hooks.finish(summary, exitCodeFor(summary))));
+  if (hooks) whileReaderPresent(process.stderr).write(hookReportLine(await finishHooks(hooks, summary)));
   if (summary.fatal) {
     whileReaderPresent(process.stderr).write(
       `error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message, runArguments(flags) + moneyArguments(flags) + dbArgument(flags.db))}\n`,
@@ -162,6 +163,26 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
   }
   if (summary.budget) whileReaderPresent(process.stderr).write(budgetMessage(summary.budget, summary.remaining) + '\n');
   process.exitCode = exitCodeFor(summary);
+}
+
+/**
+ * Wait for the hooks (at most 5 + 15 s). A Ctrl-C meanwhile ends llmq and its hook commands with
+ * it: they run in process groups of their own, which the terminal's signal does not reach.
+ */
+async function finishHooks(hooks: RunHooks, summary: RunSummary): Promise<HookReport> {
+  const { killHookCommands } = await import('../../hooks/deliver.js');
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    killHookCommands();
+    for (const s of signals) process.off(s, onSignal);
+    process.kill(process.pid, signal);
+  };
+  for (const s of signals) process.on(s, onSignal);
+  try {
+    return await hooks.finish(summary, exitCodeFor(summary));
+  } finally {
+    for (const s of signals) process.off(s, onSignal);
+  }
 }
 
 /** A key too short to tell apart from ordinary text cannot be redacted; say so once, before anything is sent. */

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { AS_PENDING, TAKEN_BACK, answeredBy } from '../mock-answers.js';
+import { AS_PENDING, NO_MONEY, TAKEN_BACK, takeBackWhere } from '../mock-answers.js';
 import type {
   AnsweredJob,
   JobToRun,
@@ -26,7 +26,7 @@ import type {
   StatusSnapshot,
   Store,
 } from '../types.js';
-import { connectionError, createPool, parsePgUrl, query } from './connect.js';
+import { connectionError, createPool, inTransaction, parsePgUrl, query } from './connect.js';
 import { migrate } from './migrations.js';
 import { foldCounts } from './counts.js';
 import { EnqueuePg } from './enqueue.js';
@@ -329,21 +329,35 @@ export class PostgresStore implements Store {
   }
 
   async takeBackMockAnswers(now: number, quietSince: number): Promise<number> {
-    // the mock runs' rows locked: two real runs starting together take each answer back once
-    const r = await this.#q<{ n: number }>(
-      `WITH mock AS MATERIALIZED (
-        SELECT id FROM runs WHERE options::jsonb ->> 'provider' = 'mock' AND NOT (options::jsonb ? '${TAKEN_BACK}')
-          AND (ended_at IS NOT NULL OR heartbeat_at < $2) FOR UPDATE
-      ), marked AS (
-        UPDATE runs SET options = (options::jsonb || jsonb_build_object('${TAKEN_BACK}', $1::bigint))::text
-        WHERE id IN (SELECT id FROM mock)
-      ), back AS (
-        UPDATE jobs SET ${AS_PENDING}, updated_at = $1
-        WHERE state = 'done' AND key IN (${answeredBy('(SELECT id FROM mock)')}) RETURNING 1
-      ) SELECT count(*)::int AS n FROM back`,
-      [now, quietSince],
-    );
-    return r.rows[0]!.n;
+    return inTransaction(this.pool, async (db) => {
+      // the mock runs' rows locked: two real runs starting together take each answer back once; and
+      // with no mock run to look at (nearly always), nothing else is read
+      const runs = (
+        await db.query<{ id: string }>(
+          `SELECT id FROM runs WHERE options::jsonb ->> 'provider' = 'mock' AND NOT (options::jsonb ? '${TAKEN_BACK}')
+            AND (ended_at IS NOT NULL OR heartbeat_at < $1) FOR UPDATE`,
+          [quietSince],
+        )
+      ).rows.map((r) => r.id);
+      if (runs.length === 0) return 0;
+      const set = '(SELECT unnest($2::text[]))';
+      const back = await db.query(
+        `UPDATE jobs SET ${AS_PENDING}, updated_at = $1 WHERE ${takeBackWhere(
+          set,
+          `(SELECT id FROM runs WHERE options::jsonb ->> 'provider' = 'mock')`,
+          'a.job_key = jobs.key',
+        )}`,
+        [now, runs],
+      );
+      // only those that ended: one gone quiet may yet answer more
+      await db.query(
+        `UPDATE runs SET options = (options::jsonb || jsonb_build_object('${TAKEN_BACK}', $1::bigint))::text
+        WHERE id IN ${set} AND ended_at IS NOT NULL`,
+        [now, runs],
+      );
+      await db.query(`UPDATE spend SET ${NO_MONEY}, updated_at = $1 WHERE run_id IN ${set}`, [now, runs]);
+      return back.rowCount ?? 0;
+    });
   }
 
   status(): Promise<StatusSnapshot> {

@@ -33,7 +33,7 @@ import { NOT_IN_A_LIVE_BATCH } from '../batches.js';
 import { SqliteSpend } from './spend.js';
 import type { Checkpointer } from './checkpointer.js';
 import { splitClaimed, type RawClaimed } from '../claim-result.js';
-import { AS_PENDING, TAKEN_BACK, answeredBy } from '../mock-answers.js';
+import { AS_PENDING, NO_MONEY, TAKEN_BACK, takeBackWhere } from '../mock-answers.js';
 import { GroupCommit } from '../group-commit.js';
 import { attemptValues, latencyOf } from '../rows.js';
 import { DROP_ATTEMPTS_SQL, INSERT_ATTEMPT_OF_SEQ_SQL, INSERT_ATTEMPT_SQL, insertAttemptValues, orphanDropper } from './attempts.js';
@@ -202,10 +202,17 @@ export class SqliteStore implements Store {
         .prepare(`SELECT id FROM runs WHERE json_extract(options, '$.provider') = 'mock'
           AND json_extract(options, '$.${TAKEN_BACK}') IS NULL AND (ended_at IS NOT NULL OR heartbeat_at < ?)`)
         .pluck(),
-      takeBackMock: db.prepare(`UPDATE jobs SET ${AS_PENDING}, updated_at = @now
-        WHERE state = 'done' AND key IN (${answeredBy('(SELECT value FROM json_each(@runs))')})`),
+      takeBackMock: db.prepare(
+        `UPDATE jobs SET ${AS_PENDING}, updated_at = @now WHERE ${takeBackWhere(
+          '(SELECT value FROM json_each(@runs))',
+          `(SELECT id FROM runs WHERE json_extract(options, '$.provider') = 'mock')`,
+          '(a.job_seq = jobs.seq OR (a.job_seq IS NULL AND a.job_key = jobs.key))',
+        )}`,
+      ),
+      // only those that ended: one gone quiet may yet answer more
       markTakenBack: db.prepare(`UPDATE runs SET options = json_set(options, '$.${TAKEN_BACK}', @now)
-        WHERE id IN (SELECT value FROM json_each(@runs))`),
+        WHERE id IN (SELECT value FROM json_each(@runs)) AND ended_at IS NOT NULL`),
+      mockMoneyGone: db.prepare(`UPDATE spend SET ${NO_MONEY}, updated_at = @now WHERE run_id IN (SELECT value FROM json_each(@runs))`),
       retryFailed: db.prepare(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL,
           finished_at = NULL, updated_at = @now
         WHERE state = 'failed' AND (@text IS NULL OR instr(llmq_lower(error), llmq_lower(@text)) > 0)
@@ -639,6 +646,7 @@ export class SqliteStore implements Store {
         const p = { now, runs: JSON.stringify(runs) };
         const back = this.#s.takeBackMock.run(p).changes;
         this.#s.markTakenBack.run(p);
+        this.#s.mockMoneyGone.run(p);
         return back;
       })
       .immediate();
