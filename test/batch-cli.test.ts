@@ -149,6 +149,35 @@ describe('llmq run --via batch (child processes)', () => {
     for (const key of keys) expect(fake.sentCount(key)).toBe(1);
   }, 30_000);
 
+  it('batches forget hands a batch that cannot be reached any more back, saying it may bill; the next run sends its jobs', async () => {
+    const { fake, db, keys } = await setup(4);
+    fake.batches.configure({ completeAfterMs: 300 });
+    const keyA = { LLMQ_API_KEY: 'sk-proj-first-0123456789-wxyz' };
+    const args = ['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1'];
+    expect((await runCli([...args, '--no-wait'], { env: keyA })).code).toBe(0);
+    // the key it was sent with is revoked: a run with the new one leaves it alone and says how to let go of it
+    const keyB = { LLMQ_API_KEY: 'sk-proj-second-0123456789-1234' };
+    const held = await runCli(args, { env: keyB });
+    expect(held.stderr).toContain(`if that key is gone for good: llmq batches forget batch_fake1 --db ${db}`);
+    const forget = await runCli(['batches', 'forget', 'batch_fake1', '--db', db, '--json']);
+    expect(forget.code, forget.stderr).toBe(0);
+    expect(JSON.parse(forget.stdout)).toEqual({ forgotten: 'batch_fake1', requeued: 4 });
+    expect(forget.stderr).toContain(`Forgot batch_fake1: 4 jobs back to pending; llmq run --db ${db} sends them.`);
+    expect(forget.stderr).toContain(
+      `If the batch still runs at ${fake.url} (sent with the API key ending in …wxyz), it is billed there too.`,
+    );
+    expect((await runCli(['status', '--db', db])).stdout).toMatch(
+      /batch_fake1 {2}forgotten {2}4 jobs · 0 done · 0 failed · 4 back to pending/,
+    );
+    const again = await runCli(args, { env: keyB });
+    expect(again.code, again.stderr).toBe(0);
+    expect((await read(db)).jobs.every((j) => j.state === 'done')).toBe(true);
+    for (const key of keys) expect(fake.sentCount(key)).toBe(2); // the user's call: the first batch may bill too
+    const none = await runCli(['batches', 'forget', 'batch_fake1', '--db', db]);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain('No live batch of this queue is called batch_fake1');
+  }, 30_000);
+
   it('a submission killed before its batch was known, made with another API key, is not given up by a run with this key', async () => {
     const { fake, db, keys } = await setup(3);
     const keyA = { LLMQ_API_KEY: 'sk-proj-first-0123456789-wxyz' };

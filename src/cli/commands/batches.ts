@@ -34,7 +34,48 @@ Examples:
     .action(cancelCommand)
     .exitOverride()
     .showHelpAfterError('(run with --help for usage)');
+  batches
+    .command('forget <id>')
+    .description('Hand the jobs of one live batch back to pending without asking the provider (for a batch llmq cannot reach any more).')
+    .addOption(dbOption())
+    .option('--json', 'print {"forgotten": id, "requeued": n} on stdout')
+    .addHelpText(
+      'after',
+      `
+For a batch sent to an endpoint that is gone, or with an API key that was revoked: llmq leaves such
+a batch alone and holds its jobs, since it may still run and bill. If it does, its jobs are paid
+twice once the next run sends them: cancel it where it went first if you can.
+
+Example:
+  $ llmq batches forget batch_abc123`,
+    )
+    .action(forgetCommand)
+    .exitOverride()
+    .showHelpAfterError('(run with --help for usage)');
   return batches;
+}
+
+async function forgetCommand(id: string, flags: { db?: string; json?: boolean }): Promise<void> {
+  const [{ forgetBatch }, { resolveDbLocation }, { openExistingStore }, { dbArgument }, { nameKey }] = await Promise.all([
+    import('../../batch/forget.js'),
+    import('../../store/open-store.js'),
+    import('../../report/open-existing.js'),
+    import('../again.js'),
+    import('../../batch/api-key-id.js'),
+  ]);
+  const store = await openExistingStore(resolveDbLocation(flags.db));
+  try {
+    const { batch, requeued } = await forgetBatch(store, id, Date.now());
+    const name = batch.providerBatchId ?? batch.id;
+    if (flags.json) process.stdout.write(JSON.stringify({ forgotten: name, requeued }) + '\n');
+    const sentWith = batch.apiKey ? ` with ${nameKey(batch.apiKey, 'an API key')}` : '';
+    process.stderr.write(
+      `Forgot ${name}: ${requeued} ${requeued === 1 ? 'job' : 'jobs'} back to pending; llmq run${dbArgument(flags.db)} sends them. ` +
+        `If the batch still runs at ${batch.baseUrl} (sent${sentWith}), it is billed there too.\n`,
+    );
+  } finally {
+    await store.close();
+  }
 }
 
 async function cancelCommand(id: string | undefined, flags: CancelFlags): Promise<void> {

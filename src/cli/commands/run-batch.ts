@@ -113,7 +113,10 @@ function describe(e: BatchEvent, db: string | undefined): string | null {
     case 'elsewhere': {
       const which = e.providerBatchId ? `batch ${e.providerBatchId}` : `submission ${e.id}`;
       const collect = `llmq run --via batch${runArgumentsOfEndpoint(e.baseUrl)}${dbArgument(db)}`;
-      return `${which} of an earlier run was sent to ${e.baseUrl}, not this run's endpoint: left alone, its jobs held; ${collect} collects it`;
+      return (
+        `${which} of an earlier run was sent to ${e.baseUrl}, not this run's endpoint: left alone, its jobs held; ${collect} collects it ` +
+        `(if that endpoint is gone for good: llmq batches forget ${e.providerBatchId ?? e.id}${dbArgument(db)})`
+      );
     }
     case 'other-key': {
       const which = e.providerBatchId ? `batch ${e.providerBatchId}` : `submission ${e.id}`;
@@ -121,7 +124,7 @@ function describe(e: BatchEvent, db: string | undefined): string | null {
       return (
         `${which} of an earlier run was sent with ${nameKey(e.sentWith, 'another API key')}, and this run's key${ours} cannot see it: ` +
         `left alone, its jobs held, as it may still run and be billed. Run llmq run --via batch${runArgumentsOfEndpoint(e.baseUrl)}${dbArgument(db)} with that key ` +
-        '(LLMQ_API_KEY or OPENAI_API_KEY) to collect it'
+        `(LLMQ_API_KEY or OPENAI_API_KEY) to collect it (if that key is gone for good: llmq batches forget ${e.providerBatchId ?? e.id}${dbArgument(db)})`
       );
     }
     case 'progress': {

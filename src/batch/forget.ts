@@ -1,0 +1,27 @@
+import { LlmqError } from '../errors.js';
+import type { BatchRow } from '../store/batches.js';
+import type { BatchLedger } from '../store/types.js';
+
+/** The provider status a forgotten submission ends with (shown by `status`). */
+export const FORGOTTEN = 'forgotten';
+
+/**
+ * Hand the jobs of one live batch back to pending without asking the provider: the way out for a
+ * batch llmq cannot reach any more (sent to an endpoint that is gone, or with an API key that was
+ * revoked). If the batch still runs where it was sent it is billed there, and the next run sends
+ * its jobs again: that is the user's call, which is why it is only ever one batch, named.
+ */
+export async function forgetBatch(store: BatchLedger, which: string, now: number): Promise<{ batch: BatchRow; requeued: number }> {
+  const batch = (await store.batches.open()).find((b) => b.providerBatchId === which || b.id === which);
+  if (!batch) throw new LlmqError(`No live batch of this queue is called ${which}. See the live ones with: llmq status`);
+  const requeued = await store.batches.end(batch.id, {
+    state: 'ended',
+    providerStatus: FORGOTTEN,
+    done: 0,
+    failed: 0,
+    error: 'forgotten (llmq batches forget): its jobs were handed back without asking the provider',
+    now,
+    refund: true,
+  });
+  return { batch, requeued };
+}
