@@ -188,6 +188,10 @@ describe('llmq run (child processes)', () => {
     // trying llmq on the real queue, as the README invites (--budget offline, say)
     const tried = await runCli(['run', '--db', db, '--provider', 'mock', '--limit', '2', '--progress', 'none']);
     expect(tried.code, tried.stderr).toBe(0);
+    // what a real run would send, said before it: the 3 pending and the 2 the mock answered
+    const estimate = (args: string[]) => runCli(['estimate', '--db', db, '--json', ...args]).then((r) => JSON.parse(r.stdout).jobs);
+    expect(await estimate(['--base-url', fake.url])).toBe(5);
+    expect(await estimate(['--provider', 'mock'])).toBe(3);
     const real = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none']);
     expect(real.code, real.stderr).toBe(0);
     expect(real.stderr).toContain('2 jobs answered by the offline mock provider go back to pending: this run sends them');

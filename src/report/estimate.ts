@@ -17,6 +17,8 @@ export interface EstimateOptions {
   readonly tpm?: number;
   /** @default 8 */
   readonly concurrency?: number;
+  /** A run of a real provider: it also sends the jobs it takes back from mock runs quiet since then. */
+  readonly mockAnswersBefore?: number;
 }
 
 /** USD: from the mean answer length (low) to the 90th percentile (high), and every answer max_tokens long (worst). */
@@ -120,7 +122,7 @@ export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLim
   const tallies = new Map<string, Tally>();
   let jobs = 0,
     exhausted = 0;
-  for await (const job of store.jobsToRun(o.now)) {
+  for await (const job of store.jobsToRun(o.now, { mockAnswersBefore: o.mockAnswersBefore })) {
     if (jobs >= limit) break;
     if (job.attempts >= maxAttempts) {
       exhausted++;

@@ -15,8 +15,8 @@ export const JOBS_PAGE = 1000;
 
 /**
  * The jobs a run would take, in the order it takes them (priority, then FIFO): pending ones, a page
- * at a time, merged with the few running ones whose lease expired (a run takes those back first and
- * then claims them like pending ones).
+ * at a time, merged with the few others it takes back first and then claims like pending ones
+ * (running ones whose lease expired; the mock's answers, for a run of a real provider).
  */
 export async function* inClaimOrder(
   expired: readonly RawJobToRun[],

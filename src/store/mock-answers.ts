@@ -41,3 +41,13 @@ export function takeBackWhere(runs: string, allMock: string, ofJob: string): str
 /** A mock run's money was pretend: once its answers are taken back, none of it counts (--budget-total). */
 export const NO_MONEY = `reserved_nanousd = 0, in_flight = 0, spent_nanousd = 0, unknown_nanousd = 0, unknown_tries = 0,
   unpriced_tries = 0`;
+
+/**
+ * The jobs `takeBackMockAnswers(now, quietSince)` would take back, for `jobsToRun` (estimate, dry
+ * run): the same choice, in SQL of either store. `mockRuns(unmarked)` is the SQL set of the mock runs
+ * (those not yet taken back when `unmarked`); `quietSince` a bound parameter.
+ */
+export function mockAnswersToRun(mockRuns: (unmarked: boolean) => string, quietSince: string, ofJob: string): string {
+  const candidates = `(SELECT id FROM runs WHERE id IN ${mockRuns(true)} AND (ended_at IS NOT NULL OR heartbeat_at < ${quietSince}))`;
+  return takeBackWhere(candidates, mockRuns(false), ofJob);
+}

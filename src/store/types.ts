@@ -497,8 +497,12 @@ export interface QueueReader {
   exportPages(filter: ExportFilter): AsyncIterable<readonly ExportRow[]>;
   /** Where input order starts and ends now: an export splits the span in blocks (both ends of the seq index). */
   itemSeqSpan(): Promise<ItemSeqSpan | null>;
-  /** The jobs a run started now would take, in its order, a page at a time (`llmq estimate`). */
-  jobsToRun(now: number): AsyncIterable<JobToRun>;
+  /**
+   * The jobs a run started now would take, in its order, a page at a time (`llmq estimate`). With
+   * `mockAnswersBefore` (a run of a real provider), also the jobs it would take back from the mock
+   * runs quiet since then (`takeBackMockAnswers`).
+   */
+  jobsToRun(now: number, o?: { mockAnswersBefore?: number }): AsyncIterable<JobToRun>;
   /** Up to `limit` answered jobs of a model, newest first; `withRequest` adds each request. */
   answered(model: string, o: { limit: number; withRequest: boolean }): Promise<AnsweredJob[]>;
 }

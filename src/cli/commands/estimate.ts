@@ -77,6 +77,7 @@ export async function estimateCommand(flags: EstimateFlags, o: { dryRun?: boolea
     import('../output.js'),
   ]);
   const { budgetVerdict } = await import('../../report/estimate.js');
+  const { STALE_RUN_MS } = await import('../../report/status-cost.js');
   const prices = await priceTableFrom(flags);
   const baseUrl = laneBaseUrl(flags);
   const location = resolveDbLocation(flags.db);
@@ -91,6 +92,8 @@ export async function estimateCommand(flags: EstimateFlags, o: { dryRun?: boolea
       rpm: flags.rpm,
       tpm: flags.tpm,
       concurrency: flags.concurrency,
+      // a real run first takes the mock's answers back (src/cli/mock-answers.ts), and sends those jobs
+      mockAnswersBefore: flags.provider === 'mock' ? undefined : Date.now() - STALE_RUN_MS,
     });
     const budget = await budgetOf(flags, store);
     process.stdout.write(

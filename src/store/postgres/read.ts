@@ -1,5 +1,6 @@
 import { COUNTS_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
 import { NOT_IN_A_LIVE_BATCH } from '../batches.js';
+import { TAKEN_BACK, mockAnswersToRun } from '../mock-answers.js';
 import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type pg from 'pg';
 import type {
@@ -295,7 +296,7 @@ export class PgReader {
     return span.first === null || span.last === null ? null : { first: Number(span.first), last: Number(span.last) };
   }
 
-  async *jobsToRun(now: number): AsyncIterable<JobToRun> {
+  async *jobsToRun(now: number, o: { mockAnswersBefore?: number } = {}): AsyncIterable<JobToRun> {
     const cols = 'seq, key, model, request, priority, attempts';
     const expired = (
       await query<RawJobToRun>(
@@ -304,6 +305,17 @@ export class PgReader {
         [now],
       )
     ).rows;
+    if (o.mockAnswersBefore !== undefined) {
+      const mockRuns = (unmarked: boolean) =>
+        `(SELECT id FROM runs WHERE options::jsonb ->> 'provider' = 'mock'${unmarked ? ` AND NOT (options::jsonb ? '${TAKEN_BACK}')` : ''})`;
+      // taken back, they start again at no attempts
+      const mocked = await query<RawJobToRun>(
+        this.#pool,
+        `SELECT ${cols.replace('attempts', '0 AS attempts')} FROM jobs WHERE ${mockAnswersToRun(mockRuns, '$1', 'a.job_key = jobs.key')}`,
+        [o.mockAnswersBefore],
+      );
+      expired.push(...mocked.rows);
+    }
     yield* inClaimOrder(
       expired,
       async (after) =>

@@ -676,8 +676,8 @@ export class SqliteStore implements Store {
     return this.#read.itemSeqSpan();
   }
 
-  jobsToRun(now: number): AsyncIterable<JobToRun> {
-    return this.#read.jobsToRun(now);
+  jobsToRun(now: number, o?: { mockAnswersBefore?: number }): AsyncIterable<JobToRun> {
+    return this.#read.jobsToRun(now, o);
   }
 
   async answered(model: string, o: { limit: number; withRequest: boolean }): Promise<AnsweredJob[]> {
