@@ -217,6 +217,17 @@ describe('llmq run --via batch (child processes)', () => {
     expect(status.stdout).toMatch(/batch_live {2}in_progress {2}50,000 jobs · 12,000 answered · 3 failed so far/);
   }, 30_000);
 
+  it('the llmq run proposed after a batch run goes through the Batch API again, to the same endpoint', async () => {
+    const { fake, db, keys } = await setup(3);
+    fake.batches.line = (key) => (key === keys[0] ? 'error' : 'ok');
+    const run = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1']);
+    expect(run.code, run.stderr).toBe(2);
+    // pasted, a bare "llmq run" would go online to api.openai.com, at twice the price
+    expect((await runCli(['status', '--db', db])).stdout).toContain(`llmq run --via batch --base-url ${fake.url} --db ${db}`);
+    const retry = await runCli(['retry-failed', '--db', db]);
+    expect(retry.stderr).toContain(`Run llmq run --via batch --base-url ${fake.url} --db ${db} to try it again.`);
+  }, 30_000);
+
   it('a flag of another lane is refused, naming it, before anything is sent', async () => {
     const { fake, db } = await setup(2);
     const run = (...args: string[]) => runCli(['run', '--db', db, '--base-url', fake.url, ...args]);

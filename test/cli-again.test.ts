@@ -63,11 +63,13 @@ describe('the money flags a suggested llmq run carries', () => {
   });
 });
 
-describe('the flags a suggested llmq run carries after a run known by its stored provider name (status, retry-failed)', () => {
-  it('are those of a mock run, or of an endpoint other than OpenAI, and nothing else', () => {
-    expect(runArgumentsOfRun('mock')).toBe(' --provider mock');
-    expect(runArgumentsOfRun('openai-compatible (http://127.0.0.1:11434/v1)')).toBe(' --base-url http://127.0.0.1:11434/v1');
-    expect(runArgumentsOfRun('openai-compatible (https://api.openai.com/v1)')).toBe('');
+describe('the flags a suggested llmq run carries after a run known by its stored options (status, retry-failed)', () => {
+  it('are those of a mock run, or of an endpoint other than OpenAI, and of a lane other than online, and nothing else', () => {
+    expect(runArgumentsOfRun({ provider: 'mock' })).toBe(' --provider mock');
+    expect(runArgumentsOfRun({ provider: 'openai-compatible (http://127.0.0.1:11434/v1)' })).toBe(' --base-url http://127.0.0.1:11434/v1');
+    expect(runArgumentsOfRun({ provider: 'openai-compatible (https://api.openai.com/v1)' })).toBe('');
+    expect(runArgumentsOfRun({ provider: 'openai-compatible (https://api.openai.com/v1)', via: 'batch' })).toBe(' --via batch');
+    expect(runArgumentsOfRun({ provider: 'mock', via: 'batch' })).toBe(' --via batch --provider mock');
     expect(runArgumentsOfRun(null)).toBe('');
   });
 });

@@ -41,14 +41,16 @@ export function moneyArguments(flags: {
 }
 
 /**
- * `runArguments` for a run known only by its stored provider name (`llmq status` after it ended):
- * `mock`, or an endpoint other than OpenAI's from "openai-compatible (URL)", the name the provider
- * gives itself (credentials and query already left out).
+ * `runArguments` for a run known only by its stored options (`llmq status` after it ended): its
+ * lane when not online (after a batch run, the next goes through the Batch API again, at its price),
+ * and `mock`, or an endpoint other than OpenAI's from "openai-compatible (URL)", the name the
+ * provider gives itself (credentials and query already left out).
  */
-export function runArgumentsOfRun(providerName: string | null): string {
-  if (providerName === 'mock') return runArguments({ provider: 'mock' });
-  const url = /^openai-compatible \((.+)\)$/.exec(providerName ?? '')?.[1];
-  return url && url !== DEFAULT_BASE_URL ? runArguments({ baseUrl: url }) : '';
+export function runArgumentsOfRun(options: { readonly provider?: unknown; readonly via?: unknown } | null): string {
+  const via = options?.via === 'batch' || options?.via === 'auto' ? ` --via ${options.via}` : '';
+  if (options?.provider === 'mock') return via + runArguments({ provider: 'mock' });
+  const url = typeof options?.provider === 'string' ? /^openai-compatible \((.+)\)$/.exec(options.provider)?.[1] : undefined;
+  return via + (url && url !== DEFAULT_BASE_URL ? runArguments({ baseUrl: url }) : '');
 }
 
 /**

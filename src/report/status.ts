@@ -16,6 +16,8 @@ export interface RunReport {
   readonly exitReason: string | null;
   /** Where it sent: its provider's name ("mock", "openai-compatible (https://api.openai.com/v1)"); null for runs that did not store it. */
   readonly provider: string | null;
+  /** The lane it ran in: `batch`, or null for online (the default, not recorded). */
+  readonly via: string | null;
   /** Still heartbeating (not ended, heartbeat within STALE_RUN_MS) and not known dead. */
   readonly live: boolean;
   /** Known dead: on this machine, its process gone (`deadRunsHere`); the next run takes its jobs back at once. */
@@ -135,6 +137,7 @@ export function runReport(r: RunRow, now: number, dead?: ReadonlySet<string>): R
     startedAt: r.startedAt,
     heartbeatAt: r.heartbeatAt,
     provider: typeof r.options.provider === 'string' ? r.options.provider : null,
+    via: typeof r.options.via === 'string' ? r.options.via : null,
     endedAt: r.endedAt,
     exitReason: r.exitReason,
     live,

@@ -35,8 +35,8 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
     if (flags.json) process.stdout.write(JSON.stringify({ requeued: n }) + '\n');
     const which = flags.error ? ` whose error contains "${flags.error}"` : '';
     // the run proposed goes where the last run went: after a mock run, not to OpenAI
-    const provider = n === 0 ? undefined : (await store.status()).lastRun?.options.provider;
-    const again = runArgumentsOfRun(typeof provider === 'string' ? provider : null) + dbArgument(flags.db);
+    const lastRun = n === 0 ? null : (await store.status()).lastRun;
+    const again = runArgumentsOfRun(lastRun?.options ?? null) + dbArgument(flags.db);
     process.stderr.write(
       n === 0
         ? `No failed jobs${which}.\n`

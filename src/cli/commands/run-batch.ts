@@ -62,7 +62,14 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
         emit: say,
         stopSignal: stopping.stopSignal,
         crashAt: crashAtFromEnv(process.env),
-        describe: { provider: flags.provider, batchSize: flags.batchSize, poll: flags.poll, wait: flags.wait, ...pricesOfRun(flags) },
+        // the provider named as an online run's is (src/provider/), so the command proposed after it goes to the same place
+        describe: {
+          provider: flags.provider === 'mock' ? 'mock' : `openai-compatible (${baseUrl})`,
+          batchSize: flags.batchSize,
+          poll: flags.poll,
+          wait: flags.wait,
+          ...pricesOfRun(flags),
+        },
       },
       {
         batchSize: flags.batchSize,

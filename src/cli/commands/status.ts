@@ -76,7 +76,12 @@ async function textRenderer(dbFlag: string | undefined): Promise<(report: Status
   const again = dbArgument(dbFlag);
   // a run proposed after a mock run must not send to OpenAI: it goes where the last run went
   return (report, batches) =>
-    renderStatus(report, paint, again, runArgumentsOfRun(report.lastRun?.provider ?? null)) + renderBatches(batches, paint);
+    renderStatus(
+      report,
+      paint,
+      again,
+      runArgumentsOfRun(report.lastRun ? { provider: report.lastRun.provider, via: report.lastRun.via } : null),
+    ) + renderBatches(batches, paint);
 }
 
 /** Redraw until SIGINT/SIGTERM: in place on a terminal, a new block each time otherwise. */
