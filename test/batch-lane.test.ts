@@ -113,6 +113,11 @@ describe('batch lane', () => {
     expect(byKey.get(missing)!.state).toBe('failed');
     expect(byKey.get(missing)!.error).toMatch(/gave up after 5 attempts; last error: no answer in the output of batch batch_fake\d+/);
     expect(byKey.get(flaky)!.attempts).toBe(2);
+    // each batch's own account holds every job it took: the line answered 5xx went back to pending
+    // too (retried), as the missing and the unanswered ones
+    for (const b of (await store.batches.recent(20)).filter((b) => b.providerBatchId)) {
+      expect(b.done + b.failed + b.requeued, b.providerBatchId!).toBe(b.jobs);
+    }
   });
 
   it('waits and submits later when the provider has too many tokens enqueued, failing nothing', async () => {

@@ -89,6 +89,7 @@ async function finish(
     now: ctx.now(),
     refund: status !== 'completed',
     jobError: status === 'completed' ? `no answer in the output of batch ${row.providerBatchId}` : null,
+    requeuedBefore: applied.retried,
   });
   ctx.emit({
     type: 'ended',

@@ -56,6 +56,8 @@ export interface BatchEnd {
   readonly refund: boolean;
   /** Kept as the error of each job handed back (so one that runs out of attempts says why). */
   readonly jobError?: string | null;
+  /** Jobs its results already handed back (lines to retry, a 5xx or 429), counted with those handed back now. */
+  readonly requeuedBefore?: number;
 }
 
 export interface BatchStore {
@@ -72,7 +74,7 @@ export interface BatchStore {
   adopt(id: string, fromRunId: string, toRunId: string, now: number): Promise<boolean>;
   /**
    * Close a submission: every job it still holds goes back to `pending` (lines expired, cancelled or
-   * missing from the output were not answered). Returns how many.
+   * missing from the output were not answered). Returns how many, with `requeuedBefore`.
    */
   end(id: string, end: BatchEnd): Promise<number>;
   /** The jobs a submission still holds, with their attempt numbers: what its results may answer. */

@@ -81,9 +81,9 @@ export class PgBatches implements BatchStore {
       await client.query(
         `UPDATE batches SET state = $1, provider_status = coalesce($2, provider_status), done = $3, failed = $4,
           requeued = $5, error = $6, updated_at = $7, ended_at = $7 WHERE id = $8`,
-        [e.state, e.providerStatus, e.done, e.failed, back.length, e.error, e.now, id],
+        [e.state, e.providerStatus, e.done, e.failed, back.length + (e.requeuedBefore ?? 0), e.error, e.now, id],
       );
-      return back.length;
+      return back.length + (e.requeuedBefore ?? 0);
     });
   }
 

@@ -74,8 +74,9 @@ export class SqliteBatches implements BatchStore {
         const back = this.#s.requeue.all(e.refund ? 1 : 0, e.jobError ?? null, e.now, batchOwner(id)) as string[];
         // A job whose document changed while it was in the batch is needed by no item: never resend it.
         this.#s.dropOrphans(back);
-        this.#s.end.run(e.state, e.providerStatus, e.done, e.failed, back.length, e.error, e.now, e.now, id);
-        return back.length;
+        const requeued = back.length + (e.requeuedBefore ?? 0);
+        this.#s.end.run(e.state, e.providerStatus, e.done, e.failed, requeued, e.error, e.now, e.now, id);
+        return requeued;
       })
       .immediate();
   }
