@@ -61,6 +61,8 @@ describe('llmq run --via batch (child processes)', () => {
     const first = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--no-wait']);
     expect(first.code, first.stderr).toBe(0);
     expect(first.stderr).toMatch(/submitted 7 jobs as batch batch_fake1/);
+    // it ends with its batch out, not with the queue drained
+    expect(first.stderr).toContain('batch lane: 0 done, 0 failed, 7 pending or in a batch (submitted, not waiting)');
     expect((await read(db)).jobs.every((j) => j.state === 'running')).toBe(true);
     const status = await runCli(['status', '--db', db]);
     expect(status.stdout).toMatch(/batch_fake1\s+(validating|in_progress)\s+7 jobs/);

@@ -82,7 +82,9 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
     );
     if (flags.json) out.write(JSON.stringify({ event: 'run:end', ...summary }) + '\n');
     else {
-      info(`batch lane: ${summary.done} done, ${summary.failed} failed, ${summary.remaining} pending or in a batch (${summary.reason})`);
+      // --no-wait ends with its batches out, not with the queue drained
+      const why = !flags.wait && summary.reason === 'drained' ? 'submitted, not waiting' : summary.reason;
+      info(`batch lane: ${summary.done} done, ${summary.failed} failed, ${summary.remaining} pending or in a batch (${why})`);
       // --no-wait ends as soon as its batches are out: say where their answers will come from
       if (!flags.wait && summary.remaining > 0 && summary.reason === 'drained') {
         const collect = `llmq run --via batch${runArguments(flags)}${dbArgument(flags.db)}`;
@@ -108,7 +110,7 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
 function describe(e: BatchEvent, db: string | undefined): string | null {
   switch (e.type) {
     case 'submitted':
-      return `submitted ${e.jobs} jobs as batch ${e.providerBatchId}`;
+      return `submitted ${int(e.jobs)} ${e.jobs === 1 ? 'job' : 'jobs'} as batch ${e.providerBatchId}`;
     case 'adopted':
       return `took over ${e.providerBatchId ? `batch ${e.providerBatchId}` : `submission ${e.id}`} from run ${e.from}`;
     case 'ended':
