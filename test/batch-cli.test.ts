@@ -273,7 +273,7 @@ describe('llmq run --via batch (child processes)', () => {
       '20',
     ]);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stderr.match(/submitted \d+ jobs as batch batch_mock/g)).toHaveLength(3);
+    expect(r.stderr.match(/submitted \d+ jobs? as batch batch_mock/g)).toHaveLength(3);
     const { jobs } = await read(db);
     expect(jobs).toHaveLength(9);
     for (const j of jobs) expect(j).toMatchObject({ state: 'done', attempts: 1, output: expect.stringMatching(/mock/i) });
