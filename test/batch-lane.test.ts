@@ -112,6 +112,10 @@ describe('batch lane', () => {
     // a line missing from every output is resubmitted until its attempts are used up, never lost
     expect(byKey.get(missing)!.state).toBe('failed');
     expect(byKey.get(missing)!.error).toMatch(/gave up after 5 attempts; last error: no answer in the output of batch batch_fake\d+/);
+    // each of those tries has its attempt row, as `show` lists them
+    const tries = (await all(store.copier.dumpAttempts())).filter((a) => a.key === missing);
+    expect(tries.map((a) => [a.attempt, a.outcome])).toEqual([1, 2, 3, 4, 5].map((n) => [n, 'retry']));
+    expect(tries.every((a) => /^no answer in the output of batch batch_fake\d+$/.test(a.error ?? ''))).toBe(true);
     expect(byKey.get(flaky)!.attempts).toBe(2);
     // each batch's own account holds every job it took: the line answered 5xx went back to pending
     // too (retried), as the missing and the unanswered ones

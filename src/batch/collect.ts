@@ -80,6 +80,8 @@ async function finish(
   applied: AppliedResults,
   error: string | null,
 ): Promise<PollOutcome> {
+  // a line missing from a completed batch was a try, counted: its attempt row says so (llmq show)
+  if (status === 'completed') await noteMissing(ctx, row, `no answer in the output of batch ${row.providerBatchId}`);
   const requeued = await ctx.store.batches.end(row.id, {
     state: 'ended',
     providerStatus: status,
@@ -101,6 +103,30 @@ async function finish(
     requeued,
   });
   return { kind: 'ended', applied, requeued };
+}
+
+async function noteMissing(ctx: BatchContext, row: BatchRow, message: string): Promise<void> {
+  const owner = batchOwner(row.id);
+  const now = ctx.now();
+  const held = await ctx.store.batches.held(row.id);
+  await Promise.all(
+    held.map((j) =>
+      ctx.store.recordAttempt(
+        {
+          key: j.key,
+          runId: owner,
+          attempt: j.attempts,
+          startedAt: row.createdAt,
+          endedAt: now,
+          status: null,
+          outcome: 'retry',
+          error: message,
+          usage: null,
+        },
+        { countAttempt: true, error: message },
+      ),
+    ),
+  );
 }
 
 async function failHeld(ctx: BatchContext, row: BatchRow, message: string): Promise<number> {
