@@ -1,4 +1,5 @@
-import { join } from 'node:path';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CRASH_STEPS } from '../src/batch/context.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
@@ -64,6 +65,12 @@ describe('llmq run --via batch (child processes)', () => {
     // it ends with its batch out, not with the queue drained
     expect(first.stderr).toContain('batch lane: 0 done, 0 failed, 7 pending or in a batch (submitted, not waiting)');
     expect((await read(db)).jobs.every((j) => j.state === 'running')).toBe(true);
+    // a copy now would send its jobs again: refused before the copy's file is made
+    const copyTo = join(dirname(db), 'copy.db');
+    const copy = await runCli(['copy', '--from', db, '--to', copyTo]);
+    expect(copy.code).toBe(1);
+    expect(copy.stderr).toContain('1 batch still live at the provider');
+    expect(existsSync(copyTo)).toBe(false);
     const status = await runCli(['status', '--db', db]);
     expect(status.stdout).toMatch(/batch_fake1\s+(validating|in_progress)\s+7 jobs/);
     const second = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1']);

@@ -174,6 +174,10 @@ describe('llmq run (child processes)', () => {
     const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none']);
     expect(r.code).toBe(2);
     fake.respond(null);
+    // an empty --error is in every error: refused, not taken for "all of them"
+    const empty = await runCli(['retry-failed', '--db', db, '--error', '']);
+    expect(empty.code).toBe(1);
+    expect(empty.stderr).toContain('leave --error out to retry every failed job');
     const retry = await runCli(['retry-failed', '--db', db]);
     expect(retry.code).toBe(0);
     expect(retry.stderr).toMatch(/1 failed job/);

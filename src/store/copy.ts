@@ -47,15 +47,7 @@ export async function copyStore(
         `empty queue. Point --to at a new file or a new schema (?schema=name).`,
     );
   }
-  // Jobs in a live batch would arrive pending and be sent again while the provider still answers
-  // them in the source's batch (the batches table is not copied).
-  const live = await from.batches.open();
-  if (live.length > 0) {
-    throw new StoreError(
-      `${from.location} has ${live.length} batch${live.length === 1 ? '' : 'es'} still live at the provider; ` +
-        `collect them first (llmq run --via batch) or cancel them (llmq batches cancel, then llmq run --via batch), then copy.`,
-    );
-  }
+  await refuseLiveBatches(from);
   let requeued = 0;
   let closedRuns = 0;
   // Jobs before items (items point at jobs); attempts and runs after.
@@ -121,4 +113,19 @@ async function pipe<T>(
   }
   await flush();
   return n;
+}
+
+/**
+ * Jobs in a live batch would arrive pending in a copy and be sent again while the provider still
+ * answers them in the source's batch (the batches table is not copied): such a source is refused,
+ * before anything is written (`llmq copy` asks first, so no empty --to is left behind).
+ */
+export async function refuseLiveBatches(from: BatchLedger & Pick<StoreIdentity, 'location'>): Promise<void> {
+  const live = await from.batches.open();
+  if (live.length > 0) {
+    throw new StoreError(
+      `${from.location} has ${live.length} batch${live.length === 1 ? '' : 'es'} still live at the provider; ` +
+        `collect them first (llmq run --via batch) or cancel them (llmq batches cancel, then llmq run --via batch), then copy.`,
+    );
+  }
 }

@@ -66,13 +66,15 @@ Stop the runs on the source first; the target must be empty.`,
 }
 
 async function withStores<T>(from: string, to: string, fn: (source: Store, target: Store) => Promise<T>): Promise<T> {
-  const [{ openStore }, { openExistingStore }] = await Promise.all([
+  const [{ openStore }, { openExistingStore }, { refuseLiveBatches }] = await Promise.all([
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
+    import('../../store/copy.js'),
   ]);
   // The source is only read: a mistyped --from must not become a new, empty queue.
   const source = await openExistingStore(from);
   try {
+    await refuseLiveBatches(source);
     const target = await openStore(to);
     try {
       return await fn(source, target);

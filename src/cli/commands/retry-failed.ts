@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import { dbOption } from '../options.js';
 
 interface RetryFailedFlags {
@@ -12,7 +12,12 @@ export function registerRetryFailed(program: Command): Command {
     .command('retry-failed')
     .description('Put failed jobs back to pending with fresh attempts, so the next llmq run tries them again.')
     .addOption(dbOption())
-    .option('--error <text>', 'only failures whose error contains this text (case-insensitive)')
+    .option('--error <text>', 'only failures whose error contains this text (case-insensitive)', (v: string) => {
+      // "" is in every error: it would retry them all, which leaving --error out says plainly
+      if (v.trim() === '')
+        throw new InvalidArgumentError('Expected some text to look for in the errors; leave --error out to retry every failed job.');
+      return v;
+    })
     .option('--json', 'print {"requeued": n} on stdout')
     .addHelpText(
       'after',
