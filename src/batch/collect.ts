@@ -1,6 +1,7 @@
 import { ProviderError } from '../provider/types.js';
 import { sentWithAnotherKey } from './api-key-id.js';
 import { batchOwner, type BatchProgress, type BatchRow } from '../store/batches.js';
+import type { AttemptRecord } from '../store/types.js';
 import { QUOTA_CODES, TERMINAL_STATUSES, type ProviderBatch } from './api.js';
 import { callWithRetry } from './call.js';
 import type { BatchContext } from './context.js';
@@ -105,56 +106,32 @@ async function finish(
   return { kind: 'ended', applied, requeued };
 }
 
-async function noteMissing(ctx: BatchContext, row: BatchRow, message: string): Promise<void> {
-  const owner = batchOwner(row.id);
+/** The jobs the submission still holds, each with the attempt row its try ends with (no answer came for it). */
+async function heldTries(ctx: BatchContext, row: BatchRow, outcome: 'retry' | 'failed', message: string): Promise<AttemptRecord[]> {
+  const runId = batchOwner(row.id);
   const now = ctx.now();
-  const held = await ctx.store.batches.held(row.id);
-  await Promise.all(
-    held.map((j) =>
-      ctx.store.recordAttempt(
-        {
-          key: j.key,
-          runId: owner,
-          attempt: j.attempts,
-          startedAt: row.createdAt,
-          endedAt: now,
-          status: null,
-          outcome: 'retry',
-          error: message,
-          usage: null,
-        },
-        { countAttempt: true, error: message },
-      ),
-    ),
-  );
+  return (await ctx.store.batches.held(row.id)).map((j) => ({
+    key: j.key,
+    runId,
+    attempt: j.attempts,
+    startedAt: row.createdAt,
+    endedAt: now,
+    status: null,
+    outcome,
+    error: message,
+    usage: null,
+  }));
+}
+
+async function noteMissing(ctx: BatchContext, row: BatchRow, message: string): Promise<void> {
+  const tries = await heldTries(ctx, row, 'retry', message);
+  await Promise.all(tries.map((a) => ctx.store.recordAttempt(a, { countAttempt: true, error: message })));
 }
 
 async function failHeld(ctx: BatchContext, row: BatchRow, message: string): Promise<number> {
-  const owner = batchOwner(row.id);
-  const now = ctx.now();
-  const held = await ctx.store.batches.held(row.id);
-  await Promise.all(
-    held.map((j) =>
-      ctx.store.fail(
-        j.key,
-        owner,
-        message,
-        {
-          key: j.key,
-          runId: owner,
-          attempt: j.attempts,
-          startedAt: row.createdAt,
-          endedAt: now,
-          status: null,
-          outcome: 'failed',
-          error: message,
-          usage: null,
-        },
-        now,
-      ),
-    ),
-  );
-  return held.length;
+  const tries = await heldTries(ctx, row, 'failed', message);
+  await Promise.all(tries.map((a) => ctx.store.fail(a.key, a.runId, message, a, a.endedAt)));
+  return tries.length;
 }
 
 function sameProgress(a: BatchProgress | null, b: BatchProgress | null): boolean {

@@ -62,3 +62,15 @@ export function findApiKey(env: Env): { key: string; name: 'LLMQ_API_KEY' | 'OPE
   }
   return undefined;
 }
+
+/**
+ * The name an OpenAI-compatible endpoint goes by in messages and in `runs.options`
+ * (`openai-compatible (https://api.openai.com/v1)`), without credentials or query: a key passed as
+ * ?api-key=... must not reach the queue or the screen. `runArgumentsOfRun` (src/cli/again.ts) reads it back.
+ */
+export function openAiProviderName(baseUrl: string): string {
+  const shown = new URL(normalizeBaseUrl(baseUrl));
+  shown.username = shown.password = '';
+  shown.search = '';
+  return `openai-compatible (${shown.href.replace(/\/$/, '')})`;
+}

@@ -1,7 +1,7 @@
 import { badBodyError, classifyHttpError, classifyNetworkError, timeoutError } from './classify.js';
 import { Pool, type Dispatcher } from 'undici';
 import { parseRateLimit, type HeaderSource } from './headers.js';
-import { normalizeBaseUrl } from './endpoint.js';
+import { normalizeBaseUrl, openAiProviderName } from './endpoint.js';
 import { countTextTokens, estimatePromptTokens } from './tokens.js';
 import type { CompletionResult, Provider, RateLimitInfo } from './types.js';
 import type { Usage } from '../store/types.js';
@@ -61,10 +61,7 @@ export class OpenAIProvider implements Provider {
     const base = normalizeBaseUrl(options.baseUrl);
     const endpoint = new URL(`${base}/chat/completions`);
     this.#path = endpoint.pathname + endpoint.search;
-    const shown = new URL(base);
-    shown.username = shown.password = '';
-    shown.search = ''; // a key passed as ?api-key=... must not reach runs.options or the screen
-    this.name = `openai-compatible (${shown.href.replace(/\/$/, '')})`;
+    this.name = openAiProviderName(base);
     this.#apiKey = options.apiKey || undefined;
     this.#timeoutMs = options.timeoutMs ?? 120_000;
     this.#headers = { 'content-type': 'application/json', accept: 'application/json', ...options.headers };

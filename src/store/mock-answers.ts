@@ -24,17 +24,43 @@ export function answeredBy(runs: string): string {
     OR run_id IN (SELECT 'batch:' || b.id FROM batches b WHERE b.run_id IN ${runs}))`;
 }
 
+/** What the two stores write differently: reading a run's options (JSON text), and finding a job's attempt rows. */
+const DIALECT = {
+  sqlite: {
+    option: (key: string) => `json_extract(options, '$.${key}')`,
+    // by the job's seq (attempts_by_job), or the key for rows from before schema 9 (attempts_by_key)
+    ofJob: '(a.job_seq = jobs.seq OR (a.job_seq IS NULL AND a.job_key = jobs.key))',
+  },
+  postgres: {
+    option: (key: string) => `(options::jsonb ->> '${key}')`,
+    ofJob: 'a.job_key = jobs.key',
+  },
+} as const;
+export type Dialect = keyof typeof DIALECT;
+
 /**
- * Of the jobs `answeredBy` a mock run, those to take back: done, needed by an item still (a job
- * no item points at any more is not worth paying for), and answered by no run but mock ones. A
- * real answer may have come too (a mock run paused past its lease, its late answer recorded after
- * a real run's): then the job is the real provider's, paid for, and never sent again.
- * `allMock` is the SQL set of every mock run's id; `ofJob` says an attempt row `a` is this job's.
+ * SQL, a condition on `runs`: a mock run; with `toTakeBack`, one whose answers are yet to be taken
+ * back: not marked, and ended or quiet since `toTakeBack.quietSince` (an SQL value).
  */
-export function takeBackWhere(runs: string, allMock: string, ofJob: string): string {
+export function mockRunWhere(d: Dialect, toTakeBack?: { readonly quietSince: string }): string {
+  const { option } = DIALECT[d];
+  const mock = `${option('provider')} = 'mock'`;
+  if (!toTakeBack) return mock;
+  return `${mock} AND ${option(TAKEN_BACK)} IS NULL AND (ended_at IS NOT NULL OR heartbeat_at < ${toTakeBack.quietSince})`;
+}
+
+/**
+ * Of the jobs `answeredBy` the runs `runs` (an SQL set of run ids), those to take back: done,
+ * needed by an item still (a job no item points at any more is not worth paying for), and answered
+ * by no run but mock ones. A real answer may have come too (a mock run paused past its lease, its
+ * late answer recorded after a real run's): then the job is the real provider's, paid for, and
+ * never sent again.
+ */
+export function takeBackWhere(d: Dialect, runs: string): string {
+  const allMock = `(SELECT id FROM runs WHERE ${mockRunWhere(d)})`;
   return `state = 'done' AND key IN (${answeredBy(runs)})
     AND EXISTS (SELECT 1 FROM items WHERE items.job_key = jobs.key)
-    AND NOT EXISTS (SELECT 1 FROM attempts a WHERE ${ofJob} AND a.outcome = 'done' AND a.run_id NOT IN ${allMock}
+    AND NOT EXISTS (SELECT 1 FROM attempts a WHERE ${DIALECT[d].ofJob} AND a.outcome = 'done' AND a.run_id NOT IN ${allMock}
       AND a.run_id NOT IN (SELECT 'batch:' || b.id FROM batches b WHERE b.run_id IN ${allMock}))`;
 }
 
@@ -44,10 +70,8 @@ export const NO_MONEY = `reserved_nanousd = 0, in_flight = 0, spent_nanousd = 0,
 
 /**
  * The jobs `takeBackMockAnswers(now, quietSince)` would take back, for `jobsToRun` (estimate, dry
- * run): the same choice, in SQL of either store. `mockRuns(unmarked)` is the SQL set of the mock runs
- * (those not yet taken back when `unmarked`); `quietSince` a bound parameter.
+ * run): the same choice, `quietSince` an SQL value.
  */
-export function mockAnswersToRun(mockRuns: (unmarked: boolean) => string, quietSince: string, ofJob: string): string {
-  const candidates = `(SELECT id FROM runs WHERE id IN ${mockRuns(true)} AND (ended_at IS NOT NULL OR heartbeat_at < ${quietSince}))`;
-  return takeBackWhere(candidates, mockRuns(false), ofJob);
+export function mockAnswersToRun(d: Dialect, quietSince: string): string {
+  return takeBackWhere(d, `(SELECT id FROM runs WHERE ${mockRunWhere(d, { quietSince })})`);
 }

@@ -1,4 +1,5 @@
 import { nameKey } from '../../batch/api-key-id.js';
+import { openAiProviderName } from '../../provider/endpoint.js';
 import type { BatchEvent } from '../../batch/context.js';
 import type { RunSummary } from '../../scheduler/events.js';
 import { int } from '../../report/format.js';
@@ -62,9 +63,9 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
         emit: say,
         stopSignal: stopping.stopSignal,
         crashAt: crashAtFromEnv(process.env),
-        // the provider named as an online run's is (src/provider/), so the command proposed after it goes to the same place
+        // named as an online run's provider is, so the command proposed after it goes to the same place
         describe: {
-          provider: flags.provider === 'mock' ? 'mock' : `openai-compatible (${baseUrl})`,
+          provider: flags.provider === 'mock' ? 'mock' : openAiProviderName(baseUrl),
           batchSize: flags.batchSize,
           poll: flags.poll,
           wait: flags.wait,

@@ -1,6 +1,6 @@
 import { COUNTS_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
 import { NOT_IN_A_LIVE_BATCH } from '../batches.js';
-import { TAKEN_BACK, mockAnswersToRun } from '../mock-answers.js';
+import { mockAnswersToRun } from '../mock-answers.js';
 import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type pg from 'pg';
 import type {
@@ -306,12 +306,10 @@ export class PgReader {
       )
     ).rows;
     if (o.mockAnswersBefore !== undefined) {
-      const mockRuns = (unmarked: boolean) =>
-        `(SELECT id FROM runs WHERE options::jsonb ->> 'provider' = 'mock'${unmarked ? ` AND NOT (options::jsonb ? '${TAKEN_BACK}')` : ''})`;
       // taken back, they start again at no attempts
       const mocked = await query<RawJobToRun>(
         this.#pool,
-        `SELECT ${cols.replace('attempts', '0 AS attempts')} FROM jobs WHERE ${mockAnswersToRun(mockRuns, '$1', 'a.job_key = jobs.key')}`,
+        `SELECT ${cols.replace('attempts', '0 AS attempts')} FROM jobs WHERE ${mockAnswersToRun('postgres', '$1')}`,
         [o.mockAnswersBefore],
       );
       expired.push(...mocked.rows);

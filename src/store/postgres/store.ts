@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { AS_PENDING, NO_MONEY, TAKEN_BACK, takeBackWhere } from '../mock-answers.js';
+import { AS_PENDING, NO_MONEY, TAKEN_BACK, mockRunWhere, takeBackWhere } from '../mock-answers.js';
 import type {
   AnsweredJob,
   JobToRun,
@@ -333,22 +333,13 @@ export class PostgresStore implements Store {
       // the mock runs' rows locked: two real runs starting together take each answer back once; and
       // with no mock run to look at (nearly always), nothing else is read
       const runs = (
-        await db.query<{ id: string }>(
-          `SELECT id FROM runs WHERE options::jsonb ->> 'provider' = 'mock' AND NOT (options::jsonb ? '${TAKEN_BACK}')
-            AND (ended_at IS NOT NULL OR heartbeat_at < $1) FOR UPDATE`,
-          [quietSince],
-        )
+        await db.query<{ id: string }>(`SELECT id FROM runs WHERE ${mockRunWhere('postgres', { quietSince: '$1' })} FOR UPDATE`, [
+          quietSince,
+        ])
       ).rows.map((r) => r.id);
       if (runs.length === 0) return 0;
       const set = '(SELECT unnest($2::text[]))';
-      const back = await db.query(
-        `UPDATE jobs SET ${AS_PENDING}, updated_at = $1 WHERE ${takeBackWhere(
-          set,
-          `(SELECT id FROM runs WHERE options::jsonb ->> 'provider' = 'mock')`,
-          'a.job_key = jobs.key',
-        )}`,
-        [now, runs],
-      );
+      const back = await db.query(`UPDATE jobs SET ${AS_PENDING}, updated_at = $1 WHERE ${takeBackWhere('postgres', set)}`, [now, runs]);
       // only those that ended: one gone quiet may yet answer more
       await db.query(
         `UPDATE runs SET options = (options::jsonb || jsonb_build_object('${TAKEN_BACK}', $1::bigint))::text

@@ -21,7 +21,7 @@ import { JOB_COLUMNS, requestOf } from './requests.js';
 import { LANES_SQL, toAttempt, toJob, toLane, toRun, type RawAttempt, type RawJob, type RawLane, type RawRun } from '../rows.js';
 import { unplannedLimit } from './unplanned-limit.js';
 import { NOT_IN_A_LIVE_BATCH } from '../batches.js';
-import { TAKEN_BACK, mockAnswersToRun } from '../mock-answers.js';
+import { mockAnswersToRun } from '../mock-answers.js';
 
 /** `answered`'s read: a model's latest done jobs ($1 model, $2 how many), each with its answering attempt's latency. */
 export function answeredSql(withRequest: boolean): string {
@@ -149,11 +149,10 @@ export class SqliteReader {
       .prepare(`SELECT ${cols} FROM jobs WHERE state = 'running' AND lease_expires_at < ? AND ${NOT_IN_A_LIVE_BATCH}`)
       .all(now) as RawJobToRun[];
     if (o.mockAnswersBefore !== undefined) {
-      const mockRuns = (unmarked: boolean) =>
-        `(SELECT id FROM runs WHERE json_extract(options, '$.provider') = 'mock'${unmarked ? ` AND json_extract(options, '$.${TAKEN_BACK}') IS NULL` : ''})`;
-      const where = mockAnswersToRun(mockRuns, '@quietSince', '(a.job_seq = jobs.seq OR (a.job_seq IS NULL AND a.job_key = jobs.key))');
       // taken back, they start again at no attempts
-      const mocked = this.#db.prepare(`SELECT ${cols.replace('attempts', '0 AS attempts')} FROM jobs WHERE ${where}`);
+      const mocked = this.#db.prepare(
+        `SELECT ${cols.replace('attempts', '0 AS attempts')} FROM jobs WHERE ${mockAnswersToRun('sqlite', '@quietSince')}`,
+      );
       expired.push(...(mocked.all({ quietSince: o.mockAnswersBefore }) as RawJobToRun[]));
     }
     const first = this.#db.prepare(`SELECT ${cols} FROM jobs WHERE state = 'pending' ORDER BY priority, seq LIMIT ${JOBS_PAGE}`);

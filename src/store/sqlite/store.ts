@@ -33,7 +33,7 @@ import { NOT_IN_A_LIVE_BATCH } from '../batches.js';
 import { SqliteSpend } from './spend.js';
 import type { Checkpointer } from './checkpointer.js';
 import { splitClaimed, type RawClaimed } from '../claim-result.js';
-import { AS_PENDING, NO_MONEY, TAKEN_BACK, takeBackWhere } from '../mock-answers.js';
+import { AS_PENDING, NO_MONEY, TAKEN_BACK, mockRunWhere, takeBackWhere } from '../mock-answers.js';
 import { GroupCommit } from '../group-commit.js';
 import { attemptValues, latencyOf } from '../rows.js';
 import { DROP_ATTEMPTS_SQL, INSERT_ATTEMPT_OF_SEQ_SQL, INSERT_ATTEMPT_SQL, insertAttemptValues, orphanDropper } from './attempts.js';
@@ -198,16 +198,9 @@ export class SqliteStore implements Store {
         .pluck(),
       dropOrphans: orphanDropper(db),
       endRun: db.prepare('UPDATE runs SET ended_at = ?, exit_reason = ? WHERE id = ? AND ended_at IS NULL'),
-      mockRuns: db
-        .prepare(`SELECT id FROM runs WHERE json_extract(options, '$.provider') = 'mock'
-          AND json_extract(options, '$.${TAKEN_BACK}') IS NULL AND (ended_at IS NOT NULL OR heartbeat_at < ?)`)
-        .pluck(),
+      mockRuns: db.prepare(`SELECT id FROM runs WHERE ${mockRunWhere('sqlite', { quietSince: '?' })}`).pluck(),
       takeBackMock: db.prepare(
-        `UPDATE jobs SET ${AS_PENDING}, updated_at = @now WHERE ${takeBackWhere(
-          '(SELECT value FROM json_each(@runs))',
-          `(SELECT id FROM runs WHERE json_extract(options, '$.provider') = 'mock')`,
-          '(a.job_seq = jobs.seq OR (a.job_seq IS NULL AND a.job_key = jobs.key))',
-        )}`,
+        `UPDATE jobs SET ${AS_PENDING}, updated_at = @now WHERE ${takeBackWhere('sqlite', '(SELECT value FROM json_each(@runs))')}`,
       ),
       // only those that ended: one gone quiet may yet answer more
       markTakenBack: db.prepare(`UPDATE runs SET options = json_set(options, '$.${TAKEN_BACK}', @now)
