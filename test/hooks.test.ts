@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { deliverTo } from '../src/hooks/deliver.js';
 import { createRunHooks } from '../src/hooks/run-hooks.js';
 import { parseHookTarget } from '../src/hooks/target.js';
 import type { RunSummary } from '../src/scheduler/events.js';
@@ -217,6 +218,14 @@ describe('run hooks', () => {
     await new Promise((r) => setTimeout(r, 200));
     expect(hooked(), "the done hook's commands outlived llmq").toBe('');
   }, 30_000);
+
+  it('a command hook run many times adds one exit listener, not one per command', async () => {
+    const before = process.listenerCount('exit');
+    const deliver = deliverTo(parseHookTarget('true', '--on-job'));
+    const stop = new AbortController().signal;
+    for (let i = 0; i < 12; i++) await deliver('{}', stop);
+    expect(process.listenerCount('exit') - before).toBeLessThanOrEqual(1);
+  });
 
   it('refuses a hook URL of another scheme instead of running it as a command', () => {
     expect(() => parseHookTarget('ftp://u:secret@host/x', '--on-done')).toThrow(/http:\/\/ or https:\/\/ URLs only/);

@@ -82,6 +82,14 @@ function sleep(ms: number, stop: AbortSignal): Promise<void> {
  */
 const running = new Set<number>();
 
+let watchingExit = false;
+/** Once per process: a listener per command would pile up, one for every hook of a long run. */
+function watchExit(): void {
+  if (watchingExit) return;
+  watchingExit = true;
+  process.on('exit', killHookCommands);
+}
+
 export function killHookCommands(): void {
   for (const group of running) {
     try {
@@ -101,7 +109,7 @@ export function killHookCommands(): void {
 function runCommand(command: string, body: string, timeoutMs: number, stop: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn('sh', ['-c', command], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
-    if (running.size === 0) process.once('exit', killHookCommands);
+    watchExit();
     if (child.pid !== undefined) running.add(child.pid);
     const killAll = () => {
       try {
