@@ -9,6 +9,7 @@ import { SqliteStore } from '../src/store/sqlite/store.js';
 import { reply, type FakeOpenAI } from './helpers/fake-openai.js';
 import { requestFor, seedJobs } from './helpers/seed.js';
 import { jobKey } from '../src/request.js';
+import { estimatePromptTokens, requestedCompletionTokens } from '../src/provider/tokens.js';
 import { tempDir } from './helpers/tmp.js';
 import { spawn } from 'node:child_process';
 import { BIN, cliEnv, collect, runCli } from './helpers/cli.js';
@@ -105,6 +106,40 @@ describe('rate governor', () => {
     expect(Math.max(...fastDone)).toBeLessThan(4000);
     await store.close();
   });
+
+  // the token limit: what two requests a second weigh (each about 14 tokens of prompt and 64 asked for)
+  const weight = (() => {
+    const request = JSON.parse(requestFor(0));
+    return estimatePromptTokens(request) + requestedCompletionTokens(request);
+  })();
+  it.each([
+    { limit: 'requests', rpm: 120, tpm: null },
+    { limit: 'tokens', rpm: null, tpm: 120 * weight },
+  ])(
+    'a lane paced at a known limit of $limit holds about two seconds of its sends, not a claim of the whole room',
+    async ({ rpm, tpm }) => {
+      const { store } = await setup();
+      // 2 a second remembered, -c 16: claims filling the room in hand (32) would hold 16 s of work
+      // that only waits, shown as running and out of reach of other runs
+      await store.saveLaneLimits({ baseUrl: 'test', model: 'gpt-4o-mini', rpm, tpm, source: 'headers', at: Date.now() });
+      await seedJobs(store, 60, { model: 'gpt-4o-mini' });
+      const stop = new AbortController();
+      const running: number[] = [];
+      const watch = setInterval(() => void store.status().then((s) => running.push(s.counts.running)), 100);
+      setTimeout(() => stop.abort(), 3000);
+      const summary = await runQueue(
+        { store, provider: new MockProvider({ latencyMs: 5 }), baseUrl: 'test', stopSignal: stop.signal },
+        { ...fast, concurrency: 16 },
+      ).finally(() => clearInterval(watch));
+      // two seconds at 2 a second, and the one in flight
+      expect(running.length).toBeGreaterThan(10);
+      expect(Math.max(...running)).toBeLessThanOrEqual(5);
+      // and the pace is kept busy: about 6 sent in 3 s
+      expect(summary.done).toBeGreaterThanOrEqual(4);
+      expect((await store.status()).counts.running).toBe(0);
+      await store.close();
+    },
+  );
 
   it('a document holding a special token is counted as text, not a reason to stop', async () => {
     const { store } = await setup();

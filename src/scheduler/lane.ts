@@ -20,6 +20,14 @@ export interface LaneSnapshot {
 }
 
 /**
+ * How far ahead of its pace a lane holds jobs: about this long of its sends. The claim loop tops up
+ * at least once a second (run.ts), so two seconds keep a paced lane busy between top-ups.
+ */
+const PACE_AHEAD_MS = 2000;
+/** A lane paced at a known limit never holds fewer jobs waiting to be sent than this. */
+const MIN_PACE_AHEAD = 2;
+
+/**
  * One (base URL, model): its own pace, pause, learned limits, 429 backoff and latencies. The
  * user's --rpm/--tpm are caps; the provider's headers (or its 429s) say the real limit, and the
  * lane paces at the lower of the two.
@@ -42,6 +50,9 @@ export class Lane {
   // sends per second over the last few seconds: for display, and a first guess at a limit
   readonly #sends = new Map<number, number>();
   #firstSendAt = 0;
+  // tokens of the requests sent: a tokens-per-minute limit in requests per second
+  #tokensSent = 0;
+  #requestsSent = 0;
   /** Requests of this lane that ended; 0 while the lane is cold. */
   #ended = 0;
   #probing = false;
@@ -123,7 +134,7 @@ export class Lane {
       if (cold) this.#probing = false;
     }
     if (typeof got !== 'number') {
-      this.#sent();
+      this.#sent(tokens);
       if (cold && this.#probeAt === null) this.#probeAt = this.#now();
     }
     return got;
@@ -138,6 +149,29 @@ export class Lane {
   ended(ticket: PaceTicket): void {
     if (this.#ended < Lane.COLD_REQUESTS) this.board.stretch(ticket, this.#now());
     if (++this.#ended === Lane.COLD_REQUESTS && !this.#jittery) this.board.setGuard?.(WARM_GUARD_MS);
+  }
+
+  /** Jobs in hand not sent and not backing off: waiting on the pace, a pause, the outage gate or a slot. */
+  unsent(): number {
+    return this.inHand - this.inFlight - this.backingOff;
+  }
+
+  /**
+   * How many jobs this lane needs waiting to be sent to keep its pace busy: PACE_AHEAD_MS of sends
+   * at the limit it paces at. More would only wait here, counted as running in `status` and out of
+   * reach of other runs (at 60 a minute, -c 64 held a minute of work). Infinity while no limit is
+   * known: then concurrency alone bounds what the lane holds.
+   */
+  paceAhead(): number {
+    const { rpm, tpm } = this.limits();
+    let perSecond = rpm === null ? Infinity : rpm / 60;
+    if (tpm !== null) {
+      // what a request weighs is known once one is sent; until then, the least
+      if (this.#requestsSent === 0) return MIN_PACE_AHEAD;
+      perSecond = Math.min(perSecond, tpm / 60 / (this.#tokensSent / this.#requestsSent));
+    }
+    if (perSecond === Infinity) return Infinity;
+    return Math.max(MIN_PACE_AHEAD, Math.ceil((perSecond * PACE_AHEAD_MS) / 1000));
   }
 
   /** ms until the lane is not paused (0 when it is not). */
@@ -228,7 +262,12 @@ export class Lane {
     return (n * 1000) / Math.max(1000, span);
   }
 
-  #sent(): void {
+  #sent(tokens: number): void {
+    if (tokens > 0) {
+      // weighed only while a token limit is known (job-runner)
+      this.#tokensSent += tokens;
+      this.#requestsSent++;
+    }
     if (this.#firstSendAt === 0) this.#firstSendAt = this.#now();
     const second = Math.floor(this.#now() / 1000);
     this.#sends.set(second, (this.#sends.get(second) ?? 0) + 1);

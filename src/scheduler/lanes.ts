@@ -64,7 +64,8 @@ export class Lanes {
   }
 
   /**
-   * Models whose lane should take no more jobs now: full, or paused with jobs already in hand. Full
+   * Models whose lane should take no more jobs now: full, paused with jobs already in hand, or
+   * holding as many jobs as its pace needs waiting (`Lane.paceAhead`). Full
    * is `perLane` jobs not backing off: a job sleeping before its retry holds no slot, and while
    * failed tries wait their turn the others must keep the slots busy (with every job counted, a
    * flaky provider and long backoffs left the run sending nothing). Those sleeping are held to
@@ -72,8 +73,31 @@ export class Lanes {
    */
   saturated(perLane: number): string[] {
     return this.all()
-      .filter((l) => l.inHand - l.backingOff >= perLane || l.backingOff >= perLane * BACKOFF_ROOM || (l.pauseLeft() > 0 && l.inHand > 0))
+      .filter(
+        (l) =>
+          l.inHand - l.backingOff >= perLane ||
+          l.backingOff >= perLane * BACKOFF_ROOM ||
+          (l.pauseLeft() > 0 && l.inHand > 0) ||
+          l.unsent() >= l.paceAhead(),
+      )
       .map((l) => l.model);
+  }
+
+  /**
+   * How many jobs a claim may take when every lane paces at a known limit: what each lacks of its
+   * `paceAhead`, and at least one (a claim may bring a model with no lane yet, which then says its
+   * own). Infinity while any lane knows no limit. Before any lane opens, one: the first job opens its
+   * lane with the limit an earlier run remembered, and the next claim knows how many it wants.
+   */
+  paceRoom(): number {
+    if (this.#lanes.size === 0) return 1;
+    let room = 0;
+    for (const l of this.#lanes.values()) {
+      const ahead = l.paceAhead();
+      if (ahead === Infinity) return Infinity;
+      room += Math.max(0, ahead - l.unsent());
+    }
+    return Math.max(1, room);
   }
 
   /** Jobs that hold no slot and count against no room in hand: those waiting on their lane's pace or pause, or backing off. */

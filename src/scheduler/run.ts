@@ -189,7 +189,8 @@ export class Run {
       // from being claimed, nor failed tries waiting their turn keep the slots empty (each lane
       // holds at most `concurrency` jobs besides those backing off, see `saturated`).
       const active = tasks.size - this.#lanes.idle();
-      const room = Math.min(maxInHand - active, this.#limit - this.#claimed);
+      // A lane paced at a known limit holds only what its pace sends in the next seconds (paceRoom).
+      const room = Math.min(maxInHand - active, this.#limit - this.#claimed, this.#lanes.paceRoom());
       if (this.#limit - this.#claimed <= 0 && tasks.size === 0) {
         this.#reason = 'limit';
         return;
