@@ -1,5 +1,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { batchOwner } from '../src/store/batches.js';
+import type { PostgresStore } from '../src/store/postgres/store.js';
+import { SqliteStore } from '../src/store/sqlite/store.js';
 import type { AttemptRecord, Completion, Store } from '../src/store/types.js';
 import { STORE_KINDS, T0, OWNER, claimOpts, row, rows, skipUnavailable } from './helpers/stores.js';
 
@@ -176,6 +178,30 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     });
     expect((await store.item(id))!.attempts.map((a) => [a.status, a.outcome])).toEqual([[400, 'failed']]);
     expect((await store.claim(claimOpts({ now: T0 + 10 ** 9 }))).jobs).toEqual([]);
+  });
+
+  it('a held job no item needs any more is dropped when it fails: retry-failed can never send it', async () => {
+    const { store } = await kind.fresh();
+    const { id, key } = await claimedOne(store);
+    // the document was edited while its job ran: the item now points at a new job
+    await store.enqueue([row(id, 'the edited text')], T0 + 1);
+    await store.fail(key, OWNER, 'HTTP 400: bad request', attempt(key, { status: 400, outcome: 'failed', error: 'HTTP 400' }), T0 + 2);
+    expect((await store.status()).counts).toEqual({ pending: 1, running: 0, done: 0, failed: 0 });
+    expect(await store.retryFailed({}, T0 + 3)).toBe(0);
+    const { jobs } = await store.claim(claimOpts({ now: T0 + 4 }));
+    expect(jobs.map((j) => j.key)).toEqual([(await job(store, id)).key]);
+    expect(jobs[0]!.key).not.toBe(key);
+  });
+
+  it('retry-failed leaves alone a failed job no item needs (one an older version failed after its document changed)', async () => {
+    const { store } = await kind.fresh();
+    const { id, key } = await claimedOne(store);
+    await store.fail(key, OWNER, 'HTTP 400: bad request', null, T0 + 1);
+    // what versions before the drop on failure left behind: the item gone elsewhere, the failed job kept
+    if (store instanceof SqliteStore) store.db.prepare('DELETE FROM items WHERE id = ?').run(id);
+    else await (store as PostgresStore).pool.query('DELETE FROM items WHERE id = $1', [id]);
+    expect(await store.retryFailed({}, T0 + 2)).toBe(0);
+    expect((await store.claim(claimOpts({ now: T0 + 3 }))).jobs).toEqual([]);
   });
 
   it('release gives held jobs back to pending, with or without the attempt', async () => {

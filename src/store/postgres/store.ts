@@ -256,9 +256,10 @@ export class PostgresStore implements Store {
   }
 
   async fail(key: string, owner: string, error: string, attempt: AttemptRecord | null, now: number): Promise<void> {
-    if (attempt)
-      await this.#q(`WITH ${INSERT_ATTEMPT} ${failSql(ATTEMPT_PARAMS + 1)}`, [...attemptParams(attempt), error, now, key, owner]);
-    else await this.#q(failSql(1), [error, now, key, owner]);
+    const r = attempt
+      ? await this.#q(`WITH ${INSERT_ATTEMPT} ${failSql(ATTEMPT_PARAMS + 1)}`, [...attemptParams(attempt), error, now, key, owner])
+      : await this.#q(failSql(1), [error, now, key, owner]);
+    if (r.rowCount === 1) await this.#dropOrphans([key]);
   }
 
   async release(owner: string, o: { refund: boolean; now: number; keys?: readonly string[] }): Promise<number> {
@@ -274,14 +275,15 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * A job handed back that no item needs any more (its document changed while it ran) is dropped,
-   * never to be sent: the same rule enqueue applies to the old job of a changed document.
+   * A job handed back or failed that no item needs any more (its document changed while it ran) is
+   * dropped, never to be sent (a failed one kept would be sent again by retry-failed): the same rule
+   * enqueue applies to the old job of a changed document.
    */
   async #dropOrphans(keys: readonly string[]): Promise<void> {
     if (keys.length === 0) return;
     await this.#q(
       `WITH dropped AS (
-        DELETE FROM jobs j WHERE j.key = ANY($1::text[]) AND j.state = 'pending'
+        DELETE FROM jobs j WHERE j.key = ANY($1::text[]) AND j.state IN ('pending', 'failed')
           AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key) RETURNING j.key
       ) DELETE FROM attempts a WHERE a.job_key IN (SELECT key FROM dropped)`,
       [[...keys]],
@@ -321,7 +323,8 @@ export class PostgresStore implements Store {
     const r = await this.#q(
       `UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL, finished_at = NULL,
         updated_at = $1
-      WHERE state = 'failed' AND ($2::text IS NULL OR strpos(lower(error), lower($2::text)) > 0)
+      WHERE state = 'failed' AND EXISTS (SELECT 1 FROM items i WHERE i.job_key = jobs.key)
+        AND ($2::text IS NULL OR strpos(lower(error), lower($2::text)) > 0)
         AND ($3::text IS NULL OR coalesce(error, 'unknown error') = $3::text)`,
       [now, filter.errorContains ?? null, filter.errorIs ?? null],
     );

@@ -31,13 +31,14 @@ export const ATTEMPTS_OF_JOB = '(a.job_seq = j.seq OR (a.job_seq IS NULL AND a.j
 export const DROP_ATTEMPTS_SQL = 'DELETE FROM attempts WHERE job_seq = ? OR (job_seq IS NULL AND job_key = ?)';
 
 /**
- * Drops the jobs handed back that no item needs any more (the document changed while they ran),
- * with their attempts, never to be sent: the rule enqueue applies to the old job of a changed
- * document. Runs in the caller's transaction.
+ * Drops the jobs handed back or failed that no item needs any more (the document changed while
+ * they ran), with their attempts, never to be sent (a failed one kept would be sent again by
+ * retry-failed): the rule enqueue applies to the old job of a changed document. Runs in the
+ * caller's transaction.
  */
 export function orphanDropper(db: Db): (keys: readonly string[]) => void {
   const dropJob = db
-    .prepare(`DELETE FROM jobs WHERE key = ? AND state = 'pending'
+    .prepare(`DELETE FROM jobs WHERE key = ? AND state IN ('pending', 'failed')
       AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key) RETURNING seq`)
     .pluck();
   const dropAttempts = db.prepare(DROP_ATTEMPTS_SQL);
