@@ -2,11 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { apiKeyId } from '../src/batch/api-key-id.js';
 import { HttpBatchApi } from '../src/batch/http-api.js';
 import { runBatchLane } from '../src/batch/lane.js';
-import { batchOwner } from '../src/store/batches.js';
+import { STOPPED_BEFORE_CREATED, batchOwner } from '../src/store/batches.js';
 import { copyStore } from '../src/store/copy.js';
 import { seedJobs } from './helpers/seed.js';
 import { STORE_KINDS, skipUnavailable } from './helpers/stores.js';
 import { startFake } from './helpers/start-fake.js';
+
+const STATS = { done: 0, failed: 0, retried: 0, requests: 0, rateLimited: 0, promptTokens: 0, completionTokens: 0, jobsPerSecond: 0 };
 
 // The batch ledger on both stores: what holds a job in a live batch, and what gives it back.
 
@@ -77,6 +79,42 @@ describe.each(STORE_KINDS)('batches on $name', (kind) => {
     expect(toRun).toEqual([keys[2]]);
     const online = await store.claim({ owner: 'r2', limit: 10, now: Date.now(), leaseUntil: Date.now() + 60_000, maxAttempts: 5 });
     expect(online.jobs.map((j) => j.key)).toEqual([keys[2]]);
+  });
+
+  it('a submission whose run died or ended before uploading its file gives its jobs back at the next reclaim, not after 7 days', async (ctx) => {
+    skipUnavailable(kind, ctx);
+    const { store } = await kind.fresh();
+    const keys = await seedJobs(store, 5);
+    const now = Date.now();
+    const lease = { now, leaseUntil: now + 7 * 86400_000, maxAttempts: 5 };
+    for (const id of ['r-killed', 'r-ended', 'r-uploaded']) await store.startRun({ id, host: 'h', pid: 1, startedAt: now, options: {} });
+    await store.batches.begin({ id: 's-killed', runId: 'r-killed', baseUrl: 'http://x/v1', now });
+    await store.claim({ owner: batchOwner('s-killed'), limit: 2, ...lease });
+    await store.batches.begin({ id: 's-ended', runId: 'r-ended', baseUrl: 'http://x/v1', now });
+    await store.claim({ owner: batchOwner('s-ended'), limit: 1, ...lease });
+    // its file uploaded: the batch may exist, so only a batch run (which can ask the provider) may end it
+    await store.batches.begin({ id: 's-uploaded', runId: 'r-uploaded', baseUrl: 'http://x/v1', now });
+    await store.claim({ owner: batchOwner('s-uploaded'), limit: 1, ...lease });
+    await store.batches.noteInputFile('s-uploaded', 'file-1', now);
+    // while their runs live, nothing moves
+    expect(await store.reclaim(now + 1, [])).toBe(0);
+    expect((await store.batches.held('s-killed')).map((j) => j.key)).toEqual(keys.slice(0, 2));
+    await store.finishRun('r-ended', now + 2, 'error', STATS);
+    expect(await store.reclaim(now + 3, ['r-killed', 'r-uploaded'])).toBe(3);
+    expect((await store.batches.held('s-uploaded')).map((j) => j.key)).toEqual([keys[3]]);
+    const rows = await store.batches.recent(10);
+    expect(
+      rows
+        .filter((r) => r.state === 'abandoned')
+        .map((r) => [r.id, r.requeued, r.error])
+        .sort(),
+    ).toEqual([
+      ['s-ended', 1, STOPPED_BEFORE_CREATED],
+      ['s-killed', 2, STOPPED_BEFORE_CREATED],
+    ]);
+    // never sent: their attempt given back
+    const online = await store.claim({ owner: 'r2', limit: 10, now: now + 4, leaseUntil: now + 60_000, maxAttempts: 5 });
+    expect(online.jobs.map((j) => [j.key, j.attempts])).toEqual([keys[0], keys[1], keys[2], keys[4]].map((k) => [k, 1]));
   });
 
   it('the lane end to end: an expired batch keeps its answers and resubmits the rest', async (ctx) => {

@@ -1,5 +1,5 @@
 import { deadOwners, dyingOwners, isProcessAlive } from '../run-owners.js';
-import type { BatchRow } from '../store/batches.js';
+import { STOPPED_BEFORE_CREATED, type BatchRow } from '../store/batches.js';
 import type { BatchContext } from './context.js';
 import { sentWithAnotherKey } from './api-key-id.js';
 import { findBySubmission } from './submit.js';
@@ -44,7 +44,7 @@ export async function adoptOrphans(ctx: BatchContext, live: Liveness): Promise<{
       await ctx.store.batches.submitted(row.id, found.id, found.status, ctx.now());
       ctx.emit({ type: 'adopted', id: row.id, providerBatchId: found.id, from: row.runId });
     } else {
-      const reason = 'its run stopped before the batch was created';
+      const reason = STOPPED_BEFORE_CREATED;
       const requeued = await ctx.store.batches.end(row.id, {
         state: 'abandoned',
         providerStatus: null,

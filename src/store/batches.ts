@@ -77,6 +77,13 @@ export interface BatchStore {
    * missing from the output were not answered). Returns how many, with `requeuedBefore`.
    */
   end(id: string, end: BatchEnd): Promise<number>;
+  /**
+   * Abandon the submissions of runs that ended or died (`deadOwners`, or no longer open) before
+   * their file was uploaded: no batch can exist, so their jobs go back to `pending` with their
+   * attempt. Part of every reclaim: a batch run killed between its claim and its upload held them
+   * for the 7-day batch lease, out of reach of online runs. Returns how many jobs came back.
+   */
+  abandonUnsent(deadOwners: readonly string[], now: number): Promise<number>;
   /** The jobs a submission still holds, with their attempt numbers: what its results may answer. */
   held(id: string): Promise<Array<{ key: string; attempts: number; model: string }>>;
   /** Submissions not ended, oldest first. */
@@ -84,6 +91,9 @@ export interface BatchStore {
   /** The newest submissions, for `status`. */
   recent(limit: number): Promise<BatchRow[]>;
 }
+
+/** Why a submission was abandoned when its run stopped before uploading its file (or creating the batch). */
+export const STOPPED_BEFORE_CREATED = 'its run stopped before the batch was created';
 
 /** The lease owner of the jobs of a submission; also the `run_id` of their attempt rows (the pricing marker). */
 export function batchOwner(submissionId: string): string {

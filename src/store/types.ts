@@ -455,6 +455,8 @@ export interface RunRegistry {
    * Put `running` jobs back to `pending` when their lease expired or their owner is known dead.
    * Dead owners' runs are marked ended. The attempt the dead run started stays counted, and so
    * does the money it had reserved: those requests may have left, so it becomes "may be billed".
+   * Submissions of ended or dead runs that never uploaded their file are abandoned, their jobs
+   * pending again with their attempt (`BatchStore.abandonUnsent`).
    */
   reclaim(now: number, deadOwners: readonly string[]): Promise<number>;
 }

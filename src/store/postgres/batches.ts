@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { BatchEnd, BatchRow, BatchStore, BatchState } from '../batches.js';
-import { apiKeyOfRow, batchOwner, progressOfRow, type BatchProgress, type KeyColumns } from '../batches.js';
+import { STOPPED_BEFORE_CREATED, apiKeyOfRow, batchOwner, progressOfRow, type BatchProgress, type KeyColumns } from '../batches.js';
 import type { ApiKeyId } from '../../batch/api-key-id.js';
 import { inTransaction, query } from './connect.js';
 
@@ -61,29 +61,35 @@ export class PgBatches implements BatchStore {
 
   async end(id: string, e: BatchEnd): Promise<number> {
     return inTransaction(this.#pool, async (client) => {
-      // Jobs still held were not answered: pending again.
-      const back = (
-        await client.query<{ key: string }>(
-          `UPDATE jobs SET state = 'pending', attempts = greatest(attempts - $3::int, 0), error = coalesce($4::text, error),
-          lease_owner = NULL, lease_expires_at = NULL, updated_at = $1 WHERE lease_owner = $2 AND state = 'running' RETURNING key`,
-          [e.now, batchOwner(id), e.refund ? 1 : 0, e.jobError ?? null],
-        )
-      ).rows.map((r) => r.key);
-      if (back.length > 0) {
-        // A job whose document changed while it was in the batch is needed by no item: never resend it.
-        await client.query(
-          `WITH gone AS (DELETE FROM jobs WHERE key = ANY($1::text[]) AND state = 'pending'
-            AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key) RETURNING key)
-          DELETE FROM attempts WHERE job_key IN (SELECT key FROM gone)`,
-          [back],
-        );
-      }
+      const back = await requeueHeld(client, id, e);
       await client.query(
         `UPDATE batches SET state = $1, provider_status = coalesce($2, provider_status), done = $3, failed = $4,
           requeued = $5, error = $6, updated_at = $7, ended_at = $7 WHERE id = $8`,
-        [e.state, e.providerStatus, e.done, e.failed, back.length + (e.requeuedBefore ?? 0), e.error, e.now, id],
+        [e.state, e.providerStatus, e.done, e.failed, back + (e.requeuedBefore ?? 0), e.error, e.now, id],
       );
-      return back.length + (e.requeuedBefore ?? 0);
+      return back + (e.requeuedBefore ?? 0);
+    });
+  }
+
+  async abandonUnsent(deadOwners: readonly string[], now: number): Promise<number> {
+    return inTransaction(this.#pool, async (client) => {
+      // taken in the same statement that abandons them: two reclaims never both hand one back
+      const ids = (
+        await client.query<{ id: string }>(
+          `UPDATE batches SET state = 'abandoned', error = $3, updated_at = $2, ended_at = $2
+          WHERE state = 'preparing' AND input_file_id IS NULL
+            AND (run_id = ANY($1::text[]) OR NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = batches.run_id AND runs.ended_at IS NULL))
+          RETURNING id`,
+          [[...deadOwners], now, STOPPED_BEFORE_CREATED],
+        )
+      ).rows.map((r) => r.id);
+      let requeued = 0;
+      for (const id of ids) {
+        const back = await requeueHeld(client, id, { refund: true, now });
+        await client.query('UPDATE batches SET requeued = $1 WHERE id = $2', [back, id]);
+        requeued += back;
+      }
+      return requeued;
     });
   }
 
@@ -129,4 +135,28 @@ function toRow(r: Record<string, any>): BatchRow {
     updatedAt: Number(r.updated_at),
     endedAt: r.ended_at === null ? null : Number(r.ended_at),
   };
+}
+
+/**
+ * Jobs a submission still holds were not answered: pending again, in the caller's transaction. One
+ * whose document changed while it was in the batch is needed by no item: dropped, never resent.
+ * Returns how many came back.
+ */
+async function requeueHeld(client: pg.PoolClient, id: string, e: Pick<BatchEnd, 'refund' | 'now' | 'jobError'>): Promise<number> {
+  const back = (
+    await client.query<{ key: string }>(
+      `UPDATE jobs SET state = 'pending', attempts = greatest(attempts - $3::int, 0), error = coalesce($4::text, error),
+      lease_owner = NULL, lease_expires_at = NULL, updated_at = $1 WHERE lease_owner = $2 AND state = 'running' RETURNING key`,
+      [e.now, batchOwner(id), e.refund ? 1 : 0, e.jobError ?? null],
+    )
+  ).rows.map((r) => r.key);
+  if (back.length > 0) {
+    await client.query(
+      `WITH gone AS (DELETE FROM jobs WHERE key = ANY($1::text[]) AND state = 'pending'
+        AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key) RETURNING key)
+      DELETE FROM attempts WHERE job_key IN (SELECT key FROM gone)`,
+      [back],
+    );
+  }
+  return back.length;
 }

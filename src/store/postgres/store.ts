@@ -179,7 +179,7 @@ export class PostgresStore implements Store {
       [now, [...deadOwners]],
     );
     await this.#dropOrphans((r.rows[0] as unknown as { keys: string[] }).keys);
-    return r.rows[0]!.n;
+    return r.rows[0]!.n + (await this.batches.abandonUnsent(deadOwners, now));
   }
 
   async claim(o: ClaimOptions): Promise<ClaimResult> {

@@ -1,5 +1,5 @@
 import type { BatchEnd, BatchRow, BatchStore } from '../batches.js';
-import { apiKeyOfRow, batchOwner, progressOfRow, type BatchProgress, type KeyColumns } from '../batches.js';
+import { STOPPED_BEFORE_CREATED, apiKeyOfRow, batchOwner, progressOfRow, type BatchProgress, type KeyColumns } from '../batches.js';
 import type { ApiKeyId } from '../../batch/api-key-id.js';
 import type { Db } from './open.js';
 import { orphanDropper } from './attempts.js';
@@ -39,6 +39,15 @@ export class SqliteBatches implements BatchStore {
       end: db.prepare(`UPDATE batches SET state = ?, provider_status = coalesce(?, provider_status), done = ?, failed = ?,
           requeued = ?, error = ?, updated_at = ?, ended_at = ? WHERE id = ?`),
       held: db.prepare(`SELECT key, attempts, model FROM jobs WHERE lease_owner = ? AND state = 'running' ORDER BY seq`),
+      // taken in the same statement that abandons them: two reclaims never both hand one back
+      abandonUnsent: db
+        .prepare(`UPDATE batches SET state = 'abandoned', error = @reason, updated_at = @now, ended_at = @now
+          WHERE state = 'preparing' AND input_file_id IS NULL
+            AND (run_id IN (SELECT value FROM json_each(@dead))
+              OR NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = batches.run_id AND runs.ended_at IS NULL))
+          RETURNING id`)
+        .pluck(),
+      noteRequeued: db.prepare('UPDATE batches SET requeued = ? WHERE id = ?'),
       open: db.prepare(`SELECT ${COLUMNS} FROM batches WHERE state IN ('preparing', 'submitted') ORDER BY created_at, id`),
       recent: db.prepare(`SELECT ${COLUMNS} FROM batches ORDER BY created_at DESC, id DESC LIMIT ${unplannedLimit('?')}`),
     };
@@ -76,6 +85,22 @@ export class SqliteBatches implements BatchStore {
         this.#s.dropOrphans(back);
         const requeued = back.length + (e.requeuedBefore ?? 0);
         this.#s.end.run(e.state, e.providerStatus, e.done, e.failed, requeued, e.error, e.now, e.now, id);
+        return requeued;
+      })
+      .immediate();
+  }
+
+  async abandonUnsent(deadOwners: readonly string[], now: number): Promise<number> {
+    return this.#db
+      .transaction(() => {
+        const ids = this.#s.abandonUnsent.all({ dead: JSON.stringify(deadOwners), now, reason: STOPPED_BEFORE_CREATED }) as string[];
+        let requeued = 0;
+        for (const id of ids) {
+          const back = this.#s.requeue.all(1, null, now, batchOwner(id)) as string[];
+          this.#s.dropOrphans(back);
+          this.#s.noteRequeued.run(back.length, id);
+          requeued += back.length;
+        }
         return requeued;
       })
       .immediate();

@@ -416,7 +416,7 @@ export class SqliteStore implements Store {
   }
 
   async reclaim(now: number, deadOwners: readonly string[]): Promise<number> {
-    return this.db
+    const back = this.db
       .transaction(() => {
         const back = this.#s.reclaimExpired.all(now, now) as string[];
         for (const owner of deadOwners) {
@@ -428,6 +428,7 @@ export class SqliteStore implements Store {
         return back.length;
       })
       .immediate();
+    return back + (await this.batches.abandonUnsent(deadOwners, now));
   }
 
   async claim(o: ClaimOptions): Promise<ClaimResult> {
