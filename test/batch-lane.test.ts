@@ -93,10 +93,20 @@ describe('batch lane', () => {
     const bad = keys[3]!;
     const missing = keys[5]!;
     const flaky = keys[7]!;
+    const garbled = keys[1]!; // answered in the first batch
     let flakySeen = 0;
+    let garbledSeen = 0;
     fake.batches.fate = (b) => (b.seq === 1 ? 'expired' : 'completed');
     fake.batches.line = (key) =>
-      key === bad ? 'error' : key === missing ? 'missing' : key === flaky && flakySeen++ === 0 ? 'server' : 'ok';
+      key === bad
+        ? 'error'
+        : key === missing
+          ? 'missing'
+          : key === flaky && flakySeen++ === 0
+            ? 'server'
+            : key === garbled && garbledSeen++ === 0
+              ? 'bad-body'
+              : 'ok';
     const summary = await lane({ batchSize: 10 });
     expect(summary).toMatchObject({ reason: 'drained', failed: 2, failedInStore: 2, remaining: 0 });
     const byKey = new Map((await jobs(store)).map((j) => [j.key, j]));
@@ -107,8 +117,10 @@ describe('batch lane', () => {
     for (const [key, j] of byKey) {
       if (key === bad || key === missing) continue;
       expect(j.state, key).toBe('done');
-      expect(fake.sentCount(key)).toBe(answeredFirst.has(key) && key !== flaky ? 1 : 2);
+      expect(fake.sentCount(key), key).toBe(answeredFirst.has(key) && key !== flaky && key !== garbled ? 1 : 2);
     }
+    // a 200 whose body was no completion is tried again, as online
+    expect(byKey.get(garbled)!.attempts).toBe(2);
     // a line missing from every output is resubmitted until its attempts are used up, never lost
     expect(byKey.get(missing)!.state).toBe('failed');
     expect(byKey.get(missing)!.error).toMatch(/gave up after 5 attempts; last error: no answer in the output of batch batch_fake\d+/);

@@ -70,6 +70,7 @@ export async function applyResults(
       ): AttemptRecord => ({ key, runId: owner, attempt: job.attempts, startedAt, endedAt: now, status, outcome, error, usage });
       const status = Number(line?.response?.status_code);
       const bodyText = line?.response?.body === undefined ? '' : JSON.stringify(line.response.body);
+      let error: ProviderError;
       if (status >= 200 && status < 300) {
         try {
           const c = parseCompletion(bodyText, status, null, '{}', secret);
@@ -81,17 +82,17 @@ export async function applyResults(
           promptTokens += c.usage.promptTokens;
           completionTokens += c.usage.completionTokens;
           continue;
-        } catch (error) {
-          if (!(error instanceof ProviderError)) throw error;
-          writes.push(store.fail(key, owner, error.message, attempt(status, 'failed', error.message, null), now));
-          failed++;
-          continue;
+        } catch (bad) {
+          // a 200 whose body is no completion: retried as online (it may answer next time)
+          if (!(bad instanceof ProviderError)) throw bad;
+          error = bad;
         }
+      } else {
+        error =
+          Number.isFinite(status) && status > 0
+            ? classifyHttpError(status, bodyText, new Headers(), null, secret)
+            : new ProviderError({ message: lineErrorMessage(line?.error), scope: 'job', reason: 'bad_request' });
       }
-      const error =
-        Number.isFinite(status) && status > 0
-          ? classifyHttpError(status, bodyText, new Headers(), null, secret)
-          : new ProviderError({ message: lineErrorMessage(line?.error), scope: 'job', reason: 'bad_request' });
       if (error.scope === 'retryable') {
         // Counted like an online retry, so a line that always fails ends at --max-attempts.
         writes.push(

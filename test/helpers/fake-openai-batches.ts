@@ -6,7 +6,7 @@
  * ```ts
  * fake.batches.configure({ completeAfterMs: 100 });                 // a batch ends 100 ms after creation
  * fake.batches.fate = (b) => (b.seq === 1 ? 'expired' : 'completed'); // expired: only the first half answered
- * fake.batches.line = (key) => (key === bad ? 'error' : 'ok');        // per line: ok | error | server | missing
+ * fake.batches.line = (key) => (key === bad ? 'error' : 'ok');        // per line: ok | error | server | missing | bad-body
  * fake.batches.script('create', reply.serverError(503));              // the next create answers 503
  * fake.batches.script('create', reply.reset());                       // the next create happens, its answer is lost
  * fake.batches.onCall = (call) => { if (call.endpoint === 'create') child.kill('SIGKILL'); };
@@ -26,7 +26,7 @@ import { completionBody, errorBody, sha256, type FakeReply, type FakeRequest } f
 
 export type BatchEndpoint = 'upload' | 'create' | 'get' | 'list' | 'content' | 'cancel';
 export type BatchFate = 'completed' | 'expired' | 'cancelled' | 'quota' | 'in_progress';
-export type LineFate = 'ok' | 'error' | 'server' | 'missing';
+export type LineFate = 'ok' | 'error' | 'server' | 'missing' | 'bad-body';
 
 export interface FakeBatch {
   readonly id: string;
@@ -260,6 +260,16 @@ export class FakeBatchApi {
             id,
             custom_id: l.custom_id,
             response: { status_code: 200, request_id: id, body: completionBody(req, {}) },
+            error: null,
+          }),
+        );
+      else if (fate === 'bad-body')
+        // a 200 whose body is no completion (no choices)
+        out.push(
+          JSON.stringify({
+            id,
+            custom_id: l.custom_id,
+            response: { status_code: 200, request_id: id, body: { object: 'chat.completion' } },
             error: null,
           }),
         );
