@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { parseDuration, parseRateLimit, parseRetryAfter } from '../src/provider/headers.js';
 import { cleanMessage, classifyHttpError, classifyNetworkError } from '../src/provider/classify.js';
 import { redactSecret } from '../src/provider/redact.js';
+import { endpointUrl } from '../src/provider/endpoint.js';
 import { createProvider, resolveBaseUrl, DEFAULT_BASE_URL } from '../src/provider/create.js';
 import { LlmqError, UsageError } from '../src/errors.js';
 import { MockProvider } from '../src/provider/mock.js';
@@ -149,5 +150,24 @@ describe('createProvider', () => {
     );
     expect(() => createProvider({}, env({ LLMQ_API_KEY: 'two words' }))).toThrow(/LLMQ_API_KEY contains spaces/);
     expect(createProvider({ provider: 'mock' }, env({}))).toBeInstanceOf(MockProvider);
+  });
+});
+
+describe('endpointUrl', () => {
+  it.each([
+    ['https://api.openai.com/v1', '/chat/completions', 'https://api.openai.com/v1/chat/completions'],
+    ['https://api.openai.com/v1/', '/batches?limit=100', 'https://api.openai.com/v1/batches?limit=100'],
+    [
+      'https://x.example/openai?api-version=2024-06-01',
+      '/files/f-1/content',
+      'https://x.example/openai/files/f-1/content?api-version=2024-06-01',
+    ],
+    [
+      'https://x.example/openai/?api-version=1',
+      '/batches?limit=100&after=b_1',
+      'https://x.example/openai/batches?api-version=1&limit=100&after=b_1',
+    ],
+  ])('%s + %s', (base, path, url) => {
+    expect(endpointUrl(base, path).href).toBe(url);
   });
 });

@@ -60,6 +60,17 @@ describe('OpenAIProvider: success', () => {
     expect(f.requests[0].headers['content-type']).toBe('application/json');
   });
 
+  it.each([
+    ['a query', '/v1?api-version=2024-06-01'],
+    ['a pasted endpoint and a query', '/v1/chat/completions/?api-version=2024-06-01'],
+  ])("a base URL with %s (Azure's ?api-version=) keeps its query after the endpoint's path", async (_, tail) => {
+    const f = await start();
+    const p = new OpenAIProvider({ baseUrl: `${f.url.replace(/\/v1$/, '')}${tail}`, apiKey: KEY, timeoutMs: 5000 });
+    expect((await p.complete(request(), { signal: live() })).status).toBe(200);
+    expect(f.requests[0].path).toBe('/v1/chat/completions?api-version=2024-06-01');
+    expect(p.name).toBe(`openai-compatible (${f.url})`);
+  });
+
   it('sends no authorization header when no key is set (local servers)', async () => {
     const f = await start();
     await provider(f, { apiKey: undefined }).complete(request(), { signal: live() });

@@ -1,5 +1,5 @@
 import { classifyHttpError, classifyNetworkError } from '../provider/classify.js';
-import { normalizeBaseUrl } from '../provider/endpoint.js';
+import { endpointUrl, normalizeBaseUrl } from '../provider/endpoint.js';
 import { readProviderBatch, type BatchApi, type BatchPage, type ProviderBatch } from './api.js';
 
 export interface HttpBatchApiOptions {
@@ -68,7 +68,7 @@ export class HttpBatchApi implements BatchApi {
     let res: Response;
     let text: string;
     try {
-      res = await this.#fetch(`${this.#base}${path}`, { method, headers, body, signal: combined });
+      res = await this.#fetch(endpointUrl(this.#base, path), { method, headers, body, signal: combined });
       text = await res.text();
     } catch (error) {
       if (signal?.aborted) throw signal.reason;

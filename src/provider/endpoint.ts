@@ -9,12 +9,28 @@ export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
-/** Trailing slashes and a pasted `/chat/completions` removed: the base the endpoint path is added to. */
+/**
+ * Trailing slashes and a pasted `/chat/completions` removed from the path: the base the endpoint
+ * path is added to. A query (Azure's `?api-version=...`) is kept as it is.
+ */
 export function normalizeBaseUrl(baseUrl: string): string {
-  return baseUrl
-    .trim()
-    .replace(/\/+$/, '')
-    .replace(/\/chat\/completions$/, '');
+  const trimmed = baseUrl.trim();
+  const q = trimmed.indexOf('?');
+  const [path, query] = q < 0 ? [trimmed, ''] : [trimmed.slice(0, q), trimmed.slice(q)];
+  return path.replace(/\/+$/, '').replace(/\/chat\/completions$/, '') + query;
+}
+
+/**
+ * The URL of an endpoint `path` (`/chat/completions`, `/batches?limit=100`) under a base URL: the
+ * path goes after the base's path and before its query, which is kept (`?api-version=...`), with
+ * the path's own query added to it.
+ */
+export function endpointUrl(baseUrl: string, path: string): URL {
+  const url = new URL(normalizeBaseUrl(baseUrl));
+  const q = path.indexOf('?');
+  url.pathname = url.pathname.replace(/\/+$/, '') + (q < 0 ? path : path.slice(0, q));
+  if (q >= 0) for (const [name, value] of new URLSearchParams(path.slice(q + 1))) url.searchParams.append(name, value);
+  return url;
 }
 
 /** The base URL and where it came from (for messages): flag, then env, then the OpenAI API. */

@@ -1,7 +1,7 @@
 import { badBodyError, classifyHttpError, classifyNetworkError, timeoutError } from './classify.js';
 import { Pool, type Dispatcher } from 'undici';
 import { parseRateLimit, type HeaderSource } from './headers.js';
-import { normalizeBaseUrl, openAiProviderName } from './endpoint.js';
+import { endpointUrl, normalizeBaseUrl, openAiProviderName } from './endpoint.js';
 import { countTextTokens, estimatePromptTokens } from './tokens.js';
 import type { CompletionResult, Provider, RateLimitInfo } from './types.js';
 import type { Usage } from '../store/types.js';
@@ -59,7 +59,7 @@ export class OpenAIProvider implements Provider {
 
   constructor(options: OpenAIProviderOptions) {
     const base = normalizeBaseUrl(options.baseUrl);
-    const endpoint = new URL(`${base}/chat/completions`);
+    const endpoint = endpointUrl(base, '/chat/completions');
     this.#path = endpoint.pathname + endpoint.search;
     this.name = openAiProviderName(base);
     this.#apiKey = options.apiKey || undefined;
