@@ -3,6 +3,9 @@ import { parseDuration, parseRateLimit, parseRetryAfter } from '../src/provider/
 import { cleanMessage, classifyHttpError, classifyNetworkError } from '../src/provider/classify.js';
 import { redactSecret } from '../src/provider/redact.js';
 import { endpointUrl } from '../src/provider/endpoint.js';
+import { countTextTokens } from '../src/provider/tokens.js';
+import { countTokens } from 'gpt-tokenizer';
+import { randomBytes } from 'node:crypto';
 import { createProvider, resolveBaseUrl, DEFAULT_BASE_URL } from '../src/provider/create.js';
 import { LlmqError, UsageError } from '../src/errors.js';
 import { MockProvider } from '../src/provider/mock.js';
@@ -169,5 +172,26 @@ describe('endpointUrl', () => {
     ],
   ])('%s + %s', (base, path, url) => {
     expect(endpointUrl(base, path).href).toBe(url);
+  });
+});
+
+describe('token counts', () => {
+  // The BPE's merges are quadratic in a word's length: whole, this word took over a minute, with
+  // the run's heartbeats stopped meanwhile (a hang guard, not a speed figure: that is the bench's).
+  it('count a 200 KB word in pieces, without stalling the event loop for minutes', { timeout: 60_000 }, () => {
+    // base64 of an empty buffer: one letter, 200,000 times, one pre-token for the BPE
+    const blob = Buffer.alloc(150_000).toString('base64');
+    const started = performance.now();
+    const n = countTextTokens(`see ${blob} here`);
+    expect(performance.now() - started).toBeLessThan(10_000);
+    expect(n).toBeGreaterThan(blob.length / 16);
+    expect(n).toBeLessThan(blob.length / 4);
+  });
+
+  it('a word cut into pieces counts within a token a piece of the whole', () => {
+    const word = randomBytes(3_000).toString('hex');
+    const whole = countTokens(word, { disallowedSpecial: new Set() });
+    expect(Math.abs(countTextTokens(word) - whole)).toBeLessThanOrEqual(word.length / 1000);
+    expect(countTextTokens('hello world')).toBe(countTokens('hello world'));
   });
 });
