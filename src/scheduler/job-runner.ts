@@ -43,14 +43,17 @@ export interface JobContext {
   readonly onBudgetReached: () => void;
   /** A job starts backing off before a retry: it holds no place in hand meanwhile. */
   readonly onBackoff: () => void;
+  /** Whether the lease of a job taken or renewed at `since` is surely still the run's (run.ts). */
+  readonly holds: (since: number) => boolean;
 }
 
 /**
  * How a job left this run. `unsent`: stopped before its current try went out; it goes back to
  * pending with that try's attempt given back. `interrupted`: stopped after its last try was written
- * down; it goes back to pending as it is.
+ * down; it goes back to pending as it is. `lapsed`: its lease may have run out before its try went
+ * out (the run was frozen); handed back at once, its attempt given back, unless another run took it.
  */
-export type JobOutcome = 'done' | 'failed' | 'unsent' | 'interrupted';
+export type JobOutcome = 'done' | 'failed' | 'unsent' | 'interrupted' | 'lapsed';
 
 /** What one job has been through in this run, across its tries. */
 interface JobTally {
@@ -85,12 +88,16 @@ class JobRun {
   /** The --budget reservation of the try in flight. */
   #hold: Hold = { usd: 0 };
 
+  /** When the job's lease was taken (its claim, just before) or last renewed by this job (a retry). */
+  #leasedAt: number;
+
   constructor(
     readonly job: ClaimedJob,
     readonly lane: Lane,
     readonly ctx: JobContext,
   ) {
     this.#attempt = job.attempts;
+    this.#leasedAt = ctx.now();
   }
 
   async run(): Promise<JobOutcome> {
@@ -102,6 +109,11 @@ class JobRun {
       } catch (error) {
         if (ctx.stopSignal.aborted) return 'unsent';
         throw error;
+      }
+      // The run was frozen past the lease (it waited here meanwhile): another run may have sent it.
+      if (!ctx.holds(this.#leasedAt)) {
+        this.#giveBack(place);
+        return 'lapsed';
       }
       // Under --budget the request's worst case is reserved in the store before it leaves.
       let hold: Hold | null;
@@ -142,9 +154,11 @@ class JobRun {
         if (decision.pauseLane) this.lane.waitingOnPace--;
         else this.lane.backingOff--;
       }
-      const raised = await ctx.store.startRetry(job.key, ctx.runId, ctx.now(), ctx.now() + ctx.leaseMs);
+      const renewedAt = ctx.now();
+      const raised = await ctx.store.startRetry(job.key, ctx.runId, renewedAt, renewedAt + ctx.leaseMs);
       if (raised === null) return 'interrupted'; // lost the lease
       this.#attempt = raised;
+      this.#leasedAt = renewedAt;
     }
   }
 

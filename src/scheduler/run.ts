@@ -70,7 +70,10 @@ export class Run {
   /** The full lanes of a claim that found nothing else to take, and when: no use asking again at once. */
   #fruitless: { skip: string; at: number } | null = null;
   #beats = 0;
+  /** When the last heartbeat that renewed the leases was made. */
   #lastBeat: number;
+  /** When a heartbeat last came after the leases it renews had run out (see `#holds`). */
+  #lapsedAt = 0;
   #timers: NodeJS.Timeout[] = [];
   #loweredConcurrency = false;
 
@@ -240,8 +243,10 @@ export class Run {
     const ctx = this.#jobContext();
     for (const job of got.jobs) {
       const task: Promise<void> = runJob(job, ctx)
-        .then((outcome) => {
+        .then(async (outcome) => {
           if (outcome === 'unsent') this.#unsent.push(job.key);
+          // pending again now, to be claimed afresh: the release leaves it alone if another run took it
+          if (outcome === 'lapsed') await this.#store.release(this.#id, { refund: true, now: this.#now(), keys: [job.key] });
         })
         .catch((error) => this.stop({ kind: 'error', error, abortInFlight: true }))
         .finally(() => {
@@ -323,7 +328,10 @@ export class Run {
         alerts: this.#deps.alerts?.() ?? [],
       })
       .then(() => {
-        this.#lastBeat = t;
+        // Frozen past the lease (a laptop asleep, a stalled event loop): jobs whose lease ran out
+        // before this renewal may have been taken, and answered, by another run.
+        if (t >= this.#lastBeat + this.#leaseMs) this.#lapsedAt = t;
+        this.#lastBeat = Math.max(this.#lastBeat, t);
         if (++this.#beats % 5 === 0) return Promise.all([this.#reclaim(), lanes.save(this.#store)]);
         return undefined;
       })
@@ -383,6 +391,17 @@ export class Run {
     return summary;
   }
 
+  /**
+   * Whether a job whose lease was taken or renewed at `since` is surely still this run's: no
+   * heartbeat since found the leases run out before it renewed them, and the lease covering the
+   * job now (its own, or the last heartbeat's) has a quarter of its length left, so a request sent
+   * now is renewed in time. Else another run may have taken the job, and sent it.
+   */
+  #holds(since: number): boolean {
+    if (since + this.#leaseMs <= this.#lapsedAt) return false;
+    return this.#now() < Math.max(since, this.#lastBeat) + (this.#leaseMs * 3) / 4;
+  }
+
   #snapshot(): ProgressSnapshot {
     return this.#counters.snapshot(this.#now(), this.#lanes.snapshots(), this.#slots.size);
   }
@@ -415,6 +434,7 @@ export class Run {
       onBudgetReached: () => this.stop({ kind: 'budget' }),
       // a job backing off frees its place in hand: claim its replacement now, not when a job ends
       onBackoff: () => this.#roomMade(),
+      holds: (since) => this.#holds(since),
     };
     return this.#context;
   }

@@ -1,0 +1,112 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { MockProvider } from '../src/provider/mock.js';
+import type { CompletionResult, Provider } from '../src/provider/types.js';
+import { jobKey } from '../src/request.js';
+import { runQueue } from '../src/scheduler/run-queue.js';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import type { Completion } from '../src/store/types.js';
+import { seedJobs } from './helpers/seed.js';
+import { tempDir } from './helpers/tmp.js';
+
+/**
+ * A run frozen past its leases (a laptop asleep, an event loop stalled) may find, when it wakes, that
+ * another run took its jobs and answered them. It must not send one that had not left yet: that
+ * would be paid twice. The freeze is a jump of the run's clock; the other run is the store's own
+ * reclaim, claim and complete at the later time.
+ */
+const LEASE_MS = 60_000;
+
+/** The mock provider, its first request held until `release`; the job of each request recorded. */
+function gatedProvider(): { provider: Provider; sent: string[]; firstSent: Promise<void>; release: () => void } {
+  const mock = new MockProvider({ latencyMs: 1 });
+  const sent: string[] = [];
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let firstSentNow!: () => void;
+  const firstSent = new Promise<void>((r) => (firstSentNow = r));
+  const provider: Provider = {
+    name: 'mock',
+    async complete(body, options): Promise<CompletionResult> {
+      sent.push(jobKey(body));
+      if (sent.length === 1) {
+        firstSentNow();
+        await gate;
+      }
+      return mock.complete(body, options);
+    },
+  };
+  return { provider, sent, firstSent, release };
+}
+
+function answered(key: string, owner: string): Completion {
+  const usage = { promptTokens: 5, completionTokens: 5 };
+  return {
+    owner,
+    output: 'answered by the other run',
+    response: '{}',
+    usage,
+    attempt: { key, runId: owner, attempt: 1, startedAt: 0, endedAt: 1, status: 200, outcome: 'done', error: null, usage },
+  };
+}
+
+describe('a run frozen past its leases', () => {
+  it.each([
+    // the run wakes and goes on before its next heartbeat: the lease covering the job has run out
+    { when: 'before its next heartbeat', heartbeatMs: 60_000 },
+    // a heartbeat comes first and renews what is still the run's: the job's lease had run out before it
+    { when: 'after a heartbeat that found its leases run out', heartbeatMs: 50 },
+  ])('sends no job it held that had not left yet, woken $when', async ({ heartbeatMs }) => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    const [first, second] = await seedJobs(store, 2);
+    let frozenFor = 0;
+    const now = () => Date.now() + frozenFor;
+    const { provider, sent, firstSent, release } = gatedProvider();
+    // at 60 a minute, the first job is out (held at the provider), the second waits in hand for its turn
+    await store.saveLaneLimits({ baseUrl: 'mock', model: 'gpt-4o-mini', rpm: 60, tpm: null, source: 'headers', at: Date.now() });
+    const run = runQueue({ store, provider, now }, { concurrency: 2, leaseMs: LEASE_MS, heartbeatMs, retryDelayMs: 10 });
+    await firstSent;
+    while ((await store.status()).counts.running < 2) await new Promise((r) => setTimeout(r, 5));
+
+    // two leases later, another run takes both jobs back and answers them
+    frozenFor = 2 * LEASE_MS;
+    expect(await store.reclaim(now(), [])).toBe(2);
+    const taken = await store.claim({ owner: 'other-run', limit: 10, now: now(), leaseUntil: now() + LEASE_MS, maxAttempts: 5 });
+    expect(taken.jobs.map((j) => j.key)).toEqual([first, second]);
+    if (heartbeatMs < 1000) await new Promise((r) => setTimeout(r, 10 * heartbeatMs));
+    for (const key of [first!, second!]) await store.complete(key, answered(key, 'other-run'));
+
+    // the frozen run wakes: the first request was out already (its answer comes, and is not
+    // stored over the other's); the second never leaves
+    release();
+    const summary = await run;
+    expect(sent).toEqual([first]);
+    expect(summary).toMatchObject({ reason: 'drained' });
+    const status = await store.status();
+    expect(status.counts).toEqual({ pending: 0, running: 0, done: 2, failed: 0 });
+    expect((await store.item('doc-1'))!.job.output).toBe('answered by the other run');
+    await store.close();
+  });
+
+  it('a job nobody took meanwhile goes back to pending at once and is sent afresh, once', async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    const [first, second] = await seedJobs(store, 2);
+    let frozenFor = 0;
+    const { provider, sent, firstSent, release } = gatedProvider();
+    await store.saveLaneLimits({ baseUrl: 'mock', model: 'gpt-4o-mini', rpm: 60, tpm: null, source: 'headers', at: Date.now() });
+    const run = runQueue(
+      { store, provider, now: () => Date.now() + frozenFor },
+      { concurrency: 2, leaseMs: LEASE_MS, heartbeatMs: 60_000, retryDelayMs: 10 },
+    );
+    await firstSent;
+    while ((await store.status()).counts.running < 2) await new Promise((r) => setTimeout(r, 5));
+    frozenFor = 2 * LEASE_MS;
+    release();
+    expect(await run).toMatchObject({ reason: 'drained', done: 2 });
+    expect(sent).toEqual([first, second]);
+    expect((await store.status()).counts).toEqual({ pending: 0, running: 0, done: 2, failed: 0 });
+    // the try that never left gave its attempt back
+    expect((await store.item('doc-1'))!.job.attempts).toBe(1);
+    await store.close();
+  });
+});
