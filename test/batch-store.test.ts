@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { apiKeyId } from '../src/batch/api-key-id.js';
 import { HttpBatchApi } from '../src/batch/http-api.js';
 import { runBatchLane } from '../src/batch/lane.js';
-import { STOPPED_BEFORE_CREATED, batchOwner } from '../src/store/batches.js';
+import { MOCK_RUN_STOPPED, STOPPED_BEFORE_CREATED, batchOwner } from '../src/store/batches.js';
 import { copyStore } from '../src/store/copy.js';
 import { seedJobs } from './helpers/seed.js';
 import { STORE_KINDS, skipUnavailable } from './helpers/stores.js';
@@ -81,13 +81,14 @@ describe.each(STORE_KINDS)('batches on $name', (kind) => {
     expect(online.jobs.map((j) => j.key)).toEqual([keys[2]]);
   });
 
-  it('a submission whose run died or ended before uploading its file gives its jobs back at the next reclaim, not after 7 days', async (ctx) => {
+  it('a submission whose run died or ended before uploading its file, or made to the offline mock, gives its jobs back at the next reclaim', async (ctx) => {
     skipUnavailable(kind, ctx);
     const { store } = await kind.fresh();
-    const keys = await seedJobs(store, 5);
+    const keys = await seedJobs(store, 6);
     const now = Date.now();
     const lease = { now, leaseUntil: now + 7 * 86400_000, maxAttempts: 5 };
-    for (const id of ['r-killed', 'r-ended', 'r-uploaded']) await store.startRun({ id, host: 'h', pid: 1, startedAt: now, options: {} });
+    for (const id of ['r-killed', 'r-ended', 'r-uploaded', 'r-mock'])
+      await store.startRun({ id, host: 'h', pid: 1, startedAt: now, options: {} });
     await store.batches.begin({ id: 's-killed', runId: 'r-killed', baseUrl: 'http://x/v1', now });
     await store.claim({ owner: batchOwner('s-killed'), limit: 2, ...lease });
     await store.batches.begin({ id: 's-ended', runId: 'r-ended', baseUrl: 'http://x/v1', now });
@@ -96,11 +97,16 @@ describe.each(STORE_KINDS)('batches on $name', (kind) => {
     await store.batches.begin({ id: 's-uploaded', runId: 'r-uploaded', baseUrl: 'http://x/v1', now });
     await store.claim({ owner: batchOwner('s-uploaded'), limit: 1, ...lease });
     await store.batches.noteInputFile('s-uploaded', 'file-1', now);
+    // the offline mock's Batch API lives in its run's process: its batches end with it
+    await store.batches.begin({ id: 's-mock', runId: 'r-mock', baseUrl: 'mock', now });
+    await store.claim({ owner: batchOwner('s-mock'), limit: 1, ...lease });
+    await store.batches.noteInputFile('s-mock', 'file-mock-1', now);
+    await store.batches.submitted('s-mock', 'batch_mock_1', 'in_progress', now);
     // while their runs live, nothing moves
     expect(await store.reclaim(now + 1, [])).toBe(0);
     expect((await store.batches.held('s-killed')).map((j) => j.key)).toEqual(keys.slice(0, 2));
     await store.finishRun('r-ended', now + 2, 'error', STATS);
-    expect(await store.reclaim(now + 3, ['r-killed', 'r-uploaded'])).toBe(3);
+    expect(await store.reclaim(now + 3, ['r-killed', 'r-uploaded', 'r-mock'])).toBe(4);
     expect((await store.batches.held('s-uploaded')).map((j) => j.key)).toEqual([keys[3]]);
     const rows = await store.batches.recent(10);
     expect(
@@ -111,10 +117,11 @@ describe.each(STORE_KINDS)('batches on $name', (kind) => {
     ).toEqual([
       ['s-ended', 1, STOPPED_BEFORE_CREATED],
       ['s-killed', 2, STOPPED_BEFORE_CREATED],
+      ['s-mock', 1, MOCK_RUN_STOPPED],
     ]);
     // never sent: their attempt given back
     const online = await store.claim({ owner: 'r2', limit: 10, now: now + 4, leaseUntil: now + 60_000, maxAttempts: 5 });
-    expect(online.jobs.map((j) => [j.key, j.attempts])).toEqual([keys[0], keys[1], keys[2], keys[4]].map((k) => [k, 1]));
+    expect(online.jobs.map((j) => [j.key, j.attempts])).toEqual([keys[0], keys[1], keys[2], keys[4], keys[5]].map((k) => [k, 1]));
   });
 
   it('the lane end to end: an expired batch keeps its answers and resubmits the rest', async (ctx) => {

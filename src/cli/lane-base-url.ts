@@ -1,7 +1,6 @@
-import { resolveBaseUrl } from '../provider/endpoint.js';
+import { MOCK_BASE_URL, resolveBaseUrl } from '../provider/endpoint.js';
 
-/** What `laneBaseUrl` says for the offline mock provider. */
-export const MOCK_BASE_URL = 'mock';
+export { MOCK_BASE_URL };
 
 /** What lanes, learned limits and batches are keyed by: the endpoint without credentials or query (`mock` offline). */
 export function laneBaseUrl(flags: { provider: 'openai' | 'mock'; baseUrl?: string }): string {

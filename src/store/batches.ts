@@ -79,7 +79,8 @@ export interface BatchStore {
   end(id: string, end: BatchEnd): Promise<number>;
   /**
    * Abandon the submissions of runs that ended or died (`deadOwners`, or no longer open) before
-   * their file was uploaded: no batch can exist, so their jobs go back to `pending` with their
+   * their file was uploaded, and those made to the offline mock provider's Batch API, which lives
+   * in its run's process: no batch can exist, so their jobs go back to `pending` with their
    * attempt. Part of every reclaim: a batch run killed between its claim and its upload held them
    * for the 7-day batch lease, out of reach of online runs. Returns how many jobs came back.
    */
@@ -94,6 +95,8 @@ export interface BatchStore {
 
 /** Why a submission was abandoned when its run stopped before uploading its file (or creating the batch). */
 export const STOPPED_BEFORE_CREATED = 'its run stopped before the batch was created';
+/** Why a submission to the offline mock provider was abandoned: its Batch API lived in the run's process. */
+export const MOCK_RUN_STOPPED = 'its run stopped, and the offline mock provider with it';
 
 /** The lease owner of the jobs of a submission; also the `run_id` of their attempt rows (the pricing marker). */
 export function batchOwner(submissionId: string): string {

@@ -1,7 +1,16 @@
 import type pg from 'pg';
 import type { BatchEnd, BatchRow, BatchStore, BatchState } from '../batches.js';
-import { STOPPED_BEFORE_CREATED, apiKeyOfRow, batchOwner, progressOfRow, type BatchProgress, type KeyColumns } from '../batches.js';
+import {
+  MOCK_RUN_STOPPED,
+  STOPPED_BEFORE_CREATED,
+  apiKeyOfRow,
+  batchOwner,
+  progressOfRow,
+  type BatchProgress,
+  type KeyColumns,
+} from '../batches.js';
 import type { ApiKeyId } from '../../batch/api-key-id.js';
+import { MOCK_BASE_URL } from '../../provider/endpoint.js';
 import { inTransaction, query } from './connect.js';
 
 const COLUMNS = `id, run_id, base_url, state, provider_batch_id, input_file_id, provider_status, jobs, done, failed,
@@ -76,11 +85,11 @@ export class PgBatches implements BatchStore {
       // taken in the same statement that abandons them: two reclaims never both hand one back
       const ids = (
         await client.query<{ id: string }>(
-          `UPDATE batches SET state = 'abandoned', error = $3, updated_at = $2, ended_at = $2
-          WHERE state = 'preparing' AND input_file_id IS NULL
+          `UPDATE batches SET state = 'abandoned', error = CASE WHEN base_url = '${MOCK_BASE_URL}' THEN $4 ELSE $3 END, updated_at = $2, ended_at = $2
+          WHERE ((state = 'preparing' AND input_file_id IS NULL) OR (state IN ('preparing', 'submitted') AND base_url = '${MOCK_BASE_URL}'))
             AND (run_id = ANY($1::text[]) OR NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = batches.run_id AND runs.ended_at IS NULL))
           RETURNING id`,
-          [[...deadOwners], now, STOPPED_BEFORE_CREATED],
+          [[...deadOwners], now, STOPPED_BEFORE_CREATED, MOCK_RUN_STOPPED],
         )
       ).rows.map((r) => r.id);
       let requeued = 0;

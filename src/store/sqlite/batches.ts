@@ -1,6 +1,15 @@
 import type { BatchEnd, BatchRow, BatchStore } from '../batches.js';
-import { STOPPED_BEFORE_CREATED, apiKeyOfRow, batchOwner, progressOfRow, type BatchProgress, type KeyColumns } from '../batches.js';
+import {
+  MOCK_RUN_STOPPED,
+  STOPPED_BEFORE_CREATED,
+  apiKeyOfRow,
+  batchOwner,
+  progressOfRow,
+  type BatchProgress,
+  type KeyColumns,
+} from '../batches.js';
 import type { ApiKeyId } from '../../batch/api-key-id.js';
+import { MOCK_BASE_URL } from '../../provider/endpoint.js';
 import type { Db } from './open.js';
 import { orphanDropper } from './attempts.js';
 import { unplannedLimit } from './unplanned-limit.js';
@@ -41,8 +50,8 @@ export class SqliteBatches implements BatchStore {
       held: db.prepare(`SELECT key, attempts, model FROM jobs WHERE lease_owner = ? AND state = 'running' ORDER BY seq`),
       // taken in the same statement that abandons them: two reclaims never both hand one back
       abandonUnsent: db
-        .prepare(`UPDATE batches SET state = 'abandoned', error = @reason, updated_at = @now, ended_at = @now
-          WHERE state = 'preparing' AND input_file_id IS NULL
+        .prepare(`UPDATE batches SET state = 'abandoned', error = iif(base_url = '${MOCK_BASE_URL}', @mockReason, @reason), updated_at = @now, ended_at = @now
+          WHERE ((state = 'preparing' AND input_file_id IS NULL) OR (state IN ('preparing', 'submitted') AND base_url = '${MOCK_BASE_URL}'))
             AND (run_id IN (SELECT value FROM json_each(@dead))
               OR NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = batches.run_id AND runs.ended_at IS NULL))
           RETURNING id`)
@@ -93,7 +102,12 @@ export class SqliteBatches implements BatchStore {
   async abandonUnsent(deadOwners: readonly string[], now: number): Promise<number> {
     return this.#db
       .transaction(() => {
-        const ids = this.#s.abandonUnsent.all({ dead: JSON.stringify(deadOwners), now, reason: STOPPED_BEFORE_CREATED }) as string[];
+        const ids = this.#s.abandonUnsent.all({
+          dead: JSON.stringify(deadOwners),
+          now,
+          reason: STOPPED_BEFORE_CREATED,
+          mockReason: MOCK_RUN_STOPPED,
+        }) as string[];
         let requeued = 0;
         for (const id of ids) {
           const back = this.#s.requeue.all(1, null, now, batchOwner(id)) as string[];
