@@ -169,6 +169,11 @@ function batchLine(obj: Record<string, unknown>, line: number, path: string): En
   if (typeof b.model !== 'string' || b.model === '' || !Array.isArray(b.messages) || b.messages.length === 0) {
     return { path, line, reason: 'batch line "body" must have a "model" string and a non-empty "messages" array' };
   }
+  // The answer would come as server-sent events, which llmq does not read: each try would be paid
+  // for and fail as "not JSON", up to --max-attempts.
+  if (b.stream !== undefined && b.stream !== false) {
+    return { path, line, reason: 'batch line "body" sets "stream"; llmq reads whole answers: remove "stream" (or set it to false)' };
+  }
   return { id, path, line, text: '', meta: otherFields(obj, 'custom_id', 'body'), body: b };
 }
 

@@ -46,6 +46,18 @@ describe('enqueue JSONL', () => {
     expect(JSON.parse((await store.item('a'))!.job.request).messages[0].content).toBe('Summarize: A good line.');
   });
 
+  it('rejects a batch line asking for a streamed answer (each try would be paid for, then fail as not JSON)', async () => {
+    const store = tempStore();
+    const line = (id: string, extra: string) =>
+      `{"custom_id":"${id}","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]${extra}}}\n`;
+    const input = Readable.from([line('s1', ',"stream":true'), line('s2', ',"stream":false'), line('s3', '')]);
+    const s = await run(store, ['-'], { stdin: input });
+    expect(s.rejections.map((r) => `${r.line}: ${r.reason}`)).toEqual([
+      '1: batch line "body" sets "stream"; llmq reads whole answers: remove "stream" (or set it to false)',
+    ]);
+    expect(items(store).map((r) => r.id)).toEqual(['s2', 's3']);
+  });
+
   it('uses --id-field and --text-field', async () => {
     const store = tempStore();
     const input = Readable.from(['{"uuid":"u1","body":"First.","id":"kept as meta"}\n{"uuid":"u2","body":"Second."}\n']);
