@@ -162,7 +162,7 @@ describe('export split between worker threads', () => {
     expect(existsSync(`${location}-wal`)).toBe(false);
   });
 
-  it('`llmq export | head -1` on a queue big enough for worker threads stops at once, exit 0, nothing on stderr', async () => {
+  it('`llmq export | head -1` on a queue big enough for worker threads stops at once, exit 130 (cut off), nothing on stderr', async () => {
     const dir = tempDir();
     const input = join(dir, 'in.jsonl');
     // 60,000 items: past the size at which the export splits in blocks between worker threads
@@ -176,7 +176,7 @@ describe('export split between worker threads', () => {
     const r = await runCliInShell(`llmq export --db '${db}' | head -1; echo "exit \${PIPESTATUS[0]}" >&2`, { timeoutMs: 30_000 });
     expect(r.stdout).toMatch(/^\{"id":"d0",/);
     expect(r.stdout.trimEnd().split('\n')).toHaveLength(1);
-    expect(r.stderr).toBe('exit 0\n');
+    expect(r.stderr).toBe('exit 130\n');
     // and the whole export, all 60,000 in order
     const all = await runCli(['export', '--db', db, '--format', 'csv']);
     const ids = all.stdout

@@ -38,9 +38,10 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
 }
 
-// `llmq export | head` or `llmq --help | head`: the reader left, which is not an error. `run`
-// claims this instead and stops like Ctrl-C (see reader-gone.ts).
-watchReaders([process.stdout, process.stderr], () => process.exit(process.exitCode ?? 0));
+// `llmq export | head` or `llmq --help | head`: the reader left, which is not a bug; the output was
+// cut off, so 130, as for a signal (as SIGPIPE would end a program without handlers). `run` claims
+// this instead and stops like Ctrl-C (see reader-gone.ts).
+watchReaders([process.stdout, process.stderr], () => process.exit(130));
 
 const code = await main(process.argv);
 process.exitCode = code;

@@ -122,9 +122,12 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
         await writeText(text(), sink.stream);
         await sink.done();
       } catch (error) {
-        // `llmq export | head` closes the pipe early: that is the reader's choice, not an error, and
-        // nothing is left to write to. Only reads happened, so stopping here loses nothing.
-        if (isReaderGoneError(error)) return;
+        // `llmq export | head` closes the pipe early: nothing is left to write to, and only reads
+        // happened, so stopping here loses nothing. The export is cut off, though: 130, as a signal.
+        if (isReaderGoneError(error)) {
+          process.exitCode = 130;
+          return;
+        }
         throw knownError(error, { what: 'standard output', path: '' }) ?? error;
       }
     }
