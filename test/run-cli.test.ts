@@ -187,6 +187,17 @@ describe('llmq run (child processes)', () => {
     expect(fake.sentCount(keys[3]!)).toBe(2);
   });
 
+  it('with --limit, the exit code speaks of the jobs taken: 0 when they are done, though older ones failed', async () => {
+    const { fake, db, keys } = await setup(6, 0);
+    fake.respond((req) => (req.key === keys[0] || req.key === keys[1] ? reply.badRequest('bad thing') : undefined));
+    const first = await runCli(['run', '--db', db, '--base-url', fake.url, '--limit', '3', '--progress', 'none']);
+    expect(first.code, first.stderr).toBe(2); // of the three taken, two failed
+    const next = await runCli(['run', '--db', db, '--base-url', fake.url, '--limit', '1', '--progress', 'none']);
+    expect(next.code, next.stderr).toBe(0); // the one taken is done; the two failures are older
+    const rest = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none']);
+    expect(rest.code, rest.stderr).toBe(2); // drained: the queue holds failed jobs
+  });
+
   it("the offline mock's answers are stand-ins: a real run sends those jobs, once, and says so", async () => {
     const { fake, db, keys } = await setup(5, 0);
     // trying llmq on the real queue, as the README invites (--budget offline, say)

@@ -226,12 +226,16 @@ export function budgetMessage(b: NonNullable<RunSummary['budget']>, pending: num
   );
 }
 
-/** 130 on a signal, 1 on a run-fatal error, 3 when the budget stopped it, 2 when jobs failed, else 0. */
+/**
+ * 130 on a signal, 1 on a run-fatal error, 3 when the budget stopped it, 2 when jobs failed (in the
+ * queue; with --limit, of the jobs this run took), else 0.
+ */
 export function exitCodeFor(summary: RunSummary): number {
   if (summary.reason === 'signal') return EXIT.SIGNAL;
   if (summary.reason === 'fatal') return EXIT.ERROR;
   if (summary.reason === 'budget') return EXIT.BUDGET;
-  return summary.failedInStore > 0 ? EXIT.PARTIAL : EXIT.OK;
+  const failed = summary.reason === 'limit' ? summary.failed : summary.failedInStore;
+  return failed > 0 ? EXIT.PARTIAL : EXIT.OK;
 }
 
 /** A flag of a lane this run does not take would be silently ignored: say so instead. */
