@@ -237,10 +237,12 @@ describe('progress renderers', () => {
       'run:end',
     ]);
     for (const e of events) expect(typeof e.time).toBe('number');
-    expect(events[2]).toMatchObject({ event: 'progress', done: 0, total: 40_000, cost_usd: 0 });
+    expect(events[2]).toMatchObject({ event: 'progress', done: 0, total: 40_000, costUsd: 0 });
     // T+10.5 s came only 0.5 s after the one before: held back, then written before run:end
-    expect(events[11]).toMatchObject({ event: 'progress', done: 31_205, cost_usd: 0.75 });
-    expect(events[12]).toMatchObject({ event: 'run:end', runId: 'r1', reason: 'drained', done: 31_204, cost_usd: 0.75 });
+    expect(events[11]).toMatchObject({ event: 'progress', done: 31_205, costUsd: 0.75 });
+    expect(events[12]).toMatchObject({ event: 'run:end', runId: 'r1', reason: 'drained', done: 31_204 });
+    // one cost, under one name: the summary's
+    expect(events[12]).not.toHaveProperty('cost_usd');
     expect(events[9]).toMatchObject({ event: 'job:failed', status: 400 });
   });
 

@@ -201,7 +201,8 @@ describe('llmq run --json', () => {
     expect(end.done).toBe(23);
     expect(end.promptTokens).toBeGreaterThan(0);
     expect(end.runId).toBe(readDb(db).runs[0]!.id);
-    expect(end.cost_usd).toBeCloseTo((end.promptTokens * 0.15 + end.completionTokens * 0.6) / 1e6, 12);
+    expect(end).not.toHaveProperty('cost_usd');
+    expect(end.costUsd).toBeCloseTo((end.promptTokens * 0.15 + end.completionTokens * 0.6) / 1e6, 12);
     // the last progress snapshot agrees with the end
     expect(of('progress').at(-1)).toMatchObject({ total: DOCS, done: 23, failed: 1, retried: 1 });
   });

@@ -5,7 +5,9 @@ import type { Renderer } from './types.js';
 /**
  * `--json`: one JSON object per line, `{"event": name, "time": ms, ...payload}`, for other programs.
  * Progress snapshots are thinned to one per `everyMs`; the last is always written before `run:end`.
- * `progress` and `run:end` carry `cost_usd` (null when a model has no price).
+ * `progress` carries `costUsd`, what this run's answers cost so far (null when a model has no
+ * price); `run:end` is the run's summary, whose `costUsd` is all it committed (its answers, and the
+ * worst case of tries that may be billed, also given apart in `mayBeBilled`).
  */
 export function jsonRenderer(state: ProgressState, stream: NodeJS.WritableStream, everyMs: number): Renderer {
   let lastAt: number | null = null;
@@ -22,7 +24,7 @@ export function jsonRenderer(state: ProgressState, stream: NodeJS.WritableStream
         }
         lastAt = p.now;
         pending = null;
-        write(event, p, { cost_usd: state.cost });
+        write(event, p, { costUsd: state.cost });
         return;
       }
       if (event === 'job:done') {
@@ -32,10 +34,10 @@ export function jsonRenderer(state: ProgressState, stream: NodeJS.WritableStream
         return;
       }
       if (event === 'run:end' && pending) {
-        write('progress', pending, { cost_usd: state.cost });
+        write('progress', pending, { costUsd: state.cost });
         pending = null;
       }
-      write(event, payload, event === 'run:end' ? { cost_usd: state.cost } : {});
+      write(event, payload);
     },
     stop() {
       // Nothing buffered but a thinned snapshot, and the last one will be superseded by run:end.
