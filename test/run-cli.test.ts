@@ -168,6 +168,17 @@ describe('llmq run (child processes)', () => {
     expect(dump).not.toContain('sk-live-SECRET-123');
   });
 
+  it('a key refused after it worked: the jobs it failed before the run stopped are said, not "no job was used up"', async () => {
+    const { fake, db } = await setup(6, 0);
+    let answered = 0;
+    fake.respond(() => (answered++ === 0 ? undefined : reply.unauthorized()));
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '-c', '1', '--progress', 'none']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('2 jobs failed in this run before it (llmq status says why; llmq retry-failed puts them back)');
+    expect(r.stderr).not.toContain('No job was used up');
+    expect((await states(db)).map((j) => j.state).sort()).toEqual(['done', 'failed', 'failed', 'pending', 'pending', 'pending']);
+  });
+
   it('exits 2 when the queue drained with failures, and retry-failed puts them back', async () => {
     const { fake, db, keys } = await setup(10, 1);
     fake.respond((req) => (req.key === keys[3] ? reply.badRequest('bad thing') : undefined));

@@ -158,7 +158,7 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
   if (hooks) whileReaderPresent(process.stderr).write(hookReportLine(await finishHooks(hooks, summary)));
   if (summary.fatal) {
     whileReaderPresent(process.stderr).write(
-      `error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message, runArguments(flags) + moneyArguments(flags) + dbArgument(flags.db))}\n`,
+      `error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message, runArguments(flags) + moneyArguments(flags) + dbArgument(flags.db), summary.failed)}\n`,
     );
   }
   if (summary.budget) whileReaderPresent(process.stderr).write(budgetMessage(summary.budget, summary.remaining) + '\n');
@@ -194,9 +194,16 @@ function warnIfKeyUnredactable(found: { key: string; name: string } | undefined)
   }
 }
 
-/** What to do after a run-fatal error. No job was used up by it. */
-function fixFor(reason: string, message: string, again: string): string {
-  const after = `No job was used up: they are all still pending. Run llmq run${again} again once this is fixed.`;
+/**
+ * What to do after a run-fatal error. It used up no job; jobs this run failed before it (a 401 or
+ * 403 after the key had worked fails the job alone, until three in a row stop the run) are said.
+ */
+function fixFor(reason: string, message: string, again: string, failedInRun: number): string {
+  const left =
+    failedInRun === 0
+      ? 'No job was used up: they are all still pending.'
+      : `${int(failedInRun)} ${failedInRun === 1 ? 'job' : 'jobs'} failed in this run before it (llmq status says why; llmq retry-failed puts them back); the others not answered are still pending.`;
+  const after = `${left} Run llmq run${again} again once this is fixed.`;
   if (reason === 'auth') return `The provider refused the API key. ${after}`;
   if (reason === 'quota') return `The account is out of quota. Add credit or raise the limit with the provider. ${after}`;
   if (message.startsWith('HTTP 404')) {
