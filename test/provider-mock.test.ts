@@ -36,6 +36,22 @@ describe('MockProvider', () => {
     );
   });
 
+  it('stops at max_tokens as a provider does (finish_reason length), and quotes no more than 200 characters of one long word', async () => {
+    const p = new MockProvider({ latencyMs: 0 });
+    const long = await p.complete(request('x'.repeat(40_000)), { signal: live() });
+    expect(long.output).toBe(`[mock] Summary of: ${'x'.repeat(200)} …`);
+    const body = (text: string, maxTokens: number) =>
+      JSON.stringify({ model: 'gpt-4o-mini', max_tokens: maxTokens, messages: [{ role: 'user', content: text }] });
+    const cut = await p.complete(body('The quick brown fox jumps over the lazy dog while the cat sleeps', 4), { signal: live() });
+    expect(cut.usage.completionTokens).toBeLessThanOrEqual(4);
+    expect(cut.usage.completionTokens).toBe(countTokens(cut.output));
+    expect(JSON.parse(cut.body).choices[0].finish_reason).toBe('length');
+    expect('[mock] Summary of: The quick brown fox'.startsWith(cut.output)).toBe(true);
+    const whole = await p.complete(body('short one', 100), { signal: live() });
+    expect(whole.output).toBe('[mock] Summary of: short one');
+    expect(JSON.parse(whole.body).choices[0].finish_reason).toBe('stop');
+  });
+
   it('simulates latency with seeded jitter', async () => {
     const p = new MockProvider({ latencyMs: 100, jitter: 0.5 });
     const started = Date.now();

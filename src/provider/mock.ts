@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { countTextTokens, estimatePromptTokens, loadTokenizer, messageText } from './tokens.js';
+import { countTextTokens, estimatePromptTokens, loadTokenizer, messageText, requestedCompletionTokens } from './tokens.js';
 import { ProviderError, type CompletionResult, type Provider } from './types.js';
 
 export interface MockProviderOptions {
@@ -15,7 +15,10 @@ export interface MockProviderOptions {
   readonly now?: () => number;
 }
 
+/** A mock answer quotes the first this many words of the document... */
 const SUMMARY_WORDS = 12;
+/** ...and at most this many characters of them. */
+const SUMMARY_CHARS = 200;
 
 /**
  * The offline provider behind `--provider mock`: answers every request with a deterministic text that
@@ -80,15 +83,22 @@ export class MockProvider implements Provider {
         status: 400,
       });
     }
-    const output = mockAnswer(request);
-    const usage = { promptTokens: estimatePromptTokens(request ?? {}), completionTokens: countTextTokens(output) };
+    const { output, completionTokens, cut } = withinMaxTokens(mockAnswer(request), requestedCompletionTokens(request ?? {}));
+    const usage = { promptTokens: estimatePromptTokens(request ?? {}), completionTokens };
     const body = JSON.stringify({
       id: `chatcmpl-mock-${hash.slice(0, 24)}`,
       object: 'chat.completion',
       created: Math.floor(this.#now() / 1000),
       model: typeof request?.model === 'string' ? request.model : 'mock',
       system_fingerprint: 'llmq-mock',
-      choices: [{ index: 0, message: { role: 'assistant', content: output, refusal: null }, logprobs: null, finish_reason: 'stop' }],
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: output, refusal: null },
+          logprobs: null,
+          finish_reason: cut ? 'length' : 'stop',
+        },
+      ],
       usage: {
         prompt_tokens: usage.promptTokens,
         completion_tokens: usage.completionTokens,
@@ -118,7 +128,24 @@ export function mockAnswer(request: any): string {
   const body = blank > 0 && text.slice(blank).trim() ? text.slice(blank) : text;
   const words = body.split(/\s+/).filter(Boolean);
   const head = words.slice(0, SUMMARY_WORDS).join(' ');
-  return `[mock] Summary of: ${head}${words.length > SUMMARY_WORDS ? ' …' : ''}`;
+  // a document of one long word (a base64 blob) is not repeated whole
+  const shown = head.length > SUMMARY_CHARS ? head.slice(0, SUMMARY_CHARS) : head;
+  return `[mock] Summary of: ${shown}${words.length > SUMMARY_WORDS || shown !== head ? ' …' : ''}`;
+}
+
+/**
+ * The answer cut to `maxTokens` (when the request sets it), as a provider stops at max_tokens with
+ * finish_reason `length`: a --budget tried offline then holds as it would online.
+ */
+function withinMaxTokens(answer: string, maxTokens: number): { output: string; completionTokens: number; cut: boolean } {
+  let output = answer;
+  let completionTokens = countTextTokens(output);
+  if (maxTokens <= 0 || completionTokens <= maxTokens) return { output, completionTokens, cut: false };
+  while (completionTokens > maxTokens) {
+    output = output.slice(0, Math.floor((output.length * maxTokens) / completionTokens) - 1);
+    completionTokens = countTextTokens(output);
+  }
+  return { output, completionTokens, cut: true };
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
