@@ -217,7 +217,7 @@ describe('llmq run --budget', () => {
     const w = worstCaseUsage(requestFor(0));
     const upTo = (w.promptTokens + w.completionTokens!) * PER_TOKEN;
     // the run's own summary says it, not only status
-    expect(r.stderr).toContain(`  1 try may be billed, up to $${upTo.toFixed(2)} (sent, no answer came; llmq status counts them)`);
+    expect(r.stderr).toContain(`  1 try may be billed, up to ${usd(upTo)} (sent, no answer came; llmq status counts them)`);
     const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
     expect(s.cost.mayBeBilled.tries).toBe(1);
     expect(s.cost.mayBeBilled.usd).toBeCloseTo(upTo, 9);

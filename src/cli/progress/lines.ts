@@ -122,9 +122,9 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
       (r.rateLimited ? ` · ${int(r.rateLimited)} rate-limited` : ''),
   ];
   if (r.mayBeBilled.tries) {
-    const { tries, usd } = r.mayBeBilled;
+    const { tries, usd: worst } = r.mayBeBilled;
     lines.push(
-      paint.yellow(`  ${count(tries, 'try', 'tries')} may be billed, up to ${usd === null ? 'an unknown amount' : `$${usd.toFixed(2)}`}`) +
+      paint.yellow(`  ${count(tries, 'try', 'tries')} may be billed, up to ${worst === null ? 'an unknown amount' : usd(worst)}`) +
         paint.dim(' (sent, no answer came; llmq status counts them)'),
     );
   }
