@@ -160,6 +160,21 @@ describe('batch lane', () => {
     for (const j of await jobs(store)) expect(fake.sentCount(j.key)).toBe(1);
   }, 20_000);
 
+  it('a create whose answer was lost, then a refusal while looking for it: the batch may exist, so its jobs stay held, never sent twice', async () => {
+    const { fake, store, lane } = await setup(6);
+    // the create happened but its answer was lost; the look before trying again is refused
+    fake.batches.script('create', reply.reset());
+    fake.batches.script('list', reply.error(403, 'You are not allowed to list batches.'));
+    await lane({ batchSize: 6 }).catch(() => undefined);
+    expect(fake.batches.batches.size).toBe(1);
+    expect((await store.status()).counts).toMatchObject({ pending: 0, running: 6 });
+    // the next run looks again, finds it, and collects it
+    const summary = await lane({ batchSize: 6 });
+    expect(summary).toMatchObject({ done: 6, remaining: 0 });
+    expect(fake.batches.batches.size).toBe(1);
+    for (const j of await jobs(store)) expect(fake.sentCount(j.key)).toBe(1);
+  }, 20_000);
+
   it('with noWait submits and returns; jobs in a live batch are taken by no online run; the next lane collects them', async () => {
     const { fake, store, keys, lane } = await setup(8);
     fake.batches.configure({ completeAfterMs: 400 });

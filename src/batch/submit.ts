@@ -74,6 +74,9 @@ export async function submitOne(
   await store.batches.noteJobs(id, file.keys.length, ctx.now());
   ctx.crashAt('claimed');
   let creating = false;
+  // A create whose answer was lost (network, 5xx) may have made the batch: a refusal after it, of a
+  // retry or of the look for it, does not say there is none.
+  let mayExist = false;
   try {
     const fileId = await callWithRetry(ctx, 'uploading the batch input', () =>
       ctx.api.uploadFile(`llmq-${id}.jsonl`, file.content, ctx.stopSignal),
@@ -84,7 +87,14 @@ export async function submitOne(
     const batch = await callWithRetry(
       ctx,
       'creating the batch',
-      () => ctx.api.createBatch(fileId, batchMetadata(id), ctx.stopSignal),
+      async () => {
+        try {
+          return await ctx.api.createBatch(fileId, batchMetadata(id), ctx.stopSignal);
+        } catch (error) {
+          if (!isRefusal(error)) mayExist = true;
+          throw error;
+        }
+      },
       // The answer to a create may be lost after the batch was made: look before making another.
       () => findBySubmission(ctx, id, recordedAt),
     );
@@ -96,8 +106,7 @@ export async function submitOne(
   } catch (error) {
     // A create that was not plainly refused may have happened: the submission stays `preparing`
     // with its jobs held, and the next run looks for its batch before handing them back.
-    const refused = error instanceof ProviderError && error.status !== null && error.status >= 400 && error.status < 500;
-    if (creating && !refused) throw error;
+    if (creating && (mayExist || !isRefusal(error))) throw error;
     // Never created: hand the jobs back, their attempt unused.
     const message = error instanceof Error ? error.message : String(error);
     const requeued = await store.batches.end(id, {
@@ -115,4 +124,9 @@ export async function submitOne(
     }
     throw error;
   }
+}
+
+/** The provider plainly refused the call (a 4xx): it did nothing. */
+function isRefusal(error: unknown): boolean {
+  return error instanceof ProviderError && error.status !== null && error.status >= 400 && error.status < 500;
 }
