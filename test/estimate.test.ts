@@ -197,6 +197,22 @@ describe('estimate', () => {
     await after.close();
   });
 
+  it("with no price given, estimate prices at the last run's --price, as status does, and says so; run --dry-run as that run would", async () => {
+    const fake = await startFake();
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 4);
+    await store.close();
+    const ran = await runCli(['run', '--db', db, '--base-url', fake.url, '--price', '100,100', '--limit', '2', '--progress', 'none']);
+    expect(ran.code, ran.stderr).toBe(0);
+    const runId = JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout).lastRun.id as string;
+    const text = await runCli(['estimate', '--db', db, '--base-url', fake.url]);
+    expect(text.stdout).toContain(`price    $100/$100 per million tokens, --price of run ${runId.slice(0, 8)}`);
+    const dry = await runCli(['run', '--dry-run', '--db', db, '--base-url', fake.url]);
+    expect(dry.stdout).not.toContain('$100/$100');
+    expect(fake.received).toBe(2);
+  });
+
   it('llmq run --dry-run --budget says whether the budget covers the run, or where it would stop it', async () => {
     // answers of 10 to 50 tokens where max_tokens is 500: the worst case is far above the expected cost
     const db = join(tempDir(), 'q.db');

@@ -1,4 +1,5 @@
-import { MOCK_BASE_URL, resolveBaseUrl } from '../provider/endpoint.js';
+import { MOCK_BASE_URL } from '../mock-base-url.js';
+import { resolveBaseUrl } from '../provider/endpoint.js';
 
 export { MOCK_BASE_URL };
 

@@ -6,8 +6,6 @@ import { LlmqError, UsageError } from '../errors.js';
 import { hasUrlCredentials, redactUrlCredentials } from '../url-credentials.js';
 
 export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
-/** The endpoint the offline mock provider's lanes, runs and batch submissions are recorded under. */
-export const MOCK_BASE_URL = 'mock';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 

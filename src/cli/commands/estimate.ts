@@ -2,7 +2,7 @@ import { Option, type Command } from 'commander';
 import type { Budget } from '../../report/estimate.js';
 import type { Store } from '../../store/types.js';
 import { dbOption, DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS, intAtLeast, oneOf } from '../options.js';
-import { priceOptions, priceTableFrom, type PriceFlags } from './price-options.js';
+import { priceOptions, priceTableFrom, reportPriceTable, type PriceFlags } from './price-options.js';
 
 /** What `estimate` reads, and what `run --dry-run` hands it from its own flags. */
 export interface EstimateFlags extends PriceFlags {
@@ -78,11 +78,14 @@ export async function estimateCommand(flags: EstimateFlags, o: { dryRun?: boolea
   ]);
   const { budgetVerdict } = await import('../../report/estimate.js');
   const { STALE_RUN_MS } = await import('../../report/status-cost.js');
-  const prices = await priceTableFrom(flags);
   const baseUrl = laneBaseUrl(flags);
   const location = resolveDbLocation(flags.db);
   const store = await openExistingStore(location);
   try {
+    // `run --dry-run` prices as that run would; `estimate` as `status` does: with no price given, at
+    // the one the queue's last run was given, so the two agree on what the rest costs
+    const prices =
+      o.dryRun || flags.provider === 'mock' ? await priceTableFrom(flags) : await reportPriceTable(flags, (await store.status()).lastRun);
     const estimate = await estimateRun(store, {
       prices,
       now: Date.now(),

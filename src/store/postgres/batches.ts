@@ -10,7 +10,7 @@ import {
   type KeyColumns,
 } from '../batches.js';
 import type { ApiKeyId } from '../../batch/api-key-id.js';
-import { MOCK_BASE_URL } from '../../provider/endpoint.js';
+import { MOCK_BASE_URL } from '../../mock-base-url.js';
 import { inTransaction, query } from './connect.js';
 
 const COLUMNS = `id, run_id, base_url, state, provider_batch_id, input_file_id, provider_status, jobs, done, failed,

@@ -9,7 +9,7 @@ import {
   type KeyColumns,
 } from '../batches.js';
 import type { ApiKeyId } from '../../batch/api-key-id.js';
-import { MOCK_BASE_URL } from '../../provider/endpoint.js';
+import { MOCK_BASE_URL } from '../../mock-base-url.js';
 import type { Db } from './open.js';
 import { orphanDropper } from './attempts.js';
 import { unplannedLimit } from './unplanned-limit.js';
