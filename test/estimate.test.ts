@@ -213,6 +213,36 @@ describe('estimate', () => {
     expect(fake.received).toBe(2);
   });
 
+  it('a job that sets no max_tokens has no worst case: estimate says so, and a dry run under --budget says the run would refuse it', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    const line = (id: string, extra: string) =>
+      JSON.stringify({
+        custom_id: id,
+        method: 'POST',
+        url: '/v1/chat/completions',
+        body: JSON.parse(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi ${id}"}]${extra}}`),
+      });
+    writeFileSync(join(dir, 'batch.jsonl'), `${line('capped', ',"max_tokens":50')}\n${line('open', '')}\n`);
+    expect((await runCli(['enqueue', join(dir, 'batch.jsonl'), '--db', db])).code).toBe(0);
+    const flags = ['--db', db, '--base-url', BASE, '--price', '1,1'];
+    const json = JSON.parse((await runCli(['estimate', ...flags, '--json'])).stdout);
+    expect(json).toMatchObject({ jobs: 2, uncapped: 1, models: [{ model: 'gpt-4o-mini', uncapped: 1 }] });
+    expect((await runCli(['estimate', ...flags])).stdout.replace(/\s+/g, ' ')).toContain('worst unbounded (1 job without max_tokens)');
+    const dry = await runCli(['run', '--dry-run', ...flags, '--budget', '1']);
+    expect(dry.stdout.replace(/\s+/g, ' ')).toContain(
+      '--budget $1.00: 1 job sets no max_tokens, so nothing bounds their cost and a run under --budget refuses them. Set max_tokens in the request',
+    );
+    // and the run does: the job is never sent, and the way out is said
+    const fake = await startFake();
+    const run = await runCli(['run', '--db', db, '--base-url', fake.url, '--price', '1,1', '--budget', '1', '--progress', 'none']);
+    expect(run.code).toBe(1);
+    expect(run.stderr.replace(/\s+/g, ' ')).toContain(
+      "a batch line's body is sent as it is: add max_tokens to it), or run without --budget",
+    );
+    expect(fake.requests.map((r) => JSON.parse(r.body).messages[0].content)).toEqual(['hi capped']);
+  });
+
   it('llmq run --dry-run --budget says whether the budget covers the run, or where it would stop it', async () => {
     // answers of 10 to 50 tokens where max_tokens is 500: the worst case is far above the expected cost
     const db = join(tempDir(), 'q.db');

@@ -13,6 +13,10 @@ interface RequestLike {
   readonly max_completion_tokens?: unknown;
 }
 
+/** What to do about a job that sets no max_tokens under --budget, for every message that meets one. */
+export const NO_MAX_TOKENS_FIX =
+  "Set max_tokens in the request (enqueue documents with --max-tokens; a batch line's body is sent as it is: add max_tokens to it), or run without --budget.";
+
 /**
  * The most a request can be billed for: every token it could be charged for on the way in, and
  * its whole `max_tokens` on the way out. Providers count a little more than the message text

@@ -1,5 +1,6 @@
 import { compact, count, duration, int, NO_PAINT, oneLine, usd, wrap, type Paint } from './format.js';
 import { budgetVerdict, type Budget, type CostRange, type Estimate, type ModelEstimate } from './estimate.js';
+import { NO_MAX_TOKENS_FIX } from '../pricing/cost.js';
 
 /**
  * The human `llmq estimate` (and `llmq run --dry-run`, `dryRun`, which says so: a dry run that
@@ -26,13 +27,13 @@ export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint; budg
       `${compact(m.promptTokens)} tokens${m.promptCorrection ? ` (counted, and +${m.promptCorrection.toFixed(1)} tokens a request that answers showed)` : ' (counted)'}`,
     );
     row('answers', answersText(m));
-    if (m.cost) row('cost', costText(m.cost, m.batchCost));
+    if (m.cost) row('cost', costText(m.cost, m.batchCost, m.uncapped));
     else row('cost', 'unknown: no price for this model; give one with --price IN,OUT', p.yellow);
     if (m.price) row('price', `$${m.price.input}/$${m.price.output} per million tokens, ${m.price.source}`, p.dim);
     row('time', paceText(m));
     if (m.latencyMs !== null) row('', `answers took ${int(m.latencyMs)} ms`);
   }
-  const total = e.cost ? costText(e.cost, e.batchCost) : `${p.yellow('unknown')} (no price for ${e.unpriced.join(', ')})`;
+  const total = e.cost ? costText(e.cost, e.batchCost, e.uncapped) : `${p.yellow('unknown')} (no price for ${e.unpriced.join(', ')})`;
   lines.push(...wrap(total, 71).map((line, i) => `  ${i === 0 ? p.bold('total') : '     '}  ${line}`));
   const time = e.seconds === null ? 'time unknown: no limit or latency known yet (--rpm, --tpm, or a first run)' : aboutTime(e.seconds);
   for (const line of wrap(time, 71)) lines.push(`         ${line}`);
@@ -46,6 +47,11 @@ export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint; budg
 function budgetText(e: Estimate, b: Budget): { line: string; ok: boolean } {
   const v = budgetVerdict(e, b);
   const given = `${b.flag} ${usd(b.usd)}${b.committed > 0 ? ` (${usd(v.left)} left of it)` : ''}`;
+  if (v.verdict === 'uncapped')
+    return {
+      line: `${given}: ${count(e.uncapped, 'job')} ${e.uncapped === 1 ? 'sets' : 'set'} no max_tokens, so nothing bounds their cost and a run under ${b.flag} refuses them. ${NO_MAX_TOKENS_FIX}`,
+      ok: false,
+    };
   if (v.verdict === 'covers') return { line: `${given} covers the worst case: the run will not stop for it`, ok: true };
   if (v.verdict === 'unknown') return { line: `${given}: no price for ${e.unpriced.join(', ')}, so nothing can be said`, ok: false };
   if (v.verdict === 'may-stop')
@@ -67,10 +73,11 @@ function answersText(m: ModelEstimate): string {
   return `${range} tokens (mean ${Math.round(c.mean!)}, p90 ${c.p90} of ${int(c.answered)} answered)`;
 }
 
-/** "$0.14 to $0.17 · batch $0.07 to $0.09 · worst $0.52" */
-function costText(c: CostRange, batch: CostRange | null): string {
+/** "$0.14 to $0.17 · batch $0.07 to $0.09 · worst $0.52" ("worst unbounded" when a job sets no max_tokens) */
+function costText(c: CostRange, batch: CostRange | null, uncapped: number): string {
   const range = (r: CostRange) => (usd(r.low) === usd(r.high) ? usd(r.low) : `${usd(r.low)} to ${usd(r.high)}`);
-  return [range(c), batch ? `batch ${range(batch)}` : 'batch unknown', `worst ${usd(c.worst)}`].join(' · ');
+  const worst = uncapped > 0 ? `worst unbounded (${count(uncapped, 'job')} without max_tokens)` : `worst ${usd(c.worst)}`;
+  return [range(c), batch ? `batch ${range(batch)}` : 'batch unknown', worst].join(' · ');
 }
 
 function paceText(m: ModelEstimate): string {

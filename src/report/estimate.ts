@@ -31,6 +31,8 @@ export interface CostRange {
 export interface ModelEstimate {
   readonly model: string;
   readonly jobs: number;
+  /** Of them, jobs whose request sets no max_tokens: nothing bounds their cost (no worst case; --budget refuses them). */
+  readonly uncapped: number;
   /** Counted with the tokenizer, plus what answered jobs showed the provider counts on top (`promptCorrection` per request). */
   readonly promptTokens: number;
   readonly promptCorrection: number;
@@ -62,6 +64,8 @@ export interface Estimate {
   readonly jobs: number;
   /** Jobs it would fail without sending: their attempts are used up (retry-failed does not apply; they are pending). */
   readonly exhausted: number;
+  /** Jobs whose request sets no max_tokens: the worst case leaves them out, and a run under --budget refuses them. */
+  readonly uncapped: number;
   readonly models: readonly ModelEstimate[];
   /** All models together; null when one has no price. */
   readonly cost: CostRange | null;
@@ -81,16 +85,25 @@ export interface Budget {
 /**
  * Whether a run under `budget` would get through the estimate: `covers` the worst case (every answer
  * max_tokens long, which is what a request reserves before it leaves), `may-stop` short of it,
- * `stops` below the expected cost (it would end with exit 3 and the rest pending), or `unknown`
- * without a price.
+ * `stops` below the expected cost (it would end with exit 3 and the rest pending), `unknown`
+ * without a price, or `uncapped` when some job sets no max_tokens (the run refuses it).
  */
 export function budgetVerdict(
   e: Estimate,
   b: Budget,
-): { flag: string; usd: number; left: number; verdict: 'covers' | 'may-stop' | 'stops' | 'unknown' } {
+): { flag: string; usd: number; left: number; verdict: 'covers' | 'may-stop' | 'stops' | 'unknown' | 'uncapped' } {
   const left = Math.max(0, b.usd - b.committed);
   const c = e.cost;
-  const verdict = c === null ? 'unknown' : left >= Math.max(c.worst, c.high) ? 'covers' : left >= c.high ? 'may-stop' : 'stops';
+  const verdict =
+    e.uncapped > 0
+      ? 'uncapped'
+      : c === null
+        ? 'unknown'
+        : left >= Math.max(c.worst, c.high)
+          ? 'covers'
+          : left >= c.high
+            ? 'may-stop'
+            : 'stops';
   return { flag: b.flag, usd: b.usd, left, verdict };
 }
 
@@ -163,6 +176,7 @@ export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLim
   return {
     jobs,
     exhausted,
+    uncapped: models.reduce((n, m) => n + m.uncapped, 0),
     models,
     cost: sum((m) => m.cost),
     batchCost: sum((m) => m.batchCost),
@@ -203,6 +217,7 @@ class Tally {
   low = 0;
   high = 0;
   ceiling = 0;
+  uncapped = 0;
   readonly cost: { low: number; high: number; worst: number } | null;
   readonly batch: { low: number; high: number; worst: number } | null;
   readonly #pricing;
@@ -224,6 +239,7 @@ class Tally {
     const low = h.mean === null ? 0 : Math.min(h.mean, max || h.mean);
     const high = h.p90 === null ? max : Math.min(h.p90, max || h.p90);
     this.jobs++;
+    if (max === 0) this.uncapped++;
     this.prompt += prompt;
     this.weight += prompt + max;
     this.low += low;
@@ -247,6 +263,7 @@ class Tally {
     return {
       model: this.model,
       jobs: this.jobs,
+      uncapped: this.uncapped,
       promptTokens: this.prompt,
       promptCorrection: h.correction,
       completion: {

@@ -1,5 +1,5 @@
 import { LlmqError } from '../errors.js';
-import { costOf, worstCaseUsage } from '../pricing/cost.js';
+import { NO_MAX_TOKENS_FIX, costOf, worstCaseUsage } from '../pricing/cost.js';
 import type { PriceTable } from '../pricing/price-table.js';
 import type { AttemptRecord, ClaimedJob, RunBudget, StatusSnapshot, Usage } from '../store/types.js';
 
@@ -85,7 +85,7 @@ export class RunMoney {
     if (usd === null) {
       throw new LlmqError(
         `Job ${job.key.slice(0, 12)} (${job.model}) sets no max_tokens, so nothing bounds what it may cost and ` +
-          '--budget cannot hold it. Enqueue it with --max-tokens, or run without --budget.',
+          `--budget cannot hold it. ${NO_MAX_TOKENS_FIX}`,
       );
     }
     for (;;) {
