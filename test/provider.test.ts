@@ -227,7 +227,11 @@ describe('OpenAIProvider: classification over HTTP', () => {
     f.script(reply.hang());
     const started = Date.now();
     const err = await failure(provider(f, { timeoutMs: 200 }));
-    expect(err).toMatchObject({ scope: 'retryable', reason: 'timeout', message: 'Timed out after 200 ms (--timeout)' });
+    expect(err).toMatchObject({
+      scope: 'retryable',
+      reason: 'timeout',
+      message: 'Timed out after 200 ms (--timeout; if the provider is only slow, raise it)',
+    });
     expect(Date.now() - started).toBeLessThan(2000);
   });
 

@@ -157,7 +157,8 @@ function networkDetail(err: unknown): string {
 export function timeoutError(timeoutMs: number, how: { auto?: boolean; model?: string; limitMs?: number } = {}): ProviderError {
   const why = how.auto
     ? `--timeout auto: the limit was ${formatMs(how.limitMs ?? timeoutMs)}, several times the p99 latency of ${how.model ?? 'this model'}`
-    : '--timeout';
+    : // every try timing out looks like an outage (paused, probing): say what else it may be
+      '--timeout; if the provider is only slow, raise it';
   return new ProviderError({
     message: `Timed out after ${formatMs(timeoutMs)} (${why})`,
     scope: 'retryable',
