@@ -98,7 +98,14 @@ async function everything(store: Store) {
   for await (const i of store.copier.dumpItems()) items.push(i);
   // runs are compared by their money here; the runs themselves below (a copy closes the open ones)
   const { activeRuns: _a, lastRun: _l, spend, ...status } = await store.status();
-  return { export: await exported(store), jobs: await dumpJobs(store), items, attempts, status, spend: spend.map((r) => [r.id, r.spend]) };
+  return {
+    export: await exported(store),
+    jobs: await dumpJobs(store),
+    items,
+    attempts,
+    status,
+    spend: spend.map((r) => [r.id, r.endedAt === null, r.spend] as const),
+  };
 }
 
 /** What a copy should hold: the source with its running jobs pending and unleased. */
@@ -114,11 +121,24 @@ function asCopied(source: Awaited<ReturnType<typeof everything>>) {
     pending: m.pending + m.running,
     running: 0,
   }));
+  // a run the copy closes is never reclaimed there: its requests out may have been billed
+  const spend = source.spend.map(([id, open, m]) => {
+    if (!open) return [id, false, m] as const;
+    const moved = {
+      ...m,
+      reservedUsd: 0,
+      inFlight: 0,
+      mayBeBilledUsd: m.mayBeBilledUsd + m.reservedUsd,
+      mayBeBilledTries: m.mayBeBilledTries + m.inFlight,
+    };
+    return [id, false, moved] as const;
+  });
   return {
     ...source,
     jobs,
     export: exportRows,
     status: { ...source.status, counts, byModel, retrying: source.status.retrying + running.size },
+    spend,
   };
 }
 

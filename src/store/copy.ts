@@ -83,7 +83,16 @@ export async function copyStore(
     (r): RunRow => {
       if (r.endedAt !== null) return r;
       closedRuns++;
-      return { ...r, endedAt: options.now, exitReason: 'copied to another database while open' };
+      // Closed here, it is never reclaimed there: its requests out now may be billed, as a dead run's are.
+      const s = r.spend;
+      const spend = s && {
+        ...s,
+        reservedUsd: 0,
+        inFlight: 0,
+        mayBeBilledUsd: s.mayBeBilledUsd + s.reservedUsd,
+        mayBeBilledTries: s.mayBeBilledTries + s.inFlight,
+      };
+      return { ...r, endedAt: options.now, exitReason: 'copied to another database while open', spend };
     },
     (n) => options.onProgress?.('runs', n),
   );
