@@ -193,14 +193,17 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     expect(jobs[0]!.key).not.toBe(key);
   });
 
-  it('retry-failed leaves alone a failed job no item needs (one an older version failed after its document changed)', async () => {
+  it('retry-failed drops a failed job no item needs (one an older version failed after its document changed)', async () => {
     const { store } = await kind.fresh();
     const { id, key } = await claimedOne(store);
     await store.fail(key, OWNER, 'HTTP 400: bad request', null, T0 + 1);
     // what versions before the drop on failure left behind: the item gone elsewhere, the failed job kept
     if (store instanceof SqliteStore) store.db.prepare('DELETE FROM items WHERE id = ?').run(id);
     else await (store as PostgresStore).pool.query('DELETE FROM items WHERE id = $1', [id]);
+    expect((await store.status()).counts.failed).toBe(1);
     expect(await store.retryFailed({}, T0 + 2)).toBe(0);
+    // gone, so it neither waits as failed (a drained run would exit 2 for it) nor is sent
+    expect((await store.status()).counts).toEqual({ pending: 0, running: 0, done: 0, failed: 0 });
     expect((await store.claim(claimOpts({ now: T0 + 3 }))).jobs).toEqual([]);
   });
 

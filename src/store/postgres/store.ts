@@ -320,6 +320,11 @@ export class PostgresStore implements Store {
   }
 
   async retryFailed(filter: RetryFailedFilter, now: number): Promise<number> {
+    // failed jobs no item needs, which versions before `fail` dropped them left behind: gone, never retried
+    const orphans = await this.#q<{ key: string }>(
+      `SELECT key FROM jobs j WHERE j.state = 'failed' AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key)`,
+    );
+    await this.#dropOrphans(orphans.rows.map((r) => r.key));
     const r = await this.#q(
       `UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL, finished_at = NULL,
         updated_at = $1

@@ -206,6 +206,9 @@ export class SqliteStore implements Store {
       markTakenBack: db.prepare(`UPDATE runs SET options = json_set(options, '$.${TAKEN_BACK}', @now)
         WHERE id IN (SELECT value FROM json_each(@runs)) AND ended_at IS NOT NULL`),
       mockMoneyGone: db.prepare(`UPDATE spend SET ${NO_MONEY}, updated_at = @now WHERE run_id IN (SELECT value FROM json_each(@runs))`),
+      failedOrphans: db
+        .prepare(`SELECT key FROM jobs WHERE state = 'failed' AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`)
+        .pluck(),
       retryFailed: db.prepare(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL,
           finished_at = NULL, updated_at = @now
         WHERE state = 'failed' AND EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)
@@ -630,7 +633,13 @@ export class SqliteStore implements Store {
 
   async retryFailed(filter: RetryFailedFilter, now: number): Promise<number> {
     settleBulkLoad(this.db, this.location);
-    return this.#s.retryFailed.run({ now, text: filter.errorContains ?? null, exact: filter.errorIs ?? null }).changes;
+    return this.db
+      .transaction(() => {
+        // failed jobs no item needs, which versions before `fail` dropped them left behind: gone, never retried
+        this.#s.dropOrphans(this.#s.failedOrphans.all() as string[]);
+        return this.#s.retryFailed.run({ now, text: filter.errorContains ?? null, exact: filter.errorIs ?? null }).changes;
+      })
+      .immediate();
   }
 
   async takeBackMockAnswers(now: number, quietSince: number): Promise<number> {
