@@ -6,7 +6,7 @@ import { jobKey } from '../src/request.js';
 import { runQueue } from '../src/scheduler/run-queue.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import type { Completion } from '../src/store/types.js';
-import { seedJobs } from './helpers/seed.js';
+import { requestFor, seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 
 /**
@@ -17,8 +17,8 @@ import { tempDir } from './helpers/tmp.js';
  */
 const LEASE_MS = 60_000;
 
-/** The mock provider, its first request held until `release`; the job of each request recorded. */
-function gatedProvider(): { provider: Provider; sent: string[]; firstSent: Promise<void>; release: () => void } {
+/** The mock provider, its first `held` requests held until `release`; the job of each request recorded. */
+function gatedProvider(held = 1): { provider: Provider; sent: string[]; firstSent: Promise<void>; release: () => void } {
   const mock = new MockProvider({ latencyMs: 1 });
   const sent: string[] = [];
   let release!: () => void;
@@ -29,8 +29,8 @@ function gatedProvider(): { provider: Provider; sent: string[]; firstSent: Promi
     name: 'mock',
     async complete(body, options): Promise<CompletionResult> {
       sent.push(jobKey(body));
-      if (sent.length === 1) {
-        firstSentNow();
+      if (sent.length <= held) {
+        if (sent.length === held) firstSentNow();
         await gate;
       }
       return mock.complete(body, options);
@@ -107,6 +107,39 @@ describe('a run frozen past its leases', () => {
     expect((await store.status()).counts).toEqual({ pending: 0, running: 0, done: 2, failed: 0 });
     // the try that never left gave its attempt back
     expect((await store.item('doc-1'))!.job.attempts).toBe(1);
+    await store.close();
+  });
+
+  it('a job it claimed again meanwhile is not handed back by the claim that lapsed: sent once', async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    const row = (n: number, model: string, priority = 0) => {
+      const request = requestFor(n, { model });
+      return { itemId: `${model}-${n}`, source: 'seed', meta: null, key: jobKey(request), request, model, priority };
+    };
+    // -c 2: a and b take both slots and are held at the provider (their lane's limit is known: no
+    // first request alone); c, of another model, waits for a slot
+    const [a, b, c] = [row(0, 'm1'), row(1, 'm1'), row(2, 'm2', 1)];
+    await store.saveLaneLimits({ baseUrl: 'mock', model: 'm1', rpm: 6000, tpm: null, source: 'headers', at: Date.now() });
+    await store.enqueue([a, b, c], Date.now());
+    let frozenFor = 0;
+    const now = () => Date.now() + frozenFor;
+    const { provider, sent, firstSent, release } = gatedProvider(2);
+    const run = runQueue({ store, provider, now }, { concurrency: 2, leaseMs: LEASE_MS, heartbeatMs: 60_000, retryDelayMs: 10 });
+    await firstSent;
+    while ((await store.status()).counts.running < 3) await new Promise((r) => setTimeout(r, 5));
+    expect(sent.sort()).toEqual([a.key, b.key].sort());
+    // frozen past the lease: another run takes a and b back and answers them; c is pending again
+    frozenFor = 2 * LEASE_MS;
+    expect(await store.reclaim(now(), [])).toBe(3);
+    const taken = await store.claim({ owner: 'other-run', limit: 2, now: now(), leaseUntil: now() + LEASE_MS, maxAttempts: 5 });
+    expect(taken.jobs.map((j) => j.key).sort()).toEqual([a.key, b.key].sort());
+    for (const key of [a.key, b.key]) await store.complete(key, answered(key, 'other-run'));
+    // this run claims c again (its claim loop looks at least once a second) while its first claim waits
+    while ((await store.status()).counts.running < 1) await new Promise((r) => setTimeout(r, 20));
+    release();
+    expect(await run).toMatchObject({ reason: 'drained' });
+    expect(sent.filter((k) => k === c.key)).toHaveLength(1);
+    expect((await store.status()).counts).toEqual({ pending: 0, running: 0, done: 3, failed: 0 });
     await store.close();
   });
 });

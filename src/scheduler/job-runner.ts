@@ -110,11 +110,6 @@ class JobRun {
         if (ctx.stopSignal.aborted) return 'unsent';
         throw error;
       }
-      // The run was frozen past the lease (it waited here meanwhile): another run may have sent it.
-      if (!ctx.holds(this.#leasedAt)) {
-        this.#giveBack(place);
-        return 'lapsed';
-      }
       // Under --budget the request's worst case is reserved in the store before it leaves.
       let hold: Hold | null;
       try {
@@ -128,6 +123,13 @@ class JobRun {
         this.#giveBack(place);
         ctx.onBudgetReached();
         return 'unsent';
+      }
+      // The run was frozen past the lease (it waited for its place or its reservation meanwhile):
+      // another run may have taken the job, and sent it.
+      if (!ctx.holds(this.#leasedAt)) {
+        this.#giveBack(place);
+        await ctx.money.giveBack(hold);
+        return 'lapsed';
       }
       this.#hold = hold;
       let decision: 'done' | Decision;

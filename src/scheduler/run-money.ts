@@ -130,6 +130,12 @@ export class RunMoney {
     }
   }
 
+  /** A hold whose request will not leave after all (its lease lapsed): its reservation given back. */
+  async giveBack(hold: Hold): Promise<void> {
+    if (hold.usd > 0) await this.#store.unreserve(this.#runId, hold.usd, this.#now());
+    this.settled(hold);
+  }
+
   /** The try that held this has been written down (which settled it in the store). */
   settled(hold: Hold): void {
     if (hold.usd === 0) return;

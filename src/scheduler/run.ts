@@ -63,6 +63,8 @@ export class Run {
   readonly #tasks = new Set<Promise<void>>();
   /** Jobs stopped before their current try went out: handed back with that attempt refunded. */
   readonly #unsent: string[] = [];
+  /** Claims of each job this run holds: two when it claimed a job again whose first claim lapsed. */
+  readonly #keysInHand = new Map<string, number>();
   #claimed = 0;
   /** Set when room opens in hand (a job finished or began backing off); the loop waits on it instead of polling. */
   #roomSinceWait = false;
@@ -242,14 +244,21 @@ export class Run {
     if (got.jobs.length === 0 && skipModels.length > 0) this.#fruitless = { skip, at: t };
     const ctx = this.#jobContext();
     for (const job of got.jobs) {
+      this.#keysInHand.set(job.key, (this.#keysInHand.get(job.key) ?? 0) + 1);
       const task: Promise<void> = runJob(job, ctx)
         .then(async (outcome) => {
           if (outcome === 'unsent') this.#unsent.push(job.key);
-          // pending again now, to be claimed afresh: the release leaves it alone if another run took it
-          if (outcome === 'lapsed') await this.#store.release(this.#id, { refund: true, now: this.#now(), keys: [job.key] });
+          // Pending again now, to be claimed afresh: the release leaves it alone if another run took
+          // it, and it is not made when this run claimed the job again meanwhile (that claim is live).
+          if (outcome === 'lapsed' && this.#keysInHand.get(job.key) === 1) {
+            await this.#store.release(this.#id, { refund: true, now: this.#now(), keys: [job.key] });
+          }
         })
         .catch((error) => this.stop({ kind: 'error', error, abortInFlight: true }))
         .finally(() => {
+          const left = this.#keysInHand.get(job.key)! - 1;
+          if (left === 0) this.#keysInHand.delete(job.key);
+          else this.#keysInHand.set(job.key, left);
           this.#tasks.delete(task);
           this.#roomMade();
         });
