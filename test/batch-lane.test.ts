@@ -175,6 +175,35 @@ describe('batch lane', () => {
     for (const j of await jobs(store)) expect(fake.sentCount(j.key)).toBe(1);
   }, 20_000);
 
+  it('a submission another run abandoned meanwhile (taking this one for dead) is not created: each job is sent once', async () => {
+    const { fake, store } = await setup(4);
+    let abandoned = false;
+    const lane = runBatchLane(
+      {
+        store,
+        api: new HttpBatchApi({ baseUrl: fake.url }),
+        baseUrl: fake.url,
+        // after the claim, before the upload is noted: another run's reclaim takes this run for dead
+        crashAt: (step) => {
+          if (step !== 'claimed' || abandoned) return;
+          abandoned = true;
+          void store.activeRuns().then((runs) =>
+            store.reclaim(
+              Date.now(),
+              runs.map((r) => r.id),
+            ),
+          );
+        },
+      },
+      { pollMs: 20, heartbeatMs: 50, batchSize: 4 },
+    );
+    const summary = await lane;
+    expect(abandoned).toBe(true);
+    expect(summary).toMatchObject({ done: 4, remaining: 0 });
+    expect(fake.batches.batches.size).toBe(1);
+    for (const j of await jobs(store)) expect(fake.sentCount(j.key)).toBe(1);
+  }, 20_000);
+
   it('with noWait submits and returns; jobs in a live batch are taken by no online run; the next lane collects them', async () => {
     const { fake, store, keys, lane } = await setup(8);
     fake.batches.configure({ completeAfterMs: 400 });

@@ -81,7 +81,7 @@ export async function submitOne(
     const fileId = await callWithRetry(ctx, 'uploading the batch input', () =>
       ctx.api.uploadFile(`llmq-${id}.jsonl`, file.content, ctx.stopSignal),
     );
-    await store.batches.noteInputFile(id, fileId, ctx.now());
+    if (!(await store.batches.noteInputFile(id, fileId, ctx.now()))) return takenFromUs(ctx, id, got.exhausted);
     ctx.crashAt('uploaded');
     creating = true;
     const batch = await callWithRetry(
@@ -99,7 +99,11 @@ export async function submitOne(
       () => findBySubmission(ctx, id, recordedAt),
     );
     ctx.crashAt('created');
-    await store.batches.submitted(id, batch.id, batch.status, ctx.now());
+    if (!(await store.batches.submitted(id, batch.id, batch.status, ctx.now()))) {
+      // abandoned while it was being created, its jobs handed back: this batch must not answer them too
+      await ctx.api.cancelBatch(batch.id).catch(() => undefined);
+      return takenFromUs(ctx, id, got.exhausted);
+    }
     ctx.crashAt('submitted');
     ctx.emit({ type: 'submitted', id, providerBatchId: batch.id, jobs: file.keys.length });
     return { kind: 'submitted', jobs: file.keys.length, exhausted: got.exhausted };
@@ -129,4 +133,13 @@ export async function submitOne(
 /** The provider plainly refused the call (a 4xx): it did nothing. */
 function isRefusal(error: unknown): boolean {
   return error instanceof ProviderError && error.status !== null && error.status >= 400 && error.status < 500;
+}
+
+/**
+ * The submission was abandoned by another run, which took this one for dead (a stall past the
+ * lease, a same-named host) and handed its jobs back: nothing of it is sent from here.
+ */
+function takenFromUs(ctx: BatchContext, id: string, exhausted: number): { kind: 'empty'; exhausted: number } {
+  ctx.emit({ type: 'abandoned', id, requeued: 0, reason: 'another run took this one for dead and handed its jobs back' });
+  return { kind: 'empty', exhausted };
 }

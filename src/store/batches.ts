@@ -65,9 +65,13 @@ export interface BatchStore {
   begin(row: { id: string; runId: string; baseUrl: string; apiKey?: ApiKeyId | null; now: number }): Promise<void>;
   /** How many jobs the submission holds (after the claim that took them). */
   noteJobs(id: string, jobs: number, now: number): Promise<void>;
-  noteInputFile(id: string, fileId: string, now: number): Promise<void>;
-  /** The provider created the batch. */
-  submitted(id: string, providerBatchId: string, providerStatus: string, now: number): Promise<void>;
+  /**
+   * The input file is uploaded. False when the submission is no longer `preparing` (another run
+   * took its run for dead and abandoned it, handing its jobs back): it must not be created then.
+   */
+  noteInputFile(id: string, fileId: string, now: number): Promise<boolean>;
+  /** The provider created the batch. False when the submission is no longer `preparing` (abandoned meanwhile). */
+  submitted(id: string, providerBatchId: string, providerStatus: string, now: number): Promise<boolean>;
   /** What the provider said of it at a poll: its status, and how far it has got. */
   noteStatus(id: string, providerStatus: string, progress: BatchProgress | null, now: number): Promise<void>;
   /** Take over a submission from a run that ended or died; false if someone else took it first. */

@@ -37,16 +37,22 @@ export class PgBatches implements BatchStore {
     await this.#q('UPDATE batches SET jobs = $1, updated_at = $2 WHERE id = $3', [jobs, now, id]);
   }
 
-  async noteInputFile(id: string, fileId: string, now: number): Promise<void> {
-    await this.#q('UPDATE batches SET input_file_id = $1, updated_at = $2 WHERE id = $3', [fileId, now, id]);
+  async noteInputFile(id: string, fileId: string, now: number): Promise<boolean> {
+    const r = await this.#q(`UPDATE batches SET input_file_id = $1, updated_at = $2 WHERE id = $3 AND state = 'preparing'`, [
+      fileId,
+      now,
+      id,
+    ]);
+    return r.rowCount === 1;
   }
 
-  async submitted(id: string, providerBatchId: string, providerStatus: string, now: number): Promise<void> {
-    await this.#q(
+  async submitted(id: string, providerBatchId: string, providerStatus: string, now: number): Promise<boolean> {
+    const r = await this.#q(
       `UPDATE batches SET state = 'submitted', provider_batch_id = $1, provider_status = $2, updated_at = $3
       WHERE id = $4 AND state = 'preparing'`,
       [providerBatchId, providerStatus, now, id],
     );
+    return r.rowCount === 1;
   }
 
   async noteStatus(id: string, providerStatus: string, progress: BatchProgress | null, now: number): Promise<void> {

@@ -30,7 +30,7 @@ export class SqliteBatches implements BatchStore {
       begin: db.prepare(`INSERT INTO batches (id, run_id, base_url, api_key_fingerprint, api_key_hint, created_at, updated_at)
         VALUES (?, ?, ?, ?, ?, ?, ?)`),
       noteJobs: db.prepare('UPDATE batches SET jobs = ?, updated_at = ? WHERE id = ?'),
-      noteInputFile: db.prepare('UPDATE batches SET input_file_id = ?, updated_at = ? WHERE id = ?'),
+      noteInputFile: db.prepare(`UPDATE batches SET input_file_id = ?, updated_at = ? WHERE id = ? AND state = 'preparing'`),
       submitted: db.prepare(`UPDATE batches SET state = 'submitted', provider_batch_id = ?, provider_status = ?, updated_at = ?
         WHERE id = ? AND state = 'preparing'`),
       noteStatus: db.prepare(
@@ -70,12 +70,12 @@ export class SqliteBatches implements BatchStore {
     this.#s.noteJobs.run(jobs, now, id);
   }
 
-  async noteInputFile(id: string, fileId: string, now: number): Promise<void> {
-    this.#s.noteInputFile.run(fileId, now, id);
+  async noteInputFile(id: string, fileId: string, now: number): Promise<boolean> {
+    return this.#s.noteInputFile.run(fileId, now, id).changes === 1;
   }
 
-  async submitted(id: string, providerBatchId: string, providerStatus: string, now: number): Promise<void> {
-    this.#s.submitted.run(providerBatchId, providerStatus, now, id);
+  async submitted(id: string, providerBatchId: string, providerStatus: string, now: number): Promise<boolean> {
+    return this.#s.submitted.run(providerBatchId, providerStatus, now, id).changes === 1;
   }
 
   async noteStatus(id: string, providerStatus: string, progress: BatchProgress | null, now: number): Promise<void> {
