@@ -1,8 +1,6 @@
 import { MOCK_BASE_URL } from '../mock-base-url.js';
 import { resolveBaseUrl } from '../provider/endpoint.js';
 
-export { MOCK_BASE_URL };
-
 /** What lanes, learned limits and batches are keyed by: the endpoint without credentials or query (`mock` offline). */
 export function laneBaseUrl(flags: { provider: 'openai' | 'mock'; baseUrl?: string }): string {
   if (flags.provider === 'mock') return MOCK_BASE_URL;

@@ -94,16 +94,12 @@ export function budgetVerdict(
 ): { flag: string; usd: number; left: number; verdict: 'covers' | 'may-stop' | 'stops' | 'unknown' | 'uncapped' } {
   const left = Math.max(0, b.usd - b.committed);
   const c = e.cost;
-  const verdict =
-    e.uncapped > 0
-      ? 'uncapped'
-      : c === null
-        ? 'unknown'
-        : left >= Math.max(c.worst, c.high)
-          ? 'covers'
-          : left >= c.high
-            ? 'may-stop'
-            : 'stops';
+  const verdict = (() => {
+    if (e.uncapped > 0) return 'uncapped';
+    if (c === null) return 'unknown';
+    if (left >= Math.max(c.worst, c.high)) return 'covers';
+    return left >= c.high ? 'may-stop' : 'stops';
+  })();
   return { flag: b.flag, usd: b.usd, left, verdict };
 }
 

@@ -1,4 +1,5 @@
 import type { ApiKeyId } from '../batch/api-key-id.js';
+import { MOCK_BASE_URL } from '../mock-base-url.js';
 
 /**
  * The batch lane's ledger: one row per submission to a provider's Batch API. The jobs of a
@@ -95,6 +96,16 @@ export interface BatchStore {
   open(): Promise<BatchRow[]>;
   /** The newest submissions, for `status`. */
   recent(limit: number): Promise<BatchRow[]>;
+}
+
+/**
+ * SQL, either dialect, for a row of `batches` no batch of which can be answering, whose run ended or
+ * died (`deadRun`: the dialect's test that `run_id` is one of the dead owners): never uploaded, or
+ * made to the offline mock provider's Batch API, which lives in its run's process.
+ */
+export function unsentOfStoppedRunWhere(deadRun: string): string {
+  return `((state = 'preparing' AND input_file_id IS NULL) OR (state IN ('preparing', 'submitted') AND base_url = '${MOCK_BASE_URL}'))
+    AND (${deadRun} OR NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = batches.run_id AND runs.ended_at IS NULL))`;
 }
 
 /** Why a submission was abandoned when its run stopped before uploading its file (or creating the batch). */

@@ -2,6 +2,7 @@ import { Option, type Command } from 'commander';
 import type { BatchApi } from '../../batch/api.js';
 import type { BatchRow } from '../../store/batches.js';
 import { dbOption, oneOf } from '../options.js';
+import { MOCK_BASE_URL } from '../../mock-base-url.js';
 
 interface CancelFlags {
   db?: string;
@@ -85,7 +86,7 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
     { resolveDbLocation },
     { openExistingStore },
     { dbArgument, runArgumentsOfEndpoint },
-    { MOCK_BASE_URL, laneBaseUrl },
+    { laneBaseUrl },
     { apiKeyId, nameKey, sentWithAnotherKey },
     { findApiKey },
   ] = await Promise.all([

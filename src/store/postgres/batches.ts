@@ -3,6 +3,7 @@ import type { BatchEnd, BatchRow, BatchStore, BatchState } from '../batches.js';
 import {
   MOCK_RUN_STOPPED,
   STOPPED_BEFORE_CREATED,
+  unsentOfStoppedRunWhere,
   apiKeyOfRow,
   batchOwner,
   progressOfRow,
@@ -11,6 +12,7 @@ import {
 } from '../batches.js';
 import type { ApiKeyId } from '../../batch/api-key-id.js';
 import { MOCK_BASE_URL } from '../../mock-base-url.js';
+import { DROP_ORPHANS_SQL } from './statements.js';
 import { inTransaction, query } from './connect.js';
 
 const COLUMNS = `id, run_id, base_url, state, provider_batch_id, input_file_id, provider_status, jobs, done, failed,
@@ -92,9 +94,7 @@ export class PgBatches implements BatchStore {
       const ids = (
         await client.query<{ id: string }>(
           `UPDATE batches SET state = 'abandoned', error = CASE WHEN base_url = '${MOCK_BASE_URL}' THEN $4 ELSE $3 END, updated_at = $2, ended_at = $2
-          WHERE ((state = 'preparing' AND input_file_id IS NULL) OR (state IN ('preparing', 'submitted') AND base_url = '${MOCK_BASE_URL}'))
-            AND (run_id = ANY($1::text[]) OR NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = batches.run_id AND runs.ended_at IS NULL))
-          RETURNING id`,
+          WHERE ${unsentOfStoppedRunWhere('run_id = ANY($1::text[])')} RETURNING id`,
           [[...deadOwners], now, STOPPED_BEFORE_CREATED, MOCK_RUN_STOPPED],
         )
       ).rows.map((r) => r.id);
@@ -165,13 +165,6 @@ async function requeueHeld(client: pg.PoolClient, id: string, e: Pick<BatchEnd, 
       [e.now, batchOwner(id), e.refund ? 1 : 0, e.jobError ?? null],
     )
   ).rows.map((r) => r.key);
-  if (back.length > 0) {
-    await client.query(
-      `WITH gone AS (DELETE FROM jobs WHERE key = ANY($1::text[]) AND state = 'pending'
-        AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key) RETURNING key)
-      DELETE FROM attempts WHERE job_key IN (SELECT key FROM gone)`,
-      [back],
-    );
-  }
+  if (back.length > 0) await client.query(DROP_ORPHANS_SQL, [back]);
   return back.length;
 }

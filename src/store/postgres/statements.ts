@@ -6,6 +6,16 @@ import { ATTEMPT_COLUMNS, attemptValues, latencyOf } from '../rows.js';
 /** The PostgreSQL store's longer statements, and the parameters they take. */
 
 /**
+ * Drop the jobs of the keys `$1` that no item needs any more (their document changed while they
+ * were out) and are pending or failed, with their attempts: never to be sent. The rule enqueue
+ * applies to the old job of a changed document, applied to jobs handed back or failed.
+ */
+export const DROP_ORPHANS_SQL = `WITH dropped AS (
+  DELETE FROM jobs j WHERE j.key = ANY($1::text[]) AND j.state IN ('pending', 'failed')
+    AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key) RETURNING j.key
+) DELETE FROM attempts a WHERE a.job_key IN (SELECT key FROM dropped)`;
+
+/**
  * Insert one attempt row and settle its run's money: two data-modifying CTEs whose values are the
  * first 19 parameters of the statement they are part of (ATTEMPT_PARAMS). They run to completion
  * whether or not the main query reads them, so a state change, its attempt row and its money go

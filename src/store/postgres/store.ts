@@ -46,6 +46,7 @@ import {
   CLAIM_SQL,
   COMPLETE_BATCH,
   COMPLETE_SQL,
+  DROP_ORPHANS_SQL,
   failSql,
   INSERT_ATTEMPT,
   type PendingCompletion,
@@ -281,13 +282,7 @@ export class PostgresStore implements Store {
    */
   async #dropOrphans(keys: readonly string[]): Promise<void> {
     if (keys.length === 0) return;
-    await this.#q(
-      `WITH dropped AS (
-        DELETE FROM jobs j WHERE j.key = ANY($1::text[]) AND j.state IN ('pending', 'failed')
-          AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key) RETURNING j.key
-      ) DELETE FROM attempts a WHERE a.job_key IN (SELECT key FROM dropped)`,
-      [[...keys]],
-    );
+    await this.#q(DROP_ORPHANS_SQL, [[...keys]]);
   }
 
   async saveLaneLimits(row: LaneLimitRow): Promise<void> {
@@ -328,8 +323,7 @@ export class PostgresStore implements Store {
     const r = await this.#q(
       `UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL, finished_at = NULL,
         updated_at = $1
-      WHERE state = 'failed' AND EXISTS (SELECT 1 FROM items i WHERE i.job_key = jobs.key)
-        AND ($2::text IS NULL OR strpos(lower(error), lower($2::text)) > 0)
+      WHERE state = 'failed' AND ($2::text IS NULL OR strpos(lower(error), lower($2::text)) > 0)
         AND ($3::text IS NULL OR coalesce(error, 'unknown error') = $3::text)`,
       [now, filter.errorContains ?? null, filter.errorIs ?? null],
     );

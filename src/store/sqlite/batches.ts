@@ -2,6 +2,7 @@ import type { BatchEnd, BatchRow, BatchStore } from '../batches.js';
 import {
   MOCK_RUN_STOPPED,
   STOPPED_BEFORE_CREATED,
+  unsentOfStoppedRunWhere,
   apiKeyOfRow,
   batchOwner,
   progressOfRow,
@@ -51,10 +52,7 @@ export class SqliteBatches implements BatchStore {
       // taken in the same statement that abandons them: two reclaims never both hand one back
       abandonUnsent: db
         .prepare(`UPDATE batches SET state = 'abandoned', error = iif(base_url = '${MOCK_BASE_URL}', @mockReason, @reason), updated_at = @now, ended_at = @now
-          WHERE ((state = 'preparing' AND input_file_id IS NULL) OR (state IN ('preparing', 'submitted') AND base_url = '${MOCK_BASE_URL}'))
-            AND (run_id IN (SELECT value FROM json_each(@dead))
-              OR NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = batches.run_id AND runs.ended_at IS NULL))
-          RETURNING id`)
+          WHERE ${unsentOfStoppedRunWhere('run_id IN (SELECT value FROM json_each(@dead))')} RETURNING id`)
         .pluck(),
       noteRequeued: db.prepare('UPDATE batches SET requeued = ? WHERE id = ?'),
       open: db.prepare(`SELECT ${COLUMNS} FROM batches WHERE state IN ('preparing', 'submitted') ORDER BY created_at, id`),

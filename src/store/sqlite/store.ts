@@ -211,8 +211,7 @@ export class SqliteStore implements Store {
         .pluck(),
       retryFailed: db.prepare(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL,
           finished_at = NULL, updated_at = @now
-        WHERE state = 'failed' AND EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)
-          AND (@text IS NULL OR instr(llmq_lower(error), llmq_lower(@text)) > 0)
+        WHERE state = 'failed' AND (@text IS NULL OR instr(llmq_lower(error), llmq_lower(@text)) > 0)
           AND (@exact IS NULL OR coalesce(error, 'unknown error') = @exact)`),
       startRun: db.prepare(`INSERT INTO runs (id, host, pid, started_at, heartbeat_at, options) VALUES (?, ?, ?, ?, ?, ?)`),
       runHeartbeat: db.prepare('UPDATE runs SET heartbeat_at = ?, stats = ? WHERE id = ?'),
