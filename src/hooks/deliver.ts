@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import type { HookTarget } from './target.js';
+import { sleep } from '../scheduler/wait.js';
 
 /**
  * Sends one body; resolves when the hook took it, rejects with why it did not. Once `stop` aborts
@@ -57,22 +58,10 @@ async function postWithRetries(
     } catch (error) {
       last = error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error);
     }
-    if (attempt < attempts) await sleep(delayMs * 2 ** (attempt - 1) * (1 + Math.random()), stop);
+    // cut short by the deadline, which the loop then sees
+    if (attempt < attempts) await sleep(delayMs * 2 ** (attempt - 1) * (1 + Math.random()), stop).catch(() => {});
   }
   throw new Error(stop.aborted ? 'given up at the deadline for hooks' : last);
-}
-
-/** Resolves after `ms`, or at once when `stop` aborts. */
-function sleep(ms: number, stop: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    stop.addEventListener('abort', done, { once: true });
-    function done() {
-      clearTimeout(timer);
-      stop.removeEventListener('abort', done);
-      resolve();
-    }
-  });
 }
 
 /**
