@@ -141,6 +141,34 @@ describe('rate governor', () => {
     },
   );
 
+  it('a paced model beside one of unknown limit holds about two seconds of its sends; the other keeps the room', async () => {
+    const { store } = await setup();
+    // 2 a second remembered for `slow`; nothing known of `fast`, queued after it: one claim of the
+    // whole room took slow's jobs first, and held 16 s of them waiting on its pace
+    await store.saveLaneLimits({ baseUrl: 'test', model: 'slow', rpm: 120, tpm: null, source: 'headers', at: Date.now() });
+    await seedModel(store, 'slow', 60);
+    await seedModel(store, 'fast', 400);
+    const stop = new AbortController();
+    const slowRunning: number[] = [];
+    const watch = setInterval(
+      () => void store.status().then((s) => slowRunning.push(s.byModel.find((m) => m.model === 'slow')?.running ?? 0)),
+      100,
+    );
+    setTimeout(() => stop.abort(), 3000);
+    const summary = await runQueue(
+      { store, provider: new MockProvider({ latencyMs: 5 }), baseUrl: 'test', stopSignal: stop.signal },
+      { ...fast, concurrency: 16 },
+    ).finally(() => clearInterval(watch));
+    expect(slowRunning.length).toBeGreaterThan(10);
+    expect(Math.max(...slowRunning)).toBeLessThanOrEqual(5);
+    // and the model of unknown limit is sent at the run's concurrency meanwhile
+    const done = (await store.status()).byModel;
+    expect(done.find((m) => m.model === 'fast')?.done).toBe(400);
+    expect(done.find((m) => m.model === 'slow')?.done).toBeGreaterThanOrEqual(4);
+    expect(summary.failed).toBe(0);
+    await store.close();
+  });
+
   it('a document holding a special token is counted as text, not a reason to stop', async () => {
     const { store } = await setup();
     await seedModel(store, 'gpt-4o-mini', 3, 'see <|endoftext|> and <|im_start|>');

@@ -14,6 +14,18 @@ export const localBoards = (now: () => number): LaneBoards => ({
   close: async () => {},
 });
 
+/** One claim of a round: at most `limit` jobs, leaving the jobs of `skipModels` pending. */
+export interface ClaimShare {
+  readonly limit: number;
+  readonly skipModels: readonly string[];
+}
+
+/** The claims of one round (`Lanes.claimPlan`): each paced lane's, then the rest's. */
+export interface ClaimPlan {
+  readonly paced: readonly ClaimShare[];
+  readonly rest: ClaimShare;
+}
+
 /** Jobs a lane may have sleeping before a retry, in multiples of its concurrency. */
 export const BACKOFF_ROOM = 16;
 
@@ -84,20 +96,27 @@ export class Lanes {
   }
 
   /**
-   * How many jobs a claim may take when every lane paces at a known limit: what each lacks of its
-   * `paceAhead`, and at least one (a claim may bring a model with no lane yet, which then says its
-   * own). Infinity while any lane knows no limit. Before any lane opens, one: the first job opens its
-   * lane with the limit an earlier run remembered, and the next claim knows how many it wants.
+   * How a round of claims shares the room in hand among the lanes. A lane paced at a known limit
+   * takes only what it lacks of its `paceAhead`, in a claim of its own (one claim of the whole room
+   * took whichever model came first in claim order: a paced one held 16 s of work beside a model of
+   * unknown limit). The rest of the room goes to lanes knowing no limit and to models with no lane
+   * yet, in one claim skipping the paced lanes; when every lane is paced, to one job of a model with
+   * no lane yet, which then says its own pace. Before any lane opens, one job: it opens its lane
+   * with the limit an earlier run remembered, and the next round knows how many it wants. Full
+   * lanes (`saturated`) take nothing.
    */
-  paceRoom(): number {
-    if (this.#lanes.size === 0) return 1;
-    let room = 0;
-    for (const l of this.#lanes.values()) {
-      const ahead = l.paceAhead();
-      if (ahead === Infinity) return Infinity;
-      room += Math.max(0, ahead - l.unsent());
-    }
-    return Math.max(1, room);
+  claimPlan(perLane: number): ClaimPlan {
+    const full = new Set(this.saturated(perLane));
+    const lanes = this.all();
+    const paced = lanes.filter((l) => l.paceAhead() !== Infinity);
+    const others = (lane: Lane) => lanes.filter((l) => l !== lane).map((l) => l.model);
+    return {
+      paced: paced.filter((l) => !full.has(l.model)).map((l) => ({ limit: l.paceAhead() - l.unsent(), skipModels: others(l) })),
+      rest: {
+        limit: paced.length === lanes.length ? 1 : Number.POSITIVE_INFINITY,
+        skipModels: lanes.filter((l) => full.has(l.model) || paced.includes(l)).map((l) => l.model),
+      },
+    };
   }
 
   /** Jobs that hold no slot and count against no room in hand: those waiting on their lane's pace or pause, or backing off. */

@@ -69,8 +69,8 @@ export class Run {
   /** Set when room opens in hand (a job finished or began backing off); the loop waits on it instead of polling. */
   #roomSinceWait = false;
   #wake: () => void = () => {};
-  /** The full lanes of a claim that found nothing else to take, and when: no use asking again at once. */
-  #fruitless: { skip: string; at: number } | null = null;
+  /** The skipped models of claims that found nothing else to take, and when: no use asking again at once. */
+  readonly #fruitless = new Map<string, number>();
   #beats = 0;
   /** When the last heartbeat that renewed the leases was made. */
   #lastBeat: number;
@@ -194,8 +194,7 @@ export class Run {
       // from being claimed, nor failed tries waiting their turn keep the slots empty (each lane
       // holds at most `concurrency` jobs besides those backing off, see `saturated`).
       const active = tasks.size - this.#lanes.idle();
-      // A lane paced at a known limit holds only what its pace sends in the next seconds (paceRoom).
-      const room = Math.min(maxInHand - active, this.#limit - this.#claimed, this.#lanes.paceRoom());
+      const room = Math.min(maxInHand - active, this.#limit - this.#claimed);
       if (this.#limit - this.#claimed <= 0 && tasks.size === 0) {
         this.#reason = 'limit';
         return;
@@ -221,18 +220,38 @@ export class Run {
     this.#wake();
   }
 
-  /** Take up to `room` jobs and start each; true if the store had any to give. */
+  /**
+   * Take up to `room` jobs, shared among the lanes as `Lanes.claimPlan` says (a lane paced at a known
+   * limit holds only what its pace sends in the next seconds), and start each; true if the store had
+   * any to give.
+   */
   async #claim(room: number): Promise<boolean> {
+    const plan = this.#lanes.claimPlan(this.#concurrency);
+    let left = room;
+    let any = false;
+    for (const share of [...plan.paced, plan.rest]) {
+      if (left <= 0) break;
+      const got = await this.#claimShare(Math.min(left, share.limit), share.skipModels);
+      left -= got.started;
+      any ||= got.started > 0 || got.exhausted > 0;
+    }
+    return any;
+  }
+
+  /**
+   * One claim of up to `limit` jobs, the models of `skipModels` left pending: starts each job taken,
+   * and says how many it started and how many it failed (their attempts used up).
+   */
+  async #claimShare(limit: number, skipModels: readonly string[]): Promise<{ started: number; exhausted: number }> {
     const t = this.#now();
-    // A lane that is full or paused takes no more: it must not hold the claims of the others.
-    const skipModels = this.#lanes.saturated(this.#concurrency);
-    // Every lane with work is full (one model: its lane holds `concurrency`): asking again before a
-    // lane frees up or a second passes (other runs may enqueue or hand back) finds nothing either.
+    // Every lane with work it may take is skipped or full: asking the same again before a lane
+    // frees up or a second passes (other runs may enqueue or hand back) finds nothing either.
     const skip = skipModels.join('\n');
-    if (skipModels.length > 0 && this.#fruitless?.skip === skip && t - this.#fruitless.at < 1000) return false;
+    const fruitlessAt = this.#fruitless.get(skip);
+    if (skipModels.length > 0 && fruitlessAt !== undefined && t - fruitlessAt < 1000) return { started: 0, exhausted: 0 };
     const got = await this.#store.claim({
       owner: this.#id,
-      limit: room,
+      limit,
       now: t,
       leaseUntil: t + this.#leaseMs,
       maxAttempts: this.#maxAttempts,
@@ -241,7 +260,7 @@ export class Run {
     this.#counters.failed += got.exhausted;
     this.#claimed += got.jobs.length;
     // kept through later claims that found jobs: those were of lanes with room, and say nothing of other models
-    if (got.jobs.length === 0 && skipModels.length > 0) this.#fruitless = { skip, at: t };
+    if (got.jobs.length === 0 && skipModels.length > 0) this.#fruitless.set(skip, t);
     const ctx = this.#jobContext();
     for (const job of got.jobs) {
       this.#keysInHand.set(job.key, (this.#keysInHand.get(job.key) ?? 0) + 1);
@@ -264,7 +283,7 @@ export class Run {
         });
       this.#tasks.add(task);
     }
-    return got.jobs.length > 0 || got.exhausted > 0;
+    return { started: got.jobs.length, exhausted: got.exhausted };
   }
 
   /**
