@@ -24,6 +24,9 @@ async function populate(store: Store): Promise<void> {
     ],
     T0,
   );
+  // what runs learned of the provider's limits: a copy starts at the right pace, not probing again
+  await store.saveLaneLimits({ baseUrl: 'https://api.example/v1', model: 'm', rpm: 500, tpm: 200_000, source: 'headers', at: T0 });
+  await store.saveLaneLimits({ baseUrl: 'https://api.example/v1', model: 'other', rpm: 60, tpm: null, source: '429s', at: T0 + 1 });
   await store.startRun({ id: 'run-old', host: 'h', pid: 1, startedAt: T0, options: { concurrency: 2 } });
   await store.finishRun('run-old', T0 + 50, 'finished', STATS);
   await store.startRun({ id: OWNER, host: 'h', pid: 2, startedAt: T0 + 100, options: {} });
@@ -152,7 +155,7 @@ describe('copy', () => {
     for (let i = 0; i < many.length; i += 700) await from.enqueue(many.slice(i, i + 700), T0 + 1);
     const progress: string[] = [];
     const result = await copyStore(from, to, { now: T0 + 999, batchSize: 333, onProgress: (t) => progress.push(t) });
-    expect(result).toEqual({ jobs: 2107, items: 2108, attempts: 4, runs: 2, requeued: 1, closedRuns: 1 });
+    expect(result).toEqual({ jobs: 2107, items: 2108, attempts: 4, runs: 2, laneLimits: 2, requeued: 1, closedRuns: 1 });
     expect(new Set(progress)).toEqual(new Set(['jobs', 'items', 'attempts', 'runs']));
     expect(await everything(to)).toEqual(asCopied(await everything(from)));
     expect(await to.activeRuns()).toEqual([]);

@@ -1,5 +1,5 @@
 import { StoreError } from '../errors.js';
-import type { BatchLedger, CopyEnds, JobRow, QueueReader, RunRow, StoreIdentity } from './types.js';
+import type { BatchLedger, CopyEnds, JobRow, LaneMemory, QueueReader, RunRow, StoreIdentity } from './types.js';
 
 export interface CopyOptions {
   /** The copy's clock: runs still open in the source are closed at this time in the target. */
@@ -20,6 +20,8 @@ export interface CopyResult {
   readonly items: number;
   readonly attempts: number;
   readonly runs: number;
+  /** Rate limits runs learned per (base URL, model). */
+  readonly laneLimits: number;
   /** Jobs that were `running` in the source and went over as `pending`. */
   readonly requeued: number;
   /** Runs that had not ended in the source and were closed in the target. */
@@ -28,15 +30,15 @@ export interface CopyResult {
 
 /**
  * Copy a whole queue (jobs with their states, attempts, answers, usage and errors; items;
- * attempts; runs) from one store into an empty one, of either kind, a batch at a time.
+ * attempts; runs; the rate limits runs learned) from one store into an empty one, of either kind, a batch at a time.
  *
  * A lease belongs to the source's runs, which will never work the target: running jobs arrive
  * pending (their started attempt stays counted, as when a run dies), and open runs arrive ended.
  * Stop runs on the source first; rows written while the copy reads may be missed.
  */
 export async function copyStore(
-  from: CopyEnds & BatchLedger & StoreIdentity,
-  to: CopyEnds & Pick<QueueReader, 'status'> & StoreIdentity,
+  from: CopyEnds & BatchLedger & Pick<LaneMemory, 'laneLimits'> & StoreIdentity,
+  to: CopyEnds & Pick<QueueReader, 'status'> & Pick<LaneMemory, 'saveLaneLimits'> & StoreIdentity,
   options: CopyOptions,
 ): Promise<CopyResult> {
   const size = options.batchSize ?? 1000;
@@ -96,7 +98,10 @@ export async function copyStore(
     },
     (n) => options.onProgress?.('runs', n),
   );
-  return { jobs, items, attempts, runs, requeued, closedRuns };
+  // a handful of rows (one per base URL and model): the copy's first run starts at their pace
+  const limits = await from.laneLimits();
+  for (const row of limits) await to.saveLaneLimits(row);
+  return { jobs, items, attempts, runs, laneLimits: limits.length, requeued, closedRuns };
 }
 
 /** Stream rows into batches of `size`, writing each before reading on; returns the count. */
