@@ -88,7 +88,11 @@ describe('a run frozen past its leases', () => {
     await store.close();
   });
 
-  it('a job nobody took meanwhile goes back to pending at once and is sent afresh, once', async () => {
+  it.each([
+    { limit: undefined, reason: 'drained' },
+    // the try that never left is not one of the run's --limit
+    { limit: 2, reason: 'limit' },
+  ])('a job nobody took meanwhile goes back to pending at once and is sent afresh, once (limit $limit)', async ({ limit, reason }) => {
     const store = new SqliteStore(join(tempDir(), 'q.db'));
     const [first, second] = await seedJobs(store, 2);
     let frozenFor = 0;
@@ -96,13 +100,13 @@ describe('a run frozen past its leases', () => {
     await store.saveLaneLimits({ baseUrl: 'mock', model: 'gpt-4o-mini', rpm: 60, tpm: null, source: 'headers', at: Date.now() });
     const run = runQueue(
       { store, provider, now: () => Date.now() + frozenFor },
-      { concurrency: 2, leaseMs: LEASE_MS, heartbeatMs: 60_000, retryDelayMs: 10 },
+      { concurrency: 2, leaseMs: LEASE_MS, heartbeatMs: 60_000, retryDelayMs: 10, limit },
     );
     await firstSent;
     while ((await store.status()).counts.running < 2) await new Promise((r) => setTimeout(r, 5));
     frozenFor = 2 * LEASE_MS;
     release();
-    expect(await run).toMatchObject({ reason: 'drained', done: 2 });
+    expect(await run).toMatchObject({ reason, done: 2 });
     expect(sent).toEqual([first, second]);
     expect((await store.status()).counts).toEqual({ pending: 0, running: 0, done: 2, failed: 0 });
     // the try that never left gave its attempt back
