@@ -38,16 +38,35 @@ export function displayPath(p: string): string {
 /**
  * Every matching file under `root` as one document, id = path relative to `root`. Walks depth
  * first in name order, so ids come out in the same order on every machine. Symbolic links are
- * followed (a folder reached twice through links is walked once). Files left out by `--glob` or for
+ * followed, folders reached through them after the rest (a folder reached twice is walked once, by
+ * its real path when it has one in the tree). Files left out by `--glob` or for
  * being hidden are the user's choice and are not reported; anything else that is not a document is.
  */
 export async function* readFolder(root: string, options: FolderOptions): AsyncGenerator<Entry | Skipped> {
   const seen = new Set<string>([await realpath(root).catch(() => root)]);
-  yield* walk(root, displayPath(root), '', options, seen);
+  const shown = displayPath(root);
+  // Folders reached through links are walked after the real ones, so a link to a folder of the
+  // tree (`latest -> reports`) never takes its documents' ids: walked first, it did, and the real
+  // folder was skipped as seen.
+  const linked: string[] = [];
+  yield* walk(root, shown, '', options, seen, linked);
+  for (let rel = linked.shift(); rel !== undefined; rel = linked.shift()) {
+    const real = await realpath(join(root, rel)).catch(() => join(root, rel));
+    if (seen.has(real)) continue;
+    seen.add(real);
+    yield* walk(root, shown, rel, options, seen, linked);
+  }
 }
 
 /** One folder, entries in name order, recursing into subfolders where they fall in that order. */
-async function* walk(root: string, shown: string, rel: string, options: FolderOptions, seen: Set<string>): AsyncGenerator<Entry | Skipped> {
+async function* walk(
+  root: string,
+  shown: string,
+  rel: string,
+  options: FolderOptions,
+  seen: Set<string>,
+  linked: string[],
+): AsyncGenerator<Entry | Skipped> {
   const dir = rel === '' ? root : join(root, rel);
   let entries;
   try {
@@ -76,11 +95,15 @@ async function* walk(root: string, shown: string, rel: string, options: FolderOp
       }
     }
     if (isDir) {
+      if (entry.isSymbolicLink()) {
+        linked.push(childRel);
+        continue;
+      }
       // Links can make a loop; walk each real folder once.
       const real = await realpath(full).catch(() => full);
       if (seen.has(real)) continue;
       seen.add(real);
-      yield* walk(root, shown, childRel, options, seen);
+      yield* walk(root, shown, childRel, options, seen, linked);
       continue;
     }
     if (!options.include(childRel)) continue;

@@ -30,6 +30,23 @@ describe('enqueue a folder', () => {
     expect(items(store)[0]!.source).toBe(`${DOCS}/changelog-2024-03.md`.replace(/\/+/g, '/'));
   });
 
+  it('a link to a folder of the tree leaves its documents their own ids; a link to a folder outside it is walked', async () => {
+    const dir = tempDir();
+    const src = join(dir, 'docs');
+    mkdirSync(join(src, 'reports'), { recursive: true });
+    mkdirSync(join(dir, 'elsewhere'));
+    writeFileSync(join(src, 'reports', 'q1.md'), 'first quarter');
+    writeFileSync(join(dir, 'elsewhere', 'notes.md'), 'notes from outside');
+    // `a-latest` sorts before `reports`, which it points at: walked first, it took the documents'
+    // ids (`a-latest/q1.md`), and the real folder was skipped as seen
+    symlinkSync('reports', join(src, 'a-latest'));
+    symlinkSync(join(dir, 'elsewhere'), join(src, 'b-linked'));
+    const store = tempStore();
+    expect(await run(store, [src])).toMatchObject({ newItems: 2, rejected: 0 });
+    // folders reached through links come after the real ones
+    expect(items(store).map((i) => i.id)).toEqual(['reports/q1.md', 'b-linked/notes.md']);
+  });
+
   it('includes hidden files and folders with hidden: true', async () => {
     const store = tempStore();
     expect(await run(store, [DOCS], { hidden: true })).toMatchObject({ newItems: 25, rejected: 0 });
