@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { MockProvider } from '../src/provider/mock.js';
-import type { CompletionResult, Provider } from '../src/provider/types.js';
+import { type CompletionResult, type Provider, ProviderError } from '../src/provider/types.js';
 import { jobKey } from '../src/request.js';
 import { runQueue } from '../src/scheduler/run-queue.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
@@ -111,6 +111,70 @@ describe('a run frozen past its leases', () => {
     expect((await store.status()).counts).toEqual({ pending: 0, running: 0, done: 2, failed: 0 });
     // the try that never left gave its attempt back
     expect((await store.item('doc-1'))!.job.attempts).toBe(1);
+    await store.close();
+  });
+
+  it('a job backing off before a retry, taken back and claimed again meanwhile, is sent by the new claim alone', async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    const [key] = await seedJobs(store, 1);
+    let frozenFor = 0;
+    const now = () => Date.now() + frozenFor;
+    const mock = new MockProvider({ latencyMs: 1 });
+    const sent: number[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const provider: Provider = {
+      name: 'mock',
+      async complete(body, options): Promise<CompletionResult> {
+        sent.push(Date.now());
+        // the first try fails (a 500: backs off 3 to 6 s); the next is held at the provider
+        if (sent.length === 1) throw new ProviderError({ message: 'HTTP 500', scope: 'retryable', reason: 'server', status: 500 });
+        if (sent.length === 2) await gate;
+        return mock.complete(body, options);
+      },
+    };
+    const run = runQueue({ store, provider, now }, { concurrency: 2, leaseMs: LEASE_MS, heartbeatMs: 60_000, retryDelayMs: 3000 });
+    while ((await store.item('doc-0'))!.attempts.length < 1) await new Promise((r) => setTimeout(r, 5));
+    // frozen past the lease while it backs off: taken back, then claimed again by this run's own claim loop
+    frozenFor = 2 * LEASE_MS;
+    expect(await store.reclaim(now(), [])).toBe(1);
+    while (sent.length < 2) await new Promise((r) => setTimeout(r, 20));
+    // the first claim's backoff ends while the second claim's request is out: it must not send too
+    await new Promise((r) => setTimeout(r, 6500));
+    release();
+    expect(await run).toMatchObject({ reason: 'drained', done: 1 });
+    expect(sent).toHaveLength(2);
+    const item = (await store.item('doc-0'))!;
+    expect(item.job).toMatchObject({ key, state: 'done', attempts: 2 });
+    expect(item.attempts.map((a) => a.outcome)).toEqual(['retry', 'done']);
+    await store.close();
+  }, 20_000);
+
+  it('a job backing off when the run froze past its lease goes back to pending with its tries counted, and is sent once more', async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await seedJobs(store, 1);
+    let frozenFor = 0;
+    const mock = new MockProvider({ latencyMs: 1 });
+    let sent = 0;
+    const provider: Provider = {
+      name: 'mock',
+      async complete(body, options): Promise<CompletionResult> {
+        if (++sent === 1) throw new ProviderError({ message: 'HTTP 500', scope: 'retryable', reason: 'server', status: 500 });
+        return mock.complete(body, options);
+      },
+    };
+    const run = runQueue(
+      { store, provider, now: () => Date.now() + frozenFor },
+      { concurrency: 2, leaseMs: LEASE_MS, heartbeatMs: 60_000, retryDelayMs: 500 },
+    );
+    while ((await store.item('doc-0'))!.attempts.length < 1) await new Promise((r) => setTimeout(r, 5));
+    frozenFor = 2 * LEASE_MS;
+    expect(await run).toMatchObject({ reason: 'drained', done: 1 });
+    expect(sent).toBe(2);
+    // the failed try went out: it stays counted
+    const item = (await store.item('doc-0'))!;
+    expect(item.job).toMatchObject({ state: 'done', attempts: 2 });
+    expect(item.attempts.map((a) => a.outcome)).toEqual(['retry', 'done']);
     await store.close();
   });
 

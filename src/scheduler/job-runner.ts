@@ -52,8 +52,9 @@ export interface JobContext {
  * pending with that try's attempt given back. `interrupted`: stopped after its last try was written
  * down; it goes back to pending as it is. `lapsed`: its lease may have run out before its try went
  * out (the run was frozen); handed back at once, its attempt given back, unless another run took it.
+ * `lapsed-tried`: the same while backing off before a retry; handed back with its tries as they are.
  */
-export type JobOutcome = 'done' | 'failed' | 'unsent' | 'interrupted' | 'lapsed';
+export type JobOutcome = 'done' | 'failed' | 'unsent' | 'interrupted' | 'lapsed' | 'lapsed-tried';
 
 /** What one job has been through in this run, across its tries. */
 interface JobTally {
@@ -156,6 +157,10 @@ class JobRun {
         if (decision.pauseLane) this.lane.waitingOnPace--;
         else this.lane.backingOff--;
       }
+      // Frozen past the lease while backing off: another run, or this one's own claim loop, may hold
+      // the job now and send it (the store's startRetry cannot tell this claim from a newer one of
+      // the same run).
+      if (!ctx.holds(this.#leasedAt)) return 'lapsed-tried';
       const renewedAt = ctx.now();
       const raised = await ctx.store.startRetry(job.key, ctx.runId, renewedAt, renewedAt + ctx.leaseMs);
       if (raised === null) return 'interrupted'; // lost the lease

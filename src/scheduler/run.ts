@@ -269,11 +269,13 @@ export class Run {
           if (outcome === 'unsent') this.#unsent.push(job.key);
           // Pending again now, to be claimed afresh: the release leaves it alone if another run took
           // it, and it is not made when this run claimed the job again meanwhile (that claim is live).
-          if (outcome === 'lapsed') {
+          // `lapsed-tried`: its tries stand (each went out), and so does its place in --limit.
+          if (outcome === 'lapsed' || outcome === 'lapsed-tried') {
             // never sent by this run: not one of its --limit
-            this.#claimed--;
-            if (this.#keysInHand.get(job.key) === 1)
-              await this.#store.release(this.#id, { refund: true, now: this.#now(), keys: [job.key] });
+            if (outcome === 'lapsed') this.#claimed--;
+            if (this.#keysInHand.get(job.key) === 1) {
+              await this.#store.release(this.#id, { refund: outcome === 'lapsed', now: this.#now(), keys: [job.key] });
+            }
           }
         })
         .catch((error) => this.stop({ kind: 'error', error, abortInFlight: true }))
