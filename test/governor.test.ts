@@ -169,6 +169,18 @@ describe('rate governor', () => {
     await store.close();
   });
 
+  it('a request over the key\'s tokens per minute (OpenAI\'s 429 "Request too large") fails its job at once; the others are sent', async () => {
+    const { fake, store } = await setup();
+    const [big] = await seedModel(store, 'gpt-4o-mini', 6);
+    fake.respond((r) => (jobKey(r.body) === big ? reply.requestTooLarge() : undefined));
+    const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 2 });
+    expect(summary).toMatchObject({ reason: 'drained', done: 5, failed: 1 });
+    expect(fake.sentCount(big!)).toBe(1);
+    const status = await store.status();
+    expect(status.failures).toEqual([{ error: expect.stringMatching(/^HTTP 429: Request too large/), count: 1 }]);
+    await store.close();
+  });
+
   it('a document holding a special token is counted as text, not a reason to stop', async () => {
     const { store } = await setup();
     await seedModel(store, 'gpt-4o-mini', 3, 'see <|endoftext|> and <|im_start|>');

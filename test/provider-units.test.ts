@@ -65,6 +65,19 @@ describe('classification details', () => {
       'too_long',
     );
     expect(c(429, '{"error":{"message":"quota","type":"insufficient_quota","code":null}}').reason).toBe('quota');
+    // one request over the key's tokens per minute: no wait lets it through
+    const tooLarge = c(
+      429,
+      '{"error":{"message":"Request too large for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Requested 41234. The input or output tokens must be reduced in order to run successfully.","type":"tokens","code":"rate_limit_exceeded"}}',
+    );
+    expect(tooLarge).toMatchObject({ scope: 'job', reason: 'too_long' });
+    expect(tooLarge.message).toMatch(/^HTTP 429: Request too large .* Limit 30000, Requested 41234\..*max_tokens/);
+    expect(
+      c(
+        429,
+        '{"error":{"message":"Rate limit reached for gpt-4o on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000.","type":"tokens","code":"rate_limit_exceeded"}}',
+      ).reason,
+    ).toBe('rate_limit');
     expect(c(401, '{}').message).toBe('HTTP 401: Unauthorized. Check LLMQ_API_KEY (or OPENAI_API_KEY) and --base-url.');
   });
 

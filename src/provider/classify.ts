@@ -10,6 +10,7 @@
  * | 408, 409, 5xx                                        | server      | retryable |
  * | 429                                                  | rate_limit  | retryable |
  * | 429 with code/type `insufficient_quota`              | quota       | run       |
+ * | 429 "Request too large": over the tokens per minute  | too_long    | job       |
  * | 200 whose body is cut short or not a completion      | bad_body    | retryable |
  * | 400, 404, 413, 422 and any other 4xx                 | bad_request | job       |
  * | a 4xx saying the request exceeds the context length  | too_long    | job       |
@@ -61,6 +62,9 @@ export function cleanMessage(text: string, secret: string | undefined): string {
 const CONTEXT_TOO_LONG =
   /maximum context length|context[ _-]?(length|window|size)|exceeds? the (available )?context|too many tokens|prompt is too long/i;
 
+/** OpenAI's 429 for a request over the key's tokens per minute by itself ("Request too large for gpt-4o ... on tokens per min (TPM)"). */
+const REQUEST_TOO_LARGE = /^Request too large\b/i;
+
 /** A non-2xx answer. */
 export function classifyHttpError(
   status: number,
@@ -81,6 +85,11 @@ export function classifyHttpError(
     const quota = body.code === 'insufficient_quota' || body.type === 'insufficient_quota';
     [scope, reason] = quota ? ['run', 'quota'] : ['retryable', 'rate_limit'];
     if (quota) message = sentence(message, 'Check the plan and billing of the account whose key is in LLMQ_API_KEY.');
+    else if (REQUEST_TOO_LARGE.test(text)) {
+      // This request alone weighs more than the key's tokens per minute: no wait lets it through.
+      [scope, reason] = ['job', 'too_long'];
+      message = sentence(message, 'Shorten the document or lower max_tokens, or raise the limit of the account.');
+    }
   } else if (status === 408 || status === 409 || status >= 500) {
     [scope, reason] = ['retryable', 'server'];
   } else if (status === 401 || status === 403) {

@@ -131,6 +131,14 @@ export const reply = {
       headers: { 'retry-after-ms': String(retryAfterMs), 'retry-after': String(Math.ceil(retryAfterMs / 1000)), ...headers },
     });
   },
+  /** OpenAI's 429 for one request bigger than the key's tokens per minute: it can never be sent, however long one waits. */
+  requestTooLarge(limit = 10_000, requested = 40_000): FakeReply {
+    return reply.error(
+      429,
+      `Request too large for gpt-4o-mini in organization org-test on tokens per min (TPM): Limit ${limit}, Requested ${requested}. The input or output tokens must be reduced in order to run successfully. Visit https://platform.openai.com/account/rate-limits to learn more.`,
+      { type: 'tokens', code: 'rate_limit_exceeded', headers: { 'x-ratelimit-limit-tokens': String(limit) } },
+    );
+  },
   quota(): FakeReply {
     return reply.error(429, 'You exceeded your current quota, please check your plan and billing details.', {
       type: 'insufficient_quota',
