@@ -1,4 +1,5 @@
 import { ProviderError, type CompletionResult, type Provider } from '../provider/types.js';
+import { retryTransient } from '../store/transient.js';
 import type { AttemptOutcome, AttemptRecord, ClaimedJob, JobQueue } from '../store/types.js';
 import { decide, type Decision } from './decide.js';
 import type { SchedulerListener } from './events.js';
@@ -162,7 +163,7 @@ class JobRun {
       // the same run).
       if (!ctx.holds(this.#leasedAt)) return 'lapsed-tried';
       const renewedAt = ctx.now();
-      const raised = await ctx.store.startRetry(job.key, ctx.runId, renewedAt, renewedAt + ctx.leaseMs);
+      const raised = await retryTransient(() => ctx.store.startRetry(job.key, ctx.runId, renewedAt, renewedAt + ctx.leaseMs));
       if (raised === null) return 'interrupted'; // lost the lease
       this.#attempt = raised;
       this.#leasedAt = renewedAt;
@@ -282,7 +283,8 @@ class JobRun {
     // paid for and not yet stored, which bounds what a crash can make us pay twice.
     let stored: boolean;
     try {
-      stored = await ctx.store.complete(job.key, { owner: ctx.runId, output: result.output, response: result.body, usage, attempt });
+      const completion = { owner: ctx.runId, output: result.output, response: result.body, usage, attempt };
+      stored = await retryTransient(() => ctx.store.complete(job.key, completion));
     } finally {
       ctx.slots.release();
     }
@@ -351,7 +353,7 @@ class JobRun {
         return decision;
       case 'fail': {
         const a = this.#attemptRecord(startedAt, error.status, 'failed', error.message + billNote, billed);
-        await ctx.store.fail(job.key, ctx.runId, decision.message, a, now);
+        await retryTransient(() => ctx.store.fail(job.key, ctx.runId, decision.message, a, now));
         c.failed++;
         c.finished(now, 0);
         ctx.emit('job:failed', { key: job.key, attempt: this.#attempt, status: error.status, error: decision.message });
@@ -426,7 +428,8 @@ class JobRun {
     count: boolean,
     billed: boolean,
   ): Promise<void> {
-    await this.ctx.store.recordAttempt(this.#attemptRecord(startedAt, status, outcome, error, billed), { countAttempt: count, error });
+    const record = this.#attemptRecord(startedAt, status, outcome, error, billed);
+    await retryTransient(() => this.ctx.store.recordAttempt(record, { countAttempt: count, error }));
   }
 }
 

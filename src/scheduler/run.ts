@@ -3,6 +3,7 @@ import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { LlmqError } from '../errors.js';
 import { ProviderError } from '../provider/types.js';
+import { retryTransient } from '../store/transient.js';
 import type { ProgressSnapshot, RunSummary, SchedulerListener } from './events.js';
 import { runJob, type JobContext } from './job-runner.js';
 import { InFlightRequests } from './in-flight.js';
@@ -134,7 +135,13 @@ export class Run {
   async work(): Promise<RunSummary> {
     try {
       await this.#start();
-      await this.#claimUntilDone();
+      try {
+        await this.#claimUntilDone();
+      } catch (error) {
+        // A claim, or a look at the queue, failed past its retries: take no more, but let the
+        // requests out finish and store their answers (paid for) before the jobs are handed back.
+        this.stop({ kind: 'error', error, abortInFlight: false });
+      }
       await this.#drain();
     } finally {
       await this.#finish();
@@ -249,14 +256,9 @@ export class Run {
     const skip = skipModels.join('\n');
     const fruitlessAt = this.#fruitless.get(skip);
     if (skipModels.length > 0 && fruitlessAt !== undefined && t - fruitlessAt < 1000) return { started: 0, exhausted: 0 };
-    const got = await this.#store.claim({
-      owner: this.#id,
-      limit,
-      now: t,
-      leaseUntil: t + this.#leaseMs,
-      maxAttempts: this.#maxAttempts,
-      skipModels,
-    });
+    const got = await retryTransient(() =>
+      this.#store.claim({ owner: this.#id, limit, now: t, leaseUntil: t + this.#leaseMs, maxAttempts: this.#maxAttempts, skipModels }),
+    );
     this.#counters.failed += got.exhausted;
     this.#claimed += got.jobs.length;
     // kept through later claims that found jobs: those were of lanes with room, and say nothing of other models
@@ -274,11 +276,14 @@ export class Run {
             // never sent by this run: not one of its --limit
             if (outcome === 'lapsed') this.#claimed--;
             if (this.#keysInHand.get(job.key) === 1) {
-              await this.#store.release(this.#id, { refund: outcome === 'lapsed', now: this.#now(), keys: [job.key] });
+              const back = { refund: outcome === 'lapsed', now: this.#now(), keys: [job.key] };
+              await retryTransient(() => this.#store.release(this.#id, back));
             }
           }
         })
-        .catch((error) => this.stop({ kind: 'error', error, abortInFlight: true }))
+        // The others in flight finish and store their answers, which are paid for (a failing store may
+        // be back by then); no more are claimed.
+        .catch((error) => this.stop({ kind: 'error', error, abortInFlight: false }))
         .finally(() => {
           const left = this.#keysInHand.get(job.key)! - 1;
           if (left === 0) this.#keysInHand.delete(job.key);
@@ -326,9 +331,11 @@ export class Run {
     await this.#lanes.save(this.#store).catch(() => {});
     await this.#lanes.close();
     try {
-      if (this.#unsent.length > 0) await this.#store.release(this.#id, { refund: true, now: t, keys: this.#unsent });
-      await this.#store.release(this.#id, { refund: false, now: t });
-      await this.#store.finishRun(this.#id, t, this.#fatal ? 'fatal' : this.#internal ? 'error' : this.#reason, this.#counters.forStore(t));
+      const unsent = this.#unsent;
+      if (unsent.length > 0) await retryTransient(() => this.#store.release(this.#id, { refund: true, now: t, keys: unsent }));
+      await retryTransient(() => this.#store.release(this.#id, { refund: false, now: t }));
+      const reason = this.#fatal ? 'fatal' : this.#internal ? 'error' : this.#reason;
+      await retryTransient(() => this.#store.finishRun(this.#id, t, reason, this.#counters.forStore(t)));
     } catch (error) {
       this.#internal ??= error;
     }

@@ -1,0 +1,100 @@
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { MockProvider } from '../src/provider/mock.js';
+import type { CompletionResult, Provider } from '../src/provider/types.js';
+import { runQueue } from '../src/scheduler/run-queue.js';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { isTransientStoreError } from '../src/store/transient.js';
+import { LlmqError } from '../src/errors.js';
+import { seedJobs } from './helpers/seed.js';
+import { tempDir } from './helpers/tmp.js';
+
+/** The mock provider, its first request held until `release`; counts what it is sent. */
+function gatedProvider(): { provider: Provider; sent: () => number; firstSent: Promise<void>; release: () => void } {
+  const mock = new MockProvider({ latencyMs: 1 });
+  let sent = 0;
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let firstSentNow!: () => void;
+  const firstSent = new Promise<void>((r) => (firstSentNow = r));
+  const provider: Provider = {
+    name: 'mock',
+    async complete(body, options): Promise<CompletionResult> {
+      if (++sent === 1) {
+        firstSentNow();
+        await gate;
+      }
+      return mock.complete(body, options);
+    },
+  };
+  return { provider, sent: () => sent, firstSent, release };
+}
+
+describe('a store that fails while requests are out', () => {
+  it('an answer that comes while another process holds the SQLite file past the busy timeout is stored once the file is free', async () => {
+    const path = join(tempDir(), 'q.db');
+    const store = new SqliteStore(path);
+    await seedJobs(store, 3);
+    // a second and a half of another process's write (a long enqueue, a retry-failed) outlasts this busy timeout
+    store.db.pragma('busy_timeout = 200');
+    const { provider, sent, firstSent, release } = gatedProvider();
+    const run = runQueue({ store, provider }, { concurrency: 1, retryDelayMs: 10 });
+    await firstSent;
+    const other = new Database(path);
+    other.prepare('BEGIN IMMEDIATE').run();
+    release();
+    await new Promise((r) => setTimeout(r, 1500));
+    other.prepare('COMMIT').run();
+    other.close();
+    expect(await run).toMatchObject({ reason: 'drained', done: 3, failed: 0 });
+    expect(sent()).toBe(3);
+    expect((await store.status()).counts).toEqual({ pending: 0, running: 0, done: 3, failed: 0 });
+    await store.close();
+  });
+
+  it('a claim that fails for good stops the run only once the request out is answered and its answer stored', async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await seedJobs(store, 3);
+    const broken = new LlmqError('disk I/O error');
+    let claims = 0;
+    // a failure no retry helps (a disk error); nothing real raises one on cue
+    const failing = new Proxy(store, {
+      get(target, property) {
+        const value = Reflect.get(target, property, target);
+        if (property === 'claim')
+          return (...args: Parameters<SqliteStore['claim']>) => (++claims === 1 ? target.claim(...args) : Promise.reject(broken));
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const { provider, firstSent, release } = gatedProvider();
+    const run = runQueue({ store: failing, provider }, { concurrency: 1, retryDelayMs: 10 });
+    await firstSent;
+    // the first claim took one job (no lane yet); the next one fails while that job's request is out
+    while (claims < 2) await new Promise((r) => setTimeout(r, 5));
+    let settled = false;
+    run.catch(() => {}).finally(() => (settled = true));
+    // it waits for the request out: ending now would hand its job back while it may still be answered
+    await new Promise((r) => setTimeout(r, 300));
+    expect(settled).toBe(false);
+    expect((await store.status()).counts.running).toBe(1);
+    release();
+    await expect(run).rejects.toBe(broken);
+    // the answer paid for is kept; nothing is left running, the rest pending
+    expect((await store.status()).counts).toEqual({ pending: 2, running: 0, done: 1, failed: 0 });
+    await store.close();
+  });
+
+  it('tells failures that pass from those that do not', () => {
+    const coded = (code: string) => Object.assign(new Error(code), { code });
+    for (const code of ['SQLITE_BUSY', 'SQLITE_BUSY_SNAPSHOT', 'SQLITE_LOCKED', '57P01', '08006', '40001', 'ECONNRESET']) {
+      expect(isTransientStoreError(coded(code)), code).toBe(true);
+    }
+    expect(isTransientStoreError(new Error('Connection terminated unexpectedly'))).toBe(true);
+    expect(isTransientStoreError(new LlmqError('wrapped', { cause: coded('SQLITE_BUSY') }))).toBe(true);
+    for (const code of ['SQLITE_FULL', 'SQLITE_CORRUPT', 'SQLITE_IOERR', '23505', 'ENOSPC']) {
+      expect(isTransientStoreError(coded(code)), code).toBe(false);
+    }
+    expect(isTransientStoreError(new Error('boom'))).toBe(false);
+  });
+});
