@@ -9,7 +9,8 @@ import { runQueue } from '../src/scheduler/run-queue.js';
 import { OpenAIProvider } from '../src/provider/openai.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { answerFor, reply } from './helpers/fake-openai.js';
-import { seedJobs } from './helpers/seed.js';
+import { requestFor, seedJobs } from './helpers/seed.js';
+import { jobKey } from '../src/request.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
 import { all } from './helpers/store-reads.js';
@@ -63,6 +64,22 @@ describe('batch lane', () => {
       ['ended', 'completed', 10, 10],
       ['ended', 'completed', 10, 10],
     ]);
+  });
+
+  it('puts the jobs of one model in each batch: the Batch API refuses an input file that names two', async () => {
+    const { fake, store, lane } = await setup(0);
+    // interleaved in claim order, so one claim meets both models
+    const rows = Array.from({ length: 10 }, (_, n) => {
+      const model = n % 3 === 1 ? 'gpt-4o' : 'gpt-4o-mini';
+      const request = requestFor(n, { model });
+      return { itemId: `doc-${n}`, source: 'seed', meta: null, key: jobKey(request), request, model, priority: 0 };
+    });
+    await store.enqueue(rows, Date.now());
+    const summary = await lane({ batchSize: 50 });
+    expect(summary).toMatchObject({ reason: 'drained', done: 10, failed: 0, remaining: 0 });
+    const models = [...fake.batches.batches.values()].map((b) => [...new Set(b.lines.map((l) => l.body.model))]);
+    expect(models).toEqual([['gpt-4o-mini'], ['gpt-4o']]);
+    for (const j of await jobs(store)) expect(fake.sentCount(j.key)).toBe(1);
   });
 
   it('prices batch answers at the batch price: half the online one for OpenAI models', async () => {

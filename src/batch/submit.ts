@@ -57,8 +57,13 @@ export async function submitOne(
     leaseUntil: ctx.now() + BATCH_LEASE_MS,
     maxAttempts: o.maxAttempts,
   });
-  const file = buildInputFile(got.jobs, o.maxBytes);
-  if (file.left.length > 0) await store.release(owner, { refund: true, now: ctx.now(), keys: file.left });
+  // The Batch API takes the requests of one model per input file: the first job's model is this
+  // batch's, the others go back to pending for the next submission.
+  const model = got.jobs[0]?.model;
+  const ofModel = got.jobs.filter((j) => j.model === model);
+  const file = buildInputFile(ofModel, o.maxBytes);
+  const left = [...file.left, ...got.jobs.filter((j) => j.model !== model).map((j) => j.key)];
+  if (left.length > 0) await store.release(owner, { refund: true, now: ctx.now(), keys: left });
   if (file.keys.length === 0) {
     await store.batches.end(id, {
       state: 'abandoned',

@@ -25,7 +25,8 @@ import { send } from './fake-openai-http.js';
 import { completionBody, errorBody, sha256, type FakeReply, type FakeRequest } from './fake-openai-replies.js';
 
 export type BatchEndpoint = 'upload' | 'create' | 'get' | 'list' | 'content' | 'cancel';
-export type BatchFate = 'completed' | 'expired' | 'cancelled' | 'quota' | 'in_progress';
+/** `mixed_models`: refused at validation, as OpenAI refuses an input file whose lines name more than one model. */
+export type BatchFate = 'completed' | 'expired' | 'cancelled' | 'quota' | 'in_progress' | 'mixed_models';
 export type LineFate = 'ok' | 'error' | 'server' | 'missing' | 'bad-body';
 
 export interface FakeBatch {
@@ -210,19 +211,19 @@ export class FakeBatchApi {
       key,
       createdAt: Date.now(),
       lines,
-      fate: this.fate({ seq, lines: lines.length }),
+      fate: new Set(lines.map((l) => l.body?.model)).size > 1 ? 'mixed_models' : this.fate({ seq, lines: lines.length }),
       status: 'validating',
       outputFileId: null,
       errorFileId: null,
     };
     this.batches.set(b.id, b);
-    if (b.fate !== 'quota') for (const l of lines) this.#countSent(l.custom_id);
+    if (b.fate !== 'quota' && b.fate !== 'mixed_models') for (const l of lines) this.#countSent(l.custom_id);
     return { status: 200, body: this.#view(this.#advance(b)) };
   }
 
   /** Move a batch along its fate as time passes. */
   #advance(b: FakeBatch): FakeBatch {
-    if (b.fate === 'quota' && b.status === 'validating') {
+    if ((b.fate === 'quota' || b.fate === 'mixed_models') && b.status === 'validating') {
       b.status = 'failed';
       return b;
     }
@@ -327,20 +328,32 @@ export class FakeBatchApi {
       metadata: b.metadata,
       request_counts: { total: b.lines.length, completed: done, failed },
       errors:
-        b.fate === 'quota'
+        b.fate === 'mixed_models'
           ? {
               object: 'list',
               data: [
                 {
-                  code: 'token_limit_exceeded',
-                  message:
-                    'Enqueued token limit reached for gpt-4o-mini in organization org-fake. Limit: 90,000 enqueued tokens. Please try again once some in_progress batches have been completed.',
-                  param: null,
-                  line: null,
+                  code: 'mismatched_model',
+                  message: 'The provided model does not match the model of other requests in the batch file.',
+                  param: 'body.model',
+                  line: 2,
                 },
               ],
             }
-          : null,
+          : b.fate === 'quota'
+            ? {
+                object: 'list',
+                data: [
+                  {
+                    code: 'token_limit_exceeded',
+                    message:
+                      'Enqueued token limit reached for gpt-4o-mini in organization org-fake. Limit: 90,000 enqueued tokens. Please try again once some in_progress batches have been completed.',
+                    param: null,
+                    line: null,
+                  },
+                ],
+              }
+            : null,
     };
   }
 }
