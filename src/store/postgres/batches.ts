@@ -12,7 +12,7 @@ import {
 } from '../batches.js';
 import type { ApiKeyId } from '../../batch/api-key-id.js';
 import { MOCK_BASE_URL } from '../../mock-base-url.js';
-import { DROP_ORPHANS_SQL } from './statements.js';
+import { dropOrphans } from './statements.js';
 import { inTransaction, query } from './connect.js';
 
 const COLUMNS = `id, run_id, base_url, state, provider_batch_id, input_file_id, provider_status, jobs, done, failed,
@@ -165,6 +165,6 @@ async function requeueHeld(client: pg.PoolClient, id: string, e: Pick<BatchEnd, 
       [e.now, batchOwner(id), e.refund ? 1 : 0, e.jobError ?? null],
     )
   ).rows.map((r) => r.key);
-  if (back.length > 0) await client.query(DROP_ORPHANS_SQL, [back]);
+  await dropOrphans(client, back);
   return back.length;
 }

@@ -104,6 +104,14 @@ interface Counts {
  */
 export const ONE_ENQUEUE_AT_A_TIME_SQL = `SELECT pg_advisory_xact_lock(hashtext('llmq enqueue ' || current_schema()))`;
 
+/**
+ * Wait for an enqueue's transaction in progress to end, holding off the next for the rest of the
+ * caller's transaction (the turns of ONE_ENQUEUE_AT_A_TIME_SQL, shared). Taken before a statement
+ * asks whether a job is still needed by an item: an enqueue moving the job's item away, not yet
+ * committed, would otherwise be unseen, its job left pending with no item, sent and paid for.
+ */
+export const AFTER_ENQUEUE_IN_PROGRESS_SQL = `SELECT pg_advisory_xact_lock_shared(hashtext('llmq enqueue ' || current_schema()))`;
+
 /** Jobs that lost their last item to a move and were never answered: never to be sent. */
 const DROP_STALE_SQL = `
 WITH dropped AS (

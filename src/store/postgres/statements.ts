@@ -1,4 +1,6 @@
+import type pg from 'pg';
 import type { AttemptRecord, Completion } from '../types.js';
+import { AFTER_ENQUEUE_IN_PROGRESS_SQL } from './enqueue.js';
 import { spendRunOf } from '../spend-amounts.js';
 import { settlementParams, settleSql } from './spend.js';
 import { ATTEMPT_COLUMNS, attemptValues, latencyOf } from '../rows.js';
@@ -10,10 +12,20 @@ import { ATTEMPT_COLUMNS, attemptValues, latencyOf } from '../rows.js';
  * were out) and are pending or failed, with their attempts: never to be sent. The rule enqueue
  * applies to the old job of a changed document, applied to jobs handed back or failed.
  */
-export const DROP_ORPHANS_SQL = `WITH dropped AS (
+const DROP_ORPHANS_SQL = `WITH dropped AS (
   DELETE FROM jobs j WHERE j.key = ANY($1::text[]) AND j.state IN ('pending', 'failed')
     AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key) RETURNING j.key
 ) DELETE FROM attempts a WHERE a.job_key IN (SELECT key FROM dropped)`;
+
+/**
+ * DROP_ORPHANS_SQL for `keys`, in the transaction of `client`, once no enqueue is in progress: one
+ * that had moved their items away but not committed would leave them unseen, and them kept.
+ */
+export async function dropOrphans(client: pg.ClientBase, keys: readonly string[]): Promise<void> {
+  if (keys.length === 0) return;
+  await client.query(AFTER_ENQUEUE_IN_PROGRESS_SQL);
+  await client.query(DROP_ORPHANS_SQL, [[...keys]]);
+}
 
 /**
  * Insert one attempt row and settle its run's money: two data-modifying CTEs whose values are the

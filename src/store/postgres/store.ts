@@ -46,7 +46,7 @@ import {
   CLAIM_SQL,
   COMPLETE_BATCH,
   COMPLETE_SQL,
-  DROP_ORPHANS_SQL,
+  dropOrphans,
   failSql,
   INSERT_ATTEMPT,
   type PendingCompletion,
@@ -282,7 +282,7 @@ export class PostgresStore implements Store {
    */
   async #dropOrphans(keys: readonly string[]): Promise<void> {
     if (keys.length === 0) return;
-    await this.#q(DROP_ORPHANS_SQL, [[...keys]]);
+    await inTransaction(this.pool, (client) => dropOrphans(client, keys));
   }
 
   async saveLaneLimits(row: LaneLimitRow): Promise<void> {
