@@ -119,6 +119,20 @@ describe('llmq run --budget', () => {
     expect((await recorded(db)).pending).toBe(0);
   });
 
+  it('a provider that counts ten times the prompt tokens llmq counts: later requests are reserved at what answers showed, never above the budget', async () => {
+    const { fake, db, run } = await setup(20);
+    const prompt = worstCaseUsage(requestFor(0)).promptTokens;
+    // another tokenizer, or a proxy adding its own text: each answer bills 10x the counted prompt
+    fake.respond(() => reply.ok({ usage: { prompt_tokens: 10 * prompt, completion_tokens: 10 } }));
+    const r = await runCli(run('--budget', '1', '--concurrency', '1', ...PRICE));
+    expect(r.code).toBe(3);
+    const m = await recorded(db);
+    // reserved at the count alone (about $0.10), each answer costing about $0.36 came past the budget
+    expect(m.done).toBeGreaterThanOrEqual(2);
+    expect(m.attemptsUsd).toBeLessThanOrEqual(1);
+    expect(m.ledgerUsd).toBeLessThanOrEqual(1);
+  });
+
   it('two runs on one database share --budget-total: together they never spend more than it', async () => {
     const { db, run } = await setup(150, { latencyMs: 20 });
     const [a, b] = await Promise.all([1, 2].map(() => runCli(run('--budget-total', '1.5', '--concurrency', '4', ...PRICE))));

@@ -43,7 +43,14 @@ export class RunMoney {
   readonly #prices: PriceTable;
   readonly #budget: Budget;
   readonly #now: () => number;
-  readonly #worst = new WeakMap<ClaimedJob, number | null>();
+  /** Each job's worst case as llmq counts it (prompt, and max_tokens; null when none is set). */
+  readonly #counted = new WeakMap<ClaimedJob, { promptTokens: number; completionTokens: number | null }>();
+  /**
+   * Per model, how many times llmq's count of a prompt the provider billed, at most, in this run's
+   * answers (1 until one shows more). Another tokenizer, or a proxy adding its own text, bills more
+   * than llmq counts: reserved at the count alone, requests settled past the budget.
+   */
+  readonly #promptScale = new Map<string, number>();
   /** Tries of this run whose request left and no answer came, at their worst case (null: no price): what it may be billed. */
   readonly mayBeBilled = { tries: 0, usd: 0 as number | null };
   /** This run's reservations not settled yet, and who waits for one to settle. */
@@ -150,6 +157,11 @@ export class RunMoney {
 
   /** An answer: its cost at the price known now (null without one). */
   answered(job: ClaimedJob, usage: Usage, hold: Hold): AttemptMoney {
+    // learned under a budget only: counting a prompt is the tokenizer's work, too much for every answer
+    const counted = this.budgeted ? this.#countedOf(job).promptTokens : 0;
+    if (counted > 0 && usage.promptTokens > counted) {
+      this.#promptScale.set(job.model, Math.max(this.#promptScale.get(job.model) ?? 1, usage.promptTokens / counted));
+    }
     return { costUsd: costOf(job.model, usage, this.#prices), mayBeBilled: false, reservedUsd: hold.usd };
   }
 
@@ -163,19 +175,26 @@ export class RunMoney {
     return { costUsd, mayBeBilled, reservedUsd: hold.usd };
   }
 
-  /** The most the job's request can cost (prompt + max_tokens); null without a price or a max_tokens. */
+  /**
+   * The most the job's request can cost (prompt + max_tokens), its prompt as llmq counts it scaled
+   * by what answers of its model showed the provider bills; null without a price or a max_tokens.
+   */
   worstUsd(job: ClaimedJob): number | null {
-    let usd = this.#worst.get(job);
-    if (usd === undefined) {
-      const pricing = this.#prices.lookup(job.model);
-      const worst = pricing ? worstCaseUsage(job.request) : null;
-      usd =
-        pricing && worst?.completionTokens != null
-          ? pricing.cost({ promptTokens: worst.promptTokens, completionTokens: worst.completionTokens })
-          : null;
-      this.#worst.set(job, usd);
+    const pricing = this.#prices.lookup(job.model);
+    if (!pricing) return null;
+    const worst = this.#countedOf(job);
+    if (worst.completionTokens === null) return null;
+    const promptTokens = Math.ceil(worst.promptTokens * (this.#promptScale.get(job.model) ?? 1));
+    return pricing.cost({ promptTokens, completionTokens: worst.completionTokens });
+  }
+
+  #countedOf(job: ClaimedJob): { promptTokens: number; completionTokens: number | null } {
+    let counted = this.#counted.get(job);
+    if (counted === undefined) {
+      counted = worstCaseUsage(job.request);
+      this.#counted.set(job, counted);
     }
-    return usd;
+    return counted;
   }
 
   /** What is committed in the budget that stopped the run, once its requests in flight have settled. */
