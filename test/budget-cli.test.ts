@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { worstCaseUsage } from '../src/pricing/cost.js';
 import { usd } from '../src/report/format.js';
+import { budgetMessage } from '../src/cli/commands/run-action.js';
 import { collect, runCli, spawnCli } from './helpers/cli.js';
 import { reply } from './helpers/fake-openai.js';
 import { requestFor, seedJobs } from './helpers/seed.js';
@@ -66,9 +67,20 @@ describe('llmq run --budget', () => {
     expect(r.code).toBe(3);
     expect(fake.received).toBe(0);
     expect(r.stderr).toMatch(
-      /^budget reached: \$0\.00 of \$0\.01; one request may cost up to \$0\.\d+ \(its prompt and all of max_tokens\), more than that; 5 jobs pending; run again with a larger --budget to go on\n$/,
+      /^budget reached: \$0\.00 of \$0\.01; one request may cost up to \$0\.\d+ \(its prompt and all of max_tokens\), more than the \$0\.01 left; 5 jobs pending; run again with a larger --budget to go on\n$/,
     );
     expect((await recorded(db)).pending).toBe(5);
+  });
+
+  it('says what the next request may cost when much of the budget is left, and not when it is spent', () => {
+    // half of --budget-total spent by earlier runs (a try that may be billed); the next would take more than the rest
+    expect(budgetMessage({ scope: 'total', limitUsd: 0.01, committedUsd: 0.00525, nextUsd: 0.00525 }, 4)).toBe(
+      'budget reached: $0.00525 of $0.01 for the whole queue; one request may cost up to $0.00525 (its prompt and all of max_tokens), ' +
+        'more than the $0.00475 left; 4 jobs pending; run again with a larger --budget-total to go on',
+    );
+    expect(budgetMessage({ scope: 'run', limitUsd: 1, committedUsd: 0.97, nextUsd: 0.1 }, 1)).toBe(
+      'budget reached: $0.97 of $1.00; 1 job pending; run again with a larger --budget to go on',
+    );
   });
 
   it('stops with exit 3 when the next request would not fit, never above the budget, and says how to go on', async () => {

@@ -224,9 +224,13 @@ const AUTO_TIMEOUT_CAP_MS = 600_000;
 /** "budget reached: $4.98 of $5.00; 1,204 jobs pending; run again with a larger --budget to go on" */
 export function budgetMessage(b: NonNullable<RunSummary['budget']>, pending: number): string {
   const flag = b.scope === 'run' ? '--budget' : '--budget-total';
-  // nothing spent yet: the budget is below one request's worst case, which "budget reached" alone does not explain
+  // Much of the budget left (none spent yet, or the rest too small for one request): "budget reached"
+  // alone does not explain it; what the next request may cost does.
+  const left = b.limitUsd - b.committedUsd;
   const tooSmall =
-    b.committedUsd === 0 ? `; one request may cost up to ${usd(b.nextUsd)} (its prompt and all of max_tokens), more than that` : '';
+    b.committedUsd === 0 || left >= b.limitUsd / 10
+      ? `; one request may cost up to ${usd(b.nextUsd)} (its prompt and all of max_tokens), more than the ${usd(left)} left`
+      : '';
   return (
     `budget reached: ${usd(b.committedUsd)} of ${usd(b.limitUsd)}${b.scope === 'total' ? ' for the whole queue' : ''}${tooSmall}; ` +
     `${int(pending)} ${pending === 1 ? 'job' : 'jobs'} pending; run again with a larger ${flag} to go on`
