@@ -1,10 +1,11 @@
 import type { Usage } from '../store/types.js';
 import { countTextTokens, estimatePromptTokens, requestedCompletionTokens } from '../provider/tokens.js';
 import type { PriceTable } from './price-table.js';
+import { usdValue } from './usd-value.js';
 
 /** USD for this usage, or null when the model's price is unknown. */
 export function costOf(model: string, usage: Usage, table: PriceTable): number | null {
-  return table.lookup(model)?.cost(usage) ?? null;
+  return usdValue(table.lookup(model)?.cost(usage) ?? null);
 }
 
 interface RequestLike {

@@ -24,7 +24,7 @@ export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint; budg
     lines.push(`  ${p.bold(oneLine(m.model, 50))}  ${count(m.jobs, 'job')}`);
     row(
       'prompt',
-      `${compact(m.promptTokens)} tokens${m.promptCorrection ? ` (counted, and +${m.promptCorrection.toFixed(1)} tokens a request that answers showed)` : ' (counted)'}`,
+      `${compact(m.promptTokens)} tokens${m.promptCorrection ? ` (counted, and ${signedTokens(m.promptCorrection)} tokens a request that answers showed)` : ' (counted)'}`,
     );
     row('answers', answersText(m));
     if (m.cost) row('cost', costText(m.cost, m.batchCost, m.uncapped));
@@ -90,4 +90,9 @@ function paceText(m: ModelEstimate): string {
   // limits are kept per endpoint: say where they are rather than let "none" stand
   const elsewhere = l.learnedElsewhere[0];
   return elsewhere === undefined ? 'no limit known' : `no limit known here; learned at ${elsewhere}: add --base-url ${elsewhere}`;
+}
+
+/** A correction of tokens a request: `+5,312.7`, `-161.4`. */
+export function signedTokens(n: number): string {
+  return `${n > 0 ? '+' : ''}${n.toLocaleString('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 })}`;
 }

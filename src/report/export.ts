@@ -1,3 +1,4 @@
+import { usdValue } from '../pricing/usd-value.js';
 import * as crypto from 'node:crypto';
 import { once } from 'node:events';
 import { WriteStream } from 'node:fs';
@@ -38,7 +39,7 @@ export function jsonlRecord(r: ExportRow): Record<string, unknown> {
     attempts: r.attempts,
     model: r.model,
     usage: r.usage ? { prompt_tokens: r.usage.promptTokens, completion_tokens: r.usage.completionTokens } : null,
-    cost_usd: r.costUsd,
+    cost_usd: usdValue(r.costUsd),
     latency_ms: r.latencyMs,
     source: r.source,
     meta: r.meta,
@@ -52,7 +53,7 @@ export function jsonlRecord(r: ExportRow): Record<string, unknown> {
  */
 export function jsonlLine(r: ExportRow): string {
   const usage = r.usage ? `{"prompt_tokens":${json(r.usage.promptTokens)},"completion_tokens":${json(r.usage.completionTokens)}}` : 'null';
-  return `{"id":${json(r.id)},"key":${json(r.key)},"state":${json(r.state)},"output":${json(r.output)},"error":${json(r.error)},"attempts":${json(r.attempts)},"model":${json(r.model)},"usage":${usage},"cost_usd":${json(r.costUsd)},"latency_ms":${json(r.latencyMs)},"source":${json(r.source)},"meta":${json(r.meta)}}\n`;
+  return `{"id":${json(r.id)},"key":${json(r.key)},"state":${json(r.state)},"output":${json(r.output)},"error":${json(r.error)},"attempts":${json(r.attempts)},"model":${json(r.model)},"usage":${usage},"cost_usd":${json(usdValue(r.costUsd))},"latency_ms":${json(r.latencyMs)},"source":${json(r.source)},"meta":${json(r.meta)}}\n`;
 }
 
 /** A field's JSON as JSON.stringify writes it inside an object (null for null). */
@@ -100,7 +101,7 @@ const QUOTED = /[",\r\n]/;
 /** The fields in CSV_COLUMNS' order, written out rather than looked up by name: a million rows each make no object and no array. */
 export function csvRow(r: ExportRow): string {
   const u = r.usage;
-  return `${csvField(r.id)},${csvField(r.key)},${csvField(r.state)},${csvField(r.model)},${csvField(r.attempts)},${csvField(u?.promptTokens)},${csvField(u?.completionTokens)},${csvField(r.latencyMs)},${csvField(r.source)},${csvField(r.output)},${csvField(r.error)},${csvField(r.meta)},${csvField(r.costUsd)}\r\n`;
+  return `${csvField(r.id)},${csvField(r.key)},${csvField(r.state)},${csvField(r.model)},${csvField(r.attempts)},${csvField(u?.promptTokens)},${csvField(u?.completionTokens)},${csvField(r.latencyMs)},${csvField(r.source)},${csvField(r.output)},${csvField(r.error)},${csvField(r.meta)},${csvField(usdValue(r.costUsd))}\r\n`;
 }
 
 /**
@@ -116,11 +117,11 @@ export function openAiBatchRecord(r: ExportRow): Record<string, unknown> {
       custom_id: r.id,
       response: { status_code: 200, request_id: r.key, body: responseBody(r) },
       error: null,
-      cost_usd: r.costUsd,
+      cost_usd: usdValue(r.costUsd),
     };
   }
   const message = r.error ?? (r.state === 'failed' ? 'failed' : `not finished: the job is ${r.state}`);
-  return { id, custom_id: r.id, response: null, error: { code: errorCode(r.state, r.error), message }, cost_usd: r.costUsd };
+  return { id, custom_id: r.id, response: null, error: { code: errorCode(r.state, r.error), message }, cost_usd: usdValue(r.costUsd) };
 }
 
 /** `id` of an openai-batch line: stable per item and job. */
@@ -142,7 +143,7 @@ const sha256Hex: (data: string) => string = oneShot
 export function openAiBatchLine(r: ExportRow): string {
   if (r.state !== 'done') return JSON.stringify(openAiBatchRecord(r)) + '\n';
   const body = (r.response && compactJson(r.response)) || json(responseBody(r));
-  return `{"id":"${batchRequestId(r)}","custom_id":${json(r.id)},"response":{"status_code":200,"request_id":${json(r.key)},"body":${body}},"error":null,"cost_usd":${json(r.costUsd)}}\n`;
+  return `{"id":"${batchRequestId(r)}","custom_id":${json(r.id)},"response":{"status_code":200,"request_id":${json(r.key)},"body":${body}},"error":null,"cost_usd":${json(usdValue(r.costUsd))}}\n`;
 }
 
 /** The stored provider response; a minimal completion when it is missing or not JSON (older rows). */

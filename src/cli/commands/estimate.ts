@@ -1,4 +1,5 @@
 import { Option, type Command } from 'commander';
+import { withoutFractionNoise } from '../../pricing/usd-value.js';
 import type { Budget } from '../../report/estimate.js';
 import type { Store } from '../../store/types.js';
 import { dbOption, DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS, intAtLeast, oneOf } from '../options.js';
@@ -101,7 +102,7 @@ export async function estimateCommand(flags: EstimateFlags, o: { dryRun?: boolea
     const budget = await budgetOf(flags, store);
     process.stdout.write(
       flags.json
-        ? JSON.stringify(budget ? { ...estimate, budget: budgetVerdict(estimate, budget) } : estimate) + '\n'
+        ? JSON.stringify(budget ? { ...estimate, budget: budgetVerdict(estimate, budget) } : estimate, withoutFractionNoise) + '\n'
         : renderEstimate(estimate, { db: redactLocation(location), paint: colorsFor(process.stdout), budget, dryRun: o.dryRun }),
     );
   } finally {

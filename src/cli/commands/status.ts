@@ -1,4 +1,5 @@
 import { Option, type Command } from 'commander';
+import { withoutFractionNoise } from '../../pricing/usd-value.js';
 import { dbOption, positiveNumber } from '../options.js';
 import type { BatchesReport } from '../../report/batches-text.js';
 import type { StatusReport } from '../../report/status.js';
@@ -51,7 +52,7 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
     const deadRuns = deadRunsHere(snapshot.activeRuns, now);
     const report = buildStatusReport(snapshot, { now, prices, db: redactLocation(location), deadRuns });
     const batches = buildBatchesReport(await store.batches.recent(50), now);
-    return text ? text(report, batches) : JSON.stringify({ ...report, batches }) + '\n';
+    return text ? text(report, batches) : JSON.stringify({ ...report, batches }, withoutFractionNoise) + '\n';
   };
   try {
     if (flags.watch === undefined) {
