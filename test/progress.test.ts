@@ -138,6 +138,21 @@ describe('progress renderers', () => {
     expect(out).toContain('  148 failed jobs in the queue. See why: llmq status\n  Try again: llmq retry-failed && llmq run\n');
   });
 
+  it('names every model answered without a price, not only the first', () => {
+    const state = new ProgressState(loadPriceTable({ catalog: false }));
+    const usage = { promptTokens: 5, completionTokens: 5 };
+    for (const [key, model] of [
+      ['k1', 'm-a'],
+      ['k2', 'm-b'],
+      ['k3', 'm-a'],
+    ] as const) {
+      state.apply('job:start', { key, model } as SchedulerEventMap['job:start']);
+      state.apply('job:done', { key, attempt: 1, latencyMs: 5, usage, output: '', costUsd: null } as SchedulerEventMap['job:done']);
+    }
+    expect(state.cost).toBeNull();
+    expect(summaryText(summary, state, NO_PAINT)).toContain('  no price for m-a, m-b: set one with --price IN,OUT');
+  });
+
   it('a drained run that leaves jobs says they are held elsewhere, not that another run picks them up', () => {
     const state = new ProgressState(loadPriceTable());
     const held = summaryText({ ...summary, remaining: 5 }, state, NO_PAINT, ' --db q.db');

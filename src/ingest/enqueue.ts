@@ -9,7 +9,7 @@ import {
 import { databaseFiles } from '../store/sqlite/files.js';
 import { isSkipped, readFolder, readTextFile, type FolderOptions, type Skipped } from './folder.js';
 import { globMatcher } from './glob.js';
-import { readJsonl, readJsonlFile, type EntrySink, type JsonlOptions } from './jsonl.js';
+import { DEFAULT_TEXT_FIELD, readJsonl, readJsonlFile, type EntrySink, type JsonlOptions } from './jsonl.js';
 import { makeRenderer, type RequestOptions } from './render.js';
 import { SEEN_IDS_PER_CALL, SeenIds } from '../store/seen-ids.js';
 import { resolveSources, type Source } from './sources.js';
@@ -26,7 +26,7 @@ export interface EnqueueOptions {
   readonly hidden?: boolean;
   /** @default 'id' */
   readonly idField?: string;
-  /** @default 'text' */
+  /** @default DEFAULT_TEXT_FIELD */
   readonly textField?: string;
   /** @default 1048576 (1 MiB) */
   readonly maxDocBytes?: number;
@@ -106,7 +106,7 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
   const config: ReadConfig = {
     stdin: options.stdin,
     signal: options.signal,
-    jsonl: { maxDocBytes, idField: options.idField ?? 'id', textField: options.textField ?? 'text' },
+    jsonl: { maxDocBytes, idField: options.idField ?? 'id', textField: options.textField ?? DEFAULT_TEXT_FIELD },
     folder: {
       maxDocBytes,
       include: globMatcher(options.globs ?? []),

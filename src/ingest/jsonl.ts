@@ -6,10 +6,13 @@ import { namedSourceReason } from './file-kind.js';
 import { splitLines } from './lines.js';
 import { fsReason, StopReading, type Entry, type ReadOptions } from './types.js';
 
+/** The JSONL field a document's text is read from unless --text-field names another. */
+export const DEFAULT_TEXT_FIELD = 'text';
+
 export interface JsonlOptions extends ReadOptions {
   /** The field holding the item id; lines without it get `file:line`. @default 'id' */
   readonly idField: string;
-  /** The field holding the document text. @default 'text' */
+  /** The field holding the document text. @default DEFAULT_TEXT_FIELD */
   readonly textField: string;
 }
 
@@ -129,7 +132,8 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
             .slice(0, 5)
             .map((n) => JSON.stringify(n))
             .join(', ')}${names.length > 5 ? ', ...' : ''}`;
-    return { path, line, reason: `no "${o.textField}" field (${has}: name the text field with --text-field)` };
+    const fix = o.textField === DEFAULT_TEXT_FIELD ? 'name the text field with --text-field' : 'check the name given to --text-field';
+    return { path, line, reason: `no "${o.textField}" field (${has}: ${fix})` };
   }
   if (typeof body !== 'string') return { path, line, reason: `"${o.textField}" is ${kind(body)}, not a string` };
   if (isBlank(body)) return { path, line, reason: REASON_EMPTY };
@@ -139,7 +143,7 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   const positional = unnamed && (rawId === undefined || rawId === null);
   if (rawId === undefined || rawId === null) id = `${path}:${line}`;
   else if (typeof rawId === 'string' && rawId !== '') id = rawId;
-  else if (typeof rawId === 'number' || typeof rawId === 'bigint' || typeof rawId === 'boolean') id = String(rawId);
+  else if (typeof rawId === 'number' || typeof rawId === 'bigint') id = String(rawId);
   else return { path, line, reason: `"${o.idField}" is ${kind(rawId)}; an id must be a non-empty string or a number` };
 
   // A line without a backslash has no escape in it, so none of its strings holds a quote, a backslash,

@@ -46,6 +46,15 @@ describe('enqueue JSONL', () => {
     expect(JSON.parse((await store.item('a'))!.job.request).messages[0].content).toBe('Summarize: A good line.');
   });
 
+  it('an id of true or false is refused, as the message says: ids are strings or numbers', async () => {
+    const store = tempStore();
+    const s = await run(store, ['-'], { stdin: Readable.from(['{"id":true,"text":"x"}\n', '{"id":7,"text":"y"}\n']) });
+    expect(s.rejections.map((r) => `${r.line}: ${r.reason}`)).toEqual([
+      '1: "id" is a boolean; an id must be a non-empty string or a number',
+    ]);
+    expect(items(store).map((r) => r.id)).toEqual(['7']);
+  });
+
   it('rejects a batch line asking for a streamed answer (each try would be paid for, then fail as not JSON)', async () => {
     const store = tempStore();
     const line = (id: string, extra: string) =>

@@ -58,7 +58,7 @@ describe("fields are the document's own, never inherited", () => {
     const store = tempStore();
     const s = await run(store, ['-'], { stdin: Readable.from(['{"id":"a","text":"x"}\n']), textField: 'constructor', idField: 'toString' });
     expect(s.rejections).toEqual([
-      { path: '-', line: 1, reason: 'no "constructor" field (it has "id", "text": name the text field with --text-field)' },
+      { path: '-', line: 1, reason: 'no "constructor" field (it has "id", "text": check the name given to --text-field)' },
     ]);
     const ok = await run(store, ['-'], {
       stdin: Readable.from(['{"toString":"id-1","constructor":"the text"}\n']),

@@ -143,7 +143,9 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
     lines.push(...suggest((c) => `${why} ${c}`, why, ['llmq status']));
     lines.push(...suggest((c) => `  Try again: ${c}`, '  Try again:', ['llmq retry-failed', run]));
   }
-  if (s.unpricedModel) lines.push(paint.dim(`  no price for ${s.unpricedModel}: set one with --price IN,OUT (USD per million tokens)`));
+  if (s.unpricedModels.size > 0) {
+    lines.push(paint.dim(`  no price for ${[...s.unpricedModels].join(', ')}: set one with --price IN,OUT (USD per million tokens)`));
+  }
   return lines.join('\n') + '\n';
 }
 

@@ -16,7 +16,8 @@ export class ProgressState {
   /** USD of this run's answers so far, counting only priced models. */
   knownCost = 0;
   /** Set when some answer came from a model without a price: the cost is then a lower bound. */
-  unpricedModel: string | null = null;
+  /** Models answered without a known price, in the order first met. */
+  readonly unpricedModels = new Set<string>();
   paused: SchedulerEventMap['paused'] | null = null;
   stopping: SchedulerEventMap['stopping'] | null = null;
   summary: RunSummary | null = null;
@@ -28,7 +29,7 @@ export class ProgressState {
 
   /** USD so far, or null when some of it is unknown. */
   get cost(): number | null {
-    return this.unpricedModel ? null : this.knownCost;
+    return this.unpricedModels.size > 0 ? null : this.knownCost;
   }
 
   apply<E extends SchedulerEventName>(event: E, payload: SchedulerEventMap[E]): void {
@@ -50,7 +51,7 @@ export class ProgressState {
         const model = this.#models.get(p.key) ?? this.#defaultModel ?? 'unknown';
         this.#models.delete(p.key);
         const usd = p.costUsd !== undefined ? p.costUsd : costOf(model, p.usage, this.#prices);
-        if (usd === null) this.unpricedModel ??= model;
+        if (usd === null) this.unpricedModels.add(model);
         else this.knownCost += usd;
         break;
       }
