@@ -54,6 +54,24 @@ describe('WindowPacer: no 1-second window above its share', () => {
     expect(sent.length / 20).toBeGreaterThanOrEqual(99);
   });
 
+  it("no tokens left: the lane pauses until a request's weight is back, not one token", async () => {
+    let now = T0;
+    const lane = new Lane('m', { rpm: null, tpm: 600_000 }, new LocalLaneBoard(() => now), () => now);
+    const ticket = await lane.tryTake(2000);
+    expect(typeof ticket).not.toBe('number');
+    // another program spent the rest of the key's minute: no tokens left, full again in 60 s
+    const rateLimit = {
+      limitRequests: null,
+      limitTokens: 600_000,
+      remainingRequests: null,
+      remainingTokens: 0,
+      resetRequestsMs: null,
+      resetTokensMs: 60_000,
+    };
+    lane.answered(rateLimit, 100, 10);
+    expect(lane.pauseLeft()).toBe(200);
+  });
+
   it('a lane is warm once its first requests have ended, and cools again after a 429 at a limit it knew', async () => {
     /** Requests a lane at 6000 rpm lets through in 10 s, each ending at once or never; optionally after a 429. */
     const sends = async (ending: boolean, limited = false) => {
@@ -201,6 +219,10 @@ describe('limits learned from headers', () => {
     // 600 per minute, none left, full in 60 s: the next one is back in 100 ms
     expect(refillIntervalMs(600, 0, 60_000, 600)).toBe(100);
     expect(refillIntervalMs(600, 3, 60_000, 600)).toBeNull();
+    // no tokens left of 600,000 a minute: a request of 2,000 tokens is back in 200 ms, not in 0.1 ms
+    expect(refillIntervalMs(600_000, 0, 60_000, 600_000, 2000)).toBe(200);
+    // and never more than the whole reset
+    expect(refillIntervalMs(600_000, 0, 1000, 600_000, 1e9)).toBe(1000);
   });
 });
 

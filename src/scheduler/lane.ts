@@ -283,9 +283,11 @@ export class Lane {
       const changed = before?.source !== 'headers' || before.rpm !== said.rpm || before.tpm !== said.tpm;
       if (changed || now - before.at > 60_000) this.board.learn({ ...said, source: 'headers', at: now });
     }
-    // remaining 0: wait for the next unit to come back, not for the whole budget.
+    // remaining 0: wait for the next request's units to come back, not for the whole budget.
     const waitRequests = refillIntervalMs(said?.rpm ?? null, rl.remainingRequests, rl.resetRequestsMs, rl.limitRequests);
-    const waitTokens = refillIntervalMs(said?.tpm ?? null, rl.remainingTokens, rl.resetTokensMs, rl.limitTokens);
+    // what a request of this lane weighs, once one was weighed (job-runner weighs them while a token limit is known)
+    const weight = this.#requestsSent > 0 ? this.#tokensSent / this.#requestsSent : 1;
+    const waitTokens = refillIntervalMs(said?.tpm ?? null, rl.remainingTokens, rl.resetTokensMs, rl.limitTokens, weight);
     const wait = Math.max(waitRequests ?? 0, waitTokens ?? 0);
     if (wait > 0) this.board.pause(now + wait);
   }

@@ -38,18 +38,21 @@ function perMinute(limit: number | null, remaining: number | null, resetMs: numb
 }
 
 /**
- * How long `remaining: 0` means waiting: until one unit comes back (one refill interval), never
- * until the whole budget is full.
+ * How long `remaining: 0` means waiting: until the next request's `units` come back (a request, or
+ * the tokens a request weighs), never until the whole budget is full. Waiting for one token alone
+ * (a tenth of a millisecond at 600,000 a minute) sent the next request into a 429 whenever something
+ * else spends the same key.
  */
 export function refillIntervalMs(
   limitPerMinute: number | null,
   remaining: number | null,
   resetMs: number | null,
   limit: number | null,
+  units = 1,
 ): number | null {
   if (remaining === null || remaining > 0) return null;
-  if (limit !== null && limit > 0 && resetMs !== null && resetMs > 0) return Math.ceil(resetMs / limit);
-  if (limitPerMinute !== null && limitPerMinute > 0) return Math.ceil(60_000 / limitPerMinute);
+  if (limit !== null && limit > 0 && resetMs !== null && resetMs > 0) return Math.ceil(Math.min(resetMs, (resetMs / limit) * units));
+  if (limitPerMinute !== null && limitPerMinute > 0) return Math.ceil(Math.min(60_000, (60_000 / limitPerMinute) * units));
   return resetMs === null ? 1000 : Math.min(resetMs, 1000);
 }
 
