@@ -250,7 +250,8 @@ describe('runQueue', () => {
     const rows = await jobsByState(store);
     expect(rows.every((r) => r.state === 'pending')).toBe(true);
     expect(rows.filter((r) => r.attempts > 0).length).toBeLessThanOrEqual(2);
-    expect(fake.received).toBeLessThanOrEqual(4);
+    // the three 404s, and what the two slots had out while the third was being written down
+    expect(fake.received).toBeLessThanOrEqual(5);
     await store.close();
   });
 

@@ -304,8 +304,8 @@ export class Run {
    * forever.)
    */
   async #drained(): Promise<boolean> {
-    const dying = (await this.#reclaim()) && (await this.#store.status()).counts.running > 0;
-    const next = await this.#store.nextPendingAt();
+    const dying = (await this.#reclaim()) && (await retryTransient(() => this.#store.status())).counts.running > 0;
+    const next = await retryTransient(() => this.#store.nextPendingAt());
     if (next === null && !dying) return true;
     await sleep(next === null ? this.#heartbeatMs : Math.min(Math.max(next - this.#now(), 50), 1000), this.#stopping.signal).catch(
       () => {},
@@ -394,17 +394,17 @@ export class Run {
       now: this.#now(),
       quietMs: Math.max(3 * this.#heartbeatMs, 5000),
     };
-    const runs = await this.#store.activeRuns();
-    await this.#store.reclaim(this.#now(), deadOwners(runs, self));
+    const runs = await retryTransient(() => this.#store.activeRuns());
+    await retryTransient(() => this.#store.reclaim(this.#now(), deadOwners(runs, self)));
     return dyingOwners(runs, self).length > 0;
   }
 
   async #summary(): Promise<RunSummary> {
     const c = this.#counters;
-    const after = await this.#store.status();
+    const after = await retryTransient(() => this.#store.status());
     const f = this.#fatal;
     const reached = this.#money.reached;
-    const committed = await this.#store.committed(this.#id);
+    const committed = await retryTransient(() => this.#store.committed(this.#id));
     const summary: RunSummary = {
       runId: this.#id,
       reason: this.#reason,

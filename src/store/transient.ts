@@ -1,30 +1,28 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
-/** SQLite's busy and locked codes, extended ones included (SQLITE_BUSY_SNAPSHOT ...). */
+/** SQLite's busy and locked codes, extended ones included (SQLITE_BUSY_SNAPSHOT ...): the statement did not run. */
 const SQLITE_TRANSIENT = /^SQLITE_(BUSY|LOCKED)(_|$)/;
 
 /**
- * PostgreSQL SQLSTATEs that pass: the connection lost or refused (class 08), the server shutting
- * down or starting (57P01-57P03), too many connections, a serialization failure or deadlock.
+ * PostgreSQL failures that say the statement never ran, or was rolled back whole: no connection
+ * made (08001, 08004, ECONNREFUSED), the server starting (57P03) or full (53300), a serialization
+ * failure or deadlock (40001, 40P01). A connection lost under a statement is not one of them: its
+ * COMMIT may have happened, and a write asked again would be made twice (an answer and its money
+ * recorded twice).
  */
-const PG_TRANSIENT = new Set(['08000', '08001', '08003', '08004', '08006', '57P01', '57P02', '57P03', '53300', '40001', '40P01']);
-
-/** The socket to the database server went away. */
-const NET_TRANSIENT = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH']);
+const PG_TRANSIENT = new Set(['08001', '08004', '57P03', '53300', '40001', '40P01', 'ECONNREFUSED']);
 
 /**
- * A store failure that passes: SQLite busy or locked past its busy timeout (another process holding
- * the file: a long enqueue, a retry-failed), a PostgreSQL connection lost or refused, its server
- * restarting. The same call a little later succeeds. Known causes wrapped by `knownError` are
- * looked at through their `cause`.
+ * A store failure that passes and left nothing written: SQLite busy or locked past its busy timeout
+ * (another process holding the file: a long enqueue, a retry-failed), PostgreSQL refusing
+ * connections for a while (restarting, too many clients). The same call a little later succeeds.
+ * Known causes wrapped by `knownError` are looked at through their `cause`.
  */
 export function isTransientStoreError(error: unknown): boolean {
   let e: unknown = error;
   for (let depth = 0; e !== null && typeof e === 'object' && depth < 5; depth++) {
     const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && (SQLITE_TRANSIENT.test(code) || PG_TRANSIENT.has(code) || NET_TRANSIENT.has(code))) return true;
-    // node-postgres, when the server closes the connection under a query
-    if (e instanceof Error && /^Connection terminated/i.test(e.message)) return true;
+    if (typeof code === 'string' && (SQLITE_TRANSIENT.test(code) || PG_TRANSIENT.has(code))) return true;
     e = (e as { cause?: unknown }).cause;
   }
   return false;
