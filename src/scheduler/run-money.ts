@@ -46,11 +46,11 @@ export class RunMoney {
   /** Each job's worst case as llmq counts it (prompt, and max_tokens; null when none is set). */
   readonly #counted = new WeakMap<ClaimedJob, { promptTokens: number; completionTokens: number | null }>();
   /**
-   * Per model, how many times llmq's count of a prompt the provider billed, at most, in this run's
-   * answers (1 until one shows more). Another tokenizer, or a proxy adding its own text, bills more
-   * than llmq counts: reserved at the count alone, requests settled past the budget.
+   * Per model, what this run's answers showed the provider bills for prompts beyond llmq's count.
+   * Another tokenizer, or a proxy adding its own text, bills more than llmq counts: reserved at the
+   * count alone, requests settled past the budget.
    */
-  readonly #promptScale = new Map<string, number>();
+  readonly #promptBilling = new Map<string, PromptBilling>();
   /** Tries of this run whose request left and no answer came, at their worst case (null: no price): what it may be billed. */
   readonly mayBeBilled = { tries: 0, usd: 0 as number | null };
   /** This run's reservations not settled yet, and who waits for one to settle. */
@@ -160,7 +160,9 @@ export class RunMoney {
     // learned under a budget only: counting a prompt is the tokenizer's work, too much for every answer
     const counted = this.budgeted ? this.#countedOf(job).promptTokens : 0;
     if (counted > 0 && usage.promptTokens > counted) {
-      this.#promptScale.set(job.model, Math.max(this.#promptScale.get(job.model) ?? 1, usage.promptTokens / counted));
+      let billing = this.#promptBilling.get(job.model);
+      if (!billing) this.#promptBilling.set(job.model, (billing = new PromptBilling()));
+      billing.learn(counted, usage.promptTokens);
     }
     return { costUsd: costOf(job.model, usage, this.#prices), mayBeBilled: false, reservedUsd: hold.usd };
   }
@@ -176,15 +178,16 @@ export class RunMoney {
   }
 
   /**
-   * The most the job's request can cost (prompt + max_tokens), its prompt as llmq counts it scaled
-   * by what answers of its model showed the provider bills; null without a price or a max_tokens.
+   * The most the job's request can cost (prompt + max_tokens), its prompt as llmq counts it raised
+   * by what answers of its model showed the provider bills (`PromptBilling`); null without a price
+   * or a max_tokens.
    */
   worstUsd(job: ClaimedJob): number | null {
     const pricing = this.#prices.lookup(job.model);
     if (!pricing) return null;
     const worst = this.#countedOf(job);
     if (worst.completionTokens === null) return null;
-    const promptTokens = Math.ceil(worst.promptTokens * (this.#promptScale.get(job.model) ?? 1));
+    const promptTokens = this.#promptBilling.get(job.model)?.worst(worst.promptTokens) ?? worst.promptTokens;
     return pricing.cost({ promptTokens, completionTokens: worst.completionTokens });
   }
 
@@ -202,4 +205,38 @@ export class RunMoney {
     const c = await this.#store.committed(this.#runId);
     return scope === 'run' ? c.run : c.total;
   }
+}
+
+/**
+ * What a provider bills for prompts beyond llmq's count, learned from answers, kept by the size of
+ * the counted prompt (powers of two). A proxy's own text adds the same tokens to every prompt;
+ * another tokenizer adds a share of each. So a prompt is reserved at its count plus the most any
+ * answer added, or at its count times the largest ratio of answers about as long or longer, whichever
+ * is more. A ratio is never carried up from shorter prompts: "hi" billed with a proxy's 2,000 tokens
+ * is 78 times its count, and would have made every document of 2,000 tokens look like 158,000. A
+ * prompt far longer than any answered yet is reserved at its count and the most added.
+ */
+export class PromptBilling {
+  /** By bucket (log2 of the counted tokens), the largest billed/counted seen. */
+  readonly #ratio: number[] = [];
+  /** The most tokens any answer was billed beyond its count. */
+  #mostExtra = 0;
+
+  learn(counted: number, billed: number): void {
+    if (counted <= 0 || billed <= counted) return;
+    const b = bucketOf(counted);
+    this.#mostExtra = Math.max(this.#mostExtra, billed - counted);
+    this.#ratio[b] = Math.max(this.#ratio[b] ?? 1, billed / counted);
+  }
+
+  /** Prompt tokens to reserve for a prompt llmq counts at `counted`. */
+  worst(counted: number): number {
+    let ratio = 1;
+    for (let b = Math.max(0, bucketOf(counted) - 1); b < this.#ratio.length; b++) ratio = Math.max(ratio, this.#ratio[b] ?? 1);
+    return Math.ceil(Math.max(counted + this.#mostExtra, counted * ratio));
+  }
+}
+
+function bucketOf(tokens: number): number {
+  return Math.floor(Math.log2(Math.max(1, tokens)));
 }
