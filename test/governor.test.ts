@@ -146,6 +146,8 @@ describe('rate governor', () => {
     // 2 a second remembered for `slow`; nothing known of `fast`, queued after it: one claim of the
     // whole room took slow's jobs first, and held 16 s of them waiting on its pace
     await store.saveLaneLimits({ baseUrl: 'test', model: 'slow', rpm: 120, tpm: null, source: 'headers', at: Date.now() });
+    // one fast job first: the run's first claim then meets fast, and slow's lane is not open yet
+    await seedModel(store, 'fast', 1, 'first');
     await seedModel(store, 'slow', 60);
     await seedModel(store, 'fast', 400);
     const stop = new AbortController();
@@ -163,7 +165,7 @@ describe('rate governor', () => {
     expect(Math.max(...slowRunning)).toBeLessThanOrEqual(5);
     // and the model of unknown limit is sent at the run's concurrency meanwhile
     const done = (await store.status()).byModel;
-    expect(done.find((m) => m.model === 'fast')?.done).toBe(400);
+    expect(done.find((m) => m.model === 'fast')?.done).toBe(401);
     expect(done.find((m) => m.model === 'slow')?.done).toBeGreaterThanOrEqual(4);
     expect(summary.failed).toBe(0);
     await store.close();

@@ -185,6 +185,10 @@ export class Run {
     });
     this.#emit('run:start', { runId: this.#id, total: c.total, alreadyDone: c.alreadyDone, options: this.#deps.describe ?? {} });
     await this.#lanes.load(this.#store);
+    // A lane for each model with work, opened now with the limits earlier runs learned: the claims
+    // then give each paced model its own share from the first (Lanes.claimPlan), whatever the order
+    // of the queue. A model enqueued while the run works opens its lane with its first job.
+    for (const m of before.byModel) if (m.pending > 0) this.#lanes.get(m.model);
     this.#timers.push(setInterval(() => this.#beat(), this.#heartbeatMs));
     this.#timers.push(setInterval(() => this.#wake(), 1000));
     this.#timers.push(setInterval(() => this.#emit('progress', this.#snapshot()), o.progressMs ?? 500));
