@@ -13,6 +13,7 @@ import {
 import type { ApiKeyId } from '../../batch/api-key-id.js';
 import { MOCK_BASE_URL } from '../../mock-base-url.js';
 import { dropOrphans } from './statements.js';
+import { AFTER_ENQUEUE_IN_PROGRESS_SQL } from './enqueue.js';
 import { inTransaction, query } from './connect.js';
 
 const COLUMNS = `id, run_id, base_url, state, provider_batch_id, input_file_id, provider_status, jobs, done, failed,
@@ -158,6 +159,9 @@ function toRow(r: Record<string, any>): BatchRow {
  * Returns how many came back.
  */
 async function requeueHeld(client: pg.PoolClient, id: string, e: Pick<BatchEnd, 'refund' | 'now' | 'jobError'>): Promise<number> {
+  // before the jobs' rows are locked: an enqueue holding its turn may wait on them (a document
+  // enqueued again as it was), while the orphan drop below would wait on its turn, a deadlock
+  await client.query(AFTER_ENQUEUE_IN_PROGRESS_SQL);
   const back = (
     await client.query<{ key: string }>(
       `UPDATE jobs SET state = 'pending', attempts = greatest(attempts - $3::int, 0), error = coalesce($4::text, error),
