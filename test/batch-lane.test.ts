@@ -79,6 +79,8 @@ describe('batch lane', () => {
     expect(summary).toMatchObject({ reason: 'drained', done: 10, failed: 0, remaining: 0 });
     const models = [...fake.batches.batches.values()].map((b) => [...new Set(b.lines.map((l) => l.body.model))]);
     expect(models).toEqual([['gpt-4o-mini'], ['gpt-4o']]);
+    // each batch as full as its model allows: not a claim of both handed back by half
+    expect([...fake.batches.batches.values()].map((b) => b.lines.length)).toEqual([7, 3]);
     for (const j of await jobs(store)) expect(fake.sentCount(j.key)).toBe(1);
   });
 

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ProviderError } from '../provider/types.js';
 import { batchOwner } from '../store/batches.js';
+import type { ClaimedJob } from '../store/types.js';
 import { QUOTA_CODES, type BatchPage, type ProviderBatch } from './api.js';
 import { callWithRetry } from './call.js';
 import { BATCH_LEASE_MS, type BatchContext } from './context.js';
@@ -29,6 +30,31 @@ export async function findBySubmission(ctx: BatchContext, submissionId: string, 
   }
 }
 
+/**
+ * Up to `limit` jobs of one model: the Batch API takes the requests of one model per input file (a
+ * file naming two is refused, and every job in it was failed). The first job in claim order says
+ * which; the rest are claimed with the other models left pending, so a queue of several models
+ * fills each batch rather than claiming and handing back the others'. A job of a model enqueued
+ * since the look at the queue is handed back.
+ */
+async function claimOneModel(
+  ctx: BatchContext,
+  owner: string,
+  o: { limit: number; maxAttempts: number },
+): Promise<{ jobs: ClaimedJob[]; exhausted: number }> {
+  const { store } = ctx;
+  const claim = (limit: number, skipModels?: string[]) =>
+    store.claim({ owner, limit, now: ctx.now(), leaseUntil: ctx.now() + BATCH_LEASE_MS, maxAttempts: o.maxAttempts, skipModels });
+  const first = await claim(1);
+  const model = first.jobs[0]?.model;
+  if (model === undefined || o.limit <= 1) return first;
+  const others = (await store.status()).byModel.filter((m) => m.model !== model && m.pending > 0).map((m) => m.model);
+  const rest = await claim(o.limit - 1, others);
+  const stray = rest.jobs.filter((j) => j.model !== model).map((j) => j.key);
+  if (stray.length > 0) await store.release(owner, { refund: true, now: ctx.now(), keys: stray });
+  return { jobs: [...first.jobs, ...rest.jobs.filter((j) => j.model === model)], exhausted: first.exhausted + rest.exhausted };
+}
+
 export type SubmitOutcome =
   | { readonly kind: 'submitted'; readonly jobs: number }
   | { readonly kind: 'empty' }
@@ -50,20 +76,9 @@ export async function submitOne(
   const recordedAt = ctx.now();
   await store.batches.begin({ id, runId: ctx.runId, baseUrl: ctx.baseUrl, apiKey: ctx.apiKey, now: recordedAt });
   ctx.crashAt('begun');
-  const got = await store.claim({
-    owner,
-    limit: o.limit,
-    now: ctx.now(),
-    leaseUntil: ctx.now() + BATCH_LEASE_MS,
-    maxAttempts: o.maxAttempts,
-  });
-  // The Batch API takes the requests of one model per input file: the first job's model is this
-  // batch's, the others go back to pending for the next submission.
-  const model = got.jobs[0]?.model;
-  const ofModel = got.jobs.filter((j) => j.model === model);
-  const file = buildInputFile(ofModel, o.maxBytes);
-  const left = [...file.left, ...got.jobs.filter((j) => j.model !== model).map((j) => j.key)];
-  if (left.length > 0) await store.release(owner, { refund: true, now: ctx.now(), keys: left });
+  const got = await claimOneModel(ctx, owner, o);
+  const file = buildInputFile(got.jobs, o.maxBytes);
+  if (file.left.length > 0) await store.release(owner, { refund: true, now: ctx.now(), keys: file.left });
   if (file.keys.length === 0) {
     await store.batches.end(id, {
       state: 'abandoned',
