@@ -55,7 +55,7 @@ describe('WindowPacer: no 1-second window above its share', () => {
   });
 
   it("no tokens left: the lane pauses until a request's weight is back, not one token", async () => {
-    let now = T0;
+    const now = T0;
     const lane = new Lane('m', { rpm: null, tpm: 600_000 }, new LocalLaneBoard(() => now), () => now);
     const ticket = await lane.tryTake(2000);
     expect(typeof ticket).not.toBe('number');

@@ -8,6 +8,7 @@ import { SqliteStore } from '../src/store/sqlite/store.js';
 import type { Completion } from '../src/store/types.js';
 import { requestFor, seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
+import { gatedProvider } from './helpers/gated-provider.js';
 
 /**
  * A run frozen past its leases (a laptop asleep, an event loop stalled) may find, when it wakes, that
@@ -16,28 +17,6 @@ import { tempDir } from './helpers/tmp.js';
  * reclaim, claim and complete at the later time.
  */
 const LEASE_MS = 60_000;
-
-/** The mock provider, its first `held` requests held until `release`; the job of each request recorded. */
-function gatedProvider(held = 1): { provider: Provider; sent: string[]; firstSent: Promise<void>; release: () => void } {
-  const mock = new MockProvider({ latencyMs: 1 });
-  const sent: string[] = [];
-  let release!: () => void;
-  const gate = new Promise<void>((r) => (release = r));
-  let firstSentNow!: () => void;
-  const firstSent = new Promise<void>((r) => (firstSentNow = r));
-  const provider: Provider = {
-    name: 'mock',
-    async complete(body, options): Promise<CompletionResult> {
-      sent.push(jobKey(body));
-      if (sent.length <= held) {
-        if (sent.length === held) firstSentNow();
-        await gate;
-      }
-      return mock.complete(body, options);
-    },
-  };
-  return { provider, sent, firstSent, release };
-}
 
 function answered(key: string, owner: string): Completion {
   const usage = { promptTokens: 5, completionTokens: 5 };

@@ -161,7 +161,10 @@ export class RunMoney {
     const counted = this.budgeted ? this.#countedOf(job).promptTokens : 0;
     if (counted > 0 && usage.promptTokens > counted) {
       let billing = this.#promptBilling.get(job.model);
-      if (!billing) this.#promptBilling.set(job.model, (billing = new PromptBilling()));
+      if (!billing) {
+        billing = new PromptBilling();
+        this.#promptBilling.set(job.model, billing);
+      }
       billing.learn(counted, usage.promptTokens);
     }
     return { costUsd: costOf(job.model, usage, this.#prices), mayBeBilled: false, reservedUsd: hold.usd };
