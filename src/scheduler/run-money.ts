@@ -2,7 +2,7 @@ import { retryTransient } from '../store/transient.js';
 import { LlmqError } from '../errors.js';
 import { NO_MAX_TOKENS_FIX, costOf, worstCaseUsage } from '../pricing/cost.js';
 import type { PriceTable } from '../pricing/price-table.js';
-import type { AttemptRecord, ClaimedJob, RunBudget, StatusSnapshot, Usage } from '../store/types.js';
+import type { AttemptRecord, ClaimedJob, QueueReader, RunBudget, StatusSnapshot, Usage } from '../store/types.js';
 
 /** --budget and --budget-total, USD; null for no limit. */
 export interface Budget {
@@ -25,6 +25,9 @@ export interface Hold {
 }
 
 const NO_HOLD: Hold = Object.freeze({ usd: 0 });
+
+/** Answers of each model read at the start of a budgeted run to learn what the provider bills for prompts. */
+const STORED_ANSWERS_LEARNED = 50;
 
 /** The money fields of an attempt row. */
 export type AttemptMoney = Pick<AttemptRecord, 'costUsd' | 'mayBeBilled' | 'reservedUsd'>;
@@ -67,6 +70,31 @@ export class RunMoney {
 
   get budgeted(): boolean {
     return this.#budget.runUsd !== null || this.#budget.totalUsd !== null;
+  }
+
+  /**
+   * Under a budget, what earlier answers of each model with work showed the provider bills for
+   * prompts (the newest `STORED_ANSWERS_LEARNED` of each): the run's first requests are then
+   * reserved at it too, not at llmq's count alone until an answer of this run comes.
+   */
+  async learnFromStored(store: Pick<QueueReader, 'answered'>, s: StatusSnapshot): Promise<void> {
+    if (!this.budgeted) return;
+    for (const m of s.byModel) {
+      if (m.pending === 0 || m.done === 0) continue;
+      for (const a of await store.answered(m.model, { limit: STORED_ANSWERS_LEARNED, withRequest: true })) {
+        if (a.request !== null) this.#learnBilled(m.model, worstCaseUsage(a.request).promptTokens, a.promptTokens);
+      }
+    }
+  }
+
+  #learnBilled(model: string, counted: number, billed: number): void {
+    if (counted <= 0 || billed <= counted) return;
+    let billing = this.#promptBilling.get(model);
+    if (!billing) {
+      billing = new PromptBilling();
+      this.#promptBilling.set(model, billing);
+    }
+    billing.learn(counted, billed);
   }
 
   /** Under a budget, refuse to start when a model with jobs to send has no price: its spending could not be held. */
@@ -158,15 +186,7 @@ export class RunMoney {
   /** An answer: its cost at the price known now (null without one). */
   answered(job: ClaimedJob, usage: Usage, hold: Hold): AttemptMoney {
     // learned under a budget only: counting a prompt is the tokenizer's work, too much for every answer
-    const counted = this.budgeted ? this.#countedOf(job).promptTokens : 0;
-    if (counted > 0 && usage.promptTokens > counted) {
-      let billing = this.#promptBilling.get(job.model);
-      if (!billing) {
-        billing = new PromptBilling();
-        this.#promptBilling.set(job.model, billing);
-      }
-      billing.learn(counted, usage.promptTokens);
-    }
+    if (this.budgeted) this.#learnBilled(job.model, this.#countedOf(job).promptTokens, usage.promptTokens);
     return { costUsd: costOf(job.model, usage, this.#prices), mayBeBilled: false, reservedUsd: hold.usd };
   }
 
