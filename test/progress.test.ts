@@ -133,7 +133,7 @@ describe('progress renderers', () => {
     expect(out).toMatch(/^paused: rate limited, resuming in 1[12]s \(retry-after 12s\)$/m);
     expect(out).toMatch(/^resumed after the rate limit$/m);
     expect(out).toMatch(/^failed k20000000000 \(attempt 3\): 400 context_length_exceeded: too long$/m);
-    expect(out).toContain('finished in 1h 53m: 31,204 done, 148 failed, 1,020 retried\n');
+    expect(out).toContain('finished in 1h 53m: 31,204 done, 148 failed, 1,020 retries\n');
     expect(out).toContain('  tokens 14.2M in · 3.1M out · cost $0.75 · 4.6 jobs/s · 12 rate-limited\n');
     expect(out).toContain('  148 failed jobs in the queue. See why: llmq status\n  Try again: llmq retry-failed && llmq run\n');
   });
@@ -209,7 +209,7 @@ describe('progress renderers', () => {
     expect(plain).toMatch(/█{5,}░+ 31,353\/40,000 78% · 4\.6 jobs\/s · 612 tok\/s · ETA 31m$/m);
     expect(plain).toContain('in flight 8 · waiting 3 · backoff 2 · failed 148 · $0.75');
     expect(plain).toMatch(/failed k20000000000 \(attempt 3\): 400 context_length_exceeded/);
-    expect(plain).toContain('finished in 1h 53m: 31,204 done, 148 failed, 1,020 retried');
+    expect(plain).toContain('finished in 1h 53m: 31,204 done, 148 failed, 1,020 retries');
     for (const line of plain.split('\n')) expect(line.length, line).toBeLessThanOrEqual(80);
     // no color codes (SGR) when color is off, only cursor control
     expect(out).not.toMatch(/\x1B\[\d+(;\d+)*m/);

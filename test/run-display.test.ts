@@ -42,7 +42,7 @@ async function setup() {
 
 /** What every human display must end with for this run. */
 function expectSummary(text: string, url: string): void {
-  expect(text).toMatch(/finished in \d+(\.\d+)?s: 23 done, 1 failed, 1 retried/);
+  expect(text).toMatch(/finished in \d+(\.\d+)?s: 23 done, 1 failed, 1 retry/);
   expect(text).toMatch(/ {2}tokens [\d.,kM]+ in · [\d.,kM]+ out · cost \$[\d.]+ · [\d.]+ jobs\/s/);
   expect(text).toContain('1 failed job in the queue. See why: llmq status');
   // the commands it suggests reach the same queue, and the run the same endpoint (too long for one line here)
@@ -82,7 +82,7 @@ describe('llmq run on a terminal (pseudo-terminal via script)', () => {
     expect(term.maxColumn, term.widest).toBeLessThanOrEqual(80);
     const screen = term.screen.join('\n');
     expect(screen).toMatch(/^█{10,} 24\/24 100% · /m);
-    expect(screen).toMatch(/^finished in .*23 done, 1 failed, 1 retried$/m);
+    expect(screen).toMatch(/^finished in .*23 done, 1 failed, 1 retry$/m);
     expect(fake.received).toBe(DOCS + 1);
   });
 

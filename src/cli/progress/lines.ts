@@ -117,7 +117,7 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
     return lines.join(again ? '\n' : ' ') + '\n';
   }
   const lines = [
-    `${head} in ${duration(wall)}: ${paint.green(int(r.done) + ' done')}, ${r.failed ? paint.red(int(r.failed) + ' failed') : '0 failed'}, ${int(r.retried)} retried`,
+    `${head} in ${duration(wall)}: ${paint.green(int(r.done) + ' done')}, ${r.failed ? paint.red(int(r.failed) + ' failed') : '0 failed'}, ${count(r.retried, 'retry', 'retries')}`,
     `  tokens ${compact(r.promptTokens)} in · ${compact(r.completionTokens)} out · cost ${costAmount(s)} · ${rate(wall > 0 ? r.done / wall : 0)} jobs/s` +
       (r.rateLimited ? ` · ${int(r.rateLimited)} rate-limited` : ''),
   ];
