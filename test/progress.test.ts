@@ -301,6 +301,31 @@ describe('progress renderers', () => {
     expect(stream.text()).not.toMatch(/cost cost/);
   });
 
+  it('--json: run:end says the cost is unknown (null), never $0, when an answer of a model without a price came', () => {
+    const stream = sink();
+    let listener: ((e: SchedulerEventName, p: never) => void) | null = null;
+    const p = attachProgress(
+      (l) => {
+        listener = l as never;
+        return () => {
+          listener = null;
+        };
+      },
+      { mode: 'json', stream },
+    );
+    listener!('job:start', { key: 'a', attempt: 1, model: 'llama3.1:8b' } as never);
+    listener!('job:done', { key: 'a', attempt: 1, latencyMs: 5, usage: { promptTokens: 10, completionTokens: 5 } } as never);
+    listener!('run:end', { ...summary, done: 1, costUsd: 0 } as never);
+    p.stop();
+    const end = stream
+      .text()
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+      .find((e) => e.event === 'run:end');
+    expect(end.costUsd).toBeNull();
+  });
+
   it('takes a typed EventEmitter and detaches from it on stop', () => {
     const typed = new EventEmitter<{ [K in SchedulerEventName]: [SchedulerEventMap[K]] }>();
     const p = attachProgress(typed, { mode: 'json', stream: sink() });
