@@ -210,7 +210,7 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
     expect((await fetch(target, { method: 'POST', headers: { 'x-llmq-token': 'nope' }, body: '{}' })).status).toBe(401);
     expect((await fetch(`${target}?token=${s.token}`, { method: 'POST', body: '{}' })).status).toBe(401);
     // a body that is neither {} nor {"error": "..."} retries nothing (read loosely, it retried every failure)
-    for (const body of ['{"error": 5}', '{"erorr": "HTTP 500"}', '{"error": null}', '[]']) {
+    for (const body of ['{"error": 5}', '{"erorr": "HTTP 500"}', '{"error": null}', '[]', '']) {
       const r = await fetch(target, { method: 'POST', headers: { 'x-llmq-token': s.token! }, body });
       expect(r.status, body).toBe(400);
       expect(((await r.json()) as { error: string }).error).toMatch(/^expected \{\} \(every failed job\) or \{"error"/);

@@ -161,7 +161,9 @@ async function readJson(req: IncomingMessage): Promise<Record<string, unknown> |
     chunks.push(chunk);
   }
   const text = Buffer.concat(chunks).toString('utf8').trim();
-  if (text === '') return {};
+  // no body is not {}: an action that puts every failed job back (to be paid for again) is asked for
+  // in words, never by an empty POST
+  if (text === '') return undefined;
   try {
     const value: unknown = JSON.parse(text);
     return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
