@@ -75,13 +75,23 @@ describe('batch lane', () => {
       return { itemId: `doc-${n}`, source: 'seed', meta: null, key: jobKey(request), request, model, priority: 0 };
     });
     await store.enqueue(rows, Date.now());
-    const summary = await lane({ batchSize: 50 });
+    const summary = await lane({ batchSize: 3 });
     expect(summary).toMatchObject({ reason: 'drained', done: 10, failed: 0, remaining: 0 });
-    const models = [...fake.batches.batches.values()].map((b) => [...new Set(b.lines.map((l) => l.body.model))]);
-    expect(models).toEqual([['gpt-4o-mini'], ['gpt-4o']]);
-    // each batch as full as its model allows: not a claim of both handed back by half
-    expect([...fake.batches.batches.values()].map((b) => b.lines.length)).toEqual([7, 3]);
+    const batches = [...fake.batches.batches.values()];
+    const models = batches.map((b) => [...new Set(b.lines.map((l) => l.body.model))]);
+    expect(models).toEqual([['gpt-4o-mini'], ['gpt-4o'], ['gpt-4o-mini'], ['gpt-4o-mini']]);
+    // each batch full but a model's last: not a claim of both models with the other's handed back
+    expect(batches.map((b) => b.lines.length)).toEqual([3, 3, 3, 1]);
     for (const j of await jobs(store)) expect(fake.sentCount(j.key)).toBe(1);
+  });
+
+  it('a job at the head of the queue whose attempts are used up is failed, and the batch takes the next ones', async () => {
+    const { fake, store, keys, lane } = await setup(10);
+    // a crash loop: the first job in claim order (priority 0, the odd documents first) used its attempts
+    store.db.prepare('UPDATE jobs SET attempts = 5 WHERE key = ?').run(keys[1]);
+    const summary = await lane({ batchSize: 50, noWait: true, maxAttempts: 5 });
+    expect(summary.failed).toBe(1);
+    expect([...fake.batches.batches.values()].map((b) => b.lines.length)).toEqual([9]);
   });
 
   it('prices batch answers at the batch price: half the online one for OpenAI models', async () => {

@@ -21,11 +21,20 @@ describe('PromptBilling: what to reserve for a prompt, from what answers were bi
     const b = new PromptBilling();
     b.learn(2000, 20_000);
     expect(b.worst(2000)).toBe(20_000);
-    // shorter: the most any answer added (18,000) is the larger, and holds whichever the cause
+    // of the same size class (1,024 to 2,047): the 18,000 an answer of it added holds too
     expect(b.worst(1500)).toBe(19_500);
-    expect(b.worst(100)).toBeGreaterThanOrEqual(1000);
+    expect(b.worst(100)).toBe(1000);
     // half again as long as any answered: the ratio of the nearest still applies
     expect(b.worst(3000)).toBe(30_000);
+  });
+
+  it('a tokenizer counting 1.3 times as many, prompts of every size: what a long one added is not put on a short one', () => {
+    const b = new PromptBilling();
+    for (const counted of [400, 1500, 3000, 60_000]) b.learn(counted, Math.round(counted * 1.3));
+    // not 200 + 18,000 (what the 60,000-token prompt added)
+    expect(b.worst(200)).toBe(260);
+    expect(b.worst(1500)).toBe(1950);
+    expect(b.worst(60_000)).toBe(78_000);
   });
 
   it('learns nothing from answers billed at or under the count', () => {

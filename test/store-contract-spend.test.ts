@@ -33,7 +33,12 @@ describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
     await started(store);
     expect(await store.reserve({ runId: OWNER, usd: 0.6, ...budget(1) })).toEqual({ ok: true });
     expect(await store.reserve({ runId: OWNER, usd: 0.4, ...budget(1) })).toEqual({ ok: true }); // exactly the budget fits
-    expect(await store.reserve({ runId: OWNER, usd: 0.000000001, ...budget(1) })).toEqual({ ok: false, scope: 'run', committedUsd: 1 });
+    expect(await store.reserve({ runId: OWNER, usd: 0.000000001, ...budget(1) })).toEqual({
+      ok: false,
+      scope: 'run',
+      committedUsd: 1,
+      othersOutUsd: 0,
+    });
     expect(await store.committed(OWNER)).toEqual({ run: 1, total: 1 });
     await store.unreserve(OWNER, 0.4, T0);
     expect(await spendOf(store)).toMatchObject({ reservedUsd: 0.6, inFlight: 1, spentUsd: 0 });
@@ -127,10 +132,39 @@ describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
     await store.reclaim(T0 + 100, ['run-dead']);
     expect(await spendOf(store, 'run-dead')).toMatchObject({ reservedUsd: 0, inFlight: 0, mayBeBilledUsd: 0.5, mayBeBilledTries: 2 });
     await started(store, 'run-next');
+    // the dead run's money is no reservation that will settle: nothing to wait for
     expect(await store.reserve({ runId: 'run-next', usd: 0.6, ...budget(null, 1) })).toEqual({
       ok: false,
       scope: 'total',
       committedUsd: 0.5,
+      othersOutUsd: 0,
+    });
+  });
+
+  it('a refusal of --budget-total says how much of it other live runs hold for requests out now', async () => {
+    const { store } = await kind.fresh();
+    await started(store, 'run-a');
+    await started(store, 'run-b');
+    await started(store, 'run-gone');
+    await store.reserve({ runId: 'run-a', usd: 0.5, ...budget(null, 1) });
+    await store.reserve({ runId: 'run-gone', usd: 0.25, ...budget(null, 1) });
+    await store.finishRun('run-gone', T0 + 1, 'finished', {
+      done: 0,
+      failed: 0,
+      retried: 0,
+      requests: 0,
+      rateLimited: 0,
+      promptTokens: 0,
+      completionTokens: 0,
+      jobsPerSecond: 0,
+    });
+    await store.reserve({ runId: 'run-b', usd: 0.1, ...budget(null, 1) });
+    expect(await store.reserve({ runId: 'run-b', usd: 0.2, ...budget(null, 1) })).toEqual({
+      ok: false,
+      scope: 'total',
+      committedUsd: 0.85,
+      // run-a's, not run-b's own, nor those of a run that ended
+      othersOutUsd: 0.5,
     });
   });
 

@@ -45,7 +45,14 @@ async function claimOneModel(
   const { store } = ctx;
   const claim = (limit: number, skipModels?: string[]) =>
     store.claim({ owner, limit, now: ctx.now(), leaseUntil: ctx.now() + BATCH_LEASE_MS, maxAttempts: o.maxAttempts, skipModels });
-  const first = await claim(1);
+  // a job whose attempts are used up is failed by the claim, not taken: look past such jobs
+  let exhausted = 0;
+  let first = await claim(1);
+  while (first.jobs.length === 0 && first.exhausted > 0) {
+    exhausted += first.exhausted;
+    first = await claim(1);
+  }
+  first = { jobs: first.jobs, exhausted: exhausted + first.exhausted };
   const model = first.jobs[0]?.model;
   if (model === undefined || o.limit <= 1) return first;
   const others = (await store.status()).byModel.filter((m) => m.model !== model && m.pending > 0).map((m) => m.model);

@@ -1,8 +1,9 @@
 import { retryTransient } from '../store/transient.js';
 import { LlmqError } from '../errors.js';
+import { sleep } from './wait.js';
 import { NO_MAX_TOKENS_FIX, costOf, worstCaseUsage } from '../pricing/cost.js';
 import type { PriceTable } from '../pricing/price-table.js';
-import type { AttemptRecord, ClaimedJob, QueueReader, RunBudget, StatusSnapshot, Usage } from '../store/types.js';
+import type { AttemptRecord, ClaimedJob, RunBudget, StatusSnapshot, Usage } from '../store/types.js';
 
 /** --budget and --budget-total, USD; null for no limit. */
 export interface Budget {
@@ -26,8 +27,8 @@ export interface Hold {
 
 const NO_HOLD: Hold = Object.freeze({ usd: 0 });
 
-/** Answers of each model read at the start of a budgeted run to learn what the provider bills for prompts. */
-const STORED_ANSWERS_LEARNED = 50;
+/** How often a run with nothing out looks again while other runs' reservations block --budget-total. */
+const OTHERS_SETTLE_POLL_MS = 250;
 
 /** The money fields of an attempt row. */
 export type AttemptMoney = Pick<AttemptRecord, 'costUsd' | 'mayBeBilled' | 'reservedUsd'>;
@@ -70,21 +71,6 @@ export class RunMoney {
 
   get budgeted(): boolean {
     return this.#budget.runUsd !== null || this.#budget.totalUsd !== null;
-  }
-
-  /**
-   * Under a budget, what earlier answers of each model with work showed the provider bills for
-   * prompts (the newest `STORED_ANSWERS_LEARNED` of each): the run's first requests are then
-   * reserved at it too, not at llmq's count alone until an answer of this run comes.
-   */
-  async learnFromStored(store: Pick<QueueReader, 'answered'>, s: StatusSnapshot): Promise<void> {
-    if (!this.budgeted) return;
-    for (const m of s.byModel) {
-      if (m.pending === 0 || m.done === 0) continue;
-      for (const a of await store.answered(m.model, { limit: STORED_ANSWERS_LEARNED, withRequest: true })) {
-        if (a.request !== null) this.#learnBilled(m.model, worstCaseUsage(a.request).promptTokens, a.promptTokens);
-      }
-    }
   }
 
   #learnBilled(model: string, counted: number, billed: number): void {
@@ -144,6 +130,13 @@ export class RunMoney {
         }
         if (usd > 0) this.#out++;
         return { usd };
+      }
+      // Nothing of this run's out, but other runs hold --budget-total for requests of theirs that
+      // are out: those settle, usually far below their worst case. Stopping now left the budget to
+      // the run that happened to hold it, the others ending with it unspent.
+      if (this.#out === 0 && !this.reached && r.scope === 'total' && r.othersOutUsd > 0) {
+        await sleep(OTHERS_SETTLE_POLL_MS, signal);
+        continue;
       }
       if (this.#out === 0 || this.reached) {
         this.reached ??= {
@@ -232,31 +225,35 @@ export class RunMoney {
 
 /**
  * What a provider bills for prompts beyond llmq's count, learned from answers, kept by the size of
- * the counted prompt (powers of two). A proxy's own text adds the same tokens to every prompt;
- * another tokenizer adds a share of each. So a prompt is reserved at its count plus the most any
- * answer added, or at its count times the largest ratio of answers about as long or longer, whichever
- * is more. A ratio is never carried up from shorter prompts: "hi" billed with a proxy's 2,000 tokens
- * is 78 times its count, and would have made every document of 2,000 tokens look like 158,000. A
- * prompt far longer than any answered yet is reserved at its count and the most added.
+ * the counted prompt (powers of two). A proxy's own text adds the same tokens to every prompt: the
+ * most an answer of the same size or shorter added holds for a prompt, and for any longer one.
+ * Another tokenizer adds a share of each: the largest ratio of answers of the same size or longer
+ * (or of half the size) holds for it, and for any shorter one. A prompt is reserved at whichever is
+ * more. Neither is carried the other way: "hi" billed with a proxy's 2,000 tokens is 78 times its
+ * count, and would have made every prompt of 2,000 tokens look like 158,000; the 18,000 tokens a
+ * 60,000-token prompt added at 1.3 times would have made a prompt of 200 look like 18,200. A prompt
+ * more than twice as long as any answered yet is reserved at its count and the most added.
  */
 export class PromptBilling {
-  /** By bucket (log2 of the counted tokens), the largest billed/counted seen. */
+  /** By bucket (log2 of the counted tokens): the most tokens billed beyond the count, and the largest billed/counted. */
+  readonly #extra: number[] = [];
   readonly #ratio: number[] = [];
-  /** The most tokens any answer was billed beyond its count. */
-  #mostExtra = 0;
 
   learn(counted: number, billed: number): void {
     if (counted <= 0 || billed <= counted) return;
     const b = bucketOf(counted);
-    this.#mostExtra = Math.max(this.#mostExtra, billed - counted);
+    this.#extra[b] = Math.max(this.#extra[b] ?? 0, billed - counted);
     this.#ratio[b] = Math.max(this.#ratio[b] ?? 1, billed / counted);
   }
 
   /** Prompt tokens to reserve for a prompt llmq counts at `counted`. */
   worst(counted: number): number {
+    const at = bucketOf(counted);
+    let extra = 0;
+    for (let b = 0; b <= Math.min(at, this.#extra.length - 1); b++) extra = Math.max(extra, this.#extra[b] ?? 0);
     let ratio = 1;
-    for (let b = Math.max(0, bucketOf(counted) - 1); b < this.#ratio.length; b++) ratio = Math.max(ratio, this.#ratio[b] ?? 1);
-    return Math.ceil(Math.max(counted + this.#mostExtra, counted * ratio));
+    for (let b = Math.max(0, at - 1); b < this.#ratio.length; b++) ratio = Math.max(ratio, this.#ratio[b] ?? 1);
+    return Math.ceil(Math.max(counted + extra, counted * ratio));
   }
 }
 

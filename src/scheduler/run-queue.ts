@@ -48,10 +48,9 @@ export interface RunOptions {
 
 /**
  * What a run needs of the store: the queue it works, the registry its heartbeat keeps its leases in,
- * the money and the learned lane limits, the counts it reports before and after, and, under a
- * budget, the answers earlier runs stored (what the provider billed for their prompts).
+ * the money and the learned lane limits, and the counts it reports before and after.
  */
-export type RunStore = JobQueue & RunRegistry & RunBudget & LaneMemory & Pick<QueueReader, 'status' | 'answered'>;
+export type RunStore = JobQueue & RunRegistry & RunBudget & LaneMemory & Pick<QueueReader, 'status'>;
 
 export interface RunDeps {
   readonly store: RunStore;

@@ -165,7 +165,6 @@ export class Run {
     // The one full read of the queue at the start: how much there is to do, and whether its models have prices.
     const before = await this.#store.status();
     this.#money.checkPriced(before);
-    await this.#money.learnFromStored(this.#store, before);
     c.alreadyDone = before.counts.done;
     // Running jobs here are held by live runs or batch submissions (the reclaim above handed back
     // those of dead runs): not this run's to do, and counting them promised work it never did.

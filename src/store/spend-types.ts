@@ -15,8 +15,17 @@ export interface ReserveRequest {
   readonly now: number;
 }
 
-/** Reserved, or why not: what is committed already in the budget that would be exceeded. */
-export type ReserveResult = { readonly ok: true } | { readonly ok: false; readonly scope: 'run' | 'total'; readonly committedUsd: number };
+/**
+ * Reserved, or why not: what is committed already in the budget that would be exceeded, and (for
+ * --budget-total) how much of it is held by other live runs for their requests out now, which
+ * settle, usually far lower: a run with nothing out of its own waits for them rather than stopping.
+ */
+export type ReserveResult =
+  | { readonly ok: true }
+  | { readonly ok: false; readonly scope: 'run' | 'total'; readonly committedUsd: number; readonly othersOutUsd: number };
+
+/** A run counts as live for `othersOutUsd` while its last heartbeat is this recent. */
+export const LIVE_RUN_MS = 30_000;
 
 /** Money a run committed, as `spend` keeps it (USD). */
 export interface RunSpend {

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { AttemptRecord, Committed, ReserveRequest, ReserveResult } from '../types.js';
+import { LIVE_RUN_MS } from '../spend-types.js';
 import { heldTries, nanoDown, nanoUp, settlementOf, spendRunOf, usdOf } from '../spend-amounts.js';
 import { inTransaction, query } from './connect.js';
 
@@ -54,10 +55,18 @@ export class PgSpend {
           )
         ).rows[0]!.v,
       );
-      if (r.runBudget !== null && run + usd > nanoDown(r.runBudget)) return { ok: false, scope: 'run', committedUsd: usdOf(run) };
+      if (r.runBudget !== null && run + usd > nanoDown(r.runBudget))
+        return { ok: false, scope: 'run', committedUsd: usdOf(run), othersOutUsd: 0 };
       if (r.totalBudget !== null) {
         const total = Number((await db.query<{ v: string }>(`SELECT coalesce(sum(${COMMITTED}), 0) AS v FROM spend`)).rows[0]!.v);
-        if (total + usd > nanoDown(r.totalBudget)) return { ok: false, scope: 'total', committedUsd: usdOf(total) };
+        if (total + usd > nanoDown(r.totalBudget)) {
+          const others = await db.query<{ v: string }>(
+            `SELECT coalesce(sum(s.reserved_nanousd), 0) AS v FROM spend s JOIN runs r ON r.id = s.run_id
+            WHERE s.run_id <> $1 AND r.ended_at IS NULL AND r.heartbeat_at > $2`,
+            [r.runId, r.now - LIVE_RUN_MS],
+          );
+          return { ok: false, scope: 'total', committedUsd: usdOf(total), othersOutUsd: usdOf(Number(others.rows[0]!.v)) };
+        }
       }
       await db.query('UPDATE spend SET reserved_nanousd = reserved_nanousd + $1, in_flight = in_flight + $2 WHERE run_id = $3', [
         usd,

@@ -1,4 +1,5 @@
 import type { AttemptRecord, Committed, ReserveRequest, ReserveResult } from '../types.js';
+import { LIVE_RUN_MS } from '../spend-types.js';
 import { heldTries, nanoDown, nanoUp, settlementOf, spendRunOf, usdOf } from '../spend-amounts.js';
 import { immediateTxn, type Db } from './open.js';
 
@@ -21,6 +22,10 @@ export class SqliteSpend {
       open: db.prepare('INSERT INTO spend (run_id, updated_at) VALUES (?, ?) ON CONFLICT (run_id) DO NOTHING'),
       runCommitted: db.prepare(`SELECT ${COMMITTED} FROM spend WHERE run_id = ?`).pluck(),
       totalCommitted: db.prepare(`SELECT coalesce(sum(${COMMITTED}), 0) FROM spend`).pluck(),
+      othersOut: db
+        .prepare(`SELECT coalesce(sum(s.reserved_nanousd), 0) FROM spend s JOIN runs r ON r.id = s.run_id
+          WHERE s.run_id <> ? AND r.ended_at IS NULL AND r.heartbeat_at > ?`)
+        .pluck(),
       hold: db.prepare(
         'UPDATE spend SET reserved_nanousd = reserved_nanousd + ?, in_flight = in_flight + ?, updated_at = ? WHERE run_id = ?',
       ),
@@ -55,10 +60,14 @@ export class SqliteSpend {
     const usd = nanoUp(r.usd);
     s.open.run(r.runId, r.now);
     const run = s.runCommitted.get(r.runId) as number;
-    if (r.runBudget !== null && run + usd > nanoDown(r.runBudget)) return { ok: false, scope: 'run', committedUsd: usdOf(run) };
+    if (r.runBudget !== null && run + usd > nanoDown(r.runBudget))
+      return { ok: false, scope: 'run', committedUsd: usdOf(run), othersOutUsd: 0 };
     if (r.totalBudget !== null) {
       const total = s.totalCommitted.get() as number;
-      if (total + usd > nanoDown(r.totalBudget)) return { ok: false, scope: 'total', committedUsd: usdOf(total) };
+      if (total + usd > nanoDown(r.totalBudget)) {
+        const othersOutUsd = usdOf(s.othersOut.get(r.runId, r.now - LIVE_RUN_MS) as number);
+        return { ok: false, scope: 'total', committedUsd: usdOf(total), othersOutUsd };
+      }
     }
     s.hold.run(usd, heldTries(usd), r.now, r.runId);
     return { ok: true };
