@@ -95,6 +95,26 @@ describe('alerts', () => {
     expect(t.fired).toEqual([expect.objectContaining({ kind: 'oldest', threshold: 60_000 })]);
   });
 
+  it('--alert-oldest never fires on a queue with nothing pending, even at 0s; the error-rate window reads as set', async () => {
+    let looks = 0;
+    const t = watcher(
+      { oldestMs: 0 },
+      {
+        oldestPendingAt: async () => {
+          looks++;
+          return null;
+        },
+        oldestEveryMs: 20,
+      },
+    );
+    await waitFor(() => looks >= 2, { what: 'the watcher to look at the queue twice' });
+    t.w.stop();
+    expect(t.fired).toEqual([]);
+    const rate = watcher({ errorRate: 0.25, windowMs: 20_000 });
+    for (let i = 0; i < 20; i++) rate.retry(true);
+    expect(rate.fired[0]!.message).toBe('100% of tries failed in the last 20s (alert at 25%)');
+  });
+
   it('--alert-oldest looks at the queue a quarter of its threshold apart, between 1 and 15 s', async () => {
     expect([1_000, 4_000, 20_000, 60_000, 3_600_000].map(oldestCheckEveryMs)).toEqual([1_000, 1_000, 5_000, 15_000, 15_000]);
     // A queue enqueued just now, a 1 s threshold: the first look finds nothing old, the next one (1 s later, not 15) fires.

@@ -249,6 +249,8 @@ describe('llmq run --via batch (child processes)', () => {
       [['--via', 'batch', '--deadline', '1h'], 'this run is --via batch'],
       [['--via', 'batch', '--on-done', 'true'], '--on-done is not run by the batch lane yet; this run is --via batch'],
       [['--via', 'batch', '--alert-failed', '3'], '--alert-failed is not run by the batch lane yet'],
+      // auto answers part of the queue through batches: their jobs would have had no --on-job
+      [['--via', 'auto', '--deadline', '1h', '--on-job', 'true'], '--on-job is not run by the batch lane yet; this run is --via auto'],
     ];
     for (const [args, said] of cases) {
       const r = await run(...args);

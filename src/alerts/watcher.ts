@@ -96,13 +96,15 @@ export class AlertWatcher {
     while (this.#tries.length && this.#tries[0]![0] < since) this.#tries.shift();
     const errors = this.#tries.reduce((n, [, e]) => n + (e ? 1 : 0), 0);
     const rate = errors / this.#tries.length;
-    const minutes = Math.round((t.windowMs ?? 300_000) / 60_000);
+    // "5 min" for whole minutes, else as durations read elsewhere ("20s", "1m 30s"): not "0 min" for 20 s
+    const windowMs = t.windowMs ?? 300_000;
+    const window = windowMs % 60_000 === 0 ? `${windowMs / 60_000} min` : duration(windowMs / 1000);
     // Below MIN_TRIES the rate is noise: leave the alert as it is rather than flap.
     if (this.#tries.length >= MIN_TRIES) {
       this.#set(
         'error-rate',
         rate >= t.errorRate,
-        `${Math.round(rate * 100)}% of tries failed in the last ${minutes} min (alert at ${Math.round(t.errorRate * 100)}%)`,
+        `${Math.round(rate * 100)}% of tries failed in the last ${window} (alert at ${Math.round(t.errorRate * 100)}%)`,
         rate,
         t.errorRate,
       );
@@ -116,10 +118,11 @@ export class AlertWatcher {
     const check = async () => {
       const at = await read().catch(() => undefined);
       if (at === undefined) return;
+      // nothing pending waits at all: an empty queue never trips the alert, even at --alert-oldest 0s
       const age = at === null ? 0 : this.#now() - at;
       this.#set(
         'oldest',
-        age >= oldestMs,
+        at !== null && age >= oldestMs,
         `the oldest pending job has waited ${duration(age / 1000)} (alert at ${duration(oldestMs / 1000)})`,
         age,
         oldestMs,

@@ -281,8 +281,9 @@ function refuseFlagsOfOtherLanes(flags: RunFlags, cmd: Command): void {
         'Run online (--via online) with a budget, or in batches without one (--dry-run first says what it would cost).',
     );
   }
-  // the batch lane runs no hooks and watches no alerts yet
-  if (flags.via === 'batch') {
+  // the batch lane runs no hooks and watches no alerts yet: with --via auto, the jobs its batches
+  // answered would have had no --on-job, and --on-done would have told of the online part alone
+  if (flags.via !== 'online') {
     const hooks = given([
       ['onDone', '--on-done'],
       ['onJob', '--on-job'],
