@@ -1,3 +1,4 @@
+import { NO_STATS } from './helpers/stores.js';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cancelBatches } from '../src/batch/cancel.js';
@@ -259,16 +260,7 @@ describe('batch lane', () => {
     await lane({ noWait: true, batchSize: 3, limit: 3 });
     // a submission recorded by a run that then stopped, before its file went up: its jobs come back
     await store.startRun({ id: 'gone', host: 'elsewhere', pid: 1, startedAt: 0, options: {} });
-    await store.finishRun('gone', 1, 'died', {
-      done: 0,
-      failed: 0,
-      retried: 0,
-      requests: 0,
-      rateLimited: 0,
-      promptTokens: 0,
-      completionTokens: 0,
-      jobsPerSecond: 0,
-    });
+    await store.finishRun('gone', 1, 'died', NO_STATS);
     await store.batches.begin({ id: 'orphan', runId: 'gone', baseUrl: fake.url, now: Date.now() });
     await store.claim({ owner: 'batch:orphan', limit: 2, now: Date.now(), leaseUntil: Date.now() + 1e9, maxAttempts: 5 });
     const summary = await lane({ batchSize: 10 });

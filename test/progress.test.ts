@@ -261,7 +261,8 @@ describe('progress renderers', () => {
     expect(events[9]).toMatchObject({ event: 'job:failed', status: 400 });
   });
 
-  it('cost is unknown (not 0) for a model without a price; a subscribe function works as a source', () => {
+  /** A run of one answer of a model without a price, through a subscribe function as the source; what `mode` wrote. */
+  const unpricedRun = (mode: 'plain' | 'json'): string => {
     const stream = sink();
     let listener: ((e: SchedulerEventName, p: never) => void) | null = null;
     const p = attachProgress(
@@ -271,54 +272,23 @@ describe('progress renderers', () => {
           listener = null;
         };
       },
-      { mode: 'plain', stream, color: false },
+      { mode, stream, color: false },
     );
     listener!('job:start', { key: 'a', attempt: 1, model: 'llama3.1:8b' } as never);
     listener!('job:done', { key: 'a', attempt: 1, latencyMs: 5, usage: { promptTokens: 10, completionTokens: 5 } } as never);
-    listener!('progress', snapshot({ total: 1, done: 1, failed: 0 }) as never);
+    listener!('run:end', { ...summary, done: 1, failed: 0, failedInStore: 0, promptTokens: 10, completionTokens: 5, costUsd: 0 } as never);
     p.stop();
-    expect(listener).toBeNull();
-    expect(stream.text()).toMatch(/failed 0 · cost unknown$/m);
-  });
+    return stream.text();
+  };
 
-  it('the run summary says "cost unknown" once for a model without a price', () => {
-    const stream = sink();
-    let listener: ((e: SchedulerEventName, p: never) => void) | null = null;
-    const p = attachProgress(
-      (l) => {
-        listener = l as never;
-        return () => {
-          listener = null;
-        };
-      },
-      { mode: 'plain', stream, color: false },
-    );
-    listener!('job:start', { key: 'a', attempt: 1, model: 'llama3.1:8b' } as never);
-    listener!('job:done', { key: 'a', attempt: 1, latencyMs: 5, usage: { promptTokens: 10, completionTokens: 5 } } as never);
-    listener!('run:end', { ...summary, done: 1, failed: 0, failedInStore: 0, promptTokens: 10, completionTokens: 5 } as never);
-    p.stop();
-    expect(stream.text()).toMatch(/^ {2}tokens 10 in · 5 out · cost unknown · /m);
-    expect(stream.text()).not.toMatch(/cost cost/);
+  it('cost is unknown (not 0) for a model without a price; a subscribe function works as a source', () => {
+    const text = unpricedRun('plain');
+    expect(text).toMatch(/^ {2}tokens 10 in · 5 out · cost unknown · /m);
+    expect(text).not.toMatch(/cost cost/);
   });
 
   it('--json: run:end says the cost is unknown (null), never $0, when an answer of a model without a price came', () => {
-    const stream = sink();
-    let listener: ((e: SchedulerEventName, p: never) => void) | null = null;
-    const p = attachProgress(
-      (l) => {
-        listener = l as never;
-        return () => {
-          listener = null;
-        };
-      },
-      { mode: 'json', stream },
-    );
-    listener!('job:start', { key: 'a', attempt: 1, model: 'llama3.1:8b' } as never);
-    listener!('job:done', { key: 'a', attempt: 1, latencyMs: 5, usage: { promptTokens: 10, completionTokens: 5 } } as never);
-    listener!('run:end', { ...summary, done: 1, costUsd: 0 } as never);
-    p.stop();
-    const end = stream
-      .text()
+    const end = unpricedRun('json')
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l))

@@ -1,6 +1,6 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { Store } from '../src/store/types.js';
-import { STORE_KINDS, T0, OWNER, claimOpts, exported, row, rows, skipUnavailable } from './helpers/stores.js';
+import { STORE_KINDS, T0, OWNER, claimOpts, exported, row, rows, skipUnavailable, NO_STATS } from './helpers/stores.js';
 
 // What `status`, `show` and `export` read, for every store kind.
 
@@ -64,16 +64,7 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
       T0 + 20,
     );
     await store.startRun({ id: 'run-old', host: 'h1', pid: 1, startedAt: T0, options: {} });
-    await store.finishRun('run-old', T0 + 5, 'finished', {
-      done: 0,
-      failed: 0,
-      retried: 0,
-      requests: 0,
-      rateLimited: 0,
-      promptTokens: 0,
-      completionTokens: 0,
-      jobsPerSecond: 0,
-    });
+    await store.finishRun('run-old', T0 + 5, 'finished', NO_STATS);
     await store.startRun({ id: OWNER, host: 'h2', pid: 2, startedAt: T0 + 30, options: { rpm: 60 } });
     // a: 2 done, 1 failed (HTTP 400), 1 failed (timeout); b: 1 done, 1 retrying (pending after a try), 1 pending
     const a = (await store.claim(claimOpts({ limit: 4 }))).jobs;

@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { batchOwner } from '../src/store/batches.js';
 import type { AttemptRecord, Store } from '../src/store/types.js';
-import { STORE_KINDS, T0, OWNER, claimOpts, rows, skipUnavailable } from './helpers/stores.js';
+import { NO_STATS, STORE_KINDS, T0, OWNER, claimOpts, rows, skipUnavailable } from './helpers/stores.js';
 
 // The money ledger (`spend`) every store keeps: --budget reservations and their settlement.
 
@@ -148,16 +148,7 @@ describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
     await started(store, 'run-gone');
     await store.reserve({ runId: 'run-a', usd: 0.5, ...budget(null, 1) });
     await store.reserve({ runId: 'run-gone', usd: 0.25, ...budget(null, 1) });
-    await store.finishRun('run-gone', T0 + 1, 'finished', {
-      done: 0,
-      failed: 0,
-      retried: 0,
-      requests: 0,
-      rateLimited: 0,
-      promptTokens: 0,
-      completionTokens: 0,
-      jobsPerSecond: 0,
-    });
+    await store.finishRun('run-gone', T0 + 1, 'finished', NO_STATS);
     await store.reserve({ runId: 'run-b', usd: 0.1, ...budget(null, 1) });
     expect(await store.reserve({ runId: 'run-b', usd: 0.2, ...budget(null, 1) })).toEqual({
       ok: false,

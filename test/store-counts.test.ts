@@ -7,7 +7,7 @@ import { MIGRATIONS as SQLITE_MIGRATIONS } from '../src/store/sqlite/migrations.
 import { tallyJobs, type StateTokensRow } from '../src/store/tally.js';
 import { batchOwner } from '../src/store/batches.js';
 import type { AttemptRecord, RunStats, Store } from '../src/store/types.js';
-import { STORE_KINDS, T0, freshPgUrl, pgSchemaAtVersion, row, rows, skipUnavailable } from './helpers/stores.js';
+import { STORE_KINDS, T0, freshPgUrl, pgSchemaAtVersion, row, rows, skipUnavailable, NO_STATS } from './helpers/stores.js';
 import { tempDir } from './helpers/tmp.js';
 
 // What status shows, counted afresh over jobs and items: what the maintained counts must always equal.
@@ -210,16 +210,7 @@ async function step(store: Store, r: ReturnType<typeof random>, t: number): Prom
     }
     default: {
       // a heartbeat (PostgreSQL folds the counts there)
-      await store.heartbeat(owner, t, t + 1000, {
-        done: 0,
-        failed: 0,
-        retried: 0,
-        requests: 0,
-        rateLimited: 0,
-        promptTokens: 0,
-        completionTokens: 0,
-        jobsPerSecond: 0,
-      });
+      await store.heartbeat(owner, t, t + 1000, NO_STATS);
       return 'heartbeat';
     }
   }

@@ -151,6 +151,18 @@ export function rows(n: number, options: { priority?: number; prefix?: string } 
 export const OWNER = 'run-a';
 export const T0 = 1_700_000_000_000;
 
+/** A run's live figures when it did nothing: for finishing runs in store tests. */
+export const NO_STATS = Object.freeze({
+  done: 0,
+  failed: 0,
+  retried: 0,
+  requests: 0,
+  rateLimited: 0,
+  promptTokens: 0,
+  completionTokens: 0,
+  jobsPerSecond: 0,
+});
+
 /** Claim options with sensible defaults around `T0`. */
 export function claimOpts(o: { owner?: string; limit?: number; now?: number; leaseUntil?: number; maxAttempts?: number } = {}) {
   const now = o.now ?? T0;
