@@ -261,8 +261,11 @@ describe('progress renderers', () => {
     expect(events[9]).toMatchObject({ event: 'job:failed', status: 400 });
   });
 
-  /** A run of one answer of a model without a price, through a subscribe function as the source; what `mode` wrote. */
-  const unpricedRun = (mode: 'plain' | 'json'): string => {
+  /**
+   * A run of one answer of a model without a price, through a subscribe function as the source: what
+   * `mode` wrote, and whether stopping the display unsubscribed it.
+   */
+  const unpricedRun = (mode: 'plain' | 'json'): { text: string; detached: boolean } => {
     const stream = sink();
     let listener: ((e: SchedulerEventName, p: never) => void) | null = null;
     const p = attachProgress(
@@ -276,20 +279,27 @@ describe('progress renderers', () => {
     );
     listener!('job:start', { key: 'a', attempt: 1, model: 'llama3.1:8b' } as never);
     listener!('job:done', { key: 'a', attempt: 1, latencyMs: 5, usage: { promptTokens: 10, completionTokens: 5 } } as never);
+    listener!('progress', snapshot({ total: 1, done: 1, failed: 0 }) as never);
     listener!('run:end', { ...summary, done: 1, failed: 0, failedInStore: 0, promptTokens: 10, completionTokens: 5, costUsd: 0 } as never);
     p.stop();
-    return stream.text();
+    return { text: stream.text(), detached: listener === null };
   };
 
   it('cost is unknown (not 0) for a model without a price; a subscribe function works as a source', () => {
-    const text = unpricedRun('plain');
+    const run = unpricedRun('plain');
+    expect(run.detached).toBe(true);
+    expect(run.text).toMatch(/failed 0 · cost unknown$/m);
+  });
+
+  it('the run summary says "cost unknown" once for a model without a price', () => {
+    const { text } = unpricedRun('plain');
     expect(text).toMatch(/^ {2}tokens 10 in · 5 out · cost unknown · /m);
     expect(text).not.toMatch(/cost cost/);
   });
 
   it('--json: run:end says the cost is unknown (null), never $0, when an answer of a model without a price came', () => {
     const end = unpricedRun('json')
-      .trim()
+      .text.trim()
       .split('\n')
       .map((l) => JSON.parse(l))
       .find((e) => e.event === 'run:end');
