@@ -1,3 +1,4 @@
+import { NO_STATS } from './helpers/stores.js';
 import { existsSync, statSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -21,14 +22,7 @@ describe('SQLite checkpoints during a run', () => {
     await seedJobs(store, 2000, { text: (n) => `document ${n} `.repeat(20) });
     await expect.poll(() => statSync(path).size, { timeout: 10_000, interval: 50 }).toBeGreaterThan(before + 500_000);
     await store.finishRun('run-1', 2, 'drained', {
-      done: 0,
-      failed: 0,
-      retried: 0,
-      requests: 0,
-      rateLimited: 0,
-      promptTokens: 0,
-      completionTokens: 0,
-      jobsPerSecond: 0,
+      ...NO_STATS,
       concurrency: 0,
       inFlight: 0,
       paused: null,

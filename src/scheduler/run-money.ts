@@ -74,7 +74,6 @@ export class RunMoney {
   }
 
   #learnBilled(model: string, counted: number, billed: number): void {
-    if (counted <= 0 || billed <= counted) return;
     let billing = this.#promptBilling.get(model);
     if (!billing) {
       billing = new PromptBilling();
