@@ -148,6 +148,33 @@ describe('alerts', () => {
     expect(() => parseRate('150%', '--alert-error-rate')).toThrow(/at most 100%/);
   });
 
+  it('llmq run refuses --on-alert without a threshold and --alert-window without --alert-error-rate, before anything is sent', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 2);
+    await store.close();
+    const fake = await startFake({ record: false });
+    const run = (...args: string[]) =>
+      runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none', ...args], {
+        env: { LLMQ_API_KEY: 'sk-test-0123456789abcdef' },
+      });
+    const cases: Array<[string[], string]> = [
+      [['--on-alert', 'true'], '--on-alert has nothing to send: no --alert-* threshold is set'],
+      [['--alert-window', '10m'], '--alert-window is the window --alert-error-rate looks at, and no --alert-error-rate is set'],
+      [['--alert-failed', '3', '--alert-window', '10m'], '--alert-window is the window --alert-error-rate looks at'],
+    ];
+    for (const [args, said] of cases) {
+      const r = await run(...args);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain(said);
+    }
+    expect(fake.received).toBe(0);
+    // with its threshold, each is taken
+    const ok = await run('--alert-error-rate', '50%', '--alert-window', '10m', '--on-alert', 'true');
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(fake.received).toBe(2);
+  });
+
   it('llmq run --alert-failed: said on the progress display, sent once to --on-alert, shown by status while the run is live', async () => {
     const dir = tempDir();
     const db = join(dir, 'q.db');

@@ -17,6 +17,7 @@ import type { RunFlags } from './run.js';
 /** `llmq run`: a dry run, the batch lane, then the online lane, as --dry-run and --via ask. */
 export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
   refuseFlagsOfOtherLanes(flags, cmd);
+  refuseAlertFlagsWithoutThreshold(flags, cmd);
   if (flags.dryRun) {
     const { estimateCommand } = await import('./estimate.js');
     return estimateCommand(flags, { dryRun: true });
@@ -247,6 +248,23 @@ export function exitCodeFor(summary: RunSummary): number {
   if (summary.reason === 'budget') return EXIT.BUDGET;
   const failed = summary.reason === 'limit' ? summary.failed : summary.failedInStore;
   return failed > 0 ? EXIT.PARTIAL : EXIT.OK;
+}
+
+/** --on-alert without a threshold, or --alert-window without --alert-error-rate, would be silently ignored: say so instead. */
+function refuseAlertFlagsWithoutThreshold(flags: RunFlags, cmd: Command): void {
+  const given = (key: string) => cmd.getOptionValueSource(key) === 'cli';
+  if (given('onAlert') && !alertsOn(flags)) {
+    throw new UsageError(
+      '--on-alert has nothing to send: no --alert-* threshold is set, so no alert would ever fire. ' +
+        'Add --alert-failed N, --alert-oldest DURATION or --alert-error-rate SHARE, or leave --on-alert out.',
+    );
+  }
+  if (given('alertWindow') && flags.alertErrorRate === undefined) {
+    throw new UsageError(
+      '--alert-window is the window --alert-error-rate looks at, and no --alert-error-rate is set. ' +
+        'Add --alert-error-rate SHARE (5% or 0.05), or leave --alert-window out.',
+    );
+  }
 }
 
 /** A flag of a lane this run does not take would be silently ignored: say so instead. */
