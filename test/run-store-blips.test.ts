@@ -2,7 +2,6 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { MockProvider } from '../src/provider/mock.js';
-import type { CompletionResult, Provider } from '../src/provider/types.js';
 import { runQueue } from '../src/scheduler/run-queue.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { isTransientStoreError } from '../src/store/transient.js';
@@ -90,6 +89,49 @@ describe('a store that fails while requests are out', () => {
     const summary = await runQueue({ store: flaky, provider: new MockProvider({ latencyMs: 1 }) }, { concurrency: 1, retryDelayMs: 10 });
     expect(summary).toMatchObject({ reason: 'drained', done: 3 });
     expect(reclaims).toBeGreaterThanOrEqual(3);
+    await store.close();
+  });
+
+  it('every call the run makes to work the queue is asked again after a busy store: each failing once, the run still ends right', async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await seedJobs(store, 12);
+    const busy = Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' });
+    // on a timer, or best effort: a failure there is not asked again (the next beat is the heartbeat's retry)
+    const notAskedAgain = new Set(['heartbeat', 'saveLaneLimits', 'laneLimits']);
+    const failedOnce = new Set<string>();
+    const flaky = new Proxy(store, {
+      get(target, property) {
+        const value = Reflect.get(target, property, target);
+        if (typeof value !== 'function') return value;
+        if (typeof property !== 'string' || notAskedAgain.has(property)) return value.bind(target);
+        return (...args: unknown[]) => {
+          if (failedOnce.has(property)) return value.apply(target, args);
+          failedOnce.add(property);
+          return Promise.reject(busy);
+        };
+      },
+    });
+    // half the tries fail (a server error), two tries a job: some jobs are retried, some fail for good
+    const provider = new MockProvider({ latencyMs: 1, failureRate: 0.5, seed: 3 });
+    const summary = await runQueue(
+      { store: flaky, provider },
+      {
+        concurrency: 2,
+        maxAttempts: 2,
+        retryDelayMs: 1,
+        maxRetryDelayMs: 5,
+        outage: { consecutive: 1000, windowFailures: 1000 },
+      },
+    );
+    expect(summary.reason).toBe('drained');
+    const counts = (await store.status()).counts;
+    expect(counts).toMatchObject({ pending: 0, running: 0 });
+    expect(counts.done + counts.failed).toBe(12);
+    expect(counts.failed).toBeGreaterThan(0);
+    expect(summary).toMatchObject({ done: counts.done, failed: counts.failed });
+    expect([...failedOnce].sort()).toEqual(
+      expect.arrayContaining(['claim', 'complete', 'fail', 'finishRun', 'recordAttempt', 'startRetry', 'startRun', 'status']),
+    );
     await store.close();
   });
 

@@ -1,5 +1,4 @@
 import { ProviderError, type CompletionResult, type Provider } from '../provider/types.js';
-import { retryTransient } from '../store/transient.js';
 import type { AttemptOutcome, AttemptRecord, ClaimedJob, JobQueue } from '../store/types.js';
 import { decide, type Decision } from './decide.js';
 import type { SchedulerListener } from './events.js';
@@ -16,7 +15,8 @@ import { sleep } from './wait.js';
 
 /** Everything one job needs from its run. */
 export interface JobContext {
-  readonly store: JobQueue;
+  /** The changes one job's tries make (the run's store: each asked again after a transient failure). */
+  readonly store: Pick<JobQueue, 'startRetry' | 'complete' | 'recordAttempt' | 'fail'>;
   readonly provider: Provider;
   readonly lanes: { get(model: string): Lane };
   readonly breaker: OutageBreaker;
@@ -163,7 +163,7 @@ class JobRun {
       // the same run).
       if (!ctx.holds(this.#leasedAt)) return 'lapsed-tried';
       const renewedAt = ctx.now();
-      const raised = await retryTransient(() => ctx.store.startRetry(job.key, ctx.runId, renewedAt, renewedAt + ctx.leaseMs));
+      const raised = await ctx.store.startRetry(job.key, ctx.runId, renewedAt, renewedAt + ctx.leaseMs);
       if (raised === null) return 'interrupted'; // lost the lease
       this.#attempt = raised;
       this.#leasedAt = renewedAt;
@@ -284,7 +284,7 @@ class JobRun {
     let stored: boolean;
     try {
       const completion = { owner: ctx.runId, output: result.output, response: result.body, usage, attempt };
-      stored = await retryTransient(() => ctx.store.complete(job.key, completion));
+      stored = await ctx.store.complete(job.key, completion);
     } finally {
       ctx.slots.release();
     }
@@ -353,7 +353,7 @@ class JobRun {
         return decision;
       case 'fail': {
         const a = this.#attemptRecord(startedAt, error.status, 'failed', error.message + billNote, billed);
-        await retryTransient(() => ctx.store.fail(job.key, ctx.runId, decision.message, a, now));
+        await ctx.store.fail(job.key, ctx.runId, decision.message, a, now);
         c.failed++;
         c.finished(now, 0);
         ctx.emit('job:failed', { key: job.key, attempt: this.#attempt, status: error.status, error: decision.message });
@@ -429,7 +429,7 @@ class JobRun {
     billed: boolean,
   ): Promise<void> {
     const record = this.#attemptRecord(startedAt, status, outcome, error, billed);
-    await retryTransient(() => this.ctx.store.recordAttempt(record, { countAttempt: count, error }));
+    await this.ctx.store.recordAttempt(record, { countAttempt: count, error });
   }
 }
 

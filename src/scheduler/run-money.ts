@@ -1,4 +1,3 @@
-import { retryTransient } from '../store/transient.js';
 import { LlmqError } from '../errors.js';
 import { sleep } from './wait.js';
 import { NO_MAX_TOKENS_FIX, costOf, worstCaseUsage } from '../pricing/cost.js';
@@ -110,15 +109,13 @@ export class RunMoney {
       );
     }
     for (;;) {
-      const r = await retryTransient(() =>
-        this.#store.reserve({
-          runId: this.#runId,
-          usd,
-          runBudget: this.#budget.runUsd,
-          totalBudget: this.#budget.totalUsd,
-          now: this.#now(),
-        }),
-      );
+      const r = await this.#store.reserve({
+        runId: this.#runId,
+        usd,
+        runBudget: this.#budget.runUsd,
+        totalBudget: this.#budget.totalUsd,
+        now: this.#now(),
+      });
       if (r.ok) {
         // A stop while the reservation was being committed (the store may commit it a turn later,
         // with others): the request never leaves, so its reservation is given back rather than left

@@ -3,7 +3,6 @@ import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { LlmqError } from '../errors.js';
 import { ProviderError } from '../provider/types.js';
-import { retryTransient } from '../store/transient.js';
 import type { ProgressSnapshot, RunSummary, SchedulerListener } from './events.js';
 import { runJob, type JobContext } from './job-runner.js';
 import { InFlightRequests } from './in-flight.js';
@@ -17,6 +16,7 @@ import { RunMoney } from './run-money.js';
 import { loadPriceTable } from '../pricing/price-table.js';
 import { duration } from '../report/format.js';
 import type { RunDeps, RunOptions, RunStore } from './run-queue.js';
+import { retryingTransients } from './retrying-store.js';
 
 /** Why a run stops before the queue is drained: a run-fatal provider error, a bug or a lost store, or the budget. */
 type StopReason =
@@ -82,7 +82,7 @@ export class Run {
 
   constructor(deps: RunDeps, options: RunOptions) {
     this.#deps = deps;
-    this.#store = deps.store;
+    this.#store = retryingTransients(deps.store);
     this.#now = deps.now ?? Date.now;
     this.#concurrency = options.concurrency ?? 8;
     this.#maxAttempts = options.maxAttempts ?? 5;
@@ -260,9 +260,14 @@ export class Run {
     const skip = skipModels.join('\n');
     const fruitlessAt = this.#fruitless.get(skip);
     if (skipModels.length > 0 && fruitlessAt !== undefined && t - fruitlessAt < 1000) return { started: 0, exhausted: 0 };
-    const got = await retryTransient(() =>
-      this.#store.claim({ owner: this.#id, limit, now: t, leaseUntil: t + this.#leaseMs, maxAttempts: this.#maxAttempts, skipModels }),
-    );
+    const got = await this.#store.claim({
+      owner: this.#id,
+      limit,
+      now: t,
+      leaseUntil: t + this.#leaseMs,
+      maxAttempts: this.#maxAttempts,
+      skipModels,
+    });
     this.#counters.failed += got.exhausted;
     this.#claimed += got.jobs.length;
     // kept through later claims that found jobs: those were of lanes with room, and say nothing of other models
@@ -281,7 +286,7 @@ export class Run {
             if (outcome === 'lapsed') this.#claimed--;
             if (this.#keysInHand.get(job.key) === 1) {
               const back = { refund: outcome === 'lapsed', now: this.#now(), keys: [job.key] };
-              await retryTransient(() => this.#store.release(this.#id, back));
+              await this.#store.release(this.#id, back);
             }
           }
         })
@@ -308,8 +313,8 @@ export class Run {
    * forever.)
    */
   async #drained(): Promise<boolean> {
-    const dying = (await this.#reclaim()) && (await retryTransient(() => this.#store.status())).counts.running > 0;
-    const next = await retryTransient(() => this.#store.nextPendingAt());
+    const dying = (await this.#reclaim()) && (await this.#store.status()).counts.running > 0;
+    const next = await this.#store.nextPendingAt();
     if (next === null && !dying) return true;
     await sleep(next === null ? this.#heartbeatMs : Math.min(Math.max(next - this.#now(), 50), 1000), this.#stopping.signal).catch(
       () => {},
@@ -336,10 +341,10 @@ export class Run {
     await this.#lanes.close();
     try {
       const unsent = this.#unsent;
-      if (unsent.length > 0) await retryTransient(() => this.#store.release(this.#id, { refund: true, now: t, keys: unsent }));
-      await retryTransient(() => this.#store.release(this.#id, { refund: false, now: t }));
+      if (unsent.length > 0) await this.#store.release(this.#id, { refund: true, now: t, keys: unsent });
+      await this.#store.release(this.#id, { refund: false, now: t });
       const reason = this.#fatal ? 'fatal' : this.#internal ? 'error' : this.#reason;
-      await retryTransient(() => this.#store.finishRun(this.#id, t, reason, this.#counters.forStore(t)));
+      await this.#store.finishRun(this.#id, t, reason, this.#counters.forStore(t));
     } catch (error) {
       this.#internal ??= error;
     }
@@ -398,17 +403,17 @@ export class Run {
       now: this.#now(),
       quietMs: Math.max(3 * this.#heartbeatMs, 5000),
     };
-    const runs = await retryTransient(() => this.#store.activeRuns());
-    await retryTransient(() => this.#store.reclaim(this.#now(), deadOwners(runs, self)));
+    const runs = await this.#store.activeRuns();
+    await this.#store.reclaim(this.#now(), deadOwners(runs, self));
     return dyingOwners(runs, self).length > 0;
   }
 
   async #summary(): Promise<RunSummary> {
     const c = this.#counters;
-    const after = await retryTransient(() => this.#store.status());
+    const after = await this.#store.status();
     const f = this.#fatal;
     const reached = this.#money.reached;
-    const committed = await retryTransient(() => this.#store.committed(this.#id));
+    const committed = await this.#store.committed(this.#id);
     const summary: RunSummary = {
       runId: this.#id,
       reason: this.#reason,
