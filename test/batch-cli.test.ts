@@ -288,6 +288,28 @@ describe('llmq run --via batch (child processes)', () => {
     for (const j of jobs) expect(j).toMatchObject({ state: 'done', attempts: 1, output: expect.stringMatching(/mock/i) });
   }, 30_000);
 
+  it('offline: --via auto with the mock keeps what a cancelled batch answered, and sends only the rest online', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 12, { model: 'mock-1' });
+    await store.close();
+    // the mock's batch takes 5 x --mock-latency (5 s): cancelled at three quarters of the deadline
+    // (1.5 s), it has answered about 12 x 1.5 / 5 of its lines
+    const r = await runCli(
+      ['run', '--db', db, '--provider', 'mock', '--via', 'auto', '--deadline', '2s', '--poll', '0.1', '--mock-latency', '1000'],
+      { timeoutMs: 30_000 },
+    );
+    expect(r.code, r.stderr).toBe(0);
+    const cancelled = /cancelled: (\d+) done, 0 failed, (\d+) back to pending/.exec(r.stderr);
+    expect(cancelled, r.stderr).not.toBeNull();
+    const [byBatch, back] = [Number(cancelled![1]), Number(cancelled![2])];
+    expect(byBatch).toBeGreaterThan(0);
+    expect(byBatch + back).toBe(12);
+    expect(r.stderr).toContain(`${back} jobs to do, ${byBatch} already done`);
+    const { jobs } = await read(db);
+    for (const j of jobs) expect(j).toMatchObject({ state: 'done', attempts: 1 });
+  }, 40_000);
+
   it('offline: a second batch run on the same queue, and a cancel of a mock batch another process made', async () => {
     const db = join(tempDir(), 'q.db');
     const store = new SqliteStore(db);

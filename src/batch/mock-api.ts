@@ -18,11 +18,15 @@ interface MockBatch {
   readonly lines: number;
   status: string;
   outputFileId: string | null;
+  /** Lines answered once it ended (all when completed, those answered by then when cancelled). */
+  answered: number;
 }
 
 /**
  * The offline Batch API behind `--provider mock --via batch`: it lives in this process, answers every
- * line the way the mock provider answers online, and completes a batch after `completeAfterMs`.
+ * line the way the mock provider answers online, and completes a batch after `completeAfterMs`; a
+ * batch cancelled before then keeps the lines answered by then (in proportion to its time), as the
+ * real API's output file does.
  * A batch left by a process that ended is unknown to the next one (404), so its jobs are resubmitted.
  */
 export class MockBatchApi implements BatchApi {
@@ -60,6 +64,7 @@ export class MockBatchApi implements BatchApi {
       lines: input.split('\n').filter((l) => l.trim() !== '').length,
       status: 'in_progress',
       outputFileId: null,
+      answered: 0,
     };
     this.#batches.set(b.id, b);
     return this.#view(b);
@@ -85,14 +90,21 @@ export class MockBatchApi implements BatchApi {
   async cancelBatch(id: string): Promise<ProviderBatch> {
     const b = this.#batches.get(id);
     if (!b) throw notFound(`batch ${id}`);
-    if (b.status === 'in_progress') b.status = 'cancelled';
+    // as the real API does: the requests answered by then are in the output file, the rest are not run
+    if (b.status === 'in_progress') await this.#end(b, 'cancelled', this.#answeredBy(b));
     return this.#view(b);
   }
 
   async #finish(b: MockBatch): Promise<void> {
+    await this.#end(b, 'completed', b.lines);
+  }
+
+  /** Ends `b` with its first `answered` lines answered in an output file (none: no file). */
+  async #end(b: MockBatch, status: 'completed' | 'cancelled', answered: number): Promise<void> {
     const lines: string[] = [];
     const signal = new AbortController().signal;
     for (const line of this.#files.get(b.inputFileId)!.split('\n')) {
+      if (lines.length === answered) break;
       if (line.trim() === '') continue;
       const { custom_id, body } = JSON.parse(line);
       const answer = await this.#answers.complete(JSON.stringify(body), { signal });
@@ -105,22 +117,28 @@ export class MockBatchApi implements BatchApi {
         }),
       );
     }
-    const outputFileId = `file-mock-${this.#tag}-${++this.#seq}`;
-    this.#files.set(outputFileId, lines.join('\n') + '\n');
-    b.outputFileId = outputFileId;
-    b.status = 'completed';
+    if (lines.length > 0) {
+      const outputFileId = `file-mock-${this.#tag}-${++this.#seq}`;
+      this.#files.set(outputFileId, lines.join('\n') + '\n');
+      b.outputFileId = outputFileId;
+    }
+    b.answered = lines.length;
+    b.status = status;
+  }
+
+  /** While it runs, answered in proportion to the time it has had, as a real batch's counts grow. */
+  #answeredBy(b: MockBatch): number {
+    return Math.min(b.lines, Math.floor((b.lines * (this.#now() - b.createdAt)) / this.#completeAfterMs));
   }
 
   #view(b: MockBatch): ProviderBatch {
-    // while it runs, answered in proportion to the time it has had, as a real batch's counts grow
-    const share = b.status === 'completed' ? 1 : b.status === 'in_progress' ? (this.#now() - b.createdAt) / this.#completeAfterMs : 0;
     return {
       id: b.id,
       status: b.status,
       outputFileId: b.outputFileId,
       errorFileId: null,
       metadata: b.metadata,
-      counts: { total: b.lines, completed: Math.min(b.lines, Math.floor(b.lines * share)), failed: 0 },
+      counts: { total: b.lines, completed: b.status === 'in_progress' ? this.#answeredBy(b) : b.answered, failed: 0 },
       errors: [],
       createdAt: b.createdAt,
     };

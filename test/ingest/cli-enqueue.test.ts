@@ -214,6 +214,8 @@ describe('llmq enqueue (CLI)', () => {
     expect(other.code).toBe(0);
     expect(JSON.parse(other.stdout)).toMatchObject({ newJobs: 3, updated: 3, orphanedAnswers: 3 });
     expect(other.stderr).toContain('warning: 3 jobs answered or in flight no longer belong to any item');
+    // not "will be sent again": the items' new request may be one answered already
+    expect(other.stderr).toContain('which llmq run sends unless it is answered already');
     expect(other.stderr).toContain('enqueue again with the earlier prompt, model and options');
     // as it says: back to mock-1, the items find their answers, and the unsent jobs go
     const back = await llmq(['enqueue', docs, '--db', db, '--model', 'mock-1']);

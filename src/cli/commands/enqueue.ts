@@ -150,7 +150,7 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
     warn(
       // a job being answered counts too: its answer is kept when it comes
       `${count(n, 'job')} answered or in flight no longer ${n === 1 ? 'belongs' : 'belong'} to any item: ${n === 1 ? 'its items' : 'their items'} now have another request ` +
-        '(a changed document, or another prompt, model or option than the enqueue that made them), and will be sent again by llmq run. ' +
+        '(a changed document, or another prompt, model or option than the enqueue that made them), which llmq run sends unless it is answered already. ' +
         'The answers are kept in the queue. If the change was not meant, enqueue again with the earlier prompt, model and options: ' +
         'the items then point back at their answers, and the new jobs, unsent, are dropped.',
     );
