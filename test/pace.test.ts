@@ -226,6 +226,28 @@ describe('limits learned from headers', () => {
   });
 });
 
+describe('where a lane says its pace was learned', () => {
+  it('from 429s once 429s without headers cut a pace headers had said, as status says it', () => {
+    const now = T0;
+    const lane = new Lane('m', { rpm: null, tpm: null }, new LocalLaneBoard(() => now), () => now);
+    const said = {
+      limitRequests: 600,
+      limitTokens: null,
+      remainingRequests: 500,
+      remainingTokens: null,
+      resetRequestsMs: 10_000,
+      resetTokensMs: null,
+    };
+    lane.answered(said, 100, 10);
+    expect(lane.snapshot()).toMatchObject({ rpm: 600, learned: { source: 'headers' } });
+    lane.rateLimitedBy(new ProviderError({ message: '429', scope: 'retryable', reason: 'rate_limit', status: 429 }), now);
+    const cut = lane.snapshot();
+    expect(cut.rpm).toBeLessThan(600);
+    expect(cut.learned?.source).toBe('429s');
+    expect(lane.toRemember()?.source).toBe('429s');
+  });
+});
+
 describe('RateBackoff: 429s without headers teach the pace', () => {
   it('cuts once per burst and climbs back in quiet time, slowly near the rate that failed', () => {
     const b = new RateBackoff(T0);

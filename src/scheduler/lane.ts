@@ -235,7 +235,8 @@ export class Lane {
       model: this.model,
       rpm: l.rpm,
       tpm: l.tpm,
-      learned: this.board.learned(),
+      // once 429s cut the pace, what it is learned from is them, as the run remembers it (status)
+      learned: this.#backoff.engaged ? this.toRemember() : this.board.learned(),
       requestsPerSecond: this.requestsPerSecond(),
       inFlight: this.inFlight,
       pausedUntil: paused > this.#now() ? paused : null,
