@@ -29,6 +29,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
         unchanged: 0,
         droppedJobs: 0,
         orphanedAnswers: 0,
+        reprioritized: 0,
       });
       expect(await store.enqueue(batch, T0 + 1)).toEqual({
         newJobs: 0,
@@ -37,6 +38,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
         unchanged: 5,
         droppedJobs: 0,
         orphanedAnswers: 0,
+        reprioritized: 0,
       });
       const s = await store.status();
       expect(s.total).toBe(5);
@@ -54,6 +56,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
         unchanged: 0,
         droppedJobs: 1,
         orphanedAnswers: 0,
+        reprioritized: 0,
         // a.txt then moved/a.txt: said, in case these are two documents under one id
         fromAnotherFile: { count: 1, first: { id: 'a', was: 'a.txt', now: 'moved/a.txt' } },
       });
@@ -97,7 +100,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       await store.release(OWNER, { refund: true, now: T0 + 2 });
       const r = await store.enqueue([row('a', 'changed'), row('c', 'changed too')], T0 + 3);
       // c's answer stays in the queue, but no item points at it now: said, as c will be sent again
-      expect(r).toEqual({ newJobs: 2, newItems: 0, movedItems: 2, unchanged: 0, droppedJobs: 0, orphanedAnswers: 1 });
+      expect(r).toEqual({ newJobs: 2, newItems: 0, movedItems: 2, unchanged: 0, droppedJobs: 0, orphanedAnswers: 1, reprioritized: 0 });
       const s = await store.status();
       expect(s.total).toBe(4); // shared (still b's), answered (done), and the two new ones
       expect(s.counts.done).toBe(1);
@@ -113,6 +116,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
         newJobs: 0,
         movedItems: 2,
         orphanedAnswers: 0,
+        reprioritized: 0,
       });
       // c's job is running (claimed, not answered yet): its answer is on its way to a job no item needs
       expect(await store.enqueue([row('c', 'three, edited')], T0 + 3)).toMatchObject({ newJobs: 1, movedItems: 1, orphanedAnswers: 1 });
@@ -121,7 +125,15 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
     it('lets identical requests share one job', async () => {
       const { store } = await kind.fresh();
       const result = await store.enqueue([row('a', 'same'), row('b', 'same'), row('c', 'different')], T0);
-      expect(result).toEqual({ newJobs: 2, newItems: 3, movedItems: 0, unchanged: 0, droppedJobs: 0, orphanedAnswers: 0 });
+      expect(result).toEqual({
+        newJobs: 2,
+        newItems: 3,
+        movedItems: 0,
+        unchanged: 0,
+        droppedJobs: 0,
+        orphanedAnswers: 0,
+        reprioritized: 0,
+      });
       expect((await store.item('a'))!.job.key).toBe((await store.item('b'))!.job.key);
       const out = await exported(store);
       expect(out.map((r) => r.id)).toEqual(['a', 'b', 'c']);
@@ -130,7 +142,15 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
     it('treats an item repeated within one batch like two enqueues in a row', async () => {
       const { store } = await kind.fresh();
       const result = await store.enqueue([row('a', 'one'), row('a', 'one'), row('a', 'two'), row('b', 'x')], T0);
-      expect(result).toEqual({ newJobs: 3, newItems: 2, movedItems: 1, unchanged: 1, droppedJobs: 1, orphanedAnswers: 0 });
+      expect(result).toEqual({
+        newJobs: 3,
+        newItems: 2,
+        movedItems: 1,
+        unchanged: 1,
+        droppedJobs: 1,
+        orphanedAnswers: 0,
+        reprioritized: 0,
+      });
       expect((await store.item('a'))!.job.key).toBe(row('a', 'two').key);
     });
 
@@ -143,6 +163,28 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       expect(a.job.request).toBe(row('a', 't', { model: 'm2' }).request);
     });
 
+    it('with setsPriority, waiting jobs that exist take the priority asked for; a started one keeps its own', async () => {
+      const { store } = await kind.fresh();
+      await store.enqueue([row('a', 'one', { priority: 5 }), row('b', 'two', { priority: 5 }), row('c', 'three', { priority: 5 })], T0);
+      // a is taken by a run (the first in line): it is not waiting any more
+      const [a] = (await store.claim(claimOpts({ limit: 1 }))).jobs;
+      expect(a!.key).toBe(row('a', 'one').key);
+      const urgent = (id: string, text: string) => ({ ...row(id, text, { priority: -10 }), setsPriority: true });
+      // a job already queued under another item (d shares b's request) takes it too
+      const again = await store.enqueue([urgent('a', 'one'), urgent('d', 'two'), urgent('c', 'three'), urgent('e', 'five')], T0 + 1);
+      expect(again).toMatchObject({ newJobs: 1, newItems: 2, unchanged: 2, reprioritized: 2 });
+      const priorities = async () =>
+        Object.fromEntries(await Promise.all(['a', 'b', 'c', 'e'].map(async (id) => [id, (await store.item(id))!.job.priority])));
+      expect(await priorities()).toEqual({ a: 5, b: -10, c: -10, e: -10 });
+      // the same rows without setsPriority (the default of --priority) leave every job as it is
+      const plain = await store.enqueue([row('c', 'three', { priority: 0 }), row('e', 'five', { priority: 0 })], T0 + 2);
+      expect(plain.reprioritized).toBe(0);
+      expect(await priorities()).toEqual({ a: 5, b: -10, c: -10, e: -10 });
+      // and a claim now takes the urgent ones first
+      const next = await store.claim(claimOpts({ limit: 1, now: T0 + 3 }));
+      expect(next.jobs[0]!.priority).toBe(-10);
+    });
+
     it('accepts an empty batch', async () => {
       const { store } = await kind.fresh();
       expect(await store.enqueue([], T0)).toEqual({
@@ -152,6 +194,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
         unchanged: 0,
         droppedJobs: 0,
         orphanedAnswers: 0,
+        reprioritized: 0,
       });
     });
   });

@@ -48,7 +48,7 @@ function batches(): EnqueueRow[][] {
 type Counted = Omit<EnqueueResult, 'fromAnotherFile' | 'keptItems'>;
 
 function sum(results: EnqueueResult[], repeated = 0): Counted {
-  const t = { newJobs: -repeated, newItems: 0, movedItems: 0, unchanged: 0, droppedJobs: 0, orphanedAnswers: 0 };
+  const t = { newJobs: -repeated, newItems: 0, movedItems: 0, unchanged: 0, droppedJobs: 0, orphanedAnswers: 0, reprioritized: 0 };
   for (const r of results) for (const k of Object.keys(t) as (keyof Counted)[]) t[k] += r[k];
   return t;
 }

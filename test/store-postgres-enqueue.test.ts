@@ -49,7 +49,15 @@ describe('postgres enqueue of a queue that has the items already', () => {
     const bytes = await bytesSent(async () => {
       again = await store.enqueue(batch, 3);
     });
-    expect(again).toEqual({ newJobs: 0, newItems: 0, movedItems: 0, unchanged: 2000, droppedJobs: 0, orphanedAnswers: 0 });
+    expect(again).toEqual({
+      newJobs: 0,
+      newItems: 0,
+      movedItems: 0,
+      unchanged: 2000,
+      droppedJobs: 0,
+      orphanedAnswers: 0,
+      reprioritized: 0,
+    });
     // each row's id and key (~80 bytes as JSON), not its request, source and meta (over 1 KB)
     expect(first / 2000).toBeGreaterThan(1000);
     expect(bytes / 2000).toBeLessThan(100);

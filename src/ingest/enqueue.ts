@@ -74,6 +74,8 @@ export interface EnqueueSummary {
   readonly dropped: number;
   /** Answered jobs whose items all moved to new jobs: the answers stay, the items will be sent again. */
   readonly orphanedAnswers: number;
+  /** Jobs already queued and waiting that took the priority asked for (`--priority`). */
+  readonly reprioritized: number;
   /** Updated items whose document now comes from another file: likely another document under the same id. */
   readonly fromAnotherFile: FromAnotherFile | null;
   readonly rejected: number;
@@ -219,6 +221,7 @@ class Batcher implements EntrySink {
   #newJobs = 0;
   #dropped = 0;
   #orphanedAnswers = 0;
+  #reprioritized = 0;
   #fromAnotherFile: FromAnotherFile | null = null;
   #newItems = 0;
   #unchanged = 0;
@@ -304,6 +307,7 @@ class Batcher implements EntrySink {
         this.#updated += r.movedItems;
         this.#dropped += r.droppedJobs;
         this.#orphanedAnswers += r.orphanedAnswers;
+        this.#reprioritized += r.reprioritized;
         this.#fromAnotherFile = addFromAnotherFile(this.#fromAnotherFile, r.fromAnotherFile);
         if (r.keptItems) this.#keptEarlier(rows, r.keptItems);
       });
@@ -332,6 +336,7 @@ class Batcher implements EntrySink {
       updated: this.#updated,
       dropped: this.#dropped,
       orphanedAnswers: this.#orphanedAnswers,
+      reprioritized: this.#reprioritized,
       fromAnotherFile: this.#fromAnotherFile,
       rejected: this.#rejected,
       skipped: this.#skipped,

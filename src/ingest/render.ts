@@ -15,6 +15,8 @@ export interface RequestOptions {
   readonly temperature?: number;
   /** Lower runs first. */
   readonly priority: number;
+  /** The priority was asked for (`--priority`): jobs already queued and waiting take it too (EnqueueRow.setsPriority). */
+  readonly setsPriority?: boolean;
 }
 
 /** The request body a document renders to, as an object (what `canonicalJson` is applied to). */
@@ -60,6 +62,7 @@ export function makeRenderer(o: RequestOptions): (doc: Document) => EnqueueRow {
       request,
       model,
       priority: o.priority,
+      ...(o.setsPriority ? { setsPriority: true } : {}),
       positional: doc.positional === true,
     };
   };

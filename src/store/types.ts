@@ -42,6 +42,11 @@ export interface EnqueueRow {
   /** Lower runs first. */
   readonly priority: number;
   /**
+   * The priority was asked for (`enqueue --priority`): a pending job of this row's request that
+   * exists already takes it too. Without, a job keeps the priority it was first enqueued with.
+   */
+  readonly setsPriority?: boolean;
+  /**
    * The id is a line number of a stream (stdin, a pipe: `-:12`), not a name: an item of this id that
    * holds another document came from an earlier stream, not an earlier version of this line. It is
    * kept, and this row is not enqueued (EnqueueResult.keptItems), where a named source's row would
@@ -72,6 +77,8 @@ export interface EnqueueResult {
    * the enqueue says so.
    */
   readonly orphanedAnswers: number;
+  /** Pending jobs that existed already and took the priority their rows asked for (`setsPriority`). */
+  readonly reprioritized: number;
   /**
    * Moved items whose document now comes from another file than before (`en/readme.md` then
    * `fr/readme.md`, both id `readme.md`): likely another document under the same id, said so the

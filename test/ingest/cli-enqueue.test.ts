@@ -202,6 +202,20 @@ describe('llmq enqueue (CLI)', () => {
     expect((await llmq(['enqueue', join(dir, 'fr'), '--db', db])).stderr).not.toContain('warning');
   });
 
+  it('--priority on input queued already moves its waiting jobs to that priority; without it they keep theirs', async () => {
+    const dir = tempDir();
+    const docs = join(dir, 'low.jsonl');
+    writeFileSync(docs, '{"id":"a","text":"one"}\n{"id":"b","text":"two"}\n{"id":"c","text":"three"}\n');
+    const db = join(dir, 'q.db');
+    expect((await llmq(['enqueue', docs, '--db', db, '--priority', '5'])).code).toBe(0);
+    const urgent = await llmq(['enqueue', docs, '--db', db, '--priority', '-10']);
+    expect(urgent.code).toBe(0);
+    expect(urgent.stderr).toMatch(/0 new jobs, 0 new items, 3 already queued, 0 updated, 3 waiting jobs now at priority -10, 0 rejected/);
+    const plain = await llmq(['enqueue', docs, '--db', db, '--json']);
+    expect(JSON.parse(plain.stdout)).toMatchObject({ unchanged: 3, reprioritized: 0 });
+    expect(query(db, 'SELECT priority, count(*) AS n FROM jobs GROUP BY priority')).toEqual([{ priority: -10, n: 3 }]);
+  });
+
   it('warns when answered jobs lose their items to another model, and the earlier model points them back', async () => {
     const dir = tempDir();
     const docs = join(dir, 'docs.jsonl');

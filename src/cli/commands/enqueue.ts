@@ -68,19 +68,22 @@ Examples:
 
 Item ids: the path relative to the folder, the JSONL id field (or file:line), or custom_id.
 Enqueueing the same input again adds nothing; a changed document moves its item to a new job.
+With --priority, the jobs already queued and not started yet take the new priority too.
 Every rejected document is printed on stderr with its file, line and reason; the rest is enqueued.
 
 Exit codes: 0 everything enqueued, 2 some input was rejected, 1 bad usage,
 130 stopped by Ctrl-C (what was read is stored; a second Ctrl-C quits at once).`,
     )
-    .action(async (sources: string[], flags: EnqueueFlags) => {
-      const summary = await runEnqueue(sources, flags);
+    .action(async (sources: string[], flags: EnqueueFlags, cmd: Command) => {
+      // asked for: waiting jobs of the input that exist already take it too; the default leaves them as they are
+      const setsPriority = cmd.getOptionValueSource('priority') === 'cli';
+      const summary = await runEnqueue(sources, flags, setsPriority);
       if (summary.stopped) process.exitCode = EXIT.SIGNAL;
       else if (summary.rejected > 0) process.exitCode = EXIT.PARTIAL;
     });
 }
 
-async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<EnqueueSummary> {
+async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: boolean): Promise<EnqueueSummary> {
   const [{ openStore, redactLocation, resolveDbLocation }, { enqueue }, { resolveSources }, { parseTemplate }, { colorsFor, warn }] =
     await Promise.all([
       import('../../store/open-store.js'),
@@ -111,7 +114,15 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
     summary = await enqueue(store, {
       signal: stop.signal,
       sources,
-      request: { prompt, system, model: flags.model, maxTokens: flags.maxTokens, temperature: flags.temperature, priority: flags.priority },
+      request: {
+        prompt,
+        system,
+        model: flags.model,
+        maxTokens: flags.maxTokens,
+        temperature: flags.temperature,
+        priority: flags.priority,
+        setsPriority,
+      },
       globs: flags.glob,
       hidden: flags.hidden,
       idField: flags.idField,
@@ -132,7 +143,7 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags): Promise<Enque
     const { batches: _batches, ...shown } = summary;
     process.stdout.write(JSON.stringify({ db: redactLocation(location), ...shown }) + '\n');
   } else {
-    stderr.write(describe(summary, redactLocation(location), c) + '\n');
+    stderr.write(describe(summary, redactLocation(location), c, flags.priority) + '\n');
   }
   if (summary.documents === 0 && summary.skipped === 0 && !summary.stopped) warn(nothingRead(sources, flags.glob));
   const elsewhere = summary.fromAnotherFile;
@@ -233,13 +244,15 @@ function nothingRead(sources: readonly string[], globs: readonly string[] | unde
   return `nothing was read from ${sources.join(' ')}: no documents there (empty files, blank lines, or folders without files).`;
 }
 
-function describe(s: EnqueueSummary, db: string, c: ChalkInstance): string {
+function describe(s: EnqueueSummary, db: string, c: ChalkInstance, priority: number): string {
   const rejected = s.rejected > 0 ? c.yellow(`${int(s.rejected)} rejected`) : '0 rejected';
   const secs = (s.elapsedMs / 1000).toFixed(s.elapsedMs < 10_000 ? 2 : 0);
   return (
     `${c.bold(`read ${count(s.documents, 'document')}`)} into ${db} in ${secs}s: ` +
     `${c.green(count(s.newJobs, 'new job'))}, ${count(s.newItems, 'new item')}, ` +
-    `${int(s.unchanged)} already queued, ${int(s.updated)} updated${s.dropped ? ` (${count(s.dropped, 'unsent old job')} dropped)` : ''}, ${rejected}` +
+    `${int(s.unchanged)} already queued, ${int(s.updated)} updated${s.dropped ? ` (${count(s.dropped, 'unsent old job')} dropped)` : ''}, ` +
+    (s.reprioritized ? `${count(s.reprioritized, 'waiting job')} now at priority ${priority}, ` : '') +
+    rejected +
     (s.skipped ? `, ${count(s.skipped, 'database file')} skipped` : '')
   );
 }

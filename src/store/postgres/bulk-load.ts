@@ -122,7 +122,7 @@ export class PgBulkLoad {
       const { jobs, items, newJobs } = copyText(rows, now);
       await copyIn(this.#client, COPY_JOBS, jobs);
       await copyIn(this.#client, COPY_ITEMS, items);
-      return { newJobs, newItems: rows.length, movedItems: 0, unchanged: 0, droppedJobs: 0, orphanedAnswers: 0 };
+      return { newJobs, newItems: rows.length, movedItems: 0, unchanged: 0, droppedJobs: 0, orphanedAnswers: 0, reprioritized: 0 };
     } catch (error) {
       this.#failed = true;
       throw error;

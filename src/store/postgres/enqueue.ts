@@ -112,6 +112,19 @@ export const ONE_ENQUEUE_AT_A_TIME_SQL = `SELECT pg_advisory_xact_lock(hashtext(
  */
 export const AFTER_ENQUEUE_IN_PROGRESS_SQL = `SELECT pg_advisory_xact_lock_shared(hashtext('llmq enqueue ' || current_schema()))`;
 
+/**
+ * enqueue --priority: jobs of the rows ($1 keys, $2 priorities, as JSON arrays) that exist and wait
+ * take the priority asked for; of a key given twice, the later row's, as row by row. Jobs this
+ * enqueue made have it already and are not counted.
+ */
+const REPRIORITIZE_SQL = `WITH asked AS (
+    SELECT DISTINCT ON (key) key, priority::int AS priority
+    FROM ROWS FROM (json_array_elements_text($1::json), json_array_elements_text($2::json)) WITH ORDINALITY AS t(key, priority, ord)
+    ORDER BY key, ord DESC
+  )
+  UPDATE jobs j SET priority = a.priority, updated_at = $3 FROM asked a
+  WHERE j.key = a.key AND j.state = 'pending' AND j.priority <> a.priority`;
+
 /** Jobs that lost their last item to a move and were never answered: never to be sent. */
 const DROP_STALE_SQL = `
 WITH dropped AS (
@@ -201,6 +214,11 @@ export class EnqueuePg {
         }
       }
       if (movedFrom.length) total.orphanedAnswers = (await client.query<{ n: number }>(ORPHANED_ANSWERS_SQL, [movedFrom])).rows[0]!.n;
+      const asked = rows.filter((r) => r.setsPriority);
+      if (asked.length) {
+        const params = [JSON.stringify(asked.map((r) => r.key)), JSON.stringify(asked.map((r) => r.priority)), now];
+        total.reprioritized = (await client.query(REPRIORITIZE_SQL, params)).rowCount ?? 0;
+      }
       if (keptItems.length) total.keptItems = keptItems;
       return total;
     });
@@ -232,5 +250,5 @@ function splitOnRepeatedIds(rows: readonly EnqueueRow[]): EnqueueRow[][] {
 
 /** The counts of an enqueue before any row: each call adds to a fresh one. */
 function nothingEnqueued(): { -readonly [K in keyof EnqueueResult]: EnqueueResult[K] } {
-  return { newJobs: 0, newItems: 0, movedItems: 0, unchanged: 0, droppedJobs: 0, orphanedAnswers: 0 };
+  return { newJobs: 0, newItems: 0, movedItems: 0, unchanged: 0, droppedJobs: 0, orphanedAnswers: 0, reprioritized: 0 };
 }

@@ -126,6 +126,12 @@ export class SqliteStore implements Store {
         VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`),
       ),
       insertRequest: db.prepare(INSERT_REQUEST_SQL),
+      // enqueue --priority: a job still waiting takes the priority asked for (prepared when used: jobs_key, as insertJob)
+      reprioritize: lazy(() =>
+        db.prepare(
+          `UPDATE jobs SET priority = @priority, updated_at = @now WHERE key = @key AND state = 'pending' AND priority <> @priority`,
+        ),
+      ),
       itemJob: db.prepare('SELECT job_key, source FROM items WHERE id = ?').raw(),
       insertItem: db.prepare(`INSERT INTO items (id, source, job_key, meta, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`),
       moveItem: db.prepare('UPDATE items SET job_key = ?, source = ?, meta = ?, updated_at = ? WHERE id = ?'),
@@ -239,7 +245,15 @@ export class SqliteStore implements Store {
       this.#checkpointer ??= new Checkpointer(this.db, this.location, { everyMs: LOAD_CHECKPOINT_EVERY_MS });
     }
     // counted before the wait, so the rows (now copied to the writer) are not kept alive by it
-    const stored = { newJobs: rows.length, newItems: rows.length, movedItems: 0, unchanged: 0, droppedJobs: 0, orphanedAnswers: 0 };
+    const stored = {
+      newJobs: rows.length,
+      newItems: rows.length,
+      movedItems: 0,
+      unchanged: 0,
+      droppedJobs: 0,
+      orphanedAnswers: 0,
+      reprioritized: 0,
+    };
     await this.#loader.write(rows, now);
     return stored;
   }
@@ -323,19 +337,25 @@ export class SqliteStore implements Store {
           newItems = 0,
           movedItems = 0,
           unchanged = 0,
-          droppedJobs = 0;
+          droppedJobs = 0,
+          reprioritized = 0;
         let elsewhere = 0;
         let firstElsewhere: FromAnotherFile['first'] | null = null;
         // counted at the end: an item may move back to its job later in the batch
         const movedFrom = new Set<string>();
         const kept: string[] = [];
         const s = this.#s;
+        const takePriority = (r: EnqueueRow) => {
+          if (r.setsPriority) reprioritized += s.reprioritize().run({ priority: r.priority, now, key: r.key }).changes;
+        };
         for (const r of rows) {
           const [current, was] = (s.itemJob.get(r.itemId) as [string, string] | undefined) ?? [];
           // The item's job exists (items.job_key references it): no need to look the key up again,
-          // which is a read at a random place of the largest index (re-enqueue of an unchanged file).
+          // which is a read at a random place of the largest index (re-enqueue of an unchanged file),
+          // unless a priority was asked for.
           if (current === r.key) {
             unchanged++;
+            takePriority(r);
             continue;
           }
           if (current !== undefined && r.positional) {
@@ -346,7 +366,7 @@ export class SqliteStore implements Store {
           if (job.changes === 1) {
             s.insertRequest.run(job.lastInsertRowid, r.request);
             newJobs++;
-          }
+          } else takePriority(r);
           const meta = r.meta ? JSON.stringify(r.meta) : null;
           if (current === undefined) {
             s.insertItem.run(r.itemId, r.source, r.key, meta, now, now);
@@ -366,7 +386,7 @@ export class SqliteStore implements Store {
           }
         }
         const orphanedAnswers = [...movedFrom].filter((key) => s.orphanedAnswer.get(key) !== undefined).length;
-        const counts = { newJobs, newItems, movedItems, unchanged, droppedJobs, orphanedAnswers };
+        const counts = { newJobs, newItems, movedItems, unchanged, droppedJobs, orphanedAnswers, reprioritized };
         return {
           ...counts,
           ...(firstElsewhere ? { fromAnotherFile: { count: elsewhere, first: firstElsewhere } } : {}),
