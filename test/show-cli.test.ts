@@ -91,6 +91,10 @@ describe('llmq show', () => {
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(/^error: No item with id 'nope\.txt' in .*q\.db\./);
+    // a key prefix no item's job has: it says no item, not that no such job exists (one no item needs may)
+    const hex = await runCli(['show', 'deadbeef00', '--db', db]);
+    expect(hex.code).toBe(1);
+    expect(hex.stderr).toMatch(/^error: No item with id 'deadbeef00', nor an item whose job key starts with it, in /);
   });
 
   it('a path given as typed at enqueue (folder included) is an unknown id that names the id it likely means', async () => {

@@ -45,7 +45,8 @@ Examples:
             );
           }
           throw new LlmqError(
-            `No item with id '${id}'${isKeyPrefix(id) ? ', nor a job whose key starts with it,' : ''} in ${store.location}. Item ids are the paths, JSONL ids or custom_ids given to llmq enqueue; llmq export lists them.`,
+            // a job no item points at (an answer kept from an earlier prompt) is not one show can find
+            `No item with id '${id}'${isKeyPrefix(id) ? ', nor an item whose job key starts with it,' : ''} in ${store.location}. Item ids are the paths, JSONL ids or custom_ids given to llmq enqueue; llmq export lists them.`,
           );
         }
         const detail = found.detail;
