@@ -13,6 +13,7 @@ export const REASON_BINARY = 'binary file (contains NUL bytes)';
 export const REASON_UTF8 = 'invalid UTF-8 (save the file as UTF-8, e.g. with iconv)';
 export const REASON_EMPTY = 'empty document (nothing but whitespace)';
 export const REASON_UTF16 = 'UTF-16 text (save the file as UTF-8, e.g. with iconv -f UTF-16 -t UTF-8)';
+export const REASON_GZIP = 'gzip-compressed (decompress it as it is read: zcat FILE | llmq enqueue -, or llmq enqueue <(zcat FILE))';
 
 /** Decode strict UTF-8; null when the bytes are not valid UTF-8. */
 export function decodeUtf8(bytes: Uint8Array): string | null {
@@ -30,6 +31,8 @@ export function decodeUtf8(bytes: Uint8Array): string | null {
 export function fileText(bytes: Uint8Array): { text: string } | { reason: string } {
   // UTF-16 (what some Windows editors save) has NUL bytes in all its ASCII: its byte-order mark tells it from binary
   if (utf16Bom(bytes)) return { reason: REASON_UTF16 };
+  // gzip's magic number: a .jsonl.gz or .txt.gz given as it is, which says more than "binary"
+  if (bytes.length >= 2 && bytes[0] === 0x1f && bytes[1] === 0x8b) return { reason: REASON_GZIP };
   if (bytes.indexOf(0) !== -1) return { reason: REASON_BINARY };
   const text = decodeUtf8(bytes);
   if (text === null) return { reason: REASON_UTF8 };

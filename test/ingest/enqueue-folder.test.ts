@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import { copyFileSync, cpSync, mkdirSync, symlinkSync, writeFileSync, chmodSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -6,7 +7,7 @@ import { parseTemplate } from '../../src/ingest/template.js';
 import { tempDir } from '../helpers/tmp.js';
 import { count, fixture, items, request, run, tempStore } from './helpers.js';
 import { all } from '../helpers/store-reads.js';
-import { REASON_UTF16 } from '../../src/ingest/decode.js';
+import { REASON_GZIP, REASON_UTF16 } from '../../src/ingest/decode.js';
 
 const DOCS = fixture('docs');
 
@@ -88,6 +89,16 @@ describe('enqueue a folder', () => {
     expect(s).toMatchObject({ documents: 4, rejected: 4, newItems: 0 });
     expect(s.rejections.map((r) => r.line)).toEqual([undefined, undefined, undefined, undefined]);
     expect(count(store, 'items')).toBe(0);
+  });
+
+  it('names a gzip file as such, with the way to read it, rather than as binary', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'reviews.jsonl.gz'), gzipSync('{"id":"a","text":"one"}\n'));
+    const seen: string[] = [];
+    const s = await run(tempStore(), [join(dir, 'reviews.jsonl.gz')], { onReject: (r) => seen.push(r.reason) });
+    expect(s).toMatchObject({ documents: 1, rejected: 1, newItems: 0 });
+    expect(seen).toEqual([REASON_GZIP]);
+    expect(REASON_GZIP).toContain('zcat FILE | llmq enqueue -');
   });
 
   it('names a UTF-16 file as such, with the conversion to make, rather than as binary', async () => {
