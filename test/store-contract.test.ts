@@ -185,6 +185,29 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       expect(next.jobs[0]!.priority).toBe(-10);
     });
 
+    it('with setsPriority, a job that items outside the call need too only moves forward; refused rows change nothing', async () => {
+      const { store } = await kind.fresh();
+      const asked = (r: ReturnType<typeof row>) => ({ ...r, setsPriority: true });
+      // u's job is urgent; b shares it, from another input at a low priority: the job stays urgent
+      await store.enqueue([asked(row('u', 'shared', { priority: -10 }))], T0);
+      const low = await store.enqueue([asked(row('b', 'shared', { priority: 10 }))], T0 + 1);
+      expect(low.reprioritized).toBe(0);
+      expect((await store.item('u'))!.job.priority).toBe(-10);
+      // forward it goes, whoever asks
+      expect((await store.enqueue([asked(row('b', 'shared', { priority: -20 }))], T0 + 2)).reprioritized).toBe(1);
+      expect((await store.item('u'))!.job.priority).toBe(-20);
+      // and back only when every item of the job is among the rows asking
+      const both = await store.enqueue([asked(row('u', 'shared', { priority: 5 })), asked(row('b', 'shared', { priority: 5 }))], T0 + 3);
+      expect(both.reprioritized).toBe(1);
+      expect((await store.item('u'))!.job.priority).toBe(5);
+      // stream lines whose numbers now hold other documents are refused (kept): their jobs keep their priority
+      const line = (id: string, text: string, priority: number) => ({ ...row(id, text, { priority, source: id }), positional: true });
+      await store.enqueue([line('-:1', 'alpha', 5), line('-:2', 'beta', 5)], T0 + 4);
+      const shifted = await store.enqueue([asked(line('-:1', 'beta', -10)), asked(line('-:2', 'alpha', -10))], T0 + 5);
+      expect(shifted).toMatchObject({ reprioritized: 0, keptItems: ['-:1', '-:2'] });
+      expect([(await store.item('-:1'))!.job.priority, (await store.item('-:2'))!.job.priority]).toEqual([5, 5]);
+    });
+
     it('accepts an empty batch', async () => {
       const { store } = await kind.fresh();
       expect(await store.enqueue([], T0)).toEqual({

@@ -307,7 +307,8 @@ class Batcher implements EntrySink {
         this.#updated += r.movedItems;
         this.#dropped += r.droppedJobs;
         this.#orphanedAnswers += r.orphanedAnswers;
-        this.#reprioritized += r.reprioritized;
+        // ?? 0: a store written before the field (plain JavaScript) would make the sum NaN
+        this.#reprioritized += r.reprioritized ?? 0;
         this.#fromAnotherFile = addFromAnotherFile(this.#fromAnotherFile, r.fromAnotherFile);
         if (r.keptItems) this.#keptEarlier(rows, r.keptItems);
       });

@@ -43,7 +43,9 @@ export interface EnqueueRow {
   readonly priority: number;
   /**
    * The priority was asked for (`enqueue --priority`): a pending job of this row's request that
-   * exists already takes it too. Without, a job keeps the priority it was first enqueued with.
+   * exists already takes it too; but a job that items outside this call need as well only moves
+   * forward (to a lower priority), never back behind what they asked. Without, a job keeps the
+   * priority it was first enqueued with.
    */
   readonly setsPriority?: boolean;
   /**

@@ -68,7 +68,8 @@ Examples:
 
 Item ids: the path relative to the folder, the JSONL id field (or file:line), or custom_id.
 Enqueueing the same input again adds nothing; a changed document moves its item to a new job.
-With --priority, the jobs already queued and not started yet take the new priority too.
+With --priority, the jobs already queued and not started yet take the new priority too
+(a job other items need as well only moves forward).
 Every rejected document is printed on stderr with its file, line and reason; the rest is enqueued.
 
 Exit codes: 0 everything enqueued, 2 some input was rejected, 1 bad usage,

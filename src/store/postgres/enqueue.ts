@@ -113,17 +113,20 @@ export const ONE_ENQUEUE_AT_A_TIME_SQL = `SELECT pg_advisory_xact_lock(hashtext(
 export const AFTER_ENQUEUE_IN_PROGRESS_SQL = `SELECT pg_advisory_xact_lock_shared(hashtext('llmq enqueue ' || current_schema()))`;
 
 /**
- * enqueue --priority: jobs of the rows ($1 keys, $2 priorities, as JSON arrays) that exist and wait
- * take the priority asked for; of a key given twice, the later row's, as row by row. Jobs this
- * enqueue made have it already and are not counted.
+ * enqueue --priority (EnqueueRow.setsPriority): jobs of the rows ($1 keys, $2 priorities, $3 item
+ * ids, as JSON arrays) that exist and wait take the priority asked for; of a key given twice, the
+ * later row's, as row by row. A job that items not among the rows need too only moves forward. Jobs
+ * this enqueue made have the priority already and are not counted.
  */
 const REPRIORITIZE_SQL = `WITH asked AS (
-    SELECT DISTINCT ON (key) key, priority::int AS priority
-    FROM ROWS FROM (json_array_elements_text($1::json), json_array_elements_text($2::json)) WITH ORDINALITY AS t(key, priority, ord)
-    ORDER BY key, ord DESC
+    SELECT key, (array_agg(priority::int ORDER BY ord DESC))[1] AS priority, array_agg(item_id) AS ids
+    FROM ROWS FROM (json_array_elements_text($1::json), json_array_elements_text($2::json), json_array_elements_text($3::json))
+      WITH ORDINALITY AS t(key, priority, item_id, ord)
+    GROUP BY key
   )
-  UPDATE jobs j SET priority = a.priority, updated_at = $3 FROM asked a
-  WHERE j.key = a.key AND j.state = 'pending' AND j.priority <> a.priority`;
+  UPDATE jobs j SET priority = a.priority, updated_at = $4 FROM asked a
+  WHERE j.key = a.key AND j.state = 'pending' AND j.priority <> a.priority
+    AND (a.priority < j.priority OR NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key AND i.id <> ALL(a.ids)))`;
 
 /** Jobs that lost their last item to a move and were never answered: never to be sent. */
 const DROP_STALE_SQL = `
@@ -214,9 +217,12 @@ export class EnqueuePg {
         }
       }
       if (movedFrom.length) total.orphanedAnswers = (await client.query<{ n: number }>(ORPHANED_ANSWERS_SQL, [movedFrom])).rows[0]!.n;
-      const asked = rows.filter((r) => r.setsPriority);
+      // not the rows of items kept (a stream's line numbers that now hold another document): refused, they change nothing
+      const kept = new Set(keptItems);
+      const asked = rows.filter((r) => r.setsPriority && !kept.has(r.itemId));
       if (asked.length) {
-        const params = [JSON.stringify(asked.map((r) => r.key)), JSON.stringify(asked.map((r) => r.priority)), now];
+        const col = (f: (r: EnqueueRow) => string | number) => JSON.stringify(asked.map(f));
+        const params = [col((r) => r.key), col((r) => r.priority), col((r) => wellFormed(r.itemId)), now];
         total.reprioritized = (await client.query(REPRIORITIZE_SQL, params)).rowCount ?? 0;
       }
       if (keptItems.length) total.keptItems = keptItems;

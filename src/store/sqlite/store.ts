@@ -126,11 +126,11 @@ export class SqliteStore implements Store {
         VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`),
       ),
       insertRequest: db.prepare(INSERT_REQUEST_SQL),
-      // enqueue --priority: a job still waiting takes the priority asked for (prepared when used: jobs_key, as insertJob)
+      // enqueue --priority (EnqueueRow.setsPriority): a job still waiting takes the priority asked for, unless items
+      // this call does not name (@ids) need it too and it would go later (prepared when used: jobs_key, as insertJob)
       reprioritize: lazy(() =>
-        db.prepare(
-          `UPDATE jobs SET priority = @priority, updated_at = @now WHERE key = @key AND state = 'pending' AND priority <> @priority`,
-        ),
+        db.prepare(`UPDATE jobs SET priority = @priority, updated_at = @now WHERE key = @key AND state = 'pending' AND priority <> @priority
+          AND (@priority < priority OR NOT EXISTS (SELECT 1 FROM items WHERE job_key = @key AND id NOT IN (SELECT value FROM json_each(@ids))))`),
       ),
       itemJob: db.prepare('SELECT job_key, source FROM items WHERE id = ?').raw(),
       insertItem: db.prepare(`INSERT INTO items (id, source, job_key, meta, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`),
@@ -345,8 +345,11 @@ export class SqliteStore implements Store {
         const movedFrom = new Set<string>();
         const kept: string[] = [];
         const s = this.#s;
+        // the item ids of each key this call asks a priority for: the job's own items, as against others'
+        const asking = idsAskingPriority(rows);
         const takePriority = (r: EnqueueRow) => {
-          if (r.setsPriority) reprioritized += s.reprioritize().run({ priority: r.priority, now, key: r.key }).changes;
+          const ids = asking.get(r.key);
+          if (ids) reprioritized += s.reprioritize().run({ priority: r.priority, now, key: r.key, ids: JSON.stringify(ids) }).changes;
         };
         for (const r of rows) {
           const [current, was] = (s.itemJob.get(r.itemId) as [string, string] | undefined) ?? [];
@@ -721,4 +724,16 @@ export class SqliteStore implements Store {
     this.#s.insertAttempt.run(...insertAttemptValues(a, latencyOf(a)));
     this.#spend.settle(a);
   }
+}
+
+/** Of rows that ask for their priority (EnqueueRow.setsPriority), the item ids per job key. */
+function idsAskingPriority(rows: readonly EnqueueRow[]): Map<string, string[]> {
+  const asking = new Map<string, string[]>();
+  for (const r of rows) {
+    if (!r.setsPriority) continue;
+    const ids = asking.get(r.key);
+    if (ids) ids.push(r.itemId);
+    else asking.set(r.key, [r.itemId]);
+  }
+  return asking;
 }
