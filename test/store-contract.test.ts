@@ -163,23 +163,29 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       expect(a.job.request).toBe(row('a', 't', { model: 'm2' }).request);
     });
 
-    it('with setsPriority, waiting jobs that exist take the priority asked for; a started one keeps its own', async () => {
+    it('with setsPriority, waiting and failed jobs that exist take the priority asked for; a started one keeps its own', async () => {
       const { store } = await kind.fresh();
+      await store.enqueue([row('f', 'six', { priority: 1 })], T0);
       await store.enqueue([row('a', 'one', { priority: 5 }), row('b', 'two', { priority: 5 }), row('c', 'three', { priority: 5 })], T0);
-      // a is taken by a run (the first in line): it is not waiting any more
+      // f fails (retry-failed would send it again at its priority); a is taken by a run: it is not waiting any more
+      const [f] = (await store.claim(claimOpts({ limit: 1 }))).jobs;
+      await store.fail(f!.key, OWNER, 'HTTP 400', null, T0);
       const [a] = (await store.claim(claimOpts({ limit: 1 }))).jobs;
-      expect(a!.key).toBe(row('a', 'one').key);
+      expect([f!.key, a!.key]).toEqual([row('f', 'six').key, row('a', 'one').key]);
       const urgent = (id: string, text: string) => ({ ...row(id, text, { priority: -10 }), setsPriority: true });
       // a job already queued under another item (d shares b's request) takes it too
-      const again = await store.enqueue([urgent('a', 'one'), urgent('d', 'two'), urgent('c', 'three'), urgent('e', 'five')], T0 + 1);
-      expect(again).toMatchObject({ newJobs: 1, newItems: 2, unchanged: 2, reprioritized: 2 });
+      const again = await store.enqueue(
+        [urgent('a', 'one'), urgent('d', 'two'), urgent('c', 'three'), urgent('e', 'five'), urgent('f', 'six')],
+        T0 + 1,
+      );
+      expect(again).toMatchObject({ newJobs: 1, newItems: 2, unchanged: 3, reprioritized: 3 });
       const priorities = async () =>
-        Object.fromEntries(await Promise.all(['a', 'b', 'c', 'e'].map(async (id) => [id, (await store.item(id))!.job.priority])));
-      expect(await priorities()).toEqual({ a: 5, b: -10, c: -10, e: -10 });
+        Object.fromEntries(await Promise.all(['a', 'b', 'c', 'e', 'f'].map(async (id) => [id, (await store.item(id))!.job.priority])));
+      expect(await priorities()).toEqual({ a: 5, b: -10, c: -10, e: -10, f: -10 });
       // the same rows without setsPriority (the default of --priority) leave every job as it is
-      const plain = await store.enqueue([row('c', 'three', { priority: 0 }), row('e', 'five', { priority: 0 })], T0 + 2);
+      const plain = await store.enqueue([row('c', 'three', { priority: 0 }), row('f', 'six', { priority: 0 })], T0 + 2);
       expect(plain.reprioritized).toBe(0);
-      expect(await priorities()).toEqual({ a: 5, b: -10, c: -10, e: -10 });
+      expect(await priorities()).toEqual({ a: 5, b: -10, c: -10, e: -10, f: -10 });
       // and a claim now takes the urgent ones first
       const next = await store.claim(claimOpts({ limit: 1, now: T0 + 3 }));
       expect(next.jobs[0]!.priority).toBe(-10);

@@ -74,7 +74,7 @@ export interface EnqueueSummary {
   readonly dropped: number;
   /** Answered jobs whose items all moved to new jobs: the answers stay, the items will be sent again. */
   readonly orphanedAnswers: number;
-  /** Jobs already queued and waiting that took the priority asked for (`--priority`). */
+  /** Jobs already queued, waiting or failed, that took the priority asked for (`--priority`). */
   readonly reprioritized: number;
   /** Updated items whose document now comes from another file: likely another document under the same id. */
   readonly fromAnotherFile: FromAnotherFile | null;

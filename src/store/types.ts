@@ -42,8 +42,8 @@ export interface EnqueueRow {
   /** Lower runs first. */
   readonly priority: number;
   /**
-   * The priority was asked for (`enqueue --priority`): a pending job of this row's request that
-   * exists already takes it too; but a job that items outside this call need as well only moves
+   * The priority was asked for (`enqueue --priority`): a pending or failed job of this row's request
+   * that exists already takes it too (a failed one is sent at it after retry-failed); but a job that items outside this call need as well only moves
    * forward (to a lower priority), never back behind what they asked. Without, a job keeps the
    * priority it was first enqueued with.
    */
@@ -79,7 +79,7 @@ export interface EnqueueResult {
    * the enqueue says so.
    */
   readonly orphanedAnswers: number;
-  /** Pending jobs that existed already and took the priority their rows asked for (`setsPriority`). */
+  /** Pending or failed jobs that existed already and took the priority their rows asked for (`setsPriority`). */
   readonly reprioritized: number;
   /**
    * Moved items whose document now comes from another file than before (`en/readme.md` then

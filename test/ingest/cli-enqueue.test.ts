@@ -210,7 +210,7 @@ describe('llmq enqueue (CLI)', () => {
     expect((await llmq(['enqueue', docs, '--db', db, '--priority', '5'])).code).toBe(0);
     const urgent = await llmq(['enqueue', docs, '--db', db, '--priority', '-10']);
     expect(urgent.code).toBe(0);
-    expect(urgent.stderr).toMatch(/0 new jobs, 0 new items, 3 already queued, 0 updated, 3 waiting jobs now at priority -10, 0 rejected/);
+    expect(urgent.stderr).toMatch(/0 new jobs, 0 new items, 3 already queued, 0 updated, 3 jobs now at priority -10, 0 rejected/);
     const plain = await llmq(['enqueue', docs, '--db', db, '--json']);
     expect(JSON.parse(plain.stdout)).toMatchObject({ unchanged: 3, reprioritized: 0 });
     expect(query(db, 'SELECT priority, count(*) AS n FROM jobs GROUP BY priority')).toEqual([{ priority: -10, n: 3 }]);

@@ -68,15 +68,15 @@ Examples:
 
 Item ids: the path relative to the folder, the JSONL id field (or file:line), or custom_id.
 Enqueueing the same input again adds nothing; a changed document moves its item to a new job.
-With --priority, the jobs already queued and not started yet take the new priority too
-(a job other items need as well only moves forward).
+With --priority, the jobs already queued that wait (or failed, for retry-failed) take the new
+priority too (a job other items need as well only moves forward).
 Every rejected document is printed on stderr with its file, line and reason; the rest is enqueued.
 
 Exit codes: 0 everything enqueued, 2 some input was rejected, 1 bad usage,
 130 stopped by Ctrl-C (what was read is stored; a second Ctrl-C quits at once).`,
     )
     .action(async (sources: string[], flags: EnqueueFlags, cmd: Command) => {
-      // asked for: waiting jobs of the input that exist already take it too; the default leaves them as they are
+      // asked for: jobs of the input that exist already and are not started or answered take it too; the default leaves them
       const setsPriority = cmd.getOptionValueSource('priority') === 'cli';
       const summary = await runEnqueue(sources, flags, setsPriority);
       if (summary.stopped) process.exitCode = EXIT.SIGNAL;
@@ -252,7 +252,7 @@ function describe(s: EnqueueSummary, db: string, c: ChalkInstance, priority: num
     `${c.bold(`read ${count(s.documents, 'document')}`)} into ${db} in ${secs}s: ` +
     `${c.green(count(s.newJobs, 'new job'))}, ${count(s.newItems, 'new item')}, ` +
     `${int(s.unchanged)} already queued, ${int(s.updated)} updated${s.dropped ? ` (${count(s.dropped, 'unsent old job')} dropped)` : ''}, ` +
-    (s.reprioritized ? `${count(s.reprioritized, 'waiting job')} now at priority ${priority}, ` : '') +
+    (s.reprioritized ? `${count(s.reprioritized, 'job')} now at priority ${priority}, ` : '') +
     rejected +
     (s.skipped ? `, ${count(s.skipped, 'database file')} skipped` : '')
   );

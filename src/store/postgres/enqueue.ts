@@ -114,7 +114,7 @@ export const AFTER_ENQUEUE_IN_PROGRESS_SQL = `SELECT pg_advisory_xact_lock_share
 
 /**
  * enqueue --priority (EnqueueRow.setsPriority): jobs of the rows ($1 keys, $2 priorities, $3 item
- * ids, as JSON arrays) that exist and wait take the priority asked for; of a key given twice, the
+ * ids, as JSON arrays) that exist and wait, or failed, take the priority asked for; of a key given twice, the
  * later row's, as row by row. A job that items not among the rows need too only moves forward. Jobs
  * this enqueue made have the priority already and are not counted.
  */
@@ -125,7 +125,7 @@ const REPRIORITIZE_SQL = `WITH asked AS (
     GROUP BY key
   )
   UPDATE jobs j SET priority = a.priority, updated_at = $4 FROM asked a
-  WHERE j.key = a.key AND j.state = 'pending' AND j.priority <> a.priority
+  WHERE j.key = a.key AND j.state IN ('pending', 'failed') AND j.priority <> a.priority
     AND (a.priority < j.priority OR NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key AND i.id <> ALL(a.ids)))`;
 
 /** Jobs that lost their last item to a move and were never answered: never to be sent. */
