@@ -11,6 +11,7 @@ import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
 import { all } from './helpers/store-reads.js';
+import { gatedProvider } from './helpers/gated-provider.js';
 
 async function setup(jobs: number, fakeOptions: Parameters<typeof startFake>[0] = {}) {
   const fake = await startFake(fakeOptions);
@@ -67,6 +68,46 @@ describe('runQueue', () => {
   });
 
   // docs/architecture.md, invariant 1
+  it('ends its progress at what it did when another run took some of the jobs it counted at the start', async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await seedJobs(store, 10);
+    const { provider, firstSent, release } = gatedProvider();
+    const totals: number[] = [];
+    const progress = (event: string, payload: unknown) => {
+      if (event === 'progress') totals.push((payload as SchedulerEventMap['progress']).total);
+    };
+    // -c 1: the run holds its first job at the provider while another run takes four and answers them
+    const run = runQueue({ store, provider, emit: progress as never }, { concurrency: 1, progressMs: 10 });
+    await firstSent;
+    const other = await store.claim({ owner: 'other', limit: 4, now: Date.now(), leaseUntil: Date.now() + 60_000, maxAttempts: 3 });
+    expect(other.jobs.length).toBeGreaterThan(0);
+    for (const j of other.jobs) {
+      await store.complete(j.key, {
+        owner: 'other',
+        output: 'theirs',
+        response: '{}',
+        usage: { promptTokens: 1, completionTokens: 1 },
+        attempt: {
+          key: j.key,
+          runId: 'other',
+          attempt: 1,
+          startedAt: 0,
+          endedAt: 1,
+          status: 200,
+          outcome: 'done',
+          error: null,
+          usage: null,
+        },
+      });
+    }
+    release();
+    const summary = await run;
+    expect(summary).toMatchObject({ reason: 'drained', done: 10 - other.jobs.length });
+    expect(totals[0]).toBe(10);
+    expect(totals.at(-1)).toBe(10 - other.jobs.length);
+    await store.close();
+  });
+
   it('never sends a done job again (invariant 1)', async () => {
     const { fake, store } = await setup(10);
     await runQueue({ store, provider: provider(fake) }, fast);

@@ -214,6 +214,9 @@ export class Run {
       if (tasks.size === 0) {
         if (await this.#drained()) {
           this.#reason = 'drained';
+          // What this run had to do is what it did: of the jobs counted at the start, other runs on
+          // the queue may have taken some, and jobs enqueued since came to it (the progress then ends at 100%).
+          this.#counters.total = this.#counters.done + this.#counters.failed;
           return;
         }
         continue;
