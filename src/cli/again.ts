@@ -73,7 +73,7 @@ function bareRunEndpoint(env: Env): string | null {
 }
 
 /** A flag's value as a POSIX shell word: quoted when needed, a URL's password masked (invariant 7: such a hint is shown, not pasted). */
-function shellWord(value: string): string {
+export function shellWord(value: string): string {
   const shown = redactUrlCredentials(value);
   return /^[\w@%+=:,./-]+$/.test(shown) ? shown : `'${shown.replaceAll("'", `'\\''`)}'`;
 }

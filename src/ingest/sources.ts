@@ -1,4 +1,4 @@
-import { stat } from 'node:fs/promises';
+import { open, stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { UsageError } from '../errors.js';
 import { displayPath } from './folder.js';
@@ -10,6 +10,25 @@ export type Source =
   | { readonly kind: 'file'; readonly file: string; readonly path: string; readonly id: string };
 
 const JSONL = /\.(jsonl|ndjson)$/i;
+
+/**
+ * A named `.json` file that holds a JSON array: read as one text document, as any file that is not
+ * JSON Lines, where its name suggests records were meant. Looks at its first bytes only.
+ */
+export async function isJsonArrayFile(source: Source): Promise<boolean> {
+  if (source.kind !== 'file' || !/\.json$/i.test(source.file)) return false;
+  try {
+    const handle = await open(source.file, 'r');
+    try {
+      const { buffer, bytesRead } = await handle.read(Buffer.alloc(256), 0, 256, 0);
+      return /^\uFEFF?\s*\[/.test(buffer.subarray(0, bytesRead).toString('utf8'));
+    } finally {
+      await handle.close();
+    }
+  } catch {
+    return false; // unreadable: the enqueue names it
+  }
+}
 
 /**
  * Check every source before anything is read, so a typo fails fast and enqueues nothing.

@@ -202,6 +202,20 @@ describe('llmq enqueue (CLI)', () => {
     expect((await llmq(['enqueue', join(dir, 'fr'), '--db', db])).stderr).not.toContain('warning');
   });
 
+  it('says a named .json file holding an array is one text document, with the conversion to records', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    writeFileSync(join(dir, 'records.json'), ' [{"id":"a","text":"one"},{"id":"b","text":"two"}]\n');
+    writeFileSync(join(dir, 'config.json'), '{"a": 1}\n');
+    const r = await llmq(['enqueue', join(dir, 'records.json'), join(dir, 'config.json'), '--db', db]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toContain('records.json holds a JSON array, and is read as one text document');
+    expect(r.stderr).toContain("jq -c '.[]'");
+    // a JSON object is a document like any other: nothing said
+    expect(r.stderr).not.toContain('config.json holds');
+    expect(r.stderr).toMatch(/read 2 documents .*2 new items/);
+  });
+
   it('--priority on input queued already moves its waiting jobs to that priority; without it they keep theirs', async () => {
     const dir = tempDir();
     const docs = join(dir, 'low.jsonl');

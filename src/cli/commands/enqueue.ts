@@ -4,6 +4,7 @@ import { EXIT } from '../../errors.js';
 import { count, int } from '../../report/format.js';
 // loaded by main already: no cost at start
 import { onReaderGone, whileReaderPresent } from '../reader-gone.js';
+import { shellWord } from '../again.js';
 import type { ChalkInstance } from 'chalk';
 import type { EnqueueSummary } from '../../ingest/enqueue.js';
 import { DEFAULT_MAX_DOC_BYTES, where } from '../../ingest/types.js';
@@ -85,15 +86,20 @@ Exit codes: 0 everything enqueued, 2 some input was rejected, 1 bad usage,
 }
 
 async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: boolean): Promise<EnqueueSummary> {
-  const [{ openStore, redactLocation, resolveDbLocation }, { enqueue }, { resolveSources }, { parseTemplate }, { colorsFor, warn }] =
-    await Promise.all([
-      import('../../store/open-store.js'),
-      import('../../ingest/enqueue.js'),
-      import('../../ingest/sources.js'),
-      import('../../ingest/template.js'),
-      import('../output.js'),
-      import('../reader-gone.js'),
-    ]);
+  const [
+    { openStore, redactLocation, resolveDbLocation },
+    { enqueue },
+    { resolveSources, isJsonArrayFile },
+    { parseTemplate },
+    { colorsFor, warn },
+  ] = await Promise.all([
+    import('../../store/open-store.js'),
+    import('../../ingest/enqueue.js'),
+    import('../../ingest/sources.js'),
+    import('../../ingest/template.js'),
+    import('../output.js'),
+    import('../reader-gone.js'),
+  ]);
   const prompt = parseTemplate(flags.prompt, '--prompt');
   const system = flags.system === undefined ? null : parseTemplate(flags.system, '--system');
   if (!prompt.usesText && !system?.usesText) {
@@ -105,7 +111,14 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
   const c = colorsFor(process.stderr);
   // A mistyped source is refused before the queue is opened: opening creates it, and an empty queue
   // left behind would make the next `status` say "empty" instead of "there is no queue here".
-  await resolveSources(sources, sources.includes('-'));
+  for (const s of await resolveSources(sources, sources.includes('-'))) {
+    if (s.kind === 'file' && (await isJsonArrayFile(s))) {
+      warn(
+        `${s.path} holds a JSON array, and is read as one text document: only .jsonl and .ndjson files are read a record per line. ` +
+          `For one document per record, convert it first: jq -c '.[]' ${shellWord(s.path)} > records.jsonl`,
+      );
+    }
+  }
   const store = await openStore(location);
   // messages go nowhere once stderr's reader is gone; the enqueue then stops as on Ctrl-C (stopOnSignals)
   const stderr = whileReaderPresent(process.stderr);
