@@ -1,7 +1,8 @@
-import { open, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { UsageError } from '../errors.js';
 import { displayPath } from './folder.js';
+import { readAtMost } from './file-kind.js';
 
 /** A source path the user named, and how it is read. */
 export type Source =
@@ -13,18 +14,14 @@ const JSONL = /\.(jsonl|ndjson)$/i;
 
 /**
  * A named `.json` file that holds a JSON array: read as one text document, as any file that is not
- * JSON Lines, where its name suggests records were meant. Looks at its first bytes only.
+ * JSON Lines, where its name suggests records were meant. Looks at the first bytes of a regular file
+ * only: a named pipe's bytes, once read here, would be gone from the document.
  */
 export async function isJsonArrayFile(source: Source): Promise<boolean> {
   if (source.kind !== 'file' || !/\.json$/i.test(source.file)) return false;
   try {
-    const handle = await open(source.file, 'r');
-    try {
-      const { buffer, bytesRead } = await handle.read(Buffer.alloc(256), 0, 256, 0);
-      return /^\uFEFF?\s*\[/.test(buffer.subarray(0, bytesRead).toString('utf8'));
-    } finally {
-      await handle.close();
-    }
+    if (!(await stat(source.file)).isFile()) return false;
+    return /^\uFEFF?\s*\[/.test((await readAtMost(source.file, 255)).toString('utf8'));
   } catch {
     return false; // unreadable: the enqueue names it
   }

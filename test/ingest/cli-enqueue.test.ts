@@ -1,7 +1,8 @@
 import Database from 'better-sqlite3';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { execFileSync, spawn } from 'node:child_process';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import { runCli } from '../helpers/cli.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -214,6 +215,20 @@ describe('llmq enqueue (CLI)', () => {
     // a JSON object is a document like any other: nothing said
     expect(r.stderr).not.toContain('config.json holds');
     expect(r.stderr).toMatch(/read 2 documents .*2 new items/);
+  });
+
+  it('leaves a named pipe called .json unread until the enqueue reads it: its bytes are the document', { timeout: 20_000 }, async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    const pipe = join(dir, 'stream.json');
+    execFileSync('mkfifo', [pipe]);
+    const writer = spawn('sh', ['-c', `printf '[1, 2] and the rest' > "$0"`, pipe], { stdio: 'ignore' });
+    onTestFinished(() => void writer.kill('SIGKILL'));
+    const r = await llmq(['enqueue', pipe, '--db', db]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/read 1 document .*1 new item/);
+    const [job] = query<{ request: string }>(db, 'SELECT r.request FROM jobs j JOIN job_requests r ON r.seq = j.seq');
+    expect(job!.request).toContain('[1, 2] and the rest');
   });
 
   it('--priority on input queued already moves its waiting jobs to that priority; without it they keep theirs', async () => {
