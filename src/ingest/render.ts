@@ -15,7 +15,7 @@ export interface RequestOptions {
   readonly temperature?: number;
   /** Lower runs first. */
   readonly priority: number;
-  /** The priority was asked for (`--priority`): jobs already queued and waiting take it too (EnqueueRow.setsPriority). */
+  /** The priority was asked for (`--priority`): jobs already queued, waiting or failed, take it too (EnqueueRow.setsPriority). */
   readonly setsPriority?: boolean;
 }
 

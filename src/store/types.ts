@@ -43,9 +43,9 @@ export interface EnqueueRow {
   readonly priority: number;
   /**
    * The priority was asked for (`enqueue --priority`): a pending or failed job of this row's request
-   * that exists already takes it too (a failed one is sent at it after retry-failed); but a job that items outside this call need as well only moves
-   * forward (to a lower priority), never back behind what they asked. Without, a job keeps the
-   * priority it was first enqueued with.
+   * that exists already takes it too (a failed one is sent at it after retry-failed); but a job that
+   * items outside this call need as well only moves forward (to a lower priority), never back behind
+   * what they asked. Without, a job keeps the priority it was first enqueued with.
    */
   readonly setsPriority?: boolean;
   /**

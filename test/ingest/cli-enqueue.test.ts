@@ -12,6 +12,14 @@ import { FIXTURES } from './helpers.js';
 const ROOT = join(FIXTURES, '..');
 const llmq = (args: string[], input?: string) => runCli(args, { cwd: ROOT, input });
 
+/** A JSONL file of three documents (a, b, c) and where its queue goes, in a fresh folder. */
+function threeDocs(): { docs: string; db: string } {
+  const dir = tempDir();
+  const docs = join(dir, 'docs.jsonl');
+  writeFileSync(docs, '{"id":"a","text":"one"}\n{"id":"b","text":"two"}\n{"id":"c","text":"three"}\n');
+  return { docs, db: join(dir, 'q.db') };
+}
+
 function query<T>(db: string, sql: string): T[] {
   const d = new Database(db, { readonly: true });
   try {
@@ -232,10 +240,7 @@ describe('llmq enqueue (CLI)', () => {
   });
 
   it('--priority on input queued already moves its waiting jobs to that priority; without it they keep theirs', async () => {
-    const dir = tempDir();
-    const docs = join(dir, 'low.jsonl');
-    writeFileSync(docs, '{"id":"a","text":"one"}\n{"id":"b","text":"two"}\n{"id":"c","text":"three"}\n');
-    const db = join(dir, 'q.db');
+    const { docs, db } = threeDocs();
     expect((await llmq(['enqueue', docs, '--db', db, '--priority', '5'])).code).toBe(0);
     const urgent = await llmq(['enqueue', docs, '--db', db, '--priority', '-10']);
     expect(urgent.code).toBe(0);
@@ -246,10 +251,7 @@ describe('llmq enqueue (CLI)', () => {
   });
 
   it('warns when answered jobs lose their items to another model, and the earlier model points them back', async () => {
-    const dir = tempDir();
-    const docs = join(dir, 'docs.jsonl');
-    writeFileSync(docs, '{"id":"a","text":"one"}\n{"id":"b","text":"two"}\n{"id":"c","text":"three"}\n');
-    const db = join(dir, 'q.db');
+    const { docs, db } = threeDocs();
     expect((await llmq(['enqueue', docs, '--db', db, '--model', 'mock-1'])).code).toBe(0);
     expect((await llmq(['run', '--db', db, '--provider', 'mock', '--mock-latency', '0', '--progress', 'none'])).code).toBe(0);
     // the same file, the model left out: every item now asks the default model

@@ -77,7 +77,7 @@ Exit codes: 0 everything enqueued, 2 some input was rejected, 1 bad usage,
 130 stopped by Ctrl-C (what was read is stored; a second Ctrl-C quits at once).`,
     )
     .action(async (sources: string[], flags: EnqueueFlags, cmd: Command) => {
-      // asked for: jobs of the input that exist already and are not started or answered take it too; the default leaves them
+      // asked for: jobs of the input queued already, waiting or failed, take it too; the default leaves them as they are
       const setsPriority = cmd.getOptionValueSource('priority') === 'cli';
       const summary = await runEnqueue(sources, flags, setsPriority);
       if (summary.stopped) process.exitCode = EXIT.SIGNAL;

@@ -114,9 +114,9 @@ export const AFTER_ENQUEUE_IN_PROGRESS_SQL = `SELECT pg_advisory_xact_lock_share
 
 /**
  * enqueue --priority (EnqueueRow.setsPriority): jobs of the rows ($1 keys, $2 priorities, $3 item
- * ids, as JSON arrays) that exist and wait, or failed, take the priority asked for; of a key given twice, the
- * later row's, as row by row. A job that items not among the rows need too only moves forward. Jobs
- * this enqueue made have the priority already and are not counted.
+ * ids, as JSON arrays) that exist and wait, or failed, take the priority asked for; of a key given
+ * twice, the later row's, as row by row. A job that items not among the rows need too only moves
+ * forward. Jobs this enqueue made have the priority already and are not counted.
  */
 const REPRIORITIZE_SQL = `WITH asked AS (
     SELECT key, (array_agg(priority::int ORDER BY ord DESC))[1] AS priority, array_agg(item_id) AS ids

@@ -126,9 +126,8 @@ export class SqliteStore implements Store {
         VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`),
       ),
       insertRequest: db.prepare(INSERT_REQUEST_SQL),
-      // enqueue --priority (EnqueueRow.setsPriority): a job waiting, or failed (retry-failed sends it at its priority),
-      // takes the priority asked for, unless items
-      // this call does not name (@ids) need it too and it would go later (prepared when used: jobs_key, as insertJob)
+      // enqueue --priority (EnqueueRow.setsPriority): a job waiting, or failed, takes the priority asked for, unless
+      // items this call does not name (@ids) need it too and it would go later (prepared when used: jobs_key, as insertJob)
       reprioritize: lazy(() =>
         db.prepare(`UPDATE jobs SET priority = @priority, updated_at = @now WHERE key = @key AND state IN ('pending', 'failed') AND priority <> @priority
           AND (@priority < priority OR NOT EXISTS (SELECT 1 FROM items WHERE job_key = @key AND id NOT IN (SELECT value FROM json_each(@ids))))`),
