@@ -124,6 +124,7 @@ describe('prices', () => {
     const snap: StatusSnapshot = {
       counts: { pending: 1, running: 0, done: 2, failed: 0 },
       total: 3,
+      orphanedAnswers: 0,
       items: 3,
       tokens: { prompt: 300, completion: 30 },
       byModel: [

@@ -9,7 +9,7 @@ describe('status tally of the maintained counts', () => {
     // what a count holds after a job costing 0.3 was counted in and jobs costing 0.1 and 0.2 out
     const drifted = 0.3 - 0.1 - 0.2;
     expect(drifted).toBeLessThan(0);
-    const [m] = tallyJobs([{ ...group, usd: drifted }]).byModel;
+    const [m] = tallyJobs([{ ...group, usd: drifted }], 0).byModel;
     expect(usd(m!.storedUsd)).toBe('$0.00');
     expect(Object.is(m!.storedUsd, -0)).toBe(false);
   });
@@ -18,7 +18,7 @@ describe('status tally of the maintained counts', () => {
     const [m] = tallyJobs([
       { ...group, usd: 0.000_000_123_4 },
       { ...group, state: 'failed', usd: 0.000_000_000_1 },
-    ]).byModel;
+    ], 0).byModel;
     expect(m!.storedUsd).toBe(0.000_000_123_5);
   });
 

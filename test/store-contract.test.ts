@@ -102,8 +102,28 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       // c's answer stays in the queue, but no item points at it now: said, as c will be sent again
       expect(r).toEqual({ newJobs: 2, newItems: 0, movedItems: 2, unchanged: 0, droppedJobs: 0, orphanedAnswers: 1, reprioritized: 0 });
       const s = await store.status();
-      expect(s.total).toBe(4); // shared (still b's), answered (done), and the two new ones
-      expect(s.counts.done).toBe(1);
+      // the jobs items need: shared (still b's) and the two new ones; the kept answer is counted apart
+      expect({ total: s.total, done: s.counts.done, orphanedAnswers: s.orphanedAnswers }).toEqual({ total: 3, done: 0, orphanedAnswers: 1 });
+      // c's old text again: its item points at the answered job, needed and done once more, nothing sent
+      expect(await store.enqueue([row('c', 'answered')], T0 + 4)).toMatchObject({ newJobs: 0, movedItems: 1 });
+      const again = await store.status();
+      expect({ done: again.counts.done, orphanedAnswers: again.orphanedAnswers }).toEqual({ done: 1, orphanedAnswers: 0 });
+    });
+
+    it('counts a job being answered when its item moved away as an orphaned answer once answered', async () => {
+      const { store } = await kind.fresh();
+      await store.enqueue([row('a', 'one'), row('b', 'two')], T0);
+      const { jobs } = await store.claim(claimOpts({ limit: 10 }));
+      expect(await store.enqueue([row('a', 'one, edited')], T0 + 1)).toMatchObject({ orphanedAnswers: 1 });
+      // still out: running, as requests the provider may yet answer
+      expect((await store.status()).counts).toMatchObject({ running: 2, pending: 1, done: 0 });
+      for (const job of jobs) await answer(store, job.key);
+      const s = await store.status();
+      expect({ counts: s.counts, total: s.total, orphanedAnswers: s.orphanedAnswers }).toEqual({
+        counts: { pending: 1, running: 0, done: 1, failed: 0 },
+        total: 2,
+        orphanedAnswers: 1,
+      });
     });
 
     it('counts an answered or running job as orphaned only if no item points at it once the batch is in', async () => {

@@ -15,6 +15,8 @@ const FRESH_TALLY = `SELECT model, state, count(*) AS n, coalesce(sum(prompt_tok
   sum(cost_usd) AS usd, sum(CASE WHEN cost_usd IS NULL THEN prompt_tokens END) AS up,
   sum(CASE WHEN cost_usd IS NULL THEN completion_tokens END) AS uc, sum(CASE WHEN attempts > 0 THEN 1 ELSE 0 END) AS r
   FROM jobs GROUP BY model, state`;
+// answered jobs no item points at: out of done and total (StatusSnapshot.orphanedAnswers)
+const FRESH_ORPHANED = `SELECT count(*) AS n FROM jobs j WHERE j.state = 'done' AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key)`;
 const FRESH_FAILURES = `SELECT coalesce(error, 'unknown error') AS error, count(*) AS count FROM jobs WHERE state = 'failed' GROUP BY 1`;
 
 async function raw<T>(store: Store, sql: string): Promise<T[]> {
@@ -28,6 +30,7 @@ async function counted(store: Store) {
   return {
     counts: s.counts,
     total: s.total,
+    orphanedAnswers: s.orphanedAnswers,
     items: s.items,
     tokens: s.tokens,
     retrying: s.retrying,
@@ -38,13 +41,15 @@ async function counted(store: Store) {
 }
 
 async function fresh(store: Store) {
-  const tally = tallyJobs(await raw<StateTokensRow>(store, FRESH_TALLY));
+  const [orphaned] = await raw<{ n: number }>(store, FRESH_ORPHANED);
+  const tally = tallyJobs(await raw<StateTokensRow>(store, FRESH_TALLY), Number(orphaned!.n));
   const [items] = await raw<{ n: number }>(store, 'SELECT count(*) AS n FROM items');
   const [oldest] = await raw<{ v: number | null }>(store, `SELECT min(created_at) AS v FROM jobs WHERE state = 'pending'`);
   const failures = await raw<{ error: string; count: number }>(store, FRESH_FAILURES);
   return {
     counts: tally.counts,
     total: tally.total,
+    orphanedAnswers: tally.orphanedAnswers,
     items: Number(items!.n),
     tokens: tally.tokens,
     retrying: tally.retrying,
@@ -226,10 +231,15 @@ describe.each(STORE_KINDS)('status counts [$name]', (kind) => {
       for (const run of RUNS) await store.startRun({ id: run, host: 'h', pid: 1, startedAt: T0, options: {} });
       const r = random(seed);
       const steps: string[] = [];
+      const orphans = new Set<number>();
       for (let i = 0; i < 150; i++) {
         steps.push(await step(store, r, T0 + i * 1000));
-        expect(await counted(store), `after steps ${steps.slice(-5).join(', ')} (step ${i}, seed ${seed})`).toEqual(await fresh(store));
+        const now = await counted(store);
+        expect(now, `after steps ${steps.slice(-5).join(', ')} (step ${i}, seed ${seed})`).toEqual(await fresh(store));
+        orphans.add(now.orphanedAnswers);
       }
+      // answers went out of done as their items moved to new jobs, and some came back as items moved back
+      expect(Math.max(...orphans)).toBeGreaterThan(1);
       // the paths above reached every state and every kind of change
       expect(new Set(steps.map((s) => s.split(' ')[0]))).toEqual(
         new Set(['enqueue', 'claim', 'complete', 'recordAttempt', 'fail', 'release', 'reclaim', 'retryFailed', 'batch', 'heartbeat']),
@@ -256,6 +266,7 @@ describe.each(STORE_KINDS)('status counts [$name]', (kind) => {
         for await (const x of dump as AsyncIterable<never>) batch.push(x);
         await load(batch);
       }
+      await copy.copier.markOrphans();
       expect(await counted(copy)).toEqual(await fresh(copy));
       expect((await counted(copy)).counts).toEqual(s.counts);
     },
@@ -272,8 +283,10 @@ INSERT INTO items (id, source, job_key, created_at, updated_at) VALUES ('a', 's'
   ('d', 's', 'k4', 1, 1), ('e', 's', 'k6', 1, 1)`;
 
 const EXPECTED_V4 = {
-  counts: { pending: 2, running: 1, done: 2, failed: 3 },
-  total: 8,
+  // k5 is done and no item points at it: out of done and total
+  counts: { pending: 2, running: 1, done: 1, failed: 3 },
+  total: 7,
+  orphanedAnswers: 1,
   items: 5,
   tokens: { prompt: 150, completion: 25 },
   retrying: 1,

@@ -77,6 +77,7 @@ describe('postgres store', () => {
       'finished_at',
       'cost_usd',
       'latency_ms',
+      'orphaned',
     ]);
     expect(await cols('attempts')).toEqual([
       'id',
@@ -156,7 +157,7 @@ describe('postgres store', () => {
       ORDER BY 1`,
       [schema],
     );
-    // no index serves counting any more: status reads the counts the triggers keep
+    // no index serves counting any more: status reads the counts the triggers keep (and the few orphaned answers)
     expect(indexes.map((i) => i.indexname)).toEqual([
       'jobs_age',
       'jobs_claim',
@@ -164,6 +165,7 @@ describe('postgres store', () => {
       'jobs_key_key',
       'jobs_lease',
       'jobs_lease_expiry',
+      'jobs_orphaned',
       'jobs_pkey',
     ]);
     const triggers = await sql<{ tgname: string }>(

@@ -43,9 +43,10 @@ export async function copyStore(
 ): Promise<CopyResult> {
   const size = options.batchSize ?? 1000;
   const target = await to.status();
-  if (target.total > 0 || target.items > 0 || target.lastRun !== null) {
+  const targetJobs = target.total + target.orphanedAnswers;
+  if (targetJobs > 0 || target.items > 0 || target.lastRun !== null) {
     throw new StoreError(
-      `${to.location} is not empty (${target.total} jobs, ${target.items} items); llmq copy only writes into an ` +
+      `${to.location} is not empty (${targetJobs} jobs, ${target.items} items); llmq copy only writes into an ` +
         `empty queue. Point --to at a new file or a new schema (?schema=name).`,
     );
   }
@@ -71,6 +72,7 @@ export async function copyStore(
     (i) => i,
     (n) => options.onProgress?.('items', n),
   );
+  await to.copier.markOrphans();
   const attempts = await pipe(
     from.copier.dumpAttempts(),
     (b) => to.copier.loadAttempts(b),

@@ -23,8 +23,16 @@ export interface StateTokensRow {
 export const COUNTS_COLUMNS = `model, state, sum(jobs) AS n, sum(prompt_tokens) AS p, sum(completion_tokens) AS c, sum(cost_usd) AS usd,
   sum(unpriced_prompt) AS up, sum(unpriced_completion) AS uc, sum(retried) AS r`;
 
-/** Counts by state, total, tokens, retrying and the per-model figures of `status`, from the grouped rows. */
-export function tallyJobs(rows: readonly StateTokensRow[]): Pick<StatusSnapshot, 'counts' | 'total' | 'tokens' | 'byModel' | 'retrying'> {
+/**
+ * Counts by state, total, tokens, retrying and the per-model figures of `status`, from the grouped
+ * rows. `orphanedAnswers`, answered jobs no item needs any more, leave `done` and `total`: those
+ * count the jobs items need. Tokens, cost and the per-model figures keep them: they were paid for,
+ * and each is an answer of its model all the same.
+ */
+export function tallyJobs(
+  rows: readonly StateTokensRow[],
+  orphanedAnswers: number,
+): Pick<StatusSnapshot, 'counts' | 'total' | 'tokens' | 'byModel' | 'retrying' | 'orphanedAnswers'> {
   const counts = Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
   const models = new Map<string, { -readonly [K in keyof ModelTally]: ModelTally[K] }>();
   let prompt = 0,
@@ -73,6 +81,7 @@ export function tallyJobs(rows: readonly StateTokensRow[]): Pick<StatusSnapshot,
   // can hold -1e-17 instead of 0 (shown as "$-1.0e-17"). No price has digits below a tenth of a
   // nano-dollar per token, so rounding there loses nothing.
   for (const m of models.values()) m.storedUsd = Math.round(m.storedUsd * 1e10) / 1e10 + 0;
+  counts.done -= orphanedAnswers;
   const total = JOB_STATES.reduce((a, s) => a + counts[s], 0);
-  return { counts, total, tokens: { prompt, completion }, byModel: [...models.values()], retrying };
+  return { counts, total, tokens: { prompt, completion }, byModel: [...models.values()], retrying, orphanedAnswers };
 }

@@ -255,8 +255,15 @@ export interface RunRow extends RunInfo {
 }
 
 export interface StatusSnapshot {
+  /** Jobs by state; `done` leaves out `orphanedAnswers`. */
   readonly counts: Record<JobState, number>;
+  /** The jobs items need (and jobs being answered that none needs now). */
   readonly total: number;
+  /**
+   * Answered jobs no item needs any more (an item's text changed and it moved to a new job): kept,
+   * as they were paid for, and reused if the old text is enqueued again; not in `counts` or `total`.
+   */
+  readonly orphanedAnswers: number;
   readonly items: number;
   readonly tokens: { readonly prompt: number; readonly completion: number };
   /** Tokens and cost per model. */
@@ -532,6 +539,8 @@ export interface QueueCopier {
   loadItems(rows: readonly ItemRow[]): Promise<void>;
   loadAttempts(rows: readonly AttemptRow[]): Promise<void>;
   loadRuns(rows: readonly RunRow[]): Promise<void>;
+  /** Once every item is in: marks the answered jobs no item points at (StatusSnapshot.orphanedAnswers). */
+  markOrphans(): Promise<void>;
 }
 
 /** The batch lane's ledger of submissions to a provider's Batch API. */

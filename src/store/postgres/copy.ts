@@ -95,6 +95,13 @@ export class PgCopier implements QueueCopier {
     );
   }
 
+  async markOrphans(): Promise<void> {
+    await query(
+      this.#pool,
+      'UPDATE jobs j SET orphaned = true WHERE NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key)',
+    );
+  }
+
   async loadAttempts(rows: readonly AttemptRow[]): Promise<void> {
     if (!rows.length) return;
     const values = rows.map((a) => attemptValues(a, a.latencyMs, (billed) => billed));

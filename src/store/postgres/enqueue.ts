@@ -64,6 +64,10 @@ new_jobs AS (
   ON CONFLICT (key) DO NOTHING
   RETURNING 1
 ),
+-- an existing job an item points at again (its old text enqueued again): its answer is needed once more
+adopted AS (
+  UPDATE jobs SET orphaned = false WHERE key IN (SELECT key FROM changed) AND orphaned
+),
 upserted AS (
   INSERT INTO items (id, source, job_key, meta, created_at, updated_at)
   SELECT item_id, source, key, meta, $8, $8 FROM changed ORDER BY ord
@@ -139,10 +143,17 @@ WITH dropped AS (
 )
 SELECT (SELECT count(*) FROM dropped)::int AS n`;
 
-/** Of the old jobs of moved items, those answered (or being answered) that no item points at now. */
+/**
+ * Of the old jobs of moved items, those answered (or being answered) that no item points at now:
+ * marked, so status counts done over the jobs items need (migration orphaned_answers).
+ */
 const ORPHANED_ANSWERS_SQL = `
-SELECT count(*)::int AS n FROM jobs j WHERE j.key = ANY($1::text[]) AND j.state IN ('done', 'running')
-  AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key)`;
+WITH marked AS (
+  UPDATE jobs j SET orphaned = true WHERE j.key = ANY($1::text[]) AND j.state IN ('done', 'running')
+    AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key)
+  RETURNING 1
+)
+SELECT count(*)::int AS n FROM marked`;
 
 /**
  * The first pass over a chunk when most of its items are likely unchanged (the same file enqueued

@@ -236,6 +236,22 @@ ALTER TABLE batches ADD COLUMN provider_failed INTEGER;      -- requests that fa
 `,
 });
 
+/**
+ * Answered jobs no item needs any more are marked, so `status` counts done over the jobs items
+ * need (the SQLite store's migration 15 says why). Set by the enqueue that takes a job's last item
+ * away, cleared by one that gives it an item again (enqueue.ts); jobs orphaned before this are
+ * found once here.
+ */
+export const ORPHANED_ANSWERS_MIGRATION: Migration = Object.freeze({
+  version: 11,
+  name: 'orphaned_answers',
+  sql: `
+ALTER TABLE jobs ADD COLUMN orphaned BOOLEAN NOT NULL DEFAULT false;   -- true: no item points at this job (kept: answered, or being answered)
+CREATE INDEX jobs_orphaned ON jobs (state) WHERE orphaned;
+UPDATE jobs j SET orphaned = true WHERE NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key);
+`,
+});
+
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
@@ -373,6 +389,7 @@ CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pend
   KEY_COLLATION_MIGRATION,
   BATCH_API_KEY_MIGRATION,
   BATCH_PROGRESS_MIGRATION,
+  ORPHANED_ANSWERS_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

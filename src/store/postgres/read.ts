@@ -125,6 +125,8 @@ export class PgReader {
         ).rows;
         const one = async <T>(sql: string): Promise<T> => (await db.query(sql)).rows[0]!.v as T;
         const items = await one<number>('SELECT coalesce(sum(items), 0)::bigint AS v FROM item_counts');
+        // the entries of the partial index jobs_orphaned that are done
+        const orphaned = await one<number>(`SELECT count(*)::int AS v FROM jobs WHERE orphaned AND state = 'done'`);
         const failures = (
           await db.query<{ error: string; count: number }>(`SELECT error, sum(jobs)::bigint AS count FROM failure_counts
           GROUP BY error HAVING sum(jobs) > 0 ORDER BY 2 DESC, error COLLATE "C" LIMIT 10`)
@@ -143,7 +145,7 @@ export class PgReader {
           JOIN spend s ON s.run_id = r.id ORDER BY r.started_at DESC, r.seq DESC`)
         ).rows.map((r) => ({ ...toRun(r), spend: spendOfJoined(r)! }));
         return {
-          ...tallyJobs(rows),
+          ...tallyJobs(rows, orphaned),
           items,
           failures,
           oldestPendingAt,

@@ -89,6 +89,13 @@ export class SqliteCopier implements QueueCopier {
       .immediate();
   }
 
+  async markOrphans(): Promise<void> {
+    this.#beforeWrite();
+    this.#db
+      .prepare('UPDATE jobs SET orphaned = 1 WHERE NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)')
+      .run();
+  }
+
   async loadAttempts(rows: readonly AttemptRow[]): Promise<void> {
     this.#beforeWrite();
     const insert = this.#db.prepare(INSERT_ATTEMPT_SQL);

@@ -489,6 +489,26 @@ ALTER TABLE batches ADD COLUMN provider_failed INTEGER;      -- requests that fa
 `,
 });
 
+/**
+ * Answered jobs no item needs any more are marked, so `status` counts done over the jobs items
+ * need. Enqueueing an item with a changed request moves it to a new job; its old job, answered or
+ * being answered, stays (the answer was paid for, and enqueueing the old text again reuses it) and
+ * was counted as done: "done 313 52%" with 13 of 300 items answered. `orphaned` is set by the
+ * enqueue that takes a job's last item away and cleared by one that gives it an item again
+ * (src/store/sqlite/store.ts); the partial index holds only such jobs, so status counts them
+ * without reading the table, and the hot path's updates of other jobs skip it. Jobs orphaned
+ * before this migration are found once here (a walk of the jobs, each a probe of items_job).
+ */
+export const ORPHANED_ANSWERS_MIGRATION: Migration = Object.freeze({
+  version: 15,
+  name: 'orphaned_answers',
+  sql: `
+ALTER TABLE jobs ADD COLUMN orphaned INTEGER NOT NULL DEFAULT 0;   -- 1: no item points at this job (kept: answered, or being answered)
+CREATE INDEX jobs_orphaned ON jobs (state) WHERE orphaned = 1;
+UPDATE jobs SET orphaned = 1 WHERE NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key);
+`,
+});
+
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
@@ -619,6 +639,7 @@ CREATE TABLE spend (
   COUNTS_KEPT_MIGRATION,
   BATCH_API_KEY_MIGRATION,
   BATCH_PROGRESS_MIGRATION,
+  ORPHANED_ANSWERS_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -58,6 +58,8 @@ export class SqliteReader {
     return db.transaction(() => {
       const rows = db.prepare(`SELECT ${COUNTS_COLUMNS} FROM job_counts GROUP BY model, state`).all() as StateTokensRow[];
       const items = db.prepare('SELECT items FROM item_counts').pluck().get() as number;
+      // the entries of the partial index jobs_orphaned that are done
+      const orphaned = db.prepare(`SELECT count(*) FROM jobs WHERE orphaned = 1 AND state = 'done'`).pluck().get() as number;
       const failures = db
         .prepare(`SELECT error, jobs AS count FROM failure_counts INDEXED BY failure_counts_top WHERE jobs > 0
           ORDER BY jobs DESC, error LIMIT 10`)
@@ -70,7 +72,7 @@ export class SqliteReader {
         .prepare(`SELECT * FROM runs ORDER BY ${SENT_SOMETHING} DESC, coalesce(ended_at, heartbeat_at) DESC, started_at DESC LIMIT 1`)
         .get() as RawRun | undefined;
       return {
-        ...tallyJobs(rows),
+        ...tallyJobs(rows, orphaned),
         items,
         failures,
         oldestPendingAt: oldestPendingAt ?? null,

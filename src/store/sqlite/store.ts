@@ -140,11 +140,12 @@ export class SqliteStore implements Store {
         AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key) RETURNING seq`)
         .pluck(),
       dropAttempts: db.prepare(DROP_ATTEMPTS_SQL),
-      // an old job of moved items, answered (or being answered), that no item points at now
-      orphanedAnswer: db
-        .prepare(`SELECT 1 FROM jobs WHERE key = ? AND state IN ('done', 'running')
-          AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`)
-        .pluck(),
+      // an old job of moved items, answered (or being answered), that no item points at now: marked,
+      // so status counts done over the jobs items need (migration 15)
+      markOrphaned: db.prepare(`UPDATE jobs SET orphaned = 1 WHERE key = ? AND state IN ('done', 'running')
+          AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`),
+      // an item points at the job again (its old text enqueued again): its answer is needed once more
+      adopt: db.prepare('UPDATE jobs SET orphaned = 0 WHERE key = ? AND orphaned = 1'),
       claim: db
         .prepare(`${CLAIM_SET}
         WHERE seq IN (SELECT seq FROM jobs WHERE state = 'pending' AND run_after <= @now ORDER BY priority, seq LIMIT ${unplannedLimit('@limit')})
@@ -369,7 +370,10 @@ export class SqliteStore implements Store {
           if (job.changes === 1) {
             s.insertRequest.run(job.lastInsertRowid, r.request);
             newJobs++;
-          } else takePriority(r);
+          } else {
+            s.adopt.run(r.key);
+            takePriority(r);
+          }
           const meta = r.meta ? JSON.stringify(r.meta) : null;
           if (current === undefined) {
             s.insertItem.run(r.itemId, r.source, r.key, meta, now, now);
@@ -388,7 +392,7 @@ export class SqliteStore implements Store {
             } else movedFrom.add(current);
           }
         }
-        const orphanedAnswers = [...movedFrom].filter((key) => s.orphanedAnswer.get(key) !== undefined).length;
+        const orphanedAnswers = [...movedFrom].filter((key) => s.markOrphaned.run(key).changes === 1).length;
         const counts = { newJobs, newItems, movedItems, unchanged, droppedJobs, orphanedAnswers, reprioritized };
         return {
           ...counts,
