@@ -15,10 +15,13 @@ describe('status tally of the maintained counts', () => {
   });
 
   it('keeps a real cost to the tenth of a nano-dollar', () => {
-    const [m] = tallyJobs([
-      { ...group, usd: 0.000_000_123_4 },
-      { ...group, state: 'failed', usd: 0.000_000_000_1 },
-    ], 0).byModel;
+    const [m] = tallyJobs(
+      [
+        { ...group, usd: 0.000_000_123_4 },
+        { ...group, state: 'failed', usd: 0.000_000_000_1 },
+      ],
+      0,
+    ).byModel;
     expect(m!.storedUsd).toBe(0.000_000_123_5);
   });
 

@@ -103,7 +103,11 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       expect(r).toEqual({ newJobs: 2, newItems: 0, movedItems: 2, unchanged: 0, droppedJobs: 0, orphanedAnswers: 1, reprioritized: 0 });
       const s = await store.status();
       // the jobs items need: shared (still b's) and the two new ones; the kept answer is counted apart
-      expect({ total: s.total, done: s.counts.done, orphanedAnswers: s.orphanedAnswers }).toEqual({ total: 3, done: 0, orphanedAnswers: 1 });
+      expect({ total: s.total, done: s.counts.done, orphanedAnswers: s.orphanedAnswers }).toEqual({
+        total: 3,
+        done: 0,
+        orphanedAnswers: 1,
+      });
       // c's old text again: its item points at the answered job, needed and done once more, nothing sent
       expect(await store.enqueue([row('c', 'answered')], T0 + 4)).toMatchObject({ newJobs: 0, movedItems: 1 });
       const again = await store.status();

@@ -9,13 +9,13 @@ const RUNS_SHOWN = 5;
 export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', runAgain = ''): string {
   const lines: string[] = [];
   lines.push(`${p.bold('llmq')} ${p.dim(r.db)}`);
-  if (r.total === 0) {
+  if (r.total === 0 && r.orphanedAnswers === 0) {
     const add = `  The queue is empty. Add documents with: llmq enqueue <folder|file.jsonl>${again}`;
     if (add.length <= 80) lines.push(add);
     else lines.push('  The queue is empty. Add documents with:', `    llmq enqueue <folder|file.jsonl>${again}`);
     return lines.join('\n') + '\n';
   }
-  const w = Math.max(...[r.total, r.items, ...Object.values(r.counts)].map((n) => int(n).length));
+  const w = Math.max(...[r.total, r.items, r.orphanedAnswers, ...Object.values(r.counts)].map((n) => int(n).length));
   const row = (label: string, n: number, note: string, color: (s: string) => string = (s) => s) =>
     lines.push(`  ${label.padEnd(9)}${color(int(n).padStart(w))}${note ? '  ' + note : ''}`);
 
@@ -28,6 +28,11 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
   if (r.oldestPending) pendingNotes.push(`oldest queued ${duration(r.oldestPending.ageSeconds)} ago`);
   row('pending', r.counts.pending, p.dim(pendingNotes.join(' · ')));
   row('failed', r.counts.failed, '', r.counts.failed ? p.red : (s) => s);
+  if (r.orphanedAnswers) {
+    const n = r.orphanedAnswers;
+    // "kept  287  answers no item needs now": their items changed; enqueueing the old text again reuses them
+    row('kept', n, p.dim(`${n === 1 ? 'answer' : 'answers'} no item needs now`));
+  }
   lines.push(`  ${'tokens'.padEnd(9)}${compact(r.tokens.prompt)} in · ${compact(r.tokens.completion)} out`);
   lines.push(`  ${'cost'.padEnd(9)}${costLine(r, p)}`);
   for (const m of r.cost.byModel.length > 1 ? r.cost.byModel : []) {

@@ -49,6 +49,8 @@ export interface StatusReport {
   readonly total: number;
   readonly items: number;
   readonly tokens: { readonly prompt: number; readonly completion: number };
+  /** Answered jobs no item needs any more (their items now have other requests): kept, not in counts or total. */
+  readonly orphanedAnswers: number;
   readonly db: string;
   readonly now: number;
   /** Items that share a job with another item: calls saved by deduplication. */
@@ -97,6 +99,7 @@ export function buildStatusReport(
     total: s.total,
     items: s.items,
     tokens: { prompt: s.tokens.prompt, completion: s.tokens.completion },
+    orphanedAnswers: s.orphanedAnswers,
     db: o.db,
     now: o.now,
     sharedItems: Math.max(0, s.items - s.total),

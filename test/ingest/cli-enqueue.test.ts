@@ -262,12 +262,30 @@ describe('llmq enqueue (CLI)', () => {
     // not "will be sent again": the items' new request may be one answered already
     expect(other.stderr).toContain('which llmq run sends unless it is answered already');
     expect(other.stderr).toContain('enqueue again with the earlier prompt, model and options');
+    // status counts the jobs the items need: none done, the three answers kept apart
+    const moved = JSON.parse((await llmq(['status', '--db', db, '--json'])).stdout);
+    expect({ counts: moved.counts, total: moved.total, orphanedAnswers: moved.orphanedAnswers, percentDone: moved.percentDone }).toEqual({
+      counts: { pending: 3, running: 0, done: 0, failed: 0 },
+      total: 3,
+      orphanedAnswers: 3,
+      percentDone: 0,
+    });
+    const text = (await llmq(['status', '--db', db])).stdout;
+    expect(text).toMatch(/done +0 +0%/);
+    expect(text).toMatch(/kept +3 +answers no item needs now/);
     // as it says: back to mock-1, the items find their answers, and the unsent jobs go
     const back = await llmq(['enqueue', docs, '--db', db, '--model', 'mock-1']);
     expect(back.code).toBe(0);
     expect(back.stderr).toMatch(/0 new jobs, 0 new items, 0 already queued, 3 updated \(3 unsent old jobs dropped\)/);
     expect(back.stderr).not.toContain('warning');
     expect(query(db, 'SELECT state, count(*) AS n FROM jobs GROUP BY state')).toEqual([{ state: 'done', n: 3 }]);
+    const after = JSON.parse((await llmq(['status', '--db', db, '--json'])).stdout);
+    expect({ done: after.counts.done, total: after.total, orphanedAnswers: after.orphanedAnswers }).toEqual({
+      done: 3,
+      total: 3,
+      orphanedAnswers: 0,
+    });
+    expect((await llmq(['status', '--db', db])).stdout).not.toContain('kept');
   });
 
   it('says why when nothing was read: a --glob written from outside the folder, or empty input', async () => {

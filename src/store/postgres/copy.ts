@@ -96,10 +96,7 @@ export class PgCopier implements QueueCopier {
   }
 
   async markOrphans(): Promise<void> {
-    await query(
-      this.#pool,
-      'UPDATE jobs j SET orphaned = true WHERE NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key)',
-    );
+    await query(this.#pool, 'UPDATE jobs j SET orphaned = true WHERE NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key)');
   }
 
   async loadAttempts(rows: readonly AttemptRow[]): Promise<void> {

@@ -91,9 +91,7 @@ export class SqliteCopier implements QueueCopier {
 
   async markOrphans(): Promise<void> {
     this.#beforeWrite();
-    this.#db
-      .prepare('UPDATE jobs SET orphaned = 1 WHERE NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)')
-      .run();
+    this.#db.prepare('UPDATE jobs SET orphaned = 1 WHERE NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)').run();
   }
 
   async loadAttempts(rows: readonly AttemptRow[]): Promise<void> {
