@@ -47,6 +47,7 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     expect(empty).toEqual({
       counts: { pending: 0, running: 0, done: 0, failed: 0 },
       total: 0,
+      orphanedAnswers: 0,
       items: 0,
       tokens: { prompt: 0, completion: 0 },
       byModel: [],

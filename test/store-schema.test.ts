@@ -54,6 +54,7 @@ describe('sqlite schema', () => {
       'cost_usd',
       'latency_ms',
       'counts_kept',
+      'orphaned',
     ]);
     expect(columns(db, 'items')).toEqual(['seq', 'id', 'source', 'job_key', 'meta', 'created_at', 'updated_at']);
     expect(columns(db, 'attempts')).toEqual([
@@ -135,6 +136,7 @@ describe('sqlite schema', () => {
       'jobs_claim_model',
       'jobs_key',
       'jobs_lease',
+      'jobs_orphaned',
       'runs_open',
     ]);
     // jobs.key is unique by a named index (a bulk load drops and rebuilds it), not by an inline constraint
@@ -201,8 +203,17 @@ describe('sqlite schema', () => {
     const store = new SqliteStore(path);
     const db = store.db;
     expect(db.prepare('SELECT max(version) FROM llmq_migrations').pluck().get()).toBe(LATEST_VERSION);
-    // migration 7 adds latency_ms, NULL for jobs tried before it; migration 12 counts_kept, 0
-    expect(read(db)).toEqual({ ...before, jobs: before.jobs.map((j) => ({ ...(j as object), latency_ms: null, counts_kept: 0 })) });
+    // migration 7 adds latency_ms, NULL for jobs tried before it; migration 12 counts_kept, 0; migration 15
+    // orphaned, 1 for the jobs no item points at (k3, k7)
+    expect(read(db)).toEqual({
+      ...before,
+      jobs: before.jobs.map((j) => ({
+        ...(j as object),
+        latency_ms: null,
+        counts_kept: 0,
+        orphaned: ['k3', 'k7'].includes((j as { key: string }).key) ? 1 : 0,
+      })),
+    });
     expect(keyIndexes(db)).toEqual(['sqlite_autoindex_jobs_1']);
     expect(db.pragma('foreign_keys', { simple: true })).toBe(1);
     expect(db.pragma('foreign_key_check')).toEqual([]);

@@ -84,20 +84,28 @@ const SNAPSHOT = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
 
 /** The read side of the PostgreSQL store: status, one item, and the export stream. */
 /**
- * The first entry of jobs_age (state, created_at). A bulk load (bulk-load.ts) holds `jobs`
- * exclusively until it commits, and what it loads is invisible until then anyway: rather than wait
- * minutes for the load, status shows the queue as committed (no oldest pending job).
+ * What status reads of `jobs` itself: the first entry of jobs_age (state, created_at), and the done
+ * entries of the partial index jobs_orphaned. A bulk load (bulk-load.ts) holds `jobs` exclusively
+ * until it commits, and what it loads is invisible until then anyway: rather than wait minutes for
+ * the load, status shows the queue as committed (a load only starts on an empty queue: no oldest
+ * pending job, no orphaned answer).
  */
-async function oldestPending(db: pg.PoolClient): Promise<number | null> {
-  await db.query(`SAVEPOINT oldest; SET LOCAL lock_timeout = '${LOCK_WAIT_MS}ms'`);
+async function readJobsUnlessLoading(db: pg.PoolClient): Promise<{ oldestPendingAt: number | null; orphaned: number }> {
+  await db.query(`SAVEPOINT jobs_read; SET LOCAL lock_timeout = '${LOCK_WAIT_MS}ms'`);
   try {
-    const v = (await db.query(`SELECT min(created_at) AS v FROM jobs WHERE state = 'pending'`)).rows[0]!.v as number | null;
-    await db.query('RELEASE SAVEPOINT oldest; SET LOCAL lock_timeout = DEFAULT');
-    return v;
+    const row = (
+      await db.query<{
+        oldest: number | null;
+        orphaned: number;
+      }>(`SELECT (SELECT min(created_at) FROM jobs WHERE state = 'pending') AS oldest,
+        (SELECT count(*) FROM jobs WHERE orphaned AND state = 'done')::int AS orphaned`)
+    ).rows[0]!;
+    await db.query('RELEASE SAVEPOINT jobs_read; SET LOCAL lock_timeout = DEFAULT');
+    return { oldestPendingAt: row.oldest, orphaned: row.orphaned };
   } catch (error) {
     if ((error as { code?: string }).code !== LOCK_NOT_AVAILABLE) throw error;
-    await db.query('ROLLBACK TO SAVEPOINT oldest');
-    return null;
+    await db.query('ROLLBACK TO SAVEPOINT jobs_read');
+    return { oldestPendingAt: null, orphaned: 0 };
   }
 }
 
@@ -125,13 +133,11 @@ export class PgReader {
         ).rows;
         const one = async <T>(sql: string): Promise<T> => (await db.query(sql)).rows[0]!.v as T;
         const items = await one<number>('SELECT coalesce(sum(items), 0)::bigint AS v FROM item_counts');
-        // the entries of the partial index jobs_orphaned that are done
-        const orphaned = await one<number>(`SELECT count(*)::int AS v FROM jobs WHERE orphaned AND state = 'done'`);
         const failures = (
           await db.query<{ error: string; count: number }>(`SELECT error, sum(jobs)::bigint AS count FROM failure_counts
           GROUP BY error HAVING sum(jobs) > 0 ORDER BY 2 DESC, error COLLATE "C" LIMIT 10`)
         ).rows;
-        const oldestPendingAt = await oldestPending(db);
+        const { oldestPendingAt, orphaned } = await readJobsUnlessLoading(db);
         const activeRuns = (await db.query<RawRun>(ACTIVE_RUNS)).rows.map(toRun);
         // the last run that sent something (one that found nothing to do would hide it), by when it ended
         const last = (

@@ -283,16 +283,20 @@ interface SchemaDb {
  * the one on attempts (migration 8 runs this on an old queue before migration 9 gives attempts the
  * column today's trigger reads, and a queue left at version 8 between the two, by a crash or a full
  * disk, must keep the trigger of version 8), and migration 10's on jobs, when the queue has it;
- * then migration 12's column and count trigger, when the queue has them (a bulk load's rebuild).
+ * then migration 12's column and count trigger, and migration 15's column and index, when the
+ * queue has them (a bulk load's rebuild).
  */
 export function rebuildJobs(db: SchemaDb): void {
   const kept = ['attempts_latency', 'jobs_request_delete'].map(
     (name) => db.prepare(`SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = '${name}'`).get() as { sql: string } | undefined,
   );
-  const countsKept = db.prepare("SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'counts_kept'").get();
+  const column = (name: string) => db.prepare(`SELECT 1 FROM pragma_table_info('jobs') WHERE name = '${name}'`).get();
+  const countsKept = column('counts_kept');
+  const orphaned = column('orphaned');
   db.exec(REBUILD_JOBS_SQL);
   for (const trigger of kept) if (trigger) db.exec(trigger.sql);
   if (countsKept) db.exec(COUNTS_KEPT_MIGRATION.sql);
+  if (orphaned) db.exec(ORPHANED_ANSWERS_MIGRATION.sql);
 }
 
 /**
