@@ -1,5 +1,6 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { STORE_KINDS, T0, OWNER, claimOpts, rows, skipUnavailable } from './helpers/stores.js';
+import { batchOwner } from '../src/store/batches.js';
 
 // What `llmq estimate` reads, for every store kind.
 
@@ -25,23 +26,25 @@ describe.each(STORE_KINDS)('store contract: estimate reads [$name]', (kind) => {
     expect(JSON.parse(seen[1]!.request).messages[0].content).toBe('high text 2');
   });
 
-  it('answered: the newest answers of a model with their latency, requests only when asked', async () => {
+  it('answered: the newest answers of a model with their online latency, requests only when asked', async () => {
     const { store } = await kind.fresh();
-    await store.enqueue(rows(5), T0);
-    const jobs = (await store.claim(claimOpts({ limit: 5 }))).jobs;
+    await store.enqueue(rows(6), T0);
+    const jobs = (await store.claim(claimOpts({ limit: 6 }))).jobs;
     for (const [i, j] of jobs.entries()) {
       const usage = { promptTokens: 10 + i, completionTokens: 100 + i };
+      // the newest came back in a provider batch, after an hour: no measure of how long a request takes
+      const runId = i === 5 ? batchOwner('sub-1') : OWNER;
       await store.complete(j.key, {
-        owner: OWNER,
+        owner: runId,
         output: 'x',
         response: '{}',
         usage,
         attempt: {
           key: j.key,
-          runId: OWNER,
+          runId,
           attempt: 1,
           startedAt: T0,
-          endedAt: T0 + 50 * (i + 1),
+          endedAt: i === 5 ? T0 + 3_600_000 : T0 + 50 * (i + 1),
           status: 200,
           outcome: 'done',
           error: null,
@@ -49,14 +52,15 @@ describe.each(STORE_KINDS)('store contract: estimate reads [$name]', (kind) => {
         },
       });
     }
-    const two = await store.answered('gpt-test', { limit: 2, withRequest: false });
-    expect(two).toEqual([
+    const three = await store.answered('gpt-test', { limit: 3, withRequest: false });
+    expect(three).toEqual([
+      { promptTokens: 15, completionTokens: 105, latencyMs: null, request: null },
       { promptTokens: 14, completionTokens: 104, latencyMs: 250, request: null },
       { promptTokens: 13, completionTokens: 103, latencyMs: 200, request: null },
     ]);
     const withRequests = await store.answered('gpt-test', { limit: 10, withRequest: true });
-    expect(withRequests).toHaveLength(5);
-    expect(JSON.parse(withRequests[4]!.request!).messages[0].content).toBe('doc text 0');
+    expect(withRequests).toHaveLength(6);
+    expect(JSON.parse(withRequests[5]!.request!).messages[0].content).toBe('doc text 0');
     expect(await store.answered('other-model', { limit: 10, withRequest: false })).toEqual([]);
   });
 });

@@ -118,6 +118,13 @@ export function batchOwner(submissionId: string): string {
   return `batch:${submissionId}`;
 }
 
+/**
+ * SQL, either dialect: an attempt row (`alias`) sent online, not answered in a provider batch. A
+ * batch answer's latency is its batch's whole wait (hours on a real Batch API), no measure of how
+ * long a request takes: `llmq estimate` times online runs by the others.
+ */
+export const SENT_ONLINE = (alias: string): string => `${alias}.run_id NOT LIKE 'batch:%'`;
+
 /** Whether an attempt went through a Batch API (priced at the batch rate) or online. */
 export function attemptVia(runId: string): 'batch' | 'online' {
   return runId.startsWith('batch:') ? 'batch' : 'online';

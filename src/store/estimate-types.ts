@@ -15,7 +15,7 @@ export interface JobToRun {
 export interface AnsweredJob {
   readonly promptTokens: number;
   readonly completionTokens: number;
-  /** Latency of the try that answered it, ms. */
+  /** Latency of the try that answered it, ms; null when a provider batch answered it (SENT_ONLINE) or it was answered before latencies were kept. */
   readonly latencyMs: number | null;
   /** Its request, when asked for (to compare our token count with the provider's). */
   readonly request: string | null;

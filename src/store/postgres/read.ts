@@ -1,5 +1,5 @@
 import { COUNTS_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
-import { NOT_IN_A_LIVE_BATCH } from '../batches.js';
+import { NOT_IN_A_LIVE_BATCH, SENT_ONLINE } from '../batches.js';
 import { mockAnswersToRun } from '../mock-answers.js';
 import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type pg from 'pg';
@@ -346,7 +346,7 @@ export class PgReader {
       await query<{ prompt_tokens: number; completion_tokens: number; request: string | null; latency_ms: number | null }>(
         this.#pool,
         `SELECT j.prompt_tokens, j.completion_tokens, ${o.withRequest ? 'j.request' : 'NULL AS request'},
-        (SELECT latency_ms FROM attempts a WHERE ${ATTEMPTS_OF_JOB} AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1) AS latency_ms
+        (SELECT latency_ms FROM attempts a WHERE ${ATTEMPTS_OF_JOB} AND a.outcome = 'done' AND ${SENT_ONLINE('a')} ORDER BY a.id DESC LIMIT 1) AS latency_ms
       FROM jobs j WHERE j.model = $1 AND j.state = 'done' ORDER BY j.created_at DESC, j.seq DESC LIMIT $2`,
         [model, o.limit],
       )

@@ -20,13 +20,13 @@ import { exportPagesMerged } from './export-read.js';
 import { JOB_COLUMNS, requestOf } from './requests.js';
 import { LANES_SQL, toAttempt, toJob, toLane, toRun, type RawAttempt, type RawJob, type RawLane, type RawRun } from '../rows.js';
 import { unplannedLimit } from './unplanned-limit.js';
-import { NOT_IN_A_LIVE_BATCH } from '../batches.js';
+import { NOT_IN_A_LIVE_BATCH, SENT_ONLINE } from '../batches.js';
 import { mockAnswersToRun } from '../mock-answers.js';
 
 /** `answered`'s read: a model's latest done jobs ($1 model, $2 how many), each with its answering attempt's latency. */
 export function answeredSql(withRequest: boolean): string {
   return `SELECT j.prompt_tokens, j.completion_tokens, ${withRequest ? `${requestOf('j')} AS request` : 'NULL AS request'},
-      (SELECT latency_ms FROM attempts a WHERE ${ATTEMPTS_OF_JOB} AND a.outcome = 'done' ORDER BY a.id DESC LIMIT 1) AS latency_ms
+      (SELECT latency_ms FROM attempts a WHERE ${ATTEMPTS_OF_JOB} AND a.outcome = 'done' AND ${SENT_ONLINE('a')} ORDER BY a.id DESC LIMIT 1) AS latency_ms
     FROM jobs j INDEXED BY jobs_age WHERE j.model = ? AND j.state = 'done' ORDER BY j.created_at DESC, j.seq DESC LIMIT ${unplannedLimit('?')}`;
 }
 
