@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { deliverTo } from '../src/hooks/deliver.js';
 import { createRunHooks } from '../src/hooks/run-hooks.js';
 import { parseHookTarget } from '../src/hooks/target.js';
+import { hookReportLine } from '../src/cli/hook-flags.js';
 import type { RunSummary } from '../src/scheduler/events.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { all } from './helpers/store-reads.js';
@@ -162,6 +163,17 @@ describe('run hooks', () => {
     const report = await dead.finish(SUMMARY, 0);
     expect(report.done).toMatchObject({ sent: 0, failed: 1, lastError: expect.stringMatching(/ECONNREFUSED/) });
     expect(Date.now() - t).toBeLessThan(5000);
+  });
+
+  it('a URL post still retrying at the deadline is dropped, and the report says why its tries failed', async () => {
+    const failing = await receiver(() => 500);
+    const hooks = createRunHooks({ onJob: parseHookTarget(failing.url, '--on-job'), retryDelayMs: 2000 });
+    hooks.listener('run:start', { runId: 'r', total: 1, alreadyDone: 0, options: {} });
+    hooks.listener('job:done', { key: 'k', attempt: 1, latencyMs: 1, usage: { promptTokens: 1, completionTokens: 1 }, output: 'x' });
+    const report = await hooks.finish(SUMMARY, 0, { jobDeadlineMs: 500, doneDeadlineMs: 500 });
+    expect(failing.got).toHaveLength(1);
+    expect(report.job).toEqual({ sent: 0, failed: 0, dropped: 1, lastError: 'HTTP 500' });
+    expect(hookReportLine(report)).toContain('--on-job 0 sent, 1 dropped (last error: HTTP 500)');
   });
 
   it('at the deadline a hook still being tried is given up: the process exits at once, and no command it started is left', async () => {

@@ -6,9 +6,10 @@ import { sleep } from '../scheduler/wait.js';
 /**
  * Sends one body; resolves when the hook took it, rejects with why it did not. Once `stop` aborts
  * (the run's deadline for its hooks passed), it gives up at once: no retry, no post or command left
- * behind to keep the process alive.
+ * behind to keep the process alive. `tryFailed` hears each failed try as it happens, retried or
+ * not: a delivery still retrying at the deadline is dropped, and the report still says why.
  */
-export type Deliver = (body: string, stop: AbortSignal) => Promise<void>;
+export type Deliver = (body: string, stop: AbortSignal, tryFailed?: (why: string) => void) => Promise<void>;
 
 export const SIGNATURE_HEADER = 'x-llmq-signature';
 
@@ -31,8 +32,13 @@ export interface DeliverOptions {
 export function deliverTo(target: HookTarget, o: DeliverOptions = {}): Deliver {
   const timeoutMs = o.timeoutMs ?? 10_000;
   return target.kind === 'url'
-    ? (body, stop) => postWithRetries(target.url, body, o.secret, o.attempts ?? 4, o.retryDelayMs ?? 500, timeoutMs, stop)
-    : (body, stop) => runCommand(target.command, body, timeoutMs, stop);
+    ? (body, stop, tryFailed) =>
+        postWithRetries(target.url, body, o.secret, o.attempts ?? 4, o.retryDelayMs ?? 500, timeoutMs, stop, tryFailed)
+    : (body, stop, tryFailed) =>
+        runCommand(target.command, body, timeoutMs, stop).catch((error: unknown) => {
+          if (!stop.aborted) tryFailed?.(error instanceof Error ? error.message : String(error));
+          throw error;
+        });
 }
 
 async function postWithRetries(
@@ -43,6 +49,7 @@ async function postWithRetries(
   delayMs: number,
   timeoutMs: number,
   stop: AbortSignal,
+  tryFailed: (why: string) => void = () => {},
 ): Promise<void> {
   const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'llmq-hook' };
   if (secret) headers[SIGNATURE_HEADER] = sign(body, secret);
@@ -56,8 +63,10 @@ async function postWithRetries(
       // A 4xx other than 408/429 will not change by asking again.
       if (res.status < 500 && res.status !== 408 && res.status !== 429) break;
     } catch (error) {
+      if (stop.aborted) break;
       last = error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error);
     }
+    tryFailed(last);
     // cut short by the deadline, which the loop then sees
     if (attempt < attempts) await sleep(delayMs * 2 ** (attempt - 1) * (1 + Math.random()), stop).catch(() => {});
   }

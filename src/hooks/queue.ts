@@ -6,7 +6,7 @@ export interface HookCounts {
   readonly failed: number;
   /** Not delivered: the queue was full, or the run ended before their turn or while they were tried. */
   readonly dropped: number;
-  /** The last failure, for the report. */
+  /** The last failed try (of a delivery that failed, or was dropped while it retried), for the report. */
   readonly lastError: string | null;
 }
 
@@ -78,7 +78,9 @@ export class HookQueue {
     try {
       for (let body = this.#waiting.shift(); body !== undefined; body = this.#closed ? undefined : this.#waiting.shift()) {
         try {
-          await this.#deliver(body, this.#stop.signal);
+          await this.#deliver(body, this.#stop.signal, (why) => {
+            if (!this.#closed) this.lastError = why;
+          });
           if (!this.#closed) this.sent++;
         } catch (error) {
           if (this.#closed) continue;
