@@ -1,5 +1,6 @@
 import { statSync } from 'node:fs';
 import { LlmqError } from './errors.js';
+import { shellWord } from './shell-word.js';
 
 /** The file an error is about, as a message names it. */
 export interface ErrorPlace {
@@ -52,7 +53,10 @@ function fixFor(code: string, message: string, syscall: unknown, p: ErrorPlace):
     case 'SQLITE_READONLY':
       return (
         `${capital(it)} is read-only (${message}). Make the file and its folder writable` +
-        (isDb && p.path ? `, or work on a copy: llmq copy --from ${p.path} --to copy.db.` : '.')
+        // not `llmq copy`: it opens its source for writing too (SQLite's WAL needs the -shm file beside it)
+        (isDb && p.path
+          ? `, or work on a copy of the file: cp ${shellWord(p.path)} /tmp/llmq-copy.db (with its -wal file if it has one), then --db /tmp/llmq-copy.db.`
+          : '.')
       );
     case 'ENOTDIR':
       return `Cannot use ${it}: a part of that path is a file, not a folder. Give a path inside a folder.`;

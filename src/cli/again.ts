@@ -1,5 +1,6 @@
 import { DEFAULT_BASE_URL, resolveBaseUrl, type Env } from '../provider/endpoint.js';
-import { redactUrlCredentials, redactUrlQuery } from '../url-credentials.js';
+import { redactUrlQuery } from '../url-credentials.js';
+import { shellWord } from '../shell-word.js';
 
 /**
  * What a follow-up command printed as a hint ("llmq retry-failed && llmq run") needs to reach the
@@ -70,10 +71,4 @@ function bareRunEndpoint(env: Env): string | null {
   } catch {
     return null;
   }
-}
-
-/** A flag's value as a POSIX shell word: quoted when needed, a URL's password masked (invariant 7: such a hint is shown, not pasted). */
-export function shellWord(value: string): string {
-  const shown = redactUrlCredentials(value);
-  return /^[\w@%+=:,./-]+$/.test(shown) ? shown : `'${shown.replaceAll("'", `'\\''`)}'`;
 }

@@ -4,7 +4,7 @@ import { EXIT } from '../../errors.js';
 import { count, int } from '../../report/format.js';
 // loaded by main already: no cost at start
 import { onReaderGone, whileReaderPresent } from '../reader-gone.js';
-import { shellWord } from '../again.js';
+import { shellWord } from '../../shell-word.js';
 import type { ChalkInstance } from 'chalk';
 import type { EnqueueSummary } from '../../ingest/enqueue.js';
 import { DEFAULT_MAX_DOC_BYTES, where } from '../../ingest/types.js';
