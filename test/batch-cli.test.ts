@@ -26,9 +26,10 @@ async function setup(jobs: number) {
 async function read(db: string) {
   const store = new SqliteStore(db);
   const jobs = await all(store.copier.dumpJobs());
+  const attempts = await all(store.copier.dumpAttempts());
   const open = (await store.batches.open()).length;
   await store.close();
-  return { jobs, open };
+  return { jobs, attempts, open };
 }
 
 describe('llmq run --via batch (child processes)', () => {
@@ -286,6 +287,22 @@ describe('llmq run --via batch (child processes)', () => {
     const { jobs } = await read(db);
     expect(jobs).toHaveLength(9);
     for (const j of jobs) expect(j).toMatchObject({ state: 'done', attempts: 1, output: expect.stringMatching(/mock/i) });
+  }, 30_000);
+
+  it('offline: --mock-failure-rate fails lines of a mock batch with HTTP 500; they go back to pending and a later batch answers them', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 12, { model: 'mock-1' });
+    await store.close();
+    const flags = ['--via', 'batch', '--poll', '0.05', '--mock-latency', '20', '--mock-failure-rate', '0.5', '--max-attempts', '10'];
+    const r = await runCli(['run', '--db', db, '--provider', 'mock', ...flags]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/completed: \d+ done, 0 failed, [1-9]\d* back to pending/);
+    const { jobs, attempts } = await read(db);
+    expect(jobs.every((j) => j.state === 'done')).toBe(true);
+    expect(jobs.some((j) => j.attempts > 1)).toBe(true);
+    expect(attempts.filter((t) => t.outcome === 'done')).toHaveLength(12);
+    expect(attempts.filter((t) => t.status === 500 && t.outcome === 'retry').length).toBeGreaterThan(0);
   }, 30_000);
 
   it('offline: --via auto with the mock keeps what a cancelled batch answered, and sends only the rest online', async () => {

@@ -8,10 +8,12 @@ import { MockBatchApi } from './mock-api.js';
  * (so the same checks apply: a key for api.openai.com, a valid --base-url).
  */
 export function createBatchApi(
-  options: { provider: 'openai' | 'mock'; baseUrl?: string; mockCompleteAfterMs?: number },
+  options: { provider: 'openai' | 'mock'; baseUrl?: string; mockCompleteAfterMs?: number; mockFailureRate?: number },
   env: Env,
 ): BatchApi {
-  if (options.provider === 'mock') return new MockBatchApi({ completeAfterMs: options.mockCompleteAfterMs });
+  if (options.provider === 'mock') {
+    return new MockBatchApi({ completeAfterMs: options.mockCompleteAfterMs, failureRate: options.mockFailureRate });
+  }
   createProvider({ provider: 'openai', baseUrl: options.baseUrl }, env);
   return new HttpBatchApi({ baseUrl: resolveBaseUrl(options.baseUrl, env).url, apiKey: resolveApiKey(env) });
 }

@@ -6,6 +6,8 @@ import type { BatchApi, BatchPage, ProviderBatch } from './api.js';
 export interface MockBatchApiOptions {
   /** How long a batch takes, compressed from the real API's hours. @default 1000 */
   readonly completeAfterMs?: number;
+  /** Share of lines answered with an HTTP 500 in the output file, as `--mock-failure-rate` online. @default 0 */
+  readonly failureRate?: number;
   readonly now?: () => number;
 }
 
@@ -20,11 +22,13 @@ interface MockBatch {
   outputFileId: string | null;
   /** Lines answered once it ended (all when completed, those answered by then when cancelled). */
   answered: number;
+  /** Of them, lines answered with an error (`failureRate`). */
+  failed: number;
 }
 
 /**
  * The offline Batch API behind `--provider mock --via batch`: it lives in this process, answers every
- * line the way the mock provider answers online, and completes a batch after `completeAfterMs`; a
+ * line the way the mock provider answers online (`--mock-failure-rate` too: such lines carry an HTTP 500), and completes a batch after `completeAfterMs`; a
  * batch cancelled before then keeps the lines answered by then (in proportion to its time), as the
  * real API's output file does.
  * A batch left by a process that ended is unknown to the next one (404), so its jobs are resubmitted.
@@ -32,7 +36,7 @@ interface MockBatch {
 export class MockBatchApi implements BatchApi {
   readonly #files = new Map<string, string>();
   readonly #batches = new Map<string, MockBatch>();
-  readonly #answers = new MockProvider({ latencyMs: 0 });
+  readonly #answers: MockProvider;
   readonly #completeAfterMs: number;
   readonly #now: () => number;
   #seq = 0;
@@ -45,6 +49,7 @@ export class MockBatchApi implements BatchApi {
   constructor(options: MockBatchApiOptions = {}) {
     this.#completeAfterMs = options.completeAfterMs ?? 1000;
     this.#now = options.now ?? Date.now;
+    this.#answers = new MockProvider({ latencyMs: 0, failureRate: options.failureRate ?? 0 });
   }
 
   async uploadFile(_name: string, content: string): Promise<string> {
@@ -65,6 +70,7 @@ export class MockBatchApi implements BatchApi {
       status: 'in_progress',
       outputFileId: null,
       answered: 0,
+      failed: 0,
     };
     this.#batches.set(b.id, b);
     return this.#view(b);
@@ -102,27 +108,29 @@ export class MockBatchApi implements BatchApi {
   /** Ends `b` with its first `answered` lines answered in an output file (none: no file). */
   async #end(b: MockBatch, status: 'completed' | 'cancelled', answered: number): Promise<void> {
     const lines: string[] = [];
+    let failed = 0;
     const signal = new AbortController().signal;
     for (const line of this.#files.get(b.inputFileId)!.split('\n')) {
       if (lines.length === answered) break;
       if (line.trim() === '') continue;
       const { custom_id, body } = JSON.parse(line);
-      const answer = await this.#answers.complete(JSON.stringify(body), { signal });
-      lines.push(
-        JSON.stringify({
-          id: `batch_req_${++this.#seq}`,
-          custom_id,
-          response: { status_code: 200, request_id: '', body: JSON.parse(answer.body) },
-          error: null,
-        }),
+      const response = await this.#answers.complete(JSON.stringify(body), { signal }).then(
+        (answer) => ({ status_code: 200, request_id: '', body: JSON.parse(answer.body) }),
+        // a request the provider failed is a line of the output file with its status and error body, as the real API writes it
+        (error: ProviderError) => {
+          failed++;
+          return { status_code: error.status ?? 500, request_id: '', body: { error: { message: error.message, type: 'server_error' } } };
+        },
       );
+      lines.push(JSON.stringify({ id: `batch_req_${++this.#seq}`, custom_id, response, error: null }));
     }
     if (lines.length > 0) {
       const outputFileId = `file-mock-${this.#tag}-${++this.#seq}`;
       this.#files.set(outputFileId, lines.join('\n') + '\n');
       b.outputFileId = outputFileId;
     }
-    b.answered = lines.length;
+    b.answered = lines.length - failed;
+    b.failed = failed;
     b.status = status;
   }
 
@@ -138,7 +146,7 @@ export class MockBatchApi implements BatchApi {
       outputFileId: b.outputFileId,
       errorFileId: null,
       metadata: b.metadata,
-      counts: { total: b.lines, completed: b.status === 'in_progress' ? this.#answeredBy(b) : b.answered, failed: 0 },
+      counts: { total: b.lines, completed: b.status === 'in_progress' ? this.#answeredBy(b) : b.answered, failed: b.failed },
       errors: [],
       createdAt: b.createdAt,
     };

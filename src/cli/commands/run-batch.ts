@@ -23,6 +23,7 @@ export interface BatchRunFlags extends PriceFlags {
   json?: boolean;
   grace: number;
   mockLatency: number;
+  mockFailureRate: number;
   /** ms epoch when the batch lane cancels its batches and returns (`--via auto`). */
   until?: number;
 }
@@ -37,7 +38,15 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
     import('../../provider/endpoint.js'),
   ]);
   // The mock completes a batch in --mock-latency x 5 (1 s by default): time-compressed hours.
-  const api = createBatchApi({ provider: flags.provider, baseUrl: flags.baseUrl, mockCompleteAfterMs: flags.mockLatency * 5 }, process.env);
+  const api = createBatchApi(
+    {
+      provider: flags.provider,
+      baseUrl: flags.baseUrl,
+      mockCompleteAfterMs: flags.mockLatency * 5,
+      mockFailureRate: flags.mockFailureRate,
+    },
+    process.env,
+  );
   const store = await openExistingStore(resolveDbLocation(flags.db));
   await takeBackMockAnswers(store, flags.provider).catch(async (error) => {
     await store.close();
