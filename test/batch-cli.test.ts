@@ -3,7 +3,8 @@ import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CRASH_STEPS } from '../src/batch/context.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
-import { runCli } from './helpers/cli.js';
+import { collect, runCli, spawnCli } from './helpers/cli.js';
+import { waitFor } from './helpers/wait.js';
 import { answerFor } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
@@ -328,7 +329,7 @@ describe('llmq run --via batch (child processes)', () => {
     for (const j of jobs) expect(j).toMatchObject({ state: 'done', attempts: 1 });
   }, 40_000);
 
-  it('offline: a second batch run on the same queue, and a cancel of a mock batch another process made', async () => {
+  it('offline: a second batch run on the same queue, and a cancel of a mock batch a killed process made', async () => {
     const db = join(tempDir(), 'q.db');
     const store = new SqliteStore(db);
     await seedJobs(store, 6, { model: 'mock-1' });
@@ -343,6 +344,16 @@ describe('llmq run --via batch (child processes)', () => {
     const left = await batchRun('--no-wait');
     expect(left.code, left.stderr).toBe(0);
     expect(left.stderr).toMatch(/llmq run --via batch --provider mock --db .* sends them again: the mock's batches end with the process/);
+    // and so they did: nothing is left live, the jobs wait again
+    const after = await read(db);
+    expect(after.open).toBe(0);
+    expect(after.jobs.filter((j) => j.state === 'pending')).toHaveLength(10);
+    // a process killed outright leaves its mock batch recorded as live: the provider, gone with it, does not know it
+    const killed = spawnCli(['run', '--db', db, '--provider', 'mock', '--via', 'batch', '--poll', '0.05', '--mock-latency', '4000']);
+    const gone = collect(killed, 30_000);
+    await waitFor(async () => (await read(db)).open > 0, { what: 'the run to submit its batch', timeoutMs: 15_000 });
+    killed.kill('SIGKILL');
+    await gone;
     const cancel = await runCli(['batches', 'cancel', '--db', db, '--provider', 'mock', '--json']);
     expect(cancel.code, cancel.stderr).toBe(0);
     expect(JSON.parse(cancel.stdout)).toEqual({ cancelled: [], unknown: [expect.stringMatching(/^batch_mock-/)] });
@@ -353,6 +364,32 @@ describe('llmq run --via batch (child processes)', () => {
     expect(jobs).toHaveLength(16);
     expect(jobs.every((j) => j.state === 'done')).toBe(true);
   }, 30_000);
+
+  it('offline: a cancel of a mock batch whose run still works says only that run can, and exits 1; Ctrl-C on the run ends it', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 4, { model: 'mock-1' });
+    await store.close();
+    // a mock batch takes 5 x 4 s: live for the whole test
+    const run = spawnCli(['run', '--db', db, '--provider', 'mock', '--via', 'batch', '--poll', '0.05', '--mock-latency', '4000']);
+    const ran = collect(run, 30_000);
+    await waitFor(async () => (await read(db)).open > 0, { what: 'the run to submit its batch', timeoutMs: 15_000 });
+    const cancel = await runCli(['batches', 'cancel', '--db', db]);
+    expect(cancel.code, cancel.stderr).toBe(1);
+    expect(cancel.stderr).toMatch(
+      /batch_mock-\S+ is a batch of the offline mock provider, which lives in the process of run \w{8} \(pid \d+ on .*still running\): only that run can cancel it/,
+    );
+    expect(cancel.stderr).not.toContain('The provider does not know');
+    run.kill('SIGINT');
+    expect((await ran).code).toBe(130);
+    // its batch ended with it: nothing live, nothing running, the jobs wait again
+    const { jobs, open } = await read(db);
+    expect(open).toBe(0);
+    expect(jobs.every((j) => j.state === 'pending')).toBe(true);
+    expect((await runCli(['status', '--db', db])).stdout).toMatch(
+      /batch_mock-\S+ +gone with its process \(mock\) +4 jobs · 4 back to pending/,
+    );
+  }, 40_000);
 
   it('--via auto: batches until three quarters of --deadline, then cancels them and sends the rest online', async () => {
     const { fake, db, keys } = await setup(6);

@@ -17,6 +17,8 @@ export interface CancelResult {
   readonly sentTo: ReadonlyMap<string, string>;
   /** The API key each was sent with, as recorded, by provider batch id (null: none recorded). */
   readonly sentWith: ReadonlyMap<string, ApiKeyId | null>;
+  /** The run that submitted each, by provider batch id. */
+  readonly madeBy: ReadonlyMap<string, string>;
 }
 
 /**
@@ -56,5 +58,6 @@ export async function cancelBatches(
     unknown,
     sentTo: new Map(chosen.map((b) => [b.providerBatchId!, b.baseUrl])),
     sentWith: new Map(chosen.map((b) => [b.providerBatchId!, b.apiKey])),
+    madeBy: new Map(chosen.map((b) => [b.providerBatchId!, b.runId])),
   };
 }

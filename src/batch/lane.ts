@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { LlmqError } from '../errors.js';
+import { MOCK_BASE_URL } from '../mock-base-url.js';
 import { ProviderError } from '../provider/types.js';
 import type { RunSummary } from '../scheduler/events.js';
 import { sleep } from '../scheduler/wait.js';
@@ -228,6 +229,9 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     deps.stopSignal?.removeEventListener('abort', onStop);
   }
   await store.finishRun(runId, now(), reason, stats());
+  // The mock's Batch API ends with this process: its batches go now, their jobs back to pending,
+  // rather than show as live and running until the next run finds them gone.
+  if (deps.baseUrl === MOCK_BASE_URL) await store.batches.abandonUnsent([], now());
   const after = await store.status();
   return {
     runId,

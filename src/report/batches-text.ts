@@ -19,13 +19,17 @@ export function renderBatches(r: BatchesReport, p: Paint = NO_PAINT): string {
   const lines = [p.bold(`batches   ${r.live} live`)];
   for (const b of r.rows) {
     const id = b.providerBatchId ?? `(${b.id.slice(0, 8)}, not created yet)`;
-    const state = b.state === 'abandoned' ? 'not sent' : (b.providerStatus ?? b.state);
+    // abandoned: never created, or a mock batch that ended with the process it lived in
+    const state =
+      b.state === 'abandoned' ? (b.providerBatchId ? 'gone with its process (mock)' : 'not sent') : (b.providerStatus ?? b.state);
     const counts =
       b.state === 'ended'
         ? ` · ${int(b.done)} done · ${int(b.failed)} failed · ${int(b.requeued)} back to pending`
-        : b.state === 'submitted' && b.progress
-          ? ` · ${int(b.progress.completed)} answered${b.progress.failed ? ` · ${int(b.progress.failed)} failed` : ''} so far`
-          : '';
+        : b.state === 'abandoned'
+          ? ` · ${int(b.requeued)} back to pending`
+          : b.state === 'submitted' && b.progress
+            ? ` · ${int(b.progress.completed)} answered${b.progress.failed ? ` · ${int(b.progress.failed)} failed` : ''} so far`
+            : '';
     lines.push(`  ${id}  ${state}  ${int(b.jobs)} jobs${counts}  ${p.dim(`age ${duration(b.ageSeconds)}`)}`);
   }
   return '\n' + lines.join('\n') + '\n';

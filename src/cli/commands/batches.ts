@@ -1,6 +1,8 @@
 import { Option, type Command } from 'commander';
+import { hostname } from 'node:os';
 import type { BatchApi } from '../../batch/api.js';
 import type { BatchRow } from '../../store/batches.js';
+import type { RunRow } from '../../store/types.js';
 import { dbOption, oneOf } from '../options.js';
 import { MOCK_BASE_URL } from '../../mock-base-url.js';
 
@@ -89,6 +91,8 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
     { laneBaseUrl },
     { apiKeyId, nameKey, sentWithAnotherKey },
     { findApiKey },
+    { isLive },
+    { isProcessAlive },
   ] = await Promise.all([
     import('../../batch/create.js'),
     import('../../batch/cancel.js'),
@@ -98,6 +102,8 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
     import('../lane-base-url.js'),
     import('../../batch/api-key-id.js'),
     import('../../provider/endpoint.js'),
+    import('../../report/status-cost.js'),
+    import('../../process-alive.js'),
   ]);
   // Each batch is asked of the endpoint it was sent to, as recorded with it (without credentials:
   // the key comes from the environment), unless one is named here; LLMQ_BASE_URL may not be what
@@ -123,7 +129,7 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
   };
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
-    const { cancelled, unknown, sentTo, sentWith } = await cancelBatches(store, apiFor, id);
+    const { cancelled, unknown, sentTo, sentWith, madeBy } = await cancelBatches(store, apiFor, id);
     if (flags.json) process.stdout.write(JSON.stringify({ cancelled, unknown }) + '\n');
     // a run collects only the batches of its own endpoint: the command suggested names each one's
     const collect = (ids: readonly string[]) =>
@@ -143,13 +149,32 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
     const otherKey = unknown.filter(
       (b) => !elsewhere.includes(b) && sentTo.get(b) !== MOCK_BASE_URL && sentWithAnotherKey(sentWith.get(b)!, key),
     );
-    const lost = unknown.filter((b) => !elsewhere.includes(b) && !otherKey.includes(b));
+    // The mock's Batch API lives in the process of the run that made the batch: while that process
+    // lives, only it can cancel. On this machine its pid says so at once (a run killed a moment ago
+    // still heartbeated then); a run elsewhere, by its heartbeat.
+    const now = Date.now();
+    const here = hostname();
+    const runs = await store.activeRuns();
+    const running = (r: RunRow) => (r.host === here ? isProcessAlive(r.pid) : isLive(r, now));
+    const liveRun = (b: string) => runs.find((r) => r.id === madeBy.get(b) && running(r));
+    const inLiveMock = unknown.filter((b) => !elsewhere.includes(b) && sentTo.get(b) === MOCK_BASE_URL && liveRun(b));
+    const lost = unknown.filter((b) => !elsewhere.includes(b) && !otherKey.includes(b) && !inLiveMock.includes(b));
     if (lost.length > 0) {
       said.push(
         `The provider does not know ${lost.join(', ')} (HTTP 404: gone, or made by the mock in a process that has ended): ` +
           `nothing to cancel there. The next ${collect(lost)} hands their jobs back to pending.`,
       );
     }
+    for (const b of inLiveMock) {
+      const run = liveRun(b)!;
+      said.push(
+        `${b} is a batch of the offline mock provider, which lives in the process of run ${run.id.slice(0, 8)} ` +
+          `(pid ${run.pid} on ${run.host}, still running): only that run can cancel it. Stop it (Ctrl-C); its batches end with it ` +
+          'and their jobs go back to pending.',
+      );
+    }
+    // a batch asked for stays live: said by the exit code too
+    if (inLiveMock.length > 0) process.exitCode = 1;
     for (const b of otherKey) {
       said.push(
         `${b} was sent with ${nameKey(sentWith.get(b)!, 'another API key')}, and the provider does not show it to this one (HTTP 404): ` +
