@@ -7,7 +7,10 @@ export interface ProgressSnapshot {
   /** ms epoch the run started. */
   readonly startedAt: number;
   readonly now: number;
-  /** Jobs that were pending or running when the run started, plus any enqueued since it started (best effort). */
+  /**
+   * Jobs pending when the run started (with those a run on this host that was dying then held),
+   * grown by jobs that came to it since (enqueued, or handed back); once drained, what it did.
+   */
   readonly total: number;
   /** Jobs done before this run started. */
   readonly alreadyDone: number;

@@ -67,6 +67,8 @@ export class Run {
   /** Claims of each job this run holds: two when it claimed a job again whose first claim lapsed. */
   readonly #keysInHand = new Map<string, number>();
   #claimed = 0;
+  /** Jobs the claims found with every attempt used, failed there (`ClaimResult.exhausted`). */
+  #exhausted = 0;
   /** Set when room opens in hand (a job finished or began backing off); the loop waits on it instead of polling. */
   #roomSinceWait = false;
   #wake: () => void = () => {};
@@ -161,14 +163,16 @@ export class Run {
   async #start(): Promise<void> {
     const c = this.#counters,
       o = this.#options;
-    await this.#reclaim();
+    const dying = await this.#reclaim();
     // The one full read of the queue at the start: how much there is to do, and whether its models have prices.
     const before = await this.#store.status();
     this.#money.checkPriced(before);
     c.alreadyDone = before.counts.done;
     // Running jobs here are held by live runs or batch submissions (the reclaim above handed back
     // those of dead runs): not this run's to do, and counting them promised work it never did.
-    c.total = Math.min(this.#limit, before.counts.pending);
+    // Unless a run on this host is dying (its process gone, its heartbeat still fresh): its jobs come
+    // back within seconds, and "nothing to do" before 200 done misled.
+    c.total = Math.min(this.#limit, before.counts.pending + (dying ? before.counts.running : 0));
     await this.#store.startRun({
       id: this.#id,
       host: this.#host,
@@ -305,6 +309,9 @@ export class Run {
         });
       this.#tasks.add(task);
     }
+    // jobs handed back or enqueued since the start came to this run: at least these are to do
+    this.#exhausted += got.exhausted;
+    this.#counters.total = Math.max(this.#counters.total, this.#claimed + this.#exhausted);
     return { started: got.jobs.length, exhausted: got.exhausted };
   }
 

@@ -1,0 +1,76 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { OpenAIProvider } from '../src/provider/openai.js';
+import { runQueue } from '../src/scheduler/run-queue.js';
+import type { ProgressSnapshot } from '../src/scheduler/events.js';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { NO_STATS, rows } from './helpers/stores.js';
+import { seedJobs } from './helpers/seed.js';
+import { tempDir } from './helpers/tmp.js';
+import { startFake } from './helpers/start-fake.js';
+
+// A run started right after another on this machine was killed: the killed run's jobs come back to
+// it within seconds (its process is gone, its heartbeat still fresh). Its start said "nothing to do"
+// and then answered them all; its progress never counted them.
+describe("a run's count of what it has to do", () => {
+  it('counts the jobs of a run on this host that is dying: they come back to it', async () => {
+    const fake = await startFake({ latencyMs: 5 });
+    const path = join(tempDir(), 'q.db');
+    const store = new SqliteStore(path);
+    await seedJobs(store, 6);
+    const now = Date.now();
+    // killed a moment ago: pid gone, heartbeat fresh, four jobs held with a long lease
+    await store.startRun({ id: 'run-killed', host: 'h', pid: 4_190_101, startedAt: now, options: {} });
+    await store.heartbeat('run-killed', now, now + 600_000, NO_STATS);
+    expect((await store.claim({ owner: 'run-killed', limit: 4, now, leaseUntil: now + 600_000, maxAttempts: 5 })).jobs).toHaveLength(4);
+
+    let startTotal: number | null = null;
+    const progress: ProgressSnapshot[] = [];
+    const summary = await runQueue(
+      {
+        store,
+        provider: new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test', timeoutMs: 5000 }),
+        host: 'h',
+        pid: 4_190_102,
+        isAlive: (p) => p === 4_190_102,
+        emit: (event, payload) => {
+          if (event === 'run:start') startTotal = (payload as { total: number }).total;
+          if (event === 'progress') progress.push(payload as ProgressSnapshot);
+        },
+      },
+      { concurrency: 2, heartbeatMs: 100, progressMs: 20 },
+    );
+    await store.close();
+    expect(summary).toMatchObject({ reason: 'drained', done: 6 });
+    expect(startTotal).toBe(6);
+    // every progress snapshot counted at least what it had done
+    expect(progress.length).toBeGreaterThan(0);
+    for (const p of progress) expect(p.total).toBeGreaterThanOrEqual(p.done + p.failed);
+  }, 20_000);
+
+  it('grows with jobs enqueued while it works: a progress line never shows more done than to do', async () => {
+    const fake = await startFake({ latencyMs: 50 });
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await store.enqueue(rows(2, { prefix: 'first' }), Date.now());
+    let enqueued = false;
+    const progress: ProgressSnapshot[] = [];
+    const summary = await runQueue(
+      {
+        store,
+        provider: new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test', timeoutMs: 5000 }),
+        emit: (event, payload) => {
+          if (event === 'job:start' && !enqueued) {
+            enqueued = true;
+            void store.enqueue(rows(4, { prefix: 'later' }), Date.now());
+          }
+          if (event === 'progress') progress.push(payload as ProgressSnapshot);
+        },
+      },
+      { concurrency: 1, heartbeatMs: 100, progressMs: 10 },
+    );
+    await store.close();
+    expect(summary).toMatchObject({ reason: 'drained', done: 6 });
+    expect(progress.some((p) => p.done > 2)).toBe(true);
+    for (const p of progress) expect(p.total, `${p.done} done`).toBeGreaterThanOrEqual(p.done + p.failed);
+  }, 20_000);
+});
