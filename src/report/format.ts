@@ -76,6 +76,16 @@ export function percent(part: number, whole: number): string {
 }
 
 /** One line, at most `max` characters, with an ellipsis when cut. */
+/**
+ * Control characters shown as escapes: a file name, an item id or a malformed line (quoted in
+ * JSON.parse's message) may hold newlines or terminal escape sequences, and what shows it must
+ * stay one line and not drive the terminal.
+ */
+export function printable(s: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it escapes.
+  return s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 export function oneLine(text: string, max: number): string {
   const flat = text.replace(/\s+/g, ' ').trim();
   return flat.length <= max ? flat : flat.slice(0, Math.max(0, max - 1)) + '…';

@@ -1,5 +1,5 @@
 import type { ItemDetail } from '../store/types.js';
-import { duration, int, NO_PAINT, oneLine, usd, type Paint } from './format.js';
+import { duration, int, NO_PAINT, oneLine, printable, usd, type Paint } from './format.js';
 import { mayBeBilledText } from './status-text.js';
 
 /** Text longer than this is cut in `llmq show` unless `--full`. */
@@ -15,8 +15,8 @@ export function renderItem(d: ItemDetail, o: { full?: boolean; paint?: Paint; no
   const field = (label: string, value: string) => out.push(`  ${label.padEnd(10)}${value}`);
   const stateColor = j.state === 'done' ? p.green : j.state === 'failed' ? p.red : j.state === 'running' ? p.cyan : (s: string) => s;
 
-  out.push(`${p.bold('item')} ${d.id}`);
-  field('source', d.source);
+  out.push(`${p.bold('item')} ${printable(d.id)}`);
+  field('source', printable(d.source));
   if (d.meta && Object.keys(d.meta).length) field('meta', oneLine(JSON.stringify(d.meta), 68));
   head('job');
   field('key', j.key);

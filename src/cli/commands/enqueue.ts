@@ -1,7 +1,7 @@
 import { Option, type Command } from 'commander';
 import { dbOption, anyInt, byteSize, collect, intAtLeast, numberBetween, textOrFile } from '../options.js';
 import { EXIT } from '../../errors.js';
-import { count, int } from '../../report/format.js';
+import { count, int, printable } from '../../report/format.js';
 // loaded by main already: no cost at start
 import { onReaderGone, whileReaderPresent } from '../reader-gone.js';
 import { shellWord } from '../../shell-word.js';
@@ -223,15 +223,6 @@ function stopOnSignals(c: ChalkInstance, stderr: NodeJS.WriteStream): { signal: 
       giveBack();
     },
   };
-}
-
-/**
- * Control characters shown as escapes: a file name or a malformed line (quoted in JSON.parse's
- * message) may hold newlines or terminal escape sequences, and each rejection must stay one line.
- */
-function printable(s: string): string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it escapes.
-  return s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /**
