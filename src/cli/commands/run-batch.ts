@@ -94,7 +94,9 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
     else {
       // --no-wait ends with its batches out, not with the queue drained
       const why = !flags.wait && summary.reason === 'drained' ? 'submitted, not waiting' : summary.reason;
-      info(`batch lane: ${summary.done} done, ${summary.failed} failed, ${summary.remaining} pending or in a batch (${why})`);
+      info(
+        `batch lane: ${int(summary.done)} done, ${int(summary.failed)} failed, ${int(summary.remaining)} pending or in a batch (${why})`,
+      );
       // --no-wait ends as soon as its batches are out: say where their answers will come from
       if (!flags.wait && summary.remaining > 0 && summary.reason === 'drained') {
         const collect = `llmq run --via batch${runArguments(flags)}${dbArgument(flags.db)}`;

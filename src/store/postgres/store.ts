@@ -28,6 +28,7 @@ import type {
 } from '../types.js';
 import { connectionError, createPool, inTransaction, parsePgUrl, query } from './connect.js';
 import { migrate } from './migrations.js';
+import { refuseSkewedClock } from './clock.js';
 import { foldCounts } from './counts.js';
 import { EnqueuePg } from './enqueue.js';
 import { BULK_MIN_ROWS, PgBulkLoad } from './bulk-load.js';
@@ -135,6 +136,8 @@ export class PostgresStore implements Store {
   }
 
   async startRun(run: RunInfo): Promise<void> {
+    // a run writes and reads leases other machines share: not with a clock far from the server's
+    await refuseSkewedClock(this.pool, this.location);
     await this.#q(
       `WITH run AS (INSERT INTO runs (id, host, pid, started_at, heartbeat_at, options) VALUES ($1, $2, $3, $4, $4, $5))
       INSERT INTO spend (run_id, updated_at) VALUES ($1, $4) ON CONFLICT (run_id) DO NOTHING`,
