@@ -22,3 +22,22 @@ describe('HookQueue counts', () => {
     expect(queue.counts()).toEqual(counts);
   });
 });
+
+describe('HookQueue last error', () => {
+  it('is not a failed try of a delivery that then went through', async () => {
+    let tries = 0;
+    const queue = new HookQueue(
+      async (body, _stop, tryFailed) => {
+        if (body === 'a' && ++tries === 1) tryFailed?.('HTTP 500');
+        if (body === 'b') await new Promise((r) => setTimeout(r, 300));
+      },
+      { workers: 1, capacity: 1 },
+    );
+    queue.push('a');
+    await new Promise((r) => setTimeout(r, 20));
+    queue.push('b');
+    queue.push('c'); // the queue is full: dropped, with no error of its own
+    const counts = await queue.drain(100);
+    expect(counts).toEqual({ sent: 1, failed: 0, dropped: 2, lastError: null });
+  });
+});

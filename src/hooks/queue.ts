@@ -6,7 +6,7 @@ export interface HookCounts {
   readonly failed: number;
   /** Not delivered: the queue was full, or the run ended before their turn or while they were tried. */
   readonly dropped: number;
-  /** The last failed try (of a delivery that failed, or was dropped while it retried), for the report. */
+  /** Why the last delivery that failed failed, or, of one dropped while it retried, its last try; for the report. */
   readonly lastError: string | null;
 }
 
@@ -21,6 +21,8 @@ export class HookQueue {
   readonly #workers: number;
   readonly #waiting: string[] = [];
   #busy = 0;
+  /** Deliveries being tried now, each with its last failed try: reported if the drain drops it. */
+  readonly #underWay = new Set<{ lastTry: string | null }>();
   #idle: Array<() => void> = [];
   /**
    * Drained: nothing more is taken, and a delivery that ends after this was under way at the
@@ -66,6 +68,8 @@ export class HookQueue {
     this.#closed = true;
     this.#stop.abort();
     this.dropped += this.#waiting.splice(0).length + this.#busy;
+    // a delivery dropped while it retried says why its tries failed
+    for (const d of this.#underWay) if (d.lastTry !== null) this.lastError = d.lastTry;
     return this.counts();
   }
 
@@ -77,15 +81,19 @@ export class HookQueue {
     this.#busy++;
     try {
       for (let body = this.#waiting.shift(); body !== undefined; body = this.#closed ? undefined : this.#waiting.shift()) {
+        const delivery: { lastTry: string | null } = { lastTry: null };
+        this.#underWay.add(delivery);
         try {
           await this.#deliver(body, this.#stop.signal, (why) => {
-            if (!this.#closed) this.lastError = why;
+            delivery.lastTry = why;
           });
           if (!this.#closed) this.sent++;
         } catch (error) {
           if (this.#closed) continue;
           this.failed++;
           this.lastError = error instanceof Error ? error.message : String(error);
+        } finally {
+          this.#underWay.delete(delivery);
         }
       }
     } finally {

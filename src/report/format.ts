@@ -75,7 +75,6 @@ export function percent(part: number, whole: number): string {
   return `${p.toFixed(p < 10 && p > 0 ? 1 : 0)}%`;
 }
 
-/** One line, at most `max` characters, with an ellipsis when cut. */
 /**
  * Control characters shown as escapes: a file name, an item id or a malformed line (quoted in
  * JSON.parse's message) may hold newlines or terminal escape sequences, and what shows it must
@@ -83,9 +82,21 @@ export function percent(part: number, whole: number): string {
  */
 export function printable(s: string): string {
   // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it escapes.
-  return s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, escapeChar);
 }
 
+/**
+ * Text of many lines (an answer, a request's messages) as `printable`, but its newlines and tabs
+ * kept: a document or an answer holding terminal escape sequences must not drive the terminal.
+ */
+export function printableText(s: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it escapes.
+  return s.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, escapeChar);
+}
+
+const escapeChar = (ch: string): string => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`;
+
+/** One line, at most `max` characters, with an ellipsis when cut. */
 export function oneLine(text: string, max: number): string {
   const flat = text.replace(/\s+/g, ' ').trim();
   return flat.length <= max ? flat : flat.slice(0, Math.max(0, max - 1)) + '…';

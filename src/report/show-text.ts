@@ -1,5 +1,5 @@
 import type { ItemDetail } from '../store/types.js';
-import { duration, int, NO_PAINT, oneLine, printable, usd, type Paint } from './format.js';
+import { duration, int, NO_PAINT, oneLine, printable, printableText, usd, type Paint } from './format.js';
 import { mayBeBilledText } from './status-text.js';
 
 /** Text longer than this is cut in `llmq show` unless `--full`. */
@@ -17,7 +17,7 @@ export function renderItem(d: ItemDetail, o: { full?: boolean; paint?: Paint; no
 
   out.push(`${p.bold('item')} ${printable(d.id)}`);
   field('source', printable(d.source));
-  if (d.meta && Object.keys(d.meta).length) field('meta', oneLine(JSON.stringify(d.meta), 68));
+  if (d.meta && Object.keys(d.meta).length) field('meta', printable(oneLine(JSON.stringify(d.meta), 68)));
   head('job');
   field('key', j.key);
   field(
@@ -38,21 +38,24 @@ export function renderItem(d: ItemDetail, o: { full?: boolean; paint?: Paint; no
     const upTo = maybe.some((x) => typeof x.costUsd !== 'number') ? null : maybe.reduce((a, x) => a + x.costUsd!, 0);
     field('', p.yellow(mayBeBilledText(maybe.length, upTo)) + p.dim(' (sent, no answer came)'));
   }
-  if (j.error) field('error', p.red(j.error));
+  if (j.error) field('error', p.red(printable(j.error)));
 
   head('request');
   out.push(...renderRequest(j.request, full, p));
 
   head(`attempts (${d.attempts.length})`);
   if (!d.attempts.length) out.push(p.dim('  none yet'));
-  for (const a of d.attempts) {
+  for (const [i, a] of d.attempts.entries()) {
+    // retry-failed starts a failed job's count of attempts again: say so where the numbers restart
+    const before = d.attempts[i - 1];
+    if (before?.outcome === 'failed') out.push(p.dim('  (failed, then put back by llmq retry-failed: attempts counted afresh)'));
     const status = a.status === null ? 'no response' : `HTTP ${a.status}`;
     const outcome = a.outcome === 'done' ? p.green(a.outcome) : a.outcome === 'failed' ? p.red(a.outcome) : p.yellow(a.outcome);
     out.push(
       `  #${a.attempt}  ${time(a.startedAt)}  ${status.padEnd(11)}  ${latency(a.latencyMs).padStart(7)}  ${outcome}` +
         p.dim(`  run ${a.runId.slice(0, 8)}`),
     );
-    if (a.error) out.push(`      ${p.red(full ? a.error : oneLine(a.error, 72))}`);
+    if (a.error) out.push(`      ${p.red(printable(full ? a.error : oneLine(a.error, 72)))}`);
   }
 
   head('answer');
@@ -94,8 +97,11 @@ function trim(text: string, full: boolean): string {
   return `${text.slice(0, TRIM_CHARS)}… [${int(text.length - TRIM_CHARS)} more characters]`;
 }
 
+/** Text shown as lines under a heading: the document's and the answer's own control characters escaped. */
 function indent(text: string, pad = '  '): string[] {
-  return text.split('\n').map((l) => pad + l);
+  return printableText(text)
+    .split('\n')
+    .map((l) => pad + l);
 }
 
 function time(ms: number): string {

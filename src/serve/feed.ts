@@ -120,11 +120,16 @@ export class StatusFeed {
   }
 }
 
-/** Jobs and tokens per second between two reports (done and failed both finish a job). */
+/**
+ * Jobs and tokens per second between two reports (done and failed both finish a job, and so does an
+ * answer no item needs now: counted in `orphanedAnswers`, not done). Items moving off answered jobs
+ * and back move jobs between done and orphanedAnswers: no job finished then.
+ */
 export function throughput(a: StatusReport, b: StatusReport): ThroughputPoint | null {
   const seconds = (b.now - a.now) / 1000;
   if (seconds <= 0) return null;
-  const finished = b.counts.done + b.counts.failed - (a.counts.done + a.counts.failed);
+  const ended = (r: StatusReport) => r.counts.done + r.counts.failed + r.orphanedAnswers;
+  const finished = ended(b) - ended(a);
   const tokens = b.tokens.prompt + b.tokens.completion - (a.tokens.prompt + a.tokens.completion);
   // A retry-failed or a re-enqueue lowers the counts; that is not negative throughput.
   return { t: b.now / 1000, jobsPerSecond: Math.max(0, finished / seconds), tokensPerSecond: Math.max(0, tokens / seconds) };

@@ -1,0 +1,35 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCli } from './helpers/cli.js';
+import { tempDir } from './helpers/tmp.js';
+
+describe('llmq show of an item whose id and document hold control characters', () => {
+  it('shows them as escapes: the id on one line, the text with its lines, nothing sent to the terminal', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    const id = 'new\nline \u001b[31mred';
+    writeFileSync(join(dir, 'in.jsonl'), `${JSON.stringify({ id, text: 'hello\n\u001b[2Jcleared \u009b31m' })}\n`);
+    expect((await runCli(['enqueue', join(dir, 'in.jsonl'), '--db', db])).code).toBe(0);
+    const r = await runCli(['show', id, '--db', db]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.split('\n')[0]).toBe('item new\\u000aline \\u001b[31mred');
+    expect(r.stdout).toContain('    hello\n    \\u001b[2Jcleared \\u009b31m');
+    expect(r.stdout).not.toMatch(/[\u001b\u009b]/);
+  });
+
+  it('says where retry-failed put a failed job back, where its attempts are counted afresh', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    writeFileSync(join(dir, 'in.jsonl'), `${JSON.stringify({ id: 'doc', text: 'hello' })}\n`);
+    expect((await runCli(['enqueue', join(dir, 'in.jsonl'), '--db', db])).code).toBe(0);
+    const mock = ['--provider', 'mock', '--mock-latency', '0', '--progress', 'none', '--db', db];
+    expect((await runCli(['run', ...mock, '--mock-failure-rate', '1', '--max-attempts', '1'])).code).toBe(2);
+    expect((await runCli(['retry-failed', '--db', db])).code).toBe(0);
+    expect((await runCli(['run', ...mock])).code).toBe(0);
+    const shown = (await runCli(['show', 'doc', '--db', db])).stdout;
+    expect(shown).toMatch(
+      /#1 .*HTTP 500 .*failed.*\n.*\n {2}\(failed, then put back by llmq retry-failed: attempts counted afresh\)\n {2}#1 .*HTTP 200 .*done/,
+    );
+  });
+});
