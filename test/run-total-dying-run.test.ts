@@ -2,7 +2,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { OpenAIProvider } from '../src/provider/openai.js';
 import { runQueue } from '../src/scheduler/run-queue.js';
-import type { ProgressSnapshot } from '../src/scheduler/events.js';
+import { startText } from '../src/cli/progress/lines.js';
+import type { ProgressSnapshot, SchedulerEventMap } from '../src/scheduler/events.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { NO_STATS, rows } from './helpers/stores.js';
 import { seedJobs } from './helpers/seed.js';
@@ -13,7 +14,7 @@ import { startFake } from './helpers/start-fake.js';
 // it within seconds (its process is gone, its heartbeat still fresh). Its start said "nothing to do"
 // and then answered them all; its progress never counted them.
 describe("a run's count of what it has to do", () => {
-  it('counts the jobs of a run on this host that is dying: they come back to it', async () => {
+  it('says the jobs a dying run on this host holds apart, and counts them once they come back to it', async () => {
     const fake = await startFake({ latencyMs: 5 });
     const path = join(tempDir(), 'q.db');
     const store = new SqliteStore(path);
@@ -24,7 +25,7 @@ describe("a run's count of what it has to do", () => {
     await store.heartbeat('run-killed', now, now + 600_000, NO_STATS);
     expect((await store.claim({ owner: 'run-killed', limit: 4, now, leaseUntil: now + 600_000, maxAttempts: 5 })).jobs).toHaveLength(4);
 
-    let startTotal: number | null = null;
+    let start: SchedulerEventMap['run:start'] | null = null;
     const progress: ProgressSnapshot[] = [];
     const summary = await runQueue(
       {
@@ -34,7 +35,7 @@ describe("a run's count of what it has to do", () => {
         pid: 4_190_102,
         isAlive: (p) => p === 4_190_102,
         emit: (event, payload) => {
-          if (event === 'run:start') startTotal = (payload as { total: number }).total;
+          if (event === 'run:start') start = payload as SchedulerEventMap['run:start'];
           if (event === 'progress') progress.push(payload as ProgressSnapshot);
         },
       },
@@ -42,7 +43,11 @@ describe("a run's count of what it has to do", () => {
     );
     await store.close();
     expect(summary).toMatchObject({ reason: 'drained', done: 6 });
-    expect(startTotal).toBe(6);
+    // two pending to do, and the four of the dying run said apart: they may come back, or another run's may be among them
+    expect(start).toMatchObject({ total: 2, dyingMayHold: 4 });
+    expect(startText(start!, { db: 'q.db', provider: null })).toMatch(
+      /^run \w{8} on q\.db: 2 jobs to do; up to 4 more held by a run that stopped on this machine, back within seconds$/,
+    );
     // every progress snapshot counted at least what it had done
     expect(progress.length).toBeGreaterThan(0);
     for (const p of progress) expect(p.total).toBeGreaterThanOrEqual(p.done + p.failed);

@@ -77,7 +77,11 @@ export interface RunSummary {
 
 /** Everything the scheduler tells its listeners. Progress bars and `--json` output are two listeners. */
 export interface SchedulerEventMap {
-  'run:start': { runId: string; total: number; alreadyDone: number; options: Record<string, unknown> };
+  /**
+   * `dyingMayHold`: jobs running when it started while a run on this host was dying (its process
+   * gone, its heartbeat fresh): up to that many come back to this run within seconds; 0 if none was.
+   */
+  'run:start': { runId: string; total: number; alreadyDone: number; dyingMayHold?: number; options: Record<string, unknown> };
   'job:start': { key: string; attempt: number; model: string };
   /** `costUsd`: at the price known now; null when the model has none. `output`: the answer. */
   'job:done': { key: string; attempt: number; latencyMs: number; usage: Usage; output: string; costUsd?: number | null };

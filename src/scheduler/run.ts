@@ -169,10 +169,11 @@ export class Run {
     this.#money.checkPriced(before);
     c.alreadyDone = before.counts.done;
     // Running jobs here are held by live runs or batch submissions (the reclaim above handed back
-    // those of dead runs): not this run's to do, and counting them promised work it never did.
-    // Unless a run on this host is dying (its process gone, its heartbeat still fresh): its jobs come
-    // back within seconds, and "nothing to do" before 200 done misled.
-    c.total = Math.min(this.#limit, before.counts.pending + (dying ? before.counts.running : 0));
+    // those of dead runs): not this run's to do, and counting them promised work it never did. Some
+    // may be a dying run's (on this host, its process gone, its heartbeat still fresh), back within
+    // seconds: said apart ("nothing to do" before 200 done misled), counted once claimed.
+    c.total = Math.min(this.#limit, before.counts.pending);
+    const dyingMayHold = dying ? before.counts.running : 0;
     await this.#store.startRun({
       id: this.#id,
       host: this.#host,
@@ -187,7 +188,13 @@ export class Run {
         budgetTotal: o.budget?.totalUsd ?? null,
       },
     });
-    this.#emit('run:start', { runId: this.#id, total: c.total, alreadyDone: c.alreadyDone, options: this.#deps.describe ?? {} });
+    this.#emit('run:start', {
+      runId: this.#id,
+      total: c.total,
+      alreadyDone: c.alreadyDone,
+      dyingMayHold,
+      options: this.#deps.describe ?? {},
+    });
     await this.#lanes.load(this.#store);
     // A lane for each model with work, opened now with the limits earlier runs learned: the claims
     // then give each paced model its own share from the first (Lanes.claimPlan), whatever the order

@@ -18,10 +18,12 @@ export function costText(s: ProgressState): string {
 }
 
 /** "run 1a2b3c4d on ./llmq.db via mock: 40,000 jobs to do, 12 already done" */
-export function startText(p: { runId: string; total: number; alreadyDone: number }, where: Where): string {
+export function startText(p: { runId: string; total: number; alreadyDone: number; dyingMayHold?: number }, where: Where): string {
   const on = (where.db ? ` on ${where.db}` : '') + (where.provider ? ` via ${where.provider}` : '');
-  const todo = p.total === 0 ? 'nothing to do' : `${count(p.total, 'job')} to do`;
-  return `run ${p.runId.slice(0, 8)}${on}: ${todo}${p.alreadyDone ? `, ${int(p.alreadyDone)} already done` : ''}`;
+  const held = p.dyingMayHold ?? 0;
+  const todo = p.total === 0 ? (held ? 'nothing pending yet' : 'nothing to do') : `${count(p.total, 'job')} to do`;
+  const back = held ? `; up to ${int(held)} more held by a run that stopped on this machine, back within seconds` : '';
+  return `run ${p.runId.slice(0, 8)}${on}: ${todo}${p.alreadyDone ? `, ${int(p.alreadyDone)} already done` : ''}${back}`;
 }
 
 export interface Where {
