@@ -117,6 +117,7 @@ describe('postgres store', () => {
       'exit_reason',
       'options',
       'stats',
+      'clock_offset_ms',
     ]);
     expect(await cols('batches')).toEqual([
       'id',

@@ -252,6 +252,19 @@ UPDATE jobs j SET orphaned = true WHERE NOT EXISTS (SELECT 1 FROM items i WHERE 
 `,
 });
 
+/**
+ * Each run's clock against the server's, measured when it starts (src/store/postgres/clock.ts): a
+ * run refuses to start on a machine whose clock is far from a live run's on another, as their
+ * leases would then look over to each other while they still hold them.
+ */
+export const RUN_CLOCK_MIGRATION: Migration = Object.freeze({
+  version: 12,
+  name: 'run_clock',
+  sql: `
+ALTER TABLE runs ADD COLUMN clock_offset_ms BIGINT;   -- how far the run's clock was ahead of the server's (ms, negative: behind); NULL before llmq kept it
+`,
+});
+
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
@@ -390,6 +403,7 @@ CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pend
   BATCH_API_KEY_MIGRATION,
   BATCH_PROGRESS_MIGRATION,
   ORPHANED_ANSWERS_MIGRATION,
+  RUN_CLOCK_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

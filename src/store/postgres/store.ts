@@ -28,7 +28,7 @@ import type {
 } from '../types.js';
 import { connectionError, createPool, inTransaction, parsePgUrl, query } from './connect.js';
 import { migrate } from './migrations.js';
-import { refuseSkewedClock } from './clock.js';
+import { clockOffsetMs, refuseClockApart } from './clock.js';
 import { foldCounts } from './counts.js';
 import { EnqueuePg } from './enqueue.js';
 import { BULK_MIN_ROWS, PgBulkLoad } from './bulk-load.js';
@@ -136,12 +136,13 @@ export class PostgresStore implements Store {
   }
 
   async startRun(run: RunInfo): Promise<void> {
-    // a run writes and reads leases other machines share: not with a clock far from the server's
-    await refuseSkewedClock(this.pool, this.location);
+    // a run writes and reads leases other machines share: not with a clock far from theirs
+    const offset = await clockOffsetMs(this.pool);
+    await refuseClockApart(this.pool, offset, this.location);
     await this.#q(
-      `WITH run AS (INSERT INTO runs (id, host, pid, started_at, heartbeat_at, options) VALUES ($1, $2, $3, $4, $4, $5))
+      `WITH run AS (INSERT INTO runs (id, host, pid, started_at, heartbeat_at, options, clock_offset_ms) VALUES ($1, $2, $3, $4, $4, $5, $6))
       INSERT INTO spend (run_id, updated_at) VALUES ($1, $4) ON CONFLICT (run_id) DO NOTHING`,
-      [run.id, run.host, run.pid, run.startedAt, JSON.stringify(run.options)],
+      [run.id, run.host, run.pid, run.startedAt, JSON.stringify(run.options), offset],
     );
   }
 
