@@ -55,7 +55,7 @@ function fixFor(code: string, message: string, syscall: unknown, p: ErrorPlace):
         `${capital(it)} is read-only (${message}). Make the file and its folder writable` +
         // not `llmq copy`: it opens its source for writing too (SQLite's WAL needs the -shm file beside it)
         (isDb && p.path
-          ? `, or work on a copy of the file: cp ${shellWord(p.path)} /tmp/llmq-copy.db (with its -wal file if it has one), then --db /tmp/llmq-copy.db.`
+          ? `, or work on a copy of the file: cp ${shellWord(p.path)} /tmp/llmq-copy.db (and its -wal file, if it has one, to /tmp/llmq-copy.db-wal), then --db /tmp/llmq-copy.db.`
           : '.')
       );
     case 'ENOTDIR':

@@ -39,7 +39,7 @@ describe('known failures become one line that says what, where and what to do', 
     [
       sqlite('SQLITE_READONLY', 'attempt to write a readonly database'),
       DB,
-      /^The database q\.db is read-only \(attempt to write a readonly database\)\. Make the file and its folder writable, or work on a copy of the file: cp q\.db \/tmp\/llmq-copy\.db \(with its -wal file if it has one\), then --db \/tmp\/llmq-copy\.db\.$/,
+      /^The database q\.db is read-only \(attempt to write a readonly database\)\. Make the file and its folder writable, or work on a copy of the file: cp q\.db \/tmp\/llmq-copy\.db \(and its -wal file, if it has one, to \/tmp\/llmq-copy\.db-wal\), then --db \/tmp\/llmq-copy\.db\.$/,
     ],
     [sqlite('SQLITE_READONLY_DBMOVED', 'attempt to write a readonly database'), DB, /is read-only/],
     [

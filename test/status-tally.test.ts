@@ -40,4 +40,21 @@ describe('status tally of the maintained counts', () => {
     ];
     for (const [n, shown] of cases) expect(usd(n), String(n)).toBe(shown);
   });
+
+  it('leaves answers no item needs out of done and total, and keeps their tokens and cost', () => {
+    const t = tallyJobs(
+      [
+        { ...group, n: 5, p: 50, c: 25, usd: 0.5 },
+        { ...group, state: 'pending', n: 3, p: 0, c: 0, usd: 0 },
+      ],
+      2,
+    );
+    expect({ counts: t.counts, total: t.total, orphanedAnswers: t.orphanedAnswers, tokens: t.tokens }).toEqual({
+      counts: { pending: 3, running: 0, done: 3, failed: 0 },
+      total: 6,
+      orphanedAnswers: 2,
+      tokens: { prompt: 50, completion: 25 },
+    });
+    expect(t.byModel[0]).toMatchObject({ jobs: 8, done: 5, storedUsd: 0.5 });
+  });
 });

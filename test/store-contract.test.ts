@@ -114,6 +114,23 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       expect({ done: again.counts.done, orphanedAnswers: again.orphanedAnswers }).toEqual({ done: 1, orphanedAnswers: 0 });
     });
 
+    it('takes an answer back when an item returns to it later in a batch that names the item twice', async () => {
+      const { store } = await kind.fresh();
+      await store.enqueue([row('a', 'first')], T0);
+      const { jobs } = await store.claim(claimOpts({ limit: 1 }));
+      await answer(store, jobs[0]!.key);
+      expect(await store.enqueue([row('a', 'second')], T0 + 1)).toMatchObject({ orphanedAnswers: 1 });
+      expect((await store.status()).orphanedAnswers).toBe(1);
+      // a third text, then the first again, in one batch: the item ends where its answer is
+      expect(await store.enqueue([row('a', 'third'), row('a', 'first')], T0 + 2)).toMatchObject({ orphanedAnswers: 0 });
+      const s = await store.status();
+      expect({ counts: s.counts, total: s.total, orphanedAnswers: s.orphanedAnswers }).toEqual({
+        counts: { pending: 0, running: 0, done: 1, failed: 0 },
+        total: 1,
+        orphanedAnswers: 0,
+      });
+    });
+
     it('counts a job being answered when its item moved away as an orphaned answer once answered', async () => {
       const { store } = await kind.fresh();
       await store.enqueue([row('a', 'one'), row('b', 'two')], T0);

@@ -91,7 +91,8 @@ export class SqliteCopier implements QueueCopier {
 
   async markOrphans(): Promise<void> {
     this.#beforeWrite();
-    this.#db.prepare('UPDATE jobs SET orphaned = 1 WHERE NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)').run();
+    // two index walks in order, not a probe of items_job per job (migration 15)
+    this.#db.prepare('UPDATE jobs SET orphaned = 1 WHERE key IN (SELECT key FROM jobs EXCEPT SELECT job_key FROM items)').run();
   }
 
   async loadAttempts(rows: readonly AttemptRow[]): Promise<void> {

