@@ -13,6 +13,12 @@ function answer(store: Store, key: string): Promise<boolean> {
   });
 }
 
+/** What status counts of the jobs: by state and in all over the jobs items need, and the answers no item needs. */
+async function jobCounts(store: Store) {
+  const s = await store.status();
+  return { counts: s.counts, total: s.total, orphanedAnswers: s.orphanedAnswers };
+}
+
 // The store half of the invariants in docs/architecture.md, proved for every store kind by one suite.
 // This file: enqueue (invariant 4) and claim (invariants 2 and 6). Lifecycle and reading have their own files.
 describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) => {
@@ -123,12 +129,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       expect((await store.status()).orphanedAnswers).toBe(1);
       // a third text, then the first again, in one batch: the item ends where its answer is
       expect(await store.enqueue([row('a', 'third'), row('a', 'first')], T0 + 2)).toMatchObject({ orphanedAnswers: 0 });
-      const s = await store.status();
-      expect({ counts: s.counts, total: s.total, orphanedAnswers: s.orphanedAnswers }).toEqual({
-        counts: { pending: 0, running: 0, done: 1, failed: 0 },
-        total: 1,
-        orphanedAnswers: 0,
-      });
+      expect(await jobCounts(store)).toEqual({ counts: { pending: 0, running: 0, done: 1, failed: 0 }, total: 1, orphanedAnswers: 0 });
     });
 
     it('counts a job being answered when its item moved away as an orphaned answer once answered', async () => {
@@ -139,12 +140,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       // still out: running, as requests the provider may yet answer
       expect((await store.status()).counts).toMatchObject({ running: 2, pending: 1, done: 0 });
       for (const job of jobs) await answer(store, job.key);
-      const s = await store.status();
-      expect({ counts: s.counts, total: s.total, orphanedAnswers: s.orphanedAnswers }).toEqual({
-        counts: { pending: 1, running: 0, done: 1, failed: 0 },
-        total: 2,
-        orphanedAnswers: 1,
-      });
+      expect(await jobCounts(store)).toEqual({ counts: { pending: 1, running: 0, done: 1, failed: 0 }, total: 2, orphanedAnswers: 1 });
     });
 
     it('counts an answered or running job as orphaned only if no item points at it once the batch is in', async () => {
