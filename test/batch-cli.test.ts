@@ -75,6 +75,8 @@ describe('llmq run --via batch (child processes)', () => {
     expect(existsSync(copyTo)).toBe(false);
     const status = await runCli(['status', '--db', db]);
     expect(status.stdout).toMatch(/batch_fake1\s+(validating|in_progress)\s+7 jobs/);
+    // the run is recorded as what it did: not "drained"
+    expect(status.stdout).toMatch(/last run .* ended .* ago \(submitted, not waiting\)/);
     const second = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1']);
     expect(second.code, second.stderr).toBe(0);
     expect((await read(db)).jobs.every((j) => j.state === 'done')).toBe(true);
