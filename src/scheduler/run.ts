@@ -319,6 +319,10 @@ export class Run {
     // jobs handed back or enqueued since the start came to this run: at least these are to do
     this.#exhausted += got.exhausted;
     this.#counters.total = Math.max(this.#counters.total, this.#claimed + this.#exhausted);
+    // A claim of every model came back short: nothing more to take now, and what is left to this run
+    // is what it holds (runs sharing the queue took the rest of what it counted at the start: its
+    // bar stood at 35% while it waited on one retry, then jumped to 100%).
+    if (skipModels.length === 0 && got.jobs.length + got.exhausted < limit) this.#counters.total = this.#claimed + this.#exhausted;
     return { started: got.jobs.length, exhausted: got.exhausted };
   }
 

@@ -9,6 +9,7 @@ import { NO_STATS, rows } from './helpers/stores.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
+import { reply } from './helpers/fake-openai.js';
 
 // A run started right after another on this machine was killed: the killed run's jobs come back to
 // it within seconds (its process is gone, its heartbeat still fresh). Its start said "nothing to do"
@@ -77,5 +78,36 @@ describe("a run's count of what it has to do", () => {
     expect(summary).toMatchObject({ reason: 'drained', done: 6 });
     expect(progress.some((p) => p.done > 2)).toBe(true);
     for (const p of progress) expect(p.total, `${p.done} done`).toBeGreaterThanOrEqual(p.done + p.failed);
+  }, 20_000);
+
+  it('comes down to what it holds when runs sharing the queue took the rest', async () => {
+    const fake = await startFake({ latencyMs: 5 });
+    // the first request fails once: its job waits 1.5 s to be tried again while the queue has nothing left
+    fake.respond((q) => (q.index === 1 ? reply.serverError() : undefined));
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await store.enqueue(rows(10, { prefix: 'doc' }), Date.now());
+    let taken = false;
+    const progress: ProgressSnapshot[] = [];
+    const summary = await runQueue(
+      {
+        store,
+        provider: new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test', timeoutMs: 5000 }),
+        emit: (event, payload) => {
+          // another run on the queue takes six as this one starts
+          if (event === 'job:start' && !taken) {
+            taken = true;
+            void store.claim({ owner: 'run-other', limit: 6, now: Date.now(), leaseUntil: Date.now() + 600_000, maxAttempts: 5 });
+          }
+          if (event === 'progress') progress.push(payload as ProgressSnapshot);
+        },
+      },
+      { concurrency: 1, heartbeatMs: 100, progressMs: 20, retryDelayMs: 1500, maxRetryDelayMs: 1500 },
+    );
+    await store.close();
+    expect(summary).toMatchObject({ reason: 'drained', done: 4 });
+    // while it waited on its retry, three done: three of four, not of the ten counted at the start
+    const waiting = progress.filter((p) => p.done === 3 && p.backingOff === 1);
+    expect(waiting.length).toBeGreaterThan(0);
+    for (const p of waiting) expect(p.total).toBe(4);
   }, 20_000);
 });
