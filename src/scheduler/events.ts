@@ -8,8 +8,9 @@ export interface ProgressSnapshot {
   readonly startedAt: number;
   readonly now: number;
   /**
-   * Jobs pending when the run started (with those a run on this host that was dying then held),
-   * grown by jobs that came to it since (enqueued, or handed back); once drained, what it did.
+   * Jobs pending when the run started, grown by jobs that came to it since (enqueued, or handed
+   * back), brought down to what it holds when nothing more is left to claim (runs sharing the queue
+   * took the rest); once drained, what it did.
    */
   readonly total: number;
   /** Jobs done before this run started. */
