@@ -29,7 +29,7 @@ export interface RunReport {
   readonly requests: number;
   readonly rateLimited: number;
   readonly tokens: { readonly prompt: number; readonly completion: number };
-  /** Done jobs over wall time: what the run achieved on average. */
+  /** Finished jobs (done and failed, as the progress bar counts them) over wall time: what the run achieved on average. */
   readonly averageJobsPerSecond: number;
   readonly averageTokensPerSecond: number;
   /** The run's own recent rate (its last heartbeat); meaningful while live. */
@@ -152,7 +152,7 @@ export function runReport(r: RunRow, now: number, dead?: ReadonlySet<string>): R
     requests: st?.requests ?? 0,
     rateLimited: st?.rateLimited ?? 0,
     tokens,
-    averageJobsPerSecond: wallSeconds > 0 ? done / wallSeconds : 0,
+    averageJobsPerSecond: wallSeconds > 0 ? (done + (st?.failed ?? 0)) / wallSeconds : 0,
     averageTokensPerSecond: wallSeconds > 0 ? (tokens.prompt + tokens.completion) / wallSeconds : 0,
     recentJobsPerSecond: st?.jobsPerSecond ?? 0,
     inFlight: st?.inFlight ?? null,

@@ -120,7 +120,7 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
   }
   const lines = [
     `${head} in ${duration(wall)}: ${paint.green(int(r.done) + ' done')}, ${r.failed ? paint.red(int(r.failed) + ' failed') : '0 failed'}, ${count(r.retried, 'retry', 'retries')}`,
-    `  tokens ${compact(r.promptTokens)} in · ${compact(r.completionTokens)} out · cost ${costAmount(s)} · ${rate(wall > 0 ? r.done / wall : 0)} jobs/s` +
+    `  tokens ${compact(r.promptTokens)} in · ${compact(r.completionTokens)} out · cost ${costAmount(s)} · ${rate(wall > 0 ? (r.done + r.failed) / wall : 0)} jobs/s` +
       (r.rateLimited ? ` · ${int(r.rateLimited)} rate-limited` : ''),
   ];
   if (r.mayBeBilled.tries) {
