@@ -47,6 +47,16 @@ export function positiveNumber(value: string): number {
   return n;
 }
 
+/**
+ * A model name as the provider knows it: without the spaces a shell quote may carry (' gpt-4o '
+ * was stored so, and every request would have been refused), and not empty.
+ */
+export function modelName(value: string): string {
+  const name = value.trim();
+  if (name === '') throw new InvalidArgumentError('Expected a model name, such as gpt-4o-mini.');
+  return name;
+}
+
 export function oneOf<T extends string>(choices: readonly T[]): (value: string) => T {
   return (value) => {
     if (!(choices as readonly string[]).includes(value)) {

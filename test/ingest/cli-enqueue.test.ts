@@ -311,6 +311,7 @@ describe('llmq enqueue (CLI)', () => {
     [['--temperature', 'abc'], "error: option '--temperature <t>' argument 'abc' is invalid. Expected a number from 0 to 2."],
     [['--temperature', '2.5'], "error: option '--temperature <t>' argument '2.5' is invalid. Expected a number from 0 to 2."],
     [['--priority', 'high'], "error: option '--priority <n>' argument 'high' is invalid. Expected an integer."],
+    [['--model', ' '], "error: option '--model <name>' argument ' ' is invalid. Expected a model name, such as gpt-4o-mini."],
     [
       ['--max-doc-bytes', '0'],
       "error: option '--max-doc-bytes <size>' argument '0' is invalid. Expected a size of 1 byte or more, like 65536, 512KiB or 1MiB.",
@@ -325,6 +326,12 @@ describe('llmq enqueue (CLI)', () => {
     const r = await llmq(['enqueue', 'fixtures/docs', '--db', join(dir, 'q.db'), ...flags]);
     expect(r.code).toBe(1);
     expect(r.stderr.split('\n')[0]).toBe(message);
+  });
+
+  it('stores --model without the spaces a quote carried', async () => {
+    const { docs, db } = threeDocs();
+    expect((await llmq(['enqueue', docs, '--db', db, '--model', ' gpt-4o '])).code).toBe(0);
+    expect(query(db, 'SELECT DISTINCT model FROM jobs')).toEqual([{ model: 'gpt-4o' }]);
   });
 
   it('exits 1 naming a missing source, and enqueues nothing from the others: no queue is left behind', async () => {

@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import { dbOption, anyInt, byteSize, collect, intAtLeast, numberBetween, textOrFile } from '../options.js';
+import { dbOption, anyInt, byteSize, collect, intAtLeast, modelName, numberBetween, textOrFile } from '../options.js';
 import { EXIT } from '../../errors.js';
 import { count, int, printable } from '../../report/format.js';
 // loaded by main already: no cost at start
@@ -41,7 +41,7 @@ export function registerEnqueue(program: Command): Command {
         .default(DEFAULT_PROMPT, 'summarize {{text}}'),
     )
     .addOption(new Option('--system <text|@file>', 'a system message template, sent first').argParser(textOrFile))
-    .addOption(new Option('--model <name>', 'the model to ask').default(DEFAULT_MODEL))
+    .addOption(new Option('--model <name>', 'the model to ask').argParser(modelName).default(DEFAULT_MODEL))
     .addOption(new Option('--max-tokens <n>', 'the longest answer, in tokens').argParser(intAtLeast(1)).default(DEFAULT_MAX_TOKENS))
     .addOption(new Option('--temperature <t>', "sampling temperature, 0 to 2 (default: the provider's)").argParser(numberBetween(0, 2)))
     .addOption(new Option('--priority <n>', 'lower runs first').argParser(anyInt).default(0))
