@@ -62,5 +62,29 @@ describe.each(STORE_KINDS)('store contract: estimate reads [$name]', (kind) => {
     expect(withRequests).toHaveLength(6);
     expect(JSON.parse(withRequests[5]!.request!).messages[0].content).toBe('doc text 0');
     expect(await store.answered('other-model', { limit: 10, withRequest: false })).toEqual([]);
+
+    // a newer answer from the offline mock (a run with --provider mock): a stand-in, no measure of a real one
+    await store.enqueue(rows(1, { prefix: 'tried' }), T0 + 1);
+    await store.startRun({ id: 'run-mock', host: 'h', pid: 1, startedAt: T0, options: { provider: 'mock' } });
+    const [tried] = (await store.claim(claimOpts({ limit: 1, owner: 'run-mock' }))).jobs;
+    const usage = { promptTokens: 999, completionTokens: 999 };
+    await store.complete(tried!.key, {
+      owner: 'run-mock',
+      output: '[mock]',
+      response: '{}',
+      usage,
+      attempt: {
+        key: tried!.key,
+        runId: 'run-mock',
+        attempt: 1,
+        startedAt: T0,
+        endedAt: T0 + 1,
+        status: 200,
+        outcome: 'done',
+        error: null,
+        usage,
+      },
+    });
+    expect(await store.answered('gpt-test', { limit: 1, withRequest: false })).toEqual([three[0]]);
   });
 });

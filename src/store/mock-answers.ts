@@ -24,6 +24,26 @@ export function answeredBy(runs: string): string {
     OR run_id IN (SELECT 'batch:' || b.id FROM batches b WHERE b.run_id IN ${runs}))`;
 }
 
+/**
+ * SQL, a condition on a job: no mock run answered it (online or through its batches); `ofJob` finds
+ * the job's attempt rows `a`. What `llmq estimate` learns answers' lengths and latencies from: the
+ * mock's are stand-ins, and timed a real run at the mock's latency ("answers took 166 ms ... under a
+ * second"). A probe of the job's own attempts (their index), not a scan of every attempt.
+ */
+export function notAnsweredByMock(d: Dialect, ofJob: string): string {
+  const mock = `(SELECT id FROM runs WHERE ${mockRunWhere(d)})`;
+  return `NOT EXISTS (SELECT 1 FROM attempts a WHERE ${ofJob} AND a.outcome = 'done'
+    AND (a.run_id IN ${mock} OR a.run_id IN (SELECT 'batch:' || b.id FROM batches b WHERE b.run_id IN ${mock})))`;
+}
+
+/**
+ * SQL, one row when some mock run's answers may still stand (not taken back by a real run yet):
+ * only then does `answered` pay for `notAnsweredByMock`'s probe per job.
+ */
+export function mockAnswersMayStand(d: Dialect): string {
+  return `SELECT 1 FROM runs WHERE ${mockRunWhere(d)} AND ${DIALECT[d].option(TAKEN_BACK)} IS NULL LIMIT 1`;
+}
+
 /** What the two stores write differently: reading a run's options (JSON text), and finding a job's attempt rows. */
 const DIALECT = {
   sqlite: {

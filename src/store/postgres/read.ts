@@ -1,6 +1,6 @@
 import { COUNTS_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
 import { NOT_IN_A_LIVE_BATCH, SENT_ONLINE } from '../batches.js';
-import { mockAnswersToRun } from '../mock-answers.js';
+import { mockAnswersMayStand, mockAnswersToRun, notAnsweredByMock } from '../mock-answers.js';
 import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type pg from 'pg';
 import type {
@@ -342,12 +342,14 @@ export class PgReader {
 
   /** Newest first in jobs_age's order (state, created_at), so the walk stops at the limit instead of sorting every done job. */
   async answered(model: string, o: { limit: number; withRequest: boolean }): Promise<AnsweredJob[]> {
+    const mock = (await query(this.#pool, mockAnswersMayStand('postgres'))).rows.length > 0;
     const rows = (
       await query<{ prompt_tokens: number; completion_tokens: number; request: string | null; latency_ms: number | null }>(
         this.#pool,
         `SELECT j.prompt_tokens, j.completion_tokens, ${o.withRequest ? 'j.request' : 'NULL AS request'},
         (SELECT latency_ms FROM attempts a WHERE ${ATTEMPTS_OF_JOB} AND a.outcome = 'done' AND ${SENT_ONLINE('a')} ORDER BY a.id DESC LIMIT 1) AS latency_ms
-      FROM jobs j WHERE j.model = $1 AND j.state = 'done' ORDER BY j.created_at DESC, j.seq DESC LIMIT $2`,
+      FROM jobs j WHERE j.model = $1 AND j.state = 'done'${mock ? ` AND ${notAnsweredByMock('postgres', ATTEMPTS_OF_JOB)}` : ''}
+      ORDER BY j.created_at DESC, j.seq DESC LIMIT $2`,
         [model, o.limit],
       )
     ).rows;

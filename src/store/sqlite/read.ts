@@ -21,13 +21,14 @@ import { JOB_COLUMNS, requestOf } from './requests.js';
 import { LANES_SQL, toAttempt, toJob, toLane, toRun, type RawAttempt, type RawJob, type RawLane, type RawRun } from '../rows.js';
 import { unplannedLimit } from './unplanned-limit.js';
 import { NOT_IN_A_LIVE_BATCH, SENT_ONLINE } from '../batches.js';
-import { mockAnswersToRun } from '../mock-answers.js';
+import { mockAnswersMayStand, mockAnswersToRun, notAnsweredByMock } from '../mock-answers.js';
 
-/** `answered`'s read: a model's latest done jobs ($1 model, $2 how many), each with its answering attempt's latency. */
-export function answeredSql(withRequest: boolean): string {
+/** `answered`'s read: a model's latest done jobs ($1 model, $2 how many) a real provider answered, each with its answering attempt's latency. */
+export function answeredSql(withRequest: boolean, withoutMock = true): string {
   return `SELECT j.prompt_tokens, j.completion_tokens, ${withRequest ? `${requestOf('j')} AS request` : 'NULL AS request'},
       (SELECT latency_ms FROM attempts a WHERE ${ATTEMPTS_OF_JOB} AND a.outcome = 'done' AND ${SENT_ONLINE('a')} ORDER BY a.id DESC LIMIT 1) AS latency_ms
-    FROM jobs j INDEXED BY jobs_age WHERE j.model = ? AND j.state = 'done' ORDER BY j.created_at DESC, j.seq DESC LIMIT ${unplannedLimit('?')}`;
+    FROM jobs j INDEXED BY jobs_age WHERE j.model = ? AND j.state = 'done'${withoutMock ? ` AND ${notAnsweredByMock('sqlite', ATTEMPTS_OF_JOB)}` : ''}
+    ORDER BY j.created_at DESC, j.seq DESC LIMIT ${unplannedLimit('?')}`;
 }
 
 /** 1 for a run whose stats say it sent a request (a run still starting has none yet), else 0. */
@@ -166,7 +167,8 @@ export class SqliteReader {
 
   /** Newest first in jobs_age's order (state, created_at, seq), so the walk stops at the limit instead of sorting every done job. */
   answered(model: string, o: { limit: number; withRequest: boolean }): AnsweredJob[] {
-    const rows = this.#db.prepare(answeredSql(o.withRequest)).all(model, o.limit) as Array<{
+    const mock = this.#db.prepare(mockAnswersMayStand('sqlite')).get() !== undefined;
+    const rows = this.#db.prepare(answeredSql(o.withRequest, mock)).all(model, o.limit) as Array<{
       prompt_tokens: number;
       completion_tokens: number;
       request: string | null;
