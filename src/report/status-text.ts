@@ -1,4 +1,4 @@
-import { compact, duration, int, NO_PAINT, oneLine, percent, rate, usd, type Paint } from './format.js';
+import { compact, duration, int, NO_PAINT, oneLine, percent, rate, usd, wrap, type Paint } from './format.js';
 import type { RunCost, RunReport, StatusReport } from './status.js';
 
 /** Runs listed by their money in `status`; older ones are summed on one line. */
@@ -93,7 +93,19 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
       `${''.padEnd(10)}${int(last.done)} done, ${int(last.failed)} failed · ${rate(last.averageJobsPerSecond)} jobs/s · ${rate(last.averageTokensPerSecond)} tokens/s`,
     );
   }
+  // work waiting and nothing working it: say what sends it (and what it would cost first)
+  if (r.counts.pending > 0 && live.length === 0) {
+    lines.push('');
+    for (const l of hint(`to send the ${int(r.counts.pending)} pending:`, `llmq run${runAgain}${again}`)) lines.push(p.dim(l));
+    for (const l of hint('what that would cost and take:', `llmq estimate${again}`)) lines.push(p.dim(l));
+  }
   return lines.join('\n') + '\n';
+}
+
+/** A suggested command after its label, on one line of 80 columns if it fits, else under it, broken at spaces. */
+function hint(label: string, command: string): string[] {
+  const one = `  ${label} ${command}`;
+  return one.length <= 80 ? [one] : [`  ${label}`, ...wrap(command, 76).map((l) => `    ${l}`)];
 }
 
 function costLine(r: StatusReport, p: Paint): string {
