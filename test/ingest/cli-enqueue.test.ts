@@ -35,12 +35,19 @@ describe('llmq enqueue (CLI)', () => {
     const r = await llmq(['enqueue', 'fixtures/docs', '--db', db]);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe('');
+    // the summary, then the next step (with the --db this queue needs)
     expect(r.stderr).toMatch(
-      /^read 23 documents into .*q\.db in [\d.]+s: 23 new jobs, 23 new items, 0 already queued, 0 updated, 0 rejected\n$/,
+      /^read 23 documents into .*q\.db in [\d.]+s: 23 new jobs, 23 new items, 0 already queued, 0 updated, 0 rejected\n/,
     );
+    expect(r.stderr.split('\n').slice(1)).toEqual([
+      `next: llmq estimate --db ${db} (what it would cost and take), then llmq run --db ${db}`,
+      '',
+    ]);
     const again = await llmq(['enqueue', 'fixtures/docs', '--db', db]);
     expect(again.code).toBe(0);
     expect(again.stderr).toMatch(/0 new jobs, 0 new items, 23 already queued, 0 updated, 0 rejected/);
+    // nothing new: no next step to suggest
+    expect(again.stderr).not.toContain('next:');
     expect(query(db, 'SELECT count(*) AS n FROM jobs')).toEqual([{ n: 23 }]);
   });
 
@@ -49,7 +56,10 @@ describe('llmq enqueue (CLI)', () => {
     writeFileSync(join(dir, 'note.txt'), 'a real document');
     const r = await llmq(['enqueue', dir, '--db', join(dir, 'q.db')]);
     expect(r.code).toBe(0);
-    const lines = r.stderr.trim().split('\n');
+    const lines = r.stderr
+      .trim()
+      .split('\n')
+      .filter((l) => !l.startsWith('next: '));
     expect(lines.slice(0, -1)).toEqual(
       ['q.db', 'q.db-shm', 'q.db-wal'].map((f) => `skipped ${dir}/${f}: part of the queue's own database (--db)`),
     );
@@ -72,7 +82,10 @@ describe('llmq enqueue (CLI)', () => {
       '2KiB',
     ]);
     expect(r.code).toBe(2);
-    const lines = r.stderr.trim().split('\n');
+    const lines = r.stderr
+      .trim()
+      .split('\n')
+      .filter((l) => !l.startsWith('next: '));
     expect(lines.filter((l) => l.startsWith('rejected '))).toHaveLength(16);
     expect(lines).toContain('rejected fixtures/bad/binary.bin: binary file (contains NUL bytes)');
     expect(lines).toContain('rejected fixtures/bad/latin1.txt: invalid UTF-8 (save the file as UTF-8, e.g. with iconv)');

@@ -5,6 +5,7 @@ import { count, int, printable } from '../../report/format.js';
 // loaded by main already: no cost at start
 import { onReaderGone, whileReaderPresent } from '../reader-gone.js';
 import { shellWord } from '../../shell-word.js';
+import { dbArgument } from '../again.js';
 import type { ChalkInstance } from 'chalk';
 import type { EnqueueSummary } from '../../ingest/enqueue.js';
 import { DEFAULT_MAX_DOC_BYTES, where } from '../../ingest/types.js';
@@ -184,6 +185,10 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
     stderr.write(
       `${c.yellow('stopped')} before the end of the input: what was read is stored. Enqueue the same input again to add the rest (what is stored is skipped).\n`,
     );
+  } else if (!flags.json && summary.newJobs > 0) {
+    // the next step, for whoever enqueues for the first time: what it costs, then what sends it
+    const again = dbArgument(flags.db);
+    stderr.write(c.dim(`next: llmq estimate${again} (what it would cost and take), then llmq run${again}`) + '\n');
   }
   return summary;
 }
