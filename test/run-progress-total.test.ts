@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { OpenAIProvider } from '../src/provider/openai.js';
-import { runQueue } from '../src/scheduler/run-queue.js';
+import { runQueue, type RunDeps, type RunOptions } from '../src/scheduler/run-queue.js';
 import { startText } from '../src/cli/progress/lines.js';
 import type { ProgressSnapshot, SchedulerEventMap } from '../src/scheduler/events.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
@@ -9,7 +9,36 @@ import { NO_STATS, rows } from './helpers/stores.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
-import { reply } from './helpers/fake-openai.js';
+import { reply, type FakeOpenAI } from './helpers/fake-openai.js';
+
+/** A run of `store` against the fake, with its start and progress events; `atFirstJob` is called once, as its first job starts. */
+async function watchedRun(
+  store: SqliteStore,
+  fake: FakeOpenAI,
+  o: { deps?: Partial<RunDeps>; options: RunOptions; atFirstJob?: () => void },
+) {
+  let start: SchedulerEventMap['run:start'] | null = null;
+  const progress: ProgressSnapshot[] = [];
+  let first = true;
+  const summary = await runQueue(
+    {
+      store,
+      provider: new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test', timeoutMs: 5000 }),
+      ...o.deps,
+      emit: (event, payload) => {
+        if (event === 'run:start') start = payload as SchedulerEventMap['run:start'];
+        if (event === 'job:start' && first) {
+          first = false;
+          o.atFirstJob?.();
+        }
+        if (event === 'progress') progress.push(payload as ProgressSnapshot);
+      },
+    },
+    o.options,
+  );
+  await store.close();
+  return { summary, start: start as SchedulerEventMap['run:start'] | null, progress };
+}
 
 // A run started right after another on this machine was killed: the killed run's jobs come back to
 // it within seconds (its process is gone, its heartbeat still fresh). Its start said "nothing to do"
@@ -17,8 +46,7 @@ import { reply } from './helpers/fake-openai.js';
 describe("a run's count of what it has to do", () => {
   it('says the jobs a dying run on this host holds apart, and counts them once they come back to it', async () => {
     const fake = await startFake({ latencyMs: 5 });
-    const path = join(tempDir(), 'q.db');
-    const store = new SqliteStore(path);
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
     await seedJobs(store, 6);
     const now = Date.now();
     // killed a moment ago: pid gone, heartbeat fresh, four jobs held with a long lease
@@ -26,23 +54,10 @@ describe("a run's count of what it has to do", () => {
     await store.heartbeat('run-killed', now, now + 600_000, NO_STATS);
     expect((await store.claim({ owner: 'run-killed', limit: 4, now, leaseUntil: now + 600_000, maxAttempts: 5 })).jobs).toHaveLength(4);
 
-    let start: SchedulerEventMap['run:start'] | null = null;
-    const progress: ProgressSnapshot[] = [];
-    const summary = await runQueue(
-      {
-        store,
-        provider: new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test', timeoutMs: 5000 }),
-        host: 'h',
-        pid: 4_190_102,
-        isAlive: (p) => p === 4_190_102,
-        emit: (event, payload) => {
-          if (event === 'run:start') start = payload as SchedulerEventMap['run:start'];
-          if (event === 'progress') progress.push(payload as ProgressSnapshot);
-        },
-      },
-      { concurrency: 2, heartbeatMs: 100, progressMs: 20 },
-    );
-    await store.close();
+    const { summary, start, progress } = await watchedRun(store, fake, {
+      deps: { host: 'h', pid: 4_190_102, isAlive: (p) => p === 4_190_102 },
+      options: { concurrency: 2, heartbeatMs: 100, progressMs: 20 },
+    });
     expect(summary).toMatchObject({ reason: 'drained', done: 6 });
     // two pending to do, and the four of the dying run said apart: they may come back, or another run's may be among them
     expect(start).toMatchObject({ total: 2, dyingMayHold: 4 });
@@ -58,23 +73,10 @@ describe("a run's count of what it has to do", () => {
     const fake = await startFake({ latencyMs: 50 });
     const store = new SqliteStore(join(tempDir(), 'q.db'));
     await store.enqueue(rows(2, { prefix: 'first' }), Date.now());
-    let enqueued = false;
-    const progress: ProgressSnapshot[] = [];
-    const summary = await runQueue(
-      {
-        store,
-        provider: new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test', timeoutMs: 5000 }),
-        emit: (event, payload) => {
-          if (event === 'job:start' && !enqueued) {
-            enqueued = true;
-            void store.enqueue(rows(4, { prefix: 'later' }), Date.now());
-          }
-          if (event === 'progress') progress.push(payload as ProgressSnapshot);
-        },
-      },
-      { concurrency: 1, heartbeatMs: 100, progressMs: 10 },
-    );
-    await store.close();
+    const { summary, progress } = await watchedRun(store, fake, {
+      options: { concurrency: 1, heartbeatMs: 100, progressMs: 10 },
+      atFirstJob: () => void store.enqueue(rows(4, { prefix: 'later' }), Date.now()),
+    });
     expect(summary).toMatchObject({ reason: 'drained', done: 6 });
     expect(progress.some((p) => p.done > 2)).toBe(true);
     for (const p of progress) expect(p.total, `${p.done} done`).toBeGreaterThanOrEqual(p.done + p.failed);
@@ -86,24 +88,12 @@ describe("a run's count of what it has to do", () => {
     fake.respond((q) => (q.index === 1 ? reply.serverError() : undefined));
     const store = new SqliteStore(join(tempDir(), 'q.db'));
     await store.enqueue(rows(10, { prefix: 'doc' }), Date.now());
-    let taken = false;
-    const progress: ProgressSnapshot[] = [];
-    const summary = await runQueue(
-      {
-        store,
-        provider: new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test', timeoutMs: 5000 }),
-        emit: (event, payload) => {
-          // another run on the queue takes six as this one starts
-          if (event === 'job:start' && !taken) {
-            taken = true;
-            void store.claim({ owner: 'run-other', limit: 6, now: Date.now(), leaseUntil: Date.now() + 600_000, maxAttempts: 5 });
-          }
-          if (event === 'progress') progress.push(payload as ProgressSnapshot);
-        },
-      },
-      { concurrency: 1, heartbeatMs: 100, progressMs: 20, retryDelayMs: 1500, maxRetryDelayMs: 1500 },
-    );
-    await store.close();
+    const { summary, progress } = await watchedRun(store, fake, {
+      options: { concurrency: 1, heartbeatMs: 100, progressMs: 20, retryDelayMs: 1500, maxRetryDelayMs: 1500 },
+      // another run on the queue takes six as this one starts
+      atFirstJob: () =>
+        void store.claim({ owner: 'run-other', limit: 6, now: Date.now(), leaseUntil: Date.now() + 600_000, maxAttempts: 5 }),
+    });
     expect(summary).toMatchObject({ reason: 'drained', done: 4 });
     // while it waited on its retry, three done: three of four, not of the ten counted at the start
     const waiting = progress.filter((p) => p.done === 3 && p.backingOff === 1);

@@ -18,10 +18,14 @@ export const AS_PENDING = `state = 'pending', attempts = 0, run_after = 0, outpu
   completion_tokens = NULL, cost_usd = NULL, latency_ms = NULL, error = NULL, finished_at = NULL, lease_owner = NULL,
   lease_expires_at = NULL`;
 
+/** SQL, a condition on an attempt row (`a`, or the bare table): made by one of the runs `runs` (an SQL set of run ids), online or through their batches. */
+function byRuns(runs: string, a = ''): string {
+  return `(${a}run_id IN ${runs} OR ${a}run_id IN (SELECT 'batch:' || b.id FROM batches b WHERE b.run_id IN ${runs}))`;
+}
+
 /** The jobs whose answer came from one of the runs `runs` (an SQL set of run ids), online or through their batches. */
 export function answeredBy(runs: string): string {
-  return `SELECT job_key FROM attempts WHERE outcome = 'done' AND (run_id IN ${runs}
-    OR run_id IN (SELECT 'batch:' || b.id FROM batches b WHERE b.run_id IN ${runs}))`;
+  return `SELECT job_key FROM attempts WHERE outcome = 'done' AND ${byRuns(runs)}`;
 }
 
 /**
@@ -31,9 +35,8 @@ export function answeredBy(runs: string): string {
  * second"). A probe of the job's own attempts (their index), not a scan of every attempt.
  */
 export function notAnsweredByMock(d: Dialect, ofJob: string): string {
-  const mock = `(SELECT id FROM runs WHERE ${mockRunWhere(d)})`;
   return `NOT EXISTS (SELECT 1 FROM attempts a WHERE ${ofJob} AND a.outcome = 'done'
-    AND (a.run_id IN ${mock} OR a.run_id IN (SELECT 'batch:' || b.id FROM batches b WHERE b.run_id IN ${mock})))`;
+    AND ${byRuns(`(SELECT id FROM runs WHERE ${mockRunWhere(d)})`, 'a.')})`;
 }
 
 /**
