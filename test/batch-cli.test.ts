@@ -28,9 +28,10 @@ async function read(db: string) {
   const store = new SqliteStore(db);
   const jobs = await all(store.copier.dumpJobs());
   const attempts = await all(store.copier.dumpAttempts());
-  const open = (await store.batches.open()).length;
+  const live = await store.batches.open();
   await store.close();
-  return { jobs, attempts, open };
+  // submitted: created at the provider (a preparing one is not yet, and nothing can cancel it)
+  return { jobs, attempts, open: live.length, submitted: live.filter((b) => b.state === 'submitted' && b.providerBatchId).length };
 }
 
 describe('llmq run --via batch (child processes)', () => {
@@ -353,7 +354,7 @@ describe('llmq run --via batch (child processes)', () => {
     // a process killed outright leaves its mock batch recorded as live: the provider, gone with it, does not know it
     const killed = spawnCli(['run', '--db', db, '--provider', 'mock', '--via', 'batch', '--poll', '0.05', '--mock-latency', '4000']);
     const gone = collect(killed, 30_000);
-    await waitFor(async () => (await read(db)).open > 0, { what: 'the run to submit its batch', timeoutMs: 15_000 });
+    await waitFor(async () => (await read(db)).submitted > 0, { what: 'the run to submit its batch', timeoutMs: 15_000 });
     killed.kill('SIGKILL');
     await gone;
     const cancel = await runCli(['batches', 'cancel', '--db', db, '--provider', 'mock', '--json']);
@@ -375,7 +376,7 @@ describe('llmq run --via batch (child processes)', () => {
     // a mock batch takes 5 x 4 s: live for the whole test
     const run = spawnCli(['run', '--db', db, '--provider', 'mock', '--via', 'batch', '--poll', '0.05', '--mock-latency', '4000']);
     const ran = collect(run, 30_000);
-    await waitFor(async () => (await read(db)).open > 0, { what: 'the run to submit its batch', timeoutMs: 15_000 });
+    await waitFor(async () => (await read(db)).submitted > 0, { what: 'the run to submit its batch', timeoutMs: 15_000 });
     const cancel = await runCli(['batches', 'cancel', '--db', db]);
     expect(cancel.code, cancel.stderr).toBe(1);
     expect(cancel.stderr).toMatch(
