@@ -59,6 +59,8 @@ async function recorded(db: string) {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** What `--progress none` prints last: after the run's summary, why it stopped. */
+const lastLine = (stderr: string) => stderr.trimEnd().split('\n').at(-1);
 
 describe('llmq run --budget', () => {
   it("a budget below one request's worst case sends nothing and says that one request may cost more", async () => {
@@ -66,8 +68,9 @@ describe('llmq run --budget', () => {
     const r = await runCli(run('--budget', '0.01', ...PRICE));
     expect(r.code).toBe(3);
     expect(fake.received).toBe(0);
-    expect(r.stderr).toMatch(
-      /^budget reached: \$0\.00 of \$0\.01; one request may cost up to \$0\.\d+ \(its prompt and all of max_tokens\), more than the \$0\.01 left; 5 jobs pending; run again with a larger --budget to go on\n$/,
+    expect(r.stderr).toMatch(/^stopped by the budget in \d+s: 0 done, 0 failed/);
+    expect(lastLine(r.stderr)).toMatch(
+      /^budget reached: \$0\.00 of \$0\.01; one request may cost up to \$0\.\d+ \(its prompt and all of max_tokens\), more than the \$0\.01 left; 5 jobs pending; run again with a larger --budget to go on$/,
     );
     expect((await recorded(db)).pending).toBe(5);
   });
@@ -88,8 +91,8 @@ describe('llmq run --budget', () => {
     const r = await runCli(run('--budget', '1', '--concurrency', '8', ...PRICE));
     expect(r.code).toBe(3);
     const m = await recorded(db);
-    expect(r.stderr).toBe(
-      `budget reached: ${usd(m.ledgerUsd)} of $1.00; ${m.pending} jobs pending; run again with a larger --budget to go on\n`,
+    expect(lastLine(r.stderr)).toBe(
+      `budget reached: ${usd(m.ledgerUsd)} of $1.00; ${m.pending} jobs pending; run again with a larger --budget to go on`,
     );
     expect(m.done).toBeGreaterThan(20); // in-flight worst cases settled far lower, and the room was used again
     expect(m.pending).toBe(100 - m.done);
@@ -150,7 +153,7 @@ describe('llmq run --budget', () => {
     const [a, b] = await Promise.all([1, 2].map(() => runCli(run('--budget-total', '1.5', '--concurrency', '4', ...PRICE))));
     expect([a!.code, b!.code]).toEqual([3, 3]);
     for (const r of [a!, b!])
-      expect(r.stderr.trimEnd()).toMatch(
+      expect(lastLine(r.stderr)).toMatch(
         /^budget reached: \$1\.\d\d of \$1\.50 for the whole queue; \d+ jobs pending; run again with a larger --budget-total to go on$/,
       );
     const m = await recorded(db);

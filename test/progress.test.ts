@@ -314,6 +314,21 @@ describe('progress renderers', () => {
     expect(typed.listenerCount('progress')).toBe(0);
   });
 
+  it('--progress none: no start line, progress or failure lines, but the warnings and the summary with its next steps', () => {
+    const stream = sink();
+    const p = attachProgress(null, { mode: 'none', stream, color: false, again: ' --db q.db' });
+    p.listener('run:start', { runId: 'r1', total: 3, alreadyDone: 0, options: {} });
+    p.listener('job:failed', { key: 'abcdef0123456789', attempt: 1, error: 'HTTP 400: bad request' } as never);
+    p.listener('progress', snapshot({ total: 3, done: 2, failed: 1 }) as never);
+    p.listener('warning', { message: 'the provider sent no rate-limit headers' } as never);
+    p.listener('run:end', { ...summary, done: 2, failed: 1, failedInStore: 1 } as never);
+    p.stop();
+    const text = stream.text();
+    expect(text).not.toMatch(/jobs to do|abcdef012345|\[\d+s\]/);
+    expect(text).toMatch(/^warning: the provider sent no rate-limit headers\nfinished in .*: 2 done, 1 failed/);
+    expect(text).toContain('See why: llmq status --db q.db');
+  });
+
   it('picks the mode from the stream', () => {
     expect(progressMode(sink(true), false)).toBe('tty');
     expect(progressMode(sink(false), false)).toBe('plain');

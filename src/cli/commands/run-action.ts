@@ -86,19 +86,16 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
   const limits = [flags.rpm ? `${flags.rpm} rpm` : '', flags.tpm ? `${flags.tpm} tpm` : '', boards ? 'shared through Redis' : '']
     .filter(Boolean)
     .join(', ');
-  const progress =
-    mode === 'none'
-      ? null
-      : attachProgress(null, {
-          mode,
-          stream: whileReaderPresent(mode === 'json' ? process.stdout : process.stderr),
-          db: redactLocation(location),
-          provider: limits ? `${provider.name}, ${limits}` : provider.name,
-          prices,
-          again: dbArgument(flags.db),
-          runAgain: runArguments(flags) + moneyArguments(flags),
-        });
-  if (progress) listeners.push(progress.listener);
+  const progress = attachProgress(null, {
+    mode,
+    stream: whileReaderPresent(mode === 'json' ? process.stdout : process.stderr),
+    db: redactLocation(location),
+    provider: limits ? `${provider.name}, ${limits}` : provider.name,
+    prices,
+    again: dbArgument(flags.db),
+    runAgain: runArguments(flags) + moneyArguments(flags),
+  });
+  listeners.push(progress.listener);
   const onAlert = alertTarget(flags, alertsOn(flags));
   const hooks =
     flags.onDone || flags.onJob || onAlert
@@ -150,7 +147,7 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
       },
     );
   } finally {
-    progress?.stop();
+    progress.stop();
     alerts?.stop();
     stopping.dispose();
     await store.close();

@@ -91,7 +91,10 @@ export function registerRun(program: Command): Command {
     )
     .option('--json', 'print newline-delimited JSON events on stdout instead of a progress display')
     .addOption(
-      new Option('--progress <mode>', 'progress display: auto (bars on a terminal, lines otherwise), tty, plain, none')
+      new Option(
+        '--progress <mode>',
+        'progress display: auto (bars on a terminal, lines otherwise), tty, plain, none (only warnings and the summary)',
+      )
         .default('auto')
         .argParser(oneOf(['auto', 'tty', 'plain', 'none'] as const))
         // --json is the display: a mode asked for beside it would be ignored

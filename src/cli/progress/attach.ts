@@ -4,7 +4,7 @@ import { loadPriceTable, type PriceTable } from '../../pricing/price-table.js';
 import { NO_PAINT, type Paint } from '../../report/format.js';
 import { useColor } from '../output.js';
 import { jsonRenderer } from './json.js';
-import { plainRenderer } from './plain.js';
+import { plainRenderer, summaryRenderer } from './plain.js';
 import { ProgressState } from './state.js';
 import { ttyRenderer } from './tty.js';
 import type { Renderer } from './types.js';
@@ -40,7 +40,7 @@ export type ProgressSource =
   | null;
 
 export interface ProgressOptions {
-  /** `tty`: live bars; `plain`: a line every few seconds; `json`: NDJSON events; `none`: nothing. See `progressMode`. */
+  /** `tty`: live bars; `plain`: a line every few seconds; `json`: NDJSON events; `none`: the summary and warnings only. See `progressMode`. */
   readonly mode: ProgressMode;
   /** Where to draw. @default process.stderr for tty/plain, process.stdout for json */
   readonly stream?: NodeJS.WritableStream;
@@ -87,7 +87,7 @@ export function attachProgress(source: ProgressSource, options: ProgressOptions)
   };
   const renderer: Renderer =
     options.mode === 'none'
-      ? { onEvent() {}, stop() {} }
+      ? summaryRenderer(state, stream, paint, where)
       : options.mode === 'json'
         ? jsonRenderer(state, stream, options.intervalMs ?? 1000)
         : options.mode === 'tty'

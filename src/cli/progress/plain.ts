@@ -76,3 +76,24 @@ export function plainRenderer(state: ProgressState, stream: NodeJS.WritableStrea
     },
   };
 }
+
+/**
+ * `--progress none`: no progress, but what the run came to (its summary: counts, money, what is
+ * left and the command that picks it up) and its warnings still print. Without them a run that
+ * left failed jobs ended with exit code 2 and not a word about why.
+ */
+export function summaryRenderer(state: ProgressState, stream: NodeJS.WritableStream, paint: Paint, where: Where): Renderer {
+  let ended = false;
+  return {
+    onEvent<E extends SchedulerEventName>(event: E, payload: SchedulerEventMap[E]) {
+      if (ended) return;
+      if (event === 'warning') stream.write(`${paint.yellow(`warning: ${(payload as SchedulerEventMap['warning']).message}`)}\n`);
+      if (event !== 'run:end') return;
+      ended = true;
+      stream.write(summaryText(payload as SchedulerEventMap['run:end'], state, paint, where.again, where.runAgain));
+    },
+    stop() {
+      ended = true;
+    },
+  };
+}
