@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { percent, wrap } from '../src/report/format.js';
+import { oneLine, percent, wrap } from '../src/report/format.js';
 
 describe('wrap', () => {
   it('breaks at spaces, cuts a word longer than the width, and loses nothing', () => {
@@ -13,6 +13,19 @@ describe('wrap', () => {
     const lines = wrap('--prices /data/Q4  final/prices.json', 20);
     expect(lines.join(' ')).toBe('--prices /data/Q4  final/prices.json');
     for (const line of lines) expect(line.length).toBeLessThanOrEqual(20);
+  });
+});
+
+describe('oneLine', () => {
+  it('cuts a long text at a space near the end, not inside a word, and marks the cut', () => {
+    const reason = 'HTTP 429: Rate limit reached for gpt-4o-mini in organization org-abc on requests per min';
+    expect(oneLine(reason, 40)).toBe('HTTP 429: Rate limit reached for…');
+    expect(oneLine(reason, 40).length).toBeLessThanOrEqual(40);
+  });
+
+  it('cuts inside a word when no space is near the end (a long URL), and leaves a short text as it is', () => {
+    expect(oneLine('see https://platform.openai.com/account/rate-limits/details', 30)).toBe('see https://platform.openai.c…');
+    expect(oneLine('  two\n lines ', 30)).toBe('two lines');
   });
 });
 

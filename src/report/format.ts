@@ -99,7 +99,11 @@ const escapeChar = (ch: string): string => `\\u${ch.charCodeAt(0).toString(16).p
 /** One line, at most `max` characters, with an ellipsis when cut. */
 export function oneLine(text: string, max: number): string {
   const flat = text.replace(/\s+/g, ' ').trim();
-  return flat.length <= max ? flat : flat.slice(0, Math.max(0, max - 1)) + '…';
+  if (flat.length <= max) return flat;
+  const cut = flat.slice(0, Math.max(0, max - 1));
+  // at the last space when it is near the end, so a reason is not cut inside a word ("rate lim…")
+  const space = cut.lastIndexOf(' ');
+  return (space >= max * 0.75 ? cut.slice(0, space) : cut) + '…';
 }
 
 /** `text` as lines of at most `width` characters, broken at spaces (a longer word is cut): nothing is lost, unlike `oneLine`. */
