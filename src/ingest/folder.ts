@@ -1,6 +1,6 @@
 import type { Dirent } from 'node:fs';
 import { readdir, realpath, stat } from 'node:fs/promises';
-import { join, posix, sep } from 'node:path';
+import { isAbsolute, join, posix, relative, sep } from 'node:path';
 import { COMPANION_SUFFIXES, isSqliteFile, SQLITE_HEADER } from '../store/sqlite/files.js';
 import { fileText } from './decode.js';
 import { namedSourceReason, readAtMost, REASON_NOT_REGULAR } from './file-kind.js';
@@ -36,6 +36,21 @@ export function displayPath(p: string): string {
 }
 
 /**
+ * A source named on the command line as its documents' paths (item sources, `{{path}}`) spell it:
+ * as named, but a path inside the current folder is relative to it however it was named. Enqueueing
+ * `notes/` and then `$PWD/notes/` is the same input: with `{{path}}` in the prompt, the absolute
+ * spelling made every request new, and the queue sent the whole folder again.
+ */
+export function sourcePath(p: string, cwd = process.cwd()): string {
+  if (isAbsolute(p)) {
+    const rel = relative(cwd, p);
+    if (rel === '') return '.';
+    if (!rel.startsWith('..') && !isAbsolute(rel)) return displayPath(rel);
+  }
+  return displayPath(p);
+}
+
+/**
  * Every matching file under `root` as one document, id = path relative to `root`. Walks depth
  * first in name order, so ids come out in the same order on every machine. Symbolic links are
  * followed, folders reached through them after the rest (a folder reached twice is walked once, by
@@ -44,7 +59,7 @@ export function displayPath(p: string): string {
  */
 export async function* readFolder(root: string, options: FolderOptions): AsyncGenerator<Entry | Skipped> {
   const seen = new Set<string>([await realpath(root).catch(() => root)]);
-  const shown = displayPath(root);
+  const shown = sourcePath(root);
   // Folders reached through links are walked after the real ones, so a link to a folder of the
   // tree (`latest -> reports`) never takes its documents' ids: walked first, it did, and the real
   // folder was skipped as seen.

@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { UsageError } from '../errors.js';
-import { displayPath } from './folder.js';
+import { sourcePath } from './folder.js';
 import { readAtMost } from './file-kind.js';
 
 /** A source path the user named, and how it is read. */
@@ -55,7 +55,7 @@ export async function resolveSources(paths: readonly string[], haveStdin: boolea
       const why = code === 'ENOENT' || code === 'ENOTDIR' ? 'no such file or folder' : `${code ?? (error as Error).message}`;
       throw new UsageError(`Source not found: ${p} (${why}). Name a folder, a text file, a .jsonl file, or - for stdin.`);
     }
-    const path = displayPath(p);
+    const path = sourcePath(p);
     if (s.isDirectory()) out.push({ kind: 'folder', file: p, path });
     else if (JSONL.test(p) || (s.isFIFO() && !/\.[^.]+$/.test(basename(p)))) out.push({ kind: 'jsonl', file: p, path });
     else out.push({ kind: 'file', file: p, path, id: basename(path) });

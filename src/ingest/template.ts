@@ -27,6 +27,8 @@ export interface Template {
   readonly usesText: boolean;
   /** Whether any placeholder appears at all. */
   readonly isConstant: boolean;
+  /** Whether `{{path}}` appears: the request then depends on how the source was named (sourcePath). */
+  readonly usesPath: boolean;
   render(values: TemplateValues): string;
   /**
    * `JSON.stringify(render(values))`, built from pre-escaped literal parts and escaped values so
@@ -46,6 +48,7 @@ export function parseTemplate(source: string, option = '--prompt'): Template {
   const parts: Part[] = [];
   const unknown: string[] = [];
   let usesText = false;
+  let usesPath = false;
   let last = 0;
   for (const m of source.matchAll(PLACEHOLDER)) {
     if (m.index > last) parts.push(source.slice(last, m.index));
@@ -57,6 +60,7 @@ export function parseTemplate(source: string, option = '--prompt'): Template {
     } else if (name === 'id') {
       parts.push((v) => v.id);
     } else if (name === 'path') {
+      usesPath = true;
       parts.push((v) => v.path);
     } else if (META.test(name)) {
       parts.push(metaGetter(META.exec(name)![1]!));
@@ -81,7 +85,7 @@ export function parseTemplate(source: string, option = '--prompt'): Template {
           for (const p of parts) out += typeof p === 'string' ? p : p(v);
           return out;
         };
-  return { source, usesText, isConstant, render, renderJson: jsonRenderer(parts, render) };
+  return { source, usesText, usesPath, isConstant, render, renderJson: jsonRenderer(parts, render) };
 }
 
 /** The `{{text}}` part: one function, so that `renderJson` knows it when it sees it. */

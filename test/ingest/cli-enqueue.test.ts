@@ -382,4 +382,21 @@ describe('llmq enqueue (CLI)', () => {
     ])
       expect(help.stdout).toContain(flag);
   });
+
+  it('{{path}} is the same however a folder inside the current one is named, so enqueueing it again adds nothing', async () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'notes'));
+    writeFileSync(join(dir, 'notes', 'a.md'), 'hello');
+    const db = join(dir, 'q.db');
+    const at = (cwd: string, source: string) => runCli(['enqueue', source, '--db', db, '--prompt', 'File {{path}}: {{text}}'], { cwd });
+    expect((await at(dir, 'notes')).code).toBe(0);
+    for (const source of [join(dir, 'notes'), './notes/', join(dir, 'notes', 'a.md')])
+      expect((await at(dir, source)).stderr, source).toMatch(/0 new jobs, 0 new items, 1 already queued, 0 updated/);
+    const [request] = query<{ request: string }>(db, 'SELECT request FROM job_requests');
+    expect(JSON.parse(request!.request).messages[0].content).toBe('File notes/a.md: hello');
+    // named from inside the folder, the path is another: the warning says why the request changed
+    const inside = await at(join(dir, 'notes'), join(dir, 'notes'));
+    expect(inside.stderr).toMatch(/1 new job, 0 new items, 0 already queued, 1 updated/);
+    expect(inside.stderr.replace(/\n/g, ' ')).toContain('{{path}} in the template is the path as named from the current folder');
+  });
 });

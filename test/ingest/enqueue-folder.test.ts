@@ -5,7 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../src/errors.js';
 import { parseTemplate } from '../../src/ingest/template.js';
 import { tempDir } from '../helpers/tmp.js';
-import { count, fixture, items, request, run, tempStore } from './helpers.js';
+import { sourcePath } from '../../src/ingest/folder.js';
+import { count, fixture, items, request, run, shownFixture, tempStore } from './helpers.js';
 import { all } from '../helpers/store-reads.js';
 import { REASON_GZIP, REASON_UTF16 } from '../../src/ingest/decode.js';
 
@@ -28,7 +29,7 @@ describe('enqueue a folder', () => {
       'incidents/2024-03-14-cdn-certificate.md',
       'incidents/2024-03-29-queue-backlog.md',
     ]);
-    expect(items(store)[0]!.source).toBe(`${DOCS}/changelog-2024-03.md`.replace(/\/+/g, '/'));
+    expect(items(store)[0]!.source).toBe(shownFixture('docs/changelog-2024-03.md'));
   });
 
   it('a link to a folder of the tree leaves its documents their own ids; a link to a folder outside it is walked', async () => {
@@ -79,7 +80,7 @@ describe('enqueue a folder', () => {
     const store = tempStore();
     const seen: string[] = [];
     const s = await run(store, [fixture('bad')], { onReject: (r) => seen.push(`${r.path}: ${r.reason}`) });
-    const bad = fixture('bad').replace(/\/$/, '');
+    const bad = shownFixture('bad');
     expect(seen).toEqual([
       `${bad}/binary.bin: binary file (contains NUL bytes)`,
       `${bad}/empty.txt: empty document (nothing but whitespace)`,
@@ -203,7 +204,7 @@ describe('enqueue a folder', () => {
   it('takes a single text file as one document named by its file name', async () => {
     const store = tempStore();
     await run(store, [fixture('docs/support/tickets/ticket-1063.txt')]);
-    expect(items(store)).toMatchObject([{ id: 'ticket-1063.txt', source: fixture('docs/support/tickets/ticket-1063.txt') }]);
+    expect(items(store)).toMatchObject([{ id: 'ticket-1063.txt', source: shownFixture('docs/support/tickets/ticket-1063.txt') }]);
   });
 
   it('rejects the second document with an id already seen, naming where the first one was', async () => {
@@ -237,7 +238,7 @@ describe('enqueue a folder', () => {
     const req = JSON.parse(job!.request);
     expect(req).toMatchObject({ model: 'llama3', max_tokens: 99, temperature: 0.2 });
     expect(req.messages[0]).toEqual({ role: 'system', content: 'Be brief.' });
-    expect(req.messages[1].content).toMatch(new RegExp(`^Doc onboarding\\.md at ${fixture('docs/onboarding.md')}: # Welcome`));
+    expect(req.messages[1].content).toMatch(new RegExp(`^Doc onboarding\\.md at ${shownFixture('docs/onboarding.md')}: # Welcome`));
   });
 
   it('checks every source before writing anything: a missing one is a usage error and nothing is enqueued', async () => {
@@ -247,5 +248,17 @@ describe('enqueue a folder', () => {
       'Source not found: /no/such/folder (no such file or folder). Name a folder, a text file, a .jsonl file, or - for stdin.',
     );
     expect(count(store, 'items')).toBe(0);
+  });
+});
+
+describe('sourcePath', () => {
+  it('spells a source inside the current folder relative to it however it was named, any other as named', () => {
+    expect(sourcePath('/home/ann/work/notes/', '/home/ann/work')).toBe('notes');
+    expect(sourcePath('/home/ann/work/notes/a.md', '/home/ann/work')).toBe('notes/a.md');
+    expect(sourcePath('/home/ann/work', '/home/ann/work')).toBe('.');
+    expect(sourcePath('./notes//a.md', '/home/ann/work')).toBe('notes/a.md');
+    expect(sourcePath('/data/corpus', '/home/ann/work')).toBe('/data/corpus');
+    expect(sourcePath('/home/ann/work2/x', '/home/ann/work')).toBe('/home/ann/work2/x');
+    expect(sourcePath('../shared/x.jsonl', '/home/ann/work')).toBe('../shared/x.jsonl');
   });
 });

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../src/request.js';
 import type { EnqueueResult, EnqueueRow, Store } from '../../src/store/types.js';
 import { parseTemplate } from '../../src/ingest/template.js';
-import { count, fixture, items, request, run, tempStore } from './helpers.js';
+import { count, fixture, items, request, run, shownFixture, tempStore } from './helpers.js';
 import { all } from '../helpers/store-reads.js';
 import { tempDir } from '../helpers/tmp.js';
 import type { EnqueueSummary } from '../../src/ingest/enqueue.js';
@@ -13,8 +13,8 @@ import type { EnqueueSummary } from '../../src/ingest/enqueue.js';
 describe('enqueue JSONL', () => {
   it('makes one item per line: id field (stringified) or file:line, other fields kept as meta, blank lines skipped', async () => {
     const store = tempStore();
-    const file = fixture('jsonl/reviews.jsonl');
-    const s = await run(store, [file]);
+    const s = await run(store, [fixture('jsonl/reviews.jsonl')]);
+    const file = shownFixture('jsonl/reviews.jsonl');
     expect(s).toMatchObject({ documents: 6, newItems: 6, newJobs: 6, rejected: 0 });
     const rows = items(store);
     expect(rows.map((r) => r.id)).toEqual(['r-001', 'r-002', 'r-003', '1004', `${file}:6`, 'r-006']);
@@ -24,8 +24,8 @@ describe('enqueue JSONL', () => {
 
   it('reports every kind of bad line with its file and line, and enqueues the good ones', async () => {
     const store = tempStore();
-    const file = fixture('jsonl/bad-lines.jsonl');
-    const s = await run(store, [file], { maxDocBytes: 2048 });
+    const s = await run(store, [fixture('jsonl/bad-lines.jsonl')], { maxDocBytes: 2048 });
+    const file = shownFixture('jsonl/bad-lines.jsonl');
     expect(s.rejections.map((r) => `${r.line}: ${r.reason}`)).toEqual([
       `2: malformed JSON (Expected ',' or '}' after property value in JSON at position 32)`,
       '3: not a JSON object (each line must be one {...} document, got an array)',

@@ -2,12 +2,15 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { onTestFinished } from 'vitest';
 import { enqueue, type EnqueueOptions } from '../../src/ingest/enqueue.js';
+import { sourcePath } from '../../src/ingest/folder.js';
 import { parseTemplate } from '../../src/ingest/template.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import { tempDir } from '../helpers/tmp.js';
 
 export const FIXTURES = fileURLToPath(new URL('../../fixtures/', import.meta.url));
 export const fixture = (p: string) => join(FIXTURES, p);
+/** A fixture's path as items and messages show it: relative to the current folder (the repository's, in tests). */
+export const shownFixture = (p: string) => sourcePath(fixture(p));
 
 /** A real SQLite store in a fresh temp folder, closed when the test ends. */
 export function tempStore(dir = tempDir()): SqliteStore {
