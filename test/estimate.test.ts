@@ -120,6 +120,38 @@ describe('estimate', () => {
     await store.close();
   });
 
+  it("learns answer lengths from real answers only: the offline mock's stand-ins count neither in the mean nor the p90", async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await seedJobs(store, 20, { model: MODEL, maxTokens: 500 });
+    /** `n` jobs answered by run `id` (of `provider`), each with `completion` tokens. */
+    const answeredBy = async (id: string, provider: string | undefined, n: number, completion: number) => {
+      await store.startRun({ id, host: 'h', pid: 1, startedAt: T, options: provider ? { provider } : {} });
+      const got = await store.claim({ owner: id, limit: n, now: T, leaseUntil: T + 60_000, maxAttempts: 5 });
+      for (const job of got.jobs) {
+        const usage = { promptTokens: 10, completionTokens: completion };
+        const attempt = {
+          key: job.key,
+          runId: id,
+          attempt: 1,
+          startedAt: T,
+          endedAt: T + 5,
+          status: 200,
+          outcome: 'done' as const,
+          error: null,
+          usage,
+        };
+        await store.complete(job.key, { owner: id, output: 'x', response: '{}', usage, attempt });
+      }
+    };
+    await answeredBy('mocky', 'mock', 6, 9);
+    const mockOnly = await estimateRun(store, { prices, now: T, baseUrl: BASE });
+    expect(mockOnly.models[0]!.completion).toMatchObject({ basis: 'max_tokens', answered: 0, mean: null, p90: null });
+    await answeredBy('real', undefined, 4, 300);
+    const mixed = await estimateRun(store, { prices, now: T, baseUrl: BASE });
+    expect(mixed.models[0]!.completion).toMatchObject({ basis: 'answers', answered: 4, mean: 300, p90: 300 });
+    await store.close();
+  });
+
   it('limits learned at another endpoint are named, with the flag that uses them, instead of "no limit known"', async () => {
     const { db, store } = await seeded();
     await store.close();

@@ -68,7 +68,7 @@ function aboutTime(seconds: number): string {
 
 function answersText(m: ModelEstimate): string {
   const c = m.completion;
-  if (c.basis === 'max_tokens') return `up to ${compact(c.ceiling)} tokens (max_tokens; none answered yet)`;
+  if (c.basis === 'max_tokens') return `up to ${compact(c.ceiling)} tokens (max_tokens; no real answer yet)`;
   const range = compact(c.low) === compact(c.high) ? compact(c.low) : `${compact(c.low)} to ${compact(c.high)}`;
   return `${range} tokens (mean ${Math.round(c.mean!)}, p90 ${c.p90} of ${int(c.answered)} answered)`;
 }

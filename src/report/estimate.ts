@@ -186,8 +186,13 @@ async function historyOf(
   model: string,
   tally: { done: number; completion: number } | undefined,
 ): Promise<History> {
-  if (!tally || tally.done === 0) return { answered: 0, mean: null, p90: null, correction: 0, latencyMs: null };
+  const none: History = { answered: 0, mean: null, p90: null, correction: 0, latencyMs: null };
+  if (!tally || tally.done === 0) return none;
   const sample = await store.answered(model, { limit: SAMPLE, withRequest: false });
+  // The sample leaves out the offline mock's stand-in answers, the counts do not: with none but
+  // those, nothing is known of real answers; with some, the counts' mean would mix them in.
+  if (sample.length === 0) return none;
+  const countsAreReal = sample.length >= Math.min(SAMPLE, tally.done);
   const calibration = await store.answered(model, { limit: CALIBRATION, withRequest: true });
   const sorted = sample.map((a) => a.completionTokens).sort((a, b) => a - b);
   const latencies = sample.map((a) => a.latencyMs).filter((x): x is number => x !== null);
@@ -196,9 +201,9 @@ async function historyOf(
     ? calibration.reduce((a, c) => a + c.promptTokens - estimatePromptTokens(JSON.parse(c.request!)), 0) / calibration.length
     : 0;
   return {
-    answered: tally.done,
-    mean: tally.completion / tally.done,
-    p90: sorted.length ? sorted[Math.ceil(0.9 * sorted.length) - 1]! : null,
+    answered: countsAreReal ? tally.done : sample.length,
+    mean: countsAreReal ? tally.completion / tally.done : sorted.reduce((a, b) => a + b, 0) / sorted.length,
+    p90: sorted[Math.ceil(0.9 * sorted.length) - 1]!,
     correction,
     latencyMs: latencies.length ? latencies.reduce((a, b) => a + b, 0) / latencies.length : null,
   };
