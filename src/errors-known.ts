@@ -79,7 +79,8 @@ function fixFor(code: string, message: string, syscall: unknown, p: ErrorPlace):
         `Free some space and run the command again${isDb ? '; what was committed before is kept' : ''}.`
       );
     case 'SQLITE_CANTOPEN':
-      if (p.path && isFolder(p.path)) return `${capital(it)} is a folder. Give the path of a database file, e.g. ${p.path}/llmq.db.`;
+      if (p.path && isFolder(p.path))
+        return `${capital(it)} is a folder. Give the path of a database file, e.g. ${p.path.replace(/\/+$/, '')}/llmq.db.`;
       return `Cannot open ${it} (${message}). Check that its folder exists and that you may read and write there.`;
     case 'SQLITE_CORRUPT':
       return (

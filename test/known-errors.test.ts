@@ -87,6 +87,14 @@ describe('known failures become one line that says what, where and what to do', 
     expect(knownError('a string')).toBeNull();
   });
 
+  it('--db naming a folder suggests a file in it, with one slash however the folder was written', () => {
+    const dir = tempDir();
+    for (const path of [dir, `${dir}/`, `${dir}//`])
+      expect(knownError(sqlite('SQLITE_CANTOPEN', 'unable to open database file'), { what: 'the database', path })!.message).toMatch(
+        new RegExp(`is a folder\\. Give the path of a database file, e\\.g\\. ${dir}/llmq\\.db\\.$`),
+      );
+  });
+
   it('a store maps failures from a method, its promise and its row stream, naming the database', async () => {
     const readonly = () => sqlite('SQLITE_READONLY', 'attempt to write a readonly database');
     const fake = {

@@ -173,6 +173,7 @@ describe('progress renderers', () => {
         '  148 failed jobs in the queue. See why: llmq status --db q.db\n' +
         '  Try again: llmq retry-failed --db q.db && llmq run --db q.db\n',
     );
+    expect(summaryText({ ...left, remaining: 1 }, state, NO_PAINT)).toContain('  1 job left pending; llmq run picks it up\n');
     const db = ' --db /srv/llmq/queues/customer-support-tickets-2026.db';
     const long = summaryText(left, state, NO_PAINT, db);
     expect(long).toContain(

@@ -1,6 +1,8 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { OpenAIProvider } from '../src/provider/openai.js';
+import { MockProvider } from '../src/provider/mock.js';
+import type { Provider } from '../src/provider/types.js';
 import { runQueue, type RunOptions } from '../src/scheduler/run-queue.js';
 import { BACKOFF_ROOM, Lanes, localBoards } from '../src/scheduler/lanes.js';
 import type { SchedulerEventMap } from '../src/scheduler/events.js';
@@ -407,6 +409,37 @@ describe('runQueue', () => {
     expect(summary.done).toBe(0);
     expect((await jobsByState(store)).every((r) => r.state === 'pending' && r.attempts === 0)).toBe(true);
     await store.close();
+  });
+
+  it("a hard stop counts tries that may be billed, but none of the offline mock's: it bills nothing", async () => {
+    const stoppedMidRequest = async (free: boolean) => {
+      const store = new SqliteStore(join(tempDir(), 'q.db'));
+      await seedJobs(store, 4);
+      const mock = new MockProvider({ latencyMs: 10_000, jitter: 0 });
+      const stop = new AbortController();
+      const abort = new AbortController();
+      let sent = 0;
+      const slow: Provider = {
+        name: 'mock',
+        free,
+        complete(body, options) {
+          if (++sent === 2)
+            setImmediate(() => {
+              stop.abort();
+              abort.abort();
+            });
+          return mock.complete(body, options);
+        },
+      };
+      const summary = await runQueue(
+        { store, provider: slow, stopSignal: stop.signal, abortSignal: abort.signal },
+        { ...fast, concurrency: 2 },
+      );
+      await store.close();
+      return summary.mayBeBilled.tries;
+    };
+    expect(await stoppedMidRequest(false)).toBe(2);
+    expect(await stoppedMidRequest(true)).toBe(0);
   });
 
   it('--limit stops after N jobs', async () => {

@@ -403,7 +403,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       );
       await store.release(OWNER, { refund: false, now: T0 + 6 });
       expect(await store.claim(claimOpts({ now: T0 + 7, maxAttempts: 1 }))).toEqual({ jobs: [], exhausted: 1 });
-      expect((await store.item(r!.itemId))!.job.error).toBe('gave up after 1 attempts; last error: HTTP 503');
+      expect((await store.item(r!.itemId))!.job.error).toBe('gave up after 1 attempt; last error: HTTP 503');
     });
 
     // skipping a full lane takes another path (per model); both must hold invariant 6

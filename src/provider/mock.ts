@@ -30,6 +30,7 @@ const SUMMARY_CHARS = 200;
  */
 export class MockProvider implements Provider {
   readonly name = 'mock';
+  readonly free = true;
   readonly #latencyMs: number;
   readonly #jitter: number;
   readonly #failureRate: number;

@@ -91,6 +91,8 @@ export interface Provider {
    * ProviderError; rejects with the signal's reason when `signal` aborts (a stop, not a failure).
    */
   complete(requestJson: string, options: { readonly signal: AbortSignal }): Promise<CompletionResult>;
+  /** True when nothing it is sent is ever billed (the offline mock): no try of it "may be billed". */
+  readonly free?: boolean;
   /** Release connections, when the provider holds any. */
   close?(): Promise<void>;
 }

@@ -416,7 +416,7 @@ class JobRun {
       outcome,
       error,
       usage: null,
-      ...this.ctx.money.unanswered(this.job, billed, this.#hold),
+      ...this.ctx.money.unanswered(this.job, billed && !this.ctx.provider.free, this.#hold),
     };
   }
 

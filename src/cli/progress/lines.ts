@@ -138,7 +138,8 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
   } else if (r.remaining && r.reason !== 'budget') {
     // after the budget, its own message says to go on with a larger one: a bare `llmq run` would spend without one
     const left = `  ${count(r.remaining, 'job')} left pending;`;
-    lines.push(...suggest((c) => `${left} ${c} picks them up`, `${left} this picks them up:`, [run]));
+    const them = r.remaining === 1 ? 'it' : 'them';
+    lines.push(...suggest((c) => `${left} ${c} picks ${them} up`, `${left} this picks ${them} up:`, [run]));
   }
   if (r.failedInStore) {
     const why = `  ${count(r.failedInStore, 'failed job')} in the queue. See why:`;
