@@ -266,6 +266,19 @@ describe('llmq run --via batch (child processes)', () => {
     expect(fake.batches.count('create')).toBe(0);
   });
 
+  it("a flag of the other provider is refused: --base-url with the mock, the mock's flags with a real one", async () => {
+    const { fake, db } = await setup(2);
+    const mock = await runCli(['run', '--db', db, '--provider', 'mock', '--base-url', fake.url]);
+    expect(mock.code).toBe(1);
+    expect(mock.stderr).toContain(`--base-url is where a real provider listens; --provider mock answers offline and sends nothing`);
+    const real = await runCli(['run', '--db', db, '--base-url', fake.url, '--mock-latency', '5', '--mock-failure-rate', '0.1']);
+    expect(real.code).toBe(1);
+    expect(real.stderr).toContain('--mock-latency and --mock-failure-rate are for the offline mock provider; this run sends to a real one');
+    expect(fake.received).toBe(0);
+    // nothing was answered by the mock either
+    expect((await read(db)).jobs.every((j) => j.state === 'pending')).toBe(true);
+  });
+
   it('offline: --provider mock has a batch lane, answers stored like online ones', async () => {
     const db = join(tempDir(), 'q.db');
     const store = new SqliteStore(db);

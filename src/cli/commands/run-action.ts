@@ -17,6 +17,7 @@ import type { RunFlags } from './run.js';
 /** `llmq run`: a dry run, the batch lane, then the online lane, as --dry-run and --via ask. */
 export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
   refuseFlagsOfOtherLanes(flags, cmd);
+  refuseFlagsOfOtherProvider(flags, cmd);
   refuseAlertFlagsWithoutThreshold(flags, cmd);
   if (flags.dryRun) {
     const { estimateCommand } = await import('./estimate.js');
@@ -260,6 +261,30 @@ function refuseAlertFlagsWithoutThreshold(flags: RunFlags, cmd: Command): void {
     throw new UsageError(
       '--alert-window is the window --alert-error-rate looks at, and no --alert-error-rate is set. ' +
         'Add --alert-error-rate SHARE (5% or 0.05), or leave --alert-window out.',
+    );
+  }
+}
+
+/** A flag of the provider this run does not use would be silently ignored: say so instead. */
+function refuseFlagsOfOtherProvider(flags: RunFlags, cmd: Command): void {
+  const given = (key: string) => cmd.getOptionValueSource(key) === 'cli';
+  if (flags.provider === 'mock' && given('baseUrl')) {
+    throw new UsageError(
+      `--base-url is where a real provider listens; --provider mock answers offline and sends nothing. Leave out --base-url, or leave out --provider mock to send to ${flags.baseUrl}.`,
+    );
+  }
+  const mockOnly = (
+    [
+      ['mockLatency', '--mock-latency'],
+      ['mockFailureRate', '--mock-failure-rate'],
+    ] as const
+  )
+    .filter(([key]) => given(key))
+    .map(([, flag]) => flag);
+  if (flags.provider !== 'mock' && mockOnly.length) {
+    const one = mockOnly.length === 1;
+    throw new UsageError(
+      `${mockOnly.join(' and ')} ${one ? 'is' : 'are'} for the offline mock provider; this run sends to a real one. Add --provider mock, or leave ${one ? 'it' : 'them'} out.`,
     );
   }
 }
