@@ -118,6 +118,23 @@ describe('llmq status', () => {
     expect(retry.stderr).toContain(`Run llmq run --provider mock --db ${db} to try them again.`);
   });
 
+  it('lists the runs that sent something with their money, not those that found nothing to do', async () => {
+    const db = join(tempDir(), 'q.db');
+    const docs = join(tempDir(), 'docs.jsonl');
+    writeFileSync(docs, '{"id":"a","text":"one"}\n{"id":"b","text":"two"}\n');
+    expect((await runCli(['enqueue', docs, '--db', db])).code).toBe(0);
+    const run = ['run', '--db', db, '--provider', 'mock', '--mock-latency', '0', '--progress', 'none'];
+    for (let i = 0; i < 3; i++) expect((await runCli(run)).code).toBe(0);
+    const s = JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout);
+    expect(s.cost.byRun).toHaveLength(1);
+    const worked = s.cost.byRun[0].runId as string;
+    expect(s.lastRun.id).toBe(worked);
+    const text = (await runCli(['status', '--db', db])).stdout;
+    expect(text).toMatch(new RegExp(`^ {2}runs {5}${worked.slice(0, 8)} {2}\\$`, 'm'));
+    expect(text).not.toMatch(/earlier run/);
+    expect(text.match(/^ {21}[0-9a-f]{8} {2}\$/gm)).toBeNull();
+  });
+
   it('colors only when forced, never with NO_COLOR', async () => {
     const dir = tempDir();
     const { db } = await populate(dir);

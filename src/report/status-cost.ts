@@ -119,7 +119,7 @@ export function buildCost(s: StatusSnapshot, prices: PriceTable, now: number, de
   const knownUsd = byModel.reduce((a, m) => a + (m.usd ?? 0), 0);
   const remainingUsd = remainingCost(s, prices);
 
-  const byRun = s.spend.map((r): RunCost => {
+  const byRun = s.spend.filter(sentOrSpent).map((r): RunCost => {
     const budget = (key: string) => (typeof r.options[key] === 'number' ? (r.options[key] as number) : null);
     return {
       ...r.spend,
@@ -140,4 +140,17 @@ export function buildCost(s: StatusSnapshot, prices: PriceTable, now: number, de
     { tries: 0, usd: 0 },
   );
   return { usd: unpriced.length ? null : knownUsd, knownUsd, unpriced, remainingUsd, byModel, byRun, mayBeBilled };
+}
+
+/**
+ * A run to list with its money: it sent a request, holds or spent money, or cannot say (still
+ * running, or no stats). A run that found nothing to do is not listed (as `last run` skips it):
+ * five `llmq run`s of a finished queue made five "$0.00" lines and pushed the ones that worked
+ * into "earlier runs".
+ */
+function sentOrSpent(r: StatusSnapshot['spend'][number]): boolean {
+  const m = r.spend;
+  // a batch-lane run's requests are its polls: one that only submitted (--no-wait) made none
+  if (r.endedAt === null || r.stats === null || r.stats.requests > 0 || r.options.via === 'batch') return true;
+  return m.spentUsd !== 0 || m.reservedUsd !== 0 || m.inFlight !== 0 || m.mayBeBilledTries !== 0 || m.unpricedTries !== 0;
 }
