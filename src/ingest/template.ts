@@ -29,6 +29,8 @@ export interface Template {
   readonly isConstant: boolean;
   /** Whether `{{path}}` appears: the request then depends on how the source was named (sourcePath). */
   readonly usesPath: boolean;
+  /** The `{{meta.FIELD}}` placeholders, as written: only JSONL lines have fields to fill them. */
+  readonly metaPlaceholders: readonly string[];
   render(values: TemplateValues): string;
   /**
    * `JSON.stringify(render(values))`, built from pre-escaped literal parts and escaped values so
@@ -49,6 +51,7 @@ export function parseTemplate(source: string, option = '--prompt'): Template {
   const unknown: string[] = [];
   let usesText = false;
   let usesPath = false;
+  const metaPlaceholders: string[] = [];
   let last = 0;
   for (const m of source.matchAll(PLACEHOLDER)) {
     if (m.index > last) parts.push(source.slice(last, m.index));
@@ -63,6 +66,7 @@ export function parseTemplate(source: string, option = '--prompt'): Template {
       usesPath = true;
       parts.push((v) => v.path);
     } else if (META.test(name)) {
+      metaPlaceholders.push(m[0]);
       parts.push(metaGetter(META.exec(name)![1]!));
     } else {
       unknown.push(m[0]);
@@ -85,7 +89,7 @@ export function parseTemplate(source: string, option = '--prompt'): Template {
           for (const p of parts) out += typeof p === 'string' ? p : p(v);
           return out;
         };
-  return { source, usesText, usesPath, isConstant, render, renderJson: jsonRenderer(parts, render) };
+  return { source, usesText, usesPath, metaPlaceholders, isConstant, render, renderJson: jsonRenderer(parts, render) };
 }
 
 /** The `{{text}}` part: one function, so that `renderJson` knows it when it sees it. */

@@ -399,4 +399,27 @@ describe('llmq enqueue (CLI)', () => {
     expect(inside.stderr).toMatch(/1 new job, 0 new items, 0 already queued, 1 updated/);
     expect(inside.stderr.replace(/\n/g, ' ')).toContain('{{path}} in the template is the path as named from the current folder');
   });
+
+  it('{{meta.FIELD}} with only folders and text files is one usage error, before a queue is made', async () => {
+    const db = join(tempDir(), 'q.db');
+    const r = await llmq(['enqueue', 'fixtures/docs', '--db', db, '--prompt', 'By {{meta.author}} ({{ meta.year }}): {{text}}']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(
+      'error: {{meta.author}}, {{ meta.year }} are filled from the fields of a JSONL line, and these sources are folders or text files, ' +
+        'whose documents have no fields. Use {{text}}, {{id}} or {{path}} for files, or enqueue a .jsonl file.\n',
+    );
+    expect(existsSync(db)).toBe(false);
+    // with a JSONL source as well, its lines have fields: each document is judged on its own
+    const mixed = await llmq([
+      'enqueue',
+      'fixtures/docs',
+      'fixtures/jsonl/reviews.jsonl',
+      '--db',
+      db,
+      '--prompt',
+      '{{meta.product}}: {{text}}',
+    ]);
+    expect(mixed.code).toBe(2);
+    expect(mixed.stderr).toMatch(/rejected fixtures\/docs\/onboarding\.md: the template needs \{\{meta\.product\}\}/);
+  });
 });

@@ -1,6 +1,6 @@
 import { Option, type Command } from 'commander';
 import { dbOption, anyInt, byteSize, collect, intAtLeast, modelName, numberBetween, textOrFile } from '../options.js';
-import { EXIT } from '../../errors.js';
+import { EXIT, UsageError } from '../../errors.js';
 import { count, int, printable } from '../../report/format.js';
 // loaded by main already: no cost at start
 import { onReaderGone, whileReaderPresent } from '../reader-gone.js';
@@ -8,6 +8,8 @@ import { shellWord } from '../../shell-word.js';
 import { dbArgument } from '../again.js';
 import type { ChalkInstance } from 'chalk';
 import type { EnqueueSummary } from '../../ingest/enqueue.js';
+import type { Source } from '../../ingest/sources.js';
+import type { Template } from '../../ingest/template.js';
 import { DEFAULT_MAX_DOC_BYTES, where } from '../../ingest/types.js';
 
 export const DEFAULT_PROMPT = 'Summarize the following document in 3 to 5 sentences. Keep names, numbers and dates exact.\n\n{{text}}';
@@ -112,7 +114,9 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
   const c = colorsFor(process.stderr);
   // A mistyped source is refused before the queue is opened: opening creates it, and an empty queue
   // left behind would make the next `status` say "empty" instead of "there is no queue here".
-  for (const s of await resolveSources(sources, sources.includes('-'))) {
+  const resolved = await resolveSources(sources, sources.includes('-'));
+  refuseMetaWithoutFields(resolved, [prompt, system]);
+  for (const s of resolved) {
     if (s.kind === 'file' && (await isJsonArrayFile(s))) {
       warn(
         `${s.path} holds a JSON array, and is read as one text document: only .jsonl and .ndjson files are read a record per line. ` +
@@ -195,6 +199,19 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
     stderr.write(c.dim(`next: llmq estimate${again} (what it would cost and take), then llmq run${again}`) + '\n');
   }
   return summary;
+}
+
+/**
+ * `{{meta.FIELD}}` is filled from a JSONL line's fields; a folder's files and a text file have none,
+ * so with only such sources every document would be rejected, one line each: say it once instead.
+ */
+function refuseMetaWithoutFields(sources: readonly Source[], templates: ReadonlyArray<Template | null>): void {
+  const meta = [...new Set(templates.flatMap((t) => t?.metaPlaceholders ?? []))];
+  if (meta.length === 0 || sources.some((s) => s.kind === 'jsonl' || s.kind === 'stdin')) return;
+  throw new UsageError(
+    `${meta.join(', ')} ${meta.length === 1 ? 'is' : 'are'} filled from the fields of a JSONL line, and these sources are folders or text files, ` +
+      'whose documents have no fields. Use {{text}}, {{id}} or {{path}} for files, or enqueue a .jsonl file.',
+  );
 }
 
 /**
