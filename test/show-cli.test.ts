@@ -95,6 +95,10 @@ describe('llmq show', () => {
     const hex = await runCli(['show', 'deadbeef00', '--db', db]);
     expect(hex.code).toBe(1);
     expect(hex.stderr).toMatch(/^error: No item with id 'deadbeef00', nor an item whose job key starts with it, in /);
+    expect(hex.stderr).not.toContain('first 8 characters');
+    // too short to be looked up as a key: it says how long one must be
+    const short = await runCli(['show', '3d53', '--db', db]);
+    expect(short.stderr).toMatch(/^error: No item with id '3d53' in .*A job key is found by its first 8 characters or more\.\n$/);
   });
 
   it('a path given as typed at enqueue (folder included) is an unknown id that names the id it likely means', async () => {

@@ -8,7 +8,7 @@ export interface FoundItem {
 }
 
 /** Job keys are SHA-256 hex; fewer characters than this are taken for an item id only. */
-const MIN_KEY_PREFIX = 8;
+export const MIN_KEY_PREFIX = 8;
 const MORE_ITEMS = 10;
 
 /** Could name a job by its key (or the start of it): 8 to 64 hex characters (keys are lowercase; either case is taken). */

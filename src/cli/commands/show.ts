@@ -24,7 +24,7 @@ Examples:
         { resolveDbLocation },
         { openExistingStore },
         { renderItem },
-        { findItem, byKeyNote, isKeyPrefix, itemOfPath },
+        { findItem, byKeyNote, isKeyPrefix, itemOfPath, MIN_KEY_PREFIX },
         { colorsFor },
       ] = await Promise.all([
         import('../../store/open-store.js'),
@@ -46,7 +46,8 @@ Examples:
           }
           throw new LlmqError(
             // a job no item points at (an answer kept from an earlier prompt) is not one show can find
-            `No item with id '${id}'${isKeyPrefix(id) ? ', nor an item whose job key starts with it,' : ''} in ${store.location}. Item ids are the paths, JSONL ids or custom_ids given to llmq enqueue; llmq export lists them.`,
+            `No item with id '${id}'${isKeyPrefix(id) ? ', nor an item whose job key starts with it,' : ''} in ${store.location}. Item ids are the paths, JSONL ids or custom_ids given to llmq enqueue; llmq export lists them.` +
+              (/^[0-9a-f]{1,7}$/i.test(id) ? ` A job key is found by its first ${MIN_KEY_PREFIX} characters or more.` : ''),
           );
         }
         const detail = found.detail;
