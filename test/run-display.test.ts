@@ -73,7 +73,7 @@ describe('llmq run on a terminal (pseudo-terminal via script)', () => {
     // the last frame: all 24 finished (23 done + 1 failed), nothing left to wait for
     expect(plain).toMatch(/█{5,} 24\/24 100% · [\d.,]+ jobs\/s · [\d.,]+k? tok\/s · ETA 0s/);
     expect(plain).toMatch(/in flight \d · waiting \d+ · backoff \d · failed 1 · \$\d/);
-    expect(plain).toMatch(/failed [0-9a-f]{12} \(attempt 1\): HTTP 400: Invalid value for 'temp/);
+    expect(plain).toMatch(/failed [0-9a-f]{12} \(attempt 1\): HTTP 400: Invalid value for…/);
     expectSummary(plain, fake.url);
 
     // what the terminal ends up showing, played on a model screen: never past column 80
