@@ -244,4 +244,15 @@ describe('run hooks', () => {
     expect(() => parseHookTarget('ftp://u:secret@host/x', '--on-done')).not.toThrow(/secret/);
     expect(parseHookTarget('notify-send done', '--on-done')).toEqual({ kind: 'command', command: 'notify-send done' });
   });
+
+  it('refuses a hook URL with a user or password (fetch never posts to one), without quoting the password', async () => {
+    expect(() => parseHookTarget('http://user:hookpass123@127.0.0.1:9/x', '--on-done')).toThrow(/cannot carry a user or password/);
+    expect(() => parseHookTarget('http://user:hookpass123@127.0.0.1:9/x', '--on-done')).not.toThrow(/hookpass123/);
+    expect(() => parseHookTarget('https://token@127.0.0.1:9/x', '--on-job')).toThrow(/cannot carry a user or password/);
+    const db = join(tempDir(), 'q.db');
+    const r = await runCli(['run', '--db', db, '--provider', 'mock', '--on-done', 'http://user:hookpass123@127.0.0.1:9/x']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('--on-done http://user:***@127.0.0.1:9/x: a hook URL cannot carry a user or password');
+    expect(r.stderr).not.toContain('hookpass123');
+  });
 });

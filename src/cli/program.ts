@@ -1,3 +1,4 @@
+import { redactUrlCredentials } from '../url-credentials.js';
 import { Command } from 'commander';
 
 export const VERSION = '0.1.0';
@@ -30,7 +31,8 @@ export async function buildProgram(argv: readonly string[]): Promise<Command> {
     .version(VERSION, '-V, --version')
     .showHelpAfterError('(run with --help for usage)')
     .showSuggestionAfterError(true)
-    .configureOutput({ writeErr: (s) => process.stderr.write(s), writeOut: (s) => process.stdout.write(s) })
+    // commander quotes a refused argument as given: a URL in it keeps no password (invariant 7)
+    .configureOutput({ writeErr: (s) => process.stderr.write(redactUrlCredentials(s)), writeOut: (s) => process.stdout.write(s) })
     .exitOverride();
   program.addHelpText(
     'after',

@@ -1,3 +1,4 @@
+import { redactUrlCredentials } from '../url-credentials.js';
 import { spawn } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import type { HookTarget } from './target.js';
@@ -64,7 +65,10 @@ async function postWithRetries(
       if (res.status < 500 && res.status !== 408 && res.status !== 429) break;
     } catch (error) {
       if (stop.aborted) break;
-      last = error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error);
+      // a URL in the message (fetch quotes it) keeps no password of its query
+      last = redactUrlCredentials(
+        error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error),
+      );
     }
     tryFailed(last);
     // cut short by the deadline, which the loop then sees

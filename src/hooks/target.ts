@@ -14,6 +14,14 @@ export function parseHookTarget(value: string, flag: string): HookTarget {
         `${flag} ${redactUrlCredentials(text)}: hooks post to http:// or https:// URLs only; anything else is run as a shell command.`,
       );
     }
+    const url = new URL(text);
+    if (url.username || url.password) {
+      // fetch refuses such a URL, so the hook would never fire, and its message would quote it
+      throw new UsageError(
+        `${flag} ${redactUrlCredentials(text)}: a hook URL cannot carry a user or password. Put a token in its path or query, ` +
+          'or let the receiver check the x-llmq-signature header (LLMQ_HOOK_SECRET).',
+      );
+    }
     return { kind: 'url', url: text };
   }
   return { kind: 'command', command: text };
