@@ -239,6 +239,30 @@ describe('run hooks', () => {
     expect(process.listenerCount('exit') - before).toBeLessThanOrEqual(1);
   });
 
+  it("a command hook gets llmq's environment without the API key or the hook secret, and a failure says what it printed", async () => {
+    const out = join(tempDir(), 'env.txt');
+    const saved = { ...process.env };
+    Object.assign(process.env, {
+      LLMQ_API_KEY: 'sk-hook-leak-0123456789',
+      OPENAI_API_KEY: 'sk-other-0123456789',
+      LLMQ_HOOK_SECRET: 's3cret',
+      HOOK_KEEPS: 'yes',
+    });
+    try {
+      await deliverTo({ kind: 'command', command: `env > '${out}'` })('{}', new AbortController().signal);
+    } finally {
+      for (const name of ['LLMQ_API_KEY', 'OPENAI_API_KEY', 'LLMQ_HOOK_SECRET', 'HOOK_KEEPS']) {
+        if (saved[name] === undefined) delete process.env[name];
+        else process.env[name] = saved[name];
+      }
+    }
+    const env = readFileSync(out, 'utf8');
+    expect(env).toContain('HOOK_KEEPS=yes');
+    expect(env).not.toMatch(/LLMQ_API_KEY|OPENAI_API_KEY|LLMQ_HOOK_SECRET|sk-hook-leak|s3cret/);
+    const failed = deliverTo({ kind: 'command', command: 'no-such-hook-command-xyz' })('{}', new AbortController().signal);
+    await expect(failed).rejects.toThrow(/^exit code 127: .*no-such-hook-command-xyz.*not found/);
+  });
+
   it('refuses a hook URL of another scheme instead of running it as a command', () => {
     expect(() => parseHookTarget('ftp://u:secret@host/x', '--on-done')).toThrow(/http:\/\/ or https:\/\/ URLs only/);
     expect(() => parseHookTarget('ftp://u:secret@host/x', '--on-done')).not.toThrow(/secret/);

@@ -108,9 +108,28 @@ export function killHookCommands(): void {
  * display and --json). It runs in a process group of its own, so a command cut off (its timeout, or
  * the run's deadline for hooks) is killed with everything it started, not only the shell.
  */
+/**
+ * A hook command's environment: llmq's, less the API key and the hook secret. The key is never
+ * exported (README, "What llmq promises about secrets"): a hook such as `env | curl ...` or one
+ * that logs its environment would carry it off.
+ */
+function hookEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const name of ['LLMQ_API_KEY', 'OPENAI_API_KEY', 'LLMQ_HOOK_SECRET']) delete env[name];
+  return env;
+}
+
+/** How much of a failed command's stderr its error quotes (the end: where `sh` says what went wrong). */
+const STDERR_KEPT = 300;
+
 function runCommand(command: string, body: string, timeoutMs: number, stop: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn('sh', ['-c', command], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+    const child = spawn('sh', ['-c', command], { stdio: ['pipe', 'ignore', 'pipe'], detached: true, env: hookEnv() });
+    let stderr = '';
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (chunk: string) => {
+      stderr = (stderr + chunk).slice(-STDERR_KEPT);
+    });
     watchExit();
     if (child.pid !== undefined) running.add(child.pid);
     const killAll = () => {
@@ -129,12 +148,23 @@ function runCommand(command: string, body: string, timeoutMs: number, stop: Abor
       stop.removeEventListener('abort', killAll);
       reject(e);
     });
-    child.on('close', (code, signal) => {
+    // At its exit, not once its stderr closes: something it left running in the background may hold
+    // that open. What it said reaches the pipe before it exits; a moment more lets it be read.
+    child.on('exit', (code, signal) => {
       clearTimeout(timer);
       stop.removeEventListener('abort', killAll);
       running.delete(child.pid!);
-      if (code === 0) resolve();
-      else reject(new Error(signal ? `killed by ${signal} (over ${timeoutMs / 1000} s?)` : `exit code ${code}`));
+      if (code === 0) {
+        child.stderr.destroy();
+        resolve();
+        return;
+      }
+      setTimeout(() => {
+        child.stderr.destroy();
+        const said = stderr.replace(/\s+/g, ' ').trim();
+        const why = signal ? `killed by ${signal} (over ${timeoutMs / 1000} s?)` : `exit code ${code}`;
+        reject(new Error(said ? `${why}: ${redactUrlCredentials(said)}` : why));
+      }, 20);
     });
   });
 }
