@@ -306,6 +306,41 @@ describe('llmq run --via batch (child processes)', () => {
     for (const j of jobs) expect(j).toMatchObject({ state: 'done', attempts: 1, output: expect.stringMatching(/mock/i) });
   }, 30_000);
 
+  it('a line that fails on its last attempt fails its job in that batch, worded as the online lane words it', async () => {
+    const reasons: string[] = [];
+    for (const via of ['batch', 'online']) {
+      const db = join(tempDir(), 'q.db');
+      const store = new SqliteStore(db);
+      // two jobs: three failures in a row online would be an outage, and the run would wait for the provider
+      await seedJobs(store, 2, { model: 'mock-1' });
+      await store.close();
+      const lane = via === 'batch' ? ['--via', 'batch', '--poll', '0.05'] : ['--progress', 'plain'];
+      const r = await runCli([
+        'run',
+        '--db',
+        db,
+        '--provider',
+        'mock',
+        '--mock-latency',
+        '5',
+        '--mock-failure-rate',
+        '1',
+        '--max-attempts',
+        '1',
+        ...lane,
+      ]);
+      expect(r.code, r.stderr).toBe(2);
+      if (via === 'batch') expect(r.stderr).toMatch(/completed: 0 done, 2 failed, 0 back to pending/);
+      const { jobs } = await read(db);
+      expect(jobs.map((j) => j.state)).toEqual(['failed', 'failed']);
+      reasons.push(...new Set(jobs.map((j) => j.error!)));
+    }
+    expect(reasons).toEqual([
+      'gave up after 1 attempt: HTTP 500: simulated failure of the mock provider (--mock-failure-rate)',
+      'gave up after 1 attempt: HTTP 500: simulated failure of the mock provider (--mock-failure-rate)',
+    ]);
+  });
+
   it('offline: --mock-failure-rate fails lines of a mock batch with HTTP 500; they go back to pending and a later batch answers them', async () => {
     const db = join(tempDir(), 'q.db');
     const store = new SqliteStore(db);

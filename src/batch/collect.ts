@@ -69,7 +69,7 @@ export async function pollOne(ctx: BatchContext, row: BatchRow): Promise<PollOut
   for (const fileId of [batch.outputFileId, batch.errorFileId]) {
     if (fileId) files.push(await callWithRetry(ctx, `downloading ${fileId}`, () => ctx.api.fileContent(fileId, ctx.stopSignal)));
   }
-  const applied = await applyResults(ctx.store, row.id, files, row.createdAt, ctx.now(), ctx.secret, ctx.batchCost);
+  const applied = await applyResults(ctx.store, row.id, files, row.createdAt, ctx.now(), ctx.secret, ctx.batchCost, ctx.maxAttempts);
   ctx.crashAt('collected');
   return finish(ctx, row, batch.status, applied, null);
 }

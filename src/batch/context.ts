@@ -74,6 +74,8 @@ export interface BatchContext {
   readonly maxRetryMs: number;
   /** An answer's cost at the model's batch price (null: unknown). */
   readonly batchCost: BatchCost;
+  /** --max-attempts: a line that failed retryably on its last attempt fails its job, as online. */
+  readonly maxAttempts: number;
 }
 
 /**

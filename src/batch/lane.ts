@@ -102,6 +102,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     stopSignal: stop.signal,
     maxRetryMs: options.maxRetryMs ?? 900_000,
     batchCost: (model, usage) => deps.prices?.lookup(model)?.batchCost(usage) ?? null,
+    maxAttempts: options.maxAttempts ?? 5,
   };
   const startedAt = now();
   const tally = { done: 0, failed: 0, retried: 0, requests: 0, promptTokens: 0, completionTokens: 0, costUsd: 0 };
@@ -180,7 +181,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
         const result = await submitOne(ctx, {
           limit: Math.min(options.batchSize ?? 50_000, limit - claimed),
           maxBytes: options.maxBytes ?? MAX_INPUT_BYTES,
-          maxAttempts: options.maxAttempts ?? 5,
+          maxAttempts: ctx.maxAttempts,
         });
         tally.failed += result.exhausted;
         if (result.kind === 'empty') break;

@@ -119,7 +119,9 @@ export class MockBatchApi implements BatchApi {
         // a request the provider failed is a line of the output file with its status and error body, as the real API writes it
         (error: ProviderError) => {
           failed++;
-          return { status_code: error.status ?? 500, request_id: '', body: { error: { message: error.message, type: 'server_error' } } };
+          // the body's message without the status, which the reader of the line puts in front again
+          const message = error.message.replace(/^HTTP \d{3}: /, '');
+          return { status_code: error.status ?? 500, request_id: '', body: { error: { message, type: 'server_error' } } };
         },
       );
       lines.push(JSON.stringify({ id: `batch_req_${++this.#seq}`, custom_id, response, error: null }));

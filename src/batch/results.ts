@@ -1,6 +1,7 @@
 import { classifyHttpError } from '../provider/classify.js';
 import { parseCompletion } from '../provider/openai.js';
 import { ProviderError } from '../provider/types.js';
+import { exhaustedMessage } from '../scheduler/decide.js';
 import { batchOwner } from '../store/batches.js';
 import type { AttemptRecord, BatchLedger, JobQueue, Usage } from '../store/types.js';
 
@@ -37,6 +38,7 @@ export async function applyResults(
   now: number,
   secret?: string,
   costOf: BatchCost = () => null,
+  maxAttempts = Number.POSITIVE_INFINITY,
 ): Promise<AppliedResults> {
   const owner = batchOwner(submissionId);
   const held = new Map<string, Held>(
@@ -93,7 +95,12 @@ export async function applyResults(
             ? classifyHttpError(status, bodyText, new Headers(), null, secret)
             : new ProviderError({ message: lineErrorMessage(line?.error), scope: 'job', reason: 'bad_request' });
       }
-      if (error.scope === 'retryable') {
+      if (error.scope === 'retryable' && job.attempts >= maxAttempts) {
+        // its last attempt: failed now, worded as online (not left pending for the next claim to fail)
+        const message = exhaustedMessage(job.attempts, error.message);
+        writes.push(store.fail(key, owner, message, attempt(status || null, 'failed', error.message, null), now));
+        failed++;
+      } else if (error.scope === 'retryable') {
         // Counted like an online retry, so a line that always fails ends at --max-attempts.
         writes.push(
           store

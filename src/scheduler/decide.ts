@@ -112,6 +112,6 @@ function counted(f: FailureFacts, message: string): Decision {
  * How the scheduler words "out of attempts". (The stores' crash-loop rule, which fails a job at claim
  * time in SQL, has its own wording: "gave up after N attempts; last error: ...".)
  */
-function exhaustedMessage(attempts: number, lastError: string): string {
+export function exhaustedMessage(attempts: number, lastError: string): string {
   return `gave up after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${lastError}`;
 }
