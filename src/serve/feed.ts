@@ -1,6 +1,10 @@
+import { buildBatchesReport, type BatchesReport } from '../report/batches-text.js';
 import { buildStatusReport, deadRunsHere, type StatusReport } from '../report/status.js';
 import type { PriceTable } from '../pricing/price-table.js';
-import type { QueueReader } from '../store/types.js';
+import type { BatchLedger, QueueReader } from '../store/types.js';
+
+/** What the dashboard shows: `llmq status --json`, batches included. */
+export type DashboardReport = StatusReport & { readonly batches: BatchesReport };
 
 /** One throughput sample: jobs finished per second between two polls, and tokens per second. */
 export interface ThroughputPoint {
@@ -12,13 +16,13 @@ export interface ThroughputPoint {
 
 /** What a dashboard is sent: the whole picture on connect, then only the parts that changed. */
 export type FeedMessage =
-  | { readonly type: 'snapshot'; readonly report: StatusReport; readonly history: readonly ThroughputPoint[]; readonly readMs: number }
-  | { readonly type: 'patch'; readonly changes: Partial<StatusReport>; readonly point: ThroughputPoint | null; readonly readMs: number }
+  | { readonly type: 'snapshot'; readonly report: DashboardReport; readonly history: readonly ThroughputPoint[]; readonly readMs: number }
+  | { readonly type: 'patch'; readonly changes: Partial<DashboardReport>; readonly point: ThroughputPoint | null; readonly readMs: number }
   // Not `error`: EventSource fires that name for a lost connection.
   | { readonly type: 'unreadable'; readonly message: string };
 
 export interface FeedOptions {
-  readonly store: Pick<QueueReader, 'status'>;
+  readonly store: Pick<QueueReader, 'status'> & { readonly batches: Pick<BatchLedger['batches'], 'recent'> };
   readonly prices: PriceTable;
   /** The database as shown (no password). */
   readonly db: string;
@@ -39,7 +43,7 @@ export class StatusFeed {
   readonly #now: () => number;
   readonly #subscribers = new Set<(m: FeedMessage) => void>();
   readonly #history: ThroughputPoint[] = [];
-  #last: StatusReport | null = null;
+  #last: DashboardReport | null = null;
   #timer: NodeJS.Timeout | null = null;
   #polling: Promise<void> | null = null;
   /** How long the last poll took: the cost of live updates, shown in the page's footer. */
@@ -88,16 +92,18 @@ export class StatusFeed {
 
   async #pollOnce(): Promise<void> {
     const started = performance.now();
-    let report: StatusReport;
+    let report: DashboardReport;
     try {
       const now = this.#now();
       const snapshot = await this.#o.store.status();
-      report = buildStatusReport(snapshot, {
+      const status = buildStatusReport(snapshot, {
         now,
         prices: this.#o.prices,
         db: this.#o.db,
         deadRuns: deadRunsHere(snapshot.activeRuns, now),
       });
+      // as `llmq status --json` has them: the live batches and the last few that ended
+      report = { ...status, batches: buildBatchesReport(await this.#o.store.batches.recent(50), now) };
     } catch (error) {
       this.#broadcast({ type: 'unreadable', message: error instanceof Error ? error.message : String(error) });
       return;
@@ -136,10 +142,10 @@ export function throughput(a: StatusReport, b: StatusReport): ThroughputPoint | 
 }
 
 /** The top-level fields whose value differs (compared as JSON: reports are plain data). */
-export function changedFields(a: StatusReport, b: StatusReport): Partial<StatusReport> {
+export function changedFields<R extends object>(a: R, b: R): Partial<R> {
   const changes: Record<string, unknown> = {};
-  for (const k of Object.keys(b) as Array<keyof StatusReport>) {
+  for (const k of Object.keys(b) as Array<keyof R & string>) {
     if (JSON.stringify(a[k]) !== JSON.stringify(b[k])) changes[k] = b[k];
   }
-  return changes as Partial<StatusReport>;
+  return changes as Partial<R>;
 }

@@ -2,7 +2,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { redactSecret } from '../provider/redact.js';
 import type { PriceTable } from '../pricing/price-table.js';
-import type { JobQueue, QueueReader } from '../store/types.js';
+import type { BatchLedger, JobQueue, QueueReader } from '../store/types.js';
+import { findItem, isKeyPrefix } from '../report/find-item.js';
+import { LlmqError } from '../errors.js';
 import { FAILED_ITEMS_LIMIT, retryFailedJobs } from './api.js';
 import { StatusFeed, type FeedMessage } from './feed.js';
 import { ownOrigins, refuseForeign, refuseWithoutToken, type Refusal } from './guard.js';
@@ -10,7 +12,7 @@ import { StaticFiles } from './static-files.js';
 
 export interface DashboardOptions {
   /** The dashboard reads, and requeues failed jobs when asked to. */
-  readonly store: QueueReader & Pick<JobQueue, 'retryFailed'>;
+  readonly store: QueueReader & Pick<JobQueue, 'retryFailed'> & Pick<BatchLedger, 'batches'>;
   readonly prices: PriceTable;
   /** The database as shown (no password). */
   readonly db: string;
@@ -73,8 +75,18 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
       case 'GET /events':
         return openStream(req, res);
       case 'GET /api/item': {
-        const item = await o.store.item(url.searchParams.get('id') ?? '');
-        return item ? json(res, 200, item) : json(res, 404, { error: `no item with id ${url.searchParams.get('id') ?? ''}` });
+        // what `llmq show` finds: the item with this id, or the item of the job whose key starts with it
+        const id = url.searchParams.get('id') ?? '';
+        let found: Awaited<ReturnType<typeof findItem>>;
+        try {
+          found = await findItem(o.store, id);
+        } catch (error) {
+          if (error instanceof LlmqError) return json(res, 404, { error: error.message });
+          throw error;
+        }
+        return found
+          ? json(res, 200, found.detail)
+          : json(res, 404, { error: `no item with id ${id}${isKeyPrefix(id) ? ', nor a job whose key starts with it' : ''}` });
       }
       case 'GET /api/failed-items':
         return json(res, 200, { items: await o.store.failedItems(url.searchParams.get('error') ?? '', FAILED_ITEMS_LIMIT) });

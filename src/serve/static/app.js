@@ -153,6 +153,36 @@ function renderRuns(r) {
       : 'No run yet: llmq run';
 }
 
+// The batch lane's submissions, as `llmq status` lists them: the live ones, then the last few that ended.
+function renderBatches(r) {
+  const b = r.batches ?? { live: 0, rows: [] };
+  $('batches-section').hidden = b.rows.length === 0;
+  $('batches-live').textContent = `${b.live} live`;
+  fillRows(
+    'batches',
+    b.rows.map((row) => {
+      const id = row.providerBatchId ?? `(${row.id.slice(0, 8)}, not created yet)`;
+      const state =
+        row.state === 'abandoned' ? (row.providerBatchId ? 'gone with its process (mock)' : 'not sent') : (row.providerStatus ?? row.state);
+      const ended = row.state === 'ended' || row.state === 'abandoned';
+      // a live batch: what the provider said it answered so far
+      const done = ended ? fmt(row.done) : row.progress ? `${fmt(row.progress.completed)} so far` : '–';
+      const failed = ended ? fmt(row.failed) : row.progress ? fmt(row.progress.failed) : '–';
+      return el(
+        'tr',
+        {},
+        el('td', {}, id),
+        el('td', {}, state),
+        el('td', { class: 'num' }, fmt(row.jobs)),
+        el('td', { class: 'num' }, done),
+        el('td', { class: 'num' }, failed),
+        el('td', { class: 'num' }, ended ? fmt(row.requeued) : '–'),
+        el('td', {}, duration(row.ageSeconds)),
+      );
+    }),
+  );
+}
+
 function renderAlerts(r) {
   const alerts = r.alerts ?? [];
   $('alerts').replaceChildren(...alerts.map((a) => el('span', { class: 'alert', title: a.detail ?? '' }, a.message)));
@@ -181,6 +211,7 @@ function render() {
   section('failures', r.failures, () => renderFailures(r));
   section('runs', [r.activeRuns, r.lastRun, Math.floor(r.now / 1000)], () => renderRuns(r));
   section('alerts', r.alerts ?? [], () => renderAlerts(r));
+  section('batches', r.batches ?? null, () => renderBatches(r));
 }
 
 // Throughput chart: jobs/s on the left axis, tokens/s on the right.

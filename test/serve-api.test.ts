@@ -1,0 +1,61 @@
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { runCli } from './helpers/cli.js';
+import { startServe, type ServeChild } from './helpers/dashboard.js';
+import { seedJobs } from './helpers/seed.js';
+import { tempDir } from './helpers/tmp.js';
+
+// The dashboard's JSON, read over HTTP as the page reads it (the page itself: serve-browser.test.ts).
+
+const served: ServeChild[] = [];
+afterEach(async () => {
+  await Promise.all(served.splice(0).map((s) => s.stop()));
+});
+
+/** The first message of the dashboard's event stream: the whole report. */
+async function firstSnapshot(url: string): Promise<any> {
+  const res = await fetch(`${url}events`);
+  const reader = res.body!.getReader();
+  let text = '';
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`the stream ended before a snapshot: ${text}`);
+      text += new TextDecoder().decode(value);
+      const data = /^data: (.*)$/m.exec(text)?.[1];
+      if (data && text.includes('\n\n')) return JSON.parse(data);
+    }
+  } finally {
+    await reader.cancel();
+  }
+}
+
+describe('llmq serve: the JSON behind the page', () => {
+  it('the snapshot has the batches `status --json` has, and an item is found by its id or its job key, as `llmq show` finds it', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    const keys = await seedJobs(store, 4, { model: 'mock-1' });
+    await store.close();
+    const run = await runCli(['run', '--db', db, '--provider', 'mock', '--via', 'batch', '--mock-latency', '0', '--poll', '0.05']);
+    expect(run.code, run.stderr).toBe(0);
+    const status = JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout);
+    expect(status.batches.rows).toHaveLength(1);
+
+    const serve = await startServe(['--db', db, '--poll', '0.25']);
+    served.push(serve);
+    const snapshot = await firstSnapshot(serve.url);
+    expect(snapshot.type).toBe('snapshot');
+    const { ageSeconds: _a, ...batch } = snapshot.report.batches.rows[0];
+    const { ageSeconds: _b, ...expected } = status.batches.rows[0];
+    expect(batch).toEqual(expected);
+    expect(snapshot.report.batches.live).toBe(0);
+
+    const byKey = await fetch(`${serve.url}api/item?id=${keys[2]!.slice(0, 10)}`);
+    expect(byKey.status).toBe(200);
+    expect((await byKey.json()).job.key).toBe(keys[2]);
+    const unknown = await fetch(`${serve.url}api/item?id=ffffffff00`);
+    expect(unknown.status).toBe(404);
+    expect((await unknown.json()).error).toBe('no item with id ffffffff00, nor a job whose key starts with it');
+  });
+});
