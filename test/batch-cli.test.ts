@@ -471,6 +471,10 @@ describe('llmq run --via batch (child processes)', () => {
     const usage = await runCli(['run', '--db', db, '--via', 'auto']);
     expect(usage.code).toBe(1);
     expect(usage.stderr).toMatch(/--via auto needs --deadline/);
+    // a dry run is refused what the run would be
+    const dry = await runCli(['run', '--db', db, '--via', 'auto', '--dry-run']);
+    expect(dry.code).toBe(1);
+    expect(dry.stderr).toMatch(/--via auto needs --deadline/);
   }, 30_000);
 
   it('--deadline reads durations as the alert flags do (1h30m), and refuses what is not one', async () => {

@@ -53,9 +53,9 @@ describe('llmq serve: the JSON behind the page', () => {
 
     const byKey = await fetch(`${serve.url}api/item?id=${keys[2]!.slice(0, 10)}`);
     expect(byKey.status).toBe(200);
-    expect((await byKey.json()).job.key).toBe(keys[2]);
+    expect(((await byKey.json()) as { job: { key: string } }).job.key).toBe(keys[2]);
     const unknown = await fetch(`${serve.url}api/item?id=ffffffff00`);
     expect(unknown.status).toBe(404);
-    expect((await unknown.json()).error).toBe('no item with id ffffffff00, nor a job whose key starts with it');
+    expect(((await unknown.json()) as { error: string }).error).toBe('no item with id ffffffff00, nor a job whose key starts with it');
   });
 });

@@ -19,12 +19,13 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
   refuseFlagsOfOtherLanes(flags, cmd);
   refuseFlagsOfOtherProvider(flags, cmd);
   refuseAlertFlagsWithoutThreshold(flags, cmd);
+  // a dry run is refused what the run would be refused
+  if (flags.via === 'auto' && flags.deadline === undefined) throw new UsageError('--via auto needs --deadline, e.g. --deadline 6h.');
   if (flags.dryRun) {
     const { estimateCommand } = await import('./estimate.js');
     return estimateCommand(flags, { dryRun: true });
   }
   if (flags.via !== 'online') {
-    if (flags.via === 'auto' && flags.deadline === undefined) throw new UsageError('--via auto needs --deadline, e.g. --deadline 6h.');
     if (flags.provider === 'openai') warnIfKeyUnredactable((await import('../../provider/endpoint.js')).findApiKey(process.env));
     const [{ runBatchCommand }, { laneBaseUrl }] = await Promise.all([import('./run-batch.js'), import('../lane-base-url.js')]);
     // --via auto: the Batch API (half price) for three quarters of the time, the rest online.
