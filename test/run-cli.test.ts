@@ -1,5 +1,6 @@
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { ECHO_MS, signalCounter } from '../src/cli/second-signal.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { collect, runCli, spawnCli } from './helpers/cli.js';
 import { answerFor, reply } from './helpers/fake-openai.js';
@@ -99,6 +100,22 @@ describe('llmq run (child processes)', () => {
     expect(rows.filter((x) => x.state === 'pending').every((x) => x.attempts === 0)).toBe(true);
   });
 
+  it('one Ctrl-C delivered twice at once (npx, timeout) is one stop: the requests in flight finish', async () => {
+    const { fake, db } = await setup(20, 1500);
+    const child = spawnCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '2', '--grace', '60', '--progress', 'plain']);
+    const done = collect(child);
+    await fake.waitForRequests(2);
+    child.kill('SIGINT');
+    await sleep(5);
+    child.kill('SIGINT');
+    const r = await done;
+    expect(r.code).toBe(130);
+    expect(r.stderr).not.toContain('aborting');
+    const rows = await states(db);
+    expect(rows.filter((x) => x.state === 'done').length).toBe(fake.received);
+    expect(fake.received).toBeGreaterThanOrEqual(2);
+  });
+
   it('a second SIGINT aborts the requests in flight at once and says so; their jobs go back to pending', async () => {
     const { fake, db } = await setup(50, 60_000); // answers that would take a minute
     const child = spawnCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '4', '--grace', '60', '--progress', 'plain']);
@@ -106,6 +123,7 @@ describe('llmq run (child processes)', () => {
     await fake.waitForRequests(1);
     child.kill('SIGINT');
     await waitForLine(child, 'stderr', /stopping: letting requests in flight finish/);
+    await sleep(ECHO_MS + 50); // sooner, it is taken as an echo of the first (the next test)
     const abortedAt = Date.now();
     child.kill('SIGINT');
     const r = await done;
@@ -245,5 +263,18 @@ describe('llmq run (child processes)', () => {
     const both = await runCli(['run', '--db', db, '--base-url', fake.url, '--json', '--progress', 'tty']);
     expect(both.code).toBe(1);
     expect(both.stderr).toContain("option '--progress <mode>' cannot be used with option '--json'");
+  });
+});
+
+describe('signalCounter', () => {
+  it('counts a stop signal once however often it is echoed at once, and a later one as the second', () => {
+    let now = 1000;
+    const counted = signalCounter(() => now);
+    expect(counted('SIGINT')).toBe(1);
+    now += ECHO_MS - 1;
+    expect(counted('SIGINT')).toBe(1);
+    expect(counted('SIGTERM')).toBe(2); // another signal is another stop
+    now += ECHO_MS;
+    expect(counted('SIGTERM')).toBe(3);
   });
 });

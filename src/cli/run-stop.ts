@@ -1,5 +1,6 @@
 import type { SchedulerListener } from '../scheduler/events.js';
 import { onReaderGone } from './reader-gone.js';
+import { signalCounter } from './second-signal.js';
 
 /** SIGHUP is a closed terminal or a logged-out session: the run must still put its jobs back. */
 const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
@@ -17,7 +18,7 @@ export interface RunStop {
  * How a run is stopped from outside. The first signal, or the reader of stdout or stderr going
  * away (`llmq run --json | head`), stops taking jobs and lets requests in flight finish for up to
  * `graceMs`, so their answers are stored, then aborts them; `runQueue` puts every unfinished job
- * back to pending either way. A second signal aborts at once. A reader going away never counts as
+ * back to pending either way. A second signal aborts at once (not an echo of the first: second-signal.ts). A reader going away never counts as
  * that second signal: `2>&1 | head` loses both streams together, and a closed terminal sends
  * SIGHUP as well as failing writes.
  */
@@ -25,7 +26,7 @@ export function watchRunStop(graceMs: number, emit: SchedulerListener): RunStop 
   const stop = new AbortController();
   const abort = new AbortController();
   let graceTimer: NodeJS.Timeout | undefined;
-  let signals = 0;
+  const counted = signalCounter();
 
   const abortNow = (why: string): void => {
     if (abort.signal.aborted) return;
@@ -39,8 +40,7 @@ export function watchRunStop(graceMs: number, emit: SchedulerListener): RunStop 
     graceTimer = setTimeout(() => abortNow('grace'), graceMs);
   };
   const onSignal = (signal: NodeJS.Signals): void => {
-    signals++;
-    if (signals === 1) stopGently(signal);
+    if (counted(signal) === 1) stopGently(signal);
     else abortNow(signal);
   };
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);

@@ -6,6 +6,7 @@ import { count, int, printable } from '../../report/format.js';
 import { onReaderGone, whileReaderPresent } from '../reader-gone.js';
 import { shellWord } from '../../shell-word.js';
 import { dbArgument } from '../again.js';
+import { signalCounter } from '../second-signal.js';
 import type { ChalkInstance } from 'chalk';
 import type { EnqueueSummary } from '../../ingest/enqueue.js';
 import type { Source } from '../../ingest/sources.js';
@@ -222,9 +223,11 @@ function refuseMetaWithoutFields(sources: readonly Source[], templates: Readonly
 function stopOnSignals(c: ChalkInstance, stderr: NodeJS.WriteStream): { signal: AbortSignal; release(): void } {
   const stop = new AbortController();
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  const counted = signalCounter();
   const onSignal = (signal: NodeJS.Signals): void => {
     process.exitCode = EXIT.SIGNAL;
-    if (stop.signal.aborted) {
+    // an echo of the first (npx, timeout) is no second Ctrl-C
+    if (counted(signal) > 1) {
       // Die of the signal, as a program without handlers does (exit status 128 + its number, 130 for
       // Ctrl-C): an exit can hang behind a read that never returns (a FIFO no one writes to holds a
       // thread in open(), and Node's exit waits for its threads).
@@ -232,6 +235,7 @@ function stopOnSignals(c: ChalkInstance, stderr: NodeJS.WriteStream): { signal: 
       process.kill(process.pid, signal);
       return;
     }
+    if (stop.signal.aborted) return; // an echo of the first, or the reader already went away
     stop.abort();
     stderr.write(`${c.yellow('stopping:')} storing what was read; Ctrl-C again to quit at once\n`);
   };
