@@ -178,7 +178,7 @@ describe('llmq run --via batch (child processes)', () => {
     expect(JSON.parse(forget.stdout)).toEqual({ forgotten: 'batch_fake1', requeued: 4 });
     expect(forget.stderr).toContain(`Forgot batch_fake1: 4 jobs back to pending; llmq run --db ${db} sends them.`);
     expect(forget.stderr).toContain(
-      `If the batch still runs at ${fake.url} (sent with the API key ending in …wxyz), it is billed there too.`,
+      `If the batch still runs at ${fake.url} (it was sent with the API key ending in …wxyz), it is billed there as well.`,
     );
     expect((await runCli(['status', '--db', db])).stdout).toMatch(
       /batch_fake1 {2}forgotten {2}4 jobs · 0 done · 0 failed · 4 back to pending/,

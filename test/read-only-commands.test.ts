@@ -38,7 +38,8 @@ describe('read-only commands never create or write a database', () => {
       const r = await runCli(args);
       expect(r.code, `${args[0]}: ${r.stderr}`).toBe(1);
       expect(r.stderr).toContain(`There is no llmq queue in schema "${schema}"`);
-      expect(r.stderr).toContain('Create one with: llmq enqueue');
+      // the URL quoted, so the command can be pasted into a shell (`?` is a glob)
+      expect(r.stderr).toContain(`Create one with: llmq enqueue <folder|file.jsonl> --db '${url}'`);
     }
     const client = new pg.Client({ connectionString: PG_URL });
     await client.connect();

@@ -72,9 +72,13 @@ async function forgetCommand(id: string, flags: { db?: string; json?: boolean })
     const name = batch.providerBatchId ?? batch.id;
     if (flags.json) process.stdout.write(JSON.stringify({ forgotten: name, requeued }) + '\n');
     const sentWith = batch.apiKey ? ` with ${nameKey(batch.apiKey, 'an API key')}` : '';
+    // the mock's batches end with the process that made them: nothing of one runs on, or is billed
+    const stillBilled =
+      batch.baseUrl === MOCK_BASE_URL
+        ? ''
+        : ` If the batch still runs at ${batch.baseUrl} (it was sent${sentWith || ' without a key'}), it is billed there as well.`;
     process.stderr.write(
-      `Forgot ${name}: ${requeued} ${requeued === 1 ? 'job' : 'jobs'} back to pending; llmq run${dbArgument(flags.db)} sends them. ` +
-        `If the batch still runs at ${batch.baseUrl} (sent${sentWith}), it is billed there too.\n`,
+      `Forgot ${name}: ${requeued} ${requeued === 1 ? 'job' : 'jobs'} back to pending; llmq run${dbArgument(flags.db)} sends them.${stillBilled}\n`,
     );
   } finally {
     await store.close();

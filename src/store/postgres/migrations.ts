@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { StoreError } from '../../errors.js';
+import { shellWord } from '../../shell-word.js';
 import { quoteIdent } from './connect.js';
 
 /**
@@ -428,7 +429,7 @@ export async function migrate(pool: pg.Pool, schema: string, location: string, e
         .rows.length > 0;
     if (existing && !applied && !(await hasQueue())) {
       throw new StoreError(
-        `There is no llmq queue in schema "${schema}" of ${location}. Create one with: llmq enqueue <folder|file.jsonl> --db ${location}` +
+        `There is no llmq queue in schema "${schema}" of ${location}. Create one with: llmq enqueue <folder|file.jsonl> --db ${shellWord(location)}` +
           ' (or check the ?schema= of the URL).',
       );
     }
