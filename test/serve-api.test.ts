@@ -57,5 +57,10 @@ describe('llmq serve: the JSON behind the page', () => {
     const unknown = await fetch(`${serve.url}api/item?id=ffffffff00`);
     expect(unknown.status).toBe(404);
     expect(((await unknown.json()) as { error: string }).error).toBe('no item with id ffffffff00, nor a job whose key starts with it');
+    // the items of a failure reason need the reason
+    const noReason = await fetch(`${serve.url}api/failed-items`);
+    expect(noReason.status).toBe(400);
+    expect(((await noReason.json()) as { error: string }).error).toContain('?error=REASON');
+    expect((await fetch(`${serve.url}api/failed-items?error=${encodeURIComponent('HTTP 400')}`)).status).toBe(200);
   });
 });

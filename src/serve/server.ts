@@ -88,8 +88,12 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
           ? json(res, 200, found.detail)
           : json(res, 404, { error: `no item with id ${id}${isKeyPrefix(id) ? ', nor a job whose key starts with it' : ''}` });
       }
-      case 'GET /api/failed-items':
-        return json(res, 200, { items: await o.store.failedItems(url.searchParams.get('error') ?? '', FAILED_ITEMS_LIMIT) });
+      case 'GET /api/failed-items': {
+        const error = url.searchParams.get('error');
+        // without a reason the answer would be an empty list, which reads as "no such failures"
+        if (error === null) return json(res, 400, { error: 'name the failure reason: /api/failed-items?error=REASON' });
+        return json(res, 200, { items: await o.store.failedItems(error, FAILED_ITEMS_LIMIT) });
+      }
       case 'POST /api/retry-failed': {
         if (o.readOnly) return json(res, 403, { error: 'this dashboard is read-only (llmq serve --read-only)' });
         const noToken = refuseWithoutToken(req, o.token);
