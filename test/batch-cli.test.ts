@@ -110,7 +110,7 @@ describe('llmq run --via batch (child processes)', () => {
     for (const key of keys) expect(fake.sentCount(key)).toBe(2); // once per batch: the cancelled one answered nothing
     const unknown = await runCli(['batches', 'cancel', 'batch_nope', '--db', db, '--base-url', fake.url]);
     expect(unknown.code).toBe(1);
-    expect(unknown.stderr).toMatch(/No live batch of this queue is called batch_nope/);
+    expect(unknown.stderr).toContain(`No live batch of this queue is called batch_nope. See the live ones with: llmq status --db ${db}`);
   }, 30_000);
 
   it('a batch an earlier run sent to another endpoint is left alone, never sent again: the run says where to collect it', async () => {
@@ -189,7 +189,7 @@ describe('llmq run --via batch (child processes)', () => {
     for (const key of keys) expect(fake.sentCount(key)).toBe(2); // the user's call: the first batch may bill too
     const none = await runCli(['batches', 'forget', 'batch_fake1', '--db', db]);
     expect(none.code).toBe(1);
-    expect(none.stderr).toContain('No live batch of this queue is called batch_fake1');
+    expect(none.stderr).toContain(`No live batch of this queue is called batch_fake1. See the live ones with: llmq status --db ${db}`);
   }, 30_000);
 
   it('a submission killed before its batch was known, made with another API key, is not given up by a run with this key', async () => {

@@ -1,4 +1,4 @@
-import { LlmqError } from '../errors.js';
+import { NoLiveBatchError } from './forget.js';
 import { ProviderError } from '../provider/types.js';
 import type { BatchRow } from '../store/batches.js';
 import type { ApiKeyId } from './api-key-id.js';
@@ -35,7 +35,7 @@ export async function cancelBatches(
   const live = (await store.batches.open()).filter((b) => b.state === 'submitted' && b.providerBatchId !== null);
   const chosen = which === undefined ? live : live.filter((b) => b.providerBatchId === which || b.id === which);
   if (which !== undefined && chosen.length === 0) {
-    throw new LlmqError(`No live batch of this queue is called ${which}. See the live ones with: llmq status`);
+    throw new NoLiveBatchError(which);
   }
   // every client made before the first cancel: one that cannot be (no key) stops it before anything is cancelled
   const apis = chosen.map(apiFor);

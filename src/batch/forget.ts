@@ -2,6 +2,18 @@ import { LlmqError } from '../errors.js';
 import type { BatchRow } from '../store/batches.js';
 import type { BatchLedger } from '../store/types.js';
 
+/** No live batch of the queue has the id given: the caller says how to list them (`llmq status` and its --db). */
+export class NoLiveBatchError extends LlmqError {
+  constructor(readonly which: string) {
+    super(`No live batch of this queue is called ${which}.`);
+  }
+
+  /** The message with the command that lists the live batches. */
+  withHint(statusCommand: string): LlmqError {
+    return new LlmqError(`${this.message} See the live ones with: ${statusCommand}`);
+  }
+}
+
 /** The provider status a forgotten submission ends with (shown by `status`). */
 export const FORGOTTEN = 'forgotten';
 
@@ -13,7 +25,7 @@ export const FORGOTTEN = 'forgotten';
  */
 export async function forgetBatch(store: BatchLedger, which: string, now: number): Promise<{ batch: BatchRow; requeued: number }> {
   const batch = (await store.batches.open()).find((b) => b.providerBatchId === which || b.id === which);
-  if (!batch) throw new LlmqError(`No live batch of this queue is called ${which}. See the live ones with: llmq status`);
+  if (!batch) throw new NoLiveBatchError(which);
   const requeued = await store.batches.end(batch.id, {
     state: 'ended',
     providerStatus: FORGOTTEN,

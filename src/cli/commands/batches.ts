@@ -59,7 +59,7 @@ Example:
 }
 
 async function forgetCommand(id: string, flags: { db?: string; json?: boolean }): Promise<void> {
-  const [{ forgetBatch }, { resolveDbLocation }, { openExistingStore }, { dbArgument }, { nameKey }] = await Promise.all([
+  const [{ forgetBatch, NoLiveBatchError }, { resolveDbLocation }, { openExistingStore }, { dbArgument }, { nameKey }] = await Promise.all([
     import('../../batch/forget.js'),
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
@@ -68,7 +68,9 @@ async function forgetCommand(id: string, flags: { db?: string; json?: boolean })
   ]);
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
-    const { batch, requeued } = await forgetBatch(store, id, Date.now());
+    const { batch, requeued } = await forgetBatch(store, id, Date.now()).catch((error: unknown) => {
+      throw error instanceof NoLiveBatchError ? error.withHint(`llmq status${dbArgument(flags.db)}`) : error;
+    });
     const name = batch.providerBatchId ?? batch.id;
     if (flags.json) process.stdout.write(JSON.stringify({ forgotten: name, requeued }) + '\n');
     const sentWith = batch.apiKey ? ` with ${nameKey(batch.apiKey, 'an API key')}` : '';
@@ -133,7 +135,10 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
   };
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
-    const { cancelled, unknown, sentTo, sentWith, madeBy } = await cancelBatches(store, apiFor, id);
+    const { cancelled, unknown, sentTo, sentWith, madeBy } = await cancelBatches(store, apiFor, id).catch(async (error: unknown) => {
+      const { NoLiveBatchError } = await import('../../batch/forget.js');
+      throw error instanceof NoLiveBatchError ? error.withHint(`llmq status${dbArgument(flags.db)}`) : error;
+    });
     if (flags.json) process.stdout.write(JSON.stringify({ cancelled, unknown }) + '\n');
     // a run collects only the batches of its own endpoint: the command suggested names each one's
     const collect = (ids: readonly string[]) =>
