@@ -206,6 +206,13 @@ export class RedisLaneBoards implements LaneBoards {
   private constructor(private readonly client: Redis) {}
 
   static async connect(url: string): Promise<RedisLaneBoards> {
+    // ioredis reads another scheme's URL as a host name and fails with "Connection is closed"
+    const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(url)?.[1]?.toLowerCase();
+    if (scheme !== undefined && scheme !== 'redis' && scheme !== 'rediss') {
+      throw new LlmqError(
+        `--redis ${redactUrlCredentials(url)} is not a Redis URL: give redis://host:port (or rediss:// for TLS), e.g. redis://127.0.0.1:6379.`,
+      );
+    }
     // Commands fail fast while Redis is away (the lane waits and asks again); the client keeps
     // reconnecting, so a Redis restart does not end the runs that share it.
     const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2, retryStrategy: (n) => Math.min(200 * n, 2000) });
