@@ -64,3 +64,41 @@ export function hasUrlCredentials(url: string): boolean {
   const parsed = new URL(url);
   return parsed.username !== '' || parsed.password !== '';
 }
+
+/**
+ * One URL for a message, parsed: its password masked whatever characters it holds.
+ * `redactUrlCredentials` finds URLs in free text, where a token ends at a quote or a bracket, so a
+ * password with `(` or `'` in it was shown; a URL known to be one is parsed instead. Not a URL: as
+ * `redactUrlCredentials` leaves it.
+ */
+export function redactUrl(url: string): string {
+  if (!URL.canParse(url)) return redactUrlCredentials(url);
+  const parsed = new URL(url);
+  if (parsed.password === '') return redactUrlCredentials(url);
+  parsed.password = MASK;
+  return redactUrlCredentials(parsed.href);
+}
+
+/**
+ * `text` with the password of every URL among `urls` masked wherever it appears as it was written
+ * or decoded: for a message that quotes what was given (commander's "argument '...' is invalid"),
+ * where the password may hold characters that end a URL token for `redactUrlCredentials`.
+ */
+export function maskPasswordsOf(urls: readonly string[], text: string): string {
+  let out = redactUrlCredentials(text);
+  for (const url of urls) {
+    if (!URL.canParse(url)) continue;
+    const password = new URL(url).password;
+    if (password === '') continue;
+    for (const form of new Set([password, safeDecode(password)])) if (form.length > 0) out = out.split(form).join(MASK);
+  }
+  return out;
+}
+
+function safeDecode(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}

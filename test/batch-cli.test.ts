@@ -271,6 +271,10 @@ describe('llmq run --via batch (child processes)', () => {
     const mock = await runCli(['run', '--db', db, '--provider', 'mock', '--base-url', fake.url]);
     expect(mock.code).toBe(1);
     expect(mock.stderr).toContain(`--base-url is where a real provider listens; --provider mock answers offline and sends nothing`);
+    // a key some endpoints take in the query is not quoted back
+    const keyed = await runCli(['run', '--db', db, '--provider', 'mock', '--base-url', `${fake.url}?api-key=SECRET9`]);
+    expect(keyed.stderr).toContain(`to send to ${fake.url}?api-key=***.`);
+    expect(keyed.stderr).not.toContain('SECRET9');
     const real = await runCli(['run', '--db', db, '--base-url', fake.url, '--mock-latency', '5', '--mock-failure-rate', '0.1']);
     expect(real.code).toBe(1);
     expect(real.stderr).toContain('--mock-latency and --mock-failure-rate are for the offline mock provider; this run sends to a real one');

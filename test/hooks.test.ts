@@ -239,7 +239,7 @@ describe('run hooks', () => {
     expect(process.listenerCount('exit') - before).toBeLessThanOrEqual(1);
   });
 
-  it("a command hook gets llmq's environment without the API key or the hook secret, and a failure says what it printed", async () => {
+  it("a command hook gets llmq's environment without the API key or the hook secret", async () => {
     const out = join(tempDir(), 'env.txt');
     const saved = { ...process.env };
     Object.assign(process.env, {
@@ -260,7 +260,7 @@ describe('run hooks', () => {
     expect(env).toContain('HOOK_KEEPS=yes');
     expect(env).not.toMatch(/LLMQ_API_KEY|OPENAI_API_KEY|LLMQ_HOOK_SECRET|sk-hook-leak|s3cret/);
     const failed = deliverTo({ kind: 'command', command: 'no-such-hook-command-xyz' })('{}', new AbortController().signal);
-    await expect(failed).rejects.toThrow(/^exit code 127: .*no-such-hook-command-xyz.*not found/);
+    await expect(failed).rejects.toThrow(/^exit code 127$/);
   });
 
   it('refuses a hook URL of another scheme instead of running it as a command', () => {
@@ -278,5 +278,12 @@ describe('run hooks', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('--on-done http://user:***@127.0.0.1:9/x: a hook URL cannot carry a user or password');
     expect(r.stderr).not.toContain('hookpass123');
+    // a password with characters that end a URL in free text ( ( ' ) is masked all the same
+    for (const url of ['https://hook:S3c(r3t@127.0.0.1:9/x', "https://hook:it's9@127.0.0.1:9/x"]) {
+      const odd = await runCli(['run', '--db', db, '--provider', 'mock', '--on-job', url]);
+      expect(odd.code).toBe(1);
+      expect(odd.stderr).toContain('--on-job https://hook:***@127.0.0.1:9/x: a hook URL cannot carry a user or password');
+      expect(odd.stderr).not.toMatch(/S3c\(r3t|it's9/);
+    }
   });
 });

@@ -69,7 +69,10 @@ describe('RedisLaneBoards: one lane budget shared by runs', () => {
     await expect(RedisLaneBoards.connect('redis://127.0.0.1:1')).rejects.toThrow(/Cannot reach Redis at redis:\/\/127.0.0.1:1.*--redis/);
     // another scheme is named as such, its password masked, rather than "Connection is closed"
     const http = RedisLaneBoards.connect('http://u:pw9@127.0.0.1:6379');
-    await expect(http).rejects.toThrow('--redis http://u:***@127.0.0.1:6379 is not a Redis URL: give redis://host:port');
+    await expect(http).rejects.toThrow('--redis http://u:***@127.0.0.1:6379/ is not a Redis URL: give redis://host:port');
+    await expect(RedisLaneBoards.connect('http://:p(w@127.0.0.1:6379')).rejects.toThrow(
+      /^--redis http:\/\/:\*\*\*@127\.0\.0\.1:6379\/ is not/,
+    );
   });
 
   it('leaves no unhandled rejection when Redis goes away mid-run', async () => {

@@ -104,11 +104,6 @@ export function killHookCommands(): void {
 }
 
 /**
- * `sh -c command` with the body on stdin; its output is not shown (it would break the progress
- * display and --json). It runs in a process group of its own, so a command cut off (its timeout, or
- * the run's deadline for hooks) is killed with everything it started, not only the shell.
- */
-/**
  * A hook command's environment: llmq's, less the API key and the hook secret. The key is never
  * exported (README, "What llmq promises about secrets"): a hook such as `env | curl ...` or one
  * that logs its environment would carry it off.
@@ -119,17 +114,14 @@ function hookEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-/** How much of a failed command's stderr its error quotes (the end: where `sh` says what went wrong). */
-const STDERR_KEPT = 300;
-
+/**
+ * `sh -c command` with the body on stdin; its output is not shown (it would break the progress
+ * display and --json). It runs in a process group of its own, so a command cut off (its timeout, or
+ * the run's deadline for hooks) is killed with everything it started, not only the shell.
+ */
 function runCommand(command: string, body: string, timeoutMs: number, stop: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn('sh', ['-c', command], { stdio: ['pipe', 'ignore', 'pipe'], detached: true, env: hookEnv() });
-    let stderr = '';
-    child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (chunk: string) => {
-      stderr = (stderr + chunk).slice(-STDERR_KEPT);
-    });
+    const child = spawn('sh', ['-c', command], { stdio: ['pipe', 'ignore', 'ignore'], detached: true, env: hookEnv() });
     watchExit();
     if (child.pid !== undefined) running.add(child.pid);
     const killAll = () => {
@@ -148,23 +140,12 @@ function runCommand(command: string, body: string, timeoutMs: number, stop: Abor
       stop.removeEventListener('abort', killAll);
       reject(e);
     });
-    // At its exit, not once its stderr closes: something it left running in the background may hold
-    // that open. What it said reaches the pipe before it exits; a moment more lets it be read.
-    child.on('exit', (code, signal) => {
+    child.on('close', (code, signal) => {
       clearTimeout(timer);
       stop.removeEventListener('abort', killAll);
       running.delete(child.pid!);
-      if (code === 0) {
-        child.stderr.destroy();
-        resolve();
-        return;
-      }
-      setTimeout(() => {
-        child.stderr.destroy();
-        const said = stderr.replace(/\s+/g, ' ').trim();
-        const why = signal ? `killed by ${signal} (over ${timeoutMs / 1000} s?)` : `exit code ${code}`;
-        reject(new Error(said ? `${why}: ${redactUrlCredentials(said)}` : why));
-      }, 20);
+      if (code === 0) resolve();
+      else reject(new Error(signal ? `killed by ${signal} (over ${timeoutMs / 1000} s?)` : `exit code ${code}`));
     });
   });
 }

@@ -1,5 +1,5 @@
 import { UsageError } from '../errors.js';
-import { redactUrlCredentials } from '../url-credentials.js';
+import { redactUrl, redactUrlCredentials } from '../url-credentials.js';
 
 /** Where a hook goes: a URL gets the JSON as a POST body, a command gets it on stdin. */
 export type HookTarget = { readonly kind: 'url'; readonly url: string } | { readonly kind: 'command'; readonly command: string };
@@ -18,7 +18,7 @@ export function parseHookTarget(value: string, flag: string): HookTarget {
     if (url.username || url.password) {
       // fetch refuses such a URL, so the hook would never fire, and its message would quote it
       throw new UsageError(
-        `${flag} ${redactUrlCredentials(text)}: a hook URL cannot carry a user or password. Put a token in its path or query, ` +
+        `${flag} ${redactUrl(text)}: a hook URL cannot carry a user or password. Put a token in its path or query, ` +
           'or let the receiver check the x-llmq-signature header (LLMQ_HOOK_SECRET).',
       );
     }

@@ -1,6 +1,7 @@
 import type { Dirent } from 'node:fs';
 import { readdir, realpath, stat } from 'node:fs/promises';
-import { isAbsolute, join, posix, relative, sep } from 'node:path';
+import { realpathSync } from 'node:fs';
+import { isAbsolute, join, posix, relative, resolve, sep } from 'node:path';
 import { COMPANION_SUFFIXES, isSqliteFile, SQLITE_HEADER } from '../store/sqlite/files.js';
 import { fileText } from './decode.js';
 import { namedSourceReason, readAtMost, REASON_NOT_REGULAR } from './file-kind.js';
@@ -39,15 +40,26 @@ export function displayPath(p: string): string {
  * A source named on the command line as its documents' paths (item sources, `{{path}}`) spell it:
  * as named, but a path inside the current folder is relative to it however it was named. Enqueueing
  * `notes/` and then `$PWD/notes/` is the same input: with `{{path}}` in the prompt, the absolute
- * spelling made every request new, and the queue sent the whole folder again.
+ * spelling made every request new, and the queue sent the whole folder again. The current folder
+ * is the shell's `$PWD` too when that is the same folder by another way (a link): `process.cwd()`
+ * has the links resolved, `$PWD/notes` not.
  */
-export function sourcePath(p: string, cwd = process.cwd()): string {
-  if (isAbsolute(p)) {
-    const rel = relative(cwd, p);
+export function sourcePath(p: string, cwd = process.cwd(), shellCwd = process.env.PWD): string {
+  const full = resolve(cwd, p);
+  for (const base of shellCwd && shellCwd !== cwd && sameFolder(shellCwd, cwd) ? [cwd, shellCwd] : [cwd]) {
+    const rel = relative(base, isAbsolute(p) ? p : full);
     if (rel === '') return '.';
     if (!rel.startsWith('..') && !isAbsolute(rel)) return displayPath(rel);
   }
   return displayPath(p);
+}
+
+function sameFolder(a: string, b: string): boolean {
+  try {
+    return realpathSync(a) === realpathSync(b);
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -190,9 +190,11 @@ async function historyOf(
   if (!tally || tally.done === 0) return none;
   const sample = await store.answered(model, { limit: SAMPLE, withRequest: false });
   // The sample leaves out the offline mock's stand-in answers, the counts do not: with none but
-  // those, nothing is known of real answers; with some, the counts' mean would mix them in.
+  // those, nothing is known of real answers, and the mean is the sample's (the latest real answers),
+  // never the counts', which would mix them in. How many were answered is the counts' figure only
+  // when the sample could hold them all and did.
   if (sample.length === 0) return none;
-  const countsAreReal = sample.length >= Math.min(SAMPLE, tally.done);
+  const countsAreReal = sample.length === tally.done;
   const calibration = await store.answered(model, { limit: CALIBRATION, withRequest: true });
   const sorted = sample.map((a) => a.completionTokens).sort((a, b) => a - b);
   const latencies = sample.map((a) => a.latencyMs).filter((x): x is number => x !== null);
@@ -201,8 +203,8 @@ async function historyOf(
     ? calibration.reduce((a, c) => a + c.promptTokens - estimatePromptTokens(JSON.parse(c.request!)), 0) / calibration.length
     : 0;
   return {
-    answered: countsAreReal ? tally.done : sample.length,
-    mean: countsAreReal ? tally.completion / tally.done : sorted.reduce((a, b) => a + b, 0) / sorted.length,
+    answered: countsAreReal || sample.length === SAMPLE ? tally.done : sample.length,
+    mean: sorted.reduce((a, b) => a + b, 0) / sorted.length,
     p90: sorted[Math.ceil(0.9 * sorted.length) - 1]!,
     correction,
     latencyMs: latencies.length ? latencies.reduce((a, b) => a + b, 0) / latencies.length : null,

@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { LlmqError } from '../errors.js';
-import { redactUrlCredentials } from '../url-credentials.js';
+import { redactUrl, redactUrlCredentials } from '../url-credentials.js';
 import type { LaneBoards } from './lanes.js';
 import type { LaneBoard, LearnedLimits } from './pace/board.js';
 import { GUARD_MS, WINDOW_MS, windowShare, type PaceLimits, type PaceTicket } from './pace/window-pacer.js';
@@ -210,7 +210,7 @@ export class RedisLaneBoards implements LaneBoards {
     const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(url)?.[1]?.toLowerCase();
     if (scheme !== undefined && scheme !== 'redis' && scheme !== 'rediss') {
       throw new LlmqError(
-        `--redis ${redactUrlCredentials(url)} is not a Redis URL: give redis://host:port (or rediss:// for TLS), e.g. redis://127.0.0.1:6379.`,
+        `--redis ${redactUrl(url)} is not a Redis URL: give redis://host:port (or rediss:// for TLS), e.g. redis://127.0.0.1:6379.`,
       );
     }
     // Commands fail fast while Redis is away (the lane waits and asks again); the client keeps

@@ -260,5 +260,17 @@ describe('sourcePath', () => {
     expect(sourcePath('/data/corpus', '/home/ann/work')).toBe('/data/corpus');
     expect(sourcePath('/home/ann/work2/x', '/home/ann/work')).toBe('/home/ann/work2/x');
     expect(sourcePath('../shared/x.jsonl', '/home/ann/work')).toBe('../shared/x.jsonl');
+    expect(sourcePath('../work/notes', '/home/ann/work')).toBe('notes'); // out and back in
+  });
+
+  it("takes the shell's $PWD for the current folder too when it reaches it through a link", () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'real', 'notes'), { recursive: true });
+    symlinkSync(join(dir, 'real'), join(dir, 'link'));
+    // process.cwd() is the real path; $PWD/notes, as a shell expands it, goes through the link
+    expect(sourcePath(join(dir, 'link', 'notes'), join(dir, 'real'), join(dir, 'link'))).toBe('notes');
+    expect(sourcePath(join(dir, 'real', 'notes'), join(dir, 'real'), join(dir, 'link'))).toBe('notes');
+    // a $PWD that is another folder is not the current one
+    expect(sourcePath(join(dir, 'link', 'notes'), join(dir, 'real'), dir)).toBe(join(dir, 'link', 'notes'));
   });
 });

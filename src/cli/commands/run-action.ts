@@ -1,6 +1,7 @@
 import { takeBackMockAnswers } from '../mock-answers.js';
 import type { Command } from 'commander';
 import { EXIT, UsageError } from '../../errors.js';
+import { redactUrlQuery } from '../../url-credentials.js';
 import { isRedactableKey, MIN_REDACTED_RUN } from '../../provider/redact.js';
 import type { RunSummary, SchedulerListener } from '../../scheduler/events.js';
 import type { HookReport, RunHooks } from '../../hooks/run-hooks.js';
@@ -271,7 +272,7 @@ function refuseFlagsOfOtherProvider(flags: RunFlags, cmd: Command): void {
   const given = (key: string) => cmd.getOptionValueSource(key) === 'cli';
   if (flags.provider === 'mock' && given('baseUrl')) {
     throw new UsageError(
-      `--base-url is where a real provider listens; --provider mock answers offline and sends nothing. Leave out --base-url, or leave out --provider mock to send to ${flags.baseUrl}.`,
+      `--base-url is where a real provider listens; --provider mock answers offline and sends nothing. Leave out --base-url, or leave out --provider mock to send to ${redactUrlQuery(flags.baseUrl!)}.`,
     );
   }
   const mockOnly = (
