@@ -67,6 +67,10 @@ describe('RedisLaneBoards: one lane budget shared by runs', () => {
 
   it('says what to check when Redis is unreachable', async () => {
     await expect(RedisLaneBoards.connect('redis://127.0.0.1:1')).rejects.toThrow(/Cannot reach Redis at redis:\/\/127.0.0.1:1.*--redis/);
+    // a password with a character that ends a URL in free text is masked all the same
+    const odd = await RedisLaneBoards.connect('redis://:p(w9@127.0.0.1:1').catch((error: Error) => error.message);
+    expect(odd).toMatch(/^Cannot reach Redis at redis:\/\/:\*\*\*@127\.0\.0\.1:1/);
+    expect(odd).not.toContain('p(w9');
     // another scheme is named as such, its password masked, rather than "Connection is closed"
     const http = RedisLaneBoards.connect('http://u:pw9@127.0.0.1:6379');
     await expect(http).rejects.toThrow('--redis http://u:***@127.0.0.1:6379/ is not a Redis URL: give redis://host:port');

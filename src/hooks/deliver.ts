@@ -1,3 +1,4 @@
+import { API_KEY_VARIABLES } from '../provider/endpoint.js';
 import { redactUrlCredentials } from '../url-credentials.js';
 import { spawn } from 'node:child_process';
 import { createHmac } from 'node:crypto';
@@ -110,7 +111,7 @@ export function killHookCommands(): void {
  */
 function hookEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
-  for (const name of ['LLMQ_API_KEY', 'OPENAI_API_KEY', 'LLMQ_HOOK_SECRET']) delete env[name];
+  for (const name of [...API_KEY_VARIABLES, 'LLMQ_HOOK_SECRET']) delete env[name];
   return env;
 }
 

@@ -64,9 +64,12 @@ export function resolveApiKey(env: Env): string | undefined {
   return findApiKey(env)?.key;
 }
 
+/** Where the API key is read from, in that order. */
+export const API_KEY_VARIABLES = ['LLMQ_API_KEY', 'OPENAI_API_KEY'] as const;
+
 /** The API key and the variable it came from (for messages), or undefined when neither is set. */
-export function findApiKey(env: Env): { key: string; name: 'LLMQ_API_KEY' | 'OPENAI_API_KEY' } | undefined {
-  for (const name of ['LLMQ_API_KEY', 'OPENAI_API_KEY'] as const) {
+export function findApiKey(env: Env): { key: string; name: (typeof API_KEY_VARIABLES)[number] } | undefined {
+  for (const name of API_KEY_VARIABLES) {
     const key = env[name]?.trim();
     if (!key) continue;
     // A key with spaces or control characters cannot go into a header; fetch would throw on every

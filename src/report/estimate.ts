@@ -194,7 +194,6 @@ async function historyOf(
   // never the counts', which would mix them in. How many were answered is the counts' figure only
   // when the sample could hold them all and did.
   if (sample.length === 0) return none;
-  const countsAreReal = sample.length === tally.done;
   const calibration = await store.answered(model, { limit: CALIBRATION, withRequest: true });
   const sorted = sample.map((a) => a.completionTokens).sort((a, b) => a - b);
   const latencies = sample.map((a) => a.latencyMs).filter((x): x is number => x !== null);
@@ -203,7 +202,7 @@ async function historyOf(
     ? calibration.reduce((a, c) => a + c.promptTokens - estimatePromptTokens(JSON.parse(c.request!)), 0) / calibration.length
     : 0;
   return {
-    answered: countsAreReal || sample.length === SAMPLE ? tally.done : sample.length,
+    answered: sample.length === SAMPLE ? tally.done : sample.length,
     mean: sorted.reduce((a, b) => a + b, 0) / sorted.length,
     p90: sorted[Math.ceil(0.9 * sorted.length) - 1]!,
     correction,

@@ -207,8 +207,8 @@ export class RedisLaneBoards implements LaneBoards {
 
   static async connect(url: string): Promise<RedisLaneBoards> {
     // ioredis reads another scheme's URL as a host name and fails with "Connection is closed"
-    const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(url)?.[1]?.toLowerCase();
-    if (scheme !== undefined && scheme !== 'redis' && scheme !== 'rediss') {
+    const scheme = URL.canParse(url) ? new URL(url).protocol : null;
+    if (scheme !== null && scheme !== 'redis:' && scheme !== 'rediss:') {
       throw new LlmqError(
         `--redis ${redactUrl(url)} is not a Redis URL: give redis://host:port (or rediss:// for TLS), e.g. redis://127.0.0.1:6379.`,
       );
@@ -223,7 +223,7 @@ export class RedisLaneBoards implements LaneBoards {
     } catch (error) {
       client.disconnect();
       throw new LlmqError(
-        `Cannot reach Redis at ${redactUrlCredentials(url)}: ${redactUrlCredentials((error as Error).message).replace(/\.+$/, '')}. Check --redis (or LLMQ_REDIS_URL) and that Redis is running.`,
+        `Cannot reach Redis at ${redactUrl(url)}: ${redactUrlCredentials((error as Error).message).replace(/\.+$/, '')}. Check --redis (or LLMQ_REDIS_URL) and that Redis is running.`,
         { cause: error },
       );
     }

@@ -68,9 +68,9 @@ async function forgetCommand(id: string, flags: { db?: string; json?: boolean })
   ]);
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
-    const { batch, requeued } = await forgetBatch(store, id, Date.now()).catch((error: unknown) => {
-      throw error instanceof NoLiveBatchError ? error.withHint(`llmq status${dbArgument(flags.db)}`) : error;
-    });
+    const { batch, requeued } = await forgetBatch(store, id, Date.now()).catch(
+      listLiveBatchesWith(NoLiveBatchError, `llmq status${dbArgument(flags.db)}`),
+    );
     const name = batch.providerBatchId ?? batch.id;
     if (flags.json) process.stdout.write(JSON.stringify({ forgotten: name, requeued }) + '\n');
     const sentWith = batch.apiKey ? ` with ${nameKey(batch.apiKey, 'an API key')}` : '';
@@ -99,6 +99,7 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
     { findApiKey },
     { isLive },
     { isProcessAlive },
+    { NoLiveBatchError },
   ] = await Promise.all([
     import('../../batch/create.js'),
     import('../../batch/cancel.js'),
@@ -110,6 +111,7 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
     import('../../provider/endpoint.js'),
     import('../../report/status-cost.js'),
     import('../../process-alive.js'),
+    import('../../batch/forget.js'),
   ]);
   // Each batch is asked of the endpoint it was sent to, as recorded with it (without credentials:
   // the key comes from the environment), unless one is named here; LLMQ_BASE_URL may not be what
@@ -135,10 +137,9 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
   };
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
-    const { cancelled, unknown, sentTo, sentWith, madeBy } = await cancelBatches(store, apiFor, id).catch(async (error: unknown) => {
-      const { NoLiveBatchError } = await import('../../batch/forget.js');
-      throw error instanceof NoLiveBatchError ? error.withHint(`llmq status${dbArgument(flags.db)}`) : error;
-    });
+    const { cancelled, unknown, sentTo, sentWith, madeBy } = await cancelBatches(store, apiFor, id).catch(
+      listLiveBatchesWith(NoLiveBatchError, `llmq status${dbArgument(flags.db)}`),
+    );
     if (flags.json) process.stdout.write(JSON.stringify({ cancelled, unknown }) + '\n');
     // a run collects only the batches of its own endpoint: the command suggested names each one's
     const collect = (ids: readonly string[]) =>
@@ -200,4 +201,14 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
   } finally {
     await store.close();
   }
+}
+
+/** A `catch` that names the command listing the live batches (with the queue's --db) when the one asked for is not among them. */
+function listLiveBatchesWith(
+  noLiveBatch: typeof import('../../batch/forget.js').NoLiveBatchError,
+  statusCommand: string,
+): (error: unknown) => never {
+  return (error) => {
+    throw error instanceof noLiveBatch ? error.withHint(statusCommand) : error;
+  };
 }

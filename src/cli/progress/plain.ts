@@ -57,7 +57,7 @@ export function plainRenderer(state: ProgressState, stream: NodeJS.WritableStrea
           write(paint.yellow(pauseText(state, Date.now(), 300) ?? event));
           break;
         case 'warning':
-          write(paint.yellow(`warning: ${(payload as SchedulerEventMap['warning']).message}`));
+          write(warningLine(payload as SchedulerEventMap['warning'], paint));
           break;
         case 'resumed':
           write(`resumed after the ${(payload as SchedulerEventMap['resumed']).reason === 'rate_limit' ? 'rate limit' : 'outage'}`);
@@ -87,7 +87,7 @@ export function summaryRenderer(state: ProgressState, stream: NodeJS.WritableStr
   return {
     onEvent<E extends SchedulerEventName>(event: E, payload: SchedulerEventMap[E]) {
       if (ended) return;
-      if (event === 'warning') stream.write(`${paint.yellow(`warning: ${(payload as SchedulerEventMap['warning']).message}`)}\n`);
+      if (event === 'warning') stream.write(`${warningLine(payload as SchedulerEventMap['warning'], paint)}\n`);
       if (event !== 'run:end') return;
       ended = true;
       stream.write(summaryText(payload as SchedulerEventMap['run:end'], state, paint, where.again, where.runAgain));
@@ -96,4 +96,8 @@ export function summaryRenderer(state: ProgressState, stream: NodeJS.WritableStr
       ended = true;
     },
   };
+}
+
+function warningLine(w: SchedulerEventMap['warning'], paint: Paint): string {
+  return paint.yellow(`warning: ${w.message}`);
 }
