@@ -8,11 +8,13 @@
 const MASK = '***';
 
 /**
- * `scheme://` then the rest of the token. The token stops at whitespace, quotes and brackets but
- * not at `/`: a password with an unescaped `/` or `@` must still be caught, and masking a little
- * too much of an odd URL in a message costs nothing.
+ * `scheme://` then the rest of the token, up to whitespace (which no URL holds unescaped). Not at
+ * `/`, a quote or a bracket: a password may hold any of them (`u:S3c(r3t@h`, `u:it's@h`), and the
+ * token stopped there once, before the `@` that ends the password. A quote or bracket after the URL
+ * (`'postgres://u:pw@h/db'`) stays with it, and masking a little too much of an odd URL in a message
+ * costs nothing.
  */
-const URL_TOKEN = /\b([a-z][a-z0-9+.-]*:\/\/)([^\s'"`<>()[\]{}]*)/gi;
+const URL_TOKEN = /\b([a-z][a-z0-9+.-]*:\/\/)(\S*)/gi;
 
 /**
  * `text` with the password of every URL in it masked: `postgres://u:pw@h/db` becomes
@@ -66,10 +68,8 @@ export function hasUrlCredentials(url: string): boolean {
 }
 
 /**
- * One URL for a message, parsed: its password masked whatever characters it holds.
- * `redactUrlCredentials` finds URLs in free text, where a token ends at a quote or a bracket, so a
- * password with `(` or `'` in it was shown; a URL known to be one is parsed instead. Not a URL: as
- * `redactUrlCredentials` leaves it.
+ * One URL for a message, parsed and shown as the parser spells it, its password masked. Not a URL:
+ * as `redactUrlCredentials` leaves it.
  */
 export function redactUrl(url: string): string {
   if (!URL.canParse(url)) return redactUrlCredentials(url);
@@ -77,28 +77,4 @@ export function redactUrl(url: string): string {
   if (parsed.password === '') return redactUrlCredentials(url);
   parsed.password = MASK;
   return redactUrlCredentials(parsed.href);
-}
-
-/**
- * `text` with the password of every URL among `urls` masked wherever it appears as it was written
- * or decoded: for a message that quotes what was given (commander's "argument '...' is invalid"),
- * where the password may hold characters that end a URL token for `redactUrlCredentials`.
- */
-export function maskPasswordsOf(urls: readonly string[], text: string): string {
-  let out = redactUrlCredentials(text);
-  for (const url of urls) {
-    if (!URL.canParse(url)) continue;
-    const password = new URL(url).password;
-    if (password === '') continue;
-    for (const form of new Set([password, safeDecode(password)])) if (form.length > 0) out = out.split(form).join(MASK);
-  }
-  return out;
-}
-
-function safeDecode(s: string): string {
-  try {
-    return decodeURIComponent(s);
-  } catch {
-    return s;
-  }
 }

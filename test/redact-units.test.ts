@@ -73,6 +73,10 @@ describe('redactUrlCredentials: one owner for URL passwords', () => {
     ['https://api.openai.com/v1', 'https://api.openai.com/v1'],
     ['at postgres://a:1@h/x and redis://:2@r:6379: refused', 'at postgres://a:***@h/x and redis://:***@r:6379: refused'],
     ["got 'POSTGRES://u:SECRET@h'", "got 'POSTGRES://u:***@h'"],
+    // a quote or bracket inside the password, as commander quotes a refused argument
+    ["argument 'https://hook:S3c(r3t@h/x' is invalid", "argument 'https://hook:***@h/x' is invalid"],
+    ["argument 'https://hook:it's9@h/x' is invalid", "argument 'https://hook:***@h/x' is invalid"],
+    ['(see redis://:p[w]{9}@r:6379)', '(see redis://:***@r:6379)'],
   ])('%s', (text, expected) => {
     expect(redactUrlCredentials(text)).toBe(expected);
     expect(redactLocation(text)).toBe(expected);

@@ -1,4 +1,4 @@
-import { maskPasswordsOf } from '../url-credentials.js';
+import { redactUrlCredentials } from '../url-credentials.js';
 import { Command } from 'commander';
 
 export const VERSION = '0.1.0';
@@ -32,7 +32,7 @@ export async function buildProgram(argv: readonly string[]): Promise<Command> {
     .showHelpAfterError('(run with --help for usage)')
     .showSuggestionAfterError(true)
     // commander quotes a refused argument as given: a URL in it keeps no password (invariant 7)
-    .configureOutput({ writeErr: (s) => process.stderr.write(maskPasswordsOf(argv, s)), writeOut: (s) => process.stdout.write(s) })
+    .configureOutput({ writeErr: (s) => process.stderr.write(redactUrlCredentials(s)), writeOut: (s) => process.stdout.write(s) })
     .exitOverride();
   program.addHelpText(
     'after',
