@@ -1,11 +1,13 @@
 import { existsSync } from 'node:fs';
+import { request } from 'node:http';
 import { createServer } from 'node:net';
+import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { runCli } from './helpers/cli.js';
-import { startServe } from './helpers/dashboard.js';
+import { startServe, type ServeChild } from './helpers/dashboard.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 
@@ -50,4 +52,65 @@ describe('llmq serve (without a browser)', () => {
     s.child.kill('SIGTERM');
     expect(await exited).toBe(0);
   });
+
+  it('answers only to its own names: a foreign Host is refused (DNS rebinding), on every interface too, unless --allow-host names it', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 1);
+    await store.close();
+    const serves: ServeChild[] = [];
+    try {
+      const loopback = await startServe(['--db', db]);
+      serves.push(loopback);
+      const port = new URL(loopback.url).port;
+      const atLoopback = (host: string, headers = {}) => call(loopback.url, '/api/config', { host, ...headers });
+      expect((await atLoopback(`localhost:${port}`)).status).toBe(200);
+      expect((await atLoopback(`[::1]:${port}`)).status).toBe(200);
+      const rebound = await atLoopback(`attacker.example:${port}`);
+      expect(rebound.status).toBe(403);
+      expect(rebound.body).toMatch(/Host attacker\.example:\d+ is not this dashboard's address.*--allow-host attacker\.example/);
+      expect((await atLoopback(`127.0.0.1:${Number(port) + 1}`)).status).toBe(403);
+      expect((await atLoopback('10.1.2.3')).status).toBe(403);
+
+      // every interface: any IP address and this machine's name, no other name
+      const everywhere = await startServe(['--db', db, '--host', '0.0.0.0']);
+      serves.push(everywhere);
+      const p2 = new URL(everywhere.url).port;
+      const atAny = (host: string, headers = {}) => call(everywhere.url, '/api/config', { host, ...headers });
+      for (const host of [`127.0.0.1:${p2}`, `10.1.2.3:${p2}`, `[fd00::1]:${p2}`, `${hostname()}:${p2}`, `localhost:${p2}`]) {
+        expect((await atAny(host)).status, host).toBe(200);
+      }
+      expect((await atAny(`attacker.example:${p2}`)).status).toBe(403);
+      // the attacker's page, same-origin with its own name: refused all the same
+      expect((await atAny(`attacker.example:${p2}`, { origin: `http://attacker.example:${p2}` })).status).toBe(403);
+      expect((await atAny(`10.1.2.3:${p2}`, { origin: `http://attacker.example:${p2}` })).status).toBe(403);
+      expect((await atAny(`10.1.2.3:${p2}`, { origin: `http://10.1.2.3:${p2}` })).status).toBe(200);
+
+      // a name the user allows, also behind an HTTPS proxy on another port
+      const named = await startServe(['--db', db, '--host', '0.0.0.0', '--allow-host', 'Dash.Example', 'queue.internal']);
+      serves.push(named);
+      const p3 = new URL(named.url).port;
+      const atNamed = (host: string, headers = {}) => call(named.url, '/api/config', { host, ...headers });
+      expect((await atNamed(`dash.example:${p3}`)).status).toBe(200);
+      expect((await atNamed('queue.internal', { origin: 'https://queue.internal' })).status).toBe(200);
+      expect((await atNamed(`attacker.example:${p3}`)).status).toBe(403);
+      expect((await atNamed(`10.1.2.3:${p3}`)).status).toBe(200);
+    } finally {
+      await Promise.all(serves.map((s) => s.stop()));
+    }
+  });
 });
+
+/** A GET with headers fetch will not send as given (Host). */
+function call(base: string, path: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(new URL(path, base), { headers }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}

@@ -7,7 +7,7 @@ import { findItem, isKeyPrefix } from '../report/find-item.js';
 import { LlmqError } from '../errors.js';
 import { FAILED_ITEMS_LIMIT, retryFailedJobs } from './api.js';
 import { StatusFeed, type FeedMessage } from './feed.js';
-import { ownOrigins, refuseForeign, refuseWithoutToken, type Refusal } from './guard.js';
+import { OwnAddress, refuseForeign, refuseWithoutToken, type Refusal } from './guard.js';
 import { StaticFiles } from './static-files.js';
 
 export interface DashboardOptions {
@@ -17,6 +17,8 @@ export interface DashboardOptions {
   /** The database as shown (no password). */
   readonly db: string;
   readonly host: string;
+  /** More names the dashboard answers to (the Host header), besides its address (`OwnAddress`). */
+  readonly allowHosts?: readonly string[];
   /** 0 picks a free port. */
   readonly port: number;
   /** Serve no actions at all. */
@@ -56,10 +58,12 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
     res.end(redact(JSON.stringify(value), o.secrets));
   };
   const refuse = (res: ServerResponse, r: NonNullable<Refusal>) => json(res, r.status, { error: r.message });
-  let origins: ReturnType<typeof ownOrigins> = new Set();
+  const ownAddress = (port: number) => new OwnAddress(o.host, port, { allowHosts: o.allowHosts });
+  // the port is known once listening (--port 0); nothing is answered before then
+  let own = ownAddress(o.port);
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const refusal = refuseForeign(req, origins);
+    const refusal = refuseForeign(req, own);
     if (refusal) return refuse(res, refusal);
     const url = new URL(req.url ?? '/', 'http://dashboard');
     const route = `${req.method} ${url.pathname}`;
@@ -146,7 +150,7 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
     });
   });
   const port = (server.address() as AddressInfo).port;
-  origins = ownOrigins(o.host, port);
+  own = ownAddress(port);
   const shownHost = o.host === '0.0.0.0' || o.host === '::' ? '127.0.0.1' : o.host.includes(':') ? `[${o.host}]` : o.host;
   return {
     url: `http://${shownHost}:${port}/`,

@@ -7,6 +7,7 @@ interface ServeFlags extends PriceFlags {
   db?: string;
   port: number;
   host: string;
+  allowHost?: string[];
   readOnly?: boolean;
   poll: number;
 }
@@ -18,6 +19,10 @@ export function registerServe(program: Command): Command {
     .addOption(dbOption())
     .addOption(new Option('--port <n>', 'port to listen on (0 picks a free one)').default(8787).argParser(portNumber))
     .option('--host <address>', 'address to listen on; anything but 127.0.0.1 exposes the dashboard to your network', '127.0.0.1')
+    .option(
+      '--allow-host <name...>',
+      'another name this machine is reached by (a DNS name, a reverse proxy): requests naming any other host are refused',
+    )
     .option('--read-only', 'serve no actions (no retry button)')
     .addOption(new Option('--poll <seconds>', 'how often the queue is read for live updates').default(2).argParser(positiveNumber));
   for (const o of priceOptions()) cmd.addOption(o);
@@ -26,7 +31,9 @@ export function registerServe(program: Command): Command {
       'after',
       `
 Actions (retry failed jobs) need the token printed once at start: paste it into the page. The page
-only answers to itself: requests from other sites' pages are refused.
+only answers to itself: requests from other sites' pages, and requests naming a host other than
+its address (with --host 0.0.0.0: any IP address, localhost and this machine's name), are refused;
+--allow-host adds names.
 
 Examples:
   $ llmq serve                         # http://127.0.0.1:8787/
@@ -59,6 +66,7 @@ async function serveCommand(flags: ServeFlags): Promise<void> {
       prices,
       db: redactLocation(location),
       host: flags.host,
+      allowHosts: flags.allowHost ?? [],
       port: flags.port,
       readOnly: Boolean(flags.readOnly),
       token,
