@@ -379,6 +379,9 @@ describe('llmq run --via batch (child processes)', () => {
     const [byBatch, back] = [Number(cancelled![1]), Number(cancelled![2])];
     expect(byBatch).toBeGreaterThan(0);
     expect(byBatch + back).toBe(12);
+    expect(r.stderr).toContain(
+      `batch lane: ${byBatch} done, 0 failed, ${back} pending or in a batch (three quarters of --deadline have passed: they go online now)`,
+    );
     expect(r.stderr).toContain(`${back} jobs to do, ${byBatch} already done`);
     const { jobs } = await read(db);
     for (const j of jobs) expect(j).toMatchObject({ state: 'done', attempts: 1 });

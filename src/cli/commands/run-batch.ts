@@ -92,8 +92,14 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
     );
     if (flags.json) out.write(JSON.stringify({ event: 'run:end', ...summary }) + '\n');
     else {
+      // --via auto at three quarters of its deadline: the lane cancelled its batches, the rest goes online
+      const handedOn = flags.until !== undefined && summary.reason === 'drained' && summary.remaining > 0 && Date.now() >= flags.until;
       // --no-wait ends with its batches out, not with the queue drained
-      const why = !flags.wait && summary.reason === 'drained' ? 'submitted, not waiting' : summary.reason;
+      const why = handedOn
+        ? 'three quarters of --deadline have passed: they go online now'
+        : !flags.wait && summary.reason === 'drained'
+          ? 'submitted, not waiting'
+          : summary.reason;
       info(
         `batch lane: ${int(summary.done)} done, ${int(summary.failed)} failed, ${int(summary.remaining)} pending or in a batch (${why})`,
       );
