@@ -212,6 +212,8 @@ describe('estimate', () => {
     expect(text.stdout).toMatch(/^ {4}answers {2}1,045 to 1,216 tokens \(mean 55, p90 90 of 10 answered\)$/m);
     expect(text.stdout).toMatch(/^ {4}time {5}19s at 60 rpm, learned from headers\n {13}answers took 1,000 ms$/m);
     expect(text.stdout).toMatch(/^ {4}price {4}\$1000\/\$2000 per million tokens, --price$/m);
+    // --price prices online requests only: the batch figure is not guessed from it
+    expect(text.stdout).toMatch(/^ {4}cost {5}\$.* · no batch price · worst/m);
     for (const line of text.stdout.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
 
     const dry = await runCli(['run', '--dry-run', '--db', db, '--base-url', fake.url, '--price', '1000,2000', '--json', '--limit', '5']);

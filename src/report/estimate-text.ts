@@ -77,7 +77,7 @@ function answersText(m: ModelEstimate): string {
 function costText(c: CostRange, batch: CostRange | null, uncapped: number): string {
   const range = (r: CostRange) => (usd(r.low) === usd(r.high) ? usd(r.low) : `${usd(r.low)} to ${usd(r.high)}`);
   const worst = uncapped > 0 ? `worst unbounded (${count(uncapped, 'job')} without max_tokens)` : `worst ${usd(c.worst)}`;
-  return [range(c), batch ? `batch ${range(batch)}` : 'batch unknown', worst].join(' · ');
+  return [range(c), batch ? `batch ${range(batch)}` : 'no batch price', worst].join(' · ');
 }
 
 function paceText(m: ModelEstimate): string {
