@@ -33,6 +33,7 @@ describe('llmq export', () => {
       'usage',
       'cost_usd',
       'latency_ms',
+      'finish_reason',
       'source',
       'meta',
     ]);
@@ -47,6 +48,7 @@ describe('llmq export', () => {
       usage: { prompt_tokens: 100, completion_tokens: 20 },
       cost_usd: A_COST,
       latency_ms: 1234,
+      finish_reason: 'stop',
       source: 'docs/a.txt',
       meta: { lang: 'en' },
     });
@@ -109,6 +111,7 @@ describe('llmq export', () => {
       'error',
       'meta',
       'cost_usd',
+      'finish_reason',
     ]);
     expect(rows).toHaveLength(1 + ORDER.length);
     expect(rows.slice(1).map((x) => x[0])).toEqual(ORDER);
@@ -126,6 +129,7 @@ describe('llmq export', () => {
       '',
       '{"lang":"en"}',
       String(A_COST),
+      'stop',
     ]);
     expect(rows[2]![9]).toBe(ANSWERS['sub/b.txt']);
     expect(rows[2]![12]).toBe('');
@@ -141,6 +145,7 @@ describe('llmq export', () => {
       'docs/d.txt',
       '',
       expect.stringMatching(/^400 context_length_exceeded: This model's/),
+      '',
       '',
       '',
     ]);

@@ -15,6 +15,8 @@ import { STORE_KINDS, skipUnavailable } from './helpers/stores.js';
 
 // test/golden holds what llmq wrote before export was made fast: the first records of each format
 // whole, and the SHA-256 and length of the full output (fillExportQueue makes the same queue every time).
+// Written again when JSON Lines and CSV gained finish_reason: with that field taken out, the new
+// output was the old bytes exactly (SHA-256 and length).
 const GOLDEN = new URL('./golden/', import.meta.url);
 const FILES: Record<ExportFormat, string> = { jsonl: 'export.jsonl', csv: 'export.csv', 'openai-batch': 'export.openai-batch.jsonl' };
 const WHOLE = new Map(

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { seededPicks } from './helpers/random.js';
 import { CSV_COLUMNS, csvField, csvRow, jsonlLine, jsonlRecord, openAiBatchLine, openAiBatchRecord } from '../src/report/export.js';
 import { JOB_STATES, type ExportRow } from '../src/store/types.js';
+import { finishReasonOf } from '../src/provider/finish.js';
 
 // Each format's line is built by hand, with fast paths for texts with nothing to escape or quote.
 // Whatever the row, the line must be what the straightforward encoding writes.
@@ -22,6 +23,7 @@ function csvReference(r: ExportRow): string {
     error: r.error,
     meta: r.meta,
     cost_usd: r.costUsd,
+    finish_reason: r.state === 'done' ? finishReasonOf(r.response) : null,
   };
   return CSV_COLUMNS.map((c) => csvField(value[c])).join(',') + '\r\n';
 }
@@ -40,7 +42,17 @@ describe('export lines', () => {
     const more = ['é ü', '\u2028', '😀', '\ud800', '\udfff', '', ' ', '{"a":1}', '/', '0'];
     const text = () => (rand(3) ? `${pick(texts.slice(0, 2))} ${rand(1000)}` : pick(texts) + pick(more));
     const num = () => pick([0, 1, 52, 1.5, 0.0000222, 1e-7, 1e21, -3, Number.NaN, Number.POSITIVE_INFINITY]);
-    const bodies = [null, 'not json', '{"id":"x","choices":[]}', '{ "id" : "x" }', '{"a":1.0}', '{"a":"\\u00e9"}', '[1,2]'];
+    const bodies = [
+      null,
+      'not json',
+      '{"id":"x","choices":[]}',
+      '{ "id" : "x" }',
+      '{"a":1.0}',
+      '{"a":"\\u00e9"}',
+      '[1,2]',
+      '{"choices":[{"message":{"content":"cut"},"finish_reason":"length"}]}',
+      '{"choices":[{"message":{"content":null,"refusal":"no"},"finish_reason":"stop"}]}',
+    ];
     let fast = 0;
     for (let n = 0; n < 5000; n++) {
       const r: ExportRow = {
@@ -85,5 +97,44 @@ describe('export lines', () => {
       expectSame({ ...base, id: odd });
       expectSame({ ...base, error: odd });
     }
+  });
+
+  it('mark how each answer ended, from the stored response: cut off, refused, stopped, or not said', () => {
+    const body = (choice: object) => JSON.stringify({ id: 'c', choices: [{ index: 0, ...choice }], usage: {} });
+    const pretty = (choice: object) => JSON.stringify({ choices: [choice] }, null, 2);
+    const cases: Array<[string | null, string | null]> = [
+      [body({ message: { content: 'all of it', refusal: null }, finish_reason: 'stop' }), 'stop'],
+      [pretty({ message: { content: 'all of it', refusal: null }, finish_reason: 'stop' }), 'stop'],
+      [body({ message: { content: 'half of i' }, finish_reason: 'length' }), 'length'],
+      [pretty({ message: { content: 'half' }, finish_reason: 'length' }), 'length'],
+      [body({ message: { content: null, refusal: "I can't help with that" }, finish_reason: 'stop' }), 'refusal'],
+      [body({ message: { content: '' }, finish_reason: 'content_filter' }), 'content_filter'],
+      // an answer that only quotes the words is an answer
+      [body({ message: { content: 'the "finish_reason": "length" and "refusal": "x" fields' }, finish_reason: 'stop' }), 'stop'],
+      [body({ message: { content: 'a tool' }, finish_reason: 'tool_calls' }), 'tool_calls'],
+      [body({ message: { content: 'no reason given' } }), null],
+      ['not json', null],
+      [null, null],
+    ];
+    for (const [response, finish] of cases) expect([response, finishReasonOf(response)]).toEqual([response, finish]);
+    const row: ExportRow = {
+      id: 'doc-1',
+      source: 'in.jsonl',
+      meta: null,
+      key: 'k',
+      state: 'done',
+      model: 'm',
+      output: 'half of i',
+      response: body({ message: { content: 'half of i' }, finish_reason: 'length' }),
+      error: null,
+      attempts: 1,
+      usage: null,
+      latencyMs: null,
+      costUsd: null,
+    };
+    expect(JSON.parse(jsonlLine(row)).finish_reason).toBe('length');
+    expect(csvRow(row).trimEnd().split(',').at(-1)).toBe('length');
+    // not done: no answer to mark, whatever an earlier response said
+    expect(JSON.parse(jsonlLine({ ...row, state: 'pending' })).finish_reason).toBeNull();
   });
 });

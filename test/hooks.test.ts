@@ -58,6 +58,8 @@ async function receiver(answer: (n: number) => number | null = () => 200): Promi
 const SUMMARY: RunSummary = {
   mayBeBilled: { tries: 0, usd: 0 },
   runId: 'run-1',
+  cutOff: 0,
+  refused: 0,
   reason: 'drained',
   done: 3,
   failed: 1,

@@ -40,6 +40,8 @@ function snapshot(over: Partial<ProgressSnapshot> = {}): ProgressSnapshot {
 const summary: RunSummary = {
   mayBeBilled: { tries: 0, usd: 0 },
   runId: 'r1',
+  cutOff: 0,
+  refused: 0,
   reason: 'drained',
   done: 31_204,
   failed: 148,

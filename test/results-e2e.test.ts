@@ -195,6 +195,7 @@ describe('results after a run on the fake', () => {
         'usage',
         'cost_usd',
         'latency_ms',
+        'finish_reason',
         'source',
         'meta',
       ]);
@@ -208,12 +209,13 @@ describe('results after a run on the fake', () => {
       expect(line.latency_ms).toBe(last.latency_ms);
       expect(line.latency_ms).toBeGreaterThanOrEqual(5); // the fake waits 10 ms before answering (timers may round)
       if (input.text.startsWith('REFUSE')) {
-        expect(line).toMatchObject({ state: 'failed', output: null, usage: null, cost_usd: null, attempts: 1 });
+        expect(line).toMatchObject({ state: 'failed', output: null, usage: null, cost_usd: null, attempts: 1, finish_reason: null });
         expect(line.error).toBe(`HTTP 400: ${input.text.includes('REFUSE-A') ? 'Reason A: this document is refused.' : REASON_B}`);
         expect(sent.ok).toBeUndefined();
       } else {
         expect(sent.ok, input.id).toBeDefined();
         expect(line.state).toBe('done');
+        expect(line.finish_reason).toBe('stop');
         expect(line.error).toBeNull();
         expect(line.output).toBe(answerFor(sent.ok!.body));
         expect(line.usage).toEqual(fakeUsage(sent.ok!));
@@ -246,6 +248,7 @@ describe('results after a run on the fake', () => {
       'error',
       'meta',
       'cost_usd',
+      'finish_reason',
     ]);
     expect(rows).toHaveLength(1 + out.length);
     const text = (v: unknown) => (v === null || v === undefined ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v));
@@ -264,6 +267,7 @@ describe('results after a run on the fake', () => {
         text(l.error),
         text(l.meta),
         text(l.cost_usd),
+        text(l.finish_reason),
       ]);
     }
     expect(JSON.parse(rows.find((x) => x[0] === 'beta')![11]!)).toEqual({ lang: 'en', tags: ['a', 'b'] });

@@ -15,7 +15,16 @@ export type PollOutcome =
   /** The provider refused it for having too much queued; its jobs are pending again. */
   | { readonly kind: 'quota'; readonly message: string; readonly requeued: number };
 
-const NOTHING: AppliedResults = Object.freeze({ done: 0, failed: 0, retried: 0, promptTokens: 0, completionTokens: 0, costUsd: 0 });
+const NOTHING: AppliedResults = Object.freeze({
+  done: 0,
+  failed: 0,
+  retried: 0,
+  promptTokens: 0,
+  completionTokens: 0,
+  cutOff: 0,
+  refused: 0,
+  costUsd: 0,
+});
 
 /**
  * Ask the provider how a submitted batch is doing; once it has ended, store what it answered and

@@ -105,8 +105,11 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     maxAttempts: options.maxAttempts ?? 5,
   };
   const startedAt = now();
-  const tally = { done: 0, failed: 0, retried: 0, requests: 0, promptTokens: 0, completionTokens: 0, costUsd: 0 };
-  const stats = () => ({ ...tally, rateLimited: 0, jobsPerSecond: 0 });
+  const tally = { done: 0, failed: 0, retried: 0, requests: 0, promptTokens: 0, completionTokens: 0, cutOff: 0, refused: 0, costUsd: 0 };
+  const stats = () => {
+    const { cutOff: _cut, refused: _refused, ...figures } = tally;
+    return { ...figures, rateLimited: 0, jobsPerSecond: 0 };
+  };
   await store.startRun({ id: runId, host, pid, startedAt, options: { via: 'batch', ...deps.describe } });
   const heartbeat = setInterval(() => {
     store.heartbeat(runId, now(), now() + leaseMs, stats()).catch(() => {});
@@ -162,7 +165,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
           const outcome = await pollOne(ctx, row);
           if (outcome.kind === 'other-key') leaveToItsKey(row);
           else if (outcome.kind === 'ended') {
-            for (const k of ['done', 'failed', 'retried', 'promptTokens', 'completionTokens', 'costUsd'] as const)
+            for (const k of ['done', 'failed', 'retried', 'promptTokens', 'completionTokens', 'cutOff', 'refused', 'costUsd'] as const)
               tally[k] += outcome.applied[k];
           } else if (outcome.kind === 'quota') {
             quotaUntil = now() + (options.quotaWaitMs ?? 60_000);
@@ -246,6 +249,8 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     rateLimited: 0,
     promptTokens: tally.promptTokens,
     completionTokens: tally.completionTokens,
+    cutOff: tally.cutOff,
+    refused: tally.refused,
     // a batch's requests are the provider's to answer: none is left unanswered by a stop
     mayBeBilled: { tries: 0, usd: 0 },
     wallMs: now() - startedAt,

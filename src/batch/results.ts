@@ -1,4 +1,5 @@
 import { classifyHttpError } from '../provider/classify.js';
+import { CUT_OFF, isRefusal } from '../provider/finish.js';
 import { parseCompletion } from '../provider/openai.js';
 import { ProviderError } from '../provider/types.js';
 import { exhaustedMessage } from '../scheduler/decide.js';
@@ -12,6 +13,9 @@ export interface AppliedResults {
   readonly retried: number;
   readonly promptTokens: number;
   readonly completionTokens: number;
+  /** Answers cut off at max_tokens, and refusals (src/provider/finish.ts): kept as done, as online. */
+  readonly cutOff: number;
+  readonly refused: number;
   /** USD of the answers at the batch price, those with a known price. */
   readonly costUsd: number;
 }
@@ -45,6 +49,8 @@ export async function applyResults(
     (await store.batches.held(submissionId)).map((j) => [j.key, { attempts: j.attempts, model: j.model }]),
   );
   let done = 0,
+    cutOff = 0,
+    refused = 0,
     failed = 0,
     retried = 0,
     promptTokens = 0,
@@ -81,6 +87,8 @@ export async function applyResults(
           const answered = { ...attempt(status, 'done', null, c.usage), costUsd: cost };
           writes.push(store.complete(key, { owner, output: c.output, response: c.body, usage: c.usage, attempt: answered }));
           done++;
+          if (c.finishReason === CUT_OFF) cutOff++;
+          else if (isRefusal(c.finishReason ?? null)) refused++;
           promptTokens += c.usage.promptTokens;
           completionTokens += c.usage.completionTokens;
           continue;
@@ -115,7 +123,7 @@ export async function applyResults(
     }
   }
   await Promise.all(writes);
-  return { done, failed, retried, promptTokens, completionTokens, costUsd };
+  return { done, failed, retried, promptTokens, completionTokens, cutOff, refused, costUsd };
 }
 
 /** `{"code","message"}` of an error-file line, as one message. */

@@ -106,7 +106,7 @@ export class MockProvider implements Provider {
         total_tokens: usage.promptTokens + usage.completionTokens,
       },
     });
-    return { status: 200, output, body, usage, rateLimit: null };
+    return { status: 200, output, body, usage, rateLimit: null, finishReason: cut ? 'length' : 'stop' };
   }
 
   /** A uniform number in [0, 1) fixed by the seed, the request, the try and the purpose. */

@@ -1,3 +1,4 @@
+import { finishOf } from './finish.js';
 import { badBodyError, classifyHttpError, classifyNetworkError, timeoutError } from './classify.js';
 import { Pool, type Dispatcher } from 'undici';
 import { parseRateLimit, type HeaderSource } from './headers.js';
@@ -266,7 +267,7 @@ export function parseCompletion(
   else if (Array.isArray(message.tool_calls) && message.tool_calls.length > 0) output = JSON.stringify(message.tool_calls);
   else if (typeof message.refusal === 'string') output = message.refusal;
   else output = '';
-  return { status, output, body: text, usage: readUsage(json.usage, requestJson, output), rateLimit };
+  return { status, output, body: text, usage: readUsage(json.usage, requestJson, output), rateLimit, finishReason: finishOf(json) };
 }
 
 function readUsage(usage: any, requestJson: string, output: string): Usage {

@@ -1,3 +1,4 @@
+import type { FinishReason } from './finish.js';
 import type { Usage } from '../store/types.js';
 
 /** How an error bears on the work: try the job again, give the job up, or stop the whole run. */
@@ -42,6 +43,8 @@ export interface CompletionResult {
   readonly body: string;
   readonly usage: Usage;
   readonly rateLimit: RateLimitInfo | null;
+  /** How the answer ended (`finish.ts`): `length` when cut off at max_tokens; null when the body does not say. */
+  readonly finishReason?: FinishReason | null;
 }
 
 /**

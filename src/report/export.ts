@@ -6,6 +6,7 @@ import { Socket } from 'node:net';
 import type { Writable } from 'node:stream';
 import { JOB_STATES, type ExportRow, type JobState } from '../store/types.js';
 import { compactJson } from './compact-json.js';
+import { finishReasonOf } from '../provider/finish.js';
 
 export const EXPORT_FORMATS = Object.freeze(['jsonl', 'csv', 'openai-batch'] as const);
 export type ExportFormat = (typeof EXPORT_FORMATS)[number];
@@ -41,9 +42,19 @@ export function jsonlRecord(r: ExportRow): Record<string, unknown> {
     usage: r.usage ? { prompt_tokens: r.usage.promptTokens, completion_tokens: r.usage.completionTokens } : null,
     cost_usd: usdValue(r.costUsd),
     latency_ms: r.latencyMs,
+    finish_reason: answerFinish(r),
     source: r.source,
     meta: r.meta,
   };
+}
+
+/**
+ * How a done job's answer ended (`stop`; `length` when cut off at max_tokens; `refusal`,
+ * `content_filter`: src/provider/finish.ts), read from the stored response; null for any other state,
+ * or when the response does not say.
+ */
+function answerFinish(r: ExportRow): string | null {
+  return r.state === 'done' ? finishReasonOf(r.response) : null;
 }
 
 /**
@@ -53,7 +64,7 @@ export function jsonlRecord(r: ExportRow): Record<string, unknown> {
  */
 export function jsonlLine(r: ExportRow): string {
   const usage = r.usage ? `{"prompt_tokens":${json(r.usage.promptTokens)},"completion_tokens":${json(r.usage.completionTokens)}}` : 'null';
-  return `{"id":${json(r.id)},"key":${json(r.key)},"state":${json(r.state)},"output":${json(r.output)},"error":${json(r.error)},"attempts":${json(r.attempts)},"model":${json(r.model)},"usage":${usage},"cost_usd":${json(usdValue(r.costUsd))},"latency_ms":${json(r.latencyMs)},"source":${json(r.source)},"meta":${json(r.meta)}}\n`;
+  return `{"id":${json(r.id)},"key":${json(r.key)},"state":${json(r.state)},"output":${json(r.output)},"error":${json(r.error)},"attempts":${json(r.attempts)},"model":${json(r.model)},"usage":${usage},"cost_usd":${json(usdValue(r.costUsd))},"latency_ms":${json(r.latencyMs)},"finish_reason":${json(answerFinish(r))},"source":${json(r.source)},"meta":${json(r.meta)}}\n`;
 }
 
 /** A field's JSON as JSON.stringify writes it inside an object (null for null). */
@@ -70,7 +81,7 @@ function json(value: unknown): string {
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it looks for
 const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
 
-/** `cost_usd` came last, after the others had shipped: columns read by position keep their place. */
+/** `cost_usd`, then `finish_reason`, came last, after the others had shipped: columns read by position keep their place. */
 export const CSV_COLUMNS = Object.freeze([
   'id',
   'key',
@@ -85,6 +96,7 @@ export const CSV_COLUMNS = Object.freeze([
   'error',
   'meta',
   'cost_usd',
+  'finish_reason',
 ] as const);
 
 /** One RFC 4180 field: quoted when it holds a comma, quote, CR or LF, quotes doubled. */
@@ -101,7 +113,7 @@ const QUOTED = /[",\r\n]/;
 /** The fields in CSV_COLUMNS' order, written out rather than looked up by name: a million rows each make no object and no array. */
 export function csvRow(r: ExportRow): string {
   const u = r.usage;
-  return `${csvField(r.id)},${csvField(r.key)},${csvField(r.state)},${csvField(r.model)},${csvField(r.attempts)},${csvField(u?.promptTokens)},${csvField(u?.completionTokens)},${csvField(r.latencyMs)},${csvField(r.source)},${csvField(r.output)},${csvField(r.error)},${csvField(r.meta)},${csvField(usdValue(r.costUsd))}\r\n`;
+  return `${csvField(r.id)},${csvField(r.key)},${csvField(r.state)},${csvField(r.model)},${csvField(r.attempts)},${csvField(u?.promptTokens)},${csvField(u?.completionTokens)},${csvField(r.latencyMs)},${csvField(r.source)},${csvField(r.output)},${csvField(r.error)},${csvField(r.meta)},${csvField(usdValue(r.costUsd))},${csvField(answerFinish(r))}\r\n`;
 }
 
 /**
@@ -188,9 +200,12 @@ export interface ExportOptions {
   readonly states?: readonly JobState[] | null;
 }
 
-/** What a format reads besides the item and its job: JSON Lines and CSV have latency_ms, openai-batch the response body. */
+/**
+ * What a format reads besides the item and its job: JSON Lines and CSV have latency_ms and the
+ * finish_reason (from the response body), openai-batch the response body.
+ */
 export function columnsFor(format: ExportFormat | 'files'): { response: boolean; latency: boolean } {
-  return { response: format === 'openai-batch', latency: format === 'jsonl' || format === 'csv' };
+  return { response: format !== 'files', latency: format === 'jsonl' || format === 'csv' };
 }
 
 /** What a format writes when no --state is given: openai-batch has no shape for unfinished requests. */

@@ -1,3 +1,4 @@
+import { CUT_OFF, finishReasonOf, isRefusal } from '../provider/finish.js';
 import type { ItemDetail } from '../store/types.js';
 import { duration, int, NO_PAINT, oneLine, printable, printableText, usd, type Paint } from './format.js';
 import { mayBeBilledText } from './status-text.js';
@@ -62,6 +63,9 @@ export function renderItem(d: ItemDetail, o: { full?: boolean; paint?: Paint; no
   if (j.output === null) out.push(p.dim(j.state === 'failed' ? '  none: the job failed' : '  none yet'));
   else out.push(...indent(trim(j.output, full)));
   if (!full && (j.output?.length ?? 0) > TRIM_CHARS) out.push(p.dim(`  (cut at ${TRIM_CHARS} characters; --full shows everything)`));
+  const finish = j.state === 'done' ? finishReasonOf(j.response) : null;
+  if (finish === CUT_OFF) out.push(p.yellow('  (the provider cut this answer off at max_tokens: finish_reason "length")'));
+  else if (isRefusal(finish)) out.push(p.yellow(`  (not an answer: the model declined, finish_reason "${finish}")`));
   return out.join('\n') + '\n';
 }
 

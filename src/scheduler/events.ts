@@ -1,3 +1,4 @@
+import type { FinishReason } from '../provider/finish.js';
 import type { FailureReason } from '../provider/types.js';
 import type { Usage } from '../store/types.js';
 import type { LaneSnapshot } from './lane.js';
@@ -53,6 +54,10 @@ export interface RunSummary {
   readonly rateLimited: number;
   readonly promptTokens: number;
   readonly completionTokens: number;
+  /** Answers this run stored that were cut off at max_tokens (finish_reason `length`). */
+  readonly cutOff: number;
+  /** Answers this run stored that are a refusal or were stopped by the content filter. */
+  readonly refused: number;
   readonly wallMs: number;
   /** Jobs left pending or running in the store when the run ended. */
   readonly remaining: number;
@@ -85,7 +90,16 @@ export interface SchedulerEventMap {
   'run:start': { runId: string; total: number; alreadyDone: number; dyingMayHold?: number; options: Record<string, unknown> };
   'job:start': { key: string; attempt: number; model: string };
   /** `costUsd`: at the price known now; null when the model has none. `output`: the answer. */
-  'job:done': { key: string; attempt: number; latencyMs: number; usage: Usage; output: string; costUsd?: number | null };
+  /** `finishReason`: how the answer ended (src/provider/finish.ts), `length` when cut off at max_tokens. */
+  'job:done': {
+    key: string;
+    attempt: number;
+    latencyMs: number;
+    usage: Usage;
+    output: string;
+    costUsd?: number | null;
+    finishReason?: FinishReason | null;
+  };
   'job:retry': {
     key: string;
     attempt: number;

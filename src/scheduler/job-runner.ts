@@ -1,3 +1,4 @@
+import { CUT_OFF, isRefusal, type FinishReason } from '../provider/finish.js';
 import { ProviderError, type CompletionResult, type Provider } from '../provider/types.js';
 import type { AttemptOutcome, AttemptRecord, ClaimedJob, JobQueue } from '../store/types.js';
 import { decide, type Decision } from './decide.js';
@@ -294,6 +295,8 @@ class JobRun {
     c.promptTokens += usage.promptTokens;
     c.completionTokens += usage.completionTokens;
     c.finished(endedAt, usage.promptTokens + usage.completionTokens);
+    const finishReason = result.finishReason ?? null;
+    this.#noteIncomplete(finishReason);
     ctx.emit('job:done', {
       key: job.key,
       attempt: this.#attempt,
@@ -301,8 +304,31 @@ class JobRun {
       usage,
       output: result.output,
       costUsd: attempt.costUsd ?? null,
+      finishReason,
     });
     return 'done';
+  }
+
+  /**
+   * An answer that is not the whole answer is kept (it was billed, and the same request would most
+   * likely end the same way), counted, and said once per run the first time one comes.
+   */
+  #noteIncomplete(finish: FinishReason | null): void {
+    const { ctx } = this;
+    const c = ctx.counters;
+    if (finish === CUT_OFF && c.cutOff++ === 0) {
+      ctx.emit('warning', {
+        message:
+          'answers are being cut off at max_tokens (finish_reason "length"): they are kept as done. llmq export marks ' +
+          'each (finish_reason); enqueue those documents again with a higher --max-tokens to redo them.',
+      });
+    } else if (isRefusal(finish) && c.refused++ === 0) {
+      ctx.emit('warning', {
+        message:
+          'the model declined some requests (a refusal, or the content filter): they are kept as done, the refusal as ' +
+          'their output. llmq export marks each (finish_reason).',
+      });
+    }
   }
 
   /** Gather the facts, ask `decide`, and apply its answer to the store, the lane and the run. */

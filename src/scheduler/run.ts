@@ -445,6 +445,8 @@ export class Run {
       rateLimited: c.rateLimited,
       promptTokens: c.promptTokens,
       completionTokens: c.completionTokens,
+      cutOff: c.cutOff,
+      refused: c.refused,
       wallMs: this.#now() - this.#startedAt,
       remaining: after.counts.pending + after.counts.running,
       failedInStore: after.counts.failed,

@@ -19,6 +19,10 @@ export class RunCounters {
   authInARow = 0;
   promptTokens = 0;
   completionTokens = 0;
+  /** Answers cut off at max_tokens (finish_reason `length`). */
+  cutOff = 0;
+  /** Answers that are a refusal or were stopped by the provider's content filter. */
+  refused = 0;
   inFlight = 0;
   waiting = 0;
   backingOff = 0;

@@ -4,6 +4,7 @@ import type { BatchEvent } from '../../batch/context.js';
 import type { RunSummary } from '../../scheduler/events.js';
 import { int } from '../../report/format.js';
 import { info } from '../output.js';
+import { incompleteText } from '../progress/lines.js';
 import { takeBackMockAnswers } from '../mock-answers.js';
 import { whileReaderPresent } from '../reader-gone.js';
 import { dbArgument, runArguments, runArgumentsOfEndpoint } from '../again.js';
@@ -103,6 +104,8 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
       info(
         `batch lane: ${int(summary.done)} done, ${int(summary.failed)} failed, ${int(summary.remaining)} pending or in a batch (${why})`,
       );
+      const incomplete = incompleteText(summary);
+      if (incomplete) info(`  ${incomplete} (kept as done; llmq export marks each: finish_reason)`);
       // --no-wait ends as soon as its batches are out: say where their answers will come from
       if (!flags.wait && summary.remaining > 0 && summary.reason === 'drained') {
         const collect = `llmq run --via batch${runArguments(flags)}${dbArgument(flags.db)}`;

@@ -123,6 +123,8 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
     `  tokens ${compact(r.promptTokens)} in · ${compact(r.completionTokens)} out · cost ${costAmount(s)} · ${rate(wall > 0 ? (r.done + r.failed) / wall : 0)} jobs/s` +
       (r.rateLimited ? ` · ${int(r.rateLimited)} rate-limited` : ''),
   ];
+  const incomplete = incompleteText(r);
+  if (incomplete) lines.push(paint.yellow(`  ${incomplete}`) + paint.dim(' (kept as done; llmq export marks each: finish_reason)'));
   if (r.mayBeBilled.tries) {
     const { tries, usd: worst } = r.mayBeBilled;
     lines.push(
@@ -150,6 +152,12 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
     lines.push(paint.dim(`  no price for ${[...s.unpricedModels].join(', ')}: set one with --price IN,OUT (USD per million tokens)`));
   }
   return lines.join('\n') + '\n';
+}
+
+/** "3 answers cut off at max_tokens · 1 refusal", or '' when every answer ended by itself. */
+export function incompleteText(r: Pick<RunSummary, 'cutOff' | 'refused'>): string {
+  const parts = [r.cutOff ? `${count(r.cutOff, 'answer')} cut off at max_tokens` : '', r.refused ? count(r.refused, 'refusal') : ''];
+  return parts.filter(Boolean).join(' · ');
 }
 
 /**

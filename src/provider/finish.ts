@@ -1,0 +1,46 @@
+/**
+ * How an answer ended, as the provider said in `choices[0].finish_reason` (`stop`, `length`,
+ * `content_filter`, `tool_calls`), or `refusal` when the model declined and said why in
+ * `message.refusal` (OpenAI reports those with `stop`). Null when the body does not say.
+ *
+ * The two that matter to a user are answers that are not the whole answer: `length` (cut off at
+ * max_tokens) and a refusal or `content_filter`. Both are stored as done (the provider billed them,
+ * and the same request would most likely end the same way), and both are marked where answers go.
+ */
+export type FinishReason = string;
+
+/** The answer was cut off at max_tokens. */
+export const CUT_OFF = 'length';
+
+/** Not an answer to the question: the model declined, or the provider's filter stopped it. */
+export function isRefusal(finish: FinishReason | null): boolean {
+  return finish === 'refusal' || finish === 'content_filter';
+}
+
+/** The finish of a parsed chat completion body. */
+export function finishOf(json: unknown): FinishReason | null {
+  const choice = (json as { choices?: Array<{ finish_reason?: unknown; message?: { content?: unknown; refusal?: unknown } }> })
+    ?.choices?.[0];
+  const message = choice?.message;
+  const declined = typeof message?.refusal === 'string' && message.refusal !== '' && (message.content ?? '') === '';
+  if (declined) return 'refusal';
+  return typeof choice?.finish_reason === 'string' ? choice.finish_reason : null;
+}
+
+/** Looks like the everyday answer: it stopped by itself and has no refusal (then no parse is needed). */
+const STOPPED = /"finish_reason"\s*:\s*"stop"/;
+const REFUSAL_TEXT = /"refusal"\s*:\s*"/;
+
+/**
+ * The finish of a stored response body (null when there is none or it is not JSON). Most bodies are
+ * told apart by two searches; only the rest is parsed: an export reads a million of them.
+ */
+export function finishReasonOf(body: string | null): FinishReason | null {
+  if (body === null || body === '') return null;
+  if (STOPPED.test(body) && !REFUSAL_TEXT.test(body)) return 'stop';
+  try {
+    return finishOf(JSON.parse(body));
+  } catch {
+    return null;
+  }
+}

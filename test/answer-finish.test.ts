@@ -1,0 +1,81 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { runCli } from './helpers/cli.js';
+import { completionBody } from './helpers/fake-openai-replies.js';
+import { startFake } from './helpers/start-fake.js';
+import { seedJobs } from './helpers/seed.js';
+import { tempDir } from './helpers/tmp.js';
+
+/** Which document a request is for: seedJobs writes "document N" into each prompt. */
+const docOf = (body: string) => Number(/document (\d+)/.exec(body)?.[1]);
+
+describe('answers that are not the whole answer', () => {
+  it('a run keeps answers cut off at max_tokens and refusals as done, says so once each and in its summary, and export marks each', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 9);
+    await store.close();
+    // documents 0, 3, 6 cut off; 1 and 4 refused; the rest whole
+    const fake = await startFake({
+      respond: (req) => {
+        const n = docOf(req.body);
+        const body = completionBody(req, {}) as { choices: Array<{ message: Record<string, unknown>; finish_reason: string }> };
+        const choice = body.choices[0]!;
+        if (n % 3 === 0) choice.finish_reason = 'length';
+        else if (n === 1 || n === 4) choice.message = { role: 'assistant', content: null, refusal: `no, not document ${n}` };
+        else return undefined;
+        return { kind: 'raw', status: 200, body };
+      },
+    });
+    const run = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'plain', '-c', '2']);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr.match(/answers are being cut off at max_tokens/g)).toHaveLength(1);
+    expect(run.stderr.match(/the model declined some requests/g)).toHaveLength(1);
+    expect(run.stderr).toMatch(
+      /^ {2}3 answers cut off at max_tokens · 2 refusals \(kept as done; llmq export marks each: finish_reason\)$/m,
+    );
+
+    const json = await runCli(['run', '--db', db, '--base-url', fake.url, '--json']);
+    // nothing left to send: the cut and refused answers are done, not sent again
+    expect(fake.requests).toHaveLength(9);
+    expect(JSON.parse(json.stdout.trim().split('\n').at(-1)!)).toMatchObject({ event: 'run:end', done: 0, cutOff: 0, refused: 0 });
+
+    const out = await runCli(['export', '--db', db]);
+    expect(out.code, out.stderr).toBe(0);
+    const rows = out.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { id: string; state: string; output: string; finish_reason: string | null });
+    const finish = Object.fromEntries(rows.map((r) => [r.id, r.finish_reason]));
+    expect(finish).toEqual({
+      'doc-0': 'length',
+      'doc-1': 'refusal',
+      'doc-2': 'stop',
+      'doc-3': 'length',
+      'doc-4': 'refusal',
+      'doc-5': 'stop',
+      'doc-6': 'length',
+      'doc-7': 'stop',
+      'doc-8': 'stop',
+    });
+    expect(rows.find((r) => r.id === 'doc-1')).toMatchObject({ state: 'done', output: 'no, not document 1' });
+    expect((await runCli(['show', 'doc-3', '--db', db])).stdout).toContain('(the provider cut this answer off at max_tokens');
+    expect((await runCli(['show', 'doc-4', '--db', db])).stdout).toContain('(not an answer: the model declined, finish_reason "refusal")');
+    expect((await runCli(['show', 'doc-5', '--db', db])).stdout).not.toMatch(/cut this answer off|not an answer/);
+    const csv = await runCli(['export', '--db', db, '--format', 'csv']);
+    const [head, first] = csv.stdout.split('\r\n');
+    expect(head!.split(',').at(-1)).toBe('finish_reason');
+    expect(first!.split(',').at(-1)).toBe('length');
+  });
+
+  it('the mock cuts answers at a small max_tokens, as a provider does, and the run says so', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 4, { model: 'mock-1', maxTokens: 2 });
+    await store.close();
+    const run = await runCli(['run', '--db', db, '--provider', 'mock', '--progress', 'plain']);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).toMatch(/^ {2}4 answers cut off at max_tokens \(kept as done/m);
+  });
+});
