@@ -40,7 +40,7 @@ export interface EnqueueOptions {
    * faster than the reader takes it (gigabytes, for 200 MB of bad lines).
    */
   readonly backpressure?: () => Promise<void> | void;
-  /** Called for every database file left out of a folder (the queue's own, or any SQLite file). */
+  /** Called for every file left out of a folder: a database (the queue's own, or any SQLite file), a JSON Lines file. */
   readonly onSkip?: (skipped: Skipped) => void;
   readonly now?: () => number;
   /**
@@ -263,7 +263,7 @@ class Batcher implements EntrySink {
     if (this.#unchecked.length === SEEN_IDS_PER_CALL) this.#checkIds();
   }
 
-  /** A database file is no document: not counted as one, and not a rejection. */
+  /** A file left out of a folder is no document: not counted as one, and not a rejection. */
   skip(s: Skipped): void {
     this.#checkIds();
     this.#skipped++;

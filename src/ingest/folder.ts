@@ -7,6 +7,10 @@ import { fileText } from './decode.js';
 import { namedSourceReason, readAtMost, REASON_NOT_REGULAR } from './file-kind.js';
 import type { PathMatcher } from './glob.js';
 import { fsReason, type Entry, type ReadOptions } from './types.js';
+import { shellWord } from '../shell-word.js';
+
+/** A file read a record per line when named: JSON Lines by its extension. */
+export const JSONL_NAME = /\.(jsonl|ndjson)$/i;
 
 export interface FolderOptions extends ReadOptions {
   /** Which files (by path relative to the folder) are documents. */
@@ -141,6 +145,15 @@ async function* walk(
     const database = await databaseFile(entry, full, realDir, entries, options);
     if (database) {
       yield { path, skipped: database };
+      continue;
+    }
+    if (JSONL_NAME.test(entry.name)) {
+      // Read as one document, its records would be sent as one prompt (and billed so); a folder of
+      // part-*.jsonl files is records the user meant. Named, the file is read a record per line.
+      yield {
+        path,
+        skipped: `JSON Lines inside a folder, left out (a folder's files are one document each). To read its records, name it: llmq enqueue ${shellWord(path)}`,
+      };
       continue;
     }
     yield await readDocument(full, path, childRel, options, true);

@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { UsageError } from '../errors.js';
-import { sourcePath } from './folder.js';
+import { JSONL_NAME, sourcePath } from './folder.js';
 import { readAtMost } from './file-kind.js';
 
 /** A source path the user named, and how it is read. */
@@ -9,8 +9,6 @@ export type Source =
   | { readonly kind: 'stdin'; readonly path: '-' }
   | { readonly kind: 'folder' | 'jsonl'; readonly file: string; readonly path: string }
   | { readonly kind: 'file'; readonly file: string; readonly path: string; readonly id: string };
-
-const JSONL = /\.(jsonl|ndjson)$/i;
 
 /**
  * A named `.json` file that holds a JSON array: read as one text document, as any file that is not
@@ -33,7 +31,7 @@ export async function isJsonArrayFile(source: Source): Promise<boolean> {
  * document whose id is its file name; `-` is JSONL on standard input. A pipe whose name has no
  * extension is JSONL too: it is what `<(zcat docs.jsonl.gz)` gives (`/dev/fd/63`), whose name says
  * nothing and would be the id of a text document, the same for the next such pipe. (Inside a folder
- * every file is one document, whatever its extension: the folder, not the file, was named.)
+ * every file is one document, whatever its extension, but JSON Lines files, which are left out: folder.ts.)
  */
 export async function resolveSources(paths: readonly string[], haveStdin: boolean): Promise<Source[]> {
   if (paths.length === 0) throw new UsageError('Nothing to enqueue: name a folder, a file, or - for JSONL on stdin.');
@@ -57,7 +55,7 @@ export async function resolveSources(paths: readonly string[], haveStdin: boolea
     }
     const path = sourcePath(p);
     if (s.isDirectory()) out.push({ kind: 'folder', file: p, path });
-    else if (JSONL.test(p) || (s.isFIFO() && !/\.[^.]+$/.test(basename(p)))) out.push({ kind: 'jsonl', file: p, path });
+    else if (JSONL_NAME.test(p) || (s.isFIFO() && !/\.[^.]+$/.test(basename(p)))) out.push({ kind: 'jsonl', file: p, path });
     else out.push({ kind: 'file', file: p, path, id: basename(path) });
   }
   return out;

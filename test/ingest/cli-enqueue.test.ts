@@ -64,9 +64,30 @@ describe('llmq enqueue (CLI)', () => {
       ['q.db', 'q.db-shm', 'q.db-wal'].map((f) => `skipped ${dir}/${f}: part of the queue's own database (--db)`),
     );
     expect(lines.at(-1)).toMatch(
-      /read 1 document into .*: 1 new job, 1 new item, 0 already queued, 0 updated, 0 rejected, 3 database files skipped$/,
+      /read 1 document into .*: 1 new job, 1 new item, 0 already queued, 0 updated, 0 rejected, 3 files skipped$/,
     );
     expect(query<{ id: string }>(join(dir, 'q.db'), 'SELECT id FROM items')).toEqual([{ id: 'note.txt' }]);
+  });
+
+  it('leaves JSON Lines files in a folder out, saying how to read their records, which naming the file does', async () => {
+    const dir = tempDir();
+    const docs = join(dir, 'docs');
+    mkdirSync(join(docs, 'more'), { recursive: true });
+    writeFileSync(join(docs, 'note.txt'), 'a real document');
+    writeFileSync(join(docs, 'part-1.jsonl'), '{"id":"a","text":"one"}\n{"id":"b","text":"two"}\n');
+    writeFileSync(join(docs, 'more', 'part-2.NDJSON'), '{"id":"c","text":"three"}\n');
+    const db = join(dir, 'q.db');
+    const r = await runCli(['enqueue', 'docs', '--db', db], { cwd: dir });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain(
+      "skipped docs/part-1.jsonl: JSON Lines inside a folder, left out (a folder's files are one document each). To read its records, name it: llmq enqueue docs/part-1.jsonl\n",
+    );
+    expect(r.stderr).toContain('skipped docs/more/part-2.NDJSON: JSON Lines inside a folder');
+    expect(r.stderr).toMatch(/read 1 document into .*, 2 files skipped$/m);
+    expect(query<{ id: string }>(db, 'SELECT id FROM items')).toEqual([{ id: 'note.txt' }]);
+    const named = await runCli(['enqueue', 'docs/part-1.jsonl', '--db', db], { cwd: dir });
+    expect(named.code, named.stderr).toBe(0);
+    expect(query<{ id: string }>(db, 'SELECT id FROM items ORDER BY id')).toEqual([{ id: 'a' }, { id: 'b' }, { id: 'note.txt' }]);
   });
 
   it('exits 2 when input was rejected, one stderr line per rejection with file and line, the rest enqueued', async () => {

@@ -288,6 +288,6 @@ function describe(s: EnqueueSummary, db: string, c: ChalkInstance, priority: num
     `${int(s.unchanged)} already queued, ${int(s.updated)} updated${s.dropped ? ` (${count(s.dropped, 'unsent old job')} dropped)` : ''}, ` +
     (s.reprioritized ? `${count(s.reprioritized, 'job')} now at priority ${priority}, ` : '') +
     rejected +
-    (s.skipped ? `, ${count(s.skipped, 'database file')} skipped` : '')
+    (s.skipped ? `, ${count(s.skipped, 'file')} skipped` : '')
   );
 }
