@@ -1,5 +1,6 @@
 import { redactUrlCredentials } from '../url-credentials.js';
 import { Command } from 'commander';
+import { UsageError } from '../errors.js';
 
 export const VERSION = '0.1.0';
 
@@ -56,6 +57,7 @@ Environment:
   NO_COLOR                        plain output`,
   );
   refuseHelpForUnknownCommands(program);
+  program.hook('preAction', (_program, action) => refuseFlagsTakenAsValues(action));
   const first = argv[2];
   const named = COMMANDS.filter(([name]) => name === first);
   const needed = first === '-V' || first === '--version' ? [] : named.length ? named : COMMANDS;
@@ -80,4 +82,26 @@ function refuseHelpForUnknownCommands(program: Command): void {
     if (program.commands.some((c) => c.name() === name || c.aliases().includes(name))) return;
     (program as unknown as { unknownCommand(): never }).unknownCommand();
   });
+}
+
+/**
+ * An option whose value was left out takes the next argument as its value, whatever it is:
+ * `enqueue docs --glob --db f.db` read `--db` as the glob and `f.db` as a source, and wrote to
+ * ./llmq.db. A value that is one of the command's own flags is such a mistake: refused, naming both.
+ */
+function refuseFlagsTakenAsValues(cmd: Command): void {
+  const flags = new Set(cmd.options.flatMap((o) => [o.long, o.short]).filter((f): f is string => f !== undefined));
+  flags.add('--help');
+  for (const o of cmd.options) {
+    if (!(o.required || o.optional) || cmd.getOptionValueSource(o.attributeName()) !== 'cli') continue;
+    const value: unknown = cmd.getOptionValue(o.attributeName());
+    for (const v of Array.isArray(value) ? value : [value]) {
+      if (typeof v !== 'string') continue;
+      const flag = v.split('=')[0]!;
+      if (!flags.has(flag)) continue;
+      throw new UsageError(
+        `${o.long ?? o.short} needs a value, and took ${flag} for it: give ${o.long ?? o.short} a value, or leave it out.`,
+      );
+    }
+  }
 }

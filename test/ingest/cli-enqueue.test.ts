@@ -90,6 +90,21 @@ describe('llmq enqueue (CLI)', () => {
     expect(query<{ id: string }>(db, 'SELECT id FROM items ORDER BY id')).toEqual([{ id: 'a' }, { id: 'b' }, { id: 'note.txt' }]);
   });
 
+  it('refuses a flag taken as the value of the one before it, and writes nothing', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'note.txt'), 'a real document');
+    const r = await runCli(['enqueue', 'note.txt', '--glob', '--db', 'f.db'], { cwd: dir });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('--glob needs a value, and took --db for it: give --glob a value, or leave it out.');
+    expect(existsSync(join(dir, 'llmq.db'))).toBe(false);
+    expect(existsSync(join(dir, 'f.db'))).toBe(false);
+    const eq = await runCli(['enqueue', 'note.txt', '--model', '--db=f.db'], { cwd: dir });
+    expect(eq.stderr).toContain('--model needs a value, and took --db for it');
+    // a value that only starts like a flag is a value
+    const ok = await runCli(['enqueue', 'note.txt', '--system', '--be brief--', '--db', 'f.db'], { cwd: dir });
+    expect(ok.code, ok.stderr).toBe(0);
+  });
+
   it('exits 2 when input was rejected, one stderr line per rejection with file and line, the rest enqueued', async () => {
     const db = join(tempDir(), 'q.db');
     const r = await llmq([
