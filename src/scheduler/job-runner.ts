@@ -45,6 +45,8 @@ export interface JobContext {
   readonly onBudgetReached: () => void;
   /** A job starts backing off before a retry: it holds no place in hand meanwhile. */
   readonly onBackoff: () => void;
+  /** A 429 paused the job's lane until then (ms epoch): a long pause is told (run.ts). */
+  readonly onRateLimitPause: (untilMs: number, error: ProviderError) => void;
   /** Whether the lease of a job taken or renewed at `since` is surely still the run's (run.ts). */
   readonly holds: (since: number) => boolean;
 }
@@ -353,6 +355,7 @@ class JobRun {
       ctx.breaker.neutral();
     }
     const pauseMs = error.reason === 'rate_limit' ? lane.rateLimitedBy(error, startedAt) : 0;
+    if (pauseMs > 0) ctx.onRateLimitPause(now + pauseMs, error);
     const decision = decide({
       error,
       attempt: this.#attempt,

@@ -18,6 +18,9 @@ import { duration } from '../report/format.js';
 import type { RunDeps, RunOptions, RunStore } from './run-queue.js';
 import { retryingTransients } from './retrying-store.js';
 
+/** A rate-limit pause at least this long is told (`paused`, `resumed`); shorter ones are the pace's business. */
+const TOLD_PAUSE_MS = 3000;
+
 /** Why a run stops before the queue is drained: a run-fatal provider error, a bug or a lost store, or the budget. */
 type StopReason =
   | { readonly kind: 'fatal'; readonly error: ProviderError }
@@ -378,6 +381,8 @@ export class Run {
       lanes = this.#lanes;
     const rl = Math.max(0, ...lanes.all().map((l) => l.board.pausedUntil()));
     if (!this.#breaker.isOpen) c.paused = rl > t ? { reason: 'rate_limit', until: rl } : null;
+    // a pause another run made longer (--redis) ends after the told one's timer
+    if (this.#toldPauseUntil !== null && rl <= t) this.#tellResumed();
     const since = this.#breaker.openSince;
     if (since !== null && t - since > this.#maxOutageMs) {
       this.stop({
@@ -506,10 +511,42 @@ export class Run {
       onBudgetReached: () => this.stop({ kind: 'budget' }),
       // a job backing off frees its place in hand: claim its replacement now, not when a job ends
       onBackoff: () => this.#roomMade(),
+      onRateLimitPause: (until, error) => this.#tellRateLimitPause(until, error),
       holds: (since) => this.#holds(since),
     };
     return this.#context;
   }
+
+  /**
+   * A pause a provider asked for, told as a `paused` event when it is long enough to wonder about
+   * (a plain progress line comes every 5 s, and showed nothing of it), and once again only when it is
+   * pushed further; `resumed` follows when it ends (or on the first beat after, if a shared lane was
+   * paused further). Shorter ones show in the
+   * progress line's pace alone: at a tight limit they come every second.
+   */
+  #tellRateLimitPause(until: number, error: ProviderError): void {
+    if (this.#breaker.isOpen || until - this.#now() < TOLD_PAUSE_MS) return;
+    if (this.#toldPauseUntil !== null && until <= this.#toldPauseUntil + 1000) return;
+    this.#toldPauseUntil = until;
+    this.#counters.paused = { reason: 'rate_limit', until };
+    const detail =
+      error.retryAfterMs !== null ? `retry-after ${duration(error.retryAfterMs / 1000)}` : 'no retry-after: one refill interval';
+    this.#emit('paused', { reason: 'rate_limit', untilMs: until, detail });
+    this.#timers.push(setTimeout(() => this.#tellResumed(), until - this.#now()));
+  }
+
+  /** The told pause is over, unless a lane was paused further since (then its own timer tells it). */
+  #tellResumed(): void {
+    const t = this.#now();
+    if (this.#toldPauseUntil === null || this.#toldPauseUntil > t) return;
+    if (Math.max(0, ...this.#lanes.all().map((l) => l.board.pausedUntil())) > t) return;
+    this.#toldPauseUntil = null;
+    if (this.#counters.paused?.reason === 'rate_limit') this.#counters.paused = null;
+    this.#emit('resumed', { reason: 'rate_limit' });
+  }
+
+  /** Until when the rate-limit pause told last lasts (ms epoch), or null once `resumed` was told. */
+  #toldPauseUntil: number | null = null;
 
   /** Out of file descriptors: fewer requests at once, said once; no attempt is used. */
   #lowerConcurrency(error: ProviderError): void {
