@@ -130,9 +130,11 @@ function metaGetter(field: string): (v: TemplateValues) => string {
   const path = field.split('.');
   return (v) => {
     const value = v.meta === null ? undefined : lookup(v.meta, field, path);
-    if (value === undefined || value === null) {
+    if (value === undefined) {
       throw new MissingValueError(`the template needs {{meta.${field}}} but the document has no "${field}" field`);
     }
+    // null is as good as missing: "null" in a prompt is seldom what was meant
+    if (value === null) throw new MissingValueError(`the template needs {{meta.${field}}} but the document's "${field}" is null`);
     if (typeof value === 'string') return value;
     // Parsed JSON only holds strings, numbers, booleans, arrays and objects, all of which
     // stringify to a string; anything else is treated as missing rather than crashing the render.

@@ -105,6 +105,23 @@ describe('llmq enqueue (CLI)', () => {
     expect(ok.code, ok.stderr).toBe(0);
   });
 
+  it('refuses {{meta.ID}} of the id or text field before reading anything: they are not meta', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'in.jsonl'), '{"id":"a","text":"one","lang":"en"}\n');
+    const id = await runCli(['enqueue', 'in.jsonl', '--prompt', '{{meta.id}}: {{text}}'], { cwd: dir });
+    expect(id.code).toBe(1);
+    expect(id.stderr).toContain(
+      '{{meta.id}} is never filled: "id" is each line\'s item id (--id-field), not one of its meta fields. Use {{id}}.',
+    );
+    const text = await runCli(['enqueue', 'in.jsonl', '--text-field', 'body', '--prompt', '{{meta.body}}'], { cwd: dir });
+    expect(text.stderr).toContain(
+      '{{meta.body}} is never filled: "body" is each line\'s text (--text-field), not one of its meta fields. Use {{text}}.',
+    );
+    expect(existsSync(join(dir, 'llmq.db'))).toBe(false);
+    const ok = await runCli(['enqueue', 'in.jsonl', '--prompt', '{{meta.lang}} {{id}}: {{text}}'], { cwd: dir });
+    expect(ok.code, ok.stderr).toBe(0);
+  });
+
   it('exits 2 when input was rejected, one stderr line per rejection with file and line, the rest enqueued', async () => {
     const db = join(tempDir(), 'q.db');
     const r = await llmq([

@@ -50,5 +50,9 @@ describe('prompt templates', () => {
     const t = parseTemplate('{{meta.author}}: {{text}}');
     expect(() => t.render(doc)).toThrow(MissingValueError);
     expect(() => t.render({ ...doc, meta: null })).toThrow('the template needs {{meta.author}} but the document has no "author" field');
+    // a field that is there, but null: rejected too, and said so
+    expect(() => t.render({ ...doc, meta: { author: null } })).toThrow(
+      'the template needs {{meta.author}} but the document\'s "author" is null',
+    );
   });
 });

@@ -117,6 +117,7 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
   // left behind would make the next `status` say "empty" instead of "there is no queue here".
   const resolved = await resolveSources(sources, sources.includes('-'));
   refuseMetaWithoutFields(resolved, [prompt, system]);
+  refuseMetaOfIdOrText([prompt, system], flags);
   for (const s of resolved) {
     if (s.kind === 'file' && (await isJsonArrayFile(s))) {
       warn(
@@ -213,6 +214,25 @@ function refuseMetaWithoutFields(sources: readonly Source[], templates: Readonly
     `${meta.join(', ')} ${meta.length === 1 ? 'is' : 'are'} filled from the fields of a JSONL line, and these sources are folders or text files, ` +
       'whose documents have no fields. Use {{text}}, {{id}} or {{path}} for files, or enqueue a .jsonl file.',
   );
+}
+
+/**
+ * The id and text fields of a JSONL line are the item's id and text, not meta: `{{meta.id}}` would
+ * reject every line with "no id field" while each has one.
+ */
+function refuseMetaOfIdOrText(templates: ReadonlyArray<Template | null>, flags: Pick<EnqueueFlags, 'idField' | 'textField'>): void {
+  for (const placeholder of templates.flatMap((t) => t?.metaPlaceholders ?? [])) {
+    const field = placeholder.slice('{{meta.'.length, -'}}'.length);
+    for (const [own, flag, use] of [
+      [flags.idField, '--id-field', '{{id}}'],
+      [flags.textField, '--text-field', '{{text}}'],
+    ] as const) {
+      if (field !== own && !field.startsWith(`${own}.`)) continue;
+      throw new UsageError(
+        `${placeholder} is never filled: "${own}" is each line's ${use === '{{id}}' ? 'item id' : 'text'} (${flag}), not one of its meta fields. Use ${use}.`,
+      );
+    }
+  }
 }
 
 /**
