@@ -131,6 +131,8 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
   const stderr = whileReaderPresent(process.stderr);
   const stop = stopOnSignals(c, stderr);
   let summary: EnqueueSummary;
+  // documents rejected for their size: the one rejection a flag undoes, said once at the end
+  let tooBig = 0;
   try {
     summary = await enqueue(store, {
       signal: stop.signal,
@@ -150,7 +152,10 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
       textField: flags.textField,
       maxDocBytes: flags.maxDocBytes,
       stdin: sources.includes('-') ? process.stdin : undefined,
-      onReject: (r) => stderr.write(`${c.yellow('rejected')} ${printable(where(r.path, r.line))}: ${printable(r.reason)}\n`),
+      onReject: (r) => {
+        if (r.reason.includes('over --max-doc-bytes')) tooBig++;
+        stderr.write(`${c.yellow('rejected')} ${printable(where(r.path, r.line))}: ${printable(r.reason)}\n`);
+      },
       backpressure: () => drained(process.stderr),
       onSkip: (s) => stderr.write(`skipped ${printable(s.path)}: ${s.skipped}\n`),
     });
@@ -167,6 +172,12 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
     stderr.write(describe(summary, redactLocation(location), c, flags.priority) + '\n');
   }
   if (summary.documents === 0 && summary.skipped === 0 && !summary.stopped) warn(nothingRead(sources, flags.glob));
+  if (tooBig > 0) {
+    warn(
+      `${count(tooBig, 'document')} ${tooBig === 1 ? 'was' : 'were'} over --max-doc-bytes (${int(flags.maxDocBytes)} bytes): to take ${tooBig === 1 ? 'it' : 'them'}, ` +
+        'enqueue again with a larger --max-doc-bytes (say 8MiB); what is stored is skipped. Check what a long document costs first: llmq estimate.',
+    );
+  }
   const elsewhere = summary.fromAnotherFile;
   if (elsewhere) {
     const { id, was, now } = elsewhere.first;
