@@ -230,6 +230,8 @@ describe('llmq export', () => {
     // failed ones on request, with their reason; a chosen extension
     const f = await runCli(['export', '--db', db, '--out-dir', outDir, '--state', 'failed', '--ext', 'md']);
     expect(f.code).toBe(0);
+    // error files are not answers, and are not called so
+    expect(f.stderr).toMatch(/^wrote 2 files under /m);
     expect(readFileSync(join(outDir, 'd.txt.error'), 'utf8')).toMatch(/^400 context_length_exceeded/);
     const both = await runCli(['export', '--db', db, '--out-dir', outDir, '--out', join(dir, 'x.jsonl')]);
     expect(both.code).toBe(1);

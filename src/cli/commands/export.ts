@@ -156,11 +156,11 @@ async function toDir(pages: AsyncIterable<readonly ExportRow[]>, outDir: string,
     onMoved: (id, path) => info(`item ${JSON.stringify(id)} went to ${join(outDir, path)}: the path its id asks for is another item's`),
     onUnwritten: (id, reason) => info(`could not write item ${JSON.stringify(id)}: ${reason}`),
   });
-  info(`wrote ${count(counts.written, 'answer file')} under ${outDir}`);
+  // with --state asking for more than done items, some files hold an error or a state, not an answer
+  const file = (flags.state ?? ['done']).every((s) => s === 'done') ? 'answer file' : 'file';
+  info(`wrote ${count(counts.written, file)} under ${outDir}`);
   if (counts.unwritten > 0) {
-    throw new LlmqError(
-      `${count(counts.unwritten, 'answer file')} could not be written (each is named above); the others are in ${outDir}.`,
-    );
+    throw new LlmqError(`${count(counts.unwritten, file)} could not be written (each is named above); the others are in ${outDir}.`);
   }
   return counts;
 }
