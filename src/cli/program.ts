@@ -13,6 +13,7 @@ const COMMANDS: ReadonlyArray<readonly [name: string, load: () => Promise<Regist
   ['run', async () => (await import('./commands/run.js')).registerRun],
   ['status', async () => (await import('./commands/status.js')).registerStatus],
   ['retry-failed', async () => (await import('./commands/retry-failed.js')).registerRetryFailed],
+  ['forget', async () => (await import('./commands/forget.js')).registerForget],
   ['show', async () => (await import('./commands/show.js')).registerShow],
   ['export', async () => (await import('./commands/export.js')).registerExport],
   ['copy', async () => (await import('./commands/copy.js')).registerCopy],

@@ -395,6 +395,23 @@ export interface FailedItemRow {
   readonly attempts: number;
 }
 
+/**
+ * Items to forget: by id, or every item read from a source path as enqueue spells it (src/ingest/folder.ts,
+ * `sourcePath`): a text file's item, a JSONL file's lines (`file:N`), every file under a folder.
+ */
+export type ForgetWhich = { readonly ids: readonly string[] } | { readonly source: string };
+
+export interface ForgetResult {
+  /** Items removed. */
+  readonly items: number;
+  /** Jobs dropped unsent, no item needing them any more. */
+  readonly droppedJobs: number;
+  /** Answered (or running) jobs kept that no item needs now. */
+  readonly orphanedAnswers: number;
+  /** Ids asked for that name no item. */
+  readonly unknownIds: readonly string[];
+}
+
 export interface RetryFailedFilter {
   /** Only failures whose error contains this text (case-insensitive). */
   readonly errorContains?: string;
@@ -451,6 +468,14 @@ export interface JobQueue {
   nextPendingAt(): Promise<number | null>;
   /** Failed jobs back to `pending` with fresh attempts. */
   retryFailed(filter: RetryFailedFilter, now: number): Promise<number>;
+  /**
+   * Remove items: those with the given ids, or every item of a source (`sourceItems`). A job no
+   * item needs then is dropped when it was never answered (pending, failed: never to be sent), and
+   * kept, marked orphaned, when answered or being answered (its answer was paid for), as enqueue
+   * does with the old job of a changed document. With `dryRun` nothing changes: the counts say
+   * what would.
+   */
+  forgetItems(which: ForgetWhich, o: { now: number; dryRun?: boolean }): Promise<ForgetResult>;
   /**
    * Jobs answered by the offline mock provider (its runs, online or batch, that ended or went quiet
    * before `quietSince`) back to `pending` without their stand-in answers, once per mock run: a run

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { addFromAnotherFile, type EnqueueResult, type EnqueueRow } from '../types.js';
+import { addFromAnotherFile, type EnqueueResult, type EnqueueRow, type ForgetResult, type ForgetWhich } from '../types.js';
 import { inTransaction } from './connect.js';
 
 /**
@@ -268,4 +268,46 @@ function splitOnRepeatedIds(rows: readonly EnqueueRow[]): EnqueueRow[][] {
 /** The counts of an enqueue before any row: each call adds to a fresh one. */
 function nothingEnqueued(): { -readonly [K in keyof EnqueueResult]: EnqueueResult[K] } {
   return { newJobs: 0, newItems: 0, movedItems: 0, unchanged: 0, droppedJobs: 0, orphanedAnswers: 0, reprioritized: 0 };
+}
+
+/** Thrown to roll a dry run's transaction back. */
+class DryRun extends Error {
+  constructor(readonly result: ForgetResult) {
+    super('dry run');
+  }
+}
+
+/** sourceItemsWhere (types.ts) in PostgreSQL, `$1` the path. */
+const FORGET_SOURCE_SQL = `DELETE FROM items WHERE source = $1 OR left(source, length($1) + 1) IN ($1 || '/', $1 || ':') RETURNING job_key`;
+
+/** Store.forgetItems: one enqueue's turn (ONE_ENQUEUE_AT_A_TIME_SQL), so no enqueue moves an item meanwhile. */
+export async function forgetItemsPg(pool: pg.Pool, which: ForgetWhich, o: { dryRun?: boolean }): Promise<ForgetResult> {
+  try {
+    return await inTransaction(pool, async (client) => {
+      await client.query(ONE_ENQUEUE_AT_A_TIME_SQL);
+      let keys: string[];
+      let unknownIds: string[] = [];
+      if ('ids' in which) {
+        const r = await client.query<{ id: string; job_key: string }>(
+          'DELETE FROM items WHERE id = ANY($1::text[]) RETURNING id, job_key',
+          [[...which.ids]],
+        );
+        keys = r.rows.map((x) => x.job_key);
+        const found = new Set(r.rows.map((x) => x.id));
+        unknownIds = [...new Set(which.ids.filter((id) => !found.has(id)))];
+      } else {
+        keys = (await client.query<{ job_key: string }>(FORGET_SOURCE_SQL, [which.source])).rows.map((x) => x.job_key);
+      }
+      const distinct = [...new Set(keys)];
+      const droppedJobs = distinct.length ? (await client.query<{ n: number }>(DROP_STALE_SQL, [distinct])).rows[0]!.n : 0;
+      const orphanedAnswers = distinct.length ? (await client.query<{ n: number }>(ORPHANED_ANSWERS_SQL, [distinct])).rows[0]!.n : 0;
+      const result = { items: keys.length, droppedJobs, orphanedAnswers, unknownIds };
+      // what it would do: done, then rolled back
+      if (o.dryRun) throw new DryRun(result);
+      return result;
+    });
+  } catch (error) {
+    if (error instanceof DryRun) return error.result;
+    throw error;
+  }
 }

@@ -11,6 +11,8 @@ import type {
   EnqueueResult,
   EnqueueRow,
   ExportFilter,
+  ForgetResult,
+  ForgetWhich,
   ItemSeqSpan,
   ExportRow,
   FailedItemRow,
@@ -30,7 +32,7 @@ import { connectionError, createPool, inTransaction, parsePgUrl, query } from '.
 import { migrate } from './migrations.js';
 import { clockOffsetMs, refuseClockApart } from './clock.js';
 import { foldCounts } from './counts.js';
-import { EnqueuePg } from './enqueue.js';
+import { EnqueuePg, forgetItemsPg } from './enqueue.js';
 import { BULK_MIN_ROWS, PgBulkLoad } from './bulk-load.js';
 import { PgReader } from './read.js';
 import { PgCopier } from './copy.js';
@@ -316,6 +318,10 @@ export class PostgresStore implements Store {
 
   async nextPendingAt(): Promise<number | null> {
     return (await this.#q<{ v: number | null }>(`SELECT min(run_after) AS v FROM jobs WHERE state = 'pending'`)).rows[0]!.v;
+  }
+
+  forgetItems(which: ForgetWhich, o: { now: number; dryRun?: boolean }): Promise<ForgetResult> {
+    return forgetItemsPg(this.pool, which, o);
   }
 
   async retryFailed(filter: RetryFailedFilter, now: number): Promise<number> {

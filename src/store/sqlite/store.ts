@@ -9,6 +9,8 @@ import type {
   EnqueueResult,
   EnqueueRow,
   ExportFilter,
+  ForgetResult,
+  ForgetWhich,
   ItemSeqSpan,
   ExportRow,
   FailedItemRow,
@@ -45,6 +47,12 @@ import { unplannedLimit } from './unplanned-limit.js';
 
 /** How often a bulk load's WAL is copied into the database file, from a thread of its own (checkpointer.ts). */
 const LOAD_CHECKPOINT_EVERY_MS = 40;
+
+/** Thrown to roll a dry run's transaction back. */
+const DRY_RUN = Symbol('dry run');
+
+/** sourceItemsWhere (types.ts) in SQLite, `@source` the path. */
+const SOURCE_ITEMS_WHERE_SQLITE = `(source = @source OR substr(source, 1, length(@source) + 1) IN (@source || '/', @source || ':'))`;
 
 /** A job this store's claim started and that is not answered, failed or given back yet. */
 interface Started {
@@ -216,6 +224,8 @@ export class SqliteStore implements Store {
       failedOrphans: db
         .prepare(`SELECT key FROM jobs WHERE state = 'failed' AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`)
         .pluck(),
+      forgetItem: db.prepare('DELETE FROM items WHERE id = ? RETURNING job_key').pluck(),
+      forgetSource: db.prepare(`DELETE FROM items WHERE ${SOURCE_ITEMS_WHERE_SQLITE} RETURNING job_key`).pluck(),
       retryFailed: db.prepare(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL,
           finished_at = NULL, updated_at = @now
         WHERE state = 'failed' AND (@text IS NULL OR instr(llmq_lower(error), llmq_lower(@text)) > 0)
@@ -666,6 +676,50 @@ export class SqliteStore implements Store {
         return this.#s.retryFailed.run({ now, text: filter.errorContains ?? null, exact: filter.errorIs ?? null }).changes;
       })
       .immediate();
+  }
+
+  async forgetItems(which: ForgetWhich, o: { now: number; dryRun?: boolean }): Promise<ForgetResult> {
+    settleBulkLoad(this.db, this.location);
+    const s = this.#s;
+    const forget = () => {
+      let unknownIds: string[] = [];
+      let keys: string[];
+      if ('ids' in which) {
+        keys = [];
+        for (const id of which.ids) {
+          const key = s.forgetItem.get(id) as string | undefined;
+          if (key === undefined) unknownIds.push(id);
+          else keys.push(key);
+        }
+        unknownIds = [...new Set(unknownIds)];
+      } else {
+        keys = s.forgetSource.all({ source: which.source }) as string[];
+      }
+      let droppedJobs = 0,
+        orphanedAnswers = 0;
+      for (const key of new Set(keys)) {
+        const dropped = s.dropStaleJob.get(key) as number | undefined;
+        if (dropped !== undefined) {
+          s.dropAttempts.run(dropped, key);
+          droppedJobs++;
+        } else orphanedAnswers += s.markOrphaned.run(key).changes;
+      }
+      return { items: keys.length, droppedJobs, orphanedAnswers, unknownIds };
+    };
+    if (!o.dryRun) return this.db.transaction(forget).immediate();
+    // what it would do: done, then rolled back
+    let result: ForgetResult | undefined;
+    try {
+      this.db
+        .transaction(() => {
+          result = forget();
+          throw DRY_RUN;
+        })
+        .immediate();
+    } catch (error) {
+      if (error !== DRY_RUN) throw error;
+    }
+    return result!;
   }
 
   async takeBackMockAnswers(now: number, quietSince: number): Promise<number> {

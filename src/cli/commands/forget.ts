@@ -1,0 +1,100 @@
+import type { Command } from 'commander';
+import { EXIT, LlmqError, UsageError } from '../../errors.js';
+import { dbOption } from '../options.js';
+import type { ForgetResult, ForgetWhich } from '../../store/types.js';
+
+interface ForgetFlags {
+  db?: string;
+  source?: string;
+  dryRun?: boolean;
+  json?: boolean;
+}
+
+/** Unknown ids listed one per line, at most this many (a list of thousands says nothing more). */
+const UNKNOWN_SHOWN = 20;
+
+export function registerForget(program: Command): Command {
+  return program
+    .command('forget')
+    .description(
+      'Remove items from the queue (a document deleted from the input, a folder enqueued by mistake): ' +
+        'their unsent jobs are dropped, never to be sent; answers already paid for are kept.',
+    )
+    .argument('[ids...]', 'item ids, as show and export name them (relative path, JSONL id, file:line)')
+    .addOption(dbOption())
+    .option('--source <path>', 'every item read from this file or folder, as enqueue was given it')
+    .option('--dry-run', 'say what would be removed, and change nothing')
+    .option('--json', 'print {"items","droppedJobs","orphanedAnswers","unknownIds"} on stdout')
+    .addHelpText(
+      'after',
+      `
+Enqueue adds and changes items, never removes them: a document deleted from the input keeps its
+item, and llmq run sends its job. Forget it:
+
+Examples:
+  $ llmq forget notes/old.txt notes/draft.txt
+  $ llmq forget --source notes/2019 --dry-run
+  $ llmq forget --source data.jsonl`,
+    )
+    .action(forgetCommand);
+}
+
+async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
+  const which = await whichItems(ids, flags.source);
+  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { count }] = await Promise.all([
+    import('../../store/open-store.js'),
+    import('../../report/open-existing.js'),
+    import('../../report/format.js'),
+  ]);
+  const location = resolveDbLocation(flags.db);
+  const store = await openExistingStore(location);
+  let r: ForgetResult;
+  try {
+    r = await store.forgetItems(which, { now: Date.now(), dryRun: flags.dryRun });
+  } finally {
+    await store.close();
+  }
+  if (flags.json) process.stdout.write(JSON.stringify(r) + '\n');
+  const shown = r.unknownIds.slice(0, UNKNOWN_SHOWN);
+  for (const id of shown) process.stderr.write(`no item with id ${JSON.stringify(id)}\n`);
+  if (r.unknownIds.length > shown.length)
+    process.stderr.write(`... and ${count(r.unknownIds.length - shown.length, 'more id')} naming no item\n`);
+  if (r.items === 0) {
+    const what = 'source' in which ? `no item comes from ${flags.source}` : 'none of these ids names an item';
+    throw new LlmqError(
+      `Nothing to forget in ${redactLocation(location)}: ${what}. llmq export lists the items, with their ids and sources.`,
+    );
+  }
+  const effects = [
+    `${count(r.droppedJobs, 'unsent job')} dropped`,
+    ...(r.orphanedAnswers ? [`${count(r.orphanedAnswers, 'answer')} kept that no item needs now (status leaves it out of done)`] : []),
+  ];
+  process.stderr.write(
+    flags.dryRun
+      ? `would forget ${count(r.items, 'item')} of ${redactLocation(location)}: ${effects.join(', ')}. Nothing was changed.\n`
+      : `forgot ${count(r.items, 'item')} of ${redactLocation(location)}: ${effects.join(', ')}.\n`,
+  );
+  if (r.unknownIds.length) process.exitCode = EXIT.PARTIAL;
+}
+
+/** The items asked for: ids, or a source spelled as enqueue spelled it. */
+async function whichItems(ids: readonly string[], source: string | undefined): Promise<ForgetWhich> {
+  if (ids.length && source !== undefined) throw new UsageError('Name item ids or --source, not both.');
+  if (source === undefined) {
+    if (ids.length === 0) {
+      throw new UsageError(
+        'Name the items to forget: their ids (llmq forget notes/a.txt), or --source PATH for every item of a file or folder.',
+      );
+    }
+    return { ids };
+  }
+  const { sourcePath } = await import('../../ingest/folder.js');
+  const path = sourcePath(source);
+  // enqueue of `.` spells its files' paths without it: "every item" is a new queue, not a forget
+  if (path === '.' || path === '/') {
+    throw new UsageError(
+      `--source ${source} would be every item enqueued from it: name its files or folders, or start a new queue (--db).`,
+    );
+  }
+  return { source: path };
+}

@@ -1,0 +1,50 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCli } from './helpers/cli.js';
+import { tempDir } from './helpers/tmp.js';
+
+describe('llmq forget', () => {
+  it('removes items deleted from the input, so a run never sends them; says what it did, or would, and what it could not find', async () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'notes', 'old'), { recursive: true });
+    for (const name of ['a.txt', 'b.txt', 'old/c.txt', 'old/d.txt']) writeFileSync(join(dir, 'notes', name), `note ${name}`);
+    writeFileSync(join(dir, 'data.jsonl'), '{"id":"r1","text":"one"}\n{"id":"r2","text":"two"}\n');
+    const cli = (args: string[]) => runCli(args, { cwd: dir });
+    expect((await cli(['enqueue', 'notes', 'data.jsonl'])).code).toBe(0);
+
+    const usage = await cli(['forget']);
+    expect(usage.code).toBe(1);
+    expect(usage.stderr).toContain('Name the items to forget: their ids');
+    expect((await cli(['forget', 'a.txt', '--source', 'notes'])).stderr).toContain('Name item ids or --source, not both.');
+    expect((await cli(['forget', '--source', '.'])).stderr).toContain('--source . would be every item enqueued from it');
+
+    const dry = await cli(['forget', '--source', `${dir}/notes/old/`, '--dry-run']);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stderr).toBe('would forget 2 items of ./llmq.db: 2 unsent jobs dropped. Nothing was changed.\n');
+    const gone = await cli(['forget', '--source', 'notes/old', '--json']);
+    expect(JSON.parse(gone.stdout)).toEqual({ items: 2, droppedJobs: 2, orphanedAnswers: 0, unknownIds: [] });
+    expect(gone.stderr).toBe('forgot 2 items of ./llmq.db: 2 unsent jobs dropped.\n');
+
+    const some = await cli(['forget', 'r2', 'r9']);
+    expect(some.code).toBe(2);
+    expect(some.stderr).toBe('no item with id "r9"\nforgot 1 item of ./llmq.db: 1 unsent job dropped.\n');
+    const none = await cli(['forget', 'r9']);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain('Nothing to forget in ./llmq.db: none of these ids names an item.');
+
+    const run = await cli(['run', '--provider', 'mock', '--json']);
+    expect(run.code, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout.trim().split('\n').at(-1)!)).toMatchObject({ event: 'run:end', done: 3, remaining: 0 });
+    const ids = (await cli(['export'])).stdout
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { id: string }).id);
+    expect(ids).toEqual(['a.txt', 'b.txt', 'r1']);
+    // an answered item forgotten: its answer is kept, and said so
+    const answered = await cli(['forget', 'a.txt']);
+    expect(answered.stderr).toBe(
+      'forgot 1 item of ./llmq.db: 0 unsent jobs dropped, 1 answer kept that no item needs now (status leaves it out of done).\n',
+    );
+  });
+});

@@ -1,0 +1,78 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import { STORE_KINDS, T0, OWNER, claimOpts, exported, row, skipUnavailable } from './helpers/stores.js';
+import type { Store } from '../src/store/types.js';
+
+// Store.forgetItems, for every store kind: items go; a job no item needs is dropped unsent, or kept when paid for.
+
+async function answer(store: Store, key: string): Promise<void> {
+  const usage = { promptTokens: 10, completionTokens: 5 };
+  await store.complete(key, {
+    owner: OWNER,
+    output: 'an answer',
+    response: '{}',
+    usage,
+    attempt: { key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 10, status: 200, outcome: 'done', error: null, usage },
+  });
+}
+
+describe.each(STORE_KINDS)('store contract: forgetting items [$name]', (kind) => {
+  beforeEach((ctx) => skipUnavailable(kind, ctx));
+
+  it('by id: an unsent job no item needs is dropped, a shared one stays, an answered one is kept out of done; unknown ids said', async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue([row('pending', 'p'), row('answered', 'a'), row('shared-1', 's'), row('shared-2', 's'), row('keep', 'k')], T0);
+    const answered = (await exported(store)).find((r) => r.id === 'answered')!.key;
+    const [claimed] = (await store.claim({ ...claimOpts({ limit: 100 }) })).jobs.filter((j) => j.key === answered);
+    await answer(store, claimed!.key);
+    await store.release(OWNER, { refund: true, now: T0 });
+
+    const dry = await store.forgetItems({ ids: ['pending', 'answered', 'shared-1', 'nope', 'nope'] }, { now: T0, dryRun: true });
+    expect(dry).toEqual({ items: 3, droppedJobs: 1, orphanedAnswers: 1, unknownIds: ['nope'] });
+    expect((await exported(store)).map((r) => r.id)).toEqual(['pending', 'answered', 'shared-1', 'shared-2', 'keep']);
+
+    expect(await store.forgetItems({ ids: ['pending', 'answered', 'shared-1', 'nope'] }, { now: T0 })).toEqual({
+      items: 3,
+      droppedJobs: 1,
+      orphanedAnswers: 1,
+      unknownIds: ['nope'],
+    });
+    expect((await exported(store)).map((r) => [r.id, r.state])).toEqual([
+      ['shared-2', 'pending'],
+      ['keep', 'pending'],
+    ]);
+    const s = await store.status();
+    // the dropped job is gone from the counts; the answer is kept, and counted apart from done
+    expect(s.counts).toMatchObject({ pending: 2, done: 0 });
+    expect(s.items).toBe(2);
+    // the forgotten document is never sent: a claim finds only the jobs items need
+    const sent = (await store.claim(claimOpts({ limit: 100, owner: 'run-b' }))).jobs.map((j) => j.key);
+    expect(new Set(sent)).toEqual(new Set((await exported(store)).map((r) => r.key)));
+  });
+
+  it('by source: a file, a JSONL file’s lines, every file under a folder, and nothing that only starts alike', async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue(
+      [
+        row('x.txt', 'x', { source: 'docs/x.txt' }),
+        row('sub/y.txt', 'y', { source: 'docs/sub/y.txt' }),
+        row('z.txt', 'z', { source: 'docsmore/z.txt' }),
+        row('r1', 'r1', { source: 'data.jsonl:1' }),
+        row('data.jsonl:2', 'r2', { source: 'data.jsonl:2' }),
+        row('r3', 'r3', { source: 'data.jsonl.bak:1' }),
+        row('solo.txt', 'solo', { source: 'solo.txt' }),
+      ],
+      T0,
+    );
+    expect(await store.forgetItems({ source: 'docs' }, { now: T0 })).toMatchObject({ items: 2, droppedJobs: 2 });
+    expect(await store.forgetItems({ source: 'data.jsonl' }, { now: T0 })).toMatchObject({ items: 2, droppedJobs: 2 });
+    expect(await store.forgetItems({ source: 'solo.txt' }, { now: T0 })).toMatchObject({ items: 1, droppedJobs: 1 });
+    expect(await store.forgetItems({ source: 'nowhere' }, { now: T0 })).toEqual({
+      items: 0,
+      droppedJobs: 0,
+      orphanedAnswers: 0,
+      unknownIds: [],
+    });
+    expect((await exported(store)).map((r) => r.id)).toEqual(['z.txt', 'r3']);
+    expect((await store.status()).counts.pending).toBe(2);
+  });
+});
