@@ -5,6 +5,7 @@ import { limitsFromHeaders, refillIntervalMs } from '../src/scheduler/pace/learn
 import { WARM_GUARD_MS, WindowPacer, type PaceLimits } from '../src/scheduler/pace/window-pacer.js';
 import { LocalLaneBoard } from '../src/scheduler/pace/board.js';
 import { Lane } from '../src/scheduler/lane.js';
+import { laneText } from '../src/cli/progress/lines.js';
 import { ProviderError } from '../src/provider/types.js';
 import { parseRateLimit } from '../src/provider/headers.js';
 
@@ -70,6 +71,24 @@ describe('WindowPacer: no 1-second window above its share', () => {
     };
     lane.answered(rateLimit, 100, 10);
     expect(lane.pauseLeft()).toBe(200);
+  });
+
+  it('its ceiling is the lower of the request limit and the token limit over what a request weighs, and the lane line says which binds', async () => {
+    let now = T0;
+    const lane = new Lane('gpt-4o', { rpm: 7200, tpm: 100_000 }, new LocalLaneBoard(() => now), () => now);
+    // no request sent yet: what one weighs is unknown, so only the request limit is a ceiling
+    expect(lane.ceiling()).toEqual({ perSecond: 120, by: 'requests' });
+    expect(typeof (await lane.tryTake(530))).not.toBe('number');
+    // 100,000 tokens a minute of requests of 530 tokens: 3.1 a second, far under 120
+    expect(lane.ceiling()!.by).toBe('tokens');
+    expect(lane.ceiling()!.perSecond).toBeCloseTo(100_000 / 60 / 530, 6);
+    now += 1000;
+    expect(laneText(lane.snapshot(), now)).toMatch(/^gpt-4o \d+(\.\d+)? req\/s of 3\.1 by tokens \(7,200 rpm, 100k tpm\)$/);
+    const light = new Lane('mini', { rpm: 600, tpm: 1_000_000 }, new LocalLaneBoard(() => now), () => now);
+    expect(typeof (await light.tryTake(50))).not.toBe('number');
+    expect(light.ceiling()).toEqual({ perSecond: 10, by: 'requests' });
+    expect(laneText(light.snapshot(), now)).toMatch(/req\/s of 10\.0 \(600 rpm, 1\.0M tpm\)$/);
+    expect(laneText(new Lane('free', { rpm: null, tpm: null }, new LocalLaneBoard(() => now), () => now).snapshot(), now)).toBeNull();
   });
 
   it('a lane is warm once its first requests have ended, and cools again after a 429 at a limit it knew', async () => {

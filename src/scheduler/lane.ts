@@ -14,6 +14,8 @@ export interface LaneSnapshot {
   readonly learned: LearnedLimits | null;
   /** Requests per second sent over the last few seconds. */
   readonly requestsPerSecond: number;
+  /** The most requests a second the limits allow, and which limit binds (`Lane.ceiling`). */
+  readonly ceiling?: { readonly perSecond: number; readonly by: 'requests' | 'tokens' } | null;
   readonly inFlight: number;
   readonly pausedUntil: number | null;
   readonly rateLimited: number;
@@ -163,15 +165,24 @@ export class Lane {
    * known: then concurrency alone bounds what the lane holds.
    */
   paceAhead(): number {
+    // what a request weighs is known once one is sent; until then, the least
+    if (this.limits().tpm !== null && this.#requestsSent === 0) return MIN_PACE_AHEAD;
+    const ceiling = this.ceiling();
+    if (ceiling === null) return Infinity;
+    return Math.max(MIN_PACE_AHEAD, Math.ceil((ceiling.perSecond * PACE_AHEAD_MS) / 1000));
+  }
+
+  /**
+   * The most requests a second the limits paced at allow: the requests per minute, or the tokens per
+   * minute over what a request has weighed so far, whichever is less (`by` says which). Null while no
+   * limit is known, or only a token limit and no request sent yet.
+   */
+  ceiling(): { readonly perSecond: number; readonly by: 'requests' | 'tokens' } | null {
     const { rpm, tpm } = this.limits();
-    let perSecond = rpm === null ? Infinity : rpm / 60;
-    if (tpm !== null) {
-      // what a request weighs is known once one is sent; until then, the least
-      if (this.#requestsSent === 0) return MIN_PACE_AHEAD;
-      perSecond = Math.min(perSecond, tpm / 60 / (this.#tokensSent / this.#requestsSent));
-    }
-    if (perSecond === Infinity) return Infinity;
-    return Math.max(MIN_PACE_AHEAD, Math.ceil((perSecond * PACE_AHEAD_MS) / 1000));
+    const byRequests = rpm === null ? Infinity : rpm / 60;
+    const byTokens = tpm === null || this.#requestsSent === 0 ? Infinity : tpm / 60 / (this.#tokensSent / this.#requestsSent);
+    const perSecond = Math.min(byRequests, byTokens);
+    return perSecond === Infinity ? null : { perSecond, by: byTokens < byRequests ? 'tokens' : 'requests' };
   }
 
   /** ms until the lane is not paused (0 when it is not). */
@@ -238,6 +249,7 @@ export class Lane {
       // once 429s cut the pace, what it is learned from is them, as the run remembers it (status)
       learned: this.#backoff.engaged ? this.toRemember() : this.board.learned(),
       requestsPerSecond: this.requestsPerSecond(),
+      ceiling: this.ceiling(),
       inFlight: this.inFlight,
       pausedUntil: paused > this.#now() ? paused : null,
       rateLimited: this.rateLimited,

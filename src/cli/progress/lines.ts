@@ -197,7 +197,8 @@ function continued(command: string, width: number): string[] {
 
 /**
  * One lane's pace against its limit, for lanes that have one:
- * "gpt-4o-mini 9.8 req/s of 10 (600 rpm, 200k tpm from headers)" or "... paused 1.2s".
+ * "gpt-4o-mini 9.8 req/s of 10 (600 rpm, 200k tpm from headers)", "gpt-4o 3.0 req/s of 3.2 by tokens (7,200 rpm,
+ * 100k tpm from headers)" when the token limit binds first, or "... paused 1.2s".
  */
 export function laneText(l: LaneSnapshot, now: number): string | null {
   if (l.rpm === null && l.tpm === null && l.pausedUntil === null) return null;
@@ -205,7 +206,12 @@ export function laneText(l: LaneSnapshot, now: number): string | null {
     .filter(Boolean)
     .join(', ');
   const from = l.learned ? (l.learned.source === 'headers' ? ' from headers' : ' learned from 429s') : '';
-  const of = l.rpm !== null ? ` of ${rate(l.rpm / 60)}` : '';
+  // the ceiling the limits make together: with requests weighing many tokens, the token limit binds first
+  const of = l.ceiling
+    ? ` of ${rate(l.ceiling.perSecond)}${l.ceiling.by === 'tokens' ? ' by tokens' : ''}`
+    : l.rpm !== null
+      ? ` of ${rate(l.rpm / 60)}`
+      : '';
   const paused = l.pausedUntil !== null ? ` · paused ${duration(Math.max(0, l.pausedUntil - now) / 1000)}` : '';
   return oneLine(`${l.model} ${rate(l.requestsPerSecond)} req/s${of}${limits ? ` (${limits}${from})` : ''}${paused}`, 78);
 }
