@@ -208,4 +208,17 @@ describe('llmq status', () => {
     expect(lines.length).toBeGreaterThanOrEqual(2);
     for (const l of lines) expect(JSON.parse(l).total).toBe(9);
   });
+
+  it('after a run on the offline mock, says its answers are stand-ins; after a real provider, does not', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'a.txt'), 'a document');
+    const cli = (args: string[]) => runCli(args, { cwd: dir });
+    expect((await cli(['enqueue', 'a.txt'])).code).toBe(0);
+    expect((await cli(['run', '--provider', 'mock', '--progress', 'none'])).code).toBe(0);
+    const note = 'on the offline mock: its answers are stand-ins, sent again by a run with a real provider';
+    expect((await cli(['status'])).stdout).toContain(note);
+    // populate's last run went to a real provider
+    const { db } = await populate(tempDir());
+    expect((await runCli(['status', '--db', db])).stdout).not.toContain('offline mock');
+  });
 });

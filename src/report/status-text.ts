@@ -92,6 +92,10 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
     lines.push(
       `${''.padEnd(10)}${int(last.done)} done, ${int(last.failed)} failed · ${rate(last.averageJobsPerSecond)} jobs/s · ${rate(last.averageTokensPerSecond)} tokens/s`,
     );
+    // done counts them as any answer: say once what they are
+    if (last.provider === 'mock' && last.done > 0) {
+      lines.push(p.dim(`${''.padEnd(10)}on the offline mock: its answers are stand-ins, sent again by a run with a real provider`));
+    }
   }
   // work waiting and nothing working it: say what sends it (and what it would cost first)
   if (r.counts.pending > 0 && live.length === 0) {
