@@ -112,6 +112,16 @@ describe('export lines', () => {
       // an answer that only quotes the words is an answer
       [body({ message: { content: 'the "finish_reason": "length" and "refusal": "x" fields' }, finish_reason: 'stop' }), 'stop'],
       [body({ message: { content: 'a tool' }, finish_reason: 'tool_calls' }), 'tool_calls'],
+      // n > 1: the first choice's finish, not any "stop" of another
+      [
+        JSON.stringify({
+          choices: [
+            { index: 0, message: { content: 'cu' }, finish_reason: 'length' },
+            { index: 1, message: { content: 'whole' }, finish_reason: 'stop' },
+          ],
+        }),
+        'length',
+      ],
       [body({ message: { content: 'no reason given' } }), null],
       ['not json', null],
       [null, null],

@@ -69,8 +69,11 @@ describe('llmq serve (without a browser)', () => {
       const rebound = await atLoopback(`attacker.example:${port}`);
       expect(rebound.status).toBe(403);
       expect(rebound.body).toMatch(/Host attacker\.example:\d+ is not this dashboard's address.*--allow-host attacker\.example/);
-      expect((await atLoopback(`127.0.0.1:${Number(port) + 1}`)).status).toBe(403);
       expect((await atLoopback('10.1.2.3')).status).toBe(403);
+      // another port is the same dashboard, forwarded (ssh -L 9000:localhost:PORT, docker -p 9000:PORT)
+      expect((await atLoopback('localhost:9000', { origin: 'http://localhost:9000' })).status).toBe(200);
+      // but a page of another origin, even on this machine, may not call it
+      expect((await atLoopback(`localhost:${port}`, { origin: 'http://localhost:3000' })).status).toBe(403);
 
       // every interface: any IP address and this machine's name, no other name
       const everywhere = await startServe(['--db', db, '--host', '0.0.0.0']);
@@ -85,6 +88,9 @@ describe('llmq serve (without a browser)', () => {
       expect((await atAny(`attacker.example:${p2}`, { origin: `http://attacker.example:${p2}` })).status).toBe(403);
       expect((await atAny(`10.1.2.3:${p2}`, { origin: `http://attacker.example:${p2}` })).status).toBe(403);
       expect((await atAny(`10.1.2.3:${p2}`, { origin: `http://10.1.2.3:${p2}` })).status).toBe(200);
+      // a page from any other address, on the same port too, is another origin
+      expect((await atAny(`192.168.1.5:${p2}`, { origin: `http://10.66.66.66:${p2}` })).status).toBe(403);
+      expect((await atAny('localhost:8080', { origin: 'http://localhost:8080' })).status).toBe(200);
 
       // a name the user allows, also behind an HTTPS proxy on another port
       const named = await startServe(['--db', db, '--host', '0.0.0.0', '--allow-host', 'Dash.Example', 'queue.internal']);
@@ -95,6 +101,22 @@ describe('llmq serve (without a browser)', () => {
       expect((await atNamed('queue.internal', { origin: 'https://queue.internal' })).status).toBe(200);
       expect((await atNamed(`attacker.example:${p3}`)).status).toBe(403);
       expect((await atNamed(`10.1.2.3:${p3}`)).status).toBe(200);
+      const proxied = await atNamed(`dash.example:${p3}`, { origin: 'https://elsewhere.example' });
+      expect(proxied.status).toBe(403);
+      expect(proxied.body).toContain(
+        'if elsewhere.example is a proxy in front of it, start llmq serve with --allow-host elsewhere.example',
+      );
+
+      // an IPv6 address however it is written
+      const v6 = await startServe(['--db', db, '--host', '::ffff:127.0.0.1']);
+      serves.push(v6);
+      expect((await call(v6.url, '/api/config', { host: `[::ffff:127.0.0.1]:${new URL(v6.url).port}` })).status).toBe(200);
+      // what --allow-host could never match is refused when given
+      for (const bad of ['https://dash.example', 'dash.example:443', 'dash.example/x']) {
+        const r = await runCli(['serve', '--db', db, '--port', '0', '--allow-host', bad]);
+        expect(r.code, bad).toBe(1);
+        expect(r.stderr).toContain('Expected a host name or address, like dash.example or 10.0.0.5, without a scheme, port or path.');
+      }
     } finally {
       await Promise.all(serves.map((s) => s.stop()));
     }

@@ -30,7 +30,7 @@ describe.each(STORE_KINDS)('store contract: forgetting items [$name]', (kind) =>
     expect(dry).toEqual({ items: 3, droppedJobs: 1, orphanedAnswers: 1, unknownIds: ['nope'] });
     expect((await exported(store)).map((r) => r.id)).toEqual(['pending', 'answered', 'shared-1', 'shared-2', 'keep']);
 
-    expect(await store.forgetItems({ ids: ['pending', 'answered', 'shared-1', 'nope'] }, { now: T0 })).toEqual({
+    expect(await store.forgetItems({ ids: ['pending', 'answered', 'shared-1', 'nope', 'pending'] }, { now: T0 })).toEqual({
       items: 3,
       droppedJobs: 1,
       orphanedAnswers: 1,
@@ -59,6 +59,7 @@ describe.each(STORE_KINDS)('store contract: forgetting items [$name]', (kind) =>
         row('r1', 'r1', { source: 'data.jsonl:1' }),
         row('data.jsonl:2', 'r2', { source: 'data.jsonl:2' }),
         row('r3', 'r3', { source: 'data.jsonl.bak:1' }),
+        row('report:v2.txt', 'v2', { source: 'data.jsonl:v2.txt' }),
         row('solo.txt', 'solo', { source: 'solo.txt' }),
       ],
       T0,
@@ -72,7 +73,7 @@ describe.each(STORE_KINDS)('store contract: forgetting items [$name]', (kind) =>
       orphanedAnswers: 0,
       unknownIds: [],
     });
-    expect((await exported(store)).map((r) => r.id)).toEqual(['z.txt', 'r3']);
-    expect((await store.status()).counts.pending).toBe(2);
+    expect((await exported(store)).map((r) => r.id)).toEqual(['z.txt', 'r3', 'report:v2.txt']);
+    expect((await store.status()).counts.pending).toBe(3);
   });
 });

@@ -58,7 +58,8 @@ Environment:
   NO_COLOR                        plain output`,
   );
   refuseHelpForUnknownCommands(program);
-  program.hook('preAction', (_program, action) => refuseFlagsTakenAsValues(action));
+  // rawArgs: what was typed (commander keeps it, its typings do not say so)
+  program.hook('preAction', (top, action) => refuseFlagsTakenAsValues(action, (top as Command & { rawArgs?: string[] }).rawArgs ?? []));
   const first = argv[2];
   const named = COMMANDS.filter(([name]) => name === first);
   const needed = first === '-V' || first === '--version' ? [] : named.length ? named : COMMANDS;
@@ -90,7 +91,7 @@ function refuseHelpForUnknownCommands(program: Command): void {
  * `enqueue docs --glob --db f.db` read `--db` as the glob and `f.db` as a source, and wrote to
  * ./llmq.db. A value that is one of the command's own flags is such a mistake: refused, naming both.
  */
-function refuseFlagsTakenAsValues(cmd: Command): void {
+function refuseFlagsTakenAsValues(cmd: Command, argv: readonly string[]): void {
   const flags = new Set(cmd.options.flatMap((o) => [o.long, o.short]).filter((f): f is string => f !== undefined));
   flags.add('--help');
   for (const o of cmd.options) {
@@ -99,7 +100,8 @@ function refuseFlagsTakenAsValues(cmd: Command): void {
     for (const v of Array.isArray(value) ? value : [value]) {
       if (typeof v !== 'string') continue;
       const flag = v.split('=')[0]!;
-      if (!flags.has(flag)) continue;
+      // `--glob=--db` says the value outright
+      if (!flags.has(flag) || argv.includes(`${o.long}=${v}`)) continue;
       throw new UsageError(
         `${o.long ?? o.short} needs a value, and took ${flag} for it: give ${o.long ?? o.short} a value, or leave it out.`,
       );

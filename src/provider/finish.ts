@@ -37,7 +37,9 @@ const REFUSAL_TEXT = /"refusal"\s*:\s*"/;
  */
 export function finishReasonOf(body: string | null): FinishReason | null {
   if (body === null || body === '') return null;
-  if (STOPPED.test(body) && !REFUSAL_TEXT.test(body)) return 'stop';
+  // one choice only: with n > 1, another choice's "stop" says nothing of the first's
+  const first = body.indexOf('"finish_reason"');
+  if (first >= 0 && first === body.lastIndexOf('"finish_reason"') && STOPPED.test(body) && !REFUSAL_TEXT.test(body)) return 'stop';
   try {
     return finishOf(JSON.parse(body));
   } catch {

@@ -14,60 +14,71 @@ export function newToken(): string {
 export type Refusal = { readonly status: 401 | 403; readonly message: string } | null;
 
 /**
- * The names and port the dashboard answers to: what it was bound to (with every loopback name when
- * that is loopback), and the names given with `--allow-host`. Bound to every interface (0.0.0.0,
- * `::`), it has no one name: any IP address reaches it, and so do `localhost` and this machine's own
- * name, but no other name does unless allowed. A name is what DNS rebinding needs: an attacker's
- * domain pointed at this machine, so that the attacker's page counts as the dashboard's own origin.
+ * The names the dashboard answers to: what it was bound to (with every loopback name when that is
+ * loopback), and the names given with `--allow-host`. Bound to every interface (0.0.0.0, `::`), it
+ * has no one name: any IP address reaches it, and so do `localhost` and this machine's own name, but
+ * no other name does unless allowed. A name is what DNS rebinding needs: an attacker's domain pointed
+ * at this machine, so that the attacker's page counts as the dashboard's own origin. The port is not
+ * checked: rebinding does not need another one, and a forwarded port (`ssh -L`, `docker -p`,
+ * `kubectl port-forward`) reaches the dashboard by another.
  */
 export class OwnAddress {
-  readonly #port: string;
   readonly #names = new Set<string>();
   readonly #allowed: ReadonlySet<string>;
   readonly #anyIp: boolean;
 
-  constructor(host: string, port: number, o: { allowHosts?: readonly string[]; machineName?: string } = {}) {
-    this.#port = String(port);
+  constructor(host: string, o: { allowHosts?: readonly string[]; machineName?: string } = {}) {
     this.#anyIp = host === '0.0.0.0' || host === '::';
-    this.#allowed = new Set((o.allowHosts ?? []).map(normalName));
+    this.#allowed = new Set((o.allowHosts ?? []).map(hostName));
     if (this.#anyIp) {
       this.#names.add('localhost');
-      this.#names.add(normalName(o.machineName ?? hostname()));
+      this.#names.add(hostName(o.machineName ?? hostname()));
     } else {
-      this.#names.add(normalName(host));
-      if (LOOPBACK.has(normalName(host))) for (const h of LOOPBACK) this.#names.add(h);
+      this.#names.add(hostName(host));
+      if (LOOPBACK.has(hostName(host))) for (const h of LOOPBACK) this.#names.add(h);
     }
   }
 
-  /** A Host header (`name:port`) that names this dashboard. */
+  /** A Host header (`name:port`) that names this dashboard, whatever the port. */
   isOwnHost(host: string): boolean {
     const url = parsed(`http://${host}`);
-    return url !== null && url.username === '' && url.pathname === '/' && this.#isOwn(url);
+    return url !== null && url.username === '' && url.password === '' && url.pathname === '/' && this.isOwnName(url.hostname);
   }
 
-  /** The Origin of a page this dashboard served (or, for an allowed name, a proxy in front of it served). */
-  isOwnOrigin(origin: string): boolean {
+  /** A hostname as the URL parser spells it (lower case, IPv6 in brackets) that names this dashboard. */
+  isOwnName(name: string): boolean {
+    return this.#allowed.has(name) || this.#names.has(name) || (this.#anyIp && isIP(name.replace(/^\[|\]$/g, '')) !== 0);
+  }
+
+  /**
+   * The Origin of a page that may call: one loaded from where the request was sent (`host`, an own
+   * name by isOwnHost), or from an allowed name (a proxy in front, `https` too, any port).
+   */
+  isOwnOrigin(origin: string, host: string | undefined): boolean {
     const url = parsed(origin);
-    if (url === null) return false;
-    if (url.protocol === 'https:') return this.#allowed.has(url.hostname);
-    return url.protocol === 'http:' && this.#isOwn(url);
-  }
-
-  #isOwn(url: URL): boolean {
-    const name = url.hostname;
-    // an allowed name may sit behind a proxy on another port
-    if (this.#allowed.has(name)) return true;
-    if ((url.port || '80') !== this.#port) return false;
-    return this.#names.has(name) || (this.#anyIp && isIP(name.replace(/^\[|\]$/g, '')) !== 0);
+    if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) return false;
+    if (this.#allowed.has(url.hostname)) return true;
+    return host !== undefined && url.protocol === 'http:' && url.origin === parsed(`http://${host}`)?.origin;
   }
 }
 
 const LOOPBACK: ReadonlySet<string> = new Set(['127.0.0.1', 'localhost', '[::1]']);
 
-/** A name as the URL parser spells a hostname: lower case, an IPv6 address in brackets. */
-function normalName(name: string): string {
-  const n = name.trim().toLowerCase();
-  return isIP(n) === 6 ? `[${n}]` : n;
+/**
+ * A name or address as the URL parser spells a hostname: lower case, an IPv6 address in brackets
+ * and in its short form (`::ffff:127.0.0.1` is `[::ffff:7f00:1]` in a Host header too).
+ */
+export function hostName(name: string): string {
+  const n = name.trim();
+  return parsed(`http://${isIP(n) === 6 ? `[${n}]` : n}`)?.hostname ?? n.toLowerCase();
+}
+
+/** What `--allow-host` takes: a bare host name or address, no scheme, port, path or user. */
+export function isBareHostName(value: string): boolean {
+  const v = value.trim();
+  if (v === '' || v.includes('://')) return false;
+  const url = parsed(`http://${isIP(v) === 6 ? `[${v}]` : v}`);
+  return url !== null && url.port === '' && url.pathname === '/' && url.username === '' && url.search === '' && url.hash === '';
 }
 
 function parsed(text: string): URL | null {
@@ -86,11 +97,16 @@ function parsed(text: string): URL | null {
  * - A request whose Host is not the dashboard's is refused: that is DNS rebinding (`OwnAddress`).
  */
 export function refuseForeign(req: IncomingMessage, own: OwnAddress): Refusal {
-  const origin = req.headers.origin;
-  if (origin !== undefined && !own.isOwnOrigin(origin)) {
-    return { status: 403, message: `requests from ${origin} are refused: only the dashboard's own page may call it` };
-  }
   const host = req.headers.host;
+  const origin = req.headers.origin;
+  if (origin !== undefined && !own.isOwnOrigin(origin, host)) {
+    const name = parsed(origin)?.hostname;
+    const proxy =
+      name && isIP(name.replace(/^\[|\]$/g, '')) === 0
+        ? `; if ${name} is a proxy in front of it, start llmq serve with --allow-host ${name}`
+        : '';
+    return { status: 403, message: `requests from ${origin} are refused: only the dashboard's own page may call it${proxy}` };
+  }
   if (host === undefined || !own.isOwnHost(host)) {
     const name = host === undefined ? null : parsed(`http://${host}`)?.hostname;
     return {

@@ -58,9 +58,7 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
     res.end(redact(JSON.stringify(value), o.secrets));
   };
   const refuse = (res: ServerResponse, r: NonNullable<Refusal>) => json(res, r.status, { error: r.message });
-  const ownAddress = (port: number) => new OwnAddress(o.host, port, { allowHosts: o.allowHosts });
-  // the port is known once listening (--port 0); nothing is answered before then
-  let own = ownAddress(o.port);
+  const own = new OwnAddress(o.host, { allowHosts: o.allowHosts });
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const refusal = refuseForeign(req, own);
@@ -150,7 +148,6 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
     });
   });
   const port = (server.address() as AddressInfo).port;
-  own = ownAddress(port);
   const shownHost = o.host === '0.0.0.0' || o.host === '::' ? '127.0.0.1' : o.host.includes(':') ? `[${o.host}]` : o.host;
   return {
     url: `http://${shownHost}:${port}/`,

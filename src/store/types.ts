@@ -398,6 +398,7 @@ export interface FailedItemRow {
 /**
  * Items to forget: by id, or every item read from a source path as enqueue spells it (src/ingest/folder.ts,
  * `sourcePath`): a text file's item, a JSONL file's lines (`file:N`), every file under a folder.
+ * Ids named twice count once.
  */
 export type ForgetWhich = { readonly ids: readonly string[] } | { readonly source: string };
 

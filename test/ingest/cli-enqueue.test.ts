@@ -100,9 +100,11 @@ describe('llmq enqueue (CLI)', () => {
     expect(existsSync(join(dir, 'f.db'))).toBe(false);
     const eq = await runCli(['enqueue', 'note.txt', '--model', '--db=f.db'], { cwd: dir });
     expect(eq.stderr).toContain('--model needs a value, and took --db for it');
-    // a value that only starts like a flag is a value
+    // a value that only starts like a flag is a value, and so is one given with =
     const ok = await runCli(['enqueue', 'note.txt', '--system', '--be brief--', '--db', 'f.db'], { cwd: dir });
     expect(ok.code, ok.stderr).toBe(0);
+    const outright = await runCli(['enqueue', 'note.txt', '--system=--db', '--db', 'f.db'], { cwd: dir });
+    expect(outright.code, outright.stderr).toBe(0);
   });
 
   it('refuses {{meta.ID}} of the id or text field before reading anything: they are not meta', async () => {

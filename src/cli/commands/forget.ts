@@ -32,7 +32,7 @@ Enqueue adds and changes items, never removes them: a document deleted from the 
 item, and llmq run sends its job. Forget it:
 
 Examples:
-  $ llmq forget notes/old.txt notes/draft.txt
+  $ llmq forget old.txt draft.txt          # item ids, as export shows them
   $ llmq forget --source notes/2019 --dry-run
   $ llmq forget --source data.jsonl`,
     )
@@ -83,7 +83,7 @@ async function whichItems(ids: readonly string[], source: string | undefined): P
   if (source === undefined) {
     if (ids.length === 0) {
       throw new UsageError(
-        'Name the items to forget: their ids (llmq forget notes/a.txt), or --source PATH for every item of a file or folder.',
+        'Name the items to forget: their ids (llmq forget a.txt, as export shows them), or --source PATH for every item of a file or folder.',
       );
     }
     return { ids };

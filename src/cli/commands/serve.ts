@@ -1,6 +1,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { LlmqError } from '../../errors.js';
 import { dbOption, positiveNumber } from '../options.js';
+import { isBareHostName } from '../../serve/guard.js';
 import { priceOptions, reportPriceTable, type PriceFlags } from './price-options.js';
 
 interface ServeFlags extends PriceFlags {
@@ -19,9 +20,11 @@ export function registerServe(program: Command): Command {
     .addOption(dbOption())
     .addOption(new Option('--port <n>', 'port to listen on (0 picks a free one)').default(8787).argParser(portNumber))
     .option('--host <address>', 'address to listen on; anything but 127.0.0.1 exposes the dashboard to your network', '127.0.0.1')
-    .option(
-      '--allow-host <name...>',
-      'another name this machine is reached by (a DNS name, a reverse proxy): requests naming any other host are refused',
+    .addOption(
+      new Option(
+        '--allow-host <name...>',
+        'another name this machine is reached by (a DNS name, a reverse proxy): requests naming any other host are refused',
+      ).argParser(allowedHosts),
     )
     .option('--read-only', 'serve no actions (no retry button)')
     .addOption(new Option('--poll <seconds>', 'how often the queue is read for live updates').default(2).argParser(positiveNumber));
@@ -95,6 +98,14 @@ async function serveCommand(flags: ServeFlags): Promise<void> {
   });
   await dashboard.close();
   await store.close();
+}
+
+/** --allow-host, each value a bare name (a scheme, port or path would never match a Host header). */
+function allowedHosts(value: string, previous: string[] | undefined): string[] {
+  if (!isBareHostName(value)) {
+    throw new InvalidArgumentError(`Expected a host name or address, like dash.example or 10.0.0.5, without a scheme, port or path.`);
+  }
+  return [...(previous ?? []), value];
 }
 
 function portNumber(value: string): number {

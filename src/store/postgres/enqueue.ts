@@ -277,8 +277,9 @@ class DryRun extends Error {
   }
 }
 
-/** sourceItemsWhere (types.ts) in PostgreSQL, `$1` the path. */
-const FORGET_SOURCE_SQL = `DELETE FROM items WHERE source = $1 OR left(source, length($1) + 1) IN ($1 || '/', $1 || ':') RETURNING job_key`;
+/** The items of a source (ForgetWhich, types.ts) in PostgreSQL, `$1` the path: as SOURCE_ITEMS_WHERE_SQLITE. */
+const FORGET_SOURCE_SQL = `DELETE FROM items WHERE source = $1 OR left(source, length($1) + 1) = $1 || '/'
+  OR (left(source, length($1) + 1) = $1 || ':' AND substr(source, length($1) + 2) ~ '^[0-9]+$') RETURNING job_key`;
 
 /** Store.forgetItems: one enqueue's turn (ONE_ENQUEUE_AT_A_TIME_SQL), so no enqueue moves an item meanwhile. */
 export async function forgetItemsPg(pool: pg.Pool, which: ForgetWhich, o: { dryRun?: boolean }): Promise<ForgetResult> {

@@ -51,8 +51,14 @@ const LOAD_CHECKPOINT_EVERY_MS = 40;
 /** Thrown to roll a dry run's transaction back. */
 const DRY_RUN = Symbol('dry run');
 
-/** sourceItemsWhere (types.ts) in SQLite, `@source` the path. */
-const SOURCE_ITEMS_WHERE_SQLITE = `(source = @source OR substr(source, 1, length(@source) + 1) IN (@source || '/', @source || ':'))`;
+/**
+ * The items of a source (ForgetWhich, types.ts) in SQLite, `@source` the path: the file's own, the
+ * files under it as a folder, its lines as a JSONL file (`file:N`, digits only: `report:v2.txt` is
+ * another file).
+ */
+const SOURCE_ITEMS_WHERE_SQLITE = `(source = @source OR substr(source, 1, length(@source) + 1) = @source || '/'
+  OR (substr(source, 1, length(@source) + 1) = @source || ':' AND length(source) > length(@source) + 1
+    AND substr(source, length(@source) + 2) NOT GLOB '*[^0-9]*'))`;
 
 /** A job this store's claim started and that is not answered, failed or given back yet. */
 interface Started {
@@ -682,16 +688,16 @@ export class SqliteStore implements Store {
     settleBulkLoad(this.db, this.location);
     const s = this.#s;
     const forget = () => {
-      let unknownIds: string[] = [];
+      const unknownIds: string[] = [];
       let keys: string[];
       if ('ids' in which) {
         keys = [];
-        for (const id of which.ids) {
+        // each id once: a second delete of one named twice would find it gone, and call it unknown
+        for (const id of new Set(which.ids)) {
           const key = s.forgetItem.get(id) as string | undefined;
           if (key === undefined) unknownIds.push(id);
           else keys.push(key);
         }
-        unknownIds = [...new Set(unknownIds)];
       } else {
         keys = s.forgetSource.all({ source: which.source }) as string[];
       }
