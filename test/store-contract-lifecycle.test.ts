@@ -128,6 +128,11 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     expect((await job(store, kept!.itemId)).state).toBe('pending');
     expect((await job(store, late!.itemId)).output).toBe('the real answer');
     expect((await store.committed('real')).total).toBe(0);
+    // the stand-in no item needed is gone, not kept done: its document enqueued as it was before the
+    // edit is sent by a real run, where it found the mock's answer and exported it as the document's
+    await store.enqueue([orphan!], T0 + 3000);
+    expect(await job(store, orphan!.itemId)).toMatchObject({ state: 'pending', output: null });
+    expect((await store.status()).counts).toMatchObject({ pending: 2, done: 1 });
   });
 
   it('complete records the finishing attempt with its usage and latency', async () => {

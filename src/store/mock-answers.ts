@@ -80,9 +80,23 @@ export function mockRunWhere(d: Dialect, toTakeBack?: { readonly quietSince: str
  * never sent again.
  */
 export function takeBackWhere(d: Dialect, runs: string): string {
+  return `${onlyMockAnswered(d, runs)} AND EXISTS (SELECT 1 FROM items WHERE items.job_key = jobs.key)`;
+}
+
+/**
+ * Of the jobs `answeredBy` the runs `runs`, those no item needs (their document changed, or was
+ * forgotten): dropped when the others are taken back. Kept, a stand-in would stand for good: an
+ * enqueue pointing an item at it again later found it done, and exported the mock's answer as the
+ * document's.
+ */
+export function dropMockAnsweredWhere(d: Dialect, runs: string): string {
+  return `${onlyMockAnswered(d, runs)} AND NOT EXISTS (SELECT 1 FROM items WHERE items.job_key = jobs.key)`;
+}
+
+/** Done jobs answered by the runs `runs` and by no run but mock ones. */
+function onlyMockAnswered(d: Dialect, runs: string): string {
   const allMock = `(SELECT id FROM runs WHERE ${mockRunWhere(d)})`;
   return `state = 'done' AND key IN (${answeredBy(runs)})
-    AND EXISTS (SELECT 1 FROM items WHERE items.job_key = jobs.key)
     AND NOT EXISTS (SELECT 1 FROM attempts a WHERE ${DIALECT[d].ofJob} AND a.outcome = 'done' AND a.run_id NOT IN ${allMock}
       AND a.run_id NOT IN (SELECT 'batch:' || b.id FROM batches b WHERE b.run_id IN ${allMock}))`;
 }

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { AS_PENDING, NO_MONEY, TAKEN_BACK, mockRunWhere, takeBackWhere } from '../mock-answers.js';
+import { AS_PENDING, NO_MONEY, TAKEN_BACK, dropMockAnsweredWhere, mockRunWhere, takeBackWhere } from '../mock-answers.js';
 import type {
   AnsweredJob,
   JobToRun,
@@ -352,6 +352,11 @@ export class PostgresStore implements Store {
       if (runs.length === 0) return 0;
       const set = '(SELECT unnest($2::text[]))';
       const back = await db.query(`UPDATE jobs SET ${AS_PENDING}, updated_at = $1 WHERE ${takeBackWhere('postgres', set)}`, [now, runs]);
+      await db.query(
+        `WITH dropped AS (DELETE FROM jobs WHERE ${dropMockAnsweredWhere('postgres', '(SELECT unnest($1::text[]))')} RETURNING key)
+        DELETE FROM attempts WHERE job_key IN (SELECT key FROM dropped)`,
+        [runs],
+      );
       // only those that ended: one gone quiet may yet answer more
       await db.query(
         `UPDATE runs SET options = (options::jsonb || jsonb_build_object('${TAKEN_BACK}', $1::bigint))::text

@@ -35,7 +35,7 @@ import { NOT_IN_A_LIVE_BATCH } from '../batches.js';
 import { SqliteSpend } from './spend.js';
 import type { Checkpointer } from './checkpointer.js';
 import { splitClaimed, type RawClaimed } from '../claim-result.js';
-import { AS_PENDING, NO_MONEY, TAKEN_BACK, mockRunWhere, takeBackWhere } from '../mock-answers.js';
+import { AS_PENDING, NO_MONEY, TAKEN_BACK, dropMockAnsweredWhere, mockRunWhere, takeBackWhere } from '../mock-answers.js';
 import { GroupCommit } from '../group-commit.js';
 import { attemptValues, latencyOf } from '../rows.js';
 import { DROP_ATTEMPTS_SQL, INSERT_ATTEMPT_OF_SEQ_SQL, INSERT_ATTEMPT_SQL, insertAttemptValues, orphanDropper } from './attempts.js';
@@ -223,6 +223,9 @@ export class SqliteStore implements Store {
       takeBackMock: db.prepare(
         `UPDATE jobs SET ${AS_PENDING}, updated_at = @now WHERE ${takeBackWhere('sqlite', '(SELECT value FROM json_each(@runs))')}`,
       ),
+      dropMockAnswered: db
+        .prepare(`DELETE FROM jobs WHERE ${dropMockAnsweredWhere('sqlite', '(SELECT value FROM json_each(@runs))')} RETURNING seq, key`)
+        .raw(),
       // only those that ended: one gone quiet may yet answer more
       markTakenBack: db.prepare(`UPDATE runs SET options = json_set(options, '$.${TAKEN_BACK}', @now)
         WHERE id IN (SELECT value FROM json_each(@runs)) AND ended_at IS NOT NULL`),
@@ -735,6 +738,8 @@ export class SqliteStore implements Store {
         if (runs.length === 0) return 0;
         const p = { now, runs: JSON.stringify(runs) };
         const back = this.#s.takeBackMock.run(p).changes;
+        for (const [seq, key] of this.#s.dropMockAnswered.all({ runs: p.runs }) as Array<[number, string]>)
+          this.#s.dropAttempts.run(seq, key);
         this.#s.markTakenBack.run(p);
         this.#s.mockMoneyGone.run(p);
         return back;
