@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { RateBackoff } from '../src/scheduler/pace/backoff.js';
 import { LatencyStats } from '../src/scheduler/pace/latency.js';
 import { limitsFromHeaders, refillIntervalMs } from '../src/scheduler/pace/learned.js';
-import { WARM_GUARD_MS, WindowPacer, type PaceLimits } from '../src/scheduler/pace/window-pacer.js';
+import { WARM_GUARD_MS, WindowPacer, reachablePerSecond, type PaceLimits } from '../src/scheduler/pace/window-pacer.js';
+import { paceSeconds } from '../src/report/estimate-time.js';
 import { LocalLaneBoard } from '../src/scheduler/pace/board.js';
 import { Lane } from '../src/scheduler/lane.js';
 import { laneText } from '../src/cli/progress/lines.js';
@@ -79,16 +80,30 @@ describe('WindowPacer: no 1-second window above its share', () => {
     // no request sent yet: what one weighs is unknown, so only the request limit is a ceiling
     expect(lane.ceiling()).toEqual({ perSecond: 120, by: 'requests' });
     expect(typeof (await lane.tryTake(530))).not.toBe('number');
-    // 100,000 tokens a minute of requests of 530 tokens: 3.1 a second, far under 120
-    expect(lane.ceiling()!.by).toBe('tokens');
-    expect(lane.ceiling()!.perSecond).toBeCloseTo(100_000 / 60 / 530, 6);
+    // 100,000 tokens a minute is 1,667 a window: three requests of 530 fit in one, not 3.1; far under 120
+    expect(lane.ceiling()).toEqual({ perSecond: 3, by: 'tokens' });
     now += 1000;
-    expect(laneText(lane.snapshot(), now)).toMatch(/^gpt-4o \d+(\.\d+)? req\/s of 3\.1 by tokens \(7,200 rpm, 100k tpm\)$/);
+    expect(laneText(lane.snapshot(), now)).toMatch(/^gpt-4o \d+(\.\d+)? req\/s of 3\.0 by tokens \(7,200 rpm, 100k tpm\)$/);
     const light = new Lane('mini', { rpm: 600, tpm: 1_000_000 }, new LocalLaneBoard(() => now), () => now);
     expect(typeof (await light.tryTake(50))).not.toBe('number');
     expect(light.ceiling()).toEqual({ perSecond: 10, by: 'requests' });
     expect(laneText(light.snapshot(), now)).toMatch(/req\/s of 10\.0 \(600 rpm, 1\.0M tpm\)$/);
     expect(laneText(new Lane('free', { rpm: null, tpm: null }, new LocalLaneBoard(() => now), () => now).snapshot(), now)).toBeNull();
+  });
+
+  it('the windows admit whole requests: a token share fits as many as it holds whole, a bigger request goes alone at the average rate', () => {
+    const share1000 = { rpm: 600, tpm: 60_000 };
+    expect(reachablePerSecond(share1000, 560)).toEqual({ perSecond: 1, by: 'tokens' });
+    expect(reachablePerSecond(share1000, 400)).toEqual({ perSecond: 2, by: 'tokens' });
+    expect(reachablePerSecond(share1000, 1500)!.perSecond).toBeCloseTo(2 / 3, 9);
+    expect(reachablePerSecond(share1000, 50)).toEqual({ perSecond: 10, by: 'requests' });
+    // a request's weight not known yet: only the request limit says anything
+    expect(reachablePerSecond(share1000, null)).toEqual({ perSecond: 10, by: 'requests' });
+    expect(reachablePerSecond({ rpm: null, tpm: 60_000 }, null)).toBeNull();
+    expect(reachablePerSecond({ rpm: null, tpm: null }, 10)).toBeNull();
+    // the estimate's time is the same pace: 30 requests of 560 tokens at 600 rpm, 60,000 tpm take 30 s, not 16.8
+    expect(paceSeconds(30, 30 * 560, { rpm: 600, tpm: 60_000, learned: null, learnedElsewhere: [] })).toBe(30);
+    expect(paceSeconds(30, 30 * 50, { rpm: 600, tpm: 60_000, learned: null, learnedElsewhere: [] })).toBe(3);
   });
 
   it('a lane is warm once its first requests have ended, and cools again after a 429 at a limit it knew', async () => {

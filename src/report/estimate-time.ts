@@ -1,3 +1,5 @@
+import { reachablePerSecond } from '../scheduler/pace/window-pacer.js';
+
 /** The limits a lane would pace at, per minute, and whether the provider told them. */
 export interface LaneLimits {
   readonly rpm: number | null;
@@ -13,8 +15,8 @@ export interface LaneLimits {
  * counts) at its limits; null when it has none.
  */
 export function paceSeconds(jobs: number, tokens: number, limits: LaneLimits): number | null {
-  const byRequests = limits.rpm ? (jobs / limits.rpm) * 60 : null;
-  const byTokens = limits.tpm ? (tokens / limits.tpm) * 60 : null;
-  if (byRequests === null && byTokens === null) return null;
-  return Math.max(byRequests ?? 0, byTokens ?? 0);
+  if (jobs === 0) return limits.rpm || limits.tpm ? 0 : null;
+  // at the pace the windows admit requests of the average weight, as the lane sends them
+  const reachable = reachablePerSecond({ rpm: limits.rpm || null, tpm: limits.tpm || null }, tokens / jobs);
+  return reachable === null ? null : jobs / reachable.perSecond;
 }

@@ -3,7 +3,7 @@ import { RateBackoff } from './pace/backoff.js';
 import type { LaneBoard, LearnedLimits } from './pace/board.js';
 import { LatencyStats } from './pace/latency.js';
 import { limitsFromHeaders, lowerOf, refillIntervalMs } from './pace/learned.js';
-import { GUARD_MS, WARM_GUARD_MS, type PaceLimits, type PaceTicket } from './pace/window-pacer.js';
+import { GUARD_MS, WARM_GUARD_MS, reachablePerSecond, type PaceLimits, type PaceTicket } from './pace/window-pacer.js';
 
 /** A lane as progress and `status` show it. */
 export interface LaneSnapshot {
@@ -173,16 +173,12 @@ export class Lane {
   }
 
   /**
-   * The most requests a second the limits paced at allow: the requests per minute, or the tokens per
-   * minute over what a request has weighed so far, whichever is less (`by` says which). Null while no
-   * limit is known, or only a token limit and no request sent yet.
+   * The most requests a second the limits paced at allow (`reachablePerSecond`), requests weighing
+   * what they have so far; `by` says which limit binds. Null while no limit is known, or only a token
+   * limit and no request sent yet.
    */
   ceiling(): { readonly perSecond: number; readonly by: 'requests' | 'tokens' } | null {
-    const { rpm, tpm } = this.limits();
-    const byRequests = rpm === null ? Infinity : rpm / 60;
-    const byTokens = tpm === null || this.#requestsSent === 0 ? Infinity : tpm / 60 / (this.#tokensSent / this.#requestsSent);
-    const perSecond = Math.min(byRequests, byTokens);
-    return perSecond === Infinity ? null : { perSecond, by: byTokens < byRequests ? 'tokens' : 'requests' };
+    return reachablePerSecond(this.limits(), this.#requestsSent === 0 ? null : this.#tokensSent / this.#requestsSent);
   }
 
   /** ms until the lane is not paused (0 when it is not). */

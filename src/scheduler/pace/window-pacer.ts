@@ -50,6 +50,29 @@ export function windowShare(limits: PaceLimits): { requests: number; tokens: num
   return { requests, tokens };
 }
 
+/**
+ * The most requests a second the windows admit, and which limit binds, for requests weighing
+ * `weight` tokens (null: not known yet, then tokens bind nothing). Requests are taken whole: two of
+ * 0.56 of a window's token share do not fit in one window, so 1,000 tokens a window admit one
+ * request of 560 a second, not 1.8; a request bigger than the share goes alone, at the average rate.
+ * Null without a limit.
+ */
+export function reachablePerSecond(
+  limits: PaceLimits,
+  weight: number | null,
+): { readonly perSecond: number; readonly by: 'requests' | 'tokens' } | null {
+  const share = windowShare(limits);
+  const perWindow = 1000 / WINDOW_MS;
+  const byRequests = share.requests * perWindow;
+  let byTokens = Infinity;
+  if (share.tokens !== Infinity && weight !== null && weight > 0) {
+    const fit = share.tokens / weight;
+    byTokens = (fit >= 1 ? Math.floor(fit) : fit) * perWindow;
+  }
+  const perSecond = Math.min(byRequests, byTokens);
+  return perSecond === Infinity ? null : { perSecond, by: byTokens < byRequests ? 'tokens' : 'requests' };
+}
+
 export class WindowPacer {
   #share = { requests: Infinity, tokens: Infinity };
   // The request log is in expiry order (stretch keeps it so) and expires from the front. The token
