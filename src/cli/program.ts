@@ -58,8 +58,9 @@ Environment:
   NO_COLOR                        plain output`,
   );
   refuseHelpForUnknownCommands(program);
-  // rawArgs: what was typed (commander keeps it, its typings do not say so)
-  program.hook('preAction', (top, action) => refuseFlagsTakenAsValues(action, (top as Command & { rawArgs?: string[] }).rawArgs ?? []));
+  // before the subcommand parses its arguments: a flag taken as a value also leaves an argument over,
+  // which commander reports as "too many arguments", naming neither
+  program.hook('preSubcommand', (top, sub) => refuseFlagsTakenAsValues(sub, argv.slice(argv.indexOf(sub.name(), 2) + 1)));
   const first = argv[2];
   const named = COMMANDS.filter(([name]) => name === first);
   const needed = first === '-V' || first === '--version' ? [] : named.length ? named : COMMANDS;
@@ -89,22 +90,21 @@ function refuseHelpForUnknownCommands(program: Command): void {
 /**
  * An option whose value was left out takes the next argument as its value, whatever it is:
  * `enqueue docs --glob --db f.db` read `--db` as the glob and `f.db` as a source, and wrote to
- * ./llmq.db. A value that is one of the command's own flags is such a mistake: refused, naming both.
+ * ./llmq.db; `run --on-done --json` ran `--json` as the hook. A value that is one of the command's
+ * own flags is such a mistake: refused, naming both. `--glob=--db` says the value outright.
  */
-function refuseFlagsTakenAsValues(cmd: Command, argv: readonly string[]): void {
-  const flags = new Set(cmd.options.flatMap((o) => [o.long, o.short]).filter((f): f is string => f !== undefined));
-  flags.add('--help');
-  for (const o of cmd.options) {
-    if (!(o.required || o.optional) || cmd.getOptionValueSource(o.attributeName()) !== 'cli') continue;
-    const value: unknown = cmd.getOptionValue(o.attributeName());
-    for (const v of Array.isArray(value) ? value : [value]) {
-      if (typeof v !== 'string') continue;
-      const flag = v.split('=')[0]!;
-      // `--glob=--db` says the value outright
-      if (!flags.has(flag) || argv.includes(`${o.long}=${v}`)) continue;
-      throw new UsageError(
-        `${o.long ?? o.short} needs a value, and took ${flag} for it: give ${o.long ?? o.short} a value, or leave it out.`,
-      );
-    }
+function refuseFlagsTakenAsValues(cmd: Command, args: readonly string[]): void {
+  // `batches cancel ...`: the options are the named subcommand's
+  const leaf = cmd.commands.find((c) => c.name() === args[0]);
+  const options = [...cmd.options, ...(leaf?.options ?? [])];
+  const flags = new Set(options.flatMap((o) => [o.long, o.short]).filter((f): f is string => f !== undefined));
+  flags.add('--help').add('-h');
+  for (let i = 0; i < args.length - 1; i++) {
+    if (args[i] === '--') return;
+    const o = options.find((x) => x.long === args[i] || x.short === args[i]);
+    const next = args[i + 1]!;
+    if (!o?.required || !flags.has(next.split('=')[0]!)) continue;
+    const name = o.long ?? o.short;
+    throw new UsageError(`${name} needs a value, and took ${next.split('=')[0]} for it: give ${name} a value, or leave it out.`);
   }
 }

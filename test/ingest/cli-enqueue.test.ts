@@ -100,6 +100,11 @@ describe('llmq enqueue (CLI)', () => {
     expect(existsSync(join(dir, 'f.db'))).toBe(false);
     const eq = await runCli(['enqueue', 'note.txt', '--model', '--db=f.db'], { cwd: dir });
     expect(eq.stderr).toContain('--model needs a value, and took --db for it');
+    // options whose value is parsed, and commands without arguments, which said "too many arguments"
+    const hook = await runCli(['run', '--provider', 'mock', '--on-done', '--json'], { cwd: dir });
+    expect(hook.stderr).toContain('--on-done needs a value, and took --json for it');
+    const sub = await runCli(['batches', 'cancel', '--db', '--json'], { cwd: dir });
+    expect(sub.stderr).toContain('--db needs a value, and took --json for it');
     // a value that only starts like a flag is a value, and so is one given with =
     const ok = await runCli(['enqueue', 'note.txt', '--system', '--be brief--', '--db', 'f.db'], { cwd: dir });
     expect(ok.code, ok.stderr).toBe(0);
