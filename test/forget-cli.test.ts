@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { SqliteStore } from '../src/store/sqlite/store.js';
 import { runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
 
@@ -21,14 +22,14 @@ describe('llmq forget', () => {
 
     const dry = await cli(['forget', '--source', `${dir}/notes/old/`, '--dry-run']);
     expect(dry.code, dry.stderr).toBe(0);
-    expect(dry.stderr).toBe('would forget 2 items of ./llmq.db: 2 unsent jobs dropped. Nothing was changed.\n');
+    expect(dry.stderr).toBe('would forget 2 items of ./llmq.db: 2 unanswered jobs dropped. Nothing was changed.\n');
     const gone = await cli(['forget', '--source', 'notes/old', '--json']);
     expect(JSON.parse(gone.stdout)).toEqual({ items: 2, droppedJobs: 2, orphanedAnswers: 0, unknownIds: [] });
-    expect(gone.stderr).toBe('forgot 2 items of ./llmq.db: 2 unsent jobs dropped.\n');
+    expect(gone.stderr).toBe('forgot 2 items of ./llmq.db: 2 unanswered jobs dropped.\n');
 
     const some = await cli(['forget', 'r2', 'r9']);
     expect(some.code).toBe(2);
-    expect(some.stderr).toBe('no item with id "r9"\nforgot 1 item of ./llmq.db: 1 unsent job dropped.\n');
+    expect(some.stderr).toBe('no item with id "r9"\nforgot 1 item of ./llmq.db: 1 unanswered job dropped.\n');
     const none = await cli(['forget', 'r9']);
     expect(none.code).toBe(1);
     expect(none.stderr).toContain('Nothing to forget in ./llmq.db: none of these ids names an item.');
@@ -44,7 +45,13 @@ describe('llmq forget', () => {
     // an answered item forgotten: its answer is kept, and said so
     const answered = await cli(['forget', 'a.txt']);
     expect(answered.stderr).toBe(
-      'forgot 1 item of ./llmq.db: 0 unsent jobs dropped, 1 answer kept that no item needs now (status leaves it out of done).\n',
+      'forgot 1 item of ./llmq.db: 0 unanswered jobs dropped, 1 job answered or being answered kept, no item needing it now (status leaves it out of done).\n',
     );
+    // a run at work holds jobs it will send whatever is forgotten: said
+    const store = new SqliteStore(join(dir, 'llmq.db'));
+    await store.startRun({ id: 'working', host: 'h', pid: 1, startedAt: Date.now(), options: {} });
+    await store.close();
+    const during = await cli(['forget', 'b.txt']);
+    expect(during.stderr).toContain('warning: 1 run is working this queue: a job one holds already is still sent');
   });
 });

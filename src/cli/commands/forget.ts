@@ -41,16 +41,20 @@ Examples:
 
 async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
   const which = await whichItems(ids, flags.source);
-  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { count }] = await Promise.all([
+  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { count }, { isLive }] = await Promise.all([
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
     import('../../report/format.js'),
+    import('../../report/status-cost.js'),
   ]);
   const location = resolveDbLocation(flags.db);
   const store = await openExistingStore(location);
   let r: ForgetResult;
+  let working: number;
   try {
-    r = await store.forgetItems(which, { now: Date.now(), dryRun: flags.dryRun });
+    const now = Date.now();
+    working = (await store.activeRuns()).filter((run) => isLive(run, now)).length;
+    r = await store.forgetItems(which, { now, dryRun: flags.dryRun });
   } finally {
     await store.close();
   }
@@ -66,14 +70,26 @@ async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
     );
   }
   const effects = [
-    `${count(r.droppedJobs, 'unsent job')} dropped`,
-    ...(r.orphanedAnswers ? [`${count(r.orphanedAnswers, 'answer')} kept that no item needs now (status leaves it out of done)`] : []),
+    `${count(r.droppedJobs, 'unanswered job')} dropped`,
+    ...(r.orphanedAnswers
+      ? [
+          `${count(r.orphanedAnswers, 'job')} answered or being answered kept, no item needing ${r.orphanedAnswers === 1 ? 'it' : 'them'} now ` +
+            `(status leaves ${r.orphanedAnswers === 1 ? 'it' : 'them'} out of done)`,
+        ]
+      : []),
   ];
   process.stderr.write(
     flags.dryRun
       ? `would forget ${count(r.items, 'item')} of ${redactLocation(location)}: ${effects.join(', ')}. Nothing was changed.\n`
       : `forgot ${count(r.items, 'item')} of ${redactLocation(location)}: ${effects.join(', ')}.\n`,
   );
+  // a run holds a few jobs ahead of sending them, and does not look again before it sends
+  if (working > 0) {
+    process.stderr.write(
+      `warning: ${count(working, 'run')} ${working === 1 ? 'is' : 'are'} working this queue: a job one holds already is still sent ` +
+        '(up to twice its --concurrency). Stop runs before forgetting to be sure nothing forgotten is paid for.\n',
+    );
+  }
   if (r.unknownIds.length) process.exitCode = EXIT.PARTIAL;
 }
 
