@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
@@ -28,14 +29,41 @@ describe('answers that are not the whole answer', () => {
         return { kind: 'raw', status: 200, body };
       },
     });
-    const run = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'plain', '-c', '2']);
+    // one file per job heard: the hook's runs may overlap
+    const heardDir = tempDir();
+    const run = await runCli([
+      'run',
+      '--db',
+      db,
+      '--base-url',
+      fake.url,
+      '--progress',
+      'plain',
+      '-c',
+      '2',
+      '--on-job',
+      `cat > "$(mktemp -p '${heardDir}')"`,
+    ]);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr.match(/answers are being cut off at max_tokens/g)).toHaveLength(1);
     expect(run.stderr.match(/the model declined some requests/g)).toHaveLength(1);
     expect(run.stderr).toMatch(
-      /^ {2}3 answers cut off at max_tokens · 2 refusals \(kept as done; llmq export marks each: finish_reason\)$/m,
+      /^ {2}3 answers cut off at max_tokens · 2 declined \(a refusal or the content filter\) \(kept as done; llmq export marks each: finish_reason\)$/m,
     );
 
+    // the --on-job hook hears it with each answer
+    const heard = readdirSync(heardDir).map((f) => JSON.parse(readFileSync(join(heardDir, f), 'utf8')) as { finishReason: string | null });
+    expect(heard.map((h) => h.finishReason).sort()).toEqual([
+      'length',
+      'length',
+      'length',
+      'refusal',
+      'refusal',
+      'stop',
+      'stop',
+      'stop',
+      'stop',
+    ]);
     const json = await runCli(['run', '--db', db, '--base-url', fake.url, '--json']);
     // nothing left to send: the cut and refused answers are done, not sent again
     expect(fake.requests).toHaveLength(9);
@@ -63,6 +91,7 @@ describe('answers that are not the whole answer', () => {
     expect((await runCli(['show', 'doc-3', '--db', db])).stdout).toContain('(the provider cut this answer off at max_tokens');
     expect((await runCli(['show', 'doc-4', '--db', db])).stdout).toContain('(not an answer: the model declined, finish_reason "refusal")');
     expect((await runCli(['show', 'doc-5', '--db', db])).stdout).not.toMatch(/cut this answer off|not an answer/);
+    expect(JSON.parse((await runCli(['show', 'doc-3', '--db', db, '--json'])).stdout).job.finishReason).toBe('length');
     const csv = await runCli(['export', '--db', db, '--format', 'csv']);
     const [head, first] = csv.stdout.split('\r\n');
     expect(head!.split(',').at(-1)).toBe('finish_reason');

@@ -14,6 +14,8 @@ export interface JobHookBody {
   readonly error?: string;
   readonly latencyMs?: number;
   readonly usage?: { readonly promptTokens: number; readonly completionTokens: number };
+  /** How the answer ended (src/provider/finish.ts): `length` when cut off at max_tokens; null when the provider did not say. */
+  readonly finishReason?: string | null;
 }
 
 /** What `--on-done` receives once, when the run ends. */
@@ -85,6 +87,7 @@ export function createRunHooks(o: RunHooksOptions): RunHooks {
           output: p.output,
           latencyMs: p.latencyMs,
           usage: p.usage,
+          finishReason: p.finishReason ?? null,
         } satisfies JobHookBody),
       );
     } else if (event === 'job:failed') {

@@ -65,7 +65,8 @@ export function renderItem(d: ItemDetail, o: { full?: boolean; paint?: Paint; no
   if (!full && (j.output?.length ?? 0) > TRIM_CHARS) out.push(p.dim(`  (cut at ${TRIM_CHARS} characters; --full shows everything)`));
   const finish = j.state === 'done' ? finishReasonOf(j.response) : null;
   if (finish === CUT_OFF) out.push(p.yellow('  (the provider cut this answer off at max_tokens: finish_reason "length")'));
-  else if (isRefusal(finish)) out.push(p.yellow(`  (not an answer: the model declined, finish_reason "${finish}")`));
+  else if (finish === 'content_filter') out.push(p.yellow('  (stopped by the provider\'s content filter: finish_reason "content_filter")'));
+  else if (isRefusal(finish)) out.push(p.yellow('  (not an answer: the model declined, finish_reason "refusal")'));
   return out.join('\n') + '\n';
 }
 

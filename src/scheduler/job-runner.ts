@@ -322,7 +322,8 @@ class JobRun {
       ctx.emit('warning', {
         message:
           'answers are being cut off at max_tokens (finish_reason "length"): they are kept as done. llmq export marks ' +
-          'each (finish_reason); enqueue those documents again with a higher --max-tokens to redo them.',
+          `each (finish_reason); to redo only those, enqueue just their documents again with a higher --max-tokens ` +
+          `(llmq export | jq -c 'select(.finish_reason == "length")' lists them).`,
       });
     } else if (isRefusal(finish) && c.refused++ === 0) {
       ctx.emit('warning', {

@@ -1,6 +1,8 @@
 import type { Command } from 'commander';
 import { dbOption } from '../options.js';
 import { LlmqError } from '../../errors.js';
+import { finishReasonOf } from '../../provider/finish.js';
+import type { ItemDetail } from '../../store/types.js';
 
 export function registerShow(program: Command): Command {
   return program
@@ -56,10 +58,18 @@ Examples:
         const note = byKeyNote(found);
         if (note) process.stderr.write(`${note}\n`);
         process.stdout.write(
-          flags.json ? JSON.stringify(detail, null, 2) + '\n' : renderItem(detail, { full: flags.full, paint: colorsFor(process.stdout) }),
+          flags.json
+            ? JSON.stringify(withFinish(detail), null, 2) + '\n'
+            : renderItem(detail, { full: flags.full, paint: colorsFor(process.stdout) }),
         );
       } finally {
         await store.close();
       }
     });
+}
+
+/** The item with its job's `finishReason` (how the answer ended, as export's finish_reason): read from the response. */
+function withFinish(detail: ItemDetail): ItemDetail & { job: { finishReason: string | null } } {
+  const finishReason = detail.job.state === 'done' ? finishReasonOf(detail.job.response) : null;
+  return { ...detail, job: { ...detail.job, finishReason } };
 }

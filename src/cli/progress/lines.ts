@@ -154,9 +154,12 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
   return lines.join('\n') + '\n';
 }
 
-/** "3 answers cut off at max_tokens · 1 refusal", or '' when every answer ended by itself. */
+/** "3 answers cut off at max_tokens · 1 declined (a refusal or the content filter)", or '' when every answer ended by itself. */
 export function incompleteText(r: Pick<RunSummary, 'cutOff' | 'refused'>): string {
-  const parts = [r.cutOff ? `${count(r.cutOff, 'answer')} cut off at max_tokens` : '', r.refused ? count(r.refused, 'refusal') : ''];
+  const parts = [
+    r.cutOff ? `${count(r.cutOff, 'answer')} cut off at max_tokens` : '',
+    r.refused ? `${int(r.refused)} declined (a refusal or the content filter)` : '',
+  ];
   return parts.filter(Boolean).join(' · ');
 }
 
