@@ -496,5 +496,9 @@ describe('llmq run --via batch (child processes)', () => {
       expect(r.code).toBe(1);
       expect(r.stderr).toContain(`argument '${bad}' is invalid. Expected a duration like 6h, 90m, 1h30m or 45s.`);
     }
+    // a bare number: hours or seconds? seconds sent nearly everything online at full price
+    const bare = await runCli(['run', '--db', db, '--provider', 'mock', '--via', 'auto', '--deadline', '6']);
+    expect(bare.code).toBe(1);
+    expect(bare.stderr).toContain('Expected a duration with its unit, like 6h, 90m, 1h30m or 45s (is 6 hours, minutes or seconds?).');
   });
 });

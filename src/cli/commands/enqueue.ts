@@ -175,7 +175,8 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
   if (tooBig > 0) {
     warn(
       `${count(tooBig, 'document')} ${tooBig === 1 ? 'was' : 'were'} over --max-doc-bytes (${int(flags.maxDocBytes)} bytes): to take ${tooBig === 1 ? 'it' : 'them'}, ` +
-        'enqueue again with a larger --max-doc-bytes (say 8MiB); what is stored is skipped. Check what a long document costs first: llmq estimate.',
+        `enqueue again with a larger --max-doc-bytes (say ${sizeFlag(flags.maxDocBytes * 4)}); what is stored is skipped. ` +
+        'Check what a long document costs first: llmq estimate.',
     );
   }
   const elsewhere = summary.fromAnotherFile;
@@ -321,4 +322,16 @@ function describe(s: EnqueueSummary, db: string, c: ChalkInstance, priority: num
     rejected +
     (s.skipped ? `, ${count(s.skipped, 'file')} skipped` : '')
   );
+}
+
+/** A byte count as --max-doc-bytes takes it, in the largest whole binary unit: 4MiB, 512KiB, 1000. */
+function sizeFlag(bytes: number): string {
+  for (const [unit, size] of [
+    ['GiB', 2 ** 30],
+    ['MiB', 2 ** 20],
+    ['KiB', 2 ** 10],
+  ] as const) {
+    if (bytes % size === 0) return `${bytes / size}${unit}`;
+  }
+  return String(bytes);
 }

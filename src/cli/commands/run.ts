@@ -175,9 +175,15 @@ Examples:
   );
 }
 
-/** `6h`, `90m`, `45s` or a number of seconds, in ms. */
+/** `6h`, `90m`, `45s`, in ms. */
 function durationMs(value: string): number {
-  // one duration grammar for every flag (the alerts' own: 90s, 15m, 6h, 1h30m, bare seconds)
+  // a deadline of "6" meant hours as often as seconds, and as seconds sent nearly everything online at full price
+  if (/^\s*\d+(\.\d+)?\s*$/.test(value)) {
+    throw new InvalidArgumentError(
+      `Expected a duration with its unit, like 6h, 90m, 1h30m or 45s (is ${value.trim()} hours, minutes or seconds?).`,
+    );
+  }
+  // one duration grammar for every flag (the alerts' own: 90s, 15m, 6h, 1h30m)
   let ms = Number.NaN;
   try {
     ms = parseDuration(value, '--deadline');
