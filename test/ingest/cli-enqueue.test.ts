@@ -157,7 +157,7 @@ describe('llmq enqueue (CLI)', () => {
     expect(lines.at(-2)).toMatch(/read 25 documents .*: 9 new jobs, 9 new items, 0 already queued, 0 updated, 16 rejected$/);
     // the one rejection a flag undoes is said once, with the flag
     expect(lines.at(-1)).toMatch(
-      /^warning: 1 document was over --max-doc-bytes \(2,048 bytes\): to take it, enqueue again with a larger --max-doc-bytes/,
+      /^warning: 1 document was over --max-doc-bytes \(2,048 bytes\): to take it, enqueue again with a larger --max-doc-bytes \(say 8KiB\); what is stored is skipped/,
     );
     expect(query<{ id: string }>(db, 'SELECT id FROM items ORDER BY seq').map((i) => i.id)).toEqual([
       'a',
