@@ -210,6 +210,8 @@ describe('estimate', () => {
     const text = await runCli(['estimate', '--db', db, '--base-url', base, '--price', '1000,2000']);
     expect(text.stdout).toMatch(/^estimate .*q\.db: 19 jobs to send\n {2}1 more used all their attempts: a run fails them unsent$/m);
     expect(text.stdout).toMatch(/^ {4}answers {2}1,045 to 1,216 tokens \(mean 55, p90 90 of 10 answered\)$/m);
+    // what the provider counted beyond the tokenizer, said in words
+    expect(text.stdout).toMatch(/^ {4}prompt {3}[\d,.k]+ tokens \(counted; answers showed 7\.0 more a request\)$/m);
     expect(text.stdout).toMatch(/^ {4}time {5}19s at 60 rpm, learned from headers\n {13}answers took 1,000 ms$/m);
     expect(text.stdout).toMatch(/^ {4}price {4}\$1000\/\$2000 per million tokens, --price$/m);
     // --price prices online requests only: the batch figure is not guessed from it

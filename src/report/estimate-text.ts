@@ -24,7 +24,7 @@ export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint; budg
     lines.push(`  ${p.bold(oneLine(m.model, 50))}  ${count(m.jobs, 'job')}`);
     row(
       'prompt',
-      `${compact(m.promptTokens)} tokens${m.promptCorrection ? ` (counted, and ${signedTokens(m.promptCorrection)} tokens a request that answers showed)` : ' (counted)'}`,
+      `${compact(m.promptTokens)} tokens${m.promptCorrection ? ` (counted; answers showed ${signedTokens(Math.abs(m.promptCorrection)).replace('+', '')} ${m.promptCorrection > 0 ? 'more' : 'fewer'} a request)` : ' (counted)'}`,
     );
     row('answers', answersText(m));
     if (m.cost) row('cost', costText(m.cost, m.batchCost, m.uncapped));
