@@ -3,7 +3,9 @@ import { hostname } from 'node:os';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { SqliteStore } from '../src/store/sqlite/store.js';
 import { runCli } from './helpers/cli.js';
+import { NO_STATS } from './helpers/stores.js';
 import { A_COST, populate, RUN } from './helpers/populate.js';
 import { waitFor } from './helpers/wait.js';
 import { tempDir } from './helpers/tmp.js';
@@ -220,5 +222,18 @@ describe('llmq status', () => {
     // populate's last run went to a real provider
     const { db } = await populate(tempDir());
     expect((await runCli(['status', '--db', db])).stdout).not.toContain('offline mock');
+  });
+
+  it('a live run paused by a rate limit is said to be paused, not left at "0 jobs/s"', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'a.txt'), 'a document');
+    expect((await runCli(['enqueue', 'a.txt'], { cwd: dir })).code).toBe(0);
+    const store = new SqliteStore(join(dir, 'llmq.db'));
+    const now = Date.now();
+    await store.startRun({ id: 'paused-run', host: 'h', pid: 1, startedAt: now, options: {} });
+    await store.heartbeat('paused-run', now, now + 60_000, { ...NO_STATS, paused: { reason: 'rate_limit', until: now + 45_000 } });
+    await store.close();
+    const text = (await runCli(['status'], { cwd: dir })).stdout;
+    expect(text).toMatch(/^running {3}paused-r.*\n {10}paused: rate limited, resuming in 4\ds$/m);
   });
 });

@@ -78,6 +78,12 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
   for (const run of live) {
     const eta = live.length === 1 ? ` · ETA ${duration(r.etaSeconds)}` : '';
     lines.push(`${p.cyan('running')}   ${runName(run)} for ${duration(run.wallSeconds)} · ${rate(run.recentJobsPerSecond)} jobs/s${eta}`);
+    // "0 jobs/s · ETA --" alone reads as a stuck run
+    const pause = run.paused;
+    if (pause && pause.until > r.now) {
+      const why = pause.reason === 'rate_limit' ? 'rate limited' : 'the provider failing, probing';
+      lines.push(p.yellow(`${''.padEnd(10)}paused: ${why}, resuming in ${duration((pause.until - r.now) / 1000)}`));
+    }
   }
   if (live.length > 1) lines.push(`${''.padEnd(10)}together ${rate(r.jobsPerSecond ?? 0)} jobs/s · ETA ${duration(r.etaSeconds)}`);
   for (const run of stale) {
