@@ -286,6 +286,13 @@ describe('llmq enqueue (CLI)', () => {
     // the same folder again, changed: an update, said as one
     writeFileSync(join(dir, 'fr', 'readme.md'), 'readme in fr, v2');
     expect((await llmq(['enqueue', join(dir, 'fr'), '--db', db])).stderr).not.toContain('warning');
+    // JSONL records with the same id in two files: their ids are the records', no folder comes into it
+    writeFileSync(join(dir, 'a.jsonl'), '{"id":"r1","text":"one"}\n');
+    writeFileSync(join(dir, 'b.jsonl'), '{"id":"r1","text":"two"}\n');
+    expect((await llmq(['enqueue', join(dir, 'a.jsonl'), '--db', db])).code).toBe(0);
+    const records = await llmq(['enqueue', join(dir, 'b.jsonl'), '--db', db]);
+    expect(records.stderr).toContain('To keep both, give the records ids of their own (their id field, or another with --id-field).');
+    expect(records.stderr).not.toContain('folder above both');
   });
 
   it('says a named .json file holding an array is one text document, with the conversion to records', async () => {

@@ -186,7 +186,10 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
     warn(
       `item ${JSON.stringify(printable(id))} now comes from ${printable(now)}, not ${printable(was)}${more}: one id for two documents? ` +
         'The item now stands for the new document: export shows its answer, not the old one. ' +
-        'To keep both, give them ids of their own: enqueue the folder above both, so ids include their folder.' +
+        (/:\d+$/.test(now)
+          ? // a JSONL line's id is its record's: a folder does not come into it
+            'To keep both, give the records ids of their own (their id field, or another with --id-field).'
+          : 'To keep both, give them ids of their own: enqueue the folder above both, so ids include their folder.') +
         (prompt.usesPath || system?.usesPath
           ? ' If it is the same file named from another folder: {{path}} in the template is the path as named from the current folder, ' +
             'so the request changed with it; enqueue from the folder of the first enqueue to find the earlier jobs again.'
