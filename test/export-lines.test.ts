@@ -7,6 +7,23 @@ import { finishReasonOf } from '../src/provider/finish.js';
 // Each format's line is built by hand, with fast paths for texts with nothing to escape or quote.
 // Whatever the row, the line must be what the straightforward encoding writes.
 
+/** One done item, for the cases that change a field or two of it. */
+const DONE_ROW: ExportRow = {
+  id: 'doc-1',
+  source: 'in.jsonl',
+  meta: null,
+  key: 'k',
+  state: 'done',
+  model: 'm',
+  output: 'out',
+  response: null,
+  error: null,
+  attempts: 1,
+  usage: null,
+  latencyMs: null,
+  costUsd: null,
+};
+
 /** A CSV line the long way: each column looked up by name and written by csvField. */
 function csvReference(r: ExportRow): string {
   const value: Record<(typeof CSV_COLUMNS)[number], unknown> = {
@@ -77,21 +94,7 @@ describe('export lines', () => {
   });
 
   it('write a text that is not a string (a value SQLite kept as another type) as the straightforward encoding does', () => {
-    const base: ExportRow = {
-      id: 'doc-1',
-      source: 'in.jsonl',
-      meta: null,
-      key: 'k',
-      state: 'done',
-      model: 'm',
-      output: 'out',
-      response: null,
-      error: null,
-      attempts: 1,
-      usage: null,
-      latencyMs: null,
-      costUsd: null,
-    };
+    const base = DONE_ROW;
     for (const odd of [42, 1.5, { a: 1 }, [1, 'x']] as unknown as string[]) {
       expectSame({ ...base, output: odd });
       expectSame({ ...base, id: odd });
@@ -128,19 +131,9 @@ describe('export lines', () => {
     ];
     for (const [response, finish] of cases) expect([response, finishReasonOf(response)]).toEqual([response, finish]);
     const row: ExportRow = {
-      id: 'doc-1',
-      source: 'in.jsonl',
-      meta: null,
-      key: 'k',
-      state: 'done',
-      model: 'm',
+      ...DONE_ROW,
       output: 'half of i',
       response: body({ message: { content: 'half of i' }, finish_reason: 'length' }),
-      error: null,
-      attempts: 1,
-      usage: null,
-      latencyMs: null,
-      costUsd: null,
     };
     expect(JSON.parse(jsonlLine(row)).finish_reason).toBe('length');
     expect(csvRow(row).trimEnd().split(',').at(-1)).toBe('length');
