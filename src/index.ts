@@ -13,11 +13,12 @@ export { createProvider, resolveBaseUrl, resolveApiKey, type CreateProviderOptio
 export { OpenAIProvider, type OpenAIProviderOptions } from './provider/openai.js';
 export { MockProvider, type MockProviderOptions } from './provider/mock.js';
 export { estimatePromptTokens, estimateRequestTokens } from './provider/tokens.js';
+export { CUT_OFF, finishReasonOf, isRefusal, type FinishReason } from './provider/finish.js';
 export { runQueue, type RunDeps, type RunOptions, type RunStore } from './scheduler/run-queue.js';
 export { Lanes, localBoards, type LaneBoards } from './scheduler/lanes.js';
 export { Lane, type LaneSnapshot } from './scheduler/lane.js';
 export { LocalLaneBoard, type LaneBoard, type LearnedLimits } from './scheduler/pace/board.js';
-export { WindowPacer, type PaceLimits } from './scheduler/pace/window-pacer.js';
+export { WindowPacer, reachablePerSecond, type PaceLimits } from './scheduler/pace/window-pacer.js';
 export { RedisLaneBoards } from './scheduler/redis-boards.js';
 export { decide, type Decision, type FailureFacts } from './scheduler/decide.js';
 export { OutageBreaker, type OutageOptions } from './scheduler/outage.js';
