@@ -1,5 +1,5 @@
 import { classifyHttpError } from '../provider/classify.js';
-import { CUT_OFF, isRefusal } from '../provider/finish.js';
+import { incompleteKind } from '../provider/finish.js';
 import { parseCompletion } from '../provider/openai.js';
 import { ProviderError } from '../provider/types.js';
 import { exhaustedMessage } from '../scheduler/decide.js';
@@ -48,9 +48,8 @@ export async function applyResults(
   const held = new Map<string, Held>(
     (await store.batches.held(submissionId)).map((j) => [j.key, { attempts: j.attempts, model: j.model }]),
   );
+  const incomplete = { cutOff: 0, refused: 0 };
   let done = 0,
-    cutOff = 0,
-    refused = 0,
     failed = 0,
     retried = 0,
     promptTokens = 0,
@@ -87,8 +86,8 @@ export async function applyResults(
           const answered = { ...attempt(status, 'done', null, c.usage), costUsd: cost };
           writes.push(store.complete(key, { owner, output: c.output, response: c.body, usage: c.usage, attempt: answered }));
           done++;
-          if (c.finishReason === CUT_OFF) cutOff++;
-          else if (isRefusal(c.finishReason ?? null)) refused++;
+          const kind = incompleteKind(c.finishReason ?? null);
+          if (kind !== null) incomplete[kind]++;
           promptTokens += c.usage.promptTokens;
           completionTokens += c.usage.completionTokens;
           continue;
@@ -123,7 +122,7 @@ export async function applyResults(
     }
   }
   await Promise.all(writes);
-  return { done, failed, retried, promptTokens, completionTokens, cutOff, refused, costUsd };
+  return { done, failed, retried, promptTokens, completionTokens, ...incomplete, costUsd };
 }
 
 /** `{"code","message"}` of an error-file line, as one message. */

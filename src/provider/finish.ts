@@ -17,6 +17,11 @@ export function isRefusal(finish: FinishReason | null): boolean {
   return finish === 'refusal' || finish === 'content_filter';
 }
 
+/** Which of a run's counts (`cutOff`, `refused`) an answer that ended so goes in; null for a whole answer. */
+export function incompleteKind(finish: FinishReason | null): 'cutOff' | 'refused' | null {
+  return finish === CUT_OFF ? 'cutOff' : isRefusal(finish) ? 'refused' : null;
+}
+
 /** The finish of a parsed chat completion body. */
 export function finishOf(json: unknown): FinishReason | null {
   const choice = (json as { choices?: Array<{ finish_reason?: unknown; message?: { content?: unknown; refusal?: unknown } }> })

@@ -1,4 +1,4 @@
-import { CUT_OFF, isRefusal, type FinishReason } from '../provider/finish.js';
+import { incompleteKind, type FinishReason } from '../provider/finish.js';
 import { ProviderError, type CompletionResult, type Provider } from '../provider/types.js';
 import type { AttemptOutcome, AttemptRecord, ClaimedJob, JobQueue } from '../store/types.js';
 import { decide, type Decision } from './decide.js';
@@ -50,6 +50,17 @@ export interface JobContext {
   /** Whether the lease of a job taken or renewed at `since` is surely still the run's (run.ts). */
   readonly holds: (since: number) => boolean;
 }
+
+/** Said once per run, the first time an answer of the kind comes (JobRun.#noteIncomplete). */
+const INCOMPLETE_WARNING = {
+  cutOff:
+    'answers are being cut off at max_tokens (finish_reason "length"): they are kept as done. llmq export marks ' +
+    `each (finish_reason); to redo only those, enqueue just their documents again with a higher --max-tokens ` +
+    `(llmq export | jq -c 'select(.finish_reason == "length")' lists them).`,
+  refused:
+    'the model declined some requests (a refusal, or the content filter): they are kept as done, the refusal as ' +
+    'their output. llmq export marks each (finish_reason).',
+} as const;
 
 /**
  * How a job left this run. `unsent`: stopped before its current try went out; it goes back to
@@ -316,22 +327,8 @@ class JobRun {
    * likely end the same way), counted, and said once per run the first time one comes.
    */
   #noteIncomplete(finish: FinishReason | null): void {
-    const { ctx } = this;
-    const c = ctx.counters;
-    if (finish === CUT_OFF && c.cutOff++ === 0) {
-      ctx.emit('warning', {
-        message:
-          'answers are being cut off at max_tokens (finish_reason "length"): they are kept as done. llmq export marks ' +
-          `each (finish_reason); to redo only those, enqueue just their documents again with a higher --max-tokens ` +
-          `(llmq export | jq -c 'select(.finish_reason == "length")' lists them).`,
-      });
-    } else if (isRefusal(finish) && c.refused++ === 0) {
-      ctx.emit('warning', {
-        message:
-          'the model declined some requests (a refusal, or the content filter): they are kept as done, the refusal as ' +
-          'their output. llmq export marks each (finish_reason).',
-      });
-    }
+    const kind = incompleteKind(finish);
+    if (kind !== null && this.ctx.counters[kind]++ === 0) this.ctx.emit('warning', { message: INCOMPLETE_WARNING[kind] });
   }
 
   /** Gather the facts, ask `decide`, and apply its answer to the store, the lane and the run. */
