@@ -379,7 +379,7 @@ export class Run {
     const t = this.#now(),
       c = this.#counters,
       lanes = this.#lanes;
-    const rl = Math.max(0, ...lanes.all().map((l) => l.board.pausedUntil()));
+    const rl = this.#pausedUntil();
     if (!this.#breaker.isOpen) c.paused = rl > t ? { reason: 'rate_limit', until: rl } : null;
     // a pause another run made longer (--redis) ends after the told one's timer
     if (this.#toldPauseUntil !== null && rl <= t) this.#tellResumed();
@@ -535,14 +535,19 @@ export class Run {
     this.#timers.push(setTimeout(() => this.#tellResumed(), until - this.#now()));
   }
 
-  /** The told pause is over, unless a lane was paused further since (then its own timer tells it). */
+  /** The told pause is over, unless a lane was paused further since (then a later timer, or the beat, tells it). */
   #tellResumed(): void {
     const t = this.#now();
     if (this.#toldPauseUntil === null || this.#toldPauseUntil > t) return;
-    if (Math.max(0, ...this.#lanes.all().map((l) => l.board.pausedUntil())) > t) return;
+    if (this.#pausedUntil() > t) return;
     this.#toldPauseUntil = null;
     if (this.#counters.paused?.reason === 'rate_limit') this.#counters.paused = null;
     this.#emit('resumed', { reason: 'rate_limit' });
+  }
+
+  /** Until when some lane is paused by a 429 (ms epoch; 0 or past when none is). */
+  #pausedUntil(): number {
+    return Math.max(0, ...this.#lanes.all().map((l) => l.board.pausedUntil()));
   }
 
   /** Until when the rate-limit pause told last lasts (ms epoch), or null once `resumed` was told. */
