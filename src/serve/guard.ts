@@ -47,7 +47,7 @@ export class OwnAddress {
 
   /** A hostname as the URL parser spells it (lower case, IPv6 in brackets) that names this dashboard. */
   isOwnName(name: string): boolean {
-    return this.#allowed.has(name) || this.#names.has(name) || (this.#anyIp && isIP(name.replace(/^\[|\]$/g, '')) !== 0);
+    return this.#allowed.has(name) || this.#names.has(name) || (this.#anyIp && isIpName(name));
   }
 
   /**
@@ -64,20 +64,30 @@ export class OwnAddress {
 
 const LOOPBACK: ReadonlySet<string> = new Set(['127.0.0.1', 'localhost', '[::1]']);
 
+/** A hostname as the URL parser spells it that is an IP address (an IPv6 one in brackets). */
+function isIpName(name: string): boolean {
+  return isIP(name.replace(/^\[|\]$/g, '')) !== 0;
+}
+
+/** A name or address given alone (an IPv6 one without brackets) as the host of a URL, or null. */
+function asHost(nameOrAddress: string): URL | null {
+  return parsed(`http://${isIP(nameOrAddress) === 6 ? `[${nameOrAddress}]` : nameOrAddress}`);
+}
+
 /**
  * A name or address as the URL parser spells a hostname: lower case, an IPv6 address in brackets
  * and in its short form (`::ffff:127.0.0.1` is `[::ffff:7f00:1]` in a Host header too).
  */
 export function hostName(name: string): string {
   const n = name.trim();
-  return parsed(`http://${isIP(n) === 6 ? `[${n}]` : n}`)?.hostname ?? n.toLowerCase();
+  return asHost(n)?.hostname ?? n.toLowerCase();
 }
 
 /** What `--allow-host` takes: a bare host name or address, no scheme, port, path or user. */
 export function isBareHostName(value: string): boolean {
   const v = value.trim();
   if (v === '' || v.includes('://')) return false;
-  const url = parsed(`http://${isIP(v) === 6 ? `[${v}]` : v}`);
+  const url = asHost(v);
   return url !== null && url.port === '' && url.pathname === '/' && url.username === '' && url.search === '' && url.hash === '';
 }
 
@@ -101,10 +111,7 @@ export function refuseForeign(req: IncomingMessage, own: OwnAddress): Refusal {
   const origin = req.headers.origin;
   if (origin !== undefined && !own.isOwnOrigin(origin, host)) {
     const name = parsed(origin)?.hostname;
-    const proxy =
-      name && isIP(name.replace(/^\[|\]$/g, '')) === 0
-        ? `; if ${name} is a proxy in front of it, start llmq serve with --allow-host ${name}`
-        : '';
+    const proxy = name && !isIpName(name) ? `; if ${name} is a proxy in front of it, start llmq serve with --allow-host ${name}` : '';
     return { status: 403, message: `requests from ${origin} are refused: only the dashboard's own page may call it${proxy}` };
   }
   if (host === undefined || !own.isOwnHost(host)) {
