@@ -34,18 +34,22 @@ export const DROP_ATTEMPTS_SQL = 'DELETE FROM attempts WHERE job_seq = ? OR (job
  * Drops the jobs handed back or failed that no item needs any more (the document changed while
  * they ran), with their attempts, never to be sent (a failed one kept would be sent again by
  * retry-failed): the rule enqueue applies to the old job of a changed document. Runs in the
- * caller's transaction.
+ * caller's transaction; returns how many it dropped.
  */
-export function orphanDropper(db: Db): (keys: readonly string[]) => void {
+export function orphanDropper(db: Db): (keys: readonly string[]) => number {
   const dropJob = db
     .prepare(`DELETE FROM jobs WHERE key = ? AND state IN ('pending', 'failed')
       AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key) RETURNING seq`)
     .pluck();
   const dropAttempts = db.prepare(DROP_ATTEMPTS_SQL);
   return (keys) => {
+    let dropped = 0;
     for (const key of keys) {
       const seq = dropJob.get(key) as number | undefined;
-      if (seq !== undefined) dropAttempts.run(seq, key);
+      if (seq === undefined) continue;
+      dropAttempts.run(seq, key);
+      dropped++;
     }
+    return dropped;
   };
 }

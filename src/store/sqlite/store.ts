@@ -149,10 +149,6 @@ export class SqliteStore implements Store {
       itemJob: db.prepare('SELECT job_key, source FROM items WHERE id = ?').raw(),
       insertItem: db.prepare(`INSERT INTO items (id, source, job_key, meta, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`),
       moveItem: db.prepare('UPDATE items SET job_key = ?, source = ?, meta = ?, updated_at = ? WHERE id = ?'),
-      dropStaleJob: db
-        .prepare(`DELETE FROM jobs WHERE key = ? AND state IN ('pending', 'failed')
-        AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key) RETURNING seq`)
-        .pluck(),
       dropAttempts: db.prepare(DROP_ATTEMPTS_SQL),
       // an old job of moved items, answered (or being answered), that no item points at now: marked,
       // so status counts done over the jobs items need (migration 15)
@@ -404,11 +400,8 @@ export class SqliteStore implements Store {
               elsewhere++;
               firstElsewhere ??= { id: r.itemId, was: was!, now: r.source };
             }
-            const dropped = s.dropStaleJob.get(current) as number | undefined;
-            if (dropped !== undefined) {
-              s.dropAttempts.run(dropped, current);
-              droppedJobs++;
-            } else movedFrom.add(current);
+            if (s.dropOrphans([current]) === 1) droppedJobs++;
+            else movedFrom.add(current);
           }
         }
         const orphanedAnswers = [...movedFrom].filter((key) => s.markOrphaned.run(key).changes === 1).length;
@@ -707,11 +700,8 @@ export class SqliteStore implements Store {
       let droppedJobs = 0,
         orphanedAnswers = 0;
       for (const key of new Set(keys)) {
-        const dropped = s.dropStaleJob.get(key) as number | undefined;
-        if (dropped !== undefined) {
-          s.dropAttempts.run(dropped, key);
-          droppedJobs++;
-        } else orphanedAnswers += s.markOrphaned.run(key).changes;
+        if (s.dropOrphans([key]) === 1) droppedJobs++;
+        else orphanedAnswers += s.markOrphaned.run(key).changes;
       }
       return { items: keys.length, droppedJobs, orphanedAnswers, unknownIds };
     };
