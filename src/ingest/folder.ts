@@ -6,7 +6,7 @@ import { COMPANION_SUFFIXES, isSqliteFile, SQLITE_HEADER } from '../store/sqlite
 import { fileText } from './decode.js';
 import { namedSourceReason, readAtMost, REASON_NOT_REGULAR } from './file-kind.js';
 import type { PathMatcher } from './glob.js';
-import { fsReason, type Entry, type ReadOptions } from './types.js';
+import { fsReason, overMaxDocBytes, type Entry, type ReadOptions } from './types.js';
 import { shellWord } from '../shell-word.js';
 
 /** A file read a record per line when named: JSON Lines by its extension. */
@@ -218,12 +218,12 @@ async function readDocument(
   } catch (error) {
     return { path, reason: fsReason(error) };
   }
-  if (bytes.length > max) return { path, reason: `document is over --max-doc-bytes ${max} (stopped reading after ${max} bytes)` };
+  if (bytes.length > max) return { path, reason: `document is ${overMaxDocBytes(max)} (stopped reading after ${max} bytes)` };
   const r = fileText(bytes);
   if ('reason' in r) return { path, reason: r.reason };
   return { id, path, text: r.text, meta: null };
 }
 
 export function tooBig(size: number, max: number): string {
-  return `document is ${size} bytes, over --max-doc-bytes ${max}`;
+  return `document is ${size} bytes, ${overMaxDocBytes(max)}`;
 }

@@ -47,6 +47,19 @@ export interface ReadOptions {
 
 export const DEFAULT_MAX_DOC_BYTES = 1024 * 1024;
 
+/**
+ * How every rejection for size says it (a file, a JSONL line, a pipe read to the limit): the one
+ * rejection a flag undoes, which enqueue counts by it (`isOverMaxDocBytes`).
+ */
+export function overMaxDocBytes(max: number): string {
+  return `over --max-doc-bytes ${max}`;
+}
+
+/** A rejection for size (`overMaxDocBytes`). */
+export function isOverMaxDocBytes(reason: string): boolean {
+  return reason.includes('over --max-doc-bytes ');
+}
+
 /** A short description of an fs error: `EACCES: permission denied`. */
 export function fsReason(error: unknown): string {
   const e = error as NodeJS.ErrnoException;

@@ -11,7 +11,7 @@ import type { ChalkInstance } from 'chalk';
 import type { EnqueueSummary } from '../../ingest/enqueue.js';
 import type { Source } from '../../ingest/sources.js';
 import type { Template } from '../../ingest/template.js';
-import { DEFAULT_MAX_DOC_BYTES, where } from '../../ingest/types.js';
+import { DEFAULT_MAX_DOC_BYTES, isOverMaxDocBytes, where } from '../../ingest/types.js';
 
 export const DEFAULT_PROMPT = 'Summarize the following document in 3 to 5 sentences. Keep names, numbers and dates exact.\n\n{{text}}';
 export const DEFAULT_MODEL = 'gpt-4o-mini';
@@ -153,7 +153,7 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
       maxDocBytes: flags.maxDocBytes,
       stdin: sources.includes('-') ? process.stdin : undefined,
       onReject: (r) => {
-        if (r.reason.includes('over --max-doc-bytes')) tooBig++;
+        if (isOverMaxDocBytes(r.reason)) tooBig++;
         stderr.write(`${c.yellow('rejected')} ${printable(where(r.path, r.line))}: ${printable(r.reason)}\n`);
       },
       backpressure: () => drained(process.stderr),
