@@ -200,6 +200,32 @@ describe('llmq run --budget', () => {
     for (const line of status.split('\n')) expect(line.length, line).toBeLessThanOrEqual(80);
   });
 
+  it('a run without a budget killed with SIGKILL: status counts the requests it had out as may be billed, at a cost not known', async () => {
+    const { fake, db, run } = await setup(20, { latencyMs: 3000 });
+    const first = spawnCli(run('--concurrency', '4', ...PRICE));
+    const ended = collect(first);
+    await fake.waitForRequests(4);
+    // the count comes from the run's heartbeat: wait for a beat that saw the four out
+    const beatWithFour = async () => {
+      for (;;) {
+        const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
+        if (s.activeRuns[0]?.inFlight === 4) return;
+        await sleep(100);
+      }
+    };
+    await beatWithFour();
+    first.kill('SIGKILL');
+    expect((await ended).signal).toBe('SIGKILL');
+    const { lastBeat } = await recorded(db);
+    await sleep(lastBeat + 3 * 2000 + 250 - Date.now());
+    const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
+    expect(s.cost.mayBeBilled).toEqual({ tries: 4, usd: 0, unpricedTries: 4 });
+    expect(s.cost.byRun[0].unpricedInFlight).toBe(4);
+    const status = (await runCli(['status', '--db', db])).stdout;
+    expect(status).toContain('may be billed: 4 tries, cost not known (no answer came)');
+    expect(status).toMatch(/^ {2}runs {5}[0-9a-f]{8} {2}\$0\.\d+ · may be billed: 4 tries, cost not known$/m);
+  });
+
   it('a model without a price and a budget: refuses to start, names the model and --price, sends nothing', async () => {
     const { fake, run } = await setup(3, { model: 'llama3.1:8b' });
     const r = await runCli(run('--budget', '5'));

@@ -56,6 +56,11 @@ export interface RunCost extends RunSpend {
   /** The --budget and --budget-total it ran with, USD. */
   readonly budgetUsd: number | null;
   readonly budgetTotalUsd: number | null;
+  /**
+   * Requests a run without a budget had out when it died (its last heartbeat's count): nothing
+   * reserved their worst case, so they may be billed at a cost not known. 0 for a live or ended run.
+   */
+  readonly unpricedInFlight: number;
 }
 
 export interface CostReport {
@@ -74,7 +79,13 @@ export interface CostReport {
    * Tries whose request left and whose outcome is unknown (timed out, cut off, stopped in flight,
    * or out when their run died), at their worst case: providers may bill them. Not in `usd`.
    */
-  readonly mayBeBilled: { readonly tries: number; readonly usd: number };
+  readonly mayBeBilled: {
+    readonly tries: number;
+    /** The worst cases of the tries that had one counted. */
+    readonly usd: number;
+    /** Of `tries`, those out when a run without a budget died: nothing counted their worst case, so `usd` leaves them out. */
+    readonly unpricedTries: number;
+  };
 }
 
 /**
@@ -121,23 +132,31 @@ export function buildCost(s: StatusSnapshot, prices: PriceTable, now: number, de
 
   const byRun = s.spend.filter(sentOrSpent).map((r): RunCost => {
     const budget = (key: string) => (typeof r.options[key] === 'number' ? (r.options[key] as number) : null);
+    const live = isLive(r, now, dead);
+    const budgetUsd = budget('budget');
+    const budgetTotalUsd = budget('budgetTotal');
+    // Under a budget every request out is reserved (reservedUsd and inFlight say them); without one
+    // only the heartbeat counted them. A batch lane's requests are its polls, never billed.
+    const unreserved = !live && r.endedAt === null && budgetUsd === null && budgetTotalUsd === null && r.options.via !== 'batch';
     return {
       ...r.spend,
       host: r.host,
       startedAt: r.startedAt,
       endedAt: r.endedAt,
-      live: isLive(r, now, dead),
-      budgetUsd: budget('budget'),
-      budgetTotalUsd: budget('budgetTotal'),
+      live,
+      budgetUsd,
+      budgetTotalUsd,
+      unpricedInFlight: unreserved ? (r.stats?.inFlight ?? 0) : 0,
     };
   });
   // A run that is gone cannot settle what it had out: those requests may have been billed.
   const mayBeBilled = byRun.reduce(
     (a, r) => ({
-      tries: a.tries + r.mayBeBilledTries + (r.live ? 0 : r.inFlight),
+      tries: a.tries + r.mayBeBilledTries + (r.live ? 0 : r.inFlight) + r.unpricedInFlight,
       usd: a.usd + r.mayBeBilledUsd + (r.live ? 0 : r.reservedUsd),
+      unpricedTries: a.unpricedTries + r.unpricedInFlight,
     }),
-    { tries: 0, usd: 0 },
+    { tries: 0, usd: 0, unpricedTries: 0 },
   );
   return { usd: unpriced.length ? null : knownUsd, knownUsd, unpriced, remainingUsd, byModel, byRun, mayBeBilled };
 }

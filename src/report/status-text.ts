@@ -40,7 +40,10 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
     lines.push(`  ${''.padEnd(9)}${oneLine(m.model, 24).padEnd(24)} ${usd(m.usd).padStart(9)}  ${price}`);
   }
   const maybe = r.cost.mayBeBilled;
-  if (maybe.tries > 0) lines.push(`  ${''.padEnd(9)}${p.yellow(mayBeBilledText(maybe.tries, maybe.usd))}${p.dim(' (no answer came)')}`);
+  if (maybe.tries > 0) {
+    const text = mayBeBilledText(maybe.tries, maybe.usd, maybe.unpricedTries);
+    lines.push(`  ${''.padEnd(9)}${p.yellow(text)}${p.dim(' (no answer came)')}`);
+  }
   const sources = [...new Set(r.cost.byModel.map((m) => m.priceSource).filter((x): x is string => x !== null))];
   if (sources.length) lines.push(`  ${'prices'.padEnd(9)}${p.dim(oneLine(sources.join(', '), 69))}`);
   lines.push(...runLines(r.cost.byRun, p));
@@ -132,9 +135,16 @@ function costLine(r: StatusReport, p: Paint): string {
   return parts.join(' · ');
 }
 
-/** "may be billed: 3 tries, up to $0.0021" ("up to unknown" without a price). */
-export function mayBeBilledText(tries: number, upTo: number | null): string {
-  return `may be billed: ${int(tries)} ${tries === 1 ? 'try' : 'tries'}, up to ${usd(upTo)}`;
+/**
+ * "may be billed: 3 tries, up to $0.0021" ("up to unknown" without a price). `unpriced` of the tries
+ * had no worst case counted (out when a run without a budget died): "cost not known" when that is
+ * all of them, else the bound says how many it covers.
+ */
+export function mayBeBilledText(tries: number, upTo: number | null, unpriced = 0): string {
+  const head = `may be billed: ${int(tries)} ${tries === 1 ? 'try' : 'tries'}`;
+  if (unpriced <= 0) return `${head}, up to ${usd(upTo)}`;
+  if (unpriced >= tries) return `${head}, cost not known`;
+  return `${head}, up to ${usd(upTo)} for ${int(tries - unpriced)} of them`;
 }
 
 /** `parts` joined by `sep` into lines of at most `width` characters where they fit, each part whole. */
@@ -159,8 +169,9 @@ function runLines(runs: readonly RunCost[], p: Paint): string[] {
     if (run.budgetUsd !== null) parts.push(`budget ${usd(run.budgetUsd)}`);
     if (run.budgetTotalUsd !== null) parts.push(`queue budget ${usd(run.budgetTotalUsd)}`);
     if (run.live && run.inFlight > 0) parts.push(`${int(run.inFlight)} in flight, up to ${usd(run.reservedUsd)}`);
-    const maybeTries = run.mayBeBilledTries + (run.live ? 0 : run.inFlight);
-    if (maybeTries > 0) parts.push(mayBeBilledText(maybeTries, run.mayBeBilledUsd + (run.live ? 0 : run.reservedUsd)));
+    const maybeTries = run.mayBeBilledTries + (run.live ? 0 : run.inFlight) + run.unpricedInFlight;
+    const maybeUsd = run.mayBeBilledUsd + (run.live ? 0 : run.reservedUsd);
+    if (maybeTries > 0) parts.push(mayBeBilledText(maybeTries, maybeUsd, run.unpricedInFlight));
     if (run.unpricedTries > 0) parts.push(`${int(run.unpricedTries)} answers without a price`);
     const [first, ...more] = packed(parts, ' · ', 59);
     return [`  ${(i === 0 ? 'runs' : '').padEnd(9)}${run.runId.slice(0, 8)}  ${first}`, ...more.map((l) => `${' '.repeat(21)}${l}`)];
