@@ -60,7 +60,7 @@ Environment:
   refuseHelpForUnknownCommands(program);
   // before the subcommand parses its arguments: a flag taken as a value also leaves an argument over,
   // which commander reports as "too many arguments", naming neither
-  program.hook('preSubcommand', (top, sub) => refuseFlagsTakenAsValues(sub, argv.slice(argv.indexOf(sub.name(), 2) + 1)));
+  program.hook('preSubcommand', (_top, sub) => refuseFlagsTakenAsValues(sub, argv.slice(argv.indexOf(sub.name(), 2) + 1)));
   const first = argv[2];
   const named = COMMANDS.filter(([name]) => name === first);
   const needed = first === '-V' || first === '--version' ? [] : named.length ? named : COMMANDS;

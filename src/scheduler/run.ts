@@ -381,8 +381,6 @@ export class Run {
       lanes = this.#lanes;
     const rl = this.#pausedUntil();
     if (!this.#breaker.isOpen) c.paused = rl > t ? { reason: 'rate_limit', until: rl } : null;
-    // a pause another run made longer (--redis) ends after the told one's timer
-    if (this.#toldPauseUntil !== null && rl <= t) this.#tellResumed();
     const since = this.#breaker.openSince;
     if (since !== null && t - since > this.#maxOutageMs) {
       this.stop({
@@ -520,9 +518,8 @@ export class Run {
   /**
    * A pause a provider asked for, told as a `paused` event when it is long enough to wonder about
    * (a plain progress line comes every 5 s, and showed nothing of it), and once again only when it is
-   * pushed further; `resumed` follows when it ends (or on the first beat after, if a shared lane was
-   * paused further). Shorter ones show in the
-   * progress line's pace alone: at a tight limit they come every second.
+   * pushed further; `resumed` follows when it ends, however far it was pushed. Shorter ones show in
+   * the progress line's pace alone: at a tight limit they come every second.
    */
   #tellRateLimitPause(until: number, error: ProviderError): void {
     if (this.#breaker.isOpen || until - this.#now() < TOLD_PAUSE_MS) return;
@@ -535,11 +532,19 @@ export class Run {
     this.#timers.push(setTimeout(() => this.#tellResumed(), until - this.#now()));
   }
 
-  /** The told pause is over, unless a lane was paused further since (then a later timer, or the beat, tells it). */
+  /**
+   * The told pause is over, unless a lane was paused further since: by a later 429 of this run (told,
+   * with its own timer) or of another run sharing the lane through Redis (learned on a beat, told by
+   * no 429 here), so look again when that ends.
+   */
   #tellResumed(): void {
     const t = this.#now();
     if (this.#toldPauseUntil === null || this.#toldPauseUntil > t) return;
-    if (this.#pausedUntil() > t) return;
+    const until = this.#pausedUntil();
+    if (until > t) {
+      this.#timers.push(setTimeout(() => this.#tellResumed(), until - t));
+      return;
+    }
     this.#toldPauseUntil = null;
     if (this.#counters.paused?.reason === 'rate_limit') this.#counters.paused = null;
     this.#emit('resumed', { reason: 'rate_limit' });
