@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isRedactableKey, redactSecret } from '../src/provider/redact.js';
+import { answerWithoutKey, isRedactableKey, mayHoldKeyRun, redactSecret } from '../src/provider/redact.js';
 import { hasUrlCredentials, redactUrlCredentials, redactUrlQuery } from '../src/url-credentials.js';
 import { redactLocation } from '../src/store/open-store.js';
 
@@ -52,6 +52,34 @@ describe('redactSecret: any run of 8 or more characters of the key', () => {
   it('knows which keys it can redact', () => {
     expect(isRedactableKey('1234567')).toBe(false);
     expect(isRedactableKey('12345678')).toBe(true);
+  });
+});
+
+describe('answers: only the key is taken out', () => {
+  it('finds a run of 8 characters of the key starting anywhere in it; ordinary text holds none', () => {
+    for (let at = 0; at + 8 <= KEY.length; at++) {
+      expect(mayHoldKeyRun(`text ${KEY.slice(at, at + 8)} text`, KEY), `run at ${at}`).toBe(true);
+    }
+    expect(mayHoldKeyRun('The quick brown fox jumps over the lazy dog.', KEY)).toBe(false);
+  });
+
+  it("takes the key's runs out of every string of the answer, keys of other shapes and URLs kept; null when it holds none", () => {
+    const json = {
+      choices: [{ message: { content: `echo Bearer ${KEY}, see sk-exampleexampleexample00 and https://u:pw@host/x` } }],
+      fp: [KEY.slice(5, 15)],
+      n: 3,
+    };
+    const text = JSON.stringify(json);
+    const clean = answerWithoutKey(text, json, KEY);
+    expect(clean?.json).toEqual({
+      choices: [{ message: { content: 'echo Bearer [REDACTED], see sk-exampleexampleexample00 and https://u:pw@host/x' } }],
+      fp: ['[REDACTED]'],
+      n: 3,
+    });
+    expect(clean?.text).toBe(JSON.stringify(clean?.json));
+    const plain = { choices: [{ message: { content: 'sk-exampleexampleexample00' } }] };
+    expect(answerWithoutKey(JSON.stringify(plain), plain, KEY)).toBeNull();
+    expect(answerWithoutKey(text, json, undefined)).toBeNull();
   });
 });
 

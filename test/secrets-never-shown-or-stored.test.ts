@@ -160,6 +160,46 @@ describe('the API key', () => {
     }
   });
 
+  it('the key echoed in an answer is kept out of show, export and the database; other key-shaped text in it is the answer and kept', async () => {
+    const fake = await startFake({ latencyMs: 5 });
+    const dir = tempDir();
+    const { db } = await enqueueJsonl(dir, docs(3));
+    // a proxy that echoes what it was sent: the whole header in the content, a run of the key in another field
+    const OTHER = 'sk-exampleexampleexample00'; // a key in the model's own text (documentation it summarised)
+    fake.respond((r) => {
+      const auth = String(r.headers.authorization);
+      return {
+        kind: 'raw',
+        status: 200,
+        body: {
+          id: 'chatcmpl-1',
+          object: 'chat.completion',
+          model: 'gpt-4o-mini',
+          system_fingerprint: `fp-${auth.slice(12, 24)}`,
+          choices: [{ index: 0, message: { role: 'assistant', content: `you sent ${auth}; example: ${OTHER}` }, finish_reason: 'stop' }],
+          usage: { prompt_tokens: 10, completion_tokens: 10, total_tokens: 20 },
+        },
+      };
+    });
+    const run = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'plain'], { env: { LLMQ_API_KEY: KEY } });
+    expect(run.code, run.stderr).toBe(0);
+    const show = await runCli(['show', 'doc-1', '--db', db, '--full']);
+    expect(show.stdout).toContain(`you sent Bearer [REDACTED]; example: ${OTHER}`);
+    const exported = await runCli(['export', '--db', db]);
+    const rows = exported.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(rows.map((r) => r.output)).toEqual(Array(3).fill(`you sent Bearer [REDACTED]; example: ${OTHER}`));
+    const { jobs } = readDb(db);
+    expect(jobs.every((j) => j.state === 'done' && JSON.parse(j.response!).system_fingerprint === 'fp-[REDACTED]')).toBe(true);
+    for (const text of [output(run, show, exported), sqliteBytes(db)]) {
+      expect(text).not.toContain(PREFIX);
+      expect(text).not.toContain(KEY.slice(9, 17));
+      expect(text).not.toContain(KEY.slice(-8));
+    }
+  });
+
   it('a key shorter than 8 characters is warned about once and does not mangle messages', async () => {
     const fake = await startFake({ latencyMs: 5 });
     const dir = tempDir();

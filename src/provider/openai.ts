@@ -2,6 +2,7 @@ import { finishOf } from './finish.js';
 import { badBodyError, classifyHttpError, classifyNetworkError, timeoutError } from './classify.js';
 import { Pool, type Dispatcher } from 'undici';
 import { parseRateLimit, type HeaderSource } from './headers.js';
+import { answerWithoutKey } from './redact.js';
 import { endpointUrl, normalizeBaseUrl, openAiProviderName } from './endpoint.js';
 import { countTextTokens, estimatePromptTokens } from './tokens.js';
 import type { CompletionResult, Provider, RateLimitInfo } from './types.js';
@@ -253,6 +254,10 @@ export function parseCompletion(
     const detail = text.trim() === '' ? 'empty body' : 'not JSON';
     throw badBodyError(detail, status, rateLimit, secret, err);
   }
+  // a proxy or server that echoes the Authorization header into an answer: never stored or shown
+  const clean = answerWithoutKey(text, json, secret);
+  if (clean) json = clean.json;
+  const body = clean?.text ?? text;
   const message = json?.choices?.[0]?.message;
   if (message === null || typeof message !== 'object') {
     const said = typeof json?.error?.message === 'string' ? `: ${json.error.message}` : '';
@@ -267,7 +272,7 @@ export function parseCompletion(
   else if (Array.isArray(message.tool_calls) && message.tool_calls.length > 0) output = JSON.stringify(message.tool_calls);
   else if (typeof message.refusal === 'string') output = message.refusal;
   else output = '';
-  return { status, output, body: text, usage: readUsage(json.usage, requestJson, output), rateLimit, finishReason: finishOf(json) };
+  return { status, output, body, usage: readUsage(json.usage, requestJson, output), rateLimit, finishReason: finishOf(json) };
 }
 
 function readUsage(usage: any, requestJson: string, output: string): Usage {
