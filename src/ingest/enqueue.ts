@@ -4,8 +4,10 @@ import {
   type EnqueueRow,
   type FromAnotherFile,
   type JobQueue,
+  type QueueReader,
   type StoreIdentity,
 } from '../store/types.js';
+import { otherIdOfSameFile, type SameFileOtherId } from './overlap.js';
 import { databaseFiles } from '../store/sqlite/files.js';
 import { isSkipped, readFolder, readTextFile, type FolderOptions, type Skipped } from './folder.js';
 import { globMatcher } from './glob.js';
@@ -78,6 +80,11 @@ export interface EnqueueSummary {
   readonly reprioritized: number;
   /** Updated items whose document now comes from another file: likely another document under the same id. */
   readonly fromAnotherFile: FromAnotherFile | null;
+  /**
+   * Folders enqueued whose files the queue held already as items of a folder inside or around them
+   * (`otherIdOfSameFile`): each such file is now two items. One per folder, with its first file.
+   */
+  readonly sameFilesOtherIds: readonly SameFileOtherId[];
   readonly rejected: number;
   /** Database files in folders that were left out: the queue's own, and other SQLite files. */
   readonly skipped: number;
@@ -93,7 +100,7 @@ export interface EnqueueSummary {
 export const MAX_KEPT_REJECTIONS = 1000;
 
 /** What enqueue needs of the store: its intake, and where it lives (to skip its own files in a folder). */
-export type IntakeStore = Pick<JobQueue, 'enqueue' | 'beginLoad' | 'endLoad'> & StoreIdentity;
+export type IntakeStore = Pick<JobQueue, 'enqueue' | 'beginLoad' | 'endLoad'> & StoreIdentity & Partial<Pick<QueueReader, 'item'>>;
 
 /**
  * Read every source, render each document into its request, and store the rows in batches.
@@ -117,6 +124,8 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
     },
   };
   const batcher = new Batcher(store, options, now);
+  const folderFirsts: FolderFirst[] = [];
+  config.folderFirsts = folderFirsts;
   store.beginLoad?.();
   let stopped = false;
   try {
@@ -138,7 +147,12 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
   batcher.close();
   const repeatedJobs = (await store.endLoad?.())?.repeatedJobs ?? 0;
   const summary = batcher.summary();
-  return { ...summary, newJobs: summary.newJobs - repeatedJobs, elapsedMs: now() - started, stopped };
+  const sameFilesOtherIds: SameFileOtherId[] = [];
+  for (const { root, first } of store.item ? folderFirsts : []) {
+    const found = await otherIdOfSameFile(store as Required<IntakeStore>, first, root);
+    if (found) sameFilesOtherIds.push(found);
+  }
+  return { ...summary, sameFilesOtherIds, newJobs: summary.newJobs - repeatedJobs, elapsedMs: now() - started, stopped };
 }
 
 /**
@@ -170,6 +184,13 @@ interface ReadConfig {
   readonly signal: AbortSignal | undefined;
   readonly jsonl: JsonlOptions;
   readonly folder: FolderOptions;
+  /** Each folder source's first document, for `otherIdOfSameFile`. */
+  folderFirsts?: FolderFirst[];
+}
+
+interface FolderFirst {
+  readonly root: string;
+  readonly first: Pick<Document, 'id' | 'path'>;
 }
 
 async function readSource(source: Source, sink: Batcher, o: ReadConfig): Promise<void> {
@@ -182,9 +203,16 @@ async function readSource(source: Source, sink: Batcher, o: ReadConfig): Promise
       sink.add(await readTextFile(source.file, source.path, source.id, o.folder));
       return sink.flush();
     case 'folder': {
+      let first = true;
       for await (const entry of readFolder(source.file, o.folder)) {
         if (isSkipped(entry)) sink.skip(entry);
-        else sink.add(entry);
+        else {
+          if (first && !isRejection(entry)) {
+            first = false;
+            o.folderFirsts?.push({ root: source.path, first: { id: entry.id, path: entry.path } });
+          }
+          sink.add(entry);
+        }
         await sink.flush();
       }
     }
@@ -328,7 +356,7 @@ class Batcher implements EntrySink {
     this.#seen.close();
   }
 
-  summary(): Omit<EnqueueSummary, 'elapsedMs' | 'stopped'> {
+  summary(): Omit<EnqueueSummary, 'elapsedMs' | 'stopped' | 'sameFilesOtherIds'> {
     return {
       documents: this.#documents,
       newJobs: this.#newJobs,

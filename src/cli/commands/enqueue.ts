@@ -196,6 +196,16 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
           : ''),
     );
   }
+  for (const o of summary.sameFilesOtherIds) {
+    const q = (x: string) => JSON.stringify(printable(x));
+    warn(
+      `${printable(o.root)} holds files this queue had already as items of ${printable(o.otherRoot)}: ` +
+        `${printable(o.path)} was item ${q(o.otherId)}, and is now item ${q(o.id)} too. An item's id is its path inside ` +
+        'the folder enqueued, so each such file is now two items, sent and exported apart. ' +
+        `To update the earlier items instead, enqueue ${printable(o.otherRoot)} (its unchanged files stay as they are); ` +
+        'llmq forget removes items by id.',
+    );
+  }
   if (summary.orphanedAnswers) {
     const n = summary.orphanedAnswers;
     warn(

@@ -1,0 +1,53 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCli } from './helpers/cli.js';
+import { tempDir } from './helpers/tmp.js';
+
+/** docs/top.md and docs/2024/notes/n1..n3.md, in a fresh folder. */
+function docsTree(): string {
+  const dir = tempDir();
+  mkdirSync(join(dir, 'docs/2024/notes'), { recursive: true });
+  writeFileSync(join(dir, 'docs/top.md'), 'top');
+  for (const n of [1, 2, 3]) writeFileSync(join(dir, `docs/2024/notes/n${n}.md`), `note ${n}`);
+  return dir;
+}
+
+describe('enqueue: the same file from two folders', () => {
+  it('a folder inside one enqueued before: warned, naming the folder the earlier items came from', async () => {
+    const cwd = docsTree();
+    expect((await runCli(['enqueue', 'docs'], { cwd })).code).toBe(0);
+    writeFileSync(join(cwd, 'docs/2024/notes/n1.md'), 'note 1, changed');
+    const sub = await runCli(['enqueue', 'docs/2024/notes'], { cwd });
+    expect(sub.code).toBe(0);
+    expect(sub.stderr).toContain(
+      'warning: docs/2024/notes holds files this queue had already as items of docs: docs/2024/notes/n1.md was item "2024/notes/n1.md", and is now item "n1.md" too.',
+    );
+    expect(sub.stderr).toContain('To update the earlier items instead, enqueue docs (its unchanged files stay as they are)');
+    const json = JSON.parse((await runCli(['enqueue', 'docs/2024/notes', '--json'], { cwd })).stdout);
+    expect(json.sameFilesOtherIds).toEqual([
+      { path: 'docs/2024/notes/n1.md', id: 'n1.md', root: 'docs/2024/notes', otherId: '2024/notes/n1.md', otherRoot: 'docs' },
+    ]);
+  });
+
+  it('a folder around one enqueued before, the other way round', async () => {
+    const cwd = docsTree();
+    expect((await runCli(['enqueue', 'docs/2024/notes'], { cwd })).code).toBe(0);
+    const all = await runCli(['enqueue', 'docs'], { cwd });
+    expect(all.stderr).toContain('docs/2024/notes/n1.md was item "n1.md", and is now item "2024/notes/n1.md" too.');
+    expect(all.stderr).toContain('enqueue docs/2024/notes');
+  });
+
+  it('says nothing for the same folder again, for folders side by side, or for a file that is only named alike', async () => {
+    const cwd = docsTree();
+    mkdirSync(join(cwd, 'other'));
+    // an item "n1.md" from another folder: the same id, not the same file
+    writeFileSync(join(cwd, 'other/n1.md'), 'another n1');
+    for (const args of [['docs'], ['docs'], ['other']]) {
+      const r = await runCli(['enqueue', ...args], { cwd });
+      expect(r.stderr).not.toContain('holds files this queue had already');
+    }
+    const json = JSON.parse((await runCli(['enqueue', 'other', '--json'], { cwd })).stdout);
+    expect(json.sameFilesOtherIds).toEqual([]);
+  });
+});
