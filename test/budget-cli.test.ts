@@ -224,6 +224,10 @@ describe('llmq run --budget', () => {
     const status = (await runCli(['status', '--db', db])).stdout;
     expect(status).toContain('may be billed: 4 tries, cost not known (no answer came)');
     expect(status).toMatch(/^ {2}runs {5}[0-9a-f]{8} {2}\$0\.\d+ · may be billed: 4 tries, cost not known$/m);
+    // the next run takes back what the dead run held, and says so before it is asked
+    const { counts } = s;
+    expect(counts.running).toBeGreaterThanOrEqual(4);
+    expect(status).toContain(`to send the ${counts.pending} pending and the ${counts.running} a stopped run left running:`);
   });
 
   it('a model without a price and a budget: refuses to start, names the model and --price, sends nothing', async () => {

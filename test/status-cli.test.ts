@@ -96,8 +96,10 @@ describe('llmq status', () => {
     expect(r.stdout).toMatch(/^ {2}2 {2}400 context_length_exceeded/m);
     expect(r.stdout).toContain(`  to try them again: llmq retry-failed --db ${db}\n  then: llmq run --db ${db}\n`);
     expect(r.stdout).toMatch(/last run {2}run-0001 \(testhost pid 4242\) ended .* ago \(drained\)/);
-    // one job waits and no run works: what sends it, and what it would cost first
-    expect(r.stdout).toContain(`  to send the 1 pending: llmq run --db ${db}\n  what that would cost and take: llmq estimate --db ${db}\n`);
+    // one job waits, one a run left running, and no run works: what sends them, and what it would cost first
+    expect(r.stdout).toContain(
+      `  to send the 1 pending and the 1 a stopped run left running:\n    llmq run --db ${db}\n  what that would cost and take: llmq estimate --db ${db}\n`,
+    );
     for (const line of r.stdout.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
     // while a run works the queue, no such line
     const working = await populate(tempDir());

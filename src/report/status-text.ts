@@ -6,7 +6,7 @@ const RUNS_SHOWN = 5;
 
 /** The human `llmq status` block: compact, aligned, fits 80 columns. */
 /** `again`: what each suggested command needs to reach this queue (` --db q.db`, `dbArgument`); `runAgain`: what a suggested `llmq run` needs besides to send where the last run sent (`runArgumentsOfRun`). */
-export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', runAgain = ''): string {
+export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', runAgain = '', liveBatches = 0): string {
   const lines: string[] = [];
   lines.push(`${p.bold('llmq')} ${p.dim(r.db)}`);
   if (r.total === 0 && r.orphanedAnswers === 0) {
@@ -106,10 +106,16 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
       lines.push(p.dim(`${''.padEnd(10)}on the offline mock: its answers are stand-ins, sent again by a run with a real provider`));
     }
   }
-  // work waiting and nothing working it: say what sends it (and what it would cost first)
-  if (r.counts.pending > 0 && live.length === 0) {
+  // work waiting and nothing working it: say what sends it (and what it would cost first). With no
+  // run live and no batch out, the running jobs are a dead run's: the next run takes them back too.
+  const leftRunning = live.length === 0 && liveBatches === 0 ? r.counts.running : 0;
+  if ((r.counts.pending > 0 || leftRunning > 0) && live.length === 0) {
     lines.push('');
-    for (const l of hint(`to send the ${int(r.counts.pending)} pending:`, `llmq run${runAgain}${again}`)) lines.push(p.dim(l));
+    const what = [
+      r.counts.pending > 0 ? `the ${int(r.counts.pending)} pending` : '',
+      leftRunning > 0 ? `the ${int(leftRunning)} a stopped run left running` : '',
+    ].filter(Boolean);
+    for (const l of hint(`to send ${what.join(' and ')}:`, `llmq run${runAgain}${again}`)) lines.push(p.dim(l));
     for (const l of hint('what that would cost and take:', `llmq estimate${again}`)) lines.push(p.dim(l));
   }
   return lines.join('\n') + '\n';

@@ -82,6 +82,7 @@ async function textRenderer(dbFlag: string | undefined): Promise<(report: Status
       paint,
       again,
       runArgumentsOfRun(report.lastRun ? { provider: report.lastRun.provider, via: report.lastRun.via } : null),
+      batches.live,
     ) + renderBatches(batches, paint);
 }
 
