@@ -291,8 +291,9 @@ describe('estimate', () => {
     await store.close();
     const dry = (...flags: string[]) => runCli(['run', '--dry-run', '--db', db, '--price', '1000,2000', ...flags]);
     const json = JSON.parse((await dry('--json')).stdout);
-    const { high, worst } = json.cost as { high: number; worst: number };
+    const { low, high, worst } = json.cost as { low: number; high: number; worst: number };
     expect(worst).toBeGreaterThan(2 * high);
+    expect(high).toBeGreaterThan(1.2 * low);
     expect(json.budget).toBeUndefined();
     // the budget's words, wrapped within 80 columns, as one line
     const said = async (budget: number) => {
@@ -304,7 +305,13 @@ describe('estimate', () => {
     expect(await said((high + worst) / 2)).toMatch(
       /is below the worst case \(\$[\d.]+\): the run stops early \(exit 3\) if answers run long/,
     );
-    expect(await said(high / 10)).toMatch(/is below the expected cost: the run would stop early \(exit 3\), the rest left pending/);
+    expect(await said(low / 2)).toMatch(
+      /is below the expected cost \(\$[\d.]+ at least\): the run would stop early \(exit 3\), the rest left pending/,
+    );
+    // inside the range it may be enough: not said as a sure stop
+    expect(await said((low + high) / 2)).toMatch(
+      /is within the expected cost \(\$[\d.]+ to \$[\d.]+\): the run may stop early \(exit 3\), the rest left pending/,
+    );
     const both = JSON.parse((await dry('--json', '--budget', String(worst * 2), '--budget-total', String(high / 10))).stdout);
     expect(both.budget).toMatchObject({ flag: '--budget-total', verdict: 'stops' });
   });

@@ -59,7 +59,18 @@ function budgetText(e: Estimate, b: Budget): { line: string; ok: boolean } {
       line: `${given} is below the worst case (${usd(e.cost!.worst)}): the run stops early (exit 3) if answers run long`,
       ok: false,
     };
-  return { line: `${given} is below the expected cost: the run would stop early (exit 3), the rest left pending`, ok: false };
+  const c = e.cost!;
+  // between the range's ends it may or may not be enough: "below the expected cost" read as a sure stop
+  if (v.left >= c.low) {
+    return {
+      line: `${given} is within the expected cost (${usd(c.low)} to ${usd(c.high)}): the run may stop early (exit 3), the rest left pending`,
+      ok: false,
+    };
+  }
+  return {
+    line: `${given} is below the expected cost (${usd(c.low)} at least): the run would stop early (exit 3), the rest left pending`,
+    ok: false,
+  };
 }
 
 function aboutTime(seconds: number): string {
