@@ -162,6 +162,8 @@ describe('progress renderers', () => {
     expect(held).not.toContain('picks them up');
     // after the budget, its own message says to go on with a larger one: a bare llmq run would spend without
     expect(summaryText({ ...summary, reason: 'budget', remaining: 5 }, state, NO_PAINT)).not.toContain('picks them up');
+    // after a fatal error, its fix says to run again once it is fixed: not "this picks them up" before it
+    expect(summaryText({ ...summary, reason: 'fatal', remaining: 5 }, state, NO_PAINT)).not.toContain('picks them up');
   });
 
   it('the summary suggests commands that reach the queue given with --db, each whole on a line of its own when long', () => {

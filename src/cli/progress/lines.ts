@@ -137,8 +137,9 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
     // drained: nothing pending was left, so what remains is held elsewhere, and another run takes none of it
     const held = `  ${count(r.remaining, 'job')} held by another run or a batch; see them:`;
     lines.push(...suggest((c) => `${held} ${c}`, held, ['llmq status']));
-  } else if (r.remaining && r.reason !== 'budget') {
-    // after the budget, its own message says to go on with a larger one: a bare `llmq run` would spend without one
+  } else if (r.remaining && r.reason !== 'budget' && r.reason !== 'fatal') {
+    // after the budget, its own message says to go on with a larger one: a bare `llmq run` would spend
+    // without one; after a fatal error, its fix says to run again once it is fixed, not before
     const left = `  ${count(r.remaining, 'job')} left pending;`;
     const them = r.remaining === 1 ? 'it' : 'them';
     lines.push(...suggest((c) => `${left} ${c} picks ${them} up`, `${left} this picks ${them} up:`, [run]));
