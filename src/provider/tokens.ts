@@ -33,6 +33,29 @@ export function loadTokenizer(): NonNullable<typeof count> {
   return count;
 }
 
+/** Whether the tokenizer's tables are loaded: counting then costs no load. */
+export function tokenizerLoaded(): boolean {
+  return count !== undefined;
+}
+
+let loading: Promise<void> | null = null;
+
+/**
+ * Load the tables on a timer of their own, once: a run that learns a token limit mid-run (from an
+ * answer's headers) would otherwise load them inside the turn that read the answers, and hold
+ * their commit the 0.2-0.4 s the load takes, answers paid for and not stored. A timer comes after
+ * that turn's group commit (setImmediate).
+ */
+export function loadTokenizerSoon(): Promise<void> {
+  loading ??= new Promise((resolve) =>
+    setTimeout(() => {
+      loadTokenizer();
+      resolve();
+    }, 0),
+  );
+  return loading;
+}
+
 /**
  * Token estimates with a real tokenizer (o200k_base, the GPT-4o/4.1/5 encoding). The scheduler's TPM
  * limiter, the mock provider and the test fake all count the same way, so a limit the fake enforces

@@ -9,7 +9,7 @@ import type { OutageBreaker } from './outage.js';
 import type { PaceTicket } from './pace/window-pacer.js';
 import type { Semaphore } from './semaphore.js';
 import type { RunCounters } from './stats.js';
-import { estimatePromptTokens, requestedCompletionTokens } from '../provider/tokens.js';
+import { estimatePromptTokens, loadTokenizerSoon, requestedCompletionTokens, tokenizerLoaded } from '../provider/tokens.js';
 import { mayBeBilled } from '../pricing/billing.js';
 import type { Hold, RunMoney } from './run-money.js';
 import { sleep } from './wait.js';
@@ -206,6 +206,8 @@ class JobRun {
             lane.waitingOnPace--;
           }
         }
+        // never loaded in a turn that holds answers not yet committed (loadTokenizerSoon)
+        if (!tokenizerLoaded() && lane.limits().tpm !== null) await loadTokenizerSoon();
         const tokens = this.#weight();
         const probe = await ctx.breaker.gate(ctx.stopSignal);
         try {
