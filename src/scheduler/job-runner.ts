@@ -206,9 +206,12 @@ class JobRun {
             lane.waitingOnPace--;
           }
         }
-        // never loaded in a turn that holds answers not yet committed (loadTokenizerSoon)
-        if (!tokenizerLoaded() && lane.limits().tpm !== null) await loadTokenizerSoon();
-        const tokens = this.#weight();
+        let tokens = this.#weight();
+        if (tokens === null) {
+          // the tokenizer, never loaded in a turn that holds answers not yet committed (loadTokenizerSoon)
+          await loadTokenizerSoon();
+          tokens = this.#weight()!;
+        }
         const probe = await ctx.breaker.gate(ctx.stopSignal);
         try {
           await ctx.slots.acquire();
@@ -416,10 +419,14 @@ class JobRun {
     }
   }
 
-  /** The request's token weight, counted only when its lane paces tokens (the tokenizer is big). */
-  #weight(): number {
+  /**
+   * The request's token weight, counted only when its lane paces tokens (the tokenizer is big); null
+   * when that needs the tokenizer and it is not loaded yet.
+   */
+  #weight(): number | null {
     if (this.lane.limits().tpm === null) return 0;
     if (!this.#tokens) {
+      if (!tokenizerLoaded()) return null;
       try {
         const request = JSON.parse(this.job.request) as Parameters<typeof estimatePromptTokens>[0];
         const prompt = estimatePromptTokens(request);
