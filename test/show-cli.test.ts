@@ -67,6 +67,16 @@ describe('llmq show', () => {
     expect((await runCli(['show', keys['d.txt']!.slice(0, 7), '--db', db])).code).toBe(1);
   });
 
+  it('an item whose job other items share says so, naming them; one alone says nothing of it', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir);
+    // a.txt and c.txt rendered the same request
+    const c = await runCli(['show', 'c.txt', '--db', db]);
+    expect(c.stdout).toMatch(/^ {2}shared {4}with 1 other item \(one request, sent once\): a\.txt$/m);
+    const d = await runCli(['show', 'd.txt', '--db', db]);
+    expect(d.stdout).not.toContain('shared');
+  });
+
   it('a key prefix shared by two jobs asks for more of the key', async () => {
     const dir = tempDir();
     const db = join(dir, 'q.db');

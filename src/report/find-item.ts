@@ -5,6 +5,8 @@ export interface FoundItem {
   readonly detail: ItemDetail;
   /** Set when it was found by its job's key: the key, and how many items share the job (at most MORE_ITEMS + 1 counted). */
   readonly byKey: { readonly key: string; readonly items: number } | null;
+  /** The other items whose documents rendered the same request (one job: one call, one bill), at most MORE_ITEMS; `more` when there are others still. */
+  readonly sharedWith: { readonly ids: readonly string[]; readonly more: boolean };
 }
 
 /** Job keys are SHA-256 hex; fewer characters than this are taken for an item id only. */
@@ -23,7 +25,7 @@ export function isKeyPrefix(s: string): boolean {
  */
 export async function findItem(store: Pick<QueueReader, 'item' | 'itemsByKeyPrefix'>, idOrKey: string): Promise<FoundItem | null> {
   const detail = await store.item(idOrKey);
-  if (detail) return { detail, byKey: null };
+  if (detail) return { detail, byKey: null, sharedWith: await sharedWith(store, detail) };
   if (!isKeyPrefix(idOrKey)) return null;
   const prefix = idOrKey.toLowerCase();
   const rows = await store.itemsByKeyPrefix(prefix, MORE_ITEMS + 1);
@@ -37,7 +39,14 @@ export async function findItem(store: Pick<QueueReader, 'item' | 'itemsByKeyPref
     );
   }
   const first = await store.item(rows[0]!.itemId);
-  return first ? { detail: first, byKey: { key: keys[0]!, items: rows.length } } : null;
+  return first ? { detail: first, byKey: { key: keys[0]!, items: rows.length }, sharedWith: await sharedWith(store, first) } : null;
+}
+
+/** The items other than `item` that share its job (a range of the key index, at most MORE_ITEMS + 1 read). */
+async function sharedWith(store: Pick<QueueReader, 'itemsByKeyPrefix'>, item: ItemDetail): Promise<FoundItem['sharedWith']> {
+  const rows = await store.itemsByKeyPrefix(item.job.key, MORE_ITEMS + 2);
+  const others = rows.filter((r) => r.key === item.job.key && r.itemId !== item.id).map((r) => r.itemId);
+  return { ids: others.slice(0, MORE_ITEMS), more: others.length > MORE_ITEMS };
 }
 
 /** "job 3f2a9c… is shared by 3 items; showing the first, docs/a.md": said on stderr beside what `show` prints. */

@@ -7,7 +7,10 @@ import { mayBeBilledText } from './status-text.js';
 export const TRIM_CHARS = 800;
 
 /** The human `llmq show <id>`: the item, its job, the request, every attempt, the answer. */
-export function renderItem(d: ItemDetail, o: { full?: boolean; paint?: Paint; now?: number } = {}): string {
+export function renderItem(
+  d: ItemDetail,
+  o: { full?: boolean; paint?: Paint; now?: number; sharedWith?: { readonly ids: readonly string[]; readonly more: boolean } } = {},
+): string {
   const p = o.paint ?? NO_PAINT;
   const full = o.full ?? false;
   const j = d.job;
@@ -21,6 +24,13 @@ export function renderItem(d: ItemDetail, o: { full?: boolean; paint?: Paint; no
   if (d.meta && Object.keys(d.meta).length) field('meta', printable(oneLine(JSON.stringify(d.meta), 68)));
   head('job');
   field('key', j.key);
+  const shared = o.sharedWith;
+  if (shared?.ids.length) {
+    const n = shared.more ? `more than ${int(shared.ids.length)}` : int(shared.ids.length);
+    const ids = shared.ids.map((id) => printable(id)).join(', ') + (shared.more ? ', ...' : '');
+    const head = `with ${n} other ${shared.ids.length === 1 && !shared.more ? 'item' : 'items'} (one request, sent once): `;
+    field('shared', head + oneLine(ids, Math.max(12, 68 - head.length)));
+  }
   field(
     'state',
     stateColor(j.state) + (j.state === 'pending' && j.runAfter > (o.now ?? Date.now()) ? p.dim(` (next try ${time(j.runAfter)})`) : ''),

@@ -60,7 +60,7 @@ Examples:
         process.stdout.write(
           flags.json
             ? JSON.stringify(withFinish(detail), null, 2) + '\n'
-            : renderItem(detail, { full: flags.full, paint: colorsFor(process.stdout) }),
+            : renderItem(detail, { full: flags.full, paint: colorsFor(process.stdout), sharedWith: found.sharedWith }),
         );
       } finally {
         await store.close();
