@@ -114,7 +114,7 @@ describe('results after a run on the fake', () => {
     expect(s.cost.byRun).toHaveLength(1);
     expect(s.cost.byRun[0]).toMatchObject({ runId: end.runId, reservedUsd: 0, inFlight: 0, mayBeBilledTries: 0, unpricedTries: 0 });
     expect(s.cost.byRun[0].spentUsd).toBeCloseTo(usd, 8);
-    expect(s.cost.mayBeBilled).toEqual({ tries: 0, usd: 0 });
+    expect(s.cost.mayBeBilled).toEqual({ tries: 0, usd: 0, unpricedTries: 0 });
 
     // failures grouped by reason, biggest group first, counts of jobs
     expect(s.failures).toEqual([

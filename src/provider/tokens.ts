@@ -35,7 +35,7 @@ export function loadTokenizer(): NonNullable<typeof count> {
 
 /** Whether the tokenizer's tables are loaded: counting then costs no load. */
 export function tokenizerLoaded(): boolean {
-  return count !== undefined;
+  return count !== null;
 }
 
 let loading: Promise<void> | null = null;
@@ -49,7 +49,10 @@ let loading: Promise<void> | null = null;
 export function loadTokenizerSoon(): Promise<void> {
   loading ??= new Promise((resolve) =>
     setTimeout(() => {
-      loadTokenizer();
+      // a load that fails is left to the caller's next use, which falls back to a rough count
+      try {
+        loadTokenizer();
+      } catch {}
       resolve();
     }, 0),
   );

@@ -210,7 +210,7 @@ class JobRun {
         if (tokens === null) {
           // the tokenizer, never loaded in a turn that holds answers not yet committed (loadTokenizerSoon)
           await loadTokenizerSoon();
-          tokens = this.#weight()!;
+          tokens = this.#weight(true)!;
         }
         const probe = await ctx.breaker.gate(ctx.stopSignal);
         try {
@@ -423,10 +423,10 @@ class JobRun {
    * The request's token weight, counted only when its lane paces tokens (the tokenizer is big); null
    * when that needs the tokenizer and it is not loaded yet.
    */
-  #weight(): number | null {
+  #weight(loadTried = false): number | null {
     if (this.lane.limits().tpm === null) return 0;
     if (!this.#tokens) {
-      if (!tokenizerLoaded()) return null;
+      if (!loadTried && !tokenizerLoaded()) return null;
       try {
         const request = JSON.parse(this.job.request) as Parameters<typeof estimatePromptTokens>[0];
         const prompt = estimatePromptTokens(request);
