@@ -56,29 +56,44 @@ describe('redactSecret: any run of 8 or more characters of the key', () => {
 });
 
 describe('answers: only the key is taken out', () => {
-  it('finds a run of 8 characters of the key starting anywhere in it; ordinary text holds none', () => {
-    for (let at = 0; at + 8 <= KEY.length; at++) {
-      expect(mayHoldKeyRun(`text ${KEY.slice(at, at + 8)} text`, KEY), `run at ${at}`).toBe(true);
+  const PROJECT_KEY = `sk-proj-${'Zq8Lw3Rt6Yp1Mn4Bv7Cx0Dk5'.repeat(4)}`;
+
+  it('finds a run of 16 characters of the key starting anywhere in it; ordinary text holds none', () => {
+    for (let at = 0; at + 16 <= PROJECT_KEY.length; at++) {
+      expect(mayHoldKeyRun(`text ${PROJECT_KEY.slice(at, at + 16)} text`, PROJECT_KEY, 16), `run at ${at}`).toBe(true);
     }
-    expect(mayHoldKeyRun('The quick brown fox jumps over the lazy dog.', KEY)).toBe(false);
+    expect(mayHoldKeyRun('The quick brown fox jumps over the lazy dog.', PROJECT_KEY, 16)).toBe(false);
   });
 
-  it("takes the key's runs out of every string of the answer, keys of other shapes and URLs kept; null when it holds none", () => {
+  it("takes the key's runs out of every string of the answer; its public prefix, keys of other shapes and URLs kept; null when it holds none", () => {
     const json = {
-      choices: [{ message: { content: `echo Bearer ${KEY}, see sk-exampleexampleexample00 and https://u:pw@host/x` } }],
-      fp: [KEY.slice(5, 15)],
+      choices: [
+        {
+          message: {
+            content: `echo Bearer ${PROJECT_KEY}; keys look like sk-proj-XXXX, see sk-exampleexampleexample00 and https://u:pw@host/x`,
+          },
+        },
+      ],
+      fp: [PROJECT_KEY.slice(20, 40)],
       n: 3,
     };
     const text = JSON.stringify(json);
-    const clean = answerWithoutKey(text, json, KEY);
+    const clean = answerWithoutKey(text, json, PROJECT_KEY);
     expect(clean?.json).toEqual({
-      choices: [{ message: { content: 'echo Bearer [REDACTED], see sk-exampleexampleexample00 and https://u:pw@host/x' } }],
+      choices: [
+        {
+          message: {
+            content: 'echo Bearer [REDACTED]; keys look like sk-proj-XXXX, see sk-exampleexampleexample00 and https://u:pw@host/x',
+          },
+        },
+      ],
       fp: ['[REDACTED]'],
       n: 3,
     });
     expect(clean?.text).toBe(JSON.stringify(clean?.json));
-    const plain = { choices: [{ message: { content: 'sk-exampleexampleexample00' } }] };
-    expect(answerWithoutKey(JSON.stringify(plain), plain, KEY)).toBeNull();
+    // an answer quoting the key's public prefix, and a few characters more, is the model's text
+    const plain = { choices: [{ message: { content: `Set OPENAI_API_KEY=${PROJECT_KEY.slice(0, 15)}...` } }] };
+    expect(answerWithoutKey(JSON.stringify(plain), plain, PROJECT_KEY)).toBeNull();
     expect(answerWithoutKey(text, json, undefined)).toBeNull();
   });
 });
