@@ -14,20 +14,23 @@ export function isProcessAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
   } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM' && !hasEnded(pid);
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false;
   }
-  return !hasEnded(pid);
+  return !isZombie(pid);
 }
 
-/** Linux: the process is a zombie (Z) or being torn down (X). Without /proc, false. */
-function hasEnded(pid: number): boolean {
+/**
+ * /proc says the process ended (Z) or is being torn down (X). Only what it says counts: a process
+ * /proc does not show (`hidepid`, another user's) is taken for alive, as signal 0 found it, since
+ * taking a live run for dead would send its jobs twice.
+ */
+function isZombie(pid: number): boolean {
   if (!PROC_STATES) return false;
   let stat: string;
   try {
     stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-  } catch (error) {
-    // gone between the signal and the read
-    return (error as NodeJS.ErrnoException).code === 'ENOENT';
+  } catch {
+    return false;
   }
   // "pid (comm) S ...": the name may hold spaces and parentheses, the state follows the last ")"
   const state = stat.charAt(stat.lastIndexOf(')') + 2);
