@@ -228,6 +228,33 @@ describe('llmq run --budget', () => {
     const { counts } = s;
     expect(counts.running).toBeGreaterThanOrEqual(4);
     expect(status).toContain(`to send the ${counts.pending} pending and the ${counts.running} a stopped run left running:`);
+    // still counted once the next run has taken the dead run's jobs back and sent them again
+    fake.configure({ latencyMs: 5 });
+    expect((await runCli(run('--concurrency', '4', ...PRICE))).code).toBe(0);
+    const after = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
+    expect(after.counts).toMatchObject({ pending: 0, running: 0, done: 20 });
+    expect(after.cost.mayBeBilled).toEqual({ tries: 4, usd: 0, unpricedTries: 4 });
+  });
+
+  it('a killed run on the offline mock: nothing may be billed', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 20);
+    await store.close();
+    const first = spawnCli(['run', '--db', db, '--provider', 'mock', '--mock-latency', '3000', '--concurrency', '4', '--progress', 'none']);
+    const ended = collect(first);
+    for (;;) {
+      const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
+      if (s.activeRuns[0]?.inFlight === 4) break;
+      await sleep(100);
+    }
+    first.kill('SIGKILL');
+    await ended;
+    const { lastBeat } = await recorded(db);
+    await sleep(lastBeat + 3 * 2000 + 250 - Date.now());
+    const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
+    expect(s.activeRuns[0]).toMatchObject({ gone: true, inFlight: 4 });
+    expect(s.cost.mayBeBilled).toEqual({ tries: 0, usd: 0, unpricedTries: 0 });
   });
 
   it('a model without a price and a budget: refuses to start, names the model and --price, sends nothing', async () => {

@@ -136,8 +136,11 @@ export function buildCost(s: StatusSnapshot, prices: PriceTable, now: number, de
     const budgetUsd = budget('budget');
     const budgetTotalUsd = budget('budgetTotal');
     // Under a budget every request out is reserved (reservedUsd and inFlight say them); without one
-    // only the heartbeat counted them. A batch lane's requests are its polls, never billed.
-    const unreserved = !live && r.endedAt === null && budgetUsd === null && budgetTotalUsd === null && r.options.via !== 'batch';
+    // only the heartbeat counted them, and they stay counted once the next run has taken the run's
+    // jobs back (ended as 'died'), when they are sent again. A batch lane's requests are its polls,
+    // and the offline mock bills nothing.
+    const died = (r.endedAt === null && !live) || r.exitReason === 'died';
+    const unreserved = died && budgetUsd === null && budgetTotalUsd === null && r.options.via !== 'batch' && r.options.provider !== 'mock';
     return {
       ...r.spend,
       host: r.host,

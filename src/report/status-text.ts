@@ -116,7 +116,8 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
       leftRunning > 0 ? `the ${int(leftRunning)} a stopped run left running` : '',
     ].filter(Boolean);
     for (const l of hint(`to send ${what.join(' and ')}:`, `llmq run${runAgain}${again}`)) lines.push(p.dim(l));
-    for (const l of hint('what that would cost and take:', `llmq estimate${again}`)) lines.push(p.dim(l));
+    // estimate prices pending jobs: with none, it would say 0 to send
+    if (r.counts.pending > 0) for (const l of hint('what that would cost and take:', `llmq estimate${again}`)) lines.push(p.dim(l));
   }
   return lines.join('\n') + '\n';
 }
