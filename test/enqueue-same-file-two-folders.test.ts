@@ -21,7 +21,8 @@ describe('enqueue: the same file from two folders', () => {
     const sub = await runCli(['enqueue', 'docs/2024/notes'], { cwd });
     expect(sub.code).toBe(0);
     expect(sub.stderr).toContain(
-      'warning: docs/2024/notes holds files this queue had already as items of docs: docs/2024/notes/n1.md was item "2024/notes/n1.md", and is now item "n1.md" too.',
+      'warning: docs/2024/notes holds files this queue had already as items of docs: docs/2024/notes/n1.md was item "2024/notes/n1.md", and is now item "n1.md" too. ' +
+        "An item's id is its path inside the folder enqueued, so each such file is now two items, exported twice (and sent again where it changed).",
     );
     expect(sub.stderr).toContain('To update the earlier items instead, enqueue docs (its unchanged files stay as they are)');
     const json = JSON.parse((await runCli(['enqueue', 'docs/2024/notes', '--json'], { cwd })).stdout);
@@ -30,8 +31,10 @@ describe('enqueue: the same file from two folders', () => {
     ]);
   });
 
-  it('a folder around one enqueued before, the other way round', async () => {
+  it('a folder around one enqueued before, the other way round, whichever of its files comes first', async () => {
     const cwd = docsTree();
+    // walked first, before the folder enqueued earlier
+    writeFileSync(join(cwd, 'docs/a.md'), 'a');
     expect((await runCli(['enqueue', 'docs/2024/notes'], { cwd })).code).toBe(0);
     const all = await runCli(['enqueue', 'docs'], { cwd });
     expect(all.stderr).toContain('docs/2024/notes/n1.md was item "n1.md", and is now item "2024/notes/n1.md" too.');

@@ -1,3 +1,4 @@
+import { posix } from 'node:path';
 import {
   addFromAnotherFile,
   sourceFile,
@@ -149,6 +150,7 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
   const summary = batcher.summary();
   const sameFilesOtherIds: SameFileOtherId[] = [];
   for (const { root, first } of store.item ? folderFirsts : []) {
+    if (sameFilesOtherIds.some((s) => s.root === root)) continue; // one per folder source
     const found = await otherIdOfSameFile(store as Required<IntakeStore>, first, root);
     if (found) sameFilesOtherIds.push(found);
   }
@@ -188,6 +190,12 @@ interface ReadConfig {
   folderFirsts?: FolderFirst[];
 }
 
+/**
+ * Folders of a folder source whose first document is looked up for `otherIdOfSameFile`: an earlier
+ * enqueue of one folder inside it shows in that folder's files only. A few indexed lookups each.
+ */
+const FOLDERS_LOOKED_AT = 256;
+
 interface FolderFirst {
   readonly root: string;
   readonly first: Pick<Document, 'id' | 'path'>;
@@ -203,13 +211,17 @@ async function readSource(source: Source, sink: Batcher, o: ReadConfig): Promise
       sink.add(await readTextFile(source.file, source.path, source.id, o.folder));
       return sink.flush();
     case 'folder': {
-      let first = true;
+      // each folder's first document, of the first FOLDERS_LOOKED_AT folders walked
+      const folders = new Set<string>();
       for await (const entry of readFolder(source.file, o.folder)) {
         if (isSkipped(entry)) sink.skip(entry);
         else {
-          if (first && !isRejection(entry)) {
-            first = false;
-            o.folderFirsts?.push({ root: source.path, first: { id: entry.id, path: entry.path } });
+          if (!isRejection(entry) && folders.size < FOLDERS_LOOKED_AT) {
+            const folder = posix.dirname(entry.path);
+            if (!folders.has(folder)) {
+              folders.add(folder);
+              o.folderFirsts?.push({ root: source.path, first: { id: entry.id, path: entry.path } });
+            }
           }
           sink.add(entry);
         }

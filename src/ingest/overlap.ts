@@ -15,10 +15,10 @@ export interface SameFileOtherId {
 /**
  * Whether the folder `root` (as item sources spell it) overlaps one enqueued before: a folder inside
  * it, or one around it. An item's id is its path inside the folder enqueued, so its files are then
- * in the queue twice, under two ids, each answered apart: a user updating "just the notes folder"
- * of `docs/` doubled every row of the export without a word. Looked for with the folder's first
- * document alone: its path cut at each folder above it, looked up as an item id (an index), whose
- * item's source is the same file. A few lookups, not a scan of the items.
+ * in the queue twice, under two ids: a user updating "just the notes folder" of `docs/` doubled
+ * every row of the export without a word. Looked for with one document (the caller gives the first
+ * of each folder walked): its path cut at each folder above it, looked up as an item id (an index),
+ * whose item's source is the same file. A few lookups, not a scan of the items.
  */
 export async function otherIdOfSameFile(
   store: Pick<QueueReader, 'item'>,

@@ -201,7 +201,7 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
     warn(
       `${printable(o.root)} holds files this queue had already as items of ${printable(o.otherRoot)}: ` +
         `${printable(o.path)} was item ${q(o.otherId)}, and is now item ${q(o.id)} too. An item's id is its path inside ` +
-        'the folder enqueued, so each such file is now two items, sent and exported apart. ' +
+        'the folder enqueued, so each such file is now two items, exported twice (and sent again where it changed). ' +
         `To update the earlier items instead, enqueue ${printable(o.otherRoot)} (its unchanged files stay as they are); ` +
         'llmq forget removes items by id.',
     );
