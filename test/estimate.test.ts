@@ -314,5 +314,7 @@ describe('estimate', () => {
     );
     const both = JSON.parse((await dry('--json', '--budget', String(worst * 2), '--budget-total', String(high / 10))).stdout);
     expect(both.budget).toMatchObject({ flag: '--budget-total', verdict: 'stops' });
+    const within = JSON.parse((await dry('--json', '--budget', String((low + high) / 2))).stdout);
+    expect(within.budget).toMatchObject({ flag: '--budget', verdict: 'within' });
   });
 });

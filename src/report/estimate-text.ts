@@ -61,7 +61,7 @@ function budgetText(e: Estimate, b: Budget): { line: string; ok: boolean } {
     };
   const c = e.cost!;
   // between the range's ends it may or may not be enough: "below the expected cost" read as a sure stop
-  if (v.left >= c.low) {
+  if (v.verdict === 'within') {
     return {
       line: `${given} is within the expected cost (${usd(c.low)} to ${usd(c.high)}): the run may stop early (exit 3), the rest left pending`,
       ok: false,

@@ -84,21 +84,23 @@ export interface Budget {
 
 /**
  * Whether a run under `budget` would get through the estimate: `covers` the worst case (every answer
- * max_tokens long, which is what a request reserves before it leaves), `may-stop` short of it,
- * `stops` below the expected cost (it would end with exit 3 and the rest pending), `unknown`
- * without a price, or `uncapped` when some job sets no max_tokens (the run refuses it).
+ * max_tokens long, which is what a request reserves before it leaves), `may-stop` short of it but
+ * above the expected cost, `within` the expected cost's range (it stops unless answers come short),
+ * `stops` below it (it would end with exit 3 and the rest pending), `unknown` without a price, or
+ * `uncapped` when some job sets no max_tokens (the run refuses it).
  */
 export function budgetVerdict(
   e: Estimate,
   b: Budget,
-): { flag: string; usd: number; left: number; verdict: 'covers' | 'may-stop' | 'stops' | 'unknown' | 'uncapped' } {
+): { flag: string; usd: number; left: number; verdict: 'covers' | 'may-stop' | 'within' | 'stops' | 'unknown' | 'uncapped' } {
   const left = Math.max(0, b.usd - b.committed);
   const c = e.cost;
   const verdict = (() => {
     if (e.uncapped > 0) return 'uncapped';
     if (c === null) return 'unknown';
     if (left >= Math.max(c.worst, c.high)) return 'covers';
-    return left >= c.high ? 'may-stop' : 'stops';
+    if (left >= c.high) return 'may-stop';
+    return left >= c.low ? 'within' : 'stops';
   })();
   return { flag: b.flag, usd: b.usd, left, verdict };
 }
