@@ -539,8 +539,9 @@ export class Run {
    */
   #tellResumed(): void {
     const t = this.#now();
-    if (this.#toldPauseUntil === null || this.#toldPauseUntil > t) return;
-    const until = this.#pausedUntil();
+    if (this.#toldPauseUntil === null) return;
+    // a timer that came early (the clock moved) looks again too: nothing else would
+    const until = Math.max(this.#toldPauseUntil, this.#pausedUntil());
     if (until > t) {
       this.#timers.push(setTimeout(() => this.#tellResumed(), until - t));
       return;
