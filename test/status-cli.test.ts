@@ -101,6 +101,14 @@ describe('llmq status', () => {
       `  to send the 1 pending and the 1 a stopped run left running:\n    llmq run --db ${db}\n  what that would cost and take: llmq estimate --db ${db}\n`,
     );
     for (const line of r.stdout.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
+    // only what a stopped run left running: the next run takes it back; estimate, which prices
+    // pending jobs, would say 0 to send, and is not offered
+    const store = new SqliteStore(db);
+    await store.db.prepare(`UPDATE jobs SET state = 'failed', error = 'x' WHERE state = 'pending'`).run();
+    await store.close();
+    const left = (await runCli(['status', '--db', db])).stdout;
+    expect(left).toContain(`  to send the 1 a stopped run left running:\n    llmq run --db ${db}\n`);
+    expect(left).not.toContain('llmq estimate');
     // while a run works the queue, no such line
     const working = await populate(tempDir());
     expect((await runCli(['status', '--db', working.db])).stdout).not.toContain('to send the');
