@@ -76,9 +76,14 @@ describe('decide: the failure policy', () => {
     ['too long for the model: the job fails', facts('too_long', 'job', 400), { kind: 'fail', message: 'HTTP 400: too_long' }],
     ['404 after answers: the job fails', facts('bad_request', 'job', 404), { kind: 'fail', message: 'HTTP 404: bad_request' }],
     [
-      '404 before any answer: retried (maybe the job)',
+      '404 before any answer: retried, the attempt given back (the endpoint may be wrong)',
       facts('bad_request', 'job', 404, { answered: false, early404s: 1 }),
-      { kind: 'retry', delayMs: 1000, counted: true },
+      { kind: 'retry', delayMs: 1000, counted: false },
+    ],
+    [
+      '404 before any answer on the last attempt: still given back, not failed',
+      facts('bad_request', 'job', 404, { answered: false, early404s: 2, attempt: 5 }),
+      { kind: 'retry', delayMs: 1000, counted: false },
     ],
     [
       'third 404 in a row before any answer: stop (wrong --base-url)',

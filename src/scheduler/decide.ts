@@ -78,7 +78,11 @@ export function decide(f: FailureFacts): Decision {
   if (error.status === 404 && !f.answered) {
     // Three different jobs in a row before any answer: the endpoint or the model is wrong.
     if (f.early404s >= RUN_FATAL_IN_A_ROW) return { kind: 'stop' };
-    return counted(f, error.message);
+    // Until that is known, the attempt is given back: a run stopped for a wrong --base-url used
+    // none ("No job was used up"), where the first two 404s used theirs. Tried again once some
+    // job has answered, a 404 that is the job's own fails it.
+    const retry = counted(f, error.message);
+    return { kind: 'retry', delayMs: retry.kind === 'retry' ? retry.delayMs : f.retryDelayMs, counted: false };
   }
   if (error.scope === 'job') return { kind: 'fail', message: error.message };
   if (error.scope === 'run') return { kind: 'stop' };
