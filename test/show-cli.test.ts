@@ -75,6 +75,8 @@ describe('llmq show', () => {
     expect(c.stdout).toMatch(/^ {2}shared {4}with 1 other item \(one request, sent once\): a\.txt$/m);
     const d = await runCli(['show', 'd.txt', '--db', db]);
     expect(d.stdout).not.toContain('shared');
+    expect(JSON.parse((await runCli(['show', 'c.txt', '--db', db, '--json'])).stdout).sharedWith).toEqual({ ids: ['a.txt'], more: false });
+    expect(JSON.parse((await runCli(['show', 'd.txt', '--db', db, '--json'])).stdout).sharedWith).toEqual({ ids: [], more: false });
   });
 
   it('a key prefix shared by two jobs asks for more of the key', async () => {

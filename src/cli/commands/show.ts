@@ -59,7 +59,7 @@ Examples:
         if (note) process.stderr.write(`${note}\n`);
         process.stdout.write(
           flags.json
-            ? JSON.stringify(withFinish(detail), null, 2) + '\n'
+            ? JSON.stringify({ ...withFinish(detail), sharedWith: found.sharedWith }, null, 2) + '\n'
             : renderItem(detail, { full: flags.full, paint: colorsFor(process.stdout), sharedWith: found.sharedWith }),
         );
       } finally {
