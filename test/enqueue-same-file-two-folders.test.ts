@@ -41,6 +41,15 @@ describe('enqueue: the same file from two folders', () => {
     expect(all.stderr).toContain('enqueue docs/2024/notes');
   });
 
+  it('a file named alone that is an item of a folder enqueued before', async () => {
+    const cwd = docsTree();
+    expect((await runCli(['enqueue', 'docs'], { cwd })).code).toBe(0);
+    const one = await runCli(['enqueue', 'docs/2024/notes/n2.md'], { cwd });
+    expect(one.stderr).toContain(
+      'warning: docs/2024/notes/n2.md was in this queue already, as item "2024/notes/n2.md" of docs, and is now item "n2.md" too.',
+    );
+  });
+
   it('says nothing for the same folder again, for folders side by side, or for a file that is only named alike', async () => {
     const cwd = docsTree();
     mkdirSync(join(cwd, 'other'));

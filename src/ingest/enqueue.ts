@@ -208,6 +208,8 @@ async function readSource(source: Source, sink: Batcher, o: ReadConfig): Promise
     case 'jsonl':
       return readJsonlFile(source.file, source.path, o.jsonl, sink);
     case 'file':
+      // a file of a folder enqueued before is in the queue already, under its path in that folder
+      o.folderFirsts?.push({ root: source.path, first: { id: source.id, path: source.path } });
       sink.add(await readTextFile(source.file, source.path, source.id, o.folder));
       return sink.flush();
     case 'folder': {

@@ -198,10 +198,15 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
   }
   for (const o of summary.sameFilesOtherIds) {
     const q = (x: string) => JSON.stringify(printable(x));
+    // a file named alone, or a folder's files
+    const which =
+      o.root === o.path
+        ? `${printable(o.path)} was in this queue already, as item ${q(o.otherId)} of ${printable(o.otherRoot)}, and is now item ${q(o.id)} too. `
+        : `${printable(o.root)} holds files this queue had already as items of ${printable(o.otherRoot)}: ` +
+          `${printable(o.path)} was item ${q(o.otherId)}, and is now item ${q(o.id)} too. `;
     warn(
-      `${printable(o.root)} holds files this queue had already as items of ${printable(o.otherRoot)}: ` +
-        `${printable(o.path)} was item ${q(o.otherId)}, and is now item ${q(o.id)} too. An item's id is its path inside ` +
-        'the folder enqueued, so each such file is now two items, exported twice (and sent again where it changed). ' +
+      which +
+        "An item's id is its path inside the folder enqueued, so each such file is now two items, exported twice (and sent again where it changed). " +
         `To update the earlier items instead, enqueue ${printable(o.otherRoot)} (its unchanged files stay as they are); ` +
         'llmq forget removes items by id.',
     );
