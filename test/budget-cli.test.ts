@@ -10,6 +10,7 @@ import { requestFor, seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
 import { all } from './helpers/store-reads.js';
+import { readDb } from './helpers/e2e.js';
 
 // $1 per thousand tokens: a request here costs cents, its worst case (prompt + 64 max_tokens) about $0.10.
 const PRICE = ['--price', '1000,1000'];
@@ -234,6 +235,13 @@ describe('llmq run --budget', () => {
     const after = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
     expect(after.counts).toMatchObject({ pending: 0, running: 0, done: 20 });
     expect(after.cost.mayBeBilled).toEqual({ tries: 4, usd: 0, unpricedTries: 4 });
+    // show says of a job the dead run held that its first try left no record
+    const held = readDb(db).jobs.find((j) => j.attempts === 2)!;
+    const shown = (await runCli(['show', held.key, '--db', db])).stdout;
+    expect(shown).toContain('1 try left no record: the run holding it died (a request that had left may be billed)');
+    expect(shown).toMatch(/^ {2}#2 .* done/m);
+    const fresh = readDb(db).jobs.find((j) => j.attempts === 1)!;
+    expect((await runCli(['show', fresh.key, '--db', db])).stdout).not.toContain('left no record');
   });
 
   it('a killed run on the offline mock: nothing may be billed', async () => {

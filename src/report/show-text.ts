@@ -55,7 +55,15 @@ export function renderItem(
   out.push(...renderRequest(j.request, full, p));
 
   head(`attempts (${d.attempts.length})`);
-  if (!d.attempts.length) out.push(p.dim('  none yet'));
+  const unrecorded = triesWithoutRecord(d);
+  if (unrecorded > 0) {
+    const them = unrecorded === 1 ? 'it' : 'them';
+    out.push(
+      p.yellow(`  ${unrecorded === 1 ? '1 try' : `${int(unrecorded)} tries`} left no record: the run holding ${them} died`) +
+        p.dim(` (a request that had left may be billed)`),
+    );
+  }
+  if (!d.attempts.length && unrecorded === 0) out.push(p.dim('  none yet'));
   for (const [i, a] of d.attempts.entries()) {
     // retry-failed starts a failed job's count of attempts again: say so where the numbers restart
     const before = d.attempts[i - 1];
@@ -128,4 +136,21 @@ function time(ms: number): string {
 
 function latency(ms: number): string {
   return ms < 10_000 ? `${int(ms)}ms` : duration(ms / 1000);
+}
+
+/**
+ * Attempts the job's count used that no attempt row records: a claim raises the count before the
+ * request leaves (and a run claims ahead), and a run that dies writes nothing more. Counted since
+ * the last retry-failed (after a failed row the count starts again), leaving out the try a running
+ * job has out now.
+ */
+function triesWithoutRecord(d: ItemDetail): number {
+  // a failed job's error says how it ended (a run that died included)
+  if (d.job.state === 'failed') return 0;
+  const lastFailed = d.attempts.findLastIndex((a) => a.outcome === 'failed');
+  const recorded = new Set(d.attempts.slice(lastFailed + 1).map((a) => a.attempt));
+  const used = d.job.state === 'running' ? d.job.attempts - 1 : d.job.attempts;
+  let missing = 0;
+  for (let n = 1; n <= used; n++) if (!recorded.has(n)) missing++;
+  return missing;
 }
