@@ -244,6 +244,23 @@ describe('llmq run --budget', () => {
     expect((await runCli(['show', fresh.key, '--db', db])).stdout).not.toContain('left no record');
   });
 
+  it('a run killed within its first second has stored what it had out (early heartbeats)', async () => {
+    const { fake, db, run } = await setup(20, { latencyMs: 5000 });
+    const first = spawnCli(run('--concurrency', '4', '--rpm', '600', ...PRICE));
+    const ended = collect(first);
+    await fake.waitForRequests(1);
+    let beat: { startedAt: number; heartbeatAt: number; inFlight: number | null } | undefined;
+    for (;;) {
+      beat = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout).activeRuns[0];
+      if (beat && (beat.inFlight ?? 0) > 0) break;
+      await sleep(50);
+    }
+    first.kill('SIGKILL');
+    await ended;
+    // the regular beat comes every 2 s: this one came before it
+    expect(beat!.heartbeatAt - beat!.startedAt).toBeLessThan(1900);
+  });
+
   it('a killed run on the offline mock: nothing may be billed', async () => {
     const db = join(tempDir(), 'q.db');
     const store = new SqliteStore(db);

@@ -204,6 +204,9 @@ export class Run {
     // of the queue. A model enqueued while the run works opens its lane with its first job.
     for (const m of before.byModel) if (m.pending > 0) this.#lanes.get(m.model);
     this.#timers.push(setInterval(() => this.#beat(), this.#heartbeatMs));
+    // two early beats store the first requests out (inFlight) within a second: a run killed before
+    // its first regular beat left no count of what may be billed
+    for (const ms of [500, 1000]) if (ms < this.#heartbeatMs) this.#timers.push(setTimeout(() => this.#beat(), ms));
     this.#timers.push(setInterval(() => this.#wake(), 1000));
     this.#timers.push(setInterval(() => this.#emit('progress', this.#snapshot()), o.progressMs ?? 500));
   }
