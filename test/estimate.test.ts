@@ -308,6 +308,10 @@ describe('estimate', () => {
     expect(await said(low / 2)).toMatch(
       /is below the expected cost \(\$[\d.]+ at least\): the run would stop early \(exit 3\), the rest left pending/,
     );
+    // just below: the amounts are told apart, never "$X is below ($X at least)"
+    const close = (await said(low * 0.9995)).match(/--budget (\$[\d.]+) is below the expected cost \((\$[\d.]+) at least\)/);
+    expect(close).not.toBeNull();
+    expect(close![1]).not.toBe(close![2]);
     // inside the range it may be enough: not said as a sure stop
     expect(await said((low + high) / 2)).toMatch(
       /is within the expected cost \(\$[\d.]+ to \$[\d.]+\): the run may stop early \(exit 3\), the rest left pending/,

@@ -56,21 +56,35 @@ function budgetText(e: Estimate, b: Budget): { line: string; ok: boolean } {
   if (v.verdict === 'unknown') return { line: `${given}: no price for ${e.unpriced.join(', ')}, so nothing can be said`, ok: false };
   if (v.verdict === 'may-stop')
     return {
-      line: `${given} is below the worst case (${usd(e.cost!.worst)}): the run stops early (exit 3) if answers run long`,
+      line: `${given} is below the worst case (${usdBeside(e.cost!.worst, v.left)}): the run stops early (exit 3) if answers run long`,
       ok: false,
     };
   const c = e.cost!;
   // between the range's ends it may or may not be enough: "below the expected cost" read as a sure stop
   if (v.verdict === 'within') {
     return {
-      line: `${given} is within the expected cost (${usd(c.low)} to ${usd(c.high)}): the run may stop early (exit 3), the rest left pending`,
+      line: `${given} is within the expected cost (${usdBeside(c.low, v.left)} to ${usdBeside(c.high, v.left)}): the run may stop early (exit 3), the rest left pending`,
       ok: false,
     };
   }
   return {
-    line: `${given} is below the expected cost (${usd(c.low)} at least): the run would stop early (exit 3), the rest left pending`,
+    line: `${given} is below the expected cost (${usdBeside(c.low, v.left)} at least): the run would stop early (exit 3), the rest left pending`,
     ok: false,
   };
+}
+
+/**
+ * `usd` of an amount compared with the budget `left`, with digits enough to tell them apart: "$1.62
+ * is below the expected cost ($1.62 at least)" read as a contradiction for 1.622.
+ */
+function usdBeside(amount: number, left: number): string {
+  const shown = usd(amount);
+  if (shown !== usd(left) || amount === left) return shown;
+  for (let digits = 3; digits <= 9; digits++) {
+    const a = amount.toFixed(digits);
+    if (a !== left.toFixed(digits)) return `$${a}`;
+  }
+  return shown;
 }
 
 function aboutTime(seconds: number): string {
