@@ -152,16 +152,26 @@ export function buildCost(s: StatusSnapshot, prices: PriceTable, now: number, de
       unpricedInFlight: unreserved ? (r.stats?.inFlight ?? 0) : 0,
     };
   });
-  // A run that is gone cannot settle what it had out: those requests may have been billed.
-  const mayBeBilled = byRun.reduce(
-    (a, r) => ({
-      tries: a.tries + r.mayBeBilledTries + (r.live ? 0 : r.inFlight) + r.unpricedInFlight,
-      usd: a.usd + r.mayBeBilledUsd + (r.live ? 0 : r.reservedUsd),
-      unpricedTries: a.unpricedTries + r.unpricedInFlight,
-    }),
-    { tries: 0, usd: 0, unpricedTries: 0 },
-  );
+  const mayBeBilled = byRun
+    .map(runMayBeBilled)
+    .reduce((a, m) => ({ tries: a.tries + m.tries, usd: a.usd + m.usd, unpricedTries: a.unpricedTries + m.unpricedTries }), {
+      tries: 0,
+      usd: 0,
+      unpricedTries: 0,
+    });
   return { usd: unpriced.length ? null : knownUsd, knownUsd, unpriced, remainingUsd, byModel, byRun, mayBeBilled };
+}
+
+/**
+ * One run's tries that may be billed: those it recorded, and, once it is gone and cannot settle
+ * them, what it had out (reserved under a budget, else as its last heartbeat counted them).
+ */
+export function runMayBeBilled(r: RunCost): CostReport['mayBeBilled'] {
+  return {
+    tries: r.mayBeBilledTries + (r.live ? 0 : r.inFlight) + r.unpricedInFlight,
+    usd: r.mayBeBilledUsd + (r.live ? 0 : r.reservedUsd),
+    unpricedTries: r.unpricedInFlight,
+  };
 }
 
 /**

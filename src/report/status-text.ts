@@ -1,5 +1,6 @@
 import { compact, duration, int, NO_PAINT, oneLine, percent, rate, usd, wrap, type Paint } from './format.js';
 import type { RunCost, RunReport, StatusReport } from './status.js';
+import { runMayBeBilled } from './status-cost.js';
 
 /** Runs listed by their money in `status`; older ones are summed on one line. */
 const RUNS_SHOWN = 5;
@@ -176,9 +177,8 @@ function runLines(runs: readonly RunCost[], p: Paint): string[] {
     if (run.budgetUsd !== null) parts.push(`budget ${usd(run.budgetUsd)}`);
     if (run.budgetTotalUsd !== null) parts.push(`queue budget ${usd(run.budgetTotalUsd)}`);
     if (run.live && run.inFlight > 0) parts.push(`${int(run.inFlight)} in flight, up to ${usd(run.reservedUsd)}`);
-    const maybeTries = run.mayBeBilledTries + (run.live ? 0 : run.inFlight) + run.unpricedInFlight;
-    const maybeUsd = run.mayBeBilledUsd + (run.live ? 0 : run.reservedUsd);
-    if (maybeTries > 0) parts.push(mayBeBilledText(maybeTries, maybeUsd, run.unpricedInFlight));
+    const maybe = runMayBeBilled(run);
+    if (maybe.tries > 0) parts.push(mayBeBilledText(maybe.tries, maybe.usd, maybe.unpricedTries));
     if (run.unpricedTries > 0) parts.push(`${int(run.unpricedTries)} answers without a price`);
     const [first, ...more] = packed(parts, ' · ', 59);
     return [`  ${(i === 0 ? 'runs' : '').padEnd(9)}${run.runId.slice(0, 8)}  ${first}`, ...more.map((l) => `${' '.repeat(21)}${l}`)];
