@@ -116,6 +116,7 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
   const config: ReadConfig = {
     stdin: options.stdin,
     signal: options.signal,
+    folderFirsts: [],
     jsonl: { maxDocBytes, idField: options.idField ?? 'id', textField: options.textField ?? DEFAULT_TEXT_FIELD },
     folder: {
       maxDocBytes,
@@ -125,8 +126,6 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
     },
   };
   const batcher = new Batcher(store, options, now);
-  const folderFirsts: FolderFirst[] = [];
-  config.folderFirsts = folderFirsts;
   store.beginLoad?.();
   let stopped = false;
   try {
@@ -149,9 +148,10 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
   const repeatedJobs = (await store.endLoad?.())?.repeatedJobs ?? 0;
   const summary = batcher.summary();
   const sameFilesOtherIds: SameFileOtherId[] = [];
-  for (const { root, first } of store.item ? folderFirsts : []) {
-    if (sameFilesOtherIds.some((s) => s.root === root)) continue; // one per folder source
-    const found = await otherIdOfSameFile(store as Required<IntakeStore>, first, root);
+  const item = store.item?.bind(store);
+  for (const { root, first } of config.folderFirsts) {
+    if (!item || sameFilesOtherIds.some((s) => s.root === root)) continue; // one per folder source
+    const found = await otherIdOfSameFile({ item }, first, root);
     if (found) sameFilesOtherIds.push(found);
   }
   return { ...summary, sameFilesOtherIds, newJobs: summary.newJobs - repeatedJobs, elapsedMs: now() - started, stopped };
@@ -186,8 +186,8 @@ interface ReadConfig {
   readonly signal: AbortSignal | undefined;
   readonly jsonl: JsonlOptions;
   readonly folder: FolderOptions;
-  /** Each folder source's first document, for `otherIdOfSameFile`. */
-  folderFirsts?: FolderFirst[];
+  /** Files named alone, and each folder's first document (FOLDERS_LOOKED_AT), for `otherIdOfSameFile`. */
+  readonly folderFirsts: FolderFirst[];
 }
 
 /**
@@ -209,7 +209,7 @@ async function readSource(source: Source, sink: Batcher, o: ReadConfig): Promise
       return readJsonlFile(source.file, source.path, o.jsonl, sink);
     case 'file':
       // a file of a folder enqueued before is in the queue already, under its path in that folder
-      o.folderFirsts?.push({ root: source.path, first: { id: source.id, path: source.path } });
+      o.folderFirsts.push({ root: source.path, first: { id: source.id, path: source.path } });
       sink.add(await readTextFile(source.file, source.path, source.id, o.folder));
       return sink.flush();
     case 'folder': {
@@ -222,7 +222,7 @@ async function readSource(source: Source, sink: Batcher, o: ReadConfig): Promise
             const folder = posix.dirname(entry.path);
             if (!folders.has(folder)) {
               folders.add(folder);
-              o.folderFirsts?.push({ root: source.path, first: { id: entry.id, path: entry.path } });
+              o.folderFirsts.push({ root: source.path, first: { id: entry.id, path: entry.path } });
             }
           }
           sink.add(entry);

@@ -81,8 +81,7 @@ export function decide(f: FailureFacts): Decision {
     // Until that is known, the attempt is given back: a run stopped for a wrong --base-url used
     // none ("No job was used up"), where the first two 404s used theirs. Tried again once some
     // job has answered, a 404 that is the job's own fails it.
-    const retry = counted(f, error.message);
-    return { kind: 'retry', delayMs: retry.kind === 'retry' ? retry.delayMs : f.retryDelayMs, counted: false };
+    return { kind: 'retry', delayMs: f.attempt < f.maxAttempts ? backoffMs(f) : f.retryDelayMs, counted: false };
   }
   if (error.scope === 'job') return { kind: 'fail', message: error.message };
   if (error.scope === 'run') return { kind: 'stop' };
@@ -106,10 +105,15 @@ function counted(f: FailureFacts, message: string): Decision {
   if (f.attempt >= f.maxAttempts) {
     return { kind: 'fail', message: exhaustedMessage(f.attempt, message) };
   }
+  return { kind: 'retry', delayMs: backoffMs(f), counted: true };
+}
+
+/** Exponential backoff with jitter from the attempt number. */
+function backoffMs(f: FailureFacts): number {
   // A timeout already waited long: the try was lost, not refused, so start much lower.
   const base = f.error.reason === 'timeout' ? f.retryDelayMs / 10 : f.retryDelayMs;
   const exp = Math.min(f.maxRetryDelayMs, base * 2 ** Math.max(0, f.attempt - 1));
-  return { kind: 'retry', delayMs: Math.round(exp * (1 + f.random)), counted: true };
+  return Math.round(exp * (1 + f.random));
 }
 
 /**
