@@ -330,6 +330,42 @@ describe('runQueue', () => {
     await store.close();
   });
 
+  it('fails documents that always get a 5xx once nothing else is left, instead of probing them as an outage', async () => {
+    // The provider answers every other document; the failing ones end up the only ones in hand. Taken
+    // for an outage, they would be probed uncounted until --max-outage ended the run, pending.
+    const { fake, store, keys } = await setup(24, { latencyMs: 5 });
+    const poison = new Set(keys.filter((_, i) => i % 4 === 0));
+    fake.respond((r) => (poison.has(r.key) ? reply.serverError(500) : undefined));
+    const events: Array<keyof SchedulerEventMap> = [];
+    const summary = await runQueue(
+      { store, provider: provider(fake), emit: (e) => events.push(e) },
+      { ...fast, concurrency: 4, maxAttempts: 3, maxOutageMs: 3000, outage: { probeDelayMs: 300, maxProbeDelayMs: 600 } },
+    );
+    expect(summary).toMatchObject({ reason: 'drained', done: 18, failed: 6 });
+    for (const key of poison) expect(fake.sentCount(key)).toBe(3);
+    const failed = (await jobsByState(store)).filter((r) => r.state === 'failed');
+    expect(failed.every((r) => /gave up after 3 attempts: HTTP 500/.test(r.error ?? ''))).toBe(true);
+    await store.close();
+  });
+
+  it('still burns no attempt on refused connections when the last jobs are left', async () => {
+    // A document cannot make the provider refuse connections: that is an outage, at the end as anywhere.
+    const { fake, store } = await setup(6, { latencyMs: 5 });
+    let answered = 0;
+    const summary = await runQueue(
+      {
+        store,
+        provider: provider(fake),
+        emit: (e) => {
+          if (e === 'job:done' && ++answered === 5) void fake.down().then(() => setTimeout(() => void fake.up(), 800));
+        },
+      },
+      { ...fast, concurrency: 1, maxAttempts: 1 },
+    );
+    expect(summary).toMatchObject({ done: 6, failed: 0 });
+    await store.close();
+  });
+
   it('stops on insufficient_quota leaving jobs pending', async () => {
     const { fake, store } = await setup(5);
     fake.respond(() => reply.quota());

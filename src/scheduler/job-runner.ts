@@ -49,6 +49,8 @@ export interface JobContext {
   readonly onRateLimitPause: (untilMs: number, error: ProviderError) => void;
   /** Whether the lease of a job taken or renewed at `since` is surely still the run's (run.ts). */
   readonly holds: (since: number) => boolean;
+  /** The run holds all it will get: the queue had nothing more to give its last claim, or --limit is reached (run.ts). */
+  readonly nothingLeftToClaim: () => boolean;
 }
 
 /** Said once per run, the first time an answer of the kind comes (JobRun.#noteIncomplete). */
@@ -346,10 +348,16 @@ class JobRun {
     if (error.reason === 'auth') c.authInARow++;
     if (error.reason === 'timeout') this.#timeouts++;
     const outageType = error.reason === 'network' || error.reason === 'server' || error.reason === 'timeout';
+    // Refused or unresolvable: nobody is listening, the request never reached the provider.
+    const unreachable = error.reason === 'network' && /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH/i.test(error.message);
     let outage = false;
-    if (outageType) {
-      // Refused or unresolvable: nobody is listening, the request never reached the provider.
-      const unreachable = error.reason === 'network' && /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH/i.test(error.message);
+    if (outageType && !unreachable && c.done > 0 && ctx.nothingLeftToClaim()) {
+      // The last jobs of the run, failing after the provider has answered the others: taken for an
+      // outage, documents that always get a 5xx or a reset would be probed uncounted until
+      // --max-outage ended the run with them pending, every run. Their failures are their own: they
+      // use their attempts, and say the provider is up (a probe among them lets the others go).
+      ctx.breaker.neutral();
+    } else if (outageType) {
       outage = ctx.breaker.failure(error.message, { sentAt: startedAt, unreachable, probe });
     } else if (error.reason === 'local') {
       // This machine's limit says nothing about the provider.

@@ -72,6 +72,8 @@ export class Run {
   #claimed = 0;
   /** Jobs the claims found with every attempt used, failed there (`ClaimResult.exhausted`). */
   #exhausted = 0;
+  /** The last claim of every model came back short: the queue has nothing more for this run now. */
+  #queueEmpty = false;
   /** Set when room opens in hand (a job finished or began backing off); the loop waits on it instead of polling. */
   #roomSinceWait = false;
   #wake: () => void = () => {};
@@ -328,7 +330,8 @@ export class Run {
     // A claim of every model came back short: nothing more to take now, and what is left to this run
     // is what it holds (runs sharing the queue took the rest of what it counted at the start: its
     // bar stood at 35% while it waited on one retry, then jumped to 100%).
-    if (skipModels.length === 0 && got.jobs.length + got.exhausted < limit) this.#counters.total = this.#claimed + this.#exhausted;
+    if (skipModels.length === 0) this.#queueEmpty = got.jobs.length + got.exhausted < limit;
+    if (this.#queueEmpty) this.#counters.total = this.#claimed + this.#exhausted;
     return { started: got.jobs.length, exhausted: got.exhausted };
   }
 
@@ -514,6 +517,7 @@ export class Run {
       onBackoff: () => this.#roomMade(),
       onRateLimitPause: (until, error) => this.#tellRateLimitPause(until, error),
       holds: (since) => this.#holds(since),
+      nothingLeftToClaim: () => this.#queueEmpty || this.#claimed >= this.#limit,
     };
     return this.#context;
   }
