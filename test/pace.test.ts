@@ -282,6 +282,66 @@ describe('where a lane says its pace was learned', () => {
   });
 });
 
+describe('a pace learned from 429s with no limit said or set', () => {
+  /** Sends for `ms`, asking the lane every `everyMs` of the clock (10: at most 100 a second); returns how many went. */
+  async function sendFor(lane: Lane, clock: { now: number }, ms: number, everyMs = 0.5): Promise<number> {
+    let sent = 0;
+    for (const end = clock.now + ms; clock.now < end; clock.now += everyMs) {
+      const got = await lane.tryTake(0);
+      if (typeof got !== 'number') {
+        sent++;
+        lane.ended(got);
+      }
+    }
+    return sent;
+  }
+  const tooMany = () => new ProviderError({ message: '429', scope: 'retryable', reason: 'rate_limit', status: 429 });
+
+  it('climbs past the rate the 429 came at once it stays quiet: one passing 429 is not a limit', async () => {
+    const clock = { now: T0 };
+    const lane = new Lane('m', { rpm: null, tpm: null }, new LocalLaneBoard(() => clock.now), () => clock.now);
+    await sendFor(lane, clock, 5000, 10); // 100 a second, when a 429 comes
+    lane.rateLimitedBy(tooMany(), clock.now);
+    const learned = lane.limits().rpm!;
+    expect(learned).toBeLessThan(6000);
+    expect(lane.snapshot().learned?.source).toBe('429s');
+    clock.now += 2000; // the pause
+    // back up to the rate the 429 came at: slowly near it, as under a cap
+    await sendFor(lane, clock, 30_000);
+    const first = await sendFor(lane, clock, 10_000);
+    await sendFor(lane, clock, 20_000);
+    const later = await sendFor(lane, clock, 10_000);
+    expect(later).toBeGreaterThan(first * 1.5);
+    expect(lane.limits().rpm!).toBeGreaterThan(learned * 1.5);
+    // the next run starts from what this one reached, under the last 429 (none since): above the first guess
+    expect(lane.toRemember()!.rpm!).toBeGreaterThan(learned * 1.5);
+    // and a 429 still cuts it
+    const before = lane.limits().rpm!;
+    lane.rateLimitedBy(tooMany(), clock.now);
+    expect(lane.limits().rpm!).toBeLessThan(before);
+  });
+
+  it('does not climb while the lane sends nothing: it looks for the limit only by sending', async () => {
+    const clock = { now: T0 };
+    const lane = new Lane('m', { rpm: null, tpm: null }, new LocalLaneBoard(() => clock.now), () => clock.now);
+    await sendFor(lane, clock, 5000, 10);
+    lane.rateLimitedBy(tooMany(), clock.now);
+    const learned = lane.limits().rpm!;
+    clock.now += 600_000;
+    expect(lane.limits().rpm!).toBeLessThanOrEqual(learned * 2.01);
+  });
+
+  it('stays under a cap the user set', async () => {
+    const clock = { now: T0 };
+    const lane = new Lane('m', { rpm: 6000, tpm: null }, new LocalLaneBoard(() => clock.now), () => clock.now);
+    await sendFor(lane, clock, 5000, 10);
+    lane.rateLimitedBy(tooMany(), clock.now);
+    clock.now += 2000;
+    await sendFor(lane, clock, 120_000, 5);
+    expect(lane.limits().rpm!).toBeLessThanOrEqual(6000);
+  });
+});
+
 describe('RateBackoff: 429s without headers teach the pace', () => {
   it('cuts once per burst and climbs back in quiet time, slowly near the rate that failed', () => {
     const b = new RateBackoff(T0);

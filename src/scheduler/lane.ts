@@ -103,12 +103,24 @@ export class Lane {
 
   /** The limits paced at now: the lower of caps and learned limits, scaled down after 429s. */
   limits(): PaceLimits {
-    this.#backoff.tick(this.#now());
-    const base = lowerOf(this.#caps, this.board.learned());
+    const learned = this.board.learned();
+    const base = lowerOf(this.#caps, learned);
+    this.#backoff.tick(this.#now(), this.#openEnded(base, learned) ?? undefined);
     const f = this.#backoff.factor;
-    if (f >= 1) return base;
+    if (f === 1) return base;
     const scale = (x: number | null): number | null => (x === null ? null : Math.max(1, x * f));
     return { rpm: scale(base.rpm), tpm: scale(base.tpm) };
+  }
+
+  /**
+   * A pace only 429s taught (no cap, no limit said): the rate the lane sent at when one came, which
+   * may have been a passing one, so it may be passed (`RateBackoff.tick`), up to twice what the lane
+   * sends now. Null otherwise.
+   */
+  #openEnded(base: PaceLimits, learned: LearnedLimits | null): { most: number } | null {
+    if (this.#caps.rpm !== null || this.#caps.tpm !== null || learned?.source !== '429s' || base.rpm === null) return null;
+    const sending = this.#observedRate();
+    return { most: sending === null ? 1 : Math.max(1, (2 * sending * 60) / base.rpm) };
   }
 
   /**

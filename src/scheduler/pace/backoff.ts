@@ -14,6 +14,12 @@ export class RateBackoff {
   static readonly FAST_INCREASE = 0.05;
   static readonly SLOW_INCREASE = 0.004;
   static readonly FLOOR = 0.02;
+  /**
+   * Open-ended (no limit said or set): past the rate the last 429 came at, quiet time raises the pace
+   * by this share per second, compounding, so a limit far above a passing 429 is found in a minute
+   * or so (2x in about 23 s) rather than never.
+   */
+  static readonly SEARCH = 0.03;
 
   #factor = 1;
   /** The factor at which the last 429 came: the real limit is about there. */
@@ -29,9 +35,12 @@ export class RateBackoff {
     return this.#factor;
   }
 
-  /** A factor just under the one the last 429 came at (the current one before any 429). */
+  /**
+   * A factor just under the one the last 429 came at (the current one before any 429, or once the
+   * pace has passed that one with no 429 since: it was no limit).
+   */
   get safeFactor(): number {
-    return this.#ceiling === null ? this.#factor : Math.min(this.#factor, this.#ceiling * 0.9);
+    return this.#ceiling === null || this.#factor > this.#ceiling ? this.#factor : Math.min(this.#factor, this.#ceiling * 0.9);
   }
 
   /** True once a 429 has cut the pace (the limit is being learned from 429s). */
@@ -52,15 +61,25 @@ export class RateBackoff {
     return true;
   }
 
-  /** Let quiet time raise the pace. */
-  tick(now: number): void {
+  /**
+   * Let quiet time raise the pace. `open`: no limit was said or set, so the factor scales a pace the
+   * 429s themselves taught, which is no ceiling: past the rate the last 429 came at it keeps
+   * climbing (`SEARCH`), up to `most` (the caller's bound: twice what the lane is sending, so a lane
+   * that sends little does not climb to a pace it never tried).
+   */
+  tick(now: number, open?: { most: number }): void {
     const seconds = Math.max(0, (now - this.#lastTickAt) / 1000);
     this.#lastTickAt = now;
-    if (this.#factor >= 1 || seconds === 0) return;
+    if (seconds === 0) return;
     const f = this.#factor;
+    if (open && f >= (this.#ceiling ?? 1)) {
+      this.#factor = Math.max(f, Math.min(open.most, f * (1 + RateBackoff.SEARCH) ** seconds));
+      return;
+    }
+    if (f >= 1 && !open) return;
     if (this.#ceiling === null) this.#factor = Math.min(1, f + RateBackoff.FAST_INCREASE * seconds);
     else if (f < this.#ceiling * 0.9) this.#factor = Math.min(this.#ceiling * 0.9, f + RateBackoff.FAST_INCREASE * seconds);
-    else this.#factor = Math.min(1, f + RateBackoff.SLOW_INCREASE * seconds);
+    else this.#factor = Math.min(open ? this.#ceiling : 1, f + RateBackoff.SLOW_INCREASE * seconds);
   }
 
   /** Start from a factor remembered from an earlier run. */
