@@ -12,7 +12,7 @@ import { otherIdOfSameFile, type SameFileOtherId } from './overlap.js';
 import { databaseFiles } from '../store/sqlite/files.js';
 import { isSkipped, readFolder, readTextFile, type FolderOptions, type Skipped } from './folder.js';
 import { globMatcher } from './glob.js';
-import { DEFAULT_TEXT_FIELD, readJsonl, readJsonlFile, type EntrySink, type JsonlOptions } from './jsonl.js';
+import { DEFAULT_ID_FIELD, DEFAULT_TEXT_FIELD, readJsonl, readJsonlFile, type EntrySink, type JsonlOptions } from './jsonl.js';
 import { makeRenderer, type RequestOptions } from './render.js';
 import { SEEN_IDS_PER_CALL, SeenIds } from '../store/seen-ids.js';
 import { resolveSources, type Source } from './sources.js';
@@ -86,6 +86,8 @@ export interface EnqueueSummary {
    * (`otherIdOfSameFile`): each such file is now two items. One per folder, with its first file.
    */
   readonly sameFilesOtherIds: readonly SameFileOtherId[];
+  /** JSONL lines without the field `--id-field` named (not the default), given `file:line` ids: how many, and the first with its fields. */
+  readonly withoutIdField: { readonly count: number; readonly path: string; readonly line: number; readonly has: readonly string[] } | null;
   readonly rejected: number;
   /** Database files in folders that were left out: the queue's own, and other SQLite files. */
   readonly skipped: number;
@@ -117,7 +119,7 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
     stdin: options.stdin,
     signal: options.signal,
     folderFirsts: [],
-    jsonl: { maxDocBytes, idField: options.idField ?? 'id', textField: options.textField ?? DEFAULT_TEXT_FIELD },
+    jsonl: { maxDocBytes, idField: options.idField ?? DEFAULT_ID_FIELD, textField: options.textField ?? DEFAULT_TEXT_FIELD },
     folder: {
       maxDocBytes,
       include: globMatcher(options.globs ?? []),
@@ -265,6 +267,7 @@ class Batcher implements EntrySink {
   #orphanedAnswers = 0;
   #reprioritized = 0;
   #fromAnotherFile: FromAnotherFile | null = null;
+  #withoutIdField: EnqueueSummary['withoutIdField'] = null;
   #newItems = 0;
   #unchanged = 0;
   #updated = 0;
@@ -293,6 +296,12 @@ class Batcher implements EntrySink {
   add(entry: Entry): void {
     this.#documents++;
     if (isRejection(entry)) return this.#reject(entry);
+    if (entry.withoutIdField) {
+      const w = this.#withoutIdField;
+      this.#withoutIdField = w
+        ? { ...w, count: w.count + 1 }
+        : { count: 1, path: entry.path, line: entry.line ?? 0, has: entry.withoutIdField };
+    }
     let row: EnqueueRow;
     try {
       row = this.#render(entry);
@@ -381,6 +390,7 @@ class Batcher implements EntrySink {
       orphanedAnswers: this.#orphanedAnswers,
       reprioritized: this.#reprioritized,
       fromAnotherFile: this.#fromAnotherFile,
+      withoutIdField: this.#withoutIdField,
       rejected: this.#rejected,
       skipped: this.#skipped,
       rejections: this.#rejections,

@@ -4,10 +4,11 @@ import { isBlank, REASON_EMPTY } from './decode.js';
 import { nestsDeeperThan, reasonTooDeep } from './depth.js';
 import { namedSourceReason } from './file-kind.js';
 import { splitLines } from './lines.js';
-import { fsReason, StopReading, type Entry, type ReadOptions } from './types.js';
+import { fsReason, StopReading, type Document, type Entry, type ReadOptions } from './types.js';
 
 /** The JSONL field a document's text is read from unless --text-field names another. */
 export const DEFAULT_TEXT_FIELD = 'text';
+export const DEFAULT_ID_FIELD = 'id';
 
 export interface JsonlOptions extends ReadOptions {
   /** The field holding the item id; lines without it get `file:line`. @default 'id' */
@@ -150,7 +151,8 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   // a control character (JSON takes none of them raw) or a lone surrogate (the line was decoded from
   // strict UTF-8): JSON.stringify would put each in quotes unchanged (surrogate pairs stay as they are).
   const textJsonSafe = text.indexOf('\\') === -1;
-  return { id, path, line, text: body, meta: otherFields(obj, o.textField, o.idField), textJsonSafe, positional };
+  const doc: Document = { id, path, line, text: body, meta: otherFields(obj, o.textField, o.idField), textJsonSafe, positional };
+  return rawId === undefined && o.idField !== DEFAULT_ID_FIELD ? { ...doc, withoutIdField: Object.keys(obj) } : doc;
 }
 
 /** An OpenAI Batch API line: `body` is the request, sent as it is; `custom_id` is the item id. */

@@ -17,6 +17,11 @@ export interface Document {
    * its own, which says nothing of the document that had the same id in an earlier enqueue.
    */
   readonly positional?: boolean;
+  /**
+   * A JSONL line without the field `--id-field` named (other than the default `id`), so its id is
+   * `file:line`: the fields it has instead, for the warning that the name may be mistyped.
+   */
+  readonly withoutIdField?: readonly string[];
 }
 
 /** Input that did not become an item, and why. Nothing is dropped without one of these. */

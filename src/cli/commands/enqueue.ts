@@ -179,6 +179,15 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
         'Check what a long document costs first: llmq estimate.',
     );
   }
+  const missing = summary.withoutIdField;
+  if (missing) {
+    const has = missing.has.length === 0 ? 'no fields' : missing.has.map((n) => JSON.stringify(printable(n))).join(', ');
+    warn(
+      `${count(missing.count, 'line')} had no ${JSON.stringify(printable(flags.idField))} field (the first: ${printable(where(missing.path, missing.line))}, ` +
+        `which has ${has}), so ${missing.count === 1 ? 'its id is' : 'their ids are'} file:line. If the name given to --id-field is mistyped: ` +
+        `llmq forget --source ${shellWord(missing.path)}${dbArgument(flags.db)}, then enqueue it again with the right one (answers already paid for are kept and found again).`,
+    );
+  }
   const elsewhere = summary.fromAnotherFile;
   if (elsewhere) {
     const { id, was, now } = elsewhere.first;

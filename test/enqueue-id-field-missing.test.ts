@@ -1,0 +1,36 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCli } from './helpers/cli.js';
+import { tempDir } from './helpers/tmp.js';
+
+// Lines without the id field get file:line ids: the rule for lines that have none. With a field named
+// by --id-field and missing from every line, that rule hid a typo: the next enqueue with the right name
+// made every document two items, exported twice.
+describe('an --id-field the lines do not have', () => {
+  it('is said, with the first line and the fields it has, and the fix', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'docs.jsonl');
+    writeFileSync(file, ['{"id":"a","text":"alpha"}', '{"doc_id":"b","text":"beta"}', '{"id":"c","text":"gamma"}'].join('\n') + '\n');
+    const db = join(dir, 'q.db');
+    const r = await runCli(['enqueue', file, '--db', db, '--id-field', 'doc_id']);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toContain(
+      `warning: 2 lines had no "doc_id" field (the first: ${file}:1, which has "id", "text"), so their ids are file:line.`,
+    );
+    expect(r.stderr).toContain(`llmq forget --source ${file} --db ${db}, then enqueue it again`);
+
+    const json = await runCli(['enqueue', file, '--db', join(dir, 'q2.db'), '--id-field', 'doc_id', '--json']);
+    expect(JSON.parse(json.stdout).withoutIdField).toEqual({ count: 2, path: file, line: 1, has: ['id', 'text'] });
+  });
+
+  it('says nothing for lines without the default id field: file:line is their id by design', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'docs.jsonl');
+    writeFileSync(file, '{"text":"alpha"}\n{"text":"beta"}\n');
+    const r = await runCli(['enqueue', file, '--db', join(dir, 'q.db'), '--json']);
+    expect(r.code).toBe(0);
+    expect(r.stderr).not.toContain('warning');
+    expect(JSON.parse(r.stdout).withoutIdField).toBeNull();
+  });
+});
