@@ -71,9 +71,25 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
     for (const f of r.failures) lines.push(`  ${p.red(int(f.count).padStart(cw))}  ${oneLine(f.error, 74 - cw)}`);
     const shown = r.failures.reduce((a, f) => a + f.count, 0);
     if (shown < r.counts.failed) lines.push(p.dim(`  ${int(r.counts.failed - shown).padStart(cw)}  other reasons`));
-    const hint = `  to try them again: llmq retry-failed${again}, then llmq run${runAgain}${again}`;
-    if (hint.length <= 80) lines.push(p.dim(hint));
-    else lines.push(p.dim(`  to try them again: llmq retry-failed${again}`), p.dim(`  then: llmq run${runAgain}${again}`));
+    const refused = r.failures.filter((f) => refusedAsSent(f.error)).reduce((a, f) => a + f.count, 0);
+    if (refused > 0) {
+      lines.push(
+        p.dim(
+          `  ${refused === r.counts.failed ? 'the provider refused them' : `it refused ${int(refused)}`} as sent (HTTP 4xx): sent again, they fail`,
+        ),
+      );
+      lines.push(p.dim('  the same way; fix the documents or options, then enqueue again'));
+    }
+    // Tries that ran out say "gave up after": a retry of those alone leaves the refused ones be. When
+    // other reasons are among the rest, or some reasons are not listed, --error TEXT is the tool.
+    const ranOut = r.failures.every((f) => refusedAsSent(f.error) || f.error.includes('gave up after')) && shown === r.counts.failed;
+    const only = refused === 0 ? '' : ranOut ? ` --error "gave up after"` : ' --error TEXT';
+    if (refused < r.counts.failed) {
+      const what = only ? 'to try the others again' : 'to try them again';
+      const hint = `  ${what}: llmq retry-failed${only}${again}, then llmq run${runAgain}${again}`;
+      if (hint.length <= 80) lines.push(p.dim(hint));
+      else lines.push(p.dim(`  ${what}: llmq retry-failed${only}${again}`), p.dim(`  then: llmq run${runAgain}${again}`));
+    }
   }
 
   const live = r.activeRuns.filter((x) => x.live);
@@ -193,4 +209,12 @@ function runLines(runs: readonly RunCost[], p: Paint): string[] {
 
 function runName(run: RunReport): string {
   return `${run.id.slice(0, 8)} (${run.host} pid ${run.pid})`;
+}
+
+/**
+ * A failure the provider gave for the request as it was (400, 404, 413, 422, too long, a 403 for one
+ * model): the same request gets it again. Not 408/409 (retried as 5xx), nor tries that ran out.
+ */
+export function refusedAsSent(error: string): boolean {
+  return /^HTTP 4\d\d:/.test(error) && !/^HTTP 40[89]:/.test(error);
 }
