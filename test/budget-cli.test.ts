@@ -83,7 +83,7 @@ describe('llmq run --budget', () => {
         'more than the $0.00475 left; 4 jobs pending; run again with a larger --budget-total to go on',
     );
     expect(budgetMessage({ scope: 'run', limitUsd: 1, committedUsd: 0.97, nextUsd: 0.1 }, 1)).toBe(
-      'budget reached: $0.97 of $1.00; 1 job pending; run again with a larger --budget to go on',
+      'budget reached: $0.97 of $1.00; 1 job pending; run again to go on: --budget counts what one run spends, so the next may spend as much again (--budget-total caps the whole queue)',
     );
   });
 
@@ -93,7 +93,7 @@ describe('llmq run --budget', () => {
     expect(r.code).toBe(3);
     const m = await recorded(db);
     expect(lastLine(r.stderr)).toBe(
-      `budget reached: ${usd(m.ledgerUsd)} of $1.00; ${m.pending} jobs pending; run again with a larger --budget to go on`,
+      `budget reached: ${usd(m.ledgerUsd)} of $1.00; ${m.pending} jobs pending; run again to go on: --budget counts what one run spends, so the next may spend as much again (--budget-total caps the whole queue)`,
     );
     expect(m.done).toBeGreaterThan(20); // in-flight worst cases settled far lower, and the room was used again
     expect(m.pending).toBe(100 - m.done);
@@ -119,6 +119,9 @@ describe('llmq run --budget', () => {
     expect(s.cost.byRun[0].spentUsd).toBeCloseTo(m.attemptsUsd, 6);
     const text = (await runCli(['status', '--db', db])).stdout;
     expect(text).toMatch(/^ {2}runs {5}[0-9a-f]{8} {2}\$0\.\d\d\d? · budget \$1\.00$/m);
+    // the run it proposes for the rest spends under the same budget and prices: pasted, a bare llmq
+    // run would spend with no cap, at genai-prices' price
+    expect(text.replace(/\n {4}/g, ' ')).toContain(`llmq run --base-url ${fake.url} --budget 1 --price ${PRICE[1]} --db ${db}`);
     // without price flags, the rest is reckoned at the price the run was given, as its answers were
     // stored: not "$0.92 so far, $0.0006 more to finish" at genai-prices' price of the model
     expect(text).toMatch(/^ {2}prices {3}--price of run [0-9a-f]{8}$/m);

@@ -1,6 +1,7 @@
 import { DEFAULT_BASE_URL, resolveBaseUrl, type Env } from '../provider/endpoint.js';
 import { redactUrlQuery } from '../url-credentials.js';
 import { shellWord } from '../shell-word.js';
+import { spendFlagsOf } from '../report/status.js';
 
 /**
  * What a follow-up command printed as a hint ("llmq retry-failed && llmq run") needs to reach the
@@ -47,11 +48,33 @@ export function moneyArguments(flags: {
  * and `mock`, or an endpoint other than OpenAI's from "openai-compatible (URL)", the name the
  * provider gives itself (credentials and query already left out).
  */
-export function runArgumentsOfRun(options: { readonly provider?: unknown; readonly via?: unknown } | null): string {
+export function runArgumentsOfRun(
+  options: {
+    readonly provider?: unknown;
+    readonly via?: unknown;
+    readonly budget?: unknown;
+    readonly budgetTotal?: unknown;
+    readonly price?: unknown;
+    readonly prices?: unknown;
+  } | null,
+): string {
   const via = options?.via === 'batch' || options?.via === 'auto' ? ` --via ${options.via}` : '';
-  if (options?.provider === 'mock') return via + runArguments({ provider: 'mock' });
+  // its budget and prices too: pasted without them, the run would spend with no cap, or at other prices
+  const money = options ? moneyArguments(spendFlags(options)) : '';
+  if (options?.provider === 'mock') return via + runArguments({ provider: 'mock' }) + money;
   const url = typeof options?.provider === 'string' ? /^openai-compatible \((.+)\)$/.exec(options.provider)?.[1] : undefined;
-  return via + (url && url !== DEFAULT_BASE_URL ? runArguments({ baseUrl: url }) : '');
+  return via + (url && url !== DEFAULT_BASE_URL ? runArguments({ baseUrl: url }) : '') + money;
+}
+
+/** The money flags of stored run options (`spendFlagsOf`), as `moneyArguments` takes them. */
+function spendFlags(options: Record<string, unknown>) {
+  const f = spendFlagsOf(options);
+  return {
+    budget: f.budget ?? undefined,
+    budgetTotal: f.budgetTotal ?? undefined,
+    price: f.price ?? undefined,
+    prices: f.prices ?? undefined,
+  };
 }
 
 /**

@@ -18,6 +18,13 @@ export interface RunReport {
   readonly provider: string | null;
   /** The lane it ran in: `batch`, or null for online (the default, not recorded). */
   readonly via: string | null;
+  /** What it spent under and priced with (`--budget`, `--budget-total`, `--price`, `--prices`): a run proposed after it carries them. */
+  readonly spendFlags: {
+    readonly budget: number | null;
+    readonly budgetTotal: number | null;
+    readonly price: readonly [number, number] | null;
+    readonly prices: string | null;
+  };
   /** Still heartbeating (not ended, heartbeat within STALE_RUN_MS) and not known dead. */
   readonly live: boolean;
   /** Known dead: on this machine, its process gone (`deadRunsHere`); the next run takes its jobs back at once. */
@@ -141,6 +148,7 @@ export function runReport(r: RunRow, now: number, dead?: ReadonlySet<string>): R
     heartbeatAt: r.heartbeatAt,
     provider: typeof r.options.provider === 'string' ? r.options.provider : null,
     via: typeof r.options.via === 'string' ? r.options.via : null,
+    spendFlags: spendFlagsOf(r.options),
     endedAt: r.endedAt,
     exitReason: r.exitReason,
     live,
@@ -162,4 +170,12 @@ export function runReport(r: RunRow, now: number, dead?: ReadonlySet<string>): R
     lanes: st?.lanes ?? [],
     alerts: live ? (st?.alerts ?? []) : [],
   };
+}
+
+/** A run's --budget, --budget-total, --price and --prices from its stored options (absent in runs of versions that did not store them). */
+export function spendFlagsOf(o: Record<string, unknown>): RunReport['spendFlags'] {
+  const usd = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x : null);
+  const price =
+    Array.isArray(o.price) && o.price.length === 2 && o.price.every((x) => typeof x === 'number') ? (o.price as [number, number]) : null;
+  return { budget: usd(o.budget), budgetTotal: usd(o.budgetTotal), price, prices: typeof o.prices === 'string' ? o.prices : null };
 }

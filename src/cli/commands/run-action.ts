@@ -222,7 +222,7 @@ async function sharedBoards(url: string) {
 /** The longest a request may take under --timeout auto. */
 const AUTO_TIMEOUT_CAP_MS = 600_000;
 
-/** "budget reached: $4.98 of $5.00; 1,204 jobs pending; run again with a larger --budget to go on" */
+/** "budget reached: $4.98 of $5.00; 1,204 jobs pending; run again to go on: --budget counts what one run spends, ..." */
 export function budgetMessage(b: NonNullable<RunSummary['budget']>, pending: number): string {
   const flag = b.scope === 'run' ? '--budget' : '--budget-total';
   // Much of the budget left (none spent yet, or the rest too small for one request): "budget reached"
@@ -232,9 +232,15 @@ export function budgetMessage(b: NonNullable<RunSummary['budget']>, pending: num
     b.committedUsd === 0 || left >= b.limitUsd / 10
       ? `; one request may cost up to ${usd(b.nextUsd)} (its prompt and all of max_tokens), more than the ${usd(left)} left`
       : '';
+  // --budget counts what one run spends: the same again lets the next spend as much again, which
+  // "a larger --budget" would hide (--budget-total is the one that counts the whole queue)
+  const goOn =
+    b.scope === 'run' && !tooSmall
+      ? 'run again to go on: --budget counts what one run spends, so the next may spend as much again (--budget-total caps the whole queue)'
+      : `run again with a larger ${flag} to go on`;
   return (
     `budget reached: ${usd(b.committedUsd)} of ${usd(b.limitUsd)}${b.scope === 'total' ? ' for the whole queue' : ''}${tooSmall}; ` +
-    `${int(pending)} ${pending === 1 ? 'job' : 'jobs'} pending; run again with a larger ${flag} to go on`
+    `${int(pending)} ${pending === 1 ? 'job' : 'jobs'} pending; ${goOn}`
   );
 }
 

@@ -81,7 +81,9 @@ async function textRenderer(dbFlag: string | undefined): Promise<(report: Status
       report,
       paint,
       again,
-      runArgumentsOfRun(report.lastRun ? { provider: report.lastRun.provider, via: report.lastRun.via } : null),
+      runArgumentsOfRun(
+        report.lastRun ? { provider: report.lastRun.provider, via: report.lastRun.via, ...report.lastRun.spendFlags } : null,
+      ),
       batches.live,
     ) + renderBatches(batches, paint);
 }
