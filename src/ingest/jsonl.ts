@@ -4,6 +4,7 @@ import { isBlank, REASON_EMPTY } from './decode.js';
 import { nestsDeeperThan, reasonTooDeep } from './depth.js';
 import { namedSourceReason } from './file-kind.js';
 import { splitLines } from './lines.js';
+import { shellWord } from '../shell-word.js';
 import { fsReason, StopReading, type Document, type Entry, type ReadOptions } from './types.js';
 
 /** The JSONL field a document's text is read from unless --text-field names another. */
@@ -58,6 +59,7 @@ export async function readJsonl(
 ): Promise<void> {
   let lastLine = 0;
   let hinted = !unnamed;
+  let firstSeen = false;
   // What the sink throws (the store failed, or reading was asked to stop) is not a read error of this file.
   let sinkFailed = false;
   const flush = async (): Promise<void> => {
@@ -76,7 +78,26 @@ export async function readJsonl(
         line: (text, no) => {
           lastLine = no;
           let entry = parseJsonLine(text, no, path, options, unnamed);
-          if (!hinted && entry !== null && 'reason' in entry && entry.reason.startsWith('malformed JSON') && !/^\s*[{[]/.test(text)) {
+          const first = !firstSeen && entry !== null;
+          if (first) firstSeen = true;
+          if (
+            first &&
+            entry !== null &&
+            'reason' in entry &&
+            entry.reason.startsWith('malformed JSON') &&
+            /^\s*[{[]\s*$|^\s*\[\s*\{.*,\s*$/.test(text)
+          ) {
+            // "{" or "[" alone on the first line: one JSON document written over many lines, each
+            // line of which is rejected; the first says what the file is and how to make it records
+            entry = { ...entry, reason: `${entry.reason}; ${prettyPrinted(path)}` };
+            hinted = true;
+          } else if (
+            !hinted &&
+            entry !== null &&
+            'reason' in entry &&
+            entry.reason.startsWith('malformed JSON') &&
+            !/^\s*[{[]/.test(text)
+          ) {
             entry = { ...entry, reason: `${entry.reason}; ${STREAM_IS_JSONL}` };
             hinted = true;
           }
@@ -95,6 +116,15 @@ export async function readJsonl(
     sink.add({ path, reason: fsReason(error) + after });
     await sink.flush();
   }
+}
+
+/** The first line of a file that is one JSON document over many lines: what it is, and the conversion to JSON Lines. */
+function prettyPrinted(path: string): string {
+  const file = path === '-' ? 'FILE' : shellWord(path);
+  return (
+    'this looks like one JSON document written over many lines, not JSON Lines (one {...} object per line): ' +
+    `convert it with jq -c '.[]' ${file} > records.jsonl (an array of records) or jq -c . ${file} > records.jsonl (one object)`
+  );
 }
 
 /**

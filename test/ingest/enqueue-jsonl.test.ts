@@ -46,6 +46,34 @@ describe('enqueue JSONL', () => {
     expect(JSON.parse((await store.item('a'))!.job.request).messages[0].content).toBe('Summarize: A good line.');
   });
 
+  it('says on its first line that a file is one JSON document over many lines, with the conversion', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'pretty.jsonl');
+    writeFileSync(
+      file,
+      JSON.stringify(
+        [
+          { id: 'a', text: 'one' },
+          { id: 'b', text: 'two' },
+        ],
+        null,
+        2,
+      ) + '\n',
+    );
+    const s = await run(tempStore(), [file]);
+    expect(s.rejections[0]).toMatchObject({ line: 1 });
+    expect(s.rejections[0]!.reason).toBe(
+      'malformed JSON (Unexpected end of JSON input); this looks like one JSON document written over many lines, not JSON Lines ' +
+        `(one {...} object per line): convert it with jq -c '.[]' ${file} > records.jsonl (an array of records) or jq -c . ${file} > records.jsonl (one object)`,
+    );
+    // said once: the other lines are rejected as they are
+    expect(s.rejections.slice(1).some((r) => r.reason.includes('jq'))).toBe(false);
+    // a file whose first line is a broken record is no such file
+    const broken = join(dir, 'broken.jsonl');
+    writeFileSync(broken, '{"id": "a", "text": "one"\n{"id": "b", "text": "two"}\n');
+    expect((await run(tempStore(), [broken])).rejections[0]!.reason).not.toContain('jq');
+  });
+
   it('an id of true or false is refused, as the message says: ids are strings or numbers', async () => {
     const store = tempStore();
     const s = await run(store, ['-'], { stdin: Readable.from(['{"id":true,"text":"x"}\n', '{"id":7,"text":"y"}\n']) });
