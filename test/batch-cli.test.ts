@@ -233,8 +233,9 @@ describe('llmq run --via batch (child processes)', () => {
 
   it('the llmq run proposed after a batch run goes through the Batch API again, to the same endpoint', async () => {
     const { fake, db, keys } = await setup(3);
-    fake.batches.line = (key) => (key === keys[0] ? 'error' : 'ok');
-    const run = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1']);
+    // a 5xx line: a failure that retry-failed and a run may mend (a 400 would fail the same way again)
+    fake.batches.line = (key) => (key === keys[0] ? 'server' : 'ok');
+    const run = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1', '--max-attempts', '1']);
     expect(run.code, run.stderr).toBe(2);
     // pasted, a bare "llmq run" would go online to api.openai.com, at twice the price
     expect((await runCli(['status', '--db', db])).stdout).toContain(`llmq run --via batch --base-url ${fake.url} --db ${db}`);

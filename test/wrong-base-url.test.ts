@@ -17,6 +17,9 @@ describe('a wrong --base-url (every request answered 404)', () => {
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toContain('The first answers were all 404');
     expect(r.stderr).toContain('No job was used up: they are all still pending.');
+    // not the endpoint that was wrong: a place for the right one
+    expect(r.stderr).toContain(`Run llmq run --base-url URL --db ${db} again once this is fixed.`);
+    expect(r.stderr).not.toContain(`llmq run --base-url ${fake.url}`);
     expect(fake.received).toBeGreaterThanOrEqual(3);
     const { jobs, attempts } = readDb(db);
     expect(jobs.map((j) => [j.state, j.attempts])).toEqual(Array(10).fill(['pending', 0]));

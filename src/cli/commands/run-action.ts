@@ -159,7 +159,7 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
   if (hooks) whileReaderPresent(process.stderr).write(hookReportLine(await finishHooks(hooks, summary)));
   if (summary.fatal) {
     whileReaderPresent(process.stderr).write(
-      `error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message, runArguments(flags) + moneyArguments(flags) + dbArgument(flags.db), summary.failed)}\n`,
+      `error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message, againAfterFatal(flags, summary.fatal.message), summary.failed)}\n`,
     );
   }
   if (summary.budget) whileReaderPresent(process.stderr).write(budgetMessage(summary.budget, summary.remaining) + '\n');
@@ -199,6 +199,15 @@ function warnIfKeyUnredactable(found: { key: string; name: string } | undefined)
  * What to do after a run-fatal error. It used up no job; jobs this run failed before it (a 401 or
  * 403 after the key had worked fails the job alone, until three in a row stop the run) are said.
  */
+/**
+ * What `llmq run` needs to go on where this one stopped; after 404s (the endpoint or model is not
+ * there) a placeholder for the endpoint: the one given is what was wrong.
+ */
+function againAfterFatal(flags: RunFlags, message: string): string {
+  const endpoint = message.startsWith('HTTP 404') ? runArguments({ provider: flags.provider }) + ' --base-url URL' : runArguments(flags);
+  return endpoint + moneyArguments(flags) + dbArgument(flags.db);
+}
+
 function fixFor(reason: string, message: string, again: string, failedInRun: number): string {
   const left =
     failedInRun === 0
