@@ -112,6 +112,39 @@ describe('an enqueue killed half way through a bulk load', () => {
   }, 240_000);
 });
 
+describe('a queue whose bulk load was killed, read before anything writes to it', () => {
+  it('is finished on open: export gives each item once, status counts each job once', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    // every tenth document the same: the load, with no key index, stores their job once per line
+    const repeating = Array.from(
+      { length: DOCS },
+      (_, i) =>
+        `${JSON.stringify({ id: `doc-${i}`, text: (i % 10 === 0 ? 'the same document ' : `document number ${i} `).padEnd(8000, 'x') })}\n`,
+    );
+    const loader = spawn(process.execPath, [BIN, 'enqueue', '-', '--db', db], { env: cliEnv(), stdio: 'pipe' });
+    loader.stdin!.write(repeating.slice(0, 2500).join(''));
+    const loaderDone = collect(loader, 60_000);
+    await until(db, (s) => s.loading && s.items > 0);
+    loader.kill('SIGKILL');
+    await loaderDone;
+    const committed = loadState(db).items;
+
+    const out = await runCli(['export', '--db', db]);
+    expect(out.code, out.stderr).toBe(0);
+    const ids = out.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l).id as string);
+    expect(ids.length).toBe(committed);
+    expect(new Set(ids).size).toBe(committed);
+    const status = JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout);
+    const distinct = committed - Math.floor((committed - 1) / 10); // the repeats of doc-0 share its job
+    expect(status).toMatchObject({ items: committed, total: distinct });
+    expect(loadState(db).loading).toBe(false);
+  }, 120_000);
+});
+
 describe('an enqueue stopped by Ctrl-C', () => {
   it('stores what it read, finishes its bulk load, says so and exits 130; the same input again adds the rest', async () => {
     const dir = tempDir();

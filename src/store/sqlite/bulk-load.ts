@@ -114,6 +114,22 @@ function buildLoadIndexes(db: Db): number {
 }
 
 /**
+ * Finish a load whose loader is gone (killed, or a second Ctrl-C): true if there was one. Done when
+ * the queue is opened, by every command, reading ones too: the load left each repeated request as a
+ * job of its own and no key index, so `export` joined an item to every repeat of its job (2,061
+ * items gave 25,966 lines) and `status` counted the repeats. A live loader's load is its own to
+ * finish (readers see what it committed), as is one on another host, whose process cannot be checked.
+ */
+export function finishDeadBulkLoad(db: Db): boolean {
+  const r = loadRecord(db);
+  if (!r || r.host !== hostname() || r.pid === process.pid || isProcessAlive(r.pid)) return false;
+  db.pragma('foreign_keys = OFF');
+  finishBulkLoad(db);
+  db.pragma('foreign_keys = ON');
+  return true;
+}
+
+/**
  * Before a write other than the load's own: finish a load whose loader is gone, or refuse while it
  * lives (it is rebuilding nothing yet, and everything else would crawl or fail without the indexes).
  */
@@ -124,13 +140,8 @@ export function settleBulkLoad(db: Db, location: string): void {
     if (!db.pragma('foreign_keys', { simple: true })) db.pragma('foreign_keys = ON');
     return;
   }
+  if (finishDeadBulkLoad(db)) return;
   const here = hostname();
-  if (r.host === here && r.pid !== process.pid && !isProcessAlive(r.pid)) {
-    db.pragma('foreign_keys = OFF');
-    finishBulkLoad(db);
-    db.pragma('foreign_keys = ON');
-    return;
-  }
   const since = new Date(r.started_at).toISOString();
   throw new StoreError(
     `${location} is being loaded by llmq enqueue (pid ${r.pid} on ${r.host}, since ${since}): its indexes are built when the load ends, ` +

@@ -39,7 +39,7 @@ import { AS_PENDING, NO_MONEY, TAKEN_BACK, dropMockAnsweredWhere, mockRunWhere, 
 import { GroupCommit } from '../group-commit.js';
 import { attemptValues, latencyOf } from '../rows.js';
 import { DROP_ATTEMPTS_SQL, INSERT_ATTEMPT_OF_SEQ_SQL, INSERT_ATTEMPT_SQL, insertAttemptValues, orphanDropper } from './attempts.js';
-import { BULK_MIN_ROWS, beginBulkLoad, finishBulkLoad, settleBulkLoad } from './bulk-load.js';
+import { BULK_MIN_ROWS, beginBulkLoad, finishBulkLoad, finishDeadBulkLoad, settleBulkLoad } from './bulk-load.js';
 import type { BulkLoadWriter } from './load-writer.js';
 import { INSERT_REQUEST_SQL, REQUEST_KEPT_APART, requestOf } from './requests.js';
 import { CountMoves, countsWriter, type CountedJob } from './count-moves.js';
@@ -125,6 +125,7 @@ export class SqliteStore implements Store {
   constructor(path: string, options: OpenSqliteOptions = {}) {
     this.location = path;
     this.db = openSqlite(path, options);
+    finishDeadLoadIfWritable(this.db);
     this.#read = new SqliteReader(this.db);
     this.copier = new SqliteCopier(this.db, () => settleBulkLoad(this.db, this.location));
     this.batches = new SqliteBatches(this.db);
@@ -795,4 +796,20 @@ function idsAskingPriority(rows: readonly EnqueueRow[]): Map<string, string[]> {
     else asking.set(r.key, [r.itemId]);
   }
   return asking;
+}
+
+/**
+ * A killed bulk load is finished when the queue is opened (`finishDeadBulkLoad`), unless the file
+ * cannot be written here: then readers read it as it is, and the next writer finishes it.
+ */
+function finishDeadLoadIfWritable(db: Db): void {
+  try {
+    finishDeadBulkLoad(db);
+  } catch (error) {
+    const code = (error as { code?: string }).code ?? '';
+    if (!code.startsWith('SQLITE_READONLY')) {
+      db.close();
+      throw error;
+    }
+  }
 }
