@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, rmSync } from 'node:fs';
 import { rename, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import type { Writable } from 'node:stream';
@@ -33,16 +33,38 @@ export async function exportToFile(chunks: AsyncIterable<ExportChunk>, path: str
       return await writeAll(chunks, createWriteStream(target.path, { flags: 'a', highWaterMark: WRITE_BUFFER }));
     makeDirs(dirname(target.path));
     const tmp = join(dirname(target.path), `.${basename(target.path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+    const keepOnSignal = removeOnSignal(tmp);
     try {
       await writeAll(chunks, createWriteStream(tmp, { flags: 'wx', highWaterMark: WRITE_BUFFER }));
       await rename(tmp, target.path);
     } catch (error) {
       await rm(tmp, { force: true });
       throw error;
+    } finally {
+      keepOnSignal();
     }
   } catch (error) {
     throw knownError(error, place) ?? error;
   }
+}
+
+/**
+ * Ctrl-C (or SIGTERM, SIGHUP) while the temp file is written: remove it, then end as the signal
+ * would have (exit 130 for Ctrl-C). Without this the signal ended the process before any catch ran,
+ * and each stopped export left a hidden partial file beside `--out`. Returns what stops listening.
+ */
+function removeOnSignal(tmp: string): () => void {
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  const stop = (): void => {
+    for (const s of signals) process.off(s, onSignal);
+  };
+  const onSignal = (signal: NodeJS.Signals): void => {
+    stop();
+    rmSync(tmp, { force: true });
+    process.kill(process.pid, signal);
+  };
+  for (const s of signals) process.on(s, onSignal);
+  return stop;
 }
 
 /** Write the text to a stream of our own and close it, waiting until the last byte is out. */
