@@ -265,6 +265,17 @@ describe('OpenAIProvider: classification over HTTP', () => {
     }
   });
 
+  it("says how a 200 that is not JSON begins: what answered instead (a proxy's page), with the key left out", async () => {
+    const f = await start();
+    const page = `<html><head><title>502 Bad Gateway</title></head><body>upstream ${'x'.repeat(100)} sk-test-secret</body></html>`;
+    f.script(reply.raw(200, page), reply.raw(200, `Bearer ${KEY} rejected`));
+    const err = await failure(provider(f));
+    expect(err.message).toBe(
+      'HTTP 200: invalid completion body: not JSON (it begins: "<html><head><title>502 Bad Gateway</title></head><body>upstr…")',
+    );
+    expect((await failure(provider(f))).message).not.toContain(KEY);
+  });
+
   it('rejects with the signal reason, not a ProviderError, when the caller aborts', async () => {
     const f = await start();
     f.script(reply.hang());

@@ -251,7 +251,10 @@ export function parseCompletion(
   try {
     json = JSON.parse(text);
   } catch (err) {
-    const detail = text.trim() === '' ? 'empty body' : 'not JSON';
+    // the first bytes say what answered instead (a proxy's HTML error page, a load balancer's text)
+    const head = text.trim().replace(/\s+/g, ' ');
+    const detail =
+      head === '' ? 'empty body' : `not JSON (it begins: ${JSON.stringify(head.length > 60 ? `${head.slice(0, 60)}…` : head)})`;
     throw badBodyError(detail, status, rateLimit, secret, err);
   }
   // a proxy or server that echoes the Authorization header into an answer: never stored or shown
