@@ -321,6 +321,28 @@ describe('a pace learned from 429s with no limit said or set', () => {
     expect(lane.limits().rpm!).toBeLessThan(before);
   });
 
+  it('once a limit is said in headers, a pace searched above the 429s is brought back under it', async () => {
+    const clock = { now: T0 };
+    const lane = new Lane('m', { rpm: null, tpm: null }, new LocalLaneBoard(() => clock.now), () => clock.now);
+    await sendFor(lane, clock, 5000, 10);
+    lane.rateLimitedBy(tooMany(), clock.now);
+    clock.now += 2000;
+    await sendFor(lane, clock, 60_000);
+    const searched = lane.limits().rpm!;
+    const said = {
+      limitRequests: Math.round(searched / 2),
+      limitTokens: null,
+      remainingRequests: Math.round(searched / 2), // nothing used yet: a per-minute budget
+      remainingTokens: null,
+      resetRequestsMs: 0,
+      resetTokensMs: null,
+    };
+    lane.answered(said, 100, 10);
+    expect(lane.board.learned()).toMatchObject({ source: 'headers', rpm: said.limitRequests });
+    clock.now += 1000;
+    expect(lane.limits().rpm!).toBeLessThanOrEqual(said.limitRequests);
+  });
+
   it('does not climb while the lane sends nothing: it looks for the limit only by sending', async () => {
     const clock = { now: T0 };
     const lane = new Lane('m', { rpm: null, tpm: null }, new LocalLaneBoard(() => clock.now), () => clock.now);
@@ -355,6 +377,17 @@ describe('RateBackoff: 429s without headers teach the pace', () => {
     expect(b.factor).toBeLessThan(1);
     b.tick(T0 + 10 + 120_000);
     expect(b.factor).toBe(1);
+  });
+
+  it('remembers under the rate of the last 429 until the pace has clearly passed it with none since', () => {
+    const b = new RateBackoff(T0);
+    b.rateLimited(T0, T0); // at factor 1: the ceiling
+    for (let t = 1; t <= 40; t++) b.tick(T0 + t * 1000, { most: 1.05 }); // back up to it
+    b.tick(T0 + 41_000, { most: 1.05 }); // and a hair past it
+    expect(b.factor).toBeGreaterThan(1);
+    expect(b.safeFactor).toBeCloseTo(0.9);
+    b.tick(T0 + 400_000, { most: 2 }); // a quarter and more past it, no 429 since: it was no limit
+    expect(b.safeFactor).toBe(b.factor);
   });
 
   it('a run told twice the real limit settles near it: the average factor stays near 0.5', () => {

@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { refusedAsSent } from '../src/report/status-text.js';
 import { runCli } from './helpers/cli.js';
 import { reply } from './helpers/fake-openai.js';
 import { startFake } from './helpers/start-fake.js';
@@ -39,5 +40,17 @@ describe('status after failures the provider gave for the request itself', () =>
     const after = (await runCli(['status', '--db', db])).stdout;
     expect(after).toContain('  the provider refused them as sent (HTTP 4xx): sent again, they fail\n');
     expect(after).not.toContain('retry-failed');
+  });
+});
+
+describe('which failures the same request gets again', () => {
+  it('the request as sent (4xx), not a key revoked since (401), credit run out (402), 408/409, nor tries that ran out', () => {
+    expect(refusedAsSent("HTTP 400: Invalid value for 'temperature'.")).toBe(true);
+    expect(refusedAsSent('HTTP 422: Unprocessable')).toBe(true);
+    expect(refusedAsSent('HTTP 403: This model is not available to your organization.')).toBe(true);
+    for (const e of ['HTTP 401: Incorrect API key provided.', 'HTTP 402: Payment required', 'HTTP 408: timeout', 'HTTP 409: conflict']) {
+      expect(refusedAsSent(e)).toBe(false);
+    }
+    expect(refusedAsSent('gave up after 5 attempts: HTTP 500: server')).toBe(false);
   });
 });

@@ -213,8 +213,9 @@ function runName(run: RunReport): string {
 
 /**
  * A failure the provider gave for the request as it was (400, 404, 413, 422, too long, a 403 for one
- * model): the same request gets it again. Not 408/409 (retried as 5xx), nor tries that ran out.
+ * model): the same request gets it again. Not 408/409 (retried as 5xx), 401 (a key revoked since) or
+ * 402 (credit ran out): retry-failed is their fix once the key or account is. Nor tries that ran out.
  */
 export function refusedAsSent(error: string): boolean {
-  return /^HTTP 4\d\d:/.test(error) && !/^HTTP 40[89]:/.test(error);
+  return /^HTTP 4\d\d:/.test(error) && !/^HTTP 40[1289]:/.test(error);
 }

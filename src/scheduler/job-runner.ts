@@ -355,8 +355,8 @@ class JobRun {
       // The last jobs of the run, failing after the provider has answered the others: taken for an
       // outage, documents that always get a 5xx or a reset would be probed uncounted until
       // --max-outage ended the run with them pending, every run. Their failures are their own: they
-      // use their attempts, and say the provider is up (a probe among them lets the others go).
-      ctx.breaker.neutral();
+      // use their attempts and are no outage evidence (a probe among them only gives its turn back).
+      if (probe) ctx.breaker.probeAbandoned();
     } else if (outageType) {
       outage = ctx.breaker.failure(error.message, { sentAt: startedAt, unreachable, probe });
     } else if (error.reason === 'local') {

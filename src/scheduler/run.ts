@@ -330,8 +330,11 @@ export class Run {
     // A claim of every model came back short: nothing more to take now, and what is left to this run
     // is what it holds (runs sharing the queue took the rest of what it counted at the start: its
     // bar stood at 35% while it waited on one retry, then jumped to 100%).
-    if (skipModels.length === 0) this.#queueEmpty = got.jobs.length + got.exhausted < limit;
-    if (this.#queueEmpty) this.#counters.total = this.#claimed + this.#exhausted;
+    const short = skipModels.length === 0 && got.jobs.length + got.exhausted < limit;
+    if (short) this.#counters.total = this.#claimed + this.#exhausted;
+    // jobs found by a claim that skipped some models say the queue has more again (handed back, enqueued)
+    if (skipModels.length === 0) this.#queueEmpty = short;
+    else if (got.jobs.length > 0) this.#queueEmpty = false;
     return { started: got.jobs.length, exhausted: got.exhausted };
   }
 

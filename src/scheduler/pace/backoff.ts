@@ -37,10 +37,12 @@ export class RateBackoff {
 
   /**
    * A factor just under the one the last 429 came at (the current one before any 429, or once the
-   * pace has passed that one with no 429 since: it was no limit).
+   * pace has passed that one clearly with no 429 since: it was no limit).
    */
   get safeFactor(): number {
-    return this.#ceiling === null || this.#factor > this.#ceiling ? this.#factor : Math.min(this.#factor, this.#ceiling * 0.9);
+    // passed clearly: a cut from here would still be above where the last 429 came
+    const passed = this.#ceiling !== null && this.#factor * RateBackoff.DECREASE > this.#ceiling;
+    return this.#ceiling === null || passed ? this.#factor : Math.min(this.#factor, this.#ceiling * 0.9);
   }
 
   /** True once a 429 has cut the pace (the limit is being learned from 429s). */
@@ -70,6 +72,8 @@ export class RateBackoff {
   tick(now: number, open?: { most: number }): void {
     const seconds = Math.max(0, (now - this.#lastTickAt) / 1000);
     this.#lastTickAt = now;
+    // a pace past 1 was searched for while no limit was known; one is now (a cap, headers): never above it
+    if (!open && this.#factor > 1) this.#factor = 1;
     if (seconds === 0) return;
     const f = this.#factor;
     if (open && f >= (this.#ceiling ?? 1)) {

@@ -83,7 +83,10 @@ const BUILD_CACHE_KIB = -32768;
 
 function buildLoadIndexes(db: Db): number {
   const hasTrigger = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?").pluck();
-  for (const [name, sql] of Object.entries(INSERT_COUNT_TRIGGERS)) if (!hasTrigger.get(name)) db.exec(sql);
+  // checked and made under the write lock: two commands opened at once may both finish a dead load
+  db.transaction(() => {
+    for (const [name, sql] of Object.entries(INSERT_COUNT_TRIGGERS)) if (!hasTrigger.get(name)) db.exec(sql);
+  }).immediate();
   let repeats = 0;
   try {
     db.exec('CREATE UNIQUE INDEX IF NOT EXISTS jobs_key ON jobs (key)');

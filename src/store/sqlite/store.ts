@@ -800,14 +800,15 @@ function idsAskingPriority(rows: readonly EnqueueRow[]): Map<string, string[]> {
 
 /**
  * A killed bulk load is finished when the queue is opened (`finishDeadBulkLoad`), unless the file
- * cannot be written here: then readers read it as it is, and the next writer finishes it.
+ * cannot be written here, or another command is finishing it (its index build holds the write lock
+ * past the busy timeout): then this one reads the queue as it is, and a later open finishes it.
  */
 function finishDeadLoadIfWritable(db: Db): void {
   try {
     finishDeadBulkLoad(db);
   } catch (error) {
     const code = (error as { code?: string }).code ?? '';
-    if (!code.startsWith('SQLITE_READONLY')) {
+    if (!code.startsWith('SQLITE_READONLY') && !code.startsWith('SQLITE_BUSY')) {
       db.close();
       throw error;
     }
