@@ -303,6 +303,28 @@ describe('llmq run --budget', () => {
     expect(r.stderr.replace(/ \\\n\s+/g, ' ')).toContain(`llmq run --base-url ${fake.url} --budget 100 --price 1000,1000 --db ${db}`);
   });
 
+  it("after the queue's --budget-total stopped a run, status proposes raising it: the same amount would stop at once", async () => {
+    const { db, run } = await setup(6);
+    const stopped = await runCli(run('--budget-total', '0.15', ...PRICE));
+    expect(stopped.code).toBe(3);
+    const text = (await runCli(['status', '--db', db])).stdout.replace(/\n {4}/g, ' ');
+    expect(text).toMatch(/ended .* ago \(budget: --budget-total\)/);
+    expect(text).toContain("the last run stopped at the queue's --budget-total of $0.15; raise it to go on");
+    expect(text).toMatch(/llmq run --base-url \S+ --budget-total USD --price 1000,1000 --db/);
+    expect(JSON.parse((await runCli(['status', '--json', '--db', db])).stdout).lastRun.budgetReached).toBe('total');
+    // a pasted placeholder is refused before anything is sent
+    const pasted = await runCli(run('--budget-total', 'USD', ...PRICE));
+    expect(pasted.code).toBe(1);
+    expect(pasted.stderr).toContain("'--budget-total <usd>' argument 'USD' is invalid");
+    // a run's own --budget is the same again: the next run may spend as much again
+    const own = await runCli(run('--budget', '0.15', ...PRICE));
+    expect(own.code).toBe(3);
+    const after = (await runCli(['status', '--db', db])).stdout.replace(/\n {4}/g, ' ');
+    expect(after).toMatch(/ended .* ago \(budget: --budget\)/);
+    expect(after).not.toContain('raise it');
+    expect(after).toMatch(/llmq run --base-url \S+ --budget 0\.15 --price 1000,1000 --db/);
+  });
+
   it('--via batch or auto with a budget is refused before anything is sent: the batch lane reserves nothing', async () => {
     const { fake, db, run } = await setup(3);
     for (const via of [

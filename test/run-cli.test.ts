@@ -197,6 +197,11 @@ describe('llmq run (child processes)', () => {
     expect(r.stderr).toContain('2 jobs failed in this run before it (llmq status says why; llmq retry-failed puts them back)');
     expect(r.stderr).not.toContain('No job was used up');
     expect((await states(db)).map((j) => j.state).sort()).toEqual(['done', 'failed', 'failed', 'pending', 'pending', 'pending']);
+    // status says what stopped it, after the run's own output is gone
+    const status = await runCli(['status', '--db', db]);
+    expect(status.stdout).toMatch(/ended .* ago \(fatal\)/);
+    expect(status.stdout).toMatch(/^ {10}error .*401.*Incorrect API key/m);
+    expect(JSON.parse((await runCli(['status', '--json', '--db', db])).stdout).lastRun.error).toMatch(/401/);
   });
 
   it('exits 2 when the queue drained with failures, and retry-failed puts them back', async () => {

@@ -30,7 +30,7 @@ export function runArguments(flags: { readonly provider?: string; readonly baseU
  */
 export function moneyArguments(flags: {
   readonly budget?: number;
-  readonly budgetTotal?: number;
+  readonly budgetTotal?: number | typeof BUDGET_TO_RAISE;
   readonly price?: readonly [number, number];
   readonly prices?: string;
 }): string {
@@ -41,6 +41,12 @@ export function moneyArguments(flags: {
     (flags.prices === undefined ? '' : ` --prices ${shellWord(flags.prices)}`)
   );
 }
+
+/**
+ * In place of a spent `--budget-total`: the same amount again would stop the proposed run at once,
+ * and the new amount is the user's to choose (pasted as is, the flag's check names what it wants).
+ */
+export const BUDGET_TO_RAISE = 'USD' as const;
 
 /**
  * `runArguments` for a run known only by its stored options (`llmq status` after it ended): its
@@ -56,6 +62,8 @@ export function runArgumentsOfRun(
     readonly budgetTotal?: unknown;
     readonly price?: unknown;
     readonly prices?: unknown;
+    /** Which budget ended it (`RunStats.budgetReached`): after the queue's, its amount is to raise, not repeat. */
+    readonly budgetReached?: unknown;
   } | null,
 ): string {
   const via = options?.via === 'batch' || options?.via === 'auto' ? ` --via ${options.via}` : '';
@@ -71,7 +79,7 @@ function spendFlags(options: Record<string, unknown>) {
   const f = spendFlagsOf(options);
   return {
     budget: f.budget ?? undefined,
-    budgetTotal: f.budgetTotal ?? undefined,
+    budgetTotal: f.budgetTotal === null ? undefined : options.budgetReached === 'total' ? BUDGET_TO_RAISE : f.budgetTotal,
     price: f.price ?? undefined,
     prices: f.prices ?? undefined,
   };

@@ -114,10 +114,13 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
   const last = r.lastRun;
   if (last && last.endedAt !== null) {
     const ago = duration((r.now - last.endedAt) / 1000);
-    lines.push(`${'last run'}  ${runName(last)} ended ${ago} ago (${last.exitReason ?? 'unknown'}) after ${duration(last.wallSeconds)}`);
+    lines.push(`${'last run'}  ${runName(last)} ended ${ago} ago (${endedHow(last)}) after ${duration(last.wallSeconds)}`);
     lines.push(
       `${''.padEnd(10)}${int(last.done)} done, ${int(last.failed)} failed · ${rate(last.averageJobsPerSecond)} jobs/s · ${rate(last.averageTokensPerSecond)} tokens/s`,
     );
+    // "(fatal)" alone leaves the user to find the run's output, if they still have it
+    if (last.error)
+      for (const [i, l] of wrap(last.error, 64).entries()) lines.push(`${''.padEnd(10)}${p.red(`${i === 0 ? 'error ' : '      '}${l}`)}`);
     // done counts them as any answer: say once what they are
     if (last.provider === 'mock' && last.done > 0) {
       lines.push(p.dim(`${''.padEnd(10)}on the offline mock: its answers are stand-ins, sent again by a run with a real provider`));
@@ -132,11 +135,22 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
       r.counts.pending > 0 ? `the ${int(r.counts.pending)} pending` : '',
       leftRunning > 0 ? `the ${int(leftRunning)} a stopped run left running` : '',
     ].filter(Boolean);
+    // the same --budget-total again would stop at once: the proposal leaves its amount to the user
+    const spentTotal = last?.budgetReached === 'total' ? last.spendFlags.budgetTotal : null;
+    if (spentTotal !== null)
+      lines.push(p.dim(`  the last run stopped at the queue's --budget-total of ${usd(spentTotal)}; raise it to go on`));
     for (const l of hint(`to send ${what.join(' and ')}:`, `llmq run${runAgain}${again}`)) lines.push(p.dim(l));
     // estimate prices pending jobs: with none, it would say 0 to send
     if (r.counts.pending > 0) for (const l of hint('what that would cost and take:', `llmq estimate${again}`)) lines.push(p.dim(l));
   }
   return lines.join('\n') + '\n';
+}
+
+/** "fatal", "budget: --budget-total": the exit reason, and which budget when a budget ended it. */
+function endedHow(run: RunReport): string {
+  const reason = run.exitReason ?? 'unknown';
+  if (reason !== 'budget' || run.budgetReached === null) return reason;
+  return `${reason}: ${run.budgetReached === 'total' ? '--budget-total' : '--budget'}`;
 }
 
 /** A suggested command after its label, on one line of 80 columns if it fits, else under it, broken at spaces. */

@@ -14,6 +14,10 @@ export interface RunReport {
   readonly heartbeatAt: number;
   readonly endedAt: number | null;
   readonly exitReason: string | null;
+  /** The error that ended it (exit reason `fatal` or `error`); null otherwise and for runs of versions that did not store it. */
+  readonly error: string | null;
+  /** Which budget ended it (exit reason `budget`): its own `--budget` or the queue's `--budget-total`; null otherwise or not stored. */
+  readonly budgetReached: 'run' | 'total' | null;
   /** Where it sent: its provider's name ("mock", "openai-compatible (https://api.openai.com/v1)"); null for runs that did not store it. */
   readonly provider: string | null;
   /** The lane it ran in: `batch`, or null for online (the default, not recorded). */
@@ -151,6 +155,8 @@ export function runReport(r: RunRow, now: number, dead?: ReadonlySet<string>): R
     spendFlags: spendFlagsOf(r.options),
     endedAt: r.endedAt,
     exitReason: r.exitReason,
+    error: typeof st?.error === 'string' ? st.error : null,
+    budgetReached: st?.budgetReached === 'run' || st?.budgetReached === 'total' ? st.budgetReached : null,
     live,
     gone: r.endedAt === null && (dead?.has(r.id) ?? false),
     wallSeconds,

@@ -14,8 +14,9 @@ import { Semaphore } from './semaphore.js';
 import { RunCounters } from './stats.js';
 import { RunMoney } from './run-money.js';
 import { loadPriceTable } from '../pricing/price-table.js';
-import { duration } from '../report/format.js';
+import { duration, oneLine } from '../report/format.js';
 import type { RunDeps, RunOptions, RunStore } from './run-queue.js';
+import type { RunStats } from '../store/types.js';
 import { retryingTransients } from './retrying-store.js';
 
 /** A rate-limit pause at least this long is told (`paused`, `resumed`); shorter ones are the pace's business. */
@@ -377,7 +378,7 @@ export class Run {
       if (unsent.length > 0) await this.#store.release(this.#id, { refund: true, now: t, keys: unsent });
       await this.#store.release(this.#id, { refund: false, now: t });
       const reason = this.#fatal ? 'fatal' : this.#internal ? 'error' : this.#reason;
-      await this.#store.finishRun(this.#id, t, reason, this.#counters.forStore(t));
+      await this.#store.finishRun(this.#id, t, reason, { ...this.#counters.forStore(t), ...this.#endedBy(reason) });
     } catch (error) {
       this.#internal ??= error;
     }
@@ -439,6 +440,14 @@ export class Run {
     const runs = await this.#store.activeRuns();
     await this.#store.reclaim(this.#now(), deadOwners(runs, self));
     return dyingOwners(runs, self).length > 0;
+  }
+
+  /** What `status` says of how the run ended, beside its reason: the error, or which budget. */
+  #endedBy(reason: string): Pick<RunStats, 'error' | 'budgetReached'> {
+    const error = this.#fatal ?? this.#internal;
+    if (error) return { error: oneLine(error instanceof Error ? error.message : String(error), 300) };
+    const reached = this.#money.reached;
+    return reason === 'budget' && reached ? { budgetReached: reached.scope } : {};
   }
 
   async #summary(): Promise<RunSummary> {

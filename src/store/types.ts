@@ -220,6 +220,10 @@ export interface RunStats {
   readonly lanes?: ReadonlyArray<RunLaneStats>;
   /** Alerts (llmq run --alert-*) whose condition holds now. */
   readonly alerts?: ReadonlyArray<RunAlert>;
+  /** Set when it ended: the error that stopped it (exit reason `fatal` or `error`), one line. */
+  readonly error?: string;
+  /** Set when it ended on its budget: which one it reached, its own `--budget` or the queue's `--budget-total`. */
+  readonly budgetReached?: 'run' | 'total';
 }
 
 /** A run's alert threshold that is crossed now. */

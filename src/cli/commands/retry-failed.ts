@@ -41,7 +41,8 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
     const which = flags.error ? ` whose error contains "${flags.error}"` : '';
     // the run proposed goes where the last run went: after a mock run, not to OpenAI
     const lastRun = n === 0 ? null : (await store.status()).lastRun;
-    const again = runArgumentsOfRun(lastRun?.options ?? null) + dbArgument(flags.db);
+    const again =
+      runArgumentsOfRun(lastRun ? { ...lastRun.options, budgetReached: lastRun.stats?.budgetReached } : null) + dbArgument(flags.db);
     process.stderr.write(
       n === 0
         ? `No failed jobs${which}.\n`

@@ -82,7 +82,14 @@ async function textRenderer(dbFlag: string | undefined): Promise<(report: Status
       paint,
       again,
       runArgumentsOfRun(
-        report.lastRun ? { provider: report.lastRun.provider, via: report.lastRun.via, ...report.lastRun.spendFlags } : null,
+        report.lastRun
+          ? {
+              provider: report.lastRun.provider,
+              via: report.lastRun.via,
+              ...report.lastRun.spendFlags,
+              budgetReached: report.lastRun.budgetReached,
+            }
+          : null,
       ),
       batches.live,
     ) + renderBatches(batches, paint);
