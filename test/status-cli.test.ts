@@ -112,6 +112,18 @@ describe('llmq status', () => {
     // while a run works the queue, no such line
     const working = await populate(tempDir());
     expect((await runCli(['status', '--db', working.db])).stdout).not.toContain('to send the');
+    // a pending job tried before waits for a retry only while a run is there to make it
+    for (const [where, note] of [
+      [db, 'tried before, to retry'],
+      [working.db, 'waiting to retry'],
+    ] as const) {
+      const s = new SqliteStore(where);
+      await s.db
+        .prepare(`UPDATE jobs SET state = 'pending', attempts = 1 WHERE key = (SELECT job_key FROM items WHERE id = 'e.txt')`)
+        .run();
+      await s.close();
+      expect((await runCli(['status', '--db', where])).stdout).toMatch(new RegExp(`^ {2}pending {3}\\d {2}1 ${note} · oldest`, 'm'));
+    }
   });
 
   it('after a mock run, the llmq run it proposes for the failures is a mock run too (not one that sends to OpenAI)', async () => {

@@ -25,7 +25,9 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
   row('done', r.counts.done, percent(r.counts.done, r.total), p.green);
   if (r.counts.running) row('running', r.counts.running, '', p.cyan);
   const pendingNotes: string[] = [];
-  if (r.retrying) pendingNotes.push(`${int(r.retrying)} waiting to retry`);
+  // "waiting" only while a run is there to retry them; else the next run does
+  if (r.retrying)
+    pendingNotes.push(`${int(r.retrying)} ${r.activeRuns.some((x) => x.live) ? 'waiting to retry' : 'tried before, to retry'}`);
   if (r.oldestPending) pendingNotes.push(`oldest queued ${duration(r.oldestPending.ageSeconds)} ago`);
   row('pending', r.counts.pending, p.dim(pendingNotes.join(' · ')));
   row('failed', r.counts.failed, '', r.counts.failed ? p.red : (s) => s);
