@@ -226,7 +226,7 @@ describe('llmq run --budget', () => {
     expect(s.cost.mayBeBilled).toEqual({ tries: 4, usd: 0, unpricedTries: 4 });
     expect(s.cost.byRun[0].unpricedInFlight).toBe(4);
     const status = (await runCli(['status', '--db', db])).stdout;
-    expect(status).toContain('may be billed: 4 tries, cost not known (no answer came)');
+    expect(status).toContain('may be billed: 4 tries, cost not known (no usable answer came)');
     expect(status).toMatch(/^ {2}runs {5}[0-9a-f]{8} {2}\$0\.\d+ · may be billed: 4 tries, cost not known$/m);
     // the next run takes back what the dead run held, and says so before it is asked
     const { counts } = s;
@@ -353,7 +353,7 @@ describe('llmq run --budget', () => {
     const w = worstCaseUsage(requestFor(0));
     const upTo = (w.promptTokens + w.completionTokens!) * PER_TOKEN;
     // the run's own summary says it, not only status
-    expect(r.stderr).toContain(`  1 try may be billed, up to ${usd(upTo)} (sent, no answer came; llmq status counts them)`);
+    expect(r.stderr).toContain(`  1 try may be billed, up to ${usd(upTo)} (sent, no usable answer; llmq status counts them)`);
     const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
     expect(s.cost.mayBeBilled.tries).toBe(1);
     expect(s.cost.mayBeBilled.usd).toBeCloseTo(upTo, 9);

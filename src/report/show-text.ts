@@ -47,7 +47,7 @@ export function renderItem(
   const maybe = d.attempts.filter((a) => a.mayBeBilled);
   if (maybe.length) {
     const upTo = maybe.some((x) => typeof x.costUsd !== 'number') ? null : maybe.reduce((a, x) => a + x.costUsd!, 0);
-    field('', p.yellow(mayBeBilledText(maybe.length, upTo)) + p.dim(' (sent, no answer came)'));
+    field('', p.yellow(mayBeBilledText(maybe.length, upTo)) + p.dim(' (sent, no usable answer)'));
   }
   if (j.error) field('error', p.red(printable(j.error)));
 

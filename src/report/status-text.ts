@@ -45,7 +45,7 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
   const maybe = r.cost.mayBeBilled;
   if (maybe.tries > 0) {
     const text = mayBeBilledText(maybe.tries, maybe.usd, maybe.unpricedTries);
-    lines.push(`  ${''.padEnd(9)}${p.yellow(text)}${p.dim(' (no answer came)')}`);
+    lines.push(`  ${''.padEnd(9)}${p.yellow(text)}${p.dim(' (no usable answer came)')}`);
   }
   const sources = [...new Set(r.cost.byModel.map((m) => m.priceSource).filter((x): x is string => x !== null))];
   if (sources.length) lines.push(`  ${'prices'.padEnd(9)}${p.dim(oneLine(sources.join(', '), 69))}`);

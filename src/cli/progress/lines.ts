@@ -129,7 +129,7 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
     const { tries, usd: worst } = r.mayBeBilled;
     lines.push(
       paint.yellow(`  ${count(tries, 'try', 'tries')} may be billed, up to ${worst === null ? 'an unknown amount' : usd(worst)}`) +
-        paint.dim(' (sent, no answer came; llmq status counts them)'),
+        paint.dim(' (sent, no usable answer; llmq status counts them)'),
     );
   }
   // A fatal error's message and fix are printed by the run command, once.
