@@ -312,6 +312,14 @@ describe('llmq run --budget', () => {
     expect(text).toContain("the last run stopped at the queue's --budget-total of $0.15; raise it to go on");
     expect(text).toMatch(/llmq run --base-url \S+ --budget-total USD --price 1000,1000 --db/);
     expect(JSON.parse((await runCli(['status', '--json', '--db', db])).stdout).lastRun.budgetReached).toBe('total');
+    // retry-failed proposes the same
+    const store = new SqliteStore(db);
+    store.db.prepare(`UPDATE jobs SET state = 'failed', error = 'x' WHERE seq = (SELECT min(seq) FROM jobs WHERE state = 'pending')`).run();
+    await store.close();
+    const retried = await runCli(['retry-failed', '--db', db]);
+    expect(retried.stderr).toMatch(
+      /--budget-total USD --price 1000,1000 --db \S+ to try it again \(the last run stopped at the queue's --budget-total: raise it\)\.$/m,
+    );
     // a pasted placeholder is refused before anything is sent
     const pasted = await runCli(run('--budget-total', 'USD', ...PRICE));
     expect(pasted.code).toBe(1);

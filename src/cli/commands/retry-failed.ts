@@ -46,7 +46,8 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
     process.stderr.write(
       n === 0
         ? `No failed jobs${which}.\n`
-        : `Put ${n} failed job${n === 1 ? '' : 's'}${which} back to pending. Run llmq run${again} to try ${n === 1 ? 'it' : 'them'} again.\n`,
+        : `Put ${n} failed job${n === 1 ? '' : 's'}${which} back to pending. Run llmq run${again} to try ${n === 1 ? 'it' : 'them'} again` +
+            (lastRun?.stats?.budgetReached === 'total' ? " (the last run stopped at the queue's --budget-total: raise it).\n" : '.\n'),
     );
   } finally {
     await store.close();
