@@ -62,7 +62,16 @@ export interface EnqueueOptions {
    * finished, and the summary says `stopped`. Enqueueing the same input again adds the rest.
    */
   readonly signal?: AbortSignal;
+  /**
+   * Told between chunks of input how many documents are read so far, and once more as a bulk load
+   * starts building its indexes, the long last step of a big load (`resumable`: EndLoadOptions).
+   */
+  readonly onProgress?: (p: EnqueueProgress) => void;
 }
+
+export type EnqueueProgress =
+  | { readonly stage: 'reading'; readonly documents: number }
+  | { readonly stage: 'indexing'; readonly documents: number; readonly resumable: boolean };
 
 export interface EnqueueSummary {
   /** Documents looked at: files, and non-blank JSONL lines (rejected ones included). */
@@ -147,7 +156,9 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
     throw error;
   }
   batcher.close();
-  const repeatedJobs = (await store.endLoad?.())?.repeatedJobs ?? 0;
+  const onIndexing = ({ resumable }: { resumable: boolean }) =>
+    options.onProgress?.({ stage: 'indexing', documents: batcher.documents, resumable });
+  const repeatedJobs = (await store.endLoad?.({ onIndexing }))?.repeatedJobs ?? 0;
   const summary = batcher.summary();
   const sameFilesOtherIds: SameFileOtherId[] = [];
   const item = store.item?.bind(store);
@@ -257,6 +268,7 @@ class Batcher implements EntrySink {
   readonly #seen: SeenIds;
   /** The JSONL field of item ids (--id-field), for the advice of #keptEarlier. */
   readonly #idField: string;
+  readonly #onProgress: EnqueueOptions['onProgress'];
   #rows: EnqueueRow[] = [];
   /** Rendered rows whose ids are not checked yet, with where each came from; in input order. */
   #unchecked: { row: EnqueueRow; path: string; line: number | undefined }[] = [];
@@ -291,6 +303,7 @@ class Batcher implements EntrySink {
     this.#maxRows = o.batchRows ?? 5_000;
     this.#maxBytes = o.batchBytes ?? 16 * 1024 * 1024;
     this.#idField = o.idField ?? 'id';
+    this.#onProgress = o.onProgress;
   }
 
   add(entry: Entry): void {
@@ -326,6 +339,7 @@ class Batcher implements EntrySink {
     // every chunk: a duplicate on a slow stdin is reported when its line comes, not 64 lines later
     this.#checkIds();
     if (this.#signal?.aborted) throw new StopReading();
+    this.#onProgress?.({ stage: 'reading', documents: this.#documents });
     await this.#backpressure?.();
     if (this.#rows.length >= this.#maxRows || this.#bytes >= this.#maxBytes) await this.#write(false);
   }
@@ -377,6 +391,11 @@ class Batcher implements EntrySink {
 
   close(): void {
     this.#seen.close();
+  }
+
+  /** Documents read so far: files, and non-blank JSONL lines (rejected ones included). */
+  get documents(): number {
+    return this.#documents;
   }
 
   summary(): Omit<EnqueueSummary, 'elapsedMs' | 'stopped' | 'sameFilesOtherIds'> {

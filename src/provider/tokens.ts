@@ -14,14 +14,44 @@ const TEXT_ONLY = { disallowedSpecial: new Set<string>() };
  * leases ran out); longer runs are counted in pieces this long, each off by at most a token.
  */
 const LONGEST_WORD = 1000;
-const LONG_WORD = new RegExp(`\\S{${LONGEST_WORD + 1}}`);
 const LONG_WORD_PIECES = new RegExp(`(\\S{${LONGEST_WORD}})`);
 function countTokens(text: string): number {
   const c = count ?? loadTokenizer();
-  if (!LONG_WORD.test(text)) return c(text, TEXT_ONLY);
+  if (!hasLongWord(text)) return c(text, TEXT_ONLY);
   let total = 0;
   for (const piece of text.split(LONG_WORD_PIECES)) if (piece) total += c(piece, TEXT_ONLY);
   return total;
+}
+
+/**
+ * Whether `text` has a run of more than LONGEST_WORD non-space characters (`\S`, whose spaces are
+ * JavaScript's `\s`). A loop over the text, not a regex: `/\S{1001}/` restarts at every
+ * character and took a third as long as the count itself (100,000 prompts: 540 ms, this 170 ms).
+ */
+function hasLongWord(text: string): boolean {
+  if (text.length <= LONGEST_WORD) return false;
+  let run = 0;
+  for (let i = 0; i < text.length; i++) {
+    if (isSpace(text.charCodeAt(i))) run = 0;
+    else if (++run > LONGEST_WORD) return true;
+  }
+  return false;
+}
+
+/** The characters of JavaScript's `\s`: ASCII's, Unicode's space separators, line and paragraph separators, and the BOM. */
+function isSpace(c: number): boolean {
+  if (c < 0x80) return c === 0x20 || (c >= 0x09 && c <= 0x0d);
+  return (
+    c === 0xa0 ||
+    c === 0x1680 ||
+    (c >= 0x2000 && c <= 0x200a) ||
+    c === 0x2028 ||
+    c === 0x2029 ||
+    c === 0x202f ||
+    c === 0x205f ||
+    c === 0x3000 ||
+    c === 0xfeff
+  );
 }
 
 /**

@@ -19,6 +19,11 @@ export interface EstimateOptions {
   readonly concurrency?: number;
   /** A run of a real provider: it also sends the jobs it takes back from mock runs quiet since then. */
   readonly mockAnswersBefore?: number;
+  /**
+   * Told now and then how many jobs are looked at so far, of about how many (the queue's pending
+   * and running jobs, up to `limit`): counting a million prompts takes a minute.
+   */
+  readonly onProgress?: (looked: number, of: number) => void;
 }
 
 /** USD: from the mean answer length (low) to the 90th percentile (high), and every answer max_tokens long (worst). */
@@ -133,8 +138,10 @@ export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLim
   const tallies = new Map<string, Tally>();
   let jobs = 0,
     exhausted = 0;
+  const of = Math.min(limit, status.counts.pending + status.counts.running);
   for await (const job of store.jobsToRun(o.now, { mockAnswersBefore: o.mockAnswersBefore })) {
     if (jobs >= limit) break;
+    if ((jobs + exhausted) % 256 === 0) o.onProgress?.(jobs + exhausted, of);
     if (job.attempts >= maxAttempts) {
       exhausted++;
       continue;

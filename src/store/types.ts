@@ -437,6 +437,17 @@ export interface StoreIdentity {
 }
 
 /** The job state machine: documents in, jobs claimed, tried, answered, failed or given back. */
+export interface EndLoadOptions {
+  /**
+   * Called as a bulk load starts building its indexes, the long last step of a big load (ten
+   * million documents: minutes). `resumable`: a process that dies meanwhile loses nothing, as the
+   * next command to open the queue finishes the build (SQLite, whose build also holds the thread,
+   * so no signal handler runs until it ends); false where dying would undo the load (PostgreSQL's is
+   * one transaction).
+   */
+  readonly onIndexing?: (o: { readonly resumable: boolean }) => void;
+}
+
 export interface JobQueue {
   // ingest
   enqueue(rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult>;
@@ -446,7 +457,7 @@ export interface JobQueue {
    * are jobs its batches counted as new that repeated a key loaded earlier in the same load.
    */
   beginLoad?(): void;
-  endLoad?(): Promise<{ repeatedJobs: number }>;
+  endLoad?(o?: EndLoadOptions): Promise<{ repeatedJobs: number }>;
 
   // one function per change
   claim(options: ClaimOptions): Promise<ClaimResult>;

@@ -36,17 +36,35 @@ export function sh(arg: string): string {
 /**
  * Run the real CLI inside a pseudo-terminal of 80x24 (`script -qec`): stdout and stderr are both
  * the terminal, and what it received comes back as `stdout` (CRLF line ends, as a terminal gets them).
+ * `typeWhen`: once the output shows `shows`, `keys` are typed on the terminal (`\x03` is Ctrl-C:
+ * the terminal signals the CLI's process group, as a user's would).
  */
 export function runInPty(
   args: readonly string[],
-  options: { cwd?: string; env?: Record<string, string | undefined>; timeoutMs?: number } = {},
+  options: {
+    cwd?: string;
+    env?: Record<string, string | undefined>;
+    timeoutMs?: number;
+    typeWhen?: { readonly shows: string | RegExp; readonly keys: string };
+  } = {},
 ): Promise<CliResult> {
   const command = `stty cols 80 rows 24 2>/dev/null; exec ${sh(process.execPath)} ${sh(BIN)} ${args.map(sh).join(' ')}`;
   const child = spawn('script', ['-qec', command, '/dev/null'], {
     cwd: options.cwd,
     env: cliEnv({ COLUMNS: '80', LINES: '24', TERM: 'xterm-256color', ...options.env }),
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [options.typeWhen ? 'pipe' : 'ignore', 'pipe', 'pipe'],
   });
+  const typing = options.typeWhen;
+  if (typing) {
+    let seen = '';
+    const watch = (d: Buffer | string) => {
+      seen += String(d);
+      if (typeof typing.shows === 'string' ? !seen.includes(typing.shows) : !typing.shows.test(seen)) return;
+      child.stdout!.off('data', watch);
+      child.stdin!.write(typing.keys);
+    };
+    child.stdout!.on('data', watch);
+  }
   return collect(child, options.timeoutMs ?? 30_000);
 }
 

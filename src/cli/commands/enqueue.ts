@@ -11,6 +11,7 @@ import type { ChalkInstance } from 'chalk';
 import type { EnqueueSummary } from '../../ingest/enqueue.js';
 import type { Source } from '../../ingest/sources.js';
 import type { Template } from '../../ingest/template.js';
+import type { StatusLine } from '../progress/status-line.js';
 import { DEFAULT_MAX_DOC_BYTES, isOverMaxDocBytes, where } from '../../ingest/types.js';
 
 export const DEFAULT_PROMPT = 'Summarize the following document in 3 to 5 sentences. Keep names, numbers and dates exact.\n\n{{text}}';
@@ -96,13 +97,14 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
     { resolveSources, isJsonArrayFile },
     { parseTemplate },
     { colorsFor, warn },
+    { statusLine },
   ] = await Promise.all([
     import('../../store/open-store.js'),
     import('../../ingest/enqueue.js'),
     import('../../ingest/sources.js'),
     import('../../ingest/template.js'),
     import('../output.js'),
-    import('../reader-gone.js'),
+    import('../progress/status-line.js'),
   ]);
   const prompt = parseTemplate(flags.prompt, '--prompt');
   const system = flags.system === undefined ? null : parseTemplate(flags.system, '--system');
@@ -129,10 +131,13 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
   const store = await openStore(location);
   // messages go nowhere once stderr's reader is gone; the enqueue then stops as on Ctrl-C (stopOnSignals)
   const stderr = whileReaderPresent(process.stderr);
-  const stop = stopOnSignals(c, stderr);
+  // on a terminal, how far the read is: ten million documents take minutes
+  const line = statusLine(stderr);
+  const stop = stopOnSignals(c, stderr, line);
   let summary: EnqueueSummary;
   // documents rejected for their size: the one rejection a flag undoes, said once at the end
   let tooBig = 0;
+  const started = Date.now();
   try {
     summary = await enqueue(store, {
       signal: stop.signal,
@@ -154,12 +159,27 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
       stdin: sources.includes('-') ? process.stdin : undefined,
       onReject: (r) => {
         if (isOverMaxDocBytes(r.reason)) tooBig++;
+        line.done();
         stderr.write(`${c.yellow('rejected')} ${printable(where(r.path, r.line))}: ${printable(r.reason)}\n`);
       },
       backpressure: () => drained(process.stderr),
-      onSkip: (s) => stderr.write(`skipped ${printable(s.path)}: ${s.skipped}\n`),
+      onSkip: (s) => {
+        line.done();
+        stderr.write(`skipped ${printable(s.path)}: ${s.skipped}\n`);
+      },
+      onProgress: (p) => {
+        if (p.stage === 'reading') {
+          const seconds = (Date.now() - started) / 1000;
+          return line.update(() => `reading: ${int(p.documents)} documents (${int(p.documents / seconds)}/s)`);
+        }
+        // SQLite builds them on this thread, where no handler runs until the build ends: a Ctrl-C
+        // then ends the process at once, what was read stored, and the next command finishes them
+        if (p.resumable) stop.release();
+        line.now(`indexing ${int(p.documents)} documents` + (p.resumable ? ' (Ctrl-C quits; the next command finishes it)' : ''));
+      },
     });
   } finally {
+    line.done();
     stop.release();
     // a stop leaves a read of stdin pending, which would keep the process alive
     if (sources.includes('-')) process.stdin.destroy();
@@ -277,14 +297,16 @@ function refuseMetaOfIdOrText(templates: ReadonlyArray<Template | null>, flags: 
 /**
  * The first Ctrl-C (or SIGTERM, SIGHUP) stops reading: the batch read so far is stored and a bulk
  * load finished, so the queue is ready for \`run\`; a second one ends the process at once (the load
- * is then finished by the next command).
+ * is then finished by the next command), as does the first once a SQLite bulk load builds its
+ * indexes (the caller releases these handlers then).
  */
-function stopOnSignals(c: ChalkInstance, stderr: NodeJS.WriteStream): { signal: AbortSignal; release(): void } {
+function stopOnSignals(c: ChalkInstance, stderr: NodeJS.WriteStream, line: StatusLine): { signal: AbortSignal; release(): void } {
   const stop = new AbortController();
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   const counted = signalCounter();
+  // The exit status is the enqueue's (130 once it `stopped`), not the signal's: a stop that comes
+  // after the input is all read stops nothing, and everything was enqueued.
   const onSignal = (signal: NodeJS.Signals): void => {
-    process.exitCode = EXIT.SIGNAL;
     // an echo of the first (npx, timeout) is no second Ctrl-C
     if (counted(signal) > 1) {
       // Die of the signal, as a program without handlers does (exit status 128 + its number, 130 for
@@ -296,18 +318,19 @@ function stopOnSignals(c: ChalkInstance, stderr: NodeJS.WriteStream): { signal: 
     }
     if (stop.signal.aborted) return; // an echo of the first, or the reader already went away
     stop.abort();
+    line.done();
     stderr.write(`${c.yellow('stopping:')} storing what was read; Ctrl-C again to quit at once\n`);
   };
   for (const s of signals) process.on(s, onSignal);
   // A reader of stderr that went away (a closed terminal, \`2>&1 | head\`) is a stop too, not an exit
   // that would lose the batch read so far.
-  const giveBack = onReaderGone(() => {
-    process.exitCode = EXIT.SIGNAL;
-    stop.abort();
-  });
+  const giveBack = onReaderGone(() => stop.abort());
+  let released = false;
   return {
     signal: stop.signal,
     release: () => {
+      if (released) return;
+      released = true;
       for (const s of signals) process.off(s, onSignal);
       giveBack();
     },

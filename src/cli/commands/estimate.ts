@@ -1,5 +1,6 @@
 import { Option, type Command } from 'commander';
 import { withoutFractionNoise } from '../../pricing/usd-value.js';
+import { int } from '../../report/format.js';
 import type { Budget } from '../../report/estimate.js';
 import type { Store } from '../../store/types.js';
 import { dbOption, DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS, intAtLeast, oneOf } from '../options.js';
@@ -69,6 +70,7 @@ export async function estimateCommand(flags: EstimateFlags, o: { dryRun?: boolea
     { renderEstimate },
     { laneBaseUrl },
     { colorsFor },
+    { statusLine },
   ] = await Promise.all([
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
@@ -76,6 +78,7 @@ export async function estimateCommand(flags: EstimateFlags, o: { dryRun?: boolea
     import('../../report/estimate-text.js'),
     import('../lane-base-url.js'),
     import('../output.js'),
+    import('../progress/status-line.js'),
   ]);
   const { budgetVerdict } = await import('../../report/estimate.js');
   const { STALE_RUN_MS } = await import('../../report/status-cost.js');
@@ -87,6 +90,7 @@ export async function estimateCommand(flags: EstimateFlags, o: { dryRun?: boolea
     // the one the queue's last run was given, so the two agree on what the rest costs
     const prices =
       o.dryRun || flags.provider === 'mock' ? await priceTableFrom(flags) : await reportPriceTable(flags, (await store.status()).lastRun);
+    const line = statusLine(process.stderr);
     const estimate = await estimateRun(store, {
       prices,
       now: Date.now(),
@@ -98,7 +102,9 @@ export async function estimateCommand(flags: EstimateFlags, o: { dryRun?: boolea
       concurrency: flags.concurrency,
       // a real run first takes the mock's answers back (src/cli/mock-answers.ts), and sends those jobs
       mockAnswersBefore: flags.provider === 'mock' ? undefined : Date.now() - STALE_RUN_MS,
+      onProgress: (looked, of) => line.update(() => `counting prompts: ${int(looked)} of ${int(of)} jobs`),
     });
+    line.done();
     const budget = await budgetOf(flags, store);
     process.stdout.write(
       flags.json

@@ -15,6 +15,7 @@ import type {
   ForgetWhich,
   ItemSeqSpan,
   ExportRow,
+  EndLoadOptions,
   FailedItemRow,
   KeyItemRow,
   ItemDetail,
@@ -119,8 +120,8 @@ export class PostgresStore implements Store {
   }
 
   /** The load ends (also when it failed half way): returns how many jobs counted as new repeated an earlier key of the load. */
-  async endLoad(): Promise<{ repeatedJobs: number }> {
-    await this.#endBulk();
+  async endLoad(o: EndLoadOptions = {}): Promise<{ repeatedJobs: number }> {
+    await this.#endBulk(o);
     const repeatedJobs = this.#repeatedJobs;
     this.#load = 'none';
     this.#repeatedJobs = 0;
@@ -130,8 +131,9 @@ export class PostgresStore implements Store {
   #load: 'none' | 'starting' | 'plain' | PgBulkLoad = 'none';
   #repeatedJobs = 0;
 
-  async #endBulk(): Promise<void> {
+  async #endBulk(o: EndLoadOptions = {}): Promise<void> {
     if (!(this.#load instanceof PgBulkLoad)) return;
+    o.onIndexing?.({ resumable: false });
     const bulk = this.#load;
     this.#load = 'plain';
     this.#repeatedJobs += (await bulk.finish()).repeatedJobs;

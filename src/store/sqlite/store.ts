@@ -26,7 +26,7 @@ import type {
   StatusSnapshot,
   Store,
 } from '../types.js';
-import { sourceFile, type FromAnotherFile } from '../types.js';
+import { sourceFile, type EndLoadOptions, type FromAnotherFile } from '../types.js';
 import { immediateTxn, openSqlite, type Db, type OpenSqliteOptions } from './open.js';
 import { SqliteReader } from './read.js';
 import { SqliteCopier } from './copy.js';
@@ -285,7 +285,7 @@ export class SqliteStore implements Store {
   };
 
   /** The load ends (also when it failed half way): returns how many jobs counted as new repeated an earlier key of the load. */
-  readonly endLoad = async (): Promise<{ repeatedJobs: number }> => {
+  readonly endLoad = async (o: EndLoadOptions = {}): Promise<{ repeatedJobs: number }> => {
     const bulk = this.#load === 'bulk';
     this.#load = 'none';
     if (!bulk) return { repeatedJobs: 0 };
@@ -293,6 +293,7 @@ export class SqliteStore implements Store {
     this.#loader = null;
     try {
       await loader?.close();
+      o.onIndexing?.({ resumable: true });
       return { repeatedJobs: finishBulkLoad(this.db) };
     } finally {
       this.db.pragma('foreign_keys = ON');

@@ -1,0 +1,49 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCli } from './helpers/cli.js';
+import { playTerminal, runInPty, stripAnsi } from './helpers/e2e.js';
+import { tempDir } from './helpers/tmp.js';
+
+// enough that reading takes well over a redraw (200 ms) and the SQLite bulk load's index build
+// most of a second, long after the Ctrl-C typed as it starts has arrived
+const DOCS = 200_000;
+
+describe('commands that work for seconds show where they are on a terminal', () => {
+  it('enqueue shows documents read, then the index build, where Ctrl-C quits at once; estimate shows prompts counted; pipes get none of it', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    const file = join(dir, 'in.jsonl');
+    writeFileSync(file, Array.from({ length: DOCS }, (_, i) => `{"id":"d${i}","text":"document ${i}"}\n`).join(''));
+
+    const enqueued = await runInPty(['enqueue', file, '--db', db], {
+      cwd: dir,
+      typeWhen: { shows: 'indexing', keys: '\x03' },
+      timeoutMs: 120_000,
+    });
+    const raw = stripAnsi(enqueued.stdout);
+    expect(raw).toMatch(/reading: [\d,]+ documents \([\d,]+\/s\)/);
+    expect(raw).toContain(`indexing 200,000 documents (Ctrl-C quits; the next command finishes it)`);
+    // quit at once: the build never ended in this process, so no summary
+    expect(raw).not.toMatch(/read 200,000 documents/);
+    expect(enqueued.code).toBe(130);
+
+    // the next command finishes the build; every document is in the queue once
+    const status = await runCli(['status', '--db', db, '--json'], { timeoutMs: 60_000 });
+    expect(status.code, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout)).toMatchObject({ total: DOCS, items: DOCS, counts: { pending: DOCS } });
+    expect(status.stderr).toBe('');
+
+    const estimated = await runInPty(['estimate', '--db', db, '--limit', '30000'], { cwd: dir, timeoutMs: 60_000 });
+    expect(estimated.code, estimated.stdout).toBe(0);
+    expect(stripAnsi(estimated.stdout)).toMatch(/counting prompts: [\d,]+ of 30,000 jobs/);
+    // the line is erased before the estimate is printed: the screen shows the estimate alone
+    const screen = playTerminal(estimated.stdout).screen.join('\n');
+    expect(screen).not.toContain('counting prompts');
+    expect(screen).toMatch(/^estimate \S*q\.db: 30,000 jobs to send/m);
+
+    const piped = await runCli(['estimate', '--db', db, '--limit', '30000'], { timeoutMs: 60_000 });
+    expect(piped.code, piped.stderr).toBe(0);
+    expect(piped.stderr).toBe('');
+  }, 240_000);
+});
