@@ -11,17 +11,20 @@ describe.each(STORE_KINDS)('store contract: estimate reads [$name]', (kind) => {
     const { store } = await kind.fresh();
     await store.enqueue(rows(1200, { prefix: 'low', priority: 1 }), T0);
     await store.enqueue(rows(900, { prefix: 'high', priority: -1 }), T0);
+    // a page that ends inside a priority goes on into the next one (the third page: 98 low, then these)
+    await store.enqueue(rows(500, { prefix: 'last', priority: 5 }), T0);
     // two of the high ones are held: one by a dead run (lease over), one by a live one
     const held = (await store.claim(claimOpts({ limit: 1, leaseUntil: T0 - 1 }))).jobs[0]!;
     const live = (await store.claim(claimOpts({ limit: 1, owner: 'run-live', leaseUntil: T0 + 60_000 }))).jobs[0]!;
     const seen = [];
     for await (const j of store.jobsToRun(T0)) seen.push(j);
-    expect(seen).toHaveLength(2099);
+    expect(seen).toHaveLength(2599);
     expect(seen[0]!.key).toBe(held.key); // first in its priority, as it was before the dead run took it
     expect(seen.some((j) => j.key === live.key)).toBe(false);
     expect(seen.slice(0, 899).every((j) => j.priority === -1)).toBe(true);
-    expect(seen.slice(899).every((j) => j.priority === 1)).toBe(true);
-    expect(new Set(seen.map((j) => j.key)).size).toBe(2099);
+    expect(seen.slice(899, 2099).every((j) => j.priority === 1)).toBe(true);
+    expect(seen.slice(2099).every((j) => j.priority === 5)).toBe(true);
+    expect(new Set(seen.map((j) => j.key)).size).toBe(2599);
     expect(seen[0]).toMatchObject({ model: 'gpt-test', attempts: 1 });
     expect(JSON.parse(seen[1]!.request).messages[0].content).toBe('high text 2');
   });

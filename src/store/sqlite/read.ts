@@ -159,10 +159,20 @@ export class SqliteReader {
       expired.push(...(mocked.all({ quietSince: o.mockAnswersBefore }) as RawJobToRun[]));
     }
     const first = this.#db.prepare(`SELECT ${cols} FROM jobs WHERE state = 'pending' ORDER BY priority, seq LIMIT ${JOBS_PAGE}`);
-    // a row value walks the jobs_claim index from where the last page ended
-    const next = this.#db.prepare(`SELECT ${cols} FROM jobs WHERE state = 'pending' AND (priority, seq) > (?, ?)
+    // Each page walks the jobs_claim index from where the last one ended: the rest of its priority,
+    // then the priorities after it. Not the row value (priority, seq) > (?, ?): SQLite bounds that
+    // walk by the priority alone and steps over every earlier job of it again, page after page
+    // (400,000 jobs of one priority: 14 s, against 1.7 s for one pass).
+    const samePriority = this.#db.prepare(`SELECT ${cols} FROM jobs WHERE state = 'pending' AND priority = ? AND seq > ?
       ORDER BY priority, seq LIMIT ${JOBS_PAGE}`);
-    return inClaimOrder(expired, async (after) => (after ? next.all(after.priority, after.seq) : first.all()) as RawJobToRun[]);
+    const laterPriorities = this.#db.prepare(`SELECT ${cols} FROM jobs WHERE state = 'pending' AND priority > ?
+      ORDER BY priority, seq LIMIT ${unplannedLimit('?')}`);
+    const next = (after: { priority: number; seq: number }): RawJobToRun[] => {
+      const rows = samePriority.all(after.priority, after.seq) as RawJobToRun[];
+      if (rows.length < JOBS_PAGE) rows.push(...(laterPriorities.all(after.priority, JOBS_PAGE - rows.length) as RawJobToRun[]));
+      return rows;
+    };
+    return inClaimOrder(expired, async (after) => (after ? next(after) : (first.all() as RawJobToRun[])));
   }
 
   /** Newest first in jobs_age's order (state, created_at, seq), so the walk stops at the limit instead of sorting every done job. */
