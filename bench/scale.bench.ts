@@ -9,6 +9,7 @@
 //   npm run bench scale 1m postgres enqueue-only   only the enqueue figures (100k, N, N again), with the CLI's CPU seconds
 // Steps: write N JSONL documents of ~250 bytes; `llmq enqueue` 100k and N into fresh queues (rate, peak RSS);
 // enqueue N again (nothing new); bytes per job; status in-process and `status --json` as a process; `show`;
+// `estimate` of every job, N and 100k queued;
 // `run -c 64` against a zero-latency fake with N queued and with 10k queued; then every job is given an
 // answer in SQL (as a run would store it) and each export format is written, N rows and 100k rows.
 import { spawn } from 'node:child_process';
@@ -415,6 +416,20 @@ async function bench(kind: Kind, big: string, small: string, runFile: string, li
         const statusWall: number[] = [];
         for (let k = 0; k < 3; k++) statusWall.push((await must(['status', '--json', '--db', bigDb])).wallS * 1000);
         line('status --json, process wall (median of 3)', `${fmt(median(statusWall))} ms`, '< 250 ms', median(statusWall) < 250);
+
+        // estimate reads every pending job and counts its prompt: as fast a job at N queued as at 100k
+        // (its pages once stepped over every earlier job again: quadratic)
+        const estimateRate = async (db: string, jobs: number) => jobs / (await must(['estimate', '--json', '--db', db])).wallS;
+        const estimateSmall = await estimateRate(smallDb, SMALL);
+        const estimateBig = N === SMALL ? estimateSmall : await estimateRate(bigDb, N);
+        line(`estimate, ${fmt(SMALL)} queued`, `${fmt(estimateSmall)} jobs/s`, 'reference', null);
+        if (N !== SMALL)
+          line(
+            `estimate, ${fmt(N)} queued`,
+            `${fmt(estimateBig)} jobs/s`,
+            `within 20% of ${fmt(SMALL)} queued`,
+            estimateBig >= 0.8 * estimateSmall,
+          );
 
         // the same run with 10k queued and with N queued
         const runSmall = await withQueue(kind, 'run-small', async (db) => {

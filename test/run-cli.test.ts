@@ -1,3 +1,4 @@
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ECHO_MS, signalCounter } from '../src/cli/second-signal.js';
@@ -99,6 +100,29 @@ describe('llmq run (child processes)', () => {
     expect(finished).toBeGreaterThan(0);
     expect(finished).toBe(fake.received); // every request that went out was answered and stored
     expect(rows.filter((x) => x.state === 'pending').every((x) => x.attempts === 0)).toBe(true);
+  });
+
+  it('SIGTERM while the run is still starting (a database that never answers) exits 130 at once, as a later stop does', async () => {
+    // accepts the connection and says nothing: the run waits in its start for as long as the test likes
+    const silent = createServer(() => {});
+    const sockets: Socket[] = [];
+    silent.on('connection', (s) => sockets.push(s));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const connected = new Promise((resolve) => silent.once('connection', resolve));
+      const port = (silent.address() as AddressInfo).port;
+      const child = spawnCli(['run', '--db', `postgres://llmq@127.0.0.1:${port}/test`, '--provider', 'mock', '--progress', 'plain']);
+      const done = collect(child, 30_000);
+      await connected;
+      child.kill('SIGTERM');
+      const r = await done;
+      // without a handler of its own until the run is under way, SIGTERM ended it as a signal does: 143
+      expect(r.signal, r.stderr).toBeNull();
+      expect(r.code, r.stderr).toBe(130);
+    } finally {
+      for (const s of sockets) s.destroy();
+      silent.close();
+    }
   });
 
   it('one Ctrl-C delivered twice at once (npx, timeout) is one stop: the requests in flight finish', async () => {

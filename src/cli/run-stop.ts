@@ -1,6 +1,7 @@
 import type { SchedulerListener } from '../scheduler/events.js';
 import { onReaderGone } from './reader-gone.js';
 import { signalCounter } from './second-signal.js';
+import { EXIT } from '../errors.js';
 
 /** SIGHUP is a closed terminal or a logged-out session: the run must still put its jobs back. */
 const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
@@ -12,6 +13,20 @@ export interface RunStop {
   readonly abortSignal: AbortSignal;
   /** Remove the handlers and the grace timer; call it in a `finally`. */
   dispose(): void;
+}
+
+/**
+ * Until a run can stop gently (its store open, its handlers in place: most of a second of loading
+ * prices, the tokenizer and the store), a stop signal ends llmq at once, as it would with no
+ * handler, but with 130 as any later stop (SIGTERM's own death is 143, which a supervisor would
+ * read as something else). Nothing is claimed yet, so nothing is to be put back. Returns the release.
+ */
+export function exitOnStopSignals(): () => void {
+  const exitNow = (): never => process.exit(EXIT.SIGNAL);
+  for (const signal of STOP_SIGNALS) process.on(signal, exitNow);
+  return () => {
+    for (const signal of STOP_SIGNALS) process.off(signal, exitNow);
+  };
 }
 
 /**

@@ -10,7 +10,7 @@ import { int, usd } from '../../report/format.js';
 import { priceTableFrom, pricesOfRun } from './price-options.js';
 import { whileReaderPresent } from '../reader-gone.js';
 import { dbArgument, moneyArguments, runArguments } from '../again.js';
-import { watchRunStop } from '../run-stop.js';
+import { exitOnStopSignals, watchRunStop } from '../run-stop.js';
 import { alertTarget, hookReportLine } from '../hook-flags.js';
 import { alertsOn, watchAlerts } from '../alert-flags.js';
 import type { RunFlags } from './run.js';
@@ -26,6 +26,16 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
     const { estimateCommand } = await import('./estimate.js');
     return estimateCommand(flags, { dryRun: true });
   }
+  const starting = exitOnStopSignals();
+  try {
+    await runLanes(flags, cmd, starting);
+  } finally {
+    starting();
+  }
+}
+
+/** The batch lane, then the online lane, as --via asks; `starting` gives up the start's signal handlers (exitOnStopSignals) as a lane puts its own. */
+async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Promise<void> {
   if (flags.via !== 'online') {
     if (flags.provider === 'openai') warnIfKeyUnredactable((await import('../../provider/endpoint.js')).findApiKey(process.env));
     const [{ runBatchCommand }, { laneBaseUrl }] = await Promise.all([import('./run-batch.js'), import('../lane-base-url.js')]);
@@ -33,6 +43,7 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
     const until = flags.via === 'auto' ? Date.now() + Math.round(flags.deadline! * 0.75) : undefined;
     // The mock finishes a batch in 5 x --mock-latency: unless told otherwise, look that often, not every 30 s.
     const poll = flags.provider === 'mock' && cmd.getOptionValueSource('poll') === 'default' ? (flags.mockLatency * 5) / 1000 : flags.poll;
+    starting();
     const batch = await runBatchCommand({ ...flags, poll: Math.max(0.05, poll), until }, laneBaseUrl(flags));
     if (flags.via === 'batch' || batch.reason === 'signal' || batch.reason === 'fatal' || batch.remaining === 0) {
       process.exitCode = exitCodeFor(batch);
@@ -83,6 +94,7 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
   const emit: SchedulerListener = (event, payload) => {
     for (const l of listeners) l(event, payload);
   };
+  starting();
   const stopping = watchRunStop(flags.grace * 1000, emit);
 
   const mode = flags.json ? 'json' : flags.progress === 'auto' ? (process.stderr.isTTY ? 'tty' : 'plain') : flags.progress;
