@@ -131,8 +131,9 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
   const store = await openStore(location);
   // messages go nowhere once stderr's reader is gone; the enqueue then stops as on Ctrl-C (stopOnSignals)
   const stderr = whileReaderPresent(process.stderr);
-  // on a terminal, how far the read is: ten million documents take minutes
-  const line = statusLine(stderr);
+  // on a terminal, how far the read is: ten million documents take minutes; not while the user types
+  // the input on that terminal, whose echo the line would erase
+  const line = statusLine(stderr, !(sources.includes('-') && process.stdin.isTTY));
   const stop = stopOnSignals(c, stderr, line);
   let summary: EnqueueSummary;
   // documents rejected for their size: the one rejection a flag undoes, said once at the end

@@ -16,8 +16,9 @@ export interface StatusLine {
 /** Redraws come this often at most: often enough to look alive, rarely enough to cost nothing. */
 const REDRAW_MS = 200;
 
-export function statusLine(stream: NodeJS.WriteStream): StatusLine {
-  if (!stream.isTTY) return { update() {}, now() {}, done() {} };
+/** `wanted` false: a line that shows nothing, as on a pipe. */
+export function statusLine(stream: NodeJS.WriteStream, wanted = true): StatusLine {
+  if (!stream.isTTY || !wanted) return { update() {}, now() {}, done() {} };
   // the first redraw waits too: work that ends within it leaves nothing to erase
   let last = Date.now();
   let shown = false;
