@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from './helpers/cli.js';
@@ -10,7 +10,7 @@ import { tempDir } from './helpers/tmp.js';
 const DOCS = 200_000;
 
 describe('commands that work for seconds show where they are on a terminal', () => {
-  it('enqueue shows documents read, then the index build, where Ctrl-C quits at once; estimate shows prompts counted; pipes get none of it', async () => {
+  it('enqueue shows documents read, then the index build, where Ctrl-C quits at once; estimate shows prompts counted, export items written; pipes get none of it', async () => {
     const dir = tempDir();
     const db = join(dir, 'q.db');
     const file = join(dir, 'in.jsonl');
@@ -45,5 +45,12 @@ describe('commands that work for seconds show where they are on a terminal', () 
     const piped = await runCli(['estimate', '--db', db, '--limit', '30000'], { timeoutMs: 60_000 });
     expect(piped.code, piped.stderr).toBe(0);
     expect(piped.stderr).toBe('');
+
+    // export to a file: the terminal shows how far; the file holds every item, and the line is gone
+    const exported = await runInPty(['export', '--db', db, '--out', join(dir, 'out.jsonl')], { cwd: dir, timeoutMs: 60_000 });
+    expect(exported.code, exported.stdout).toBe(0);
+    expect(stripAnsi(exported.stdout)).toMatch(/exporting: [\d,]+ of 200,000 items/);
+    expect(playTerminal(exported.stdout).screen.join('\n')).not.toContain('exporting');
+    expect(readFileSync(join(dir, 'out.jsonl'), 'utf8').split('\n').length).toBe(DOCS + 1);
   }, 240_000);
 });

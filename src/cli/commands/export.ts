@@ -87,7 +87,8 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
     { answerExt },
     { stdoutSink },
     { info },
-    { count },
+    { count, int },
+    { statusLine },
   ] = await Promise.all([
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
@@ -97,6 +98,7 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
     import('../stdout-sink.js'),
     import('../output.js'),
     import('../../report/format.js'),
+    import('../progress/status-line.js'),
   ]);
   if (flags.outDir) answerExt(flags.ext); // a bad --ext is refused before anything is read
   // `--out results.csv` means CSV: JSON Lines under that name is a file nobody can open as it says
@@ -110,7 +112,21 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
     // Worker threads read an SQLite file beside this one. PostgreSQL's export is the server's work
     // (each item's job looked up by key): two more readers made 100,000 rows 1.4 times slower.
     const sharedFile = store.kind === 'sqlite' && location !== ':memory:' ? location : null;
-    const text = () => exportChunks({ reader: store, location: sharedFile, filter }, { format: flags.format, states: flags.state }, counts);
+    // on a terminal that is not where the text goes: how far it is (ten million items take a minute)
+    const line = statusLine(process.stderr, Boolean(flags.out) || !process.stdout.isTTY);
+    const items = process.stderr.isTTY ? (await store.status()).items : 0;
+    async function* shown(chunks: ReturnType<typeof exportChunks>) {
+      try {
+        for await (const chunk of chunks) {
+          line.update(() => `exporting: ${int(counts.written + skippedTotal(counts))} of ${int(items)} items`);
+          yield chunk;
+        }
+      } finally {
+        line.done();
+      }
+    }
+    const text = () =>
+      shown(exportChunks({ reader: store, location: sharedFile, filter }, { format: flags.format, states: flags.state }, counts));
     if (flags.outDir) {
       counts = await toDir(store.exportPages(filter), flags.outDir, flags);
     } else if (flags.out) {
