@@ -10,7 +10,7 @@ import { tempDir } from './helpers/tmp.js';
 const DOCS = 200_000;
 
 describe('commands that work for seconds show where they are on a terminal', () => {
-  it('enqueue shows documents read, then the index build, where Ctrl-C quits at once; estimate shows prompts counted, export items written; pipes get none of it', async () => {
+  it('enqueue shows documents read, then the index build, where Ctrl-C quits at once; estimate shows prompts counted, export items written, copy rows copied; pipes get none of it', async () => {
     const dir = tempDir();
     const db = join(dir, 'q.db');
     const file = join(dir, 'in.jsonl');
@@ -52,5 +52,15 @@ describe('commands that work for seconds show where they are on a terminal', () 
     expect(stripAnsi(exported.stdout)).toMatch(/exporting: [\d,]+ of 200,000 items/);
     expect(playTerminal(exported.stdout).screen.join('\n')).not.toContain('exporting');
     expect(readFileSync(join(dir, 'out.jsonl'), 'utf8').split('\n').length).toBe(DOCS + 1);
+
+    // copy: rows of each table copied of how many (20,000 jobs: a few seconds)
+    const small = join(dir, 'small.db');
+    writeFileSync(join(dir, 'small.jsonl'), Array.from({ length: 20_000 }, (_, i) => `{"id":"s${i}","text":"small ${i}"}\n`).join(''));
+    expect((await runCli(['enqueue', join(dir, 'small.jsonl'), '--db', small], { timeoutMs: 60_000 })).code).toBe(0);
+    const copied = await runInPty(['copy', '--from', small, '--to', join(dir, 'copy.db')], { cwd: dir, timeoutMs: 120_000 });
+    expect(copied.code, copied.stdout).toBe(0);
+    expect(stripAnsi(copied.stdout)).toMatch(/copying (jobs|items): [\d,]+ of 20,000/);
+    expect(playTerminal(copied.stdout).screen.join('\n')).toMatch(/^copied .*20,000 jobs, 20,000 items/m);
+    expect(playTerminal(copied.stdout).screen.join('\n')).not.toContain('copying');
   }, 240_000);
 });

@@ -1,7 +1,7 @@
 import type { ChalkInstance } from 'chalk';
 import { Option, type Command } from 'commander';
 import { UsageError } from '../../errors.js';
-import type { CopyResult } from '../../store/copy.js';
+import type { CopyResult, CopyTable } from '../../store/copy.js';
 import type { Store } from '../../store/types.js';
 import { dbOption } from '../options.js';
 
@@ -36,12 +36,14 @@ Jobs that are running when copied arrive pending: their leases belong to runs on
 Stop the runs on the source first; the target must be empty.`,
     )
     .action(async (flags: CopyFlags) => {
-      const [{ checkLocation, redactLocation, resolveDbLocation }, { copyStore }, { colorsFor, warn }, { count, int }] = await Promise.all([
-        import('../../store/open-store.js'),
-        import('../../store/copy.js'),
-        import('../output.js'),
-        import('../../report/format.js'),
-      ]);
+      const [{ checkLocation, redactLocation, resolveDbLocation }, { copyStore }, { colorsFor, warn }, { count, int }, { statusLine }] =
+        await Promise.all([
+          import('../../store/open-store.js'),
+          import('../../store/copy.js'),
+          import('../output.js'),
+          import('../../report/format.js'),
+          import('../progress/status-line.js'),
+        ]);
       const from = resolveDbLocation(flags.from ?? flags.db);
       checkLocation(from, flags.from ? '--from' : '--db');
       checkLocation(flags.to, '--to');
@@ -53,7 +55,23 @@ Stop the runs on the source first; the target must be empty.`,
           warn(
             `${count(open.length, 'run')} on ${source.location} ${open.length === 1 ? 'has' : 'have'} not ended; answers stored during the copy may be missed.`,
           );
-        return copyStore(source, target, { now: Date.now() });
+        // on a terminal, how far it is: ten million jobs with their items take minutes
+        const line = statusLine(process.stderr);
+        const of: Partial<Record<CopyTable, number>> = {};
+        if (process.stderr.isTTY) {
+          const s = await source.status();
+          of.jobs = s.total + s.orphanedAnswers;
+          of.items = s.items;
+        }
+        try {
+          return await copyStore(source, target, {
+            now: Date.now(),
+            onProgress: (table, copied) =>
+              line.update(() => `copying ${table}: ${int(copied)}${of[table] === undefined ? '' : ` of ${int(of[table])}`}`),
+          });
+        } finally {
+          line.done();
+        }
       });
       const describe = (r: CopyResult, c: ChalkInstance): string => {
         const requeued = r.requeued ? ` (${int(r.requeued)} running there, pending here)` : '';
