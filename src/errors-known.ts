@@ -19,6 +19,16 @@ export interface ErrorPlace {
 export function knownError(error: unknown, place?: ErrorPlace): LlmqError | null {
   if (error instanceof LlmqError || typeof error !== 'object' || error === null) return null;
   const e = error as { code?: unknown; message?: unknown; path?: unknown; syscall?: unknown };
+  // PostgreSQL ended the connection (57P01 a restart or an administrator, 57P02 a crash), or it
+  // closed under a statement: pg's own message, with no code
+  if (e.code === '57P01' || e.code === '57P02' || /^Connection terminated/.test(String(e.message ?? ''))) {
+    return new LlmqError(
+      `Lost the connection to PostgreSQL (${String(e.message)}): the server restarted or the connection was ended. ` +
+        'What was stored is kept; jobs held when it happened go back to pending as their leases run out (a minute). ' +
+        'Run the command again once PostgreSQL is reachable.',
+      { cause: error },
+    );
+  }
   if (typeof e.code !== 'string') return null;
   const message = fixFor(e.code, String(e.message ?? ''), e.syscall, placeOf(e, place));
   return message === null ? null : new LlmqError(message, { cause: error });

@@ -82,6 +82,10 @@ describe('known failures become one line that says what, where and what to do', 
     expect(knownError(sqlite('SQLITE_READONLY', 'readonly'))!.message).toMatch(/^The database is read-only/);
     expect(knownError(errno('EEXIST', { syscall: 'open' }))).toBeNull();
     expect(knownError(errno('ECONNRESET'))).toBeNull();
+    // PostgreSQL ending the connection under a command (a restart, pg_terminate_backend) is no bug
+    const ended = Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
+    expect(knownError(ended)!.message).toMatch(/^Lost the connection to PostgreSQL \(terminating connection.*Run the command again/);
+    expect(knownError(new Error('Connection terminated unexpectedly'))!.message).toMatch(/^Lost the connection to PostgreSQL/);
     expect(knownError(new TypeError('a bug'))).toBeNull();
     expect(knownError(new LlmqError('already worded'))).toBeNull();
     expect(knownError('a string')).toBeNull();

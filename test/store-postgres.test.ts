@@ -1,3 +1,4 @@
+import { createServer, type AddressInfo } from 'node:net';
 import pg from 'pg';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { PostgresStore } from '../src/store/postgres/store.js';
@@ -305,6 +306,19 @@ describe('postgres store', () => {
     await expect(PostgresStore.open(url.toString())).rejects.toThrow(
       /Cannot connect to PostgreSQL at .*llmq_no_such_database.*Check the database name/,
     );
+  });
+
+  it('says when what answers at the address is not PostgreSQL (it closes the connection at once)', async () => {
+    const notPostgres = createServer((socket) => socket.end('HTTP/1.1 400 Bad Request\r\n\r\n'));
+    await new Promise<void>((resolve) => notPostgres.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (notPostgres.address() as AddressInfo).port;
+      await expect(PostgresStore.open(`postgres://llmq@127.0.0.1:${port}/test`)).rejects.toThrow(
+        /Cannot connect to PostgreSQL at .*: the server there closed the connection at once .*Check that the host and port/,
+      );
+    } finally {
+      notPostgres.close();
+    }
   });
 
   it('refuses a schema name that is not a plain identifier', async () => {

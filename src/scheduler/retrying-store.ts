@@ -14,24 +14,31 @@ export function retryingTransients(store: RunStore): RunStore {
     <A extends unknown[], R>(call: (...args: A) => Promise<R>) =>
     (...args: A): Promise<R> =>
       retryTransient(() => call(...args));
+  // Calls that may run twice, asked again after a lost connection too (isConnectionLost): reads,
+  // and writes that come out the same the second time. A claim that committed unseen leaves its
+  // jobs leased to this run, which releases them when it ends: waited for, never sent twice.
+  const evenAfterLoss =
+    <A extends unknown[], R>(call: (...args: A) => Promise<R>) =>
+    (...args: A): Promise<R> =>
+      retryTransient(() => call(...args), { alsoAfterLoss: true });
   return {
-    claim: again((o) => store.claim(o)),
+    claim: evenAfterLoss((o) => store.claim(o)),
     startRetry: again((key, owner, now, leaseUntil) => store.startRetry(key, owner, now, leaseUntil)),
     complete: again((key, completion) => store.complete(key, completion)),
     recordAttempt: again((attempt, o) => store.recordAttempt(attempt, o)),
     fail: again((key, owner, error, attempt, now) => store.fail(key, owner, error, attempt, now)),
-    release: again((owner, o) => store.release(owner, o)),
-    nextPendingAt: again(() => store.nextPendingAt()),
+    release: evenAfterLoss((owner, o) => store.release(owner, o)),
+    nextPendingAt: evenAfterLoss(() => store.nextPendingAt()),
     startRun: again((run) => store.startRun(run)),
     heartbeat: (runId, now, leaseUntil, stats) => store.heartbeat(runId, now, leaseUntil, stats),
-    finishRun: again((runId, now, reason, stats) => store.finishRun(runId, now, reason, stats)),
-    activeRuns: again(() => store.activeRuns()),
-    reclaim: again((now, deadOwners) => store.reclaim(now, deadOwners)),
+    finishRun: evenAfterLoss((runId, now, reason, stats) => store.finishRun(runId, now, reason, stats)),
+    activeRuns: evenAfterLoss(() => store.activeRuns()),
+    reclaim: evenAfterLoss((now, deadOwners) => store.reclaim(now, deadOwners)),
     reserve: again((request) => store.reserve(request)),
     unreserve: again((runId, usd, now) => store.unreserve(runId, usd, now)),
-    committed: again((runId) => store.committed(runId)),
+    committed: evenAfterLoss((runId) => store.committed(runId)),
     saveLaneLimits: (row) => store.saveLaneLimits(row),
     laneLimits: () => store.laneLimits(),
-    status: again(() => store.status()),
+    status: evenAfterLoss(() => store.status()),
   };
 }

@@ -28,21 +28,56 @@ export function isTransientStoreError(error: unknown): boolean {
   return false;
 }
 
+/**
+ * PostgreSQL's connection lost under a statement: the server ended it (57P01 an administrator or a
+ * restart, 57P02 a crash) or the socket closed. Whether the statement committed is not known, so
+ * only a statement that may run twice (a read, a heartbeat, a release) is asked again after it
+ * (`retryTransient`'s `alsoAfterLoss`); a write that may not is checked first (the PostgreSQL
+ * store's `complete`).
+ */
+export function isConnectionLost(error: unknown): boolean {
+  let e: unknown = error;
+  for (let depth = 0; e !== null && typeof e === 'object' && depth < 5; depth++) {
+    const { code, message } = e as { code?: unknown; message?: unknown };
+    if (code === '57P01' || code === '57P02' || code === 'ECONNRESET' || code === 'EPIPE') return true;
+    if (typeof message === 'string' && /^Connection terminated( unexpectedly)?$/.test(message)) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/**
+ * The server ended the connection (57P01 an administrator or a shutdown, 57P02 a crash): its
+ * backend is gone and its transaction ended with it, committed or rolled back, so what it wrote
+ * can be looked up on another connection and is final. A socket that closed alone (a reset) says
+ * nothing of the kind: the backend may still be working the statement.
+ */
+export function isBackendGone(error: unknown): boolean {
+  let e: unknown = error;
+  for (let depth = 0; e !== null && typeof e === 'object' && depth < 5; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (code === '57P01' || code === '57P02') return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
 /** How long a run keeps asking a store that fails transiently before it gives up: about a lease. */
 export const TRANSIENT_RETRY_MS = 60_000;
 
 /**
- * `call`, asked again after each transient failure (`isTransientStoreError`), waiting 0.1 s, then
- * twice as long each time up to 5 s, until `forMs` have passed; any other failure, or one past
- * that time, is thrown.
+ * `call`, asked again after each transient failure (`isTransientStoreError`; with `alsoAfterLoss`,
+ * a lost connection too), waiting 0.1 s, then twice as long each time up to 5 s, until `forMs`
+ * have passed; any other failure, or one past that time, is thrown.
  */
-export async function retryTransient<T>(call: () => Promise<T>, forMs = TRANSIENT_RETRY_MS): Promise<T> {
-  const until = Date.now() + forMs;
+export async function retryTransient<T>(call: () => Promise<T>, o: { forMs?: number; alsoAfterLoss?: boolean } = {}): Promise<T> {
+  const until = Date.now() + (o.forMs ?? TRANSIENT_RETRY_MS);
   for (let delay = 100; ; delay = Math.min(delay * 2, 5000)) {
     try {
       return await call();
     } catch (error) {
-      if (!isTransientStoreError(error) || Date.now() + delay > until) throw error;
+      const passes = isTransientStoreError(error) || (o.alsoAfterLoss === true && isConnectionLost(error));
+      if (!passes || Date.now() + delay > until) throw error;
       await sleep(delay);
     }
   }

@@ -103,6 +103,13 @@ export function connectionError(error: unknown, location: string): unknown {
       { cause: error },
     );
   }
+  if (/^Connection terminated/.test(e.message ?? '')) {
+    return new StoreError(
+      `Cannot connect to PostgreSQL at ${location}: the server there closed the connection at once (${e.message}). ` +
+        "Check that the host and port in the URL are PostgreSQL's, and that the server accepts this client (pg_hba.conf).",
+      { cause: error },
+    );
+  }
   const timedOut = /connection timeout|timeout expired/i.test(e.message ?? '');
   if (!CONNECT_CODES.has(e.code ?? '') && !timedOut) return error;
   const hint =

@@ -42,6 +42,8 @@ import { NOT_IN_A_LIVE_BATCH } from '../batches.js';
 import { PgSpend, settlementParams } from './spend.js';
 import { splitClaimed, type RawClaimed } from '../claim-result.js';
 import { GroupCommit } from '../group-commit.js';
+import { isBackendGone, retryTransient, TRANSIENT_RETRY_MS } from '../transient.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { latencyOf } from '../rows.js';
 import {
   ATTEMPT_PARAMS,
@@ -228,7 +230,7 @@ export class PostgresStore implements Store {
     });
     const col = <T>(f: (b: PendingCompletion) => T) => batch.map(f);
     const settled = batch.map((b) => settlementParams(b.c.attempt));
-    const r = await this.#q<{ i: number }>(COMPLETE_SQL, [
+    const params = [
       col((b) => b.c.attempt.key),
       col((b) => b.c.attempt.runId),
       col((b) => b.c.attempt.attempt),
@@ -249,9 +251,54 @@ export class PostgresStore implements Store {
       col((b) => b.c.attempt.costUsd ?? null),
       // the settlement of each answer, computed once: reserved, held, spent and unpriced of settlementParams
       ...[0, 1, 2, 5].map((k) => settled.map((p) => p[k])),
-    ]);
-    const updated = new Set(r.rows.map((row) => row.i));
-    return batch.map((_, i) => updated.has(i + 1));
+    ];
+    const until = Date.now() + TRANSIENT_RETRY_MS;
+    for (let delay = 100; ; delay = Math.min(delay * 2, 5000)) {
+      try {
+        const r = await this.#q<{ i: number }>(COMPLETE_SQL, params);
+        const updated = new Set(r.rows.map((row) => row.i));
+        return batch.map((_, i) => updated.has(i + 1));
+      } catch (error) {
+        // Answers paid for are not given up to a restarting server (or one whose administrator ended
+        // the connection): whether the statement committed is final once the backend is gone, so it
+        // is looked up (a read, asked again until the server is back) and written again only if not.
+        if (!isBackendGone(error) || Date.now() > until) throw error;
+        const stored = await retryTransient(() => this.#storedAnswers(batch), { alsoAfterLoss: true });
+        if (stored) return stored;
+        await sleep(delay);
+      }
+    }
+  }
+
+  /**
+   * Whether a completion batch committed (its attempt rows are there: the statement wrote all or
+   * nothing), and then which answers it stored: the first of their key, whose job is done at that
+   * answer's end. Null when it did not commit.
+   */
+  async #storedAnswers(batch: readonly PendingCompletion[]): Promise<boolean[] | null> {
+    const found = await this.#q<{ n: number }>(
+      `SELECT count(*)::int AS n FROM attempts a
+        JOIN unnest($1::text[], $2::text[], $3::int[], $4::bigint[]) AS t(job_key, run_id, attempt, started_at)
+        ON a.job_key = t.job_key AND a.run_id = t.run_id AND a.attempt = t.attempt AND a.started_at = t.started_at`,
+      [
+        batch.map((b) => b.c.attempt.key),
+        batch.map((b) => b.c.attempt.runId),
+        batch.map((b) => b.c.attempt.attempt),
+        batch.map((b) => b.c.attempt.startedAt),
+      ],
+    );
+    if (found.rows[0]!.n === 0) return null;
+    const jobs = await this.#q<{ key: string; finished_at: string | null }>(
+      `SELECT key, finished_at FROM jobs WHERE key = ANY($1::text[]) AND state = 'done'`,
+      [batch.map((b) => b.key)],
+    );
+    const doneAt = new Map(jobs.rows.map((j) => [j.key, j.finished_at === null ? null : Number(j.finished_at)]));
+    const seen = new Set<string>();
+    return batch.map((b) => {
+      const first = !seen.has(b.key);
+      seen.add(b.key);
+      return first && doneAt.get(b.key) === b.c.attempt.endedAt;
+    });
   }
 
   async recordAttempt(a: AttemptRecord, o: { countAttempt: boolean; error: string | null }): Promise<void> {
