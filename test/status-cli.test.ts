@@ -205,6 +205,20 @@ describe('llmq status', () => {
     expect(JSON.parse((await runCli(['status', '--json', '--db', db])).stdout).activeRuns[0]).toMatchObject({ live: true, gone: false });
   });
 
+  it('a proposed command too long for its line goes whole on the next one, never split between --db and its value', async () => {
+    const dir = join(tempDir(), 'a-folder-name-long-enough-that-the-proposed-command-cannot-fit-in-eighty-columns');
+    const db = join(dir, 'q.db');
+    const input = join(tempDir(), 'in.jsonl');
+    writeFileSync(input, '{"id":"a","text":"one"}\n{"id":"b","text":"two"}\n');
+    expect((await runCli(['enqueue', input, '--db', db])).code).toBe(0);
+    const r = await runCli(['status', '--db', db]);
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout.split('\n');
+    const at = lines.findIndex((l) => l.includes('llmq run'));
+    expect(lines[at], r.stdout).toBe(`    llmq run --db ${db}`);
+    expect(lines[at - 1]).toMatch(/^ {2}to send the 2 pending:$/);
+  });
+
   it('does not create a database at a missing path', async () => {
     const dir = tempDir();
     const db = join(dir, 'nope.db');

@@ -155,10 +155,14 @@ function endedHow(run: RunReport): string {
   return `${reason}: ${run.budgetReached === 'total' ? '--budget-total' : '--budget'}`;
 }
 
-/** A suggested command after its label, on one line of 80 columns if it fits, else under it, broken at spaces. */
+/**
+ * A suggested command after its label, on one line of 80 columns if it fits, else whole on the line
+ * under it: never broken, as a command pasted from two lines runs its first half (`--db` without
+ * its URL). A terminal folds a long line where it must, and a copy of it is still one line.
+ */
 function hint(label: string, command: string): string[] {
   const one = `  ${label} ${command}`;
-  return one.length <= 80 ? [one] : [`  ${label}`, ...wrap(command, 76).map((l) => `    ${l}`)];
+  return one.length <= 80 ? [one] : [`  ${label}`, `    ${command}`];
 }
 
 function costLine(r: StatusReport, p: Paint): string {
