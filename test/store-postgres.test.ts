@@ -2,6 +2,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import pg from 'pg';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { PostgresStore } from '../src/store/postgres/store.js';
+import { parsePgUrl } from '../src/store/postgres/connect.js';
 import { LATEST_VERSION, MIGRATIONS } from '../src/store/postgres/migrations.js';
 import { openStore } from '../src/store/open-store.js';
 import { StoreError } from '../src/errors.js';
@@ -319,6 +320,15 @@ describe('postgres store', () => {
     } finally {
       notPostgres.close();
     }
+  });
+
+  it('refuses a parameter meant to name the schema that llmq does not read, and says what a too-long name is', () => {
+    for (const url of ['postgres://u@h/db?shema=team_a', 'postgres://u@h/db?currentSchema=team_a', 'postgres://u@h/db?sslmode=disable&Schema=a']) {
+      expect(() => parsePgUrl(url), url).toThrow(/has a parameter '(shema|currentSchema|Schema)', which llmq does not read: did you mean schema\?/);
+    }
+    expect(parsePgUrl('postgres://u@h/db?schema=team_a&sslmode=disable&application_name=x').schema).toBe('team_a');
+    expect(parsePgUrl('postgres://u@h/db?search_path=team_b').schema).toBe('team_b');
+    expect(() => parsePgUrl(`postgres://u@h/db?schema=${'a'.repeat(64)}`)).toThrow(/at most 63 characters .*got 64/);
   });
 
   it('refuses a schema name that is not a plain identifier', async () => {

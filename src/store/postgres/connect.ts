@@ -29,14 +29,48 @@ export function parsePgUrl(url: string): PgTarget {
       cause: error,
     });
   }
+  refuseSchemaLookalikes(parsed, location);
   const schema = parsed.searchParams.get('schema') ?? parsed.searchParams.get('search_path') ?? 'public';
   if (!IDENTIFIER.test(schema)) {
-    throw new StoreError(`Expected the schema in ${location} to be a plain name (letters, digits, _), got '${schema}'.`);
+    throw new StoreError(
+      schema.length > 63 && /^[A-Za-z_][A-Za-z0-9_]*$/.test(schema)
+        ? `Expected the schema in ${location} to be at most 63 characters (PostgreSQL's longest name), got ${schema.length}.`
+        : `Expected the schema in ${location} to be a plain name (letters, digits, _), got '${schema}'.`,
+    );
   }
   // pg lets the URL's own `options` override ours, so take them out and send both together.
   const options = [parsed.searchParams.get('options'), `-c search_path=${quoteIdent(schema)}`].filter(Boolean).join(' ');
   for (const k of ['schema', 'search_path', 'options']) parsed.searchParams.delete(k);
   return { connectionString: parsed.toString(), schema, options, location };
+}
+
+/**
+ * A URL parameter that looks meant to name the schema but is not one llmq reads (`?shema=`,
+ * `?currentSchema=` from JDBC) is refused: the queue would go to `public` without a word, and the
+ * next command, spelled right, would find nothing there. Other parameters go to the driver as given.
+ */
+function refuseSchemaLookalikes(url: URL, location: string): void {
+  for (const name of url.searchParams.keys()) {
+    if (name === 'schema' || name === 'search_path') continue;
+    const n = name.toLowerCase().replace(/[-_]/g, '');
+    if (n.includes('schema') || n.includes('searchpath') || editDistance(n, 'schema') <= 2) {
+      throw new StoreError(
+        `The URL ${location} has a parameter '${name}', which llmq does not read: did you mean schema? ` +
+          "The queue's schema is given as ?schema=NAME (or ?search_path=NAME); without it, the queue is in public.",
+      );
+    }
+  }
+}
+
+/** Levenshtein distance, for names a few letters long. */
+function editDistance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    row = next;
+  }
+  return row[b.length]!;
 }
 
 /** Quote an identifier already checked against IDENTIFIER. */
