@@ -29,6 +29,21 @@ export function deadOwners(runs: readonly RunRow[], self: Self): string[] {
   return runs.filter((r) => gone(r, self) && self.now - r.heartbeatAt > self.quietMs).map((r) => r.id);
 }
 
+/**
+ * Runs anywhere, not ended, silent longer than `quietMs` but not so long that a lease of theirs can
+ * still hold (`leaseMs` past their last beat, which renewed it): stopped, most likely (killed on
+ * another machine, whose process cannot be checked from here), their jobs back when the leases run
+ * out. A run busy past `quietMs` looks silent too, and beats again: waiting for it costs a moment.
+ */
+export function silentOwners(runs: readonly RunRow[], self: Self, leaseMs: number): string[] {
+  return runs
+    .filter((r) => {
+      const quiet = self.now - r.heartbeatAt;
+      return r.id !== self.runId && r.endedAt === null && quiet > self.quietMs && quiet <= leaseMs + self.quietMs;
+    })
+    .map((r) => r.id);
+}
+
 /** Runs on this host whose process is gone but whose heartbeat is still recent: dead soon. */
 export function dyingOwners(runs: readonly RunRow[], self: Self): string[] {
   return runs.filter((r) => gone(r, self) && self.now - r.heartbeatAt <= self.quietMs).map((r) => r.id);

@@ -178,6 +178,18 @@ describe('llmq status', () => {
     expect(text).toMatch(/silent {4}run-0001 .*no heartbeat for 5m/);
   });
 
+  it('a run counted running whose heartbeat stopped a while ago (another machine: its process cannot be checked) says so', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir, { heartbeatAt: Date.now() - 30_000 });
+    const text = (await runCli(['status', '--db', db])).stdout;
+    expect(text).toMatch(/running {3}run-0001 /);
+    expect(text).toMatch(/\n {10}no heartbeat for 3\ds: stopped\? its jobs return as leases run out\n/);
+    expect(text.split('\n').every((l) => l.length <= 80)).toBe(true);
+    // a beat a moment ago is no news
+    const { db: fresh } = await populate(tempDir(), { heartbeatAt: Date.now() - 1000 });
+    expect((await runCli(['status', '--db', fresh])).stdout).not.toContain('no heartbeat');
+  });
+
   it('a run of this machine whose process is gone is reported dead within seconds, not running with a frozen ETA', async () => {
     // a pid that is no process: a child that has exited
     const { pid } = spawnSync(process.execPath, ['-e', '']);

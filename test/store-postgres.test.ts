@@ -323,8 +323,14 @@ describe('postgres store', () => {
   });
 
   it('refuses a parameter meant to name the schema that llmq does not read, and says what a too-long name is', () => {
-    for (const url of ['postgres://u@h/db?shema=team_a', 'postgres://u@h/db?currentSchema=team_a', 'postgres://u@h/db?sslmode=disable&Schema=a']) {
-      expect(() => parsePgUrl(url), url).toThrow(/has a parameter '(shema|currentSchema|Schema)', which llmq does not read: did you mean schema\?/);
+    for (const url of [
+      'postgres://u@h/db?shema=team_a',
+      'postgres://u@h/db?currentSchema=team_a',
+      'postgres://u@h/db?sslmode=disable&Schema=a',
+    ]) {
+      expect(() => parsePgUrl(url), url).toThrow(
+        /has a parameter '(shema|currentSchema|Schema)', which llmq does not read: did you mean schema\?/,
+      );
     }
     expect(parsePgUrl('postgres://u@h/db?schema=team_a&sslmode=disable&application_name=x').schema).toBe('team_a');
     expect(parsePgUrl('postgres://u@h/db?search_path=team_b').schema).toBe('team_b');

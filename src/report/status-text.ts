@@ -2,6 +2,9 @@ import { compact, duration, int, NO_PAINT, oneLine, percent, rate, usd, wrap, ty
 import type { RunCost, RunReport, StatusReport } from './status.js';
 import { runMayBeBilled } from './status-cost.js';
 
+/** A live run silent this long is said to be: five heartbeats at the default 2 s. */
+const QUIET_NOTED_MS = 10_000;
+
 /** Runs listed by their money in `status`; older ones are summed on one line. */
 const RUNS_SHOWN = 5;
 
@@ -100,6 +103,12 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
   for (const run of live) {
     const eta = live.length === 1 ? ` · ETA ${duration(r.etaSeconds)}` : '';
     lines.push(`${p.cyan('running')}   ${runName(run)} for ${duration(run.wallSeconds)} · ${rate(run.recentJobsPerSecond)} jobs/s${eta}`);
+    // A run that stopped beating a while ago (killed on another machine, whose process cannot be
+    // checked from here) still counts as running until STALE_RUN_MS; its rate and ETA are its last
+    const quiet = r.now - run.heartbeatAt;
+    if (quiet > QUIET_NOTED_MS) {
+      lines.push(p.yellow(`${''.padEnd(10)}no heartbeat for ${duration(quiet / 1000)}: stopped? its jobs return as leases run out`));
+    }
     // "0 jobs/s · ETA --" alone reads as a stuck run
     const pause = run.paused;
     if (pause && pause.until > r.now) {

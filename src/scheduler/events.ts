@@ -86,8 +86,16 @@ export interface SchedulerEventMap {
   /**
    * `dyingMayHold`: jobs running when it started while a run on this host was dying (its process
    * gone, its heartbeat fresh): up to that many come back to this run within seconds; 0 if none was.
+   * `silentMayHold`: the same while a run anywhere had stopped heartbeating: back when its leases run out.
    */
-  'run:start': { runId: string; total: number; alreadyDone: number; dyingMayHold?: number; options: Record<string, unknown> };
+  'run:start': {
+    runId: string;
+    total: number;
+    alreadyDone: number;
+    dyingMayHold?: number;
+    silentMayHold?: number;
+    options: Record<string, unknown>;
+  };
   'job:start': { key: string; attempt: number; model: string };
   /** `costUsd`: at the price known now; null when the model has none. `output`: the answer. */
   /** `finishReason`: how the answer ended (src/provider/finish.ts), `length` when cut off at max_tokens. */

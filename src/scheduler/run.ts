@@ -9,7 +9,7 @@ import { InFlightRequests } from './in-flight.js';
 import { Lanes, localBoards } from './lanes.js';
 import { sleep } from './wait.js';
 import { OutageBreaker } from './outage.js';
-import { deadOwners, dyingOwners, isProcessAlive, type Self } from '../run-owners.js';
+import { deadOwners, dyingOwners, isProcessAlive, silentOwners, type Self } from '../run-owners.js';
 import { Semaphore } from './semaphore.js';
 import { RunCounters } from './stats.js';
 import { RunMoney } from './run-money.js';
@@ -169,7 +169,7 @@ export class Run {
   async #start(): Promise<void> {
     const c = this.#counters,
       o = this.#options;
-    const dying = await this.#reclaim();
+    const comingBack = await this.#reclaim();
     // The one full read of the queue at the start: how much there is to do, and whether its models have prices.
     const before = await this.#store.status();
     this.#money.checkPriced(before);
@@ -179,7 +179,8 @@ export class Run {
     // may be a dying run's (on this host, its process gone, its heartbeat still fresh), back within
     // seconds: said apart ("nothing to do" before 200 done misled), counted once claimed.
     c.total = Math.min(this.#limit, before.counts.pending);
-    const dyingMayHold = dying ? before.counts.running : 0;
+    const dyingMayHold = comingBack === 'dying' ? before.counts.running : 0;
+    const silentMayHold = comingBack === 'silent' ? before.counts.running : 0;
     await this.#store.startRun({
       id: this.#id,
       host: this.#host,
@@ -199,6 +200,7 @@ export class Run {
       total: c.total,
       alreadyDone: c.alreadyDone,
       dyingMayHold,
+      silentMayHold,
       options: this.#deps.describe ?? {},
     });
     await this.#lanes.load(this.#store);
@@ -342,12 +344,13 @@ export class Run {
   /**
    * Nothing in hand and nothing claimed: done, unless jobs may still come. Take back jobs of runs
    * that died meanwhile, and wait for those of a run on this host whose process is gone but whose
-   * heartbeat is still fresh. (A "dying" run that holds nothing can hand nothing back: two live runs
-   * on machines with the same hostname look dying to each other, and must not wait for each other
-   * forever.)
+   * heartbeat is still fresh, and of a run anywhere that stopped heartbeating, until its leases run
+   * out: without it a run killed on another machine left its jobs running, and the survivors exited
+   * 0 with them undone. (A run that holds nothing can hand nothing back: two live runs on machines
+   * with the same hostname look dying to each other, and must not wait for each other forever.)
    */
   async #drained(): Promise<boolean> {
-    const dying = (await this.#reclaim()) && (await this.#store.status()).counts.running > 0;
+    const dying = (await this.#reclaim()) !== null && (await this.#store.status()).counts.running > 0;
     const next = await this.#store.nextPendingAt();
     if (next === null && !dying) return true;
     await sleep(next === null ? this.#heartbeatMs : Math.min(Math.max(next - this.#now(), 50), 1000), this.#stopping.signal).catch(
@@ -425,8 +428,12 @@ export class Run {
       });
   }
 
-  /** Take back expired leases and the jobs of runs on this host that died; true if some run is dying. */
-  async #reclaim(): Promise<boolean> {
+  /**
+   * Take back expired leases and the jobs of runs on this host that died. Says whether jobs may come
+   * back soon: a run here is dying (`dying`: seconds), or one anywhere stopped heartbeating (`silent`:
+   * when its leases run out), else null.
+   */
+  async #reclaim(): Promise<'dying' | 'silent' | null> {
     // Quiet for 3 heartbeats, and at least 5 s: a run whose event loop is busy (a long SQLite wait)
     // beats late, and must not be taken for dead by a neighbour on a machine with the same hostname.
     const self: Self = {
@@ -438,8 +445,11 @@ export class Run {
       quietMs: Math.max(3 * this.#heartbeatMs, 5000),
     };
     const runs = await this.#store.activeRuns();
-    await this.#store.reclaim(this.#now(), deadOwners(runs, self));
-    return dyingOwners(runs, self).length > 0;
+    const dead = deadOwners(runs, self);
+    await this.#store.reclaim(this.#now(), dead);
+    if (dyingOwners(runs, self).length > 0) return 'dying';
+    // the dead ones' jobs are back already
+    return silentOwners(runs, self, this.#leaseMs).some((id) => !dead.includes(id)) ? 'silent' : null;
   }
 
   /** What `status` says of how the run ended, beside its reason: the error, or which budget. */

@@ -18,11 +18,18 @@ export function costText(s: ProgressState): string {
 }
 
 /** "run 1a2b3c4d on ./llmq.db via mock: 40,000 jobs to do, 12 already done" */
-export function startText(p: { runId: string; total: number; alreadyDone: number; dyingMayHold?: number }, where: Where): string {
+export function startText(
+  p: { runId: string; total: number; alreadyDone: number; dyingMayHold?: number; silentMayHold?: number },
+  where: Where,
+): string {
   const on = (where.db ? ` on ${where.db}` : '') + (where.provider ? ` via ${where.provider}` : '');
-  const held = p.dyingMayHold ?? 0;
+  const held = p.dyingMayHold || p.silentMayHold || 0;
   const todo = p.total === 0 ? (held ? 'nothing pending yet' : 'nothing to do') : `${count(p.total, 'job')} to do`;
-  const back = held ? `; up to ${int(held)} more held by a run that stopped on this machine, back within seconds` : '';
+  const back = p.dyingMayHold
+    ? `; up to ${int(held)} more held by a run that stopped on this machine, back within seconds`
+    : held
+      ? `; up to ${int(held)} more held by a run that stopped heartbeating, back when its leases run out (a minute at most)`
+      : '';
   return `run ${p.runId.slice(0, 8)}${on}: ${todo}${p.alreadyDone ? `, ${int(p.alreadyDone)} already done` : ''}${back}`;
 }
 
