@@ -109,6 +109,11 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
     if (quiet > QUIET_NOTED_MS) {
       lines.push(p.yellow(`${''.padEnd(10)}no heartbeat for ${duration(quiet / 1000)}: stopped? its jobs return as leases run out`));
     }
+    // its Redis (--redis) not answering: sending waits for it
+    const downSince = Math.min(...run.lanes.map((l) => l.boardDownSince ?? Infinity));
+    if (downSince !== Infinity) {
+      lines.push(p.yellow(`${''.padEnd(10)}sending waits: Redis (--redis) not answering for ${duration((r.now - downSince) / 1000)}`));
+    }
     // "0 jobs/s · ETA --" alone reads as a stuck run
     const pause = run.paused;
     if (pause && pause.until > r.now) {

@@ -19,6 +19,8 @@ export interface LaneSnapshot {
   readonly inFlight: number;
   readonly pausedUntil: number | null;
   readonly rateLimited: number;
+  /** Since when the shared board (Redis) has not answered, sending waiting for it; null while it answers. */
+  readonly boardDownSince?: number | null;
 }
 
 /**
@@ -140,9 +142,12 @@ export class Lane {
     let got: PaceTicket | number;
     try {
       got = await this.board.tryTake(tokens, limits);
+      this.#boardDownSince = null;
     } catch {
       // The shared board (Redis) did not answer: wait and ask again rather than end the run or
-      // send unpaced. Its client reconnects by itself.
+      // send unpaced. Its client reconnects by itself. Said in the progress and `status`, which
+      // otherwise showed a run sending nothing for no reason.
+      this.#boardDownSince ??= this.#now();
       got = Lane.BOARD_RETRY_MS;
     } finally {
       if (cold) this.#probing = false;
@@ -261,8 +266,11 @@ export class Lane {
       inFlight: this.inFlight,
       pausedUntil: paused > this.#now() ? paused : null,
       rateLimited: this.rateLimited,
+      boardDownSince: this.#boardDownSince,
     };
   }
+
+  #boardDownSince: number | null = null;
 
   /** Requests per second sent over the last 5 whole seconds. */
   requestsPerSecond(): number {

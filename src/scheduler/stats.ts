@@ -114,6 +114,7 @@ export class RunCounters {
         inFlight: l.inFlight,
         pausedUntil: l.pausedUntil,
         rateLimited: l.rateLimited,
+        boardDownSince: l.boardDownSince ?? null,
       })),
     };
   }

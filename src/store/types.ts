@@ -247,6 +247,8 @@ export interface RunLaneStats {
   readonly inFlight: number;
   readonly pausedUntil: number | null;
   readonly rateLimited: number;
+  /** Since when the Redis of --redis has not answered, the lane's sending waiting for it. */
+  readonly boardDownSince?: number | null;
 }
 
 export interface RunRow extends RunInfo {

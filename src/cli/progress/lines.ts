@@ -17,6 +17,17 @@ export function costText(s: ProgressState): string {
   return amount === 'unknown' ? 'cost unknown' : amount;
 }
 
+/**
+ * "sending waits: Redis (--redis) not answering for 35s", once it has not answered for a few seconds
+ * (a blip is no news); null while it answers.
+ */
+export function boardDownText(since: number | null, now: number): string | null {
+  if (since === null || now - since < BOARD_DOWN_NOTED_MS) return null;
+  return `sending waits: Redis (--redis) not answering for ${duration((now - since) / 1000)}`;
+}
+
+const BOARD_DOWN_NOTED_MS = 3000;
+
 /** "run 1a2b3c4d on ./llmq.db via mock: 40,000 jobs to do, 12 already done" */
 export function startText(
   p: { runId: string; total: number; alreadyDone: number; dyingMayHold?: number; silentMayHold?: number },
@@ -212,6 +223,8 @@ function continued(command: string, width: number): string[] {
  * 100k tpm from headers)" when the token limit binds first, or "... paused 1.2s".
  */
 export function laneText(l: LaneSnapshot, now: number): string | null {
+  const down = boardDownText(l.boardDownSince ?? null, now);
+  if (down) return oneLine(`${l.model} ${down}`, 78);
   if (l.rpm === null && l.tpm === null && l.pausedUntil === null) return null;
   const limits = [l.rpm !== null ? `${compact(Math.round(l.rpm))} rpm` : '', l.tpm !== null ? `${compact(Math.round(l.tpm))} tpm` : '']
     .filter(Boolean)

@@ -1,0 +1,77 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { collect, runCli, spawnCli } from './helpers/cli.js';
+import { seedJobs } from './helpers/seed.js';
+import { startFake } from './helpers/start-fake.js';
+import { tempDir } from './helpers/tmp.js';
+import { waitFor, waitForLine } from './helpers/wait.js';
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as { port: number }).port;
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+async function startRedis(port: number): Promise<ChildProcess> {
+  const redis = spawn('redis-server', ['--port', String(port), '--save', '', '--appendonly', 'no'], {
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  await waitForLine(redis, 'stdout', /Ready to accept connections/);
+  return redis;
+}
+
+describe('a run whose --redis stops answering', () => {
+  it('says so in its progress and in status while sending waits, and goes on when Redis is back', async () => {
+    const fake = await startFake({ latencyMs: 10 });
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 300);
+    await store.close();
+    const port = await freePort();
+    let redis = await startRedis(port);
+    try {
+      const child = spawnCli(
+        [
+          'run',
+          '--db',
+          db,
+          '--base-url',
+          fake.url,
+          '-c',
+          '4',
+          '--rpm',
+          '3000',
+          '--redis',
+          `redis://127.0.0.1:${port}`,
+          '--progress',
+          'plain',
+        ],
+        { env: { OPENAI_API_KEY: 'sk-test-redis-down-0000' } },
+      );
+      const done = collect(child, 120_000);
+      let stderr = '';
+      child.stderr!.on('data', (d) => (stderr += String(d)));
+      await fake.waitForRequests(20);
+      redis.kill('SIGKILL');
+      await new Promise((r) => redis.once('exit', r));
+      // the plain progress prints its lanes every 5 s: one of those lines says what sending waits for
+      await waitFor(() => /sending waits: Redis \(--redis\) not answering for \d+s/.test(stderr), {
+        what: 'the progress to say that sending waits for Redis',
+        timeoutMs: 20_000,
+      });
+      const status = await runCli(['status', '--db', db]);
+      expect(status.stdout).toMatch(/ {10}sending waits: Redis \(--redis\) not answering for \d+s/);
+      redis = await startRedis(port);
+      const r = await done;
+      expect(r.code, r.stderr).toBe(0);
+      expect(fake.received).toBe(300);
+    } finally {
+      if (redis.exitCode === null) redis.kill('SIGKILL');
+    }
+  }, 180_000);
+});
