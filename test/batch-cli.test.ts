@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CRASH_STEPS } from '../src/batch/context.js';
@@ -58,6 +59,30 @@ describe('llmq run --via batch (child processes)', () => {
     },
     60_000,
   );
+
+  it('a Batch API that stays unreachable ends the run after --max-outage (exit 1, jobs kept), when sending and when waiting', async () => {
+    // sending: nothing listens where the batch would go
+    const { fake, db } = await setup(4);
+    const closed = createServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+    const port = (closed.address() as { port: number }).port;
+    await new Promise((r) => closed.close(r));
+    const base = ['run', '--db', db, '--via', 'batch', '--poll', '0.1', '--max-outage', '0.05'];
+    const unsent = await runCli([...base, '--base-url', `http://127.0.0.1:${port}/v1`, '--no-wait'], { timeoutMs: 30_000 });
+    expect(unsent.code, unsent.stderr).toBe(1);
+    expect(unsent.stderr).toMatch(/ECONNREFUSED/);
+    expect((await read(db)).jobs.every((j) => j.state === 'pending')).toBe(true);
+
+    // waiting: the batch is out, then its endpoint goes away
+    fake.batches.configure({ completeAfterMs: 600_000 });
+    const child = spawnCli([...base, '--base-url', fake.url]);
+    const waiting = collect(child, 60_000);
+    await waitFor(() => fake.batches.count('create') >= 1, { what: 'the batch to be created' });
+    await fake.close();
+    const r = await waiting;
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toMatch(/ECONNREFUSED/);
+  }, 90_000);
 
   it('--no-wait submits and exits 0; status lists the batch; a later run collects it', async () => {
     const { fake, db } = await setup(7);

@@ -119,6 +119,8 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
   let claimed = 0;
   let quotaUntil = 0;
   let errorStreak = 0;
+  /** Since when polling has failed without a break: past `maxRetryMs` (--max-outage) the run ends, as an online one does. */
+  let failingSince: number | null = null;
   let cancelling = false;
   /** Submissions made to another endpoint, already told of. */
   const saidElsewhere = new Set<string>();
@@ -173,8 +175,11 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
           }
         }
         errorStreak = 0;
+        failingSince = null;
       } catch (error) {
         if (!(error instanceof ProviderError) || error.scope === 'run') throw error;
+        failingSince ??= now();
+        if (now() - failingSince > ctx.maxRetryMs) throw error;
         pollError = error;
       }
 

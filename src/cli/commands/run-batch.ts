@@ -25,6 +25,8 @@ export interface BatchRunFlags extends PriceFlags {
   grace: number;
   mockLatency: number;
   mockFailureRate: number;
+  /** --max-outage, minutes: a Batch API unreachable this long ends the run (exit 1). */
+  maxOutage: number;
   /** ms epoch when the batch lane cancels its batches and returns (`--via auto`). */
   until?: number;
 }
@@ -89,6 +91,8 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
         maxAttempts: flags.maxAttempts,
         noWait: !flags.wait,
         until: flags.until,
+        // a Batch API that stays unreachable ends the run as an online one's provider does
+        maxRetryMs: flags.maxOutage * 60_000,
       },
     );
     if (flags.json) out.write(JSON.stringify({ event: 'run:end', ...summary }) + '\n');
