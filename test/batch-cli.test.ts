@@ -174,6 +174,11 @@ describe('llmq run --via batch (child processes)', () => {
     );
     expect(other.stderr).toContain(`llmq run --via batch --base-url ${fake.url} --db ${db} with that key`);
     expect(other.stderr).not.toContain('sk-proj');
+    // with no key at all, that is what it says, not "this run's key"
+    const keyless = await runCli(args);
+    expect(keyless.stderr).toContain(
+      'batch batch_fake1 of an earlier run was sent with the API key ending in …wxyz, and this run has no API key (LLMQ_API_KEY, OPENAI_API_KEY) to see it',
+    );
     expect(fake.batches.count('create')).toBe(1);
     expect((await read(db)).jobs.every((j) => j.state === 'running')).toBe(true);
     // cancelling with the other key says whose batch it is, not that its jobs come back

@@ -154,9 +154,13 @@ function describe(e: BatchEvent, db: string | undefined): string | null {
     }
     case 'other-key': {
       const which = e.providerBatchId ? `batch ${e.providerBatchId}` : `submission ${e.id}`;
-      const ours = e.key?.hint ? ` (ending in ${e.key.hint})` : '';
+      // no key set is the likelier mistake than another key: say that, not "this run's key"
+      const cannot =
+        e.key === null
+          ? 'this run has no API key (LLMQ_API_KEY, OPENAI_API_KEY) to see it'
+          : `this run's key${e.key.hint ? ` (ending in ${e.key.hint})` : ''} cannot see it`;
       return (
-        `${which} of an earlier run was sent with ${nameKey(e.sentWith, 'another API key')}, and this run's key${ours} cannot see it: ` +
+        `${which} of an earlier run was sent with ${nameKey(e.sentWith, 'another API key')}, and ${cannot}: ` +
         `left alone, its jobs held, as it may still run and be billed. Run llmq run --via batch${runArgumentsOfEndpoint(e.baseUrl)}${dbArgument(db)} with that key ` +
         `(LLMQ_API_KEY or OPENAI_API_KEY) to collect it (if that key is gone for good: llmq batches forget ${e.providerBatchId ?? e.id}${dbArgument(db)})`
       );
