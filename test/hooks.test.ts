@@ -17,6 +17,7 @@ import { collect, runCli, spawnCli } from './helpers/cli.js';
 import { answerFor, reply } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
+import { waitFor } from './helpers/wait.js';
 import { startFake } from './helpers/start-fake.js';
 
 const SECRET = 'hook-secret-for-tests';
@@ -226,9 +227,14 @@ describe('run hooks', () => {
     const hooked = () => spawnSync('pgrep', ['-f', `sleep ${marker}`], { encoding: 'utf8' }).stdout.trim();
     for (let i = 0; i < 100 && hooked() === ''; i++) await new Promise((r) => setTimeout(r, 100));
     expect(hooked(), 'the done hook started').not.toBe('');
+    // a wait past a second is said, with how to end it
+    let said = '';
+    child.stderr!.on('data', (d) => (said += String(d)));
+    await waitFor(() => said.includes('hooks: delivering what is queued'), { what: 'the wait for the hooks to be said' });
     child.kill('SIGINT');
     const r = await done;
     expect(r.signal, r.stderr).toBe('SIGINT');
+    expect(r.stderr).toContain('hooks: quit before they were all delivered (--on-done, if given, was not sent)');
     await new Promise((r) => setTimeout(r, 200));
     expect(hooked(), "the done hook's commands outlived llmq").toBe('');
   }, 30_000);

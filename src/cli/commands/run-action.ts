@@ -185,15 +185,23 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
 async function finishHooks(hooks: RunHooks, summary: RunSummary): Promise<HookReport> {
   const { killHookCommands } = await import('../../hooks/deliver.js');
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  const stderr = whileReaderPresent(process.stderr);
   const onSignal = (signal: NodeJS.Signals): void => {
     killHookCommands();
+    stderr.write('hooks: quit before they were all delivered (--on-done, if given, was not sent)\n');
     for (const s of signals) process.off(s, onSignal);
     process.kill(process.pid, signal);
   };
   for (const s of signals) process.on(s, onSignal);
+  // a wait of seconds after the summary, with nothing said, looks like a hang
+  const slow = setTimeout(
+    () => stderr.write('hooks: delivering what is queued (job hooks up to 5 s, then --on-done up to 15 s); Ctrl-C quits at once\n'),
+    1000,
+  );
   try {
     return await hooks.finish(summary, exitCodeFor(summary));
   } finally {
+    clearTimeout(slow);
     for (const s of signals) process.off(s, onSignal);
   }
 }
