@@ -212,6 +212,43 @@ describe('run hooks', () => {
     expect(left, "the done hook's commands are still running").toBe('');
   }, 15_000);
 
+  it('a dead --on-job URL is said while the run goes on, and the drops at the end are put down to it', async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 30);
+    await store.close();
+    const r = await runCli(
+      [
+        'run',
+        '--db',
+        db,
+        '--provider',
+        'mock',
+        '--mock-latency',
+        '20',
+        '-c',
+        '4',
+        '--progress',
+        'plain',
+        '--on-job',
+        `http://127.0.0.1:${port}/job`,
+      ],
+      { timeoutMs: 60_000 },
+    );
+    expect(r.code, r.stderr).toBe(0);
+    const warned = r.stderr.indexOf(`warning: --on-job hook failing: connect ECONNREFUSED 127.0.0.1:${port}`);
+    expect(warned, r.stderr).toBeGreaterThan(-1);
+    expect(warned).toBeLessThan(r.stderr.indexOf('finished in'));
+    expect(r.stderr.split('--on-job hook failing').length - 1).toBe(1);
+    expect(r.stderr).toMatch(
+      /dropped \(last error: connect ECONNREFUSED[^)]*\)\. Dropped job hooks were still waiting behind failing deliveries/,
+    );
+  }, 90_000);
+
   it('a Ctrl-C while llmq waits for its hooks ends llmq and the hook commands with it', async () => {
     const marker = `${(700 + Math.random()).toFixed(6)}`;
     const dir = tempDir();

@@ -48,8 +48,11 @@ export function hookReportLine(report: HookReport): string {
     return `${name} ${c.sent} sent${missed ? `, ${missed}` : ''}${c.lastError && (c.failed || c.dropped) ? ` (last error: ${c.lastError})` : ''}`;
   };
   const parts = [part('--on-job', report.job), part('alerts', report.alert), part('--on-done', report.done)].filter(Boolean);
-  const dropped = report.job?.dropped
-    ? ' Dropped job hooks did not fit the queue (1,000 waiting) or the 5 s allowed after the run; their jobs are in llmq export.'
-    : '';
+  const job = report.job;
+  const dropped = !job?.dropped
+    ? ''
+    : job.lastError
+      ? ' Dropped job hooks were still waiting behind failing deliveries (each tried several times) when the 5 s allowed after the run ran out; their jobs are in llmq export.'
+      : ' Dropped job hooks did not fit the queue (1,000 waiting) or the 5 s allowed after the run; their jobs are in llmq export.';
   return `hooks: ${parts.join('; ')}.${dropped}\n`;
 }

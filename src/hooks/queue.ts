@@ -36,10 +36,20 @@ export class HookQueue {
   dropped = 0;
   lastError: string | null = null;
 
-  constructor(deliver: Deliver, o: { capacity?: number; workers?: number } = {}) {
+  /** Told once, the first time a try fails: a dead hook is said while the run goes on, not only at its end. */
+  #onFirstTrouble: ((why: string) => void) | undefined;
+
+  constructor(deliver: Deliver, o: { capacity?: number; workers?: number; onFirstTrouble?: (why: string) => void } = {}) {
     this.#deliver = deliver;
     this.#capacity = o.capacity ?? 1000;
     this.#workers = o.workers ?? 2;
+    this.#onFirstTrouble = o.onFirstTrouble;
+  }
+
+  #trouble(why: string): void {
+    const tell = this.#onFirstTrouble;
+    this.#onFirstTrouble = undefined;
+    tell?.(why);
   }
 
   /** Queue a body; false (and counted) when the queue is full or closed. */
@@ -86,12 +96,14 @@ export class HookQueue {
         try {
           await this.#deliver(body, this.#stop.signal, (why) => {
             delivery.lastTry = why;
+            this.#trouble(why);
           });
           if (!this.#closed) this.sent++;
         } catch (error) {
           if (this.#closed) continue;
           this.failed++;
           this.lastError = error instanceof Error ? error.message : String(error);
+          this.#trouble(this.lastError);
         } finally {
           this.#underWay.delete(delivery);
         }

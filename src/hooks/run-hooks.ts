@@ -48,6 +48,8 @@ export interface RunHooksOptions extends DeliverOptions {
   readonly onAlert?: HookTarget;
   /** Job bodies waiting at most. @default 1000 */
   readonly capacity?: number;
+  /** Told once per hook, the first time one of its tries fails, with why. */
+  readonly onTrouble?: (hook: '--on-job' | 'alerts', why: string) => void;
 }
 
 export interface HookReport {
@@ -69,8 +71,11 @@ export interface RunHooks {
 
 /** The run's hooks, as a listener on its events: the run never waits for a hook. */
 export function createRunHooks(o: RunHooksOptions): RunHooks {
-  const jobs = o.onJob ? new HookQueue(deliverTo(o.onJob, o), { capacity: o.capacity }) : null;
-  const alerts = o.onAlert ? new HookQueue(deliverTo(o.onAlert, o), { capacity: 100, workers: 1 }) : null;
+  const trouble = (hook: '--on-job' | 'alerts') => (why: string) => o.onTrouble?.(hook, why);
+  const jobs = o.onJob ? new HookQueue(deliverTo(o.onJob, o), { capacity: o.capacity, onFirstTrouble: trouble('--on-job') }) : null;
+  const alerts = o.onAlert
+    ? new HookQueue(deliverTo(o.onAlert, o), { capacity: 100, workers: 1, onFirstTrouble: trouble('alerts') })
+    : null;
   let runId = '';
   const listener: SchedulerListener = (event, payload) => {
     if (event === 'run:start') runId = (payload as SchedulerEventMap['run:start']).runId;

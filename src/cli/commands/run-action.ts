@@ -119,6 +119,11 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
           onJob: flags.onJob,
           onAlert,
           secret: process.env.LLMQ_HOOK_SECRET || undefined,
+          // said once while the run goes on (above the progress), not only in the count at its end
+          onTrouble: (hook, why) =>
+            emit('warning', {
+              message: `${hook} hook failing: ${why}; each delivery is tried again, and what is not delivered is counted at the end (llmq export has every answer)`,
+            }),
         })
       : null;
   if (hooks) listeners.push(hooks.listener);
