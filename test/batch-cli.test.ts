@@ -1,5 +1,4 @@
 import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CRASH_STEPS } from '../src/batch/context.js';
@@ -8,6 +7,7 @@ import { collect, runCli, spawnCli } from './helpers/cli.js';
 import { waitFor } from './helpers/wait.js';
 import { answerFor } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
+import { closedPort } from './helpers/ports.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
 import { all } from './helpers/store-reads.js';
@@ -63,10 +63,7 @@ describe('llmq run --via batch (child processes)', () => {
   it('a Batch API that stays unreachable ends the run after --max-outage (exit 1, jobs kept), when sending and when waiting', async () => {
     // sending: nothing listens where the batch would go
     const { fake, db } = await setup(4);
-    const closed = createServer();
-    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
-    const port = (closed.address() as { port: number }).port;
-    await new Promise((r) => closed.close(r));
+    const port = await closedPort();
     const base = ['run', '--db', db, '--via', 'batch', '--poll', '0.1', '--max-outage', '0.05'];
     const unsent = await runCli([...base, '--base-url', `http://127.0.0.1:${port}/v1`, '--no-wait'], { timeoutMs: 30_000 });
     expect(unsent.code, unsent.stderr).toBe(1);

@@ -18,6 +18,7 @@ import { answerFor, reply } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { waitFor } from './helpers/wait.js';
+import { closedPort } from './helpers/ports.js';
 import { startFake } from './helpers/start-fake.js';
 
 const SECRET = 'hook-secret-for-tests';
@@ -213,10 +214,7 @@ describe('run hooks', () => {
   }, 15_000);
 
   it('a dead --on-job URL is said while the run goes on, and the drops at the end are put down to it', async () => {
-    const closed = createServer();
-    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
-    const port = (closed.address() as AddressInfo).port;
-    await new Promise((resolve) => closed.close(resolve));
+    const port = await closedPort();
     const db = join(tempDir(), 'q.db');
     const store = new SqliteStore(db);
     await seedJobs(store, 30);

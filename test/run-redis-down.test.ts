@@ -1,21 +1,13 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { collect, runCli, spawnCli } from './helpers/cli.js';
 import { seedJobs } from './helpers/seed.js';
 import { startFake } from './helpers/start-fake.js';
+import { closedPort } from './helpers/ports.js';
 import { tempDir } from './helpers/tmp.js';
 import { waitFor, waitForLine } from './helpers/wait.js';
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as { port: number }).port;
-  await new Promise((r) => server.close(r));
-  return port;
-}
 
 async function startRedis(port: number): Promise<ChildProcess> {
   const redis = spawn('redis-server', ['--port', String(port), '--save', '', '--appendonly', 'no'], {
@@ -32,7 +24,7 @@ describe('a run whose --redis stops answering', () => {
     const store = new SqliteStore(db);
     await seedJobs(store, 300);
     await store.close();
-    const port = await freePort();
+    const port = await closedPort();
     let redis = await startRedis(port);
     try {
       const child = spawnCli(
