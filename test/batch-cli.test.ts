@@ -311,6 +311,25 @@ describe('llmq run --via batch (child processes)', () => {
     expect((await read(db)).jobs.every((j) => j.state === 'pending')).toBe(true);
   });
 
+  it('llmq batches lists the batches as status does, --json as the queue keeps them; none says so', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 3);
+    await store.close();
+    const none = await runCli(['batches', '--db', db]);
+    expect(none.code, none.stderr).toBe(0);
+    expect(none.stdout).toBe('');
+    expect(none.stderr).toContain('no batches: this queue has not used the batch lane (llmq run --via batch)');
+    expect((await runCli(['run', '--db', db, '--provider', 'mock', '--mock-latency', '5', '--via', 'batch'])).code).toBe(0);
+    const listed = await runCli(['batches', '--db', db]);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.stdout).toMatch(/^batches {3}0 live\n {2}batch_mock-\S+ {2}completed {2}3 jobs · 3 done · 0 failed/);
+    const json = JSON.parse((await runCli(['batches', '--db', db, '--json'])).stdout);
+    expect(json).toMatchObject({ live: 0, batches: [{ state: 'ended', jobs: 3, done: 3 }] });
+    // a mistyped subcommand is not taken for a listing
+    expect((await runCli(['batches', 'cancl', '--db', db])).code).toBe(1);
+  });
+
   it('offline: --provider mock has a batch lane, answers stored like online ones', async () => {
     const db = join(tempDir(), 'q.db');
     const store = new SqliteStore(db);

@@ -14,7 +14,12 @@ interface CancelFlags {
 }
 
 export function registerBatches(program: Command): Command {
-  const batches = program.command('batches').description('Manage the batches llmq run --via batch submitted.');
+  const batches = program
+    .command('batches')
+    .description('List (with no subcommand) and manage the batches llmq run --via batch submitted.')
+    .addOption(dbOption())
+    .option('--json', 'print {"live": n, "batches": [...]} on stdout')
+    .action(listCommand);
   batches
     .command('cancel [id]')
     .description('Cancel one live batch of this queue (provider batch id or llmq submission id), or all of them.')
@@ -56,6 +61,25 @@ Example:
     .exitOverride()
     .showHelpAfterError('(run with --help for usage)');
   return batches;
+}
+
+/** `llmq batches`: the live batches, then the last few that ended, as `status` shows them. */
+async function listCommand(flags: { db?: string; json?: boolean }): Promise<void> {
+  const [{ resolveDbLocation }, { openExistingStore }, { buildBatchesReport, renderBatches }, { colorsFor, info }] = await Promise.all([
+    import('../../store/open-store.js'),
+    import('../../report/open-existing.js'),
+    import('../../report/batches-text.js'),
+    import('../output.js'),
+  ]);
+  const store = await openExistingStore(resolveDbLocation(flags.db));
+  try {
+    const report = buildBatchesReport(await store.batches.recent(50), Date.now());
+    if (flags.json) process.stdout.write(JSON.stringify({ live: report.live, batches: report.rows }) + '\n');
+    else if (report.rows.length === 0) info('no batches: this queue has not used the batch lane (llmq run --via batch)');
+    else process.stdout.write(renderBatches(report, colorsFor(process.stdout)).replace(/^\n/, ''));
+  } finally {
+    await store.close();
+  }
 }
 
 async function forgetCommand(id: string, flags: { db?: string; json?: boolean }): Promise<void> {
