@@ -14,9 +14,11 @@ interface CancelFlags {
 }
 
 export function registerBatches(program: Command): Command {
-  const batches = program
-    .command('batches')
-    .description('List (with no subcommand) and manage the batches llmq run --via batch submitted.')
+  const batches = program.command('batches').description('List and manage the batches llmq run --via batch submitted.');
+  // the default: `llmq batches` lists them
+  batches
+    .command('list', { isDefault: true })
+    .description('The live batches of this queue, then the last few that ended, as status shows them.')
     .addOption(dbOption())
     .option('--json', 'print {"live": n, "batches": [...]} on stdout')
     .action(listCommand);
