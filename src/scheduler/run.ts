@@ -3,7 +3,7 @@ import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { LlmqError } from '../errors.js';
 import { ProviderError } from '../provider/types.js';
-import type { ProgressSnapshot, RunSummary, SchedulerListener } from './events.js';
+import type { ProgressSnapshot, RunSummary, SchedulerEventMap, SchedulerListener } from './events.js';
 import { runJob, type JobContext } from './job-runner.js';
 import { InFlightRequests } from './in-flight.js';
 import { Lanes, localBoards } from './lanes.js';
@@ -522,7 +522,17 @@ export class Run {
       inFlight: this.#inFlight,
       counters: this.#counters,
       money: this.#money,
-      emit: this.#emit,
+      // A request leaving its lane ends that lane's pause, whatever this run's timer for it says:
+      // the shared board (Redis, on its own clock) may let it go a moment before the timer fires,
+      // and "resumed" must not come after what it announces. Told once no other lane is paused.
+      emit: (event, payload) => {
+        if (event === 'job:start' && this.#toldPauseUntil !== null) {
+          const model = (payload as SchedulerEventMap['job:start']).model;
+          const t = this.#now();
+          if (this.#lanes.all().every((l) => l.model === model || l.board.pausedUntil() <= t)) this.#tellResumedNow();
+        }
+        this.#emit(event, payload);
+      },
       runId: this.#id,
       maxAttempts: this.#maxAttempts,
       leaseMs: this.#leaseMs,
@@ -575,6 +585,11 @@ export class Run {
       this.#timers.push(setTimeout(() => this.#tellResumed(), until - t));
       return;
     }
+    this.#tellResumedNow();
+  }
+
+  /** A request is leaving: the told pause is over whatever the timers say. */
+  #tellResumedNow(): void {
     this.#toldPauseUntil = null;
     if (this.#counters.paused?.reason === 'rate_limit') this.#counters.paused = null;
     this.#emit('resumed', { reason: 'rate_limit' });
