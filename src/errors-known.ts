@@ -1,6 +1,7 @@
 import { statSync } from 'node:fs';
 import { LlmqError } from './errors.js';
 import { shellWord } from './shell-word.js';
+import { isBackendGone, isPgClosed } from './store/transient.js';
 
 /** The file an error is about, as a message names it. */
 export interface ErrorPlace {
@@ -21,7 +22,7 @@ export function knownError(error: unknown, place?: ErrorPlace): LlmqError | null
   const e = error as { code?: unknown; message?: unknown; path?: unknown; syscall?: unknown };
   // PostgreSQL ended the connection (57P01 a restart or an administrator, 57P02 a crash), or it
   // closed under a statement: pg's own message, with no code
-  if (e.code === '57P01' || e.code === '57P02' || /^Connection terminated/.test(String(e.message ?? ''))) {
+  if (isBackendGone(error) || isPgClosed(e.message)) {
     return new LlmqError(
       `Lost the connection to PostgreSQL (${String(e.message)}): the server restarted or the connection was ended. ` +
         'What was stored is kept; jobs held when it happened go back to pending as their leases run out (a minute). ' +

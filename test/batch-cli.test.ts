@@ -6,7 +6,7 @@ import { SqliteStore } from '../src/store/sqlite/store.js';
 import { collect, runCli, spawnCli } from './helpers/cli.js';
 import { waitFor } from './helpers/wait.js';
 import { answerFor } from './helpers/fake-openai.js';
-import { seedJobs } from './helpers/seed.js';
+import { seededQueue, seedJobs } from './helpers/seed.js';
 import { closedPort } from './helpers/ports.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
@@ -312,10 +312,7 @@ describe('llmq run --via batch (child processes)', () => {
   });
 
   it('llmq batches lists the batches as status does, --json as the queue keeps them; none says so', async () => {
-    const db = join(tempDir(), 'q.db');
-    const store = new SqliteStore(db);
-    await seedJobs(store, 3);
-    await store.close();
+    const db = await seededQueue(3);
     const none = await runCli(['batches', '--db', db]);
     expect(none.code, none.stderr).toBe(0);
     expect(none.stdout).toBe('');

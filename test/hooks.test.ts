@@ -15,7 +15,7 @@ import { SqliteStore } from '../src/store/sqlite/store.js';
 import { all } from './helpers/store-reads.js';
 import { collect, runCli, spawnCli } from './helpers/cli.js';
 import { answerFor, reply } from './helpers/fake-openai.js';
-import { seedJobs } from './helpers/seed.js';
+import { seededQueue, seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { waitFor } from './helpers/wait.js';
 import { closedPort } from './helpers/ports.js';
@@ -215,10 +215,7 @@ describe('run hooks', () => {
 
   it('a dead --on-job URL is said while the run goes on, and the drops at the end are put down to it', async () => {
     const port = await closedPort();
-    const db = join(tempDir(), 'q.db');
-    const store = new SqliteStore(db);
-    await seedJobs(store, 30);
-    await store.close();
+    const db = await seededQueue(30);
     const r = await runCli(
       [
         'run',

@@ -1,12 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { SqliteStore } from '../src/store/sqlite/store.js';
 import { collect, runCli, spawnCli } from './helpers/cli.js';
-import { seedJobs } from './helpers/seed.js';
+import { seededQueue } from './helpers/seed.js';
 import { startFake } from './helpers/start-fake.js';
 import { closedPort } from './helpers/ports.js';
-import { tempDir } from './helpers/tmp.js';
 import { waitFor, waitForLine } from './helpers/wait.js';
 
 async function startRedis(port: number): Promise<ChildProcess> {
@@ -20,10 +17,7 @@ async function startRedis(port: number): Promise<ChildProcess> {
 describe('a run whose --redis stops answering', () => {
   it('says so in its progress and in status while sending waits, and goes on when Redis is back', async () => {
     const fake = await startFake({ latencyMs: 10 });
-    const db = join(tempDir(), 'q.db');
-    const store = new SqliteStore(db);
-    await seedJobs(store, 300);
-    await store.close();
+    const db = await seededQueue(300);
     const port = await closedPort();
     let redis = await startRedis(port);
     try {

@@ -2,6 +2,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { OpenAIProvider } from '../src/provider/openai.js';
 import { runQueue } from '../src/scheduler/run-queue.js';
+import { startText } from '../src/cli/progress/lines.js';
+import type { SchedulerEventMap } from '../src/scheduler/events.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { claimOpts } from './helpers/stores.js';
 import { seedJobs } from './helpers/seed.js';
@@ -25,9 +27,21 @@ describe('a run whose queue has jobs held by a run that stopped heartbeating els
     const held = await store.claim(claimOpts({ owner: 'run-gone', limit: 5, now, leaseUntil: now + 1500 }));
     expect(held.jobs).toHaveLength(5);
 
+    let start: SchedulerEventMap['run:start'] | undefined;
     const summary = await runQueue(
-      { store, provider: new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-secret', timeoutMs: 5000 }) },
+      {
+        store,
+        provider: new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-secret', timeoutMs: 5000 }),
+        emit: (event, payload) => {
+          if (event === 'run:start') start = payload as SchedulerEventMap['run:start'];
+        },
+      },
       { concurrency: 4, heartbeatMs: 100 },
+    );
+    // said at the start: up to that many may come back when the leases run out
+    expect(start).toMatchObject({ total: 15, silentMayHold: 5 });
+    expect(startText(start!, { db: 'q.db', provider: null })).toMatch(
+      /: 15 jobs to do; up to 5 more held by a run that stopped heartbeating, back when its leases run out \(a minute at most\)$/,
     );
     expect(summary.reason).toBe('drained');
     expect(summary.done).toBe(20);

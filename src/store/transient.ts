@@ -19,10 +19,14 @@ const PG_TRANSIENT = new Set(['08001', '08004', '57P03', '53300', '40001', '40P0
  * Known causes wrapped by `knownError` are looked at through their `cause`.
  */
 export function isTransientStoreError(error: unknown): boolean {
+  return someCause(error, ({ code }) => typeof code === 'string' && (SQLITE_TRANSIENT.test(code) || PG_TRANSIENT.has(code)));
+}
+
+/** Whether `error` or one of its first causes (a known error wraps the driver's) passes `test`. */
+function someCause(error: unknown, test: (e: { code?: unknown; message?: unknown }) => boolean): boolean {
   let e: unknown = error;
   for (let depth = 0; e !== null && typeof e === 'object' && depth < 5; depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && (SQLITE_TRANSIENT.test(code) || PG_TRANSIENT.has(code))) return true;
+    if (test(e as { code?: unknown; message?: unknown })) return true;
     e = (e as { cause?: unknown }).cause;
   }
   return false;
@@ -36,14 +40,12 @@ export function isTransientStoreError(error: unknown): boolean {
  * store's `complete`).
  */
 export function isConnectionLost(error: unknown): boolean {
-  let e: unknown = error;
-  for (let depth = 0; e !== null && typeof e === 'object' && depth < 5; depth++) {
-    const { code, message } = e as { code?: unknown; message?: unknown };
-    if (code === '57P01' || code === '57P02' || code === 'ECONNRESET' || code === 'EPIPE') return true;
-    if (typeof message === 'string' && /^Connection terminated( unexpectedly)?$/.test(message)) return true;
-    e = (e as { cause?: unknown }).cause;
-  }
-  return false;
+  return isBackendGone(error) || someCause(error, ({ code, message }) => code === 'ECONNRESET' || code === 'EPIPE' || isPgClosed(message));
+}
+
+/** pg's own words for a socket that closed under it, with no code. */
+export function isPgClosed(message: unknown): boolean {
+  return typeof message === 'string' && /^Connection terminated( unexpectedly)?$/.test(message);
 }
 
 /**
@@ -53,13 +55,7 @@ export function isConnectionLost(error: unknown): boolean {
  * nothing of the kind: the backend may still be working the statement.
  */
 export function isBackendGone(error: unknown): boolean {
-  let e: unknown = error;
-  for (let depth = 0; e !== null && typeof e === 'object' && depth < 5; depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (code === '57P01' || code === '57P02') return true;
-    e = (e as { cause?: unknown }).cause;
-  }
-  return false;
+  return someCause(error, ({ code }) => code === '57P01' || code === '57P02');
 }
 
 /** How long a run keeps asking a store that fails transiently before it gives up: about a lease. */

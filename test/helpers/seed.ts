@@ -1,5 +1,8 @@
 import { canonicalJson, jobKey } from '../../src/request.js';
+import { join } from 'node:path';
+import { SqliteStore } from '../../src/store/sqlite/store.js';
 import type { EnqueueRow, Store } from '../../src/store/types.js';
+import { tempDir } from './tmp.js';
 
 /** A request like the ones `enqueue` renders, for document `n`. */
 export function requestFor(n: number, options: { model?: string; maxTokens?: number; text?: string } = {}): string {
@@ -31,4 +34,13 @@ export async function seedJobs(
   }
   for (let i = 0; i < rows.length; i += 1000) await store.enqueue(rows.slice(i, i + 1000), Date.now());
   return rows.map((r) => r.key);
+}
+
+/** A fresh SQLite queue in a temp folder holding `count` seeded jobs, closed: its path, for the CLI. */
+export async function seededQueue(count: number): Promise<string> {
+  const db = join(tempDir(), 'q.db');
+  const store = new SqliteStore(db);
+  await seedJobs(store, count);
+  await store.close();
+  return db;
 }

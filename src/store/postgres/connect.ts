@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { StoreError } from '../../errors.js';
 import { redactUrlCredentials } from '../../url-credentials.js';
+import { isPgClosed } from '../transient.js';
 
 /** Where a PostgreSQL queue lives: the server (the URL without our own parameters) and the schema. */
 export interface PgTarget {
@@ -137,7 +138,7 @@ export function connectionError(error: unknown, location: string): unknown {
       { cause: error },
     );
   }
-  if (/^Connection terminated/.test(e.message ?? '')) {
+  if (isPgClosed(e.message)) {
     return new StoreError(
       `Cannot connect to PostgreSQL at ${location}: the server there closed the connection at once (${e.message}). ` +
         "Check that the host and port in the URL are PostgreSQL's, and that the server accepts this client (pg_hba.conf).",
