@@ -113,8 +113,10 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
     // (each item's job looked up by key): two more readers made 100,000 rows 1.4 times slower.
     const sharedFile = store.kind === 'sqlite' && location !== ':memory:' ? location : null;
     // on a terminal that is not where the text goes: how far it is (ten million items take a minute)
-    const line = statusLine(process.stderr, Boolean(flags.out) || !process.stdout.isTTY);
-    const items = process.stderr.isTTY ? (await store.status()).items : 0;
+    const wanted = Boolean(flags.out) || !process.stdout.isTTY;
+    const line = statusLine(process.stderr, wanted);
+    // the total is one status read, made only for a line that is drawn
+    const items = wanted && process.stderr.isTTY ? (await store.status()).items : 0;
     async function* shown(chunks: ReturnType<typeof exportChunks>) {
       try {
         for await (const chunk of chunks) {
