@@ -35,7 +35,7 @@ describe('llmq serve (without a browser)', () => {
     expect((await runCli(['serve', '--db', db, '--port', '70000'])).stderr).toMatch(/Expected a port number/);
   });
 
-  it('listens on 127.0.0.1 by default, prints the token once, and stops cleanly on SIGTERM', async () => {
+  it('listens on 127.0.0.1 by default, prints the token once, and stops cleanly on SIGTERM with 130, as any command a signal stops', async () => {
     const db = join(tempDir(), 'q.db');
     const store = new SqliteStore(db);
     await seedJobs(store, 1);
@@ -50,7 +50,7 @@ describe('llmq serve (without a browser)', () => {
     expect((await fetch(new URL('/vendor/uPlot.iife.min.js', s.url))).status).toBe(200);
     const exited = new Promise<number | null>((resolve) => s.child.once('exit', (code) => resolve(code)));
     s.child.kill('SIGTERM');
-    expect(await exited).toBe(0);
+    expect(await exited).toBe(130);
   });
 
   it('answers only to its own names: a foreign Host is refused (DNS rebinding), on every interface too, unless --allow-host names it', async () => {

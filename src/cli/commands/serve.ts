@@ -40,7 +40,11 @@ its address (with --host 0.0.0.0: any IP address, localhost and this machine's n
 
 Examples:
   $ llmq serve                         # http://127.0.0.1:8787/
-  $ llmq serve --db postgres://u@db/q --read-only --port 9000`,
+  $ llmq serve --db postgres://u@db/q --read-only --port 9000
+
+Exit codes:
+  130  stopped by Ctrl-C / SIGTERM / SIGHUP (the way it is meant to stop)
+  1    the queue or the address could not be opened`,
     )
     .action(serveCommand);
 }
@@ -93,11 +97,12 @@ async function serveCommand(flags: ServeFlags): Promise<void> {
   }
   process.stderr.write('Ctrl-C to stop.\n');
   await new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, resolve);
   });
   await dashboard.close();
   await store.close();
+  // As every llmq command a signal stops: a supervisor tells it from a dashboard that ended by itself.
+  process.exitCode = 130;
 }
 
 /** --allow-host, each value a bare name (a scheme, port or path would never match a Host header). */
