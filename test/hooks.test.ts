@@ -303,13 +303,61 @@ describe('run hooks', () => {
     await expect(failed).rejects.toThrow(/^exit code 127$/);
   });
 
+  it('posts to any port, the Fetch standard\'s blocked ones too (a receiver on 6000 was refused as "bad port")', async () => {
+    let server: Server | null = null;
+    const got: string[] = [];
+    for (const port of [6000, 6665, 6666, 6667, 6668, 6669, 5060, 10080]) {
+      const s = createServer((req, res) => {
+        req.on('data', (d) => got.push(String(d))).on('end', () => res.writeHead(204).end());
+      });
+      const listening = await new Promise<boolean>((resolve) => {
+        s.once('error', () => resolve(false));
+        s.listen(port, '127.0.0.1', () => resolve(true));
+      });
+      if (listening) {
+        server = s;
+        break;
+      }
+    }
+    expect(server, 'no blocked port was free on 127.0.0.1').not.toBeNull();
+    cleanup.push(() => new Promise((resolve) => server!.close(resolve)));
+    const port = (server!.address() as AddressInfo).port;
+    await deliverTo(parseHookTarget(`http://127.0.0.1:${port}/hook`, '--on-done'))('{"event":"done"}', new AbortController().signal);
+    expect(got).toEqual(['{"event":"done"}']);
+  });
+
+  it('says why a try failed in words a user can act on: a redirect (not followed), no answer in time, a command over its time', async () => {
+    const moved = await receiver(() => null);
+    const redirecting = createServer((_req, res) => res.writeHead(301, { location: moved.url }).end());
+    await new Promise<void>((resolve) => redirecting.listen(0, '127.0.0.1', resolve));
+    cleanup.push(() => new Promise((resolve) => redirecting.close(resolve)));
+    const from = `http://127.0.0.1:${(redirecting.address() as AddressInfo).port}/old`;
+    const tries: string[] = [];
+    const stop = new AbortController().signal;
+    // a POST redirected by 301 would arrive as a GET without its body: not followed, not retried
+    await expect(deliverTo(parseHookTarget(from, '--on-done'), { retryDelayMs: 10 })('{}', stop, (why) => tries.push(why))).rejects.toThrow(
+      `HTTP 301: redirected to ${moved.url}; hooks do not follow redirects, give that URL`,
+    );
+    expect(tries).toHaveLength(1);
+    expect(moved.got).toHaveLength(0);
+
+    const silent = await receiver(() => null);
+    await expect(deliverTo(parseHookTarget(silent.url, '--on-done'), { attempts: 1, timeoutMs: 200 })('{}', stop)).rejects.toThrow(
+      /^no answer within 0\.2 s$/,
+    );
+    await expect(deliverTo(parseHookTarget('sleep 5', '--on-done'), { timeoutMs: 200 })('{}', stop)).rejects.toThrow(
+      /^still running after 0\.2 s, the most a hook command may take: stopped$/,
+    );
+  });
+
   it('refuses a hook URL of another scheme instead of running it as a command', () => {
     expect(() => parseHookTarget('ftp://u:secret@host/x', '--on-done')).toThrow(/http:\/\/ or https:\/\/ URLs only/);
     expect(() => parseHookTarget('ftp://u:secret@host/x', '--on-done')).not.toThrow(/secret/);
     expect(parseHookTarget('notify-send done', '--on-done')).toEqual({ kind: 'command', command: 'notify-send done' });
+    expect(() => parseHookTarget('http://', '--on-job')).toThrow('--on-job http://: not a whole URL (write it as http://host:port/path)');
   });
 
-  it('refuses a hook URL with a user or password (fetch never posts to one), without quoting the password', async () => {
+  it('refuses a hook URL with a user or password (they would never be sent), without quoting the password', async () => {
     expect(() => parseHookTarget('http://user:hookpass123@127.0.0.1:9/x', '--on-done')).toThrow(/cannot carry a user or password/);
     expect(() => parseHookTarget('http://user:hookpass123@127.0.0.1:9/x', '--on-done')).not.toThrow(/hookpass123/);
     expect(() => parseHookTarget('https://token@127.0.0.1:9/x', '--on-job')).toThrow(/cannot carry a user or password/);

@@ -1,6 +1,7 @@
 import { API_KEY_VARIABLES } from '../provider/endpoint.js';
 import { redactUrlCredentials } from '../url-credentials.js';
 import { spawn } from 'node:child_process';
+import { request } from 'undici';
 import { createHmac } from 'node:crypto';
 import type { HookTarget } from './target.js';
 import { sleep } from '../scheduler/wait.js';
@@ -57,25 +58,43 @@ async function postWithRetries(
   if (secret) headers[SIGNATURE_HEADER] = sign(body, secret);
   let last = '';
   for (let attempt = 1; attempt <= attempts && !stop.aborted; attempt++) {
+    const tryTimeout = AbortSignal.timeout(timeoutMs);
     try {
-      const res = await fetch(url, { method: 'POST', headers, body, signal: AbortSignal.any([stop, AbortSignal.timeout(timeoutMs)]) });
-      await res.arrayBuffer().catch(() => undefined);
-      if (res.ok) return;
-      last = `HTTP ${res.status}`;
-      // A 4xx other than 408/429 will not change by asking again.
-      if (res.status < 500 && res.status !== 408 && res.status !== 429) break;
+      const res = await request(url, { method: 'POST', headers, body, signal: AbortSignal.any([stop, tryTimeout]) });
+      await res.body.dump().catch(() => undefined);
+      const status = res.statusCode;
+      if (status >= 200 && status < 300) return;
+      last = `HTTP ${status}${redirectHint(status, res.headers.location)}`;
+      // A 4xx other than 408/429 will not change by asking again, nor will a redirect.
+      if (status < 500 && status !== 408 && status !== 429) {
+        tryFailed(last);
+        break;
+      }
     } catch (error) {
       if (stop.aborted) break;
-      // a URL in the message (fetch quotes it) keeps no password of its query
-      last = redactUrlCredentials(
-        error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error),
-      );
+      last = tryTimeout.aborted ? `no answer within ${timeoutMs / 1000} s` : whyPostFailed(error);
     }
     tryFailed(last);
     // cut short by the deadline, which the loop then sees
     if (attempt < attempts) await sleep(delayMs * 2 ** (attempt - 1) * (1 + Math.random()), stop).catch(() => {});
   }
   throw new Error(stop.aborted ? 'given up at the deadline for hooks' : last);
+}
+
+/**
+ * A redirect is not followed: a POST redirected by 301 or 302 arrives as a GET without its body,
+ * so the hook would seem delivered and be lost. The user is told where to point the hook instead.
+ */
+function redirectHint(status: number, location: string | string[] | undefined): string {
+  if (status < 300 || status >= 400) return '';
+  const to = Array.isArray(location) ? location[0] : location;
+  return to ? `: redirected to ${redactUrlCredentials(to)}; hooks do not follow redirects, give that URL` : '';
+}
+
+/** A failed try's words: the system's own (`connect ECONNREFUSED 127.0.0.1:9`), with no password of a URL they quote. */
+function whyPostFailed(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return redactUrlCredentials(message);
 }
 
 /**
@@ -132,7 +151,11 @@ function runCommand(command: string, body: string, timeoutMs: number, stop: Abor
         // gone already
       }
     };
-    const timer = setTimeout(killAll, timeoutMs);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killAll();
+    }, timeoutMs);
     stop.addEventListener('abort', killAll, { once: true });
     child.stdin.on('error', () => undefined); // a command that does not read its stdin is fine
     child.stdin.end(body);
@@ -146,7 +169,8 @@ function runCommand(command: string, body: string, timeoutMs: number, stop: Abor
       stop.removeEventListener('abort', killAll);
       running.delete(child.pid!);
       if (code === 0) resolve();
-      else reject(new Error(signal ? `killed by ${signal} (over ${timeoutMs / 1000} s?)` : `exit code ${code}`));
+      else if (timedOut) reject(new Error(`still running after ${timeoutMs / 1000} s, the most a hook command may take: stopped`));
+      else reject(new Error(signal ? `killed by ${signal}` : `exit code ${code}`));
     });
   });
 }

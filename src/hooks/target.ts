@@ -9,6 +9,11 @@ export function parseHookTarget(value: string, flag: string): HookTarget {
   const text = value.trim();
   if (text === '') throw new UsageError(`${flag} needs a command or an http(s):// URL.`);
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(text)) {
+    if (/^https?:\/\//i.test(text) && !URL.canParse(text)) {
+      throw new UsageError(
+        `${flag} ${redactUrlCredentials(text)}: not a whole URL (write it as http://host:port/path); anything without a scheme:// is run as a shell command.`,
+      );
+    }
     if (!URL.canParse(text) || !/^https?:$/.test(new URL(text).protocol)) {
       throw new UsageError(
         `${flag} ${redactUrlCredentials(text)}: hooks post to http:// or https:// URLs only; anything else is run as a shell command.`,
@@ -16,7 +21,7 @@ export function parseHookTarget(value: string, flag: string): HookTarget {
     }
     const url = new URL(text);
     if (url.username || url.password) {
-      // fetch refuses such a URL, so the hook would never fire, and its message would quote it
+      // the post would not send them (no Authorization header from a URL), and every message quoting the URL would
       throw new UsageError(
         `${flag} ${redactUrl(text)}: a hook URL cannot carry a user or password. Put a token in its path or query, ` +
           'or let the receiver check the x-llmq-signature header (LLMQ_HOOK_SECRET).',
