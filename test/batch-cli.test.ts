@@ -30,9 +30,16 @@ async function read(db: string) {
   const jobs = await all(store.copier.dumpJobs());
   const attempts = await all(store.copier.dumpAttempts());
   const live = await store.batches.open();
+  const { activeRuns } = await store.status();
   await store.close();
   // submitted: created at the provider (a preparing one is not yet, and nothing can cancel it)
-  return { jobs, attempts, open: live.length, submitted: live.filter((b) => b.state === 'submitted' && b.providerBatchId).length };
+  return {
+    jobs,
+    attempts,
+    open: live.length,
+    submitted: live.filter((b) => b.state === 'submitted' && b.providerBatchId).length,
+    activeRuns,
+  };
 }
 
 describe('llmq run --via batch (child processes)', () => {
@@ -48,8 +55,10 @@ describe('llmq run --via batch (child processes)', () => {
 
       const resumed = await runCli(args);
       expect(resumed.code, resumed.stderr).toBe(0);
-      const { jobs, open } = await read(db);
+      const { jobs, open, activeRuns } = await read(db);
       expect(open).toBe(0);
+      // the killed run is recorded as died, not left "running" (silent) in status for good
+      expect(activeRuns).toEqual([]);
       for (const j of jobs) {
         expect(j).toMatchObject({ state: 'done', attempts: 1, output: answerFor(j.request) });
         expect(fake.sentCount(j.key), `job ${j.key} after a kill at ${step}`).toBe(1);
@@ -462,7 +471,8 @@ describe('llmq run --via batch (child processes)', () => {
     expect(cancel.stderr).toMatch(/The provider does not know batch_mock-.* nothing to cancel there\. The next llmq run --via batch/);
     const last = await batchRun();
     expect(last.code, last.stderr).toBe(0);
-    const { jobs } = await read(db);
+    const { jobs, activeRuns } = await read(db);
+    expect(activeRuns).toEqual([]);
     expect(jobs).toHaveLength(16);
     expect(jobs.every((j) => j.state === 'done')).toBe(true);
   }, 30_000);

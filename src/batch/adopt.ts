@@ -61,6 +61,19 @@ export async function adoptOrphans(ctx: BatchContext, live: Liveness): Promise<{
 }
 
 /**
+ * Record the runs on this host whose process is gone as died, as an online run does when it
+ * reclaims (store.reclaim): their reserved money is settled, their unsent submissions and those to
+ * the offline mock (whose Batch API died with the process) are abandoned and their jobs handed back.
+ * Without it a batch run killed outright stayed "running" (silent) in `status` for good.
+ */
+export async function endDeadRuns(ctx: BatchContext, live: Liveness): Promise<void> {
+  const now = ctx.now();
+  const self = { host: live.host, pid: live.pid, runId: ctx.runId, isAlive: live.isAlive ?? isProcessAlive, now, quietMs: live.quietMs };
+  const dead = deadOwners(await ctx.store.activeRuns(), self);
+  if (dead.length > 0) await ctx.store.reclaim(now, dead);
+}
+
+/**
  * Whether some other run's submissions are ours to adopt now or shortly (its process on this host
  * is gone, its heartbeat not yet stale): worth waiting for before calling the queue drained.
  */
