@@ -63,4 +63,21 @@ describe('commands that work for seconds show where they are on a terminal', () 
     expect(playTerminal(copied.stdout).screen.join('\n')).toMatch(/^copied .*20,000 jobs, 20,000 items/m);
     expect(playTerminal(copied.stdout).screen.join('\n')).not.toContain('copying');
   }, 240_000);
+
+  it('enqueue - at a terminal says it waits for typed input and how to end it, and takes what is typed', async () => {
+    const dir = tempDir();
+    const typed = await runInPty(['enqueue', '-', '--db', join(dir, 'q.db')], {
+      cwd: dir,
+      typeWhen: { shows: 'Ctrl-D ends the input', keys: '{"id":"a","text":"typed by hand"}\n\x04' },
+      timeoutMs: 20_000,
+    });
+    expect(typed.code, typed.stdout).toBe(0);
+    const screen = playTerminal(typed.stdout).screen.join('\n');
+    expect(screen).toContain('reading JSONL from the terminal: one document a line, Ctrl-D ends the input');
+    expect(screen).toMatch(/^read 1 document into \S*q\.db/m);
+    // a pipe is what is meant most of the time: it gets no such line
+    const piped = await runCli(['enqueue', '-', '--db', join(dir, 'q.db')], { input: '{"id":"b","text":"piped"}\n' });
+    expect(piped.code, piped.stderr).toBe(0);
+    expect(piped.stderr).not.toContain('from the terminal');
+  }, 60_000);
 });

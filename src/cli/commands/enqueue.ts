@@ -133,8 +133,17 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
   const stderr = whileReaderPresent(process.stderr);
   // on a terminal, how far the read is: ten million documents take minutes; not while the user types
   // the input on that terminal, whose echo the line would erase
-  const line = statusLine(stderr, !(sources.includes('-') && process.stdin.isTTY));
+  const typed = sources.includes('-') && process.stdin.isTTY;
+  const line = statusLine(stderr, !typed);
   const stop = stopOnSignals(c, stderr, line);
+  // `-` at a terminal waits for the user to type: said, or the enqueue looks hung (a pipe was meant, most likely)
+  if (typed) {
+    stderr.write(
+      c.dim(
+        'reading JSONL from the terminal: one document a line, Ctrl-D ends the input (pipe a file in instead: llmq enqueue - < docs.jsonl)\n',
+      ),
+    );
+  }
   let summary: EnqueueSummary;
   // documents rejected for their size: the one rejection a flag undoes, said once at the end
   let tooBig = 0;
