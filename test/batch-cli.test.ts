@@ -57,8 +57,13 @@ describe('llmq run --via batch (child processes)', () => {
       expect(resumed.code, resumed.stderr).toBe(0);
       const { jobs, open, activeRuns } = await read(db);
       expect(open).toBe(0);
-      // the killed run is recorded as died, not left "running" (silent) in status for good
+      // the killed run is recorded as died, not left "running" (silent) in status for good, and said;
+      // while its heartbeat was fresh the wait for it was said too
       expect(activeRuns).toEqual([]);
+      expect(resumed.stderr).toMatch(/^run \w{8} recorded as died \(its process is gone\)/m);
+      expect(resumed.stderr).toMatch(
+        /^run \w{8} \(pid \d+\) is no longer running: its batches are taken over once it has been silent 6 s$/m,
+      );
       for (const j of jobs) {
         expect(j).toMatchObject({ state: 'done', attempts: 1, output: answerFor(j.request) });
         expect(fake.sentCount(j.key), `job ${j.key} after a kill at ${step}`).toBe(1);
@@ -473,6 +478,7 @@ describe('llmq run --via batch (child processes)', () => {
     expect(last.code, last.stderr).toBe(0);
     const { jobs, activeRuns } = await read(db);
     expect(activeRuns).toEqual([]);
+    expect(last.stderr).toMatch(/^run \w{8} recorded as died \(its process is gone\)/m);
     expect(jobs).toHaveLength(16);
     expect(jobs.every((j) => j.state === 'done')).toBe(true);
   }, 30_000);

@@ -1,5 +1,6 @@
 import { deadOwners, dyingOwners, isProcessAlive } from '../run-owners.js';
 import { STOPPED_BEFORE_CREATED, type BatchRow } from '../store/batches.js';
+import type { RunRow } from '../store/types.js';
 import type { BatchContext } from './context.js';
 import { sentWithAnotherKey } from './api-key-id.js';
 import { findBySubmission } from './submit.js';
@@ -70,16 +71,18 @@ export async function endDeadRuns(ctx: BatchContext, live: Liveness): Promise<vo
   const now = ctx.now();
   const self = { host: live.host, pid: live.pid, runId: ctx.runId, isAlive: live.isAlive ?? isProcessAlive, now, quietMs: live.quietMs };
   const dead = deadOwners(await ctx.store.activeRuns(), self);
-  if (dead.length > 0) await ctx.store.reclaim(now, dead);
+  if (dead.length === 0) return;
+  const requeued = await ctx.store.reclaim(now, dead);
+  ctx.emit({ type: 'dead-runs', runIds: dead, requeued });
 }
 
 /**
  * Whether some other run's submissions are ours to adopt now or shortly (its process on this host
  * is gone, its heartbeat not yet stale): worth waiting for before calling the queue drained.
  */
-export async function orphansSoon(ctx: BatchContext, live: Liveness): Promise<boolean> {
+export async function orphansSoon(ctx: BatchContext, live: Liveness): Promise<{ soon: boolean; dying: readonly RunRow[] }> {
   const { orphaned, dying } = await othersSubmissions(ctx, live);
-  return orphaned.length > 0 || dying;
+  return { soon: orphaned.length > 0 || dying.length > 0, dying };
 }
 
 /**
@@ -89,9 +92,9 @@ export async function orphansSoon(ctx: BatchContext, live: Liveness): Promise<bo
 async function othersSubmissions(
   ctx: BatchContext,
   live: Liveness,
-): Promise<{ orphaned: BatchRow[]; elsewhere: BatchRow[]; dying: boolean }> {
+): Promise<{ orphaned: BatchRow[]; elsewhere: BatchRow[]; dying: RunRow[] }> {
   const open = (await ctx.store.batches.open()).filter((b) => b.runId !== ctx.runId);
-  if (open.length === 0) return { orphaned: [], elsewhere: [], dying: false };
+  if (open.length === 0) return { orphaned: [], elsewhere: [], dying: [] };
   const runs = await ctx.store.activeRuns();
   const now = ctx.now();
   const self = { host: live.host, pid: live.pid, runId: ctx.runId, isAlive: live.isAlive ?? isProcessAlive, now, quietMs: live.quietMs };
@@ -106,6 +109,6 @@ async function othersSubmissions(
   return {
     orphaned: ended.filter(here),
     elsewhere: ended.filter((b) => !here(b)),
-    dying: open.some((b) => here(b) && dying.has(b.runId)),
+    dying: runs.filter((r) => dying.has(r.id) && open.some((b) => here(b) && b.runId === r.id)),
   };
 }

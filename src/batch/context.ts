@@ -36,6 +36,13 @@ export type BatchEvent =
       readonly key: ApiKeyId | null;
     }
   | { readonly type: 'waiting'; readonly reason: 'quota' | 'error'; readonly untilMs: number; readonly message: string }
+  /**
+   * A run on this host whose process is gone holds batches this run will take over once its last
+   * heartbeat is `quietMs` old (a run that only looks gone, its pid reused, beats again first).
+   */
+  | { readonly type: 'dying-run'; readonly runId: string; readonly pid: number; readonly quietMs: number }
+  /** Runs on this host whose process is gone, recorded as died; `requeued` jobs went back to pending with them. */
+  | { readonly type: 'dead-runs'; readonly runIds: readonly string[]; readonly requeued: number }
   /** A live batch's status or progress changed since the last poll (the provider's word). */
   | {
       readonly type: 'progress';

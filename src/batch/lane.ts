@@ -124,6 +124,8 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
   let cancelling = false;
   /** Submissions made to another endpoint, already told of. */
   const saidElsewhere = new Set<string>();
+  /** Runs dying here whose batches this run waits to take over, already told of. */
+  const saidDying = new Set<string>();
   /** Submissions sent with another API key that this run's key cannot see: left alone, said once. */
   const otherKey = new Set<string>();
   const leaveToItsKey = (row: BatchRow): void => {
@@ -209,7 +211,13 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
       const open = (await mine(store, runId, otherKey)).length;
       const next = claimed < limit && !cancelling ? await store.nextPendingAt() : null;
       ctx.emit({ type: 'polled', open });
-      const soon = open === 0 && next === null && !cancelling && (await orphansSoon(ctx, live));
+      const orphans = open === 0 && next === null && !cancelling ? await orphansSoon(ctx, live) : null;
+      const soon = orphans?.soon ?? false;
+      for (const run of orphans?.dying ?? []) {
+        if (saidDying.has(run.id)) continue;
+        saidDying.add(run.id);
+        ctx.emit({ type: 'dying-run', runId: run.id, pid: run.pid, quietMs: live.quietMs });
+      }
       if (open === 0 && next === null && !soon) {
         reason = claimed >= limit ? 'limit' : 'drained';
         break;

@@ -137,7 +137,7 @@ function describe(e: BatchEvent, db: string | undefined): string | null {
     case 'submitted':
       return `submitted ${int(e.jobs)} ${e.jobs === 1 ? 'job' : 'jobs'} as batch ${e.providerBatchId}`;
     case 'adopted':
-      return `took over ${e.providerBatchId ? `batch ${e.providerBatchId}` : `submission ${e.id}`} from run ${e.from}`;
+      return `took over ${e.providerBatchId ? `batch ${e.providerBatchId}` : `submission ${e.id}`} from run ${e.from.slice(0, 8)}`;
     case 'ended':
       return `${e.providerBatchId ? `batch ${e.providerBatchId}` : `batch of submission ${e.id}`} ${e.providerStatus}: ${int(e.done)} done, ${int(e.failed)} failed, ${int(e.requeued)} back to pending`;
     case 'abandoned':
@@ -164,6 +164,14 @@ function describe(e: BatchEvent, db: string | undefined): string | null {
         `left alone, its jobs held, as it may still run and be billed. Run llmq run --via batch${runArgumentsOfEndpoint(e.baseUrl)}${dbArgument(db)} with that key ` +
         `(LLMQ_API_KEY or OPENAI_API_KEY) to collect it (if that key is gone for good: llmq batches forget ${e.providerBatchId ?? e.id}${dbArgument(db)})`
       );
+    }
+    case 'dying-run':
+      return `run ${e.runId.slice(0, 8)} (pid ${e.pid}) is no longer running: its batches are taken over once it has been silent ${Math.round(e.quietMs / 1000)} s`;
+    case 'dead-runs': {
+      const one = e.runIds.length === 1;
+      const runs = `${one ? 'run' : 'runs'} ${e.runIds.map((id) => id.slice(0, 8)).join(', ')}`;
+      const back = e.requeued > 0 ? `; ${int(e.requeued)} of ${one ? 'its' : 'their'} jobs back to pending` : '';
+      return `${runs} recorded as died (${one ? 'its process is' : 'their processes are'} gone)${back}`;
     }
     case 'progress': {
       const far = e.progress
