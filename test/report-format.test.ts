@@ -8,6 +8,14 @@ describe('wrap', () => {
     expect(wrap('', 10)).toEqual(['']);
   });
 
+  it('breaks a text of parts joined by " · " between its parts first, the dot kept at the end of the line', () => {
+    const cost = 'cost $0.0000776 to $0.00684 · batch $0.0000388 to $0.00342 · worst $0.00684';
+    expect(wrap(cost, 67)).toEqual(['cost $0.0000776 to $0.00684 · batch $0.0000388 to $0.00342 ·', 'worst $0.00684']);
+    expect(wrap(cost, 80)).toEqual([cost]);
+    // a part longer than the width is broken at its spaces, as any text
+    expect(wrap('a · one two three four five · b', 10)).toEqual(['a ·', 'one two', 'three four', 'five · b']);
+  });
+
   it('keeps a run of spaces inside a line: a path with two spaces is shown as it is', () => {
     expect(wrap('--prices /data/Q4  final/prices.json', 80)).toEqual(['--prices /data/Q4  final/prices.json']);
     const lines = wrap('--prices /data/Q4  final/prices.json', 20);

@@ -106,8 +106,31 @@ export function oneLine(text: string, max: number): string {
   return (space >= max * 0.75 ? cut.slice(0, space) : cut) + '…';
 }
 
-/** `text` as lines of at most `width` characters, broken at spaces (a longer word is cut): nothing is lost, unlike `oneLine`. */
+/**
+ * `text` as lines of at most `width` characters, broken at spaces (a longer word is cut): nothing is
+ * lost, unlike `oneLine`. A text of parts joined by ` · ` breaks between parts first, each `·` kept at
+ * the end of its line, so a figure stays beside its label (`worst $0.52`, not `worst` / `$0.52`).
+ */
 export function wrap(text: string, width: number): string[] {
+  const parts = text.replace(/[\t\r\n]+/g, ' ').trim().split(' · ');
+  if (parts.length === 1) return wrapWords(text, width);
+  const lines: string[] = [];
+  let line: string | null = null;
+  for (const part of parts) {
+    if (line !== null && line.length + 3 + part.length <= width) {
+      line += ` · ${part}`;
+      continue;
+    }
+    if (line !== null) lines.push(line.length + 2 <= width ? `${line} ·` : line);
+    const words = wrapWords(part, width);
+    lines.push(...words.slice(0, -1));
+    line = words.at(-1)!;
+  }
+  lines.push(line!);
+  return lines;
+}
+
+function wrapWords(text: string, width: number): string[] {
   const lines: string[] = [];
   let line: string | null = null;
   // split on each space, not on runs of them: a path with two spaces in it is shown as it is
