@@ -71,7 +71,7 @@ describe('an enqueue killed half way through a bulk load', () => {
     expect(JSON.parse(status.stdout)).toMatchObject({ items: committed });
     const refused = await runCli(['run', '--db', db, '--provider', 'mock', '--progress', 'none']);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toMatch(/is being loaded by llmq enqueue \(pid \d+ on .+\).*Wait for that enqueue to finish/);
+    expect(refused.stderr).toMatch(/is being loaded by llmq enqueue or llmq copy \(pid \d+ on .+\).*Wait for that command to finish/);
 
     loader.kill('SIGKILL');
     expect((await loaderDone).signal).toBe('SIGKILL');

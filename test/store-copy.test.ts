@@ -149,7 +149,12 @@ function asCopied(source: Awaited<ReturnType<typeof everything>>) {
 }
 
 describe('copy', () => {
-  it('copies SQLite to SQLite in small batches across dump pages', async () => {
+  // 333 a batch: row by row into the indexes; 1000: the first batch is big enough to load in bulk,
+  // the random-key indexes built after the items (bulk-load.ts), the count triggers kept
+  it.each([
+    ['in small batches across dump pages', 333, false],
+    ['in bulk, the key indexes built once the items are in', 1000, true],
+  ])('copies SQLite to SQLite %s', async (_how, batchSize, bulk) => {
     const dir = tempDir();
     const from = new SqliteStore(join(dir, 'a.db'));
     const to = new SqliteStore(join(dir, 'b.db'));
@@ -157,7 +162,23 @@ describe('copy', () => {
     const many = rows(2100, { prefix: 'bulk' });
     for (let i = 0; i < many.length; i += 700) await from.enqueue(many.slice(i, i + 700), T0 + 1);
     const progress: string[] = [];
-    const result = await copyStore(from, to, { now: T0 + 999, batchSize: 333, onProgress: (t) => progress.push(t) });
+    const loading: boolean[] = [];
+    const result = await copyStore(from, to, {
+      now: T0 + 999,
+      batchSize,
+      onProgress: (t) => {
+        progress.push(t);
+        if (t === 'jobs') loading.push(to.db.prepare('SELECT count(*) FROM bulk_load').pluck().get() === 1);
+      },
+    });
+    expect(new Set(loading)).toEqual(new Set([bulk]));
+    // the same indexes and triggers as the source, the load's record gone, every foreign key whole
+    const schema = (s: SqliteStore) =>
+      s.db.prepare("SELECT type, name, sql FROM sqlite_master WHERE type IN ('index', 'trigger') ORDER BY name").all();
+    expect(schema(to)).toEqual(schema(from));
+    expect(to.db.prepare('SELECT count(*) FROM bulk_load').pluck().get()).toBe(0);
+    expect(to.db.pragma('foreign_key_check')).toEqual([]);
+    expect(to.db.pragma('foreign_keys', { simple: true })).toBe(1);
     expect(result).toEqual({ jobs: 2108, items: 2108, attempts: 4, runs: 2, laneLimits: 2, requeued: 1, closedRuns: 1 });
     expect(new Set(progress)).toEqual(new Set(['jobs', 'items', 'attempts', 'runs']));
     expect(await everything(to)).toEqual(asCopied(await everything(from)));

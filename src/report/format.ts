@@ -112,7 +112,10 @@ export function oneLine(text: string, max: number): string {
  * the end of its line, so a figure stays beside its label (`worst $0.52`, not `worst` / `$0.52`).
  */
 export function wrap(text: string, width: number): string[] {
-  const parts = text.replace(/[\t\r\n]+/g, ' ').trim().split(' · ');
+  const parts = text
+    .replace(/[\t\r\n]+/g, ' ')
+    .trim()
+    .split(' · ');
   if (parts.length === 1) return wrapWords(text, width);
   const lines: string[] = [];
   let line: string | null = null;

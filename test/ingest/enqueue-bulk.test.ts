@@ -135,7 +135,7 @@ describe('enqueue into an empty SQLite queue (bulk load)', () => {
         }
       },
     });
-    expect(String(refusal)).toMatch(/is being loaded by llmq enqueue \(pid \d+ on .+\).*Wait for that enqueue to finish/);
+    expect(String(refusal)).toMatch(/is being loaded by llmq enqueue or llmq copy \(pid \d+ on .+\).*Wait for that command to finish/);
     expect(store.db.prepare('SELECT count(*) FROM items').pluck().get()).toBe(3500);
   });
 });

@@ -38,9 +38,11 @@ export function loadRecord(db: Db): LoadRecord | undefined {
  * Start a bulk load if the queue is empty and nobody else writes it: record it and drop the two
  * indexes, in one transaction. False (and nothing changed) when the queue is not empty, a run is
  * open on it, or another load is recorded. The caller turns foreign keys off first (outside any
- * transaction, where the pragma takes effect).
+ * transaction, where the pragma takes effect). `keepCountTriggers`: for a load whose rows come with
+ * their states, tokens and costs (a copy), which the triggers count as they go in; an enqueue's
+ * writer adds its pending jobs to the counts itself.
  */
-export function beginBulkLoad(db: Db, now: number): boolean {
+export function beginBulkLoad(db: Db, now: number, o: { keepCountTriggers?: boolean } = {}): boolean {
   return db
     .transaction(() => {
       const busy = db
@@ -52,7 +54,8 @@ export function beginBulkLoad(db: Db, now: number): boolean {
       // a queue from before migration 8 that had jobs then keeps key UNIQUE inline; empty now, so rebuilt in no time
       nameJobsKeyIndexIfEmpty(db);
       db.prepare('INSERT INTO bulk_load (id, host, pid, started_at) VALUES (1, ?, ?, ?)').run(hostname(), process.pid, now);
-      db.exec('DROP INDEX jobs_key; DROP INDEX items_job; DROP TRIGGER jobs_count_insert; DROP TRIGGER items_count_insert;');
+      db.exec('DROP INDEX jobs_key; DROP INDEX items_job;');
+      if (!o.keepCountTriggers) db.exec('DROP TRIGGER jobs_count_insert; DROP TRIGGER items_count_insert;');
       return true;
     })
     .immediate();
@@ -147,8 +150,8 @@ export function settleBulkLoad(db: Db, location: string): void {
   const here = hostname();
   const since = new Date(r.started_at).toISOString();
   throw new StoreError(
-    `${location} is being loaded by llmq enqueue (pid ${r.pid} on ${r.host}, since ${since}): its indexes are built when the load ends, ` +
-      `and nothing else can write to the queue until then. Wait for that enqueue to finish, then run this again` +
+    `${location} is being loaded by llmq enqueue or llmq copy (pid ${r.pid} on ${r.host}, since ${since}): its indexes are built when the load ends, ` +
+      `and nothing else can write to the queue until then. Wait for that command to finish, then run this again` +
       (r.host === here ? '.' : `; if that process is gone, run this command on ${r.host} to finish the load.`),
   );
 }
