@@ -461,6 +461,21 @@ async function bench(kind: Kind, big: string, small: string, runFile: string, li
         );
 
         await exportLines(bigDb, smallDb);
+
+        // copy into a new SQLite file (a backup, or a queue brought back from PostgreSQL): a bulk load
+        // whose random-key indexes are built at the end, so as fast a job at N as at 100k
+        const copyRate = async (db: string, jobs: number) =>
+          withQueue('sqlite', 'copy-target', async (to) => jobs / (await must(['copy', '--from', db, '--to', to, '--json'])).wallS);
+        const copySmall = await copyRate(smallDb, SMALL);
+        const copyBig = N === SMALL ? copySmall : await copyRate(bigDb, N);
+        line(`copy to a new SQLite file, ${fmt(SMALL)} answered`, `${fmt(copySmall)} jobs/s`, 'reference', null);
+        if (N !== SMALL)
+          line(
+            `copy to a new SQLite file, ${fmt(N)} answered`,
+            `${fmt(copyBig)} jobs/s`,
+            `within 20% of ${fmt(SMALL)}`,
+            copyBig >= 0.8 * copySmall,
+          );
       });
     });
   } finally {

@@ -68,6 +68,8 @@ Stop the runs on the source first; the target must be empty.`,
             now: Date.now(),
             onProgress: (table, copied) =>
               line.update(() => `copying ${table}: ${int(copied)}${of[table] === undefined ? '' : ` of ${int(of[table])}`}`),
+            // drawn at once: the step that follows holds the thread (a SQLite file's index builds)
+            onFinishing: (jobs, items) => line.now(`indexing ${int(jobs)} jobs and ${int(items)} items`),
           });
         } finally {
           line.done();
