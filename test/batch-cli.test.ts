@@ -59,7 +59,7 @@ describe('llmq run --via batch (child processes)', () => {
       expect(open).toBe(0);
       // the killed run is recorded as died, not left "running" (silent) in status for good, and said;
       // while its heartbeat was fresh the wait for it was said too
-      expect(activeRuns).toEqual([]);
+      expect(activeRuns, resumed.stderr).toEqual([]);
       expect(resumed.stderr).toMatch(/^run \w{8} recorded as died \(its process is gone\)/m);
       expect(resumed.stderr).toMatch(
         /^run \w{8} \(pid \d+\) is no longer running: its batches are taken over once it has been silent 6 s$/m,

@@ -3,6 +3,9 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cancelBatches } from '../src/batch/cancel.js';
 import { HttpBatchApi } from '../src/batch/http-api.js';
+import { buildInputFile } from '../src/batch/input-file.js';
+import { batchMetadata } from '../src/batch/submit.js';
+import { waitFor } from './helpers/wait.js';
 import { LlmqError } from '../src/errors.js';
 import { loadPriceTable } from '../src/pricing/price-table.js';
 import { runBatchLane, type BatchLaneOptions } from '../src/batch/lane.js';
@@ -269,6 +272,42 @@ describe('batch lane', () => {
     for (const key of keys) expect(fake.sentCount(key)).toBe(1);
     expect((await store.batches.recent(5)).find((b) => b.id === 'orphan')).toMatchObject({ state: 'abandoned', requeued: 2 });
     for (const j of await jobs(store)) expect(j.attempts).toBe(1);
+  });
+
+  it('records a run found dead as died even when its process goes between two looks, and takes its submission over after', async () => {
+    const { fake, store, keys } = await setup(3);
+    const now = Date.now();
+    // a run on this host, quiet past a few heartbeats, killed with its batch out (and answered by now)
+    await store.startRun({ id: 'killed', host: 'here', pid: 4242, startedAt: now - 10_000, options: {} });
+    await store.batches.begin({ id: 'orphan', runId: 'killed', baseUrl: fake.url, now: now - 10_000 });
+    const { jobs: claimed } = await store.claim({
+      owner: 'batch:orphan',
+      limit: 3,
+      now: now - 10_000,
+      leaseUntil: now + 1e9,
+      maxAttempts: 5,
+    });
+    const api = new HttpBatchApi({ baseUrl: fake.url });
+    const fileId = await api.uploadFile('orphan.jsonl', buildInputFile(claimed).content);
+    await store.batches.noteInputFile('orphan', fileId, now - 10_000);
+    const batch = await api.createBatch(fileId, batchMetadata('orphan'));
+    await store.batches.submitted('orphan', batch.id, batch.status, now - 10_000);
+    await waitFor(async () => (await api.getBatch(batch.id)).status === 'completed', { what: 'the batch to be answered' });
+    // its process is still there at the first look and gone at every later one: the lane's first
+    // pass finds it alive when it records dead runs, dead when it looks for their submissions
+    let looks = 0;
+    const isAlive = (pid: number) => pid === 4242 && looks++ === 0;
+    const events: string[] = [];
+    const summary = await runBatchLane(
+      { store, api, baseUrl: fake.url, host: 'here', isAlive, emit: (e) => events.push(e.type) },
+      { pollMs: 20, heartbeatMs: 50 },
+    );
+    expect(summary).toMatchObject({ reason: 'drained', done: 3, remaining: 0 });
+    expect((await store.status()).activeRuns).toEqual([]);
+    expect(events).toContain('dead-runs');
+    expect(events).toContain('adopted');
+    expect(fake.batches.count('create')).toBe(1);
+    for (const key of keys) expect(fake.sentCount(key)).toBe(1);
   });
 
   it('a create refused for too many enqueued tokens waits and submits again; a refused key stops the run with nothing used up', async () => {

@@ -16,7 +16,8 @@ export interface Liveness {
 }
 
 /**
- * Take over the submissions of runs that ended or died, so their batches are polled and collected
+ * Record the runs found dead here as died (endDeadRuns), then take over the submissions of runs that
+ * ended, so their batches are polled and collected
  * (never submitted again). A submission recorded but not known to be created is looked up at the
  * provider by its metadata: adopted if it exists, its jobs handed back if not; unless it was sent
  * with another API key, whose project this run's key may not see: then it is returned in `otherKey`
@@ -27,6 +28,7 @@ export interface Liveness {
  * alone, their jobs held, and returned so the run can say where to collect them.
  */
 export async function adoptOrphans(ctx: BatchContext, live: Liveness): Promise<{ elsewhere: BatchRow[]; otherKey: BatchRow[] }> {
+  await endDeadRuns(ctx, live);
   const { orphaned, elsewhere } = await othersSubmissions(ctx, live);
   const otherKey: BatchRow[] = [];
   const now = ctx.now();
@@ -67,7 +69,7 @@ export async function adoptOrphans(ctx: BatchContext, live: Liveness): Promise<{
  * the offline mock (whose Batch API died with the process) are abandoned and their jobs handed back.
  * Without it a batch run killed outright stayed "running" (silent) in `status` for good.
  */
-export async function endDeadRuns(ctx: BatchContext, live: Liveness): Promise<void> {
+async function endDeadRuns(ctx: BatchContext, live: Liveness): Promise<void> {
   const now = ctx.now();
   const self = { host: live.host, pid: live.pid, runId: ctx.runId, isAlive: live.isAlive ?? isProcessAlive, now, quietMs: live.quietMs };
   const dead = deadOwners(await ctx.store.activeRuns(), self);
@@ -86,8 +88,9 @@ export async function orphansSoon(ctx: BatchContext, live: Liveness): Promise<{ 
 }
 
 /**
- * Other runs' open submissions whose run ended or died: those made to this run's endpoint, and those
- * made elsewhere; and whether any of this endpoint belongs to a run dying now.
+ * Other runs' open submissions whose run ended (or went silent past its lease, wherever it ran):
+ * those made to this run's endpoint, and those made elsewhere; and the runs dying or dead here, not
+ * yet recorded, that hold submissions to this endpoint.
  */
 async function othersSubmissions(
   ctx: BatchContext,
@@ -98,17 +101,18 @@ async function othersSubmissions(
   const runs = await ctx.store.activeRuns();
   const now = ctx.now();
   const self = { host: live.host, pid: live.pid, runId: ctx.runId, isAlive: live.isAlive ?? isProcessAlive, now, quietMs: live.quietMs };
-  const dead = new Set(deadOwners(runs, self));
-  const dying = new Set(dyingOwners(runs, self));
+  // Dead but not yet recorded (found dead since endDeadRuns looked): taken over on the next pass,
+  // once ended, and waited for till then. Taken over now, the run could end with it never recorded.
+  const soon = new Set([...deadOwners(runs, self), ...dyingOwners(runs, self)]);
   const active = new Map(runs.map((r) => [r.id, r]));
   const ended = open.filter((b) => {
     const run = active.get(b.runId);
-    return !run || dead.has(run.id) || now - run.heartbeatAt > live.leaseMs;
+    return !run || now - run.heartbeatAt > live.leaseMs;
   });
   const here = (b: BatchRow) => b.baseUrl === ctx.baseUrl;
   return {
     orphaned: ended.filter(here),
     elsewhere: ended.filter((b) => !here(b)),
-    dying: runs.filter((r) => dying.has(r.id) && open.some((b) => here(b) && b.runId === r.id)),
+    dying: runs.filter((r) => soon.has(r.id) && open.some((b) => here(b) && b.runId === r.id)),
   };
 }

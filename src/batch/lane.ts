@@ -8,7 +8,7 @@ import { sleep } from '../scheduler/wait.js';
 import type { BatchLedger } from '../store/types.js';
 import type { PriceTable } from '../pricing/price-table.js';
 import type { BatchRow } from '../store/batches.js';
-import { adoptOrphans, endDeadRuns, orphansSoon } from './adopt.js';
+import { adoptOrphans, orphansSoon } from './adopt.js';
 import { apiKeyId } from './api-key-id.js';
 import type { BatchApi } from './api.js';
 import { callWithRetry } from './call.js';
@@ -156,7 +156,6 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
         }
         // Near the deadline, take on no batch that may need hours more.
         if (!cancelling) {
-          await endDeadRuns(ctx, live);
           const adopted = await adoptOrphans(ctx, live);
           for (const b of adopted.elsewhere) {
             if (saidElsewhere.has(b.id)) continue;
