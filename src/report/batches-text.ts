@@ -1,16 +1,35 @@
+import { MOCK_BASE_URL } from '../mock-base-url.js';
 import type { BatchRow } from '../store/batches.js';
 import { duration, int, NO_PAINT, type Paint } from './format.js';
 
 /** What `status` shows of the batch lane: every live submission, then the last few that ended. */
 export interface BatchesReport {
   readonly live: number;
-  readonly rows: ReadonlyArray<BatchRow & { readonly ageSeconds: number }>;
+  readonly rows: ReadonlyArray<BatchRow & { readonly ageSeconds: number; readonly runDied: boolean }>;
 }
 
-export function buildBatchesReport(rows: readonly BatchRow[], now: number, endedShown = 5): BatchesReport {
-  const live = rows.filter((r) => r.state === 'preparing' || r.state === 'submitted');
-  const ended = rows.filter((r) => r.state === 'ended' || (r.state === 'abandoned' && r.jobs > 0)).slice(0, endedShown);
-  return { live: live.length, rows: [...live, ...ended].map((r) => ({ ...r, ageSeconds: Math.max(0, (now - r.createdAt) / 1000) })) };
+/**
+ * `deadRuns`: the runs known dead here (`deadRunsHere`). A live submission of one is marked
+ * `runDied`: the next batch run takes it over; one to the offline mock is not live at all (its
+ * Batch API lived in the dead process), and is not counted as live.
+ */
+export function buildBatchesReport(
+  rows: readonly BatchRow[],
+  now: number,
+  deadRuns: ReadonlySet<string> = new Set(),
+  endedShown = 5,
+): BatchesReport {
+  const live = rows
+    .filter((r) => r.state === 'preparing' || r.state === 'submitted')
+    .map((r) => ({ ...r, runDied: deadRuns.has(r.runId) }));
+  const ended = rows
+    .filter((r) => r.state === 'ended' || (r.state === 'abandoned' && r.jobs > 0))
+    .slice(0, endedShown)
+    .map((r) => ({ ...r, runDied: false }));
+  return {
+    live: live.filter((r) => !(r.runDied && r.baseUrl === MOCK_BASE_URL)).length,
+    rows: [...live, ...ended].map((r) => ({ ...r, ageSeconds: Math.max(0, (now - r.createdAt) / 1000) })),
+  };
 }
 
 /** Empty when the batch lane was never used. */
@@ -20,10 +39,18 @@ export function renderBatches(r: BatchesReport, p: Paint = NO_PAINT): string {
   for (const b of r.rows) {
     const id = b.providerBatchId ?? `(${b.id.slice(0, 8)}, not created yet)`;
     // abandoned: never created, or a mock batch that ended with the process it lived in
+    const diedMock = b.runDied && b.baseUrl === MOCK_BASE_URL;
     const state =
-      b.state === 'abandoned' ? (b.providerBatchId ? 'gone with its process (mock)' : 'not sent') : (b.providerStatus ?? b.state);
-    const counts =
-      b.state === 'ended'
+      b.state === 'abandoned' || diedMock
+        ? b.providerBatchId
+          ? 'gone with its process (mock)'
+          : 'not sent'
+        : (b.providerStatus ?? b.state);
+    const counts = b.runDied
+      ? diedMock
+        ? ' · its run died: the next run sends them again'
+        : ' · its run died: the next llmq run --via batch takes it over'
+      : b.state === 'ended'
         ? ` · ${int(b.done)} done · ${int(b.failed)} failed · ${int(b.requeued)} back to pending`
         : b.state === 'abandoned'
           ? ` · ${int(b.requeued)} back to pending`

@@ -96,14 +96,10 @@ export class StatusFeed {
     try {
       const now = this.#now();
       const snapshot = await this.#o.store.status();
-      const status = buildStatusReport(snapshot, {
-        now,
-        prices: this.#o.prices,
-        db: this.#o.db,
-        deadRuns: deadRunsHere(snapshot.activeRuns, now),
-      });
+      const deadRuns = deadRunsHere(snapshot.activeRuns, now);
+      const status = buildStatusReport(snapshot, { now, prices: this.#o.prices, db: this.#o.db, deadRuns });
       // as `llmq status --json` has them: the live batches and the last few that ended
-      report = { ...status, batches: buildBatchesReport(await this.#o.store.batches.recent(50), now) };
+      report = { ...status, batches: buildBatchesReport(await this.#o.store.batches.recent(50), now, deadRuns) };
     } catch (error) {
       this.#broadcast({ type: 'unreadable', message: error instanceof Error ? error.message : String(error) });
       return;

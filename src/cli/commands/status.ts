@@ -51,7 +51,7 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
     const prices = await reportPriceTable(flags, snapshot.lastRun);
     const deadRuns = deadRunsHere(snapshot.activeRuns, now);
     const report = buildStatusReport(snapshot, { now, prices, db: redactLocation(location), deadRuns });
-    const batches = buildBatchesReport(await store.batches.recent(50), now);
+    const batches = buildBatchesReport(await store.batches.recent(50), now, deadRuns);
     return text ? text(report, batches) : JSON.stringify({ ...report, batches }, withoutFractionNoise) + '\n';
   };
   try {

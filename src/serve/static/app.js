@@ -162,8 +162,14 @@ function renderBatches(r) {
     'batches',
     b.rows.map((row) => {
       const id = row.providerBatchId ?? `(${row.id.slice(0, 8)}, not created yet)`;
+      // a live batch whose run died here: the offline mock's went with its process
+      const diedMock = row.runDied && row.baseUrl === 'mock';
       const state =
-        row.state === 'abandoned' ? (row.providerBatchId ? 'gone with its process (mock)' : 'not sent') : (row.providerStatus ?? row.state);
+        row.state === 'abandoned' || diedMock
+          ? row.providerBatchId
+            ? 'gone with its process (mock)'
+            : 'not sent'
+          : (row.providerStatus ?? row.state) + (row.runDied ? ' (its run died: the next batch run takes it over)' : '');
       const ended = row.state === 'ended' || row.state === 'abandoned';
       // a live batch: what the provider said it answered so far
       const done = ended ? fmt(row.done) : row.progress ? `${fmt(row.progress.completed)} so far` : '–';

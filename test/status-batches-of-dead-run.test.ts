@@ -1,0 +1,66 @@
+import { spawnSync } from 'node:child_process';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { runCli } from './helpers/cli.js';
+import { seedJobs } from './helpers/seed.js';
+import { tempDir } from './helpers/tmp.js';
+
+// A batch run killed outright leaves its submissions recorded as live until the next batch run takes
+// them over. `status` and `llmq batches` say so once the run is known dead; a mock batch lived in
+// the dead process, so it is not live at all.
+
+/** A pid that was this machine's a moment ago and is gone now. */
+function gonepid(): number {
+  const child = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' });
+  return Number(child.stdout);
+}
+
+async function queueWithDeadRun(pid: number, quietFor: number) {
+  const db = join(tempDir(), 'q.db');
+  const store = new SqliteStore(db);
+  await seedJobs(store, 5);
+  const at = Date.now() - quietFor;
+  await store.startRun({ id: 'dead0001-run', host: hostname(), pid, startedAt: at, options: { via: 'batch' } });
+  const submit = async (id: string, baseUrl: string, providerBatchId: string, jobs: number) => {
+    await store.batches.begin({ id, runId: 'dead0001-run', baseUrl, now: at });
+    await store.claim({ owner: `batch:${id}`, limit: jobs, now: at, leaseUntil: at + 86_400_000, maxAttempts: 5 });
+    await store.batches.noteJobs(id, jobs, at);
+    await store.batches.noteInputFile(id, `file-${id}`, at);
+    await store.batches.submitted(id, providerBatchId, 'in_progress', at);
+  };
+  await submit('sub-mock', 'mock', 'batch_mock-1', 2);
+  await submit('sub-real', 'http://127.0.0.1:9/v1', 'batch_real', 3);
+  await store.close();
+  return db;
+}
+
+describe('status of a batch run killed outright', () => {
+  it('says its real batch is taken over by the next run, and its mock batch went with its process, not live', async () => {
+    const db = await queueWithDeadRun(gonepid(), 10_000);
+    const status = await runCli(['status', '--db', db]);
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout).toContain('batches   1 live');
+    expect(status.stdout).toMatch(/batch_mock-1 {2}gone with its process \(mock\) {2}2 jobs · its run died: the next run sends them again/);
+    expect(status.stdout).toMatch(/batch_real {2}in_progress {2}3 jobs · its run died: the next llmq run --via batch takes it over/);
+    const listed = await runCli(['batches', '--db', db, '--json']);
+    const { live, batches } = JSON.parse(listed.stdout);
+    expect(live).toBe(1);
+    expect(batches.map((b: { providerBatchId: string; runDied: boolean }) => [b.providerBatchId, b.runDied]).sort()).toEqual([
+      ['batch_mock-1', true],
+      ['batch_real', true],
+    ]);
+  });
+
+  it('leaves them as they are while the run may still be alive: its process here, or heard from lately', async () => {
+    for (const db of [await queueWithDeadRun(process.pid, 10_000), await queueWithDeadRun(gonepid(), 1_000)]) {
+      const status = await runCli(['status', '--db', db, '--json']);
+      const { batches } = JSON.parse(status.stdout);
+      expect(batches.live).toBe(2);
+      expect(
+        batches.rows.every((b: { runDied: boolean; providerStatus: string }) => !b.runDied && b.providerStatus === 'in_progress'),
+      ).toBe(true);
+    }
+  });
+});
