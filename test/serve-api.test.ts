@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { runCli } from './helpers/cli.js';
-import { startServe, type ServeChild } from './helpers/dashboard.js';
+import { firstSnapshot, startServe, type ServeChild } from './helpers/dashboard.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 
@@ -12,24 +12,6 @@ const served: ServeChild[] = [];
 afterEach(async () => {
   await Promise.all(served.splice(0).map((s) => s.stop()));
 });
-
-/** The first message of the dashboard's event stream: the whole report. */
-async function firstSnapshot(url: string): Promise<any> {
-  const res = await fetch(`${url}events`);
-  const reader = res.body!.getReader();
-  let text = '';
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) throw new Error(`the stream ended before a snapshot: ${text}`);
-      text += new TextDecoder().decode(value);
-      const data = /^data: (.*)$/m.exec(text)?.[1];
-      if (data && text.includes('\n\n')) return JSON.parse(data);
-    }
-  } finally {
-    await reader.cancel();
-  }
-}
 
 describe('llmq serve: the JSON behind the page', () => {
   it('the snapshot has the batches `status --json` has, and an item is found by its id or its job key, as `llmq show` finds it', async () => {

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { runCli } from './helpers/cli.js';
+import { firstSnapshot, startServe } from './helpers/dashboard.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 
@@ -51,6 +52,15 @@ describe('status of a batch run killed outright', () => {
       ['batch_mock-1', true],
       ['batch_real', true],
     ]);
+    // the dashboard's report has them as status --json does
+    const serve = await startServe(['--db', db, '--poll', '0.25']);
+    try {
+      const { report } = await firstSnapshot(serve.url);
+      expect(report.batches.live).toBe(1);
+      expect(report.batches.rows.map((b: { runDied: boolean }) => b.runDied)).toEqual([true, true]);
+    } finally {
+      await serve.stop();
+    }
   });
 
   it('leaves them as they are while the run may still be alive: its process here, or heard from lately', async () => {

@@ -71,8 +71,7 @@ export async function adoptOrphans(ctx: BatchContext, live: Liveness): Promise<{
  */
 async function endDeadRuns(ctx: BatchContext, live: Liveness): Promise<void> {
   const now = ctx.now();
-  const self = { host: live.host, pid: live.pid, runId: ctx.runId, isAlive: live.isAlive ?? isProcessAlive, now, quietMs: live.quietMs };
-  const dead = deadOwners(await ctx.store.activeRuns(), self);
+  const dead = deadOwners(await ctx.store.activeRuns(), ownersView(ctx, live, now));
   if (dead.length === 0) return;
   const requeued = await ctx.store.reclaim(now, dead);
   ctx.emit({ type: 'dead-runs', runIds: dead, requeued });
@@ -100,7 +99,7 @@ async function othersSubmissions(
   if (open.length === 0) return { orphaned: [], elsewhere: [], dying: [] };
   const runs = await ctx.store.activeRuns();
   const now = ctx.now();
-  const self = { host: live.host, pid: live.pid, runId: ctx.runId, isAlive: live.isAlive ?? isProcessAlive, now, quietMs: live.quietMs };
+  const self = ownersView(ctx, live, now);
   // Dead but not yet recorded (found dead since endDeadRuns looked): taken over on the next pass,
   // once ended, and waited for till then. Taken over now, the run could end with it never recorded.
   const soon = new Set([...deadOwners(runs, self), ...dyingOwners(runs, self)]);
@@ -115,4 +114,9 @@ async function othersSubmissions(
     elsewhere: ended.filter((b) => !here(b)),
     dying: runs.filter((r) => soon.has(r.id) && open.some((b) => here(b) && b.runId === r.id)),
   };
+}
+
+/** This run as `deadOwners` and `dyingOwners` judge other runs from it, at `now`. */
+function ownersView(ctx: BatchContext, live: Liveness, now: number) {
+  return { host: live.host, pid: live.pid, runId: ctx.runId, isAlive: live.isAlive ?? isProcessAlive, now, quietMs: live.quietMs };
 }

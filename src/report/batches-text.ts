@@ -27,7 +27,7 @@ export function buildBatchesReport(
     .slice(0, endedShown)
     .map((r) => ({ ...r, runDied: false }));
   return {
-    live: live.filter((r) => !(r.runDied && r.baseUrl === MOCK_BASE_URL)).length,
+    live: live.filter((r) => !goneWithRun(r)).length,
     rows: [...live, ...ended].map((r) => ({ ...r, ageSeconds: Math.max(0, (now - r.createdAt) / 1000) })),
   };
 }
@@ -38,26 +38,32 @@ export function renderBatches(r: BatchesReport, p: Paint = NO_PAINT): string {
   const lines = [p.bold(`batches   ${r.live} live`)];
   for (const b of r.rows) {
     const id = b.providerBatchId ?? `(${b.id.slice(0, 8)}, not created yet)`;
-    // abandoned: never created, or a mock batch that ended with the process it lived in
-    const diedMock = b.runDied && b.baseUrl === MOCK_BASE_URL;
-    const state =
-      b.state === 'abandoned' || diedMock
-        ? b.providerBatchId
-          ? 'gone with its process (mock)'
-          : 'not sent'
-        : (b.providerStatus ?? b.state);
-    const counts = b.runDied
-      ? diedMock
-        ? ' · its run died: the next run sends them again'
-        : ' · its run died: the next llmq run --via batch takes it over'
-      : b.state === 'ended'
-        ? ` · ${int(b.done)} done · ${int(b.failed)} failed · ${int(b.requeued)} back to pending`
-        : b.state === 'abandoned'
-          ? ` · ${int(b.requeued)} back to pending`
-          : b.state === 'submitted' && b.progress
-            ? ` · ${int(b.progress.completed)} answered${b.progress.failed ? ` · ${int(b.progress.failed)} failed` : ''} so far`
-            : '';
-    lines.push(`  ${id}  ${state}  ${int(b.jobs)} jobs${counts}  ${p.dim(`age ${duration(b.ageSeconds)}`)}`);
+    lines.push(`  ${id}  ${stateOf(b)}  ${int(b.jobs)} jobs${countsOf(b)}  ${p.dim(`age ${duration(b.ageSeconds)}`)}`);
   }
   return '\n' + lines.join('\n') + '\n';
+}
+
+type ReportRow = BatchesReport['rows'][number];
+
+/** A live submission to the offline mock whose run died: its Batch API went with the process. */
+function goneWithRun(b: Pick<ReportRow, 'runDied' | 'baseUrl'>): boolean {
+  return b.runDied && b.baseUrl === MOCK_BASE_URL;
+}
+
+function stateOf(b: ReportRow): string {
+  // abandoned: never created, or a mock batch that ended with the process it lived in
+  if (b.state !== 'abandoned' && !goneWithRun(b)) return b.providerStatus ?? b.state;
+  return b.providerBatchId ? 'gone with its process (mock)' : 'not sent';
+}
+
+function countsOf(b: ReportRow): string {
+  if (goneWithRun(b)) return ' · its run died: the next run sends them again';
+  const died = b.runDied ? ' · its run died: the next llmq run --via batch takes it over' : '';
+  if (b.state === 'ended') return ` · ${int(b.done)} done · ${int(b.failed)} failed · ${int(b.requeued)} back to pending`;
+  if (b.state === 'abandoned') return ` · ${int(b.requeued)} back to pending`;
+  if (b.state === 'submitted' && b.progress) {
+    const failed = b.progress.failed ? ` · ${int(b.progress.failed)} failed` : '';
+    return ` · ${int(b.progress.completed)} answered${failed} so far${died}`;
+  }
+  return died;
 }

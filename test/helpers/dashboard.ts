@@ -67,3 +67,21 @@ export async function startServe(args: readonly string[], env: Record<string, st
       }),
   };
 }
+
+/** The first message of the dashboard's event stream: the whole report. */
+export async function firstSnapshot(url: string): Promise<any> {
+  const res = await fetch(`${url}events`);
+  const reader = res.body!.getReader();
+  let text = '';
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`the stream ended before a snapshot: ${text}`);
+      text += new TextDecoder().decode(value);
+      const data = /^data: (.*)$/m.exec(text)?.[1];
+      if (data && text.includes('\n\n')) return JSON.parse(data);
+    }
+  } finally {
+    await reader.cancel();
+  }
+}
