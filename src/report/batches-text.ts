@@ -1,6 +1,6 @@
 import { MOCK_BASE_URL } from '../mock-base-url.js';
 import type { BatchRow } from '../store/batches.js';
-import { duration, int, NO_PAINT, type Paint } from './format.js';
+import { count, duration, int, NO_PAINT, type Paint } from './format.js';
 
 /** What `status` shows of the batch lane: every live submission, then the last few that ended. */
 export interface BatchesReport {
@@ -38,7 +38,7 @@ export function renderBatches(r: BatchesReport, p: Paint = NO_PAINT): string {
   const lines = [p.bold(`batches   ${r.live} live`)];
   for (const b of r.rows) {
     const id = b.providerBatchId ?? `(${b.id.slice(0, 8)}, not created yet)`;
-    lines.push(`  ${id}  ${stateOf(b)}  ${int(b.jobs)} jobs${countsOf(b)}  ${p.dim(`age ${duration(b.ageSeconds)}`)}`);
+    lines.push(`  ${id}  ${stateOf(b)}  ${count(b.jobs, 'job')}${countsOf(b)}  ${p.dim(`age ${duration(b.ageSeconds)}`)}`);
   }
   return '\n' + lines.join('\n') + '\n';
 }
