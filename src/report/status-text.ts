@@ -106,7 +106,9 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
     // A run that stopped beating a while ago (killed on another machine, whose process cannot be
     // checked from here) still counts as running until STALE_RUN_MS; its rate and ETA are its last
     const quiet = r.now - run.heartbeatAt;
-    if (quiet > QUIET_NOTED_MS) {
+    if (run.pidGoneHere) {
+      lines.push(p.yellow(`${''.padEnd(10)}pid ${run.pid} is not running here: stopped? the next llmq run takes its jobs back`));
+    } else if (quiet > QUIET_NOTED_MS) {
       lines.push(p.yellow(`${''.padEnd(10)}no heartbeat for ${duration(quiet / 1000)}: stopped? its jobs return as leases run out`));
     }
     // its Redis (--redis) not answering: sending waits for it

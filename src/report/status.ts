@@ -4,7 +4,7 @@ import { buildCost, isLive, type CostReport } from './status-cost.js';
 
 export type { CostReport, ModelCost, RunCost } from './status-cost.js';
 
-export { STALE_RUN_MS, deadRunsHere } from './status-cost.js';
+export { STALE_RUN_MS, deadRunsHere, pidGoneRunsHere } from './status-cost.js';
 
 export interface RunReport {
   readonly id: string;
@@ -33,6 +33,11 @@ export interface RunReport {
   readonly live: boolean;
   /** Known dead: on this machine, its process gone (`deadRunsHere`); the next run takes its jobs back at once. */
   readonly gone: boolean;
+  /**
+   * Started on this machine, its process gone, its heartbeat still recent (`pidGoneRunsHere`): stopped
+   * a moment ago, most likely; still `live` until a few seconds of quiet make it `gone`.
+   */
+  readonly pidGoneHere: boolean;
   readonly wallSeconds: number;
   readonly done: number;
   readonly failed: number;
@@ -95,12 +100,12 @@ export interface StatusReport {
 
 export function buildStatusReport(
   s: StatusSnapshot,
-  o: { now: number; prices: PriceTable; db: string; deadRuns?: ReadonlySet<string> },
+  o: { now: number; prices: PriceTable; db: string; deadRuns?: ReadonlySet<string>; pidGoneRuns?: ReadonlySet<string> },
 ): StatusReport {
   const cost = buildCost(s, o.prices, o.now, o.deadRuns);
   const left = s.counts.pending + s.counts.running;
 
-  const activeRuns = s.activeRuns.map((r) => runReport(r, o.now, o.deadRuns));
+  const activeRuns = s.activeRuns.map((r) => runReport(r, o.now, o.deadRuns, o.pidGoneRuns));
   const live = activeRuns.filter((r) => r.live);
   const jobsPerSecond = live.length ? live.reduce((a, r) => a + r.recentJobsPerSecond, 0) : null;
   const etaSeconds = jobsPerSecond && jobsPerSecond > 0 ? left / jobsPerSecond : left === 0 && live.length ? 0 : null;
@@ -137,7 +142,7 @@ export function buildStatusReport(
   };
 }
 
-export function runReport(r: RunRow, now: number, dead?: ReadonlySet<string>): RunReport {
+export function runReport(r: RunRow, now: number, dead?: ReadonlySet<string>, pidGone?: ReadonlySet<string>): RunReport {
   const live = isLive(r, now, dead);
   const until = r.endedAt ?? (live ? now : r.heartbeatAt);
   const wallSeconds = Math.max(0, (until - r.startedAt) / 1000);
@@ -159,6 +164,7 @@ export function runReport(r: RunRow, now: number, dead?: ReadonlySet<string>): R
     budgetReached: st?.budgetReached === 'run' || st?.budgetReached === 'total' ? st.budgetReached : null,
     live,
     gone: r.endedAt === null && (dead?.has(r.id) ?? false),
+    pidGoneHere: live && (pidGone?.has(r.id) ?? false),
     wallSeconds,
     done,
     failed: st?.failed ?? 0,

@@ -1,5 +1,5 @@
 import { buildBatchesReport, type BatchesReport } from '../report/batches-text.js';
-import { buildStatusReport, deadRunsHere, type StatusReport } from '../report/status.js';
+import { buildStatusReport, deadRunsHere, pidGoneRunsHere, type StatusReport } from '../report/status.js';
 import type { PriceTable } from '../pricing/price-table.js';
 import type { BatchLedger, QueueReader } from '../store/types.js';
 
@@ -97,7 +97,8 @@ export class StatusFeed {
       const now = this.#now();
       const snapshot = await this.#o.store.status();
       const deadRuns = deadRunsHere(snapshot.activeRuns, now);
-      const status = buildStatusReport(snapshot, { now, prices: this.#o.prices, db: this.#o.db, deadRuns });
+      const pidGoneRuns = pidGoneRunsHere(snapshot.activeRuns, now);
+      const status = buildStatusReport(snapshot, { now, prices: this.#o.prices, db: this.#o.db, deadRuns, pidGoneRuns });
       // as `llmq status --json` has them: the live batches and the last few that ended
       report = { ...status, batches: buildBatchesReport(await this.#o.store.batches.recent(50), now, deadRuns) };
     } catch (error) {

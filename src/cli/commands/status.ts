@@ -33,15 +33,20 @@ Examples:
 }
 
 async function statusCommand(flags: StatusFlags): Promise<void> {
-  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { buildStatusReport, deadRunsHere }, { buildBatchesReport }, text] =
-    await Promise.all([
-      import('../../store/open-store.js'),
-      import('../../report/open-existing.js'),
-      import('../../report/status.js'),
-      import('../../report/batches-text.js'),
-      // the text and its colors only for a reader: --json is what scripts poll
-      flags.json ? null : textRenderer(flags.db),
-    ]);
+  const [
+    { resolveDbLocation, redactLocation },
+    { openExistingStore },
+    { buildStatusReport, deadRunsHere, pidGoneRunsHere },
+    { buildBatchesReport },
+    text,
+  ] = await Promise.all([
+    import('../../store/open-store.js'),
+    import('../../report/open-existing.js'),
+    import('../../report/status.js'),
+    import('../../report/batches-text.js'),
+    // the text and its colors only for a reader: --json is what scripts poll
+    flags.json ? null : textRenderer(flags.db),
+  ]);
   const location = resolveDbLocation(flags.db);
   const store = await openExistingStore(location);
   const out = process.stdout;
@@ -50,7 +55,8 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
     const snapshot = await store.status();
     const prices = await reportPriceTable(flags, snapshot.lastRun);
     const deadRuns = deadRunsHere(snapshot.activeRuns, now);
-    const report = buildStatusReport(snapshot, { now, prices, db: redactLocation(location), deadRuns });
+    const pidGoneRuns = pidGoneRunsHere(snapshot.activeRuns, now);
+    const report = buildStatusReport(snapshot, { now, prices, db: redactLocation(location), deadRuns, pidGoneRuns });
     const batches = buildBatchesReport(await store.batches.recent(50), now, deadRuns);
     return text ? text(report, batches) : JSON.stringify({ ...report, batches }, withoutFractionNoise) + '\n';
   };

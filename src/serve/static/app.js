@@ -105,6 +105,7 @@ function renderFailures(r) {
 function runState(run) {
   if (run.gone) return 'died (its process is gone)';
   if (!run.live) return 'not responding';
+  if (run.pidGoneHere) return 'stopped? (its process is gone)';
   if (run.paused) return `paused (${run.paused.reason.replace('_', ' ')}) for ${duration((run.paused.until - state.report.now) / 1000)}`;
   return 'running';
 }
