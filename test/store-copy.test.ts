@@ -197,7 +197,7 @@ describe('copy', () => {
     const from = new SqliteStore(join(dir, 'a.db'));
     const to = new SqliteStore(join(dir, 'b.db'));
     await to.enqueue(rows(1), T0);
-    await expect(copyStore(from, to, { now: T0 })).rejects.toThrow(/b\.db is not empty \(1 jobs, 1 items\).*new file or a new schema/);
+    await expect(copyStore(from, to, { now: T0 })).rejects.toThrow(/b\.db is not empty \(1 job, 1 item\).*new file or a new schema/);
     await Promise.all([from.close(), to.close()]);
   });
 

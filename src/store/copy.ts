@@ -1,4 +1,5 @@
 import { StoreError } from '../errors.js';
+import { count } from '../report/format.js';
 import type { BatchLedger, CopyEnds, JobRow, LaneMemory, QueueReader, RunRow, StoreIdentity } from './types.js';
 
 export interface CopyOptions {
@@ -52,7 +53,7 @@ export async function copyStore(
   const targetJobs = target.total + target.orphanedAnswers;
   if (targetJobs > 0 || target.items > 0 || target.lastRun !== null) {
     throw new StoreError(
-      `${to.location} is not empty (${targetJobs} jobs, ${target.items} items); llmq copy only writes into an ` +
+      `${to.location} is not empty (${count(targetJobs, 'job')}, ${count(target.items, 'item')}); llmq copy only writes into an ` +
         `empty queue. Point --to at a new file or a new schema (?schema=name).`,
     );
   }
