@@ -25,7 +25,7 @@ function facts(reason: FailureReason, scope: ErrorScope, status: number | null, 
 }
 
 /**
- * Every row of the README's table "What happens when a request fails": what the job, the lane and
+ * Every row of the table "What happens when a request fails" (docs/commands.md): what the job, the lane and
  * the run do.
  */
 describe('decide: the failure policy', () => {

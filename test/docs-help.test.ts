@@ -1,13 +1,13 @@
 /**
- * The README's command reference matches the CLI: every long flag `llmq <command> --help` lists is
- * named in that command's README section (from its "### `llmq <command>" heading to the next
+ * The command reference (docs/commands.md) matches the CLI: every long flag `llmq <command> --help`
+ * lists is named in that command's section there (from its "### `llmq <command>" heading to the next
  * heading). Runs the built CLI, so `npm run build` first (`npm test` does).
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { runCli } from './helpers/cli.js';
 
-const README = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+const REFERENCE = readFileSync(new URL('../docs/commands.md', import.meta.url), 'utf8');
 
 /** Commander's own flags, documented once for all commands by `--help` itself. */
 const BUILT_IN = new Set(['--help', '--version']);
@@ -30,9 +30,9 @@ function flagsIn(help: string): string[] {
     .filter((f): f is string => !!f && !BUILT_IN.has(f));
 }
 
-/** The README section of a command, or null when it has none. */
+/** The reference's section of a command, or null when it has none. */
 function sectionOf(command: string): string | null {
-  const lines = README.split('\n');
+  const lines = REFERENCE.split('\n');
   const start = lines.findIndex((l) => l.startsWith(`### \`llmq ${command} `) || l.startsWith(`### \`llmq ${command}\``));
   if (start < 0) return null;
   const next = lines.findIndex((l, i) => i > start && /^#{1,3} /.test(l));
@@ -42,7 +42,7 @@ function sectionOf(command: string): string | null {
 /** `--out` is named only by `--out` itself, not by `--out-dir`. */
 const names = (text: string, flag: string) => new RegExp(`${flag}(?![a-z0-9-])`).test(text);
 
-describe('README reference matches --help', async () => {
+describe('the command reference matches --help', async () => {
   const top = await runCli(['--help']);
   const commands = commandsIn(top.stdout);
 
@@ -59,16 +59,16 @@ describe('README reference matches --help', async () => {
     withSubcommands.push(...(subs.length ? subs.map((sub) => `${command} ${sub}`) : [command]));
   }
 
-  it.each(withSubcommands)('every flag of llmq %s --help is in its README section', async (command) => {
+  it.each(withSubcommands)('every flag of llmq %s --help is in its section of docs/commands.md', async (command) => {
     const help = await runCli([...command.split(' '), '--help']);
     expect(help.code).toBe(0);
     const flags = flagsIn(help.stdout);
     expect(flags.length, help.stdout).toBeGreaterThan(0);
     const section = sectionOf(command);
-    expect(section, `README.md has no "### \`llmq ${command}" section`).not.toBeNull();
+    expect(section, `docs/commands.md has no "### \`llmq ${command}" section`).not.toBeNull();
     expect(
       flags.filter((f) => !names(section!, f)),
-      `flags of llmq ${command} missing from its README section`,
+      `flags of llmq ${command} missing from its section of docs/commands.md`,
     ).toEqual([]);
   });
 });

@@ -3,8 +3,7 @@ import { clockOffsetMs, MAX_CLOCK_APART_MS, refuseClockApart } from '../src/stor
 import { PostgresStore } from '../src/store/postgres/store.js';
 import { STORE_KINDS, freshPgUrl, skipUnavailable, T0 } from './helpers/stores.js';
 
-// Leases are written and compared with each machine's own clock (README, "Running on several
-// machines"): a run must not start on a machine whose clock is far from a live run's on another.
+// Leases are written and compared with each machine's own clock (docs/scale-out.md, "Clocks"): a run must not start on a machine whose clock is far from a live run's on another.
 describe('postgres: runs on machines whose clocks disagree', () => {
   it("reads this machine's clock against the server's, and refuses a run far from a live run's clock", async (ctx) => {
     skipUnavailable(STORE_KINDS.find((k) => k.name === 'postgres')!, ctx);

@@ -3,7 +3,7 @@ import type { ErrorScope, FailureReason } from '../provider/types.js';
 /**
  * The failure policy, in one place: what a failed try means for the job, its lane and the run.
  * Pure: everything it needs is in `FailureFacts`, so a table-driven test covers every row of the
- * error table in the README ("What happens when a request fails"), and the loop in job-runner.ts
+ * error table of docs/commands.md ("What happens when a request fails"), and the loop in job-runner.ts
  * only applies the answer.
  */
 
