@@ -8,14 +8,15 @@ describe('isProcessAlive', () => {
     'a running process is alive; one that ended is not, even while its parent has not reaped it (a zombie)',
     async () => {
       expect(isProcessAlive(process.pid)).toBe(true);
-      // bash starts `sleep 0` and becomes `sleep 3` (exec): the child ends, and its parent never waits for it
-      const parent = spawn('bash', ['-c', 'sleep 0 & echo $!; exec sleep 3'], { stdio: ['ignore', 'pipe', 'ignore'] });
+      // bash starts a short sleep and becomes a long one (exec): the child ends, and its parent never
+      // waits for it. Not `sleep 0`: on a busy machine it ended before the exec, and bash reaped it.
+      const parent = spawn('bash', ['-c', 'sleep 0.5 & echo $!; exec sleep 10'], { stdio: ['ignore', 'pipe', 'ignore'] });
       const zombie = await new Promise<number>((resolve) => parent.stdout!.once('data', (d: Buffer) => resolve(Number(String(d).trim()))));
       const state = () => {
         const stat = readFileSync(`/proc/${zombie}/stat`, 'latin1');
         return stat.charAt(stat.lastIndexOf(')') + 2);
       };
-      for (let i = 0; i < 200 && state() !== 'Z'; i++) await new Promise((r) => setTimeout(r, 10));
+      for (let i = 0; i < 500 && state() !== 'Z'; i++) await new Promise((r) => setTimeout(r, 10));
       expect(state()).toBe('Z');
       expect(() => process.kill(zombie, 0)).not.toThrow(); // what the check alone used to see
       expect(isProcessAlive(zombie)).toBe(false);
