@@ -201,10 +201,11 @@ describe('llmq status', () => {
       const { db } = await populate(dir, { heartbeatAt: Date.now() - quietMs, host: hostname(), pid });
       const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
       // just heard from, it may still be finishing a commit; quiet for a few heartbeats, it is dead
-      expect(s.activeRuns[0]).toMatchObject({ live, gone: !live });
+      expect(s.activeRuns[0]).toMatchObject({ live, gone: !live, pidGoneHere: live });
       // the same run as the last one: the same word, and its time only up to its last heartbeat
       expect(s.lastRun).toMatchObject({ id: s.activeRuns[0].id, live, gone: !live, wallSeconds: s.activeRuns[0].wallSeconds });
-      expect(s.etaSeconds === null).toBe(!live);
+      // its last rate promises nothing, dead or not yet known dead
+      expect(s.etaSeconds).toBeNull();
       const text = (await runCli(['status', '--db', db])).stdout;
       if (live) expect(text).toMatch(/^running /m);
       else

@@ -24,7 +24,7 @@ async function queueWithRun(pid: number, beatAgoMs: number): Promise<string> {
   await seedJobs(store, 3);
   const at = Date.now() - beatAgoMs;
   await store.startRun({ id: 'run00001-just', host: hostname(), pid, startedAt: at - 30_000, options: {} });
-  await store.heartbeat('run00001-just', at, at + 60_000, {} as never);
+  await store.heartbeat('run00001-just', at, at + 60_000, { jobsPerSecond: 5, done: 2 } as never);
   await store.close();
   return db;
 }
@@ -36,9 +36,13 @@ describe('status of a run whose process went a moment ago', () => {
     const text = await runCli(['status', '--db', db]);
     expect(text.code, text.stderr).toBe(0);
     expect(text.stdout).toContain(`pid ${pid} is not running here: stopped? the next llmq run takes its jobs back`);
+    // neither its last rate nor an ETA from it: it most likely sends nothing now
+    expect(text.stdout).toMatch(/^running {3}run00001 \(.+ pid \d+\) for 3\ds$/m);
     const json = await runCli(['status', '--db', db, '--json']);
-    const [run] = JSON.parse(json.stdout).activeRuns;
+    const report = JSON.parse(json.stdout);
+    const [run] = report.activeRuns;
     expect([run.live, run.gone, run.pidGoneHere]).toEqual([true, false, true]);
+    expect([report.jobsPerSecond, report.etaSeconds]).toEqual([null, null]);
     const serve = await startServe(['--db', db, '--poll', '0.25']);
     try {
       const { report } = await firstSnapshot(serve.url);

@@ -101,8 +101,10 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
   const stale = r.activeRuns.filter((x) => !x.live);
   if (live.length || stale.length || r.lastRun) lines.push('');
   for (const run of live) {
-    const eta = live.length === 1 ? ` · ETA ${duration(r.etaSeconds)}` : '';
-    lines.push(`${p.cyan('running')}   ${runName(run)} for ${duration(run.wallSeconds)} · ${rate(run.recentJobsPerSecond)} jobs/s${eta}`);
+    const eta = live.length === 1 && !run.pidGoneHere ? ` · ETA ${duration(r.etaSeconds)}` : '';
+    // its last rate is not what it sends now: it most likely sends nothing
+    const pace = run.pidGoneHere ? '' : ` · ${rate(run.recentJobsPerSecond)} jobs/s`;
+    lines.push(`${p.cyan('running')}   ${runName(run)} for ${duration(run.wallSeconds)}${pace}${eta}`);
     // A run that stopped beating a while ago (killed on another machine, whose process cannot be
     // checked from here) still counts as running until STALE_RUN_MS; its rate and ETA are its last
     const quiet = r.now - run.heartbeatAt;

@@ -107,7 +107,9 @@ export function buildStatusReport(
 
   const activeRuns = s.activeRuns.map((r) => runReport(r, o.now, o.deadRuns, o.pidGoneRuns));
   const live = activeRuns.filter((r) => r.live);
-  const jobsPerSecond = live.length ? live.reduce((a, r) => a + r.recentJobsPerSecond, 0) : null;
+  // a run whose process is gone here is most likely not sending: its last rate would promise an ETA
+  const sending = live.filter((r) => !r.pidGoneHere);
+  const jobsPerSecond = sending.length ? sending.reduce((a, r) => a + r.recentJobsPerSecond, 0) : null;
   const etaSeconds = jobsPerSecond && jobsPerSecond > 0 ? left / jobsPerSecond : left === 0 && live.length ? 0 : null;
 
   return {
