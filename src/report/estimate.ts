@@ -1,7 +1,8 @@
 import type { PriceTable } from '../pricing/price-table.js';
-import { estimatePromptTokens, requestedCompletionTokens } from '../provider/tokens.js';
+import { estimatePromptTokens } from '../provider/tokens.js';
 import type { LaneLimitRow, LaneMemory, QueueReader } from '../store/types.js';
 import { paceSeconds, type LaneLimits } from './estimate-time.js';
+import { defaultMeasureThreads, measureHere, measureOnThreads } from './prompt-measure.js';
 
 export interface EstimateOptions {
   readonly prices: PriceTable;
@@ -24,7 +25,17 @@ export interface EstimateOptions {
    * and running jobs, up to `limit`): counting a million prompts takes a minute.
    */
   readonly onProgress?: (looked: number, of: number) => void;
+  /**
+   * Threads that count the prompts (0: this one). By default one per core, at most four, when
+   * PARALLEL_FROM jobs or more are to be looked at: counting is most of an estimate's time.
+   */
+  readonly threads?: number;
 }
+
+/** Jobs from which the prompts are counted on worker threads: fewer take less than starting them (~0.4 s each, the tokenizer's load). */
+const PARALLEL_FROM = 20_000;
+/** Requests sent to a counting thread at a time. */
+const MEASURE_BATCH = 256;
 
 /** USD: from the mean answer length (low) to the 90th percentile (high), and every answer max_tokens long (worst). */
 export interface CostRange {
@@ -139,30 +150,56 @@ export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLim
   let jobs = 0,
     exhausted = 0;
   const of = Math.min(limit, status.counts.pending + status.counts.running);
-  for await (const job of store.jobsToRun(o.now, { mockAnswersBefore: o.mockAnswersBefore })) {
-    if (jobs >= limit) break;
-    if ((jobs + exhausted) % 256 === 0) o.onProgress?.(jobs + exhausted, of);
-    if (job.attempts >= maxAttempts) {
-      exhausted++;
-      continue;
+  const threads = o.threads ?? (of >= PARALLEL_FROM ? defaultMeasureThreads() : 0);
+  const measurer = threads > 0 ? measureOnThreads(threads) : measureHere;
+  // Batches out to be counted, oldest first: their figures are added in the order the jobs came,
+  // so the sums (floating point) are those of one thread counting them one by one.
+  const counting: Array<{ models: string[]; figures: Promise<Float64Array> }> = [];
+  let batch: { models: string[]; requests: string[] } = { models: [], requests: [] };
+  const send = () => {
+    const figures = measurer.measure(batch.requests);
+    figures.catch(() => {}); // its failure is met where it is awaited, in order
+    counting.push({ models: batch.models, figures });
+    batch = { models: [], requests: [] };
+  };
+  const addOldest = async () => {
+    const { models, figures } = counting.shift()!;
+    const f = await figures;
+    for (let i = 0; i < models.length; i++) {
+      const model = models[i]!;
+      tallies.get(model)!.add(f[2 * i]!, f[2 * i + 1]!, await histories.get(model)!);
     }
-    jobs++;
-    if (!histories.has(job.model))
-      histories.set(
-        job.model,
-        historyOf(
+  };
+  try {
+    for await (const job of store.jobsToRun(o.now, { mockAnswersBefore: o.mockAnswersBefore })) {
+      if (jobs >= limit) break;
+      if ((jobs + exhausted) % 256 === 0) o.onProgress?.(jobs + exhausted, of);
+      if (job.attempts >= maxAttempts) {
+        exhausted++;
+        continue;
+      }
+      jobs++;
+      if (!histories.has(job.model)) {
+        const history = historyOf(
           store,
           job.model,
           status.byModel.find((m) => m.model === job.model),
-        ),
-      );
-    const history = await histories.get(job.model)!;
-    let tally = tallies.get(job.model);
-    if (!tally) {
-      tally = new Tally(job.model, o.prices);
-      tallies.set(job.model, tally);
+        );
+        history.catch(() => {}); // met where it is awaited
+        histories.set(job.model, history);
+        tallies.set(job.model, new Tally(job.model, o.prices));
+      }
+      batch.models.push(job.model);
+      batch.requests.push(job.request);
+      if (batch.requests.length === MEASURE_BATCH) {
+        send();
+        if (counting.length > 2 * Math.max(1, threads)) await addOldest();
+      }
     }
-    tally.add(job.request, history);
+    if (batch.requests.length) send();
+    while (counting.length) await addOldest();
+  } finally {
+    await measurer.close();
   }
   const models = await Promise.all(
     [...tallies.values()].map(async (t) => t.result(await histories.get(t.model)!, limitsFor(t.model, lanes, o))),
@@ -243,10 +280,9 @@ class Tally {
       this.#pricing && this.#pricing.batchCost({ promptTokens: 0, completionTokens: 0 }) !== null ? { low: 0, high: 0, worst: 0 } : null;
   }
 
-  add(requestJson: string, h: History): void {
-    const request = JSON.parse(requestJson) as Parameters<typeof estimatePromptTokens>[0];
-    const prompt = Math.max(0, Math.round(estimatePromptTokens(request) + h.correction));
-    const max = requestedCompletionTokens(request);
+  /** A job whose prompt counts `counted` tokens and that asks up to `max` (0: no max_tokens) (`measureRequests`). */
+  add(counted: number, max: number, h: History): void {
+    const prompt = Math.max(0, Math.round(counted + h.correction));
     const low = h.mean === null ? 0 : Math.min(h.mean, max || h.mean);
     const high = h.p90 === null ? max : Math.min(h.p90, max || h.p90);
     this.jobs++;

@@ -1,8 +1,7 @@
 import { availableParallelism } from 'node:os';
-import { createRequire } from 'node:module';
-import { pathToFileURL } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { LlmqError } from '../errors.js';
+import { startModuleWorker } from '../worker-module.js';
 import type { ExportFilter, JobState, QueueReader } from '../store/types.js';
 import { exportHead, formatPages, type ExportChunk, type ExportCounts, type ExportOptions } from './export.js';
 
@@ -115,9 +114,6 @@ export interface WorkerError {
   readonly stack?: string;
 }
 
-const FROM_SOURCE = import.meta.url.endsWith('.ts');
-const WORKER = new URL(FROM_SOURCE ? './export-worker.ts' : './export-worker.js', import.meta.url);
-
 /**
  * A worker's young generation grows with what survives its scavenges (a block's lines until they
  * are encoded) and, unbounded, kept growing through the run: the export's RSS was 159 MB at 100,000
@@ -126,16 +122,7 @@ const WORKER = new URL(FROM_SOURCE ? './export-worker.ts' : './export-worker.js'
 const WORKER_LIMITS = { maxYoungGenerationSizeMb: 16 };
 
 function startWorker(workerData: BlockWorkerData): Worker {
-  if (!FROM_SOURCE) return new Worker(WORKER, { workerData, resourceLimits: WORKER_LIMITS });
-  // Under the test runner these modules are TypeScript: the worker has tsx load its module. tsx's
-  // ESM entry sits beside the CommonJS one that require.resolve finds.
-  const tsx = pathToFileURL(
-    createRequire(import.meta.url)
-      .resolve('tsx/esm/api')
-      .replace(/\.cjs$/, '.mjs'),
-  ).href;
-  const load = `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(WORKER.href)}); })`;
-  return new Worker(load, { eval: true, workerData, resourceLimits: WORKER_LIMITS });
+  return startModuleWorker(import.meta.url, 'export-worker', { workerData, resourceLimits: WORKER_LIMITS });
 }
 
 /** A worker thread formatting the blocks asked of it, one at a time, in the order asked. Its pieces are taken by one reader, in order. */
