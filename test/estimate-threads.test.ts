@@ -39,10 +39,29 @@ async function mixedQueue(count: number): Promise<{ db: string; store: SqliteSto
 
 describe('estimate: prompts counted on worker threads', () => {
   it('says exactly what counting them on this thread says, whatever the threads and the limit', async () => {
-    const { store } = await mixedQueue(3000);
+    const { store } = await mixedQueue(3060);
+    // 60 answered: answer lengths, and the prompt tokens the provider counts on top (counted where the prompts are)
+    await store.startRun({ id: 'run-a', host: 'h', pid: 1, startedAt: now, options: {} });
+    const { jobs: answered } = await store.claim({ owner: 'run-a', limit: 60, now, leaseUntil: now + 60_000, maxAttempts: 5 });
+    for (const [i, job] of answered.entries()) {
+      const usage = { promptTokens: 40 + i, completionTokens: 10 + 3 * i };
+      const attempt = {
+        key: job.key,
+        runId: 'run-a',
+        attempt: 1,
+        startedAt: now,
+        endedAt: now + 900,
+        status: 200,
+        outcome: 'done' as const,
+        error: null,
+        usage,
+      };
+      await store.complete(job.key, { owner: 'run-a', output: 'x', response: '{}', usage, attempt });
+    }
     const here = await estimateRun(store, { prices, now, baseUrl: 'x', threads: 0 });
     expect(here.jobs).toBe(3000);
     expect(here.uncapped).toBe(200);
+    expect(here.models.every((m) => m.completion.basis === 'answers' && m.promptCorrection !== 0)).toBe(true);
     expect(here.cost).not.toBeNull();
     for (const threads of [1, 3]) {
       expect(await estimateRun(store, { prices, now, baseUrl: 'x', threads })).toEqual(here);

@@ -1,8 +1,7 @@
 import type { PriceTable } from '../pricing/price-table.js';
-import { estimatePromptTokens } from '../provider/tokens.js';
 import type { LaneLimitRow, LaneMemory, QueueReader } from '../store/types.js';
 import { paceSeconds, type LaneLimits } from './estimate-time.js';
-import { defaultMeasureThreads, measureHere, measureOnThreads } from './prompt-measure.js';
+import { defaultMeasureThreads, measureHere, measureOnThreads, type Measurer } from './prompt-measure.js';
 
 export interface EstimateOptions {
   readonly prices: PriceTable;
@@ -184,6 +183,7 @@ export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLim
           store,
           job.model,
           status.byModel.find((m) => m.model === job.model),
+          measurer,
         );
         history.catch(() => {}); // met where it is awaited
         histories.set(job.model, history);
@@ -231,6 +231,7 @@ async function historyOf(
   store: Pick<QueueReader, 'answered'>,
   model: string,
   tally: { done: number; completion: number } | undefined,
+  measurer: Measurer,
 ): Promise<History> {
   const none: History = { answered: 0, mean: null, p90: null, correction: 0, latencyMs: null };
   if (!tally || tally.done === 0) return none;
@@ -244,9 +245,9 @@ async function historyOf(
   const sorted = sample.map((a) => a.completionTokens).sort((a, b) => a - b);
   const latencies = sample.map((a) => a.latencyMs).filter((x): x is number => x !== null);
   // The provider counts a few tokens per message more than the text (roles, separators): learn how many.
-  const correction = calibration.length
-    ? calibration.reduce((a, c) => a + c.promptTokens - estimatePromptTokens(JSON.parse(c.request!)), 0) / calibration.length
-    : 0;
+  // counted where the prompts are (this thread then need not load the tokenizer's tables)
+  const counted = calibration.length ? await measurer.measure(calibration.map((c) => c.request!)) : null;
+  const correction = counted ? calibration.reduce((a, c, i) => a + c.promptTokens - counted[2 * i]!, 0) / calibration.length : 0;
   return {
     answered: sample.length === SAMPLE ? tally.done : sample.length,
     mean: sorted.reduce((a, b) => a + b, 0) / sorted.length,
