@@ -136,8 +136,8 @@ interface History {
  * What a run started now would send and what it would cost: the jobs it would take (in its order,
  * up to `limit`), their prompts counted with the tokenizer, their answers as long as this queue's
  * answers of the same model have been (else up to max_tokens), priced online and at the batch
- * price, and the time at the limits known. Streams the jobs: memory holds one page and a tally per
- * model.
+ * price, and the time at the limits known. Streams the jobs: memory holds one page, the batches
+ * being counted (up to two of 256 requests per thread, and one more) and a tally per model.
  */
 export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLimits'>, o: EstimateOptions): Promise<Estimate> {
   const maxAttempts = o.maxAttempts ?? 5;
