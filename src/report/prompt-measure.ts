@@ -40,7 +40,14 @@ export function defaultMeasureThreads(): number {
  * in the order given, so the answers come back in that order too.
  */
 export function measureOnThreads(threads: number): Measurer {
-  const workers = Array.from({ length: threads }, () => new MeasureWorker());
+  const workers: MeasureWorker[] = [];
+  try {
+    for (let i = 0; i < threads; i++) workers.push(new MeasureWorker());
+  } catch {
+    // no thread to be had (a process or memory limit): counting here is slower, and as right
+    for (const w of workers) void w.close();
+    return measureHere;
+  }
   let next = 0;
   return {
     measure: (requests) => workers[next++ % workers.length]!.measure(requests),
