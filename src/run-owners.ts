@@ -26,7 +26,18 @@ function gone(r: RunRow, self: Self): boolean {
  * beating, so its pid missing here never condemns it.
  */
 export function deadOwners(runs: readonly RunRow[], self: Self): string[] {
-  return runs.filter((r) => gone(r, self) && self.now - r.heartbeatAt > self.quietMs).map((r) => r.id);
+  return goneOwners(runs, self).dead;
+}
+
+/**
+ * Runs on this host whose process is gone, parted by their heartbeat: `dead` (quiet past
+ * `quietMs`, `deadOwners`) and `dying` (beat lately, `dyingOwners`). Each process is looked at once.
+ */
+export function goneOwners(runs: readonly RunRow[], self: Self): { dead: string[]; dying: string[] } {
+  const dead: string[] = [];
+  const dying: string[] = [];
+  for (const r of runs) if (gone(r, self)) (self.now - r.heartbeatAt > self.quietMs ? dead : dying).push(r.id);
+  return { dead, dying };
 }
 
 /**
@@ -46,5 +57,5 @@ export function silentOwners(runs: readonly RunRow[], self: Self, leaseMs: numbe
 
 /** Runs on this host whose process is gone but whose heartbeat is still recent: dead soon. */
 export function dyingOwners(runs: readonly RunRow[], self: Self): string[] {
-  return runs.filter((r) => gone(r, self) && self.now - r.heartbeatAt <= self.quietMs).map((r) => r.id);
+  return goneOwners(runs, self).dying;
 }

@@ -1,4 +1,4 @@
-import { deadOwners, dyingOwners, isProcessAlive } from '../run-owners.js';
+import { deadOwners, goneOwners, isProcessAlive } from '../run-owners.js';
 import { STOPPED_BEFORE_CREATED, type BatchRow } from '../store/batches.js';
 import type { RunRow } from '../store/types.js';
 import type { BatchContext } from './context.js';
@@ -102,7 +102,8 @@ async function othersSubmissions(
   const self = ownersView(ctx, live, now);
   // Dead but not yet recorded (found dead since endDeadRuns looked): taken over on the next pass,
   // once ended, and waited for till then. Taken over now, the run could end with it never recorded.
-  const soon = new Set([...deadOwners(runs, self), ...dyingOwners(runs, self)]);
+  const { dead, dying } = goneOwners(runs, self);
+  const soon = new Set([...dead, ...dying]);
   const active = new Map(runs.map((r) => [r.id, r]));
   const ended = open.filter((b) => {
     const run = active.get(b.runId);
@@ -116,7 +117,7 @@ async function othersSubmissions(
   };
 }
 
-/** This run as `deadOwners` and `dyingOwners` judge other runs from it, at `now`. */
+/** This run as `goneOwners` judges other runs from it, at `now`. */
 function ownersView(ctx: BatchContext, live: Liveness, now: number) {
   return { host: live.host, pid: live.pid, runId: ctx.runId, isAlive: live.isAlive ?? isProcessAlive, now, quietMs: live.quietMs };
 }

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import type { PriceTable } from '../pricing/price-table.js';
 import type { RunRow, RunSpend, StatusSnapshot } from '../store/types.js';
-import { deadOwners, dyingOwners, isProcessAlive, type Self } from '../run-owners.js';
+import { goneOwners, isProcessAlive } from '../run-owners.js';
 
 /**
  * A run whose heartbeat is older than this is reported as not responding rather than active: it
@@ -26,21 +26,25 @@ export function isLive(r: { id: string; endedAt: number | null; heartbeatAt: num
  * rate and ETA frozen, though the next `llmq run` would take its jobs back at once.
  */
 export function deadRunsHere(runs: readonly RunRow[], now: number): ReadonlySet<string> {
-  return new Set(deadOwners(runs, judgedFromHere(now)));
+  return runsGoneHere(runs, now).dead;
 }
 
 /**
- * The runs among `runs` started on this machine whose process is gone but that beat within the last
- * few seconds: stopped a moment ago, most likely (killed, or the machine's twin of the same name
- * runs them: only the quiet that follows tells). `deadRunsHere` has them once that quiet is long enough.
+ * The runs among `runs` started on this machine whose process is gone: `dead` as `deadRunsHere`
+ * says, and `pidGone`, those that beat within the last few seconds: stopped a moment ago, most
+ * likely (killed, or the machine's twin of the same name runs them: only the quiet that follows
+ * tells). Each process is looked at once.
  */
-export function pidGoneRunsHere(runs: readonly RunRow[], now: number): ReadonlySet<string> {
-  return new Set(dyingOwners(runs, judgedFromHere(now)));
+export function runsGoneHere(runs: readonly RunRow[], now: number): RunsGoneHere {
+  // this process runs none of the runs
+  const self = { host: hostname(), pid: process.pid, runId: '', isAlive: isProcessAlive, now, quietMs: QUIET_MS };
+  const { dead, dying } = goneOwners(runs, self);
+  return { dead: new Set(dead), pidGone: new Set(dying) };
 }
 
-/** This process as `deadOwners` judges other runs: it runs none of its own. */
-function judgedFromHere(now: number): Self {
-  return { host: hostname(), pid: process.pid, runId: '', isAlive: isProcessAlive, now, quietMs: QUIET_MS };
+export interface RunsGoneHere {
+  readonly dead: ReadonlySet<string>;
+  readonly pidGone: ReadonlySet<string>;
 }
 
 export interface ModelCost {

@@ -1,10 +1,10 @@
 import type { JobState, RunAlert, RunLaneStats, RunRow, StatusSnapshot } from '../store/types.js';
 import type { PriceTable } from '../pricing/price-table.js';
-import { buildCost, isLive, type CostReport } from './status-cost.js';
+import { buildCost, isLive, type CostReport, type RunsGoneHere } from './status-cost.js';
 
 export type { CostReport, ModelCost, RunCost } from './status-cost.js';
 
-export { STALE_RUN_MS, deadRunsHere, pidGoneRunsHere } from './status-cost.js';
+export { STALE_RUN_MS, deadRunsHere, runsGoneHere, type RunsGoneHere } from './status-cost.js';
 
 export interface RunReport {
   readonly id: string;
@@ -100,12 +100,12 @@ export interface StatusReport {
 
 export function buildStatusReport(
   s: StatusSnapshot,
-  o: { now: number; prices: PriceTable; db: string; deadRuns?: ReadonlySet<string>; pidGoneRuns?: ReadonlySet<string> },
+  o: { now: number; prices: PriceTable; db: string; here?: RunsGoneHere },
 ): StatusReport {
-  const cost = buildCost(s, o.prices, o.now, o.deadRuns);
+  const cost = buildCost(s, o.prices, o.now, o.here?.dead);
   const left = s.counts.pending + s.counts.running;
 
-  const activeRuns = s.activeRuns.map((r) => runReport(r, o.now, o.deadRuns, o.pidGoneRuns));
+  const activeRuns = s.activeRuns.map((r) => runReport(r, o.now, o.here));
   const live = activeRuns.filter((r) => r.live);
   // a run whose process is gone here is most likely not sending: its last rate would promise an ETA
   const sending = live.filter((r) => !r.pidGoneHere);
@@ -137,15 +137,15 @@ export function buildStatusReport(
       ageSeconds: Math.max(0, (o.now - l.at) / 1000),
     })),
     activeRuns,
-    lastRun: s.lastRun ? runReport(s.lastRun, o.now, o.deadRuns) : null,
+    lastRun: s.lastRun ? runReport(s.lastRun, o.now, o.here) : null,
     jobsPerSecond,
     etaSeconds,
     alerts: live.flatMap((r) => r.alerts.map((a) => ({ ...a, runId: r.id, host: r.host }))),
   };
 }
 
-export function runReport(r: RunRow, now: number, dead?: ReadonlySet<string>, pidGone?: ReadonlySet<string>): RunReport {
-  const live = isLive(r, now, dead);
+export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunReport {
+  const live = isLive(r, now, here?.dead);
   const until = r.endedAt ?? (live ? now : r.heartbeatAt);
   const wallSeconds = Math.max(0, (until - r.startedAt) / 1000);
   const st = r.stats;
@@ -165,8 +165,8 @@ export function runReport(r: RunRow, now: number, dead?: ReadonlySet<string>, pi
     error: typeof st?.error === 'string' ? st.error : null,
     budgetReached: st?.budgetReached === 'run' || st?.budgetReached === 'total' ? st.budgetReached : null,
     live,
-    gone: r.endedAt === null && (dead?.has(r.id) ?? false),
-    pidGoneHere: live && (pidGone?.has(r.id) ?? false),
+    gone: r.endedAt === null && (here?.dead.has(r.id) ?? false),
+    pidGoneHere: live && (here?.pidGone.has(r.id) ?? false),
     wallSeconds,
     done,
     failed: st?.failed ?? 0,

@@ -9,7 +9,7 @@ import { InFlightRequests } from './in-flight.js';
 import { Lanes, localBoards } from './lanes.js';
 import { sleep } from './wait.js';
 import { OutageBreaker } from './outage.js';
-import { deadOwners, dyingOwners, isProcessAlive, silentOwners, type Self } from '../run-owners.js';
+import { goneOwners, isProcessAlive, silentOwners, type Self } from '../run-owners.js';
 import { Semaphore } from './semaphore.js';
 import { RunCounters } from './stats.js';
 import { RunMoney } from './run-money.js';
@@ -445,9 +445,9 @@ export class Run {
       quietMs: Math.max(3 * this.#heartbeatMs, 5000),
     };
     const runs = await this.#store.activeRuns();
-    const dead = deadOwners(runs, self);
+    const { dead, dying } = goneOwners(runs, self);
     await this.#store.reclaim(this.#now(), dead);
-    if (dyingOwners(runs, self).length > 0) return 'dying';
+    if (dying.length > 0) return 'dying';
     // the dead ones' jobs are back already
     return silentOwners(runs, self, this.#leaseMs).some((id) => !dead.includes(id)) ? 'silent' : null;
   }

@@ -1,5 +1,5 @@
 import { buildBatchesReport, type BatchesReport } from '../report/batches-text.js';
-import { buildStatusReport, deadRunsHere, pidGoneRunsHere, type StatusReport } from '../report/status.js';
+import { buildStatusReport, runsGoneHere, type StatusReport } from '../report/status.js';
 import type { PriceTable } from '../pricing/price-table.js';
 import type { BatchLedger, QueueReader } from '../store/types.js';
 
@@ -96,11 +96,10 @@ export class StatusFeed {
     try {
       const now = this.#now();
       const snapshot = await this.#o.store.status();
-      const deadRuns = deadRunsHere(snapshot.activeRuns, now);
-      const pidGoneRuns = pidGoneRunsHere(snapshot.activeRuns, now);
-      const status = buildStatusReport(snapshot, { now, prices: this.#o.prices, db: this.#o.db, deadRuns, pidGoneRuns });
+      const here = runsGoneHere(snapshot.activeRuns, now);
+      const status = buildStatusReport(snapshot, { now, prices: this.#o.prices, db: this.#o.db, here });
       // as `llmq status --json` has them: the live batches and the last few that ended
-      report = { ...status, batches: buildBatchesReport(await this.#o.store.batches.recent(50), now, deadRuns) };
+      report = { ...status, batches: buildBatchesReport(await this.#o.store.batches.recent(50), now, here.dead) };
     } catch (error) {
       this.#broadcast({ type: 'unreadable', message: error instanceof Error ? error.message : String(error) });
       return;

@@ -33,20 +33,15 @@ Examples:
 }
 
 async function statusCommand(flags: StatusFlags): Promise<void> {
-  const [
-    { resolveDbLocation, redactLocation },
-    { openExistingStore },
-    { buildStatusReport, deadRunsHere, pidGoneRunsHere },
-    { buildBatchesReport },
-    text,
-  ] = await Promise.all([
-    import('../../store/open-store.js'),
-    import('../../report/open-existing.js'),
-    import('../../report/status.js'),
-    import('../../report/batches-text.js'),
-    // the text and its colors only for a reader: --json is what scripts poll
-    flags.json ? null : textRenderer(flags.db),
-  ]);
+  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { buildStatusReport, runsGoneHere }, { buildBatchesReport }, text] =
+    await Promise.all([
+      import('../../store/open-store.js'),
+      import('../../report/open-existing.js'),
+      import('../../report/status.js'),
+      import('../../report/batches-text.js'),
+      // the text and its colors only for a reader: --json is what scripts poll
+      flags.json ? null : textRenderer(flags.db),
+    ]);
   const location = resolveDbLocation(flags.db);
   const store = await openExistingStore(location);
   const out = process.stdout;
@@ -54,10 +49,9 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
     const now = Date.now();
     const snapshot = await store.status();
     const prices = await reportPriceTable(flags, snapshot.lastRun);
-    const deadRuns = deadRunsHere(snapshot.activeRuns, now);
-    const pidGoneRuns = pidGoneRunsHere(snapshot.activeRuns, now);
-    const report = buildStatusReport(snapshot, { now, prices, db: redactLocation(location), deadRuns, pidGoneRuns });
-    const batches = buildBatchesReport(await store.batches.recent(50), now, deadRuns);
+    const here = runsGoneHere(snapshot.activeRuns, now);
+    const report = buildStatusReport(snapshot, { now, prices, db: redactLocation(location), here });
+    const batches = buildBatchesReport(await store.batches.recent(50), now, here.dead);
     return text ? text(report, batches) : JSON.stringify({ ...report, batches }, withoutFractionNoise) + '\n';
   };
   try {
