@@ -16,6 +16,19 @@ const MAX_RSS_KB = 300 * 1024;
 const printable = (s: string) =>
   s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
+/** `rejected f:3-5,9 (4 more lines): why` as the lines it names (`rejected f:3: why` ...); others as they are. */
+function namedLines(line: string): string[] {
+  const m = /^rejected (.*):([\d,-]+) \(([\d,]+) more lines?\): (.*)$/.exec(line);
+  if (!m) return [line];
+  const [, path, ranges, more, reason] = m as unknown as [string, string, string, string, string];
+  const lines = ranges.split(',').flatMap((r) => {
+    const [a, b = a] = r.split('-').map(Number) as [number, number?];
+    return Array.from({ length: b - a + 1 }, (_, i) => a + i);
+  });
+  expect(lines).toHaveLength(Number(more.replaceAll(',', '')));
+  return lines.map((n) => `rejected ${path}:${n}: ${reason}`);
+}
+
 describe('generated bad input', () => {
   const seed = Number(process.env.LLMQ_TEST_SEED ?? Math.floor(Math.random() * 2 ** 31));
 
@@ -39,8 +52,12 @@ describe('generated bad input', () => {
     expect(r.code, why).toBe(2);
     expect(r.stderr, why).not.toMatch(/unexpected error|RangeError|TypeError/);
 
-    // Every bad document named once with its file (and line), nothing else rejected.
-    const rejected = r.stderr.split('\n').filter((l) => l.startsWith('rejected '));
+    // Every bad document named once with its file (and line), nothing else rejected: one by one, or
+    // (past the first ten lines of a file with one reason) in a line of ranges at the end.
+    const rejected = r.stderr
+      .split('\n')
+      .filter((l) => l.startsWith('rejected '))
+      .flatMap(namedLines);
     const unmatched = [...rejected];
     for (const where of input.bad) {
       const prefix = `rejected ${printable(where)}: `;

@@ -2,6 +2,7 @@ import { Option, type Command } from 'commander';
 import { dbOption, anyInt, byteSize, collect, intAtLeast, modelName, numberBetween, textOrFile } from '../options.js';
 import { EXIT, UsageError } from '../../errors.js';
 import { count, int, printable } from '../../report/format.js';
+import { RejectionLog } from '../rejection-log.js';
 // loaded by main already: no cost at start
 import { onReaderGone, whileReaderPresent } from '../reader-gone.js';
 import { shellWord } from '../../shell-word.js';
@@ -77,6 +78,7 @@ Enqueueing the same input again adds nothing; a changed document moves its item 
 With --priority, the jobs already queued that wait (or failed, for retry-failed) take the new
 priority too (a job other items need as well only moves forward).
 Every rejected document is printed on stderr with its file, line and reason; the rest is enqueued.
+Past the first ten lines of a file rejected for one reason, the others are named at the end as ranges.
 
 Exit codes: 0 everything enqueued, 2 some input was rejected, 1 bad usage,
 130 stopped by Ctrl-C (what was read is stored; a second Ctrl-C quits at once).`,
@@ -147,6 +149,8 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
   let summary: EnqueueSummary;
   // documents rejected for their size: the one rejection a flag undoes, said once at the end
   let tooBig = 0;
+  // a file's many lines of one reason (a wrong --text-field) are named together at the end
+  const rejections = new RejectionLog();
   const started = Date.now();
   try {
     summary = await enqueue(store, {
@@ -169,8 +173,10 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
       stdin: sources.includes('-') ? process.stdin : undefined,
       onReject: (r) => {
         if (isOverMaxDocBytes(r.reason)) tooBig++;
+        const now = rejections.add(r);
+        if (!now) return;
         line.done();
-        stderr.write(`${c.yellow('rejected')} ${printable(where(r.path, r.line))}: ${printable(r.reason)}\n`);
+        stderr.write(`${c.yellow('rejected')} ${printable(now.where)}: ${printable(now.reason)}\n`);
       },
       backpressure: () => drained(process.stderr),
       onSkip: (s) => {
@@ -190,6 +196,7 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
     });
   } finally {
     line.done();
+    for (const r of rejections.gathered()) stderr.write(`${c.yellow('rejected')} ${printable(r.where)}: ${printable(r.reason)}\n`);
     stop.release();
     // a stop leaves a read of stdin pending, which would keep the process alive
     if (sources.includes('-')) process.stdin.destroy();
