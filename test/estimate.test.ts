@@ -152,6 +152,25 @@ describe('estimate', () => {
     await store.close();
   });
 
+  it("after a mock run, says the jobs status counts done are the mock's, which a real run sends again", async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 4);
+    await store.close();
+    const mock = await runCli(['run', '--db', db, '--provider', 'mock', '--mock-latency', '0', '--limit', '3', '--progress', 'none']);
+    expect(mock.code, mock.stderr).toBe(0);
+    const r = await runCli(['estimate', '--db', db]);
+    expect(r.code, r.stderr).toBe(0);
+    const text = r.stdout.replace(/\n {9}(?=\S)/g, ' ');
+    expect(text).toContain(
+      ': 4 jobs to send\n  3 of them answered by the offline mock: done in llmq status, sent again by a run with a real provider\n',
+    );
+    expect(text).toContain('(--rpm, --tpm, or a first run with a real provider)');
+    expect(JSON.parse((await runCli(['estimate', '--db', db, '--json'])).stdout)).toMatchObject({ jobs: 4, mockAnswered: 3 });
+    // the mock's own estimate has nothing of them to send
+    expect((await runCli(['estimate', '--db', db, '--provider', 'mock'])).stdout).toContain(': 1 job to send\n');
+  });
+
   it('limits learned at another endpoint are named, with the flag that uses them, instead of "no limit known"', async () => {
     const { db, store } = await seeded();
     await store.close();

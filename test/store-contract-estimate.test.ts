@@ -25,6 +25,7 @@ describe.each(STORE_KINDS)('store contract: estimate reads [$name]', (kind) => {
     expect(seen.slice(899, 2099).every((j) => j.priority === 1)).toBe(true);
     expect(seen.slice(2099).every((j) => j.priority === 5)).toBe(true);
     expect(new Set(seen.map((j) => j.key)).size).toBe(2599);
+    expect(seen.some((j) => j.mockAnswered)).toBe(false); // no mock answered any
     expect(seen[0]).toMatchObject({ model: 'gpt-test', attempts: 1 });
     expect(JSON.parse(seen[1]!.request).messages[0].content).toBe('high text 2');
   });

@@ -16,6 +16,11 @@ export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint; budg
       : `${p.bold('estimate')} ${p.dim(o.db)}: ${jobs} to send`,
   ];
   if (e.exhausted) lines.push(p.dim(`  ${int(e.exhausted)} more used all their attempts: a run fails them unsent`));
+  // status counts them done: without this the two disagree with no word why
+  if (e.mockAnswered) {
+    const them = e.mockAnswered === e.jobs ? (e.jobs === 1 ? 'it' : 'all of them') : `${int(e.mockAnswered)} of them`;
+    lines.push(p.dim(`  ${them} answered by the offline mock: done in llmq status, sent again by a run with a real provider`));
+  }
   if (e.jobs === 0) return lines.join('\n') + '\n';
   // values wrap under themselves rather than lose their end: within 80 columns, whatever the terminal
   const row = (label: string, value: string, paint: (s: string) => string = (s) => s) =>
@@ -35,7 +40,8 @@ export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint; budg
   }
   const total = e.cost ? costText(e.cost, e.batchCost, e.uncapped) : `${p.yellow('unknown')} (no price for ${e.unpriced.join(', ')})`;
   lines.push(...wrap(total, 71).map((line, i) => `  ${i === 0 ? p.bold('total') : '     '}  ${line}`));
-  const time = e.seconds === null ? 'time unknown: no limit or latency known yet (--rpm, --tpm, or a first run)' : aboutTime(e.seconds);
+  const first = e.mockAnswered ? 'a first run with a real provider' : 'a first run';
+  const time = e.seconds === null ? `time unknown: no limit or latency known yet (--rpm, --tpm, or ${first})` : aboutTime(e.seconds);
   for (const line of wrap(time, 71)) lines.push(`         ${line}`);
   if (o.budget) {
     const text = budgetText(e, o.budget);

@@ -79,6 +79,8 @@ export interface Estimate {
   readonly jobs: number;
   /** Jobs it would fail without sending: their attempts are used up (retry-failed does not apply; they are pending). */
   readonly exhausted: number;
+  /** Of `jobs`, those the offline mock answered: done in `status`, sent again by a run of a real provider. */
+  readonly mockAnswered: number;
   /** Jobs whose request sets no max_tokens: the worst case leaves them out, and a run under --budget refuses them. */
   readonly uncapped: number;
   readonly models: readonly ModelEstimate[];
@@ -147,7 +149,8 @@ export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLim
   const histories = new Map<string, Promise<History>>();
   const tallies = new Map<string, Tally>();
   let jobs = 0,
-    exhausted = 0;
+    exhausted = 0,
+    mockAnswered = 0;
   const of = Math.min(limit, status.counts.pending + status.counts.running);
   const threads = o.threads ?? (of >= PARALLEL_FROM ? defaultMeasureThreads() : 0);
   const measurer = threads > 0 ? measureOnThreads(threads) : measureHere;
@@ -178,6 +181,7 @@ export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLim
         continue;
       }
       jobs++;
+      if (job.mockAnswered) mockAnswered++;
       if (!histories.has(job.model)) {
         const history = historyOf(
           store,
@@ -218,6 +222,7 @@ export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLim
   return {
     jobs,
     exhausted,
+    mockAnswered,
     uncapped: models.reduce((n, m) => n + m.uncapped, 0),
     models,
     cost: sum((m) => m.cost),

@@ -8,6 +8,8 @@ export interface RawJobToRun {
   request: string;
   priority: number;
   attempts: number;
+  /** Set on the jobs the offline mock answered, which a run of a real provider takes back and sends. */
+  mocked?: number | boolean;
 }
 
 /** Pages of pending jobs are read this many at a time. */
@@ -39,5 +41,6 @@ export async function* inClaimOrder(
 }
 
 function toJobToRun(r: RawJobToRun): JobToRun {
-  return { key: r.key, model: r.model, request: r.request, priority: Number(r.priority), attempts: Number(r.attempts) };
+  const job = { key: r.key, model: r.model, request: r.request, priority: Number(r.priority), attempts: Number(r.attempts) };
+  return r.mocked ? { ...job, mockAnswered: true } : job;
 }

@@ -9,6 +9,8 @@ export interface JobToRun {
   readonly priority: number;
   /** Attempts used so far: a run fails a job that has used them all instead of sending it. */
   readonly attempts: number;
+  /** Answered by the offline mock: done in `status`, and sent again by a run of a real provider. */
+  readonly mockAnswered?: boolean;
 }
 
 /** One answered job of a model, newest first. */

@@ -317,7 +317,7 @@ export class PgReader {
       // taken back, they start again at no attempts
       const mocked = await query<RawJobToRun>(
         this.#pool,
-        `SELECT ${cols.replace('attempts', '0 AS attempts')} FROM jobs WHERE ${mockAnswersToRun('postgres', '$1')}`,
+        `SELECT ${cols.replace('attempts', '0 AS attempts, 1 AS mocked')} FROM jobs WHERE ${mockAnswersToRun('postgres', '$1')}`,
         [o.mockAnswersBefore],
       );
       expired.push(...mocked.rows);

@@ -154,7 +154,7 @@ export class SqliteReader {
     if (o.mockAnswersBefore !== undefined) {
       // taken back, they start again at no attempts
       const mocked = this.#db.prepare(
-        `SELECT ${cols.replace('attempts', '0 AS attempts')} FROM jobs WHERE ${mockAnswersToRun('sqlite', '@quietSince')}`,
+        `SELECT ${cols.replace('attempts', '0 AS attempts, 1 AS mocked')} FROM jobs WHERE ${mockAnswersToRun('sqlite', '@quietSince')}`,
       );
       expired.push(...(mocked.all({ quietSince: o.mockAnswersBefore }) as RawJobToRun[]));
     }
