@@ -65,6 +65,8 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
         reprioritized: 0,
         // a.txt then moved/a.txt: said, in case these are two documents under one id
         fromAnotherFile: { count: 1, first: { id: 'a', was: 'a.txt', now: 'moved/a.txt' } },
+        // the requests before and after, the old read before it was dropped: the enqueue says what changed
+        firstMoved: { id: 'a', was: row('a', 'first text').request, now: changed.request },
       });
       const a = await store.item('a');
       expect(a!.job.key).toBe(changed.key);
@@ -106,7 +108,16 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       await store.release(OWNER, { refund: true, now: T0 + 2 });
       const r = await store.enqueue([row('a', 'changed'), row('c', 'changed too')], T0 + 3);
       // c's answer stays in the queue, but no item points at it now: said, as c will be sent again
-      expect(r).toEqual({ newJobs: 2, newItems: 0, movedItems: 2, unchanged: 0, droppedJobs: 0, orphanedAnswers: 1, reprioritized: 0 });
+      expect(r).toEqual({
+        newJobs: 2,
+        newItems: 0,
+        movedItems: 2,
+        unchanged: 0,
+        droppedJobs: 0,
+        orphanedAnswers: 1,
+        reprioritized: 0,
+        firstMoved: { id: 'a', was: row('a', 'shared').request, now: row('a', 'changed').request },
+      });
       const s = await store.status();
       // the jobs items need: shared (still b's) and the two new ones; the kept answer is counted apart
       expect({ total: s.total, done: s.counts.done, orphanedAnswers: s.orphanedAnswers }).toEqual({
@@ -187,6 +198,8 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
         droppedJobs: 1,
         orphanedAnswers: 0,
         reprioritized: 0,
+        // the job it left was made by this batch, and dropped by it: its request is still read
+        firstMoved: { id: 'a', was: row('a', 'one').request, now: row('a', 'two').request },
       });
       expect((await store.item('a'))!.job.key).toBe(row('a', 'two').key);
     });

@@ -4,6 +4,7 @@ import {
   sourceFile,
   type EnqueueRow,
   type FromAnotherFile,
+  type MovedItem,
   type JobQueue,
   type QueueReader,
   type StoreIdentity,
@@ -90,6 +91,8 @@ export interface EnqueueSummary {
   readonly reprioritized: number;
   /** Updated items whose document now comes from another file: likely another document under the same id. */
   readonly fromAnotherFile: FromAnotherFile | null;
+  /** The first updated item, with the request of the job it left and of its new one (`EnqueueResult.firstMoved`). */
+  readonly firstMoved: MovedItem | null;
   /**
    * Folders enqueued whose files the queue held already as items of a folder inside or around them
    * (`otherIdOfSameFile`): each such file is now two items. One per folder, with its first file.
@@ -279,6 +282,7 @@ class Batcher implements EntrySink {
   #orphanedAnswers = 0;
   #reprioritized = 0;
   #fromAnotherFile: FromAnotherFile | null = null;
+  #firstMoved: MovedItem | null = null;
   #withoutIdField: EnqueueSummary['withoutIdField'] = null;
   #newItems = 0;
   #unchanged = 0;
@@ -375,6 +379,7 @@ class Batcher implements EntrySink {
         // ?? 0: a store written before the field (plain JavaScript) would make the sum NaN
         this.#reprioritized += r.reprioritized ?? 0;
         this.#fromAnotherFile = addFromAnotherFile(this.#fromAnotherFile, r.fromAnotherFile);
+        this.#firstMoved ??= r.firstMoved ?? null;
         if (r.keptItems) this.#keptEarlier(rows, r.keptItems);
       });
       // its failure is reported when it is awaited, before the next batch or at the end
@@ -409,6 +414,7 @@ class Batcher implements EntrySink {
       orphanedAnswers: this.#orphanedAnswers,
       reprioritized: this.#reprioritized,
       fromAnotherFile: this.#fromAnotherFile,
+      firstMoved: this.#firstMoved,
       withoutIdField: this.#withoutIdField,
       rejected: this.#rejected,
       skipped: this.#skipped,

@@ -57,6 +57,13 @@ export interface EnqueueRow {
   readonly positional?: boolean;
 }
 
+/** An item an enqueue moved to another job, and the two requests (JSON): the one it left, the one it has now. */
+export interface MovedItem {
+  readonly id: string;
+  readonly was: string;
+  readonly now: string;
+}
+
 export interface EnqueueResult {
   /** Jobs that did not exist before. */
   readonly newJobs: number;
@@ -88,6 +95,12 @@ export interface EnqueueResult {
    * Absent when there is none (a load into an empty queue moves nothing).
    */
   readonly fromAnotherFile?: FromAnotherFile | null;
+  /**
+   * The first item this call moved to another job: its id, the request of the job it left and of
+   * the one it points at now. The enqueue says what changed when its own defaults made the change
+   * (no --prompt given, say, where the items had one). Absent when nothing moved.
+   */
+  readonly firstMoved?: MovedItem | null;
   /** Ids of `positional` rows not enqueued because their item holds another document, which is kept. Absent when none. */
   readonly keptItems?: readonly string[];
 }

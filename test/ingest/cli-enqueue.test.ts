@@ -342,10 +342,16 @@ describe('llmq enqueue (CLI)', () => {
     const other = await llmq(['enqueue', docs, '--db', db, '--json']);
     expect(other.code).toBe(0);
     expect(JSON.parse(other.stdout)).toMatchObject({ newJobs: 3, updated: 3, orphanedAnswers: 3 });
-    expect(other.stderr).toContain('warning: 3 jobs answered or in flight no longer belong to any item');
+    // the default model made the change: said, with the model they had and the flag that gives it back
+    const warning = other.stderr.replace(/\n(?!warning|next)/g, ' ');
+    expect(warning).toContain(
+      "warning: 3 items moved to new jobs, and this enqueue's defaults made the change: it gave no --model, and the first, " +
+        '"a", had the model mock-1.',
+    );
     // not "will be sent again": the items' new request may be one answered already
-    expect(other.stderr).toContain('which llmq run sends unless it is answered already');
-    expect(other.stderr).toContain('enqueue again with the earlier prompt, model and options');
+    expect(warning).toContain('llmq run sends the new requests unless they are answered already');
+    expect(warning).toContain('3 answers already paid for no longer belong to any item (kept in the queue)');
+    expect(warning).toContain(`enqueue again with what they had: llmq enqueue ${docs} --db ${db} --model mock-1 (the items then go back`);
     // status counts the jobs the items need: none done, the three answers kept apart
     const moved = JSON.parse((await llmq(['status', '--db', db, '--json'])).stdout);
     expect({ counts: moved.counts, total: moved.total, orphanedAnswers: moved.orphanedAnswers, percentDone: moved.percentDone }).toEqual({

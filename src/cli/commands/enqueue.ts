@@ -3,6 +3,14 @@ import { dbOption, anyInt, byteSize, collect, intAtLeast, modelName, numberBetwe
 import { EXIT, UsageError } from '../../errors.js';
 import { count, int, printable } from '../../report/format.js';
 import { RejectionLog } from '../rejection-log.js';
+import {
+  DEFAULT_MAX_TOKENS,
+  DEFAULT_MODEL,
+  DEFAULT_PROMPT,
+  lostToDefaults,
+  movedByDefaultsText,
+  type RequestFlagsGiven,
+} from './enqueue-defaults.js';
 // loaded by main already: no cost at start
 import { onReaderGone, whileReaderPresent } from '../reader-gone.js';
 import { shellWord } from '../../shell-word.js';
@@ -14,10 +22,6 @@ import type { Source } from '../../ingest/sources.js';
 import type { Template } from '../../ingest/template.js';
 import type { StatusLine } from '../progress/status-line.js';
 import { DEFAULT_MAX_DOC_BYTES, isOverMaxDocBytes, where } from '../../ingest/types.js';
-
-export const DEFAULT_PROMPT = 'Summarize the following document in 3 to 5 sentences. Keep names, numbers and dates exact.\n\n{{text}}';
-export const DEFAULT_MODEL = 'gpt-4o-mini';
-export const DEFAULT_MAX_TOKENS = 512;
 
 interface EnqueueFlags {
   db?: string;
@@ -86,13 +90,26 @@ Exit codes: 0 everything enqueued, 2 some input was rejected, 1 bad usage,
     .action(async (sources: string[], flags: EnqueueFlags, cmd: Command) => {
       // asked for: jobs of the input queued already, waiting or failed, take it too; the default leaves them as they are
       const setsPriority = cmd.getOptionValueSource('priority') === 'cli';
-      const summary = await runEnqueue(sources, flags, setsPriority);
+      const given = (name: string) => ![undefined, 'default'].includes(cmd.getOptionValueSource(name));
+      const requestFlags = {
+        prompt: given('prompt'),
+        system: given('system'),
+        model: given('model'),
+        maxTokens: given('maxTokens'),
+        temperature: given('temperature'),
+      };
+      const summary = await runEnqueue(sources, flags, setsPriority, requestFlags);
       if (summary.stopped) process.exitCode = EXIT.SIGNAL;
       else if (summary.rejected > 0) process.exitCode = EXIT.PARTIAL;
     });
 }
 
-async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: boolean): Promise<EnqueueSummary> {
+async function runEnqueue(
+  sources: string[],
+  flags: EnqueueFlags,
+  setsPriority: boolean,
+  requestFlags: RequestFlagsGiven,
+): Promise<EnqueueSummary> {
   const [
     { openStore, redactLocation, resolveDbLocation },
     { enqueue },
@@ -203,7 +220,8 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
     await store.close();
   }
   if (flags.json) {
-    const { batches: _batches, ...shown } = summary;
+    // firstMoved holds two whole requests: what it tells is said on stderr
+    const { batches: _batches, firstMoved: _firstMoved, ...shown } = summary;
     process.stdout.write(JSON.stringify({ db: redactLocation(location), ...shown }) + '\n');
   } else {
     stderr.write(describe(summary, redactLocation(location), c, flags.priority) + '\n');
@@ -257,7 +275,11 @@ async function runEnqueue(sources: string[], flags: EnqueueFlags, setsPriority: 
         'llmq forget removes items by id.',
     );
   }
-  if (summary.orphanedAnswers) {
+  const lost = summary.firstMoved ? lostToDefaults(summary.firstMoved, requestFlags) : [];
+  if (lost.length) {
+    const again = `llmq enqueue ${sources.map(shellWord).join(' ')}${dbArgument(flags.db)}`;
+    warn(movedByDefaultsText({ ...summary, firstMoved: summary.firstMoved! }, lost, again));
+  } else if (summary.orphanedAnswers) {
     const n = summary.orphanedAnswers;
     warn(
       // a job being answered counts too: its answer is kept when it comes

@@ -86,7 +86,8 @@ SELECT (SELECT count(*) FROM new_jobs) AS new_jobs,
        -- moved items whose document now comes from another file (sourceFile: a JSONL line's file, not its line)
        count(*) FILTER (WHERE b.job_key <> t.key AND ${SOURCE_FILE('b.source')} <> ${SOURCE_FILE('t.source')})::int AS elsewhere,
        (array_agg(json_build_array(t.item_id, b.source, t.source) ORDER BY t.ord)
-         FILTER (WHERE b.job_key <> t.key AND ${SOURCE_FILE('b.source')} <> ${SOURCE_FILE('t.source')}))[1] AS first_elsewhere
+         FILTER (WHERE b.job_key <> t.key AND ${SOURCE_FILE('b.source')} <> ${SOURCE_FILE('t.source')}))[1] AS first_elsewhere,
+       (array_agg(json_build_array(t.item_id, b.job_key, t.request) ORDER BY t.ord) FILTER (WHERE b.job_key <> t.key))[1] AS first_moved
 FROM input t LEFT JOIN before b ON b.id = t.item_id`;
 
 interface Counts {
@@ -97,6 +98,8 @@ interface Counts {
   old_keys: string[] | null;
   elsewhere: number;
   first_elsewhere: [string, string, string] | null;
+  /** The first moved item: its id, the key of the job it left, its request now. */
+  first_moved: [string, string, string] | null;
 }
 
 /**
@@ -221,6 +224,12 @@ export class EnqueuePg {
             total.fromAnotherFile = addFromAnotherFile(total.fromAnotherFile, { count: c.elsewhere, first: { id, was, now } });
           }
           total.unchanged += c.unchanged;
+          if (c.first_moved && !total.firstMoved) {
+            // read before the job it left may be dropped below
+            const [id, left, now] = c.first_moved;
+            const was = (await client.query<{ request: string }>('SELECT request FROM jobs WHERE key = $1', [left])).rows[0]?.request ?? '';
+            total.firstMoved = { id, was, now };
+          }
           if (c.old_keys?.length) {
             total.droppedJobs += (await client.query<{ n: number }>(DROP_STALE_SQL, [c.old_keys])).rows[0]!.n;
             movedFrom.push(...c.old_keys);

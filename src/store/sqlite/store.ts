@@ -26,7 +26,7 @@ import type {
   StatusSnapshot,
   Store,
 } from '../types.js';
-import { sourceFile, type EndLoadOptions, type FromAnotherFile } from '../types.js';
+import { sourceFile, type EndLoadOptions, type FromAnotherFile, type MovedItem } from '../types.js';
 import { immediateTxn, openSqlite, type Db, type OpenSqliteOptions } from './open.js';
 import { SqliteReader } from './read.js';
 import { SqliteCopier } from './copy.js';
@@ -156,6 +156,7 @@ export class SqliteStore implements Store {
           AND (@priority < priority OR NOT EXISTS (SELECT 1 FROM items WHERE job_key = @key AND id NOT IN (SELECT value FROM json_each(@ids))))`),
       ),
       itemJob: db.prepare('SELECT job_key, source FROM items WHERE id = ?').raw(),
+      requestOfJob: db.prepare(`SELECT ${requestOf('jobs')} FROM jobs WHERE key = ?`).pluck(),
       insertItem: db.prepare(`INSERT INTO items (id, source, job_key, meta, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`),
       moveItem: db.prepare('UPDATE items SET job_key = ?, source = ?, meta = ?, updated_at = ? WHERE id = ?'),
       dropAttempts: db.prepare(DROP_ATTEMPTS_SQL),
@@ -367,6 +368,7 @@ export class SqliteStore implements Store {
           reprioritized = 0;
         let elsewhere = 0;
         let firstElsewhere: FromAnotherFile['first'] | null = null;
+        let firstMoved: MovedItem | null = null;
         // counted at the end: an item may move back to its job later in the batch
         const movedFrom = new Set<string>();
         const kept: string[] = [];
@@ -404,6 +406,8 @@ export class SqliteStore implements Store {
             s.insertItem.run(r.itemId, r.source, r.key, meta, now, now);
             newItems++;
           } else {
+            // read before the job it left may be dropped below
+            firstMoved ??= { id: r.itemId, was: (s.requestOfJob.get(current) as string | undefined) ?? '', now: r.request };
             s.moveItem.run(r.key, r.source, meta, now, r.itemId);
             movedItems++;
             if (sourceFile(was!) !== sourceFile(r.source)) {
@@ -420,6 +424,7 @@ export class SqliteStore implements Store {
           ...counts,
           ...(firstElsewhere ? { fromAnotherFile: { count: elsewhere, first: firstElsewhere } } : {}),
           ...(kept.length ? { keptItems: kept } : {}),
+          ...(firstMoved ? { firstMoved } : {}),
         };
       })
       .immediate();

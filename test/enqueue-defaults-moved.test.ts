@@ -1,0 +1,69 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_PROMPT, lostToDefaults } from '../src/cli/commands/enqueue-defaults.js';
+import { runCli } from './helpers/cli.js';
+import { tempDir } from './helpers/tmp.js';
+
+/** A folder of three notes and a queue beside it. */
+function notes(): { dir: string; docs: string; db: string } {
+  const dir = tempDir();
+  const docs = join(dir, 'notes');
+  mkdirSync(docs);
+  for (const n of [1, 2, 3]) writeFileSync(join(docs, `n${n}.txt`), `note ${n}`);
+  return { dir, docs, db: join(dir, 'q.db') };
+}
+
+/** stderr with each warning on one line, as wrapped text is read. */
+const oneLine = (stderr: string) => stderr.replace(/\n(?!warning|next|read)/g, ' ');
+
+describe('enqueue again without the flags of the first', () => {
+  it('says what the defaults took from items not sent yet, and how to give it back', async () => {
+    const { docs, db } = notes();
+    const own = ['--prompt', 'Classify: {{text}}', '--system', 'Be brief.', '--max-tokens', '100'];
+    expect((await runCli(['enqueue', docs, '--db', db, ...own])).code).toBe(0);
+    // later, the same folder and no flags: every item now asks the default prompt, no system message, 512 tokens
+    const again = await runCli(['enqueue', docs, '--db', db]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain('3 updated (3 unsent old jobs dropped)');
+    expect(oneLine(again.stderr)).toContain(
+      "warning: 3 items moved to new jobs, and this enqueue's defaults made the change: it gave no --prompt, --system or --max-tokens, " +
+        'and the first, "n1.txt", had a prompt of its own (its message began "Classify: note 1"), a system message (it began "Be brief.") ' +
+        'and max_tokens 100. llmq run sends the new requests unless they are answered already. ' +
+        `If that was not meant, enqueue again with what they had: llmq enqueue ${docs} --db ${db} --prompt '...' --system '...' --max-tokens 100 ` +
+        '(the items then go back to their earlier jobs, and the new ones, unsent, are dropped).',
+    );
+    // as it says: with the first flags, nothing is said
+    const back = await runCli(['enqueue', docs, '--db', db, ...own]);
+    expect(back.code).toBe(0);
+    expect(back.stderr).toContain('3 updated (3 unsent old jobs dropped)');
+    expect(back.stderr).not.toContain('warning');
+  });
+
+  it('says nothing of defaults when the documents changed and the flags did not', async () => {
+    const { docs, db } = notes();
+    expect((await runCli(['enqueue', docs, '--db', db])).code).toBe(0);
+    expect((await runCli(['run', '--db', db, '--provider', 'mock', '--mock-latency', '0', '--progress', 'none'])).code).toBe(0);
+    writeFileSync(join(docs, 'n2.txt'), 'note 2, edited');
+    const again = await runCli(['enqueue', docs, '--db', db]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).not.toContain("this enqueue's defaults");
+    // the answered job left behind is still said
+    expect(oneLine(again.stderr)).toContain('warning: 1 job answered or in flight no longer belongs to any item');
+  });
+
+  it('counts only settings the enqueue was not given, and only where its request is the default one', () => {
+    const body = (o: object) => JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 512, ...o });
+    const user = (content: string) => ({ messages: [{ role: 'user', content }] });
+    const defaultMessage = DEFAULT_PROMPT.replace('{{text}}', 'doc');
+    const none = { prompt: false, system: false, model: false, maxTokens: false, temperature: false };
+    const moved = { id: 'x', was: body({ ...user('Classify: doc'), model: 'gpt-4o' }), now: body(user(defaultMessage)) };
+    expect(lostToDefaults(moved, none).map((l) => l.flag)).toEqual(['--prompt', '--model gpt-4o']);
+    // given, even with the default's value: the user asked for it
+    expect(lostToDefaults(moved, { ...none, prompt: true, model: true })).toEqual([]);
+    // a batch line's own body is not the default prompt: its change is the line's
+    expect(lostToDefaults({ ...moved, now: body({ ...user('Classify: other doc'), model: 'gpt-4o' }) }, none)).toEqual([]);
+    // nothing readable, nothing said
+    expect(lostToDefaults({ ...moved, was: 'not json' }, none)).toEqual([]);
+  });
+});
