@@ -1,4 +1,5 @@
 import { statSync } from 'node:fs';
+import { basename, dirname } from 'node:path';
 import { LlmqError } from './errors.js';
 import { shellWord } from './shell-word.js';
 import { isBackendGone, isPgClosed } from './store/transient.js';
@@ -46,6 +47,11 @@ function named(p: ErrorPlace): string {
   return p.path ? `${p.what} ${p.path}` : p.what;
 }
 
+/** Copying a queue to read it elsewhere: the file, and its -wal where it has one (its latest commits). */
+function copyCommand(path: string): string {
+  return `cp ${shellWord(path)} /tmp/llmq-copy.db (and its -wal file, if it has one, to /tmp/llmq-copy.db-wal), then --db /tmp/llmq-copy.db`;
+}
+
 function capital(s: string): string {
   return s.charAt(0).toUpperCase() + s.slice(1);
 }
@@ -62,12 +68,18 @@ function fixFor(code: string, message: string, syscall: unknown, p: ErrorPlace):
     case 'EROFS':
       return `${capital(it)} is on a read-only file system (EROFS). Use a path on a writable disk.`;
     case 'SQLITE_READONLY':
+      // the file may be readable: SQLite must still make its -shm (and -wal) beside it to open a WAL database, even to read
+      if (code === 'SQLITE_READONLY_DIRECTORY' && isDb && p.path) {
+        const folder = dirname(p.path);
+        return (
+          `The folder ${folder} is not writable for you, and SQLite must create ${basename(p.path)}-shm there to open ${p.path}, even to read it. ` +
+          `Make the folder writable, or work on a copy: ${copyCommand(p.path)}.`
+        );
+      }
       return (
         `${capital(it)} is read-only (${message}). Make the file and its folder writable` +
         // not `llmq copy`: it opens its source for writing too (SQLite's WAL needs the -shm file beside it)
-        (isDb && p.path
-          ? `, or work on a copy of the file: cp ${shellWord(p.path)} /tmp/llmq-copy.db (and its -wal file, if it has one, to /tmp/llmq-copy.db-wal), then --db /tmp/llmq-copy.db.`
-          : '.')
+        (isDb && p.path ? `, or work on a copy of the file: ${copyCommand(p.path)}.` : '.')
       );
     case 'ENOTDIR':
       return `Cannot use ${it}: a part of that path is a file, not a folder. Give a path inside a folder.`;
