@@ -157,7 +157,12 @@ describe('ordinary mistakes are one line and exit 1, not a stack trace', () => {
       for (const args of [['enqueue', docs], ['run', '--provider', 'mock', '--progress', 'none'], ['retry-failed']]) {
         const r = await runCli([...args, '--db', target], as);
         expect(r.code, `${args[0]} ${target}`).toBe(1);
-        expect(oneLine(r.stderr)).toMatch(/^error: The database .*q\.db is read-only \(.*\)\. Make the file and its folder writable/);
+        expect(oneLine(r.stderr)).toMatch(
+          target === db
+            ? /^error: The database .*q\.db is read-only \(.*\)\. Make the file and its folder writable/
+            : // the folder is what stops it: SQLite makes the -shm there
+              /^error: The folder .*\/ro is not writable for you, and SQLite must create q\.db-shm there to open .*\/ro\/q\.db, even to read it\. Make the folder writable, or work on a copy: cp /,
+        );
       }
     }
     chmodSync(roFolder, 0o755); // so the temp folder can be removed
