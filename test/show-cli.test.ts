@@ -120,4 +120,16 @@ describe('llmq show', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/No item with id 'docs\/sub\/b\.txt' in .*: did you mean 'sub\/b\.txt' \(from .*\)\? llmq show sub\/b\.txt/);
   });
+
+  it('an id without its extension names the item it likely means', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir);
+    const r = await runCli(['show', 'sub/b', '--db', db]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`Ids of files keep their extension: did you mean 'sub/b.txt' (from `);
+    expect(r.stderr).toContain(`? llmq show sub/b.txt --db ${db}\n`);
+    // an id with an extension of its own is not tried with another
+    const dotted = await runCli(['show', 'sub/b.md', '--db', db]);
+    expect(dotted.stderr).not.toContain('did you mean');
+  });
 });

@@ -71,3 +71,19 @@ export async function itemOfPath(store: Pick<QueueReader, 'item'>, path: string)
   }
   return null;
 }
+
+/** Extensions tried after an id given without one (`n1` for `n1.txt`): those of the text files folders hold most. */
+const USUAL_EXTENSIONS = ['.txt', '.md', '.markdown', '.html', '.htm', '.json', '.csv', '.xml', '.rst', '.tex', '.log', '.yaml', '.yml'];
+
+/**
+ * An item whose id is `id` and a usual extension (`n1` -> `n1.txt`): ids of files keep their
+ * extension, which a newcomer leaves off. Null when `id` has an extension already, or none is found.
+ */
+export async function itemWithExtension(store: Pick<QueueReader, 'item'>, id: string): Promise<ItemDetail | null> {
+  if (/\.[^/]*$/.test(id)) return null;
+  for (const ext of USUAL_EXTENSIONS) {
+    const detail = await store.item(id + ext);
+    if (detail) return detail;
+  }
+  return null;
+}

@@ -1,6 +1,8 @@
 import type { Command } from 'commander';
 import { dbOption } from '../options.js';
 import { LlmqError } from '../../errors.js';
+import { shellWord } from '../../shell-word.js';
+import { dbArgument } from '../again.js';
 import { finishReasonOf } from '../../provider/finish.js';
 import type { ItemDetail } from '../../store/types.js';
 
@@ -26,7 +28,7 @@ Examples:
         { resolveDbLocation },
         { openExistingStore },
         { renderItem },
-        { findItem, byKeyNote, isKeyPrefix, itemOfPath, MIN_KEY_PREFIX },
+        { findItem, byKeyNote, isKeyPrefix, itemOfPath, itemWithExtension, MIN_KEY_PREFIX },
         { colorsFor },
       ] = await Promise.all([
         import('../../store/open-store.js'),
@@ -41,9 +43,12 @@ Examples:
         const found = await findItem(store, id);
         if (!found) {
           const tail = id.includes('/') ? await itemOfPath(store, id) : null;
-          if (tail) {
+          const extended = tail ? null : await itemWithExtension(store, id);
+          const meant = tail ?? extended;
+          if (meant) {
+            const why = tail ? 'Ids of files are relative to the folder enqueued' : 'Ids of files keep their extension';
             throw new LlmqError(
-              `No item with id '${id}' in ${store.location}. Ids of files are relative to the folder enqueued: did you mean '${tail.id}' (from ${tail.source})? llmq show ${tail.id}`,
+              `No item with id '${id}' in ${store.location}. ${why}: did you mean '${meant.id}' (from ${meant.source})? llmq show ${shellWord(meant.id)}${dbArgument(flags.db)}`,
             );
           }
           throw new LlmqError(
