@@ -118,6 +118,14 @@ describe('llmq run --via batch (child processes)', () => {
     expect(second.code, second.stderr).toBe(0);
     expect((await read(db)).jobs.every((j) => j.state === 'done')).toBe(true);
     expect(fake.batches.count('create')).toBe(1);
+    // nothing left to send: it says drained, as it is, not "submitted"
+    const third = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--no-wait']);
+    expect(third.code, third.stderr).toBe(0);
+    expect(third.stderr).toContain('batch lane: 0 done, 0 failed, 0 pending or in a batch (drained)');
+    const store = new SqliteStore(db);
+    const runs = await all(store.copier.dumpRuns());
+    await store.close();
+    expect(runs.map((r) => r.exitReason)).toEqual(['submitted, not waiting', 'drained', 'drained']);
   }, 30_000);
 
   it('batches cancel cancels our live batch; the next run hands its jobs back and sends them in a new batch', async () => {

@@ -245,8 +245,9 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     clearInterval(heartbeat);
     deps.stopSignal?.removeEventListener('abort', onStop);
   }
-  // recorded as what it did: a --no-wait run leaves its batches out, it drained nothing
-  const recorded = options.noWait && reason === 'drained' ? 'submitted, not waiting' : reason;
+  // recorded as what it did: a --no-wait run leaves its batches out, it drained nothing (unless there was nothing to send)
+  const left = options.noWait && reason === 'drained' ? (await store.status()).counts : null;
+  const recorded = left && left.pending + left.running > 0 ? 'submitted, not waiting' : reason;
   await store.finishRun(runId, now(), recorded, stats());
   // The mock's Batch API ends with this process: its batches go now, their jobs back to pending,
   // rather than show as live and running until the next run finds them gone.

@@ -102,7 +102,7 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
       // --no-wait ends with its batches out, not with the queue drained
       const why = handedOn
         ? 'three quarters of --deadline have passed: they go online now'
-        : !flags.wait && summary.reason === 'drained'
+        : !flags.wait && summary.reason === 'drained' && summary.remaining > 0
           ? 'submitted, not waiting'
           : summary.reason;
       info(
