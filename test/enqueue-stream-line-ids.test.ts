@@ -105,6 +105,14 @@ describe('plain text piped to enqueue -', () => {
     expect(more).not.toContain('read as'); // said once
   });
 
+  it('a JSON Lines stream with one broken line later: the line is named, without the hint about text', async () => {
+    const store = tempStore();
+    const lines = Readable.from(['{"text": "one"}\n{"text": "two"}\nnot a record\n{"text": "three"}\n']);
+    const s = await enqueue(store, { sources: ['-'], stdin: lines, request: request() });
+    expect(s).toMatchObject({ newItems: 3, rejected: 1 });
+    expect(s.rejections).toEqual([{ path: '-', line: 3, reason: expect.stringMatching(/^malformed JSON \([^;]*\)$/) }]);
+  });
+
   it('a line without the text field says which fields it has, so the --text-field to give is in the message', async () => {
     const store = tempStore();
     const lines = Readable.from(['{"content": "a review", "id": "r1"}\n{}\n{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6}\n']);

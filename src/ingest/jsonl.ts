@@ -101,6 +101,8 @@ export async function readJsonl(
             entry = { ...entry, reason: `${entry.reason}; ${STREAM_IS_JSONL}` };
             hinted = true;
           }
+          // a stream whose lines were records is JSON Lines: a broken line later in it is only that
+          if (entry !== null && !('reason' in entry)) hinted = true;
           if (entry !== null) sink.add(entry);
         },
         bad: (no, reason) => {
@@ -129,7 +131,7 @@ function prettyPrinted(path: string): string {
 
 /**
  * Said once per stream, with the first line of it that is not JSON and does not look like broken
- * JSON either: plain text piped in (`cat notes.txt | llmq enqueue -`), which only a file name
+ * JSON either, when no record came before it: plain text piped in (`cat notes.txt | llmq enqueue -`), which only a file name
  * makes one document.
  */
 const STREAM_IS_JSONL =
