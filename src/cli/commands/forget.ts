@@ -59,12 +59,19 @@ async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
     await store.close();
   }
   if (flags.json) process.stdout.write(JSON.stringify(r) + '\n');
-  const shown = r.unknownIds.slice(0, UNKNOWN_SHOWN);
+  // one id naming nothing, and nothing else: the error below names it, once
+  const alone = r.items === 0 && r.unknownIds.length === 1 ? r.unknownIds[0]! : null;
+  const shown = alone === null ? r.unknownIds.slice(0, UNKNOWN_SHOWN) : [];
   for (const id of shown) process.stderr.write(`no item with id ${JSON.stringify(id)}\n`);
-  if (r.unknownIds.length > shown.length)
+  if (alone === null && r.unknownIds.length > shown.length)
     process.stderr.write(`... and ${count(r.unknownIds.length - shown.length, 'more id')} naming no item\n`);
   if (r.items === 0) {
-    const what = 'source' in which ? `no item comes from ${flags.source}` : 'none of these ids names an item';
+    const what =
+      'source' in which
+        ? `no item comes from ${flags.source}`
+        : alone !== null
+          ? `no item has the id ${JSON.stringify(alone)}`
+          : 'none of these ids names an item';
     throw new LlmqError(
       `Nothing to forget in ${redactLocation(location)}: ${what}. llmq export lists the items, with their ids and sources.`,
     );
