@@ -48,8 +48,37 @@ describe('enqueue again without the flags of the first', () => {
     const again = await runCli(['enqueue', docs, '--db', db]);
     expect(again.code, again.stderr).toBe(0);
     expect(again.stderr).not.toContain("this enqueue's defaults");
-    // the answered job left behind is still said
-    expect(oneLine(again.stderr)).toContain('warning: 1 job answered or in flight no longer belongs to any item');
+    // the answered job left behind is said as what it is: a changed document, nothing to undo
+    expect(oneLine(again.stderr)).toContain(
+      'warning: 1 job answered or in flight no longer belongs to any item: the document of its item changed ' +
+        '(the first item moved: "n2.txt"), and llmq run sends the new one. The earlier answer is kept in the queue, which status counts apart.',
+    );
+  });
+
+  it('names what another prompt or option given on purpose changed, and how to go back', async () => {
+    const { docs, db } = notes();
+    expect((await runCli(['enqueue', docs, '--db', db, '--prompt', 'Sum up: {{text}}', '--model', 'gpt-4o'])).code).toBe(0);
+    expect((await runCli(['run', '--db', db, '--provider', 'mock', '--mock-latency', '0', '--progress', 'none'])).code).toBe(0);
+    const again = await runCli([
+      'enqueue',
+      docs,
+      '--db',
+      db,
+      '--prompt',
+      'In short: {{text}}',
+      '--model',
+      'gpt-4.1',
+      '--max-tokens',
+      '100',
+    ]);
+    expect(again.code, again.stderr).toBe(0);
+    const warning = oneLine(again.stderr);
+    expect(warning).toContain(
+      'warning: 3 jobs answered or in flight no longer belong to any item: their items now have another request ' +
+        '(the first item moved, "n1.txt": the prompt, the model gpt-4o -> gpt-4.1, max_tokens 512 -> 100), which llmq run sends unless it is answered already.',
+    );
+    expect(warning).toContain('If the change was not meant, enqueue again with the earlier prompt, model and options');
+    expect(warning).not.toContain("this enqueue's defaults");
   });
 
   it('counts only settings the enqueue was not given, and only where its request is the default one', () => {

@@ -37,6 +37,12 @@ export interface Template {
    * the rendered text is never built and copied only to be escaped again. Same bytes, always.
    */
   renderJson(values: TemplateValues): string;
+  /**
+   * Whether `text` could be a rendering of this template: its literal parts, in order, with anything
+   * between them. Tells a changed document (an old request the template still renders) from a
+   * changed prompt.
+   */
+  couldRender(text: string): boolean;
 }
 
 const PLACEHOLDER = /\{\{\s*([^{}]*?)\s*\}\}/g;
@@ -89,7 +95,40 @@ export function parseTemplate(source: string, option = '--prompt'): Template {
           for (const p of parts) out += typeof p === 'string' ? p : p(v);
           return out;
         };
-  return { source, usesText, usesPath, metaPlaceholders, isConstant, render, renderJson: jsonRenderer(parts, render) };
+  const couldRender = (text: string) => matchesLiterals(parts, text);
+  return { source, usesText, usesPath, metaPlaceholders, isConstant, render, renderJson: jsonRenderer(parts, render), couldRender };
+}
+
+/**
+ * `parts` with each placeholder taken as any text: the first literal at the start, the last at the
+ * end, those between leftmost first (which finds a match whenever there is one). Linear in the text,
+ * where a regular expression of several wildcards backtracks over a long document.
+ */
+function matchesLiterals(parts: readonly Part[], text: string): boolean {
+  if (parts.every((p) => typeof p === 'string')) return parts.join('') === text;
+  let start = 0;
+  let end = text.length;
+  let i = 0;
+  let j = parts.length - 1;
+  if (typeof parts[0] === 'string') {
+    if (!text.startsWith(parts[0])) return false;
+    start = parts[0].length;
+    i = 1;
+  }
+  const last = parts[j];
+  if (typeof last === 'string') {
+    if (!text.endsWith(last) || text.length - last.length < start) return false;
+    end = text.length - last.length;
+    j--;
+  }
+  for (; i <= j; i++) {
+    const p = parts[i]!;
+    if (typeof p !== 'string') continue;
+    const at = text.indexOf(p, start);
+    if (at < 0 || at + p.length > end) return false;
+    start = at + p.length;
+  }
+  return true;
 }
 
 /** The `{{text}}` part: one function, so that `renderJson` knows it when it sees it. */

@@ -55,4 +55,23 @@ describe('prompt templates', () => {
       'the template needs {{meta.author}} but the document\'s "author" is null',
     );
   });
+
+  it('couldRender: tells what a template renders (any text for each placeholder) from what it does not', () => {
+    const t = parseTemplate('Summary of {{id}}:\n{{text}}\nEnd.');
+    expect(t.couldRender(t.render(doc))).toBe(true);
+    expect(t.couldRender('Summary of x:\n\nEnd.')).toBe(true); // empty values
+    expect(t.couldRender('Summary of x:\nsome text')).toBe(false); // the end is missing
+    expect(t.couldRender('Resume of x:\nsome text\nEnd.')).toBe(false);
+    // literals in order: the middle one must come after the first
+    expect(parseTemplate('A{{text}}B{{id}}C{{path}}D').couldRender('ACxBD')).toBe(false);
+    expect(parseTemplate('A{{text}}B{{id}}C').couldRender('AxC')).toBe(false);
+    expect(parseTemplate('A{{text}}B{{id}}C').couldRender('AxBByC')).toBe(true);
+    // the first and last literal do not overlap in a short text
+    expect(parseTemplate('ab{{text}}ba').couldRender('aba')).toBe(false);
+    expect(parseTemplate('{{text}}').couldRender('anything')).toBe(true);
+    expect(parseTemplate('fixed').couldRender('fixed')).toBe(true);
+    expect(parseTemplate('fixed').couldRender('fixed!')).toBe(false);
+    // linear in the text: a long document that does not match answers at once
+    expect(parseTemplate('a{{text}}b{{id}}c{{path}}d').couldRender('a' + 'x'.repeat(2_000_000))).toBe(false);
+  });
 });

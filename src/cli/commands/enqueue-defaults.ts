@@ -1,4 +1,5 @@
 import type { MovedItem } from '../../store/types.js';
+import type { Template } from '../../ingest/template.js';
 import { printable } from '../../report/format.js';
 
 export const DEFAULT_PROMPT = 'Summarize the following document in 3 to 5 sentences. Keep names, numbers and dates exact.\n\n{{text}}';
@@ -115,5 +116,64 @@ export function movedByDefaultsText(
       : '') +
     `. If that was not meant, enqueue again with what they had: ${again} ${lost.map((l) => (l.flag === '--prompt' || l.flag === '--system' ? `${l.flag} '...'` : l.flag)).join(' ')}` +
     ` (the items then go back to their earlier jobs${n ? ' and answers' : ''}, and the new ones, unsent, are dropped).`
+  );
+}
+
+/**
+ * What changed in a moved item's request besides its document: `the prompt`, `the model (a -> b)`
+ * ... Empty when only the document did (the templates render the old request too); null when the
+ * requests are not the templates' (a batch line's own body) or cannot be read.
+ */
+export function requestChanges(
+  moved: MovedItem,
+  templates: { readonly prompt: Template; readonly system: Template | null },
+): string[] | null {
+  const was = parseBody(moved.was);
+  const now = parseBody(moved.now);
+  if (!was || !now) return null;
+  const wasUser = message(was, 'user', 'last');
+  const nowUser = message(now, 'user', 'last');
+  if (wasUser === undefined || nowUser === undefined || !templates.prompt.couldRender(nowUser)) return null;
+  const changes: string[] = [];
+  if (!templates.prompt.couldRender(wasUser)) changes.push('the prompt');
+  const wasSystem = message(was, 'system', 'first');
+  if (templates.system ? wasSystem === undefined || !templates.system.couldRender(wasSystem) : wasSystem !== undefined) {
+    changes.push('the system message');
+  }
+  const setting = (name: string, a: unknown, b: unknown) => {
+    if (a !== b)
+      changes.push(`${name} ${a === undefined ? 'none' : printable(String(a))} -> ${b === undefined ? 'none' : printable(String(b))}`);
+  };
+  setting('the model', was.model, now.model);
+  setting('max_tokens', was.max_tokens, now.max_tokens);
+  setting('temperature', was.temperature, now.temperature);
+  return changes;
+}
+
+/**
+ * Answered jobs left without items (`orphanedAnswers`), when this enqueue's own defaults did not
+ * make the change (`movedByDefaultsText` says that): a changed document is the ordinary case and
+ * needs no remedy; a changed prompt or option may have been a mistake, and says how to go back.
+ */
+export function orphanedAnswersText(n: number, first: { readonly id: string; readonly changes: string[] | null } | null): string {
+  const one = n === 1;
+  const firstId = first ? JSON.stringify(printable(first.id)) : null;
+  if (first?.changes?.length === 0) {
+    return (
+      `${one ? '1 job' : `${n.toLocaleString('en-US')} jobs`} answered or in flight no longer ${one ? 'belongs' : 'belong'} to any item: ` +
+      `${one ? 'the document of its item' : 'the documents of their items'} changed (the first item moved: ${firstId}), ` +
+      `and llmq run sends the new ${one ? 'one' : 'ones'}. The earlier ${one ? 'answer is' : 'answers are'} kept in the queue, ` +
+      `which status counts apart.`
+    );
+  }
+  const why = first?.changes?.length
+    ? `the first item moved, ${firstId}: ${first.changes.join(', ')}`
+    : 'a changed document, or another prompt, model or option than the enqueue that made them';
+  return (
+    // a job being answered counts too: its answer is kept when it comes
+    `${one ? '1 job' : `${n.toLocaleString('en-US')} jobs`} answered or in flight no longer ${one ? 'belongs' : 'belong'} to any item: ${one ? 'its items' : 'their items'} now have another request ` +
+    `(${why}), which llmq run sends unless it is answered already. ` +
+    'The answers are kept in the queue. If the change was not meant, enqueue again with the earlier prompt, model and options: ' +
+    'the items then point back at their answers, and the new jobs, unsent, are dropped.'
   );
 }

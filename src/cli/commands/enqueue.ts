@@ -9,6 +9,8 @@ import {
   DEFAULT_PROMPT,
   lostToDefaults,
   movedByDefaultsText,
+  orphanedAnswersText,
+  requestChanges,
   type RequestFlagsGiven,
 } from './enqueue-defaults.js';
 // loaded by main already: no cost at start
@@ -280,14 +282,8 @@ async function runEnqueue(
     const again = `llmq enqueue ${sources.map(shellWord).join(' ')}${dbArgument(flags.db)}`;
     warn(movedByDefaultsText({ ...summary, firstMoved: summary.firstMoved! }, lost, again));
   } else if (summary.orphanedAnswers) {
-    const n = summary.orphanedAnswers;
-    warn(
-      // a job being answered counts too: its answer is kept when it comes
-      `${count(n, 'job')} answered or in flight no longer ${n === 1 ? 'belongs' : 'belong'} to any item: ${n === 1 ? 'its items' : 'their items'} now have another request ` +
-        '(a changed document, or another prompt, model or option than the enqueue that made them), which llmq run sends unless it is answered already. ' +
-        'The answers are kept in the queue. If the change was not meant, enqueue again with the earlier prompt, model and options: ' +
-        'the items then point back at their answers, and the new jobs, unsent, are dropped.',
-    );
+    const first = summary.firstMoved;
+    warn(orphanedAnswersText(summary.orphanedAnswers, first && { id: first.id, changes: requestChanges(first, { prompt, system }) }));
   }
   if (summary.stopped) {
     stderr.write(
