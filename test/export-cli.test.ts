@@ -5,7 +5,7 @@ import { runCli } from './helpers/cli.js';
 import { A_COST, ANSWERS, populate } from './helpers/populate.js';
 import { tempDir } from './helpers/tmp.js';
 import { parseCsv } from './helpers/csv.js';
-import { CSV_COLUMNS } from '../src/report/export.js';
+import { CSV_COLUMNS } from '../src/report/csv-columns.js';
 
 const ORDER = ['a.txt', 'sub/b.txt', 'c.txt', 'd.txt', 'f.txt', 'sub/deeper/g.txt', '../escape.txt', '/abs/x.txt', 'h.txt', 'e.txt'];
 

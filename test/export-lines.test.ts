@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { seededPicks } from './helpers/random.js';
-import { CSV_COLUMNS, csvField, csvRow, jsonlLine, jsonlRecord, openAiBatchLine, openAiBatchRecord } from '../src/report/export.js';
+import { CSV_COLUMNS } from '../src/report/csv-columns.js';
+import { csvField, csvRow, jsonlLine, jsonlRecord, openAiBatchLine, openAiBatchRecord } from '../src/report/export.js';
 import { JOB_STATES, type ExportRow } from '../src/store/types.js';
 import { finishReasonOf } from '../src/provider/finish.js';
 

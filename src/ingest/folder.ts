@@ -8,6 +8,7 @@ import { namedSourceReason, readAtMost, REASON_NOT_REGULAR } from './file-kind.j
 import type { PathMatcher } from './glob.js';
 import { fsReason, overMaxDocBytes, type Entry, type ReadOptions } from './types.js';
 import { shellWord } from '../shell-word.js';
+import { isCsvExport } from '../report/csv-columns.js';
 
 /** A file read a record per line when named: JSON Lines by its extension. */
 export const JSONL_NAME = /\.(jsonl|ndjson)$/i;
@@ -191,8 +192,8 @@ export async function readTextFile(file: string, path: string, id: string, optio
 }
 
 /**
- * One file as one document, or a rejection; with `skipDatabases`, an SQLite file is skipped, however
- * big. Never holds more than `maxDocBytes + 1` bytes of it: a regular file is refused by its size, a
+ * One file as one document, or a rejection; with `skipDatabases` (a folder's files), an SQLite file
+ * is skipped, however big, and so is a CSV export of llmq. Never holds more than `maxDocBytes + 1` bytes of it: a regular file is refused by its size, a
  * pipe (named as a source) is read until it ends or passes the limit, and a device (`/dev/zero`) is
  * refused unread.
  */
@@ -221,6 +222,13 @@ async function readDocument(
   if (bytes.length > max) return { path, reason: `document is ${overMaxDocBytes(max)} (stopped reading after ${max} bytes)` };
   const r = fileText(bytes);
   if ('reason' in r) return { path, reason: r.reason };
+  // the queue's own answers, exported into the folder it reads: enqueued again, they would be sent as documents
+  if (skipDatabases && isCsvExport(r.text)) {
+    return {
+      path,
+      skipped: `an llmq export (CSV), left out: its answers are not a document. To enqueue it anyway, name it: llmq enqueue ${shellWord(path)}`,
+    };
+  }
   return { id, path, text: r.text, meta: null };
 }
 

@@ -7,6 +7,7 @@ import type { Writable } from 'node:stream';
 import { JOB_STATES, type ExportRow, type JobState } from '../store/types.js';
 import { compactJson } from './compact-json.js';
 import { finishReasonOf } from '../provider/finish.js';
+import { CSV_COLUMNS } from './csv-columns.js';
 
 export const EXPORT_FORMATS = Object.freeze(['jsonl', 'csv', 'openai-batch'] as const);
 export type ExportFormat = (typeof EXPORT_FORMATS)[number];
@@ -80,24 +81,6 @@ function json(value: unknown): string {
 /** What JSON.stringify writes escaped in a string: quote, backslash, control characters, and surrogates (a lone one is escaped). */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it looks for
 const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
-
-/** `cost_usd`, then `finish_reason`, came last, after the others had shipped: columns read by position keep their place. */
-export const CSV_COLUMNS = Object.freeze([
-  'id',
-  'key',
-  'state',
-  'model',
-  'attempts',
-  'prompt_tokens',
-  'completion_tokens',
-  'latency_ms',
-  'source',
-  'output',
-  'error',
-  'meta',
-  'cost_usd',
-  'finish_reason',
-] as const);
 
 /** One RFC 4180 field: quoted when it holds a comma, quote, CR or LF, quotes doubled. */
 export function csvField(value: unknown): string {

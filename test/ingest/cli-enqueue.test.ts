@@ -90,6 +90,29 @@ describe('llmq enqueue (CLI)', () => {
     expect(query<{ id: string }>(db, 'SELECT id FROM items ORDER BY id')).toEqual([{ id: 'a' }, { id: 'b' }, { id: 'note.txt' }]);
   });
 
+  it('leaves its own CSV export in the folder out (its answers are not a document), which naming the file enqueues', async () => {
+    const dir = tempDir();
+    const docs = join(dir, 'docs');
+    mkdirSync(docs);
+    writeFileSync(join(docs, 'note.txt'), 'a real document');
+    writeFileSync(join(docs, 'data.csv'), 'name,city\nAda,London\n'); // a CSV of the user's: a document
+    const db = join(dir, 'q.db');
+    expect((await runCli(['enqueue', 'docs', '--db', db], { cwd: dir })).code).toBe(0);
+    expect((await runCli(['run', '--db', db, '--provider', 'mock', '--mock-latency', '0', '--progress', 'none'], { cwd: dir })).code).toBe(
+      0,
+    );
+    expect((await runCli(['export', '--db', db, '--out', 'docs/results.csv'], { cwd: dir })).code).toBe(0);
+    const again = await runCli(['enqueue', 'docs', '--db', db], { cwd: dir });
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain(
+      'skipped docs/results.csv: an llmq export (CSV), left out: its answers are not a document. To enqueue it anyway, name it: llmq enqueue docs/results.csv\n',
+    );
+    expect(again.stderr).toMatch(/0 new jobs, 0 new items, 2 already queued, .*1 file skipped$/m);
+    const named = await runCli(['enqueue', 'docs/results.csv', '--db', db], { cwd: dir });
+    expect(named.code, named.stderr).toBe(0);
+    expect(query<{ id: string }>(db, 'SELECT id FROM items ORDER BY id').map((r) => r.id)).toEqual(['data.csv', 'note.txt', 'results.csv']);
+  });
+
   it('refuses a flag taken as the value of the one before it, and writes nothing', async () => {
     const dir = tempDir();
     writeFileSync(join(dir, 'note.txt'), 'a real document');
