@@ -100,6 +100,8 @@ export interface EnqueueSummary {
   readonly sameFilesOtherIds: readonly SameFileOtherId[];
   /** JSONL lines without the field `--id-field` named (not the default), given `file:line` ids: how many, and the first with its fields. */
   readonly withoutIdField: { readonly count: number; readonly path: string; readonly line: number; readonly has: readonly string[] } | null;
+  /** OpenAI Batch API lines read (`custom_id` and `body`): each body is the request as it is, no template or request flag applies. */
+  readonly batchLines: number;
   readonly rejected: number;
   /** Database files in folders that were left out: the queue's own, and other SQLite files. */
   readonly skipped: number;
@@ -284,6 +286,7 @@ class Batcher implements EntrySink {
   #fromAnotherFile: FromAnotherFile | null = null;
   #firstMoved: MovedItem | null = null;
   #withoutIdField: EnqueueSummary['withoutIdField'] = null;
+  #batchLines = 0;
   #newItems = 0;
   #unchanged = 0;
   #updated = 0;
@@ -319,6 +322,7 @@ class Batcher implements EntrySink {
         ? { ...w, count: w.count + 1 }
         : { count: 1, path: entry.path, line: entry.line ?? 0, has: entry.withoutIdField };
     }
+    if (entry.body) this.#batchLines++;
     let row: EnqueueRow;
     try {
       row = this.#render(entry);
@@ -416,6 +420,7 @@ class Batcher implements EntrySink {
       fromAnotherFile: this.#fromAnotherFile,
       firstMoved: this.#firstMoved,
       withoutIdField: this.#withoutIdField,
+      batchLines: this.#batchLines,
       rejected: this.#rejected,
       skipped: this.#skipped,
       rejections: this.#rejections,

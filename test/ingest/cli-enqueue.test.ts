@@ -113,6 +113,32 @@ describe('llmq enqueue (CLI)', () => {
     expect(query<{ id: string }>(db, 'SELECT id FROM items ORDER BY id').map((r) => r.id)).toEqual(['data.csv', 'note.txt', 'results.csv']);
   });
 
+  it('says the request flags given did not apply to OpenAI Batch API lines, whose bodies are sent as they are', async () => {
+    const dir = tempDir();
+    const line = (id: string) =>
+      JSON.stringify({ custom_id: id, body: { model: 'gpt-4o-mini', messages: [{ role: 'user', content: id }] } });
+    writeFileSync(join(dir, 'batch.jsonl'), `${line('r1')}\n${line('r2')}\n`);
+    writeFileSync(join(dir, 'note.txt'), 'a text document');
+    const db = join(dir, 'q.db');
+    const r = await runCli(['enqueue', 'batch.jsonl', 'note.txt', '--db', db, '--model', 'gpt-4o', '--max-tokens', '64', '--json'], {
+      cwd: dir,
+    });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ newItems: 3, batchLines: 2 });
+    expect(r.stderr.replace(/\n(?!warning|next)/g, ' ')).toContain(
+      'warning: 2 lines were OpenAI Batch API lines (custom_id and body): each body is sent as it is, so --model and --max-tokens did not apply to them (only to the other documents).',
+    );
+    // the bodies are what is stored: their model, not the flag's
+    expect(query<{ model: string }>(db, 'SELECT model FROM jobs ORDER BY seq').map((j) => j.model)).toEqual([
+      'gpt-4o-mini',
+      'gpt-4o-mini',
+      'gpt-4o',
+    ]);
+    // no request flag given: nothing to say
+    const plain = await runCli(['enqueue', 'batch.jsonl', '--db', join(dir, 'p.db')], { cwd: dir });
+    expect(plain.stderr).not.toContain('warning');
+  });
+
   it('refuses a flag taken as the value of the one before it, and writes nothing', async () => {
     const dir = tempDir();
     writeFileSync(join(dir, 'note.txt'), 'a real document');
