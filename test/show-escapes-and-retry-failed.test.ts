@@ -1,5 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { hostname } from 'node:os';
+import { SqliteStore } from '../src/store/sqlite/store.js';
 import { describe, expect, it } from 'vitest';
 import { runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
@@ -31,5 +33,21 @@ describe('llmq show of an item whose id and document hold control characters', (
     expect(shown).toMatch(
       /#1 .*HTTP 500 .*failed.*\n.*\n {2}\(failed, then put back by llmq retry-failed: attempts counted afresh\)\n {2}#1 .*HTTP 200 .*done/,
     );
+  });
+
+  it('with a run working the queue, says that run takes the jobs put back, not to start another', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    writeFileSync(join(dir, 'in.jsonl'), `${JSON.stringify({ id: 'doc', text: 'hello' })}\n`);
+    expect((await runCli(['enqueue', join(dir, 'in.jsonl'), '--db', db])).code).toBe(0);
+    const mock = ['--provider', 'mock', '--mock-latency', '0', '--progress', 'none', '--db', db];
+    expect((await runCli(['run', ...mock, '--mock-failure-rate', '1', '--max-attempts', '1'])).code).toBe(2);
+    // a run of this process, alive and heartbeating now
+    const store = new SqliteStore(db);
+    await store.startRun({ id: 'working', host: hostname(), pid: process.pid, startedAt: Date.now(), options: { provider: 'mock' } });
+    await store.close();
+    const r = await runCli(['retry-failed', '--db', db]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toBe(`Put 1 failed job back to pending: the run working on this queue (${hostname()} pid ${process.pid}) takes it.\n`);
   });
 });

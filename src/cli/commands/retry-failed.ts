@@ -34,11 +34,25 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
   const { resolveDbLocation } = await import('../../store/open-store.js');
   const { dbArgument, runArgumentsOfRun } = await import('../again.js');
   const { openExistingStore } = await import('../../report/open-existing.js');
+  const { deadRunsHere, isLive } = await import('../../report/status-cost.js');
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
-    const n = await store.retryFailed({ errorContains: flags.error }, Date.now());
+    const now = Date.now();
+    const n = await store.retryFailed({ errorContains: flags.error }, now);
     if (flags.json) process.stdout.write(JSON.stringify({ requeued: n }) + '\n');
     const which = flags.error ? ` whose error contains "${flags.error}"` : '';
+    // a run working the queue claims pending jobs as it goes: it takes these too, no new run needed
+    const runs = n === 0 ? [] : await store.activeRuns();
+    const dead = deadRunsHere(runs, now);
+    const working = runs.filter((r) => isLive(r, now, dead));
+    if (working.length) {
+      const who =
+        working.length === 1
+          ? `the run working on this queue (${working[0]!.host} pid ${working[0]!.pid})`
+          : `the ${working.length} runs working on this queue`;
+      process.stderr.write(`Put ${n} failed job${n === 1 ? '' : 's'}${which} back to pending: ${who} takes ${n === 1 ? 'it' : 'them'}.\n`);
+      return;
+    }
     // the run proposed goes where the last run went: after a mock run, not to OpenAI
     const lastRun = n === 0 ? null : (await store.status()).lastRun;
     const again =
