@@ -269,7 +269,9 @@ describe('llmq run (child processes)', () => {
     expect(await estimate(['--provider', 'mock'])).toBe(3);
     const real = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none']);
     expect(real.code, real.stderr).toBe(0);
-    expect(real.stderr).toContain('2 jobs answered by the offline mock provider go back to pending: this run sends them');
+    expect(real.stderr).toContain(
+      "2 jobs answered by the offline mock provider go back to pending, to be sent for real like the others (the mock's answers were stand-ins)",
+    );
     const jobs = await states(db);
     for (const j of jobs) expect(j).toMatchObject({ state: 'done', output: answerFor(j.request), attempts: 1 });
     for (const key of keys) expect(fake.sentCount(key)).toBe(1);

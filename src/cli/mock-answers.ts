@@ -15,6 +15,6 @@ export async function takeBackMockAnswers(store: JobQueue, provider: 'openai' | 
   if (back === 0) return;
   const one = back === 1;
   info(
-    `${int(back)} ${one ? 'job' : 'jobs'} answered by the offline mock provider ${one ? 'goes' : 'go'} back to pending: this run sends ${one ? 'it' : 'them'}`,
+    `${int(back)} ${one ? 'job' : 'jobs'} answered by the offline mock provider ${one ? 'goes' : 'go'} back to pending, to be sent for real like the others (the mock's answers were stand-ins)`,
   );
 }
