@@ -20,13 +20,19 @@ describe('llmq show of an item whose id and document hold control characters', (
     expect(r.stdout).not.toMatch(/[\u001b\u009b]/);
   });
 
-  it('says where retry-failed put a failed job back, where its attempts are counted afresh', async () => {
+  /** A queue of one item, `doc`, whose job failed (a mock run where every try fails), and the flags of a mock run on it. */
+  async function oneFailed(): Promise<{ db: string; mock: string[] }> {
     const dir = tempDir();
     const db = join(dir, 'q.db');
     writeFileSync(join(dir, 'in.jsonl'), `${JSON.stringify({ id: 'doc', text: 'hello' })}\n`);
     expect((await runCli(['enqueue', join(dir, 'in.jsonl'), '--db', db])).code).toBe(0);
     const mock = ['--provider', 'mock', '--mock-latency', '0', '--progress', 'none', '--db', db];
     expect((await runCli(['run', ...mock, '--mock-failure-rate', '1', '--max-attempts', '1'])).code).toBe(2);
+    return { db, mock };
+  }
+
+  it('says where retry-failed put a failed job back, where its attempts are counted afresh', async () => {
+    const { db, mock } = await oneFailed();
     expect((await runCli(['retry-failed', '--db', db])).code).toBe(0);
     expect((await runCli(['run', ...mock])).code).toBe(0);
     const shown = (await runCli(['show', 'doc', '--db', db])).stdout;
@@ -36,12 +42,7 @@ describe('llmq show of an item whose id and document hold control characters', (
   });
 
   it('with a run working the queue, says that run takes the jobs put back, not to start another', async () => {
-    const dir = tempDir();
-    const db = join(dir, 'q.db');
-    writeFileSync(join(dir, 'in.jsonl'), `${JSON.stringify({ id: 'doc', text: 'hello' })}\n`);
-    expect((await runCli(['enqueue', join(dir, 'in.jsonl'), '--db', db])).code).toBe(0);
-    const mock = ['--provider', 'mock', '--mock-latency', '0', '--progress', 'none', '--db', db];
-    expect((await runCli(['run', ...mock, '--mock-failure-rate', '1', '--max-attempts', '1'])).code).toBe(2);
+    const { db } = await oneFailed();
     // a run of this process, alive and heartbeating now
     const store = new SqliteStore(db);
     await store.startRun({ id: 'working', host: hostname(), pid: process.pid, startedAt: Date.now(), options: { provider: 'mock' } });
