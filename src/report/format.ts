@@ -22,6 +22,11 @@ export function count(n: number, noun: string, plural = `${noun}s`): string {
 }
 
 /** 40000 -> "40,000". */
+/** `a`, `a and b`, `a, b and c` (or `or`): a few names in a sentence. */
+export function listed(items: readonly string[], word: 'and' | 'or' = 'and'): string {
+  return items.length > 1 ? `${items.slice(0, -1).join(', ')} ${word} ${items.at(-1)}` : (items[0] ?? '');
+}
+
 export function int(n: number): string {
   return Math.round(n).toLocaleString('en-US');
 }

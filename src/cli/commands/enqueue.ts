@@ -7,12 +7,13 @@ import {
   DEFAULT_MAX_TOKENS,
   DEFAULT_MODEL,
   DEFAULT_PROMPT,
+  batchLinesText,
   lostToDefaults,
   movedByDefaultsText,
   orphanedAnswersText,
   requestChanges,
   type RequestFlagsGiven,
-} from './enqueue-defaults.js';
+} from './enqueue-requests.js';
 // loaded by main already: no cost at start
 import { onReaderGone, whileReaderPresent } from '../reader-gone.js';
 import { shellWord } from '../../shell-word.js';
@@ -277,18 +278,8 @@ async function runEnqueue(
         'llmq forget removes items by id.',
     );
   }
-  if (summary.batchLines > 0) {
-    const flagNames = { prompt: '--prompt', system: '--system', model: '--model', maxTokens: '--max-tokens', temperature: '--temperature' };
-    const given = (Object.keys(flagNames) as Array<keyof RequestFlagsGiven>).filter((k) => requestFlags[k]).map((k) => flagNames[k]);
-    const n = summary.batchLines;
-    if (given.length) {
-      warn(
-        `${count(n, 'line')} ${n === 1 ? 'was an OpenAI Batch API line' : 'were OpenAI Batch API lines'} (custom_id and body): each body is sent as it is, ` +
-          `so ${given.length > 1 ? `${given.slice(0, -1).join(', ')} and ${given.at(-1)}` : given[0]} did not apply to ${n === 1 ? 'it' : 'them'}` +
-          (summary.documents - summary.rejected > n ? ' (only to the other documents).' : '. Change the bodies to change what is sent.'),
-      );
-    }
-  }
+  const ignored = batchLinesText(summary.batchLines, requestFlags, summary.documents - summary.rejected > summary.batchLines);
+  if (ignored) warn(ignored);
   const lost = summary.firstMoved ? lostToDefaults(summary.firstMoved, requestFlags) : [];
   if (lost.length) {
     const again = `llmq enqueue ${sources.map(shellWord).join(' ')}${dbArgument(flags.db)}`;

@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_PROMPT, lostToDefaults } from '../src/cli/commands/enqueue-defaults.js';
+import { DEFAULT_PROMPT, lostToDefaults } from '../src/cli/commands/enqueue-requests.js';
 import { runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
 

@@ -1,6 +1,11 @@
 import type { MovedItem } from '../../store/types.js';
 import type { Template } from '../../ingest/template.js';
-import { printable } from '../../report/format.js';
+import { count, listed, printable } from '../../report/format.js';
+
+/*
+ * What an enqueue's request flags did to the items it read, said when it is news: defaults that
+ * replaced what items had, answers left without an item and why, flags a batch line's body ignores.
+ */
 
 export const DEFAULT_PROMPT = 'Summarize the following document in 3 to 5 sentences. Keep names, numbers and dates exact.\n\n{{text}}';
 export const DEFAULT_MODEL = 'gpt-4o-mini';
@@ -103,17 +108,14 @@ export function movedByDefaultsText(
   again: string,
 ): string {
   const flags = lost.map((l) => l.flag.split(' ')[0]!);
-  const gaveNo = flags.length === 1 ? flags[0] : `${flags.slice(0, -1).join(', ')} or ${flags.at(-1)}`;
+  const gaveNo = listed(flags, 'or');
   const had = lost.map((l) => l.what);
-  const hadText = had.length === 1 ? had[0] : `${had.slice(0, -1).join(', ')} and ${had.at(-1)}`;
+  const hadText = listed(had);
   const n = summary.orphanedAnswers;
-  const items = summary.updated === 1 ? '1 item' : `${summary.updated.toLocaleString('en-US')} items`;
   return (
-    `${items} moved to new jobs, and this enqueue's defaults made the change: it gave no ${gaveNo}, and the first, ` +
+    `${count(summary.updated, 'item')} moved to new jobs, and this enqueue's defaults made the change: it gave no ${gaveNo}, and the first, ` +
     `${JSON.stringify(printable(summary.firstMoved.id))}, had ${hadText}. llmq run sends the new requests unless they are answered already` +
-    (n
-      ? `; ${n === 1 ? '1 answer' : `${n.toLocaleString('en-US')} answers`} already paid for no longer belong to any item (kept in the queue)`
-      : '') +
+    (n ? `; ${count(n, 'answer')} already paid for no longer belong to any item (kept in the queue)` : '') +
     `. If that was not meant, enqueue again with what they had: ${again} ${lost.map((l) => (l.flag === '--prompt' || l.flag === '--system' ? `${l.flag} '...'` : l.flag)).join(' ')}` +
     ` (the items then go back to their earlier jobs${n ? ' and answers' : ''}, and the new ones, unsent, are dropped).`
   );
@@ -160,7 +162,7 @@ export function orphanedAnswersText(n: number, first: { readonly id: string; rea
   const firstId = first ? JSON.stringify(printable(first.id)) : null;
   if (first?.changes?.length === 0) {
     return (
-      `${one ? '1 job' : `${n.toLocaleString('en-US')} jobs`} answered or in flight no longer ${one ? 'belongs' : 'belong'} to any item: ` +
+      `${count(n, 'job')} answered or in flight no longer ${one ? 'belongs' : 'belong'} to any item: ` +
       `${one ? 'the document of its item' : 'the documents of their items'} changed (the first item moved: ${firstId}), ` +
       `and llmq run sends the new ${one ? 'one' : 'ones'}. The earlier ${one ? 'answer is' : 'answers are'} kept in the queue, ` +
       `which status counts apart.`
@@ -171,9 +173,22 @@ export function orphanedAnswersText(n: number, first: { readonly id: string; rea
     : 'a changed document, or another prompt, model or option than the enqueue that made them';
   return (
     // a job being answered counts too: its answer is kept when it comes
-    `${one ? '1 job' : `${n.toLocaleString('en-US')} jobs`} answered or in flight no longer ${one ? 'belongs' : 'belong'} to any item: ${one ? 'its items' : 'their items'} now have another request ` +
+    `${count(n, 'job')} answered or in flight no longer ${one ? 'belongs' : 'belong'} to any item: ${one ? 'its items' : 'their items'} now have another request ` +
     `(${why}), which llmq run sends unless it is answered already. ` +
     'The answers are kept in the queue. If the change was not meant, enqueue again with the earlier prompt, model and options: ' +
     'the items then point back at their answers, and the new jobs, unsent, are dropped.'
+  );
+}
+
+/** Request flags given that OpenAI Batch API lines ignore (their bodies are sent as they are); null when none was given. */
+export function batchLinesText(lines: number, given: RequestFlagsGiven, otherDocuments: boolean): string | null {
+  const names = { prompt: '--prompt', system: '--system', model: '--model', maxTokens: '--max-tokens', temperature: '--temperature' };
+  const flags = (Object.keys(names) as Array<keyof RequestFlagsGiven>).filter((k) => given[k]).map((k) => names[k]);
+  if (lines === 0 || flags.length === 0) return null;
+  const one = lines === 1;
+  return (
+    `${count(lines, 'line')} ${one ? 'was an OpenAI Batch API line' : 'were OpenAI Batch API lines'} (custom_id and body): each body is sent as it is, ` +
+    `so ${listed(flags)} did not apply to ${one ? 'it' : 'them'}` +
+    (otherDocuments ? ' (only to the other documents).' : '. Change the bodies to change what is sent.')
   );
 }
