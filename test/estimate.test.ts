@@ -268,6 +268,37 @@ describe('estimate', () => {
     expect(fake.received).toBe(2);
   });
 
+  it("a dry run of a real provider leaves the mock runs' money out of --budget-total, as the run takes it back", async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 6);
+    await store.close();
+    const price = ['--price', '2.5,10'];
+    const mock = await runCli([
+      'run',
+      '--db',
+      db,
+      '--provider',
+      'mock',
+      '--mock-latency',
+      '0',
+      '--limit',
+      '4',
+      '--progress',
+      'none',
+      ...price,
+    ]);
+    expect(mock.code, mock.stderr).toBe(0);
+    const mockSpent = JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout).cost.usd;
+    expect(mockSpent).toBeGreaterThan(0);
+    const dry = async (provider: string[]) =>
+      JSON.parse((await runCli(['run', '--dry-run', '--db', db, ...provider, ...price, '--budget-total', '1', '--json'])).stdout).budget;
+    // the real run starts by taking the mock's answers back, and their money with them: all of $1 is left
+    expect(await dry(['--base-url', BASE])).toMatchObject({ flag: '--budget-total', usd: 1, left: 1 });
+    // another mock run keeps them, and counts what they cost
+    expect((await dry(['--provider', 'mock'])).left).toBeCloseTo(1 - mockSpent, 9);
+  });
+
   it('a job that sets no max_tokens has no worst case: estimate says so, and a dry run under --budget says the run would refuse it', async () => {
     const dir = tempDir();
     const db = join(dir, 'q.db');

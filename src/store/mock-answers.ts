@@ -1,3 +1,5 @@
+import type { RunRow } from './types.js';
+
 /**
  * The offline mock provider's answers are stand-ins, for trying llmq: a run of a real provider
  * takes them back (`JobQueue.takeBackMockAnswers`) and sends those jobs, rather than leaving fake
@@ -70,6 +72,15 @@ export function mockRunWhere(d: Dialect, toTakeBack?: { readonly quietSince: str
   const mock = `${option('provider')} = 'mock'`;
   if (!toTakeBack) return mock;
   return `${mock} AND ${option(TAKEN_BACK)} IS NULL AND (ended_at IS NOT NULL OR heartbeat_at < ${toTakeBack.quietSince})`;
+}
+
+/**
+ * `mockRunWhere(d, { quietSince })` of one run read already: a mock run whose answers, and money,
+ * the next run of a real provider takes back. What a dry run of that real run leaves out of
+ * --budget-total, as the run itself will.
+ */
+export function mockRunToTakeBack(run: Pick<RunRow, 'options' | 'endedAt' | 'heartbeatAt'>, quietSince: number): boolean {
+  return run.options.provider === 'mock' && run.options[TAKEN_BACK] === undefined && (run.endedAt !== null || run.heartbeatAt < quietSince);
 }
 
 /**

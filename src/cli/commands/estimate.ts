@@ -3,6 +3,7 @@ import { withoutFractionNoise } from '../../pricing/usd-value.js';
 import { int } from '../../report/format.js';
 import type { Budget } from '../../report/estimate.js';
 import type { Store } from '../../store/types.js';
+import { mockRunToTakeBack } from '../../store/mock-answers.js';
 import { dbOption, DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS, intAtLeast, oneOf } from '../options.js';
 import { priceOptions, priceTableFrom, reportPriceTable, type PriceFlags } from './price-options.js';
 
@@ -105,7 +106,7 @@ export async function estimateCommand(flags: EstimateFlags, o: { dryRun?: boolea
       onProgress: (looked, of) => line.update(() => `counting prompts: ${int(looked)} of ${int(of)} jobs`),
     });
     line.done();
-    const budget = await budgetOf(flags, store);
+    const budget = await budgetOf(flags, store, Date.now() - STALE_RUN_MS);
     process.stdout.write(
       flags.json
         ? JSON.stringify(budget ? { ...estimate, budget: budgetVerdict(estimate, budget) } : estimate, withoutFractionNoise) + '\n'
@@ -120,9 +121,16 @@ export async function estimateCommand(flags: EstimateFlags, o: { dryRun?: boolea
  * The budget a dry run was given: of --budget (a run's own, from nothing) and --budget-total (less
  * what the queue's runs have spent or hold), the one with less left.
  */
-async function budgetOf(flags: EstimateFlags, store: Store): Promise<Budget | undefined> {
+async function budgetOf(flags: EstimateFlags, store: Store, mockQuietSince: number): Promise<Budget | undefined> {
   const run: Budget | undefined = flags.budget === undefined ? undefined : { flag: '--budget', usd: flags.budget, committed: 0 };
   if (flags.budgetTotal === undefined) return run;
-  const total: Budget = { flag: '--budget-total', usd: flags.budgetTotal, committed: (await store.committed('')).total };
+  let committed = (await store.committed('')).total;
+  // a real run first takes the mock's answers back, and their money with them: not counted against it
+  if (flags.provider !== 'mock') {
+    for (const r of (await store.status()).spend) {
+      if (mockRunToTakeBack(r, mockQuietSince)) committed -= r.spend.reservedUsd + r.spend.spentUsd + r.spend.mayBeBilledUsd;
+    }
+  }
+  const total: Budget = { flag: '--budget-total', usd: flags.budgetTotal, committed: Math.max(0, committed) };
   return run && run.usd <= total.usd - total.committed ? run : total;
 }
