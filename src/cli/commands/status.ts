@@ -1,6 +1,7 @@
 import { Option, type Command } from 'commander';
 import { withoutFractionNoise } from '../../pricing/usd-value.js';
 import { dbOption, positiveNumber } from '../options.js';
+import { EXIT } from '../../errors.js';
 import type { BatchesReport } from '../../report/batches-text.js';
 import type { StatusReport } from '../../report/status.js';
 import { priceOptions, reportPriceTable, type PriceFlags } from './price-options.js';
@@ -95,13 +96,14 @@ async function textRenderer(dbFlag: string | undefined): Promise<(report: Status
     ) + renderBatches(batches, paint);
 }
 
-/** Redraw until SIGINT/SIGTERM: in place on a terminal, a new block each time otherwise. */
+/** Redraw until SIGINT, SIGTERM or SIGHUP: in place on a terminal, a new block each time otherwise. */
 async function watch(render: () => Promise<string>, everyMs: number, out: NodeJS.WriteStream, inPlace: boolean): Promise<void> {
   const [{ stripAnsi }, { moveCursor, clearScreenDown }] = await Promise.all([import('../../report/format.js'), import('node:readline')]);
   const stop = new AbortController();
   const onSignal = () => stop.abort();
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
+  process.once('SIGHUP', onSignal);
   let drawn = 0;
   try {
     while (!stop.signal.aborted) {
@@ -133,8 +135,11 @@ async function watch(render: () => Promise<string>, everyMs: number, out: NodeJS
         );
       });
     }
+    // stopped by a signal, as every llmq command a signal stops: 130
+    process.exitCode = EXIT.SIGNAL;
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+    process.off('SIGHUP', onSignal);
   }
 }
