@@ -239,10 +239,36 @@ describe('run hooks', () => {
     expect(warned, r.stderr).toBeGreaterThan(-1);
     expect(warned).toBeLessThan(r.stderr.indexOf('finished in'));
     expect(r.stderr.split('--on-job hook failing').length - 1).toBe(1);
+    expect(r.stderr).toContain(`ECONNREFUSED 127.0.0.1:${port}; each post is tried again`);
     expect(r.stderr).toMatch(
       /dropped \(last error: connect ECONNREFUSED[^)]*\)\. Dropped job hooks were still waiting behind failing deliveries/,
     );
   }, 90_000);
+
+  it('a failing --on-job command is said as run once, not tried again', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 5);
+    await store.close();
+    const tries = join(dir, 'tries.log');
+    const r = await runCli([
+      'run',
+      '--db',
+      db,
+      '--provider',
+      'mock',
+      '--mock-latency',
+      '1',
+      '--progress',
+      'none',
+      '--on-job',
+      `echo x >> ${tries}; exit 1`,
+    ]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain('warning: --on-job hook failing: exit code 1; a command is not run again');
+    expect(readFileSync(tries, 'utf8').trim().split('\n')).toHaveLength(5); // once a job
+  }, 30_000);
 
   it('a Ctrl-C while llmq waits for its hooks ends llmq and the hook commands with it', async () => {
     const marker = `${(700 + Math.random()).toFixed(6)}`;

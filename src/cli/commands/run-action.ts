@@ -120,10 +120,14 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
           onAlert,
           secret: process.env.LLMQ_HOOK_SECRET || undefined,
           // said once while the run goes on (above the progress), not only in the count at its end
-          onTrouble: (hook, why) =>
+          onTrouble: (hook, why) => {
+            // a post is tried again (a server may be down a moment); a command is run once
+            const again =
+              (hook === '--on-job' ? flags.onJob : onAlert)?.kind === 'url' ? 'each post is tried again' : 'a command is not run again';
             emit('warning', {
-              message: `${hook} hook failing: ${why}; each delivery is tried again, and what is not delivered is counted at the end (llmq export has every answer)`,
-            }),
+              message: `${hook} hook failing: ${why}; ${again}, and what is not delivered is counted at the end (llmq export has every answer)`,
+            });
+          },
         })
       : null;
   if (hooks) listeners.push(hooks.listener);
