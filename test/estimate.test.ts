@@ -4,7 +4,8 @@ import { describe, expect, it } from 'vitest';
 import type { ClaimedJob, Usage } from '../src/store/types.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { all } from './helpers/store-reads.js';
-import { estimateRun } from '../src/report/estimate.js';
+import { estimateRun, type Estimate } from '../src/report/estimate.js';
+import { renderEstimate } from '../src/report/estimate-text.js';
 import { loadPriceTable } from '../src/pricing/price-table.js';
 import { estimatePromptTokens } from '../src/provider/tokens.js';
 import { runCli } from './helpers/cli.js';
@@ -362,6 +363,22 @@ describe('estimate', () => {
     const close = (await said(low * 0.9995)).match(/--budget (\$[\d.]+) is below the expected cost \((\$[\d.]+) at least\)/);
     expect(close).not.toBeNull();
     expect(close![1]).not.toBe(close![2]);
+    // what is left of --budget-total is shown with the digits of the amount it is compared with
+    const e: Estimate = {
+      jobs: 5,
+      exhausted: 0,
+      mockAnswered: 0,
+      uncapped: 0,
+      models: [],
+      cost: { low: 0.00108, high: 0.002, worst: 0.003 },
+      batchCost: { low: 0.00054, high: 0.001, worst: 0.0015 },
+      unpriced: [],
+      seconds: 10,
+    };
+    const total = renderEstimate(e, { db: 'q.db', budget: { flag: '--budget-total', usd: 0.04, committed: 0.0389225 } });
+    expect(total.replace(/\s+/g, ' ')).toContain(
+      '--budget-total $0.04 ($0.001078 left of it) is below the expected cost ($0.001080 at least)',
+    );
     // inside the range it may be enough: not said as a sure stop
     expect(await said((low + high) / 2)).toMatch(
       /is within the expected cost \(\$[\d.]+ to \$[\d.]+\): the run may stop early \(exit 3\), the rest left pending/,

@@ -52,45 +52,47 @@ export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint; budg
 
 function budgetText(e: Estimate, b: Budget): { line: string; ok: boolean } {
   const v = budgetVerdict(e, b);
-  const given = `${b.flag} ${usd(b.usd)}${b.committed > 0 ? ` (${usd(v.left)} left of it)` : ''}`;
+  // what is left is shown with the digits that tell it from the amount it is compared with
+  const shown = (x: number, against?: number) => (against === undefined ? usd(x) : apart(x, against)[0]);
+  const given = (against?: number) =>
+    b.committed > 0 ? `${b.flag} ${usd(b.usd)} (${shown(v.left, against)} left of it)` : `${b.flag} ${shown(b.usd, against)}`;
   if (v.verdict === 'uncapped')
     return {
-      line: `${given}: ${count(e.uncapped, 'job')} ${e.uncapped === 1 ? 'sets' : 'set'} no max_tokens, so nothing bounds their cost and a run under ${b.flag} refuses them. ${NO_MAX_TOKENS_FIX}`,
+      line: `${given()}: ${count(e.uncapped, 'job')} ${e.uncapped === 1 ? 'sets' : 'set'} no max_tokens, so nothing bounds their cost and a run under ${b.flag} refuses them. ${NO_MAX_TOKENS_FIX}`,
       ok: false,
     };
-  if (v.verdict === 'covers') return { line: `${given} covers the worst case: the run will not stop for it`, ok: true };
-  if (v.verdict === 'unknown') return { line: `${given}: no price for ${e.unpriced.join(', ')}, so nothing can be said`, ok: false };
+  if (v.verdict === 'covers') return { line: `${given()} covers the worst case: the run will not stop for it`, ok: true };
+  if (v.verdict === 'unknown') return { line: `${given()}: no price for ${e.unpriced.join(', ')}, so nothing can be said`, ok: false };
   if (v.verdict === 'may-stop')
     return {
-      line: `${given} is below the worst case (${usdBeside(e.cost!.worst, v.left)}): the run stops early (exit 3) if answers run long`,
+      line: `${given(e.cost!.worst)} is below the worst case (${apart(v.left, e.cost!.worst)[1]}): the run stops early (exit 3) if answers run long`,
       ok: false,
     };
   const c = e.cost!;
   // between the range's ends it may or may not be enough: "below the expected cost" read as a sure stop
   if (v.verdict === 'within') {
     return {
-      line: `${given} is within the expected cost (${usdBeside(c.low, v.left)} to ${usdBeside(c.high, v.left)}): the run may stop early (exit 3), the rest left pending`,
+      line: `${given()} is within the expected cost (${apart(v.left, c.low)[1]} to ${apart(v.left, c.high)[1]}): the run may stop early (exit 3), the rest left pending`,
       ok: false,
     };
   }
   return {
-    line: `${given} is below the expected cost (${usdBeside(c.low, v.left)} at least): the run would stop early (exit 3), the rest left pending`,
+    line: `${given(c.low)} is below the expected cost (${apart(v.left, c.low)[1]} at least): the run would stop early (exit 3), the rest left pending`,
     ok: false,
   };
 }
 
 /**
- * `usd` of an amount compared with the budget `left`, with digits enough to tell them apart: "$1.62
- * is below the expected cost ($1.62 at least)" read as a contradiction for 1.622.
+ * `usd` of two amounts compared, with digits enough to tell them apart and the same digits for
+ * both: "$1.62 left ... below the expected cost ($1.62 at least)" read as a contradiction for 1.622,
+ * and "$0.00108 left ... ($0.001080 at least)" as two ways of writing one amount.
  */
-function usdBeside(amount: number, left: number): string {
-  const shown = usd(amount);
-  if (shown !== usd(left) || amount === left) return shown;
-  for (let digits = 3; digits <= 9; digits++) {
-    const a = amount.toFixed(digits);
-    if (a !== left.toFixed(digits)) return `$${a}`;
+function apart(a: number, b: number): [string, string] {
+  if (usd(a) !== usd(b) || a === b) return [usd(a), usd(b)];
+  for (let digits = 3; digits <= 12; digits++) {
+    if (a.toFixed(digits) !== b.toFixed(digits)) return [`$${a.toFixed(digits)}`, `$${b.toFixed(digits)}`];
   }
-  return shown;
+  return [usd(a), usd(b)];
 }
 
 function aboutTime(seconds: number): string {
