@@ -13,6 +13,7 @@ import { estimatePromptTokens, loadTokenizerSoon, requestedCompletionTokens, tok
 import { mayBeBilled } from '../pricing/billing.js';
 import type { Hold, RunMoney } from './run-money.js';
 import { sleep } from './wait.js';
+import { duration, int } from '../report/format.js';
 
 /** Everything one job needs from its run. */
 export interface JobContext {
@@ -213,6 +214,14 @@ class JobRun {
           // the tokenizer, never loaded in a turn that holds answers not yet committed (loadTokenizerSoon)
           await loadTokenizerSoon();
           tokens = this.#weight(true)!;
+        }
+        const over = lane.firstOversize(tokens);
+        if (over !== null) {
+          ctx.emit('warning', {
+            message:
+              `a request of ${int(tokens)} tokens (prompt + max_tokens) to ${lane.model} is more than its limit of ${int(over)} tokens a minute: ` +
+              `such requests go one at a time, each about ${duration((60 * tokens) / over)} after the last (lower --max-tokens, or raise --tpm if the provider allows it)`,
+          });
         }
         const probe = await ctx.breaker.gate(ctx.stopSignal);
         try {

@@ -115,6 +115,21 @@ export class Lane {
   }
 
   /**
+   * The tokens-per-minute limit a request of `tokens` is bigger than, the first time one is (null
+   * otherwise, and ever after): such a request goes alone, one per `tokens / tpm` minutes, which a
+   * run at a --tpm smaller than one request showed as a stall.
+   */
+  firstOversize(tokens: number): number | null {
+    if (this.#oversizeSaid) return null;
+    const tpm = lowerOf(this.#caps, this.board.learned()).tpm;
+    if (tpm === null || tokens <= tpm) return null;
+    this.#oversizeSaid = true;
+    return tpm;
+  }
+
+  #oversizeSaid = false;
+
+  /**
    * A pace only 429s taught (no cap, no limit said): the rate the lane sent at when one came, which
    * may have been a passing one, so it may be passed (`RateBackoff.tick`), up to twice what the lane
    * sends now. Null otherwise.

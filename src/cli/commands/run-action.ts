@@ -98,7 +98,7 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
   const stopping = watchRunStop(flags.grace * 1000, emit);
 
   const mode = flags.json ? 'json' : flags.progress === 'auto' ? (process.stderr.isTTY ? 'tty' : 'plain') : flags.progress;
-  const limits = [flags.rpm ? `${flags.rpm} rpm` : '', flags.tpm ? `${flags.tpm} tpm` : '', boards ? 'shared through Redis' : '']
+  const limits = [flags.rpm ? `${int(flags.rpm)} rpm` : '', flags.tpm ? `${int(flags.tpm)} tpm` : '', boards ? 'shared through Redis' : '']
     .filter(Boolean)
     .join(', ');
   const progress = attachProgress(null, {
