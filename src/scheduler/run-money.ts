@@ -86,11 +86,7 @@ export class RunMoney {
     if (!this.budgeted) return;
     const unpriced = s.byModel.filter((m) => m.pending > 0 && this.#prices.lookup(m.model) === null);
     if (unpriced.length === 0) return;
-    const which = unpriced.map((m) => `${m.model} (${m.pending} jobs pending)`).join(', ');
-    throw new LlmqError(
-      `--budget needs a price for every model it may send to, and none is known for ${which}. ` +
-        'Give one with --price IN,OUT (USD per million input,output tokens) or --prices FILE.',
-    );
+    throw budgetNeedsPrice(unpriced.map((m) => `${m.model} (${m.pending} jobs pending)`).join(', '));
   }
 
   /**
@@ -255,4 +251,12 @@ export class PromptBilling {
 
 function bucketOf(tokens: number): number {
   return Math.floor(Math.log2(Math.max(1, tokens)));
+}
+
+/** A run under a budget refused: `which` models (as the user should read them) have no price. */
+export function budgetNeedsPrice(which: string): LlmqError {
+  return new LlmqError(
+    `--budget needs a price for every model it may send to, and none is known for ${which}. ` +
+      'Give one with --price IN,OUT (USD per million input,output tokens) or --prices FILE.',
+  );
 }

@@ -84,7 +84,8 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
     await boards?.close();
     throw error;
   });
-  await takeBackMockAnswers(store, flags.provider).catch(async (error) => {
+  const budgeted = flags.budget !== undefined || flags.budgetTotal !== undefined;
+  await takeBackMockAnswers(store, flags.provider, budgeted ? { prices } : undefined).catch(async (error) => {
     await store.close();
     await boards?.close();
     throw error;
