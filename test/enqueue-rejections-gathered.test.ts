@@ -53,4 +53,14 @@ describe('enqueue: many lines of one file rejected for one reason', () => {
     expect(gathered!.where).toMatch(/^x\.jsonl:21,23,.*,119 \(60 more lines; 10 of them after these\)$/);
     expect(gathered!.where.split(',')).toHaveLength(50);
   });
+
+  it('counts at most ten thousand files and reasons: lines of reasons past those are printed, not kept', () => {
+    const log = new RejectionLog();
+    for (let line = 1; line <= 10_000; line++) log.add({ path: 'x.jsonl', line, reason: `reason ${line}` });
+    // a new reason now: printed each time, never gathered
+    for (let line = 10_001; line <= 10_020; line++) expect(log.add({ path: 'x.jsonl', line, reason: 'late' })).not.toBeNull();
+    // one counted already is gathered as before
+    for (let n = 0; n < 10; n++) log.add({ path: 'x.jsonl', line: 20_000 + n, reason: 'reason 1' });
+    expect(log.gathered()).toEqual([{ where: 'x.jsonl:20009 (1 more line)', reason: 'reason 1' }]);
+  });
 });

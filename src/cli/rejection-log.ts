@@ -6,6 +6,12 @@ import { int } from '../report/format.js';
 export const REJECTIONS_NAMED_ONE_BY_ONE = 10;
 /** Runs of line numbers kept per gathered reason: scattered lines beyond this are counted only. */
 const RANGES_KEPT = 50;
+/**
+ * Files and reasons counted at most: past this many, a new one is printed and not counted. Reasons
+ * quote their line ("x123" is not valid JSON), and ten million such lines must not be ten million
+ * keys in memory.
+ */
+const KEYS_KEPT = 10_000;
 
 /** Lines of one file rejected for one reason, past the ones printed one by one. */
 interface Gathered {
@@ -33,6 +39,7 @@ export class RejectionLog {
   add(r: Rejection): { where: string; reason: string } | null {
     if (r.line === undefined) return { where: r.path, reason: r.reason };
     const key = `${r.path}\u0000${r.reason}`;
+    if (this.#seen.size >= KEYS_KEPT && !this.#seen.has(key)) return { where: where(r.path, r.line), reason: r.reason };
     const seen = (this.#seen.get(key) ?? 0) + 1;
     this.#seen.set(key, seen);
     if (seen <= REJECTIONS_NAMED_ONE_BY_ONE) return { where: where(r.path, r.line), reason: r.reason };
