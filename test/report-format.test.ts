@@ -47,4 +47,9 @@ describe('percent', () => {
     expect(percent(0, 30)).toBe('0%');
     expect(percent(0, 0)).toBe('0%');
   });
+
+  it('rate: digits enough for a rate of a request every few minutes', async () => {
+    const { rate } = await import('../src/report/format.js');
+    expect([rate(0.0031), rate(0.05), rate(0.42), rate(4.56), rate(120.4), rate(0)]).toEqual(['0.0031', '0.05', '0.42', '4.6', '120', '0']);
+  });
 });

@@ -64,9 +64,11 @@ export function duration(seconds: number | null): string {
   return `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3600)}h`;
 }
 
-/** A rate with a sensible number of digits: 0.42/s, 4.6/s, 120/s. */
+/** A rate with a sensible number of digits: 0.0031/s, 0.42/s, 4.6/s, 120/s. */
 export function rate(perSecond: number): string {
   if (!Number.isFinite(perSecond) || perSecond <= 0) return '0';
+  // a request every few minutes (a --tpm below one request) is not "0.00" a second
+  if (perSecond < 0.01) return String(Number(perSecond.toPrecision(2)));
   if (perSecond < 1) return perSecond.toFixed(2);
   if (perSecond < 100) return perSecond.toFixed(1);
   return int(perSecond);
