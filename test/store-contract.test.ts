@@ -80,6 +80,15 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       expect(claimed.jobs.map((j) => j.key).sort()).toEqual([changed.key, row('b', 'other').key].sort());
     });
 
+    it('says which item moved first and the requests of the job it left and the one it has now', async () => {
+      const { store } = await kind.fresh();
+      await store.enqueue([row('a', 'first'), row('b', 'same')], T0);
+      // behind a new item and an unchanged one: the first moved is a, third in the batch
+      const r = await store.enqueue([row('n', 'new'), row('b', 'same'), row('a', 'second'), row('c', 'also new')], T0 + 1);
+      expect(r.firstMoved).toEqual({ id: 'a', was: row('a', 'first').request, now: row('a', 'second').request });
+      expect((await store.enqueue([row('a', 'second')], T0 + 2)).firstMoved ?? null).toBeNull(); // nothing moved
+    });
+
     it('names the items whose document now comes from another file, not a JSONL line that moved within its file', async () => {
       const { store } = await kind.fresh();
       await store.enqueue(

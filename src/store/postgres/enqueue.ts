@@ -87,7 +87,10 @@ SELECT (SELECT count(*) FROM new_jobs) AS new_jobs,
        count(*) FILTER (WHERE b.job_key <> t.key AND ${SOURCE_FILE('b.source')} <> ${SOURCE_FILE('t.source')})::int AS elsewhere,
        (array_agg(json_build_array(t.item_id, b.source, t.source) ORDER BY t.ord)
          FILTER (WHERE b.job_key <> t.key AND ${SOURCE_FILE('b.source')} <> ${SOURCE_FILE('t.source')}))[1] AS first_elsewhere,
-       (array_agg(json_build_array(t.item_id, b.job_key, t.request) ORDER BY t.ord) FILTER (WHERE b.job_key <> t.key))[1] AS first_moved
+       -- the first moved row, by its place in the input, and the request of the job it left (read as
+       -- the statement began: the job may be dropped after it)
+       (SELECT json_build_array(t2.ord, j.request) FROM input t2 JOIN before b2 ON b2.id = t2.item_id JOIN jobs j ON j.key = b2.job_key
+         WHERE b2.job_key <> t2.key ORDER BY t2.ord LIMIT 1) AS first_moved
 FROM input t LEFT JOIN before b ON b.id = t.item_id`;
 
 interface Counts {
@@ -98,8 +101,8 @@ interface Counts {
   old_keys: string[] | null;
   elsewhere: number;
   first_elsewhere: [string, string, string] | null;
-  /** The first moved item: its id, the key of the job it left, its request now. */
-  first_moved: [string, string, string] | null;
+  /** The first moved row: its place in the rows sent (from 1), and the request of the job it left. */
+  first_moved: [number, string] | null;
 }
 
 /**
@@ -225,10 +228,9 @@ export class EnqueuePg {
           }
           total.unchanged += c.unchanged;
           if (c.first_moved && !total.firstMoved) {
-            // read before the job it left may be dropped below
-            const [id, left, now] = c.first_moved;
-            const was = (await client.query<{ request: string }>('SELECT request FROM jobs WHERE key = $1', [left])).rows[0]?.request ?? '';
-            total.firstMoved = { id, was, now };
+            const [ord, was] = c.first_moved;
+            const row = send[ord - 1]!;
+            total.firstMoved = { id: row.itemId, was, now: row.request };
           }
           if (c.old_keys?.length) {
             total.droppedJobs += (await client.query<{ n: number }>(DROP_STALE_SQL, [c.old_keys])).rows[0]!.n;
