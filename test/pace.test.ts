@@ -467,4 +467,17 @@ describe('LatencyStats: --timeout auto', () => {
       }
     }
   });
+
+  it('firstOversize: a request bigger than the lower of --tpm and the limit learned from headers is said once', () => {
+    const now = 0;
+    const board = new LocalLaneBoard(() => now);
+    const lane = new Lane('m', { rpm: null, tpm: 10_000 }, board, () => now);
+    expect(lane.firstOversize(900)).toBeNull();
+    // the provider said less than the cap: its limit is the one a request is measured against
+    board.learn({ rpm: null, tpm: 800, source: 'headers', at: now });
+    expect(lane.firstOversize(900)).toBe(800);
+    expect(lane.firstOversize(5000)).toBeNull(); // said once
+    const uncapped = new Lane('m', { rpm: null, tpm: null }, new LocalLaneBoard(() => now), () => now);
+    expect(uncapped.firstOversize(1e9)).toBeNull(); // no limit known: nothing is too big
+  });
 });

@@ -65,6 +65,8 @@ export class Lane {
   #firstAnswerAt: number | null = null;
   /** A 429 came at a limit the provider said: the wide guard for the rest of the run. */
   #jittery = false;
+  /** A request bigger than the tokens-per-minute limit was said (`firstOversize`). */
+  #oversizeSaid = false;
   static readonly SLOW_START_MS = 2000;
   static readonly COLD_REQUESTS = 3;
   static readonly BOARD_RETRY_MS = 500;
@@ -121,13 +123,14 @@ export class Lane {
    */
   firstOversize(tokens: number): number | null {
     if (this.#oversizeSaid) return null;
-    const tpm = lowerOf(this.#caps, this.board.learned()).tpm;
+    // asked once a request: the lower of the two limits without lowerOf's object
+    const cap = this.#caps.tpm;
+    const learned = this.board.learned()?.tpm ?? null;
+    const tpm = cap === null ? learned : learned === null ? cap : Math.min(cap, learned);
     if (tpm === null || tokens <= tpm) return null;
     this.#oversizeSaid = true;
     return tpm;
   }
-
-  #oversizeSaid = false;
 
   /**
    * A pace only 429s taught (no cap, no limit said): the rate the lane sent at when one came, which
