@@ -4,6 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
+import { gonePid } from './helpers/pids.js';
+import { hostname } from 'node:os';
 
 describe('llmq forget', () => {
   it('removes items deleted from the input, so a run never sends them; says what it did, or would, and what it could not find', async () => {
@@ -61,5 +63,13 @@ describe('llmq forget', () => {
     await store.close();
     const during = await cli(['forget', 'b.txt']);
     expect(during.stderr).toContain('warning: 1 run is working this queue: a job one holds already is still sent');
+    // a run of this machine whose process is gone and quiet is not working it: not counted
+    const runs = new SqliteStore(join(dir, 'llmq.db'));
+    const quiet = Date.now() - 10_000;
+    await runs.finishRun('working', Date.now(), 'drained', null as never);
+    await runs.startRun({ id: 'killed', host: hostname(), pid: gonePid(), startedAt: quiet, options: {} });
+    await runs.close();
+    const after = await cli(['forget', 'r1']);
+    expect(after.stderr).not.toContain('is working this queue');
   });
 });

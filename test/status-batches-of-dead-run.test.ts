@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -7,16 +6,11 @@ import { runCli } from './helpers/cli.js';
 import { firstSnapshot, startServe } from './helpers/dashboard.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
+import { gonePid } from './helpers/pids.js';
 
 // A batch run killed outright leaves its submissions recorded as live until the next batch run takes
 // them over. `status` and `llmq batches` say so once the run is known dead; a mock batch lived in
 // the dead process, so it is not live at all.
-
-/** A pid that was this machine's a moment ago and is gone now. */
-function gonepid(): number {
-  const child = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' });
-  return Number(child.stdout);
-}
 
 async function queueWithDeadRun(pid: number, quietFor: number) {
   const db = join(tempDir(), 'q.db');
@@ -39,7 +33,7 @@ async function queueWithDeadRun(pid: number, quietFor: number) {
 
 describe('status of a batch run killed outright', () => {
   it('says its real batch is taken over by the next run, and its mock batch went with its process, not live', async () => {
-    const db = await queueWithDeadRun(gonepid(), 10_000);
+    const db = await queueWithDeadRun(gonePid(), 10_000);
     const status = await runCli(['status', '--db', db]);
     expect(status.code, status.stderr).toBe(0);
     expect(status.stdout).toContain('batches   1 live');
@@ -64,7 +58,7 @@ describe('status of a batch run killed outright', () => {
   });
 
   it('leaves them as they are while the run may still be alive: its process here, or heard from lately', async () => {
-    for (const db of [await queueWithDeadRun(process.pid, 10_000), await queueWithDeadRun(gonepid(), 1_000)]) {
+    for (const db of [await queueWithDeadRun(process.pid, 10_000), await queueWithDeadRun(gonePid(), 1_000)]) {
       const status = await runCli(['status', '--db', db, '--json']);
       const { batches } = JSON.parse(status.stdout);
       expect(batches.live).toBe(2);

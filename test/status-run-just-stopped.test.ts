@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -7,16 +6,11 @@ import { runCli } from './helpers/cli.js';
 import { firstSnapshot, startServe } from './helpers/dashboard.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
+import { gonePid } from './helpers/pids.js';
 
 // A run killed a moment ago still has a recent heartbeat: it counts as live until a few seconds of
 // quiet say it is dead (its pid missing here could be a twin machine's of the same name). Meanwhile
 // status says that its process is not on this machine, instead of showing it running as usual.
-
-/** A pid that was this machine's a moment ago and is gone now. */
-function gonepid(): number {
-  const child = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' });
-  return Number(child.stdout);
-}
 
 async function queueWithRun(pid: number, beatAgoMs: number): Promise<string> {
   const db = join(tempDir(), 'q.db');
@@ -31,7 +25,7 @@ async function queueWithRun(pid: number, beatAgoMs: number): Promise<string> {
 
 describe('status of a run whose process went a moment ago', () => {
   it('says its pid is not running here while its heartbeat is still recent', async () => {
-    const pid = gonepid();
+    const pid = gonePid();
     const db = await queueWithRun(pid, 1_000);
     const text = await runCli(['status', '--db', db]);
     expect(text.code, text.stderr).toBe(0);
@@ -55,7 +49,7 @@ describe('status of a run whose process went a moment ago', () => {
   it('says nothing of the kind of a run whose process is here, or once the quiet says it died', async () => {
     const here = await runCli(['status', '--db', await queueWithRun(process.pid, 1_000), '--json']);
     expect(JSON.parse(here.stdout).activeRuns[0]).toMatchObject({ live: true, pidGoneHere: false });
-    const pid = gonepid();
+    const pid = gonePid();
     const died = await runCli(['status', '--db', await queueWithRun(pid, 10_000), '--json']);
     expect(JSON.parse(died.stdout).activeRuns[0]).toMatchObject({ live: false, gone: true, pidGoneHere: false });
     const diedText = await runCli(['status', '--db', await queueWithRun(pid, 10_000)]);

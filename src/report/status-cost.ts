@@ -20,6 +20,12 @@ export function isLive(r: { id: string; endedAt: number | null; heartbeatAt: num
   return r.endedAt === null && now - r.heartbeatAt <= STALE_RUN_MS && !dead?.has(r.id);
 }
 
+/** The runs among `runs` working the queue now: not ended, heartbeating, and not known dead here. */
+export function workingRuns(runs: readonly RunRow[], now: number): RunRow[] {
+  const dead = deadRunsHere(runs, now);
+  return runs.filter((r) => isLive(r, now, dead));
+}
+
 /**
  * The runs among `runs` known dead: started on this machine, their process gone, quiet for a few
  * heartbeats. Without this a run killed with SIGKILL read as running for STALE_RUN_MS, its last

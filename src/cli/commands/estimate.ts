@@ -91,6 +91,9 @@ export async function estimateCommand(flags: EstimateFlags, o: { dryRun?: boolea
     // the one the queue's last run was given, so the two agree on what the rest costs
     const prices =
       o.dryRun || flags.provider === 'mock' ? await priceTableFrom(flags) : await reportPriceTable(flags, (await store.status()).lastRun);
+    // a real run first takes the mock's answers back (src/cli/mock-answers.ts), sends those jobs, and
+    // leaves their money out of --budget-total
+    const mockAnswersBefore = flags.provider === 'mock' ? undefined : Date.now() - STALE_RUN_MS;
     const line = statusLine(process.stderr);
     const estimate = await estimateRun(store, {
       prices,
@@ -101,12 +104,11 @@ export async function estimateCommand(flags: EstimateFlags, o: { dryRun?: boolea
       rpm: flags.rpm,
       tpm: flags.tpm,
       concurrency: flags.concurrency,
-      // a real run first takes the mock's answers back (src/cli/mock-answers.ts), and sends those jobs
-      mockAnswersBefore: flags.provider === 'mock' ? undefined : Date.now() - STALE_RUN_MS,
+      mockAnswersBefore,
       onProgress: (looked, of) => line.update(() => `counting prompts: ${int(looked)} of ${int(of)} jobs`),
     });
     line.done();
-    const budget = await budgetOf(flags, store, Date.now() - STALE_RUN_MS);
+    const budget = await budgetOf(flags, store, mockAnswersBefore);
     process.stdout.write(
       flags.json
         ? JSON.stringify(budget ? { ...estimate, budget: budgetVerdict(estimate, budget) } : estimate, withoutFractionNoise) + '\n'
@@ -121,14 +123,13 @@ export async function estimateCommand(flags: EstimateFlags, o: { dryRun?: boolea
  * The budget a dry run was given: of --budget (a run's own, from nothing) and --budget-total (less
  * what the queue's runs have spent or hold), the one with less left.
  */
-async function budgetOf(flags: EstimateFlags, store: Store, mockQuietSince: number): Promise<Budget | undefined> {
+async function budgetOf(flags: EstimateFlags, store: Store, mockAnswersBefore: number | undefined): Promise<Budget | undefined> {
   const run: Budget | undefined = flags.budget === undefined ? undefined : { flag: '--budget', usd: flags.budget, committed: 0 };
   if (flags.budgetTotal === undefined) return run;
   let committed = (await store.committed('')).total;
-  // a real run first takes the mock's answers back, and their money with them: not counted against it
-  if (flags.provider !== 'mock') {
+  if (mockAnswersBefore !== undefined) {
     for (const r of (await store.status()).spend) {
-      if (mockRunToTakeBack(r, mockQuietSince)) committed -= r.spend.reservedUsd + r.spend.spentUsd + r.spend.mayBeBilledUsd;
+      if (mockRunToTakeBack(r, mockAnswersBefore)) committed -= r.spend.reservedUsd + r.spend.spentUsd + r.spend.mayBeBilledUsd;
     }
   }
   const total: Budget = { flag: '--budget-total', usd: flags.budgetTotal, committed: Math.max(0, committed) };

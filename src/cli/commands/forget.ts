@@ -41,7 +41,7 @@ Examples:
 
 async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
   const which = await whichItems(ids, flags.source);
-  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { count }, { isLive }] = await Promise.all([
+  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { count }, { workingRuns }] = await Promise.all([
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
     import('../../report/format.js'),
@@ -53,7 +53,8 @@ async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
   let working: number;
   try {
     const now = Date.now();
-    working = (await store.activeRuns()).filter((run) => isLive(run, now)).length;
+    // a run killed a moment ago on this machine is not working it
+    working = workingRuns(await store.activeRuns(), now).length;
     r = await store.forgetItems(which, { now, dryRun: flags.dryRun });
   } finally {
     await store.close();

@@ -34,7 +34,7 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
   const { resolveDbLocation } = await import('../../store/open-store.js');
   const { dbArgument, runArgumentsOfRun } = await import('../again.js');
   const { openExistingStore } = await import('../../report/open-existing.js');
-  const { deadRunsHere, isLive } = await import('../../report/status-cost.js');
+  const { workingRuns } = await import('../../report/status-cost.js');
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
     const now = Date.now();
@@ -42,9 +42,7 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
     if (flags.json) process.stdout.write(JSON.stringify({ requeued: n }) + '\n');
     const which = flags.error ? ` whose error contains "${flags.error}"` : '';
     // a run working the queue claims pending jobs as it goes: it takes these too, no new run needed
-    const runs = n === 0 ? [] : await store.activeRuns();
-    const dead = deadRunsHere(runs, now);
-    const working = runs.filter((r) => isLive(r, now, dead));
+    const working = n === 0 ? [] : workingRuns(await store.activeRuns(), now);
     if (working.length) {
       const who =
         working.length === 1
