@@ -1,18 +1,12 @@
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { SqliteStore } from '../src/store/sqlite/store.js';
-import { runCli } from './helpers/cli.js';
-import { seedJobs } from './helpers/seed.js';
+import { MOCK_NOW, runCli } from './helpers/cli.js';
+import { seededQueue } from './helpers/seed.js';
 import { startFake } from './helpers/start-fake.js';
-import { tempDir } from './helpers/tmp.js';
 
 describe('a run under --budget refused for a model without a price', () => {
   it("changes nothing: the mock's answers stay until a run that goes", async () => {
-    const db = join(tempDir(), 'q.db');
-    const store = new SqliteStore(db);
-    await seedJobs(store, 4, { model: 'my-local-model' });
-    await store.close();
-    expect((await runCli(['run', '--db', db, '--provider', 'mock', '--mock-latency', '0', '--progress', 'none'])).code).toBe(0);
+    const db = await seededQueue(4, { model: 'my-local-model' });
+    expect((await runCli(['run', '--db', db, ...MOCK_NOW])).code).toBe(0);
     const fake = await startFake();
     const refused = await runCli(['run', '--db', db, '--base-url', fake.url, '--budget', '1', '--progress', 'none']);
     expect(refused.code).toBe(1);

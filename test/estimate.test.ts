@@ -8,8 +8,8 @@ import { estimateRun, type Estimate } from '../src/report/estimate.js';
 import { renderEstimate } from '../src/report/estimate-text.js';
 import { loadPriceTable } from '../src/pricing/price-table.js';
 import { estimatePromptTokens } from '../src/provider/tokens.js';
-import { runCli } from './helpers/cli.js';
-import { requestFor, seedJobs } from './helpers/seed.js';
+import { MOCK_NOW, runCli } from './helpers/cli.js';
+import { requestFor, seededQueue, seedJobs } from './helpers/seed.js';
 import { jobKey } from '../src/request.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
@@ -154,11 +154,8 @@ describe('estimate', () => {
   });
 
   it("after a mock run, says the jobs status counts done are the mock's, which a real run sends again", async () => {
-    const db = join(tempDir(), 'q.db');
-    const store = new SqliteStore(db);
-    await seedJobs(store, 4);
-    await store.close();
-    const mock = await runCli(['run', '--db', db, '--provider', 'mock', '--mock-latency', '0', '--limit', '3', '--progress', 'none']);
+    const db = await seededQueue(4);
+    const mock = await runCli(['run', '--db', db, ...MOCK_NOW, '--limit', '3']);
     expect(mock.code, mock.stderr).toBe(0);
     const r = await runCli(['estimate', '--db', db]);
     expect(r.code, r.stderr).toBe(0);
@@ -270,25 +267,9 @@ describe('estimate', () => {
   });
 
   it("a dry run of a real provider leaves the mock runs' money out of --budget-total, as the run takes it back", async () => {
-    const db = join(tempDir(), 'q.db');
-    const store = new SqliteStore(db);
-    await seedJobs(store, 6);
-    await store.close();
+    const db = await seededQueue(6);
     const price = ['--price', '2.5,10'];
-    const mock = await runCli([
-      'run',
-      '--db',
-      db,
-      '--provider',
-      'mock',
-      '--mock-latency',
-      '0',
-      '--limit',
-      '4',
-      '--progress',
-      'none',
-      ...price,
-    ]);
+    const mock = await runCli(['run', '--db', db, ...MOCK_NOW, '--limit', '4', ...price]);
     expect(mock.code, mock.stderr).toBe(0);
     const mockSpent = JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout).cost.usd;
     expect(mockSpent).toBeGreaterThan(0);

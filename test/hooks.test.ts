@@ -3,7 +3,7 @@ import { createHmac } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { deliverTo } from '../src/hooks/deliver.js';
@@ -13,7 +13,7 @@ import { hookReportLine } from '../src/cli/hook-flags.js';
 import type { RunSummary } from '../src/scheduler/events.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { all } from './helpers/store-reads.js';
-import { collect, runCli, spawnCli } from './helpers/cli.js';
+import { collect, MOCK_NOW, runCli, spawnCli } from './helpers/cli.js';
 import { answerFor, reply } from './helpers/fake-openai.js';
 import { seededQueue, seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
@@ -246,25 +246,9 @@ describe('run hooks', () => {
   }, 90_000);
 
   it('a failing --on-job command is said as run once, not tried again', async () => {
-    const dir = tempDir();
-    const db = join(dir, 'q.db');
-    const store = new SqliteStore(db);
-    await seedJobs(store, 5);
-    await store.close();
-    const tries = join(dir, 'tries.log');
-    const r = await runCli([
-      'run',
-      '--db',
-      db,
-      '--provider',
-      'mock',
-      '--mock-latency',
-      '1',
-      '--progress',
-      'none',
-      '--on-job',
-      `echo x >> ${tries}; exit 1`,
-    ]);
+    const db = await seededQueue(5);
+    const tries = join(dirname(db), 'tries.log');
+    const r = await runCli(['run', '--db', db, ...MOCK_NOW, '--on-job', `echo x >> ${tries}; exit 1`]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toContain('warning: --on-job hook failing: exit code 1; a command is not run again');
     expect(readFileSync(tries, 'utf8').trim().split('\n')).toHaveLength(5); // once a job

@@ -1,21 +1,10 @@
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { SqliteStore } from '../src/store/sqlite/store.js';
 import { runCli } from './helpers/cli.js';
-import { seedJobs } from './helpers/seed.js';
-import { tempDir } from './helpers/tmp.js';
+import { seededQueue } from './helpers/seed.js';
 
 describe('--mock-latency', () => {
-  async function queueOfOne(): Promise<string> {
-    const db = join(tempDir(), 'q.db');
-    const store = new SqliteStore(db);
-    await seedJobs(store, 1);
-    await store.close();
-    return db;
-  }
-
   it('takes a unit as the other duration flags do (2s is two seconds, not two ms)', async () => {
-    const db = await queueOfOne();
+    const db = await seededQueue(1);
     const started = Date.now();
     const r = await runCli(['run', '--db', db, '--provider', 'mock', '--mock-latency', '2s', '--progress', 'none']);
     expect(r.code, r.stderr).toBe(0);
@@ -24,7 +13,7 @@ describe('--mock-latency', () => {
   }, 20_000);
 
   it('reads a bare number as milliseconds, and refuses what is not a latency', async () => {
-    const db = await queueOfOne();
+    const db = await seededQueue(1);
     const ok = await runCli(['run', '--db', db, '--provider', 'mock', '--mock-latency', '1.5', '--progress', 'none']);
     expect(ok.code, ok.stderr).toBe(0);
     for (const bad of ['soon', '-5', '2 weeks']) {

@@ -1,11 +1,10 @@
 import { spawn } from 'node:child_process';
 import { chmodSync, chownSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { BIN, cliEnv, collect } from './helpers/cli.js';
-import { seedJobs } from './helpers/seed.js';
-import { tempDir } from './helpers/tmp.js';
+import { seededQueue } from './helpers/seed.js';
 
 // Someone else's queue: run as another user where this one is root (root writes anywhere), else
 // with the write bits taken away from this user.
@@ -22,11 +21,8 @@ function llmqAsOther(args: string[]) {
 
 /** A queue of three jobs in a folder the other user can read but not write. */
 async function queueInReadOnlyFolder(): Promise<{ dir: string; db: string }> {
-  const dir = tempDir();
-  const db = join(dir, 'q.db');
-  const store = new SqliteStore(db);
-  await seedJobs(store, 3);
-  await store.close();
+  const db = await seededQueue(3);
+  const dir = dirname(db);
   chmodSync(dir, asRoot ? 0o755 : 0o555); // root's folder: others read it
   return { dir, db };
 }
@@ -65,11 +61,8 @@ describe.skipIf(process.platform === 'win32')('a queue the user may read but not
   });
 
   it('a file not writable in a folder that is: read, not refused', async () => {
-    const dir = tempDir();
-    const db = join(dir, 'q.db');
-    const store = new SqliteStore(db);
-    await seedJobs(store, 2);
-    await store.close();
+    const db = await seededQueue(2);
+    const dir = dirname(db);
     if (asRoot) {
       chownSync(dir, NOBODY, NOBODY);
       chownSync(db, NOBODY, NOBODY);

@@ -1,17 +1,11 @@
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { SqliteStore } from '../src/store/sqlite/store.js';
 import { collect, spawnCli } from './helpers/cli.js';
-import { seedJobs } from './helpers/seed.js';
-import { tempDir } from './helpers/tmp.js';
+import { seededQueue } from './helpers/seed.js';
 import { waitFor } from './helpers/wait.js';
 
 describe('a --tpm smaller than one request', () => {
   it('is said once, with how far apart such requests go, where the run looked stalled', async () => {
-    const db = join(tempDir(), 'q.db');
-    const store = new SqliteStore(db);
-    await seedJobs(store, 3, { maxTokens: 500 });
-    await store.close();
+    const db = await seededQueue(3, { maxTokens: 500 });
     const child = spawnCli(['run', '--db', db, '--provider', 'mock', '--mock-latency', '0', '--tpm', '100', '--progress', 'plain']);
     const done = collect(child, 20_000);
     let said = '';

@@ -3,6 +3,9 @@ import { fileURLToPath } from 'node:url';
 
 export const BIN = fileURLToPath(new URL('../../bin/llmq.js', import.meta.url));
 
+/** `llmq run` flags for the offline mock at once: no latency, no progress display. */
+export const MOCK_NOW = ['--provider', 'mock', '--mock-latency', '0', '--progress', 'none'] as const;
+
 export interface CliResult {
   readonly code: number | null;
   readonly signal: NodeJS.Signals | null;

@@ -37,10 +37,10 @@ export async function seedJobs(
 }
 
 /** A fresh SQLite queue in a temp folder holding `count` seeded jobs, closed: its path, for the CLI. */
-export async function seededQueue(count: number): Promise<string> {
+export async function seededQueue(count: number, options: Parameters<typeof seedJobs>[2] = {}): Promise<string> {
   const db = join(tempDir(), 'q.db');
   const store = new SqliteStore(db);
-  await seedJobs(store, count);
+  await seedJobs(store, count, options);
   await store.close();
   return db;
 }
