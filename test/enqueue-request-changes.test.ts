@@ -2,7 +2,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_PROMPT, lostToDefaults } from '../src/cli/commands/enqueue-requests.js';
-import { runCli } from './helpers/cli.js';
+import { MOCK_NOW, runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
 
 /** A folder of three notes and a queue beside it. */
@@ -43,7 +43,7 @@ describe('enqueue again without the flags of the first', () => {
   it('says nothing of defaults when the documents changed and the flags did not', async () => {
     const { docs, db } = notes();
     expect((await runCli(['enqueue', docs, '--db', db])).code).toBe(0);
-    expect((await runCli(['run', '--db', db, '--provider', 'mock', '--mock-latency', '0', '--progress', 'none'])).code).toBe(0);
+    expect((await runCli(['run', '--db', db, ...MOCK_NOW])).code).toBe(0);
     writeFileSync(join(docs, 'n2.txt'), 'note 2, edited');
     const again = await runCli(['enqueue', docs, '--db', db]);
     expect(again.code, again.stderr).toBe(0);
@@ -58,7 +58,7 @@ describe('enqueue again without the flags of the first', () => {
   it('names what another prompt or option given on purpose changed, and how to go back', async () => {
     const { docs, db } = notes();
     expect((await runCli(['enqueue', docs, '--db', db, '--prompt', 'Sum up: {{text}}', '--model', 'gpt-4o'])).code).toBe(0);
-    expect((await runCli(['run', '--db', db, '--provider', 'mock', '--mock-latency', '0', '--progress', 'none'])).code).toBe(0);
+    expect((await runCli(['run', '--db', db, ...MOCK_NOW])).code).toBe(0);
     const again = await runCli([
       'enqueue',
       docs,

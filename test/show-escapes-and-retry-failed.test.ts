@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { hostname } from 'node:os';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { describe, expect, it } from 'vitest';
-import { runCli } from './helpers/cli.js';
+import { MOCK_NOW, runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
 
 describe('llmq show of an item whose id and document hold control characters', () => {
@@ -26,7 +26,7 @@ describe('llmq show of an item whose id and document hold control characters', (
     const db = join(dir, 'q.db');
     writeFileSync(join(dir, 'in.jsonl'), `${JSON.stringify({ id: 'doc', text: 'hello' })}\n`);
     expect((await runCli(['enqueue', join(dir, 'in.jsonl'), '--db', db])).code).toBe(0);
-    const mock = ['--provider', 'mock', '--mock-latency', '0', '--progress', 'none', '--db', db];
+    const mock = [...MOCK_NOW, '--db', db];
     expect((await runCli(['run', ...mock, '--mock-failure-rate', '1', '--max-attempts', '1'])).code).toBe(2);
     return { db, mock };
   }
