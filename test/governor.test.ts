@@ -246,6 +246,26 @@ describe('rate governor', () => {
     await store.close();
   });
 
+  it('the offline mock has no limit to learn: its first requests leave together, not one alone', async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await seedJobs(store, 8);
+    const times: number[] = [];
+    const summary = await runQueue(
+      {
+        store,
+        provider: new MockProvider({ latencyMs: 200, jitter: 0 }),
+        emit: (e) => {
+          if (e === 'job:start') times.push(Date.now());
+        },
+      },
+      { ...fast, concurrency: 8 },
+    );
+    expect(summary).toMatchObject({ reason: 'drained', done: 8 });
+    // held for the first answer, the second would start 200 ms after the first
+    expect(times[7]! - times[0]!).toBeLessThan(150);
+    await store.close();
+  });
+
   it('the next run starts at the remembered pace instead of probing', async () => {
     const { fake, store } = await setup({ latencyMs: 1 });
     await store.saveLaneLimits({ baseUrl: fake.url, model: 'gpt-4o-mini', rpm: 120, tpm: null, source: 'headers', at: Date.now() });

@@ -31,6 +31,7 @@ const SUMMARY_CHARS = 200;
 export class MockProvider implements Provider {
   readonly name = 'mock';
   readonly free = true;
+  readonly unlimited = true;
   readonly #latencyMs: number;
   readonly #jitter: number;
   readonly #failureRate: number;

@@ -96,6 +96,11 @@ export interface Provider {
   complete(requestJson: string, options: { readonly signal: AbortSignal }): Promise<CompletionResult>;
   /** True when nothing it is sent is ever billed (the offline mock): no try of it "may be billed". */
   readonly free?: boolean;
+  /**
+   * True when it enforces no rate limit at all (the offline mock): its lanes start at full
+   * concurrency, with no first request sent alone to learn a limit from its headers.
+   */
+  readonly unlimited?: boolean;
   /** Release connections, when the provider holds any. */
   close?(): Promise<void>;
 }

@@ -71,8 +71,12 @@ export class Lane {
   static readonly COLD_REQUESTS = 3;
   static readonly BOARD_RETRY_MS = 500;
 
-  constructor(model: string, caps: PaceLimits, board: LaneBoard, now: () => number) {
+  /** Its provider enforces no limit (the offline mock): nothing to learn, no first request alone. */
+  readonly #unlimited: boolean;
+
+  constructor(model: string, caps: PaceLimits, board: LaneBoard, now: () => number, options: { unlimited?: boolean } = {}) {
     this.model = model;
+    this.#unlimited = options.unlimited ?? false;
     this.#caps = caps;
     this.board = board;
     this.#now = now;
@@ -146,12 +150,12 @@ export class Lane {
   /**
    * Take a place for a request now, or the ms to wait. A lane that knows no limit sends one request
    * alone first (for up to SLOW_START_MS): its answer's headers say the limit before a burst can
-   * trip it.
+   * trip it. A provider with no limit at all (the offline mock) has nothing to learn: no such start.
    */
   async tryTake(tokens: number): Promise<PaceTicket | number> {
     const limits = this.limits();
     // Only when nothing is known: with a cap or a remembered limit the pace already spreads the start.
-    const cold = this.#ended === 0 && limits.rpm === null && limits.tpm === null;
+    const cold = this.#ended === 0 && limits.rpm === null && limits.tpm === null && !this.#unlimited;
     if (cold) {
       if (this.#probeAt !== null && this.#now() - this.#probeAt < Lane.SLOW_START_MS) return 20;
       if (this.#probing) return 20;

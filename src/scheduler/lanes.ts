@@ -44,6 +44,8 @@ export class Lanes {
     private readonly caps: PaceLimits,
     private readonly boards: LaneBoards,
     private readonly now: () => number,
+    /** The provider enforces no limit (the offline mock): its lanes start at full concurrency (`Lane`). */
+    private readonly unlimited = false,
   ) {}
 
   /** Load what earlier runs learned about this base URL's models. */
@@ -59,7 +61,7 @@ export class Lanes {
   get(model: string): Lane {
     let lane = this.#lanes.get(model);
     if (!lane) {
-      lane = new Lane(model, this.caps, this.boards.board(this.baseUrl, model), this.now);
+      lane = new Lane(model, this.caps, this.boards.board(this.baseUrl, model), this.now, { unlimited: this.unlimited });
       const remembered = this.#remembered.get(model);
       if (remembered) lane.restore(remembered);
       this.#lanes.set(model, lane);

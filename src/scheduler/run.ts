@@ -121,6 +121,7 @@ export class Run {
       { rpm: options.rpm ?? null, tpm: options.tpm ?? null },
       deps.boards ?? localBoards(this.#now),
       this.#now,
+      deps.provider.unlimited ?? false,
     );
     const timeout = options.timeout ?? 'auto';
     this.#inFlight = new InFlightRequests({
