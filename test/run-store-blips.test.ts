@@ -135,6 +135,33 @@ describe('a store that fails while requests are out', () => {
     await store.close();
   });
 
+  it('a claim that committed but whose reply was lost (a connection reset) is handed back with its attempt, and its jobs are still done by the run', async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await seedJobs(store, 6);
+    const reset = Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+    let claims = 0;
+    // PostgreSQL's connection reset after the claim's COMMIT: the jobs are leased to the run, which
+    // never heard of them and asks again; nothing real drops a reply on cue
+    const lossy = new Proxy(store, {
+      get(target, property) {
+        const value = Reflect.get(target, property, target);
+        if (property === 'claim')
+          return async (...args: Parameters<SqliteStore['claim']>) => {
+            const got = await target.claim(...args);
+            if (++claims === 1) throw reset;
+            return got;
+          };
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const summary = await runQueue({ store: lossy, provider: new MockProvider({ latencyMs: 1 }) }, { concurrency: 2, retryDelayMs: 10 });
+    // not ended "drained" with the lost claim's jobs held by nobody, nor their attempts spent unsent
+    expect(summary).toMatchObject({ reason: 'drained', done: 6, failed: 0 });
+    expect((await store.status()).counts).toEqual({ pending: 0, running: 0, done: 6, failed: 0 });
+    for (let n = 0; n < 6; n++) expect((await store.item(`doc-${n}`))!.job.attempts).toBe(1);
+    await store.close();
+  });
+
   it('tells failures that pass from those that do not', () => {
     const coded = (code: string) => Object.assign(new Error(code), { code });
     for (const code of ['SQLITE_BUSY', 'SQLITE_BUSY_SNAPSHOT', 'SQLITE_LOCKED', '57P03', '08001', '40001', 'ECONNREFUSED']) {

@@ -124,6 +124,15 @@ describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
     expect((await store.committed('run-2')).total).toBeCloseTo(4, 9);
   });
 
+  it('a run that ends with a reservation still out (its try never stored) leaves it committed, as may be billed, not in flight', async () => {
+    const { store } = await kind.fresh();
+    await started(store);
+    await store.reserve({ runId: OWNER, usd: 0.25, ...budget(1) });
+    await store.finishRun(OWNER, T0 + 100, 'error', NO_STATS);
+    expect(await spendOf(store)).toMatchObject({ reservedUsd: 0, inFlight: 0, mayBeBilledUsd: 0.25, mayBeBilledTries: 1 });
+    expect(await store.committed(OWNER)).toEqual({ run: 0.25, total: 0.25 });
+  });
+
   it("a dead run's reservations stay committed, as may be billed, when it is reclaimed", async () => {
     const { store } = await kind.fresh();
     await started(store, 'run-dead');

@@ -351,6 +351,10 @@ export class Run {
    * with the same hostname look dying to each other, and must not wait for each other forever.)
    */
   async #drained(): Promise<boolean> {
+    // With nothing in hand, a job still leased to this run is one of a claim that committed but whose
+    // reply was lost (PostgreSQL's connection reset, the claim asked again): never sent, it goes back
+    // with its attempt, to be claimed now rather than left to the next run.
+    if ((await this.#store.release(this.#id, { refund: true, now: this.#now() })) > 0) return false;
     const dying = (await this.#reclaim()) !== null && (await this.#store.status()).counts.running > 0;
     const next = await this.#store.nextPendingAt();
     if (next === null && !dying) return true;

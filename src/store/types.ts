@@ -520,6 +520,10 @@ export interface RunRegistry {
   startRun(run: RunInfo): Promise<void>;
   /** Renew the run's heartbeat and the lease of every job it holds; store its live stats. */
   heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats): Promise<void>;
+  /**
+   * Close the run's row. Money it still has reserved (a request whose try the store failed to record,
+   * a disk full under it) becomes "may be billed", as a dead run's does (`reclaim`): it may have been.
+   */
   finishRun(runId: string, now: number, exitReason: string, stats: RunStats): Promise<void>;
   /** Runs that have not ended (for finding dead owners on this host). */
   activeRuns(): Promise<RunRow[]>;

@@ -163,12 +163,13 @@ export class PostgresStore implements Store {
   }
 
   async finishRun(runId: string, now: number, exitReason: string, stats: RunStats): Promise<void> {
-    await this.#q('UPDATE runs SET heartbeat_at = $1, ended_at = $1, exit_reason = $2, stats = $3 WHERE id = $4', [
-      now,
-      exitReason,
-      JSON.stringify(stats),
-      runId,
-    ]);
+    await this.#q(
+      `WITH ended AS (
+        UPDATE runs SET heartbeat_at = $1, ended_at = $1, exit_reason = $2, stats = $3 WHERE id = $4
+      ) UPDATE spend SET unknown_nanousd = unknown_nanousd + reserved_nanousd, unknown_tries = unknown_tries + in_flight,
+          reserved_nanousd = 0, in_flight = 0, updated_at = $1 WHERE run_id = $4 AND in_flight > 0`,
+      [now, exitReason, JSON.stringify(stats), runId],
+    );
   }
 
   activeRuns(): Promise<RunRow[]> {

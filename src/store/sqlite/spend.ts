@@ -36,7 +36,7 @@ export class SqliteSpend {
           spent_nanousd = spent_nanousd + @spent, unknown_nanousd = unknown_nanousd + @unknown, unknown_tries = unknown_tries + @maybe,
           unpriced_tries = unpriced_tries + @unpriced, updated_at = @now
         WHERE run_id = ${spendRunOf('@run')}`),
-      died: db.prepare(`UPDATE spend SET unknown_nanousd = unknown_nanousd + reserved_nanousd, unknown_tries = unknown_tries + in_flight,
+      leftOut: db.prepare(`UPDATE spend SET unknown_nanousd = unknown_nanousd + reserved_nanousd, unknown_tries = unknown_tries + in_flight,
           reserved_nanousd = 0, in_flight = 0, updated_at = ? WHERE run_id = ?`),
     };
     this.#reserveTxn = immediateTxn(db, (rs: readonly ReserveRequest[]) => rs.map((r) => this.#reserveOne(r)));
@@ -119,8 +119,11 @@ export class SqliteSpend {
     for (const [run, t] of sums) this.#s.settle.run({ ...t, run });
   }
 
-  /** A run known dead: what it had out may have been billed, so it stays committed, as "may be billed". */
-  died(runId: string, now: number): void {
-    this.#s.died.run(now, runId);
+  /**
+   * A run known dead, or ended with a request whose try was never stored (a store failing under it):
+   * what it had out may have been billed, so it stays committed, as "may be billed".
+   */
+  leftOut(runId: string, now: number): void {
+    this.#s.leftOut.run(now, runId);
   }
 }

@@ -457,7 +457,12 @@ export class SqliteStore implements Store {
   }
 
   async finishRun(runId: string, now: number, exitReason: string, stats: RunStats): Promise<void> {
-    this.#s.finishRun.run(now, now, exitReason, JSON.stringify(stats), runId);
+    this.db
+      .transaction(() => {
+        this.#s.finishRun.run(now, now, exitReason, JSON.stringify(stats), runId);
+        this.#spend.leftOut(runId, now);
+      })
+      .immediate();
     await this.#stopCheckpointer();
   }
 
@@ -478,7 +483,7 @@ export class SqliteStore implements Store {
         for (const owner of deadOwners) {
           back.push(...(this.#s.reclaimOwner.all(now, owner) as string[]));
           this.#s.endRun.run(now, 'died', owner);
-          this.#spend.died(owner, now);
+          this.#spend.leftOut(owner, now);
         }
         this.#s.dropOrphans(back);
         return back.length;
