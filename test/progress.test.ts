@@ -319,6 +319,27 @@ describe('progress renderers', () => {
     expect(typed.listenerCount('progress')).toBe(0);
   });
 
+  it.each([
+    ['plain', false],
+    ['tty', true],
+  ] as const)('%s: lists the first 20 failures, and says the rest go unlisted only when there is a 21st', (mode, tty) => {
+    const failures = (n: number) => {
+      const stream = sink(tty);
+      const p = attachProgress(null, { mode, stream, color: false, again: ' --db q.db' });
+      p.listener('run:start', { runId: 'r1', total: n, alreadyDone: 0, options: {} });
+      for (let i = 1; i <= n; i++) p.listener('job:failed', { key: `key${i}`.padEnd(16, '0'), attempt: 1, error: 'HTTP 400' } as never);
+      p.stop();
+      const text = stripAnsi(stream.text());
+      return {
+        listed: text.match(/^failed key/gm)?.length ?? 0,
+        notes: text.match(/further failures are not listed here; llmq status --db q.db/g)?.length ?? 0,
+      };
+    };
+    expect(failures(20)).toEqual({ listed: 20, notes: 0 });
+    expect(failures(21)).toEqual({ listed: 20, notes: 1 });
+    expect(failures(45)).toEqual({ listed: 20, notes: 1 });
+  });
+
   it('--progress none: no start line, progress or failure lines, but the warnings and the summary with its next steps', () => {
     const stream = sink();
     const p = attachProgress(null, { mode: 'none', stream, color: false, again: ' --db q.db' });

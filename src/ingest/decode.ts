@@ -11,7 +11,9 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 export const REASON_BINARY = 'binary file (contains NUL bytes)';
 export const REASON_UTF8 = 'invalid UTF-8 (save the file as UTF-8, e.g. with iconv)';
-export const REASON_EMPTY = 'empty document (nothing but whitespace)';
+/** A document of no characters at all, or of nothing but whitespace (`blankReason`). */
+export const REASON_EMPTY = 'empty document';
+export const REASON_BLANK = 'empty document (nothing but whitespace)';
 export const REASON_UTF16 = 'UTF-16 text (save the file as UTF-8, e.g. with iconv -f UTF-16 -t UTF-8)';
 export const REASON_GZIP = 'gzip-compressed (decompress it as it is read: zcat FILE | llmq enqueue -, or llmq enqueue <(zcat FILE))';
 
@@ -36,8 +38,13 @@ export function fileText(bytes: Uint8Array): { text: string } | { reason: string
   if (bytes.indexOf(0) !== -1) return { reason: REASON_BINARY };
   const text = decodeUtf8(bytes);
   if (text === null) return { reason: REASON_UTF8 };
-  if (isBlank(text)) return { reason: REASON_EMPTY };
+  if (isBlank(text)) return { reason: blankReason(text) };
   return { text };
+}
+
+/** Why a blank text is no document: empty, or nothing but whitespace (said so only when there is some). */
+export function blankReason(text: string): string {
+  return text.length === 0 ? REASON_EMPTY : REASON_BLANK;
 }
 
 /** A UTF-16 byte-order mark, either order; not UTF-32's little-endian one (FF FE 00 00), which iconv -f UTF-16 would garble. */

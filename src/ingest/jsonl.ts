@@ -1,6 +1,7 @@
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
-import { isBlank, REASON_EMPTY } from './decode.js';
+import { blankReason, isBlank } from './decode.js';
+import { fieldList } from './fields-it-has.js';
 import { nestsDeeperThan, reasonTooDeep } from './depth.js';
 import { namedSourceReason } from './file-kind.js';
 import { splitLines } from './lines.js';
@@ -157,19 +158,12 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   const body = own(obj, o.textField);
   if (body === undefined) {
     // the fields it has, so the fix (--text-field <one of them>) needs no look into the file
-    const names = Object.keys(obj);
-    const has =
-      names.length === 0
-        ? 'it has no fields'
-        : `it has ${names
-            .slice(0, 5)
-            .map((n) => JSON.stringify(n))
-            .join(', ')}${names.length > 5 ? ', ...' : ''}`;
+    const has = Object.keys(obj).length === 0 ? 'it has no fields' : `it has ${fieldList(obj)}`;
     const fix = o.textField === DEFAULT_TEXT_FIELD ? 'name the text field with --text-field' : 'check the name given to --text-field';
     return { path, line, reason: `no "${o.textField}" field (${has}: ${fix})` };
   }
   if (typeof body !== 'string') return { path, line, reason: `"${o.textField}" is ${kind(body)}, not a string` };
-  if (isBlank(body)) return { path, line, reason: REASON_EMPTY };
+  if (isBlank(body)) return { path, line, reason: blankReason(body) };
 
   const rawId = own(obj, o.idField);
   let id: string;

@@ -1,4 +1,5 @@
 import { UsageError } from '../errors.js';
+import { fieldList } from './fields-it-has.js';
 
 /** What a template can be filled in from. */
 export interface TemplateValues {
@@ -170,7 +171,9 @@ function metaGetter(field: string): (v: TemplateValues) => string {
   return (v) => {
     const value = v.meta === null ? undefined : lookup(v.meta, field, path);
     if (value === undefined) {
-      throw new MissingValueError(`the template needs {{meta.${field}}} but the document has no "${field}" field`);
+      // the fields it has: a misspelt name ({{meta.subjekt}}) is then plain to see
+      const has = v.meta === null || Object.keys(v.meta).length === 0 ? 'it has no other fields' : `its other fields: ${fieldList(v.meta)}`;
+      throw new MissingValueError(`the template needs {{meta.${field}}} but the document has no "${field}" field (${has})`);
     }
     // null is as good as missing: "null" in a prompt is seldom what was meant
     if (value === null) throw new MissingValueError(`the template needs {{meta.${field}}} but the document's "${field}" is null`);

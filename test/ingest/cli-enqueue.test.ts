@@ -198,7 +198,7 @@ describe('llmq enqueue (CLI)', () => {
     expect(lines.filter((l) => l.startsWith('rejected '))).toHaveLength(16);
     expect(lines).toContain('rejected fixtures/bad/binary.bin: binary file (contains NUL bytes)');
     expect(lines).toContain('rejected fixtures/bad/latin1.txt: invalid UTF-8 (save the file as UTF-8, e.g. with iconv)');
-    expect(lines).toContain('rejected fixtures/bad/empty.txt: empty document (nothing but whitespace)');
+    expect(lines).toContain('rejected fixtures/bad/empty.txt: empty document');
     expect(lines).toContain(
       "rejected fixtures/jsonl/bad-lines.jsonl:2: malformed JSON (Expected ',' or '}' after property value in JSON at position 32)",
     );
@@ -242,10 +242,10 @@ describe('llmq enqueue (CLI)', () => {
       unchanged: 0,
       updated: 0,
       rejected: 1,
-      rejections: [{ path: 'fixtures/bad/empty.txt', reason: 'empty document (nothing but whitespace)' }],
+      rejections: [{ path: 'fixtures/bad/empty.txt', reason: 'empty document' }],
     });
     expect(r.stdout.trim().split('\n')).toHaveLength(1);
-    expect(r.stderr).toBe('rejected fixtures/bad/empty.txt: empty document (nothing but whitespace)\n');
+    expect(r.stderr).toBe('rejected fixtures/bad/empty.txt: empty document\n');
   });
 
   it('reads JSONL from stdin with -, and takes the flags into the request', async () => {

@@ -83,7 +83,7 @@ describe('enqueue a folder', () => {
     const bad = shownFixture('bad');
     expect(seen).toEqual([
       `${bad}/binary.bin: binary file (contains NUL bytes)`,
-      `${bad}/empty.txt: empty document (nothing but whitespace)`,
+      `${bad}/empty.txt: empty document`,
       `${bad}/latin1.txt: invalid UTF-8 (save the file as UTF-8, e.g. with iconv)`,
       `${bad}/whitespace.txt: empty document (nothing but whitespace)`,
     ]);

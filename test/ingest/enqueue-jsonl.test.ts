@@ -31,7 +31,7 @@ describe('enqueue JSONL', () => {
       '3: not a JSON object (each line must be one {...} document, got an array)',
       '4: no "text" field (it has "id", "body": name the text field with --text-field)',
       '5: "text" is a number, not a string',
-      '6: empty document (nothing but whitespace)',
+      '6: empty document',
       '7: empty document (nothing but whitespace)',
       '8: invalid UTF-8 (save the file as UTF-8, e.g. with iconv)',
       '9: "id" is an object; an id must be a non-empty string or a number',
@@ -110,7 +110,9 @@ describe('enqueue JSONL', () => {
     const store = tempStore();
     const input = Readable.from(['{"id":1,"text":"Bonjour","lang":"French"}\n{"id":2,"text":"Hello"}\n']);
     const s = await run(store, ['-'], { stdin: input, request: request('Translate this {{meta.lang}} text: {{text}}') });
-    expect(s.rejections).toEqual([{ path: '-', line: 2, reason: 'the template needs {{meta.lang}} but the document has no "lang" field' }]);
+    expect(s.rejections).toEqual([
+      { path: '-', line: 2, reason: 'the template needs {{meta.lang}} but the document has no "lang" field (it has no other fields)' },
+    ]);
     const [job] = await all(store.copier.dumpJobs());
     const req = JSON.parse(job!.request);
     expect(req.messages[0].content).toBe('Translate this French text: Bonjour');
@@ -225,7 +227,9 @@ describe('enqueue JSONL', () => {
     const store = tempStore();
     const input = Readable.from(['{"id":"a","text":"no lang"}\n{"id":"a","text":"Hallo","lang":"German"}\n']);
     const s = await run(store, ['-'], { stdin: input, request: request('{{meta.lang}}: {{text}}') });
-    expect(s.rejections).toEqual([{ path: '-', line: 1, reason: 'the template needs {{meta.lang}} but the document has no "lang" field' }]);
+    expect(s.rejections).toEqual([
+      { path: '-', line: 1, reason: 'the template needs {{meta.lang}} but the document has no "lang" field (it has no other fields)' },
+    ]);
     expect(items(store)).toMatchObject([{ id: 'a', source: '-:2' }]);
   });
 

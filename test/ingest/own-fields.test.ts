@@ -35,7 +35,11 @@ describe("fields are the document's own, never inherited", () => {
     const input = '{"id":"a","text":"x","lang":"en"}\n{"id":"b","text":"y","constructor":"own field"}\n';
     const s = await run(store, ['-'], { stdin: Readable.from([input]), request: request('{{meta.constructor}}: {{text}}') });
     expect(s.rejections).toEqual([
-      { path: '-', line: 1, reason: 'the template needs {{meta.constructor}} but the document has no "constructor" field' },
+      {
+        path: '-',
+        line: 1,
+        reason: 'the template needs {{meta.constructor}} but the document has no "constructor" field (its other fields: "lang")',
+      },
     ]);
     expect(items(store).map((i) => i.id)).toEqual(['b']);
   });
@@ -44,7 +48,13 @@ describe("fields are the document's own, never inherited", () => {
     const store = tempStore();
     const input = '{"id":"a","text":"x","__proto__":{"lang":"fr"}}\n';
     const s = await run(store, ['-'], { stdin: Readable.from([input]), request: request('{{meta.lang}} {{text}}') });
-    expect(s.rejections).toEqual([{ path: '-', line: 1, reason: 'the template needs {{meta.lang}} but the document has no "lang" field' }]);
+    expect(s.rejections).toEqual([
+      {
+        path: '-',
+        line: 1,
+        reason: 'the template needs {{meta.lang}} but the document has no "lang" field (its other fields: "__proto__")',
+      },
+    ]);
     const kept = tempStore();
     expect(await run(kept, ['-'], { stdin: Readable.from([input]), request: request('{{meta.__proto__.lang}}: {{text}}') })).toMatchObject({
       rejected: 0,

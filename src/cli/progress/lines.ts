@@ -1,4 +1,4 @@
-import type { ProgressSnapshot, RunSummary } from '../../scheduler/events.js';
+import type { ProgressSnapshot, RunSummary, SchedulerEventMap } from '../../scheduler/events.js';
 import type { LaneSnapshot } from '../../scheduler/lane.js';
 import { compact, count, duration, int, oneLine, percent, rate, usd, type Paint } from '../../report/format.js';
 import type { ProgressState } from './state.js';
@@ -82,6 +82,21 @@ export function detailText(s: ProgressState, paint: Paint): string {
     costText(s),
   ];
   return parts.join(' · ');
+}
+
+/** Failures printed as they come; past this many, `llmq status` groups the rest. */
+const MAX_FAILURE_LINES = 20;
+
+/**
+ * What the run's `n`th failure (from 1) prints: its own line for the first MAX_FAILURE_LINES, a note
+ * that the rest go unlisted at the first of those (not at the last listed: a run with exactly that
+ * many failures has none unlisted), then nothing.
+ */
+export function failureText(n: number, f: SchedulerEventMap['job:failed'], paint: Paint, width: number, where: Where): string | null {
+  if (n <= MAX_FAILURE_LINES) return oneLine(`${paint.red('failed')} ${f.key.slice(0, 12)} (attempt ${f.attempt}): ${f.error}`, width);
+  if (n === MAX_FAILURE_LINES + 1)
+    return paint.dim(`further failures are not listed here; llmq status${where.again ?? ''} groups them by reason`);
+  return null;
 }
 
 /** The note shown while dispatch is paused, or null. */

@@ -1,10 +1,8 @@
 import type { SchedulerEventMap, SchedulerEventName } from '../../scheduler/events.js';
-import { duration, oneLine, type Paint } from '../../report/format.js';
-import { countsText, detailText, laneText, pauseText, startText, summaryText, type Where } from './lines.js';
+import { duration, type Paint } from '../../report/format.js';
+import { countsText, detailText, failureText, laneText, pauseText, startText, summaryText, type Where } from './lines.js';
 import type { ProgressState } from './state.js';
 import type { Renderer } from './types.js';
-
-const MAX_FAILURE_LINES = 20;
 
 /**
  * For logs, CI and pipes: one line every `everyMs` (by the scheduler's clock) and at the end,
@@ -45,11 +43,8 @@ export function plainRenderer(state: ProgressState, stream: NodeJS.WritableStrea
           break;
         }
         case 'job:failed': {
-          if (failures++ >= MAX_FAILURE_LINES) break;
-          const p = payload as SchedulerEventMap['job:failed'];
-          write(oneLine(`${paint.red('failed')} ${p.key.slice(0, 12)} (attempt ${p.attempt}): ${p.error}`, 200));
-          if (failures === MAX_FAILURE_LINES)
-            write(`further failures are not listed here; llmq status${where.again ?? ''} groups them by reason`);
+          const text = failureText(++failures, payload as SchedulerEventMap['job:failed'], paint, 200, where);
+          if (text !== null) write(text);
           break;
         }
         case 'paused':

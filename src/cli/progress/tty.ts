@@ -1,12 +1,9 @@
 import cliProgress from 'cli-progress';
 import type { SchedulerEventMap, SchedulerEventName } from '../../scheduler/events.js';
 import { oneLine, type Paint } from '../../report/format.js';
-import { countsText, detailText, laneText, pauseText, startText, summaryText, type Where } from './lines.js';
+import { countsText, detailText, failureText, laneText, pauseText, startText, summaryText, type Where } from './lines.js';
 import type { ProgressState } from './state.js';
 import type { Renderer } from './types.js';
-
-/** Failures printed above the bars; past this many, `llmq status` groups the rest. */
-const MAX_FAILURE_LINES = 20;
 
 /**
  * The live display on a terminal: a bar line and a details line redrawn in place by cli-progress,
@@ -77,11 +74,9 @@ export function ttyRenderer(
         }
       }
       if (event === 'run:start') multi.log(paint.dim(oneLine(startText(payload as SchedulerEventMap['run:start'], where), width())) + '\n');
-      if (event === 'job:failed' && failures++ < MAX_FAILURE_LINES) {
-        const p = payload as SchedulerEventMap['job:failed'];
-        multi.log(oneLine(`${paint.red('failed')} ${p.key.slice(0, 12)} (attempt ${p.attempt}): ${p.error}`, width()) + '\n');
-        if (failures === MAX_FAILURE_LINES)
-          multi.log(paint.dim(`further failures are not listed here; llmq status${where.again ?? ''} groups them by reason`) + '\n');
+      if (event === 'job:failed') {
+        const text = failureText(++failures, payload as SchedulerEventMap['job:failed'], paint, width(), where);
+        if (text !== null) multi.log(text + '\n');
       }
       const text = pauseText(state, Date.now());
       if (text && !note) note = multi.create(1, 0, { line: () => paint.yellow(pauseText(state, Date.now()) ?? '') });
