@@ -211,6 +211,8 @@ describe('the API key', () => {
       /LLMQ_API_KEY is shorter than 8 characters; llmq cannot tell it apart from ordinary text and will not redact it/g,
     );
     expect(warnings).toHaveLength(1);
+    // a key is set: the start line does not say there is none
+    expect(run.stderr).toMatch(/^run [0-9a-f]{8} on .* via openai-compatible \(http:[^)]*\): 3 jobs to do$/m);
     expect(run.stderr).toContain('HTTP 400: Bad request: unsupported parameter');
     expect(readDb(db).jobs.map((j) => j.error)).toEqual(Array(3).fill('HTTP 400: Bad request: unsupported parameter'));
   });

@@ -99,7 +99,14 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
   const stopping = watchRunStop(flags.grace * 1000, emit);
 
   const mode = flags.json ? 'json' : flags.progress === 'auto' ? (process.stderr.isTTY ? 'tty' : 'plain') : flags.progress;
-  const limits = [flags.rpm ? `${int(flags.rpm)} rpm` : '', flags.tpm ? `${int(flags.tpm)} tpm` : '', boards ? 'shared through Redis' : '']
+  // a local server may need no key; said, so that a variable set under another name is not a surprise at the first 401
+  const keyless = flags.provider === 'openai' && !findApiKey(process.env) ? 'no API key (LLMQ_API_KEY, OPENAI_API_KEY unset)' : '';
+  const limits = [
+    keyless,
+    flags.rpm ? `${int(flags.rpm)} rpm` : '',
+    flags.tpm ? `${int(flags.tpm)} tpm` : '',
+    boards ? 'shared through Redis' : '',
+  ]
     .filter(Boolean)
     .join(', ');
   const progress = attachProgress(null, {
