@@ -33,7 +33,7 @@ import { connectionError, createPool, inTransaction, parsePgUrl, query } from '.
 import { migrate } from './migrations.js';
 import { clockOffsetMs, refuseClockApart } from './clock.js';
 import { foldCounts } from './counts.js';
-import { EnqueuePg, forgetItemsPg } from './enqueue.js';
+import { AFTER_ENQUEUE_IN_PROGRESS_SQL, EnqueuePg, forgetItemsPg } from './enqueue.js';
 import { BULK_MIN_ROWS, PgBulkLoad } from './bulk-load.js';
 import { PgReader } from './read.js';
 import { PgCopier } from './copy.js';
@@ -177,8 +177,9 @@ export class PostgresStore implements Store {
   }
 
   async reclaim(now: number, deadOwners: readonly string[]): Promise<number> {
-    const r = await this.#q<{ n: number }>(
-      `WITH back AS (
+    const back = await this.#handBack(async (client) => {
+      const r = await client.query<{ n: number; keys: string[] }>(
+        `WITH back AS (
         UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = $1
         WHERE state = 'running' AND ((lease_expires_at < $1 AND ${NOT_IN_A_LIVE_BATCH}) OR lease_owner = ANY($2::text[]))
         RETURNING key
@@ -188,10 +189,11 @@ export class PostgresStore implements Store {
         UPDATE spend SET unknown_nanousd = unknown_nanousd + reserved_nanousd, unknown_tries = unknown_tries + in_flight,
           reserved_nanousd = 0, in_flight = 0, updated_at = $1 WHERE run_id = ANY($2::text[]) AND in_flight > 0
       ) SELECT count(*)::int AS n, coalesce(array_agg(key), '{}') AS keys FROM back`,
-      [now, [...deadOwners]],
-    );
-    await this.#dropOrphans((r.rows[0] as unknown as { keys: string[] }).keys);
-    return r.rows[0]!.n + (await this.batches.abandonUnsent(deadOwners, now));
+        [now, [...deadOwners]],
+      );
+      return { keys: r.rows[0]!.keys, result: r.rows[0]!.n };
+    });
+    return back + (await this.batches.abandonUnsent(deadOwners, now));
   }
 
   async claim(o: ClaimOptions): Promise<ClaimResult> {
@@ -313,22 +315,41 @@ export class PostgresStore implements Store {
   }
 
   async fail(key: string, owner: string, error: string, attempt: AttemptRecord | null, now: number): Promise<void> {
-    const r = attempt
-      ? await this.#q(`WITH ${INSERT_ATTEMPT} ${failSql(ATTEMPT_PARAMS + 1)}`, [...attemptParams(attempt), error, now, key, owner])
-      : await this.#q(failSql(1), [error, now, key, owner]);
-    if (r.rowCount === 1) await this.#dropOrphans([key]);
+    await this.#handBack(async (client) => {
+      const r = attempt
+        ? await client.query(`WITH ${INSERT_ATTEMPT} ${failSql(ATTEMPT_PARAMS + 1)}`, [...attemptParams(attempt), error, now, key, owner])
+        : await client.query(failSql(1), [error, now, key, owner]);
+      return { keys: r.rowCount === 1 ? [key] : [], result: undefined };
+    });
   }
 
   async release(owner: string, o: { refund: boolean; now: number; keys?: readonly string[] }): Promise<number> {
     // With `keys`, only those jobs (the ones whose request never went out); without, every job the run holds.
-    const r = await this.#q<{ key: string }>(
-      `UPDATE jobs SET state = 'pending', attempts = greatest(attempts - $1, 0), lease_owner = NULL,
-      lease_expires_at = NULL, updated_at = $2 WHERE lease_owner = $3 AND state = 'running' AND ($4::text[] IS NULL OR key = ANY($4::text[]))
-      RETURNING key`,
-      [o.refund ? 1 : 0, o.now, owner, o.keys ? [...o.keys] : null],
-    );
-    await this.#dropOrphans(r.rows.map((x) => x.key));
-    return r.rowCount ?? 0;
+    return this.#handBack(async (client) => {
+      const r = await client.query<{ key: string }>(
+        `UPDATE jobs SET state = 'pending', attempts = greatest(attempts - $1, 0), lease_owner = NULL,
+        lease_expires_at = NULL, updated_at = $2 WHERE lease_owner = $3 AND state = 'running' AND ($4::text[] IS NULL OR key = ANY($4::text[]))
+        RETURNING key`,
+        [o.refund ? 1 : 0, o.now, owner, o.keys ? [...o.keys] : null],
+      );
+      return { keys: r.rows.map((x) => x.key), result: r.rowCount ?? 0 };
+    });
+  }
+
+  /**
+   * A change that hands back or fails jobs, and the drop of those no item needs any more, in one
+   * transaction: apart, a process killed or a connection lost between the two left such a job
+   * pending, to be sent and paid for. The enqueue's turn is waited for first, before the jobs' rows
+   * are locked, as a batch hands its jobs back (`requeueHeld`): an enqueue in progress may wait on those rows, while the
+   * drop waits on its turn.
+   */
+  async #handBack<R>(change: (client: pg.PoolClient) => Promise<{ keys: readonly string[]; result: R }>): Promise<R> {
+    return inTransaction(this.pool, async (client) => {
+      await client.query(AFTER_ENQUEUE_IN_PROGRESS_SQL);
+      const { keys, result } = await change(client);
+      await dropOrphans(client, keys);
+      return result;
+    });
   }
 
   /**
