@@ -160,6 +160,31 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     expect(detail.job.costUsd).toBe(0.0125);
   });
 
+  it('an answer or error with a NUL character is stored, and the answers committed with it too (PostgreSQL text cannot hold U+0000)', async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue(rows(3), T0);
+    const [a, b, c] = (await store.claim(claimOpts())).jobs;
+    // one turn of the event loop: the three are one group commit
+    const stored = await Promise.all([
+      store.complete(a!.key, completion(a!.key, 'before\u0000after')),
+      store.complete(b!.key, completion(b!.key, 'plain')),
+      store.fail(
+        c!.key,
+        OWNER,
+        'HTTP 400: bad \u0000 byte',
+        attempt(c!.key, { status: 400, outcome: 'failed', error: 'HTTP 400: bad \u0000 byte' }),
+        T0 + 2,
+      ),
+    ]);
+    expect(stored.slice(0, 2)).toEqual([true, true]);
+    // SQLite keeps the character; PostgreSQL stores the replacement character in its place
+    const nul = kind.name === 'postgres' ? '\uFFFD' : '\u0000';
+    expect((await job(store, 'doc-0000')).output).toBe(`before${nul}after`);
+    expect((await job(store, 'doc-0001')).output).toBe('plain');
+    expect(await job(store, 'doc-0002')).toMatchObject({ state: 'failed', error: `HTTP 400: bad ${nul} byte` });
+    expect((await store.item('doc-0002'))!.attempts[0]!.error).toBe(`HTTP 400: bad ${nul} byte`);
+  });
+
   it('fail marks a held job failed with its reason and attempt; not when another run holds it', async () => {
     const { store } = await kind.fresh();
     const { id, key } = await claimedOne(store);

@@ -26,7 +26,7 @@ async function jobsWithoutItems(client: pg.Client): Promise<string[]> {
 }
 
 describe('postgres: a job no item needs, handed back or failed', () => {
-  it.each(['release', 'fail', 'reclaim'] as const)(
+  it.for(['release', 'fail', 'reclaim'] as const)(
     '%s: is never seen pending without its item, even while an enqueue holds up the drop',
     async (how, ctx) => {
       skipUnavailable(postgres, ctx);

@@ -172,6 +172,7 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   else if (typeof rawId === 'string' && rawId !== '') id = rawId;
   else if (typeof rawId === 'number' || typeof rawId === 'bigint') id = String(rawId);
   else return { path, line, reason: `"${o.idField}" is ${kind(rawId)}; an id must be a non-empty string or a number` };
+  if (id.includes('\0')) return { path, line, reason: nulInId(o.idField) };
 
   // A line without a backslash has no escape in it, so none of its strings holds a quote, a backslash,
   // a control character (JSON takes none of them raw) or a lone surrogate (the line was decoded from
@@ -181,12 +182,18 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   return rawId === undefined && o.idField !== DEFAULT_ID_FIELD ? { ...doc, withoutIdField: Object.keys(obj) } : doc;
 }
 
+/** An id is a name to show, export and look up; PostgreSQL's text cannot even hold a NUL. */
+function nulInId(field: string): string {
+  return `"${field}" holds a NUL character (\\u0000); an id must not`;
+}
+
 /** An OpenAI Batch API line: `body` is the request, sent as it is; `custom_id` is the item id. */
 function batchLine(obj: Record<string, unknown>, line: number, path: string): Entry {
   const id = obj.custom_id;
   if (typeof id !== 'string' || id === '') {
     return { path, line, reason: `batch line "custom_id" is ${kind(id)}; it must be a non-empty string` };
   }
+  if (id.includes('\0')) return { path, line, reason: nulInId('custom_id') };
   if (obj.method !== undefined && obj.method !== 'POST') {
     return { path, line, reason: `batch line method is ${JSON.stringify(obj.method)}; only POST is supported` };
   }

@@ -46,6 +46,20 @@ describe('enqueue JSONL', () => {
     expect(JSON.parse((await store.item('a'))!.job.request).messages[0].content).toBe('Summarize: A good line.');
   });
 
+  it('refuses an id or custom_id holding a NUL character, naming the line, and keeps the rest', async () => {
+    const store = tempStore();
+    const batchBody = JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
+    const input = Readable.from([
+      `{"id":"a\\u0000b","text":"one"}\n{"id":"c","text":"two \\u0000 inside is fine"}\n{"custom_id":"d\\u0000","method":"POST","url":"/v1/chat/completions","body":${batchBody}}\n`,
+    ]);
+    const s = await run(store, ['-'], { stdin: input });
+    expect(s.rejections.map((r) => `${r.line}: ${r.reason}`)).toEqual([
+      '1: "id" holds a NUL character (\\u0000); an id must not',
+      '3: "custom_id" holds a NUL character (\\u0000); an id must not',
+    ]);
+    expect(items(store).map((r) => r.id)).toEqual(['c']);
+  });
+
   it('says on its first line that a file is one JSON document over many lines, with the conversion', async () => {
     const dir = tempDir();
     const file = join(dir, 'pretty.jsonl');

@@ -13,6 +13,7 @@ import {
 import type { ApiKeyId } from '../../batch/api-key-id.js';
 import { MOCK_BASE_URL } from '../../mock-base-url.js';
 import { dropOrphans } from './statements.js';
+import { pgText } from './pg-text.js';
 import { AFTER_ENQUEUE_IN_PROGRESS_SQL } from './enqueue.js';
 import { inTransaction, query } from './connect.js';
 
@@ -83,7 +84,7 @@ export class PgBatches implements BatchStore {
       await client.query(
         `UPDATE batches SET state = $1, provider_status = coalesce($2, provider_status), done = $3, failed = $4,
           requeued = $5, error = $6, updated_at = $7, ended_at = $7 WHERE id = $8`,
-        [e.state, e.providerStatus, e.done, e.failed, back + (e.requeuedBefore ?? 0), e.error, e.now, id],
+        [e.state, e.providerStatus, e.done, e.failed, back + (e.requeuedBefore ?? 0), pgText(e.error), e.now, id],
       );
       return back + (e.requeuedBefore ?? 0);
     });

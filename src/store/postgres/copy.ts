@@ -1,3 +1,4 @@
+import { pgText } from './pg-text.js';
 import type pg from 'pg';
 import type { AttemptRow, ItemRow, JobRow, QueueCopier, RunRow } from '../types.js';
 import { query } from './connect.js';
@@ -65,11 +66,11 @@ export class PgCopier implements QueueCopier {
         col((j) => j.runAfter),
         col((j) => j.leaseOwner),
         col((j) => j.leaseExpiresAt),
-        col((j) => j.output),
-        col((j) => j.response),
+        col((j) => pgText(j.output)),
+        col((j) => pgText(j.response)),
         col((j) => j.usage?.promptTokens ?? null),
         col((j) => j.usage?.completionTokens ?? null),
-        col((j) => j.error),
+        col((j) => pgText(j.error)),
         col((j) => j.createdAt),
         col((j) => j.updatedAt),
         col((j) => j.finishedAt),
@@ -85,7 +86,8 @@ export class PgCopier implements QueueCopier {
       `INSERT INTO items (id, source, job_key, meta, created_at, updated_at)
       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])`,
       [
-        rows.map((i) => i.id),
+        // an id of a SQLite queue enqueued before ids with NUL were refused (jsonl.ts)
+        rows.map((i) => pgText(i.id)),
         rows.map((i) => i.source),
         rows.map((i) => i.jobKey),
         rows.map((i) => (i.meta ? JSON.stringify(i.meta) : null)),
@@ -101,7 +103,7 @@ export class PgCopier implements QueueCopier {
 
   async loadAttempts(rows: readonly AttemptRow[]): Promise<void> {
     if (!rows.length) return;
-    const values = rows.map((a) => attemptValues(a, a.latencyMs, (billed) => billed));
+    const values = rows.map((a) => attemptValues({ ...a, error: pgText(a.error) }, a.latencyMs, (billed) => billed));
     await query(
       this.#pool,
       `INSERT INTO attempts (${ATTEMPT_COLUMNS})

@@ -1,3 +1,4 @@
+import { pgText } from './pg-text.js';
 import type pg from 'pg';
 import type { AttemptRecord, Completion } from '../types.js';
 import { AFTER_ENQUEUE_IN_PROGRESS_SQL } from './enqueue.js';
@@ -38,7 +39,7 @@ export const INSERT_ATTEMPT = `attempt AS (INSERT INTO attempts (${ATTEMPT_COLUM
 export const ATTEMPT_PARAMS = 19;
 
 export function attemptParams(a: AttemptRecord): unknown[] {
-  return [...attemptValues(a, latencyOf(a), (billed) => billed), ...settlementParams(a)];
+  return [...attemptValues({ ...a, error: pgText(a.error) }, latencyOf(a), (billed) => billed), ...settlementParams(a)];
 }
 
 /** Fail a held job; its four parameters (error, now, key, owner) start at `$first`. */

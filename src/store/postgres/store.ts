@@ -31,6 +31,7 @@ import type {
 } from '../types.js';
 import { connectionError, createPool, inTransaction, parsePgUrl, query } from './connect.js';
 import { migrate } from './migrations.js';
+import { pgText } from './pg-text.js';
 import { clockOffsetMs, refuseClockApart } from './clock.js';
 import { foldCounts } from './counts.js';
 import { AFTER_ENQUEUE_IN_PROGRESS_SQL, EnqueuePg, forgetItemsPg } from './enqueue.js';
@@ -242,12 +243,12 @@ export class PostgresStore implements Store {
       col((b) => latencyOf(b.c.attempt)),
       col((b) => b.c.attempt.status),
       col((b) => b.c.attempt.outcome),
-      col((b) => b.c.attempt.error),
+      col((b) => pgText(b.c.attempt.error)),
       col((b) => b.c.attempt.usage?.promptTokens ?? null),
       col((b) => b.c.attempt.usage?.completionTokens ?? null),
       col((b) => b.key),
-      col((b) => b.c.output),
-      col((b) => b.c.response),
+      col((b) => pgText(b.c.output)),
+      col((b) => pgText(b.c.response)),
       col((b) => b.c.usage.promptTokens),
       col((b) => b.c.usage.completionTokens),
       batch.map((b, i) => first.get(b.key) === i),
@@ -310,15 +311,21 @@ export class PostgresStore implements Store {
       `WITH ${INSERT_ATTEMPT}
       UPDATE jobs SET error = $${error}, attempts = attempts - $${refund}, updated_at = $5
       WHERE key = $1 AND state = 'running' AND lease_owner = $2`,
-      [...attemptParams(a), o.error, o.countAttempt ? 0 : 1],
+      [...attemptParams(a), pgText(o.error), o.countAttempt ? 0 : 1],
     );
   }
 
   async fail(key: string, owner: string, error: string, attempt: AttemptRecord | null, now: number): Promise<void> {
     await this.#handBack(async (client) => {
       const r = attempt
-        ? await client.query(`WITH ${INSERT_ATTEMPT} ${failSql(ATTEMPT_PARAMS + 1)}`, [...attemptParams(attempt), error, now, key, owner])
-        : await client.query(failSql(1), [error, now, key, owner]);
+        ? await client.query(`WITH ${INSERT_ATTEMPT} ${failSql(ATTEMPT_PARAMS + 1)}`, [
+            ...attemptParams(attempt),
+            pgText(error),
+            now,
+            key,
+            owner,
+          ])
+        : await client.query(failSql(1), [pgText(error), now, key, owner]);
       return { keys: r.rowCount === 1 ? [key] : [], result: undefined };
     });
   }
