@@ -4,7 +4,7 @@ import { SqliteStore } from '../src/store/sqlite/store.js';
 import { PostgresStore } from '../src/store/postgres/store.js';
 import { copyStore } from '../src/store/copy.js';
 import type { JobRow, Store } from '../src/store/types.js';
-import { STORE_KINDS, T0, OWNER, claimOpts, exported, freshPgUrl, row, rows, skipUnavailable } from './helpers/stores.js';
+import { STORE_KINDS, T0, OWNER, claimOpts, exported, freshPgUrl, pgJobWrites, row, rows, skipUnavailable } from './helpers/stores.js';
 import { tempDir } from './helpers/tmp.js';
 import { runCli } from './helpers/cli.js';
 
@@ -222,6 +222,43 @@ describe('copy', () => {
         [OWNER, T0 + 999, 'copied to another database while open', null],
       ]);
       await Promise.all([source.close(), middle.close(), back.close()]);
+    });
+
+    it('writes each job once: the attempts loaded after it leave its row alone (it carries its latency)', async () => {
+      const source = new SqliteStore(join(tempDir(), 'source.db'));
+      await source.enqueue(rows(20), T0);
+      await source.startRun({ id: OWNER, host: 'h', pid: 1, startedAt: T0, options: {} });
+      const { jobs } = await source.claim(claimOpts());
+      const usage = { promptTokens: 3, completionTokens: 2 };
+      await Promise.all(
+        jobs.map((j, n) =>
+          source.complete(j.key, {
+            owner: OWNER,
+            output: 'ok',
+            response: '{}',
+            usage,
+            attempt: {
+              key: j.key,
+              runId: OWNER,
+              attempt: 1,
+              startedAt: T0,
+              endedAt: T0 + 10 + n,
+              status: 200,
+              outcome: 'done',
+              error: null,
+              usage,
+            },
+          }),
+        ),
+      );
+      const url = freshPgUrl();
+      const target = await PostgresStore.open(url);
+      await copyStore(source, target, { now: T0 + 999 });
+      expect((await dumpJobs(target)).map((j) => j.latencyMs)).toEqual(jobs.map((_, n) => 10 + n));
+      await Promise.all([source.close(), target.close()]);
+      // the copy's connections are gone, their statistics written: every job inserted, none rewritten
+      // (a rewrite per job was half the time of a copy, and half the table dead rows)
+      expect(await pgJobWrites(url, 20)).toEqual({ ins: 20, upd: 0 });
     });
 
     it('llmq copy runs from the command line', async () => {

@@ -6,7 +6,18 @@ import { parsePgUrl } from '../src/store/postgres/connect.js';
 import { LATEST_VERSION, MIGRATIONS } from '../src/store/postgres/migrations.js';
 import { openStore } from '../src/store/open-store.js';
 import { StoreError } from '../src/errors.js';
-import { PG_URL, STORE_KINDS, freshPgUrl, pgSchemaAtVersion, skipUnavailable } from './helpers/stores.js';
+import {
+  OWNER,
+  PG_URL,
+  STORE_KINDS,
+  T0,
+  claimOpts,
+  freshPgUrl,
+  pgJobWrites,
+  pgSchemaAtVersion,
+  rows,
+  skipUnavailable,
+} from './helpers/stores.js';
 import { docRow } from './helpers/populate.js';
 
 // What only the PostgreSQL store has: schemas in the URL, migrations under an advisory lock,
@@ -230,6 +241,24 @@ describe('postgres store', () => {
       sql(`INSERT INTO "${schema}".items (id, source, job_key, created_at, updated_at) VALUES ('x', 's', 'nope', 1, 1)`),
     ).rejects.toThrow(/foreign key/);
     await store.close();
+  });
+
+  it("an answer writes its job's row once: the latency it stores is not written again by the attempts' trigger", async () => {
+    const url = freshPgUrl();
+    const store = await PostgresStore.open(url);
+    await store.enqueue(rows(10), T0);
+    await store.startRun({ id: OWNER, host: 'h', pid: 1, startedAt: T0, options: {} });
+    const { jobs } = await store.claim(claimOpts());
+    const usage = { promptTokens: 3, completionTokens: 2 };
+    const attempt = (key: string, n: number) =>
+      ({ key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 10 + n, status: 200, outcome: 'done', error: null, usage }) as const;
+    await Promise.all(
+      jobs.map((j, n) => store.complete(j.key, { owner: OWNER, output: 'ok', response: '{}', usage, attempt: attempt(j.key, n) })),
+    );
+    expect((await store.item('doc-0003'))!.job.latencyMs).toBe(13);
+    await store.close();
+    // each job: inserted, claimed, answered
+    expect(await pgJobWrites(url, 10)).toEqual({ ins: 10, upd: 20 });
   });
 
   it('takes the schema from search_path too, and openStore dispatches on postgres://', async () => {

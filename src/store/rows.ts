@@ -45,6 +45,7 @@ export interface RawJob {
   updated_at: number;
   finished_at: number | null;
   cost_usd: number | null;
+  latency_ms: number | null;
 }
 export interface RawAttempt {
   job_key: string;
@@ -125,6 +126,7 @@ export function toJob(j: RawJob): JobRow {
     updatedAt: j.updated_at,
     finishedAt: j.finished_at,
     costUsd: j.cost_usd,
+    latencyMs: j.latency_ms,
   };
 }
 

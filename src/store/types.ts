@@ -352,6 +352,11 @@ export interface JobRow {
   readonly finishedAt: number | null;
   /** USD of the answer at the price known when it came; null until done or without a price. */
   readonly costUsd?: number | null;
+  /**
+   * Of the job's last try; null before schema 7 (SQLite) or the latency migration. Carried by a copy
+   * so that the attempts loaded after the job leave it alone (their triggers set it otherwise).
+   */
+  readonly latencyMs?: number | null;
 }
 
 export interface ExportFilter {

@@ -52,10 +52,10 @@ export class PgCopier implements QueueCopier {
     await query(
       this.#pool,
       `INSERT INTO jobs (key, request, model, state, priority, attempts, run_after, lease_owner,
-        lease_expires_at, output, response, prompt_tokens, completion_tokens, error, created_at, updated_at, finished_at, cost_usd)
+        lease_expires_at, output, response, prompt_tokens, completion_tokens, error, created_at, updated_at, finished_at, cost_usd, latency_ms)
       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::int[], $7::bigint[], $8::text[],
         $9::bigint[], $10::text[], $11::text[], $12::int[], $13::int[], $14::text[], $15::bigint[], $16::bigint[], $17::bigint[],
-        $18::float8[])`,
+        $18::float8[], $19::bigint[])`,
       [
         col((j) => j.key),
         col((j) => j.request),
@@ -75,6 +75,7 @@ export class PgCopier implements QueueCopier {
         col((j) => j.updatedAt),
         col((j) => j.finishedAt),
         col((j) => j.costUsd ?? null),
+        col((j) => j.latencyMs ?? null),
       ],
     );
   }

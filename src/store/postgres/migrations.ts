@@ -267,6 +267,27 @@ ALTER TABLE runs ADD COLUMN clock_offset_ms BIGINT;   -- how far the run's clock
 `,
 });
 
+/**
+ * The trigger that keeps `jobs.latency_ms` at the last attempt's (migration 7) rewrote every job an
+ * insert of attempts named, even when the job had that latency already: a second row version per
+ * answer of a run (the answer's own statement now sets it: COMPLETE_SQL), and per job of a copy,
+ * whose jobs come with their latency (300,000 jobs: 99 s, half the table dead rows; enqueue 8 s).
+ * It now leaves such a job alone, as the SQLite trigger does.
+ */
+export const LATENCY_UNCHANGED_MIGRATION: Migration = Object.freeze({
+  version: 13,
+  name: 'latency_unchanged',
+  sql: `
+CREATE OR REPLACE FUNCTION llmq_attempt_latency() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  UPDATE jobs SET latency_ms = last.latency_ms
+    FROM (SELECT DISTINCT ON (job_key) job_key, latency_ms FROM new_rows ORDER BY job_key, id DESC) AS last
+    WHERE jobs.key = last.job_key AND jobs.latency_ms IS DISTINCT FROM last.latency_ms;
+  RETURN NULL;
+END $$;
+`,
+});
+
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
@@ -406,6 +427,7 @@ CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pend
   BATCH_PROGRESS_MIGRATION,
   ORPHANED_ANSWERS_MIGRATION,
   RUN_CLOCK_MIGRATION,
+  LATENCY_UNCHANGED_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

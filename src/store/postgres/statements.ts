@@ -137,7 +137,7 @@ WITH input AS MATERIALIZED (
   WHERE spend.run_id = m.run_id AND m.held + m.spent + m.unpriced > 0
 ), done AS (
   UPDATE jobs SET state = 'done', output = input.output, response = input.response, prompt_tokens = input.prompt_tokens,
-    completion_tokens = input.completion_tokens, cost_usd = input.cost_usd, error = NULL, lease_owner = NULL, lease_expires_at = NULL,
+    completion_tokens = input.completion_tokens, cost_usd = input.cost_usd, latency_ms = input.latency_ms, error = NULL, lease_owner = NULL, lease_expires_at = NULL,
     finished_at = input.ended_at, updated_at = input.ended_at
   FROM input WHERE input.first AND jobs.key = input.key AND jobs.state <> 'done'
   RETURNING input.i

@@ -89,8 +89,8 @@ export class SqliteCopier implements QueueCopier {
     this.#maybeBeginBulk(rows.length);
     this.#jobsLoaded = true;
     const insert = this.#db.prepare(`INSERT INTO jobs (key, request, model, state, priority, attempts, run_after, lease_owner,
-        lease_expires_at, output, response, prompt_tokens, completion_tokens, error, created_at, updated_at, finished_at, cost_usd)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+        lease_expires_at, output, response, prompt_tokens, completion_tokens, error, created_at, updated_at, finished_at, cost_usd, latency_ms)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     const insertRequest = this.#db.prepare(INSERT_REQUEST_SQL);
     this.#db
       .transaction(() => {
@@ -114,6 +114,7 @@ export class SqliteCopier implements QueueCopier {
             j.updatedAt,
             j.finishedAt,
             j.costUsd ?? null,
+            j.latencyMs ?? null,
           );
           insertRequest.run(lastInsertRowid, j.request);
         }
