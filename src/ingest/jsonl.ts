@@ -170,8 +170,11 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   const positional = unnamed && (rawId === undefined || rawId === null);
   if (rawId === undefined || rawId === null) id = `${path}:${line}`;
   else if (typeof rawId === 'string' && rawId !== '') id = rawId;
-  else if (typeof rawId === 'number' || typeof rawId === 'bigint') id = String(rawId);
-  else return { path, line, reason: `"${o.idField}" is ${kind(rawId)}; an id must be a non-empty string or a number` };
+  else if (typeof rawId === 'number') {
+    const written = numericId(text, o.idField, rawId);
+    if (written === null) return { path, line, reason: inexactId(o.idField, rawId) };
+    id = written;
+  } else return { path, line, reason: `"${o.idField}" is ${kind(rawId)}; an id must be a non-empty string or a number` };
   if (id.includes('\0')) return { path, line, reason: nulInId(o.idField) };
 
   // A line without a backslash has no escape in it, so none of its strings holds a quote, a backslash,
@@ -180,6 +183,23 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   const textJsonSafe = text.indexOf('\\') === -1;
   const doc: Document = { id, path, line, text: body, meta: otherFields(obj, o.textField, o.idField), textJsonSafe, positional };
   return rawId === undefined && o.idField !== DEFAULT_ID_FIELD ? { ...doc, withoutIdField: Object.keys(obj) } : doc;
+}
+
+/**
+ * A numeric id as the line writes it. JSON.parse makes a number of it, and a number past 2^53 (a
+ * 64-bit database or snowflake id) loses digits: 1234567890123456789 reads 1234567890123456800, and
+ * two ids can come out as one. Safe integers are exact either way; any other number is taken from
+ * the line's text, where its key is written once (null when it cannot be told apart).
+ */
+function numericId(line: string, field: string, value: number): string | null {
+  if (Number.isSafeInteger(value)) return String(value);
+  const key = JSON.stringify(field).replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const written = [...line.matchAll(new RegExp(`${key}\\s*:\\s*(-?\\d+(?:\\.\\d+)?(?:[eE][+-]?\\d+)?)`, 'g'))];
+  return written.length === 1 ? written[0]![1]! : null;
+}
+
+function inexactId(field: string, value: number): string {
+  return `"${field}" is a number llmq cannot read exactly from this line (it reads ${value}): write the id as a string`;
 }
 
 /** An id is a name to show, export and look up; PostgreSQL's text cannot even hold a NUL. */

@@ -46,6 +46,25 @@ describe('enqueue JSONL', () => {
     expect(JSON.parse((await store.item('a'))!.job.request).messages[0].content).toBe('Summarize: A good line.');
   });
 
+  it('keeps a numeric id as the line writes it: 64-bit ids past 2^53 are not rounded into each other', async () => {
+    const store = tempStore();
+    const input = Readable.from([
+      [
+        '{"id":1234567890123456789,"text":"a"}',
+        '{"id":1234567890123456788,"text":"b"}',
+        '{"id": 1e400, "text":"c"}',
+        '{"id":42,"text":"d"}',
+        // the key written twice (a nested record): which is the id cannot be told from the text
+        '{"id":9007199254740993,"text":"e","parent":{"id":9007199254740995}}',
+      ].join('\n'),
+    ]);
+    const s = await run(store, ['-'], { stdin: input });
+    expect(items(store).map((r) => r.id)).toEqual(['1234567890123456789', '1234567890123456788', '1e400', '42']);
+    expect(s.rejections.map((r) => `${r.line}: ${r.reason}`)).toEqual([
+      '5: "id" is a number llmq cannot read exactly from this line (it reads 9007199254740992): write the id as a string',
+    ]);
+  });
+
   it('refuses an id or custom_id holding a NUL character, naming the line, and keeps the rest', async () => {
     const store = tempStore();
     const batchBody = JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
