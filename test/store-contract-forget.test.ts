@@ -18,6 +18,28 @@ async function answer(store: Store, key: string): Promise<void> {
 describe.each(STORE_KINDS)('store contract: forgetting items [$name]', (kind) => {
   beforeEach((ctx) => skipUnavailable(kind, ctx));
 
+  it('by source: an item enqueued again unchanged from a renamed file is of the new file, and forgetting the old name leaves it', async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue([row('a', 'one', { source: 'data.jsonl:1', meta: { tag: 'x' } }), row('b', 'two', { source: 'data.jsonl:2' })], T0);
+    // the file renamed, a line added, a field fixed: the requests are the same
+    const again = await store.enqueue(
+      [
+        row('a', 'one', { source: 'data-v2.jsonl:1', meta: { tag: 'y' } }),
+        row('b', 'two', { source: 'data-v2.jsonl:2' }),
+        row('c', 'three', { source: 'data-v2.jsonl:3' }),
+      ],
+      T0 + 1,
+    );
+    expect(again).toMatchObject({ newItems: 1, unchanged: 2, movedItems: 0, newJobs: 1 });
+    expect(await store.item('a')).toMatchObject({ source: 'data-v2.jsonl:1', meta: { tag: 'y' } });
+    expect(await store.forgetItems({ source: 'data.jsonl' }, { now: T0 + 2 })).toMatchObject({ items: 0, droppedJobs: 0 });
+    expect((await exported(store)).map((r) => [r.id, r.source])).toEqual([
+      ['a', 'data-v2.jsonl:1'],
+      ['b', 'data-v2.jsonl:2'],
+      ['c', 'data-v2.jsonl:3'],
+    ]);
+  });
+
   it('by id: an unsent job no item needs is dropped, a shared one stays, an answered one is kept out of done; unknown ids said', async () => {
     const { store } = await kind.fresh();
     await store.enqueue([row('pending', 'p'), row('answered', 'a'), row('shared-1', 's'), row('shared-2', 's'), row('keep', 'k')], T0);

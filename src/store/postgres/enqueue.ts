@@ -49,7 +49,7 @@ const ENQUEUE_SQL = `
 WITH input AS (${INPUT_SQL}),
 before AS (
   -- = ANY walks the unique index however large items grows (a join here may scan the table)
-  SELECT i.id, i.job_key, i.source FROM items i WHERE i.id = ANY(ARRAY(SELECT item_id FROM input))
+  SELECT i.id, i.job_key, i.source, i.meta FROM items i WHERE i.id = ANY(ARRAY(SELECT item_id FROM input))
 ),
 changed AS (
   -- An unchanged item's job exists (items.job_key references it): leaving those rows out spares a
@@ -75,6 +75,13 @@ upserted AS (
     updated_at = EXCLUDED.updated_at
   WHERE items.job_key <> EXCLUDED.job_key
   RETURNING 1
+),
+-- an unchanged item takes where it comes from now, and its other fields: a file renamed or moved
+-- left its items under the old name, which forget --source then took
+refreshed AS (
+  UPDATE items SET source = t.source, meta = t.meta, updated_at = $8
+  FROM input t JOIN before b ON b.id = t.item_id
+  WHERE items.id = t.item_id AND b.job_key = t.key AND (b.source IS DISTINCT FROM t.source OR b.meta IS DISTINCT FROM t.meta)
 )
 SELECT (SELECT count(*) FROM new_jobs) AS new_jobs,
        (SELECT array_agg(DISTINCT b2.job_key) FROM input t2 JOIN before b2 ON b2.id = t2.item_id

@@ -155,10 +155,11 @@ export class SqliteStore implements Store {
         db.prepare(`UPDATE jobs SET priority = @priority, updated_at = @now WHERE key = @key AND state IN ('pending', 'failed') AND priority <> @priority
           AND (@priority < priority OR NOT EXISTS (SELECT 1 FROM items WHERE job_key = @key AND id NOT IN (SELECT value FROM json_each(@ids))))`),
       ),
-      itemJob: db.prepare('SELECT job_key, source FROM items WHERE id = ?').raw(),
+      itemJob: db.prepare('SELECT job_key, source, meta FROM items WHERE id = ?').raw(),
       requestOfJob: db.prepare(`SELECT ${requestOf('jobs')} FROM jobs WHERE key = ?`).pluck(),
       insertItem: db.prepare(`INSERT INTO items (id, source, job_key, meta, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`),
       moveItem: db.prepare('UPDATE items SET job_key = ?, source = ?, meta = ?, updated_at = ? WHERE id = ?'),
+      refreshItem: db.prepare('UPDATE items SET source = ?, meta = ?, updated_at = ? WHERE id = ?'),
       dropAttempts: db.prepare(DROP_ATTEMPTS_SQL),
       // an old job of moved items, answered (or being answered), that no item points at now: marked,
       // so status counts done over the jobs items need (migration 15)
@@ -380,12 +381,15 @@ export class SqliteStore implements Store {
           if (ids) reprioritized += s.reprioritize().run({ priority: r.priority, now, key: r.key, ids: JSON.stringify(ids) }).changes;
         };
         for (const r of rows) {
-          const [current, was] = (s.itemJob.get(r.itemId) as [string, string] | undefined) ?? [];
+          const [current, was, wasMeta] = (s.itemJob.get(r.itemId) as [string, string, string | null] | undefined) ?? [];
+          const meta = r.meta ? JSON.stringify(r.meta) : null;
           // The item's job exists (items.job_key references it): no need to look the key up again,
           // which is a read at a random place of the largest index (re-enqueue of an unchanged file),
-          // unless a priority was asked for.
+          // unless a priority was asked for. Where it comes from now is kept, and its other fields: a
+          // file renamed or moved left its items under the old name, which forget --source then took.
           if (current === r.key) {
             unchanged++;
+            if (was !== r.source || wasMeta !== meta) s.refreshItem.run(r.source, meta, now, r.itemId);
             takePriority(r);
             continue;
           }
@@ -401,7 +405,6 @@ export class SqliteStore implements Store {
             s.adopt.run(r.key);
             takePriority(r);
           }
-          const meta = r.meta ? JSON.stringify(r.meta) : null;
           if (current === undefined) {
             s.insertItem.run(r.itemId, r.source, r.key, meta, now, now);
             newItems++;
