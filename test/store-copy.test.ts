@@ -7,6 +7,7 @@ import type { JobRow, Store } from '../src/store/types.js';
 import { STORE_KINDS, T0, OWNER, claimOpts, exported, freshPgUrl, pgJobWrites, row, rows, skipUnavailable } from './helpers/stores.js';
 import { tempDir } from './helpers/tmp.js';
 import { runCli } from './helpers/cli.js';
+import { openExistingStore } from '../src/report/open-existing.js';
 
 const postgres = STORE_KINDS.find((k) => k.name === 'postgres')!;
 const STATS = { done: 1, failed: 1, retried: 1, requests: 3, rateLimited: 0, promptTokens: 9, completionTokens: 9, jobsPerSecond: 0.5 };
@@ -191,6 +192,47 @@ describe('copy', () => {
     expect(next.jobs.map((j) => j.attempts)).toEqual([3, 2]);
     await Promise.all([from.close(), to.close()]);
   });
+
+  it.for([
+    ['SQLite', false],
+    ['PostgreSQL', true],
+  ] as const)(
+    'a copy into %s stopped halfway is refused by the commands and by another copy into it; one that finished is not',
+    async ([, pg], ctx) => {
+      if (pg) skipUnavailable(postgres, ctx);
+      const dir = tempDir();
+      const from = new SqliteStore(join(dir, 'a.db'));
+      await populate(from);
+      const target = pg ? freshPgUrl() : join(dir, 'b.db');
+      const to = pg ? await PostgresStore.open(target) : new SqliteStore(target);
+      const stop = new Error('Ctrl-C');
+      // stopped once the first jobs are in, before their items
+      await expect(
+        copyStore(from, to, {
+          now: T0 + 999,
+          batchSize: 2,
+          onProgress: () => {
+            throw stop;
+          },
+        }),
+      ).rejects.toBe(stop);
+      const unfinished =
+        /is a copy of .*a\.db that llmq copy has not finished \(started 2023-11-14 22:13:20Z; stopped, or still at work\): it holds part of that queue/;
+      await expect(copyStore(from, to, { now: T0 + 1999 })).rejects.toThrow(unfinished);
+      await to.close();
+      await expect(openExistingStore(target)).rejects.toThrow(unfinished);
+      const status = await runCli(['status', '--db', target]);
+      expect(status.code).toBe(1);
+      expect(status.stderr).toMatch(unfinished);
+      // a whole copy is a queue like any other
+      const whole = pg ? freshPgUrl() : join(dir, 'c.db');
+      const copy = pg ? await PostgresStore.open(whole) : new SqliteStore(whole);
+      await copyStore(from, copy, { now: T0 + 2999 });
+      expect(await copy.copier.copyInProgress()).toBeNull();
+      await Promise.all([copy.close(), from.close()]);
+      await (await openExistingStore(whole)).close();
+    },
+  );
 
   it('refuses a target that already holds a queue', async () => {
     const dir = tempDir();

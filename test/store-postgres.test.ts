@@ -51,6 +51,7 @@ describe('postgres store', () => {
     expect(tables.map((t) => t.table_name)).toEqual([
       'attempts',
       'batches',
+      'copying',
       'failure_counts',
       'item_counts',
       'items',

@@ -21,6 +21,7 @@ describe('sqlite schema', () => {
       'attempts',
       'batches',
       'bulk_load',
+      'copying',
       'failure_counts',
       'item_counts',
       'items',

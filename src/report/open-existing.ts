@@ -4,6 +4,7 @@ import { knownError } from '../errors-known.js';
 import { checkLocation, isPostgresUrl, openStore, redactLocation } from '../store/open-store.js';
 import { hasSqliteHeader, readHead } from '../store/sqlite/files.js';
 import type { Store } from '../store/types.js';
+import { unfinishedCopy } from '../store/copy.js';
 
 /**
  * Open a queue that must already exist. Reading commands (`status`, `show`, `export`, `copy --from`)
@@ -13,7 +14,17 @@ import type { Store } from '../store/types.js';
 export async function openExistingStore(location: string): Promise<Store> {
   checkLocation(location);
   if (!isPostgresUrl(location) && location !== ':memory:') await checkQueueFile(location);
-  return openStore(location, { existing: true });
+  const store = await openStore(location, { existing: true });
+  // a copy stopped halfway holds jobs without their items: a run would send them, status miscount
+  const copying = await store.copier.copyInProgress().catch(async (error) => {
+    await store.close();
+    throw error;
+  });
+  if (copying) {
+    await store.close();
+    throw new LlmqError(`${redactLocation(location)} ${unfinishedCopy(copying)}`);
+  }
+  return store;
 }
 
 /** The file must be there and look like a database; whether it holds llmq's tables is checked on open. */

@@ -1,6 +1,7 @@
 import { StoreError } from '../errors.js';
 import { count } from '../report/format.js';
-import type { BatchLedger, CopyEnds, JobRow, LaneMemory, QueueReader, RunRow, StoreIdentity } from './types.js';
+import type { BatchLedger, CopyEnds, CopyInProgress, JobRow, LaneMemory, QueueReader, RunRow, StoreIdentity } from './types.js';
+import { redactUrlCredentials } from '../url-credentials.js';
 
 export interface CopyOptions {
   /** The copy's clock: runs still open in the source are closed at this time in the target. */
@@ -52,12 +53,16 @@ export async function copyStore(
   const target = await to.status();
   const targetJobs = target.total + target.orphanedAnswers;
   if (targetJobs > 0 || target.items > 0 || target.lastRun !== null) {
+    const stopped = await to.copier.copyInProgress();
+    if (stopped) throw new StoreError(`${to.location} ${unfinishedCopy(stopped)}`);
     throw new StoreError(
       `${to.location} is not empty (${count(targetJobs, 'job')}, ${count(target.items, 'item')}); llmq copy only writes into an ` +
         `empty queue. Point --to at a new file or a new schema (?schema=name).`,
     );
   }
   await refuseLiveBatches(from);
+  // marked until the end: a copy stopped halfway is not taken for a whole queue
+  await to.copier.beginCopy(redactUrlCredentials(from.location), options.now);
   let requeued = 0;
   let closedRuns = 0;
   // Jobs before items (items point at jobs); attempts and runs after.
@@ -111,7 +116,20 @@ export async function copyStore(
   // a handful of rows (one per base URL and model): the copy's first run starts at their pace
   const limits = await from.laneLimits();
   for (const row of limits) await to.saveLaneLimits(row);
+  await to.copier.endCopy();
   return { jobs, items, attempts, runs, laneLimits: limits.length, requeued, closedRuns };
+}
+
+/**
+ * What a queue that a copy stopped writing is, after its location: it holds part of the source (jobs
+ * without their items, answers without their attempts), and would send jobs no item needs.
+ */
+export function unfinishedCopy(c: CopyInProgress): string {
+  return (
+    `is a copy of ${c.source} that llmq copy has not finished (started ${new Date(c.startedAt).toISOString().slice(0, 19).replace('T', ' ')}Z; ` +
+    `stopped, or still at work): it holds part of that queue. Copy again into a new file or schema (?schema=name) ` +
+    `once no copy is at work, and delete this one.`
+  );
 }
 
 /** Stream rows into batches of `size`, writing each before reading on; returns the count. */

@@ -606,6 +606,19 @@ export interface QueueCopier {
   loadRuns(rows: readonly RunRow[]): Promise<void>;
   /** Once every item is in: marks the answered jobs no item points at (StatusSnapshot.orphanedAnswers). */
   markOrphans(): Promise<void>;
+  /**
+   * Mark this queue as written by a copy from `source` until `endCopy`: one stopped halfway is then
+   * told from a whole queue (`copyInProgress`), and refused by the commands that use a queue.
+   */
+  beginCopy(source: string, now: number): Promise<void>;
+  endCopy(): Promise<void>;
+  /** The copy writing this queue, or the one that stopped before it finished; null when none. */
+  copyInProgress(): Promise<CopyInProgress | null>;
+}
+
+export interface CopyInProgress {
+  readonly source: string;
+  readonly startedAt: number;
 }
 
 /** The batch lane's ledger of submissions to a provider's Batch API. */

@@ -1,6 +1,6 @@
 import { pgText } from './pg-text.js';
 import type pg from 'pg';
-import type { AttemptRow, ItemRow, JobRow, QueueCopier, RunRow } from '../types.js';
+import type { AttemptRow, CopyInProgress, ItemRow, JobRow, QueueCopier, RunRow } from '../types.js';
 import { query } from './connect.js';
 import {
   ATTEMPT_COLUMNS,
@@ -100,6 +100,21 @@ export class PgCopier implements QueueCopier {
 
   async markOrphans(): Promise<void> {
     await query(this.#pool, 'UPDATE jobs j SET orphaned = true WHERE NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key)');
+  }
+
+  async beginCopy(source: string, now: number): Promise<void> {
+    // a copy that stopped before any row went in left its mark on an empty queue: this one takes its place
+    await query(this.#pool, 'WITH gone AS (DELETE FROM copying) INSERT INTO copying (source, started_at) VALUES ($1, $2)', [source, now]);
+  }
+
+  async endCopy(): Promise<void> {
+    await query(this.#pool, 'DELETE FROM copying');
+  }
+
+  async copyInProgress(): Promise<CopyInProgress | null> {
+    const r = await query<{ source: string; started_at: number }>(this.#pool, 'SELECT source, started_at FROM copying LIMIT 1');
+    const row = r.rows[0];
+    return row ? { source: row.source, startedAt: Number(row.started_at) } : null;
   }
 
   async loadAttempts(rows: readonly AttemptRow[]): Promise<void> {

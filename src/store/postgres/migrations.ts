@@ -288,6 +288,18 @@ END $$;
 `,
 });
 
+/** A row while `llmq copy` writes into this queue (the SQLite store's migration 16 says why). */
+export const COPY_IN_PROGRESS_MIGRATION: Migration = Object.freeze({
+  version: 14,
+  name: 'copy_in_progress',
+  sql: `
+CREATE TABLE copying (
+  source      TEXT    NOT NULL,   -- the queue copied from, never with credentials
+  started_at  BIGINT  NOT NULL
+);
+`,
+});
+
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
@@ -428,11 +440,24 @@ CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pend
   ORPHANED_ANSWERS_MIGRATION,
   RUN_CLOCK_MIGRATION,
   LATENCY_UNCHANGED_MIGRATION,
+  COPY_IN_PROGRESS_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
-const OUR_TABLES = ['jobs', 'items', 'attempts', 'runs', 'lanes', 'batches', 'spend', 'job_counts', 'failure_counts', 'item_counts'];
+const OUR_TABLES = [
+  'jobs',
+  'items',
+  'attempts',
+  'runs',
+  'lanes',
+  'batches',
+  'spend',
+  'job_counts',
+  'failure_counts',
+  'item_counts',
+  'copying',
+];
 
 /**
  * Bring the schema up to date in one transaction under an advisory lock keyed by the schema, so two

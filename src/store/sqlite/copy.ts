@@ -5,7 +5,7 @@ import { toAttempt, toItem, toJob, toRun, type RawAttempt } from '../rows.js';
 import { keysetPages } from '../pages.js';
 import { INSERT_REQUEST_SQL, JOB_COLUMNS, REQUEST_KEPT_APART } from './requests.js';
 import { nanoUp, SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
-import type { AttemptRow, ItemRow, JobRow, QueueCopier, RunRow } from '../types.js';
+import type { AttemptRow, CopyInProgress, ItemRow, JobRow, QueueCopier, RunRow } from '../types.js';
 import { unplannedLimit } from './unplanned-limit.js';
 
 const PAGE = 1000;
@@ -139,6 +139,26 @@ export class SqliteCopier implements QueueCopier {
     this.#beforeWrite();
     // two index walks in order, not a probe of items_job per job (migration 15)
     this.#db.prepare('UPDATE jobs SET orphaned = 1 WHERE key IN (SELECT key FROM jobs EXCEPT SELECT job_key FROM items)').run();
+  }
+
+  async beginCopy(source: string, now: number): Promise<void> {
+    this.#beforeWrite();
+    // a copy that stopped before any row went in left its mark on an empty queue: this one takes its place
+    this.#db
+      .transaction(() => {
+        this.#db.prepare('DELETE FROM copying').run();
+        this.#db.prepare('INSERT INTO copying (source, started_at) VALUES (?, ?)').run(source, now);
+      })
+      .immediate();
+  }
+
+  async endCopy(): Promise<void> {
+    this.#db.prepare('DELETE FROM copying').run();
+  }
+
+  async copyInProgress(): Promise<CopyInProgress | null> {
+    const row = this.#db.prepare('SELECT source, started_at AS startedAt FROM copying LIMIT 1').get() as CopyInProgress | undefined;
+    return row ?? null;
   }
 
   async loadAttempts(rows: readonly AttemptRow[]): Promise<void> {

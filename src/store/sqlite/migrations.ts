@@ -514,6 +514,22 @@ UPDATE jobs SET orphaned = 1 WHERE key IN (SELECT key FROM jobs EXCEPT SELECT jo
 `,
 });
 
+/**
+ * A row while `llmq copy` writes into this queue, deleted when it finishes: a copy stopped halfway
+ * (Ctrl-C, a crash) left a queue that looked whole, jobs without their items, which a run sent and
+ * paid for. Commands refuse a queue that has one (`openExistingStore`).
+ */
+export const COPY_IN_PROGRESS_MIGRATION: Migration = Object.freeze({
+  version: 16,
+  name: 'copy_in_progress',
+  sql: `
+CREATE TABLE copying (
+  source      TEXT    NOT NULL,   -- the queue copied from, never with credentials
+  started_at  INTEGER NOT NULL
+);
+`,
+});
+
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
@@ -645,6 +661,7 @@ CREATE TABLE spend (
   BATCH_API_KEY_MIGRATION,
   BATCH_PROGRESS_MIGRATION,
   ORPHANED_ANSWERS_MIGRATION,
+  COPY_IN_PROGRESS_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
