@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { attachProgress, progressMode, type ProgressMode } from '../src/cli/progress/index.js';
-import { startText, summaryText } from '../src/cli/progress/lines.js';
+import { countsText, startText, summaryText } from '../src/cli/progress/lines.js';
 import { ProgressState } from '../src/cli/progress/state.js';
 import { loadPriceTable } from '../src/pricing/price-table.js';
 import { NO_PAINT } from '../src/report/format.js';
@@ -114,6 +114,20 @@ function run(mode: ProgressMode, o: { tty?: boolean; color?: boolean } = {}) {
 }
 
 describe('progress renderers', () => {
+  it('the ETA keeps its seconds under ten minutes and rounds its minutes above, as status tells them', () => {
+    const eta = (etaSeconds: number) => countsText(snapshot({ etaSeconds }), 40_000).match(/ETA (.*)$/)![1];
+    expect([45, 94, 599, 600, 1790, 3569, 3599, 8040].map(eta)).toEqual([
+      '45s',
+      '1m 34s',
+      '9m 59s',
+      '10m',
+      '30m',
+      '59m',
+      '59m 59s',
+      '2h 14m',
+    ]);
+  });
+
   it('the start line counts one job as a job', () => {
     const where = { db: 'q.db', provider: 'mock' };
     expect(startText({ runId: 'r1', total: 1, alreadyDone: 0 }, where)).toBe('run r1 on q.db via mock: 1 job to do');

@@ -65,10 +65,12 @@ export function countsText(p: ProgressSnapshot | null, total: number): string {
   return parts.join(' · ');
 }
 
-/** An ETA needs no seconds once it is minutes away: "45s", "31m", "2h 14m". */
+/**
+ * An ETA needs no seconds once it is ten minutes away: "45s", "1m 34s", "31m", "2h 14m". Minutes are
+ * rounded, not cut (1m 59s read "1m" while status said 1m 59s).
+ */
 function shortDuration(seconds: number): string {
-  const d = duration(seconds);
-  return seconds >= 60 && seconds < 3600 ? d.replace(/ \d\ds$/, '') : d;
+  return seconds >= 600 && seconds < 3570 ? `${Math.round(seconds / 60)}m` : duration(seconds);
 }
 
 /** "in flight 8 · waiting 3 · backoff 2 · failed 1 · $0.42" */
