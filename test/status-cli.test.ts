@@ -4,7 +4,8 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
-import { runCli } from './helpers/cli.js';
+import { MOCK_NOW, runCli } from './helpers/cli.js';
+import { seededQueue } from './helpers/seed.js';
 import { NO_STATS } from './helpers/stores.js';
 import { A_COST, populate, RUN } from './helpers/populate.js';
 import { waitFor } from './helpers/wait.js';
@@ -140,6 +141,15 @@ describe('llmq status', () => {
     );
     const retry = await runCli(['retry-failed', '--db', db]);
     expect(retry.stderr).toContain(`Run llmq run --provider mock --db ${db} to try them again.`);
+  });
+
+  it("prices what is left from real answers only: the offline mock's stand-ins (short, free) say nothing of it", async () => {
+    const db = await seededQueue(6, { model: 'gpt-4o-mini' });
+    expect((await runCli(['run', '--db', db, ...MOCK_NOW, '--limit', '3'])).code).toBe(0);
+    const s = JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout);
+    expect(s.counts).toMatchObject({ done: 3, pending: 3 });
+    expect(s.cost.remainingUsd).toBeNull();
+    expect((await runCli(['status', '--db', db])).stdout).not.toContain('more to finish');
   });
 
   it('lists the runs that sent something with their money, not those that found nothing to do', async () => {

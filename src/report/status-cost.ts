@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import type { PriceTable } from '../pricing/price-table.js';
 import type { RunRow, RunSpend, StatusSnapshot } from '../store/types.js';
 import { goneOwners, isProcessAlive } from '../run-owners.js';
+import { mockAnswersKept } from '../store/mock-answers.js';
 
 /**
  * A run whose heartbeat is older than this is reported as not responding rather than active: it
@@ -119,6 +120,9 @@ export interface CostReport {
  * or no price (`llmq estimate` does better: it counts each prompt).
  */
 function remainingCost(s: StatusSnapshot, prices: PriceTable): number | null {
+  // the offline mock's answers are stand-ins, short and free: no measure of what the rest will cost
+  // (estimate leaves them out of its averages; status has only the totals, so says nothing)
+  if (s.spend.some(mockAnswersKept)) return null;
   let usd = 0;
   for (const m of s.byModel) {
     const left = m.pending + m.running;

@@ -79,8 +79,13 @@ export function mockRunWhere(d: Dialect, toTakeBack?: { readonly quietSince: str
  * the next run of a real provider takes back. What a dry run of that real run leaves out of
  * --budget-total, as the run itself will.
  */
+/** A run of the offline mock whose answers are still in the queue (no real run has taken them back). */
+export function mockAnswersKept(run: Pick<RunRow, 'options'>): boolean {
+  return run.options.provider === 'mock' && run.options[TAKEN_BACK] === undefined;
+}
+
 export function mockRunToTakeBack(run: Pick<RunRow, 'options' | 'endedAt' | 'heartbeatAt'>, quietSince: number): boolean {
-  return run.options.provider === 'mock' && run.options[TAKEN_BACK] === undefined && (run.endedAt !== null || run.heartbeatAt < quietSince);
+  return mockAnswersKept(run) && (run.endedAt !== null || run.heartbeatAt < quietSince);
 }
 
 /**
