@@ -69,6 +69,29 @@ describe("a run's count of what it has to do", () => {
     for (const p of progress) expect(p.total).toBeGreaterThanOrEqual(p.done + p.failed);
   }, 20_000);
 
+  it('says how many of its jobs it took back from a run known dead as it started (they count in its total)', async () => {
+    const fake = await startFake({ latencyMs: 5 });
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await seedJobs(store, 6);
+    // killed a while ago: pid gone, heartbeat quiet, four jobs held with a long lease
+    const then = Date.now() - 60_000;
+    await store.startRun({ id: 'run-killed', host: 'h', pid: 4_190_101, startedAt: then, options: {} });
+    await store.heartbeat('run-killed', then, then + 600_000, NO_STATS);
+    expect((await store.claim({ owner: 'run-killed', limit: 4, now: then, leaseUntil: then + 600_000, maxAttempts: 5 })).jobs).toHaveLength(
+      4,
+    );
+
+    const { summary, start } = await watchedRun(store, fake, {
+      deps: { host: 'h', pid: 4_190_102, isAlive: (p) => p === 4_190_102 },
+      options: { concurrency: 2, heartbeatMs: 100, progressMs: 20 },
+    });
+    expect(summary).toMatchObject({ reason: 'drained', done: 6 });
+    expect(start).toMatchObject({ total: 6, takenBack: 4, dyingMayHold: 0 });
+    expect(startText(start!, { db: 'q.db', provider: null })).toMatch(
+      /^run \w{8} on q\.db: 6 jobs to do, 4 taken back from a run that stopped$/,
+    );
+  }, 20_000);
+
   it('grows with jobs enqueued while it works: a progress line never shows more done than to do', async () => {
     const fake = await startFake({ latencyMs: 50 });
     const store = new SqliteStore(join(tempDir(), 'q.db'));

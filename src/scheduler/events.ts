@@ -87,6 +87,8 @@ export interface SchedulerEventMap {
    * `dyingMayHold`: jobs running when it started while a run on this host was dying (its process
    * gone, its heartbeat fresh): up to that many come back to this run within seconds; 0 if none was.
    * `silentMayHold`: the same while a run anywhere had stopped heartbeating: back when its leases run out.
+   * `takenBack`: jobs of runs found dead at the start, pending again and counted in `total` (each keeps
+   * the attempt the dead run started).
    */
   'run:start': {
     runId: string;
@@ -94,6 +96,7 @@ export interface SchedulerEventMap {
     alreadyDone: number;
     dyingMayHold?: number;
     silentMayHold?: number;
+    takenBack?: number;
     options: Record<string, unknown>;
   };
   'job:start': { key: string; attempt: number; model: string };

@@ -170,7 +170,7 @@ export class Run {
   async #start(): Promise<void> {
     const c = this.#counters,
       o = this.#options;
-    const comingBack = await this.#reclaim();
+    const { comingBack, takenBack } = await this.#reclaim();
     // The one full read of the queue at the start: how much there is to do, and whether its models have prices.
     const before = await this.#store.status();
     this.#money.checkPriced(before);
@@ -202,6 +202,7 @@ export class Run {
       alreadyDone: c.alreadyDone,
       dyingMayHold,
       silentMayHold,
+      takenBack,
       options: this.#deps.describe ?? {},
     });
     await this.#lanes.load(this.#store);
@@ -355,7 +356,7 @@ export class Run {
     // reply was lost (PostgreSQL's connection reset, the claim asked again): never sent, it goes back
     // with its attempt, to be claimed now rather than left to the next run.
     if ((await this.#store.release(this.#id, { refund: true, now: this.#now() })) > 0) return false;
-    const dying = (await this.#reclaim()) !== null && (await this.#store.status()).counts.running > 0;
+    const dying = (await this.#reclaim()).comingBack !== null && (await this.#store.status()).counts.running > 0;
     const next = await this.#store.nextPendingAt();
     if (next === null && !dying) return true;
     await sleep(next === null ? this.#heartbeatMs : Math.min(Math.max(next - this.#now(), 50), 1000), this.#stopping.signal).catch(
@@ -438,7 +439,11 @@ export class Run {
    * back soon: a run here is dying (`dying`: seconds), or one anywhere stopped heartbeating (`silent`:
    * when its leases run out), else null.
    */
-  async #reclaim(): Promise<'dying' | 'silent' | null> {
+  /**
+   * Hand back the jobs of runs known dead (`takenBack`: how many, with those of a batch they never
+   * uploaded); `comingBack`: whether a dying or silent run may still hold some.
+   */
+  async #reclaim(): Promise<{ comingBack: 'dying' | 'silent' | null; takenBack: number }> {
     // Quiet for 3 heartbeats, and at least 5 s: a run whose event loop is busy (a long SQLite wait)
     // beats late, and must not be taken for dead by a neighbour on a machine with the same hostname.
     const self: Self = {
@@ -451,10 +456,11 @@ export class Run {
     };
     const runs = await this.#store.activeRuns();
     const { dead, dying } = goneOwners(runs, self);
-    await this.#store.reclaim(this.#now(), dead);
-    if (dying.length > 0) return 'dying';
+    const takenBack = await this.#store.reclaim(this.#now(), dead);
+    if (dying.length > 0) return { comingBack: 'dying', takenBack };
     // the dead ones' jobs are back already
-    return silentOwners(runs, self, this.#leaseMs).some((id) => !dead.includes(id)) ? 'silent' : null;
+    const silent = silentOwners(runs, self, this.#leaseMs).some((id) => !dead.includes(id));
+    return { comingBack: silent ? 'silent' : null, takenBack };
   }
 
   /** What `status` says of how the run ended, beside its reason: the error, or which budget. */

@@ -30,18 +30,20 @@ const BOARD_DOWN_NOTED_MS = 3000;
 
 /** "run 1a2b3c4d on ./llmq.db via mock: 40,000 jobs to do, 12 already done" */
 export function startText(
-  p: { runId: string; total: number; alreadyDone: number; dyingMayHold?: number; silentMayHold?: number },
+  p: { runId: string; total: number; alreadyDone: number; dyingMayHold?: number; silentMayHold?: number; takenBack?: number },
   where: Where,
 ): string {
   const on = (where.db ? ` on ${where.db}` : '') + (where.provider ? ` via ${where.provider}` : '');
   const held = p.dyingMayHold || p.silentMayHold || 0;
   const todo = p.total === 0 ? (held ? 'nothing pending yet' : 'nothing to do') : `${count(p.total, 'job')} to do`;
+  // the jobs a run killed outright left running, back now: the run's count grew by them
+  const takenBack = p.takenBack ? `, ${int(p.takenBack)} taken back from a run that stopped` : '';
   const back = p.dyingMayHold
     ? `; up to ${int(held)} more held by a run that stopped on this machine, back within seconds`
     : held
       ? `; up to ${int(held)} more held by a run that stopped heartbeating, back when its leases run out (a minute at most)`
       : '';
-  return `run ${p.runId.slice(0, 8)}${on}: ${todo}${p.alreadyDone ? `, ${int(p.alreadyDone)} already done` : ''}${back}`;
+  return `run ${p.runId.slice(0, 8)}${on}: ${todo}${takenBack}${p.alreadyDone ? `, ${int(p.alreadyDone)} already done` : ''}${back}`;
 }
 
 export interface Where {
