@@ -1,7 +1,7 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runCli } from './helpers/cli.js';
+import { MOCK_NOW, runCli } from './helpers/cli.js';
 import { A_COST, ANSWERS, populate } from './helpers/populate.js';
 import { tempDir } from './helpers/tmp.js';
 import { parseCsv } from './helpers/csv.js';
@@ -210,6 +210,32 @@ describe('llmq export', () => {
     expect(tsv.stderr).toMatch(/results\.tsv, as JSON Lines/);
   });
 
+  it('--out-dir again: a file an earlier export wrote for a state its item left is removed, and said', async () => {
+    const dir = tempDir();
+    const docs = join(dir, 'docs');
+    mkdirSync(docs);
+    writeFileSync(join(docs, 'a.txt'), 'first version');
+    writeFileSync(join(docs, 'b.txt'), 'stays');
+    const db = join(dir, 'q.db');
+    const outDir = join(dir, 'answers');
+    expect((await runCli(['enqueue', docs, '--db', db])).code).toBe(0);
+    expect((await runCli(['run', '--db', db, ...MOCK_NOW])).code).toBe(0);
+    expect((await runCli(['export', '--db', db, '--out-dir', outDir])).code).toBe(0);
+    expect(readdirSync(outDir).sort()).toEqual(['a.txt.out', 'b.txt.out']);
+    // a.txt edited: its item waits for a new answer, and the old one is not its answer any more
+    writeFileSync(join(docs, 'a.txt'), 'second version');
+    expect((await runCli(['enqueue', docs, '--db', db])).code).toBe(0);
+    const again = await runCli(['export', '--db', db, '--out-dir', outDir]);
+    expect(again.code).toBe(0);
+    expect(again.stderr).toContain(
+      `removed 1 file an earlier export left for a state its item is no longer in (the first, ${join(outDir, 'a.txt.out')}: its item is pending now)`,
+    );
+    expect(readdirSync(outDir).sort()).toEqual(['b.txt.out']);
+    const pending = await runCli(['export', '--db', db, '--out-dir', outDir, '--state', 'done,pending']);
+    expect(pending.stderr).not.toContain('removed');
+    expect(readdirSync(outDir).sort()).toEqual(['a.txt.pending', 'b.txt.out']);
+  });
+
   it('--out-dir mirrors ids as paths and nothing escapes the folder', async () => {
     const dir = tempDir();
     const { db } = await populate(dir);
@@ -233,6 +259,8 @@ describe('llmq export', () => {
     // error files are not answers, and are not called so
     expect(f.stderr).toMatch(/^wrote 2 files under /m);
     expect(readFileSync(join(outDir, 'd.txt.error'), 'utf8')).toMatch(/^400 context_length_exceeded/);
+    // done items left out of that export keep their answers
+    expect(readFileSync(join(outDir, 'a.txt.out'), 'utf8')).toBe(ANSWERS['a.txt']);
     const both = await runCli(['export', '--db', db, '--out-dir', outDir, '--out', join(dir, 'x.jsonl')]);
     expect(both.code).toBe(1);
     expect(both.stderr).toMatch(/one of --out and --out-dir/);

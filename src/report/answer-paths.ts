@@ -88,6 +88,11 @@ export class AnswerPaths {
     return { path, moved };
   }
 
+  /** Whether this export wrote `path` (for an item, or for another that took its name). */
+  wrote(path: string): boolean {
+    return this.#files.has(path);
+  }
+
   /** Remember the folders that now exist on the way to a written file. */
   madeFolders(path: string): void {
     for (let dir = resolve(path, '..'); dir.startsWith(this.#root + sep); dir = resolve(dir, '..')) this.#folders.add(dir);

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, rmSync } from 'node:fs';
-import { rename, rm, writeFile } from 'node:fs/promises';
+import { readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
@@ -8,7 +8,7 @@ import { makeDirs } from '../make-dirs.js';
 import { LlmqError } from '../errors.js';
 import { knownError, type ErrorPlace } from '../errors-known.js';
 import type { ExportRow, JobState } from '../store/types.js';
-import { AnswerPaths, answerExt } from './answer-paths.js';
+import { AnswerPaths, answerExt, itemPath } from './answer-paths.js';
 import { emptyCounts, writeText, type ExportChunk, type ExportCounts } from './export.js';
 import { resolveOutTarget } from './out-target.js';
 
@@ -94,11 +94,15 @@ export interface DirExportOptions {
   readonly onUnwritten?: (id: string, reason: string) => void;
   /** An item written under another name, because the one its id asks for is another item's. */
   readonly onMoved?: (id: string, path: string) => void;
+  /** A file of an earlier export removed: its item is in another state now (`path` under the folder). */
+  readonly onStale?: (id: string, path: string, state: JobState) => void;
 }
 
 export interface DirExportCounts extends ExportCounts {
   /** Items that should have been written but could not be (each reported to `onUnwritten`). */
   unwritten: number;
+  /** Files of an earlier export removed, their items in another state now (each reported to `onStale`). */
+  stale: number;
 }
 
 /** Failures that will fail every other file too: stop at the first and say so once. */
@@ -116,25 +120,50 @@ export async function exportToDir(
   dir: string,
   o: DirExportOptions = {},
 ): Promise<DirExportCounts> {
-  const counts: DirExportCounts = { ...emptyCounts(), unwritten: 0 };
+  const counts: DirExportCounts = { ...emptyCounts(), unwritten: 0, stale: 0 };
   const states = o.states?.length ? o.states : ['done'];
   const ext = answerExt(o.ext);
+  const suffixOf = (state: JobState) => (state === 'done' ? ext : state === 'failed' ? '.error' : `.${state}`);
   const root = resolve(dir);
+  let earlier: boolean;
   try {
     makeDirs(root);
+    earlier = (await readdir(root)).length > 0;
   } catch (error) {
     throw knownError(error, { what: '--out-dir', path: dir }) ?? error;
   }
   const paths = new AnswerPaths(root);
+  /**
+   * An earlier export into this folder left the item's file of a state it had then (`a.out` of an
+   * answer since taken away by an edit of its document): removed, so that the folder does not show
+   * it as the item's answer. Only the names its id gives for other states than its own, never a file
+   * this export wrote.
+   */
+  const removeStale = async (r: ExportRow): Promise<void> => {
+    for (const state of ['done', 'failed', 'pending', 'running'] as const) {
+      if (suffixOf(state) === suffixOf(r.state)) continue;
+      const path = itemPath(root, r.id, suffixOf(state));
+      if (paths.wrote(path)) continue;
+      const gone = await rm(path).then(
+        () => true,
+        () => false,
+      );
+      if (!gone) continue;
+      counts.stale++;
+      o.onStale?.(r.id, relative(root, path), r.state);
+    }
+  };
   for await (const page of pages)
     for (const r of page) {
       if (!states.includes(r.state)) {
         counts.skipped[r.state]++;
+        if (earlier) await removeStale(r);
         continue;
       }
       const text = r.state === 'done' ? (r.output ?? '') : (r.error ?? `the job is ${r.state}`) + '\n';
       try {
-        const { path, moved } = await paths.place(r.id, r.state === 'done' ? ext : r.state === 'failed' ? '.error' : `.${r.state}`);
+        const { path, moved } = await paths.place(r.id, suffixOf(r.state));
+        if (earlier) await removeStale(r);
         makeDirs(dirname(path));
         paths.madeFolders(path);
         await writeWhole(path, text);

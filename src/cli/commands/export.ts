@@ -168,15 +168,21 @@ async function toDir(pages: AsyncIterable<readonly ExportRow[]>, outDir: string,
     import('../output.js'),
     import('../../report/format.js'),
   ]);
+  let firstStale: string | null = null;
   const counts = await exportToDir(pages, outDir, {
     states: flags.state,
     ext: flags.ext,
     onMoved: (id, path) => info(`item ${JSON.stringify(id)} went to ${join(outDir, path)}: the path its id asks for is another item's`),
     onUnwritten: (id, reason) => info(`could not write item ${JSON.stringify(id)}: ${reason}`),
+    onStale: (_id, path, state) => {
+      firstStale ??= `${join(outDir, path)}: its item is ${state} now`;
+    },
   });
   // with --state asking for more than done items, some files hold an error or a state, not an answer
   const file = (flags.state ?? ['done']).every((s) => s === 'done') ? 'answer file' : 'file';
   info(`wrote ${count(counts.written, file)} under ${outDir}`);
+  if (counts.stale > 0)
+    info(`removed ${count(counts.stale, 'file')} an earlier export left for a state its item is no longer in (the first, ${firstStale})`);
   if (counts.unwritten > 0) {
     throw new LlmqError(`${count(counts.unwritten, file)} could not be written (each is named above); the others are in ${outDir}.`);
   }
