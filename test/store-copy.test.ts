@@ -1,3 +1,4 @@
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
@@ -224,6 +225,12 @@ describe('copy', () => {
       const status = await runCli(['status', '--db', target]);
       expect(status.code).toBe(1);
       expect(status.stderr).toMatch(unfinished);
+      // nor is it enqueued into: it would look whole once the new items came
+      const docs = join(dir, 'more.jsonl');
+      writeFileSync(docs, '{"id":"more","text":"more"}\n');
+      const enqueue = await runCli(['enqueue', docs, '--db', target]);
+      expect(enqueue.code).toBe(1);
+      expect(enqueue.stderr).toMatch(unfinished);
       // a whole copy is a queue like any other
       const whole = pg ? freshPgUrl() : join(dir, 'c.db');
       const copy = pg ? await PostgresStore.open(whole) : new SqliteStore(whole);

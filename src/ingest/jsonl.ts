@@ -188,11 +188,12 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
 /**
  * A numeric id as the line writes it. JSON.parse makes a number of it, and a number past 2^53 (a
  * 64-bit database or snowflake id) loses digits: 1234567890123456789 reads 1234567890123456800, and
- * two ids can come out as one. Safe integers are exact either way; any other number is taken from
- * the line's text, where its key is written once (null when it cannot be told apart).
+ * two ids can come out as one. Such a number (or one past a double's range) is taken from the line's
+ * text, where its key is written once (null when it cannot be told apart); safe integers and
+ * fractions read as before, so that ids enqueued before keep matching.
  */
 function numericId(line: string, field: string, value: number): string | null {
-  if (Number.isSafeInteger(value)) return String(value);
+  if (Number.isSafeInteger(value) || (Number.isFinite(value) && !Number.isInteger(value))) return String(value);
   const key = JSON.stringify(field).replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   const written = [...line.matchAll(new RegExp(`${key}\\s*:\\s*(-?\\d+(?:\\.\\d+)?(?:[eE][+-]?\\d+)?)`, 'g'))];
   return written.length === 1 ? written[0]![1]! : null;

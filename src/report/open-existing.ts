@@ -14,17 +14,21 @@ import { unfinishedCopy } from '../store/copy.js';
 export async function openExistingStore(location: string): Promise<Store> {
   checkLocation(location);
   if (!isPostgresUrl(location) && location !== ':memory:') await checkQueueFile(location);
-  const store = await openStore(location, { existing: true });
-  // a copy stopped halfway holds jobs without their items: a run would send them, status miscount
+  return refuseUnfinishedCopy(await openStore(location, { existing: true }), location);
+}
+
+/**
+ * The store, unless a copy into it has not finished (stopped halfway, or at work): it then holds jobs
+ * without their items, which a run would send, and status miscount; closed and refused.
+ */
+export async function refuseUnfinishedCopy(store: Store, location: string): Promise<Store> {
   const copying = await store.copier.copyInProgress().catch(async (error) => {
     await store.close();
     throw error;
   });
-  if (copying) {
-    await store.close();
-    throw new LlmqError(`${redactLocation(location)} ${unfinishedCopy(copying)}`);
-  }
-  return store;
+  if (!copying) return store;
+  await store.close();
+  throw new LlmqError(`${redactLocation(location)} ${unfinishedCopy(copying)}`);
 }
 
 /** The file must be there and look like a database; whether it holds llmq's tables is checked on open. */

@@ -122,7 +122,8 @@ export interface CostReport {
 function remainingCost(s: StatusSnapshot, prices: PriceTable): number | null {
   // the offline mock's answers are stand-ins, short and free: no measure of what the rest will cost
   // (estimate leaves them out of its averages; status has only the totals, so says nothing)
-  if (s.spend.some(mockAnswersKept)) return null;
+  // (a mock run that answered nothing, as its last figures say, is none of those)
+  if (s.spend.some((r) => mockAnswersKept(r) && (r.stats?.done ?? 1) > 0)) return null;
   let usd = 0;
   for (const m of s.byModel) {
     const left = m.pending + m.running;

@@ -57,21 +57,25 @@ function closeAfter(stores: Store[]): void {
 
 /**
  * Rows of `jobs` inserted and updated in the schema of `url`, as PostgreSQL's statistics count them
- * once the connections that wrote them are closed (read until `inserted` rows show: the counts of a
- * backend arrive as it exits).
+ * once the connections that wrote them are closed (read until `inserted` rows show and two reads
+ * agree: the counts of each backend arrive as it exits, the updates maybe after the inserts).
  */
 export async function pgJobWrites(url: string, inserted: number): Promise<{ ins: number; upd: number } | undefined> {
   const client = new pg.Client({ connectionString: PG_URL });
   await client.connect();
   try {
     let stats: { ins: number; upd: number } | undefined;
-    for (let tries = 0; tries < 50 && stats?.ins !== inserted; tries++) {
+    let before: string | undefined;
+    for (let tries = 0; tries < 50; tries++) {
       if (tries) await new Promise((r) => setTimeout(r, 100));
       const r = await client.query<{ ins: number; upd: number }>(
         `SELECT n_tup_ins::int AS ins, n_tup_upd::int AS upd FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'jobs'`,
         [new URL(url).searchParams.get('schema')],
       );
       stats = r.rows[0];
+      const now = JSON.stringify(stats);
+      if (stats?.ins === inserted && now === before) break;
+      before = now;
     }
     return stats;
   } finally {

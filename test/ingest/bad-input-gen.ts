@@ -152,6 +152,8 @@ export function generate(dir: string, seed: number, maxDocBytes: number): Genera
         default: {
           const id = oddId();
           if (id.startsWith('#')) drop(JSON.stringify({ id: '', text: text() }));
+          // an id is a name to show and look up: one holding a NUL is refused
+          else if (id.includes('\u0000')) drop(JSON.stringify({ id, text: text() }));
           else keep(JSON.stringify({ id, text: text(), meta: { n: line } }), id);
         }
       }

@@ -54,14 +54,16 @@ describe('enqueue JSONL', () => {
         '{"id":1234567890123456788,"text":"b"}',
         '{"id": 1e400, "text":"c"}',
         '{"id":42,"text":"d"}',
+        // fractions read as before
+        '{"id":1.50,"text":"f"}',
         // the key written twice (a nested record): which is the id cannot be told from the text
         '{"id":9007199254740993,"text":"e","parent":{"id":9007199254740995}}',
       ].join('\n'),
     ]);
     const s = await run(store, ['-'], { stdin: input });
-    expect(items(store).map((r) => r.id)).toEqual(['1234567890123456789', '1234567890123456788', '1e400', '42']);
+    expect(items(store).map((r) => r.id)).toEqual(['1234567890123456789', '1234567890123456788', '1e400', '42', '1.5']);
     expect(s.rejections.map((r) => `${r.line}: ${r.reason}`)).toEqual([
-      '5: "id" is a number llmq cannot read exactly from this line (it reads 9007199254740992): write the id as a string',
+      '6: "id" is a number llmq cannot read exactly from this line (it reads 9007199254740992): write the id as a string',
     ]);
   });
 

@@ -120,6 +120,7 @@ async function runEnqueue(
     { parseTemplate },
     { colorsFor, warn },
     { statusLine },
+    { refuseUnfinishedCopy },
   ] = await Promise.all([
     import('../../store/open-store.js'),
     import('../../ingest/enqueue.js'),
@@ -127,6 +128,7 @@ async function runEnqueue(
     import('../../ingest/template.js'),
     import('../output.js'),
     import('../progress/status-line.js'),
+    import('../../report/open-existing.js'),
   ]);
   const prompt = parseTemplate(flags.prompt, '--prompt');
   const system = flags.system === undefined ? null : parseTemplate(flags.system, '--system');
@@ -150,7 +152,8 @@ async function runEnqueue(
       );
     }
   }
-  const store = await openStore(location);
+  // enqueued into, a partial copy would look whole once the rest came
+  const store = await refuseUnfinishedCopy(await openStore(location), location);
   // messages go nowhere once stderr's reader is gone; the enqueue then stops as on Ctrl-C (stopOnSignals)
   const stderr = whileReaderPresent(process.stderr);
   // on a terminal, how far the read is: ten million documents take minutes; not while the user types

@@ -29,13 +29,20 @@ export const INPUT_SQL = `SELECT item_id, source, meta, key, request, model, pri
 export function inputParams(rows: readonly EnqueueRow[]): string[] {
   const col = (f: (r: EnqueueRow) => string | number | null) => JSON.stringify(rows.map(f));
   return [
-    col((r) => wellFormed(r.itemId)),
-    col((r) => wellFormed(r.source)),
-    col((r) => (r.meta ? JSON.stringify(r.meta) : null)),
+    ...itemParams(rows),
     col((r) => r.key),
     col((r) => wellFormed(r.request)),
     col((r) => wellFormed(r.model)),
     col((r) => r.priority),
+  ];
+}
+
+/** The first three of inputParams: the items' ids, sources and other fields. */
+function itemParams(rows: readonly EnqueueRow[]): [ids: string, sources: string, metas: string] {
+  return [
+    JSON.stringify(rows.map((r) => wellFormed(r.itemId))),
+    JSON.stringify(rows.map((r) => wellFormed(r.source))),
+    JSON.stringify(rows.map((r) => (r.meta ? JSON.stringify(r.meta) : null))),
   ];
 }
 
@@ -44,6 +51,17 @@ const wellFormed = (s: string): string => (s as string & { toWellFormed(): strin
 
 /** sourceFile (types.ts) in SQL. */
 const SOURCE_FILE = (column: string) => `regexp_replace(${column}, ':[0-9]+$', '')`;
+
+/**
+ * An unchanged item takes where it comes from now, and its other fields: a file renamed or moved left
+ * its items under the old name, which forget --source then took. A CTE of ENQUEUE_SQL and PROBE_SQL,
+ * over their `input` and `before`; `$8` the time.
+ */
+const REFRESH_UNCHANGED_SQL = `refreshed AS (
+  UPDATE items SET source = t.source, meta = t.meta, updated_at = $8
+  FROM input t JOIN before b ON b.id = t.item_id
+  WHERE items.id = t.item_id AND b.job_key = t.key AND (b.source IS DISTINCT FROM t.source OR b.meta IS DISTINCT FROM t.meta)
+)`;
 
 const ENQUEUE_SQL = `
 WITH input AS (${INPUT_SQL}),
@@ -76,13 +94,7 @@ upserted AS (
   WHERE items.job_key <> EXCLUDED.job_key
   RETURNING 1
 ),
--- an unchanged item takes where it comes from now, and its other fields: a file renamed or moved
--- left its items under the old name, which forget --source then took
-refreshed AS (
-  UPDATE items SET source = t.source, meta = t.meta, updated_at = $8
-  FROM input t JOIN before b ON b.id = t.item_id
-  WHERE items.id = t.item_id AND b.job_key = t.key AND (b.source IS DISTINCT FROM t.source OR b.meta IS DISTINCT FROM t.meta)
-)
+${REFRESH_UNCHANGED_SQL}
 SELECT (SELECT count(*) FROM new_jobs) AS new_jobs,
        (SELECT array_agg(DISTINCT b2.job_key) FROM input t2 JOIN before b2 ON b2.id = t2.item_id
          WHERE b2.job_key <> t2.key) AS old_keys,
@@ -171,19 +183,21 @@ SELECT count(*)::int AS n FROM marked`;
 /**
  * The first pass over a chunk when most of its items are likely unchanged (the same file enqueued
  * again): only ids and keys go to the server, the few bytes that tell new, moved and unchanged
- * apart, and it answers which rows are not unchanged. Those alone then go through ENQUEUE_SQL with
- * their requests. Sending every row's request, source and meta had the server spend 80-110 ms of
+ * apart (with the sources and other fields, which an unchanged item takes), and it answers which
+ * rows are not unchanged. Those alone then go through ENQUEUE_SQL with their requests. Sending every row's request, source and meta had the server spend 80-110 ms of
  * ~170 ms per 10,000 unchanged rows parsing them, and the client as long writing them. A chunk
  * with positional rows (EnqueueRow.positional) is always probed: those that would move are kept out.
  */
 const PROBE_SQL = `
 WITH input AS (
-  SELECT item_id, key, ord::int FROM ROWS FROM (json_array_elements_text($1::json), json_array_elements_text($2::json))
-    WITH ORDINALITY AS t(item_id, key, ord)
+  SELECT item_id, key, source, meta, ord::int FROM ROWS FROM (json_array_elements_text($1::json), json_array_elements_text($2::json),
+      json_array_elements_text($3::json), json_array_elements_text($4::json))
+    WITH ORDINALITY AS t(item_id, key, source, meta, ord)
 ),
 before AS (
-  SELECT i.id, i.job_key FROM items i WHERE i.id = ANY(ARRAY(SELECT item_id FROM input))
-)
+  SELECT i.id, i.job_key, i.source, i.meta FROM items i WHERE i.id = ANY(ARRAY(SELECT item_id FROM input))
+),
+${REFRESH_UNCHANGED_SQL.replace('$8', '$5')}
 SELECT coalesce(array_agg(t.ord ORDER BY t.ord) FILTER (WHERE b.job_key IS DISTINCT FROM t.key), '{}') AS changed,
   coalesce(array_agg(t.ord ORDER BY t.ord) FILTER (WHERE b.job_key <> t.key), '{}') AS moved
 FROM input t LEFT JOIN before b ON b.id = t.item_id`;
@@ -216,9 +230,10 @@ export class EnqueuePg {
       for (const chunk of chunks) {
         let send = chunk;
         if (this.#probe || chunk.some((r) => r.positional)) {
-          const ids = JSON.stringify(chunk.map((r) => wellFormed(r.itemId)));
+          // the request stays home; the source and other fields go, to be kept up to date (REFRESH_UNCHANGED_SQL)
+          const [ids, sources, metas] = itemParams(chunk);
           const keys = JSON.stringify(chunk.map((r) => r.key));
-          const probe = (await client.query<{ changed: number[]; moved: number[] }>(PROBE_SQL, [ids, keys])).rows[0]!;
+          const probe = (await client.query<{ changed: number[]; moved: number[] }>(PROBE_SQL, [ids, keys, sources, metas, now])).rows[0]!;
           total.unchanged += chunk.length - probe.changed.length;
           const kept = new Set(probe.moved.filter((ord) => chunk[ord - 1]!.positional));
           for (const ord of kept) keptItems.push(chunk[ord - 1]!.itemId);

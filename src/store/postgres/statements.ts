@@ -21,10 +21,11 @@ const DROP_ORPHANS_SQL = `WITH dropped AS (
 /**
  * DROP_ORPHANS_SQL for `keys`, in the transaction of `client`, once no enqueue is in progress: one
  * that had moved their items away but not committed would leave them unseen, and them kept.
+ * `turnTaken`: the transaction waited for that already, before it locked the jobs' rows.
  */
-export async function dropOrphans(client: pg.ClientBase, keys: readonly string[]): Promise<void> {
+export async function dropOrphans(client: pg.ClientBase, keys: readonly string[], o: { turnTaken?: boolean } = {}): Promise<void> {
   if (keys.length === 0) return;
-  await client.query(AFTER_ENQUEUE_IN_PROGRESS_SQL);
+  if (!o.turnTaken) await client.query(AFTER_ENQUEUE_IN_PROGRESS_SQL);
   await client.query(DROP_ORPHANS_SQL, [[...keys]]);
 }
 

@@ -178,9 +178,16 @@ export class PostgresStore implements Store {
   }
 
   async reclaim(now: number, deadOwners: readonly string[]): Promise<number> {
-    const back = await this.#handBack(async (client) => {
-      const r = await client.query<{ n: number; keys: string[] }>(
-        `WITH back AS (
+    // asked every few beats of every run: a look first, so that most never wait for an enqueue's turn (#handBack)
+    const due =
+      deadOwners.length > 0 ||
+      ((await this.#q(`SELECT 1 FROM jobs WHERE state = 'running' AND lease_expires_at < $1 AND ${NOT_IN_A_LIVE_BATCH} LIMIT 1`, [now]))
+        .rowCount ?? 0) > 0;
+    const back = !due
+      ? 0
+      : await this.#handBack(async (client) => {
+          const r = await client.query<{ n: number; keys: string[] }>(
+            `WITH back AS (
         UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = $1
         WHERE state = 'running' AND ((lease_expires_at < $1 AND ${NOT_IN_A_LIVE_BATCH}) OR lease_owner = ANY($2::text[]))
         RETURNING key
@@ -190,10 +197,10 @@ export class PostgresStore implements Store {
         UPDATE spend SET unknown_nanousd = unknown_nanousd + reserved_nanousd, unknown_tries = unknown_tries + in_flight,
           reserved_nanousd = 0, in_flight = 0, updated_at = $1 WHERE run_id = ANY($2::text[]) AND in_flight > 0
       ) SELECT count(*)::int AS n, coalesce(array_agg(key), '{}') AS keys FROM back`,
-        [now, [...deadOwners]],
-      );
-      return { keys: r.rows[0]!.keys, result: r.rows[0]!.n };
-    });
+            [now, [...deadOwners]],
+          );
+          return { keys: r.rows[0]!.keys, result: r.rows[0]!.n };
+        });
     return back + (await this.batches.abandonUnsent(deadOwners, now));
   }
 
@@ -331,7 +338,13 @@ export class PostgresStore implements Store {
   }
 
   async release(owner: string, o: { refund: boolean; now: number; keys?: readonly string[] }): Promise<number> {
-    // With `keys`, only those jobs (the ones whose request never went out); without, every job the run holds.
+    // With `keys`, only those jobs (the ones whose request never went out); without, every job the run
+    // holds: asked by an idle run each time it looks whether it is done, so a look first (as reclaim)
+    if (
+      !o.keys &&
+      ((await this.#q(`SELECT 1 FROM jobs WHERE lease_owner = $1 AND state = 'running' LIMIT 1`, [owner])).rowCount ?? 0) === 0
+    )
+      return 0;
     return this.#handBack(async (client) => {
       const r = await client.query<{ key: string }>(
         `UPDATE jobs SET state = 'pending', attempts = greatest(attempts - $1, 0), lease_owner = NULL,
@@ -354,7 +367,7 @@ export class PostgresStore implements Store {
     return inTransaction(this.pool, async (client) => {
       await client.query(AFTER_ENQUEUE_IN_PROGRESS_SQL);
       const { keys, result } = await change(client);
-      await dropOrphans(client, keys);
+      await dropOrphans(client, keys, { turnTaken: true });
       return result;
     });
   }
