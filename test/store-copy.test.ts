@@ -7,7 +7,9 @@ import { copyStore } from '../src/store/copy.js';
 import type { JobRow, Store } from '../src/store/types.js';
 import { STORE_KINDS, T0, OWNER, claimOpts, exported, freshPgUrl, pgJobWrites, row, rows, skipUnavailable } from './helpers/stores.js';
 import { tempDir } from './helpers/tmp.js';
-import { runCli } from './helpers/cli.js';
+import { spawn } from 'node:child_process';
+import Database from 'better-sqlite3';
+import { BIN, cliEnv, collect, runCli } from './helpers/cli.js';
 import { openExistingStore } from '../src/report/open-existing.js';
 
 const postgres = STORE_KINDS.find((k) => k.name === 'postgres')!;
@@ -240,6 +242,31 @@ describe('copy', () => {
       await (await openExistingStore(whole)).close();
     },
   );
+
+  it('llmq copy stopped by Ctrl-C says what it left, and exits 130', async () => {
+    const dir = tempDir();
+    const from = join(dir, 'big.db');
+    const source = new SqliteStore(from);
+    for (let i = 0; i < 60_000; i += 10_000) await source.enqueue(rows(10_000, { prefix: `p${i}` }), T0);
+    await source.close();
+    const to = join(dir, 'part.db');
+    const child = spawn(process.execPath, [BIN, 'copy', '--from', from, '--to', to], { env: cliEnv() });
+    const done = collect(child);
+    // stopped once the copy is at work: its mark is in the target
+    for (let seen = false; !seen; await new Promise((r) => setTimeout(r, 10))) {
+      try {
+        const db = new Database(to, { readonly: true, fileMustExist: true });
+        seen =
+          db.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'copying'").pluck().get() === 1 &&
+          db.prepare('SELECT count(*) FROM copying').pluck().get() === 1;
+        db.close();
+      } catch {}
+    }
+    child.kill('SIGINT');
+    const r = await done;
+    expect(r.code).toBe(130);
+    expect(r.stderr).toContain(`stopped: ${to} holds part of ${from}, and llmq refuses to use it; delete it and copy again.`);
+  });
 
   it('refuses a target that already holds a queue', async () => {
     const dir = tempDir();

@@ -4,7 +4,7 @@ import { signalCounter } from './second-signal.js';
 import { EXIT } from '../errors.js';
 
 /** SIGHUP is a closed terminal or a logged-out session: the run must still put its jobs back. */
-const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+export const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 
 export interface RunStop {
   /** Aborted on the first stop: take no more jobs. */

@@ -127,8 +127,8 @@ export async function copyStore(
 export function unfinishedCopy(c: CopyInProgress): string {
   return (
     `is a copy of ${c.source} that llmq copy has not finished (started ${new Date(c.startedAt).toISOString().slice(0, 19).replace('T', ' ')}Z; ` +
-    `stopped, or still at work): it holds part of that queue. Copy again into a new file or schema (?schema=name) ` +
-    `once no copy is at work, and delete this one.`
+    `stopped, or still at work): it holds part of that queue. Copy again into a new database once no copy is ` +
+    `at work, and delete this one.`
   );
 }
 
@@ -148,6 +148,9 @@ async function pipe<T>(
     n += batch.length;
     batch = [];
     progress(n);
+    // a turn of the event loop between batches: a SQLite copy is synchronous, and Ctrl-C (whose
+    // handler says what the stopped copy left) was heard only once it had ended
+    await new Promise((resolve) => setImmediate(resolve));
   };
   for await (const row of rows) {
     batch.push(map(row));

@@ -1,6 +1,7 @@
 import type { ChalkInstance } from 'chalk';
 import { Option, type Command } from 'commander';
-import { UsageError } from '../../errors.js';
+import { EXIT, UsageError } from '../../errors.js';
+import { STOP_SIGNALS } from '../run-stop.js';
 import type { CopyResult, CopyTable } from '../../store/copy.js';
 import type { Store } from '../../store/types.js';
 import { dbOption } from '../options.js';
@@ -63,6 +64,15 @@ Stop the runs on the source first; the target must be empty.`,
           of.jobs = s.total + s.orphanedAnswers;
           of.items = s.items;
         }
+        // Stopped, the target holds part of the queue, marked so (copyStore): said now, not at its next use.
+        const stopped = (): never => {
+          line.done();
+          warn(
+            `stopped: ${redactLocation(flags.to)} holds part of ${redactLocation(from)}, and llmq refuses to use it; delete it and copy again.`,
+          );
+          process.exit(EXIT.SIGNAL);
+        };
+        for (const signal of STOP_SIGNALS) process.on(signal, stopped);
         try {
           return await copyStore(source, target, {
             now: Date.now(),
@@ -72,6 +82,7 @@ Stop the runs on the source first; the target must be empty.`,
             onFinishing: (jobs, items) => line.now(`indexing ${int(jobs)} jobs and ${int(items)} items`),
           });
         } finally {
+          for (const signal of STOP_SIGNALS) process.off(signal, stopped);
           line.done();
         }
       });
