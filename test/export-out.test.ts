@@ -69,11 +69,30 @@ describe('export never writes over a database', () => {
 });
 
 describe('--out writes into what it names and never replaces it', () => {
+  it('writes over an earlier export of any format, never over another file (the JSONL the queue was enqueued from)', async () => {
+    const dir = tempDir();
+    const input = join(dir, 'r.jsonl');
+    writeFileSync(input, '{"id":"r1","text":"one"}\n{"id":"r2","text":"two"}\n');
+    const db = join(dir, 'q.db');
+    expect((await runCli(['enqueue', input, '--db', db])).code).toBe(0);
+    const r = await runCli(['export', '--db', db, '--out', input]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(
+      `--out ${input} is there already and is not an llmq export (it begins "{\\"id\\":\\"r1\\",\\"text\\":\\"one\\"}"): it may be an input`,
+    );
+    expect(readFileSync(input, 'utf8')).toBe('{"id":"r1","text":"one"}\n{"id":"r2","text":"two"}\n');
+    for (const format of ['jsonl', 'csv', 'openai-batch']) {
+      const out = join(dir, `results.${format}`);
+      for (let n = 0; n < 2; n++) expect((await runCli(['export', '--db', db, '--out', out, '--format', format])).code, format).toBe(0);
+    }
+  });
+
   it('follows a symlink to its file (also one not there yet) and leaves the link in place', async () => {
     const dir = tempDir();
     const { db } = await populate(dir);
     mkdirSync(join(dir, 'real'));
-    writeFileSync(join(dir, 'real', 'results.jsonl'), 'old\n');
+    // an earlier export, written over (a file that is not one is refused, below)
+    expect((await runCli(['export', '--db', db, '--out', join(dir, 'real', 'results.jsonl'), '--state', 'done'])).code).toBe(0);
     symlinkSync(join(dir, 'real', 'results.jsonl'), join(dir, 'link'));
     symlinkSync(join('real', 'new.jsonl'), join(dir, 'dangling'));
     for (const [out, target] of [

@@ -1,9 +1,10 @@
 import type { Stats } from 'node:fs';
-import { stat } from 'node:fs/promises';
+import { open, stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import { knownError } from '../errors-known.js';
 import { databaseFiles, followLinks, hasSqliteHeader, readHead } from '../store/sqlite/files.js';
+import { CSV_COLUMNS } from './csv-columns.js';
 
 /** How `--out` is written. */
 export type OutTarget =
@@ -40,8 +41,37 @@ export async function resolveOutTarget(out: string, database: string | null): Pr
   if (s?.isBlockDevice()) throw new UsageError(`--out ${out} is a block device; give a file path.`);
   const real = await followLinks(out);
   if (s === null || s.isFile()) await refuseDatabase(out, real, database);
+  if (s?.isFile() && s.size > 0) await refuseOtherFile(out, real);
   if (s && (!s.isFile() || DESCRIPTOR_PATH.test(resolve(out)))) return { kind: 'through', path: out };
   return { kind: 'replace', path: real };
+}
+
+/** The first line of a file, up to this many bytes: enough for an export's first row to show what it is. */
+const FIRST_LINE_BYTES = 64 * 1024;
+const EXPORT_ROW = /^\{"id":.*,"key":"[0-9a-f]{64}","state":"(pending|running|done|failed)"/;
+const BATCH_OUTPUT_ROW = /^\{"id":"[^"]*","custom_id":/;
+
+/**
+ * A file that is there already is written over only when it is an export (JSON Lines, CSV or OpenAI
+ * Batch output, as llmq writes them): `--out` naming the JSONL file the queue was enqueued from
+ * replaced the user's input with the answers, and nothing said so.
+ */
+async function refuseOtherFile(out: string, real: string): Promise<void> {
+  const handle = await open(real, 'r').catch(() => null);
+  if (!handle) return;
+  let first: string;
+  try {
+    const head = Buffer.alloc(FIRST_LINE_BYTES);
+    const { bytesRead } = await handle.read(head, 0, head.length, 0);
+    first = head.subarray(0, bytesRead).toString('utf8').split('\n', 1)[0]!.replace(/\r$/, '');
+  } finally {
+    await handle.close();
+  }
+  if (EXPORT_ROW.test(first) || BATCH_OUTPUT_ROW.test(first) || first === CSV_COLUMNS.join(',')) return;
+  throw new UsageError(
+    `--out ${out} is there already and is not an llmq export (it begins ${JSON.stringify(first.slice(0, 40))}): it may be an input, and export ` +
+      'writes over its own exports only. Give another file name, or remove that file first.',
+  );
 }
 
 async function refuseDatabase(out: string, real: string, database: string | null): Promise<void> {
