@@ -55,6 +55,14 @@ export function usd(n: number | null): string {
 }
 
 /** Seconds -> "45s", "3m 05s", "2h 14m", "3d 4h". */
+/** A moment as people read it, to the second: `2026-12-04 08:12:08Z`. */
+export function utcTime(ms: number): string {
+  return new Date(ms)
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d+Z$/, 'Z');
+}
+
 export function duration(seconds: number | null): string {
   if (seconds === null || !Number.isFinite(seconds)) return '--';
   const s = Math.max(0, Math.round(seconds));

@@ -1,6 +1,6 @@
 import { CUT_OFF, finishReasonOf, isRefusal } from '../provider/finish.js';
 import type { ItemDetail } from '../store/types.js';
-import { duration, int, NO_PAINT, oneLine, printable, printableText, usd, type Paint } from './format.js';
+import { duration, int, NO_PAINT, oneLine, printable, printableText, usd, utcTime, type Paint } from './format.js';
 import { mayBeBilledText } from './status-text.js';
 
 /** Text longer than this is cut in `llmq show` unless `--full`. */
@@ -33,14 +33,14 @@ export function renderItem(
   }
   field(
     'state',
-    stateColor(j.state) + (j.state === 'pending' && j.runAfter > (o.now ?? Date.now()) ? p.dim(` (next try ${time(j.runAfter)})`) : ''),
+    stateColor(j.state) + (j.state === 'pending' && j.runAfter > (o.now ?? Date.now()) ? p.dim(` (next try ${utcTime(j.runAfter)})`) : ''),
   );
   field('model', j.model);
   field('attempts', String(j.attempts));
   field('priority', String(j.priority));
-  if (j.leaseOwner) field('lease', `${j.leaseOwner} until ${time(j.leaseExpiresAt ?? 0)}`);
-  field('created', time(j.createdAt));
-  if (j.finishedAt) field('finished', time(j.finishedAt));
+  if (j.leaseOwner) field('lease', `${j.leaseOwner} until ${utcTime(j.leaseExpiresAt ?? 0)}`);
+  field('created', utcTime(j.createdAt));
+  if (j.finishedAt) field('finished', utcTime(j.finishedAt));
   if (j.usage) field('tokens', `${int(j.usage.promptTokens)} in, ${int(j.usage.completionTokens)} out`);
   if (j.state === 'done')
     field('cost', j.costUsd === null || j.costUsd === undefined ? p.yellow('unknown (no price when it was answered)') : usd(j.costUsd));
@@ -71,7 +71,7 @@ export function renderItem(
     const status = a.status === null ? 'no response' : `HTTP ${a.status}`;
     const outcome = a.outcome === 'done' ? p.green(a.outcome) : a.outcome === 'failed' ? p.red(a.outcome) : p.yellow(a.outcome);
     out.push(
-      `  #${a.attempt}  ${time(a.startedAt)}  ${status.padEnd(11)}  ${latency(a.latencyMs).padStart(7)}  ${outcome}` +
+      `  #${a.attempt}  ${utcTime(a.startedAt)}  ${status.padEnd(11)}  ${latency(a.latencyMs).padStart(7)}  ${outcome}` +
         p.dim(`  run ${a.runId.slice(0, 8)}`),
     );
     if (a.error) out.push(`      ${p.red(printable(full ? a.error : oneLine(a.error, 72)))}`);
@@ -125,13 +125,6 @@ function indent(text: string, pad = '  '): string[] {
   return printableText(text)
     .split('\n')
     .map((l) => pad + l);
-}
-
-function time(ms: number): string {
-  return new Date(ms)
-    .toISOString()
-    .replace('T', ' ')
-    .replace(/\.\d+Z$/, 'Z');
 }
 
 function latency(ms: number): string {

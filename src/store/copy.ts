@@ -1,5 +1,5 @@
 import { StoreError } from '../errors.js';
-import { count } from '../report/format.js';
+import { count, utcTime } from '../report/format.js';
 import type { BatchLedger, CopyEnds, CopyInProgress, JobRow, LaneMemory, QueueReader, RunRow, StoreIdentity } from './types.js';
 import { redactUrlCredentials } from '../url-credentials.js';
 
@@ -126,7 +126,7 @@ export async function copyStore(
  */
 export function unfinishedCopy(c: CopyInProgress): string {
   return (
-    `is a copy of ${c.source} that llmq copy has not finished (started ${new Date(c.startedAt).toISOString().slice(0, 19).replace('T', ' ')}Z; ` +
+    `is a copy of ${c.source} that llmq copy has not finished (started ${utcTime(c.startedAt)}; ` +
     `stopped, or still at work): it holds part of that queue. Copy again into a new database once no copy is ` +
     `at work, and delete this one.`
   );

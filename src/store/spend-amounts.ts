@@ -82,6 +82,13 @@ export function toRunSpend(r: RawSpend): RunSpend {
 }
 
 /** The columns of `spend` a reader selects next to a run's, prefixed so they cannot clash with `runs`. */
+/**
+ * A run's money still reserved when it died, or ended with a try never stored: moved to "may be
+ * billed" (those requests may have left). The SET clause of an UPDATE of spend, in either dialect.
+ */
+export const LEFT_OUT_SET =
+  'unknown_nanousd = unknown_nanousd + reserved_nanousd, unknown_tries = unknown_tries + in_flight, reserved_nanousd = 0, in_flight = 0';
+
 export const SPEND_COLUMNS = `s.run_id AS s_run_id, s.reserved_nanousd AS s_reserved_nanousd, s.in_flight AS s_in_flight,
   s.spent_nanousd AS s_spent_nanousd, s.unknown_nanousd AS s_unknown_nanousd, s.unknown_tries AS s_unknown_tries,
   s.unpriced_tries AS s_unpriced_tries`;

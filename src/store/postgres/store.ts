@@ -32,6 +32,7 @@ import type {
 import { connectionError, createPool, inTransaction, parsePgUrl, query } from './connect.js';
 import { migrate } from './migrations.js';
 import { pgText } from './pg-text.js';
+import { LEFT_OUT_SET } from '../spend-amounts.js';
 import { clockOffsetMs, refuseClockApart } from './clock.js';
 import { foldCounts } from './counts.js';
 import { AFTER_ENQUEUE_IN_PROGRESS_SQL, EnqueuePg, forgetItemsPg } from './enqueue.js';
@@ -167,8 +168,7 @@ export class PostgresStore implements Store {
     await this.#q(
       `WITH ended AS (
         UPDATE runs SET heartbeat_at = $1, ended_at = $1, exit_reason = $2, stats = $3 WHERE id = $4
-      ) UPDATE spend SET unknown_nanousd = unknown_nanousd + reserved_nanousd, unknown_tries = unknown_tries + in_flight,
-          reserved_nanousd = 0, in_flight = 0, updated_at = $1 WHERE run_id = $4 AND in_flight > 0`,
+      ) UPDATE spend SET ${LEFT_OUT_SET}, updated_at = $1 WHERE run_id = $4 AND in_flight > 0`,
       [now, exitReason, JSON.stringify(stats), runId],
     );
   }
@@ -194,8 +194,7 @@ export class PostgresStore implements Store {
       ), died AS (
         UPDATE runs SET ended_at = $1, exit_reason = 'died' WHERE id = ANY($2::text[]) AND ended_at IS NULL
       ), maybe_billed AS (
-        UPDATE spend SET unknown_nanousd = unknown_nanousd + reserved_nanousd, unknown_tries = unknown_tries + in_flight,
-          reserved_nanousd = 0, in_flight = 0, updated_at = $1 WHERE run_id = ANY($2::text[]) AND in_flight > 0
+        UPDATE spend SET ${LEFT_OUT_SET}, updated_at = $1 WHERE run_id = ANY($2::text[]) AND in_flight > 0
       ) SELECT count(*)::int AS n, coalesce(array_agg(key), '{}') AS keys FROM back`,
             [now, [...deadOwners]],
           );

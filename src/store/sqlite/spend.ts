@@ -1,6 +1,6 @@
 import type { AttemptRecord, Committed, ReserveRequest, ReserveResult } from '../types.js';
 import { LIVE_RUN_MS } from '../spend-types.js';
-import { heldTries, nanoDown, nanoUp, settlementOf, spendRunOf, usdOf } from '../spend-amounts.js';
+import { heldTries, LEFT_OUT_SET, nanoDown, nanoUp, settlementOf, spendRunOf, usdOf } from '../spend-amounts.js';
 import { immediateTxn, type Db } from './open.js';
 
 const COMMITTED = 'reserved_nanousd + spent_nanousd + unknown_nanousd';
@@ -36,8 +36,7 @@ export class SqliteSpend {
           spent_nanousd = spent_nanousd + @spent, unknown_nanousd = unknown_nanousd + @unknown, unknown_tries = unknown_tries + @maybe,
           unpriced_tries = unpriced_tries + @unpriced, updated_at = @now
         WHERE run_id = ${spendRunOf('@run')}`),
-      leftOut: db.prepare(`UPDATE spend SET unknown_nanousd = unknown_nanousd + reserved_nanousd, unknown_tries = unknown_tries + in_flight,
-          reserved_nanousd = 0, in_flight = 0, updated_at = ? WHERE run_id = ?`),
+      leftOut: db.prepare(`UPDATE spend SET ${LEFT_OUT_SET}, updated_at = ? WHERE run_id = ?`),
     };
     this.#reserveTxn = immediateTxn(db, (rs: readonly ReserveRequest[]) => rs.map((r) => this.#reserveOne(r)));
   }
