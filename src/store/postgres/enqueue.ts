@@ -55,10 +55,10 @@ const SOURCE_FILE = (column: string) => `regexp_replace(${column}, ':[0-9]+$', '
 /**
  * An unchanged item takes where it comes from now, and its other fields: a file renamed or moved left
  * its items under the old name, which forget --source then took. A CTE of ENQUEUE_SQL and PROBE_SQL,
- * over their `input` and `before`; `$8` the time.
+ * over their `input` and `before`; `now` the placeholder of the time in each.
  */
-const REFRESH_UNCHANGED_SQL = `refreshed AS (
-  UPDATE items SET source = t.source, meta = t.meta, updated_at = $8
+const refreshUnchangedSql = (now: string) => `refreshed AS (
+  UPDATE items SET source = t.source, meta = t.meta, updated_at = ${now}
   FROM input t JOIN before b ON b.id = t.item_id
   WHERE items.id = t.item_id AND b.job_key = t.key AND (b.source IS DISTINCT FROM t.source OR b.meta IS DISTINCT FROM t.meta)
 )`;
@@ -94,7 +94,7 @@ upserted AS (
   WHERE items.job_key <> EXCLUDED.job_key
   RETURNING 1
 ),
-${REFRESH_UNCHANGED_SQL}
+${refreshUnchangedSql('$8')}
 SELECT (SELECT count(*) FROM new_jobs) AS new_jobs,
        (SELECT array_agg(DISTINCT b2.job_key) FROM input t2 JOIN before b2 ON b2.id = t2.item_id
          WHERE b2.job_key <> t2.key) AS old_keys,
@@ -197,7 +197,7 @@ WITH input AS (
 before AS (
   SELECT i.id, i.job_key, i.source, i.meta FROM items i WHERE i.id = ANY(ARRAY(SELECT item_id FROM input))
 ),
-${REFRESH_UNCHANGED_SQL.replace('$8', '$5')}
+${refreshUnchangedSql('$5')}
 SELECT coalesce(array_agg(t.ord ORDER BY t.ord) FILTER (WHERE b.job_key IS DISTINCT FROM t.key), '{}') AS changed,
   coalesce(array_agg(t.ord ORDER BY t.ord) FILTER (WHERE b.job_key <> t.key), '{}') AS moved
 FROM input t LEFT JOIN before b ON b.id = t.item_id`;
@@ -230,7 +230,7 @@ export class EnqueuePg {
       for (const chunk of chunks) {
         let send = chunk;
         if (this.#probe || chunk.some((r) => r.positional)) {
-          // the request stays home; the source and other fields go, to be kept up to date (REFRESH_UNCHANGED_SQL)
+          // the request stays home; the source and other fields go, to be kept up to date (refreshUnchangedSql)
           const [ids, sources, metas] = itemParams(chunk);
           const keys = JSON.stringify(chunk.map((r) => r.key));
           const probe = (await client.query<{ changed: number[]; moved: number[] }>(PROBE_SQL, [ids, keys, sources, metas, now])).rows[0]!;
