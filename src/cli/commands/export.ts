@@ -57,7 +57,7 @@ export function registerExport(program: Command): Command {
       `
 Formats:
   jsonl         {"id","key","state","output","error","attempts","model","usage",
-                "cost_usd","latency_ms","source","meta"}
+                "cost_usd","latency_ms","finish_reason","source","meta"}
   csv           a header row, then the same fields (usage as prompt_tokens,
                 completion_tokens; cost_usd last), RFC 4180
   openai-batch  {"id","custom_id","response":{"status_code","request_id",
