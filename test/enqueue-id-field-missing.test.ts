@@ -24,6 +24,17 @@ describe('an --id-field the lines do not have', () => {
     expect(JSON.parse(json.stdout).withoutIdField).toEqual({ count: 2, path: file, line: 1, has: ['id', 'text'] });
   });
 
+  it('names the field the flag looks like a slip for', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'docs.jsonl');
+    writeFileSync(file, '{"ID":"a","text":"alpha"}\n{"docid":"b","text":"beta"}\n');
+    const caps = await runCli(['enqueue', file, '--db', join(dir, 'q.db'), '--id-field', 'Id']);
+    expect(caps.stderr).toContain('If the name given to --id-field is mistyped (did you mean --id-field ID?): llmq forget');
+    const swapped = await runCli(['enqueue', file, '--db', join(dir, 'q2.db'), '--id-field', 'dcoid']);
+    expect(swapped.stderr).toContain(`(the first: ${file}:1, which has "ID", "text")`);
+    expect(swapped.stderr).toContain('If the name given to --id-field is mistyped: llmq forget');
+  });
+
   it('says nothing for lines without the default id field: file:line is their id by design', async () => {
     const dir = tempDir();
     const file = join(dir, 'docs.jsonl');

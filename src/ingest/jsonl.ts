@@ -1,7 +1,7 @@
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { blankReason, isBlank } from './decode.js';
-import { fieldList } from './fields-it-has.js';
+import { fieldList, likelyMeant } from './fields-it-has.js';
 import { nestsDeeperThan, reasonTooDeep } from './depth.js';
 import { namedSourceReason } from './file-kind.js';
 import { splitLines } from './lines.js';
@@ -159,7 +159,13 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   if (body === undefined) {
     // the fields it has, so the fix (--text-field <one of them>) needs no look into the file
     const has = Object.keys(obj).length === 0 ? 'it has no fields' : `it has ${fieldList(obj)}`;
-    const fix = o.textField === DEFAULT_TEXT_FIELD ? 'name the text field with --text-field' : 'check the name given to --text-field';
+    const meant = likelyMeant(o.textField, obj);
+    const fix =
+      meant !== undefined
+        ? `did you mean --text-field ${shellWord(meant)}?`
+        : o.textField === DEFAULT_TEXT_FIELD
+          ? 'name the text field with --text-field'
+          : 'check the name given to --text-field';
     return { path, line, reason: `no "${o.textField}" field (${has}: ${fix})` };
   }
   if (typeof body !== 'string') return { path, line, reason: `"${o.textField}" is ${kind(body)}, not a string` };

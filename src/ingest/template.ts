@@ -1,5 +1,5 @@
 import { UsageError } from '../errors.js';
-import { fieldList } from './fields-it-has.js';
+import { fieldList, likelyMeant } from './fields-it-has.js';
 
 /** What a template can be filled in from. */
 export interface TemplateValues {
@@ -173,7 +173,9 @@ function metaGetter(field: string): (v: TemplateValues) => string {
     if (value === undefined) {
       // the fields it has: a misspelt name ({{meta.subjekt}}) is then plain to see
       const has = v.meta === null || Object.keys(v.meta).length === 0 ? 'it has no other fields' : `its other fields: ${fieldList(v.meta)}`;
-      throw new MissingValueError(`the template needs {{meta.${field}}} but the document has no "${field}" field (${has})`);
+      const meant = v.meta === null ? undefined : likelyMeant(field, v.meta);
+      const guess = meant === undefined ? '' : `; did you mean {{meta.${meant}}}?`;
+      throw new MissingValueError(`the template needs {{meta.${field}}} but the document has no "${field}" field (${has}${guess})`);
     }
     // null is as good as missing: "null" in a prompt is seldom what was meant
     if (value === null) throw new MissingValueError(`the template needs {{meta.${field}}} but the document's "${field}" is null`);

@@ -25,6 +25,7 @@ import type { Source } from '../../ingest/sources.js';
 import type { Template } from '../../ingest/template.js';
 import type { StatusLine } from '../progress/status-line.js';
 import { DEFAULT_MAX_DOC_BYTES, isOverMaxDocBytes, where } from '../../ingest/types.js';
+import { likelyMeant } from '../../ingest/fields-it-has.js';
 
 interface EnqueueFlags {
   db?: string;
@@ -245,7 +246,8 @@ async function runEnqueue(
     const has = missing.has.length === 0 ? 'no fields' : missing.has.map((n) => JSON.stringify(printable(n))).join(', ');
     warn(
       `${count(missing.count, 'line')} had no ${JSON.stringify(printable(flags.idField))} field (the first: ${printable(where(missing.path, missing.line))}, ` +
-        `which has ${has}), so ${missing.count === 1 ? 'its id is' : 'their ids are'} file:line. If the name given to --id-field is mistyped: ` +
+        `which has ${has}), so ${missing.count === 1 ? 'its id is' : 'their ids are'} file:line. ` +
+        `If the name given to --id-field is mistyped${meantIdField(flags.idField, missing.has)}: ` +
         `llmq forget --source ${shellWord(missing.path)}${dbArgument(flags.db)}, then enqueue it again with the right one (answers already paid for are kept and found again).`,
     );
   }
@@ -301,6 +303,12 @@ async function runEnqueue(
     stderr.write(c.dim(`next: llmq estimate${again} (what it would cost and take), then llmq run${again}`) + '\n');
   }
   return summary;
+}
+
+/** ` (did you mean --id-field X?)` when the fields the line has hold one the flag's name is a slip for. */
+function meantIdField(idField: string, has: readonly string[]): string {
+  const meant = likelyMeant(idField, Object.fromEntries(has.map((name) => [name, true])));
+  return meant === undefined ? '' : ` (did you mean --id-field ${shellWord(meant)}?)`;
 }
 
 /**
