@@ -100,6 +100,14 @@ export interface EnqueueSummary {
   readonly sameFilesOtherIds: readonly SameFileOtherId[];
   /** JSONL lines without the field `--id-field` named (not the default), given `file:line` ids: how many, and the first with its fields. */
   readonly withoutIdField: { readonly count: number; readonly path: string; readonly line: number; readonly has: readonly string[] } | null;
+  /** JSONL lines with a number past 2^53 in a field other than the id, which lost digits when read: how many, and the first. */
+  readonly roundedNumbers: {
+    readonly count: number;
+    readonly path: string;
+    readonly line: number;
+    readonly field: string;
+    readonly read: number;
+  } | null;
   /** OpenAI Batch API lines read (`custom_id` and `body`): each body is the request as it is, no template or request flag applies. */
   readonly batchLines: number;
   readonly rejected: number;
@@ -286,6 +294,7 @@ class Batcher implements EntrySink {
   #fromAnotherFile: FromAnotherFile | null = null;
   #firstMoved: MovedItem | null = null;
   #withoutIdField: EnqueueSummary['withoutIdField'] = null;
+  #roundedNumbers: EnqueueSummary['roundedNumbers'] = null;
   #batchLines = 0;
   #newItems = 0;
   #unchanged = 0;
@@ -329,6 +338,13 @@ class Batcher implements EntrySink {
     } catch (error) {
       if (error instanceof MissingValueError) return this.#reject({ path: entry.path, line: entry.line, reason: error.message });
       throw error;
+    }
+    // what is stored of a rejected line is nothing: only the rows' numbers are said
+    if (entry.roundedNumber) {
+      const r = this.#roundedNumbers;
+      this.#roundedNumbers = r
+        ? { ...r, count: r.count + 1 }
+        : { count: 1, path: entry.path, line: entry.line ?? 0, ...entry.roundedNumber };
     }
     // Only a document that became a row claims its id: a rejected one leaves it free.
     this.#unchecked.push({ row, path: entry.path, line: entry.line });
@@ -420,6 +436,7 @@ class Batcher implements EntrySink {
       fromAnotherFile: this.#fromAnotherFile,
       firstMoved: this.#firstMoved,
       withoutIdField: this.#withoutIdField,
+      roundedNumbers: this.#roundedNumbers,
       batchLines: this.#batchLines,
       rejected: this.#rejected,
       skipped: this.#skipped,

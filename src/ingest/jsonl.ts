@@ -4,6 +4,7 @@ import { blankReason, isBlank } from './decode.js';
 import { fieldList, likelyMeant } from './fields-it-has.js';
 import { nestsDeeperThan, reasonTooDeep } from './depth.js';
 import { namedSourceReason } from './file-kind.js';
+import { firstRoundedNumber } from './rounded-numbers.js';
 import { splitLines } from './lines.js';
 import { shellWord } from '../shell-word.js';
 import { fsReason, StopReading, type Document, type Entry, type ReadOptions } from './types.js';
@@ -187,7 +188,9 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   // a control character (JSON takes none of them raw) or a lone surrogate (the line was decoded from
   // strict UTF-8): JSON.stringify would put each in quotes unchanged (surrogate pairs stay as they are).
   const textJsonSafe = text.indexOf('\\') === -1;
-  const doc: Document = { id, path, line, text: body, meta: otherFields(obj, o.textField, o.idField), textJsonSafe, positional };
+  const meta = otherFields(obj, o.textField, o.idField);
+  const roundedNumber = firstRoundedNumber(text, meta);
+  const doc: Document = { id, path, line, text: body, meta, textJsonSafe, positional, ...(roundedNumber && { roundedNumber }) };
   return rawId === undefined && o.idField !== DEFAULT_ID_FIELD ? { ...doc, withoutIdField: Object.keys(obj) } : doc;
 }
 

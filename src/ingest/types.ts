@@ -1,3 +1,4 @@
+import type { RoundedNumber } from './rounded-numbers.js';
 /** One document read from a source, before it is rendered into a request. */
 export interface Document {
   /** The item id: relative path, JSONL id field, `file:line`, or `custom_id`. */
@@ -22,6 +23,8 @@ export interface Document {
    * `file:line`: the fields it has instead, for the warning that the name may be mistyped.
    */
   readonly withoutIdField?: readonly string[];
+  /** A JSONL line's field whose integer, past 2^53, lost digits when read: for the warning. */
+  readonly roundedNumber?: RoundedNumber;
 }
 
 /** Input that did not become an item, and why. Nothing is dropped without one of these. */

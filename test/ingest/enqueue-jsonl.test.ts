@@ -67,6 +67,23 @@ describe('enqueue JSONL', () => {
     ]);
   });
 
+  it('says which lines held an integer past 2^53 in another field, which reads rounded, and nothing of numbers read exactly', async () => {
+    const store = tempStore();
+    const input = Readable.from([
+      [
+        '{"id":"a","text":"card 1234567812345678","n":10000000000000000,"safe":9007199254740991,"big":1e300}',
+        '{"id":"b","text":"b","tags":[1,{"user":98765432109876543219}]}',
+        // rejected (no text): what is not stored is not said
+        '{"id":"c","n":9007199254740993}',
+        '{"id":"d","text":"d","m":-9007199254740993}',
+      ].join('\n'),
+    ]);
+    const s = await run(store, ['-'], { stdin: input });
+    expect(s.roundedNumbers).toEqual({ count: 2, path: '-', line: 2, field: 'tags.1.user', read: 98765432109876540000 });
+    const clean = await run(tempStore(), ['-'], { stdin: Readable.from(['{"id":"a","text":"x","n":10000000000000000}\n']) });
+    expect(clean.roundedNumbers).toBeNull();
+  });
+
   it('refuses an id or custom_id holding a NUL character, naming the line, and keeps the rest', async () => {
     const store = tempStore();
     const batchBody = JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });

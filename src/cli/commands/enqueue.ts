@@ -251,6 +251,16 @@ async function runEnqueue(
         `llmq forget --source ${shellWord(missing.path)}${dbArgument(flags.db)}, then enqueue it again with the right one (answers already paid for are kept and found again).`,
     );
   }
+  const rounded = summary.roundedNumbers;
+  if (rounded) {
+    const field = JSON.stringify(printable(rounded.field));
+    warn(
+      `${count(rounded.count, 'line')} held an integer past 2^53 outside the id field (the first: ${printable(where(rounded.path, rounded.line))}, ` +
+        `${field}, read as ${rounded.read}): JSON numbers that large lose their last digits when read, so what is stored ` +
+        `(export's meta, {{meta.${printable(rounded.field)}}} in a prompt) holds the rounded number. To keep every digit, ` +
+        `write such numbers as strings in the file (${field}: "...") and enqueue it again.`,
+    );
+  }
   const elsewhere = summary.fromAnotherFile;
   if (elsewhere) {
     const { id, was, now } = elsewhere.first;
