@@ -1,4 +1,4 @@
-import { retryTransient } from '../store/transient.js';
+import { type DiskFullWait, retryTransient } from '../store/transient.js';
 import type { RunStore } from './run-queue.js';
 
 /**
@@ -7,13 +7,20 @@ import type { RunStore } from './run-queue.js';
  * enqueue or a database restart is waited out instead of ending the run. Three are not, and go
  * straight to the store: the heartbeat (on a timer: the next beat is its retry, and a beat held back
  * a minute would let the run's leases lapse), and the lane limits, saved on the heartbeat's beat and
- * read once at the start, both best effort.
+ * read once at the start, both best effort. With `waits`, the calls that work the queue wait out a
+ * full disk as well (see `paid` below).
  */
-export function retryingTransients(store: RunStore): RunStore {
+export function retryingTransients(store: RunStore, waits: { forAnswers?: DiskFullWait; forWork?: DiskFullWait } = {}): RunStore {
   const again =
     <A extends unknown[], R>(call: (...args: A) => Promise<R>) =>
     (...args: A): Promise<R> =>
       retryTransient(() => call(...args));
+  // Writes of what was paid for (an answer, a try's record and money) wait out a full disk until the
+  // run quits at once; a claim waits until the run stops: nothing new is taken meanwhile.
+  const paid =
+    <A extends unknown[], R>(call: (...args: A) => Promise<R>) =>
+    (...args: A): Promise<R> =>
+      retryTransient(() => call(...args), { diskFull: waits.forAnswers });
   // Calls that may run twice, asked again after a lost connection too (isConnectionLost): reads,
   // and writes that come out the same the second time. A claim that committed unseen leaves its
   // jobs leased to this run, which releases them when it ends: waited for, never sent twice.
@@ -22,11 +29,11 @@ export function retryingTransients(store: RunStore): RunStore {
     (...args: A): Promise<R> =>
       retryTransient(() => call(...args), { alsoAfterLoss: true });
   return {
-    claim: evenAfterLoss((o) => store.claim(o)),
-    startRetry: again((key, owner, now, leaseUntil) => store.startRetry(key, owner, now, leaseUntil)),
-    complete: again((key, completion) => store.complete(key, completion)),
-    recordAttempt: again((attempt, o) => store.recordAttempt(attempt, o)),
-    fail: again((key, owner, error, attempt, now) => store.fail(key, owner, error, attempt, now)),
+    claim: (o) => retryTransient(() => store.claim(o), { alsoAfterLoss: true, diskFull: waits.forWork }),
+    startRetry: paid((key, owner, now, leaseUntil) => store.startRetry(key, owner, now, leaseUntil)),
+    complete: paid((key, completion) => store.complete(key, completion)),
+    recordAttempt: paid((attempt, o) => store.recordAttempt(attempt, o)),
+    fail: paid((key, owner, error, attempt, now) => store.fail(key, owner, error, attempt, now)),
     release: evenAfterLoss((owner, o) => store.release(owner, o)),
     nextPendingAt: evenAfterLoss(() => store.nextPendingAt()),
     startRun: again((run) => store.startRun(run)),
@@ -34,8 +41,8 @@ export function retryingTransients(store: RunStore): RunStore {
     finishRun: evenAfterLoss((runId, now, reason, stats) => store.finishRun(runId, now, reason, stats)),
     activeRuns: evenAfterLoss(() => store.activeRuns()),
     reclaim: evenAfterLoss((now, deadOwners) => store.reclaim(now, deadOwners)),
-    reserve: again((request) => store.reserve(request)),
-    unreserve: again((runId, usd, now) => store.unreserve(runId, usd, now)),
+    reserve: (request) => retryTransient(() => store.reserve(request), { diskFull: waits.forWork }),
+    unreserve: paid((runId, usd, now) => store.unreserve(runId, usd, now)),
     committed: evenAfterLoss((runId) => store.committed(runId)),
     saveLaneLimits: (row) => store.saveLaneLimits(row),
     laneLimits: () => store.laneLimits(),

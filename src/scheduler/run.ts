@@ -18,6 +18,8 @@ import { duration, oneLine } from '../report/format.js';
 import type { RunDeps, RunOptions, RunStore } from './run-queue.js';
 import type { RunStats } from '../store/types.js';
 import { retryingTransients } from './retrying-store.js';
+import { DiskFullNotice } from './disk-full-notice.js';
+import { isDiskFull } from '../store/transient.js';
 
 /** A rate-limit pause at least this long is told (`paused`, `resumed`); shorter ones are the pace's business. */
 const TOLD_PAUSE_MS = 3000;
@@ -90,7 +92,11 @@ export class Run {
 
   constructor(deps: RunDeps, options: RunOptions) {
     this.#deps = deps;
-    this.#store = retryingTransients(deps.store);
+    const diskFull = new DiskFullNotice((message) => this.#emit('warning', { message }));
+    this.#store = retryingTransients(deps.store, {
+      forAnswers: diskFull.waitUntil(this.#aborting.signal),
+      forWork: diskFull.waitUntil(this.#stopping.signal),
+    });
     this.#now = deps.now ?? Date.now;
     this.#concurrency = options.concurrency ?? 8;
     this.#maxAttempts = options.maxAttempts ?? 5;
@@ -428,6 +434,9 @@ export class Run {
         return undefined;
       })
       .catch((error) => {
+        // A full disk is waited out (DiskFullNotice): the answers held then find whether their jobs
+        // are still theirs, and the first beat after it marks the leases as lapsed (above).
+        if (isDiskFull(error)) return;
         // A blip is survivable while our leases hold; past half the lease, stop taking work and
         // let requests in flight finish before others take the jobs back.
         if (this.#now() - this.#lastBeat > this.#leaseMs / 2) this.stop({ kind: 'error', error, abortInFlight: false });

@@ -22,6 +22,17 @@ export function isTransientStoreError(error: unknown): boolean {
   return someCause(error, ({ code }) => typeof code === 'string' && (SQLITE_TRANSIENT.test(code) || PG_TRANSIENT.has(code)));
 }
 
+/**
+ * No space for the write: SQLite's SQLITE_FULL (the disk, or its own size limit), PostgreSQL's disk_full
+ * (53100), the system's ENOSPC and EDQUOT. The transaction was rolled back whole, so the same write
+ * may be asked again once space is freed.
+ */
+export function isDiskFull(error: unknown): boolean {
+  return someCause(error, ({ code }) => typeof code === 'string' && DISK_FULL.has(code));
+}
+
+const DISK_FULL = new Set(['SQLITE_FULL', '53100', 'ENOSPC', 'EDQUOT']);
+
 /** Whether `error` or one of its first causes (a known error wraps the driver's) passes `test`. */
 function someCause(error: unknown, test: (e: { code?: unknown; message?: unknown }) => boolean): boolean {
   let e: unknown = error;
@@ -61,17 +72,56 @@ export function isBackendGone(error: unknown): boolean {
 /** How long a run keeps asking a store that fails transiently before it gives up: about a lease. */
 export const TRANSIENT_RETRY_MS = 60_000;
 
+/** How often a write that met a full disk is asked again. */
+export const DISK_FULL_RETRY_MS = 2000;
+
+/**
+ * Who waits out a full disk (`retryTransient`'s `diskFull`): told when a write meets one and when it
+ * goes through after all, and asked whether to go on waiting.
+ */
+export interface DiskFullWait {
+  /** A write met a full disk and waits for space. Called once per write, on its first such failure. */
+  waiting(error: unknown): void;
+  /** A write `waiting` was told of waits no more: it went through (`stored`), or failed after all. */
+  doneWaiting(stored: boolean): void;
+  /** Waiting is over: the write's failure is thrown (the run quits without its writes). */
+  readonly givenUp: AbortSignal;
+}
+
+export interface RetryTransientOptions {
+  /** Ask again for this long at most. @default TRANSIENT_RETRY_MS */
+  readonly forMs?: number;
+  /** A lost connection passes too: for calls that may run twice. */
+  readonly alsoAfterLoss?: boolean;
+  /** Wait out a full disk, asking every DISK_FULL_RETRY_MS for as long as it lasts, unless given up. */
+  readonly diskFull?: DiskFullWait;
+}
+
 /**
  * `call`, asked again after each transient failure (`isTransientStoreError`; with `alsoAfterLoss`,
  * a lost connection too), waiting 0.1 s, then twice as long each time up to 5 s, until `forMs`
- * have passed; any other failure, or one past that time, is thrown.
+ * have passed; with `diskFull`, after a full disk too, for as long as it is not given up. Any other
+ * failure, or one past that time, is thrown.
  */
-export async function retryTransient<T>(call: () => Promise<T>, o: { forMs?: number; alsoAfterLoss?: boolean } = {}): Promise<T> {
+export async function retryTransient<T>(call: () => Promise<T>, o: RetryTransientOptions = {}): Promise<T> {
   const until = Date.now() + (o.forMs ?? TRANSIENT_RETRY_MS);
+  let waitedForSpace = false;
   for (let delay = 100; ; delay = Math.min(delay * 2, 5000)) {
     try {
-      return await call();
+      const result = await call();
+      if (waitedForSpace) o.diskFull?.doneWaiting(true);
+      return result;
     } catch (error) {
+      const wait = o.diskFull;
+      if (wait && !wait.givenUp.aborted && isDiskFull(error)) {
+        if (!waitedForSpace) wait.waiting(error);
+        waitedForSpace = true;
+        await sleep(DISK_FULL_RETRY_MS, undefined, { signal: wait.givenUp }).catch(() => {});
+        if (!wait.givenUp.aborted) continue;
+      }
+      // no longer waiting for space (given up, or another failure now)
+      if (waitedForSpace) wait?.doneWaiting(false);
+      waitedForSpace = false;
       const passes = isTransientStoreError(error) || (o.alsoAfterLoss === true && isConnectionLost(error));
       if (!passes || Date.now() + delay > until) throw error;
       await sleep(delay);
