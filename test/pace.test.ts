@@ -74,6 +74,23 @@ describe('WindowPacer: no 1-second window above its share', () => {
     expect(lane.pauseLeft()).toBe(200);
   });
 
+  it('fewer tokens left than a request weighs: the lane pauses too, until what is short is back', async () => {
+    const now = T0;
+    const lane = new Lane('m', { rpm: null, tpm: 600_000 }, new LocalLaneBoard(() => now), () => now);
+    expect(typeof (await lane.tryTake(5000))).not.toBe('number');
+    const rateLimit = {
+      limitRequests: null,
+      limitTokens: 600_000,
+      remainingRequests: null,
+      remainingTokens: 1000,
+      resetRequestsMs: null,
+      resetTokensMs: 59_900,
+    };
+    lane.answered(rateLimit, 100, 10);
+    // the provider refuses a request of 5,000 with 1,000 left: 4,000 short, 10 a ms
+    expect(lane.pauseLeft()).toBe(400);
+  });
+
   it('its ceiling is the lower of the request limit and the token limit over what a request weighs, and the lane line says which binds', async () => {
     let now = T0;
     const lane = new Lane('gpt-4o', { rpm: 7200, tpm: 100_000 }, new LocalLaneBoard(() => now), () => now);
@@ -257,6 +274,15 @@ describe('limits learned from headers', () => {
     expect(refillIntervalMs(600_000, 0, 60_000, 600_000, 2000)).toBe(200);
     // and never more than the whole reset
     expect(refillIntervalMs(600_000, 0, 1000, 600_000, 1e9)).toBe(1000);
+  });
+
+  it('less left than a request weighs is as empty as none: the wait is for what is short', () => {
+    // 1,000 tokens left of 600,000, full again in 59.9 s: 10 tokens come back a ms, so the 4,000
+    // short of a 5,000-token request are back in 400 ms (the provider would refuse it now)
+    expect(refillIntervalMs(600_000, 1000, 59_900, 600_000, 5000)).toBe(400);
+    expect(refillIntervalMs(600_000, 5000, 59_900, 600_000, 5000)).toBeNull();
+    // without a reset, from the limit a minute
+    expect(refillIntervalMs(600_000, 1000, null, null, 5000)).toBe(400);
   });
 });
 

@@ -40,6 +40,14 @@ describe('header parsing', () => {
     expect(parseRetryAfter(headers({}), now)).toBeNull();
   });
 
+  it('takes a retry-after past a day as a day: a timer past 2^31 ms fires at once, and a lane held longer holds it past any run', () => {
+    const now = Date.parse('2025-01-01T00:00:00Z');
+    expect(parseRetryAfter(headers({ 'retry-after': '9'.repeat(400) }), now)).toBe(86_400_000);
+    expect(parseRetryAfter(headers({ 'retry-after-ms': '1e12' }), now)).toBe(86_400_000);
+    expect(parseRetryAfter(headers({ 'retry-after': 'Fri, 01 Jan 2100 00:00:00 GMT' }), now)).toBe(86_400_000);
+    expect(parseRetryAfter(headers({ 'retry-after-ms': 'Infinity', 'retry-after': '3' }), now)).toBe(3000);
+  });
+
   it('reads x-ratelimit-* or returns null when there are none', () => {
     expect(parseRateLimit(headers({}))).toBeNull();
     expect(parseRateLimit(headers({ 'x-ratelimit-remaining-tokens': '10', 'x-ratelimit-reset-requests': '6m0s' }))).toEqual({

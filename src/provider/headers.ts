@@ -27,17 +27,28 @@ export function parseDuration(text: string | null | undefined): number | null {
 }
 
 /**
+ * The longest wait a server's `retry-after` is taken at: a day. A longer one (a misconfigured proxy,
+ * 400 digits) would hold a lane past any run, and past 2^31 ms a timer fires at once instead.
+ */
+export const MAX_RETRY_AFTER_MS = 86_400_000;
+
+/**
  * How long the server asked us to wait, in ms: `retry-after-ms` (OpenAI's, precise) first, then
- * `retry-after` as seconds or as an HTTP date. Null when neither is there or readable.
+ * `retry-after` as seconds or as an HTTP date; at most MAX_RETRY_AFTER_MS. Null when neither is
+ * there or readable.
  */
 export function parseRetryAfter(headers: HeaderSource, now: number = Date.now()): number | null {
   const ms = headers.get('retry-after-ms');
-  if (ms !== null && ms.trim() !== '' && Number.isFinite(Number(ms)) && Number(ms) >= 0) return Math.round(Number(ms));
+  if (ms !== null && ms.trim() !== '' && Number.isFinite(Number(ms)) && Number(ms) >= 0) return atMostADay(Number(ms));
   const ra = headers.get('retry-after');
   if (ra === null || ra.trim() === '') return null;
-  if (/^\s*\d+(\.\d+)?\s*$/.test(ra)) return Math.round(Number(ra) * 1000);
+  if (/^\s*\d+(\.\d+)?\s*$/.test(ra)) return atMostADay(Number(ra) * 1000);
   const date = Date.parse(ra);
-  return Number.isNaN(date) ? null : Math.max(0, date - now);
+  return Number.isNaN(date) ? null : atMostADay(Math.max(0, date - now));
+}
+
+function atMostADay(ms: number): number {
+  return Math.round(Math.min(ms, MAX_RETRY_AFTER_MS));
 }
 
 function count(text: string | null): number | null {

@@ -37,6 +37,11 @@ export interface FailureFacts {
   readonly outageAgeMs: number;
   /** How long the lane must pause for a 429 (retry-after, else one refill interval, else a guess). */
   readonly rateLimitPauseMs: number;
+  /**
+   * How long a failure other than a 429 asked us to wait (its Retry-After: a 503 in maintenance),
+   * or null: the job's next try waits at least that.
+   */
+  readonly retryAfterMs: number | null;
   /** ms until the outage breaker lets the next probe go. */
   readonly nextProbeInMs: number;
   readonly retryDelayMs: number;
@@ -95,17 +100,20 @@ export function decide(f: FailureFacts): Decision {
   }
   if (error.reason === 'network' || error.reason === 'server' || error.reason === 'timeout') {
     const ownFault = (f.providerUpSince && f.uncountedOutages >= MAX_UNCOUNTED_OUTAGES) || f.outageAgeMs > MAX_UNCOUNTED_OUTAGE_MS;
-    if (f.outage && !ownFault) return { kind: 'retry', delayMs: Math.max(0, f.nextProbeInMs), counted: false };
+    if (f.outage && !ownFault) return { kind: 'retry', delayMs: Math.max(0, f.nextProbeInMs, f.retryAfterMs ?? 0), counted: false };
   }
   return counted(f, error.message);
 }
 
-/** A try that used an attempt: fail when none are left, else back off exponentially with jitter. */
+/**
+ * A try that used an attempt: fail when none are left, else back off exponentially with jitter, and
+ * for at least as long as the server asked.
+ */
 function counted(f: FailureFacts, message: string): Decision {
   if (f.attempt >= f.maxAttempts) {
     return { kind: 'fail', message: exhaustedMessage(f.attempt, message) };
   }
-  return { kind: 'retry', delayMs: backoffMs(f), counted: true };
+  return { kind: 'retry', delayMs: Math.max(backoffMs(f), f.retryAfterMs ?? 0), counted: true };
 }
 
 /** Exponential backoff with jitter from the attempt number. */

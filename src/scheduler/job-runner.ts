@@ -388,6 +388,7 @@ class JobRun {
       providerUpSince: tally.uncountedOutages > 0 && ctx.breaker.lastSuccessAt > tally.firstUncountedAt,
       outageAgeMs: tally.uncountedOutages > 0 ? now - tally.firstUncountedAt : 0,
       rateLimitPauseMs: pauseMs,
+      retryAfterMs: error.reason === 'rate_limit' ? null : error.retryAfterMs,
       nextProbeInMs: ctx.breaker.nextProbeAt - now,
       retryDelayMs: ctx.retryDelayMs,
       maxRetryDelayMs: ctx.maxRetryDelayMs,

@@ -38,10 +38,12 @@ function perMinute(limit: number | null, remaining: number | null, resetMs: numb
 }
 
 /**
- * How long `remaining: 0` means waiting: until the next request's `units` come back (a request, or
- * the tokens a request weighs), never until the whole budget is full. Waiting for one token alone
- * (a tenth of a millisecond at 600,000 a minute) sent the next request into a 429 whenever something
- * else spends the same key.
+ * How long a budget with less left than the next request weighs (`units`: a request, or the tokens
+ * a request weighs) means waiting: until what is short comes back, never until the whole budget is
+ * full. The provider refuses a request that weighs more than is left, so 1,000 tokens left of
+ * 600,000 is as empty as none for requests of 5,000. Waiting for one token alone (a tenth of a
+ * millisecond at 600,000 a minute) sent the next request into a 429 whenever something else spends
+ * the same key.
  */
 export function refillIntervalMs(
   limitPerMinute: number | null,
@@ -50,9 +52,13 @@ export function refillIntervalMs(
   limit: number | null,
   units = 1,
 ): number | null {
-  if (remaining === null || remaining > 0) return null;
-  if (limit !== null && limit > 0 && resetMs !== null && resetMs > 0) return Math.ceil(Math.min(resetMs, (resetMs / limit) * units));
-  if (limitPerMinute !== null && limitPerMinute > 0) return Math.ceil(Math.min(60_000, (60_000 / limitPerMinute) * units));
+  if (remaining === null || remaining >= units) return null;
+  const short = units - remaining;
+  // the budget comes back from `remaining` to `limit` in `resetMs`, at an even rate
+  if (limit !== null && limit > remaining && resetMs !== null && resetMs > 0) {
+    return Math.ceil(Math.min(resetMs, (resetMs / (limit - remaining)) * short));
+  }
+  if (limitPerMinute !== null && limitPerMinute > 0) return Math.ceil(Math.min(60_000, (60_000 / limitPerMinute) * short));
   return resetMs === null ? 1000 : Math.min(resetMs, 1000);
 }
 
