@@ -65,6 +65,26 @@ describe('RedisLaneBoards: one lane budget shared by runs', () => {
     await Promise.all([a.close(), b.close()]);
   });
 
+  it("holds a shared pause for as long as it has left on Redis's clock, whatever this machine's clock says", async () => {
+    // a machine whose clock is five minutes behind Redis's (and the other machine's)
+    const behind = () => Date.now() - 300_000;
+    const [a, b] = await Promise.all([RedisLaneBoards.connect(REDIS), RedisLaneBoards.connect(REDIS, behind)]);
+    const baseUrl = `http://127.0.0.1:1/${randomUUID()}`;
+    const [x, late] = [a.board(baseUrl, 'm'), b.board(baseUrl, 'm')];
+    x.pause(Date.now() + 1000);
+    await x.refresh();
+    await late.refresh();
+    const left = late.pausedUntil() - behind();
+    expect(left).toBeGreaterThan(700);
+    expect(left).toBeLessThanOrEqual(1000);
+    // its own 429's pause, raised on Redis and read back, is as long as it asked too
+    const y = b.board(`http://127.0.0.1:1/${randomUUID()}`, 'm');
+    y.pause(behind() + 2000);
+    await y.refresh();
+    expect(y.pausedUntil() - behind()).toBeLessThanOrEqual(2000);
+    await Promise.all([a.close(), b.close()]);
+  });
+
   it('says what to check when Redis is unreachable', async () => {
     await expect(RedisLaneBoards.connect('redis://127.0.0.1:1')).rejects.toThrow(/Cannot reach Redis at redis:\/\/127.0.0.1:1.*--redis/);
     // a password with a character that ends a URL in free text is masked all the same

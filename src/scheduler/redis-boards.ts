@@ -93,16 +93,30 @@ interface RedisTicket extends PaceTicket {
   readonly tokenLife: number;
 }
 
+/**
+ * The shared pause as a duration left on Redis's clock, and the learned limits: a pause read as
+ * Redis's time would be held for as long as this machine's clock is behind Redis's (minutes, on a
+ * machine without NTP), for every 429 of any run, its own included.
+ */
+const READ_STATE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local paused = tonumber(redis.call('HGET', KEYS[1], 'paused') or '0')
+return {math.max(0, paused - now), redis.call('HGET', KEYS[1], 'learned')}`;
+
 class RedisLaneBoard implements LaneBoard {
   readonly #keys: [string, string, string];
+  readonly #now: () => number;
   #pausedUntil = 0;
   #learned: LearnedLimits | null = null;
 
   constructor(
     private readonly client: Redis,
     prefix: string,
+    now: () => number,
   ) {
     this.#keys = [`${prefix}:requests`, `${prefix}:tokens`, `${prefix}:state`];
+    this.#now = now;
   }
 
   async tryTake(tokens: number, limits: PaceLimits): Promise<PaceTicket | number> {
@@ -125,7 +139,7 @@ class RedisLaneBoard implements LaneBoard {
       tokens,
       until,
       member,
-      takenAt: Date.now(),
+      takenAt: this.#now(),
       request: requestUntil > 0 ? { until: requestUntil } : null,
       tokenLife: span * Math.max(1, tokens / share.tokens),
     };
@@ -135,7 +149,7 @@ class RedisLaneBoard implements LaneBoard {
   settle(ticket: PaceTicket, actualTokens: number): void {
     const t = ticket as RedisTicket;
     // (Redis's clock: past its expiry the entry is gone anyway, and re-adding it would only overcount.)
-    if (!t.member || t.tokens === 0 || Date.now() - t.takenAt > t.tokenLife) return;
+    if (!t.member || t.tokens === 0 || this.#now() - t.takenAt > t.tokenLife) return;
     const fmt = (x: number): string => x.toFixed(3);
     void this.client
       .multi()
@@ -165,7 +179,7 @@ class RedisLaneBoard implements LaneBoard {
 
   pause(until: number): void {
     if (until > this.#pausedUntil) this.#pausedUntil = until;
-    const forMs = Math.max(1, Math.ceil(until - Date.now()));
+    const forMs = Math.max(1, Math.ceil(until - this.#now()));
     void this.client.eval(RAISE_PAUSE, 1, this.#keys[2], forMs, IDLE_TTL_MS).catch(() => {});
   }
 
@@ -183,8 +197,9 @@ class RedisLaneBoard implements LaneBoard {
   }
 
   async refresh(): Promise<void> {
-    const [paused, learned] = await this.client.hmget(this.#keys[2], 'paused', 'learned');
-    if (Number(paused ?? 0) > this.#pausedUntil) this.#pausedUntil = Number(paused);
+    const [pausedFor, learned] = (await this.client.eval(READ_STATE, 1, this.#keys[2])) as [number, string | null];
+    const pausedUntil = this.#now() + Number(pausedFor);
+    if (pausedFor > 0 && pausedUntil > this.#pausedUntil) this.#pausedUntil = pausedUntil;
     if (learned) {
       try {
         const l = JSON.parse(learned) as LearnedLimits;
@@ -203,9 +218,13 @@ class RedisLaneBoard implements LaneBoard {
  * names the same Redis. Keys derive from endpoint and model, never from the API key.
  */
 export class RedisLaneBoards implements LaneBoards {
-  private constructor(private readonly client: Redis) {}
+  private constructor(
+    private readonly client: Redis,
+    private readonly now: () => number,
+  ) {}
 
-  static async connect(url: string): Promise<RedisLaneBoards> {
+  /** `now`: this machine's clock, as the run reads it (its lanes compare the pause with it). */
+  static async connect(url: string, now: () => number = Date.now): Promise<RedisLaneBoards> {
     // ioredis reads another scheme's URL as a host name and fails with "Connection is closed"
     const scheme = URL.canParse(url) ? new URL(url).protocol : null;
     if (scheme !== null && scheme !== 'redis:' && scheme !== 'rediss:') {
@@ -227,7 +246,7 @@ export class RedisLaneBoards implements LaneBoards {
         { cause: error },
       );
     }
-    return new RedisLaneBoards(client);
+    return new RedisLaneBoards(client, now);
   }
 
   /** The Redis key prefix of one budget: derived from endpoint and model, never from the key. */
@@ -236,7 +255,7 @@ export class RedisLaneBoards implements LaneBoards {
   }
 
   board(baseUrl: string, model: string): LaneBoard {
-    const board = new RedisLaneBoard(this.client, RedisLaneBoards.budgetId(baseUrl, model));
+    const board = new RedisLaneBoard(this.client, RedisLaneBoards.budgetId(baseUrl, model), this.now);
     void board.refresh().catch(() => {});
     return board;
   }
