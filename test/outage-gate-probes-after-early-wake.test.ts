@@ -25,3 +25,28 @@ describe('the outage gate lets a probe through after an early wake-up', () => {
     expect(outcome).toBe('probe');
   });
 });
+
+describe('a wall clock set back while the breaker is open', () => {
+  it('lets the probe go when it was due, not an hour later, and keeps the outage as long as it was', async () => {
+    let skew = 0;
+    const breaker = new OutageBreaker({ consecutive: 1, probeDelayMs: 50, now: () => Date.now() - skew });
+    breaker.failure('connect ECONNREFUSED', { sentAt: 0, unreachable: true });
+    const opened = breaker.openSince!;
+    skew = 3_600_000; // NTP (or a user) sets the clock an hour back
+    const controller = new AbortController();
+    const gate = breaker.gate(controller.signal);
+    const outcome = await Promise.race([
+      gate.then((probe) => (probe ? 'probe' : 'passed')),
+      new Promise<string>((resolve) => setTimeout(() => resolve('stuck'), 1000)),
+    ]);
+    controller.abort();
+    gate.catch(() => {});
+    // open for about as long as it really was, on the clock as it reads now
+    const openFor = Date.now() - skew - breaker.openSince!;
+    breaker.dispose();
+    expect(outcome).toBe('probe');
+    expect(openFor).toBeGreaterThanOrEqual(0);
+    expect(openFor).toBeLessThan(2000);
+    expect(opened).toBeGreaterThan(0);
+  });
+});

@@ -507,3 +507,32 @@ describe('LatencyStats: --timeout auto', () => {
     expect(uncapped.firstOversize(1e9)).toBeNull(); // no limit known: nothing is too big
   });
 });
+
+describe('a wall clock set back under a lane', () => {
+  const HOUR = 3_600_000;
+
+  it('moves the pace back with it: an hour back does not hold the lane an hour', () => {
+    const pacer = new WindowPacer({ rpm: 600, tpm: null });
+    const t0 = 1_000_000_000_000;
+    for (let i = 0; i < 10; i++) pacer.take(0, t0);
+    // ten in this window: the next waits for the window, not more
+    const full = pacer.delay(0, t0 + 10);
+    expect(full).toBeGreaterThan(0);
+    expect(full).toBeLessThanOrEqual(1020);
+    expect(pacer.delay(0, t0 + 10 - HOUR)).toBeLessThanOrEqual(1020);
+    // and it goes on from there at the same pace
+    expect(pacer.delay(0, t0 + 1100 - HOUR)).toBe(0);
+  });
+
+  it('moves a pause back with it', async () => {
+    let now = 1_000_000_000_000;
+    const board = new LocalLaneBoard(() => now);
+    board.pause(now + 1000);
+    now -= HOUR;
+    const wait = board.tryTake(0, { rpm: 600, tpm: null });
+    expect(typeof wait === 'number' && wait > 0 && wait <= 1000).toBe(true);
+    expect(board.pausedUntil() - now).toBeLessThanOrEqual(1000);
+    now += 1000;
+    expect(typeof board.tryTake(0, { rpm: 600, tpm: null })).not.toBe('number');
+  });
+});

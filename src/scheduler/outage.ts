@@ -1,3 +1,4 @@
+import { SetBackWatch } from './pace/window-pacer.js';
 export interface OutageOptions {
   /** Consecutive outage failures (refused, reset, timeout, 5xx) that open the breaker. @default 3 */
   readonly consecutive?: number;
@@ -33,6 +34,7 @@ export class OutageBreaker {
   #lastDetail = '';
   #probing = false;
   #nextProbeAt = 0;
+  readonly #setBack = new SetBackWatch();
   #delay: number;
   #waiters: Array<() => void> = [];
   #timer: NodeJS.Timeout | null = null;
@@ -57,6 +59,7 @@ export class OutageBreaker {
 
   /** When the breaker last opened (ms epoch), null while it is closed. */
   get openSince(): number | null {
+    this.#clock();
     return this.#open ? this.#openedAt : null;
   }
 
@@ -66,7 +69,17 @@ export class OutageBreaker {
   }
 
   get nextProbeAt(): number {
+    this.#clock();
     return this.#open ? this.#nextProbeAt : 0;
+  }
+
+  /** The time now; a clock set back moves the outage's times back with it (SetBackWatch). */
+  #clock(): number {
+    const now = this.#now();
+    const by = this.#setBack.by(now);
+    this.#openedAt += by;
+    this.#nextProbeAt += by;
+    return now;
   }
 
   /**
@@ -75,7 +88,7 @@ export class OutageBreaker {
    */
   async gate(signal: AbortSignal): Promise<boolean> {
     while (this.#open) {
-      if (!this.#probing && this.#now() >= this.#nextProbeAt) {
+      if (!this.#probing && this.#clock() >= this.#nextProbeAt) {
         this.#probing = true;
         return true;
       }
@@ -177,15 +190,15 @@ export class OutageBreaker {
   }
 
   #schedule(detail: string): void {
-    if (!this.#wasOpen) this.#openedAt = this.#now();
+    if (!this.#wasOpen) this.#openedAt = this.#clock();
     this.#wasOpen = true;
-    this.#nextProbeAt = this.#now() + this.#delay;
+    this.#nextProbeAt = this.#clock() + this.#delay;
     this.onChange(true, this.#nextProbeAt, detail);
     this.#clearTimer();
     // Timers may fire a little before the clock reaches the deadline; waking waiters early would
     // send them back to sleep with no timer left, and the run would stall.
     const fire = (): void => {
-      const left = this.#nextProbeAt - this.#now();
+      const left = this.#nextProbeAt - this.#clock();
       if (left > 0) {
         this.#timer = setTimeout(fire, left);
         this.#timer.unref?.();

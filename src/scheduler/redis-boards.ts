@@ -4,7 +4,7 @@ import { LlmqError } from '../errors.js';
 import { redactUrl, redactUrlCredentials } from '../url-credentials.js';
 import type { LaneBoards } from './lanes.js';
 import type { LaneBoard, LearnedLimits } from './pace/board.js';
-import { GUARD_MS, WINDOW_MS, windowShare, type PaceLimits, type PaceTicket } from './pace/window-pacer.js';
+import { GUARD_MS, SetBackWatch, WINDOW_MS, windowShare, type PaceLimits, type PaceTicket } from './pace/window-pacer.js';
 
 /**
  * The pacing rules of window-pacer.ts, run inside Redis so that every run naming the same Redis,
@@ -107,6 +107,7 @@ return {math.max(0, paused - now), redis.call('HGET', KEYS[1], 'learned')}`;
 class RedisLaneBoard implements LaneBoard {
   readonly #keys: [string, string, string];
   readonly #now: () => number;
+  readonly #setBack = new SetBackWatch();
   #pausedUntil = 0;
   #learned: LearnedLimits | null = null;
 
@@ -178,12 +179,14 @@ class RedisLaneBoard implements LaneBoard {
   }
 
   pause(until: number): void {
-    if (until > this.#pausedUntil) this.#pausedUntil = until;
+    if (until > this.pausedUntil()) this.#pausedUntil = until;
     const forMs = Math.max(1, Math.ceil(until - this.#now()));
     void this.client.eval(RAISE_PAUSE, 1, this.#keys[2], forMs, IDLE_TTL_MS).catch(() => {});
   }
 
   pausedUntil(): number {
+    // a clock set back moves the pause back with it (the pace itself is on Redis's clock)
+    this.#pausedUntil += this.#setBack.by(this.#now());
     return this.#pausedUntil;
   }
 
@@ -199,7 +202,7 @@ class RedisLaneBoard implements LaneBoard {
   async refresh(): Promise<void> {
     const [pausedFor, learned] = (await this.client.eval(READ_STATE, 1, this.#keys[2])) as [number, string | null];
     const pausedUntil = this.#now() + Number(pausedFor);
-    if (pausedFor > 0 && pausedUntil > this.#pausedUntil) this.#pausedUntil = pausedUntil;
+    if (pausedFor > 0 && pausedUntil > this.pausedUntil()) this.#pausedUntil = pausedUntil;
     if (learned) {
       try {
         const l = JSON.parse(learned) as LearnedLimits;

@@ -1,4 +1,4 @@
-import { WindowPacer, type PaceLimits, type PaceTicket } from './window-pacer.js';
+import { SetBackWatch, WindowPacer, type PaceLimits, type PaceTicket } from './window-pacer.js';
 
 /** Limits a lane learned from the provider, as remembered in the store and shared through Redis. */
 export interface LearnedLimits {
@@ -47,6 +47,7 @@ export class LocalLaneBoard implements LaneBoard {
   readonly #pacer = new WindowPacer();
   readonly #now: () => number;
   #pausedUntil = 0;
+  readonly #setBack = new SetBackWatch();
   #learned: LearnedLimits | null = null;
 
   constructor(now: () => number = Date.now) {
@@ -55,7 +56,8 @@ export class LocalLaneBoard implements LaneBoard {
 
   tryTake(tokens: number, limits: PaceLimits): PaceTicket | number {
     const now = this.#now();
-    if (this.#pausedUntil > now) return Math.ceil(this.#pausedUntil - now);
+    const pausedUntil = this.pausedUntil();
+    if (pausedUntil > now) return Math.ceil(pausedUntil - now);
     this.#pacer.setLimits(limits);
     const wait = this.#pacer.delay(tokens, now);
     return wait > 0 ? wait : this.#pacer.take(tokens, now);
@@ -74,10 +76,12 @@ export class LocalLaneBoard implements LaneBoard {
   }
 
   pause(until: number): void {
-    if (until > this.#pausedUntil) this.#pausedUntil = until;
+    if (until > this.pausedUntil()) this.#pausedUntil = until;
   }
 
   pausedUntil(): number {
+    // a clock set back moves the pause back with it
+    this.#pausedUntil += this.#setBack.by(this.#now());
     return this.#pausedUntil;
   }
 

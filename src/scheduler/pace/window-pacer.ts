@@ -73,6 +73,21 @@ export function reachablePerSecond(
   return perSecond === Infinity ? null : { perSecond, by: byTokens < byRequests ? 'tokens' : 'requests' };
 }
 
+/**
+ * Sees a wall clock set back (by NTP, or by hand) past a window: times held as absolute ones (a
+ * pace's log, a pause's end) are then in the future by the step, and must move back with it.
+ */
+export class SetBackWatch {
+  #latest = Number.NEGATIVE_INFINITY;
+
+  /** How far `now` is behind the latest time given, when that is more than a window; else 0. */
+  by(now: number): number {
+    const by = now - this.#latest;
+    if (by > 0 || by < -WINDOW_MS) this.#latest = now;
+    return by < -WINDOW_MS ? by : 0;
+  }
+}
+
 export class WindowPacer {
   #share = { requests: Infinity, tokens: Infinity };
   // The request log is in expiry order (stretch keeps it so) and expires from the front. The token
@@ -86,6 +101,7 @@ export class WindowPacer {
   #tokenTat = 0;
   /** WINDOW_MS plus the guard. */
   #span = WINDOW_MS + GUARD_MS;
+  readonly #setBack = new SetBackWatch();
 
   constructor(limits: PaceLimits = { rpm: null, tpm: null }) {
     this.setLimits(limits);
@@ -106,6 +122,7 @@ export class WindowPacer {
 
   /** ms until a request of `tokens` may go; 0 when it may go now. */
   delay(tokens: number, now: number): number {
+    this.#followSetBack(now);
     if (!this.limited) return 0;
     this.#expire(now);
     const { requests, tokens: tokenShare } = this.#share;
@@ -128,6 +145,7 @@ export class WindowPacer {
 
   /** Record a request sent at `now` (after `delay` said 0). */
   take(tokens: number, now: number): PaceTicket {
+    this.#followSetBack(now);
     const { requests, tokens: tokenShare } = this.#share;
     const ticket: PaceTicket = { tokens: 0, until: now, request: null };
     if (requests !== Infinity) {
@@ -176,6 +194,19 @@ export class WindowPacer {
     }
     if (ticket.tokens > 0 && tokens !== Infinity)
       ticket.until = Math.max(ticket.until, sentAt + this.#span * Math.max(1, ticket.tokens / tokens));
+  }
+
+  /**
+   * A wall clock set back (by NTP, or by hand) past a window leaves every time held here in the
+   * future by the step: an hour back held the lane an hour. They are moved back with it.
+   */
+  #followSetBack(now: number): void {
+    const by = this.#setBack.by(now);
+    if (by === 0) return;
+    for (const r of this.#requests) r.until += by;
+    for (const t of this.#tokens) t.until += by;
+    this.#requestTat += by;
+    this.#tokenTat += by;
   }
 
   #expire(now: number): void {
