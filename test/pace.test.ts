@@ -536,3 +536,18 @@ describe('a wall clock set back under a lane', () => {
     expect(typeof board.tryTake(0, { rpm: 600, tpm: null })).not.toBe('number');
   });
 });
+
+describe('a 429 whose retry-after is 0 (or a date already past here)', () => {
+  it('pauses the lane one refill interval, as without one', () => {
+    const now = 1_000_000_000_000;
+    const lane = new Lane('m', { rpm: 600, tpm: null }, new LocalLaneBoard(() => now), () => now);
+    const pause = lane.rateLimitedBy(
+      new ProviderError({ message: '429', scope: 'retryable', reason: 'rate_limit', status: 429, retryAfterMs: 0 }),
+      now,
+    );
+    // one interval of the pace the 429 has cut (600 rpm: 100 ms, a little more once cut)
+    expect(pause).toBeGreaterThanOrEqual(100);
+    expect(pause).toBeLessThan(200);
+    expect(lane.pauseLeft()).toBe(pause);
+  });
+});

@@ -266,7 +266,9 @@ export class Lane {
       this.#backoff.rateLimited(sentAt, now);
     }
     let pause = error.retryAfterMs;
-    if (pause === null || !(pause >= 0)) {
+    // `retry-after: 0`, or an HTTP date already past on this clock, is no pause at all: the retry
+    // would go at once into the same full window
+    if (pause === null || !(pause > 0)) {
       const rpm = this.limits().rpm;
       pause = rpm ? Math.ceil(60_000 / rpm) : 1000;
     }
