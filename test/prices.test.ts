@@ -4,7 +4,7 @@ import { costOf, worstCaseUsage } from '../src/pricing/cost.js';
 import { parsePrice, parsePriceFile } from '../src/pricing/overrides.js';
 import { loadPriceTable } from '../src/pricing/price-table.js';
 import { buildStatusReport } from '../src/report/status.js';
-import { estimatePromptTokens } from '../src/provider/tokens.js';
+import { estimatePromptTokens, estimateRequestTokens } from '../src/provider/tokens.js';
 import type { StatusSnapshot } from '../src/store/types.js';
 import { tempDir } from './helpers/tmp.js';
 import { join } from 'node:path';
@@ -118,6 +118,14 @@ describe('prices', () => {
     expect(worst.promptTokens).toBeGreaterThan(text + 3 * 2 + 3);
     expect(worst.completionTokens).toBe(300);
     expect(worstCaseUsage(JSON.stringify({ model: 'x', messages: [] })).completionTokens).toBeNull();
+  });
+
+  it('counts max_tokens once for each of the n choices a request asks for (an OpenAI Batch line may), as the provider bills and limits them', () => {
+    const request = { model: 'x', messages: [{ role: 'user', content: 'hi' }], max_tokens: 300 };
+    expect(worstCaseUsage(JSON.stringify({ ...request, n: 5 })).completionTokens).toBe(1500);
+    expect(estimateRequestTokens({ ...request, n: 5 })).toBe(estimatePromptTokens(request) + 1500);
+    // n absent, 1, or not a whole number above 1: one choice
+    for (const n of [undefined, 1, 0, 2.5, '3']) expect(worstCaseUsage(JSON.stringify({ ...request, n })).completionTokens).toBe(300);
   });
 
   it('status: a model without a price makes the total unknown and is named', () => {

@@ -1,5 +1,5 @@
 import type { Usage } from '../store/types.js';
-import { countTextTokens, estimatePromptTokens, requestedCompletionTokens } from '../provider/tokens.js';
+import { budgetedCompletionTokens, countTextTokens, estimatePromptTokens } from '../provider/tokens.js';
 import type { PriceTable } from './price-table.js';
 import { usdValue } from './usd-value.js';
 
@@ -36,7 +36,7 @@ export function worstCaseUsage(requestJson: string): { promptTokens: number; com
   const framing = Array.isArray(request.messages)
     ? { ...request, messages: request.messages.map((m: unknown) => (m && typeof m === 'object' ? { ...m, content: '' } : m)) }
     : request;
-  const completion = requestedCompletionTokens(request);
+  const completion = budgetedCompletionTokens(request);
   return {
     promptTokens: estimatePromptTokens(request) + countTextTokens(JSON.stringify(framing)),
     completionTokens: completion > 0 ? completion : null,

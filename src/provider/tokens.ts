@@ -103,6 +103,7 @@ interface RequestLike {
   readonly messages?: readonly MessageLike[] | unknown;
   readonly max_tokens?: unknown;
   readonly max_completion_tokens?: unknown;
+  readonly n?: unknown;
 }
 
 /** The text of a message's content: a string, or the `text` of each part of a multi-part content. */
@@ -137,9 +138,20 @@ export function requestedCompletionTokens(request: RequestLike): number {
   return typeof n === 'number' && Number.isFinite(n) && n > 0 ? Math.floor(n) : 0;
 }
 
-/** A request's weight against a tokens-per-minute budget: prompt tokens plus the completion budget. */
+/**
+ * The completion tokens a request may use in all, `max_tokens` for each of its `n` choices (an
+ * OpenAI Batch line may ask for several): what a tokens-per-minute limit counts, and the most it is
+ * billed. 0 without a max_tokens.
+ */
+export function budgetedCompletionTokens(request: RequestLike): number {
+  const n = request.n;
+  const choices = typeof n === 'number' && Number.isInteger(n) && n > 1 ? n : 1;
+  return requestedCompletionTokens(request) * choices;
+}
+
+/** A request's weight against a tokens-per-minute budget: prompt tokens plus the completion budget of all its choices. */
 export function estimateRequestTokens(request: RequestLike): number {
-  return estimatePromptTokens(request) + requestedCompletionTokens(request);
+  return estimatePromptTokens(request) + budgetedCompletionTokens(request);
 }
 
 /** Tokens of a plain text (e.g. a completion, when the server sent no `usage`). */

@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
 import type { Worker } from 'node:worker_threads';
-import { estimatePromptTokens, requestedCompletionTokens } from '../provider/tokens.js';
+import { budgetedCompletionTokens, estimatePromptTokens } from '../provider/tokens.js';
 import { startModuleWorker } from '../worker-module.js';
 
 /**
@@ -12,7 +12,7 @@ export function measureRequests(requests: readonly string[]): Float64Array {
   for (let i = 0; i < requests.length; i++) {
     const request = JSON.parse(requests[i]!) as Parameters<typeof estimatePromptTokens>[0];
     out[2 * i] = estimatePromptTokens(request);
-    out[2 * i + 1] = requestedCompletionTokens(request);
+    out[2 * i + 1] = budgetedCompletionTokens(request);
   }
   return out;
 }

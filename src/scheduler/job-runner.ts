@@ -9,7 +9,7 @@ import type { OutageBreaker } from './outage.js';
 import type { PaceTicket } from './pace/window-pacer.js';
 import type { Semaphore } from './semaphore.js';
 import type { RunCounters } from './stats.js';
-import { estimatePromptTokens, loadTokenizerSoon, requestedCompletionTokens, tokenizerLoaded } from '../provider/tokens.js';
+import { budgetedCompletionTokens, estimatePromptTokens, loadTokenizerSoon, tokenizerLoaded } from '../provider/tokens.js';
 import { mayBeBilled } from '../pricing/billing.js';
 import type { Hold, RunMoney } from './run-money.js';
 import { sleep } from './wait.js';
@@ -448,7 +448,7 @@ class JobRun {
       try {
         const request = JSON.parse(this.job.request) as Parameters<typeof estimatePromptTokens>[0];
         const prompt = estimatePromptTokens(request);
-        this.#tokens = { prompt, weight: prompt + requestedCompletionTokens(request) };
+        this.#tokens = { prompt, weight: prompt + budgetedCompletionTokens(request) };
       } catch {
         // Never stop a run over an estimate: a rough one (4 characters a token) paces it.
         const prompt = Math.ceil(this.job.request.length / 4);
