@@ -31,7 +31,7 @@ describe('llmq forget', () => {
 
     const some = await cli(['forget', 'r2', 'r9']);
     expect(some.code).toBe(2);
-    expect(some.stderr).toBe('no item with id "r9"\nforgot 1 item of ./llmq.db: 1 unanswered job dropped.\n');
+    expect(some.stderr).toBe('warning: no item with id "r9"\nforgot 1 item of ./llmq.db: 1 unanswered job dropped.\n');
     // one id naming nothing: said once, by the error
     const none = await cli(['forget', 'r9']);
     expect(none.code).toBe(1);
@@ -41,7 +41,7 @@ describe('llmq forget', () => {
     const neither = await cli(['forget', 'r8', 'r9']);
     expect(neither.code).toBe(1);
     expect(neither.stderr).toMatch(
-      /^no item with id "r8"\nno item with id "r9"\nerror: Nothing to forget in \.\/llmq\.db: none of these ids names an item\./,
+      /^warning: no item with id "r8"\nwarning: no item with id "r9"\nerror: Nothing to forget in \.\/llmq\.db: none of these ids names an item\./,
     );
 
     const run = await cli(['run', '--provider', 'mock', '--json']);

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { EXIT, LlmqError, UsageError } from '../../errors.js';
 import { dbOption } from '../options.js';
+import { warn } from '../output.js';
 import type { ForgetResult, ForgetWhich } from '../../store/types.js';
 
 interface ForgetFlags {
@@ -63,9 +64,9 @@ async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
   // one id naming nothing, and nothing else: the error below names it, once
   const alone = r.items === 0 && r.unknownIds.length === 1 ? r.unknownIds[0]! : null;
   const shown = alone === null ? r.unknownIds.slice(0, UNKNOWN_SHOWN) : [];
-  for (const id of shown) process.stderr.write(`no item with id ${JSON.stringify(id)}\n`);
+  for (const id of shown) warn(`no item with id ${JSON.stringify(id)}`);
   if (alone === null && r.unknownIds.length > shown.length)
-    process.stderr.write(`... and ${count(r.unknownIds.length - shown.length, 'more id')} naming no item\n`);
+    warn(`... and ${count(r.unknownIds.length - shown.length, 'more id')} naming no item`);
   if (r.items === 0) {
     const what =
       'source' in which

@@ -1,5 +1,6 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { dbOption } from '../options.js';
+import { oneLine, printable } from '../../report/format.js';
 
 interface RetryFailedFlags {
   db?: string;
@@ -51,6 +52,12 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
       process.stderr.write(`Put ${n} failed job${n === 1 ? '' : 's'}${which} back to pending: ${who} takes ${n === 1 ? 'it' : 'them'}.\n`);
       return;
     }
+    if (n === 0 && flags.error) {
+      // a filter that matched nothing may be mistyped: the errors there are, with what to give
+      const failures = (await store.status()).failures;
+      process.stderr.write(`No failed jobs${which}.${failures.length ? ` ${failedErrorsText(failures)}` : ' No job has failed.'}\n`);
+      return;
+    }
     // the run proposed goes where the last run went: after a mock run, not to OpenAI
     const lastRun = n === 0 ? null : (await store.status()).lastRun;
     const again =
@@ -64,4 +71,11 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
   } finally {
     await store.close();
   }
+}
+
+/** The failures by error, most common first (the first five), as `--error` takes them. */
+function failedErrorsText(failures: ReadonlyArray<{ error: string; count: number }>): string {
+  const shown = failures.slice(0, 5).map((f) => `${f.count} "${printable(oneLine(f.error, 70))}"`);
+  const more = failures.length > shown.length ? `, and ${failures.length - shown.length} other errors` : '';
+  return `The failed jobs' errors: ${shown.join(', ')}${more}. Give --error a part of one of them.`;
 }
