@@ -44,6 +44,11 @@ describe('decide: the failure policy', () => {
       { kind: 'retry', delayMs: 30_000, counted: true },
     ],
     [
+      'a Retry-After past the longest backoff: the longest backoff',
+      facts('server', 'retryable', 503, { retryAfterMs: 3_600_000 }),
+      { kind: 'retry', delayMs: 60_000, counted: true },
+    ],
+    [
       'a Retry-After shorter than the backoff: the backoff',
       facts('server', 'retryable', 503, { attempt: 3, retryAfterMs: 1000 }),
       { kind: 'retry', delayMs: 4000, counted: true },

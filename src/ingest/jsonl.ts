@@ -189,7 +189,7 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   // strict UTF-8): JSON.stringify would put each in quotes unchanged (surrogate pairs stay as they are).
   const textJsonSafe = text.indexOf('\\') === -1;
   const meta = otherFields(obj, o.textField, o.idField);
-  const roundedNumber = firstRoundedNumber(text, meta);
+  const roundedNumber = firstRoundedNumber(text, meta, typeof rawId === 'number' && !Number.isSafeInteger(rawId));
   const doc: Document = { id, path, line, text: body, meta, textJsonSafe, positional, ...(roundedNumber && { roundedNumber }) };
   return rawId === undefined && o.idField !== DEFAULT_ID_FIELD ? { ...doc, withoutIdField: Object.keys(obj) } : doc;
 }

@@ -39,7 +39,7 @@ export interface FailureFacts {
   readonly rateLimitPauseMs: number;
   /**
    * How long a failure other than a 429 asked us to wait (its Retry-After: a 503 in maintenance),
-   * or null: the job's next try waits at least that.
+   * or null: the job's next try waits at least that, up to `maxRetryDelayMs`.
    */
   readonly retryAfterMs: number | null;
   /** ms until the outage breaker lets the next probe go. */
@@ -100,7 +100,7 @@ export function decide(f: FailureFacts): Decision {
   }
   if (error.reason === 'network' || error.reason === 'server' || error.reason === 'timeout') {
     const ownFault = (f.providerUpSince && f.uncountedOutages >= MAX_UNCOUNTED_OUTAGES) || f.outageAgeMs > MAX_UNCOUNTED_OUTAGE_MS;
-    if (f.outage && !ownFault) return { kind: 'retry', delayMs: Math.max(0, f.nextProbeInMs, f.retryAfterMs ?? 0), counted: false };
+    if (f.outage && !ownFault) return { kind: 'retry', delayMs: Math.max(0, f.nextProbeInMs, askedWait(f)), counted: false };
   }
   return counted(f, error.message);
 }
@@ -113,7 +113,12 @@ function counted(f: FailureFacts, message: string): Decision {
   if (f.attempt >= f.maxAttempts) {
     return { kind: 'fail', message: exhaustedMessage(f.attempt, message) };
   }
-  return { kind: 'retry', delayMs: Math.max(backoffMs(f), f.retryAfterMs ?? 0), counted: true };
+  return { kind: 'retry', delayMs: Math.max(backoffMs(f), askedWait(f)), counted: true };
+}
+
+/** The wait a failure's Retry-After asked for, at most the longest backoff (an hour's 503 is not five hours of one job). */
+function askedWait(f: FailureFacts): number {
+  return Math.min(f.retryAfterMs ?? 0, f.maxRetryDelayMs);
 }
 
 /** Exponential backoff with jitter from the attempt number. */

@@ -34,7 +34,8 @@ export function retryingTransients(store: RunStore, waits: { forAnswers?: DiskFu
     complete: paid((key, completion) => store.complete(key, completion)),
     recordAttempt: paid((attempt, o) => store.recordAttempt(attempt, o)),
     fail: paid((key, owner, error, attempt, now) => store.fail(key, owner, error, attempt, now)),
-    release: evenAfterLoss((owner, o) => store.release(owner, o)),
+    // a job handed back while the disk is full (its lease lapsed in the wait) waits for space with the claims
+    release: (owner, o) => retryTransient(() => store.release(owner, o), { alsoAfterLoss: true, diskFull: waits.forWork }),
     nextPendingAt: evenAfterLoss(() => store.nextPendingAt()),
     startRun: again((run) => store.startRun(run)),
     heartbeat: (runId, now, leaseUntil, stats) => store.heartbeat(runId, now, leaseUntil, stats),

@@ -155,7 +155,8 @@ export class Run {
       } catch (error) {
         // A claim, or a look at the queue, failed past its retries: take no more, but let the
         // requests out finish and store their answers (paid for) before the jobs are handed back.
-        this.stop({ kind: 'error', error, abortInFlight: false });
+        // (A claim waiting out a full disk gives up when the run is stopped: that stop is the reason.)
+        if (!(this.#stopping.signal.aborted && isDiskFull(error))) this.stop({ kind: 'error', error, abortInFlight: false });
       }
       await this.#drain();
     } finally {

@@ -104,12 +104,18 @@ export interface RetryTransientOptions {
  * failure, or one past that time, is thrown.
  */
 export async function retryTransient<T>(call: () => Promise<T>, o: RetryTransientOptions = {}): Promise<T> {
-  const until = Date.now() + (o.forMs ?? TRANSIENT_RETRY_MS);
+  const forMs = o.forMs ?? TRANSIENT_RETRY_MS;
+  let until = Date.now() + forMs;
+  // told `waiting` once, and `doneWaiting` once, when the call is through or thrown
   let waitedForSpace = false;
+  const done = (stored: boolean): void => {
+    if (waitedForSpace) o.diskFull?.doneWaiting(stored);
+    waitedForSpace = false;
+  };
   for (let delay = 100; ; delay = Math.min(delay * 2, 5000)) {
     try {
       const result = await call();
-      if (waitedForSpace) o.diskFull?.doneWaiting(true);
+      done(true);
       return result;
     } catch (error) {
       const wait = o.diskFull;
@@ -117,13 +123,17 @@ export async function retryTransient<T>(call: () => Promise<T>, o: RetryTransien
         if (!waitedForSpace) wait.waiting(error);
         waitedForSpace = true;
         await sleep(DISK_FULL_RETRY_MS, undefined, { signal: wait.givenUp }).catch(() => {});
+        // the time for transient failures starts again once there is space: every writer that
+        // waited asks at once then, and a moment's lock must not lose what was kept
+        until = Date.now() + forMs;
+        delay = 100;
         if (!wait.givenUp.aborted) continue;
       }
-      // no longer waiting for space (given up, or another failure now)
-      if (waitedForSpace) wait?.doneWaiting(false);
-      waitedForSpace = false;
       const passes = isTransientStoreError(error) || (o.alsoAfterLoss === true && isConnectionLost(error));
-      if (!passes || Date.now() + delay > until) throw error;
+      if (!passes || Date.now() + delay > until) {
+        done(false);
+        throw error;
+      }
       await sleep(delay);
     }
   }

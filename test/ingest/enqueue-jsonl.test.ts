@@ -80,7 +80,17 @@ describe('enqueue JSONL', () => {
     ]);
     const s = await run(store, ['-'], { stdin: input });
     expect(s.roundedNumbers).toEqual({ count: 2, path: '-', line: 2, field: 'tags.1.user', read: 98765432109876540000 });
-    const clean = await run(tempStore(), ['-'], { stdin: Readable.from(['{"id":"a","text":"x","n":10000000000000000}\n']) });
+    const clean = await run(tempStore(), ['-'], {
+      stdin: Readable.from([
+        [
+          '{"id":"a","text":"x","n":10000000000000000}',
+          // exponents and fractions are no digits to keep, beside a 16-digit id or not
+          '{"id":1234567890123456,"text":"x","n":1e16,"m":2e17,"k":100000000000000000.0}',
+          // the id's own rounded digits are read from the text: nothing of meta is rounded
+          '{"id":12345678901234567891,"text":"x","n":5}',
+        ].join('\n'),
+      ]),
+    });
     expect(clean.roundedNumbers).toBeNull();
   });
 
