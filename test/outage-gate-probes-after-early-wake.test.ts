@@ -7,20 +7,26 @@ import { OutageBreaker } from '../src/scheduler/outage.js';
  * of 20 ms timers on Node 20 in a quick check), and a wall clock may step back: when that happens
  * no waiter may probe, nothing re-arms a timer, and every job of the run waits at the gate forever.
  */
+/** What the gate does within `ms`: lets the caller probe, lets it pass, or holds it ('stuck'). */
+async function gateWithin(breaker: OutageBreaker, ms: number): Promise<string> {
+  const controller = new AbortController();
+  const gate = breaker.gate(controller.signal);
+  const outcome = await Promise.race([
+    gate.then((probe) => (probe ? 'probe' : 'passed')),
+    new Promise<string>((resolve) => setTimeout(() => resolve('stuck'), ms)),
+  ]);
+  controller.abort();
+  gate.catch(() => {});
+  return outcome;
+}
+
 describe('the outage gate lets a probe through after an early wake-up', () => {
   it('still lets a probe through when the wake-up timer fires before now() reaches nextProbeAt', async () => {
     let skew = 0;
     const breaker = new OutageBreaker({ consecutive: 1, probeDelayMs: 30, now: () => Date.now() - skew });
     breaker.failure('connect ECONNREFUSED', { sentAt: 0, unreachable: true }); // opens; nextProbeAt = now + 30, timer in 30 ms
     skew = 5; // the timer will fire "5 ms early" as the breaker's clock sees it
-    const controller = new AbortController();
-    const gate = breaker.gate(controller.signal);
-    const outcome = await Promise.race([
-      gate.then((probe) => (probe ? 'probe' : 'passed')),
-      new Promise<string>((resolve) => setTimeout(() => resolve('stuck'), 1000)),
-    ]);
-    controller.abort();
-    gate.catch(() => {});
+    const outcome = await gateWithin(breaker, 1000);
     breaker.dispose();
     expect(outcome).toBe('probe');
   });
@@ -33,14 +39,7 @@ describe('a wall clock set back while the breaker is open', () => {
     breaker.failure('connect ECONNREFUSED', { sentAt: 0, unreachable: true });
     const opened = breaker.openSince!;
     skew = 3_600_000; // NTP (or a user) sets the clock an hour back
-    const controller = new AbortController();
-    const gate = breaker.gate(controller.signal);
-    const outcome = await Promise.race([
-      gate.then((probe) => (probe ? 'probe' : 'passed')),
-      new Promise<string>((resolve) => setTimeout(() => resolve('stuck'), 1000)),
-    ]);
-    controller.abort();
-    gate.catch(() => {});
+    const outcome = await gateWithin(breaker, 1000);
     // open for about as long as it really was, on the clock as it reads now
     const openFor = Date.now() - skew - breaker.openSince!;
     breaker.dispose();

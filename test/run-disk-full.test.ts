@@ -1,39 +1,14 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { MockProvider } from '../src/provider/mock.js';
-import type { CompletionResult, Provider } from '../src/provider/types.js';
-import { jobKey } from '../src/request.js';
 import { runQueue } from '../src/scheduler/run-queue.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
+import { gatedProvider } from './helpers/gated-provider.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { waitFor } from './helpers/wait.js';
 
-/**
- * The mock with answers of 64 KiB (each needs new pages of the database) and its first request held
- * until `release`: an answer arrives once the test has filled the disk.
- */
-function bigAnswers() {
-  const mock = new MockProvider({ latencyMs: 1 });
-  const sent: string[] = [];
-  let release!: () => void;
-  const gate = new Promise<void>((r) => (release = r));
-  let arrived!: () => void;
-  const firstSent = new Promise<void>((r) => (arrived = r));
-  const provider: Provider = {
-    name: 'mock',
-    async complete(body, options): Promise<CompletionResult> {
-      sent.push(jobKey(body));
-      if (sent.length === 1) {
-        arrived();
-        await gate;
-      }
-      const answer = await mock.complete(body, options);
-      return { ...answer, output: answer.output + ' '.repeat(64 * 1024) };
-    },
-  };
-  return { provider, sent, firstSent, release };
-}
+/** The mock with its first request held until `release`, answering 64 KiB (each answer needs new pages). */
+const bigAnswers = () => gatedProvider(1, { padding: 64 * 1024 });
 
 /** SQLite's own size limit makes every write that needs a new page fail with SQLITE_FULL, as a full disk does. */
 function fillDisk(store: SqliteStore): void {
