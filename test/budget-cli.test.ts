@@ -228,7 +228,7 @@ describe('llmq run --budget', () => {
     expect(s.cost.byRun[0].unpricedInFlight).toBe(4);
     const status = (await runCli(['status', '--db', db])).stdout;
     expect(status).toContain('may be billed: 4 tries, cost not known (no usable answer came)');
-    expect(status).toMatch(/^ {2}runs {5}[0-9a-f]{8} {2}\$0\.\d+ · may be billed: 4 tries, cost not known$/m);
+    expect(status).toMatch(/^ {2}runs {5}[0-9a-f]{8} {2}\$0\.\d+ · died · may be billed: 4 tries, cost not known$/m);
     // the next run takes back what the dead run held, and says so before it is asked
     const { counts } = s;
     expect(counts.running).toBeGreaterThanOrEqual(4);
@@ -239,6 +239,10 @@ describe('llmq run --budget', () => {
     const after = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
     expect(after.counts).toMatchObject({ pending: 0, running: 0, done: 20 });
     expect(after.cost.mayBeBilled).toEqual({ tries: 4, usd: 0, unpricedTries: 4 });
+    // with the queue done, the dead run is still marked among the runs (and only it)
+    const afterText = (await runCli(['status', '--db', db])).stdout;
+    expect(afterText.match(/· died ·/g)).toHaveLength(1);
+    expect(after.cost.byRun.map((r: { died: boolean }) => r.died).sort()).toEqual([false, true]);
     // show says of a job the dead run held that its first try left no record
     const held = readDb(db).jobs.find((j) => j.attempts === 2)!;
     const shown = (await runCli(['show', held.key, '--db', db])).stdout;

@@ -86,6 +86,8 @@ export interface RunCost extends RunSpend {
    * reserved their worst case, so they may be billed at a cost not known. 0 for a live or ended run.
    */
   readonly unpricedInFlight: number;
+  /** It ended without finishing (killed, crashed): gone silent, or its jobs taken back as a dead run's. */
+  readonly died: boolean;
 }
 
 export interface CostReport {
@@ -179,6 +181,7 @@ export function buildCost(s: StatusSnapshot, prices: PriceTable, now: number, de
       budgetUsd,
       budgetTotalUsd,
       unpricedInFlight: unreserved ? (r.stats?.inFlight ?? 0) : 0,
+      died,
     };
   });
   const mayBeBilled = byRun

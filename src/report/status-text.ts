@@ -228,6 +228,8 @@ function runLines(runs: readonly RunCost[], p: Paint): string[] {
   const lines = runs.slice(0, RUNS_SHOWN).flatMap((run, i) => {
     // nothing priced is not $0: its answers cost what their model costs
     const parts = [run.spentUsd === 0 && run.unpricedTries > 0 ? 'cost unknown' : usd(run.spentUsd)];
+    // said here too once the queue is done and the run is no longer among those working it
+    if (run.died) parts.push(p.yellow('died'));
     if (run.budgetUsd !== null) parts.push(`budget ${usd(run.budgetUsd)}`);
     if (run.budgetTotalUsd !== null) parts.push(`queue budget ${usd(run.budgetTotalUsd)}`);
     if (run.live && run.inFlight > 0) parts.push(`${int(run.inFlight)} in flight, up to ${usd(run.reservedUsd)}`);
