@@ -1,4 +1,4 @@
-import { DISK_FULL_RETRY_MS, type DiskFullWait } from '../store/transient.js';
+import { DISK_FULL_RETRY_MS, type DiskFullWait, diskFullCode } from '../store/transient.js';
 
 /**
  * Says once when the run's writes begin to wait for disk space, and once when they are through. While
@@ -30,9 +30,8 @@ export class DiskFullNotice {
 
 function fullText(error: unknown): string {
   // the driver's code, under a known error's wording if one wraps it
-  let code: unknown;
-  for (let e = error as { code?: unknown; cause?: unknown } | undefined; code === undefined && e; e = e.cause as typeof e) code = e.code;
-  const why = typeof code === 'string' ? ` (${code})` : '';
+  const code = diskFullCode(error);
+  const why = code === null ? '' : ` (${code})`;
   return (
     `no space left for the queue's database${why}: the run keeps the answers it holds (paid for) and takes no new work ` +
     `until space is freed, trying again every ${DISK_FULL_RETRY_MS / 1000}s. Free some space where the database is; ` +

@@ -1,4 +1,4 @@
-import { SetBackWatch } from './pace/window-pacer.js';
+import { SetBackWatch } from './pace/set-back.js';
 export interface OutageOptions {
   /** Consecutive outage failures (refused, reset, timeout, 5xx) that open the breaker. @default 3 */
   readonly consecutive?: number;

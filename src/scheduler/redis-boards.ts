@@ -4,7 +4,8 @@ import { LlmqError } from '../errors.js';
 import { redactUrl, redactUrlCredentials } from '../url-credentials.js';
 import type { LaneBoards } from './lanes.js';
 import type { LaneBoard, LearnedLimits } from './pace/board.js';
-import { GUARD_MS, SetBackWatch, WINDOW_MS, windowShare, type PaceLimits, type PaceTicket } from './pace/window-pacer.js';
+import { SetBackWatch } from './pace/set-back.js';
+import { GUARD_MS, WINDOW_MS, windowShare, type PaceLimits, type PaceTicket } from './pace/window-pacer.js';
 
 /**
  * The pacing rules of window-pacer.ts, run inside Redis so that every run naming the same Redis,

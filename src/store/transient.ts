@@ -28,7 +28,17 @@ export function isTransientStoreError(error: unknown): boolean {
  * may be asked again once space is freed.
  */
 export function isDiskFull(error: unknown): boolean {
-  return someCause(error, ({ code }) => typeof code === 'string' && DISK_FULL.has(code));
+  return diskFullCode(error) !== null;
+}
+
+/** The code that says the disk is full (`SQLITE_FULL` ...), from `error` or a cause; null when none does. */
+export function diskFullCode(error: unknown): string | null {
+  let found: string | null = null;
+  someCause(error, ({ code }) => {
+    if (typeof code === 'string' && DISK_FULL.has(code)) found = code;
+    return found !== null;
+  });
+  return found;
 }
 
 const DISK_FULL = new Set(['SQLITE_FULL', '53100', 'ENOSPC', 'EDQUOT']);
@@ -126,7 +136,6 @@ export async function retryTransient<T>(call: () => Promise<T>, o: RetryTransien
         // the time for transient failures starts again once there is space: every writer that
         // waited asks at once then, and a moment's lock must not lose what was kept
         until = Date.now() + forMs;
-        delay = 100;
         if (!wait.givenUp.aborted) continue;
       }
       const passes = isTransientStoreError(error) || (o.alsoAfterLoss === true && isConnectionLost(error));

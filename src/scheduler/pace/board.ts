@@ -1,4 +1,5 @@
-import { SetBackWatch, WindowPacer, type PaceLimits, type PaceTicket } from './window-pacer.js';
+import { SetBackWatch } from './set-back.js';
+import { WindowPacer, type PaceLimits, type PaceTicket } from './window-pacer.js';
 
 /** Limits a lane learned from the provider, as remembered in the store and shared through Redis. */
 export interface LearnedLimits {

@@ -1,3 +1,4 @@
+import { SetBackWatch } from './set-back.js';
 /**
  * The pace of one lane, kept in this process: how long a request must wait so that the provider,
  * counting over short windows, never sees more than its limit.
@@ -71,21 +72,6 @@ export function reachablePerSecond(
   }
   const perSecond = Math.min(byRequests, byTokens);
   return perSecond === Infinity ? null : { perSecond, by: byTokens < byRequests ? 'tokens' : 'requests' };
-}
-
-/**
- * Sees a wall clock set back (by NTP, or by hand) past a window: times held as absolute ones (a
- * pace's log, a pause's end) are then in the future by the step, and must move back with it.
- */
-export class SetBackWatch {
-  #latest = Number.NEGATIVE_INFINITY;
-
-  /** How far `now` is behind the latest time given, when that is more than a window; else 0. */
-  by(now: number): number {
-    const by = now - this.#latest;
-    if (by > 0 || by < -WINDOW_MS) this.#latest = now;
-    return by < -WINDOW_MS ? by : 0;
-  }
 }
 
 export class WindowPacer {
