@@ -79,3 +79,61 @@ describe('a full disk under a run', () => {
     await store.close();
   }, 15_000);
 });
+
+describe('a full disk under a claim', () => {
+  /**
+   * The store with its claims failing as on a full disk while `full()` says so. SQLite's
+   * max_page_count fails only writes that add pages, and a claim changes rows in place: the
+   * driver's error is raised here, with its code, where nothing real reaches the case.
+   */
+  function claimsOnFullDisk(store: SqliteStore, full: () => boolean): void {
+    const claim = store.claim.bind(store);
+    store.claim = async (o) => {
+      if (full()) throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+      return claim(o);
+    };
+  }
+
+  it('waits, sending nothing, and goes on once space is back', async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await seedJobs(store, 3);
+    let full = true;
+    claimsOnFullDisk(store, () => full);
+    const warnings: string[] = [];
+    const { provider, sent, release } = gatedProvider(0);
+    release();
+    const run = runQueue(
+      { store, provider, emit: (event, payload) => event === 'warning' && warnings.push((payload as { message: string }).message) },
+      { concurrency: 1 },
+    );
+    await waitFor(() => warnings.length > 0, { what: 'the run to say the disk is full' });
+    expect(warnings[0]).toMatch(/^no space left for the queue's database \(SQLITE_FULL\)/);
+    expect(sent).toHaveLength(0);
+    full = false;
+    expect(await run).toMatchObject({ reason: 'drained', done: 3 });
+    expect(warnings[1]).toBe('space again: what the run held is stored, and it goes on.');
+    await store.close();
+  }, 15_000);
+
+  it('a stop during the wait ends the run as stopped, not as a store error', async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await seedJobs(store, 3);
+    claimsOnFullDisk(store, () => true);
+    const warnings: string[] = [];
+    const stop = new AbortController();
+    const run = runQueue(
+      {
+        store,
+        provider: gatedProvider(0).provider,
+        stopSignal: stop.signal,
+        emit: (event, payload) => event === 'warning' && warnings.push((payload as { message: string }).message),
+      },
+      { concurrency: 1 },
+    );
+    await waitFor(() => warnings.length > 0, { what: 'the run to say the disk is full' });
+    stop.abort();
+    expect(await run).toMatchObject({ reason: 'signal', done: 0 });
+    expect((await store.status()).counts).toMatchObject({ pending: 3, running: 0 });
+    await store.close();
+  }, 15_000);
+});
