@@ -119,6 +119,109 @@ async function durableLoop(url: string, jobs: number, concurrency: number): Prom
 }
 
 /**
+ * The present layout's floor in the loop: the bare loop, plus bare SQLite tables shaped as the store's
+ * (a job's row changed twice, claimed 80 at a time and answered; an attempt row per answer; the counts
+ * once per commit; answers group-committed when the event loop turns; the WAL copied back by the
+ * store's checkpointer thread), with none of the store's other features: no triggers, no secondary
+ * indexes, no requests kept apart, no JavaScript of the store's. Its distance to the bare loop is what
+ * the layout itself costs; from there to the durable floor, what the store's features on the hot path
+ * cost (docs/architecture.md, "Dispatch").
+ */
+async function layoutFloorLoop(url: string, jobs: number, concurrency: number): Promise<{ rate: number; cpuMsPerJob: number }> {
+  const { Pool } = await import('undici');
+  const { Checkpointer } = await import('../dist/store/sqlite/checkpointer.js');
+  const Database = require('better-sqlite3') as typeof import('better-sqlite3');
+  const path = join(dir, `layout${n++}.db`);
+  const db = new Database(path);
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.exec(`CREATE TABLE jobs (seq INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, request TEXT NOT NULL, state TEXT NOT NULL,
+      attempts INTEGER NOT NULL, lease_owner TEXT, output TEXT, response TEXT, prompt_tokens INTEGER, completion_tokens INTEGER,
+      finished_at INTEGER);
+    CREATE INDEX jobs_claim ON jobs (state, seq);
+    CREATE TABLE attempts (id INTEGER PRIMARY KEY, job_seq INTEGER NOT NULL, run_id TEXT NOT NULL, attempt INTEGER NOT NULL,
+      started_at INTEGER NOT NULL, ended_at INTEGER NOT NULL, status INTEGER, outcome TEXT NOT NULL, prompt_tokens INTEGER,
+      completion_tokens INTEGER);
+    CREATE INDEX attempts_by_job ON attempts (job_seq, id);
+    CREATE TABLE done_counts (model TEXT PRIMARY KEY, jobs INTEGER NOT NULL) WITHOUT ROWID;
+    INSERT INTO done_counts VALUES ('gpt-4o-mini', 0);`);
+  const insert = db.prepare(`INSERT INTO jobs (key, request, state, attempts) VALUES (?, ?, 'pending', 0)`);
+  db.transaction(() => {
+    for (let i = 0; i < jobs; i++) insert.run(`${i}`.padStart(64, '0'), requestFor(i));
+  })();
+  const claim = db.prepare(`UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = 'floor'
+    WHERE seq IN (SELECT seq FROM jobs WHERE state = 'pending' ORDER BY seq LIMIT 80) RETURNING seq, request`);
+  const answer = db.prepare(`UPDATE jobs SET state = 'done', lease_owner = NULL, output = ?, response = ?, prompt_tokens = ?,
+    completion_tokens = ?, finished_at = ? WHERE seq = ?`);
+  const attempt = db.prepare(`INSERT INTO attempts (job_seq, run_id, attempt, started_at, ended_at, status, outcome, prompt_tokens,
+    completion_tokens) VALUES (?, 'floor', 1, ?, ?, 200, 'done', ?, ?)`);
+  const count = db.prepare(`UPDATE done_counts SET jobs = jobs + ? WHERE model = 'gpt-4o-mini'`);
+  interface Answer {
+    seq: number;
+    output: string;
+    response: string;
+    usage: { prompt_tokens: number; completion_tokens: number };
+    startedAt: number;
+    endedAt: number;
+    stored: () => void;
+  }
+  const commit = db.transaction((answers: Answer[]) => {
+    for (const a of answers) {
+      answer.run(a.output, a.response, a.usage.prompt_tokens, a.usage.completion_tokens, a.endedAt, a.seq);
+      attempt.run(a.seq, a.startedAt, a.endedAt, a.usage.prompt_tokens, a.usage.completion_tokens);
+    }
+    count.run(answers.length);
+  });
+  let held: Answer[] = [];
+  const store = (a: Omit<Answer, 'stored'>) =>
+    new Promise<void>((stored) => {
+      held.push({ ...a, stored });
+      if (held.length === 1)
+        setImmediate(() => {
+          const answers = held;
+          held = [];
+          commit(answers);
+          for (const x of answers) x.stored();
+        });
+    });
+  const checkpointer = new Checkpointer(db, path);
+  const endpoint = new URL(`${url}/chat/completions`);
+  const pool = new Pool(endpoint.origin, { connections: concurrency });
+  let claimed: Array<{ seq: number; request: string }> = [];
+  const next = () => {
+    if (claimed.length === 0) claimed = claim.all() as typeof claimed;
+    return claimed.shift();
+  };
+  let done = 0;
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let job = next(); job; job = next()) {
+        const startedAt = Date.now();
+        const res = await pool.request({
+          path: endpoint.pathname,
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: job.request,
+        });
+        const response = await res.body.text();
+        const parsed = JSON.parse(response) as Pick<Answer, 'usage'> & { choices: Array<{ message: { content: string } }> };
+        const output = parsed.choices[0]!.message.content;
+        await store({ seq: job.seq, output, response, usage: parsed.usage, startedAt, endedAt: Date.now() });
+        done++;
+      }
+    }),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  await pool.close();
+  await checkpointer.close();
+  db.close();
+  return { rate: done / seconds, cpuMsPerJob: (cpu.user + cpu.system) / 1000 / done };
+}
+
+/**
  * llmq's run with the store's claim and complete answered from memory (the rest of the store is a
  * real, empty queue): what the scheduler, governor, job runner and provider cost on their own. The
  * gap from here to the bare loop is llmq's per-request overhead; from here to the full run, the
@@ -184,13 +287,14 @@ async function throughput(): Promise<void> {
   // Rounds, each loop once per round and llmq right after the bare loop: on a shared machine the
   // CPU on hand drifts by a fifth within a minute, so one pass of each compares two different
   // machines. The ratio is the median of each round's own.
-  const rounds: Array<Record<'bare' | 'run' | 'durable' | 'storeless', Measured>> = [];
+  const rounds: Array<Record<'bare' | 'run' | 'durable' | 'storeless' | 'layout', Measured>> = [];
   for (let i = 0; i < ROUNDS; i++) {
     const bare = await busy(fake, () => bareUndiciLoop(fake.url, jobs, concurrency));
     const run = await busy(fake, () => llmqRun(fake.url, jobs, concurrency));
     const durable = await busy(fake, () => durableLoop(fake.url, jobs, concurrency));
     const storeless = await busy(fake, () => storelessRun(fake.url, jobs, concurrency));
-    rounds.push({ bare, run, durable, storeless });
+    const layout = await busy(fake, () => layoutFloorLoop(fake.url, jobs, concurrency));
+    rounds.push({ bare, run, durable, storeless, layout });
   }
   await fake.close();
   const typical = (loop: keyof (typeof rounds)[number]): Measured => {
@@ -198,7 +302,8 @@ async function throughput(): Promise<void> {
     const mid = (f: (m: Measured) => number) => median(rs.map(f));
     return { rate: mid((m) => m.rate), cpuMsPerJob: mid((m) => m.cpuMsPerJob), client: mid((m) => m.client), server: mid((m) => m.server) };
   };
-  const [bare, run, durable, storeless] = (['bare', 'run', 'durable', 'storeless'] as const).map(typical) as [
+  const [bare, run, durable, storeless, layout] = (['bare', 'run', 'durable', 'storeless', 'layout'] as const).map(typical) as [
+    Measured,
     Measured,
     Measured,
     Measured,
@@ -211,6 +316,8 @@ async function throughput(): Promise<void> {
   const ratio = ratios((r) => r.bare.rate / r.run.rate);
   const storelessRatio = ratios((r) => r.bare.rate / r.storeless.rate);
   const durableRatio = ratios((r) => r.durable.rate / r.run.rate);
+  const layoutRatio = ratios((r) => r.bare.rate / r.layout.rate);
+  const durableToBare = ratios((r) => r.bare.rate / r.durable.rate);
   console.log(
     `(1) throughput, zero-latency fake, concurrency ${concurrency}, ${fmt(jobs)} jobs, ${cpus().length} cores: medians of ${ROUNDS} rounds`,
   );
@@ -227,6 +334,9 @@ async function throughput(): Promise<void> {
     `    durable floor:     ${fmt(durable.rate)} jobs/s, ${fmt(durable.cpuMsPerJob, 3)} CPU ms per job (the bare loop storing each answer through the store's claim and complete) ${cores(durable)}`,
   );
   console.log(
+    `    layout floor:      ${fmt(layout.rate)} jobs/s, ${fmt(layout.cpuMsPerJob, 3)} CPU ms per job (the bare loop storing each answer in bare tables of the store's layout: its row changed twice, an attempt row, the counts) ${cores(layout)}`,
+  );
+  console.log(
     `    llmq, no store:    ${fmt(storeless.rate)} jobs/s, ${fmt(storeless.cpuMsPerJob, 3)} CPU ms per job (the run with claim and complete answered from memory: scheduler and HTTP alone) ${cores(storeless)}`,
   );
   console.log(`    ratio ${fmt(ratio.mid, 2)}x (rounds ${ratio.range})  target <= 1.1x  ${verdict(ratio.mid <= 1.1)}`);
@@ -235,6 +345,9 @@ async function throughput(): Promise<void> {
   );
   console.log(
     `    ratio to the durable floor ${fmt(durableRatio.mid, 2)}x (rounds ${durableRatio.range}: what the scheduler, governor and job runner cost)`,
+  );
+  console.log(
+    `    ratio of the layout floor ${fmt(layoutRatio.mid, 2)}x (rounds ${layoutRatio.range}: what storing each answer in this layout costs), of the durable floor ${fmt(durableToBare.mid, 2)}x (rounds ${durableToBare.range}: the same through the store)`,
   );
   console.log(
     `    CPU per job ${fmt(run.cpuMsPerJob, 3)} ms  target <= ${fmt(BEFORE_CPU_MS_PER_JOB / 2, 3)} ms (half of the fetch-based run's ${fmt(BEFORE_CPU_MS_PER_JOB, 3)})  ${verdict(run.cpuMsPerJob <= BEFORE_CPU_MS_PER_JOB / 2)}`,
