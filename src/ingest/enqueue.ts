@@ -6,6 +6,7 @@ import {
   type FromAnotherFile,
   type MovedItem,
   type JobQueue,
+  type JobState,
   type QueueReader,
   type StoreIdentity,
 } from '../store/types.js';
@@ -18,7 +19,7 @@ import { makeRenderer, type RequestOptions } from './render.js';
 import { SEEN_IDS_PER_CALL, SeenIds } from '../store/seen-ids.js';
 import { resolveSources, type Source } from './sources.js';
 import { MissingValueError } from './template.js';
-import { DEFAULT_MAX_DOC_BYTES, isRejection, StopReading, type Document, type Entry, type Rejection } from './types.js';
+import { DEFAULT_MAX_DOC_BYTES, MAX_REJECTED_IDS, isRejection, StopReading, type Document, type Entry, type Rejection } from './types.js';
 
 export interface EnqueueOptions {
   /** Folders, text files, `.jsonl`/`.ndjson` files, or `-` for JSONL on `stdin`. */
@@ -111,6 +112,12 @@ export interface EnqueueSummary {
   /** OpenAI Batch API lines read (`custom_id` and `body`): each body is the request as it is, no template or request flag applies. */
   readonly batchLines: number;
   readonly rejected: number;
+  /**
+   * Rejected documents whose id names an item enqueued before (and not one of this input's): that
+   * item keeps its earlier document, and its answer if it has one, though the input no longer says
+   * so. How many, by their jobs' states, and the first. Null when there are none.
+   */
+  readonly keptEarlier: KeptEarlier | null;
   /** Database files in folders that were left out: the queue's own, and other SQLite files. */
   readonly skipped: number;
   /** The first rejections (at most MAX_KEPT_REJECTIONS); `onReject` sees them all. */
@@ -124,8 +131,23 @@ export interface EnqueueSummary {
 
 export const MAX_KEPT_REJECTIONS = 1000;
 
+/** Rejected documents whose item was enqueued before (`EnqueueSummary.keptEarlier`). */
+export interface KeptEarlier {
+  readonly count: number;
+  /** Their jobs' states: `pending` and `running` ones are sent as enqueued before, `done` ones keep that answer. */
+  readonly states: Readonly<Partial<Record<JobState, number>>>;
+  /** The first in input order: its place and id. */
+  readonly first: { readonly path: string; readonly line?: number; readonly id: string };
+  /** The first few ids (KEPT_EARLIER_IDS_SHOWN), in input order. */
+  readonly ids: readonly string[];
+  /** Only the first MAX_REJECTED_IDS rejected documents with an id were looked up. */
+  readonly partial: boolean;
+}
+
 /** What enqueue needs of the store: its intake, and where it lives (to skip its own files in a folder). */
-export type IntakeStore = Pick<JobQueue, 'enqueue' | 'beginLoad' | 'endLoad'> & StoreIdentity & Partial<Pick<QueueReader, 'item'>>;
+export type IntakeStore = Pick<JobQueue, 'enqueue' | 'beginLoad' | 'endLoad'> &
+  StoreIdentity &
+  Partial<Pick<QueueReader, 'item' | 'itemStates'>>;
 
 /**
  * Read every source, render each document into its request, and store the rows in batches.
@@ -168,6 +190,7 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
     await store.endLoad?.().catch(() => undefined);
     throw error;
   }
+  const rejectedIds = batcher.rejectedIdsOfOtherItems();
   batcher.close();
   const onIndexing = ({ resumable }: { resumable: boolean }) =>
     options.onProgress?.({ stage: 'indexing', documents: batcher.documents, resumable });
@@ -180,7 +203,25 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
     const found = await otherIdOfSameFile({ item }, first, root);
     if (found) sameFilesOtherIds.push(found);
   }
-  return { ...summary, sameFilesOtherIds, newJobs: summary.newJobs - repeatedJobs, elapsedMs: now() - started, stopped };
+  const keptEarlier = store.itemStates ? await keptEarlierItems(store.itemStates.bind(store), rejectedIds) : null;
+  return { ...summary, keptEarlier, sameFilesOtherIds, newJobs: summary.newJobs - repeatedJobs, elapsedMs: now() - started, stopped };
+}
+
+/** Ids of `keptEarlier` given, at most: enough to name in one `llmq forget`. */
+const KEPT_EARLIER_IDS_SHOWN = 5;
+
+/** Of the rejected documents, those whose id names an item the queue holds: kept as enqueued before. */
+async function keptEarlierItems(itemStates: NonNullable<IntakeStore['itemStates']>, rejected: RejectedIds): Promise<KeptEarlier | null> {
+  if (rejected.ids.length === 0) return null;
+  const found = await itemStates(rejected.ids.map((r) => r.id));
+  if (found.length === 0) return null;
+  const stateOf = new Map(found.map((f) => [f.id, f.state]));
+  const states: Partial<Record<JobState, number>> = {};
+  for (const { state } of found) states[state] = (states[state] ?? 0) + 1;
+  const kept = rejected.ids.filter((r) => stateOf.has(r.id));
+  const { path, line, id } = kept[0]!;
+  const ids = [...new Set(kept.slice(0, KEPT_EARLIER_IDS_SHOWN).map((r) => r.id))];
+  return { count: found.length, states, first: { path, ...(line !== undefined && { line }), id }, ids, partial: rejected.partial };
 }
 
 /**
@@ -205,6 +246,11 @@ async function* untilStopped<T>(input: AsyncIterable<T>, signal: AbortSignal | u
     // not awaited: a read may still be pending on an idle stream
     void it.return?.();
   }
+}
+
+interface RejectedIds {
+  readonly ids: ReadonlyArray<{ readonly id: string; readonly path: string; readonly line: number | undefined }>;
+  readonly partial: boolean;
 }
 
 interface ReadConfig {
@@ -283,6 +329,9 @@ class Batcher implements EntrySink {
   readonly #idField: string;
   readonly #onProgress: EnqueueOptions['onProgress'];
   #rows: EnqueueRow[] = [];
+  /** Rejected documents that had an id, in input order (the first MAX_REJECTED_IDS), for `keptEarlier`. */
+  #rejectedIds: Array<{ id: string; path: string; line: number | undefined }> = [];
+  #rejectedIdsPartial = false;
   /** Rendered rows whose ids are not checked yet, with where each came from; in input order. */
   #unchecked: { row: EnqueueRow; path: string; line: number | undefined }[] = [];
   #bytes = 0;
@@ -336,7 +385,9 @@ class Batcher implements EntrySink {
     try {
       row = this.#render(entry);
     } catch (error) {
-      if (error instanceof MissingValueError) return this.#reject({ path: entry.path, line: entry.line, reason: error.message });
+      if (error instanceof MissingValueError) {
+        return this.#reject({ path: entry.path, line: entry.line, id: entry.id, reason: error.message });
+      }
       throw error;
     }
     // what is stored of a rejected line is nothing: only the rows' numbers are said
@@ -418,12 +469,22 @@ class Batcher implements EntrySink {
     this.#seen.close();
   }
 
+  /**
+   * The rejected documents' ids that no document of this input took (one rejected, another of the
+   * same id enqueued, in either order, is this input's item). Before `close`: asks the ids seen.
+   */
+  rejectedIdsOfOtherItems(): RejectedIds {
+    this.#checkIds();
+    const ids = this.#rejectedIds.filter((r) => !this.#seen.has(r.id));
+    return { ids, partial: this.#rejectedIdsPartial };
+  }
+
   /** Documents read so far: files, and non-blank JSONL lines (rejected ones included). */
   get documents(): number {
     return this.#documents;
   }
 
-  summary(): Omit<EnqueueSummary, 'elapsedMs' | 'stopped' | 'sameFilesOtherIds'> {
+  summary(): Omit<EnqueueSummary, 'elapsedMs' | 'stopped' | 'sameFilesOtherIds' | 'keptEarlier'> {
     return {
       documents: this.#documents,
       newJobs: this.#newJobs,
@@ -496,6 +557,10 @@ class Batcher implements EntrySink {
 
   #report(r: Rejection): void {
     this.#rejected++;
+    if (r.id !== undefined) {
+      if (this.#rejectedIds.length < MAX_REJECTED_IDS) this.#rejectedIds.push({ id: r.id, path: r.path, line: r.line });
+      else this.#rejectedIdsPartial = true;
+    }
     if (this.#rejections.length < MAX_KEPT_REJECTIONS) this.#rejections.push(r);
     this.#onReject?.(r);
   }

@@ -209,19 +209,19 @@ async function readDocument(
   try {
     const s = await stat(file);
     const why = namedSourceReason(s);
-    if (why !== null) return { path, reason: why };
+    if (why !== null) return { path, id, reason: why };
     if (skipDatabases && s.isFile() && s.size >= SQLITE_HEADER.length && (await isSqliteFile(file))) {
       return { path, skipped: 'an SQLite database' };
     }
     // Checked before reading, so a 10 GB file is never loaded to be refused.
-    if (s.size > max) return { path, reason: tooBig(s.size, max) };
+    if (s.size > max) return { path, id, reason: tooBig(s.size, max) };
     bytes = await readAtMost(file, max, s.size);
   } catch (error) {
-    return { path, reason: fsReason(error) };
+    return { path, id, reason: fsReason(error) };
   }
-  if (bytes.length > max) return { path, reason: `document is ${overMaxDocBytes(max)} (stopped reading after ${max} bytes)` };
+  if (bytes.length > max) return { path, id, reason: `document is ${overMaxDocBytes(max)} (stopped reading after ${max} bytes)` };
   const r = fileText(bytes);
-  if ('reason' in r) return { path, reason: r.reason };
+  if ('reason' in r) return { path, id, reason: r.reason };
   // the queue's own answers, exported into the folder it reads: enqueued again, they would be sent as documents
   if (skipDatabases && isCsvExport(r.text)) {
     return {

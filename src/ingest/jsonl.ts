@@ -156,22 +156,7 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   const obj = value as Record<string, unknown>;
   if ('custom_id' in obj && ('body' in obj || 'url' in obj || 'method' in obj)) return batchLine(obj, line, path);
 
-  const body = own(obj, o.textField);
-  if (body === undefined) {
-    // the fields it has, so the fix (--text-field <one of them>) needs no look into the file
-    const has = Object.keys(obj).length === 0 ? 'it has no fields' : `it has ${fieldList(obj)}`;
-    const meant = likelyMeant(o.textField, obj);
-    const fix =
-      meant !== undefined
-        ? `did you mean --text-field ${shellWord(meant)}?`
-        : o.textField === DEFAULT_TEXT_FIELD
-          ? 'name the text field with --text-field'
-          : 'check the name given to --text-field';
-    return { path, line, reason: `no "${o.textField}" field (${has}: ${fix})` };
-  }
-  if (typeof body !== 'string') return { path, line, reason: `"${o.textField}" is ${kind(body)}, not a string` };
-  if (isBlank(body)) return { path, line, reason: blankReason(body) };
-
+  // the id first: a line rejected for its text still names the item it would have replaced
   const rawId = own(obj, o.idField);
   let id: string;
   const positional = unnamed && (rawId === undefined || rawId === null);
@@ -183,6 +168,22 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
     id = written;
   } else return { path, line, reason: `"${o.idField}" is ${kind(rawId)}; an id must be a non-empty string or a number` };
   if (id.includes('\0')) return { path, line, reason: nulInId(o.idField) };
+
+  const body = own(obj, o.textField);
+  if (body === undefined) {
+    // the fields it has, so the fix (--text-field <one of them>) needs no look into the file
+    const has = Object.keys(obj).length === 0 ? 'it has no fields' : `it has ${fieldList(obj)}`;
+    const meant = likelyMeant(o.textField, obj);
+    const fix =
+      meant !== undefined
+        ? `did you mean --text-field ${shellWord(meant)}?`
+        : o.textField === DEFAULT_TEXT_FIELD
+          ? 'name the text field with --text-field'
+          : 'check the name given to --text-field';
+    return { path, line, id, reason: `no "${o.textField}" field (${has}: ${fix})` };
+  }
+  if (typeof body !== 'string') return { path, line, id, reason: `"${o.textField}" is ${kind(body)}, not a string` };
+  if (isBlank(body)) return { path, line, id, reason: blankReason(body) };
 
   // A line without a backslash has no escape in it, so none of its strings holds a quote, a backslash,
   // a control character (JSON takes none of them raw) or a lone surrogate (the line was decoded from
@@ -225,23 +226,23 @@ function batchLine(obj: Record<string, unknown>, line: number, path: string): En
   }
   if (id.includes('\0')) return { path, line, reason: nulInId('custom_id') };
   if (obj.method !== undefined && obj.method !== 'POST') {
-    return { path, line, reason: `batch line method is ${JSON.stringify(obj.method)}; only POST is supported` };
+    return { path, line, id, reason: `batch line method is ${JSON.stringify(obj.method)}; only POST is supported` };
   }
   if (obj.url !== undefined && (typeof obj.url !== 'string' || !obj.url.endsWith('/chat/completions'))) {
-    return { path, line, reason: `batch line url is ${JSON.stringify(obj.url)}; llmq sends /v1/chat/completions requests only` };
+    return { path, line, id, reason: `batch line url is ${JSON.stringify(obj.url)}; llmq sends /v1/chat/completions requests only` };
   }
   const body = obj.body;
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-    return { path, line, reason: `batch line "body" is ${kind(body)}; it must be an object with "model" and "messages"` };
+    return { path, line, id, reason: `batch line "body" is ${kind(body)}; it must be an object with "model" and "messages"` };
   }
   const b = body as Record<string, unknown>;
   if (typeof b.model !== 'string' || b.model === '' || !Array.isArray(b.messages) || b.messages.length === 0) {
-    return { path, line, reason: 'batch line "body" must have a "model" string and a non-empty "messages" array' };
+    return { path, line, id, reason: 'batch line "body" must have a "model" string and a non-empty "messages" array' };
   }
   // The answer would come as server-sent events, which llmq does not read: each try would be paid
   // for and fail as "not JSON", up to --max-attempts.
   if (b.stream !== undefined && b.stream !== false) {
-    return { path, line, reason: 'batch line "body" sets "stream"; llmq reads whole answers: remove "stream" (or set it to false)' };
+    return { path, line, id, reason: 'batch line "body" sets "stream"; llmq reads whole answers: remove "stream" (or set it to false)' };
   }
   return { id, path, line, text: '', meta: otherFields(obj, 'custom_id', 'body'), body: b };
 }

@@ -33,10 +33,18 @@ export interface Rejection {
   readonly path: string;
   readonly line?: number;
   readonly reason: string;
+  /**
+   * The item id the document would have had, when it could be read: an item of that id enqueued
+   * before keeps its earlier document (`EnqueueSummary.keptEarlier`).
+   */
+  readonly id?: string;
 }
 
 /** What readers yield: documents and rejections in input order, in small arrays to keep overhead low. */
 export type Entry = Document | Rejection;
+
+/** Rejected documents with an id looked up for `EnqueueSummary.keptEarlier`, at most (past it, the count is of these). */
+export const MAX_REJECTED_IDS = 100_000;
 
 export function isRejection(e: Entry): e is Rejection {
   return (e as Rejection).reason !== undefined;

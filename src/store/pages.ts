@@ -16,3 +16,6 @@ export async function* keysetPages<R extends object>(
     after = rows[rows.length - 1]![orderKey];
   }
 }
+
+/** Ids asked about in one query (`QueueReader.itemStates`): one statement's parameter stays small. */
+export const ITEM_STATES_PER_QUERY = 1000;

@@ -31,6 +31,11 @@ export class SeenIds {
     db.exec('BEGIN');
   }
 
+  /** Whether `id` was seen. */
+  has(id: string): boolean {
+    return this.#firstAt.get(id) !== undefined;
+  }
+
   /** Remember `id` as seen at `at`; if it was seen before, return where (and keep the first). */
   add(id: string, at: string): string | undefined {
     return this.addAll([id], [at])?.[0];

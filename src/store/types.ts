@@ -325,6 +325,12 @@ export interface KeyItemRow {
   readonly itemId: string;
 }
 
+/** An item the queue holds, and the state of its job (`QueueReader.itemStates`). */
+export interface ItemState {
+  readonly id: string;
+  readonly state: JobState;
+}
+
 export interface ItemDetail {
   readonly id: string;
   readonly source: string;
@@ -562,6 +568,12 @@ export interface QueueReader {
   /** The queue's counts, failures, runs, learned limits and money, as stored now (nothing in it depends on the clock). */
   status(): Promise<StatusSnapshot>;
   item(id: string): Promise<ItemDetail | null>;
+  /**
+   * Of `ids`, the items the queue holds, each with its job's state, in no particular order (ids it
+   * does not hold are left out). An enqueue asks about the documents it rejected: an item of one of
+   * those ids keeps the document enqueued before (`EnqueueSummary.keptEarlier`).
+   */
+  itemStates(ids: readonly string[]): Promise<ItemState[]>;
   /**
    * Up to `limit` items whose job's key starts with `prefix` (lowercase hex: `run` names a failed job
    * by the first 12 characters of its key), by key, then in input order; with `afterKey`, only

@@ -30,7 +30,7 @@ describe('reading is bounded by --max-doc-bytes, whatever the input', () => {
     const store = tempStore(dir);
     const s = await run(store, ['/dev/zero', join(dir, 'zero.jsonl'), join(dir, 'good.txt')], { maxDocBytes: 1_000_000 });
     expect(s.rejections).toEqual([
-      { path: '/dev/zero', reason: DEVICE },
+      { path: '/dev/zero', id: 'zero', reason: DEVICE },
       { path: join(dir, 'zero.jsonl'), reason: DEVICE },
     ]);
     expect(items(store).map((i) => i.id)).toEqual(['good.txt']);
@@ -43,7 +43,7 @@ describe('reading is bounded by --max-doc-bytes, whatever the input', () => {
     const endless = fifoFedBy(tempDir(), 'cat /dev/zero');
     const s = await run(store, [endless], { maxDocBytes: 100_000 });
     expect(s.rejections).toEqual([
-      { path: endless, reason: 'document is over --max-doc-bytes 100000 (stopped reading after 100000 bytes)' },
+      { path: endless, id: 'pipe.txt', reason: 'document is over --max-doc-bytes 100000 (stopped reading after 100000 bytes)' },
     ]);
     const short = fifoFedBy(tempDir(), 'printf "from a pipe"');
     expect(await run(store, [short], { maxDocBytes: 100_000 })).toMatchObject({ newItems: 1, rejected: 0 });

@@ -173,7 +173,12 @@ describe('enqueue JSONL', () => {
     const input = Readable.from(['{"id":1,"text":"Bonjour","lang":"French"}\n{"id":2,"text":"Hello"}\n']);
     const s = await run(store, ['-'], { stdin: input, request: request('Translate this {{meta.lang}} text: {{text}}') });
     expect(s.rejections).toEqual([
-      { path: '-', line: 2, reason: 'the template needs {{meta.lang}} but the document has no "lang" field (it has no other fields)' },
+      {
+        path: '-',
+        line: 2,
+        id: '2',
+        reason: 'the template needs {{meta.lang}} but the document has no "lang" field (it has no other fields)',
+      },
     ]);
     const [job] = await all(store.copier.dumpJobs());
     const req = JSON.parse(job!.request);
@@ -290,7 +295,12 @@ describe('enqueue JSONL', () => {
     const input = Readable.from(['{"id":"a","text":"no lang"}\n{"id":"a","text":"Hallo","lang":"German"}\n']);
     const s = await run(store, ['-'], { stdin: input, request: request('{{meta.lang}}: {{text}}') });
     expect(s.rejections).toEqual([
-      { path: '-', line: 1, reason: 'the template needs {{meta.lang}} but the document has no "lang" field (it has no other fields)' },
+      {
+        path: '-',
+        line: 1,
+        id: 'a',
+        reason: 'the template needs {{meta.lang}} but the document has no "lang" field (it has no other fields)',
+      },
     ]);
     expect(items(store)).toMatchObject([{ id: 'a', source: '-:2' }]);
   });

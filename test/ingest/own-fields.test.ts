@@ -38,6 +38,7 @@ describe("fields are the document's own, never inherited", () => {
       {
         path: '-',
         line: 1,
+        id: 'a',
         reason: 'the template needs {{meta.constructor}} but the document has no "constructor" field (its other fields: "lang")',
       },
     ]);
@@ -52,6 +53,7 @@ describe("fields are the document's own, never inherited", () => {
       {
         path: '-',
         line: 1,
+        id: 'a',
         reason: 'the template needs {{meta.lang}} but the document has no "lang" field (its other fields: "__proto__")',
       },
     ]);
@@ -68,7 +70,7 @@ describe("fields are the document's own, never inherited", () => {
     const store = tempStore();
     const s = await run(store, ['-'], { stdin: Readable.from(['{"id":"a","text":"x"}\n']), textField: 'constructor', idField: 'toString' });
     expect(s.rejections).toEqual([
-      { path: '-', line: 1, reason: 'no "constructor" field (it has "id", "text": check the name given to --text-field)' },
+      { path: '-', line: 1, id: '-:1', reason: 'no "constructor" field (it has "id", "text": check the name given to --text-field)' },
     ]);
     const ok = await run(store, ['-'], {
       stdin: Readable.from(['{"toString":"id-1","constructor":"the text"}\n']),

@@ -20,11 +20,11 @@ import { shellWord } from '../../shell-word.js';
 import { dbArgument } from '../again.js';
 import { signalCounter } from '../second-signal.js';
 import type { ChalkInstance } from 'chalk';
-import type { EnqueueSummary } from '../../ingest/enqueue.js';
+import type { EnqueueSummary, KeptEarlier } from '../../ingest/enqueue.js';
 import type { Source } from '../../ingest/sources.js';
 import type { Template } from '../../ingest/template.js';
 import type { StatusLine } from '../progress/status-line.js';
-import { DEFAULT_MAX_DOC_BYTES, isOverMaxDocBytes, where } from '../../ingest/types.js';
+import { DEFAULT_MAX_DOC_BYTES, isOverMaxDocBytes, MAX_REJECTED_IDS, where } from '../../ingest/types.js';
 import { likelyMeant } from '../../ingest/fields-it-has.js';
 
 interface EnqueueFlags {
@@ -261,6 +261,8 @@ async function runEnqueue(
         `write such numbers as strings in the file (${field}: "...") and enqueue it again.`,
     );
   }
+  const kept = summary.keptEarlier;
+  if (kept) warn(keptEarlierText(kept, dbArgument(flags.db)));
   const elsewhere = summary.fromAnotherFile;
   if (elsewhere) {
     const { id, was, now } = elsewhere.first;
@@ -443,4 +445,28 @@ function sizeFlag(bytes: number): string {
     if (bytes % size === 0) return `${bytes / size}${unit}`;
   }
   return String(bytes);
+}
+
+/**
+ * Rejected documents whose items were enqueued before keep their earlier documents: a file mended
+ * badly (a field renamed, a text emptied) leaves the old text queued, or its old answer exported,
+ * and the rejection alone does not say so.
+ */
+export function keptEarlierText(kept: KeptEarlier, db: string): string {
+  const { count: n, states, first } = kept;
+  const them = n === 1 ? 'it' : 'them';
+  const waiting = (states.pending ?? 0) + (states.running ?? 0);
+  const what = [
+    waiting > 0 && `${int(waiting)} not answered yet (llmq run sends the earlier document)`,
+    states.done && `${int(states.done)} answered (export gives the answer to the earlier document)`,
+    states.failed && `${int(states.failed)} failed (llmq retry-failed would send the earlier document)`,
+  ].filter(Boolean);
+  const id = JSON.stringify(printable(first.id));
+  return (
+    `${n === 1 ? 'a rejected document names an item' : `${int(n)} rejected documents name items`} enqueued before ` +
+    `(${n === 1 ? '' : 'the first: '}${printable(where(first.path, first.line))}, id ${id})${kept.partial ? ` (of the first ${int(MAX_REJECTED_IDS)} rejected with an id)` : ''}, ` +
+    `which ${n === 1 ? 'keeps its' : 'keep their'} earlier document: ${what.join(', ')}. ` +
+    `Mend the ${n === 1 ? 'line' : 'lines'} and enqueue again, or take ${them} out of the queue: ` +
+    `llmq forget ${n <= kept.ids.length ? kept.ids.map(shellWord).join(' ') : 'ID...'}${db}.`
+  );
 }

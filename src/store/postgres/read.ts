@@ -1,3 +1,4 @@
+import { ITEM_STATES_PER_QUERY } from '../pages.js';
 import { COUNTS_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
 import { NOT_IN_A_LIVE_BATCH, SENT_ONLINE } from '../batches.js';
 import { mockAnswersMayStand, mockAnswersToRun, notAnsweredByMock } from '../mock-answers.js';
@@ -11,6 +12,7 @@ import type {
   FailedItemRow,
   KeyItemRow,
   ItemDetail,
+  ItemState,
   JobState,
   JobToRun,
   LaneLimitRow,
@@ -193,6 +195,16 @@ export class PgReader {
         [prefix, afterKey, `${prefix}g`, limit],
       )
     ).rows;
+  }
+
+  async itemStates(ids: readonly string[]): Promise<ItemState[]> {
+    const found: ItemState[] = [];
+    for (let i = 0; i < ids.length; i += ITEM_STATES_PER_QUERY) {
+      const some = ids.slice(i, i + ITEM_STATES_PER_QUERY);
+      const sql = 'SELECT i.id, j.state FROM items i JOIN jobs j ON j.key = i.job_key WHERE i.id = ANY($1::text[])';
+      found.push(...(await query<ItemState>(this.#pool, sql, [some])).rows);
+    }
+    return found;
   }
 
   item(id: string): Promise<ItemDetail | null> {

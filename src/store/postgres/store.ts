@@ -19,6 +19,7 @@ import type {
   FailedItemRow,
   KeyItemRow,
   ItemDetail,
+  ItemState,
   LaneLimitRow,
   ReserveRequest,
   ReserveResult,
@@ -464,6 +465,10 @@ export class PostgresStore implements Store {
 
   item(id: string): Promise<ItemDetail | null> {
     return this.#read.item(id);
+  }
+
+  itemStates(ids: readonly string[]): Promise<ItemState[]> {
+    return this.#read.itemStates(ids);
   }
 
   itemsByKeyPrefix(prefix: string, limit: number, afterKey?: string): Promise<KeyItemRow[]> {

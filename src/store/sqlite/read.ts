@@ -1,3 +1,4 @@
+import { ITEM_STATES_PER_QUERY } from '../pages.js';
 import { COUNTS_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
 import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type { Db } from './open.js';
@@ -10,6 +11,7 @@ import type {
   FailedItemRow,
   KeyItemRow,
   ItemDetail,
+  ItemState,
   JobToRun,
   LaneLimitRow,
   RunRow,
@@ -119,6 +121,16 @@ export class SqliteReader {
         `SELECT job_key AS key, id AS itemId FROM items WHERE job_key >= ? AND job_key > ? AND job_key < ? ORDER BY job_key, seq LIMIT ${unplannedLimit('?')}`,
       )
       .all(prefix, afterKey, `${prefix}g`, limit) as KeyItemRow[];
+  }
+
+  itemStates(ids: readonly string[]): ItemState[] {
+    const statement = this.#db.prepare(`SELECT i.id, j.state FROM json_each(?) v JOIN items i ON i.id = v.value
+      JOIN jobs j ON j.key = i.job_key`);
+    const found: ItemState[] = [];
+    for (let i = 0; i < ids.length; i += ITEM_STATES_PER_QUERY) {
+      found.push(...(statement.all(JSON.stringify(ids.slice(i, i + ITEM_STATES_PER_QUERY))) as ItemState[]));
+    }
+    return found;
   }
 
   item(id: string): ItemDetail | null {

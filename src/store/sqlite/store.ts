@@ -16,6 +16,7 @@ import type {
   FailedItemRow,
   KeyItemRow,
   ItemDetail,
+  ItemState,
   LaneLimitRow,
   ReserveRequest,
   ReserveResult,
@@ -766,6 +767,10 @@ export class SqliteStore implements Store {
 
   async item(id: string): Promise<ItemDetail | null> {
     return this.#read.item(id);
+  }
+
+  async itemStates(ids: readonly string[]): Promise<ItemState[]> {
+    return this.#read.itemStates(ids);
   }
 
   async itemsByKeyPrefix(prefix: string, limit: number, afterKey?: string): Promise<KeyItemRow[]> {

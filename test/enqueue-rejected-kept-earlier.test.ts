@@ -1,0 +1,111 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { enqueue } from '../src/ingest/enqueue.js';
+import { sourcePath } from '../src/ingest/folder.js';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { runCli } from './helpers/cli.js';
+import { tempDir } from './helpers/tmp.js';
+import { request as withPrompt } from './ingest/helpers.js';
+
+// A document rejected on a second enqueue does not replace its item: the item keeps the document
+// enqueued before, and `llmq run` sends that (or export gives its old answer). The rejection alone
+// does not say so; the summary and a warning do.
+describe('rejected documents whose items were enqueued before', () => {
+  const lines = (...docs: object[]) => `${docs.map((d) => JSON.stringify(d)).join('\n')}\n`;
+
+  it("are counted by their jobs' states, first in input order; a new id or one this input enqueued is not", async () => {
+    const dir = tempDir();
+    const file = join(dir, 'in.jsonl');
+    const store = new SqliteStore(join(dir, 'q.db'));
+    try {
+      writeFileSync(file, lines({ id: 'a', text: 'A' }, { id: 'b', text: 'B' }, { id: 'c', text: 'C' }, { id: 'e', text: 'E' }));
+      await enqueue(store, { sources: [file], request: withPrompt('{{text}}') });
+      const { jobs } = await store.claim({ owner: 'r', limit: 10, now: Date.now(), leaseUntil: Date.now() + 60_000, maxAttempts: 3 });
+      const e = jobs.find((j) => JSON.parse(j.request).messages[0].content === 'E')!;
+      await store.complete(e.key, {
+        owner: 'r',
+        output: 'answer to E',
+        response: '{}',
+        usage: { promptTokens: 1, completionTokens: 1 },
+        attempt: { key: e.key, runId: 'r', attempt: 1, startedAt: 0, endedAt: 1, status: 200, outcome: 'done', error: null, usage: null },
+      });
+      await store.release('r', { refund: true, now: Date.now() });
+
+      writeFileSync(
+        file,
+        lines(
+          { id: 'new', txt: 'no text field' }, // no item of this id: a plain rejection
+          { id: 'b', txt: 'B2' }, // b keeps "B", pending
+          { id: 'a', text: 'A2' }, // a is updated by this line...
+          { id: 'a', text: '' }, // ...so its rejected duplicate below is this input's, not an earlier one
+          { id: 'c', text: '' }, // c rejected here, enqueued by a later line: this input's
+          { id: 'c', text: 'C2' },
+          { id: 'e', text: 42 }, // e keeps its answer to "E"
+        ),
+      );
+      const s = await enqueue(store, { sources: [file], request: withPrompt('{{text}}') });
+      expect(s.rejected).toBe(5);
+      expect(s.keptEarlier).toEqual({
+        count: 2,
+        states: { pending: 1, done: 1 },
+        first: { path: file, line: 2, id: 'b' },
+        ids: ['b', 'e'],
+        partial: false,
+      });
+      expect(s.rejections.map((r) => r.id)).toEqual(['new', 'b', 'a', 'c', 'e']);
+
+      // nothing rejected names an earlier item: null
+      writeFileSync(file, lines({ id: 'zzz', text: '' }));
+      expect((await enqueue(store, { sources: [file], request: withPrompt('{{text}}') })).keptEarlier).toBeNull();
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("include a folder's file that became unreadable as text, and a line whose template field went missing", async () => {
+    const dir = tempDir();
+    const docs = join(dir, 'docs');
+    mkdirSync(docs);
+    writeFileSync(join(docs, 'one.txt'), 'one');
+    writeFileSync(join(docs, 'two.txt'), 'two');
+    const file = join(dir, 'in.jsonl');
+    writeFileSync(file, lines({ id: 'x', text: 'X', lang: 'en' }));
+    const store = new SqliteStore(join(dir, 'q.db'));
+    try {
+      await enqueue(store, { sources: [docs], request: withPrompt('{{text}}') });
+      await enqueue(store, { sources: [file], request: withPrompt('{{meta.lang}}: {{text}}') });
+      writeFileSync(join(docs, 'two.txt'), Buffer.from([0x68, 0x00, 0x69])); // binary now
+      writeFileSync(file, lines({ id: 'x', text: 'X' })); // no lang any more
+      const folder = await enqueue(store, { sources: [docs], request: withPrompt('{{text}}') });
+      expect(folder.keptEarlier).toMatchObject({ count: 1, first: { path: sourcePath(join(docs, 'two.txt')), id: 'two.txt' } });
+      const jsonl = await enqueue(store, { sources: [file], request: withPrompt('{{meta.lang}}: {{text}}') });
+      expect(jsonl.keptEarlier).toMatchObject({ count: 1, first: { path: file, line: 1, id: 'x' } });
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('are warned of by the CLI, with what each state means and the forget command that takes them out', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'in.jsonl');
+    const db = join(dir, 'q.db');
+    writeFileSync(file, lines({ id: 'a', text: 'A' }, { id: 'b', text: 'B' }));
+    expect((await runCli(['enqueue', file, '--db', db])).code).toBe(0);
+    writeFileSync(file, lines({ id: 'a', body: 'A2' }, { id: 'b', text: 'B' }));
+    const r = await runCli(['enqueue', file, '--db', db]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(
+      `warning: a rejected document names an item enqueued before (${file}:1, id "a"), which keeps its earlier document: ` +
+        `1 not answered yet (llmq run sends the earlier document). Mend the line and enqueue again, or take it out of the queue: llmq forget a --db ${db}.`,
+    );
+    const json = JSON.parse((await runCli(['enqueue', file, '--db', db, '--json'])).stdout);
+    expect(json.keptEarlier).toEqual({
+      count: 1,
+      states: { pending: 1 },
+      first: { path: file, line: 1, id: 'a' },
+      ids: ['a'],
+      partial: false,
+    });
+  });
+});
