@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { oneLine, percent, wrap } from '../src/report/format.js';
+import { oneLine, percent, usd, wrap } from '../src/report/format.js';
 
 describe('wrap', () => {
   it('breaks at spaces, cuts a word longer than the width, and loses nothing', () => {
@@ -51,5 +51,22 @@ describe('percent', () => {
   it('rate: digits enough for a rate of a request every few minutes', async () => {
     const { rate } = await import('../src/report/format.js');
     expect([rate(0.0031), rate(0.05), rate(0.42), rate(4.56), rate(120.4), rate(0)]).toEqual(['0.0031', '0.05', '0.42', '4.6', '120', '0']);
+  });
+});
+
+describe('usd', () => {
+  it('shows two sums of the same answers alike, whatever order added their last bits (the run summary and status)', () => {
+    // 0.0009045 a hair below and above: to the nano-dollar the ledger keeps, both are 904,500 nano-USD
+    expect(usd(0.0009045 - 1e-15)).toBe(usd(0.0009045 + 1e-15));
+    expect(usd(0.0009045 + 1e-15)).toBe('$0.000905');
+    expect([usd(0), usd(4e-10), usd(0.0146), usd(1.234), usd(-0.5), usd(12_345.6), usd(null)]).toEqual([
+      '$0.00',
+      '$0.00',
+      '$0.0146',
+      '$1.23',
+      '-$0.50',
+      '$12,346',
+      'unknown',
+    ]);
   });
 });

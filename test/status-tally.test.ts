@@ -32,7 +32,7 @@ describe('status tally of the maintained counts', () => {
       [0.135, '$0.135'],
       [0.5, '$0.50'],
       [0.0013949, '$0.00139'],
-      [0.000013949999999999999, '$0.0000139'], // a float's tail is not shown
+      [0.000013949999999999999, '$0.000014'], // a float's tail is not shown: 13,950 nano-USD, as the ledger keeps it, rounded half up
       [1e-7, '$0.0000001'],
       [1.234, '$1.23'],
       [1234.5, '$1,235'],

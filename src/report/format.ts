@@ -45,7 +45,11 @@ export function usd(n: number | null): string {
   if (n === null) return 'unknown';
   if (n === 0) return '$0.00';
   const sign = n < 0 ? '-' : '';
-  const a = Math.abs(n);
+  // To the nano-dollar the ledger keeps first: two sums of the same answers, added in another order
+  // (the run's as they came, status's in the store), differ in their last bits, which at a digit's
+  // edge ($0.0009045) showed the run's summary and status a cent's tenth apart.
+  const a = Math.round(Math.abs(n) * 1e9) / 1e9;
+  if (a === 0) return '$0.00';
   if (a >= 1000) return `${sign}$${int(a)}`;
   if (a >= 1) return `${sign}$${a.toFixed(2)}`;
   // Under a dollar, three significant digits (at least cents): $0.0146 spent of a $0.02 budget is
