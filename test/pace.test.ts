@@ -308,6 +308,30 @@ describe('where a lane says its pace was learned', () => {
   });
 });
 
+describe('a pace an earlier run remembered', () => {
+  const lane = (caps: PaceLimits) => new Lane('m', caps, new LocalLaneBoard(() => T0), () => T0);
+  const MINUTE = 60_000;
+
+  it('learned from 429s is kept for a run soon after, and forgotten by one later (they may have been no limit)', () => {
+    const soon = lane({ rpm: 3000, tpm: null });
+    soon.restore({ rpm: 600, tpm: null, source: '429s', at: T0 - 14 * MINUTE });
+    expect(soon.limits().rpm).toBeCloseTo(600);
+    const later = lane({ rpm: 3000, tpm: null });
+    later.restore({ rpm: 600, tpm: null, source: '429s', at: T0 - 16 * MINUTE });
+    expect(later.limits().rpm).toBe(3000);
+    // with no cap the pace learned is the limit itself: forgotten too, so nothing is known
+    const uncapped = lane({ rpm: null, tpm: null });
+    uncapped.restore({ rpm: 600, tpm: null, source: '429s', at: T0 - 16 * MINUTE });
+    expect(uncapped.limits().rpm).toBeNull();
+  });
+
+  it('said by the provider (headers) is kept however old', () => {
+    const l = lane({ rpm: 3000, tpm: null });
+    l.restore({ rpm: 500, tpm: 200_000, source: 'headers', at: T0 - 24 * 60 * MINUTE });
+    expect(l.limits()).toEqual({ rpm: 500, tpm: 200_000 });
+  });
+});
+
 describe('a pace learned from 429s with no limit said or set', () => {
   /** Sends for `ms`, asking the lane every `everyMs` of the clock (10: at most 100 a second); returns how many went. */
   async function sendFor(lane: Lane, clock: { now: number }, ms: number, everyMs = 0.5): Promise<number> {
