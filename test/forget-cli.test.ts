@@ -55,7 +55,8 @@ describe('llmq forget', () => {
     // an answered item forgotten: its answer is kept, and said so
     const answered = await cli(['forget', 'a.txt']);
     expect(answered.stderr).toBe(
-      'forgot 1 item of ./llmq.db: 0 unanswered jobs dropped, 1 job answered or being answered kept, no item needing it now (status leaves it out of done).\n',
+      'forgot 1 item of ./llmq.db: 0 unanswered jobs dropped, 1 answer kept that no item needs now (paid for, or being answered: ' +
+        'enqueue the same document again and it is found, not sent; status counts it as kept, not done).\n',
     );
     // a run at work holds jobs it will send whatever is forgotten: said
     const store = new SqliteStore(join(dir, 'llmq.db'));

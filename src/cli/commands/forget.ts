@@ -82,8 +82,9 @@ async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
     `${count(r.droppedJobs, 'unanswered job')} dropped`,
     ...(r.orphanedAnswers
       ? [
-          `${count(r.orphanedAnswers, 'job')} answered or being answered kept, no item needing ${r.orphanedAnswers === 1 ? 'it' : 'them'} now ` +
-            `(status leaves ${r.orphanedAnswers === 1 ? 'it' : 'them'} out of done)`,
+          `${count(r.orphanedAnswers, 'answer')} kept that no item needs now (paid for, or being answered: enqueue the same ` +
+            `${r.orphanedAnswers === 1 ? 'document' : 'documents'} again and ${r.orphanedAnswers === 1 ? 'it is' : 'they are'} found, not sent; ` +
+            `status counts ${r.orphanedAnswers === 1 ? 'it' : 'them'} as kept, not done)`,
         ]
       : []),
   ];
