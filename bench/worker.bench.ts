@@ -122,8 +122,9 @@ async function durableLoop(url: string, jobs: number, concurrency: number): Prom
  * The present layout's floor in the loop: the bare loop, plus bare SQLite tables shaped as the store's
  * (a job's row changed twice, claimed 80 at a time and answered; an attempt row per answer; the counts
  * once per commit; answers group-committed when the event loop turns; the WAL copied back by the
- * store's checkpointer thread), with none of the store's other features: no triggers, no secondary
- * indexes, no requests kept apart, no JavaScript of the store's. Its distance to the bare loop is what
+ * store's checkpointer thread), with none of the store's other features: no triggers, only the
+ * claim's index and the key's (no jobs_age, jobs_lease, jobs_claim_model), no requests kept apart,
+ * no JavaScript of the store's. Its distance to the bare loop is what
  * the layout itself costs; from there to the durable floor, what the store's features on the hot path
  * cost (docs/architecture.md, "Dispatch").
  */

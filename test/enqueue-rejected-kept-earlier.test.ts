@@ -2,6 +2,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { enqueue } from '../src/ingest/enqueue.js';
+import { parseJsonLine } from '../src/ingest/jsonl.js';
 import { sourcePath } from '../src/ingest/folder.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { runCli } from './helpers/cli.js';
@@ -96,8 +97,8 @@ describe('rejected documents whose items were enqueued before', () => {
     const r = await runCli(['enqueue', file, '--db', db]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(
-      `warning: a rejected document names an item enqueued before (${file}:1, id "a"), which keeps its earlier document: ` +
-        `1 not answered yet (llmq run sends the earlier document). Mend the line and enqueue again, or take it out of the queue: llmq forget a --db ${db}.`,
+      `warning: the document of an item enqueued before was rejected this time (${file}:1, id "a"), so it keeps its earlier document: ` +
+        `1 not answered yet (llmq run sends the earlier document). Mend it and enqueue again, or take the item out of the queue: llmq forget --db ${db} a.`,
     );
     const json = JSON.parse((await runCli(['enqueue', file, '--db', db, '--json'])).stdout);
     expect(json.keptEarlier).toEqual({
@@ -107,5 +108,52 @@ describe('rejected documents whose items were enqueued before', () => {
       ids: ['a'],
       partial: false,
     });
+  });
+
+  it('count an item rejected on two lines once, and never fail on an id the store gives back otherwise (a lone surrogate)', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'in.jsonl');
+    const store = new SqliteStore(join(dir, 'q.db'));
+    try {
+      writeFileSync(file, `${lines({ id: 'a', text: 'A' })}{"id":"b\\ud800","text":"B"}\n`);
+      await enqueue(store, { sources: [file], request: withPrompt('{{text}}') });
+      writeFileSync(file, `${lines({ id: 'a', txt: 'A2' }, { id: 'a', txt: 'A3' })}{"id":"b\\ud800","txt":"B2"}\n`);
+      const s = await enqueue(store, { sources: [file], request: withPrompt('{{text}}') });
+      expect(s.rejected).toBe(3);
+      expect(s.keptEarlier).toEqual({
+        count: 2,
+        states: { pending: 2 },
+        first: { path: file, line: 1, id: 'a' },
+        ids: ['a', 'b\ud800'],
+        partial: false,
+      });
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('name ids that read as options after "--" in the forget command (stdin\'s line ids, -:N)', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    expect((await runCli(['enqueue', '-', '--db', db], { input: lines({ text: 'one' }, { text: 'two' }) })).code).toBe(0);
+    const r = await runCli(['enqueue', '-', '--db', db], { input: lines({ text: 'one' }, { txt: 'two' }) });
+    expect(r.stderr).toContain(`llmq forget --db ${db} -- -:2.`);
+    const forget = await runCli(['forget', '--db', db, '--', '-:2']);
+    expect(forget.code).toBe(0);
+  });
+});
+
+describe('a JSONL line with a bad id and a bad text', () => {
+  it('is rejected for its text first, as before ids were read ahead of it; a good id rides on a text rejection', () => {
+    const o = { maxDocBytes: 1_000_000, idField: 'id', textField: 'text' };
+    expect(parseJsonLine('{"id":{"x":1},"body":"t"}', 3, 'in.jsonl', o)).toEqual({
+      path: 'in.jsonl',
+      line: 3,
+      reason: 'no "text" field (it has "id", "body": name the text field with --text-field)',
+    });
+    expect(parseJsonLine('{"id":{"x":1},"text":"t"}', 3, 'in.jsonl', o)).toMatchObject({
+      reason: expect.stringMatching(/^"id" is an object/),
+    });
+    expect(parseJsonLine('{"id":"a","text":""}', 3, 'in.jsonl', o)).toMatchObject({ id: 'a', reason: 'empty document' });
   });
 });

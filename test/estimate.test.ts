@@ -370,3 +370,19 @@ describe('estimate', () => {
     expect(within.budget).toMatchObject({ flag: '--budget', verdict: 'within' });
   });
 });
+
+describe('estimate and status read a remembered pace as the next run will', () => {
+  it('a pace only 429s taught, over 15 minutes ago, is expired: estimate paces without it, status says so', async () => {
+    const { store } = await seeded();
+    await store.saveLaneLimits({ baseUrl: BASE, model: MODEL, rpm: 6, tpm: null, source: '429s', at: T - 16 * 60_000 });
+    const old = await estimateRun(store, { prices, now: T, baseUrl: BASE, concurrency: 4 });
+    expect(old.models[0]!.limits).toMatchObject({ rpm: null, learned: null });
+    const recent = await estimateRun(store, { prices, now: T - 2 * 60_000, baseUrl: BASE, concurrency: 4 });
+    expect(recent.models[0]!.limits).toMatchObject({ rpm: 6, learned: { source: '429s' } });
+    const db = store.location;
+    await store.close();
+    const status = await runCli(['status', '--db', db, '--json']);
+    expect(JSON.parse(status.stdout).limits).toMatchObject([{ model: MODEL, source: '429s', rpm: 6, expired: true }]);
+    expect((await runCli(['status', '--db', db])).stdout).toMatch(/gpt-test: 6 rpm, learned from 429s 16m \d\ds ago, expired/);
+  });
+});

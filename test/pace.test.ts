@@ -4,7 +4,9 @@ import { LatencyStats } from '../src/scheduler/pace/latency.js';
 import { limitsFromHeaders, refillIntervalMs } from '../src/scheduler/pace/learned.js';
 import { WARM_GUARD_MS, WindowPacer, reachablePerSecond, type PaceLimits } from '../src/scheduler/pace/window-pacer.js';
 import { paceSeconds } from '../src/report/estimate-time.js';
-import { LocalLaneBoard } from '../src/scheduler/pace/board.js';
+import { LEARNED_FROM_429S_KEPT_MS, LocalLaneBoard } from '../src/scheduler/pace/board.js';
+import { Lanes, localBoards } from '../src/scheduler/lanes.js';
+import type { LaneLimitRow } from '../src/store/types.js';
 import { Lane } from '../src/scheduler/lane.js';
 import { laneText } from '../src/cli/progress/lines.js';
 import { ProviderError } from '../src/provider/types.js';
@@ -323,6 +325,35 @@ describe('a pace an earlier run remembered', () => {
     const uncapped = lane({ rpm: null, tpm: null });
     uncapped.restore({ rpm: 600, tpm: null, source: '429s', at: T0 - 16 * MINUTE });
     expect(uncapped.limits().rpm).toBeNull();
+  });
+
+  it('learned from 429s is written again while 429s keep meeting it, so a run restarted after a long one finds it', async () => {
+    const clock = { now: T0 };
+    const saved: Array<{ rpm: number | null; at: number }> = [];
+    const memory = { saveLaneLimits: async (row: LaneLimitRow) => void saved.push({ rpm: row.rpm, at: row.at }) };
+    const lanes = new Lanes(
+      'http://127.0.0.1:1/v1',
+      { rpm: 3000, tpm: null },
+      localBoards(() => clock.now),
+      () => clock.now,
+    );
+    const tooMany = new ProviderError({ message: '429', scope: 'retryable', reason: 'rate_limit', status: 429 });
+    lanes.get('m').rateLimitedBy(tooMany, clock.now);
+    await lanes.save(memory);
+    expect(saved).toEqual([{ rpm: 2250, at: T0 }]);
+    // climbed back and settled under the rate the 429 came at (2,700): written once
+    clock.now += 3 * MINUTE;
+    await lanes.save(memory);
+    expect(saved.at(-1)).toEqual({ rpm: 2700, at: clock.now });
+    const settled = saved.length;
+    clock.now += MINUTE; // unchanged since: not written
+    await lanes.save(memory);
+    expect(saved).toHaveLength(settled);
+    // a tenth of the time it is kept after it was written, with 429s in this run: written again, the time new
+    clock.now += LEARNED_FROM_429S_KEPT_MS / 10 - MINUTE;
+    await lanes.save(memory);
+    expect(saved).toHaveLength(settled + 1);
+    expect(saved.at(-1)).toEqual({ rpm: 2700, at: clock.now });
   });
 
   it('said by the provider (headers) is kept however old', () => {

@@ -133,6 +133,7 @@ export const MAX_KEPT_REJECTIONS = 1000;
 
 /** Rejected documents whose item was enqueued before (`EnqueueSummary.keptEarlier`). */
 export interface KeptEarlier {
+  /** Items (an item rejected on two lines is one). */
   readonly count: number;
   /** Their jobs' states: `pending` and `running` ones are sent as enqueued before, `done` ones keep that answer. */
   readonly states: Readonly<Partial<Record<JobState, number>>>;
@@ -212,16 +213,20 @@ const KEPT_EARLIER_IDS_SHOWN = 5;
 
 /** Of the rejected documents, those whose id names an item the queue holds: kept as enqueued before. */
 async function keptEarlierItems(itemStates: NonNullable<IntakeStore['itemStates']>, rejected: RejectedIds): Promise<KeptEarlier | null> {
-  if (rejected.ids.length === 0) return null;
-  const found = await itemStates(rejected.ids.map((r) => r.id));
-  if (found.length === 0) return null;
-  const stateOf = new Map(found.map((f) => [f.id, f.state]));
+  // each item once (an id rejected on two lines), the first in input order
+  const firstOf = new Map<string, RejectedIds['ids'][number]>();
+  for (const r of rejected.ids) if (!firstOf.has(r.id)) firstOf.set(r.id, r);
+  if (firstOf.size === 0) return null;
+  const asked = [...firstOf.values()];
+  const found = await itemStates(asked.map((r) => r.id));
+  const kept: Array<{ rejection: RejectedIds['ids'][number]; state: JobState }> = [];
+  for (const [i, state] of found.entries()) if (state !== null) kept.push({ rejection: asked[i]!, state });
+  if (kept.length === 0) return null;
   const states: Partial<Record<JobState, number>> = {};
-  for (const { state } of found) states[state] = (states[state] ?? 0) + 1;
-  const kept = rejected.ids.filter((r) => stateOf.has(r.id));
-  const { path, line, id } = kept[0]!;
-  const ids = [...new Set(kept.slice(0, KEPT_EARLIER_IDS_SHOWN).map((r) => r.id))];
-  return { count: found.length, states, first: { path, ...(line !== undefined && { line }), id }, ids, partial: rejected.partial };
+  for (const { state } of kept) states[state] = (states[state] ?? 0) + 1;
+  const { path, line, id } = kept[0]!.rejection;
+  const ids = kept.slice(0, KEPT_EARLIER_IDS_SHOWN).map((k) => k.rejection.id);
+  return { count: kept.length, states, first: { path, ...(line !== undefined && { line }), id }, ids, partial: rejected.partial };
 }
 
 /**

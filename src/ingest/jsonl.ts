@@ -156,18 +156,23 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   const obj = value as Record<string, unknown>;
   if ('custom_id' in obj && ('body' in obj || 'url' in obj || 'method' in obj)) return batchLine(obj, line, path);
 
-  // the id first: a line rejected for its text still names the item it would have replaced
+  // the id before the text, so that a line rejected for its text names the item it would have
+  // replaced; a bad id is said after the text's problems, as before
   const rawId = own(obj, o.idField);
-  let id: string;
+  let id: string | undefined;
+  let badId: string | undefined;
   const positional = unnamed && (rawId === undefined || rawId === null);
   if (rawId === undefined || rawId === null) id = `${path}:${line}`;
   else if (typeof rawId === 'string' && rawId !== '') id = rawId;
   else if (typeof rawId === 'number') {
     const written = numericId(text, o.idField, rawId);
-    if (written === null) return { path, line, reason: inexactId(o.idField, rawId) };
-    id = written;
-  } else return { path, line, reason: `"${o.idField}" is ${kind(rawId)}; an id must be a non-empty string or a number` };
-  if (id.includes('\0')) return { path, line, reason: nulInId(o.idField) };
+    if (written === null) badId = inexactId(o.idField, rawId);
+    else id = written;
+  } else badId = `"${o.idField}" is ${kind(rawId)}; an id must be a non-empty string or a number`;
+  if (id?.includes('\0')) {
+    badId = nulInId(o.idField);
+    id = undefined;
+  }
 
   const body = own(obj, o.textField);
   if (body === undefined) {
@@ -184,6 +189,7 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   }
   if (typeof body !== 'string') return { path, line, id, reason: `"${o.textField}" is ${kind(body)}, not a string` };
   if (isBlank(body)) return { path, line, id, reason: blankReason(body) };
+  if (id === undefined) return { path, line, reason: badId! };
 
   // A line without a backslash has no escape in it, so none of its strings holds a quote, a backslash,
   // a control character (JSON takes none of them raw) or a lone surrogate (the line was decoded from

@@ -1,6 +1,7 @@
 import type { PriceTable } from '../pricing/price-table.js';
 import type { LaneLimitRow, LaneMemory, QueueReader } from '../store/types.js';
 import { paceSeconds, type LaneLimits } from './estimate-time.js';
+import { stillRemembered } from '../scheduler/pace/board.js';
 import { defaultMeasureThreads, measureHere, measureOnThreads, type Measurer } from './prompt-measure.js';
 
 export interface EstimateOptions {
@@ -340,7 +341,9 @@ class Tally {
 
 /** The lower of the flag and what the provider said for this endpoint and model. */
 function limitsFor(model: string, lanes: readonly LaneLimitRow[], o: EstimateOptions): LaneLimits {
-  const learned = lanes.find((l) => l.baseUrl === o.baseUrl && l.model === model) ?? null;
+  // as the run will: a pace only 429s taught, long ago, is not where it starts (stillRemembered)
+  const row = lanes.find((l) => l.baseUrl === o.baseUrl && l.model === model);
+  const learned = row && stillRemembered(row, o.now) ? row : null;
   const lower = (flag: number | undefined, seen: number | null | undefined) =>
     flag === undefined ? (seen ?? null) : seen === null || seen === undefined ? flag : Math.min(flag, seen);
   return {

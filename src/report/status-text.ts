@@ -63,7 +63,7 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
     const from = l.source === 'headers' ? 'from headers' : 'learned from 429s';
     const where = hosts.size > 1 ? ` at ${l.baseUrl}` : '';
     lines.push(
-      `  ${(i === 0 ? 'limits' : '').padEnd(9)}${oneLine(`${l.model}${where}: ${what || 'unknown'}, ${from} ${duration(l.ageSeconds)} ago`, 69)}`,
+      `  ${(i === 0 ? 'limits' : '').padEnd(9)}${oneLine(`${l.model}${where}: ${what || 'unknown'}, ${from} ${duration(l.ageSeconds)} ago${l.expired ? ', expired' : ''}`, 69)}`,
     );
   }
 

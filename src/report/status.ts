@@ -1,6 +1,7 @@
 import type { JobState, RunAlert, RunLaneStats, RunRow, StatusSnapshot } from '../store/types.js';
 import type { PriceTable } from '../pricing/price-table.js';
 import { buildCost, isLive, type CostReport, type RunsGoneHere } from './status-cost.js';
+import { stillRemembered } from '../scheduler/pace/board.js';
 
 export type { CostReport, ModelCost, RunCost } from './status-cost.js';
 
@@ -95,6 +96,8 @@ export interface StatusReport {
     readonly source: 'headers' | '429s';
     readonly learnedAt: number;
     readonly ageSeconds: number;
+    /** A pace only 429s taught, too long ago for the next run to start at (`stillRemembered`). */
+    readonly expired: boolean;
   }>;
 }
 
@@ -135,6 +138,7 @@ export function buildStatusReport(
       source: l.source,
       learnedAt: l.at,
       ageSeconds: Math.max(0, (o.now - l.at) / 1000),
+      expired: !stillRemembered(l, o.now),
     })),
     activeRuns,
     lastRun: s.lastRun ? runReport(s.lastRun, o.now, o.here) : null,

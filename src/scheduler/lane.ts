@@ -1,6 +1,6 @@
 import type { ProviderError, RateLimitInfo } from '../provider/types.js';
 import { RateBackoff } from './pace/backoff.js';
-import type { LaneBoard, LearnedLimits } from './pace/board.js';
+import { stillRemembered, type LaneBoard, type LearnedLimits } from './pace/board.js';
 import { LatencyStats } from './pace/latency.js';
 import { limitsFromHeaders, lowerOf, refillIntervalMs } from './pace/learned.js';
 import { GUARD_MS, WARM_GUARD_MS, reachablePerSecond, type PaceLimits, type PaceTicket } from './pace/window-pacer.js';
@@ -83,19 +83,10 @@ export class Lane {
     this.#backoff = new RateBackoff(now());
   }
 
-  /**
-   * How long a pace that only 429s taught is kept for the next run. No limit was said: the 429s may
-   * have been an overloaded proxy's, another client's burst, or a quota since raised, and a pace cut
-   * to a fifth by them held every later run to it, climbing back to the cap over minutes. A run
-   * restarted soon after (a crash, a Ctrl-C) still starts at it; a later one starts at its caps and
-   * learns again if the 429s come back. Limits the provider said (headers) are kept as they are.
-   */
-  static readonly LEARNED_FROM_429S_KEPT_MS = 15 * 60_000;
-
   /** Start from limits remembered from an earlier run. */
   restore(learned: LearnedLimits): void {
     if (this.board.learned()) return;
-    if (learned.source === '429s' && this.#now() - learned.at > Lane.LEARNED_FROM_429S_KEPT_MS) return;
+    if (!stillRemembered(learned, this.#now())) return;
     // A pace found by backing off under a cap is a factor of that cap: it may climb back.
     if (learned.source === '429s' && learned.rpm !== null && this.#caps.rpm !== null) {
       this.#backoff.restore(learned.rpm / this.#caps.rpm);

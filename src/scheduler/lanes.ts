@@ -1,6 +1,6 @@
 import type { LaneMemory } from '../store/types.js';
 import { Lane, type LaneSnapshot } from './lane.js';
-import { LocalLaneBoard, type LaneBoard, type LearnedLimits } from './pace/board.js';
+import { LEARNED_FROM_429S_KEPT_MS, LocalLaneBoard, type LaneBoard, type LearnedLimits } from './pace/board.js';
 import type { PaceLimits } from './pace/window-pacer.js';
 
 /** Makes the board of one lane: in process by default, in Redis when runs share limits. */
@@ -37,7 +37,8 @@ export const BACKOFF_ROOM = 16;
 export class Lanes {
   readonly #lanes = new Map<string, Lane>();
   readonly #remembered = new Map<string, LearnedLimits>();
-  readonly #saved = new Map<string, string>();
+  /** What was last written for each model, and when it was learned (the row's `at`). */
+  readonly #saved = new Map<string, { key: string; at: number }>();
 
   constructor(
     readonly baseUrl: string,
@@ -54,7 +55,7 @@ export class Lanes {
       if (row.baseUrl !== this.baseUrl) continue;
       const { rpm, tpm, source, at } = row;
       this.#remembered.set(row.model, { rpm, tpm, source, at });
-      this.#saved.set(row.model, JSON.stringify([rpm, tpm, source]));
+      this.#saved.set(row.model, { key: JSON.stringify([rpm, tpm, source]), at });
     }
   }
 
@@ -133,16 +134,23 @@ export class Lanes {
     await Promise.all(this.all().map((l) => l.board.refresh().catch(() => {})));
   }
 
-  /** Write learned limits that changed since they were last saved. */
+  /**
+   * Write learned limits that changed since they were last saved. A pace 429s taught, met by 429s
+   * again in this run, is written again unchanged once a tenth of the time it is kept has passed:
+   * they keep it recent, and a run restarted after a long one finds it (`stillRemembered`).
+   */
   async save(store: Pick<LaneMemory, 'saveLaneLimits'>): Promise<void> {
     for (const lane of this.all()) {
       const learned = lane.toRemember();
       if (!learned) continue;
       const rounded = { ...learned, rpm: round(learned.rpm), tpm: round(learned.tpm) };
       const key = JSON.stringify([rounded.rpm, rounded.tpm, rounded.source]);
-      if (this.#saved.get(lane.model) === key) continue;
+      const saved = this.#saved.get(lane.model);
+      const stale =
+        rounded.source === '429s' && lane.rateLimited > 0 && learned.at - (saved?.at ?? -Infinity) >= LEARNED_FROM_429S_KEPT_MS / 10;
+      if (saved?.key === key && !stale) continue;
       await store.saveLaneLimits({ baseUrl: this.baseUrl, model: lane.model, ...rounded });
-      this.#saved.set(lane.model, key);
+      this.#saved.set(lane.model, { key, at: learned.at });
     }
   }
 

@@ -325,12 +325,6 @@ export interface KeyItemRow {
   readonly itemId: string;
 }
 
-/** An item the queue holds, and the state of its job (`QueueReader.itemStates`). */
-export interface ItemState {
-  readonly id: string;
-  readonly state: JobState;
-}
-
 export interface ItemDetail {
   readonly id: string;
   readonly source: string;
@@ -569,11 +563,12 @@ export interface QueueReader {
   status(): Promise<StatusSnapshot>;
   item(id: string): Promise<ItemDetail | null>;
   /**
-   * Of `ids`, the items the queue holds, each with its job's state, in no particular order (ids it
-   * does not hold are left out). An enqueue asks about the documents it rejected: an item of one of
-   * those ids keeps the document enqueued before (`EnqueueSummary.keptEarlier`).
+   * For each of `ids`, in order, the state of the job of the item of that id, or null when the queue
+   * holds no such item. By position, not by the id read back: an id holding a lone surrogate (a JSON
+   * escape) reads back otherwise than it was written. An enqueue asks about the documents it
+   * rejected: such an item keeps the document enqueued before (`EnqueueSummary.keptEarlier`).
    */
-  itemStates(ids: readonly string[]): Promise<ItemState[]>;
+  itemStates(ids: readonly string[]): Promise<Array<JobState | null>>;
   /**
    * Up to `limit` items whose job's key starts with `prefix` (lowercase hex: `run` names a failed job
    * by the first 12 characters of its key), by key, then in input order; with `afterKey`, only

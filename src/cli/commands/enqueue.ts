@@ -454,19 +454,24 @@ function sizeFlag(bytes: number): string {
  */
 export function keptEarlierText(kept: KeptEarlier, db: string): string {
   const { count: n, states, first } = kept;
-  const them = n === 1 ? 'it' : 'them';
+  const one = n === 1;
   const waiting = (states.pending ?? 0) + (states.running ?? 0);
   const what = [
     waiting > 0 && `${int(waiting)} not answered yet (llmq run sends the earlier document)`,
     states.done && `${int(states.done)} answered (export gives the answer to the earlier document)`,
     states.failed && `${int(states.failed)} failed (llmq retry-failed would send the earlier document)`,
   ].filter(Boolean);
-  const id = JSON.stringify(printable(first.id));
+  const ids = kept.ids.map(shellWord);
+  // an id like `-:2` (a line of stdin) or `-5` would be read as an option
+  const forget =
+    n <= kept.ids.length
+      ? `llmq forget${db}${kept.ids.some((id) => id.startsWith('-')) ? ' --' : ''} ${ids.join(' ')}`
+      : `llmq forget${db} ID...`;
   return (
-    `${n === 1 ? 'a rejected document names an item' : `${int(n)} rejected documents name items`} enqueued before ` +
-    `(${n === 1 ? '' : 'the first: '}${printable(where(first.path, first.line))}, id ${id})${kept.partial ? ` (of the first ${int(MAX_REJECTED_IDS)} rejected with an id)` : ''}, ` +
-    `which ${n === 1 ? 'keeps its' : 'keep their'} earlier document: ${what.join(', ')}. ` +
-    `Mend the ${n === 1 ? 'line' : 'lines'} and enqueue again, or take ${them} out of the queue: ` +
-    `llmq forget ${n <= kept.ids.length ? kept.ids.map(shellWord).join(' ') : 'ID...'}${db}.`
+    `the ${one ? 'document of an item' : `documents of ${int(n)} items`} enqueued before ${one ? 'was' : 'were'} rejected this time ` +
+    `(${one ? '' : 'the first: '}${printable(where(first.path, first.line))}, id ${JSON.stringify(printable(first.id))})` +
+    `${kept.partial ? ` (of the first ${int(MAX_REJECTED_IDS)} rejected with an id)` : ''}, so ${one ? 'it keeps its' : 'they keep their'} ` +
+    `earlier ${one ? 'document' : 'documents'}: ${what.join(', ')}. Mend ${one ? 'it' : 'them'} and enqueue again, ` +
+    `or take ${one ? 'the item' : 'those items'} out of the queue: ${forget}.`
   );
 }

@@ -12,7 +12,6 @@ import type {
   FailedItemRow,
   KeyItemRow,
   ItemDetail,
-  ItemState,
   JobState,
   JobToRun,
   LaneLimitRow,
@@ -197,14 +196,17 @@ export class PgReader {
     ).rows;
   }
 
-  async itemStates(ids: readonly string[]): Promise<ItemState[]> {
-    const found: ItemState[] = [];
+  async itemStates(ids: readonly string[]): Promise<Array<JobState | null>> {
+    const states = new Array<JobState | null>(ids.length).fill(null);
+    const sql = `SELECT u.at, j.state FROM unnest($1::text[]) WITH ORDINALITY AS u(id, at)
+      JOIN items i ON i.id = u.id JOIN jobs j ON j.key = i.job_key`;
     for (let i = 0; i < ids.length; i += ITEM_STATES_PER_QUERY) {
       const some = ids.slice(i, i + ITEM_STATES_PER_QUERY);
-      const sql = 'SELECT i.id, j.state FROM items i JOIN jobs j ON j.key = i.job_key WHERE i.id = ANY($1::text[])';
-      found.push(...(await query<ItemState>(this.#pool, sql, [some])).rows);
+      // ordinality counts from 1 (a bigint, as text)
+      for (const row of (await query<{ at: string; state: JobState }>(this.#pool, sql, [some])).rows)
+        states[i + Number(row.at) - 1] = row.state;
     }
-    return found;
+    return states;
   }
 
   item(id: string): Promise<ItemDetail | null> {

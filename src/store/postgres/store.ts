@@ -19,7 +19,7 @@ import type {
   FailedItemRow,
   KeyItemRow,
   ItemDetail,
-  ItemState,
+  JobState,
   LaneLimitRow,
   ReserveRequest,
   ReserveResult,
@@ -467,7 +467,7 @@ export class PostgresStore implements Store {
     return this.#read.item(id);
   }
 
-  itemStates(ids: readonly string[]): Promise<ItemState[]> {
+  itemStates(ids: readonly string[]): Promise<Array<JobState | null>> {
     return this.#read.itemStates(ids);
   }
 

@@ -11,7 +11,7 @@ import type {
   FailedItemRow,
   KeyItemRow,
   ItemDetail,
-  ItemState,
+  JobState,
   JobToRun,
   LaneLimitRow,
   RunRow,
@@ -123,14 +123,17 @@ export class SqliteReader {
       .all(prefix, afterKey, `${prefix}g`, limit) as KeyItemRow[];
   }
 
-  itemStates(ids: readonly string[]): ItemState[] {
-    const statement = this.#db.prepare(`SELECT i.id, j.state FROM json_each(?) v JOIN items i ON i.id = v.value
-      JOIN jobs j ON j.key = i.job_key`);
-    const found: ItemState[] = [];
+  itemStates(ids: readonly string[]): Array<JobState | null> {
+    // json_each's key is the id's place in the array
+    const statement = this.#db
+      .prepare('SELECT v.key, j.state FROM json_each(?) v JOIN items i ON i.id = v.value JOIN jobs j ON j.key = i.job_key')
+      .raw();
+    const states = new Array<JobState | null>(ids.length).fill(null);
     for (let i = 0; i < ids.length; i += ITEM_STATES_PER_QUERY) {
-      found.push(...(statement.all(JSON.stringify(ids.slice(i, i + ITEM_STATES_PER_QUERY))) as ItemState[]));
+      const found = statement.all(JSON.stringify(ids.slice(i, i + ITEM_STATES_PER_QUERY))) as Array<[number, JobState]>;
+      for (const [at, state] of found) states[i + at] = state;
     }
-    return found;
+    return states;
   }
 
   item(id: string): ItemDetail | null {

@@ -16,7 +16,7 @@ import type {
   FailedItemRow,
   KeyItemRow,
   ItemDetail,
-  ItemState,
+  JobState,
   LaneLimitRow,
   ReserveRequest,
   ReserveResult,
@@ -769,7 +769,7 @@ export class SqliteStore implements Store {
     return this.#read.item(id);
   }
 
-  async itemStates(ids: readonly string[]): Promise<ItemState[]> {
+  async itemStates(ids: readonly string[]): Promise<Array<JobState | null>> {
     return this.#read.itemStates(ids);
   }
 
