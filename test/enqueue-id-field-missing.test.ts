@@ -21,7 +21,7 @@ describe('an --id-field the lines do not have', () => {
     expect(r.stderr).toContain(`llmq forget --source ${file} --db ${db}, then enqueue it again`);
 
     const json = await runCli(['enqueue', file, '--db', join(dir, 'q2.db'), '--id-field', 'doc_id', '--json']);
-    expect(JSON.parse(json.stdout).withoutIdField).toEqual({ count: 2, path: file, line: 1, has: ['id', 'text'] });
+    expect(JSON.parse(json.stdout).withoutIdField).toEqual({ count: 2, path: file, line: 1, has: ['id', 'text'], withIdField: 1 });
   });
 
   it('names the field the flag looks like a slip for', async () => {
@@ -43,5 +43,29 @@ describe('an --id-field the lines do not have', () => {
     expect(r.code).toBe(0);
     expect(r.stderr).not.toContain('warning');
     expect(JSON.parse(r.stdout).withoutIdField).toBeNull();
+  });
+});
+
+describe('a line without the default "id" field among lines that have one', () => {
+  it('is said, with the field it likely misspelt and how to take its file:line item out; a file with no ids at all is not', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'p.jsonl');
+    const db = join(dir, 'q.db');
+    writeFileSync(file, '{"id":"doc01","text":"a"}\n{"ID":"doc02","text":"b"}\n{"id":"doc03","text":"c"}\n');
+    const r = await runCli(['enqueue', file, '--db', db]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toContain(
+      `warning: 1 line had no "id" field though 2 other lines have one (the first: ${file}:2, which has "ID", "text"; "ID" looks like "id" misspelt), ` +
+        `so its id is file:line, not the one it was meant to have. If the field's name is misspelt there, mend it, take the file:line item out ` +
+        `(llmq forget --db ${db} ${file}:2) and enqueue again.`,
+    );
+    const json = await runCli(['enqueue', file, '--db', join(dir, 'q2.db'), '--json']);
+    expect(JSON.parse(json.stdout).withoutIdField).toEqual({ count: 1, path: file, line: 2, has: ['ID', 'text'], withIdField: 2 });
+
+    const plain = join(dir, 'plain.jsonl');
+    writeFileSync(plain, '{"text":"a"}\n{"text":"b"}\n');
+    const quiet = await runCli(['enqueue', plain, '--db', join(dir, 'q3.db'), '--json']);
+    expect(JSON.parse(quiet.stdout).withoutIdField).toBeNull();
+    expect(quiet.stderr).not.toContain('warning');
   });
 });

@@ -100,7 +100,14 @@ export interface EnqueueSummary {
    */
   readonly sameFilesOtherIds: readonly SameFileOtherId[];
   /** JSONL lines without the field `--id-field` named (not the default), given `file:line` ids: how many, and the first with its fields. */
-  readonly withoutIdField: { readonly count: number; readonly path: string; readonly line: number; readonly has: readonly string[] } | null;
+  readonly withoutIdField: {
+    readonly count: number;
+    readonly path: string;
+    readonly line: number;
+    readonly has: readonly string[];
+    /** JSONL lines of the input that have the field: with the default `id`, said only when some do. */
+    readonly withIdField: number;
+  } | null;
   /** JSONL lines with a number past 2^53 in a field other than the id, which lost digits when read: how many, and the first. */
   readonly roundedNumbers: {
     readonly count: number;
@@ -347,7 +354,10 @@ class Batcher implements EntrySink {
   #reprioritized = 0;
   #fromAnotherFile: FromAnotherFile | null = null;
   #firstMoved: MovedItem | null = null;
-  #withoutIdField: EnqueueSummary['withoutIdField'] = null;
+  /** JSONL lines without the id field: how many, and the first (`EnqueueSummary.withoutIdField`). */
+  #withoutIdField: { count: number; path: string; line: number; has: readonly string[] } | null = null;
+  /** JSONL lines with it (OpenAI Batch lines, named by custom_id, are neither). */
+  #withIdField = 0;
   #roundedNumbers: EnqueueSummary['roundedNumbers'] = null;
   #batchLines = 0;
   #newItems = 0;
@@ -380,11 +390,9 @@ class Batcher implements EntrySink {
     this.#documents++;
     if (isRejection(entry)) return this.#reject(entry);
     if (entry.withoutIdField) {
-      const w = this.#withoutIdField;
-      this.#withoutIdField = w
-        ? { ...w, count: w.count + 1 }
-        : { count: 1, path: entry.path, line: entry.line ?? 0, has: entry.withoutIdField };
-    }
+      if (this.#withoutIdField) this.#withoutIdField.count++;
+      else this.#withoutIdField = { count: 1, path: entry.path, line: entry.line ?? 0, has: entry.withoutIdField };
+    } else if (entry.line !== undefined && !entry.body) this.#withIdField++;
     if (entry.body) this.#batchLines++;
     let row: EnqueueRow;
     try {
@@ -501,7 +509,11 @@ class Batcher implements EntrySink {
       reprioritized: this.#reprioritized,
       fromAnotherFile: this.#fromAnotherFile,
       firstMoved: this.#firstMoved,
-      withoutIdField: this.#withoutIdField,
+      // with the default field, lines without ids are the usual file:line items unless others have one
+      withoutIdField:
+        this.#withoutIdField && (this.#idField !== DEFAULT_ID_FIELD || this.#withIdField > 0)
+          ? { ...this.#withoutIdField, withIdField: this.#withIdField }
+          : null,
       roundedNumbers: this.#roundedNumbers,
       batchLines: this.#batchLines,
       rejected: this.#rejected,

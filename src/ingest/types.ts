@@ -19,8 +19,9 @@ export interface Document {
    */
   readonly positional?: boolean;
   /**
-   * A JSONL line without the field `--id-field` named (other than the default `id`), so its id is
-   * `file:line`: the fields it has instead, for the warning that the name may be mistyped.
+   * A JSONL line without the field `--id-field` names, so its id is `file:line`: the fields it has
+   * instead, for the warning that the name may be mistyped (said when the field is not the default
+   * `id`, or when other lines of the input have it).
    */
   readonly withoutIdField?: readonly string[];
   /** A JSONL line's field whose integer, past 2^53, lost digits when read: for the warning. */

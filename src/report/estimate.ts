@@ -1,7 +1,7 @@
 import type { PriceTable } from '../pricing/price-table.js';
 import type { LaneLimitRow, LaneMemory, QueueReader } from '../store/types.js';
 import { paceSeconds, type LaneLimits } from './estimate-time.js';
-import { stillRemembered } from '../scheduler/pace/board.js';
+import { stillRemembered } from '../remembered-pace.js';
 import { defaultMeasureThreads, measureHere, measureOnThreads, type Measurer } from './prompt-measure.js';
 
 export interface EstimateOptions {

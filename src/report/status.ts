@@ -1,7 +1,7 @@
 import type { JobState, RunAlert, RunLaneStats, RunRow, StatusSnapshot } from '../store/types.js';
 import type { PriceTable } from '../pricing/price-table.js';
 import { buildCost, isLive, type CostReport, type RunsGoneHere } from './status-cost.js';
-import { stillRemembered } from '../scheduler/pace/board.js';
+import { stillRemembered } from '../remembered-pace.js';
 
 export type { CostReport, ModelCost, RunCost } from './status-cost.js';
 

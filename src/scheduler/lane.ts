@@ -1,6 +1,7 @@
 import type { ProviderError, RateLimitInfo } from '../provider/types.js';
 import { RateBackoff } from './pace/backoff.js';
-import { stillRemembered, type LaneBoard, type LearnedLimits } from './pace/board.js';
+import type { LaneBoard, LearnedLimits } from './pace/board.js';
+import { stillRemembered } from '../remembered-pace.js';
 import { LatencyStats } from './pace/latency.js';
 import { limitsFromHeaders, lowerOf, refillIntervalMs } from './pace/learned.js';
 import { GUARD_MS, WARM_GUARD_MS, reachablePerSecond, type PaceLimits, type PaceTicket } from './pace/window-pacer.js';

@@ -1,6 +1,7 @@
 import type { LaneMemory } from '../store/types.js';
 import { Lane, type LaneSnapshot } from './lane.js';
-import { LEARNED_FROM_429S_KEPT_MS, LocalLaneBoard, type LaneBoard, type LearnedLimits } from './pace/board.js';
+import { LocalLaneBoard, type LaneBoard, type LearnedLimits } from './pace/board.js';
+import { LEARNED_FROM_429S_KEPT_MS } from '../remembered-pace.js';
 import type { PaceLimits } from './pace/window-pacer.js';
 
 /** Makes the board of one lane: in process by default, in Redis when runs share limits. */

@@ -69,7 +69,7 @@ describe('generated bad input', () => {
     expect(r.stderr, why).toMatch(
       new RegExp(
         `read ${input.good.length + input.bad.length} documents .* ${input.bad.length} rejected\\n` +
-          '(warning: \\d+ documents? (was|were) over --max-doc-bytes .*\\n)?(next: llmq estimate .*\\n)?$',
+          '(warning: \\d+ documents? (was|were) over --max-doc-bytes .*\\n)?(warning: \\d+ lines? had no "id" field .*\\n)?(next: llmq estimate .*\\n)?$',
       ),
     );
 

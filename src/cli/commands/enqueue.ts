@@ -244,11 +244,21 @@ async function runEnqueue(
   const missing = summary.withoutIdField;
   if (missing) {
     const has = missing.has.length === 0 ? 'no fields' : missing.has.map((n) => JSON.stringify(printable(n))).join(', ');
+    const field = JSON.stringify(printable(flags.idField));
+    const first = printable(where(missing.path, missing.line));
+    const their = missing.count === 1 ? 'its id is' : 'their ids are';
     warn(
-      `${count(missing.count, 'line')} had no ${JSON.stringify(printable(flags.idField))} field (the first: ${printable(where(missing.path, missing.line))}, ` +
-        `which has ${has}), so ${missing.count === 1 ? 'its id is' : 'their ids are'} file:line. ` +
-        `If the name given to --id-field is mistyped${meantIdField(flags.idField, missing.has)}: ` +
-        `llmq forget --source ${shellWord(missing.path)}${dbArgument(flags.db)}, then enqueue it again with the right one (answers already paid for are kept and found again).`,
+      flags.idField === 'id'
+        ? // the default field, which other lines have: a line without it is likely a slip in its name there
+          `${count(missing.count, 'line')} had no ${field} field though ${count(missing.withIdField, 'other line')} ${missing.withIdField === 1 ? 'has' : 'have'} one ` +
+            `(the first: ${first}, which has ${has}${meantField(flags.idField, missing.has)}), so ${their} file:line, ` +
+            `not the one ${missing.count === 1 ? 'it was' : 'they were'} meant to have. If the field's name is misspelt there, mend ${missing.count === 1 ? 'it' : 'them'}, ` +
+            `take the file:line ${missing.count === 1 ? 'item' : 'items'} out (llmq forget${dbArgument(flags.db)}${first.startsWith('-') ? ' --' : ''} ${shellWord(first)}${missing.count === 1 ? '' : ' ...'}) ` +
+            'and enqueue again.'
+        : `${count(missing.count, 'line')} had no ${field} field (the first: ${first}, ` +
+            `which has ${has}), so ${their} file:line. ` +
+            `If the name given to --id-field is mistyped${meantIdField(flags.idField, missing.has)}: ` +
+            `llmq forget --source ${shellWord(missing.path)}${dbArgument(flags.db)}, then enqueue it again with the right one (answers already paid for are kept and found again).`,
     );
   }
   const rounded = summary.roundedNumbers;
@@ -318,6 +328,12 @@ async function runEnqueue(
 }
 
 /** ` (did you mean --id-field X?)` when the fields the line has hold one the flag's name is a slip for. */
+/** `; "ID" looks like "id" misspelt` when one of the line's fields is a slip of the id field's name, else ''. */
+function meantField(idField: string, has: readonly string[]): string {
+  const meant = likelyMeant(idField, Object.fromEntries(has.map((name) => [name, true])));
+  return meant === undefined ? '' : `; ${JSON.stringify(printable(meant))} looks like ${JSON.stringify(printable(idField))} misspelt`;
+}
+
 function meantIdField(idField: string, has: readonly string[]): string {
   const meant = likelyMeant(idField, Object.fromEntries(has.map((name) => [name, true])));
   return meant === undefined ? '' : ` (did you mean --id-field ${shellWord(meant)}?)`;

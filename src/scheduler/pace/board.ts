@@ -13,20 +13,6 @@ export interface LearnedLimits {
 }
 
 /**
- * How long a pace that only 429s taught is kept for the next run. No limit was said: the 429s may
- * have been an overloaded proxy's, another client's burst, or a quota since raised, and a pace cut
- * to a fifth by them held every later run to it, climbing back to the cap over minutes. A run
- * restarted soon after (a crash, a Ctrl-C) still starts at it; a later one starts at its caps and
- * learns again if the 429s come back. Limits the provider said (headers) are kept as they are.
- */
-export const LEARNED_FROM_429S_KEPT_MS = 15 * 60_000;
-
-/** Whether a limit an earlier run remembered still holds for a run starting at `now` (`LEARNED_FROM_429S_KEPT_MS`). */
-export function stillRemembered(learned: Pick<LearnedLimits, 'source' | 'at'>, now: number): boolean {
-  return learned.source !== '429s' || now - learned.at <= LEARNED_FROM_429S_KEPT_MS;
-}
-
-/**
  * Where one lane's pace is kept: in this process, or in Redis for every run sharing the budget.
  * The lane decides the limits; the board only counts what was sent against them.
  */
