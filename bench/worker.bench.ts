@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { Pool } from 'undici';
 import { OpenAIProvider } from '../dist/provider/openai.js';
 import { runQueue } from '../dist/scheduler/run-queue.js';
 
@@ -25,6 +26,12 @@ async function freshStore(jobs: number, opts: Parameters<typeof seedJobs>[2] = {
   return store;
 }
 
+/** One request of the loops below, as a bare undici loop sends it: the answer's body, as text. */
+async function post(pool: Pool, path: string, body: string): Promise<string> {
+  const res = await pool.request({ path, method: 'POST', headers: { 'content-type': 'application/json' }, body });
+  return res.body.text();
+}
+
 /** The floor: the same requests through a bare undici Pool at the same concurrency, no queue. */
 async function bareUndiciLoop(url: string, jobs: number, concurrency: number): Promise<{ rate: number; cpuMsPerJob: number }> {
   const { Pool } = await import('undici');
@@ -36,9 +43,7 @@ async function bareUndiciLoop(url: string, jobs: number, concurrency: number): P
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (next < jobs) {
-        const body = requestFor(next++);
-        const res = await pool.request({ path: endpoint.pathname, method: 'POST', headers: { 'content-type': 'application/json' }, body });
-        JSON.parse(await res.body.text());
+        JSON.parse(await post(pool, endpoint.pathname, requestFor(next++)));
       }
     }),
   );
@@ -86,13 +91,7 @@ async function durableLoop(url: string, jobs: number, concurrency: number): Prom
     Array.from({ length: concurrency }, async () => {
       for (let job = await next(); job; job = await next()) {
         const startedAt = Date.now();
-        const res = await pool.request({
-          path: endpoint.pathname,
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: job.request,
-        });
-        const body = await res.body.text();
+        const body = await post(pool, endpoint.pathname, job.request);
         const answer = JSON.parse(body) as {
           choices: Array<{ message: { content: string } }>;
           usage: { prompt_tokens: number; completion_tokens: number };
@@ -200,13 +199,7 @@ async function layoutFloorLoop(url: string, jobs: number, concurrency: number): 
     Array.from({ length: concurrency }, async () => {
       for (let job = next(); job; job = next()) {
         const startedAt = Date.now();
-        const res = await pool.request({
-          path: endpoint.pathname,
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: job.request,
-        });
-        const response = await res.body.text();
+        const response = await post(pool, endpoint.pathname, job.request);
         const parsed = JSON.parse(response) as Pick<Answer, 'usage'> & { choices: Array<{ message: { content: string } }> };
         const output = parsed.choices[0]!.message.content;
         await store({ seq: job.seq, output, response, usage: parsed.usage, startedAt, endedAt: Date.now() });
