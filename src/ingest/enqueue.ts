@@ -99,7 +99,10 @@ export interface EnqueueSummary {
    * (`otherIdOfSameFile`): each such file is now two items. One per folder, with its first file.
    */
   readonly sameFilesOtherIds: readonly SameFileOtherId[];
-  /** JSONL lines without the field `--id-field` named (not the default), given `file:line` ids: how many, and the first with its fields. */
+  /**
+   * JSONL lines without the id field, given `file:line` ids: how many, the first with its fields, and
+   * how many lines had it. With the default `id`, null unless other lines of the input have it.
+   */
   readonly withoutIdField: {
     readonly count: number;
     readonly path: string;

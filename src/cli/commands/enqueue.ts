@@ -327,13 +327,13 @@ async function runEnqueue(
   return summary;
 }
 
-/** ` (did you mean --id-field X?)` when the fields the line has hold one the flag's name is a slip for. */
 /** `; "ID" looks like "id" misspelt` when one of the line's fields is a slip of the id field's name, else ''. */
 function meantField(idField: string, has: readonly string[]): string {
   const meant = likelyMeant(idField, Object.fromEntries(has.map((name) => [name, true])));
   return meant === undefined ? '' : `; ${JSON.stringify(printable(meant))} looks like ${JSON.stringify(printable(idField))} misspelt`;
 }
 
+/** ` (did you mean --id-field X?)` when the fields the line has hold one the flag's name is a slip for. */
 function meantIdField(idField: string, has: readonly string[]): string {
   const meant = likelyMeant(idField, Object.fromEntries(has.map((name) => [name, true])));
   return meant === undefined ? '' : ` (did you mean --id-field ${shellWord(meant)}?)`;
