@@ -81,8 +81,10 @@ export class RateBackoff {
       return;
     }
     if (f >= 1 && !open) return;
+    // under a cap never past it: a ceiling remembered above the cap's 0.9 (restore) is no licence to pass it
+    const most = open ? Number.POSITIVE_INFINITY : 1;
     if (this.#ceiling === null) this.#factor = Math.min(1, f + RateBackoff.FAST_INCREASE * seconds);
-    else if (f < this.#ceiling * 0.9) this.#factor = Math.min(this.#ceiling * 0.9, f + RateBackoff.FAST_INCREASE * seconds);
+    else if (f < this.#ceiling * 0.9) this.#factor = Math.min(most, this.#ceiling * 0.9, f + RateBackoff.FAST_INCREASE * seconds);
     else this.#factor = Math.min(open ? this.#ceiling : 1, f + RateBackoff.SLOW_INCREASE * seconds);
   }
 
