@@ -357,6 +357,28 @@ describe('a pace an earlier run remembered', () => {
     expect(saved.at(-1)).toEqual({ rpm: 2700, at: clock.now });
   });
 
+  it("learned from 429s and only started from, with no 429 in this run, is not written again: its age stays the 429s'", async () => {
+    const clock = { now: T0 };
+    const saved: number[] = [];
+    const memory = { saveLaneLimits: async (row: LaneLimitRow) => void saved.push(row.at) };
+    const lanes = new Lanes(
+      'http://127.0.0.1:1/v1',
+      { rpm: 3000, tpm: null },
+      localBoards(() => clock.now),
+      () => clock.now,
+    );
+    await lanes.load({
+      laneLimits: async () => [{ baseUrl: 'http://127.0.0.1:1/v1', model: 'm', rpm: 2850, tpm: null, source: '429s', at: T0 - MINUTE }],
+    });
+    lanes.get('m').limits();
+    clock.now += 10_000; // back at its cap: the pace it remembers now is the cap's, once written
+    await lanes.save(memory);
+    const written = saved.length;
+    clock.now += LEARNED_FROM_429S_KEPT_MS / 5; // long past a refresh's time, and not one 429
+    await lanes.save(memory);
+    expect(saved).toHaveLength(written);
+  });
+
   it('said by the provider (headers) is kept however old', () => {
     const l = lane({ rpm: 3000, tpm: null });
     l.restore({ rpm: 500, tpm: 200_000, source: 'headers', at: T0 - 24 * 60 * MINUTE });
@@ -458,6 +480,16 @@ describe('RateBackoff: 429s without headers teach the pace', () => {
     expect(b.factor).toBeGreaterThan(0.75);
     expect(b.factor).toBeLessThan(1);
     b.tick(T0 + 10 + 120_000);
+    expect(b.factor).toBe(1);
+  });
+
+  it('restored near its cap, climbs back to the cap and never past it', () => {
+    const b = new RateBackoff(T0);
+    b.restore(0.95); // a pace remembered at 95% of --rpm: its ceiling is above the cap (first tick 10 s on)
+    for (const t of [10, 11, 20, 60]) {
+      b.tick(T0 + t * 1000);
+      expect(b.factor).toBeLessThanOrEqual(1);
+    }
     expect(b.factor).toBe(1);
   });
 

@@ -13,6 +13,14 @@ export function dbArgument(dbFlag: string | undefined): string {
 }
 
 /**
+ * `llmq forget` of the items `ids` (printable already), with `db` (`dbArgument`): after `--` when
+ * one of them would read as an option (stdin's line ids, `-:2`, or a numeric id `-5`).
+ */
+export function forgetCommand(ids: readonly string[], db: string): string {
+  return `llmq forget${db}${ids.some((id) => id.startsWith('-')) ? ' --' : ''} ${ids.map(shellWord).join(' ')}`;
+}
+
+/**
  * What `llmq run` suggested after a run needs to send where that run sent: ` --provider mock`, or
  * ` --base-url URL` when the endpoint was named with the flag (from LLMQ_BASE_URL or
  * OPENAI_BASE_URL it is still set in the user's shell). Without them the suggestion pasted after

@@ -487,10 +487,10 @@ class Batcher implements EntrySink {
 
   /**
    * The rejected documents' ids that no document of this input took (one rejected, another of the
-   * same id enqueued, in either order, is this input's item). Before `close`: asks the ids seen.
+   * same id enqueued, in either order, is this input's item). After `write`, before `close`: asks
+   * the ids seen.
    */
   rejectedIdsOfOtherItems(): RejectedIds {
-    this.#checkIds();
     const ids = this.#rejectedIds.filter((r) => !this.#seen.has(r.id));
     return { ids, partial: this.#rejectedIdsPartial };
   }

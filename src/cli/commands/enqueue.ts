@@ -17,7 +17,7 @@ import {
 // loaded by main already: no cost at start
 import { onReaderGone, whileReaderPresent } from '../reader-gone.js';
 import { shellWord } from '../../shell-word.js';
-import { dbArgument } from '../again.js';
+import { dbArgument, forgetCommand } from '../again.js';
 import { signalCounter } from '../second-signal.js';
 import type { ChalkInstance } from 'chalk';
 import type { EnqueueSummary, KeptEarlier } from '../../ingest/enqueue.js';
@@ -253,7 +253,7 @@ async function runEnqueue(
           `${count(missing.count, 'line')} had no ${field} field though ${count(missing.withIdField, 'other line')} ${missing.withIdField === 1 ? 'has' : 'have'} one ` +
             `(the first: ${first}, which has ${has}${meantField(flags.idField, missing.has)}), so ${their} file:line, ` +
             `not the one ${missing.count === 1 ? 'it was' : 'they were'} meant to have. If the field's name is misspelt there, mend ${missing.count === 1 ? 'it' : 'them'}, ` +
-            `take the file:line ${missing.count === 1 ? 'item' : 'items'} out (llmq forget${dbArgument(flags.db)}${first.startsWith('-') ? ' --' : ''} ${shellWord(first)}${missing.count === 1 ? '' : ' ...'}) ` +
+            `take the file:line ${missing.count === 1 ? 'item' : 'items'} out (${forgetCommand([first], dbArgument(flags.db))}${missing.count === 1 ? '' : ' ...'}) ` +
             'and enqueue again.'
         : `${count(missing.count, 'line')} had no ${field} field (the first: ${first}, ` +
             `which has ${has}), so ${their} file:line. ` +
@@ -327,15 +327,20 @@ async function runEnqueue(
   return summary;
 }
 
+/** The one field of those a line `has` that `idField` is a slip of (`likelyMeant`), if any. */
+function slipOf(idField: string, has: readonly string[]): string | undefined {
+  return likelyMeant(idField, Object.fromEntries(has.map((name) => [name, true])));
+}
+
 /** `; "ID" looks like "id" misspelt` when one of the line's fields is a slip of the id field's name, else ''. */
 function meantField(idField: string, has: readonly string[]): string {
-  const meant = likelyMeant(idField, Object.fromEntries(has.map((name) => [name, true])));
+  const meant = slipOf(idField, has);
   return meant === undefined ? '' : `; ${JSON.stringify(printable(meant))} looks like ${JSON.stringify(printable(idField))} misspelt`;
 }
 
 /** ` (did you mean --id-field X?)` when the fields the line has hold one the flag's name is a slip for. */
 function meantIdField(idField: string, has: readonly string[]): string {
-  const meant = likelyMeant(idField, Object.fromEntries(has.map((name) => [name, true])));
+  const meant = slipOf(idField, has);
   return meant === undefined ? '' : ` (did you mean --id-field ${shellWord(meant)}?)`;
 }
 
@@ -477,12 +482,7 @@ export function keptEarlierText(kept: KeptEarlier, db: string): string {
     states.done && `${int(states.done)} answered (export gives the answer to the earlier document)`,
     states.failed && `${int(states.failed)} failed (llmq retry-failed would send the earlier document)`,
   ].filter(Boolean);
-  const ids = kept.ids.map(shellWord);
-  // an id like `-:2` (a line of stdin) or `-5` would be read as an option
-  const forget =
-    n <= kept.ids.length
-      ? `llmq forget${db}${kept.ids.some((id) => id.startsWith('-')) ? ' --' : ''} ${ids.join(' ')}`
-      : `llmq forget${db} ID...`;
+  const forget = n <= kept.ids.length ? forgetCommand(kept.ids, db) : `llmq forget${db} ID...`;
   return (
     `the ${one ? 'document of an item' : `documents of ${int(n)} items`} enqueued before ${one ? 'was' : 'were'} rejected this time ` +
     `(${one ? '' : 'the first: '}${printable(where(first.path, first.line))}, id ${JSON.stringify(printable(first.id))})` +
