@@ -277,10 +277,16 @@ describe('llmq status', () => {
     expect((await cli(['enqueue', 'a.txt'])).code).toBe(0);
     expect((await cli(['run', '--provider', 'mock', '--progress', 'none'])).code).toBe(0);
     const note = 'on the offline mock: its answers are stand-ins, sent again by a run with a real provider';
-    expect((await cli(['status'])).stdout).toContain(note);
+    const mockOnly = (await cli(['status'])).stdout;
+    expect(mockOnly).toContain(note);
+    // its $0.00 is not a price list's: none is named beside it
+    expect(mockOnly).toMatch(/^ {2}cost {5}\$0\.00 so far · the offline mock bills nothing$/m);
+    expect(mockOnly).not.toMatch(/^ {2}prices /m);
     // populate's last run went to a real provider
     const { db } = await populate(tempDir());
-    expect((await runCli(['status', '--db', db])).stdout).not.toContain('offline mock');
+    const real = (await runCli(['status', '--db', db])).stdout;
+    expect(real).not.toContain('offline mock');
+    expect(real).toMatch(/^ {2}prices {3}genai-prices /m);
   });
 
   it('a live run paused by a rate limit is said to be paused, not left at "0 jobs/s"', async () => {

@@ -88,6 +88,8 @@ export interface RunCost extends RunSpend {
   readonly unpricedInFlight: number;
   /** It ended without finishing (killed, crashed): gone silent, or its jobs taken back as a dead run's. */
   readonly died: boolean;
+  /** It ran on the offline mock, which bills nothing: its $0 is not a price. */
+  readonly mock: boolean;
 }
 
 export interface CostReport {
@@ -182,6 +184,7 @@ export function buildCost(s: StatusSnapshot, prices: PriceTable, now: number, de
       budgetTotalUsd,
       unpricedInFlight: unreserved ? (r.stats?.inFlight ?? 0) : 0,
       died,
+      mock: r.options.provider === 'mock',
     };
   });
   const mayBeBilled = byRun

@@ -42,8 +42,8 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
   lines.push(`  ${'tokens'.padEnd(9)}${compact(r.tokens.prompt)} in · ${compact(r.tokens.completion)} out`);
   lines.push(`  ${'cost'.padEnd(9)}${costLine(r, p)}`);
   for (const m of r.cost.byModel.length > 1 ? r.cost.byModel : []) {
-    const price = m.price ? p.dim(`$${m.price[0]}/$${m.price[1]} per M`) : p.yellow('no price');
-    lines.push(`  ${''.padEnd(9)}${oneLine(m.model, 24).padEnd(24)} ${usd(m.usd).padStart(9)}  ${price}`);
+    const price = onlyMock(r) ? '' : m.price ? p.dim(`$${m.price[0]}/$${m.price[1]} per M`) : p.yellow('no price');
+    lines.push(`  ${''.padEnd(9)}${oneLine(m.model, 24).padEnd(24)} ${usd(m.usd).padStart(9)}${price ? '  ' + price : ''}`);
   }
   const maybe = r.cost.mayBeBilled;
   if (maybe.tries > 0) {
@@ -51,7 +51,8 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
     lines.push(`  ${''.padEnd(9)}${p.yellow(text)}${p.dim(' (no usable answer came)')}`);
   }
   const sources = [...new Set(r.cost.byModel.map((m) => m.priceSource).filter((x): x is string => x !== null))];
-  if (sources.length) lines.push(`  ${'prices'.padEnd(9)}${p.dim(oneLine(sources.join(', '), 69))}`);
+  // the offline mock's $0 is no price's doing: naming a price list beside it reads as if it were
+  if (sources.length && !onlyMock(r)) lines.push(`  ${'prices'.padEnd(9)}${p.dim(oneLine(sources.join(', '), 69))}`);
   lines.push(...runLines(r.cost.byRun, p));
 
   // "limits   gpt-4o-mini: 500 rpm, 200,000 tpm, from headers 3m ago"
@@ -193,8 +194,14 @@ function costLine(r: StatusReport, p: Paint): string {
         (c.knownUsd > 0 ? `, ${usd(c.knownUsd)} priced` : ''),
     );
   if (c.remainingUsd !== null && c.remainingUsd > 0) parts.push(`about ${usd(c.remainingUsd)} more to finish`);
-  if (r.cost.byModel.length === 1) parts.push(p.dim(r.cost.byModel[0]!.model));
+  if (onlyMock(r)) parts.push(p.dim('the offline mock bills nothing'));
+  else if (r.cost.byModel.length === 1) parts.push(p.dim(r.cost.byModel[0]!.model));
   return parts.join(' · ');
+}
+
+/** Every run that sent ran on the offline mock, and nothing was spent. */
+function onlyMock(r: StatusReport): boolean {
+  return r.cost.byRun.length > 0 && r.cost.byRun.every((run) => run.mock) && r.cost.usd === 0;
 }
 
 /**
