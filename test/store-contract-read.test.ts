@@ -362,4 +362,35 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     expect(states.filter((s) => s !== null)).toEqual(['pending']);
     expect(states[2500]).toBe('pending');
   });
+  it("folderItems: a folder's walk's items (source = folder/id), in input order, a page after a seq; never a JSONL line's", async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue(
+      [
+        row('a.txt', 'one', { source: 'notes/a.txt' }),
+        row('x.txt', 'two', { source: 'other/x.txt' }),
+        row('sub/b.txt', 'three', { source: 'notes/sub/b.txt' }),
+        // an item of notes/sub walked alone: its id is not its path in notes
+        row('c.txt', 'four', { source: 'notes/sub/c.txt' }),
+        // JSONL lines inside the folder, one of them without an id (its source is its id)
+        row('rec1', 'five', { source: 'notes/data.jsonl:1' }),
+        row('notes/data.jsonl:2', 'six', { source: 'notes/data.jsonl:2' }),
+        row('top.txt', 'seven', { source: 'top.txt' }),
+        row('data.jsonl:3', 'eight', { source: 'data.jsonl:3' }),
+        row('-:4', 'nine', { source: '-:4' }),
+        row('d.txt', 'ten', { source: 'notes/d.txt' }),
+      ],
+      T0,
+    );
+    const ids = async (folder: string, limit: number, after?: number) => (await store.folderItems(folder, limit, after)).map((r) => r.id);
+    expect(await ids('notes', 10)).toEqual(['a.txt', 'sub/b.txt', 'd.txt']);
+    expect(await ids('notes/', 10)).toEqual(['a.txt', 'sub/b.txt', 'd.txt']);
+    expect(await ids('notes/sub', 10)).toEqual(['c.txt']);
+    // the current folder: items whose source is their id, no file:line among them
+    expect(await ids('.', 10)).toEqual(['top.txt']);
+    // pages by seq
+    const first = await store.folderItems('notes', 2);
+    expect(first.map((r) => r.id)).toEqual(['a.txt', 'sub/b.txt']);
+    expect(await ids('notes', 2, first[1]!.seq)).toEqual(['d.txt']);
+    expect(await ids('nothing', 10)).toEqual([]);
+  });
 });

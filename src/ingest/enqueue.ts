@@ -11,6 +11,7 @@ import {
   type StoreIdentity,
 } from '../store/types.js';
 import { otherIdOfSameFile, type SameFileOtherId } from './overlap.js';
+import { goneFiles, type GoneFiles, type WalkedFolder } from './gone-files.js';
 import { databaseFiles } from '../store/sqlite/files.js';
 import { isSkipped, readFolder, readTextFile, type FolderOptions, type Skipped } from './folder.js';
 import { globMatcher } from './glob.js';
@@ -128,6 +129,11 @@ export interface EnqueueSummary {
    * so. How many, by their jobs' states, and the first. Null when there are none.
    */
   readonly keptEarlier: KeptEarlier | null;
+  /**
+   * Items an earlier enqueue of a folder given now made whose file is gone: they stay in the queue
+   * (sent, or their answers exported) until forgotten. Null when there are none.
+   */
+  readonly goneFiles: GoneFiles | null;
   /** Database files in folders that were left out: the queue's own, and other SQLite files. */
   readonly skipped: number;
   /** The first rejections (at most MAX_KEPT_REJECTIONS); `onReject` sees them all. */
@@ -158,7 +164,7 @@ export interface KeptEarlier {
 /** What enqueue needs of the store: its intake, and where it lives (to skip its own files in a folder). */
 export type IntakeStore = Pick<JobQueue, 'enqueue' | 'beginLoad' | 'endLoad'> &
   StoreIdentity &
-  Partial<Pick<QueueReader, 'item' | 'itemStates'>>;
+  Partial<Pick<QueueReader, 'item' | 'itemStates' | 'folderItems'>>;
 
 /**
  * Read every source, render each document into its request, and store the rows in batches.
@@ -174,6 +180,7 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
     stdin: options.stdin,
     signal: options.signal,
     folderFirsts: [],
+    walkedFolders: [],
     jsonl: { maxDocBytes, idField: options.idField ?? DEFAULT_ID_FIELD, textField: options.textField ?? DEFAULT_TEXT_FIELD },
     folder: {
       maxDocBytes,
@@ -202,10 +209,20 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
     throw error;
   }
   const rejectedIds = batcher.rejectedIdsOfOtherItems();
-  batcher.close();
-  const onIndexing = ({ resumable }: { resumable: boolean }) =>
-    options.onProgress?.({ stage: 'indexing', documents: batcher.documents, resumable });
-  const repeatedJobs = (await store.endLoad?.({ onIndexing }))?.repeatedJobs ?? 0;
+  let repeatedJobs = 0;
+  let gone: GoneFiles | null = null;
+  try {
+    const onIndexing = ({ resumable }: { resumable: boolean }) =>
+      options.onProgress?.({ stage: 'indexing', documents: batcher.documents, resumable });
+    repeatedJobs = (await store.endLoad?.({ onIndexing }))?.repeatedJobs ?? 0;
+    // a walk stopped early did not read what it did not reach
+    if (store.folderItems && store.itemStates && !stopped) {
+      const reader = { folderItems: store.folderItems.bind(store), itemStates: store.itemStates.bind(store) };
+      gone = await goneFiles(reader, config.walkedFolders, (id) => batcher.read(id));
+    }
+  } finally {
+    batcher.close();
+  }
   const summary = batcher.summary();
   const sameFilesOtherIds: SameFileOtherId[] = [];
   const item = store.item?.bind(store);
@@ -215,7 +232,15 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
     if (found) sameFilesOtherIds.push(found);
   }
   const keptEarlier = store.itemStates ? await keptEarlierItems(store.itemStates.bind(store), rejectedIds) : null;
-  return { ...summary, keptEarlier, sameFilesOtherIds, newJobs: summary.newJobs - repeatedJobs, elapsedMs: now() - started, stopped };
+  return {
+    ...summary,
+    keptEarlier,
+    goneFiles: gone,
+    sameFilesOtherIds,
+    newJobs: summary.newJobs - repeatedJobs,
+    elapsedMs: now() - started,
+    stopped,
+  };
 }
 
 /** Ids of `keptEarlier` given, at most: enough to name in one `llmq forget`. */
@@ -275,6 +300,8 @@ interface ReadConfig {
   readonly folder: FolderOptions;
   /** Files named alone, and each folder's first document (FOLDERS_LOOKED_AT), for `otherIdOfSameFile`. */
   readonly folderFirsts: FolderFirst[];
+  /** Folders walked to their end, for `goneFiles`. */
+  readonly walkedFolders: WalkedFolder[];
 }
 
 /**
@@ -316,6 +343,7 @@ async function readSource(source: Source, sink: Batcher, o: ReadConfig): Promise
         }
         await sink.flush();
       }
+      o.walkedFolders.push({ path: source.file, shown: source.path });
     }
   }
 }
@@ -481,6 +509,11 @@ class Batcher implements EntrySink {
     await this.#writing?.catch(() => {});
   }
 
+  /** Whether a document of the id `id` came to this enqueue's check of ids (a reader's rejections do not). */
+  read(id: string): boolean {
+    return this.#seen.has(id);
+  }
+
   close(): void {
     this.#seen.close();
   }
@@ -500,7 +533,7 @@ class Batcher implements EntrySink {
     return this.#documents;
   }
 
-  summary(): Omit<EnqueueSummary, 'elapsedMs' | 'stopped' | 'sameFilesOtherIds' | 'keptEarlier'> {
+  summary(): Omit<EnqueueSummary, 'elapsedMs' | 'stopped' | 'sameFilesOtherIds' | 'keptEarlier' | 'goneFiles'> {
     return {
       documents: this.#documents,
       newJobs: this.#newJobs,

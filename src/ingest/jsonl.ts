@@ -7,7 +7,7 @@ import { namedSourceReason } from './file-kind.js';
 import { firstRoundedNumber } from './rounded-numbers.js';
 import { splitLines } from './lines.js';
 import { shellWord } from '../shell-word.js';
-import { fsReason, StopReading, type Document, type Entry, type ReadOptions } from './types.js';
+import { fsReason, StopReading, type Entry, type ReadOptions } from './types.js';
 
 /** The JSONL field a document's text is read from unless --text-field names another. */
 export const DEFAULT_TEXT_FIELD = 'text';

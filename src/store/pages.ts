@@ -17,5 +17,10 @@ export async function* keysetPages<R extends object>(
   }
 }
 
+/** What a walk of `folder` puts before an id to make its item's source (`QueueReader.folderItems`). */
+export function folderPrefix(folder: string): string {
+  return folder === '.' ? '' : `${folder.replace(/\/+$/, '')}/`;
+}
+
 /** Ids asked about in one query (`QueueReader.itemStates`): one statement's parameter stays small. */
 export const ITEM_STATES_PER_QUERY = 1000;

@@ -325,6 +325,12 @@ export interface KeyItemRow {
   readonly itemId: string;
 }
 
+/** An item a folder's walk made (`QueueReader.folderItems`): `seq` is its place in input order. */
+export interface FolderItemRow {
+  readonly seq: number;
+  readonly id: string;
+}
+
 export interface ItemDetail {
   readonly id: string;
   readonly source: string;
@@ -569,6 +575,13 @@ export interface QueueReader {
    * rejected: such an item keeps the document enqueued before (`EnqueueSummary.keptEarlier`).
    */
   itemStates(ids: readonly string[]): Promise<Array<JobState | null>>;
+  /**
+   * Up to `limit` items, in input order after `afterSeq`, that a walk of `folder` made: their source
+   * is the folder's file of their id (`folder/id`; `id` itself for `.`), leaving out `file:line`
+   * ids (JSONL lines and stdin, whose id can be their source too). An enqueue of the folder asks,
+   * to find the files gone since (`EnqueueSummary.goneFiles`). A scan of the items, a page at a time.
+   */
+  folderItems(folder: string, limit: number, afterSeq?: number): Promise<FolderItemRow[]>;
   /**
    * Up to `limit` items whose job's key starts with `prefix` (lowercase hex: `run` names a failed job
    * by the first 12 characters of its key), by key, then in input order; with `afterKey`, only

@@ -21,6 +21,7 @@ import { dbArgument, forgetCommand } from '../again.js';
 import { signalCounter } from '../second-signal.js';
 import type { ChalkInstance } from 'chalk';
 import type { EnqueueSummary, KeptEarlier } from '../../ingest/enqueue.js';
+import { MAX_GONE_LOOKED_AT, type GoneFiles } from '../../ingest/gone-files.js';
 import type { Source } from '../../ingest/sources.js';
 import type { Template } from '../../ingest/template.js';
 import type { StatusLine } from '../progress/status-line.js';
@@ -273,6 +274,7 @@ async function runEnqueue(
   }
   const kept = summary.keptEarlier;
   if (kept) warn(keptEarlierText(kept, dbArgument(flags.db)));
+  if (summary.goneFiles) warn(goneFilesText(summary.goneFiles, dbArgument(flags.db)));
   const elsewhere = summary.fromAnotherFile;
   if (elsewhere) {
     const { id, was, now } = elsewhere.first;
@@ -466,6 +468,31 @@ function sizeFlag(bytes: number): string {
     if (bytes % size === 0) return `${bytes / size}${unit}`;
   }
   return String(bytes);
+}
+
+/**
+ * Items of files deleted from a folder since an earlier enqueue stay in the queue: enqueue never
+ * removes an item, so `llmq run` would send a deleted file's document and export give its answer.
+ */
+export function goneFilesText(gone: GoneFiles, db: string): string {
+  const { count: n, states, first } = gone;
+  const one = n === 1;
+  const waiting = (states.pending ?? 0) + (states.running ?? 0);
+  const what = [
+    waiting > 0 && `${int(waiting)} not answered yet (llmq run still sends ${waiting === 1 ? 'its document' : 'their documents'})`,
+    states.done && `${int(states.done)} answered (export still gives ${states.done === 1 ? 'its answer' : 'their answers'})`,
+    states.failed && `${int(states.failed)} failed (llmq retry-failed would send ${states.failed === 1 ? 'it' : 'them'} again)`,
+  ].filter(Boolean);
+  const forget = n <= gone.ids.length ? forgetCommand(gone.ids, db) : `llmq forget${db} ID... (export lists the ids)`;
+  const folder = first.folder === '.' ? 'this folder' : `${printable(first.folder)}/`;
+  const path = first.folder === '.' ? first.id : `${first.folder}/${first.id}`;
+  return (
+    `${one ? 'a file' : `${int(n)} files`} enqueued before from ${folder} ${one ? 'is' : 'are'} not there now ` +
+    `(${one ? '' : 'the first: '}${printable(path)}, id ${JSON.stringify(printable(first.id))})` +
+    `${gone.partial ? ` (of the first ${int(MAX_GONE_LOOKED_AT)} items not read this time)` : ''}, ` +
+    `and ${one ? 'its item stays' : 'their items stay'} in the queue: ${what.join(', ')}. ` +
+    `If ${one ? 'it was' : 'they were'} deleted for good, take ${one ? 'the item' : 'those items'} out of the queue: ${forget}.`
+  );
 }
 
 /**

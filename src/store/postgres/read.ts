@@ -1,4 +1,4 @@
-import { ITEM_STATES_PER_QUERY } from '../pages.js';
+import { folderPrefix, ITEM_STATES_PER_QUERY } from '../pages.js';
 import { COUNTS_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
 import { NOT_IN_A_LIVE_BATCH, SENT_ONLINE } from '../batches.js';
 import { mockAnswersMayStand, mockAnswersToRun, notAnsweredByMock } from '../mock-answers.js';
@@ -10,6 +10,7 @@ import type {
   ItemSeqSpan,
   ExportRow,
   FailedItemRow,
+  FolderItemRow,
   KeyItemRow,
   ItemDetail,
   JobState,
@@ -207,6 +208,15 @@ export class PgReader {
         states[i + Number(row.at) - 1] = row.state;
     }
     return states;
+  }
+
+  async folderItems(folder: string, limit: number, afterSeq = 0): Promise<FolderItemRow[]> {
+    const rows = await query<{ seq: string; id: string }>(
+      this.#pool,
+      `SELECT seq, id FROM items WHERE seq > $1 AND source = $2 || id AND source !~ ':[0-9]+$' ORDER BY seq LIMIT $3`,
+      [afterSeq, folderPrefix(folder), limit],
+    );
+    return rows.rows.map((r) => ({ seq: Number(r.seq), id: r.id }));
   }
 
   item(id: string): Promise<ItemDetail | null> {

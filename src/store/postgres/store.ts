@@ -17,6 +17,7 @@ import type {
   ExportRow,
   EndLoadOptions,
   FailedItemRow,
+  FolderItemRow,
   KeyItemRow,
   ItemDetail,
   JobState,
@@ -469,6 +470,10 @@ export class PostgresStore implements Store {
 
   itemStates(ids: readonly string[]): Promise<Array<JobState | null>> {
     return this.#read.itemStates(ids);
+  }
+
+  folderItems(folder: string, limit: number, afterSeq?: number): Promise<FolderItemRow[]> {
+    return this.#read.folderItems(folder, limit, afterSeq);
   }
 
   itemsByKeyPrefix(prefix: string, limit: number, afterKey?: string): Promise<KeyItemRow[]> {

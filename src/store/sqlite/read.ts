@@ -1,4 +1,4 @@
-import { ITEM_STATES_PER_QUERY } from '../pages.js';
+import { folderPrefix, ITEM_STATES_PER_QUERY } from '../pages.js';
 import { COUNTS_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
 import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type { Db } from './open.js';
@@ -9,6 +9,7 @@ import type {
   ItemSeqSpan,
   ExportRow,
   FailedItemRow,
+  FolderItemRow,
   KeyItemRow,
   ItemDetail,
   JobState,
@@ -134,6 +135,17 @@ export class SqliteReader {
       for (const [at, state] of found) states[i + at] = state;
     }
     return states;
+  }
+
+  folderItems(folder: string, limit: number, afterSeq = 0): FolderItemRow[] {
+    // a source ending in ':' and digits is a line's (rtrim takes the digits off)
+    return this.#db
+      .prepare(
+        `SELECT seq, id FROM items WHERE seq > ? AND source = ? || id
+          AND NOT (rtrim(source, '0123456789') <> source AND substr(rtrim(source, '0123456789'), -1) = ':')
+          ORDER BY seq LIMIT ${unplannedLimit('?')}`,
+      )
+      .all(afterSeq, folderPrefix(folder), limit) as FolderItemRow[];
   }
 
   item(id: string): ItemDetail | null {

@@ -14,6 +14,7 @@ import type {
   ItemSeqSpan,
   ExportRow,
   FailedItemRow,
+  FolderItemRow,
   KeyItemRow,
   ItemDetail,
   JobState,
@@ -771,6 +772,10 @@ export class SqliteStore implements Store {
 
   async itemStates(ids: readonly string[]): Promise<Array<JobState | null>> {
     return this.#read.itemStates(ids);
+  }
+
+  async folderItems(folder: string, limit: number, afterSeq?: number): Promise<FolderItemRow[]> {
+    return this.#read.folderItems(folder, limit, afterSeq);
   }
 
   async itemsByKeyPrefix(prefix: string, limit: number, afterKey?: string): Promise<KeyItemRow[]> {

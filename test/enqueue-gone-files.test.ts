@@ -1,0 +1,85 @@
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { enqueue } from '../src/ingest/enqueue.js';
+import { sourcePath } from '../src/ingest/folder.js';
+import { SqliteStore } from '../src/store/sqlite/store.js';
+import { runCli } from './helpers/cli.js';
+import { tempDir } from './helpers/tmp.js';
+import { request as withPrompt } from './ingest/helpers.js';
+
+// Enqueue adds and changes items, never removes them: a file deleted from a folder keeps its item,
+// so `llmq run` sends its document and export gives its answer. An enqueue of the folder says so.
+describe('files gone from a folder enqueued before', () => {
+  it("are counted by their jobs' states, in input order; a file still there but not read (hidden, --glob) is not gone", async () => {
+    const dir = tempDir();
+    const notes = join(dir, 'notes');
+    mkdirSync(join(notes, 'sub'), { recursive: true });
+    for (const name of ['a.txt', 'b.txt', 'c.txt', '.hidden.txt', 'sub/d.txt']) writeFileSync(join(notes, name), `text of ${name}`);
+    const store = new SqliteStore(join(dir, 'q.db'));
+    const request = withPrompt('{{text}}');
+    try {
+      await enqueue(store, { sources: [notes], request, hidden: true });
+      // b.txt answered
+      const { jobs } = await store.claim({ owner: 'r', limit: 10, now: Date.now(), leaseUntil: Date.now() + 60_000, maxAttempts: 3 });
+      const b = jobs.find((j) => JSON.parse(j.request).messages[0].content === 'text of b.txt')!;
+      await store.complete(b.key, {
+        owner: 'r',
+        output: 'answer to b',
+        response: '{}',
+        usage: { promptTokens: 1, completionTokens: 1 },
+        attempt: { key: b.key, runId: 'r', attempt: 1, startedAt: 0, endedAt: 1, status: 200, outcome: 'done', error: null, usage: null },
+      });
+      await store.release('r', { refund: true, now: Date.now() });
+
+      rmSync(join(notes, 'b.txt'));
+      rmSync(join(notes, 'sub'), { recursive: true });
+      writeFileSync(join(notes, 'e.txt'), 'a new one');
+      // .hidden.txt is not read without --hidden, c.txt not by this --glob: both still there
+      const s = await enqueue(store, { sources: [notes], request, globs: ['a.txt', 'e.txt'] });
+      expect(s.goneFiles).toEqual({
+        count: 2,
+        states: { done: 1, pending: 1 },
+        first: { folder: sourcePath(notes), id: 'b.txt' },
+        ids: ['b.txt', 'sub/d.txt'],
+        partial: false,
+      });
+      // another folder's walk does not look at these
+      const other = join(dir, 'other');
+      mkdirSync(other);
+      writeFileSync(join(other, 'x.txt'), 'x');
+      expect((await enqueue(store, { sources: [other], request })).goneFiles).toBeNull();
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("are warned of by the CLI with the forget that takes them out; the current folder's JSONL lines are not files", async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'x.txt'), 'x');
+    writeFileSync(join(dir, 'y.txt'), 'y');
+    // lines without ids: their id is their source, data.jsonl:1, which is no file
+    writeFileSync(join(dir, 'data.jsonl'), '{"text":"one"}\n{"text":"two"}\n');
+    const cli = (args: string[]) => runCli([...args, '--db', 'q.db'], { cwd: dir });
+    expect((await cli(['enqueue', '.', 'data.jsonl'])).code).toBe(0);
+    rmSync(join(dir, 'x.txt'));
+    const r = await cli(['enqueue', '.']);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toContain(
+      'warning: a file enqueued before from this folder is not there now (x.txt, id "x.txt"), and its item stays in the queue: ' +
+        '1 not answered yet (llmq run still sends its document). If it was deleted for good, take the item out of the queue: llmq forget --db q.db x.txt.',
+    );
+    const json = JSON.parse((await cli(['enqueue', '.', '--json'])).stdout);
+    expect(json.goneFiles).toEqual({
+      count: 1,
+      states: { pending: 1 },
+      first: { folder: '.', id: 'x.txt' },
+      ids: ['x.txt'],
+      partial: false,
+    });
+    expect((await cli(['forget', 'x.txt'])).code).toBe(0);
+    const again = await cli(['enqueue', '.']);
+    expect(again.stderr).not.toContain('not there now');
+    expect(JSON.parse((await cli(['enqueue', '.', '--json'])).stdout).goneFiles).toBeNull();
+  });
+});
