@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { attachProgress, progressMode, type ProgressMode } from '../src/cli/progress/index.js';
-import { countsText, startText, summaryText } from '../src/cli/progress/lines.js';
+import { countsText, detailText, startText, summaryText } from '../src/cli/progress/lines.js';
 import { ProgressState } from '../src/cli/progress/state.js';
 import { loadPriceTable } from '../src/pricing/price-table.js';
 import { NO_PAINT } from '../src/report/format.js';
@@ -30,6 +30,7 @@ function snapshot(over: Partial<ProgressSnapshot> = {}): ProgressSnapshot {
     jobsPerSecond: 4.6,
     tokensPerSecond: 612,
     etaSeconds: 1_860,
+    shared: null,
     paused: null,
     lanes: [],
     concurrency: 8,
@@ -126,6 +127,18 @@ describe('progress renderers', () => {
       '59m 59s',
       '2h 14m',
     ]);
+  });
+
+  it("with other runs on the queue: the queue's count, the runs and their pace; this run's own share in the details", () => {
+    const shared = { runs: 3, finished: 61_204, left: 18_796, jobsPerSecond: 13.8 };
+    const p = snapshot({ shared, etaSeconds: 1362 });
+    expect(countsText(p, 40_000)).toBe('61,204/80,000 77% · 3 runs · 13.8 jobs/s · ETA 23m');
+    const state = new ProgressState(loadPriceTable({ catalog: false }));
+    state.apply('progress', p);
+    expect(detailText(state, NO_PAINT)).toBe('this run 31,352 at 4.6 jobs/s · in flight 8 · waiting 3 · backoff 2 · failed 148 · $0.00');
+    // alone: this run's own, as before
+    state.apply('progress', snapshot());
+    expect(detailText(state, NO_PAINT)).toBe('in flight 8 · waiting 3 · backoff 2 · failed 148 · $0.00');
   });
 
   it('the start line counts one job as a job', () => {

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { OpenAIProvider } from '../src/provider/openai.js';
 import { runQueue, type RunDeps, type RunOptions } from '../src/scheduler/run-queue.js';
-import { startText } from '../src/cli/progress/lines.js';
+import { countsText, startText } from '../src/cli/progress/lines.js';
 import type { ProgressSnapshot, SchedulerEventMap } from '../src/scheduler/events.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { NO_STATS, rows } from './helpers/stores.js';
@@ -123,4 +123,31 @@ describe("a run's count of what it has to do", () => {
     expect(waiting.length).toBeGreaterThan(0);
     for (const p of waiting) expect(p.total).toBe(4);
   }, 20_000);
+  it("shows the queue's progress while another run works it too: every run's jobs finished and left, their pace together", async () => {
+    const fake = await startFake({ latencyMs: 20 });
+    const dir = tempDir();
+    const store = new SqliteStore(join(dir, 'q.db'));
+    await seedJobs(store, 240);
+    const other = new SqliteStore(join(dir, 'q.db'));
+    const options = { concurrency: 2, heartbeatMs: 100, progressMs: 20 };
+    const [mine, theirs] = await Promise.all([watchedRun(store, fake, { options }), watchedRun(other, fake, { options })]);
+    expect(mine.summary.done + theirs.summary.done).toBe(240);
+    const shared = mine.progress.filter((p) => p.shared !== null);
+    expect(shared.length).toBeGreaterThan(0);
+    for (const p of shared) {
+      // both runs started on a queue of 240 to do: what is finished and what is left always make 240
+      expect(p.shared!.finished + p.shared!.left).toBe(240);
+      expect(p.shared!.runs).toBe(2);
+      expect(p.shared!.finished).toBeGreaterThanOrEqual(p.done + p.failed);
+      // the pace of both runs: this one's and the other's, as its last heartbeat said (none at first)
+      expect(p.shared!.jobsPerSecond).toBeGreaterThanOrEqual(p.jobsPerSecond);
+      if (p.etaSeconds !== null && p.shared!.left > 0) expect(p.etaSeconds).toBeCloseTo(p.shared!.left / p.shared!.jobsPerSecond, 5);
+    }
+    expect(shared.some((p) => p.shared!.jobsPerSecond > 1.5 * p.jobsPerSecond)).toBe(true);
+    // past half of the queue, while this run had done at most about half of it itself
+    expect(shared.some((p) => p.shared!.finished > 120 && p.done <= 130)).toBe(true);
+    // countsText shows the queue's count then
+    const last = shared.at(-1)!;
+    expect(countsText(last, last.total)).toMatch(new RegExp(`^${last.shared!.finished}/240 [\\d.]+% · 2 runs · `));
+  }, 30_000);
 });

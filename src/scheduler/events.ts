@@ -33,14 +33,35 @@ export interface ProgressSnapshot {
   /** Jobs per second over the last ~30 s. */
   readonly jobsPerSecond: number;
   readonly tokensPerSecond: number;
-  /** Seconds left at the recent rate, or null when unknown. */
+  /**
+   * Seconds left at the recent rate, or null when unknown: of this run's jobs, or with `shared` of
+   * the queue's at every run's pace together.
+   */
   readonly etaSeconds: number | null;
+  /** Other runs work the queue beside this one: the queue's progress, not this run's share of it. Null when it works alone. */
+  readonly shared: SharedProgress | null;
   /** Set while dispatch is paused: why and until when (ms epoch). */
   readonly paused: { readonly reason: 'rate_limit' | 'outage'; readonly until: number } | null;
   /** Each (base URL, model) lane: its pace against its limits. */
   readonly lanes: readonly LaneSnapshot[];
   /** Requests allowed in flight now (lowered when this machine runs out of file descriptors). */
   readonly concurrency: number;
+}
+
+/**
+ * The queue's progress while several runs work it, as the last read of the queue and of the runs'
+ * heartbeats said (every fifth heartbeat), carried forward since by this run's own finished jobs
+ * and the others' pace.
+ */
+export interface SharedProgress {
+  /** Runs working the queue, this one included. */
+  readonly runs: number;
+  /** Jobs finished (done or failed) by any run since this one started. */
+  readonly finished: number;
+  /** Jobs not finished: pending, and running in any run. */
+  readonly left: number;
+  /** Every run's jobs per second together. */
+  readonly jobsPerSecond: number;
 }
 
 export interface RunSummary {

@@ -16,7 +16,7 @@ import { RunMoney } from './run-money.js';
 import { loadPriceTable } from '../pricing/price-table.js';
 import { duration, oneLine } from '../report/format.js';
 import type { RunDeps, RunOptions, RunStore } from './run-queue.js';
-import type { RunStats } from '../store/types.js';
+import type { JobState, RunRow, RunStats } from '../store/types.js';
 import { retryingTransients } from './retrying-store.js';
 import { DiskFullNotice } from './disk-full-notice.js';
 import { isDiskFull } from '../store/transient.js';
@@ -89,6 +89,10 @@ export class Run {
   #lapsedAt = 0;
   #timers: NodeJS.Timeout[] = [];
   #loweredConcurrency = false;
+  /** Other live runs working the queue, as the last reclaim found them: the progress is then the queue's. */
+  #otherRuns: readonly RunRow[] = [];
+  /** The queue's finished jobs (done and failed) when this run started. */
+  #finishedAtStart = 0;
 
   constructor(deps: RunDeps, options: RunOptions) {
     this.#deps = deps;
@@ -182,6 +186,8 @@ export class Run {
     const before = await this.#store.status();
     this.#money.checkPriced(before);
     c.alreadyDone = before.counts.done;
+    this.#finishedAtStart = before.counts.done + before.counts.failed;
+    this.#readShared(before.counts);
     // Running jobs here are held by live runs or batch submissions (the reclaim above handed back
     // those of dead runs): not this run's to do, and counting them promised work it never did. Some
     // may be a dying run's (on this host, its process gone, its heartbeat still fresh), back within
@@ -431,8 +437,9 @@ export class Run {
         // before this renewal may have been taken, and answered, by another run.
         if (t >= this.#lastBeat + this.#leaseMs) this.#lapsedAt = t;
         this.#lastBeat = Math.max(this.#lastBeat, t);
-        if (++this.#beats % 5 === 0) return Promise.all([this.#reclaim(), lanes.save(this.#store)]);
-        return undefined;
+        // the other runs and the queue's counts for the progress, each beat
+        if (++this.#beats % 5 === 0) return Promise.all([this.#reclaim(), lanes.save(this.#store), this.#refreshShared()]).then(() => {});
+        return this.#refreshShared();
       })
       .catch((error) => {
         // A full disk is waited out (DiskFullNotice): the answers held then find whether their jobs
@@ -466,11 +473,44 @@ export class Run {
     };
     const runs = await this.#store.activeRuns();
     const { dead, dying } = goneOwners(runs, self);
+    this.#otherRuns = this.#working(runs, self.now);
     const takenBack = await this.#store.reclaim(this.#now(), dead);
     if (dying.length > 0) return { comingBack: 'dying', takenBack };
     // the dead ones' jobs are back already
     const silent = silentOwners(runs, self, this.#leaseMs).some((id) => !dead.includes(id));
     return { comingBack: silent ? 'silent' : null, takenBack };
+  }
+
+  /** Looks for other runs on the queue, and reads its counts while there are (each heartbeat). */
+  async #refreshShared(): Promise<void> {
+    this.#otherRuns = this.#working(await this.#store.activeRuns(), this.#now());
+    this.#readShared(this.#otherRuns.length > 0 ? (await this.#store.status()).counts : null);
+  }
+
+  /**
+   * The other runs among `runs` working the queue: heartbeating (a run quiet for three beats may be
+   * dead), and online (a batch lane's run sends nothing itself: its pace is not the queue's).
+   */
+  #working(runs: readonly RunRow[], now: number): RunRow[] {
+    const quietMs = Math.max(3 * this.#heartbeatMs, 5000);
+    return runs.filter((r) => r.id !== this.#id && r.endedAt === null && now - r.heartbeatAt <= quietMs && r.options.via !== 'batch');
+  }
+
+  /** The queue's progress from its counts and the other runs' last heartbeats; none while this run works alone. */
+  #readShared(counts: Readonly<Record<JobState, number>> | null): void {
+    const c = this.#counters;
+    const others = this.#otherRuns;
+    c.shared =
+      others.length === 0 || counts === null
+        ? null
+        : {
+            at: this.#now(),
+            otherRuns: others.length,
+            othersPerSecond: others.reduce((sum, r) => sum + (r.stats?.jobsPerSecond ?? 0), 0),
+            finished: Math.max(0, counts.done + counts.failed - this.#finishedAtStart),
+            left: counts.pending + counts.running,
+            ownFinished: c.done + c.failed,
+          };
   }
 
   /** What `status` says of how the run ended, beside its reason: the error, or which budget. */

@@ -1,5 +1,5 @@
 import type { RunStats } from '../store/types.js';
-import type { ProgressSnapshot } from './events.js';
+import type { ProgressSnapshot, SharedProgress } from './events.js';
 import type { LaneSnapshot } from './lane.js';
 
 const WINDOW_SECONDS = 30;
@@ -29,6 +29,8 @@ export class RunCounters {
   total = 0;
   alreadyDone = 0;
   paused: ProgressSnapshot['paused'] = null;
+  /** The queue and the other runs working it, as last read; null while this run works it alone. */
+  shared: SharedRead | null = null;
   readonly startedAt: number;
   // per-second buckets of [jobs finished, tokens used]
   readonly #buckets = new Map<number, [number, number]>();
@@ -67,7 +69,9 @@ export class RunCounters {
 
   snapshot(now: number, lanes: readonly LaneSnapshot[] = [], concurrency = 0): ProgressSnapshot {
     const { jobs, tokens } = this.rates(now);
-    const left = Math.max(0, this.total - this.done - this.failed);
+    const shared = this.#sharedNow(now, jobs);
+    const left = shared ? shared.left : Math.max(0, this.total - this.done - this.failed);
+    const perSecond = shared ? shared.jobsPerSecond : jobs;
     return {
       startedAt: this.startedAt,
       now,
@@ -86,11 +90,25 @@ export class RunCounters {
       jobsPerSecond: jobs,
       tokensPerSecond: tokens,
       // the first second's pace is a ramp (one answer in: 80,000 jobs looked like 22 hours); wait for a few
-      etaSeconds: left === 0 ? 0 : jobs > 0 && now - this.startedAt >= ETA_AFTER_MS ? left / jobs : null,
+      etaSeconds: left === 0 ? 0 : perSecond > 0 && now - this.startedAt >= ETA_AFTER_MS ? left / perSecond : null,
+      shared,
       paused: this.paused,
       lanes,
       concurrency,
     };
+  }
+
+  /**
+   * The shared read carried forward to `now`: what this run finished since, and what the others
+   * did at their pace, move from left to finished. What this run holds is left whatever the others' pace.
+   */
+  #sharedNow(now: number, ownPerSecond: number): SharedProgress | null {
+    const s = this.shared;
+    if (!s) return null;
+    const held = this.inFlight + this.waiting + this.backingOff;
+    const since = this.done + this.failed - s.ownFinished + (s.othersPerSecond * Math.max(0, now - s.at)) / 1000;
+    const moved = Math.max(0, Math.min(Math.max(0, s.left - held), Math.round(since)));
+    return { runs: s.otherRuns + 1, finished: s.finished + moved, left: s.left - moved, jobsPerSecond: ownPerSecond + s.othersPerSecond };
   }
 
   forStore(now: number, lanes: readonly LaneSnapshot[] = [], concurrency = 0): RunStats {
@@ -118,4 +136,20 @@ export class RunCounters {
       })),
     };
   }
+}
+
+/** What a read of the queue and the runs' heartbeats said, while other runs work the queue too. */
+export interface SharedRead {
+  /** When it was read (ms epoch). */
+  readonly at: number;
+  /** Live runs working the queue besides this one. */
+  readonly otherRuns: number;
+  /** Their jobs per second together, as their last heartbeats said. */
+  readonly othersPerSecond: number;
+  /** Jobs the queue finished (done or failed) since this run started. */
+  readonly finished: number;
+  /** Pending and running jobs. */
+  readonly left: number;
+  /** This run's finished jobs then. */
+  readonly ownFinished: number;
 }

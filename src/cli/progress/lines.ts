@@ -55,15 +55,27 @@ export interface Where {
   readonly runAgain?: string;
 }
 
-/** "31,204/40,000 78% · 4.6 jobs/s · 612 tok/s · ETA 31m" (the bar goes in front on a TTY). */
-export function countsText(p: ProgressSnapshot | null, total: number): string {
+/**
+ * What the bar and its count show: this run's jobs finished of its jobs to do, or, while other runs
+ * work the queue too (`shared`), the queue's (each run alone would stand at its share of the queue,
+ * and jump to 100% at the end).
+ */
+export function progressOf(p: ProgressSnapshot | null, total: number): { finished: number; total: number } {
+  if (p?.shared) return { finished: p.shared.finished, total: p.shared.finished + p.shared.left };
   const finished = p ? p.done + p.failed : 0;
-  const t = Math.max(total, finished);
+  return { finished, total: Math.max(total, finished) };
+}
+
+/**
+ * "31,204/40,000 78% · 4.6 jobs/s · 612 tok/s · ETA 31m" (the bar goes in front on a TTY); with other
+ * runs on the queue, its count, pace and ETA: "61,204/80,000 77% · 2 runs · 9.2 jobs/s · ETA 34m".
+ */
+export function countsText(p: ProgressSnapshot | null, total: number): string {
+  const { finished, total: t } = progressOf(p, total);
   const parts = [`${int(finished)}/${int(t)} ${percent(finished, t)}`];
-  if (p) {
-    parts.push(`${rate(p.jobsPerSecond)} jobs/s`, `${compact(Math.round(p.tokensPerSecond))} tok/s`);
-    parts.push(`ETA ${p.etaSeconds === null ? '--' : shortDuration(p.etaSeconds)}`);
-  }
+  if (p?.shared) parts.push(`${int(p.shared.runs)} runs`, `${rate(p.shared.jobsPerSecond)} jobs/s`);
+  else if (p) parts.push(`${rate(p.jobsPerSecond)} jobs/s`, `${compact(Math.round(p.tokensPerSecond))} tok/s`);
+  if (p) parts.push(`ETA ${p.etaSeconds === null ? '--' : shortDuration(p.etaSeconds)}`);
   return parts.join(' · ');
 }
 
@@ -75,10 +87,11 @@ function shortDuration(seconds: number): string {
   return seconds >= 600 && seconds < 3570 ? `${Math.round(seconds / 60)}m` : duration(seconds);
 }
 
-/** "in flight 8 · waiting 3 · backoff 2 · failed 1 · $0.42" */
+/** "in flight 8 · waiting 3 · backoff 2 · failed 1 · $0.42", after "this run 4,120 at 4.6 jobs/s" while others work the queue too. */
 export function detailText(s: ProgressState, paint: Paint): string {
   const p = s.snapshot;
   const parts = [
+    ...(p?.shared ? [`this run ${int(p.done + p.failed)} at ${rate(p.jobsPerSecond)} jobs/s`] : []),
     `in flight ${int(p?.inFlight ?? 0)}`,
     `waiting ${int(p?.waiting ?? 0)}`,
     `backoff ${int(p?.backingOff ?? 0)}`,

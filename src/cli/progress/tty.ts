@@ -1,7 +1,7 @@
 import cliProgress from 'cli-progress';
 import type { SchedulerEventMap, SchedulerEventName } from '../../scheduler/events.js';
 import { oneLine, type Paint } from '../../report/format.js';
-import { countsText, detailText, failureText, laneText, pauseText, startText, summaryText, type Where } from './lines.js';
+import { countsText, detailText, progressOf, failureText, laneText, pauseText, startText, summaryText, type Where } from './lines.js';
 import type { ProgressState } from './state.js';
 import type { Renderer } from './types.js';
 
@@ -34,8 +34,8 @@ export function ttyRenderer(
     const codes = paint.green('x').length - 1;
     const room = width() - text.length - 1 - codes;
     const size = Math.max(0, Math.min(40, room));
-    const p = state.snapshot;
-    const ratio = p && state.total ? Math.min(1, (p.done + p.failed) / state.total) : 0;
+    const shown = progressOf(state.snapshot, state.total);
+    const ratio = shown.total ? Math.min(1, shown.finished / shown.total) : 0;
     const full = Math.round(size * ratio);
     const bar = size >= 5 ? paint.green('█'.repeat(full)) + '░'.repeat(size - full) + ' ' : '';
     return bar + text;
