@@ -5,6 +5,7 @@ import { enqueue } from '../src/ingest/enqueue.js';
 import { sourcePath } from '../src/ingest/folder.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { runCli } from './helpers/cli.js';
+import { goneFilesText } from '../src/cli/commands/enqueue.js';
 import { tempDir } from './helpers/tmp.js';
 import { request as withPrompt } from './ingest/helpers.js';
 
@@ -41,6 +42,7 @@ describe('files gone from a folder enqueued before', () => {
         count: 2,
         states: { done: 1, pending: 1 },
         first: { folder: sourcePath(notes), id: 'b.txt' },
+        folders: 1,
         ids: ['b.txt', 'sub/d.txt'],
         partial: false,
       });
@@ -66,14 +68,16 @@ describe('files gone from a folder enqueued before', () => {
     const r = await cli(['enqueue', '.']);
     expect(r.code).toBe(0);
     expect(r.stderr).toContain(
-      'warning: a file enqueued before from this folder is not there now (x.txt, id "x.txt"), and its item stays in the queue: ' +
-        '1 not answered yet (llmq run still sends its document). If it was deleted for good, take the item out of the queue: llmq forget --db q.db x.txt.',
+      'warning: a file enqueued before from the current folder is not there now (x.txt, id "x.txt"), and its item stays in the queue: ' +
+        '1 not answered yet (llmq run still sends its document). If it was deleted or renamed, take the item out of the queue: llmq forget --db q.db x.txt. ' +
+        '(If another machine or folder enqueued it into this queue under the same folder name, it is not gone: leave it.)',
     );
     const json = JSON.parse((await cli(['enqueue', '.', '--json'])).stdout);
     expect(json.goneFiles).toEqual({
       count: 1,
       states: { pending: 1 },
       first: { folder: '.', id: 'x.txt' },
+      folders: 1,
       ids: ['x.txt'],
       partial: false,
     });
@@ -81,5 +85,15 @@ describe('files gone from a folder enqueued before', () => {
     const again = await cli(['enqueue', '.']);
     expect(again.stderr).not.toContain('not there now');
     expect(JSON.parse((await cli(['enqueue', '.', '--json'])).stdout).goneFiles).toBeNull();
+  });
+  it('past five, names the first five in the forget and says where the rest are listed; several folders are said', () => {
+    const ids = ['a', 'b', 'c', 'd', 'e', 'f', 'g'];
+    const text = goneFilesText(
+      { count: 7, states: { done: 7 }, first: { folder: 'notes', id: 'a' }, folders: 2, ids, partial: false },
+      ' --db q.db',
+    );
+    expect(text).toContain('7 files enqueued before from notes/ and 1 other folder are not there now (the first: notes/a, id "a")');
+    expect(text).toContain('7 answered (export still gives their answers)');
+    expect(text).toContain('llmq forget --db q.db a b c d e ... (the first 5 of 7; enqueue --json lists them all in goneFiles.ids)');
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { RunCounters } from '../src/scheduler/stats.js';
 
-// Between two reads of the queue (every fifth heartbeat), the shared progress moves on by this
+// Between two reads of the queue (each heartbeat), the shared progress moves on by this
 // run's own finished jobs and the others' pace, never past what this run still holds.
 describe("a run's view of a queue other runs work too", () => {
   const T = 1_754_000_000_000;

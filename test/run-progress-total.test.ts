@@ -130,24 +130,66 @@ describe("a run's count of what it has to do", () => {
     await seedJobs(store, 240);
     const other = new SqliteStore(join(dir, 'q.db'));
     const options = { concurrency: 2, heartbeatMs: 100, progressMs: 20 };
-    const [mine, theirs] = await Promise.all([watchedRun(store, fake, { options }), watchedRun(other, fake, { options })]);
-    expect(mine.summary.done + theirs.summary.done).toBe(240);
-    const shared = mine.progress.filter((p) => p.shared !== null);
-    expect(shared.length).toBeGreaterThan(0);
-    for (const p of shared) {
-      // both runs started on a queue of 240 to do: what is finished and what is left always make 240
-      expect(p.shared!.finished + p.shared!.left).toBe(240);
-      expect(p.shared!.runs).toBe(2);
-      expect(p.shared!.finished).toBeGreaterThanOrEqual(p.done + p.failed);
-      // the pace of both runs: this one's and the other's, as its last heartbeat said (none at first)
-      expect(p.shared!.jobsPerSecond).toBeGreaterThanOrEqual(p.jobsPerSecond);
-      if (p.etaSeconds !== null && p.shared!.left > 0) expect(p.etaSeconds).toBeCloseTo(p.shared!.left / p.shared!.jobsPerSecond, 5);
+    const runs = await Promise.all([watchedRun(store, fake, { options }), watchedRun(other, fake, { options })]);
+    expect(runs[0].summary.done + runs[1].summary.done).toBe(240);
+    for (const { progress } of runs) {
+      const shared = progress.filter((p) => p.shared !== null);
+      expect(shared.length).toBeGreaterThan(0);
+      // finished and left make the jobs the queue had to do as this run started, whichever read
+      const sums = new Set(shared.map((p) => p.shared!.finished + p.shared!.left));
+      expect(sums.size).toBe(1);
+      expect([...sums][0]).toBeGreaterThan(200);
+      expect([...sums][0]).toBeLessThanOrEqual(240);
+      // two, or this one alone once the other ended (the bar stays the queue's)
+      expect(shared.some((p) => p.shared!.runs === 2)).toBe(true);
+      for (const p of shared) {
+        expect([1, 2]).toContain(p.shared!.runs);
+        expect(p.shared!.finished).toBeGreaterThanOrEqual(p.done + p.failed);
+        // the pace of both runs: this one's and the other's, as its last heartbeat said (none at first)
+        expect(p.shared!.jobsPerSecond).toBeGreaterThanOrEqual(p.jobsPerSecond);
+        if (p.etaSeconds !== null && p.shared!.left > 0) expect(p.etaSeconds).toBeCloseTo(p.shared!.left / p.shared!.jobsPerSecond, 5);
+      }
+      expect(shared.some((p) => p.shared!.jobsPerSecond > p.jobsPerSecond)).toBe(true);
+      // past half of the queue, while this run had done at most about half of it itself
+      expect(shared.some((p) => p.shared!.finished > 120 && p.done <= 130)).toBe(true);
+      // the last line, read afresh as the run ends: at most what the other run still held (twice its concurrency) is left
+      expect(progress.at(-1)!.shared!.left).toBeLessThanOrEqual(4);
+      const last = shared.filter((p) => p.shared!.runs === 2).at(-1)!;
+      expect(countsText(last, last.total)).toMatch(new RegExp(`^${last.shared!.finished}/${[...sums][0]} [\\d.]+% · 2 runs · `));
     }
-    expect(shared.some((p) => p.shared!.jobsPerSecond > 1.5 * p.jobsPerSecond)).toBe(true);
-    // past half of the queue, while this run had done at most about half of it itself
-    expect(shared.some((p) => p.shared!.finished > 120 && p.done <= 130)).toBe(true);
-    // countsText shows the queue's count then
-    const last = shared.at(-1)!;
-    expect(countsText(last, last.total)).toMatch(new RegExp(`^${last.shared!.finished}/240 [\\d.]+% · 2 runs · `));
+  }, 30_000);
+
+  it('stays its own for a run with --limit beside another run: its work is its limit', async () => {
+    const fake = await startFake({ latencyMs: 20 });
+    const dir = tempDir();
+    const store = new SqliteStore(join(dir, 'q.db'));
+    await seedJobs(store, 120);
+    const other = new SqliteStore(join(dir, 'q.db'));
+    const options = { concurrency: 2, heartbeatMs: 100, progressMs: 20 };
+    const [limited, whole] = await Promise.all([
+      watchedRun(store, fake, { options: { ...options, limit: 40 } }),
+      watchedRun(other, fake, { options }),
+    ]);
+    expect(limited.summary).toMatchObject({ reason: 'limit', done: 40 });
+    expect(limited.progress.every((p) => p.shared === null)).toBe(true);
+    expect(limited.progress.at(-1)).toMatchObject({ total: 40, done: 40 });
+    // the other saw it, and stays the queue's once it ended
+    expect(whole.progress.some((p) => p.shared?.runs === 2)).toBe(true);
+    expect(whole.progress.at(-1)!.shared).toMatchObject({ runs: 1, left: 0 });
+  }, 30_000);
+  it('ends on the queue as it is, read afresh, not on a read a heartbeat old carried forward', async () => {
+    const fake = await startFake({ latencyMs: 20 });
+    const dir = tempDir();
+    const store = new SqliteStore(join(dir, 'q.db'));
+    await seedJobs(store, 300);
+    const other = new SqliteStore(join(dir, 'q.db'));
+    // heartbeats at 0.5 and 1 s, then none before both end: the last read is a second or more old
+    const options = { concurrency: 2, heartbeatMs: 60_000, progressMs: 20 };
+    const runs = await Promise.all([watchedRun(store, fake, { options }), watchedRun(other, fake, { options })]);
+    const last = runs.map((r) => r.progress.at(-1)!.shared!);
+    // the run that ended second saw the queue done
+    const later = last.find((s) => s.left === 0);
+    expect(later).toBeDefined();
+    for (const s of last) expect(s.left).toBeLessThanOrEqual(4);
   }, 30_000);
 });

@@ -280,7 +280,7 @@ describe('llmq status', () => {
     const mockOnly = (await cli(['status'])).stdout;
     expect(mockOnly).toContain(note);
     // its $0.00 is not a price list's: none is named beside it
-    expect(mockOnly).toMatch(/^ {2}cost {5}\$0\.00 so far · the offline mock bills nothing$/m);
+    expect(mockOnly).toMatch(/^ {2}cost {5}\$0\.00 so far · gpt-4o-mini · the offline mock bills nothing$/m);
     expect(mockOnly).not.toMatch(/^ {2}prices /m);
     // populate's last run went to a real provider
     const { db } = await populate(tempDir());

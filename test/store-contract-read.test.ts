@@ -393,4 +393,13 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     expect(await ids('notes', 2, first[1]!.seq)).toEqual(['d.txt']);
     expect(await ids('nothing', 10)).toEqual([]);
   });
+  it('stateCounts: the jobs in each state, as status counts them', async () => {
+    const { store } = await kind.fresh();
+    expect(await store.stateCounts()).toEqual({ pending: 0, running: 0, done: 0, failed: 0 });
+    await store.enqueue(rows(5), T0);
+    const { jobs } = await store.claim(claimOpts({ limit: 2 }));
+    await finish(store, jobs[0]!.key, 1, 1);
+    expect(await store.stateCounts()).toEqual({ pending: 3, running: 1, done: 1, failed: 0 });
+    expect(await store.stateCounts()).toEqual((await store.status()).counts);
+  });
 });

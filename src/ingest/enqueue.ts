@@ -218,7 +218,8 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
     // a walk stopped early did not read what it did not reach
     if (store.folderItems && store.itemStates && !stopped) {
       const reader = { folderItems: store.folderItems.bind(store), itemStates: store.itemStates.bind(store) };
-      gone = await goneFiles(reader, config.walkedFolders, (id) => batcher.read(id));
+      // what was read is stored: a look that fails (or is stopped) only leaves the warning out
+      gone = await goneFiles(reader, config.walkedFolders, (id) => batcher.read(id), options.signal).catch(() => null);
     }
   } finally {
     batcher.close();

@@ -13,9 +13,11 @@ export interface GoneFiles {
   readonly count: number;
   /** Their jobs' states: `pending` and `running` ones are still sent, `done` ones still exported. */
   readonly states: Readonly<Partial<Record<JobState, number>>>;
-  /** The first, in input order: the folder as the command line named it, and the item's id (its path in that folder). */
+  /** The first, in input order: the folder as its items' sources spell it, and the item's id (its path in that folder). */
   readonly first: { readonly folder: string; readonly id: string };
-  /** The first few ids (GONE_IDS_SHOWN), in input order. */
+  /** The folders they are from (of those this enqueue walked). */
+  readonly folders: number;
+  /** The first ids (GONE_IDS_LISTED), in input order. */
   readonly ids: readonly string[];
   /** Only the first MAX_GONE_LOOKED_AT items this enqueue did not read were looked for on disk. */
   readonly partial: boolean;
@@ -29,8 +31,8 @@ export interface WalkedFolder {
   readonly shown: string;
 }
 
-/** Ids of `goneFiles` given, at most: enough to name in one `llmq forget`. */
-const GONE_IDS_SHOWN = 5;
+/** Ids of `goneFiles` listed, at most. */
+export const GONE_IDS_LISTED = 1000;
 
 /**
  * Items not read by this enqueue looked for on disk, at most: a narrower --glob than the last
@@ -51,6 +53,7 @@ export async function goneFiles(
   store: Pick<QueueReader, 'folderItems' | 'itemStates'>,
   folders: readonly WalkedFolder[],
   read: (id: string) => boolean,
+  signal?: AbortSignal,
 ): Promise<GoneFiles | null> {
   const gone: Array<{ folder: string; id: string }> = [];
   const looked = new Set<string>();
@@ -61,6 +64,7 @@ export async function goneFiles(
     looked.add(folder.shown);
     const items = keysetPages((after, size) => store.folderItems(folder.shown, size, after as number), 'seq', PAGE);
     for await (const { id } of items) {
+      if (signal?.aborted) return null; // stopped: nothing is said of what was not looked at
       if (read(id)) continue;
       if (lookedAt >= MAX_GONE_LOOKED_AT) {
         partial = true;
@@ -73,7 +77,8 @@ export async function goneFiles(
   if (gone.length === 0) return null;
   const states: Partial<Record<JobState, number>> = {};
   for (const state of await store.itemStates(gone.map((g) => g.id))) if (state) states[state] = (states[state] ?? 0) + 1;
-  return { count: gone.length, states, first: gone[0]!, ids: gone.slice(0, GONE_IDS_SHOWN).map((g) => g.id), partial };
+  const goneFrom = new Set(gone.map((g) => g.folder)).size;
+  return { count: gone.length, states, first: gone[0]!, folders: goneFrom, ids: gone.slice(0, GONE_IDS_LISTED).map((g) => g.id), partial };
 }
 
 /** Nothing at `path`, or a file where its folder should be. A dangling link is there: the walk said what was wrong with it. */

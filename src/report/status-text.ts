@@ -194,8 +194,8 @@ function costLine(r: StatusReport, p: Paint): string {
         (c.knownUsd > 0 ? `, ${usd(c.knownUsd)} priced` : ''),
     );
   if (c.remainingUsd !== null && c.remainingUsd > 0) parts.push(`about ${usd(c.remainingUsd)} more to finish`);
+  if (r.cost.byModel.length === 1) parts.push(p.dim(r.cost.byModel[0]!.model));
   if (onlyMock(r)) parts.push(p.dim('the offline mock bills nothing'));
-  else if (r.cost.byModel.length === 1) parts.push(p.dim(r.cost.byModel[0]!.model));
   return parts.join(' · ');
 }
 

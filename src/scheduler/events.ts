@@ -38,7 +38,10 @@ export interface ProgressSnapshot {
    * the queue's at every run's pace together.
    */
   readonly etaSeconds: number | null;
-  /** Other runs work the queue beside this one: the queue's progress, not this run's share of it. Null when it works alone. */
+  /**
+   * Other runs work the queue beside this one, or did since it started: the queue's progress, not
+   * this run's share of it. Null when it works alone, and for a run with --limit.
+   */
   readonly shared: SharedProgress | null;
   /** Set while dispatch is paused: why and until when (ms epoch). */
   readonly paused: { readonly reason: 'rate_limit' | 'outage'; readonly until: number } | null;
@@ -49,9 +52,9 @@ export interface ProgressSnapshot {
 }
 
 /**
- * The queue's progress while several runs work it, as the last read of the queue and of the runs'
- * heartbeats said (every fifth heartbeat), carried forward since by this run's own finished jobs
- * and the others' pace.
+ * The queue's progress while several runs work it (or did since this run started), as the last
+ * read of the queue's counts and the runs' heartbeats said (each heartbeat), carried forward since
+ * by this run's own finished jobs and the others' pace.
  */
 export interface SharedProgress {
   /** Runs working the queue, this one included. */

@@ -47,5 +47,7 @@ export function retryingTransients(store: RunStore, waits: { forAnswers?: DiskFu
     saveLaneLimits: (row) => store.saveLaneLimits(row),
     laneLimits: () => store.laneLimits(),
     status: evenAfterLoss(() => store.status()),
+    // for the progress only: a failed read shows this run's own
+    stateCounts: () => store.stateCounts(),
   };
 }

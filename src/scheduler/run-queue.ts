@@ -50,7 +50,7 @@ export interface RunOptions {
  * What a run needs of the store: the queue it works, the registry its heartbeat keeps its leases in,
  * the money and the learned lane limits, and the counts it reports before and after.
  */
-export type RunStore = Pick<JobQueue, RunQueueCall> & RunRegistry & RunBudget & LaneMemory & Pick<QueueReader, 'status'>;
+export type RunStore = Pick<JobQueue, RunQueueCall> & RunRegistry & RunBudget & LaneMemory & Pick<QueueReader, 'status' | 'stateCounts'>;
 
 /** The changes of the job state machine a run makes (not enqueue, retry-failed or the mock's take-back: commands of their own). */
 type RunQueueCall = 'claim' | 'startRetry' | 'complete' | 'recordAttempt' | 'fail' | 'release' | 'nextPendingAt';

@@ -93,6 +93,8 @@ export class Run {
   #otherRuns: readonly RunRow[] = [];
   /** The queue's finished jobs (done and failed) when this run started. */
   #finishedAtStart = 0;
+  /** Other runs worked the queue since this one started (`#sharesQueue`). */
+  #shared = false;
 
   constructor(deps: RunDeps, options: RunOptions) {
     this.#deps = deps;
@@ -182,12 +184,12 @@ export class Run {
     const c = this.#counters,
       o = this.#options;
     const { comingBack, takenBack } = await this.#reclaim();
-    // The one full read of the queue at the start: how much there is to do, and whether its models have prices.
+    // The full read of the queue at the start: how much there is to do, and whether its models have prices.
     const before = await this.#store.status();
     this.#money.checkPriced(before);
     c.alreadyDone = before.counts.done;
     this.#finishedAtStart = before.counts.done + before.counts.failed;
-    this.#readShared(before.counts);
+    this.#readShared(this.#sharesQueue() ? before.counts : null);
     // Running jobs here are held by live runs or batch submissions (the reclaim above handed back
     // those of dead runs): not this run's to do, and counting them promised work it never did. Some
     // may be a dying run's (on this host, its process gone, its heartbeat still fresh), back within
@@ -406,7 +408,7 @@ export class Run {
     }
   }
 
-  /** Renew the leases and the live stats; every fifth beat, reclaim and save the lanes. Also ends a too-long outage. */
+  /** Renew the leases and the live stats, and read the queue for a shared progress; every fifth beat, reclaim and save the lanes. Also ends a too-long outage. */
   #beat(): void {
     const t = this.#now(),
       c = this.#counters,
@@ -481,10 +483,25 @@ export class Run {
     return { comingBack: silent ? 'silent' : null, takenBack };
   }
 
-  /** Looks for other runs on the queue, and reads its counts while there are (each heartbeat). */
+  /** Looks for other runs on the queue, and reads its counts once there are (each heartbeat). A read that fails shows this run's own. */
   async #refreshShared(): Promise<void> {
-    this.#otherRuns = this.#working(await this.#store.activeRuns(), this.#now());
-    this.#readShared(this.#otherRuns.length > 0 ? (await this.#store.status()).counts : null);
+    try {
+      this.#otherRuns = this.#working(await this.#store.activeRuns(), this.#now());
+      this.#readShared(this.#sharesQueue() ? await this.#store.stateCounts() : null);
+    } catch {
+      this.#counters.shared = null;
+    }
+  }
+
+  /**
+   * Whether the progress is the queue's: other runs work it, or did since this run started (its bar
+   * does not jump back to its own share when they end). Never for a run with --limit: its work is
+   * its limit, not the queue.
+   */
+  #sharesQueue(): boolean {
+    if (this.#limit !== Infinity) return false;
+    if (this.#otherRuns.length > 0) this.#shared = true;
+    return this.#shared;
   }
 
   /**
@@ -501,7 +518,7 @@ export class Run {
     const c = this.#counters;
     const others = this.#otherRuns;
     c.shared =
-      others.length === 0 || counts === null
+      counts === null
         ? null
         : {
             at: this.#now(),
@@ -550,6 +567,11 @@ export class Run {
           : null,
       fatal: f ? { message: f.message, reason: f.reason } : null,
     };
+    // the last bar: the queue as it is now (a read a heartbeat old left it short of the end)
+    if (this.#shared) {
+      this.#otherRuns = this.#working(after.activeRuns, this.#now());
+      this.#readShared(after.counts);
+    }
     this.#emit('progress', this.#snapshot());
     this.#emit('run:end', summary);
     return summary;

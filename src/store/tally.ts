@@ -29,6 +29,16 @@ export const COUNTS_COLUMNS = `model, state, sum(jobs) AS n, sum(prompt_tokens) 
  * count the jobs items need. Tokens, cost and the per-model figures keep them: they were paid for,
  * and each is an answer of its model all the same.
  */
+/** The jobs of each state from rows of `SELECT state, sum(jobs) AS n FROM job_counts GROUP BY state` (either store). */
+export function stateCountsOf(rows: ReadonlyArray<{ state: JobState; n: number | string }>): Record<JobState, number> {
+  const counts = Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
+  for (const r of rows) counts[r.state] += Number(r.n);
+  return counts;
+}
+
+/** The SQL of `stateCountsOf`'s rows: the maintained counts, folded or not. */
+export const STATE_COUNTS_SQL = 'SELECT state, sum(jobs) AS n FROM job_counts GROUP BY state';
+
 export function tallyJobs(
   rows: readonly StateTokensRow[],
   orphanedAnswers: number,

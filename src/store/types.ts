@@ -568,6 +568,8 @@ export interface QueueReader {
   /** The queue's counts, failures, runs, learned limits and money, as stored now (nothing in it depends on the clock). */
   status(): Promise<StatusSnapshot>;
   item(id: string): Promise<ItemDetail | null>;
+  /** The jobs in each state, as `status` counts them, and nothing else: what a run reads each heartbeat while other runs work the queue. */
+  stateCounts(): Promise<Record<JobState, number>>;
   /**
    * For each of `ids`, in order, the state of the job of the item of that id, or null when the queue
    * holds no such item. By position, not by the id read back: an id holding a lone surrogate (a JSON

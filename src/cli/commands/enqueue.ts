@@ -474,6 +474,9 @@ function sizeFlag(bytes: number): string {
  * Items of files deleted from a folder since an earlier enqueue stay in the queue: enqueue never
  * removes an item, so `llmq run` would send a deleted file's document and export give its answer.
  */
+/** Ids the gone-files warning names in its `llmq forget`. */
+const GONE_IDS_IN_TEXT = 5;
+
 export function goneFilesText(gone: GoneFiles, db: string): string {
   const { count: n, states, first } = gone;
   const one = n === 1;
@@ -483,15 +486,21 @@ export function goneFilesText(gone: GoneFiles, db: string): string {
     states.done && `${int(states.done)} answered (export still gives ${states.done === 1 ? 'its answer' : 'their answers'})`,
     states.failed && `${int(states.failed)} failed (llmq retry-failed would send ${states.failed === 1 ? 'it' : 'them'} again)`,
   ].filter(Boolean);
-  const forget = n <= gone.ids.length ? forgetCommand(gone.ids, db) : `llmq forget${db} ID... (export lists the ids)`;
-  const folder = first.folder === '.' ? 'this folder' : `${printable(first.folder)}/`;
+  const shown = gone.ids.slice(0, GONE_IDS_IN_TEXT);
+  const forget =
+    n <= shown.length
+      ? forgetCommand(shown, db)
+      : `${forgetCommand(shown, db)} ... (the first ${shown.length} of ${int(n)}; enqueue --json lists ${n <= gone.ids.length ? 'them all' : `the first ${int(gone.ids.length)}`} in goneFiles.ids)`;
+  const folder = first.folder === '.' ? 'the current folder' : `${printable(first.folder)}/`;
+  const others = gone.folders > 1 ? ` and ${count(gone.folders - 1, 'other folder')}` : '';
   const path = first.folder === '.' ? first.id : `${first.folder}/${first.id}`;
   return (
-    `${one ? 'a file' : `${int(n)} files`} enqueued before from ${folder} ${one ? 'is' : 'are'} not there now ` +
+    `${one ? 'a file' : `${int(n)} files`} enqueued before from ${folder}${others} ${one ? 'is' : 'are'} not there now ` +
     `(${one ? '' : 'the first: '}${printable(path)}, id ${JSON.stringify(printable(first.id))})` +
     `${gone.partial ? ` (of the first ${int(MAX_GONE_LOOKED_AT)} items not read this time)` : ''}, ` +
     `and ${one ? 'its item stays' : 'their items stay'} in the queue: ${what.join(', ')}. ` +
-    `If ${one ? 'it was' : 'they were'} deleted for good, take ${one ? 'the item' : 'those items'} out of the queue: ${forget}.`
+    `If ${one ? 'it was' : 'they were'} deleted or renamed, take ${one ? 'the item' : 'those items'} out of the queue: ${forget}. ` +
+    `(If another machine or folder enqueued ${one ? 'it' : 'them'} into this queue under the same folder name, ${one ? 'it is' : 'they are'} not gone: leave ${one ? 'it' : 'them'}.)`
   );
 }
 

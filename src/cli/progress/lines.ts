@@ -73,7 +73,8 @@ export function progressOf(p: ProgressSnapshot | null, total: number): { finishe
 export function countsText(p: ProgressSnapshot | null, total: number): string {
   const { finished, total: t } = progressOf(p, total);
   const parts = [`${int(finished)}/${int(t)} ${percent(finished, t)}`];
-  if (p?.shared) parts.push(`${int(p.shared.runs)} runs`, `${rate(p.shared.jobsPerSecond)} jobs/s`);
+  // the others may have ended: still the queue's count, at this run's pace
+  if (p?.shared) parts.push(...(p.shared.runs > 1 ? [`${int(p.shared.runs)} runs`] : []), `${rate(p.shared.jobsPerSecond)} jobs/s`);
   else if (p) parts.push(`${rate(p.jobsPerSecond)} jobs/s`, `${compact(Math.round(p.tokensPerSecond))} tok/s`);
   if (p) parts.push(`ETA ${p.etaSeconds === null ? '--' : shortDuration(p.etaSeconds)}`);
   return parts.join(' · ');

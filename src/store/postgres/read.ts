@@ -1,5 +1,5 @@
 import { folderPrefix, ITEM_STATES_PER_QUERY } from '../pages.js';
-import { COUNTS_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
+import { COUNTS_COLUMNS, STATE_COUNTS_SQL, stateCountsOf, tallyJobs, type StateTokensRow } from '../tally.js';
 import { NOT_IN_A_LIVE_BATCH, SENT_ONLINE } from '../batches.js';
 import { mockAnswersMayStand, mockAnswersToRun, notAnsweredByMock } from '../mock-answers.js';
 import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
@@ -208,6 +208,11 @@ export class PgReader {
         states[i + Number(row.at) - 1] = row.state;
     }
     return states;
+  }
+
+  /** Sums the counts as they are, folded or not: no write (the heartbeat folds them). */
+  async stateCounts(): Promise<Record<JobState, number>> {
+    return stateCountsOf((await query<{ state: JobState; n: string }>(this.#pool, STATE_COUNTS_SQL)).rows);
   }
 
   async folderItems(folder: string, limit: number, afterSeq = 0): Promise<FolderItemRow[]> {

@@ -468,6 +468,10 @@ export class PostgresStore implements Store {
     return this.#read.item(id);
   }
 
+  stateCounts(): Promise<Record<JobState, number>> {
+    return this.#read.stateCounts();
+  }
+
   itemStates(ids: readonly string[]): Promise<Array<JobState | null>> {
     return this.#read.itemStates(ids);
   }

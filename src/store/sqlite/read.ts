@@ -1,5 +1,5 @@
 import { folderPrefix, ITEM_STATES_PER_QUERY } from '../pages.js';
-import { COUNTS_COLUMNS, tallyJobs, type StateTokensRow } from '../tally.js';
+import { COUNTS_COLUMNS, STATE_COUNTS_SQL, stateCountsOf, tallyJobs, type StateTokensRow } from '../tally.js';
 import { SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
 import type { Db } from './open.js';
 import { ATTEMPTS_OF_JOB } from './attempts.js';
@@ -86,6 +86,10 @@ export class SqliteReader {
         spend: this.runsWithSpend(),
       };
     })();
+  }
+
+  stateCounts(): Record<JobState, number> {
+    return stateCountsOf(this.#db.prepare(STATE_COUNTS_SQL).all() as Array<{ state: JobState; n: number }>);
   }
 
   /** Every run that keeps its money in `spend`, newest first. */

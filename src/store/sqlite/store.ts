@@ -770,6 +770,10 @@ export class SqliteStore implements Store {
     return this.#read.item(id);
   }
 
+  async stateCounts(): Promise<Record<JobState, number>> {
+    return this.#read.stateCounts();
+  }
+
   async itemStates(ids: readonly string[]): Promise<Array<JobState | null>> {
     return this.#read.itemStates(ids);
   }
