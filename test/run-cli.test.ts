@@ -30,6 +30,14 @@ async function states(db: string) {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('llmq run (child processes)', () => {
+  it('--progress json is refused with the flag that does it: --json', async () => {
+    const r = await runCli(['run', '--provider', 'mock', '--db', join(tempDir(), 'q.db'), '--progress', 'json']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(
+      "argument 'json' is invalid. Expected one of: auto, tty, plain, none. For JSON events on stdout, use --json.",
+    );
+  });
+
   it('survives SIGKILL at random moments: resumed, every job ends done exactly once', async () => {
     const { fake, db, keys } = await setup(300, 15);
     const args = ['run', '--db', db, '--base-url', fake.url, '--concurrency', '8', '--retry-delay', '0.05', '--progress', 'none'];

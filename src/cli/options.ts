@@ -57,10 +57,12 @@ export function modelName(value: string): string {
   return name;
 }
 
-export function oneOf<T extends string>(choices: readonly T[]): (value: string) => T {
+/** A flag's value among `choices`; `hints` says what to use instead for a value that is not one but means something (`json`: the --json flag). */
+export function oneOf<T extends string>(choices: readonly T[], hints: Readonly<Record<string, string>> = {}): (value: string) => T {
   return (value) => {
     if (!(choices as readonly string[]).includes(value)) {
-      throw new InvalidArgumentError(`Expected one of: ${choices.join(', ')}.`);
+      const hint = Object.hasOwn(hints, value) ? ` ${hints[value]}` : '';
+      throw new InvalidArgumentError(`Expected one of: ${choices.join(', ')}.${hint}`);
     }
     return value as T;
   };

@@ -96,7 +96,7 @@ export function registerRun(program: Command): Command {
         'progress display: auto (bars on a terminal, lines otherwise), tty, plain, none (only warnings and the summary)',
       )
         .default('auto')
-        .argParser(oneOf(['auto', 'tty', 'plain', 'none'] as const))
+        .argParser(oneOf(['auto', 'tty', 'plain', 'none'] as const, { json: 'For JSON events on stdout, use --json.' }))
         // --json is the display: a mode asked for beside it would be ignored
         .conflicts('json'),
     )
