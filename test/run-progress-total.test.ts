@@ -40,6 +40,16 @@ async function watchedRun(
   return { summary, start: start as SchedulerEventMap['run:start'] | null, progress };
 }
 
+/** Two runs at once on one queue of `jobs`, each with its own store, against one fake of 20 ms: each one's summary and progress. */
+async function twoRuns(jobs: number, first: RunOptions, second: RunOptions = first) {
+  const fake = await startFake({ latencyMs: 20 });
+  const db = join(tempDir(), 'q.db');
+  const store = new SqliteStore(db);
+  await seedJobs(store, jobs);
+  const other = new SqliteStore(db);
+  return Promise.all([watchedRun(store, fake, { options: first }), watchedRun(other, fake, { options: second })]);
+}
+
 // A run started right after another on this machine was killed: the killed run's jobs come back to
 // it within seconds (its process is gone, its heartbeat still fresh). Its start said "nothing to do"
 // and then answered them all; its progress never counted them.
@@ -124,13 +134,7 @@ describe("a run's count of what it has to do", () => {
     for (const p of waiting) expect(p.total).toBe(4);
   }, 20_000);
   it("shows the queue's progress while another run works it too: every run's jobs finished and left, their pace together", async () => {
-    const fake = await startFake({ latencyMs: 20 });
-    const dir = tempDir();
-    const store = new SqliteStore(join(dir, 'q.db'));
-    await seedJobs(store, 240);
-    const other = new SqliteStore(join(dir, 'q.db'));
-    const options = { concurrency: 2, heartbeatMs: 100, progressMs: 20 };
-    const runs = await Promise.all([watchedRun(store, fake, { options }), watchedRun(other, fake, { options })]);
+    const runs = await twoRuns(240, { concurrency: 2, heartbeatMs: 100, progressMs: 20 });
     expect(runs[0].summary.done + runs[1].summary.done).toBe(240);
     for (const { progress } of runs) {
       const shared = progress.filter((p) => p.shared !== null);
@@ -160,16 +164,8 @@ describe("a run's count of what it has to do", () => {
   }, 30_000);
 
   it('stays its own for a run with --limit beside another run: its work is its limit', async () => {
-    const fake = await startFake({ latencyMs: 20 });
-    const dir = tempDir();
-    const store = new SqliteStore(join(dir, 'q.db'));
-    await seedJobs(store, 120);
-    const other = new SqliteStore(join(dir, 'q.db'));
     const options = { concurrency: 2, heartbeatMs: 100, progressMs: 20 };
-    const [limited, whole] = await Promise.all([
-      watchedRun(store, fake, { options: { ...options, limit: 40 } }),
-      watchedRun(other, fake, { options }),
-    ]);
+    const [limited, whole] = await twoRuns(120, { ...options, limit: 40 }, options);
     expect(limited.summary).toMatchObject({ reason: 'limit', done: 40 });
     expect(limited.progress.every((p) => p.shared === null)).toBe(true);
     expect(limited.progress.at(-1)).toMatchObject({ total: 40, done: 40 });
@@ -177,15 +173,10 @@ describe("a run's count of what it has to do", () => {
     expect(whole.progress.some((p) => p.shared?.runs === 2)).toBe(true);
     expect(whole.progress.at(-1)!.shared).toMatchObject({ runs: 1, left: 0 });
   }, 30_000);
+
   it('ends on the queue as it is, read afresh, not on a read a heartbeat old carried forward', async () => {
-    const fake = await startFake({ latencyMs: 20 });
-    const dir = tempDir();
-    const store = new SqliteStore(join(dir, 'q.db'));
-    await seedJobs(store, 300);
-    const other = new SqliteStore(join(dir, 'q.db'));
     // heartbeats at 0.5 and 1 s, then none before both end: the last read is a second or more old
-    const options = { concurrency: 2, heartbeatMs: 60_000, progressMs: 20 };
-    const runs = await Promise.all([watchedRun(store, fake, { options }), watchedRun(other, fake, { options })]);
+    const runs = await twoRuns(300, { concurrency: 2, heartbeatMs: 60_000, progressMs: 20 });
     const last = runs.map((r) => r.progress.at(-1)!.shared!);
     // the run that ended second saw the queue done
     const later = last.find((s) => s.left === 0);
