@@ -470,13 +470,13 @@ function sizeFlag(bytes: number): string {
   return String(bytes);
 }
 
+/** Ids the gone-files warning names in its `llmq forget`. */
+const GONE_IDS_IN_TEXT = 5;
+
 /**
  * Items of files deleted from a folder since an earlier enqueue stay in the queue: enqueue never
  * removes an item, so `llmq run` would send a deleted file's document and export give its answer.
  */
-/** Ids the gone-files warning names in its `llmq forget`. */
-const GONE_IDS_IN_TEXT = 5;
-
 export function goneFilesText(gone: GoneFiles, db: string): string {
   const { count: n, states, first } = gone;
   const one = n === 1;
