@@ -5,6 +5,7 @@ import { enqueue } from '../src/ingest/enqueue.js';
 import { sourcePath } from '../src/ingest/folder.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { runCli } from './helpers/cli.js';
+import { answerOnly } from './helpers/stores.js';
 import { goneFilesText } from '../src/cli/commands/enqueue.js';
 import { tempDir } from './helpers/tmp.js';
 import { request as withPrompt } from './ingest/helpers.js';
@@ -21,17 +22,7 @@ describe('files gone from a folder enqueued before', () => {
     const request = withPrompt('{{text}}');
     try {
       await enqueue(store, { sources: [notes], request, hidden: true });
-      // b.txt answered
-      const { jobs } = await store.claim({ owner: 'r', limit: 10, now: Date.now(), leaseUntil: Date.now() + 60_000, maxAttempts: 3 });
-      const b = jobs.find((j) => JSON.parse(j.request).messages[0].content === 'text of b.txt')!;
-      await store.complete(b.key, {
-        owner: 'r',
-        output: 'answer to b',
-        response: '{}',
-        usage: { promptTokens: 1, completionTokens: 1 },
-        attempt: { key: b.key, runId: 'r', attempt: 1, startedAt: 0, endedAt: 1, status: 200, outcome: 'done', error: null, usage: null },
-      });
-      await store.release('r', { refund: true, now: Date.now() });
+      await answerOnly(store, 'text of b.txt');
 
       rmSync(join(notes, 'b.txt'));
       rmSync(join(notes, 'sub'), { recursive: true });

@@ -6,6 +6,7 @@ import { parseJsonLine } from '../src/ingest/jsonl.js';
 import { sourcePath } from '../src/ingest/folder.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { runCli } from './helpers/cli.js';
+import { answerOnly } from './helpers/stores.js';
 import { tempDir } from './helpers/tmp.js';
 import { request as withPrompt } from './ingest/helpers.js';
 
@@ -22,16 +23,7 @@ describe('rejected documents whose items were enqueued before', () => {
     try {
       writeFileSync(file, lines({ id: 'a', text: 'A' }, { id: 'b', text: 'B' }, { id: 'c', text: 'C' }, { id: 'e', text: 'E' }));
       await enqueue(store, { sources: [file], request: withPrompt('{{text}}') });
-      const { jobs } = await store.claim({ owner: 'r', limit: 10, now: Date.now(), leaseUntil: Date.now() + 60_000, maxAttempts: 3 });
-      const e = jobs.find((j) => JSON.parse(j.request).messages[0].content === 'E')!;
-      await store.complete(e.key, {
-        owner: 'r',
-        output: 'answer to E',
-        response: '{}',
-        usage: { promptTokens: 1, completionTokens: 1 },
-        attempt: { key: e.key, runId: 'r', attempt: 1, startedAt: 0, endedAt: 1, status: 200, outcome: 'done', error: null, usage: null },
-      });
-      await store.release('r', { refund: true, now: Date.now() });
+      await answerOnly(store, 'E');
 
       writeFileSync(
         file,

@@ -1,19 +1,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
-import { STORE_KINDS, T0, OWNER, claimOpts, exported, row, skipUnavailable } from './helpers/stores.js';
-import type { Store } from '../src/store/types.js';
+import { STORE_KINDS, T0, OWNER, answerJob, claimOpts, exported, row, skipUnavailable } from './helpers/stores.js';
 
 // Store.forgetItems, for every store kind: items go; a job no item needs is dropped unsent, or kept when paid for.
-
-async function answer(store: Store, key: string): Promise<void> {
-  const usage = { promptTokens: 10, completionTokens: 5 };
-  await store.complete(key, {
-    owner: OWNER,
-    output: 'an answer',
-    response: '{}',
-    usage,
-    attempt: { key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 10, status: 200, outcome: 'done', error: null, usage },
-  });
-}
 
 describe.each(STORE_KINDS)('store contract: forgetting items [$name]', (kind) => {
   beforeEach((ctx) => skipUnavailable(kind, ctx));
@@ -47,7 +35,7 @@ describe.each(STORE_KINDS)('store contract: forgetting items [$name]', (kind) =>
     await store.enqueue([row('pending', 'p'), row('answered', 'a'), row('shared-1', 's'), row('shared-2', 's'), row('keep', 'k')], T0);
     const answered = (await exported(store)).find((r) => r.id === 'answered')!.key;
     const [claimed] = (await store.claim({ ...claimOpts({ limit: 100 }) })).jobs.filter((j) => j.key === answered);
-    await answer(store, claimed!.key);
+    await answerJob(store, claimed!.key);
     await store.release(OWNER, { refund: true, now: T0 });
 
     const dry = await store.forgetItems({ ids: ['pending', 'answered', 'shared-1', 'nope', 'nope'] }, { now: T0, dryRun: true });

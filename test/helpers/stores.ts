@@ -191,6 +191,28 @@ export const NO_STATS = Object.freeze({
   jobsPerSecond: 0,
 });
 
+/** Answer the job `key`, claimed by `owner`: an answer of 10 tokens in and 5 out. */
+export async function answerJob(store: Store, key: string, owner = OWNER): Promise<void> {
+  const usage = { promptTokens: 10, completionTokens: 5 };
+  await store.complete(key, {
+    owner,
+    output: 'an answer',
+    response: '{}',
+    usage,
+    attempt: { key, runId: owner, attempt: 1, startedAt: T0, endedAt: T0 + 10, status: 200, outcome: 'done', error: null, usage },
+  });
+}
+
+/** Answer the one pending job whose user message is `content`, and hand the others back pending. */
+export async function answerOnly(store: Store, content: string): Promise<void> {
+  const now = Date.now();
+  const { jobs } = await store.claim(claimOpts({ owner: 'answer-only', now, limit: 1000 }));
+  const job = jobs.find((j) => JSON.parse(j.request).messages.at(-1).content === content);
+  if (!job) throw new Error(`no pending job asks ${JSON.stringify(content)}`);
+  await answerJob(store, job.key, 'answer-only');
+  await store.release('answer-only', { refund: true, now });
+}
+
 /** Claim options with sensible defaults around `T0`. */
 export function claimOpts(o: { owner?: string; limit?: number; now?: number; leaseUntil?: number; maxAttempts?: number } = {}) {
   const now = o.now ?? T0;
