@@ -87,4 +87,21 @@ describe('files gone from a folder enqueued before', () => {
     expect(text).toContain('7 answered (export still gives their answers)');
     expect(text).toContain('llmq forget --db q.db a b c d e ... (the first 5 of 7; enqueue --json lists them all in goneFiles.ids)');
   });
+  it('a look that fails leaves the warning out and the enqueue whole: what was read is stored', async () => {
+    const dir = tempDir();
+    const notes = join(dir, 'notes');
+    mkdirSync(notes);
+    writeFileSync(join(notes, 'a.txt'), 'a');
+    const store = new SqliteStore(join(dir, 'q.db'));
+    try {
+      await enqueue(store, { sources: [notes], request: withPrompt('{{text}}') });
+      writeFileSync(join(notes, 'b.txt'), 'b');
+      store.folderItems = () => Promise.reject(new Error('the scan failed'));
+      const s = await enqueue(store, { sources: [notes], request: withPrompt('{{text}}') });
+      expect(s).toMatchObject({ newItems: 1, unchanged: 1, goneFiles: null });
+      expect((await store.status()).items).toBe(2);
+    } finally {
+      await store.close();
+    }
+  });
 });

@@ -183,4 +183,31 @@ describe("a run's count of what it has to do", () => {
     expect(later).toBeDefined();
     for (const s of last) expect(s.left).toBeLessThanOrEqual(4);
   }, 30_000);
+  it("shows this run's own progress while the queue's counts cannot be read, never a stale read carried on", async () => {
+    const fake = await startFake({ latencyMs: 20 });
+    const db = join(tempDir(), 'q.db');
+    const seeded = new SqliteStore(db);
+    await seedJobs(seeded, 300);
+    const options = { concurrency: 2, heartbeatMs: 100, progressMs: 20 };
+    let started!: () => void;
+    const othersStarted = new Promise<void>((resolve) => (started = resolve));
+    const healthy = watchedRun(seeded, fake, { options, atFirstJob: () => started() });
+    await othersStarted;
+    // this run sees the other at its start; every later read of the counts fails
+    const broken = new SqliteStore(db);
+    let failedAt: number | null = null;
+    broken.stateCounts = () => {
+      failedAt ??= Date.now();
+      return Promise.reject(new Error('counts unreadable'));
+    };
+    const mine = await watchedRun(broken, fake, { options });
+    await healthy;
+    expect(mine.summary.reason).toBe('drained');
+    expect(mine.progress.some((p) => p.shared !== null)).toBe(true);
+    // from the first failed read on, its own count (the last, read as the run ends, aside)
+    expect(failedAt).not.toBeNull();
+    const afterFirstBeat = mine.progress.slice(0, -1).filter((p) => p.now > failedAt! + 20);
+    expect(afterFirstBeat.length).toBeGreaterThan(0);
+    for (const p of afterFirstBeat) expect(p.shared).toBeNull();
+  }, 30_000);
 });

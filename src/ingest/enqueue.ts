@@ -20,7 +20,16 @@ import { makeRenderer, type RequestOptions } from './render.js';
 import { SEEN_IDS_PER_CALL, SeenIds } from '../store/seen-ids.js';
 import { resolveSources, type Source } from './sources.js';
 import { MissingValueError } from './template.js';
-import { DEFAULT_MAX_DOC_BYTES, MAX_REJECTED_IDS, isRejection, StopReading, type Document, type Entry, type Rejection } from './types.js';
+import {
+  DEFAULT_MAX_DOC_BYTES,
+  MAX_REJECTED_IDS,
+  countStates,
+  isRejection,
+  StopReading,
+  type Document,
+  type Entry,
+  type Rejection,
+} from './types.js';
 
 export interface EnqueueOptions {
   /** Folders, text files, `.jsonl`/`.ndjson` files, or `-` for JSONL on `stdin`. */
@@ -258,8 +267,7 @@ async function keptEarlierItems(itemStates: NonNullable<IntakeStore['itemStates'
   const kept: Array<{ rejection: RejectedIds['ids'][number]; state: JobState }> = [];
   for (const [i, state] of found.entries()) if (state !== null) kept.push({ rejection: asked[i]!, state });
   if (kept.length === 0) return null;
-  const states: Partial<Record<JobState, number>> = {};
-  for (const { state } of kept) states[state] = (states[state] ?? 0) + 1;
+  const states = countStates(kept.map((k) => k.state));
   const { path, line, id } = kept[0]!.rejection;
   const ids = kept.slice(0, KEPT_EARLIER_IDS_SHOWN).map((k) => k.rejection.id);
   return { count: kept.length, states, first: { path, ...(line !== undefined && { line }), id }, ids, partial: rejected.partial };

@@ -2,6 +2,7 @@ import { lstat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { keysetPages } from '../store/pages.js';
 import type { JobState, QueueReader } from '../store/types.js';
+import { countStates } from './types.js';
 
 /**
  * Items an earlier walk of a folder made whose file is not there now (`EnqueueSummary.goneFiles`).
@@ -75,8 +76,7 @@ export async function goneFiles(
     }
   }
   if (gone.length === 0) return null;
-  const states: Partial<Record<JobState, number>> = {};
-  for (const state of await store.itemStates(gone.map((g) => g.id))) if (state) states[state] = (states[state] ?? 0) + 1;
+  const states = countStates(await store.itemStates(gone.map((g) => g.id)));
   const goneFrom = new Set(gone.map((g) => g.folder)).size;
   return { count: gone.length, states, first: gone[0]!, folders: goneFrom, ids: gone.slice(0, GONE_IDS_LISTED).map((g) => g.id), partial };
 }

@@ -1,3 +1,4 @@
+import type { JobState } from '../store/types.js';
 import type { RoundedNumber } from './rounded-numbers.js';
 /** One document read from a source, before it is rendered into a request. */
 export interface Document {
@@ -39,6 +40,13 @@ export interface Rejection {
    * before keeps its earlier document (`EnqueueSummary.keptEarlier`).
    */
   readonly id?: string;
+}
+
+/** How many of `states` are in each state, leaving out the nulls (no such item): for the warnings that say what an item's job will do. */
+export function countStates(states: Iterable<JobState | null>): Partial<Record<JobState, number>> {
+  const counts: Partial<Record<JobState, number>> = {};
+  for (const state of states) if (state) counts[state] = (counts[state] ?? 0) + 1;
+  return counts;
 }
 
 /** What readers yield: documents and rejections in input order, in small arrays to keep overhead low. */
