@@ -2,16 +2,20 @@
 // Prints its URL on the first line of stdout; reads JSON commands on stdin, one a line:
 //   {"configure": {...}}  options as FakeOpenAI takes them, plus `latencySpreadMs` (latency uniform over
 //                         latencyMs ± latencySpreadMs; functions cannot cross a pipe)
+// Two more, at start only, answer before the limits with a 429 that says no limit (no x-ratelimit-*
+// header, `retry-after-ms: 0`): `unsaid429Rate`, the share of requests so refused at random (an
+// overloaded upstream behind a gateway), and `proxyRpm`, a proxy in front allowing proxyRpm/60
+// requests in each 1-second window and refusing the rest.
 //   {"clear": true}       forget requests and counts;  {"resetLimits": true}  refill the rate-limit budgets
 //   {"stats": true}       answers one JSON line: see Stats in helpers.ts
 import { createInterface } from 'node:readline';
-import { FakeOpenAI, uniformLatency, type FakeOpenAIOptions } from '../test/helpers/fake-openai.js';
+import { chance, FakeOpenAI, reply, uniformLatency, type FakeOpenAIOptions } from '../test/helpers/fake-openai.js';
 import { countTextTokens } from '../src/provider/tokens.js';
 
-type WireOptions = FakeOpenAIOptions & { latencySpreadMs?: number };
+type WireOptions = FakeOpenAIOptions & { latencySpreadMs?: number; unsaid429Rate?: number; proxyRpm?: number };
 
 /** The options as FakeOpenAI takes them: a spread around a number becomes a latency function. */
-function fromWire({ latencySpreadMs, ...options }: WireOptions): FakeOpenAIOptions {
+function fromWire({ latencySpreadMs, unsaid429Rate: _rate, proxyRpm: _proxy, ...options }: WireOptions): FakeOpenAIOptions {
   if (!latencySpreadMs || typeof options.latencyMs !== 'number') return options;
   return { ...options, latencyMs: uniformLatency(options.latencyMs, latencySpreadMs, options.seed) };
 }
@@ -24,10 +28,23 @@ process.stdout.write(fake.url + '\n');
 // first and last arrival, for rates measured over the busy span rather than including process start
 let firstAt = 0;
 let lastAt = 0;
+const proxyWindows = new Map<number, number>();
+/** The proxy in front (`proxyRpm`) refuses this request: its 1-second window is full. */
+function proxyRefuses(at: number): boolean {
+  if (!options.proxyRpm) return false;
+  const second = Math.floor(at / 1000);
+  const n = proxyWindows.get(second) ?? 0;
+  if (n >= options.proxyRpm / 60) return true;
+  proxyWindows.set(second, n + 1);
+  if (proxyWindows.size > 4) proxyWindows.delete(second - 4);
+  return false;
+}
 fake.respond((r) => {
   if (!firstAt) firstAt = r.receivedAt;
   lastAt = r.receivedAt;
-  return undefined;
+  // a draw of its own, apart from the hangs' and the latencies'
+  const unsaid = (options.unsaid429Rate ?? 0) > 0 && chance(0x2c1b3c6d, r.index) < options.unsaid429Rate!;
+  return unsaid || proxyRefuses(r.receivedAt) ? reply.rateLimited(0) : undefined;
 });
 
 function stats(): object {
@@ -52,7 +69,10 @@ for await (const line of createInterface({ input: process.stdin })) {
     fake.clear();
     firstAt = lastAt = 0;
   }
-  if (cmd.resetLimits) fake.resetLimits();
+  if (cmd.resetLimits) {
+    fake.resetLimits();
+    proxyWindows.clear();
+  }
   if (cmd.stats) process.stdout.write(JSON.stringify(stats()) + '\n');
 }
 await fake.close();

@@ -2,7 +2,7 @@
 // `llmq run`) against the test fake in its own process, which enforces limits over 1-second windows
 // and sends OpenAI's headers (a per-minute budget), or none. Each figure is held against the target of
 // the rate-governor issue; scenarios marked x3 run three times and pass only when every run does.
-//   npm run bench governor                              every scenario (~6 minutes)
+//   npm run bench governor                              every scenario (~9 minutes)
 //   node --import tsx bench/governor.bench.ts 1 4       some of them
 // LLMQ_BENCH_BIN=/path/to/bin/llmq.js runs another build (before/after figures).
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -246,7 +246,35 @@ async function hangs(): Promise<void> {
   console.log(`    (wall ${fmt(reps[0]!.runs[0]!.wallS, 1)} s; the fake left ${reps[0]!.stats.hung} tries hanging)`);
 }
 
-const SCENARIOS = [paced, learnsFromHeaders, silentProvider, bigRequests, sharedBudget, manyJobs, hangs];
+async function unsaidNoise(): Promise<void> {
+  const rpm = 600,
+    jobs = 300,
+    rate = 0.03;
+  console.log(
+    `(8) fake enforcing ${rpm} rpm with OpenAI headers, and ${rate * 100}% of requests refused at random by a 429 saying no limit ` +
+      `(an overloaded upstream), ${jobs} jobs, ${LATENCY_MS} ms, -c 16, no --rpm, x${REPEATS}`,
+  );
+  const reps = await repeated({ latencyMs: LATENCY_MS, rpm, unsaid429Rate: rate }, REPEATS, (f) => once(f, jobs, 16, ['-c', '16']));
+  judge(reps, 'rate after the first second, % of the limit', pctOfLimit(rpm, 1000), '%', '>= 90%', (v) => v >= 90);
+  showFill(reps, rpm / 60, 1000);
+  console.log(`    (429s, the random ones among them: ${reps.map(limited).join(' / ')})`);
+}
+
+async function hiddenLimit(): Promise<void> {
+  const rpm = 600,
+    proxyRpm = 300,
+    jobs = 300;
+  console.log(
+    `(9) a proxy in front allowing ${proxyRpm} rpm (${proxyRpm / 60} per 1-second window) and refusing the rest with a 429 saying no limit; ` +
+      `behind it a fake saying and enforcing ${rpm} rpm; ${jobs} jobs, ${LATENCY_MS} ms, -c 16, no --rpm`,
+  );
+  const reps = await repeated({ latencyMs: LATENCY_MS, rpm, proxyRpm }, 1, (f) => once(f, jobs, 16, ['-c', '16']));
+  judge(reps, "rate after the first second, % of the proxy's limit", pctOfLimit(proxyRpm, 1000), '%', '>= 90%', (v) => v >= 90);
+  showFill(reps, proxyRpm / 60, 1000);
+  judge(reps, '429s', limited, '', '<= 20', (v) => v <= 20, 0);
+}
+
+const SCENARIOS = [paced, learnsFromHeaders, silentProvider, bigRequests, sharedBudget, manyJobs, hangs, unsaidNoise, hiddenLimit];
 const wanted = process.argv
   .slice(2)
   .map(Number)

@@ -457,6 +457,54 @@ describe('rate governor', () => {
   });
 });
 
+describe('429s saying no limit from a provider whose answers say 600 rpm', () => {
+  /** A run of `jobs` at -c 8 against a fake enforcing `rpm` with OpenAI's headers, `refuse` deciding the headerless 429s. */
+  async function runWith(rpm: number, jobs: number, refuse: (index: number, receivedAt: number) => boolean) {
+    const { fake, store } = await setup({ latencyMs: 1, rpm });
+    await seedJobs(store, jobs);
+    fake.respond((r) => (refuse(r.index, r.receivedAt) ? reply.rateLimited(0) : undefined));
+    const paced: number[] = [];
+    const events: string[] = [];
+    const summary = await runQueue(
+      {
+        store,
+        provider: provider(fake),
+        emit: (e, p) => {
+          events.push(e);
+          if (e === 'progress') paced.push((p as SchedulerEventMap['progress']).lanes[0]?.rpm ?? 0);
+        },
+      },
+      { ...fast, concurrency: 8, heartbeatMs: 100 },
+    );
+    await store.close();
+    return { fake, summary, paced, events };
+  }
+
+  it('now and then (an overloaded upstream): the pace stays at the limit said, no lane pause, each refused job tried again', async () => {
+    const { fake, summary, paced, events } = await runWith(600, 60, (index) => index % 20 === 19);
+    expect(summary).toMatchObject({ reason: 'drained', done: 60, rateLimited: 3 });
+    expect(fake.rateLimited).toBe(3);
+    // learned from the first answer's headers, never cut
+    expect(paced.length).toBeGreaterThan(3);
+    expect(paced.slice(1).every((rpm) => rpm === 600)).toBe(true);
+    expect(events).not.toContain('paused');
+  });
+
+  it('most of the time (a proxy allowing 20 a second in front): the pace is cut below what the headers say', async () => {
+    const windows = new Map<number, number>();
+    const proxy = (_index: number, at: number) => {
+      const second = Math.floor(at / 1000);
+      const n = windows.get(second) ?? 0;
+      windows.set(second, n + 1);
+      return n >= 20;
+    };
+    const { summary, paced } = await runWith(6000, 80, proxy);
+    expect(summary).toMatchObject({ reason: 'drained', done: 80 });
+    expect(summary.rateLimited).toBeGreaterThan(0);
+    expect(paced.at(-1)).toBeLessThan(6000);
+  });
+});
+
 describe('EMFILE is local, not an outage', () => {
   it('lowers concurrency, says so once, and uses no attempts', async () => {
     const dir = tempDir();

@@ -289,25 +289,57 @@ describe('limits learned from headers', () => {
   });
 });
 
-describe('where a lane says its pace was learned', () => {
-  it('from 429s once 429s without headers cut a pace headers had said, as status says it', () => {
+describe('429s saying no limit from a provider whose answers say theirs', () => {
+  const said = {
+    limitRequests: 600,
+    limitTokens: null,
+    remainingRequests: 500,
+    remainingTokens: null,
+    resetRequestsMs: 10_000,
+    resetTokensMs: null,
+  };
+  const unsaid = (retryAfterMs: number | null = null) =>
+    new ProviderError({ message: '429', scope: 'retryable', reason: 'rate_limit', status: 429, retryAfterMs });
+  const speaking = (now: number) => new Lane('m', { rpm: null, tpm: null }, new LocalLaneBoard(() => now), () => now);
+
+  it('now and then (3 in 100 answers) are noise: no pace cut, no lane paused, only their own request waits', () => {
     const now = T0;
-    const lane = new Lane('m', { rpm: null, tpm: null }, new LocalLaneBoard(() => now), () => now);
-    const said = {
-      limitRequests: 600,
-      limitTokens: null,
-      remainingRequests: 500,
-      remainingTokens: null,
-      resetRequestsMs: 10_000,
-      resetTokensMs: null,
-    };
-    lane.answered(said, 100, 10);
+    const lane = speaking(now);
+    for (let i = 1; i <= 1000; i++) {
+      if (i % 33 === 0) {
+        expect(lane.rateLimitedBy(unsaid(2000), now)).toEqual({ waitMs: 2000, lanePaused: false });
+      } else lane.answered(said, 100, 10);
+    }
+    expect(lane.snapshot()).toMatchObject({ rpm: 600, learned: { source: 'headers' }, pausedUntil: null, rateLimited: 30 });
+    // no retry-after: the request waits one refill interval of the pace
+    expect(lane.rateLimitedBy(unsaid(), now)).toEqual({ waitMs: 100, lanePaused: false });
+  });
+
+  it("many of them are a limit nobody said (a proxy's): they cut the pace and pause the lane, and status says it was learned from 429s", () => {
+    const now = T0;
+    const lane = speaking(now);
+    for (let i = 0; i < 100; i++) lane.answered(said, 100, 10);
     expect(lane.snapshot()).toMatchObject({ rpm: 600, learned: { source: 'headers' } });
-    lane.rateLimitedBy(new ProviderError({ message: '429', scope: 'retryable', reason: 'rate_limit', status: 429 }), now);
+    const tries = Array.from({ length: 6 }, () => lane.rateLimitedBy(unsaid(), now));
+    // the first five are up to a tenth of the last fifty: the sixth is past it
+    expect(tries.map((t) => t.lanePaused)).toEqual([false, false, false, false, false, true]);
     const cut = lane.snapshot();
     expect(cut.rpm).toBeLessThan(600);
+    expect(cut.pausedUntil).toBeGreaterThan(now);
     expect(cut.learned?.source).toBe('429s');
     expect(lane.toRemember()?.source).toBe('429s');
+    // a limit found: from now on each one sent after the last cut cuts again, however rare
+    for (let i = 0; i < 200; i++) lane.answered(said, 100, 10);
+    expect(lane.rateLimitedBy(unsaid(), now + 1).lanePaused).toBe(true);
+    expect(lane.snapshot().rpm).toBeLessThan(cut.rpm!);
+  });
+
+  it('from a provider that says no limits at all, the first one cuts the pace', () => {
+    const now = T0;
+    const lane = new Lane('m', { rpm: 600, tpm: null }, new LocalLaneBoard(() => now), () => now);
+    for (let i = 0; i < 100; i++) lane.answered(null, 100, 10);
+    expect(lane.rateLimitedBy(unsaid(), now).lanePaused).toBe(true);
+    expect(lane.snapshot().rpm).toBeLessThan(600);
   });
 });
 
@@ -629,10 +661,11 @@ describe('a 429 whose retry-after is 0 (or a date already past here)', () => {
   it('pauses the lane one refill interval, as without one', () => {
     const now = 1_000_000_000_000;
     const lane = new Lane('m', { rpm: 600, tpm: null }, new LocalLaneBoard(() => now), () => now);
-    const pause = lane.rateLimitedBy(
+    const { waitMs: pause, lanePaused } = lane.rateLimitedBy(
       new ProviderError({ message: '429', scope: 'retryable', reason: 'rate_limit', status: 429, retryAfterMs: 0 }),
       now,
     );
+    expect(lanePaused).toBe(true);
     // one interval of the pace the 429 has cut (600 rpm: 100 ms, a little more once cut)
     expect(pause).toBeGreaterThanOrEqual(100);
     expect(pause).toBeLessThan(200);

@@ -35,8 +35,10 @@ export interface FailureFacts {
   readonly providerUpSince: boolean;
   /** ms since this job's first uncounted outage failure (0 if none). */
   readonly outageAgeMs: number;
-  /** How long the lane must pause for a 429 (retry-after, else one refill interval, else a guess). */
-  readonly rateLimitPauseMs: number;
+  /** How long a 429 asked to wait (retry-after, else one refill interval, else a guess). */
+  readonly rateLimitWaitMs: number;
+  /** The lane pauses that long with it; false: a 429 taken for the provider's noise, only this job waits (`Lane.rateLimitedBy`). */
+  readonly rateLimitPausedLane: boolean;
   /**
    * How long a failure other than a 429 asked us to wait (its Retry-After: a 503 in maintenance),
    * or null: the job's next try waits at least that, up to `maxRetryDelayMs`.
@@ -54,8 +56,8 @@ export type Decision =
   /** The job is failed with this reason. */
   | { readonly kind: 'fail'; readonly message: string }
   /**
-   * Try again after `delayMs`. `counted`: the try used up an attempt. `pauseLane`: hold every
-   * request of the lane that long (a 429). `shrink`: a local resource ran out; lower concurrency.
+   * Try again after `delayMs`. `counted`: the try used up an attempt. `pauseLane`: every
+   * request of the lane is held that long too (a 429's pause). `shrink`: a local resource ran out; lower concurrency.
    */
   | { readonly kind: 'retry'; readonly delayMs: number; readonly counted: boolean; readonly pauseLane?: boolean; readonly shrink?: boolean }
   /** Stop the run (no attempt used): the key, the quota, or the endpoint is wrong. */
@@ -92,8 +94,8 @@ export function decide(f: FailureFacts): Decision {
   if (error.scope === 'run') return { kind: 'stop' };
 
   if (error.reason === 'rate_limit') {
-    // Not the job's fault: the lane waits, the attempt is given back.
-    return { kind: 'retry', delayMs: f.rateLimitPauseMs, counted: false, pauseLane: true };
+    // Not the job's fault: it waits (with its lane, unless the 429 was noise), the attempt is given back.
+    return { kind: 'retry', delayMs: f.rateLimitWaitMs, counted: false, pauseLane: f.rateLimitPausedLane };
   }
   if (error.reason === 'local') {
     return { kind: 'retry', delayMs: 200 + Math.round(300 * f.random), counted: false, shrink: true };

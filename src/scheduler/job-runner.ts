@@ -374,8 +374,8 @@ class JobRun {
     } else {
       ctx.breaker.neutral();
     }
-    const pauseMs = error.reason === 'rate_limit' ? lane.rateLimitedBy(error, startedAt) : 0;
-    if (pauseMs > 0) ctx.onRateLimitPause(now + pauseMs, error);
+    const rateLimit = error.reason === 'rate_limit' ? lane.rateLimitedBy(error, startedAt) : null;
+    if (rateLimit?.lanePaused && rateLimit.waitMs > 0) ctx.onRateLimitPause(now + rateLimit.waitMs, error);
     const decision = decide({
       error,
       attempt: this.#attempt,
@@ -387,7 +387,8 @@ class JobRun {
       uncountedOutages: tally.uncountedOutages,
       providerUpSince: tally.uncountedOutages > 0 && ctx.breaker.lastSuccessAt > tally.firstUncountedAt,
       outageAgeMs: tally.uncountedOutages > 0 ? now - tally.firstUncountedAt : 0,
-      rateLimitPauseMs: pauseMs,
+      rateLimitWaitMs: rateLimit?.waitMs ?? 0,
+      rateLimitPausedLane: rateLimit?.lanePaused ?? false,
       retryAfterMs: error.reason === 'rate_limit' ? null : error.retryAfterMs,
       nextProbeInMs: ctx.breaker.nextProbeAt - now,
       retryDelayMs: ctx.retryDelayMs,

@@ -1,5 +1,6 @@
 import type { ProviderError, RateLimitInfo } from '../provider/types.js';
 import { RateBackoff } from './pace/backoff.js';
+import { RecentShare } from './pace/recent-share.js';
 import type { LaneBoard, LearnedLimits } from './pace/board.js';
 import { stillRemembered } from '../remembered-pace.js';
 import { LatencyStats } from './pace/latency.js';
@@ -31,6 +32,15 @@ export interface LaneSnapshot {
 const PACE_AHEAD_MS = 2000;
 /** A lane paced at a known limit never holds fewer jobs waiting to be sent than this. */
 const MIN_PACE_AHEAD = 2;
+
+/** How many of a lane's last requests the share of 429s saying no limit is taken over, about. */
+const UNSAID_429S_SPAN = 50;
+/**
+ * Up to this share of a lane's recent requests, 429s saying no limit from a provider whose answers
+ * say their limits are its noise, and cut no pace: 1 in 10 is a rate about 11% over a limit
+ * nobody said, and random refusals of 3 in 100 reach it only rarely.
+ */
+const UNSAID_429S_NOISE = 0.1;
 
 /**
  * One (base URL, model): its own pace, pause, learned limits, 429 backoff and latencies. The
@@ -66,6 +76,8 @@ export class Lane {
   #firstAnswerAt: number | null = null;
   /** A 429 came at a limit the provider said: the wide guard for the rest of the run. */
   #jittery = false;
+  /** Of the lane's recent answers and 429s, the share that were 429s saying no limit. */
+  readonly #unsaid429s = new RecentShare(UNSAID_429S_SPAN);
   /** A request bigger than the tokens-per-minute limit was said (`firstOversize`). */
   #oversizeSaid = false;
   static readonly SLOW_START_MS = 2000;
@@ -230,6 +242,7 @@ export class Lane {
   /** An answer came: learn from its headers and latency (null: not a measure of the provider). */
   answered(rateLimit: RateLimitInfo | null, latencyMs: number | null, completionTokens: number): void {
     const now = this.#now();
+    this.#unsaid429s.add(false);
     this.#firstAnswerAt ??= now;
     this.#learnFromHeaders(rateLimit);
     if (latencyMs === null) return;
@@ -241,10 +254,17 @@ export class Lane {
   }
 
   /**
-   * A 429 came for a request sent at `sentAt`: pause the lane for as long as the provider asked,
-   * else one refill interval; without headers, also cut the pace. Returns the pause in ms.
+   * A 429 came for a request sent at `sentAt`: how long to wait, and whether the whole lane waits.
+   * The lane pauses for as long as the provider asked, else one refill interval; a 429 saying no
+   * limit also cuts the pace. Except the provider's noise: from a provider whose answers say their
+   * limits, a 429 saying none is not its rate limiter speaking (that one says them too) but an
+   * overloaded upstream or a proxy's passing refusal, as long as such 429s stay a small share of the
+   * lane's recent requests (`UNSAID_429S_NOISE`). Then only its request waits: a cut for each of
+   * them made one in a hundred cost a third of the rate, three in a hundred two thirds. More of them
+   * say a limit nobody said (a proxy's), and cut the pace as without headers; once they have, that
+   * limit is known to be there, and each later one cuts too.
    */
-  rateLimitedBy(error: ProviderError, sentAt: number): number {
+  rateLimitedBy(error: ProviderError, sentAt: number): { readonly waitMs: number; readonly lanePaused: boolean } {
     const now = this.#now();
     this.rateLimited++;
     const rl = error.rateLimit;
@@ -258,6 +278,10 @@ export class Lane {
       this.board.setGuard?.(GUARD_MS);
     }
     if (!saidLimit) {
+      this.#unsaid429s.add(true);
+      const headersSpeak = this.board.learned()?.source === 'headers';
+      const noise = !this.#backoff.engaged && this.#unsaid429s.value <= UNSAID_429S_NOISE;
+      if (headersSpeak && noise) return { waitMs: this.#pauseFor(error), lanePaused: false };
       // No limit said: it must be found. With nothing to scale, start from what we were sending
       // (when enough was sent to say; else the pause alone must do).
       const l = this.limits();
@@ -267,15 +291,18 @@ export class Lane {
       }
       this.#backoff.rateLimited(sentAt, now);
     }
-    let pause = error.retryAfterMs;
-    // `retry-after: 0`, or an HTTP date already past on this clock, is no pause at all: the retry
-    // would go at once into the same full window
-    if (pause === null || !(pause > 0)) {
-      const rpm = this.limits().rpm;
-      pause = rpm ? Math.ceil(60_000 / rpm) : 1000;
-    }
+    const pause = this.#pauseFor(error);
     this.board.pause(now + pause);
-    return pause;
+    return { waitMs: pause, lanePaused: true };
+  }
+
+  /** What a 429 asked to wait; `retry-after: 0`, or an HTTP date already past on this clock, is no wait at all: one refill interval. */
+  #pauseFor(error: ProviderError): number {
+    const asked = error.retryAfterMs;
+    // a retry at once would go into the same full window
+    if (asked !== null && asked > 0) return asked;
+    const rpm = this.limits().rpm;
+    return rpm ? Math.ceil(60_000 / rpm) : 1000;
   }
 
   snapshot(): LaneSnapshot {
