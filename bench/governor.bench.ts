@@ -257,7 +257,7 @@ async function unsaidNoise(): Promise<void> {
   const reps = await repeated({ latencyMs: LATENCY_MS, rpm, unsaid429Rate: rate }, REPEATS, (f) => once(f, jobs, 16, ['-c', '16']));
   judge(reps, 'rate after the first second, % of the limit', pctOfLimit(rpm, 1000), '%', '>= 90%', (v) => v >= 90);
   showFill(reps, rpm / 60, 1000);
-  console.log(`    (429s, the random ones among them: ${reps.map(limited).join(' / ')})`);
+  console.log(`    (429s, the random refusals and any of the limit together: ${reps.map(limited).join(' / ')})`);
 }
 
 async function hiddenLimit(): Promise<void> {
