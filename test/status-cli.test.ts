@@ -169,6 +169,37 @@ describe('llmq status', () => {
     expect(text.match(/^ {21}[0-9a-f]{8} {2}\$/gm)).toBeNull();
   });
 
+  it('after runs side by side, the last run is said with the others beside it and their work together; a run alone, without', async () => {
+    const db = join(tempDir(), 'q.db');
+    const docs = join(tempDir(), 'docs.jsonl');
+    const lines = (from: number, n: number) =>
+      Array.from({ length: n }, (_, i) => JSON.stringify({ id: `d${from + i}`, text: `doc ${from + i}` }));
+    writeFileSync(docs, `${lines(0, 200).join('\n')}\n`);
+    expect((await runCli(['enqueue', docs, '--db', db])).code).toBe(0);
+    // 40 ms an answer at -c 2: a run alone takes about 4 s, far longer than the second one's start
+    const run = ['run', '--db', db, '--provider', 'mock', '--mock-latency', '40', '-c', '2', '--progress', 'none'];
+    const both = await Promise.all([runCli(run), runCli(run)]);
+    expect(both.map((r) => r.code)).toEqual([0, 0]);
+    const s = JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout);
+    expect(s.lastRun.done).toBeGreaterThan(0);
+    expect(s.lastRun.done).toBeLessThan(200);
+    expect(s.lastRunBeside.runs).toHaveLength(1);
+    expect(s.lastRunBeside.runs[0].id).not.toBe(s.lastRun.id);
+    expect(s.lastRunBeside).toMatchObject({ done: 200, failed: 0 });
+    expect(s.lastRunBeside.averageJobsPerSecond).toBeGreaterThan(s.lastRun.averageJobsPerSecond);
+    const text = (await runCli(['status', '--db', db])).stdout;
+    const other = (s.lastRunBeside.runs[0].id as string).slice(0, 8);
+    expect(text).toMatch(new RegExp(`^ {10}beside it 1 other run \\(${other}\\); together:\n {10}200 done, 0 failed · `, 'm'));
+
+    writeFileSync(docs, `${lines(200, 5).join('\n')}\n`);
+    expect((await runCli(['enqueue', docs, '--db', db])).code).toBe(0);
+    expect((await runCli(run)).code).toBe(0);
+    const alone = JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout);
+    expect(alone.lastRun.done).toBe(5);
+    expect(alone.lastRunBeside).toBeNull();
+    expect((await runCli(['status', '--db', db])).stdout).not.toMatch(/beside it/);
+  }, 30_000);
+
   it('colors only when forced, never with NO_COLOR', async () => {
     const dir = tempDir();
     const { db } = await populate(dir);

@@ -139,6 +139,17 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
     lines.push(
       `${''.padEnd(10)}${int(last.done)} done, ${int(last.failed)} failed · ${rate(last.averageJobsPerSecond)} jobs/s · ${rate(last.averageTokensPerSecond)} tokens/s`,
     );
+    // its figures alone would read as the queue's: a run beside it did the rest
+    const beside = r.lastRunBeside;
+    if (beside) {
+      const n = beside.runs.length;
+      const ids = beside.runs.slice(0, 3).map((x) => x.id.slice(0, 8));
+      const named = n > 3 ? `${ids.join(', ')} and ${n - 3} more` : ids.join(', ');
+      lines.push(`${''.padEnd(10)}beside it ${n === 1 ? '1 other run' : `${n} other runs`} (${named}); together:`);
+      lines.push(
+        `${''.padEnd(10)}${int(beside.done)} done, ${int(beside.failed)} failed · ${rate(beside.averageJobsPerSecond)} jobs/s · ${rate(beside.averageTokensPerSecond)} tokens/s`,
+      );
+    }
     // "(fatal)" alone leaves the user to find the run's output, if they still have it
     if (last.error)
       for (const [i, l] of wrap(last.error, 64).entries()) lines.push(`${''.padEnd(10)}${p.red(`${i === 0 ? 'error ' : '      '}${l}`)}`);

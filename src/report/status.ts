@@ -81,6 +81,12 @@ export interface StatusReport {
   readonly failures: ReadonlyArray<{ readonly error: string; readonly count: number }>;
   readonly activeRuns: readonly RunReport[];
   readonly lastRun: RunReport | null;
+  /**
+   * The ended runs that worked the queue at the same time as the last run (their time spans
+   * overlap), and what they did together with it; null when it ran alone. Of several runs side by
+   * side, the last run's own figures are only its share.
+   */
+  readonly lastRunBeside: LastRunBeside | null;
   /** Sum of live runs' recent rates. */
   readonly jobsPerSecond: number | null;
   /** Seconds to finish the pending and running jobs at that rate; null without a live run. */
@@ -101,6 +107,17 @@ export interface StatusReport {
   }>;
 }
 
+/** The runs beside the last run, and the work of all of them together (the last run included). */
+export interface LastRunBeside {
+  /** The others, the one that ended last first. */
+  readonly runs: readonly RunReport[];
+  readonly done: number;
+  readonly failed: number;
+  /** Jobs finished over the time from the first one's start to the last one's end. */
+  readonly averageJobsPerSecond: number;
+  readonly averageTokensPerSecond: number;
+}
+
 export function buildStatusReport(
   s: StatusSnapshot,
   o: { now: number; prices: PriceTable; db: string; here?: RunsGoneHere },
@@ -109,6 +126,7 @@ export function buildStatusReport(
   const left = s.counts.pending + s.counts.running;
 
   const activeRuns = s.activeRuns.map((r) => runReport(r, o.now, o.here));
+  const lastRun = s.lastRun ? runReport(s.lastRun, o.now, o.here) : null;
   const live = activeRuns.filter((r) => r.live);
   // a run whose process is gone here is most likely not sending: its last rate would promise an ETA
   const sending = live.filter((r) => !r.pidGoneHere);
@@ -141,10 +159,34 @@ export function buildStatusReport(
       expired: !stillRemembered(l, o.now),
     })),
     activeRuns,
-    lastRun: s.lastRun ? runReport(s.lastRun, o.now, o.here) : null,
+    lastRun,
+    lastRunBeside: lastRun ? besideLastRun(lastRun, s.spend, o.now, o.here) : null,
     jobsPerSecond,
     etaSeconds,
     alerts: live.flatMap((r) => r.alerts.map((a) => ({ ...a, runId: r.id, host: r.host }))),
+  };
+}
+
+/** Ended runs that sent something while `last` ran (`runs`: every run that kept its money), with their work and its together; null if none. */
+function besideLastRun(last: RunReport, runs: readonly RunRow[], now: number, here?: RunsGoneHere): LastRunBeside | null {
+  const end = last.endedAt;
+  if (end === null) return null;
+  const beside = runs
+    .filter((r) => r.id !== last.id && r.endedAt !== null && (r.stats?.requests ?? 0) > 0)
+    .filter((r) => r.startedAt < end && r.endedAt! > last.startedAt)
+    .map((r) => runReport(r, now, here))
+    .sort((a, b) => b.endedAt! - a.endedAt!);
+  if (beside.length === 0) return null;
+  const all = [last, ...beside];
+  const sum = (f: (r: RunReport) => number) => all.reduce((a, r) => a + f(r), 0);
+  const seconds = (Math.max(...all.map((r) => r.endedAt!)) - Math.min(...all.map((r) => r.startedAt))) / 1000;
+  const per = (n: number) => (seconds > 0 ? n / seconds : 0);
+  return {
+    runs: beside,
+    done: sum((r) => r.done),
+    failed: sum((r) => r.failed),
+    averageJobsPerSecond: per(sum((r) => r.done + r.failed)),
+    averageTokensPerSecond: per(sum((r) => r.tokens.prompt + r.tokens.completion)),
   };
 }
 

@@ -147,10 +147,15 @@ function renderRuns(r) {
   }
   fillRows('runs', rows);
   const last = r.lastRun;
+  // its own figures alone would read as the queue's when other runs worked beside it
+  const beside = r.lastRunBeside;
+  const together = beside
+    ? ` Beside it ${beside.runs.length === 1 ? '1 other run' : `${beside.runs.length} other runs`}; together ${fmt(beside.done)} done, ${fmt(beside.failed)} failed.`
+    : '';
   $('last-run').textContent = r.activeRuns.length
     ? ''
     : last
-      ? `No run is active. The last one (${last.host}) ended ${last.endedAt ? ago(last.endedAt) + ' ago' : '?'}: ${last.exitReason ?? 'unknown'}, ${fmt(last.done)} done, ${fmt(last.failed)} failed.`
+      ? `No run is active. The last one (${last.host}) ended ${last.endedAt ? ago(last.endedAt) + ' ago' : '?'}: ${last.exitReason ?? 'unknown'}, ${fmt(last.done)} done, ${fmt(last.failed)} failed.${together}`
       : 'No run yet: llmq run';
 }
 
