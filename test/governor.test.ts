@@ -482,7 +482,7 @@ describe('429s saying no limit from a provider whose answers say 600 rpm', () =>
 
   it('now and then (an overloaded upstream): the pace stays at the limit said, no lane pause, each refused job tried again', async () => {
     const { fake, summary, paced, events } = await runWith(600, 60, (index) => index % 20 === 19);
-    expect(summary).toMatchObject({ reason: 'drained', done: 60, rateLimited: 3 });
+    expect(summary).toMatchObject({ reason: 'drained', done: 60, rateLimited: 3, strayRateLimited: 3 });
     expect(fake.rateLimited).toBe(3);
     // learned from the first answer's headers, never cut
     expect(paced.length).toBeGreaterThan(3);
@@ -500,7 +500,8 @@ describe('429s saying no limit from a provider whose answers say 600 rpm', () =>
     };
     const { summary, paced } = await runWith(6000, 80, proxy);
     expect(summary).toMatchObject({ reason: 'drained', done: 80 });
-    expect(summary.rateLimited).toBeGreaterThan(0);
+    // the first few are taken for noise, until they are too many to be
+    expect(summary.strayRateLimited).toBeLessThan(summary.rateLimited);
     expect(paced.at(-1)).toBeLessThan(6000);
   });
 });

@@ -68,6 +68,7 @@ const SUMMARY: RunSummary = {
   retried: 0,
   requests: 4,
   rateLimited: 0,
+  strayRateLimited: 0,
   promptTokens: 30,
   completionTokens: 12,
   wallMs: 1234,

@@ -49,6 +49,7 @@ const summary: RunSummary = {
   retried: 1_020,
   requests: 32_400,
   rateLimited: 12,
+  strayRateLimited: 0,
   promptTokens: 14_200_000,
   completionTokens: 3_100_000,
   wallMs: 6_780_000,
@@ -139,6 +140,16 @@ describe('progress renderers', () => {
     // alone: this run's own, as before
     state.apply('progress', snapshot());
     expect(detailText(state, NO_PAINT)).toBe('in flight 8 · waiting 3 · backoff 2 · failed 148 · $0.00');
+  });
+
+  it('the summary says which 429s were stray (no rate-limit headers), so that they do not read as the pace tripping the limit', () => {
+    const state = new ProgressState(loadPriceTable({ catalog: false }));
+    const stray = (strayRateLimited: number, rateLimited = 12) =>
+      summaryText({ ...summary, rateLimited, strayRateLimited }, state, NO_PAINT);
+    expect(stray(5)).toContain(' · 12 rate-limited\n  5 of the 12 429s were stray (no rate-limit headers): tried again, the pace kept\n');
+    expect(stray(12)).toContain('\n  the 12 429s were stray (no rate-limit headers): tried again, the pace kept\n');
+    expect(stray(1, 1)).toContain('\n  the 429 was stray (no rate-limit headers): tried again, the pace kept\n');
+    expect(stray(0)).not.toMatch(/stray/);
   });
 
   it('the start line counts one job as a job', () => {

@@ -261,6 +261,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     retried: tally.retried,
     requests: tally.requests,
     rateLimited: 0,
+    strayRateLimited: 0,
     promptTokens: tally.promptTokens,
     completionTokens: tally.completionTokens,
     cutOff: tally.cutOff,

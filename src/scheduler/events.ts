@@ -76,6 +76,8 @@ export interface RunSummary {
   readonly retried: number;
   readonly requests: number;
   readonly rateLimited: number;
+  /** Of them, stray 429s (no rate-limit headers, from a provider whose answers have them): each retried, the pace kept. */
+  readonly strayRateLimited: number;
   readonly promptTokens: number;
   readonly completionTokens: number;
   /** Answers this run stored that were cut off at max_tokens (finish_reason `length`). */

@@ -412,6 +412,7 @@ class JobRun {
       }
       case 'retry':
         if (error.reason === 'rate_limit') c.rateLimited++;
+        if (rateLimit?.lanePaused === false) c.strayRateLimited++;
         if (decision.shrink) ctx.onLocalLimit(error);
         if (!decision.counted && outageType) {
           if (tally.uncountedOutages++ === 0) tally.firstUncountedAt = now;

@@ -552,6 +552,7 @@ export class Run {
       retried: c.retried,
       requests: c.requests,
       rateLimited: c.rateLimited,
+      strayRateLimited: c.strayRateLimited,
       promptTokens: c.promptTokens,
       completionTokens: c.completionTokens,
       cutOff: c.cutOff,

@@ -13,6 +13,8 @@ export class RunCounters {
   retried = 0;
   requests = 0;
   rateLimited = 0;
+  /** Of them, stray 429s: saying no limit, from a provider whose answers say theirs, taken for its noise (`Lane.rateLimitedBy`). */
+  strayRateLimited = 0;
   /** 404s seen before the first answer (a wrong endpoint shows as a run of them). */
   early404s = 0;
   /** 401/403 answers since the last success. */

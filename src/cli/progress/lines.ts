@@ -174,6 +174,8 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
     `  tokens ${compact(r.promptTokens)} in · ${compact(r.completionTokens)} out · cost ${costAmount(s)} · ${rate(wall > 0 ? (r.done + r.failed) / wall : 0)} jobs/s` +
       (r.rateLimited ? ` · ${int(r.rateLimited)} rate-limited` : ''),
   ];
+  // else they read as the pace tripping the limit it says it keeps
+  if (r.strayRateLimited) lines.push(paint.dim(`  ${strayText(r.strayRateLimited, r.rateLimited)}`));
   const incomplete = incompleteText(r);
   if (incomplete) lines.push(paint.yellow(`  ${incomplete}`) + paint.dim(' (kept as done; llmq export marks each: finish_reason)'));
   if (r.mayBeBilled.tries) {
@@ -271,4 +273,10 @@ export function laneText(l: LaneSnapshot, now: number): string | null {
       : '';
   const paused = l.pausedUntil !== null ? ` · paused ${duration(Math.max(0, l.pausedUntil - now) / 1000)}` : '';
   return oneLine(`${l.model} ${rate(l.requestsPerSecond)} req/s${of}${limits ? ` (${limits}${from})` : ''}${paused}`, 78);
+}
+
+/** The stray 429s among a run's (`RunSummary.strayRateLimited`). */
+function strayText(stray: number, all: number): string {
+  const which = stray === all ? (all === 1 ? 'the 429 was' : `the ${int(all)} 429s were`) : `${int(stray)} of the ${int(all)} 429s were`;
+  return `${which} stray (no rate-limit headers): tried again, the pace kept`;
 }
