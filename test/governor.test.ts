@@ -458,8 +458,8 @@ describe('rate governor', () => {
 });
 
 describe('429s saying no limit from a provider whose answers say 600 rpm', () => {
-  /** A run of `jobs` at -c 8 against a fake enforcing `rpm` with OpenAI's headers, `refuse` deciding the headerless 429s. */
-  async function runWith(rpm: number, jobs: number, refuse: (index: number, receivedAt: number) => boolean) {
+  /** A run of `jobs` (at -c 8 unless said) against a fake enforcing `rpm` with OpenAI's headers, `refuse` deciding the headerless 429s. */
+  async function runWith(rpm: number, jobs: number, refuse: (index: number, receivedAt: number) => boolean, concurrency = 8) {
     const { fake, store } = await setup({ latencyMs: 1, rpm });
     await seedJobs(store, jobs);
     fake.respond((r) => (refuse(r.index, r.receivedAt) ? reply.rateLimited(0) : undefined));
@@ -474,7 +474,7 @@ describe('429s saying no limit from a provider whose answers say 600 rpm', () =>
           if (e === 'progress') paced.push((p as SchedulerEventMap['progress']).lanes[0]?.rpm ?? 0);
         },
       },
-      { ...fast, concurrency: 8, heartbeatMs: 100 },
+      { ...fast, concurrency, heartbeatMs: 100 },
     );
     await store.close();
     return { fake, summary, paced, events };
@@ -482,12 +482,33 @@ describe('429s saying no limit from a provider whose answers say 600 rpm', () =>
 
   it('now and then (an overloaded upstream): the pace stays at the limit said, no lane pause, each refused job tried again', async () => {
     const { fake, summary, paced, events } = await runWith(600, 60, (index) => index % 20 === 19);
-    expect(summary).toMatchObject({ reason: 'drained', done: 60, rateLimited: 3, strayRateLimited: 3 });
-    expect(fake.rateLimited).toBe(3);
+    // the three refused at random, and on a loaded machine perhaps one or two of the limit's (with its headers)
+    expect(summary).toMatchObject({ reason: 'drained', done: 60, strayRateLimited: 3 });
+    expect(summary.rateLimited).toBeLessThanOrEqual(5);
+    expect(fake.rateLimited).toBe(summary.rateLimited);
     // learned from the first answer's headers, never cut
     expect(paced.length).toBeGreaterThan(3);
     expect(paced.slice(1).every((rpm) => rpm === 600)).toBe(true);
     expect(events).not.toContain('paused');
+  });
+
+  it("on a cold lane's first request: the next goes alone too, no burst into the limit, and the pace headers say is kept", async () => {
+    let first = true;
+    const { fake, summary, paced } = await runWith(
+      600,
+      30,
+      () => {
+        const refuse = first;
+        first = false;
+        return refuse;
+      },
+      16,
+    );
+    expect(summary).toMatchObject({ reason: 'drained', done: 30 });
+    // the whole concurrency at once into a window of 10 met 8 or more 429s more (a loaded machine's jitter may cost one or two)
+    expect(fake.rateLimited).toBeLessThanOrEqual(3);
+    expect(summary.strayRateLimited).toBe(0);
+    expect(paced.at(-1)).toBe(600);
   });
 
   it('most of the time (a proxy allowing 20 a second in front): the pace is cut below what the headers say', async () => {

@@ -68,10 +68,12 @@ export class Lane {
   // tokens of the requests sent: a tokens-per-minute limit in requests per second
   #tokensSent = 0;
   #requestsSent = 0;
-  /** Requests of this lane that ended; 0 while the lane is cold. */
+  /** Requests of this lane that ended. */
   #ended = 0;
   #probing = false;
+  /** When the first request of a cold lane went; `#probeOut`: a cold lane's request is out now. */
   #probeAt: number | null = null;
+  #probeOut = false;
   /** When the lane's first answer came. */
   #firstAnswerAt: number | null = null;
   /** A 429 came at a limit the provider said: the wide guard for the rest of the run. */
@@ -163,15 +165,18 @@ export class Lane {
 
   /**
    * Take a place for a request now, or the ms to wait. A lane that knows no limit sends one request
-   * alone first (for up to SLOW_START_MS): its answer's headers say the limit before a burst can
-   * trip it. A provider with no limit at all (the offline mock) has nothing to learn: no such start.
+   * at a time until an answer comes (for up to SLOW_START_MS from the first): its headers say the
+   * limit before a burst can trip it. A first request refused (a stray 429, a 5xx) says nothing
+   * of the limit: the next goes alone too (after a 429's pause), where the whole concurrency had
+   * gone at once into a window of a tenth of it. A provider with no limit at all (the offline
+   * mock) has nothing to learn: no such start.
    */
   async tryTake(tokens: number): Promise<PaceTicket | number> {
     const limits = this.limits();
     // Only when nothing is known: with a cap or a remembered limit the pace already spreads the start.
-    const cold = this.#ended === 0 && limits.rpm === null && limits.tpm === null && !this.#unlimited;
+    const cold = this.#firstAnswerAt === null && limits.rpm === null && limits.tpm === null && !this.#unlimited;
     if (cold) {
-      if (this.#probeAt !== null && this.#now() - this.#probeAt < Lane.SLOW_START_MS) return 20;
+      if (this.#probeOut && this.#probeAt !== null && this.#now() - this.#probeAt < Lane.SLOW_START_MS) return 20;
       if (this.#probing) return 20;
       this.#probing = true; // taken before the await: two callers must not both be the first
     }
@@ -190,7 +195,10 @@ export class Lane {
     }
     if (typeof got !== 'number') {
       this.#sent(tokens);
-      if (cold && this.#probeAt === null) this.#probeAt = this.#now();
+      if (cold) {
+        this.#probeAt ??= this.#now();
+        this.#probeOut = true;
+      }
     }
     return got;
   }
@@ -202,6 +210,7 @@ export class Lane {
    * a 429 already showed that sends reach the provider later than it covers.
    */
   ended(ticket: PaceTicket): void {
+    this.#probeOut = false;
     if (this.#ended < Lane.COLD_REQUESTS) this.board.stretch(ticket, this.#now());
     if (++this.#ended === Lane.COLD_REQUESTS && !this.#jittery) this.board.setGuard?.(WARM_GUARD_MS);
   }
@@ -283,13 +292,13 @@ export class Lane {
       const noise = !this.#backoff.engaged && this.#unsaid429s.value <= UNSAID_429S_NOISE;
       if (headersSpeak && noise) return { waitMs: this.#pauseFor(error), lanePaused: false };
       // No limit said: it must be found. With nothing to scale, start from what we were sending
-      // (when enough was sent to say; else the pause alone must do).
+      // (when enough was sent to say; else the pause alone must do: a cut of nothing would still
+      // count as a limit found, and every later stray 429 would cut the limit headers say next).
       const l = this.limits();
       const observed = this.#observedRate();
-      if (l.rpm === null && l.tpm === null && observed !== null) {
-        this.board.learn({ rpm: observed * 60, tpm: null, source: '429s', at: now });
-      }
-      this.#backoff.rateLimited(sentAt, now);
+      const nothingKnown = l.rpm === null && l.tpm === null;
+      if (nothingKnown && observed !== null) this.board.learn({ rpm: observed * 60, tpm: null, source: '429s', at: now });
+      if (!nothingKnown || observed !== null) this.#backoff.rateLimited(sentAt, now);
     }
     const pause = this.#pauseFor(error);
     this.board.pause(now + pause);
