@@ -109,6 +109,13 @@ describe('WindowPacer: no 1-second window above its share', () => {
     expect(light.ceiling()).toEqual({ perSecond: 10, by: 'requests' });
     expect(laneText(light.snapshot(), now)).toMatch(/req\/s of 10\.0 \(600 rpm, 1\.0M tpm\)$/);
     expect(laneText(new Lane('free', { rpm: null, tpm: null }, new LocalLaneBoard(() => now), () => now).snapshot(), now)).toBeNull();
+    // a pause is said from a second on: a shorter one is the pace's own wait, not a stall ("paused 0s")
+    const board = new LocalLaneBoard(() => now);
+    const paused = new Lane('m', { rpm: 600, tpm: null }, board, () => now);
+    board.pause(now + 400);
+    expect(laneText(paused.snapshot(), now)).toMatch(/\(600 rpm\)$/);
+    board.pause(now + 12_000);
+    expect(laneText(paused.snapshot(), now)).toMatch(/\(600 rpm\) · paused 12s$/);
   });
 
   it('the windows admit whole requests: a token share fits as many as it holds whole, a bigger request goes alone at the average rate', () => {

@@ -10,6 +10,8 @@ import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
 import { reply, type FakeOpenAI } from './helpers/fake-openai.js';
+import { localBoards } from '../src/scheduler/lanes.js';
+import { MockProvider } from '../src/provider/mock.js';
 
 /** A run of `store` against the fake, with its start and progress events; `atFirstJob` is called once, as its first job starts. */
 async function watchedRun(
@@ -19,6 +21,7 @@ async function watchedRun(
 ) {
   let start: SchedulerEventMap['run:start'] | null = null;
   const progress: ProgressSnapshot[] = [];
+  const warnings: string[] = [];
   let first = true;
   const summary = await runQueue(
     {
@@ -32,12 +35,13 @@ async function watchedRun(
           o.atFirstJob?.();
         }
         if (event === 'progress') progress.push(payload as ProgressSnapshot);
+        if (event === 'warning') warnings.push((payload as SchedulerEventMap['warning']).message);
       },
     },
     o.options,
   );
   await store.close();
-  return { summary, start: start as SchedulerEventMap['run:start'] | null, progress };
+  return { summary, start: start as SchedulerEventMap['run:start'] | null, progress, warnings };
 }
 
 /** Two runs at once on one queue of `jobs`, each with its own store, against one fake of 20 ms: each one's summary and progress. */
@@ -210,4 +214,42 @@ describe("a run's count of what it has to do", () => {
     expect(afterFirstBeat.length).toBeGreaterThan(0);
     for (const p of afterFirstBeat) expect(p.shared).toBeNull();
   }, 30_000);
+});
+
+describe('runs side by side with no pace between them', () => {
+  /** Two runs at once on one queue of 160 against one fake of 20 ms, each with these deps. */
+  async function side(deps: (n: number) => Partial<RunDeps>) {
+    const fake = await startFake({ latencyMs: 20 });
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 160);
+    const options = { concurrency: 2, heartbeatMs: 100, progressMs: 50 };
+    return Promise.all([
+      watchedRun(store, fake, { deps: deps(1), options }),
+      watchedRun(new SqliteStore(db), fake, { deps: deps(2), options }),
+    ]);
+  }
+
+  it('each paces at the whole limit: said once, with what to do', async () => {
+    const runs = await side(() => ({}));
+    for (const r of runs) expect(r.summary.reason).toBe('drained');
+    const said = runs.flatMap((r) => r.warnings);
+    expect(said.length).toBeGreaterThanOrEqual(1);
+    for (const r of runs) expect(r.warnings.length).toBeLessThanOrEqual(1);
+    expect(said[0]).toBe(
+      "2 runs work this queue and share no pace (--redis): each paces at the provider's whole rate limit, " +
+        'so with one API key they go over it together and meet 429s. For one pace between them, start each with the same --redis URL.',
+    );
+  });
+
+  it('sharing one (--redis), or on the offline mock, nothing is said', async () => {
+    const shared = await side(() => ({ boards: localBoards(Date.now), describe: { sharedPace: true } }));
+    expect(shared.flatMap((r) => r.warnings)).toEqual([]);
+    // one of them shares no pace: said
+    const one = await side((n) => (n === 1 ? { boards: localBoards(Date.now), describe: { sharedPace: true } } : {}));
+    expect(one.flatMap((r) => r.warnings).length).toBeGreaterThanOrEqual(1);
+    const mock = await side(() => ({ provider: new MockProvider({ latencyMs: 20 }) }));
+    for (const r of mock) expect(r.summary.reason).toBe('drained');
+    expect(mock.flatMap((r) => r.warnings)).toEqual([]);
+  });
 });

@@ -91,6 +91,8 @@ export class Run {
   #loweredConcurrency = false;
   /** Other live runs working the queue, as the last reclaim found them: the progress is then the queue's. */
   #otherRuns: readonly RunRow[] = [];
+  /** Said that runs side by side share no pace (`#tellUnsharedPace`). */
+  #unsharedPaceTold = false;
   /** The queue's finished jobs (done and failed) when this run started. */
   #finishedAtStart = 0;
   /** Other runs worked the queue since this one started (`#sharesQueue`). */
@@ -209,6 +211,7 @@ export class Run {
         maxAttempts: this.#maxAttempts,
         budget: o.budget?.runUsd ?? null,
         budgetTotal: o.budget?.totalUsd ?? null,
+        sharedPace: this.#deps.boards !== undefined,
       },
     });
     this.#emit('run:start', {
@@ -487,10 +490,29 @@ export class Run {
   async #refreshShared(): Promise<void> {
     try {
       this.#otherRuns = this.#working(await this.#store.activeRuns(), this.#now());
+      this.#tellUnsharedPace();
       this.#readShared(this.#sharesQueue() ? await this.#store.stateCounts() : null);
     } catch {
       this.#counters.shared = null;
     }
+  }
+
+  /**
+   * Runs side by side with no pace between them (each with its own, no --redis) each pace at the
+   * provider's whole limit: with one API key they go over it together, and the 429s that follow
+   * read as the provider's doing (two runs met 23% 429s, and nothing said why). Said once.
+   */
+  #tellUnsharedPace(): void {
+    if (this.#unsharedPaceTold || this.#otherRuns.length === 0 || this.#deps.provider.unlimited) return;
+    const sharesPace = this.#deps.boards !== undefined && this.#otherRuns.every((r) => r.options.sharedPace === true);
+    if (sharesPace) return;
+    this.#unsharedPaceTold = true;
+    const runs = this.#otherRuns.length + 1;
+    this.#emit('warning', {
+      message:
+        `${runs} runs work this queue and share no pace (--redis): each paces at the provider's whole rate limit, ` +
+        'so with one API key they go over it together and meet 429s. For one pace between them, start each with the same --redis URL.',
+    });
   }
 
   /**

@@ -161,6 +161,8 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
           maxAttempts: flags.maxAttempts,
           budget: flags.budget ?? null,
           budgetTotal: flags.budgetTotal ?? null,
+          // what another run on the queue reads to know whether their paces are one (run.ts #tellUnsharedPace)
+          sharedPace: boards !== undefined,
           ...pricesOfRun(flags),
         },
         alerts: alerts ? () => alerts.active() : undefined,

@@ -271,7 +271,10 @@ export function laneText(l: LaneSnapshot, now: number): string | null {
     : l.rpm !== null
       ? ` of ${rate(l.rpm / 60)}`
       : '';
-  const paused = l.pausedUntil !== null ? ` · paused ${duration(Math.max(0, l.pausedUntil - now) / 1000)}` : '';
+  // under a second is the pace's own wait for a budget's next share (at a tight limit, every few
+  // requests): "paused 0s" said nothing but looked like a stall
+  const left = l.pausedUntil === null ? 0 : l.pausedUntil - now;
+  const paused = left >= 1000 ? ` · paused ${duration(left / 1000)}` : '';
   return oneLine(`${l.model} ${rate(l.requestsPerSecond)} req/s${of}${limits ? ` (${limits}${from})` : ''}${paused}`, 78);
 }
 
