@@ -247,14 +247,18 @@ async function hangs(): Promise<void> {
 }
 
 async function unsaidNoise(): Promise<void> {
+  // long enough for chance clusters of strays (a run of 300 met none): their draws depend on the
+  // request's index alone, so repeats would meet the same ones
   const rpm = 600,
-    jobs = 300,
+    jobs = 1000,
     rate = 0.03;
   console.log(
     `(8) fake enforcing ${rpm} rpm with OpenAI headers, and ${rate * 100}% of requests refused at random by a 429 saying no limit ` +
-      `(an overloaded upstream), ${jobs} jobs, ${LATENCY_MS} ms, -c 16, no --rpm, x${REPEATS}`,
+      `(an overloaded upstream), ${fmt(jobs)} jobs, ${LATENCY_MS} ms, -c 16, no --rpm`,
   );
-  const reps = await repeated({ latencyMs: LATENCY_MS, rpm, unsaid429Rate: rate }, REPEATS, (f) => once(f, jobs, 16, ['-c', '16']));
+  const reps = await repeated({ latencyMs: LATENCY_MS, rpm, unsaid429Rate: rate }, 1, (f) =>
+    once(f, jobs, 16, ['-c', '16'], { capS: 2 * (jobs / (rpm / 60)) }),
+  );
   judge(reps, 'rate after the first second, % of the limit', pctOfLimit(rpm, 1000), '%', '>= 90%', (v) => v >= 90);
   showFill(reps, rpm / 60, 1000);
   console.log(`    (429s, the random refusals and any of the limit together: ${reps.map(limited).join(' / ')})`);
@@ -271,7 +275,15 @@ async function hiddenLimit(): Promise<void> {
   const reps = await repeated({ latencyMs: LATENCY_MS, rpm, proxyRpm }, 1, (f) => once(f, jobs, 16, ['-c', '16']));
   judge(reps, "rate after the first second, % of the proxy's limit", pctOfLimit(proxyRpm, 1000), '%', '>= 90%', (v) => v >= 90);
   showFill(reps, proxyRpm / 60, 1000);
-  judge(reps, '429s', limited, '', '<= 20', (v) => v <= 20, 0);
+  // the first of a hidden limit's refusals are taken for strays until they are a tenth of the requests
+  judge(
+    reps,
+    '429s, % of the jobs',
+    (r) => (100 * limited(r)) / r.jobs,
+    '%',
+    '<= 10%',
+    (v) => v <= 10,
+  );
 }
 
 const SCENARIOS = [paced, learnsFromHeaders, silentProvider, bigRequests, sharedBudget, manyJobs, hangs, unsaidNoise, hiddenLimit];

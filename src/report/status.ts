@@ -172,7 +172,8 @@ function besideLastRun(last: RunReport, runs: readonly RunRow[], now: number, he
   const end = last.endedAt;
   if (end === null) return null;
   const beside = runs
-    .filter((r) => r.id !== last.id && r.endedAt !== null && (r.stats?.requests ?? 0) > 0)
+    // a batch lane's run sends nothing itself, and may span hours: its work is the provider's batch
+    .filter((r) => r.id !== last.id && r.endedAt !== null && (r.stats?.requests ?? 0) > 0 && r.options.via !== 'batch')
     .filter((r) => r.startedAt < end && r.endedAt! > last.startedAt)
     .map((r) => runReport(r, now, here))
     .sort((a, b) => b.endedAt! - a.endedAt!);

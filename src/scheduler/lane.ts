@@ -38,9 +38,11 @@ const UNSAID_429S_SPAN = 50;
 /**
  * Up to this share of a lane's recent requests, 429s saying no limit from a provider whose answers
  * say their limits are its noise, and cut no pace: 1 in 10 is a rate about 11% over a limit
- * nobody said, and random refusals of 3 in 100 reach it only rarely.
+ * nobody said, and random refusals of 3 in 100 reach it now and then (a cut, climbed back from).
  */
 const UNSAID_429S_NOISE = 0.1;
+/** A 429 asking for a longer wait is no passing refusal: the lane pauses for it, as for any other. */
+const STRAY_MOST_WAIT_MS = 5000;
 
 /**
  * One (base URL, model): its own pace, pause, learned limits, 429 backoff and latencies. The
@@ -78,6 +80,8 @@ export class Lane {
   #firstAnswerAt: number | null = null;
   /** A 429 came at a limit the provider said: the wide guard for the rest of the run. */
   #jittery = false;
+  /** An answer of this run's lane said the provider's limits (not only another run's, or an earlier one's). */
+  #headersSeen = false;
   /** Of the lane's recent answers and 429s, the share that were 429s saying no limit. */
   readonly #unsaid429s = new RecentShare(UNSAID_429S_SPAN);
   /** A request bigger than the tokens-per-minute limit was said (`firstOversize`). */
@@ -268,10 +272,11 @@ export class Lane {
    * limit also cuts the pace. Except the provider's noise: from a provider whose answers say their
    * limits, a 429 saying none is not its rate limiter speaking (that one says them too) but an
    * overloaded upstream or a proxy's passing refusal, as long as such 429s stay a small share of the
-   * lane's recent requests (`UNSAID_429S_NOISE`). Then only its request waits: a cut for each of
-   * them made one in a hundred cost a third of the rate, three in a hundred two thirds. More of them
-   * say a limit nobody said (a proxy's), and cut the pace as without headers; once they have, that
-   * limit is known to be there, and each later one cuts too.
+   * lane's recent requests (`UNSAID_429S_NOISE`) and ask for a short wait. Then only its request
+   * waits: a cut for each of them made one in a hundred cost a third of the rate, three in a hundred
+   * two thirds. More of them say a limit nobody said (a proxy's), and cut the pace as without
+   * headers. The share alone decides, never an earlier cut: a chance cluster of strays cut once, and
+   * then every later stray cut again, back to the third of the rate.
    */
   rateLimitedBy(error: ProviderError, sentAt: number): { readonly waitMs: number; readonly lanePaused: boolean } {
     const now = this.#now();
@@ -288,9 +293,9 @@ export class Lane {
     }
     if (!saidLimit) {
       this.#unsaid429s.add(true);
-      const headersSpeak = this.board.learned()?.source === 'headers';
-      const noise = !this.#backoff.engaged && this.#unsaid429s.value <= UNSAID_429S_NOISE;
-      if (headersSpeak && noise) return { waitMs: this.#pauseFor(error), lanePaused: false };
+      const wait = this.#pauseFor(error);
+      const noise = this.#headersSeen && this.#unsaid429s.value <= UNSAID_429S_NOISE && wait <= STRAY_MOST_WAIT_MS;
+      if (noise) return { waitMs: wait, lanePaused: false };
       // No limit said: it must be found. With nothing to scale, start from what we were sending
       // (when enough was sent to say; else the pause alone must do: a cut of nothing would still
       // count as a limit found, and every later stray 429 would cut the limit headers say next).
@@ -370,6 +375,7 @@ export class Lane {
     const now = this.#now();
     const said = limitsFromHeaders(rl);
     if (said) {
+      this.#headersSeen = true;
       const before = this.board.learned();
       const changed = before?.source !== 'headers' || before.rpm !== said.rpm || before.tpm !== said.tpm;
       if (changed || now - before.at > 60_000) this.board.learn({ ...said, source: 'headers', at: now });

@@ -503,11 +503,13 @@ export class Run {
    * read as the provider's doing (two runs met 23% 429s, and nothing said why). Said once.
    */
   #tellUnsharedPace(): void {
-    if (this.#unsharedPaceTold || this.#otherRuns.length === 0 || this.#deps.provider.unlimited) return;
-    const sharesPace = this.#deps.boards !== undefined && this.#otherRuns.every((r) => r.options.sharedPace === true);
+    // beating since this run started: a run killed just before it (its heartbeat still fresh) sends nothing
+    const others = this.#otherRuns.filter((r) => r.heartbeatAt > this.#startedAt);
+    if (this.#unsharedPaceTold || others.length === 0 || this.#deps.provider.unlimited) return;
+    const sharesPace = this.#deps.boards !== undefined && others.every((r) => r.options.sharedPace === true);
     if (sharesPace) return;
     this.#unsharedPaceTold = true;
-    const runs = this.#otherRuns.length + 1;
+    const runs = others.length + 1;
     this.#emit('warning', {
       message:
         `${runs} runs work this queue and share no pace (--redis): each paces at the provider's whole rate limit, ` +
