@@ -293,9 +293,9 @@ export class Lane {
     }
     if (!saidLimit) {
       this.#unsaid429s.add(true);
-      const wait = this.#pauseFor(error);
-      const noise = this.#headersSeen && this.#unsaid429s.value <= UNSAID_429S_NOISE && wait <= STRAY_MOST_WAIT_MS;
-      if (noise) return { waitMs: wait, lanePaused: false };
+      const asksLittle = (error.retryAfterMs ?? 0) <= STRAY_MOST_WAIT_MS;
+      const noise = this.#headersSeen && asksLittle && this.#unsaid429s.value <= UNSAID_429S_NOISE;
+      if (noise) return { waitMs: this.#pauseFor(error), lanePaused: false };
       // No limit said: it must be found. With nothing to scale, start from what we were sending
       // (when enough was sent to say; else the pause alone must do: a cut of nothing would still
       // count as a limit found, and every later stray 429 would cut the limit headers say next).

@@ -503,8 +503,7 @@ export class Run {
    * read as the provider's doing (two runs met 23% 429s, and nothing said why). Said once.
    */
   #tellUnsharedPace(): void {
-    // beating since this run started: a run killed just before it (its heartbeat still fresh) sends nothing
-    const others = this.#otherRuns.filter((r) => r.heartbeatAt > this.#startedAt);
+    const others = this.#otherRuns;
     if (this.#unsharedPaceTold || others.length === 0 || this.#deps.provider.unlimited) return;
     const sharesPace = this.#deps.boards !== undefined && others.every((r) => r.options.sharedPace === true);
     if (sharesPace) return;
@@ -529,12 +528,21 @@ export class Run {
   }
 
   /**
-   * The other runs among `runs` working the queue: heartbeating (a run quiet for three beats may be
-   * dead), and online (a batch lane's run sends nothing itself: its pace is not the queue's).
+   * The other runs among `runs` working the queue: heartbeating since this run started (a run
+   * killed just before it has a fresh heartbeat and sends nothing: a run resumed after four were
+   * SIGKILLed counted "5 runs") and within three beats (a run quiet that long may be dead), and
+   * online (a batch lane's run sends nothing itself: its pace is not the queue's).
    */
   #working(runs: readonly RunRow[], now: number): RunRow[] {
     const quietMs = Math.max(3 * this.#heartbeatMs, 5000);
-    return runs.filter((r) => r.id !== this.#id && r.endedAt === null && now - r.heartbeatAt <= quietMs && r.options.via !== 'batch');
+    return runs.filter(
+      (r) =>
+        r.id !== this.#id &&
+        r.endedAt === null &&
+        r.heartbeatAt > this.#startedAt &&
+        now - r.heartbeatAt <= quietMs &&
+        r.options.via !== 'batch',
+    );
   }
 
   /** The queue's progress from its counts and the other runs' last heartbeats; none while this run works alone. */
