@@ -39,6 +39,62 @@ describe('llmq show', () => {
     expect(r.stdout).toMatch(/none: the job failed/);
   });
 
+  it('tries that gave their attempt back (429s) are not numbered as attempts', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    const doc = row('n.txt', 'N doc');
+    await store.enqueue([doc], T0);
+    await store.startRun({ id: 'run-1', host: 'h', pid: 1, startedAt: T0, options: {} });
+    await store.claim({ owner: 'run-1', limit: 1, now: T0, leaseUntil: T0 + 60_000, maxAttempts: 3 });
+    const tried = (at: number, status: number, outcome: 'not_counted' | 'done', error: string | null) => ({
+      key: doc.key,
+      runId: 'run-1',
+      attempt: 1,
+      startedAt: at,
+      endedAt: at + 50,
+      status,
+      outcome,
+      error,
+      usage: null,
+    });
+    const refused = 'HTTP 429: Rate limit reached for requests.';
+    await store.recordAttempt(tried(T0 + 1000, 429, 'not_counted', refused), { countAttempt: false, error: refused });
+    await store.recordAttempt(tried(T0 + 2000, 429, 'not_counted', refused), { countAttempt: false, error: refused });
+    const usage = { promptTokens: 3, completionTokens: 4 };
+    await store.complete(doc.key, {
+      owner: 'run-1',
+      output: 'N',
+      response: '{}',
+      usage,
+      attempt: { ...tried(T0 + 3000, 200, 'done', null), usage },
+    });
+    await store.close();
+    const answered = await runCli(['show', 'n.txt', '--db', db]);
+    expect(answered.stdout).toMatch(
+      /^attempts \(3 tries, 2 not counted\)\n {3}- {2}\d{4}-.* HTTP 429 +50ms {2}not counted {2}run run-1\n.*\n {3}- .*\n.*\n {2}#1 {2}\d{4}-.* HTTP 200 +50ms {2}done {2}run run-1$/m,
+    );
+    expect(answered.stdout).not.toContain('left no record');
+  });
+
+  it('a try out when its run died shows as lost even after 429s that gave their attempt back', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    const doc = row('n.txt', 'N doc');
+    await store.enqueue([doc], T0);
+    await store.startRun({ id: 'run-1', host: 'h', pid: 1, startedAt: T0, options: {} });
+    await store.claim({ owner: 'run-1', limit: 1, now: T0, leaseUntil: T0 + 60_000, maxAttempts: 3 });
+    const refused = 'HTTP 429: Rate limit reached for requests.';
+    const tried = { key: doc.key, runId: 'run-1', attempt: 1, startedAt: T0 + 1000, endedAt: T0 + 1050, status: 429, usage: null };
+    await store.recordAttempt({ ...tried, outcome: 'not_counted', error: refused }, { countAttempt: false, error: refused });
+    // its second try went out, then the run died: the next run takes the job back
+    expect(await store.startRetry(doc.key, 'run-1', T0 + 2000, T0 + 60_000)).toBe(1);
+    await store.reclaim(T0 + 120_000, ['run-1']);
+    await store.close();
+    const r = await runCli(['show', 'n.txt', '--db', db]);
+    expect(r.stdout).toMatch(/^attempts \(1 try, 1 not counted\)\n {2}1 try left no record: the run holding it died/m);
+    expect(r.stdout).not.toContain('#1');
+  });
+
   it('--json prints the ItemDetail', async () => {
     const dir = tempDir();
     const { db, keys } = await populate(dir);

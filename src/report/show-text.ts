@@ -1,6 +1,6 @@
 import { CUT_OFF, finishReasonOf, isRefusal } from '../provider/finish.js';
 import type { ItemDetail } from '../store/types.js';
-import { duration, int, NO_PAINT, oneLine, printable, printableText, usd, utcTime, type Paint } from './format.js';
+import { count, duration, int, NO_PAINT, oneLine, printable, printableText, usd, utcTime, type Paint } from './format.js';
 import { mayBeBilledText } from './status-text.js';
 
 /** Text longer than this is cut in `llmq show` unless `--full`. */
@@ -54,7 +54,10 @@ export function renderItem(
   head('request');
   out.push(...renderRequest(j.request, full, p));
 
-  head(`attempts (${d.attempts.length})`);
+  // a 429, an outage's try or a stop gives its attempt back: the next try has the same number
+  const givenBack = d.attempts.filter((a) => !counted(a)).length;
+  head(`attempts (${givenBack ? `${count(d.attempts.length, 'try', 'tries')}, ${int(givenBack)} not counted` : int(d.attempts.length)})`);
+  const numberWidth = Math.max(0, ...d.attempts.map((a) => `#${a.attempt}`.length));
   const unrecorded = triesWithoutRecord(d);
   if (unrecorded > 0) {
     const them = unrecorded === 1 ? 'it' : 'them';
@@ -69,9 +72,15 @@ export function renderItem(
     const before = d.attempts[i - 1];
     if (before?.outcome === 'failed') out.push(p.dim('  (failed, then put back by llmq retry-failed: attempts counted afresh)'));
     const status = a.status === null ? 'no response' : `HTTP ${a.status}`;
-    const outcome = a.outcome === 'done' ? p.green(a.outcome) : a.outcome === 'failed' ? p.red(a.outcome) : p.yellow(a.outcome);
+    const outcome =
+      a.outcome === 'done'
+        ? p.green(a.outcome)
+        : a.outcome === 'failed'
+          ? p.red(a.outcome)
+          : p.yellow(a.outcome === 'not_counted' ? 'not counted' : a.outcome);
+    const number = (counted(a) ? `#${a.attempt}` : '-').padStart(numberWidth);
     out.push(
-      `  #${a.attempt}  ${utcTime(a.startedAt)}  ${status.padEnd(11)}  ${latency(a.latencyMs).padStart(7)}  ${outcome}` +
+      `  ${number}  ${utcTime(a.startedAt)}  ${status.padEnd(11)}  ${latency(a.latencyMs).padStart(7)}  ${outcome}` +
         p.dim(`  run ${a.runId.slice(0, 8)}`),
     );
     if (a.error) out.push(`      ${p.red(printable(full ? a.error : oneLine(a.error, 72)))}`);
@@ -141,9 +150,20 @@ function triesWithoutRecord(d: ItemDetail): number {
   // a failed job's error says how it ended (a run that died included)
   if (d.job.state === 'failed') return 0;
   const lastFailed = d.attempts.findLastIndex((a) => a.outcome === 'failed');
-  const recorded = new Set(d.attempts.slice(lastFailed + 1).map((a) => a.attempt));
+  // a try that gave its attempt back records none: the try after it has the same number
+  const recorded = new Set(
+    d.attempts
+      .slice(lastFailed + 1)
+      .filter(counted)
+      .map((a) => a.attempt),
+  );
   const used = d.job.state === 'running' ? d.job.attempts - 1 : d.job.attempts;
   let missing = 0;
   for (let n = 1; n <= used; n++) if (!recorded.has(n)) missing++;
   return missing;
+}
+
+/** A try that used one of the job's attempts: not a 429's, an outage's or a stopped run's (given back). */
+function counted(a: ItemDetail['attempts'][number]): boolean {
+  return a.outcome !== 'not_counted' && a.outcome !== 'released';
 }
