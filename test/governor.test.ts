@@ -476,14 +476,17 @@ describe('429s saying no limit from a provider whose answers say 600 rpm', () =>
       },
       { ...fast, concurrency, heartbeatMs: 100 },
     );
+    // what status reads of the run afterwards
+    const stored = (await store.status()).lastRun?.stats;
     await store.close();
-    return { fake, summary, paced, events };
+    return { fake, summary, paced, events, stored };
   }
 
   it('now and then (an overloaded upstream): the pace stays at the limit said, no lane pause, each refused job tried again', async () => {
-    const { fake, summary, paced, events } = await runWith(600, 60, (index) => index % 20 === 19);
+    const { fake, summary, paced, events, stored } = await runWith(600, 60, (index) => index % 20 === 19);
     // the three refused at random, and on a loaded machine perhaps one or two of the limit's (with its headers)
     expect(summary).toMatchObject({ reason: 'drained', done: 60, strayRateLimited: 3 });
+    expect(stored).toMatchObject({ rateLimited: summary.rateLimited, strayRateLimited: 3 });
     expect(summary.rateLimited).toBeLessThanOrEqual(5);
     expect(fake.rateLimited).toBe(summary.rateLimited);
     // learned from the first answer's headers, never cut

@@ -116,6 +116,29 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
     expect(await text(page, '#connection')).toBe('live');
   });
 
+  it("says the last run's 429s, the strays apart, as status does", async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 1);
+    await store.startRun({ id: 'run-1', host: 'vm', pid: 1, startedAt: Date.now() - 9000, options: {} });
+    const stats = {
+      done: 1,
+      failed: 0,
+      retried: 0,
+      requests: 8,
+      rateLimited: 7,
+      strayRateLimited: 6,
+      promptTokens: 1,
+      completionTokens: 1,
+      jobsPerSecond: 0,
+    };
+    await store.finishRun('run-1', Date.now() - 4000, 'drained', stats);
+    await store.close();
+    const page = await open((await serve(db)).url);
+    await page.waitForFunction(() => /No run is active/.test(document.getElementById('last-run')?.textContent ?? ''));
+    expect(await text(page, '#last-run')).toMatch(/: drained, 1 done, 0 failed, 7 rate-limited \(6 stray\)\.$/);
+  });
+
   it('retries failed jobs of one reason from the page, only with the token', async () => {
     const { db } = await queueWithFailures(6, new Set([1, 3, 5]));
     const s = await serve(db);

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { MOCK_NOW, runCli } from './helpers/cli.js';
 import { seededQueue } from './helpers/seed.js';
-import { NO_STATS } from './helpers/stores.js';
+import { NO_STATS, row, T0 } from './helpers/stores.js';
 import { A_COST, populate, RUN } from './helpers/populate.js';
 import { waitFor } from './helpers/wait.js';
 import { tempDir } from './helpers/tmp.js';
@@ -199,6 +199,28 @@ describe('llmq status', () => {
     expect(alone.lastRunBeside).toBeNull();
     expect((await runCli(['status', '--db', db])).stdout).not.toMatch(/beside it/);
   }, 30_000);
+
+  it("the last run's 429s are said with its figures, the strays among them apart; a run that met none says nothing of them", async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await store.enqueue([row('a', 'A')], T0);
+    const met = { ...NO_STATS, done: 1, requests: 8, rateLimited: 7, strayRateLimited: 6 };
+    await store.startRun({ id: 'run-1', host: 'h', pid: 1, startedAt: T0, options: {} });
+    await store.finishRun('run-1', T0 + 5000, 'drained', met);
+    await store.close();
+    const text = (await runCli(['status', '--db', db])).stdout;
+    expect(text).toMatch(/^ {10}1 done, 0 failed · [\d.]+ jobs\/s · [\d.,]+ tokens\/s · 7 rate-limited \(6 stray\)$/m);
+    expect(JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout).lastRun).toMatchObject({
+      rateLimited: 7,
+      strayRateLimited: 6,
+    });
+
+    const again = new SqliteStore(db);
+    await again.startRun({ id: 'run-2', host: 'h', pid: 1, startedAt: T0 + 6000, options: {} });
+    await again.finishRun('run-2', T0 + 7000, 'drained', { ...NO_STATS, done: 1, requests: 1 });
+    await again.close();
+    expect((await runCli(['status', '--db', db])).stdout).not.toContain('rate-limited');
+  });
 
   it('colors only when forced, never with NO_COLOR', async () => {
     const dir = tempDir();

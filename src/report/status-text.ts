@@ -137,7 +137,8 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
     const ago = duration((r.now - last.endedAt) / 1000);
     lines.push(`${'last run'}  ${runName(last)} ended ${ago} ago (${endedHow(last)}) after ${duration(last.wallSeconds)}`);
     lines.push(
-      `${''.padEnd(10)}${int(last.done)} done, ${int(last.failed)} failed · ${rate(last.averageJobsPerSecond)} jobs/s · ${rate(last.averageTokensPerSecond)} tokens/s`,
+      `${''.padEnd(10)}${int(last.done)} done, ${int(last.failed)} failed · ${rate(last.averageJobsPerSecond)} jobs/s · ${rate(last.averageTokensPerSecond)} tokens/s` +
+        rateLimitedText(last),
     );
     // its figures alone would read as the queue's: a run beside it did the rest
     const beside = r.lastRunBeside;
@@ -276,4 +277,11 @@ function runName(run: RunReport): string {
  */
 export function refusedAsSent(error: string): boolean {
   return /^HTTP 4\d\d:/.test(error) && !/^HTTP 40[1289]:/.test(error);
+}
+
+/** The 429s a run met, and of them the strays (the pace kept): what the limits line's "learned from 429s" came from. */
+function rateLimitedText(run: RunReport): string {
+  if (run.rateLimited === 0) return '';
+  const stray = run.strayRateLimited > 0 ? ` (${int(run.strayRateLimited)} stray)` : '';
+  return ` · ${int(run.rateLimited)} rate-limited${stray}`;
 }

@@ -45,6 +45,8 @@ export interface RunReport {
   readonly retried: number;
   readonly requests: number;
   readonly rateLimited: number;
+  /** Of them, strays (taken for the provider's noise: the pace kept); 0 for runs of versions that did not store them. */
+  readonly strayRateLimited: number;
   readonly tokens: { readonly prompt: number; readonly completion: number };
   /** Finished jobs (done and failed, as the progress bar counts them) over wall time: what the run achieved on average. */
   readonly averageJobsPerSecond: number;
@@ -220,6 +222,7 @@ export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunRepor
     retried: st?.retried ?? 0,
     requests: st?.requests ?? 0,
     rateLimited: st?.rateLimited ?? 0,
+    strayRateLimited: st?.strayRateLimited ?? 0,
     tokens,
     averageJobsPerSecond: wallSeconds > 0 ? (done + (st?.failed ?? 0)) / wallSeconds : 0,
     averageTokensPerSecond: wallSeconds > 0 ? (tokens.prompt + tokens.completion) / wallSeconds : 0,

@@ -120,6 +120,7 @@ export class RunCounters {
       retried: this.retried,
       requests: this.requests,
       rateLimited: this.rateLimited,
+      strayRateLimited: this.strayRateLimited,
       promptTokens: this.promptTokens,
       completionTokens: this.completionTokens,
       jobsPerSecond: this.rates(now).jobs,

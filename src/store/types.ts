@@ -220,6 +220,8 @@ export interface RunStats {
   readonly retried: number;
   readonly requests: number;
   readonly rateLimited: number;
+  /** Of them, strays: 429s saying no limit, taken for the provider's noise (`Lane.rateLimitedBy`). Absent in runs of older versions. */
+  readonly strayRateLimited?: number;
   readonly promptTokens: number;
   readonly completionTokens: number;
   /** Jobs per second over the recent window. */

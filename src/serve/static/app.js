@@ -155,8 +155,14 @@ function renderRuns(r) {
   $('last-run').textContent = r.activeRuns.length
     ? ''
     : last
-      ? `No run is active. The last one (${last.host}) ended ${last.endedAt ? ago(last.endedAt) + ' ago' : '?'}: ${last.exitReason ?? 'unknown'}, ${fmt(last.done)} done, ${fmt(last.failed)} failed.${together}`
+      ? `No run is active. The last one (${last.host}) ended ${last.endedAt ? ago(last.endedAt) + ' ago' : '?'}: ${last.exitReason ?? 'unknown'}, ${fmt(last.done)} done, ${fmt(last.failed)} failed${rateLimitedOf(last)}.${together}`
       : 'No run yet: llmq run';
+}
+
+// The 429s a run met, the strays (the pace kept) apart, as status says them.
+function rateLimitedOf(run) {
+  if (!run.rateLimited) return '';
+  return `, ${fmt(run.rateLimited)} rate-limited${run.strayRateLimited ? ` (${fmt(run.strayRateLimited)} stray)` : ''}`;
 }
 
 // The batch lane's submissions, as `llmq status` lists them: the live ones, then the last few that ended.
