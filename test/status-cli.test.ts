@@ -196,6 +196,8 @@ describe('llmq status', () => {
     expect((await runCli(run)).code).toBe(0);
     const alone = JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout);
     expect(alone.lastRun.done).toBe(5);
+    // the concurrency an ended run ran at, not the none it has once ended
+    expect(alone.lastRun.concurrency).toBe(2);
     expect(alone.lastRunBeside).toBeNull();
     expect((await runCli(['status', '--db', db])).stdout).not.toMatch(/beside it/);
   }, 30_000);

@@ -405,7 +405,9 @@ export class Run {
       if (unsent.length > 0) await this.#store.release(this.#id, { refund: true, now: t, keys: unsent });
       await this.#store.release(this.#id, { refund: false, now: t });
       const reason = this.#fatal ? 'fatal' : this.#internal ? 'error' : this.#reason;
-      await this.#store.finishRun(this.#id, t, reason, { ...this.#counters.forStore(t), ...this.#endedBy(reason) });
+      // the concurrency it ran at last, not the none it has now: status shows an ended run's
+      const stats = this.#counters.forStore(t, [], this.#slots.size);
+      await this.#store.finishRun(this.#id, t, reason, { ...stats, ...this.#endedBy(reason) });
     } catch (error) {
       this.#internal ??= error;
     }
