@@ -95,12 +95,56 @@ describe('llmq run --via batch (child processes)', () => {
     expect(r.stderr).toMatch(/ECONNREFUSED/);
   }, 90_000);
 
+  it("a --price is the online price: batch answers cost the provider's share of it, and a model whose provider nobody knows is said at once", async () => {
+    const { fake, db } = await setup(4);
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1', '--price', '1,2']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).not.toContain('no batch price');
+    const costs = (await read(db)).attempts.filter((a) => a.outcome === 'done').map((a) => a.costUsd);
+    expect(costs).toHaveLength(4);
+    // each answer of the fake: its usage at half of $1/$2 per million
+    for (const c of costs) expect(c).toBeGreaterThan(0);
+    const s = JSON.parse((await runCli(['status', '--db', db, '--json', '--price', '1,2'])).stdout);
+    expect(s.cost.unpriced).toEqual([]);
+    expect(s.cost.byRun[0].unpricedTries).toBe(0);
+    const tokens = s.tokens.prompt + s.tokens.completion;
+    expect(s.cost.usd).toBeCloseTo((s.tokens.prompt * 1 + s.tokens.completion * 2) / 2 / 1e6, 12);
+    expect(tokens).toBeGreaterThan(0);
+
+    const other = join(tempDir(), 'q.db');
+    const store = new SqliteStore(other);
+    await seedJobs(store, 3, { model: 'my-own-finetune' });
+    await store.close();
+    const unknown = await runCli([
+      'run',
+      '--db',
+      other,
+      '--base-url',
+      fake.url,
+      '--via',
+      'batch',
+      '--poll',
+      '0.1',
+      '--batch-size',
+      '2',
+      '--price',
+      '1,2',
+    ]);
+    expect(unknown.code, unknown.stderr).toBe(0);
+    // said once, though the model went in two batches
+    expect(
+      unknown.stderr.match(
+        /no batch price is known for my-own-finetune \(--price gives its online price only\): its batch answers are stored without a cost/g,
+      ),
+    ).toHaveLength(1);
+  }, 60_000);
+
   it('--no-wait submits and exits 0; status lists the batch; a later run collects it', async () => {
     const { fake, db } = await setup(7);
     fake.batches.configure({ completeAfterMs: 300 });
     const first = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--no-wait']);
     expect(first.code, first.stderr).toBe(0);
-    expect(first.stderr).toMatch(/submitted 7 jobs as batch batch_fake1/);
+    expect(first.stderr).toMatch(/submitted 7 jobs of gpt-4o-mini as batch batch_fake1/);
     // it ends with its batch out, not with the queue drained
     expect(first.stderr).toContain('batch lane: 0 done, 0 failed, 7 pending or in a batch (submitted, not waiting)');
     expect((await read(db)).jobs.every((j) => j.state === 'running')).toBe(true);
@@ -370,7 +414,7 @@ describe('llmq run --via batch (child processes)', () => {
       '20',
     ]);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stderr.match(/submitted \d+ jobs? as batch batch_mock/g)).toHaveLength(3);
+    expect(r.stderr.match(/submitted \d+ jobs? of mock-1 as batch batch_mock/g)).toHaveLength(3);
     const { jobs } = await read(db);
     expect(jobs).toHaveLength(9);
     for (const j of jobs) expect(j).toMatchObject({ state: 'done', attempts: 1, output: expect.stringMatching(/mock/i) });

@@ -82,7 +82,7 @@ describe('estimate', () => {
     expect(m.cost!.low).toBeCloseTo(prompt * 0.001 + 19 * 55 * 0.002, 9);
     expect(m.cost!.high).toBeCloseTo(prompt * 0.001 + 19 * 64 * 0.002, 9);
     expect(m.cost!.worst).toBeCloseTo(m.cost!.high, 9);
-    expect(m.batchCost).toBeNull(); // --price gives no batch price
+    expect(m.batchCost).toBeNull(); // --price of a model whose provider nobody knows: no batch price
     expect(m.price).toEqual({ input: 1000, output: 2000, source: '--price' });
     // 60 rpm learned from headers: 19 s; the work (19 x 1 s over 4 slots) is less
     expect(m.limits).toEqual({ rpm: 60, tpm: null, learned: { source: 'headers', at: T }, learnedElsewhere: [] });
@@ -231,7 +231,7 @@ describe('estimate', () => {
     expect(text.stdout).toMatch(/^ {4}prompt {3}[\d,.k]+ tokens \(counted; answers showed 7\.0 more a request\)$/m);
     expect(text.stdout).toMatch(/^ {4}time {5}19s at 60 rpm, learned from headers\n {13}answers took 1,000 ms$/m);
     expect(text.stdout).toMatch(/^ {4}price {4}\$1000\/\$2000 per million tokens, --price$/m);
-    // --price prices online requests only: the batch figure is not guessed from it
+    // --price is the online price: of a model whose provider nobody knows, the batch figure is not guessed
     expect(text.stdout).toMatch(/^ {4}cost {5}\$.* · no batch price · worst/m);
     for (const line of text.stdout.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
 

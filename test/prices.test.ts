@@ -50,6 +50,26 @@ describe('prices', () => {
     expect(table.lookup('deepseek-chat')!.batchCost(usage)).toBeNull();
   });
 
+  it("a given price is the online one: a batch costs the share the model's provider takes, unknown where nobody knows the provider", () => {
+    const given = loadPriceTable({ price: [1, 2], file: null });
+    expect(given.lookup('gpt-4o-mini')!.cost(usage)).toBeCloseTo(1 + 2, 12);
+    expect(given.lookup('gpt-4o-mini')!.batchCost(usage)).toBeCloseTo((1 + 2) / 2, 12);
+    expect(given.lookup('claude-3-5-haiku-latest')!.batchCost(usage)).toBeCloseTo((1 + 2) / 2, 12);
+    expect(given.lookup('deepseek-chat')!.batchCost(usage)).toBeNull();
+    expect(given.lookup('my-own-finetune')!.batchCost(usage)).toBeNull();
+    // the offline mock's batch lane stands in for OpenAI's
+    expect(given.lookup('mock-1')!.batchCost(usage)).toBeCloseTo((1 + 2) / 2, 12);
+    // without the catalog, no provider is known
+    expect(
+      loadPriceTable({ price: [1, 2], catalog: false })
+        .lookup('gpt-4o-mini')!
+        .batchCost(usage),
+    ).toBeNull();
+    // a price file's too
+    const env = loadPriceTable({ env: JSON.stringify({ 'gpt-4o-mini': [4, 8] }) });
+    expect(env.lookup('gpt-4o-mini')!.batchCost(usage)).toBeCloseTo((4 + 8) / 2, 12);
+  });
+
   it('a flat price worked out here (and kept in the cache) costs what genai-prices says, cached and batch tokens included', () => {
     const u = { promptTokens: 12_345, completionTokens: 678, cachedTokens: 2_000 };
     const theirs = { input_tokens: 12_345, cache_read_tokens: 2_000, output_tokens: 678 };

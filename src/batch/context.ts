@@ -9,7 +9,7 @@ export type CrashStep = (typeof CRASH_STEPS)[number];
 
 /** What the batch lane tells its listener; the CLI words it. */
 export type BatchEvent =
-  | { readonly type: 'submitted'; readonly id: string; readonly providerBatchId: string; readonly jobs: number }
+  | { readonly type: 'submitted'; readonly id: string; readonly providerBatchId: string; readonly jobs: number; readonly model: string }
   | { readonly type: 'adopted'; readonly id: string; readonly providerBatchId: string | null; readonly from: string }
   | {
       readonly type: 'ended';

@@ -132,7 +132,8 @@ export async function submitOne(
       return takenFromUs(ctx, id, got.exhausted);
     }
     ctx.crashAt('submitted');
-    ctx.emit({ type: 'submitted', id, providerBatchId: batch.id, jobs: file.keys.length });
+    // a batch holds one model's jobs (claimOneModel)
+    ctx.emit({ type: 'submitted', id, providerBatchId: batch.id, jobs: file.keys.length, model: got.jobs[0]!.model });
     return { kind: 'submitted', jobs: file.keys.length, exhausted: got.exhausted };
   } catch (error) {
     // A create that was not plainly refused may have happened: the submission stays `preparing`

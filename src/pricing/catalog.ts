@@ -131,6 +131,7 @@ function withBatchShare(providerId: string, perMillion: [number, number], cost: 
     source: catalogSource(),
     cost,
     batchCost: share === undefined ? () => null : (u) => cost(u) * share,
+    batchShare: share ?? null,
   };
 }
 

@@ -11,16 +11,35 @@ export interface ModelPricing {
   cost(usage: Usage): number;
   /** USD for the same usage at the provider's batch price; null when no batch price is known. */
   batchCost(usage: Usage): number | null;
+  /** The provider's batch price as a share of its online one (0.5 for OpenAI's Batch API); null when unknown. */
+  readonly batchShare: number | null;
 }
 
-/** One flat price per token, as `--price` and price files give it: cached input costs full price (none was given for it). */
-export function flatPricing(price: Price, source: string): ModelPricing {
+/**
+ * One flat price per token, as `--price` and price files give it: cached input costs full price
+ * (none was given for it). The price given is the online one; `batchShare` says what the model's
+ * provider takes off for a batch (asked when first needed: it may load the catalog), null when
+ * nobody knows.
+ */
+export function flatPricing(price: Price, source: string, batchShare: () => number | null = () => null): ModelPricing {
   const [input, output] = price;
+  const cost = (u: Usage): number => (u.promptTokens * input + u.completionTokens * output) / 1_000_000;
+  let share: number | null | undefined;
+  const shareOnce = (): number | null => {
+    if (share === undefined) share = batchShare();
+    return share;
+  };
   return {
     perMillion: price,
     source,
-    cost: (u) => (u.promptTokens * input + u.completionTokens * output) / 1_000_000,
-    batchCost: () => null,
+    cost,
+    batchCost: (u) => {
+      const s = shareOnce();
+      return s === null ? null : cost(u) * s;
+    },
+    get batchShare() {
+      return shareOnce();
+    },
   };
 }
 
@@ -30,4 +49,5 @@ export const FREE: ModelPricing = Object.freeze({
   source: 'free (mock provider)',
   cost: () => 0,
   batchCost: () => 0,
+  batchShare: 0,
 });

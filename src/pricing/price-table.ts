@@ -21,6 +21,7 @@ export interface PriceSources {
 
 const SNAPSHOT = /^(.+?)-(?:\d{4}-\d{2}-\d{2}|\d{4}|preview|latest)$/;
 const MOCK = /^mock($|[-/:])/;
+const MOCK_BATCH_SHARE = 0.5;
 
 /**
  * Which price applies to a model: `--price` over everything, then `--prices FILE`, then
@@ -28,7 +29,8 @@ const MOCK = /^mock($|[-/:])/;
  * prices is null: its cost is unknown, never 0.
  */
 export class PriceTable {
-  readonly #override: ModelPricing | null;
+  /** `--price`, with the source it is named by. */
+  readonly #override: { readonly price: Price; readonly source: string } | null;
   readonly #given = new Map<string, ModelPricing>();
   readonly #catalog: boolean;
   readonly #at: Date;
@@ -38,32 +40,45 @@ export class PriceTable {
   constructor(sources: PriceSources = {}) {
     this.#free = sources.free ?? false;
     const by = sources.givenBy ? ` ${sources.givenBy}` : '';
-    this.#override = sources.price ? flatPricing(sources.price, `--price${by}`) : null;
+    this.#override = sources.price ? { price: sources.price, source: `--price${by}` } : null;
     this.#catalog = sources.catalog ?? true;
     this.#at = sources.at ?? new Date();
+    const given = (price: Price, source: string, model: string) => flatPricing(price, source, () => this.#batchShare(model));
     const env = sources.env?.trim();
     if (env) {
       const prices = env.startsWith('{')
         ? parsePriceFile(env, 'LLMQ_PRICES')
         : parsePriceFile(readPriceFile(env, 'LLMQ_PRICES'), `LLMQ_PRICES file ${env}`);
-      for (const [model, price] of Object.entries(prices)) this.#given.set(model, flatPricing(price, 'LLMQ_PRICES'));
+      for (const [model, price] of Object.entries(prices)) this.#given.set(model, given(price, 'LLMQ_PRICES', model));
     }
     if (sources.file) {
       const prices = parsePriceFile(readPriceFile(sources.file, '--prices'), `--prices file ${sources.file}`);
-      for (const [model, price] of Object.entries(prices)) this.#given.set(model, flatPricing(price, `--prices ${sources.file}${by}`));
+      for (const [model, price] of Object.entries(prices)) this.#given.set(model, given(price, `--prices ${sources.file}${by}`, model));
     }
   }
 
   /** The model's pricing, or null when no source knows it. */
   lookup(model: string): ModelPricing | null {
-    if (this.#override) return this.#override;
-    if (this.#free || MOCK.test(model)) return FREE;
+    if (!this.#override && (this.#free || MOCK.test(model))) return FREE;
     let found = this.#seen.get(model);
     if (found === undefined) {
-      found = this.#fromGiven(model) ?? (this.#catalog ? catalogPricing(model, this.#at) : null);
+      const o = this.#override;
+      found = o
+        ? flatPricing(o.price, o.source, () => this.#batchShare(model))
+        : (this.#fromGiven(model) ?? (this.#catalog ? catalogPricing(model, this.#at) : null));
       this.#seen.set(model, found);
     }
     return found;
+  }
+
+  /**
+   * A given price is the online one: a batch of the model costs the share its provider takes, as
+   * genai-prices knows the provider (half for OpenAI, Anthropic and Google), else unknown. The
+   * offline mock's batch lane stands in for OpenAI's Batch API: half.
+   */
+  #batchShare(model: string): number | null {
+    if (MOCK.test(model)) return MOCK_BATCH_SHARE;
+    return this.#catalog ? (catalogPricing(model, this.#at)?.batchShare ?? null) : null;
   }
 
   /**

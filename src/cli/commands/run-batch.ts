@@ -3,7 +3,7 @@ import { openAiProviderName } from '../../provider/endpoint.js';
 import type { BatchEvent } from '../../batch/context.js';
 import type { RunSummary } from '../../scheduler/events.js';
 import { int } from '../../report/format.js';
-import { info } from '../output.js';
+import { info, warn } from '../output.js';
 import { incompleteText } from '../progress/lines.js';
 import { takeBackMockAnswers } from '../mock-answers.js';
 import { whileReaderPresent } from '../reader-gone.js';
@@ -11,6 +11,7 @@ import { dbArgument, runArguments, runArgumentsOfEndpoint } from '../again.js';
 import { watchRunStop } from '../run-stop.js';
 import { crashAtFromEnv } from '../crash-at.js';
 import { priceTableFrom, pricesOfRun, type PriceFlags } from './price-options.js';
+import type { ModelPricing } from '../../pricing/model-pricing.js';
 
 export interface BatchRunFlags extends PriceFlags {
   db?: string;
@@ -57,7 +58,14 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
   });
   const out = whileReaderPresent(flags.json ? process.stdout : process.stderr);
   const progress = new ProgressLines();
+  const prices = await priceTableFrom(flags);
+  const unpricedBatch = new Set<string>();
   const say = (event: BatchEvent): void => {
+    if (event.type === 'submitted' && !unpricedBatch.has(event.model)) {
+      unpricedBatch.add(event.model);
+      const told = unpricedBatchText(event.model, prices.lookup(event.model));
+      if (told) warn(told);
+    }
     if (!flags.json && event.type === 'progress' && !progress.due(event)) return;
     const line = flags.json ? JSON.stringify({ event: `batch:${event.type}`, ...event }) : describe(event, flags.db);
     if (line) out.write(line + '\n');
@@ -71,7 +79,7 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
         baseUrl,
         // the mock has no keys: a key set in the environment says nothing of its batches
         secret: flags.provider === 'mock' ? undefined : findApiKey(process.env)?.key,
-        prices: await priceTableFrom(flags),
+        prices,
         emit: say,
         stopSignal: stopping.stopSignal,
         crashAt: crashAtFromEnv(process.env),
@@ -135,7 +143,7 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
 function describe(e: BatchEvent, db: string | undefined): string | null {
   switch (e.type) {
     case 'submitted':
-      return `submitted ${int(e.jobs)} ${e.jobs === 1 ? 'job' : 'jobs'} as batch ${e.providerBatchId}`;
+      return `submitted ${int(e.jobs)} ${e.jobs === 1 ? 'job' : 'jobs'} of ${e.model} as batch ${e.providerBatchId}`;
     case 'adopted':
       return `took over ${e.providerBatchId ? `batch ${e.providerBatchId}` : `submission ${e.id}`} from run ${e.from.slice(0, 8)}`;
     case 'ended':
@@ -197,4 +205,17 @@ class ProgressLines {
     this.#said.set(e.id, { status: e.status, at: now });
     return true;
   }
+}
+
+/**
+ * A model with an online price and no batch price (a given price of a model whose provider genai-prices
+ * does not know, or a provider with no batch discount known): its batch answers are stored without a
+ * cost, and status prices them at the online price, above the bill.
+ */
+function unpricedBatchText(model: string, pricing: ModelPricing | null): string | null {
+  if (pricing === null || pricing.batchShare !== null) return null;
+  return (
+    `no batch price is known for ${model} (${pricing.source} gives its online price only): ` +
+    'its batch answers are stored without a cost, and status prices them at the online price, likely above what the batch bills'
+  );
 }
