@@ -139,6 +139,51 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
     expect(await text(page, '#last-run')).toMatch(/: drained, 1 done, 0 failed, 7 rate-limited \(6 stray\)\.$/);
   });
 
+  it('says what may be billed and the budget of a run killed with requests out, in money as status writes it', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 20, { model: 'mock-1' });
+    await store.close();
+    // answers take 30 s: the run is killed with its 4 requests out, each reserved at its worst case
+    const child = spawnCli(
+      [
+        'run',
+        '--db',
+        db,
+        '--provider',
+        'mock',
+        '--mock-latency',
+        '30000',
+        '-c',
+        '4',
+        '--price',
+        '2.5,10',
+        '--budget',
+        '1',
+        '--progress',
+        'none',
+      ],
+      {},
+    );
+    cleanup.push(async () => child.kill('SIGKILL'));
+    const page = await open((await serve(db)).url);
+    await page.waitForFunction(() => /4 in flight, up to \$0\.0\d+/.test(document.getElementById('cost-runs')?.textContent ?? ''), {
+      timeout: 15_000,
+    });
+    expect(await text(page, '#cost-runs')).toMatch(/^run [0-9a-f]{8} spent \$0\.00 of its \$1\.00 budget, 4 in flight, up to \$0\.0\d+$/);
+    child.kill('SIGKILL');
+    await page.waitForFunction(
+      () =>
+        /may be billed: 4 tries, up to \$0\.0\d+ \(no usable answer came\)$/.test(document.getElementById('cost-total')?.textContent ?? ''),
+      {
+        timeout: 20_000,
+      },
+    );
+    expect(await text(page, '#cost-runs')).toMatch(/^run [0-9a-f]{8} spent \$0\.00 of its \$1\.00 budget, died$/);
+    // a tenth of a cent is not $0.0000
+    expect(await text(page, '#cost-total')).not.toContain('$0.0000');
+  }, 60_000);
+
   it('retries failed jobs of one reason from the page, only with the token', async () => {
     const { db } = await queueWithFailures(6, new Set([1, 3, 5]));
     const s = await serve(db);

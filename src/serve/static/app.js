@@ -19,7 +19,18 @@ function el(tag, props = {}, ...children) {
 
 const int = new Intl.NumberFormat('en-US');
 const fmt = (n) => (n === null || n === undefined ? '–' : int.format(Math.round(n)));
-const usd = (n) => (n === null || n === undefined ? 'unknown' : `$${n < 1 ? n.toFixed(4) : n.toFixed(2)}`);
+// As llmq status writes money (src/report/format.ts): under a dollar three significant digits, at
+// least cents, so a tenth of a cent is not $0.0000.
+function usd(n) {
+  if (n === null || n === undefined) return 'unknown';
+  const a = Math.round(Math.abs(n) * 1e9) / 1e9;
+  if (a === 0) return '$0.00';
+  const sign = n < 0 ? '-' : '';
+  if (a >= 1000) return `${sign}$${int.format(Math.round(a))}`;
+  if (a >= 1) return `${sign}$${a.toFixed(2)}`;
+  const decimals = Math.min(12, Math.max(2, 2 - Math.floor(Math.log10(a))));
+  return `${sign}$${a.toFixed(decimals).replace(/(\.\d\d\d*?)0+$/, '$1')}`;
+}
 function duration(seconds) {
   if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return '–';
   const s = Math.round(seconds);
@@ -66,9 +77,33 @@ function renderCost(r) {
     ),
   );
   const unpriced = r.cost.unpriced.length ? ` (no price for ${r.cost.unpriced.join(', ')}: llmq serve --price in,out)` : '';
+  const left = r.cost.remainingUsd > 0 ? `; about ${usd(r.cost.remainingUsd)} more to finish` : '';
+  const maybe = r.cost.mayBeBilled;
+  const billed = maybe.tries > 0 ? `; ${mayBeBilledText(maybe)} (no usable answer came)` : '';
   $('cost-total').textContent =
     `${fmt(r.tokens.prompt)} prompt + ${fmt(r.tokens.completion)} completion tokens; ` +
-    `spent ${usd(r.cost.usd ?? r.cost.knownUsd)}${unpriced}; about ${usd(r.cost.remainingUsd)} to finish`;
+    `spent ${usd(r.cost.usd ?? r.cost.knownUsd)}${unpriced}${left}${billed}`;
+  // the runs that had a budget, as status's runs lines say them
+  const budgeted = r.cost.byRun.filter((run) => run.budgetUsd !== null || run.budgetTotalUsd !== null).slice(0, 3);
+  $('cost-runs').textContent = budgeted.map(budgetText).join('; ');
+}
+
+// "may be billed: 8 tries, up to $0.0424", as status says it (mayBeBilledText in src/report/status-text.ts).
+function mayBeBilledText(m) {
+  const head = `may be billed: ${fmt(m.tries)} ${m.tries === 1 ? 'try' : 'tries'}`;
+  if (m.unpricedTries <= 0) return `${head}, up to ${usd(m.usd)}`;
+  if (m.unpricedTries >= m.tries) return `${head}, cost not known`;
+  return `${head}, up to ${usd(m.usd)} for ${fmt(m.tries - m.unpricedTries)} of them`;
+}
+
+// "run 1a2b3c4d spent $0.0449 of its $1.00 budget, 2 in flight up to $0.12"
+function budgetText(run) {
+  const parts = [`run ${run.runId.slice(0, 8)} spent ${usd(run.spentUsd)}`];
+  if (run.budgetUsd !== null) parts[0] += ` of its ${usd(run.budgetUsd)} budget`;
+  if (run.budgetTotalUsd !== null) parts.push(`queue budget ${usd(run.budgetTotalUsd)}`);
+  if (run.live && run.inFlight > 0) parts.push(`${fmt(run.inFlight)} in flight, up to ${usd(run.reservedUsd)}`);
+  if (run.died) parts.push('died');
+  return parts.join(', ');
 }
 
 function renderLimits(r) {
