@@ -224,6 +224,43 @@ describe('llmq status', () => {
     expect((await runCli(['status', '--db', db])).stdout).not.toContain('rate-limited');
   });
 
+  it("a run that died counts to its last heartbeat: its figures, and the runs' together beside it, are said as lower bounds", async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await store.enqueue([row('a', 'A')], T0);
+    await store.startRun({ id: 'run-killed', host: 'elsewhere', pid: 1, startedAt: T0, options: {} });
+    await store.heartbeat('run-killed', T0 + 2000, T0 + 60_000, { ...NO_STATS, done: 5, requests: 5 });
+    await store.startRun({ id: 'run-other', host: 'elsewhere', pid: 2, startedAt: T0 + 100, options: {} });
+    await store.finishRun('run-other', T0 + 5000, 'drained', { ...NO_STATS, done: 10, requests: 10 });
+    // the other machine's run took the killed one's jobs back once its lease ran out
+    await store.reclaim(T0 + 61_000, ['run-killed']);
+    await store.close();
+    const text = (await runCli(['status', '--db', db])).stdout;
+    expect(text).toMatch(
+      /^last run {2}run-kill \(elsewhere pid 1\) ended .* ago \(died\) after 2s\n {10}at least 5 done, 0 failed · 2\.5 jobs\/s .*\n {10}\(as of its last heartbeat/m,
+    );
+    expect(text).toMatch(/^ {10}beside it 1 other run \(run-othe\); together:\n {10}at least 15 done, 0 failed · /m);
+    const s = JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout);
+    expect(s.lastRunBeside).toMatchObject({ done: 15, atLeast: true });
+
+    // runs that ended by themselves: exact, said as such
+    const db2 = join(tempDir(), 'q.db');
+    const store2 = new SqliteStore(db2);
+    await store2.enqueue([row('a', 'A')], T0);
+    for (const [id, at] of [
+      ['run-1', T0],
+      ['run-2', T0 + 100],
+    ] as const) {
+      await store2.startRun({ id, host: 'elsewhere', pid: 1, startedAt: at, options: {} });
+      await store2.finishRun(id, at + 5000, 'drained', { ...NO_STATS, done: 5, requests: 5 });
+    }
+    await store2.close();
+    const exact = (await runCli(['status', '--db', db2])).stdout;
+    expect(exact).toMatch(/^ {10}10 done, 0 failed · /m);
+    expect(exact).not.toMatch(/at least|last heartbeat/);
+    expect(JSON.parse((await runCli(['status', '--db', db2, '--json'])).stdout).lastRunBeside.atLeast).toBe(false);
+  });
+
   it('colors only when forced, never with NO_COLOR', async () => {
     const dir = tempDir();
     const { db } = await populate(dir);

@@ -1,5 +1,5 @@
 import { compact, duration, int, NO_PAINT, oneLine, percent, rate, usd, wrap, type Paint } from './format.js';
-import type { RunCost, RunReport, StatusReport } from './status.js';
+import { diedRun, type RunCost, type RunReport, type StatusReport } from './status.js';
 import { runMayBeBilled } from './status-cost.js';
 
 /** A live run silent this long is said to be: five heartbeats at the default 2 s. */
@@ -137,18 +137,20 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
     const ago = duration((r.now - last.endedAt) / 1000);
     lines.push(`${'last run'}  ${runName(last)} ended ${ago} ago (${endedHow(last)}) after ${duration(last.wallSeconds)}`);
     lines.push(
-      `${''.padEnd(10)}${int(last.done)} done, ${int(last.failed)} failed · ${rate(last.averageJobsPerSecond)} jobs/s · ${rate(last.averageTokensPerSecond)} tokens/s` +
+      `${''.padEnd(10)}${diedRun(last) ? 'at least ' : ''}${int(last.done)} done, ${int(last.failed)} failed · ${rate(last.averageJobsPerSecond)} jobs/s · ${rate(last.averageTokensPerSecond)} tokens/s` +
         rateLimitedText(last),
     );
+    // a run that died wrote its figures last at its last heartbeat, seconds before
+    if (diedRun(last)) lines.push(p.dim(`${''.padEnd(10)}(as of its last heartbeat: what it finished after is not counted here)`));
     // its figures alone would read as the queue's: a run beside it did the rest
     const beside = r.lastRunBeside;
     if (beside) {
       const n = beside.runs.length;
-      const ids = beside.runs.slice(0, 3).map((x) => x.id.slice(0, 8));
+      const ids = beside.runs.slice(0, 3).map((x) => x.id.slice(0, 8) + (diedRun(x) ? ' died' : ''));
       const named = n > 3 ? `${ids.join(', ')} and ${n - 3} more` : ids.join(', ');
       lines.push(`${''.padEnd(10)}beside it ${n === 1 ? '1 other run' : `${n} other runs`} (${named}); together:`);
       lines.push(
-        `${''.padEnd(10)}${int(beside.done)} done, ${int(beside.failed)} failed · ${rate(beside.averageJobsPerSecond)} jobs/s · ${rate(beside.averageTokensPerSecond)} tokens/s`,
+        `${''.padEnd(10)}${beside.atLeast ? 'at least ' : ''}${int(beside.done)} done, ${int(beside.failed)} failed · ${rate(beside.averageJobsPerSecond)} jobs/s · ${rate(beside.averageTokensPerSecond)} tokens/s`,
       );
     }
     // "(fatal)" alone leaves the user to find the run's output, if they still have it

@@ -118,6 +118,11 @@ export interface LastRunBeside {
   /** Jobs finished over the time from the first one's start to the last one's end. */
   readonly averageJobsPerSecond: number;
   readonly averageTokensPerSecond: number;
+  /**
+   * One of them died (killed, crashed): its figures are its last heartbeat's, which leave out what it
+   * finished in its last seconds, so these are lower bounds.
+   */
+  readonly atLeast: boolean;
 }
 
 export function buildStatusReport(
@@ -171,18 +176,17 @@ export function buildStatusReport(
 
 /** Ended runs that sent something while `last` ran (`runs`: every run that kept its money), with their work and its together; null if none. */
 function besideLastRun(last: RunReport, runs: readonly RunRow[], now: number, here?: RunsGoneHere): LastRunBeside | null {
-  const end = last.endedAt;
-  if (end === null) return null;
+  if (last.endedAt === null) return null;
   const beside = runs
     // a batch lane's run sends nothing itself, and may span hours: its work is the provider's batch
     .filter((r) => r.id !== last.id && r.endedAt !== null && (r.stats?.requests ?? 0) > 0 && r.options.via !== 'batch')
-    .filter((r) => r.startedAt < end && r.endedAt! > last.startedAt)
+    .filter((r) => r.startedAt < workedUntil(last) && workedUntil(r) > last.startedAt)
     .map((r) => runReport(r, now, here))
     .sort((a, b) => b.endedAt! - a.endedAt!);
   if (beside.length === 0) return null;
   const all = [last, ...beside];
   const sum = (f: (r: RunReport) => number) => all.reduce((a, r) => a + f(r), 0);
-  const seconds = (Math.max(...all.map((r) => r.endedAt!)) - Math.min(...all.map((r) => r.startedAt))) / 1000;
+  const seconds = (Math.max(...all.map(workedUntil)) - Math.min(...all.map((r) => r.startedAt))) / 1000;
   const per = (n: number) => (seconds > 0 ? n / seconds : 0);
   return {
     runs: beside,
@@ -190,12 +194,23 @@ function besideLastRun(last: RunReport, runs: readonly RunRow[], now: number, he
     failed: sum((r) => r.failed),
     averageJobsPerSecond: per(sum((r) => r.done + r.failed)),
     averageTokensPerSecond: per(sum((r) => r.tokens.prompt + r.tokens.completion)),
+    atLeast: all.some(diedRun),
   };
+}
+
+/** Ended by another run taking its jobs back: its figures are those of its last heartbeat. */
+export function diedRun(r: Pick<RunRow, 'exitReason'>): boolean {
+  return r.exitReason === 'died';
+}
+
+/** When an ended run last worked: its end, or for one that died its last heartbeat (its end is when another run took its jobs back, up to a lease later). */
+function workedUntil(r: Pick<RunRow, 'exitReason' | 'endedAt' | 'heartbeatAt'>): number {
+  return diedRun(r) ? r.heartbeatAt : r.endedAt!;
 }
 
 export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunReport {
   const live = isLive(r, now, here?.dead);
-  const until = r.endedAt ?? (live ? now : r.heartbeatAt);
+  const until = diedRun(r) ? r.heartbeatAt : (r.endedAt ?? (live ? now : r.heartbeatAt));
   const wallSeconds = Math.max(0, (until - r.startedAt) / 1000);
   const st = r.stats;
   const done = st?.done ?? 0;

@@ -185,7 +185,7 @@ function renderRuns(r) {
   // its own figures alone would read as the queue's when other runs worked beside it
   const beside = r.lastRunBeside;
   const together = beside
-    ? ` Beside it ${beside.runs.length === 1 ? '1 other run' : `${beside.runs.length} other runs`}; together ${fmt(beside.done)} done, ${fmt(beside.failed)} failed.`
+    ? ` Beside it ${beside.runs.length === 1 ? '1 other run' : `${beside.runs.length} other runs`}; together ${beside.atLeast ? 'at least ' : ''}${fmt(beside.done)} done, ${fmt(beside.failed)} failed.`
     : '';
   $('last-run').textContent = r.activeRuns.length
     ? ''
