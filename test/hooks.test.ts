@@ -93,7 +93,21 @@ describe('run hooks', () => {
     const doneFile = join(dir, 'done.json');
 
     const r = await runCli(
-      ['run', '--db', db, '--base-url', fake.url, '--progress', 'none', '--on-job', hook.url, '--on-done', `cat > '${doneFile}'`],
+      [
+        'run',
+        '--db',
+        db,
+        '--base-url',
+        fake.url,
+        '--progress',
+        'none',
+        '--price',
+        '1,2',
+        '--on-job',
+        hook.url,
+        '--on-done',
+        `cat > '${doneFile}'`,
+      ],
       { env: { LLMQ_API_KEY: 'sk-test-0123456789abcdef', LLMQ_HOOK_SECRET: SECRET } },
     );
     expect(r.code, r.stderr).toBe(2);
@@ -118,6 +132,25 @@ describe('run hooks', () => {
     });
     expect(done.tokens.prompt).toBeGreaterThan(0);
     expect(done.durationMs).toBeGreaterThan(0);
+    // what the run cost, as its summary says it ($1 and $2 per million tokens)
+    expect(done.costUsd).toBeCloseTo((done.tokens.prompt * 1 + done.tokens.completion * 2) / 1e6, 12);
+    expect(done.mayBeBilled).toEqual({ tries: 0, usd: 0 });
+  });
+
+  it("--on-done's cost is unknown (null), never $0, once an answer of a model without a price came", async () => {
+    const got = await receiver();
+    const hooks = createRunHooks({ onDone: parseHookTarget(got.url, '--on-done'), secret: SECRET });
+    const answered = { key: 'k', attempt: 1, latencyMs: 5, usage: { promptTokens: 3, completionTokens: 4 }, output: 'x' };
+    hooks.listener('job:done', { ...answered, costUsd: 0.5 });
+    hooks.listener('job:done', { ...answered, key: 'k2', costUsd: null });
+    await hooks.finish({ ...SUMMARY, costUsd: 0.5 }, 0);
+    expect(JSON.parse(got.got[0]!.body)).toMatchObject({ costUsd: null });
+
+    const priced = await receiver();
+    const all = createRunHooks({ onDone: parseHookTarget(priced.url, '--on-done'), secret: SECRET });
+    all.listener('job:done', { ...answered, costUsd: 0.5 });
+    await all.finish({ ...SUMMARY, costUsd: 0.5 }, 0);
+    expect(JSON.parse(priced.got[0]!.body)).toMatchObject({ costUsd: 0.5 });
   });
 
   it('a hanging hook never holds the run: the listener returns at once, the queue is bounded, drops are counted', async () => {
