@@ -176,6 +176,10 @@ describe('estimate', () => {
     expect(r.code, r.stderr).toBe(0);
     const rows = r.stdout.replace(/\n {13}/g, ' ');
     expect(rows).toContain(`    time     no limit known here; learned at ${BASE}: add --base-url ${BASE}`);
+    // the total's time is then what the concurrency allows, said as such (not a time the limit would give)
+    expect(r.stdout.replace(/\n {9}/g, ' ')).toMatch(
+      / (under a second|about \d+s) if nothing limits the rate \(no limit known for gpt-test\)\n/,
+    );
     const json = JSON.parse((await runCli(['estimate', '--db', db, '--base-url', 'http://127.0.0.1:8/v1', '--json'])).stdout);
     expect(json.models[0].limits.learnedElsewhere).toEqual([BASE]);
   });

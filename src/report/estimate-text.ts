@@ -41,7 +41,14 @@ export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint; budg
   const total = e.cost ? costText(e.cost, e.batchCost, e.uncapped) : `${p.yellow('unknown')} (no price for ${e.unpriced.join(', ')})`;
   lines.push(...wrap(total, 71).map((line, i) => `  ${i === 0 ? p.bold('total') : '     '}  ${line}`));
   const first = e.mockAnswered ? 'a first run with a real provider' : 'a first run';
-  const time = e.seconds === null ? `time unknown: no limit or latency known yet (--rpm, --tpm, or ${first})` : aboutTime(e.seconds);
+  // with no limit known for a model, its time is what the concurrency allows: a floor, said as one
+  const unlimited = e.models.filter((m) => m.paceSeconds === null).map((m) => m.model);
+  const time =
+    e.seconds === null
+      ? `time unknown: no limit or latency known yet (--rpm, --tpm, or ${first})`
+      : unlimited.length > 0
+        ? `${aboutTime(e.seconds)} if nothing limits the rate (no limit known for ${unlimited.join(', ')})`
+        : aboutTime(e.seconds);
   for (const line of wrap(time, 71)) lines.push(`         ${line}`);
   if (o.budget) {
     const text = budgetText(e, o.budget);
