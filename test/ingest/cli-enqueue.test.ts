@@ -208,6 +208,13 @@ describe('llmq enqueue (CLI)', () => {
     expect(lines.at(-2)).toMatch(
       /^warning: 1 document was over --max-doc-bytes \(2,048 bytes\): to take it, enqueue again with a larger --max-doc-bytes \(say 8KiB\); what is stored is skipped/,
     );
+    // stdin is read once: the warning says to pipe the input in again
+    const piped = await runCli(['enqueue', '-', '--db', join(tempDir(), 'q.db'), '--max-doc-bytes', '2KiB'], {
+      input: `${JSON.stringify({ id: 'big', text: 'x'.repeat(3000) })}\n`,
+    });
+    expect(piped.stderr).toMatch(
+      /^warning: 1 document was over --max-doc-bytes \(2,048 bytes\): to take it, enqueue again, piping the same input in, with a larger --max-doc-bytes/m,
+    );
     // reviews.jsonl:6 has no "id" where the other lines have one: its id is file:line, likely not what was meant
     expect(lines.at(-1)).toMatch(
       /^warning: 1 line had no "id" field though 9 other lines have one \(the first: fixtures\/jsonl\/reviews.jsonl:6, /,

@@ -238,7 +238,8 @@ async function runEnqueue(
   if (tooBig > 0) {
     warn(
       `${count(tooBig, 'document')} ${tooBig === 1 ? 'was' : 'were'} over --max-doc-bytes (${int(flags.maxDocBytes)} bytes): to take ${tooBig === 1 ? 'it' : 'them'}, ` +
-        `enqueue again with a larger --max-doc-bytes (say ${sizeFlag(flags.maxDocBytes * 4)}); what is stored is skipped. ` +
+        // stdin is read once: the same input has to be piped in again
+        `enqueue again${sources.includes('-') ? ', piping the same input in,' : ''} with a larger --max-doc-bytes (say ${sizeFlag(flags.maxDocBytes * 4)}); what is stored is skipped. ` +
         'Check what a long document costs first: llmq estimate.',
     );
   }
