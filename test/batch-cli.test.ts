@@ -596,6 +596,27 @@ describe('llmq run --via batch (child processes)', () => {
     expect(dry.stderr).toMatch(/--via auto needs --deadline/);
   }, 30_000);
 
+  it('--via batch --dry-run prices at the batch price with its worst case, and times by the Batch API window, not a rate limit', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 4);
+    await store.close();
+    const dry = await runCli(['run', '--db', db, '--via', 'batch', '--dry-run', '--price', '1,2']);
+    expect(dry.code, dry.stderr).toBe(0);
+    const text = dry.stdout.replace(/\n {13}/g, ' ');
+    const batch = /^ {4}cost {5}batch (\$[\d.]+) to (\$[\d.]+) · worst (\$[\d.]+) · online (\$[\d.]+) to (\$[\d.]+)$/m.exec(text);
+    expect(batch, text).not.toBeNull();
+    const [low, high, worst, onlineLow, onlineHigh] = batch!.slice(1).map((x) => Number(x.slice(1)));
+    expect(low! * 2).toBeCloseTo(onlineLow!, 6);
+    expect(high! * 2).toBeCloseTo(onlineHigh!, 6);
+    expect(worst).toBeGreaterThanOrEqual(high!);
+    expect(text).toMatch(/^ {4}time {5}in batches: each answered within the Batch API's 24-hour window/m);
+    expect(text).not.toMatch(/no limit known|--rpm/);
+    // online, as before
+    const online = await runCli(['run', '--db', db, '--dry-run', '--price', '1,2']);
+    expect(online.stdout).toMatch(/^ {4}cost {5}\$[\d.]+ to \$[\d.]+ · batch /m);
+  });
+
   it('--deadline reads durations as the alert flags do (1h30m), and refuses what is not one', async () => {
     const db = join(tempDir(), 'q.db');
     const store = new SqliteStore(db);

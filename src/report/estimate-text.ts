@@ -7,7 +7,17 @@ import { NO_MAX_TOKENS_FIX } from '../pricing/cost.js';
  * looked like any other output left people unsure whether anything went out): per model, then the
  * total, within 80 columns.
  */
-export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint; budget?: Budget; dryRun?: boolean }): string {
+export function renderEstimate(
+  e: Estimate,
+  o: {
+    db: string;
+    paint?: Paint;
+    budget?: Budget;
+    dryRun?: boolean;
+    /** `run --via batch --dry-run`: priced at the batch price first, timed by the Batch API's window rather than a rate limit. */
+    inBatches?: boolean;
+  },
+): string {
   const p = o.paint ?? NO_PAINT;
   const jobs = `${int(e.jobs)} ${e.jobs === 1 ? 'job' : 'jobs'}`;
   const lines = [
@@ -32,19 +42,22 @@ export function renderEstimate(e: Estimate, o: { db: string; paint?: Paint; budg
       `${compact(m.promptTokens)} tokens${m.promptCorrection ? ` (counted; answers showed ${signedTokens(Math.abs(m.promptCorrection)).replace('+', '')} ${m.promptCorrection > 0 ? 'more' : 'fewer'} a request)` : ' (counted)'}`,
     );
     row('answers', answersText(m));
-    if (m.cost) row('cost', costText(m.cost, m.batchCost, m.uncapped));
+    if (m.cost) row('cost', o.inBatches ? batchCostText(m.cost, m.batchCost, m.uncapped) : costText(m.cost, m.batchCost, m.uncapped));
     else row('cost', 'unknown: no price for this model; give one with --price IN,OUT', p.yellow);
     if (m.price) row('price', `$${m.price.input}/$${m.price.output} per million tokens, ${m.price.source}`, p.dim);
-    row('time', paceText(m));
-    if (m.latencyMs !== null) row('', `answers took ${int(m.latencyMs)} ms`);
+    row('time', o.inBatches ? BATCH_WINDOW : paceText(m));
+    if (m.latencyMs !== null && !o.inBatches) row('', `answers took ${int(m.latencyMs)} ms`);
   }
-  const total = e.cost ? costText(e.cost, e.batchCost, e.uncapped) : `${p.yellow('unknown')} (no price for ${e.unpriced.join(', ')})`;
+  const total = e.cost
+    ? (o.inBatches ? batchCostText : costText)(e.cost, e.batchCost, e.uncapped)
+    : `${p.yellow('unknown')} (no price for ${e.unpriced.join(', ')})`;
   lines.push(...wrap(total, 71).map((line, i) => `  ${i === 0 ? p.bold('total') : '     '}  ${line}`));
   const first = e.mockAnswered ? 'a first run with a real provider' : 'a first run';
   // with no limit known for a model, its time is what the concurrency allows: a floor, said as one
   const unlimited = e.models.filter((m) => m.paceSeconds === null).map((m) => m.model);
-  const time =
-    e.seconds === null
+  const time = o.inBatches
+    ? BATCH_WINDOW
+    : e.seconds === null
       ? `time unknown: no limit or latency known yet (--rpm, --tpm, or ${first})`
       : unlimited.length > 0
         ? `${aboutTime(e.seconds)} if nothing limits the rate (no limit known for ${unlimited.join(', ')})`
@@ -114,10 +127,26 @@ function answersText(m: ModelEstimate): string {
 }
 
 /** "$0.14 to $0.17 · batch $0.07 to $0.09 · worst $0.52" ("worst unbounded" when a job sets no max_tokens) */
+/** A batch's time is the provider's: no rate limit paces it. */
+const BATCH_WINDOW = "in batches: each answered within the Batch API's 24-hour window, often much sooner";
+
+/** In batches: the batch price first with its worst case, then the online price for comparison. */
+function batchCostText(c: CostRange, batch: CostRange | null, uncapped: number): string {
+  return batch
+    ? [`batch ${range(batch)}`, worstText(batch, uncapped), `online ${range(c)}`].join(' · ')
+    : ['no batch price', `online ${range(c)}`, worstText(c, uncapped)].join(' · ');
+}
+
 function costText(c: CostRange, batch: CostRange | null, uncapped: number): string {
-  const range = (r: CostRange) => (usd(r.low) === usd(r.high) ? usd(r.low) : `${usd(r.low)} to ${usd(r.high)}`);
-  const worst = uncapped > 0 ? `worst unbounded (${count(uncapped, 'job')} without max_tokens)` : `worst ${usd(c.worst)}`;
-  return [range(c), batch ? `batch ${range(batch)}` : 'no batch price', worst].join(' · ');
+  return [range(c), batch ? `batch ${range(batch)}` : 'no batch price', worstText(c, uncapped)].join(' · ');
+}
+
+function range(r: CostRange): string {
+  return usd(r.low) === usd(r.high) ? usd(r.low) : `${usd(r.low)} to ${usd(r.high)}`;
+}
+
+function worstText(c: CostRange, uncapped: number): string {
+  return uncapped > 0 ? `worst unbounded (${count(uncapped, 'job')} without max_tokens)` : `worst ${usd(c.worst)}`;
 }
 
 function paceText(m: ModelEstimate): string {

@@ -63,7 +63,10 @@ Examples:
     .action(estimateCommand);
 }
 
-export async function estimateCommand(flags: EstimateFlags, o: { dryRun?: boolean } = {}): Promise<void> {
+export async function estimateCommand(
+  flags: EstimateFlags,
+  o: { dryRun?: boolean; via?: 'online' | 'batch' | 'auto' } = {},
+): Promise<void> {
   const [
     { resolveDbLocation, redactLocation },
     { openExistingStore },
@@ -112,7 +115,13 @@ export async function estimateCommand(flags: EstimateFlags, o: { dryRun?: boolea
     process.stdout.write(
       flags.json
         ? JSON.stringify(budget ? { ...estimate, budget: budgetVerdict(estimate, budget) } : estimate, withoutFractionNoise) + '\n'
-        : renderEstimate(estimate, { db: redactLocation(location), paint: colorsFor(process.stdout), budget, dryRun: o.dryRun }),
+        : renderEstimate(estimate, {
+            db: redactLocation(location),
+            paint: colorsFor(process.stdout),
+            budget,
+            dryRun: o.dryRun,
+            inBatches: o.via === 'batch',
+          }),
     );
   } finally {
     await store.close();
