@@ -6,6 +6,17 @@ import { runCli } from './helpers/cli.js';
 import { ANSWERS, populate, RUN } from './helpers/populate.js';
 import { tempDir } from './helpers/tmp.js';
 
+/** A queue of one job, claimed by run-1 for its first attempt. */
+async function oneClaimedJob() {
+  const db = join(tempDir(), 'q.db');
+  const store = new SqliteStore(db);
+  const doc = row('n.txt', 'N doc');
+  await store.enqueue([doc], T0);
+  await store.startRun({ id: 'run-1', host: 'h', pid: 1, startedAt: T0, options: {} });
+  await store.claim({ owner: 'run-1', limit: 1, now: T0, leaseUntil: T0 + 60_000, maxAttempts: 3 });
+  return { db, store, doc };
+}
+
 describe('llmq show', () => {
   it('prints the item, its job, the request, every attempt and the answer', async () => {
     const dir = tempDir();
@@ -40,12 +51,7 @@ describe('llmq show', () => {
   });
 
   it('tries that gave their attempt back (429s) are not numbered as attempts', async () => {
-    const db = join(tempDir(), 'q.db');
-    const store = new SqliteStore(db);
-    const doc = row('n.txt', 'N doc');
-    await store.enqueue([doc], T0);
-    await store.startRun({ id: 'run-1', host: 'h', pid: 1, startedAt: T0, options: {} });
-    await store.claim({ owner: 'run-1', limit: 1, now: T0, leaseUntil: T0 + 60_000, maxAttempts: 3 });
+    const { db, store, doc } = await oneClaimedJob();
     const tried = (at: number, status: number, outcome: 'not_counted' | 'done', error: string | null) => ({
       key: doc.key,
       runId: 'run-1',
@@ -77,12 +83,7 @@ describe('llmq show', () => {
   });
 
   it('a try out when its run died shows as lost even after 429s that gave their attempt back', async () => {
-    const db = join(tempDir(), 'q.db');
-    const store = new SqliteStore(db);
-    const doc = row('n.txt', 'N doc');
-    await store.enqueue([doc], T0);
-    await store.startRun({ id: 'run-1', host: 'h', pid: 1, startedAt: T0, options: {} });
-    await store.claim({ owner: 'run-1', limit: 1, now: T0, leaseUntil: T0 + 60_000, maxAttempts: 3 });
+    const { db, store, doc } = await oneClaimedJob();
     const refused = 'HTTP 429: Rate limit reached for requests.';
     const tried = { key: doc.key, runId: 'run-1', attempt: 1, startedAt: T0 + 1000, endedAt: T0 + 1050, status: 429, usage: null };
     await store.recordAttempt({ ...tried, outcome: 'not_counted', error: refused }, { countAttempt: false, error: refused });
