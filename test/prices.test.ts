@@ -65,9 +65,10 @@ describe('prices', () => {
         .lookup('gpt-4o-mini')!
         .batchCost(usage),
     ).toBeNull();
-    // a price file's too
+    // a price file's too, also for a model it names by its family or without the provider's prefix
     const env = loadPriceTable({ env: JSON.stringify({ 'gpt-4o-mini': [4, 8] }) });
     expect(env.lookup('gpt-4o-mini')!.batchCost(usage)).toBeCloseTo((4 + 8) / 2, 12);
+    expect(env.lookup('openai/gpt-4o-mini-2024-07-18')!.batchCost(usage)).toBeCloseTo((4 + 8) / 2, 12);
   });
 
   it('a flat price worked out here (and kept in the cache) costs what genai-prices says, cached and batch tokens included', () => {

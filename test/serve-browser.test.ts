@@ -180,7 +180,7 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
       },
     );
     expect(await text(page, '#cost-runs')).toMatch(/^run [0-9a-f]{8} spent \$0\.00 of its \$1\.00 budget, died$/);
-    // a tenth of a cent is not $0.0000
+    // money as status writes it: nothing spent is $0.00, not $0.0000
     expect(await text(page, '#cost-total')).not.toContain('$0.0000');
   }, 60_000);
 

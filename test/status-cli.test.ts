@@ -231,17 +231,32 @@ describe('llmq status', () => {
     await store.startRun({ id: 'run-killed', host: 'elsewhere', pid: 1, startedAt: T0, options: {} });
     await store.heartbeat('run-killed', T0 + 2000, T0 + 60_000, { ...NO_STATS, done: 5, requests: 5 });
     await store.startRun({ id: 'run-other', host: 'elsewhere', pid: 2, startedAt: T0 + 100, options: {} });
-    await store.finishRun('run-other', T0 + 5000, 'drained', { ...NO_STATS, done: 10, requests: 10 });
-    // the other machine's run took the killed one's jobs back once its lease ran out
+    await store.finishRun('run-other', T0 + 1500, 'drained', { ...NO_STATS, done: 10, requests: 10 });
+    // a later run took the killed one's jobs back once its lease ran out
     await store.reclaim(T0 + 61_000, ['run-killed']);
     await store.close();
     const text = (await runCli(['status', '--db', db])).stdout;
     expect(text).toMatch(
-      /^last run {2}run-kill \(elsewhere pid 1\) ended .* ago \(died\) after 2s\n {10}at least 5 done, 0 failed · 2\.5 jobs\/s .*\n {10}\(as of its last heartbeat/m,
+      /^last run {2}run-kill \(elsewhere pid 1\) last heard .* ago \(died\) after 2s\n {10}at least 5 done, 0 failed · 2\.5 jobs\/s .*\n {10}\(as of its last heartbeat/m,
     );
     expect(text).toMatch(/^ {10}beside it 1 other run \(run-othe\); together:\n {10}at least 15 done, 0 failed · /m);
     const s = JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout);
     expect(s.lastRunBeside).toMatchObject({ done: 15, atLeast: true });
+
+    // a run that worked after the killed one's last heartbeat is the last run, though the killed one ended (was taken back) later
+    const db3 = join(tempDir(), 'q.db');
+    const store3 = new SqliteStore(db3);
+    await store3.enqueue([row('a', 'A')], T0);
+    await store3.startRun({ id: 'run-killed', host: 'elsewhere', pid: 1, startedAt: T0, options: {} });
+    await store3.heartbeat('run-killed', T0 + 2000, T0 + 60_000, { ...NO_STATS, done: 5, requests: 5 });
+    await store3.startRun({ id: 'run-other', host: 'elsewhere', pid: 2, startedAt: T0 + 100, options: {} });
+    await store3.finishRun('run-other', T0 + 5000, 'drained', { ...NO_STATS, done: 10, requests: 10 });
+    await store3.reclaim(T0 + 61_000, ['run-killed']);
+    await store3.close();
+    const later = JSON.parse((await runCli(['status', '--db', db3, '--json'])).stdout);
+    expect(later.lastRun.id).toBe('run-other');
+    expect(later.lastRunBeside).toMatchObject({ runs: [expect.objectContaining({ id: 'run-killed' })], done: 15, atLeast: true });
+    expect((await runCli(['status', '--db', db3])).stdout).toMatch(/^ {10}beside it 1 other run \(run-kill died\); together:$/m);
 
     // runs that ended by themselves: exact, said as such
     const db2 = join(tempDir(), 'q.db');

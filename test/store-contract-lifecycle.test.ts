@@ -314,6 +314,20 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     expect((await store.status()).lastRun).toMatchObject({ id: 'now' });
   });
 
+  it("status's last run is the one that worked last: a run that died counts to its last heartbeat, not to when its jobs were taken back", async () => {
+    const { store } = await kind.fresh();
+    await store.startRun({ id: 'killed', host: 'h', pid: 1, startedAt: T0, options: {} });
+    await store.heartbeat('killed', T0 + 2000, T0 + 60_000, { ...STATS, requests: 5, done: 5 });
+    await store.startRun({ id: 'other', host: 'h', pid: 2, startedAt: T0 + 100, options: {} });
+    await store.finishRun('other', T0 + 5000, 'drained', { ...STATS, requests: 10, done: 10 });
+    await store.reclaim(T0 + 61_000, ['killed']);
+    expect((await store.status()).lastRun).toMatchObject({ id: 'other' });
+    // one that ended before the killed one's last heartbeat is not
+    await store.startRun({ id: 'early', host: 'h', pid: 3, startedAt: T0 + 200, options: {} });
+    await store.finishRun('early', T0 + 1000, 'drained', { ...STATS, requests: 1, done: 1 });
+    expect((await store.status()).lastRun).toMatchObject({ id: 'other' });
+  });
+
   it('startRetry raises attempts and renews the lease only for the owner', async () => {
     const { store } = await kind.fresh();
     const { id, key } = await claimedOne(store);

@@ -126,7 +126,6 @@ function answersText(m: ModelEstimate): string {
   return `${range} tokens (mean ${Math.round(c.mean!)}, p90 ${c.p90} of ${int(c.answered)} answered)`;
 }
 
-/** "$0.14 to $0.17 · batch $0.07 to $0.09 · worst $0.52" ("worst unbounded" when a job sets no max_tokens) */
 /** A batch's time is the provider's: no rate limit paces it. */
 const BATCH_WINDOW = "in batches: each answered within the Batch API's 24-hour window, often much sooner";
 
@@ -137,6 +136,7 @@ function batchCostText(c: CostRange, batch: CostRange | null, uncapped: number):
     : ['no batch price', `online ${range(c)}`, worstText(c, uncapped)].join(' · ');
 }
 
+/** "$0.14 to $0.17 · batch $0.07 to $0.09 · worst $0.52" ("worst unbounded" when a job sets no max_tokens) */
 function costText(c: CostRange, batch: CostRange | null, uncapped: number): string {
   return [range(c), batch ? `batch ${range(batch)}` : 'no batch price', worstText(c, uncapped)].join(' · ');
 }

@@ -135,7 +135,9 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
   const last = r.lastRun;
   if (last && last.endedAt !== null) {
     const ago = duration((r.now - last.endedAt) / 1000);
-    lines.push(`${'last run'}  ${runName(last)} ended ${ago} ago (${endedHow(last)}) after ${duration(last.wallSeconds)}`);
+    // a run that died is known to have worked until its last heartbeat; its end is when its jobs were taken back
+    const when = diedRun(last) ? `last heard ${duration((r.now - last.heartbeatAt) / 1000)} ago` : `ended ${ago} ago`;
+    lines.push(`${'last run'}  ${runName(last)} ${when} (${endedHow(last)}) after ${duration(last.wallSeconds)}`);
     lines.push(
       `${''.padEnd(10)}${diedRun(last) ? 'at least ' : ''}${int(last.done)} done, ${int(last.failed)} failed · ${rate(last.averageJobsPerSecond)} jobs/s · ${rate(last.averageTokensPerSecond)} tokens/s` +
         rateLimitedText(last),
@@ -284,6 +286,6 @@ export function refusedAsSent(error: string): boolean {
 /** The 429s a run met, and of them the strays (the pace kept): what the limits line's "learned from 429s" came from. */
 function rateLimitedText(run: RunReport): string {
   if (run.rateLimited === 0) return '';
-  const stray = run.strayRateLimited > 0 ? ` (${int(run.strayRateLimited)} stray)` : '';
+  const stray = run.strayRateLimited ? ` (${int(run.strayRateLimited)} stray)` : '';
   return ` · ${int(run.rateLimited)} rate-limited${stray}`;
 }

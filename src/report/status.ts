@@ -45,8 +45,8 @@ export interface RunReport {
   readonly retried: number;
   readonly requests: number;
   readonly rateLimited: number;
-  /** Of them, strays (taken for the provider's noise: the pace kept); 0 for runs of versions that did not store them. */
-  readonly strayRateLimited: number;
+  /** Of them, strays (taken for the provider's noise: the pace kept); null for runs of versions that did not count them. */
+  readonly strayRateLimited: number | null;
   readonly tokens: { readonly prompt: number; readonly completion: number };
   /** Finished jobs (done and failed, as the progress bar counts them) over wall time: what the run achieved on average. */
   readonly averageJobsPerSecond: number;
@@ -182,7 +182,7 @@ function besideLastRun(last: RunReport, runs: readonly RunRow[], now: number, he
     .filter((r) => r.id !== last.id && r.endedAt !== null && (r.stats?.requests ?? 0) > 0 && r.options.via !== 'batch')
     .filter((r) => r.startedAt < workedUntil(last) && workedUntil(r) > last.startedAt)
     .map((r) => runReport(r, now, here))
-    .sort((a, b) => b.endedAt! - a.endedAt!);
+    .sort((a, b) => workedUntil(b) - workedUntil(a));
   if (beside.length === 0) return null;
   const all = [last, ...beside];
   const sum = (f: (r: RunReport) => number) => all.reduce((a, r) => a + f(r), 0);
@@ -237,7 +237,7 @@ export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunRepor
     retried: st?.retried ?? 0,
     requests: st?.requests ?? 0,
     rateLimited: st?.rateLimited ?? 0,
-    strayRateLimited: st?.strayRateLimited ?? 0,
+    strayRateLimited: st?.strayRateLimited ?? null,
     tokens,
     averageJobsPerSecond: wallSeconds > 0 ? (done + (st?.failed ?? 0)) / wallSeconds : 0,
     averageTokensPerSecond: wallSeconds > 0 ? (tokens.prompt + tokens.completion) / wallSeconds : 0,

@@ -343,6 +343,29 @@ describe('llmq enqueue (CLI)', () => {
       `warning: item "readme.md" now comes from ${join(dir, 'fr', 'readme.md')}, not ${join(dir, 'en', 'readme.md')}: one id for two documents?`,
     );
     expect(fr.stderr).toContain('enqueue the folder above both');
+    // each folder apart, with a model of its own: the way out, named with its commands
+    const en = join(dir, 'en');
+    const fr2 = join(dir, 'fr');
+    expect(fr.stderr).toContain(
+      ` With a model or prompt for each: llmq forget --source ${en} --db ${db} and llmq forget --source ${fr2} --db ${db} (answers already paid for are kept and found again), ` +
+        `then llmq enqueue ${dir} --glob 'en/**' --db ${db} and llmq enqueue ${dir} --glob 'fr/**' --db ${db}, each with its own flags.`,
+    );
+    const apart = join(dir, 'apart.db');
+    writeFileSync(join(en, 'only-en.md'), 'only in en');
+    expect((await llmq(['enqueue', en, '--db', apart, '--model', 'model-a'])).code).toBe(0);
+    expect((await llmq(['enqueue', fr2, '--db', apart, '--model', 'model-b'])).code).toBe(0);
+    for (const f of [en, fr2]) expect((await llmq(['forget', '--source', f, '--db', apart])).code).toBe(0);
+    expect((await llmq(['enqueue', dir, '--glob', 'en/**', '--db', apart, '--model', 'model-a'])).stderr).not.toContain('warning');
+    expect((await llmq(['enqueue', dir, '--glob', 'fr/**', '--db', apart, '--model', 'model-b'])).stderr).not.toContain('warning');
+    const items = (await llmq(['export', '--db', apart])).stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(items.map((i: { id: string; model: string }) => [i.id, i.model])).toEqual([
+      ['en/only-en.md', 'model-a'],
+      ['en/readme.md', 'model-a'],
+      ['fr/readme.md', 'model-b'],
+    ]);
     // the same folder again, changed: an update, said as one
     writeFileSync(join(dir, 'fr', 'readme.md'), 'readme in fr, v2');
     expect((await llmq(['enqueue', join(dir, 'fr'), '--db', db])).stderr).not.toContain('warning');

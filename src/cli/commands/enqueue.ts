@@ -286,7 +286,7 @@ async function runEnqueue(
         (/:\d+$/.test(now)
           ? // a JSONL line's id is its record's: a folder does not come into it
             'To keep both, give the records ids of their own (their id field, or another with --id-field).'
-          : 'To keep both, give them ids of their own: enqueue the folder above both, so ids include their folder.') +
+          : `To keep both, give them ids of their own: enqueue the folder above both, so ids include their folder.${eachFolderApart(id, was, now, dbArgument(flags.db))}`) +
         (prompt.usesPath || system?.usesPath
           ? ' If it is the same file named from another folder: {{path}} in the template is the path as named from the current folder, ' +
             'so the request changed with it; enqueue from the folder of the first enqueue to find the earlier jobs again.'
@@ -526,5 +526,27 @@ export function keptEarlierText(kept: KeptEarlier, db: string): string {
     `${kept.partial ? ` (of the first ${int(MAX_REJECTED_IDS)} rejected with an id)` : ''}, so ${one ? 'it keeps its' : 'they keep their'} ` +
     `earlier ${one ? 'document' : 'documents'}: ${what.join(', ')}. Mend ${one ? 'it' : 'them'} and enqueue again, ` +
     `or take ${one ? 'the item' : 'those items'} out of the queue: ${forget}.`
+  );
+}
+
+/**
+ * Two sibling folders enqueued apart (each with its own model or prompt) give their same-named
+ * files one id: the way to keep them apart and their own flags is the parent with --glob, after
+ * forgetting the items of both (what was answered is kept, and found again by the same requests).
+ * From the item's id and its two documents' paths (`readme.md`, `x/en/readme.md`, `x/fr/readme.md`).
+ */
+function eachFolderApart(id: string, was: string, now: string, db: string): string {
+  const folderOf = (path: string) => (path.endsWith(`/${id}`) ? path.slice(0, -id.length - 1) : null);
+  const [a, b] = [folderOf(was), folderOf(now)];
+  if (a === null || b === null) return '';
+  const parentOf = (folder: string) => (folder.includes('/') ? folder.slice(0, folder.lastIndexOf('/')) : '.');
+  const nameOf = (folder: string) => folder.slice(folder.lastIndexOf('/') + 1);
+  if (parentOf(a) !== parentOf(b) || [a, b].some((f) => ['', '.', '..'].includes(nameOf(f)))) return '';
+  const parent = shellWord(parentOf(a));
+  const forget = (f: string) => `llmq forget --source ${shellWord(f)}${db}`;
+  const enqueue = (f: string) => `llmq enqueue ${parent} --glob ${shellWord(`${nameOf(f)}/**`)}${db}`;
+  return (
+    ` With a model or prompt for each: ${forget(a)} and ${forget(b)} (answers already paid for are kept and found again), ` +
+    `then ${enqueue(a)} and ${enqueue(b)}, each with its own flags.`
   );
 }

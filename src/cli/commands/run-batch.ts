@@ -59,10 +59,10 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
   const out = whileReaderPresent(flags.json ? process.stdout : process.stderr);
   const progress = new ProgressLines();
   const prices = await priceTableFrom(flags);
-  const unpricedBatch = new Set<string>();
+  const modelsChecked = new Set<string>();
   const say = (event: BatchEvent): void => {
-    if (event.type === 'submitted' && !unpricedBatch.has(event.model)) {
-      unpricedBatch.add(event.model);
+    if (event.type === 'submitted' && !modelsChecked.has(event.model)) {
+      modelsChecked.add(event.model);
       const told = unpricedBatchText(event.model, prices.lookup(event.model));
       if (told) warn(told);
     }

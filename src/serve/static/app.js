@@ -96,12 +96,16 @@ function mayBeBilledText(m) {
   return `${head}, up to ${usd(m.usd)} for ${fmt(m.tries - m.unpricedTries)} of them`;
 }
 
-// "run 1a2b3c4d spent $0.0449 of its $1.00 budget, 2 in flight up to $0.12"
+// "run 1a2b3c4d spent $0.0449 of its $1.00 budget, 2 in flight, up to $0.12", as status's runs lines say it
 function budgetText(run) {
-  const parts = [`run ${run.runId.slice(0, 8)} spent ${usd(run.spentUsd)}`];
-  if (run.budgetUsd !== null) parts[0] += ` of its ${usd(run.budgetUsd)} budget`;
+  // nothing priced is not $0: its answers cost what their model costs
+  const unknown = run.spentUsd === 0 && run.unpricedTries > 0;
+  const of = run.budgetUsd !== null ? ` of its ${usd(run.budgetUsd)} budget` : '';
+  const parts = [unknown ? `run ${run.runId.slice(0, 8)} cost unknown` : `run ${run.runId.slice(0, 8)} spent ${usd(run.spentUsd)}${of}`];
+  if (unknown && run.budgetUsd !== null) parts.push(`budget ${usd(run.budgetUsd)}`);
   if (run.budgetTotalUsd !== null) parts.push(`queue budget ${usd(run.budgetTotalUsd)}`);
   if (run.live && run.inFlight > 0) parts.push(`${fmt(run.inFlight)} in flight, up to ${usd(run.reservedUsd)}`);
+  if (run.unpricedTries > 0) parts.push(`${fmt(run.unpricedTries)} answers without a price`);
   if (run.died) parts.push('died');
   return parts.join(', ');
 }
@@ -182,6 +186,8 @@ function renderRuns(r) {
   }
   fillRows('runs', rows);
   const last = r.lastRun;
+  // a run that died counts to its last heartbeat (as status says it)
+  const died = last?.exitReason === 'died';
   // its own figures alone would read as the queue's when other runs worked beside it
   const beside = r.lastRunBeside;
   const together = beside
@@ -190,8 +196,14 @@ function renderRuns(r) {
   $('last-run').textContent = r.activeRuns.length
     ? ''
     : last
-      ? `No run is active. The last one (${last.host}) ended ${last.endedAt ? ago(last.endedAt) + ' ago' : '?'}: ${last.exitReason ?? 'unknown'}, ${fmt(last.done)} done, ${fmt(last.failed)} failed${rateLimitedOf(last)}.${together}`
+      ? `No run is active. The last one (${last.host}) ${lastEnded(last)}: ${last.exitReason ?? 'unknown'}, ${died ? 'at least ' : ''}${fmt(last.done)} done, ${fmt(last.failed)} failed${rateLimitedOf(last)}.${together}`
       : 'No run yet: llmq run';
+}
+
+// When the last run ended; for one that died, when it was last heard (its end is when its jobs were taken back).
+function lastEnded(run) {
+  if (run.exitReason === 'died') return `was last heard ${ago(run.heartbeatAt)} ago`;
+  return `ended ${run.endedAt ? ago(run.endedAt) + ' ago' : '?'}`;
 }
 
 // The 429s a run met, the strays (the pace kept) apart, as status says them.

@@ -36,6 +36,7 @@ import {
 import { inTransaction, query } from './connect.js';
 import { foldCounts } from './counts.js';
 import { KeptJobs, pairedInOrder, RANGE_MIN, type RawItem } from '../export-pairing.js';
+import { LAST_WORKED_SQL } from '../last-run.js';
 
 const EXPORT_PAGE = 1000;
 /** Jobs kept from earlier pages for items that share a job or come a little out of order. */
@@ -145,7 +146,7 @@ export class PgReader {
         const last = (
           await db.query<RawRun>(`SELECT * FROM runs
           ORDER BY (ended_at IS NULL OR coalesce((stats::jsonb ->> 'requests')::bigint, 0) > 0) DESC,
-            coalesce(ended_at, heartbeat_at) DESC, started_at DESC, seq DESC LIMIT 1`)
+            ${LAST_WORKED_SQL} DESC, started_at DESC, seq DESC LIMIT 1`)
         ).rows[0];
         const lanes = (await db.query<RawLane>(LANES_SQL)).rows.map(toLane);
         const spend = (

@@ -25,6 +25,7 @@ import { LANES_SQL, toAttempt, toJob, toLane, toRun, type RawAttempt, type RawJo
 import { unplannedLimit } from './unplanned-limit.js';
 import { NOT_IN_A_LIVE_BATCH, SENT_ONLINE } from '../batches.js';
 import { mockAnswersMayStand, mockAnswersToRun, notAnsweredByMock } from '../mock-answers.js';
+import { LAST_WORKED_SQL } from '../last-run.js';
 
 /** `answered`'s read: a model's latest done jobs ($1 model, $2 how many) a real provider answered, each with its answering attempt's latency. */
 export function answeredSql(withRequest: boolean, withoutMock = true): string {
@@ -73,7 +74,7 @@ export class SqliteReader {
       // the last run that sent something (one that found nothing to do would hide it), by when it
       // ended: of two runs side by side, the one started first may well end last
       const last = db
-        .prepare(`SELECT * FROM runs ORDER BY ${SENT_SOMETHING} DESC, coalesce(ended_at, heartbeat_at) DESC, started_at DESC LIMIT 1`)
+        .prepare(`SELECT * FROM runs ORDER BY ${SENT_SOMETHING} DESC, ${LAST_WORKED_SQL} DESC, started_at DESC LIMIT 1`)
         .get() as RawRun | undefined;
       return {
         ...tallyJobs(rows, orphaned),
