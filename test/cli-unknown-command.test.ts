@@ -18,6 +18,17 @@ describe('an unknown command', () => {
     }
   });
 
+  it('llmq run given documents says they go in by enqueue', async () => {
+    const r = await runCli(['run', 'notes/']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("error: too many arguments for 'run'");
+    expect(r.stderr).toContain(
+      'llmq run sends what is queued and takes no documents: enqueue them first (llmq enqueue docs/), then llmq run.',
+    );
+    // other commands' extra arguments are left to commander's own words
+    expect((await runCli(['status', 'notes/'])).stderr).not.toContain('enqueue them first');
+  });
+
   it('leaves real help alone: llmq --help and llmq status --help exit 0', async () => {
     const top = await runCli(['--help']);
     expect(top.code).toBe(0);

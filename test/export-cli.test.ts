@@ -236,6 +236,14 @@ describe('llmq export', () => {
     expect(readdirSync(outDir).sort()).toEqual(['a.txt.pending', 'b.txt.out']);
   });
 
+  it('--ext without --out-dir is refused rather than dropped without a word', async () => {
+    const { db } = await populate(tempDir());
+    const r = await runCli(['export', '--db', db, '--ext', '.md']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toContain('error: --ext names the answer files of --out-dir: add --out-dir DIR, or leave --ext out.');
+  });
+
   it('--out-dir mirrors ids as paths and nothing escapes the folder', async () => {
     const dir = tempDir();
     const { db } = await populate(dir);

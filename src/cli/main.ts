@@ -14,6 +14,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     return process.exitCode === undefined ? 0 : Number(process.exitCode);
   } catch (error) {
     if (error instanceof CommanderError) {
+      // `llmq run docs/`: the documents go in by enqueue, and a run sends what is queued
+      if (error.code === 'commander.excessArguments' && argv[2] === 'run')
+        whileReaderPresent(process.stderr).write(
+          'llmq run sends what is queued and takes no documents: enqueue them first (llmq enqueue docs/), then llmq run.\n',
+        );
       // help and version "errors" are successes; commander already printed the message.
       return error.exitCode === 0 ? 0 : 1;
     }

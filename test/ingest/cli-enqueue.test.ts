@@ -378,6 +378,28 @@ describe('llmq enqueue (CLI)', () => {
     expect(records.stderr).not.toContain('folder above both');
   });
 
+  it('says a named .csv or .tsv file is one text document, with the conversion to records; a {text} with one brace is named', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'rows.csv'), 'id,body\n1,one\n');
+    writeFileSync(join(dir, 'rows.tsv'), 'id\tbody\n1\tone\n');
+    const r = await llmq(['enqueue', join(dir, 'rows.csv'), join(dir, 'rows.tsv'), '--db', join(dir, 'q.db')]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toContain(
+      `warning: ${join(dir, 'rows.csv')} is read as one text document: only .jsonl and .ndjson files are read a record per line.`,
+    );
+    expect(r.stderr).toContain(`mlr --icsv --ojsonl cat ${join(dir, 'rows.csv')} > rows.jsonl`);
+    expect(r.stderr).toContain(`mlr --itsv --ojsonl cat ${join(dir, 'rows.tsv')} > rows.jsonl`);
+    writeFileSync(join(dir, 'notes.txt'), 'a note');
+    const note = await llmq(['enqueue', join(dir, 'notes.txt'), '--db', join(dir, 'q2.db')]);
+    expect(note.stderr).not.toContain('is read as one text document');
+
+    const braces = await llmq(['enqueue', join(dir, 'notes.txt'), '--db', join(dir, 'q3.db'), '--prompt', 'Sum: {text}']);
+    expect(braces.stderr).toContain('the prompt has no {{text}}');
+    expect(braces.stderr).toContain('It has {text}: fields take two braces, {{text}}.');
+    const none = await llmq(['enqueue', join(dir, 'notes.txt'), '--db', join(dir, 'q4.db'), '--prompt', 'Say hi']);
+    expect(none.stderr).toContain('Add {{text}} to --prompt or --system.');
+  });
+
   it('says a named .json file holding an array is one text document, with the conversion to records', async () => {
     const dir = tempDir();
     const db = join(dir, 'q.db');

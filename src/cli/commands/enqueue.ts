@@ -135,8 +135,11 @@ async function runEnqueue(
   const prompt = parseTemplate(flags.prompt, '--prompt');
   const system = flags.system === undefined ? null : parseTemplate(flags.system, '--system');
   if (!prompt.usesText && !system?.usesText) {
+    // `{text}` (one brace, as in Python's format) is text to the template, sent as it stands
+    const oneBrace = [flags.prompt, flags.system ?? ''].some((t) => /(^|[^{])\{text\}/.test(t));
     warn(
-      'the prompt has no {{text}}, so the documents are not sent and documents that render the same request share one job. Add {{text}} to --prompt or --system.',
+      'the prompt has no {{text}}, so the documents are not sent and documents that render the same request share one job. ' +
+        (oneBrace ? 'It has {text}: fields take two braces, {{text}}.' : 'Add {{text}} to --prompt or --system.'),
     );
   }
   const location = resolveDbLocation(flags.db);
@@ -147,6 +150,13 @@ async function runEnqueue(
   refuseMetaWithoutFields(resolved, [prompt, system]);
   refuseMetaOfIdOrText([prompt, system], flags);
   for (const s of resolved) {
+    // a table named as a file is one text document like any other file: rows are not records
+    if (s.kind === 'file' && /\.(csv|tsv)$/i.test(s.file)) {
+      warn(
+        `${s.path} is read as one text document: only .jsonl and .ndjson files are read a record per line. ` +
+          `For one document per row, convert it first, e.g. with Miller: mlr --i${/\.tsv$/i.test(s.file) ? 'tsv' : 'csv'} --ojsonl cat ${shellWord(s.path)} > rows.jsonl`,
+      );
+    }
     if (s.kind === 'file' && (await isJsonArrayFile(s))) {
       warn(
         `${s.path} holds a JSON array, and is read as one text document: only .jsonl and .ndjson files are read a record per line. ` +

@@ -100,7 +100,11 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
     import('../../report/format.js'),
     import('../progress/status-line.js'),
   ]);
-  if (flags.outDir) answerExt(flags.ext); // a bad --ext is refused before anything is read
+  if (flags.outDir)
+    answerExt(flags.ext); // a bad --ext is refused before anything is read
+  // --ext names --out-dir's files: alone it would be dropped without a word
+  else if (cmd.getOptionValueSource('ext') === 'cli')
+    throw new UsageError('--ext names the answer files of --out-dir: add --out-dir DIR, or leave --ext out.');
   // `--out results.csv` means CSV: JSON Lines under that name is a file nobody can open as it says
   if (flags.out && cmd.getOptionValueSource('format') !== 'cli' && /\.csv$/i.test(flags.out)) flags.format = 'csv';
   const location = resolveDbLocation(flags.db);
