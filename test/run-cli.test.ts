@@ -30,6 +30,13 @@ async function states(db: string) {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('llmq run (child processes)', () => {
+  it('in a folder with no queue and no API key, says there is no queue first (the key would be the next thing)', async () => {
+    const r = await runCli(['run'], { cwd: tempDir() });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('error: There is no queue at ./llmq.db. Create one with: llmq enqueue');
+    expect(r.stderr).not.toContain('API key');
+  });
+
   it('--progress json is refused with the flag that does it: --json', async () => {
     const r = await runCli(['run', '--provider', 'mock', '--db', join(tempDir(), 'q.db'), '--progress', 'json']);
     expect(r.code).toBe(1);

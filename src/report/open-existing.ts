@@ -12,9 +12,17 @@ import { unfinishedCopy } from '../store/copy.js';
  * llmq's tables into a file that is something else.
  */
 export async function openExistingStore(location: string): Promise<Store> {
+  await checkExistingQueue(location);
+  return refuseUnfinishedCopy(await openStore(location, { existing: true }), location);
+}
+
+/**
+ * What `openExistingStore` checks before it opens, without opening: `run` asks first, so that
+ * "no queue here" is said before what a run would need next (an API key).
+ */
+export async function checkExistingQueue(location: string): Promise<void> {
   checkLocation(location);
   if (!isPostgresUrl(location) && location !== ':memory:') await checkQueueFile(location);
-  return refuseUnfinishedCopy(await openStore(location, { existing: true }), location);
 }
 
 /**

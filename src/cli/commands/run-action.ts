@@ -36,6 +36,13 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
 
 /** The batch lane, then the online lane, as --via asks; `starting` gives up the start's signal handlers (exitOnStopSignals) as a lane puts its own. */
 async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Promise<void> {
+  // no queue here is the first thing to say: a missing API key would otherwise be, and fixing it leads there
+  const [{ resolveDbLocation }, { checkExistingQueue }] = await Promise.all([
+    import('../../store/open-store.js'),
+    import('../../report/open-existing.js'),
+  ]);
+  const location = resolveDbLocation(flags.db);
+  await checkExistingQueue(location);
   if (flags.via !== 'online') {
     if (flags.provider === 'openai') warnIfKeyUnredactable((await import('../../provider/endpoint.js')).findApiKey(process.env));
     const [{ runBatchCommand }, { laneBaseUrl }] = await Promise.all([import('./run-batch.js'), import('../lane-base-url.js')]);
@@ -50,21 +57,15 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
       return;
     }
   }
-  const [
-    { createProvider, findApiKey },
-    { laneBaseUrl },
-    { resolveDbLocation, redactLocation },
-    { openExistingStore },
-    { runQueue },
-    { attachProgress },
-  ] = await Promise.all([
-    import('../../provider/create.js'),
-    import('../lane-base-url.js'),
-    import('../../store/open-store.js'),
-    import('../../report/open-existing.js'),
-    import('../../scheduler/run-queue.js'),
-    import('../progress/index.js'),
-  ]);
+  const [{ createProvider, findApiKey }, { laneBaseUrl }, { redactLocation }, { openExistingStore }, { runQueue }, { attachProgress }] =
+    await Promise.all([
+      import('../../provider/create.js'),
+      import('../lane-base-url.js'),
+      import('../../store/open-store.js'),
+      import('../../report/open-existing.js'),
+      import('../../scheduler/run-queue.js'),
+      import('../progress/index.js'),
+    ]);
   const prices = await priceTableFrom(flags);
   const provider = createProvider(
     {
@@ -77,7 +78,6 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
     process.env,
   );
   if (flags.provider === 'openai') warnIfKeyUnredactable(findApiKey(process.env));
-  const location = resolveDbLocation(flags.db);
   const redisUrl = flags.redis || process.env.LLMQ_REDIS_URL || undefined;
   const boards = redisUrl ? await sharedBoards(redisUrl) : undefined;
   const store = await openExistingStore(location).catch(async (error) => {
