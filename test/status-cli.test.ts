@@ -11,6 +11,23 @@ import { A_COST, populate, RUN } from './helpers/populate.js';
 import { waitFor } from './helpers/wait.js';
 import { tempDir } from './helpers/tmp.js';
 
+/**
+ * A queue with two runs side by side: run-killed (its last heartbeat at T0 + 2 s, 5 done) and
+ * run-other (10 done, ended at `otherEndedAt`); a later run took the killed one's jobs back at T0 + 61 s.
+ */
+async function killedBeside(otherEndedAt: number): Promise<string> {
+  const db = join(tempDir(), 'q.db');
+  const store = new SqliteStore(db);
+  await store.enqueue([row('a', 'A')], T0);
+  await store.startRun({ id: 'run-killed', host: 'elsewhere', pid: 1, startedAt: T0, options: {} });
+  await store.heartbeat('run-killed', T0 + 2000, T0 + 60_000, { ...NO_STATS, done: 5, requests: 5 });
+  await store.startRun({ id: 'run-other', host: 'elsewhere', pid: 2, startedAt: T0 + 100, options: {} });
+  await store.finishRun('run-other', otherEndedAt, 'drained', { ...NO_STATS, done: 10, requests: 10 });
+  await store.reclaim(T0 + 61_000, ['run-killed']);
+  await store.close();
+  return db;
+}
+
 describe('llmq status', () => {
   // docs/architecture.md, "Outside contract"
   it('--json: the contract fields exactly, then the extras', async () => {
@@ -225,16 +242,8 @@ describe('llmq status', () => {
   });
 
   it("a run that died counts to its last heartbeat: its figures, and the runs' together beside it, are said as lower bounds", async () => {
-    const db = join(tempDir(), 'q.db');
-    const store = new SqliteStore(db);
-    await store.enqueue([row('a', 'A')], T0);
-    await store.startRun({ id: 'run-killed', host: 'elsewhere', pid: 1, startedAt: T0, options: {} });
-    await store.heartbeat('run-killed', T0 + 2000, T0 + 60_000, { ...NO_STATS, done: 5, requests: 5 });
-    await store.startRun({ id: 'run-other', host: 'elsewhere', pid: 2, startedAt: T0 + 100, options: {} });
-    await store.finishRun('run-other', T0 + 1500, 'drained', { ...NO_STATS, done: 10, requests: 10 });
-    // a later run took the killed one's jobs back once its lease ran out
-    await store.reclaim(T0 + 61_000, ['run-killed']);
-    await store.close();
+    // the other run ended before the killed one's last heartbeat
+    const db = await killedBeside(T0 + 1500);
     const text = (await runCli(['status', '--db', db])).stdout;
     expect(text).toMatch(
       /^last run {2}run-kill \(elsewhere pid 1\) last heard .* ago \(died\) after 2s\n {10}at least 5 done, 0 failed · 2\.5 jobs\/s .*\n {10}\(as of its last heartbeat/m,
@@ -244,15 +253,7 @@ describe('llmq status', () => {
     expect(s.lastRunBeside).toMatchObject({ done: 15, atLeast: true });
 
     // a run that worked after the killed one's last heartbeat is the last run, though the killed one ended (was taken back) later
-    const db3 = join(tempDir(), 'q.db');
-    const store3 = new SqliteStore(db3);
-    await store3.enqueue([row('a', 'A')], T0);
-    await store3.startRun({ id: 'run-killed', host: 'elsewhere', pid: 1, startedAt: T0, options: {} });
-    await store3.heartbeat('run-killed', T0 + 2000, T0 + 60_000, { ...NO_STATS, done: 5, requests: 5 });
-    await store3.startRun({ id: 'run-other', host: 'elsewhere', pid: 2, startedAt: T0 + 100, options: {} });
-    await store3.finishRun('run-other', T0 + 5000, 'drained', { ...NO_STATS, done: 10, requests: 10 });
-    await store3.reclaim(T0 + 61_000, ['run-killed']);
-    await store3.close();
+    const db3 = await killedBeside(T0 + 5000);
     const later = JSON.parse((await runCli(['status', '--db', db3, '--json'])).stdout);
     expect(later.lastRun.id).toBe('run-other');
     expect(later.lastRunBeside).toMatchObject({ runs: [expect.objectContaining({ id: 'run-killed' })], done: 15, atLeast: true });
