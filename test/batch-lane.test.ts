@@ -121,6 +121,26 @@ describe('batch lane', () => {
     expect(summary.costUsd).toBeCloseTo(total, 12);
   });
 
+  it("a run's cost is unknown (null), never the sum of the rest, once an answer of a model without a price came: batch and online", async () => {
+    const fake = await startFake();
+    fake.batches.configure({ completeAfterMs: 50 });
+    const queue = async (model: string) => {
+      const store = new SqliteStore(join(tempDir(), 'q.db'));
+      stores.push(store);
+      await seedJobs(store, 2, { model });
+      return store;
+    };
+    const prices = loadPriceTable({});
+    const inBatches = (store: SqliteStore) =>
+      runBatchLane({ store, api: new HttpBatchApi({ baseUrl: fake.url }), baseUrl: fake.url, prices }, { pollMs: 20, heartbeatMs: 50 });
+    expect(await inBatches(await queue('my-own-finetune'))).toMatchObject({ done: 2, costUsd: null });
+    expect((await inBatches(await queue('gpt-4o-mini'))).costUsd).toBeGreaterThan(0);
+    const online = (store: SqliteStore) =>
+      runQueue({ store, provider: new OpenAIProvider({ baseUrl: fake.url }), prices }, { concurrency: 2 });
+    expect(await online(await queue('my-own-finetune'))).toMatchObject({ done: 2, costUsd: null });
+    expect((await online(await queue('gpt-4o-mini'))).costUsd).toBeGreaterThan(0);
+  });
+
   it('keeps partial results: error lines fail, expired and missing lines go back to pending and are resubmitted', async () => {
     const { fake, store, keys, lane } = await setup(10);
     const bad = keys[3]!;

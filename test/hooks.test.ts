@@ -137,18 +137,14 @@ describe('run hooks', () => {
     expect(done.mayBeBilled).toEqual({ tries: 0, usd: 0 });
   });
 
-  it("--on-done's cost is unknown (null), never $0, once an answer of a model without a price came", async () => {
+  it("--on-done's cost is the summary's: unknown (null), never $0, once an answer of a model without a price came", async () => {
     const got = await receiver();
     const hooks = createRunHooks({ onDone: parseHookTarget(got.url, '--on-done'), secret: SECRET });
-    const answered = { key: 'k', attempt: 1, latencyMs: 5, usage: { promptTokens: 3, completionTokens: 4 }, output: 'x' };
-    hooks.listener('job:done', { ...answered, costUsd: 0.5 });
-    hooks.listener('job:done', { ...answered, key: 'k2', costUsd: null });
-    await hooks.finish({ ...SUMMARY, costUsd: 0.5 }, 0);
+    await hooks.finish({ ...SUMMARY, costUsd: null }, 0);
     expect(JSON.parse(got.got[0]!.body)).toMatchObject({ costUsd: null });
 
     const priced = await receiver();
     const all = createRunHooks({ onDone: parseHookTarget(priced.url, '--on-done'), secret: SECRET });
-    all.listener('job:done', { ...answered, costUsd: 0.5 });
     await all.finish({ ...SUMMARY, costUsd: 0.5 }, 0);
     expect(JSON.parse(priced.got[0]!.body)).toMatchObject({ costUsd: 0.5 });
   });

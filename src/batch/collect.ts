@@ -24,6 +24,7 @@ const NOTHING: AppliedResults = Object.freeze({
   cutOff: 0,
   refused: 0,
   costUsd: 0,
+  unpriced: 0,
 });
 
 /**

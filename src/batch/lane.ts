@@ -105,7 +105,18 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     maxAttempts: options.maxAttempts ?? 5,
   };
   const startedAt = now();
-  const tally = { done: 0, failed: 0, retried: 0, requests: 0, promptTokens: 0, completionTokens: 0, cutOff: 0, refused: 0, costUsd: 0 };
+  const tally = {
+    done: 0,
+    failed: 0,
+    retried: 0,
+    requests: 0,
+    promptTokens: 0,
+    completionTokens: 0,
+    cutOff: 0,
+    refused: 0,
+    costUsd: 0,
+    unpriced: 0,
+  };
   const stats = () => {
     const { cutOff: _cut, refused: _refused, ...figures } = tally;
     return { ...figures, rateLimited: 0, jobsPerSecond: 0 };
@@ -169,7 +180,17 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
           const outcome = await pollOne(ctx, row);
           if (outcome.kind === 'other-key') leaveToItsKey(row);
           else if (outcome.kind === 'ended') {
-            for (const k of ['done', 'failed', 'retried', 'promptTokens', 'completionTokens', 'cutOff', 'refused', 'costUsd'] as const)
+            for (const k of [
+              'done',
+              'failed',
+              'retried',
+              'promptTokens',
+              'completionTokens',
+              'cutOff',
+              'refused',
+              'costUsd',
+              'unpriced',
+            ] as const)
               tally[k] += outcome.applied[k];
           } else if (outcome.kind === 'quota') {
             quotaUntil = now() + (options.quotaWaitMs ?? 60_000);
@@ -272,7 +293,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     remaining: after.counts.pending + after.counts.running,
     failedInStore: after.counts.failed,
     fatal: fatal ? { message: fatal.message, reason: fatal.reason } : null,
-    costUsd: tally.costUsd,
+    costUsd: tally.unpriced > 0 ? null : tally.costUsd,
     budget: null,
   };
 }

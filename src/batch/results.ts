@@ -18,6 +18,8 @@ export interface AppliedResults {
   readonly refused: number;
   /** USD of the answers at the batch price, those with a known price. */
   readonly costUsd: number;
+  /** Answers of a model with no batch price known: not in `costUsd`. */
+  readonly unpriced: number;
 }
 
 interface Held {
@@ -54,7 +56,8 @@ export async function applyResults(
     retried = 0,
     promptTokens = 0,
     completionTokens = 0,
-    costUsd = 0;
+    costUsd = 0,
+    unpriced = 0;
   const writes: Array<Promise<unknown>> = [];
   for (const text of files) {
     for (const raw of text.split('\n')) {
@@ -82,7 +85,8 @@ export async function applyResults(
         try {
           const c = parseCompletion(bodyText, status, null, '{}', secret);
           const cost = costOf(job.model, c.usage);
-          costUsd += cost ?? 0;
+          if (cost === null) unpriced++;
+          else costUsd += cost;
           const answered = { ...attempt(status, 'done', null, c.usage), costUsd: cost };
           writes.push(store.complete(key, { owner, output: c.output, response: c.body, usage: c.usage, attempt: answered }));
           done++;
@@ -122,7 +126,7 @@ export async function applyResults(
     }
   }
   await Promise.all(writes);
-  return { done, failed, retried, promptTokens, completionTokens, ...incomplete, costUsd };
+  return { done, failed, retried, promptTokens, completionTokens, ...incomplete, costUsd, unpriced };
 }
 
 /** `{"code","message"}` of an error-file line, as one message. */

@@ -35,10 +35,7 @@ export interface DoneHookBody {
   readonly requests: number;
   readonly rateLimited: number;
   readonly tokens: { readonly prompt: number; readonly completion: number };
-  /**
-   * USD the run committed, as its summary says it: its answers, and the worst case of tries that may
-   * be billed (also apart in `mayBeBilled`); null when an answer of a model without a price came.
-   */
+  /** As the run's summary says it (`RunSummary.costUsd`): null when an answer of a model without a price came. */
   readonly costUsd: number | null;
   readonly mayBeBilled: { readonly tries: number; readonly usd: number | null };
   readonly durationMs: number;
@@ -83,11 +80,8 @@ export function createRunHooks(o: RunHooksOptions): RunHooks {
     ? new HookQueue(deliverTo(o.onAlert, o), { capacity: 100, workers: 1, onFirstTrouble: trouble('alerts') })
     : null;
   let runId = '';
-  // an answer of a model without a price makes the run's cost unknown, never $0 (it counts 0 in the sum)
-  let unpriced = false;
   const listener: SchedulerListener = (event, payload) => {
     if (event === 'run:start') runId = (payload as SchedulerEventMap['run:start']).runId;
-    if (event === 'job:done' && (payload as SchedulerEventMap['job:done']).costUsd === null) unpriced = true;
     if (!jobs) return;
     if (event === 'job:done') {
       const p = payload as SchedulerEventMap['job:done'];
@@ -119,7 +113,7 @@ export function createRunHooks(o: RunHooksOptions): RunHooks {
       let done: HookCounts | null = null;
       if (o.onDone) {
         const q = new HookQueue(deliverTo(o.onDone, o), { capacity: 1, workers: 1 });
-        q.push(JSON.stringify(doneBody(summary, exitCode, job, unpriced)));
+        q.push(JSON.stringify(doneBody(summary, exitCode, job)));
         done = await q.drain(deadlines.doneDeadlineMs ?? 15_000);
       }
       return { job: job ?? null, alert: alert ?? null, done };
@@ -127,7 +121,7 @@ export function createRunHooks(o: RunHooksOptions): RunHooks {
   };
 }
 
-function doneBody(s: RunSummary, exitCode: number, jobHooks: HookCounts | null, unpriced: boolean): DoneHookBody {
+function doneBody(s: RunSummary, exitCode: number, jobHooks: HookCounts | null): DoneHookBody {
   return {
     event: 'done',
     runId: s.runId,
@@ -137,7 +131,7 @@ function doneBody(s: RunSummary, exitCode: number, jobHooks: HookCounts | null, 
     requests: s.requests,
     rateLimited: s.rateLimited,
     tokens: { prompt: s.promptTokens, completion: s.completionTokens },
-    costUsd: unpriced ? null : s.costUsd,
+    costUsd: s.costUsd,
     mayBeBilled: s.mayBeBilled,
     durationMs: s.wallMs,
     error: s.fatal?.message ?? null,

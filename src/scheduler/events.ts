@@ -89,8 +89,11 @@ export interface RunSummary {
   readonly remaining: number;
   /** Jobs failed in the whole store (not only this run's). */
   readonly failedInStore: number;
-  /** USD this run committed: its answers, and the worst case of its tries that may be billed. */
-  readonly costUsd: number;
+  /**
+   * USD this run committed: its answers, and the worst case of its tries that may be billed; null
+   * when an answer of a model without a price came (its cost is unknown, never the sum of the rest).
+   */
+  readonly costUsd: number | null;
   /** Tries whose request left and no answer came (timed out, cut off, stopped in flight), at their worst case (usd null: no price). */
   readonly mayBeBilled: { readonly tries: number; readonly usd: number | null };
   /**

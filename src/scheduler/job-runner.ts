@@ -326,13 +326,15 @@ class JobRun {
     c.finished(endedAt, usage.promptTokens + usage.completionTokens);
     const finishReason = result.finishReason ?? null;
     this.#noteIncomplete(finishReason);
+    const costUsd = attempt.costUsd ?? null;
+    if (costUsd === null) c.unpricedAnswers++;
     ctx.emit('job:done', {
       key: job.key,
       attempt: this.#attempt,
       latencyMs: endedAt - startedAt,
       usage,
       output: result.output,
-      costUsd: attempt.costUsd ?? null,
+      costUsd,
       finishReason,
     });
     return 'done';

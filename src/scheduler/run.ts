@@ -594,7 +594,7 @@ export class Run {
       wallMs: this.#now() - this.#startedAt,
       remaining: after.counts.pending + after.counts.running,
       failedInStore: after.counts.failed,
-      costUsd: committed.run,
+      costUsd: c.unpricedAnswers > 0 ? null : committed.run,
       mayBeBilled: { ...this.#money.mayBeBilled },
       budget:
         this.#reason === 'budget' && reached

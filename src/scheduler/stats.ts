@@ -15,6 +15,8 @@ export class RunCounters {
   rateLimited = 0;
   /** Of them, stray 429s: saying no limit, from a provider whose answers say theirs, taken for its noise (`Lane.rateLimitedBy`). */
   strayRateLimited = 0;
+  /** Answers of a model without a price: the run's cost is then unknown, never the sum of the others. */
+  unpricedAnswers = 0;
   /** 404s seen before the first answer (a wrong endpoint shows as a run of them). */
   early404s = 0;
   /** 401/403 answers since the last success. */

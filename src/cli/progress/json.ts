@@ -6,9 +6,8 @@ import type { Renderer } from './types.js';
  * `--json`: one JSON object per line, `{"event": name, "time": ms, ...payload}`, for other programs.
  * Progress snapshots are thinned to one per `everyMs`; the last is always written before `run:end`.
  * `progress` carries `costUsd`, what this run's answers cost so far (null when a model has no
- * price); `run:end` is the run's summary, whose `costUsd` is all it committed (its answers, and the
- * worst case of tries that may be billed, also given apart in `mayBeBilled`), null when an answer
- * of a model without a price came.
+ * price); `run:end` is the run's summary (`RunSummary`: its `costUsd` null when an answer of a
+ * model without a price came).
  */
 export function jsonRenderer(state: ProgressState, stream: NodeJS.WritableStream, everyMs: number): Renderer {
   let lastAt: number | null = null;
@@ -38,8 +37,7 @@ export function jsonRenderer(state: ProgressState, stream: NodeJS.WritableStream
         write('progress', pending, { costUsd: state.cost });
         pending = null;
       }
-      // an answer of a model without a price makes the run's cost unknown, never $0 (its answers count 0 in the store's sum)
-      write(event, payload, event === 'run:end' && state.cost === null ? { costUsd: null } : {});
+      write(event, payload);
     },
     stop() {
       // Nothing buffered but a thinned snapshot, and the last one will be superseded by run:end.
