@@ -52,7 +52,7 @@ export function catalogSource(): string {
  * (OpenAI Batch API, Anthropic Message Batches, Gemini Batch Mode: half price). genai-prices has
  * online prices only; other providers' batch prices are unknown.
  */
-const BATCH_SHARE: Readonly<Record<string, number>> = Object.freeze({ openai: 0.5, anthropic: 0.5, google: 0.5 });
+export const BATCH_SHARE: Readonly<Record<string, number>> = Object.freeze({ openai: 0.5, anthropic: 0.5, google: 0.5 });
 
 let cache: CatalogCache | null = null;
 function catalogCache(): CatalogCache {

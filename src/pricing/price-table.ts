@@ -1,4 +1,4 @@
-import { catalogPricing } from './catalog.js';
+import { BATCH_SHARE, catalogPricing } from './catalog.js';
 import { FREE, flatPricing, type ModelPricing } from './model-pricing.js';
 import { parsePriceFile, readPriceFile, type Price } from './overrides.js';
 
@@ -21,7 +21,6 @@ export interface PriceSources {
 
 const SNAPSHOT = /^(.+?)-(?:\d{4}-\d{2}-\d{2}|\d{4}|preview|latest)$/;
 const MOCK = /^mock($|[-/:])/;
-const MOCK_BATCH_SHARE = 0.5;
 
 /**
  * Which price applies to a model: `--price` over everything, then `--prices FILE`, then
@@ -77,7 +76,7 @@ export class PriceTable {
    * offline mock's batch lane stands in for OpenAI's Batch API: half.
    */
   #batchShare(model: string): number | null {
-    if (MOCK.test(model)) return MOCK_BATCH_SHARE;
+    if (MOCK.test(model)) return BATCH_SHARE.openai!;
     return this.#catalog ? (catalogPricing(model, this.#at)?.batchShare ?? null) : null;
   }
 
