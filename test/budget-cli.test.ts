@@ -300,12 +300,19 @@ describe('llmq run --budget', () => {
     expect(priced.code).toBe(0);
   });
 
-  it('the llmq run suggested to pick up what is left carries the budget and the price, so pasted it still holds', async () => {
+  it('the llmq run suggested to pick up what is left carries the budget, the price and the limits, so pasted it still holds', async () => {
     const { db, fake, run } = await setup(6);
-    const r = await runCli(run('--budget', '100', '--limit', '2', ...PRICE, '--progress', 'plain'));
+    const limits = ['-c', '3', '--rpm', '6000', '--tpm', '900000', '--max-attempts', '7'];
+    const r = await runCli(run('--budget', '100', '--limit', '2', ...limits, ...PRICE, '--progress', 'plain'));
     expect(r.code, r.stderr).toBe(0);
+    const carried = `--concurrency 3 --rpm 6000 --tpm 900000 --max-attempts 7 --budget 100 --price 1000,1000 --db ${db}`;
     // the command is wrapped with shell line continuations
-    expect(r.stderr.replace(/ \\\n\s+/g, ' ')).toContain(`llmq run --base-url ${fake.url} --budget 100 --price 1000,1000 --db ${db}`);
+    expect(r.stderr.replace(/ \\\n\s+/g, ' ')).toContain(`llmq run --base-url ${fake.url} ${carried}`);
+    // and status, from what the run stored
+    expect((await runCli(['status', '--db', db])).stdout.replace(/\n {4}/g, ' ')).toContain(`llmq run --base-url ${fake.url} ${carried}`);
+    // the defaults are not said
+    const plain = await runCli(run('--limit', '1', '-c', '8', '--max-attempts', '5', '--progress', 'plain'));
+    expect(plain.stderr.replace(/ \\\n\s+/g, ' ')).toContain(`llmq run --base-url ${fake.url} --db ${db}`);
   });
 
   it("after the queue's --budget-total stopped a run, status proposes raising it: the same amount would stop at once", async () => {

@@ -420,6 +420,36 @@ describe('rate governor', () => {
     await store.close();
   });
 
+  it('a provider answering only 500s past --max-outage is said to be failing, not unreachable; while down, the pause says for how long and the ETA is unknown', async () => {
+    const { fake, store } = await setup();
+    await seedJobs(store, 20);
+    // some answers first: a pace to reckon an ETA from, which says nothing while the provider is down
+    fake.respond((r) => (r.index <= 5 ? undefined : reply.error(500, 'Internal Server Error', { type: 'server_error' })));
+    const paused: SchedulerEventMap['paused'][] = [];
+    const etas: (number | null)[] = [];
+    const emit = <E extends keyof SchedulerEventMap>(event: E, payload: SchedulerEventMap[E]) => {
+      if (event === 'paused') paused.push(payload as SchedulerEventMap['paused']);
+      if (event === 'progress') {
+        const p = payload as SchedulerEventMap['progress'];
+        if (p.paused?.reason === 'outage') etas.push(p.etaSeconds);
+      }
+    };
+    const summary = await runQueue(
+      { store, provider: provider(fake), baseUrl: fake.url, emit },
+      { ...fast, concurrency: 2, maxOutageMs: 4500 },
+    );
+    expect(summary.reason).toBe('fatal');
+    expect(summary.fatal?.message).toMatch(/failing for \d+(\.\d+)?(s|m)[^(]*\(--max-outage\); the last try said: HTTP 500/);
+    expect(paused.length).toBeGreaterThan(1);
+    // every pause of one outage counts from its start, and ends where --max-outage does
+    const since = paused[0]!.downSinceMs!;
+    for (const p of paused) expect([p.reason, p.downSinceMs, p.givesUpAtMs]).toEqual(['outage', since, since + 4500]);
+    expect(summary.done).toBe(5);
+    expect(etas.length).toBeGreaterThan(0);
+    expect(etas.every((eta) => eta === null)).toBe(true);
+    await store.close();
+  });
+
   it('a 403 after the key has worked fails that job alone; three in a row stop the run', async () => {
     const { fake, store } = await setup({ latencyMs: 1 });
     const keys = await seedJobs(store, 8);

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { attachProgress, progressMode, type ProgressMode } from '../src/cli/progress/index.js';
-import { countsText, detailText, startText, summaryText } from '../src/cli/progress/lines.js';
+import { countsText, detailText, pauseText, startText, summaryText } from '../src/cli/progress/lines.js';
 import { ProgressState } from '../src/cli/progress/state.js';
 import { loadPriceTable } from '../src/pricing/price-table.js';
 import { NO_PAINT } from '../src/report/format.js';
@@ -270,7 +270,19 @@ describe('progress renderers', () => {
     p.listener('paused', { reason: 'outage', untilMs: Date.now() + 30_000, detail: '5 connection errors in a row' });
     p.listener('progress', snapshot({ total: 10, done: 2, failed: 0, paused: { reason: 'outage', until: Date.now() + 30_000 } }));
     p.stop();
-    expect(stripAnsi(stream.text())).toMatch(/paused: provider failing, probing, resuming in (29|30)s \(5 connection…$/m);
+    expect(stripAnsi(stream.text())).toMatch(/paused: provider failing, next try in (29|30)s \(5 connection errors in…$/m);
+  });
+
+  it('a long outage says how long the provider has been down, and how long the run waits for it, before its detail', () => {
+    const now = Date.now();
+    const paused = { reason: 'outage' as const, untilMs: now + 10_000, detail: 'HTTP 500: Internal Server Error' };
+    const state = new ProgressState(loadPriceTable({ catalog: false }));
+    state.apply('paused', { ...paused, downSinceMs: now - 432_000, givesUpAtMs: now - 432_000 + 900_000 });
+    expect(pauseText(state, now, 300)).toBe(
+      'paused: provider down 7m 12s (--max-outage 15m), next try in 10s (HTTP 500: Internal Server Error)',
+    );
+    // on a terminal the detail goes first
+    expect(pauseText(state, now)).toBe('paused: provider down 7m 12s (--max-outage 15m), next try in 10s…');
   });
 
   it('json: every line parses, events in order, progress thinned, cost attached', () => {

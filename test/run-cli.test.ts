@@ -196,7 +196,7 @@ describe('llmq run (child processes)', () => {
     await fake.waitForRequests(20);
     const downAt = Date.now();
     await fake.down();
-    await waitForLine(child, 'stderr', /paused: provider failing/, 10_000);
+    await waitForLine(child, 'stderr', /paused: provider down \d+s \(--max-outage 15m\), next try in/, 10_000);
     // The outage lasting 10 s is what is tested (far past what --max-attempts 2 would survive): time.
     await sleep(downAt + 10_000 - Date.now());
     await fake.up();
@@ -227,14 +227,14 @@ describe('llmq run (child processes)', () => {
     expect(dump).not.toContain('sk-live-SECRET-123');
   });
 
-  it('a key refused after it worked: the jobs it failed before the run stopped are said, not "no job was used up"', async () => {
+  it('a key refused after it worked: the jobs it failed before the run stopped are said, not "no job failed"', async () => {
     const { fake, db } = await setup(6, 0);
     let answered = 0;
     fake.respond(() => (answered++ === 0 ? undefined : reply.unauthorized()));
     const r = await runCli(['run', '--db', db, '--base-url', fake.url, '-c', '1', '--progress', 'none']);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('2 jobs failed in this run before it (llmq status says why; llmq retry-failed puts them back)');
-    expect(r.stderr).not.toContain('No job was used up');
+    expect(r.stderr).not.toContain('No job failed');
     expect((await states(db)).map((j) => j.state).sort()).toEqual(['done', 'failed', 'failed', 'pending', 'pending', 'pending']);
     // status says what stopped it, after the run's own output is gone
     const status = await runCli(['status', '--db', db]);

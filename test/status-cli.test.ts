@@ -112,11 +112,12 @@ describe('llmq status', () => {
     expect(r.stdout).toMatch(/^ {2}tokens {3}500 in · 100 out$/m);
     expect(r.stdout).toMatch(/^ {2}cost {5}\$0\.000135 so far · about \$0\.000054 more to finish · gpt-4o-mini$/m);
     expect(r.stdout).toMatch(/^ {2}2 {2}400 context_length_exceeded/m);
-    expect(r.stdout).toContain(`  to try them again: llmq retry-failed --db ${db}\n  then: llmq run --db ${db}\n`);
+    // the run proposed goes at the last run's --concurrency (4, not the default)
+    expect(r.stdout).toContain(`  to try them again: llmq retry-failed --db ${db}\n  then: llmq run --concurrency 4 --db ${db}\n`);
     expect(r.stdout).toMatch(/last run {2}run-0001 \(testhost pid 4242\) ended .* ago \(drained\)/);
     // one job waits, one a run left running, and no run works: what sends them, and what it would cost first
     expect(r.stdout).toContain(
-      `  to send the 1 pending and the 1 a stopped run left running:\n    llmq run --db ${db}\n  what that would cost and take: llmq estimate --db ${db}\n`,
+      `  to send the 1 pending and the 1 a stopped run left running:\n    llmq run --concurrency 4 --db ${db}\n  what that would cost and take: llmq estimate --db ${db}\n`,
     );
     for (const line of r.stdout.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
     // only what a stopped run left running: the next run takes it back; estimate, which prices
@@ -125,7 +126,7 @@ describe('llmq status', () => {
     await store.db.prepare(`UPDATE jobs SET state = 'failed', error = 'x' WHERE state = 'pending'`).run();
     await store.close();
     const left = (await runCli(['status', '--db', db])).stdout;
-    expect(left).toContain(`  to send the 1 a stopped run left running:\n    llmq run --db ${db}\n`);
+    expect(left).toContain(`  to send the 1 a stopped run left running:\n    llmq run --concurrency 4 --db ${db}\n`);
     expect(left).not.toContain('llmq estimate');
     // while a run works the queue, no such line
     const working = await populate(tempDir());
@@ -144,7 +145,7 @@ describe('llmq status', () => {
     }
   });
 
-  it('after a mock run, the llmq run it proposes for the failures is a mock run too (not one that sends to OpenAI)', async () => {
+  it('after a mock run, the llmq run it proposes for the failures is a mock run too (not one that sends to OpenAI), with its --max-attempts', async () => {
     const db = join(tempDir(), 'q.db');
     const docs = join(tempDir(), 'docs.jsonl');
     // two documents: three failures in a row would be an outage, and the run would wait for the provider to come back
@@ -154,10 +155,10 @@ describe('llmq status', () => {
     expect((await runCli(run)).code).toBe(2);
     const r = await runCli(['status', '--db', db]);
     expect(r.stdout.replace(/\n {2}then: /, ', then ')).toContain(
-      `to try them again: llmq retry-failed --db ${db}, then llmq run --provider mock --db ${db}`,
+      `to try them again: llmq retry-failed --db ${db}, then llmq run --provider mock --max-attempts 1 --db ${db}`,
     );
     const retry = await runCli(['retry-failed', '--db', db]);
-    expect(retry.stderr).toContain(`Run llmq run --provider mock --db ${db} to try them again.`);
+    expect(retry.stderr).toContain(`Run llmq run --provider mock --max-attempts 1 --db ${db} to try them again.`);
   });
 
   it("prices what is left from real answers only: the offline mock's stand-ins (short, free) say nothing of it", async () => {

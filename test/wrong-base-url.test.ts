@@ -16,13 +16,40 @@ describe('a wrong --base-url (every request answered 404)', () => {
     const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '4', '--progress', 'plain']);
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toContain('The first answers were all 404');
-    expect(r.stderr).toContain('No job was used up: they are all still pending.');
-    // not the endpoint that was wrong: a place for the right one
-    expect(r.stderr).toContain(`Run llmq run --base-url URL --db ${db} again once this is fixed.`);
+    expect(r.stderr).toContain('No job failed: they are all still pending.');
+    // not the endpoint that was wrong: a place for the right one; the run's own concurrency kept
+    expect(r.stderr).toContain(`Run llmq run --base-url URL --concurrency 4 --db ${db} again once this is fixed.`);
     expect(r.stderr).not.toContain(`llmq run --base-url ${fake.url}`);
     expect(fake.received).toBeGreaterThanOrEqual(3);
     const { jobs, attempts } = readDb(db);
     expect(jobs.map((j) => [j.state, j.attempts])).toEqual(Array(10).fill(['pending', 0]));
     expect(attempts.every((a) => a.outcome === 'not_counted')).toBe(true);
+  });
+});
+
+describe('a model the provider does not serve (404 model_not_found)', () => {
+  it('says the model is set at enqueue and how to change it, and proposes the same endpoint again', async () => {
+    const fake = await startFake({ latencyMs: 5 });
+    fake.respond((req) =>
+      reply.error(404, `The model \`${String(req.json?.model)}\` does not exist or you do not have access to it.`, {
+        type: 'invalid_request_error',
+        code: 'model_not_found',
+      }),
+    );
+    const { db } = await enqueueJsonl(
+      tempDir(),
+      Array.from({ length: 6 }, (_, i) => ({ id: `d${i}`, text: `document ${i}` })),
+    );
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--rpm', '6000', '--progress', 'none']);
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toContain('does not exist or you do not have access to it');
+    expect(r.stderr).toContain(
+      `A job's model is set when it is enqueued: enqueue the same documents again with the right one (llmq enqueue SOURCE... --model NAME --db ${db})`,
+    );
+    expect(r.stderr).toContain('No job failed: they are all still pending.');
+    // the endpoint answered: it is the one to send to again, at the run's --rpm
+    expect(r.stderr).toContain(`Then run llmq run --base-url ${fake.url} --rpm 6000 --db ${db}.`);
+    expect(r.stderr).not.toContain('--base-url URL');
+    expect(readDb(db).jobs.every((j) => j.state === 'pending' && j.attempts === 0)).toBe(true);
   });
 });

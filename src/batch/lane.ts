@@ -292,7 +292,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     wallMs: now() - startedAt,
     remaining: after.counts.pending + after.counts.running,
     failedInStore: after.counts.failed,
-    fatal: fatal ? { message: fatal.message, reason: fatal.reason } : null,
+    fatal: fatal ? { message: fatal.message, reason: fatal.reason, code: fatal.code } : null,
     costUsd: tally.unpriced > 0 ? null : tally.costUsd,
     budget: null,
   };

@@ -1,7 +1,8 @@
 import { DEFAULT_BASE_URL, resolveBaseUrl, type Env } from '../provider/endpoint.js';
 import { redactUrlQuery } from '../url-credentials.js';
 import { shellWord } from '../shell-word.js';
-import { spendFlagsOf } from '../report/status.js';
+import { limitFlagsOf, spendFlagsOf } from '../report/status.js';
+import { DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS } from './options.js';
 
 /**
  * What a follow-up command printed as a hint ("llmq retry-failed && llmq run") needs to reach the
@@ -51,6 +52,28 @@ export function moneyArguments(flags: {
 }
 
 /**
+ * What a suggested `llmq run` needs to go at the pace the run that printed it went: its
+ * `--concurrency`, `--rpm`, `--tpm` and `--max-attempts` when not the defaults. Without them a
+ * pasted command would run at another concurrency, over a cap the user set for a key others share,
+ * or fail jobs sooner.
+ */
+export function limitArguments(flags: {
+  readonly concurrency?: number | null;
+  readonly rpm?: number | null;
+  readonly tpm?: number | null;
+  readonly maxAttempts?: number | null;
+}): string {
+  const given = (flag: string, value: number | null | undefined, byDefault?: number) =>
+    value === undefined || value === null || value === byDefault ? '' : ` ${flag} ${value}`;
+  return (
+    given('--concurrency', flags.concurrency, DEFAULT_CONCURRENCY) +
+    given('--rpm', flags.rpm) +
+    given('--tpm', flags.tpm) +
+    given('--max-attempts', flags.maxAttempts, DEFAULT_MAX_ATTEMPTS)
+  );
+}
+
+/**
  * In place of a spent `--budget-total`: the same amount again would stop the proposed run at once,
  * and the new amount is the user's to choose (pasted as is, the flag's check names what it wants).
  */
@@ -70,6 +93,10 @@ export function runArgumentsOfRun(
     readonly budgetTotal?: unknown;
     readonly price?: unknown;
     readonly prices?: unknown;
+    readonly concurrency?: unknown;
+    readonly rpm?: unknown;
+    readonly tpm?: unknown;
+    readonly maxAttempts?: unknown;
     /** Which budget ended it (`RunStats.budgetReached`): after the queue's, its amount is to raise, not repeat. */
     readonly budgetReached?: unknown;
   } | null,
@@ -77,9 +104,11 @@ export function runArgumentsOfRun(
   const via = options?.via === 'batch' || options?.via === 'auto' ? ` --via ${options.via}` : '';
   // its budget and prices too: pasted without them, the run would spend with no cap, or at other prices
   const money = options ? moneyArguments(spendFlags(options)) : '';
-  if (options?.provider === 'mock') return via + runArguments({ provider: 'mock' }) + money;
+  // the online lane's pace; a batch run's requests are paced by the Batch API
+  const limits = options && options.via !== 'batch' ? limitArguments(limitFlagsOf(options)) : '';
+  if (options?.provider === 'mock') return via + runArguments({ provider: 'mock' }) + limits + money;
   const url = typeof options?.provider === 'string' ? /^openai-compatible \((.+)\)$/.exec(options.provider)?.[1] : undefined;
-  return via + (url && url !== DEFAULT_BASE_URL ? runArguments({ baseUrl: url }) : '') + money;
+  return via + (url && url !== DEFAULT_BASE_URL ? runArguments({ baseUrl: url }) : '') + limits + money;
 }
 
 /** The money flags of stored run options (`spendFlagsOf`), as `moneyArguments` takes them. */

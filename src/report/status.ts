@@ -30,6 +30,13 @@ export interface RunReport {
     readonly price: readonly [number, number] | null;
     readonly prices: string | null;
   };
+  /** The limits it ran under (`--concurrency`, `--rpm`, `--tpm`, `--max-attempts`): a run proposed after it carries them. Null where not stored. */
+  readonly limitFlags: {
+    readonly concurrency: number | null;
+    readonly rpm: number | null;
+    readonly tpm: number | null;
+    readonly maxAttempts: number | null;
+  };
   /** Still heartbeating (not ended, heartbeat within STALE_RUN_MS) and not known dead. */
   readonly live: boolean;
   /** Known dead: on this machine, its process gone (`deadRunsHere`); the next run takes its jobs back at once. */
@@ -224,6 +231,7 @@ export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunRepor
     provider: typeof r.options.provider === 'string' ? r.options.provider : null,
     via: typeof r.options.via === 'string' ? r.options.via : null,
     spendFlags: spendFlagsOf(r.options),
+    limitFlags: limitFlagsOf(r.options),
     endedAt: r.endedAt,
     exitReason: r.exitReason,
     error: typeof st?.error === 'string' ? st.error : null,
@@ -257,4 +265,10 @@ export function spendFlagsOf(o: Record<string, unknown>): RunReport['spendFlags'
   const price =
     Array.isArray(o.price) && o.price.length === 2 && o.price.every((x) => typeof x === 'number') ? (o.price as [number, number]) : null;
   return { budget: usd(o.budget), budgetTotal: usd(o.budgetTotal), price, prices: typeof o.prices === 'string' ? o.prices : null };
+}
+
+/** A run's --concurrency, --rpm, --tpm and --max-attempts from its stored options: positive whole numbers, else null (a queue may hold anything). */
+export function limitFlagsOf(o: Record<string, unknown>): RunReport['limitFlags'] {
+  const n = (x: unknown) => (typeof x === 'number' && Number.isSafeInteger(x) && x > 0 ? x : null);
+  return { concurrency: n(o.concurrency), rpm: n(o.rpm), tpm: n(o.tpm), maxAttempts: n(o.maxAttempts) };
 }

@@ -107,7 +107,12 @@ export interface RunSummary {
     readonly nextUsd: number;
   } | null;
   /** The run-fatal error, when reason is 'fatal'. */
-  readonly fatal: { readonly message: string; readonly reason: FailureReason | 'internal' } | null;
+  readonly fatal: {
+    readonly message: string;
+    readonly reason: FailureReason | 'internal';
+    /** The provider's error code (`model_not_found`, `invalid_api_key`), when its answer gave one. */
+    readonly code: string | null;
+  } | null;
 }
 
 /** Everything the scheduler tells its listeners. Progress bars and `--json` output are two listeners. */
@@ -150,7 +155,14 @@ export interface SchedulerEventMap {
     counted: boolean;
   };
   'job:failed': { key: string; attempt: number; status: number | null; error: string };
-  paused: { reason: 'rate_limit' | 'outage'; untilMs: number; detail: string };
+  paused: {
+    reason: 'rate_limit' | 'outage';
+    untilMs: number;
+    detail: string;
+    /** An outage's: since when the provider has been failing, and when the run gives up on it (`--max-outage`), ms epoch. */
+    downSinceMs?: number;
+    givesUpAtMs?: number;
+  };
   resumed: { reason: 'rate_limit' | 'outage' };
   /** Once when a stop begins; again with `aborting` when the requests in flight are aborted (a second signal, or the grace period ran out). */
   stopping: { graceMs: number; signal: string; aborting?: boolean };

@@ -126,8 +126,10 @@ export class Run {
     this.#breaker = new OutageBreaker({ ...options.outage, now: this.#now });
     this.#breaker.onChange = (open, until, detail) => {
       this.#counters.paused = open ? { reason: 'outage', until } : null;
-      if (open) this.#emit('paused', { reason: 'outage', untilMs: until, detail });
-      else this.#emit('resumed', { reason: 'outage' });
+      const since = this.#breaker.openSince;
+      if (open && since !== null) {
+        this.#emit('paused', { reason: 'outage', untilMs: until, detail, downSinceMs: since, givesUpAtMs: since + this.#maxOutageMs });
+      } else this.#emit('resumed', { reason: 'outage' });
     };
     this.#slots = new Semaphore(this.#concurrency, this.#stopping.signal);
     this.#lanes = new Lanes(
@@ -426,7 +428,8 @@ export class Run {
         kind: 'fatal',
         error: new ProviderError({
           message:
-            `The provider at ${lanes.baseUrl} has been unreachable for ${duration((t - since) / 1000)} ` +
+            // an endpoint answering 500s is there, only failing; one refusing connections is not
+            `The provider at ${lanes.baseUrl} has been ${/^HTTP \d/.test(this.#breaker.lastFailure) ? 'failing' : 'unreachable'} for ${duration((t - since) / 1000)} ` +
             `(--max-outage); the last try said: ${this.#breaker.lastFailure}`,
           scope: 'run',
           reason: 'network',
@@ -600,7 +603,7 @@ export class Run {
         this.#reason === 'budget' && reached
           ? { ...reached, committedUsd: reached.scope === 'run' ? committed.run : committed.total }
           : null,
-      fatal: f ? { message: f.message, reason: f.reason } : null,
+      fatal: f ? { message: f.message, reason: f.reason, code: f.code } : null,
     };
     // the last bar: the queue as it is now (a read a heartbeat old left it short of the end)
     if (this.#shared) {

@@ -94,7 +94,13 @@ export class RunCounters {
       jobsPerSecond: jobs,
       tokensPerSecond: tokens,
       // the first second's pace is a ramp (one answer in: 80,000 jobs looked like 22 hours); wait for a few
-      etaSeconds: left === 0 ? 0 : perSecond > 0 && now - this.startedAt >= ETA_AFTER_MS ? left / perSecond : null,
+      // and none while the provider is down: the pace before the outage says nothing of when it ends
+      etaSeconds:
+        left === 0
+          ? 0
+          : perSecond > 0 && now - this.startedAt >= ETA_AFTER_MS && this.paused?.reason !== 'outage'
+            ? left / perSecond
+            : null,
       shared,
       paused: this.paused,
       lanes,

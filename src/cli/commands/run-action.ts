@@ -9,7 +9,7 @@ import { warn } from '../output.js';
 import { int, usd } from '../../report/format.js';
 import { priceTableFrom, pricesOfRun } from './price-options.js';
 import { whileReaderPresent } from '../reader-gone.js';
-import { dbArgument, moneyArguments, runArguments } from '../again.js';
+import { dbArgument, limitArguments, moneyArguments, runArguments } from '../again.js';
 import { exitOnStopSignals, watchRunStop } from '../run-stop.js';
 import { alertTarget, hookReportLine } from '../hook-flags.js';
 import { alertsOn, watchAlerts } from '../alert-flags.js';
@@ -116,7 +116,7 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
     provider: limits ? `${provider.name}, ${limits}` : provider.name,
     prices,
     again: dbArgument(flags.db),
-    runAgain: runArguments(flags) + moneyArguments(flags),
+    runAgain: runArguments(flags) + limitArguments(flags) + moneyArguments(flags),
   });
   listeners.push(progress.listener);
   const onAlert = alertTarget(flags, alertsOn(flags));
@@ -190,7 +190,7 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
   if (hooks) whileReaderPresent(process.stderr).write(hookReportLine(await finishHooks(hooks, summary)));
   if (summary.fatal) {
     whileReaderPresent(process.stderr).write(
-      `error: ${summary.fatal.message}\n${fixFor(summary.fatal.reason, summary.fatal.message, againAfterFatal(flags, summary.fatal.message), summary.failed)}\n`,
+      `error: ${summary.fatal.message}\n${fixFor(summary.fatal, againAfterFatal(flags, summary.fatal), summary.failed, dbArgument(flags.db))}\n`,
     );
   }
   if (summary.budget) whileReaderPresent(process.stderr).write(budgetMessage(summary.budget, summary.remaining) + '\n');
@@ -235,27 +235,46 @@ function warnIfKeyUnredactable(found: { key: string; name: string } | undefined)
 }
 
 /**
- * What to do after a run-fatal error. It used up no job; jobs this run failed before it (a 401 or
- * 403 after the key had worked fails the job alone, until three in a row stop the run) are said.
+ * What `llmq run` needs to go on where this one stopped; after 404s that name no model (the
+ * endpoint is not there) a placeholder for the endpoint: the one given is what was wrong.
  */
-/**
- * What `llmq run` needs to go on where this one stopped; after 404s (the endpoint or model is not
- * there) a placeholder for the endpoint: the one given is what was wrong.
- */
-function againAfterFatal(flags: RunFlags, message: string): string {
-  const endpoint = message.startsWith('HTTP 404') ? runArguments({ provider: flags.provider }) + ' --base-url URL' : runArguments(flags);
-  return endpoint + moneyArguments(flags) + dbArgument(flags.db);
+function againAfterFatal(flags: RunFlags, fatal: Fatal): string {
+  const endpoint =
+    fatal.message.startsWith('HTTP 404') && !isModelNotFound(fatal)
+      ? runArguments({ provider: flags.provider }) + ' --base-url URL'
+      : runArguments(flags);
+  return endpoint + limitArguments(flags) + moneyArguments(flags) + dbArgument(flags.db);
 }
 
-function fixFor(reason: string, message: string, again: string, failedInRun: number): string {
+type Fatal = NonNullable<RunSummary['fatal']>;
+
+/** OpenAI's 404 for a model the endpoint does not serve (or the key may not use): the endpoint itself is right. */
+function isModelNotFound(fatal: Fatal): boolean {
+  return fatal.code === 'model_not_found';
+}
+
+/**
+ * What to do after a run-fatal error. It failed no job; jobs this run failed before it (a 401 or
+ * 403 after the key had worked fails the job alone, until three in a row stop the run) are said.
+ * `db`: what `llmq enqueue` needs to reach the queue (`dbArgument`).
+ */
+function fixFor(fatal: Fatal, again: string, failedInRun: number, db: string): string {
   const left =
     failedInRun === 0
-      ? 'No job was used up: they are all still pending.'
+      ? 'No job failed: they are all still pending.'
       : `${int(failedInRun)} ${failedInRun === 1 ? 'job' : 'jobs'} failed in this run before it (llmq status says why; llmq retry-failed puts them back); the others not answered are still pending.`;
   const after = `${left} Run llmq run${again} again once this is fixed.`;
-  if (reason === 'auth') return `The provider refused the API key. ${after}`;
-  if (reason === 'quota') return `The account is out of quota. Add credit or raise the limit with the provider. ${after}`;
-  if (message.startsWith('HTTP 404')) {
+  if (fatal.reason === 'auth') return `The provider refused the API key. ${after}`;
+  if (fatal.reason === 'quota') return `The account is out of quota. Add credit or raise the limit with the provider. ${after}`;
+  if (isModelNotFound(fatal)) {
+    // The model is part of each job (and of its key): no flag of run changes it, an enqueue does.
+    return (
+      `The provider does not serve the jobs' model, or this key may not use it. A job's model is set when it is enqueued: ` +
+      `enqueue the same documents again with the right one (llmq enqueue SOURCE... --model NAME${db}); ` +
+      `it takes the place of their unsent jobs. ${left} Then run llmq run${again}.`
+    );
+  }
+  if (fatal.message.startsWith('HTTP 404')) {
     return `The first answers were all 404: the endpoint or the model does not exist there. Check --base-url (it usually ends in /v1) and the model. ${after}`;
   }
   return after;

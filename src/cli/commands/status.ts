@@ -88,6 +88,7 @@ async function textRenderer(dbFlag: string | undefined): Promise<(report: Status
               provider: report.lastRun.provider,
               via: report.lastRun.via,
               ...report.lastRun.spendFlags,
+              ...report.lastRun.limitFlags,
               budgetReached: report.lastRun.budgetReached,
             }
           : null,

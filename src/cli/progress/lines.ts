@@ -128,13 +128,18 @@ export function pauseText(s: ProgressState, now: number, width = 68): string | n
     if (!snap) return null;
     return `paused (${snap.reason === 'rate_limit' ? 'rate limited' : 'provider failing'}), resuming in ${duration(Math.max(0, snap.until - now) / 1000)}`;
   }
-  const why = pause.reason === 'rate_limit' ? 'rate limited' : 'provider failing, probing';
+  const next = duration(Math.max(0, pause.untilMs - now) / 1000);
+  const detail = pause.detail ? ` (${pause.detail})` : '';
   // 68 leaves room for the color codes within 80 columns (cli-progress counts them as characters);
   // plain output passes a wider width, since nothing redraws it and the detail is the useful part.
-  return oneLine(
-    `paused: ${why}, resuming in ${duration(Math.max(0, pause.untilMs - now) / 1000)}${pause.detail ? ` (${pause.detail})` : ''}`,
-    width,
-  );
+  if (pause.reason === 'rate_limit') return oneLine(`paused: rate limited, resuming in ${next}${detail}`, width);
+  // how long the provider has been down and how long the run waits for it (--max-outage), first: the detail is cut first
+  const { downSinceMs: downSince, givesUpAtMs: givesUpAt } = pause;
+  const down =
+    downSince === undefined || givesUpAt === undefined
+      ? 'failing'
+      : `down ${duration(Math.max(0, now - downSince) / 1000)} (--max-outage ${shortDuration((givesUpAt - downSince) / 1000)})`;
+  return oneLine(`paused: provider ${down}, next try in ${next}${detail}`, width);
 }
 
 /** A run that found nothing to send and sent nothing: its counts would all be zeros. */
