@@ -48,7 +48,7 @@ function expectSummary(text: string, url: string): void {
   // the commands it suggests reach the same queue, and the run the same endpoint (too long for one line here)
   const escaped = url.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
   expect(text).toMatch(
-    new RegExp(`Try again:\r?\n {4}llmq retry-failed --db q\\.db\r?\n {4}llmq run --base-url ${escaped} --db q\\.db\r?\n`),
+    new RegExp(`Try again:\r?\n {4}llmq retry-failed --db q\\.db\r?\n {4}llmq run --base-url ${escaped} --concurrency 2 --db q\\.db\r?\n`),
   );
 }
 
