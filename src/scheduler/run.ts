@@ -126,10 +126,9 @@ export class Run {
     this.#breaker = new OutageBreaker({ ...options.outage, now: this.#now });
     this.#breaker.onChange = (open, until, detail) => {
       this.#counters.paused = open ? { reason: 'outage', until } : null;
-      const since = this.#breaker.openSince;
-      if (open && since !== null) {
-        this.#emit('paused', { reason: 'outage', untilMs: until, detail, downSinceMs: since, givesUpAtMs: since + this.#maxOutageMs });
-      } else this.#emit('resumed', { reason: 'outage' });
+      if (!open) return this.#emit('resumed', { reason: 'outage' });
+      const since = this.#breaker.openSince ?? this.#now();
+      this.#emit('paused', { reason: 'outage', untilMs: until, detail, downSinceMs: since, givesUpAtMs: since + this.#maxOutageMs });
     };
     this.#slots = new Semaphore(this.#concurrency, this.#stopping.signal);
     this.#lanes = new Lanes(
