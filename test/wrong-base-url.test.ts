@@ -16,7 +16,7 @@ describe('a wrong --base-url (every request answered 404)', () => {
     const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '4', '--progress', 'plain']);
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toContain('The first answers were all 404');
-    expect(r.stderr).toContain('No job failed: they are all still pending.');
+    expect(r.stderr).toContain('No job failed: 10 jobs are still pending.');
     // not the endpoint that was wrong: a place for the right one; the run's own concurrency kept
     expect(r.stderr).toContain(`Run llmq run --base-url URL --concurrency 4 --db ${db} again once this is fixed.`);
     expect(r.stderr).not.toContain(`llmq run --base-url ${fake.url}`);
@@ -46,7 +46,7 @@ describe('a model the provider does not serve (404 model_not_found)', () => {
     expect(r.stderr).toContain(
       `A job's model is set when it is enqueued: enqueue the same documents again with the right one (llmq enqueue SOURCE... --model NAME --db ${db})`,
     );
-    expect(r.stderr).toContain('No job failed: they are all still pending.');
+    expect(r.stderr).toContain('No job failed: 6 jobs are still pending.');
     // the endpoint answered: it is the one to send to again, at the run's --rpm
     expect(r.stderr).toContain(`Then run llmq run --base-url ${fake.url} --rpm 6000 --db ${db}.`);
     expect(r.stderr).not.toContain('--base-url URL');

@@ -190,7 +190,7 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
   if (hooks) whileReaderPresent(process.stderr).write(hookReportLine(await finishHooks(hooks, summary)));
   if (summary.fatal) {
     whileReaderPresent(process.stderr).write(
-      `error: ${summary.fatal.message}\n${fixFor(summary.fatal, againAfterFatal(flags, summary.fatal), summary.failed, dbArgument(flags.db))}\n`,
+      `error: ${summary.fatal.message}\n${fixFor(summary.fatal, againAfterFatal(flags, summary.fatal), summary.failed, summary.remaining, dbArgument(flags.db))}\n`,
     );
   }
   if (summary.budget) whileReaderPresent(process.stderr).write(budgetMessage(summary.budget, summary.remaining) + '\n');
@@ -256,12 +256,12 @@ function isModelNotFound(fatal: Fatal): boolean {
 /**
  * What to do after a run-fatal error. It failed no job; jobs this run failed before it (a 401 or
  * 403 after the key had worked fails the job alone, until three in a row stop the run) are said.
- * `db`: what `llmq enqueue` needs to reach the queue (`dbArgument`).
+ * `pending`: the jobs left (`RunSummary.remaining`); `db`: what `llmq enqueue` needs to reach the queue (`dbArgument`).
  */
-function fixFor(fatal: Fatal, again: string, failedInRun: number, db: string): string {
+function fixFor(fatal: Fatal, again: string, failedInRun: number, pending: number, db: string): string {
   const left =
     failedInRun === 0
-      ? 'No job failed: they are all still pending.'
+      ? `No job failed: ${int(pending)} ${pending === 1 ? 'job is' : 'jobs are'} still pending.`
       : `${int(failedInRun)} ${failedInRun === 1 ? 'job' : 'jobs'} failed in this run before it (llmq status says why; llmq retry-failed puts them back); the others not answered are still pending.`;
   const after = `${left} Run llmq run${again} again once this is fixed.`;
   if (fatal.reason === 'auth') return `The provider refused the API key. ${after}`;
