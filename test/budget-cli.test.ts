@@ -336,13 +336,46 @@ describe('llmq run --budget', () => {
     const pasted = await runCli(run('--budget-total', 'USD', ...PRICE));
     expect(pasted.code).toBe(1);
     expect(pasted.stderr).toContain("'--budget-total <usd>' argument 'USD' is invalid");
-    // a run's own --budget is the same again: the next run may spend as much again
+    // a run's own --budget that answered some and stopped with most of it left (one request's worst
+    // case is $0.103) is to raise as well, as the run itself says; one spent to the end would be the
+    // same again (the next run may spend as much again: test/cli-again.test.ts)
     const own = await runCli(run('--budget', '0.15', ...PRICE));
     expect(own.code).toBe(3);
+    expect(own.stderr).toContain('run again with a larger --budget to go on');
     const after = (await runCli(['status', '--db', db])).stdout.replace(/\n {4}/g, ' ');
     expect(after).toMatch(/ended .* ago \(budget: --budget\)/);
-    expect(after).not.toContain('raise it');
-    expect(after).toMatch(/llmq run --base-url \S+ --budget 0\.15 --price 1000,1000 --db/);
+    expect(after).not.toContain('--budget-total of');
+    expect(after).toContain(
+      "the last run's --budget of $0.15 is too small for its requests (one may cost more than was left); raise it to go on",
+    );
+    expect(after).toMatch(/llmq run --base-url \S+ --budget USD --price 1000,1000 --db/);
+  });
+
+  it('after a --budget smaller than one request stopped a run before it sent anything, status and retry-failed propose raising it', async () => {
+    const { db, fake, run } = await setup(6);
+    const stopped = await runCli(run('--budget', '0.01', ...PRICE));
+    expect(stopped.code).toBe(3);
+    expect(fake.received).toBe(0);
+    expect(stopped.stderr).toContain('more than the $0.01 left; 6 jobs pending; run again with a larger --budget to go on');
+    const text = (await runCli(['status', '--db', db])).stdout.replace(/\n {4}/g, ' ');
+    expect(text).toContain(
+      "the last run's --budget of $0.01 is too small for its requests (one may cost more than was left); raise it to go on",
+    );
+    expect(text).toMatch(/llmq run --base-url \S+ --budget USD --price 1000,1000 --db/);
+    expect(JSON.parse((await runCli(['status', '--json', '--db', db])).stdout).lastRun).toMatchObject({
+      budgetReached: 'run',
+      budgetTooSmall: true,
+    });
+    const store = new SqliteStore(db);
+    store.db.prepare(`UPDATE jobs SET state = 'failed', error = 'x' WHERE seq = (SELECT min(seq) FROM jobs WHERE state = 'pending')`).run();
+    await store.close();
+    const retried = await runCli(['retry-failed', '--db', db]);
+    expect(retried.stderr).toMatch(
+      /--budget USD --price 1000,1000 --db \S+ to try it again \(the last run's --budget is too small for its requests: raise it\)\.$/m,
+    );
+    const pasted = await runCli(run('--budget', 'USD', ...PRICE));
+    expect(pasted.code).toBe(1);
+    expect(pasted.stderr).toContain("'--budget <usd>' argument 'USD' is invalid");
   });
 
   it('--via batch or auto with a budget is refused before anything is sent: the batch lane reserves nothing', async () => {

@@ -72,4 +72,16 @@ describe('the flags a suggested llmq run carries after a run known by its stored
     expect(runArgumentsOfRun({ provider: 'mock', via: 'batch' })).toBe(' --via batch --provider mock');
     expect(runArgumentsOfRun(null)).toBe('');
   });
+
+  it('carry the budget, or USD in place of one that the same amount again would stop at once', () => {
+    const mock = { provider: 'mock', budget: 0.5, budgetTotal: 20 };
+    expect(runArgumentsOfRun(mock)).toBe(' --provider mock --budget 0.5 --budget-total 20');
+    // --budget counts one run: reached, the same again lets the next spend as much again
+    expect(runArgumentsOfRun({ ...mock, budgetReached: 'run' })).toBe(' --provider mock --budget 0.5 --budget-total 20');
+    // unless it was smaller than one request
+    expect(runArgumentsOfRun({ ...mock, budgetReached: 'run', budgetTooSmall: true })).toBe(
+      ' --provider mock --budget USD --budget-total 20',
+    );
+    expect(runArgumentsOfRun({ ...mock, budgetReached: 'total' })).toBe(' --provider mock --budget 0.5 --budget-total USD');
+  });
 });

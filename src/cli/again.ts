@@ -38,7 +38,7 @@ export function runArguments(flags: { readonly provider?: string; readonly baseU
  * or check its budget at other prices.
  */
 export function moneyArguments(flags: {
-  readonly budget?: number;
+  readonly budget?: number | typeof BUDGET_TO_RAISE;
   readonly budgetTotal?: number | typeof BUDGET_TO_RAISE;
   readonly price?: readonly [number, number];
   readonly prices?: string;
@@ -74,8 +74,9 @@ export function limitArguments(flags: {
 }
 
 /**
- * In place of a spent `--budget-total`: the same amount again would stop the proposed run at once,
- * and the new amount is the user's to choose (pasted as is, the flag's check names what it wants).
+ * In place of a spent `--budget-total`, or of a `--budget` smaller than one request: the same amount
+ * again would stop the proposed run at once, and the new amount is the user's to choose (pasted as
+ * is, the flag's check names what it wants).
  */
 export const BUDGET_TO_RAISE = 'USD' as const;
 
@@ -99,6 +100,8 @@ export function runArgumentsOfRun(
     readonly maxAttempts?: unknown;
     /** Which budget ended it (`RunStats.budgetReached`): after the queue's, its amount is to raise, not repeat. */
     readonly budgetReached?: unknown;
+    /** That budget stopped it with much of it left (`RunStats.budgetTooSmall`): the run's own is to raise too. */
+    readonly budgetTooSmall?: unknown;
   } | null,
 ): string {
   const via = options?.via === 'batch' || options?.via === 'auto' ? ` --via ${options.via}` : '';
@@ -114,8 +117,9 @@ export function runArgumentsOfRun(
 /** The money flags of stored run options (`spendFlagsOf`), as `moneyArguments` takes them. */
 function spendFlags(options: Record<string, unknown>) {
   const f = spendFlagsOf(options);
+  const ownTooSmall = options.budgetReached === 'run' && options.budgetTooSmall === true;
   return {
-    budget: f.budget ?? undefined,
+    budget: f.budget === null ? undefined : ownTooSmall ? BUDGET_TO_RAISE : f.budget,
     budgetTotal: f.budgetTotal === null ? undefined : options.budgetReached === 'total' ? BUDGET_TO_RAISE : f.budgetTotal,
     price: f.price ?? undefined,
     prices: f.prices ?? undefined,

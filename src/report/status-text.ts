@@ -176,6 +176,14 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
     const spentTotal = last?.budgetReached === 'total' ? last.spendFlags.budgetTotal : null;
     if (spentTotal !== null)
       lines.push(p.dim(`  the last run stopped at the queue's --budget-total of ${usd(spentTotal)}; raise it to go on`));
+    // the same --budget again would stop at once, or after a request or two, when one request's worst case is more than it holds
+    const ownTooSmall = last?.budgetReached === 'run' && last.budgetTooSmall ? last.spendFlags.budget : null;
+    if (ownTooSmall !== null)
+      lines.push(
+        p.dim(
+          `  the last run's --budget of ${usd(ownTooSmall)} is too small for its requests (one may cost more than was left); raise it to go on`,
+        ),
+      );
     for (const l of hint(`to send ${what.join(' and ')}:`, `llmq run${runAgain}${again}`)) lines.push(p.dim(l));
     // estimate prices pending jobs: with none, it would say 0 to send
     if (r.counts.pending > 0) for (const l of hint('what that would cost and take:', `llmq estimate${again}`)) lines.push(p.dim(l));

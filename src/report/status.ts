@@ -19,6 +19,8 @@ export interface RunReport {
   readonly error: string | null;
   /** Which budget ended it (exit reason `budget`): its own `--budget` or the queue's `--budget-total`; null otherwise or not stored. */
   readonly budgetReached: 'run' | 'total' | null;
+  /** The budget that ended it stopped it with much of it left (one request may cost more than was left): the same amount again gets little or nothing done. */
+  readonly budgetTooSmall: boolean;
   /** Where it sent: its provider's name ("mock", "openai-compatible (https://api.openai.com/v1)"); null for runs that did not store it. */
   readonly provider: string | null;
   /** The lane it ran in: `batch`, or null for online (the default, not recorded). */
@@ -239,6 +241,7 @@ export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunRepor
     exitReason: r.exitReason,
     error: typeof st?.error === 'string' ? st.error : null,
     budgetReached: st?.budgetReached === 'run' || st?.budgetReached === 'total' ? st.budgetReached : null,
+    budgetTooSmall: st?.budgetTooSmall === true,
     live,
     gone: r.endedAt === null && (here?.dead.has(r.id) ?? false),
     pidGoneHere: live && (here?.pidGone.has(r.id) ?? false),

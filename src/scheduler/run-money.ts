@@ -19,6 +19,15 @@ export interface BudgetReached {
   readonly nextUsd: number;
 }
 
+/**
+ * The budget stopped the run with much of it left (none spent, or a tenth or more): one request's
+ * worst case is more than what was left, so the same amount again stops the next run at once, or
+ * after a request or two. The run says to raise it, and so do `status` and `retry-failed`.
+ */
+export function budgetTooSmallForRequests(b: Pick<BudgetReached, 'limitUsd' | 'committedUsd'>): boolean {
+  return b.committedUsd === 0 || b.limitUsd - b.committedUsd >= b.limitUsd / 10;
+}
+
 /** A reservation held for one request while it is out: its worst case, USD (0 without a budget). */
 export interface Hold {
   readonly usd: number;

@@ -12,7 +12,7 @@ import { OutageBreaker } from './outage.js';
 import { goneOwners, isProcessAlive, silentOwners, type Self } from '../run-owners.js';
 import { Semaphore } from './semaphore.js';
 import { RunCounters } from './stats.js';
-import { RunMoney } from './run-money.js';
+import { budgetTooSmallForRequests, RunMoney } from './run-money.js';
 import { loadPriceTable } from '../pricing/price-table.js';
 import { duration, oneLine } from '../report/format.js';
 import type { RunDeps, RunOptions, RunStore } from './run-queue.js';
@@ -567,11 +567,12 @@ export class Run {
   }
 
   /** What `status` says of how the run ended, beside its reason: the error, or which budget. */
-  #endedBy(reason: string): Pick<RunStats, 'error' | 'budgetReached'> {
+  #endedBy(reason: string): Pick<RunStats, 'error' | 'budgetReached' | 'budgetTooSmall'> {
     const error = this.#fatal ?? this.#internal;
     if (error) return { error: oneLine(error instanceof Error ? error.message : String(error), 300) };
     const reached = this.#money.reached;
-    return reason === 'budget' && reached ? { budgetReached: reached.scope } : {};
+    if (reason !== 'budget' || !reached) return {};
+    return budgetTooSmallForRequests(reached) ? { budgetReached: reached.scope, budgetTooSmall: true } : { budgetReached: reached.scope };
   }
 
   async #summary(): Promise<RunSummary> {

@@ -239,6 +239,8 @@ export interface RunStats {
   readonly error?: string;
   /** Set when it ended on its budget: which one it reached, its own `--budget` or the queue's `--budget-total`. */
   readonly budgetReached?: 'run' | 'total';
+  /** Set with `budgetReached` when the budget stopped it with much of it left: one request may cost more than it holds (`budgetTooSmallForRequests`). */
+  readonly budgetTooSmall?: true;
 }
 
 /** A run's alert threshold that is crossed now. */

@@ -1,6 +1,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { dbOption } from '../options.js';
 import { oneLine, printable } from '../../report/format.js';
+import type { RunStats } from '../../store/types.js';
 
 interface RetryFailedFlags {
   db?: string;
@@ -61,12 +62,14 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
     // the run proposed goes where the last run went: after a mock run, not to OpenAI
     const lastRun = n === 0 ? null : (await store.status()).lastRun;
     const again =
-      runArgumentsOfRun(lastRun ? { ...lastRun.options, budgetReached: lastRun.stats?.budgetReached } : null) + dbArgument(flags.db);
+      runArgumentsOfRun(
+        lastRun ? { ...lastRun.options, budgetReached: lastRun.stats?.budgetReached, budgetTooSmall: lastRun.stats?.budgetTooSmall } : null,
+      ) + dbArgument(flags.db);
     process.stderr.write(
       n === 0
         ? `No failed jobs${which}.\n`
         : `Put ${n} failed job${n === 1 ? '' : 's'}${which} back to pending. Run llmq run${again} to try ${n === 1 ? 'it' : 'them'} again` +
-            (lastRun?.stats?.budgetReached === 'total' ? " (the last run stopped at the queue's --budget-total: raise it).\n" : '.\n'),
+            raiseBudgetText(lastRun?.stats ?? null),
     );
   } finally {
     await store.close();
@@ -74,6 +77,14 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
 }
 
 /** The failures by error, most common first (the first five), as `--error` takes them. */
+/** After a budget the same amount would hit again at once, which one to raise (the proposed run has `USD` in its place). */
+function raiseBudgetText(stats: Pick<RunStats, 'budgetReached' | 'budgetTooSmall'> | null): string {
+  if (stats?.budgetReached === 'total') return " (the last run stopped at the queue's --budget-total: raise it).\n";
+  if (stats?.budgetReached === 'run' && stats.budgetTooSmall)
+    return " (the last run's --budget is too small for its requests: raise it).\n";
+  return '.\n';
+}
+
 function failedErrorsText(failures: ReadonlyArray<{ error: string; count: number }>): string {
   const shown = failures.slice(0, 5).map((f) => `${f.count} "${printable(oneLine(f.error, 70))}"`);
   const more = failures.length > shown.length ? `, and ${failures.length - shown.length} other errors` : '';

@@ -4,6 +4,7 @@ import { EXIT, UsageError } from '../../errors.js';
 import { redactUrlQuery } from '../../url-credentials.js';
 import { isRedactableKey, MIN_REDACTED_RUN } from '../../provider/redact.js';
 import type { RunSummary, SchedulerListener } from '../../scheduler/events.js';
+import { budgetTooSmallForRequests } from '../../scheduler/run-money.js';
 import type { HookReport, RunHooks } from '../../hooks/run-hooks.js';
 import { warn } from '../output.js';
 import { int, usd } from '../../report/format.js';
@@ -295,10 +296,9 @@ export function budgetMessage(b: NonNullable<RunSummary['budget']>, pending: num
   // Much of the budget left (none spent yet, or the rest too small for one request): "budget reached"
   // alone does not explain it; what the next request may cost does.
   const left = b.limitUsd - b.committedUsd;
-  const tooSmall =
-    b.committedUsd === 0 || left >= b.limitUsd / 10
-      ? `; one request may cost up to ${usd(b.nextUsd)} (its prompt and all of max_tokens), more than the ${usd(left)} left`
-      : '';
+  const tooSmall = budgetTooSmallForRequests(b)
+    ? `; one request may cost up to ${usd(b.nextUsd)} (its prompt and all of max_tokens), more than the ${usd(left)} left`
+    : '';
   // --budget counts what one run spends: the same again lets the next spend as much again, which
   // "a larger --budget" would hide (--budget-total is the one that counts the whole queue)
   const goOn =

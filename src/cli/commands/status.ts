@@ -90,6 +90,7 @@ async function textRenderer(dbFlag: string | undefined): Promise<(report: Status
               ...report.lastRun.spendFlags,
               ...report.lastRun.limitFlags,
               budgetReached: report.lastRun.budgetReached,
+              budgetTooSmall: report.lastRun.budgetTooSmall,
             }
           : null,
       ),
