@@ -427,11 +427,16 @@ describe('rate governor', () => {
     fake.respond((r) => (r.index <= 5 ? undefined : reply.error(500, 'Internal Server Error', { type: 'server_error' })));
     const paused: SchedulerEventMap['paused'][] = [];
     const etas: (number | null)[] = [];
+    // what status in another process reads of the run meanwhile: its heartbeat's stats
+    const reads: Promise<unknown>[] = [];
     const emit = <E extends keyof SchedulerEventMap>(event: E, payload: SchedulerEventMap[E]) => {
       if (event === 'paused') paused.push(payload as SchedulerEventMap['paused']);
       if (event === 'progress') {
         const p = payload as SchedulerEventMap['progress'];
-        if (p.paused?.reason === 'outage') etas.push(p.etaSeconds);
+        if (p.paused?.reason === 'outage') {
+          etas.push(p.etaSeconds);
+          reads.push(store.activeRuns().then((runs) => runs[0]?.stats?.paused));
+        }
       }
     };
     const summary = await runQueue(
@@ -444,6 +449,9 @@ describe('rate governor', () => {
     // every pause of one outage counts from its start, and ends where --max-outage does
     const since = paused[0]!.downSinceMs!;
     for (const p of paused) expect([p.reason, p.downSinceMs, p.givesUpAtMs]).toEqual(['outage', since, since + 4500]);
+    expect(await Promise.all(reads)).toContainEqual(
+      expect.objectContaining({ reason: 'outage', downSince: since, givesUpAt: since + 4500 }),
+    );
     expect(summary.done).toBe(5);
     expect(etas.length).toBeGreaterThan(0);
     expect(etas.every((eta) => eta === null)).toBe(true);

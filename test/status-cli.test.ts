@@ -410,4 +410,18 @@ describe('llmq status', () => {
     const text = (await runCli(['status'], { cwd: dir })).stdout;
     expect(text).toMatch(/^running {3}paused-r.*\n {10}paused: rate limited, resuming in 4\ds$/m);
   });
+
+  it('a live run paused by an outage says how long the provider has been down, and how long the run waits for it', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'a.txt'), 'a document');
+    expect((await runCli(['enqueue', 'a.txt'], { cwd: dir })).code).toBe(0);
+    const store = new SqliteStore(join(dir, 'llmq.db'));
+    const now = Date.now();
+    await store.startRun({ id: 'outage-run', host: 'h', pid: 1, startedAt: now - 500_000, options: {} });
+    const paused = { reason: 'outage' as const, until: now + 9_500, downSince: now - 432_000, givesUpAt: now - 432_000 + 900_000 };
+    await store.heartbeat('outage-run', now, now + 60_000, { ...NO_STATS, paused });
+    await store.close();
+    const text = (await runCli(['status'], { cwd: dir })).stdout;
+    expect(text).toMatch(/^ {10}paused: the provider down 7m 1\ds \(--max-outage 15m\), next try in \ds$/m);
+  });
 });

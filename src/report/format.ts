@@ -76,6 +76,19 @@ export function duration(seconds: number | null): string {
   return `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3600)}h`;
 }
 
+/**
+ * An ETA needs no seconds once it is ten minutes away: "45s", "1m 34s", "31m", "2h 14m". Minutes are
+ * rounded, not cut (1m 59s read "1m" while status said 1m 59s).
+ */
+export function shortDuration(seconds: number): string {
+  return seconds >= 600 && seconds < 3570 ? `${Math.round(seconds / 60)}m` : duration(seconds);
+}
+
+/** "down 7m 12s (--max-outage 15m)": how long the provider has been down, and how long the run waits for it. */
+export function outageText(downSince: number, givesUpAt: number, now: number): string {
+  return `down ${duration(Math.max(0, now - downSince) / 1000)} (--max-outage ${shortDuration((givesUpAt - downSince) / 1000)})`;
+}
+
 /** A rate with a sensible number of digits: 0.0031/s, 0.42/s, 4.6/s, 120/s. */
 export function rate(perSecond: number): string {
   if (!Number.isFinite(perSecond) || perSecond <= 0) return '0';

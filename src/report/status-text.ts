@@ -1,4 +1,4 @@
-import { compact, duration, int, NO_PAINT, oneLine, percent, rate, usd, wrap, type Paint } from './format.js';
+import { compact, duration, int, NO_PAINT, oneLine, outageText, percent, rate, usd, wrap, type Paint } from './format.js';
 import { diedRun, type RunCost, type RunReport, type StatusReport } from './status.js';
 import { runMayBeBilled } from './status-cost.js';
 
@@ -122,8 +122,14 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
     // "0 jobs/s · ETA --" alone reads as a stuck run
     const pause = run.paused;
     if (pause && pause.until > r.now) {
-      const why = pause.reason === 'rate_limit' ? 'rate limited' : 'the provider failing, probing';
-      lines.push(p.yellow(`${''.padEnd(10)}paused: ${why}, resuming in ${duration((pause.until - r.now) / 1000)}`));
+      const next = duration((pause.until - r.now) / 1000);
+      const why =
+        pause.reason === 'rate_limit'
+          ? `rate limited, resuming in ${next}`
+          : pause.downSince !== undefined && pause.givesUpAt !== undefined
+            ? `the provider ${outageText(pause.downSince, pause.givesUpAt, r.now)}, next try in ${next}`
+            : `the provider failing, probing, resuming in ${next}`;
+      lines.push(p.yellow(`${''.padEnd(10)}paused: ${why}`));
     }
   }
   if (live.length > 1) lines.push(`${''.padEnd(10)}together ${rate(r.jobsPerSecond ?? 0)} jobs/s · ETA ${duration(r.etaSeconds)}`);

@@ -1,4 +1,4 @@
-import type { JobState, RunAlert, RunLaneStats, RunRow, StatusSnapshot } from '../store/types.js';
+import type { JobState, RunAlert, RunLaneStats, RunRow, RunStats, StatusSnapshot } from '../store/types.js';
 import type { PriceTable } from '../pricing/price-table.js';
 import { buildCost, isLive, type CostReport, type RunsGoneHere } from './status-cost.js';
 import { stillRemembered } from '../remembered-pace.js';
@@ -65,7 +65,7 @@ export interface RunReport {
   /** From its last heartbeat; null or empty for runs of versions that did not store them. */
   readonly inFlight: number | null;
   readonly concurrency: number | null;
-  readonly paused: { readonly reason: 'rate_limit' | 'outage'; readonly until: number } | null;
+  readonly paused: NonNullable<RunStats['paused']> | null;
   readonly lanes: readonly RunLaneStats[];
   /** Its --alert-* thresholds crossed now (live runs only). */
   readonly alerts: readonly RunAlert[];

@@ -3,6 +3,13 @@ import type { FailureReason } from '../provider/types.js';
 import type { Usage } from '../store/types.js';
 import type { LaneSnapshot } from './lane.js';
 
+/** Why dispatch is paused and until when (ms epoch); an outage's start and when the run gives up on it. */
+export interface DispatchPause {
+  readonly reason: 'rate_limit' | 'outage';
+  readonly until: number;
+  readonly downSince?: number;
+  readonly givesUpAt?: number;
+}
 /** Live figures of a run, emitted on every `progress` event. */
 export interface ProgressSnapshot {
   /** ms epoch the run started. */
@@ -43,8 +50,11 @@ export interface ProgressSnapshot {
    * this run's share of it. Null when it works alone, and for a run with --limit.
    */
   readonly shared: SharedProgress | null;
-  /** Set while dispatch is paused: why and until when (ms epoch). */
-  readonly paused: { readonly reason: 'rate_limit' | 'outage'; readonly until: number } | null;
+  /**
+   * Set while dispatch is paused: why and until when (ms epoch); for an outage, since when the
+   * provider has been down and when the run gives up on it (--max-outage), as `paused` events say.
+   */
+  readonly paused: DispatchPause | null;
   /** Each (base URL, model) lane: its pace against its limits. */
   readonly lanes: readonly LaneSnapshot[];
   /** Requests allowed in flight now (lowered when this machine runs out of file descriptors). */

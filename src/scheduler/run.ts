@@ -125,10 +125,15 @@ export class Run {
     this.#counters = new RunCounters(this.#startedAt);
     this.#breaker = new OutageBreaker({ ...options.outage, now: this.#now });
     this.#breaker.onChange = (open, until, detail) => {
-      this.#counters.paused = open ? { reason: 'outage', until } : null;
-      if (!open) return this.#emit('resumed', { reason: 'outage' });
+      if (!open) {
+        this.#counters.paused = null;
+        return this.#emit('resumed', { reason: 'outage' });
+      }
       const since = this.#breaker.openSince ?? this.#now();
-      this.#emit('paused', { reason: 'outage', untilMs: until, detail, downSinceMs: since, givesUpAtMs: since + this.#maxOutageMs });
+      const givesUpAt = since + this.#maxOutageMs;
+      // kept in the run's live stats too: status from another process says how long it has been down
+      this.#counters.paused = { reason: 'outage', until, downSince: since, givesUpAt };
+      this.#emit('paused', { reason: 'outage', untilMs: until, detail, downSinceMs: since, givesUpAtMs: givesUpAt });
     };
     this.#slots = new Semaphore(this.#concurrency, this.#stopping.signal);
     this.#lanes = new Lanes(

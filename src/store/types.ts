@@ -229,8 +229,13 @@ export interface RunStats {
   /** Requests allowed in flight now. Absent in runs of older versions. */
   readonly concurrency?: number;
   readonly inFlight?: number;
-  /** Set while the run's dispatch is paused: why and until when (ms epoch). */
-  readonly paused?: { readonly reason: 'rate_limit' | 'outage'; readonly until: number } | null;
+  /** Set while the run's dispatch is paused: why and until when (ms epoch), an outage's start and when the run gives up on it. */
+  readonly paused?: {
+    readonly reason: 'rate_limit' | 'outage';
+    readonly until: number;
+    readonly downSince?: number;
+    readonly givesUpAt?: number;
+  } | null;
   /** Each model lane's pace: the limits it paces at, its rate and pause. */
   readonly lanes?: ReadonlyArray<RunLaneStats>;
   /** Alerts (llmq run --alert-*) whose condition holds now. */

@@ -1,6 +1,6 @@
 import type { ProgressSnapshot, RunSummary, SchedulerEventMap } from '../../scheduler/events.js';
 import type { LaneSnapshot } from '../../scheduler/lane.js';
-import { compact, count, duration, int, oneLine, percent, rate, usd, type Paint } from '../../report/format.js';
+import { compact, count, duration, int, oneLine, outageText, percent, rate, shortDuration, usd, type Paint } from '../../report/format.js';
 import type { ProgressState } from './state.js';
 
 /** The text pieces every human renderer shares, each sized for an 80-column terminal. */
@@ -80,14 +80,6 @@ export function countsText(p: ProgressSnapshot | null, total: number): string {
   return parts.join(' · ');
 }
 
-/**
- * An ETA needs no seconds once it is ten minutes away: "45s", "1m 34s", "31m", "2h 14m". Minutes are
- * rounded, not cut (1m 59s read "1m" while status said 1m 59s).
- */
-function shortDuration(seconds: number): string {
-  return seconds >= 600 && seconds < 3570 ? `${Math.round(seconds / 60)}m` : duration(seconds);
-}
-
 /** "in flight 8 · waiting 3 · backoff 2 · failed 1 · $0.42", after "this run 4,120 at 4.6 jobs/s" while others work the queue too. */
 export function detailText(s: ProgressState, paint: Paint): string {
   const p = s.snapshot;
@@ -135,10 +127,7 @@ export function pauseText(s: ProgressState, now: number, width = 68): string | n
   if (pause.reason === 'rate_limit') return oneLine(`paused: rate limited, resuming in ${next}${detail}`, width);
   // how long the provider has been down and how long the run waits for it (--max-outage), first: the detail is cut first
   const { downSinceMs: downSince, givesUpAtMs: givesUpAt } = pause;
-  const down =
-    downSince === undefined || givesUpAt === undefined
-      ? 'failing'
-      : `down ${duration(Math.max(0, now - downSince) / 1000)} (--max-outage ${shortDuration((givesUpAt - downSince) / 1000)})`;
+  const down = downSince === undefined || givesUpAt === undefined ? 'failing' : outageText(downSince, givesUpAt, now);
   return oneLine(`paused: provider ${down}, next try in ${next}${detail}`, width);
 }
 
