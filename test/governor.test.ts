@@ -246,6 +246,29 @@ describe('rate governor', () => {
     await store.close();
   });
 
+  it('with --rpm alone the first request still goes alone: the token limit its headers say paces the rest, no burst over it', async () => {
+    // requests of about 90 tokens (prompt and max_tokens) against 6,000 tokens a minute, 100 in each
+    // second: a burst at the --rpm pace (100 requests a second) meets 429s from the second request on
+    const { fake, store } = await setup({ latencyMs: 20, tpm: 6000 });
+    await seedJobs(store, 6);
+    const times: number[] = [];
+    const summary = await runQueue(
+      {
+        store,
+        provider: provider(fake),
+        baseUrl: fake.url,
+        emit: (e) => {
+          if (e === 'job:start') times.push(Date.now());
+        },
+      },
+      { ...fast, concurrency: 16, rpm: 6000 },
+    );
+    expect(summary).toMatchObject({ reason: 'drained', done: 6 });
+    expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(20); // the second waited for the first answer
+    expect(fake.rateLimited).toBeLessThanOrEqual(1);
+    await store.close();
+  });
+
   it('the offline mock has no limit to learn: its first requests leave together, not one alone', async () => {
     const store = new SqliteStore(join(tempDir(), 'q.db'));
     await seedJobs(store, 8);

@@ -173,17 +173,23 @@ export class Lane {
   }
 
   /**
-   * Take a place for a request now, or the ms to wait. A lane that knows no limit sends one request
-   * at a time until an answer comes (for up to SLOW_START_MS from the first): its headers say the
-   * limit before a burst can trip it. A first request refused (a stray 429, a 5xx) says nothing
+   * Take a place for a request now, or the ms to wait. A lane that knows none of the provider's
+   * limits (none said, none remembered), and has no cap for one of them, sends one request at a
+   * time until an answer comes (for up to SLOW_START_MS from the first): its headers say the limits
+   * before a burst can trip them. A --rpm alone paces requests, not tokens: a burst at it met ten
+   * 429s of a key allowing 20,000 tokens a minute. A first request refused (a stray 429, a 5xx) says nothing
    * of the limit: the next goes alone too (after a 429's pause), where the whole concurrency had
    * gone at once into a window of a tenth of it. A provider with no limit at all (the offline
    * mock) has nothing to learn: no such start.
    */
   async tryTake(tokens: number): Promise<PaceTicket | number> {
     const limits = this.limits();
-    // Only when nothing is known: with a cap or a remembered limit the pace already spreads the start.
-    const cold = this.#firstAnswerAt === null && limits.rpm === null && limits.tpm === null && !this.#unlimited;
+    // With both caps, or a remembered limit, the pace already spreads the start.
+    const cold =
+      this.#firstAnswerAt === null &&
+      !this.#unlimited &&
+      this.board.learned() === null &&
+      (this.#caps.rpm === null || this.#caps.tpm === null);
     if (cold) {
       if (this.#probeOut && this.#probeAt !== null && this.#now() - this.#probeAt < Lane.SLOW_START_MS) return 20;
       if (this.#probing) return 20;
