@@ -615,6 +615,14 @@ describe('llmq run --via batch (child processes)', () => {
     // online, as before
     const online = await runCli(['run', '--db', db, '--dry-run', '--price', '1,2']);
     expect(online.stdout).toMatch(/^ {4}cost {5}\$[\d.]+ to \$[\d.]+ · batch /m);
+    expect(online.stdout).not.toContain('--via auto');
+    // --via auto: both prices, and which applies when, from its --deadline
+    const auto = await runCli(['run', '--db', db, '--via', 'auto', '--deadline', '6h', '--dry-run', '--price', '1,2']);
+    expect(auto.code, auto.stderr).toBe(0);
+    expect(auto.stdout).toMatch(/^ {4}cost {5}\$[\d.]+ to \$[\d.]+ · batch /m);
+    expect(auto.stdout.replace(/\n {9}/g, ' ')).toContain(
+      '--via auto: batches for the first 4h 30m (three quarters of --deadline 6h 00m), at the batch price; what is unanswered then goes online, at the online price, at the time above',
+    );
   });
 
   it('--deadline reads durations as the alert flags do (1h30m), and refuses what is not one', async () => {

@@ -16,6 +16,8 @@ export function renderEstimate(
     dryRun?: boolean;
     /** `run --via batch --dry-run`: priced at the batch price first, timed by the Batch API's window rather than a rate limit. */
     inBatches?: boolean;
+    /** `run --via auto --deadline D --dry-run`: D in ms; the cost depends on where the jobs end up, which the deadline decides. */
+    autoDeadlineMs?: number;
   },
 ): string {
   const p = o.paint ?? NO_PAINT;
@@ -63,6 +65,14 @@ export function renderEstimate(
         ? `${aboutTime(e.seconds)} if nothing limits the rate (no limit known for ${unlimited.join(', ')})`
         : aboutTime(e.seconds);
   for (const line of wrap(time, 71)) lines.push(`         ${line}`);
+  if (o.autoDeadlineMs !== undefined) {
+    // neither price alone is what --via auto costs: the batches' share is only known as they answer
+    const batchesEnd = duration((o.autoDeadlineMs * 0.75) / 1000);
+    const auto =
+      `--via auto: batches for the first ${batchesEnd} (three quarters of --deadline ${duration(o.autoDeadlineMs / 1000)}), at the ` +
+      'batch price; what is unanswered then goes online, at the online price, at the time above';
+    for (const line of wrap(auto, 71)) lines.push(`         ${p.dim(line)}`);
+  }
   if (o.budget) {
     const text = budgetText(e, o.budget);
     lines.push(...wrap(text.line, 71).map((line, i) => `  ${i === 0 ? p.bold('budget') : '      '} ${text.ok ? line : p.yellow(line)}`));

@@ -65,7 +65,7 @@ Examples:
 
 export async function estimateCommand(
   flags: EstimateFlags,
-  o: { dryRun?: boolean; via?: 'online' | 'batch' | 'auto' } = {},
+  o: { dryRun?: boolean; via?: 'online' | 'batch' | 'auto'; deadlineMs?: number } = {},
 ): Promise<void> {
   const [
     { resolveDbLocation, redactLocation },
@@ -121,6 +121,7 @@ export async function estimateCommand(
             budget,
             dryRun: o.dryRun,
             inBatches: o.via === 'batch',
+            autoDeadlineMs: o.via === 'auto' ? o.deadlineMs : undefined,
           }),
     );
   } finally {

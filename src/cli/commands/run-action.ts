@@ -25,7 +25,7 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
   if (flags.via === 'auto' && flags.deadline === undefined) throw new UsageError('--via auto needs --deadline, e.g. --deadline 6h.');
   if (flags.dryRun) {
     const { estimateCommand } = await import('./estimate.js');
-    return estimateCommand(flags, { dryRun: true, via: flags.via });
+    return estimateCommand(flags, { dryRun: true, via: flags.via, deadlineMs: flags.deadline });
   }
   const starting = exitOnStopSignals();
   try {
