@@ -37,6 +37,16 @@ async function seedModel(store: SqliteStore, model: string, count: number, word 
   return rows.map((r) => r.key);
 }
 
+/** A run of the queue against the fake, with the times its requests left. */
+async function runTimingStarts(fake: FakeOpenAI, store: SqliteStore, options: RunOptions) {
+  const times: number[] = [];
+  const emit = (e: string) => {
+    if (e === 'job:start') times.push(Date.now());
+  };
+  const summary = await runQueue({ store, provider: provider(fake), baseUrl: fake.url, emit }, options);
+  return { summary, times };
+}
+
 const fast: RunOptions = { retryDelayMs: 10, maxRetryDelayMs: 50, heartbeatMs: 200, outage: { probeDelayMs: 100, maxProbeDelayMs: 400 } };
 const provider = (fake: FakeOpenAI, timeoutMs = 30_000) => new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-secret', timeoutMs });
 const OPENAI_600 = { 'x-ratelimit-limit-requests': '600', 'x-ratelimit-remaining-requests': '599', 'x-ratelimit-reset-requests': '100ms' };
@@ -226,18 +236,7 @@ describe('rate governor', () => {
     // provider allowing 10 a second.
     const { fake, store } = await setup({ latencyMs: 20, rpm: 600 });
     await seedJobs(store, 30);
-    const times: number[] = [];
-    const summary = await runQueue(
-      {
-        store,
-        provider: provider(fake),
-        baseUrl: fake.url,
-        emit: (e) => {
-          if (e === 'job:start') times.push(Date.now());
-        },
-      },
-      { ...fast, concurrency: 16 },
-    );
+    const { summary, times } = await runTimingStarts(fake, store, { ...fast, concurrency: 16 });
     expect(summary).toMatchObject({ reason: 'drained', done: 30 });
     // A burst of 16 into a first window allowing 10 meets 6 429s at least; paced, none (a loaded
     // machine's jitter may still cost one or two, which is the bench's business).
@@ -251,18 +250,7 @@ describe('rate governor', () => {
     // second: a burst at the --rpm pace (100 requests a second) meets 429s from the second request on
     const { fake, store } = await setup({ latencyMs: 20, tpm: 6000 });
     await seedJobs(store, 6);
-    const times: number[] = [];
-    const summary = await runQueue(
-      {
-        store,
-        provider: provider(fake),
-        baseUrl: fake.url,
-        emit: (e) => {
-          if (e === 'job:start') times.push(Date.now());
-        },
-      },
-      { ...fast, concurrency: 16, rpm: 6000 },
-    );
+    const { summary, times } = await runTimingStarts(fake, store, { ...fast, concurrency: 16, rpm: 6000 });
     expect(summary).toMatchObject({ reason: 'drained', done: 6 });
     expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(20); // the second waited for the first answer
     expect(fake.rateLimited).toBeLessThanOrEqual(1);
