@@ -74,9 +74,10 @@ export function limitArguments(flags: {
 }
 
 /**
- * In place of a spent `--budget-total`, or of a `--budget` smaller than one request: the same amount
- * again would stop the proposed run at once, and the new amount is the user's to choose (pasted as
- * is, the flag's check names what it wants).
+ * In place of a spent `--budget-total`, or of a `--budget` that stopped its run with much of it left
+ * (`budgetTooSmallForRequests`): the same amount again would stop the proposed run at once, or after
+ * a request or two, and the new amount is the user's to choose (pasted as is, the flag's check names
+ * what it wants).
  */
 export const BUDGET_TO_RAISE = 'USD' as const;
 

@@ -1,15 +1,11 @@
 import type { FinishReason } from '../provider/finish.js';
 import type { FailureReason } from '../provider/types.js';
-import type { Usage } from '../store/types.js';
+import type { RunStats, Usage } from '../store/types.js';
 import type { LaneSnapshot } from './lane.js';
 
-/** Why dispatch is paused and until when (ms epoch); an outage's start and when the run gives up on it. */
-export interface DispatchPause {
-  readonly reason: 'rate_limit' | 'outage';
-  readonly until: number;
-  readonly downSince?: number;
-  readonly givesUpAt?: number;
-}
+/** Why dispatch is paused and until when (ms epoch); an outage's start and when the run gives up on it: as the run's live stats keep it. */
+export type DispatchPause = NonNullable<RunStats['paused']>;
+
 /** Live figures of a run, emitted on every `progress` event. */
 export interface ProgressSnapshot {
   /** ms epoch the run started. */

@@ -76,7 +76,6 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
   }
 }
 
-/** The failures by error, most common first (the first five), as `--error` takes them. */
 /** After a budget the same amount would hit again at once, which one to raise (the proposed run has `USD` in its place). */
 function raiseBudgetText(stats: Pick<RunStats, 'budgetReached' | 'budgetTooSmall'> | null): string {
   if (stats?.budgetReached === 'total') return " (the last run stopped at the queue's --budget-total: raise it).\n";
@@ -85,6 +84,7 @@ function raiseBudgetText(stats: Pick<RunStats, 'budgetReached' | 'budgetTooSmall
   return '.\n';
 }
 
+/** The failures by error, most common first (the first five), as `--error` takes them. */
 function failedErrorsText(failures: ReadonlyArray<{ error: string; count: number }>): string {
   const shown = failures.slice(0, 5).map((f) => `${f.count} "${printable(oneLine(f.error, 70))}"`);
   const more = failures.length > shown.length ? `, and ${failures.length - shown.length} other errors` : '';
