@@ -12,8 +12,6 @@ import { Lane } from '../src/scheduler/lane.js';
 import { laneText } from '../src/cli/progress/lines.js';
 import { ProviderError } from '../src/provider/types.js';
 import { parseRateLimit } from '../src/provider/headers.js';
-import { chance } from './helpers/fake-openai.js';
-import type { NoiseFound } from '../src/scheduler/pace/noise-test.js';
 
 const T0 = 1_750_000_000_000;
 
@@ -456,7 +454,6 @@ describe('a pace learned from 429s with no limit said or set', () => {
       if (typeof got !== 'number') {
         sent++;
         lane.ended(got);
-        lane.answered(null, null, 0);
       }
     }
     return sent;
@@ -700,147 +697,5 @@ describe('a 429 whose retry-after is 0 (or a date already past here)', () => {
     expect(pause).toBeGreaterThanOrEqual(100);
     expect(pause).toBeLessThan(200);
     expect(lane.pauseLeft()).toBe(pause);
-  });
-});
-
-describe('429s saying no limit from a provider that says none: noise or a limit (NoiseTest)', () => {
-  const tooMany = () => new ProviderError({ message: '429', scope: 'retryable', reason: 'rate_limit', status: 429 });
-  /**
-   * Sends for `ms` of the clock, asking the lane every 10 ms (at most 100 a second), each request
-   * ending at once: refused with a 429 saying no limit when `refuse(index, now)`, else answered.
-   * Returns how many were answered and refused.
-   */
-  async function drive(lane: Lane, clock: { now: number }, ms: number, refuse: (index: number, now: number) => boolean) {
-    let answered = 0;
-    let refused = 0;
-    for (const end = clock.now + ms; clock.now < end; clock.now += 10) {
-      const got = await lane.tryTake(0);
-      if (typeof got === 'number') continue;
-      lane.ended(got);
-      if (refuse(answered + refused, clock.now)) {
-        refused++;
-        lane.rateLimitedBy(tooMany(), clock.now);
-      } else {
-        answered++;
-        lane.answered(null, 50, 10);
-      }
-    }
-    return { answered, refused };
-  }
-  const lane = (clock: { now: number }, caps: PaceLimits = { rpm: null, tpm: null }) =>
-    new Lane('m', caps, new LocalLaneBoard(() => clock.now), () => clock.now);
-  /** A quarter of requests refused at random, whatever the pace (an overloaded upstream behind a gateway). */
-  const noise = (share: number) => {
-    let draws = 0;
-    return () => chance(7, draws++) < share;
-  };
-  /** A limit of `perSecond` in each 1-second window, as OpenAI enforces one. */
-  const windowLimit = (perSecond: number) => {
-    const windows = new Map<number, number>();
-    return (_: number, now: number) => {
-      const second = Math.floor(now / 1000);
-      const n = windows.get(second) ?? 0;
-      windows.set(second, n + 1);
-      return n >= perSecond;
-    };
-  };
-
-  it('refusals at the same share whatever the pace are noise: the pace goes back to no limit, said once, and later ones cut nothing', async () => {
-    const clock = { now: T0 };
-    const l = lane(clock);
-    const refuse = noise(0.25);
-    // The test holds the pace while it counts (the cuts had taken it to its floor), so a verdict comes
-    // within a minute of this loop's clock even though the first 429 came while the lane knew only a
-    // few requests a second (its slow start).
-    let found: NoiseFound | null = null;
-    for (let s = 0; s < 60 && !found; s++) {
-      await drive(l, clock, 1000, refuse);
-      found = l.takeNoiseFound();
-    }
-    expect(found).not.toBeNull();
-    await drive(l, clock, 60_000, refuse);
-    expect(found!.share).toBeGreaterThan(0.15);
-    expect(found!.share).toBeLessThan(0.35);
-    expect(found!.slowerRate).toBeLessThanOrEqual(found!.fasterRate / 2);
-    expect(l.takeNoiseFound()).toBeNull();
-    // no limit known, as before the first 429: the pace is the loop's 100 a second, less the refusals
-    expect(l.limits()).toEqual({ rpm: null, tpm: null });
-    const last = await drive(l, clock, 10_000, refuse);
-    expect(last.answered + last.refused).toBeGreaterThan(950);
-    expect(l.rateLimitedBy(tooMany(), clock.now).lanePaused).toBe(false);
-    // and the next run starts with no limit either
-    expect(l.toRemember()).toMatchObject({ rpm: null, tpm: null, source: '429s' });
-  });
-
-  it('a limit that says nothing is a limit: its 429s stop once the pace is under it, and no verdict of noise comes', async () => {
-    const clock = { now: T0 };
-    const l = lane(clock);
-    const refuse = windowLimit(20);
-    await drive(l, clock, 120_000, refuse);
-    expect(l.takeNoiseFound()).toBeNull();
-    const last = await drive(l, clock, 20_000, refuse);
-    expect(last.refused).toBeLessThanOrEqual(4);
-    expect(last.answered).toBeGreaterThan(20 * 20 * 0.6);
-    expect(l.limits().rpm!).toBeLessThan(20 * 60 * 1.2);
-  });
-
-  // Far over a limit, many requests are refused at both rates the test compares, and at the lower one
-  // fewer, but not none: only the shares' comparison (`HELD`) and the cap on noise (`MOST_NOISE`)
-  // keep that from looking like noise.
-  it.each([8, 16])('a limit far under the rate of the first 429 (%i a second of 100): no noise', async (limit) => {
-    const clock = { now: T0 };
-    const l = lane(clock);
-    await drive(l, clock, 10_000, () => false);
-    // another user of the key starts, and leaves this run `limit` a second of the 100 it sends
-    const refuse = windowLimit(limit);
-    await drive(l, clock, 120_000, refuse);
-    expect(l.takeNoiseFound()).toBeNull();
-    const last = await drive(l, clock, 20_000, refuse);
-    expect(last.refused).toBeLessThan((last.answered + last.refused) / 10);
-  });
-
-  it('a limit with noise on top comes down to where only the noise is left, and stays there', async () => {
-    const clock = { now: T0 };
-    const l = lane(clock);
-    const limit = windowLimit(20);
-    const random = noise(0.15);
-    const refuse = (index: number, now: number) => limit(index, now) || random();
-    await drive(l, clock, 180_000, refuse);
-    expect(l.takeNoiseFound()).not.toBeNull();
-    // Over the limit the share of 429s rises past twice the noise's, and cuts again: the pace swings
-    // around the limit (answered 8-14 a second in stretches of 20 s), where cut for every 429 it sank
-    // to a request or two a second.
-    const last = await drive(l, clock, 60_000, refuse);
-    const sent = last.answered + last.refused;
-    expect(sent / 60).toBeLessThan(20 * 1.5);
-    expect(last.answered / 60).toBeGreaterThan(20 * 0.4);
-  });
-
-  it('a limit that appears after noise was found is cut to by the backoff, not taken for more noise', async () => {
-    const clock = { now: T0 };
-    const l = lane(clock);
-    const random = noise(0.25);
-    await drive(l, clock, 120_000, () => random());
-    expect(l.takeNoiseFound()).not.toBeNull();
-    // another user of the key takes all but 20 a second of it
-    const limit = windowLimit(20);
-    const refuse = (index: number, now: number) => limit(index, now) || random();
-    await drive(l, clock, 60_000, refuse);
-    const last = await drive(l, clock, 120_000, refuse);
-    // all taken for noise, it would send the loop's 100 a second into a limit of 20
-    expect((last.answered + last.refused) / 120).toBeLessThan(20 * 2);
-    expect(last.answered / 120).toBeGreaterThan(20 * 0.75 * 0.6);
-  });
-
-  it('under a cap far above what is sent, the rate compared is what is sent: a limit under it is no noise', async () => {
-    const clock = { now: T0 };
-    const l = lane(clock, { rpm: 60_000, tpm: null });
-    const refuse = windowLimit(30);
-    await drive(l, clock, 120_000, refuse);
-    expect(l.takeNoiseFound()).toBeNull();
-    const last = await drive(l, clock, 20_000, refuse);
-    // the backoff climbing back towards the cap meets the limit now and then
-    expect(last.refused).toBeLessThan((last.answered + last.refused) / 10);
-    expect(last.answered / 20).toBeGreaterThan(30 * 0.6);
   });
 });

@@ -164,19 +164,16 @@ export function buildStatusReport(
       s.oldestPendingAt === null ? null : { createdAt: s.oldestPendingAt, ageSeconds: Math.max(0, (o.now - s.oldestPendingAt) / 1000) },
     cost,
     failures: s.failures.map((f) => ({ error: f.error, count: f.count })),
-    // a pace 429s taught and a later run found to be noise is stored as no limit (Lane.#testEnded): nothing to pace at
-    limits: s.lanes
-      .filter((l) => l.rpm !== null || l.tpm !== null)
-      .map((l) => ({
-        baseUrl: l.baseUrl,
-        model: l.model,
-        rpm: l.rpm,
-        tpm: l.tpm,
-        source: l.source,
-        learnedAt: l.at,
-        ageSeconds: Math.max(0, (o.now - l.at) / 1000),
-        expired: !stillRemembered(l, o.now),
-      })),
+    limits: s.lanes.map((l) => ({
+      baseUrl: l.baseUrl,
+      model: l.model,
+      rpm: l.rpm,
+      tpm: l.tpm,
+      source: l.source,
+      learnedAt: l.at,
+      ageSeconds: Math.max(0, (o.now - l.at) / 1000),
+      expired: !stillRemembered(l, o.now),
+    })),
     activeRuns,
     lastRun,
     lastRunBeside: lastRun ? besideLastRun(lastRun, s.spend, o.now, o.here) : null,

@@ -13,8 +13,7 @@ import { budgetedCompletionTokens, estimatePromptTokens, loadTokenizerSoon, toke
 import { mayBeBilled } from '../pricing/billing.js';
 import type { Hold, RunMoney } from './run-money.js';
 import { sleep } from './wait.js';
-import { duration, int, percent, rate } from '../report/format.js';
-import type { NoiseFound } from './pace/noise-test.js';
+import { duration, int } from '../report/format.js';
 
 /** Everything one job needs from its run. */
 export interface JobContext {
@@ -53,16 +52,6 @@ export interface JobContext {
   readonly holds: (since: number) => boolean;
   /** The run holds all it will get: the queue had nothing more to give its last claim, or --limit is reached (run.ts). */
   readonly nothingLeftToClaim: () => boolean;
-}
-
-/** Said when a lane's noise test finds that its 429s saying no limit do not depend on the pace (`NoiseTest`). */
-export function noiseFoundWarning(model: string, found: NoiseFound): string {
-  return (
-    `429s without rate-limit headers came for ${percent(found.share, 1)} of the requests to ${model}, as often at ` +
-    `${rate(found.slowerRate)} requests a second as at ${rate(found.fasterRate)}: they are the provider's noise, not a limit, ` +
-    `so llmq no longer slows down for them. Each refused request waits a moment and is sent again, without using up ` +
-    `an attempt (if the provider does have a limit it does not say, set it with --rpm).`
-  );
 }
 
 /** Said once per run, the first time an answer of the kind comes (JobRun.#noteIncomplete). */
@@ -305,7 +294,6 @@ class JobRun {
     c.authInARow = 0;
     const usage = result.usage;
     lane.answered(result.rateLimit, request.stalled ? null : endedAt - startedAt, usage.completionTokens);
-    this.#tellNoiseFound();
     // Providers reserve prompt + max_tokens when a request arrives, so only the prompt part is
     // corrected: our tokenizer may count the prompt differently from the provider's.
     if (this.#tokens) lane.board.settle(place.ticket, place.tokens - this.#tokens.prompt + usage.promptTokens);
@@ -352,11 +340,6 @@ class JobRun {
     return 'done';
   }
 
-  #tellNoiseFound(): void {
-    const found = this.lane.takeNoiseFound();
-    if (found) this.ctx.emit('warning', { message: noiseFoundWarning(this.lane.model, found) });
-  }
-
   /**
    * An answer that is not the whole answer is kept (it was billed, and the same request would most
    * likely end the same way), counted, and said once per run the first time one comes.
@@ -394,7 +377,6 @@ class JobRun {
       ctx.breaker.neutral();
     }
     const rateLimit = error.reason === 'rate_limit' ? lane.rateLimitedBy(error, startedAt) : null;
-    if (rateLimit) this.#tellNoiseFound();
     if (rateLimit?.lanePaused && rateLimit.waitMs > 0) ctx.onRateLimitPause(now + rateLimit.waitMs, error);
     const decision = decide({
       error,

@@ -1,6 +1,5 @@
 import type { ProviderError, RateLimitInfo } from '../provider/types.js';
 import { RateBackoff } from './pace/backoff.js';
-import { type NoiseFound, NoiseTest } from './pace/noise-test.js';
 import { RecentShare } from './pace/recent-share.js';
 import type { LaneBoard, LearnedLimits } from './pace/board.js';
 import { stillRemembered } from '../remembered-pace.js';
@@ -85,10 +84,6 @@ export class Lane {
   #headersSeen = false;
   /** Of the lane's recent answers and 429s, the share that were 429s saying no limit. */
   readonly #unsaid429s = new RecentShare(UNSAID_429S_SPAN);
-  /** Whether slowing down makes those 429s rarer, and what it found: the share of them that is the provider's noise. */
-  readonly #noiseTest = new NoiseTest();
-  #noiseShare: number | null = null;
-  #noiseFound: NoiseFound | null = null;
   /** A request bigger than the tokens-per-minute limit was said (`firstOversize`). */
   #oversizeSaid = false;
   static readonly SLOW_START_MS = 2000;
@@ -267,7 +262,6 @@ export class Lane {
   answered(rateLimit: RateLimitInfo | null, latencyMs: number | null, completionTokens: number): void {
     const now = this.#now();
     this.#unsaid429s.add(false);
-    if (this.#noiseTest.running) this.#testEnded(false);
     this.#firstAnswerAt ??= now;
     this.#learnFromHeaders(rateLimit);
     if (latencyMs === null) return;
@@ -306,12 +300,8 @@ export class Lane {
     if (!saidLimit) {
       this.#unsaid429s.add(true);
       const asksLittle = (error.retryAfterMs ?? 0) <= STRAY_MOST_WAIT_MS;
-      // while the noise test holds the pace, it is measuring: nothing cuts it
-      const noise = asksLittle && (this.#unsaid429s.value <= this.#toleratedUnsaidShare() || this.#noiseTest.holding);
-      if (noise) {
-        this.#testEnded(true);
-        return { waitMs: this.#pauseFor(error), lanePaused: false };
-      }
+      const noise = this.#headersSeen && asksLittle && this.#unsaid429s.value <= UNSAID_429S_NOISE;
+      if (noise) return { waitMs: this.#pauseFor(error), lanePaused: false };
       // No limit said: it must be found. With nothing to scale, start from what we were sending
       // (when enough was sent to say; else the pause alone must do: a cut of nothing would still
       // count as a limit found, and every later stray 429 would cut the limit headers say next).
@@ -319,61 +309,11 @@ export class Lane {
       const observed = this.#observedRate();
       const nothingKnown = l.rpm === null && l.tpm === null;
       if (nothingKnown && observed !== null) this.board.learn({ rpm: observed * 60, tpm: null, source: '429s', at: now });
-      if (!nothingKnown || observed !== null) {
-        if (this.#backoff.rateLimited(sentAt, now)) this.#noiseTest.cut(this.#testRate());
-      }
-      this.#testEnded(true);
+      if (!nothingKnown || observed !== null) this.#backoff.rateLimited(sentAt, now);
     }
     const pause = this.#pauseFor(error);
     this.board.pause(now + pause);
     return { waitMs: pause, lanePaused: true };
-  }
-
-  /**
-   * The share of recent requests that 429s saying no limit may reach and still be taken for the
-   * provider's noise: `UNSAID_429S_NOISE` from a provider whose answers say their limits, else none,
-   * and once the noise test found the share they come at whatever the pace, about twice that.
-   */
-  #toleratedUnsaidShare(): number {
-    const said = this.#headersSeen ? UNSAID_429S_NOISE : 0;
-    if (this.#noiseShare === null) return said;
-    // the share was measured over 100 requests, and the recent share read against it over about 50:
-    // both vary by several points, and noise taken for a limit cuts the pace back into the crawl
-    return Math.max(said, Math.min(NoiseTest.MOST_NOISE, this.#noiseShare * 2 + 0.05));
-  }
-
-  /** The rate the noise test compares at: the lower of the pace's and what the lane sent (a cap far above a rate the concurrency bounds is no rate). */
-  #testRate(): number | null {
-    const paced = this.ceiling()?.perSecond ?? null;
-    const observed = this.#observedRate();
-    if (paced === null) return observed;
-    return observed === null ? paced : Math.min(paced, observed);
-  }
-
-  /**
-   * A request ended, while a noise test may run. On its verdict, a pace the 429s alone taught (no
-   * cap, no limit said) was no limit at all: the lane knows none again, as before the first 429.
-   * A cap the 429s cut goes back to the faster of the rates compared.
-   */
-  #testEnded(hit: boolean): void {
-    const verdict = this.#noiseTest.ended(hit, () => this.#testRate(), this.inFlight);
-    if (verdict === null) return;
-    this.#noiseShare = verdict.share;
-    this.#noiseFound = verdict;
-    if (this.board.learned()?.source === '429s') {
-      this.board.learn({ rpm: null, tpm: null, source: '429s', at: this.#now() });
-      this.#backoff.noiseFound(1);
-      return;
-    }
-    const rate = this.#testRate();
-    if (rate !== null) this.#backoff.noiseFound((this.#backoff.factor * verdict.fasterRate) / rate);
-  }
-
-  /** Once, after the noise test found that 429s saying no limit do not depend on the pace: what it found (a warning says it). */
-  takeNoiseFound(): NoiseFound | null {
-    const found = this.#noiseFound;
-    this.#noiseFound = null;
-    return found;
   }
 
   /** What a 429 asked to wait; `retry-after: 0`, or an HTTP date already past on this clock, is no wait at all: one refill interval. */

@@ -88,15 +88,6 @@ export class RateBackoff {
     else this.#factor = Math.min(open ? this.#ceiling : 1, f + RateBackoff.SLOW_INCREASE * seconds);
   }
 
-  /**
-   * The 429s that cut the pace turned out not to depend on it (`NoiseTest`): go back to `factor`,
-   * with no limit learned from them, so that quiet time climbs at the fast rate.
-   */
-  noiseFound(factor: number): void {
-    this.#factor = Math.min(1, Math.max(RateBackoff.FLOOR, factor));
-    this.#ceiling = null;
-  }
-
   /** Start from a factor remembered from an earlier run. */
   restore(factor: number): void {
     this.#factor = Math.min(1, Math.max(RateBackoff.FLOOR, factor));
