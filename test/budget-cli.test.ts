@@ -171,7 +171,9 @@ describe('llmq run --budget', () => {
   });
 
   it('a run killed with SIGKILL mid-flight: its requests count as may be billed, and the next run stays within --budget-total', async () => {
-    const { fake, db, run } = await setup(60, { latencyMs: 3000 });
+    // the first request goes alone for 2 s; answered at 3 s, a kill slowed by a loaded machine could
+    // land with three out (the fourth answered, the fifth not yet sent): none is answered before 10 s
+    const { fake, db, run } = await setup(60, { latencyMs: 10_000 });
     const first = spawnCli(run('--budget-total', '1', '--concurrency', '4', ...PRICE));
     const ended = collect(first);
     await fake.waitForRequests(4);
@@ -206,7 +208,7 @@ describe('llmq run --budget', () => {
   });
 
   it('a run without a budget killed with SIGKILL: status counts the requests it had out as may be billed, at a cost not known', async () => {
-    const { fake, db, run } = await setup(20, { latencyMs: 3000 });
+    const { fake, db, run } = await setup(20, { latencyMs: 10_000 }); // none answered before the kill, as above
     const first = spawnCli(run('--concurrency', '4', ...PRICE));
     const ended = collect(first);
     await fake.waitForRequests(4);
