@@ -172,7 +172,7 @@ describe('llmq run --budget', () => {
 
   it('a run killed with SIGKILL mid-flight: its requests count as may be billed, and the next run stays within --budget-total', async () => {
     // the first request goes alone for 2 s; answered at 3 s, a kill slowed by a loaded machine could
-    // land with three out (the fourth answered, the fifth not yet sent): none is answered before 10 s
+    // land with three out (the first answered, the fifth not yet sent): none is answered before 10 s
     const { fake, db, run } = await setup(60, { latencyMs: 10_000 });
     const first = spawnCli(run('--budget-total', '1', '--concurrency', '4', ...PRICE));
     const ended = collect(first);
