@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CRASH_STEPS } from '../src/batch/context.js';
@@ -313,8 +314,9 @@ describe('llmq run --via batch (child processes)', () => {
     expect(run.stderr).toMatch(/batch batch_fake1 completed: 6 done/);
     // its end is said once, with what was stored, not also as progress
     expect(run.stderr.match(/batch batch_fake1 completed/g)).toHaveLength(1);
-    // status shows a live batch's progress as last polled
+    // status shows a live batch's progress as last polled, by a run that polls it still (this process)
     const store = new SqliteStore(db);
+    await store.startRun({ id: 'r', host: hostname(), pid: process.pid, startedAt: Date.now(), options: { via: 'batch' } });
     await store.batches.begin({ id: 's2', runId: 'r', baseUrl: fake.url, now: Date.now() });
     await store.batches.noteJobs('s2', 50_000, Date.now());
     await store.batches.submitted('s2', 'batch_live', 'in_progress', Date.now());
@@ -642,4 +644,46 @@ describe('llmq run --via batch (child processes)', () => {
     expect(bare.code).toBe(1);
     expect(bare.stderr).toContain('Expected a duration with its unit, like 6h, 90m, 1h30m or 45s (is 6 hours, minutes or seconds?).');
   });
+});
+
+describe('batches left by a run killed outright (child processes)', () => {
+  it('a plain llmq run leaves them be and says the command that collects them; status says it too; that command collects each job once', async () => {
+    const { fake, db, keys } = await setup(6);
+    fake.batches.configure({ completeAfterMs: 600_000 });
+    const batchArgs = ['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1'];
+    const crashed = await runCli(batchArgs, { env: { LLMQ_TEST_CRASH_AT: 'submitted' } });
+    expect(crashed.signal, crashed.stderr).toBe('SIGKILL');
+
+    // its process is gone: status names the batch run, not a plain one, as what takes its jobs over
+    const before = await runCli(['status', '--db', db]);
+    expect(before.stdout).not.toContain('the next llmq run takes its jobs back');
+    expect(before.stdout).toMatch(/the next llmq run --via batch takes its batches over/);
+
+    // the plain run waits out the dead run's heartbeat, records it died, and sends nothing
+    const plain = await runCli(['run', '--db', db, '--base-url', fake.url], { timeoutMs: 30_000 });
+    expect(plain.code, plain.stderr).toBe(0);
+    expect(fake.requests).toHaveLength(0);
+    const collect = `llmq run --via batch --base-url ${fake.url} --db ${db}`;
+    // a long command goes on at its flags, after a backslash
+    const unwrapped = (text: string) => text.replace(/ \\\n\s+/g, ' ');
+    expect(unwrapped(plain.stderr)).toContain(`6 jobs in batches no run collects:\n    ${collect}\n`);
+    expect(plain.stderr).not.toContain('held by another run');
+
+    // the dead run is ended now: the batch has no run, and status says so and what collects it
+    const after = await runCli(['status', '--db', db]);
+    expect(after.stdout).toContain(`to collect the 6 jobs in batches no run is collecting:\n    ${collect}\n`);
+    expect(after.stdout).toMatch(
+      /batch_fake1 {2}in_progress {2}6 jobs · .*no run is collecting it: the next llmq run --via batch takes it over/,
+    );
+    const listed = JSON.parse((await runCli(['batches', '--db', db, '--json'])).stdout);
+    expect(listed.batches.map((b: { runDied: boolean; runEnded: boolean }) => [b.runDied, b.runEnded])).toEqual([[false, true]]);
+
+    fake.batches.configure({ completeAfterMs: 0 });
+    const collected = await runCli(batchArgs);
+    expect(collected.code, collected.stderr).toBe(0);
+    const { jobs } = await read(db);
+    expect(jobs.every((j) => j.state === 'done' && j.attempts === 1)).toBe(true);
+    for (const key of keys) expect(fake.sentCount(key)).toBe(1);
+    expect((await runCli(['status', '--db', db])).stdout).not.toContain('no run is collecting');
+  }, 60_000);
 });

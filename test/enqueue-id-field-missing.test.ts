@@ -21,7 +21,14 @@ describe('an --id-field the lines do not have', () => {
     expect(r.stderr).toContain(`llmq forget --source ${file} --db ${db}, then enqueue it again`);
 
     const json = await runCli(['enqueue', file, '--db', join(dir, 'q2.db'), '--id-field', 'doc_id', '--json']);
-    expect(JSON.parse(json.stdout).withoutIdField).toEqual({ count: 2, path: file, line: 1, has: ['id', 'text'], withIdField: 1 });
+    expect(JSON.parse(json.stdout).withoutIdField).toEqual({
+      count: 2,
+      path: file,
+      line: 1,
+      has: ['id', 'text'],
+      withIdField: 1,
+      nullIds: 0,
+    });
   });
 
   it('names the field the flag looks like a slip for', async () => {
@@ -60,12 +67,56 @@ describe('a line without the default "id" field among lines that have one', () =
         `(llmq forget --db ${db} ${file}:2) and enqueue again.`,
     );
     const json = await runCli(['enqueue', file, '--db', join(dir, 'q2.db'), '--json']);
-    expect(JSON.parse(json.stdout).withoutIdField).toEqual({ count: 1, path: file, line: 2, has: ['ID', 'text'], withIdField: 2 });
+    expect(JSON.parse(json.stdout).withoutIdField).toEqual({
+      count: 1,
+      path: file,
+      line: 2,
+      has: ['ID', 'text'],
+      withIdField: 2,
+      nullIds: 0,
+    });
 
     const plain = join(dir, 'plain.jsonl');
     writeFileSync(plain, '{"text":"a"}\n{"text":"b"}\n');
     const quiet = await runCli(['enqueue', plain, '--db', join(dir, 'q3.db'), '--json']);
     expect(JSON.parse(quiet.stdout).withoutIdField).toBeNull();
     expect(quiet.stderr).not.toContain('warning');
+  });
+});
+
+describe('a line whose id is null', () => {
+  it('gets a file:line id, said as a null id (not a missing field), among lines with ids and alone', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'n.jsonl');
+    const db = join(dir, 'q.db');
+    writeFileSync(file, '{"id":"doc01","text":"a"}\n{"id":null,"text":"b"}\n{"text":"c"}\n');
+    const r = await runCli(['enqueue', file, '--db', db]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toContain(
+      `warning: 2 lines had no "id" field or a null one though 1 other line has one (the first: ${file}:2, which has "id", "text"), ` +
+        `so their ids are file:line, not the one they were meant to have. If the field's name is misspelt there or its value left out, mend them, ` +
+        `take the file:line items out (llmq forget --db ${db} ${file}:2 ...) and enqueue again.`,
+    );
+    const json = await runCli(['enqueue', file, '--db', join(dir, 'q2.db'), '--json']);
+    expect(JSON.parse(json.stdout).withoutIdField).toEqual({
+      count: 2,
+      path: file,
+      line: 2,
+      has: ['id', 'text'],
+      withIdField: 1,
+      nullIds: 1,
+    });
+    const shown = await runCli(['show', `${file}:2`, '--db', db]);
+    expect(shown.code, shown.stderr).toBe(0);
+
+    // every id null: the field is there, so its values were meant; said even with no line to compare
+    const nulls = join(dir, 'all-null.jsonl');
+    writeFileSync(nulls, '{"id":null,"text":"a"}\n');
+    const alone = await runCli(['enqueue', nulls, '--db', join(dir, 'q3.db')]);
+    expect(alone.code).toBe(0);
+    expect(alone.stderr).toContain(
+      `warning: 1 line had a null "id" (the first: ${nulls}:1, which has "id", "text"), so its id is file:line, not the one it was meant to have. ` +
+        `If it was meant to have one, write it in, take the file:line item out`,
+    );
   });
 });

@@ -73,6 +73,7 @@ const SUMMARY: RunSummary = {
   completionTokens: 12,
   wallMs: 1234,
   remaining: 0,
+  uncollected: [],
   failedInStore: 1,
   fatal: null,
   costUsd: 0.0012,

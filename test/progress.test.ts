@@ -54,6 +54,7 @@ const summary: RunSummary = {
   completionTokens: 3_100_000,
   wallMs: 6_780_000,
   remaining: 0,
+  uncollected: [],
   failedInStore: 148,
   costUsd: 4.2,
   budget: null,
@@ -202,6 +203,21 @@ describe('progress renderers', () => {
     expect(summaryText({ ...summary, reason: 'budget', remaining: 5 }, state, NO_PAINT)).not.toContain('picks them up');
     // after a fatal error, its fix says to run again once it is fixed: not "this picks them up" before it
     expect(summaryText({ ...summary, reason: 'fatal', remaining: 5 }, state, NO_PAINT)).not.toContain('picks them up');
+  });
+
+  it('jobs in batches no run collects are named with the command that collects them, not counted as held or left to llmq run', () => {
+    const state = new ProgressState(loadPriceTable());
+    const uncollected = [{ baseUrl: 'https://api.openai.com/v1', jobs: 5 }];
+    const drained = summaryText({ ...summary, remaining: 8, uncollected }, state, NO_PAINT, ' --db q.db');
+    expect(drained).toContain('  5 jobs in batches no run collects: llmq run --via batch --db q.db\n');
+    expect(drained).toContain('  3 jobs held by another run or a batch; see them: llmq status --db q.db\n');
+    const stopped = summaryText({ ...summary, reason: 'signal', remaining: 5, uncollected }, state, NO_PAINT);
+    expect(stopped).toContain('  5 jobs in batches no run collects: llmq run --via batch\n');
+    expect(stopped).not.toContain('left pending');
+    const elsewhere = [{ baseUrl: 'http://127.0.0.1:8000/v1', jobs: 1 }];
+    expect(summaryText({ ...summary, remaining: 1, uncollected: elsewhere }, state, NO_PAINT)).toContain(
+      '  1 job in batches no run collects:\n    llmq run --via batch --base-url http://127.0.0.1:8000/v1\n',
+    );
   });
 
   it('the summary suggests commands that reach the queue given with --db, each whole on a line of its own when long', () => {

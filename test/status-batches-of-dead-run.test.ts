@@ -42,9 +42,13 @@ describe('status of a batch run killed outright', () => {
     const listed = await runCli(['batches', '--db', db, '--json']);
     const { live, batches } = JSON.parse(listed.stdout);
     expect(live).toBe(1);
-    expect(batches.map((b: { providerBatchId: string; runDied: boolean }) => [b.providerBatchId, b.runDied]).sort()).toEqual([
-      ['batch_mock-1', true],
-      ['batch_real', true],
+    expect(
+      batches
+        .map((b: { providerBatchId: string; runDied: boolean; runEnded: boolean }) => [b.providerBatchId, b.runDied, b.runEnded])
+        .sort(),
+    ).toEqual([
+      ['batch_mock-1', true, false],
+      ['batch_real', true, false],
     ]);
     // the dashboard's report has them as status --json does
     const serve = await startServe(['--db', db, '--poll', '0.25']);

@@ -291,6 +291,8 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     mayBeBilled: { tries: 0, usd: 0 },
     wallMs: now() - startedAt,
     remaining: after.counts.pending + after.counts.running,
+    // its own endpoint's batches are this lane's to collect; those of others it names as it ends
+    uncollected: [],
     failedInStore: after.counts.failed,
     fatal: fatal ? { message: fatal.message, reason: fatal.reason, code: fatal.code } : null,
     costUsd: tally.unpriced > 0 ? null : tally.costUsd,

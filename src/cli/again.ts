@@ -1,4 +1,5 @@
 import { DEFAULT_BASE_URL, resolveBaseUrl, type Env } from '../provider/endpoint.js';
+import { MOCK_BASE_URL } from '../mock-base-url.js';
 import { redactUrlQuery } from '../url-credentials.js';
 import { shellWord } from '../shell-word.js';
 import { limitFlagsOf, spendFlagsOf } from '../report/status.js';
@@ -30,6 +31,15 @@ export function forgetCommand(ids: readonly string[], db: string): string {
 export function runArguments(flags: { readonly provider?: string; readonly baseUrl?: string }): string {
   const provider = flags.provider && flags.provider !== 'openai' ? ` --provider ${flags.provider}` : '';
   return provider + (flags.baseUrl === undefined ? '' : ` --base-url ${shellWord(redactUrlQuery(flags.baseUrl))}`);
+}
+
+/**
+ * What a suggested `llmq run` needs to reach `baseUrl`, an endpoint as lanes and batches record it
+ * (`laneBaseUrl`): ` --provider mock`, nothing for OpenAI's, else ` --base-url URL`.
+ */
+export function endpointArguments(baseUrl: string): string {
+  if (baseUrl === MOCK_BASE_URL) return ' --provider mock';
+  return baseUrl === DEFAULT_BASE_URL ? '' : ` --base-url ${shellWord(baseUrl)}`;
 }
 
 /**

@@ -1,10 +1,28 @@
 import { InvalidArgumentError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
+import { expandHome } from '../home-path.js';
 
 /** The --db flag every command that opens the queue takes. */
 export function dbOption(): Option {
   // No real default value: resolveDbLocation falls back to LLMQ_DB, then ./llmq.db.
-  return new Option('--db <path|url>', 'the queue: an SQLite file, or a postgres:// URL (env LLMQ_DB, default ./llmq.db)');
+  return new Option('--db <path|url>', 'the queue: an SQLite file, or a postgres:// URL (env LLMQ_DB, default ./llmq.db)').argParser(
+    queueLocation,
+  );
+}
+
+/**
+ * A queue's path or URL as given to --db, --from or --to: never empty (`--db ""`, from an unset
+ * variable, would otherwise be ./llmq.db), and `~/` read as the home folder (`expandHome`).
+ */
+export function queueLocation(value: string): string {
+  if (value.trim() === '') throw new InvalidArgumentError('Expected the path of an SQLite file or a postgres:// URL, not an empty value.');
+  return expandHome(value);
+}
+
+/** A JSONL field's name (--id-field, --text-field): never empty, as no line could name it. */
+export function fieldName(value: string): string {
+  if (value === '') throw new InvalidArgumentError("Expected a field's name, not an empty value.");
+  return value;
 }
 
 /** Defaults `run` and `estimate` (and so `run --dry-run`) share: they must not drift apart. */

@@ -120,6 +120,8 @@ export interface EnqueueSummary {
     readonly has: readonly string[];
     /** JSONL lines of the input that have the field: with the default `id`, said only when some do. */
     readonly withIdField: number;
+    /** Of `count`, the lines whose id field is there but null. */
+    readonly nullIds: number;
   } | null;
   /** JSONL lines with a number past 2^53 in a field other than the id, which lost digits when read: how many, and the first. */
   readonly roundedNumbers: {
@@ -395,7 +397,7 @@ class Batcher implements EntrySink {
   #fromAnotherFile: FromAnotherFile | null = null;
   #firstMoved: MovedItem | null = null;
   /** JSONL lines without the id field: how many, and the first (`EnqueueSummary.withoutIdField`). */
-  #withoutIdField: { count: number; path: string; line: number; has: readonly string[] } | null = null;
+  #withoutIdField: { count: number; path: string; line: number; has: readonly string[]; nullIds: number } | null = null;
   /** JSONL lines with it (OpenAI Batch lines, named by custom_id, are neither). */
   #withIdField = 0;
   #roundedNumbers: EnqueueSummary['roundedNumbers'] = null;
@@ -430,8 +432,10 @@ class Batcher implements EntrySink {
     this.#documents++;
     if (isRejection(entry)) return this.#reject(entry);
     if (entry.withoutIdField) {
-      if (this.#withoutIdField) this.#withoutIdField.count++;
-      else this.#withoutIdField = { count: 1, path: entry.path, line: entry.line ?? 0, has: entry.withoutIdField };
+      this.#withoutIdField ??= { count: 0, path: entry.path, line: entry.line ?? 0, has: entry.withoutIdField, nullIds: 0 };
+      this.#withoutIdField.count++;
+      // the field is there, its value null
+      if (entry.withoutIdField.includes(this.#idField)) this.#withoutIdField.nullIds++;
     } else if (entry.line !== undefined && !entry.body) this.#withIdField++;
     if (entry.body) this.#batchLines++;
     let row: EnqueueRow;
@@ -554,9 +558,10 @@ class Batcher implements EntrySink {
       reprioritized: this.#reprioritized,
       fromAnotherFile: this.#fromAnotherFile,
       firstMoved: this.#firstMoved,
-      // with the default field, lines without ids are the usual file:line items unless others have one
+      // with the default field, lines without ids are the usual file:line items unless others have
+      // one, or the field is there with no value
       withoutIdField:
-        this.#withoutIdField && (this.#idField !== DEFAULT_ID_FIELD || this.#withIdField > 0)
+        this.#withoutIdField && (this.#idField !== DEFAULT_ID_FIELD || this.#withIdField > 0 || this.#withoutIdField.nullIds > 0)
           ? { ...this.#withoutIdField, withIdField: this.#withIdField }
           : null,
       roundedNumbers: this.#roundedNumbers,

@@ -197,8 +197,9 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   const textJsonSafe = text.indexOf('\\') === -1;
   const meta = otherFields(obj, o.textField, o.idField);
   const roundedNumber = firstRoundedNumber(text, meta, typeof rawId === 'number' && !Number.isSafeInteger(rawId));
-  // the fields a line without the id field has, for the warning that its name may be mistyped there
-  const withoutIdField = rawId === undefined ? Object.keys(obj) : undefined;
+  // the fields a line without an id has (the field missing or null), for the warning that its name
+  // may be mistyped there, or its value left out
+  const withoutIdField = rawId === undefined || rawId === null ? Object.keys(obj) : undefined;
   return { id, path, line, text: body, meta, textJsonSafe, positional, withoutIdField, ...(roundedNumber && { roundedNumber }) };
 }
 

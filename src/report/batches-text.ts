@@ -5,30 +5,51 @@ import { count, duration, int, NO_PAINT, type Paint } from './format.js';
 /** What `status` shows of the batch lane: every live submission, then the last few that ended. */
 export interface BatchesReport {
   readonly live: number;
-  readonly rows: ReadonlyArray<BatchRow & { readonly ageSeconds: number; readonly runDied: boolean }>;
+  readonly rows: ReadonlyArray<BatchRow & { readonly ageSeconds: number; readonly runDied: boolean; readonly runEnded: boolean }>;
+  /**
+   * The live submissions no run is collecting (their run died, or ended: --no-wait, stopped, or
+   * recorded as died by a later run), by endpoint: a run --via batch to that endpoint collects them.
+   */
+  readonly uncollected: ReadonlyArray<{ readonly baseUrl: string; readonly jobs: number }>;
+}
+
+/** The runs a batch's `runId` is looked up in: those not ended (`activeRuns`), and of them those known dead here. */
+export interface BatchOwners {
+  readonly active: ReadonlySet<string>;
+  readonly dead: ReadonlySet<string>;
+}
+
+/** The owners as `status` knows them: `activeRuns` (the runs not ended) and `dead`, those of them known dead here. */
+export function batchOwners(activeRuns: ReadonlyArray<{ readonly id: string }>, dead: ReadonlySet<string>): BatchOwners {
+  return { active: new Set(activeRuns.map((r) => r.id)), dead };
 }
 
 /**
- * `deadRuns`: the runs known dead here (`deadRunsHere`). A live submission of one is marked
- * `runDied`: the next batch run takes it over; one to the offline mock is not live at all (its
- * Batch API lived in the dead process), and is not counted as live.
+ * `owners.dead`: the runs known dead here (`deadRunsHere`). A live submission of one is marked
+ * `runDied`, one of a run that ended `runEnded`: the next batch run takes it over. One to the
+ * offline mock whose run died is not live at all (its Batch API lived in the dead process), and is
+ * not counted as live.
  */
 export function buildBatchesReport(
   rows: readonly BatchRow[],
   now: number,
-  deadRuns: ReadonlySet<string> = new Set(),
+  owners: BatchOwners = { active: new Set(), dead: new Set() },
   endedShown = 5,
 ): BatchesReport {
   const live = rows
     .filter((r) => r.state === 'preparing' || r.state === 'submitted')
-    .map((r) => ({ ...r, runDied: deadRuns.has(r.runId) }));
+    .map((r) => ({ ...r, runDied: owners.dead.has(r.runId), runEnded: !owners.active.has(r.runId) }));
   const ended = rows
     .filter((r) => r.state === 'ended' || (r.state === 'abandoned' && r.jobs > 0))
     .slice(0, endedShown)
-    .map((r) => ({ ...r, runDied: false }));
+    .map((r) => ({ ...r, runDied: false, runEnded: false }));
+  const uncollected = new Map<string, number>();
+  for (const r of live)
+    if ((r.runDied || r.runEnded) && !goneWithRun(r)) uncollected.set(r.baseUrl, (uncollected.get(r.baseUrl) ?? 0) + r.jobs);
   return {
     live: live.filter((r) => !goneWithRun(r)).length,
     rows: [...live, ...ended].map((r) => ({ ...r, ageSeconds: Math.max(0, (now - r.createdAt) / 1000) })),
+    uncollected: [...uncollected].map(([baseUrl, jobs]) => ({ baseUrl, jobs })),
   };
 }
 
@@ -45,6 +66,11 @@ export function renderBatches(r: BatchesReport, p: Paint = NO_PAINT): string {
 
 type ReportRow = BatchesReport['rows'][number];
 
+/** Live: to be collected (not ended, nor a mock batch gone with its dead run). */
+export function isLive(b: ReportRow): boolean {
+  return (b.state === 'preparing' || b.state === 'submitted') && !goneWithRun(b);
+}
+
 /** A live submission to the offline mock whose run died: its Batch API went with the process. */
 function goneWithRun(b: Pick<ReportRow, 'runDied' | 'baseUrl'>): boolean {
   return b.runDied && b.baseUrl === MOCK_BASE_URL;
@@ -58,12 +84,18 @@ function stateOf(b: ReportRow): string {
 
 function countsOf(b: ReportRow): string {
   if (goneWithRun(b)) return ' · its run died: the next run sends them again';
-  const died = b.runDied ? ' · its run died: the next llmq run --via batch takes it over' : '';
+  const died = b.runDied
+    ? ' · its run died: the next llmq run --via batch takes it over'
+    : b.runEnded
+      ? ' · no run is collecting it: the next llmq run --via batch takes it over'
+      : '';
   if (b.state === 'ended') return ` · ${int(b.done)} done · ${int(b.failed)} failed · ${int(b.requeued)} back to pending`;
   if (b.state === 'abandoned') return ` · ${int(b.requeued)} back to pending`;
   if (b.state === 'submitted' && b.progress) {
     const failed = b.progress.failed ? ` · ${int(b.progress.failed)} failed` : '';
-    return ` · ${int(b.progress.completed)} answered${failed} so far${died}`;
+    // no run polls it: its counts are the last poll's
+    const when = b.runDied || b.runEnded ? 'when last polled' : 'so far';
+    return ` · ${int(b.progress.completed)} answered${failed} ${when}${died}`;
   }
   return died;
 }

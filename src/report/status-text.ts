@@ -1,4 +1,4 @@
-import { compact, duration, int, NO_PAINT, oneLine, outageText, percent, rate, usd, wrap, type Paint } from './format.js';
+import { compact, count, duration, int, NO_PAINT, oneLine, outageText, percent, rate, usd, wrap, type Paint } from './format.js';
 import { diedRun, type RunCost, type RunReport, type StatusReport } from './status.js';
 import { runMayBeBilled } from './status-cost.js';
 
@@ -8,9 +8,27 @@ const QUIET_NOTED_MS = 10_000;
 /** Runs listed by their money in `status`; older ones are summed on one line. */
 const RUNS_SHOWN = 5;
 
+/**
+ * What `status` says of the batch lane besides its own block: how many submissions are live, the
+ * runs that hold some, and for those no run is collecting, the command that collects them.
+ */
+export interface BatchLaneNotes {
+  readonly live: number;
+  readonly holders: ReadonlySet<string>;
+  readonly uncollected: ReadonlyArray<{ readonly jobs: number; readonly command: string }>;
+}
+
+const NO_BATCHES: BatchLaneNotes = { live: 0, holders: new Set(), uncollected: [] };
+
 /** The human `llmq status` block: compact, aligned, fits 80 columns. */
 /** `again`: what each suggested command needs to reach this queue (` --db q.db`, `dbArgument`); `runAgain`: what a suggested `llmq run` needs besides to send where the last run sent (`runArgumentsOfRun`). */
-export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', runAgain = '', liveBatches = 0): string {
+export function renderStatus(
+  r: StatusReport,
+  p: Paint = NO_PAINT,
+  again = '',
+  runAgain = '',
+  batches: BatchLaneNotes = NO_BATCHES,
+): string {
   const lines: string[] = [];
   lines.push(`${p.bold('llmq')} ${p.dim(r.db)}`);
   if (r.total === 0 && r.orphanedAnswers === 0) {
@@ -110,7 +128,7 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
     // checked from here) still counts as running until STALE_RUN_MS; its rate and ETA are its last
     const quiet = r.now - run.heartbeatAt;
     if (run.pidGoneHere) {
-      lines.push(p.yellow(`${''.padEnd(10)}pid ${run.pid} is not running here: stopped? the next llmq run takes its jobs back`));
+      lines.push(p.yellow(`${''.padEnd(10)}pid ${run.pid} is not running here: stopped? ${nextTakes(run.id, batches)}`));
     } else if (quiet > QUIET_NOTED_MS) {
       lines.push(p.yellow(`${''.padEnd(10)}no heartbeat for ${duration(quiet / 1000)}: stopped? its jobs return as leases run out`));
     }
@@ -135,7 +153,9 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
   if (live.length > 1) lines.push(`${''.padEnd(10)}together ${rate(r.jobsPerSecond ?? 0)} jobs/s · ETA ${duration(r.etaSeconds)}`);
   for (const run of stale) {
     lines.push(`${p.yellow('silent')}    ${runName(run)}: no heartbeat for ${duration((r.now - run.heartbeatAt) / 1000)}`);
-    if (run.gone) lines.push(p.dim(`${''.padEnd(10)}its process is gone; the next llmq run takes its jobs back at once`));
+    if (run.gone) lines.push(p.dim(`${''.padEnd(10)}its process is gone; ${nextTakes(run.id, batches)} at once`));
+    else if (batches.holders.has(run.id))
+      lines.push(p.dim(`${''.padEnd(10)}it probably died; a run --via batch takes its batches over when its lease expires`));
     else lines.push(p.dim(`${''.padEnd(10)}it probably died; its jobs go back to pending when their leases expire`));
   }
   const last = r.lastRun;
@@ -171,7 +191,7 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
   }
   // work waiting and nothing working it: say what sends it (and what it would cost first). With no
   // run live and no batch out, the running jobs are a dead run's: the next run takes them back too.
-  const leftRunning = live.length === 0 && liveBatches === 0 ? r.counts.running : 0;
+  const leftRunning = live.length === 0 && batches.live === 0 ? r.counts.running : 0;
   if ((r.counts.pending > 0 || leftRunning > 0) && live.length === 0) {
     lines.push('');
     const what = [
@@ -194,7 +214,19 @@ export function renderStatus(r: StatusReport, p: Paint = NO_PAINT, again = '', r
     // estimate prices pending jobs: with none, it would say 0 to send
     if (r.counts.pending > 0) for (const l of hint('what that would cost and take:', `llmq estimate${again}`)) lines.push(p.dim(l));
   }
+  // batches out with no run to collect them: a plain `llmq run` leaves them be (sending their jobs
+  // again would pay twice), so the command that collects them is said
+  if (live.length === 0 && batches.uncollected.length > 0) {
+    lines.push('');
+    for (const u of batches.uncollected)
+      for (const l of hint(`to collect the ${count(u.jobs, 'job')} in batches no run is collecting:`, u.command)) lines.push(p.dim(l));
+  }
   return lines.join('\n') + '\n';
+}
+
+/** What takes a stopped run's jobs back: a batch run for one that holds batches, else any run. */
+function nextTakes(runId: string, batches: BatchLaneNotes): string {
+  return batches.holders.has(runId) ? 'the next llmq run --via batch takes its batches over' : 'the next llmq run takes its jobs back';
 }
 
 /** "fatal", "budget: --budget-total": the exit reason, and which budget when a budget ended it. */

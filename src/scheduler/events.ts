@@ -93,6 +93,11 @@ export interface RunSummary {
   readonly wallMs: number;
   /** Jobs left pending or running in the store when the run ended. */
   readonly remaining: number;
+  /**
+   * Of `remaining`, those in batches no run is collecting (their run ended or died), by the endpoint
+   * they were sent to: a run --via batch there collects them; an online run never sends them again.
+   */
+  readonly uncollected: ReadonlyArray<{ readonly baseUrl: string; readonly jobs: number }>;
   /** Jobs failed in the whole store (not only this run's). */
   readonly failedInStore: number;
   /**

@@ -49,5 +49,6 @@ export function retryingTransients(store: RunStore, waits: { forAnswers?: DiskFu
     status: evenAfterLoss(() => store.status()),
     // for the progress only: a failed read shows this run's own
     stateCounts: () => store.stateCounts(),
+    batches: { open: evenAfterLoss(() => store.batches.open()) },
   };
 }

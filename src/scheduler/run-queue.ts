@@ -1,4 +1,5 @@
 import type { Provider } from '../provider/types.js';
+import type { BatchStore } from '../store/batches.js';
 import type { JobQueue, LaneMemory, QueueReader, RunAlert, RunBudget, RunRegistry } from '../store/types.js';
 import type { RunSummary, SchedulerListener } from './events.js';
 import type { LaneBoards } from './lanes.js';
@@ -48,9 +49,14 @@ export interface RunOptions {
 
 /**
  * What a run needs of the store: the queue it works, the registry its heartbeat keeps its leases in,
- * the money and the learned lane limits, and the counts it reports before and after.
+ * the money and the learned lane limits, and the counts it reports before and after (with the
+ * batches out, whose jobs it leaves to the batch lane).
  */
-export type RunStore = Pick<JobQueue, RunQueueCall> & RunRegistry & RunBudget & LaneMemory & Pick<QueueReader, 'status' | 'stateCounts'>;
+export type RunStore = Pick<JobQueue, RunQueueCall> &
+  RunRegistry &
+  RunBudget &
+  LaneMemory &
+  Pick<QueueReader, 'status' | 'stateCounts'> & { readonly batches: Pick<BatchStore, 'open'> };
 
 /** The changes of the job state machine a run makes (not enqueue, retry-failed or the mock's take-back: commands of their own). */
 type RunQueueCall = 'claim' | 'startRetry' | 'complete' | 'recordAttempt' | 'fail' | 'release' | 'nextPendingAt';

@@ -580,6 +580,14 @@ export class Run {
     return budgetTooSmallForRequests(reached) ? { budgetReached: reached.scope, budgetTooSmall: true } : { budgetReached: reached.scope };
   }
 
+  /** The batches out whose run is not among `activeRuns` (ended, or recorded as died), their jobs by endpoint. */
+  async #uncollected(activeRuns: readonly RunRow[]): Promise<RunSummary['uncollected']> {
+    const active = new Set(activeRuns.map((r) => r.id));
+    const jobs = new Map<string, number>();
+    for (const b of await this.#store.batches.open()) if (!active.has(b.runId)) jobs.set(b.baseUrl, (jobs.get(b.baseUrl) ?? 0) + b.jobs);
+    return [...jobs].map(([baseUrl, n]) => ({ baseUrl, jobs: n }));
+  }
+
   async #summary(): Promise<RunSummary> {
     const c = this.#counters;
     const after = await this.#store.status();
@@ -601,6 +609,7 @@ export class Run {
       refused: c.refused,
       wallMs: this.#now() - this.#startedAt,
       remaining: after.counts.pending + after.counts.running,
+      uncollected: after.counts.running > 0 ? await this.#uncollected(after.activeRuns) : [],
       failedInStore: after.counts.failed,
       costUsd: c.unpricedAnswers > 0 ? null : committed.run,
       mayBeBilled: { ...this.#money.mayBeBilled },

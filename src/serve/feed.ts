@@ -1,4 +1,4 @@
-import { buildBatchesReport, type BatchesReport } from '../report/batches-text.js';
+import { batchOwners, buildBatchesReport, type BatchesReport } from '../report/batches-text.js';
 import { buildStatusReport, runsGoneHere, type StatusReport } from '../report/status.js';
 import type { PriceTable } from '../pricing/price-table.js';
 import type { BatchLedger, QueueReader } from '../store/types.js';
@@ -99,7 +99,10 @@ export class StatusFeed {
       const here = runsGoneHere(snapshot.activeRuns, now);
       const status = buildStatusReport(snapshot, { now, prices: this.#o.prices, db: this.#o.db, here });
       // as `llmq status --json` has them: the live batches and the last few that ended
-      report = { ...status, batches: buildBatchesReport(await this.#o.store.batches.recent(50), now, here.dead) };
+      report = {
+        ...status,
+        batches: buildBatchesReport(await this.#o.store.batches.recent(50), now, batchOwners(snapshot.activeRuns, here.dead)),
+      };
     } catch (error) {
       this.#broadcast({ type: 'unreadable', message: error instanceof Error ? error.message : String(error) });
       return;

@@ -1,3 +1,4 @@
+import { expandHome } from '../home-path.js';
 import { redactUrlCredentials } from '../url-credentials.js';
 import { UsageError } from '../errors.js';
 import { knownError } from '../errors-known.js';
@@ -8,7 +9,7 @@ export const DEFAULT_DB = './llmq.db';
 
 /** Where the database lives: the --db flag, then LLMQ_DB, then ./llmq.db. */
 export function resolveDbLocation(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
-  return flag || env.LLMQ_DB || DEFAULT_DB;
+  return flag || (env.LLMQ_DB && expandHome(env.LLMQ_DB)) || DEFAULT_DB;
 }
 
 export function isPostgresUrl(location: string): boolean {

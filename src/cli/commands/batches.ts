@@ -67,18 +67,24 @@ Example:
 
 /** `llmq batches`: the live batches, then the last few that ended, as `status` shows them. */
 async function listCommand(flags: { db?: string; json?: boolean }): Promise<void> {
-  const [{ resolveDbLocation }, { openExistingStore }, { buildBatchesReport, renderBatches }, { colorsFor, info }, { deadRunsHere }] =
-    await Promise.all([
-      import('../../store/open-store.js'),
-      import('../../report/open-existing.js'),
-      import('../../report/batches-text.js'),
-      import('../output.js'),
-      import('../../report/status-cost.js'),
-    ]);
+  const [
+    { resolveDbLocation },
+    { openExistingStore },
+    { batchOwners, buildBatchesReport, renderBatches },
+    { colorsFor, info },
+    { deadRunsHere },
+  ] = await Promise.all([
+    import('../../store/open-store.js'),
+    import('../../report/open-existing.js'),
+    import('../../report/batches-text.js'),
+    import('../output.js'),
+    import('../../report/status-cost.js'),
+  ]);
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
     const now = Date.now();
-    const report = buildBatchesReport(await store.batches.recent(50), now, deadRunsHere(await store.activeRuns(), now));
+    const runs = await store.activeRuns();
+    const report = buildBatchesReport(await store.batches.recent(50), now, batchOwners(runs, deadRunsHere(runs, now)));
     if (flags.json) process.stdout.write(JSON.stringify({ live: report.live, batches: report.rows }) + '\n');
     else if (report.rows.length === 0) info('no batches: this queue has not used the batch lane (llmq run --via batch)');
     else process.stdout.write(renderBatches(report, colorsFor(process.stdout)).replace(/^\n/, ''));

@@ -4,7 +4,7 @@ import { EXIT, UsageError } from '../../errors.js';
 import { STOP_SIGNALS } from '../run-stop.js';
 import type { CopyResult, CopyTable } from '../../store/copy.js';
 import type { Store } from '../../store/types.js';
-import { dbOption } from '../options.js';
+import { dbOption, queueLocation } from '../options.js';
 
 interface CopyFlags {
   db?: string;
@@ -18,13 +18,16 @@ export function registerCopy(program: Command): Command {
     .command('copy')
     .description('Copy a whole queue (jobs, answers, attempts, items, runs) into an empty database of either kind.')
     .addOption(
-      new Option('--from <path|url>', 'the queue to copy: an SQLite file or a postgres:// URL').default(
-        undefined,
-        '--db, LLMQ_DB or ./llmq.db',
-      ),
+      new Option('--from <path|url>', 'the queue to copy: an SQLite file or a postgres:// URL')
+        .default(undefined, '--db, LLMQ_DB or ./llmq.db')
+        .argParser(queueLocation),
     )
     .addOption(dbOption())
-    .requiredOption('--to <path|url>', 'an empty (or new) SQLite file or postgres:// URL to copy into')
+    .addOption(
+      new Option('--to <path|url>', 'an empty (or new) SQLite file or postgres:// URL to copy into')
+        .makeOptionMandatory()
+        .argParser(queueLocation),
+    )
     .addOption(new Option('--json', 'print the counts as one JSON object on stdout'))
     .addHelpText(
       'after',

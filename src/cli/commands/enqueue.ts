@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import { dbOption, anyInt, byteSize, collect, intAtLeast, modelName, numberBetween, textOrFile } from '../options.js';
+import { dbOption, anyInt, fieldName, byteSize, collect, intAtLeast, modelName, numberBetween, textOrFile } from '../options.js';
 import { EXIT, UsageError } from '../../errors.js';
 import { count, int, printable } from '../../report/format.js';
 import { RejectionLog } from '../rejection-log.js';
@@ -64,8 +64,12 @@ export function registerEnqueue(program: Command): Command {
       new Option('--glob <pattern>', 'only files in folders matching this (repeatable); *.md matches at any depth').argParser(collect),
     )
     .addOption(new Option('--hidden', 'include files and folders whose name starts with "."'))
-    .addOption(new Option('--id-field <name>', 'JSONL field holding the item id; lines without one get file:line').default('id'))
-    .addOption(new Option('--text-field <name>', 'JSONL field holding the document text').default('text'))
+    .addOption(
+      new Option('--id-field <name>', 'JSONL field holding the item id; lines without one get file:line')
+        .default('id')
+        .argParser(fieldName),
+    )
+    .addOption(new Option('--text-field <name>', 'JSONL field holding the document text').default('text').argParser(fieldName))
     .addOption(
       new Option('--max-doc-bytes <size>', 'reject larger documents (a file, or a JSONL line)')
         .argParser(byteSize)
@@ -258,16 +262,31 @@ async function runEnqueue(
     const has = missing.has.length === 0 ? 'no fields' : missing.has.map((n) => JSON.stringify(printable(n))).join(', ');
     const field = JSON.stringify(printable(flags.idField));
     const first = printable(where(missing.path, missing.line));
-    const their = missing.count === 1 ? 'its id is' : 'their ids are';
+    const one = missing.count === 1;
+    const their = one ? 'its id is' : 'their ids are';
+    // the field there with null: its value was left out, not its name misspelt
+    const lacked =
+      missing.nullIds === 0
+        ? `had no ${field} field`
+        : missing.nullIds === missing.count
+          ? `had a null ${field}`
+          : `had no ${field} field or a null one`;
+    const mend =
+      missing.nullIds === missing.count
+        ? `If ${one ? 'it was' : 'they were'} meant to have one, write ${one ? 'it' : 'them'} in`
+        : `If the field's name is misspelt there${missing.nullIds ? ' or its value left out' : ''}, mend ${one ? 'it' : 'them'}`;
+    const others = missing.withIdField
+      ? ` though ${count(missing.withIdField, 'other line')} ${missing.withIdField === 1 ? 'has' : 'have'} one`
+      : '';
     warn(
       flags.idField === 'id'
         ? // the default field, which other lines have: a line without it is likely a slip in its name there
-          `${count(missing.count, 'line')} had no ${field} field though ${count(missing.withIdField, 'other line')} ${missing.withIdField === 1 ? 'has' : 'have'} one ` +
+          `${count(missing.count, 'line')} ${lacked}${others} ` +
             `(the first: ${first}, which has ${has}${meantField(flags.idField, missing.has)}), so ${their} file:line, ` +
-            `not the one ${missing.count === 1 ? 'it was' : 'they were'} meant to have. If the field's name is misspelt there, mend ${missing.count === 1 ? 'it' : 'them'}, ` +
-            `take the file:line ${missing.count === 1 ? 'item' : 'items'} out (${forgetCommand([first], dbArgument(flags.db))}${missing.count === 1 ? '' : ' ...'}) ` +
+            `not the one ${one ? 'it was' : 'they were'} meant to have. ${mend}, ` +
+            `take the file:line ${one ? 'item' : 'items'} out (${forgetCommand([first], dbArgument(flags.db))}${one ? '' : ' ...'}) ` +
             'and enqueue again.'
-        : `${count(missing.count, 'line')} had no ${field} field (the first: ${first}, ` +
+        : `${count(missing.count, 'line')} ${lacked} (the first: ${first}, ` +
             `which has ${has}), so ${their} file:line. ` +
             `If the name given to --id-field is mistyped${meantIdField(flags.idField, missing.has)}: ` +
             `llmq forget --source ${shellWord(missing.path)}${dbArgument(flags.db)}, then enqueue it again with the right one (answers already paid for are kept and found again).`,

@@ -34,15 +34,20 @@ Examples:
 }
 
 async function statusCommand(flags: StatusFlags): Promise<void> {
-  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { buildStatusReport, runsGoneHere }, { buildBatchesReport }, text] =
-    await Promise.all([
-      import('../../store/open-store.js'),
-      import('../../report/open-existing.js'),
-      import('../../report/status.js'),
-      import('../../report/batches-text.js'),
-      // the text and its colors only for a reader: --json is what scripts poll
-      flags.json ? null : textRenderer(flags.db),
-    ]);
+  const [
+    { resolveDbLocation, redactLocation },
+    { openExistingStore },
+    { buildStatusReport, runsGoneHere },
+    { buildBatchesReport, batchOwners },
+    text,
+  ] = await Promise.all([
+    import('../../store/open-store.js'),
+    import('../../report/open-existing.js'),
+    import('../../report/status.js'),
+    import('../../report/batches-text.js'),
+    // the text and its colors only for a reader: --json is what scripts poll
+    flags.json ? null : textRenderer(flags.db),
+  ]);
   const location = resolveDbLocation(flags.db);
   const store = await openExistingStore(location);
   const out = process.stdout;
@@ -52,7 +57,7 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
     const prices = await reportPriceTable(flags, snapshot.lastRun);
     const here = runsGoneHere(snapshot.activeRuns, now);
     const report = buildStatusReport(snapshot, { now, prices, db: redactLocation(location), here });
-    const batches = buildBatchesReport(await store.batches.recent(50), now, here.dead);
+    const batches = buildBatchesReport(await store.batches.recent(50), now, batchOwners(snapshot.activeRuns, here.dead));
     return text ? text(report, batches) : JSON.stringify({ ...report, batches }, withoutFractionNoise) + '\n';
   };
   try {
@@ -68,12 +73,13 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
 
 /** The status as text for stdout, in color on a terminal. */
 async function textRenderer(dbFlag: string | undefined): Promise<(report: StatusReport, batches: BatchesReport) => string> {
-  const [{ renderStatus }, { renderBatches }, { colorsFor }, { dbArgument, runArgumentsOfRun }] = await Promise.all([
-    import('../../report/status-text.js'),
-    import('../../report/batches-text.js'),
-    import('../output.js'),
-    import('../again.js'),
-  ]);
+  const [{ renderStatus }, { isLive, renderBatches }, { colorsFor }, { dbArgument, endpointArguments, runArgumentsOfRun }] =
+    await Promise.all([
+      import('../../report/status-text.js'),
+      import('../../report/batches-text.js'),
+      import('../output.js'),
+      import('../again.js'),
+    ]);
   const paint = colorsFor(process.stdout);
   const again = dbArgument(dbFlag);
   // a run proposed after a mock run must not send to OpenAI: it goes where the last run went
@@ -94,7 +100,14 @@ async function textRenderer(dbFlag: string | undefined): Promise<(report: Status
             }
           : null,
       ),
-      batches.live,
+      {
+        live: batches.live,
+        holders: new Set(batches.rows.filter(isLive).map((b) => b.runId)),
+        uncollected: batches.uncollected.map((u) => ({
+          jobs: u.jobs,
+          command: `llmq run --via batch${endpointArguments(u.baseUrl)}${again}`,
+        })),
+      },
     ) + renderBatches(batches, paint);
 }
 

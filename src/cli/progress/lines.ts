@@ -1,6 +1,7 @@
 import type { ProgressSnapshot, RunSummary, SchedulerEventMap } from '../../scheduler/events.js';
 import type { LaneSnapshot } from '../../scheduler/lane.js';
 import { compact, count, duration, int, oneLine, outageText, percent, rate, shortDuration, usd, type Paint } from '../../report/format.js';
+import { endpointArguments } from '../again.js';
 import type { ProgressState } from './state.js';
 
 /** The text pieces every human renderer shares, each sized for an 80-column terminal. */
@@ -180,15 +181,21 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
     );
   }
   // A fatal error's message and fix are printed by the run command, once.
-  if (r.remaining && r.reason === 'drained') {
+  // batches out that no run collects: a run --via batch does; `llmq run` as run here never sends them
+  for (const u of r.uncollected) {
+    const out = `  ${count(u.jobs, 'job')} in batches no run collects:`;
+    lines.push(...suggest((c) => `${out} ${c}`, out, [`llmq run --via batch${endpointArguments(u.baseUrl)}`]));
+  }
+  const remaining = r.remaining - r.uncollected.reduce((sum, u) => sum + u.jobs, 0);
+  if (remaining > 0 && r.reason === 'drained') {
     // drained: nothing pending was left, so what remains is held elsewhere, and another run takes none of it
-    const held = `  ${count(r.remaining, 'job')} held by another run or a batch; see them:`;
+    const held = `  ${count(remaining, 'job')} held by another run or a batch; see them:`;
     lines.push(...suggest((c) => `${held} ${c}`, held, ['llmq status']));
-  } else if (r.remaining && r.reason !== 'budget' && r.reason !== 'fatal') {
+  } else if (remaining > 0 && r.reason !== 'budget' && r.reason !== 'fatal') {
     // after the budget, its own message says to go on with a larger one: a bare `llmq run` would spend
     // without one; after a fatal error, its fix says to run again once it is fixed, not before
-    const left = `  ${count(r.remaining, 'job')} left pending;`;
-    const them = r.remaining === 1 ? 'it' : 'them';
+    const left = `  ${count(remaining, 'job')} left pending;`;
+    const them = remaining === 1 ? 'it' : 'them';
     lines.push(...suggest((c) => `${left} ${c} picks ${them} up`, `${left} this picks ${them} up:`, [run]));
   }
   if (r.failedInStore) {

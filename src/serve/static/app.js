@@ -228,10 +228,20 @@ function renderBatches(r) {
           ? row.providerBatchId
             ? 'gone with its process (mock)'
             : 'not sent'
-          : (row.providerStatus ?? row.state) + (row.runDied ? ' (its run died: the next batch run takes it over)' : '');
+          : (row.providerStatus ?? row.state) +
+            (row.runDied
+              ? ' (its run died: the next batch run takes it over)'
+              : row.runEnded
+                ? ' (no run is collecting it: the next batch run takes it over)'
+                : '');
       const ended = row.state === 'ended' || row.state === 'abandoned';
       // a live batch: what the provider said it answered so far
-      const done = ended ? fmt(row.done) : row.progress ? `${fmt(row.progress.completed)} so far` : '–';
+      const uncollected = row.runDied || row.runEnded;
+      const done = ended
+        ? fmt(row.done)
+        : row.progress
+          ? `${fmt(row.progress.completed)} ${uncollected ? 'when last polled' : 'so far'}`
+          : '–';
       const failed = ended ? fmt(row.failed) : row.progress ? fmt(row.progress.failed) : '–';
       return el(
         'tr',
