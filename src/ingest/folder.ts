@@ -214,7 +214,7 @@ async function readDocument(
       return { path, skipped: 'an SQLite database' };
     }
     // Checked before reading, so a 10 GB file is never loaded to be refused.
-    if (s.size > max) return { path, id, reason: tooBig(s.size, max) };
+    if (s.size > max) return { path, id, reason: tooBig(s.size, max), bytes: s.size };
     bytes = await readAtMost(file, max, s.size);
   } catch (error) {
     return { path, id, reason: fsReason(error) };

@@ -107,9 +107,9 @@ export async function readJsonl(
           if (entry !== null && !('reason' in entry)) hinted = true;
           if (entry !== null) sink.add(entry);
         },
-        bad: (no, reason) => {
+        bad: (no, reason, bytes) => {
           lastLine = no;
-          sink.add({ path, line: no, reason });
+          sink.add({ path, line: no, reason, ...(bytes !== undefined && { bytes }) });
         },
       },
       flush,

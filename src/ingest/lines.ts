@@ -4,7 +4,8 @@ import { decodeUtf8, REASON_UTF8 } from './decode.js';
 /** Receives each line of a stream: its text (no `\n`, no trailing `\r`) or why it has none. */
 export interface LineSink {
   line(text: string, no: number): void;
-  bad(no: number, reason: string): void;
+  /** `bytes`: a line refused for its size, that size. */
+  bad(no: number, reason: string, bytes?: number): void;
 }
 
 const NL = 0x0a;
@@ -29,7 +30,7 @@ export async function splitLines(
   // While > 0, we are dropping an overlong line whose size so far is this many bytes.
   let skipping = 0;
 
-  const tooLong = (bytes: number) => sink.bad(++no, lineTooLong(bytes, maxLineBytes));
+  const tooLong = (bytes: number) => sink.bad(++no, lineTooLong(bytes, maxLineBytes), bytes);
 
   for await (const chunk of input) {
     let buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
@@ -83,7 +84,7 @@ function region(bytes: Buffer, no: number, max: number, sink: LineSink): number 
     if (end === -1) end = bytes.length;
     const len = end - start;
     if (len > max) {
-      sink.bad(++no, lineTooLong(len, max));
+      sink.bad(++no, lineTooLong(len, max), len);
     } else {
       const text = decodeUtf8(bytes.subarray(start, end));
       if (text === null) sink.bad(++no, REASON_UTF8);

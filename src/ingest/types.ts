@@ -40,6 +40,8 @@ export interface Rejection {
    * before keeps its earlier document (`EnqueueSummary.keptEarlier`).
    */
   readonly id?: string;
+  /** A document refused for its size (`overMaxDocBytes`): that size, when it is known. */
+  readonly bytes?: number;
 }
 
 /** How many of `states` are in each state, leaving out the nulls (no such item): for the warnings that say what an item's job will do. */

@@ -206,14 +206,21 @@ describe('llmq enqueue (CLI)', () => {
     expect(lines.at(-3)).toMatch(/read 25 documents .*: 9 new jobs, 9 new items, 0 already queued, 0 updated, 16 rejected$/);
     // the one rejection a flag undoes is said once, with the flag
     expect(lines.at(-2)).toMatch(
-      /^warning: 1 document was over --max-doc-bytes \(2,048 bytes\): to take it, enqueue again with a larger --max-doc-bytes \(say 8KiB\); what is stored is skipped/,
+      /^warning: 1 document was over --max-doc-bytes \(2,048 bytes\): to take it, enqueue again with a larger --max-doc-bytes \(3KiB takes it\); what is stored is skipped/,
     );
+    // the size named takes the largest refused, a line or a file: not a guess that may still be short
+    const folder = join(tempDir(), 'docs');
+    mkdirSync(folder);
+    writeFileSync(join(folder, 'long.txt'), 'y'.repeat(9000));
+    writeFileSync(join(folder, 'longer.txt'), 'z'.repeat(20_000));
+    const files = await runCli(['enqueue', folder, '--db', join(tempDir(), 'q.db'), '--max-doc-bytes', '2KiB']);
+    expect(files.stderr).toContain('2 documents were over --max-doc-bytes (2,048 bytes): to take them, enqueue again with a larger --max-doc-bytes (20KiB takes them all)');
     // stdin is read once: the warning says to pipe the input in again
     const piped = await runCli(['enqueue', '-', '--db', join(tempDir(), 'q.db'), '--max-doc-bytes', '2KiB'], {
       input: `${JSON.stringify({ id: 'big', text: 'x'.repeat(3000) })}\n`,
     });
     expect(piped.stderr).toMatch(
-      /^warning: 1 document was over --max-doc-bytes \(2,048 bytes\): to take it, enqueue again, piping the same input in, with a larger --max-doc-bytes/m,
+      /^warning: 1 document was over --max-doc-bytes \(2,048 bytes\): to take it, enqueue again, piping the same input in, with a larger --max-doc-bytes \(3KiB takes it\)/m,
     );
     // reviews.jsonl:6 has no "id" where the other lines have one: its id is file:line, likely not what was meant
     expect(lines.at(-1)).toMatch(

@@ -188,6 +188,9 @@ async function runEnqueue(
   let summary: EnqueueSummary;
   // documents rejected for their size: the one rejection a flag undoes, said once at the end
   let tooBig = 0;
+  // the largest refused document whose size is known, and how many were not (a pipe read to the limit)
+  let largest = 0;
+  let unsized = 0;
   // a file's many lines of one reason (a wrong --text-field) are named together at the end
   const rejections = new RejectionLog();
   const started = Date.now();
@@ -211,7 +214,11 @@ async function runEnqueue(
       maxDocBytes: flags.maxDocBytes,
       stdin: sources.includes('-') ? process.stdin : undefined,
       onReject: (r) => {
-        if (isOverMaxDocBytes(r.reason)) tooBig++;
+        if (isOverMaxDocBytes(r.reason)) {
+          tooBig++;
+          if (r.bytes === undefined) unsized++;
+          else largest = Math.max(largest, r.bytes);
+        }
         const now = rejections.add(r);
         if (!now) return;
         line.done();
@@ -253,7 +260,7 @@ async function runEnqueue(
     warn(
       `${count(tooBig, 'document')} ${tooBig === 1 ? 'was' : 'were'} over --max-doc-bytes (${int(flags.maxDocBytes)} bytes): to take ${tooBig === 1 ? 'it' : 'them'}, ` +
         // stdin is read once: the same input has to be piped in again
-        `enqueue again${sources.includes('-') ? ', piping the same input in,' : ''} with a larger --max-doc-bytes (say ${sizeFlag(flags.maxDocBytes * 4)}); what is stored is skipped. ` +
+        `enqueue again${sources.includes('-') ? ', piping the same input in,' : ''} with a larger --max-doc-bytes (${largerLimit(largest, unsized, tooBig, flags.maxDocBytes)}); what is stored is skipped. ` +
         'Check what a long document costs first: llmq estimate.',
     );
   }
@@ -489,6 +496,17 @@ function describe(s: EnqueueSummary, db: string, c: ChalkInstance, priority: num
 }
 
 /** A byte count as --max-doc-bytes takes it, in the largest whole binary unit: 4MiB, 512KiB, 1000. */
+/**
+ * The --max-doc-bytes that takes the refused documents: the largest one's size in whole MiB (KiB
+ * under a MiB), or 4x the limit, and more, for a size not known.
+ */
+function largerLimit(largest: number, unsized: number, refused: number, max: number): string {
+  const unit = largest >= 2 ** 20 ? 2 ** 20 : 2 ** 10;
+  const fits = Math.ceil(largest / unit) * unit;
+  if (unsized === 0) return `${sizeFlag(fits)} takes ${refused === 1 ? 'it' : 'them all'}`;
+  return `say ${sizeFlag(Math.max(fits, max * 4))}, or more: what was read from a pipe stopped at the limit, its size not known`;
+}
+
 function sizeFlag(bytes: number): string {
   for (const [unit, size] of [
     ['GiB', 2 ** 30],
