@@ -75,6 +75,7 @@ const SUMMARY: RunSummary = {
   remaining: 0,
   uncollected: [],
   failedInStore: 1,
+  failuresInStore: [{ error: 'gave up after 5 attempts: HTTP 503', count: 1 }],
   fatal: null,
   costUsd: 0.0012,
   budget: null,

@@ -56,6 +56,7 @@ const summary: RunSummary = {
   remaining: 0,
   uncollected: [],
   failedInStore: 148,
+  failuresInStore: [{ error: 'gave up after 5 attempts: HTTP 503', count: 148 }],
   costUsd: 4.2,
   budget: null,
   fatal: null,
@@ -254,6 +255,20 @@ describe('progress renderers', () => {
     expect(summaryText(empty, state, NO_PAINT, db)).toBe(
       `nothing was pending; this shows the queue:\n    llmq status${db}\n148 failed jobs wait:\n    llmq retry-failed${db}\n    llmq run${db}\n`,
     );
+    // every failure refused as sent: a retry would pay for the same refusals, so none is proposed
+    const refused = { failuresInStore: [{ error: "HTTP 400: Invalid value for 'temperature'.", count: 148 }] };
+    expect(summaryText({ ...empty, ...refused }, state, NO_PAINT)).toBe(
+      'nothing was pending: llmq status shows the queue. 148 failed jobs: the provider refused them as sent (HTTP 4xx): sent again, they fail the same way\n',
+    );
+    const ran = summaryText({ ...left, ...refused }, state, NO_PAINT);
+    expect(ran).toContain('  148 failed jobs in the queue. See why: llmq status\n  the provider refused them as sent');
+    expect(ran).not.toContain('retry-failed');
+    // some refused, not all: retry-failed stays (status says which to retry)
+    const mixed = [
+      ...refused.failuresInStore.map((f) => ({ ...f, count: 100 })),
+      { error: 'gave up after 5 attempts: HTTP 503', count: 48 },
+    ];
+    expect(summaryText({ ...left, failuresInStore: mixed }, state, NO_PAINT)).toContain('Try again: llmq retry-failed');
   });
 
   it('plain with color allowed colors, and NO_COLOR (color: false) never does', () => {

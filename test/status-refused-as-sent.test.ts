@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { refusedAsSent } from '../src/report/status-text.js';
+import { refusedAsSent } from '../src/report/refused.js';
 import { runCli } from './helpers/cli.js';
 import { reply } from './helpers/fake-openai.js';
 import { startFake } from './helpers/start-fake.js';
@@ -36,7 +36,12 @@ describe('status after failures the provider gave for the request itself', () =>
 
     const retry = await runCli(['retry-failed', '--error', 'gave up after', '--db', db, '--json']);
     expect(JSON.parse(retry.stdout)).toMatchObject({ requeued: 1 });
-    expect((await runCli(run)).code).toBe(2); // the refused one is still failed; FLAKY is answered now
+    const second = await runCli([...run.filter((a) => a !== 'none' && a !== '--progress'), '--progress', 'plain']);
+    expect(second.code).toBe(2); // the refused one is still failed; FLAKY is answered now
+    // its summary does not propose a retry that would pay for the same refusal
+    expect(second.stderr).toContain(`  1 failed job in the queue. See why:\n    llmq status --db ${db}\n`);
+    expect(second.stderr).toContain('  the provider refused it as sent (HTTP 4xx): sent again, it fails the same way\n');
+    expect(second.stderr).not.toContain('retry-failed');
     const after = (await runCli(['status', '--db', db])).stdout;
     expect(after).toContain('  the provider refused them as sent (HTTP 4xx): sent again, they fail\n');
     expect(after).not.toContain('retry-failed');

@@ -294,6 +294,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     // its own endpoint's batches are this lane's to collect; those of others it names as it ends
     uncollected: [],
     failedInStore: after.counts.failed,
+    failuresInStore: after.failures,
     fatal: fatal ? { message: fatal.message, reason: fatal.reason, code: fatal.code } : null,
     costUsd: tally.unpriced > 0 ? null : tally.costUsd,
     budget: null,

@@ -1,5 +1,6 @@
 import { compact, count, duration, int, NO_PAINT, oneLine, outageText, percent, rate, usd, wrap, type Paint } from './format.js';
 import { diedRun, type RunCost, type RunReport, type StatusReport } from './status.js';
+import { refusedAsSent, refusedCount } from './refused.js';
 import { runMayBeBilled } from './status-cost.js';
 
 /** A live run silent this long is said to be: five heartbeats at the default 2 s. */
@@ -95,7 +96,7 @@ export function renderStatus(
     for (const f of r.failures) lines.push(`  ${p.red(int(f.count).padStart(cw))}  ${oneLine(f.error, 74 - cw)}`);
     const shown = r.failures.reduce((a, f) => a + f.count, 0);
     if (shown < r.counts.failed) lines.push(p.dim(`  ${int(r.counts.failed - shown).padStart(cw)}  other reasons`));
-    const refused = r.failures.filter((f) => refusedAsSent(f.error)).reduce((a, f) => a + f.count, 0);
+    const refused = refusedCount(r.failures);
     if (refused > 0) {
       lines.push(
         p.dim(
@@ -318,15 +319,6 @@ function runLines(runs: readonly RunCost[], p: Paint): string[] {
 
 function runName(run: RunReport): string {
   return `${run.id.slice(0, 8)} (${run.host} pid ${run.pid})`;
-}
-
-/**
- * A failure the provider gave for the request as it was (400, 404, 413, 422, too long, a 403 for one
- * model): the same request gets it again. Not 408/409 (retried as 5xx), 401 (a key revoked since) or
- * 402 (credit ran out): retry-failed is their fix once the key or account is. Nor tries that ran out.
- */
-export function refusedAsSent(error: string): boolean {
-  return /^HTTP 4\d\d:/.test(error) && !/^HTTP 40[1289]:/.test(error);
 }
 
 /** The 429s a run met, and of them the strays (the pace kept): what the limits line's "learned from 429s" came from. */

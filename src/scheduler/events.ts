@@ -100,6 +100,8 @@ export interface RunSummary {
   readonly uncollected: ReadonlyArray<{ readonly baseUrl: string; readonly jobs: number }>;
   /** Jobs failed in the whole store (not only this run's). */
   readonly failedInStore: number;
+  /** Those failed jobs grouped by error, the ten most common (as `status` lists them). */
+  readonly failuresInStore: ReadonlyArray<{ readonly error: string; readonly count: number }>;
   /**
    * USD this run committed: its answers, and the worst case of its tries that may be billed; null
    * when an answer of a model without a price came (its cost is unknown, never the sum of the rest).

@@ -611,6 +611,7 @@ export class Run {
       remaining: after.counts.pending + after.counts.running,
       uncollected: after.counts.running > 0 ? await this.#uncollected(after.activeRuns) : [],
       failedInStore: after.counts.failed,
+      failuresInStore: after.failures,
       costUsd: c.unpricedAnswers > 0 ? null : committed.run,
       mayBeBilled: { ...this.#money.mayBeBilled },
       budget:

@@ -214,7 +214,9 @@ describe('llmq enqueue (CLI)', () => {
     writeFileSync(join(folder, 'long.txt'), 'y'.repeat(9000));
     writeFileSync(join(folder, 'longer.txt'), 'z'.repeat(20_000));
     const files = await runCli(['enqueue', folder, '--db', join(tempDir(), 'q.db'), '--max-doc-bytes', '2KiB']);
-    expect(files.stderr).toContain('2 documents were over --max-doc-bytes (2,048 bytes): to take them, enqueue again with a larger --max-doc-bytes (20KiB takes them all)');
+    expect(files.stderr).toContain(
+      '2 documents were over --max-doc-bytes (2,048 bytes): to take them, enqueue again with a larger --max-doc-bytes (20KiB takes them all)',
+    );
     // stdin is read once: the warning says to pipe the input in again
     const piped = await runCli(['enqueue', '-', '--db', join(tempDir(), 'q.db'), '--max-doc-bytes', '2KiB'], {
       input: `${JSON.stringify({ id: 'big', text: 'x'.repeat(3000) })}\n`,

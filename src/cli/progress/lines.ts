@@ -1,6 +1,7 @@
 import type { ProgressSnapshot, RunSummary, SchedulerEventMap } from '../../scheduler/events.js';
 import type { LaneSnapshot } from '../../scheduler/lane.js';
 import { compact, count, duration, int, oneLine, outageText, percent, rate, shortDuration, usd, type Paint } from '../../report/format.js';
+import { refusedCount } from '../../report/refused.js';
 import { endpointArguments } from '../again.js';
 import type { ProgressState } from './state.js';
 
@@ -158,7 +159,8 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
     const lines = suggest((c) => `nothing was pending: ${c} shows the queue.`, 'nothing was pending; this shows the queue:', [
       'llmq status',
     ]);
-    if (r.failedInStore) {
+    if (r.failedInStore && allRefused(r)) lines.push(`${count(r.failedInStore, 'failed job')}: ${refusedAgain(r.failedInStore)}`);
+    else if (r.failedInStore) {
       const failed = `${count(r.failedInStore, 'failed job')} wait:`;
       lines.push(...suggest((c) => `${failed} ${c}`, failed, ['llmq retry-failed', run]));
     }
@@ -201,12 +203,25 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
   if (r.failedInStore) {
     const why = `  ${count(r.failedInStore, 'failed job')} in the queue. See why:`;
     lines.push(...suggest((c) => `${why} ${c}`, why, ['llmq status']));
-    lines.push(...suggest((c) => `  Try again: ${c}`, '  Try again:', ['llmq retry-failed', run]));
+    if (allRefused(r)) lines.push(`  ${refusedAgain(r.failedInStore)}`);
+    else lines.push(...suggest((c) => `  Try again: ${c}`, '  Try again:', ['llmq retry-failed', run]));
   }
   if (s.unpricedModels.size > 0) {
     lines.push(paint.dim(`  no price for ${[...s.unpricedModels].join(', ')}: set one with --price IN,OUT (USD per million tokens)`));
   }
   return lines.join('\n') + '\n';
+}
+
+/** Said in place of retry-failed when `allRefused`. */
+function refusedAgain(failed: number): string {
+  return failed === 1
+    ? 'the provider refused it as sent (HTTP 4xx): sent again, it fails the same way'
+    : 'the provider refused them as sent (HTTP 4xx): sent again, they fail the same way';
+}
+
+/** Every failed job in the queue refused as sent (`refusedAsSent`): retry-failed would pay for the same refusals. */
+function allRefused(r: Pick<RunSummary, 'failedInStore' | 'failuresInStore'>): boolean {
+  return r.failedInStore > 0 && refusedCount(r.failuresInStore) === r.failedInStore;
 }
 
 /** "3 answers cut off at max_tokens · 1 declined (a refusal or the content filter)", or '' when every answer ended by itself. */
