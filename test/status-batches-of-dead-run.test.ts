@@ -72,3 +72,28 @@ describe('status of a batch run killed outright', () => {
     }
   });
 });
+
+describe('status of a queue with more batches out than it lists', () => {
+  it('counts every live one (past the 50 newest), lists ten and says how many more; llmq batches lists them all', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 60);
+    const at = Date.now() - 60_000;
+    await store.startRun({ id: 'live0001-run', host: hostname(), pid: process.pid, startedAt: at, options: { via: 'batch' } });
+    for (let i = 0; i < 55; i++) {
+      const id = `sub-${String(i).padStart(2, '0')}`;
+      await store.batches.begin({ id, runId: 'live0001-run', baseUrl: 'http://127.0.0.1:9/v1', now: at + i });
+      await store.claim({ owner: `batch:${id}`, limit: 1, now: at + i, leaseUntil: at + 86_400_000, maxAttempts: 5 });
+      await store.batches.noteJobs(id, 1, at + i);
+      await store.batches.submitted(id, `batch_${i}`, 'in_progress', at + i);
+    }
+    await store.close();
+    const status = await runCli(['status', '--db', db]);
+    expect(status.stdout).toContain('batches   55 live\n  batch_54  in_progress');
+    expect(status.stdout.match(/^ {2}batch_\d+ {2}in_progress/gm)).toHaveLength(10);
+    expect(status.stdout).toContain('  and 45 more live: llmq batches lists them all');
+    expect(JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout).batches.live).toBe(55);
+    const listed = await runCli(['batches', '--db', db]);
+    expect(listed.stdout.match(/^ {2}batch_\d+ {2}in_progress/gm)).toHaveLength(55);
+  });
+});

@@ -1,5 +1,5 @@
 import { MOCK_BASE_URL } from '../mock-base-url.js';
-import type { BatchRow } from '../store/batches.js';
+import type { BatchRow, BatchStore } from '../store/batches.js';
 import { count, duration, int, NO_PAINT, type Paint } from './format.js';
 
 /** What `status` shows of the batch lane: every live submission, then the last few that ended. */
@@ -53,14 +53,27 @@ export function buildBatchesReport(
   };
 }
 
-/** Empty when the batch lane was never used. */
-export function renderBatches(r: BatchesReport, p: Paint = NO_PAINT): string {
+/**
+ * The rows a report is built from: every live submission (a 10-million-job queue has 200 of 50,000
+ * out at once), newest first, then the newest that ended.
+ */
+export async function readBatchRows(batches: Pick<BatchStore, 'open' | 'recent'>): Promise<BatchRow[]> {
+  const [open, recent] = await Promise.all([batches.open(), batches.recent(50)]);
+  const live = new Set(open.map((b) => b.id));
+  return [...open.reverse(), ...recent.filter((b) => !live.has(b.id))];
+}
+
+/** Empty when the batch lane was never used. `liveShown`: live rows listed before the rest are counted on one line. */
+export function renderBatches(r: BatchesReport, p: Paint = NO_PAINT, liveShown = Number.POSITIVE_INFINITY): string {
   if (r.rows.length === 0) return '';
-  const lines = [p.bold(`batches   ${r.live} live`)];
-  for (const b of r.rows) {
+  const line = (b: ReportRow) => {
     const id = b.providerBatchId ?? `(${b.id.slice(0, 8)}, not created yet)`;
-    lines.push(`  ${id}  ${stateOf(b)}  ${count(b.jobs, 'job')}${countsOf(b)}  ${p.dim(`age ${duration(b.ageSeconds)}`)}`);
-  }
+    return `  ${id}  ${stateOf(b)}  ${count(b.jobs, 'job')}${countsOf(b)}  ${p.dim(`age ${duration(b.ageSeconds)}`)}`;
+  };
+  const open = r.rows.filter((b) => b.state === 'preparing' || b.state === 'submitted');
+  const lines = [p.bold(`batches   ${r.live} live`), ...open.slice(0, liveShown).map(line)];
+  if (open.length > liveShown) lines.push(p.dim(`  and ${int(open.length - liveShown)} more live: llmq batches lists them all`));
+  lines.push(...r.rows.filter((b) => !open.includes(b)).map(line));
   return '\n' + lines.join('\n') + '\n';
 }
 

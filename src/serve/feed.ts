@@ -1,4 +1,4 @@
-import { batchOwners, buildBatchesReport, type BatchesReport } from '../report/batches-text.js';
+import { batchOwners, buildBatchesReport, readBatchRows, type BatchesReport } from '../report/batches-text.js';
 import { buildStatusReport, runsGoneHere, type StatusReport } from '../report/status.js';
 import type { PriceTable } from '../pricing/price-table.js';
 import type { BatchLedger, QueueReader } from '../store/types.js';
@@ -22,7 +22,7 @@ export type FeedMessage =
   | { readonly type: 'unreadable'; readonly message: string };
 
 export interface FeedOptions {
-  readonly store: Pick<QueueReader, 'status'> & { readonly batches: Pick<BatchLedger['batches'], 'recent'> };
+  readonly store: Pick<QueueReader, 'status'> & { readonly batches: Pick<BatchLedger['batches'], 'open' | 'recent'> };
   readonly prices: PriceTable;
   /** The database as shown (no password). */
   readonly db: string;
@@ -101,7 +101,7 @@ export class StatusFeed {
       // as `llmq status --json` has them: the live batches and the last few that ended
       report = {
         ...status,
-        batches: buildBatchesReport(await this.#o.store.batches.recent(50), now, batchOwners(snapshot.activeRuns, here.dead)),
+        batches: buildBatchesReport(await readBatchRows(this.#o.store.batches), now, batchOwners(snapshot.activeRuns, here.dead)),
       };
     } catch (error) {
       this.#broadcast({ type: 'unreadable', message: error instanceof Error ? error.message : String(error) });

@@ -38,7 +38,7 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
     { resolveDbLocation, redactLocation },
     { openExistingStore },
     { buildStatusReport, runsGoneHere },
-    { buildBatchesReport, batchOwners },
+    { buildBatchesReport, batchOwners, readBatchRows },
     text,
   ] = await Promise.all([
     import('../../store/open-store.js'),
@@ -57,7 +57,7 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
     const prices = await reportPriceTable(flags, snapshot.lastRun);
     const here = runsGoneHere(snapshot.activeRuns, now);
     const report = buildStatusReport(snapshot, { now, prices, db: redactLocation(location), here });
-    const batches = buildBatchesReport(await store.batches.recent(50), now, batchOwners(snapshot.activeRuns, here.dead));
+    const batches = buildBatchesReport(await readBatchRows(store.batches), now, batchOwners(snapshot.activeRuns, here.dead));
     return text ? text(report, batches) : JSON.stringify({ ...report, batches }, withoutFractionNoise) + '\n';
   };
   try {
@@ -70,6 +70,9 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
     await store.close();
   }
 }
+
+/** Live batches `status` lists one by one; `llmq batches` lists them all. */
+const LIVE_BATCHES_SHOWN = 10;
 
 /** The status as text for stdout, in color on a terminal. */
 async function textRenderer(dbFlag: string | undefined): Promise<(report: StatusReport, batches: BatchesReport) => string> {
@@ -108,7 +111,7 @@ async function textRenderer(dbFlag: string | undefined): Promise<(report: Status
           command: `llmq run --via batch${endpointArguments(u.baseUrl)}${again}`,
         })),
       },
-    ) + renderBatches(batches, paint);
+    ) + renderBatches(batches, paint, LIVE_BATCHES_SHOWN);
 }
 
 /** Redraw until SIGINT, SIGTERM or SIGHUP: in place on a terminal, a new block each time otherwise. */
