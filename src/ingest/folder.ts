@@ -71,11 +71,12 @@ function sameFolder(a: string, b: string): boolean {
  * Every matching file under `root` as one document, id = path relative to `root`. Walks depth
  * first in name order, so ids come out in the same order on every machine. Symbolic links are
  * followed, folders reached through them after the rest (a folder reached twice is walked once, by
- * its real path when it has one in the tree). Files left out by `--glob` or for
+ * its real path when it has one in the tree), except a link to a folder that holds `root` (skipped). Files left out by `--glob` or for
  * being hidden are the user's choice and are not reported; anything else that is not a document is.
  */
 export async function* readFolder(root: string, options: FolderOptions): AsyncGenerator<Entry | Skipped> {
-  const seen = new Set<string>([await realpath(root).catch(() => root)]);
+  const rootReal = await realpath(root).catch(() => root);
+  const seen = new Set<string>([rootReal]);
   const shown = sourcePath(root);
   // Folders reached through links are walked after the real ones, so a link to a folder of the
   // tree (`latest -> reports`) never takes its documents' ids: walked first, it did, and the real
@@ -86,8 +87,22 @@ export async function* readFolder(root: string, options: FolderOptions): AsyncGe
     const real = await realpath(join(root, rel)).catch(() => join(root, rel));
     if (seen.has(real)) continue;
     seen.add(real);
+    // a link to a folder around the one named (`loop -> ..`) would read everything beside it, files
+    // the user never named, and send them
+    if (isAround(real, rootReal)) {
+      yield {
+        path: posix.join(shown, rel),
+        skipped: 'a link to a folder around the one named, not followed: only what is inside it is read',
+      };
+      continue;
+    }
     yield* walk(root, shown, rel, options, seen, linked);
   }
+}
+
+/** Whether `folder` holds `root` (both real paths): an ancestor of it. */
+function isAround(folder: string, root: string): boolean {
+  return root.startsWith(folder.endsWith(sep) ? folder : folder + sep);
 }
 
 /** One folder, entries in name order, recursing into subfolders where they fall in that order. */

@@ -7,6 +7,8 @@ import { parseTemplate } from '../../src/ingest/template.js';
 import { tempDir } from '../helpers/tmp.js';
 import { sourcePath } from '../../src/ingest/folder.js';
 import { count, fixture, items, request, run, shownFixture, tempStore } from './helpers.js';
+import { runCli } from '../helpers/cli.js';
+import { SqliteStore } from '../../src/store/sqlite/store.js';
 import { all } from '../helpers/store-reads.js';
 import { REASON_GZIP, REASON_UTF16 } from '../../src/ingest/decode.js';
 
@@ -47,6 +49,28 @@ describe('enqueue a folder', () => {
     expect(await run(store, [src])).toMatchObject({ newItems: 2, rejected: 0 });
     // folders reached through links come after the real ones
     expect(items(store).map((i) => i.id)).toEqual(['reports/q1.md', 'b-linked/notes.md']);
+  });
+
+  it('a link to a folder around the one named (a loop up: `loop -> ..`) is not followed, and said; nothing beside the folder is read', async () => {
+    const dir = tempDir();
+    const src = join(dir, 'odd');
+    mkdirSync(join(src, 'deep'), { recursive: true });
+    writeFileSync(join(src, 'kept.txt'), 'inside');
+    writeFileSync(join(dir, 'outside-private.txt'), 'never named');
+    symlinkSync('..', join(src, 'loop'));
+    symlinkSync('../../..', join(src, 'deep', 'up-two')); // the folder around that one
+    const db = join(dir, 'elsewhere.db');
+    const r = await runCli(['enqueue', src, '--db', db, '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const skipped = 'a link to a folder around the one named, not followed: only what is inside it is read';
+    expect(r.stderr).toContain(`skipped ${src}/loop: ${skipped}\n`);
+    expect(r.stderr).toContain(`skipped ${src}/deep/up-two: ${skipped}\n`);
+    const store = new SqliteStore(db);
+    try {
+      expect(items(store).map((i) => i.id)).toEqual(['kept.txt']);
+    } finally {
+      await store.close();
+    }
   });
 
   it('includes hidden files and folders with hidden: true', async () => {
