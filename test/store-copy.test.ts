@@ -1,4 +1,5 @@
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
@@ -355,5 +356,23 @@ describe('copy', () => {
       expect(same.code).toBe(1);
       expect(same.stderr).toMatch(/Expected --from and --to to name two databases/);
     });
+  });
+});
+
+describe('llmq copy from a queue a run is working', () => {
+  it('is refused, naming the run, and writes nothing: what the run answers meanwhile would be sent again from the copy', async () => {
+    const dir = tempDir();
+    const from = join(dir, 'q.db');
+    const source = new SqliteStore(from);
+    await populate(source);
+    // a run heartbeating now, in a process that is alive (this one)
+    await source.startRun({ id: 'working1-run', host: hostname(), pid: process.pid, startedAt: Date.now(), options: {} });
+    await source.close();
+    const to = join(dir, 'copy.db');
+    const refused = await runCli(['copy', '--from', from, '--to', to]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`error: ${from} is being worked by 1 run: working1 (${hostname()} pid ${process.pid}).`);
+    expect(refused.stderr).toContain('Stop it first (Ctrl-C where it runs; llmq status shows it), then copy.');
+    expect(existsSync(to)).toBe(false);
   });
 });

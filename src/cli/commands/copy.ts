@@ -1,6 +1,6 @@
 import type { ChalkInstance } from 'chalk';
 import { Option, type Command } from 'commander';
-import { EXIT, UsageError } from '../../errors.js';
+import { EXIT, StoreError, UsageError } from '../../errors.js';
 import { STOP_SIGNALS } from '../run-stop.js';
 import type { CopyResult, CopyTable } from '../../store/copy.js';
 import type { Store } from '../../store/types.js';
@@ -100,15 +100,27 @@ Stop the runs on the source first; the target must be empty.`,
 }
 
 async function withStores<T>(from: string, to: string, fn: (source: Store, target: Store) => Promise<T>): Promise<T> {
-  const [{ openStore }, { openExistingStore }, { refuseLiveBatches }] = await Promise.all([
+  const [{ openStore }, { openExistingStore }, { refuseLiveBatches }, { workingRuns }, { count }] = await Promise.all([
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
     import('../../store/copy.js'),
+    import('../../report/status-cost.js'),
+    import('../../report/format.js'),
   ]);
   // The source is only read: a mistyped --from must not become a new, empty queue.
   const source = await openExistingStore(from);
   try {
     await refuseLiveBatches(source);
+    // Its jobs in flight, and those it answers while the copy reads, would arrive pending and be
+    // sent again (and billed) by a run on the copy. A run that died is no such risk: warned below.
+    const working = workingRuns(await source.activeRuns(), Date.now());
+    if (working.length > 0) {
+      const named = working.map((r) => `${r.id.slice(0, 8)} (${r.host} pid ${r.pid})`).join(', ');
+      throw new StoreError(
+        `${source.location} is being worked by ${count(working.length, 'run')}: ${named}. What ${working.length === 1 ? 'it answers' : 'they answer'} ` +
+          'during the copy would arrive pending and be sent again by a run on the copy. Stop it first (Ctrl-C where it runs; llmq status shows it), then copy.',
+      );
+    }
     const target = await openStore(to);
     try {
       return await fn(source, target);
