@@ -29,6 +29,21 @@ describe('an unknown command', () => {
     expect((await runCli(['status', 'notes/'])).stderr).not.toContain('enqueue them first');
   });
 
+  it("a request's flag given to run or estimate says it belongs to enqueue, and how to change the jobs with it", async () => {
+    const model = await runCli(['run', '--model', 'gpt-4o']);
+    expect(model.code).toBe(1);
+    expect(model.stderr).toContain("error: unknown option '--model'");
+    expect(model.stderr).toContain(
+      "--model belongs to llmq enqueue: each job's request is made when its documents are enqueued. Enqueue them again with it (llmq enqueue docs/ --model ...)",
+    );
+    const tokens = await runCli(['estimate', '--max-tokens', '100']);
+    expect(tokens.stderr).toContain('--max-tokens belongs to llmq enqueue');
+    const priority = await runCli(['run', '--priority', '1']);
+    expect(priority.stderr).toContain('--priority belongs to llmq enqueue: enqueue the same documents again with it');
+    // a misspelt flag keeps commander's own words only
+    expect((await runCli(['run', '--modle', 'x'])).stderr).not.toContain('belongs to');
+  });
+
   it('leaves real help alone: llmq --help and llmq status --help exit 0', async () => {
     const top = await runCli(['--help']);
     expect(top.code).toBe(0);

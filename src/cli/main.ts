@@ -3,6 +3,9 @@ import { LlmqError } from '../errors.js';
 import { buildProgram } from './program.js';
 import { watchReaders, whileReaderPresent } from './reader-gone.js';
 
+/** The flags that make a job's request, taken by enqueue only. */
+const REQUEST_FLAGS = new Set(['--model', '--prompt', '--system', '--max-tokens', '--temperature', '--priority']);
+
 /**
  * The one place errors become exit codes: an LlmqError prints its message, a commander error has
  * printed itself, anything else is a bug and prints its stack.
@@ -18,6 +21,15 @@ export async function main(argv: readonly string[]): Promise<number> {
       if (error.code === 'commander.excessArguments' && argv[2] === 'run')
         whileReaderPresent(process.stderr).write(
           'llmq run sends what is queued and takes no documents: enqueue them first (llmq enqueue docs/), then llmq run.\n',
+        );
+      // `llmq run --model gpt-4o`: the request is each job's, made when its documents were enqueued
+      const flag = /unknown option '(--[a-z-]+)/.exec(error.message)?.[1];
+      if (error.code === 'commander.unknownOption' && flag && REQUEST_FLAGS.has(flag) && argv[2] !== 'enqueue')
+        whileReaderPresent(process.stderr).write(
+          flag === '--priority'
+            ? `--priority belongs to llmq enqueue: enqueue the same documents again with it (llmq enqueue docs/ --priority N): their jobs that wait take it.\n`
+            : `${flag} belongs to llmq enqueue: each job's request is made when its documents are enqueued. ` +
+                `Enqueue them again with it (llmq enqueue docs/ ${flag} ...): their items move to the new jobs, and answers already paid for are kept.\n`,
         );
       // help and version "errors" are successes; commander already printed the message.
       return error.exitCode === 0 ? 0 : 1;
