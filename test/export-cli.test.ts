@@ -194,6 +194,19 @@ describe('llmq export', () => {
     expect(readdirSync(join(dir, 'res'))).toEqual(['results.jsonl']);
   });
 
+  it('--out - is stdout, as - is stdin to enqueue; an empty --out is refused', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir);
+    const r = await runCli(['export', '--db', db, '--out', '-'], { cwd: dir });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.trimEnd().split('\n')).toHaveLength(10);
+    expect(existsSync(join(dir, '-'))).toBe(false);
+    const empty = await runCli(['export', '--db', db, '--out', ''], { cwd: dir });
+    expect(empty.code).toBe(1);
+    expect(empty.stderr).toContain("option '--out <file>' argument '' is invalid. Expected a file, not an empty value");
+    expect(empty.stdout).toBe('');
+  });
+
   it('--out ending in .csv writes CSV unless --format says otherwise', async () => {
     const dir = tempDir();
     const { db } = await populate(dir);

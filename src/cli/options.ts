@@ -19,6 +19,12 @@ export function queueLocation(value: string): string {
   return expandHome(value);
 }
 
+/** `--out FILE`: `-` is stdout, as `-` is stdin to enqueue; never empty; `~/` read as home. */
+export function outFile(value: string): string | undefined {
+  if (value.trim() === '') throw new InvalidArgumentError('Expected a file, not an empty value (leave --out out to write to stdout).');
+  return value === '-' ? undefined : expandHome(value);
+}
+
 /** A JSONL field's name (--id-field, --text-field): never empty, as no line could name it. */
 export function fieldName(value: string): string {
   if (value === '') throw new InvalidArgumentError("Expected a field's name, not an empty value.");

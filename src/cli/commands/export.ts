@@ -1,5 +1,5 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import { dbOption } from '../options.js';
+import { dbOption, outFile } from '../options.js';
 import { join } from 'node:path';
 import { LlmqError, UsageError } from '../../errors.js';
 import { knownError } from '../../errors-known.js';
@@ -49,7 +49,7 @@ export function registerExport(program: Command): Command {
         .default('jsonl', 'jsonl; csv for an --out ending in .csv'),
     )
     .option('--state <states>', `only items whose job is in these states (${JOB_STATES.join('|')}; repeat or comma-separate)`, parseStates)
-    .option('--out <file>', 'write to this file (complete or not at all) instead of stdout')
+    .addOption(new Option('--out <file>', 'write to this file (complete or not at all) instead of stdout; - is stdout').argParser(outFile))
     .option('--out-dir <dir>', 'write one answer file per item, its id as the path: sub/a.txt -> DIR/sub/a.txt.out')
     .option('--ext <ext>', 'extension added to each answer file with --out-dir', '.out')
     .addHelpText(
