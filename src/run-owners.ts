@@ -55,6 +55,18 @@ export function silentOwners(runs: readonly RunRow[], self: Self, leaseMs: numbe
     .map((r) => r.id);
 }
 
+/** A batch run silent this long, wherever it ran, has its batches taken over by another (its lease). */
+export const BATCH_TAKEOVER_MS = 60_000;
+
+/**
+ * Whether run `runId`'s batches have no run to collect them: it ended (is not among `activeRuns`, the
+ * runs not ended) or has been silent past BATCH_TAKEOVER_MS, when a run --via batch takes them over.
+ */
+export function batchOwnerGone(runId: string, activeRuns: ReadonlyArray<Pick<RunRow, 'id' | 'heartbeatAt'>>, now: number): boolean {
+  const run = activeRuns.find((r) => r.id === runId);
+  return !run || now - run.heartbeatAt > BATCH_TAKEOVER_MS;
+}
+
 /** Runs on this host whose process is gone but whose heartbeat is still recent: dead soon. */
 export function dyingOwners(runs: readonly RunRow[], self: Self): string[] {
   return goneOwners(runs, self).dying;

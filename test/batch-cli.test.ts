@@ -657,7 +657,8 @@ describe('batches left by a run killed outright (child processes)', () => {
     // its process is gone: status names the batch run, not a plain one, as what takes its jobs over
     const before = await runCli(['status', '--db', db]);
     expect(before.stdout).not.toContain('the next llmq run takes its jobs back');
-    expect(before.stdout).toMatch(/the next llmq run --via batch takes its batches over/);
+    // to the endpoint the batches went to: a bare command would send to OpenAI
+    expect(before.stdout).toContain(`the next llmq run --via batch --base-url ${fake.url} --db ${db} takes its batches over`);
 
     // the plain run waits out the dead run's heartbeat, records it died, and sends nothing
     const plain = await runCli(['run', '--db', db, '--base-url', fake.url], { timeoutMs: 30_000 });

@@ -118,5 +118,15 @@ describe('a line whose id is null', () => {
       `warning: 1 line had a null "id" (the first: ${nulls}:1, which has "id", "text"), so its id is file:line, not the one it was meant to have. ` +
         `If it was meant to have one, write it in, take the file:line item out`,
     );
+    // with --id-field, every value null: its name is right, so no mistyped name is suggested
+    const named = join(dir, 'named.jsonl');
+    writeFileSync(named, '{"doc_id":null,"text":"a"}\n{"doc_id":null,"text":"b"}\n');
+    const db4 = join(dir, 'q4.db');
+    const flagged = await runCli(['enqueue', named, '--db', db4, '--id-field', 'doc_id']);
+    expect(flagged.stderr).toContain(
+      `warning: 2 lines had a null "doc_id" (the first: ${named}:1, which has "doc_id", "text"), so their ids are file:line. ` +
+        `If they were meant to have one, write them in, then llmq forget --source ${named} --db ${db4} and enqueue it again (answers already paid for are kept and found again).`,
+    );
+    expect(flagged.stderr).not.toContain('mistyped');
   });
 });

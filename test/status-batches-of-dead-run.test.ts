@@ -1,6 +1,9 @@
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { buildBatchesReport } from '../src/report/batches-text.js';
+import { BATCH_TAKEOVER_MS } from '../src/run-owners.js';
+import type { BatchRow } from '../src/store/batches.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { runCli } from './helpers/cli.js';
 import { firstSnapshot, startServe } from './helpers/dashboard.js';
@@ -95,5 +98,56 @@ describe('status of a queue with more batches out than it lists', () => {
     expect(JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout).batches.live).toBe(55);
     const listed = await runCli(['batches', '--db', db]);
     expect(listed.stdout.match(/^ {2}batch_\d+ {2}in_progress/gm)).toHaveLength(55);
+  });
+});
+
+describe('which live batches wait for a run --via batch', () => {
+  const now = 10_000_000;
+  const row = (id: string, runId: string, over: Partial<BatchRow> = {}): BatchRow => ({
+    id,
+    runId,
+    baseUrl: 'http://127.0.0.1:9/v1',
+    apiKey: null,
+    state: 'submitted',
+    providerBatchId: `batch_${id}`,
+    inputFileId: `file-${id}`,
+    providerStatus: 'in_progress',
+    progress: null,
+    jobs: 10,
+    done: 0,
+    failed: 0,
+    requeued: 0,
+    error: null,
+    createdAt: now - 1000,
+    updatedAt: now - 1000,
+    endedAt: null,
+    ...over,
+  });
+  it('those of a run ended or silent past the takeover (wherever it ran), not a beating one; never a mock or unsent one', () => {
+    const report = buildBatchesReport(
+      [
+        row('beating', 'r-beating'),
+        row('silent', 'r-silent'),
+        row('ended', 'r-ended'),
+        row('other-endpoint', 'r-ended', { baseUrl: 'https://api.openai.com/v1', jobs: 3 }),
+        row('mock', 'r-ended', { baseUrl: 'mock' }),
+        row('unsent', 'r-ended', { state: 'preparing', inputFileId: null, providerBatchId: null }),
+      ],
+      now,
+      {
+        active: [
+          { id: 'r-beating', heartbeatAt: now - 2_000 },
+          { id: 'r-silent', heartbeatAt: now - BATCH_TAKEOVER_MS - 1 },
+        ],
+        dead: new Set(),
+      },
+    );
+    expect(report.rows.filter((r) => r.runEnded).map((r) => r.id)).toEqual(['silent', 'ended', 'other-endpoint', 'mock', 'unsent']);
+    expect(report.uncollected).toEqual([
+      { baseUrl: 'http://127.0.0.1:9/v1', jobs: 20 },
+      { baseUrl: 'https://api.openai.com/v1', jobs: 3 },
+    ]);
+    // the mock's went with its process: not live
+    expect(report.live).toBe(5);
   });
 });

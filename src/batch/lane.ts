@@ -1,3 +1,4 @@
+import { BATCH_TAKEOVER_MS } from '../run-owners.js';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { LlmqError } from '../errors.js';
@@ -83,7 +84,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
   const maxPollMs = options.maxPollMs ?? 300_000;
   const limit = options.limit ?? Infinity;
   const heartbeatMs = options.heartbeatMs ?? 2000;
-  const leaseMs = options.leaseMs ?? 60_000;
+  const leaseMs = options.leaseMs ?? BATCH_TAKEOVER_MS;
   const stop = new AbortController();
   const onStop = (): void => stop.abort(new LlmqError('run stopped'));
   if (deps.stopSignal?.aborted) onStop();

@@ -42,6 +42,11 @@ export function endpointArguments(baseUrl: string): string {
   return baseUrl === DEFAULT_BASE_URL ? '' : ` --base-url ${shellWord(baseUrl)}`;
 }
 
+/** The command that collects batches sent to `baseUrl` (as batches record it), without the queue's --db. */
+export function collectCommand(baseUrl: string): string {
+  return `llmq run --via batch${endpointArguments(baseUrl)}`;
+}
+
 /**
  * What a suggested `llmq run` needs to spend as the run that printed it: its `--budget`,
  * `--budget-total` and `--price`/`--prices`. Without them the pasted command would run with no cap,

@@ -1,5 +1,8 @@
 import { MOCK_BASE_URL } from '../mock-base-url.js';
+import { jobsByEndpoint, waitsForCollection } from '../batches-uncollected.js';
+import { batchOwnerGone } from '../run-owners.js';
 import type { BatchRow, BatchStore } from '../store/batches.js';
+import type { RunRow } from '../store/types.js';
 import { count, duration, int, NO_PAINT, type Paint } from './format.js';
 
 /** What `status` shows of the batch lane: every live submission, then the last few that ended. */
@@ -7,49 +10,40 @@ export interface BatchesReport {
   readonly live: number;
   readonly rows: ReadonlyArray<BatchRow & { readonly ageSeconds: number; readonly runDied: boolean; readonly runEnded: boolean }>;
   /**
-   * The live submissions no run is collecting (their run died, or ended: --no-wait, stopped, or
-   * recorded as died by a later run), by endpoint: a run --via batch to that endpoint collects them.
+   * The live submissions that wait for a run --via batch (their run died, ended: --no-wait, stopped,
+   * recorded as died by a later run; or went silent past the takeover), by endpoint: a run --via
+   * batch to that endpoint collects them.
    */
   readonly uncollected: ReadonlyArray<{ readonly baseUrl: string; readonly jobs: number }>;
 }
 
 /** The runs a batch's `runId` is looked up in: those not ended (`activeRuns`), and of them those known dead here. */
 export interface BatchOwners {
-  readonly active: ReadonlySet<string>;
+  readonly active: ReadonlyArray<Pick<RunRow, 'id' | 'heartbeatAt'>>;
   readonly dead: ReadonlySet<string>;
-}
-
-/** The owners as `status` knows them: `activeRuns` (the runs not ended) and `dead`, those of them known dead here. */
-export function batchOwners(activeRuns: ReadonlyArray<{ readonly id: string }>, dead: ReadonlySet<string>): BatchOwners {
-  return { active: new Set(activeRuns.map((r) => r.id)), dead };
 }
 
 /**
  * `owners.dead`: the runs known dead here (`deadRunsHere`). A live submission of one is marked
- * `runDied`, one of a run that ended `runEnded`: the next batch run takes it over. One to the
- * offline mock whose run died is not live at all (its Batch API lived in the dead process), and is
- * not counted as live.
+ * `runDied`; one of a run that ended, or went silent past the takeover (`batchOwnerGone`),
+ * `runEnded`: the next batch run takes it over. One to the offline mock whose run stopped is not
+ * live at all (its Batch API lived in the dead process), and is not counted as live.
  */
-export function buildBatchesReport(
-  rows: readonly BatchRow[],
-  now: number,
-  owners: BatchOwners = { active: new Set(), dead: new Set() },
-  endedShown = 5,
-): BatchesReport {
+export function buildBatchesReport(rows: readonly BatchRow[], now: number, owners: BatchOwners, endedShown = 5): BatchesReport {
   const live = rows
     .filter((r) => r.state === 'preparing' || r.state === 'submitted')
-    .map((r) => ({ ...r, runDied: owners.dead.has(r.runId), runEnded: !owners.active.has(r.runId) }));
+    .map((r) => {
+      const runDied = owners.dead.has(r.runId);
+      return { ...r, runDied, runEnded: !runDied && batchOwnerGone(r.runId, owners.active, now) };
+    });
   const ended = rows
     .filter((r) => r.state === 'ended' || (r.state === 'abandoned' && r.jobs > 0))
     .slice(0, endedShown)
     .map((r) => ({ ...r, runDied: false, runEnded: false }));
-  const uncollected = new Map<string, number>();
-  for (const r of live)
-    if ((r.runDied || r.runEnded) && !goneWithRun(r)) uncollected.set(r.baseUrl, (uncollected.get(r.baseUrl) ?? 0) + r.jobs);
   return {
     live: live.filter((r) => !goneWithRun(r)).length,
     rows: [...live, ...ended].map((r) => ({ ...r, ageSeconds: Math.max(0, (now - r.createdAt) / 1000) })),
-    uncollected: [...uncollected].map(([baseUrl, jobs]) => ({ baseUrl, jobs })),
+    uncollected: jobsByEndpoint(live.filter((r) => (r.runDied || r.runEnded) && waitsForCollection(r))),
   };
 }
 
@@ -84,9 +78,9 @@ export function isLive(b: ReportRow): boolean {
   return (b.state === 'preparing' || b.state === 'submitted') && !goneWithRun(b);
 }
 
-/** A live submission to the offline mock whose run died: its Batch API went with the process. */
-function goneWithRun(b: Pick<ReportRow, 'runDied' | 'baseUrl'>): boolean {
-  return b.runDied && b.baseUrl === MOCK_BASE_URL;
+/** A live submission to the offline mock whose run stopped: its Batch API went with the process. */
+function goneWithRun(b: Pick<ReportRow, 'runDied' | 'runEnded' | 'baseUrl'>): boolean {
+  return (b.runDied || b.runEnded) && b.baseUrl === MOCK_BASE_URL;
 }
 
 function stateOf(b: ReportRow): string {
@@ -96,7 +90,7 @@ function stateOf(b: ReportRow): string {
 }
 
 function countsOf(b: ReportRow): string {
-  if (goneWithRun(b)) return ' · its run died: the next run sends them again';
+  if (goneWithRun(b)) return ` · its run ${b.runDied ? 'died' : 'stopped'}: the next run sends them again`;
   const died = b.runDied
     ? ' · its run died: the next llmq run --via batch takes it over'
     : b.runEnded

@@ -15,11 +15,12 @@ const RUNS_SHOWN = 5;
  */
 export interface BatchLaneNotes {
   readonly live: number;
-  readonly holders: ReadonlySet<string>;
+  /** Runs holding live batches, each with the command that takes them over (its endpoint's flags, the queue's --db). */
+  readonly holders: ReadonlyMap<string, string>;
   readonly uncollected: ReadonlyArray<{ readonly jobs: number; readonly command: string }>;
 }
 
-const NO_BATCHES: BatchLaneNotes = { live: 0, holders: new Set(), uncollected: [] };
+const NO_BATCHES: BatchLaneNotes = { live: 0, holders: new Map(), uncollected: [] };
 
 /** The human `llmq status` block: compact, aligned, fits 80 columns. */
 /** `again`: what each suggested command needs to reach this queue (` --db q.db`, `dbArgument`); `runAgain`: what a suggested `llmq run` needs besides to send where the last run sent (`runArgumentsOfRun`). */
@@ -227,7 +228,8 @@ export function renderStatus(
 
 /** What takes a stopped run's jobs back: a batch run for one that holds batches, else any run. */
 function nextTakes(runId: string, batches: BatchLaneNotes): string {
-  return batches.holders.has(runId) ? 'the next llmq run --via batch takes its batches over' : 'the next llmq run takes its jobs back';
+  const collect = batches.holders.get(runId);
+  return collect ? `the next ${collect} takes its batches over` : 'the next llmq run takes its jobs back';
 }
 
 /** "fatal", "budget: --budget-total": the exit reason, and which budget when a budget ended it. */

@@ -1,6 +1,5 @@
 import type { Provider } from '../provider/types.js';
-import type { BatchStore } from '../store/batches.js';
-import type { JobQueue, LaneMemory, QueueReader, RunAlert, RunBudget, RunRegistry } from '../store/types.js';
+import type { BatchLedger, JobQueue, LaneMemory, QueueReader, RunAlert, RunBudget, RunRegistry } from '../store/types.js';
 import type { RunSummary, SchedulerListener } from './events.js';
 import type { LaneBoards } from './lanes.js';
 import type { OutageOptions } from './outage.js';
@@ -56,7 +55,7 @@ export type RunStore = Pick<JobQueue, RunQueueCall> &
   RunRegistry &
   RunBudget &
   LaneMemory &
-  Pick<QueueReader, 'status' | 'stateCounts'> & { readonly batches: Pick<BatchStore, 'open'> };
+  Pick<QueueReader, 'status' | 'stateCounts'> & { readonly batches: Pick<BatchLedger['batches'], 'open'> };
 
 /** The changes of the job state machine a run makes (not enqueue, retry-failed or the mock's take-back: commands of their own). */
 type RunQueueCall = 'claim' | 'startRetry' | 'complete' | 'recordAttempt' | 'fail' | 'release' | 'nextPendingAt';

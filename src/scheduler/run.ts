@@ -9,7 +9,8 @@ import { InFlightRequests } from './in-flight.js';
 import { Lanes, localBoards } from './lanes.js';
 import { sleep } from './wait.js';
 import { OutageBreaker } from './outage.js';
-import { goneOwners, isProcessAlive, silentOwners, type Self } from '../run-owners.js';
+import { batchOwnerGone, goneOwners, isProcessAlive, silentOwners, type Self } from '../run-owners.js';
+import { jobsByEndpoint, waitsForCollection } from '../batches-uncollected.js';
 import { Semaphore } from './semaphore.js';
 import { RunCounters } from './stats.js';
 import { budgetTooSmallForRequests, RunMoney } from './run-money.js';
@@ -580,12 +581,11 @@ export class Run {
     return budgetTooSmallForRequests(reached) ? { budgetReached: reached.scope, budgetTooSmall: true } : { budgetReached: reached.scope };
   }
 
-  /** The batches out whose run is not among `activeRuns` (ended, or recorded as died), their jobs by endpoint. */
+  /** The batches out that wait for a run --via batch (their run ended, died or went silent), their jobs by endpoint. */
   async #uncollected(activeRuns: readonly RunRow[]): Promise<RunSummary['uncollected']> {
-    const active = new Set(activeRuns.map((r) => r.id));
-    const jobs = new Map<string, number>();
-    for (const b of await this.#store.batches.open()) if (!active.has(b.runId)) jobs.set(b.baseUrl, (jobs.get(b.baseUrl) ?? 0) + b.jobs);
-    return [...jobs].map(([baseUrl, n]) => ({ baseUrl, jobs: n }));
+    const now = this.#now();
+    const open = await this.#store.batches.open();
+    return jobsByEndpoint(open.filter((b) => waitsForCollection(b) && batchOwnerGone(b.runId, activeRuns, now)));
   }
 
   async #summary(): Promise<RunSummary> {

@@ -1,4 +1,4 @@
-import { batchOwners, buildBatchesReport, readBatchRows, type BatchesReport } from '../report/batches-text.js';
+import { buildBatchesReport, readBatchRows, type BatchesReport } from '../report/batches-text.js';
 import { buildStatusReport, runsGoneHere, type StatusReport } from '../report/status.js';
 import type { PriceTable } from '../pricing/price-table.js';
 import type { BatchLedger, QueueReader } from '../store/types.js';
@@ -101,7 +101,7 @@ export class StatusFeed {
       // as `llmq status --json` has them: the live batches and the last few that ended
       report = {
         ...status,
-        batches: buildBatchesReport(await readBatchRows(this.#o.store.batches), now, batchOwners(snapshot.activeRuns, here.dead)),
+        batches: buildBatchesReport(await readBatchRows(this.#o.store.batches), now, { active: snapshot.activeRuns, dead: here.dead }),
       };
     } catch (error) {
       this.#broadcast({ type: 'unreadable', message: error instanceof Error ? error.message : String(error) });

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync, spawn } from 'node:child_process';
 import { describe, expect, it, onTestFinished } from 'vitest';
@@ -216,6 +216,13 @@ describe('llmq enqueue (CLI)', () => {
     const files = await runCli(['enqueue', folder, '--db', join(tempDir(), 'q.db'), '--max-doc-bytes', '2KiB']);
     expect(files.stderr).toContain(
       '2 documents were over --max-doc-bytes (2,048 bytes): to take them, enqueue again with a larger --max-doc-bytes (20KiB takes them all)',
+    );
+    // a stray archive: no limit is proposed that no model could take in one request
+    writeFileSync(join(folder, 'archive.txt'), '');
+    truncateSync(join(folder, 'archive.txt'), 100 * 2 ** 20); // sparse: nothing is written
+    const huge = await runCli(['enqueue', folder, '--db', join(tempDir(), 'q.db'), '--max-doc-bytes', '2KiB']);
+    expect(huge.stderr).toContain(
+      '(up to 64MiB; the largest is 104,857,600 bytes, more than a model takes in one request: split it or leave it out)',
     );
     // stdin is read once: the warning says to pipe the input in again
     const piped = await runCli(['enqueue', '-', '--db', join(tempDir(), 'q.db'), '--max-doc-bytes', '2KiB'], {

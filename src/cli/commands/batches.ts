@@ -70,7 +70,7 @@ async function listCommand(flags: { db?: string; json?: boolean }): Promise<void
   const [
     { resolveDbLocation },
     { openExistingStore },
-    { batchOwners, buildBatchesReport, readBatchRows, renderBatches },
+    { buildBatchesReport, readBatchRows, renderBatches },
     { colorsFor, info },
     { deadRunsHere },
   ] = await Promise.all([
@@ -84,7 +84,7 @@ async function listCommand(flags: { db?: string; json?: boolean }): Promise<void
   try {
     const now = Date.now();
     const runs = await store.activeRuns();
-    const report = buildBatchesReport(await readBatchRows(store.batches), now, batchOwners(runs, deadRunsHere(runs, now)));
+    const report = buildBatchesReport(await readBatchRows(store.batches), now, { active: runs, dead: deadRunsHere(runs, now) });
     if (flags.json) process.stdout.write(JSON.stringify({ live: report.live, batches: report.rows }) + '\n');
     else if (report.rows.length === 0) info('no batches: this queue has not used the batch lane (llmq run --via batch)');
     else process.stdout.write(renderBatches(report, colorsFor(process.stdout)).replace(/^\n/, ''));

@@ -295,8 +295,12 @@ async function runEnqueue(
             'and enqueue again.'
         : `${count(missing.count, 'line')} ${lacked} (the first: ${first}, ` +
             `which has ${has}), so ${their} file:line. ` +
-            `If the name given to --id-field is mistyped${meantIdField(flags.idField, missing.has)}: ` +
-            `llmq forget --source ${shellWord(missing.path)}${dbArgument(flags.db)}, then enqueue it again with the right one (answers already paid for are kept and found again).`,
+            // every one null: the field's name is right, its values missing
+            (missing.nullIds === missing.count
+              ? `${mend}, then llmq forget --source ${shellWord(missing.path)}${dbArgument(flags.db)} and enqueue it again`
+              : `If the name given to --id-field is mistyped${meantIdField(flags.idField, missing.has)}: ` +
+                `llmq forget --source ${shellWord(missing.path)}${dbArgument(flags.db)}, then enqueue it again with the right one`) +
+            ' (answers already paid for are kept and found again).',
     );
   }
   const rounded = summary.roundedNumbers;
@@ -495,18 +499,24 @@ function describe(s: EnqueueSummary, db: string, c: ChalkInstance, priority: num
   );
 }
 
-/** A byte count as --max-doc-bytes takes it, in the largest whole binary unit: 4MiB, 512KiB, 1000. */
+/** Past this, no model takes a document in one request (a million tokens is about 4 MB of text). */
+const LARGEST_SENSIBLE_DOC = 64 * 2 ** 20;
+
 /**
  * The --max-doc-bytes that takes the refused documents: the largest one's size in whole MiB (KiB
- * under a MiB), or 4x the limit, and more, for a size not known.
+ * under a MiB), or 4x the limit, and more, for a size not known. None past LARGEST_SENSIBLE_DOC (a
+ * stray archive): such a document is to be left out or split.
  */
 function largerLimit(largest: number, unsized: number, refused: number, max: number): string {
+  if (largest > LARGEST_SENSIBLE_DOC)
+    return `up to 64MiB; the largest is ${int(largest)} bytes, more than a model takes in one request: split it or leave it out`;
   const unit = largest >= 2 ** 20 ? 2 ** 20 : 2 ** 10;
   const fits = Math.ceil(largest / unit) * unit;
   if (unsized === 0) return `${sizeFlag(fits)} takes ${refused === 1 ? 'it' : 'them all'}`;
   return `say ${sizeFlag(Math.max(fits, max * 4))}, or more: what was read from a pipe stopped at the limit, its size not known`;
 }
 
+/** A byte count as --max-doc-bytes takes it, in the largest whole binary unit: 4MiB, 512KiB, 1000. */
 function sizeFlag(bytes: number): string {
   for (const [unit, size] of [
     ['GiB', 2 ** 30],

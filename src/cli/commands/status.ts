@@ -38,7 +38,7 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
     { resolveDbLocation, redactLocation },
     { openExistingStore },
     { buildStatusReport, runsGoneHere },
-    { buildBatchesReport, batchOwners, readBatchRows },
+    { buildBatchesReport, readBatchRows },
     text,
   ] = await Promise.all([
     import('../../store/open-store.js'),
@@ -57,7 +57,7 @@ async function statusCommand(flags: StatusFlags): Promise<void> {
     const prices = await reportPriceTable(flags, snapshot.lastRun);
     const here = runsGoneHere(snapshot.activeRuns, now);
     const report = buildStatusReport(snapshot, { now, prices, db: redactLocation(location), here });
-    const batches = buildBatchesReport(await readBatchRows(store.batches), now, batchOwners(snapshot.activeRuns, here.dead));
+    const batches = buildBatchesReport(await readBatchRows(store.batches), now, { active: snapshot.activeRuns, dead: here.dead });
     return text ? text(report, batches) : JSON.stringify({ ...report, batches }, withoutFractionNoise) + '\n';
   };
   try {
@@ -76,13 +76,9 @@ const LIVE_BATCHES_SHOWN = 10;
 
 /** The status as text for stdout, in color on a terminal. */
 async function textRenderer(dbFlag: string | undefined): Promise<(report: StatusReport, batches: BatchesReport) => string> {
-  const [{ renderStatus }, { isLive, renderBatches }, { colorsFor }, { dbArgument, endpointArguments, runArgumentsOfRun }] =
-    await Promise.all([
-      import('../../report/status-text.js'),
-      import('../../report/batches-text.js'),
-      import('../output.js'),
-      import('../again.js'),
-    ]);
+  const [{ renderStatus }, { isLive, renderBatches }, { colorsFor }, { collectCommand, dbArgument, runArgumentsOfRun }] = await Promise.all(
+    [import('../../report/status-text.js'), import('../../report/batches-text.js'), import('../output.js'), import('../again.js')],
+  );
   const paint = colorsFor(process.stdout);
   const again = dbArgument(dbFlag);
   // a run proposed after a mock run must not send to OpenAI: it goes where the last run went
@@ -105,10 +101,10 @@ async function textRenderer(dbFlag: string | undefined): Promise<(report: Status
       ),
       {
         live: batches.live,
-        holders: new Set(batches.rows.filter(isLive).map((b) => b.runId)),
+        holders: new Map(batches.rows.filter(isLive).map((b) => [b.runId, collectCommand(b.baseUrl) + again])),
         uncollected: batches.uncollected.map((u) => ({
           jobs: u.jobs,
-          command: `llmq run --via batch${endpointArguments(u.baseUrl)}${again}`,
+          command: collectCommand(u.baseUrl) + again,
         })),
       },
     ) + renderBatches(batches, paint, LIVE_BATCHES_SHOWN);

@@ -2,7 +2,7 @@ import type { ProgressSnapshot, RunSummary, SchedulerEventMap } from '../../sche
 import type { LaneSnapshot } from '../../scheduler/lane.js';
 import { compact, count, duration, int, oneLine, outageText, percent, rate, shortDuration, usd, type Paint } from '../../report/format.js';
 import { refusedCount } from '../../report/refused.js';
-import { endpointArguments } from '../again.js';
+import { collectCommand } from '../again.js';
 import type { ProgressState } from './state.js';
 
 /** The text pieces every human renderer shares, each sized for an 80-column terminal. */
@@ -186,9 +186,10 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
   // batches out that no run collects: a run --via batch does; `llmq run` as run here never sends them
   for (const u of r.uncollected) {
     const out = `  ${count(u.jobs, 'job')} in batches no run collects:`;
-    lines.push(...suggest((c) => `${out} ${c}`, out, [`llmq run --via batch${endpointArguments(u.baseUrl)}`]));
+    lines.push(...suggest((c) => `${out} ${c}`, out, [collectCommand(u.baseUrl)]));
   }
-  const remaining = r.remaining - r.uncollected.reduce((sum, u) => sum + u.jobs, 0);
+  // a batch counts the jobs it was sent with; some may be stored already (a run killed while collecting)
+  const remaining = Math.max(0, r.remaining - r.uncollected.reduce((sum, u) => sum + u.jobs, 0));
   if (remaining > 0 && r.reason === 'drained') {
     // drained: nothing pending was left, so what remains is held elsewhere, and another run takes none of it
     const held = `  ${count(remaining, 'job')} held by another run or a batch; see them:`;

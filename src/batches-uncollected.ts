@@ -1,0 +1,22 @@
+import { MOCK_BASE_URL } from './mock-base-url.js';
+import type { BatchRow } from './store/batches.js';
+
+// Which batches out wait for a run --via batch: what `llmq run`'s summary, `status` and the
+// dashboard count alike. A leaf: the scheduler and the reports both read it.
+
+/**
+ * Whether the jobs of an open submission whose run stopped wait for a run --via batch to collect
+ * them. Not one never uploaded, nor one to the offline mock: any run's reclaim hands those back
+ * (`unsentOfStoppedRunWhere`).
+ */
+export function waitsForCollection(b: Pick<BatchRow, 'state' | 'inputFileId' | 'baseUrl'>): boolean {
+  if (b.state !== 'preparing' && b.state !== 'submitted') return false;
+  return !(b.state === 'preparing' && b.inputFileId === null) && b.baseUrl !== MOCK_BASE_URL;
+}
+
+/** The jobs of `rows`, by the endpoint they were sent to. */
+export function jobsByEndpoint(rows: ReadonlyArray<Pick<BatchRow, 'baseUrl' | 'jobs'>>): Array<{ baseUrl: string; jobs: number }> {
+  const jobs = new Map<string, number>();
+  for (const b of rows) jobs.set(b.baseUrl, (jobs.get(b.baseUrl) ?? 0) + b.jobs);
+  return [...jobs].map(([baseUrl, n]) => ({ baseUrl, jobs: n }));
+}
