@@ -4,19 +4,26 @@ import type { BatchRow } from './store/batches.js';
 // Which batches out wait for a run --via batch: what `llmq run`'s summary, `status` and the
 // dashboard count alike. A leaf: the scheduler and the reports both read it.
 
+/** Not ended: recorded and not yet collected (`preparing`), or at the provider (`submitted`). */
+export function isOpen(b: Pick<BatchRow, 'state'>): boolean {
+  return b.state === 'preparing' || b.state === 'submitted';
+}
+
 /**
  * Whether the jobs of an open submission whose run stopped wait for a run --via batch to collect
  * them. Not one never uploaded, nor one to the offline mock: any run's reclaim hands those back
  * (`unsentOfStoppedRunWhere`).
  */
 export function waitsForCollection(b: Pick<BatchRow, 'state' | 'inputFileId' | 'baseUrl'>): boolean {
-  if (b.state !== 'preparing' && b.state !== 'submitted') return false;
-  return !(b.state === 'preparing' && b.inputFileId === null) && b.baseUrl !== MOCK_BASE_URL;
+  return isOpen(b) && !(b.state === 'preparing' && b.inputFileId === null) && b.baseUrl !== MOCK_BASE_URL;
 }
 
-/** The jobs of `rows`, by the endpoint they were sent to. */
-export function jobsByEndpoint(rows: ReadonlyArray<Pick<BatchRow, 'baseUrl' | 'jobs'>>): Array<{ baseUrl: string; jobs: number }> {
+/** The jobs of the `rows` whose run is gone (`ownerGone`) that wait for collection, by the endpoint they were sent to. */
+export function uncollectedByEndpoint<R extends Pick<BatchRow, 'state' | 'inputFileId' | 'baseUrl' | 'jobs'>>(
+  rows: readonly R[],
+  ownerGone: (b: R) => boolean,
+): Array<{ baseUrl: string; jobs: number }> {
   const jobs = new Map<string, number>();
-  for (const b of rows) jobs.set(b.baseUrl, (jobs.get(b.baseUrl) ?? 0) + b.jobs);
+  for (const b of rows) if (waitsForCollection(b) && ownerGone(b)) jobs.set(b.baseUrl, (jobs.get(b.baseUrl) ?? 0) + b.jobs);
   return [...jobs].map(([baseUrl, n]) => ({ baseUrl, jobs: n }));
 }

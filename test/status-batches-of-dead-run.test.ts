@@ -151,3 +151,24 @@ describe('which live batches wait for a run --via batch', () => {
     expect(report.live).toBe(5);
   });
 });
+
+describe('status of a batch run gone silent on another machine', () => {
+  it('names the batch run that takes its batches over, to their endpoint, and the command that collects them', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 3);
+    const at = Date.now() - 100_000; // quiet past status's 90 s, and past the 60 s takeover
+    await store.startRun({ id: 'far00001-run', host: 'another-machine', pid: 4242, startedAt: at, options: { via: 'batch' } });
+    await store.batches.begin({ id: 'sub-far', runId: 'far00001-run', baseUrl: 'http://127.0.0.1:9/v1', now: at });
+    await store.claim({ owner: 'batch:sub-far', limit: 3, now: at, leaseUntil: at + 86_400_000, maxAttempts: 5 });
+    await store.batches.noteJobs('sub-far', 3, at);
+    await store.batches.noteInputFile('sub-far', 'file-far', at);
+    await store.batches.submitted('sub-far', 'batch_far', 'in_progress', at);
+    await store.close();
+    const status = await runCli(['status', '--db', db]);
+    const collect = `llmq run --via batch --base-url http://127.0.0.1:9/v1 --db ${db}`;
+    expect(status.stdout).toContain(`it probably died; the next ${collect} takes its batches over`);
+    expect(status.stdout).toMatch(/to collect the 3 jobs in batches no run is collecting:\s+llmq run --via batch/);
+    expect(status.stdout).toContain('no run is collecting it: the next llmq run --via batch takes it over');
+  });
+});

@@ -1,7 +1,7 @@
-import { BATCH_TAKEOVER_MS } from '../run-owners.js';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { LlmqError } from '../errors.js';
+import { BATCH_TAKEOVER_MS } from '../run-owners.js';
 import { MOCK_BASE_URL } from '../mock-base-url.js';
 import { ProviderError } from '../provider/types.js';
 import type { RunSummary } from '../scheduler/events.js';

@@ -1,5 +1,4 @@
 import { DEFAULT_BASE_URL, resolveBaseUrl, type Env } from '../provider/endpoint.js';
-import { MOCK_BASE_URL } from '../mock-base-url.js';
 import { redactUrlQuery } from '../url-credentials.js';
 import { shellWord } from '../shell-word.js';
 import { limitFlagsOf, spendFlagsOf } from '../report/status.js';
@@ -33,18 +32,9 @@ export function runArguments(flags: { readonly provider?: string; readonly baseU
   return provider + (flags.baseUrl === undefined ? '' : ` --base-url ${shellWord(redactUrlQuery(flags.baseUrl))}`);
 }
 
-/**
- * What a suggested `llmq run` needs to reach `baseUrl`, an endpoint as lanes and batches record it
- * (`laneBaseUrl`): ` --provider mock`, nothing for OpenAI's, else ` --base-url URL`.
- */
-export function endpointArguments(baseUrl: string): string {
-  if (baseUrl === MOCK_BASE_URL) return ' --provider mock';
-  return baseUrl === DEFAULT_BASE_URL ? '' : ` --base-url ${shellWord(baseUrl)}`;
-}
-
 /** The command that collects batches sent to `baseUrl` (as batches record it), without the queue's --db. */
 export function collectCommand(baseUrl: string): string {
-  return `llmq run --via batch${endpointArguments(baseUrl)}`;
+  return `llmq run --via batch${runArgumentsOfEndpoint(baseUrl)}`;
 }
 
 /**

@@ -71,8 +71,9 @@ function sameFolder(a: string, b: string): boolean {
  * Every matching file under `root` as one document, id = path relative to `root`. Walks depth
  * first in name order, so ids come out in the same order on every machine. Symbolic links are
  * followed, folders reached through them after the rest (a folder reached twice is walked once, by
- * its real path when it has one in the tree), except a link to a folder that holds `root` (skipped). Files left out by `--glob` or for
- * being hidden are the user's choice and are not reported; anything else that is not a document is.
+ * its real path when it has one in the tree), except a link to a folder that holds `root` (skipped).
+ * Files left out by `--glob` or for being hidden are the user's choice and are not reported; anything
+ * else that is not a document is.
  */
 export async function* readFolder(root: string, options: FolderOptions): AsyncGenerator<Entry | Skipped> {
   const rootReal = await realpath(root).catch(() => root);

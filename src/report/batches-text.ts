@@ -1,5 +1,5 @@
 import { MOCK_BASE_URL } from '../mock-base-url.js';
-import { jobsByEndpoint, waitsForCollection } from '../batches-uncollected.js';
+import { isOpen, uncollectedByEndpoint } from '../batches-uncollected.js';
 import { batchOwnerGone } from '../run-owners.js';
 import type { BatchRow, BatchStore } from '../store/batches.js';
 import type { RunRow } from '../store/types.js';
@@ -30,12 +30,10 @@ export interface BatchOwners {
  * live at all (its Batch API lived in the dead process), and is not counted as live.
  */
 export function buildBatchesReport(rows: readonly BatchRow[], now: number, owners: BatchOwners, endedShown = 5): BatchesReport {
-  const live = rows
-    .filter((r) => r.state === 'preparing' || r.state === 'submitted')
-    .map((r) => {
-      const runDied = owners.dead.has(r.runId);
-      return { ...r, runDied, runEnded: !runDied && batchOwnerGone(r.runId, owners.active, now) };
-    });
+  const live = rows.filter(isOpen).map((r) => {
+    const runDied = owners.dead.has(r.runId);
+    return { ...r, runDied, runEnded: !runDied && batchOwnerGone(r.runId, owners.active, now) };
+  });
   const ended = rows
     .filter((r) => r.state === 'ended' || (r.state === 'abandoned' && r.jobs > 0))
     .slice(0, endedShown)
@@ -43,7 +41,7 @@ export function buildBatchesReport(rows: readonly BatchRow[], now: number, owner
   return {
     live: live.filter((r) => !goneWithRun(r)).length,
     rows: [...live, ...ended].map((r) => ({ ...r, ageSeconds: Math.max(0, (now - r.createdAt) / 1000) })),
-    uncollected: jobsByEndpoint(live.filter((r) => (r.runDied || r.runEnded) && waitsForCollection(r))),
+    uncollected: uncollectedByEndpoint(live, (r) => r.runDied || r.runEnded),
   };
 }
 
@@ -64,10 +62,10 @@ export function renderBatches(r: BatchesReport, p: Paint = NO_PAINT, liveShown =
     const id = b.providerBatchId ?? `(${b.id.slice(0, 8)}, not created yet)`;
     return `  ${id}  ${stateOf(b)}  ${count(b.jobs, 'job')}${countsOf(b)}  ${p.dim(`age ${duration(b.ageSeconds)}`)}`;
   };
-  const open = r.rows.filter((b) => b.state === 'preparing' || b.state === 'submitted');
+  const open = r.rows.filter(isOpen);
   const lines = [p.bold(`batches   ${r.live} live`), ...open.slice(0, liveShown).map(line)];
   if (open.length > liveShown) lines.push(p.dim(`  and ${int(open.length - liveShown)} more live: llmq batches lists them all`));
-  lines.push(...r.rows.filter((b) => !open.includes(b)).map(line));
+  lines.push(...r.rows.filter((b) => !isOpen(b)).map(line));
   return '\n' + lines.join('\n') + '\n';
 }
 
@@ -75,7 +73,7 @@ type ReportRow = BatchesReport['rows'][number];
 
 /** Live: to be collected (not ended, nor a mock batch gone with its dead run). */
 export function isLive(b: ReportRow): boolean {
-  return (b.state === 'preparing' || b.state === 'submitted') && !goneWithRun(b);
+  return isOpen(b) && !goneWithRun(b);
 }
 
 /** A live submission to the offline mock whose run stopped: its Batch API went with the process. */

@@ -156,8 +156,8 @@ export function renderStatus(
   for (const run of stale) {
     lines.push(`${p.yellow('silent')}    ${runName(run)}: no heartbeat for ${duration((r.now - run.heartbeatAt) / 1000)}`);
     if (run.gone) lines.push(p.dim(`${''.padEnd(10)}its process is gone; ${nextTakes(run.id, batches)} at once`));
-    else if (batches.holders.has(run.id))
-      lines.push(p.dim(`${''.padEnd(10)}it probably died; a run --via batch takes its batches over when its lease expires`));
+    // silent past the takeover (STALE_RUN_MS is longer): its batches are the next batch run's now
+    else if (batches.holders.has(run.id)) lines.push(p.dim(`${''.padEnd(10)}it probably died; ${nextTakes(run.id, batches)}`));
     else lines.push(p.dim(`${''.padEnd(10)}it probably died; its jobs go back to pending when their leases expire`));
   }
   const last = r.lastRun;

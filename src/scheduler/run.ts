@@ -10,7 +10,7 @@ import { Lanes, localBoards } from './lanes.js';
 import { sleep } from './wait.js';
 import { OutageBreaker } from './outage.js';
 import { batchOwnerGone, goneOwners, isProcessAlive, silentOwners, type Self } from '../run-owners.js';
-import { jobsByEndpoint, waitsForCollection } from '../batches-uncollected.js';
+import { uncollectedByEndpoint } from '../batches-uncollected.js';
 import { Semaphore } from './semaphore.js';
 import { RunCounters } from './stats.js';
 import { budgetTooSmallForRequests, RunMoney } from './run-money.js';
@@ -585,7 +585,7 @@ export class Run {
   async #uncollected(activeRuns: readonly RunRow[]): Promise<RunSummary['uncollected']> {
     const now = this.#now();
     const open = await this.#store.batches.open();
-    return jobsByEndpoint(open.filter((b) => waitsForCollection(b) && batchOwnerGone(b.runId, activeRuns, now)));
+    return uncollectedByEndpoint(open, (b) => batchOwnerGone(b.runId, activeRuns, now));
   }
 
   async #summary(): Promise<RunSummary> {

@@ -53,11 +53,11 @@ Stop the runs on the source first; the target must be empty.`,
       checkLocation(flags.to, '--to');
       if (from === flags.to)
         throw new UsageError(`Expected --from and --to to name two databases, got '${redactLocation(from)}' for both.`);
-      const result = await withStores(from, flags.to, async (source, target) => {
-        const open = await source.activeRuns();
-        if (open.length)
+      const result = await withStores(from, flags.to, async (source, target, notEnded) => {
+        if (notEnded)
           warn(
-            `${count(open.length, 'run')} on ${source.location} ${open.length === 1 ? 'has' : 'have'} not ended; answers stored during the copy may be missed.`,
+            `${count(notEnded, 'run')} on ${source.location} ${notEnded === 1 ? 'has' : 'have'} not ended, though ${notEnded === 1 ? 'it works' : 'they work'} it no more: ` +
+              `the copy ends ${notEnded === 1 ? 'it' : 'them'}, ${notEnded === 1 ? 'its' : 'their'} requests out counted as may be billed.`,
           );
         // on a terminal, how far it is: ten million jobs with their items take minutes
         const line = statusLine(process.stderr);
@@ -99,7 +99,12 @@ Stop the runs on the source first; the target must be empty.`,
     });
 }
 
-async function withStores<T>(from: string, to: string, fn: (source: Store, target: Store) => Promise<T>): Promise<T> {
+/**
+ * `fn` with the source (opened as an existing queue) and the target, once the source is known safe
+ * to copy: no batch live at the provider, no run working it. `notEnded`: how many of its runs have
+ * not ended though they work it no more (killed), which the copy ends.
+ */
+async function withStores<T>(from: string, to: string, fn: (source: Store, target: Store, notEnded: number) => Promise<T>): Promise<T> {
   const [{ openStore }, { openExistingStore }, { refuseLiveBatches }, { workingRuns }, { count }] = await Promise.all([
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
@@ -113,7 +118,8 @@ async function withStores<T>(from: string, to: string, fn: (source: Store, targe
     await refuseLiveBatches(source);
     // Its jobs in flight, and those it answers while the copy reads, would arrive pending and be
     // sent again (and billed) by a run on the copy. A run that died is no such risk: warned below.
-    const working = workingRuns(await source.activeRuns(), Date.now());
+    const open = await source.activeRuns();
+    const working = workingRuns(open, Date.now());
     if (working.length > 0) {
       const named = working.map((r) => `${r.id.slice(0, 8)} (${r.host} pid ${r.pid})`).join(', ');
       throw new StoreError(
@@ -123,7 +129,7 @@ async function withStores<T>(from: string, to: string, fn: (source: Store, targe
     }
     const target = await openStore(to);
     try {
-      return await fn(source, target);
+      return await fn(source, target, open.length);
     } finally {
       await target.close();
     }

@@ -7,7 +7,7 @@ import { info, warn } from '../output.js';
 import { incompleteText } from '../progress/lines.js';
 import { takeBackMockAnswers } from '../mock-answers.js';
 import { whileReaderPresent } from '../reader-gone.js';
-import { dbArgument, runArguments, runArgumentsOfEndpoint } from '../again.js';
+import { collectCommand, dbArgument, runArguments, runArgumentsOfEndpoint } from '../again.js';
 import { watchRunStop } from '../run-stop.js';
 import { crashAtFromEnv } from '../crash-at.js';
 import { priceTableFrom, pricesOfRun, type PriceFlags } from './price-options.js';
@@ -154,7 +154,7 @@ function describe(e: BatchEvent, db: string | undefined): string | null {
       return `waiting ${Math.max(0, Math.round((e.untilMs - Date.now()) / 1000))} s: ${e.reason === 'quota' ? 'the provider has too much queued' : 'the Batch API failed'} (${e.message})`;
     case 'elsewhere': {
       const which = e.providerBatchId ? `batch ${e.providerBatchId}` : `submission ${e.id}`;
-      const collect = `llmq run --via batch${runArgumentsOfEndpoint(e.baseUrl)}${dbArgument(db)}`;
+      const collect = collectCommand(e.baseUrl) + dbArgument(db);
       return (
         `${which} of an earlier run was sent to ${e.baseUrl}, not this run's endpoint: left alone, its jobs held; ${collect} collects it ` +
         `(if that endpoint is gone for good: llmq batches forget ${e.providerBatchId ?? e.id}${dbArgument(db)})`
