@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { deliverTo } from '../src/hooks/deliver.js';
+import { commandFailure, deliverTo } from '../src/hooks/deliver.js';
 import { createRunHooks } from '../src/hooks/run-hooks.js';
 import { parseHookTarget } from '../src/hooks/target.js';
 import { hookReportLine } from '../src/cli/hook-flags.js';
@@ -342,7 +342,17 @@ describe('run hooks', () => {
     expect(env).toContain('HOOK_KEEPS=yes');
     expect(env).not.toMatch(/LLMQ_API_KEY|OPENAI_API_KEY|LLMQ_HOOK_SECRET|sk-hook-leak|s3cret/);
     const failed = deliverTo({ kind: 'command', command: 'no-such-hook-command-xyz' })('{}', new AbortController().signal);
-    await expect(failed).rejects.toThrow(/^exit code 127$/);
+    await expect(failed).rejects.toThrow(/^exit code 127: .*no-such-hook-command-xyz.*not found$/);
+  });
+
+  it("a failing command's message ends with the last line it wrote to stderr, or what the shell's code means", async () => {
+    const stop = new AbortController().signal;
+    const said = deliverTo({ kind: 'command', command: `echo first >&2; echo 'no route to https://u:pw@example.test/x' >&2; echo; exit 3` });
+    await expect(said('{}', stop)).rejects.toThrow(/^exit code 3: no route to https:\/\/u:\*\*\*@example\.test\/x$/);
+    const silent = deliverTo({ kind: 'command', command: 'exit 127' });
+    await expect(silent('{}', stop)).rejects.toThrow(/^exit code 127 \(command not found\)$/);
+    expect(commandFailure(1, null, `${'x'.repeat(300)}\n`)).toBe(`exit code 1: ${'x'.repeat(199)}…`);
+    expect(commandFailure(null, 'SIGKILL', '')).toBe('killed by SIGKILL');
   });
 
   it('posts to any port, the Fetch standard\'s blocked ones too (a receiver on 6000 was refused as "bad port")', async () => {

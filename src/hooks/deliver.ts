@@ -134,14 +134,38 @@ function hookEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
+/** Of a failing command's stderr, this much of the end is kept to say why it failed. */
+const STDERR_TAIL_BYTES = 4096;
+
+/**
+ * Why a command failed, in its own words when it left any: the last line it wrote to stderr
+ * (`sh: 1: notify-me: not found`), cut to 200 characters. 127 and 126 are the shell's own codes.
+ */
+export function commandFailure(code: number | null, signal: string | null, stderr: string): string {
+  const said = stderr
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter((line) => line !== '')
+    .pop();
+  const shellMeaning = code === 127 ? ' (command not found)' : code === 126 ? ' (not executable)' : '';
+  const what = signal ? `killed by ${signal}` : `exit code ${code}${said === undefined ? shellMeaning : ''}`;
+  if (said === undefined) return what;
+  return `${what}: ${redactUrlCredentials(said.length > 200 ? `${said.slice(0, 199)}…` : said)}`;
+}
+
 /**
  * `sh -c command` with the body on stdin; its output is not shown (it would break the progress
- * display and --json). It runs in a process group of its own, so a command cut off (its timeout, or
+ * display and --json), but the end of its stderr is kept for the failure's message. It runs in a process group of its own, so a command cut off (its timeout, or
  * the run's deadline for hooks) is killed with everything it started, not only the shell.
  */
 function runCommand(command: string, body: string, timeoutMs: number, stop: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn('sh', ['-c', command], { stdio: ['pipe', 'ignore', 'ignore'], detached: true, env: hookEnv() });
+    const child = spawn('sh', ['-c', command], { stdio: ['pipe', 'ignore', 'pipe'], detached: true, env: hookEnv() });
+    let stderr = '';
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (chunk: string) => {
+      stderr = (stderr + chunk).slice(-STDERR_TAIL_BYTES);
+    });
     watchExit();
     if (child.pid !== undefined) running.add(child.pid);
     const killAll = () => {
@@ -170,7 +194,7 @@ function runCommand(command: string, body: string, timeoutMs: number, stop: Abor
       running.delete(child.pid!);
       if (code === 0) resolve();
       else if (timedOut) reject(new Error(`still running after ${timeoutMs / 1000} s, the most a hook command may take: stopped`));
-      else reject(new Error(signal ? `killed by ${signal}` : `exit code ${code}`));
+      else reject(new Error(commandFailure(code, signal, stderr)));
     });
   });
 }
