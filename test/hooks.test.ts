@@ -347,7 +347,10 @@ describe('run hooks', () => {
 
   it("a failing command's message ends with the last line it wrote to stderr, or what the shell's code means", async () => {
     const stop = new AbortController().signal;
-    const said = deliverTo({ kind: 'command', command: `echo first >&2; echo 'no route to https://u:pw@example.test/x' >&2; echo; exit 3` });
+    const said = deliverTo({
+      kind: 'command',
+      command: `echo first >&2; echo 'no route to https://u:pw@example.test/x' >&2; echo; exit 3`,
+    });
     await expect(said('{}', stop)).rejects.toThrow(/^exit code 3: no route to https:\/\/u:\*\*\*@example\.test\/x$/);
     const silent = deliverTo({ kind: 'command', command: 'exit 127' });
     await expect(silent('{}', stop)).rejects.toThrow(/^exit code 127 \(command not found\)$/);
