@@ -1,7 +1,8 @@
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { buildBatchesReport } from '../src/report/batches-text.js';
+import { buildBatchesReport, renderBatches } from '../src/report/batches-text.js';
+import { NO_PAINT } from '../src/report/format.js';
 import { BATCH_TAKEOVER_MS } from '../src/run-owners.js';
 import type { BatchRow } from '../src/store/batches.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
@@ -149,6 +150,19 @@ describe('which live batches wait for a run --via batch', () => {
     ]);
     // the mock's went with its process: not live
     expect(report.live).toBe(5);
+  });
+
+  it('the line past the rows listed counts live ones and mock ones gone with their run apart, as the header does', () => {
+    const rows = [
+      ...Array.from({ length: 3 }, (_, i) => row(`live${i}`, 'r-beating')),
+      ...Array.from({ length: 4 }, (_, i) => row(`mock${i}`, 'r-ended', { baseUrl: 'mock' })),
+    ];
+    const owners = { active: [{ id: 'r-beating', heartbeatAt: now - 2_000 }], dead: new Set<string>() };
+    const text = renderBatches(buildBatchesReport(rows, now, owners), NO_PAINT, 2);
+    expect(text).toContain('batches   3 live\n');
+    expect(text).toContain('  and 1 more live, 4 more gone with their run (mock): llmq batches lists them all');
+    const allMock = renderBatches(buildBatchesReport(rows.slice(3), now, owners), NO_PAINT, 2);
+    expect(allMock).toContain('  and 2 more gone with their run (mock): llmq batches lists them all');
   });
 });
 

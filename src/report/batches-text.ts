@@ -64,7 +64,16 @@ export function renderBatches(r: BatchesReport, p: Paint = NO_PAINT, liveShown =
   };
   const open = r.rows.filter(isOpen);
   const lines = [p.bold(`batches   ${r.live} live`), ...open.slice(0, liveShown).map(line)];
-  if (open.length > liveShown) lines.push(p.dim(`  and ${int(open.length - liveShown)} more live: llmq batches lists them all`));
+  const rest = open.slice(liveShown);
+  if (rest.length) {
+    // mock batches gone with their run are not live: counted apart, as the header leaves them out
+    const restLive = rest.filter(isLive).length;
+    const gone = rest.length - restLive;
+    const what = [restLive ? `${int(restLive)} more live` : '', gone ? `${int(gone)} more gone with their run (mock)` : '']
+      .filter(Boolean)
+      .join(', ');
+    lines.push(p.dim(`  and ${what}: llmq batches lists them all`));
+  }
   lines.push(...r.rows.filter((b) => !isOpen(b)).map(line));
   return '\n' + lines.join('\n') + '\n';
 }
