@@ -185,4 +185,26 @@ describe('status of a batch run gone silent on another machine', () => {
     expect(status.stdout).toMatch(/to collect the 3 jobs in batches no run is collecting:\s+llmq run --via batch/);
     expect(status.stdout).toContain('no run is collecting it: the next llmq run --via batch takes it over');
   });
+
+  it('still names that command while a plain run works the queue (it never collects batches), not while a batch run does', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 5);
+    const at = Date.now() - 100_000;
+    await store.startRun({ id: 'far00001-run', host: 'another-machine', pid: 4242, startedAt: at, options: { via: 'batch' } });
+    await store.batches.begin({ id: 'sub-far', runId: 'far00001-run', baseUrl: 'http://127.0.0.1:9/v1', now: at });
+    await store.claim({ owner: 'batch:sub-far', limit: 3, now: at, leaseUntil: at + 86_400_000, maxAttempts: 5 });
+    await store.batches.noteJobs('sub-far', 3, at);
+    await store.batches.noteInputFile('sub-far', 'file-far', at);
+    await store.batches.submitted('sub-far', 'batch_far', 'in_progress', at);
+    await store.startRun({ id: 'plain001-run', host: hostname(), pid: process.pid, startedAt: Date.now(), options: {} });
+    await store.close();
+    const whilePlain = await runCli(['status', '--db', db]);
+    expect(whilePlain.stdout).toMatch(/to collect the 3 jobs in batches no run is collecting:\s+llmq run --via batch/);
+    const again = new SqliteStore(db);
+    await again.startRun({ id: 'batch001-run', host: hostname(), pid: process.pid, startedAt: Date.now(), options: { via: 'batch' } });
+    await again.close();
+    const whileBatch = await runCli(['status', '--db', db]);
+    expect(whileBatch.stdout).not.toContain('to collect the');
+  });
 });

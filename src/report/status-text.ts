@@ -217,8 +217,10 @@ export function renderStatus(
     if (r.counts.pending > 0) for (const l of hint('what that would cost and take:', `llmq estimate${again}`)) lines.push(p.dim(l));
   }
   // batches out with no run to collect them: a plain `llmq run` leaves them be (sending their jobs
-  // again would pay twice), so the command that collects them is said
-  if (live.length === 0 && batches.uncollected.length > 0) {
+  // again would pay twice), so the command that collects them is said, also while plain runs work;
+  // a live batch run takes them over on its next pass
+  const batchRunLive = live.some((run) => run.via === 'batch' || run.via === 'auto');
+  if (!batchRunLive && batches.uncollected.length > 0) {
     lines.push('');
     for (const u of batches.uncollected)
       for (const l of hint(`to collect the ${count(u.jobs, 'job')} in batches no run is collecting:`, u.command)) lines.push(p.dim(l));
