@@ -1,7 +1,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_PROMPT, lostToDefaults } from '../src/cli/commands/enqueue-requests.js';
+import { DEFAULT_PROMPT, lostToDefaults, requestChanges } from '../src/cli/commands/enqueue-requests.js';
+import { parseTemplate } from '../src/ingest/template.js';
 import { MOCK_NOW, runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
 
@@ -94,5 +95,17 @@ describe('enqueue again without the flags of the first', () => {
     expect(lostToDefaults({ ...moved, now: body({ ...user('Classify: other doc'), model: 'gpt-4o' }) }, none)).toEqual([]);
     // nothing readable, nothing said
     expect(lostToDefaults({ ...moved, was: 'not json' }, none)).toEqual([]);
+    // a reasoning model's limit is max_completion_tokens: lost to the default 512 all the same
+    const reasoning = (limit: number) => JSON.stringify({ model: 'gpt-5-mini', max_completion_tokens: limit, ...user(defaultMessage) });
+    expect(lostToDefaults({ id: 'x', was: reasoning(100), now: reasoning(512) }, none)).toEqual([
+      { what: 'max_completion_tokens 100', flag: '--max-tokens 100' },
+    ]);
+  });
+
+  it("says a reasoning model's jobs of before moved for the limit's new name, max_completion_tokens", () => {
+    const old = JSON.stringify({ model: 'gpt-5-mini', max_tokens: 512, messages: [{ role: 'user', content: 'x' }] });
+    const now = JSON.stringify({ model: 'gpt-5-mini', max_completion_tokens: 512, messages: [{ role: 'user', content: 'x' }] });
+    const templates = { prompt: parseTemplate('{{text}}'), system: null };
+    expect(requestChanges({ id: 'x', was: old, now }, templates)).toEqual(['max_tokens -> max_completion_tokens']);
   });
 });

@@ -19,13 +19,26 @@ export interface RequestOptions {
   readonly setsPriority?: boolean;
 }
 
+/**
+ * OpenAI's reasoning models (o1, o3, o4-mini, gpt-5 and its kin, also under an `openai/` prefix)
+ * refuse `max_tokens` with a 400 ("Use 'max_completion_tokens' instead"): every job would fail.
+ * OpenAI's other models take either name; servers that imitate the API (vLLM, Ollama, older Azure
+ * versions) may know only `max_tokens`, so it stays the name for every other model.
+ */
+const REFUSES_MAX_TOKENS = /^(?:openai\/)?(?:o\d+|gpt-5)(?:[.-]|$)/i;
+
+/** The request's name for --max-tokens with `model`: `max_completion_tokens` where `max_tokens` is refused. */
+export function completionLimitField(model: string): 'max_tokens' | 'max_completion_tokens' {
+  return REFUSES_MAX_TOKENS.test(model) ? 'max_completion_tokens' : 'max_tokens';
+}
+
 /** The request body a document renders to, as an object (what `canonicalJson` is applied to). */
 export function requestBody(doc: Document, o: RequestOptions): Record<string, unknown> {
   if (doc.body) return doc.body;
   const messages = [];
   if (o.system) messages.push({ role: 'system', content: o.system.render(doc) });
   messages.push({ role: 'user', content: o.prompt.render(doc) });
-  return { model: o.model, messages, max_tokens: o.maxTokens, temperature: o.temperature };
+  return { model: o.model, messages, [completionLimitField(o.model)]: o.maxTokens, temperature: o.temperature };
 }
 
 /**
@@ -38,8 +51,8 @@ export function requestBody(doc: Document, o: RequestOptions): Record<string, un
  * Throws MissingValueError when a `{{meta.FIELD}}` placeholder has nothing to fill it.
  */
 export function makeRenderer(o: RequestOptions): (doc: Document) => EnqueueRow {
-  // Sorted keys: max_tokens < messages < model < temperature; content < role.
-  const head = `{"max_tokens":${JSON.stringify(o.maxTokens)},"messages":[`;
+  // Sorted keys: max_completion_tokens < max_tokens < messages < model < temperature; content < role.
+  const head = `{"${completionLimitField(o.model)}":${JSON.stringify(o.maxTokens)},"messages":[`;
   const tail = `],"model":${JSON.stringify(o.model)}${o.temperature === undefined ? '' : `,"temperature":${JSON.stringify(o.temperature)}`}}`;
   const system = o.system;
   const constSystem = system?.isConstant ? `{"content":${JSON.stringify(system.source)},"role":"system"},` : null;

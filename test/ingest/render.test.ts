@@ -24,6 +24,7 @@ const variants: Array<Partial<RequestOptions> & { name: string }> = [
   { name: 'temperature', temperature: 0.7 },
   { name: 'temperature 0', temperature: 0 },
   { name: 'odd model name', model: 'org/model "v2"', maxTokens: 1 },
+  { name: 'a reasoning model', model: 'gpt-5-mini', temperature: 1 },
 ];
 
 describe('rendering a document into its request', () => {
@@ -88,6 +89,28 @@ describe('rendering a document into its request', () => {
     const row = makeRenderer({ prompt: parseTemplate('{{text}}'), system: null, model: 'm', maxTokens: 9, priority: 0 })(docs[0]!);
     expect(JSON.parse(row.request)).toEqual({ model: 'm', max_tokens: 9, messages: [{ role: 'user', content: 'Plain text.' }] });
     expect(row.source).toBe('docs/a.md');
+  });
+
+  it("names the limit max_completion_tokens for OpenAI's reasoning models, which refuse max_tokens; max_tokens for every other", () => {
+    const field = (model: string) =>
+      Object.keys(
+        JSON.parse(makeRenderer({ prompt: parseTemplate('{{text}}'), system: null, model, maxTokens: 9, priority: 0 })(docs[0]!).request),
+      );
+    for (const model of [
+      'o1',
+      'o1-mini',
+      'o3',
+      'o3-mini-2025-01-31',
+      'o4-mini',
+      'gpt-5',
+      'gpt-5-mini',
+      'gpt-5.1',
+      'GPT-5-nano',
+      'openai/o3',
+    ])
+      expect(field(model), model).toEqual(['max_completion_tokens', 'messages', 'model']);
+    for (const model of ['gpt-4o-mini', 'gpt-4.1', 'gpt-50x', 'llama3.1:8b', 'ollama/o1x', 'my-o1-deployment', 'org/gpt-5'])
+      expect(field(model), model).toEqual(['max_tokens', 'messages', 'model']);
   });
 
   it('takes an OpenAI batch body as it is (key order does not matter) with its own model', () => {

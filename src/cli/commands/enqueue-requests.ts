@@ -32,7 +32,18 @@ interface Body {
   readonly model?: unknown;
   readonly messages?: ReadonlyArray<{ readonly role?: unknown; readonly content?: unknown }>;
   readonly max_tokens?: unknown;
+  readonly max_completion_tokens?: unknown;
   readonly temperature?: unknown;
+}
+
+/** The completion limit --max-tokens set, under either of its names (render.ts, completionLimitField). */
+function completionLimit(body: Body): unknown {
+  return body.max_tokens ?? body.max_completion_tokens;
+}
+
+/** Which name the request gives its completion limit, when it gives one. */
+function completionLimitName(body: Body): string | undefined {
+  return body.max_tokens !== undefined ? 'max_tokens' : body.max_completion_tokens !== undefined ? 'max_completion_tokens' : undefined;
 }
 
 /**
@@ -60,13 +71,9 @@ export function lostToDefaults(moved: MovedItem, given: RequestFlagsGiven): Lost
   if (!given.model && now.model === DEFAULT_MODEL && typeof was.model === 'string' && was.model !== now.model) {
     lost.push({ what: `the model ${printable(was.model)}`, flag: `--model ${printable(was.model)}` });
   }
-  if (
-    !given.maxTokens &&
-    now.max_tokens === DEFAULT_MAX_TOKENS &&
-    typeof was.max_tokens === 'number' &&
-    was.max_tokens !== now.max_tokens
-  ) {
-    lost.push({ what: `max_tokens ${was.max_tokens}`, flag: `--max-tokens ${was.max_tokens}` });
+  const wasLimit = completionLimit(was);
+  if (!given.maxTokens && completionLimit(now) === DEFAULT_MAX_TOKENS && typeof wasLimit === 'number' && wasLimit !== DEFAULT_MAX_TOKENS) {
+    lost.push({ what: `${completionLimitName(was)} ${wasLimit}`, flag: `--max-tokens ${wasLimit}` });
   }
   if (!given.temperature && now.temperature === undefined && typeof was.temperature === 'number') {
     lost.push({ what: `temperature ${was.temperature}`, flag: `--temperature ${was.temperature}` });
@@ -147,7 +154,11 @@ export function requestChanges(
       changes.push(`${name} ${a === undefined ? 'none' : printable(String(a))} -> ${b === undefined ? 'none' : printable(String(b))}`);
   };
   setting('the model', was.model, now.model);
-  setting('max_tokens', was.max_tokens, now.max_tokens);
+  // a model that refuses max_tokens is sent max_completion_tokens (render.ts): the same limit, renamed
+  const wasName = completionLimitName(was);
+  const nowName = completionLimitName(now);
+  if (wasName !== undefined && nowName !== undefined && wasName !== nowName) changes.push(`${wasName} -> ${nowName}`);
+  setting(nowName ?? wasName ?? 'max_tokens', completionLimit(was), completionLimit(now));
   setting('temperature', was.temperature, now.temperature);
   return changes;
 }
