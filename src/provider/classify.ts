@@ -26,11 +26,12 @@ import { ProviderError, type ErrorScope, type FailureReason, type RateLimitInfo 
 
 const MAX_MESSAGE = 300;
 
-/** What an error body said: OpenAI's `{error:{message,type,code}}` or the shapes compatible servers use. */
+/** What an error body said: OpenAI's `{error:{message,type,param,code}}` or the shapes compatible servers use. */
 interface BodyError {
   readonly message: string | null;
   readonly code: string | null;
   readonly type: string | null;
+  readonly param: string | null;
 }
 
 export function readErrorBody(text: string): BodyError {
@@ -38,12 +39,17 @@ export function readErrorBody(text: string): BodyError {
   try {
     json = JSON.parse(text);
   } catch {
-    return { message: null, code: null, type: null };
+    return { message: null, code: null, type: null, param: null };
   }
   const e = json?.error;
   const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : typeof v === 'number' ? String(v) : null);
-  if (e !== null && typeof e === 'object') return { message: str(e.message), code: str(e.code), type: str(e.type) };
-  return { message: str(e) ?? str(json?.message) ?? str(json?.detail), code: str(json?.code), type: str(json?.type) };
+  if (e !== null && typeof e === 'object') return { message: str(e.message), code: str(e.code), type: str(e.type), param: str(e.param) };
+  return {
+    message: str(e) ?? str(json?.message) ?? str(json?.detail),
+    code: str(json?.code),
+    type: str(json?.type),
+    param: str(json?.param),
+  };
 }
 
 /** One line, no request ids or "try again in 20ms", at most MAX_MESSAGE characters, key removed. */
@@ -104,8 +110,20 @@ export function classifyHttpError(
       message += ' (check --base-url: it usually ends in /v1)';
     }
   }
-  return new ProviderError({ message, scope, reason, status, code, retryAfterMs, rateLimit });
+  return new ProviderError({ message, scope, reason, status, code, param: body.param, retryAfterMs, rateLimit });
 }
+
+/**
+ * A refusal of a request parameter that every job of an enqueue shares (`max_tokens`, `temperature`,
+ * `response_format`), not of the document (`messages`, `input`, `prompt`): the same request shape
+ * would be refused for every job, and would fail them all.
+ */
+export function refusesSharedParameter(error: ProviderError): boolean {
+  return error.reason === 'bad_request' && error.status !== 404 && error.param !== null && !DOCUMENT_PARAMETER.test(error.param);
+}
+
+/** Parameters that hold the document itself (`messages[0].content`), whose refusal is the document's own. */
+const DOCUMENT_PARAMETER = /^(?:messages|input|prompt|contents?)\b/i;
 
 /** `message` followed by a hint, with a full stop between them when the message has none. */
 function sentence(message: string, hint: string): string {

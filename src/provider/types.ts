@@ -56,6 +56,8 @@ export class ProviderError extends Error {
   readonly status: number | null;
   /** The provider's error code, e.g. `insufficient_quota`, `context_length_exceeded`. */
   readonly code: string | null;
+  /** The request parameter the provider's error names (`max_tokens`, `temperature`, `messages`), when it names one. */
+  readonly param: string | null;
   /** How long the provider asked us to wait (retry-after-ms / retry-after), if it did. */
   readonly retryAfterMs: number | null;
   readonly rateLimit: RateLimitInfo | null;
@@ -66,6 +68,7 @@ export class ProviderError extends Error {
     reason: FailureReason;
     status?: number | null;
     code?: string | null;
+    param?: string | null;
     retryAfterMs?: number | null;
     rateLimit?: RateLimitInfo | null;
     cause?: unknown;
@@ -76,6 +79,7 @@ export class ProviderError extends Error {
     this.reason = init.reason;
     this.status = init.status ?? null;
     this.code = init.code ?? null;
+    this.param = init.param ?? null;
     this.retryAfterMs = init.retryAfterMs ?? null;
     this.rateLimit = init.rateLimit ?? null;
   }

@@ -22,6 +22,11 @@ export interface FailureFacts {
   readonly answered: boolean;
   /** 404s before any answer, this one included. */
   readonly early404s: number;
+  /**
+   * Refusals of a parameter every job shares (`refusesSharedParameter`: `max_tokens`, `temperature`)
+   * before any answer, naming the same parameter as this one, this one included; 0 for other failures.
+   */
+  readonly earlyParameterRefusals: number;
   /** 401/403 in a row (no answer between them), this one included. */
   readonly authInARow: number;
   /**
@@ -63,7 +68,7 @@ export type Decision =
   /** Stop the run (no attempt used): the key, the quota, or the endpoint is wrong. */
   | { readonly kind: 'stop' };
 
-/** Same-job repeats of 401/403, or 404s before any answer, that mean the key or endpoint is wrong. */
+/** Same-job repeats of 401/403, or 404s or refusals of a shared parameter before any answer, that mean the key, endpoint or request is wrong. */
 export const RUN_FATAL_IN_A_ROW = 3;
 /**
  * A job's outage failures count again once the provider has shown it is up (it answered others
@@ -88,6 +93,12 @@ export function decide(f: FailureFacts): Decision {
     // Until that is known, the attempt is given back: a run stopped for a wrong --base-url used
     // none ("No job was used up"), where the first two 404s used theirs. Tried again once some
     // job has answered, a 404 that is the job's own fails it.
+    return { kind: 'retry', delayMs: f.attempt < f.maxAttempts ? backoffMs(f) : f.retryDelayMs, counted: false };
+  }
+  if (f.earlyParameterRefusals > 0 && !f.answered) {
+    // The request's shape, which every job of an enqueue shares, is refused: three in a row stop the
+    // run before it fails the whole queue; until then the attempt is given back, as for a 404.
+    if (f.earlyParameterRefusals >= RUN_FATAL_IN_A_ROW) return { kind: 'stop' };
     return { kind: 'retry', delayMs: f.attempt < f.maxAttempts ? backoffMs(f) : f.retryDelayMs, counted: false };
   }
   if (error.scope === 'job') return { kind: 'fail', message: error.message };

@@ -125,6 +125,8 @@ export interface RunSummary {
     readonly reason: FailureReason | 'internal';
     /** The provider's error code (`model_not_found`, `invalid_api_key`), when its answer gave one. */
     readonly code: string | null;
+    /** The request parameter it refused (`max_tokens`), when its answer named one. */
+    readonly param: string | null;
   } | null;
 }
 

@@ -1,4 +1,5 @@
 import { incompleteKind, type FinishReason } from '../provider/finish.js';
+import { refusesSharedParameter } from '../provider/classify.js';
 import { ProviderError, type CompletionResult, type Provider } from '../provider/types.js';
 import type { AttemptOutcome, AttemptRecord, ClaimedJob, JobQueue } from '../store/types.js';
 import { decide, type Decision } from './decide.js';
@@ -356,6 +357,12 @@ class JobRun {
     const now = ctx.now();
     const tally = this.#tally;
     if (error.status === 404 && c.done === 0) c.early404s++;
+    const sharedRefusal = c.done === 0 && refusesSharedParameter(error);
+    if (sharedRefusal) {
+      if (c.refusedParameter !== error.param) c.earlyParameterRefusals = 0;
+      c.refusedParameter = error.param;
+      c.earlyParameterRefusals++;
+    }
     if (error.reason === 'auth') c.authInARow++;
     if (error.reason === 'timeout') this.#timeouts++;
     const outageType = error.reason === 'network' || error.reason === 'server' || error.reason === 'timeout';
@@ -384,6 +391,7 @@ class JobRun {
       maxAttempts: ctx.maxAttempts,
       answered: c.done > 0,
       early404s: c.early404s,
+      earlyParameterRefusals: sharedRefusal ? c.earlyParameterRefusals : 0,
       authInARow: c.authInARow,
       outage,
       uncountedOutages: tally.uncountedOutages,

@@ -19,6 +19,9 @@ export class RunCounters {
   unpricedAnswers = 0;
   /** 404s seen before the first answer (a wrong endpoint shows as a run of them). */
   early404s = 0;
+  /** Before the first answer, refusals in a row of the shared parameter `refusedParameter` (a request shape every job has). */
+  earlyParameterRefusals = 0;
+  refusedParameter: string | null = null;
   /** 401/403 answers since the last success. */
   authInARow = 0;
   promptTokens = 0;

@@ -78,8 +78,8 @@ export function answerFor(requestBody: string): string {
 }
 
 /** An OpenAI-style error body: `{"error":{"message","type","param","code"}}`. */
-export function errorBody(message: string, type: string, code: string | null = null): object {
-  return { error: { message, type, param: null, code } };
+export function errorBody(message: string, type: string, code: string | null = null, param: string | null = null): object {
+  return { error: { message, type, param, code } };
 }
 
 export const reply = {
@@ -101,9 +101,13 @@ export const reply = {
     return { kind: 'split', status, body, at, pauseMs: options.pauseMs ?? 50, headers: options.headers };
   },
   /** An OpenAI-style error (`type` defaults by status). */
-  error(status: number, message: string, options: { type?: string; code?: string | null; headers?: FakeHeaders } = {}): FakeReply {
+  error(
+    status: number,
+    message: string,
+    options: { type?: string; code?: string | null; param?: string | null; headers?: FakeHeaders } = {},
+  ): FakeReply {
     const type = options.type ?? (status >= 500 ? 'server_error' : 'invalid_request_error');
-    return { kind: 'raw', status, body: errorBody(message, type, options.code ?? null), headers: options.headers };
+    return { kind: 'raw', status, body: errorBody(message, type, options.code ?? null, options.param ?? null), headers: options.headers };
   },
   serverError(status = 500, message = 'The server had an error while processing your request. Sorry about that!'): FakeReply {
     return reply.error(status, message, { type: 'server_error' });

@@ -249,6 +249,14 @@ function againAfterFatal(flags: RunFlags, fatal: Fatal): string {
 
 type Fatal = NonNullable<RunSummary['fatal']>;
 
+/** The enqueue flag that writes a request parameter, where one does. */
+const ENQUEUE_FLAG_OF_PARAMETER: Readonly<Record<string, string>> = {
+  max_tokens: '--max-tokens',
+  max_completion_tokens: '--max-tokens',
+  temperature: '--temperature',
+  model: '--model',
+};
+
 /** OpenAI's 404 for a model the endpoint does not serve (or the key may not use): the endpoint itself is right. */
 function isModelNotFound(fatal: Fatal): boolean {
   return fatal.code === 'model_not_found';
@@ -273,6 +281,22 @@ function fixFor(fatal: Fatal, again: string, failedInRun: number, pending: numbe
       `The provider does not serve the jobs' model, or this key may not use it. A job's model is set when it is enqueued: ` +
       `enqueue the same documents again with the right one (llmq enqueue SOURCE... --model NAME${db}); ` +
       `it takes the place of their unsent jobs. ${left} Then run llmq run${again}.`
+    );
+  }
+  if (fatal.param !== null && fatal.reason === 'bad_request') {
+    // The request is part of each job (and of its key): no flag of run changes it, an enqueue does.
+    const flag = ENQUEUE_FLAG_OF_PARAMETER[fatal.param];
+    const change =
+      fatal.param === 'max_tokens' && fatal.code === 'unsupported_parameter'
+        ? // a reasoning model under a name llmq does not know as one (an Azure deployment's)
+          "the model takes max_completion_tokens instead, which llmq writes for OpenAI's reasoning models by their names " +
+          '(o1, o3, o4-mini, gpt-5...): enqueue with that model name, or as OpenAI Batch lines whose body sets max_completion_tokens'
+        : flag
+          ? `enqueue the same documents again with another ${flag} (llmq enqueue SOURCE... ${flag} ...${db})`
+          : `change ${fatal.param} in the input's request bodies and enqueue them again (llmq enqueue SOURCE...${db})`;
+    return (
+      `The provider refused the jobs' ${fatal.param} for the first requests, before answering any: every job has it. A job's request is ` +
+      `set when it is enqueued: ${change}; the new jobs take the place of the unsent ones. ${left} Then run llmq run${again}.`
     );
   }
   if (fatal.message.startsWith('HTTP 404')) {

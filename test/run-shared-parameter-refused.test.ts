@@ -1,0 +1,98 @@
+import { describe, expect, it } from 'vitest';
+import { classifyHttpError, refusesSharedParameter } from '../src/provider/classify.js';
+import { runCli } from './helpers/cli.js';
+import { enqueueJsonl, readDb } from './helpers/e2e.js';
+import { errorBody, reply } from './helpers/fake-openai.js';
+import { startFake } from './helpers/start-fake.js';
+import { tempDir } from './helpers/tmp.js';
+
+const docs = Array.from({ length: 12 }, (_, i) => ({ id: `d${i}`, text: `document ${i}` }));
+
+describe('a request parameter every job shares, refused before any answer', () => {
+  it('stops the run after three, fails no job and uses up no attempt, and names the enqueue flag that changes it', async () => {
+    const fake = await startFake({ latencyMs: 5 });
+    fake.respond(() =>
+      reply.error(400, "Unsupported value: 'temperature' does not support 0.2 with this model. Only the default (1) value is supported.", {
+        code: 'unsupported_value',
+        param: 'temperature',
+      }),
+    );
+    const { db } = await enqueueJsonl(tempDir(), docs, 'in.jsonl', ['--temperature', '0.2']);
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '2', '--progress', 'none']);
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toContain("Unsupported value: 'temperature' does not support 0.2 with this model");
+    expect(r.stderr).toContain(
+      "The provider refused the jobs' temperature for the first requests, before answering any: every job has it.",
+    );
+    expect(r.stderr).toContain(
+      `enqueue the same documents again with another --temperature (llmq enqueue SOURCE... --temperature ... --db ${db})`,
+    );
+    expect(r.stderr).toContain('No job failed: 12 jobs are still pending.');
+    const { jobs, attempts } = readDb(db);
+    expect(jobs.map((j) => [j.state, j.attempts])).toEqual(Array(12).fill(['pending', 0]));
+    expect(attempts.length).toBeGreaterThanOrEqual(3);
+    expect(attempts.every((a) => a.outcome === 'not_counted')).toBe(true);
+  });
+
+  it("says a model that takes max_completion_tokens under a name llmq does not know as a reasoning model's", async () => {
+    const fake = await startFake({ latencyMs: 5 });
+    fake.respond(() =>
+      reply.error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", {
+        code: 'unsupported_parameter',
+        param: 'max_tokens',
+      }),
+    );
+    const { db } = await enqueueJsonl(tempDir(), docs, 'in.jsonl', ['--model', 'my-reasoning-deployment']);
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none']);
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toContain(
+      "the model takes max_completion_tokens instead, which llmq writes for OpenAI's reasoning models by their names",
+    );
+    expect(readDb(db).jobs.every((j) => j.state === 'pending' && j.attempts === 0)).toBe(true);
+  });
+
+  it('a refusal of the document itself (messages), or of a parameter once answers came, fails that job alone', async () => {
+    const fake = await startFake({ latencyMs: 5 });
+    fake.respond((req) =>
+      String(req.json?.messages?.[0]?.content).endsWith('document 0')
+        ? reply.error(400, "Invalid 'messages[0].content': string too long.", {
+            code: 'string_above_max_length',
+            param: 'messages[0].content',
+          })
+        : String(req.json?.messages?.[0]?.content).endsWith('document 7')
+          ? reply.error(400, "Invalid 'max_tokens': integer below minimum value.", { code: 'integer_below_min_value', param: 'max_tokens' })
+          : reply.ok(),
+    );
+    const { db } = await enqueueJsonl(tempDir(), docs);
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '1', '--progress', 'none']);
+    expect(r.code, r.stderr).toBe(2);
+    // the first request, before any answer, refused for its document: failed, not taken for the request's shape
+    const { jobs } = readDb(db);
+    expect(jobs.filter((j) => j.state === 'failed').map((j) => [j.seq, j.attempts])).toEqual([
+      [1, 1],
+      [8, 1],
+    ]);
+    expect(jobs.filter((j) => j.state === 'done')).toHaveLength(10);
+  });
+});
+
+describe('refusesSharedParameter', () => {
+  const refusal = (status: number, param: string | null) =>
+    classifyHttpError(
+      status,
+      JSON.stringify(errorBody('refused', 'invalid_request_error', 'invalid_value', param)),
+      new Headers(),
+      null,
+      undefined,
+    );
+  it('is a 4xx naming a parameter other than the document, never a 404 or one naming none', () => {
+    expect(refusal(400, 'max_tokens').param).toBe('max_tokens');
+    expect(refusesSharedParameter(refusal(400, 'max_tokens'))).toBe(true);
+    expect(refusesSharedParameter(refusal(422, 'response_format'))).toBe(true);
+    expect(refusesSharedParameter(refusal(400, 'messages[0].content'))).toBe(false);
+    expect(refusesSharedParameter(refusal(400, 'messages'))).toBe(false);
+    expect(refusesSharedParameter(refusal(400, null))).toBe(false);
+    expect(refusesSharedParameter(refusal(404, 'model'))).toBe(false);
+    expect(refusesSharedParameter(refusal(429, 'max_tokens'))).toBe(false);
+  });
+});
