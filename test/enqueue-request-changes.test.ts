@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_PROMPT, lostToDefaults, requestChanges } from '../src/cli/commands/enqueue-requests.js';
 import { parseTemplate } from '../src/ingest/template.js';
 import { MOCK_NOW, runCli } from './helpers/cli.js';
+import { readDb } from './helpers/e2e.js';
 import { tempDir } from './helpers/tmp.js';
 
 /** A folder of three notes and a queue beside it. */
@@ -107,5 +108,26 @@ describe('enqueue again without the flags of the first', () => {
     const now = JSON.stringify({ model: 'gpt-5-mini', max_completion_tokens: 512, messages: [{ role: 'user', content: 'x' }] });
     const templates = { prompt: parseTemplate('{{text}}'), system: null };
     expect(requestChanges({ id: 'x', was: old, now }, templates)).toEqual(['max_tokens -> max_completion_tokens']);
+  });
+});
+
+describe('enqueue for a model that reasons before it answers', () => {
+  it('sends max_completion_tokens, and warns when --max-tokens leaves its reasoning little room', async () => {
+    const { docs, db } = notes();
+    const r = await runCli(['enqueue', docs, '--db', db, '--model', 'gpt-5-mini']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(oneLine(r.stderr)).toContain(
+      'warning: gpt-5-mini reasons before it answers, and its reasoning counts against --max-tokens 512 (sent as max_completion_tokens): ' +
+        'answers may come back cut off or empty, and are billed all the same. Give it room, e.g. --max-tokens 4000',
+    );
+    const roomy = await runCli(['enqueue', docs, '--db', db, '--model', 'gpt-5-mini', '--max-tokens', '4000']);
+    expect(roomy.stderr).not.toContain('reasons before it answers');
+    expect(roomy.stderr).toContain('3 updated');
+    const plain = await runCli(['enqueue', docs, '--db', join(docs, '..', 'other.db'), '--model', 'gpt-4.1-mini']);
+    expect(plain.stderr).not.toContain('reasons before it answers');
+    const sent = readDb(db)
+      .jobs.filter((j) => j.state === 'pending')
+      .map((j) => JSON.parse(j.request));
+    expect(sent.map((r) => [r.max_completion_tokens, r.max_tokens])).toEqual(Array(3).fill([4000, undefined]));
   });
 });

@@ -1,4 +1,5 @@
 import { canonicalJson, jobKey } from '../request.js';
+import { completionLimitField } from './completion-limit.js';
 import type { EnqueueRow } from '../store/types.js';
 import type { Template } from './template.js';
 import { where, type Document } from './types.js';
@@ -17,19 +18,6 @@ export interface RequestOptions {
   readonly priority: number;
   /** The priority was asked for (`--priority`): jobs already queued, waiting or failed, take it too (EnqueueRow.setsPriority). */
   readonly setsPriority?: boolean;
-}
-
-/**
- * OpenAI's reasoning models (o1, o3, o4-mini, gpt-5 and its kin, also under an `openai/` prefix)
- * refuse `max_tokens` with a 400 ("Use 'max_completion_tokens' instead"): every job would fail.
- * OpenAI's other models take either name; servers that imitate the API (vLLM, Ollama, older Azure
- * versions) may know only `max_tokens`, so it stays the name for every other model.
- */
-const REFUSES_MAX_TOKENS = /^(?:openai\/)?(?:o\d+|gpt-5)(?:[.-]|$)/i;
-
-/** The request's name for --max-tokens with `model`: `max_completion_tokens` where `max_tokens` is refused. */
-export function completionLimitField(model: string): 'max_tokens' | 'max_completion_tokens' {
-  return REFUSES_MAX_TOKENS.test(model) ? 'max_completion_tokens' : 'max_tokens';
 }
 
 /** The request body a document renders to, as an object (what `canonicalJson` is applied to). */

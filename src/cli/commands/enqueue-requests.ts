@@ -1,6 +1,7 @@
 import type { MovedItem } from '../../store/types.js';
 import type { Template } from '../../ingest/template.js';
-import { count, listed, printable } from '../../report/format.js';
+import { completionLimitField } from '../../ingest/completion-limit.js';
+import { count, int, listed, printable } from '../../report/format.js';
 
 /*
  * What an enqueue's request flags did to the items it read, said when it is news: defaults that
@@ -10,6 +11,25 @@ import { count, listed, printable } from '../../report/format.js';
 export const DEFAULT_PROMPT = 'Summarize the following document in 3 to 5 sentences. Keep names, numbers and dates exact.\n\n{{text}}';
 export const DEFAULT_MODEL = 'gpt-4o-mini';
 export const DEFAULT_MAX_TOKENS = 512;
+
+/**
+ * Below this limit a reasoning model's thinking (often 1,000 to 2,000 tokens for a short task, all
+ * counted against max_completion_tokens and billed) may leave no room for the answer.
+ */
+export const REASONING_ROOM_TOKENS = 2048;
+
+/**
+ * A warning when `model` reasons before it answers (render.ts, `completionLimitField`) and
+ * `maxTokens` leaves it little room: answers then come back cut off or empty, and are paid for.
+ */
+export function reasoningRoomWarning(model: string, maxTokens: number): string | null {
+  if (completionLimitField(model) !== 'max_completion_tokens' || maxTokens >= REASONING_ROOM_TOKENS) return null;
+  return (
+    `${printable(model)} reasons before it answers, and its reasoning counts against --max-tokens ${int(maxTokens)} ` +
+    `(sent as max_completion_tokens): answers may come back cut off or empty, and are billed all the same. ` +
+    `Give it room, e.g. --max-tokens 4000; llmq run --limit 10 shows what a few answers take.`
+  );
+}
 
 /** Which of the request's flags this enqueue was given (the others took their defaults). */
 export interface RequestFlagsGiven {

@@ -11,6 +11,7 @@ import {
   lostToDefaults,
   movedByDefaultsText,
   orphanedAnswersText,
+  reasoningRoomWarning,
   requestChanges,
   type RequestFlagsGiven,
 } from './enqueue-requests.js';
@@ -146,6 +147,8 @@ async function runEnqueue(
         (oneBrace ? 'It has {text}: fields take two braces, {{text}}.' : 'Add {{text}} to --prompt or --system.'),
     );
   }
+  const room = reasoningRoomWarning(flags.model, flags.maxTokens);
+  if (room) warn(room);
   const location = resolveDbLocation(flags.db);
   const c = colorsFor(process.stderr);
   // A mistyped source is refused before the queue is opened: opening creates it, and an empty queue
