@@ -286,6 +286,16 @@ describe('run hooks', () => {
     expect(readFileSync(tries, 'utf8').trim().split('\n')).toHaveLength(5); // once a job
   }, 30_000);
 
+  it("a command gets each body as one line: --on-job 'cat >> jobs.jsonl' keeps JSON Lines", async () => {
+    const db = await seededQueue(4);
+    const log = join(dirname(db), 'jobs.jsonl');
+    const r = await runCli(['run', '--db', db, ...MOCK_NOW, '--on-job', `cat >> ${log}`]);
+    expect(r.code, r.stderr).toBe(0);
+    const lines = readFileSync(log, 'utf8').split('\n');
+    expect(lines.pop()).toBe('');
+    expect(lines.map((l) => JSON.parse(l).state)).toEqual(['done', 'done', 'done', 'done']);
+  }, 30_000);
+
   it('a Ctrl-C while llmq waits for its hooks ends llmq and the hook commands with it', async () => {
     const marker = `${(700 + Math.random()).toFixed(6)}`;
     const dir = tempDir();

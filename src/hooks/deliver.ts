@@ -182,7 +182,7 @@ function runCommand(command: string, body: string, timeoutMs: number, stop: Abor
     }, timeoutMs);
     stop.addEventListener('abort', killAll, { once: true });
     child.stdin.on('error', () => undefined); // a command that does not read its stdin is fine
-    child.stdin.end(body);
+    child.stdin.end(`${body}\n`); // one line: `cat >> jobs.log` keeps JSON Lines
     child.on('error', (e) => {
       clearTimeout(timer);
       stop.removeEventListener('abort', killAll);
