@@ -353,6 +353,16 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     await store.recordAttempt(attempt(key, { runId: 'run-b', outcome: 'not_counted' }), { countAttempt: false, error: 'x' });
     expect(await job(store, id)).toMatchObject({ attempts: 0, error: 'HTTP 429' });
     expect((await store.item(id))!.attempts.map((a) => a.outcome)).toEqual(['retry', 'not_counted', 'not_counted']);
+    // a try the run stopped: its row says why, the job keeps its last error
+    await store.recordAttempt(attempt(key, { outcome: 'released', error: 'stopped while the request was in flight' }), {
+      countAttempt: false,
+      error: null,
+    });
+    expect(await job(store, id)).toMatchObject({ error: 'HTTP 429' });
+    expect((await store.item(id))!.attempts.at(-1)).toMatchObject({
+      outcome: 'released',
+      error: 'stopped while the request was in flight',
+    });
   });
 
   it('retryFailed puts failed jobs back with fresh attempts, all or by error text', async () => {

@@ -495,7 +495,8 @@ class JobRun {
     billed: boolean,
   ): Promise<void> {
     const record = this.#attemptRecord(startedAt, status, outcome, error, billed);
-    await this.ctx.store.recordAttempt(record, { countAttempt: count, error });
+    // a try this run stopped says nothing about the job: its attempt row says why, the job keeps its last error
+    await this.ctx.store.recordAttempt(record, { countAttempt: count, error: outcome === 'released' ? null : error });
   }
 }
 

@@ -506,7 +506,10 @@ export interface JobQueue {
    * paid for is kept even if the lease lapsed). False if the job was already done.
    */
   complete(key: string, completion: Completion): Promise<boolean>;
-  /** Record a try that did not finish the job; `countAttempt=false` gives the attempt back. */
+  /**
+   * Record a try that did not finish the job; `countAttempt=false` gives the attempt back. `error`
+   * becomes the job's last error; null keeps the one it has (a try this run stopped is no error of the job's).
+   */
   recordAttempt(attempt: AttemptRecord, options: { countAttempt: boolean; error: string | null }): Promise<void>;
   /** Mark a held job `failed` with its reason. */
   fail(key: string, owner: string, error: string, attempt: AttemptRecord | null, now: number): Promise<void>;

@@ -317,7 +317,7 @@ export class PostgresStore implements Store {
     const [error, refund] = [ATTEMPT_PARAMS + 1, ATTEMPT_PARAMS + 2];
     await this.#q(
       `WITH ${INSERT_ATTEMPT}
-      UPDATE jobs SET error = $${error}, attempts = attempts - $${refund}, updated_at = $5
+      UPDATE jobs SET error = coalesce($${error}, error), attempts = attempts - $${refund}, updated_at = $5
       WHERE key = $1 AND state = 'running' AND lease_owner = $2`,
       [...attemptParams(a), pgText(o.error), o.countAttempt ? 0 : 1],
     );

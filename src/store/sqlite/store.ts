@@ -205,7 +205,7 @@ export class SqliteStore implements Store {
       insertAttempt: db.prepare(INSERT_ATTEMPT_SQL),
       insertAttemptOfSeq: db.prepare(INSERT_ATTEMPT_OF_SEQ_SQL),
       noteError: db
-        .prepare(`UPDATE jobs SET error = ?, attempts = attempts - ?, updated_at = ?
+        .prepare(`UPDATE jobs SET error = coalesce(?, error), attempts = attempts - ?, updated_at = ?
         WHERE key = ? AND state = 'running' AND lease_owner = ? RETURNING attempts`)
         .pluck(),
       fail: db.prepare(`UPDATE jobs SET state = 'failed', error = ?, lease_owner = NULL, lease_expires_at = NULL,
