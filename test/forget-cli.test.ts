@@ -38,6 +38,16 @@ describe('llmq forget', () => {
     expect(none.stderr).toBe(
       'error: Nothing to forget in ./llmq.db: no item has the id "r9". llmq export lists the items, with their ids and sources.\n',
     );
+    // a file's id given as the path to it, or without its extension: the item it is a slip for
+    const slip = await cli(['forget', 'notes/a.txt', '--dry-run']);
+    expect(slip.code).toBe(1);
+    expect(slip.stderr).toBe(
+      'error: Nothing to forget in ./llmq.db: no item has the id "notes/a.txt". Ids of files are relative to the folder enqueued: ' +
+        'did you mean "a.txt" (from notes/a.txt)? llmq forget a.txt --dry-run\n',
+    );
+    expect((await cli(['forget', 'b'])).stderr).toContain(
+      'Ids of files keep their extension: did you mean "b.txt" (from notes/b.txt)? llmq forget b.txt\n',
+    );
     const neither = await cli(['forget', 'r8', 'r9']);
     expect(neither.code).toBe(1);
     expect(neither.stderr).toMatch(

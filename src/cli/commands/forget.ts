@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { EXIT, LlmqError, UsageError } from '../../errors.js';
 import { dbOption } from '../options.js';
 import { warn } from '../output.js';
-import type { ForgetResult, ForgetWhich } from '../../store/types.js';
+import type { ForgetResult, ForgetWhich, QueueReader } from '../../store/types.js';
 
 interface ForgetFlags {
   db?: string;
@@ -52,11 +52,14 @@ async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
   const store = await openExistingStore(location);
   let r: ForgetResult;
   let working: number;
+  // one id naming nothing: the item it may be a slip for, as show finds it
+  let meant: { readonly id: string; readonly source: string; readonly why: string } | null = null;
   try {
     const now = Date.now();
     // a run killed a moment ago on this machine is not working it
     working = workingRuns(await store.activeRuns(), now).length;
     r = await store.forgetItems(which, { now, dryRun: flags.dryRun });
+    if (r.items === 0 && r.unknownIds.length === 1) meant = await slipFor(store, r.unknownIds[0]!);
   } finally {
     await store.close();
   }
@@ -74,9 +77,12 @@ async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
         : alone !== null
           ? `no item has the id ${JSON.stringify(alone)}`
           : 'none of these ids names an item';
-    throw new LlmqError(
-      `Nothing to forget in ${redactLocation(location)}: ${what}. llmq export lists the items, with their ids and sources.`,
-    );
+    const { shellWord } = await import('../../shell-word.js');
+    const { dbArgument } = await import('../again.js');
+    const next = meant
+      ? `${meant.why}: did you mean ${JSON.stringify(meant.id)} (from ${meant.source})? llmq forget ${shellWord(meant.id)}${flags.dryRun ? ' --dry-run' : ''}${dbArgument(flags.db)}`
+      : 'llmq export lists the items, with their ids and sources.';
+    throw new LlmqError(`Nothing to forget in ${redactLocation(location)}: ${what}. ${next}`);
   }
   const effects = [
     `${count(r.droppedJobs, 'unanswered job')} dropped`,
@@ -123,4 +129,17 @@ async function whichItems(ids: readonly string[], source: string | undefined): P
     );
   }
   return { source: path };
+}
+
+/** The item an id that names none is likely a slip for: a path given from outside the folder enqueued, or without its extension. */
+async function slipFor(store: Pick<QueueReader, 'item'>, id: string): Promise<{ id: string; source: string; why: string } | null> {
+  const { itemOfPath, itemWithExtension } = await import('../../report/find-item.js');
+  const tail = id.includes('/') ? await itemOfPath(store, id) : null;
+  const found = tail ?? (await itemWithExtension(store, id));
+  if (!found) return null;
+  return {
+    id: found.id,
+    source: found.source,
+    why: tail ? 'Ids of files are relative to the folder enqueued' : 'Ids of files keep their extension',
+  };
 }
