@@ -77,6 +77,31 @@ describe('status of a batch run killed outright', () => {
   });
 });
 
+describe('status of a mock batch run killed a moment ago', () => {
+  it('says the next run of any lane takes its jobs back: a mock batch went with its process, no batch run collects it', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 3);
+    const at = Date.now() - 500; // beat a moment ago: its pid gone, not yet known dead
+    await store.startRun({
+      id: 'mock0001-run',
+      host: hostname(),
+      pid: gonePid(),
+      startedAt: at,
+      options: { via: 'batch', provider: 'mock' },
+    });
+    await store.batches.begin({ id: 'sub-mock', runId: 'mock0001-run', baseUrl: 'mock', now: at });
+    await store.claim({ owner: 'batch:sub-mock', limit: 3, now: at, leaseUntil: at + 86_400_000, maxAttempts: 5 });
+    await store.batches.noteJobs('sub-mock', 3, at);
+    await store.batches.noteInputFile('sub-mock', 'file-mock', at);
+    await store.batches.submitted('sub-mock', 'batch_mock-1', 'in_progress', at);
+    await store.close();
+    const status = await runCli(['status', '--db', db]);
+    expect(status.stdout).toMatch(/pid \d+ is not running here: stopped\? the next llmq run takes its jobs back/);
+    expect(status.stdout).not.toContain('--via batch --provider mock takes');
+  });
+});
+
 describe('status of a queue with more batches out than it lists', () => {
   it('counts every live one (past the 50 newest), lists ten and says how many more; llmq batches lists them all', async () => {
     const db = join(tempDir(), 'q.db');

@@ -2,6 +2,7 @@ import { Option, type Command } from 'commander';
 import { withoutFractionNoise } from '../../pricing/usd-value.js';
 import { dbOption, positiveNumber } from '../options.js';
 import { EXIT } from '../../errors.js';
+import { MOCK_BASE_URL } from '../../mock-base-url.js';
 import type { BatchesReport } from '../../report/batches-text.js';
 import type { StatusReport } from '../../report/status.js';
 import { priceOptions, reportPriceTable, type PriceFlags } from './price-options.js';
@@ -101,7 +102,10 @@ async function textRenderer(dbFlag: string | undefined): Promise<(report: Status
       ),
       {
         live: batches.live,
-        holders: new Map(batches.rows.filter(isLive).map((b) => [b.runId, collectCommand(b.baseUrl) + again])),
+        // a mock batch lives in its run's process: gone with it, never taken over (its jobs go back to any run)
+        holders: new Map(
+          batches.rows.filter((b) => isLive(b) && b.baseUrl !== MOCK_BASE_URL).map((b) => [b.runId, collectCommand(b.baseUrl) + again]),
+        ),
         uncollected: batches.uncollected.map((u) => ({
           jobs: u.jobs,
           command: collectCommand(u.baseUrl) + again,
