@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { oneLine, percent, usd, wrap } from '../src/report/format.js';
+import { oneLine, percent, usd, usdApart, wrap } from '../src/report/format.js';
 
 describe('wrap', () => {
   it('breaks at spaces, cuts a word longer than the width, and loses nothing', () => {
@@ -68,5 +68,15 @@ describe('usd', () => {
       '$12,346',
       'unknown',
     ]);
+  });
+});
+
+describe('usdApart', () => {
+  it('adds digits until two amounts said as different read apart, and leaves ones that already do as usd says them', () => {
+    expect(usdApart(0.0052512, 0.00525)).toEqual(['$0.005251', '$0.00525']);
+    expect(usdApart(1.2346, 1.2301)).toEqual(['$1.235', '$1.23']);
+    expect(usdApart(0.0146, 0.02)).toEqual(['$0.0146', '$0.02']);
+    // equal to the nano-dollar: as near as the ledger tells them
+    expect(usdApart(0.5, 0.5)).toEqual(['$0.50', '$0.50']);
   });
 });

@@ -58,6 +58,25 @@ export function usd(n: number | null): string {
   return `${sign}$${a.toFixed(decimals).replace(/(\.\d\d\d*?)0+$/, '$1')}`;
 }
 
+/**
+ * Two amounts said side by side as different (`$0.005251` more than `$0.00525`): `usd` rounds both
+ * to three significant digits, which can make "more than" read false. Digits are added, up to the
+ * nano-dollar, until the two read apart.
+ */
+export function usdApart(a: number, b: number): [string, string] {
+  let [x, y] = [usd(a), usd(b)];
+  for (let extra = 1; x === y && extra <= 7; extra++) [x, y] = [usdDigits(a, extra), usdDigits(b, extra)];
+  return [x, y];
+}
+
+/** `usd` with `extra` more decimals, trailing zeros past the cents dropped. */
+function usdDigits(n: number, extra: number): string {
+  const a = Math.round(Math.abs(n) * 1e9) / 1e9;
+  if (a === 0 || a >= 1000) return usd(n);
+  const base = a >= 1 ? 2 : Math.min(12, Math.max(2, 2 - Math.floor(Math.log10(a))));
+  return `${n < 0 ? '-' : ''}$${a.toFixed(Math.min(9, base + extra)).replace(/(\.\d\d\d*?)0+$/, '$1')}`;
+}
+
 /** Seconds -> "45s", "3m 05s", "2h 14m", "3d 4h". */
 /** A moment as people read it, to the second: `2026-12-04 08:12:08Z`. */
 export function utcTime(ms: number): string {

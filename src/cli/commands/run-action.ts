@@ -7,7 +7,7 @@ import type { RunSummary, SchedulerListener } from '../../scheduler/events.js';
 import { budgetTooSmallForRequests } from '../../scheduler/run-money.js';
 import type { HookReport, RunHooks } from '../../hooks/run-hooks.js';
 import { warn } from '../output.js';
-import { int, usd } from '../../report/format.js';
+import { int, usd, usdApart } from '../../report/format.js';
 import { priceTableFrom, pricesOfRun } from './price-options.js';
 import { whileReaderPresent } from '../reader-gone.js';
 import { dbArgument, limitArguments, moneyArguments, runArguments } from '../again.js';
@@ -320,8 +320,9 @@ export function budgetMessage(b: NonNullable<RunSummary['budget']>, pending: num
   // Much of the budget left (none spent yet, or the rest too small for one request): "budget reached"
   // alone does not explain it; what the next request may cost does.
   const left = b.limitUsd - b.committedUsd;
+  const [next, rest] = usdApart(b.nextUsd, left);
   const tooSmall = budgetTooSmallForRequests(b)
-    ? `; one request may cost up to ${usd(b.nextUsd)} (its prompt and all of max_tokens), more than the ${usd(left)} left`
+    ? `; one request may cost up to ${next} (its prompt and all of max_tokens), more than the ${rest} left`
     : '';
   // --budget counts what one run spends: the same again lets the next spend as much again, which
   // "a larger --budget" would hide (--budget-total is the one that counts the whole queue)
