@@ -314,6 +314,9 @@ describe('progress renderers', () => {
     );
     // on a terminal the detail goes first
     expect(pauseText(state, now)).toBe('paused: provider down 7m 12s (--max-outage 15m), next try in 10s…');
+    // --max-outage ends the run before the next try would go: that is what is said
+    state.apply('paused', { ...paused, downSinceMs: now - 4_000, givesUpAtMs: now + 2_000 });
+    expect(pauseText(state, now, 300)).toBe('paused: provider down 4s (--max-outage 6s), gives up in 2s (HTTP 500: Internal Server Error)');
   });
 
   it('json: every line parses, events in order, progress thinned, cost attached', () => {

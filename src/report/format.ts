@@ -108,6 +108,15 @@ export function outageText(downSince: number, givesUpAt: number, now: number): s
   return `down ${duration(Math.max(0, now - downSince) / 1000)} (--max-outage ${shortDuration((givesUpAt - downSince) / 1000)})`;
 }
 
+/**
+ * When the paused run tries the provider again: `next try in 8s`, or, when --max-outage ends the run
+ * first, `gives up in 2s` (a try promised after the end never comes).
+ */
+export function nextTryText(nextAt: number, givesUpAt: number | undefined, now: number): string {
+  if (givesUpAt !== undefined && nextAt >= givesUpAt) return `gives up in ${duration(Math.max(0, givesUpAt - now) / 1000)}`;
+  return `next try in ${duration(Math.max(0, nextAt - now) / 1000)}`;
+}
+
 /** A rate with a sensible number of digits: 0.0031/s, 0.42/s, 4.6/s, 120/s. */
 export function rate(perSecond: number): string {
   if (!Number.isFinite(perSecond) || perSecond <= 0) return '0';

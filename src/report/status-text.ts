@@ -1,4 +1,18 @@
-import { compact, count, duration, int, NO_PAINT, oneLine, outageText, percent, rate, usd, wrap, type Paint } from './format.js';
+import {
+  compact,
+  count,
+  duration,
+  int,
+  NO_PAINT,
+  nextTryText,
+  oneLine,
+  outageText,
+  percent,
+  rate,
+  usd,
+  wrap,
+  type Paint,
+} from './format.js';
 import { diedRun, type RunCost, type RunReport, type StatusReport } from './status.js';
 import { refusedAsSent, refusedCount } from './refused.js';
 import { runMayBeBilled } from './status-cost.js';
@@ -147,7 +161,7 @@ export function renderStatus(
         pause.reason === 'rate_limit'
           ? `rate limited, resuming in ${next}`
           : pause.downSince !== undefined && pause.givesUpAt !== undefined
-            ? `the provider ${outageText(pause.downSince, pause.givesUpAt, r.now)}, next try in ${next}`
+            ? `the provider ${outageText(pause.downSince, pause.givesUpAt, r.now)}, ${nextTryText(pause.until, pause.givesUpAt, r.now)}`
             : `the provider failing, probing, resuming in ${next}`;
       lines.push(p.yellow(`${''.padEnd(10)}paused: ${why}`));
     }

@@ -1,6 +1,19 @@
 import type { ProgressSnapshot, RunSummary, SchedulerEventMap } from '../../scheduler/events.js';
 import type { LaneSnapshot } from '../../scheduler/lane.js';
-import { compact, count, duration, int, oneLine, outageText, percent, rate, shortDuration, usd, type Paint } from '../../report/format.js';
+import {
+  compact,
+  count,
+  duration,
+  int,
+  oneLine,
+  nextTryText,
+  outageText,
+  percent,
+  rate,
+  shortDuration,
+  usd,
+  type Paint,
+} from '../../report/format.js';
 import { refusedCount } from '../../report/refused.js';
 import { collectCommand } from '../again.js';
 import type { ProgressState } from './state.js';
@@ -130,7 +143,7 @@ export function pauseText(s: ProgressState, now: number, width = 68): string | n
   // how long the provider has been down and how long the run waits for it (--max-outage), first: the detail is cut first
   const { downSinceMs: downSince, givesUpAtMs: givesUpAt } = pause;
   const down = downSince === undefined || givesUpAt === undefined ? 'failing' : outageText(downSince, givesUpAt, now);
-  return oneLine(`paused: provider ${down}, next try in ${next}${detail}`, width);
+  return oneLine(`paused: provider ${down}, ${nextTryText(pause.untilMs, givesUpAt, now)}${detail}`, width);
 }
 
 /** A run that found nothing to send and sent nothing: its counts would all be zeros. */
