@@ -36,6 +36,12 @@ describe('redactSecret: any run of 8 or more characters of the key', () => {
     ],
     ['a short key still loses key-shaped text', 'Bearer abcdefghijklmnopqrstuvwxyz', 'B', '[REDACTED]'],
     ['URL passwords are masked too', 'connect to http://u:pw-SECRET@h/v1 failed', KEY, 'connect to http://u:***@h/v1 failed'],
+    [
+      'a key-shaped token sharing a run with the key goes whole, not cut to its ends',
+      'bad key sk-abcdef1234567890abcd here',
+      'sk-test-dummykey-1234567890',
+      'bad key [REDACTED] here',
+    ],
   ] as const)('%s', (_what, text, key, expected) => {
     expect(redactSecret(text, key)).toBe(expected);
   });

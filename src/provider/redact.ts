@@ -30,8 +30,14 @@ export function isRedactableKey(key: string): boolean {
  */
 export function redactSecret(text: string, secret: string | undefined): string {
   const out = secret && isRedactableKey(secret) ? redactKeyRuns(text, secret) : text;
-  return redactUrlCredentials(out.replace(KEY_SHAPES, REDACTED));
+  return redactUrlCredentials(out.replace(KEY_SHAPES, REDACTED).replace(CUT_KEY_SHAPE, REDACTED));
 }
+
+/**
+ * What is left of a key-shaped token that shared a run with the key: the run went first, and its
+ * ends, no longer key-shaped, stayed (`sk-abcdef[REDACTED]abcd`). They go with it.
+ */
+const CUT_KEY_SHAPE = /\bsk-[A-Za-z0-9_-]*\[REDACTED\][A-Za-z0-9_-]*/g;
 
 /**
  * Every character of `text` inside a MIN_REDACTED_RUN-long window that also occurs in `key` is
