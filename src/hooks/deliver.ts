@@ -188,7 +188,9 @@ function runCommand(command: string, body: string, timeoutMs: number, stop: Abor
       stop.removeEventListener('abort', killAll);
       reject(e);
     });
-    child.on('close', (code, signal) => {
+    // 'exit', not 'close': a command that leaves a process behind (notify-send ... &) holds its stderr open
+    child.on('exit', (code, signal) => {
+      child.stderr.destroy();
       clearTimeout(timer);
       stop.removeEventListener('abort', killAll);
       running.delete(child.pid!);
