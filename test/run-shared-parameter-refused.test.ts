@@ -22,10 +22,10 @@ describe('a request parameter every job shares, refused before any answer', () =
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toContain("Unsupported value: 'temperature' does not support 0.2 with this model");
     expect(r.stderr).toContain(
-      "The provider refused the jobs' temperature for the first requests, before answering any: every job has it.",
+      "The provider refused the temperature of gpt-4o-mini's jobs for their first requests, before answering any: they all have it.",
     );
     expect(r.stderr).toContain(
-      `enqueue the same documents again with another --temperature (llmq enqueue SOURCE... --temperature ... --db ${db})`,
+      `enqueue the same documents again with another --temperature or none (llmq enqueue SOURCE... --temperature ... --db ${db})`,
     );
     expect(r.stderr).toContain('No job failed: 12 jobs are still pending.');
     const { jobs, attempts } = readDb(db);
@@ -46,7 +46,7 @@ describe('a request parameter every job shares, refused before any answer', () =
     const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none']);
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toContain(
-      "the model takes max_completion_tokens instead, which llmq writes for OpenAI's reasoning models by their names",
+      "my-reasoning-deployment takes max_completion_tokens instead, which llmq writes for OpenAI's reasoning models by their names",
     );
     expect(readDb(db).jobs.every((j) => j.state === 'pending' && j.attempts === 0)).toBe(true);
   });
@@ -74,6 +74,37 @@ describe('a request parameter every job shares, refused before any answer', () =
       ['document 7', 1],
     ]);
     expect(jobs.filter((j) => j.state === 'done')).toHaveLength(10);
+  });
+});
+
+describe('refusals of shared parameters with several models in the queue', () => {
+  const refuse = (param: string) =>
+    reply.error(400, `Unsupported value: '${param}' is not supported with this model.`, { code: 'unsupported_value', param });
+
+  it('count by model and parameter: two models refusing two parameters in turn still stop, after at most five requests', async () => {
+    const fake = await startFake({ latencyMs: 5 });
+    fake.respond((req) => refuse(req.json?.model === 'model-a' ? 'temperature' : 'top_p'));
+    const dir = tempDir();
+    const { db } = await enqueueJsonl(dir, docs.slice(0, 6), 'a.jsonl', ['--model', 'model-a']);
+    await enqueueJsonl(dir, docs.slice(6), 'b.jsonl', ['--model', 'model-b']);
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '2', '--progress', 'none']);
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toMatch(/The provider refused the (temperature of model-a|top_p of model-b)'s jobs/);
+    expect(readDb(db).jobs.every((j) => j.state === 'pending' && j.attempts === 0)).toBe(true);
+    expect(fake.received).toBeLessThanOrEqual(5 + 2); // and those already on the wire at the stop
+  });
+
+  it("once another model has answered, a model's refusals fail its own jobs and the run goes on", async () => {
+    const fake = await startFake({ latencyMs: 5 });
+    fake.respond((req) => (req.json?.model === 'model-a' ? refuse('temperature') : reply.ok()));
+    const dir = tempDir();
+    const { db } = await enqueueJsonl(dir, docs.slice(0, 4), 'b.jsonl', ['--model', 'model-b', '--priority', '-1']);
+    await enqueueJsonl(dir, docs.slice(4, 8), 'a.jsonl', ['--model', 'model-a']);
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '1', '--progress', 'none']);
+    expect(r.code, r.stderr).toBe(2);
+    const states = readDb(db).jobs.map((j) => [j.model, j.state]);
+    expect(states.filter(([m, s]) => m === 'model-b' && s === 'done')).toHaveLength(4);
+    expect(states.filter(([m, s]) => m === 'model-a' && s === 'failed')).toHaveLength(4);
   });
 });
 

@@ -296,7 +296,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     uncollected: [],
     failedInStore: after.counts.failed,
     failuresInStore: after.failures,
-    fatal: fatal ? { message: fatal.message, reason: fatal.reason, code: fatal.code, param: fatal.param } : null,
+    fatal: fatal ? { message: fatal.message, reason: fatal.reason, code: fatal.code, refused: null } : null,
     costUsd: tally.unpriced > 0 ? null : tally.costUsd,
     budget: null,
   };

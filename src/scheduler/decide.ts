@@ -23,8 +23,8 @@ export interface FailureFacts {
   /** 404s before any answer, this one included. */
   readonly early404s: number;
   /**
-   * Refusals of a parameter every job shares (`refusesSharedParameter`: `max_tokens`, `temperature`)
-   * before any answer, naming the same parameter as this one, this one included; 0 for other failures.
+   * Refusals of a parameter a model's jobs share (`refusesSharedParameter`: `max_tokens`, `temperature`)
+   * before any answer, of this job's model and naming this one's parameter, this one included; 0 for other failures.
    */
   readonly earlyParameterRefusals: number;
   /** 401/403 in a row (no answer between them), this one included. */

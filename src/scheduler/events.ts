@@ -125,9 +125,15 @@ export interface RunSummary {
     readonly reason: FailureReason | 'internal';
     /** The provider's error code (`model_not_found`, `invalid_api_key`), when its answer gave one. */
     readonly code: string | null;
-    /** The request parameter it refused (`max_tokens`), when its answer named one. */
-    readonly param: string | null;
+    /** Set when the stop was a model's shared request parameter refused before any answer (`decide`): which, and of which model. */
+    readonly refused: RefusedParameter | null;
   } | null;
+}
+
+/** A request parameter a model's jobs share (`max_tokens`, `temperature`), refused for its first requests. */
+export interface RefusedParameter {
+  readonly param: string;
+  readonly model: string;
 }
 
 /** Everything the scheduler tells its listeners. Progress bars and `--json` output are two listeners. */

@@ -3,7 +3,7 @@ import { refusesSharedParameter } from '../provider/classify.js';
 import { ProviderError, type CompletionResult, type Provider } from '../provider/types.js';
 import type { AttemptOutcome, AttemptRecord, ClaimedJob, JobQueue } from '../store/types.js';
 import { decide, type Decision } from './decide.js';
-import type { SchedulerListener } from './events.js';
+import type { RefusedParameter, SchedulerListener } from './events.js';
 import type { InFlightRequests } from './in-flight.js';
 import type { Lane } from './lane.js';
 import type { OutageBreaker } from './outage.js';
@@ -40,7 +40,7 @@ export interface JobContext {
   readonly now: () => number;
   readonly random: () => number;
   /** Called once with a run-fatal error; the run stops. */
-  readonly onFatal: (error: ProviderError) => void;
+  readonly onFatal: (error: ProviderError, refused: RefusedParameter | null) => void;
   /** A local resource ran out (EMFILE): lower concurrency. */
   readonly onLocalLimit: (error: ProviderError) => void;
   /** The next request did not fit the budget: the run stops taking jobs. */
@@ -357,11 +357,12 @@ class JobRun {
     const now = ctx.now();
     const tally = this.#tally;
     if (error.status === 404 && c.done === 0) c.early404s++;
-    const sharedRefusal = c.done === 0 && refusesSharedParameter(error);
-    if (sharedRefusal) {
-      if (c.refusedParameter !== error.param) c.earlyParameterRefusals = 0;
-      c.refusedParameter = error.param;
-      c.earlyParameterRefusals++;
+    // the same parameter refused for this model's first requests: its jobs share it, and would all fail
+    let earlyRefusals = 0;
+    if (c.done === 0 && refusesSharedParameter(error)) {
+      const which = `${job.model}\n${error.param}`;
+      earlyRefusals = (c.earlyRefusals.get(which) ?? 0) + 1;
+      c.earlyRefusals.set(which, earlyRefusals);
     }
     if (error.reason === 'auth') c.authInARow++;
     if (error.reason === 'timeout') this.#timeouts++;
@@ -391,7 +392,7 @@ class JobRun {
       maxAttempts: ctx.maxAttempts,
       answered: c.done > 0,
       early404s: c.early404s,
-      earlyParameterRefusals: sharedRefusal ? c.earlyParameterRefusals : 0,
+      earlyParameterRefusals: earlyRefusals,
       authInARow: c.authInARow,
       outage,
       uncountedOutages: tally.uncountedOutages,
@@ -410,7 +411,7 @@ class JobRun {
     switch (decision.kind) {
       case 'stop':
         await this.#record(startedAt, error.status, 'not_counted', error.message, false, billed);
-        ctx.onFatal(error);
+        ctx.onFatal(error, earlyRefusals > 0 ? { param: error.param!, model: job.model } : null);
         return decision;
       case 'fail': {
         const a = this.#attemptRecord(startedAt, error.status, 'failed', error.message + billNote, billed);

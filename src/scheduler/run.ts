@@ -3,7 +3,7 @@ import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { LlmqError } from '../errors.js';
 import { ProviderError } from '../provider/types.js';
-import type { ProgressSnapshot, RunSummary, SchedulerEventMap, SchedulerListener } from './events.js';
+import type { ProgressSnapshot, RefusedParameter, RunSummary, SchedulerEventMap, SchedulerListener } from './events.js';
 import { runJob, type JobContext } from './job-runner.js';
 import { InFlightRequests } from './in-flight.js';
 import { Lanes, localBoards } from './lanes.js';
@@ -27,7 +27,7 @@ const TOLD_PAUSE_MS = 3000;
 
 /** Why a run stops before the queue is drained: a run-fatal provider error, a bug or a lost store, or the budget. */
 type StopReason =
-  | { readonly kind: 'fatal'; readonly error: ProviderError }
+  | { readonly kind: 'fatal'; readonly error: ProviderError; readonly refused?: RefusedParameter | null }
   | { readonly kind: 'error'; readonly error: unknown; readonly abortInFlight: boolean }
   | { readonly kind: 'budget' };
 
@@ -65,6 +65,8 @@ export class Run {
   readonly #inFlight: InFlightRequests;
   readonly #money: RunMoney;
   #fatal: ProviderError | null = null;
+  /** What the first fatal stop was, when a shared request parameter refused caused it. */
+  #refused: RefusedParameter | null = null;
   #internal: unknown = null;
   #reason: RunSummary['reason'] = 'drained';
   /** Jobs in hand, each until it is done, failed or handed back. */
@@ -183,7 +185,10 @@ export class Run {
 
   /** End the run early: no new job is taken and no new request leaves; the first reason given is the one reported. */
   stop(why: StopReason): void {
-    if (why.kind === 'fatal') this.#fatal ??= why.error;
+    if (why.kind === 'fatal' && this.#fatal === null) {
+      this.#fatal = why.error;
+      this.#refused = why.refused ?? null;
+    }
     if (why.kind === 'error') this.#internal ??= why.error;
     this.#stopping.abort(new LlmqError('run stopped'));
     if (why.kind === 'error' && why.abortInFlight) this.#aborting.abort(new LlmqError('run stopped'));
@@ -618,7 +623,7 @@ export class Run {
         this.#reason === 'budget' && reached
           ? { ...reached, committedUsd: reached.scope === 'run' ? committed.run : committed.total }
           : null,
-      fatal: f ? { message: f.message, reason: f.reason, code: f.code, param: f.param } : null,
+      fatal: f ? { message: f.message, reason: f.reason, code: f.code, refused: this.#refused } : null,
     };
     // the last bar: the queue as it is now (a read a heartbeat old left it short of the end)
     if (this.#shared) {
@@ -678,7 +683,7 @@ export class Run {
       now: this.#now,
       random: this.#deps.random ?? Math.random,
       // Stop taking and sending at once; requests already out may be billed, so their answers are kept.
-      onFatal: (error) => this.stop({ kind: 'fatal', error }),
+      onFatal: (error, refused) => this.stop({ kind: 'fatal', error, refused }),
       onLocalLimit: (error) => this.#lowerConcurrency(error),
       onBudgetReached: () => this.stop({ kind: 'budget' }),
       // a job backing off frees its place in hand: claim its replacement now, not when a job ends

@@ -19,9 +19,11 @@ export class RunCounters {
   unpricedAnswers = 0;
   /** 404s seen before the first answer (a wrong endpoint shows as a run of them). */
   early404s = 0;
-  /** Before the first answer, refusals in a row of the shared parameter `refusedParameter` (a request shape every job has). */
-  earlyParameterRefusals = 0;
-  refusedParameter: string | null = null;
+  /**
+   * Before the first answer, refusals of a request parameter a model's jobs share (`refusesSharedParameter`),
+   * by model and parameter: each is counted on its own, so two models refusing two parameters in turn still add up.
+   */
+  readonly earlyRefusals = new Map<string, number>();
   /** 401/403 answers since the last success. */
   authInARow = 0;
   promptTokens = 0;

@@ -3,7 +3,8 @@ import type { Command } from 'commander';
 import { EXIT, UsageError } from '../../errors.js';
 import { redactUrlQuery } from '../../url-credentials.js';
 import { isRedactableKey, MIN_REDACTED_RUN } from '../../provider/redact.js';
-import type { RunSummary, SchedulerListener } from '../../scheduler/events.js';
+import type { RefusedParameter, RunSummary, SchedulerListener } from '../../scheduler/events.js';
+import { completionLimitField } from '../../ingest/completion-limit.js';
 import { budgetTooSmallForRequests } from '../../scheduler/run-money.js';
 import type { HookReport, RunHooks } from '../../hooks/run-hooks.js';
 import { warn } from '../output.js';
@@ -250,12 +251,36 @@ function againAfterFatal(flags: RunFlags, fatal: Fatal): string {
 type Fatal = NonNullable<RunSummary['fatal']>;
 
 /** The enqueue flag that writes a request parameter, where one does. */
-const ENQUEUE_FLAG_OF_PARAMETER: Readonly<Record<string, string>> = {
-  max_tokens: '--max-tokens',
-  max_completion_tokens: '--max-tokens',
-  temperature: '--temperature',
-  model: '--model',
-};
+const ENQUEUE_FLAG_OF_PARAMETER: ReadonlyMap<string, string> = new Map([
+  ['max_tokens', '--max-tokens'],
+  ['max_completion_tokens', '--max-tokens'],
+  ['temperature', '--temperature'],
+  ['model', '--model'],
+]);
+
+/**
+ * What to do after a model's shared request parameter was refused for its first requests (`decide`).
+ * The request is part of each job (and of its key): no flag of run changes it, an enqueue does.
+ */
+function refusedParameterFix(refused: RefusedParameter, code: string | null, db: string, left: string, again: string): string {
+  const { param, model } = refused;
+  const flag = ENQUEUE_FLAG_OF_PARAMETER.get(param);
+  const change =
+    param === 'max_tokens' && code === 'unsupported_parameter'
+      ? completionLimitField(model) === 'max_completion_tokens'
+        ? // jobs enqueued before llmq knew the model's name for the limit
+          `llmq now writes max_completion_tokens for ${model}: enqueue the same documents again (llmq enqueue SOURCE...${db})`
+        : // a reasoning model under a name llmq does not know as one (an Azure deployment's)
+          `${model} takes max_completion_tokens instead, which llmq writes for OpenAI's reasoning models by their names ` +
+          '(o1, o3, o4-mini, gpt-5...): enqueue with one of those names, or as OpenAI Batch lines whose body sets max_completion_tokens'
+      : flag
+        ? `enqueue the same documents again with another ${flag}${param === 'temperature' ? ' or none' : ''} (llmq enqueue SOURCE... ${flag} ...${db})`
+        : `change ${param} in the input's request bodies and enqueue them again (llmq enqueue SOURCE...${db})`;
+  return (
+    `The provider refused the ${param} of ${model}'s jobs for their first requests, before answering any: they all have it. ` +
+    `A job's request is set when it is enqueued: ${change}; the new jobs take the place of the unsent ones. ${left} Then run llmq run${again}.`
+  );
+}
 
 /** OpenAI's 404 for a model the endpoint does not serve (or the key may not use): the endpoint itself is right. */
 function isModelNotFound(fatal: Fatal): boolean {
@@ -283,22 +308,7 @@ function fixFor(fatal: Fatal, again: string, failedInRun: number, pending: numbe
       `it takes the place of their unsent jobs. ${left} Then run llmq run${again}.`
     );
   }
-  if (fatal.param !== null && fatal.reason === 'bad_request') {
-    // The request is part of each job (and of its key): no flag of run changes it, an enqueue does.
-    const flag = ENQUEUE_FLAG_OF_PARAMETER[fatal.param];
-    const change =
-      fatal.param === 'max_tokens' && fatal.code === 'unsupported_parameter'
-        ? // a reasoning model under a name llmq does not know as one (an Azure deployment's)
-          "the model takes max_completion_tokens instead, which llmq writes for OpenAI's reasoning models by their names " +
-          '(o1, o3, o4-mini, gpt-5...): enqueue with that model name, or as OpenAI Batch lines whose body sets max_completion_tokens'
-        : flag
-          ? `enqueue the same documents again with another ${flag} (llmq enqueue SOURCE... ${flag} ...${db})`
-          : `change ${fatal.param} in the input's request bodies and enqueue them again (llmq enqueue SOURCE...${db})`;
-    return (
-      `The provider refused the jobs' ${fatal.param} for the first requests, before answering any: every job has it. A job's request is ` +
-      `set when it is enqueued: ${change}; the new jobs take the place of the unsent ones. ${left} Then run llmq run${again}.`
-    );
-  }
+  if (fatal.refused) return refusedParameterFix(fatal.refused, fatal.code, db, left, again);
   if (fatal.message.startsWith('HTTP 404')) {
     return `The first answers were all 404: the endpoint or the model does not exist there. Check --base-url (it usually ends in /v1) and the model. ${after}`;
   }
