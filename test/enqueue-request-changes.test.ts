@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_PROMPT, lostToDefaults, requestChanges } from '../src/cli/commands/enqueue-requests.js';
+import { DEFAULT_PROMPT, lostToDefaults, reasoningRoomWarning, requestChanges } from '../src/cli/commands/enqueue-requests.js';
 import { parseTemplate } from '../src/ingest/template.js';
 import { MOCK_NOW, runCli } from './helpers/cli.js';
 import { readDb } from './helpers/e2e.js';
@@ -125,6 +125,8 @@ describe('enqueue for a model that reasons before it answers', () => {
     expect(roomy.stderr).toContain('3 updated');
     const plain = await runCli(['enqueue', docs, '--db', join(docs, '..', 'other.db'), '--model', 'gpt-4.1-mini']);
     expect(plain.stderr).not.toContain('reasons before it answers');
+    expect(reasoningRoomWarning('gpt-5-chat-latest', 512)).toBeNull();
+    expect(reasoningRoomWarning('ft:o4-mini-2025-04-16:org::abc', 512)).toContain('reasons before it answers');
     const sent = readDb(db)
       .jobs.filter((j) => j.state === 'pending')
       .map((j) => JSON.parse(j.request));

@@ -366,6 +366,9 @@ describe('run hooks', () => {
     await expect(silent('{}', stop)).rejects.toThrow(/^exit code 127 \(command not found\)$/);
     expect(commandFailure(1, null, `${'x'.repeat(300)}\n`)).toBe(`exit code 1: ${'x'.repeat(199)}…`);
     expect(commandFailure(null, 'SIGKILL', '')).toBe('killed by SIGKILL');
+    // cleaned, then cut: a password near the cut is masked all the same, and a key shape goes
+    const long = `${'x'.repeat(180)} https://user:secretpw@example.test/x sk-${'a'.repeat(20)}`;
+    expect(commandFailure(1, null, long)).not.toMatch(/secretpw|sk-a/);
   });
 
   it('posts to any port, the Fetch standard\'s blocked ones too (a receiver on 6000 was refused as "bad port")', async () => {

@@ -1,5 +1,6 @@
 import { API_KEY_VARIABLES } from '../provider/endpoint.js';
 import { redactUrlCredentials } from '../url-credentials.js';
+import { redactSecret } from '../provider/redact.js';
 import { spawn } from 'node:child_process';
 import { request } from 'undici';
 import { createHmac } from 'node:crypto';
@@ -150,7 +151,9 @@ export function commandFailure(code: number | null, signal: string | null, stder
   const shellMeaning = code === 127 ? ' (command not found)' : code === 126 ? ' (not executable)' : '';
   const what = signal ? `killed by ${signal}` : `exit code ${code}${said === undefined ? shellMeaning : ''}`;
   if (said === undefined) return what;
-  return `${what}: ${redactUrlCredentials(said.length > 200 ? `${said.slice(0, 199)}…` : said)}`;
+  // cleaned before it is cut: a URL cut before its `@` no longer reads as one, and its password would stay
+  const clean = redactSecret(said, undefined);
+  return `${what}: ${clean.length > 200 ? `${clean.slice(0, 199)}…` : clean}`;
 }
 
 /**

@@ -107,6 +107,8 @@ describe('rendering a document into its request', () => {
       'gpt-5.1',
       'GPT-5-nano',
       'openai/o3',
+      'ft:o4-mini-2025-04-16:org::abc',
+      'gpt-5-chat-latest',
     ])
       expect(field(model), model).toEqual(['max_completion_tokens', 'messages', 'model']);
     for (const model of ['gpt-4o-mini', 'gpt-4.1', 'gpt-50x', 'llama3.1:8b', 'ollama/o1x', 'my-o1-deployment', 'org/gpt-5'])

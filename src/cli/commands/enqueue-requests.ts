@@ -1,6 +1,7 @@
 import type { MovedItem } from '../../store/types.js';
 import type { Template } from '../../ingest/template.js';
-import { completionLimitField } from '../../ingest/completion-limit.js';
+import { reasonsBeforeAnswering } from '../../ingest/completion-limit.js';
+import { requestedCompletionTokens } from '../../provider/tokens.js';
 import { count, int, listed, printable } from '../../report/format.js';
 
 /*
@@ -23,7 +24,7 @@ export const REASONING_ROOM_TOKENS = 2048;
  * `maxTokens` leaves it little room: answers then come back cut off or empty, and are paid for.
  */
 export function reasoningRoomWarning(model: string, maxTokens: number): string | null {
-  if (completionLimitField(model) !== 'max_completion_tokens' || maxTokens >= REASONING_ROOM_TOKENS) return null;
+  if (!reasonsBeforeAnswering(model) || maxTokens >= REASONING_ROOM_TOKENS) return null;
   return (
     `${printable(model)} reasons before it answers, and its reasoning counts against --max-tokens ${int(maxTokens)} ` +
     `(sent as max_completion_tokens): answers may come back cut off or empty, and are billed all the same. ` +
@@ -56,11 +57,6 @@ interface Body {
   readonly temperature?: unknown;
 }
 
-/** The completion limit --max-tokens set, under either of its names (render.ts, completionLimitField). */
-function completionLimit(body: Body): unknown {
-  return body.max_tokens ?? body.max_completion_tokens;
-}
-
 /** Which name the request gives its completion limit, when it gives one. */
 function completionLimitName(body: Body): string | undefined {
   return body.max_tokens !== undefined ? 'max_tokens' : body.max_completion_tokens !== undefined ? 'max_completion_tokens' : undefined;
@@ -91,8 +87,8 @@ export function lostToDefaults(moved: MovedItem, given: RequestFlagsGiven): Lost
   if (!given.model && now.model === DEFAULT_MODEL && typeof was.model === 'string' && was.model !== now.model) {
     lost.push({ what: `the model ${printable(was.model)}`, flag: `--model ${printable(was.model)}` });
   }
-  const wasLimit = completionLimit(was);
-  if (!given.maxTokens && completionLimit(now) === DEFAULT_MAX_TOKENS && typeof wasLimit === 'number' && wasLimit !== DEFAULT_MAX_TOKENS) {
+  const wasLimit = requestedCompletionTokens(was);
+  if (!given.maxTokens && requestedCompletionTokens(now) === DEFAULT_MAX_TOKENS && wasLimit > 0 && wasLimit !== DEFAULT_MAX_TOKENS) {
     lost.push({ what: `${completionLimitName(was)} ${wasLimit}`, flag: `--max-tokens ${wasLimit}` });
   }
   if (!given.temperature && now.temperature === undefined && typeof was.temperature === 'number') {
@@ -178,7 +174,7 @@ export function requestChanges(
   const wasName = completionLimitName(was);
   const nowName = completionLimitName(now);
   if (wasName !== undefined && nowName !== undefined && wasName !== nowName) changes.push(`${wasName} -> ${nowName}`);
-  setting(nowName ?? wasName ?? 'max_tokens', completionLimit(was), completionLimit(now));
+  setting(nowName ?? wasName ?? 'max_tokens', was.max_tokens ?? was.max_completion_tokens, now.max_tokens ?? now.max_completion_tokens);
   setting('temperature', was.temperature, now.temperature);
   return changes;
 }
