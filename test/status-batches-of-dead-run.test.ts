@@ -16,21 +16,27 @@ import { gonePid } from './helpers/pids.js';
 // them over. `status` and `llmq batches` say so once the run is known dead; a mock batch lived in
 // the dead process, so it is not live at all.
 
+/** A batch of `jobs` claimed jobs submitted at `at` by run `runId`, as a batch run leaves it while the provider works. */
+async function submitBatch(
+  store: SqliteStore,
+  o: { id: string; runId: string; baseUrl: string; providerBatchId: string; jobs: number; at: number },
+) {
+  await store.batches.begin({ id: o.id, runId: o.runId, baseUrl: o.baseUrl, now: o.at });
+  await store.claim({ owner: `batch:${o.id}`, limit: o.jobs, now: o.at, leaseUntil: o.at + 86_400_000, maxAttempts: 5 });
+  await store.batches.noteJobs(o.id, o.jobs, o.at);
+  await store.batches.noteInputFile(o.id, `file-${o.id}`, o.at);
+  await store.batches.submitted(o.id, o.providerBatchId, 'in_progress', o.at);
+}
+
 async function queueWithDeadRun(pid: number, quietFor: number) {
   const db = join(tempDir(), 'q.db');
   const store = new SqliteStore(db);
   await seedJobs(store, 5);
   const at = Date.now() - quietFor;
   await store.startRun({ id: 'dead0001-run', host: hostname(), pid, startedAt: at, options: { via: 'batch' } });
-  const submit = async (id: string, baseUrl: string, providerBatchId: string, jobs: number) => {
-    await store.batches.begin({ id, runId: 'dead0001-run', baseUrl, now: at });
-    await store.claim({ owner: `batch:${id}`, limit: jobs, now: at, leaseUntil: at + 86_400_000, maxAttempts: 5 });
-    await store.batches.noteJobs(id, jobs, at);
-    await store.batches.noteInputFile(id, `file-${id}`, at);
-    await store.batches.submitted(id, providerBatchId, 'in_progress', at);
-  };
-  await submit('sub-mock', 'mock', 'batch_mock-1', 2);
-  await submit('sub-real', 'http://127.0.0.1:9/v1', 'batch_real', 3);
+  const runId = 'dead0001-run';
+  await submitBatch(store, { id: 'sub-mock', runId, baseUrl: 'mock', providerBatchId: 'batch_mock-1', jobs: 2, at });
+  await submitBatch(store, { id: 'sub-real', runId, baseUrl: 'http://127.0.0.1:9/v1', providerBatchId: 'batch_real', jobs: 3, at });
   await store.close();
   return db;
 }
@@ -90,11 +96,7 @@ describe('status of a mock batch run killed a moment ago', () => {
       startedAt: at,
       options: { via: 'batch', provider: 'mock' },
     });
-    await store.batches.begin({ id: 'sub-mock', runId: 'mock0001-run', baseUrl: 'mock', now: at });
-    await store.claim({ owner: 'batch:sub-mock', limit: 3, now: at, leaseUntil: at + 86_400_000, maxAttempts: 5 });
-    await store.batches.noteJobs('sub-mock', 3, at);
-    await store.batches.noteInputFile('sub-mock', 'file-mock', at);
-    await store.batches.submitted('sub-mock', 'batch_mock-1', 'in_progress', at);
+    await submitBatch(store, { id: 'sub-mock', runId: 'mock0001-run', baseUrl: 'mock', providerBatchId: 'batch_mock-1', jobs: 3, at });
     await store.close();
     const status = await runCli(['status', '--db', db]);
     expect(status.stdout).toMatch(/pid \d+ is not running here: stopped\? the next llmq run takes its jobs back/);
@@ -198,11 +200,14 @@ describe('status of a batch run gone silent on another machine', () => {
     await seedJobs(store, 3);
     const at = Date.now() - 100_000; // quiet past status's 90 s, and past the 60 s takeover
     await store.startRun({ id: 'far00001-run', host: 'another-machine', pid: 4242, startedAt: at, options: { via: 'batch' } });
-    await store.batches.begin({ id: 'sub-far', runId: 'far00001-run', baseUrl: 'http://127.0.0.1:9/v1', now: at });
-    await store.claim({ owner: 'batch:sub-far', limit: 3, now: at, leaseUntil: at + 86_400_000, maxAttempts: 5 });
-    await store.batches.noteJobs('sub-far', 3, at);
-    await store.batches.noteInputFile('sub-far', 'file-far', at);
-    await store.batches.submitted('sub-far', 'batch_far', 'in_progress', at);
+    await submitBatch(store, {
+      id: 'sub-far',
+      runId: 'far00001-run',
+      baseUrl: 'http://127.0.0.1:9/v1',
+      providerBatchId: 'batch_far',
+      jobs: 3,
+      at,
+    });
     await store.close();
     const status = await runCli(['status', '--db', db]);
     const collect = `llmq run --via batch --base-url http://127.0.0.1:9/v1 --db ${db}`;
@@ -217,11 +222,14 @@ describe('status of a batch run gone silent on another machine', () => {
     await seedJobs(store, 5);
     const at = Date.now() - 100_000;
     await store.startRun({ id: 'far00001-run', host: 'another-machine', pid: 4242, startedAt: at, options: { via: 'batch' } });
-    await store.batches.begin({ id: 'sub-far', runId: 'far00001-run', baseUrl: 'http://127.0.0.1:9/v1', now: at });
-    await store.claim({ owner: 'batch:sub-far', limit: 3, now: at, leaseUntil: at + 86_400_000, maxAttempts: 5 });
-    await store.batches.noteJobs('sub-far', 3, at);
-    await store.batches.noteInputFile('sub-far', 'file-far', at);
-    await store.batches.submitted('sub-far', 'batch_far', 'in_progress', at);
+    await submitBatch(store, {
+      id: 'sub-far',
+      runId: 'far00001-run',
+      baseUrl: 'http://127.0.0.1:9/v1',
+      providerBatchId: 'batch_far',
+      jobs: 3,
+      at,
+    });
     await store.startRun({ id: 'plain001-run', host: hostname(), pid: process.pid, startedAt: Date.now(), options: {} });
     await store.close();
     const whilePlain = await runCli(['status', '--db', db]);
