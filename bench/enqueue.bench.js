@@ -3,7 +3,8 @@
 // request, and insert the same job and item rows with raw prepared statements in one transaction.
 // Both timings include closing the database (the WAL checkpoint), so neither defers its writes.
 // Then the CLI itself: a fresh enqueue and the same file again (which must add nothing), each with
-// its peak RSS, on SQLite and (with BENCH_PG_URL) on PostgreSQL.
+// its peak RSS, on SQLite and (with BENCH_PG_URL) on PostgreSQL; and on SQLite an enqueue resumed
+// after one stopped a third of the way, whose rows go into a queue that has jobs (not in bulk).
 // Targets: core within 1.1x of the floor, above 50,000 documents/s; peak RSS under 300 MB.
 //
 // BENCH_DOCS=n documents (default 100,000); BENCH_DOC_BYTES=n their size (default 1000);
@@ -11,10 +12,10 @@
 // BENCH_PG_URL=postgres://... also runs the CLI on PostgreSQL, in a fresh schema it drops after;
 // LLMQ_BENCH_BIN=/path/to/bin/llmq.js runs another build's CLI (before/after figures).
 import { hash } from 'node:crypto';
-import { createWriteStream, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { cpus, loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { enqueue } from '../dist/ingest/enqueue.js';
@@ -124,11 +125,12 @@ const REPORT_RSS =
   // biome-ignore lint/suspicious/noTemplateCurlyInString: the child's code, a template literal written out as text
   'process.stderr.write(`\\nllmq-bench-usage ${u.maxRSS} ${(u.userCPUTime+u.systemCPUTime)/1e6} ${u.systemCPUTime/1e6}\\n`)})';
 
-function cli(file, db) {
+function cli(file, db, cwd = undefined) {
   const t0 = performance.now();
   const r = spawnSync(process.execPath, ['--import', REPORT_RSS, bin, 'enqueue', file, '--db', db, '--prompt', PROMPT, '--json'], {
     encoding: 'utf8',
     maxBuffer: 64 * 1024 * 1024,
+    cwd,
   });
   const ms = performance.now() - t0;
   if (r.status !== 0) throw new Error(`llmq enqueue exited ${r.status}: ${r.stderr}`);
@@ -150,6 +152,30 @@ function cliPair(label, file, db) {
   console.log(line('enqueue CLI, fresh     ', fresh));
   console.log(line('enqueue CLI, same again', again));
   return [fresh, again];
+}
+
+// An enqueue stopped a third of the way (Ctrl-C), then the same input again: a third of the
+// documents are stored under the same ids and sources, the rest go into a queue that has jobs, so
+// not in bulk. The first third is a file of the same name in a folder of its own, given by the same
+// relative path, so its items' sources are those of the whole file's first lines.
+function cliResumed(label, file, db) {
+  const lines = readFileSync(file, 'utf8').split('\n');
+  const third = Math.floor(N / 3);
+  const partDir = join(dir, 'resumed-part');
+  mkdirSync(partDir, { recursive: true });
+  writeFileSync(join(partDir, 'docs.jsonl'), lines.slice(0, third).join('\n') + '\n');
+  const part = cli('docs.jsonl', db, partDir);
+  rmSync(partDir, { recursive: true, force: true });
+  if (part.summary.newItems !== third) throw new Error(`expected ${third} new items, got ${JSON.stringify(part.summary)}`);
+  const resumed = cli('docs.jsonl', db, dirname(file));
+  if (resumed.summary.unchanged !== third || resumed.summary.newItems !== N - third) {
+    throw new Error(`the resumed enqueue must add the rest and keep the third, got ${JSON.stringify(resumed.summary)}`);
+  }
+  console.log(
+    `${label} enqueue CLI, resumed after a third: ${fmt(rate(resumed.ms)).padStart(7)} docs/s  (${(resumed.ms / 1000).toFixed(1)} s; ` +
+      `CPU ${resumed.cpuS.toFixed(1)} s, of it system ${resumed.sysS.toFixed(1)} s)  peak RSS ${resumed.rssMiB.toFixed(0)} MiB`,
+  );
+  return [resumed];
 }
 
 function pgSchema(sql) {
@@ -206,6 +232,7 @@ try {
   const runs = cliPair('sqlite', file, db);
   console.log(`sqlite database: ${fmt(Math.round(statSync(db).size / N))} bytes per document`);
   rmSync(db, { force: true });
+  runs.push(...cliResumed('sqlite', file, join(dir, 'resumed.db')));
   if (PG_URL) {
     const schema = `llmq_bench_enqueue_${process.pid}`;
     pgSchema(`CREATE SCHEMA ${schema}`);

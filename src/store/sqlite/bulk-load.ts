@@ -73,11 +73,18 @@ export function finishBulkLoad(db: Db): number {
   // 297 MB); 32 MiB peaks at 268 MB, no slower at a million (24-25 s). At ten million: 271 MB and
   // 303 s, against one run with 64 MiB of 283 MB and 275 s (not repeated: the difference may be noise).
   const cacheSize = db.pragma('cache_size', { simple: true }) as number;
+  const tempStore = db.pragma('temp_store', { simple: true }) as number;
   db.pragma(`cache_size = ${BUILD_CACHE_KIB}`);
+  // what the sort spills goes to temporary files: held in memory (the enqueue's temp_store), a
+  // ten-million-job build would keep all of it
+  db.pragma('temp_store = FILE');
   try {
     return buildLoadIndexes(db);
   } finally {
-    if (db.open) db.pragma(`cache_size = ${cacheSize}`);
+    if (db.open) {
+      db.pragma(`cache_size = ${cacheSize}`);
+      db.pragma(`temp_store = ${tempStore}`);
+    }
   }
 }
 
