@@ -7,7 +7,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { commandFailure, deliverTo } from '../src/hooks/deliver.js';
-import { createRunHooks } from '../src/hooks/run-hooks.js';
+import { createRunHooks, JOB_HOOK_ITEMS, jobItemsFrom } from '../src/hooks/run-hooks.js';
 import { parseHookTarget } from '../src/hooks/target.js';
 import { hookReportLine } from '../src/cli/hook-flags.js';
 import type { RunSummary } from '../src/scheduler/events.js';
@@ -88,6 +88,21 @@ describe('run hooks', () => {
     const store = new SqliteStore(db);
     const keys = await seedJobs(store, 8);
     const requests = new Map((await all(store.copier.dumpJobs())).map((r) => [r.key, r.request]));
+    // a second document with doc-0's text: one job, two items, both named in its body
+    await store.enqueue(
+      [
+        {
+          itemId: 'doc-0-again',
+          source: 'seed',
+          meta: null,
+          key: keys[0]!,
+          request: requests.get(keys[0]!)!,
+          model: 'gpt-4o-mini',
+          priority: 0,
+        },
+      ],
+      Date.now(),
+    );
     await store.close();
     const fake = await startFake({ latencyMs: 5, record: false });
     fake.respond((r) => (r.key === keys[2] ? reply.badRequest() : undefined));
@@ -120,9 +135,22 @@ describe('run hooks', () => {
     const bodies = hook.got.map((g) => JSON.parse(g.body));
     const failed = bodies.filter((b) => b.state === 'failed');
     expect(failed).toEqual([
-      expect.objectContaining({ event: 'job', key: keys[2], attempts: 1, error: expect.stringContaining('HTTP 400') }),
+      expect.objectContaining({
+        event: 'job',
+        key: keys[2],
+        items: ['doc-2'],
+        moreItems: false,
+        attempts: 1,
+        error: expect.stringContaining('HTTP 400'),
+      }),
     ]);
     for (const b of bodies.filter((x) => x.state === 'done')) expect(b.output).toBe(answerFor(requests.get(b.key)!));
+    // each body names the documents its job answers: the hook's reader needs no export to know them
+    for (const b of bodies) {
+      const n = keys.indexOf(b.key);
+      expect([...b.items].sort(), b.key).toEqual(n === 0 ? ['doc-0', 'doc-0-again'] : [`doc-${n}`]);
+      expect(b.moreItems).toBe(false);
+    }
 
     const done = JSON.parse(readFileSync(doneFile, 'utf8'));
     expect(done).toMatchObject({
@@ -137,6 +165,36 @@ describe('run hooks', () => {
     // what the run cost, as its summary says it ($1 and $2 per million tokens)
     expect(done.costUsd).toBeCloseTo((done.tokens.prompt * 1 + done.tokens.completion * 2) / 1e6, 12);
     expect(done.mayBeBilled).toEqual({ tries: 0, usd: 0 });
+  });
+
+  it(`a job hook body lists at most ${JOB_HOOK_ITEMS} of its job's items, and says there are more`, async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    cleanup.push(() => store.close());
+    const [key] = await seedJobs(store, 1);
+    const request = (await all(store.copier.dumpJobs()))[0]!.request;
+    const row = (itemId: string) => ({ itemId, source: 'seed', meta: null, key: key!, request, model: 'gpt-4o-mini', priority: 0 });
+    const itemsOf = jobItemsFrom(store);
+    await store.enqueue(
+      Array.from({ length: JOB_HOOK_ITEMS - 1 }, (_, i) => row(`same-${i}`)),
+      Date.now(),
+    );
+    expect(await itemsOf(key!)).toMatchObject({ more: false, ids: expect.arrayContaining(['doc-0', 'same-0']) });
+    expect((await itemsOf(key!)).ids).toHaveLength(JOB_HOOK_ITEMS);
+    await store.enqueue([row('one-more')], Date.now());
+    const capped = await itemsOf(key!);
+    expect(capped.ids).toHaveLength(JOB_HOOK_ITEMS);
+    expect(capped.more).toBe(true);
+
+    // a read that fails leaves the list empty; the body still goes out
+    const hook = await receiver();
+    const hooks = createRunHooks({
+      onJob: parseHookTarget(hook.url, '--on-job'),
+      itemsOfJob: () => Promise.reject(new Error('the store is closed')),
+    });
+    hooks.listener('run:start', { runId: 'run-1', total: 1, alreadyDone: 0, options: {} });
+    hooks.listener('job:failed', { key: key!, attempt: 1, status: 400, error: 'HTTP 400' });
+    expect((await hooks.finish(SUMMARY, 2)).job).toMatchObject({ sent: 1 });
+    expect(JSON.parse(hook.got[0]!.body)).toMatchObject({ key, items: [], moreItems: false, state: 'failed' });
   });
 
   it("--on-done's cost is the summary's: unknown (null), never $0, once an answer of a model without a price came", async () => {

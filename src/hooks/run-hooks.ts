@@ -2,12 +2,19 @@ import type { RunSummary, SchedulerEventMap, SchedulerListener } from '../schedu
 import { deliverTo, type DeliverOptions } from './deliver.js';
 import { HookQueue, type HookCounts } from './queue.js';
 import type { HookTarget } from './target.js';
+import type { QueueReader } from '../store/types.js';
 
 /** What `--on-job` receives for each job that finished (done) or failed for good. */
 export interface JobHookBody {
   readonly event: 'job';
   readonly runId: string;
   readonly key: string;
+  /**
+   * The ids of the items (documents) whose request this job is, at most JOB_HOOK_ITEMS; `moreItems`
+   * when there are others. Empty when the store could not be read (or every item was forgotten).
+   */
+  readonly items: readonly string[];
+  readonly moreItems: boolean;
   readonly state: 'done' | 'failed';
   readonly attempts: number;
   readonly output?: string;
@@ -53,7 +60,27 @@ export interface RunHooksOptions extends DeliverOptions {
   readonly capacity?: number;
   /** Told once per hook, the first time one of its tries fails, with why. */
   readonly onTrouble?: (hook: '--on-job' | 'alerts', why: string) => void;
+  /** The items of a job, for `--on-job`'s bodies (`jobItemsFrom`); without, its bodies list none. */
+  readonly itemsOfJob?: (key: string) => Promise<JobItems>;
 }
+
+export interface JobItems {
+  readonly ids: readonly string[];
+  readonly more: boolean;
+}
+
+/** A job hook body lists this many of its job's item ids at most: identical documents can share one job by the thousand. */
+export const JOB_HOOK_ITEMS = 100;
+
+/** `itemsOfJob` read from a queue: the first JOB_HOOK_ITEMS items of the job, by id (a range of the items' key index). */
+export function jobItemsFrom(store: Pick<QueueReader, 'itemsByKeyPrefix'>): (key: string) => Promise<JobItems> {
+  return async (key) => {
+    const ids = (await store.itemsByKeyPrefix(key, JOB_HOOK_ITEMS + 1)).filter((r) => r.key === key).map((r) => r.itemId);
+    return { ids: ids.slice(0, JOB_HOOK_ITEMS), more: ids.length > JOB_HOOK_ITEMS };
+  };
+}
+
+const NO_ITEMS: JobItems = { ids: [], more: false };
 
 export interface HookReport {
   readonly job: HookCounts | null;
@@ -80,28 +107,46 @@ export function createRunHooks(o: RunHooksOptions): RunHooks {
     ? new HookQueue(deliverTo(o.onAlert, o), { capacity: 100, workers: 1, onFirstTrouble: trouble('alerts') })
     : null;
   let runId = '';
+  // Read as the job finishes, while the store is open (the run closes it before the last bodies go
+  // out); a read that fails leaves the list empty rather than the body unsent.
+  const withItems = (key: string, body: (items: JobItems) => JobHookBody): Promise<string> =>
+    (o.itemsOfJob ? o.itemsOfJob(key) : Promise.resolve(NO_ITEMS)).then(
+      (items) => JSON.stringify(body(items)),
+      () => JSON.stringify(body(NO_ITEMS)),
+    );
   const listener: SchedulerListener = (event, payload) => {
     if (event === 'run:start') runId = (payload as SchedulerEventMap['run:start']).runId;
     if (!jobs) return;
     if (event === 'job:done') {
       const p = payload as SchedulerEventMap['job:done'];
       jobs.push(
-        JSON.stringify({
+        withItems(p.key, (items) => ({
           event: 'job',
           runId,
           key: p.key,
+          items: items.ids,
+          moreItems: items.more,
           state: 'done',
           attempts: p.attempt,
           output: p.output,
           latencyMs: p.latencyMs,
           usage: p.usage,
           finishReason: p.finishReason ?? null,
-        } satisfies JobHookBody),
+        })),
       );
     } else if (event === 'job:failed') {
       const p = payload as SchedulerEventMap['job:failed'];
       jobs.push(
-        JSON.stringify({ event: 'job', runId, key: p.key, state: 'failed', attempts: p.attempt, error: p.error } satisfies JobHookBody),
+        withItems(p.key, (items) => ({
+          event: 'job',
+          runId,
+          key: p.key,
+          items: items.ids,
+          moreItems: items.more,
+          state: 'failed',
+          attempts: p.attempt,
+          error: p.error,
+        })),
       );
     }
   };

@@ -122,11 +122,13 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
   });
   listeners.push(progress.listener);
   const onAlert = alertTarget(flags, alertsOn(flags));
+  const runHooks = flags.onDone || flags.onJob || onAlert ? await import('../../hooks/run-hooks.js') : null;
   const hooks =
-    flags.onDone || flags.onJob || onAlert
-      ? (await import('../../hooks/run-hooks.js')).createRunHooks({
+    runHooks !== null
+      ? runHooks.createRunHooks({
           onDone: flags.onDone,
           onJob: flags.onJob,
+          itemsOfJob: flags.onJob ? runHooks.jobItemsFrom(store) : undefined,
           onAlert,
           secret: process.env.LLMQ_HOOK_SECRET || undefined,
           // said once while the run goes on (above the progress), not only in the count at its end
