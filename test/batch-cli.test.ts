@@ -334,6 +334,13 @@ describe('llmq run --via batch (child processes)', () => {
     expect(run.code, run.stderr).toBe(2);
     // pasted, a bare "llmq run" would go online to api.openai.com, at twice the price
     expect((await runCli(['status', '--db', db])).stdout).toContain(`llmq run --via batch --base-url ${fake.url} --db ${db}`);
+    // the run recorded whose batches it collects, as its batches record their endpoint: status tells other endpoints' apart
+    const store = new SqliteStore(db);
+    const [batch] = await store.batches.recent(1);
+    const [runRow] = await all(store.copier.dumpRuns());
+    await store.close();
+    expect(batch?.baseUrl).toContain('127.0.0.1');
+    expect(runRow?.options).toMatchObject({ via: 'batch', baseUrl: batch!.baseUrl });
     const retry = await runCli(['retry-failed', '--db', db]);
     expect(retry.stderr).toContain(`Run llmq run --via batch --base-url ${fake.url} --db ${db} to try it again.`);
   }, 30_000);

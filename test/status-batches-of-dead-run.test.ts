@@ -235,9 +235,49 @@ describe('status of a batch run gone silent on another machine', () => {
     const whilePlain = await runCli(['status', '--db', db]);
     expect(whilePlain.stdout).toMatch(/to collect the 3 jobs in batches no run is collecting:\s+llmq run --via batch/);
     const again = new SqliteStore(db);
-    await again.startRun({ id: 'batch001-run', host: hostname(), pid: process.pid, startedAt: Date.now(), options: { via: 'batch' } });
+    // a batch run to another endpoint never collects these: the command is still said
+    await again.startRun({
+      id: 'elsewh01-run',
+      host: hostname(),
+      pid: process.pid,
+      startedAt: Date.now(),
+      options: { via: 'batch', baseUrl: 'https://api.openai.com/v1' },
+    });
     await again.close();
+    const whileElsewhere = await runCli(['status', '--db', db]);
+    expect(whileElsewhere.stdout).toMatch(
+      /to collect the 3 jobs in batches no run is collecting:\s+llmq run --via batch --base-url http:\/\/127\.0\.0\.1:9\/v1/,
+    );
+    const more = new SqliteStore(db);
+    await more.startRun({
+      id: 'batch001-run',
+      host: hostname(),
+      pid: process.pid,
+      startedAt: Date.now(),
+      options: { via: 'batch', baseUrl: 'http://127.0.0.1:9/v1' },
+    });
+    await more.close();
     const whileBatch = await runCli(['status', '--db', db]);
     expect(whileBatch.stdout).not.toContain('to collect the');
+  });
+
+  it('a live batch run of a version that did not record its endpoint is taken to collect them', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 5);
+    const at = Date.now() - 100_000;
+    await store.startRun({ id: 'far00001-run', host: 'another-machine', pid: 4242, startedAt: at, options: { via: 'batch' } });
+    await submitBatch(store, {
+      id: 'sub-far',
+      runId: 'far00001-run',
+      baseUrl: 'http://127.0.0.1:9/v1',
+      providerBatchId: 'batch_far',
+      jobs: 3,
+      at,
+    });
+    await store.startRun({ id: 'batch001-run', host: hostname(), pid: process.pid, startedAt: Date.now(), options: { via: 'batch' } });
+    await store.close();
+    const status = await runCli(['status', '--db', db]);
+    expect(status.stdout).not.toContain('to collect the');
   });
 });

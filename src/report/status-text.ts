@@ -31,7 +31,8 @@ export interface BatchLaneNotes {
   readonly live: number;
   /** Runs holding live batches, each with the command that takes them over (its endpoint's flags, the queue's --db). */
   readonly holders: ReadonlyMap<string, string>;
-  readonly uncollected: ReadonlyArray<{ readonly jobs: number; readonly command: string }>;
+  /** By endpoint (`baseUrl`, as batches record it). */
+  readonly uncollected: ReadonlyArray<{ readonly jobs: number; readonly command: string; readonly baseUrl: string }>;
 }
 
 const NO_BATCHES: BatchLaneNotes = { live: 0, holders: new Map(), uncollected: [] };
@@ -232,11 +233,14 @@ export function renderStatus(
   }
   // batches out with no run to collect them: a plain `llmq run` leaves them be (sending their jobs
   // again would pay twice), so the command that collects them is said, also while plain runs work;
-  // a live batch run takes them over on its next pass
-  const batchRunLive = live.some((run) => run.via === 'batch' || run.via === 'auto');
-  if (!batchRunLive && batches.uncollected.length > 0) {
+  // a live batch run to their endpoint takes them over on its next pass (one of a version that did
+  // not record its endpoint is taken to be it); one sending elsewhere leaves them be
+  const collecting = (baseUrl: string) =>
+    live.some((run) => (run.via === 'batch' || run.via === 'auto') && (run.baseUrl === null || run.baseUrl === baseUrl));
+  const uncollected = batches.uncollected.filter((u) => !collecting(u.baseUrl));
+  if (uncollected.length > 0) {
     lines.push('');
-    for (const u of batches.uncollected)
+    for (const u of uncollected)
       for (const l of hint(`to collect the ${count(u.jobs, 'job')} in batches no run is collecting:`, u.command)) lines.push(p.dim(l));
   }
   return lines.join('\n') + '\n';

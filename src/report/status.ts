@@ -25,6 +25,8 @@ export interface RunReport {
   readonly provider: string | null;
   /** The lane it ran in: `batch`, or null for online (the default, not recorded). */
   readonly via: string | null;
+  /** Where a batch run sends (its endpoint as the queue records batches', `laneBaseUrl`); null for online runs and batch runs of versions that did not store it. */
+  readonly baseUrl: string | null;
   /** What it spent under and priced with (`--budget`, `--budget-total`, `--price`, `--prices`): a run proposed after it carries them. */
   readonly spendFlags: {
     readonly budget: number | null;
@@ -232,6 +234,7 @@ export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunRepor
     heartbeatAt: r.heartbeatAt,
     provider: typeof r.options.provider === 'string' ? r.options.provider : null,
     via: typeof r.options.via === 'string' ? r.options.via : null,
+    baseUrl: typeof r.options.baseUrl === 'string' ? r.options.baseUrl : null,
     spendFlags: spendFlagsOf(r.options),
     limitFlags: limitFlagsOf(r.options),
     endedAt: r.endedAt,

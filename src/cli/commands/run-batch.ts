@@ -86,6 +86,8 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
         // named as an online run's provider is, so the command proposed after it goes to the same place
         describe: {
           provider: flags.provider === 'mock' ? 'mock' : openAiProviderName(baseUrl),
+          // whose batches it collects: status tells the batches of another endpoint apart
+          baseUrl,
           batchSize: flags.batchSize,
           poll: flags.poll,
           wait: flags.wait,

@@ -107,6 +107,7 @@ async function textRenderer(dbFlag: string | undefined): Promise<(report: Status
           batches.rows.filter((b) => isLive(b) && b.baseUrl !== MOCK_BASE_URL).map((b) => [b.runId, collectCommand(b.baseUrl) + again]),
         ),
         uncollected: batches.uncollected.map((u) => ({
+          baseUrl: u.baseUrl,
           jobs: u.jobs,
           command: collectCommand(u.baseUrl) + again,
         })),
