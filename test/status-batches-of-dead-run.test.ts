@@ -275,8 +275,11 @@ describe('status of a batch run gone silent on another machine', () => {
       jobs: 3,
       at,
     });
-    await store.startRun({ id: 'batch001-run', host: hostname(), pid: process.pid, startedAt: Date.now(), options: { via: 'batch' } });
     await store.close();
+    expect((await runCli(['status', '--db', db])).stdout).toContain('to collect the 3 jobs');
+    const again = new SqliteStore(db);
+    await again.startRun({ id: 'batch001-run', host: hostname(), pid: process.pid, startedAt: Date.now(), options: { via: 'batch' } });
+    await again.close();
     const status = await runCli(['status', '--db', db]);
     expect(status.stdout).not.toContain('to collect the');
   });

@@ -7,5 +7,6 @@ export function laneBaseUrl(flags: { provider: 'openai' | 'mock'; baseUrl?: stri
   const url = new URL(resolveBaseUrl(flags.baseUrl, process.env).url);
   url.username = url.password = '';
   url.search = '';
+  url.hash = '';
   return url.href.replace(/\/$/, '');
 }

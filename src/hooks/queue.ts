@@ -19,8 +19,8 @@ export class HookQueue {
   readonly #deliver: Deliver;
   readonly #capacity: number;
   readonly #workers: number;
-  /** A body may still be in the making (the items of a job hook's job, read from the store): awaited by the worker that sends it. */
-  readonly #waiting: Array<string | Promise<string>> = [];
+  /** A body may be made when its turn comes (a job hook's items, read from the store then): by the worker that sends it. */
+  readonly #waiting: Array<string | (() => Promise<string>)> = [];
   #busy = 0;
   /** Deliveries being tried now, each with its last failed try: reported if the drain drops it. */
   readonly #underWay = new Set<{ lastTry: string | null }>();
@@ -54,7 +54,7 @@ export class HookQueue {
   }
 
   /** Queue a body; false (and counted) when the queue is full or closed. */
-  push(body: string | Promise<string>): boolean {
+  push(body: string | (() => Promise<string>)): boolean {
     if (this.#closed || this.#waiting.length >= this.#capacity) {
       this.dropped++;
       return false;
@@ -95,7 +95,7 @@ export class HookQueue {
         const delivery: { lastTry: string | null } = { lastTry: null };
         this.#underWay.add(delivery);
         try {
-          await this.#deliver(await body, this.#stop.signal, (why) => {
+          await this.#deliver(typeof body === 'string' ? body : await body(), this.#stop.signal, (why) => {
             delivery.lastTry = why;
             this.#trouble(why);
           });

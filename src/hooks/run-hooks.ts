@@ -2,6 +2,7 @@ import type { RunSummary, SchedulerEventMap, SchedulerListener } from '../schedu
 import { deliverTo, type DeliverOptions } from './deliver.js';
 import { HookQueue, type HookCounts } from './queue.js';
 import type { HookTarget } from './target.js';
+import { jobItems, type JobItems } from '../store/job-items.js';
 import type { QueueReader } from '../store/types.js';
 
 /** What `--on-job` receives for each job that finished (done) or failed for good. */
@@ -60,24 +61,19 @@ export interface RunHooksOptions extends DeliverOptions {
   readonly capacity?: number;
   /** Told once per hook, the first time one of its tries fails, with why. */
   readonly onTrouble?: (hook: '--on-job' | 'alerts', why: string) => void;
-  /** The items of a job, for `--on-job`'s bodies (`jobItemsFrom`); without, its bodies list none. */
+  /**
+   * The items of a job, for `--on-job`'s bodies (`jobItemsFrom`), read as each body goes out (by the
+   * hook's two senders, not the run): the store must stay open until `finish` returns. Without, bodies list none.
+   */
   readonly itemsOfJob?: (key: string) => Promise<JobItems>;
-}
-
-export interface JobItems {
-  readonly ids: readonly string[];
-  readonly more: boolean;
 }
 
 /** A job hook body lists this many of its job's item ids at most: identical documents can share one job by the thousand. */
 export const JOB_HOOK_ITEMS = 100;
 
-/** `itemsOfJob` read from a queue: the first JOB_HOOK_ITEMS items of the job, by id (a range of the items' key index). */
+/** `itemsOfJob` read from a queue: the job's first JOB_HOOK_ITEMS items, in the order they were enqueued. */
 export function jobItemsFrom(store: Pick<QueueReader, 'itemsByKeyPrefix'>): (key: string) => Promise<JobItems> {
-  return async (key) => {
-    const ids = (await store.itemsByKeyPrefix(key, JOB_HOOK_ITEMS + 1)).filter((r) => r.key === key).map((r) => r.itemId);
-    return { ids: ids.slice(0, JOB_HOOK_ITEMS), more: ids.length > JOB_HOOK_ITEMS };
-  };
+  return (key) => jobItems(store, key, JOB_HOOK_ITEMS);
 }
 
 const NO_ITEMS: JobItems = { ids: [], more: false };
@@ -107,13 +103,15 @@ export function createRunHooks(o: RunHooksOptions): RunHooks {
     ? new HookQueue(deliverTo(o.onAlert, o), { capacity: 100, workers: 1, onFirstTrouble: trouble('alerts') })
     : null;
   let runId = '';
-  // Read as the job finishes, while the store is open (the run closes it before the last bodies go
-  // out); a read that fails leaves the list empty rather than the body unsent.
-  const withItems = (key: string, body: (items: JobItems) => JobHookBody): Promise<string> =>
-    (o.itemsOfJob ? o.itemsOfJob(key) : Promise.resolve(NO_ITEMS)).then(
-      (items) => JSON.stringify(body(items)),
-      () => JSON.stringify(body(NO_ITEMS)),
-    );
+  // Read when the body goes out, off the run's path, and only for a body the queue took; a read
+  // that fails leaves the list empty rather than the body unsent.
+  const withItems =
+    (key: string, body: (items: JobItems) => JobHookBody): (() => Promise<string>) =>
+    () =>
+      (o.itemsOfJob ? o.itemsOfJob(key) : Promise.resolve(NO_ITEMS)).then(
+        (items) => JSON.stringify(body(items)),
+        () => JSON.stringify(body(NO_ITEMS)),
+      );
   const listener: SchedulerListener = (event, payload) => {
     if (event === 'run:start') runId = (payload as SchedulerEventMap['run:start']).runId;
     if (!jobs) return;

@@ -1,4 +1,5 @@
 import { LlmqError } from '../errors.js';
+import { jobItems } from '../store/job-items.js';
 import type { ItemDetail, QueueReader } from '../store/types.js';
 
 export interface FoundItem {
@@ -42,11 +43,11 @@ export async function findItem(store: Pick<QueueReader, 'item' | 'itemsByKeyPref
   return first ? { detail: first, byKey: { key: keys[0]!, items: rows.length }, sharedWith: await sharedWith(store, first) } : null;
 }
 
-/** The items other than `item` that share its job (a range of the key index, at most MORE_ITEMS + 1 read). */
+/** The items other than `item` that share its job (a range of the key index, at most MORE_ITEMS + 2 read). */
 async function sharedWith(store: Pick<QueueReader, 'itemsByKeyPrefix'>, item: ItemDetail): Promise<FoundItem['sharedWith']> {
-  const rows = await store.itemsByKeyPrefix(item.job.key, MORE_ITEMS + 2);
-  const others = rows.filter((r) => r.key === item.job.key && r.itemId !== item.id).map((r) => r.itemId);
-  return { ids: others.slice(0, MORE_ITEMS), more: others.length > MORE_ITEMS };
+  const { ids, more } = await jobItems(store, item.job.key, MORE_ITEMS + 1);
+  const others = ids.filter((id) => id !== item.id);
+  return { ids: others.slice(0, MORE_ITEMS), more: more || others.length > MORE_ITEMS };
 }
 
 /** "job 3f2a9c… is shared by 3 items; showing the first, docs/a.md": said on stderr beside what `show` prints. */

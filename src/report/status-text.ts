@@ -234,7 +234,8 @@ export function renderStatus(
   // batches out with no run to collect them: a plain `llmq run` leaves them be (sending their jobs
   // again would pay twice), so the command that collects them is said, also while plain runs work;
   // a live batch run to their endpoint takes them over on its next pass (one of a version that did
-  // not record its endpoint is taken to be it); one sending elsewhere leaves them be
+  // not record its endpoint is taken to be it); one sending elsewhere leaves them be. A --via auto
+  // run records itself as `batch` (its batch lane); `auto` is checked too should it ever say so.
   const collecting = (baseUrl: string) =>
     live.some((run) => (run.via === 'batch' || run.via === 'auto') && (run.baseUrl === null || run.baseUrl === baseUrl));
   const uncollected = batches.uncollected.filter((u) => !collecting(u.baseUrl));

@@ -184,14 +184,21 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
         budget: { runUsd: flags.budget ?? null, totalUsd: flags.budgetTotal ?? null },
       },
     );
+  } catch (error) {
+    await store.close();
+    throw error;
   } finally {
     progress.stop();
     alerts?.stop();
     stopping.dispose();
-    await store.close();
     await provider.close?.();
   }
-  if (hooks) whileReaderPresent(process.stderr).write(hookReportLine(await finishHooks(hooks, summary)));
+  // open until the hooks are done: a job hook's body reads its items as it goes out
+  try {
+    if (hooks) whileReaderPresent(process.stderr).write(hookReportLine(await finishHooks(hooks, summary)));
+  } finally {
+    await store.close();
+  }
   if (summary.fatal) {
     whileReaderPresent(process.stderr).write(
       `error: ${summary.fatal.message}\n${fixFor(summary.fatal, againAfterFatal(flags, summary.fatal), summary.failed, summary.remaining, dbArgument(flags.db))}\n`,

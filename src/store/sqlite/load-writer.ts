@@ -127,7 +127,7 @@ export class BulkLoadWriter {
   /** Why the worker can write no more, once it cannot. */
   #broken: Error | null = null;
 
-  /** `pragmas`: the enqueue's connection settings (checkpoint size), applied to the worker's; its page cache is its own. */
+  /** `pragmas`: the enqueue's connection settings (checkpoint size, temporary storage), applied to the worker's; its page cache is its own. */
   constructor(path: string, pragmas: readonly string[]) {
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
     this.#worker = new Worker(WORKER, { eval: true, workerData: { driver, path, pragmas, cacheKib: WRITER_CACHE_KIB } });

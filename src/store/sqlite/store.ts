@@ -340,6 +340,8 @@ export class SqliteStore implements Store {
    * interrupted enqueue of 300,000 documents (113,000 stored) wrote 1.7 million pages to that file,
    * and took 20.8 s (8 s of it in the kernel); with the journal in memory, 12.3 s. The index builds
    * after a bulk load set it back to a file (finishBulkLoad): their sorts may be larger than memory.
+   * These stay on the connection after the enqueue (a library caller who then exports or forgets on
+   * it sorts in memory); the CLI's enqueue and copy close it.
    */
   static readonly ENQUEUE_PRAGMAS = ['cache_size = -65536', 'wal_autocheckpoint = 16384', 'temp_store = MEMORY'];
   #enqueuePragmas = false;
