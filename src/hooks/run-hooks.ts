@@ -26,6 +26,9 @@ export interface JobHookBody {
   readonly finishReason?: string | null;
 }
 
+/** A job hook body's fields past the job and its items: how it ended. */
+type JobOutcome = Omit<JobHookBody, 'event' | 'runId' | 'key' | 'items' | 'moreItems'>;
+
 /** What `--on-done` receives once, when the run ends. */
 export interface DoneHookBody {
   readonly event: 'done';
@@ -103,49 +106,34 @@ export function createRunHooks(o: RunHooksOptions): RunHooks {
     ? new HookQueue(deliverTo(o.onAlert, o), { capacity: 100, workers: 1, onFirstTrouble: trouble('alerts') })
     : null;
   let runId = '';
-  // Read when the body goes out, off the run's path, and only for a body the queue took; a read
-  // that fails leaves the list empty rather than the body unsent.
-  const withItems =
-    (key: string, body: (items: JobItems) => JobHookBody): (() => Promise<string>) =>
-    () =>
-      (o.itemsOfJob ? o.itemsOfJob(key) : Promise.resolve(NO_ITEMS)).then(
-        (items) => JSON.stringify(body(items)),
-        () => JSON.stringify(body(NO_ITEMS)),
-      );
+  // The body is made when it goes out, off the run's path and only once the queue took it: that is
+  // when the job's items are read. A read that fails leaves the list empty rather than the body unsent.
+  const pushJob = (key: string, outcome: JobOutcome): void => {
+    const id = runId;
+    jobs?.push(() =>
+      (o.itemsOfJob?.(key) ?? Promise.resolve(NO_ITEMS))
+        .catch(() => NO_ITEMS)
+        .then((items) =>
+          JSON.stringify({ event: 'job', runId: id, key, items: items.ids, moreItems: items.more, ...outcome } satisfies JobHookBody),
+        ),
+    );
+  };
   const listener: SchedulerListener = (event, payload) => {
     if (event === 'run:start') runId = (payload as SchedulerEventMap['run:start']).runId;
     if (!jobs) return;
     if (event === 'job:done') {
       const p = payload as SchedulerEventMap['job:done'];
-      jobs.push(
-        withItems(p.key, (items) => ({
-          event: 'job',
-          runId,
-          key: p.key,
-          items: items.ids,
-          moreItems: items.more,
-          state: 'done',
-          attempts: p.attempt,
-          output: p.output,
-          latencyMs: p.latencyMs,
-          usage: p.usage,
-          finishReason: p.finishReason ?? null,
-        })),
-      );
+      pushJob(p.key, {
+        state: 'done',
+        attempts: p.attempt,
+        output: p.output,
+        latencyMs: p.latencyMs,
+        usage: p.usage,
+        finishReason: p.finishReason ?? null,
+      });
     } else if (event === 'job:failed') {
       const p = payload as SchedulerEventMap['job:failed'];
-      jobs.push(
-        withItems(p.key, (items) => ({
-          event: 'job',
-          runId,
-          key: p.key,
-          items: items.ids,
-          moreItems: items.more,
-          state: 'failed',
-          attempts: p.attempt,
-          error: p.error,
-        })),
-      );
+      pushJob(p.key, { state: 'failed', attempts: p.attempt, error: p.error });
     }
   };
   return {
