@@ -193,22 +193,35 @@ describe('which live batches wait for a run --via batch', () => {
   });
 });
 
+/** A queue of 5 jobs, 3 of them out in a batch to http://127.0.0.1:9/v1 sent by a run on another machine silent for 100 s (past status's 90 s, and past the 60 s takeover). */
+async function queueWithFarBatch(): Promise<string> {
+  const db = join(tempDir(), 'q.db');
+  const store = new SqliteStore(db);
+  await seedJobs(store, 5);
+  const at = Date.now() - 100_000;
+  await store.startRun({ id: 'far00001-run', host: 'another-machine', pid: 4242, startedAt: at, options: { via: 'batch' } });
+  await submitBatch(store, {
+    id: 'sub-far',
+    runId: 'far00001-run',
+    baseUrl: 'http://127.0.0.1:9/v1',
+    providerBatchId: 'batch_far',
+    jobs: 3,
+    at,
+  });
+  await store.close();
+  return db;
+}
+
+/** A run of this process, live from now on, started with `options`. */
+async function startLiveRun(db: string, id: string, options: Record<string, unknown>): Promise<void> {
+  const store = new SqliteStore(db);
+  await store.startRun({ id, host: hostname(), pid: process.pid, startedAt: Date.now(), options });
+  await store.close();
+}
+
 describe('status of a batch run gone silent on another machine', () => {
   it('names the batch run that takes its batches over, to their endpoint, and the command that collects them', async () => {
-    const db = join(tempDir(), 'q.db');
-    const store = new SqliteStore(db);
-    await seedJobs(store, 3);
-    const at = Date.now() - 100_000; // quiet past status's 90 s, and past the 60 s takeover
-    await store.startRun({ id: 'far00001-run', host: 'another-machine', pid: 4242, startedAt: at, options: { via: 'batch' } });
-    await submitBatch(store, {
-      id: 'sub-far',
-      runId: 'far00001-run',
-      baseUrl: 'http://127.0.0.1:9/v1',
-      providerBatchId: 'batch_far',
-      jobs: 3,
-      at,
-    });
-    await store.close();
+    const db = await queueWithFarBatch();
     const status = await runCli(['status', '--db', db]);
     const collect = `llmq run --via batch --base-url http://127.0.0.1:9/v1 --db ${db}`;
     expect(status.stdout).toContain(`it probably died; the next ${collect} takes its batches over`);
@@ -217,69 +230,25 @@ describe('status of a batch run gone silent on another machine', () => {
   });
 
   it('still names that command while a plain run works the queue (it never collects batches), not while a batch run does', async () => {
-    const db = join(tempDir(), 'q.db');
-    const store = new SqliteStore(db);
-    await seedJobs(store, 5);
-    const at = Date.now() - 100_000;
-    await store.startRun({ id: 'far00001-run', host: 'another-machine', pid: 4242, startedAt: at, options: { via: 'batch' } });
-    await submitBatch(store, {
-      id: 'sub-far',
-      runId: 'far00001-run',
-      baseUrl: 'http://127.0.0.1:9/v1',
-      providerBatchId: 'batch_far',
-      jobs: 3,
-      at,
-    });
-    await store.startRun({ id: 'plain001-run', host: hostname(), pid: process.pid, startedAt: Date.now(), options: {} });
-    await store.close();
+    const db = await queueWithFarBatch();
+    await startLiveRun(db, 'plain001-run', {});
     const whilePlain = await runCli(['status', '--db', db]);
     expect(whilePlain.stdout).toMatch(/to collect the 3 jobs in batches no run is collecting:\s+llmq run --via batch/);
-    const again = new SqliteStore(db);
     // a batch run to another endpoint never collects these: the command is still said
-    await again.startRun({
-      id: 'elsewh01-run',
-      host: hostname(),
-      pid: process.pid,
-      startedAt: Date.now(),
-      options: { via: 'batch', baseUrl: 'https://api.openai.com/v1' },
-    });
-    await again.close();
+    await startLiveRun(db, 'elsewh01-run', { via: 'batch', baseUrl: 'https://api.openai.com/v1' });
     const whileElsewhere = await runCli(['status', '--db', db]);
     expect(whileElsewhere.stdout).toMatch(
       /to collect the 3 jobs in batches no run is collecting:\s+llmq run --via batch --base-url http:\/\/127\.0\.0\.1:9\/v1/,
     );
-    const more = new SqliteStore(db);
-    await more.startRun({
-      id: 'batch001-run',
-      host: hostname(),
-      pid: process.pid,
-      startedAt: Date.now(),
-      options: { via: 'batch', baseUrl: 'http://127.0.0.1:9/v1' },
-    });
-    await more.close();
+    await startLiveRun(db, 'batch001-run', { via: 'batch', baseUrl: 'http://127.0.0.1:9/v1' });
     const whileBatch = await runCli(['status', '--db', db]);
     expect(whileBatch.stdout).not.toContain('to collect the');
   });
 
   it('a live batch run of a version that did not record its endpoint is taken to collect them', async () => {
-    const db = join(tempDir(), 'q.db');
-    const store = new SqliteStore(db);
-    await seedJobs(store, 5);
-    const at = Date.now() - 100_000;
-    await store.startRun({ id: 'far00001-run', host: 'another-machine', pid: 4242, startedAt: at, options: { via: 'batch' } });
-    await submitBatch(store, {
-      id: 'sub-far',
-      runId: 'far00001-run',
-      baseUrl: 'http://127.0.0.1:9/v1',
-      providerBatchId: 'batch_far',
-      jobs: 3,
-      at,
-    });
-    await store.close();
+    const db = await queueWithFarBatch();
     expect((await runCli(['status', '--db', db])).stdout).toContain('to collect the 3 jobs');
-    const again = new SqliteStore(db);
-    await again.startRun({ id: 'batch001-run', host: hostname(), pid: process.pid, startedAt: Date.now(), options: { via: 'batch' } });
-    await again.close();
+    await startLiveRun(db, 'batch001-run', { via: 'batch' });
     const status = await runCli(['status', '--db', db]);
     expect(status.stdout).not.toContain('to collect the');
   });
