@@ -354,6 +354,19 @@ describe('run hooks', () => {
     expect(lines.map((l) => JSON.parse(l).state)).toEqual(['done', 'done', 'done', 'done']);
   }, 30_000);
 
+  it("a job hook slower than the run still names each job's documents: the queue is read as each body goes out, after the run too", async () => {
+    const db = await seededQueue(6);
+    const log = join(dirname(db), 'jobs.jsonl');
+    // two at a time, 0.3 s each: most bodies go out after the run has ended
+    const r = await runCli(['run', '--db', db, ...MOCK_NOW, '--on-job', `sleep 0.3; cat >> ${log}`]);
+    expect(r.code, r.stderr).toBe(0);
+    const bodies = readFileSync(log, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(bodies.map((b) => b.items).sort()).toEqual([0, 1, 2, 3, 4, 5].map((n) => [`doc-${n}`]));
+  }, 30_000);
+
   it('a Ctrl-C while llmq waits for its hooks ends llmq and the hook commands with it', async () => {
     const marker = `${(700 + Math.random()).toFixed(6)}`;
     const dir = tempDir();
