@@ -6,7 +6,7 @@ import { COMPANION_SUFFIXES, isSqliteFile, SQLITE_HEADER } from '../store/sqlite
 import { fileText } from './decode.js';
 import { namedSourceReason, readAtMost, REASON_NOT_REGULAR } from './file-kind.js';
 import type { PathMatcher } from './glob.js';
-import { fsReason, overMaxDocBytes, type Entry, type ReadOptions } from './types.js';
+import { byteCount, fsReason, overMaxDocBytes, type Entry, type ReadOptions } from './types.js';
 import { shellWord } from '../shell-word.js';
 import { isCsvExport } from '../report/csv-columns.js';
 
@@ -235,7 +235,8 @@ async function readDocument(
   } catch (error) {
     return { path, id, reason: fsReason(error) };
   }
-  if (bytes.length > max) return { path, id, reason: `document is ${overMaxDocBytes(max)} (stopped reading after ${max} bytes)` };
+  if (bytes.length > max)
+    return { path, id, reason: `document is ${overMaxDocBytes(max)} (stopped reading after ${byteCount(max)} bytes)` };
   const r = fileText(bytes);
   if ('reason' in r) return { path, id, reason: r.reason };
   // the queue's own answers, exported into the folder it reads: enqueued again, they would be sent as documents
@@ -249,5 +250,5 @@ async function readDocument(
 }
 
 export function tooBig(size: number, max: number): string {
-  return `document is ${size} bytes, ${overMaxDocBytes(max)}`;
+  return `document is ${byteCount(size)} bytes, ${overMaxDocBytes(max)}`;
 }

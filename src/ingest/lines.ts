@@ -1,4 +1,4 @@
-import { overMaxDocBytes } from './types.js';
+import { byteCount, overMaxDocBytes } from './types.js';
 import { decodeUtf8, REASON_UTF8 } from './decode.js';
 
 /** Receives each line of a stream: its text (no `\n`, no trailing `\r`) or why it has none. */
@@ -96,7 +96,7 @@ function region(bytes: Buffer, no: number, max: number, sink: LineSink): number 
 }
 
 function lineTooLong(bytes: number, max: number): string {
-  return `line is ${bytes} bytes, ${overMaxDocBytes(max)}`;
+  return `line is ${byteCount(bytes)} bytes, ${overMaxDocBytes(max)}`;
 }
 
 function longestLine(bytes: Buffer): number {

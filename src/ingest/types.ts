@@ -79,7 +79,24 @@ export const DEFAULT_MAX_DOC_BYTES = 1024 * 1024;
  * rejection a flag undoes, which enqueue counts by it (`isOverMaxDocBytes`).
  */
 export function overMaxDocBytes(max: number): string {
-  return `over --max-doc-bytes ${max}`;
+  return `over --max-doc-bytes ${sizeFlag(max)}`;
+}
+
+/** A byte count as --max-doc-bytes takes it, in the largest whole binary unit: 4MiB, 512KiB, 1000. */
+export function sizeFlag(bytes: number): string {
+  for (const [unit, size] of [
+    ['GiB', 2 ** 30],
+    ['MiB', 2 ** 20],
+    ['KiB', 2 ** 10],
+  ] as const) {
+    if (bytes % size === 0) return `${bytes / size}${unit}`;
+  }
+  return String(bytes);
+}
+
+/** A byte count for a person: 2,000,024. */
+export function byteCount(bytes: number): string {
+  return bytes.toLocaleString('en-US');
 }
 
 /** A rejection for size (`overMaxDocBytes`). */

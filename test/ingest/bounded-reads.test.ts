@@ -43,7 +43,7 @@ describe('reading is bounded by --max-doc-bytes, whatever the input', () => {
     const endless = fifoFedBy(tempDir(), 'cat /dev/zero');
     const s = await run(store, [endless], { maxDocBytes: 100_000 });
     expect(s.rejections).toEqual([
-      { path: endless, id: 'pipe.txt', reason: 'document is over --max-doc-bytes 100000 (stopped reading after 100000 bytes)' },
+      { path: endless, id: 'pipe.txt', reason: 'document is over --max-doc-bytes 100000 (stopped reading after 100,000 bytes)' },
     ]);
     const short = fifoFedBy(tempDir(), 'printf "from a pipe"');
     expect(await run(store, [short], { maxDocBytes: 100_000 })).toMatchObject({ newItems: 1, rejected: 0 });

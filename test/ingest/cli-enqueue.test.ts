@@ -202,7 +202,7 @@ describe('llmq enqueue (CLI)', () => {
     expect(lines).toContain(
       "rejected fixtures/jsonl/bad-lines.jsonl:2: malformed JSON (Expected ',' or '}' after property value in JSON at position 32)",
     );
-    expect(lines).toContain('rejected fixtures/jsonl/bad-lines.jsonl:15: line is 3023 bytes, over --max-doc-bytes 2048');
+    expect(lines).toContain('rejected fixtures/jsonl/bad-lines.jsonl:15: line is 3,023 bytes, over --max-doc-bytes 2KiB');
     expect(lines.at(-3)).toMatch(/read 25 documents .*: 9 new jobs, 9 new items, 0 already queued, 0 updated, 16 rejected$/);
     // the one rejection a flag undoes is said once, with the flag
     expect(lines.at(-2)).toMatch(

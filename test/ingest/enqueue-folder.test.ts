@@ -148,7 +148,7 @@ describe('enqueue a folder', () => {
     const store = tempStore(dir);
     const s = await run(store, [src], { maxDocBytes: 4096 });
     expect(s.rejections).toEqual([
-      { path: `${src}/big.txt`, id: 'big.txt', reason: 'document is 5000 bytes, over --max-doc-bytes 4096', bytes: 5000 },
+      { path: `${src}/big.txt`, id: 'big.txt', reason: 'document is 5,000 bytes, over --max-doc-bytes 4KiB', bytes: 5000 },
       { path: `${src}/broken-link.txt`, reason: 'cannot read (ENOENT: no such file (a broken link?))' },
     ]);
     expect(items(store).map((i) => i.id)).toEqual(['ok.txt']);

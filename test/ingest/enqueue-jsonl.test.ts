@@ -38,7 +38,7 @@ describe('enqueue JSONL', () => {
       '10: duplicate id "a" (first at ' + file + ':1, which is kept)',
       '13: batch line "body" must have a "model" string and a non-empty "messages" array',
       '14: batch line url is "/v1/embeddings"; llmq sends /v1/chat/completions requests only',
-      '15: line is 3023 bytes, over --max-doc-bytes 2048',
+      '15: line is 3,023 bytes, over --max-doc-bytes 2KiB',
     ]);
     expect(s.rejections.every((r) => r.path === file)).toBe(true);
     expect(s).toMatchObject({ documents: 15, rejected: 12, newItems: 3 });

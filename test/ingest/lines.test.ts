@@ -56,7 +56,7 @@ describe('splitting a byte stream into lines', () => {
 
   it('drops an overlong line as it streams, without buffering it', async () => {
     const chunks = ['ok\nstart', ...Array.from({ length: 50 }, () => 'y'.repeat(100)), 'end\nafter\n'];
-    expect(await split(chunks, 64)).toEqual(['1:ok', '2!line is 5008 bytes, over --max-doc-bytes 64', '3:after']);
+    expect(await split(chunks, 64)).toEqual(['1:ok', '2!line is 5,008 bytes, over --max-doc-bytes 64', '3:after']);
   });
 
   it('handles an empty stream and string chunks', async () => {

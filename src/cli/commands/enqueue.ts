@@ -26,7 +26,7 @@ import { MAX_GONE_LOOKED_AT, type GoneFiles } from '../../ingest/gone-files.js';
 import type { Source } from '../../ingest/sources.js';
 import type { Template } from '../../ingest/template.js';
 import type { StatusLine } from '../progress/status-line.js';
-import { DEFAULT_MAX_DOC_BYTES, isOverMaxDocBytes, MAX_REJECTED_IDS, where } from '../../ingest/types.js';
+import { DEFAULT_MAX_DOC_BYTES, isOverMaxDocBytes, MAX_REJECTED_IDS, sizeFlag, where } from '../../ingest/types.js';
 import { likelyMeant } from '../../ingest/fields-it-has.js';
 
 interface EnqueueFlags {
@@ -517,18 +517,6 @@ function largerLimit(largest: number, unsized: number, refused: number, max: num
   const fits = Math.ceil(largest / unit) * unit;
   if (unsized === 0) return `${sizeFlag(fits)} takes ${refused === 1 ? 'it' : 'them all'}`;
   return `say ${sizeFlag(Math.max(fits, max * 4))}, or more: what was read from a pipe stopped at the limit, its size not known`;
-}
-
-/** A byte count as --max-doc-bytes takes it, in the largest whole binary unit: 4MiB, 512KiB, 1000. */
-function sizeFlag(bytes: number): string {
-  for (const [unit, size] of [
-    ['GiB', 2 ** 30],
-    ['MiB', 2 ** 20],
-    ['KiB', 2 ** 10],
-  ] as const) {
-    if (bytes % size === 0) return `${bytes / size}${unit}`;
-  }
-  return String(bytes);
 }
 
 /** Ids the gone-files warning names in its `llmq forget`. */
