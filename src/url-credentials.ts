@@ -48,16 +48,30 @@ function maskUserinfo(whole: string, scheme: string, rest: string): string {
 }
 
 /**
- * A URL with its password and the value of every query parameter masked: for a URL shown whole
- * (a command to type next), where a key some endpoints take as a parameter (`?api-key=...`) would
- * otherwise be quoted. Not a URL: as `redactUrlCredentials` leaves it.
+ * Query parameters whose value is never a secret and without which a command shown is not the one
+ * that ran: Azure OpenAI answers 404 to a request without its `api-version`.
+ */
+const PLAIN_PARAMS = new Set(['api-version']);
+
+/**
+ * A URL with its password and the value of every query parameter masked but `api-version`'s: for a
+ * URL shown whole (a command to type next), where a key some endpoints take as a parameter
+ * (`?api-key=...`) would otherwise be quoted. Not a URL: as `redactUrlCredentials` leaves it.
  */
 export function redactUrlQuery(url: string): string {
   if (!URL.canParse(url)) return redactUrlCredentials(url);
   const { search } = new URL(url);
   if (search === '') return redactUrlCredentials(url);
-  const names = [...new Set(new URLSearchParams(search).keys())];
-  return redactUrlCredentials(`${url.slice(0, url.indexOf('?'))}?${names.map((n) => `${n}=${MASK}`).join('&')}`);
+  const params = new URLSearchParams(search);
+  const names = [...new Set(params.keys())];
+  const shown = (n: string) =>
+    PLAIN_PARAMS.has(n.toLowerCase())
+      ? params
+          .getAll(n)
+          .map((v) => `${n}=${encodeURIComponent(v)}`)
+          .join('&')
+      : `${n}=${MASK}`;
+  return redactUrlCredentials(`${url.slice(0, url.indexOf('?'))}?${names.map(shown).join('&')}`);
 }
 
 /** Whether a URL carries a user name or password (`new URL` decodes neither away). */

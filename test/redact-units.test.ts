@@ -141,10 +141,12 @@ describe('redactUrlCredentials: one owner for URL passwords', () => {
 });
 
 describe('redactUrlQuery', () => {
-  it('masks every query value and the password of a URL shown whole, and leaves the rest', () => {
+  it("masks every query value but api-version's and the password of a URL shown whole, and leaves the rest", () => {
+    // Azure OpenAI answers 404 without its api-version: a command shown without it would not work
     expect(redactUrlQuery('https://u:pw@llm.internal/v1?api-key=sk-123&api-version=2024-10&api-key=2')).toBe(
-      'https://u:***@llm.internal/v1?api-key=***&api-version=***',
+      'https://u:***@llm.internal/v1?api-key=***&api-version=2024-10',
     );
+    expect(redactUrlQuery('https://llm.internal/v1?sig=abc&version=2')).toBe('https://llm.internal/v1?sig=***&version=***');
     expect(redactUrlQuery('http://127.0.0.1:11434/v1')).toBe('http://127.0.0.1:11434/v1');
     expect(redactUrlQuery('not a url')).toBe('not a url');
   });
