@@ -163,14 +163,22 @@ async function pipe<T>(
 /**
  * Jobs in a live batch would arrive pending in a copy and be sent again while the provider still
  * answers them in the source's batch (the batches table is not copied): such a source is refused,
- * before anything is written (`llmq copy` asks first, so no empty --to is left behind).
+ * before anything is written (`llmq copy` asks first, so no empty --to is left behind). `said`: what
+ * the commands in the message need to reach the source (` --db q.db`) and each batch's endpoint
+ * (` --base-url URL`, from the endpoint as the batches record it); without them a pasted command
+ * would act on another queue, or collect at another endpoint.
  */
-export async function refuseLiveBatches(from: BatchLedger & Pick<StoreIdentity, 'location'>): Promise<void> {
+export async function refuseLiveBatches(
+  from: BatchLedger & Pick<StoreIdentity, 'location'>,
+  said: { readonly db?: string; readonly endpointArguments?: (baseUrl: string) => string } = {},
+): Promise<void> {
   const live = await from.batches.open();
   if (live.length > 0) {
+    const db = said.db ?? '';
+    const collect = [...new Set(live.map((b) => `llmq run --via batch${said.endpointArguments?.(b.baseUrl) ?? ''}${db}`))].join('; ');
     throw new StoreError(
       `${from.location} has ${live.length} batch${live.length === 1 ? '' : 'es'} still live at the provider; ` +
-        `collect them first (llmq run --via batch) or cancel them (llmq batches cancel, then llmq run --via batch), then copy.`,
+        `collect them first (${collect}) or cancel them (llmq batches cancel${db}, then ${collect}), then copy.`,
     );
   }
 }

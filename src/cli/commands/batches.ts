@@ -94,7 +94,13 @@ async function listCommand(flags: { db?: string; json?: boolean }): Promise<void
 }
 
 async function forgetCommand(id: string, flags: { db?: string; json?: boolean }): Promise<void> {
-  const [{ forgetBatch, NoLiveBatchError }, { resolveDbLocation }, { openExistingStore }, { dbArgument }, { nameKey }] = await Promise.all([
+  const [
+    { forgetBatch, NoLiveBatchError },
+    { resolveDbLocation },
+    { openExistingStore },
+    { dbArgument, runArgumentsOfEndpoint },
+    { nameKey },
+  ] = await Promise.all([
     import('../../batch/forget.js'),
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
@@ -115,7 +121,8 @@ async function forgetCommand(id: string, flags: { db?: string; json?: boolean })
         ? ''
         : ` If the batch still runs at ${batch.baseUrl} (it was sent${sentWith || ' without a key'}), it is billed there as well.`;
     process.stderr.write(
-      `Forgot ${name}: ${requeued} ${requeued === 1 ? 'job' : 'jobs'} back to pending; llmq run${dbArgument(flags.db)} sends them.${stillBilled}\n`,
+      // to the endpoint the batch went to: a bare llmq run may send them elsewhere (to OpenAI, billed)
+      `Forgot ${name}: ${requeued} ${requeued === 1 ? 'job' : 'jobs'} back to pending; llmq run${runArgumentsOfEndpoint(batch.baseUrl)}${dbArgument(flags.db)} sends them.${stillBilled}\n`,
     );
   } finally {
     await store.close();

@@ -105,17 +105,19 @@ Stop the runs on the source first; the target must be empty.`,
  * not ended though they work it no more (killed), which the copy ends.
  */
 async function withStores<T>(from: string, to: string, fn: (source: Store, target: Store, notEnded: number) => Promise<T>): Promise<T> {
-  const [{ openStore }, { openExistingStore }, { refuseLiveBatches }, { workingRuns }, { count }] = await Promise.all([
-    import('../../store/open-store.js'),
-    import('../../report/open-existing.js'),
-    import('../../store/copy.js'),
-    import('../../report/status-cost.js'),
-    import('../../report/format.js'),
-  ]);
+  const [{ openStore }, { openExistingStore }, { refuseLiveBatches }, { workingRuns }, { count }, { dbArgument, runArgumentsOfEndpoint }] =
+    await Promise.all([
+      import('../../store/open-store.js'),
+      import('../../report/open-existing.js'),
+      import('../../store/copy.js'),
+      import('../../report/status-cost.js'),
+      import('../../report/format.js'),
+      import('../again.js'),
+    ]);
   // The source is only read: a mistyped --from must not become a new, empty queue.
   const source = await openExistingStore(from);
   try {
-    await refuseLiveBatches(source);
+    await refuseLiveBatches(source, { db: dbArgument(from), endpointArguments: (baseUrl) => runArgumentsOfEndpoint(baseUrl) });
     // Its jobs in flight, and those it answers while the copy reads, would arrive pending and be
     // sent again (and billed) by a run on the copy. A run that died is no such risk: warned below.
     const open = await source.activeRuns();
