@@ -153,7 +153,11 @@ describe('llmq run --via batch (child processes)', () => {
     const copyTo = join(dirname(db), 'copy.db');
     const copy = await runCli(['copy', '--from', db, '--to', copyTo]);
     expect(copy.code).toBe(1);
-    expect(copy.stderr).toContain('1 batch still live at the provider');
+    // the commands it names reach this queue and the batch's endpoint, pasted as they are
+    const collect = `llmq run --via batch --base-url ${fake.url} --db ${db}`;
+    expect(copy.stderr).toContain(
+      `1 batch still live at the provider; collect them first (${collect}) or cancel them (llmq batches cancel --db ${db}, then ${collect}), then copy.`,
+    );
     expect(existsSync(copyTo)).toBe(false);
     const status = await runCli(['status', '--db', db]);
     expect(status.stdout).toMatch(/batch_fake1\s+(validating|in_progress)\s+7 jobs/);
@@ -270,7 +274,8 @@ describe('llmq run --via batch (child processes)', () => {
     const forget = await runCli(['batches', 'forget', 'batch_fake1', '--db', db, '--json']);
     expect(forget.code, forget.stderr).toBe(0);
     expect(JSON.parse(forget.stdout)).toEqual({ forgotten: 'batch_fake1', requeued: 4 });
-    expect(forget.stderr).toContain(`Forgot batch_fake1: 4 jobs back to pending; llmq run --db ${db} sends them.`);
+    // to the batch's endpoint: a bare llmq run would send them to OpenAI
+    expect(forget.stderr).toContain(`Forgot batch_fake1: 4 jobs back to pending; llmq run --base-url ${fake.url} --db ${db} sends them.`);
     expect(forget.stderr).toContain(
       `If the batch still runs at ${fake.url} (it was sent with the API key ending in …wxyz), it is billed there as well.`,
     );
@@ -332,8 +337,11 @@ describe('llmq run --via batch (child processes)', () => {
     fake.batches.line = (key) => (key === keys[0] ? 'server' : 'ok');
     const run = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1', '--max-attempts', '1']);
     expect(run.code, run.stderr).toBe(2);
-    // pasted, a bare "llmq run" would go online to api.openai.com, at twice the price
-    expect((await runCli(['status', '--db', db])).stdout).toContain(`llmq run --via batch --base-url ${fake.url} --db ${db}`);
+    // pasted, a bare "llmq run" would go online to api.openai.com, at twice the price; and it gives up
+    // after as many tries as this one did
+    expect((await runCli(['status', '--db', db])).stdout).toContain(
+      `llmq run --via batch --base-url ${fake.url} --max-attempts 1 --db ${db}`,
+    );
     // the run recorded whose batches it collects, as its batches record their endpoint: status tells other endpoints' apart
     const store = new SqliteStore(db);
     const [batch] = await store.batches.recent(1);
@@ -342,7 +350,7 @@ describe('llmq run --via batch (child processes)', () => {
     expect(batch?.baseUrl).toContain('127.0.0.1');
     expect(runRow?.options).toMatchObject({ via: 'batch', baseUrl: batch!.baseUrl });
     const retry = await runCli(['retry-failed', '--db', db]);
-    expect(retry.stderr).toContain(`Run llmq run --via batch --base-url ${fake.url} --db ${db} to try it again.`);
+    expect(retry.stderr).toContain(`Run llmq run --via batch --base-url ${fake.url} --max-attempts 1 --db ${db} to try it again.`);
   }, 30_000);
 
   it('a flag of another lane is refused, naming it, before anything is sent', async () => {
@@ -520,7 +528,9 @@ describe('llmq run --via batch (child processes)', () => {
     await more.close();
     const left = await batchRun('--no-wait');
     expect(left.code, left.stderr).toBe(0);
-    expect(left.stderr).toMatch(/llmq run --via batch --provider mock --db .* sends them again: the mock's batches end with the process/);
+    expect(left.stderr).toMatch(
+      /llmq run --via batch --provider mock --mock-latency 20 --db .* sends them again: the mock's batches end with the process/,
+    );
     // and so they did: nothing is left live, the jobs wait again
     const after = await read(db);
     expect(after.open).toBe(0);

@@ -33,10 +33,21 @@ describe('the flags a suggested llmq run carries', () => {
     expect(runArguments({ provider: 'mock' })).toBe(' --provider mock');
     expect(runArguments({ provider: 'openai', baseUrl: 'http://127.0.0.1:11434/v1' })).toBe(' --base-url http://127.0.0.1:11434/v1');
     expect(runArguments({ baseUrl: 'https://u:pw@llm.internal/v1' })).toBe(" --base-url 'https://u:***@llm.internal/v1'");
-    // a key some endpoints take in the query (?api-key=...) is never shown
+    // a key some endpoints take in the query (?api-key=...) is never shown; Azure's api-version is,
+    // or the pasted command would be answered 404
     expect(runArguments({ baseUrl: 'https://llm.internal/openai/v1?api-key=sk-SECRET123&api-version=2024-10' })).toBe(
-      " --base-url 'https://llm.internal/openai/v1?api-key=***&api-version=***'",
+      " --base-url 'https://llm.internal/openai/v1?api-key=***&api-version=2024-10'",
     );
+    expect(runArguments({ baseUrl: 'https://llm.internal/v1?token=t0k3n&API-Version=2024-10-21-preview' })).toBe(
+      " --base-url 'https://llm.internal/v1?token=***&API-Version=2024-10-21-preview'",
+    );
+  });
+
+  it("carries the offline mock's latency when not the default, and nothing of it for a real provider", () => {
+    expect(runArguments({ provider: 'mock', mockLatency: 200 })).toBe(' --provider mock');
+    expect(runArguments({ provider: 'mock', mockLatency: 0 })).toBe(' --provider mock --mock-latency 0');
+    expect(runArguments({ provider: 'mock', mockLatency: 1500 })).toBe(' --provider mock --mock-latency 1500');
+    expect(runArguments({ provider: 'openai', mockLatency: 5 })).toBe('');
   });
 });
 
@@ -70,6 +81,12 @@ describe('the flags a suggested llmq run carries after a run known by its stored
     expect(runArgumentsOfRun({ provider: 'openai-compatible (https://api.openai.com/v1)' })).toBe('');
     expect(runArgumentsOfRun({ provider: 'openai-compatible (https://api.openai.com/v1)', via: 'batch' })).toBe(' --via batch');
     expect(runArgumentsOfRun({ provider: 'mock', via: 'batch' })).toBe(' --via batch --provider mock');
+    // its latency, not its failure rate: the retries it proposes would fail again
+    expect(runArgumentsOfRun({ provider: 'mock', mockLatency: 20, mockFailureRate: 0.1 } as never)).toBe(
+      ' --provider mock --mock-latency 20',
+    );
+    // stored options are read as they are: what is not a number is left out
+    expect(runArgumentsOfRun({ provider: 'mock', mockLatency: '20' })).toBe(' --provider mock');
     expect(runArgumentsOfRun(null)).toBe('');
   });
 

@@ -169,6 +169,29 @@ describe('estimate', () => {
     expect((await runCli(['estimate', '--db', db, '--provider', 'mock'])).stdout).toContain(': 1 job to send\n');
   });
 
+  it('times the offline mock by its --mock-latency and the concurrency, in estimate and in a dry run, and refuses the flag for a real provider', async () => {
+    const db = await seededQueue(40);
+    const mock = async (args: readonly string[]) => {
+      const r = await runCli(args);
+      expect(r.code, r.stderr).toBe(0);
+      return r.stdout.replace(/\n {9}(?=\S)/g, ' ');
+    };
+    // 40 answers of 200 ms (the mock's default), 8 at a time: 1 s
+    const byDefault = await mock(['estimate', '--db', db, '--provider', 'mock']);
+    expect(byDefault).toContain('answers take 200 ms (--mock-latency)');
+    expect(byDefault).toContain("about 1s (the offline mock's answers, 8 at a time)");
+    expect(byDefault).not.toContain('time unknown');
+    // 40 answers of 1.5 s, 4 at a time: 15 s
+    const dry = await mock(['run', '--dry-run', '--db', db, '--provider', 'mock', '--mock-latency', '1.5s', '-c', '4']);
+    expect(dry).toContain('answers take 1,500 ms (--mock-latency)');
+    expect(dry).toContain("about 15s (the offline mock's answers, 4 at a time)");
+    const json = JSON.parse(await mock(['estimate', '--db', db, '--provider', 'mock', '--mock-latency', '100', '-c', '2', '--json']));
+    expect(json).toMatchObject({ seconds: 2, models: [{ latencyMs: 100 }] });
+    const real = await runCli(['estimate', '--db', db, '--mock-latency', '100']);
+    expect(real.code).toBe(1);
+    expect(real.stderr).toContain('--mock-latency is for the offline mock provider');
+  });
+
   it('limits learned at another endpoint are named, with the flag that uses them, instead of "no limit known"', async () => {
     const { db, store } = await seeded();
     await store.close();

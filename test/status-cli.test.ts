@@ -117,7 +117,8 @@ describe('llmq status', () => {
     expect(r.stdout).toMatch(/last run {2}run-0001 \(testhost pid 4242\) ended .* ago \(drained\)/);
     // one job waits, one a run left running, and no run works: what sends them, and what it would cost first
     expect(r.stdout).toContain(
-      `  to send the 1 pending and the 1 a stopped run left running:\n    llmq run --concurrency 4 --db ${db}\n  what that would cost and take: llmq estimate --db ${db}\n`,
+      // the estimate is of the run proposed: at its concurrency (and endpoint, whose limits it reads)
+      `  to send the 1 pending and the 1 a stopped run left running:\n    llmq run --concurrency 4 --db ${db}\n  what that would cost and take:\n    llmq estimate --concurrency 4 --db ${db}\n`,
     );
     for (const line of r.stdout.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
     // only what a stopped run left running: the next run takes it back; estimate, which prices
@@ -145,7 +146,7 @@ describe('llmq status', () => {
     }
   });
 
-  it('after a mock run, the llmq run it proposes for the failures is a mock run too (not one that sends to OpenAI), with its --max-attempts', async () => {
+  it('after a mock run, the llmq run it proposes for the failures is a mock run too (not one that sends to OpenAI), with its --max-attempts and latency, not its failure rate', async () => {
     const db = join(tempDir(), 'q.db');
     const docs = join(tempDir(), 'docs.jsonl');
     // two documents: three failures in a row would be an outage, and the run would wait for the provider to come back
@@ -155,10 +156,10 @@ describe('llmq status', () => {
     expect((await runCli(run)).code).toBe(2);
     const r = await runCli(['status', '--db', db]);
     expect(r.stdout.replace(/\n {2}then: /, ', then ')).toContain(
-      `to try them again: llmq retry-failed --db ${db}, then llmq run --provider mock --max-attempts 1 --db ${db}`,
+      `to try them again: llmq retry-failed --db ${db}, then llmq run --provider mock --mock-latency 0 --max-attempts 1 --db ${db}`,
     );
     const retry = await runCli(['retry-failed', '--db', db]);
-    expect(retry.stderr).toContain(`Run llmq run --provider mock --max-attempts 1 --db ${db} to try them again.`);
+    expect(retry.stderr).toContain(`Run llmq run --provider mock --mock-latency 0 --max-attempts 1 --db ${db} to try them again.`);
   });
 
   it("prices what is left from real answers only: the offline mock's stand-ins (short, free) say nothing of it", async () => {

@@ -2,7 +2,7 @@ import { DEFAULT_BASE_URL, resolveBaseUrl, type Env } from '../provider/endpoint
 import { redactUrlQuery } from '../url-credentials.js';
 import { shellWord } from '../shell-word.js';
 import { limitFlagsOf, spendFlagsOf } from '../report/status.js';
-import { DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS } from './options.js';
+import { DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS, DEFAULT_MOCK_LATENCY_MS } from './options.js';
 
 /**
  * What a follow-up command printed as a hint ("llmq retry-failed && llmq run") needs to reach the
@@ -22,12 +22,18 @@ export function forgetCommand(ids: readonly string[], db: string): string {
 }
 
 /**
- * What `llmq run` suggested after a run needs to send where that run sent: ` --provider mock`, or
- * ` --base-url URL` when the endpoint was named with the flag (from LLMQ_BASE_URL or
- * OPENAI_BASE_URL it is still set in the user's shell). Without them the suggestion pasted after
- * an offline run would send to OpenAI, and be billed.
+ * What `llmq run` suggested after a run needs to send where that run sent: ` --provider mock` (with
+ * its `--mock-latency` when not the default: the pace the user chose to watch; not its
+ * `--mock-failure-rate`, a trouble to try once, which would fail the retries it proposes again), or
+ * ` --base-url URL` when the endpoint was named with the flag (from LLMQ_BASE_URL or OPENAI_BASE_URL
+ * it is still set in the user's shell). Without them the suggestion pasted after an offline run
+ * would send to OpenAI, and be billed.
  */
-export function runArguments(flags: { readonly provider?: string; readonly baseUrl?: string }): string {
+export function runArguments(flags: { readonly provider?: string; readonly baseUrl?: string; readonly mockLatency?: unknown }): string {
+  if (flags.provider === 'mock') {
+    const latency = typeof flags.mockLatency === 'number' && flags.mockLatency !== DEFAULT_MOCK_LATENCY_MS ? flags.mockLatency : null;
+    return ` --provider mock${latency === null ? '' : ` --mock-latency ${latency}`}`;
+  }
   const provider = flags.provider && flags.provider !== 'openai' ? ` --provider ${flags.provider}` : '';
   return provider + (flags.baseUrl === undefined ? '' : ` --base-url ${shellWord(redactUrlQuery(flags.baseUrl))}`);
 }
@@ -86,38 +92,64 @@ export function limitArguments(flags: {
  */
 export const BUDGET_TO_RAISE = 'USD' as const;
 
+/** A run as its stored options say it (`llmq status` after it ended): what the commands proposed after it carry. */
+export type StoredRunOptions = {
+  readonly provider?: unknown;
+  readonly via?: unknown;
+  readonly budget?: unknown;
+  readonly budgetTotal?: unknown;
+  readonly price?: unknown;
+  readonly prices?: unknown;
+  readonly concurrency?: unknown;
+  readonly rpm?: unknown;
+  readonly tpm?: unknown;
+  readonly maxAttempts?: unknown;
+  readonly mockLatency?: unknown;
+  /** Which budget ended it (`RunStats.budgetReached`): after the queue's, its amount is to raise, not repeat. */
+  readonly budgetReached?: unknown;
+  /** That budget stopped it with much of it left (`RunStats.budgetTooSmall`): the run's own is to raise too. */
+  readonly budgetTooSmall?: unknown;
+} | null;
+
 /**
  * `runArguments` for a run known only by its stored options (`llmq status` after it ended): its
  * lane when not online (after a batch run, the next goes through the Batch API again, at its price),
  * and `mock`, or an endpoint other than OpenAI's from "openai-compatible (URL)", the name the
  * provider gives itself (credentials and query already left out).
  */
-export function runArgumentsOfRun(
-  options: {
-    readonly provider?: unknown;
-    readonly via?: unknown;
-    readonly budget?: unknown;
-    readonly budgetTotal?: unknown;
-    readonly price?: unknown;
-    readonly prices?: unknown;
-    readonly concurrency?: unknown;
-    readonly rpm?: unknown;
-    readonly tpm?: unknown;
-    readonly maxAttempts?: unknown;
-    /** Which budget ended it (`RunStats.budgetReached`): after the queue's, its amount is to raise, not repeat. */
-    readonly budgetReached?: unknown;
-    /** That budget stopped it with much of it left (`RunStats.budgetTooSmall`): the run's own is to raise too. */
-    readonly budgetTooSmall?: unknown;
-  } | null,
-): string {
+export function runArgumentsOfRun(options: StoredRunOptions): string {
   const via = options?.via === 'batch' || options?.via === 'auto' ? ` --via ${options.via}` : '';
   // its budget and prices too: pasted without them, the run would spend with no cap, or at other prices
   const money = options ? moneyArguments(spendFlags(options)) : '';
-  // the online lane's pace; a batch run's requests are paced by the Batch API
-  const limits = options && options.via !== 'batch' ? limitArguments(limitFlagsOf(options)) : '';
-  if (options?.provider === 'mock') return via + runArguments({ provider: 'mock' }) + limits + money;
+  return via + endpointOfRun(options) + limitsOfRun(options) + money;
+}
+
+/**
+ * What `llmq estimate` proposed after a run needs to estimate the run proposed beside it: the same
+ * endpoint (its learned limits are kept per endpoint: elsewhere the time is "no limit known"), pace
+ * and prices. Not the lane or budgets, which estimate does not take (it prices both lanes).
+ */
+export function estimateArgumentsOfRun(options: StoredRunOptions): string {
+  const prices = options ? spendFlagsOf(options) : null;
+  return (
+    endpointOfRun(options) +
+    limitsOfRun(options) +
+    moneyArguments({ price: prices?.price ?? undefined, prices: prices?.prices ?? undefined })
+  );
+}
+
+/** ` --provider mock` (with its latency), or the endpoint a run sent to when not OpenAI's. */
+function endpointOfRun(options: StoredRunOptions): string {
+  if (options?.provider === 'mock') return runArguments({ ...options, provider: 'mock' });
   const url = typeof options?.provider === 'string' ? /^openai-compatible \((.+)\)$/.exec(options.provider)?.[1] : undefined;
-  return via + (url && url !== DEFAULT_BASE_URL ? runArguments({ baseUrl: url }) : '') + limits + money;
+  return url && url !== DEFAULT_BASE_URL ? runArguments({ baseUrl: url }) : '';
+}
+
+/** The online lane's pace of a stored run; a batch run's requests are paced by the Batch API, its --max-attempts still counts. */
+function limitsOfRun(options: StoredRunOptions): string {
+  if (!options) return '';
+  const limits = limitFlagsOf(options);
+  return limitArguments(options.via === 'batch' ? { maxAttempts: limits.maxAttempts } : limits);
 }
 
 /** The money flags of stored run options (`spendFlagsOf`), as `moneyArguments` takes them. */

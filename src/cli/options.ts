@@ -35,6 +35,8 @@ export function fieldName(value: string): string {
 export const DEFAULT_CONCURRENCY = 8;
 export const DEFAULT_MAX_ATTEMPTS = 5;
 
+export const DEFAULT_MOCK_LATENCY_MS = 200;
+
 /**
  * Flag parsers for commander. Each one names what it expected, so a bad value reads as
  * "option '--concurrency <n>' argument 'abc' is invalid. Expected an integer of 1 or more."

@@ -18,6 +18,10 @@ export function renderEstimate(
     inBatches?: boolean;
     /** `run --via auto --deadline D --dry-run`: D in ms; the cost depends on where the jobs end up, which the deadline decides. */
     autoDeadlineMs?: number;
+    /** `--provider mock`: no limit, and the latency is --mock-latency's, not learned. */
+    mock?: boolean;
+    /** The run's --concurrency: what paces the offline mock. @default 8 */
+    concurrency?: number;
   },
 ): string {
   const p = o.paint ?? NO_PAINT;
@@ -47,8 +51,9 @@ export function renderEstimate(
     if (m.cost) row('cost', o.inBatches ? batchCostText(m.cost, m.batchCost, m.uncapped) : costText(m.cost, m.batchCost, m.uncapped));
     else row('cost', 'unknown: no price for this model; give one with --price IN,OUT', p.yellow);
     if (m.price) row('price', `$${m.price.input}/$${m.price.output} per million tokens, ${m.price.source}`, p.dim);
-    row('time', o.inBatches ? BATCH_WINDOW : paceText(m));
-    if (m.latencyMs !== null && !o.inBatches) row('', `answers took ${int(m.latencyMs)} ms`);
+    row('time', o.inBatches ? BATCH_WINDOW : o.mock ? 'no limit: the offline mock' : paceText(m));
+    if (m.latencyMs !== null && !o.inBatches)
+      row('', o.mock ? `answers take ${int(m.latencyMs)} ms (--mock-latency)` : `answers took ${int(m.latencyMs)} ms`);
   }
   const total = e.cost
     ? (o.inBatches ? batchCostText : costText)(e.cost, e.batchCost, e.uncapped)
@@ -61,9 +66,11 @@ export function renderEstimate(
     ? BATCH_WINDOW
     : e.seconds === null
       ? `time unknown: no limit or latency known yet (--rpm, --tpm, or ${first})`
-      : unlimited.length > 0
-        ? `${aboutTime(e.seconds)} if nothing limits the rate (no limit known for ${unlimited.join(', ')})`
-        : aboutTime(e.seconds);
+      : o.mock
+        ? `${aboutTime(e.seconds)} (the offline mock's answers, ${int(o.concurrency ?? 8)} at a time)`
+        : unlimited.length > 0
+          ? `${aboutTime(e.seconds)} if nothing limits the rate (no limit known for ${unlimited.join(', ')})`
+          : aboutTime(e.seconds);
   for (const line of wrap(time, 71)) lines.push(`         ${line}`);
   if (o.autoDeadlineMs !== undefined) {
     // neither price alone is what --via auto costs: the batches' share is only known as they answer

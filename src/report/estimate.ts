@@ -18,6 +18,11 @@ export interface EstimateOptions {
   readonly tpm?: number;
   /** @default 8 */
   readonly concurrency?: number;
+  /**
+   * Every answer's latency, ms, when it is known ahead: the offline mock's `--mock-latency`. In place
+   * of the queue's answers' (the mock's stand-ins are left out of those).
+   */
+  readonly latencyMs?: number;
   /** A run of a real provider: it also sends the jobs it takes back from mock runs quiet since then. */
   readonly mockAnswersBefore?: number;
   /**
@@ -207,7 +212,7 @@ export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLim
     await measurer.close();
   }
   const models = await Promise.all(
-    [...tallies.values()].map(async (t) => t.result(await histories.get(t.model)!, limitsFor(t.model, lanes, o))),
+    [...tallies.values()].map(async (t) => t.result(await histories.get(t.model)!, limitsFor(t.model, lanes, o), o.latencyMs)),
   );
   const unpriced = models.filter((m) => m.cost === null).map((m) => m.model);
   const sum = (pick: (m: ModelEstimate) => CostRange | null): CostRange | null =>
@@ -312,7 +317,7 @@ class Tally {
     }
   }
 
-  result(h: History, limits: LaneLimits): ModelEstimate {
+  result(h: History, limits: LaneLimits, latencyMs = h.latencyMs): ModelEstimate {
     const p = this.#pricing;
     return {
       model: this.model,
@@ -333,7 +338,7 @@ class Tally {
       cost: this.cost,
       batchCost: this.batch,
       limits,
-      latencyMs: h.latencyMs,
+      latencyMs,
       paceSeconds: paceSeconds(this.jobs, this.weight, limits),
     };
   }

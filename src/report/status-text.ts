@@ -38,12 +38,12 @@ export interface BatchLaneNotes {
 const NO_BATCHES: BatchLaneNotes = { live: 0, holders: new Map(), uncollected: [] };
 
 /** The human `llmq status` block: compact, aligned, fits 80 columns. */
-/** `again`: what each suggested command needs to reach this queue (` --db q.db`, `dbArgument`); `runAgain`: what a suggested `llmq run` needs besides to send where the last run sent (`runArgumentsOfRun`). */
+/** `again`: what each suggested command needs to reach this queue (` --db q.db`, `dbArgument`); `next`: what a suggested `llmq run` needs besides to send where the last run sent (`runArgumentsOfRun`), and a suggested `llmq estimate` to estimate that run (`estimateArgumentsOfRun`). */
 export function renderStatus(
   r: StatusReport,
   p: Paint = NO_PAINT,
   again = '',
-  runAgain = '',
+  next: { readonly run: string; readonly estimate: string } = { run: '', estimate: '' },
   batches: BatchLaneNotes = NO_BATCHES,
 ): string {
   const lines: string[] = [];
@@ -127,9 +127,9 @@ export function renderStatus(
     const only = refused === 0 ? '' : ranOut ? ` --error "gave up after"` : ' --error TEXT';
     if (refused < r.counts.failed) {
       const what = only ? 'to try the others again' : 'to try them again';
-      const hint = `  ${what}: llmq retry-failed${only}${again}, then llmq run${runAgain}${again}`;
+      const hint = `  ${what}: llmq retry-failed${only}${again}, then llmq run${next.run}${again}`;
       if (hint.length <= 80) lines.push(p.dim(hint));
-      else lines.push(p.dim(`  ${what}: llmq retry-failed${only}${again}`), p.dim(`  then: llmq run${runAgain}${again}`));
+      else lines.push(p.dim(`  ${what}: llmq retry-failed${only}${again}`), p.dim(`  then: llmq run${next.run}${again}`));
     }
   }
 
@@ -227,9 +227,10 @@ export function renderStatus(
           `  the last run's --budget of ${usd(ownTooSmall)} is too small for its requests (one may cost more than was left); raise it to go on`,
         ),
       );
-    for (const l of hint(`to send ${what.join(' and ')}:`, `llmq run${runAgain}${again}`)) lines.push(p.dim(l));
+    for (const l of hint(`to send ${what.join(' and ')}:`, `llmq run${next.run}${again}`)) lines.push(p.dim(l));
     // estimate prices pending jobs: with none, it would say 0 to send
-    if (r.counts.pending > 0) for (const l of hint('what that would cost and take:', `llmq estimate${again}`)) lines.push(p.dim(l));
+    if (r.counts.pending > 0)
+      for (const l of hint('what that would cost and take:', `llmq estimate${next.estimate}${again}`)) lines.push(p.dim(l));
   }
   // batches out with no run to collect them: a plain `llmq run` leaves them be (sending their jobs
   // again would pay twice), so the command that collects them is said, also while plain runs work;

@@ -41,6 +41,8 @@ export interface RunReport {
     readonly tpm: number | null;
     readonly maxAttempts: number | null;
   };
+  /** The offline mock's `--mock-latency` of a mock run: a mock run proposed after it paces as it did. Null where not stored. */
+  readonly mockFlags: { readonly mockLatency: number | null };
   /** Still heartbeating (not ended, heartbeat within STALE_RUN_MS) and not known dead. */
   readonly live: boolean;
   /** Known dead: on this machine, its process gone (`deadRunsHere`); the next run takes its jobs back at once. */
@@ -237,6 +239,7 @@ export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunRepor
     baseUrl: typeof r.options.baseUrl === 'string' ? r.options.baseUrl : null,
     spendFlags: spendFlagsOf(r.options),
     limitFlags: limitFlagsOf(r.options),
+    mockFlags: mockFlagsOf(r.options),
     endedAt: r.endedAt,
     exitReason: r.exitReason,
     error: typeof st?.error === 'string' ? st.error : null,
@@ -271,6 +274,12 @@ export function spendFlagsOf(o: Record<string, unknown>): RunReport['spendFlags'
   const price =
     Array.isArray(o.price) && o.price.length === 2 && o.price.every((x) => typeof x === 'number') ? (o.price as [number, number]) : null;
   return { budget: usd(o.budget), budgetTotal: usd(o.budgetTotal), price, prices: typeof o.prices === 'string' ? o.prices : null };
+}
+
+/** A mock run's --mock-latency (ms, 0 or more) from its stored options, else null. */
+function mockFlagsOf(o: Record<string, unknown>): RunReport['mockFlags'] {
+  const ms = o.mockLatency;
+  return { mockLatency: typeof ms === 'number' && Number.isFinite(ms) && ms >= 0 ? ms : null };
 }
 
 /** A run's --concurrency, --rpm, --tpm and --max-attempts from its stored options: positive whole numbers, else null (a queue may hold anything). */

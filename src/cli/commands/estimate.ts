@@ -4,6 +4,8 @@ import { int } from '../../report/format.js';
 import type { Budget } from '../../report/estimate.js';
 import type { Store } from '../../store/types.js';
 import { mockRunToTakeBack } from '../../store/mock-answers.js';
+import { UsageError } from '../../errors.js';
+import { mockLatencyOption } from '../mock-latency-option.js';
 import { dbOption, DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS, intAtLeast, oneOf } from '../options.js';
 import { priceOptions, priceTableFrom, reportPriceTable, type PriceFlags } from './price-options.js';
 
@@ -12,6 +14,8 @@ export interface EstimateFlags extends PriceFlags {
   db?: string;
   provider: 'openai' | 'mock';
   baseUrl?: string;
+  /** The offline mock's latency, ms: with --provider mock, every answer's (no answer of the mock's is a real one to learn from). */
+  mockLatency: number;
   concurrency: number;
   rpm?: number;
   tpm?: number;
@@ -45,6 +49,7 @@ export function registerEstimate(program: Command): Command {
         .default(DEFAULT_MAX_ATTEMPTS)
         .argParser(intAtLeast(1)),
     )
+    .addOption(mockLatencyOption())
     .option('--json', 'print the estimate as one JSON object');
   for (const o of priceOptions()) cmd.addOption(o);
   return cmd
@@ -60,13 +65,20 @@ Examples:
   $ llmq estimate --limit 1000 --rpm 500 --json
   $ llmq run --dry-run --budget 5             # the same, from run's own flags`,
     )
-    .action(estimateCommand);
+    .action((flags: EstimateFlags, cmd: Command) => estimateCommand(flags, {}, cmd));
 }
 
 export async function estimateCommand(
   flags: EstimateFlags,
   o: { dryRun?: boolean; via?: 'online' | 'batch' | 'auto'; deadlineMs?: number } = {},
+  cmd?: Command,
 ): Promise<void> {
+  // run refuses it the same way (refuseFlagsOfOtherProvider), before a dry run comes here
+  if (flags.provider !== 'mock' && cmd?.getOptionValueSource('mockLatency') === 'cli') {
+    throw new UsageError(
+      '--mock-latency is for the offline mock provider; this estimate is of a real one. Add --provider mock, or leave it out.',
+    );
+  }
   const [
     { resolveDbLocation, redactLocation },
     { openExistingStore },
@@ -107,6 +119,7 @@ export async function estimateCommand(
       rpm: flags.rpm,
       tpm: flags.tpm,
       concurrency: flags.concurrency,
+      latencyMs: flags.provider === 'mock' ? flags.mockLatency : undefined,
       mockAnswersBefore,
       onProgress: (looked, of) => line.update(() => `counting prompts: ${int(looked)} of ${int(of)} jobs`),
     });
@@ -120,6 +133,8 @@ export async function estimateCommand(
             paint: colorsFor(process.stdout),
             budget,
             dryRun: o.dryRun,
+            mock: flags.provider === 'mock',
+            concurrency: flags.concurrency,
             inBatches: o.via === 'batch',
             autoDeadlineMs: o.via === 'auto' ? o.deadlineMs : undefined,
           }),

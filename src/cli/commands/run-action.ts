@@ -26,7 +26,7 @@ export async function runCommand(flags: RunFlags, cmd: Command): Promise<void> {
   if (flags.via === 'auto' && flags.deadline === undefined) throw new UsageError('--via auto needs --deadline, e.g. --deadline 6h.');
   if (flags.dryRun) {
     const { estimateCommand } = await import('./estimate.js');
-    return estimateCommand(flags, { dryRun: true, via: flags.via, deadlineMs: flags.deadline });
+    return estimateCommand(flags, { dryRun: true, via: flags.via, deadlineMs: flags.deadline }, cmd);
   }
   const starting = exitOnStopSignals();
   try {
@@ -167,6 +167,8 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
           budgetTotal: flags.budgetTotal ?? null,
           // what another run on the queue reads to know whether their paces are one (run.ts #tellUnsharedPace)
           sharedPace: boards !== undefined,
+          // what `llmq status` suggests after a mock run (runArgumentsOfRun) paces as this one
+          ...(flags.provider === 'mock' ? { mockLatency: flags.mockLatency } : {}),
           ...pricesOfRun(flags),
         },
         alerts: alerts ? () => alerts.active() : undefined,

@@ -91,6 +91,10 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
           batchSize: flags.batchSize,
           poll: flags.poll,
           wait: flags.wait,
+          // what a run proposed after it (runArgumentsOfRun) fails and waits as this one: a job is given up after
+          // as many tries, and the mock's batches take 5 x --mock-latency
+          maxAttempts: flags.maxAttempts,
+          ...(flags.provider === 'mock' ? { mockLatency: flags.mockLatency } : {}),
           ...pricesOfRun(flags),
         },
       },

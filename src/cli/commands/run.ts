@@ -4,6 +4,7 @@ import { priceOptions, type PriceFlags } from './price-options.js';
 import { hookOptions, type HookFlags } from '../hook-flags.js';
 import { alertOptions, type AlertFlags } from '../alert-flags.js';
 import { parseDuration } from '../../alerts/thresholds.js';
+import { mockLatencyOption } from '../mock-latency-option.js';
 
 export interface RunFlags extends HookFlags, AlertFlags, PriceFlags {
   db?: string;
@@ -125,11 +126,7 @@ export function registerRun(program: Command): Command {
         .argParser(intAtLeast(1)),
     )
     .option('--no-wait', '--via batch: submit and exit; a later llmq run --via batch collects the answers')
-    .addOption(
-      new Option('--mock-latency <ms>', 'mock provider: mean latency, in ms or with a unit (200, 200ms, 1.5s)')
-        .default(200)
-        .argParser(latencyMs),
-    )
+    .addOption(mockLatencyOption())
     .addOption(
       new Option('--mock-failure-rate <fraction>', 'mock provider: share of tries that fail with a retryable 500')
         .default(0)
@@ -194,20 +191,6 @@ function durationMs(value: string): number {
   } catch {}
   if (!(ms > 0)) throw new InvalidArgumentError('Expected a duration like 6h, 90m, 1h30m or 45s.');
   return ms;
-}
-
-/** A bare number of milliseconds (`200`), or a duration with its unit (`200ms`, `1.5s`). */
-function latencyMs(value: string): number {
-  let ms = Number.NaN;
-  if (/^\s*\d+(\.\d+)?\s*$/.test(value)) ms = Number(value);
-  else {
-    try {
-      ms = parseDuration(value, '--mock-latency');
-    } catch {}
-  }
-  if (!Number.isFinite(ms) || ms < 0)
-    throw new InvalidArgumentError('Expected milliseconds (200) or a duration with its unit (200ms, 1.5s).');
-  return Math.round(ms);
 }
 
 /** `auto`, or a number of seconds greater than 0. */

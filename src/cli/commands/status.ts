@@ -77,24 +77,38 @@ const LIVE_BATCHES_SHOWN = 10;
 
 /** The status as text for stdout, in color on a terminal. */
 async function textRenderer(dbFlag: string | undefined): Promise<(report: StatusReport, batches: BatchesReport) => string> {
-  const [{ renderStatus }, { isLive, renderBatches }, { colorsFor }, { collectCommand, dbArgument, runArgumentsOfRun }] = await Promise.all(
-    [import('../../report/status-text.js'), import('../../report/batches-text.js'), import('../output.js'), import('../again.js')],
-  );
+  const [
+    { renderStatus },
+    { isLive, renderBatches },
+    { colorsFor },
+    { collectCommand, dbArgument, estimateArgumentsOfRun, runArgumentsOfRun },
+  ] = await Promise.all([
+    import('../../report/status-text.js'),
+    import('../../report/batches-text.js'),
+    import('../output.js'),
+    import('../again.js'),
+  ]);
   const paint = colorsFor(process.stdout);
   const again = dbArgument(dbFlag);
-  // a run proposed after a mock run must not send to OpenAI: it goes where the last run went
+  // a run proposed after a mock run must not send to OpenAI: it goes where the last run went, and the
+  // estimate proposed beside it is of that run (another endpoint's has no limit known, so no time)
+  const nextOfRun = (options: Parameters<typeof runArgumentsOfRun>[0]) => ({
+    run: runArgumentsOfRun(options),
+    estimate: estimateArgumentsOfRun(options),
+  });
   return (report, batches) =>
     renderStatus(
       report,
       paint,
       again,
-      runArgumentsOfRun(
+      nextOfRun(
         report.lastRun
           ? {
               provider: report.lastRun.provider,
               via: report.lastRun.via,
               ...report.lastRun.spendFlags,
               ...report.lastRun.limitFlags,
+              ...report.lastRun.mockFlags,
               budgetReached: report.lastRun.budgetReached,
               budgetTooSmall: report.lastRun.budgetTooSmall,
             }
