@@ -25,14 +25,29 @@ export function isProcessAlive(pid: number): boolean {
  * taking a live run for dead would send its jobs twice.
  */
 function isZombie(pid: number): boolean {
-  if (!PROC_STATES) return false;
+  const state = procState(pid);
+  return state === 'Z' || state === 'X';
+}
+
+/**
+ * True while the process is stopped by a signal (T: Ctrl-Z, SIGSTOP) or a debugger (t): alive, its
+ * heartbeat silent, and it goes on where it was when continued (`fg`), sending what it holds. Its
+ * jobs taken back meanwhile would be sent twice. Unknown (no /proc, or not shown): false.
+ */
+export function isProcessStopped(pid: number): boolean {
+  const state = procState(pid);
+  return state === 'T' || state === 't';
+}
+
+/** The state letter /proc gives the process (`R`, `S`, `T`, `Z`...), or null where /proc does not tell. */
+function procState(pid: number): string | null {
+  if (!PROC_STATES) return null;
   let stat: string;
   try {
     stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
   } catch {
-    return false;
+    return null;
   }
   // "pid (comm) S ...": the name may hold spaces and parentheses, the state follows the last ")"
-  const state = stat.charAt(stat.lastIndexOf(')') + 2);
-  return state === 'Z' || state === 'X';
+  return stat.charAt(stat.lastIndexOf(')') + 2);
 }

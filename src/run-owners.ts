@@ -1,12 +1,14 @@
 import type { RunRow } from './store/types.js';
 
-export { isProcessAlive } from './process-alive.js';
+export { isProcessAlive, isProcessStopped } from './process-alive.js';
 
 export interface Self {
   readonly host: string;
   readonly pid: number;
   readonly runId: string;
   readonly isAlive: (pid: number) => boolean;
+  /** Stopped by a signal (Ctrl-Z): alive, silent, and going on when continued. @default never */
+  readonly isStopped?: (pid: number) => boolean;
   readonly now: number;
   /** A run whose heartbeat is older than this may be dead. */
   readonly quietMs: number;
@@ -53,6 +55,17 @@ export function silentOwners(runs: readonly RunRow[], self: Self, leaseMs: numbe
       return r.id !== self.runId && r.endedAt === null && quiet > self.quietMs && quiet <= leaseMs + self.quietMs;
     })
     .map((r) => r.id);
+}
+
+/**
+ * Runs on this host, not ended, whose process is stopped (Ctrl-Z, SIGSTOP): their leases run out
+ * while they cannot beat, and taken back, their jobs would be sent again by another run and once
+ * more by them when continued (`fg`), paid twice. Their jobs stay theirs; the user is told.
+ */
+export function suspendedOwners(runs: readonly RunRow[], self: Self): RunRow[] {
+  const stopped = self.isStopped;
+  if (!stopped) return [];
+  return runs.filter((r) => r.id !== self.runId && r.host === self.host && r.pid !== self.pid && r.endedAt === null && stopped(r.pid));
 }
 
 /** A batch run silent this long, wherever it ran, has its batches taken over by another (its lease). */

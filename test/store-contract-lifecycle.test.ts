@@ -287,6 +287,22 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     expect((await other.status()).counts).toEqual({ pending: 4, running: 2, done: 0, failed: 0 });
   });
 
+  it("reclaim leaves a spared owner's expired leases (a run stopped with Ctrl-Z), and still takes the dead's and others' expired ones", async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue(rows(6), T0);
+    for (const id of ['run-stopped', 'run-dead', 'run-slow']) await store.startRun({ id, host: 'h', pid: 1, startedAt: T0, options: {} });
+    for (const owner of ['run-stopped', 'run-dead', 'run-slow']) await store.claim(claimOpts({ owner, limit: 2, leaseUntil: T0 + 100 }));
+    expect(await store.reclaim(T0 + 101, ['run-dead'], ['run-stopped'])).toBe(4);
+    const held = await Promise.all(['doc-0000', 'doc-0001'].map((id) => job(store, id)));
+    expect(held.map((j) => [j.state, j.leaseOwner])).toEqual([
+      ['running', 'run-stopped'],
+      ['running', 'run-stopped'],
+    ]);
+    expect((await store.status()).counts).toMatchObject({ pending: 4, running: 2 });
+    // once it is no longer spared (continued and silent, or gone), its expired leases come back
+    expect(await store.reclaim(T0 + 102, [])).toBe(2);
+  });
+
   it('heartbeat renews the leases the run holds and stores its stats', async () => {
     const { store } = await kind.fresh();
     await store.startRun({ id: OWNER, host: 'h', pid: 42, startedAt: T0, options: { concurrency: 4 } });

@@ -1,4 +1,4 @@
-import { deadOwners, goneOwners, isProcessAlive } from '../run-owners.js';
+import { deadOwners, goneOwners, isProcessAlive, isProcessStopped, suspendedOwners } from '../run-owners.js';
 import { STOPPED_BEFORE_CREATED, type BatchRow } from '../store/batches.js';
 import type { RunRow } from '../store/types.js';
 import type { BatchContext } from './context.js';
@@ -71,9 +71,13 @@ export async function adoptOrphans(ctx: BatchContext, live: Liveness): Promise<{
  */
 async function endDeadRuns(ctx: BatchContext, live: Liveness): Promise<void> {
   const now = ctx.now();
-  const dead = deadOwners(await ctx.store.activeRuns(), ownersView(ctx, live, now));
+  const runs = await ctx.store.activeRuns();
+  const view = ownersView(ctx, live, now);
+  const dead = deadOwners(runs, view);
   if (dead.length === 0) return;
-  const requeued = await ctx.store.reclaim(now, dead);
+  // the expired leases it takes back with theirs spare a stopped run's (Ctrl-Z): sent again when continued
+  const suspended = suspendedOwners(runs, { ...view, isStopped: isProcessStopped }).map((r) => r.id);
+  const requeued = await ctx.store.reclaim(now, dead, suspended);
   ctx.emit({ type: 'dead-runs', runIds: dead, requeued });
 }
 

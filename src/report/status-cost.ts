@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import type { PriceTable } from '../pricing/price-table.js';
 import type { RunRow, RunSpend, StatusSnapshot } from '../store/types.js';
-import { goneOwners, isProcessAlive } from '../run-owners.js';
+import { goneOwners, isProcessAlive, isProcessStopped, suspendedOwners } from '../run-owners.js';
 import { mockAnswersKept } from '../store/mock-answers.js';
 
 /**
@@ -44,14 +44,24 @@ export function deadRunsHere(runs: readonly RunRow[], now: number): ReadonlySet<
  */
 export function runsGoneHere(runs: readonly RunRow[], now: number): RunsGoneHere {
   // this process runs none of the runs
-  const self = { host: hostname(), pid: process.pid, runId: '', isAlive: isProcessAlive, now, quietMs: QUIET_MS };
+  const self = {
+    host: hostname(),
+    pid: process.pid,
+    runId: '',
+    isAlive: isProcessAlive,
+    isStopped: isProcessStopped,
+    now,
+    quietMs: QUIET_MS,
+  };
   const { dead, dying } = goneOwners(runs, self);
-  return { dead: new Set(dead), pidGone: new Set(dying) };
+  return { dead: new Set(dead), pidGone: new Set(dying), stopped: new Set(suspendedOwners(runs, self).map((r) => r.id)) };
 }
 
 export interface RunsGoneHere {
   readonly dead: ReadonlySet<string>;
   readonly pidGone: ReadonlySet<string>;
+  /** Runs here whose process is stopped (Ctrl-Z, `suspendedOwners`): they keep their jobs. */
+  readonly stopped?: ReadonlySet<string>;
 }
 
 export interface ModelCost {

@@ -146,6 +146,8 @@ export function renderStatus(
     const quiet = r.now - run.heartbeatAt;
     if (run.pidGoneHere) {
       lines.push(p.yellow(`${''.padEnd(10)}pid ${run.pid} is not running here: stopped? ${nextTakes(run.id, batches)}`));
+    } else if (run.stoppedHere) {
+      lines.push(p.yellow(`${''.padEnd(10)}${stoppedText(run.pid)}`));
     } else if (quiet > QUIET_NOTED_MS) {
       lines.push(p.yellow(`${''.padEnd(10)}no heartbeat for ${duration(quiet / 1000)}: stopped? its jobs return as leases run out`));
     }
@@ -171,6 +173,7 @@ export function renderStatus(
   for (const run of stale) {
     lines.push(`${p.yellow('silent')}    ${runName(run)}: no heartbeat for ${duration((r.now - run.heartbeatAt) / 1000)}`);
     if (run.gone) lines.push(p.dim(`${''.padEnd(10)}its process is gone; ${nextTakes(run.id, batches)} at once`));
+    else if (run.stoppedHere) lines.push(p.yellow(`${''.padEnd(10)}${stoppedText(run.pid)}`));
     // silent past the takeover (STALE_RUN_MS is longer): its batches are the next batch run's now
     else if (batches.holders.has(run.id)) lines.push(p.dim(`${''.padEnd(10)}it probably died; ${nextTakes(run.id, batches)}`));
     else lines.push(p.dim(`${''.padEnd(10)}it probably died; its jobs go back to pending when their leases expire`));
@@ -246,6 +249,11 @@ export function renderStatus(
       for (const l of hint(`to collect the ${count(u.jobs, 'job')} in batches no run is collecting:`, u.command)) lines.push(p.dim(l));
   }
   return lines.join('\n') + '\n';
+}
+
+/** A run whose process here is stopped (Ctrl-Z): what it does with its jobs, and what gets them done. */
+function stoppedText(pid: number): string {
+  return `pid ${pid} is stopped (Ctrl-Z): it keeps its jobs and sends them when continued (fg, or kill -CONT ${pid})`;
 }
 
 /** What takes a stopped run's jobs back: a batch run for one that holds batches, else any run. */

@@ -52,6 +52,8 @@ export interface RunReport {
    * a moment ago, most likely; still `live` until a few seconds of quiet make it `gone`.
    */
   readonly pidGoneHere: boolean;
+  /** Started on this machine, its process stopped (Ctrl-Z, SIGSTOP): it keeps its jobs, sent when it is continued. */
+  readonly stoppedHere: boolean;
   readonly wallSeconds: number;
   readonly done: number;
   readonly failed: number;
@@ -248,6 +250,7 @@ export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunRepor
     live,
     gone: r.endedAt === null && (here?.dead.has(r.id) ?? false),
     pidGoneHere: live && (here?.pidGone.has(r.id) ?? false),
+    stoppedHere: here?.stopped?.has(r.id) ?? false,
     wallSeconds,
     done,
     failed: st?.failed ?? 0,

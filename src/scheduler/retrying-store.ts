@@ -40,7 +40,7 @@ export function retryingTransients(store: RunStore, waits: { forAnswers?: DiskFu
     heartbeat: (runId, now, leaseUntil, stats) => store.heartbeat(runId, now, leaseUntil, stats),
     finishRun: evenAfterLoss((runId, now, reason, stats) => store.finishRun(runId, now, reason, stats)),
     activeRuns: evenAfterLoss(() => store.activeRuns()),
-    reclaim: evenAfterLoss((now, deadOwners) => store.reclaim(now, deadOwners)),
+    reclaim: evenAfterLoss((now, deadOwners, spared) => store.reclaim(now, deadOwners, spared)),
     reserve: work((request) => store.reserve(request)),
     unreserve: paid((runId, usd, now) => store.unreserve(runId, usd, now)),
     committed: evenAfterLoss((runId) => store.committed(runId)),

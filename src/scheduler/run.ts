@@ -9,7 +9,7 @@ import { InFlightRequests } from './in-flight.js';
 import { Lanes, localBoards } from './lanes.js';
 import { sleep } from './wait.js';
 import { OutageBreaker } from './outage.js';
-import { batchOwnerGone, goneOwners, isProcessAlive, silentOwners, type Self } from '../run-owners.js';
+import { batchOwnerGone, goneOwners, isProcessAlive, isProcessStopped, silentOwners, suspendedOwners, type Self } from '../run-owners.js';
 import { uncollectedByEndpoint } from '../batches-uncollected.js';
 import { Semaphore } from './semaphore.js';
 import { RunCounters } from './stats.js';
@@ -488,17 +488,44 @@ export class Run {
       pid: this.#pid,
       runId: this.#id,
       isAlive: this.#deps.isAlive ?? isProcessAlive,
+      isStopped: this.#deps.isStopped ?? isProcessStopped,
       now: this.#now(),
       quietMs: Math.max(3 * this.#heartbeatMs, 5000),
     };
     const runs = await this.#store.activeRuns();
     const { dead, dying } = goneOwners(runs, self);
+    const suspended = suspendedOwners(runs, self);
     this.#otherRuns = this.#working(runs, self.now);
-    const takenBack = await this.#store.reclaim(this.#now(), dead);
+    const takenBack = await this.#store.reclaim(
+      this.#now(),
+      dead,
+      suspended.map((r) => r.id),
+    );
+    this.#tellSuspended(suspended);
     if (dying.length > 0) return { comingBack: 'dying', takenBack };
-    // the dead ones' jobs are back already
-    const silent = silentOwners(runs, self, this.#leaseMs).some((id) => !dead.includes(id));
+    // the dead ones' jobs are back already; a suspended run's come back only when it is continued or ended
+    const silent = silentOwners(runs, self, this.#leaseMs).some((id) => !dead.includes(id) && !suspended.some((r) => r.id === id));
     return { comingBack: silent ? 'silent' : null, takenBack };
+  }
+
+  /** The suspended runs told of (`#tellSuspended`), by id. */
+  readonly #toldSuspended = new Set<string>();
+
+  /**
+   * A run here whose process is stopped (Ctrl-Z) keeps its jobs (`suspendedOwners`): said once, with
+   * what gets them done, or the user would wait on jobs that never move with no word why.
+   */
+  #tellSuspended(suspended: readonly RunRow[]): void {
+    for (const r of suspended) {
+      if (this.#toldSuspended.has(r.id)) continue;
+      this.#toldSuspended.add(r.id);
+      this.#emit('warning', {
+        message:
+          `run ${r.id.slice(0, 8)} (pid ${r.pid}) is stopped (Ctrl-Z or SIGSTOP) and keeps the jobs it holds: it sends them when it goes on, ` +
+          `so taken back here they would be paid twice. To have them done, continue it (fg in its terminal, or kill -CONT ${r.pid}), ` +
+          `or end it (kill ${r.pid}; kill -CONT ${r.pid}: it stops as on Ctrl-C) and the next run takes them back.`,
+      });
+    }
   }
 
   /** Looks for other runs on the queue, and reads its counts once there are (each heartbeat). A read that fails shows this run's own. */

@@ -555,9 +555,10 @@ export interface RunRegistry {
    * Dead owners' runs are marked ended. The attempt the dead run started stays counted, and so
    * does the money it had reserved: those requests may have left, so it becomes "may be billed".
    * Submissions of ended or dead runs that never uploaded their file are abandoned, their jobs
-   * pending again with their attempt (`BatchStore.abandonUnsent`).
+   * pending again with their attempt (`BatchStore.abandonUnsent`). The expired leases of `spared`
+   * owners stay theirs: runs whose process is stopped (Ctrl-Z), which send what they hold when continued.
    */
-  reclaim(now: number, deadOwners: readonly string[]): Promise<number>;
+  reclaim(now: number, deadOwners: readonly string[], spared?: readonly string[]): Promise<number>;
 }
 
 /** Money under --budget: reservations, settled by the attempt rows (see AttemptRecord.reservedUsd). */

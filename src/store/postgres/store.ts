@@ -179,26 +179,31 @@ export class PostgresStore implements Store {
     return this.#read.activeRuns();
   }
 
-  async reclaim(now: number, deadOwners: readonly string[]): Promise<number> {
+  async reclaim(now: number, deadOwners: readonly string[], spared: readonly string[] = []): Promise<number> {
     // asked every few beats of every run: a look first, so that most never wait for an enqueue's turn (#handBack)
     const due =
       deadOwners.length > 0 ||
-      ((await this.#q(`SELECT 1 FROM jobs WHERE state = 'running' AND lease_expires_at < $1 AND ${NOT_IN_A_LIVE_BATCH} LIMIT 1`, [now]))
-        .rowCount ?? 0) > 0;
+      ((
+        await this.#q(
+          `SELECT 1 FROM jobs WHERE state = 'running' AND lease_expires_at < $1 AND ${NOT_IN_A_LIVE_BATCH} AND NOT (coalesce(lease_owner, '') = ANY($2::text[])) LIMIT 1`,
+          [now, [...spared]],
+        )
+      ).rowCount ?? 0) > 0;
     const back = !due
       ? 0
       : await this.#handBack(async (client) => {
           const r = await client.query<{ n: number; keys: string[] }>(
             `WITH back AS (
         UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = $1
-        WHERE state = 'running' AND ((lease_expires_at < $1 AND ${NOT_IN_A_LIVE_BATCH}) OR lease_owner = ANY($2::text[]))
+        WHERE state = 'running' AND ((lease_expires_at < $1 AND ${NOT_IN_A_LIVE_BATCH} AND NOT (coalesce(lease_owner, '') = ANY($3::text[])))
+          OR lease_owner = ANY($2::text[]))
         RETURNING key
       ), died AS (
         UPDATE runs SET ended_at = $1, exit_reason = 'died' WHERE id = ANY($2::text[]) AND ended_at IS NULL
       ), maybe_billed AS (
         UPDATE spend SET ${LEFT_OUT_SET}, updated_at = $1 WHERE run_id = ANY($2::text[]) AND in_flight > 0
       ) SELECT count(*)::int AS n, coalesce(array_agg(key), '{}') AS keys FROM back`,
-            [now, [...deadOwners]],
+            [now, [...deadOwners], [...spared]],
           );
           return { keys: r.rows[0]!.keys, result: r.rows[0]!.n };
         });

@@ -220,7 +220,8 @@ export class SqliteStore implements Store {
         .pluck(),
       reclaimExpired: db
         .prepare(`UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
-        WHERE state = 'running' AND lease_expires_at < ? AND ${NOT_IN_A_LIVE_BATCH} RETURNING key`)
+        WHERE state = 'running' AND lease_expires_at < ? AND ${NOT_IN_A_LIVE_BATCH}
+          AND coalesce(lease_owner, '') NOT IN (SELECT value FROM json_each(?)) RETURNING key`)
         .pluck(),
       reclaimOwner: db
         .prepare(`UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
@@ -490,10 +491,10 @@ export class SqliteStore implements Store {
     return this.#read.activeRuns();
   }
 
-  async reclaim(now: number, deadOwners: readonly string[]): Promise<number> {
+  async reclaim(now: number, deadOwners: readonly string[], spared: readonly string[] = []): Promise<number> {
     const back = this.db
       .transaction(() => {
-        const back = this.#s.reclaimExpired.all(now, now) as string[];
+        const back = this.#s.reclaimExpired.all(now, now, JSON.stringify(spared)) as string[];
         for (const owner of deadOwners) {
           back.push(...(this.#s.reclaimOwner.all(now, owner) as string[]));
           this.#s.endRun.run(now, 'died', owner);
