@@ -14,7 +14,20 @@ interface CancelFlags {
 }
 
 export function registerBatches(program: Command): Command {
-  const batches = program.command('batches').description('List and manage the batches llmq run --via batch submitted.');
+  const batches = program
+    .command('batches')
+    .description('List and manage the batches llmq run --via batch submitted.')
+    // the list's own flags are read by `llmq batches` alone (list is the default): said here, where one looks first
+    .addHelpText(
+      'after',
+      `
+llmq batches alone is llmq batches list: it takes --db <path|url> and --json
+(llmq batches list --help).
+
+Examples:
+  $ llmq batches --db q.db
+  $ llmq batches cancel batch_abc123 --db q.db`,
+    );
   // the default: `llmq batches` lists them
   batches
     .command('list', { isDefault: true })

@@ -59,7 +59,7 @@ Formats:
   jsonl         {"id","key","state","output","error","attempts","model","usage",
                 "cost_usd","latency_ms","finish_reason","source","meta"}
   csv           a header row, then the same fields (usage as prompt_tokens,
-                completion_tokens; cost_usd last), RFC 4180
+                completion_tokens; cost_usd, then finish_reason, last), RFC 4180
   openai-batch  {"id","custom_id","response":{"status_code","request_id",
                 "body"},"error","cost_usd"}; done and failed items only unless
                 --state asks for more

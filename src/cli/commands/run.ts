@@ -116,7 +116,7 @@ export function registerRun(program: Command): Command {
       ).argParser(durationMs),
     )
     .addOption(
-      new Option('--poll <seconds>', '--via batch: how often live batches are checked (backs off on errors)')
+      new Option('--poll <seconds>', '--via batch or auto: how often live batches are checked (backs off on errors)')
         .default(30)
         .argParser(numberBetween(0.05, 3600)),
     )
@@ -136,11 +136,11 @@ export function registerRun(program: Command): Command {
       new Option(
         '--budget <usd>',
         "spend at most this many USD in this run: each request's worst case (prompt + max_tokens) is reserved before it leaves; stop (exit 3) when the next would not fit. Online only",
-      ).argParser(positiveNumber),
+      ).argParser(usdAmount),
     )
     .addOption(
-      new Option('--budget-total <usd>', 'the same for the whole queue, earlier runs and other runs on it included').argParser(
-        positiveNumber,
+      new Option('--budget-total <usd>', 'the same for the whole queue, earlier runs and other runs on it included. Online only').argParser(
+        usdAmount,
       ),
     )
     .option('--dry-run', 'print what this run would send, cost and take (as llmq estimate), and send nothing');
@@ -200,4 +200,16 @@ function secondsOrAuto(value: string): number | 'auto' {
   if (value.trim() === '' || !Number.isFinite(n) || n <= 0)
     throw new InvalidArgumentError('Expected auto, or a number of seconds greater than 0.');
   return n;
+}
+
+/**
+ * An amount of USD greater than 0. `USD` itself is the place a proposed command leaves for an
+ * amount the user chooses (`BUDGET_TO_RAISE`): pasted as it is, say so rather than "invalid".
+ */
+function usdAmount(value: string): number {
+  if (value.trim().toUpperCase() === 'USD')
+    throw new InvalidArgumentError(
+      'USD stands for an amount to choose: put a number of dollars in its place, e.g. 20 (llmq status says what the queue has spent).',
+    );
+  return positiveNumber(value);
 }
