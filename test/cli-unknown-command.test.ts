@@ -44,6 +44,21 @@ describe('an unknown command', () => {
     expect((await runCli(['run', '--modle', 'x'])).stderr).not.toContain('belongs to');
   });
 
+  it("a run's flag given to enqueue says it belongs to run, and another tool's name for --prompt or --system says which to use", async () => {
+    const provider = await runCli(['enqueue', 'notes/', '--provider', 'mock']);
+    expect(provider.code).toBe(1);
+    expect(provider.stderr).toContain("error: unknown option '--provider'");
+    expect(provider.stderr).toContain(
+      '--provider belongs to llmq run: enqueue only queues the documents, and a run sends them (llmq enqueue docs/, then llmq run --provider ...)',
+    );
+    expect((await runCli(['enqueue', 'notes/', '--concurrency=4'])).stderr).toContain('--concurrency belongs to llmq run');
+    // run takes them: nothing is added to its own errors
+    expect((await runCli(['run', '--provider', 'nope'])).stderr).not.toContain('belongs to');
+    const template = await runCli(['enqueue', 'notes/', '--template', 'x']);
+    expect(template.stderr).toContain("llmq enqueue's --prompt is the template: --prompt @prompt.txt");
+    expect((await runCli(['enqueue', 'notes/', '--system-prompt', 'x'])).stderr).toContain('llmq enqueue takes it as --system');
+  });
+
   it('leaves real help alone: llmq --help and llmq status --help exit 0', async () => {
     const top = await runCli(['--help']);
     expect(top.code).toBe(0);

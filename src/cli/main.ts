@@ -6,6 +6,26 @@ import { watchReaders, whileReaderPresent } from './reader-gone.js';
 /** The flags that make a job's request, taken by enqueue only. */
 const REQUEST_FLAGS = new Set(['--model', '--prompt', '--system', '--max-tokens', '--temperature', '--priority']);
 
+/** The flags of sending, taken by run (and estimate) only: given to enqueue, which sends nothing. */
+const SENDING_FLAGS = new Set([
+  '--provider',
+  '--base-url',
+  '--concurrency',
+  '--rpm',
+  '--tpm',
+  '--budget',
+  '--budget-total',
+  '--via',
+  '--mock-latency',
+]);
+
+/** Names other tools give what llmq calls otherwise: the flag to use instead. */
+const OTHER_NAMES: Readonly<Record<string, string>> = {
+  '--template':
+    "llmq enqueue's --prompt is the template: --prompt @prompt.txt, with {{text}}, {{id}}, {{path}} and {{meta.FIELD}} filled in",
+  '--system-prompt': 'llmq enqueue takes it as --system (text, or @file)',
+};
+
 /**
  * The one place errors become exit codes: an LlmqError prints its message, a commander error has
  * printed itself, anything else is a bug and prints its stack.
@@ -31,6 +51,13 @@ export async function main(argv: readonly string[]): Promise<number> {
             : `${flag} belongs to llmq enqueue: each job's request is made when its documents are enqueued. ` +
                 `Enqueue them again with it (llmq enqueue docs/ ${flag} ...): their items move to the new jobs, and answers already paid for are kept.\n`,
         );
+      // `llmq enqueue docs/ --provider mock`: enqueue only queues; the sending is a run's
+      if (error.code === 'commander.unknownOption' && flag && SENDING_FLAGS.has(flag) && argv[2] === 'enqueue')
+        whileReaderPresent(process.stderr).write(
+          `${flag} belongs to llmq run: enqueue only queues the documents, and a run sends them (llmq enqueue docs/, then llmq run ${flag} ...).\n`,
+        );
+      if (error.code === 'commander.unknownOption' && flag && OTHER_NAMES[flag])
+        whileReaderPresent(process.stderr).write(`${OTHER_NAMES[flag]}.\n`);
       // help and version "errors" are successes; commander already printed the message.
       return error.exitCode === 0 ? 0 : 1;
     }
