@@ -48,6 +48,11 @@ describe('llmq forget', () => {
     expect((await cli(['forget', 'b'])).stderr).toContain(
       'Ids of files keep their extension: did you mean "b.txt" (from notes/b.txt)? llmq forget b.txt\n',
     );
+    // a source naming nothing: how sources are spelled, as a path from another folder would not match
+    expect((await cli(['forget', '--source', 'elsewhere/notes'])).stderr).toBe(
+      'error: Nothing to forget in ./llmq.db: no item comes from elsewhere/notes. A source is the folder or file as llmq enqueue ' +
+        'was given it, relative to the folder it ran in (reviews/, data/in.jsonl); llmq export lists each item with its source.\n',
+    );
     const neither = await cli(['forget', 'r8', 'r9']);
     expect(neither.code).toBe(1);
     expect(neither.stderr).toMatch(

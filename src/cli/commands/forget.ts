@@ -81,7 +81,10 @@ async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
     const { dbArgument } = await import('../again.js');
     const next = meant
       ? `${meant.why}: did you mean ${JSON.stringify(meant.id)} (from ${meant.source})? llmq forget ${shellWord(meant.id)}${flags.dryRun ? ' --dry-run' : ''}${dbArgument(flags.db)}`
-      : 'llmq export lists the items, with their ids and sources.';
+      : 'source' in which
+        ? // `forget --source reviews` from another folder than enqueue's: the source is the path as enqueue was given it
+          'A source is the folder or file as llmq enqueue was given it, relative to the folder it ran in (reviews/, data/in.jsonl); llmq export lists each item with its source.'
+        : 'llmq export lists the items, with their ids and sources.';
     throw new LlmqError(`Nothing to forget in ${redactLocation(location)}: ${what}. ${next}`);
   }
   const effects = [
