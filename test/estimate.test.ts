@@ -242,6 +242,28 @@ describe('estimate', () => {
     await store.close();
   });
 
+  it('counts apart the jobs a live run or a batch holds (a run leaves them be), and sends those whose lease ran out', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 10);
+    const now = Date.now();
+    await store.startRun({ id: 'live', host: 'elsewhere', pid: 1, startedAt: now, options: {} });
+    await store.claim({ owner: 'live', limit: 3, now, leaseUntil: now + 60_000, maxAttempts: 5 });
+    await store.claim({ owner: 'live', limit: 2, now, leaseUntil: now - 1, maxAttempts: 5 });
+    const e = await estimateRun(store, { prices, now, baseUrl: BASE });
+    // 5 pending and the 2 whose lease ran out are sent; the 3 held are not
+    expect(e).toMatchObject({ jobs: 7, held: 3 });
+    await store.close();
+    const r = await runCli(['estimate', '--db', db]);
+    expect(r.stdout).toMatch(
+      /: 7 jobs to send\n {2}3 more are being answered \(a live run's, or in a batch at the provider\): a run leaves them be\n/,
+    );
+    // with --limit reached, the walk stops before it meets them all: nothing is said of them
+    const again = new SqliteStore(db);
+    expect((await estimateRun(again, { prices, now, baseUrl: BASE, limit: 4 })).held).toBe(0);
+    await again.close();
+  });
+
   it('llmq estimate and llmq run --dry-run print the same, and the dry run sends nothing', async () => {
     const { db, store } = await seeded();
     await store.close();
@@ -376,6 +398,7 @@ describe('estimate', () => {
       jobs: 5,
       exhausted: 0,
       mockAnswered: 0,
+      held: 0,
       uncapped: 0,
       models: [],
       cost: { low: 0.00108, high: 0.002, worst: 0.003 },

@@ -32,6 +32,13 @@ export function renderEstimate(
       : `${p.bold('estimate')} ${p.dim(o.db)}: ${jobs} to send`,
   ];
   if (e.exhausted) lines.push(p.dim(`  ${int(e.exhausted)} more used all their attempts: a run fails them unsent`));
+  // "0 jobs to send" of a queue whose jobs are all in a batch read as a queue with nothing left
+  if (e.held)
+    lines.push(
+      p.dim(
+        `  ${int(e.held)} more ${e.held === 1 ? 'is' : 'are'} being answered (a live run's, or in a batch at the provider): a run leaves them be`,
+      ),
+    );
   // status counts them done: without this the two disagree with no word why
   if (e.mockAnswered) {
     const them = e.mockAnswered === e.jobs ? (e.jobs === 1 ? 'it' : 'all of them') : `${int(e.mockAnswered)} of them`;

@@ -87,6 +87,11 @@ export interface Estimate {
   readonly exhausted: number;
   /** Of `jobs`, those the offline mock answered: done in `status`, sent again by a run of a real provider. */
   readonly mockAnswered: number;
+  /**
+   * Jobs running now whose lease holds (a live run's, or in a batch at the provider): a run leaves
+   * them be, so they are not in `jobs`. Counted when every job to run was looked at (0 with `limit` reached).
+   */
+  readonly held: number;
   /** Jobs whose request sets no max_tokens: the worst case leaves them out, and a run under --budget refuses them. */
   readonly uncapped: number;
   readonly models: readonly ModelEstimate[];
@@ -229,6 +234,8 @@ export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLim
     jobs,
     exhausted,
     mockAnswered,
+    // the queue's unfinished jobs that the walk above did not meet: those with a lease that holds
+    held: jobs >= limit ? 0 : Math.max(0, status.counts.pending + status.counts.running - (jobs - mockAnswered + exhausted)),
     uncapped: models.reduce((n, m) => n + m.uncapped, 0),
     models,
     cost: sum((m) => m.cost),
