@@ -39,6 +39,12 @@ describe('llmq serve: the JSON behind the page', () => {
     const unknown = await fetch(`${serve.url}api/item?id=ffffffff00`);
     expect(unknown.status).toBe(404);
     expect(((await unknown.json()) as { error: string }).error).toBe('no item with id ffffffff00, nor a job whose key starts with it');
+    // an item needs its id: without one, a 400 saying so, not "no item with id "
+    for (const bare of ['api/item', 'api/item?id=']) {
+      const noId = await fetch(`${serve.url}${bare}`);
+      expect(noId.status).toBe(400);
+      expect(((await noId.json()) as { error: string }).error).toContain('/api/item?id=ID');
+    }
     // the items of a failure reason need the reason
     const noReason = await fetch(`${serve.url}api/failed-items`);
     expect(noReason.status).toBe(400);

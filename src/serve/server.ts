@@ -78,7 +78,9 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
         return openStream(req, res);
       case 'GET /api/item': {
         // what `llmq show` finds: the item with this id, or the item of the job whose key starts with it
-        const id = url.searchParams.get('id') ?? '';
+        const id = url.searchParams.get('id');
+        // without one the answer was "no item with id ", which reads as a lookup that found nothing
+        if (id === null || id === '') return json(res, 400, { error: 'name the item: /api/item?id=ID (an item id, or a job key prefix)' });
         let found: Awaited<ReturnType<typeof findItem>>;
         try {
           found = await findItem(o.store, id);
