@@ -2,12 +2,12 @@ import { nameKey } from '../../batch/api-key-id.js';
 import { openAiProviderName } from '../../provider/endpoint.js';
 import type { BatchEvent } from '../../batch/context.js';
 import type { RunSummary } from '../../scheduler/events.js';
-import { int } from '../../report/format.js';
+import { int, NO_PAINT } from '../../report/format.js';
 import { info, warn } from '../output.js';
-import { incompleteText } from '../progress/lines.js';
+import { failedLines, incompleteText } from '../progress/lines.js';
 import { takeBackMockAnswers } from '../mock-answers.js';
 import { whileReaderPresent } from '../reader-gone.js';
-import { collectCommand, dbArgument, runArguments, runArgumentsOfEndpoint } from '../again.js';
+import { collectCommand, dbArgument, limitArguments, runArguments, runArgumentsOfEndpoint } from '../again.js';
 import { watchRunStop } from '../run-stop.js';
 import { crashAtFromEnv } from '../crash-at.js';
 import { priceTableFrom, pricesOfRun, type PriceFlags } from './price-options.js';
@@ -124,6 +124,12 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
       );
       const incomplete = incompleteText(summary);
       if (incomplete) info(`  ${incomplete} (kept as done; llmq export marks each: finish_reason)`);
+      // as an online run ends (exit 2): where to see why, and the batch run that tries them again;
+      // --via auto goes on online, whose own end says it
+      if (flags.until === undefined) {
+        const runAgain = ` --via batch${runArguments(flags)}${limitArguments({ maxAttempts: flags.maxAttempts })}`;
+        for (const line of failedLines(summary, NO_PAINT, dbArgument(flags.db), runAgain)) info(line);
+      }
       // --no-wait ends as soon as its batches are out: say where their answers will come from
       if (!flags.wait && summary.remaining > 0 && summary.reason === 'drained') {
         const collect = `llmq run --via batch${runArguments(flags)}${dbArgument(flags.db)}`;

@@ -214,16 +214,27 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
     const them = remaining === 1 ? 'it' : 'them';
     lines.push(...suggest((c) => `${left} ${c} picks ${them} up`, `${left} this picks ${them} up:`, [run]));
   }
-  if (r.failedInStore) {
-    const why = `  ${count(r.failedInStore, 'failed job')} in the queue. See why:`;
-    lines.push(...suggest((c) => `${why} ${c}`, why, ['llmq status']));
-    if (allRefused(r)) lines.push(`  ${refusedAgain(r.failedInStore)}`);
-    else lines.push(...suggest((c) => `  Try again: ${c}`, '  Try again:', ['llmq retry-failed', run]));
-  }
+  lines.push(...failedLines(r, paint, again, runAgain));
   if (s.unpricedModels.size > 0) {
     lines.push(paint.dim(`  no price for ${[...s.unpricedModels].join(', ')}: set one with --price IN,OUT (USD per million tokens)`));
   }
   return lines.join('\n') + '\n';
+}
+
+/**
+ * The failed jobs in the queue as a run ends: where to see why, and what tries them again (nothing
+ * when the provider refused them all as sent). `again` and `runAgain` as for `summaryText`; the batch
+ * lane's end says them too.
+ */
+export function failedLines(r: Pick<RunSummary, 'failedInStore' | 'failuresInStore'>, paint: Paint, again = '', runAgain = ''): string[] {
+  if (!r.failedInStore) return [];
+  const suggest = (line: (commands: string) => string, split: string, commands: readonly string[]) =>
+    suggestLines(line, split, commands, again, paint);
+  const why = `  ${count(r.failedInStore, 'failed job')} in the queue. See why:`;
+  const lines = suggest((c) => `${why} ${c}`, why, ['llmq status']);
+  if (allRefused(r)) lines.push(`  ${refusedAgain(r.failedInStore)}`);
+  else lines.push(...suggest((c) => `  Try again: ${c}`, '  Try again:', ['llmq retry-failed', `llmq run${runAgain}`]));
+  return lines;
 }
 
 /** Said in place of retry-failed when `allRefused`. */
