@@ -337,6 +337,15 @@ describe('llmq run --via batch (child processes)', () => {
     fake.batches.line = (key) => (key === keys[0] ? 'server' : 'ok');
     const run = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1', '--max-attempts', '1']);
     expect(run.code, run.stderr).toBe(2);
+    // it ends as an online run does: where to see why, and the batch run that tries them again
+    const said = run.stderr
+      .replace(/ \\\n {6}/g, ' ')
+      .replace(/:\n {4}/g, ': ')
+      .replace(/\n {4}/g, ' && ');
+    expect(said).toContain(`1 failed job in the queue. See why: llmq status --db ${db}`);
+    expect(said).toContain(
+      `Try again: llmq retry-failed --db ${db} && llmq run --via batch --base-url ${fake.url} --max-attempts 1 --db ${db}`,
+    );
     // pasted, a bare "llmq run" would go online to api.openai.com, at twice the price; and it gives up
     // after as many tries as this one did
     expect((await runCli(['status', '--db', db])).stdout).toContain(

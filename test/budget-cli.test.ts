@@ -4,9 +4,9 @@ import { SqliteStore } from '../src/store/sqlite/store.js';
 import { worstCaseUsage } from '../src/pricing/cost.js';
 import { usd } from '../src/report/format.js';
 import { budgetMessage } from '../src/cli/commands/run-action.js';
-import { collect, runCli, spawnCli } from './helpers/cli.js';
+import { collect, MOCK_NOW, runCli, spawnCli } from './helpers/cli.js';
 import { reply } from './helpers/fake-openai.js';
-import { requestFor, seedJobs } from './helpers/seed.js';
+import { requestFor, seededQueue, seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
 import { all } from './helpers/store-reads.js';
@@ -74,6 +74,26 @@ describe('llmq run --budget', () => {
       /^budget reached: \$0\.00 of \$0\.01; one request may cost up to \$0\.\d+ \(its prompt and all of max_tokens\), more than the \$0\.01 left; 5 jobs pending; run again with a larger --budget to go on$/,
     );
     expect((await recorded(db)).pending).toBe(5);
+  });
+
+  it('on the offline mock, says that a budget with no --price never stops the run (the mock bills nothing), and not with one', async () => {
+    const db = await seededQueue(3);
+    const free = await runCli(['run', '--db', db, ...MOCK_NOW, '--budget', '0.01']);
+    expect(free.code, free.stderr).toBe(0);
+    expect(free.stderr).toContain('the offline mock bills nothing, so --budget and --budget-total never stop this run');
+    const priced = await runCli(['run', '--db', db, ...MOCK_NOW, '--budget-total', '1', ...PRICE]);
+    expect(priced.code, priced.stderr).toBe(0);
+    expect(priced.stderr).not.toContain('bills nothing');
+  });
+
+  it('a proposed command pasted with its USD placeholder says to put an amount there, not only that the value is invalid', async () => {
+    const db = await seededQueue(1);
+    for (const flag of ['--budget', '--budget-total']) {
+      const r = await runCli(['run', '--db', db, ...MOCK_NOW, flag, 'USD']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(`option '${flag} <usd>' argument 'USD' is invalid. USD stands for an amount to choose`);
+    }
+    expect((await runCli(['run', '--db', db, ...MOCK_NOW, '--budget', '-1'])).stderr).toContain('Expected a number greater than 0.');
   });
 
   it('says what the next request may cost when much of the budget is left, and not when it is spent', () => {

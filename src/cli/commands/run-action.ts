@@ -80,6 +80,11 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
     process.env,
   );
   if (flags.provider === 'openai') warnIfKeyUnredactable(findApiKey(process.env));
+  // the mock bills nothing at its own price ($0): a budget tried on it would never stop anything, and say nothing why
+  if (flags.provider === 'mock' && (flags.budget !== undefined || flags.budgetTotal !== undefined) && !flags.price && !flags.prices)
+    warn(
+      'the offline mock bills nothing, so --budget and --budget-total never stop this run: to try a budget offline, price the mock with --price IN,OUT (USD per million tokens)',
+    );
   const redisUrl = flags.redis || process.env.LLMQ_REDIS_URL || undefined;
   const boards = redisUrl ? await sharedBoards(redisUrl) : undefined;
   const store = await openExistingStore(location).catch(async (error) => {
