@@ -40,6 +40,7 @@ function snapshot(over: Partial<ProgressSnapshot> = {}): ProgressSnapshot {
 
 const summary: RunSummary = {
   mayBeBilled: { tries: 0, usd: 0 },
+  answersNotStored: 0,
   runId: 'r1',
   cutOff: 0,
   refused: 0,
@@ -193,6 +194,15 @@ describe('progress renderers', () => {
     }
     expect(state.cost).toBeNull();
     expect(summaryText(summary, state, NO_PAINT)).toContain('  no price for m-a, m-b: set one with --price IN,OUT');
+  });
+
+  it('says the answers it paid for and did not store (another run answered their jobs meanwhile), and nothing when there are none', () => {
+    const state = new ProgressState(loadPriceTable());
+    expect(summaryText({ ...summary, answersNotStored: 3 }, state, NO_PAINT)).toContain(
+      '  3 answers paid for and not stored: their jobs were answered by another run meanwhile (this run was stopped or frozen past its leases), or forgotten\n',
+    );
+    expect(summaryText({ ...summary, answersNotStored: 1 }, state, NO_PAINT)).toContain('  1 answer paid for and not stored: its job was');
+    expect(summaryText(summary, state, NO_PAINT)).not.toContain('not stored');
   });
 
   it('a drained run that leaves jobs says they are held elsewhere, not that another run picks them up', () => {

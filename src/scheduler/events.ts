@@ -90,6 +90,12 @@ export interface RunSummary {
   readonly cutOff: number;
   /** Answers this run stored that are a refusal or were stopped by the content filter. */
   readonly refused: number;
+  /**
+   * Answers this run was sent and paid for and did not store: their job was answered by another run
+   * meanwhile (this run frozen past its leases: a machine asleep, an event loop stalled; the first
+   * answer is kept), or forgotten (`llmq forget`). Their attempts are recorded, their cost counted.
+   */
+  readonly answersNotStored: number;
   readonly wallMs: number;
   /** Jobs left pending or running in the store when the run ended. */
   readonly remaining: number;

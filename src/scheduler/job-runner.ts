@@ -319,8 +319,12 @@ class JobRun {
     } finally {
       ctx.slots.release();
     }
-    // Another run already finished it (our lease had lapsed): its answer stands, ours is not counted.
-    if (!stored) return 'done';
+    // Another run already finished it (our lease had lapsed): its answer stands, ours is not counted
+    // as done; it was paid for all the same, which the summary says
+    if (!stored) {
+      c.answersNotStored++;
+      return 'done';
+    }
     c.done++;
     c.promptTokens += usage.promptTokens;
     c.completionTokens += usage.completionTokens;

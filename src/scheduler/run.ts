@@ -639,6 +639,7 @@ export class Run {
       completionTokens: c.completionTokens,
       cutOff: c.cutOff,
       refused: c.refused,
+      answersNotStored: c.answersNotStored,
       wallMs: this.#now() - this.#startedAt,
       remaining: after.counts.pending + after.counts.running,
       uncollected: after.counts.running > 0 ? await this.#uncollected(after.activeRuns) : [],

@@ -32,6 +32,8 @@ export class RunCounters {
   cutOff = 0;
   /** Answers that are a refusal or were stopped by the provider's content filter. */
   refused = 0;
+  /** Answers paid for and not stored: their job answered by another run meanwhile (this run frozen past its leases), or forgotten. */
+  answersNotStored = 0;
   inFlight = 0;
   waiting = 0;
   backingOff = 0;

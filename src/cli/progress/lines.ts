@@ -195,6 +195,17 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
         paint.dim(' (sent, no usable answer; llmq status counts them)'),
     );
   }
+  // paid for, and left out of "done" (another run's answer, or none needed): without this the run's
+  // cost reads as more than its answers'
+  if (r.answersNotStored) {
+    const n = r.answersNotStored;
+    lines.push(
+      paint.yellow(`  ${count(n, 'answer')} paid for and not stored`) +
+        paint.dim(
+          `: ${n === 1 ? 'its job was' : 'their jobs were'} answered by another run meanwhile (this run was stopped or frozen past its leases), or forgotten`,
+        ),
+    );
+  }
   // A fatal error's message and fix are printed by the run command, once.
   // batches out that no run collects: a run --via batch does; `llmq run` as run here never sends them
   for (const u of r.uncollected) {
