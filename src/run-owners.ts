@@ -1,25 +1,17 @@
 import type { RunRow } from './store/types.js';
 
-export { isProcessAlive, isProcessStopped } from './process-alive.js';
+export { isProcessAlive, isRunProcessStopped } from './process-alive.js';
 
 export interface Self {
   readonly host: string;
   readonly pid: number;
   readonly runId: string;
   readonly isAlive: (pid: number) => boolean;
-  /** Stopped by a signal (Ctrl-Z): alive, silent, and going on when continued. @default never */
-  readonly isStopped?: (pid: number) => boolean;
+  /** The run's process stopped by a signal (Ctrl-Z): alive, silent, and going on when continued (`isRunProcessStopped`). @default never */
+  readonly isStopped?: (pid: number, runStartedAt: number) => boolean;
   readonly now: number;
   /** A run whose heartbeat is older than this may be dead. */
   readonly quietMs: number;
-}
-
-/**
- * Runs on this host whose process is gone. Only those can be checked this way; runs elsewhere are
- * taken back when their lease expires.
- */
-function gone(r: RunRow, self: Self): boolean {
-  return r.id !== self.runId && r.host === self.host && r.pid !== self.pid && !self.isAlive(r.pid);
 }
 
 /**
@@ -33,13 +25,22 @@ export function deadOwners(runs: readonly RunRow[], self: Self): string[] {
 
 /**
  * Runs on this host whose process is gone, parted by their heartbeat: `dead` (quiet past
- * `quietMs`, `deadOwners`) and `dying` (beat lately, `dyingOwners`). Each process is looked at once.
+ * `quietMs`, `deadOwners`) and `dying` (beat lately, `dyingOwners`); and `suspended`, those whose
+ * process is stopped (Ctrl-Z, SIGSTOP): their leases run out while they cannot beat, and taken
+ * back, their jobs' requests they had out would be sent again by another run and answered to them
+ * too when continued (`fg`), paid twice. Their jobs stay theirs; the user is told. Each process is
+ * looked at once.
  */
-export function goneOwners(runs: readonly RunRow[], self: Self): { dead: string[]; dying: string[] } {
+export function goneOwners(runs: readonly RunRow[], self: Self): { dead: string[]; dying: string[]; suspended: RunRow[] } {
   const dead: string[] = [];
   const dying: string[] = [];
-  for (const r of runs) if (gone(r, self)) (self.now - r.heartbeatAt > self.quietMs ? dead : dying).push(r.id);
-  return { dead, dying };
+  const suspended: RunRow[] = [];
+  for (const r of runs) {
+    if (r.id === self.runId || r.host !== self.host || r.pid === self.pid) continue;
+    if (!self.isAlive(r.pid)) (self.now - r.heartbeatAt > self.quietMs ? dead : dying).push(r.id);
+    else if (r.endedAt === null && self.isStopped?.(r.pid, r.startedAt)) suspended.push(r);
+  }
+  return { dead, dying, suspended };
 }
 
 /**
@@ -55,17 +56,6 @@ export function silentOwners(runs: readonly RunRow[], self: Self, leaseMs: numbe
       return r.id !== self.runId && r.endedAt === null && quiet > self.quietMs && quiet <= leaseMs + self.quietMs;
     })
     .map((r) => r.id);
-}
-
-/**
- * Runs on this host, not ended, whose process is stopped (Ctrl-Z, SIGSTOP): their leases run out
- * while they cannot beat, and taken back, their jobs would be sent again by another run and once
- * more by them when continued (`fg`), paid twice. Their jobs stay theirs; the user is told.
- */
-export function suspendedOwners(runs: readonly RunRow[], self: Self): RunRow[] {
-  const stopped = self.isStopped;
-  if (!stopped) return [];
-  return runs.filter((r) => r.id !== self.runId && r.host === self.host && r.pid !== self.pid && r.endedAt === null && stopped(r.pid));
 }
 
 /** A batch run silent this long, wherever it ran, has its batches taken over by another (its lease). */

@@ -275,7 +275,9 @@ describe('llmq run --via batch (child processes)', () => {
     expect(forget.code, forget.stderr).toBe(0);
     expect(JSON.parse(forget.stdout)).toEqual({ forgotten: 'batch_fake1', requeued: 4 });
     // to the batch's endpoint: a bare llmq run would send them to OpenAI
-    expect(forget.stderr).toContain(`Forgot batch_fake1: 4 jobs back to pending; llmq run --base-url ${fake.url} --db ${db} sends them.`);
+    expect(forget.stderr).toContain(
+      `Forgot batch_fake1: 4 jobs back to pending; llmq run --base-url ${fake.url} --db ${db} sends them there (or to the endpoint that took its place, by its --base-url).`,
+    );
     expect(forget.stderr).toContain(
       `If the batch still runs at ${fake.url} (it was sent with the API key ending in …wxyz), it is billed there as well.`,
     );

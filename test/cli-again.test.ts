@@ -81,10 +81,11 @@ describe('the flags a suggested llmq run carries after a run known by its stored
     expect(runArgumentsOfRun({ provider: 'openai-compatible (https://api.openai.com/v1)' })).toBe('');
     expect(runArgumentsOfRun({ provider: 'openai-compatible (https://api.openai.com/v1)', via: 'batch' })).toBe(' --via batch');
     expect(runArgumentsOfRun({ provider: 'mock', via: 'batch' })).toBe(' --via batch --provider mock');
-    // its latency, not its failure rate: the retries it proposes would fail again
-    expect(runArgumentsOfRun({ provider: 'mock', mockLatency: 20, mockFailureRate: 0.1 } as never)).toBe(
-      ' --provider mock --mock-latency 20',
-    );
+    expect(runArgumentsOfRun({ provider: 'mock', mockLatency: 20 })).toBe(' --provider mock --mock-latency 20');
+    // the endpoint as the run was given it (api-version kept), over the one its provider's name gives
+    expect(
+      runArgumentsOfRun({ provider: 'openai-compatible (https://x.example/v1)', endpoint: 'https://x.example/v1?api-version=1' }),
+    ).toBe(" --base-url 'https://x.example/v1?api-version=1'");
     // stored options are read as they are: what is not a number is left out
     expect(runArgumentsOfRun({ provider: 'mock', mockLatency: '20' })).toBe(' --provider mock');
     expect(runArgumentsOfRun(null)).toBe('');

@@ -187,6 +187,10 @@ describe('estimate', () => {
     expect(dry).toContain("about 15s (the offline mock's answers, 4 at a time)");
     const json = JSON.parse(await mock(['estimate', '--db', db, '--provider', 'mock', '--mock-latency', '100', '-c', '2', '--json']));
     expect(json).toMatchObject({ seconds: 2, models: [{ latencyMs: 100 }] });
+    // paced by --rpm, the mock's time is the pace's: 40 jobs at 60 a minute
+    const paced = await mock(['estimate', '--db', db, '--provider', 'mock', '--rpm', '60']);
+    expect(paced).toMatch(/time {5}\S.* at 60 rpm/);
+    expect(paced).not.toContain("the offline mock's answers");
     const real = await runCli(['estimate', '--db', db, '--mock-latency', '100']);
     expect(real.code).toBe(1);
     expect(real.stderr).toContain('--mock-latency is for the offline mock provider');
@@ -255,8 +259,8 @@ describe('estimate', () => {
     expect(e).toMatchObject({ jobs: 7, held: 3 });
     await store.close();
     const r = await runCli(['estimate', '--db', db]);
-    expect(r.stdout).toMatch(
-      /: 7 jobs to send\n {2}3 more are being answered \(a live run's, or in a batch at the provider\): a run leaves them be\n/,
+    expect(r.stdout).toContain(
+      ': 7 jobs to send\n  3 more are held by a live run, a run stopped here, or a batch at the provider: a run leaves them be\n',
     );
     // with --limit reached, the walk stops before it meets them all: nothing is said of them
     const again = new SqliteStore(db);

@@ -10,6 +10,7 @@ import { NO_STATS, row, T0 } from './helpers/stores.js';
 import { A_COST, populate, RUN } from './helpers/populate.js';
 import { waitFor } from './helpers/wait.js';
 import { tempDir } from './helpers/tmp.js';
+import { startFake } from './helpers/start-fake.js';
 
 /**
  * A queue with two runs side by side: run-killed (its last heartbeat at T0 + 2 s, 5 done) and
@@ -160,6 +161,20 @@ describe('llmq status', () => {
     );
     const retry = await runCli(['retry-failed', '--db', db]);
     expect(retry.stderr).toContain(`Run llmq run --provider mock --mock-latency 0 --max-attempts 1 --db ${db} to try them again.`);
+  });
+
+  it("after a run to an endpoint with Azure's api-version, the run it proposes keeps it (without it the endpoint answers 404), and masks a key given there", async () => {
+    const fake = await startFake();
+    const db = await seededQueue(3);
+    const baseUrl = `${fake.url}?api-version=2024-10-21&api-key=sk-SECRET123`;
+    const run = await runCli(['run', '--db', db, '--base-url', baseUrl, '--limit', '1', '--progress', 'none'], {
+      env: { OPENAI_API_KEY: 'sk-test-0123456789abcdef' },
+    });
+    expect(run.code, run.stderr).toBe(0);
+    const status = (await runCli(['status', '--db', db])).stdout;
+    expect(status).toContain(`llmq run --base-url '${fake.url}?api-version=2024-10-21&api-key=***' --db ${db}`);
+    expect(status).toContain(`llmq estimate --base-url '${fake.url}?api-version=2024-10-21&api-key=***' --db ${db}`);
+    expect(status).not.toContain('SECRET');
   });
 
   it("prices what is left from real answers only: the offline mock's stand-ins (short, free) say nothing of it", async () => {

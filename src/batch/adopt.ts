@@ -1,4 +1,4 @@
-import { deadOwners, goneOwners, isProcessAlive, isProcessStopped, suspendedOwners } from '../run-owners.js';
+import { goneOwners, isProcessAlive, isRunProcessStopped } from '../run-owners.js';
 import { STOPPED_BEFORE_CREATED, type BatchRow } from '../store/batches.js';
 import type { RunRow } from '../store/types.js';
 import type { BatchContext } from './context.js';
@@ -9,6 +9,8 @@ export interface Liveness {
   readonly host: string;
   readonly pid: number;
   readonly isAlive?: (pid: number) => boolean;
+  /** Whether a run's process here is stopped (Ctrl-Z): its online jobs stay its own. @default isRunProcessStopped */
+  readonly isStopped?: (pid: number, runStartedAt: number) => boolean;
   /** A run quiet this long is dead wherever it runs. */
   readonly leaseMs: number;
   /** A run on this host whose process is gone is dead once quiet this long. */
@@ -71,13 +73,14 @@ export async function adoptOrphans(ctx: BatchContext, live: Liveness): Promise<{
  */
 async function endDeadRuns(ctx: BatchContext, live: Liveness): Promise<void> {
   const now = ctx.now();
-  const runs = await ctx.store.activeRuns();
-  const view = ownersView(ctx, live, now);
-  const dead = deadOwners(runs, view);
+  const { dead, suspended } = goneOwners(await ctx.store.activeRuns(), ownersView(ctx, live, now));
   if (dead.length === 0) return;
-  // the expired leases it takes back with theirs spare a stopped run's (Ctrl-Z): sent again when continued
-  const suspended = suspendedOwners(runs, { ...view, isStopped: isProcessStopped }).map((r) => r.id);
-  const requeued = await ctx.store.reclaim(now, dead, suspended);
+  // the expired leases it takes back with theirs spare a stopped run's (Ctrl-Z): answered to it when continued
+  const requeued = await ctx.store.reclaim(
+    now,
+    dead,
+    suspended.map((r) => r.id),
+  );
   ctx.emit({ type: 'dead-runs', runIds: dead, requeued });
 }
 
@@ -123,5 +126,13 @@ async function othersSubmissions(
 
 /** This run as `goneOwners` judges other runs from it, at `now`. */
 function ownersView(ctx: BatchContext, live: Liveness, now: number) {
-  return { host: live.host, pid: live.pid, runId: ctx.runId, isAlive: live.isAlive ?? isProcessAlive, now, quietMs: live.quietMs };
+  return {
+    host: live.host,
+    pid: live.pid,
+    runId: ctx.runId,
+    isAlive: live.isAlive ?? isProcessAlive,
+    isStopped: live.isStopped ?? isRunProcessStopped,
+    now,
+    quietMs: live.quietMs,
+  };
 }

@@ -66,6 +66,8 @@ export interface BatchLaneDeps {
   readonly host?: string;
   readonly pid?: number;
   readonly isAlive?: (pid: number) => boolean;
+  /** Whether a run's process here is stopped (Ctrl-Z): its online jobs stay its own. @default isRunProcessStopped */
+  readonly isStopped?: (pid: number, runStartedAt: number) => boolean;
   readonly describe?: Record<string, unknown>;
 }
 
@@ -126,7 +128,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
   const heartbeat = setInterval(() => {
     store.heartbeat(runId, now(), now() + leaseMs, stats()).catch(() => {});
   }, heartbeatMs);
-  const live = { host, pid, isAlive: deps.isAlive, leaseMs, quietMs: Math.max(3 * heartbeatMs, 5000) };
+  const live = { host, pid, isAlive: deps.isAlive, isStopped: deps.isStopped, leaseMs, quietMs: Math.max(3 * heartbeatMs, 5000) };
 
   let claimed = 0;
   let quotaUntil = 0;

@@ -105,6 +105,8 @@ export type StoredRunOptions = {
   readonly tpm?: unknown;
   readonly maxAttempts?: unknown;
   readonly mockLatency?: unknown;
+  /** The --base-url it was given, as a command shows it (`redactUrlQuery`: api-version kept), in place of the one its provider's name gives. */
+  readonly endpoint?: unknown;
   /** Which budget ended it (`RunStats.budgetReached`): after the queue's, its amount is to raise, not repeat. */
   readonly budgetReached?: unknown;
   /** That budget stopped it with much of it left (`RunStats.budgetTooSmall`): the run's own is to raise too. */
@@ -142,7 +144,9 @@ export function estimateArgumentsOfRun(options: StoredRunOptions): string {
 function endpointOfRun(options: StoredRunOptions): string {
   if (options?.provider === 'mock') return runArguments({ ...options, provider: 'mock' });
   const url = typeof options?.provider === 'string' ? /^openai-compatible \((.+)\)$/.exec(options.provider)?.[1] : undefined;
-  return url && url !== DEFAULT_BASE_URL ? runArguments({ baseUrl: url }) : '';
+  if (!url || url === DEFAULT_BASE_URL) return '';
+  // the name leaves out the query: Azure's api-version, without which the endpoint answers 404
+  return runArguments({ baseUrl: typeof options?.endpoint === 'string' ? options.endpoint : url });
 }
 
 /** The online lane's pace of a stored run; a batch run's requests are paced by the Batch API, its --max-attempts still counts. */

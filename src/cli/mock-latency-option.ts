@@ -1,4 +1,5 @@
 import { InvalidArgumentError, Option } from 'commander';
+import { UsageError } from '../errors.js';
 import { parseDuration } from '../alerts/thresholds.js';
 import { DEFAULT_MOCK_LATENCY_MS } from './options.js';
 
@@ -21,4 +22,17 @@ function latencyMs(value: string): number {
   if (!Number.isFinite(ms) || ms < 0)
     throw new InvalidArgumentError('Expected milliseconds (200) or a duration with its unit (200ms, 1.5s).');
   return Math.round(ms);
+}
+
+/**
+ * Flags of the offline mock (`--mock-latency`, `--mock-failure-rate`) given with a real provider
+ * would be silently ignored: refused, named. `of`: what the command is of ("this run sends to a real
+ * one").
+ */
+export function refuseMockFlags(provider: string, given: readonly string[], of: string): void {
+  if (provider === 'mock' || given.length === 0) return;
+  const one = given.length === 1;
+  throw new UsageError(
+    `${given.join(' and ')} ${one ? 'is' : 'are'} for the offline mock provider; ${of}. Add --provider mock, or leave ${one ? 'it' : 'them'} out.`,
+  );
 }

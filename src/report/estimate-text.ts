@@ -36,7 +36,7 @@ export function renderEstimate(
   if (e.held)
     lines.push(
       p.dim(
-        `  ${int(e.held)} more ${e.held === 1 ? 'is' : 'are'} being answered (a live run's, or in a batch at the provider): a run leaves them be`,
+        `  ${int(e.held)} more ${e.held === 1 ? 'is' : 'are'} held by a live run, a run stopped here, or a batch at the provider: a run leaves them be`,
       ),
     );
   // status counts them done: without this the two disagree with no word why
@@ -58,7 +58,7 @@ export function renderEstimate(
     if (m.cost) row('cost', o.inBatches ? batchCostText(m.cost, m.batchCost, m.uncapped) : costText(m.cost, m.batchCost, m.uncapped));
     else row('cost', 'unknown: no price for this model; give one with --price IN,OUT', p.yellow);
     if (m.price) row('price', `$${m.price.input}/$${m.price.output} per million tokens, ${m.price.source}`, p.dim);
-    row('time', o.inBatches ? BATCH_WINDOW : o.mock ? 'no limit: the offline mock' : paceText(m));
+    row('time', o.inBatches ? BATCH_WINDOW : o.mock && m.paceSeconds === null ? 'no limit: the offline mock' : paceText(m));
     if (m.latencyMs !== null && !o.inBatches)
       row('', o.mock ? `answers take ${int(m.latencyMs)} ms (--mock-latency)` : `answers took ${int(m.latencyMs)} ms`);
   }
@@ -73,7 +73,7 @@ export function renderEstimate(
     ? BATCH_WINDOW
     : e.seconds === null
       ? `time unknown: no limit or latency known yet (--rpm, --tpm, or ${first})`
-      : o.mock
+      : o.mock && unlimited.length === e.models.length
         ? `${aboutTime(e.seconds)} (the offline mock's answers, ${int(o.concurrency ?? 8)} at a time)`
         : unlimited.length > 0
           ? `${aboutTime(e.seconds)} if nothing limits the rate (no limit known for ${unlimited.join(', ')})`

@@ -25,6 +25,8 @@ export interface EstimateOptions {
   readonly latencyMs?: number;
   /** A run of a real provider: it also sends the jobs it takes back from mock runs quiet since then. */
   readonly mockAnswersBefore?: number;
+  /** Runs whose expired leases a run leaves them (stopped here with Ctrl-Z, `goneOwners`): their jobs are not to send. */
+  readonly spared?: readonly string[];
   /**
    * Told now and then how many jobs are looked at so far, of about how many (the queue's pending
    * and running jobs, up to `limit`): counting a million prompts takes a minute.
@@ -88,8 +90,8 @@ export interface Estimate {
   /** Of `jobs`, those the offline mock answered: done in `status`, sent again by a run of a real provider. */
   readonly mockAnswered: number;
   /**
-   * Jobs running now whose lease holds (a live run's, or in a batch at the provider): a run leaves
-   * them be, so they are not in `jobs`. Counted when every job to run was looked at (0 with `limit` reached).
+   * Jobs running now whose lease holds (a live run's, or in a batch at the provider), or held by a
+   * run stopped here (`spared`): a run leaves them be, so they are not in `jobs`. Counted when every job to run was looked at (0 with `limit` reached).
    */
   readonly held: number;
   /** Jobs whose request sets no max_tokens: the worst case leaves them out, and a run under --budget refuses them. */
@@ -184,7 +186,7 @@ export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLim
     }
   };
   try {
-    for await (const job of store.jobsToRun(o.now, { mockAnswersBefore: o.mockAnswersBefore })) {
+    for await (const job of store.jobsToRun(o.now, { mockAnswersBefore: o.mockAnswersBefore, spared: o.spared })) {
       if (jobs >= limit) break;
       if ((jobs + exhausted) % 256 === 0) o.onProgress?.(jobs + exhausted, of);
       if (job.attempts >= maxAttempts) {

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import type { PriceTable } from '../pricing/price-table.js';
 import type { RunRow, RunSpend, StatusSnapshot } from '../store/types.js';
-import { goneOwners, isProcessAlive, isProcessStopped, suspendedOwners } from '../run-owners.js';
+import { goneOwners, isProcessAlive, isRunProcessStopped } from '../run-owners.js';
 import { mockAnswersKept } from '../store/mock-answers.js';
 
 /**
@@ -49,18 +49,18 @@ export function runsGoneHere(runs: readonly RunRow[], now: number): RunsGoneHere
     pid: process.pid,
     runId: '',
     isAlive: isProcessAlive,
-    isStopped: isProcessStopped,
+    isStopped: isRunProcessStopped,
     now,
     quietMs: QUIET_MS,
   };
-  const { dead, dying } = goneOwners(runs, self);
-  return { dead: new Set(dead), pidGone: new Set(dying), stopped: new Set(suspendedOwners(runs, self).map((r) => r.id)) };
+  const { dead, dying, suspended } = goneOwners(runs, self);
+  return { dead: new Set(dead), pidGone: new Set(dying), stopped: new Set(suspended.map((r) => r.id)) };
 }
 
 export interface RunsGoneHere {
   readonly dead: ReadonlySet<string>;
   readonly pidGone: ReadonlySet<string>;
-  /** Runs here whose process is stopped (Ctrl-Z, `suspendedOwners`): they keep their jobs. */
+  /** Runs here whose process is stopped (Ctrl-Z, `goneOwners`' suspended): they keep their jobs. */
   readonly stopped?: ReadonlySet<string>;
 }
 

@@ -210,8 +210,9 @@ export function renderStatus(
     }
   }
   // work waiting and nothing working it: say what sends it (and what it would cost first). With no
-  // run live and no batch out, the running jobs are a dead run's: the next run takes them back too.
-  const leftRunning = live.length === 0 && batches.live === 0 ? r.counts.running : 0;
+  // run live and no batch out, the running jobs are a dead run's: the next run takes them back too;
+  // not a stopped one's (Ctrl-Z), which keeps them, said above
+  const leftRunning = live.length === 0 && batches.live === 0 && !stale.some((x) => x.stoppedHere) ? r.counts.running : 0;
   if ((r.counts.pending > 0 || leftRunning > 0) && live.length === 0) {
     lines.push('');
     const what = [
@@ -253,7 +254,7 @@ export function renderStatus(
 
 /** A run whose process here is stopped (Ctrl-Z): what it does with its jobs, and what gets them done. */
 function stoppedText(pid: number): string {
-  return `pid ${pid} is stopped (Ctrl-Z): it keeps its jobs and sends them when continued (fg, or kill -CONT ${pid})`;
+  return `pid ${pid} is stopped (Ctrl-Z): it keeps its jobs until continued (fg, or kill -CONT ${pid})`;
 }
 
 /** What takes a stopped run's jobs back: a batch run for one that holds batches, else any run. */

@@ -41,6 +41,8 @@ export interface RunReport {
     readonly tpm: number | null;
     readonly maxAttempts: number | null;
   };
+  /** The --base-url an online run was given, as a command shows it (query values masked, api-version kept); null where not given or not stored. */
+  readonly endpoint: string | null;
   /** The offline mock's `--mock-latency` of a mock run: a mock run proposed after it paces as it did. Null where not stored. */
   readonly mockFlags: { readonly mockLatency: number | null };
   /** Still heartbeating (not ended, heartbeat within STALE_RUN_MS) and not known dead. */
@@ -242,6 +244,7 @@ export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunRepor
     spendFlags: spendFlagsOf(r.options),
     limitFlags: limitFlagsOf(r.options),
     mockFlags: mockFlagsOf(r.options),
+    endpoint: typeof r.options.endpoint === 'string' ? r.options.endpoint : null,
     endedAt: r.endedAt,
     exitReason: r.exitReason,
     error: typeof st?.error === 'string' ? st.error : null,

@@ -81,8 +81,8 @@ export interface RunDeps {
   readonly host?: string;
   readonly pid?: number;
   readonly isAlive?: (pid: number) => boolean;
-  /** Whether a process here is stopped by a signal (Ctrl-Z): its run keeps its jobs. @default isProcessStopped */
-  readonly isStopped?: (pid: number) => boolean;
+  /** Whether a run's process here is stopped by a signal (Ctrl-Z): the run keeps its jobs. @default isRunProcessStopped */
+  readonly isStopped?: (pid: number, runStartedAt: number) => boolean;
   /** Options recorded with the run for `status` (never secrets). */
   readonly describe?: Record<string, unknown>;
   /** Alerts active now, stored with each heartbeat (llmq run --alert-*). */

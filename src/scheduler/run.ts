@@ -9,7 +9,7 @@ import { InFlightRequests } from './in-flight.js';
 import { Lanes, localBoards } from './lanes.js';
 import { sleep } from './wait.js';
 import { OutageBreaker } from './outage.js';
-import { batchOwnerGone, goneOwners, isProcessAlive, isProcessStopped, silentOwners, suspendedOwners, type Self } from '../run-owners.js';
+import { batchOwnerGone, goneOwners, isProcessAlive, isRunProcessStopped, silentOwners, type Self } from '../run-owners.js';
 import { uncollectedByEndpoint } from '../batches-uncollected.js';
 import { Semaphore } from './semaphore.js';
 import { RunCounters } from './stats.js';
@@ -488,13 +488,12 @@ export class Run {
       pid: this.#pid,
       runId: this.#id,
       isAlive: this.#deps.isAlive ?? isProcessAlive,
-      isStopped: this.#deps.isStopped ?? isProcessStopped,
+      isStopped: this.#deps.isStopped ?? isRunProcessStopped,
       now: this.#now(),
       quietMs: Math.max(3 * this.#heartbeatMs, 5000),
     };
     const runs = await this.#store.activeRuns();
-    const { dead, dying } = goneOwners(runs, self);
-    const suspended = suspendedOwners(runs, self);
+    const { dead, dying, suspended } = goneOwners(runs, self);
     this.#otherRuns = this.#working(runs, self.now);
     const takenBack = await this.#store.reclaim(
       this.#now(),
@@ -512,7 +511,7 @@ export class Run {
   readonly #toldSuspended = new Set<string>();
 
   /**
-   * A run here whose process is stopped (Ctrl-Z) keeps its jobs (`suspendedOwners`): said once, with
+   * A run here whose process is stopped (Ctrl-Z) keeps its jobs (`goneOwners`' suspended): said once, with
    * what gets them done, or the user would wait on jobs that never move with no word why.
    */
   #tellSuspended(suspended: readonly RunRow[]): void {
@@ -521,8 +520,8 @@ export class Run {
       this.#toldSuspended.add(r.id);
       this.#emit('warning', {
         message:
-          `run ${r.id.slice(0, 8)} (pid ${r.pid}) is stopped (Ctrl-Z or SIGSTOP) and keeps the jobs it holds: it sends them when it goes on, ` +
-          `so taken back here they would be paid twice. To have them done, continue it (fg in its terminal, or kill -CONT ${r.pid}), ` +
+          `run ${r.id.slice(0, 8)} (pid ${r.pid}) is stopped (Ctrl-Z or SIGSTOP) and keeps the jobs it holds: the requests it had out ` +
+          `are answered to it when it goes on, so sent again here they would be paid twice. To have them done, continue it (fg in its terminal, or kill -CONT ${r.pid}), ` +
           `or end it (kill ${r.pid}; kill -CONT ${r.pid}: it stops as on Ctrl-C) and the next run takes them back.`,
       });
     }

@@ -618,9 +618,10 @@ export interface QueueReader {
   /**
    * The jobs a run started now would take, in its order, a page at a time (`llmq estimate`). With
    * `mockAnswersBefore` (a run of a real provider), also the jobs it would take back from the mock
-   * runs quiet since then (`takeBackMockAnswers`).
+   * runs quiet since then (`takeBackMockAnswers`). The expired leases of `spared` owners are left
+   * out, as `reclaim` leaves them (runs stopped here with Ctrl-Z).
    */
-  jobsToRun(now: number, o?: { mockAnswersBefore?: number }): AsyncIterable<JobToRun>;
+  jobsToRun(now: number, o?: { mockAnswersBefore?: number; spared?: readonly string[] }): AsyncIterable<JobToRun>;
   /** Up to `limit` answered jobs of a model, newest first; `withRequest` adds each request. */
   answered(model: string, o: { limit: number; withRequest: boolean }): Promise<AnsweredJob[]>;
 }

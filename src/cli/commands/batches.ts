@@ -135,7 +135,7 @@ async function forgetCommand(id: string, flags: { db?: string; json?: boolean })
         : ` If the batch still runs at ${batch.baseUrl} (it was sent${sentWith || ' without a key'}), it is billed there as well.`;
     process.stderr.write(
       // to the endpoint the batch went to: a bare llmq run may send them elsewhere (to OpenAI, billed)
-      `Forgot ${name}: ${requeued} ${requeued === 1 ? 'job' : 'jobs'} back to pending; llmq run${runArgumentsOfEndpoint(batch.baseUrl)}${dbArgument(flags.db)} sends them.${stillBilled}\n`,
+      `Forgot ${name}: ${requeued} ${requeued === 1 ? 'job' : 'jobs'} back to pending; llmq run${runArgumentsOfEndpoint(batch.baseUrl)}${dbArgument(flags.db)} sends them${batch.baseUrl === MOCK_BASE_URL ? '' : ' there (or to the endpoint that took its place, by its --base-url)'}.${stillBilled}\n`,
     );
   } finally {
     await store.close();

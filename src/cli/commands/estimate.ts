@@ -4,8 +4,7 @@ import { int } from '../../report/format.js';
 import type { Budget } from '../../report/estimate.js';
 import type { Store } from '../../store/types.js';
 import { mockRunToTakeBack } from '../../store/mock-answers.js';
-import { UsageError } from '../../errors.js';
-import { mockLatencyOption } from '../mock-latency-option.js';
+import { mockLatencyOption, refuseMockFlags } from '../mock-latency-option.js';
 import { dbOption, DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS, intAtLeast, oneOf } from '../options.js';
 import { priceOptions, priceTableFrom, reportPriceTable, type PriceFlags } from './price-options.js';
 
@@ -74,11 +73,11 @@ export async function estimateCommand(
   cmd?: Command,
 ): Promise<void> {
   // run refuses it the same way (refuseFlagsOfOtherProvider), before a dry run comes here
-  if (flags.provider !== 'mock' && cmd?.getOptionValueSource('mockLatency') === 'cli') {
-    throw new UsageError(
-      '--mock-latency is for the offline mock provider; this estimate is of a real one. Add --provider mock, or leave it out.',
-    );
-  }
+  refuseMockFlags(
+    flags.provider,
+    cmd?.getOptionValueSource('mockLatency') === 'cli' ? ['--mock-latency'] : [],
+    'this estimate is of a real one',
+  );
   const [
     { resolveDbLocation, redactLocation },
     { openExistingStore },
@@ -97,7 +96,7 @@ export async function estimateCommand(
     import('../progress/status-line.js'),
   ]);
   const { budgetVerdict } = await import('../../report/estimate.js');
-  const { STALE_RUN_MS } = await import('../../report/status-cost.js');
+  const { STALE_RUN_MS, runsGoneHere } = await import('../../report/status-cost.js');
   const baseUrl = laneBaseUrl(flags);
   const location = resolveDbLocation(flags.db);
   const store = await openExistingStore(location);
@@ -121,6 +120,8 @@ export async function estimateCommand(
       concurrency: flags.concurrency,
       latencyMs: flags.provider === 'mock' ? flags.mockLatency : undefined,
       mockAnswersBefore,
+      // a run stopped here with Ctrl-Z keeps its jobs past their leases: a run would not send them
+      spared: [...(runsGoneHere(await store.activeRuns(), Date.now()).stopped ?? [])],
       onProgress: (looked, of) => line.update(() => `counting prompts: ${int(looked)} of ${int(of)} jobs`),
     });
     line.done();

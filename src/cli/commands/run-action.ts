@@ -12,6 +12,7 @@ import { int, usd, usdApart } from '../../report/format.js';
 import { priceTableFrom, pricesOfRun } from './price-options.js';
 import { whileReaderPresent } from '../reader-gone.js';
 import { dbArgument, limitArguments, moneyArguments, runArguments } from '../again.js';
+import { refuseMockFlags } from '../mock-latency-option.js';
 import { exitOnStopSignals, watchRunStop } from '../run-stop.js';
 import { alertTarget, hookReportLine } from '../hook-flags.js';
 import { alertsOn, watchAlerts } from '../alert-flags.js';
@@ -172,6 +173,9 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
           budgetTotal: flags.budgetTotal ?? null,
           // what another run on the queue reads to know whether their paces are one (run.ts #tellUnsharedPace)
           sharedPace: boards !== undefined,
+          // the endpoint as a proposed command shows it (runArgumentsOfRun): the provider's name drops its query, and
+          // Azure's api-version with it
+          ...(flags.baseUrl !== undefined && flags.provider !== 'mock' ? { endpoint: redactUrlQuery(flags.baseUrl) } : {}),
           // what `llmq status` suggests after a mock run (runArgumentsOfRun) paces as this one
           ...(flags.provider === 'mock' ? { mockLatency: flags.mockLatency } : {}),
           ...pricesOfRun(flags),
@@ -399,20 +403,18 @@ function refuseFlagsOfOtherProvider(flags: RunFlags, cmd: Command): void {
       `--base-url is where a real provider listens; --provider mock answers offline and sends nothing. Leave out --base-url, or leave out --provider mock to send to ${redactUrlQuery(flags.baseUrl!)}.`,
     );
   }
-  const mockOnly = (
-    [
-      ['mockLatency', '--mock-latency'],
-      ['mockFailureRate', '--mock-failure-rate'],
-    ] as const
-  )
-    .filter(([key]) => given(key))
-    .map(([, flag]) => flag);
-  if (flags.provider !== 'mock' && mockOnly.length) {
-    const one = mockOnly.length === 1;
-    throw new UsageError(
-      `${mockOnly.join(' and ')} ${one ? 'is' : 'are'} for the offline mock provider; this run sends to a real one. Add --provider mock, or leave ${one ? 'it' : 'them'} out.`,
-    );
-  }
+  refuseMockFlags(
+    flags.provider,
+    (
+      [
+        ['mockLatency', '--mock-latency'],
+        ['mockFailureRate', '--mock-failure-rate'],
+      ] as const
+    )
+      .filter(([key]) => given(key))
+      .map(([, flag]) => flag),
+    'this run sends to a real one',
+  );
 }
 
 /** A flag of a lane this run does not take would be silently ignored: say so instead. */

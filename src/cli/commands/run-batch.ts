@@ -7,7 +7,7 @@ import { info, warn } from '../output.js';
 import { failedLines, incompleteText } from '../progress/lines.js';
 import { takeBackMockAnswers } from '../mock-answers.js';
 import { whileReaderPresent } from '../reader-gone.js';
-import { collectCommand, dbArgument, limitArguments, runArguments, runArgumentsOfEndpoint } from '../again.js';
+import { collectCommand, dbArgument, limitArguments, moneyArguments, runArguments, runArgumentsOfEndpoint } from '../again.js';
 import { watchRunStop } from '../run-stop.js';
 import { crashAtFromEnv } from '../crash-at.js';
 import { priceTableFrom, pricesOfRun, type PriceFlags } from './price-options.js';
@@ -127,7 +127,8 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
       // as an online run ends (exit 2): where to see why, and the batch run that tries them again;
       // --via auto goes on online, whose own end says it
       if (flags.until === undefined) {
-        const runAgain = ` --via batch${runArguments(flags)}${limitArguments({ maxAttempts: flags.maxAttempts })}`;
+        // as status proposes it after this run (runArgumentsOfRun): its endpoint, tries and prices
+        const runAgain = ` --via batch${runArguments(flags)}${limitArguments({ maxAttempts: flags.maxAttempts })}${moneyArguments({ price: flags.price, prices: flags.prices })}`;
         for (const line of failedLines(summary, NO_PAINT, dbArgument(flags.db), runAgain)) info(line);
       }
       // --no-wait ends as soon as its batches are out: say where their answers will come from

@@ -109,6 +109,7 @@ async function textRenderer(dbFlag: string | undefined): Promise<(report: Status
               ...report.lastRun.spendFlags,
               ...report.lastRun.limitFlags,
               ...report.lastRun.mockFlags,
+              endpoint: report.lastRun.endpoint,
               budgetReached: report.lastRun.budgetReached,
               budgetTooSmall: report.lastRun.budgetTooSmall,
             }

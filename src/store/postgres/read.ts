@@ -334,13 +334,14 @@ export class PgReader {
     return span.first === null || span.last === null ? null : { first: Number(span.first), last: Number(span.last) };
   }
 
-  async *jobsToRun(now: number, o: { mockAnswersBefore?: number } = {}): AsyncIterable<JobToRun> {
+  async *jobsToRun(now: number, o: { mockAnswersBefore?: number; spared?: readonly string[] } = {}): AsyncIterable<JobToRun> {
     const cols = 'seq, key, model, request, priority, attempts';
     const expired = (
       await query<RawJobToRun>(
         this.#pool,
-        `SELECT ${cols} FROM jobs WHERE state = 'running' AND lease_expires_at < $1 AND ${NOT_IN_A_LIVE_BATCH}`,
-        [now],
+        `SELECT ${cols} FROM jobs WHERE state = 'running' AND lease_expires_at < $1 AND ${NOT_IN_A_LIVE_BATCH}
+          AND NOT (coalesce(lease_owner, '') = ANY($2::text[]))`,
+        [now, [...(o.spared ?? [])]],
       )
     ).rows;
     if (o.mockAnswersBefore !== undefined) {

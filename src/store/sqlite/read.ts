@@ -178,11 +178,12 @@ export class SqliteReader {
     return span.first === null || span.last === null ? null : { first: span.first, last: span.last };
   }
 
-  jobsToRun(now: number, o: { mockAnswersBefore?: number } = {}): AsyncIterable<JobToRun> {
+  jobsToRun(now: number, o: { mockAnswersBefore?: number; spared?: readonly string[] } = {}): AsyncIterable<JobToRun> {
     const cols = `seq, key, model, ${requestOf('jobs')} AS request, priority, attempts`;
     const expired = this.#db
-      .prepare(`SELECT ${cols} FROM jobs WHERE state = 'running' AND lease_expires_at < ? AND ${NOT_IN_A_LIVE_BATCH}`)
-      .all(now) as RawJobToRun[];
+      .prepare(`SELECT ${cols} FROM jobs WHERE state = 'running' AND lease_expires_at < ? AND ${NOT_IN_A_LIVE_BATCH}
+        AND coalesce(lease_owner, '') NOT IN (SELECT value FROM json_each(?))`)
+      .all(now, JSON.stringify(o.spared ?? [])) as RawJobToRun[];
     if (o.mockAnswersBefore !== undefined) {
       // taken back, they start again at no attempts
       const mocked = this.#db.prepare(

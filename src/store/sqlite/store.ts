@@ -808,7 +808,7 @@ export class SqliteStore implements Store {
     return this.#read.itemSeqSpan();
   }
 
-  jobsToRun(now: number, o?: { mockAnswersBefore?: number }): AsyncIterable<JobToRun> {
+  jobsToRun(now: number, o?: { mockAnswersBefore?: number; spared?: readonly string[] }): AsyncIterable<JobToRun> {
     return this.#read.jobsToRun(now, o);
   }
 
