@@ -27,3 +27,15 @@ export function uncollectedByEndpoint<R extends Pick<BatchRow, 'state' | 'inputF
   for (const b of rows) if (waitsForCollection(b) && ownerGone(b)) jobs.set(b.baseUrl, (jobs.get(b.baseUrl) ?? 0) + b.jobs);
   return [...jobs].map(([baseUrl, n]) => ({ baseUrl, jobs: n }));
 }
+
+/**
+ * Whether a live run collects the batches sent to `baseUrl` on its next pass: a batch run (or
+ * `--via auto`, should it ever record itself so) to that endpoint, or one of a version that did not
+ * record its endpoint. A run sending elsewhere leaves them be. `live`: the runs working the queue,
+ * as their options say their lane and endpoint.
+ */
+export function collectedByLiveRun(baseUrl: string, live: ReadonlyArray<{ readonly via: unknown; readonly baseUrl: unknown }>): boolean {
+  return live.some(
+    (run) => (run.via === 'batch' || run.via === 'auto') && (run.baseUrl === null || run.baseUrl === undefined || run.baseUrl === baseUrl),
+  );
+}

@@ -227,6 +227,9 @@ describe('status of a batch run gone silent on another machine', () => {
     expect(status.stdout).toContain(`it probably died; the next ${collect} takes its batches over`);
     expect(status.stdout).toMatch(/to collect the 3 jobs in batches no run is collecting:\s+llmq run --via batch/);
     expect(status.stdout).toContain('no run is collecting it: the next llmq run --via batch takes it over');
+    // llmq batches names the same command under its rows
+    const batches = await runCli(['batches', '--db', db]);
+    expect(batches.stdout).toContain(`to collect the 3 jobs in batches no run is collecting: ${collect}\n`);
   });
 
   it('still names that command while a plain run works the queue (it never collects batches), not while a batch run does', async () => {
@@ -243,6 +246,7 @@ describe('status of a batch run gone silent on another machine', () => {
     await startLiveRun(db, 'batch001-run', { via: 'batch', baseUrl: 'http://127.0.0.1:9/v1' });
     const whileBatch = await runCli(['status', '--db', db]);
     expect(whileBatch.stdout).not.toContain('to collect the');
+    expect((await runCli(['batches', '--db', db])).stdout).not.toContain('to collect the');
   });
 
   it('a live batch run of a version that did not record its endpoint is taken to collect them', async () => {

@@ -16,6 +16,7 @@ import {
 import { diedRun, type RunCost, type RunReport, type StatusReport } from './status.js';
 import { refusedAsSent, refusedCount } from './refused.js';
 import { runMayBeBilled } from './status-cost.js';
+import { collectedByLiveRun } from '../batches-uncollected.js';
 
 /** A live run silent this long is said to be: five heartbeats at the default 2 s. */
 const QUIET_NOTED_MS = 10_000;
@@ -238,12 +239,8 @@ export function renderStatus(
   }
   // batches out with no run to collect them: a plain `llmq run` leaves them be (sending their jobs
   // again would pay twice), so the command that collects them is said, also while plain runs work;
-  // a live batch run to their endpoint takes them over on its next pass (one of a version that did
-  // not record its endpoint is taken to be it); one sending elsewhere leaves them be. A --via auto
-  // run records itself as `batch` (its batch lane); `auto` is checked too should it ever say so.
-  const collecting = (baseUrl: string) =>
-    live.some((run) => (run.via === 'batch' || run.via === 'auto') && (run.baseUrl === null || run.baseUrl === baseUrl));
-  const uncollected = batches.uncollected.filter((u) => !collecting(u.baseUrl));
+  // a live batch run to their endpoint takes them over on its next pass (`collectedByLiveRun`)
+  const uncollected = batches.uncollected.filter((u) => !collectedByLiveRun(u.baseUrl, live));
   if (uncollected.length > 0) {
     lines.push('');
     for (const u of uncollected)

@@ -85,13 +85,17 @@ async function listCommand(flags: { db?: string; json?: boolean }): Promise<void
     { openExistingStore },
     { buildBatchesReport, readBatchRows, renderBatches },
     { colorsFor, info },
-    { deadRunsHere },
+    { deadRunsHere, workingRuns },
+    { collectedByLiveRun },
+    { collectCommand, dbArgument },
   ] = await Promise.all([
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
     import('../../report/batches-text.js'),
     import('../output.js'),
     import('../../report/status-cost.js'),
+    import('../../batches-uncollected.js'),
+    import('../again.js'),
   ]);
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
@@ -100,7 +104,18 @@ async function listCommand(flags: { db?: string; json?: boolean }): Promise<void
     const report = buildBatchesReport(await readBatchRows(store.batches), now, { active: runs, dead: deadRunsHere(runs, now) });
     if (flags.json) process.stdout.write(JSON.stringify({ live: report.live, batches: report.rows }) + '\n');
     else if (report.rows.length === 0) info('no batches: this queue has not used the batch lane (llmq run --via batch)');
-    else process.stdout.write(renderBatches(report, colorsFor(process.stdout)).replace(/^\n/, ''));
+    else {
+      const paint = colorsFor(process.stdout);
+      process.stdout.write(renderBatches(report, paint).replace(/^\n/, ''));
+      // as status says it: the rows say "the next llmq run --via batch", this names the one that reaches them
+      const live = workingRuns(runs, now).map((r) => ({ via: r.options.via, baseUrl: r.options.baseUrl ?? null }));
+      for (const u of report.uncollected.filter((u) => !collectedByLiveRun(u.baseUrl, live)))
+        process.stdout.write(
+          paint.dim(
+            `to collect the ${u.jobs === 1 ? '1 job' : `${u.jobs} jobs`} in batches no run is collecting: ${collectCommand(u.baseUrl)}${dbArgument(flags.db)}\n`,
+          ),
+        );
+    }
   } finally {
     await store.close();
   }
