@@ -330,6 +330,34 @@ describe('batch lane', () => {
     for (const key of keys) expect(fake.sentCount(key)).toBe(1);
   });
 
+  it('recording a dead run, takes back its jobs and other expired leases, but not those of a run stopped here (Ctrl-Z)', async () => {
+    const { fake, store } = await setup(6);
+    const now = Date.now();
+    // both on this host, quiet 10 s: one killed (its process gone), one stopped with Ctrl-Z (alive)
+    for (const [id, pid] of [
+      ['killed', 4242],
+      ['stopped', 4343],
+    ] as const) {
+      await store.startRun({ id, host: 'here', pid, startedAt: now - 10_000, options: {} });
+      await store.claim({ owner: id, limit: 2, now: now - 10_000, leaseUntil: now - 1, maxAttempts: 5 });
+    }
+    const summary = await runBatchLane(
+      {
+        store,
+        api: new HttpBatchApi({ baseUrl: fake.url }),
+        baseUrl: fake.url,
+        host: 'here',
+        isAlive: (pid) => pid === 4343,
+        isStopped: (pid) => pid === 4343,
+      },
+      { pollMs: 20, heartbeatMs: 50 },
+    );
+    // the killed run's 2 and the 2 pending went in a batch; the stopped run's 2 are still its own
+    expect(summary).toMatchObject({ done: 4, remaining: 2 });
+    const held = (await jobs(store)).filter((j) => j.state === 'running');
+    expect(held.map((j) => j.leaseOwner)).toEqual(['stopped', 'stopped']);
+  });
+
   it('a create refused for too many enqueued tokens waits and submits again; a refused key stops the run with nothing used up', async () => {
     const { fake, lane } = await setup(3);
     fake.batches.script(
