@@ -344,6 +344,11 @@ describe('llmq run --budget', () => {
     const text = (await runCli(['status', '--db', db])).stdout.replace(/\n {4}/g, ' ');
     expect(text).toMatch(/ended .* ago \(budget: --budget-total\)/);
     expect(text).toContain("the last run stopped at the queue's --budget-total of $0.15; raise it to go on");
+    // with what its runs committed against it: the new amount is chosen from there
+    const said = /\(its runs have committed \$([\d.]+) of it: answers, and tries that may be billed\)/.exec(text);
+    expect(said, text).not.toBeNull();
+    expect(Number(said![1])).toBeGreaterThan(0);
+    expect(Number(said![1])).toBeLessThanOrEqual(0.15);
     expect(text).toMatch(/llmq run --base-url \S+ --budget-total USD --price 1000,1000 --db/);
     expect(JSON.parse((await runCli(['status', '--json', '--db', db])).stdout).lastRun.budgetReached).toBe('total');
     // retry-failed proposes the same

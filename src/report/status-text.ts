@@ -222,8 +222,12 @@ export function renderStatus(
     ].filter(Boolean);
     // the same --budget-total again would stop at once: the proposal leaves its amount to the user
     const spentTotal = last?.budgetReached === 'total' ? last.spendFlags.budgetTotal : null;
-    if (spentTotal !== null)
+    if (spentTotal !== null) {
+      // what the budget counts (answers, reservations, tries that may be billed): the new amount is chosen against it
+      const committed = r.cost.byRun.reduce((sum, run) => sum + run.spentUsd + run.reservedUsd + run.mayBeBilledUsd, 0);
       lines.push(p.dim(`  the last run stopped at the queue's --budget-total of ${usd(spentTotal)}; raise it to go on`));
+      lines.push(p.dim(`  (its runs have committed ${usd(committed)} of it: answers, and tries that may be billed)`));
+    }
     // the same --budget again would stop at once, or after a request or two, when one request's worst case is more than it holds
     const ownTooSmall = last?.budgetReached === 'run' && last.budgetTooSmall ? last.spendFlags.budget : null;
     if (ownTooSmall !== null)
