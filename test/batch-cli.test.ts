@@ -192,7 +192,10 @@ describe('llmq run --via batch (child processes)', () => {
     const cancel = await runCli(['batches', 'cancel', '--db', db, '--json']);
     expect(cancel.code, cancel.stderr).toBe(0);
     expect(JSON.parse(cancel.stdout)).toEqual({ cancelled: ['batch_fake1'], unknown: [] });
-    expect(cancel.stderr).toContain(`Run llmq run --via batch --base-url ${fake.url} --db ${db} to collect`);
+    // the run it names collects, and sends the rest again: said, for a cancel meant to stop spending
+    expect(cancel.stderr).toContain(
+      `llmq run --via batch --base-url ${fake.url} --db ${db} collects what was answered and puts the rest back to pending, then sends those again in new batches`,
+    );
     expect(fake.batches.batches.get('batch_fake1')!.status).toBe('cancelled');
     // status says so at once, not the status of the last poll
     expect((await runCli(['status', '--db', db])).stdout).toMatch(/batch_fake1 {2}cancelled {2}4 jobs/);
@@ -276,7 +279,7 @@ describe('llmq run --via batch (child processes)', () => {
     expect(JSON.parse(forget.stdout)).toEqual({ forgotten: 'batch_fake1', requeued: 4 });
     // to the batch's endpoint: a bare llmq run would send them to OpenAI
     expect(forget.stderr).toContain(
-      `Forgot batch_fake1: 4 jobs back to pending; llmq run --base-url ${fake.url} --db ${db} sends them there (or to the endpoint that took its place, by its --base-url).`,
+      `Forgot batch_fake1: 4 jobs back to pending; llmq run --via batch --base-url ${fake.url} --db ${db} sends them there (or to the endpoint that took its place, by its --base-url).`,
     );
     expect(forget.stderr).toContain(
       `If the batch still runs at ${fake.url} (it was sent with the API key ending in …wxyz), it is billed there as well.`,

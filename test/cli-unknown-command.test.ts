@@ -49,9 +49,11 @@ describe('an unknown command', () => {
     expect(provider.code).toBe(1);
     expect(provider.stderr).toContain("error: unknown option '--provider'");
     expect(provider.stderr).toContain(
-      '--provider belongs to llmq run: enqueue only queues the documents, and a run sends them (llmq enqueue docs/, then llmq run --provider ...)',
+      '--provider belongs to llmq run: enqueue only queues the documents, and a run sends them (llmq enqueue docs/, then llmq run --provider mock)',
     );
-    expect((await runCli(['enqueue', 'notes/', '--concurrency=4'])).stderr).toContain('--concurrency belongs to llmq run');
+    expect((await runCli(['enqueue', 'notes/', '--concurrency=4'])).stderr).toContain('then llmq run --concurrency 4)');
+    expect((await runCli(['enqueue', 'notes/', '--rpm'])).stderr).toContain('then llmq run --rpm ...)');
+    expect((await runCli(['enqueue', 'notes/', '--prompt-file', 'p.txt'])).stderr).toContain('--prompt @prompt.txt');
     // run takes them: nothing is added to its own errors
     expect((await runCli(['run', '--provider', 'nope'])).stderr).not.toContain('belongs to');
     const template = await runCli(['enqueue', 'notes/', '--template', 'x']);

@@ -80,6 +80,12 @@ describe.skipIf(process.platform !== 'linux')('a run whose queue has jobs held b
     expect(status.stdout).not.toContain('probably died');
     // nor is a run proposed for them: it would leave them be
     expect(status.stdout).not.toContain('a stopped run left running');
+    // heard from 30 s ago, it is still counted live: shown with no rate or ETA, as it sends nothing
+    await store.heartbeat('run-stopped', Date.now() - 30_000, Date.now() - 1, { jobsPerSecond: 3 } as never);
+    const live = (await runCli(['status', '--db', db])).stdout;
+    expect(live).toMatch(/^running {3}run-stop .* for \S+\n/m);
+    expect(live).not.toMatch(/run-stop.*(jobs\/s|ETA)/);
+    expect(live).toContain(`pid ${stopped.pid} is stopped (Ctrl-Z)`);
     // nor does estimate count them to send
     const estimate = await runCli(['estimate', '--db', db]);
     expect(estimate.stdout).toContain(': 0 jobs to send\n  5 more are held by a live run, a run stopped here, or a batch at the provider');

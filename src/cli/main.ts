@@ -24,7 +24,17 @@ const OTHER_NAMES: Readonly<Record<string, string>> = {
   '--template':
     "llmq enqueue's --prompt is the template: --prompt @prompt.txt, with {{text}}, {{id}}, {{path}} and {{meta.FIELD}} filled in",
   '--system-prompt': 'llmq enqueue takes it as --system (text, or @file)',
+  '--prompt-file': 'llmq enqueue takes a file as --prompt @prompt.txt (and --system @system.txt)',
 };
+
+/** The value given to `flag` on the command line (`--flag value` or `--flag=value`), if one is there. */
+function valueOf(argv: readonly string[], flag: string): string | undefined {
+  const at = argv.findIndex((a) => a === flag || a.startsWith(`${flag}=`));
+  if (at === -1) return undefined;
+  if (argv[at]!.startsWith(`${flag}=`)) return argv[at]!.slice(flag.length + 1);
+  const next = argv[at + 1];
+  return next !== undefined && !next.startsWith('-') ? next : undefined;
+}
 
 /**
  * The one place errors become exit codes: an LlmqError prints its message, a commander error has
@@ -54,7 +64,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       // `llmq enqueue docs/ --provider mock`: enqueue only queues; the sending is a run's
       if (error.code === 'commander.unknownOption' && flag && SENDING_FLAGS.has(flag) && argv[2] === 'enqueue')
         whileReaderPresent(process.stderr).write(
-          `${flag} belongs to llmq run: enqueue only queues the documents, and a run sends them (llmq enqueue docs/, then llmq run ${flag} ...).\n`,
+          `${flag} belongs to llmq run: enqueue only queues the documents, and a run sends them (llmq enqueue docs/, then llmq run ${flag} ${valueOf(argv, flag) ?? '...'}).\n`,
         );
       if (error.code === 'commander.unknownOption' && flag && OTHER_NAMES[flag])
         whileReaderPresent(process.stderr).write(`${OTHER_NAMES[flag]}.\n`);

@@ -138,9 +138,10 @@ export function renderStatus(
   const stale = r.activeRuns.filter((x) => !x.live);
   if (live.length || stale.length || r.lastRun) lines.push('');
   for (const run of live) {
-    const eta = live.length === 1 && !run.pidGoneHere ? ` · ETA ${duration(r.etaSeconds)}` : '';
-    // its last rate is not what it sends now: it most likely sends nothing
-    const pace = run.pidGoneHere ? '' : ` · ${rate(run.recentJobsPerSecond)} jobs/s`;
+    // its last rate is not what it sends now: gone, it most likely sends nothing; stopped, nothing at all
+    const still = run.pidGoneHere || run.stoppedHere;
+    const eta = live.length === 1 && !still ? ` · ETA ${duration(r.etaSeconds)}` : '';
+    const pace = still ? '' : ` · ${rate(run.recentJobsPerSecond)} jobs/s`;
     lines.push(`${p.cyan('running')}   ${runName(run)} for ${duration(run.wallSeconds)}${pace}${eta}`);
     // A run that stopped beating a while ago (killed on another machine, whose process cannot be
     // checked from here) still counts as running until STALE_RUN_MS; its rate and ETA are its last

@@ -47,8 +47,9 @@ Examples:
     .addHelpText(
       'after',
       `
-Answers given before the cancel are kept: the next llmq run --via batch stores them and puts the
-other jobs back to pending.
+Answers given before the cancel are kept: the next llmq run --via batch stores them, puts the
+other jobs back to pending, and sends those again in new batches (a run sends pending jobs). Until
+a run does, nothing more is spent.
 
 Examples:
   $ llmq batches cancel                 # every live batch of this queue
@@ -150,7 +151,7 @@ async function forgetCommand(id: string, flags: { db?: string; json?: boolean })
         : ` If the batch still runs at ${batch.baseUrl} (it was sent${sentWith || ' without a key'}), it is billed there as well.`;
     process.stderr.write(
       // to the endpoint the batch went to: a bare llmq run may send them elsewhere (to OpenAI, billed)
-      `Forgot ${name}: ${requeued} ${requeued === 1 ? 'job' : 'jobs'} back to pending; llmq run${runArgumentsOfEndpoint(batch.baseUrl)}${dbArgument(flags.db)} sends them${batch.baseUrl === MOCK_BASE_URL ? '' : ' there (or to the endpoint that took its place, by its --base-url)'}.${stillBilled}\n`,
+      `Forgot ${name}: ${requeued} ${requeued === 1 ? 'job' : 'jobs'} back to pending; llmq run --via batch${runArgumentsOfEndpoint(batch.baseUrl)}${dbArgument(flags.db)} sends them${batch.baseUrl === MOCK_BASE_URL ? '' : ' there (or to the endpoint that took its place, by its --base-url)'}.${stillBilled}\n`,
     );
   } finally {
     await store.close();
@@ -219,7 +220,9 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
     const said: string[] = [];
     if (cancelled.length > 0) {
       said.push(
-        `Asked the provider to cancel ${cancelled.join(', ')}. Run ${collect(cancelled)} to collect what was answered; the rest goes back to pending.`,
+        // the run that collects them also sends the rest in new batches: said, for a cancel meant to stop spending
+        `Asked the provider to cancel ${cancelled.join(', ')}. ${collect(cancelled)} collects what was answered and puts the rest ` +
+          'back to pending, then sends those again in new batches; until a run does, nothing more is spent.',
       );
     }
     // a 404 from an endpoint named here, not the one a batch went to, says nothing of that batch
