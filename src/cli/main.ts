@@ -28,7 +28,7 @@ const OTHER_NAMES: Readonly<Record<string, string>> = {
 };
 
 /** The value given to `flag` on the command line (`--flag value` or `--flag=value`), if one is there. */
-function valueOf(argv: readonly string[], flag: string): string | undefined {
+function flagValue(argv: readonly string[], flag: string): string | undefined {
   const at = argv.findIndex((a) => a === flag || a.startsWith(`${flag}=`));
   if (at === -1) return undefined;
   if (argv[at]!.startsWith(`${flag}=`)) return argv[at]!.slice(flag.length + 1);
@@ -64,7 +64,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       // `llmq enqueue docs/ --provider mock`: enqueue only queues; the sending is a run's
       if (error.code === 'commander.unknownOption' && flag && SENDING_FLAGS.has(flag) && argv[2] === 'enqueue')
         whileReaderPresent(process.stderr).write(
-          `${flag} belongs to llmq run: enqueue only queues the documents, and a run sends them (llmq enqueue docs/, then llmq run ${flag} ${valueOf(argv, flag) ?? '...'}).\n`,
+          `${flag} belongs to llmq run: enqueue only queues the documents, and a run sends them (llmq enqueue docs/, then llmq run ${flag} ${flagValue(argv, flag) ?? '...'}).\n`,
         );
       if (error.code === 'commander.unknownOption' && flag && OTHER_NAMES[flag])
         whileReaderPresent(process.stderr).write(`${OTHER_NAMES[flag]}.\n`);
