@@ -1,4 +1,5 @@
 import { MOCK_BASE_URL } from './mock-base-url.js';
+import { count } from './report/format.js';
 import type { BatchRow } from './store/batches.js';
 
 // Which batches out wait for a run --via batch: what `llmq run`'s summary, `status` and the
@@ -38,4 +39,9 @@ export function collectedByLiveRun(baseUrl: string, live: ReadonlyArray<{ readon
   return live.some(
     (run) => (run.via === 'batch' || run.via === 'auto') && (run.baseUrl === null || run.baseUrl === undefined || run.baseUrl === baseUrl),
   );
+}
+
+/** How `status` and `llmq batches` head the command that collects an endpoint's batches no run is collecting. */
+export function uncollectedLabel(jobs: number): string {
+  return `to collect the ${count(jobs, 'job')} in batches no run is collecting:`;
 }

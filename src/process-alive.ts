@@ -31,8 +31,8 @@ function isZombie(pid: number): boolean {
 
 /**
  * True while the process is stopped by a signal (T: Ctrl-Z, SIGSTOP) or a debugger (t): alive, its
- * heartbeat silent, and it goes on where it was when continued (`fg`), sending what it holds. Its
- * jobs taken back meanwhile would be sent twice. Unknown (no /proc, or not shown): false.
+ * heartbeat silent, and it goes on where it was when continued (`fg`), its requests out answered to
+ * it. Its jobs taken back meanwhile would be sent twice. Unknown (no /proc, or not shown): false.
  */
 export function isProcessStopped(pid: number): boolean {
   const state = procState(pid);
@@ -56,7 +56,7 @@ export function isRunProcessStopped(pid: number, runStartedAt: number): boolean 
  * the boot time); null where /proc does not tell. Tells a run's own process from a later one that
  * took its pid.
  */
-export function processStartedAt(pid: number): number | null {
+function processStartedAt(pid: number): number | null {
   const fields = procFields(pid);
   const ticks = Number(fields?.[19]);
   const boot = bootTimeMs();

@@ -140,6 +140,14 @@ export function estimateArgumentsOfRun(options: StoredRunOptions): string {
   );
 }
 
+/**
+ * What a run stores of its --base-url for the commands proposed after it (`StoredRunOptions.endpoint`):
+ * the URL as a command shows it, api-version kept. Nothing for the mock, or when no flag named it.
+ */
+export function endpointOption(flags: { readonly provider?: string; readonly baseUrl?: string }): { endpoint?: string } {
+  return flags.baseUrl !== undefined && flags.provider !== 'mock' ? { endpoint: redactUrlQuery(flags.baseUrl) } : {};
+}
+
 /** ` --provider mock` (with its latency), or the endpoint a run sent to when not OpenAI's. */
 function endpointOfRun(options: StoredRunOptions): string {
   if (options?.provider === 'mock') return runArguments({ ...options, provider: 'mock' });

@@ -61,7 +61,7 @@ export interface RunsGoneHere {
   readonly dead: ReadonlySet<string>;
   readonly pidGone: ReadonlySet<string>;
   /** Runs here whose process is stopped (Ctrl-Z, `goneOwners`' suspended): they keep their jobs. */
-  readonly stopped?: ReadonlySet<string>;
+  readonly stopped: ReadonlySet<string>;
 }
 
 export interface ModelCost {

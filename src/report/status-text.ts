@@ -16,7 +16,7 @@ import {
 import { diedRun, type RunCost, type RunReport, type StatusReport } from './status.js';
 import { refusedAsSent, refusedCount } from './refused.js';
 import { runMayBeBilled } from './status-cost.js';
-import { collectedByLiveRun } from '../batches-uncollected.js';
+import { collectedByLiveRun, uncollectedLabel } from '../batches-uncollected.js';
 
 /** A live run silent this long is said to be: five heartbeats at the default 2 s. */
 const QUIET_NOTED_MS = 10_000;
@@ -248,8 +248,7 @@ export function renderStatus(
   const uncollected = batches.uncollected.filter((u) => !collectedByLiveRun(u.baseUrl, live));
   if (uncollected.length > 0) {
     lines.push('');
-    for (const u of uncollected)
-      for (const l of hint(`to collect the ${count(u.jobs, 'job')} in batches no run is collecting:`, u.command)) lines.push(p.dim(l));
+    for (const u of uncollected) for (const l of hint(uncollectedLabel(u.jobs), u.command)) lines.push(p.dim(l));
   }
   return lines.join('\n') + '\n';
 }

@@ -253,7 +253,7 @@ export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunRepor
     live,
     gone: r.endedAt === null && (here?.dead.has(r.id) ?? false),
     pidGoneHere: live && (here?.pidGone.has(r.id) ?? false),
-    stoppedHere: here?.stopped?.has(r.id) ?? false,
+    stoppedHere: here?.stopped.has(r.id) ?? false,
     wallSeconds,
     done,
     failed: st?.failed ?? 0,

@@ -87,7 +87,7 @@ async function listCommand(flags: { db?: string; json?: boolean }): Promise<void
     { buildBatchesReport, readBatchRows, renderBatches },
     { colorsFor, info },
     { deadRunsHere, workingRuns },
-    { collectedByLiveRun },
+    { collectedByLiveRun, uncollectedLabel },
     { collectCommand, dbArgument },
   ] = await Promise.all([
     import('../../store/open-store.js'),
@@ -111,11 +111,7 @@ async function listCommand(flags: { db?: string; json?: boolean }): Promise<void
       // as status says it: the rows say "the next llmq run --via batch", this names the one that reaches them
       const live = workingRuns(runs, now).map((r) => ({ via: r.options.via, baseUrl: r.options.baseUrl ?? null }));
       for (const u of report.uncollected.filter((u) => !collectedByLiveRun(u.baseUrl, live)))
-        process.stdout.write(
-          paint.dim(
-            `to collect the ${u.jobs === 1 ? '1 job' : `${u.jobs} jobs`} in batches no run is collecting: ${collectCommand(u.baseUrl)}${dbArgument(flags.db)}\n`,
-          ),
-        );
+        process.stdout.write(paint.dim(`${uncollectedLabel(u.jobs)} ${collectCommand(u.baseUrl)}${dbArgument(flags.db)}\n`));
     }
   } finally {
     await store.close();

@@ -121,7 +121,7 @@ export async function estimateCommand(
       latencyMs: flags.provider === 'mock' ? flags.mockLatency : undefined,
       mockAnswersBefore,
       // a run stopped here with Ctrl-Z keeps its jobs past their leases: a run would not send them
-      spared: [...(runsGoneHere(await store.activeRuns(), Date.now()).stopped ?? [])],
+      spared: [...runsGoneHere(await store.activeRuns(), Date.now()).stopped],
       onProgress: (looked, of) => line.update(() => `counting prompts: ${int(looked)} of ${int(of)} jobs`),
     });
     line.done();

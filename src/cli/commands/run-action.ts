@@ -11,7 +11,7 @@ import { warn } from '../output.js';
 import { int, usd, usdApart } from '../../report/format.js';
 import { priceTableFrom, pricesOfRun } from './price-options.js';
 import { whileReaderPresent } from '../reader-gone.js';
-import { dbArgument, limitArguments, moneyArguments, runArguments } from '../again.js';
+import { dbArgument, endpointOption, limitArguments, moneyArguments, runArguments } from '../again.js';
 import { refuseMockFlags } from '../mock-latency-option.js';
 import { exitOnStopSignals, watchRunStop } from '../run-stop.js';
 import { alertTarget, hookReportLine } from '../hook-flags.js';
@@ -175,7 +175,7 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
           sharedPace: boards !== undefined,
           // the endpoint as a proposed command shows it (runArgumentsOfRun): the provider's name drops its query, and
           // Azure's api-version with it
-          ...(flags.baseUrl !== undefined && flags.provider !== 'mock' ? { endpoint: redactUrlQuery(flags.baseUrl) } : {}),
+          ...endpointOption(flags),
           // what `llmq status` suggests after a mock run (runArgumentsOfRun) paces as this one
           ...(flags.provider === 'mock' ? { mockLatency: flags.mockLatency } : {}),
           ...pricesOfRun(flags),

@@ -7,7 +7,7 @@ import { info, warn } from '../output.js';
 import { failedLines, incompleteText } from '../progress/lines.js';
 import { takeBackMockAnswers } from '../mock-answers.js';
 import { whileReaderPresent } from '../reader-gone.js';
-import { collectCommand, dbArgument, limitArguments, moneyArguments, runArguments, runArgumentsOfEndpoint } from '../again.js';
+import { collectCommand, dbArgument, endpointOption, runArguments, runArgumentsOfEndpoint, runArgumentsOfRun } from '../again.js';
 import { watchRunStop } from '../run-stop.js';
 import { crashAtFromEnv } from '../crash-at.js';
 import { priceTableFrom, pricesOfRun, type PriceFlags } from './price-options.js';
@@ -70,6 +70,22 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
     const line = flags.json ? JSON.stringify({ event: `batch:${event.type}`, ...event }) : describe(event, flags.db);
     if (line) out.write(line + '\n');
   };
+  // named as an online run's provider is, so the command proposed after it goes to the same place
+  const options = {
+    via: 'batch',
+    provider: flags.provider === 'mock' ? 'mock' : openAiProviderName(baseUrl),
+    // whose batches it collects: status tells the batches of another endpoint apart
+    baseUrl,
+    ...endpointOption(flags),
+    batchSize: flags.batchSize,
+    poll: flags.poll,
+    wait: flags.wait,
+    // what a run proposed after it (runArgumentsOfRun) fails and waits as this one: a job is given up after
+    // as many tries, and the mock's batches take 5 x --mock-latency
+    maxAttempts: flags.maxAttempts,
+    ...(flags.provider === 'mock' ? { mockLatency: flags.mockLatency } : {}),
+    ...pricesOfRun(flags),
+  };
   const stopping = watchRunStop(flags.grace * 1000, () => {});
   try {
     const summary = await runBatchLane(
@@ -83,20 +99,7 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
         emit: say,
         stopSignal: stopping.stopSignal,
         crashAt: crashAtFromEnv(process.env),
-        // named as an online run's provider is, so the command proposed after it goes to the same place
-        describe: {
-          provider: flags.provider === 'mock' ? 'mock' : openAiProviderName(baseUrl),
-          // whose batches it collects: status tells the batches of another endpoint apart
-          baseUrl,
-          batchSize: flags.batchSize,
-          poll: flags.poll,
-          wait: flags.wait,
-          // what a run proposed after it (runArgumentsOfRun) fails and waits as this one: a job is given up after
-          // as many tries, and the mock's batches take 5 x --mock-latency
-          maxAttempts: flags.maxAttempts,
-          ...(flags.provider === 'mock' ? { mockLatency: flags.mockLatency } : {}),
-          ...pricesOfRun(flags),
-        },
+        describe: options,
       },
       {
         batchSize: flags.batchSize,
@@ -127,9 +130,8 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
       // as an online run ends (exit 2): where to see why, and the batch run that tries them again;
       // --via auto goes on online, whose own end says it
       if (flags.until === undefined) {
-        // as status proposes it after this run (runArgumentsOfRun): its endpoint, tries and prices
-        const runAgain = ` --via batch${runArguments(flags)}${limitArguments({ maxAttempts: flags.maxAttempts })}${moneyArguments({ price: flags.price, prices: flags.prices })}`;
-        for (const line of failedLines(summary, NO_PAINT, dbArgument(flags.db), runAgain)) info(line);
+        // the run status proposes after this one, from what this one stores: its lane, endpoint, tries and prices
+        for (const line of failedLines(summary, NO_PAINT, dbArgument(flags.db), runArgumentsOfRun(options))) info(line);
       }
       // --no-wait ends as soon as its batches are out: say where their answers will come from
       if (!flags.wait && summary.remaining > 0 && summary.reason === 'drained') {
