@@ -81,6 +81,10 @@ describe("a run's count of what it has to do", () => {
     // every progress snapshot counted at least what it had done
     expect(progress.length).toBeGreaterThan(0);
     for (const p of progress) expect(p.total).toBeGreaterThanOrEqual(p.done + p.failed);
+    // and the four it waited for, from the start: its bar stood at 2/2 100% for seconds, then went back to 2/6
+    const waiting = progress.filter((p) => p.done === 2);
+    expect(waiting.length).toBeGreaterThan(0);
+    for (const p of progress) expect(p.total).toBe(6);
   }, 20_000);
 
   it('says how many of its jobs it took back from a run known dead as it started (they count in its total)', async () => {

@@ -78,6 +78,11 @@ export class Run {
   #claimed = 0;
   /** Jobs the claims found with every attempt used, failed there (`ClaimResult.exhausted`). */
   #exhausted = 0;
+  /**
+   * Jobs a dying or silent run held as this one started, counted in its progress's total while it
+   * waits for them: a resumed run's bar stood at 100% for seconds, then jumped back (7/7 to 11/14).
+   */
+  #mayComeBack = 0;
   /** The last claim of every model came back short: the queue has nothing more for this run now. */
   #queueEmpty = false;
   /** Set when room opens in hand (a job finished or began backing off); the loop waits on it instead of polling. */
@@ -211,6 +216,7 @@ export class Run {
     c.total = Math.min(this.#limit, before.counts.pending);
     const dyingMayHold = comingBack === 'dying' ? before.counts.running : 0;
     const silentMayHold = comingBack === 'silent' ? before.counts.running : 0;
+    this.#mayComeBack = dyingMayHold + silentMayHold;
     await this.#store.startRun({
       id: this.#id,
       host: this.#host,
@@ -240,6 +246,8 @@ export class Run {
     // then give each paced model its own share from the first (Lanes.claimPlan), whatever the order
     // of the queue. A model enqueued while the run works opens its lane with its first job.
     for (const m of before.byModel) if (m.pending > 0) this.#lanes.get(m.model);
+    // the start line says them apart (run:start); the bar counts them from here
+    c.total = Math.min(this.#limit, before.counts.pending + this.#mayComeBack);
     this.#timers.push(setInterval(() => this.#beat(), this.#heartbeatMs));
     // two early beats store the first requests out (inFlight) within a second: a run killed before
     // its first regular beat left no count of what may be billed
@@ -366,7 +374,7 @@ export class Run {
     // is what it holds (runs sharing the queue took the rest of what it counted at the start: its
     // bar stood at 35% while it waited on one retry, then jumped to 100%).
     const short = skipModels.length === 0 && got.jobs.length + got.exhausted < limit;
-    if (short) this.#counters.total = this.#claimed + this.#exhausted;
+    if (short) this.#counters.total = Math.min(this.#limit, this.#claimed + this.#exhausted + this.#mayComeBack);
     // jobs found by a claim that skipped some models say the queue has more again (handed back, enqueued)
     if (skipModels.length === 0) this.#queueEmpty = short;
     else if (got.jobs.length > 0) this.#queueEmpty = false;
@@ -472,11 +480,6 @@ export class Run {
   }
 
   /**
-   * Take back expired leases and the jobs of runs on this host that died. Says whether jobs may come
-   * back soon: a run here is dying (`dying`: seconds), or one anywhere stopped heartbeating (`silent`:
-   * when its leases run out), else null.
-   */
-  /**
    * Hand back the jobs of runs known dead (`takenBack`: how many, with those of a batch they never
    * uploaded); `comingBack`: whether a dying or silent run may still hold some.
    */
@@ -501,10 +504,12 @@ export class Run {
       suspended.map((r) => r.id),
     );
     this.#tellSuspended(suspended);
-    if (dying.length > 0) return { comingBack: 'dying', takenBack };
     // the dead ones' jobs are back already; a suspended run's come back only when it is continued or ended
     const silent = silentOwners(runs, self, this.#leaseMs).some((id) => !dead.includes(id) && !suspended.some((r) => r.id === id));
-    return { comingBack: silent ? 'silent' : null, takenBack };
+    const comingBack = dying.length > 0 ? 'dying' : silent ? 'silent' : null;
+    // those back are pending now, counted as they are claimed
+    this.#mayComeBack = comingBack === null ? 0 : Math.max(0, this.#mayComeBack - takenBack);
+    return { comingBack, takenBack };
   }
 
   /** The suspended runs told of (`#tellSuspended`), by id. */
