@@ -469,19 +469,36 @@ describe('rate governor', () => {
     await store.close();
   });
 
-  it('a 403 after the key has worked fails that job alone; three in a row stop the run', async () => {
+  it('a 403 after the key has worked fails that job alone, refused twice; three in a row stop the run and fail none', async () => {
     const { fake, store } = await setup({ latencyMs: 1 });
     const keys = await seedJobs(store, 8);
     fake.respond((r) => (r.key === keys[3] ? reply.error(403, 'This model is not available to your organization.') : undefined));
     const one = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 1 });
     expect(one).toMatchObject({ reason: 'drained', done: 7, failed: 1 });
+    // tried once more, its attempt given back: the first refusal might have been a key being revoked
+    expect(fake.requests.filter((r) => r.key === keys[3])).toHaveLength(2);
 
+    // a key revoked mid-run, refused with no code that says so: the jobs refused stay pending for the mended key
     await seedModel(store, 'gpt-4o-mini', 10, 'later');
-    fake.respond((r) => (r.body.includes('later') && !r.body.includes('later 0') ? reply.unauthorized() : undefined));
+    fake.respond((r) => (r.body.includes('later') && !r.body.includes('later 0') ? reply.error(403, 'Forbidden') : undefined));
     const two = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 1 });
     expect(two.reason).toBe('fatal');
     expect(two.fatal?.reason).toBe('auth');
-    expect(two.failed).toBe(2); // the first two 401s failed their jobs; the third stopped the run
+    expect(two.failed).toBe(0);
+    expect((await store.status()).counts).toMatchObject({ done: 8, failed: 1, pending: 9, running: 0 });
+    await store.close();
+  });
+
+  it('a 401 invalid_api_key after the key has worked stops the run at once, no job failed', async () => {
+    const { fake, store } = await setup({ latencyMs: 1 });
+    await seedJobs(store, 6);
+    let answered = 0;
+    fake.respond(() => (answered++ < 2 ? undefined : reply.unauthorized()));
+    const summary = await runQueue({ store, provider: provider(fake) }, { ...fast, concurrency: 1 });
+    expect(summary).toMatchObject({ reason: 'fatal', done: 2, failed: 0 });
+    // the first refusal stops it (one more may have gone out as it did): not three in a row
+    expect(fake.received).toBeLessThanOrEqual(4);
+    expect((await store.status()).counts).toMatchObject({ done: 2, pending: 4, failed: 0 });
     await store.close();
   });
 

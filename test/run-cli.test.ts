@@ -227,14 +227,18 @@ describe('llmq run (child processes)', () => {
     expect(dump).not.toContain('sk-live-SECRET-123');
   });
 
-  it('a key refused after it worked: the jobs it failed before the run stopped are said, not "no job failed"', async () => {
+  it('a key refused after it worked: the jobs that failed before the run stopped are said, not "no job failed"', async () => {
     const { fake, db } = await setup(6, 0);
-    let answered = 0;
-    fake.respond(() => (answered++ === 0 ? undefined : reply.unauthorized()));
+    let sent = 0;
+    fake.respond(() => {
+      sent++;
+      return sent === 1 ? undefined : sent <= 3 ? reply.badRequest('bad thing') : reply.unauthorized();
+    });
     const r = await runCli(['run', '--db', db, '--base-url', fake.url, '-c', '1', '--progress', 'none']);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('2 jobs failed in this run before it (llmq status says why; llmq retry-failed puts them back)');
     expect(r.stderr).not.toContain('No job failed');
+    // the job refused for the key is not failed: it waits for the mended key
     expect((await states(db)).map((j) => j.state).sort()).toEqual(['done', 'failed', 'failed', 'pending', 'pending', 'pending']);
     // status says what stopped it, after the run's own output is gone
     const status = await runCli(['status', '--db', db]);

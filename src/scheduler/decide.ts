@@ -14,6 +14,8 @@ export interface FailureFacts {
     readonly reason: FailureReason;
     readonly status: number | null;
     readonly message: string;
+    /** The provider's error code (`invalid_api_key`), when its answer gave one. */
+    readonly code?: string | null;
   };
   /** The job's attempt number of this try; `maxAttempts` is the most it may use. */
   readonly attempt: number;
@@ -29,6 +31,8 @@ export interface FailureFacts {
   readonly earlyParameterRefusals: number;
   /** 401/403 in a row (no answer between them), this one included. */
   readonly authInARow: number;
+  /** 401/403 of this job in this run, this one included. */
+  readonly ownAuthRefusals: number;
   /**
    * For outage-type failures (network, 5xx, timeout): the breaker is open or this failure opened
    * it, so the failure is the provider's, not the job's.
@@ -82,10 +86,15 @@ export function decide(f: FailureFacts): Decision {
   const { error } = f;
   if (error.reason === 'quota') return { kind: 'stop' };
   if (error.reason === 'auth') {
-    // A key that never worked is wrong for every job; one that worked and is refused for one job
-    // is that job's (a per-model permission); three in a row is the key again (revoked).
-    if (!f.answered || f.authInARow >= RUN_FATAL_IN_A_ROW) return { kind: 'stop' };
-    return { kind: 'fail', message: error.message };
+    // A key that never worked is wrong for every job, and one the provider calls invalid is too;
+    // three refusals in a row are the key again (revoked mid-run).
+    if (!f.answered || error.code === 'invalid_api_key' || f.authInARow >= RUN_FATAL_IN_A_ROW) return { kind: 'stop' };
+    // One that worked and is refused for one job may be that job's (a model the key may not use)
+    // or the first sign of a revoked key: the job tries again, its attempt given back, and fails
+    // when refused again while others are answered. Failing it at once left the jobs in flight as
+    // a key was revoked failed, to be sent again only by retry-failed once the key was mended.
+    if (f.ownAuthRefusals >= 2) return { kind: 'fail', message: error.message };
+    return { kind: 'retry', delayMs: backoffMs(f), counted: false };
   }
   if (error.status === 404 && !f.answered) {
     // Three different jobs in a row before any answer: the endpoint or the model is wrong.

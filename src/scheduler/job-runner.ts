@@ -81,6 +81,8 @@ interface JobTally {
   uncountedOutages: number;
   /** When the first of them happened (ms epoch). */
   firstUncountedAt: number;
+  /** 401/403 answers to its tries. */
+  authRefusals: number;
 }
 
 /**
@@ -101,7 +103,7 @@ export async function runJob(job: ClaimedJob, ctx: JobContext): Promise<JobOutco
 
 class JobRun {
   #attempt: number;
-  readonly #tally: JobTally = { uncountedOutages: 0, firstUncountedAt: 0 };
+  readonly #tally: JobTally = { uncountedOutages: 0, firstUncountedAt: 0, authRefusals: 0 };
   #tokens: { prompt: number; weight: number } | null = null;
   /** Tries of this job cut by the timeout: a long document gets more time on each. */
   #timeouts = 0;
@@ -368,7 +370,10 @@ class JobRun {
       earlyRefusals = (c.earlyRefusals.get(which) ?? 0) + 1;
       c.earlyRefusals.set(which, earlyRefusals);
     }
-    if (error.reason === 'auth') c.authInARow++;
+    if (error.reason === 'auth') {
+      c.authInARow++;
+      tally.authRefusals++;
+    }
     if (error.reason === 'timeout') this.#timeouts++;
     const outageType = error.reason === 'network' || error.reason === 'server' || error.reason === 'timeout';
     // Refused or unresolvable: nobody is listening, the request never reached the provider.
@@ -398,6 +403,7 @@ class JobRun {
       early404s: c.early404s,
       earlyParameterRefusals: earlyRefusals,
       authInARow: c.authInARow,
+      ownAuthRefusals: tally.authRefusals,
       outage,
       uncountedOutages: tally.uncountedOutages,
       providerUpSince: tally.uncountedOutages > 0 && ctx.breaker.lastSuccessAt > tally.firstUncountedAt,

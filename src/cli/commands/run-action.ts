@@ -308,8 +308,8 @@ function isModelNotFound(fatal: Fatal): boolean {
 }
 
 /**
- * What to do after a run-fatal error. It failed no job; jobs this run failed before it (a 401 or
- * 403 after the key had worked fails the job alone, until three in a row stop the run) are said.
+ * What to do after a run-fatal error. It failed no job; jobs this run failed before it (a 403 after
+ * the key had worked, refused twice, fails the job alone; any 400) are said.
  * `pending`: the jobs left (`RunSummary.remaining`); `db`: what `llmq enqueue` needs to reach the queue (`dbArgument`).
  */
 function fixFor(fatal: Fatal, again: string, failedInRun: number, pending: number, db: string): string {
