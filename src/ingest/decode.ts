@@ -29,12 +29,23 @@ export function decodeUtf8(bytes: Uint8Array): string | null {
   }
 }
 
+/**
+ * Why a file's first bytes say it is no UTF-8 text at all, or null: UTF-16 (what some Windows
+ * editors and PowerShell's `>` save) or gzip. Said once for the file: read line by line, each of
+ * its lines was rejected as malformed, with a NUL in the message and no word of the encoding.
+ */
+export function encodingReason(head: Uint8Array): string | null {
+  // UTF-16 has NUL bytes in all its ASCII: its byte-order mark tells it from binary
+  if (utf16Bom(head)) return REASON_UTF16;
+  // gzip's magic number: a .jsonl.gz or .txt.gz given as it is, which says more than "binary"
+  if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) return REASON_GZIP;
+  return null;
+}
+
 /** A whole file as one document: its text, or why it is not one. */
 export function fileText(bytes: Uint8Array): { text: string } | { reason: string } {
-  // UTF-16 (what some Windows editors save) has NUL bytes in all its ASCII: its byte-order mark tells it from binary
-  if (utf16Bom(bytes)) return { reason: REASON_UTF16 };
-  // gzip's magic number: a .jsonl.gz or .txt.gz given as it is, which says more than "binary"
-  if (bytes.length >= 2 && bytes[0] === 0x1f && bytes[1] === 0x8b) return { reason: REASON_GZIP };
+  const encoding = encodingReason(bytes);
+  if (encoding !== null) return { reason: encoding };
   if (bytes.indexOf(0) !== -1) return { reason: REASON_BINARY };
   const text = decodeUtf8(bytes);
   if (text === null) return { reason: REASON_UTF8 };

@@ -1,6 +1,6 @@
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
-import { blankReason, isBlank } from './decode.js';
+import { blankReason, encodingReason, isBlank } from './decode.js';
 import { fieldList, likelyMeant } from './fields-it-has.js';
 import { nestsDeeperThan, reasonTooDeep } from './depth.js';
 import { namedSourceReason } from './file-kind.js';
@@ -73,8 +73,13 @@ export async function readJsonl(
     }
   };
   try {
+    const lines = await unlessWrongEncoding(input);
+    if (typeof lines === 'string') {
+      sink.add({ path, reason: lines });
+      return await flush();
+    }
     await splitLines(
-      input,
+      lines,
       options.maxDocBytes,
       {
         line: (text, no) => {
@@ -120,6 +125,28 @@ export async function readJsonl(
     sink.add({ path, reason: fsReason(error) + after });
     await sink.flush();
   }
+}
+
+/** The stream as it is, or why its first bytes say it is no UTF-8 text (`encodingReason`), the rest of it unread. */
+async function unlessWrongEncoding(input: AsyncIterable<Buffer | string>): Promise<AsyncIterable<Buffer | string> | string> {
+  const it = input[Symbol.asyncIterator]();
+  const first = await it.next();
+  if (first.done) return input;
+  const head = first.value;
+  const reason = typeof head === 'string' ? null : encodingReason(head);
+  if (reason !== null) {
+    await it.return?.();
+    return reason;
+  }
+  return (async function* () {
+    try {
+      yield head;
+      for (let next = await it.next(); !next.done; next = await it.next()) yield next.value;
+    } finally {
+      // a reader that stops early (StopReading) closes the file too
+      await it.return?.();
+    }
+  })();
 }
 
 /** The first line of a file that is one JSON document over many lines: what it is, and the conversion to JSON Lines. */

@@ -166,7 +166,7 @@ export function generate(dir: string, seed: number, maxDocBytes: number): Genera
   };
   jsonl('plain.jsonl', int(30, 80), '\n', false);
   jsonl('crlf-bom.ndjson', int(30, 80), '\r\n', true);
-  // UTF-16 with a BOM: every line is rejected (broken UTF-8 or stray NULs), none is enqueued.
+  // UTF-16 with a BOM: the file is rejected once for its encoding, none of its lines is enqueued.
   const u16Lines = int(3, 8);
   writeFileSync(
     join(dir, 'utf16.jsonl'),
@@ -175,7 +175,7 @@ export function generate(dir: string, seed: number, maxDocBytes: number): Genera
       Buffer.from(Array.from({ length: u16Lines }, (_, i) => JSON.stringify({ id: `u16-${i}`, text: 'hi' })).join('\n'), 'utf16le'),
     ]),
   );
-  for (let i = 1; i <= u16Lines; i++) bad.push(`utf16.jsonl:${i}`);
+  bad.push('utf16.jsonl');
   writeFileSync(join(dir, 'empty.jsonl'), '');
   const stdin = jsonl('-', int(20, 50), '\n', false);
   return { good, bad, stdin, sources: ['docs', 'plain.jsonl', 'crlf-bom.ndjson', 'utf16.jsonl', 'empty.jsonl', '-'] };

@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
+import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../src/request.js';
 import type { EnqueueResult, EnqueueRow, Store } from '../../src/store/types.js';
@@ -134,6 +135,27 @@ describe('enqueue JSONL', () => {
     const broken = join(dir, 'broken.jsonl');
     writeFileSync(broken, '{"id": "a", "text": "one"\n{"id": "b", "text": "two"}\n');
     expect((await run(tempStore(), [broken])).rejections[0]!.reason).not.toContain('jq');
+  });
+
+  it('says once that a file is UTF-16 or gzip, read no further, rather than rejecting each line as malformed', async () => {
+    const dir = tempDir();
+    const lines = '{"id":"a","text":"one"}\r\n{"id":"b","text":"two"}\r\n{"id":"c","text":"three"}\r\n';
+    // what PowerShell's > writes: UTF-16 little-endian with its byte-order mark, CRLF line ends
+    const utf16 = join(dir, 'windows.jsonl');
+    writeFileSync(utf16, Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(lines, 'utf16le')]));
+    const gz = join(dir, 'records.jsonl.gz');
+    writeFileSync(gz, gzipSync(lines));
+    const store = tempStore();
+    const s = await run(store, [utf16, gz, fixture('jsonl/reviews.jsonl')]);
+    expect(s.rejections.map((r) => [r.path, r.line, r.reason])).toEqual([
+      [utf16, undefined, 'UTF-16 text (save the file as UTF-8, e.g. with iconv -f UTF-16 -t UTF-8)'],
+      [gz, undefined, 'gzip-compressed (decompress it as it is read: zcat FILE | llmq enqueue -, or llmq enqueue <(zcat FILE))'],
+    ]);
+    // and the files after them are read
+    expect(s).toMatchObject({ rejected: 2, newItems: 6 });
+    // from stdin too
+    const piped = await run(tempStore(), ['-'], { stdin: Readable.from([Buffer.from(`\ufeff${lines}`, 'utf16le')]) });
+    expect(piped.rejections.map((r) => r.reason)).toEqual(['UTF-16 text (save the file as UTF-8, e.g. with iconv -f UTF-16 -t UTF-8)']);
   });
 
   it('an id of true or false is refused, as the message says: ids are strings or numbers', async () => {
