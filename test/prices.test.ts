@@ -119,6 +119,15 @@ describe('prices', () => {
     expect(() => parsePriceFile('[1,2]', 'f.json')).toThrow(/f\.json to be a JSON object.*got an array/);
     expect(() => parsePriceFile('{"m": [1]}', 'f.json')).toThrow(/price of "m" in f\.json.*\[1\]/);
     expect(() => parsePriceFile('{nope', 'f.json')).toThrow(/Expected f\.json to be JSON/);
+    // a hand-edited file's mistake, by line and column, on one line whichever way Node words it
+    const missingComma = '{\n  "gpt-4o": [2.5, 10],\n  "gpt-4o-mini": [0.15, 0.6]\n  "x": [1, 2]\n}\n';
+    expect(() => parsePriceFile(missingComma, 'p.json')).toThrow(
+      `Expected p.json to be JSON like {"gpt-4o": [2.5, 10]} (line 4, column 3): Expected ',' or '}' after property value.`,
+    );
+    const trailingComma = '{\n  "gpt-4o": [2.5, 10],\n  "gpt-4o-mini": [0.15, 0.6,],\n}\n';
+    expect(() => parsePriceFile(trailingComma, 'p.json')).toThrow(
+      `Expected p.json to be JSON like {"gpt-4o": [2.5, 10]} (line 3, column 29): Unexpected token ']'.`,
+    );
     expect(() => loadPriceTable({ file: '/no/such/prices.json' })).toThrow(
       /Cannot read the price file \/no\/such\/prices\.json given by --prices: ENOENT/,
     );

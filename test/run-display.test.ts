@@ -85,7 +85,7 @@ describe('llmq run on a terminal (pseudo-terminal via script)', () => {
   });
 
   it('NO_COLOR: still drawn in place, but not one color code', async () => {
-    const { fake, dir, args } = await setup();
+    const { dir, args } = await setup();
     const r = await runInPty(args, { cwd: dir, env: { NO_COLOR: '1' } });
     expect(r.code, r.stdout).toBe(2);
     expect(r.stdout).not.toMatch(SGR);
@@ -119,7 +119,7 @@ describe('llmq run on a terminal: known problem', () => {
 
 describe('llmq run through a pipe', () => {
   it('plain lines and the summary, not one escape code, even with colors allowed', async () => {
-    const { fake, dir, args } = await setup();
+    const { dir, args } = await setup();
     const r = await runCli(args, { cwd: dir, env: { NO_COLOR: undefined } });
     expect(r.code, r.stderr).toBe(2);
     expect(r.stdout + r.stderr).not.toMatch(/\x1b\[/);

@@ -22,7 +22,7 @@ export function parsePriceFile(text: string, origin: string): Record<string, Pri
   try {
     data = JSON.parse(text);
   } catch (error) {
-    throw new UsageError(`Expected ${origin} to be JSON like {"gpt-4o": [2.5, 10]}: ${(error as Error).message}.`);
+    throw new UsageError(`Expected ${origin} to be JSON like {"gpt-4o": [2.5, 10]}${jsonComplaint(text, error)}.`);
   }
   if (data === null || typeof data !== 'object' || Array.isArray(data)) {
     throw new UsageError(
@@ -40,6 +40,30 @@ export function parsePriceFile(text: string, origin: string): Record<string, Pri
     out[model] = [v[0], v[1]];
   }
   return out;
+}
+
+/**
+ * JSON.parse's complaint on one line, with the line and column it points at, so that a hand-edited
+ * file's mistake is found: Node says "at position 57", or quotes the text around it, new lines and all.
+ */
+function jsonComplaint(text: string, error: unknown): string {
+  const message = (error as Error).message;
+  let at: number | null = null;
+  let what = message;
+  const positioned = /^(.*) in JSON at position (\d+)/s.exec(message);
+  const quoted = /^(Unexpected token '(.+?)'), (?:\.\.\.)?"([\s\S]*?)"(?:\.\.\.)? is not valid JSON$/.exec(message);
+  if (positioned) {
+    what = positioned[1]!;
+    at = Number(positioned[2]);
+  } else if (quoted) {
+    what = quoted[1]!;
+    const around = text.indexOf(quoted[3]!);
+    if (around !== -1) at = around + Math.max(0, quoted[3]!.indexOf(quoted[2]!));
+  }
+  what = what.replace(/\s+/g, ' ');
+  if (at === null) return `: ${what}`;
+  const before = text.slice(0, at);
+  return ` (line ${before.split('\n').length}, column ${before.length - before.lastIndexOf('\n')}): ${what}`;
 }
 
 export function readPriceFile(path: string, what: string): string {

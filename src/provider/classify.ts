@@ -90,7 +90,8 @@ export function classifyHttpError(
   if (status === 429) {
     const quota = body.code === 'insufficient_quota' || body.type === 'insufficient_quota';
     [scope, reason] = quota ? ['run', 'quota'] : ['retryable', 'rate_limit'];
-    if (quota) message = sentence(message, 'Check the plan and billing of the account whose key is in LLMQ_API_KEY.');
+    if (quota)
+      message = sentence(message, 'Check the plan and billing of the account whose key llmq sends (LLMQ_API_KEY, else OPENAI_API_KEY).');
     else if (REQUEST_TOO_LARGE.test(text)) {
       // This request alone weighs more than the key's tokens per minute: no wait lets it through.
       [scope, reason] = ['job', 'too_long'];

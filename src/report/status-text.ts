@@ -1,18 +1,4 @@
-import {
-  compact,
-  count,
-  duration,
-  int,
-  NO_PAINT,
-  nextTryText,
-  oneLine,
-  outageText,
-  percent,
-  rate,
-  usd,
-  wrap,
-  type Paint,
-} from './format.js';
+import { compact, duration, int, NO_PAINT, nextTryText, oneLine, outageText, percent, rate, usd, wrap, type Paint } from './format.js';
 import { diedRun, type RunCost, type RunReport, type StatusReport } from './status.js';
 import { refusedAsSent, refusedCount } from './refused.js';
 import { runMayBeBilled } from './status-cost.js';
