@@ -141,4 +141,28 @@ describe('export lines', () => {
     // not done: no answer to mark, whatever an earlier response said
     expect(JSON.parse(jsonlLine({ ...row, state: 'pending' })).finish_reason).toBeNull();
   });
+  it('openai-batch: a request the provider refused is its response (status and error body), as the Batch API writes it; other failures an error', () => {
+    const failed = (error: string): ExportRow => ({ ...DONE_ROW, state: 'failed', output: null, error, attempts: 5 });
+    expect(openAiBatchRecord(failed('HTTP 400: Invalid value for temperature.'))).toMatchObject({
+      response: {
+        status_code: 400,
+        request_id: 'k',
+        body: { error: { message: 'Invalid value for temperature.', type: null, param: null, code: null } },
+      },
+      error: null,
+    });
+    expect(openAiBatchRecord(failed('gave up after 5 attempts: HTTP 500: The server had an error.'))).toMatchObject({
+      response: { status_code: 500, body: { error: { message: 'The server had an error.' } } },
+      error: null,
+    });
+    expect(openAiBatchRecord(failed('gave up after 5 attempts: timed out after 60s'))).toMatchObject({
+      response: null,
+      error: { code: 'request_failed', message: 'gave up after 5 attempts: timed out after 60s' },
+    });
+    expect(openAiBatchRecord({ ...DONE_ROW, state: 'pending', output: null })).toMatchObject({
+      response: null,
+      error: { code: 'job_pending' },
+    });
+    for (const r of [failed('HTTP 400: x'), failed('gave up after 2 attempts: HTTP 503: busy'), failed('reset')]) expectSame(r);
+  });
 });

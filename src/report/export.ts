@@ -115,8 +115,28 @@ export function openAiBatchRecord(r: ExportRow): Record<string, unknown> {
       cost_usd: usdValue(r.costUsd),
     };
   }
+  // The Batch API answers a request the provider refused as a response with its status and error
+  // body; `error` is for failures with no HTTP answer (a timeout, a reset) and unfinished jobs.
+  const refused = r.state === 'failed' ? httpRefusal(r.error) : null;
+  if (refused) {
+    // the provider's type and code are not kept, only its message
+    const body = { error: { message: refused.message, type: null, param: null, code: null } };
+    return {
+      id,
+      custom_id: r.id,
+      response: { status_code: refused.status, request_id: r.key, body },
+      error: null,
+      cost_usd: usdValue(r.costUsd),
+    };
+  }
   const message = r.error ?? (r.state === 'failed' ? 'failed' : `not finished: the job is ${r.state}`);
   return { id, custom_id: r.id, response: null, error: { code: errorCode(r.state, r.error), message }, cost_usd: usdValue(r.costUsd) };
+}
+
+/** The provider's HTTP answer in a failed job's error ("HTTP 400: ...", after "gave up after 5 attempts: " too): its status and message. */
+function httpRefusal(error: string | null): { status: number; message: string } | null {
+  const m = error?.match(/^(?:gave up after \d+ attempts?: )?HTTP ([1-5]\d\d): ([\s\S]*)$/);
+  return m ? { status: Number(m[1]), message: m[2]! } : null;
 }
 
 /** `id` of an openai-batch line: stable per item and job. */
