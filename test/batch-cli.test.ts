@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -377,7 +377,9 @@ describe('llmq run --via batch (child processes)', () => {
       [['--poll', '5', '--batch-size', '3'], '--poll and --batch-size are for --via batch or --via auto; this run is --via online'],
       [['--deadline', '1h'], '--deadline is for --via auto (batches, then online before it); this run is --via online'],
       [['--via', 'batch', '--deadline', '1h'], 'this run is --via batch'],
-      [['--via', 'batch', '--on-done', 'true'], '--on-done is not run by the batch lane yet; this run is --via batch'],
+      [['--via', 'batch', '--on-job', 'true'], '--on-job is not run by the batch lane yet; this run is --via batch'],
+      // it would tell of the online part alone
+      [['--via', 'auto', '--deadline', '1h', '--on-done', 'true'], '--on-done is not run by the batch lane yet; this run is --via auto'],
       [['--via', 'batch', '--alert-failed', '3'], '--alert-failed is not run by the batch lane yet'],
       // auto answers part of the queue through batches: their jobs would have had no --on-job
       [['--via', 'auto', '--deadline', '1h', '--on-job', 'true'], '--on-job is not run by the batch lane yet; this run is --via auto'],
@@ -429,6 +431,8 @@ describe('llmq run --via batch (child processes)', () => {
     const store = new SqliteStore(db);
     await seedJobs(store, 9, { model: 'mock-1' });
     await store.close();
+    // --on-done tells of the batch run as it ends, as of an online run
+    const told = join(dirname(db), 'done.json');
     const r = await runCli([
       'run',
       '--db',
@@ -443,12 +447,21 @@ describe('llmq run --via batch (child processes)', () => {
       '0.05',
       '--mock-latency',
       '20',
+      '--on-done',
+      `cat > '${told}'`,
     ]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr.match(/submitted \d+ jobs? of mock-1 as batch batch_mock/g)).toHaveLength(3);
+    expect(r.stderr).toContain('hooks: --on-done 1 sent.');
     const { jobs } = await read(db);
     expect(jobs).toHaveLength(9);
     for (const j of jobs) expect(j).toMatchObject({ state: 'done', attempts: 1, output: expect.stringMatching(/mock/i) });
+    expect(JSON.parse(readFileSync(told, 'utf8'))).toMatchObject({
+      event: 'done',
+      exitCode: 0,
+      reason: 'drained',
+      counts: { done: 9, failed: 0, remaining: 0 },
+    });
   }, 30_000);
 
   it('a line that fails on its last attempt fails its job in that batch, worded as the online lane words it', async () => {

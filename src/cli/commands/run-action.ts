@@ -56,6 +56,7 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
     starting();
     const batch = await runBatchCommand({ ...flags, poll: Math.max(0.05, poll), until }, laneBaseUrl(flags));
     if (flags.via === 'batch' || batch.reason === 'signal' || batch.reason === 'fatal' || batch.remaining === 0) {
+      if (flags.via === 'batch' && flags.onDone) await batchDoneHook(flags.onDone, batch);
       process.exitCode = exitCodeFor(batch);
       return;
     }
@@ -217,6 +218,13 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
   }
   if (summary.budget) whileReaderPresent(process.stderr).write(budgetMessage(summary.budget, summary.remaining) + '\n');
   process.exitCode = exitCodeFor(summary);
+}
+
+/** --on-done after a batch run: the summary the batch lane came to, as an online run's (a batch run has no job hooks yet). */
+async function batchDoneHook(onDone: NonNullable<RunFlags['onDone']>, summary: RunSummary): Promise<void> {
+  const { createRunHooks } = await import('../../hooks/run-hooks.js');
+  const hooks = createRunHooks({ onDone, secret: process.env.LLMQ_HOOK_SECRET || undefined });
+  whileReaderPresent(process.stderr).write(hookReportLine(await finishHooks(hooks, summary)));
 }
 
 /**
@@ -449,11 +457,12 @@ function refuseFlagsOfOtherLanes(flags: RunFlags, cmd: Command): void {
         'Run online (--via online) with a budget, or in batches without one (--dry-run first says what it would cost).',
     );
   }
-  // the batch lane runs no hooks and watches no alerts yet: with --via auto, the jobs its batches
+  // the batch lane runs no job hooks and watches no alerts yet: with --via auto, the jobs its batches
   // answered would have had no --on-job, and --on-done would have told of the online part alone
+  // (a run --via batch tells of its batches: batchDoneHook)
   if (flags.via !== 'online') {
     const hooks = given([
-      ['onDone', '--on-done'],
+      ...(flags.via === 'auto' ? ([['onDone', '--on-done']] as const) : []),
       ['onJob', '--on-job'],
       ['onAlert', '--on-alert'],
       ['alertFailed', '--alert-failed'],
