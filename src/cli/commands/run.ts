@@ -154,9 +154,10 @@ The API key comes only from the environment: LLMQ_API_KEY, then OPENAI_API_KEY.
 Hook URL posts are signed with LLMQ_HOOK_SECRET (header x-llmq-signature: sha256=<HMAC of the body>).
 
 Exit codes:
-  0    every job is done
+  0    every job is done (with --limit: the jobs taken are done; the rest stay pending)
   1    bad usage, or a run-fatal error (wrong key, no quota): jobs stay pending, fix and run again
-  2    the queue is drained (or --limit reached) but some jobs failed: llmq status, retry-failed
+  2    the queue is drained but some jobs failed in it (with --limit: some of the jobs taken
+       failed): llmq status, retry-failed
   3    stopped by --budget or --budget-total: requests in flight finished, the other jobs stay pending
   130  stopped by Ctrl-C / SIGTERM / SIGHUP, or the reader of stdout went away (| head);
        unfinished jobs went back to pending, run again to resume
