@@ -4,13 +4,14 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
-import { MOCK_NOW, runCli } from './helpers/cli.js';
-import { seededQueue } from './helpers/seed.js';
+import { collect, MOCK_NOW, runCli, spawnCli } from './helpers/cli.js';
+import { seededQueue, seedJobs } from './helpers/seed.js';
 import { NO_STATS, row, T0 } from './helpers/stores.js';
 import { A_COST, populate, RUN } from './helpers/populate.js';
 import { waitFor } from './helpers/wait.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
+import { reply } from './helpers/fake-openai.js';
 
 /**
  * A queue with two runs side by side: run-killed (its last heartbeat at T0 + 2 s, 5 done) and
@@ -441,4 +442,31 @@ describe('llmq status', () => {
     const text = (await runCli(['status'], { cwd: dir })).stdout;
     expect(text).toMatch(/^ {10}paused: the provider down 7m 1\ds \(--max-outage 15m\), next try in \ds$/m);
   });
+  it('a job a live run holds while it waits out a backoff is said on the running row, and in --json', async () => {
+    const fake = await startFake({ latencyMs: 5 });
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    const [failing] = await seedJobs(store, 3);
+    await store.close();
+    fake.respond((r) => (r.key === failing ? reply.serverError() : undefined));
+    const child = spawnCli(['run', '--db', db, '--base-url', fake.url, '--retry-delay', '60', '--progress', 'none'], {
+      env: { LLMQ_API_KEY: 'sk-test' },
+    });
+    const ended = collect(child, 30_000);
+    try {
+      const out = await waitFor(
+        async () => {
+          const r = (await runCli(['status', '--db', db])).stdout;
+          return /^ {2}running {2}1 {2}1 waiting to retry in their run$/m.test(r) ? r : null;
+        },
+        { what: 'the running row to say the job backing off', timeoutMs: 15_000 },
+      );
+      expect(out).toMatch(/^ {2}done {5}2 {2}67%$/m);
+      const json = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
+      expect(json.activeRuns[0]).toMatchObject({ live: true, backingOff: 1 });
+    } finally {
+      child.kill('SIGINT');
+      await ended;
+    }
+  }, 30_000);
 });

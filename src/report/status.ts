@@ -72,6 +72,8 @@ export interface RunReport {
   readonly recentJobsPerSecond: number;
   /** From its last heartbeat; null or empty for runs of versions that did not store them. */
   readonly inFlight: number | null;
+  /** Its jobs waiting out a backoff before their next try (running in the counts); null for runs of versions that did not store it. */
+  readonly backingOff: number | null;
   readonly concurrency: number | null;
   readonly paused: NonNullable<RunStats['paused']> | null;
   readonly lanes: readonly RunLaneStats[];
@@ -266,6 +268,7 @@ export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunRepor
     averageTokensPerSecond: wallSeconds > 0 ? (tokens.prompt + tokens.completion) / wallSeconds : 0,
     recentJobsPerSecond: st?.jobsPerSecond ?? 0,
     inFlight: st?.inFlight ?? null,
+    backingOff: st?.backingOff ?? null,
     concurrency: st?.concurrency ?? null,
     // A pause from a run that stopped heartbeating is not news.
     paused: live ? (st?.paused ?? null) : null,

@@ -141,6 +141,7 @@ export class RunCounters {
       jobsPerSecond: this.rates(now).jobs,
       concurrency,
       inFlight: this.inFlight,
+      backingOff: this.backingOff,
       paused: this.paused,
       lanes: lanes.map((l) => ({
         model: l.model,

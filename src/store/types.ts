@@ -229,6 +229,8 @@ export interface RunStats {
   /** Requests allowed in flight now. Absent in runs of older versions. */
   readonly concurrency?: number;
   readonly inFlight?: number;
+  /** Jobs it holds that wait out a backoff before their next try: `running` in the store all the while. */
+  readonly backingOff?: number;
   /** Set while the run's dispatch is paused: why and until when (ms epoch), an outage's start and when the run gives up on it. */
   readonly paused?: {
     readonly reason: 'rate_limit' | 'outage';
