@@ -13,6 +13,7 @@ function facts(reason: FailureReason, scope: ErrorScope, status: number | null, 
     earlyParameterRefusals: 0,
     authInARow: 0,
     ownAuthRefusals: 0,
+    answeredSinceRefused: false,
     outage: false,
     uncountedOutages: 0,
     providerUpSince: false,
@@ -142,8 +143,13 @@ describe('decide: the failure policy', () => {
     ],
     [
       '403 of a job refused before, others answered between: that job fails (a model the key may not use)',
-      facts('auth', 'run', 403, { authInARow: 1, ownAuthRefusals: 2 }),
+      facts('auth', 'run', 403, { authInARow: 1, ownAuthRefusals: 2, answeredSinceRefused: true }),
       { kind: 'fail', message: 'HTTP 403: auth' },
+    ],
+    [
+      '403 of a job refused before, nothing sent since answered (answers to requests out before say nothing): tried again',
+      facts('auth', 'run', 403, { authInARow: 2, ownAuthRefusals: 2, answeredSinceRefused: false }),
+      { kind: 'retry', delayMs: 1000, counted: false },
     ],
     [
       '401 invalid_api_key after the key worked: stop at once (revoked)',

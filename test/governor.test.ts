@@ -489,6 +489,22 @@ describe('rate governor', () => {
     await store.close();
   });
 
+  it('answers to requests sent before a key was revoked do not make its refusals look like one job each', async () => {
+    const { fake, store } = await setup({ latencyMs: 1 });
+    await seedJobs(store, 4);
+    // the key works for the first request; the second, out before the key was revoked, is answered
+    // slowly; every later one is refused
+    fake.respond((r) => (r.index === 1 ? undefined : r.index === 2 ? reply.ok({ latencyMs: 300 }) : reply.error(403, 'Forbidden')));
+    const summary = await runQueue(
+      { store, provider: provider(fake) },
+      { ...fast, concurrency: 2, retryDelayMs: 600, maxRetryDelayMs: 600 },
+    );
+    // that answer came between the refusals, and they were tried again after it: still the key, no job failed
+    expect(summary).toMatchObject({ reason: 'fatal', done: 2, failed: 0 });
+    expect((await store.status()).counts).toMatchObject({ done: 2, pending: 2, failed: 0 });
+    await store.close();
+  });
+
   it('a 401 invalid_api_key after the key has worked stops the run at once, no job failed', async () => {
     const { fake, store } = await setup({ latencyMs: 1 });
     await seedJobs(store, 6);

@@ -33,6 +33,8 @@ export interface FailureFacts {
   readonly authInARow: number;
   /** 401/403 of this job in this run, this one included. */
   readonly ownAuthRefusals: number;
+  /** A request sent after this job's first 401/403 was answered: the key works, for other jobs at least. */
+  readonly answeredSinceRefused: boolean;
   /**
    * For outage-type failures (network, 5xx, timeout): the breaker is open or this failure opened
    * it, so the failure is the provider's, not the job's.
@@ -72,7 +74,7 @@ export type Decision =
   /** Stop the run (no attempt used): the key, the quota, or the endpoint is wrong. */
   | { readonly kind: 'stop' };
 
-/** Same-job repeats of 401/403, or 404s or refusals of a shared parameter before any answer, that mean the key, endpoint or request is wrong. */
+/** 401/403 in a row, or 404s or refusals of a shared parameter before any answer, that mean the key, endpoint or request is wrong. */
 export const RUN_FATAL_IN_A_ROW = 3;
 /**
  * A job's outage failures count again once the provider has shown it is up (it answered others
@@ -91,9 +93,10 @@ export function decide(f: FailureFacts): Decision {
     if (!f.answered || error.code === 'invalid_api_key' || f.authInARow >= RUN_FATAL_IN_A_ROW) return { kind: 'stop' };
     // One that worked and is refused for one job may be that job's (a model the key may not use)
     // or the first sign of a revoked key: the job tries again, its attempt given back, and fails
-    // when refused again while others are answered. Failing it at once left the jobs in flight as
-    // a key was revoked failed, to be sent again only by retry-failed once the key was mended.
-    if (f.ownAuthRefusals >= 2) return { kind: 'fail', message: error.message };
+    // when refused again after a request sent since its first refusal was answered. Failing it at
+    // once left the jobs in flight as a key was revoked failed, to be sent again only by
+    // retry-failed once the key was mended. With no such answer, the refusals in a row stop the run.
+    if (f.ownAuthRefusals >= 2 && f.answeredSinceRefused) return { kind: 'fail', message: error.message };
     return { kind: 'retry', delayMs: backoffMs(f), counted: false };
   }
   if (error.status === 404 && !f.answered) {

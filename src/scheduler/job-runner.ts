@@ -83,6 +83,8 @@ interface JobTally {
   firstUncountedAt: number;
   /** 401/403 answers to its tries. */
   authRefusals: number;
+  /** When the first of them was sent (ms epoch). */
+  firstAuthRefusedSentAt: number;
 }
 
 /**
@@ -103,7 +105,7 @@ export async function runJob(job: ClaimedJob, ctx: JobContext): Promise<JobOutco
 
 class JobRun {
   #attempt: number;
-  readonly #tally: JobTally = { uncountedOutages: 0, firstUncountedAt: 0, authRefusals: 0 };
+  readonly #tally: JobTally = { uncountedOutages: 0, firstUncountedAt: 0, authRefusals: 0, firstAuthRefusedSentAt: 0 };
   #tokens: { prompt: number; weight: number } | null = null;
   /** Tries of this job cut by the timeout: a long document gets more time on each. */
   #timeouts = 0;
@@ -294,7 +296,8 @@ class JobRun {
     ctx.inFlight.end(request);
     const endedAt = ctx.now();
     ctx.breaker.success();
-    c.authInARow = 0;
+    c.lastAnsweredSentAt = Math.max(c.lastAnsweredSentAt, startedAt);
+    if (startedAt > c.lastAuthRefusedSentAt) c.authInARow = 0;
     const usage = result.usage;
     lane.answered(result.rateLimit, request.stalled ? null : endedAt - startedAt, usage.completionTokens);
     // Providers reserve prompt + max_tokens when a request arrives, so only the prompt part is
@@ -372,7 +375,8 @@ class JobRun {
     }
     if (error.reason === 'auth') {
       c.authInARow++;
-      tally.authRefusals++;
+      c.lastAuthRefusedSentAt = Math.max(c.lastAuthRefusedSentAt, startedAt);
+      if (tally.authRefusals++ === 0) tally.firstAuthRefusedSentAt = startedAt;
     }
     if (error.reason === 'timeout') this.#timeouts++;
     const outageType = error.reason === 'network' || error.reason === 'server' || error.reason === 'timeout';
@@ -404,6 +408,7 @@ class JobRun {
       earlyParameterRefusals: earlyRefusals,
       authInARow: c.authInARow,
       ownAuthRefusals: tally.authRefusals,
+      answeredSinceRefused: tally.authRefusals > 0 && c.lastAnsweredSentAt > tally.firstAuthRefusedSentAt,
       outage,
       uncountedOutages: tally.uncountedOutages,
       providerUpSince: tally.uncountedOutages > 0 && ctx.breaker.lastSuccessAt > tally.firstUncountedAt,

@@ -24,8 +24,12 @@ export class RunCounters {
    * by model and parameter: each is counted on its own, so two models refusing two parameters in turn still add up.
    */
   readonly earlyRefusals = new Map<string, number>();
-  /** 401/403 answers since the last success. */
+  /** 401/403 answers with no success between them of a request sent after the last of them (answers to requests out before a key was revoked say nothing of it now). */
   authInARow = 0;
+  /** When the last request refused with a 401/403 was sent (ms epoch). */
+  lastAuthRefusedSentAt = -Infinity;
+  /** When the last request answered was sent (ms epoch). */
+  lastAnsweredSentAt = -Infinity;
   promptTokens = 0;
   completionTokens = 0;
   /** Answers cut off at max_tokens (finish_reason `length`). */
