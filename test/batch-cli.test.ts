@@ -379,7 +379,10 @@ describe('llmq run --via batch (child processes)', () => {
       [['--via', 'batch', '--deadline', '1h'], 'this run is --via batch'],
       [['--via', 'batch', '--on-job', 'true'], '--on-job is not run by the batch lane yet; this run is --via batch'],
       // it would tell of the online part alone
-      [['--via', 'auto', '--deadline', '1h', '--on-done', 'true'], '--on-done is not run by the batch lane yet; this run is --via auto'],
+      [
+        ['--via', 'auto', '--deadline', '1h', '--on-done', 'true'],
+        '--on-done is not run by --via auto yet (it would tell of the online part alone); this run is --via auto',
+      ],
       [['--via', 'batch', '--alert-failed', '3'], '--alert-failed is not run by the batch lane yet'],
       // auto answers part of the queue through batches: their jobs would have had no --on-job
       [['--via', 'auto', '--deadline', '1h', '--on-job', 'true'], '--on-job is not run by the batch lane yet; this run is --via auto'],

@@ -159,6 +159,14 @@ describe('export lines', () => {
       response: null,
       error: { code: 'request_failed', message: 'gave up after 5 attempts: timed out after 60s' },
     });
+    expect(openAiBatchRecord(failed('gave up after 5 attempts; last error: HTTP 502: Bad gateway'))).toMatchObject({
+      response: { status_code: 502, body: { error: { message: 'Bad gateway' } } },
+    });
+    // a 200 whose body was no completion is no answer: never a response a reader takes for one
+    expect(openAiBatchRecord(failed('gave up after 5 attempts: HTTP 200: invalid completion body: no choices'))).toMatchObject({
+      response: null,
+      error: { message: 'gave up after 5 attempts: HTTP 200: invalid completion body: no choices' },
+    });
     expect(openAiBatchRecord({ ...DONE_ROW, state: 'pending', output: null })).toMatchObject({
       response: null,
       error: { code: 'job_pending' },

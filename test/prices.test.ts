@@ -124,6 +124,9 @@ describe('prices', () => {
     expect(() => parsePriceFile(missingComma, 'p.json')).toThrow(
       `Expected p.json to be JSON like {"gpt-4o": [2.5, 10]} (line 4, column 3): Expected ',' or '}' after property value.`,
     );
+    // the token's first place is not where the mistake is; nor is a mistake after the JSON "in" it
+    expect(() => parsePriceFile('{"aaaaaaaaaaaa": [1], "b":]}', 'p.json')).toThrow('(line 1, column 27): Unexpected token');
+    expect(() => parsePriceFile('{"m": [1, 2]}\n}', 'p.json')).toThrow('(line 2, column 1): Unexpected non-whitespace character');
     const trailingComma = '{\n  "gpt-4o": [2.5, 10],\n  "gpt-4o-mini": [0.15, 0.6,],\n}\n';
     expect(() => parsePriceFile(trailingComma, 'p.json')).toThrow(
       `Expected p.json to be JSON like {"gpt-4o": [2.5, 10]} (line 3, column 29): Unexpected token ']'.`,

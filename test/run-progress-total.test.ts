@@ -110,6 +110,21 @@ describe("a run's count of what it has to do", () => {
     );
   }, 20_000);
 
+  it('counts the jobs found out of attempts beside --limit: they take none of it', async () => {
+    const fake = await startFake({ latencyMs: 100 });
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    const keys = await seedJobs(store, 4);
+    // three used every attempt before (a crash loop): a claim fails them, and they are no part of the limit
+    store.db.prepare(`UPDATE jobs SET attempts = 5 WHERE key IN (?, ?, ?)`).run(keys[0], keys[1], keys[2]);
+    const { summary, progress } = await watchedRun(store, fake, {
+      options: { concurrency: 2, heartbeatMs: 100, progressMs: 10, limit: 3, maxAttempts: 5 },
+    });
+    expect(summary).toMatchObject({ done: 1, failed: 3 });
+    for (const p of progress) expect(p.total, `${p.done} done, ${p.failed} failed`).toBeGreaterThanOrEqual(p.done + p.failed);
+    // never 3 of 3 while the fourth was still out
+    expect(progress.some((p) => p.failed === 3 && p.done === 0 && p.total === 3)).toBe(false);
+  }, 20_000);
+
   it('grows with jobs enqueued while it works: a progress line never shows more done than to do', async () => {
     const fake = await startFake({ latencyMs: 50 });
     const store = new SqliteStore(join(tempDir(), 'q.db'));

@@ -131,7 +131,7 @@ export async function readJsonl(
 async function unlessWrongEncoding(input: AsyncIterable<Buffer | string>): Promise<AsyncIterable<Buffer | string> | string> {
   const it = input[Symbol.asyncIterator]();
   const first = await it.next();
-  if (first.done) return input;
+  if (first.done) return input; // empty: read again, it ends at once
   const head = first.value;
   const reason = typeof head === 'string' ? null : encodingReason(head);
   if (reason !== null) {

@@ -133,9 +133,13 @@ export function openAiBatchRecord(r: ExportRow): Record<string, unknown> {
   return { id, custom_id: r.id, response: null, error: { code: errorCode(r.state, r.error), message }, cost_usd: usdValue(r.costUsd) };
 }
 
-/** The provider's HTTP answer in a failed job's error ("HTTP 400: ...", after "gave up after 5 attempts: " too): its status and message. */
+/**
+ * The provider's refusal in a failed job's error ("HTTP 400: ...", after "gave up after 5 attempts: "
+ * or the stores' "...; last error: " too): its status and message. Only 4xx and 5xx: a 200 whose body
+ * was no completion ("HTTP 200: invalid completion body") is no answer, and a reader takes 200 for one.
+ */
 function httpRefusal(error: string | null): { status: number; message: string } | null {
-  const m = error?.match(/^(?:gave up after \d+ attempts?: )?HTTP ([1-5]\d\d): ([\s\S]*)$/);
+  const m = error?.match(/^(?:gave up after \d+ attempts?(?::|; last error:) )?HTTP ([45]\d\d): ([\s\S]*)$/);
   return m ? { status: Number(m[1]), message: m[2]! } : null;
 }
 

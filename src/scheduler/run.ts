@@ -374,7 +374,9 @@ export class Run {
     // is what it holds (runs sharing the queue took the rest of what it counted at the start: its
     // bar stood at 35% while it waited on one retry, then jumped to 100%).
     const short = skipModels.length === 0 && got.jobs.length + got.exhausted < limit;
-    if (short) this.#counters.total = Math.min(this.#limit, this.#claimed + this.#exhausted + this.#mayComeBack);
+    // (jobs found exhausted count in no --limit: only those that may come back are held to what it leaves)
+    if (short)
+      this.#counters.total = this.#claimed + this.#exhausted + Math.min(this.#mayComeBack, Math.max(0, this.#limit - this.#claimed));
     // jobs found by a claim that skipped some models say the queue has more again (handed back, enqueued)
     if (skipModels.length === 0) this.#queueEmpty = short;
     else if (got.jobs.length > 0) this.#queueEmpty = false;

@@ -460,9 +460,14 @@ function refuseFlagsOfOtherLanes(flags: RunFlags, cmd: Command): void {
   // the batch lane runs no job hooks and watches no alerts yet: with --via auto, the jobs its batches
   // answered would have had no --on-job, and --on-done would have told of the online part alone
   // (a run --via batch tells of its batches: batchDoneHook)
+  if (flags.via === 'auto')
+    refuse(
+      given([['onDone', '--on-done']]),
+      'not run by --via auto yet (it would tell of the online part alone)',
+      'Run --via batch or --via online',
+    );
   if (flags.via !== 'online') {
     const hooks = given([
-      ...(flags.via === 'auto' ? ([['onDone', '--on-done']] as const) : []),
       ['onJob', '--on-job'],
       ['onAlert', '--on-alert'],
       ['alertFailed', '--alert-failed'],
