@@ -2,6 +2,7 @@ import { compact, duration, int, NO_PAINT, nextTryText, oneLine, outageText, per
 import { diedRun, type RunCost, type RunReport, type StatusReport } from './status.js';
 import { refusedAsSent, refusedCount } from './refused.js';
 import { runMayBeBilled } from './status-cost.js';
+import { committedUsd } from '../store/spend-types.js';
 import { collectedByLiveRun, uncollectedLabel } from '../batches-uncollected.js';
 
 /** A live run silent this long is said to be: five heartbeats at the default 2 s. */
@@ -215,7 +216,7 @@ export function renderStatus(
     const spentTotal = last?.budgetReached === 'total' ? last.spendFlags.budgetTotal : null;
     if (spentTotal !== null) {
       // what the budget counts (answers, reservations, tries that may be billed): the new amount is chosen against it
-      const committed = r.cost.byRun.reduce((sum, run) => sum + run.spentUsd + run.reservedUsd + run.mayBeBilledUsd, 0);
+      const committed = r.cost.byRun.reduce((sum, run) => sum + committedUsd(run), 0);
       lines.push(p.dim(`  the last run stopped at the queue's --budget-total of ${usd(spentTotal)}; raise it to go on`));
       lines.push(p.dim(`  (its runs have committed ${usd(committed)} of it: answers, and tries that may be billed)`));
     }

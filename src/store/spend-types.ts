@@ -42,6 +42,11 @@ export interface RunSpend {
   readonly unpricedTries: number;
 }
 
+/** What a run's money counts against a budget, as the stores' `committed` sums it: reserved + spent + may be billed. */
+export function committedUsd(s: Pick<RunSpend, 'reservedUsd' | 'spentUsd' | 'mayBeBilledUsd'>): number {
+  return s.reservedUsd + s.spentUsd + s.mayBeBilledUsd;
+}
+
 /** Committed USD (reserved + spent + may be billed): one run's, and every run's on the queue. */
 export interface Committed {
   readonly run: number;

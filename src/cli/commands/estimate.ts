@@ -7,6 +7,7 @@ import { mockRunToTakeBack } from '../../store/mock-answers.js';
 import { mockLatencyOption, refuseMockFlags } from '../mock-latency-option.js';
 import { dbOption, DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS, intAtLeast, oneOf } from '../options.js';
 import { priceOptions, priceTableFrom, reportPriceTable, type PriceFlags } from './price-options.js';
+import { committedUsd } from '../../store/spend-types.js';
 
 /** What `estimate` reads, and what `run --dry-run` hands it from its own flags. */
 export interface EstimateFlags extends PriceFlags {
@@ -155,7 +156,7 @@ async function budgetOf(flags: EstimateFlags, store: Store, mockAnswersBefore: n
   let committed = (await store.committed('')).total;
   if (mockAnswersBefore !== undefined) {
     for (const r of (await store.status()).spend) {
-      if (mockRunToTakeBack(r, mockAnswersBefore)) committed -= r.spend.reservedUsd + r.spend.spentUsd + r.spend.mayBeBilledUsd;
+      if (mockRunToTakeBack(r, mockAnswersBefore)) committed -= committedUsd(r.spend);
     }
   }
   const total: Budget = { flag: '--budget-total', usd: flags.budgetTotal, committed: Math.max(0, committed) };

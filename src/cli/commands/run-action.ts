@@ -137,7 +137,7 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
           onJob: flags.onJob,
           itemsOfJob: flags.onJob ? runHooks.jobItemsFrom(store) : undefined,
           onAlert,
-          secret: process.env.LLMQ_HOOK_SECRET || undefined,
+          secret: hookSecret(),
           // said once while the run goes on (above the progress), not only in the count at its end
           onTrouble: (hook, why) => {
             // a post is tried again (a server may be down a moment); a command is run once
@@ -220,10 +220,15 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
   process.exitCode = exitCodeFor(summary);
 }
 
+/** LLMQ_HOOK_SECRET, which signs URL posts; unset or empty, they go unsigned. */
+function hookSecret(): string | undefined {
+  return process.env.LLMQ_HOOK_SECRET || undefined;
+}
+
 /** --on-done after a batch run: the summary the batch lane came to, as an online run's (a batch run has no job hooks yet). */
 async function batchDoneHook(onDone: NonNullable<RunFlags['onDone']>, summary: RunSummary): Promise<void> {
   const { createRunHooks } = await import('../../hooks/run-hooks.js');
-  const hooks = createRunHooks({ onDone, secret: process.env.LLMQ_HOOK_SECRET || undefined });
+  const hooks = createRunHooks({ onDone, secret: hookSecret() });
   whileReaderPresent(process.stderr).write(hookReportLine(await finishHooks(hooks, summary)));
 }
 
