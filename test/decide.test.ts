@@ -71,6 +71,11 @@ describe('decide: the failure policy', () => {
     ],
     ['bad body (200 not a completion): counted', facts('bad_body', 'retryable', 200), { kind: 'retry', delayMs: 1000, counted: true }],
     [
+      "bad bodies from a gateway that opened the breaker: an outage's, not counted",
+      facts('bad_body', 'retryable', 200, { outage: true, attempt: 5 }),
+      { kind: 'retry', delayMs: 2000, counted: false },
+    ],
+    [
       'last attempt used: failed with the count',
       facts('server', 'retryable', 500, { attempt: 5 }),
       { kind: 'fail', message: 'gave up after 5 attempts: HTTP 500: server' },

@@ -413,6 +413,42 @@ describe('runQueue', () => {
     await store.close();
   });
 
+  it("rides out a gateway's maintenance page (HTTP 200, no completion) as an outage", async () => {
+    // A proxy in front of the provider answers 200 with an HTML page while it is down: the requests
+    // are not the jobs' fault. Taken for each job's own bad body, they burned every attempt at full pace.
+    const { fake, store } = await setup(30, { latencyMs: 5 });
+    const maintenance = reply.raw(200, '<html><body>Service temporarily unavailable</body></html>', { 'content-type': 'text/html' });
+    let downUntil = 0;
+    fake.respond((r) => {
+      if (r.index === 6) downUntil = Date.now() + 1200;
+      return Date.now() < downUntil ? maintenance : undefined;
+    });
+    const events: Array<keyof SchedulerEventMap> = [];
+    const summary = await runQueue(
+      { store, provider: provider(fake), emit: (e) => events.push(e) },
+      { ...fast, concurrency: 4, maxAttempts: 2 },
+    );
+    expect(summary).toMatchObject({ done: 30, failed: 0 });
+    expect(events).toContain('paused');
+    expect((await jobsByState(store)).every((r) => r.attempts <= 2)).toBe(true);
+    await store.close();
+  });
+
+  it('gives up on a gateway answering only pages after --max-outage, with one probe at a time', async () => {
+    const { fake, store } = await setup(20, { latencyMs: 5 });
+    fake.respond(() => reply.raw(200, '<html>Service temporarily unavailable</html>', { 'content-type': 'text/html' }));
+    const summary = await runQueue(
+      { store, provider: provider(fake) },
+      { ...fast, concurrency: 4, maxAttempts: 3, maxOutageMs: 1500, heartbeatMs: 100 },
+    );
+    expect(summary.fatal?.message).toMatch(/has been failing for .*--max-outage.*HTTP 200: invalid completion body/);
+    expect(summary.failed).toBe(0);
+    // the first requests at full concurrency, then the probes (100, 200, 400, 400 ms apart): not 20 x 3
+    expect(fake.received).toBeLessThan(16);
+    expect((await jobsByState(store)).every((r) => r.state === 'pending')).toBe(true);
+    await store.close();
+  });
+
   it('on a stop signal lets in-flight requests finish and hands the rest back', async () => {
     const { fake, store } = await setup(30, { latencyMs: 100 });
     const stop = new AbortController();

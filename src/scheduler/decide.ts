@@ -36,7 +36,7 @@ export interface FailureFacts {
   /** A request sent after this job's first 401/403 was answered: the key works, for other jobs at least. */
   readonly answeredSinceRefused: boolean;
   /**
-   * For outage-type failures (network, 5xx, timeout): the breaker is open or this failure opened
+   * For outage-type failures (`isOutageType`: network, 5xx, timeout, a bad body): the breaker is open or this failure opened
    * it, so the failure is the provider's, not the job's.
    */
   readonly outage: boolean;
@@ -84,6 +84,15 @@ export const RUN_FATAL_IN_A_ROW = 3;
 export const MAX_UNCOUNTED_OUTAGES = 5;
 export const MAX_UNCOUNTED_OUTAGE_MS = 30 * 60_000;
 
+/**
+ * Failures that may be the provider's rather than the job's, the outage breaker's evidence: no
+ * answer (network, timeout), a 5xx, or a 200 that is no completion (a gateway's maintenance page,
+ * bodies cut short), which a proxy in front of the provider sends for every request while it is down.
+ */
+export function isOutageType(reason: FailureReason): boolean {
+  return reason === 'network' || reason === 'server' || reason === 'timeout' || reason === 'bad_body';
+}
+
 export function decide(f: FailureFacts): Decision {
   const { error } = f;
   if (error.reason === 'quota') return { kind: 'stop' };
@@ -123,7 +132,7 @@ export function decide(f: FailureFacts): Decision {
   if (error.reason === 'local') {
     return { kind: 'retry', delayMs: 200 + Math.round(300 * f.random), counted: false, shrink: true };
   }
-  if (error.reason === 'network' || error.reason === 'server' || error.reason === 'timeout') {
+  if (isOutageType(error.reason)) {
     const ownFault = (f.providerUpSince && f.uncountedOutages >= MAX_UNCOUNTED_OUTAGES) || f.outageAgeMs > MAX_UNCOUNTED_OUTAGE_MS;
     if (f.outage && !ownFault) return { kind: 'retry', delayMs: Math.max(0, f.nextProbeInMs, askedWait(f)), counted: false };
   }

@@ -2,7 +2,7 @@ import { incompleteKind, type FinishReason } from '../provider/finish.js';
 import { refusesSharedParameter } from '../provider/classify.js';
 import { ProviderError, type CompletionResult, type Provider } from '../provider/types.js';
 import type { AttemptOutcome, AttemptRecord, ClaimedJob, JobQueue } from '../store/types.js';
-import { decide, type Decision } from './decide.js';
+import { decide, isOutageType, type Decision } from './decide.js';
 import type { RefusedParameter, SchedulerListener } from './events.js';
 import type { InFlightRequests } from './in-flight.js';
 import type { Lane } from './lane.js';
@@ -379,7 +379,7 @@ class JobRun {
       if (tally.authRefusals++ === 0) tally.firstAuthRefusedSentAt = startedAt;
     }
     if (error.reason === 'timeout') this.#timeouts++;
-    const outageType = error.reason === 'network' || error.reason === 'server' || error.reason === 'timeout';
+    const outageType = isOutageType(error.reason);
     // Refused or unresolvable: nobody is listening, the request never reached the provider.
     const unreachable = error.reason === 'network' && /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH/i.test(error.message);
     let outage = false;
