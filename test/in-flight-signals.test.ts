@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InFlightRequests } from '../src/scheduler/in-flight.js';
 import type { Lane } from '../src/scheduler/lane.js';
+import { LatencyStats } from '../src/scheduler/pace/latency.js';
 
 // Each request's AbortSignal is reused by a later request once it ended quietly: not when it was
 // aborted, and not while the provider still listens on it (the listener would hear a later abort).
@@ -44,6 +45,22 @@ describe('InFlightRequests: the signals handed to providers', () => {
     const later = inFlight.start(lane, '{}', 0);
     expect(later.signal.aborted).toBe(true);
     expect(later.signal.reason).toBe(reason);
+    inFlight.dispose();
+  });
+});
+
+describe('InFlightRequests: --timeout auto on a lane with no latencies yet', () => {
+  it("cuts at the cap a job that timed out before, though each timeout doubles a job's time", () => {
+    const hardStop = new AbortController();
+    let now = 0;
+    const coldLane = { model: 'm', latency: new LatencyStats() } as unknown as Lane;
+    const inFlight = new InFlightRequests({ auto: true, capMs: 1000, now: () => now, abortSignal: hardStop.signal, sweepMs: 60_000 });
+    const again = inFlight.start(coldLane, '{}', 0, 3);
+    now = 1001;
+    inFlight.sweep();
+    // it waited 8 x 600 s for a provider that never answered, each try
+    expect(again.signal.aborted).toBe(true);
+    expect(inFlight.oldestCold()).toEqual({ model: 'm', startedAt: 0, count: 1, capMs: 1000 });
     inFlight.dispose();
   });
 });

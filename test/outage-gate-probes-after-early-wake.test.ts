@@ -24,7 +24,7 @@ describe('the outage gate lets a probe through after an early wake-up', () => {
   it('still lets a probe through when the wake-up timer fires before now() reaches nextProbeAt', async () => {
     let skew = 0;
     const breaker = new OutageBreaker({ consecutive: 1, probeDelayMs: 30, now: () => Date.now() - skew });
-    breaker.failure('connect ECONNREFUSED', { sentAt: 0, unreachable: true }); // opens; nextProbeAt = now + 30, timer in 30 ms
+    breaker.failure('connect ECONNREFUSED', { sentAt: Date.now(), unreachable: true }); // opens; nextProbeAt = now + 30, timer in 30 ms
     skew = 5; // the timer will fire "5 ms early" as the breaker's clock sees it
     const outcome = await gateWithin(breaker, 1000);
     breaker.dispose();
@@ -36,7 +36,7 @@ describe('a wall clock set back while the breaker is open', () => {
   it('lets the probe go when it was due, not an hour later, and keeps the outage as long as it was', async () => {
     let skew = 0;
     const breaker = new OutageBreaker({ consecutive: 1, probeDelayMs: 50, now: () => Date.now() - skew });
-    breaker.failure('connect ECONNREFUSED', { sentAt: 0, unreachable: true });
+    breaker.failure('connect ECONNREFUSED', { sentAt: Date.now(), unreachable: true });
     const opened = breaker.openSince!;
     skew = 3_600_000; // NTP (or a user) sets the clock an hour back
     const outcome = await gateWithin(breaker, 1000);
@@ -47,5 +47,34 @@ describe('a wall clock set back while the breaker is open', () => {
     expect(openFor).toBeGreaterThanOrEqual(0);
     expect(openFor).toBeLessThan(2000);
     expect(opened).toBeGreaterThan(0);
+  });
+});
+
+describe('how long the provider has been down', () => {
+  it('counts from when the first request of the failures in a row left, not from when the breaker opened', () => {
+    let now = 1_000_000;
+    const breaker = new OutageBreaker({ now: () => now });
+    breaker.success();
+    // three requests sent at once hang until a 10-minute timeout cuts them
+    const sentAt = now + 1;
+    now += 600_000;
+    for (let i = 0; i < 3; i++) breaker.failure('Timed out after 600 s', { sentAt, unreachable: false });
+    expect(breaker.isOpen).toBe(true);
+    // --max-outage counts from here: the provider has not answered since
+    expect(breaker.openSince).toBe(sentAt);
+    breaker.dispose();
+  });
+
+  it('counts from the opening when the failures that opened it came between answers', () => {
+    let now = 1_000_000;
+    const breaker = new OutageBreaker({ now: () => now, consecutive: 3, window: 4, windowFailures: 3 });
+    // failures of requests sent before an answer are not in a row; "mostly failing" opens it
+    breaker.failure('HTTP 500', { sentAt: now - 10, unreachable: false });
+    breaker.success();
+    now += 50;
+    for (let i = 0; i < 3; i++) breaker.failure('HTTP 500', { sentAt: now - 100, unreachable: false });
+    expect(breaker.isOpen).toBe(true);
+    expect(breaker.openSince).toBe(now);
+    breaker.dispose();
   });
 });

@@ -449,6 +449,40 @@ describe('runQueue', () => {
     await store.close();
   });
 
+  it('a provider that takes requests and never answers: said early, probed one at a time, down since the first request', async () => {
+    const { fake, store } = await setup(12, { latencyMs: 5, record: true });
+    fake.respond(() => reply.hang());
+    const t0 = Date.now();
+    const events: Array<{ at: number; event: keyof SchedulerEventMap; payload: any }> = [];
+    const summary = await runQueue(
+      { store, provider: provider(fake, 600_000), emit: (event, payload) => events.push({ at: Date.now(), event, payload }) },
+      {
+        ...fast,
+        concurrency: 4,
+        maxOutageMs: 5000,
+        timeout: 'auto',
+        timeoutCapMs: 2000,
+        outage: { probeDelayMs: 300, maxProbeDelayMs: 600 },
+      },
+    );
+    // a tenth of the cap in (here the first request is still out alone, learning the limits): the
+    // requests wait up to the cap for a model with no latencies to go by
+    const warning = events.find((e) => e.event === 'warning');
+    expect(warning?.payload.message).toMatch(
+      /^1 request has waited \d+s for gpt-4o-mini with no answer .*--timeout auto waits up to 2s for each; give --timeout <seconds>/,
+    );
+    expect(warning!.at - t0).toBeLessThan(1500);
+    const paused = events.find((e) => e.event === 'paused')!;
+    // the provider has not answered since the first request left, not since the breaker saw three time out
+    expect(paused.payload.downSinceMs - t0).toBeLessThan(500);
+    // requests waiting for a slot as the breaker opened stay back: the first probe is the next to go
+    expect(fake.requests.filter((r) => r.receivedAt >= paused.at && r.receivedAt < paused.at + 250)).toEqual([]);
+    expect(summary.fatal?.message).toMatch(/has been not answering for [5-7]s \(--max-outage\)/);
+    expect(Date.now() - t0).toBeLessThan(8000);
+    expect((await jobsByState(store)).every((r) => r.state === 'pending')).toBe(true);
+    await store.close();
+  }, 15_000);
+
   it('on a stop signal lets in-flight requests finish and hands the rest back', async () => {
     const { fake, store } = await setup(30, { latencyMs: 100 });
     const stop = new AbortController();

@@ -127,11 +127,29 @@ export class InFlightRequests {
       // cheap check first: nothing is cut before the floor
       if (elapsed < LatencyStats.FLOOR_MS) continue;
       if (r.maxTokens === null) r.maxTokens = maxTokensOf(r.requestJson);
-      const limit = r.lane.latency.timeoutMs(r.maxTokens, this.#capMs) * r.patience;
+      // a job that timed out before gets more time, but never past the cap (a cold lane's is the cap already)
+      const limit = Math.min(this.#capMs, r.lane.latency.timeoutMs(r.maxTokens, this.#capMs) * r.patience);
       if (elapsed > limit && !r.controller.signal.aborted) {
         r.controller.abort(timeoutError(Math.round(elapsed), { auto: true, model: r.lane.model, limitMs: Math.round(limit) }));
       }
     }
+  }
+
+  /**
+   * `--timeout auto` with requests out to a lane that has no latencies to go by: the oldest such
+   * request, its lane's model, how many are out to it, and how long each may wait (the cap); null
+   * when there is none or the timeout is fixed.
+   */
+  oldestCold(): { model: string; startedAt: number; count: number; capMs: number } | null {
+    if (!this.#auto) return null;
+    let oldest: InFlightRequest | null = null;
+    for (const r of this.#requests) {
+      if (r.lane.latency.p99 === null && (oldest === null || r.startedAt < oldest.startedAt)) oldest = r;
+    }
+    if (oldest === null) return null;
+    let count = 0;
+    for (const r of this.#requests) if (r.lane === oldest.lane) count++;
+    return { model: oldest.lane.model, startedAt: oldest.startedAt, count, capMs: this.#capMs };
   }
 
   dispose(): void {

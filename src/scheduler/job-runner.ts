@@ -235,6 +235,13 @@ class JobRun {
           if (probe) ctx.breaker.probeAbandoned();
           throw error;
         }
+        if (!probe && ctx.breaker.isOpen) {
+          // The breaker opened while this one waited for a slot: only its probe may go out now
+          // (the requests queued for slots as the outage opened all went out at once with it).
+          ctx.slots.release();
+          wait = 0;
+          continue;
+        }
         let got: PaceTicket | number;
         try {
           got = await lane.tryTake(tokens);

@@ -21,6 +21,8 @@ export class OutageBreaker {
   readonly #o: Required<Omit<OutageOptions, 'now'>>;
   readonly #now: () => number;
   #consecutive = 0;
+  /** When the first request of the failures in a row was sent: the provider has not answered since. */
+  #streakSince = 0;
   #lastSuccessAt = -Infinity;
 
   /** When the provider last answered (ms epoch), -Infinity if never. */
@@ -29,7 +31,6 @@ export class OutageBreaker {
   }
   #recent: boolean[] = []; // true = outage failure
   #open = false;
-  #wasOpen = false; // #schedule runs on opening and after each failed probe; only the first stamps #openedAt
   #openedAt = 0;
   #lastDetail = '';
   #probing = false;
@@ -116,7 +117,6 @@ export class OutageBreaker {
     this.#probing = false;
     if (this.#open) {
       this.#open = false;
-      this.#wasOpen = false;
       this.#delay = this.#o.probeDelayMs;
       this.#clearTimer();
       this.onChange(false, 0, 'provider answered again');
@@ -136,7 +136,9 @@ export class OutageBreaker {
     // by the timeout, a reset) is no sign of an outage in a row. It still counts in the window, where
     // "mostly failing" is judged.
     const answeredSince = this.#lastSuccessAt >= options.sentAt;
-    if (!answeredSince) this.#consecutive++;
+    if (!answeredSince) {
+      this.#streakSince = this.#consecutive++ === 0 ? options.sentAt : Math.min(this.#streakSince, options.sentAt);
+    }
     this.#push(true);
     if (this.#open) {
       // Only the probe's own failure schedules the next probe: requests sent before the breaker
@@ -148,16 +150,18 @@ export class OutageBreaker {
       }
       return true;
     }
-    if (options.unreachable && !answeredSince) {
-      this.#open = true;
-      this.#delay = this.#o.probeDelayMs;
-      this.#schedule(detail);
-      return true;
-    }
     const failures = this.#recent.filter(Boolean).length;
-    if (this.#consecutive >= this.#o.consecutive || (this.#recent.length >= this.#o.window && failures >= this.#o.windowFailures)) {
+    if (
+      (options.unreachable && !answeredSince) ||
+      this.#consecutive >= this.#o.consecutive ||
+      (this.#recent.length >= this.#o.window && failures >= this.#o.windowFailures)
+    ) {
       this.#open = true;
       this.#delay = this.#o.probeDelayMs;
+      // Down since the first of the failures in a row left, not since the breaker saw enough of them:
+      // requests that hang until a 10-minute timeout open it 10 minutes after the provider stopped
+      // answering, and --max-outage counts from then.
+      this.#openedAt = this.#consecutive > 0 ? Math.min(this.#streakSince, this.#clock()) : this.#clock();
       this.#schedule(detail);
       return true;
     }
@@ -190,8 +194,6 @@ export class OutageBreaker {
   }
 
   #schedule(detail: string): void {
-    if (!this.#wasOpen) this.#openedAt = this.#clock();
-    this.#wasOpen = true;
     this.#nextProbeAt = this.#clock() + this.#delay;
     this.onChange(true, this.#nextProbeAt, detail);
     this.#clearTimer();

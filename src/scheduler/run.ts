@@ -6,6 +6,7 @@ import { ProviderError } from '../provider/types.js';
 import type { ProgressSnapshot, RefusedParameter, RunSummary, SchedulerEventMap, SchedulerListener } from './events.js';
 import { runJob, type JobContext } from './job-runner.js';
 import { InFlightRequests } from './in-flight.js';
+import { LatencyStats } from './pace/latency.js';
 import { Lanes, localBoards } from './lanes.js';
 import { sleep } from './wait.js';
 import { OutageBreaker } from './outage.js';
@@ -448,14 +449,14 @@ export class Run {
         kind: 'fatal',
         error: new ProviderError({
           message:
-            // an endpoint answering 500s is there, only failing; one refusing connections is not
-            `The provider at ${lanes.baseUrl} has been ${/^HTTP \d/.test(this.#breaker.lastFailure) ? 'failing' : 'unreachable'} for ${duration((t - since) / 1000)} ` +
+            `The provider at ${lanes.baseUrl} has been ${outageKind(this.#breaker.lastFailure)} for ${duration((t - since) / 1000)} ` +
             `(--max-outage); the last try said: ${this.#breaker.lastFailure}`,
           scope: 'run',
           reason: 'network',
         }),
       });
     }
+    this.#tellSilence(t);
     void lanes.refresh();
     this.#store
       .heartbeat(this.#id, t, t + this.#leaseMs, {
@@ -512,6 +513,29 @@ export class Run {
     // those back are pending now, counted as they are claimed
     this.#mayComeBack = comingBack === null ? 0 : Math.max(0, this.#mayComeBack - takenBack);
     return { comingBack, takenBack };
+  }
+
+  /** `#tellSilence` has spoken: once a run. */
+  #toldSilence = false;
+  /** How long requests to a model with no latencies yet wait for their first answers before the run says so (at most a tenth of the timeout's cap). */
+  static readonly SILENCE_TOLD_MS = 60_000;
+
+  /**
+   * Requests to a model that has not answered enough yet to time them wait up to the cap (10
+   * minutes): a provider that takes connections and never answers kept the run silent that long,
+   * `in flight 8 · 0 jobs/s`. Said once, with what to do.
+   */
+  #tellSilence(t: number): void {
+    if (this.#toldSilence) return;
+    const cold = this.#inFlight.oldestCold();
+    if (cold === null || t - cold.startedAt < Math.min(Run.SILENCE_TOLD_MS, cold.capMs / 10)) return;
+    this.#toldSilence = true;
+    const requests = cold.count === 1 ? '1 request has' : `${cold.count} requests have`;
+    this.#emit('warning', {
+      message:
+        `${requests} waited ${duration((t - cold.startedAt) / 1000)} for ${cold.model} with no answer (a slow model, or a provider that takes requests and does not answer): ` +
+        `until ${cold.model} has answered ${LatencyStats.MIN_SAMPLES} requests, --timeout auto waits up to ${duration(cold.capMs / 1000)} for each; give --timeout <seconds> to cut them sooner`,
+    });
   }
 
   /** The suspended runs told of (`#tellSuspended`), by id. */
@@ -798,4 +822,11 @@ export class Run {
     from.addEventListener('abort', onAbort, { once: true });
     this.#unlinks.push(() => from.removeEventListener('abort', onAbort));
   }
+}
+
+/** An endpoint answering 500s is there, only failing; one taking requests and never answering is not answering; one refusing connections is unreachable. */
+function outageKind(lastFailure: string): string {
+  if (/^HTTP \d/.test(lastFailure)) return 'failing';
+  if (/^Timed out/.test(lastFailure)) return 'not answering';
+  return 'unreachable';
 }
