@@ -59,6 +59,7 @@ function stats(): object {
     hung: fake.answers.get('hang') ?? 0,
     // arrivals of the requests answered 200, when requests are recorded (`record: true`)
     okAt: fake.requests.filter((r) => r.answered === 200).map((r) => r.receivedAt),
+    limitedAt: fake.requests.filter((r) => r.answered === 429).map((r) => r.receivedAt),
   };
 }
 

@@ -317,6 +317,34 @@ async function minuteWindow(): Promise<void> {
   );
 }
 
+async function silentLowLimit(): Promise<void> {
+  // No headers and a limit far under what the run could send: the first burst (the whole -c after
+  // the first answer) is refused, and the pace must then settle at the limit, not trip it every
+  // second (steps of the pace as shares of the first burst's rate climbed past it within a second).
+  const rpm = 120,
+    jobs = 240,
+    settleMs = 10_000;
+  console.log(
+    `(11) fake enforcing ${rpm} rpm (${rpm / 60} per 1-second window) with no rate-limit headers (no retry-after either), ${jobs} jobs, ${LATENCY_MS} ms, -c 64, no --rpm`,
+  );
+  const reps = await repeated({ latencyMs: LATENCY_MS, rpm, headers: 'none' }, 1, (f) =>
+    once(f, jobs, 16, ['-c', '64'], { capS: 3 * (jobs / (rpm / 60)) }),
+  );
+  judge(reps, `rate after the first ${settleMs / 1000} s, % of the limit`, pctOfLimit(rpm, settleMs), '%', '>= 90%', (v) => v >= 90);
+  showFill(reps, rpm / 60, settleMs);
+  const settled = (r: Rep) => r.stats.limitedAt.filter((t) => t >= r.stats.firstAt + settleMs).length;
+  const minutes = (r: Rep) => Math.max(1 / 60, (r.stats.lastAt - r.stats.firstAt - settleMs) / 60_000);
+  judge(
+    reps,
+    `429s a minute after the first ${settleMs / 1000} s`,
+    (r) => settled(r) / minutes(r),
+    '',
+    '<= 4',
+    (v) => v <= 4,
+  );
+  console.log(`    (429s in all, the first burst's among them: ${reps.map(limited).join(' / ')})`);
+}
+
 const SCENARIOS = [
   paced,
   learnsFromHeaders,
@@ -328,6 +356,7 @@ const SCENARIOS = [
   unsaidNoise,
   hiddenLimit,
   minuteWindow,
+  silentLowLimit,
 ];
 const wanted = process.argv
   .slice(2)

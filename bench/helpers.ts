@@ -22,6 +22,8 @@ export interface FakeStats {
   readonly hung: number;
   /** Arrival times of the requests answered 200, in order; empty unless the fake was started with `record: true`. */
   readonly okAt: readonly number[];
+  /** Arrival times of the requests answered 429, likewise. */
+  readonly limitedAt: readonly number[];
 }
 
 /** A FakeOpenAI in a child process (options as FakeOpenAI takes them, plus `latencySpreadMs`: see fake-server.ts). */

@@ -349,6 +349,10 @@ describe('429s saying no limit from a provider whose answers say theirs', () => 
     expect(lane.rateLimitedBy(unsaid(5000), now)).toEqual({ waitMs: 5000, lanePaused: false });
     expect(lane.rateLimitedBy(unsaid(60_000), now)).toEqual({ waitMs: 60_000, lanePaused: true });
     expect(lane.pauseLeft()).toBe(60_000);
+    // and teaches no pace: the limit the answers say stands, for this run and the next
+    expect(lane.rateLimitedBy(unsaid(3_600_000), now)).toEqual({ waitMs: 3_600_000, lanePaused: true });
+    expect(lane.snapshot()).toMatchObject({ rpm: 600, learned: { source: 'headers', rpm: 600 } });
+    expect(lane.toRemember()).toMatchObject({ source: 'headers', rpm: 600 });
   });
 
   it('limits another run or an earlier one learned are not this provider speaking now: the first one cuts', () => {
@@ -400,7 +404,7 @@ describe('a pace an earlier run remembered', () => {
     const tooMany = new ProviderError({ message: '429', scope: 'retryable', reason: 'rate_limit', status: 429 });
     lanes.get('m').rateLimitedBy(tooMany, clock.now);
     await lanes.save(memory);
-    expect(saved).toEqual([{ rpm: 2250, at: T0 }]);
+    expect(saved).toEqual([{ rpm: 2220, at: T0 }]); // 37.5 a second: the pacer sends 37 a window
     // climbed back and settled under the rate the 429 came at (2,700): written once
     clock.now += 3 * MINUTE;
     await lanes.save(memory);

@@ -126,7 +126,12 @@ export class Lane {
     const l = this.limits();
     const safe = this.#backoff.safeFactor / Math.max(this.#backoff.factor, 1e-9);
     const scale = (x: number | null): number | null => (x === null ? null : x * Math.min(1, safe));
-    return { rpm: scale(l.rpm), tpm: scale(l.tpm), source: '429s', at: this.#now() };
+    // In the whole requests a window admits (reachablePerSecond): a pace of 110 a minute sends one a
+    // second, and the factor climbs through 1.1 to 1.9 a second with no 429 to stop it, where status
+    // said "114 rpm, learned from 429s" for a real 60.
+    const rpm = scale(l.rpm);
+    const whole = rpm === null ? null : (reachablePerSecond({ rpm, tpm: null }, null)?.perSecond ?? 0) * 60;
+    return { rpm: whole, tpm: scale(l.tpm), source: '429s', at: this.#now() };
   }
 
   /** The limits paced at now: the lower of caps and learned limits, scaled down after 429s. */
@@ -302,6 +307,14 @@ export class Lane {
       const asksLittle = (error.retryAfterMs ?? 0) <= STRAY_MOST_WAIT_MS;
       const noise = this.#headersSeen && asksLittle && this.#unsaid429s.value <= UNSAID_429S_NOISE;
       if (noise) return { waitMs: this.#pauseFor(error), lanePaused: false };
+      // From a provider whose answers say their limits, one asking for a long wait (a retry-after of an
+      // hour: a quota's window, maintenance) is waited out by the lane, and teaches no pace: it
+      // replaced "600 rpm, from headers" with "540 rpm, learned from 429s", which the next run began at.
+      if (this.#headersSeen && !asksLittle) {
+        const pause = this.#pauseFor(error);
+        this.board.pause(now + pause);
+        return { waitMs: pause, lanePaused: true };
+      }
       // No limit said: it must be found. With nothing to scale, start from what we were sending
       // (when enough was sent to say; else the pause alone must do: a cut of nothing would still
       // count as a limit found, and every later stray 429 would cut the limit headers say next).

@@ -106,11 +106,12 @@ export class RunCounters {
       tokensPerSecond: tokens,
       // the first second's pace is a ramp (one answer in: 80,000 jobs looked like 22 hours); wait for a few
       // and none while the provider is down: the pace before the outage says nothing of when it ends
+      // a rate limit's pause (a retry-after of an hour) is waited out before the pace goes on
       etaSeconds:
         left === 0
           ? 0
           : perSecond > 0 && now - this.startedAt >= ETA_AFTER_MS && this.paused?.reason !== 'outage'
-            ? left / perSecond
+            ? Math.max(0, (this.paused?.until ?? now) - now) / 1000 + left / perSecond
             : null,
       shared,
       paused: this.paused,

@@ -10,14 +10,21 @@
 export class RateBackoff {
   /** Cut on each 429: a quarter off. */
   static readonly DECREASE = 0.75;
-  /** Climb per quiet second, as a share of the cap: fast far below the last 429, slow near it. */
+  /**
+   * Climb per quiet second, as a share of the rate the last 429 came at: fast far below it (back to
+   * 90% of it in 3 s), slow near it (the last tenth in 25 s). Shares of that rate, not of the limit
+   * the factor scales: a limit learned from a first burst at -c 64 is many times the real one, and
+   * steps of it climbed past a real limit of 60 a minute within a second of each cut (a 429 every
+   * second or two).
+   */
   static readonly FAST_INCREASE = 0.05;
   static readonly SLOW_INCREASE = 0.004;
-  static readonly FLOOR = 0.02;
+  /** The lowest factor: low enough that a first burst 500 times the real limit still finds it. */
+  static readonly FLOOR = 0.001;
   /**
-   * Open-ended (no limit said or set): past the rate the last 429 came at, quiet time raises the pace
-   * by this share per second, compounding, so a limit far above a passing 429 is found in a minute
-   * or so (2x in about 23 s) rather than never.
+   * Past the rate the last 429 came at with no 429 since (it was a passing one, or the limit rose),
+   * quiet time raises the pace by this share per second, compounding: 2x in about 23 s. Open-ended
+   * (no limit said or set), up to the caller's bound; under a cap or a said limit, up to it.
    */
   static readonly SEARCH = 0.03;
 
@@ -76,16 +83,14 @@ export class RateBackoff {
     if (!open && this.#factor > 1) this.#factor = 1;
     if (seconds === 0) return;
     const f = this.#factor;
-    if (open && f >= (this.#ceiling ?? 1)) {
-      this.#factor = Math.max(f, Math.min(open.most, f * (1 + RateBackoff.SEARCH) ** seconds));
-      return;
-    }
-    if (f >= 1 && !open) return;
-    // under a cap never past it: a ceiling remembered above the cap's 0.9 (restore) is no licence to pass it
+    const ceiling = this.#ceiling ?? 1;
     const most = open ? Number.POSITIVE_INFINITY : 1;
-    if (this.#ceiling === null) this.#factor = Math.min(1, f + RateBackoff.FAST_INCREASE * seconds);
-    else if (f < this.#ceiling * 0.9) this.#factor = Math.min(most, this.#ceiling * 0.9, f + RateBackoff.FAST_INCREASE * seconds);
-    else this.#factor = Math.min(open ? this.#ceiling : 1, f + RateBackoff.SLOW_INCREASE * seconds);
+    if (f < ceiling * 0.9) this.#factor = Math.min(most, ceiling * 0.9, f + RateBackoff.FAST_INCREASE * ceiling * seconds);
+    else if (f < ceiling) this.#factor = Math.min(most, ceiling, f + RateBackoff.SLOW_INCREASE * ceiling * seconds);
+    else if (f < most || open) {
+      const top = open ? open.most : 1;
+      this.#factor = Math.max(f, Math.min(top, f * (1 + RateBackoff.SEARCH) ** seconds));
+    }
   }
 
   /** Start from a factor remembered from an earlier run. */

@@ -55,7 +55,8 @@ export function windowShare(limits: PaceLimits): { requests: number; tokens: num
  * The most requests a second the windows admit, and which limit binds, for requests weighing
  * `weight` tokens (null: not known yet, then tokens bind nothing). Requests are taken whole: two of
  * 0.56 of a window's token share do not fit in one window, so 1,000 tokens a window admit one
- * request of 560 a second, not 1.8; a request bigger than the share goes alone, at the average rate.
+ * request of 560 a second, not 1.8, and 110 requests a minute admit one a second; a request bigger
+ * than the share goes alone, at the average rate.
  * Null without a limit.
  */
 export function reachablePerSecond(
@@ -64,7 +65,8 @@ export function reachablePerSecond(
 ): { readonly perSecond: number; readonly by: 'requests' | 'tokens' } | null {
   const share = windowShare(limits);
   const perWindow = 1000 / WINDOW_MS;
-  const byRequests = share.requests * perWindow;
+  // whole requests too: a window's share of 1.84 admits one request a window (WindowPacer.delay)
+  const byRequests = (share.requests >= 1 ? Math.floor(share.requests + 1e-9) : share.requests) * perWindow;
   let byTokens = Infinity;
   if (share.tokens !== Infinity && weight !== null && weight > 0) {
     const fit = share.tokens / weight;
