@@ -9,6 +9,11 @@ export interface InFlightRequest {
   readonly signal: AbortSignal;
   readonly lane: Lane;
   readonly startedAt: number;
+  /**
+   * When its timeout counts from: `startedAt`, moved on by any long stall of this process while it
+   * was on the wire (the time it could not have been written or read counts against no provider).
+   */
+  timedFrom: number;
   readonly controller: AbortController;
   readonly requestJson: string;
   /** `max_tokens` of the request, read the first time the watchdog needs it. */
@@ -56,6 +61,8 @@ export class InFlightRequests {
   #wasLate = false;
   /** A tick this much later than due means the event loop was held. */
   static readonly STALL_MS = 50;
+  /** A tick this much later than due: the time is taken off every request's clock. */
+  static readonly LONG_STALL_MS = 1000;
 
   /**
    * `auto`: cut requests by their lane's latencies, at most `capMs`; otherwise the provider's own
@@ -89,6 +96,7 @@ export class InFlightRequests {
       controller,
       lane,
       startedAt,
+      timedFrom: startedAt,
       requestJson,
       maxTokens: null,
       patience,
@@ -106,8 +114,13 @@ export class InFlightRequests {
 
   #tick(sweepMs: number): void {
     const now = performance.now();
-    const late = now - this.#tickedAt - sweepMs > InFlightRequests.STALL_MS;
+    const lateBy = now - this.#tickedAt - sweepMs;
+    const late = lateBy > InFlightRequests.STALL_MS;
     this.#tickedAt = now;
+    // Held a second or more (SQLite waiting out another process's lock, in a row or not): requests
+    // queued before it were not on the wire meanwhile, and were cut as timed out ("may be billed")
+    // though the provider received them only after it. That time counts against none of them.
+    if (lateBy >= InFlightRequests.LONG_STALL_MS) for (const r of this.#requests) r.timedFrom += lateBy;
     // A late tick after an on-time one is a stall. Late ticks in a row are this process's pace (a
     // busy loop, a throttled container): its latencies are then what requests take here, and
     // hung ones must still be cut, so those ticks mark nothing and sweep as usual.
@@ -123,7 +136,7 @@ export class InFlightRequests {
   /** Abort every request that has run longer than its lane says it should (auto mode only). */
   sweep(now: number = this.#now()): void {
     for (const r of this.#requests) {
-      const elapsed = now - r.startedAt;
+      const elapsed = now - r.timedFrom;
       // cheap check first: nothing is cut before the floor
       if (elapsed < LatencyStats.FLOOR_MS) continue;
       if (r.maxTokens === null) r.maxTokens = maxTokensOf(r.requestJson);
