@@ -19,6 +19,8 @@ async function simulate(options: {
   measureS: number;
   latencyMs?: number;
   caps?: { rpm: number | null };
+  /** The provider's counting window: 1 s, or a gateway's minute. */
+  windowMs?: number;
 }) {
   const clock = { now: T0 };
   const lane = new Lane('m', { rpm: options.caps?.rpm ?? null, tpm: null }, new LocalLaneBoard(() => clock.now), () => clock.now);
@@ -40,7 +42,7 @@ async function simulate(options: {
     if (lane.pauseLeft() > 0) continue;
     const got = await lane.tryTake(0);
     if (typeof got === 'number') continue;
-    const w = Math.floor(clock.now / 1000);
+    const w = Math.floor(clock.now / (options.windowMs ?? 1000));
     if (w !== window) {
       window = w;
       inWindow = 0;
@@ -72,6 +74,13 @@ describe('429s with no headers, a limit far under what the run can send', () => 
     const { refusedPerS, answeredPerS } = await simulate({ perWindow: 5, offered: 64, seconds: 180, measureS: 120 });
     expect(refusedPerS).toBeLessThan(0.1);
     expect(answeredPerS).toBeGreaterThan(4.25);
+  });
+
+  it("a gateway's minute window (all of a minute's requests may go at once, then none till it turns): every minute's share is used", async () => {
+    // 120 a minute: a pace that falls with each 429 of a spent minute must climb back in the next,
+    // where steps measured by the last 429's rate (each lower) crawled: 4 minutes for 3 minutes' work
+    const { answeredPerS } = await simulate({ perWindow: 120, windowMs: 60_000, offered: 64, latencyMs: 50, seconds: 300, measureS: 240 });
+    expect(answeredPerS * 60).toBeGreaterThan(110);
   });
 
   it('under a --rpm 10 times the real limit, the same', async () => {

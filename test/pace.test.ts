@@ -574,7 +574,8 @@ describe('RateBackoff: 429s without headers teach the pace', () => {
       sum = 0;
     for (let t = T0; t < T0 + 60_000; t += 100) {
       b.tick(t);
-      if (b.factor > 0.5 && b.rateLimited(t, t)) cuts++;
+      if (b.factor <= 0.5) b.answered();
+      else if (b.rateLimited(t, t)) cuts++;
       sum += Math.min(b.factor, 0.5);
     }
     expect(cuts).toBeLessThanOrEqual(10);

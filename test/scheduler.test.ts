@@ -483,6 +483,32 @@ describe('runQueue', () => {
     await store.close();
   }, 15_000);
 
+  it('ends at --max-outage without waiting out the timeout of a request still on the wire', async () => {
+    // The first request goes alone and times out first; its retry leaves at once and the breaker
+    // opens only when the others time out: the run then ended a whole timeout later (20 minutes for
+    // a --max-outage 1 behind a 10-minute timeout), waiting for that retry.
+    const { fake, store } = await setup(8, { latencyMs: 5 });
+    fake.respond(() => reply.hang());
+    const t0 = Date.now();
+    const summary = await runQueue(
+      { store, provider: provider(fake, 600_000) },
+      {
+        ...fast,
+        concurrency: 4,
+        maxOutageMs: 1000,
+        timeout: 'auto',
+        timeoutCapMs: 6000,
+        outage: { probeDelayMs: 5000, maxProbeDelayMs: 5000 },
+      },
+    );
+    expect(summary.fatal?.message).toMatch(/has been not answering for \d+s \(--max-outage\)/);
+    // the others time out at 2 + 6 s; the retry would have held the end until 6 + 6 s
+    expect(Date.now() - t0).toBeLessThan(10_500);
+    const rows = await jobsByState(store);
+    expect(rows.every((r) => r.state === 'pending')).toBe(true);
+    await store.close();
+  }, 20_000);
+
   it('on a stop signal lets in-flight requests finish and hands the rest back', async () => {
     const { fake, store } = await setup(30, { latencyMs: 100 });
     const stop = new AbortController();

@@ -429,6 +429,23 @@ describe('llmq status', () => {
     expect(text).toMatch(/^running {3}paused-r.*\n {10}paused: rate limited, resuming in 4\ds$/m);
   });
 
+  it("a live run paused for an hour by a rate limit's retry-after: the ETA counts the pause", async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'a.jsonl'), Array.from({ length: 100 }, (_, i) => `{"id":"d${i}","text":"document ${i}"}\n`).join(''));
+    expect((await runCli(['enqueue', 'a.jsonl'], { cwd: dir })).code).toBe(0);
+    const store = new SqliteStore(join(dir, 'llmq.db'));
+    const now = Date.now();
+    await store.startRun({ id: 'paused-run', host: 'h', pid: 1, startedAt: now - 60_000, options: {} });
+    const paused = { reason: 'rate_limit' as const, until: now + 3_585_000 };
+    await store.heartbeat('paused-run', now, now + 60_000, { ...NO_STATS, jobsPerSecond: 1, paused });
+    await store.close();
+    const out = await runCli(['status', '--json'], { cwd: dir });
+    // it said "ETA 1m 40s" above "paused: rate limited, resuming in 59m 45s"
+    expect(JSON.parse(out.stdout).etaSeconds).toBeCloseTo(3585 + 100, -1);
+    const text = (await runCli(['status'], { cwd: dir })).stdout;
+    expect(text).toMatch(/ETA 1h 01m/);
+  });
+
   it('a live run paused by an outage says how long the provider has been down, and how long the run waits for it', async () => {
     const dir = tempDir();
     writeFileSync(join(dir, 'a.txt'), 'a document');

@@ -144,6 +144,21 @@ export interface LastRunBeside {
   readonly atLeast: boolean;
 }
 
+/**
+ * When the jobs left are done at the live runs' pace, as each run's progress says it: after the
+ * pause every sending run is in (a rate limit's retry-after of an hour); none while they wait for a
+ * provider that is down, whose end nobody knows.
+ */
+function eta(left: number, jobsPerSecond: number | null, sending: readonly RunReport[], live: boolean, now: number): number | null {
+  if (left === 0) return live ? 0 : null;
+  if (!jobsPerSecond || jobsPerSecond <= 0) return null;
+  const pauses = sending.map((r) => r.paused);
+  if (pauses.some((p) => p?.reason === 'outage') && pauses.every((p) => p !== null)) return null;
+  const allPaused = pauses.every((p) => p !== null && p.until > now);
+  const pausedFor = allPaused ? Math.min(...pauses.map((p) => p!.until - now)) / 1000 : 0;
+  return pausedFor + left / jobsPerSecond;
+}
+
 export function buildStatusReport(
   s: StatusSnapshot,
   o: { now: number; prices: PriceTable; db: string; here?: RunsGoneHere },
@@ -157,7 +172,7 @@ export function buildStatusReport(
   // a run whose process is gone here is most likely not sending: its last rate would promise an ETA
   const sending = live.filter((r) => !r.pidGoneHere);
   const jobsPerSecond = sending.length ? sending.reduce((a, r) => a + r.recentJobsPerSecond, 0) : null;
-  const etaSeconds = jobsPerSecond && jobsPerSecond > 0 ? left / jobsPerSecond : left === 0 && live.length ? 0 : null;
+  const etaSeconds = eta(left, jobsPerSecond, sending, live.length > 0, o.now);
 
   return {
     counts: { ...s.counts },

@@ -292,6 +292,7 @@ export class Lane {
     const now = this.#now();
     this.#unsaid429s.add(false);
     this.#answers++;
+    this.#backoff.answered();
     this.#firstAnswerAt ??= now;
     this.#learnFromHeaders(rateLimit);
     if (latencyMs === null) return;

@@ -28,7 +28,7 @@ const TOLD_PAUSE_MS = 3000;
 
 /** Why a run stops before the queue is drained: a run-fatal provider error, a bug or a lost store, or the budget. */
 type StopReason =
-  | { readonly kind: 'fatal'; readonly error: ProviderError; readonly refused?: RefusedParameter | null }
+  | { readonly kind: 'fatal'; readonly error: ProviderError; readonly refused?: RefusedParameter | null; readonly abortInFlight?: boolean }
   | { readonly kind: 'error'; readonly error: unknown; readonly abortInFlight: boolean }
   | { readonly kind: 'budget' };
 
@@ -197,7 +197,7 @@ export class Run {
     }
     if (why.kind === 'error') this.#internal ??= why.error;
     this.#stopping.abort(new LlmqError('run stopped'));
-    if (why.kind === 'error' && why.abortInFlight) this.#aborting.abort(new LlmqError('run stopped'));
+    if ((why.kind === 'error' || why.kind === 'fatal') && why.abortInFlight) this.#aborting.abort(new LlmqError('run stopped'));
   }
 
   async #start(): Promise<void> {
@@ -454,6 +454,9 @@ export class Run {
           scope: 'run',
           reason: 'network',
         }),
+        // the requests out now are the down provider's: a retry sent as the outage began would
+        // otherwise hold the run's end for its whole timeout (10 minutes, not the minute asked)
+        abortInFlight: true,
       });
     }
     this.#tellSilence(t);

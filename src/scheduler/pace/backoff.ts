@@ -32,6 +32,8 @@ export class RateBackoff {
   /** The factor at which the last 429 came: the real limit is about there. */
   #ceiling: number | null = null;
   #lastCutAt = -Infinity;
+  /** An answer came since the last cut: the next cut is a new 429 event, whose rate is the new ceiling. */
+  #answeredSinceCut = true;
   #lastTickAt: number;
 
   constructor(now: number) {
@@ -64,7 +66,11 @@ export class RateBackoff {
   rateLimited(sentAt: number, now: number): boolean {
     this.tick(now);
     if (sentAt < this.#lastCutAt) return false;
-    this.#ceiling = this.#factor;
+    // 429s with no answer between them are one refusal (a per-minute window spent, refusing everything
+    // till it turns): each cuts the pace, but the rate the refusal began at stays the ceiling the
+    // climb is measured by. Lowered with each cut, the climb after a minute's refusal was a crawl.
+    if (this.#answeredSinceCut || this.#ceiling === null) this.#ceiling = this.#factor;
+    this.#answeredSinceCut = false;
     this.#factor = Math.max(RateBackoff.FLOOR, this.#factor * RateBackoff.DECREASE);
     this.#lastCutAt = now;
     return true;
@@ -91,6 +97,11 @@ export class RateBackoff {
       const top = open ? open.most : 1;
       this.#factor = Math.max(f, Math.min(top, f * (1 + RateBackoff.SEARCH) ** seconds));
     }
+  }
+
+  /** A request of the lane was answered. */
+  answered(): void {
+    this.#answeredSinceCut = true;
   }
 
   /** Start from a factor remembered from an earlier run. */
