@@ -69,7 +69,7 @@ describe('InFlightRequests: this process held up', () => {
   it('does not count a long stall of the event loop (another process holding the SQLite lock) against the requests on the wire', async () => {
     const hardStop = new AbortController();
     const latency = new LatencyStats();
-    for (let i = 0; i < 40; i++) latency.record(50, 10); // a warm lane: cut past 0.5 s
+    for (let i = 0; i < 40; i++) latency.record(200, 10); // a warm lane: cut past 1.2 s
     const lane = { model: 'm', latency } as unknown as Lane;
     const inFlight = new InFlightRequests({ auto: true, capMs: 600_000, now: Date.now, abortSignal: hardStop.signal, sweepMs: 20 });
     const r = inFlight.start(lane, '{}', Date.now());
@@ -78,7 +78,7 @@ describe('InFlightRequests: this process held up', () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     // Observed: cut as timed out ("the provider may bill this try") two ticks after the stall
     expect(r.signal.aborted).toBe(false);
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await new Promise((resolve) => setTimeout(resolve, 1200));
     // still cut once it has been out its time since
     expect(r.signal.aborted).toBe(true);
     inFlight.dispose();

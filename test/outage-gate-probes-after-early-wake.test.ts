@@ -65,6 +65,25 @@ describe('how long the provider has been down', () => {
     breaker.dispose();
   });
 
+  it('a 429 or a 4xx is the provider answering: requests that hung while it answered those date no outage', () => {
+    let now = 1_000_000;
+    const breaker = new OutageBreaker({ now: () => now });
+    const hungSince = now;
+    now += 300_000;
+    breaker.neutral(); // a 429, five minutes in
+    now += 300_000;
+    // the hung request times out; two sent after the 429 fail too
+    breaker.failure('Timed out after 600 s', { sentAt: hungSince, unreachable: false });
+    breaker.failure('HTTP 503', { sentAt: now - 10, unreachable: false });
+    breaker.failure('HTTP 503', { sentAt: now - 5, unreachable: false });
+    expect(breaker.isOpen).toBe(false);
+    breaker.failure('HTTP 503', { sentAt: now - 1, unreachable: false });
+    expect(breaker.isOpen).toBe(true);
+    // not since the hung request left, ten minutes ago: --max-outage would end the run 10 minutes early
+    expect(breaker.openSince).toBe(now - 10);
+    breaker.dispose();
+  });
+
   it('counts from the opening when the failures that opened it came between answers', () => {
     let now = 1_000_000;
     const breaker = new OutageBreaker({ now: () => now, consecutive: 3, window: 4, windowFailures: 3 });

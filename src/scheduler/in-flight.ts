@@ -119,8 +119,13 @@ export class InFlightRequests {
     this.#tickedAt = now;
     // Held a second or more (SQLite waiting out another process's lock, in a row or not): requests
     // queued before it were not on the wire meanwhile, and were cut as timed out ("may be billed")
-    // though the provider received them only after it. That time counts against none of them.
-    if (lateBy >= InFlightRequests.LONG_STALL_MS) for (const r of this.#requests) r.timedFrom += lateBy;
+    // though the provider received them only after it. That time counts against none of them (a
+    // loop held that long on every tick reads no answer either). Late ticks under a second, a busy
+    // or throttled loop's pace, credit nothing: hung requests are still cut there.
+    if (lateBy >= InFlightRequests.LONG_STALL_MS) {
+      const at = this.#now();
+      for (const r of this.#requests) r.timedFrom += Math.max(0, Math.min(lateBy, at - r.timedFrom));
+    }
     // A late tick after an on-time one is a stall. Late ticks in a row are this process's pace (a
     // busy loop, a throttled container): its latencies are then what requests take here, and
     // hung ones must still be cut, so those ticks mark nothing and sweep as usual.

@@ -242,11 +242,12 @@ class JobRun {
           wait = 0;
           continue;
         }
-        let got: PaceTicket | number;
+        let got: PaceTicket | number | undefined;
         try {
           got = await lane.tryTake(tokens);
           ctx.stopSignal.throwIfAborted();
         } catch (error) {
+          if (got !== undefined && typeof got !== 'number') lane.ended(got);
           ctx.slots.release();
           if (probe) ctx.breaker.probeAbandoned();
           throw error;

@@ -41,6 +41,8 @@ const UNSAID_429S_SPAN = 50;
  * nobody said, and random refusals of 3 in 100 reach it now and then (a cut, climbed back from).
  */
 const UNSAID_429S_NOISE = 0.1;
+/** The longest a lane waits between tries while 429s with no retry-after keep coming and nothing is answered. */
+const REFUSAL_MOST_PAUSE_MS = 8000;
 /** A 429 asking for a longer wait is no passing refusal: the lane pauses for it, as for any other. */
 const STRAY_MOST_WAIT_MS = 5000;
 
@@ -202,6 +204,8 @@ export class Lane {
     // nothing paces it yet: the window of requests out opens with the answers, as a burst of the
     // whole concurrency into an unsaid limit met a 429 for nearly every request of it
     else if (this.#out >= this.#rampWindow(limits)) return 20;
+    // taken before the await (the board may be Redis), given back below if no ticket comes
+    this.#out++;
     let got: PaceTicket | number;
     try {
       got = await this.board.tryTake(tokens, limits);
@@ -215,8 +219,8 @@ export class Lane {
     } finally {
       if (cold) this.#probing = false;
     }
-    if (typeof got !== 'number') {
-      this.#out++;
+    if (typeof got === 'number') this.#out--;
+    else {
       this.#sent(tokens);
       if (cold) {
         this.#probeAt ??= this.#now();
@@ -361,7 +365,12 @@ export class Lane {
     // a retry at once would go into the same full window
     if (asked !== null && asked > 0) return asked;
     const rpm = this.limits().rpm;
-    return rpm ? Math.ceil(60_000 / rpm) : 1000;
+    const interval = rpm ? Math.ceil(60_000 / rpm) : 1000;
+    // Refused again with nothing answered since (a gateway's minute spent, refusing all till it
+    // turns): each pause twice the last, up to REFUSAL_MOST_PAUSE_MS, rather than a 429 per refill
+    // interval (dozens of them a minute) until the pace's cuts made the interval long.
+    const again = Math.max(0, this.#backoff.refusalCuts - 1);
+    return again === 0 ? interval : Math.max(interval, Math.min(REFUSAL_MOST_PAUSE_MS, 250 * 2 ** again));
   }
 
   snapshot(): LaneSnapshot {

@@ -24,6 +24,8 @@ export class OutageBreaker {
   /** When the first request of the failures in a row was sent: the provider has not answered since. */
   #streakSince = 0;
   #lastSuccessAt = -Infinity;
+  /** When the provider last answered anything, a 429 or a 4xx too (ms epoch). */
+  #lastHeardAt = -Infinity;
 
   /** When the provider last answered (ms epoch), -Infinity if never. */
   get lastSuccessAt(): number {
@@ -111,7 +113,7 @@ export class OutageBreaker {
   }
 
   success(): void {
-    this.#lastSuccessAt = this.#now();
+    this.#lastSuccessAt = this.#lastHeardAt = this.#now();
     this.#consecutive = 0;
     this.#push(false);
     this.#probing = false;
@@ -135,7 +137,9 @@ export class OutageBreaker {
     // The provider answered someone after this request left: it was up, so this failure (a hang cut
     // by the timeout, a reset) is no sign of an outage in a row. It still counts in the window, where
     // "mostly failing" is judged.
-    const answeredSince = this.#lastSuccessAt >= options.sentAt;
+    // (a 429 or a 4xx is the provider answering too: a request that hung while it answered those
+    // says nothing of an outage, and must not date one from before them)
+    const answeredSince = this.#lastHeardAt >= options.sentAt;
     if (!answeredSince) {
       this.#streakSince = this.#consecutive++ === 0 ? options.sentAt : Math.min(this.#streakSince, options.sentAt);
     }
@@ -168,8 +172,9 @@ export class OutageBreaker {
     return false;
   }
 
-  /** Any other result (a 4xx, a 429, a bad body) says the provider is up, but not that it is well. */
+  /** Any other result (a 4xx, a 429) says the provider is up, but not that it is well. */
   neutral(): void {
+    this.#lastHeardAt = this.#now();
     this.#consecutive = 0;
     if (this.#probing) {
       this.#probing = false;

@@ -32,8 +32,8 @@ export class RateBackoff {
   /** The factor at which the last 429 came: the real limit is about there. */
   #ceiling: number | null = null;
   #lastCutAt = -Infinity;
-  /** An answer came since the last cut: the next cut is a new 429 event, whose rate is the new ceiling. */
-  #answeredSinceCut = true;
+  /** Cuts since the last answer: 429s with none answered between them are one refusal. */
+  #refusalCuts = 0;
   #lastTickAt: number;
 
   constructor(now: number) {
@@ -69,8 +69,7 @@ export class RateBackoff {
     // 429s with no answer between them are one refusal (a per-minute window spent, refusing everything
     // till it turns): each cuts the pace, but the rate the refusal began at stays the ceiling the
     // climb is measured by. Lowered with each cut, the climb after a minute's refusal was a crawl.
-    if (this.#answeredSinceCut || this.#ceiling === null) this.#ceiling = this.#factor;
-    this.#answeredSinceCut = false;
+    if (this.#refusalCuts++ === 0 || this.#ceiling === null) this.#ceiling = this.#factor;
     this.#factor = Math.max(RateBackoff.FLOOR, this.#factor * RateBackoff.DECREASE);
     this.#lastCutAt = now;
     return true;
@@ -101,7 +100,12 @@ export class RateBackoff {
 
   /** A request of the lane was answered. */
   answered(): void {
-    this.#answeredSinceCut = true;
+    this.#refusalCuts = 0;
+  }
+
+  /** Cuts since the last answer (0 when the last request answered). */
+  get refusalCuts(): number {
+    return this.#refusalCuts;
   }
 
   /** Start from a factor remembered from an earlier run. */
