@@ -230,11 +230,9 @@ async function hangs(): Promise<void> {
   const jobs = 400,
     concurrency = 16,
     hangRate = 0.03;
-  // The fake says no limit: the lane's window of requests out opens with its answers, about
-  // doubling each round trip (Lane's ramp), so the ideal has those log2(c) round trips too.
-  const ideal = ((jobs / concurrency + Math.log2(concurrency)) * LATENCY_MS) / 1000;
+  const ideal = (jobs * LATENCY_MS) / 1000 / concurrency;
   console.log(
-    `(7) ${hangRate * 100}% of tries hang (never answered), ${LATENCY_MS} ms, ${jobs} jobs, -c ${concurrency}, no --timeout; ideal ${fmt(ideal, 2)} s (with the ramp's round trips), each run capped at ${HANG_CAP_S} s`,
+    `(7) ${hangRate * 100}% of tries hang (never answered), ${LATENCY_MS} ms, ${jobs} jobs, -c ${concurrency}, no --timeout; ideal ${fmt(ideal, 2)} s, each run capped at ${HANG_CAP_S} s`,
   );
   const reps = await repeated({ latencyMs: LATENCY_MS, hangRate }, 1, (f) =>
     once(f, jobs, 16, ['-c', String(concurrency)], { capS: HANG_CAP_S }),

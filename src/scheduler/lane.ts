@@ -75,10 +75,6 @@ export class Lane {
   /** Requests of this lane that ended. */
   #ended = 0;
   #probing = false;
-  /** Tickets handed out (`tryTake`) and not yet ended: the lane's requests on the wire or about to be. */
-  #out = 0;
-  /** Answers of this lane: while no limit is known they open its window (`#rampWindow`). */
-  #answers = 0;
   /** When the first request of a cold lane went; `#probeOut`: a cold lane's request is out now. */
   #probeAt: number | null = null;
   #probeOut = false;
@@ -201,11 +197,6 @@ export class Lane {
       if (this.#probing) return 20;
       this.#probing = true; // taken before the await: two callers must not both be the first
     }
-    // nothing paces it yet: the window of requests out opens with the answers, as a burst of the
-    // whole concurrency into an unsaid limit met a 429 for nearly every request of it
-    else if (this.#out >= this.#rampWindow(limits)) return 20;
-    // taken before the await (the board may be Redis), given back below if no ticket comes
-    this.#out++;
     let got: PaceTicket | number;
     try {
       got = await this.board.tryTake(tokens, limits);
@@ -219,8 +210,7 @@ export class Lane {
     } finally {
       if (cold) this.#probing = false;
     }
-    if (typeof got === 'number') this.#out--;
-    else {
+    if (typeof got !== 'number') {
       this.#sent(tokens);
       if (cold) {
         this.#probeAt ??= this.#now();
@@ -237,25 +227,9 @@ export class Lane {
    * a 429 already showed that sends reach the provider later than it covers.
    */
   ended(ticket: PaceTicket): void {
-    this.#out--;
     this.#probeOut = false;
     if (this.#ended < Lane.COLD_REQUESTS) this.board.stretch(ticket, this.#now());
     if (++this.#ended === Lane.COLD_REQUESTS && !this.#jittery) this.board.setGuard?.(WARM_GUARD_MS);
-  }
-
-  /**
-   * How many requests may be out at once while no limit paces the lane (none said, none learned,
-   * no cap) after its first answer: one more for each answer (twice as many each round trip, as
-   * TCP's slow start), and at least twice as many every SLOW_START_MS (a slow model's round trips
-   * must not hold a run at a few requests for minutes). A provider with a low limit and no headers
-   * then meets its first 429s a few requests past it, not a whole -c past it; one with none is
-   * reached at full concurrency after a few round trips. Infinity once anything paces the lane.
-   */
-  #rampWindow(limits: PaceLimits): number {
-    if (this.#unlimited || limits.rpm !== null || limits.tpm !== null || this.#firstAnswerAt === null) return Infinity;
-    const doublings = (this.#now() - this.#firstAnswerAt) / Lane.SLOW_START_MS;
-    if (doublings >= 10) return Infinity;
-    return Math.max(1 + this.#answers, 2 ** (Math.floor(doublings) + 1));
   }
 
   /** Jobs in hand not sent and not backing off: waiting on the pace, a pause, the outage gate or a slot. */
@@ -295,7 +269,6 @@ export class Lane {
   answered(rateLimit: RateLimitInfo | null, latencyMs: number | null, completionTokens: number): void {
     const now = this.#now();
     this.#unsaid429s.add(false);
-    this.#answers++;
     this.#backoff.answered();
     this.#firstAnswerAt ??= now;
     this.#learnFromHeaders(rateLimit);
