@@ -2,7 +2,7 @@
 // `llmq run`) against the test fake in its own process, which enforces limits over 1-second windows
 // and sends OpenAI's headers (a per-minute budget), or none. Each figure is held against the target of
 // the rate-governor issue; scenarios marked x3 run three times and pass only when every run does.
-//   npm run bench governor                              every scenario (~11 minutes)
+//   npm run bench governor                              every scenario (~14 minutes)
 //   node --import tsx bench/governor.bench.ts 1 4       some of them
 // LLMQ_BENCH_BIN=/path/to/bin/llmq.js runs another build (before/after figures).
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -121,6 +121,10 @@ describe('WindowPacer: no 1-second window above its share', () => {
   it('the windows admit whole requests: a token share fits as many as it holds whole, a bigger request goes alone at the average rate', () => {
     const share1000 = { rpm: 600, tpm: 60_000 };
     expect(reachablePerSecond(share1000, 560)).toEqual({ perSecond: 1, by: 'tokens' });
+    // and whole requests: a window's share of 1.83 requests admits one a second (WindowPacer.delay),
+    // under one a window the average
+    expect(reachablePerSecond({ rpm: 110, tpm: null }, null)).toEqual({ perSecond: 1, by: 'requests' });
+    expect(reachablePerSecond({ rpm: 30, tpm: null }, null)).toEqual({ perSecond: 0.5, by: 'requests' });
     expect(reachablePerSecond(share1000, 400)).toEqual({ perSecond: 2, by: 'tokens' });
     expect(reachablePerSecond(share1000, 1500)!.perSecond).toBeCloseTo(2 / 3, 9);
     expect(reachablePerSecond(share1000, 50)).toEqual({ perSecond: 10, by: 'requests' });

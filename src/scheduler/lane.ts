@@ -311,25 +311,26 @@ export class Lane {
       const noise = this.#headersSeen && asksLittle && this.#unsaid429s.value <= UNSAID_429S_NOISE;
       if (noise) return { waitMs: this.#pauseFor(error), lanePaused: false };
       // From a provider whose answers say their limits, one asking for a long wait (a retry-after of an
-      // hour: a quota's window, maintenance) is waited out by the lane, and teaches no pace: it
+      // hour: a quota's window, maintenance) is waited out by the lane below, and teaches no pace: it
       // replaced "600 rpm, from headers" with "540 rpm, learned from 429s", which the next run began at.
-      if (this.#headersSeen && !asksLittle) {
-        const pause = this.#pauseFor(error);
-        this.board.pause(now + pause);
-        return { waitMs: pause, lanePaused: true };
-      }
-      // No limit said: it must be found. With nothing to scale, start from what we were sending
-      // (when enough was sent to say; else the pause alone must do: a cut of nothing would still
-      // count as a limit found, and every later stray 429 would cut the limit headers say next).
-      const l = this.limits();
-      const observed = this.#observedRate();
-      const nothingKnown = l.rpm === null && l.tpm === null;
-      if (nothingKnown && observed !== null) this.board.learn({ rpm: observed * 60, tpm: null, source: '429s', at: now });
-      if (!nothingKnown || observed !== null) this.#backoff.rateLimited(sentAt, now);
+      if (!this.#headersSeen || asksLittle) this.#learnFrom429(sentAt, now);
     }
     const pause = this.#pauseFor(error);
     this.board.pause(now + pause);
     return { waitMs: pause, lanePaused: true };
+  }
+
+  /**
+   * A 429 saying no limit teaches one. With nothing to scale, start from what we were sending (when
+   * enough was sent to say; else the pause alone must do: a cut of nothing would still count as a
+   * limit found, and every later stray 429 would cut the limit headers say next).
+   */
+  #learnFrom429(sentAt: number, now: number): void {
+    const l = this.limits();
+    const observed = this.#observedRate();
+    const nothingKnown = l.rpm === null && l.tpm === null;
+    if (nothingKnown && observed !== null) this.board.learn({ rpm: observed * 60, tpm: null, source: '429s', at: now });
+    if (!nothingKnown || observed !== null) this.#backoff.rateLimited(sentAt, now);
   }
 
   /** What a 429 asked to wait; `retry-after: 0`, or an HTTP date already past on this clock, is no wait at all: one refill interval. */
