@@ -68,6 +68,8 @@ describe('429s with no headers, a limit far under what the run can send', () => 
     expect(answeredPerS).toBeGreaterThan(0.8);
     expect(lane.toRemember()!.rpm!).toBeGreaterThan(45);
     expect(lane.toRemember()!.rpm!).toBeLessThanOrEqual(60);
+    // and the progress's lane line says the pace it sends at, not "117 rpm learned from 429s" beside "1.0 req/s of 1.0"
+    expect(lane.snapshot().rpm).toBe(60);
   });
 
   it('settles at 300 a minute from a burst of 64 (few 429s, near the limit)', async () => {

@@ -41,6 +41,15 @@ const UNSAID_429S_SPAN = 50;
  * nobody said, and random refusals of 3 in 100 reach it now and then (a cut, climbed back from).
  */
 const UNSAID_429S_NOISE = 0.1;
+/**
+ * A pace of `rpm` in the whole requests a window admits (reachablePerSecond): 110 a minute sends one
+ * a second, and the factor climbs through 1.1 to 1.9 a second with no 429 to stop it, where status
+ * said "114 rpm, learned from 429s" for a real 60.
+ */
+function wholeRequests(rpm: number | null): number | null {
+  return rpm === null ? null : (reachablePerSecond({ rpm, tpm: null }, null)?.perSecond ?? 0) * 60;
+}
+
 /** The longest a lane waits between tries while 429s with no retry-after keep coming and nothing is answered. */
 const REFUSAL_MOST_PAUSE_MS = 8000;
 /** A 429 asking for a longer wait is no passing refusal: the lane pauses for it, as for any other. */
@@ -128,12 +137,7 @@ export class Lane {
     const l = this.limits();
     const safe = this.#backoff.safeFactor / Math.max(this.#backoff.factor, 1e-9);
     const scale = (x: number | null): number | null => (x === null ? null : x * Math.min(1, safe));
-    // In the whole requests a window admits (reachablePerSecond): a pace of 110 a minute sends one a
-    // second, and the factor climbs through 1.1 to 1.9 a second with no 429 to stop it, where status
-    // said "114 rpm, learned from 429s" for a real 60.
-    const rpm = scale(l.rpm);
-    const whole = rpm === null ? null : (reachablePerSecond({ rpm, tpm: null }, null)?.perSecond ?? 0) * 60;
-    return { rpm: whole, tpm: scale(l.tpm), source: '429s', at: this.#now() };
+    return { rpm: wholeRequests(scale(l.rpm)), tpm: scale(l.tpm), source: '429s', at: this.#now() };
   }
 
   /** The limits paced at now: the lower of caps and learned limits, scaled down after 429s. */
@@ -352,7 +356,8 @@ export class Lane {
     const paused = this.board.pausedUntil();
     return {
       model: this.model,
-      rpm: l.rpm,
+      // a pace 429s cut is ours, told as what it sends (as toRemember, `learned` below); a limit said or set, as said
+      rpm: this.#backoff.engaged ? wholeRequests(l.rpm) : l.rpm,
       tpm: l.tpm,
       // once 429s cut the pace, what it is learned from is them, as the run remembers it (status)
       learned: this.#backoff.engaged ? this.toRemember() : this.board.learned(),
