@@ -102,6 +102,11 @@ describe('llmq run --budget', () => {
       'budget reached: $0.00525 of $0.01 for the whole queue; one request may cost up to $0.00525 (its prompt and all of max_tokens), ' +
         'more than the $0.00475 left; 4 jobs pending; run again with a larger --budget-total to go on',
     );
+    // a budget spent on tries no answer came for (an outage's timeouts) says so
+    expect(budgetMessage({ scope: 'run', limitUsd: 0.005, committedUsd: 0.00472, nextUsd: 0.0004 }, 60, { tries: 11, usd: 0.00472 })).toBe(
+      'budget reached: $0.00472 of $0.005 ($0.00472 of it the worst case of 11 tries no answer came for: timed out or cut short, ' +
+        'which the provider may bill); 60 jobs pending; run again to go on: --budget counts what one run spends, so the next may spend as much again (--budget-total caps the whole queue)',
+    );
     expect(budgetMessage({ scope: 'run', limitUsd: 1, committedUsd: 0.97, nextUsd: 0.1 }, 1)).toBe(
       'budget reached: $0.97 of $1.00; 1 job pending; run again to go on: --budget counts what one run spends, so the next may spend as much again (--budget-total caps the whole queue)',
     );

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { answerFor, FakeOpenAI, reply } from './helpers/fake-openai.js';
 import { OpenAIProvider } from '../src/provider/openai.js';
 import { ProviderError } from '../src/provider/types.js';
+import { mayBeBilled } from '../src/pricing/billing.js';
 import { canonicalJson } from '../src/request.js';
 import { countTokens } from 'gpt-tokenizer';
 import { getEventListeners } from 'node:events';
@@ -263,6 +264,31 @@ describe('OpenAIProvider: classification over HTTP', () => {
       expect(err).toMatchObject({ scope: 'retryable', reason: 'bad_body', status: 200 });
       expect(err.message).toMatch(/^HTTP 200: invalid completion body: /);
     }
+  });
+
+  it('tells a 200 no model worked on (an HTML page, an error object) from one that may be billed (cut short, not a completion)', async () => {
+    const f = await start();
+    f.script(
+      reply.raw(200, '<html><body>Service temporarily unavailable</body></html>', { 'content-type': 'text/html' }),
+      reply.raw(200, { error: { message: 'upstream provider error', code: 502 } }),
+      reply.truncate(),
+      reply.raw(200, '{"id":"chatcmpl-1","choices":[{"message":'),
+      reply.raw(200, { object: 'list', data: [] }),
+      reply.raw(200, ''),
+    );
+    const kinds = [];
+    for (let i = 0; i < 6; i++) {
+      const err = await failure(provider(f));
+      kinds.push([err.reason, err.unbilled, mayBeBilled(err)]);
+    }
+    expect(kinds).toEqual([
+      ['bad_body', true, false],
+      ['bad_body', true, false],
+      ['bad_body', false, true],
+      ['bad_body', false, true],
+      ['bad_body', false, true],
+      ['bad_body', false, true],
+    ]);
   });
 
   it("says how a 200 that is not JSON begins: what answered instead (a proxy's page), with the key left out", async () => {

@@ -443,6 +443,8 @@ describe('runQueue', () => {
     );
     expect(summary.fatal?.message).toMatch(/has been failing for .*--max-outage.*HTTP 200: invalid completion body/);
     expect(summary.failed).toBe(0);
+    // a page is not a model's work: none of these tries counts as one that may be billed (a --budget spent on nothing)
+    expect(summary.mayBeBilled.tries).toBe(0);
     // the first requests at full concurrency, then the probes (100, 200, 400, 400 ms apart): not 20 x 3
     expect(fake.received).toBeLessThan(16);
     expect((await jobsByState(store)).every((r) => r.state === 'pending')).toBe(true);

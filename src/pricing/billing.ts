@@ -6,14 +6,16 @@ const NEVER_LEFT = /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH/i;
 /**
  * Whether a failed try may still be billed: its request reached the provider and no answer says
  * what it cost. Providers bill work they did, answered or not: a timeout, a connection cut after
- * the request was sent, a 200 whose body was cut short. An error answer (4xx, 5xx, 429) is not
- * billed; a refused connection or this machine's own limit never sent anything.
+ * the request was sent, a 200 whose body was cut short. An error answer (4xx, 5xx, 429, or at 200 an
+ * HTML page or an error object: `unbilled`) is not billed; a refused connection or this machine's
+ * own limit never sent anything.
  */
 export function mayBeBilled(error: ProviderError): boolean {
   switch (error.reason) {
     case 'timeout':
-    case 'bad_body':
       return true;
+    case 'bad_body':
+      return !error.unbilled;
     case 'network':
       return !NEVER_LEFT.test(error.message);
     default:

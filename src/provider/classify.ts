@@ -201,6 +201,7 @@ export function badBodyError(
   rateLimit: RateLimitInfo | null,
   secret: string | undefined,
   cause?: unknown,
+  unbilled = false,
 ): ProviderError {
   return new ProviderError({
     message: `HTTP ${status}: ${cleanMessage(`invalid completion body: ${detail}`, secret)}`,
@@ -208,6 +209,7 @@ export function badBodyError(
     reason: 'bad_body',
     status,
     rateLimit,
+    unbilled,
     cause: redactError(cause, secret),
   });
 }

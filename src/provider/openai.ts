@@ -255,7 +255,8 @@ export function parseCompletion(
     const head = text.trim().replace(/\s+/g, ' ');
     const detail =
       head === '' ? 'empty body' : `not JSON (it begins: ${JSON.stringify(head.length > 60 ? `${head.slice(0, 60)}…` : head)})`;
-    throw badBodyError(detail, status, rateLimit, secret, err);
+    // an HTML page is something in front of the model answering (a maintenance page, a login): nothing was worked on
+    throw badBodyError(detail, status, rateLimit, secret, err, head.startsWith('<'));
   }
   // a proxy or server that echoes the Authorization header into an answer: never stored or shown
   const clean = answerWithoutKey(text, json, secret);
@@ -264,7 +265,9 @@ export function parseCompletion(
   const message = json?.choices?.[0]?.message;
   if (message === null || typeof message !== 'object') {
     const said = typeof json?.error?.message === 'string' ? `: ${json.error.message}` : '';
-    throw badBodyError(`no choices[0].message${said}`, status, rateLimit, secret);
+    // an error object in place of the completion is an error answer sent at 200 (a gateway's), not billed as a 4xx or 5xx is not
+    const errorAnswer = json?.error !== null && typeof json?.error === 'object';
+    throw badBodyError(`no choices[0].message${said}`, status, rateLimit, secret, undefined, errorAnswer);
   }
   const content = message.content;
   if (content !== null && content !== undefined && typeof content !== 'string') {

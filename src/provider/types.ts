@@ -61,6 +61,12 @@ export class ProviderError extends Error {
   /** How long the provider asked us to wait (retry-after-ms / retry-after), if it did. */
   readonly retryAfterMs: number | null;
   readonly rateLimit: RateLimitInfo | null;
+  /**
+   * The answer itself says no model worked on the request: a 200 that is an HTML page (a proxy's or
+   * gateway's) or a JSON error object with no completion. Such a try is not billed, where a body
+   * cut short or a timeout may be (`pricing/billing.ts`).
+   */
+  readonly unbilled: boolean;
 
   constructor(init: {
     message: string;
@@ -71,6 +77,7 @@ export class ProviderError extends Error {
     param?: string | null;
     retryAfterMs?: number | null;
     rateLimit?: RateLimitInfo | null;
+    unbilled?: boolean;
     cause?: unknown;
   }) {
     super(init.message, { cause: init.cause });
@@ -82,6 +89,7 @@ export class ProviderError extends Error {
     this.param = init.param ?? null;
     this.retryAfterMs = init.retryAfterMs ?? null;
     this.rateLimit = init.rateLimit ?? null;
+    this.unbilled = init.unbilled ?? false;
   }
 
   get retryable(): boolean {

@@ -216,7 +216,8 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
       `error: ${summary.fatal.message}\n${fixFor(summary.fatal, againAfterFatal(flags, summary.fatal), summary.failed, summary.remaining, dbArgument(flags.db))}\n`,
     );
   }
-  if (summary.budget) whileReaderPresent(process.stderr).write(budgetMessage(summary.budget, summary.remaining) + '\n');
+  if (summary.budget)
+    whileReaderPresent(process.stderr).write(budgetMessage(summary.budget, summary.remaining, summary.mayBeBilled) + '\n');
   process.exitCode = exitCodeFor(summary);
 }
 
@@ -358,7 +359,11 @@ async function sharedBoards(url: string) {
 const AUTO_TIMEOUT_CAP_MS = 600_000;
 
 /** "budget reached: $4.98 of $5.00; 1,204 jobs pending; run again to go on: --budget counts what one run spends, ..." */
-export function budgetMessage(b: NonNullable<RunSummary['budget']>, pending: number): string {
+export function budgetMessage(
+  b: NonNullable<RunSummary['budget']>,
+  pending: number,
+  unanswered: RunSummary['mayBeBilled'] = { tries: 0, usd: 0 },
+): string {
   const flag = b.scope === 'run' ? '--budget' : '--budget-total';
   // Much of the budget left (none spent yet, or the rest too small for one request): "budget reached"
   // alone does not explain it; what the next request may cost does.
@@ -373,8 +378,16 @@ export function budgetMessage(b: NonNullable<RunSummary['budget']>, pending: num
     b.scope === 'run' && !tooSmall
       ? 'run again to go on: --budget counts what one run spends, so the next may spend as much again (--budget-total caps the whole queue)'
       : `run again with a larger ${flag} to go on`;
+  // Tries no answer came for count at their worst case: during an outage (timeouts, bodies cut short)
+  // they can spend a budget with nothing done, which "raise the budget" alone would hide.
+  const tries = unanswered.tries;
+  const unansweredText =
+    tries > 0 && unanswered.usd !== null && unanswered.usd > 0
+      ? ` (${usd(unanswered.usd)} of it the worst case of ${int(tries)} ${tries === 1 ? 'try' : 'tries'} no answer came for: ` +
+        'timed out or cut short, which the provider may bill)'
+      : '';
   return (
-    `budget reached: ${usd(b.committedUsd)} of ${usd(b.limitUsd)}${b.scope === 'total' ? ' for the whole queue' : ''}${tooSmall}; ` +
+    `budget reached: ${usd(b.committedUsd)} of ${usd(b.limitUsd)}${b.scope === 'total' ? ' for the whole queue' : ''}${unansweredText}${tooSmall}; ` +
     `${int(pending)} ${pending === 1 ? 'job' : 'jobs'} pending; ${goOn}`
   );
 }
