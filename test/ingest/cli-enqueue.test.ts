@@ -39,10 +39,17 @@ describe('llmq enqueue (CLI)', () => {
     expect(r.stderr).toMatch(
       /^read 23 documents into .*q\.db in [\d.]+s: 23 new jobs, 23 new items, 0 already queued, 0 updated, 0 rejected\n/,
     );
+    // no API key here: the run it proposes says what it needs, and how to try the queue offline
     expect(r.stderr.split('\n').slice(1)).toEqual([
-      `next: llmq estimate --db ${db} (what it would cost and take), then llmq run --db ${db}`,
+      `next: llmq estimate --db ${db} (what it would cost and take), then llmq run --db ${db} once OPENAI_API_KEY is set ` +
+        `(llmq run --provider mock --db ${db} tries it offline)`,
       '',
     ]);
+    const keyed = await runCli(['enqueue', 'fixtures/docs', '--db', join(tempDir(), 'k.db')], {
+      cwd: ROOT,
+      env: { OPENAI_API_KEY: 'sk-test' },
+    });
+    expect(keyed.stderr).toMatch(/\nnext: llmq estimate --db \S+ \(what it would cost and take\), then llmq run --db \S+k\.db\n$/);
     const again = await llmq(['enqueue', 'fixtures/docs', '--db', db]);
     expect(again.code).toBe(0);
     expect(again.stderr).toMatch(/0 new jobs, 0 new items, 23 already queued, 0 updated, 0 rejected/);

@@ -28,6 +28,7 @@ import type { Template } from '../../ingest/template.js';
 import type { StatusLine } from '../progress/status-line.js';
 import { DEFAULT_MAX_DOC_BYTES, isOverMaxDocBytes, MAX_REJECTED_IDS, sizeFlag, where } from '../../ingest/types.js';
 import { likelyMeant } from '../../ingest/fields-it-has.js';
+import { findApiKey } from '../../provider/endpoint.js';
 
 interface EnqueueFlags {
   db?: string;
@@ -368,9 +369,25 @@ async function runEnqueue(
   } else if (!flags.json && summary.newJobs > 0) {
     // the next step, for whoever enqueues for the first time: what it costs, then what sends it
     const again = dbArgument(flags.db);
-    stderr.write(c.dim(`next: llmq estimate${again} (what it would cost and take), then llmq run${again}`) + '\n');
+    stderr.write(c.dim(`next: llmq estimate${again} (what it would cost and take), then ${runHint(again, process.env)}`) + '\n');
   }
   return summary;
+}
+
+/**
+ * The run to suggest after an enqueue. With no API key and no endpoint in the environment a plain
+ * `llmq run` goes to OpenAI with no key and stops at its first 401: the hint says what it needs, and
+ * how to try the queue offline meanwhile.
+ */
+export function runHint(again: string, env: NodeJS.ProcessEnv): string {
+  let keyed: boolean;
+  try {
+    keyed = findApiKey(env) !== undefined;
+  } catch {
+    keyed = true; // set, if badly: run says what is wrong with it
+  }
+  if (keyed || env.LLMQ_BASE_URL?.trim() || env.OPENAI_BASE_URL?.trim()) return `llmq run${again}`;
+  return `llmq run${again} once OPENAI_API_KEY is set (llmq run --provider mock${again} tries it offline)`;
 }
 
 /** The one field of those a line `has` that `idField` is a slip of (`likelyMeant`), if any. */
