@@ -193,7 +193,7 @@ describe('run hooks', () => {
       itemsOfJob: () => Promise.reject(new Error('the store is closed')),
     });
     hooks.listener('run:start', { runId: 'run-1', total: 1, alreadyDone: 0, options: {} });
-    hooks.listener('job:failed', { key: key!, attempt: 1, status: 400, error: 'HTTP 400' });
+    hooks.listener('job:failed', { key: key!, attempt: 1, status: 400, error: 'HTTP 400', item: null, moreItems: false });
     expect((await hooks.finish(SUMMARY, 2)).job).toMatchObject({ sent: 1 });
     expect(JSON.parse(hook.got[0]!.body)).toMatchObject({ key, items: [], moreItems: false, state: 'failed' });
   });

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { attachProgress, progressMode, type ProgressMode } from '../src/cli/progress/index.js';
-import { countsText, detailText, pauseText, startText, summaryText } from '../src/cli/progress/lines.js';
+import { countsText, detailText, failureText, pauseText, startText, summaryText } from '../src/cli/progress/lines.js';
 import { ProgressState } from '../src/cli/progress/state.js';
 import { loadPriceTable } from '../src/pricing/price-table.js';
 import { NO_PAINT } from '../src/report/format.js';
@@ -103,7 +103,14 @@ function feed(emit: <E extends SchedulerEventName>(e: E, p: SchedulerEventMap[E]
   emit('paused', { reason: 'rate_limit', untilMs: Date.now() + 12_000, detail: 'retry-after 12s' });
   emit('progress', snapshot({ now: T + 2000, paused: { reason: 'rate_limit', until: Date.now() + 12_000 } }));
   emit('resumed', { reason: 'rate_limit' });
-  emit('job:failed', { key: 'k2'.padEnd(64, '0'), attempt: 3, status: 400, error: '400 context_length_exceeded: too long' });
+  emit('job:failed', {
+    key: 'k2'.padEnd(64, '0'),
+    attempt: 3,
+    status: 400,
+    error: '400 context_length_exceeded: too long',
+    item: 'notes/long report.md',
+    moreItems: false,
+  });
   emit('progress', snapshot({ now: T + 10_000 }));
   emit('progress', snapshot({ now: T + 10_500, done: 31_205 }));
   emit('run:end', summary);
@@ -175,7 +182,8 @@ describe('progress renderers', () => {
     ]);
     expect(out).toMatch(/^paused: rate limited, resuming in 1[12]s \(retry-after 12s\)$/m);
     expect(out).toMatch(/^resumed after the rate limit$/m);
-    expect(out).toMatch(/^failed k20000000000 \(attempt 3\): 400 context_length_exceeded: too long$/m);
+    // named by its document (quoted: the id has a space), not by the job's hash
+    expect(out).toMatch(/^failed "notes\/long report\.md" \(attempt 3\): 400 context_length_exceeded: too long$/m);
     expect(out).toContain('finished in 1h 53m: 31,204 done, 148 failed, 1,020 retries\n');
     expect(out).toContain('  tokens 14.2M in · 3.1M out · cost $0.75 · 4.6 jobs/s · 12 rate-limited\n');
     expect(out).toContain('  148 failed jobs in the queue. See why: llmq status\n  Try again: llmq retry-failed && llmq run\n');
@@ -292,7 +300,7 @@ describe('progress renderers', () => {
     const plain = stripAnsi(out);
     expect(plain).toMatch(/█{5,}░+ 31,353\/40,000 78% · 4\.6 jobs\/s · 612 tok\/s · ETA 31m$/m);
     expect(plain).toContain('in flight 8 · waiting 3 · backoff 2 · failed 148 · $0.75');
-    expect(plain).toMatch(/failed k20000000000 \(attempt 3\): 400 context_length_exceeded/);
+    expect(plain).toMatch(/failed "notes\/long report\.md" \(attempt 3\): 400 context_length_exceeded/);
     expect(plain).toContain('finished in 1h 53m: 31,204 done, 148 failed, 1,020 retries');
     for (const line of plain.split('\n')) expect(line.length, line).toBeLessThanOrEqual(80);
     // no color codes (SGR) when color is off, only cursor control
@@ -430,17 +438,31 @@ describe('progress renderers', () => {
       const stream = sink(tty);
       const p = attachProgress(null, { mode, stream, color: false, again: ' --db q.db' });
       p.listener('run:start', { runId: 'r1', total: n, alreadyDone: 0, options: {} });
-      for (let i = 1; i <= n; i++) p.listener('job:failed', { key: `key${i}`.padEnd(16, '0'), attempt: 1, error: 'HTTP 400' } as never);
+      for (let i = 1; i <= n; i++) {
+        const item = i <= 20 ? `doc${i}.txt` : null;
+        p.listener('job:failed', { key: `key${i}`.padEnd(16, '0'), attempt: 1, error: 'HTTP 400', item, moreItems: false } as never);
+      }
       p.stop();
       const text = stripAnsi(stream.text());
       return {
-        listed: text.match(/^failed key/gm)?.length ?? 0,
+        listed: text.match(/^failed doc\d+\.txt \(attempt 1\)/gm)?.length ?? 0,
         notes: text.match(/further failures are not listed here; llmq status --db q.db/g)?.length ?? 0,
       };
     };
     expect(failures(20)).toEqual({ listed: 20, notes: 0 });
     expect(failures(21)).toEqual({ listed: 20, notes: 1 });
     expect(failures(45)).toEqual({ listed: 20, notes: 1 });
+  });
+
+  it('names a failed job by its first item, says when others share it, and by its key when no item points at it', () => {
+    const line = (item: string | null, moreItems: boolean) =>
+      failureText(1, { key: 'abcdef0123456789', attempt: 2, status: 400, error: 'HTTP 400', item, moreItems }, NO_PAINT, 200, {
+        db: 'q.db',
+        provider: 'mock',
+      });
+    expect(line('notes/a.md', false)).toBe('failed notes/a.md (attempt 2): HTTP 400');
+    expect(line('notes/a.md', true)).toBe('failed notes/a.md (attempt 2, shared with other items): HTTP 400');
+    expect(line(null, false)).toBe('failed job abcdef012345 (attempt 2): HTTP 400');
   });
 
   it('--progress none: no start line, progress or failure lines, but the warnings and the summary with its next steps', () => {

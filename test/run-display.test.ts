@@ -71,7 +71,7 @@ describe('llmq run on a terminal (pseudo-terminal via script)', () => {
     // the last frame: all 24 finished (23 done + 1 failed), nothing left to wait for
     expect(plain).toMatch(/█{5,} 24\/24 100% · [\d.,]+ jobs\/s · [\d.,]+k? tok\/s · ETA 0s/);
     expect(plain).toMatch(/in flight \d · waiting \d+ · backoff \d · failed 1 · \$\d/);
-    expect(plain).toMatch(/failed [0-9a-f]{12} \(attempt 1\): HTTP 400: Invalid value for…/);
+    expect(plain).toMatch(/failed d05 \(attempt 1\): HTTP 400: Invalid value for '[^\n]*…/);
     expectSummary(plain);
 
     // what the terminal ends up showing, played on a model screen: never past column 80
@@ -136,7 +136,8 @@ describe('llmq run through a pipe', () => {
         /^\[\d+s\] \d+\/24 \d+(\.\d)?% · [\d.,]+ jobs\/s · [\d.,]+k? tok\/s · ETA (--|\d[\dhms ]*) · in flight \d · waiting \d+ · backoff \d · failed [01] · \$[\d.]+$/,
       );
     expect(progress.at(-1)).toMatch(/ 24\/24 100% .* failed 1 · /);
-    expect(r.stderr).toMatch(/^failed [0-9a-f]{12} \(attempt 1\): HTTP 400: Invalid value/m);
+    // named by its item, what was enqueued and what llmq show takes
+    expect(r.stderr).toMatch(/^failed d05 \(attempt 1\): HTTP 400: Invalid value/m);
     expectSummary(r.stderr);
   });
 });
@@ -167,7 +168,9 @@ describe('llmq run --json', () => {
     expect(new Set(of('job:done').map((e) => e.key))).toEqual(new Set(byState('done').map((j) => j.key)));
     expect(of('job:done')).toHaveLength(23);
     const failedJob = byState('failed')[0]!;
-    expect(of('job:failed')).toEqual([expect.objectContaining({ key: failedJob.key, attempt: 1, status: 400, error: failedJob.error })]);
+    expect(of('job:failed')).toEqual([
+      expect.objectContaining({ key: failedJob.key, attempt: 1, status: 400, error: failedJob.error, item: 'd05', moreItems: false }),
+    ]);
     const flaky = jobs.find((j) => j.request.includes('doc-FLAKY'))!;
     expect(of('job:retry')).toEqual([expect.objectContaining({ key: flaky.key, attempt: 1, status: 500, counted: true })]);
     for (const e of of('job:done')) {

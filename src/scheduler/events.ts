@@ -181,7 +181,12 @@ export interface SchedulerEventMap {
     delayMs: number;
     counted: boolean;
   };
-  'job:failed': { key: string; attempt: number; status: number | null; error: string };
+  /**
+   * `item`: the id of the job's first item, for the run's first FAILED_JOBS_NAMED failures (the
+   * progress lists that many by name; `llmq status` groups the rest), with `moreItems` when other
+   * items share the job; null past them, or when no item points at the job.
+   */
+  'job:failed': { key: string; attempt: number; status: number | null; error: string; item: string | null; moreItems: boolean };
   paused: {
     reason: 'rate_limit' | 'outage';
     untilMs: number;
@@ -201,3 +206,6 @@ export interface SchedulerEventMap {
 
 export type SchedulerEventName = keyof SchedulerEventMap;
 export type SchedulerListener = <E extends SchedulerEventName>(event: E, payload: SchedulerEventMap[E]) => void;
+
+/** Failures of a run named by their first item (`job:failed`'s `item`): as many as the progress lists by name. */
+export const FAILED_JOBS_NAMED = 20;

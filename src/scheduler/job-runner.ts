@@ -2,8 +2,9 @@ import { incompleteKind, type FinishReason } from '../provider/finish.js';
 import { refusesSharedParameter } from '../provider/classify.js';
 import { ProviderError, type CompletionResult, type Provider } from '../provider/types.js';
 import type { AttemptOutcome, AttemptRecord, ClaimedJob, JobQueue } from '../store/types.js';
+import type { JobItems } from '../store/job-items.js';
 import { decide, isOutageType, type Decision } from './decide.js';
-import type { RefusedParameter, SchedulerListener } from './events.js';
+import { FAILED_JOBS_NAMED, type RefusedParameter, type SchedulerListener } from './events.js';
 import type { InFlightRequests } from './in-flight.js';
 import type { Lane } from './lane.js';
 import type { OutageBreaker } from './outage.js';
@@ -53,6 +54,8 @@ export interface JobContext {
   readonly holds: (since: number) => boolean;
   /** The run holds all it will get: the queue had nothing more to give its last claim, or --limit is reached (run.ts). */
   readonly nothingLeftToClaim: () => boolean;
+  /** The first item of a job, and whether more share it: a failed job is named by its document. */
+  readonly itemsOf: (key: string) => Promise<JobItems>;
 }
 
 /** Said once per run, the first time an answer of the kind comes (JobRun.#noteIncomplete). */
@@ -441,7 +444,16 @@ class JobRun {
         await ctx.store.fail(job.key, ctx.runId, decision.message, a, now);
         c.failed++;
         c.finished(now, 0);
-        ctx.emit('job:failed', { key: job.key, attempt: this.#attempt, status: error.status, error: decision.message });
+        // a document's name says which one failed, where the job's hash needs llmq show to tell
+        const items = c.failed <= FAILED_JOBS_NAMED ? await ctx.itemsOf(job.key).catch(() => null) : null;
+        ctx.emit('job:failed', {
+          key: job.key,
+          attempt: this.#attempt,
+          status: error.status,
+          error: decision.message,
+          item: items?.ids[0] ?? null,
+          moreItems: items?.more ?? false,
+        });
         return decision;
       }
       case 'retry':

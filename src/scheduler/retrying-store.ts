@@ -49,6 +49,8 @@ export function retryingTransients(store: RunStore, waits: { forAnswers?: DiskFu
     status: evenAfterLoss(() => store.status()),
     // for the progress only: a failed read shows this run's own
     stateCounts: () => store.stateCounts(),
+    // for a failure's line only: a failed read names the job by its key
+    itemsByKeyPrefix: (prefix, limit) => store.itemsByKeyPrefix(prefix, limit),
     batches: { open: evenAfterLoss(() => store.batches.open()) },
   };
 }

@@ -55,7 +55,7 @@ export type RunStore = Pick<JobQueue, RunQueueCall> &
   RunRegistry &
   RunBudget &
   LaneMemory &
-  Pick<QueueReader, 'status' | 'stateCounts'> & { readonly batches: Pick<BatchLedger['batches'], 'open'> };
+  Pick<QueueReader, 'status' | 'stateCounts' | 'itemsByKeyPrefix'> & { readonly batches: Pick<BatchLedger['batches'], 'open'> };
 
 /** The changes of the job state machine a run makes (not enqueue, retry-failed or the mock's take-back: commands of their own). */
 type RunQueueCall = 'claim' | 'startRetry' | 'complete' | 'recordAttempt' | 'fail' | 'release' | 'nextPendingAt';

@@ -5,6 +5,7 @@ import { LlmqError } from '../errors.js';
 import { ProviderError } from '../provider/types.js';
 import type { ProgressSnapshot, RefusedParameter, RunSummary, SchedulerEventMap, SchedulerListener } from './events.js';
 import { runJob, type JobContext } from './job-runner.js';
+import { jobItems } from '../store/job-items.js';
 import { InFlightRequests } from './in-flight.js';
 import { LatencyStats } from './pace/latency.js';
 import { Lanes, localBoards } from './lanes.js';
@@ -752,6 +753,7 @@ export class Run {
       onRateLimitPause: (until, error) => this.#tellRateLimitPause(until, error),
       holds: (since) => this.#holds(since),
       nothingLeftToClaim: () => this.#queueEmpty || this.#claimed >= this.#limit,
+      itemsOf: (key) => jobItems(this.#store, key, 1),
     };
     return this.#context;
   }

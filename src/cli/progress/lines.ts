@@ -1,4 +1,4 @@
-import type { ProgressSnapshot, RunSummary, SchedulerEventMap } from '../../scheduler/events.js';
+import { FAILED_JOBS_NAMED, type ProgressSnapshot, type RunSummary, type SchedulerEventMap } from '../../scheduler/events.js';
 import type { LaneSnapshot } from '../../scheduler/lane.js';
 import {
   compact,
@@ -9,6 +9,7 @@ import {
   nextTryText,
   outageText,
   percent,
+  printable,
   rate,
   shortDuration,
   usd,
@@ -109,8 +110,18 @@ export function detailText(s: ProgressState, paint: Paint): string {
   return parts.join(' · ');
 }
 
-/** Failures printed as they come; past this many, `llmq status` groups the rest. */
-const MAX_FAILURE_LINES = 20;
+/** Failures printed as they come; past this many, `llmq status` groups the rest. The run names as many by their item. */
+const MAX_FAILURE_LINES = FAILED_JOBS_NAMED;
+
+/**
+ * A failed job as its line names it (`failureText`): its first item's id (what the user enqueued, and what `llmq
+ * show` takes), quoted when it has spaces; else the start of its key (no item points at it).
+ */
+function failedName(f: SchedulerEventMap['job:failed']): string {
+  if (!f.item) return `job ${f.key.slice(0, 12)}`;
+  const id = printable(f.item);
+  return /\s/.test(id) ? JSON.stringify(id) : id;
+}
 
 /**
  * What the run's `n`th failure (from 1) prints: its own line for the first MAX_FAILURE_LINES, a note
@@ -118,7 +129,10 @@ const MAX_FAILURE_LINES = 20;
  * many failures has none unlisted), then nothing.
  */
 export function failureText(n: number, f: SchedulerEventMap['job:failed'], paint: Paint, width: number, where: Where): string | null {
-  if (n <= MAX_FAILURE_LINES) return oneLine(`${paint.red('failed')} ${f.key.slice(0, 12)} (attempt ${f.attempt}): ${f.error}`, width);
+  if (n <= MAX_FAILURE_LINES) {
+    const shared = f.item && f.moreItems ? ', shared with other items' : '';
+    return oneLine(`${paint.red('failed')} ${failedName(f)} (attempt ${f.attempt}${shared}): ${f.error}`, width);
+  }
   if (n === MAX_FAILURE_LINES + 1)
     return paint.dim(`further failures are not listed here; llmq status${where.again ?? ''} groups them by reason`);
   return null;
