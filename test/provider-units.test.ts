@@ -87,6 +87,17 @@ describe('classification details', () => {
       ).reason,
     ).toBe('rate_limit');
     expect(c(401, '{}').message).toBe('HTTP 401: Unauthorized. Check LLMQ_API_KEY (or OPENAI_API_KEY) and --base-url.');
+    // Google's OpenAI-compatible endpoint: the error in a list
+    const gemini = c(
+      429,
+      '[{\n  "error": {\n    "code": 429,\n    "message": "Resource has been exhausted (e.g. check quota).",\n    "status": "RESOURCE_EXHAUSTED"\n  }\n}\n]',
+    );
+    expect(gemini).toMatchObject({
+      reason: 'rate_limit',
+      code: '429',
+      message: 'HTTP 429: Resource has been exhausted (e.g. check quota).',
+    });
+    expect(c(500, '[]').message).toBe('HTTP 500: Internal Server Error');
   });
 
   it('keeps messages stable and short', () => {

@@ -41,6 +41,8 @@ export function readErrorBody(text: string): BodyError {
   } catch {
     return { message: null, code: null, type: null, param: null };
   }
+  // Google's OpenAI-compatible endpoint wraps its error in a list: [{"error":{"code":429,...}}]
+  if (Array.isArray(json)) json = json[0];
   const e = json?.error;
   const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : typeof v === 'number' ? String(v) : null);
   if (e !== null && typeof e === 'object') return { message: str(e.message), code: str(e.code), type: str(e.type), param: str(e.param) };
@@ -134,7 +136,7 @@ function sentence(message: string, hint: string): string {
 /** The first line of a plain-text body; null for empty, HTML and unknown JSON bodies (the status text says more). */
 function plainBodyText(text: string): string | null {
   const t = text.trim();
-  if (t === '' || t.startsWith('<') || t.startsWith('{')) return null;
+  if (t === '' || t.startsWith('<') || t.startsWith('{') || t.startsWith('[')) return null;
   return t.split('\n', 1)[0];
 }
 
