@@ -1,5 +1,6 @@
 import type { ProviderError, RateLimitInfo } from '../provider/types.js';
 import { RateBackoff } from './pace/backoff.js';
+import { RefusalCycles } from './pace/refusal-cycles.js';
 import { RecentShare } from './pace/recent-share.js';
 import type { LaneBoard, LearnedLimits } from './pace/board.js';
 import { stillRemembered } from '../remembered-pace.js';
@@ -95,6 +96,8 @@ export class Lane {
   #headersSeen = false;
   /** Of the lane's recent answers and 429s, the share that were 429s saying no limit. */
   readonly #unsaid429s = new RecentShare(UNSAID_429S_SPAN);
+  /** Refusals seconds long, and the answers between them: a quota counted over a long window. */
+  readonly #refusals = new RefusalCycles();
   /** A request bigger than the tokens-per-minute limit was said (`firstOversize`). */
   #oversizeSaid = false;
   static readonly SLOW_START_MS = 2000;
@@ -274,6 +277,8 @@ export class Lane {
     const now = this.#now();
     this.#unsaid429s.add(false);
     this.#backoff.answered();
+    const quota = this.#refusals.answered(now - (latencyMs ?? 0));
+    if (quota !== null) this.#learnQuota(quota);
     this.#firstAnswerAt ??= now;
     this.#learnFromHeaders(rateLimit);
     if (latencyMs === null) return;
@@ -330,11 +335,24 @@ export class Lane {
    * limit found, and every later stray 429 would cut the limit headers say next).
    */
   #learnFrom429(sentAt: number, now: number): void {
+    this.#refusals.refused(sentAt);
     const l = this.limits();
     const observed = this.#observedRate();
     const nothingKnown = l.rpm === null && l.tpm === null;
     if (nothingKnown && observed !== null) this.board.learn({ rpm: observed * 60, tpm: null, source: '429s', at: now });
     if (!nothingKnown || observed !== null) this.#backoff.rateLimited(sentAt, now);
+  }
+
+  /**
+   * A long refusal ended: the provider counts a quota over a long window, allowing `perSecond` on
+   * average (`RefusalCycles`). Paced at it from now, when only 429s taught the pace (headers say
+   * the limit better; a cap lower than it stays).
+   */
+  #learnQuota(perSecond: number): void {
+    if (!this.#backoff.engaged || this.#headersSeen) return;
+    const base = lowerOf(this.#caps, this.board.learned()).rpm;
+    if (base === null) return;
+    this.#backoff.learnQuota(Math.min(1, (perSecond * 60) / base));
   }
 
   /** What a 429 asked to wait; `retry-after: 0`, or an HTTP date already past on this clock, is no wait at all: one refill interval. */
