@@ -2,7 +2,7 @@
 // `llmq run`) against the test fake in its own process, which enforces limits over 1-second windows
 // and sends OpenAI's headers (a per-minute budget), or none. Each figure is held against the target of
 // the rate-governor issue; scenarios marked x3 run three times and pass only when every run does.
-//   npm run bench governor                              every scenario (~14 minutes)
+//   npm run bench governor                              every scenario (~20 minutes)
 //   node --import tsx bench/governor.bench.ts 1 4       some of them
 // LLMQ_BENCH_BIN=/path/to/bin/llmq.js runs another build (before/after figures).
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -345,6 +345,28 @@ async function silentLowLimit(): Promise<void> {
   console.log(`    (429s in all, the first burst's among them: ${reps.map(limited).join(' / ')})`);
 }
 
+async function minuteQuota(): Promise<void> {
+  // A quota counted over a minute with no headers (Google's OpenAI-compatible endpoint) at a high -c
+  // and model-like latency: the lane must measure the quota from its refusals and pace at it, not
+  // spend each minute early and be refused till it turns (a burst went out after each pause).
+  const rpm = 120,
+    jobs = 600,
+    latencyMs = 500,
+    learnS = 120;
+  console.log(
+    `(12) fake enforcing ${rpm} rpm over fixed 60-second windows with no rate-limit headers, ${jobs} jobs, ${latencyMs} ms, -c 64, no --rpm`,
+  );
+  const reps = await repeated({ latencyMs, rpm, windowMs: 60_000, headers: 'none' }, 1, (f) =>
+    once(f, jobs, 16, ['-c', '64'], { capS: 10 * 60 }),
+  );
+  const minutes = (r: Rep) => new Set(r.stats.okAt.map((t) => Math.floor(t / 60_000))).size;
+  judge(reps, "the provider's minutes the answers took", minutes, '', `${jobs / rpm} (fewest possible)`, (v) => v <= jobs / rpm + 1, 0);
+  const after = (r: Rep) => r.stats.limitedAt.filter((t) => t >= r.stats.firstAt + learnS * 1000).length;
+  const span = (r: Rep) => Math.max(1 / 60, (r.stats.lastAt - r.stats.firstAt - learnS * 1000) / 60_000);
+  judge(reps, `429s a minute after the first ${learnS / 60} minutes`, (r) => after(r) / span(r), '', '<= 5', (v) => v <= 5);
+  console.log(`    (429s in all, the first minutes' among them: ${reps.map(limited).join(' / ')})`);
+}
+
 const SCENARIOS = [
   paced,
   learnsFromHeaders,
@@ -357,6 +379,7 @@ const SCENARIOS = [
   hiddenLimit,
   minuteWindow,
   silentLowLimit,
+  minuteQuota,
 ];
 const wanted = process.argv
   .slice(2)

@@ -65,6 +65,27 @@ describe('how long the provider has been down', () => {
     breaker.dispose();
   });
 
+  it('an answer to a request sent before the failures in a row began ends neither the row nor the outage', () => {
+    let now = 1_000_000;
+    const breaker = new OutageBreaker({ now: () => now });
+    const slowOne = now; // sent first, answered last
+    now += 10;
+    breaker.failure('HTTP 503', { sentAt: now, unreachable: false });
+    breaker.failure('HTTP 503', { sentAt: now + 1, unreachable: false });
+    now += 300;
+    breaker.success(slowOne);
+    breaker.failure('HTTP 503', { sentAt: now, unreachable: false });
+    // still three in a row: the slow answer was the provider before it began failing
+    expect(breaker.isOpen).toBe(true);
+    breaker.success(slowOne);
+    expect(breaker.isOpen).toBe(true);
+    expect(breaker.lastSuccessAt).toBe(-Infinity);
+    // a request sent since is the provider answering now
+    breaker.success(now - 5);
+    expect(breaker.isOpen).toBe(false);
+    breaker.dispose();
+  });
+
   it('a 429 or a 4xx is the provider answering: requests that hung while it answered those date no outage', () => {
     let now = 1_000_000;
     const breaker = new OutageBreaker({ now: () => now });
