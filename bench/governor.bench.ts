@@ -303,8 +303,18 @@ async function minuteWindow(): Promise<void> {
   );
   // windows are aligned to the clock: the first is partial, and the busy span's rate says nothing.
   // The figure is how many of the provider's minutes the answers took: each admits a third of the jobs.
+  // Once the quota is measured the lane paces at it, spread over the minute rather than spent in its
+  // first seconds (and refused till it turns): a run begun mid-minute ends in the minute after.
   const minutes = (r: Rep) => new Set(r.stats.okAt.map((t) => Math.floor(t / 60_000))).size;
-  judge(reps, "the provider's minutes the answers took", minutes, '', `${jobs / rpm} (fewest possible)`, (v) => v <= jobs / rpm, 0);
+  judge(
+    reps,
+    "the provider's minutes the answers took",
+    minutes,
+    '',
+    `<= ${jobs / rpm + 1} (${jobs / rpm} the fewest possible)`,
+    (v) => v <= jobs / rpm + 1,
+    0,
+  );
   // unpaced, -c 8 at 50 ms would meet over 100 a second: a limit taken for noise shows here
   judge(
     reps,
@@ -360,10 +370,25 @@ async function minuteQuota(): Promise<void> {
     once(f, jobs, 16, ['-c', '64'], { capS: 10 * 60 }),
   );
   const minutes = (r: Rep) => new Set(r.stats.okAt.map((t) => Math.floor(t / 60_000))).size;
-  judge(reps, "the provider's minutes the answers took", minutes, '', `${jobs / rpm} (fewest possible)`, (v) => v <= jobs / rpm + 1, 0);
+  judge(
+    reps,
+    "the provider's minutes the answers took",
+    minutes,
+    '',
+    `<= ${jobs / rpm + 1} (${jobs / rpm} the fewest possible)`,
+    (v) => v <= jobs / rpm + 1,
+    0,
+  );
   const after = (r: Rep) => r.stats.limitedAt.filter((t) => t >= r.stats.firstAt + learnS * 1000).length;
   const span = (r: Rep) => Math.max(1 / 60, (r.stats.lastAt - r.stats.firstAt - learnS * 1000) / 60_000);
-  judge(reps, `429s a minute after the first ${learnS / 60} minutes`, (r) => after(r) / span(r), '', '<= 5', (v) => v <= 5);
+  judge(
+    reps,
+    `429s a minute after the first ${learnS / 60} minutes`,
+    (r) => after(r) / span(r),
+    '',
+    '<= 5',
+    (v) => v <= 5,
+  );
   console.log(`    (429s in all, the first minutes' among them: ${reps.map(limited).join(' / ')})`);
 }
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { RateBackoff } from '../src/scheduler/pace/backoff.js';
 import { RefusalCycles } from '../src/scheduler/pace/refusal-cycles.js';
+import { SendSeconds } from '../src/scheduler/pace/send-seconds.js';
 import { LatencyStats } from '../src/scheduler/pace/latency.js';
 import { limitsFromHeaders, refillIntervalMs } from '../src/scheduler/pace/learned.js';
 import { WARM_GUARD_MS, WindowPacer, reachablePerSecond, type PaceLimits } from '../src/scheduler/pace/window-pacer.js';
@@ -743,5 +744,26 @@ describe('RefusalCycles: a quota counted over a long window', () => {
     // 3% a minute, where a pace 429s taught alone searches 3% a second (5.9x in a minute)
     expect(b.factor).toBeGreaterThan(0.05 * 1.02);
     expect(b.factor).toBeLessThan(0.05 * 1.04);
+  });
+});
+
+describe('SendSeconds: what the provider took within a second', () => {
+  it('says a request left in a second no fuller than a recent one answered whole', () => {
+    const s = new SendSeconds();
+    for (let i = 0; i < 5; i++) s.sent(T0 + i * 100);
+    for (let i = 0; i < 5; i++) s.answered(T0 + i * 100);
+    // the next second: four sent, one refused
+    for (let i = 0; i < 4; i++) s.sent(T0 + 1000 + i * 100);
+    s.refused(T0 + 1000);
+    expect(s.withinTaken(T0 + 1000)).toBe(true);
+    // a third second of six: more than any second taken whole
+    for (let i = 0; i < 6; i++) s.sent(T0 + 2000 + i * 100);
+    expect(s.withinTaken(T0 + 2000)).toBe(false);
+    // the send rate reads the same seconds
+    expect(s.sentIn(Math.floor(T0 / 1000), Math.floor(T0 / 1000) + 2)).toBe(15);
+    // forgotten after 30 s
+    s.sent(T0 + 31_500);
+    s.sent(T0 + 31_600);
+    expect(s.withinTaken(T0 + 31_500)).toBe(false);
   });
 });

@@ -1,6 +1,7 @@
 import type { ProviderError, RateLimitInfo } from '../provider/types.js';
 import { RateBackoff } from './pace/backoff.js';
 import { RefusalCycles } from './pace/refusal-cycles.js';
+import { SendSeconds } from './pace/send-seconds.js';
 import { RecentShare } from './pace/recent-share.js';
 import type { LaneBoard, LearnedLimits } from './pace/board.js';
 import { stillRemembered } from '../remembered-pace.js';
@@ -76,8 +77,10 @@ export class Lane {
   backingOff = 0;
   inFlight = 0;
   rateLimited = 0;
-  // sends per second over the last few seconds: for display, and a first guess at a limit
-  readonly #sends = new Map<number, number>();
+  /** Sends by the second they left in: the send rate (for display, and a first guess at a limit), and what the provider took. */
+  readonly #seconds = new SendSeconds();
+  /** How the lane's last request ended: a 429 between answers is not a refusal going on. */
+  #lastEnded: 'answered' | 'refused' | null = null;
   #firstSendAt = 0;
   // tokens of the requests sent: a tokens-per-minute limit in requests per second
   #tokensSent = 0;
@@ -277,6 +280,8 @@ export class Lane {
     const now = this.#now();
     this.#unsaid429s.add(false);
     this.#backoff.answered();
+    this.#lastEnded = 'answered';
+    this.#seconds.answered(now - (latencyMs ?? 0));
     const quota = this.#refusals.answered(now - (latencyMs ?? 0));
     if (quota !== null) this.#learnQuota(quota);
     this.#firstAnswerAt ??= now;
@@ -314,10 +319,18 @@ export class Lane {
       this.#jittery = true;
       this.board.setGuard?.(GUARD_MS);
     }
+    const between = this.#lastEnded === 'answered';
+    this.#lastEnded = 'refused';
+    this.#seconds.refused(sentAt);
     if (!saidLimit) {
       this.#unsaid429s.add(true);
       const asksLittle = (error.retryAfterMs ?? 0) <= STRAY_MOST_WAIT_MS;
-      const noise = this.#headersSeen && asksLittle && this.#unsaid429s.value <= UNSAID_429S_NOISE;
+      // A 429 between answers, for a request sent in a second holding no more sends than a recent
+      // second the provider took whole, is no limit per second (it would have refused that second
+      // too): noise, whatever its share, and whether the answers say a limit or not.
+      const unrelatedToPace = between && this.#seconds.withinTaken(sentAt);
+      const rare = this.#headersSeen && this.#unsaid429s.value <= UNSAID_429S_NOISE;
+      const noise = asksLittle && (rare || unrelatedToPace);
       if (noise) return { waitMs: this.#pauseFor(error), lanePaused: false };
       // From a provider whose answers say their limits, one asking for a long wait (a retry-after of an
       // hour: a quota's window, maintenance) is waited out by the lane below, and teaches no pace: it
@@ -393,17 +406,15 @@ export class Lane {
   /** Requests per second sent over the last 5 whole seconds. */
   requestsPerSecond(): number {
     const second = Math.floor(this.#now() / 1000);
-    let n = 0;
-    for (let s = second - 5; s < second; s++) n += this.#sends.get(s) ?? 0;
-    return n / 5;
+    const n = 0;
+    return this.#seconds.sentIn(second - 5, second - 1) / 5;
   }
 
   /** Requests per second sent over the last 5 s (or since the first send), null under 10 sends. */
   #observedRate(): number | null {
     const now = this.#now();
     const second = Math.floor(now / 1000);
-    let n = 0;
-    for (let s = second - 5; s <= second; s++) n += this.#sends.get(s) ?? 0;
+    const n = this.#seconds.sentIn(second - 5, second);
     if (n < 10) return null;
     const span = Math.min(5000 + (now % 1000), now - this.#firstSendAt);
     return (n * 1000) / Math.max(1000, span);
@@ -416,9 +427,7 @@ export class Lane {
       this.#requestsSent++;
     }
     if (this.#firstSendAt === 0) this.#firstSendAt = this.#now();
-    const second = Math.floor(this.#now() / 1000);
-    this.#sends.set(second, (this.#sends.get(second) ?? 0) + 1);
-    if (this.#sends.size > 8) for (const s of this.#sends.keys()) if (s < second - 6) this.#sends.delete(s);
+    this.#seconds.sent(this.#now());
   }
 
   #learnFromHeaders(rl: RateLimitInfo | null): void {
