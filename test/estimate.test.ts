@@ -161,7 +161,7 @@ describe('estimate', () => {
     expect(r.code, r.stderr).toBe(0);
     const text = r.stdout.replace(/\n {9}(?=\S)/g, ' ');
     expect(text).toContain(
-      ': 4 jobs to send\n  3 of them answered by the offline mock: done in llmq status, sent again by a run with a real provider\n',
+      ': 4 jobs to send\n  3 of them were answered by the offline mock: done in llmq status, sent again by a run with a real provider\n',
     );
     expect(text).toContain('(--rpm, --tpm, or a first run with a real provider)');
     expect(JSON.parse((await runCli(['estimate', '--db', db, '--json'])).stdout)).toMatchObject({ jobs: 4, mockAnswered: 3 });

@@ -114,6 +114,8 @@ describe('llmq status', () => {
     expect(r.stdout).toMatch(/^ {2}tokens {3}500 in · 100 out$/m);
     expect(r.stdout).toMatch(/^ {2}cost {5}\$0\.000135 so far · about \$0\.000054 more to finish · gpt-4o-mini$/m);
     expect(r.stdout).toMatch(/^ {2}2 {2}400 context_length_exceeded/m);
+    // a reason longer than the line is wrapped under itself, its end kept (in a log there is no wider terminal)
+    expect(r.stdout).toMatch(/^ {5}128000 tokens\.$/m);
     // the run proposed goes at the last run's --concurrency (4, not the default)
     expect(r.stdout).toContain(`  to try them again: llmq retry-failed --db ${db}\n  then: llmq run --concurrency 4 --db ${db}\n`);
     expect(r.stdout).toMatch(/last run {2}run-0001 \(testhost pid 4242\) ended .* ago \(drained\)/);

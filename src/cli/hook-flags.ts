@@ -35,7 +35,7 @@ export function hookOptions(): Option[] {
     ),
     new Option(
       '--on-job <cmd|url>',
-      'for each job done or failed for good, send {key, state, attempts, output|error} the same way (never slows the run)',
+      'for each job done or failed for good, send {key, items, state, attempts, output|error} the same way (never slows the run)',
     ).argParser(target('--on-job')),
   ];
 }

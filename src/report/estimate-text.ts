@@ -41,7 +41,12 @@ export function renderEstimate(
     );
   // status counts them done: without this the two disagree with no word why
   if (e.mockAnswered) {
-    const them = e.mockAnswered === e.jobs ? (e.jobs === 1 ? 'it' : 'all of them') : `${int(e.mockAnswered)} of them`;
+    const them =
+      e.mockAnswered === e.jobs
+        ? e.jobs === 1
+          ? 'it was'
+          : 'all of them were'
+        : `${int(e.mockAnswered)} of them ${e.mockAnswered === 1 ? 'was' : 'were'}`;
     lines.push(p.dim(`  ${them} answered by the offline mock: done in llmq status, sent again by a run with a real provider`));
   }
   if (e.jobs === 0) return lines.join('\n') + '\n';

@@ -90,9 +90,9 @@ export function renderStatus(
       .join(', ');
     const from = l.source === 'headers' ? 'from headers' : 'learned from 429s';
     const where = hosts.size > 1 ? ` at ${l.baseUrl}` : '';
-    lines.push(
-      `  ${(i === 0 ? 'limits' : '').padEnd(9)}${oneLine(`${l.model}${where}: ${what || 'unknown'}, ${from} ${duration(l.ageSeconds)} ago${l.expired ? ', expired' : ''}`, 69)}`,
-    );
+    const text = `${l.model}${where}: ${what || 'unknown'}, ${from} ${duration(l.ageSeconds)} ago${l.expired ? ', expired' : ''}`;
+    // wrapped under itself, not cut: a log or a CI page has no wider terminal to show the rest
+    lines.push(...wrap(text, 69).map((line, j) => `  ${(i === 0 && j === 0 ? 'limits' : '').padEnd(9)}${line}`));
   }
 
   for (const [i, a] of r.alerts.entries()) {
@@ -101,7 +101,11 @@ export function renderStatus(
   if (r.failures.length) {
     lines.push('', p.bold(`failures`) + p.dim(` (${int(r.counts.failed)} ${r.counts.failed === 1 ? 'job' : 'jobs'}, by reason)`));
     const cw = Math.max(...r.failures.map((f) => int(f.count).length));
-    for (const f of r.failures) lines.push(`  ${p.red(int(f.count).padStart(cw))}  ${oneLine(f.error, 74 - cw)}`);
+    // a reason wrapped under itself, not cut: its end is often what to do (`--timeout; if the ...`)
+    for (const f of r.failures) {
+      const [first, ...rest] = wrap(f.error, 74 - cw);
+      lines.push(`  ${p.red(int(f.count).padStart(cw))}  ${first ?? ''}`, ...rest.map((line) => `  ${''.padStart(cw)}  ${line}`));
+    }
     const shown = r.failures.reduce((a, f) => a + f.count, 0);
     if (shown < r.counts.failed) lines.push(p.dim(`  ${int(r.counts.failed - shown).padStart(cw)}  other reasons`));
     const refused = refusedCount(r.failures);

@@ -58,6 +58,19 @@ describe('llmq enqueue (CLI)', () => {
     expect(query(db, 'SELECT count(*) AS n FROM jobs')).toEqual([{ n: 23 }]);
   });
 
+  it('says nothing was enqueued when every document was rejected (exit 2 reads as "the rest is in")', async () => {
+    const db = join(tempDir(), 'q.db');
+    const r = await llmq(['enqueue', '-', '--db', db, '--text-field', 'txt'], '{"id":"a","text":"one"}\n{"id":"b","text":"two"}\n');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(
+      /0 new jobs, 0 new items, 0 already queued, 0 updated, 2 rejected\. Nothing was enqueued: every document was rejected \(above\)\n/,
+    );
+    // some rejected, the rest in: not said
+    const some = await llmq(['enqueue', '-', '--db', db], '{"id":"a","text":"one"}\n{"id":"b"}\n');
+    expect(some.code).toBe(2);
+    expect(some.stderr).not.toContain('Nothing was enqueued');
+  });
+
   it('skips its own database inside the folder being enqueued: exit 0, named, counted in the summary line', async () => {
     const dir = tempDir();
     writeFileSync(join(dir, 'note.txt'), 'a real document');
@@ -213,7 +226,7 @@ describe('llmq enqueue (CLI)', () => {
     expect(lines.at(-3)).toMatch(/read 25 documents .*: 9 new jobs, 9 new items, 0 already queued, 0 updated, 16 rejected$/);
     // the one rejection a flag undoes is said once, with the flag
     expect(lines.at(-2)).toMatch(
-      /^warning: 1 document was over --max-doc-bytes \(2,048 bytes\): to take it, enqueue again with a larger --max-doc-bytes \(3KiB takes it\); what is stored is skipped/,
+      /^warning: 1 document was over --max-doc-bytes \(2,048 bytes\): to take it, enqueue again with a larger --max-doc-bytes \(3KiB takes it\); documents already queued are not added again/,
     );
     // the size named takes the largest refused, a line or a file: not a guess that may still be short
     const folder = join(tempDir(), 'docs');

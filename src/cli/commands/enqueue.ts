@@ -264,7 +264,7 @@ async function runEnqueue(
     warn(
       `${count(tooBig, 'document')} ${tooBig === 1 ? 'was' : 'were'} over --max-doc-bytes (${int(flags.maxDocBytes)} bytes): to take ${tooBig === 1 ? 'it' : 'them'}, ` +
         // stdin is read once: the same input has to be piped in again
-        `enqueue again${sources.includes('-') ? ', piping the same input in,' : ''} with a larger --max-doc-bytes (${largerLimit(largest, unsized, tooBig, flags.maxDocBytes)}); what is stored is skipped. ` +
+        `enqueue again${sources.includes('-') ? ', piping the same input in,' : ''} with a larger --max-doc-bytes (${largerLimit(largest, unsized, tooBig, flags.maxDocBytes)}); documents already queued are not added again. ` +
         'Check what a long document costs first: llmq estimate.',
     );
   }
@@ -364,7 +364,7 @@ async function runEnqueue(
   }
   if (summary.stopped) {
     stderr.write(
-      `${c.yellow('stopped')} before the end of the input: what was read is stored. Enqueue the same input again to add the rest (what is stored is skipped).\n`,
+      `${c.yellow('stopped')} before the end of the input: what was read is stored. Enqueue the same input again to add the rest (documents already queued are not added again).\n`,
     );
   } else if (!flags.json && summary.newJobs > 0) {
     // the next step, for whoever enqueues for the first time: what it costs, then what sends it
@@ -515,7 +515,9 @@ function describe(s: EnqueueSummary, db: string, c: ChalkInstance, priority: num
     `${int(s.unchanged)} already queued, ${int(s.updated)} updated${s.dropped ? ` (${count(s.dropped, 'unsent old job')} dropped)` : ''}, ` +
     (s.reprioritized ? `${count(s.reprioritized, 'job')} now at priority ${priority}, ` : '') +
     rejected +
-    (s.skipped ? `, ${count(s.skipped, 'file')} skipped` : '')
+    (s.skipped ? `, ${count(s.skipped, 'file')} skipped` : '') +
+    // exit 2 says "some input was rejected": when it was all of it, a script must not read that as "the rest is in"
+    (s.rejected > 0 && s.rejected === s.documents ? `. ${c.yellow('Nothing was enqueued')}: every document was rejected (above)` : '')
   );
 }
 
