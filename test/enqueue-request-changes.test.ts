@@ -55,6 +55,15 @@ describe('enqueue again without the flags of the first', () => {
       'warning: 1 job answered or in flight no longer belongs to any item: the document of its item changed ' +
         '(the first item moved: "n2.txt"), and llmq run sends the new one. The earlier answer is kept in the queue, which status counts apart.',
     );
+    // back to its first text, answered before: nothing to send, and not said to be
+    expect((await runCli(['run', '--db', db, ...MOCK_NOW])).code).toBe(0);
+    writeFileSync(join(docs, 'n2.txt'), 'note 2');
+    const back = await runCli(['enqueue', docs, '--db', db]);
+    expect(oneLine(back.stderr)).toContain(
+      'warning: 1 job answered or in flight no longer belongs to any item: the document of its item changed ' +
+        '(the first item moved: "n2.txt"), and its item points at an answer the queue had for the new text: nothing to send.',
+    );
+    expect((await runCli(['run', '--db', db, ...MOCK_NOW])).stderr).toMatch(/^nothing was pending/);
   });
 
   it('names what another prompt or option given on purpose changed, and how to go back', async () => {

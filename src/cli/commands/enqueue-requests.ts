@@ -184,15 +184,23 @@ export function requestChanges(
  * make the change (`movedByDefaultsText` says that): a changed document is the ordinary case and
  * needs no remedy; a changed prompt or option may have been a mistake, and says how to go back.
  */
-export function orphanedAnswersText(n: number, first: { readonly id: string; readonly changes: string[] | null } | null): string {
+export function orphanedAnswersText(
+  n: number,
+  first: { readonly id: string; readonly changes: string[] | null } | null,
+  newJobs = 1,
+): string {
   const one = n === 1;
   const firstId = first ? JSON.stringify(printable(first.id)) : null;
   if (first?.changes?.length === 0) {
+    // documents back to a text answered before: their items point at those answers again, and nothing is new to send
+    const next =
+      newJobs === 0
+        ? `and ${one ? 'its item points' : 'their items point'} at ${one ? 'an answer' : 'answers'} the queue had for the new text: nothing to send`
+        : `and llmq run sends the new ${one ? 'one' : 'ones'}`;
     return (
       `${count(n, 'job')} answered or in flight no longer ${one ? 'belongs' : 'belong'} to any item: ` +
       `${one ? 'the document of its item' : 'the documents of their items'} changed (the first item moved: ${firstId}), ` +
-      `and llmq run sends the new ${one ? 'one' : 'ones'}. The earlier ${one ? 'answer is' : 'answers are'} kept in the queue, ` +
-      `which status counts apart.`
+      `${next}. The earlier ${one ? 'answer is' : 'answers are'} kept in the queue, which status counts apart.`
     );
   }
   const why = first?.changes?.length

@@ -360,7 +360,13 @@ async function runEnqueue(
     warn(movedByDefaultsText({ ...summary, firstMoved: summary.firstMoved! }, lost, again));
   } else if (summary.orphanedAnswers) {
     const first = summary.firstMoved;
-    warn(orphanedAnswersText(summary.orphanedAnswers, first && { id: first.id, changes: requestChanges(first, { prompt, system }) }));
+    warn(
+      orphanedAnswersText(
+        summary.orphanedAnswers,
+        first && { id: first.id, changes: requestChanges(first, { prompt, system }) },
+        summary.newJobs,
+      ),
+    );
   }
   if (summary.stopped) {
     stderr.write(
