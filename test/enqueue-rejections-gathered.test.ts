@@ -34,15 +34,21 @@ describe('enqueue: many lines of one file rejected for one reason', () => {
     };
     for (let line = 1; line <= 30; line++) add('a.jsonl', line, line % 2 ? 'odd' : 'even');
     for (let line = 1; line <= 12; line++) add('b.jsonl', line, 'odd');
-    // files of a folder are documents of their own: each named, however many share a reason
-    for (let n = 1; n <= 12; n++) add(`docs/${n}.txt`, undefined, 'not UTF-8');
+    // files rejected whole: the first ten of a reason named, the rest counted (a template asking a
+    // folder's files for a field they cannot have printed one line per file, thousands of them)
+    for (let n = 1; n <= 14; n++) add(`docs/${n}.txt`, undefined, 'not UTF-8');
+    add('docs/own.txt', undefined, 'binary file (contains NUL bytes)');
     expect(printed.filter((p) => p.startsWith('a.jsonl'))).toHaveLength(2 * REJECTIONS_NAMED_ONE_BY_ONE);
     expect(printed.filter((p) => p.startsWith('b.jsonl'))).toHaveLength(REJECTIONS_NAMED_ONE_BY_ONE);
-    expect(printed.filter((p) => p.startsWith('docs/'))).toHaveLength(12);
+    expect(printed.filter((p) => p.startsWith('docs/'))).toEqual([
+      ...Array.from({ length: REJECTIONS_NAMED_ONE_BY_ONE }, (_, i) => `docs/${i + 1}.txt: not UTF-8`),
+      'docs/own.txt: binary file (contains NUL bytes)',
+    ]);
     expect(log.gathered()).toEqual([
       { where: 'a.jsonl:21,23,25,27,29 (5 more lines)', reason: 'odd' },
       { where: 'a.jsonl:22,24,26,28,30 (5 more lines)', reason: 'even' },
       { where: 'b.jsonl:11-12 (2 more lines)', reason: 'odd' },
+      { where: '4 more files (the last: docs/14.txt)', reason: 'not UTF-8' },
     ]);
   });
 
