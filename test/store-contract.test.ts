@@ -401,7 +401,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       expect(result).toEqual({ jobs: [], exhausted: 1 });
       const job = (await store.item(r!.itemId))!.job;
       expect(job).toMatchObject({ state: 'failed', attempts: 2, leaseOwner: null, finishedAt: T0 + 1000 });
-      expect(job.error).toBe('gave up after 2 attempts; last error: the run working on it died');
+      expect(job.error).toBe('gave up after 2 attempts: the run working on it died');
     });
 
     it('keeps the last error in the "gave up after" reason', async () => {
@@ -426,6 +426,25 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       await store.release(OWNER, { refund: false, now: T0 + 6 });
       expect(await store.claim(claimOpts({ now: T0 + 7, maxAttempts: 1 }))).toEqual({ jobs: [], exhausted: 1 });
       expect((await store.item(r!.itemId))!.job.error).toBe('gave up after 1 attempt; last error: HTTP 503');
+    });
+
+    it('says the run died when the last attempt was its, with the last error of a try that counted none', async () => {
+      // a try during an outage (not counted), then a retry started and its run killed before it went:
+      // "last error: Network error" alone hid why, and retry-failed --error "run working on it died" missed it
+      const { store } = await kind.fresh();
+      const [r] = rows(1);
+      await store.enqueue([r!], T0);
+      const { jobs } = await store.claim(claimOpts({ maxAttempts: 1 }));
+      const key = jobs[0]!.key;
+      const error = 'Network error: connect ECONNREFUSED 127.0.0.1:9';
+      await store.recordAttempt(
+        { key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 5, status: null, outcome: 'not_counted', error, usage: null },
+        { countAttempt: false, error },
+      );
+      expect(await store.startRetry(key, OWNER, T0 + 6, T0 + 60_000)).toBe(1);
+      expect(await store.reclaim(T0 + 7, [OWNER])).toBe(1);
+      expect(await store.claim(claimOpts({ now: T0 + 8, maxAttempts: 1 }))).toEqual({ jobs: [], exhausted: 1 });
+      expect((await store.item(r!.itemId))!.job.error).toBe(`gave up after 1 attempt: the run working on it died (last error: ${error})`);
     });
 
     // skipping a full lane takes another path (per model); both must hold invariant 6

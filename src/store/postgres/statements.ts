@@ -92,7 +92,10 @@ function claimUpdate(picked: string): string {
   state = CASE WHEN attempts >= $1::int THEN 'failed' ELSE 'running' END,
   attempts = CASE WHEN attempts >= $1::int THEN attempts ELSE attempts + 1 END,
   error = CASE WHEN attempts >= $1::int
-    THEN 'gave up after ' || attempts || CASE WHEN attempts = 1 THEN ' attempt' ELSE ' attempts' END || '; last error: ' || coalesce(error, 'the run working on it died')
+    THEN 'gave up after ' || attempts || CASE WHEN attempts = 1 THEN ' attempt' ELSE ' attempts' END || CASE
+      WHEN EXISTS (SELECT 1 FROM attempts a WHERE a.job_key = jobs.key AND a.attempt = jobs.attempts AND a.outcome IN ('retry', 'failed', 'done'))
+      THEN '; last error: ' || coalesce(error, 'unknown')
+      ELSE ': the run working on it died' || coalesce(' (last error: ' || error || ')', '') END
     ELSE error END,
   finished_at = CASE WHEN attempts >= $1::int THEN $2::bigint ELSE NULL END,
   lease_owner = CASE WHEN attempts >= $1::int THEN NULL ELSE $3::text END,

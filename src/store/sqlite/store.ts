@@ -80,7 +80,10 @@ const CLAIM_SET = `UPDATE jobs SET
   state = CASE WHEN attempts >= @max THEN 'failed' ELSE 'running' END,
   attempts = CASE WHEN attempts >= @max THEN attempts ELSE attempts + 1 END,
   error = CASE WHEN attempts >= @max
-    THEN 'gave up after ' || attempts || iif(attempts = 1, ' attempt', ' attempts') || '; last error: ' || coalesce(error, 'the run working on it died')
+    THEN 'gave up after ' || attempts || iif(attempts = 1, ' attempt', ' attempts') || iif(
+      EXISTS (SELECT 1 FROM attempts WHERE job_seq = jobs.seq AND attempt = jobs.attempts AND outcome IN ('retry', 'failed', 'done')),
+      '; last error: ' || coalesce(error, 'unknown'),
+      ': the run working on it died' || coalesce(' (last error: ' || error || ')', ''))
     ELSE error END,
   finished_at = CASE WHEN attempts >= @max THEN @now ELSE NULL END,
   lease_owner = CASE WHEN attempts >= @max THEN NULL ELSE @owner END,
