@@ -586,7 +586,12 @@ class Batcher implements EntrySink {
       const { row, path, line } = unchecked[i]!;
       const first = firsts?.[i];
       if (first !== undefined) {
-        this.#report({ path, line, reason: `duplicate id ${JSON.stringify(row.itemId)} (first at ${first}, which is kept)` });
+        // a file's id is its path inside the folder given: two folders of like-named files (2023/ 2024/) meet here
+        const fix =
+          line === undefined
+            ? ": a file's id is its path inside the folder given, so enqueue the folder that holds both to give each its own"
+            : '';
+        this.#report({ path, line, reason: `duplicate id ${JSON.stringify(row.itemId)} (first at ${first}, which is kept)${fix}` });
         continue;
       }
       this.#rows.push(row);

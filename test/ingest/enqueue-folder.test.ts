@@ -240,7 +240,13 @@ describe('enqueue a folder', () => {
     const store = tempStore(dir);
     const s = await run(store, [join(dir, 'one'), join(dir, 'two')]);
     expect(s.rejections).toEqual([
-      { path: `${dir}/two/index.md`, line: undefined, reason: `duplicate id "index.md" (first at ${dir}/one/index.md, which is kept)` },
+      {
+        path: `${dir}/two/index.md`,
+        line: undefined,
+        reason:
+          `duplicate id "index.md" (first at ${dir}/one/index.md, which is kept): ` +
+          "a file's id is its path inside the folder given, so enqueue the folder that holds both to give each its own",
+      },
     ]);
     expect(items(store)).toMatchObject([{ id: 'index.md', source: `${dir}/one/index.md` }]);
   });
