@@ -73,15 +73,32 @@ describe('how long the provider has been down', () => {
     breaker.failure('HTTP 503', { sentAt: now, unreachable: false });
     breaker.failure('HTTP 503', { sentAt: now + 1, unreachable: false });
     now += 300;
-    breaker.success(slowOne);
+    breaker.success({ sentAt: slowOne });
     breaker.failure('HTTP 503', { sentAt: now, unreachable: false });
     // still three in a row: the slow answer was the provider before it began failing
     expect(breaker.isOpen).toBe(true);
-    breaker.success(slowOne);
+    breaker.success({ sentAt: slowOne });
     expect(breaker.isOpen).toBe(true);
     expect(breaker.lastSuccessAt).toBe(-Infinity);
+    // a 429 or a 4xx ends the row of failures, not the outage: an old answer after it still does not close it
+    breaker.neutral();
+    breaker.success({ sentAt: slowOne });
+    expect(breaker.isOpen).toBe(true);
     // a request sent since is the provider answering now
-    breaker.success(now - 5);
+    breaker.success({ sentAt: now - 5 });
+    expect(breaker.isOpen).toBe(false);
+    breaker.dispose();
+  });
+
+  it("the probe's answer closes the outage, whenever its failures began (a clock set back, a 4xx in between)", async () => {
+    let skew = 0;
+    const breaker = new OutageBreaker({ consecutive: 3, probeDelayMs: 30, now: () => Date.now() - skew });
+    for (let i = 0; i < 3; i++) breaker.failure('HTTP 503', { sentAt: Date.now(), unreachable: false });
+    expect(breaker.isOpen).toBe(true);
+    skew = 3_600_000; // the wall clock set back an hour
+    expect(await gateWithin(breaker, 1000)).toBe('probe');
+    // sent an hour "before" the outage by the clock as it reads now: still the probe, the provider answering now
+    breaker.success({ sentAt: Date.now() - skew, probe: true });
     expect(breaker.isOpen).toBe(false);
     breaker.dispose();
   });

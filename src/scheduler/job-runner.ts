@@ -306,7 +306,7 @@ class JobRun {
     lane.ended(place.ticket);
     ctx.inFlight.end(request);
     const endedAt = ctx.now();
-    ctx.breaker.success(startedAt);
+    ctx.breaker.success({ sentAt: startedAt, probe: place.probe });
     c.lastAnsweredSentAt = Math.max(c.lastAnsweredSentAt, startedAt);
     if (startedAt > c.lastAuthRefusedSentAt) c.authInARow = 0;
     const usage = result.usage;

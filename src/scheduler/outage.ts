@@ -82,7 +82,19 @@ export class OutageBreaker {
     const by = this.#setBack.by(now);
     this.#openedAt += by;
     this.#nextProbeAt += by;
+    this.#streakSince += by;
     return now;
+  }
+
+  /**
+   * Since when the provider has been failing: the outage's start while the breaker is open (a 429 or
+   * a 4xx meanwhile ends the row of failures, not the outage), the first failing request's send while
+   * failures are in a row; never otherwise.
+   */
+  #failingSince(): number {
+    this.#clock();
+    if (this.#open) return this.#openedAt;
+    return this.#consecutive > 0 ? this.#streakSince : Number.NEGATIVE_INFINITY;
   }
 
   /**
@@ -119,8 +131,9 @@ export class OutageBreaker {
    * the outage"), another wave went out into the outage, and their failures used up attempts: a
    * 2-second outage of instant 503s at -c 32 failed 201 of 300 jobs.
    */
-  success(sentAt = Number.POSITIVE_INFINITY): void {
-    if (this.#consecutive > 0 && sentAt < this.#streakSince) return;
+  success(o: { readonly sentAt?: number; readonly probe?: boolean } = {}): void {
+    // the probe's answer is the provider's word on now, whenever the failures began
+    if (!o.probe && (o.sentAt ?? Number.POSITIVE_INFINITY) < this.#failingSince()) return;
     this.#lastSuccessAt = this.#lastHeardAt = this.#now();
     this.#consecutive = 0;
     this.#push(false);
@@ -186,7 +199,7 @@ export class OutageBreaker {
     this.#consecutive = 0;
     if (this.#probing) {
       this.#probing = false;
-      this.success();
+      this.success({ probe: true });
     }
   }
 
