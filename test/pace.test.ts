@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { RateBackoff } from '../src/scheduler/pace/backoff.js';
-import { RefusalCycles } from '../src/scheduler/pace/refusal-cycles.js';
 import { SendSeconds } from '../src/scheduler/pace/send-seconds.js';
 import { LatencyStats } from '../src/scheduler/pace/latency.js';
 import { limitsFromHeaders, refillIntervalMs } from '../src/scheduler/pace/learned.js';
@@ -711,42 +710,6 @@ describe('a 429 whose retry-after is 0 (or a date already past here)', () => {
   });
 });
 
-describe('RefusalCycles: a quota counted over a long window', () => {
-  it('measures the answers of a cycle over its length when a refusal lasts seconds, and nothing from short ones', () => {
-    const c = new RefusalCycles();
-    // a first burst refused before anything was answered has no cycle to measure
-    c.refused(T0);
-    expect(c.answered(T0 + 100)).toBeNull();
-    // 119 more answered, then a refusal of 200 ms (a 1-second window's): no quota, the cycle goes on
-    for (let i = 1; i < 120; i++) expect(c.answered(T0 + 100 + i * 100)).toBeNull();
-    c.refused(T0 + 12_000);
-    expect(c.answered(T0 + 12_200)).toBeNull();
-    // a refusal of 20 s: the cycle's answers (122, the slow one below with them) over its 40 s
-    c.refused(T0 + 20_000);
-    // an answer sent before the refusal began (a slow one) is of the cycle before it, however late it comes
-    expect(c.answered(T0 + 19_900)).toBeNull();
-    expect(c.answered(T0 + 40_100)).toBeCloseTo(122 / 40, 6);
-    // the next cycle begins at that answer: 60 s, 120 answers
-    for (let i = 1; i < 120; i++) c.answered(T0 + 40_100 + i * 100);
-    c.refused(T0 + 60_000);
-    expect(c.answered(T0 + 100_100)).toBeCloseTo(2, 6);
-  });
-
-  it('paces at the quota measured, and searches past it slowly', () => {
-    const b = new RateBackoff(T0);
-    b.rateLimited(T0, T0);
-    b.rateLimited(T0 + 1000, T0 + 1000);
-    b.learnQuota(0.05);
-    expect(b.factor).toBe(0.05);
-    // remembered as measured, not a tenth under it
-    expect(b.safeFactor).toBe(0.05);
-    b.tick(T0 + 1000 + 60_000, { most: 1 });
-    // 3% a minute, where a pace 429s taught alone searches 3% a second (5.9x in a minute)
-    expect(b.factor).toBeGreaterThan(0.05 * 1.02);
-    expect(b.factor).toBeLessThan(0.05 * 1.04);
-  });
-});
-
 describe('SendSeconds: what the provider took within a second', () => {
   it('says a request left in a second no fuller than a recent one answered whole', () => {
     const s = new SendSeconds();
@@ -761,7 +724,7 @@ describe('SendSeconds: what the provider took within a second', () => {
     expect(s.withinTaken(T0 + 2000)).toBe(false);
     // the send rate reads the same seconds
     expect(s.sentIn(Math.floor(T0 / 1000), Math.floor(T0 / 1000) + 2)).toBe(15);
-    // forgotten after 30 s
+    // forgotten after 10 s
     s.sent(T0 + 31_500);
     s.sent(T0 + 31_600);
     expect(s.withinTaken(T0 + 31_500)).toBe(false);

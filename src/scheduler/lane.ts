@@ -1,6 +1,5 @@
 import type { ProviderError, RateLimitInfo } from '../provider/types.js';
 import { RateBackoff } from './pace/backoff.js';
-import { RefusalCycles } from './pace/refusal-cycles.js';
 import { SendSeconds } from './pace/send-seconds.js';
 import { RecentShare } from './pace/recent-share.js';
 import type { LaneBoard, LearnedLimits } from './pace/board.js';
@@ -43,6 +42,12 @@ const UNSAID_429S_SPAN = 50;
  * nobody said, and random refusals of 3 in 100 reach it now and then (a cut, climbed back from).
  */
 const UNSAID_429S_NOISE = 0.1;
+/**
+ * Past this share of a lane's recent requests, 429s saying no limit are not noise even where the
+ * seconds they were sent in show the provider took as many before (`SendSeconds`): random refusals
+ * of a third of everything are an upstream in trouble, or a limit lowered since.
+ */
+const UNSAID_429S_MOST_NOISE = 0.3;
 /**
  * A pace of `rpm` in the whole requests a window admits (reachablePerSecond): 110 a minute sends one
  * a second, and the factor climbs through 1.1 to 1.9 a second with no 429 to stop it, where status
@@ -99,8 +104,6 @@ export class Lane {
   #headersSeen = false;
   /** Of the lane's recent answers and 429s, the share that were 429s saying no limit. */
   readonly #unsaid429s = new RecentShare(UNSAID_429S_SPAN);
-  /** Refusals seconds long, and the answers between them: a quota counted over a long window. */
-  readonly #refusals = new RefusalCycles();
   /** A request bigger than the tokens-per-minute limit was said (`firstOversize`). */
   #oversizeSaid = false;
   static readonly SLOW_START_MS = 2000;
@@ -282,8 +285,6 @@ export class Lane {
     this.#backoff.answered();
     this.#lastEnded = 'answered';
     this.#seconds.answered(now - (latencyMs ?? 0));
-    const quota = this.#refusals.answered(now - (latencyMs ?? 0));
-    if (quota !== null) this.#learnQuota(quota);
     this.#firstAnswerAt ??= now;
     this.#learnFromHeaders(rateLimit);
     if (latencyMs === null) return;
@@ -328,7 +329,9 @@ export class Lane {
       // A 429 between answers, for a request sent in a second holding no more sends than a recent
       // second the provider took whole, is no limit per second (it would have refused that second
       // too): noise, whatever its share, and whether the answers say a limit or not.
-      const unrelatedToPace = between && this.#seconds.withinTaken(sentAt);
+      // Up to a point: past UNSAID_429S_MOST_NOISE of the lane's requests, a limit lowered meanwhile
+      // (another client on the key, another run on the same quota) is likelier than bad luck.
+      const unrelatedToPace = between && this.#unsaid429s.value <= UNSAID_429S_MOST_NOISE && this.#seconds.withinTaken(sentAt);
       const rare = this.#headersSeen && this.#unsaid429s.value <= UNSAID_429S_NOISE;
       const noise = asksLittle && (rare || unrelatedToPace);
       if (noise) return { waitMs: this.#pauseFor(error), lanePaused: false };
@@ -348,24 +351,11 @@ export class Lane {
    * limit found, and every later stray 429 would cut the limit headers say next).
    */
   #learnFrom429(sentAt: number, now: number): void {
-    this.#refusals.refused(sentAt);
     const l = this.limits();
     const observed = this.#observedRate();
     const nothingKnown = l.rpm === null && l.tpm === null;
     if (nothingKnown && observed !== null) this.board.learn({ rpm: observed * 60, tpm: null, source: '429s', at: now });
     if (!nothingKnown || observed !== null) this.#backoff.rateLimited(sentAt, now);
-  }
-
-  /**
-   * A long refusal ended: the provider counts a quota over a long window, allowing `perSecond` on
-   * average (`RefusalCycles`). Paced at it from now, when only 429s taught the pace (headers say
-   * the limit better; a cap lower than it stays).
-   */
-  #learnQuota(perSecond: number): void {
-    if (!this.#backoff.engaged || this.#headersSeen) return;
-    const base = lowerOf(this.#caps, this.board.learned()).rpm;
-    if (base === null) return;
-    this.#backoff.learnQuota(Math.min(1, (perSecond * 60) / base));
   }
 
   /** What a 429 asked to wait; `retry-after: 0`, or an HTTP date already past on this clock, is no wait at all: one refill interval. */
@@ -406,7 +396,6 @@ export class Lane {
   /** Requests per second sent over the last 5 whole seconds. */
   requestsPerSecond(): number {
     const second = Math.floor(this.#now() / 1000);
-    const n = 0;
     return this.#seconds.sentIn(second - 5, second - 1) / 5;
   }
 

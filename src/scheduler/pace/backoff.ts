@@ -27,12 +27,6 @@ export class RateBackoff {
    * (no limit said or set), up to the caller's bound; under a cap or a said limit, up to it.
    */
   static readonly SEARCH = 0.03;
-  /**
-   * The same past a quota counted over a long window (`learnQuota`): 6% a minute. Its pace is that
-   * quota measured, not a guess, and a pace past it spends each window early and meets a refusal at
-   * each window's end; a raised quota is still found, in minutes.
-   */
-  static readonly SEARCH_PAST_QUOTA = 0.0005;
 
   #factor = 1;
   /** The factor at which the last 429 came: the real limit is about there. */
@@ -40,8 +34,6 @@ export class RateBackoff {
   #lastCutAt = -Infinity;
   /** Cuts since the last answer: 429s with none answered between them are one refusal. */
   #refusalCuts = 0;
-  /** The ceiling is a quota measured over a long window (`learnQuota`): searched past slowly. */
-  #measured = false;
   #lastTickAt: number;
 
   constructor(now: number) {
@@ -57,9 +49,6 @@ export class RateBackoff {
    * pace has passed that one clearly with no 429 since: it was no limit).
    */
   get safeFactor(): number {
-    // a quota measured: itself, not a tenth under it (a minute's share of 120 is 2 a second, and
-    // 108 a minute admits one: the pacer sends whole requests a second)
-    if (this.#measured && this.#ceiling !== null) return Math.min(this.#factor, this.#ceiling);
     // passed clearly: a cut from here would still be above where the last 429 came
     const passed = this.#ceiling !== null && this.#factor * RateBackoff.DECREASE > this.#ceiling;
     return this.#ceiling === null || passed ? this.#factor : Math.min(this.#factor, this.#ceiling * 0.9);
@@ -105,19 +94,8 @@ export class RateBackoff {
     else if (f < ceiling) this.#factor = Math.min(most, ceiling, f + RateBackoff.SLOW_INCREASE * ceiling * seconds);
     else if (f < most || open) {
       const top = open ? open.most : 1;
-      const search = this.#measured ? RateBackoff.SEARCH_PAST_QUOTA : RateBackoff.SEARCH;
-      this.#factor = Math.max(f, Math.min(top, f * (1 + search) ** seconds));
+      this.#factor = Math.max(f, Math.min(top, f * (1 + RateBackoff.SEARCH) ** seconds));
     }
-  }
-
-  /**
-   * A long window's quota was measured (`RefusalCycles`), as a factor: its window has just turned, so
-   * pace at it now (the refusal's cuts took the factor far under it), and take it as the ceiling.
-   */
-  learnQuota(factor: number): void {
-    this.#factor = Math.max(RateBackoff.FLOOR, factor);
-    this.#ceiling = this.#factor;
-    this.#measured = true;
   }
 
   /** A request of the lane was answered. */

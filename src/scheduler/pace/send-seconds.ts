@@ -15,7 +15,8 @@ interface Second {
  * of 300 a minute down to 60 a minute and lower.
  */
 export class SendSeconds {
-  static readonly KEEP_S = 30;
+  /** Seconds kept: a limit lowered meanwhile (another client on the key) is believed this long at most. */
+  static readonly KEEP_S = 10;
   readonly #seconds = new Map<number, Second>();
 
   /** A request left at `at` (ms epoch). */
@@ -25,10 +26,8 @@ export class SendSeconds {
     if (second) second.sent++;
     else {
       this.#seconds.set(s, { sent: 1, answered: 0, refused: 0 });
-      for (const old of this.#seconds.keys()) {
-        if (old >= s - SendSeconds.KEEP_S) break; // kept in insertion order: the oldest first
-        this.#seconds.delete(old);
-      }
+      // by range, not insertion order: after the clock is set back the oldest key is a "future" second
+      for (const old of this.#seconds.keys()) if (old < s - SendSeconds.KEEP_S || old > s) this.#seconds.delete(old);
     }
   }
 
