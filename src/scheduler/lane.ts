@@ -328,10 +328,13 @@ export class Lane {
       const asksLittle = (error.retryAfterMs ?? 0) <= STRAY_MOST_WAIT_MS;
       // A 429 between answers, for a request sent in a second holding no more sends than a recent
       // second the provider took whole, is no limit per second (it would have refused that second
-      // too): noise, whatever its share, and whether the answers say a limit or not.
-      // Up to a point: past UNSAID_429S_MOST_NOISE of the lane's requests, a limit lowered meanwhile
-      // (another client on the key, another run on the same quota) is likelier than bad luck.
-      const unrelatedToPace = between && this.#unsaid429s.value <= UNSAID_429S_MOST_NOISE && this.#seconds.withinTaken(sentAt);
+      // too): noise, past the share that makes one "rare". Only where the answers say the limit, which
+      // the lane paces under: paced at a limit 429s taught, its seconds hold as many as the limit
+      // allows, and a real limit's 429 at a window's edge (the provider's windows are not ours) looks
+      // the same (governor bench (11): 15 429s a minute, not 3). Up to a point: past
+      // UNSAID_429S_MOST_NOISE of the lane's requests, a limit lowered meanwhile is likelier than bad luck.
+      const unrelatedToPace =
+        this.#headersSeen && between && this.#unsaid429s.value <= UNSAID_429S_MOST_NOISE && this.#seconds.withinTaken(sentAt);
       const rare = this.#headersSeen && this.#unsaid429s.value <= UNSAID_429S_NOISE;
       const noise = asksLittle && (rare || unrelatedToPace);
       if (noise) return { waitMs: this.#pauseFor(error), lanePaused: false };
