@@ -29,7 +29,7 @@ describe('status of a run whose process went a moment ago', () => {
     const db = await queueWithRun(pid, 1_000);
     const text = await runCli(['status', '--db', db]);
     expect(text.code, text.stderr).toBe(0);
-    expect(text.stdout).toContain(`pid ${pid} is not running here: stopped? the next llmq run takes its jobs back`);
+    expect(text.stdout).toContain(`pid ${pid} is not running here: it ended or was killed; the next llmq run takes its jobs back`);
     // neither its last rate nor an ETA from it: it most likely sends nothing now
     expect(text.stdout).toMatch(/^running {3}run00001 \(.+ pid \d+\) for 3\ds$/m);
     const json = await runCli(['status', '--db', db, '--json']);

@@ -142,7 +142,8 @@ export function renderStatus(
     // checked from here) still counts as running until STALE_RUN_MS; its rate and ETA are its last
     const quiet = r.now - run.heartbeatAt;
     if (run.pidGoneHere) {
-      lines.push(p.yellow(`${''.padEnd(10)}pid ${run.pid} is not running here: stopped? ${nextTakes(run.id, batches)}`));
+      // not "stopped?": that reads as Ctrl-Z, which stoppedText says apart
+      lines.push(p.yellow(`${''.padEnd(10)}pid ${run.pid} is not running here: it ended or was killed; ${nextTakes(run.id, batches)}`));
     } else if (run.stoppedHere) {
       lines.push(p.yellow(`${''.padEnd(10)}${stoppedText(run.pid)}`));
     } else if (quiet > QUIET_NOTED_MS) {
