@@ -10,9 +10,9 @@ interface Second {
  * and what the provider took. A second whose requests were all answered shows that the provider
  * takes that many within a second; a 429 for a request sent in a second holding no more than that
  * (with answers around it) is no limit per second speaking (such a limit would have refused that
- * second too), but an overloaded upstream's or a gateway's random refusal. Counted apart from a
- * limit, such 429s cut the pace of a provider that says no limit once each: 5 in 100 took a lane
- * of 300 a minute down to 60 a minute and lower.
+ * second too), but an overloaded upstream's or a gateway's random refusal. Taken for a limit, such
+ * 429s from a provider saying 300 a minute, 5 in 100 of them, held a lane at 120-180 a minute
+ * (`Lane.rateLimitedBy` asks this only of a provider whose answers say its limits).
  */
 export class SendSeconds {
   /** Seconds kept: a limit lowered meanwhile (another client on the key) is believed this long at most. */
