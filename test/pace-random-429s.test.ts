@@ -52,13 +52,18 @@ async function simulate(o: { strayRate: number; headers: boolean; seconds: numbe
 }
 
 describe('429s at random (an overloaded upstream behind a gateway), 5 in 100, under a limit of 300 a minute', () => {
-  it('keep the pace near the limit the answers say', async () => {
+  it.each([0.05, 0.15])('keep the pace near the limit the answers say (%s of requests refused)', async (strayRate) => {
     // Before: a chance cluster of them passed a tenth of the lane's last fifty requests, and each then
-    // cut the pace by a quarter, faster than quiet time climbed back: 180 a minute, and 120 at times.
-    const { lane, answeredPerMinute } = await simulate({ strayRate: 0.05, headers: true, seconds: 300, measureS: 120 });
-    // the most it can answer: 300 a minute, less the 5 in 100 refused
-    expect(answeredPerMinute).toBeGreaterThan(0.85 * 285);
+    // cut the pace by a quarter, faster than quiet time climbed back: 180 a minute, and 120 at times
+    // (at 15 in 100, 120 and falling; two in a row, which a 429 "between answers" once required, are
+    // common at -c 16)
+    const { lane, answeredPerMinute } = await simulate({ strayRate, headers: true, seconds: 300, measureS: 120 });
+    // the most it can answer: 300 a minute, less those refused
+    expect(answeredPerMinute).toBeGreaterThan(0.85 * 300 * (1 - strayRate));
     expect(lane.snapshot().rpm).toBe(300);
+    // told and remembered as the headers say it, not as "learned from 429s"
+    expect(lane.snapshot().learned?.source).toBe('headers');
+    expect(lane.toRemember()).toMatchObject({ source: 'headers', rpm: 300 });
   });
 
   it('with no limit said, still slow the lane: not told apart from a limit yet (docs/commands.md)', async () => {

@@ -156,7 +156,12 @@ describe('progress renderers', () => {
     const state = new ProgressState(loadPriceTable({ catalog: false }));
     const stray = (strayRateLimited: number, rateLimited = 12) =>
       summaryText({ ...summary, rateLimited, strayRateLimited }, state, NO_PAINT);
-    expect(stray(5)).toContain(' · 12 rate-limited\n  5 of the 12 429s were stray (no rate-limit headers): tried again, the pace kept\n');
+    expect(stray(5)).toContain(
+      ' · 12 rate-limited\n  5 of the 12 429s were stray (no rate-limit headers): tried again, the pace kept; the other 7 paused or slowed the lane\n',
+    );
+    expect(stray(11)).toContain(
+      '11 of the 12 429s were stray (no rate-limit headers): tried again, the pace kept; the other paused or slowed the lane\n',
+    );
     expect(stray(12)).toContain('\n  the 12 429s were stray (no rate-limit headers): tried again, the pace kept\n');
     expect(stray(1, 1)).toContain('\n  the 429 was stray (no rate-limit headers): tried again, the pace kept\n');
     expect(stray(0)).not.toMatch(/stray/);

@@ -84,8 +84,6 @@ export class Lane {
   rateLimited = 0;
   /** Sends by the second they left in: the send rate (for display, and a first guess at a limit), and what the provider took. */
   readonly #seconds = new SendSeconds();
-  /** How the lane's last request ended: a 429 between answers is not a refusal going on. */
-  #lastEnded: 'answered' | 'refused' | null = null;
   #firstSendAt = 0;
   // tokens of the requests sent: a tokens-per-minute limit in requests per second
   #tokensSent = 0;
@@ -140,13 +138,23 @@ export class Lane {
    */
   toRemember(): LearnedLimits | null {
     const learned = this.board.learned();
-    if (!this.#backoff.engaged) return learned;
+    if (!this.#fromBackoff()) return learned;
     // Not the pace of this moment, which may be climbing past the limit: under the rate the
     // last 429 came at.
     const l = this.limits();
     const safe = this.#backoff.safeFactor / Math.max(this.#backoff.factor, 1e-9);
     const scale = (x: number | null): number | null => (x === null ? null : x * Math.min(1, safe));
     return { rpm: wholeRequests(scale(l.rpm)), tpm: scale(l.tpm), source: '429s', at: this.#now() };
+  }
+
+  /**
+   * Whether 429s set the pace now: they cut it, and it has not climbed back to a limit the headers
+   * say (then it paces at that limit, told and remembered as said: "300 rpm, learned from 429s"
+   * stood beside a pace back at the 300 the headers said, and the next run began at 240).
+   */
+  #fromBackoff(): boolean {
+    if (!this.#backoff.engaged) return false;
+    return !(this.board.learned()?.source === 'headers' && this.#backoff.factor >= 1);
   }
 
   /** The limits paced at now: the lower of caps and learned limits, scaled down after 429s. */
@@ -283,7 +291,6 @@ export class Lane {
     const now = this.#now();
     this.#unsaid429s.add(false);
     this.#backoff.answered();
-    this.#lastEnded = 'answered';
     this.#seconds.answered(now - (latencyMs ?? 0));
     this.#firstAnswerAt ??= now;
     this.#learnFromHeaders(rateLimit);
@@ -320,21 +327,19 @@ export class Lane {
       this.#jittery = true;
       this.board.setGuard?.(GUARD_MS);
     }
-    const between = this.#lastEnded === 'answered';
-    this.#lastEnded = 'refused';
     this.#seconds.refused(sentAt);
     if (!saidLimit) {
       this.#unsaid429s.add(true);
       const asksLittle = (error.retryAfterMs ?? 0) <= STRAY_MOST_WAIT_MS;
-      // A 429 between answers, for a request sent in a second holding no more sends than a recent
-      // second the provider took whole, is no limit per second (it would have refused that second
-      // too): noise, past the share that makes one "rare". Only where the answers say the limit, which
-      // the lane paces under: paced at a limit 429s taught, its seconds hold as many as the limit
-      // allows, and a real limit's 429 at a window's edge (the provider's windows are not ours) looks
-      // the same (governor bench (11): 15 429s a minute, not 3). Up to a point: past
-      // UNSAID_429S_MOST_NOISE of the lane's requests, a limit lowered meanwhile is likelier than bad luck.
-      const unrelatedToPace =
-        this.#headersSeen && between && this.#unsaid429s.value <= UNSAID_429S_MOST_NOISE && this.#seconds.withinTaken(sentAt);
+      // A 429 for a request sent in a second holding no more sends than a recent second the provider
+      // took whole is no limit per second (it would have refused that second too): noise, past the
+      // share that makes one "rare". Only where the answers say the limit, which the lane paces
+      // under (the provider's own limiter says it on its 429s): paced at a limit 429s taught, a lane's
+      // seconds hold as many as that limit allows, and a real limit's 429 at a window's edge (the
+      // provider's windows are not ours) looks the same (governor bench (11): 15 429s a minute, not
+      // 3). Up to UNSAID_429S_MOST_NOISE of the lane's requests: past it, a limit lowered meanwhile
+      // (a proxy's) is likelier than bad luck.
+      const unrelatedToPace = this.#headersSeen && this.#unsaid429s.value <= UNSAID_429S_MOST_NOISE && this.#seconds.withinTaken(sentAt);
       const rare = this.#headersSeen && this.#unsaid429s.value <= UNSAID_429S_NOISE;
       const noise = asksLittle && (rare || unrelatedToPace);
       if (noise) return { waitMs: this.#pauseFor(error), lanePaused: false };
@@ -381,10 +386,10 @@ export class Lane {
     return {
       model: this.model,
       // a pace 429s cut is ours, told as what it sends (as toRemember, `learned` below); a limit said or set, as said
-      rpm: this.#backoff.engaged ? wholeRequests(l.rpm) : l.rpm,
+      rpm: this.#fromBackoff() ? wholeRequests(l.rpm) : l.rpm,
       tpm: l.tpm,
       // once 429s cut the pace, what it is learned from is them, as the run remembers it (status)
-      learned: this.#backoff.engaged ? this.toRemember() : this.board.learned(),
+      learned: this.#fromBackoff() ? this.toRemember() : this.board.learned(),
       requestsPerSecond: this.requestsPerSecond(),
       ceiling: this.ceiling(),
       inFlight: this.inFlight,

@@ -347,5 +347,8 @@ export function laneText(l: LaneSnapshot, now: number): string | null {
 /** The stray 429s among a run's (`RunSummary.strayRateLimited`). */
 function strayText(stray: number, all: number): string {
   const which = stray === all ? (all === 1 ? 'the 429 was' : `the ${int(all)} 429s were`) : `${int(stray)} of the ${int(all)} 429s were`;
-  return `${which} stray (no rate-limit headers): tried again, the pace kept`;
+  // the others did not keep it: said, where "the pace kept" stood beside a pace cut to 120 of 300
+  const others = all - stray;
+  const rest = others === 0 ? '' : `; the other ${others === 1 ? '' : `${int(others)} `}paused or slowed the lane`;
+  return `${which} stray (no rate-limit headers): tried again, the pace kept${rest}`;
 }
