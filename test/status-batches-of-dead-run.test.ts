@@ -99,7 +99,7 @@ describe('status of a mock batch run killed a moment ago', () => {
     await submitBatch(store, { id: 'sub-mock', runId: 'mock0001-run', baseUrl: 'mock', providerBatchId: 'batch_mock-1', jobs: 3, at });
     await store.close();
     const status = await runCli(['status', '--db', db]);
-    expect(status.stdout).toMatch(/pid \d+ is not running here: stopped\? the next llmq run takes its jobs back/);
+    expect(status.stdout).toMatch(/pid \d+ is not running here: it ended or was killed; the next llmq run takes its jobs back/);
     expect(status.stdout).not.toContain('--via batch --provider mock takes');
   });
 });
