@@ -289,6 +289,16 @@ async function hiddenLimit(): Promise<void> {
   );
 }
 
+/** How many of the provider's clock-aligned minutes the answers of a rep fell in. */
+const providerMinutes = (r: Rep) => new Set(r.stats.okAt.map((t) => Math.floor(t / 60_000))).size;
+
+/** 429s a minute from `afterMs` past a rep's first answer to its last. */
+function limitedPerMinuteAfter(r: Rep, afterMs: number): number {
+  const from = r.stats.firstAt + afterMs;
+  const minutes = Math.max(1 / 60, (r.stats.lastAt - from) / 60_000);
+  return r.stats.limitedAt.filter((t) => t >= from).length / minutes;
+}
+
 async function minuteWindow(): Promise<void> {
   // A gateway's per-minute limit with no headers: all of a minute's requests may go in its first
   // seconds, then every request is refused until the minute turns. A check of whether 429s depend
@@ -303,8 +313,7 @@ async function minuteWindow(): Promise<void> {
   );
   // windows are aligned to the clock: the first is partial, and the busy span's rate says nothing.
   // The figure is how many of the provider's minutes the answers took: each admits a third of the jobs.
-  const minutes = (r: Rep) => new Set(r.stats.okAt.map((t) => Math.floor(t / 60_000))).size;
-  judge(reps, "the provider's minutes the answers took", minutes, '', `${jobs / rpm} (fewest possible)`, (v) => v <= jobs / rpm, 0);
+  judge(reps, "the provider's minutes the answers took", providerMinutes, '', `${jobs / rpm} (fewest possible)`, (v) => v <= jobs / rpm, 0);
   // unpaced, -c 8 at 50 ms would meet over 100 a second: a limit taken for noise shows here
   judge(
     reps,
@@ -332,12 +341,10 @@ async function silentLowLimit(): Promise<void> {
   );
   judge(reps, `rate after the first ${settleMs / 1000} s, % of the limit`, pctOfLimit(rpm, settleMs), '%', '>= 90%', (v) => v >= 90);
   showFill(reps, rpm / 60, settleMs);
-  const settled = (r: Rep) => r.stats.limitedAt.filter((t) => t >= r.stats.firstAt + settleMs).length;
-  const minutes = (r: Rep) => Math.max(1 / 60, (r.stats.lastAt - r.stats.firstAt - settleMs) / 60_000);
   judge(
     reps,
     `429s a minute after the first ${settleMs / 1000} s`,
-    (r) => settled(r) / minutes(r),
+    (r) => limitedPerMinuteAfter(r, settleMs),
     '',
     '<= 4',
     (v) => v <= 4,
@@ -352,29 +359,26 @@ async function minuteQuota(): Promise<void> {
   const rpm = 120,
     jobs = 600,
     latencyMs = 500,
-    learnS = 120;
+    settleS = 120;
   console.log(
     `(12) fake enforcing ${rpm} rpm over fixed 60-second windows with no rate-limit headers, ${jobs} jobs, ${latencyMs} ms, -c 64, no --rpm`,
   );
   const reps = await repeated({ latencyMs, rpm, windowMs: 60_000, headers: 'none' }, 1, (f) =>
     once(f, jobs, 16, ['-c', '64'], { capS: 10 * 60 }),
   );
-  const minutes = (r: Rep) => new Set(r.stats.okAt.map((t) => Math.floor(t / 60_000))).size;
   judge(
     reps,
     "the provider's minutes the answers took",
-    minutes,
+    providerMinutes,
     '',
     `<= ${jobs / rpm + 1} (${jobs / rpm} the fewest possible)`,
     (v) => v <= jobs / rpm + 1,
     0,
   );
-  const after = (r: Rep) => r.stats.limitedAt.filter((t) => t >= r.stats.firstAt + learnS * 1000).length;
-  const span = (r: Rep) => Math.max(1 / 60, (r.stats.lastAt - r.stats.firstAt - learnS * 1000) / 60_000);
   judge(
     reps,
-    `429s a minute after the first ${learnS / 60} minutes`,
-    (r) => after(r) / span(r),
+    `429s a minute after the first ${settleS / 60} minutes`,
+    (r) => limitedPerMinuteAfter(r, settleS * 1000),
     '',
     '<= 5',
     (v) => v <= 5,

@@ -729,4 +729,15 @@ describe('SendSeconds: what the provider took within a second', () => {
     s.sent(T0 + 31_600);
     expect(s.withinTaken(T0 + 31_500)).toBe(false);
   });
+
+  it('forgets the seconds "ahead" of a clock set back, which would vouch for every later 429', () => {
+    const s = new SendSeconds();
+    for (let i = 0; i < 5; i++) s.sent(T0 + i * 100);
+    for (let i = 0; i < 5; i++) s.answered(T0 + i * 100);
+    const back = T0 - 3_600_000; // the wall clock set back an hour
+    s.sent(back);
+    expect(s.sentIn(Math.floor(T0 / 1000), Math.floor(T0 / 1000))).toBe(0);
+    s.sent(back + 1000);
+    expect(s.withinTaken(back + 1000)).toBe(false);
+  });
 });
