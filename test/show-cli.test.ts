@@ -178,6 +178,15 @@ describe('llmq show', () => {
     expect(r.stderr).toMatch(/No item with id 'docs\/sub\/b\.txt' in .*: did you mean 'sub\/b\.txt' \(from .*\)\? llmq show sub\/b\.txt/);
   });
 
+  it("a file's name without the subfolder it is in names the item it likely means", async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir);
+    const r = await runCli(['show', 'b.txt', '--db', db]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`Ids of files in subfolders name them: did you mean 'sub/b.txt' (from `);
+    expect(r.stderr).toContain(`? llmq show sub/b.txt --db ${db}\n`);
+  });
+
   it('an id without its extension names the item it likely means', async () => {
     const dir = tempDir();
     const { db } = await populate(dir);

@@ -393,6 +393,29 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     expect(await ids('notes', 2, first[1]!.seq)).toEqual(['d.txt']);
     expect(await ids('nothing', 10)).toEqual([]);
   });
+  it("itemsEndingIn: items in a subfolder by their file's name, in input order; the name taken as it is (no wildcards)", async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue(
+      [
+        row('b/n4.txt', 'one', { source: 'notes/b/n4.txt' }),
+        row('n4.txt', 'two', { source: 'notes/n4.txt' }),
+        row('a/n4.txt', 'three', { source: 'notes/a/n4.txt' }),
+        row('a/xn4.txt', 'four', { source: 'notes/a/xn4.txt' }),
+        row('c/d/n4.txt', 'five', { source: 'notes/c/d/n4.txt' }),
+        row('e/n_%.txt', 'six', { source: 'notes/e/n_%.txt' }),
+      ],
+      T0,
+    );
+    const ids = async (name: string, limit: number) => (await store.itemsEndingIn(name, limit)).map((r) => r.id);
+    expect(await ids('n4.txt', 10)).toEqual(['b/n4.txt', 'a/n4.txt', 'c/d/n4.txt']);
+    expect(await ids('n4.txt', 2)).toEqual(['b/n4.txt', 'a/n4.txt']);
+    expect(await ids('d/n4.txt', 10)).toEqual(['c/d/n4.txt']);
+    expect(await store.itemsEndingIn('n_%.txt', 10)).toEqual([{ id: 'e/n_%.txt', source: 'notes/e/n_%.txt' }]);
+    // % and _ are themselves, not wildcards
+    expect(await ids('n__.txt', 10)).toEqual([]);
+    expect(await ids('%.txt', 10)).toEqual([]);
+    expect(await ids('nothing.txt', 10)).toEqual([]);
+  });
   it('stateCounts: the jobs in each state, as status counts them', async () => {
     const { store } = await kind.fresh();
     expect(await store.stateCounts()).toEqual({ pending: 0, running: 0, done: 0, failed: 0 });

@@ -88,3 +88,27 @@ export async function itemWithExtension(store: Pick<QueueReader, 'item'>, id: st
   }
   return null;
 }
+
+/** Past this many items (by input order's span), an id is not looked for in subfolders: a scan of them all. */
+const MOST_ITEMS_SCANNED = 2_000_000;
+
+/**
+ * The item an id that names none is likely a slip for: a path given from outside the folder
+ * enqueued (`notes/a.txt` for `a.txt`), an id without its extension (`a` for `a.txt`), or a file's
+ * name without the subfolder it is in (`n4.txt` for `sub/n4.txt`; the first of several, said so).
+ */
+export async function slipFor(
+  store: Pick<QueueReader, 'item' | 'itemsEndingIn' | 'itemSeqSpan'>,
+  id: string,
+): Promise<{ id: string; source: string; why: string } | null> {
+  const tail = id.includes('/') ? await itemOfPath(store, id) : null;
+  if (tail) return { id: tail.id, source: tail.source, why: 'Ids of files are relative to the folder enqueued' };
+  const extended = await itemWithExtension(store, id);
+  if (extended) return { id: extended.id, source: extended.source, why: 'Ids of files keep their extension' };
+  const span = await store.itemSeqSpan();
+  if (span === null || span.last - span.first > MOST_ITEMS_SCANNED) return null;
+  const deeper = await store.itemsEndingIn(id.replace(/^\.\//, ''), 2);
+  if (deeper.length === 0) return null;
+  const why = `Ids of files in subfolders name them${deeper.length > 1 ? ' (several items end so; the first)' : ''}`;
+  return { id: deeper[0]!.id, source: deeper[0]!.source, why };
+}

@@ -342,6 +342,11 @@ export interface FolderItemRow {
   readonly id: string;
 }
 
+export interface ItemSourceRow {
+  readonly id: string;
+  readonly source: string;
+}
+
 export interface ItemDetail {
   readonly id: string;
   readonly source: string;
@@ -599,6 +604,11 @@ export interface QueueReader {
    * to find the files gone since (`EnqueueSummary.goneFiles`). A scan of the items, a page at a time.
    */
   folderItems(folder: string, limit: number, afterSeq?: number): Promise<FolderItemRow[]>;
+  /**
+   * Up to `limit` items whose id ends in `/` and `name` (`sub/n4.txt` for `n4.txt`), in input order:
+   * what `show` suggests for an id given without the subfolder it is in. A scan of the items.
+   */
+  itemsEndingIn(name: string, limit: number): Promise<ItemSourceRow[]>;
   /**
    * Up to `limit` items whose job's key starts with `prefix` (lowercase hex: `run` names a failed job
    * by the first 12 characters of its key), by key, then in input order; with `afterKey`, only

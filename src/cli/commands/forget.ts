@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { EXIT, LlmqError, UsageError } from '../../errors.js';
 import { dbOption } from '../options.js';
 import { warn } from '../output.js';
-import type { ForgetResult, ForgetWhich, QueueReader } from '../../store/types.js';
+import type { ForgetResult, ForgetWhich } from '../../store/types.js';
 
 interface ForgetFlags {
   db?: string;
@@ -59,7 +59,10 @@ async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
     // a run killed a moment ago on this machine is not working it
     working = workingRuns(await store.activeRuns(), now).length;
     r = await store.forgetItems(which, { now, dryRun: flags.dryRun });
-    if (r.items === 0 && r.unknownIds.length === 1) meant = await slipFor(store, r.unknownIds[0]!);
+    if (r.items === 0 && r.unknownIds.length === 1) {
+      const { slipFor } = await import('../../report/find-item.js');
+      meant = await slipFor(store, r.unknownIds[0]!);
+    }
   } finally {
     await store.close();
   }
@@ -132,17 +135,4 @@ async function whichItems(ids: readonly string[], source: string | undefined): P
     );
   }
   return { source: path };
-}
-
-/** The item an id that names none is likely a slip for: a path given from outside the folder enqueued, or without its extension. */
-async function slipFor(store: Pick<QueueReader, 'item'>, id: string): Promise<{ id: string; source: string; why: string } | null> {
-  const { itemOfPath, itemWithExtension } = await import('../../report/find-item.js');
-  const tail = id.includes('/') ? await itemOfPath(store, id) : null;
-  const found = tail ?? (await itemWithExtension(store, id));
-  if (!found) return null;
-  return {
-    id: found.id,
-    source: found.source,
-    why: tail ? 'Ids of files are relative to the folder enqueued' : 'Ids of files keep their extension',
-  };
 }

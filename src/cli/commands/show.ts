@@ -28,7 +28,7 @@ Examples:
         { resolveDbLocation },
         { openExistingStore },
         { renderItem },
-        { findItem, byKeyNote, isKeyPrefix, itemOfPath, itemWithExtension, MIN_KEY_PREFIX },
+        { findItem, byKeyNote, isKeyPrefix, slipFor, MIN_KEY_PREFIX },
         { colorsFor },
       ] = await Promise.all([
         import('../../store/open-store.js'),
@@ -42,13 +42,10 @@ Examples:
       try {
         const found = await findItem(store, id);
         if (!found) {
-          const tail = id.includes('/') ? await itemOfPath(store, id) : null;
-          const extended = tail ? null : await itemWithExtension(store, id);
-          const meant = tail ?? extended;
+          const meant = await slipFor(store, id);
           if (meant) {
-            const why = tail ? 'Ids of files are relative to the folder enqueued' : 'Ids of files keep their extension';
             throw new LlmqError(
-              `No item with id '${id}' in ${store.location}. ${why}: did you mean '${meant.id}' (from ${meant.source})? llmq show ${shellWord(meant.id)}${dbArgument(flags.db)}`,
+              `No item with id '${id}' in ${store.location}. ${meant.why}: did you mean '${meant.id}' (from ${meant.source})? llmq show ${shellWord(meant.id)}${dbArgument(flags.db)}`,
             );
           }
           throw new LlmqError(

@@ -11,6 +11,7 @@ import type {
   ExportRow,
   FailedItemRow,
   FolderItemRow,
+  ItemSourceRow,
   KeyItemRow,
   ItemDetail,
   JobState,
@@ -223,6 +224,15 @@ export class PgReader {
       [afterSeq, folderPrefix(folder), limit],
     );
     return rows.rows.map((r) => ({ seq: Number(r.seq), id: r.id }));
+  }
+
+  async itemsEndingIn(name: string, limit: number): Promise<ItemSourceRow[]> {
+    const rows = await query<ItemSourceRow>(
+      this.#pool,
+      `SELECT id, source FROM items WHERE length(id) > length($1) AND right(id, length($1) + 1) = '/' || $1 ORDER BY seq LIMIT $2`,
+      [name, limit],
+    );
+    return rows.rows;
   }
 
   item(id: string): Promise<ItemDetail | null> {

@@ -18,6 +18,7 @@ import type {
   EndLoadOptions,
   FailedItemRow,
   FolderItemRow,
+  ItemSourceRow,
   KeyItemRow,
   ItemDetail,
   JobState,
@@ -483,6 +484,10 @@ export class PostgresStore implements Store {
 
   folderItems(folder: string, limit: number, afterSeq?: number): Promise<FolderItemRow[]> {
     return this.#read.folderItems(folder, limit, afterSeq);
+  }
+
+  itemsEndingIn(name: string, limit: number): Promise<ItemSourceRow[]> {
+    return this.#read.itemsEndingIn(name, limit);
   }
 
   itemsByKeyPrefix(prefix: string, limit: number, afterKey?: string): Promise<KeyItemRow[]> {

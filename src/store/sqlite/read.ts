@@ -10,6 +10,7 @@ import type {
   ExportRow,
   FailedItemRow,
   FolderItemRow,
+  ItemSourceRow,
   KeyItemRow,
   ItemDetail,
   JobState,
@@ -151,6 +152,16 @@ export class SqliteReader {
           ORDER BY seq LIMIT ${unplannedLimit('?')}`,
       )
       .all(afterSeq, folderPrefix(folder), limit) as FolderItemRow[];
+  }
+
+  itemsEndingIn(name: string, limit: number): ItemSourceRow[] {
+    // substr rather than LIKE: a name may hold % and _
+    return this.#db
+      .prepare(
+        `SELECT id, source FROM items WHERE length(id) > length(@name) AND substr(id, length(id) - length(@name)) = '/' || @name
+          ORDER BY seq LIMIT ${unplannedLimit('@limit')}`,
+      )
+      .all({ name, limit }) as ItemSourceRow[];
   }
 
   item(id: string): ItemDetail | null {

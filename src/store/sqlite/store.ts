@@ -15,6 +15,7 @@ import type {
   ExportRow,
   FailedItemRow,
   FolderItemRow,
+  ItemSourceRow,
   KeyItemRow,
   ItemDetail,
   JobState,
@@ -793,6 +794,10 @@ export class SqliteStore implements Store {
 
   async folderItems(folder: string, limit: number, afterSeq?: number): Promise<FolderItemRow[]> {
     return this.#read.folderItems(folder, limit, afterSeq);
+  }
+
+  async itemsEndingIn(name: string, limit: number): Promise<ItemSourceRow[]> {
+    return this.#read.itemsEndingIn(name, limit);
   }
 
   async itemsByKeyPrefix(prefix: string, limit: number, afterKey?: string): Promise<KeyItemRow[]> {
