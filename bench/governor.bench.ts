@@ -386,6 +386,40 @@ async function minuteQuota(): Promise<void> {
   console.log(`    (429s in all, the first minutes' among them: ${reps.map(limited).join(' / ')})`);
 }
 
+async function silentNoise(): Promise<void> {
+  // A provider that says no limit and also refuses at random (a gateway's shared capacity, an
+  // overloaded upstream): its random 429s look like a limit's, and cut after cut took the pace to what
+  // one of them in about 25 s allows, 50 a minute whatever the limit. A probe at a lower pace tells
+  // them apart (docs/commands.md, "429s at random").
+  const rpm = 300,
+    jobs = 1000,
+    rate = 0.05,
+    settleMs = 60_000;
+  const answerable = rpm * (1 - rate);
+  console.log(
+    `(13) fake enforcing ${rpm} rpm (${rpm / 60} per 1-second window) with no rate-limit headers, and ${rate * 100}% of requests refused ` +
+      `at random by a 429, ${fmt(jobs)} jobs, ${LATENCY_MS} ms, -c 16, no --rpm`,
+  );
+  const reps = await repeated({ latencyMs: LATENCY_MS, rpm, headers: 'none', unsaid429Rate: rate }, 1, (f) =>
+    once(f, jobs, 16, ['-c', '16'], { capS: 10 * 60 }),
+  );
+  judge(
+    reps,
+    `answered a minute after the first ${settleMs / 1000} s, % of the ${answerable} a minute it lets through`,
+    (r) => {
+      const from = r.stats.firstAt + settleMs;
+      const minutes = Math.max(1 / 60, (r.stats.lastAt - from) / 60_000);
+      return (100 * r.stats.okAt.filter((t) => t >= from).length) / minutes / answerable;
+    },
+    '%',
+    '>= 80%',
+    (v) => v >= 80,
+  );
+  console.log(
+    `    (wall ${reps.map((r) => fmt(r.runs[0]!.wallS, 0)).join(' / ')} s, the fewest possible ${fmt((jobs / answerable) * 60, 0)}; 429s in all, the random ones among them ${reps.map(limited).join(' / ')})`,
+  );
+}
+
 const SCENARIOS = [
   paced,
   learnsFromHeaders,
@@ -399,6 +433,7 @@ const SCENARIOS = [
   minuteWindow,
   silentLowLimit,
   minuteQuota,
+  silentNoise,
 ];
 const wanted = process.argv
   .slice(2)
