@@ -388,9 +388,9 @@ async function minuteQuota(): Promise<void> {
 
 async function silentNoise(): Promise<void> {
   // A provider that says no limit and also refuses at random (a gateway's shared capacity, an
-  // overloaded upstream): its random 429s look like a limit's, and cut after cut took the pace to what
-  // one of them in about 25 s allows, 50 a minute whatever the limit. A probe at a lower pace tells
-  // them apart (docs/commands.md, "429s at random").
+  // overloaded upstream): its random 429s look like a limit's, and cut after cut take the pace to what
+  // one of them in about 25 s allows, about 50 a minute whatever the limit. Not told apart yet: a
+  // probe at a lower pace was tried and taken back (docs/commands.md, Pacing); kept in view here.
   const rpm = 300,
     jobs = 1000,
     rate = 0.05,

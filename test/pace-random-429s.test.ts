@@ -3,7 +3,6 @@ import { ProviderError } from '../src/provider/types.js';
 import { Lane } from '../src/scheduler/lane.js';
 import { LocalLaneBoard } from '../src/scheduler/pace/board.js';
 import { parseRateLimit } from '../src/provider/headers.js';
-import { laneText } from '../src/cli/progress/lines.js';
 
 const T0 = 1_750_000_000_000;
 /** A refusal as an overloaded upstream behind a gateway sends it: no limit said, `retry-after-ms: 0`. */
@@ -25,8 +24,6 @@ async function simulate(o: { strayRate: number; headers: boolean; seconds: numbe
     inWindow = 0,
     answered = 0,
     seed = 12345;
-  // the progress line while the lane holds a lower pace to test its 429s
-  let testing: string | null = null;
   const random = () => {
     seed = (seed * 1103515245 + 12345) % 2147483648;
     return seed / 2147483648;
@@ -38,7 +35,6 @@ async function simulate(o: { strayRate: number; headers: boolean; seconds: numbe
       if (end === 'answered') lane.answered(o.headers ? SAID : null, latencyMs, 10);
       else lane.rateLimitedBy(stray(), sentAt);
     }
-    if (lane.snapshot().testing429s) testing ??= laneText(lane.snapshot(), clock.now);
     if (lane.pauseLeft() > 0) continue;
     const got = await lane.tryTake(0);
     if (typeof got === 'number') continue;
@@ -52,10 +48,10 @@ async function simulate(o: { strayRate: number; headers: boolean; seconds: numbe
     coming.push({ at: clock.now + latencyMs, sentAt: clock.now, end: ends });
     if (ends === 'answered' && clock.now >= measureFrom) answered++;
   }
-  return { lane, answeredPerMinute: (answered * 60) / o.measureS, testing };
+  return { lane, answeredPerMinute: (answered * 60) / o.measureS };
 }
 
-describe('429s at random (an overloaded upstream behind a gateway), under a limit of 300 a minute', () => {
+describe('429s at random (an overloaded upstream behind a gateway), 5 in 100, under a limit of 300 a minute', () => {
   it.each([0.05, 0.15])('keep the pace near the limit the answers say (%s of requests refused)', async (strayRate) => {
     // Before: a chance cluster of them passed a tenth of the lane's last fifty requests, and each then
     // cut the pace by a quarter, faster than quiet time climbed back: 180 a minute, and 120 at times
@@ -70,17 +66,10 @@ describe('429s at random (an overloaded upstream behind a gateway), under a limi
     expect(lane.toRemember()).toMatchObject({ source: 'headers', rpm: 300 });
   });
 
-  it.each([0.05, 0.15])(
-    'with no limit said, find them random by holding a lower pace a while, and keep near the limit (%s of requests refused)',
-    async (strayRate) => {
-      // Before: each of them cut the pace like a limit's 429, and the pace climbed back too slowly for
-      // the next: about 55 a minute (at 15 in 100, 25), whatever the limit. A probe now finds them
-      // refused as often at 0.6 of the pace (NoiseProbe), and lets about their share through uncut.
-      const { lane, answeredPerMinute, testing } = await simulate({ strayRate, headers: false, seconds: 600, measureS: 120 });
-      expect(answeredPerMinute).toBeGreaterThan(0.85 * 300 * (1 - strayRate));
-      expect(lane.snapshot().learned?.source).toBe('429s');
-      // said while it holds the lower pace, which would otherwise read as the pace falling
-      expect(testing).toMatch(/^m \d+\.\d req\/s of .* learned from 429s\) · testing its 429s$/);
-    },
-  );
+  it('with no limit said, still slow the lane: not told apart from a limit yet (docs/commands.md)', async () => {
+    // paced at a limit 429s taught, a real limit's 429 at a window's edge looks like these: only the
+    // share of 429s could tell, and a check of it was withdrawn (per-minute windows)
+    const { answeredPerMinute } = await simulate({ strayRate: 0.05, headers: false, seconds: 300, measureS: 120 });
+    expect(answeredPerMinute).toBeLessThan(0.85 * 285);
+  });
 });

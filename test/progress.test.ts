@@ -152,18 +152,18 @@ describe('progress renderers', () => {
     expect(detailText(state, NO_PAINT)).toBe('in flight 8 · waiting 3 · backoff 2 · failed 148 · $0.00');
   });
 
-  it("the summary says which 429s were stray (the provider's noise), so that they do not read as the pace tripping the limit", () => {
+  it('the summary says which 429s were stray (no rate-limit headers), so that they do not read as the pace tripping the limit', () => {
     const state = new ProgressState(loadPriceTable({ catalog: false }));
     const stray = (strayRateLimited: number, rateLimited = 12) =>
       summaryText({ ...summary, rateLimited, strayRateLimited }, state, NO_PAINT);
     expect(stray(5)).toContain(
-      " · 12 rate-limited\n  5 of the 12 429s were stray (the provider's noise, not its limit): tried again, the pace kept; the other 7 paused or slowed the lane\n",
+      ' · 12 rate-limited\n  5 of the 12 429s were stray (no rate-limit headers): tried again, the pace kept; the other 7 paused or slowed the lane\n',
     );
     expect(stray(11)).toContain(
-      "11 of the 12 429s were stray (the provider's noise, not its limit): tried again, the pace kept; the other paused or slowed the lane\n",
+      '11 of the 12 429s were stray (no rate-limit headers): tried again, the pace kept; the other paused or slowed the lane\n',
     );
-    expect(stray(12)).toContain("\n  the 12 429s were stray (the provider's noise, not its limit): tried again, the pace kept\n");
-    expect(stray(1, 1)).toContain("\n  the 429 was stray (the provider's noise, not its limit): tried again, the pace kept\n");
+    expect(stray(12)).toContain('\n  the 12 429s were stray (no rate-limit headers): tried again, the pace kept\n');
+    expect(stray(1, 1)).toContain('\n  the 429 was stray (no rate-limit headers): tried again, the pace kept\n');
     expect(stray(0)).not.toMatch(/stray/);
   });
 

@@ -2,7 +2,6 @@ import type { ProviderError, RateLimitInfo } from '../provider/types.js';
 import { RateBackoff } from './pace/backoff.js';
 import { SendSeconds } from './pace/send-seconds.js';
 import { RecentShare } from './pace/recent-share.js';
-import { NoiseProbe, type ProbeVerdict } from './pace/noise-probe.js';
 import type { LaneBoard, LearnedLimits } from './pace/board.js';
 import { stillRemembered } from '../remembered-pace.js';
 import { LatencyStats } from './pace/latency.js';
@@ -25,8 +24,6 @@ export interface LaneSnapshot {
   readonly rateLimited: number;
   /** Since when the shared board (Redis) has not answered, sending waiting for it; null while it answers. */
   readonly boardDownSince?: number | null;
-  /** The lane holds a lower pace a while to tell random 429s from a limit's (`NoiseProbe`). */
-  readonly testing429s?: boolean;
 }
 
 /**
@@ -51,9 +48,6 @@ const UNSAID_429S_NOISE = 0.1;
  * of a third of everything are an upstream in trouble, or a limit lowered since.
  */
 const UNSAID_429S_MOST_NOISE = 0.3;
-/** 429s in a row past this many (no answer between) are a refusal of everything: a limit at any pace, never noise (5 in a row are 1 in 2,000 of random refusals of 15 in 100). */
-const NOISE_MOST_IN_A_ROW = 4;
-
 /**
  * A pace of `rpm` in the whole requests a window admits (reachablePerSecond): 110 a minute sends one
  * a second, and the factor climbs through 1.1 to 1.9 a second with no 429 to stop it, where status
@@ -108,12 +102,6 @@ export class Lane {
   #headersSeen = false;
   /** Of the lane's recent answers and 429s, the share that were 429s saying no limit. */
   readonly #unsaid429s = new RecentShare(UNSAID_429S_SPAN);
-  /** From a provider that says no limit: whether its 429s are a limit's or at random (noise). */
-  readonly #noise = new NoiseProbe(UNSAID_429S_MOST_NOISE);
-  /** 429s since the lane's last answer. */
-  #refusedInARow = 0;
-  /** Requests the lane sent. */
-  #sends = 0;
   /** A request bigger than the tokens-per-minute limit was said (`firstOversize`). */
   #oversizeSaid = false;
   static readonly SLOW_START_MS = 2000;
@@ -303,9 +291,7 @@ export class Lane {
     const now = this.#now();
     this.#unsaid429s.add(false);
     this.#backoff.answered();
-    this.#refusedInARow = 0;
     this.#seconds.answered(now - (latencyMs ?? 0));
-    this.#heard(this.#noise.ended({ sentAt: now - (latencyMs ?? 0), refused: false, now }));
     this.#firstAnswerAt ??= now;
     this.#learnFromHeaders(rateLimit);
     if (latencyMs === null) return;
@@ -342,11 +328,9 @@ export class Lane {
       this.board.setGuard?.(GUARD_MS);
     }
     this.#seconds.refused(sentAt);
-    this.#refusedInARow++;
     if (!saidLimit) {
       this.#unsaid429s.add(true);
       const asksLittle = (error.retryAfterMs ?? 0) <= STRAY_MOST_WAIT_MS;
-      if (!this.#headersSeen && asksLittle && this.#randomRefusal(sentAt, now)) return { waitMs: this.#pauseFor(error), lanePaused: false };
       // A 429 for a request sent in a second holding no more sends than a recent second the provider
       // took whole is no limit per second (it would have refused that second too): noise, past the
       // share that makes one "rare". Only where the answers say the limit, which the lane paces
@@ -370,25 +354,6 @@ export class Lane {
   }
 
   /**
-   * From a provider that says no limit, whether a 429 is of those it sends at random (`NoiseProbe`):
-   * one that ends a probe finding noise, or one within the share a probe found, not of a refusal of
-   * everything. A probe's other 429s pause the lane as any 429 does (a quota spent refuses what the
-   * probe sends too) and cut nothing while it holds the pace; one that ends it finding a limit cuts.
-   */
-  #randomRefusal(sentAt: number, now: number): boolean {
-    const everything = this.#refusedInARow > NOISE_MOST_IN_A_ROW;
-    if (!this.#noise.probing) return this.#noise.absorb(everything);
-    const verdict = this.#noise.ended({ sentAt, refused: true, everything, now });
-    this.#heard(verdict);
-    return verdict?.noise === true;
-  }
-
-  /** A probe's verdict: random refusals resume the pace they cut, a limit climbs from the pace held. */
-  #heard(verdict: ProbeVerdict | null): void {
-    if (verdict !== null) this.#backoff.release(verdict.noise ? verdict.resume : undefined);
-  }
-
-  /**
    * A 429 saying no limit teaches one. With nothing to scale, start from what we were sending (when
    * enough was sent to say; else the pause alone must do: a cut of nothing would still count as a
    * limit found, and every later stray 429 would cut the limit headers say next).
@@ -398,14 +363,7 @@ export class Lane {
     const observed = this.#observedRate();
     const nothingKnown = l.rpm === null && l.tpm === null;
     if (nothingKnown && observed !== null) this.board.learn({ rpm: observed * 60, tpm: null, source: '429s', at: now });
-    if (nothingKnown && observed === null) return;
-    // the pace the lane sends at: one 429s taught may be far over what it sends (RateBackoff.tick)
-    const sending = observed !== null && l.rpm !== null ? Math.min(1, (observed * 60) / l.rpm) : 1;
-    const factor = this.#backoff.factor * sending;
-    const under = this.#backoff.sentClearlyUnder(sentAt);
-    if (!this.#backoff.rateLimited(sentAt, now) || this.#headersSeen) return;
-    const hold = this.#noise.cut({ factor, under, sends: this.#sends, share: this.#unsaid429s.value, now });
-    if (hold !== null) this.#backoff.hold(hold);
+    if (!nothingKnown || observed !== null) this.#backoff.rateLimited(sentAt, now);
   }
 
   /** What a 429 asked to wait; `retry-after: 0`, or an HTTP date already past on this clock, is no wait at all: one refill interval. */
@@ -438,7 +396,6 @@ export class Lane {
       pausedUntil: paused > this.#now() ? paused : null,
       rateLimited: this.rateLimited,
       boardDownSince: this.#boardDownSince,
-      testing429s: this.#noise.probing,
     };
   }
 
@@ -466,7 +423,6 @@ export class Lane {
       this.#tokensSent += tokens;
       this.#requestsSent++;
     }
-    this.#sends++;
     if (this.#firstSendAt === 0) this.#firstSendAt = this.#now();
     this.#seconds.sent(this.#now());
   }

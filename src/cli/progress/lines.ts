@@ -340,7 +340,7 @@ export function laneText(l: LaneSnapshot, now: number): string | null {
   // under a second is the pace's own wait for a budget's next share (at a tight limit, every few
   // requests): "paused 0s" said nothing but looked like a stall
   const left = l.pausedUntil === null ? 0 : l.pausedUntil - now;
-  const paused = left >= 1000 ? ` · paused ${duration(left / 1000)}` : l.testing429s ? ' · testing its 429s' : '';
+  const paused = left >= 1000 ? ` · paused ${duration(left / 1000)}` : '';
   return oneLine(`${l.model} ${rate(l.requestsPerSecond)} req/s${of}${limits ? ` (${limits}${from})` : ''}${paused}`, 78);
 }
 
@@ -350,5 +350,5 @@ function strayText(stray: number, all: number): string {
   // the others did not keep it: said, where "the pace kept" stood beside a pace cut to 120 of 300
   const others = all - stray;
   const rest = others === 0 ? '' : `; the other ${others === 1 ? '' : `${int(others)} `}paused or slowed the lane`;
-  return `${which} stray (the provider's noise, not its limit): tried again, the pace kept${rest}`;
+  return `${which} stray (no rate-limit headers): tried again, the pace kept${rest}`;
 }

@@ -27,11 +27,6 @@ export class RateBackoff {
    * (no limit said or set), up to the caller's bound; under a cap or a said limit, up to it.
    */
   static readonly SEARCH = 0.03;
-  /**
-   * Under this share of the rate the last 429 came at, a pace is clearly under it: the fast climb
-   * after a cut reaches it within about 3 s, and a limit there takes what it sends.
-   */
-  static readonly CLEARLY_UNDER = 0.9;
 
   #factor = 1;
   /** The factor at which the last 429 came: the real limit is about there. */
@@ -40,11 +35,6 @@ export class RateBackoff {
   /** Cuts since the last answer: 429s with none answered between them are one refusal. */
   #refusalCuts = 0;
   #lastTickAt: number;
-  /** Held at a factor (a `NoiseProbe`): no climb and no cut until released. */
-  #held = false;
-  /** From the last cut until the pace climbed back to CLEARLY_UNDER of the rate it came at (`sentClearlyUnder`). */
-  #underFrom = Number.POSITIVE_INFINITY;
-  #underTo = Number.POSITIVE_INFINITY;
 
   constructor(now: number) {
     this.#lastTickAt = now;
@@ -75,15 +65,13 @@ export class RateBackoff {
    */
   rateLimited(sentAt: number, now: number): boolean {
     this.tick(now);
-    if (sentAt < this.#lastCutAt || this.#held) return false;
+    if (sentAt < this.#lastCutAt) return false;
     // 429s with no answer between them are one refusal (a per-minute window spent, refusing everything
     // till it turns): each cuts the pace, but the rate the refusal began at stays the ceiling the
     // climb is measured by. Lowered with each cut, the climb after a minute's refusal was a crawl.
     if (this.#refusalCuts++ === 0 || this.#ceiling === null) this.#ceiling = this.#factor;
     this.#factor = Math.max(RateBackoff.FLOOR, this.#factor * RateBackoff.DECREASE);
     this.#lastCutAt = now;
-    this.#underFrom = now;
-    this.#underTo = Number.POSITIVE_INFINITY;
     return true;
   }
 
@@ -98,7 +86,7 @@ export class RateBackoff {
     this.#lastTickAt = now;
     // a pace past 1 was searched for while no limit was known; one is now (a cap, headers): never above it
     if (!open && this.#factor > 1) this.#factor = 1;
-    if (seconds === 0 || this.#held) return;
+    if (seconds === 0) return;
     const f = this.#factor;
     const ceiling = this.#ceiling ?? 1;
     const most = open ? Number.POSITIVE_INFINITY : 1;
@@ -108,32 +96,6 @@ export class RateBackoff {
       const top = open ? open.most : 1;
       this.#factor = Math.max(f, Math.min(top, f * (1 + RateBackoff.SEARCH) ** seconds));
     }
-    if (this.#underTo === Number.POSITIVE_INFINITY && this.#factor >= RateBackoff.CLEARLY_UNDER * ceiling) this.#underTo = now;
-  }
-
-  /**
-   * Whether a request sent at `sentAt` left after the last cut, while the pace was still clearly
-   * under the rate the 429 that cut it came at: a limit there would have taken it.
-   */
-  sentClearlyUnder(sentAt: number): boolean {
-    return sentAt >= this.#underFrom && sentAt < this.#underTo;
-  }
-
-  /** Hold the pace at `factor` (of what it scales), neither climbing nor cut, until `release`. */
-  hold(factor: number): void {
-    this.#factor = Math.max(RateBackoff.FLOOR, factor);
-    this.#held = true;
-  }
-
-  /**
-   * Climb again from the factor held, or from `resume`: the pace before cuts that were no limit's,
-   * which is then where the limit is taken to be (`NoiseProbe`).
-   */
-  release(resume?: number): void {
-    this.#held = false;
-    if (resume === undefined) return;
-    this.#factor = resume;
-    this.#ceiling = resume;
   }
 
   /** A request of the lane was answered. */
