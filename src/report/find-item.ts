@@ -101,13 +101,18 @@ export async function slipFor(
   store: Pick<QueueReader, 'item' | 'itemsEndingIn' | 'itemSeqSpan'>,
   id: string,
 ): Promise<{ id: string; source: string; why: string } | null> {
-  const tail = id.includes('/') ? await itemOfPath(store, id) : null;
-  if (tail) return { id: tail.id, source: tail.source, why: 'Ids of files are relative to the folder enqueued' };
-  const extended = await itemWithExtension(store, id);
+  // `./b.txt` is `b.txt` typed as a path: that item first, and the rest looked for without the `./`
+  const bare = id.replace(/^(\.\/)+/, '');
+  const relative = 'Ids of files are relative to the folder enqueued';
+  const same = bare !== id && bare !== '' ? await store.item(bare) : null;
+  if (same) return { id: same.id, source: same.source, why: relative };
+  const tail = bare.includes('/') ? await itemOfPath(store, bare) : null;
+  if (tail) return { id: tail.id, source: tail.source, why: relative };
+  const extended = await itemWithExtension(store, bare);
   if (extended) return { id: extended.id, source: extended.source, why: 'Ids of files keep their extension' };
   const span = await store.itemSeqSpan();
-  if (span === null || span.last - span.first > MOST_ITEMS_SCANNED) return null;
-  const deeper = await store.itemsEndingIn(id.replace(/^\.\//, ''), 2);
+  if (bare === '' || span === null || span.last - span.first > MOST_ITEMS_SCANNED) return null;
+  const deeper = await store.itemsEndingIn(bare, 2);
   if (deeper.length === 0) return null;
   const why = `Ids of files in subfolders name them${deeper.length > 1 ? ' (several items end so; the first)' : ''}`;
   return { id: deeper[0]!.id, source: deeper[0]!.source, why };
