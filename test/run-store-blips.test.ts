@@ -18,15 +18,26 @@ describe('a store that fails while requests are out', () => {
     // a second and a half of another process's write (a long enqueue, a retry-failed) outlasts this busy timeout
     store.db.pragma('busy_timeout = 200');
     const { provider, sent, firstSent, release } = gatedProvider();
-    const run = runQueue({ store, provider }, { concurrency: 1, retryDelayMs: 10 });
+    const warnings: string[] = [];
+    const emit = (event: string, data: unknown) => {
+      if (event === 'warning') warnings.push((data as { message: string }).message);
+    };
+    const run = runQueue({ store, provider, emit: emit as never }, { concurrency: 1, retryDelayMs: 10 });
     await firstSent;
     const other = new Database(path);
     other.prepare('BEGIN IMMEDIATE').run();
     release();
     await new Promise((r) => setTimeout(r, 1500));
+    // said while it waits (the progress stood still, and nothing said why), once however many calls wait
+    expect(warnings).toEqual([
+      expect.stringMatching(
+        /^the queue's database is locked by another process \(SQLITE_BUSY\): the run waits for it, asking again for up to 60s/,
+      ),
+    ]);
     other.prepare('COMMIT').run();
     other.close();
     expect(await run).toMatchObject({ reason: 'drained', done: 3, failed: 0 });
+    expect(warnings.slice(1)).toEqual(["the queue's database answers again: the run goes on."]);
     expect(sent).toHaveLength(3);
     expect((await store.status()).counts).toEqual({ pending: 0, running: 0, done: 3, failed: 0 });
     await store.close();

@@ -1,4 +1,4 @@
-import { type DiskFullWait, type RetryTransientOptions, retryTransient } from '../store/transient.js';
+import { type DiskFullWait, type RetryTransientOptions, retryTransient, type TransientWait } from '../store/transient.js';
 import type { RunStore } from './run-queue.js';
 
 /**
@@ -10,13 +10,16 @@ import type { RunStore } from './run-queue.js';
  * read once at the start, both best effort. With `waits`, the calls that work the queue wait out a
  * full disk as well (see `paid` and `work` below).
  */
-export function retryingTransients(store: RunStore, waits: { forAnswers?: DiskFullWait; forWork?: DiskFullWait } = {}): RunStore {
+export function retryingTransients(
+  store: RunStore,
+  waits: { forAnswers?: DiskFullWait; forWork?: DiskFullWait; forStore?: TransientWait } = {},
+): RunStore {
   /** `call`, asked again as `retryTransient` does with options `o`. */
   const retried =
     (o: RetryTransientOptions) =>
     <A extends unknown[], R>(call: (...args: A) => Promise<R>) =>
     (...args: A): Promise<R> =>
-      retryTransient(() => call(...args), o);
+      retryTransient(() => call(...args), { ...o, transient: waits.forStore });
   const again = retried({});
   // Calls that may run twice, asked again after a lost connection too (isConnectionLost): reads,
   // and writes that come out the same the second time. A claim that committed unseen leaves its

@@ -21,6 +21,7 @@ import { duration, oneLine } from '../report/format.js';
 import type { RunDeps, RunOptions, RunStore } from './run-queue.js';
 import type { JobState, RunRow, RunStats } from '../store/types.js';
 import { retryingTransients } from './retrying-store.js';
+import { StoreWaitNotice } from './store-wait-notice.js';
 import { DiskFullNotice } from './disk-full-notice.js';
 import { isDiskFull } from '../store/transient.js';
 
@@ -114,6 +115,7 @@ export class Run {
     this.#store = retryingTransients(deps.store, {
       forAnswers: diskFull.waitUntil(this.#aborting.signal),
       forWork: diskFull.waitUntil(this.#stopping.signal),
+      forStore: new StoreWaitNotice((message) => this.#emit('warning', { message })).wait,
     });
     this.#now = deps.now ?? Date.now;
     this.#concurrency = options.concurrency ?? 8;

@@ -22,6 +22,16 @@ export function isTransientStoreError(error: unknown): boolean {
   return someCause(error, ({ code }) => typeof code === 'string' && (SQLITE_TRANSIENT.test(code) || PG_TRANSIENT.has(code)));
 }
 
+/** The code of a transient store failure (`SQLITE_BUSY`, `57P03` ...), from `error` or a cause; null when none is. */
+export function transientCode(error: unknown): string | null {
+  let found: string | null = null;
+  someCause(error, ({ code }) => {
+    if (typeof code === 'string' && (SQLITE_TRANSIENT.test(code) || PG_TRANSIENT.has(code))) found = code;
+    return found !== null;
+  });
+  return found;
+}
+
 /**
  * No space for the write: SQLite's SQLITE_FULL (the disk, or its own size limit), PostgreSQL's disk_full
  * (53100), the system's ENOSPC and EDQUOT. The transaction was rolled back whole, so the same write
@@ -105,6 +115,16 @@ export interface RetryTransientOptions {
   readonly alsoAfterLoss?: boolean;
   /** Wait out a full disk, asking every DISK_FULL_RETRY_MS for as long as it lasts, unless given up. */
   readonly diskFull?: DiskFullWait;
+  /** Told when the call first fails transiently (it waits and asks again), and when it is through. */
+  readonly transient?: TransientWait;
+}
+
+/** A call's waits on a store that fails transiently (busy, locked, refusing connections), for a notice. */
+export interface TransientWait {
+  /** The call failed transiently and will be asked again: once per call, on its first such failure. */
+  waiting(error: unknown): void;
+  /** A call `waiting` was told of waits no more: it went through (`ok`), or failed after all. */
+  doneWaiting(ok: boolean): void;
 }
 
 /**
@@ -118,9 +138,11 @@ export async function retryTransient<T>(call: () => Promise<T>, o: RetryTransien
   let until = Date.now() + forMs;
   // told `waiting` once, and `doneWaiting` once, when the call is through or thrown
   let waitedForSpace = false;
+  let waitedForStore = false;
   const done = (stored: boolean): void => {
     if (waitedForSpace) o.diskFull?.doneWaiting(stored);
-    waitedForSpace = false;
+    if (waitedForStore) o.transient?.doneWaiting(stored);
+    waitedForSpace = waitedForStore = false;
   };
   for (let delay = 100; ; delay = Math.min(delay * 2, 5000)) {
     try {
@@ -143,6 +165,8 @@ export async function retryTransient<T>(call: () => Promise<T>, o: RetryTransien
         done(false);
         throw error;
       }
+      if (!waitedForStore) o.transient?.waiting(error);
+      waitedForStore = true;
       await sleep(delay);
     }
   }

@@ -1,0 +1,49 @@
+import { TRANSIENT_RETRY_MS, type TransientWait, transientCode } from '../store/transient.js';
+
+/**
+ * Says once when the run's store calls begin to wait on a database that is locked or refuses
+ * connections, and once when they are through. SQLite waits out another process's lock for its busy
+ * timeout (10 s) before a call fails and is asked again; the run said nothing meanwhile, and its
+ * progress stood still, which read as a hang. A serialization failure or deadlock between runs
+ * sharing a PostgreSQL queue is asked again at once and says nothing: it is routine there.
+ */
+export class StoreWaitNotice {
+  readonly #warn: (message: string) => void;
+  /** Calls waiting now, and whether the wait was told. */
+  #waiting = 0;
+  #told = false;
+
+  constructor(warn: (message: string) => void) {
+    this.#warn = warn;
+  }
+
+  readonly wait: TransientWait = {
+    waiting: (error) => {
+      this.#waiting++;
+      const text = waitText(error);
+      if (!this.#told && text !== null) {
+        this.#told = true;
+        this.#warn(text);
+      }
+    },
+    doneWaiting: (ok) => {
+      if (--this.#waiting > 0 || !this.#told) return;
+      this.#told = false;
+      if (ok) this.#warn("the queue's database answers again: the run goes on.");
+    },
+  };
+}
+
+function waitText(error: unknown): string | null {
+  const code = transientCode(error);
+  const upTo = `asking again for up to ${TRANSIENT_RETRY_MS / 1000}s before the run gives up`;
+  if (code === null) return `the connection to the queue's database was lost: ${upTo}.`;
+  if (code.startsWith('SQLITE_')) {
+    return (
+      `the queue's database is locked by another process (${code}): the run waits for it, ${upTo}. ` +
+      'A program holding the file in a transaction (sqlite3, a backup, a long enqueue) keeps it waiting.'
+    );
+  }
+  if (code === '40001' || code === '40P01') return null;
+  return `the queue's database refuses connections (${code}): the run waits for it, ${upTo}.`;
+}

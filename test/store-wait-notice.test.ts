@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { StoreWaitNotice } from '../src/scheduler/store-wait-notice.js';
+
+const failure = (code?: string) => Object.assign(new Error('x'), code ? { code } : {});
+
+describe('StoreWaitNotice: waits on a locked or unreachable database said once, and their end', () => {
+  it('says a wait once however many calls wait, and that it is over once the last is through', () => {
+    const said: string[] = [];
+    const { wait } = new StoreWaitNotice((m) => said.push(m));
+    wait.waiting(failure('SQLITE_BUSY'));
+    wait.waiting(failure('SQLITE_BUSY_SNAPSHOT'));
+    wait.doneWaiting(true);
+    expect(said).toHaveLength(1);
+    wait.doneWaiting(true);
+    expect(said).toEqual([
+      expect.stringContaining('locked by another process (SQLITE_BUSY)'),
+      "the queue's database answers again: the run goes on.",
+    ]);
+  });
+
+  it('names a PostgreSQL that refuses connections, and a connection lost; a wait that failed after all says no "again"', () => {
+    const said: string[] = [];
+    const { wait } = new StoreWaitNotice((m) => said.push(m));
+    wait.waiting(failure('57P03'));
+    wait.doneWaiting(false);
+    wait.waiting(failure());
+    wait.doneWaiting(true);
+    expect(said).toEqual([
+      expect.stringMatching(/^the queue's database refuses connections \(57P03\): the run waits for it, asking again for up to 60s/),
+      expect.stringMatching(/^the connection to the queue's database was lost: asking again/),
+      "the queue's database answers again: the run goes on.",
+    ]);
+  });
+
+  it('says nothing of a serialization failure or deadlock between runs sharing a PostgreSQL queue (routine, asked again at once)', () => {
+    const said: string[] = [];
+    const { wait } = new StoreWaitNotice((m) => said.push(m));
+    wait.waiting(failure('40001'));
+    wait.waiting(failure('40P01'));
+    wait.doneWaiting(true);
+    wait.doneWaiting(true);
+    expect(said).toEqual([]);
+  });
+});
