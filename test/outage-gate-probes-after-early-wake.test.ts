@@ -135,3 +135,28 @@ describe('how long the provider has been down', () => {
     breaker.dispose();
   });
 });
+
+describe('failures read after the provider answered again', () => {
+  it('of requests sent before it did: no second outage, and no attempt used', () => {
+    let now = 1_000_000;
+    const changes: boolean[] = [];
+    const breaker = new OutageBreaker({ probeDelayMs: 100, now: () => now });
+    breaker.onChange = (open) => changes.push(open);
+    // an outage: three failures in a row open the breaker
+    for (let i = 0; i < 3; i++) breaker.failure('HTTP 503', { sentAt: now + i, unreachable: false });
+    expect(breaker.isOpen).toBe(true);
+    // the probe is answered: closed
+    now += 500;
+    breaker.success({ sentAt: now - 10, probe: true });
+    expect(breaker.isOpen).toBe(false);
+    // then the failures of requests sent during the outage are read (late, on a busy event loop):
+    // eight of the last ten failing opened the breaker again, a second pause with the provider up
+    for (let i = 0; i < 10; i++) expect(breaker.failure('HTTP 503', { sentAt: now - 400 + i, unreachable: false })).toBe(true);
+    expect(breaker.isOpen).toBe(false);
+    expect(changes).toEqual([true, false]);
+    // a failure of a request sent since is read as before
+    now += 10;
+    expect(breaker.failure('HTTP 503', { sentAt: now, unreachable: false })).toBe(false);
+    breaker.dispose();
+  });
+});

@@ -24,6 +24,8 @@ export class OutageBreaker {
   /** When the first request of the failures in a row was sent: the provider has not answered since. */
   #streakSince = 0;
   #lastSuccessAt = -Infinity;
+  /** When an answer last closed the breaker: the outage before it is over. */
+  #closedAt = Number.NEGATIVE_INFINITY;
   /** When the provider last answered anything, a 429 or a 4xx too (ms epoch). */
   #lastHeardAt = -Infinity;
 
@@ -83,6 +85,7 @@ export class OutageBreaker {
     this.#openedAt += by;
     this.#nextProbeAt += by;
     this.#streakSince += by;
+    this.#closedAt += by;
     return now;
   }
 
@@ -140,6 +143,7 @@ export class OutageBreaker {
     this.#probing = false;
     if (this.#open) {
       this.#open = false;
+      this.#closedAt = this.#clock();
       this.#delay = this.#o.probeDelayMs;
       this.#clearTimer();
       this.onChange(false, 0, 'provider answered again');
@@ -154,6 +158,14 @@ export class OutageBreaker {
    * else after this request left: then the provider is up and the failure is this job's own.
    */
   failure(detail: string, options: { sentAt: number; unreachable: boolean; probe?: boolean }): boolean {
+    // Sent before the provider answered again and closed the breaker, failing only now (its failure
+    // read late, on a busy event loop): the outage it met is over. It used no attempt in it, and it
+    // does not count towards another: eight such in the window opened the breaker again at once,
+    // a second pause after the provider had answered.
+    if (options.sentAt < this.#closedAt) {
+      this.#clock();
+      if (options.sentAt < this.#closedAt) return true;
+    }
     this.#lastDetail = detail;
     // The provider answered someone after this request left: it was up, so this failure (a hang cut
     // by the timeout, a reset) is no sign of an outage in a row. It still counts in the window, where
