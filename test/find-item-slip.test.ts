@@ -28,6 +28,7 @@ describe('slipFor: the item an id that names none likely means', () => {
       id: 'sub/n4.txt',
       source: 'notes/sub/n4.txt',
       why: 'Ids of files in subfolders name them (several items end so; the first)',
+      several: true,
     });
     expect((await slipFor(store, './n4.txt'))?.id).toBe('sub/n4.txt');
     expect(await slipFor(store, 'nothing.txt')).toBeNull();
@@ -38,7 +39,7 @@ describe('slipFor: the item an id that names none likely means', () => {
     expect(await slipFor(store, './b.txt')).toEqual({
       id: 'b.txt',
       source: 'notes/b.txt',
-      why: 'Ids of files are relative to the folder enqueued',
+      why: 'Ids do not start with ./',
     });
     expect(await slipFor(store, '././b.txt')).toMatchObject({ id: 'b.txt' });
     // and without its extension: the extension tried on the id without ./

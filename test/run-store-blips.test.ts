@@ -31,7 +31,7 @@ describe('a store that fails while requests are out', () => {
     // said while it waits (the progress stood still, and nothing said why), once however many calls wait
     expect(warnings).toEqual([
       expect.stringMatching(
-        /^the queue's database is locked by another process \(SQLITE_BUSY\): the run waits for it, asking again for up to 60s/,
+        /^the queue's database is locked \(SQLITE_BUSY\): waiting for it, up to 60s before the run gives up; a program holding/,
       ),
     ]);
     other.prepare('COMMIT').run();

@@ -13,7 +13,7 @@ describe('StoreWaitNotice: waits on a locked or unreachable database said once, 
     expect(said).toHaveLength(1);
     wait.doneWaiting(true);
     expect(said).toEqual([
-      expect.stringContaining('locked by another process (SQLITE_BUSY)'),
+      expect.stringContaining('locked (SQLITE_BUSY): waiting for it'),
       "the queue's database answers again: the run goes on.",
     ]);
   });
@@ -26,7 +26,7 @@ describe('StoreWaitNotice: waits on a locked or unreachable database said once, 
     wait.waiting(failure());
     wait.doneWaiting(true);
     expect(said).toEqual([
-      expect.stringMatching(/^the queue's database refuses connections \(57P03\): the run waits for it, asking again for up to 60s/),
+      expect.stringMatching(/^the queue's database refuses connections \(57P03\): waiting for it, up to 60s/),
       expect.stringMatching(/^the connection to the queue's database was lost: asking again/),
       "the queue's database answers again: the run goes on.",
     ]);
@@ -40,5 +40,15 @@ describe('StoreWaitNotice: waits on a locked or unreachable database said once, 
     wait.doneWaiting(true);
     wait.doneWaiting(true);
     expect(said).toEqual([]);
+  });
+
+  it('says the database answers again when a call went through, even if the last one to finish gave up', () => {
+    const said: string[] = [];
+    const { wait } = new StoreWaitNotice((m) => said.push(m));
+    wait.waiting(Object.assign(new Error('x'), { code: 'SQLITE_BUSY' }));
+    wait.waiting(Object.assign(new Error('x'), { code: 'SQLITE_BUSY' }));
+    wait.doneWaiting(true);
+    wait.doneWaiting(false);
+    expect(said).toEqual([expect.stringContaining('locked'), "the queue's database answers again: the run goes on."]);
   });
 });

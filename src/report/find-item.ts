@@ -100,12 +100,12 @@ const MOST_ITEMS_SCANNED = 2_000_000;
 export async function slipFor(
   store: Pick<QueueReader, 'item' | 'itemsEndingIn' | 'itemSeqSpan'>,
   id: string,
-): Promise<{ id: string; source: string; why: string } | null> {
+): Promise<{ id: string; source: string; why: string; several?: boolean } | null> {
   // `./b.txt` is `b.txt` typed as a path: that item first, and the rest looked for without the `./`
   const bare = id.replace(/^(\.\/)+/, '');
   const relative = 'Ids of files are relative to the folder enqueued';
   const same = bare !== id && bare !== '' ? await store.item(bare) : null;
-  if (same) return { id: same.id, source: same.source, why: relative };
+  if (same) return { id: same.id, source: same.source, why: 'Ids do not start with ./' };
   const tail = bare.includes('/') ? await itemOfPath(store, bare) : null;
   if (tail) return { id: tail.id, source: tail.source, why: relative };
   const extended = await itemWithExtension(store, bare);
@@ -115,5 +115,5 @@ export async function slipFor(
   const deeper = await store.itemsEndingIn(bare, 2);
   if (deeper.length === 0) return null;
   const why = `Ids of files in subfolders name them${deeper.length > 1 ? ' (several items end so; the first)' : ''}`;
-  return { id: deeper[0]!.id, source: deeper[0]!.source, why };
+  return { id: deeper[0]!.id, source: deeper[0]!.source, why, several: deeper.length > 1 };
 }

@@ -17,33 +17,40 @@ export class StoreWaitNotice {
     this.#warn = warn;
   }
 
+  /** A call went through since the wait was told. */
+  #answered = false;
+
   readonly wait: TransientWait = {
     waiting: (error) => {
       this.#waiting++;
       const text = waitText(error);
       if (!this.#told && text !== null) {
         this.#told = true;
+        this.#answered = false;
         this.#warn(text);
       }
     },
     doneWaiting: (ok) => {
+      if (ok) this.#answered = true;
       if (--this.#waiting > 0 || !this.#told) return;
       this.#told = false;
-      if (ok) this.#warn("the queue's database answers again: the run goes on.");
+      // a call that gave up is the run's to tell; one through since says the database is back
+      if (this.#answered) this.#warn("the queue's database answers again: the run goes on.");
     },
   };
 }
 
 function waitText(error: unknown): string | null {
   const code = transientCode(error);
-  const upTo = `asking again for up to ${TRANSIENT_RETRY_MS / 1000}s before the run gives up`;
-  if (code === null) return `the connection to the queue's database was lost: ${upTo}.`;
+  const upTo = `up to ${TRANSIENT_RETRY_MS / 1000}s before the run gives up`;
+  if (code === null) return `the connection to the queue's database was lost: asking again, ${upTo}.`;
+  // what to know first: a terminal's warning line is cut at its width
   if (code.startsWith('SQLITE_')) {
     return (
-      `the queue's database is locked by another process (${code}): the run waits for it, ${upTo}. ` +
-      'A program holding the file in a transaction (sqlite3, a backup, a long enqueue) keeps it waiting.'
+      `the queue's database is locked (${code}): waiting for it, ${upTo}; ` +
+      'a program holding the file in a transaction (sqlite3, a backup, a long enqueue) keeps it waiting.'
     );
   }
   if (code === '40001' || code === '40P01') return null;
-  return `the queue's database refuses connections (${code}): the run waits for it, ${upTo}.`;
+  return `the queue's database refuses connections (${code}): waiting for it, ${upTo}.`;
 }

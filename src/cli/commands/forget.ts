@@ -53,7 +53,7 @@ async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
   let r: ForgetResult;
   let working: number;
   // one id naming nothing: the item it may be a slip for, as show finds it
-  let meant: { readonly id: string; readonly source: string; readonly why: string } | null = null;
+  let meant: { readonly id: string; readonly source: string; readonly why: string; readonly several?: boolean } | null = null;
   try {
     const now = Date.now();
     // a run killed a moment ago on this machine is not working it
@@ -82,12 +82,15 @@ async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
           : 'none of these ids names an item';
     const { shellWord } = await import('../../shell-word.js');
     const { dbArgument } = await import('../again.js');
-    const next = meant
-      ? `${meant.why}: did you mean ${JSON.stringify(meant.id)} (from ${meant.source})? llmq forget ${shellWord(meant.id)}${flags.dryRun ? ' --dry-run' : ''}${dbArgument(flags.db)}`
-      : 'source' in which
-        ? // `forget --source reviews` from another folder than enqueue's: the source is the path as enqueue was given it
-          'A source is the folder or file as llmq enqueue was given it, relative to the folder it ran in (reviews/, data/in.jsonl); llmq export lists each item with its source.'
-        : 'llmq export lists the items, with their ids and sources.';
+    const next = meant?.several
+      ? // one of several: no ready command, which would forget whichever came first
+        `${meant.why}: several items end so, ${JSON.stringify(meant.id)} among them (from ${meant.source}); llmq export lists them all: name the one to forget.`
+      : meant
+        ? `${meant.why}: did you mean ${JSON.stringify(meant.id)} (from ${meant.source})? llmq forget ${shellWord(meant.id)}${flags.dryRun ? ' --dry-run' : ''}${dbArgument(flags.db)}`
+        : 'source' in which
+          ? // `forget --source reviews` from another folder than enqueue's: the source is the path as enqueue was given it
+            'A source is the folder or file as llmq enqueue was given it, relative to the folder it ran in (reviews/, data/in.jsonl); llmq export lists each item with its source.'
+          : 'llmq export lists the items, with their ids and sources.';
     throw new LlmqError(`Nothing to forget in ${redactLocation(location)}: ${what}. ${next}`);
   }
   const effects = [
