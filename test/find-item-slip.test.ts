@@ -27,7 +27,7 @@ describe('slipFor: the item an id that names none likely means', () => {
     expect(await slipFor(store, 'n4.txt')).toEqual({
       id: 'sub/n4.txt',
       source: 'notes/sub/n4.txt',
-      why: 'Ids of files in subfolders name them (several items end so; the first)',
+      why: 'Ids of files in subfolders name them',
       several: true,
     });
     expect((await slipFor(store, './n4.txt'))?.id).toBe('sub/n4.txt');

@@ -8,6 +8,26 @@ import { gonePid } from './helpers/pids.js';
 import { hostname } from 'node:os';
 
 describe('llmq forget', () => {
+  it("a file's name in several subfolders: forget names one of them and gives no command (it would forget whichever came first)", async () => {
+    const dir = tempDir();
+    for (const sub of ['x', 'y']) {
+      mkdirSync(join(dir, 'notes', sub), { recursive: true });
+      writeFileSync(join(dir, 'notes', sub, 'n.txt'), `note ${sub}`);
+    }
+    const cli = (args: string[]) => runCli(args, { cwd: dir });
+    expect((await cli(['enqueue', 'notes'])).code).toBe(0);
+    const several = await cli(['forget', 'n.txt']);
+    expect(several.code).toBe(1);
+    expect(several.stderr).toBe(
+      'error: Nothing to forget in ./llmq.db: no item has the id "n.txt". Ids of files in subfolders name them: ' +
+        'several end so, "x/n.txt" among them (from notes/x/n.txt); llmq export lists them all: name the one to forget.\n',
+    );
+    // show names the first, with the command (reading one is harmless)
+    expect((await cli(['show', 'n.txt'])).stderr).toContain(
+      "Ids of files in subfolders name them (several items end so; the first): did you mean 'x/n.txt' (from notes/x/n.txt)? llmq show x/n.txt",
+    );
+  });
+
   it('removes items deleted from the input, so a run never sends them; says what it did, or would, and what it could not find', async () => {
     const dir = tempDir();
     mkdirSync(join(dir, 'notes', 'old'), { recursive: true });

@@ -114,6 +114,5 @@ export async function slipFor(
   if (bare === '' || span === null || span.last - span.first > MOST_ITEMS_SCANNED) return null;
   const deeper = await store.itemsEndingIn(bare, 2);
   if (deeper.length === 0) return null;
-  const why = `Ids of files in subfolders name them${deeper.length > 1 ? ' (several items end so; the first)' : ''}`;
-  return { id: deeper[0]!.id, source: deeper[0]!.source, why, several: deeper.length > 1 };
+  return { id: deeper[0]!.id, source: deeper[0]!.source, why: 'Ids of files in subfolders name them', several: deeper.length > 1 };
 }

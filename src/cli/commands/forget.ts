@@ -84,7 +84,7 @@ async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
     const { dbArgument } = await import('../again.js');
     const next = meant?.several
       ? // one of several: no ready command, which would forget whichever came first
-        `${meant.why}: several items end so, ${JSON.stringify(meant.id)} among them (from ${meant.source}); llmq export lists them all: name the one to forget.`
+        `${meant.why}: several end so, ${JSON.stringify(meant.id)} among them (from ${meant.source}); llmq export lists them all: name the one to forget.`
       : meant
         ? `${meant.why}: did you mean ${JSON.stringify(meant.id)} (from ${meant.source})? llmq forget ${shellWord(meant.id)}${flags.dryRun ? ' --dry-run' : ''}${dbArgument(flags.db)}`
         : 'source' in which

@@ -45,7 +45,7 @@ Examples:
           const meant = await slipFor(store, id);
           if (meant) {
             throw new LlmqError(
-              `No item with id '${id}' in ${store.location}. ${meant.why}: did you mean '${meant.id}' (from ${meant.source})? llmq show ${shellWord(meant.id)}${dbArgument(flags.db)}`,
+              `No item with id '${id}' in ${store.location}. ${meant.why}${meant.several ? ' (several items end so; the first)' : ''}: did you mean '${meant.id}' (from ${meant.source})? llmq show ${shellWord(meant.id)}${dbArgument(flags.db)}`,
             );
           }
           throw new LlmqError(
