@@ -59,6 +59,11 @@ describe('known failures become one line that says what, where and what to do', 
       /^The database q\.db is not an SQLite database \(file is not a database\)\. Point --db/,
     ],
     [
+      sqlite('SQLITE_BUSY', 'database is locked'),
+      DB,
+      /^The database q\.db is locked by another program \(SQLITE_BUSY\) and stayed so past llmq's wait\. Nothing is lost: .*Run the command again once/,
+    ],
+    [
       sqlite('SQLITE_FULL', 'database or disk is full'),
       DB,
       /^No space left for the database q\.db \(SQLITE_FULL\)\. .*what was committed before is kept/,
@@ -166,6 +171,29 @@ describe('ordinary mistakes are one line and exit 1, not a stack trace', () => {
       }
     }
     chmodSync(roFolder, 0o755); // so the temp folder can be removed
+  });
+
+  it('a database another program holds locked past the wait: enqueue says so in one line (it was "unexpected error")', {
+    timeout: 30_000,
+  }, async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'a.txt'), 'a document');
+    const db = join(dir, 'q.db');
+    expect((await runCli(['enqueue', join(dir, 'a.txt'), '--db', db])).code).toBe(0);
+    writeFileSync(join(dir, 'b.txt'), 'another document');
+    const { default: Database } = await import('better-sqlite3');
+    const other = new Database(db);
+    other.prepare('BEGIN IMMEDIATE').run();
+    try {
+      const r = await runCli(['enqueue', join(dir, 'b.txt'), '--db', db]);
+      expect(r.code).toBe(1);
+      expect(oneLine(r.stderr)).toMatch(
+        /^error: The database .*q\.db is locked by another program \(SQLITE_BUSY\) and stayed so past llmq's wait\./,
+      );
+    } finally {
+      other.prepare('COMMIT').run();
+      other.close();
+    }
   });
 
   it('--db whose parent is a regular file', async () => {

@@ -115,7 +115,7 @@ export class Run {
     this.#store = retryingTransients(deps.store, {
       forAnswers: diskFull.waitUntil(this.#aborting.signal),
       forWork: diskFull.waitUntil(this.#stopping.signal),
-      forStore: new StoreWaitNotice((message) => this.#emit('warning', { message })).wait,
+      forStore: new StoreWaitNotice((message) => this.#emit('warning', { message }), (options.leaseMs ?? 60_000) / 2).wait,
     });
     this.#now = deps.now ?? Date.now;
     this.#concurrency = options.concurrency ?? 8;

@@ -9,12 +9,15 @@ import { TRANSIENT_RETRY_MS, type TransientWait, transientCode } from '../store/
  */
 export class StoreWaitNotice {
   readonly #warn: (message: string) => void;
+  /** After how long without a heartbeat the run stops (half its lease): what the wait is told to last at most. */
+  readonly #stopsAfterMs: number;
   /** Calls waiting now, and whether the wait was told. */
   #waiting = 0;
   #told = false;
 
-  constructor(warn: (message: string) => void) {
+  constructor(warn: (message: string) => void, stopsAfterMs: number) {
     this.#warn = warn;
+    this.#stopsAfterMs = stopsAfterMs;
   }
 
   /** A call went through since the wait was told. */
@@ -23,7 +26,7 @@ export class StoreWaitNotice {
   readonly wait: TransientWait = {
     waiting: (error) => {
       this.#waiting++;
-      const text = waitText(error);
+      const text = waitText(error, this.#stopsAfterMs);
       if (!this.#told && text !== null) {
         this.#told = true;
         this.#answered = false;
@@ -35,14 +38,15 @@ export class StoreWaitNotice {
       if (--this.#waiting > 0 || !this.#told) return;
       this.#told = false;
       // a call that gave up is the run's to tell; one through since says the database is back
-      if (this.#answered) this.#warn("the queue's database answers again: the run goes on.");
+      if (this.#answered) this.#warn("the queue's database answers again.");
     },
   };
 }
 
-function waitText(error: unknown): string | null {
+function waitText(error: unknown, stopsAfterMs: number): string | null {
   const code = transientCode(error);
-  const upTo = `up to ${TRANSIENT_RETRY_MS / 1000}s before the run gives up`;
+  // the heartbeat renews the run's leases: past half the lease without one, the run stops taking work
+  const upTo = `up to ${Math.round(Math.min(stopsAfterMs, TRANSIENT_RETRY_MS) / 1000)}s, then the run stops (what it holds kept)`;
   if (code === null) return `the connection to the queue's database was lost: asking again, ${upTo}.`;
   // what to know first: a terminal's warning line is cut at its width
   if (code.startsWith('SQLITE_')) {
