@@ -393,7 +393,7 @@ export function runHint(again: string, env: NodeJS.ProcessEnv): string {
     keyed = true; // set, if badly: run says what is wrong with it
   }
   if (keyed || env.LLMQ_BASE_URL?.trim() || env.OPENAI_BASE_URL?.trim()) return `llmq run${again}`;
-  return `llmq run${again} once OPENAI_API_KEY is set (llmq run --provider mock${again} tries it offline)`;
+  return `llmq run${again} once LLMQ_API_KEY is set (llmq run --provider mock${again} tries it offline)`;
 }
 
 /** The one field of those a line `has` that `idField` is a slip of (`likelyMeant`), if any. */
