@@ -46,4 +46,20 @@ describe('slipFor: the item an id that names none likely means', () => {
     expect(await slipFor(store, './c')).toMatchObject({ id: 'c.md', why: 'Ids of files keep their extension' });
     expect(await slipFor(store, './')).toBeNull();
   });
+
+  it('does not scan for a subfolder item in a queue of over two million items (a scan of them all), nor for an empty id', async () => {
+    const scanned: string[] = [];
+    const huge = {
+      item: async () => null,
+      itemSeqSpan: async () => ({ first: 1, last: 3_000_000 }),
+      itemsEndingIn: async (name: string) => {
+        scanned.push(name);
+        return [{ id: `sub/${name}`, source: `notes/sub/${name}` }];
+      },
+    };
+    expect(await slipFor(huge, 'n4.txt')).toBeNull();
+    expect(await slipFor({ ...huge, itemSeqSpan: async () => ({ first: 1, last: 1_000 }) }, 'n4.txt')).toMatchObject({ id: 'sub/n4.txt' });
+    expect(await slipFor({ ...huge, itemSeqSpan: async () => ({ first: 1, last: 1_000 }) }, './')).toBeNull();
+    expect(scanned).toEqual(['n4.txt']);
+  });
 });

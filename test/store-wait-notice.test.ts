@@ -3,10 +3,15 @@ import { StoreWaitNotice } from '../src/scheduler/store-wait-notice.js';
 
 const failure = (code?: string) => Object.assign(new Error('x'), code ? { code } : {});
 
+/** A notice of a run whose lease is a minute, and what it said. */
+function notice() {
+  const said: string[] = [];
+  return { said, wait: new StoreWaitNotice((m) => said.push(m), 30_000).wait };
+}
+
 describe('StoreWaitNotice: waits on a locked or unreachable database said once, and their end', () => {
   it('says a wait once however many calls wait, and that it is over once the last is through', () => {
-    const said: string[] = [];
-    const { wait } = new StoreWaitNotice((m) => said.push(m), 30_000);
+    const { said, wait } = notice();
     wait.waiting(failure('SQLITE_BUSY'));
     wait.waiting(failure('SQLITE_BUSY_SNAPSHOT'));
     wait.doneWaiting(true);
@@ -16,8 +21,7 @@ describe('StoreWaitNotice: waits on a locked or unreachable database said once, 
   });
 
   it('names a PostgreSQL that refuses connections, and a connection lost; a wait that failed after all says no "again"', () => {
-    const said: string[] = [];
-    const { wait } = new StoreWaitNotice((m) => said.push(m), 30_000);
+    const { said, wait } = notice();
     wait.waiting(failure('57P03'));
     wait.doneWaiting(false);
     wait.waiting(failure());
@@ -32,8 +36,7 @@ describe('StoreWaitNotice: waits on a locked or unreachable database said once, 
   });
 
   it('says nothing of a serialization failure or deadlock between runs sharing a PostgreSQL queue (routine, asked again at once)', () => {
-    const said: string[] = [];
-    const { wait } = new StoreWaitNotice((m) => said.push(m), 30_000);
+    const { said, wait } = notice();
     wait.waiting(failure('40001'));
     wait.waiting(failure('40P01'));
     wait.doneWaiting(true);
@@ -42,10 +45,9 @@ describe('StoreWaitNotice: waits on a locked or unreachable database said once, 
   });
 
   it('says the database answers again when a call went through, even if the last one to finish gave up', () => {
-    const said: string[] = [];
-    const { wait } = new StoreWaitNotice((m) => said.push(m), 30_000);
-    wait.waiting(Object.assign(new Error('x'), { code: 'SQLITE_BUSY' }));
-    wait.waiting(Object.assign(new Error('x'), { code: 'SQLITE_BUSY' }));
+    const { said, wait } = notice();
+    wait.waiting(failure('SQLITE_BUSY'));
+    wait.waiting(failure('SQLITE_BUSY'));
     wait.doneWaiting(true);
     wait.doneWaiting(false);
     expect(said).toEqual([expect.stringContaining('locked'), "the queue's database answers again."]);

@@ -103,15 +103,15 @@ export async function slipFor(
 ): Promise<{ id: string; source: string; why: string; several?: boolean } | null> {
   // `./b.txt` is `b.txt` typed as a path: that item first, and the rest looked for without the `./`
   const bare = id.replace(/^(\.\/)+/, '');
-  const relative = 'Ids of files are relative to the folder enqueued';
-  const same = bare !== id && bare !== '' ? await store.item(bare) : null;
+  if (bare === '') return null;
+  const same = bare !== id ? await store.item(bare) : null;
   if (same) return { id: same.id, source: same.source, why: 'Ids do not start with ./' };
   const tail = bare.includes('/') ? await itemOfPath(store, bare) : null;
-  if (tail) return { id: tail.id, source: tail.source, why: relative };
+  if (tail) return { id: tail.id, source: tail.source, why: 'Ids of files are relative to the folder enqueued' };
   const extended = await itemWithExtension(store, bare);
   if (extended) return { id: extended.id, source: extended.source, why: 'Ids of files keep their extension' };
   const span = await store.itemSeqSpan();
-  if (bare === '' || span === null || span.last - span.first > MOST_ITEMS_SCANNED) return null;
+  if (span === null || span.last - span.first > MOST_ITEMS_SCANNED) return null;
   const deeper = await store.itemsEndingIn(bare, 2);
   if (deeper.length === 0) return null;
   return { id: deeper[0]!.id, source: deeper[0]!.source, why: 'Ids of files in subfolders name them', several: deeper.length > 1 };

@@ -162,10 +162,8 @@ export class OutageBreaker {
     // read late, on a busy event loop): the outage it met is over. It used no attempt in it, and it
     // does not count towards another: eight such in the window opened the breaker again at once,
     // a second pause after the provider had answered.
-    if (options.sentAt < this.#closedAt) {
-      this.#clock();
-      if (options.sentAt < this.#closedAt) return true;
-    }
+    this.#clock(); // a clock set back moves #closedAt with it
+    if (options.sentAt < this.#closedAt) return true;
     this.#lastDetail = detail;
     // The provider answered someone after this request left: it was up, so this failure (a hang cut
     // by the timeout, a reset) is no sign of an outage in a row. It still counts in the window, where

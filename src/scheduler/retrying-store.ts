@@ -15,11 +15,13 @@ export function retryingTransients(
   waits: { forAnswers?: DiskFullWait; forWork?: DiskFullWait; forStore?: TransientWait } = {},
 ): RunStore {
   /** `call`, asked again as `retryTransient` does with options `o`. */
-  const retried =
-    (o: RetryTransientOptions) =>
-    <A extends unknown[], R>(call: (...args: A) => Promise<R>) =>
-    (...args: A): Promise<R> =>
-      retryTransient(() => call(...args), { ...o, transient: waits.forStore });
+  const retried = (o: RetryTransientOptions) => {
+    // once per kind of call, not per call: claims and answers go through here for every job
+    const options: RetryTransientOptions = { ...o, transient: waits.forStore };
+    return <A extends unknown[], R>(call: (...args: A) => Promise<R>) =>
+      (...args: A): Promise<R> =>
+        retryTransient(() => call(...args), options);
+  };
   const again = retried({});
   // Calls that may run twice, asked again after a lost connection too (isConnectionLost): reads,
   // and writes that come out the same the second time. A claim that committed unseen leaves its

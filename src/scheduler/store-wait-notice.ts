@@ -11,17 +11,15 @@ export class StoreWaitNotice {
   readonly #warn: (message: string) => void;
   /** After how long without a heartbeat the run stops (half its lease): what the wait is told to last at most. */
   readonly #stopsAfterMs: number;
-  /** Calls waiting now, and whether the wait was told. */
+  /** Calls waiting now, whether the wait was told, and whether a call went through since. */
   #waiting = 0;
   #told = false;
+  #answered = false;
 
   constructor(warn: (message: string) => void, stopsAfterMs: number) {
     this.#warn = warn;
     this.#stopsAfterMs = stopsAfterMs;
   }
-
-  /** A call went through since the wait was told. */
-  #answered = false;
 
   readonly wait: TransientWait = {
     waiting: (error) => {

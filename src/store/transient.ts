@@ -19,7 +19,7 @@ const PG_TRANSIENT = new Set(['08001', '08004', '57P03', '53300', '40001', '40P0
  * Known causes wrapped by `knownError` are looked at through their `cause`.
  */
 export function isTransientStoreError(error: unknown): boolean {
-  return someCause(error, ({ code }) => typeof code === 'string' && (SQLITE_TRANSIENT.test(code) || PG_TRANSIENT.has(code)));
+  return transientCode(error) !== null;
 }
 
 /** The code of a transient store failure (`SQLITE_BUSY`, `57P03` ...), from `error` or a cause; null when none is. */
@@ -99,11 +99,7 @@ export const DISK_FULL_RETRY_MS = 2000;
  * Who waits out a full disk (`retryTransient`'s `diskFull`): told when a write meets one and when it
  * goes through after all, and asked whether to go on waiting.
  */
-export interface DiskFullWait {
-  /** A write met a full disk and waits for space. Called once per write, on its first such failure. */
-  waiting(error: unknown): void;
-  /** A write `waiting` was told of waits no more: it went through (`stored`), or failed after all. */
-  doneWaiting(stored: boolean): void;
+export interface DiskFullWait extends TransientWait {
   /** Waiting is over: the write's failure is thrown (the run quits without its writes). */
   readonly givenUp: AbortSignal;
 }
@@ -119,9 +115,9 @@ export interface RetryTransientOptions {
   readonly transient?: TransientWait;
 }
 
-/** A call's waits on a store that fails transiently (busy, locked, refusing connections), for a notice. */
+/** A call's waits (on a full disk, or a store failing transiently: busy, locked, refusing connections), for a notice. */
 export interface TransientWait {
-  /** The call failed transiently and will be asked again: once per call, on its first such failure. */
+  /** The call met the failure and will be asked again: once per call, on its first such failure. */
   waiting(error: unknown): void;
   /** A call `waiting` was told of waits no more: it went through (`ok`), or failed after all. */
   doneWaiting(ok: boolean): void;
