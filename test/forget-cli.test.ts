@@ -8,6 +8,26 @@ import { gonePid } from './helpers/pids.js';
 import { hostname } from 'node:os';
 
 describe('llmq forget', () => {
+  it('a source of many items: the first 20 ids named, then how many more', async () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'notes'), { recursive: true });
+    const names = Array.from({ length: 23 }, (_, i) => `n${String(i).padStart(2, '0')}.txt`);
+    for (const name of names) writeFileSync(join(dir, 'notes', name), `note ${name}`);
+    const cli = (args: string[]) => runCli(args, { cwd: dir });
+    expect((await cli(['enqueue', 'notes'])).code).toBe(0);
+    const listed = (n: number) =>
+      names
+        .slice(0, n)
+        .map((id) => `  ${id}\n`)
+        .join('');
+    expect((await cli(['forget', '--source', 'notes', '--dry-run'])).stderr).toBe(
+      `would forget 23 items of ./llmq.db: 23 unanswered jobs dropped. Nothing was changed.\n${listed(20)}  ... and 3 more (--json lists them all)\n`,
+    );
+    expect((await cli(['forget', '--source', 'notes'])).stderr).toBe(
+      `forgot 23 items of ./llmq.db: 23 unanswered jobs dropped.\n${listed(20)}  ... and 3 more\n`,
+    );
+  });
+
   it("a file's name in several subfolders: forget names one of them and gives no command (it would forget whichever came first)", async () => {
     const dir = tempDir();
     for (const sub of ['x', 'y']) {
@@ -44,9 +64,18 @@ describe('llmq forget', () => {
 
     const dry = await cli(['forget', '--source', `${dir}/notes/old/`, '--dry-run']);
     expect(dry.code, dry.stderr).toBe(0);
-    expect(dry.stderr).toBe('would forget 2 items of ./llmq.db: 2 unanswered jobs dropped. Nothing was changed.\n');
+    // a source names items nobody typed: which ones
+    expect(dry.stderr).toBe(
+      'would forget 2 items of ./llmq.db: 2 unanswered jobs dropped. Nothing was changed.\n  old/c.txt\n  old/d.txt\n',
+    );
     const gone = await cli(['forget', '--source', 'notes/old', '--json']);
-    expect(JSON.parse(gone.stdout)).toEqual({ items: 2, droppedJobs: 2, orphanedAnswers: 0, unknownIds: [] });
+    expect(JSON.parse(gone.stdout)).toEqual({
+      items: 2,
+      ids: ['old/c.txt', 'old/d.txt'],
+      droppedJobs: 2,
+      orphanedAnswers: 0,
+      unknownIds: [],
+    });
     expect(gone.stderr).toBe('forgot 2 items of ./llmq.db: 2 unanswered jobs dropped.\n');
 
     const some = await cli(['forget', 'r2', 'r9']);

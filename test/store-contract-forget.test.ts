@@ -39,11 +39,12 @@ describe.each(STORE_KINDS)('store contract: forgetting items [$name]', (kind) =>
     await store.release(OWNER, { refund: true, now: T0 });
 
     const dry = await store.forgetItems({ ids: ['pending', 'answered', 'shared-1', 'nope', 'nope'] }, { now: T0, dryRun: true });
-    expect(dry).toEqual({ items: 3, droppedJobs: 1, orphanedAnswers: 1, unknownIds: ['nope'] });
+    expect(dry).toEqual({ items: 3, ids: ['answered', 'pending', 'shared-1'], droppedJobs: 1, orphanedAnswers: 1, unknownIds: ['nope'] });
     expect((await exported(store)).map((r) => r.id)).toEqual(['pending', 'answered', 'shared-1', 'shared-2', 'keep']);
 
     expect(await store.forgetItems({ ids: ['pending', 'answered', 'shared-1', 'nope', 'pending'] }, { now: T0 })).toEqual({
       items: 3,
+      ids: ['answered', 'pending', 'shared-1'],
       droppedJobs: 1,
       orphanedAnswers: 1,
       unknownIds: ['nope'],
@@ -76,11 +77,22 @@ describe.each(STORE_KINDS)('store contract: forgetting items [$name]', (kind) =>
       ],
       T0,
     );
-    expect(await store.forgetItems({ source: 'docs' }, { now: T0 })).toMatchObject({ items: 2, droppedJobs: 2 });
-    expect(await store.forgetItems({ source: 'data.jsonl' }, { now: T0 })).toMatchObject({ items: 2, droppedJobs: 2 });
+    // the ids of what a source named, sorted (a dry run lists them)
+    expect(await store.forgetItems({ source: 'docs' }, { now: T0, dryRun: true })).toMatchObject({ items: 2, ids: ['sub/y.txt', 'x.txt'] });
+    expect(await store.forgetItems({ source: 'docs' }, { now: T0 })).toMatchObject({
+      items: 2,
+      ids: ['sub/y.txt', 'x.txt'],
+      droppedJobs: 2,
+    });
+    expect(await store.forgetItems({ source: 'data.jsonl' }, { now: T0 })).toMatchObject({
+      items: 2,
+      ids: ['data.jsonl:2', 'r1'],
+      droppedJobs: 2,
+    });
     expect(await store.forgetItems({ source: 'solo.txt' }, { now: T0 })).toMatchObject({ items: 1, droppedJobs: 1 });
     expect(await store.forgetItems({ source: 'nowhere' }, { now: T0 })).toEqual({
       items: 0,
+      ids: [],
       droppedJobs: 0,
       orphanedAnswers: 0,
       unknownIds: [],

@@ -451,6 +451,8 @@ export type ForgetWhich = { readonly ids: readonly string[] } | { readonly sourc
 export interface ForgetResult {
   /** Items removed. */
   readonly items: number;
+  /** Their ids, sorted: what a dry run of `--source` lists before anything is removed. */
+  readonly ids: readonly string[];
   /** Jobs dropped unsent, no item needing them any more. */
   readonly droppedJobs: number;
   /** Answered (or running) jobs kept that no item needs now. */

@@ -11,8 +11,8 @@ interface ForgetFlags {
   json?: boolean;
 }
 
-/** Unknown ids listed one per line, at most this many (a list of thousands says nothing more). */
-const UNKNOWN_SHOWN = 20;
+/** Ids listed one per line (unknown ones; those a source named), at most this many: a list of thousands says nothing more. */
+const IDS_SHOWN = 20;
 
 export function registerForget(program: Command): Command {
   return program
@@ -25,7 +25,7 @@ export function registerForget(program: Command): Command {
     .addOption(dbOption())
     .option('--source <path>', 'every item read from this file or folder, as enqueue was given it')
     .option('--dry-run', 'say what would be removed, and change nothing')
-    .option('--json', 'print {"items","droppedJobs","orphanedAnswers","unknownIds"} on stdout')
+    .option('--json', 'print {"items","ids","droppedJobs","orphanedAnswers","unknownIds"} on stdout')
     .addHelpText(
       'after',
       `
@@ -69,7 +69,7 @@ async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
   if (flags.json) process.stdout.write(JSON.stringify(r) + '\n');
   // one id naming nothing, and nothing else: the error below names it, once
   const alone = r.items === 0 && r.unknownIds.length === 1 ? r.unknownIds[0]! : null;
-  const shown = alone === null ? r.unknownIds.slice(0, UNKNOWN_SHOWN) : [];
+  const shown = alone === null ? r.unknownIds.slice(0, IDS_SHOWN) : [];
   for (const id of shown) warn(`no item with id ${JSON.stringify(id)}`);
   if (alone === null && r.unknownIds.length > shown.length)
     warn(`... and ${count(r.unknownIds.length - shown.length, 'more id')} naming no item`);
@@ -108,6 +108,15 @@ async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
       ? `would forget ${count(r.items, 'item')} of ${redactLocation(location)}: ${effects.join(', ')}. Nothing was changed.\n`
       : `forgot ${count(r.items, 'item')} of ${redactLocation(location)}: ${effects.join(', ')}.\n`,
   );
+  // a source names items the user did not type: which ones, before (--dry-run) or after they go
+  if ('source' in which && !flags.json) {
+    for (const id of r.ids.slice(0, IDS_SHOWN)) process.stderr.write(`  ${id}\n`);
+    if (r.ids.length > IDS_SHOWN) {
+      process.stderr.write(
+        `  ... and ${count(r.ids.length - IDS_SHOWN, 'more', 'more')}${flags.dryRun ? ' (--json lists them all)' : ''}\n`,
+      );
+    }
+  }
   // a run holds a few jobs ahead of sending them, and does not look again before it sends
   if (working > 0) {
     process.stderr.write(

@@ -312,30 +312,31 @@ class DryRun extends Error {
 
 /** The items of a source (ForgetWhich, types.ts) in PostgreSQL, `$1` the path: as SOURCE_ITEMS_WHERE_SQLITE. */
 const FORGET_SOURCE_SQL = `DELETE FROM items WHERE source = $1 OR left(source, length($1) + 1) = $1 || '/'
-  OR (left(source, length($1) + 1) = $1 || ':' AND substr(source, length($1) + 2) ~ '^[0-9]+$') RETURNING job_key`;
+  OR (left(source, length($1) + 1) = $1 || ':' AND substr(source, length($1) + 2) ~ '^[0-9]+$') RETURNING id, job_key`;
 
 /** Store.forgetItems: one enqueue's turn (ONE_ENQUEUE_AT_A_TIME_SQL), so no enqueue moves an item meanwhile. */
 export async function forgetItemsPg(pool: pg.Pool, which: ForgetWhich, o: { dryRun?: boolean }): Promise<ForgetResult> {
   try {
     return await inTransaction(pool, async (client) => {
       await client.query(ONE_ENQUEUE_AT_A_TIME_SQL);
-      let keys: string[];
       let unknownIds: string[] = [];
+      const removed =
+        'ids' in which
+          ? await client.query<{ id: string; job_key: string }>('DELETE FROM items WHERE id = ANY($1::text[]) RETURNING id, job_key', [
+              [...which.ids],
+            ])
+          : await client.query<{ id: string; job_key: string }>(FORGET_SOURCE_SQL, [which.source]);
+      const keys = removed.rows.map((x) => x.job_key);
+      // sorted as JavaScript sorts (the SQLite store's order), not in the database's collation
+      const ids = removed.rows.map((x) => x.id).sort();
       if ('ids' in which) {
-        const r = await client.query<{ id: string; job_key: string }>(
-          'DELETE FROM items WHERE id = ANY($1::text[]) RETURNING id, job_key',
-          [[...which.ids]],
-        );
-        keys = r.rows.map((x) => x.job_key);
-        const found = new Set(r.rows.map((x) => x.id));
+        const found = new Set(ids);
         unknownIds = [...new Set(which.ids.filter((id) => !found.has(id)))];
-      } else {
-        keys = (await client.query<{ job_key: string }>(FORGET_SOURCE_SQL, [which.source])).rows.map((x) => x.job_key);
       }
       const distinct = [...new Set(keys)];
       const droppedJobs = distinct.length ? (await client.query<{ n: number }>(DROP_STALE_SQL, [distinct])).rows[0]!.n : 0;
       const orphanedAnswers = distinct.length ? (await client.query<{ n: number }>(ORPHANED_ANSWERS_SQL, [distinct])).rows[0]!.n : 0;
-      const result = { items: keys.length, droppedJobs, orphanedAnswers, unknownIds };
+      const result = { items: keys.length, ids, droppedJobs, orphanedAnswers, unknownIds };
       // what it would do: done, then rolled back
       if (o.dryRun) throw new DryRun(result);
       return result;

@@ -248,7 +248,7 @@ export class SqliteStore implements Store {
         .prepare(`SELECT key FROM jobs WHERE state = 'failed' AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`)
         .pluck(),
       forgetItem: db.prepare('DELETE FROM items WHERE id = ? RETURNING job_key').pluck(),
-      forgetSource: db.prepare(`DELETE FROM items WHERE ${SOURCE_ITEMS_WHERE_SQLITE} RETURNING job_key`).pluck(),
+      forgetSource: db.prepare(`DELETE FROM items WHERE ${SOURCE_ITEMS_WHERE_SQLITE} RETURNING id, job_key`).raw(),
       retryFailed: db.prepare(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL,
           finished_at = NULL, updated_at = @now
         WHERE state = 'failed' AND (@text IS NULL OR instr(llmq_lower(error), llmq_lower(@text)) > 0)
@@ -724,17 +724,24 @@ export class SqliteStore implements Store {
     const s = this.#s;
     const forget = () => {
       const unknownIds: string[] = [];
-      let keys: string[];
+      const ids: string[] = [];
+      const keys: string[] = [];
       if ('ids' in which) {
-        keys = [];
         // each id once: a second delete of one named twice would find it gone, and call it unknown
         for (const id of new Set(which.ids)) {
           const key = s.forgetItem.get(id) as string | undefined;
-          if (key === undefined) unknownIds.push(id);
-          else keys.push(key);
+          if (key === undefined) {
+            unknownIds.push(id);
+          } else {
+            ids.push(id);
+            keys.push(key);
+          }
         }
       } else {
-        keys = s.forgetSource.all({ source: which.source }) as string[];
+        for (const [id, key] of s.forgetSource.all({ source: which.source }) as Array<[string, string]>) {
+          ids.push(id);
+          keys.push(key);
+        }
       }
       let droppedJobs = 0,
         orphanedAnswers = 0;
@@ -742,7 +749,7 @@ export class SqliteStore implements Store {
         if (s.dropOrphans([key]) === 1) droppedJobs++;
         else orphanedAnswers += s.markOrphaned.run(key).changes;
       }
-      return { items: keys.length, droppedJobs, orphanedAnswers, unknownIds };
+      return { items: keys.length, ids: ids.sort(), droppedJobs, orphanedAnswers, unknownIds };
     };
     if (!o.dryRun) return this.db.transaction(forget).immediate();
     // what it would do: done, then rolled back
