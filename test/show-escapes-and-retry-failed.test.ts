@@ -41,17 +41,20 @@ describe('llmq show of an item whose id and document hold control characters', (
     );
   });
 
-  it('with an --error that matches no failure, names the errors there are, as a mistyped filter needs', async () => {
+  it('with an --error that matches no failure, names the errors there are and exits 1, as a mistyped filter needs', async () => {
     const { db } = await oneFailed();
     const r = await runCli(['retry-failed', '--db', db, '--error', 'no such reason']);
-    expect(r.code, r.stderr).toBe(0);
+    expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toMatch(
-      /^No failed jobs whose error contains "no such reason"\. The failed jobs' errors: 1 "[^"]*HTTP 500[^"]*"\. Give --error a part of one of them\.\n$/,
+      /^error: No failed jobs whose error contains "no such reason"\. The failed jobs' errors: 1 "[^"]*HTTP 500[^"]*"\. Give --error a part of one of them\.\n$/,
     );
     // nothing was put back: the job is still failed
     expect((await runCli(['retry-failed', '--db', db, '--error', 'HTTP 500'])).stderr).toMatch(
       /^Put 1 failed job whose error contains "HTTP 500" back/,
     );
+    // with no failures at all there is nothing to mistype: not an error
+    const after = await runCli(['retry-failed', '--db', db, '--error', 'no such reason']);
+    expect([after.code, after.stderr]).toEqual([0, 'No failed jobs whose error contains "no such reason". No job has failed.\n']);
   });
 
   it('with a run working the queue, says that run takes the jobs put back, not to start another', async () => {

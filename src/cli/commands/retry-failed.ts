@@ -1,4 +1,5 @@
 import { InvalidArgumentError, type Command } from 'commander';
+import { LlmqError } from '../../errors.js';
 import { dbOption } from '../options.js';
 import { oneLine, printable } from '../../report/format.js';
 import type { RunStats } from '../../store/types.js';
@@ -54,9 +55,11 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
       return;
     }
     if (n === 0 && flags.error) {
-      // a filter that matched nothing may be mistyped: the errors there are, with what to give
+      // a filter that matched none of the failures there are may be mistyped: an error (exit 1, as
+      // forget's), naming those errors, so that `retry-failed --error X && llmq run` stops there
       const failures = (await store.status()).failures;
-      process.stderr.write(`No failed jobs${which}.${failures.length ? ` ${failedErrorsText(failures)}` : ' No job has failed.'}\n`);
+      if (failures.length) throw new LlmqError(`No failed jobs${which}. ${failedErrorsText(failures)}`);
+      process.stderr.write(`No failed jobs${which}. No job has failed.\n`);
       return;
     }
     // the run proposed goes where the last run went: after a mock run, not to OpenAI
