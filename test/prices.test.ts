@@ -206,6 +206,7 @@ describe('prices', () => {
       lastRun: null,
       lanes: [],
       spend: [],
+      rejected: [],
     };
     const r = buildStatusReport(snap, { now: Date.now(), prices: table, db: 'x.db' });
     expect(r.cost.usd).toBeNull();

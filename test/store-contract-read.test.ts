@@ -58,6 +58,7 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
       lastRun: null,
       lanes: [],
       spend: [],
+      rejected: [],
     });
     await store.enqueue([...rows(4, { prefix: 'a' }), row('shared', 'a text 0')], T0 + 10); // 'shared' reuses a-0000's job
     await store.enqueue(

@@ -59,6 +59,7 @@ describe('postgres store', () => {
       'jobs',
       'lanes',
       'llmq_migrations',
+      'rejections',
       'runs',
       'spend',
     ]);

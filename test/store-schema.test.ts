@@ -30,6 +30,7 @@ describe('sqlite schema', () => {
       'jobs',
       'lanes',
       'llmq_migrations',
+      'rejections',
       'runs',
       'spend',
     ]);

@@ -1,6 +1,7 @@
 import { posix } from 'node:path';
 import {
   addFromAnotherFile,
+  KEPT_REJECTIONS_PER_SOURCE,
   sourceFile,
   type EnqueueRow,
   type FromAnotherFile,
@@ -8,6 +9,7 @@ import {
   type JobQueue,
   type JobState,
   type QueueReader,
+  type SourceRejections,
   type StoreIdentity,
 } from '../store/types.js';
 import { otherIdOfSameFile, type SameFileOtherId } from './overlap.js';
@@ -173,7 +175,7 @@ export interface KeptEarlier {
 }
 
 /** What enqueue needs of the store: its intake, and where it lives (to skip its own files in a folder). */
-export type IntakeStore = Pick<JobQueue, 'enqueue' | 'beginLoad' | 'endLoad'> &
+export type IntakeStore = Pick<JobQueue, 'enqueue' | 'beginLoad' | 'endLoad' | 'keepRejections'> &
   StoreIdentity &
   Partial<Pick<QueueReader, 'item' | 'itemStates' | 'folderItems'>>;
 
@@ -203,9 +205,15 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
   const batcher = new Batcher(store, options, now);
   store.beginLoad?.();
   let stopped = false;
+  // the inputs read to their end: what they rejected replaces what an earlier enqueue of each did
+  const readWhole: string[] = [];
   try {
     try {
-      for (const source of sources) await readSource(source, batcher, config);
+      for (const source of sources) {
+        batcher.beginSource(source.path);
+        await readSource(source, batcher, config);
+        readWhole.push(source.path);
+      }
     } catch (error) {
       if (!(error instanceof StopReading)) throw error;
       stopped = true;
@@ -226,6 +234,7 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
     const onIndexing = ({ resumable }: { resumable: boolean }) =>
       options.onProgress?.({ stage: 'indexing', documents: batcher.documents, resumable });
     repeatedJobs = (await store.endLoad?.({ onIndexing }))?.repeatedJobs ?? 0;
+    if (readWhole.length) await store.keepRejections(batcher.rejectionsBySource(readWhole));
     // a walk stopped early did not read what it did not reach
     if (store.folderItems && store.itemStates && !stopped) {
       const reader = { folderItems: store.folderItems.bind(store), itemStates: store.itemStates.bind(store) };
@@ -409,6 +418,9 @@ class Batcher implements EntrySink {
   #skipped = 0;
   #batches = 0;
   readonly #rejections: Rejection[] = [];
+  /** Rejections by the input they came from (`beginSource`), what the store keeps of them. */
+  readonly #bySource = new Map<string, { rejected: number; first: SourceRejections['first'][number][]; at: number }>();
+  #source: string | null = null;
   /** The batch being written while the next one is read; awaited before another starts, so batches still go in one at a time, in order. */
   #writing: Promise<void> | null = null;
 
@@ -616,19 +628,42 @@ class Batcher implements EntrySink {
     for (const row of rows) {
       if (!row.positional || !ids.has(row.itemId)) continue;
       const path = sourceFile(row.source); // `-:12`: the line's place, as `where` made it
-      this.#report({
+      // a stream's lines are checked after its batch is written, maybe while the next input is read:
+      // the input is the stream's path, as a JSONL input's rejections name it
+      this.#report(
+        {
+          path,
+          line: Number(row.source.slice(path.length + 1)),
+          reason:
+            `id ${JSON.stringify(row.itemId)} (its line number in ${path === '-' ? 'stdin' : 'this pipe'}) already names an item with ` +
+            'another request, which is kept: a document from an earlier enqueue without ids, or this one with another prompt, ' +
+            `model or option. Give each line an ${JSON.stringify(this.#idField)} field to replace or keep documents by id`,
+        },
         path,
-        line: Number(row.source.slice(path.length + 1)),
-        reason:
-          `id ${JSON.stringify(row.itemId)} (its line number in ${path === '-' ? 'stdin' : 'this pipe'}) already names an item with ` +
-          'another request, which is kept: a document from an earlier enqueue without ids, or this one with another prompt, ' +
-          `model or option. Give each line an ${JSON.stringify(this.#idField)} field to replace or keep documents by id`,
-      });
+      );
     }
   }
 
-  #report(r: Rejection): void {
+  /** The input read from now on: its rejections are counted apart (`rejectionsBySource`). */
+  beginSource(source: string): void {
+    this.#source = source;
+    if (!this.#bySource.has(source)) this.#bySource.set(source, { rejected: 0, first: [], at: this.#now() });
+  }
+
+  /** What was rejected of each of `sources` (read whole: those only), as the store keeps it. */
+  rejectionsBySource(sources: readonly string[]): SourceRejections[] {
+    return sources.map((source) => ({ source, ...this.#bySource.get(source)! }));
+  }
+
+  /** `source`: the input the rejected document came from, when not the one being read (a pipe's line checked later). */
+  #report(r: Rejection, source = this.#source): void {
     this.#rejected++;
+    const of = source === null ? undefined : this.#bySource.get(source);
+    if (of) {
+      of.rejected++;
+      if (of.first.length < KEPT_REJECTIONS_PER_SOURCE)
+        of.first.push({ path: r.path, ...(r.line !== undefined && { line: r.line }), reason: r.reason });
+    }
     if (r.id !== undefined) {
       if (this.#rejectedIds.length < MAX_REJECTED_IDS) this.#rejectedIds.push({ id: r.id, path: r.path, line: r.line });
       else this.#rejectedIdsPartial = true;

@@ -1,4 +1,18 @@
-import { compact, duration, int, NO_PAINT, nextTryText, oneLine, outageText, percent, rate, usd, wrap, type Paint } from './format.js';
+import {
+  compact,
+  duration,
+  int,
+  NO_PAINT,
+  nextTryText,
+  oneLine,
+  outageText,
+  percent,
+  printable,
+  rate,
+  usd,
+  wrap,
+  type Paint,
+} from './format.js';
 import { diedRun, type RunCost, type RunReport, type StatusReport } from './status.js';
 import { refusedAsSent, refusedCount } from './refused.js';
 import { runMayBeBilled } from './status-cost.js';
@@ -25,6 +39,39 @@ export interface BatchLaneNotes {
 
 const NO_BATCHES: BatchLaneNotes = { live: 0, holders: new Map(), uncollected: [] };
 
+/** Rejected documents `status` names, of all inputs: the enqueue printed them all, `--json` has the first 100 of each input. */
+const REJECTIONS_SHOWN = 5;
+
+/**
+ * What the last enqueue of each input rejected: a document rejected among thousands of lines the
+ * enqueue printed is found here later, by file and line, with how to get it in.
+ */
+function rejectedLines(rejected: StatusReport['rejected'], p: Paint): string[] {
+  if (rejected.length === 0) return [];
+  const total = rejected.reduce((n, r) => n + r.rejected, 0);
+  const name = (source: string) => (source === '-' ? 'stdin' : printable(source));
+  const inputs = rejected.length === 1 ? name(rejected[0]!.source) : `${int(rejected.length)} inputs`;
+  const lines = [
+    '',
+    p.bold('rejected') + p.dim(` at enqueue (${int(total)} ${total === 1 ? 'document' : 'documents'} of ${inputs}, not in the queue)`),
+  ];
+  const shown = rejected.flatMap((r) => r.first).slice(0, REJECTIONS_SHOWN);
+  const where = shown.map((x) => printable(x.line === undefined ? x.path : `${x.path}:${x.line}`));
+  // the places aligned, as short ones are (file:line); a long path takes a line of its own
+  const ww = Math.min(28, Math.max(...where.map((x) => x.length)));
+  for (const [i, x] of shown.entries()) {
+    const place = where[i]!;
+    const [first, ...rest] = wrap(printable(x.reason), 74 - ww);
+    if (place.length > ww) lines.push(`  ${p.yellow(place)}`, `  ${''.padEnd(ww)}  ${first ?? ''}`);
+    else lines.push(`  ${p.yellow(place.padEnd(ww))}  ${first ?? ''}`);
+    lines.push(...rest.map((line) => `  ${''.padEnd(ww)}  ${line}`));
+  }
+  if (total > shown.length)
+    lines.push(p.dim(`  and ${int(total - shown.length)} more (llmq status --json lists the first 100 of each input)`));
+  lines.push(p.dim(`  fix ${total === 1 ? 'it' : 'them'}, then enqueue the same input again: what is fixed goes in`));
+  return lines;
+}
+
 /** The human `llmq status` block: compact, aligned, fits 80 columns. */
 /** `again`: what each suggested command needs to reach this queue (` --db q.db`, `dbArgument`); `next`: what a suggested `llmq run` needs besides to send where the last run sent (`runArgumentsOfRun`), and a suggested `llmq estimate` to estimate that run (`estimateArgumentsOfRun`). */
 export function renderStatus(
@@ -40,6 +87,8 @@ export function renderStatus(
     const add = `  The queue is empty. Add documents with: llmq enqueue <folder|file.jsonl>${again}`;
     if (add.length <= 80) lines.push(add);
     else lines.push('  The queue is empty. Add documents with:', `    llmq enqueue <folder|file.jsonl>${again}`);
+    // every document rejected: what the enqueue said, here again
+    lines.push(...rejectedLines(r.rejected, p));
     return lines.join('\n') + '\n';
   }
   const w = Math.max(...[r.total, r.items, r.orphanedAnswers, ...Object.values(r.counts)].map((n) => int(n).length));
@@ -128,6 +177,8 @@ export function renderStatus(
       else lines.push(p.dim(`  ${what}: llmq retry-failed${only}${again}`), p.dim(`  then: llmq run${next.run}${again}`));
     }
   }
+
+  lines.push(...rejectedLines(r.rejected, p));
 
   const live = r.activeRuns.filter((x) => x.live);
   const stale = r.activeRuns.filter((x) => !x.live);

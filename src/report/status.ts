@@ -1,4 +1,4 @@
-import type { JobState, RunAlert, RunLaneStats, RunRow, RunStats, StatusSnapshot } from '../store/types.js';
+import type { JobState, RunAlert, RunLaneStats, RunRow, RunStats, SourceRejections, StatusSnapshot } from '../store/types.js';
 import type { PriceTable } from '../pricing/price-table.js';
 import { buildCost, isLive, type CostReport, type RunsGoneHere } from './status-cost.js';
 import { stillRemembered } from '../remembered-pace.js';
@@ -100,6 +100,8 @@ export interface StatusReport {
   /** Money: so far per model, per run, what may be billed, and a rough figure to finish. */
   readonly cost: CostReport;
   readonly failures: ReadonlyArray<{ readonly error: string; readonly count: number }>;
+  /** What the last enqueue of each input rejected (kept in the queue; never items), oldest first. */
+  readonly rejected: readonly SourceRejections[];
   readonly activeRuns: readonly RunReport[];
   readonly lastRun: RunReport | null;
   /**
@@ -189,6 +191,7 @@ export function buildStatusReport(
       s.oldestPendingAt === null ? null : { createdAt: s.oldestPendingAt, ageSeconds: Math.max(0, (o.now - s.oldestPendingAt) / 1000) },
     cost,
     failures: s.failures.map((f) => ({ error: f.error, count: f.count })),
+    rejected: s.rejected,
     limits: s.lanes.map((l) => ({
       baseUrl: l.baseUrl,
       model: l.model,

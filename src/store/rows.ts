@@ -8,6 +8,7 @@ import type {
   JobState,
   LaneLimitRow,
   RunRow,
+  SourceRejections,
   Usage,
 } from './types.js';
 
@@ -288,3 +289,20 @@ export function toLane(r: RawLane): LaneLimitRow {
 }
 
 export const LANES_SQL = 'SELECT * FROM lanes ORDER BY base_url, model';
+
+/** A `rejections` row as both stores return it (`first` as JSON text, `at` a number or a bigint's text). */
+export interface RawRejections {
+  readonly source: string;
+  readonly rejected: number | string;
+  readonly first: string;
+  readonly at: number | string;
+}
+
+export function toRejections(r: RawRejections): SourceRejections {
+  return { source: r.source, rejected: Number(r.rejected), first: JSON.parse(r.first), at: Number(r.at) };
+}
+
+/** The row of `rejections` for an input: its values in column order (source, rejected, first, at). */
+export function rejectionsValues(r: SourceRejections): [string, number, string, number] {
+  return [r.source, r.rejected, JSON.stringify(r.first), r.at];
+}

@@ -310,7 +310,27 @@ export interface StatusSnapshot {
   readonly lanes: readonly LaneLimitRow[];
   /** Every run that kept its money in `spend`, newest first, with that money. */
   readonly spend: ReadonlyArray<RunRow & { readonly spend: RunSpend }>;
+  /** What the last enqueue of each input rejected, inputs with none left out; oldest first. */
+  readonly rejected: readonly SourceRejections[];
 }
+
+/**
+ * What an enqueue rejected of one input (a folder or file as `sourcePath` spells it, `-` for stdin):
+ * kept until an enqueue reads that input again, so a rejection printed among thousands of lines
+ * can be found later (`status`).
+ */
+export interface SourceRejections {
+  readonly source: string;
+  /** Documents rejected. */
+  readonly rejected: number;
+  /** The first of them, in input order (at most `KEPT_REJECTIONS_PER_SOURCE`). */
+  readonly first: ReadonlyArray<{ readonly path: string; readonly line?: number; readonly reason: string }>;
+  /** When that enqueue read the input. */
+  readonly at: number;
+}
+
+/** Rejections kept per input: enough to find and fix the kind of mistake; the count says the rest. */
+export const KEPT_REJECTIONS_PER_SOURCE = 100;
 
 /** One model's jobs, tokens and stored cost. */
 export interface ModelTally {
@@ -495,6 +515,11 @@ export interface EndLoadOptions {
 export interface JobQueue {
   // ingest
   enqueue(rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult>;
+  /**
+   * What an enqueue rejected of each input it read whole, in place of what an earlier enqueue of that
+   * input rejected (an input with none rejected now clears its entry).
+   */
+  keepRejections(sources: readonly SourceRejections[]): Promise<void>;
   /**
    * Optional: an enqueue of many batches begins and ends (`endLoad` also after a failure). SQLite
    * loads a fresh queue in bulk between them, building its key indexes at the end; `repeatedJobs`

@@ -50,7 +50,7 @@ Examples:
           }
           throw new LlmqError(
             // a job no item points at (an answer kept from an earlier prompt) is not one show can find
-            `No item with id '${id}'${isKeyPrefix(id) ? ', nor an item whose job key starts with it,' : ''} in ${store.location}. Item ids are the paths, JSONL ids or custom_ids given to llmq enqueue, and a document it rejected has none; llmq export lists them.` +
+            `No item with id '${id}'${isKeyPrefix(id) ? ', nor an item whose job key starts with it,' : ''} in ${store.location}. Item ids are the paths, JSONL ids or custom_ids given to llmq enqueue, and a document it rejected has none (llmq status names those of the last enqueue of each input). llmq export lists the items.` +
               (id.length < MIN_KEY_PREFIX && /^[0-9a-f]+$/i.test(id)
                 ? ` A job key is found by its first ${MIN_KEY_PREFIX} characters or more.`
                 : ''),

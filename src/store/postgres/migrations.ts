@@ -300,6 +300,20 @@ CREATE TABLE copying (
 `,
 });
 
+/** What the last enqueue of each input rejected (the SQLite store's migration 17 says why). */
+export const REJECTIONS_MIGRATION: Migration = Object.freeze({
+  version: 15,
+  name: 'rejections',
+  sql: `
+CREATE TABLE rejections (
+  source    TEXT    PRIMARY KEY,   -- an input as enqueue spelled it (a folder, a file), - for stdin
+  rejected  BIGINT  NOT NULL,      -- documents the last enqueue of it rejected
+  first     TEXT    NOT NULL,      -- JSON: the first of them, [{path, line?, reason}]
+  at        BIGINT  NOT NULL       -- when that enqueue read it
+);
+`,
+});
+
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
@@ -441,6 +455,7 @@ CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pend
   RUN_CLOCK_MIGRATION,
   LATENCY_UNCHANGED_MIGRATION,
   COPY_IN_PROGRESS_MIGRATION,
+  REJECTIONS_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
@@ -457,6 +472,7 @@ const OUR_TABLES = [
   'failure_counts',
   'item_counts',
   'copying',
+  'rejections',
 ];
 
 /**

@@ -28,10 +28,12 @@ import {
   exportRowOf,
   toJob,
   toLane,
+  toRejections,
   toRun,
   type RawAttempt,
   type RawJob,
   type RawLane,
+  type RawRejections,
   type RawRun,
 } from '../rows.js';
 import { inTransaction, query } from './connect.js';
@@ -154,6 +156,9 @@ export class PgReader {
           await db.query<RawRun & Record<string, unknown>>(`SELECT r.*, ${SPEND_COLUMNS} FROM runs r
           JOIN spend s ON s.run_id = r.id ORDER BY r.started_at DESC, r.seq DESC`)
         ).rows.map((r) => ({ ...toRun(r), spend: spendOfJoined(r)! }));
+        const rejected = (
+          await db.query<RawRejections>('SELECT source, rejected, first, at FROM rejections ORDER BY at, source COLLATE "C"')
+        ).rows.map(toRejections);
         return {
           ...tallyJobs(rows, orphaned),
           items,
@@ -163,6 +168,7 @@ export class PgReader {
           lastRun: last ? toRun(last) : null,
           lanes,
           spend,
+          rejected,
         };
       },
       SNAPSHOT,

@@ -29,6 +29,7 @@ import type {
   RunInfo,
   RunRow,
   RunStats,
+  SourceRejections,
   StatusSnapshot,
   Store,
 } from '../types.js';
@@ -49,7 +50,7 @@ import { splitClaimed, type RawClaimed } from '../claim-result.js';
 import { GroupCommit } from '../group-commit.js';
 import { isBackendGone, retryTransient, TRANSIENT_RETRY_MS } from '../transient.js';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { latencyOf } from '../rows.js';
+import { latencyOf, rejectionsValues } from '../rows.js';
 import {
   ATTEMPT_PARAMS,
   attemptParams,
@@ -420,6 +421,19 @@ export class PostgresStore implements Store {
 
   forgetItems(which: ForgetWhich, o: { now: number; dryRun?: boolean }): Promise<ForgetResult> {
     return forgetItemsPg(this.pool, which, o);
+  }
+
+  async keepRejections(sources: readonly SourceRejections[]): Promise<void> {
+    if (sources.length === 0) return;
+    const rows = sources.map(rejectionsValues);
+    await query(
+      this.pool,
+      `WITH given AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[]) AS g (source, rejected, first, at)),
+        cleared AS (DELETE FROM rejections WHERE source IN (SELECT source FROM given WHERE rejected = 0))
+      INSERT INTO rejections (source, rejected, first, at) SELECT * FROM given WHERE rejected > 0
+      ON CONFLICT (source) DO UPDATE SET rejected = EXCLUDED.rejected, first = EXCLUDED.first, at = EXCLUDED.at`,
+      [0, 1, 2, 3].map((i) => rows.map((r) => r[i])),
+    );
   }
 
   async retryFailed(filter: RetryFailedFilter, now: number): Promise<number> {

@@ -530,6 +530,23 @@ CREATE TABLE copying (
 `,
 });
 
+/**
+ * What the last enqueue of each input rejected: printed once among the enqueue's lines, and else
+ * found only by reading the input again (`status` shows these).
+ */
+export const REJECTIONS_MIGRATION: Migration = Object.freeze({
+  version: 17,
+  name: 'rejections',
+  sql: `
+CREATE TABLE rejections (
+  source    TEXT    PRIMARY KEY,   -- an input as enqueue spelled it (a folder, a file), - for stdin
+  rejected  INTEGER NOT NULL,      -- documents the last enqueue of it rejected
+  first     TEXT    NOT NULL,      -- JSON: the first of them, [{path, line?, reason}]
+  at        INTEGER NOT NULL       -- when that enqueue read it
+);
+`,
+});
+
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
@@ -662,6 +679,7 @@ CREATE TABLE spend (
   BATCH_PROGRESS_MIGRATION,
   ORPHANED_ANSWERS_MIGRATION,
   COPY_IN_PROGRESS_MIGRATION,
+  REJECTIONS_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -22,7 +22,19 @@ import type {
 import { inClaimOrder, JOBS_PAGE, type RawJobToRun } from '../claim-order.js';
 import { exportPagesMerged } from './export-read.js';
 import { JOB_COLUMNS, requestOf } from './requests.js';
-import { LANES_SQL, toAttempt, toJob, toLane, toRun, type RawAttempt, type RawJob, type RawLane, type RawRun } from '../rows.js';
+import {
+  LANES_SQL,
+  toAttempt,
+  toJob,
+  toLane,
+  toRejections,
+  toRun,
+  type RawAttempt,
+  type RawJob,
+  type RawLane,
+  type RawRejections,
+  type RawRun,
+} from '../rows.js';
 import { unplannedLimit } from './unplanned-limit.js';
 import { NOT_IN_A_LIVE_BATCH, SENT_ONLINE } from '../batches.js';
 import { mockAnswersMayStand, mockAnswersToRun, notAnsweredByMock } from '../mock-answers.js';
@@ -86,6 +98,9 @@ export class SqliteReader {
         lastRun: last ? toRun(last) : null,
         lanes: this.laneLimits(),
         spend: this.runsWithSpend(),
+        rejected: (db.prepare('SELECT source, rejected, first, at FROM rejections ORDER BY at, source').all() as RawRejections[]).map(
+          toRejections,
+        ),
       };
     })();
   }

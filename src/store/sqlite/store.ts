@@ -26,6 +26,7 @@ import type {
   RunInfo,
   RunRow,
   RunStats,
+  SourceRejections,
   StatusSnapshot,
   Store,
 } from '../types.js';
@@ -40,7 +41,7 @@ import type { Checkpointer } from './checkpointer.js';
 import { splitClaimed, type RawClaimed } from '../claim-result.js';
 import { AS_PENDING, NO_MONEY, TAKEN_BACK, dropMockAnsweredWhere, mockRunWhere, takeBackWhere } from '../mock-answers.js';
 import { GroupCommit } from '../group-commit.js';
-import { attemptValues, latencyOf } from '../rows.js';
+import { attemptValues, latencyOf, rejectionsValues } from '../rows.js';
 import { DROP_ATTEMPTS_SQL, INSERT_ATTEMPT_OF_SEQ_SQL, INSERT_ATTEMPT_SQL, insertAttemptValues, orphanDropper } from './attempts.js';
 import { BULK_MIN_ROWS, beginBulkLoad, finishBulkLoad, finishDeadBulkLoad, settleBulkLoad } from './bulk-load.js';
 import type { BulkLoadWriter } from './load-writer.js';
@@ -247,6 +248,8 @@ export class SqliteStore implements Store {
       failedOrphans: db
         .prepare(`SELECT key FROM jobs WHERE state = 'failed' AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`)
         .pluck(),
+      keepRejections: db.prepare('INSERT OR REPLACE INTO rejections (source, rejected, first, at) VALUES (?, ?, ?, ?)'),
+      dropRejections: db.prepare('DELETE FROM rejections WHERE source = ?'),
       forgetItem: db.prepare('DELETE FROM items WHERE id = ? RETURNING job_key').pluck(),
       forgetSource: db.prepare(`DELETE FROM items WHERE ${SOURCE_ITEMS_WHERE_SQLITE} RETURNING id, job_key`).raw(),
       retryFailed: db.prepare(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL,
@@ -765,6 +768,17 @@ export class SqliteStore implements Store {
       if (error !== DRY_RUN) throw error;
     }
     return result!;
+  }
+
+  async keepRejections(sources: readonly SourceRejections[]): Promise<void> {
+    this.db
+      .transaction(() => {
+        for (const r of sources) {
+          if (r.rejected > 0) this.#s.keepRejections.run(...rejectionsValues(r));
+          else this.#s.dropRejections.run(r.source);
+        }
+      })
+      .immediate();
   }
 
   async takeBackMockAnswers(now: number, quietSince: number): Promise<number> {
