@@ -343,7 +343,9 @@ describe('enqueue JSONL', () => {
             return target.enqueue(rows, now);
           };
         }
-        return Reflect.get(target, prop, receiver);
+        // the store's own methods on the store itself: its private fields are not the proxy's
+        const value = Reflect.get(target, prop, receiver);
+        return typeof value === 'function' ? value.bind(target) : value;
       },
     }) as Store;
     const text = 'lorem ipsum '.repeat(20);
@@ -380,6 +382,7 @@ describe('enqueue JSONL', () => {
         sizes.push(rows.length);
         return store.enqueue(rows, now);
       },
+      keepRejections: store.keepRejections.bind(store),
     }) as Store;
     const big = 'x'.repeat(100_000);
     const input = Readable.from(Array.from({ length: 40 }, (_, i) => `{"id":${i},"text":"${big}"}\n`));
