@@ -386,6 +386,40 @@ async function minuteQuota(): Promise<void> {
   console.log(`    (429s in all, the first minutes' among them: ${reps.map(limited).join(' / ')})`);
 }
 
+async function minuteQuotaSaysWait(): Promise<void> {
+  // (12)'s quota as Google's endpoint refuses it (its OpenAI-compatible one too): no header, the time
+  // until the minute turns in the 429's body (RetryInfo, "Please retry in 36.4s."), which the lane
+  // waits out in one pause instead of probing the spent minute.
+  const rpm = 120,
+    jobs = 600,
+    latencyMs = 500,
+    settleS = 120;
+  console.log(
+    `(14) fake enforcing ${rpm} rpm over fixed 60-second windows, no headers, its 429s saying the wait in the body as Google's do, ${jobs} jobs, ${latencyMs} ms, -c 64, no --rpm`,
+  );
+  const reps = await repeated({ latencyMs, rpm, windowMs: 60_000, headers: 'google' }, 1, (f) =>
+    once(f, jobs, 16, ['-c', '64'], { capS: 10 * 60 }),
+  );
+  judge(
+    reps,
+    "the provider's minutes the answers took",
+    providerMinutes,
+    '',
+    `<= ${jobs / rpm + 1} (${jobs / rpm} the fewest possible)`,
+    (v) => v <= jobs / rpm + 1,
+    0,
+  );
+  judge(
+    reps,
+    `429s a minute after the first ${settleS / 60} minutes`,
+    (r) => limitedPerMinuteAfter(r, settleS * 1000),
+    '',
+    '<= 5',
+    (v) => v <= 5,
+  );
+  console.log(`    (429s in all, the first minutes' among them: ${reps.map(limited).join(' / ')})`);
+}
+
 async function silentNoise(): Promise<void> {
   // A provider that says no limit and also refuses at random (a gateway's shared capacity, an
   // overloaded upstream): its random 429s look like a limit's, and cut after cut take the pace to what
@@ -434,6 +468,7 @@ const SCENARIOS = [
   silentLowLimit,
   minuteQuota,
   silentNoise,
+  minuteQuotaSaysWait,
 ];
 const wanted = process.argv
   .slice(2)

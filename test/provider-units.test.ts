@@ -100,6 +100,53 @@ describe('classification details', () => {
     expect(c(500, '[]').message).toBe('HTTP 500: Internal Server Error');
   });
 
+  it("takes a 429's wait from its body when no header says it: Google's RetryInfo and message, OpenAI's message", () => {
+    const c = (status: number, body: string, h: Record<string, string> = {}) =>
+      classifyHttpError(status, body, headers(h), null, undefined);
+    // as Google's OpenAI-compatible endpoint sends a minute's quota spent: no header, the wait in the body twice
+    const google = JSON.stringify([
+      {
+        error: {
+          code: 429,
+          message:
+            'You exceeded your current quota, please check your plan and billing details.\n* Quota exceeded for metric: ' +
+            'generativelanguage.googleapis.com/generate_content_paid_tier_requests, limit: 120, model: gemini-x\nPlease retry in 36.429760048s.',
+          status: 'RESOURCE_EXHAUSTED',
+          details: [
+            {
+              '@type': 'type.googleapis.com/google.rpc.QuotaFailure',
+              violations: [{ quotaId: 'GenerateRequestsPerMinutePerProjectPerModel' }],
+            },
+            { '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '36s' },
+          ],
+        },
+      },
+    ]);
+    const g = c(429, google);
+    expect(g).toMatchObject({ reason: 'rate_limit', retryAfterMs: 36_430 });
+    // the delay, which changes with every 429, is not in the message: equal failures read alike
+    expect(g.message).toBe(
+      'HTTP 429: You exceeded your current quota, please check your plan and billing details. * Quota exceeded for metric: ' +
+        'generativelanguage.googleapis.com/generate_content_paid_tier_requests, limit: 120, model: gemini-x',
+    );
+    const retryInfoOnly = (delay: string) =>
+      c(
+        429,
+        JSON.stringify({ error: { code: 429, details: [{ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: delay }] } }),
+      ).retryAfterMs;
+    expect(retryInfoOnly('45.837906927s')).toBe(45_838);
+    expect(retryInfoOnly('soon')).toBeNull();
+    const openai = (m: string) => c(429, JSON.stringify({ error: { message: m, type: 'requests', code: 'rate_limit_exceeded' } }));
+    expect(openai('Rate limit reached for x on requests per min (RPM): Limit 3. Please try again in 1m3.5s.').retryAfterMs).toBe(63_500);
+    expect(openai('Rate limit reached. Please try again in 20ms.').retryAfterMs).toBe(20);
+    expect(openai('Rate limit reached.').retryAfterMs).toBeNull();
+    // a header says it first; a 400's body asks no wait
+    expect(c(429, google, { 'retry-after': '2' }).retryAfterMs).toBe(2000);
+    expect(c(400, google).retryAfterMs).toBeNull();
+    // a day at most, as a header's
+    expect(retryInfoOnly('9999999s')).toBe(86_400_000);
+  });
+
   it('keeps messages stable and short', () => {
     const a = cleanMessage(
       'Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000. Please try again in 20ms.',
@@ -110,6 +157,8 @@ describe('classification details', () => {
       undefined,
     );
     expect(a).toBe(b);
+    expect(cleanMessage('Limit 3. Please try again in 1m3.5s. Visit the docs.', undefined)).toBe('Limit 3. Visit the docs.');
+    expect(cleanMessage('Quota exceeded.\nPlease retry in 36.429760048s.', undefined)).toBe('Quota exceeded.');
     expect(cleanMessage('x'.repeat(1000), undefined).length).toBeLessThanOrEqual(300);
     expect(cleanMessage('line one\n  line two', undefined)).toBe('line one line two');
   });

@@ -20,7 +20,7 @@
  * hints so that equal failures read alike in `status`, and never contain the API key.
  */
 import { STATUS_CODES } from 'node:http';
-import { parseRetryAfter, type HeaderSource } from './headers.js';
+import { parseRetryAfter, retryDelayInBody, type HeaderSource } from './headers.js';
 import { redactError, redactSecret } from './redact.js';
 import { ProviderError, type ErrorScope, type FailureReason, type RateLimitInfo } from './types.js';
 
@@ -32,6 +32,8 @@ interface BodyError {
   readonly code: string | null;
   readonly type: string | null;
   readonly param: string | null;
+  /** How long the body asks to wait (`retryDelayInBody`): what a server without `retry-after` says. */
+  readonly retryDelayMs: number | null;
 }
 
 export function readErrorBody(text: string): BodyError {
@@ -39,18 +41,25 @@ export function readErrorBody(text: string): BodyError {
   try {
     json = JSON.parse(text);
   } catch {
-    return { message: null, code: null, type: null, param: null };
+    return { message: null, code: null, type: null, param: null, retryDelayMs: null };
   }
+  const { retryDelayMs: _, ...said } = readErrorJson(json);
+  return { ...said, retryDelayMs: retryDelayInBody(json, said.message) };
+}
+
+function readErrorJson(json: any): BodyError {
   // Google's OpenAI-compatible endpoint wraps its error in a list: [{"error":{"code":429,...}}]
   if (Array.isArray(json)) json = json[0];
   const e = json?.error;
   const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : typeof v === 'number' ? String(v) : null);
-  if (e !== null && typeof e === 'object') return { message: str(e.message), code: str(e.code), type: str(e.type), param: str(e.param) };
+  if (e !== null && typeof e === 'object')
+    return { message: str(e.message), code: str(e.code), type: str(e.type), param: str(e.param), retryDelayMs: null };
   return {
     message: str(e) ?? str(json?.message) ?? str(json?.detail),
     code: str(json?.code),
     type: str(json?.type),
     param: str(json?.param),
+    retryDelayMs: null,
   };
 }
 
@@ -60,7 +69,7 @@ export function cleanMessage(text: string, secret: string | undefined): string {
     .replace(/\(?\s*Please include the request ID [^)]*\)?\.?/gi, '')
     .replace(/\breq_[A-Za-z0-9]+\b/g, 'req_…')
     .replace(/\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/gi, '…')
-    .replace(/\s*Please try again in [\d.]+\s*m?s\.?/gi, '')
+    .replace(/\s*Please (?:try again|retry) in (?:[\d.]+\s*(?:ms|h|m|s))+\.?/gi, '')
     .replace(/\s+/g, ' ')
     .trim();
   if (s.length > MAX_MESSAGE) s = `${s.slice(0, MAX_MESSAGE - 1)}…`;
@@ -85,7 +94,8 @@ export function classifyHttpError(
   const code = body.code ?? body.type;
   const text = body.message ?? plainBodyText(bodyText) ?? STATUS_CODES[status] ?? 'error';
   let message = `HTTP ${status}: ${cleanMessage(text, secret)}`;
-  const retryAfterMs = parseRetryAfter(headers);
+  // Google's endpoint says its wait only in the body (RetryInfo, "Please retry in 36.4s.")
+  const retryAfterMs = parseRetryAfter(headers) ?? (status === 429 || status === 503 ? body.retryDelayMs : null);
 
   let scope: ErrorScope;
   let reason: FailureReason;

@@ -47,6 +47,31 @@ export function parseRetryAfter(headers: HeaderSource, now: number = Date.now())
   return Number.isNaN(date) ? null : atMostADay(Math.max(0, date - now));
 }
 
+/**
+ * How long a 429's body asks to wait, for servers that say it there and not in a header: Google's
+ * (its OpenAI-compatible endpoint too) as `google.rpc.RetryInfo`'s `retryDelay` (`"36s"`,
+ * `"45.837906927s"`) and in its message (`Please retry in 36.429760048s.`), OpenAI's in its message
+ * (`Please try again in 1m3.5s.`, `in 20ms`). The longer where both say it: Google's `retryDelay`
+ * is its message's delay cut to whole seconds. Null when the body says none.
+ */
+export function retryDelayInBody(json: unknown, message: string | null): number | null {
+  let said: number | null = null;
+  const e = (Array.isArray(json) ? json[0] : json) as { error?: { details?: unknown } } | null | undefined;
+  const details = e?.error?.details;
+  if (Array.isArray(details)) {
+    for (const d of details as Array<{ '@type'?: unknown; retryDelay?: unknown } | null>) {
+      if (typeof d?.['@type'] === 'string' && d['@type'].endsWith('google.rpc.RetryInfo') && typeof d.retryDelay === 'string') {
+        const m = /^\s*(\d+(?:\.\d+)?)s\s*$/.exec(d.retryDelay);
+        if (m) said = Number(m[1]) * 1000;
+      }
+    }
+  }
+  const inMessage = message === null ? null : /\bPlease (?:retry|try again) in ((?:\d+(?:\.\d+)?(?:ms|h|m|s))+)/i.exec(message);
+  const fromMessage = inMessage ? parseDuration(inMessage[1]) : null;
+  if (fromMessage !== null) said = Math.max(said ?? 0, fromMessage);
+  return said === null ? null : atMostADay(said);
+}
+
 function atMostADay(ms: number): number {
   return Math.round(Math.min(ms, MAX_RETRY_AFTER_MS));
 }

@@ -17,10 +17,13 @@
  * - 'anthropic': `anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}`, reset as an RFC 3339
  *   time when the bucket is full; a 429 adds `retry-after` (seconds, rounded up).
  * - 'none': no rate-limit header at all, and a bare 429 (providers that say nothing).
+ * - 'google': no header either, and a 429 whose body says the wait as Google's endpoints do (its
+ *   OpenAI-compatible one too): in a list, `google.rpc.RetryInfo`'s `retryDelay` in whole seconds and
+ *   "Please retry in 36.429760048s." in the message (the time until the request would fit).
  */
 import type { FakeHeaders } from './fake-openai-replies.js';
 
-export type HeaderStyle = 'openai' | 'anthropic' | 'none';
+export type HeaderStyle = 'openai' | 'anthropic' | 'none' | 'google';
 
 export interface LimitSettings {
   readonly rpm: number | null;
@@ -134,7 +137,7 @@ function describe(
   retryAfterMs: number | null,
 ): FakeHeaders {
   const headers: Record<string, string> = {};
-  if (style === 'none') return headers;
+  if (style === 'none' || style === 'google') return headers;
   for (const [unit, bucket] of Object.entries(buckets)) {
     if (!bucket) continue;
     const remaining = String(Math.max(0, Math.floor(bucket.level(now) + 1e-9)));

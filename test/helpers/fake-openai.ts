@@ -42,7 +42,7 @@ import type { AddressInfo } from 'node:net';
 import { listen, readBody, send } from './fake-openai-http.js';
 import { estimateRequestTokens } from '../../src/provider/tokens.js';
 import { chance } from './fake-openai-chance.js';
-import { FakeRateLimits, openAiDuration, type HeaderStyle } from './fake-openai-limits.js';
+import { FakeRateLimits, openAiDuration, type Admission, type HeaderStyle } from './fake-openai-limits.js';
 import { FakeBatchApi } from './fake-openai-batches.js';
 import { completionBody, sha256, type FakeHeaders, type FakeReply, type FakeRequest } from './fake-openai-replies.js';
 
@@ -334,6 +334,32 @@ export class FakeOpenAI {
         : `Rate limit reached for fake on tokens per min (TPM): Limit ${s.tpm}, Requested ${cost}.`) +
       // OpenAI's hint, only when the headers say it too: a provider sending none gives no timing at all
       (s.headers === 'openai' ? ` Please try again in ${openAiDuration(a.retryAfterMs)}.` : '');
+    if (s.headers === 'google') return { rejected: true, headers: a.headers, body: googleQuotaBody(a, s) };
     return { rejected: true, headers: a.headers, body: { error: { message, type: a.over, param: null, code: 'rate_limit_exceeded' } } };
   }
+}
+
+/** A 429 as Google's OpenAI-compatible endpoint words a minute's quota spent: the wait only in the body. */
+function googleQuotaBody(a: Admission, s: { rpm: number | null; tpm: number | null }): object {
+  const unit = a.over === 'requests' ? 'requests' : 'input_token_count';
+  const limit = a.over === 'requests' ? s.rpm : s.tpm;
+  const message =
+    'You exceeded your current quota, please check your plan and billing details.\n' +
+    `* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_paid_tier_${unit}, limit: ${limit}, model: fake\n` +
+    `Please retry in ${(a.retryAfterMs / 1000).toFixed(9)}s.`;
+  const quotaId =
+    a.over === 'requests' ? 'GenerateRequestsPerMinutePerProjectPerModel' : 'GenerateContentPaidTierInputTokensPerModelPerMinute';
+  return [
+    {
+      error: {
+        code: 429,
+        message,
+        status: 'RESOURCE_EXHAUSTED',
+        details: [
+          { '@type': 'type.googleapis.com/google.rpc.QuotaFailure', violations: [{ quotaId, quotaValue: String(limit) }] },
+          { '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: `${Math.floor(a.retryAfterMs / 1000)}s` },
+        ],
+      },
+    },
+  ];
 }
