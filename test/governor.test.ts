@@ -518,6 +518,27 @@ describe('rate governor', () => {
     await store.close();
   });
 
+  it("a provider saying its quota and wait only in a 429's body (Google's endpoint): paced at that quota from the first 429 on, remembered as said", async () => {
+    // 600 a minute in 1-second windows, no header ever; a burst of 16 after the first answer meets
+    // 429s whose QuotaFailure says 600 a minute. Read as a limit said, it paces the rest: without it,
+    // the cuts of 429s taught nothing and the lane, at -c 16 with 1 ms answers, met 429s all along.
+    const { fake, store } = await setup({ latencyMs: 1, rpm: 600, headers: 'google' });
+    await seedModel(store, 'gemini-x', 60);
+    const { summary } = await runTimingStarts(fake, store, { ...fast, concurrency: 16 });
+    expect(summary).toMatchObject({ reason: 'drained', done: 60 });
+    expect(await store.laneLimits()).toEqual([expect.objectContaining({ rpm: 600, source: 'headers' })]);
+    // the first burst's, and none after the pace was said (a loaded machine's jitter may cost a few)
+    const firstBurst = fake.rateLimited;
+    expect(firstBurst).toBeGreaterThan(0);
+    expect(firstBurst).toBeLessThanOrEqual(16);
+    // the next run starts at the pace remembered: no burst of 16 into a window of 10 (6 429s at least),
+    // a loaded machine's jitter a 429 or two
+    await seedModel(store, 'gemini-x', 30, 'again');
+    await runTimingStarts(fake, store, { ...fast, concurrency: 16 });
+    expect(fake.rateLimited - firstBurst).toBeLessThanOrEqual(3);
+    await store.close();
+  });
+
   it('429s without headers lower the pace below the cap', async () => {
     const { fake, store } = await setup({ latencyMs: 1, rpm: 600, headers: 'none' });
     await seedJobs(store, 60);

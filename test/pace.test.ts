@@ -3,7 +3,7 @@ import { RateBackoff } from '../src/scheduler/pace/backoff.js';
 import { SendSeconds } from '../src/scheduler/pace/send-seconds.js';
 import { LatencyStats } from '../src/scheduler/pace/latency.js';
 import { limitsFromHeaders, refillIntervalMs } from '../src/scheduler/pace/learned.js';
-import { WARM_GUARD_MS, WindowPacer, reachablePerSecond, type PaceLimits } from '../src/scheduler/pace/window-pacer.js';
+import { GUARD_MS, WARM_GUARD_MS, WindowPacer, reachablePerSecond, type PaceLimits } from '../src/scheduler/pace/window-pacer.js';
 import { paceSeconds } from '../src/report/estimate-time.js';
 import { LocalLaneBoard } from '../src/scheduler/pace/board.js';
 import { LEARNED_FROM_429S_KEPT_MS } from '../src/remembered-pace.js';
@@ -58,6 +58,44 @@ describe('WindowPacer: no 1-second window above its share', () => {
     const jittered = sent.map((t, i) => t + ((i * 7919) % (WARM_GUARD_MS + 1))).sort((a, b) => a - b);
     expect(worstWindow(jittered)).toBeLessThanOrEqual(100);
     expect(sent.length / 20).toBeGreaterThanOrEqual(99);
+  });
+
+  it("a 429 saying the limit for a request sent before any limit was known is no jitter: the narrow guard stays (Google's quota on 429s only)", async () => {
+    let now = T0;
+    const board = new LocalLaneBoard(() => now);
+    const guards: number[] = [];
+    const setGuard = board.setGuard.bind(board);
+    board.setGuard = (ms: number) => {
+      guards.push(ms);
+      setGuard(ms);
+    };
+    const lane = new Lane('m', { rpm: null, tpm: null }, board, () => now);
+    const said = {
+      limitRequests: 600,
+      limitTokens: null,
+      remainingRequests: null,
+      remainingTokens: null,
+      resetRequestsMs: null,
+      resetTokensMs: null,
+    };
+    const refused = () =>
+      new ProviderError({ message: '429', scope: 'retryable', reason: 'rate_limit', status: 429, retryAfterMs: 100, rateLimit: said });
+    expect(typeof (await lane.tryTake(0))).not.toBe('number');
+    const burstSentAt = now;
+    now += 50;
+    // the first 429 teaches the limit; the second, of the same burst, came as the lane knew it
+    lane.rateLimitedBy(refused(), burstSentAt);
+    lane.rateLimitedBy(refused(), burstSentAt);
+    expect(lane.limits().rpm).toBe(600);
+    expect(guards).toEqual([]);
+    // one sent paced at the limit and still refused: the sends reach the provider later than the guard covers
+    now += 1000;
+    const ticket = await lane.tryTake(0);
+    expect(typeof ticket).not.toBe('number');
+    const pacedSentAt = now;
+    now += 50;
+    lane.rateLimitedBy(refused(), pacedSentAt);
+    expect(guards).toEqual([GUARD_MS]);
   });
 
   it("no tokens left: the lane pauses until a request's weight is back, not one token", async () => {
@@ -151,8 +189,11 @@ describe('WindowPacer: no 1-second window above its share', () => {
         resetRequestsMs: 10,
         resetTokensMs: null,
       };
-      if (limited)
+      if (limited) {
+        // a request sent paced at the cap, refused at the limit the provider says
+        expect(typeof (await lane.tryTake(0))).not.toBe('number');
         lane.rateLimitedBy(new ProviderError({ message: '429', scope: 'retryable', reason: 'rate_limit', status: 429, rateLimit }), now);
+      }
       let n = 0;
       while (now < T0 + 10_000) {
         const got = await lane.tryTake(0);

@@ -115,7 +115,7 @@ describe('classification details', () => {
           details: [
             {
               '@type': 'type.googleapis.com/google.rpc.QuotaFailure',
-              violations: [{ quotaId: 'GenerateRequestsPerMinutePerProjectPerModel' }],
+              violations: [{ quotaId: 'GenerateRequestsPerMinutePerProjectPerModel', quotaValue: '120' }],
             },
             { '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '36s' },
           ],
@@ -123,7 +123,7 @@ describe('classification details', () => {
       },
     ]);
     const g = c(429, google);
-    expect(g).toMatchObject({ reason: 'rate_limit', retryAfterMs: 36_430 });
+    expect(g).toMatchObject({ reason: 'rate_limit', retryAfterMs: 36_430, rateLimit: { limitRequests: 120 } });
     // the delay, which changes with every 429, is not in the message: equal failures read alike
     expect(g.message).toBe(
       'HTTP 429: You exceeded your current quota, please check your plan and billing details. * Quota exceeded for metric: ' +
@@ -145,6 +145,50 @@ describe('classification details', () => {
     expect(c(400, google).retryAfterMs).toBeNull();
     // a day at most, as a header's
     expect(retryInfoOnly('9999999s')).toBe(86_400_000);
+  });
+
+  it("takes the requests-per-minute quota a 429's body says it spent (Google's QuotaFailure) as a limit said; not its token or daily quotas", () => {
+    const quota = (...violations: object[]) =>
+      classifyHttpError(
+        429,
+        JSON.stringify([{ error: { code: 429, details: [{ '@type': 'type.googleapis.com/google.rpc.QuotaFailure', violations }] } }]),
+        headers({}),
+        null,
+        undefined,
+      ).rateLimit;
+    const said = { limitTokens: null, remainingRequests: null, remainingTokens: null, resetRequestsMs: null, resetTokensMs: null };
+    expect(quota({ quotaId: 'GenerateRequestsPerMinutePerProjectPerModel-FreeTier', quotaValue: '15' })).toEqual({
+      ...said,
+      limitRequests: 15,
+    });
+    // the lowest of several
+    expect(
+      quota(
+        { quotaId: 'GenerateRequestsPerMinutePerProjectPerModel', quotaValue: '1000' },
+        { quotaId: 'GenerateRequestsPerMinutePerProject', quotaValue: '300' },
+      ),
+    ).toEqual({ ...said, limitRequests: 300 });
+    // input tokens (a lane weighs max_tokens too), a day's quota, a value that is no number: none
+    expect(quota({ quotaId: 'GenerateContentPaidTierInputTokensPerModelPerMinute', quotaValue: '4000000' })).toBeNull();
+    expect(quota({ quotaId: 'GenerateRequestsPerDayPerProjectPerModel-FreeTier', quotaValue: '20' })).toBeNull();
+    expect(quota({ quotaId: 'GenerateRequestsPerMinutePerProjectPerModel', quotaValue: 'many' })).toBeNull();
+    // headers say it first
+    const h = {
+      limitRequests: 500,
+      limitTokens: null,
+      remainingRequests: 0,
+      remainingTokens: null,
+      resetRequestsMs: 100,
+      resetTokensMs: null,
+    };
+    const body = JSON.stringify({
+      error: {
+        details: [
+          { '@type': 'google.rpc.QuotaFailure', violations: [{ quotaId: 'GenerateRequestsPerMinutePerProjectPerModel', quotaValue: '9' }] },
+        ],
+      },
+    });
+    expect(classifyHttpError(429, body, headers({}), h, undefined).rateLimit).toEqual(h);
   });
 
   it('keeps messages stable and short', () => {

@@ -20,7 +20,7 @@
  * hints so that equal failures read alike in `status`, and never contain the API key.
  */
 import { STATUS_CODES } from 'node:http';
-import { parseRetryAfter, retryDelayInBody, type HeaderSource } from './headers.js';
+import { parseRetryAfter, quotaInBody, retryDelayInBody, type HeaderSource } from './headers.js';
 import { redactError, redactSecret } from './redact.js';
 import { ProviderError, type ErrorScope, type FailureReason, type RateLimitInfo } from './types.js';
 
@@ -34,6 +34,8 @@ interface BodyError {
   readonly param: string | null;
   /** How long the body asks to wait (`retryDelayInBody`): what a server without `retry-after` says. */
   readonly retryDelayMs: number | null;
+  /** The quota the body says was spent (`quotaInBody`): what a server without rate-limit headers says. */
+  readonly quota: RateLimitInfo | null;
 }
 
 export function readErrorBody(text: string): BodyError {
@@ -41,25 +43,23 @@ export function readErrorBody(text: string): BodyError {
   try {
     json = JSON.parse(text);
   } catch {
-    return { message: null, code: null, type: null, param: null, retryDelayMs: null };
+    return { message: null, code: null, type: null, param: null, retryDelayMs: null, quota: null };
   }
-  const { retryDelayMs: _, ...said } = readErrorJson(json);
-  return { ...said, retryDelayMs: retryDelayInBody(json, said.message) };
+  const said = readErrorJson(json);
+  return { ...said, retryDelayMs: retryDelayInBody(json, said.message), quota: quotaInBody(json) };
 }
 
-function readErrorJson(json: any): BodyError {
+function readErrorJson(json: any): Omit<BodyError, 'retryDelayMs' | 'quota'> {
   // Google's OpenAI-compatible endpoint wraps its error in a list: [{"error":{"code":429,...}}]
   if (Array.isArray(json)) json = json[0];
   const e = json?.error;
   const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : typeof v === 'number' ? String(v) : null);
-  if (e !== null && typeof e === 'object')
-    return { message: str(e.message), code: str(e.code), type: str(e.type), param: str(e.param), retryDelayMs: null };
+  if (e !== null && typeof e === 'object') return { message: str(e.message), code: str(e.code), type: str(e.type), param: str(e.param) };
   return {
     message: str(e) ?? str(json?.message) ?? str(json?.detail),
     code: str(json?.code),
     type: str(json?.type),
     param: str(json?.param),
-    retryDelayMs: null,
   };
 }
 
@@ -123,7 +123,9 @@ export function classifyHttpError(
       message += ' (check --base-url: it usually ends in /v1)';
     }
   }
-  return new ProviderError({ message, scope, reason, status, code, param: body.param, retryAfterMs, rateLimit });
+  // Google's endpoint says the quota it spent only in the body (QuotaFailure): a limit said, as in headers
+  const said = rateLimit ?? (reason === 'rate_limit' ? body.quota : null);
+  return new ProviderError({ message, scope, reason, status, code, param: body.param, retryAfterMs, rateLimit: said });
 }
 
 /**

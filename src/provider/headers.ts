@@ -72,6 +72,31 @@ export function retryDelayInBody(json: unknown, message: string | null): number 
   return said === null ? null : atMostADay(said);
 }
 
+/**
+ * The requests-per-minute quota a 429's body says was spent, for servers that say it there and not in
+ * headers: Google's `google.rpc.QuotaFailure` (`quotaId` `GenerateRequestsPerMinutePerProjectPerModel`,
+ * `quotaValue` `"120"`), the lowest where it names several. As a limit said in headers, so the lane
+ * paces under it. Token quotas are left out: Google's count input tokens only, where a lane's weigh a
+ * request's `max_tokens` too (paced at them, a run would use a fraction); per-day quotas are no pace.
+ */
+export function quotaInBody(json: unknown): RateLimitInfo | null {
+  const e = (Array.isArray(json) ? json[0] : json) as { error?: { details?: unknown } } | null | undefined;
+  const details = e?.error?.details;
+  if (!Array.isArray(details)) return null;
+  let rpm: number | null = null;
+  for (const d of details as Array<{ '@type'?: unknown; violations?: unknown } | null>) {
+    if (typeof d?.['@type'] !== 'string' || !d['@type'].endsWith('google.rpc.QuotaFailure') || !Array.isArray(d.violations)) continue;
+    for (const v of d.violations as Array<{ quotaId?: unknown; quotaValue?: unknown } | null>) {
+      const value = Number(v?.quotaValue);
+      if (typeof v?.quotaId !== 'string' || !/Requests/.test(v.quotaId) || !/PerMinute/.test(v.quotaId)) continue;
+      if (Number.isFinite(value) && value > 0) rpm = Math.min(rpm ?? value, value);
+    }
+  }
+  return rpm === null
+    ? null
+    : { limitRequests: rpm, limitTokens: null, remainingRequests: null, remainingTokens: null, resetRequestsMs: null, resetTokensMs: null };
+}
+
 function atMostADay(ms: number): number {
   return Math.round(Math.min(ms, MAX_RETRY_AFTER_MS));
 }

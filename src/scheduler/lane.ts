@@ -98,7 +98,9 @@ export class Lane {
   #firstAnswerAt: number | null = null;
   /** A 429 came at a limit the provider said: the wide guard for the rest of the run. */
   #jittery = false;
-  /** An answer of this run's lane said the provider's limits (not only another run's, or an earlier one's). */
+  /** When the lane first sent paced at a limit (a cap, one remembered or said); null before. */
+  #pacedSince: number | null = null;
+  /** An answer (or a 429) of this run's lane said the provider's limits (not only another run's, or an earlier one's). */
   #headersSeen = false;
   /** Of the lane's recent answers and 429s, the share that were 429s saying no limit. */
   readonly #unsaid429s = new RecentShare(UNSAID_429S_SPAN);
@@ -318,12 +320,12 @@ export class Lane {
     const now = this.#now();
     this.rateLimited++;
     const rl = error.rateLimit;
-    const knew = this.limits();
     this.#learnFromHeaders(rl);
     const saidLimit = rl !== null && (rl.limitRequests !== null || rl.limitTokens !== null);
-    if (saidLimit && (knew.rpm !== null || knew.tpm !== null) && !this.#jittery) {
-      // Paced at a known limit, yet over the one it says: our sends reach it with more jitter than
-      // the warm guard covers.
+    if (saidLimit && this.#pacedSince !== null && sentAt >= this.#pacedSince && !this.#jittery) {
+      // Paced at a known limit when it was sent, yet over the one it says: our sends reach it with
+      // more jitter than the warm guard covers. Not the 429s of a burst sent before any limit was
+      // known (Google's endpoint says its quota on 429s only): the wide guard then cost 2% of its pace.
       this.#jittery = true;
       this.board.setGuard?.(GUARD_MS);
     }
@@ -418,6 +420,10 @@ export class Lane {
   }
 
   #sent(tokens: number): void {
+    if (this.#pacedSince === null) {
+      const l = this.limits();
+      if (l.rpm !== null || l.tpm !== null) this.#pacedSince = this.#now();
+    }
     if (tokens > 0) {
       // weighed only while a token limit is known (job-runner)
       this.#tokensSent += tokens;
