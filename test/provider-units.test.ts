@@ -172,6 +172,55 @@ describe('classification details', () => {
     expect(quota({ quotaId: 'GenerateContentPaidTierInputTokensPerModelPerMinute', quotaValue: '4000000' })).toBeNull();
     expect(quota({ quotaId: 'GenerateRequestsPerDayPerProjectPerModel-FreeTier', quotaValue: '20' })).toBeNull();
     expect(quota({ quotaId: 'GenerateRequestsPerMinutePerProjectPerModel', quotaValue: 'many' })).toBeNull();
+    // a quota per day spent, and no other: the run stops (a wait of seconds, asked again all day, gets nothing through)
+    const daily = classifyHttpError(
+      429,
+      JSON.stringify([
+        {
+          error: {
+            code: 429,
+            message: 'You exceeded your current quota.\nPlease retry in 36.4s.',
+            details: [
+              {
+                '@type': 'type.googleapis.com/google.rpc.QuotaFailure',
+                violations: [{ quotaId: 'GenerateRequestsPerDayPerProjectPerModel-FreeTier', quotaValue: '20' }],
+              },
+              { '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '36s' },
+            ],
+          },
+        },
+      ]),
+      headers({}),
+      null,
+      undefined,
+    );
+    expect(daily).toMatchObject({ scope: 'run', reason: 'quota', rateLimit: null });
+    expect(daily.message).toBe(
+      'HTTP 429: You exceeded your current quota. The quota per day is spent (GenerateRequestsPerDayPerProjectPerModel-FreeTier: 20): ' +
+        "it comes back when the provider's day turns, or raise it with the provider.",
+    );
+    // per day beside per minute: the minute's, waited out
+    expect(
+      classifyHttpError(
+        429,
+        JSON.stringify({
+          error: {
+            details: [
+              {
+                '@type': 'google.rpc.QuotaFailure',
+                violations: [
+                  { quotaId: 'GenerateRequestsPerDayPerProjectPerModel', quotaValue: '1000' },
+                  { quotaId: 'GenerateRequestsPerMinutePerProjectPerModel', quotaValue: '60' },
+                ],
+              },
+            ],
+          },
+        }),
+        headers({}),
+        null,
+        undefined,
+      ),
+    ).toMatchObject({ scope: 'retryable', reason: 'rate_limit', rateLimit: { limitRequests: 60 } });
     // headers say it first
     const h = {
       limitRequests: 500,

@@ -227,6 +227,37 @@ describe('llmq run (child processes)', () => {
     expect(dump).not.toContain('sk-live-SECRET-123');
   });
 
+  it("Google's quota per day spent stops the run with exit 1 and says so; no job burned, none failed", async () => {
+    const { fake, db } = await setup(10, 5);
+    const body = [
+      {
+        error: {
+          code: 429,
+          message: 'You exceeded your current quota, please check your plan and billing details.\nPlease retry in 36.429760048s.',
+          status: 'RESOURCE_EXHAUSTED',
+          details: [
+            {
+              '@type': 'type.googleapis.com/google.rpc.QuotaFailure',
+              violations: [{ quotaId: 'GenerateRequestsPerDayPerProjectPerModel-FreeTier', quotaValue: '20' }],
+            },
+            { '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '36s' },
+          ],
+        },
+      },
+    ];
+    fake.respond(() => reply.raw(429, body));
+    const started = Date.now();
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none']);
+    expect(r.code).toBe(1);
+    // at once, not after the 36 s the 429 asks
+    expect(Date.now() - started).toBeLessThan(20_000);
+    expect(r.stderr).toContain('The quota per day is spent (GenerateRequestsPerDayPerProjectPerModel-FreeTier: 20)');
+    expect(r.stderr).toContain(
+      "The provider's quota per day for the model is spent (above): the jobs wait for it. No job failed: 10 jobs are still pending.",
+    );
+    expect((await states(db)).every((x) => x.state === 'pending' && x.attempts === 0)).toBe(true);
+  });
+
   it('a key refused after it worked: the jobs that failed before the run stopped are said, not "no job failed"', async () => {
     const { fake, db } = await setup(6, 0);
     let sent = 0;

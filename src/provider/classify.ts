@@ -10,6 +10,7 @@
  * | 408, 409, 5xx                                        | server      | retryable |
  * | 429                                                  | rate_limit  | retryable |
  * | 429 with code/type `insufficient_quota`              | quota       | run       |
+ * | 429 naming only quotas per day (Google's QuotaFailure)| quota       | run       |
  * | 429 "Request too large": over the tokens per minute  | too_long    | job       |
  * | 200 whose body is cut short or not a completion      | bad_body    | retryable |
  * | 400, 404, 413, 422 and any other 4xx                 | bad_request | job       |
@@ -20,7 +21,7 @@
  * hints so that equal failures read alike in `status`, and never contain the API key.
  */
 import { STATUS_CODES } from 'node:http';
-import { parseRetryAfter, quotaInBody, retryDelayInBody, type HeaderSource } from './headers.js';
+import { parseRetryAfter, quotaInBody, quotaViolations, retryDelayInBody, type HeaderSource } from './headers.js';
 import { redactError, redactSecret } from './redact.js';
 import { ProviderError, type ErrorScope, type FailureReason, type RateLimitInfo } from './types.js';
 
@@ -36,6 +37,8 @@ interface BodyError {
   readonly retryDelayMs: number | null;
   /** The quota the body says was spent (`quotaInBody`): what a server without rate-limit headers says. */
   readonly quota: RateLimitInfo | null;
+  /** A quota per day the body says was spent, when it names no other (Google's `PerDay` quotaId, with its value). */
+  readonly dailyQuota: string | null;
 }
 
 export function readErrorBody(text: string): BodyError {
@@ -43,13 +46,20 @@ export function readErrorBody(text: string): BodyError {
   try {
     json = JSON.parse(text);
   } catch {
-    return { message: null, code: null, type: null, param: null, retryDelayMs: null, quota: null };
+    return { message: null, code: null, type: null, param: null, retryDelayMs: null, quota: null, dailyQuota: null };
   }
   const said = readErrorJson(json);
-  return { ...said, retryDelayMs: retryDelayInBody(json, said.message), quota: quotaInBody(json) };
+  const spent = quotaViolations(json);
+  const daily = spent.length > 0 && spent.every((v) => /PerDay/.test(v.quotaId)) ? spent[0]! : null;
+  return {
+    ...said,
+    retryDelayMs: retryDelayInBody(json, said.message),
+    quota: quotaInBody(json),
+    dailyQuota: daily && `${daily.quotaId}${daily.quotaValue !== undefined ? `: ${String(daily.quotaValue)}` : ''}`,
+  };
 }
 
-function readErrorJson(json: any): Omit<BodyError, 'retryDelayMs' | 'quota'> {
+function readErrorJson(json: any): Omit<BodyError, 'retryDelayMs' | 'quota' | 'dailyQuota'> {
   // Google's OpenAI-compatible endpoint wraps its error in a list: [{"error":{"code":429,...}}]
   if (Array.isArray(json)) json = json[0];
   const e = json?.error;
@@ -104,7 +114,15 @@ export function classifyHttpError(
     [scope, reason] = quota ? ['run', 'quota'] : ['retryable', 'rate_limit'];
     if (quota)
       message = sentence(message, 'Check the plan and billing of the account whose key llmq sends (LLMQ_API_KEY, else OPENAI_API_KEY).');
-    else if (REQUEST_TOO_LARGE.test(text)) {
+    else if (body.dailyQuota !== null) {
+      // Google's quota per day spent: its 429 asks a wait of seconds, and a run waiting them out
+      // would be refused every few seconds until the day turns
+      [scope, reason] = ['run', 'quota'];
+      message = sentence(
+        message,
+        `The quota per day is spent (${body.dailyQuota}): it comes back when the provider's day turns, or raise it with the provider.`,
+      );
+    } else if (REQUEST_TOO_LARGE.test(text)) {
       // This request alone weighs more than the key's tokens per minute: no wait lets it through.
       [scope, reason] = ['job', 'too_long'];
       message = sentence(message, 'Shorten the document or lower max_tokens, or raise the limit of the account.');

@@ -80,21 +80,30 @@ export function retryDelayInBody(json: unknown, message: string | null): number 
  * request's `max_tokens` too (paced at them, a run would use a fraction); per-day quotas are no pace.
  */
 export function quotaInBody(json: unknown): RateLimitInfo | null {
-  const e = (Array.isArray(json) ? json[0] : json) as { error?: { details?: unknown } } | null | undefined;
-  const details = e?.error?.details;
-  if (!Array.isArray(details)) return null;
   let rpm: number | null = null;
-  for (const d of details as Array<{ '@type'?: unknown; violations?: unknown } | null>) {
-    if (typeof d?.['@type'] !== 'string' || !d['@type'].endsWith('google.rpc.QuotaFailure') || !Array.isArray(d.violations)) continue;
-    for (const v of d.violations as Array<{ quotaId?: unknown; quotaValue?: unknown } | null>) {
-      const value = Number(v?.quotaValue);
-      if (typeof v?.quotaId !== 'string' || !/Requests/.test(v.quotaId) || !/PerMinute/.test(v.quotaId)) continue;
-      if (Number.isFinite(value) && value > 0) rpm = Math.min(rpm ?? value, value);
-    }
+  for (const v of quotaViolations(json)) {
+    const value = Number(v.quotaValue);
+    if (!/Requests/.test(v.quotaId) || !/PerMinute/.test(v.quotaId)) continue;
+    if (Number.isFinite(value) && value > 0) rpm = Math.min(rpm ?? value, value);
   }
   return rpm === null
     ? null
     : { limitRequests: rpm, limitTokens: null, remainingRequests: null, remainingTokens: null, resetRequestsMs: null, resetTokensMs: null };
+}
+
+/** The quotas a 429's body says were spent (Google's `google.rpc.QuotaFailure` violations); none when it names none. */
+export function quotaViolations(json: unknown): Array<{ readonly quotaId: string; readonly quotaValue: unknown }> {
+  const e = (Array.isArray(json) ? json[0] : json) as { error?: { details?: unknown } } | null | undefined;
+  const details = e?.error?.details;
+  if (!Array.isArray(details)) return [];
+  const out: Array<{ quotaId: string; quotaValue: unknown }> = [];
+  for (const d of details as Array<{ '@type'?: unknown; violations?: unknown } | null>) {
+    if (typeof d?.['@type'] !== 'string' || !d['@type'].endsWith('google.rpc.QuotaFailure') || !Array.isArray(d.violations)) continue;
+    for (const v of d.violations as Array<{ quotaId?: unknown; quotaValue?: unknown } | null>) {
+      if (typeof v?.quotaId === 'string') out.push({ quotaId: v.quotaId, quotaValue: v.quotaValue });
+    }
+  }
+  return out;
 }
 
 function atMostADay(ms: number): number {
