@@ -32,6 +32,10 @@ async function populate(store: Store): Promise<void> {
   // what runs learned of the provider's limits: a copy starts at the right pace, not probing again
   await store.saveLaneLimits({ baseUrl: 'https://api.example/v1', model: 'm', rpm: 500, tpm: 200_000, source: 'headers', at: T0 });
   await store.saveLaneLimits({ baseUrl: 'https://api.example/v1', model: 'other', rpm: 60, tpm: null, source: '429s', at: T0 + 1 });
+  // what an enqueue rejected: status names it in the copy too
+  await store.keepRejections([
+    { source: 'in.jsonl', rejected: 2, first: [{ path: 'in.jsonl', line: 2, reason: 'malformed JSON' }], at: T0 },
+  ]);
   await store.startRun({ id: 'run-old', host: 'h', pid: 1, startedAt: T0, options: { concurrency: 2 } });
   await store.finishRun('run-old', T0 + 50, 'finished', STATS);
   await store.startRun({ id: OWNER, host: 'h', pid: 2, startedAt: T0 + 100, options: {} });
@@ -184,7 +188,7 @@ describe('copy', () => {
     expect(to.db.prepare('SELECT count(*) FROM bulk_load').pluck().get()).toBe(0);
     expect(to.db.pragma('foreign_key_check')).toEqual([]);
     expect(to.db.pragma('foreign_keys', { simple: true })).toBe(1);
-    expect(result).toEqual({ jobs: 2108, items: 2108, attempts: 4, runs: 2, laneLimits: 2, requeued: 1, closedRuns: 1 });
+    expect(result).toEqual({ jobs: 2108, items: 2108, attempts: 4, runs: 2, laneLimits: 2, rejections: 1, requeued: 1, closedRuns: 1 });
     expect(new Set(progress)).toEqual(new Set(['jobs', 'items', 'attempts', 'runs']));
     expect(await everything(to)).toEqual(asCopied(await everything(from)));
     expect(await to.activeRuns()).toEqual([]);

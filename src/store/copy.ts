@@ -1,6 +1,6 @@
 import { StoreError } from '../errors.js';
 import { count, utcTime } from '../report/format.js';
-import type { BatchLedger, CopyEnds, CopyInProgress, JobRow, LaneMemory, QueueReader, RunRow, StoreIdentity } from './types.js';
+import type { BatchLedger, CopyEnds, CopyInProgress, JobQueue, JobRow, LaneMemory, QueueReader, RunRow, StoreIdentity } from './types.js';
 import { redactUrlCredentials } from '../url-credentials.js';
 
 export interface CopyOptions {
@@ -30,6 +30,8 @@ export interface CopyResult {
   readonly runs: number;
   /** Rate limits runs learned per (base URL, model). */
   readonly laneLimits: number;
+  /** Inputs whose last enqueue rejected documents (`status`'s `rejected`). */
+  readonly rejections: number;
   /** Jobs that were `running` in the source and went over as `pending`. */
   readonly requeued: number;
   /** Runs that had not ended in the source and were closed in the target. */
@@ -38,15 +40,15 @@ export interface CopyResult {
 
 /**
  * Copy a whole queue (jobs with their states, attempts, answers, usage and errors; items;
- * attempts; runs; the rate limits runs learned) from one store into an empty one, of either kind, a batch at a time.
+ * attempts; runs; the rate limits runs learned; what enqueues rejected) from one store into an empty one, of either kind, a batch at a time.
  *
  * A lease belongs to the source's runs, which will never work the target: running jobs arrive
  * pending (their started attempt stays counted, as when a run dies), and open runs arrive ended.
  * Stop runs on the source first; rows written while the copy reads may be missed.
  */
 export async function copyStore(
-  from: CopyEnds & BatchLedger & Pick<LaneMemory, 'laneLimits'> & StoreIdentity,
-  to: CopyEnds & Pick<QueueReader, 'status'> & Pick<LaneMemory, 'saveLaneLimits'> & StoreIdentity,
+  from: CopyEnds & BatchLedger & Pick<LaneMemory, 'laneLimits'> & Pick<QueueReader, 'status'> & StoreIdentity,
+  to: CopyEnds & Pick<QueueReader, 'status'> & Pick<LaneMemory, 'saveLaneLimits'> & Pick<JobQueue, 'keepRejections'> & StoreIdentity,
   options: CopyOptions,
 ): Promise<CopyResult> {
   const size = options.batchSize ?? 1000;
@@ -116,8 +118,11 @@ export async function copyStore(
   // a handful of rows (one per base URL and model): the copy's first run starts at their pace
   const limits = await from.laneLimits();
   for (const row of limits) await to.saveLaneLimits(row);
+  // one row per input whose enqueue rejected documents: the copy's status names them too
+  const { rejected } = await from.status();
+  await to.keepRejections(rejected);
   await to.copier.endCopy();
-  return { jobs, items, attempts, runs, laneLimits: limits.length, requeued, closedRuns };
+  return { jobs, items, attempts, runs, laneLimits: limits.length, rejections: rejected.length, requeued, closedRuns };
 }
 
 /**
