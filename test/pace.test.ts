@@ -98,6 +98,30 @@ describe('WindowPacer: no 1-second window above its share', () => {
     expect(guards).toEqual([GUARD_MS]);
   });
 
+  it("a quota said in a 429's body is not an answer's headers: a later 429 saying none still pauses the lane (no stray)", async () => {
+    let now = T0;
+    const lane = new Lane('m', { rpm: null, tpm: null }, new LocalLaneBoard(() => now), () => now);
+    const inBody = {
+      limitRequests: 600,
+      limitTokens: null,
+      remainingRequests: null,
+      remainingTokens: null,
+      resetRequestsMs: null,
+      resetTokensMs: null,
+      inBody: true,
+    };
+    const refused = (rateLimit: typeof inBody | null) =>
+      new ProviderError({ message: '429', scope: 'retryable', reason: 'rate_limit', status: 429, retryAfterMs: 1000, rateLimit });
+    lane.rateLimitedBy(refused(inBody), now);
+    expect(lane.limits().rpm).toBe(600);
+    // remembered as a pace 429s taught: a raised quota is never said to a run paced under the old
+    expect(lane.toRemember()).toMatchObject({ rpm: 600, source: '429s' });
+    // answers without headers (Google's), then a 429 of another quota (input tokens), said nowhere
+    for (let i = 0; i < 30; i++) lane.answered(null, 100, 10);
+    now += 2000;
+    expect(lane.rateLimitedBy(refused(null), now - 100).lanePaused).toBe(true);
+  });
+
   it("no tokens left: the lane pauses until a request's weight is back, not one token", async () => {
     const now = T0;
     const lane = new Lane('m', { rpm: null, tpm: 600_000 }, new LocalLaneBoard(() => now), () => now);

@@ -136,10 +136,9 @@ describe('classification details', () => {
       ).retryAfterMs;
     expect(retryInfoOnly('45.837906927s')).toBe(45_838);
     expect(retryInfoOnly('soon')).toBeNull();
+    // OpenAI's hint is this request's tokens back, not a wait for the lane; its headers say that
     const openai = (m: string) => c(429, JSON.stringify({ error: { message: m, type: 'requests', code: 'rate_limit_exceeded' } }));
-    expect(openai('Rate limit reached for x on requests per min (RPM): Limit 3. Please try again in 1m3.5s.').retryAfterMs).toBe(63_500);
-    expect(openai('Rate limit reached. Please try again in 20ms.').retryAfterMs).toBe(20);
-    expect(openai('Rate limit reached.').retryAfterMs).toBeNull();
+    expect(openai('Rate limit reached for x on requests per min (RPM): Limit 3. Please try again in 1m3.5s.').retryAfterMs).toBeNull();
     // a header says it first; a 400's body asks no wait
     expect(c(429, google, { 'retry-after': '2' }).retryAfterMs).toBe(2000);
     expect(c(400, google).retryAfterMs).toBeNull();
@@ -156,7 +155,14 @@ describe('classification details', () => {
         null,
         undefined,
       ).rateLimit;
-    const said = { limitTokens: null, remainingRequests: null, remainingTokens: null, resetRequestsMs: null, resetTokensMs: null };
+    const said = {
+      limitTokens: null,
+      remainingRequests: null,
+      remainingTokens: null,
+      resetRequestsMs: null,
+      resetTokensMs: null,
+      inBody: true,
+    };
     expect(quota({ quotaId: 'GenerateRequestsPerMinutePerProjectPerModel-FreeTier', quotaValue: '15' })).toEqual({
       ...said,
       limitRequests: 15,
@@ -198,6 +204,27 @@ describe('classification details', () => {
     expect(daily.message).toBe(
       'HTTP 429: You exceeded your current quota. The quota per day is spent (GenerateRequestsPerDayPerProjectPerModel-FreeTier: 20): ' +
         "it comes back when the provider's day turns, or raise it with the provider.",
+    );
+    // a quota of 0 a day (a model with no free tier) never comes back with the day
+    const none = classifyHttpError(
+      429,
+      JSON.stringify({
+        error: {
+          details: [
+            {
+              '@type': 'google.rpc.QuotaFailure',
+              violations: [{ quotaId: 'GenerateRequestsPerDayPerProjectPerModel-FreeTier', quotaValue: '0' }],
+            },
+          ],
+        },
+      }),
+      headers({}),
+      null,
+      undefined,
+    );
+    expect(none).toMatchObject({ scope: 'run', reason: 'quota' });
+    expect(none.message).toContain(
+      "The quota per day is 0 (GenerateRequestsPerDayPerProjectPerModel-FreeTier: 0): the key's project may not use the model",
     );
     // per day beside per minute: the minute's, waited out
     expect(
@@ -252,6 +279,8 @@ describe('classification details', () => {
     expect(a).toBe(b);
     expect(cleanMessage('Limit 3. Please try again in 1m3.5s. Visit the docs.', undefined)).toBe('Limit 3. Visit the docs.');
     expect(cleanMessage('Quota exceeded.\nPlease retry in 36.429760048s.', undefined)).toBe('Quota exceeded.');
+    // a unit spelled out is no duration of theirs: left whole
+    expect(cleanMessage('Busy. Please try again in 5 minutes.', undefined)).toBe('Busy. Please try again in 5 minutes.');
     expect(cleanMessage('x'.repeat(1000), undefined).length).toBeLessThanOrEqual(300);
     expect(cleanMessage('line one\n  line two', undefined)).toBe('line one line two');
   });

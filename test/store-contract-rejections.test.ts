@@ -7,7 +7,7 @@ import { STORE_KINDS, T0, skipUnavailable } from './helpers/stores.js';
 describe.each(STORE_KINDS)('store contract: rejections kept [$name]', (kind) => {
   beforeEach((ctx) => skipUnavailable(kind, ctx));
 
-  it("an input's rejections replace its earlier ones, one with none clears them, others stay; status reads them oldest first", async () => {
+  it("an input's rejections replace its earlier ones, one with none clears them, others stay; status reads them newest first", async () => {
     const { store, openAnother } = await kind.fresh();
     expect((await store.status()).rejected).toEqual([]);
     const bad = { path: 'in.jsonl', line: 2, reason: 'malformed JSON (Unterminated string)' };
@@ -24,13 +24,13 @@ describe.each(STORE_KINDS)('store contract: rejections kept [$name]', (kind) => 
       { source: 'ok.jsonl', rejected: 0, first: [], at: T0 + 2 },
     ]);
     expect((await store.status()).rejected).toEqual([
-      { source: 'notes', rejected: 1, first: [bin], at: T0 },
       {
         source: 'in.jsonl',
         rejected: 250,
         first: [bad, { path: 'in.jsonl', line: 3, reason: 'no "text" field\n(it has "id")' }],
         at: T0 + 1,
       },
+      { source: 'notes', rejected: 1, first: [bin], at: T0 },
     ]);
     // in.jsonl enqueued again with one line still bad, notes with none: another process reads the result
     await store.keepRejections([
@@ -42,5 +42,16 @@ describe.each(STORE_KINDS)('store contract: rejections kept [$name]', (kind) => 
     await other.keepRejections([]);
     await other.keepRejections([{ source: 'in.jsonl', rejected: 0, first: [], at: T0 + 20 }]);
     expect((await store.status()).rejected).toEqual([]);
+  });
+
+  it('keeps the 100 inputs enqueued last; an input named twice in one call is one row, the later', async () => {
+    const { store } = await kind.fresh();
+    const one = (source: string, at: number) => ({ source, rejected: 1, first: [{ path: source, reason: 'binary file' }], at });
+    await store.keepRejections(Array.from({ length: 101 }, (_, i) => one(`f${String(i).padStart(3, '0')}.bin`, T0 + i)));
+    const kept = (await store.status()).rejected;
+    expect(kept).toHaveLength(100);
+    expect([kept[0]!.source, kept.at(-1)!.source]).toEqual(['f100.bin', 'f001.bin']);
+    await store.keepRejections([one('twice', T0 + 200), { ...one('twice', T0 + 200), rejected: 7 }]);
+    expect((await store.status()).rejected[0]).toMatchObject({ source: 'twice', rejected: 7 });
   });
 });

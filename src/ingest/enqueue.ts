@@ -206,13 +206,14 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
   store.beginLoad?.();
   let stopped = false;
   // the inputs read to their end: what they rejected replaces what an earlier enqueue of each did
-  const readWhole: string[] = [];
+  // (each once: one named twice, `notes notes/`, is one row)
+  const readWhole = new Set<string>();
   try {
     try {
       for (const source of sources) {
         batcher.beginSource(source.path);
         await readSource(source, batcher, config);
-        readWhole.push(source.path);
+        readWhole.add(source.path);
       }
     } catch (error) {
       if (!(error instanceof StopReading)) throw error;
@@ -234,7 +235,8 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
     const onIndexing = ({ resumable }: { resumable: boolean }) =>
       options.onProgress?.({ stage: 'indexing', documents: batcher.documents, resumable });
     repeatedJobs = (await store.endLoad?.({ onIndexing }))?.repeatedJobs ?? 0;
-    if (readWhole.length) await store.keepRejections(batcher.rejectionsBySource(readWhole));
+    // what was read is stored: a failure to keep the list loses only what status would name again
+    if (readWhole.size) await store.keepRejections(batcher.rejectionsBySource([...readWhole], started)).catch(() => undefined);
     // a walk stopped early did not read what it did not reach
     if (store.folderItems && store.itemStates && !stopped) {
       const reader = { folderItems: store.folderItems.bind(store), itemStates: store.itemStates.bind(store) };
@@ -419,7 +421,7 @@ class Batcher implements EntrySink {
   #batches = 0;
   readonly #rejections: Rejection[] = [];
   /** Rejections by the input they came from (`beginSource`), what the store keeps of them. */
-  readonly #bySource = new Map<string, { rejected: number; first: SourceRejections['first'][number][]; at: number }>();
+  readonly #bySource = new Map<string, { rejected: number; first: SourceRejections['first'][number][] }>();
   #source: string | null = null;
   /** The batch being written while the next one is read; awaited before another starts, so batches still go in one at a time, in order. */
   #writing: Promise<void> | null = null;
@@ -647,12 +649,12 @@ class Batcher implements EntrySink {
   /** The input read from now on: its rejections are counted apart (`rejectionsBySource`). */
   beginSource(source: string): void {
     this.#source = source;
-    if (!this.#bySource.has(source)) this.#bySource.set(source, { rejected: 0, first: [], at: this.#now() });
+    if (!this.#bySource.has(source)) this.#bySource.set(source, { rejected: 0, first: [] });
   }
 
-  /** What was rejected of each of `sources` (read whole: those only), as the store keeps it. */
-  rejectionsBySource(sources: readonly string[]): SourceRejections[] {
-    return sources.map((source) => ({ source, ...this.#bySource.get(source)! }));
+  /** What was rejected of each of `sources` (read whole: those only), as the store keeps it; `at`: when the enqueue began. */
+  rejectionsBySource(sources: readonly string[], at: number): SourceRejections[] {
+    return sources.map((source) => ({ source, at, ...this.#bySource.get(source)! }));
   }
 
   /** `source`: the input the rejected document came from, when not the one being read (a pipe's line checked later). */

@@ -79,7 +79,7 @@ export function cleanMessage(text: string, secret: string | undefined): string {
     .replace(/\(?\s*Please include the request ID [^)]*\)?\.?/gi, '')
     .replace(/\breq_[A-Za-z0-9]+\b/g, 'req_…')
     .replace(/\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/gi, '…')
-    .replace(/\s*Please (?:try again|retry) in (?:[\d.]+\s*(?:ms|h|m|s))+\.?/gi, '')
+    .replace(/\s*Please (?:try again|retry) in (?:[\d.]+\s*(?:ms|h|m|s))+(?![a-z])\.?/gi, '')
     .replace(/\s+/g, ' ')
     .trim();
   if (s.length > MAX_MESSAGE) s = `${s.slice(0, MAX_MESSAGE - 1)}…`;
@@ -120,7 +120,9 @@ export function classifyHttpError(
       [scope, reason] = ['run', 'quota'];
       message = sentence(
         message,
-        `The quota per day is spent (${body.dailyQuota}): it comes back when the provider's day turns, or raise it with the provider.`,
+        /: 0$/.test(body.dailyQuota)
+          ? `The quota per day is 0 (${body.dailyQuota}): the key's project may not use the model (no free tier); enable billing with the provider, or enqueue with another model.`
+          : `The quota per day is spent (${body.dailyQuota}): it comes back when the provider's day turns, or raise it with the provider.`,
       );
     } else if (REQUEST_TOO_LARGE.test(text)) {
       // This request alone weighs more than the key's tokens per minute: no wait lets it through.

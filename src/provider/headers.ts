@@ -50,9 +50,11 @@ export function parseRetryAfter(headers: HeaderSource, now: number = Date.now())
 /**
  * How long a 429's body asks to wait, for servers that say it there and not in a header: Google's
  * (its OpenAI-compatible endpoint too) as `google.rpc.RetryInfo`'s `retryDelay` (`"36s"`,
- * `"45.837906927s"`) and in its message (`Please retry in 36.429760048s.`), OpenAI's in its message
- * (`Please try again in 1m3.5s.`, `in 20ms`). The longer where both say it: Google's `retryDelay`
- * is its message's delay cut to whole seconds. Null when the body says none.
+ * `"45.837906927s"`) and in its message (`Please retry in 36.429760048s.`); the longer where both
+ * say it (`retryDelay` is the message's delay cut to whole seconds). Null when the body says none.
+ * Not OpenAI's "Please try again in 20ms": it sends headers, and its hint is the time until this
+ * request's tokens are back, not a wait for the whole lane (relayed by a proxy without headers, a
+ * lane was refused every 20 ms).
  */
 export function retryDelayInBody(json: unknown, message: string | null): number | null {
   let said: number | null = null;
@@ -66,7 +68,7 @@ export function retryDelayInBody(json: unknown, message: string | null): number 
       }
     }
   }
-  const inMessage = message === null ? null : /\bPlease (?:retry|try again) in ((?:\d+(?:\.\d+)?(?:ms|h|m|s))+)/i.exec(message);
+  const inMessage = message === null ? null : /\bPlease retry in ((?:\d+(?:\.\d+)?(?:ms|h|m|s))+)(?![a-z])/i.exec(message);
   const fromMessage = inMessage ? parseDuration(inMessage[1]) : null;
   if (fromMessage !== null) said = Math.max(said ?? 0, fromMessage);
   return said === null ? null : atMostADay(said);
@@ -88,7 +90,15 @@ export function quotaInBody(json: unknown): RateLimitInfo | null {
   }
   return rpm === null
     ? null
-    : { limitRequests: rpm, limitTokens: null, remainingRequests: null, remainingTokens: null, resetRequestsMs: null, resetTokensMs: null };
+    : {
+        limitRequests: rpm,
+        limitTokens: null,
+        remainingRequests: null,
+        remainingTokens: null,
+        resetRequestsMs: null,
+        resetTokensMs: null,
+        inBody: true,
+      };
 }
 
 /** The quotas a 429's body says were spent (Google's `google.rpc.QuotaFailure` violations); none when it names none. */

@@ -33,6 +33,11 @@ export interface RateLimitInfo {
   readonly resetRequestsMs: number | null;
   /** Milliseconds until the token budget is full again. */
   readonly resetTokensMs: number | null;
+  /**
+   * Said in a 429's body (Google's QuotaFailure), not in headers: a provider that says its limit only
+   * when refusing never says a raised one to a run paced under the old.
+   */
+  readonly inBody?: boolean;
 }
 
 export interface CompletionResult {

@@ -17,6 +17,7 @@ import { diedRun, type RunCost, type RunReport, type StatusReport } from './stat
 import { refusedAsSent, refusedCount } from './refused.js';
 import { runMayBeBilled } from './status-cost.js';
 import { committedUsd } from '../store/spend-types.js';
+import { KEPT_REJECTIONS_PER_SOURCE } from '../store/types.js';
 import { collectedByLiveRun, uncollectedLabel } from '../batches-uncollected.js';
 
 /** A live run silent this long is said to be: five heartbeats at the default 2 s. */
@@ -39,7 +40,7 @@ export interface BatchLaneNotes {
 
 const NO_BATCHES: BatchLaneNotes = { live: 0, holders: new Map(), uncollected: [] };
 
-/** Rejected documents `status` names, of all inputs: the enqueue printed them all, `--json` has the first 100 of each input. */
+/** Rejected documents `status` names, of all inputs: the enqueue printed them all, `--json` has the first 20 of each input. */
 const REJECTIONS_SHOWN = 5;
 
 /**
@@ -53,7 +54,7 @@ function rejectedLines(rejected: StatusReport['rejected'], p: Paint): string[] {
   const inputs = rejected.length === 1 ? name(rejected[0]!.source) : `${int(rejected.length)} inputs`;
   const lines = [
     '',
-    p.bold('rejected') + p.dim(` at enqueue (${int(total)} ${total === 1 ? 'document' : 'documents'} of ${inputs}, not in the queue)`),
+    p.bold('rejected') + p.dim(` at enqueue (${int(total)} ${total === 1 ? 'document' : 'documents'} of ${inputs}, the latest first)`),
   ];
   const shown = rejected.flatMap((r) => r.first).slice(0, REJECTIONS_SHOWN);
   const where = shown.map((x) => printable(x.line === undefined ? x.path : `${x.path}:${x.line}`));
@@ -67,7 +68,9 @@ function rejectedLines(rejected: StatusReport['rejected'], p: Paint): string[] {
     lines.push(...rest.map((line) => `  ${''.padEnd(ww)}  ${line}`));
   }
   if (total > shown.length)
-    lines.push(p.dim(`  and ${int(total - shown.length)} more (llmq status --json lists the first 100 of each input)`));
+    lines.push(
+      p.dim(`  and ${int(total - shown.length)} more (llmq status --json lists the first ${KEPT_REJECTIONS_PER_SOURCE} of each input)`),
+    );
   lines.push(p.dim(`  fix ${total === 1 ? 'it' : 'them'}, then enqueue the same input again: what is fixed goes in`));
   return lines;
 }

@@ -98,9 +98,11 @@ export class Lane {
   #firstAnswerAt: number | null = null;
   /** A 429 came at a limit the provider said: the wide guard for the rest of the run. */
   #jittery = false;
+  /** The limit said last was said in a 429's body, not in headers (`RateLimitInfo.inBody`). */
+  #saidOnRefusal = false;
   /** When the lane first sent paced at a limit (a cap, one remembered or said); null before. */
   #pacedSince: number | null = null;
-  /** An answer (or a 429) of this run's lane said the provider's limits (not only another run's, or an earlier one's). */
+  /** An answer (or a 429, in headers) of this run's lane said the provider's limits (not only another run's, or an earlier one's). */
   #headersSeen = false;
   /** Of the lane's recent answers and 429s, the share that were 429s saying no limit. */
   readonly #unsaid429s = new RecentShare(UNSAID_429S_SPAN);
@@ -140,7 +142,9 @@ export class Lane {
    */
   toRemember(): LearnedLimits | null {
     const learned = this.board.learned();
-    if (!this.#fromBackoff()) return learned;
+    // A limit said only on 429s (Google's quota) is kept as a pace 429s taught, for 15 minutes: a run
+    // paced under it is never refused, so never told a raised one (a key moved to a paid tier).
+    if (!this.#fromBackoff()) return learned?.source === 'headers' && this.#saidOnRefusal ? { ...learned, source: '429s' } : learned;
     // Not the pace of this moment, which may be climbing past the limit: under the rate the
     // last 429 came at.
     const l = this.limits();
@@ -438,7 +442,9 @@ export class Lane {
     const now = this.#now();
     const said = limitsFromHeaders(rl);
     if (said) {
-      this.#headersSeen = true;
+      // a quota said only on a 429 says nothing of what answers carry (the strays' rule, rateLimitedBy)
+      if (!rl.inBody) this.#headersSeen = true;
+      this.#saidOnRefusal = rl.inBody === true;
       const before = this.board.learned();
       const changed = before?.source !== 'headers' || before.rpm !== said.rpm || before.tpm !== said.tpm;
       if (changed || now - before.at > 60_000) this.board.learn({ ...said, source: 'headers', at: now });

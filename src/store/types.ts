@@ -310,7 +310,7 @@ export interface StatusSnapshot {
   readonly lanes: readonly LaneLimitRow[];
   /** Every run that kept its money in `spend`, newest first, with that money. */
   readonly spend: ReadonlyArray<RunRow & { readonly spend: RunSpend }>;
-  /** What the last enqueue of each input rejected, inputs with none left out; oldest first. */
+  /** What the last enqueue of each input rejected (of the newest `KEPT_REJECTED_SOURCES`), inputs with none left out; newest first. */
   readonly rejected: readonly SourceRejections[];
 }
 
@@ -325,12 +325,14 @@ export interface SourceRejections {
   readonly rejected: number;
   /** The first of them, in input order (at most `KEPT_REJECTIONS_PER_SOURCE`). */
   readonly first: ReadonlyArray<{ readonly path: string; readonly line?: number; readonly reason: string }>;
-  /** When that enqueue read the input. */
+  /** When that enqueue began. */
   readonly at: number;
 }
 
 /** Rejections kept per input: enough to find and fix the kind of mistake; the count says the rest. */
-export const KEPT_REJECTIONS_PER_SOURCE = 100;
+export const KEPT_REJECTIONS_PER_SOURCE = 20;
+/** Inputs whose rejections are kept, the newest: a queue fed many small inputs keeps its status cheap. */
+export const KEPT_REJECTED_SOURCES = 100;
 
 /** One model's jobs, tokens and stored cost. */
 export interface ModelTally {

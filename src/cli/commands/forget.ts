@@ -42,7 +42,7 @@ Examples:
 
 async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
   const which = await whichItems(ids, flags.source);
-  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { count }, { workingRuns }] = await Promise.all([
+  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { count, printable }, { workingRuns }] = await Promise.all([
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
     import('../../report/format.js'),
@@ -110,7 +110,7 @@ async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
   );
   // a source names items the user did not type: which ones, before (--dry-run) or after they go
   if ('source' in which && !flags.json) {
-    for (const id of r.ids.slice(0, IDS_SHOWN)) process.stderr.write(`  ${id}\n`);
+    for (const id of r.ids.slice(0, IDS_SHOWN)) process.stderr.write(`  ${printable(id)}\n`);
     if (r.ids.length > IDS_SHOWN) {
       process.stderr.write(
         `  ... and ${count(r.ids.length - IDS_SHOWN, 'more', 'more')}${flags.dryRun ? ' (--json lists them all)' : ''}\n`,

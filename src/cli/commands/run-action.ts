@@ -333,6 +333,8 @@ function fixFor(fatal: Fatal, again: string, failedInRun: number, pending: numbe
       : `${int(failedInRun)} ${failedInRun === 1 ? 'job' : 'jobs'} failed in this run before it (llmq status says why; llmq retry-failed puts them back); the others not answered are still pending.`;
   const after = `${left} Run llmq run${again} again once this is fixed.`;
   if (fatal.reason === 'auth') return `The provider refused the API key. ${after}`;
+  if (fatal.reason === 'quota' && fatal.message.includes('The quota per day is 0'))
+    return `The key's project has no quota for the model (above). ${after}`;
   if (fatal.reason === 'quota' && fatal.message.includes('The quota per day is spent'))
     return `The provider's quota per day for the model is spent (above): the jobs wait for it. ${after}`;
   if (fatal.reason === 'quota') return `The account is out of quota. Add credit or raise the limit with the provider. ${after}`;

@@ -157,7 +157,7 @@ export class PgReader {
           JOIN spend s ON s.run_id = r.id ORDER BY r.started_at DESC, r.seq DESC`)
         ).rows.map((r) => ({ ...toRun(r), spend: spendOfJoined(r)! }));
         const rejected = (
-          await db.query<RawRejections>('SELECT source, rejected, first, at FROM rejections ORDER BY at, source COLLATE "C"')
+          await db.query<RawRejections>('SELECT source, rejected, first, at FROM rejections ORDER BY at DESC, source COLLATE "C"')
         ).rows.map(toRejections);
         return {
           ...tallyJobs(rows, orphaned),

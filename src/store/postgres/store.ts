@@ -51,6 +51,7 @@ import { GroupCommit } from '../group-commit.js';
 import { isBackendGone, retryTransient, TRANSIENT_RETRY_MS } from '../transient.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { latencyOf, rejectionsValues } from '../rows.js';
+import { KEPT_REJECTED_SOURCES } from '../types.js';
 import {
   ATTEMPT_PARAMS,
   attemptParams,
@@ -424,16 +425,23 @@ export class PostgresStore implements Store {
   }
 
   async keepRejections(sources: readonly SourceRejections[]): Promise<void> {
-    if (sources.length === 0) return;
-    const rows = sources.map(rejectionsValues);
-    await query(
-      this.pool,
-      `WITH given AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[]) AS g (source, rejected, first, at)),
-        cleared AS (DELETE FROM rejections WHERE source IN (SELECT source FROM given WHERE rejected = 0))
-      INSERT INTO rejections (source, rejected, first, at) SELECT * FROM given WHERE rejected > 0
-      ON CONFLICT (source) DO UPDATE SET rejected = EXCLUDED.rejected, first = EXCLUDED.first, at = EXCLUDED.at`,
-      [0, 1, 2, 3].map((i) => rows.map((r) => r[i])),
-    );
+    // an input named twice, the later: one statement may not change a row twice
+    const rows = [...new Map(sources.map((r) => [r.source, r])).values()].map(rejectionsValues);
+    await inTransaction(this.pool, async (db) => {
+      if (rows.length) {
+        await db.query(
+          `WITH given AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[]) AS g (source, rejected, first, at)),
+            cleared AS (DELETE FROM rejections WHERE source IN (SELECT source FROM given WHERE rejected = 0))
+          INSERT INTO rejections (source, rejected, first, at) SELECT * FROM given WHERE rejected > 0
+          ON CONFLICT (source) DO UPDATE SET rejected = EXCLUDED.rejected, first = EXCLUDED.first, at = EXCLUDED.at`,
+          [0, 1, 2, 3].map((i) => rows.map((r) => r[i])),
+        );
+      }
+      await db.query(
+        `DELETE FROM rejections WHERE source NOT IN (SELECT source FROM rejections ORDER BY at DESC, source COLLATE "C" LIMIT $1)`,
+        [KEPT_REJECTED_SOURCES],
+      );
+    });
   }
 
   async retryFailed(filter: RetryFailedFilter, now: number): Promise<number> {

@@ -98,7 +98,7 @@ export class SqliteReader {
         lastRun: last ? toRun(last) : null,
         lanes: this.laneLimits(),
         spend: this.runsWithSpend(),
-        rejected: (db.prepare('SELECT source, rejected, first, at FROM rejections ORDER BY at, source').all() as RawRejections[]).map(
+        rejected: (db.prepare('SELECT source, rejected, first, at FROM rejections ORDER BY at DESC, source').all() as RawRejections[]).map(
           toRejections,
         ),
       };

@@ -30,7 +30,7 @@ import type {
   StatusSnapshot,
   Store,
 } from '../types.js';
-import { sourceFile, type EndLoadOptions, type FromAnotherFile, type MovedItem } from '../types.js';
+import { KEPT_REJECTED_SOURCES, sourceFile, type EndLoadOptions, type FromAnotherFile, type MovedItem } from '../types.js';
 import { immediateTxn, openSqlite, type Db, type OpenSqliteOptions } from './open.js';
 import { SqliteReader } from './read.js';
 import { SqliteCopier } from './copy.js';
@@ -250,6 +250,9 @@ export class SqliteStore implements Store {
         .pluck(),
       keepRejections: db.prepare('INSERT OR REPLACE INTO rejections (source, rejected, first, at) VALUES (?, ?, ?, ?)'),
       dropRejections: db.prepare('DELETE FROM rejections WHERE source = ?'),
+      dropOldRejections: db.prepare(
+        'DELETE FROM rejections WHERE source NOT IN (SELECT source FROM rejections ORDER BY at DESC, source LIMIT ?)',
+      ),
       forgetItem: db.prepare('DELETE FROM items WHERE id = ? RETURNING job_key').pluck(),
       forgetSource: db.prepare(`DELETE FROM items WHERE ${SOURCE_ITEMS_WHERE_SQLITE} RETURNING id, job_key`).raw(),
       retryFailed: db.prepare(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL,
@@ -777,6 +780,7 @@ export class SqliteStore implements Store {
           if (r.rejected > 0) this.#s.keepRejections.run(...rejectionsValues(r));
           else this.#s.dropRejections.run(r.source);
         }
+        this.#s.dropOldRejections.run(KEPT_REJECTED_SOURCES);
       })
       .immediate();
   }
