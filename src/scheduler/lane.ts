@@ -424,9 +424,9 @@ export class Lane {
   }
 
   #sent(tokens: number): void {
-    if (this.#pacedSince === null) {
-      const l = this.limits();
-      if (l.rpm !== null || l.tpm !== null) this.#pacedSince = this.#now();
+    // a cap or a learned limit paces this send (what limits() reads, without its clock work on every send)
+    if (this.#pacedSince === null && (this.#caps.rpm !== null || this.#caps.tpm !== null || this.board.learned() !== null)) {
+      this.#pacedSince = this.#now();
     }
     if (tokens > 0) {
       // weighed only while a token limit is known (job-runner)
