@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -34,6 +35,9 @@ describe('sqlite schema', () => {
       'runs',
       'spend',
     ]);
+    // docs/database.md names every table (what users query with sqlite3)
+    const documented = readFileSync(new URL('../docs/database.md', import.meta.url), 'utf8');
+    expect(tables.filter((t) => !documented.includes(`| \`${t}\` |`))).toEqual([]);
     expect(columns(db, 'jobs')).toEqual([
       'seq',
       'key',
