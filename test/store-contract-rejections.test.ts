@@ -54,4 +54,15 @@ describe.each(STORE_KINDS)('store contract: rejections kept [$name]', (kind) => 
     await store.keepRejections([one('twice', T0 + 200), { ...one('twice', T0 + 200), rejected: 7 }]);
     expect((await store.status()).rejected[0]).toMatchObject({ source: 'twice', rejected: 7 });
   });
+
+  it('forget --source clears the lists of that input and of the inputs inside it, not of one that only starts alike', async () => {
+    const { store } = await kind.fresh();
+    const one = (source: string) => ({ source, rejected: 1, first: [{ path: `${source}/x.bin`, reason: 'binary file' }], at: T0 });
+    await store.keepRejections([one('notes'), one('notes/2019'), one('notesmore'), one('data.jsonl')]);
+    // a dry run changes nothing
+    await store.forgetItems({ source: 'notes' }, { now: T0, dryRun: true });
+    expect((await store.status()).rejected).toHaveLength(4);
+    await store.forgetItems({ source: 'notes' }, { now: T0 });
+    expect((await store.status()).rejected.map((r) => r.source)).toEqual(['data.jsonl', 'notesmore']);
+  });
 });

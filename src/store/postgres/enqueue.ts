@@ -327,6 +327,10 @@ export async function forgetItemsPg(pool: pg.Pool, which: ForgetWhich, o: { dryR
             ])
           : await client.query<{ id: string; job_key: string }>(FORGET_SOURCE_SQL, [which.source]);
       const keys = removed.rows.map((x) => x.job_key);
+      // what enqueues of the source, or of a folder in it, rejected: no longer a thing to fix
+      if (!('ids' in which)) {
+        await client.query(`DELETE FROM rejections WHERE source = $1 OR left(source, length($1) + 1) = $1 || '/'`, [which.source]);
+      }
       // sorted as JavaScript sorts (the SQLite store's order), not in the database's collation
       const ids = removed.rows.map((x) => x.id).sort();
       if ('ids' in which) {

@@ -255,6 +255,10 @@ export class SqliteStore implements Store {
       ),
       forgetItem: db.prepare('DELETE FROM items WHERE id = ? RETURNING job_key').pluck(),
       forgetSource: db.prepare(`DELETE FROM items WHERE ${SOURCE_ITEMS_WHERE_SQLITE} RETURNING id, job_key`).raw(),
+      // what enqueues of the source, or of a folder in it, rejected: no longer a thing to fix
+      forgetRejections: db.prepare(
+        `DELETE FROM rejections WHERE source = @source OR substr(source, 1, length(@source) + 1) = @source || '/'`,
+      ),
       retryFailed: db.prepare(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL,
           finished_at = NULL, updated_at = @now
         WHERE state = 'failed' AND (@text IS NULL OR instr(llmq_lower(error), llmq_lower(@text)) > 0)
@@ -748,6 +752,7 @@ export class SqliteStore implements Store {
           ids.push(id);
           keys.push(key);
         }
+        s.forgetRejections.run({ source: which.source });
       }
       let droppedJobs = 0,
         orphanedAnswers = 0;
