@@ -54,6 +54,17 @@ describe('rejected documents kept for status', () => {
     expect(JSON.parse((await cli(['status', '--json'])).stdout).rejected).toEqual([]);
   });
 
+  it('a folder or file named twice in one enqueue is read once: no document rejected as a duplicate of itself', async () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'notes'));
+    writeFileSync(join(dir, 'notes', 'a.txt'), 'hello');
+    writeFileSync(join(dir, 'in.jsonl'), '{"id":"r1","text":"one"}\n');
+    const r = await runCli(['enqueue', 'notes', './notes/', 'in.jsonl', `${dir}/in.jsonl`], { cwd: dir });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain('read 2 documents');
+    expect((await runCli(['status'], { cwd: dir })).stdout).not.toContain('rejected');
+  });
+
   it('a queue where every document was rejected: status says so under "the queue is empty"', async () => {
     const dir = tempDir();
     const cli = (args: string[], input?: string) => runCli(args, { cwd: dir, input });

@@ -123,7 +123,7 @@ describe('classification details', () => {
       },
     ]);
     const g = c(429, google);
-    expect(g).toMatchObject({ reason: 'rate_limit', retryAfterMs: 36_430, rateLimit: { limitRequests: 120 } });
+    expect(g).toMatchObject({ reason: 'rate_limit', retryAfterMs: 36_430, retryAfterInBody: true, rateLimit: { limitRequests: 120 } });
     // the delay, which changes with every 429, is not in the message: equal failures read alike
     expect(g.message).toBe(
       'HTTP 429: You exceeded your current quota, please check your plan and billing details. * Quota exceeded for metric: ' +
@@ -140,7 +140,7 @@ describe('classification details', () => {
     const openai = (m: string) => c(429, JSON.stringify({ error: { message: m, type: 'requests', code: 'rate_limit_exceeded' } }));
     expect(openai('Rate limit reached for x on requests per min (RPM): Limit 3. Please try again in 1m3.5s.').retryAfterMs).toBeNull();
     // a header says it first; a 400's body asks no wait
-    expect(c(429, google, { 'retry-after': '2' }).retryAfterMs).toBe(2000);
+    expect(c(429, google, { 'retry-after': '2' })).toMatchObject({ retryAfterMs: 2000, retryAfterInBody: false });
     expect(c(400, google).retryAfterMs).toBeNull();
     // a day at most, as a header's
     expect(retryInfoOnly('9999999s')).toBe(86_400_000);

@@ -39,4 +39,32 @@ describe('a long rate-limit pause', () => {
     ]);
     expect(events.filter((e) => e.event === 'resumed')).toEqual([expect.objectContaining({ event: 'resumed', reason: 'rate_limit' })]);
   }, 40_000);
+
+  it("asked in a 429's body (Google's RetryInfo), told as the 429 asks, not as a retry-after; its quota told as learned from 429s", async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 3);
+    await store.close();
+    const google = [
+      {
+        error: {
+          code: 429,
+          message: 'You exceeded your current quota.\nPlease retry in 3.2s.',
+          details: [
+            {
+              '@type': 'type.googleapis.com/google.rpc.QuotaFailure',
+              violations: [{ quotaId: 'GenerateRequestsPerMinutePerProjectPerModel', quotaValue: '600' }],
+            },
+            { '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '3s' },
+          ],
+        },
+      },
+    ];
+    const fake = await startFake({ respond: (req) => (req.index === 1 ? reply.raw(429, google) : undefined) });
+    const plain = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'plain', '-c', '1'], { timeoutMs: 30_000 });
+    expect(plain.code, plain.stderr).toBe(0);
+    expect(plain.stderr).toMatch(/^paused: rate limited, resuming in [34]s \(the 429 asks 3s\)$/m);
+    expect(plain.stderr).toMatch(/\(600 rpm learned from 429s\)/);
+    expect(plain.stderr).not.toContain('from headers');
+  }, 40_000);
 });

@@ -54,6 +54,9 @@ export async function resolveSources(paths: readonly string[], haveStdin: boolea
       throw new UsageError(`Source not found: ${p} (${why}). Name a folder, a text file, a .jsonl file, or - for stdin.`);
     }
     const path = sourcePath(p);
+    // the same folder or file named twice (`notes ./notes/`) is read once: read again, each of its
+    // documents was rejected as a duplicate of itself
+    if (out.some((o) => o.kind !== 'stdin' && o.path === path)) continue;
     if (s.isDirectory()) out.push({ kind: 'folder', file: p, path });
     else if (JSONL_NAME.test(p) || (s.isFIFO() && !/\.[^.]+$/.test(basename(p)))) out.push({ kind: 'jsonl', file: p, path });
     else out.push({ kind: 'file', file: p, path, id: basename(path) });

@@ -105,7 +105,8 @@ export function classifyHttpError(
   const text = body.message ?? plainBodyText(bodyText) ?? STATUS_CODES[status] ?? 'error';
   let message = `HTTP ${status}: ${cleanMessage(text, secret)}`;
   // Google's endpoint says its wait only in the body (RetryInfo, "Please retry in 36.4s.")
-  const retryAfterMs = parseRetryAfter(headers) ?? (status === 429 || status === 503 ? body.retryDelayMs : null);
+  const saidInHeader = parseRetryAfter(headers);
+  const retryAfterMs = saidInHeader ?? (status === 429 || status === 503 ? body.retryDelayMs : null);
 
   let scope: ErrorScope;
   let reason: FailureReason;
@@ -145,7 +146,17 @@ export function classifyHttpError(
   }
   // Google's endpoint says the quota it spent only in the body (QuotaFailure): a limit said, as in headers
   const said = rateLimit ?? (reason === 'rate_limit' ? body.quota : null);
-  return new ProviderError({ message, scope, reason, status, code, param: body.param, retryAfterMs, rateLimit: said });
+  return new ProviderError({
+    message,
+    scope,
+    reason,
+    status,
+    code,
+    param: body.param,
+    retryAfterMs,
+    retryAfterInBody: saidInHeader === null && retryAfterMs !== null,
+    rateLimit: said,
+  });
 }
 
 /**

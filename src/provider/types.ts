@@ -63,8 +63,10 @@ export class ProviderError extends Error {
   readonly code: string | null;
   /** The request parameter the provider's error names (`max_tokens`, `temperature`, `messages`), when it names one. */
   readonly param: string | null;
-  /** How long the provider asked us to wait (retry-after-ms / retry-after), if it did. */
+  /** How long the provider asked us to wait (retry-after-ms / retry-after, else the body's), if it did. */
   readonly retryAfterMs: number | null;
+  /** The wait was said in the body (Google's RetryInfo), no header: told so, not as a retry-after. */
+  readonly retryAfterInBody: boolean;
   readonly rateLimit: RateLimitInfo | null;
   /**
    * The answer itself says no model worked on the request: a 200 that is an HTML page (a proxy's or
@@ -81,6 +83,7 @@ export class ProviderError extends Error {
     code?: string | null;
     param?: string | null;
     retryAfterMs?: number | null;
+    retryAfterInBody?: boolean;
     rateLimit?: RateLimitInfo | null;
     unbilled?: boolean;
     cause?: unknown;
@@ -93,6 +96,7 @@ export class ProviderError extends Error {
     this.code = init.code ?? null;
     this.param = init.param ?? null;
     this.retryAfterMs = init.retryAfterMs ?? null;
+    this.retryAfterInBody = init.retryAfterInBody ?? false;
     this.rateLimit = init.rateLimit ?? null;
     this.unbilled = init.unbilled ?? false;
   }

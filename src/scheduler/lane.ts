@@ -395,7 +395,8 @@ export class Lane {
       rpm: this.#fromBackoff() ? wholeRequests(l.rpm) : l.rpm,
       tpm: l.tpm,
       // once 429s cut the pace, what it is learned from is them, as the run remembers it (status)
-      learned: this.#fromBackoff() ? this.toRemember() : this.board.learned(),
+      // a limit said on 429s only is told as status tells it once remembered: learned from 429s, not headers
+      learned: this.#fromBackoff() || this.#saidOnRefusal ? this.toRemember() : this.board.learned(),
       requestsPerSecond: this.requestsPerSecond(),
       ceiling: this.ceiling(),
       inFlight: this.inFlight,

@@ -771,8 +771,9 @@ export class Run {
     if (this.#toldPauseUntil !== null && until <= this.#toldPauseUntil + 1000) return;
     this.#toldPauseUntil = until;
     this.#counters.paused = { reason: 'rate_limit', until };
+    const asked = error.retryAfterMs === null ? null : duration(error.retryAfterMs / 1000);
     const detail =
-      error.retryAfterMs !== null ? `retry-after ${duration(error.retryAfterMs / 1000)}` : 'no retry-after: one refill interval';
+      asked === null ? 'no retry-after: one refill interval' : error.retryAfterInBody ? `the 429 asks ${asked}` : `retry-after ${asked}`;
     this.#emit('paused', { reason: 'rate_limit', untilMs: until, detail });
     this.#timers.push(setTimeout(() => this.#tellResumed(), until - this.#now()));
   }

@@ -297,9 +297,12 @@ describe('enqueue JSONL', () => {
       kept: items(store).map((r) => [r.id, r.source]),
     });
 
-    // The same file twice: every line of the second pass is a duplicate, named at the same `file:line` as itself.
+    // The same lines twice (a copy of the file: the same file named twice is read once): every line of
+    // the second pass is a duplicate, naming its line in the first file.
+    const copy = join(tempDir(), 'dups-again.jsonl');
+    writeFileSync(copy, text);
     const twice = tempStore();
-    expect(seen(await run(twice, [file, file]), twice)).toEqual(expected(file, 2));
+    expect(seen(await run(twice, [file, copy]), twice)).toEqual(expected(file, 2));
 
     // From stdin in uneven pieces, so that checks also come part way through a group of 64, and batches of 50 rows.
     const once = tempStore();
