@@ -233,7 +233,12 @@ describe('llmq run (child processes)', () => {
       {
         error: {
           code: 429,
-          message: 'You exceeded your current quota, please check your plan and billing details.\nPlease retry in 36.429760048s.',
+          // as long as Google's are: the advice llmq adds after it must survive into status
+          message:
+            'You exceeded your current quota, please check your plan and billing details. For more information on this error, ' +
+            'head to: https://ai.google.dev/gemini-api/docs/rate-limits. To monitor your current usage, head to: https://ai.dev/rate-limit. ' +
+            '\n* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 20, model: gemini-x' +
+            '\nPlease retry in 36.429760048s.',
           status: 'RESOURCE_EXHAUSTED',
           details: [
             {
@@ -256,6 +261,9 @@ describe('llmq run (child processes)', () => {
       "The provider's quota per day for the model is spent (above): the jobs wait for it. No job failed: 10 jobs are still pending.",
     );
     expect((await states(db)).every((x) => x.state === 'pending' && x.attempts === 0)).toBe(true);
+    // status tells the run's error whole, what to do at its end
+    const status = (await runCli(['status', '--db', db])).stdout.replace(/\s+/g, ' ');
+    expect(status).toContain("it comes back when the provider's day turns, or raise it with the provider.");
   });
 
   it('a key refused after it worked: the jobs that failed before the run stopped are said, not "no job failed"', async () => {

@@ -643,7 +643,8 @@ export class Run {
   /** What `status` says of how the run ended, beside its reason: the error, or which budget. */
   #endedBy(reason: string): Pick<RunStats, 'error' | 'budgetReached' | 'budgetTooSmall'> {
     const error = this.#fatal ?? this.#internal;
-    if (error) return { error: oneLine(error instanceof Error ? error.message : String(error), 300) };
+    // the provider's message is up to 300 characters (cleanMessage), what to do follows it: kept whole
+    if (error) return { error: oneLine(error instanceof Error ? error.message : String(error), 600) };
     const reached = this.#money.reached;
     if (reason !== 'budget' || !reached) return {};
     return budgetTooSmallForRequests(reached) ? { budgetReached: reached.scope, budgetTooSmall: true } : { budgetReached: reached.scope };
