@@ -42,7 +42,11 @@ describe('an outage that begins while answers are on their way', () => {
     const resumed = events.filter((e) => e === 'resumed').length;
     const attempts = await all(store.copier.dumpAttempts());
     const counted503s = attempts.filter((a) => a.status === 503 && a.outcome === 'retry').length;
-    expect(resumed).toBe(1);
+    // Resumed once; twice at most on a loaded machine (1 in 8-16 runs beside busy cores, s45): a request
+    // the run stamped just after the first failing one can reach the fake before the outage begins and
+    // be answered, a fresh answer by the run's clock (it closes the breaker, the next failures open it
+    // again). The bug this guards against flapped 28 times in 15 s.
+    expect(resumed).toBeLessThanOrEqual(2);
     // the failures that opened the breaker (three in a row, or 8 of the last 10), not a wave after each old answer
     expect(counted503s).toBeLessThanOrEqual(10);
     await store.close();
