@@ -21,7 +21,8 @@
  * hints so that equal failures read alike in `status`, and never contain the API key.
  */
 import { STATUS_CODES } from 'node:http';
-import { parseRetryAfter, quotaInBody, quotaViolations, retryDelayInBody, type HeaderSource } from './headers.js';
+import { quotaInBody, quotaViolations, retryDelayInBody } from './error-details.js';
+import { parseRetryAfter, type HeaderSource } from './headers.js';
 import { redactError, redactSecret } from './redact.js';
 import { ProviderError, type ErrorScope, type FailureReason, type RateLimitInfo } from './types.js';
 
