@@ -46,9 +46,11 @@ describe('an outage that begins while answers are on their way', () => {
     // the run stamped just after the first failing one can reach the fake before the outage begins and
     // be answered, a fresh answer by the run's clock (it closes the breaker, the next failures open it
     // again). The bug this guards against flapped 28 times in 15 s.
+    expect(resumed).toBeGreaterThanOrEqual(1);
     expect(resumed).toBeLessThanOrEqual(2);
-    // the failures that opened the breaker (three in a row, or 8 of the last 10), not a wave after each old answer
-    expect(counted503s).toBeLessThanOrEqual(10);
+    // the failures that opened the breaker (three in a row, or 8 of the last 10) for each time it opened,
+    // not a wave after each old answer (CI at 6cdf787: resumed twice, 16 counted)
+    expect(counted503s).toBeLessThanOrEqual(10 * resumed);
     await store.close();
   });
 });
