@@ -1,4 +1,4 @@
-import { posix } from 'node:path';
+import { isAbsolute, posix, relative, resolve, sep } from 'node:path';
 import {
   addFromAnotherFile,
   KEPT_REJECTIONS_PER_SOURCE,
@@ -187,7 +187,7 @@ export type IntakeStore = Pick<JobQueue, 'enqueue' | 'beginLoad' | 'endLoad' | '
 export async function enqueue(store: IntakeStore, options: EnqueueOptions): Promise<EnqueueSummary> {
   const now = options.now ?? Date.now;
   const started = now();
-  const sources = await resolveSources(options.sources, options.stdin !== undefined);
+  const named = await resolveSources(options.sources, options.stdin !== undefined);
   const maxDocBytes = options.maxDocBytes ?? DEFAULT_MAX_DOC_BYTES;
   const config: ReadConfig = {
     stdin: options.stdin,
@@ -202,6 +202,7 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
       ownDatabase: store.kind === 'sqlite' && store.location !== ':memory:' ? await databaseFiles(store.location) : undefined,
     },
   };
+  const sources = named.filter((source) => !readInFolderNamed(source, named, config.folder));
   const batcher = new Batcher(store, options, now);
   store.beginLoad?.();
   let stopped = false;
@@ -335,6 +336,24 @@ const FOLDERS_LOOKED_AT = 256;
 interface FolderFirst {
   readonly root: string;
   readonly first: Pick<Document, 'id' | 'path'>;
+}
+
+/**
+ * Whether a file named beside a folder that holds it is read in that folder's walk: named twice
+ * (`notes notes/n1.txt`), its second read was rejected as a duplicate of the first, or took a second
+ * id and job (`notes/sub/b.txt` alone is `b.txt`, inside `notes` it is `sub/b.txt`). A file the walk
+ * leaves out (hidden, outside `--glob`) is read as named.
+ */
+function readInFolderNamed(source: Source, sources: readonly Source[], folder: FolderOptions): boolean {
+  if (source.kind !== 'file') return false;
+  const file = resolve(source.file);
+  return sources.some((s) => {
+    if (s.kind !== 'folder') return false;
+    const rel = relative(resolve(s.file), file);
+    if (rel === '' || rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel)) return false;
+    const inside = rel.split(sep).join('/');
+    return folder.include(inside) && (folder.hidden || !inside.split('/').some((part) => part.startsWith('.')));
+  });
 }
 
 async function readSource(source: Source, sink: Batcher, o: ReadConfig): Promise<void> {

@@ -231,6 +231,26 @@ describe('enqueue a folder', () => {
     expect(items(store)).toMatchObject([{ id: 'ticket-1063.txt', source: shownFixture('docs/support/tickets/ticket-1063.txt') }]);
   });
 
+  it('reads a file named beside the folder that holds it once, with its id in the folder; one the walk leaves out as named', async () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'notes', 'sub'), { recursive: true });
+    writeFileSync(join(dir, 'notes', 'n1.txt'), 'one');
+    writeFileSync(join(dir, 'notes', 'b.txt'), 'top b');
+    writeFileSync(join(dir, 'notes', 'sub', 'b.txt'), 'sub b');
+    writeFileSync(join(dir, 'notes', '.hidden.txt'), 'hidden');
+    const store = tempStore(dir);
+    const notes = join(dir, 'notes');
+    // named before and after the folder: read twice, n1.txt was rejected as a duplicate of itself, and
+    // sub/b.txt alone (id b.txt) was rejected as a duplicate of notes/b.txt
+    const s = await run(store, [join(notes, 'sub', 'b.txt'), notes, join(notes, 'n1.txt'), join(notes, '.hidden.txt')]);
+    expect(s).toMatchObject({ documents: 4, newJobs: 4, rejected: 0, rejections: [] });
+    expect(items(store).map((i) => i.id)).toEqual(['b.txt', 'n1.txt', 'sub/b.txt', '.hidden.txt']);
+    // left out of the walk by --glob, the file named is read by its own name
+    const globbed = tempStore(tempDir());
+    await run(globbed, [notes, join(notes, 'n1.txt')], { globs: ['sub/*'] });
+    expect(items(globbed).map((i) => i.id)).toEqual(['sub/b.txt', 'n1.txt']);
+  });
+
   it('rejects the second document with an id already seen, naming where the first one was', async () => {
     const dir = tempDir();
     for (const d of ['one', 'two']) {
