@@ -200,6 +200,8 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
   ];
   // else they read as the pace tripping the limit it says it keeps
   if (r.strayRateLimited) lines.push(paint.dim(`  ${strayText(r.strayRateLimited, r.rateLimited)}`));
+  // beside "0 retries" the count alone read as requests lost, or never tried again
+  else if (r.rateLimited) lines.push(paint.dim(`  ${limitedText(r.rateLimited)}`));
   const incomplete = incompleteText(r);
   if (incomplete) lines.push(paint.yellow(`  ${incomplete}`) + paint.dim(' (kept as done; llmq export marks each: finish_reason)'));
   if (r.mayBeBilled.tries) {
@@ -345,6 +347,10 @@ export function laneText(l: LaneSnapshot, now: number): string | null {
 }
 
 /** The stray 429s among a run's (`RunSummary.strayRateLimited`). */
+function limitedText(all: number): string {
+  return `${all === 1 ? 'the 429 was' : `the ${int(all)} 429s were each`} sent again, using no attempt`;
+}
+
 function strayText(stray: number, all: number): string {
   const which = stray === all ? (all === 1 ? 'the 429 was' : `the ${int(all)} 429s were`) : `${int(stray)} of the ${int(all)} 429s were`;
   // the others did not keep it: said, where "the pace kept" stood beside a pace cut to 120 of 300
