@@ -1,10 +1,11 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
-import { collect, spawnCli } from './helpers/cli.js';
+import { collect, runCli, spawnCli } from './helpers/cli.js';
 import { haveChromium, launchBrowser, startServe, type ServeChild } from './helpers/dashboard.js';
 import { FakeOpenAI, reply } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
@@ -137,6 +138,26 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
     const page = await open((await serve(db)).url);
     await page.waitForFunction(() => /No run is active/.test(document.getElementById('last-run')?.textContent ?? ''));
     expect(await text(page, '#last-run')).toMatch(/: drained, 1 done, 0 failed, 7 rate-limited \(6 stray\)\.$/);
+  });
+
+  it('shows what the last enqueue of each input rejected, by file and line, and hides the section when nothing is', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    writeFileSync(join(dir, 'in.jsonl'), '{"id":"r1","text":"one"}\n{"id":"r2","text":"tw\n{"id":"r3"}\n');
+    expect((await runCli(['enqueue', 'in.jsonl', '--db', db], { cwd: dir })).code).toBe(2);
+    const page = await open((await serve(db)).url);
+    await page.waitForFunction(() => document.getElementById('rejected-section')?.hidden === false);
+    expect(await text(page, '#rejected-summary')).toBe(
+      '2 documents of in.jsonl, the latest first. Fix them, then enqueue the same input again: what is fixed goes in.',
+    );
+    expect(await text(page, '#rejected tbody')).toBe(
+      'in.jsonl:2malformed JSON (Unterminated string in JSON at position 21)' +
+        'in.jsonl:3no "text" field (it has "id": name the text field with --text-field)',
+    );
+    // fixed and enqueued again: the page drops the section without a reload
+    writeFileSync(join(dir, 'in.jsonl'), '{"id":"r1","text":"one"}\n{"id":"r2","text":"two"}\n{"id":"r3","text":"three"}\n');
+    expect((await runCli(['enqueue', 'in.jsonl', '--db', db], { cwd: dir })).code).toBe(0);
+    await page.waitForFunction(() => document.getElementById('rejected-section')?.hidden === true, { timeout: 10_000 });
   });
 
   it('says what may be billed and the budget of a run killed with requests out, in money as status writes it', async () => {

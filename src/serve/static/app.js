@@ -141,6 +141,27 @@ function renderFailures(r) {
   );
 }
 
+// What the last enqueue of each input rejected, as `llmq status` shows it: found here later by file
+// and line, where the enqueue printed it once among its other lines.
+const REJECTED_SHOWN = 50;
+function renderRejected(r) {
+  const rejected = r.rejected ?? [];
+  $('rejected-section').hidden = rejected.length === 0;
+  const total = rejected.reduce((n, x) => n + x.rejected, 0);
+  const name = (source) => (source === '-' ? 'stdin' : source);
+  const inputs = rejected.length === 1 ? name(rejected[0].source) : `${fmt(rejected.length)} inputs`;
+  $('rejected-summary').textContent =
+    `${fmt(total)} ${total === 1 ? 'document' : 'documents'} of ${inputs}, the latest first. ` +
+    `Fix ${total === 1 ? 'it' : 'them'}, then enqueue the same input again: what is fixed goes in.`;
+  const shown = rejected.flatMap((x) => x.first).slice(0, REJECTED_SHOWN);
+  fillRows(
+    'rejected',
+    shown.map((x) => el('tr', {}, el('td', {}, x.line === undefined ? x.path : `${x.path}:${x.line}`), el('td', {}, x.reason))),
+  );
+  $('rejected-more').textContent =
+    total > shown.length ? `and ${fmt(total - shown.length)} more (llmq status --json lists the first 20 of each input)` : '';
+}
+
 function runState(run) {
   if (run.gone) return 'died (its process is gone)';
   if (!run.live) return 'not responding';
@@ -284,6 +305,7 @@ function render() {
     () => renderLimits(r),
   );
   section('failures', r.failures, () => renderFailures(r));
+  section('rejected', r.rejected ?? [], () => renderRejected(r));
   section('runs', [r.activeRuns, r.lastRun, Math.floor(r.now / 1000)], () => renderRuns(r));
   section('alerts', r.alerts ?? [], () => renderAlerts(r));
   section('batches', r.batches ?? null, () => renderBatches(r));
