@@ -178,7 +178,7 @@ describe('classification details', () => {
     expect(quota({ quotaId: 'GenerateContentPaidTierInputTokensPerModelPerMinute', quotaValue: '4000000' })).toBeNull();
     expect(quota({ quotaId: 'GenerateRequestsPerDayPerProjectPerModel-FreeTier', quotaValue: '20' })).toBeNull();
     expect(quota({ quotaId: 'GenerateRequestsPerMinutePerProjectPerModel', quotaValue: 'many' })).toBeNull();
-    // a quota per day spent, and no other: the run stops (a wait of seconds, asked again all day, gets nothing through)
+    // a quota per day spent, and no other: the model takes nothing more in this run (a wait of seconds, asked again all day, gets nothing through)
     const daily = classifyHttpError(
       429,
       JSON.stringify([
@@ -200,7 +200,7 @@ describe('classification details', () => {
       null,
       undefined,
     );
-    expect(daily).toMatchObject({ scope: 'run', reason: 'quota', rateLimit: null });
+    expect(daily).toMatchObject({ scope: 'model', reason: 'quota', rateLimit: null });
     expect(daily.message).toBe(
       'HTTP 429: You exceeded your current quota. The quota per day is spent (GenerateRequestsPerDayPerProjectPerModel-FreeTier: 20): ' +
         "it comes back when the provider's day turns, or raise it with the provider.",
@@ -222,7 +222,7 @@ describe('classification details', () => {
       null,
       undefined,
     );
-    expect(none).toMatchObject({ scope: 'run', reason: 'quota' });
+    expect(none).toMatchObject({ scope: 'model', reason: 'quota' });
     expect(none.message).toContain(
       "The quota per day is 0 (GenerateRequestsPerDayPerProjectPerModel-FreeTier: 0): the key's project may not use the model",
     );

@@ -1,3 +1,4 @@
+import { writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -28,6 +29,29 @@ async function states(db: string) {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Google's 429 when a model's quota per day is spent (its wait of seconds asked all day). */
+const DAILY_QUOTA_SPENT = [
+  {
+    error: {
+      code: 429,
+      // as long as Google's are: the advice llmq adds after it must survive into status
+      message:
+        'You exceeded your current quota, please check your plan and billing details. For more information on this error, ' +
+        'head to: https://ai.google.dev/gemini-api/docs/rate-limits. To monitor your current usage, head to: https://ai.dev/rate-limit. ' +
+        '\n* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 20, model: gemini-x' +
+        '\nPlease retry in 36.429760048s.',
+      status: 'RESOURCE_EXHAUSTED',
+      details: [
+        {
+          '@type': 'type.googleapis.com/google.rpc.QuotaFailure',
+          violations: [{ quotaId: 'GenerateRequestsPerDayPerProjectPerModel-FreeTier', quotaValue: '20' }],
+        },
+        { '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '36s' },
+      ],
+    },
+  },
+];
 
 describe('llmq run (child processes)', () => {
   it('in a folder with no queue and no API key, says there is no queue first (the key would be the next thing)', async () => {
@@ -229,28 +253,7 @@ describe('llmq run (child processes)', () => {
 
   it("Google's quota per day spent stops the run with exit 1 and says so; no job burned, none failed", async () => {
     const { fake, db } = await setup(10, 5);
-    const body = [
-      {
-        error: {
-          code: 429,
-          // as long as Google's are: the advice llmq adds after it must survive into status
-          message:
-            'You exceeded your current quota, please check your plan and billing details. For more information on this error, ' +
-            'head to: https://ai.google.dev/gemini-api/docs/rate-limits. To monitor your current usage, head to: https://ai.dev/rate-limit. ' +
-            '\n* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 20, model: gemini-x' +
-            '\nPlease retry in 36.429760048s.',
-          status: 'RESOURCE_EXHAUSTED',
-          details: [
-            {
-              '@type': 'type.googleapis.com/google.rpc.QuotaFailure',
-              violations: [{ quotaId: 'GenerateRequestsPerDayPerProjectPerModel-FreeTier', quotaValue: '20' }],
-            },
-            { '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '36s' },
-          ],
-        },
-      },
-    ];
-    fake.respond(() => reply.raw(429, body));
+    fake.respond(() => reply.raw(429, DAILY_QUOTA_SPENT));
     const started = Date.now();
     const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none']);
     expect(r.code).toBe(1);
@@ -264,6 +267,29 @@ describe('llmq run (child processes)', () => {
     // status tells the run's error whole, what to do at its end
     const status = (await runCli(['status', '--db', db])).stdout.replace(/\s+/g, ' ');
     expect(status).toContain("it comes back when the provider's day turns, or raise it with the provider.");
+  });
+
+  it("a model's quota per day spent: its jobs wait (pending, no attempt used), the other models' are answered, exit 1", async () => {
+    const fake = await startFake({ latencyMs: 5, record: true });
+    fake.respond((r) => (r.json?.model === 'gemini-pro' ? reply.raw(429, DAILY_QUOTA_SPENT) : undefined));
+    const dir = tempDir();
+    const lines = (prefix: string) => Array.from({ length: 12 }, (_, i) => `{"id":"${prefix}${i}","text":"${prefix} ${i}"}`).join('\n');
+    writeFileSync(join(dir, 'pro.jsonl'), lines('p'));
+    writeFileSync(join(dir, 'flash.jsonl'), lines('f'));
+    expect((await runCli(['enqueue', 'pro.jsonl', '--model', 'gemini-pro'], { cwd: dir })).code).toBe(0);
+    expect((await runCli(['enqueue', 'flash.jsonl', '--model', 'gemini-flash'], { cwd: dir })).code).toBe(0);
+    const r = await runCli(['run', '--base-url', fake.url, '--progress', 'plain', '-c', '4'], { cwd: dir });
+    expect(r.code, r.stderr).toBe(1);
+    // said when the lane closes, and at the end with what waits
+    expect(r.stderr).toMatch(/^warning: gemini-pro: HTTP 429: .*The quota per day is spent .* Its jobs wait; the other models go on\.$/m);
+    expect(r.stderr).toContain('No job failed: 12 jobs are still pending.');
+    const jobs = await states(join(dir, 'llmq.db'));
+    expect(jobs.filter((j) => j.model === 'gemini-flash').map((j) => j.state)).toEqual(Array(12).fill('done'));
+    expect(jobs.filter((j) => j.model === 'gemini-pro').every((j) => j.state === 'pending' && j.attempts === 0)).toBe(true);
+    // the model's lane closed at its first refusals: not a request each refill interval for each of its jobs
+    expect(fake.requests.filter((q) => q.json?.model === 'gemini-pro').length).toBeLessThanOrEqual(4);
+    const status = (await runCli(['status'], { cwd: dir })).stdout.replace(/\s+/g, ' ');
+    expect(status).toContain('gemini-pro: HTTP 429: You exceeded your current quota');
   });
 
   it('a key refused after it worked: the jobs that failed before the run stopped are said, not "no job failed"', async () => {

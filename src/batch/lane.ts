@@ -203,7 +203,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
         errorStreak = 0;
         failingSince = null;
       } catch (error) {
-        if (!(error instanceof ProviderError) || error.scope === 'run') throw error;
+        if (!(error instanceof ProviderError) || error.scope === 'run' || error.scope === 'model') throw error;
         failingSince ??= now();
         if (now() - failingSince > ctx.maxRetryMs) throw error;
         pollError = error;

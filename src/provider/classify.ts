@@ -118,8 +118,9 @@ export function classifyHttpError(
       message = sentence(message, 'Check the plan and billing of the account whose key llmq sends (LLMQ_API_KEY, else OPENAI_API_KEY).');
     else if (body.dailyQuota !== null) {
       // Google's quota per day spent: its 429 asks a wait of seconds, and a run waiting them out
-      // would be refused every few seconds until the day turns
-      [scope, reason] = ['run', 'quota'];
+      // would be refused every few seconds until the day turns. The quota is the model's: other
+      // models of the queue go on.
+      [scope, reason] = ['model', 'quota'];
       message = sentence(
         message,
         /: 0$/.test(body.dailyQuota)

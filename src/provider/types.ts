@@ -1,8 +1,11 @@
 import type { FinishReason } from './finish.js';
 import type { Usage } from '../store/types.js';
 
-/** How an error bears on the work: try the job again, give the job up, or stop the whole run. */
-export type ErrorScope = 'retryable' | 'job' | 'run';
+/**
+ * How an error bears on the work: try the job again, give the job up, stop sending to the model
+ * (its jobs wait; other models' go on: a quota per model spent for the day), or stop the whole run.
+ */
+export type ErrorScope = 'retryable' | 'job' | 'model' | 'run';
 
 /** Why a request failed, finer than the scope, for counting, pausing and messages. */
 export type FailureReason =

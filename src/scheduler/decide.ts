@@ -72,7 +72,9 @@ export type Decision =
    */
   | { readonly kind: 'retry'; readonly delayMs: number; readonly counted: boolean; readonly pauseLane?: boolean; readonly shrink?: boolean }
   /** Stop the run (no attempt used): the key, the quota, or the endpoint is wrong. */
-  | { readonly kind: 'stop' };
+  | { readonly kind: 'stop' }
+  /** Send no more to the job's model in this run (no attempt used): its quota is spent; its jobs wait. */
+  | { readonly kind: 'closeLane' };
 
 /** 401/403 in a row, or 404s or refusals of a shared parameter before any answer, that mean the key, endpoint or request is wrong. */
 export const RUN_FATAL_IN_A_ROW = 3;
@@ -95,7 +97,7 @@ export function isOutageType(reason: FailureReason): boolean {
 
 export function decide(f: FailureFacts): Decision {
   const { error } = f;
-  if (error.reason === 'quota') return { kind: 'stop' };
+  if (error.reason === 'quota') return error.scope === 'model' ? { kind: 'closeLane' } : { kind: 'stop' };
   if (error.reason === 'auth') {
     // A key that never worked is wrong for every job, and one the provider calls invalid is too;
     // three refusals in a row are the key again (revoked mid-run).
@@ -124,6 +126,7 @@ export function decide(f: FailureFacts): Decision {
   }
   if (error.scope === 'job') return { kind: 'fail', message: error.message };
   if (error.scope === 'run') return { kind: 'stop' };
+  if (error.scope === 'model') return { kind: 'closeLane' };
 
   if (error.reason === 'rate_limit') {
     // Not the job's fault: it waits (with its lane, unless the 429 was noise), the attempt is given back.

@@ -42,6 +42,8 @@ export interface JobContext {
   readonly random: () => number;
   /** Called once with a run-fatal error; the run stops. */
   readonly onFatal: (error: ProviderError, refused: RefusedParameter | null) => void;
+  /** The job's lane was just closed by this error (its model's quota is spent): said once (run.ts). */
+  readonly onLaneClosed: (lane: Lane, error: ProviderError) => void;
   /** A local resource ran out (EMFILE): lower concurrency. */
   readonly onLocalLimit: (error: ProviderError) => void;
   /** The next request did not fit the budget: the run stops taking jobs. */
@@ -75,8 +77,11 @@ const INCOMPLETE_WARNING = {
  * down; it goes back to pending as it is. `lapsed`: its lease may have run out before its try went
  * out (the run was frozen); handed back at once, its attempt given back, unless another run took it.
  * `lapsed-tried`: the same while backing off before a retry; handed back with its tries as they are.
+ * `closed`: its lane was closed (`Lane.close`: the model's quota spent); handed back at once, the
+ * attempt of a try that did not go out given back (`closed-unsent`), that of one refused written
+ * down as not counted.
  */
-export type JobOutcome = 'done' | 'failed' | 'unsent' | 'interrupted' | 'lapsed' | 'lapsed-tried';
+export type JobOutcome = 'done' | 'failed' | 'unsent' | 'interrupted' | 'lapsed' | 'lapsed-tried' | 'closed' | 'closed-unsent';
 
 /** What one job has been through in this run, across its tries. */
 interface JobTally {
@@ -130,13 +135,14 @@ class JobRun {
   async run(): Promise<JobOutcome> {
     const { ctx, job } = this;
     for (;;) {
-      let place: Place;
+      let place: Place | null;
       try {
         place = await this.#admit();
       } catch (error) {
         if (ctx.stopSignal.aborted) return 'unsent';
         throw error;
       }
+      if (place === null) return 'closed-unsent';
       // Under --budget the request's worst case is reserved in the store before it leaves.
       let hold: Hold | null;
       try {
@@ -168,6 +174,7 @@ class JobRun {
       if (decision === 'done') return 'done';
       if (decision.kind === 'fail') return 'failed';
       if (decision.kind === 'stop') return 'interrupted';
+      if (decision.kind === 'closeLane') return 'closed';
       ctx.counters.backingOff++;
       // A 429's wait is the lane's pause: like a wait on the pace, it holds no room in hand. Any
       // other backoff holds none either (Lanes.saturated).
@@ -198,9 +205,9 @@ class JobRun {
   /**
    * Wait until the request may leave: the lane's pace and pause first (a paused lane holds no slot),
    * then the outage breaker, then a concurrency slot, then the lane once more, atomically taking
-   * its place. Rejects only when the run stops.
+   * its place. Rejects only when the run stops; null once the lane is closed (`Lane.close`).
    */
-  async #admit(): Promise<Place> {
+  async #admit(): Promise<Place | null> {
     const { ctx, lane } = this;
     const c = ctx.counters;
     c.waiting++;
@@ -217,6 +224,7 @@ class JobRun {
             lane.waitingOnPace--;
           }
         }
+        if (lane.closedBy) return null;
         let tokens = this.#weight();
         if (tokens === null) {
           // the tokenizer, never loaded in a turn that holds answers not yet committed (loadTokenizerSoon)
@@ -238,10 +246,12 @@ class JobRun {
           if (probe) ctx.breaker.probeAbandoned();
           throw error;
         }
-        if (!probe && ctx.breaker.isOpen) {
+        if ((!probe && ctx.breaker.isOpen) || lane.closedBy) {
           // The breaker opened while this one waited for a slot: only its probe may go out now
           // (the requests queued for slots as the outage opened all went out at once with it).
+          // Or its lane was closed meanwhile: it goes back (above).
           ctx.slots.release();
+          if (probe) ctx.breaker.probeAbandoned();
           wait = 0;
           continue;
         }
@@ -438,6 +448,10 @@ class JobRun {
       case 'stop':
         await this.#record(startedAt, error.status, 'not_counted', error.message, false, billed);
         ctx.onFatal(error, earlyRefusals > 0 ? { param: error.param!, model: job.model } : null);
+        return decision;
+      case 'closeLane':
+        await this.#record(startedAt, error.status, 'not_counted', error.message, false, billed);
+        if (lane.close(error)) ctx.onLaneClosed(lane, error);
         return decision;
       case 'fail': {
         const a = this.#attemptRecord(startedAt, error.status, 'failed', error.message + billNote, billed);

@@ -108,6 +108,8 @@ export class Lane {
   readonly #unsaid429s = new RecentShare(UNSAID_429S_SPAN);
   /** A request bigger than the tokens-per-minute limit was said (`firstOversize`). */
   #oversizeSaid = false;
+  /** Why this run sends no more to the model (its quota per day is spent), or null. */
+  #closedBy: ProviderError | null = null;
   static readonly SLOW_START_MS = 2000;
   static readonly COLD_REQUESTS = 3;
   static readonly BOARD_RETRY_MS = 500;
@@ -122,6 +124,18 @@ export class Lane {
     this.board = board;
     this.#now = now;
     this.#backoff = new RateBackoff(now());
+  }
+
+  /** Why the lane sends nothing more in this run, or null while it is open. */
+  get closedBy(): ProviderError | null {
+    return this.#closedBy;
+  }
+
+  /** Send nothing more to the model in this run: its jobs wait (a quota per day spent). True the first time. */
+  close(error: ProviderError): boolean {
+    if (this.#closedBy) return false;
+    this.#closedBy = error;
+    return true;
   }
 
   /** Start from limits remembered from an earlier run. */

@@ -80,7 +80,7 @@ export class Lanes {
   }
 
   /**
-   * Models whose lane should take no more jobs now: full, paused with jobs already in hand, or
+   * Models whose lane should take no more jobs now: closed (`Lane.close`), full, paused with jobs already in hand, or
    * holding as many jobs as its pace needs waiting (`Lane.paceAhead`). Full
    * is `perLane` jobs not backing off: a job sleeping before its retry holds no slot, and while
    * failed tries wait their turn the others must keep the slots busy (with every job counted, a
@@ -91,6 +91,7 @@ export class Lanes {
     return this.all()
       .filter(
         (l) =>
+          l.closedBy !== null ||
           l.inHand - l.backingOff >= perLane ||
           l.backingOff >= perLane * BACKOFF_ROOM ||
           (l.pauseLeft() > 0 && l.inHand > 0) ||
@@ -121,6 +122,11 @@ export class Lanes {
         skipModels: lanes.filter((l) => full.has(l.model) || paced.includes(l)).map((l) => l.model),
       },
     };
+  }
+
+  /** The lanes that send nothing more in this run (`Lane.close`). */
+  closed(): Lane[] {
+    return this.all().filter((l) => l.closedBy !== null);
   }
 
   /** Jobs that hold no slot and count against no room in hand: those waiting on their lane's pace or pause, or backing off. */

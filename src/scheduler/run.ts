@@ -8,6 +8,7 @@ import { runJob, type JobContext } from './job-runner.js';
 import { jobItems } from '../store/job-items.js';
 import { InFlightRequests } from './in-flight.js';
 import { LatencyStats } from './pace/latency.js';
+import type { Lane } from './lane.js';
 import { Lanes, localBoards } from './lanes.js';
 import { sleep } from './wait.js';
 import { OutageBreaker } from './outage.js';
@@ -279,6 +280,11 @@ export class Run {
       if ((room >= batch || (room > 0 && active < this.#concurrency)) && (await this.#claim(room))) continue;
       if (tasks.size === 0) {
         if (await this.#drained()) {
+          // drained but for the jobs of closed lanes (#endOnClosedLanes): they are left to do
+          if (this.#fatal) {
+            this.#reason = 'fatal';
+            return;
+          }
           this.#reason = 'drained';
           // What this run had to do is what it did: of the jobs counted at the start, other runs on
           // the queue may have taken some, and jobs enqueued since came to it (the progress then ends at 100%).
@@ -347,6 +353,13 @@ export class Run {
       const task: Promise<void> = runJob(job, ctx)
         .then(async (outcome) => {
           if (outcome === 'unsent') this.#unsent.push(job.key);
+          if (outcome === 'closed' || outcome === 'closed-unsent') {
+            // its model takes nothing more in this run: pending now, for the next run (the release
+            // is not made when this run holds the job again, as below)
+            this.#claimed--;
+            if (this.#keysInHand.get(job.key) === 1)
+              await this.#store.release(this.#id, { refund: outcome === 'closed-unsent', now: this.#now(), keys: [job.key] });
+          }
           // Pending again now, to be claimed afresh: the release leaves it alone if another run took
           // it, and it is not made when this run claimed the job again meanwhile (that claim is live).
           // `lapsed-tried`: its tries stand (each went out), and so does its place in --limit.
@@ -400,13 +413,40 @@ export class Run {
     // reply was lost (PostgreSQL's connection reset, the claim asked again): never sent, it goes back
     // with its attempt, to be claimed now rather than left to the next run.
     if ((await this.#store.release(this.#id, { refund: true, now: this.#now() })) > 0) return false;
+    // the jobs of a closed lane (its model's quota spent) stay pending: they wait for a later run
+    const closed = this.#lanes.closed();
+    if (closed.length > 0 && (await this.#othersPending(closed))) {
+      await sleep(1000, this.#stopping.signal).catch(() => {});
+      return false;
+    }
     const dying = (await this.#reclaim()).comingBack !== null && (await this.#store.status()).counts.running > 0;
-    const next = await this.#store.nextPendingAt();
-    if (next === null && !dying) return true;
+    const next = closed.length > 0 ? null : await this.#store.nextPendingAt();
+    if (next === null && !dying) {
+      if (closed.length > 0) this.#endOnClosedLanes(closed);
+      return true;
+    }
     await sleep(next === null ? this.#heartbeatMs : Math.min(Math.max(next - this.#now(), 50), 1000), this.#stopping.signal).catch(
       () => {},
     );
     return false;
+  }
+
+  /** Whether a model whose lane is open has jobs pending (waiting out a retry's backoff, handed back). */
+  async #othersPending(closed: readonly Lane[]): Promise<boolean> {
+    const shut = new Set(closed.map((l) => l.model));
+    return (await this.#store.status()).byModel.some((m) => !shut.has(m.model) && m.pending > 0);
+  }
+
+  /** The run ends on the first closed lane's error, naming every closed model: it says what waits, and why. */
+  #endOnClosedLanes(closed: readonly Lane[]): void {
+    const error = closed[0]!.closedBy!;
+    this.#fatal ??= new ProviderError({
+      message: `${closed.map((l) => l.model).join(', ')}: ${error.message}`,
+      scope: error.scope,
+      reason: error.reason,
+      status: error.status,
+      code: error.code,
+    });
   }
 
   /** Let every job in hand end: requests in flight finish (or are cut by a second signal). */
@@ -749,6 +789,11 @@ export class Run {
       random: this.#deps.random ?? Math.random,
       // Stop taking and sending at once; requests already out may be billed, so their answers are kept.
       onFatal: (error, refused) => this.stop({ kind: 'fatal', error, refused }),
+      // the run goes on with the other models; said now, where the end says it again with what waits
+      onLaneClosed: (lane, error) => {
+        if (this.#lanes.all().length > 1)
+          this.#emit('warning', { message: `${lane.model}: ${error.message} Its jobs wait; the other models go on.` });
+      },
       onLocalLimit: (error) => this.#lowerConcurrency(error),
       onBudgetReached: () => this.stop({ kind: 'budget' }),
       // a job backing off frees its place in hand: claim its replacement now, not when a job ends
