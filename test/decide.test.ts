@@ -106,7 +106,11 @@ describe('decide: the failure policy', () => {
       { kind: 'retry', delayMs: 700, counted: false, pauseLane: false },
     ],
     ['429 insufficient_quota: stop the run', facts('quota', 'run', 429), { kind: 'stop' }],
-    ["a model's quota per day spent: close its lane (its jobs wait, other models go on)", facts('quota', 'model', 429), { kind: 'closeLane' }],
+    [
+      "a model's quota per day spent: close its lane (its jobs wait, other models go on)",
+      facts('quota', 'model', 429),
+      { kind: 'closeLane' },
+    ],
     ['400: the job fails', facts('bad_request', 'job', 400), { kind: 'fail', message: 'HTTP 400: bad_request' }],
     ['413 / 422: the job fails', facts('bad_request', 'job', 422), { kind: 'fail', message: 'HTTP 422: bad_request' }],
     ['too long for the model: the job fails', facts('too_long', 'job', 400), { kind: 'fail', message: 'HTTP 400: too_long' }],
