@@ -11,6 +11,7 @@ function facts(reason: FailureReason, scope: ErrorScope, status: number | null, 
     answered: true,
     early404s: 0,
     earlyParameterRefusals: 0,
+    ownParameterRefusals: 0,
     authInARow: 0,
     ownAuthRefusals: 0,
     answeredSinceRefused: false,
@@ -132,12 +133,17 @@ describe('decide: the failure policy', () => {
     ],
     [
       "400 refusing a shared parameter (max_tokens) before any answer: retried, the attempt given back (every job's request may be wrong)",
-      facts('bad_request', 'job', 400, { answered: false, earlyParameterRefusals: 2 }),
+      facts('bad_request', 'job', 400, { answered: false, earlyParameterRefusals: 2, ownParameterRefusals: 1 }),
       { kind: 'retry', delayMs: 1000, counted: false },
     ],
     [
+      "the same job refused again for a shared parameter, before two others were: it fails (the parameter is its own, as a Batch line's response_format)",
+      facts('bad_request', 'job', 400, { answered: false, earlyParameterRefusals: 2, ownParameterRefusals: 2 }),
+      { kind: 'fail', message: 'HTTP 400: bad_request' },
+    ],
+    [
       'third refusal of the same shared parameter in a row before any answer: stop (the jobs need enqueueing with it changed)',
-      facts('bad_request', 'job', 400, { answered: false, earlyParameterRefusals: 3 }),
+      facts('bad_request', 'job', 400, { answered: false, earlyParameterRefusals: 3, ownParameterRefusals: 2 }),
       { kind: 'stop' },
     ],
     [

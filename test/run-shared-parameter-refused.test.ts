@@ -34,6 +34,24 @@ describe('a request parameter every job shares, refused before any answer', () =
     expect(attempts.every((a) => a.outcome === 'not_counted')).toBe(true);
   });
 
+  it('one job refused again, and no other: it fails as a 400 does, where the run stopped and every run after sent it three times', async () => {
+    // a Batch line's own response_format, the last job of the queue left: the run stopped with it
+    // pending ("they all have it"), exit 1, and the next run sent it three times again
+    const fake = await startFake({ latencyMs: 5, record: true });
+    fake.respond(() =>
+      reply.error(400, "Invalid schema for response_format 'x': bad.", { code: 'invalid_value', param: 'response_format' }),
+    );
+    const { db } = await enqueueJsonl(tempDir(), docs.slice(0, 1));
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--retry-delay', '0.05', '--progress', 'none']);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).not.toContain('they all have it');
+    expect(fake.requests).toHaveLength(2);
+    const { jobs } = readDb(db);
+    expect(jobs.map((j) => [j.state, j.attempts, j.error])).toEqual([
+      ['failed', 1, "HTTP 400: Invalid schema for response_format 'x': bad."],
+    ]);
+  });
+
   it("says a model that takes max_completion_tokens under a name llmq does not know as a reasoning model's", async () => {
     const fake = await startFake({ latencyMs: 5 });
     fake.respond(() =>

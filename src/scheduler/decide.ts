@@ -25,10 +25,12 @@ export interface FailureFacts {
   /** 404s before any answer, this one included. */
   readonly early404s: number;
   /**
-   * Refusals of a parameter a model's jobs share (`refusesSharedParameter`: `max_tokens`, `temperature`)
+   * Jobs refused for a parameter a model's jobs share (`refusesSharedParameter`: `max_tokens`, `temperature`)
    * before any answer, of this job's model and naming this one's parameter, this one included; 0 for other failures.
    */
   readonly earlyParameterRefusals: number;
+  /** Of those refusals, this job's own in this run, this one included. */
+  readonly ownParameterRefusals: number;
   /** 401/403 in a row (no answer between them), this one included. */
   readonly authInARow: number;
   /** 401/403 of this job in this run, this one included. */
@@ -122,6 +124,10 @@ export function decide(f: FailureFacts): Decision {
     // The request's shape, which every job of an enqueue shares, is refused: three in a row stop the
     // run before it fails the whole queue; until then the attempt is given back, as for a 404.
     if (f.earlyParameterRefusals >= RUN_FATAL_IN_A_ROW) return { kind: 'stop' };
+    // The same job refused again, and no other: the parameter is its own (a Batch line's
+    // `response_format`), or it is the last of its model left. It fails as any 400 does; stopping
+    // the run left it pending, refused three times by every run.
+    if (f.ownParameterRefusals >= 2) return { kind: 'fail', message: error.message };
     return { kind: 'retry', delayMs: f.attempt < f.maxAttempts ? backoffMs(f) : f.retryDelayMs, counted: false };
   }
   if (error.scope === 'job') return { kind: 'fail', message: error.message };

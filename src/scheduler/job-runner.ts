@@ -93,6 +93,8 @@ interface JobTally {
   authRefusals: number;
   /** When the first of them was sent (ms epoch). */
   firstAuthRefusedSentAt: number;
+  /** Refusals of a shared parameter before any answer (`FailureFacts.earlyParameterRefusals`). */
+  parameterRefusals: number;
 }
 
 /**
@@ -113,7 +115,13 @@ export async function runJob(job: ClaimedJob, ctx: JobContext): Promise<JobOutco
 
 class JobRun {
   #attempt: number;
-  readonly #tally: JobTally = { uncountedOutages: 0, firstUncountedAt: 0, authRefusals: 0, firstAuthRefusedSentAt: 0 };
+  readonly #tally: JobTally = {
+    uncountedOutages: 0,
+    firstUncountedAt: 0,
+    authRefusals: 0,
+    firstAuthRefusedSentAt: 0,
+    parameterRefusals: 0,
+  };
   #tokens: { prompt: number; weight: number } | null = null;
   /** Tries of this job cut by the timeout: a long document gets more time on each. */
   #timeouts = 0;
@@ -391,8 +399,11 @@ class JobRun {
     let earlyRefusals = 0;
     if (c.done === 0 && refusesSharedParameter(error)) {
       const which = `${job.model}\n${error.param}`;
-      earlyRefusals = (c.earlyRefusals.get(which) ?? 0) + 1;
-      c.earlyRefusals.set(which, earlyRefusals);
+      const jobs = c.earlyRefusals.get(which) ?? new Set<string>();
+      jobs.add(job.key);
+      c.earlyRefusals.set(which, jobs);
+      earlyRefusals = jobs.size;
+      tally.parameterRefusals++;
     }
     if (error.reason === 'auth') {
       c.authInARow++;
@@ -427,6 +438,7 @@ class JobRun {
       answered: c.done > 0,
       early404s: c.early404s,
       earlyParameterRefusals: earlyRefusals,
+      ownParameterRefusals: tally.parameterRefusals,
       authInARow: c.authInARow,
       ownAuthRefusals: tally.authRefusals,
       answeredSinceRefused: tally.authRefusals > 0 && c.lastAnsweredSentAt > tally.firstAuthRefusedSentAt,

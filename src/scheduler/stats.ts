@@ -20,10 +20,12 @@ export class RunCounters {
   /** 404s seen before the first answer (a wrong endpoint shows as a run of them). */
   early404s = 0;
   /**
-   * Before the first answer, refusals of a request parameter a model's jobs share (`refusesSharedParameter`),
-   * by model and parameter: each is counted on its own, so two models refusing two parameters in turn still add up.
+   * Before the first answer, the jobs refused for a request parameter a model's jobs share
+   * (`refusesSharedParameter`), by model and parameter: each is counted on its own, so two models
+   * refusing two parameters in turn still add up. Jobs, not refusals: one job refused again is no
+   * sign that the others share its parameter (a Batch line's own `response_format`).
    */
-  readonly earlyRefusals = new Map<string, number>();
+  readonly earlyRefusals = new Map<string, Set<string>>();
   /** 401/403 answers with no success between them of a request sent after the last of them (answers to requests out before a key was revoked say nothing of it now). */
   authInARow = 0;
   /** When the last request refused with a 401/403 was sent (ms epoch). */
