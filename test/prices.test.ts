@@ -100,6 +100,18 @@ describe('prices', () => {
     expect(costOf('mock-echo', usage, table)).toBe(0);
   });
 
+  it("the offline mock's answers cost what --prices FILE says of their model, as --price: a budget tried offline; LLMQ_PRICES leaves them free", () => {
+    const file = join(tempDir(), 'p.json');
+    writeFileSync(file, '{"gpt-4o": [2.5, 10]}');
+    const env = '{"gpt-4o-mini": [3, 4]}';
+    const mock = loadPriceTable({ free: true, file, env });
+    expect(mock.lookup('gpt-4o')).toMatchObject({ perMillion: [2.5, 10], source: `--prices ${file}` });
+    expect(costOf('gpt-4o', usage, mock)).toBeCloseTo(2.5 + 10, 12);
+    // set for real runs, the environment's prices do not bill the mock's stand-ins
+    expect(costOf('gpt-4o-mini', usage, mock)).toBe(0);
+    expect(costOf('mock-echo', usage, loadPriceTable({ file }))).toBe(0);
+  });
+
   it('--price applies to every model, even unknown ones; files and LLMQ_PRICES win over genai-prices', () => {
     const t = loadPriceTable({ price: parsePrice('0.15,0.60') });
     expect(costOf('llama3.1:8b', usage, t)).toBeCloseTo(0.75, 12);

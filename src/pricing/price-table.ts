@@ -24,13 +24,16 @@ const MOCK = /^mock($|[-/:])/;
 
 /**
  * Which price applies to a model: `--price` over everything, then `--prices FILE`, then
- * LLMQ_PRICES, then genai-prices. The offline mock provider's models are free. A model nobody
- * prices is null: its cost is unknown, never 0.
+ * LLMQ_PRICES, then genai-prices. The offline mock provider's models are free but for a price given
+ * on the command line (`--price`, or the model in `--prices FILE`: a budget tried offline). A model
+ * nobody prices is null: its cost is unknown, never 0.
  */
 export class PriceTable {
   /** `--price`, with the source it is named by. */
   readonly #override: { readonly price: Price; readonly source: string } | null;
   readonly #given = new Map<string, ModelPricing>();
+  /** Of those, the ones `--prices FILE` gave: they price the mock's models too. */
+  readonly #givenInFile = new Map<string, ModelPricing>();
   readonly #catalog: boolean;
   readonly #at: Date;
   readonly #seen = new Map<string, ModelPricing | null>();
@@ -52,19 +55,24 @@ export class PriceTable {
     }
     if (sources.file) {
       const prices = parsePriceFile(readPriceFile(sources.file, '--prices'), `--prices file ${sources.file}`);
-      for (const [model, price] of Object.entries(prices)) this.#given.set(model, given(price, `--prices ${sources.file}${by}`, model));
+      for (const [model, price] of Object.entries(prices)) {
+        const pricing = given(price, `--prices ${sources.file}${by}`, model);
+        this.#given.set(model, pricing);
+        this.#givenInFile.set(model, pricing);
+      }
     }
   }
 
   /** The model's pricing, or null when no source knows it. */
   lookup(model: string): ModelPricing | null {
-    if (!this.#override && (this.#free || MOCK.test(model))) return FREE;
     let found = this.#seen.get(model);
     if (found === undefined) {
       const o = this.#override;
       found = o
         ? flatPricing(o.price, o.source, () => this.#batchShare(model))
-        : (this.#fromGiven(model) ?? (this.#catalog ? catalogPricing(model, this.#at) : null));
+        : this.#free || MOCK.test(model)
+          ? (this.#fromGiven(model, this.#givenInFile) ?? FREE)
+          : (this.#fromGiven(model, this.#given) ?? (this.#catalog ? catalogPricing(model, this.#at) : null));
       this.#seen.set(model, found);
     }
     return found;
@@ -85,8 +93,7 @@ export class PriceTable {
    * ("gpt-4o-mini-2024-07-18", "gpt-3.5-turbo-0125") as their family. Any other suffix is a
    * different model.
    */
-  #fromGiven(model: string): ModelPricing | null {
-    const given = this.#given;
+  #fromGiven(model: string, given: ReadonlyMap<string, ModelPricing>): ModelPricing | null {
     if (given.size === 0) return null;
     const bare = model.slice(model.lastIndexOf('/') + 1);
     const family = bare.match(SNAPSHOT)?.[1];
