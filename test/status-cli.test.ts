@@ -101,6 +101,30 @@ describe('llmq status', () => {
     expect(bad.stderr).toMatch(/--price.*'0\.15'.*0\.15,0\.60/);
   });
 
+  it('several models: each says how many of its jobs are done beside its cost, aligned', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    const lines = (n: number, prefix: string) =>
+      Array.from({ length: n }, (_, i) => `{"id":"${prefix}${i}","text":"${prefix} ${i}"}`).join('\n');
+    writeFileSync(join(dir, 'a.jsonl'), lines(5, 'a'));
+    writeFileSync(join(dir, 'b.jsonl'), lines(20, 'b'));
+    expect((await runCli(['enqueue', 'a.jsonl', '--model', 'gpt-4o', '--db', db], { cwd: dir })).code).toBe(0);
+    expect((await runCli(['enqueue', 'b.jsonl', '--model', 'claude-3-5-haiku-latest', '--db', db], { cwd: dir })).code).toBe(0);
+    // 7 of the 25 answered: the models partly done
+    expect((await runCli(['run', '--db', db, '--provider', 'mock', '--limit', '7', '--price', '1,2', '--progress', 'none'])).code).toBe(0);
+    const out = (await runCli(['status', '--db', db, '--price', '1,2'])).stdout;
+    const rows = out.split('\n').filter((l) => /^ {11}(gpt-4o|claude)/.test(l));
+    expect(rows.map((l) => l.trim().split(' ')[0])).toEqual(['claude-3-5-haiku-latest', 'gpt-4o']);
+    for (const l of rows) expect(l).toMatch(/ \d+\/(5|20) done {2,}\$[\d.]+ {2}\$1\/\$2 per M$/);
+    const json = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
+    const done = Object.fromEntries(
+      json.cost.byModel.map((m: { model: string; done: number; jobs: number }) => [m.model, `${m.done}/${m.jobs}`]),
+    );
+    for (const l of rows) expect(l).toContain(`${done[l.trim().split(' ')[0]!]} done`);
+    // the counts line up under each other
+    expect(new Set(rows.map((l) => l.indexOf(' done'))).size).toBe(1);
+  });
+
   it('human output: aligned, no escape codes through a pipe, failures grouped with the next step', async () => {
     const dir = tempDir();
     const { db } = await populate(dir, { finished: true });

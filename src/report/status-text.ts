@@ -120,9 +120,16 @@ export function renderStatus(
   }
   lines.push(`  ${'tokens'.padEnd(9)}${compact(r.tokens.prompt)} in · ${compact(r.tokens.completion)} out`);
   lines.push(`  ${'cost'.padEnd(9)}${costLine(r, p)}`);
-  for (const m of r.cost.byModel.length > 1 ? r.cost.byModel : []) {
+  // several models: how far each has got, beside what it cost ("gpt-4o  12/20 done  $0.0012")
+  const models = r.cost.byModel.length > 1 ? r.cost.byModel : [];
+  const nameWidth = Math.max(0, ...models.map((m) => oneLine(m.model, 24).length));
+  const doneWidth = Math.max(0, ...models.map((m) => `${int(m.done)}/${int(m.jobs)}`.length));
+  for (const m of models) {
     const price = onlyMock(r) ? '' : m.price ? p.dim(`$${m.price[0]}/$${m.price[1]} per M`) : p.yellow('no price');
-    lines.push(`  ${''.padEnd(9)}${oneLine(m.model, 24).padEnd(24)} ${usd(m.usd).padStart(9)}${price ? '  ' + price : ''}`);
+    const done = `${int(m.done)}/${int(m.jobs)}`.padStart(doneWidth);
+    lines.push(
+      `  ${''.padEnd(9)}${oneLine(m.model, 24).padEnd(nameWidth)}  ${done} done  ${usd(m.usd).padStart(9)}${price ? '  ' + price : ''}`,
+    );
   }
   const maybe = r.cost.mayBeBilled;
   if (maybe.tries > 0) {
