@@ -4,6 +4,7 @@ import { HttpBatchApi } from '../src/batch/http-api.js';
 import { runBatchLane } from '../src/batch/lane.js';
 import { MOCK_RUN_STOPPED, STOPPED_BEFORE_CREATED, batchOwner } from '../src/store/batches.js';
 import { copyStore } from '../src/store/copy.js';
+import { jobKey } from '../src/request.js';
 import { seedJobs } from './helpers/seed.js';
 import { STORE_KINDS, skipUnavailable } from './helpers/stores.js';
 import { startFake } from './helpers/start-fake.js';
@@ -13,6 +14,34 @@ const STATS = { done: 0, failed: 0, retried: 0, requests: 0, rateLimited: 0, pro
 // The batch ledger on both stores: what holds a job in a live batch, and what gives it back.
 
 describe.each(STORE_KINDS)('batches on $name', (kind) => {
+  it('held jobs carry their request only when it asks for JSON: its answer is checked against it, no other request is read', async (ctx) => {
+    skipUnavailable(kind, ctx);
+    const { store } = await kind.fresh();
+    const plain = '{"max_tokens":5,"messages":[{"content":"a","role":"user"}],"model":"m"}';
+    const asking = '{"max_tokens":5,"messages":[{"content":"b","role":"user"}],"model":"m","response_format":{"type":"json_object"}}';
+    await store.enqueue(
+      [plain, asking].map((request, i) => ({
+        itemId: `d${i}`,
+        source: 'seed',
+        meta: null,
+        key: jobKey(request),
+        request,
+        model: 'm',
+        priority: 0,
+      })),
+      Date.now(),
+    );
+    const now = Date.now();
+    await store.batches.begin({ id: 's1', runId: 'r1', baseUrl: 'http://x/v1', apiKey: apiKeyId('sk-proj-0123456789abcdef-wxyz')!, now });
+    await store.claim({ owner: batchOwner('s1'), limit: 2, now, leaseUntil: now + 86400_000, maxAttempts: 5 });
+    const held = await store.batches.held('s1');
+    expect(held.map((j) => [j.key, j.request])).toEqual([
+      [jobKey(plain), null],
+      [jobKey(asking), asking],
+    ]);
+    await store.close();
+  });
+
   it('jobs of a live submission are taken by no claim and no reclaim; end hands back what it still holds', async (ctx) => {
     skipUnavailable(kind, ctx);
     const { store } = await kind.fresh();

@@ -96,7 +96,7 @@ describe('enqueue again without the flags of the first', () => {
     const body = (o: object) => JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 512, ...o });
     const user = (content: string) => ({ messages: [{ role: 'user', content }] });
     const defaultMessage = DEFAULT_PROMPT.replace('{{text}}', 'doc');
-    const none = { prompt: false, system: false, model: false, maxTokens: false, temperature: false };
+    const none = { prompt: false, system: false, model: false, maxTokens: false, temperature: false, schema: false };
     const moved = { id: 'x', was: body({ ...user('Classify: doc'), model: 'gpt-4o' }), now: body(user(defaultMessage)) };
     expect(lostToDefaults(moved, none).map((l) => l.flag)).toEqual(['--prompt', '--model gpt-4o']);
     // given, even with the default's value: the user asked for it

@@ -1,6 +1,7 @@
 import { classifyHttpError } from '../provider/classify.js';
 import { incompleteKind } from '../provider/finish.js';
 import { parseCompletion } from '../provider/openai.js';
+import { outputProblem } from '../provider/structured-output.js';
 import { ProviderError } from '../provider/types.js';
 import { exhaustedMessage } from '../scheduler/decide.js';
 import { batchOwner } from '../store/batches.js';
@@ -25,6 +26,8 @@ export interface AppliedResults {
 interface Held {
   readonly attempts: number;
   readonly model: string;
+  /** Only when it asks for JSON (`HeldJob.request`). */
+  readonly request: string | null;
 }
 
 /** What a batch answer costs: the model's batch price; null when none is known (shown as unknown). */
@@ -48,7 +51,7 @@ export async function applyResults(
 ): Promise<AppliedResults> {
   const owner = batchOwner(submissionId);
   const held = new Map<string, Held>(
-    (await store.batches.held(submissionId)).map((j) => [j.key, { attempts: j.attempts, model: j.model }]),
+    (await store.batches.held(submissionId)).map((j) => [j.key, { attempts: j.attempts, model: j.model, request: j.request }]),
   );
   const incomplete = { cutOff: 0, refused: 0 };
   let done = 0,
@@ -84,6 +87,9 @@ export async function applyResults(
       if (status >= 200 && status < 300) {
         try {
           const c = parseCompletion(bodyText, status, null, '{}', secret);
+          // not the JSON its request asks for: a failed try, as online (src/provider/structured-output.ts)
+          const problem = job.request === null ? null : outputProblem(job.request, c.output);
+          if (problem !== null) throw new ProviderError({ message: problem, scope: 'retryable', reason: 'bad_output', status });
           const cost = costOf(job.model, c.usage);
           if (cost === null) unpriced++;
           else costUsd += cost;

@@ -4,7 +4,7 @@ import { buildProgram } from './program.js';
 import { watchReaders, whileReaderPresent } from './reader-gone.js';
 
 /** The flags that make a job's request, taken by enqueue only. */
-const REQUEST_FLAGS = new Set(['--model', '--prompt', '--system', '--max-tokens', '--temperature', '--priority']);
+const REQUEST_FLAGS = new Set(['--model', '--prompt', '--system', '--max-tokens', '--temperature', '--schema', '--priority']);
 
 /** The flags of sending, taken by run (and estimate) only: given to enqueue, which sends nothing. */
 const SENDING_FLAGS = new Set([

@@ -14,6 +14,8 @@ export interface RequestOptions {
   readonly maxTokens: number;
   /** Left out of the request (the provider's default) when undefined. */
   readonly temperature?: number;
+  /** The JSON the answers must be (`--schema`): left out when undefined. */
+  readonly responseFormat?: object;
   /** Lower runs first. */
   readonly priority: number;
   /** The priority was asked for (`--priority`): jobs already queued, waiting or failed, take it too (EnqueueRow.setsPriority). */
@@ -26,7 +28,13 @@ export function requestBody(doc: Document, o: RequestOptions): Record<string, un
   const messages = [];
   if (o.system) messages.push({ role: 'system', content: o.system.render(doc) });
   messages.push({ role: 'user', content: o.prompt.render(doc) });
-  return { model: o.model, messages, [completionLimitField(o.model)]: o.maxTokens, temperature: o.temperature };
+  return {
+    model: o.model,
+    messages,
+    [completionLimitField(o.model)]: o.maxTokens,
+    response_format: o.responseFormat,
+    temperature: o.temperature,
+  };
 }
 
 /**
@@ -39,9 +47,10 @@ export function requestBody(doc: Document, o: RequestOptions): Record<string, un
  * Throws MissingValueError when a `{{meta.FIELD}}` placeholder has nothing to fill it.
  */
 export function makeRenderer(o: RequestOptions): (doc: Document) => EnqueueRow {
-  // Sorted keys: max_completion_tokens < max_tokens < messages < model < temperature; content < role.
+  // Sorted keys: max_completion_tokens < max_tokens < messages < model < response_format < temperature; content < role.
   const head = `{"${completionLimitField(o.model)}":${JSON.stringify(o.maxTokens)},"messages":[`;
-  const tail = `],"model":${JSON.stringify(o.model)}${o.temperature === undefined ? '' : `,"temperature":${JSON.stringify(o.temperature)}`}}`;
+  const format = o.responseFormat === undefined ? '' : `,"response_format":${canonicalJson(o.responseFormat)}`;
+  const tail = `],"model":${JSON.stringify(o.model)}${format}${o.temperature === undefined ? '' : `,"temperature":${JSON.stringify(o.temperature)}`}}`;
   const system = o.system;
   const constSystem = system?.isConstant ? `{"content":${JSON.stringify(system.source)},"role":"system"},` : null;
   const prompt = o.prompt;

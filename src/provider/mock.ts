@@ -123,6 +123,19 @@ export class MockProvider implements Provider {
  * (the default template puts the instruction first, then a blank line, then the text).
  */
 export function mockAnswer(request: any): string {
+  const summary = mockSummary(request);
+  // a request asking for JSON gets JSON of its schema, the summary in its strings: --schema tried offline
+  const format = request?.response_format;
+  if (format?.type === 'json_object') return JSON.stringify({ summary });
+  if (format?.type === 'json_schema') {
+    const schema = format.json_schema?.schema;
+    return JSON.stringify(sampleOf(schema, schema, summary, 0));
+  }
+  return summary;
+}
+
+/** The mock's summary: the label and the document's first words. */
+function mockSummary(request: any): string {
   const messages: any[] = Array.isArray(request?.messages) ? request.messages : [];
   const user = [...messages].reverse().find((m) => m?.role === 'user') ?? messages[messages.length - 1];
   const text = messageText(user?.content);
@@ -133,6 +146,47 @@ export function mockAnswer(request: any): string {
   // a document of one long word (a base64 blob) is not repeated whole
   const shown = head.length > SUMMARY_CHARS ? head.slice(0, SUMMARY_CHARS) : head;
   return `[mock] Summary of: ${shown}${words.length > SUMMARY_WORDS || shown !== head ? ' …' : ''}`;
+}
+
+/**
+ * A value of the schema: every property of an object (strict structured outputs require them all),
+ * the first of an enum or of `anyOf`, arrays of their least items (one when none is said), numbers at
+ * their minimum, strings the summary (cut to `maxLength`). `$ref`s into the schema are followed.
+ */
+function sampleOf(schema: any, root: any, text: string, depth: number): unknown {
+  if (schema === null || typeof schema !== 'object' || depth > 16) return null;
+  if (typeof schema.$ref === 'string' && schema.$ref.startsWith('#')) {
+    const target = schema.$ref
+      .slice(1)
+      .split('/')
+      .filter(Boolean)
+      .reduce((node: any, part: string) => node?.[part.replace(/~1/g, '/').replace(/~0/g, '~')], root);
+    return sampleOf(target, root, text, depth + 1);
+  }
+  if ('const' in schema) return schema.const;
+  if (Array.isArray(schema.enum) && schema.enum.length > 0) return schema.enum[0];
+  const alternatives = schema.anyOf ?? schema.oneOf;
+  if (Array.isArray(alternatives) && alternatives.length > 0) return sampleOf(alternatives[0], root, text, depth + 1);
+  const type = Array.isArray(schema.type) ? (schema.type.find((t: unknown) => t !== 'null') ?? schema.type[0]) : schema.type;
+  switch (type ?? (schema.properties ? 'object' : 'string')) {
+    case 'object': {
+      const out: Record<string, unknown> = {};
+      for (const [key, value] of Object.entries(schema.properties ?? {})) out[key] = sampleOf(value, root, text, depth + 1);
+      return out;
+    }
+    case 'array':
+      return Array.from({ length: Math.min(Math.max(schema.minItems ?? 1, 0), 3) }, () => sampleOf(schema.items, root, text, depth + 1));
+    case 'integer':
+      return Math.ceil(schema.minimum ?? (schema.exclusiveMinimum === undefined ? 0 : Math.floor(schema.exclusiveMinimum) + 1));
+    case 'number':
+      return schema.minimum ?? (schema.exclusiveMinimum === undefined ? 0 : schema.exclusiveMinimum + 1);
+    case 'boolean':
+      return false;
+    case 'null':
+      return null;
+    default:
+      return typeof schema.maxLength === 'number' ? text.slice(0, schema.maxLength) : text;
+  }
 }
 
 /**

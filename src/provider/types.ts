@@ -15,6 +15,7 @@ export type FailureReason =
   | 'local' // this machine ran out of something (EMFILE: too many open files): not the provider
   | 'timeout' // --timeout passed
   | 'bad_body' // 200 whose body is not a valid completion
+  | 'bad_output' // a completion that is not the JSON its request's response_format asks for
   | 'bad_request' // 400, 404, 413, 422
   | 'too_long' // the request does not fit the model's context
   | 'auth' // 401, 403

@@ -7,6 +7,7 @@ import { decide, isOutageType, type Decision } from './decide.js';
 import { FAILED_JOBS_NAMED, type RefusedParameter, type SchedulerListener } from './events.js';
 import type { InFlightRequests } from './in-flight.js';
 import type { Lane } from './lane.js';
+import { outputProblem } from '../provider/structured-output.js';
 import type { OutageBreaker } from './outage.js';
 import type { PaceTicket } from './pace/window-pacer.js';
 import type { Semaphore } from './semaphore.js';
@@ -332,6 +333,13 @@ class JobRun {
     // Providers reserve prompt + max_tokens when a request arrives, so only the prompt part is
     // corrected: our tokenizer may count the prompt differently from the provider's.
     if (this.#tokens) lane.board.settle(place.ticket, place.tokens - this.#tokens.prompt + usage.promptTokens);
+    // an answer that is not the JSON its request asks for (response_format) is a failed try, not done
+    const problem = outputProblem(job.request, result.output);
+    if (problem !== null) {
+      ctx.slots.release();
+      const error = new ProviderError({ message: problem, scope: 'retryable', reason: 'bad_output', status: result.status });
+      return this.#failed(error, startedAt, false);
+    }
     const attempt: AttemptRecord = {
       key: job.key,
       runId: ctx.runId,

@@ -16,6 +16,17 @@ export const BATCH_STATES = Object.freeze([
 ] as const);
 export type BatchState = (typeof BATCH_STATES)[number];
 
+/**
+ * A job a submission holds. `request` only when it asks for JSON (`response_format`): its answer is
+ * checked against it (src/provider/structured-output.ts), and no other request is read.
+ */
+export interface HeldJob {
+  readonly key: string;
+  readonly attempts: number;
+  readonly model: string;
+  readonly request: string | null;
+}
+
 export interface BatchRow {
   /** llmq's submission id, also sent as the batch's metadata so a crashed run's batches are found again. */
   readonly id: string;
@@ -91,7 +102,7 @@ export interface BatchStore {
    */
   abandonUnsent(deadOwners: readonly string[], now: number): Promise<number>;
   /** The jobs a submission still holds, with their attempt numbers: what its results may answer. */
-  held(id: string): Promise<Array<{ key: string; attempts: number; model: string }>>;
+  held(id: string): Promise<HeldJob[]>;
   /** Submissions not ended, oldest first. */
   open(): Promise<BatchRow[]>;
   /** The newest submissions, for `status`. */

@@ -25,6 +25,18 @@ const variants: Array<Partial<RequestOptions> & { name: string }> = [
   { name: 'temperature 0', temperature: 0 },
   { name: 'odd model name', model: 'org/model "v2"', maxTokens: 1 },
   { name: 'a reasoning model', model: 'gpt-5-mini', temperature: 1 },
+  {
+    name: 'a schema (--schema), with temperature',
+    temperature: 0,
+    responseFormat: {
+      type: 'json_schema',
+      json_schema: {
+        strict: true,
+        name: 'x',
+        schema: { type: 'object', required: ['b', 'a'], properties: { b: { type: 'string' }, a: {} } },
+      },
+    },
+  },
 ];
 
 describe('rendering a document into its request', () => {

@@ -39,6 +39,7 @@ export interface RequestFlagsGiven {
   readonly model: boolean;
   readonly maxTokens: boolean;
   readonly temperature: boolean;
+  readonly schema: boolean;
 }
 
 /** What one of a moved item's settings was, and the flag that gives it back. */
@@ -55,6 +56,7 @@ interface Body {
   readonly max_tokens?: unknown;
   readonly max_completion_tokens?: unknown;
   readonly temperature?: unknown;
+  readonly response_format?: { readonly json_schema?: { readonly name?: unknown } };
 }
 
 /** Which name the request gives its completion limit, when it gives one. */
@@ -93,6 +95,10 @@ export function lostToDefaults(moved: MovedItem, given: RequestFlagsGiven): Lost
   }
   if (!given.temperature && now.temperature === undefined && typeof was.temperature === 'number') {
     lost.push({ what: `temperature ${was.temperature}`, flag: `--temperature ${was.temperature}` });
+  }
+  const schema = was.response_format?.json_schema?.name;
+  if (!given.schema && now.response_format === undefined && typeof schema === 'string') {
+    lost.push({ what: `a schema for its answers (${printable(schema)})`, flag: '--schema' });
   }
   return lost;
 }
@@ -217,7 +223,14 @@ export function orphanedAnswersText(
 
 /** Request flags given that OpenAI Batch API lines ignore (their bodies are sent as they are); null when none was given. */
 export function batchLinesText(lines: number, given: RequestFlagsGiven, otherDocuments: boolean): string | null {
-  const names = { prompt: '--prompt', system: '--system', model: '--model', maxTokens: '--max-tokens', temperature: '--temperature' };
+  const names = {
+    prompt: '--prompt',
+    system: '--system',
+    model: '--model',
+    maxTokens: '--max-tokens',
+    temperature: '--temperature',
+    schema: '--schema',
+  };
   const flags = (Object.keys(names) as Array<keyof RequestFlagsGiven>).filter((k) => given[k]).map((k) => names[k]);
   if (lines === 0 || flags.length === 0) return null;
   const one = lines === 1;

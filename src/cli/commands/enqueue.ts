@@ -29,6 +29,7 @@ import type { StatusLine } from '../progress/status-line.js';
 import { DEFAULT_MAX_DOC_BYTES, isOverMaxDocBytes, MAX_REJECTED_IDS, sizeFlag, where } from '../../ingest/types.js';
 import { likelyMeant } from '../../ingest/fields-it-has.js';
 import { findApiKey } from '../../provider/endpoint.js';
+import { readSchemaFile, type SchemaFormat } from '../../ingest/schema-file.js';
 
 interface EnqueueFlags {
   db?: string;
@@ -37,6 +38,7 @@ interface EnqueueFlags {
   model: string;
   maxTokens: number;
   temperature?: number;
+  schema?: SchemaFormat;
   priority: number;
   glob?: string[];
   hidden?: boolean;
@@ -61,6 +63,12 @@ export function registerEnqueue(program: Command): Command {
     .addOption(new Option('--model <name>', 'the model to ask').argParser(modelName).default(DEFAULT_MODEL))
     .addOption(new Option('--max-tokens <n>', 'the longest answer, in tokens').argParser(intAtLeast(1)).default(DEFAULT_MAX_TOKENS))
     .addOption(new Option('--temperature <t>', "sampling temperature, 0 to 2 (default: the provider's)").argParser(numberBetween(0, 2)))
+    .addOption(
+      new Option(
+        '--schema <file>',
+        'a JSON Schema the answers must be JSON of (structured outputs); answers that are not are tried again',
+      ).argParser(readSchemaFile),
+    )
     .addOption(new Option('--priority <n>', 'lower runs first').argParser(anyInt).default(0))
     .addOption(
       new Option('--glob <pattern>', 'only files in folders matching this (repeatable); *.md matches at any depth').argParser(collect),
@@ -85,6 +93,7 @@ Examples:
   $ llmq enqueue docs/
   $ llmq enqueue docs/ --glob '*.md' --glob 'notes/**/*.txt' --prompt @prompts/summary.txt
   $ llmq enqueue reviews.jsonl --text-field body --prompt "Sentiment of this review (positive/negative): {{text}}"
+  $ llmq enqueue tickets/ --schema ticket.schema.json --prompt @extract.txt   # answers as JSON
   $ llmq enqueue batch_input.jsonl          # OpenAI Batch API lines: each body is sent as it is
   $ zcat big.jsonl.gz | llmq enqueue - --model gpt-4o --max-tokens 256 --priority -1
 
@@ -108,6 +117,7 @@ Exit codes: 0 everything enqueued, 2 some input was rejected, 1 bad usage,
         model: given('model'),
         maxTokens: given('maxTokens'),
         temperature: given('temperature'),
+        schema: given('schema'),
       };
       const summary = await runEnqueue(sources, flags, setsPriority, requestFlags);
       if (summary.stopped) process.exitCode = EXIT.SIGNAL;
@@ -208,6 +218,7 @@ async function runEnqueue(
         model: flags.model,
         maxTokens: flags.maxTokens,
         temperature: flags.temperature,
+        responseFormat: flags.schema,
         priority: flags.priority,
         setsPriority,
       },

@@ -290,6 +290,7 @@ const ENQUEUE_FLAG_OF_PARAMETER: ReadonlyMap<string, string> = new Map([
   ['max_completion_tokens', '--max-tokens'],
   ['temperature', '--temperature'],
   ['model', '--model'],
+  ['response_format', '--schema'],
 ]);
 
 /**
@@ -308,7 +309,7 @@ function refusedParameterFix(refused: RefusedParameter, code: string | null, db:
           `${model} takes max_completion_tokens instead, which llmq writes for OpenAI's reasoning models by their names ` +
           '(o1, o3, o4-mini, gpt-5...): enqueue with one of those names, or as OpenAI Batch lines whose body sets max_completion_tokens'
       : flag
-        ? `enqueue the same documents again with another ${flag}${param === 'temperature' ? ' or none' : ''} (llmq enqueue SOURCE... ${flag} ...${db})`
+        ? `enqueue the same documents again with another ${flag}${param === 'temperature' || param === 'response_format' ? ' or none' : ''} (llmq enqueue SOURCE... ${flag} ...${db})`
         : `change ${param} in the input's request bodies and enqueue them again (llmq enqueue SOURCE...${db})`;
   return (
     `The provider refused the ${param} of ${model}'s jobs for their first requests, before answering any: they all have it. ` +

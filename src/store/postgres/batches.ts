@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { BatchEnd, BatchRow, BatchStore, BatchState } from '../batches.js';
+import type { BatchEnd, BatchRow, BatchState, BatchStore, HeldJob } from '../batches.js';
 import {
   MOCK_RUN_STOPPED,
   STOPPED_BEFORE_CREATED,
@@ -110,11 +110,13 @@ export class PgBatches implements BatchStore {
     });
   }
 
-  async held(id: string): Promise<Array<{ key: string; attempts: number; model: string }>> {
-    const r = await this.#q(`SELECT key, attempts, model FROM jobs WHERE lease_owner = $1 AND state = 'running' ORDER BY seq`, [
-      batchOwner(id),
-    ]);
-    return r.rows.map((row) => ({ key: row.key, attempts: Number(row.attempts), model: row.model }));
+  async held(id: string): Promise<HeldJob[]> {
+    const r = await this.#q(
+      `SELECT key, attempts, model, CASE WHEN strpos(request, '"response_format"') > 0 THEN request END AS request
+      FROM jobs WHERE lease_owner = $1 AND state = 'running' ORDER BY seq`,
+      [batchOwner(id)],
+    );
+    return r.rows.map((row) => ({ key: row.key, attempts: Number(row.attempts), model: row.model, request: row.request ?? null }));
   }
 
   async open(): Promise<BatchRow[]> {

@@ -1,4 +1,5 @@
-import type { BatchEnd, BatchRow, BatchStore } from '../batches.js';
+import type { BatchEnd, BatchRow, BatchStore, HeldJob } from '../batches.js';
+import { requestOf } from './requests.js';
 import {
   MOCK_RUN_STOPPED,
   STOPPED_BEFORE_CREATED,
@@ -48,7 +49,10 @@ export class SqliteBatches implements BatchStore {
       dropOrphans: orphanDropper(db),
       end: db.prepare(`UPDATE batches SET state = ?, provider_status = coalesce(?, provider_status), done = ?, failed = ?,
           requeued = ?, error = ?, updated_at = ?, ended_at = ? WHERE id = ?`),
-      held: db.prepare(`SELECT key, attempts, model FROM jobs WHERE lease_owner = ? AND state = 'running' ORDER BY seq`),
+      held: db.prepare(
+        `SELECT key, attempts, model, CASE WHEN instr(${requestOf('jobs')}, '"response_format"') > 0 THEN ${requestOf('jobs')} END AS request
+        FROM jobs WHERE lease_owner = ? AND state = 'running' ORDER BY seq`,
+      ),
       // taken in the same statement that abandons them: two reclaims never both hand one back
       abandonUnsent: db
         .prepare(`UPDATE batches SET state = 'abandoned', error = iif(base_url = '${MOCK_BASE_URL}', @mockReason, @reason), updated_at = @now, ended_at = @now
@@ -118,8 +122,8 @@ export class SqliteBatches implements BatchStore {
       .immediate();
   }
 
-  async held(id: string): Promise<Array<{ key: string; attempts: number; model: string }>> {
-    return this.#s.held.all(batchOwner(id)) as Array<{ key: string; attempts: number; model: string }>;
+  async held(id: string): Promise<HeldJob[]> {
+    return this.#s.held.all(batchOwner(id)) as HeldJob[];
   }
 
   async open(): Promise<BatchRow[]> {

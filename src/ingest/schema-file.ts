@@ -1,0 +1,46 @@
+import { readFileSync } from 'node:fs';
+import { basename } from 'node:path';
+import { UsageError } from '../errors.js';
+import { schemaProblem } from '../provider/structured-output.js';
+
+/** `response_format` as `--schema` writes it into each request: OpenAI's structured outputs, strict. */
+export interface SchemaFormat {
+  readonly type: 'json_schema';
+  readonly json_schema: { readonly name: string; readonly schema: object; readonly strict: boolean };
+}
+
+/**
+ * The `response_format` of `--schema FILE`: a JSON Schema, or OpenAI's `{"name", "schema", "strict"}`
+ * around one (as its docs and SDKs write it). Strict unless the file says otherwise: the provider then
+ * answers nothing but JSON of the schema (and refuses a schema strict mode cannot take, which stops
+ * the run at its first requests and names --schema). Its name is the file's when it gives none.
+ */
+export function readSchemaFile(file: string): SchemaFormat {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    throw new UsageError(`--schema: cannot read ${file} (${code}). Give the path of a JSON Schema file.`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(`--schema: ${file} is not JSON (${(error as Error).message}). Give a JSON Schema file.`);
+  }
+  const outer = isObject(parsed) ? parsed : {};
+  const wrapped = isObject(outer.schema) && typeof outer.name === 'string' && !('properties' in outer);
+  const schema = wrapped ? outer.schema : parsed;
+  const problem = schemaProblem(schema);
+  if (problem !== null) throw new UsageError(`--schema: ${file} is not a JSON Schema: ${problem}.`);
+  const name = (wrapped ? (outer.name as string) : basename(file).replace(/\.(schema\.)?json$/i, ''))
+    .replace(/[^a-zA-Z0-9_-]/g, '_')
+    .slice(0, 64);
+  const strict = wrapped && typeof outer.strict === 'boolean' ? outer.strict : true;
+  return { type: 'json_schema', json_schema: { name: name || 'answer', schema: schema as object, strict } };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}

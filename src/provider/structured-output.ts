@@ -1,0 +1,100 @@
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { oneLine } from '../report/format.js';
+
+/**
+ * Answers to requests that ask for JSON (`response_format`: `json_schema` from `llmq enqueue
+ * --schema`, or a Batch line's own, or `json_object`) are checked before they are stored: an answer
+ * that is no JSON, or not of the schema, is a failed try (`bad_output`), tried again up to
+ * --max-attempts, so that what `export` gives is JSON a program can read. The schema is the request's
+ * own, so no store or job holds anything more.
+ */
+
+/** `response_format` as a request carries it, when it asks for JSON. */
+export type JsonFormat = { readonly type: 'json_object' } | { readonly type: 'json_schema'; readonly schema: object | null };
+
+/** The JSON a request asks for, or null. Looks at the text first: most requests ask for none, and parsing each would cost. */
+export function jsonFormatOf(request: string): JsonFormat | null {
+  if (!request.includes('"response_format"')) return null;
+  let format: any;
+  try {
+    format = JSON.parse(request)?.response_format;
+  } catch {
+    return null;
+  }
+  if (format?.type === 'json_object') return { type: 'json_object' };
+  if (format?.type !== 'json_schema') return null;
+  const schema = format.json_schema?.schema;
+  return { type: 'json_schema', schema: schema !== null && typeof schema === 'object' ? schema : null };
+}
+
+/** What is wrong with an answer to a request that asks for JSON, or null when it is what was asked (or nothing was). */
+export function outputProblem(request: string, output: string | null): string | null {
+  const format = jsonFormatOf(request);
+  if (format === null) return null;
+  const text = output ?? '';
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return `the answer is not JSON, where response_format asks for it (the answer: ${shown(text)})`;
+  }
+  if (format.type === 'json_object' || format.schema === null) {
+    return isObject(value) ? null : `the answer is JSON but no object, where response_format asks for one (the answer: ${shown(text)})`;
+  }
+  const validate = validatorFor(format.schema);
+  // a schema this checker cannot read was taken by the provider: there is nothing to hold the answer to
+  if (validate === null || validate(value)) return null;
+  return `the answer does not match response_format's schema: ${errorsText(validate.errors ?? [])} (the answer: ${shown(text)})`;
+}
+
+/** Compiled schemas by their JSON (a request's is canonical): one enqueue shares one; Batch lines may each bring theirs. */
+const validators = new Map<string, ValidateFunction | null>();
+const MAX_VALIDATORS = 256;
+// strict: false takes the keywords OpenAI's structured outputs add or leave (no unknown-keyword errors);
+// formats are not checked (ajv-formats is not here): a date-time's shape is the model's to keep
+const ajv = new Ajv({ strict: false, allErrors: false, validateFormats: false });
+
+function validatorFor(schema: object): ValidateFunction | null {
+  const key = JSON.stringify(schema);
+  let validate = validators.get(key);
+  if (validate === undefined) {
+    try {
+      validate = ajv.compile(schema);
+    } catch {
+      validate = null;
+    }
+    if (validators.size >= MAX_VALIDATORS) validators.clear();
+    validators.set(key, validate);
+  }
+  return validate;
+}
+
+/** A schema's fault, said before anything is enqueued: null when it compiles. */
+export function schemaProblem(schema: unknown): string | null {
+  if (!isObject(schema)) return 'a JSON Schema is an object';
+  try {
+    ajv.compile(schema);
+    return null;
+  } catch (error) {
+    return (error as Error).message;
+  }
+}
+
+function errorsText(errors: readonly ErrorObject[]): string {
+  const first = errors[0];
+  if (!first) return 'it does not match';
+  const where = first.instancePath === '' ? 'the answer' : first.instancePath;
+  const extra =
+    first.keyword === 'additionalProperties'
+      ? ` (${JSON.stringify((first.params as { additionalProperty: string }).additionalProperty)})`
+      : '';
+  return `${where} ${first.message ?? 'does not match'}${extra}`;
+}
+
+function shown(text: string): string {
+  return text === '' ? 'empty' : oneLine(text, 80);
+}
+
+function isObject(value: unknown): value is object {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}

@@ -1,0 +1,148 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { readSchemaFile } from '../src/ingest/schema-file.js';
+import { mockAnswer } from '../src/provider/mock.js';
+import { outputProblem } from '../src/provider/structured-output.js';
+import { runCli } from './helpers/cli.js';
+import { enqueueJsonl, readDb } from './helpers/e2e.js';
+import { reply } from './helpers/fake-openai.js';
+import { startFake } from './helpers/start-fake.js';
+import { tempDir } from './helpers/tmp.js';
+
+const TICKET = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['summary', 'urgency', 'tags'],
+  properties: {
+    summary: { type: 'string', maxLength: 40 },
+    urgency: { enum: ['low', 'high'] },
+    tags: { type: 'array', items: { $ref: '#/$defs/tag' } },
+  },
+  $defs: { tag: { type: 'string' } },
+};
+
+const asking = (schema: object) =>
+  JSON.stringify({ model: 'm', messages: [], response_format: { type: 'json_schema', json_schema: { name: 't', strict: true, schema } } });
+
+function schemaFile(content: unknown, name = 'ticket.schema.json'): string {
+  const file = join(tempDir(), name);
+  writeFileSync(file, typeof content === 'string' ? content : JSON.stringify(content));
+  return file;
+}
+
+describe('answers held to the JSON their request asks for (response_format)', () => {
+  it('says what is wrong with an answer: not JSON, not of the schema, a field of the wrong type; nothing for a request that asks for no JSON', () => {
+    const request = asking(TICKET);
+    expect(outputProblem(request, '{"summary":"s","urgency":"high","tags":["a"]}')).toBeNull();
+    expect(outputProblem(request, '{"summary": "s", oops')).toBe(
+      'the answer is not JSON, where response_format asks for it (the answer: {"summary": "s", oops)',
+    );
+    expect(outputProblem(request, '{"nom":3}')).toBe(
+      `the answer does not match response_format's schema: the answer must have required property 'summary' (the answer: {"nom":3})`,
+    );
+    expect(outputProblem(request, '{"summary":"s","urgency":"soon","tags":[]}')).toMatch(
+      /^the answer does not match response_format's schema: \/urgency must be equal to one of the allowed values/,
+    );
+    expect(outputProblem(request, '{"summary":"s","urgency":"low","tags":[],"extra":1}')).toMatch(
+      /must NOT have additional properties \("extra"\)/,
+    );
+    expect(outputProblem(request, null)).toMatch(/^the answer is not JSON.*\(the answer: empty\)$/);
+    // json_object asks for an object, of no schema
+    const object = JSON.stringify({ model: 'm', messages: [], response_format: { type: 'json_object' } });
+    expect(outputProblem(object, '{"any":1}')).toBeNull();
+    expect(outputProblem(object, '[1]')).toMatch(/^the answer is JSON but no object/);
+    // text answers asked for as text, however they look
+    expect(outputProblem(JSON.stringify({ model: 'm', messages: [] }), 'not { json')).toBeNull();
+    expect(outputProblem(JSON.stringify({ model: 'm', messages: [], response_format: { type: 'text' } }), 'x')).toBeNull();
+  });
+
+  it("the offline mock answers JSON of the request's schema (refs, enums, bounds followed), so --schema can be tried offline", () => {
+    const request = JSON.parse(asking(TICKET));
+    request.messages = [{ role: 'user', content: 'Extract:\n\nthe printer is broken' }];
+    const answer = mockAnswer(request);
+    expect(outputProblem(JSON.stringify(request), answer)).toBeNull();
+    expect(JSON.parse(answer)).toEqual({ summary: '[mock] Summary of: the printer is broken', urgency: 'low', tags: [expect.any(String)] });
+    const bounded = {
+      type: 'object',
+      properties: { n: { type: 'integer', exclusiveMinimum: 2 }, x: { type: ['null', 'number'], minimum: 1.5 } },
+    };
+    expect(JSON.parse(mockAnswer(JSON.parse(asking(bounded))))).toEqual({ n: 3, x: 1.5 });
+  });
+
+  it("--schema takes a JSON Schema or OpenAI's {name, schema, strict}; a file that is neither is refused, naming it", () => {
+    expect(readSchemaFile(schemaFile(TICKET))).toEqual({
+      type: 'json_schema',
+      json_schema: { name: 'ticket', schema: TICKET, strict: true },
+    });
+    expect(readSchemaFile(schemaFile({ name: 'Ticket v2', strict: false, schema: TICKET }))).toEqual({
+      type: 'json_schema',
+      json_schema: { name: 'Ticket_v2', schema: TICKET, strict: false },
+    });
+    const notJson = schemaFile('{"type": "object",', 'a.json');
+    expect(() => readSchemaFile(notJson)).toThrow(new RegExp(`^--schema: ${notJson} is not JSON \\(`));
+    const bad = schemaFile({ type: 'object', properties: { a: { type: 'strin' } } }, 'b.json');
+    expect(() => readSchemaFile(bad)).toThrow(
+      new RegExp(`^--schema: ${bad} is not a JSON Schema: schema is invalid: data/properties/a/type`),
+    );
+    expect(() => readSchemaFile(schemaFile('[1]', 'c.json'))).toThrow(/is not a JSON Schema: a JSON Schema is an object/);
+  });
+
+  it('a run sends the schema with each request; an answer not of it is a failed try, tried again; one never of it fails naming why', async () => {
+    const fake = await startFake({ latencyMs: 5, record: true });
+    const good = '{"summary":"broken printer","urgency":"high","tags":["printer"]}';
+    fake.respond((r) => {
+      const text = String(r.json?.messages?.at(-1)?.content);
+      // d0: right first time; d1: wrong, then right; d2: never JSON
+      if (text.endsWith('doc 0')) return reply.ok({ content: good });
+      if (text.endsWith('doc 1')) return reply.ok({ content: r.attempt === 1 ? '{"summary":"x"}' : good });
+      return reply.ok({ content: 'Sure! Here is the JSON you asked for:' });
+    });
+    const dir = tempDir();
+    const docs = [0, 1, 2].map((i) => ({ id: `d${i}`, text: `doc ${i}` }));
+    const { db } = await enqueueJsonl(dir, docs, 'in.jsonl', ['--schema', schemaFile(TICKET)]);
+    const r = await runCli([
+      'run',
+      '--db',
+      db,
+      '--base-url',
+      fake.url,
+      '--max-attempts',
+      '2',
+      '--retry-delay',
+      '0.05',
+      '--progress',
+      'none',
+    ]);
+    expect(r.code, r.stderr).toBe(2);
+    // the request as OpenAI's structured outputs take it
+    expect(fake.requests[0]!.json.response_format).toEqual({
+      type: 'json_schema',
+      json_schema: { name: 'ticket', schema: TICKET, strict: true },
+    });
+    const { jobs } = readDb(db);
+    const byDoc = Object.fromEntries(jobs.map((j) => [JSON.parse(j.request).messages.at(-1).content.slice(-5), j]));
+    expect([byDoc['doc 0']!.state, byDoc['doc 0']!.output]).toEqual(['done', good]);
+    expect([byDoc['doc 1']!.state, byDoc['doc 1']!.attempts, byDoc['doc 1']!.output]).toEqual(['done', 2, good]);
+    expect(byDoc['doc 2']!.state).toBe('failed');
+    expect(byDoc['doc 2']!.error).toBe(
+      'gave up after 2 attempts: the answer is not JSON, where response_format asks for it (the answer: Sure! Here is the JSON you asked for:)',
+    );
+    // the answers that were not what was asked were billed: said as tries that may be billed
+    expect((await runCli(['status', '--db', db])).stdout).toMatch(/may be billed: 3 tries/);
+  });
+
+  it('the batch lane holds its answers to the schema too: one not of it goes back for another try, and fails after --max-attempts', async () => {
+    // the fake Batch API answers each line in plain text (answerFor), never JSON
+    const fake = await startFake();
+    fake.batches.configure({ completeAfterMs: 50 });
+    const docs = [0, 1, 2].map((i) => ({ id: `d${i}`, text: `doc ${i}` }));
+    const { db } = await enqueueJsonl(tempDir(), docs, 'in.jsonl', ['--schema', schemaFile(TICKET)]);
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1', '--max-attempts', '2']);
+    expect(r.code, r.stderr).toBe(2);
+    expect(fake.batches.count('create')).toBe(2);
+    const { jobs } = readDb(db);
+    expect(jobs.map((j) => [j.state, j.attempts])).toEqual(Array(3).fill(['failed', 2]));
+    expect(jobs[0]!.error).toMatch(/^gave up after 2 attempts: the answer is not JSON, where response_format asks for it \(the answer: /);
+  }, 30_000);
+});
