@@ -81,4 +81,18 @@ describe('a command loads only its own code', () => {
     expect(packages(files)).toContain('gpt-tokenizer');
     expect(packages(files)).not.toContain('undici');
   });
+
+  it('the JSON Schema checker (ajv) is loaded only where a request asks for JSON: not by an enqueue or run without --schema', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    writeFileSync(join(dir, 'docs.jsonl'), '{"id":"a","text":"one"}\n');
+    const plain = await loadedBy(['enqueue', join(dir, 'docs.jsonl'), '--db', db], dir);
+    expect(packages(plain)).not.toContain('ajv');
+    expect(
+      packages(await loadedBy(['run', '--db', db, '--provider', 'mock', '--mock-latency', '0', '--progress', 'none'], dir)),
+    ).not.toContain('ajv');
+    writeFileSync(join(dir, 's.json'), '{"type":"object","properties":{"a":{"type":"string"}}}');
+    const schema = await loadedBy(['enqueue', join(dir, 'docs.jsonl'), '--db', db, '--schema', join(dir, 's.json')], dir);
+    expect(packages(schema)).toContain('ajv');
+  });
 });

@@ -6,7 +6,7 @@ import { mockAnswer } from '../src/provider/mock.js';
 import { outputProblem } from '../src/provider/structured-output.js';
 import { runCli } from './helpers/cli.js';
 import { enqueueJsonl, readDb } from './helpers/e2e.js';
-import { reply } from './helpers/fake-openai.js';
+import { completionBody, reply } from './helpers/fake-openai.js';
 import { startFake } from './helpers/start-fake.js';
 import { tempDir } from './helpers/tmp.js';
 
@@ -70,6 +70,35 @@ describe('answers held to the JSON their request asks for (response_format)', ()
     expect(JSON.parse(mockAnswer(JSON.parse(asking(bounded))))).toEqual({ n: 3, x: 1.5 });
   });
 
+  it('an answer cut off at max_tokens before its JSON was whole fails at once, saying so: the same request would end the same way, each try paid', async () => {
+    const fake = await startFake({ latencyMs: 5, record: true });
+    fake.respond((r) => {
+      const body = completionBody(r, { content: '{"summary":"the printer on the third fl' }) as {
+        choices: Array<{ finish_reason: string }>;
+      };
+      body.choices[0]!.finish_reason = 'length';
+      return reply.raw(200, body);
+    });
+    const { db } = await enqueueJsonl(tempDir(), [{ id: 'd0', text: 'doc 0' }], 'in.jsonl', ['--schema', schemaFile(TICKET)]);
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--retry-delay', '0.05', '--progress', 'none']);
+    expect(r.code, r.stderr).toBe(2);
+    expect(fake.requests).toHaveLength(1);
+    expect(readDb(db).jobs[0]!.error).toBe(
+      'the answer was cut off at max_tokens before its JSON was whole: enqueue the documents again with a higher --max-tokens ' +
+        '(the answer is not JSON, where response_format asks for it (the answer: {"summary":"the printer on the third fl))',
+    );
+  });
+
+  it('takes schemas of either dialect ($schema of 2020-12 or draft-07), and holds answers to each of two schemas sharing an $id', () => {
+    for (const dialect of ['https://json-schema.org/draft/2020-12/schema', 'http://json-schema.org/draft-07/schema#']) {
+      expect(readSchemaFile(schemaFile({ $schema: dialect, ...TICKET })).json_schema.schema).toMatchObject({ $schema: dialect });
+    }
+    const a = { $id: 'https://example.com/t', type: 'object', required: ['a'], properties: { a: { type: 'string' } } };
+    const b = { $id: 'https://example.com/t', type: 'object', required: ['b'], properties: { b: { type: 'string' } } };
+    expect(outputProblem(asking(a), '{"a":"x"}')).toBeNull();
+    expect(outputProblem(asking(b), '{"a":"x"}')).toMatch(/must have required property 'b'/);
+  });
+
   it("--schema takes a JSON Schema or OpenAI's {name, schema, strict}; a file that is neither is refused, naming it", () => {
     expect(readSchemaFile(schemaFile(TICKET))).toEqual({
       type: 'json_schema',
@@ -128,8 +157,16 @@ describe('answers held to the JSON their request asks for (response_format)', ()
     expect(byDoc['doc 2']!.error).toBe(
       'gave up after 2 attempts: the answer is not JSON, where response_format asks for it (the answer: Sure! Here is the JSON you asked for:)',
     );
-    // the answers that were not what was asked were billed: said as tries that may be billed
-    expect((await runCli(['status', '--db', db])).stdout).toMatch(/may be billed: 3 tries/);
+    // the answers that were not what was asked were billed: each try records what it used, at its cost
+    const { attempts } = readDb(db);
+    const wrong = attempts.filter((a) => a.outcome !== 'done');
+    expect(wrong.map((a) => [a.outcome, a.status])).toEqual([
+      ['retry', 200],
+      ['retry', 200],
+      ['failed', 200],
+    ]);
+    for (const a of wrong) expect(a.prompt_tokens).toBeGreaterThan(0);
+    expect((await runCli(['status', '--db', db])).stdout).not.toMatch(/may be billed/);
   });
 
   it('the batch lane holds its answers to the schema too: one not of it goes back for another try, and fails after --max-attempts', async () => {

@@ -1,7 +1,7 @@
 import { classifyHttpError } from '../provider/classify.js';
 import { incompleteKind } from '../provider/finish.js';
 import { parseCompletion } from '../provider/openai.js';
-import { outputProblem } from '../provider/structured-output.js';
+import { answerFailure } from '../provider/structured-output.js';
 import { ProviderError } from '../provider/types.js';
 import { exhaustedMessage } from '../scheduler/decide.js';
 import { batchOwner } from '../store/batches.js';
@@ -84,13 +84,27 @@ export async function applyResults(
       const status = Number(line?.response?.status_code);
       const bodyText = line?.response?.body === undefined ? '' : JSON.stringify(line.response.body);
       let error: ProviderError;
+      // an answer that came and was billed, though not what the request asks for: its try records it
+      let billedAnswer: { readonly usage: Usage; readonly costUsd: number | null } | null = null;
+      const tried = (status: number | null, outcome: AttemptRecord['outcome'], message: string): AttemptRecord =>
+        billedAnswer
+          ? { ...attempt(status, outcome, message, billedAnswer.usage), costUsd: billedAnswer.costUsd }
+          : attempt(status, outcome, message, null);
       if (status >= 200 && status < 300) {
         try {
           const c = parseCompletion(bodyText, status, null, '{}', secret);
-          // not the JSON its request asks for: a failed try, as online (src/provider/structured-output.ts)
-          const problem = job.request === null ? null : outputProblem(job.request, c.output);
-          if (problem !== null) throw new ProviderError({ message: problem, scope: 'retryable', reason: 'bad_output', status });
           const cost = costOf(job.model, c.usage);
+          // not the JSON its request asks for: a failed try, as online (src/provider/structured-output.ts),
+          // whose answer was billed: its attempt says what it used and cost
+          const wrong = job.request === null ? null : answerFailure(job.request, c.output, c.finishReason ?? null, status);
+          if (wrong !== null) {
+            if (cost === null) unpriced++;
+            else costUsd += cost;
+            promptTokens += c.usage.promptTokens;
+            completionTokens += c.usage.completionTokens;
+            billedAnswer = { usage: c.usage, costUsd: cost };
+            throw wrong;
+          }
           if (cost === null) unpriced++;
           else costUsd += cost;
           const answered = { ...attempt(status, 'done', null, c.usage), costUsd: cost };
@@ -115,18 +129,18 @@ export async function applyResults(
       if (error.scope === 'retryable' && job.attempts >= maxAttempts) {
         // its last attempt: failed now, worded as online (not left pending for the next claim to fail)
         const message = exhaustedMessage(job.attempts, error.message);
-        writes.push(store.fail(key, owner, message, attempt(status || null, 'failed', error.message, null), now));
+        writes.push(store.fail(key, owner, message, tried(status || null, 'failed', error.message), now));
         failed++;
       } else if (error.scope === 'retryable') {
         // Counted like an online retry, so a line that always fails ends at --max-attempts.
         writes.push(
           store
-            .recordAttempt(attempt(status, 'retry', error.message, null), { countAttempt: true, error: error.message })
+            .recordAttempt(tried(status, 'retry', error.message), { countAttempt: true, error: error.message })
             .then(() => store.release(owner, { refund: false, now, keys: [key] })),
         );
         retried++;
       } else {
-        writes.push(store.fail(key, owner, error.message, attempt(status || null, 'failed', error.message, null), now));
+        writes.push(store.fail(key, owner, error.message, tried(status || null, 'failed', error.message), now));
         failed++;
       }
     }

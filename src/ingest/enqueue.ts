@@ -200,9 +200,12 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
       include: globMatcher(options.globs ?? []),
       hidden: options.hidden ?? false,
       ownDatabase: store.kind === 'sqlite' && store.location !== ':memory:' ? await databaseFiles(store.location) : undefined,
+      readFiles: new Set<string>(),
     },
   };
-  const sources = named.filter((source) => !readInFolderNamed(source, named, config.folder));
+  // a file named beside the folder that holds it is read last, and only if the walk did not read it
+  const inFolders = named.filter((source) => inFolderNamed(source, named, config.folder));
+  const sources = [...named.filter((source) => !inFolders.includes(source)), ...inFolders];
   const batcher = new Batcher(store, options, now);
   store.beginLoad?.();
   let stopped = false;
@@ -212,6 +215,10 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
   try {
     try {
       for (const source of sources) {
+        if (source.kind === 'file' && inFolders.includes(source) && config.folder.readFiles?.has(resolve(source.file))) {
+          readWhole.add(source.path);
+          continue;
+        }
         batcher.beginSource(source.path);
         await readSource(source, batcher, config);
         readWhole.add(source.path);
@@ -339,12 +346,13 @@ interface FolderFirst {
 }
 
 /**
- * Whether a file named beside a folder that holds it is read in that folder's walk: named twice
+ * Whether a file is named beside a folder that holds it, whose walk may read it: read twice
  * (`notes notes/n1.txt`), its second read was rejected as a duplicate of the first, or took a second
- * id and job (`notes/sub/b.txt` alone is `b.txt`, inside `notes` it is `sub/b.txt`). A file the walk
- * leaves out (hidden, outside `--glob`) is read as named.
+ * id and job (`notes/sub/b.txt` alone is `b.txt`, inside `notes` it is `sub/b.txt`). Such a file is
+ * read after the folders, as named only when the walk left it out (a database, an llmq export: the
+ * walk says why; hidden, outside `--glob`: not even looked at).
  */
-function readInFolderNamed(source: Source, sources: readonly Source[], folder: FolderOptions): boolean {
+function inFolderNamed(source: Source, sources: readonly Source[], folder: FolderOptions): boolean {
   if (source.kind !== 'file') return false;
   const file = resolve(source.file);
   return sources.some((s) => {

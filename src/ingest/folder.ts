@@ -20,6 +20,8 @@ export interface FolderOptions extends ReadOptions {
   readonly hidden: boolean;
   /** Real paths of the queue's own database and its companions (-wal, -shm, -journal). */
   readonly ownDatabase?: ReadonlySet<string>;
+  /** Filled with the files read as documents (resolved paths): a file named beside the folder is not read twice. */
+  readonly readFiles?: Set<string>;
 }
 
 /** A file in a folder that is left out, not rejected: a database is no document, and reading the queue's own into itself would loop. */
@@ -173,7 +175,10 @@ async function* walk(
       };
       continue;
     }
-    yield await readDocument(full, path, childRel, options, true);
+    const read = await readDocument(full, path, childRel, options, true);
+    // read, or rejected and said: named as well, it is not read again (one the walk skipped, an llmq export, is)
+    if (!isSkipped(read)) options.readFiles?.add(resolve(full));
+    yield read;
   }
 }
 

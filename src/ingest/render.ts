@@ -1,5 +1,6 @@
 import { canonicalJson, jobKey } from '../request.js';
 import { completionLimitField } from './completion-limit.js';
+import type { SchemaFormat } from './schema-file.js';
 import type { EnqueueRow } from '../store/types.js';
 import type { Template } from './template.js';
 import { where, type Document } from './types.js';
@@ -15,7 +16,7 @@ export interface RequestOptions {
   /** Left out of the request (the provider's default) when undefined. */
   readonly temperature?: number;
   /** The JSON the answers must be (`--schema`): left out when undefined. */
-  readonly responseFormat?: object;
+  readonly responseFormat?: SchemaFormat;
   /** Lower runs first. */
   readonly priority: number;
   /** The priority was asked for (`--priority`): jobs already queued, waiting or failed, take it too (EnqueueRow.setsPriority). */
@@ -38,6 +39,16 @@ export function requestBody(doc: Document, o: RequestOptions): Record<string, un
 }
 
 /**
+ * `--schema`'s response_format as the request holds it: its keys sorted as canonical JSON's are, but
+ * the schema's own as the file has them. A strict structured output writes its fields in the order
+ * the schema lists them, and a field meant to come first (`reasoning` before `answer`) must stay so.
+ */
+export function responseFormatJson(format: SchemaFormat): string {
+  const { name, schema, strict } = format.json_schema;
+  return `{"json_schema":{"name":${JSON.stringify(name)},"schema":${JSON.stringify(schema)},"strict":${strict}},"type":"json_schema"}`;
+}
+
+/**
  * A function from document to store row. The templated request is written straight into its
  * canonical form: the keys are known, so `canonicalJson(requestBody(doc))` is a fixed prefix, the
  * escaped message texts and a fixed suffix (a test holds the two byte-equal). This skips building
@@ -49,7 +60,7 @@ export function requestBody(doc: Document, o: RequestOptions): Record<string, un
 export function makeRenderer(o: RequestOptions): (doc: Document) => EnqueueRow {
   // Sorted keys: max_completion_tokens < max_tokens < messages < model < response_format < temperature; content < role.
   const head = `{"${completionLimitField(o.model)}":${JSON.stringify(o.maxTokens)},"messages":[`;
-  const format = o.responseFormat === undefined ? '' : `,"response_format":${canonicalJson(o.responseFormat)}`;
+  const format = o.responseFormat === undefined ? '' : `,"response_format":${responseFormatJson(o.responseFormat)}`;
   const tail = `],"model":${JSON.stringify(o.model)}${format}${o.temperature === undefined ? '' : `,"temperature":${JSON.stringify(o.temperature)}`}}`;
   const system = o.system;
   const constSystem = system?.isConstant ? `{"content":${JSON.stringify(system.source)},"role":"system"},` : null;

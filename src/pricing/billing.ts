@@ -13,7 +13,6 @@ const NEVER_LEFT = /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH/i;
 export function mayBeBilled(error: ProviderError): boolean {
   switch (error.reason) {
     case 'timeout':
-    case 'bad_output': // an answer came: the provider bills it, whatever its shape
       return true;
     case 'bad_body':
       return !error.unbilled;

@@ -1,4 +1,7 @@
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { createRequire } from 'node:module';
+import type { Ajv, ErrorObject, ValidateFunction } from 'ajv';
+import { incompleteKind, type FinishReason } from './finish.js';
+import { ProviderError } from './types.js';
 import { oneLine } from '../report/format.js';
 
 /**
@@ -27,6 +30,23 @@ export function jsonFormatOf(request: string): JsonFormat | null {
   return { type: 'json_schema', schema: schema !== null && typeof schema === 'object' ? schema : null };
 }
 
+/**
+ * An answer that is not the JSON its request asks for, as the failed try it is (`bad_output`), or
+ * null. Cut off at max_tokens, or declined, the same request would end the same way, each try paid
+ * for: the job fails at once, saying so. Otherwise it is tried again, up to --max-attempts.
+ */
+export function answerFailure(request: string, output: string | null, finish: FinishReason | null, status: number): ProviderError | null {
+  const problem = outputProblem(request, output);
+  if (problem === null) return null;
+  const ended = incompleteKind(finish);
+  if (ended === null) return new ProviderError({ message: problem, scope: 'retryable', reason: 'bad_output', status });
+  const why =
+    ended === 'cutOff'
+      ? 'the answer was cut off at max_tokens before its JSON was whole: enqueue the documents again with a higher --max-tokens'
+      : 'the model declined (a refusal, or the content filter)';
+  return new ProviderError({ message: `${why} (${problem})`, scope: 'job', reason: 'bad_output', status });
+}
+
 /** What is wrong with an answer to a request that asks for JSON, or null when it is what was asked (or nothing was). */
 export function outputProblem(request: string, output: string | null): string | null {
   const format = jsonFormatOf(request);
@@ -50,20 +70,43 @@ export function outputProblem(request: string, output: string | null): string | 
 /** Compiled schemas by their JSON (a request's is canonical): one enqueue shares one; Batch lines may each bring theirs. */
 const validators = new Map<string, ValidateFunction | null>();
 const MAX_VALIDATORS = 256;
-// strict: false takes the keywords OpenAI's structured outputs add or leave (no unknown-keyword errors);
-// formats are not checked (ajv-formats is not here): a date-time's shape is the model's to keep
-const ajv = new Ajv({ strict: false, allErrors: false, validateFormats: false });
+let checker: Ajv | null = null;
+
+/**
+ * The schema checker, loaded the first time a request asks for JSON (it costs tens of milliseconds
+ * to load: every enqueue and run paid it). JSON Schema 2020-12, the dialect OpenAI's structured
+ * outputs take; strict: false takes the keywords they add or leave, and `format` is not checked
+ * (a date-time's shape is the model's to keep). Schemas are not kept by their `$id`: two Batch lines
+ * with one `$id` and different schemas would clash.
+ */
+function schemaChecker(): Ajv {
+  if (checker === null) {
+    const Ajv2020 = createRequire(import.meta.url)('ajv/dist/2020').default as new (options: object) => Ajv;
+    checker = new Ajv2020({ strict: false, allErrors: false, validateFormats: false, addUsedSchema: false });
+  }
+  return checker;
+}
+
+/** The schema as compiled: its own `$schema` (a dialect named, draft-07 or 2020-12) and `$id` left out. */
+function compile(schema: object): ValidateFunction {
+  const { $schema: _dialect, $id: _id, ...rest } = schema as Record<string, unknown>;
+  return schemaChecker().compile(rest);
+}
 
 function validatorFor(schema: object): ValidateFunction | null {
   const key = JSON.stringify(schema);
   let validate = validators.get(key);
   if (validate === undefined) {
     try {
-      validate = ajv.compile(schema);
+      validate = compile(schema);
     } catch {
       validate = null;
     }
-    if (validators.size >= MAX_VALIDATORS) validators.clear();
+    if (validators.size >= MAX_VALIDATORS) {
+      // the checker keeps what it compiled too: a new one lets both go
+      validators.clear();
+      checker = null;
+    }
     validators.set(key, validate);
   }
   return validate;
@@ -73,7 +116,7 @@ function validatorFor(schema: object): ValidateFunction | null {
 export function schemaProblem(schema: unknown): string | null {
   if (!isObject(schema)) return 'a JSON Schema is an object';
   try {
-    ajv.compile(schema);
+    compile(schema);
     return null;
   } catch (error) {
     return (error as Error).message;

@@ -1,13 +1,13 @@
 import { incompleteKind, type FinishReason } from '../provider/finish.js';
 import { refusesSharedParameter } from '../provider/classify.js';
 import { ProviderError, type CompletionResult, type Provider } from '../provider/types.js';
-import type { AttemptOutcome, AttemptRecord, ClaimedJob, JobQueue } from '../store/types.js';
+import type { AttemptOutcome, AttemptRecord, ClaimedJob, JobQueue, Usage } from '../store/types.js';
 import type { JobItems } from '../store/job-items.js';
 import { decide, isOutageType, type Decision } from './decide.js';
 import { FAILED_JOBS_NAMED, type RefusedParameter, type SchedulerListener } from './events.js';
 import type { InFlightRequests } from './in-flight.js';
 import type { Lane } from './lane.js';
-import { outputProblem } from '../provider/structured-output.js';
+import { answerFailure } from '../provider/structured-output.js';
 import type { OutageBreaker } from './outage.js';
 import type { PaceTicket } from './pace/window-pacer.js';
 import type { Semaphore } from './semaphore.js';
@@ -128,6 +128,8 @@ class JobRun {
   #timeouts = 0;
   /** The --budget reservation of the try in flight. */
   #hold: Hold = { usd: 0 };
+  /** What the failed try's answer used, when one came (not the JSON asked for): its attempt records it, at its cost. */
+  #answeredUsage: Usage | null = null;
 
   /** When the job's lease was taken (its claim, just before) or last renewed by this job (a retry). */
   #leasedAt: number;
@@ -333,12 +335,15 @@ class JobRun {
     // Providers reserve prompt + max_tokens when a request arrives, so only the prompt part is
     // corrected: our tokenizer may count the prompt differently from the provider's.
     if (this.#tokens) lane.board.settle(place.ticket, place.tokens - this.#tokens.prompt + usage.promptTokens);
-    // an answer that is not the JSON its request asks for (response_format) is a failed try, not done
-    const problem = outputProblem(job.request, result.output);
-    if (problem !== null) {
+    // an answer that is not the JSON its request asks for (response_format) is a failed try, not done;
+    // it was billed, and its try records what it cost
+    const wrong = answerFailure(job.request, result.output, result.finishReason ?? null, result.status);
+    if (wrong !== null) {
       ctx.slots.release();
-      const error = new ProviderError({ message: problem, scope: 'retryable', reason: 'bad_output', status: result.status });
-      return this.#failed(error, startedAt, false);
+      c.promptTokens += usage.promptTokens;
+      c.completionTokens += usage.completionTokens;
+      this.#answeredUsage = usage;
+      return this.#failed(wrong, startedAt, false);
     }
     const attempt: AttemptRecord = {
       key: job.key,
@@ -542,6 +547,8 @@ class JobRun {
 
   /** A try without an answer; `billed`: its request reached the provider, which may bill it. */
   #attemptRecord(startedAt: number, status: number | null, outcome: AttemptOutcome, error: string | null, billed: boolean): AttemptRecord {
+    const usage = this.#answeredUsage;
+    this.#answeredUsage = null;
     return {
       key: this.job.key,
       runId: this.ctx.runId,
@@ -551,8 +558,10 @@ class JobRun {
       status,
       outcome,
       error,
-      usage: null,
-      ...this.ctx.money.unanswered(this.job, billed && !this.ctx.provider.free, this.#hold),
+      usage,
+      ...(usage
+        ? this.ctx.money.answered(this.job, usage, this.#hold)
+        : this.ctx.money.unanswered(this.job, billed && !this.ctx.provider.free, this.#hold)),
     };
   }
 

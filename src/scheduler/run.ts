@@ -390,12 +390,15 @@ export class Run {
     // A claim of every model came back short: nothing more to take now, and what is left to this run
     // is what it holds (runs sharing the queue took the rest of what it counted at the start: its
     // bar stood at 35% while it waited on one retry, then jumped to 100%).
-    const short = skipModels.length === 0 && got.jobs.length + got.exhausted < limit;
+    // a claim that skipped only closed lanes (Lane.close) is one of every model this run still sends
+    const closed = this.#lanes.closed();
+    const ofAll = skipModels.every((m) => closed.some((l) => l.model === m));
+    const short = ofAll && got.jobs.length + got.exhausted < limit;
     // (jobs found exhausted count in no --limit: only those that may come back are held to what it leaves)
     if (short)
       this.#counters.total = this.#claimed + this.#exhausted + Math.min(this.#mayComeBack, Math.max(0, this.#limit - this.#claimed));
     // jobs found by a claim that skipped some models say the queue has more again (handed back, enqueued)
-    if (skipModels.length === 0) this.#queueEmpty = short;
+    if (ofAll) this.#queueEmpty = short;
     else if (got.jobs.length > 0) this.#queueEmpty = false;
     return { started: got.jobs.length, exhausted: got.exhausted };
   }

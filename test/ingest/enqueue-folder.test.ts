@@ -11,6 +11,7 @@ import { runCli } from '../helpers/cli.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import { all } from '../helpers/store-reads.js';
 import { REASON_GZIP, REASON_UTF16 } from '../../src/ingest/decode.js';
+import { CSV_COLUMNS } from '../../src/report/csv-columns.js';
 
 const DOCS = fixture('docs');
 
@@ -249,6 +250,12 @@ describe('enqueue a folder', () => {
     const globbed = tempStore(tempDir());
     await run(globbed, [notes, join(notes, 'n1.txt')], { globs: ['sub/*'] });
     expect(items(globbed).map((i) => i.id)).toEqual(['sub/b.txt', 'n1.txt']);
+    // skipped by the walk (an llmq export, which it says to name to enqueue), named: read as named, last
+    writeFileSync(join(notes, 'results.csv'), `${CSV_COLUMNS.join(',')}\nx,1\n`);
+    const exported = tempStore(tempDir());
+    const e = await run(exported, [join(notes, 'results.csv'), notes]);
+    expect(items(exported).map((i) => i.id)).toEqual(['b.txt', 'n1.txt', 'sub/b.txt', 'results.csv']);
+    expect(e).toMatchObject({ documents: 4, newJobs: 4, rejected: 0 });
   });
 
   it('rejects the second document with an id already seen, naming where the first one was', async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { makeRenderer, requestBody, type RequestOptions } from '../../src/ingest/render.js';
+import { makeRenderer, requestBody, responseFormatJson, type RequestOptions } from '../../src/ingest/render.js';
 import { parseTemplate } from '../../src/ingest/template.js';
 import { canonicalJson, jobKey } from '../../src/request.js';
 import { Readable } from 'node:stream';
@@ -39,6 +39,28 @@ const variants: Array<Partial<RequestOptions> & { name: string }> = [
   },
 ];
 
+describe("--schema's schema in the request", () => {
+  it('keeps the order of its fields as the file has them (a strict answer writes them in that order), the rest canonical', () => {
+    const schema = {
+      type: 'object',
+      properties: { reasoning: { type: 'string' }, answer: { type: 'string' } },
+      required: ['reasoning', 'answer'],
+    };
+    const o: RequestOptions = {
+      prompt: parseTemplate('{{text}}'),
+      system: null,
+      model: 'm',
+      maxTokens: 9,
+      priority: 0,
+      responseFormat: { type: 'json_schema', json_schema: { name: 'r', schema, strict: true } },
+    };
+    const request = makeRenderer(o)(docs[0]!).request;
+    expect(request).toContain(`"schema":${JSON.stringify(schema)}`);
+    expect(Object.keys(JSON.parse(request).response_format.json_schema.schema.properties)).toEqual(['reasoning', 'answer']);
+    expect(JSON.parse(request)).toEqual(JSON.parse(canonicalJson(requestBody(docs[0]!, o))));
+  });
+});
+
 describe('rendering a document into its request', () => {
   it.each(variants)('writes exactly canonicalJson(requestBody) ($name)', (v) => {
     const o: RequestOptions = {
@@ -53,7 +75,11 @@ describe('rendering a document into its request', () => {
     for (const doc of docs) {
       if (v.system && !v.system.isConstant && doc.meta === null) continue;
       const row = render(doc);
-      const expected = canonicalJson(requestBody(doc, o));
+      // the schema of --schema keeps its own key order (responseFormatJson); all else is canonical
+      const expected = canonicalJson(requestBody(doc, o)).replace(
+        canonicalJson(o.responseFormat ?? null),
+        o.responseFormat ? responseFormatJson(o.responseFormat) : 'null',
+      );
       expect(row.request).toBe(expected);
       expect(row.key).toBe(jobKey(expected));
       expect(row).toMatchObject({ itemId: doc.id, model: o.model, priority: 3, meta: doc.meta });

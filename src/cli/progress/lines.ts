@@ -348,7 +348,7 @@ export function laneText(l: LaneSnapshot, now: number): string | null {
 
 /** The stray 429s among a run's (`RunSummary.strayRateLimited`). */
 function limitedText(all: number): string {
-  return `${all === 1 ? 'the 429 was' : `the ${int(all)} 429s were each`} sent again, using no attempt`;
+  return `${all === 1 ? 'the 429 used' : `the ${int(all)} 429s used`} no attempt: their jobs are tried again`;
 }
 
 function strayText(stray: number, all: number): string {
