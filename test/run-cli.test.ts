@@ -292,6 +292,25 @@ describe('llmq run (child processes)', () => {
     expect(status).toContain('gemini-pro: HTTP 429: You exceeded your current quota');
   });
 
+  it('a job of the model backing off when its lane closes goes back at once, its tries as they are: the run does not wait out the backoff', async () => {
+    const fake = await startFake({ latencyMs: 5, record: true });
+    // the first request a 500 (its job backs off 30 s), every later one the day's quota spent
+    fake.respond((r) => (r.index === 1 ? reply.serverError(500) : reply.raw(429, DAILY_QUOTA_SPENT)));
+    const dir = tempDir();
+    writeFileSync(join(dir, 'in.jsonl'), '{"id":"a","text":"one"}\n{"id":"b","text":"two"}\n');
+    expect((await runCli(['enqueue', 'in.jsonl'], { cwd: dir })).code).toBe(0);
+    const started = Date.now();
+    const r = await runCli(['run', '--base-url', fake.url, '--retry-delay', '30', '-c', '1', '--progress', 'none'], { cwd: dir });
+    expect(r.code, r.stderr).toBe(1);
+    expect(Date.now() - started).toBeLessThan(20_000);
+    const jobs = await states(join(dir, 'llmq.db'));
+    // the 500's try counted, the 429's not
+    expect(jobs.map((j) => [j.state, j.attempts]).sort()).toEqual([
+      ['pending', 0],
+      ['pending', 1],
+    ]);
+  }, 30_000);
+
   it('a key refused after it worked: the jobs that failed before the run stopped are said, not "no job failed"', async () => {
     const { fake, db } = await setup(6, 0);
     let sent = 0;

@@ -193,9 +193,10 @@ class JobRun {
       else this.lane.backingOff++;
       ctx.onBackoff();
       try {
-        await sleep(decision.delayMs, ctx.stopSignal);
+        // a backoff (up to two minutes) ends when the lane closes: the job goes back, its tries as they are
+        await sleep(decision.delayMs, AbortSignal.any([ctx.stopSignal, this.lane.closing]));
       } catch {
-        return 'interrupted';
+        return ctx.stopSignal.aborted ? 'interrupted' : 'closed';
       } finally {
         ctx.counters.backingOff--;
         if (decision.pauseLane) this.lane.waitingOnPace--;

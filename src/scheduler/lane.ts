@@ -110,6 +110,8 @@ export class Lane {
   #oversizeSaid = false;
   /** Why this run sends no more to the model (its quota per day is spent), or null. */
   #closedBy: ProviderError | null = null;
+  /** Aborted when the lane closes: jobs backing off before a retry (a minute or two) go back at once. */
+  readonly #closing = new AbortController();
   static readonly SLOW_START_MS = 2000;
   static readonly COLD_REQUESTS = 3;
   static readonly BOARD_RETRY_MS = 500;
@@ -131,10 +133,16 @@ export class Lane {
     return this.#closedBy;
   }
 
+  /** Aborted once the lane is closed. */
+  get closing(): AbortSignal {
+    return this.#closing.signal;
+  }
+
   /** Send nothing more to the model in this run: its jobs wait (a quota per day spent). True the first time. */
   close(error: ProviderError): boolean {
     if (this.#closedBy) return false;
     this.#closedBy = error;
+    this.#closing.abort(error);
     return true;
   }
 
