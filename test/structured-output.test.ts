@@ -115,6 +115,20 @@ describe('answers held to the JSON their request asks for (response_format)', ()
       new RegExp(`^--schema: ${bad} is not a JSON Schema: schema is invalid: data/properties/a/type`),
     );
     expect(() => readSchemaFile(schemaFile('[1]', 'c.json'))).toThrow(/is not a JSON Schema: a JSON Schema is an object/);
+    // the wrapper without its name, and a whole response_format pasted: the schema inside each
+    expect(readSchemaFile(schemaFile({ schema: TICKET, strict: true })).json_schema).toEqual({
+      name: 'ticket',
+      schema: TICKET,
+      strict: true,
+    });
+    const pasted = { type: 'json_schema', json_schema: { name: 't2', strict: true, schema: TICKET } };
+    expect(readSchemaFile(schemaFile(pasted)).json_schema).toEqual({ name: 't2', schema: TICKET, strict: true });
+    // a schema that says nothing of the answers would let any answer pass
+    for (const nothing of [{}, { hello: 'world' }]) {
+      expect(() => readSchemaFile(schemaFile(nothing, 'd.json'))).toThrow(
+        /d\.json says nothing of the answers \(no type, properties, \$ref\.\.\.\)/,
+      );
+    }
   });
 
   it('a run sends the schema with each request; an answer not of it is a failed try, tried again; one never of it fails naming why', async () => {

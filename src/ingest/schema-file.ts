@@ -29,17 +29,28 @@ export function readSchemaFile(file: string): SchemaFormat {
   } catch (error) {
     throw new UsageError(`--schema: ${file} is not JSON (${(error as Error).message}). Give a JSON Schema file.`);
   }
-  const outer = isObject(parsed) ? parsed : {};
-  const wrapped = isObject(outer.schema) && typeof outer.name === 'string' && !('properties' in outer);
-  const schema = wrapped ? outer.schema : parsed;
+  // a whole response_format pasted ({"type": "json_schema", "json_schema": {...}}): its json_schema
+  const pasted = isObject(parsed) && parsed.type === 'json_schema' && isObject(parsed.json_schema) ? parsed.json_schema : parsed;
+  const outer = isObject(pasted) ? pasted : {};
+  // OpenAI's {name, schema, strict}, its name optional: a schema has no "schema" keyword
+  const wrapped = isObject(outer.schema) && !('properties' in outer) && !('type' in outer);
+  const schema = wrapped ? outer.schema : pasted;
   const problem = schemaProblem(schema);
   if (problem !== null) throw new UsageError(`--schema: ${file} is not a JSON Schema: ${problem}.`);
-  const name = (wrapped ? (outer.name as string) : basename(file).replace(/\.(schema\.)?json$/i, ''))
+  // {} or {"hello": "world"} compile, and any answer would pass them
+  if (!SAYS_SOMETHING.some((keyword) => keyword in (schema as object)))
+    throw new UsageError(
+      `--schema: ${file} says nothing of the answers (no ${SAYS_SOMETHING.slice(0, 3).join(', ')}...): give a JSON Schema such as {"type": "object", "properties": {...}, "required": [...]}.`,
+    );
+  const name = (wrapped && typeof outer.name === 'string' ? outer.name : basename(file).replace(/\.(schema\.)?json$/i, ''))
     .replace(/[^a-zA-Z0-9_-]/g, '_')
     .slice(0, 64);
   const strict = wrapped && typeof outer.strict === 'boolean' ? outer.strict : true;
   return { type: 'json_schema', json_schema: { name: name || 'answer', schema: schema as object, strict } };
 }
+
+/** Keywords of which a schema for answers has at least one at its root. */
+const SAYS_SOMETHING = ['type', 'properties', '$ref', 'anyOf', 'oneOf', 'allOf', 'enum', 'const'];
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
