@@ -1,7 +1,13 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_PROMPT, lostToDefaults, reasoningRoomWarning, requestChanges } from '../src/cli/commands/enqueue-requests.js';
+import {
+  DEFAULT_PROMPT,
+  lostToDefaults,
+  movedByDefaultsText,
+  reasoningRoomWarning,
+  requestChanges,
+} from '../src/cli/commands/enqueue-requests.js';
 import { parseTemplate } from '../src/ingest/template.js';
 import { MOCK_NOW, runCli } from './helpers/cli.js';
 import { readDb } from './helpers/e2e.js';
@@ -110,6 +116,19 @@ describe('enqueue again without the flags of the first', () => {
     expect(lostToDefaults({ id: 'x', was: reasoning(100), now: reasoning(512) }, none)).toEqual([
       { what: 'max_completion_tokens 100', flag: '--max-tokens 100' },
     ]);
+    // a schema for the answers, left out: said, and the command asks for its file (a bare --schema is refused)
+    const schemaWas = body({
+      ...user('x'),
+      response_format: { type: 'json_schema', json_schema: { name: 'ticket', schema: {}, strict: true } },
+    });
+    const lost = lostToDefaults({ id: 'x', was: schemaWas, now: body(user('x')) }, none);
+    expect(lost).toEqual([{ what: 'a schema for its answers (ticket)', flag: '--schema' }]);
+    const text = movedByDefaultsText(
+      { updated: 2, orphanedAnswers: 0, firstMoved: { id: 'x', was: schemaWas, now: body(user('x')) } },
+      lost,
+      'llmq enqueue t/',
+    );
+    expect(text).toContain('enqueue again with what they had: llmq enqueue t/ --schema FILE (the items');
   });
 
   it("says a reasoning model's jobs of before moved for the limit's new name, max_completion_tokens", () => {

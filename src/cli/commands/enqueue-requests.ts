@@ -145,7 +145,7 @@ export function movedByDefaultsText(
     `${count(summary.updated, 'item')} moved to new jobs, and this enqueue's defaults made the change: it gave no ${gaveNo}, and the first, ` +
     `${JSON.stringify(printable(summary.firstMoved.id))}, had ${hadText}. llmq run sends the new requests unless they are answered already` +
     (n ? `; ${count(n, 'answer')} already paid for no longer ${n === 1 ? 'belongs' : 'belong'} to any item (kept in the queue)` : '') +
-    `. If that was not meant, enqueue again with what they had: ${again} ${lost.map((l) => (l.flag === '--prompt' || l.flag === '--system' ? `${l.flag} '...'` : l.flag)).join(' ')}` +
+    `. If that was not meant, enqueue again with what they had: ${again} ${lost.map((l) => (l.flag === '--prompt' || l.flag === '--system' ? `${l.flag} '...'` : l.flag === '--schema' ? '--schema FILE' : l.flag)).join(' ')}` +
     ` (the items then go back to their earlier jobs${n ? ' and answers' : ''}, and the new ones, unsent, are dropped).`
   );
 }
