@@ -136,6 +136,19 @@ describe('enqueue again without the flags of the first', () => {
     const now = JSON.stringify({ model: 'gpt-5-mini', max_completion_tokens: 512, messages: [{ role: 'user', content: 'x' }] });
     const templates = { prompt: parseTemplate('{{text}}'), system: null };
     expect(requestChanges({ id: 'x', was: old, now }, templates)).toEqual(['max_tokens -> max_completion_tokens']);
+    // a changed schema is said as such, not taken for changed documents
+    const withSchema = (name: string, required: string[]) =>
+      JSON.stringify({
+        model: 'gpt-5-mini',
+        max_completion_tokens: 512,
+        messages: [{ role: 'user', content: 'x' }],
+        response_format: { type: 'json_schema', json_schema: { name, strict: true, schema: { type: 'object', required } } },
+      });
+    expect(requestChanges({ id: 'x', was: withSchema('t', ['a']), now: withSchema('t', ['a', 'b']) }, templates)).toEqual([
+      'the schema (--schema)',
+    ]);
+    expect(requestChanges({ id: 'x', was: withSchema('t', ['a']), now: withSchema('u', ['a']) }, templates)).toEqual(['the schema t -> u']);
+    expect(requestChanges({ id: 'x', was: now, now: withSchema('t', ['a']) }, templates)).toEqual(['the schema none -> t']);
   });
 });
 

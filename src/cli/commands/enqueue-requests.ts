@@ -182,6 +182,17 @@ export function requestChanges(
   if (wasName !== undefined && nowName !== undefined && wasName !== nowName) changes.push(`${wasName} -> ${nowName}`);
   setting(nowName ?? wasName ?? 'max_tokens', was.max_tokens ?? was.max_completion_tokens, now.max_tokens ?? now.max_completion_tokens);
   setting('temperature', was.temperature, now.temperature);
+  // --schema: its name when that changed, else that the schema did (taken for the documents, it was not theirs)
+  const wasFormat = was.response_format === undefined ? undefined : JSON.stringify(was.response_format);
+  const nowFormat = now.response_format === undefined ? undefined : JSON.stringify(now.response_format);
+  if (wasFormat !== nowFormat) {
+    const name = (body: Body) => {
+      const n = body.response_format?.json_schema?.name;
+      return typeof n === 'string' ? printable(n) : body.response_format === undefined ? 'none' : 'given';
+    };
+    const [a, b] = [name(was), name(now)];
+    changes.push(a === b ? 'the schema (--schema)' : `the schema ${a} -> ${b}`);
+  }
   return changes;
 }
 
