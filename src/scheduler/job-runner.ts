@@ -128,8 +128,6 @@ class JobRun {
   #timeouts = 0;
   /** The --budget reservation of the try in flight. */
   #hold: Hold = { usd: 0 };
-  /** What the failed try's answer used, when one came (not the JSON asked for): its attempt records it, at its cost. */
-  #answeredUsage: Usage | null = null;
 
   /** When the job's lease was taken (its claim, just before) or last renewed by this job (a retry). */
   #leasedAt: number;
@@ -343,8 +341,7 @@ class JobRun {
       ctx.slots.release();
       c.promptTokens += usage.promptTokens;
       c.completionTokens += usage.completionTokens;
-      this.#answeredUsage = usage;
-      return this.#failed(wrong, startedAt, false);
+      return this.#failed(wrong, startedAt, false, usage);
     }
     const attempt: AttemptRecord = {
       key: job.key,
@@ -403,7 +400,8 @@ class JobRun {
   }
 
   /** Gather the facts, ask `decide`, and apply its answer to the store, the lane and the run. */
-  async #failed(error: ProviderError, startedAt: number, probe: boolean): Promise<Decision> {
+  /** `answered`: what the try's answer used, when one came that was not what was asked (it was billed: its attempt says so). */
+  async #failed(error: ProviderError, startedAt: number, probe: boolean, answered: Usage | null = null): Promise<Decision> {
     const { ctx, job, lane } = this;
     const c = ctx.counters;
     const now = ctx.now();
@@ -472,15 +470,15 @@ class JobRun {
     const billNote = error.reason === 'timeout' ? ' (the provider may bill this try)' : '';
     switch (decision.kind) {
       case 'stop':
-        await this.#record(startedAt, error.status, 'not_counted', error.message, false, billed);
+        await this.#record(startedAt, error.status, 'not_counted', error.message, false, billed, answered);
         ctx.onFatal(error, earlyRefusals > 0 ? { param: error.param!, model: job.model } : null);
         return decision;
       case 'closeLane':
-        await this.#record(startedAt, error.status, 'not_counted', error.message, false, billed);
+        await this.#record(startedAt, error.status, 'not_counted', error.message, false, billed, answered);
         if (lane.close(error)) ctx.onLaneClosed(lane, error);
         return decision;
       case 'fail': {
-        const a = this.#attemptRecord(startedAt, error.status, 'failed', error.message + billNote, billed);
+        const a = this.#attemptRecord(startedAt, error.status, 'failed', error.message + billNote, billed, answered);
         await ctx.store.fail(job.key, ctx.runId, decision.message, a, now);
         c.failed++;
         c.finished(now, 0);
@@ -510,6 +508,7 @@ class JobRun {
           error.message + billNote,
           decision.counted,
           billed,
+          answered,
         );
         if (decision.counted) c.retried++;
         ctx.emit('job:retry', {
@@ -547,9 +546,14 @@ class JobRun {
   }
 
   /** A try without an answer; `billed`: its request reached the provider, which may bill it. */
-  #attemptRecord(startedAt: number, status: number | null, outcome: AttemptOutcome, error: string | null, billed: boolean): AttemptRecord {
-    const usage = this.#answeredUsage;
-    this.#answeredUsage = null;
+  #attemptRecord(
+    startedAt: number,
+    status: number | null,
+    outcome: AttemptOutcome,
+    error: string | null,
+    billed: boolean,
+    usage: Usage | null = null,
+  ): AttemptRecord {
     return {
       key: this.job.key,
       runId: this.ctx.runId,
@@ -573,8 +577,9 @@ class JobRun {
     error: string,
     count: boolean,
     billed: boolean,
+    usage: Usage | null = null,
   ): Promise<void> {
-    const record = this.#attemptRecord(startedAt, status, outcome, error, billed);
+    const record = this.#attemptRecord(startedAt, status, outcome, error, billed, usage);
     // a try this run stopped says nothing about the job: its attempt row says why, the job keeps its last error
     await this.ctx.store.recordAttempt(record, { countAttempt: count, error: outcome === 'released' ? null : error });
   }
