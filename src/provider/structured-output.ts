@@ -13,10 +13,10 @@ import { oneLine } from '../report/format.js';
  */
 
 /** `response_format` as a request carries it, when it asks for JSON. */
-export type JsonFormat = { readonly type: 'json_object' } | { readonly type: 'json_schema'; readonly schema: object | null };
+type JsonFormat = { readonly type: 'json_object' } | { readonly type: 'json_schema'; readonly schema: object | null };
 
 /** The JSON a request asks for, or null. Looks at the text first: most requests ask for none, and parsing each would cost. */
-export function jsonFormatOf(request: string): JsonFormat | null {
+function jsonFormatOf(request: string): JsonFormat | null {
   if (!request.includes('"response_format"')) return null;
   let format: any;
   try {
