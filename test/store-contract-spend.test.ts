@@ -168,6 +168,34 @@ describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
     });
   });
 
+  it("a job's cost is what all its answered tries cost: an answer it rejected (not the JSON asked for) counts, retried or failed", async () => {
+    const { store } = await kind.fresh();
+    await started(store);
+    await store.enqueue(rows(3), T0);
+    const [a, b, c] = (await store.claim(claimOpts({ limit: 3 }))).jobs;
+    const usage = { promptTokens: 10, completionTokens: 2 };
+    const rejected = (key: string, outcome: 'retry' | 'failed') =>
+      tryOf(key, { outcome, error: 'the answer is not JSON', usage, costUsd: 0.25 });
+    // a: rejected once, then kept
+    await store.recordAttempt(rejected(a!.key, 'retry'), { countAttempt: true, error: 'the answer is not JSON' });
+    await answered(store, a!.key, { costUsd: 0.5 });
+    // b: rejected, then rejected again on its last attempt
+    await store.recordAttempt(rejected(b!.key, 'retry'), { countAttempt: true, error: 'the answer is not JSON' });
+    await store.fail(b!.key, OWNER, 'gave up after 2 attempts', rejected(b!.key, 'failed'), T0 + 10);
+    // c: a timeout's worst case may be billed, and is counted apart; an error answer adds nothing
+    await store.recordAttempt(tryOf(c!.key, { status: null, outcome: 'retry', error: 'Timed out', costUsd: 0.5, mayBeBilled: true }), {
+      countAttempt: true,
+      error: 'Timed out',
+    });
+    await store.fail(c!.key, OWNER, 'HTTP 400', tryOf(c!.key, { status: 400, outcome: 'failed', error: 'HTTP 400', costUsd: 0 }), T0 + 10);
+    const cost = async (id: string) => (await store.item(id))!.job.costUsd;
+    expect([await cost('doc-0000'), await cost('doc-0001'), await cost('doc-0002')]).toEqual([0.75, 0.5, null]);
+    // what status sums, as the ledger counted what was spent
+    const status = await store.status();
+    expect(status.byModel.reduce((sum, m) => sum + m.storedUsd, 0)).toBeCloseTo(1.25, 9);
+    expect(await spendOf(store)).toMatchObject({ spentUsd: 1.25, mayBeBilledUsd: 0.5 });
+  });
+
   it('an answer of a model without a price is counted as such, not as $0', async () => {
     const { store } = await kind.fresh();
     await started(store);

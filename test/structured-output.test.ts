@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readSchemaFile } from '../src/ingest/schema-file.js';
 import { mockAnswer } from '../src/provider/mock.js';
-import { outputProblem } from '../src/provider/structured-output.js';
+import { checkAnswer, outputProblem } from '../src/provider/structured-output.js';
+import { usd } from '../src/report/format.js';
 import { runCli } from './helpers/cli.js';
 import { enqueueJsonl, readDb } from './helpers/e2e.js';
 import { completionBody, reply } from './helpers/fake-openai.js';
@@ -55,6 +56,25 @@ describe('answers held to the JSON their request asks for (response_format)', ()
     // text answers asked for as text, however they look
     expect(outputProblem(JSON.stringify({ model: 'm', messages: [] }), 'not { json')).toBeNull();
     expect(outputProblem(JSON.stringify({ model: 'm', messages: [], response_format: { type: 'text' } }), 'x')).toBeNull();
+  });
+
+  it('a JSON answer in a Markdown code fence (as local models write it) is taken, and stored without the fence', () => {
+    const request = asking(TICKET);
+    const json = '{"summary":"s","urgency":"high","tags":["a"]}';
+    for (const fenced of ['```json\n' + json + '\n```', '```\n' + json + '\n```\n', '  ```JSON\r\n' + json + '\r\n```  ']) {
+      expect(checkAnswer(request, fenced, 'stop', 200)).toEqual({ output: json, failure: null });
+    }
+    // what is inside is held to the schema as any answer is
+    expect(checkAnswer(request, '```json\n{"nom":3}\n```', 'stop', 200).failure?.message).toMatch(
+      /^the answer does not match response_format's schema: the answer must have required property 'summary' \(the answer: ```json/,
+    );
+    // text around the fence, or two fences: no JSON taken out of prose
+    expect(checkAnswer(request, 'Here it is:\n```json\n' + json + '\n```', 'stop', 200).failure?.message).toMatch(/^the answer is not JSON/);
+    expect(checkAnswer(request, '```json\n' + json + '\n```\n```json\n' + json + '\n```', 'stop', 200).failure).not.toBeNull();
+    // an unfenced answer is stored as it came; a request that asks for no JSON keeps its fences
+    expect(checkAnswer(request, ` ${json}\n`, 'stop', 200)).toEqual({ output: ` ${json}\n`, failure: null });
+    const text = JSON.stringify({ model: 'm', messages: [] });
+    expect(checkAnswer(text, '```json\n{}\n```', 'stop', 200)).toEqual({ output: '```json\n{}\n```', failure: null });
   });
 
   it("the offline mock answers JSON of the request's schema (refs, enums, bounds followed), so --schema can be tried offline", () => {
@@ -136,8 +156,8 @@ describe('answers held to the JSON their request asks for (response_format)', ()
     const good = '{"summary":"broken printer","urgency":"high","tags":["printer"]}';
     fake.respond((r) => {
       const text = String(r.json?.messages?.at(-1)?.content);
-      // d0: right first time; d1: wrong, then right; d2: never JSON
-      if (text.endsWith('doc 0')) return reply.ok({ content: good });
+      // d0: right first time, in a Markdown fence; d1: wrong, then right; d2: never JSON
+      if (text.endsWith('doc 0')) return reply.ok({ content: '```json\n' + good + '\n```' });
       if (text.endsWith('doc 1')) return reply.ok({ content: r.attempt === 1 ? '{"summary":"x"}' : good });
       return reply.ok({ content: 'Sure! Here is the JSON you asked for:' });
     });
@@ -154,6 +174,8 @@ describe('answers held to the JSON their request asks for (response_format)', ()
       '2',
       '--retry-delay',
       '0.05',
+      '--price',
+      '1000,2000',
       '--progress',
       'none',
     ]);
@@ -181,6 +203,19 @@ describe('answers held to the JSON their request asks for (response_format)', ()
     ]);
     for (const a of wrong) expect(a.prompt_tokens).toBeGreaterThan(0);
     expect((await runCli(['status', '--db', db])).stdout).not.toMatch(/may be billed/);
+    // and they are in the money: each job's cost is its answered tries', the status headline and the
+    // run's summary their sum, and the summary says what of it went to answers not kept
+    const costOfTries = (key: string) => attempts.filter((a) => a.job_key === key).reduce((sum, a) => sum + a.cost_usd!, 0);
+    for (const j of jobs) expect(j.cost_usd).toBeCloseTo(costOfTries(j.key), 12);
+    const spent = attempts.reduce((sum, a) => sum + a.cost_usd!, 0);
+    const rejectedUsd = wrong.reduce((sum, a) => sum + a.cost_usd!, 0);
+    expect(rejectedUsd).toBeGreaterThan(0);
+    const status = JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout);
+    expect(status.cost.usd).toBeCloseTo(spent, 12);
+    expect(r.stderr).toContain(`cost ${usd(spent)} `);
+    expect(r.stderr).toContain(`${usd(rejectedUsd)} of it for 3 answers billed and not kept (not the JSON asked for)`);
+    const shown = (await runCli(['show', 'd1', '--db', db])).stdout;
+    expect(shown).toMatch(new RegExp(`cost +\\${usd(byDoc['doc 1']!.cost_usd!)} \\(with 1 answer billed and not kept\\)`));
   });
 
   it('the batch lane holds its answers to the schema too: one not of it goes back for another try, and fails after --max-attempts', async () => {
@@ -189,11 +224,32 @@ describe('answers held to the JSON their request asks for (response_format)', ()
     fake.batches.configure({ completeAfterMs: 50 });
     const docs = [0, 1, 2].map((i) => ({ id: `d${i}`, text: `doc ${i}` }));
     const { db } = await enqueueJsonl(tempDir(), docs, 'in.jsonl', ['--schema', schemaFile(TICKET)]);
-    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1', '--max-attempts', '2']);
+    const run = [
+      'run',
+      '--db',
+      db,
+      '--base-url',
+      fake.url,
+      '--via',
+      'batch',
+      '--poll',
+      '0.1',
+      '--max-attempts',
+      '2',
+      '--price',
+      '1000,2000',
+    ];
+    const r = await runCli(run);
     expect(r.code, r.stderr).toBe(2);
     expect(fake.batches.count('create')).toBe(2);
-    const { jobs } = readDb(db);
+    const { jobs, attempts } = readDb(db);
     expect(jobs.map((j) => [j.state, j.attempts])).toEqual(Array(3).fill(['failed', 2]));
+    // each rejected answer was billed: the job's cost is its two tries'
+    for (const j of jobs) {
+      const tries = attempts.filter((a) => a.job_key === j.key);
+      expect(tries.map((a) => a.cost_usd! > 0)).toEqual([true, true]);
+      expect(j.cost_usd).toBeCloseTo(tries[0]!.cost_usd! + tries[1]!.cost_usd!, 12);
+    }
     expect(jobs[0]!.error).toMatch(/^gave up after 2 attempts: the answer is not JSON, where response_format asks for it \(the answer: /);
   }, 30_000);
 });

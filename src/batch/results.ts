@@ -1,9 +1,10 @@
 import { classifyHttpError } from '../provider/classify.js';
 import { incompleteKind } from '../provider/finish.js';
 import { parseCompletion } from '../provider/openai.js';
-import { answerFailure } from '../provider/structured-output.js';
+import { checkAnswer } from '../provider/structured-output.js';
 import { ProviderError } from '../provider/types.js';
 import { exhaustedMessage } from '../scheduler/decide.js';
+import type { BilledAnswer } from '../scheduler/events.js';
 import { batchOwner } from '../store/batches.js';
 import type { AttemptRecord, BatchLedger, JobQueue, Usage } from '../store/types.js';
 
@@ -85,7 +86,7 @@ export async function applyResults(
       const bodyText = line?.response?.body === undefined ? '' : JSON.stringify(line.response.body);
       let error: ProviderError;
       // an answer that came and was billed, though not what the request asks for: its try records it
-      let billedAnswer: { readonly usage: Usage; readonly costUsd: number | null } | null = null;
+      let billedAnswer: BilledAnswer | null = null;
       const tried = (status: number | null, outcome: AttemptRecord['outcome'], message: string): AttemptRecord =>
         billedAnswer
           ? { ...attempt(status, outcome, message, billedAnswer.usage), costUsd: billedAnswer.costUsd }
@@ -96,19 +97,20 @@ export async function applyResults(
           const cost = costOf(job.model, c.usage);
           // not the JSON its request asks for: a failed try, as online (src/provider/structured-output.ts),
           // whose answer was billed: its attempt says what it used and cost
-          const wrong = job.request === null ? null : answerFailure(job.request, c.output, c.finishReason ?? null, status);
-          if (wrong !== null) {
+          const checked =
+            job.request === null ? { output: c.output, failure: null } : checkAnswer(job.request, c.output, c.finishReason ?? null, status);
+          if (checked.failure !== null) {
             if (cost === null) unpriced++;
             else costUsd += cost;
             promptTokens += c.usage.promptTokens;
             completionTokens += c.usage.completionTokens;
             billedAnswer = { usage: c.usage, costUsd: cost };
-            throw wrong;
+            throw checked.failure;
           }
           if (cost === null) unpriced++;
           else costUsd += cost;
           const answered = { ...attempt(status, 'done', null, c.usage), costUsd: cost };
-          writes.push(store.complete(key, { owner, output: c.output, response: c.body, usage: c.usage, attempt: answered }));
+          writes.push(store.complete(key, { owner, output: checked.output, response: c.body, usage: c.usage, attempt: answered }));
           done++;
           const kind = incompleteKind(c.finishReason ?? null);
           if (kind !== null) incomplete[kind]++;

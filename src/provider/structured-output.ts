@@ -31,40 +31,73 @@ function jsonFormatOf(request: string): JsonFormat | null {
 }
 
 /**
- * An answer that is not the JSON its request asks for, as the failed try it is (`bad_output`), or
- * null. Cut off at max_tokens, or declined, the same request would end the same way, each try paid
- * for: the job fails at once, saying so. Otherwise it is tried again, up to --max-attempts.
+ * An answer checked against what its request asks for: `output`, the text to store, or `failure`,
+ * the failed try it is (`bad_output`).
  */
-export function answerFailure(request: string, output: string | null, finish: FinishReason | null, status: number): ProviderError | null {
-  const problem = outputProblem(request, output);
-  if (problem === null) return null;
+export type CheckedAnswer =
+  | { readonly output: string; readonly failure: null }
+  | { readonly output: null; readonly failure: ProviderError };
+
+/**
+ * The answer to store, or the failed try it is when it is not the JSON its request asks for. A JSON
+ * answer wrapped in a Markdown code fence (```json ... ```, as local models write it whatever
+ * response_format says) is stored without the fence, so that what `export` gives reads as JSON. Cut
+ * off at max_tokens, or declined, the same request would end the same way, each try paid for: the job
+ * fails at once, saying so. Otherwise it is tried again, up to --max-attempts.
+ */
+export function checkAnswer(request: string, output: string, finish: FinishReason | null, status: number): CheckedAnswer {
+  const format = jsonFormatOf(request);
+  if (format === null) return { output, failure: null };
+  const read = readJsonAnswer(format, output);
+  if (read.problem === null) return { output: read.json, failure: null };
   const ended = incompleteKind(finish);
-  if (ended === null) return new ProviderError({ message: problem, scope: 'retryable', reason: 'bad_output', status });
+  if (ended === null) {
+    return { output: null, failure: new ProviderError({ message: read.problem, scope: 'retryable', reason: 'bad_output', status }) };
+  }
   const why =
     ended === 'cutOff'
       ? 'the answer was cut off at max_tokens before its JSON was whole: enqueue the documents again with a higher --max-tokens'
       : 'the model declined (a refusal, or the content filter)';
-  return new ProviderError({ message: `${why} (${problem})`, scope: 'job', reason: 'bad_output', status });
+  return { output: null, failure: new ProviderError({ message: `${why} (${read.problem})`, scope: 'job', reason: 'bad_output', status }) };
 }
 
 /** What is wrong with an answer to a request that asks for JSON, or null when it is what was asked (or nothing was). */
 export function outputProblem(request: string, output: string | null): string | null {
   const format = jsonFormatOf(request);
-  if (format === null) return null;
-  const text = output ?? '';
+  return format === null ? null : readJsonAnswer(format, output ?? '').problem;
+}
+
+/** A whole answer in one Markdown code fence, its language named or not: what is inside. */
+const FENCED = /^\s*```[\w-]*[ \t]*\r?\n([\s\S]*?)\r?\n?[ \t]*```\s*$/;
+
+/** The JSON an answer holds (without a fence around it), or what is wrong with it. */
+function readJsonAnswer(format: JsonFormat, text: string): { json: string; problem: null } | { json: null; problem: string } {
+  let json = text;
   let value: unknown;
   try {
-    value = JSON.parse(text);
+    value = JSON.parse(json);
   } catch {
-    return `the answer is not JSON, where response_format asks for it (the answer: ${shown(text)})`;
+    const inside = FENCED.exec(text)?.[1];
+    try {
+      if (inside === undefined) throw new Error('not fenced');
+      value = JSON.parse(inside);
+      json = inside.trim();
+    } catch {
+      return { json: null, problem: `the answer is not JSON, where response_format asks for it (the answer: ${shown(text)})` };
+    }
   }
   if (format.type === 'json_object' || format.schema === null) {
-    return isObject(value) ? null : `the answer is JSON but no object, where response_format asks for one (the answer: ${shown(text)})`;
+    return isObject(value)
+      ? { json, problem: null }
+      : { json: null, problem: `the answer is JSON but no object, where response_format asks for one (the answer: ${shown(text)})` };
   }
   const validate = validatorFor(format.schema);
   // a schema this checker cannot read was taken by the provider: there is nothing to hold the answer to
-  if (validate === null || validate(value)) return null;
-  return `the answer does not match response_format's schema: ${errorsText(validate.errors ?? [])} (the answer: ${shown(text)})`;
+  if (validate === null || validate(value)) return { json, problem: null };
+  return {
+    json: null,
+    problem: `the answer does not match response_format's schema: ${errorsText(validate.errors ?? [])} (the answer: ${shown(text)})`,
+  };
 }
 
 /** Compiled schemas by their JSON (a request's is canonical): one enqueue shares one; Batch lines may each bring theirs. */

@@ -42,8 +42,11 @@ export function renderItem(
   field('created', utcTime(j.createdAt));
   if (j.finishedAt) field('finished', utcTime(j.finishedAt));
   if (j.usage) field('tokens', `${int(j.usage.promptTokens)} in, ${int(j.usage.completionTokens)} out`);
-  if (j.state === 'done')
-    field('cost', j.costUsd === null || j.costUsd === undefined ? p.yellow('unknown (no price when it was answered)') : usd(j.costUsd));
+  // answers the job did not keep (not the JSON asked for) were billed: its cost counts them, and says so
+  const notKept = d.attempts.filter((a) => a.usage !== null && a.outcome !== 'done' && a.mayBeBilled !== true).length;
+  const notKeptNote = notKept ? p.dim(` (with ${count(notKept, 'answer')} billed and not kept)`) : '';
+  if (typeof j.costUsd === 'number') field('cost', usd(j.costUsd) + notKeptNote);
+  else if (j.state === 'done') field('cost', p.yellow('unknown (no price when it was answered)'));
   const maybe = d.attempts.filter((a) => a.mayBeBilled);
   if (maybe.length) {
     const upTo = maybe.some((x) => typeof x.costUsd !== 'number') ? null : maybe.reduce((a, x) => a + x.costUsd!, 0);

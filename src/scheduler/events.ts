@@ -143,6 +143,16 @@ export interface RefusedParameter {
 }
 
 /** Everything the scheduler tells its listeners. Progress bars and `--json` output are two listeners. */
+/**
+ * A try's answer that came and was not kept (not the JSON its request asks for, cut off, declined):
+ * the provider billed it, so the run's cost counts it, as its job's stored cost does. `costUsd` at
+ * the price known then; null when none was.
+ */
+export interface BilledAnswer {
+  readonly usage: Usage;
+  readonly costUsd: number | null;
+}
+
 export interface SchedulerEventMap {
   /**
    * `dyingMayHold`: jobs running when it started while a run on this host was dying (its process
@@ -172,6 +182,7 @@ export interface SchedulerEventMap {
     costUsd?: number | null;
     finishReason?: FinishReason | null;
   };
+  /** `billed`: the try's answer came and was not kept, and the provider billed it (`BilledAnswer`). */
   'job:retry': {
     key: string;
     attempt: number;
@@ -180,13 +191,22 @@ export interface SchedulerEventMap {
     error: string;
     delayMs: number;
     counted: boolean;
+    billed?: BilledAnswer;
   };
   /**
    * `item`: the id of the job's first item, for the run's first FAILED_JOBS_NAMED failures (the
    * progress lists that many by name; `llmq status` groups the rest), with `moreItems` when other
    * items share the job; null past them, or when no item points at the job.
    */
-  'job:failed': { key: string; attempt: number; status: number | null; error: string; item: string | null; moreItems: boolean };
+  'job:failed': {
+    key: string;
+    attempt: number;
+    status: number | null;
+    error: string;
+    item: string | null;
+    moreItems: boolean;
+    billed?: BilledAnswer;
+  };
   paused: {
     reason: 'rate_limit' | 'outage';
     untilMs: number;

@@ -4,10 +4,10 @@ import { ProviderError, type CompletionResult, type Provider } from '../provider
 import type { AttemptOutcome, AttemptRecord, ClaimedJob, JobQueue, Usage } from '../store/types.js';
 import type { JobItems } from '../store/job-items.js';
 import { decide, isOutageType, type Decision } from './decide.js';
-import { FAILED_JOBS_NAMED, type RefusedParameter, type SchedulerListener } from './events.js';
+import { type BilledAnswer, FAILED_JOBS_NAMED, type RefusedParameter, type SchedulerListener } from './events.js';
 import type { InFlightRequests } from './in-flight.js';
 import type { Lane } from './lane.js';
-import { answerFailure } from '../provider/structured-output.js';
+import { checkAnswer } from '../provider/structured-output.js';
 import type { OutageBreaker } from './outage.js';
 import type { PaceTicket } from './pace/window-pacer.js';
 import type { Semaphore } from './semaphore.js';
@@ -336,12 +336,12 @@ class JobRun {
     if (this.#tokens) lane.board.settle(place.ticket, place.tokens - this.#tokens.prompt + usage.promptTokens);
     // an answer that is not the JSON its request asks for (response_format) is a failed try, not done;
     // it was billed, and its try records what it cost
-    const wrong = answerFailure(job.request, result.output, result.finishReason ?? null, result.status);
-    if (wrong !== null) {
+    const checked = checkAnswer(job.request, result.output, result.finishReason ?? null, result.status);
+    if (checked.failure !== null) {
       ctx.slots.release();
       c.promptTokens += usage.promptTokens;
       c.completionTokens += usage.completionTokens;
-      return this.#failed(wrong, startedAt, false, usage);
+      return this.#failed(checked.failure, startedAt, false, usage);
     }
     const attempt: AttemptRecord = {
       key: job.key,
@@ -359,7 +359,7 @@ class JobRun {
     // paid for and not yet stored, which bounds what a crash can make us pay twice.
     let stored: boolean;
     try {
-      const completion = { owner: ctx.runId, output: result.output, response: result.body, usage, attempt };
+      const completion = { owner: ctx.runId, output: checked.output, response: result.body, usage, attempt };
       stored = await ctx.store.complete(job.key, completion);
     } finally {
       ctx.slots.release();
@@ -383,7 +383,7 @@ class JobRun {
       attempt: this.#attempt,
       latencyMs: endedAt - startedAt,
       usage,
-      output: result.output,
+      output: checked.output,
       costUsd,
       finishReason,
     });
@@ -491,17 +491,18 @@ class JobRun {
           error: decision.message,
           item: items?.ids[0] ?? null,
           moreItems: items?.more ?? false,
+          ...billedOf(a),
         });
         return decision;
       }
-      case 'retry':
+      case 'retry': {
         if (error.reason === 'rate_limit') c.rateLimited++;
         if (rateLimit?.lanePaused === false) c.strayRateLimited++;
         if (decision.shrink) ctx.onLocalLimit(error);
         if (!decision.counted && outageType) {
           if (tally.uncountedOutages++ === 0) tally.firstUncountedAt = now;
         }
-        await this.#record(
+        const a = await this.#record(
           startedAt,
           error.status,
           decision.counted ? 'retry' : 'not_counted',
@@ -519,8 +520,10 @@ class JobRun {
           error: error.message,
           delayMs: decision.delayMs,
           counted: decision.counted,
+          ...billedOf(a),
         });
         return decision;
+      }
     }
   }
 
@@ -578,11 +581,17 @@ class JobRun {
     count: boolean,
     billed: boolean,
     usage: Usage | null = null,
-  ): Promise<void> {
+  ): Promise<AttemptRecord> {
     const record = this.#attemptRecord(startedAt, status, outcome, error, billed, usage);
     // a try this run stopped says nothing about the job: its attempt row says why, the job keeps its last error
     await this.ctx.store.recordAttempt(record, { countAttempt: count, error: outcome === 'released' ? null : error });
+    return record;
   }
+}
+
+/** A try's answer that was billed and not kept, as its `job:retry` or `job:failed` carries it; nothing when no answer came. */
+function billedOf(a: AttemptRecord): { billed?: BilledAnswer } {
+  return a.usage === null ? {} : { billed: { usage: a.usage, costUsd: a.costUsd ?? null } };
 }
 
 /** A place in the lane's pace and a concurrency slot, held by a request about to leave. */

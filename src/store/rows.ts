@@ -151,6 +151,17 @@ export function latencyOf(a: AttemptRecord): number {
   return Math.max(0, a.endedAt - a.startedAt);
 }
 
+/**
+ * What a try adds to its job's cost without storing an answer: an answer came and was billed, and
+ * was not kept (not the JSON its request asks for, cut off, declined), so the job's `cost_usd` is
+ * what all its answered tries cost, not only the answer it keeps. Null when it adds nothing: no
+ * answer came (a worst case that may be billed is counted apart), or no price was known.
+ */
+export function billedAnswerUsd(a: AttemptRecord): number | null {
+  if (a.usage === null || a.mayBeBilled === true || typeof a.costUsd !== 'number' || a.costUsd === 0) return null;
+  return a.costUsd;
+}
+
 /** The values of ATTEMPT_COLUMNS for one try; `billed` writes the may-be-billed flag as the database takes it. */
 export function attemptValues<B>(a: AttemptRecord, latencyMs: number, billed: (mayBeBilled: boolean) => B) {
   return [

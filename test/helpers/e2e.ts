@@ -153,6 +153,7 @@ export interface JobRow {
   response: string | null;
   prompt_tokens: number | null;
   completion_tokens: number | null;
+  cost_usd: number | null;
   error: string | null;
 }
 export interface ItemRow {
@@ -172,6 +173,7 @@ export interface AttemptRow {
   error: string | null;
   prompt_tokens: number | null;
   completion_tokens: number | null;
+  cost_usd: number | null;
 }
 export interface RunRowRaw {
   id: string;

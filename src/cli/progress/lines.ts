@@ -202,6 +202,11 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
   if (r.strayRateLimited) lines.push(paint.dim(`  ${strayText(r.strayRateLimited, r.rateLimited)}`));
   // beside "0 retries" the count alone read as requests lost, or never tried again
   else if (r.rateLimited) lines.push(paint.dim(`  ${limitedText(r.rateLimited)}`));
+  // answers rejected as not the JSON asked for were billed: the cost above counts them, and says so
+  if (s.billedNotKept) {
+    const amount = s.billedNotKeptUsd > 0 ? `${usd(s.billedNotKeptUsd)} of it for ` : '';
+    lines.push(paint.dim(`  ${amount}${count(s.billedNotKept, 'answer')} billed and not kept (not the JSON asked for)`));
+  }
   const incomplete = incompleteText(r);
   if (incomplete) lines.push(paint.yellow(`  ${incomplete}`) + paint.dim(' (kept as done; llmq export marks each: finish_reason)'));
   if (r.mayBeBilled.tries) {

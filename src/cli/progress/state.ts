@@ -1,4 +1,4 @@
-import type { ProgressSnapshot, RunSummary, SchedulerEventMap, SchedulerEventName } from '../../scheduler/events.js';
+import type { BilledAnswer, ProgressSnapshot, RunSummary, SchedulerEventMap, SchedulerEventName } from '../../scheduler/events.js';
 import { costOf } from '../../pricing/cost.js';
 import type { PriceTable } from '../../pricing/price-table.js';
 
@@ -18,6 +18,10 @@ export class ProgressState {
   /** Set when some answer came from a model without a price: the cost is then a lower bound. */
   /** Models answered without a known price, in the order first met. */
   readonly unpricedModels = new Set<string>();
+  /** Answers that came and were not kept (not the JSON asked for, cut off, declined): billed, and in the cost. */
+  billedNotKept = 0;
+  /** Their USD, counting only priced models. */
+  billedNotKeptUsd = 0;
   paused: SchedulerEventMap['paused'] | null = null;
   stopping: SchedulerEventMap['stopping'] | null = null;
   summary: RunSummary | null = null;
@@ -30,6 +34,18 @@ export class ProgressState {
   /** USD so far, or null when some of it is unknown. */
   get cost(): number | null {
     return this.unpricedModels.size > 0 ? null : this.knownCost;
+  }
+
+  #addCost(model: string, usd: number | null): void {
+    if (usd === null) this.unpricedModels.add(model);
+    else this.knownCost += usd;
+  }
+
+  #billed(key: string, billed: BilledAnswer): void {
+    const model = this.#models.get(key) ?? this.#defaultModel ?? 'unknown';
+    this.#addCost(model, billed.costUsd);
+    this.billedNotKept++;
+    this.billedNotKeptUsd += billed.costUsd ?? 0;
   }
 
   apply<E extends SchedulerEventName>(event: E, payload: SchedulerEventMap[E]): void {
@@ -50,14 +66,20 @@ export class ProgressState {
         const p = payload as SchedulerEventMap['job:done'];
         const model = this.#models.get(p.key) ?? this.#defaultModel ?? 'unknown';
         this.#models.delete(p.key);
-        const usd = p.costUsd !== undefined ? p.costUsd : costOf(model, p.usage, this.#prices);
-        if (usd === null) this.unpricedModels.add(model);
-        else this.knownCost += usd;
+        this.#addCost(model, p.costUsd !== undefined ? p.costUsd : costOf(model, p.usage, this.#prices));
         break;
       }
-      case 'job:failed':
-        this.#models.delete((payload as SchedulerEventMap['job:failed']).key);
+      case 'job:retry': {
+        const p = payload as SchedulerEventMap['job:retry'];
+        if (p.billed) this.#billed(p.key, p.billed);
         break;
+      }
+      case 'job:failed': {
+        const p = payload as SchedulerEventMap['job:failed'];
+        if (p.billed) this.#billed(p.key, p.billed);
+        this.#models.delete(p.key);
+        break;
+      }
       case 'paused':
         this.paused = payload as SchedulerEventMap['paused'];
         break;

@@ -45,9 +45,14 @@ export function attemptParams(a: AttemptRecord): unknown[] {
 
 /** Fail a held job; its four parameters (error, now, key, owner) start at `$first`. */
 export function failSql(first: number): string {
-  const [error, now, key, owner] = [0, 1, 2, 3].map((i) => `$${first + i}`);
-  return `UPDATE jobs SET state = 'failed', error = ${error}, lease_owner = NULL, lease_expires_at = NULL,
+  const [error, now, key, owner, billed] = [0, 1, 2, 3, 4].map((i) => `$${first + i}`);
+  return `UPDATE jobs SET state = 'failed', error = ${error}, cost_usd = ${addedCost(billed)}, lease_owner = NULL, lease_expires_at = NULL,
     finished_at = ${now}, updated_at = ${now} WHERE key = ${key} AND state = 'running' AND lease_owner = ${owner}`;
+}
+
+/** A job's cost with a billed answer it did not keep added (`billedAnswerUsd`); `param` null adds nothing. */
+export function addedCost(param: string): string {
+  return `coalesce(cost_usd + ${param}::float8, ${param}::float8, cost_usd)`;
 }
 
 /**
@@ -141,7 +146,7 @@ WITH input AS MATERIALIZED (
   WHERE spend.run_id = m.run_id AND m.held + m.spent + m.unpriced > 0
 ), done AS (
   UPDATE jobs SET state = 'done', output = input.output, response = input.response, prompt_tokens = input.prompt_tokens,
-    completion_tokens = input.completion_tokens, cost_usd = input.cost_usd, latency_ms = input.latency_ms, error = NULL, lease_owner = NULL, lease_expires_at = NULL,
+    completion_tokens = input.completion_tokens, cost_usd = input.cost_usd + coalesce(jobs.cost_usd, 0), latency_ms = input.latency_ms, error = NULL, lease_owner = NULL, lease_expires_at = NULL,
     finished_at = input.ended_at, updated_at = input.ended_at
   FROM input WHERE input.first AND jobs.key = input.key AND jobs.state <> 'done'
   RETURNING input.i

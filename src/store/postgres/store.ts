@@ -50,7 +50,7 @@ import { splitClaimed, type RawClaimed } from '../claim-result.js';
 import { GroupCommit } from '../group-commit.js';
 import { isBackendGone, retryTransient, TRANSIENT_RETRY_MS } from '../transient.js';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { latencyOf, rejectionsValues } from '../rows.js';
+import { billedAnswerUsd, latencyOf, rejectionsValues } from '../rows.js';
 import { KEPT_REJECTED_SOURCES } from '../types.js';
 import {
   ATTEMPT_PARAMS,
@@ -60,6 +60,7 @@ import {
   COMPLETE_BATCH,
   COMPLETE_SQL,
   dropOrphans,
+  addedCost,
   failSql,
   INSERT_ATTEMPT,
   type PendingCompletion,
@@ -322,12 +323,13 @@ export class PostgresStore implements Store {
   }
 
   async recordAttempt(a: AttemptRecord, o: { countAttempt: boolean; error: string | null }): Promise<void> {
-    const [error, refund] = [ATTEMPT_PARAMS + 1, ATTEMPT_PARAMS + 2];
+    const [error, refund, billed] = [ATTEMPT_PARAMS + 1, ATTEMPT_PARAMS + 2, ATTEMPT_PARAMS + 3];
     await this.#q(
       `WITH ${INSERT_ATTEMPT}
-      UPDATE jobs SET error = coalesce($${error}, error), attempts = attempts - $${refund}, updated_at = $5
+      UPDATE jobs SET error = coalesce($${error}, error), attempts = attempts - $${refund}, cost_usd = ${addedCost(`$${billed}`)},
+        updated_at = $5
       WHERE key = $1 AND state = 'running' AND lease_owner = $2`,
-      [...attemptParams(a), pgText(o.error), o.countAttempt ? 0 : 1],
+      [...attemptParams(a), pgText(o.error), o.countAttempt ? 0 : 1, billedAnswerUsd(a)],
     );
   }
 
@@ -340,8 +342,9 @@ export class PostgresStore implements Store {
             now,
             key,
             owner,
+            billedAnswerUsd(attempt),
           ])
-        : await client.query(failSql(1), [pgText(error), now, key, owner]);
+        : await client.query(failSql(1), [pgText(error), now, key, owner, null]);
       return { keys: r.rowCount === 1 ? [key] : [], result: undefined };
     });
   }

@@ -41,7 +41,7 @@ import type { Checkpointer } from './checkpointer.js';
 import { splitClaimed, type RawClaimed } from '../claim-result.js';
 import { AS_PENDING, NO_MONEY, TAKEN_BACK, dropMockAnsweredWhere, mockRunWhere, takeBackWhere } from '../mock-answers.js';
 import { GroupCommit } from '../group-commit.js';
-import { attemptValues, latencyOf, rejectionsValues } from '../rows.js';
+import { attemptValues, billedAnswerUsd, latencyOf, rejectionsValues } from '../rows.js';
 import { DROP_ATTEMPTS_SQL, INSERT_ATTEMPT_OF_SEQ_SQL, INSERT_ATTEMPT_SQL, insertAttemptValues, orphanDropper } from './attempts.js';
 import { BULK_MIN_ROWS, beginBulkLoad, finishBulkLoad, finishDeadBulkLoad, settleBulkLoad } from './bulk-load.js';
 import type { BulkLoadWriter } from './load-writer.js';
@@ -111,8 +111,11 @@ type ClaimedRow = [
   costUsd: number | null,
 ];
 
-/** An answer's change to its job (complete); the values in order: output, response, tokens in and out, cost, latency, finished and updated at. */
-const ANSWER_SET = `state = 'done', output = ?, response = ?, prompt_tokens = ?, completion_tokens = ?, cost_usd = ?,
+/**
+ * An answer's change to its job (complete); the values in order: output, response, tokens in and out, cost, latency, finished and
+ * updated at. The cost adds to what the job's rejected answers cost before it (`billedAnswerUsd`).
+ */
+const ANSWER_SET = `state = 'done', output = ?, response = ?, prompt_tokens = ?, completion_tokens = ?, cost_usd = ? + coalesce(cost_usd, 0),
   latency_ms = ?, error = NULL, lease_owner = NULL, lease_expires_at = NULL, finished_at = ?, updated_at = ?`;
 
 /**
@@ -210,11 +213,12 @@ export class SqliteStore implements Store {
       insertAttempt: db.prepare(INSERT_ATTEMPT_SQL),
       insertAttemptOfSeq: db.prepare(INSERT_ATTEMPT_OF_SEQ_SQL),
       noteError: db
-        .prepare(`UPDATE jobs SET error = coalesce(?, error), attempts = attempts - ?, updated_at = ?
-        WHERE key = ? AND state = 'running' AND lease_owner = ? RETURNING attempts`)
+        .prepare(`UPDATE jobs SET error = coalesce(?, error), attempts = attempts - ?, cost_usd = coalesce(cost_usd + ?, ?, cost_usd),
+          updated_at = ? WHERE key = ? AND state = 'running' AND lease_owner = ? RETURNING attempts`)
         .pluck(),
-      fail: db.prepare(`UPDATE jobs SET state = 'failed', error = ?, lease_owner = NULL, lease_expires_at = NULL,
-          finished_at = ?, updated_at = ? WHERE key = ? AND state = 'running' AND lease_owner = ?`),
+      // the cost of a billed answer its last try rejected (`billedAnswerUsd`) added, given twice
+      fail: db.prepare(`UPDATE jobs SET state = 'failed', error = ?, cost_usd = coalesce(cost_usd + ?, ?, cost_usd),
+          lease_owner = NULL, lease_expires_at = NULL, finished_at = ?, updated_at = ? WHERE key = ? AND state = 'running' AND lease_owner = ?`),
       release: db
         .prepare(`UPDATE jobs SET state = 'pending', attempts = max(attempts - ?, 0), lease_owner = NULL,
           lease_expires_at = NULL, updated_at = ? WHERE lease_owner = ? AND state = 'running' RETURNING key`)
@@ -683,12 +687,13 @@ export class SqliteStore implements Store {
   });
 
   async recordAttempt(a: AttemptRecord, o: { countAttempt: boolean; error: string | null }): Promise<void> {
+    const billed = billedAnswerUsd(a);
     this.db
       .transaction(() => {
         this.#insertAttempt(a);
         this.#recount(
           a.key,
-          (this.#s.noteError.get(o.error, o.countAttempt ? 0 : 1, a.endedAt, a.key, a.runId) as number | undefined) ?? null,
+          (this.#s.noteError.get(o.error, o.countAttempt ? 0 : 1, billed, billed, a.endedAt, a.key, a.runId) as number | undefined) ?? null,
         );
       })
       .immediate();
@@ -699,7 +704,8 @@ export class SqliteStore implements Store {
     this.db
       .transaction(() => {
         if (attempt) this.#insertAttempt(attempt);
-        if (this.#s.fail.run(error, now, now, key, owner).changes === 1) this.#s.dropOrphans([key]);
+        const billed = attempt ? billedAnswerUsd(attempt) : null;
+        if (this.#s.fail.run(error, billed, billed, now, now, key, owner).changes === 1) this.#s.dropOrphans([key]);
       })
       .immediate();
   }
