@@ -69,7 +69,9 @@ describe('answers held to the JSON their request asks for (response_format)', ()
       /^the answer does not match response_format's schema: the answer must have required property 'summary' \(the answer: ```json/,
     );
     // text around the fence, or two fences: no JSON taken out of prose
-    expect(checkAnswer(request, 'Here it is:\n```json\n' + json + '\n```', 'stop', 200).failure?.message).toMatch(/^the answer is not JSON/);
+    expect(checkAnswer(request, 'Here it is:\n```json\n' + json + '\n```', 'stop', 200).failure?.message).toMatch(
+      /^the answer is not JSON/,
+    );
     expect(checkAnswer(request, '```json\n' + json + '\n```\n```json\n' + json + '\n```', 'stop', 200).failure).not.toBeNull();
     // an unfenced answer is stored as it came; a request that asks for no JSON keeps its fences
     expect(checkAnswer(request, ` ${json}\n`, 'stop', 200)).toEqual({ output: ` ${json}\n`, failure: null });
@@ -131,8 +133,15 @@ describe('answers held to the JSON their request asks for (response_format)', ()
     const notJson = schemaFile('{"type": "object",', 'a.json');
     expect(() => readSchemaFile(notJson)).toThrow(new RegExp(`^--schema: ${notJson} is not JSON \\(`));
     const bad = schemaFile({ type: 'object', properties: { a: { type: 'strin' } } }, 'b.json');
+    // where in the file, what is there, and what it must be: not the checker's own words
     expect(() => readSchemaFile(bad)).toThrow(
-      new RegExp(`^--schema: ${bad} is not a JSON Schema: schema is invalid: data/properties/a/type`),
+      `--schema: ${bad} is not a JSON Schema: /properties/a/type is "strin", where it must be one of "array", "boolean", "integer", "null", "number", "object", "string".`,
+    );
+    expect(() => readSchemaFile(schemaFile({ type: 'object', required: 'a' }, 'r.json'))).toThrow(
+      /is not a JSON Schema: \/required is "a", where it must be an array\.$/,
+    );
+    expect(() => readSchemaFile(schemaFile({ type: 'object', properties: { a: { $ref: '#/defs/x' } } }, 'f.json'))).toThrow(
+      /is not a JSON Schema: its \$ref "#\/defs\/x" points at nothing in the file \(definitions go under "\$defs"\)\.$/,
     );
     expect(() => readSchemaFile(schemaFile('[1]', 'c.json'))).toThrow(/is not a JSON Schema: a JSON Schema is an object/);
     // the wrapper without its name, and a whole response_format pasted: the schema inside each

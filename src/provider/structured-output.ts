@@ -152,8 +152,34 @@ export function schemaProblem(schema: unknown): string | null {
     compile(schema);
     return null;
   } catch (error) {
+    // the schema checked against JSON Schema's own schema: said where in the file, not in Ajv's words
+    const first = /^schema is invalid/.test((error as Error).message) ? schemaChecker().errors?.[0] : undefined;
+    if (first) return schemaErrorText(first, schema);
+    const missing = (error as { missingRef?: string }).missingRef;
+    if (typeof missing === 'string')
+      return `its $ref ${JSON.stringify(missing)} points at nothing in the file (definitions go under "$defs")`;
     return (error as Error).message;
   }
+}
+
+/** `/properties/urgency/type is "enumm", where it must be one of "array", "boolean", ...` */
+function schemaErrorText(e: ErrorObject, schema: object): string {
+  const where = e.instancePath === '' ? 'the schema' : e.instancePath;
+  const value = e.instancePath
+    .split('/')
+    .slice(1)
+    .map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .reduce<unknown>((at, part) => (isObject(at) || Array.isArray(at) ? (at as Record<string, unknown>)[part] : undefined), schema);
+  const is = `${where} is ${oneLine(JSON.stringify(value) ?? 'missing', 60)}`;
+  if (e.keyword === 'enum') {
+    const allowed = (e.params as { allowedValues: readonly unknown[] }).allowedValues;
+    return `${is}, where it must be one of ${allowed.map((x) => JSON.stringify(x)).join(', ')}`;
+  }
+  if (e.keyword === 'type') {
+    const type = String((e.params as { type: string }).type);
+    return `${is}, where it must be ${/^[aeiou]/.test(type) ? 'an' : 'a'} ${type}`;
+  }
+  return `${is}: it ${e.message ?? 'is not as JSON Schema has it'}`;
 }
 
 function errorsText(errors: readonly ErrorObject[]): string {
