@@ -4,7 +4,7 @@ import { costOf, worstCaseUsage } from '../src/pricing/cost.js';
 import { parsePrice, parsePriceFile } from '../src/pricing/overrides.js';
 import { loadPriceTable } from '../src/pricing/price-table.js';
 import { buildStatusReport } from '../src/report/status.js';
-import { estimatePromptTokens, estimateRequestTokens } from '../src/provider/tokens.js';
+import { countTextTokens, estimatePromptTokens, estimateRequestTokens } from '../src/provider/tokens.js';
 import type { StatusSnapshot } from '../src/store/types.js';
 import { tempDir } from './helpers/tmp.js';
 import { join } from 'node:path';
@@ -163,6 +163,26 @@ describe('prices', () => {
     expect(worst.promptTokens).toBeGreaterThan(text + 3 * 2 + 3);
     expect(worst.completionTokens).toBe(300);
     expect(worstCaseUsage(JSON.stringify({ model: 'x', messages: [] })).completionTokens).toBeNull();
+  });
+
+  it("a request's schema (response_format) and tools are input the model reads: the estimate counts them, the worst case once", () => {
+    const schema = {
+      type: 'object',
+      properties: { summary: { type: 'string' }, urgency: { enum: ['low', 'high'] } },
+      required: ['summary'],
+    };
+    const tools = [
+      { type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } } } } },
+    ];
+    const plain = { model: 'x', max_tokens: 50, messages: [{ role: 'user', content: 'Extract the ticket: the printer is on fire' }] };
+    const asking = { ...plain, response_format: { type: 'json_schema', json_schema: { name: 't', schema, strict: true } } };
+    const text = estimatePromptTokens(plain);
+    expect(estimatePromptTokens(asking)).toBe(text + countTextTokens(JSON.stringify(schema)));
+    expect(estimatePromptTokens({ ...plain, tools })).toBe(text + countTextTokens(JSON.stringify(tools)));
+    expect(estimateRequestTokens(asking)).toBe(estimatePromptTokens(asking) + 50);
+    // the worst case counts the request's JSON besides its messages' text: the schema in it, once
+    const framing = { ...asking, messages: [{ role: 'user', content: '' }] };
+    expect(worstCaseUsage(JSON.stringify(asking)).promptTokens).toBe(text + countTextTokens(JSON.stringify(framing)));
   });
 
   it('counts max_tokens once for each of the n choices a request asks for (an OpenAI Batch line may), as the provider bills and limits them', () => {

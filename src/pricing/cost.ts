@@ -1,5 +1,5 @@
 import type { Usage } from '../store/types.js';
-import { budgetedCompletionTokens, countTextTokens, estimatePromptTokens } from '../provider/tokens.js';
+import { budgetedCompletionTokens, countTextTokens, messageTokens } from '../provider/tokens.js';
 import type { PriceTable } from './price-table.js';
 import { usdValue } from './usd-value.js';
 
@@ -38,7 +38,8 @@ export function worstCaseUsage(requestJson: string): { promptTokens: number; com
     : request;
   const completion = budgetedCompletionTokens(request);
   return {
-    promptTokens: estimatePromptTokens(request) + countTextTokens(JSON.stringify(framing)),
+    // the framing's JSON holds the schema and tools: they are counted there, once
+    promptTokens: messageTokens(request) + countTextTokens(JSON.stringify(framing)),
     completionTokens: completion > 0 ? completion : null,
   };
 }

@@ -104,6 +104,8 @@ interface RequestLike {
   readonly max_tokens?: unknown;
   readonly max_completion_tokens?: unknown;
   readonly n?: unknown;
+  readonly response_format?: unknown;
+  readonly tools?: unknown;
 }
 
 /** The text of a message's content: a string, or the `text` of each part of a multi-part content. */
@@ -121,8 +123,22 @@ export function messageText(content: unknown): string {
   return '';
 }
 
-/** Prompt tokens: the tokens of every message's text content (no per-message framing overhead). */
+/**
+ * Prompt tokens: the tokens of every message's text content (no per-message framing overhead), and
+ * of the answer's schema (`response_format`) and the tools the request defines: the model reads
+ * those too, and they are billed as input (a schema of 400 tokens on a prompt of 300 more than doubles it).
+ */
 export function estimatePromptTokens(request: RequestLike): number {
+  if (!Array.isArray(request.messages)) return 0;
+  let total = messageTokens(request);
+  const schema = (request.response_format as { json_schema?: { schema?: unknown } } | null | undefined)?.json_schema?.schema;
+  if (schema !== null && typeof schema === 'object') total += definitionTokens(schema);
+  if (Array.isArray(request.tools) && request.tools.length > 0) total += definitionTokens(request.tools);
+  return total;
+}
+
+/** The tokens of every message's text content alone. */
+export function messageTokens(request: RequestLike): number {
   if (!Array.isArray(request.messages)) return 0;
   let total = 0;
   for (const m of request.messages as MessageLike[]) {
@@ -130,6 +146,20 @@ export function estimatePromptTokens(request: RequestLike): number {
     if (text) total += countTokens(text);
   }
   return total;
+}
+
+/** Tokens of a schema or tool definitions, by their JSON: one queue's requests share a few, counted once each. */
+const definitionCounts = new Map<string, number>();
+
+function definitionTokens(definition: object): number {
+  const json = JSON.stringify(definition);
+  let n = definitionCounts.get(json);
+  if (n === undefined) {
+    n = countTokens(json);
+    if (definitionCounts.size >= 256) definitionCounts.clear();
+    definitionCounts.set(json, n);
+  }
+  return n;
 }
 
 /** The completion budget the request reserves: `max_tokens`, else `max_completion_tokens`, else 0. */
