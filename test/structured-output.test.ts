@@ -73,6 +73,11 @@ describe('answers held to the JSON their request asks for (response_format)', ()
       /^the answer is not JSON/,
     );
     expect(checkAnswer(request, '```json\n' + json + '\n```\n```json\n' + json + '\n```', 'stop', 200).failure).not.toBeNull();
+    // a fence then a long run of spaces (a model padding to max_tokens): read in one pass (a regex took
+    // seconds over 100 KB, the run's event loop held)
+    expect(checkAnswer(request, '```json\n{"summary":' + ' \t'.repeat(200_000), 'length', 200).failure?.message).toMatch(
+      /^the answer was cut off/,
+    );
     // an unfenced answer is stored as it came; a request that asks for no JSON keeps its fences
     expect(checkAnswer(request, ` ${json}\n`, 'stop', 200)).toEqual({ output: ` ${json}\n`, failure: null });
     const text = JSON.stringify({ model: 'm', messages: [] });

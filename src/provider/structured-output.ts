@@ -67,8 +67,18 @@ export function outputProblem(request: string, output: string | null): string | 
   return format === null ? null : readJsonAnswer(format, output ?? '').problem;
 }
 
-/** A whole answer in one Markdown code fence, its language named or not: what is inside. */
-const FENCED = /^\s*```[\w-]*[ \t]*\r?\n([\s\S]*?)\r?\n?[ \t]*```\s*$/;
+/**
+ * What is inside a whole answer that is one Markdown code fence (its language named or not), or
+ * undefined. Sliced, not matched: a regex over a fence followed by a long run of spaces (a model
+ * padding to max_tokens) backtracked for seconds, the event loop held all that time.
+ */
+function insideFence(text: string): string | undefined {
+  const t = text.trim();
+  if (t.length < 6 || !t.startsWith('```') || !t.endsWith('```')) return undefined;
+  const lineEnd = t.indexOf('\n');
+  if (lineEnd < 0 || lineEnd > t.length - 4 || !/^[\w-]*$/.test(t.slice(3, lineEnd).trim())) return undefined;
+  return t.slice(lineEnd + 1, t.length - 3);
+}
 
 /** The JSON an answer holds (without a fence around it), or what is wrong with it. */
 function readJsonAnswer(format: JsonFormat, text: string): { json: string; problem: null } | { json: null; problem: string } {
@@ -77,7 +87,7 @@ function readJsonAnswer(format: JsonFormat, text: string): { json: string; probl
   try {
     value = JSON.parse(json);
   } catch {
-    const inside = FENCED.exec(text)?.[1];
+    const inside = insideFence(text);
     try {
       if (inside === undefined) throw new Error('not fenced');
       value = JSON.parse(inside);

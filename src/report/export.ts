@@ -29,7 +29,8 @@ export function skippedTotal(c: ExportCounts): number {
 
 /**
  * The JSON Lines record of one item. docs/architecture.md ("Outside contract") fixes id, key, state, output, error, attempts.
- * `cost_usd` is the answer's cost at the price known when it came: null until done, or without a price.
+ * `cost_usd` is what the job's answered tries cost at the price known when each came (answers it
+ * rejected included): null until an answer came, or without a price.
  */
 export function jsonlRecord(r: ExportRow): Record<string, unknown> {
   return {

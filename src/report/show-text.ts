@@ -43,7 +43,10 @@ export function renderItem(
   if (j.finishedAt) field('finished', utcTime(j.finishedAt));
   if (j.usage) field('tokens', `${int(j.usage.promptTokens)} in, ${int(j.usage.completionTokens)} out`);
   // answers the job did not keep (not the JSON asked for) were billed: its cost counts them, and says so
-  const notKept = d.attempts.filter((a) => a.usage !== null && a.outcome !== 'done' && a.mayBeBilled !== true).length;
+  // (those whose price was known: what the job's cost holds)
+  const notKept = d.attempts.filter(
+    (a) => a.usage !== null && a.outcome !== 'done' && a.mayBeBilled !== true && (a.costUsd ?? 0) > 0,
+  ).length;
   const notKeptNote = notKept ? p.dim(` (with ${count(notKept, 'answer')} billed and not kept)`) : '';
   if (typeof j.costUsd === 'number') field('cost', usd(j.costUsd) + notKeptNote);
   else if (j.state === 'done') field('cost', p.yellow('unknown (no price when it was answered)'));

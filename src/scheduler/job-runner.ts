@@ -491,7 +491,7 @@ class JobRun {
           error: decision.message,
           item: items?.ids[0] ?? null,
           moreItems: items?.more ?? false,
-          ...billedOf(a),
+          ...this.#billed(a),
         });
         return decision;
       }
@@ -520,11 +520,22 @@ class JobRun {
           error: error.message,
           delayMs: decision.delayMs,
           counted: decision.counted,
-          ...billedOf(a),
+          ...this.#billed(a),
         });
         return decision;
       }
     }
+  }
+
+  /**
+   * A try's answer that was billed and not kept, as its `job:retry` or `job:failed` carries it; nothing
+   * when no answer came. One without a price makes the run's cost unknown, as an unpriced answer does.
+   */
+  #billed(a: AttemptRecord): { billed?: BilledAnswer } {
+    if (a.usage === null) return {};
+    const costUsd = a.costUsd ?? null;
+    if (costUsd === null) this.ctx.counters.unpricedAnswers++;
+    return { billed: { usage: a.usage, costUsd } };
   }
 
   /**
@@ -587,11 +598,6 @@ class JobRun {
     await this.ctx.store.recordAttempt(record, { countAttempt: count, error: outcome === 'released' ? null : error });
     return record;
   }
-}
-
-/** A try's answer that was billed and not kept, as its `job:retry` or `job:failed` carries it; nothing when no answer came. */
-function billedOf(a: AttemptRecord): { billed?: BilledAnswer } {
-  return a.usage === null ? {} : { billed: { usage: a.usage, costUsd: a.costUsd ?? null } };
 }
 
 /** A place in the lane's pace and a concurrency slot, held by a request about to leave. */

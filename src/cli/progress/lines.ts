@@ -204,7 +204,7 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
   else if (r.rateLimited) lines.push(paint.dim(`  ${limitedText(r.rateLimited)}`));
   // answers rejected as not the JSON asked for were billed: the cost above counts them, and says so
   if (s.billedNotKept) {
-    const amount = s.billedNotKeptUsd > 0 ? `${usd(s.billedNotKeptUsd)} of it for ` : '';
+    const amount = s.billedNotKeptUsd > 0 ? `${usd(s.billedNotKeptUsd)}${s.cost === null ? '' : ' of it'} for ` : '';
     lines.push(paint.dim(`  ${amount}${count(s.billedNotKept, 'answer')} billed and not kept (not the JSON asked for)`));
   }
   const incomplete = incompleteText(r);
