@@ -507,7 +507,7 @@ describe('llmq run --via batch (child processes)', () => {
     const store = new SqliteStore(db);
     await seedJobs(store, 12, { model: 'mock-1' });
     await store.close();
-    const flags = ['--via', 'batch', '--poll', '0.05', '--mock-latency', '20', '--mock-failure-rate', '0.5', '--max-attempts', '10'];
+    const flags = ['--via', 'batch', '--poll', '0.05', '--mock-latency', '20', '--mock-failure-rate', '0.5', '--max-attempts', '30'];
     const r = await runCli(['run', '--db', db, '--provider', 'mock', ...flags]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toMatch(/completed: \d+ done, 0 failed, [1-9]\d* back to pending/);

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import { MockProvider } from '../provider/mock.js';
 import { ProviderError } from '../provider/types.js';
 import type { BatchApi, BatchPage, ProviderBatch } from './api.js';
@@ -49,7 +49,8 @@ export class MockBatchApi implements BatchApi {
   constructor(options: MockBatchApiOptions = {}) {
     this.#completeAfterMs = options.completeAfterMs ?? 1000;
     this.#now = options.now ?? Date.now;
-    this.#answers = new MockProvider({ latencyMs: 0, failureRate: options.failureRate ?? 0 });
+    // its failures drawn afresh by each process, as the online mock's (a line put back fails at other tries)
+    this.#answers = new MockProvider({ latencyMs: 0, failureRate: options.failureRate ?? 0, seed: randomInt(2 ** 31) });
   }
 
   async uploadFile(_name: string, content: string): Promise<string> {

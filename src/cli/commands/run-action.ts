@@ -1,3 +1,4 @@
+import { randomInt } from 'node:crypto';
 import { takeBackMockAnswers } from '../mock-answers.js';
 import type { Command } from 'commander';
 import { EXIT, UsageError } from '../../errors.js';
@@ -76,7 +77,9 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
       provider: flags.provider,
       baseUrl: flags.baseUrl,
       timeoutMs: flags.timeout === 'auto' ? AUTO_TIMEOUT_CAP_MS : Math.round(flags.timeout * 1000),
-      mock: { latencyMs: flags.mockLatency, failureRate: flags.mockFailureRate },
+      // which tries fail is drawn afresh by each run: with one seed, the jobs retry-failed put back failed
+      // again at the same tries, all together (taken for an outage)
+      mock: { latencyMs: flags.mockLatency, failureRate: flags.mockFailureRate, seed: randomInt(2 ** 31) },
       connections: flags.concurrency,
     },
     process.env,
