@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { dbArgument, moneyArguments, runArguments, runArgumentsOfEndpoint, runArgumentsOfRun } from '../src/cli/again.js';
+import { dbArgument, moneyArguments, redisArguments, runArguments, runArgumentsOfEndpoint, runArgumentsOfRun } from '../src/cli/again.js';
 
 // The commands llmq suggests ("Try again: llmq retry-failed && llmq run") must reach the queue the
 // user named with --db, pasted into a shell as printed, and never show a password.
@@ -77,6 +77,10 @@ describe('the money flags a suggested llmq run carries', () => {
 describe('the flags a suggested llmq run carries after a run known by its stored options (status, retry-failed)', () => {
   it('are those of a mock run, or of an endpoint other than OpenAI, and of a lane other than online, and nothing else', () => {
     expect(runArgumentsOfRun({ provider: 'mock' })).toBe(' --provider mock');
+    // a pace shared through Redis is shared again, the password masked; a batch run paces nothing there
+    expect(runArgumentsOfRun({ provider: 'mock', redis: 'redis://10.0.0.5:6379' })).toBe(' --provider mock --redis redis://10.0.0.5:6379');
+    expect(redisArguments({ redis: 'redis://:hunter2@10.0.0.5:6379/2' })).toBe(" --redis 'redis://:***@10.0.0.5:6379/2'");
+    expect(runArgumentsOfRun({ provider: 'mock', via: 'batch', redis: 'redis://10.0.0.5:6379' })).toBe(' --via batch --provider mock');
     expect(runArgumentsOfRun({ provider: 'openai-compatible (http://127.0.0.1:11434/v1)' })).toBe(' --base-url http://127.0.0.1:11434/v1');
     expect(runArgumentsOfRun({ provider: 'openai-compatible (https://api.openai.com/v1)' })).toBe('');
     expect(runArgumentsOfRun({ provider: 'openai-compatible (https://api.openai.com/v1)', via: 'batch' })).toBe(' --via batch');

@@ -77,3 +77,23 @@ describe('a rate-limit pause shared through Redis', () => {
     expect(sentDuring).toEqual([]);
   }, 60_000);
 });
+
+describe('a run that shared its pace through --redis', () => {
+  it('proposes runs that share it too: its summary, and status after it (the password masked)', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 5);
+    await store.close();
+    const redis = REDIS.replace('redis://', 'redis://:s3cret@');
+    const r = await collect(
+      spawnCli(['run', '--db', db, '--provider', 'mock', '--mock-latency', '0', '--progress', 'none', '--redis', redis, '--limit', '2']),
+    );
+    expect(r.code, r.stderr).toBe(0);
+    const shared = `--redis '${REDIS.replace('redis://', 'redis://:***@')}'`;
+    // without it, each of several machines pasting the command paces alone, at the whole --rpm
+    expect(r.stderr.replace(/ \\\n\s+/g, ' ')).toContain(`llmq run --provider mock --mock-latency 0 ${shared} --db ${db}`);
+    const status = await collect(spawnCli(['status', '--db', db]));
+    expect(status.stdout.replace(/\n\s+/g, ' ')).toContain(`llmq run --provider mock --mock-latency 0 ${shared} --db ${db}`);
+    expect(r.stderr + status.stdout).not.toContain('s3cret');
+  });
+});

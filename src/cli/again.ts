@@ -1,5 +1,5 @@
 import { DEFAULT_BASE_URL, resolveBaseUrl, type Env } from '../provider/endpoint.js';
-import { redactUrlQuery } from '../url-credentials.js';
+import { redactUrl, redactUrlQuery } from '../url-credentials.js';
 import { shellWord } from '../shell-word.js';
 import { limitFlagsOf, spendFlagsOf } from '../report/status.js';
 import { DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS, DEFAULT_MOCK_LATENCY_MS } from './options.js';
@@ -36,6 +36,16 @@ export function runArguments(flags: { readonly provider?: string; readonly baseU
   }
   const provider = flags.provider && flags.provider !== 'openai' ? ` --provider ${flags.provider}` : '';
   return provider + (flags.baseUrl === undefined ? '' : ` --base-url ${shellWord(redactUrlQuery(flags.baseUrl))}`);
+}
+
+/**
+ * ` --redis URL` when the run was given one by the flag (its password masked: the pasted command
+ * says where, the password is the user's to put back): without it a run proposed after one that
+ * shared its pace would pace alone, each of several machines at the whole --rpm. Nothing when it came
+ * from LLMQ_REDIS_URL, which the pasted command reads too.
+ */
+export function redisArguments(flags: { readonly redis?: unknown }): string {
+  return typeof flags.redis === 'string' && flags.redis !== '' ? ` --redis ${shellWord(redactUrl(flags.redis))}` : '';
 }
 
 /** The command that collects batches sent to `baseUrl` (as batches record it), without the queue's --db. */
@@ -105,6 +115,8 @@ export type StoredRunOptions = {
   readonly tpm?: unknown;
   readonly maxAttempts?: unknown;
   readonly mockLatency?: unknown;
+  /** The --redis it was given, its password masked (`redisArguments`). */
+  readonly redis?: unknown;
   /** The --base-url it was given, as a command shows it (`redactUrlQuery`: api-version kept), in place of the one its provider's name gives. */
   readonly endpoint?: unknown;
   /** Which budget ended it (`RunStats.budgetReached`): after the queue's, its amount is to raise, not repeat. */
@@ -123,7 +135,9 @@ export function runArgumentsOfRun(options: StoredRunOptions): string {
   const via = options?.via === 'batch' || options?.via === 'auto' ? ` --via ${options.via}` : '';
   // its budget and prices too: pasted without them, the run would spend with no cap, or at other prices
   const money = options ? moneyArguments(spendFlags(options)) : '';
-  return via + endpointOfRun(options) + limitsOfRun(options) + money;
+  // a batch run's lane paces nothing through Redis
+  const redis = options?.via === 'batch' ? '' : redisArguments(options ?? {});
+  return via + endpointOfRun(options) + limitsOfRun(options) + redis + money;
 }
 
 /**

@@ -43,6 +43,8 @@ export interface RunReport {
   };
   /** The --base-url an online run was given, as a command shows it (query values masked, api-version kept); null where not given or not stored. */
   readonly endpoint: string | null;
+  /** The --redis its pace was shared through, its password masked; null where none was given by the flag, or not stored. */
+  readonly redis: string | null;
   /** The offline mock's `--mock-latency` of a mock run: a mock run proposed after it paces as it did. Null where not stored. */
   readonly mockFlags: { readonly mockLatency: number | null };
   /** Still heartbeating (not ended, heartbeat within STALE_RUN_MS) and not known dead. */
@@ -265,6 +267,7 @@ export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunRepor
     limitFlags: limitFlagsOf(r.options),
     mockFlags: mockFlagsOf(r.options),
     endpoint: typeof r.options.endpoint === 'string' ? r.options.endpoint : null,
+    redis: typeof r.options.redis === 'string' ? r.options.redis : null,
     endedAt: r.endedAt,
     exitReason: r.exitReason,
     error: typeof st?.error === 'string' ? st.error : null,

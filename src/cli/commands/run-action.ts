@@ -2,7 +2,7 @@ import { randomInt } from 'node:crypto';
 import { takeBackMockAnswers } from '../mock-answers.js';
 import type { Command } from 'commander';
 import { EXIT, UsageError } from '../../errors.js';
-import { redactUrlQuery } from '../../url-credentials.js';
+import { redactUrl, redactUrlQuery } from '../../url-credentials.js';
 import { isRedactableKey, MIN_REDACTED_RUN } from '../../provider/redact.js';
 import type { RefusedParameter, RunSummary, SchedulerListener } from '../../scheduler/events.js';
 import { completionLimitField } from '../../ingest/completion-limit.js';
@@ -12,7 +12,7 @@ import { warn } from '../output.js';
 import { int, usd, usdApart } from '../../report/format.js';
 import { priceTableFrom, pricesOfRun } from './price-options.js';
 import { whileReaderPresent } from '../reader-gone.js';
-import { dbArgument, endpointOption, limitArguments, moneyArguments, runArguments } from '../again.js';
+import { dbArgument, endpointOption, limitArguments, moneyArguments, redisArguments, runArguments } from '../again.js';
 import { refuseMockFlags } from '../mock-latency-option.js';
 import { exitOnStopSignals, watchRunStop } from '../run-stop.js';
 import { alertTarget, hookReportLine } from '../hook-flags.js';
@@ -128,7 +128,7 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
     provider: limits ? `${provider.name}, ${limits}` : provider.name,
     prices,
     again: dbArgument(flags.db),
-    runAgain: runArguments(flags) + limitArguments(flags) + moneyArguments(flags),
+    runAgain: runArguments(flags) + limitArguments(flags) + redisArguments(flags) + moneyArguments(flags),
   });
   listeners.push(progress.listener);
   const onAlert = alertTarget(flags, alertsOn(flags));
@@ -180,6 +180,8 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
           // the endpoint as a proposed command shows it (runArgumentsOfRun): the provider's name drops its query, and
           // Azure's api-version with it
           ...endpointOption(flags),
+          // the Redis its pace was shared through, password masked: the run status proposes shares it too
+          ...(flags.redis ? { redis: redactUrl(flags.redis) } : {}),
           // what `llmq status` suggests after a mock run (runArgumentsOfRun) paces as this one
           ...(flags.provider === 'mock' ? { mockLatency: flags.mockLatency } : {}),
           ...pricesOfRun(flags),
@@ -282,7 +284,7 @@ function againAfterFatal(flags: RunFlags, fatal: Fatal): string {
     fatal.message.startsWith('HTTP 404') && !isModelNotFound(fatal)
       ? runArguments({ provider: flags.provider }) + ' --base-url URL'
       : runArguments(flags);
-  return endpoint + limitArguments(flags) + moneyArguments(flags) + dbArgument(flags.db);
+  return endpoint + limitArguments(flags) + redisArguments(flags) + moneyArguments(flags) + dbArgument(flags.db);
 }
 
 type Fatal = NonNullable<RunSummary['fatal']>;

@@ -110,6 +110,7 @@ async function textRenderer(dbFlag: string | undefined): Promise<(report: Status
               ...report.lastRun.limitFlags,
               ...report.lastRun.mockFlags,
               endpoint: report.lastRun.endpoint,
+              redis: report.lastRun.redis,
               budgetReached: report.lastRun.budgetReached,
               budgetTooSmall: report.lastRun.budgetTooSmall,
             }
