@@ -375,7 +375,7 @@ describe('llmq copy from a queue a run is working', () => {
     const to = join(dir, 'copy.db');
     const refused = await runCli(['copy', '--from', from, '--to', to]);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain(`error: ${from} is being worked by 1 run: working1 (${hostname()} pid ${process.pid}).`);
+    expect(refused.stderr).toContain(`error: ${from} is being worked on by 1 run: working1 (${hostname()} pid ${process.pid}).`);
     expect(refused.stderr).toContain('Stop it first (Ctrl-C where it runs; llmq status shows it), then copy.');
     expect(existsSync(to)).toBe(false);
   });

@@ -125,7 +125,7 @@ async function withStores<T>(from: string, to: string, fn: (source: Store, targe
     if (working.length > 0) {
       const named = working.map((r) => `${r.id.slice(0, 8)} (${r.host} pid ${r.pid})`).join(', ');
       throw new StoreError(
-        `${source.location} is being worked by ${count(working.length, 'run')}: ${named}. What ${working.length === 1 ? 'it answers' : 'they answer'} ` +
+        `${source.location} is being worked on by ${count(working.length, 'run')}: ${named}. What ${working.length === 1 ? 'it answers' : 'they answer'} ` +
           'during the copy would arrive pending and be sent again by a run on the copy. Stop it first (Ctrl-C where it runs; llmq status shows it), then copy.',
       );
     }
