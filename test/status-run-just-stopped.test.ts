@@ -46,6 +46,21 @@ describe('status of a run whose process went a moment ago', () => {
     }
   });
 
+  it('says that the runs working on the queue take its jobs back, when some do', async () => {
+    const pid = gonePid();
+    const db = await queueWithRun(pid, 1_000);
+    const store = new SqliteStore(db);
+    const now = Date.now();
+    // a live run of this process beside it
+    await store.startRun({ id: 'run00002-live', host: hostname(), pid: process.pid, startedAt: now - 5_000, options: {} });
+    await store.heartbeat('run00002-live', now, now + 60_000, { jobsPerSecond: 5, done: 1 } as never);
+    await store.close();
+    const text = await runCli(['status', '--db', db]);
+    expect(text.stdout).toContain(
+      `pid ${pid} is not running here: it ended or was killed; the run working on this queue takes its jobs back`,
+    );
+  });
+
   it('says nothing of the kind of a run whose process is here, or once the quiet says it died', async () => {
     const here = await runCli(['status', '--db', await queueWithRun(process.pid, 1_000), '--json']);
     expect(JSON.parse(here.stdout).activeRuns[0]).toMatchObject({ live: true, pidGoneHere: false });

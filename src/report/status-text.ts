@@ -193,6 +193,8 @@ export function renderStatus(
   const live = r.activeRuns.filter((x) => x.live);
   const stale = r.activeRuns.filter((x) => !x.live);
   if (live.length || stale.length || r.lastRun) lines.push('');
+  // the runs sending now besides one that is gone: they take its jobs back as they go
+  const workingBesides = (run: RunReport) => live.filter((x) => x.id !== run.id && !x.pidGoneHere && !x.stoppedHere).length;
   for (const run of live) {
     // its last rate is not what it sends now: gone, it most likely sends nothing; stopped, nothing at all
     const still = run.pidGoneHere || run.stoppedHere;
@@ -204,7 +206,11 @@ export function renderStatus(
     const quiet = r.now - run.heartbeatAt;
     if (run.pidGoneHere) {
       // not "stopped?": that reads as Ctrl-Z, which stoppedText says apart
-      lines.push(p.yellow(`${''.padEnd(10)}pid ${run.pid} is not running here: it ended or was killed; ${nextTakes(run.id, batches)}`));
+      lines.push(
+        p.yellow(
+          `${''.padEnd(10)}pid ${run.pid} is not running here: it ended or was killed; ${nextTakes(run.id, batches, workingBesides(run))}`,
+        ),
+      );
     } else if (run.stoppedHere) {
       lines.push(p.yellow(`${''.padEnd(10)}${stoppedText(run.pid)}`));
     } else if (quiet > QUIET_NOTED_MS) {
@@ -231,10 +237,11 @@ export function renderStatus(
   if (live.length > 1) lines.push(`${''.padEnd(10)}together ${rate(r.jobsPerSecond ?? 0)} jobs/s · ETA ${duration(r.etaSeconds)}`);
   for (const run of stale) {
     lines.push(`${p.yellow('silent')}    ${runName(run)}: no heartbeat for ${duration((r.now - run.heartbeatAt) / 1000)}`);
-    if (run.gone) lines.push(p.dim(`${''.padEnd(10)}its process is gone; ${nextTakes(run.id, batches)} at once`));
+    if (run.gone) lines.push(p.dim(`${''.padEnd(10)}its process is gone; ${nextTakes(run.id, batches, workingBesides(run))} at once`));
     else if (run.stoppedHere) lines.push(p.yellow(`${''.padEnd(10)}${stoppedText(run.pid)}`));
     // silent past the takeover (STALE_RUN_MS is longer): its batches are the next batch run's now
-    else if (batches.holders.has(run.id)) lines.push(p.dim(`${''.padEnd(10)}it probably died; ${nextTakes(run.id, batches)}`));
+    else if (batches.holders.has(run.id))
+      lines.push(p.dim(`${''.padEnd(10)}it probably died; ${nextTakes(run.id, batches, workingBesides(run))}`));
     else lines.push(p.dim(`${''.padEnd(10)}it probably died; its jobs go back to pending when their leases expire`));
   }
   const last = r.lastRun;
@@ -315,10 +322,15 @@ function stoppedText(pid: number): string {
   return `pid ${pid} is stopped (Ctrl-Z): it keeps its jobs until continued (fg, or kill -CONT ${pid})`;
 }
 
-/** What takes a stopped run's jobs back: a batch run for one that holds batches, else any run. */
-function nextTakes(runId: string, batches: BatchLaneNotes): string {
+/**
+ * What takes a stopped run's jobs back: a batch run for one that holds batches, else the runs working
+ * the queue now (each takes a dead run's jobs back as it goes), else the next run.
+ */
+function nextTakes(runId: string, batches: BatchLaneNotes, working: number): string {
   const collect = batches.holders.get(runId);
-  return collect ? `the next ${collect} takes its batches over` : 'the next llmq run takes its jobs back';
+  if (collect) return `the next ${collect} takes its batches over`;
+  if (working === 0) return 'the next llmq run takes its jobs back';
+  return `${working === 1 ? 'the run working on this queue takes' : `the ${int(working)} runs working on this queue take`} its jobs back`;
 }
 
 /** "fatal", "budget: --budget-total": the exit reason, and which budget when a budget ended it. */

@@ -52,7 +52,9 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
           ? `the run working on this queue (${working[0]!.host} pid ${working[0]!.pid})`
           : `the ${working.length} runs working on this queue`;
       const takes = working.length === 1 ? 'takes' : 'take';
-      process.stderr.write(`Put ${n} failed job${n === 1 ? '' : 's'}${which} back to pending: ${who} ${takes} ${n === 1 ? 'it' : 'them'}.\n`);
+      process.stderr.write(
+        `Put ${n} failed job${n === 1 ? '' : 's'}${which} back to pending: ${who} ${takes} ${n === 1 ? 'it' : 'them'}.\n`,
+      );
       return;
     }
     if (n === 0 && flags.error) {
