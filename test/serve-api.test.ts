@@ -32,6 +32,9 @@ describe('llmq serve: the JSON behind the page', () => {
     const { ageSeconds: _b, ...expected } = status.batches.rows[0];
     expect(batch).toEqual(expected);
     expect(snapshot.report.batches.live).toBe(0);
+    // the same report once, for a script: what `status --json` gives
+    const once = (await (await fetch(`${serve.url}api/status`)).json()) as typeof status;
+    expect([once.counts, once.total, once.cost.usd, once.batches.rows.length]).toEqual([status.counts, status.total, status.cost.usd, 1]);
 
     const byKey = await fetch(`${serve.url}api/item?id=${keys[2]!.slice(0, 10)}`);
     expect(byKey.status).toBe(200);
