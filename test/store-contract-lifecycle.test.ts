@@ -1,6 +1,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { batchOwner } from '../src/store/batches.js';
 import type { PostgresStore } from '../src/store/postgres/store.js';
+import { resendFailedWithMaxTokens, withMaxTokens } from '../src/ingest/resend-failed.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import type { AttemptRecord, Completion, Store } from '../src/store/types.js';
 import { STORE_KINDS, T0, OWNER, claimOpts, row, rows, skipUnavailable } from './helpers/stores.js';
@@ -34,6 +35,24 @@ async function claimedOne(store: Store, o: Parameters<typeof claimOpts>[0] = {})
   const { jobs } = await store.claim(claimOpts(o));
   return { id: r!.itemId, key: jobs[0]!.key };
 }
+
+describe('withMaxTokens: a request with its completion limit changed', () => {
+  it("changes that field alone, byte for byte elsewhere (a schema keeps its order); adds the model's own when there is none", () => {
+    const schema = '{"type":"object","properties":{"reasoning":{"type":"string"},"answer":{"type":"string"}}}';
+    const templated = `{"max_tokens":512,"messages":[{"content":"x","role":"user"}],"model":"m","response_format":{"json_schema":{"name":"t","schema":${schema},"strict":true},"type":"json_schema"}}`;
+    expect(withMaxTokens(templated, 'm', 2048)).toBe(templated.replace('"max_tokens":512', '"max_tokens":2048'));
+    const reasoning = '{"max_completion_tokens":100,"messages":[],"model":"o4-mini"}';
+    expect(withMaxTokens(reasoning, 'o4-mini', 300)).toBe('{"max_completion_tokens":300,"messages":[],"model":"o4-mini"}');
+    expect(withMaxTokens('{"messages":[],"model":"o4-mini"}', 'o4-mini', 300)).toBe(
+      '{"max_completion_tokens":300,"messages":[],"model":"o4-mini"}',
+    );
+    expect(withMaxTokens('{"messages":[],"model":"m"}', 'm', 300)).toBe('{"max_tokens":300,"messages":[],"model":"m"}');
+    // the same text inside an earlier field is not the field: the whole request written again
+    expect(withMaxTokens('{"a":{"max_tokens":50},"max_tokens":50,"model":"m"}', 'm', 60)).toBe(
+      '{"a":{"max_tokens":50},"max_tokens":60,"model":"m"}',
+    );
+  });
+});
 
 describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
   beforeEach((ctx) => skipUnavailable(kind, ctx));
@@ -379,6 +398,50 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
       outcome: 'released',
       error: 'stopped while the request was in flight',
     });
+  });
+
+  it('failed jobs sent again with a higher max_tokens: only the items of those the filter takes move to the new request; the failed job goes', async () => {
+    const { store } = await kind.fresh();
+    // doc-0000 and doc-0001 share a job (one request); doc-0002 has its own; doc-0003 is answered
+    const shared = row('doc-0000', 'same text', { meta: { n: 1 } });
+    await store.enqueue(
+      [shared, { ...shared, itemId: 'doc-0001', source: 'b.txt', meta: null }, row('doc-0002', 'other'), row('doc-0003', 'done')],
+      T0,
+    );
+    const { jobs } = await store.claim(claimOpts());
+    const keyOf = async (id: string) => (await job(store, id)).key;
+    await store.fail(await keyOf('doc-0000'), OWNER, 'the answer was cut off at max_tokens', null, T0 + 1);
+    await store.fail(await keyOf('doc-0002'), OWNER, 'HTTP 400: bad', null, T0 + 1);
+    await store.complete(await keyOf('doc-0003'), completion(await keyOf('doc-0003')));
+    expect(jobs).toHaveLength(3);
+    const page = await store.failedJobsToResend({ errorContains: 'CUT OFF' }, 0, 10);
+    expect(page.map((j) => [j.request, j.model, j.items])).toEqual([
+      [
+        shared.request,
+        'gpt-test',
+        [
+          { id: 'doc-0000', source: 'doc-0000.txt', meta: { n: 1 } },
+          { id: 'doc-0001', source: 'b.txt', meta: null },
+        ],
+      ],
+    ]);
+    expect(await store.failedJobsToResend({}, page[0]!.seq, 10)).toHaveLength(1);
+    expect(await resendFailedWithMaxTokens(store, { errorContains: 'cut off' }, 900, T0 + 2)).toEqual({ jobs: 1, items: 2, alreadyAt: 0 });
+    const moved = await job(store, 'doc-0001');
+    expect([moved.state, moved.attempts, JSON.parse(moved.request).max_tokens, moved.key]).toEqual([
+      'pending',
+      0,
+      900,
+      await keyOf('doc-0000'),
+    ]);
+    expect(await store.item('doc-0000')).toMatchObject({ source: 'doc-0000.txt', meta: { n: 1 } });
+    // the other failure and the answer are as they were; the failed job no item needs is gone
+    expect((await job(store, 'doc-0002')).state).toBe('failed');
+    expect((await job(store, 'doc-0003')).state).toBe('done');
+    expect((await store.status()).counts).toEqual({ pending: 1, running: 0, done: 1, failed: 1 });
+    // the same limit again: nothing to change
+    await store.fail((await store.claim(claimOpts({ now: T0 + 3 }))).jobs[0]!.key, OWNER, 'cut off again', null, T0 + 4);
+    expect(await resendFailedWithMaxTokens(store, { errorContains: 'cut off' }, 900, T0 + 5)).toEqual({ jobs: 0, items: 0, alreadyAt: 1 });
   });
 
   it('retryFailed puts failed jobs back with fresh attempts, all or by error text', async () => {

@@ -97,23 +97,53 @@ describe('answers held to the JSON their request asks for (response_format)', ()
     expect(JSON.parse(mockAnswer(JSON.parse(asking(bounded))))).toEqual({ n: 3, x: 1.5 });
   });
 
-  it('an answer cut off at max_tokens before its JSON was whole fails at once, saying so: the same request would end the same way, each try paid', async () => {
+  it('an answer cut off at max_tokens before its JSON was whole fails at once, saying so; retry-failed --max-tokens sends it alone again with room', async () => {
     const fake = await startFake({ latencyMs: 5, record: true });
+    const good = '{"summary":"the printer on the third floor","urgency":"high","tags":["printer"]}';
     fake.respond((r) => {
+      const roomy = (r.json?.max_tokens ?? 0) >= 2048;
+      const text = String(r.json?.messages?.at(-1)?.content);
+      if (roomy || text.endsWith('doc 1')) return reply.ok({ content: good });
       const body = completionBody(r, { content: '{"summary":"the printer on the third fl' }) as {
         choices: Array<{ finish_reason: string }>;
       };
       body.choices[0]!.finish_reason = 'length';
       return reply.raw(200, body);
     });
-    const { db } = await enqueueJsonl(tempDir(), [{ id: 'd0', text: 'doc 0' }], 'in.jsonl', ['--schema', schemaFile(TICKET)]);
-    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--retry-delay', '0.05', '--progress', 'none']);
+    const docs = [
+      { id: 'd0', text: 'doc 0' },
+      { id: 'd1', text: 'doc 1' },
+    ];
+    const { db } = await enqueueJsonl(tempDir(), docs, 'in.jsonl', ['--schema', schemaFile(TICKET), '--max-tokens', '1000']);
+    const run = ['run', '--db', db, '--base-url', fake.url, '--retry-delay', '0.05', '--progress', 'none'];
+    const r = await runCli(run);
     expect(r.code, r.stderr).toBe(2);
-    expect(fake.requests).toHaveLength(1);
-    expect(readDb(db).jobs[0]!.error).toBe(
-      'the answer was cut off at max_tokens before its JSON was whole: enqueue the documents again with a higher --max-tokens ' +
+    expect(fake.requests).toHaveLength(2);
+    const failed = readDb(db).jobs.find((j) => j.state === 'failed')!;
+    expect(failed.error).toBe(
+      'the answer was cut off at max_tokens before its JSON was whole: llmq retry-failed --error "cut off" --max-tokens 2000 sends it again with more room ' +
         '(the answer is not JSON, where response_format asks for it (the answer: {"summary":"the printer on the third fl))',
     );
+    // as it says: only that document's request changes, the schema's field order kept; the other's answer stands
+    const again = await runCli(['retry-failed', '--db', db, '--error', 'cut off', '--max-tokens', '2048']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain(
+      'Put 1 failed job whose error contains "cut off", asking for answers of up to 2048 tokens (1 item moved to that request) back to pending.',
+    );
+    expect((await runCli(run)).code).toBe(0);
+    expect(fake.requests).toHaveLength(3);
+    const resent = fake.requests[2]!;
+    expect(resent.json.max_tokens).toBe(2048);
+    expect(JSON.stringify(resent.json.response_format)).toBe(JSON.stringify(fake.requests[0]!.json.response_format));
+    const { jobs, items } = readDb(db);
+    expect(jobs.map((j) => [j.state, JSON.parse(j.request).max_tokens]).sort()).toEqual([
+      ['done', 1000],
+      ['done', 2048],
+    ]);
+    expect(items.map((i) => jobs.find((j) => j.key === i.job_key)!.output)).toEqual([good, good]);
+    // asked again with the same limit: nothing to gain, said so
+    const failing = await runCli(['retry-failed', '--db', db, '--max-tokens', '2048']);
+    expect(failing.stderr).toContain('No failed jobs.');
   });
 
   it('takes schemas of either dialect ($schema of 2020-12 or draft-07), and holds answers to each of two schemas sharing an $id', () => {

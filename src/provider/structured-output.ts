@@ -56,9 +56,16 @@ export function checkAnswer(request: string, output: string, finish: FinishReaso
   }
   const why =
     ended === 'cutOff'
-      ? 'the answer was cut off at max_tokens before its JSON was whole: enqueue the documents again with a higher --max-tokens'
+      ? `the answer was cut off at max_tokens before its JSON was whole: llmq retry-failed --error "cut off" --max-tokens ${roomier(request)} sends it again with more room`
       : 'the model declined (a refusal, or the content filter)';
   return { output: null, failure: new ProviderError({ message: `${why} (${read.problem})`, scope: 'job', reason: 'bad_output', status }) };
+}
+
+/** Twice the request's completion limit (at least 1,024): a --max-tokens to propose for answers it cut off. */
+function roomier(request: string): number {
+  const body = JSON.parse(request) as { max_tokens?: unknown; max_completion_tokens?: unknown };
+  const limit = typeof body.max_completion_tokens === 'number' ? body.max_completion_tokens : body.max_tokens;
+  return typeof limit === 'number' && Number.isFinite(limit) ? Math.max(1024, 2 * Math.round(limit)) : 4096;
 }
 
 /** What is wrong with an answer to a request that asks for JSON, or null when it is what was asked (or nothing was). */

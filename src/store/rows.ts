@@ -1,5 +1,6 @@
 import type {
   AttemptRecord,
+  FailedJobToResend,
   AttemptRow,
   ExportFilter,
   ExportRow,
@@ -316,4 +317,37 @@ export function toRejections(r: RawRejections): SourceRejections {
 /** The row of `rejections` for an input: its values in column order (source, rejected, first, at). */
 export function rejectionsValues(r: SourceRejections): [string, number, string, number] {
   return [r.source, r.rejected, JSON.stringify(r.first), r.at];
+}
+
+/** A failed job as both stores read it for `failedJobsToResend`, and its items. */
+export interface RawFailedJob {
+  seq: number;
+  key: string;
+  request: string;
+  model: string;
+  priority: number;
+}
+export interface RawItemToResend {
+  job_key: string;
+  id: string;
+  source: string;
+  meta: string | null;
+}
+
+/** Each job with its items (in the order read), as `failedJobsToResend` gives them. */
+export function withTheirItems(jobs: readonly RawFailedJob[], items: readonly RawItemToResend[]): FailedJobToResend[] {
+  const byJob = new Map<string, Array<FailedJobToResend['items'][number]>>();
+  for (const i of items) {
+    const list = byJob.get(i.job_key) ?? [];
+    list.push({ id: i.id, source: i.source, meta: i.meta ? JSON.parse(i.meta) : null });
+    byJob.set(i.job_key, list);
+  }
+  return jobs.map((j) => ({
+    seq: Number(j.seq),
+    key: j.key,
+    request: j.request,
+    model: j.model,
+    priority: Number(j.priority),
+    items: byJob.get(j.key) ?? [],
+  }));
 }

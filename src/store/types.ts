@@ -455,6 +455,16 @@ export interface AttemptRow extends AttemptRecord {
   readonly latencyMs: number;
 }
 
+/** A failed job with what enqueueing its items again needs (`failedJobsToResend`). */
+export interface FailedJobToResend {
+  readonly seq: number;
+  readonly key: string;
+  readonly request: string;
+  readonly model: string;
+  readonly priority: number;
+  readonly items: ReadonlyArray<{ readonly id: string; readonly source: string; readonly meta: Record<string, unknown> | null }>;
+}
+
 /** An item of a failed job, for listing the items behind one failure reason. */
 export interface FailedItemRow {
   readonly id: string;
@@ -649,6 +659,12 @@ export interface QueueReader {
    * groups them), at most `limit`, oldest job first. Walks failed jobs only (oldest first, stopping at the limit), never all items.
    */
   failedItems(error: string, limit: number): Promise<FailedItemRow[]>;
+  /**
+   * Failed jobs the filter takes (as `retryFailed`'s), after job seq `afterSeq`, in seq order, at most
+   * `limit`, each with its request and its items as an enqueue would write them again: what
+   * `retry-failed --max-tokens` enqueues with the request changed.
+   */
+  failedJobsToResend(filter: RetryFailedFilter, afterSeq: number, limit: number): Promise<FailedJobToResend[]>;
   /**
    * Items in input order with their jobs, a page (an array of rows) at a time: the reader's loop
    * then awaits once a page, not once a row (at a million rows the await alone is a tenth of the export).

@@ -7,6 +7,7 @@ import type { RunStats } from '../../store/types.js';
 interface RetryFailedFlags {
   db?: string;
   error?: string;
+  maxTokens?: number;
   json?: boolean;
 }
 
@@ -21,6 +22,15 @@ export function registerRetryFailed(program: Command): Command {
         throw new InvalidArgumentError('Expected some text to look for in the errors; leave --error out to retry every failed job.');
       return v;
     })
+    .option(
+      '--max-tokens <n>',
+      'send them again with this longest answer, in tokens (for answers cut off at max_tokens): only their documents move to the new request',
+      (v: string) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('Expected a whole number of tokens, 1 or more.');
+        return n;
+      },
+    )
     .option('--json', 'print {"requeued": n} on stdout')
     .addHelpText(
       'after',
@@ -28,7 +38,8 @@ export function registerRetryFailed(program: Command): Command {
 Examples:
   $ llmq retry-failed && llmq run
   $ llmq retry-failed --error "HTTP 500"
-  $ llmq retry-failed --error timeout --db big.db`,
+  $ llmq retry-failed --error timeout --db big.db
+  $ llmq retry-failed --error "cut off" --max-tokens 2000`,
     )
     .action(retryFailedCommand);
 }
@@ -41,9 +52,23 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
     const now = Date.now();
-    const n = await store.retryFailed({ errorContains: flags.error }, now);
+    let n: number;
+    let raised = '';
+    if (flags.maxTokens === undefined) n = await store.retryFailed({ errorContains: flags.error }, now);
+    else {
+      const { resendFailedWithMaxTokens } = await import('../../ingest/resend-failed.js');
+      const resent = await resendFailedWithMaxTokens(store, { errorContains: flags.error }, flags.maxTokens, now);
+      n = resent.jobs;
+      const m = resent.alreadyAt;
+      // sent again as they were, they would end the same way
+      const already = `${m} failed job${m === 1 ? '' : 's'} asked for answers of up to ${flags.maxTokens} tokens already`;
+      if (n === 0 && m > 0) throw new LlmqError(`${already}: give --max-tokens a higher number.`);
+      if (m > 0) process.stderr.write(`Left ${already}: give --max-tokens a higher number for ${m === 1 ? 'it' : 'them'}.\n`);
+      if (n > 0)
+        raised = `, asking for answers of up to ${flags.maxTokens} tokens (${resent.items} ${resent.items === 1 ? 'item' : 'items'} moved to ${n === 1 ? 'that request' : 'those requests'})`;
+    }
     if (flags.json) process.stdout.write(JSON.stringify({ requeued: n }) + '\n');
-    const which = flags.error ? ` whose error contains "${flags.error}"` : '';
+    const which = (flags.error ? ` whose error contains "${flags.error}"` : '') + raised;
     // a run working the queue claims pending jobs as it goes: it takes these too, no new run needed
     const working = n === 0 ? [] : workingRuns(await store.activeRuns(), now);
     if (working.length) {

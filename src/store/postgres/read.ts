@@ -10,6 +10,7 @@ import type {
   ItemSeqSpan,
   ExportRow,
   FailedItemRow,
+  FailedJobToResend,
   FolderItemRow,
   ItemSourceRow,
   KeyItemRow,
@@ -17,6 +18,7 @@ import type {
   JobState,
   JobToRun,
   LaneLimitRow,
+  RetryFailedFilter,
   RunRow,
   StatusSnapshot,
 } from '../types.js';
@@ -30,7 +32,10 @@ import {
   toLane,
   toRejections,
   toRun,
+  withTheirItems,
   type RawAttempt,
+  type RawFailedJob,
+  type RawItemToResend,
   type RawJob,
   type RawLane,
   type RawRejections,
@@ -192,6 +197,26 @@ export class PgReader {
         [error, limit],
       )
     ).rows;
+  }
+
+  async failedJobsToResend(filter: RetryFailedFilter, afterSeq: number, limit: number): Promise<FailedJobToResend[]> {
+    const jobs = (
+      await query<RawFailedJob>(
+        this.#pool,
+        `SELECT seq, key, request, model, priority FROM jobs
+        WHERE state = 'failed' AND seq > $1 AND ($2::text IS NULL OR strpos(lower(error), lower($2::text)) > 0)
+          AND ($3::text IS NULL OR coalesce(error, 'unknown error') = $3::text)
+        ORDER BY seq LIMIT $4`,
+        [afterSeq, filter.errorContains ?? null, filter.errorIs ?? null, limit],
+      )
+    ).rows;
+    if (jobs.length === 0) return [];
+    const items = (
+      await query<RawItemToResend>(this.#pool, 'SELECT job_key, id, source, meta FROM items WHERE job_key = ANY($1::text[]) ORDER BY seq', [
+        jobs.map((j) => j.key),
+      ])
+    ).rows;
+    return withTheirItems(jobs, items);
   }
 
   async itemsByKeyPrefix(prefix: string, limit: number, afterKey = ''): Promise<KeyItemRow[]> {

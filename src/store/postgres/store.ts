@@ -17,6 +17,7 @@ import type {
   ExportRow,
   EndLoadOptions,
   FailedItemRow,
+  FailedJobToResend,
   FolderItemRow,
   ItemSourceRow,
   KeyItemRow,
@@ -521,6 +522,10 @@ export class PostgresStore implements Store {
 
   failedItems(error: string, limit: number): Promise<FailedItemRow[]> {
     return this.#read.failedItems(error, limit);
+  }
+
+  failedJobsToResend(filter: RetryFailedFilter, afterSeq: number, limit: number): Promise<FailedJobToResend[]> {
+    return this.#read.failedJobsToResend(filter, afterSeq, limit);
   }
 
   exportPages(filter: ExportFilter): AsyncIterable<readonly ExportRow[]> {

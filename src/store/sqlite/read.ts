@@ -9,6 +9,7 @@ import type {
   ItemSeqSpan,
   ExportRow,
   FailedItemRow,
+  FailedJobToResend,
   FolderItemRow,
   ItemSourceRow,
   KeyItemRow,
@@ -16,6 +17,7 @@ import type {
   JobState,
   JobToRun,
   LaneLimitRow,
+  RetryFailedFilter,
   RunRow,
   StatusSnapshot,
 } from '../types.js';
@@ -29,7 +31,10 @@ import {
   toLane,
   toRejections,
   toRun,
+  withTheirItems,
   type RawAttempt,
+  type RawFailedJob,
+  type RawItemToResend,
   type RawJob,
   type RawLane,
   type RawRejections,
@@ -134,6 +139,20 @@ export class SqliteReader {
       .prepare(`SELECT i.id, i.source, j.key, j.attempts FROM jobs j INDEXED BY jobs_age JOIN items i ON i.job_key = j.key
       WHERE j.state = 'failed' AND coalesce(j.error, 'unknown error') = ? ORDER BY j.created_at, j.seq LIMIT ${unplannedLimit('?')}`)
       .all(error, limit) as FailedItemRow[];
+  }
+
+  failedJobsToResend(filter: RetryFailedFilter, afterSeq: number, limit: number): FailedJobToResend[] {
+    const jobs = this.#db
+      .prepare(`SELECT j.seq, j.key, ${requestOf('j')} AS request, j.model, j.priority FROM jobs j
+        WHERE j.state = 'failed' AND j.seq > @after AND (@text IS NULL OR instr(llmq_lower(j.error), llmq_lower(@text)) > 0)
+          AND (@exact IS NULL OR coalesce(j.error, 'unknown error') = @exact)
+        ORDER BY j.seq LIMIT ${unplannedLimit('@limit')}`)
+      .all({ after: afterSeq, limit, text: filter.errorContains ?? null, exact: filter.errorIs ?? null }) as RawFailedJob[];
+    if (jobs.length === 0) return [];
+    const items = this.#db
+      .prepare('SELECT job_key, id, source, meta FROM items WHERE job_key IN (SELECT value FROM json_each(?)) ORDER BY seq')
+      .all(JSON.stringify(jobs.map((j) => j.key))) as RawItemToResend[];
+    return withTheirItems(jobs, items);
   }
 
   itemsByKeyPrefix(prefix: string, limit: number, afterKey = ''): KeyItemRow[] {

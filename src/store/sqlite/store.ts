@@ -14,6 +14,7 @@ import type {
   ItemSeqSpan,
   ExportRow,
   FailedItemRow,
+  FailedJobToResend,
   FolderItemRow,
   ItemSourceRow,
   KeyItemRow,
@@ -842,6 +843,10 @@ export class SqliteStore implements Store {
 
   async failedItems(error: string, limit: number): Promise<FailedItemRow[]> {
     return this.#read.failedItems(error, limit);
+  }
+
+  async failedJobsToResend(filter: RetryFailedFilter, afterSeq: number, limit: number): Promise<FailedJobToResend[]> {
+    return this.#read.failedJobsToResend(filter, afterSeq, limit);
   }
 
   exportPages(filter: ExportFilter): AsyncIterable<readonly ExportRow[]> {

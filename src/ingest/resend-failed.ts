@@ -1,0 +1,82 @@
+import { canonicalJson, jobKey } from '../request.js';
+import type { EnqueueRow, JobQueue, QueueReader, RetryFailedFilter } from '../store/types.js';
+import { completionLimitField } from './completion-limit.js';
+
+/** Failed jobs read and enqueued again at a time. */
+const PAGE = 500;
+
+export interface ResentFailed {
+  /** Failed jobs whose items now wait on a request with the new limit. */
+  readonly jobs: number;
+  /** Their items, moved to those requests. */
+  readonly items: number;
+  /** Failed jobs whose request already had that limit: left failed (sent again, they would end the same way). */
+  readonly alreadyAt: number;
+}
+
+/**
+ * The failed jobs the filter takes, their items enqueued again with the request's completion limit
+ * set to `maxTokens`: answers cut off at max_tokens (a JSON answer then fails) are asked again with
+ * room, and only those. Enqueueing the documents again with a higher --max-tokens moved every item
+ * of a folder to a new request, and the next run paid for all of them again. Each item moves to its
+ * new job as an enqueue moves it (a job of that request already answered answers it), and the failed
+ * job no item needs any more is dropped.
+ */
+export async function resendFailedWithMaxTokens(
+  store: Pick<JobQueue, 'enqueue'> & Pick<QueueReader, 'failedJobsToResend'>,
+  filter: RetryFailedFilter,
+  maxTokens: number,
+  now: number,
+): Promise<ResentFailed> {
+  let jobs = 0;
+  let items = 0;
+  let alreadyAt = 0;
+  let after = 0;
+  for (;;) {
+    const page = await store.failedJobsToResend(filter, after, PAGE);
+    if (page.length === 0) break;
+    after = page.at(-1)!.seq;
+    const rows: EnqueueRow[] = [];
+    for (const job of page) {
+      const request = withMaxTokens(job.request, job.model, maxTokens);
+      if (request === job.request) {
+        alreadyAt++;
+        continue;
+      }
+      if (job.items.length === 0) continue;
+      const key = jobKey(request);
+      jobs++;
+      items += job.items.length;
+      for (const item of job.items) {
+        // not positional: the item is moved on purpose, whatever stream it came from
+        rows.push({ itemId: item.id, source: item.source, meta: item.meta, key, request, model: job.model, priority: job.priority });
+      }
+    }
+    if (rows.length > 0) await store.enqueue(rows, now);
+  }
+  return { jobs, items, alreadyAt };
+}
+
+/**
+ * `request` (canonical JSON) with its completion limit set to `maxTokens`: the field it has
+ * (`max_tokens` or `max_completion_tokens`), else the one its model takes. The rest stays byte for
+ * byte, so a schema keeps the order of its fields (canonical JSON would sort them, and a strict
+ * answer writes its fields in the schema's order).
+ */
+export function withMaxTokens(request: string, model: string, maxTokens: number): string {
+  const body = JSON.parse(request) as Record<string, unknown>;
+  const field =
+    'max_completion_tokens' in body ? 'max_completion_tokens' : 'max_tokens' in body ? 'max_tokens' : completionLimitField(model);
+  if (field in body) {
+    // in canonical JSON the top-level field is its first occurrence (keys before it sort before
+    // "max_"; none of them holds objects with such keys): checked, not assumed
+    const was = `"${field}":${JSON.stringify(body[field])}`;
+    const at = request.indexOf(was);
+    if (at >= 0) {
+      const changed = `${request.slice(0, at)}"${field}":${maxTokens}${request.slice(at + was.length)}`;
+      const check = JSON.parse(changed) as Record<string, unknown>;
+      if (check[field] === maxTokens && canonicalJson({ ...check, [field]: body[field] }) === canonicalJson(body)) return changed;
+    }
+  }
+  return canonicalJson({ ...body, [field]: maxTokens });
+}
