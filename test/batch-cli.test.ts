@@ -505,7 +505,8 @@ describe('llmq run --via batch (child processes)', () => {
   it('offline: --mock-failure-rate fails lines of a mock batch with HTTP 500; they go back to pending and a later batch answers them', async () => {
     const db = join(tempDir(), 'q.db');
     const store = new SqliteStore(db);
-    await seedJobs(store, 12, { model: 'mock-1' });
+    // 24 lines at a rate of 0.5: a first batch with none failing (the line below) is one run in 16 million
+    await seedJobs(store, 24, { model: 'mock-1' });
     await store.close();
     const flags = ['--via', 'batch', '--poll', '0.05', '--mock-latency', '20', '--mock-failure-rate', '0.5', '--max-attempts', '30'];
     const r = await runCli(['run', '--db', db, '--provider', 'mock', ...flags]);
@@ -514,7 +515,7 @@ describe('llmq run --via batch (child processes)', () => {
     const { jobs, attempts } = await read(db);
     expect(jobs.every((j) => j.state === 'done')).toBe(true);
     expect(jobs.some((j) => j.attempts > 1)).toBe(true);
-    expect(attempts.filter((t) => t.outcome === 'done')).toHaveLength(12);
+    expect(attempts.filter((t) => t.outcome === 'done')).toHaveLength(24);
     expect(attempts.filter((t) => t.status === 500 && t.outcome === 'retry').length).toBeGreaterThan(0);
   }, 30_000);
 

@@ -4,6 +4,7 @@ import { SqliteStore } from '../src/store/sqlite/store.js';
 import { runCli } from './helpers/cli.js';
 import { firstSnapshot, startServe, type ServeChild } from './helpers/dashboard.js';
 import { seedJobs } from './helpers/seed.js';
+import { rows } from './helpers/stores.js';
 import { tempDir } from './helpers/tmp.js';
 
 // The dashboard's JSON, read over HTTP as the page reads it (the page itself: serve-browser.test.ts).
@@ -35,6 +36,12 @@ describe('llmq serve: the JSON behind the page', () => {
     // the same report once, for a script: what `status --json` gives
     const once = (await (await fetch(`${serve.url}api/status`)).json()) as typeof status;
     expect([once.counts, once.total, once.cost.usd, once.batches.rows.length]).toEqual([status.counts, status.total, status.cost.usd, 1]);
+    // read when asked, with no page listening (the feed polls only for one)
+    const more = new SqliteStore(db);
+    await more.enqueue(rows(3, { prefix: 'more' }), Date.now());
+    await more.close();
+    const later = (await (await fetch(`${serve.url}api/status`)).json()) as typeof status;
+    expect(later.total).toBe(status.total + 3);
 
     const byKey = await fetch(`${serve.url}api/item?id=${keys[2]!.slice(0, 10)}`);
     expect(byKey.status).toBe(200);

@@ -414,7 +414,7 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     await store.fail(await keyOf('doc-0002'), OWNER, 'HTTP 400: bad', null, T0 + 1);
     await store.complete(await keyOf('doc-0003'), completion(await keyOf('doc-0003')));
     expect(jobs).toHaveLength(3);
-    const page = await store.failedJobsToResend({ errorContains: 'CUT OFF' }, 0, 10);
+    const page = await store.failedJobsToResend({ errorContains: 'CUT OFF' }, null, 10);
     expect(page.map((j) => [j.request, j.model, j.items])).toEqual([
       [
         shared.request,
@@ -425,8 +425,13 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
         ],
       ],
     ]);
-    expect(await store.failedJobsToResend({}, page[0]!.seq, 10)).toHaveLength(1);
-    expect(await resendFailedWithMaxTokens(store, { errorContains: 'cut off' }, 900, T0 + 2)).toEqual({ jobs: 1, items: 2, alreadyAt: 0 });
+    expect(await store.failedJobsToResend({}, page[0]!, 10)).toHaveLength(1);
+    expect(await resendFailedWithMaxTokens(store, { errorContains: 'cut off' }, 900, T0 + 2)).toEqual({
+      jobs: 1,
+      items: 2,
+      alreadyAt: 0,
+      joined: 0,
+    });
     const moved = await job(store, 'doc-0001');
     expect([moved.state, moved.attempts, JSON.parse(moved.request).max_tokens, moved.key]).toEqual([
       'pending',
@@ -441,7 +446,23 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     expect((await store.status()).counts).toEqual({ pending: 1, running: 0, done: 1, failed: 1 });
     // the same limit again: nothing to change
     await store.fail((await store.claim(claimOpts({ now: T0 + 3 }))).jobs[0]!.key, OWNER, 'cut off again', null, T0 + 4);
-    expect(await resendFailedWithMaxTokens(store, { errorContains: 'cut off' }, 900, T0 + 5)).toEqual({ jobs: 0, items: 0, alreadyAt: 1 });
+    expect(await resendFailedWithMaxTokens(store, { errorContains: 'cut off' }, 900, T0 + 5)).toEqual({
+      jobs: 0,
+      items: 0,
+      alreadyAt: 1,
+      joined: 0,
+    });
+    // nor lowered
+    expect(await resendFailedWithMaxTokens(store, { errorContains: 'cut off' }, 800, T0 + 5)).toMatchObject({ jobs: 0, alreadyAt: 1 });
+  });
+
+  it('pages through failed jobs enqueued at one moment (one created_at): each sent again once', async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue(rows(1_100), T0);
+    const { jobs } = await store.claim(claimOpts({ limit: 1_100 }));
+    for (const j of jobs) await store.fail(j.key, OWNER, 'cut off', null, T0 + 1);
+    expect(await resendFailedWithMaxTokens(store, {}, 64, T0 + 2)).toEqual({ jobs: 1_100, items: 1_100, alreadyAt: 0, joined: 0 });
+    expect((await store.status()).counts).toEqual({ pending: 1_100, running: 0, done: 0, failed: 0 });
   });
 
   it('retryFailed puts failed jobs back with fresh attempts, all or by error text', async () => {

@@ -1,5 +1,5 @@
 import { canonicalJson, jobKey } from '../request.js';
-import type { EnqueueRow, JobQueue, QueueReader, RetryFailedFilter } from '../store/types.js';
+import type { EnqueueRow, FailedJobCursor, JobQueue, QueueReader, RetryFailedFilter } from '../store/types.js';
 import { completionLimitField } from './completion-limit.js';
 
 /** Failed jobs read and enqueued again at a time. */
@@ -10,8 +10,13 @@ export interface ResentFailed {
   readonly jobs: number;
   /** Their items, moved to those requests. */
   readonly items: number;
-  /** Failed jobs whose request already had that limit: left failed (sent again, they would end the same way). */
+  /** Failed jobs whose request already had that limit or more: left failed (sent again, they would end the same way). */
   readonly alreadyAt: number;
+  /**
+   * Of `jobs`, those whose new request was queued already (another item's): their items joined its
+   * job, answered or waiting (or failed, left as it is).
+   */
+  readonly joined: number;
 }
 
 /**
@@ -31,18 +36,20 @@ export async function resendFailedWithMaxTokens(
   let jobs = 0;
   let items = 0;
   let alreadyAt = 0;
-  let after = 0;
+  let joined = 0;
+  let after: FailedJobCursor | null = null;
   for (;;) {
     const page = await store.failedJobsToResend(filter, after, PAGE);
     if (page.length === 0) break;
-    after = page.at(-1)!.seq;
+    after = page.at(-1)!;
     const rows: EnqueueRow[] = [];
     for (const job of page) {
-      const request = withMaxTokens(job.request, job.model, maxTokens);
-      if (request === job.request) {
+      // never lowered: asked again with as much room or less, it would end the same way
+      if ((completionLimitOf(job.request) ?? 0) >= maxTokens) {
         alreadyAt++;
         continue;
       }
+      const request = withMaxTokens(job.request, job.model, maxTokens);
       if (job.items.length === 0) continue;
       const key = jobKey(request);
       jobs++;
@@ -52,9 +59,20 @@ export async function resendFailedWithMaxTokens(
         rows.push({ itemId: item.id, source: item.source, meta: item.meta, key, request, model: job.model, priority: job.priority });
       }
     }
-    if (rows.length > 0) await store.enqueue(rows, now);
+    if (rows.length > 0) {
+      const result = await store.enqueue(rows, now);
+      // a request of that limit queued already (another item's): the items joined its job
+      joined += Math.max(0, new Set(rows.map((r) => r.key)).size - result.newJobs);
+    }
   }
-  return { jobs, items, alreadyAt };
+  return { jobs, items, alreadyAt, joined };
+}
+
+/** The completion limit a request (canonical JSON) has: `max_completion_tokens`, else `max_tokens`; null for none. */
+function completionLimitOf(request: string): number | null {
+  const body = JSON.parse(request) as { max_tokens?: unknown; max_completion_tokens?: unknown };
+  const limit = body.max_completion_tokens ?? body.max_tokens;
+  return typeof limit === 'number' ? limit : null;
 }
 
 /**

@@ -70,10 +70,10 @@ export class StatusFeed {
     };
   }
 
-  /** The latest report, polling now if there is none or `fresh` is asked. */
-  async report(fresh = false): Promise<StatusReport> {
+  /** The latest report, polling now if there is none or `fresh` is asked; null while the queue cannot be read. */
+  async report(fresh = false): Promise<DashboardReport | null> {
     if (fresh || !this.#last) await this.#poll();
-    return this.#last!;
+    return this.#last ?? null;
   }
 
   close(): void {

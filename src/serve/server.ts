@@ -76,9 +76,12 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
         return json(res, 200, { readOnly: o.readOnly, db: o.db, pollMs: o.pollMs ?? 2000 });
       case 'GET /events':
         return openStream(req, res);
-      // the report the page shows, once, for a script that would rather not read a stream: as `status --json`
-      case 'GET /api/status':
-        return json(res, 200, await feed.report());
+      // the report the page shows, read now (the feed polls only while a page listens), for a script that
+      // would rather not read a stream: as `status --json`
+      case 'GET /api/status': {
+        const report = await feed.report(true);
+        return report ? json(res, 200, report) : json(res, 503, { error: 'the queue cannot be read now: llmq status says why' });
+      }
       case 'GET /api/item': {
         // what `llmq show` finds: the item with this id, or the item of the job whose key starts with it
         const id = url.searchParams.get('id');

@@ -321,6 +321,7 @@ export function rejectionsValues(r: SourceRejections): [string, number, string, 
 
 /** A failed job as both stores read it for `failedJobsToResend`, and its items. */
 export interface RawFailedJob {
+  created_at: number;
   seq: number;
   key: string;
   request: string;
@@ -343,6 +344,7 @@ export function withTheirItems(jobs: readonly RawFailedJob[], items: readonly Ra
     byJob.set(i.job_key, list);
   }
   return jobs.map((j) => ({
+    createdAt: Number(j.created_at),
     seq: Number(j.seq),
     key: j.key,
     request: j.request,

@@ -455,9 +455,14 @@ export interface AttemptRow extends AttemptRecord {
   readonly latencyMs: number;
 }
 
-/** A failed job with what enqueueing its items again needs (`failedJobsToResend`). */
-export interface FailedJobToResend {
+/** Where a page of `failedJobsToResend` ended: its last job's. */
+export interface FailedJobCursor {
+  readonly createdAt: number;
   readonly seq: number;
+}
+
+/** A failed job with what enqueueing its items again needs (`failedJobsToResend`). */
+export interface FailedJobToResend extends FailedJobCursor {
   readonly key: string;
   readonly request: string;
   readonly model: string;
@@ -660,11 +665,12 @@ export interface QueueReader {
    */
   failedItems(error: string, limit: number): Promise<FailedItemRow[]>;
   /**
-   * Failed jobs the filter takes (as `retryFailed`'s), after job seq `afterSeq`, in seq order, at most
-   * `limit`, each with its request and its items as an enqueue would write them again: what
-   * `retry-failed --max-tokens` enqueues with the request changed.
+   * Failed jobs the filter takes (as `retryFailed`'s), after `after` (the last of the page before;
+   * null for the first), oldest first (the order of the index of states, so each page costs its own
+   * size), at most `limit`, each with its request and its items as an enqueue would write them again:
+   * what `retry-failed --max-tokens` enqueues with the request changed.
    */
-  failedJobsToResend(filter: RetryFailedFilter, afterSeq: number, limit: number): Promise<FailedJobToResend[]>;
+  failedJobsToResend(filter: RetryFailedFilter, after: FailedJobCursor | null, limit: number): Promise<FailedJobToResend[]>;
   /**
    * Items in input order with their jobs, a page (an array of rows) at a time: the reader's loop
    * then awaits once a page, not once a row (at a million rows the await alone is a tenth of the export).

@@ -61,11 +61,15 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
       n = resent.jobs;
       const m = resent.alreadyAt;
       // sent again as they were, they would end the same way
-      const already = `${m} failed job${m === 1 ? '' : 's'} asked for answers of up to ${flags.maxTokens} tokens already`;
-      if (n === 0 && m > 0) throw new LlmqError(`${already}: give --max-tokens a higher number.`);
+      const already = `${m} failed job${m === 1 ? '' : 's'} asked for answers of up to ${flags.maxTokens} tokens or more already`;
+      if (n === 0 && m > 0) {
+        if (flags.json) process.stdout.write(JSON.stringify({ requeued: 0 }) + '\n');
+        throw new LlmqError(`${already}: give --max-tokens a higher number.`);
+      }
       if (m > 0) process.stderr.write(`Left ${already}: give --max-tokens a higher number for ${m === 1 ? 'it' : 'them'}.\n`);
+      const joined = resent.joined > 0 ? `; ${resent.joined} of them joined a request of that limit queued already` : '';
       if (n > 0)
-        raised = `, asking for answers of up to ${flags.maxTokens} tokens (${resent.items} ${resent.items === 1 ? 'item' : 'items'} moved to ${n === 1 ? 'that request' : 'those requests'})`;
+        raised = `, asking for answers of up to ${flags.maxTokens} tokens (${resent.items} ${resent.items === 1 ? 'item' : 'items'} moved to ${n === 1 ? 'that request' : 'those requests'}${joined})`;
     }
     if (flags.json) process.stdout.write(JSON.stringify({ requeued: n }) + '\n');
     const which = (flags.error ? ` whose error contains "${flags.error}"` : '') + raised;

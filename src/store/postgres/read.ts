@@ -10,6 +10,7 @@ import type {
   ItemSeqSpan,
   ExportRow,
   FailedItemRow,
+  FailedJobCursor,
   FailedJobToResend,
   FolderItemRow,
   ItemSourceRow,
@@ -199,15 +200,16 @@ export class PgReader {
     ).rows;
   }
 
-  async failedJobsToResend(filter: RetryFailedFilter, afterSeq: number, limit: number): Promise<FailedJobToResend[]> {
+  async failedJobsToResend(filter: RetryFailedFilter, after: FailedJobCursor | null, limit: number): Promise<FailedJobToResend[]> {
     const jobs = (
       await query<RawFailedJob>(
         this.#pool,
-        `SELECT seq, key, request, model, priority FROM jobs
-        WHERE state = 'failed' AND seq > $1 AND ($2::text IS NULL OR strpos(lower(error), lower($2::text)) > 0)
-          AND ($3::text IS NULL OR coalesce(error, 'unknown error') = $3::text)
-        ORDER BY seq LIMIT $4`,
-        [afterSeq, filter.errorContains ?? null, filter.errorIs ?? null, limit],
+        `SELECT created_at, seq, key, request, model, priority FROM jobs
+        WHERE state = 'failed' AND (created_at, seq) > ($1::bigint, $2::bigint)
+          AND ($3::text IS NULL OR strpos(lower(error), lower($3::text)) > 0)
+          AND ($4::text IS NULL OR coalesce(error, 'unknown error') = $4::text)
+        ORDER BY created_at, seq LIMIT $5`,
+        [after?.createdAt ?? Number.MIN_SAFE_INTEGER, after?.seq ?? 0, filter.errorContains ?? null, filter.errorIs ?? null, limit],
       )
     ).rows;
     if (jobs.length === 0) return [];

@@ -17,6 +17,7 @@ import type {
   ExportRow,
   EndLoadOptions,
   FailedItemRow,
+  FailedJobCursor,
   FailedJobToResend,
   FolderItemRow,
   ItemSourceRow,
@@ -524,8 +525,8 @@ export class PostgresStore implements Store {
     return this.#read.failedItems(error, limit);
   }
 
-  failedJobsToResend(filter: RetryFailedFilter, afterSeq: number, limit: number): Promise<FailedJobToResend[]> {
-    return this.#read.failedJobsToResend(filter, afterSeq, limit);
+  failedJobsToResend(filter: RetryFailedFilter, after: FailedJobCursor | null, limit: number): Promise<FailedJobToResend[]> {
+    return this.#read.failedJobsToResend(filter, after, limit);
   }
 
   exportPages(filter: ExportFilter): AsyncIterable<readonly ExportRow[]> {

@@ -9,6 +9,7 @@ import type {
   ItemSeqSpan,
   ExportRow,
   FailedItemRow,
+  FailedJobCursor,
   FailedJobToResend,
   FolderItemRow,
   ItemSourceRow,
@@ -141,13 +142,21 @@ export class SqliteReader {
       .all(error, limit) as FailedItemRow[];
   }
 
-  failedJobsToResend(filter: RetryFailedFilter, afterSeq: number, limit: number): FailedJobToResend[] {
+  failedJobsToResend(filter: RetryFailedFilter, after: FailedJobCursor | null, limit: number): FailedJobToResend[] {
+    // along jobs_age (state, created_at, seq): by seq, each page sorted every failed job left
     const jobs = this.#db
-      .prepare(`SELECT j.seq, j.key, ${requestOf('j')} AS request, j.model, j.priority FROM jobs j
-        WHERE j.state = 'failed' AND j.seq > @after AND (@text IS NULL OR instr(llmq_lower(j.error), llmq_lower(@text)) > 0)
+      .prepare(`SELECT j.created_at, j.seq, j.key, ${requestOf('j')} AS request, j.model, j.priority FROM jobs j INDEXED BY jobs_age
+        WHERE j.state = 'failed' AND (j.created_at, j.seq) > (@createdAt, @seq)
+          AND (@text IS NULL OR instr(llmq_lower(j.error), llmq_lower(@text)) > 0)
           AND (@exact IS NULL OR coalesce(j.error, 'unknown error') = @exact)
-        ORDER BY j.seq LIMIT ${unplannedLimit('@limit')}`)
-      .all({ after: afterSeq, limit, text: filter.errorContains ?? null, exact: filter.errorIs ?? null }) as RawFailedJob[];
+        ORDER BY j.created_at, j.seq LIMIT ${unplannedLimit('@limit')}`)
+      .all({
+        createdAt: after?.createdAt ?? Number.MIN_SAFE_INTEGER,
+        seq: after?.seq ?? 0,
+        limit,
+        text: filter.errorContains ?? null,
+        exact: filter.errorIs ?? null,
+      }) as RawFailedJob[];
     if (jobs.length === 0) return [];
     const items = this.#db
       .prepare('SELECT job_key, id, source, meta FROM items WHERE job_key IN (SELECT value FROM json_each(?)) ORDER BY seq')

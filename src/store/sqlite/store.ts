@@ -14,6 +14,7 @@ import type {
   ItemSeqSpan,
   ExportRow,
   FailedItemRow,
+  FailedJobCursor,
   FailedJobToResend,
   FolderItemRow,
   ItemSourceRow,
@@ -845,8 +846,8 @@ export class SqliteStore implements Store {
     return this.#read.failedItems(error, limit);
   }
 
-  async failedJobsToResend(filter: RetryFailedFilter, afterSeq: number, limit: number): Promise<FailedJobToResend[]> {
-    return this.#read.failedJobsToResend(filter, afterSeq, limit);
+  async failedJobsToResend(filter: RetryFailedFilter, after: FailedJobCursor | null, limit: number): Promise<FailedJobToResend[]> {
+    return this.#read.failedJobsToResend(filter, after, limit);
   }
 
   exportPages(filter: ExportFilter): AsyncIterable<readonly ExportRow[]> {
