@@ -410,7 +410,13 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     );
     const { jobs } = await store.claim(claimOpts());
     const keyOf = async (id: string) => (await job(store, id)).key;
-    await store.fail(await keyOf('doc-0000'), OWNER, 'the answer was cut off at max_tokens', null, T0 + 1);
+    // its cut-off answer was billed
+    const cutOff = attempt(await keyOf('doc-0000'), {
+      outcome: 'failed',
+      usage: { promptTokens: 10, completionTokens: 50 },
+      costUsd: 0.25,
+    });
+    await store.fail(await keyOf('doc-0000'), OWNER, 'the answer was cut off at max_tokens', cutOff, T0 + 1);
     await store.fail(await keyOf('doc-0002'), OWNER, 'HTTP 400: bad', null, T0 + 1);
     await store.complete(await keyOf('doc-0003'), completion(await keyOf('doc-0003')));
     expect(jobs).toHaveLength(3);
@@ -440,6 +446,9 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
       await keyOf('doc-0000'),
     ]);
     expect(await store.item('doc-0000')).toMatchObject({ source: 'doc-0000.txt', meta: { n: 1 } });
+    // the money of its billed try goes with its items: status' cost keeps it
+    expect(moved.costUsd).toBe(0.25);
+    expect((await store.status()).byModel.reduce((sum, m) => sum + m.storedUsd, 0)).toBeCloseTo(0.25, 9);
     // the other failure and the answer are as they were; the failed job no item needs is gone
     expect((await job(store, 'doc-0002')).state).toBe('failed');
     expect((await job(store, 'doc-0003')).state).toBe('done');

@@ -28,7 +28,7 @@ export interface ResentFailed {
  * job no item needs any more is dropped.
  */
 export async function resendFailedWithMaxTokens(
-  store: Pick<JobQueue, 'enqueue'> & Pick<QueueReader, 'failedJobsToResend'>,
+  store: Pick<JobQueue, 'enqueue' | 'addToJobCosts'> & Pick<QueueReader, 'failedJobsToResend'>,
   filter: RetryFailedFilter,
   maxTokens: number,
   now: number,
@@ -43,6 +43,8 @@ export async function resendFailedWithMaxTokens(
     if (page.length === 0) break;
     after = page.at(-1)!;
     const rows: EnqueueRow[] = [];
+    // what the failed jobs' billed tries cost goes with their items: the failed job, dropped, takes it out of the status' cost
+    const costs: Array<{ key: string; usd: number }> = [];
     for (const job of page) {
       // never lowered: asked again with as much room or less, it would end the same way
       if ((completionLimitOf(job.request) ?? 0) >= maxTokens) {
@@ -52,6 +54,7 @@ export async function resendFailedWithMaxTokens(
       const request = withMaxTokens(job.request, job.model, maxTokens);
       if (job.items.length === 0) continue;
       const key = jobKey(request);
+      if (job.costUsd) costs.push({ key, usd: job.costUsd });
       jobs++;
       items += job.items.length;
       for (const item of job.items) {
@@ -63,6 +66,7 @@ export async function resendFailedWithMaxTokens(
       const result = await store.enqueue(rows, now);
       // a request of that limit queued already (another item's): the items joined its job
       joined += Math.max(0, new Set(rows.map((r) => r.key)).size - result.newJobs);
+      await store.addToJobCosts(costs);
     }
   }
   return { jobs, items, alreadyAt, joined };

@@ -265,6 +265,7 @@ export class SqliteStore implements Store {
       forgetRejections: db.prepare(
         `DELETE FROM rejections WHERE source = @source OR substr(source, 1, length(@source) + 1) = @source || '/'`,
       ),
+      addToJobCost: db.prepare('UPDATE jobs SET cost_usd = coalesce(cost_usd, 0) + ? WHERE key = ?'),
       retryFailed: db.prepare(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL,
           finished_at = NULL, updated_at = @now
         WHERE state = 'failed' AND (@text IS NULL OR instr(llmq_lower(error), llmq_lower(@text)) > 0)
@@ -722,6 +723,14 @@ export class SqliteStore implements Store {
         for (const key of back) this.#started.delete(key);
         this.#s.dropOrphans(back);
         return back.length;
+      })
+      .immediate();
+  }
+
+  async addToJobCosts(costs: ReadonlyArray<{ readonly key: string; readonly usd: number }>): Promise<void> {
+    this.db
+      .transaction(() => {
+        for (const { key, usd } of costs) this.#s.addToJobCost.run(usd, key);
       })
       .immediate();
   }
