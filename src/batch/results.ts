@@ -2,7 +2,7 @@ import { classifyHttpError } from '../provider/classify.js';
 import { incompleteKind } from '../provider/finish.js';
 import { parseCompletion } from '../provider/openai.js';
 import { checkAnswer } from '../provider/structured-output.js';
-import { ProviderError } from '../provider/types.js';
+import { ProviderError, triedError } from '../provider/types.js';
 import { exhaustedMessage } from '../scheduler/decide.js';
 import type { BilledAnswer } from '../scheduler/events.js';
 import { batchOwner } from '../store/batches.js';
@@ -131,18 +131,18 @@ export async function applyResults(
       if (error.scope === 'retryable' && job.attempts >= maxAttempts) {
         // its last attempt: failed now, worded as online (not left pending for the next claim to fail)
         const message = exhaustedMessage(job.attempts, error.message);
-        writes.push(store.fail(key, owner, message, tried(status || null, 'failed', error.message), now));
+        writes.push(store.fail(key, owner, message, tried(status || null, 'failed', triedError(error)), now));
         failed++;
       } else if (error.scope === 'retryable') {
         // Counted like an online retry, so a line that always fails ends at --max-attempts.
         writes.push(
           store
-            .recordAttempt(tried(status, 'retry', error.message), { countAttempt: true, error: error.message })
+            .recordAttempt(tried(status, 'retry', triedError(error)), { countAttempt: true, error: error.message })
             .then(() => store.release(owner, { refund: false, now, keys: [key] })),
         );
         retried++;
       } else {
-        writes.push(store.fail(key, owner, error.message, tried(status || null, 'failed', error.message), now));
+        writes.push(store.fail(key, owner, error.message, tried(status || null, 'failed', triedError(error)), now));
         failed++;
       }
     }

@@ -52,13 +52,19 @@ export function checkAnswer(request: string, output: string, finish: FinishReaso
   if (read.problem === null) return { output: read.json, failure: null };
   const ended = incompleteKind(finish);
   if (ended === null) {
-    return { output: null, failure: new ProviderError({ message: read.problem, scope: 'retryable', reason: 'bad_output', status }) };
+    return {
+      output: null,
+      failure: new ProviderError({ message: read.problem, scope: 'retryable', reason: 'bad_output', status, answer: shown(output) }),
+    };
   }
   const why =
     ended === 'cutOff'
       ? `the answer was cut off at max_tokens before its JSON was whole: llmq retry-failed --error "cut off" --max-tokens ${roomier(request)} sends it again with more room`
       : 'the model declined (a refusal, or the content filter)';
-  return { output: null, failure: new ProviderError({ message: `${why} (${read.problem})`, scope: 'job', reason: 'bad_output', status }) };
+  return {
+    output: null,
+    failure: new ProviderError({ message: `${why} (${read.problem})`, scope: 'job', reason: 'bad_output', status, answer: shown(output) }),
+  };
 }
 
 /** Twice the request's completion limit (at least 1,024): a --max-tokens to propose for answers it cut off. */
@@ -71,7 +77,9 @@ function roomier(request: string): number {
 /** What is wrong with an answer to a request that asks for JSON, or null when it is what was asked (or nothing was). */
 export function outputProblem(request: string, output: string | null): string | null {
   const format = jsonFormatOf(request);
-  return format === null ? null : readJsonAnswer(format, output ?? '').problem;
+  if (format === null) return null;
+  const { problem } = readJsonAnswer(format, output ?? '');
+  return problem === null ? null : `${problem} (the answer: ${shown(output ?? '')})`;
 }
 
 /**
@@ -100,20 +108,20 @@ function readJsonAnswer(format: JsonFormat, text: string): { json: string; probl
       value = JSON.parse(inside);
       json = inside.trim();
     } catch {
-      return { json: null, problem: `the answer is not JSON, where response_format asks for it (the answer: ${shown(text)})` };
+      return { json: null, problem: 'the answer is not JSON, where response_format asks for it' };
     }
   }
   if (format.type === 'json_object' || format.schema === null) {
     return isObject(value)
       ? { json, problem: null }
-      : { json: null, problem: `the answer is JSON but no object, where response_format asks for one (the answer: ${shown(text)})` };
+      : { json: null, problem: 'the answer is JSON but no object, where response_format asks for one' };
   }
   const validate = validatorFor(format.schema);
   // a schema this checker cannot read was taken by the provider: there is nothing to hold the answer to
   if (validate === null || validate(value)) return { json, problem: null };
   return {
     json: null,
-    problem: `the answer does not match response_format's schema: ${errorsText(validate.errors ?? [])} (the answer: ${shown(text)})`,
+    problem: `the answer does not match response_format's schema: ${errorsText(validate.errors ?? [])}`,
   };
 }
 

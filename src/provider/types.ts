@@ -78,6 +78,12 @@ export class ProviderError extends Error {
    * cut short or a timeout may be (`pricing/billing.ts`).
    */
   readonly unbilled: boolean;
+  /**
+   * The start of an answer that came and was not what was asked (not the JSON its request asks for),
+   * for its try's record: left out of the message, which is the job's error, so that `status` groups
+   * such failures by what was wrong, not by each answer's text.
+   */
+  readonly answer: string | null;
 
   constructor(init: {
     message: string;
@@ -90,6 +96,7 @@ export class ProviderError extends Error {
     retryAfterInBody?: boolean;
     rateLimit?: RateLimitInfo | null;
     unbilled?: boolean;
+    answer?: string | null;
     cause?: unknown;
   }) {
     super(init.message, { cause: init.cause });
@@ -103,11 +110,17 @@ export class ProviderError extends Error {
     this.retryAfterInBody = init.retryAfterInBody ?? false;
     this.rateLimit = init.rateLimit ?? null;
     this.unbilled = init.unbilled ?? false;
+    this.answer = init.answer ?? null;
   }
 
   get retryable(): boolean {
     return this.scope === 'retryable';
   }
+}
+
+/** What a try's record says of its error: the message, and the start of the answer when one came that was not what was asked. */
+export function triedError(error: ProviderError): string {
+  return error.answer === null ? error.message : `${error.message} (the answer: ${error.answer})`;
 }
 
 /** An OpenAI-compatible chat-completions endpoint, or the offline mock. */

@@ -1,6 +1,6 @@
 import { incompleteKind, type FinishReason } from '../provider/finish.js';
 import { refusesSharedParameter } from '../provider/classify.js';
-import { ProviderError, type CompletionResult, type Provider } from '../provider/types.js';
+import { ProviderError, triedError, type CompletionResult, type Provider } from '../provider/types.js';
 import type { AttemptOutcome, AttemptRecord, ClaimedJob, JobQueue, Usage } from '../store/types.js';
 import type { JobItems } from '../store/job-items.js';
 import { decide, isOutageType, type Decision } from './decide.js';
@@ -478,7 +478,7 @@ class JobRun {
         if (lane.close(error)) ctx.onLaneClosed(lane, error);
         return decision;
       case 'fail': {
-        const a = this.#attemptRecord(startedAt, error.status, 'failed', error.message + billNote, billed, answered);
+        const a = this.#attemptRecord(startedAt, error.status, 'failed', triedError(error) + billNote, billed, answered);
         await ctx.store.fail(job.key, ctx.runId, decision.message, a, now);
         c.failed++;
         c.finished(now, 0);
@@ -506,7 +506,7 @@ class JobRun {
           startedAt,
           error.status,
           decision.counted ? 'retry' : 'not_counted',
-          error.message + billNote,
+          triedError(error) + billNote,
           decision.counted,
           billed,
           answered,
