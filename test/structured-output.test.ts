@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { copyFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readSchemaFile } from '../src/ingest/schema-file.js';
@@ -126,6 +126,11 @@ describe('answers held to the JSON their request asks for (response_format)', ()
       'the answer was cut off at max_tokens before its JSON was whole: llmq retry-failed --error "cut off" --max-tokens 2000 sends it again with more room ' +
         '(the answer is not JSON, where response_format asks for it)',
     );
+    // a plain retry-failed would send it as it was: it says so (tried on a copy of the queue)
+    const copy = join(tempDir(), 'copy.db');
+    copyFileSync(db, copy);
+    const plain = await runCli(['retry-failed', '--db', copy]);
+    expect(plain.stderr).toContain('1 of them was cut off at max_tokens: sent as it is, most likely cut off again.');
     // as it says: only that document's request changes, the schema's field order kept; the other's answer stands
     const again = await runCli(['retry-failed', '--db', db, '--error', 'cut off', '--max-tokens', '2048']);
     expect(again.code, again.stderr).toBe(0);

@@ -4,6 +4,9 @@ import { dbOption } from '../options.js';
 import { oneLine, printable } from '../../report/format.js';
 import type { RunStats } from '../../store/types.js';
 
+/** What the error of a job failed for an answer cut off at max_tokens says (src/provider/structured-output.ts). */
+const CUT_OFF_TEXT = 'cut off at max_tokens';
+
 interface RetryFailedFlags {
   db?: string;
   error?: string;
@@ -54,8 +57,18 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
     const now = Date.now();
     let n: number;
     let raised = '';
-    if (flags.maxTokens === undefined) n = await store.retryFailed({ errorContains: flags.error }, now);
-    else {
+    if (flags.maxTokens === undefined) {
+      // answers cut off at max_tokens, sent again as they are, are most likely cut off again, and billed again
+      const cutOff = (await store.status()).failures
+        .filter((f) => f.error.includes(CUT_OFF_TEXT) && (!flags.error || f.error.toLowerCase().includes(flags.error.toLowerCase())))
+        .reduce((sum, f) => sum + f.count, 0);
+      n = await store.retryFailed({ errorContains: flags.error }, now);
+      if (cutOff > 0)
+        process.stderr.write(
+          `${cutOff} of them ${cutOff === 1 ? 'was' : 'were'} cut off at max_tokens: sent as ${cutOff === 1 ? 'it is' : 'they are'}, most likely cut off again. ` +
+            `If they fail so again, llmq retry-failed --error "cut off" --max-tokens N sends them with more room.\n`,
+        );
+    } else {
       const { resendFailedWithMaxTokens } = await import('../../ingest/resend-failed.js');
       const resent = await resendFailedWithMaxTokens(store, { errorContains: flags.error }, flags.maxTokens, now);
       n = resent.jobs;
