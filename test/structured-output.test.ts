@@ -1,7 +1,7 @@
 import { copyFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { readSchemaFile } from '../src/ingest/schema-file.js';
+import { readSchemaFile, strictModeProblems } from '../src/ingest/schema-file.js';
 import { mockAnswer } from '../src/provider/mock.js';
 import { checkAnswer, outputProblem } from '../src/provider/structured-output.js';
 import { usd } from '../src/report/format.js';
@@ -151,6 +151,30 @@ describe('answers held to the JSON their request asks for (response_format)', ()
     // asked again with the same limit: nothing to gain, said so
     const failing = await runCli(['retry-failed', '--db', db, '--max-tokens', '2048']);
     expect(failing.stderr).toContain('No failed jobs.');
+  });
+
+  it("says, at enqueue, what OpenAI's strict mode would refuse in a schema: an object open to more properties, a property not required", async () => {
+    expect(strictModeProblems(TICKET)).toEqual([]);
+    const loose = {
+      type: 'object',
+      required: ['a'],
+      properties: { a: { type: 'string' }, b: { type: 'object', additionalProperties: false, properties: { c: { type: 'number' } } } },
+    };
+    expect(strictModeProblems(loose)).toEqual([
+      'the schema has no "additionalProperties": false',
+      `the schema's "required" leaves out "b"`,
+      `/properties/b's "required" leaves out "c"`,
+    ]);
+    const dir = tempDir();
+    const file = schemaFile(loose, 'loose.json');
+    writeFileSync(join(dir, 'in.jsonl'), '{"id":"a","text":"x"}\n');
+    const r = await runCli(['enqueue', join(dir, 'in.jsonl'), '--db', join(dir, 'q.db'), '--schema', file]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain(`--schema: OpenAI's strict mode refuses this schema (the schema has no "additionalProperties": false;`);
+    // said strict: false, nothing to say
+    const relaxed = schemaFile({ name: 'loose', strict: false, schema: loose }, 'relaxed.json');
+    const quiet = await runCli(['enqueue', join(dir, 'in.jsonl'), '--db', join(dir, 'q.db'), '--schema', relaxed]);
+    expect(quiet.stderr).not.toContain('strict mode refuses');
   });
 
   it('takes schemas of either dialect ($schema of 2020-12 or draft-07), and holds answers to each of two schemas sharing an $id', () => {

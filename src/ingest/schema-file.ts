@@ -49,6 +49,40 @@ export function readSchemaFile(file: string): SchemaFormat {
   return { type: 'json_schema', json_schema: { name: name || 'answer', schema: schema as object, strict } };
 }
 
+/**
+ * What OpenAI's strict structured outputs refuse in a schema, the first few: an object that does not
+ * say `"additionalProperties": false`, or leaves a property out of `required`. OpenAI answers every
+ * request of such a schema with a 400 (the run stops at its first requests); a local server may take
+ * it. Nested schemas are followed through properties, items, $defs, anyOf and the like.
+ */
+export function strictModeProblems(schema: object, most = 3): string[] {
+  const problems: string[] = [];
+  const visit = (node: unknown, at: string): void => {
+    if (problems.length >= most || node === null || typeof node !== 'object') return;
+    if (Array.isArray(node)) {
+      for (const [i, x] of node.entries()) visit(x, `${at}/${i}`);
+      return;
+    }
+    const n = node as Record<string, unknown>;
+    const properties = isObject(n.properties) ? n.properties : null;
+    if (n.type === 'object' || properties) {
+      const where = at === '' ? 'the schema' : at;
+      if (n.additionalProperties !== false) problems.push(`${where} has no "additionalProperties": false`);
+      const required = Array.isArray(n.required) ? n.required : [];
+      const left = Object.keys(properties ?? {}).filter((p) => !required.includes(p));
+      if (left.length > 0) problems.push(`${where}'s "required" leaves out ${left.map((p) => JSON.stringify(p)).join(', ')}`);
+    }
+    for (const key of ['properties', '$defs', 'definitions']) {
+      const map = n[key];
+      if (isObject(map))
+        for (const [name, sub] of Object.entries(map)) visit(sub, `${at}/${key}/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`);
+    }
+    for (const key of ['items', 'anyOf', 'oneOf', 'allOf', 'prefixItems']) if (key in n) visit(n[key], `${at}/${key}`);
+  };
+  visit(schema, '');
+  return problems.slice(0, most);
+}
+
 /** Keywords of which a schema for answers has at least one at its root. */
 const SAYS_SOMETHING = ['type', 'properties', '$ref', 'anyOf', 'oneOf', 'allOf', 'enum', 'const'];
 

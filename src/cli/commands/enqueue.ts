@@ -29,7 +29,7 @@ import type { StatusLine } from '../progress/status-line.js';
 import { DEFAULT_MAX_DOC_BYTES, isOverMaxDocBytes, MAX_REJECTED_IDS, sizeFlag, where } from '../../ingest/types.js';
 import { likelyMeant } from '../../ingest/fields-it-has.js';
 import { findApiKey } from '../../provider/endpoint.js';
-import { readSchemaFile, type SchemaFormat } from '../../ingest/schema-file.js';
+import { readSchemaFile, strictModeProblems, type SchemaFormat } from '../../ingest/schema-file.js';
 
 interface EnqueueFlags {
   db?: string;
@@ -160,6 +160,15 @@ async function runEnqueue(
   }
   const room = reasoningRoomWarning(flags.model, flags.maxTokens);
   if (room) warn(room);
+  if (flags.schema?.json_schema.strict) {
+    const problems = strictModeProblems(flags.schema.json_schema.schema);
+    if (problems.length > 0)
+      warn(
+        `--schema: OpenAI's strict mode refuses this schema (${problems.join('; ')}), and would answer each request with a 400. ` +
+          'A local server may take it. For OpenAI, give every object "additionalProperties": false and every property in "required" ' +
+          '(an optional field: a type of ["string", "null"]); or give the file as {"name": ..., "strict": false, "schema": {...}}.',
+      );
+  }
   const location = resolveDbLocation(flags.db);
   const c = colorsFor(process.stderr);
   // A mistyped source is refused before the queue is opened: opening creates it, and an empty queue

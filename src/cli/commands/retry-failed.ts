@@ -55,35 +55,8 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
     const now = Date.now();
-    let n: number;
-    let raised = '';
-    if (flags.maxTokens === undefined) {
-      // answers cut off at max_tokens, sent again as they are, are most likely cut off again, and billed again
-      const cutOff = (await store.status()).failures
-        .filter((f) => f.error.includes(CUT_OFF_TEXT) && (!flags.error || f.error.toLowerCase().includes(flags.error.toLowerCase())))
-        .reduce((sum, f) => sum + f.count, 0);
-      n = await store.retryFailed({ errorContains: flags.error }, now);
-      if (cutOff > 0)
-        process.stderr.write(
-          `${cutOff} of them ${cutOff === 1 ? 'was' : 'were'} cut off at max_tokens: sent as ${cutOff === 1 ? 'it is' : 'they are'}, most likely cut off again. ` +
-            `If they fail so again, llmq retry-failed --error "cut off" --max-tokens N sends them with more room.\n`,
-        );
-    } else {
-      const { resendFailedWithMaxTokens } = await import('../../ingest/resend-failed.js');
-      const resent = await resendFailedWithMaxTokens(store, { errorContains: flags.error }, flags.maxTokens, now);
-      n = resent.jobs;
-      const m = resent.alreadyAt;
-      // sent again as they were, they would end the same way
-      const already = `${m} failed job${m === 1 ? '' : 's'} asked for answers of up to ${flags.maxTokens} tokens or more already`;
-      if (n === 0 && m > 0) {
-        if (flags.json) process.stdout.write(JSON.stringify({ requeued: 0 }) + '\n');
-        throw new LlmqError(`${already}: give --max-tokens a higher number.`);
-      }
-      if (m > 0) process.stderr.write(`Left ${already}: give --max-tokens a higher number for ${m === 1 ? 'it' : 'them'}.\n`);
-      const joined = resent.joined > 0 ? `; ${resent.joined} of them joined a request of that limit queued already` : '';
-      if (n > 0)
-        raised = `, asking for answers of up to ${flags.maxTokens} tokens (${resent.items} ${resent.items === 1 ? 'item' : 'items'} moved to ${n === 1 ? 'that request' : 'those requests'}${joined})`;
-    }
+    const { n, raised } =
+      flags.maxTokens === undefined ? await retryAsTheyWere(store, flags, now) : await retryWithRoom(store, flags, flags.maxTokens, now);
     if (flags.json) process.stdout.write(JSON.stringify({ requeued: n }) + '\n');
     const which = (flags.error ? ` whose error contains "${flags.error}"` : '') + raised;
     // a run working the queue claims pending jobs as it goes: it takes these too, no new run needed
@@ -122,6 +95,46 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
   } finally {
     await store.close();
   }
+}
+
+type OpenStore = Awaited<ReturnType<typeof import('../../report/open-existing.js').openExistingStore>>;
+
+/** The failed jobs back to pending as they are; answers cut off at max_tokens among them said (sent as they are, most likely cut off again, and billed again). */
+async function retryAsTheyWere(store: OpenStore, flags: RetryFailedFlags, now: number): Promise<{ n: number; raised: string }> {
+  const cutOff = (await store.status()).failures
+    .filter((f) => f.error.includes(CUT_OFF_TEXT) && (!flags.error || f.error.toLowerCase().includes(flags.error.toLowerCase())))
+    .reduce((sum, f) => sum + f.count, 0);
+  const n = await store.retryFailed({ errorContains: flags.error }, now);
+  if (cutOff > 0)
+    process.stderr.write(
+      `${cutOff} of them ${cutOff === 1 ? 'was' : 'were'} cut off at max_tokens: sent as ${cutOff === 1 ? 'it is' : 'they are'}, most likely cut off again. ` +
+        `If they fail so again, llmq retry-failed --error "cut off" --max-tokens N sends them with more room.\n`,
+    );
+  return { n, raised: '' };
+}
+
+/** The failed jobs' documents moved to requests asking for answers of up to `maxTokens` (`resendFailedWithMaxTokens`). */
+async function retryWithRoom(
+  store: OpenStore,
+  flags: RetryFailedFlags,
+  maxTokens: number,
+  now: number,
+): Promise<{ n: number; raised: string }> {
+  const { resendFailedWithMaxTokens } = await import('../../ingest/resend-failed.js');
+  const resent = await resendFailedWithMaxTokens(store, { errorContains: flags.error }, maxTokens, now);
+  const n = resent.jobs;
+  const m = resent.alreadyAt;
+  // sent again as they were, they would end the same way
+  const already = `${m} failed job${m === 1 ? '' : 's'} asked for answers of up to ${maxTokens} tokens or more already`;
+  if (n === 0 && m > 0) {
+    if (flags.json) process.stdout.write(JSON.stringify({ requeued: 0 }) + '\n');
+    throw new LlmqError(`${already}: give --max-tokens a higher number.`);
+  }
+  if (m > 0) process.stderr.write(`Left ${already}: give --max-tokens a higher number for ${m === 1 ? 'it' : 'them'}.\n`);
+  if (n === 0) return { n, raised: '' };
+  const joined = resent.joined > 0 ? `; ${resent.joined} of them joined a request of that limit queued already` : '';
+  const items = `${resent.items} ${resent.items === 1 ? 'item' : 'items'} moved to ${n === 1 ? 'that request' : 'those requests'}${joined}`;
+  return { n, raised: `, asking for answers of up to ${maxTokens} tokens (${items})` };
 }
 
 /** After a budget the same amount would hit again at once, which one to raise (the proposed run has `USD` in its place). */
