@@ -6,7 +6,7 @@ import { mockAnswer } from '../src/provider/mock.js';
 import { checkAnswer, outputProblem } from '../src/provider/structured-output.js';
 import { usd } from '../src/report/format.js';
 import { runCli } from './helpers/cli.js';
-import { enqueueJsonl, readDb } from './helpers/e2e.js';
+import { enqueueJsonl, jsonLines, readDb } from './helpers/e2e.js';
 import { completionBody, reply } from './helpers/fake-openai.js';
 import { startFake } from './helpers/start-fake.js';
 import { tempDir } from './helpers/tmp.js';
@@ -293,6 +293,24 @@ describe('answers held to the JSON their request asks for (response_format)', ()
     expect(r.stderr).toContain(`${usd(rejectedUsd)} of it for 3 answers billed and not kept (not the JSON asked for)`);
     const shown = (await runCli(['show', 'd1', '--db', db])).stdout;
     expect(shown).toMatch(new RegExp(`cost +\\${usd(byDoc['doc 1']!.cost_usd!)} \\(with 1 answer billed and not kept\\)`));
+  });
+
+  it("a rejected answer of a model without a price makes the run's cost unknown, as an unpriced answer does, not a sum without it", async () => {
+    const fake = await startFake({ latencyMs: 5 });
+    // the unpriced model's answers are never JSON; the priced one's are right
+    fake.respond((r) =>
+      reply.ok({ content: r.json?.model === 'local-unpriced' ? 'not JSON' : '{"summary":"s","urgency":"low","tags":[]}' }),
+    );
+    const dir = tempDir();
+    const schema = ['--schema', schemaFile(TICKET)];
+    const { db } = await enqueueJsonl(dir, [{ id: 'd0', text: 'doc 0' }], 'a.jsonl', [...schema, '--model', 'local-unpriced']);
+    await enqueueJsonl(dir, [{ id: 'd1', text: 'doc 1' }], 'b.jsonl', [...schema, '--model', 'gpt-4o-mini']);
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--max-attempts', '1', '--json']);
+    expect(r.code, r.stderr).toBe(2);
+    const events = jsonLines(r.stdout);
+    expect(events.find((e) => e.event === 'job:failed').billed).toMatchObject({ costUsd: null });
+    expect(events.find((e) => e.event === 'job:done').costUsd).toBeGreaterThan(0);
+    expect(events.find((e) => e.event === 'run:end').costUsd).toBeNull();
   });
 
   it('the batch lane holds its answers to the schema too: one not of it goes back for another try, and fails after --max-attempts', async () => {
