@@ -94,28 +94,25 @@ export async function applyResults(
       if (status >= 200 && status < 300) {
         try {
           const c = parseCompletion(bodyText, status, null, '{}', secret);
+          // an answer came: billed, whether it is kept or not
           const cost = costOf(job.model, c.usage);
+          if (cost === null) unpriced++;
+          else costUsd += cost;
+          promptTokens += c.usage.promptTokens;
+          completionTokens += c.usage.completionTokens;
           // not the JSON its request asks for: a failed try, as online (src/provider/structured-output.ts),
-          // whose answer was billed: its attempt says what it used and cost
+          // whose attempt says what its answer used and cost
           const checked =
             job.request === null ? { output: c.output, failure: null } : checkAnswer(job.request, c.output, c.finishReason ?? null, status);
           if (checked.failure !== null) {
-            if (cost === null) unpriced++;
-            else costUsd += cost;
-            promptTokens += c.usage.promptTokens;
-            completionTokens += c.usage.completionTokens;
             billedAnswer = { usage: c.usage, costUsd: cost };
             throw checked.failure;
           }
-          if (cost === null) unpriced++;
-          else costUsd += cost;
           const answered = { ...attempt(status, 'done', null, c.usage), costUsd: cost };
           writes.push(store.complete(key, { owner, output: checked.output, response: c.body, usage: c.usage, attempt: answered }));
           done++;
           const kind = incompleteKind(c.finishReason ?? null);
           if (kind !== null) incomplete[kind]++;
-          promptTokens += c.usage.promptTokens;
-          completionTokens += c.usage.completionTokens;
           continue;
         } catch (bad) {
           // a 200 whose body is no completion: retried as online (it may answer next time)

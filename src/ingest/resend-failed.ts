@@ -1,5 +1,6 @@
 import { canonicalJson, jobKey } from '../request.js';
 import type { EnqueueRow, FailedJobCursor, JobQueue, QueueReader, RetryFailedFilter } from '../store/types.js';
+import { requestedCompletionTokens } from '../provider/tokens.js';
 import { completionLimitField } from './completion-limit.js';
 
 /** Failed jobs read and enqueued again at a time. */
@@ -47,12 +48,12 @@ export async function resendFailedWithMaxTokens(
     const costs: Array<{ key: string; usd: number }> = [];
     for (const job of page) {
       // never lowered: asked again with as much room or less, it would end the same way
-      if ((completionLimitOf(job.request) ?? 0) >= maxTokens) {
+      if (requestedCompletionTokens(JSON.parse(job.request)) >= maxTokens) {
         alreadyAt++;
         continue;
       }
-      const request = withMaxTokens(job.request, job.model, maxTokens);
       if (job.items.length === 0) continue;
+      const request = withMaxTokens(job.request, job.model, maxTokens);
       const key = jobKey(request);
       if (job.costUsd) costs.push({ key, usd: job.costUsd });
       jobs++;
@@ -72,13 +73,6 @@ export async function resendFailedWithMaxTokens(
   return { jobs, items, alreadyAt, joined };
 }
 
-/** The completion limit a request (canonical JSON) has: `max_completion_tokens`, else `max_tokens`; null for none. */
-function completionLimitOf(request: string): number | null {
-  const body = JSON.parse(request) as { max_tokens?: unknown; max_completion_tokens?: unknown };
-  const limit = body.max_completion_tokens ?? body.max_tokens;
-  return typeof limit === 'number' ? limit : null;
-}
-
 /**
  * `request` (canonical JSON) with its completion limit set to `maxTokens`: the field it has
  * (`max_tokens` or `max_completion_tokens`), else the one its model takes. The rest stays byte for
@@ -87,8 +81,9 @@ function completionLimitOf(request: string): number | null {
  */
 export function withMaxTokens(request: string, model: string, maxTokens: number): string {
   const body = JSON.parse(request) as Record<string, unknown>;
+  // the field the limit is read from (`requestedCompletionTokens`: max_tokens first)
   const field =
-    'max_completion_tokens' in body ? 'max_completion_tokens' : 'max_tokens' in body ? 'max_tokens' : completionLimitField(model);
+    'max_tokens' in body ? 'max_tokens' : 'max_completion_tokens' in body ? 'max_completion_tokens' : completionLimitField(model);
   if (field in body) {
     // in canonical JSON the top-level field is its first occurrence (keys before it sort before
     // "max_"; none of them holds objects with such keys): checked, not assumed

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import type { Ajv, ErrorObject, ValidateFunction } from 'ajv';
 import { incompleteKind, type FinishReason } from './finish.js';
+import { requestedCompletionTokens } from './tokens.js';
 import { ProviderError } from './types.js';
 import { oneLine } from '../report/format.js';
 
@@ -69,9 +70,8 @@ export function checkAnswer(request: string, output: string, finish: FinishReaso
 
 /** Twice the request's completion limit (at least 1,024): a --max-tokens to propose for answers it cut off. */
 function roomier(request: string): number {
-  const body = JSON.parse(request) as { max_tokens?: unknown; max_completion_tokens?: unknown };
-  const limit = typeof body.max_completion_tokens === 'number' ? body.max_completion_tokens : body.max_tokens;
-  return typeof limit === 'number' && Number.isFinite(limit) ? Math.max(1024, 2 * Math.round(limit)) : 4096;
+  const limit = requestedCompletionTokens(JSON.parse(request));
+  return limit > 0 ? Math.max(1024, 2 * limit) : 4096;
 }
 
 /** What is wrong with an answer to a request that asks for JSON, or null when it is what was asked (or nothing was). */
@@ -98,19 +98,14 @@ function insideFence(text: string): string | undefined {
 /** The JSON an answer holds (without a fence around it), or what is wrong with it. */
 function readJsonAnswer(format: JsonFormat, text: string): { json: string; problem: null } | { json: null; problem: string } {
   let json = text;
-  let value: unknown;
-  try {
-    value = JSON.parse(json);
-  } catch {
-    const inside = insideFence(text);
-    try {
-      if (inside === undefined) throw new Error('not fenced');
-      value = JSON.parse(inside);
-      json = inside.trim();
-    } catch {
-      return { json: null, problem: 'the answer is not JSON, where response_format asks for it' };
-    }
+  let read = parsed(text);
+  const inside = read === null ? insideFence(text) : undefined;
+  if (inside !== undefined) {
+    json = inside.trim();
+    read = parsed(json);
   }
+  if (read === null) return { json: null, problem: 'the answer is not JSON, where response_format asks for it' };
+  const value = read.value;
   if (format.type === 'json_object' || format.schema === null) {
     return isObject(value)
       ? { json, problem: null }
@@ -123,6 +118,15 @@ function readJsonAnswer(format: JsonFormat, text: string): { json: string; probl
     json: null,
     problem: `the answer does not match response_format's schema: ${errorsText(validate.errors ?? [])}`,
   };
+}
+
+/** `text` parsed as JSON, or null when it is not JSON. */
+function parsed(text: string): { value: unknown } | null {
+  try {
+    return { value: JSON.parse(text) };
+  } catch {
+    return null;
+  }
 }
 
 /** Compiled schemas by their JSON (a request's is canonical): one enqueue shares one; Batch lines may each bring theirs. */

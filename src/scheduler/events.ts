@@ -142,7 +142,6 @@ export interface RefusedParameter {
   readonly model: string;
 }
 
-/** Everything the scheduler tells its listeners. Progress bars and `--json` output are two listeners. */
 /**
  * A try's answer that came and was not kept (not the JSON its request asks for, cut off, declined):
  * the provider billed it, so the run's cost counts it, as its job's stored cost does. `costUsd` at
@@ -153,6 +152,7 @@ export interface BilledAnswer {
   readonly costUsd: number | null;
 }
 
+/** Everything the scheduler tells its listeners. Progress bars and `--json` output are two listeners. */
 export interface SchedulerEventMap {
   /**
    * `dyingMayHold`: jobs running when it started while a run on this host was dying (its process

@@ -399,8 +399,10 @@ class JobRun {
     if (kind !== null && this.ctx.counters[kind]++ === 0) this.ctx.emit('warning', { message: INCOMPLETE_WARNING[kind] });
   }
 
-  /** Gather the facts, ask `decide`, and apply its answer to the store, the lane and the run. */
-  /** `answered`: what the try's answer used, when one came that was not what was asked (it was billed: its attempt says so). */
+  /**
+   * Gather the facts, ask `decide`, and apply its answer to the store, the lane and the run.
+   * `answered`: what the try's answer used, when one came that was not what was asked (it was billed: its attempt says so).
+   */
   async #failed(error: ProviderError, startedAt: number, probe: boolean, answered: Usage | null = null): Promise<Decision> {
     const { ctx, job, lane } = this;
     const c = ctx.counters;
@@ -559,7 +561,10 @@ class JobRun {
     return this.#tokens.weight;
   }
 
-  /** A try without an answer; `billed`: its request reached the provider, which may bill it. */
+  /**
+   * A try's record. `usage`: what its answer used, when one came and was not kept (billed at its cost);
+   * without one, `billed`: its request reached the provider, which may bill it.
+   */
   #attemptRecord(
     startedAt: number,
     status: number | null,

@@ -55,8 +55,13 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
   const store = await openExistingStore(resolveDbLocation(flags.db));
   try {
     const now = Date.now();
+    // read once: what it says of the failures and the last run, a retry does not change
+    let read: ReturnType<typeof store.status> | null = null;
+    const snapshot = () => (read ??= store.status());
     const { n, raised } =
-      flags.maxTokens === undefined ? await retryAsTheyWere(store, flags, now) : await retryWithRoom(store, flags, flags.maxTokens, now);
+      flags.maxTokens === undefined
+        ? await retryAsTheyWere(store, snapshot, flags, now)
+        : await retryWithRoom(store, flags, flags.maxTokens, now);
     if (flags.json) process.stdout.write(JSON.stringify({ requeued: n }) + '\n');
     const which = (flags.error ? ` whose error contains "${flags.error}"` : '') + raised;
     // a run working the queue claims pending jobs as it goes: it takes these too, no new run needed
@@ -75,13 +80,13 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
     if (n === 0 && flags.error) {
       // a filter that matched none of the failures there are may be mistyped: an error (exit 1, as
       // forget's), naming those errors, so that `retry-failed --error X && llmq run` stops there
-      const failures = (await store.status()).failures;
+      const failures = (await snapshot()).failures;
       if (failures.length) throw new LlmqError(`No failed jobs${which}. ${failedErrorsText(failures)}`);
       process.stderr.write(`No failed jobs${which}. No job has failed.\n`);
       return;
     }
     // the run proposed goes where the last run went: after a mock run, not to OpenAI
-    const lastRun = n === 0 ? null : (await store.status()).lastRun;
+    const lastRun = n === 0 ? null : (await snapshot()).lastRun;
     const again =
       runArgumentsOfRun(
         lastRun ? { ...lastRun.options, budgetReached: lastRun.stats?.budgetReached, budgetTooSmall: lastRun.stats?.budgetTooSmall } : null,
@@ -100,8 +105,13 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
 type OpenStore = Awaited<ReturnType<typeof import('../../report/open-existing.js').openExistingStore>>;
 
 /** The failed jobs back to pending as they are; answers cut off at max_tokens among them said (sent as they are, most likely cut off again, and billed again). */
-async function retryAsTheyWere(store: OpenStore, flags: RetryFailedFlags, now: number): Promise<{ n: number; raised: string }> {
-  const cutOff = (await store.status()).failures
+async function retryAsTheyWere(
+  store: OpenStore,
+  snapshot: () => ReturnType<OpenStore['status']>,
+  flags: RetryFailedFlags,
+  now: number,
+): Promise<{ n: number; raised: string }> {
+  const cutOff = (await snapshot()).failures
     .filter((f) => f.error.includes(CUT_OFF_TEXT) && (!flags.error || f.error.toLowerCase().includes(flags.error.toLowerCase())))
     .reduce((sum, f) => sum + f.count, 0);
   const n = await store.retryFailed({ errorContains: flags.error }, now);
