@@ -197,7 +197,10 @@ describe('answers held to the JSON their request asks for (response_format)', ()
       json_schema: { name: 'Ticket_v2', schema: TICKET, strict: false },
     });
     const notJson = schemaFile('{"type": "object",', 'a.json');
-    expect(() => readSchemaFile(notJson)).toThrow(new RegExp(`^--schema: ${notJson} is not JSON \\(`));
+    expect(() => readSchemaFile(notJson)).toThrow(new RegExp(`^--schema: ${notJson} is not JSON`));
+    // a hand-edited file's mistake found by its line and column, not a character count
+    const comma = schemaFile('{\n  "type": "object",\n  "properties": {"a": {"type": "string"},}\n}', 'comma.json');
+    expect(() => readSchemaFile(comma)).toThrow(/^--schema: .*comma\.json is not JSON \(line 3, column \d+\): .+\. Give a JSON Schema file\.$/);
     const bad = schemaFile({ type: 'object', properties: { a: { type: 'strin' } } }, 'b.json');
     // where in the file, what is there, and what it must be: not the checker's own words
     expect(() => readSchemaFile(bad)).toThrow(

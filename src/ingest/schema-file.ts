@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { UsageError } from '../errors.js';
+import { jsonComplaint } from '../json-complaint.js';
 import { schemaProblem } from '../provider/structured-output.js';
 
 /** `response_format` as `--schema` writes it into each request: OpenAI's structured outputs, strict. */
@@ -27,7 +28,7 @@ export function readSchemaFile(file: string): SchemaFormat {
   try {
     parsed = JSON.parse(text);
   } catch (error) {
-    throw new UsageError(`--schema: ${file} is not JSON (${(error as Error).message}). Give a JSON Schema file.`);
+    throw new UsageError(`--schema: ${file} is not JSON${jsonComplaint(text, error)}. Give a JSON Schema file.`);
   }
   // a whole response_format pasted ({"type": "json_schema", "json_schema": {...}}): its json_schema
   const pasted = isObject(parsed) && parsed.type === 'json_schema' && isObject(parsed.json_schema) ? parsed.json_schema : parsed;

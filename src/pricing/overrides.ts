@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { UsageError } from '../errors.js';
+import { jsonComplaint } from '../json-complaint.js';
 
 /** USD per million tokens: [input (prompt), output (completion)]. */
 export type Price = readonly [input: number, output: number];
@@ -40,42 +41,6 @@ export function parsePriceFile(text: string, origin: string): Record<string, Pri
     out[model] = [v[0], v[1]];
   }
   return out;
-}
-
-/**
- * JSON.parse's complaint on one line, with the line and column it points at, so that a hand-edited
- * file's mistake is found: Node says "at position 57", or quotes the text around it, new lines and all.
- */
-/** How many characters V8 quotes before the token it could not parse, when it cuts the text ("..."). */
-const QUOTED_BEFORE = 10;
-
-function jsonComplaint(text: string, error: unknown): string {
-  const message = (error as Error).message;
-  let at: number | null = null;
-  let what = message;
-  const positioned = /^(.*?) (?:in|after) JSON at position (\d+)/s.exec(message);
-  const quoted = /^(Unexpected token '(.+?)'), (\.\.\.)?"([\s\S]*?)"(?:\.\.\.)? is not valid JSON$/.exec(message);
-  if (positioned) {
-    what = positioned[1]!;
-    at = Number(positioned[2]);
-  } else if (quoted) {
-    what = quoted[1]!;
-    const token = quoted[2]!;
-    const excerpt = quoted[4]!;
-    if (quoted[3]) {
-      // V8 quotes from QUOTED_BEFORE characters before the token: the first place the excerpt is with the token there
-      for (let i = text.indexOf(excerpt); i !== -1 && at === null; i = text.indexOf(excerpt, i + 1))
-        if (text.startsWith(token, i + QUOTED_BEFORE)) at = i + QUOTED_BEFORE;
-    } else {
-      // quoted from the start: the token is within its first characters
-      const i = excerpt.indexOf(token);
-      if (i !== -1 && i <= QUOTED_BEFORE) at = i;
-    }
-  }
-  what = what.replace(/\s+/g, ' ');
-  if (at === null) return `: ${what}`;
-  const before = text.slice(0, at);
-  return ` (line ${before.split('\n').length}, column ${before.length - before.lastIndexOf('\n')}): ${what}`;
 }
 
 export function readPriceFile(path: string, what: string): string {
