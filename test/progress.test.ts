@@ -298,6 +298,46 @@ describe('progress renderers', () => {
     expect(summaryText({ ...left, failuresInStore: mixed }, state, NO_PAINT)).toContain('Try again: llmq retry-failed');
   });
 
+  it('the summary proposes room for answers cut off at max_tokens, not a retry that is cut off again', () => {
+    const state = new ProgressState(loadPriceTable());
+    const cut = (limit: number, count: number) => ({
+      error: `the answer was cut off at max_tokens before its JSON was whole: llmq retry-failed --error "cut off" --max-tokens ${limit} sends it again with more room (the answer is not JSON)`,
+      count,
+    });
+    const left = { ...summary, reason: 'signal' as const, remaining: 0, failedInStore: 148 };
+    // all cut off: the highest limit their errors propose, the queue's --db carried
+    const all = summaryText({ ...left, failuresInStore: [cut(2048, 100), cut(4096, 48)] }, state, NO_PAINT, ' --db q.db');
+    expect(all).toContain(
+      '  Send them again with more room:\n    llmq retry-failed --error "cut off" --max-tokens 4096 --db q.db\n    llmq run --db q.db\n',
+    );
+    expect(all).not.toContain('Try again');
+    // some cut off: room for those first, then a plain retry for the others
+    const some = summaryText(
+      { ...left, failuresInStore: [cut(2048, 100), { error: 'gave up after 5 attempts: HTTP 503', count: 48 }] },
+      state,
+      NO_PAINT,
+    );
+    expect(some).toContain(
+      '  The 100 cut off, with more room:\n    llmq retry-failed --error "cut off" --max-tokens 2048\n' +
+        '  Then the others: llmq retry-failed && llmq run\n',
+    );
+    // nothing pending, every failure cut off
+    const empty = {
+      ...left,
+      reason: 'drained' as const,
+      done: 0,
+      failed: 0,
+      retried: 0,
+      requests: 0,
+      rateLimited: 0,
+      promptTokens: 0,
+      completionTokens: 0,
+    };
+    expect(summaryText({ ...empty, failuresInStore: [cut(2048, 148)] }, state, NO_PAINT)).toBe(
+      'nothing was pending: llmq status shows the queue.\n148 failed jobs wait:\n    llmq retry-failed --error "cut off" --max-tokens 2048\n    llmq run\n',
+    );
+  });
+
   it('plain with color allowed colors, and NO_COLOR (color: false) never does', () => {
     expect(run('plain', { color: true })).toMatch(/\x1B\[3\dm/);
     expect(run('plain', { color: false })).not.toMatch(/\x1B/);

@@ -126,6 +126,13 @@ describe('answers held to the JSON their request asks for (response_format)', ()
       'the answer was cut off at max_tokens before its JSON was whole: llmq retry-failed --error "cut off" --max-tokens 2000 sends it again with more room ' +
         '(the answer is not JSON, where response_format asks for it)',
     );
+    // the run's summary and status propose that, reaching this queue, not a plain retry that is cut off again
+    expect(r.stderr).toContain(`llmq retry-failed --error "cut off" --max-tokens 2000 --db ${db}`);
+    const status = (await runCli(['status', '--db', db])).stdout;
+    expect(status).toContain(
+      `  to send them again with more room: llmq retry-failed --error "cut off" --max-tokens 2000 --db ${db}\n  then: llmq run`,
+    );
+    expect(status).not.toContain('to try them again');
     // a plain retry-failed would send it as it was: it says so (tried on a copy of the queue)
     const copy = join(tempDir(), 'copy.db');
     copyFileSync(db, copy);
@@ -200,7 +207,9 @@ describe('answers held to the JSON their request asks for (response_format)', ()
     expect(() => readSchemaFile(notJson)).toThrow(new RegExp(`^--schema: ${notJson} is not JSON`));
     // a hand-edited file's mistake found by its line and column, not a character count
     const comma = schemaFile('{\n  "type": "object",\n  "properties": {"a": {"type": "string"},}\n}', 'comma.json');
-    expect(() => readSchemaFile(comma)).toThrow(/^--schema: .*comma\.json is not JSON \(line 3, column \d+\): .+\. Give a JSON Schema file\.$/);
+    expect(() => readSchemaFile(comma)).toThrow(
+      /^--schema: .*comma\.json is not JSON \(line 3, column \d+\): .+\. Give a JSON Schema file\.$/,
+    );
     const bad = schemaFile({ type: 'object', properties: { a: { type: 'strin' } } }, 'b.json');
     // where in the file, what is there, and what it must be: not the checker's own words
     expect(() => readSchemaFile(bad)).toThrow(

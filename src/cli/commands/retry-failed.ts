@@ -2,10 +2,8 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { LlmqError } from '../../errors.js';
 import { dbOption } from '../options.js';
 import { oneLine, printable } from '../../report/format.js';
+import { CUT_OFF_TEXT } from '../../report/refused.js';
 import type { RunStats } from '../../store/types.js';
-
-/** What the error of a job failed for an answer cut off at max_tokens says (src/provider/structured-output.ts). */
-const CUT_OFF_TEXT = 'cut off at max_tokens';
 
 interface RetryFailedFlags {
   db?: string;

@@ -15,7 +15,7 @@ import {
   usd,
   type Paint,
 } from '../../report/format.js';
-import { refusedCount } from '../../report/refused.js';
+import { cutOffCount, refusedCount, roomierRetryCommand } from '../../report/refused.js';
 import { collectCommand } from '../again.js';
 import type { ProgressState } from './state.js';
 
@@ -189,9 +189,14 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
     if (r.failedInStore && allRefused(r)) lines.push(`${count(r.failedInStore, 'failed job')}: ${refusedAgain(r.failedInStore)}`);
     else if (r.failedInStore) {
       const failed = `${count(r.failedInStore, 'failed job')} wait:`;
-      lines.push(...suggest((c) => `${failed} ${c}`, failed, ['llmq retry-failed', run]));
+      // cut off at max_tokens, all of them: sent as they were, they would be cut off again
+      const roomier = roomierRetryCommand(r.failuresInStore);
+      const retry = roomier && cutOffCount(r.failuresInStore) === r.failedInStore ? roomier : 'llmq retry-failed';
+      lines.push(...suggest((c) => `${failed} ${c}`, failed, [retry, run]));
     }
-    return lines.join(again ? '\n' : ' ') + '\n';
+    // one line when each suggestion fits on its own (a command split over lines, indented, does not)
+    const split = lines.some((l) => l.startsWith(' '));
+    return lines.join(again || split ? '\n' : ' ') + '\n';
   }
   const lines = [
     `${head} in ${duration(wall)}: ${paint.green(int(r.done) + ' done')}, ${r.failed ? paint.red(int(r.failed) + ' failed') : '0 failed'}, ${count(r.retried, 'retry', 'retries')}`,
@@ -264,8 +269,18 @@ export function failedLines(r: Pick<RunSummary, 'failedInStore' | 'failuresInSto
     suggestLines(line, split, commands, again, paint);
   const why = `  ${count(r.failedInStore, 'failed job')} in the queue. See why:`;
   const lines = suggest((c) => `${why} ${c}`, why, ['llmq status']);
+  // answers cut off at max_tokens, sent as they were, are cut off again: room is what they need
+  const roomier = roomierRetryCommand(r.failuresInStore);
+  const cutOff = cutOffCount(r.failuresInStore);
   if (allRefused(r)) lines.push(`  ${refusedAgain(r.failedInStore)}`);
-  else lines.push(...suggest((c) => `  Try again: ${c}`, '  Try again:', ['llmq retry-failed', `llmq run${runAgain}`]));
+  else if (roomier && cutOff === r.failedInStore) {
+    const room = '  Send them again with more room:';
+    lines.push(...suggest((c) => `${room} ${c}`, room, [roomier, `llmq run${runAgain}`]));
+  } else if (roomier) {
+    const room = `  The ${int(cutOff)} cut off, with more room:`;
+    lines.push(...suggest((c) => `${room} ${c}`, room, [roomier]));
+    lines.push(...suggest((c) => `  Then the others: ${c}`, '  Then the others:', ['llmq retry-failed', `llmq run${runAgain}`]));
+  } else lines.push(...suggest((c) => `  Try again: ${c}`, '  Try again:', ['llmq retry-failed', `llmq run${runAgain}`]));
   return lines;
 }
 
