@@ -1,10 +1,12 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { PostgresStore } from '../src/store/postgres/store.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { runCli } from './helpers/cli.js';
 import { firstSnapshot, startServe, type ServeChild } from './helpers/dashboard.js';
 import { seedJobs } from './helpers/seed.js';
-import { rows } from './helpers/stores.js';
+import { freshPgUrl, PG_URL, rows, STORE_KINDS, skipUnavailable } from './helpers/stores.js';
 import { tempDir } from './helpers/tmp.js';
 
 // The dashboard's JSON, read over HTTP as the page reads it (the page itself: serve-browser.test.ts).
@@ -60,5 +62,26 @@ describe('llmq serve: the JSON behind the page', () => {
     expect(noReason.status).toBe(400);
     expect(((await noReason.json()) as { error: string }).error).toContain('?error=REASON');
     expect((await fetch(`${serve.url}api/failed-items?error=${encodeURIComponent('HTTP 400')}`)).status).toBe(200);
+  });
+
+  it('GET /api/status is a 503 once the queue cannot be read, not the last report read before', async (ctx) => {
+    skipUnavailable(STORE_KINDS.find((k) => k.name === 'postgres')!, ctx);
+    const url = freshPgUrl();
+    const store = await PostgresStore.open(url);
+    await store.enqueue(rows(2), Date.now());
+    await store.close();
+    const serve = await startServe(['--db', url, '--poll', '30']);
+    served.push(serve);
+    const ok = await fetch(`${serve.url}api/status`);
+    expect(ok.status).toBe(200);
+    expect(((await ok.json()) as { total: number }).total).toBe(2);
+    // the queue gone from under it: each query now fails
+    const client = new pg.Client({ connectionString: PG_URL });
+    await client.connect();
+    await client.query(`DROP SCHEMA "${new URL(url).searchParams.get('schema')}" CASCADE`);
+    await client.end();
+    const gone = await fetch(`${serve.url}api/status`);
+    expect(gone.status).toBe(503);
+    expect(((await gone.json()) as { error: string }).error).toBe('the queue cannot be read now: llmq status says why');
   });
 });

@@ -45,7 +45,7 @@ export class StatusFeed {
   readonly #history: ThroughputPoint[] = [];
   #last: DashboardReport | null = null;
   #timer: NodeJS.Timeout | null = null;
-  #polling: Promise<void> | null = null;
+  #polling: Promise<boolean> | null = null;
   /** How long the last poll took: the cost of live updates, shown in the page's footer. */
   lastPollMs = 0;
 
@@ -70,9 +70,12 @@ export class StatusFeed {
     };
   }
 
-  /** The latest report, polling now if there is none or `fresh` is asked; null while the queue cannot be read. */
+  /**
+   * The latest report, polling now if there is none or `fresh` is asked; null while the queue cannot
+   * be read (asked fresh, not the last report read before it became unreadable).
+   */
   async report(fresh = false): Promise<DashboardReport | null> {
-    if (fresh || !this.#last) await this.#poll();
+    if ((fresh || !this.#last) && !(await this.#poll())) return null;
     return this.#last ?? null;
   }
 
@@ -82,7 +85,8 @@ export class StatusFeed {
     this.#subscribers.clear();
   }
 
-  #poll(): Promise<void> {
+  /** Whether the queue was read. */
+  #poll(): Promise<boolean> {
     // One poll at a time: a slow database must not pile queries up behind each other.
     this.#polling ??= this.#pollOnce().finally(() => {
       this.#polling = null;
@@ -90,7 +94,7 @@ export class StatusFeed {
     return this.#polling;
   }
 
-  async #pollOnce(): Promise<void> {
+  async #pollOnce(): Promise<boolean> {
     const started = performance.now();
     let report: DashboardReport;
     try {
@@ -105,12 +109,12 @@ export class StatusFeed {
       };
     } catch (error) {
       this.#broadcast({ type: 'unreadable', message: error instanceof Error ? error.message : String(error) });
-      return;
+      return false;
     }
     this.lastPollMs = performance.now() - started;
     const before = this.#last;
     this.#last = report;
-    if (!before) return;
+    if (!before) return true;
     const point = throughput(before, report);
     if (point) {
       this.#history.push(point);
@@ -118,6 +122,7 @@ export class StatusFeed {
     }
     const changes = changedFields(before, report);
     if (Object.keys(changes).length > 0 || point) this.#broadcast({ type: 'patch', changes, point, readMs: this.lastPollMs });
+    return true;
   }
 
   #broadcast(m: FeedMessage): void {
