@@ -41,7 +41,7 @@ describe('llmq enqueue (CLI)', () => {
     );
     // no API key here: the run it proposes says what it needs, and how to try the queue offline
     expect(r.stderr.split('\n').slice(1)).toEqual([
-      `next: llmq estimate --db ${db} (what it would cost and take), then llmq run --db ${db} once LLMQ_API_KEY is set ` +
+      `next: llmq estimate --db ${db} (what it would cost and take), then llmq run --db ${db} once LLMQ_API_KEY is set, or with --base-url URL for a server of your own ` +
         `(llmq run --provider mock --db ${db} tries it offline)`,
       '',
     ]);

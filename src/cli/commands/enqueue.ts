@@ -402,8 +402,8 @@ async function runEnqueue(
 
 /**
  * The run to suggest after an enqueue. With no API key and no endpoint in the environment a plain
- * `llmq run` goes to OpenAI with no key and stops at its first 401: the hint says what it needs, and
- * how to try the queue offline meanwhile.
+ * `llmq run` goes to OpenAI with no key and stops at its first 401: the hint says what it needs (a
+ * key, or the address of a server of one's own), and how to try the queue offline meanwhile.
  */
 export function runHint(again: string, env: NodeJS.ProcessEnv): string {
   let keyed: boolean;
@@ -413,7 +413,8 @@ export function runHint(again: string, env: NodeJS.ProcessEnv): string {
     keyed = true; // set, if badly: run says what is wrong with it
   }
   if (keyed || env.LLMQ_BASE_URL?.trim() || env.OPENAI_BASE_URL?.trim()) return `llmq run${again}`;
-  return `llmq run${again} once LLMQ_API_KEY is set (llmq run --provider mock${again} tries it offline)`;
+  // a server of one's own (a local model) may need no key: what points the run at it is said too
+  return `llmq run${again} once LLMQ_API_KEY is set, or with --base-url URL for a server of your own (llmq run --provider mock${again} tries it offline)`;
 }
 
 /** The one field of those a line `has` that `idField` is a slip of (`likelyMeant`), if any. */
