@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { readSchemaFile, strictModeProblems } from '../src/ingest/schema-file.js';
 import { mockAnswer } from '../src/provider/mock.js';
 import { checkAnswer, outputProblem } from '../src/provider/structured-output.js';
-import { usd } from '../src/report/format.js';
+import { int, usd } from '../src/report/format.js';
 import { runCli } from './helpers/cli.js';
 import { enqueueJsonl, jsonLines, readDb } from './helpers/e2e.js';
 import { completionBody, reply } from './helpers/fake-openai.js';
@@ -305,6 +305,17 @@ describe('answers held to the JSON their request asks for (response_format)', ()
     expect(r.stderr).toContain(`${usd(rejectedUsd)} of it for 3 answers billed and not kept (not the JSON asked for)`);
     const shown = (await runCli(['show', 'd1', '--db', db])).stdout;
     expect(shown).toMatch(new RegExp(`cost +\\${usd(byDoc['doc 1']!.cost_usd!)} \\(with 1 answer billed and not kept\\)`));
+    // the tokens of the answers not kept, apart from the answer's: a failed job's are all it has
+    const tokensOf = (key: string) => {
+      const tries = wrong.filter((a) => a.job_key === key);
+      return `${int(tries.reduce((sum, a) => sum + a.prompt_tokens!, 0))} in, ${int(tries.reduce((sum, a) => sum + a.completion_tokens!, 0))} out`;
+    };
+    const d1 = byDoc['doc 1']!;
+    expect(shown).toContain(
+      `tokens    ${int(d1.prompt_tokens!)} in, ${int(d1.completion_tokens!)} out (and ${tokensOf(d1.key)} for 1 answer not kept)\n`,
+    );
+    const failedShown = (await runCli(['show', 'd2', '--db', db])).stdout;
+    expect(failedShown).toContain(`tokens    ${tokensOf(byDoc['doc 2']!.key)} (2 answers billed and not kept)\n`);
   });
 
   it("a rejected answer of a model without a price makes the run's cost unknown, as an unpriced answer does, not a sum without it", async () => {

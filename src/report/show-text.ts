@@ -41,7 +41,16 @@ export function renderItem(
   if (j.leaseOwner) field('lease', `${j.leaseOwner} until ${utcTime(j.leaseExpiresAt ?? 0)}`);
   field('created', utcTime(j.createdAt));
   if (j.finishedAt) field('finished', utcTime(j.finishedAt));
-  if (j.usage) field('tokens', `${int(j.usage.promptTokens)} in, ${int(j.usage.completionTokens)} out`);
+  // the tokens of answers not kept (not the JSON asked for) were billed too: said apart from the answer's
+  const notKeptTries = d.attempts.filter((a) => a.usage !== null && a.outcome !== 'done' && a.mayBeBilled !== true);
+  const notKeptIn = notKeptTries.reduce((sum, a) => sum + a.usage!.promptTokens, 0);
+  const notKeptOut = notKeptTries.reduce((sum, a) => sum + a.usage!.completionTokens, 0);
+  const notKeptAnswers = count(notKeptTries.length, 'answer');
+  if (j.usage) {
+    const more = notKeptTries.length ? p.dim(` (and ${int(notKeptIn)} in, ${int(notKeptOut)} out for ${notKeptAnswers} not kept)`) : '';
+    field('tokens', `${int(j.usage.promptTokens)} in, ${int(j.usage.completionTokens)} out${more}`);
+  } else if (notKeptTries.length)
+    field('tokens', `${int(notKeptIn)} in, ${int(notKeptOut)} out` + p.dim(` (${notKeptAnswers} billed and not kept)`));
   // answers the job did not keep (not the JSON asked for) were billed: its cost counts them, and says so
   // (those whose price was known: what the job's cost holds)
   const notKept = d.attempts.filter(
