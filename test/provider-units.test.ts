@@ -391,6 +391,29 @@ describe('token counts', () => {
     expect(n).toBeLessThan(blob.length / 4);
   });
 
+  // Words seldom repeated (base64 in lines, hex, numbers) filled the tokenizer's merge cache, whose
+  // evictions then slowed every count after: 1 MB took 0.9 s, each next 10 s (a hang guard, as above).
+  it('counts text of words seldom repeated, one document after another, without slowing down', { timeout: 120_000 }, () => {
+    const started = performance.now();
+    for (let i = 0; i < 4; i++) expect(countTextTokens(base64Lines(750_000))).toBeGreaterThan(500_000);
+    expect(performance.now() - started).toBeLessThan(10_000);
+  });
+
+  it('a text over a MiB is counted from slices spread over it, within a few percent of the whole', () => {
+    const text = base64Lines(2_400_000);
+    expect(text.length).toBeGreaterThan(3_000_000);
+    // the whole, counted a MiB at a time (each under the length counted whole)
+    let whole = 0;
+    for (let at = 0; at < text.length; at += 1 << 20) whole += countTextTokens(text.slice(at, at + (1 << 20)));
+    const sampled = countTextTokens(text);
+    expect(Math.abs(sampled - whole) / whole).toBeLessThan(0.03);
+    // a prompt of two kinds of text: the slices take each in its share
+    const prose = 'The printer on the third floor jams whenever someone prints double-sided. '.repeat(20_000);
+    const mixed = prose + text.slice(0, prose.length);
+    const parts = countTextTokens(prose) + countTextTokens(text.slice(0, prose.length));
+    expect(Math.abs(countTextTokens(mixed) - parts) / parts).toBeLessThan(0.05);
+  });
+
   it('a word cut into pieces counts within a token a piece of the whole', () => {
     const word = randomBytes(3_000).toString('hex');
     const whole = countTokens(word, { disallowedSpecial: new Set() });
@@ -398,3 +421,12 @@ describe('token counts', () => {
     expect(countTextTokens('hello world')).toBe(countTokens('hello world'));
   });
 });
+
+/** Random bytes as base64 in lines of 76 characters, as `base64` writes a file: words seldom repeated. */
+function base64Lines(bytes: number): string {
+  return (
+    randomBytes(bytes)
+      .toString('base64')
+      .match(/.{1,76}/g) ?? []
+  ).join('\n');
+}
