@@ -423,9 +423,21 @@ describe('rate governor', () => {
     const { fake, store } = await setup();
     await seedJobs(store, 5);
     await fake.down();
-    const summary = await runQueue({ store, provider: provider(fake), baseUrl: fake.url }, { ...fast, maxOutageMs: 1500 });
+    const warnings: string[] = [];
+    const emit = <E extends keyof SchedulerEventMap>(event: E, payload: SchedulerEventMap[E]) => {
+      if (event === 'warning') warnings.push((payload as SchedulerEventMap['warning']).message);
+    };
+    const summary = await runQueue({ store, provider: provider(fake), baseUrl: fake.url, emit }, { ...fast, maxOutageMs: 1500 });
     expect(summary.reason).toBe('fatal');
     expect(summary.fatal?.message).toMatch(/unreachable for \d+(\.\d+)?(s|m)[^(]*\(--max-outage\); the last try said: .*ECONNREFUSED/);
+    // nothing ever answered there: most likely the wrong address, said once with what to do
+    const nobody = warnings.filter((w) => w.startsWith('nothing answers at'));
+    expect(nobody).toHaveLength(1);
+    expect(nobody[0]).toMatch(
+      new RegExp(
+        `^nothing answers at ${fake.url.replace(/[.]/g, '\\.')} \\(.*ECONNREFUSED.*\\) and nothing has answered yet: .* give its address with --base-url\\.`,
+      ),
+    );
     const rows = await all(store.copier.dumpJobs());
     expect(rows.every((r) => r.state === 'pending' && r.attempts === 0)).toBe(true);
     await store.close();
@@ -440,7 +452,9 @@ describe('rate governor', () => {
     const etas: (number | null)[] = [];
     // what status in another process reads of the run meanwhile: its heartbeat's stats
     const reads: Promise<unknown>[] = [];
+    const warnings: string[] = [];
     const emit = <E extends keyof SchedulerEventMap>(event: E, payload: SchedulerEventMap[E]) => {
+      if (event === 'warning') warnings.push((payload as SchedulerEventMap['warning']).message);
       if (event === 'paused') paused.push(payload as SchedulerEventMap['paused']);
       if (event === 'progress') {
         const p = payload as SchedulerEventMap['progress'];
@@ -464,6 +478,8 @@ describe('rate governor', () => {
       expect.objectContaining({ reason: 'outage', downSince: since, givesUpAt: since + 4500 }),
     );
     expect(summary.done).toBe(5);
+    // something answers there, failing: not the wrong address
+    expect(warnings.filter((w) => w.startsWith('nothing answers'))).toEqual([]);
     expect(etas.length).toBeGreaterThan(0);
     expect(etas.every((eta) => eta === null)).toBe(true);
     await store.close();

@@ -147,6 +147,7 @@ export class Run {
       // kept in the run's live stats too: status from another process says how long it has been down
       this.#counters.paused = { reason: 'outage', until, downSince: since, givesUpAt };
       this.#emit('paused', { reason: 'outage', untilMs: until, detail, downSinceMs: since, givesUpAtMs: givesUpAt });
+      this.#tellNobodyListens(detail);
     };
     this.#slots = new Semaphore(this.#concurrency, this.#stopping.signal);
     this.#lanes = new Lanes(
@@ -859,6 +860,23 @@ export class Run {
   /** Until when the rate-limit pause told last lasts (ms epoch), or null once `resumed` was told. */
   #toldPauseUntil: number | null = null;
 
+  #toldNobodyListens = false;
+
+  /**
+   * Connections refused (or a host not found) before anything answered in this run: most often a
+   * --base-url or port mistyped, not an outage. Said once, with what to do: the run otherwise waits
+   * for it, probing, up to --max-outage (15 minutes).
+   */
+  #tellNobodyListens(detail: string | undefined): void {
+    if (this.#toldNobodyListens || this.#counters.done > 0 || !detail || !NOBODY_LISTENS.test(detail)) return;
+    this.#toldNobodyListens = true;
+    this.#emit('warning', {
+      message:
+        `nothing answers at ${this.#lanes.baseUrl} (${detail}) and nothing has answered yet: if the provider is elsewhere, ` +
+        `stop this run (Ctrl-C) and give its address with --base-url. Meanwhile it waits for it, up to --max-outage (${duration(this.#maxOutageMs / 1000)}).`,
+    });
+  }
+
   /** Out of file descriptors: fewer requests at once, said once; no attempt is used. */
   #lowerConcurrency(error: ProviderError): void {
     const slots = this.#slots;
@@ -880,6 +898,9 @@ export class Run {
     this.#unlinks.push(() => from.removeEventListener('abort', onAbort));
   }
 }
+
+/** A connection refused, or a host name that resolves to nothing: nobody is listening where the run sends. */
+const NOBODY_LISTENS = /ECONNREFUSED|ENOTFOUND|EAI_AGAIN/;
 
 /** An endpoint answering 500s is there, only failing; one taking requests and never answering is not answering; one refusing connections is unreachable. */
 function outageKind(lastFailure: string): string {
