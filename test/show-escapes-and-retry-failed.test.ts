@@ -19,6 +19,10 @@ describe('llmq show of an item whose id and document hold control characters', (
     expect(r.stdout.split('\n')[0]).toBe('item new\\u000aline \\u001b[31mred');
     expect(r.stdout).toContain('    hello\n    \\u001b[2Jcleared \\u009b31m');
     expect(r.stdout).not.toMatch(/[\u001b\u009b]/);
+    // the id as shown (escaped) finds the item too: what a user copies from that line
+    const shown = await runCli(['show', 'new\\u000aline \\u001b[31mred', '--db', db]);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toBe(r.stdout);
   });
 
   /** A queue of one item, `doc`, whose job failed (a mock run where every try fails), and the flags of a mock run on it. */

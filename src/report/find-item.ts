@@ -25,7 +25,9 @@ export function isKeyPrefix(s: string): boolean {
  * the user's next step is to look at it. Null when neither is there.
  */
 export async function findItem(store: Pick<QueueReader, 'item' | 'itemsByKeyPrefix'>, idOrKey: string): Promise<FoundItem | null> {
-  const detail = await store.item(idOrKey);
+  // an id holding a control character is shown with it escaped (`printable`): taken back as shown too
+  const escaped = unescapedId(idOrKey);
+  const detail = (await store.item(idOrKey)) ?? (escaped === null ? null : await store.item(escaped));
   if (detail) return { detail, byKey: null, sharedWith: await sharedWith(store, detail) };
   if (!isKeyPrefix(idOrKey)) return null;
   const prefix = idOrKey.toLowerCase();
@@ -41,6 +43,17 @@ export async function findItem(store: Pick<QueueReader, 'item' | 'itemsByKeyPref
   }
   const first = await store.item(rows[0]!.itemId);
   return first ? { detail: first, byKey: { key: keys[0]!, items: rows.length }, sharedWith: await sharedWith(store, first) } : null;
+}
+
+/**
+ * `id` with the escapes `printable` writes for control characters (`new\u000aline.txt`) turned back
+ * into them, or null when it has none: what llmq printed of an id then finds it.
+ */
+export function unescapedId(id: string): string | null {
+  const back = id.replace(/\\u(00[01][0-9a-f]|007f|00[89][0-9a-f]|202[89])/gi, (_, hex: string) =>
+    String.fromCharCode(Number.parseInt(hex, 16)),
+  );
+  return back === id ? null : back;
 }
 
 /** The items other than `item` that share its job (a range of the key index, at most MORE_ITEMS + 2 read). */
