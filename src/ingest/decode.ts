@@ -10,12 +10,25 @@ import { isAscii } from 'node:buffer';
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 export const REASON_BINARY = 'binary file (contains NUL bytes)';
-export const REASON_UTF8 = 'invalid UTF-8 (save the file as UTF-8, e.g. with iconv)';
+export const REASON_UTF8 =
+  'invalid UTF-8 (save the file as UTF-8; Latin-1 or Windows-1252 text is converted by iconv -f WINDOWS-1252 -t UTF-8)';
 /** A document of no characters at all, or of nothing but whitespace (`blankReason`). */
 export const REASON_EMPTY = 'empty document';
 export const REASON_BLANK = 'empty document (nothing but whitespace)';
 export const REASON_UTF16 = 'UTF-16 text (save the file as UTF-8, e.g. with iconv -f UTF-16 -t UTF-8)';
 export const REASON_GZIP = 'gzip-compressed (decompress it as it is read: zcat FILE | llmq enqueue -, or llmq enqueue <(zcat FILE))';
+export const REASON_PDF = 'a PDF, not text (extract its text first, e.g. pdftotext FILE FILE.txt, and enqueue that)';
+export const REASON_ZIP = 'a zip archive, or a document saved as one (.docx, .xlsx, .odt, .epub): not text (extract its text first)';
+export const REASON_IMAGE = 'an image, not text';
+
+/** Kinds of binary file told by their first bytes, which say more than "binary" or "invalid UTF-8". */
+const MAGIC: ReadonlyArray<readonly [bytes: readonly number[], reason: string]> = [
+  [[0x25, 0x50, 0x44, 0x46, 0x2d], REASON_PDF], // %PDF-
+  [[0x50, 0x4b, 0x03, 0x04], REASON_ZIP], // PK\3\4
+  [[0x89, 0x50, 0x4e, 0x47], REASON_IMAGE], // \x89PNG
+  [[0xff, 0xd8, 0xff], REASON_IMAGE], // JPEG
+  [[0x47, 0x49, 0x46, 0x38], REASON_IMAGE], // GIF8
+];
 
 /** Decode strict UTF-8; null when the bytes are not valid UTF-8. */
 export function decodeUtf8(bytes: Uint8Array): string | null {
@@ -31,7 +44,7 @@ export function decodeUtf8(bytes: Uint8Array): string | null {
 
 /**
  * Why a file's first bytes say it is no UTF-8 text at all, or null: UTF-16 (what some Windows
- * editors and PowerShell's `>` save) or gzip. Said once for the file: read line by line, each of
+ * editors and PowerShell's `>` save), gzip, a PDF, a zip (an office document) or an image. Said once for the file: read line by line, each of
  * its lines was rejected as malformed, with a NUL in the message and no word of the encoding.
  */
 export function encodingReason(head: Uint8Array): string | null {
@@ -39,6 +52,7 @@ export function encodingReason(head: Uint8Array): string | null {
   if (utf16Bom(head)) return REASON_UTF16;
   // gzip's magic number: a .jsonl.gz or .txt.gz given as it is, which says more than "binary"
   if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) return REASON_GZIP;
+  for (const [bytes, reason] of MAGIC) if (bytes.every((b, i) => head[i] === b)) return reason;
   return null;
 }
 

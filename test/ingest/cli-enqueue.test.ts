@@ -216,8 +216,10 @@ describe('llmq enqueue (CLI)', () => {
       .split('\n')
       .filter((l) => !l.startsWith('next: '));
     expect(lines.filter((l) => l.startsWith('rejected '))).toHaveLength(16);
-    expect(lines).toContain('rejected fixtures/bad/binary.bin: binary file (contains NUL bytes)');
-    expect(lines).toContain('rejected fixtures/bad/latin1.txt: invalid UTF-8 (save the file as UTF-8, e.g. with iconv)');
+    expect(lines).toContain('rejected fixtures/bad/binary.bin: an image, not text');
+    expect(lines).toContain(
+      'rejected fixtures/bad/latin1.txt: invalid UTF-8 (save the file as UTF-8; Latin-1 or Windows-1252 text is converted by iconv -f WINDOWS-1252 -t UTF-8)',
+    );
     expect(lines).toContain('rejected fixtures/bad/empty.txt: empty document');
     expect(lines).toContain(
       "rejected fixtures/jsonl/bad-lines.jsonl:2: malformed JSON (Expected ',' or '}' after property value in JSON at position 32)",

@@ -1,6 +1,6 @@
 import { gzipSync } from 'node:zlib';
 import { copyFileSync, cpSync, mkdirSync, symlinkSync, writeFileSync, chmodSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../src/errors.js';
 import { parseTemplate } from '../../src/ingest/template.js';
@@ -10,7 +10,7 @@ import { count, fixture, items, request, run, shownFixture, tempStore } from './
 import { runCli } from '../helpers/cli.js';
 import { SqliteStore } from '../../src/store/sqlite/store.js';
 import { all } from '../helpers/store-reads.js';
-import { REASON_GZIP, REASON_UTF16 } from '../../src/ingest/decode.js';
+import { REASON_GZIP, REASON_IMAGE, REASON_PDF, REASON_UTF16, REASON_ZIP } from '../../src/ingest/decode.js';
 import { CSV_COLUMNS } from '../../src/report/csv-columns.js';
 
 const DOCS = fixture('docs');
@@ -107,9 +107,9 @@ describe('enqueue a folder', () => {
     const s = await run(store, [fixture('bad')], { onReject: (r) => seen.push(`${r.path}: ${r.reason}`) });
     const bad = shownFixture('bad');
     expect(seen).toEqual([
-      `${bad}/binary.bin: binary file (contains NUL bytes)`,
+      `${bad}/binary.bin: an image, not text`,
       `${bad}/empty.txt: empty document`,
-      `${bad}/latin1.txt: invalid UTF-8 (save the file as UTF-8, e.g. with iconv)`,
+      `${bad}/latin1.txt: invalid UTF-8 (save the file as UTF-8; Latin-1 or Windows-1252 text is converted by iconv -f WINDOWS-1252 -t UTF-8)`,
       `${bad}/whitespace.txt: empty document (nothing but whitespace)`,
     ]);
     expect(s).toMatchObject({ documents: 4, rejected: 4, newItems: 0 });
@@ -125,6 +125,24 @@ describe('enqueue a folder', () => {
     expect(s).toMatchObject({ documents: 1, rejected: 1, newItems: 0 });
     expect(seen).toEqual([REASON_GZIP]);
     expect(REASON_GZIP).toContain('zcat FILE | llmq enqueue -');
+  });
+
+  it('names a PDF, an office document (a zip) and an image as such, rather than as invalid UTF-8 or binary', async () => {
+    const dir = tempDir();
+    // what such files begin with; a PDF's first bytes are ASCII, and its body breaks UTF-8 further on
+    writeFileSync(join(dir, 'report.pdf'), Buffer.concat([Buffer.from('%PDF-1.7\n%'), Buffer.from([0xe2, 0xe3, 0xcf, 0xd3])]));
+    writeFileSync(join(dir, 'memo.docx'), Buffer.from([0x50, 0x4b, 0x03, 0x04, 0x14, 0x00, 0x06, 0x00]));
+    writeFileSync(join(dir, 'scan.png'), Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
+    writeFileSync(join(dir, 'photo.jpg'), Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10]));
+    const seen: string[] = [];
+    await run(tempStore(), [dir], { onReject: (r) => seen.push(`${basename(r.path)}: ${r.reason}`) });
+    expect(seen.sort()).toEqual([
+      `memo.docx: ${REASON_ZIP}`,
+      `photo.jpg: ${REASON_IMAGE}`,
+      `report.pdf: ${REASON_PDF}`,
+      `scan.png: ${REASON_IMAGE}`,
+    ]);
+    expect(REASON_PDF).toContain('pdftotext');
   });
 
   it('names a UTF-16 file as such, with the conversion to make, rather than as binary', async () => {

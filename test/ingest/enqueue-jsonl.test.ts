@@ -34,7 +34,7 @@ describe('enqueue JSONL', () => {
       '5: "text" is a number, not a string',
       '6: empty document',
       '7: empty document (nothing but whitespace)',
-      '8: invalid UTF-8 (save the file as UTF-8, e.g. with iconv)',
+      '8: invalid UTF-8 (save the file as UTF-8; Latin-1 or Windows-1252 text is converted by iconv -f WINDOWS-1252 -t UTF-8)',
       '9: "id" is an object; an id must be a non-empty string or a number',
       '10: duplicate id "a" (first at ' + file + ':1, which is kept)',
       '13: batch line "body" must have a "model" string and a non-empty "messages" array',

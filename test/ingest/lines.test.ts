@@ -32,7 +32,7 @@ const expected = [
   '1:first',
   '2:second line é',
   '3:',
-  '4!invalid UTF-8 (save the file as UTF-8, e.g. with iconv)',
+  '4!invalid UTF-8 (save the file as UTF-8; Latin-1 or Windows-1252 text is converted by iconv -f WINDOWS-1252 -t UTF-8)',
   '5!line is 40 bytes, over --max-doc-bytes 30',
   '6:last 🎉 without newline',
 ];
