@@ -394,6 +394,33 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     expect(await ids('notes', 2, first[1]!.seq)).toEqual(['d.txt']);
     expect(await ids('nothing', 10)).toEqual([]);
   });
+  it('lineItems: the items named by their line in a JSONL file (id = source = file:N), in input order, a page after a seq', async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue(
+      [
+        row('m.jsonl:1', 'one', { source: 'm.jsonl:1' }),
+        // a line with an id of its own, and one whose id happens to look like a line's
+        row('b', 'two', { source: 'm.jsonl:2' }),
+        row('m.jsonl:9', 'three', { source: 'm.jsonl:3' }),
+        row('m.jsonl:12', 'four', { source: 'm.jsonl:12' }),
+        // another file whose name starts the same, a file of that name in a folder, stdin's lines
+        row('m.jsonl2:1', 'five', { source: 'm.jsonl2:1' }),
+        row('m.jsonl:x', 'six', { source: 'm.jsonl:x' }),
+        row('-:1', 'seven', { source: '-:1' }),
+        row('sub/m.jsonl:4', 'eight', { source: 'sub/m.jsonl:4' }),
+        row('m.jsonl:40', 'nine', { source: 'm.jsonl:40' }),
+      ],
+      T0,
+    );
+    const ids = async (file: string, limit: number, after?: number) => (await store.lineItems(file, limit, after)).map((r) => r.id);
+    expect(await ids('m.jsonl', 10)).toEqual(['m.jsonl:1', 'm.jsonl:12', 'm.jsonl:40']);
+    expect(await ids('sub/m.jsonl', 10)).toEqual(['sub/m.jsonl:4']);
+    expect(await ids('-', 10)).toEqual(['-:1']);
+    const first = await store.lineItems('m.jsonl', 2);
+    expect(first.map((r) => r.id)).toEqual(['m.jsonl:1', 'm.jsonl:12']);
+    expect(await ids('m.jsonl', 2, first[1]!.seq)).toEqual(['m.jsonl:40']);
+    expect(await ids('nothing.jsonl', 10)).toEqual([]);
+  });
   it("itemsEndingIn: items in a subfolder by their file's name, in input order; the name taken as it is (no wildcards)", async () => {
     const { store } = await kind.fresh();
     await store.enqueue(

@@ -14,6 +14,7 @@ import {
 } from '../store/types.js';
 import { otherIdOfSameFile, type SameFileOtherId } from './overlap.js';
 import { goneFiles, type GoneFiles, type WalkedFolder } from './gone-files.js';
+import { movedLines, type MovedLines } from './moved-lines.js';
 import { databaseFiles } from '../store/sqlite/files.js';
 import { isSkipped, readFolder, readTextFile, type FolderOptions, type Skipped } from './folder.js';
 import { globMatcher } from './glob.js';
@@ -147,6 +148,8 @@ export interface EnqueueSummary {
    * (sent, or their answers exported) until forgotten. Null when there are none.
    */
   readonly goneFiles: GoneFiles | null;
+  /** Items named by their line in a JSONL file read to its end whose line is no line without an id now (`MovedLines`), or null. */
+  readonly movedLines: MovedLines | null;
   /** Database files in folders that were left out: the queue's own, and other SQLite files. */
   readonly skipped: number;
   /** The first rejections (at most MAX_KEPT_REJECTIONS); `onReject` sees them all. */
@@ -177,7 +180,7 @@ export interface KeptEarlier {
 /** What enqueue needs of the store: its intake, and where it lives (to skip its own files in a folder). */
 export type IntakeStore = Pick<JobQueue, 'enqueue' | 'beginLoad' | 'endLoad' | 'keepRejections'> &
   StoreIdentity &
-  Partial<Pick<QueueReader, 'item' | 'itemStates' | 'folderItems'>>;
+  Partial<Pick<QueueReader, 'item' | 'itemStates' | 'folderItems' | 'lineItems'>>;
 
 /**
  * Read every source, render each document into its request, and store the rows in batches.
@@ -194,6 +197,7 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
     signal: options.signal,
     folderFirsts: [],
     walkedFolders: [],
+    readJsonlFiles: [],
     jsonl: { maxDocBytes, idField: options.idField ?? DEFAULT_ID_FIELD, textField: options.textField ?? DEFAULT_TEXT_FIELD },
     folder: {
       maxDocBytes,
@@ -239,6 +243,7 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
   const rejectedIds = batcher.rejectedIdsOfOtherItems();
   let repeatedJobs = 0;
   let gone: GoneFiles | null = null;
+  let moved: MovedLines | null = null;
   try {
     const onIndexing = ({ resumable }: { resumable: boolean }) =>
       options.onProgress?.({ stage: 'indexing', documents: batcher.documents, resumable });
@@ -250,6 +255,10 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
       const reader = { folderItems: store.folderItems.bind(store), itemStates: store.itemStates.bind(store) };
       // what was read is stored: a look that fails (or is stopped) only leaves the warning out
       gone = await goneFiles(reader, config.walkedFolders, (id) => batcher.read(id), options.signal).catch(() => null);
+    }
+    if (store.lineItems && store.itemStates && !stopped && config.readJsonlFiles.length) {
+      const reader = { lineItems: store.lineItems.bind(store), itemStates: store.itemStates.bind(store) };
+      moved = await movedLines(reader, config.readJsonlFiles, (id) => batcher.read(id), options.signal).catch(() => null);
     }
   } finally {
     batcher.close();
@@ -267,6 +276,7 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
     ...summary,
     keptEarlier,
     goneFiles: gone,
+    movedLines: moved,
     sameFilesOtherIds,
     newJobs: summary.newJobs - repeatedJobs,
     elapsedMs: now() - started,
@@ -332,6 +342,8 @@ interface ReadConfig {
   readonly folderFirsts: FolderFirst[];
   /** Folders walked to their end, for `goneFiles`. */
   readonly walkedFolders: WalkedFolder[];
+  /** JSONL files read to their end, as their items' sources spell them, for `movedLines`. */
+  readonly readJsonlFiles: string[];
 }
 
 /**
@@ -369,7 +381,9 @@ async function readSource(source: Source, sink: Batcher, o: ReadConfig): Promise
     case 'stdin':
       return readJsonl(untilStopped(o.stdin!, o.signal), '-', o.jsonl, sink, true);
     case 'jsonl':
-      return readJsonlFile(source.file, source.path, o.jsonl, sink);
+      await readJsonlFile(source.file, source.path, o.jsonl, sink);
+      o.readJsonlFiles.push(source.path);
+      return;
     case 'file':
       // a file of a folder enqueued before is in the queue already, under its path in that folder
       o.folderFirsts.push({ root: source.path, first: { id: source.id, path: source.path } });
@@ -587,7 +601,7 @@ class Batcher implements EntrySink {
     return this.#documents;
   }
 
-  summary(): Omit<EnqueueSummary, 'elapsedMs' | 'stopped' | 'sameFilesOtherIds' | 'keptEarlier' | 'goneFiles'> {
+  summary(): Omit<EnqueueSummary, 'elapsedMs' | 'stopped' | 'sameFilesOtherIds' | 'keptEarlier' | 'goneFiles' | 'movedLines'> {
     return {
       documents: this.#documents,
       newJobs: this.#newJobs,

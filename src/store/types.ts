@@ -656,6 +656,12 @@ export interface QueueReader {
    */
   folderItems(folder: string, limit: number, afterSeq?: number): Promise<FolderItemRow[]>;
   /**
+   * Up to `limit` items, in input order after `afterSeq`, named by their line in the JSONL file
+   * `file` (its lines without an id): id and source both `file:N`. An enqueue of the file asks, to
+   * find those whose line is no line without an id now (`EnqueueSummary.movedLines`).
+   */
+  lineItems(file: string, limit: number, afterSeq?: number): Promise<FolderItemRow[]>;
+  /**
    * Up to `limit` items whose id ends in `/` and `name` (`sub/n4.txt` for `n4.txt`), in input order:
    * what `show` suggests for an id given without the subfolder it is in. A scan of the items.
    */

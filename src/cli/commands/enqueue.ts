@@ -23,6 +23,7 @@ import { signalCounter } from '../second-signal.js';
 import type { ChalkInstance } from 'chalk';
 import type { EnqueueSummary, KeptEarlier } from '../../ingest/enqueue.js';
 import { MAX_GONE_LOOKED_AT, type GoneFiles } from '../../ingest/gone-files.js';
+import type { MovedLines } from '../../ingest/moved-lines.js';
 import type { Source } from '../../ingest/sources.js';
 import type { Template } from '../../ingest/template.js';
 import type { StatusLine } from '../progress/status-line.js';
@@ -340,6 +341,7 @@ async function runEnqueue(
   const kept = summary.keptEarlier;
   if (kept) warn(keptEarlierText(kept, dbArgument(flags.db)));
   if (summary.goneFiles) warn(goneFilesText(summary.goneFiles, dbArgument(flags.db)));
+  if (summary.movedLines) warn(movedLinesText(summary.movedLines, dbArgument(flags.db), flags.idField));
   const elsewhere = summary.fromAnotherFile;
   if (elsewhere) {
     const { id, was, now } = elsewhere.first;
@@ -596,6 +598,36 @@ export function goneFilesText(gone: GoneFiles, db: string): string {
     `and ${one ? 'its item stays' : 'their items stay'} in the queue: ${what.join(', ')}. ` +
     `If ${one ? 'it was' : 'they were'} deleted or renamed, take ${one ? 'the item' : 'those items'} out of the queue: ${forget}. ` +
     `(If another machine or folder enqueued ${one ? 'it' : 'them'} into this queue under the same folder name, ${one ? 'it is' : 'they are'} not gone: leave ${one ? 'it' : 'them'}.)`
+  );
+}
+
+/**
+ * Items named by their line in a JSONL file whose line is no line without an id now: the lines
+ * moved (one added or taken out above), and each document is under its new `file:N` as well.
+ */
+export function movedLinesText(moved: MovedLines, db: string, idField: string): string {
+  const n = moved.count;
+  const one = n === 1;
+  const shown = moved.ids.slice(0, GONE_IDS_IN_TEXT);
+  const forget =
+    n <= shown.length
+      ? forgetCommand(shown, db)
+      : `${forgetCommand(shown, db)} ... (the first ${shown.length} of ${int(n)}; enqueue --json lists ${n <= moved.ids.length ? 'them all' : `the first ${int(moved.ids.length)}`} in movedLines.ids)`;
+  const first = moved.ids[0]!;
+  const file = printable(first.slice(0, first.lastIndexOf(':')));
+  const others = moved.files > 1 ? ` and ${count(moved.files - 1, 'other file')}` : '';
+  const field = JSON.stringify(printable(idField));
+  const named =
+    shown
+      .slice(0, 2)
+      .map((id) => printable(id))
+      .join(', ') + (n > 2 ? ', ...' : '');
+  return (
+    `${one ? 'an item' : `${int(n)} items`} of ${file}${others} named by ${one ? 'its' : 'their'} line number (${one ? 'a line' : 'lines'} without an ${field}: ${named}) ` +
+    `${one ? 'was' : 'were'} not read again: lines were added or taken out above, or given an ${field}. ` +
+    `${one ? 'It keeps its' : 'Each keeps its'} earlier document, which most likely has a new line number now as well ` +
+    `(export gives it twice; llmq run sends what only the old item holds). ` +
+    `Take ${one ? 'it' : 'them'} out: ${forget}. Lines with an ${field} field keep their items wherever they move.`
   );
 }
 

@@ -259,6 +259,16 @@ export class PgReader {
     return rows.rows.map((r) => ({ seq: Number(r.seq), id: r.id }));
   }
 
+  async lineItems(file: string, limit: number, afterSeq = 0): Promise<FolderItemRow[]> {
+    const rows = await query<{ seq: string; id: string }>(
+      this.#pool,
+      `SELECT seq, id FROM items WHERE seq > $1 AND source = id AND starts_with(id, $2 || ':')
+        AND substr(id, length($2) + 2) ~ '^[0-9]+$' ORDER BY seq LIMIT $3`,
+      [afterSeq, file, limit],
+    );
+    return rows.rows.map((r) => ({ seq: Number(r.seq), id: r.id }));
+  }
+
   async itemsEndingIn(name: string, limit: number): Promise<ItemSourceRow[]> {
     const rows = await query<ItemSourceRow>(
       this.#pool,

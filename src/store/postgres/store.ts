@@ -522,6 +522,10 @@ export class PostgresStore implements Store {
     return this.#read.folderItems(folder, limit, afterSeq);
   }
 
+  lineItems(file: string, limit: number, afterSeq?: number): Promise<FolderItemRow[]> {
+    return this.#read.lineItems(file, limit, afterSeq);
+  }
+
   itemsEndingIn(name: string, limit: number): Promise<ItemSourceRow[]> {
     return this.#read.itemsEndingIn(name, limit);
   }

@@ -197,6 +197,16 @@ export class SqliteReader {
       .all(afterSeq, folderPrefix(folder), limit) as FolderItemRow[];
   }
 
+  lineItems(file: string, limit: number, afterSeq = 0): FolderItemRow[] {
+    // along the id's index: the ids `file:` and digits sort between `file:` and `file;` (by bytes)
+    return this.#db
+      .prepare(
+        `SELECT seq, id FROM items WHERE id > @file || ':' AND id < @file || ';' AND seq > @after AND source = id
+          AND rtrim(substr(id, length(@file) + 2), '0123456789') = '' ORDER BY seq LIMIT ${unplannedLimit('@limit')}`,
+      )
+      .all({ file, after: afterSeq, limit }) as FolderItemRow[];
+  }
+
   itemsEndingIn(name: string, limit: number): ItemSourceRow[] {
     // substr rather than LIKE: a name may hold % and _
     return this.#db

@@ -843,6 +843,10 @@ export class SqliteStore implements Store {
     return this.#read.folderItems(folder, limit, afterSeq);
   }
 
+  async lineItems(file: string, limit: number, afterSeq?: number): Promise<FolderItemRow[]> {
+    return this.#read.lineItems(file, limit, afterSeq);
+  }
+
   async itemsEndingIn(name: string, limit: number): Promise<ItemSourceRow[]> {
     return this.#read.itemsEndingIn(name, limit);
   }
