@@ -180,7 +180,7 @@ export interface KeptEarlier {
 /** What enqueue needs of the store: its intake, and where it lives (to skip its own files in a folder). */
 export type IntakeStore = Pick<JobQueue, 'enqueue' | 'beginLoad' | 'endLoad' | 'keepRejections'> &
   StoreIdentity &
-  Partial<Pick<QueueReader, 'item' | 'itemStates' | 'folderItems' | 'lineItems'>>;
+  Partial<Pick<QueueReader, 'item' | 'itemStates' | 'folderItems' | 'lineItemIds'>>;
 
 /**
  * Read every source, render each document into its request, and store the rows in batches.
@@ -256,8 +256,8 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
       // what was read is stored: a look that fails (or is stopped) only leaves the warning out
       gone = await goneFiles(reader, config.walkedFolders, (id) => batcher.read(id), options.signal).catch(() => null);
     }
-    if (store.lineItems && store.itemStates && !stopped && config.readJsonlFiles.length) {
-      const reader = { lineItems: store.lineItems.bind(store), itemStates: store.itemStates.bind(store) };
+    if (store.lineItemIds && store.itemStates && !stopped && config.readJsonlFiles.length) {
+      const reader = { lineItemIds: store.lineItemIds.bind(store), itemStates: store.itemStates.bind(store) };
       moved = await movedLines(reader, config.readJsonlFiles, (id) => batcher.read(id), options.signal).catch(() => null);
     }
   } finally {

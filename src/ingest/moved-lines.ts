@@ -1,4 +1,3 @@
-import { keysetPages } from '../store/pages.js';
 import type { JobState, QueueReader } from '../store/types.js';
 import { countStates } from './types.js';
 
@@ -16,7 +15,7 @@ export interface MovedLines {
   readonly states: Readonly<Partial<Record<JobState, number>>>;
   /** The files they are of (of those this enqueue read to their end). */
   readonly files: number;
-  /** The first ids (MOVED_IDS_LISTED), in input order. */
+  /** The first ids (MOVED_IDS_LISTED), by file and line. */
   readonly ids: readonly string[];
 }
 
@@ -28,10 +27,10 @@ const PAGE = 1000;
 /**
  * Of the items named by their line in each of `files` (JSONL files this enqueue read to their end,
  * as their items' sources spell them), those this enqueue did not read (`read`). Along the items'
- * id index on SQLite; a scan of the items on PostgreSQL.
+ * id index (`lineItemIds`).
  */
 export async function movedLines(
-  store: Pick<QueueReader, 'lineItems' | 'itemStates'>,
+  store: Pick<QueueReader, 'lineItemIds' | 'itemStates'>,
   files: readonly string[],
   read: (id: string) => boolean,
   signal?: AbortSignal,
@@ -40,13 +39,19 @@ export async function movedLines(
   let from = 0;
   for (const file of new Set(files)) {
     const before = moved.length;
-    for await (const { id } of keysetPages((after, size) => store.lineItems(file, size, after as number), 'seq', PAGE)) {
+    for (let after = ''; ; ) {
       if (signal?.aborted) return null; // stopped: nothing is said of what was not looked at
-      if (!read(id)) moved.push(id);
+      const ids = await store.lineItemIds(file, PAGE, after);
+      for (const id of ids) if (!read(id)) moved.push(id);
+      if (ids.length < PAGE) break;
+      after = ids.at(-1)!;
     }
     if (moved.length > before) from++;
   }
   if (moved.length === 0) return null;
   const states = countStates(await store.itemStates(moved));
-  return { count: moved.length, states, files: from, ids: moved.slice(0, MOVED_IDS_LISTED) };
+  // by line, not as the index has them (`m.jsonl:10` before `m.jsonl:9`)
+  const line = (id: string) => Number(id.slice(id.lastIndexOf(':') + 1));
+  const listed = moved.sort((a, b) => line(a) - line(b)).slice(0, MOVED_IDS_LISTED);
+  return { count: moved.length, states, files: from, ids: listed };
 }

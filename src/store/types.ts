@@ -656,11 +656,13 @@ export interface QueueReader {
    */
   folderItems(folder: string, limit: number, afterSeq?: number): Promise<FolderItemRow[]>;
   /**
-   * Up to `limit` items, in input order after `afterSeq`, named by their line in the JSONL file
-   * `file` (its lines without an id): id and source both `file:N`. An enqueue of the file asks, to
-   * find those whose line is no line without an id now (`EnqueueSummary.movedLines`).
+   * The ids of up to `limit` items named by their line in the JSONL file `file` (its lines without
+   * an id): id and source both `file:N`; in the order of the ids' index (by bytes on SQLite, the
+   * database's collation on PostgreSQL), after `afterId`. An enqueue of the file asks, to find those
+   * it did not read again (`EnqueueSummary.movedLines`). A range of that index on SQLite, a walk of
+   * all of it on PostgreSQL, a page at a time.
    */
-  lineItems(file: string, limit: number, afterSeq?: number): Promise<FolderItemRow[]>;
+  lineItemIds(file: string, limit: number, afterId?: string): Promise<string[]>;
   /**
    * Up to `limit` items whose id ends in `/` and `name` (`sub/n4.txt` for `n4.txt`), in input order:
    * what `show` suggests for an id given without the subfolder it is in. A scan of the items.

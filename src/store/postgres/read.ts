@@ -259,14 +259,15 @@ export class PgReader {
     return rows.rows.map((r) => ({ seq: Number(r.seq), id: r.id }));
   }
 
-  async lineItems(file: string, limit: number, afterSeq = 0): Promise<FolderItemRow[]> {
-    const rows = await query<{ seq: string; id: string }>(
+  async lineItemIds(file: string, limit: number, afterId = ''): Promise<string[]> {
+    // along the ids' index in its own collation, which bounds no prefix: a walk of it, a page at a time
+    const rows = await query<{ id: string }>(
       this.#pool,
-      `SELECT seq, id FROM items WHERE seq > $1 AND source = id AND starts_with(id, $2 || ':')
-        AND substr(id, length($2) + 2) ~ '^[0-9]+$' ORDER BY seq LIMIT $3`,
-      [afterSeq, file, limit],
+      `SELECT id FROM items WHERE id > $1 AND source = id AND starts_with(id, $2 || ':')
+        AND substr(id, length($2) + 2) ~ '^[0-9]+$' ORDER BY id LIMIT $3`,
+      [afterId, file, limit],
     );
-    return rows.rows.map((r) => ({ seq: Number(r.seq), id: r.id }));
+    return rows.rows.map((r) => r.id);
   }
 
   async itemsEndingIn(name: string, limit: number): Promise<ItemSourceRow[]> {

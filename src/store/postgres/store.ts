@@ -522,8 +522,8 @@ export class PostgresStore implements Store {
     return this.#read.folderItems(folder, limit, afterSeq);
   }
 
-  lineItems(file: string, limit: number, afterSeq?: number): Promise<FolderItemRow[]> {
-    return this.#read.lineItems(file, limit, afterSeq);
+  lineItemIds(file: string, limit: number, afterId?: string): Promise<string[]> {
+    return this.#read.lineItemIds(file, limit, afterId);
   }
 
   itemsEndingIn(name: string, limit: number): Promise<ItemSourceRow[]> {

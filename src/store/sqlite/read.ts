@@ -197,14 +197,15 @@ export class SqliteReader {
       .all(afterSeq, folderPrefix(folder), limit) as FolderItemRow[];
   }
 
-  lineItems(file: string, limit: number, afterSeq = 0): FolderItemRow[] {
-    // along the id's index: the ids `file:` and digits sort between `file:` and `file;` (by bytes)
+  lineItemIds(file: string, limit: number, afterId = ''): string[] {
+    // a range of the ids' index: the ids `file:` and digits sort between `file:` and `file;` (by bytes)
     return this.#db
       .prepare(
-        `SELECT seq, id FROM items WHERE id > @file || ':' AND id < @file || ';' AND seq > @after AND source = id
-          AND rtrim(substr(id, length(@file) + 2), '0123456789') = '' ORDER BY seq LIMIT ${unplannedLimit('@limit')}`,
+        `SELECT id FROM items WHERE id > max(@file || ':', @after) AND id < @file || ';' AND source = id
+          AND rtrim(substr(id, length(@file) + 2), '0123456789') = '' ORDER BY id LIMIT ${unplannedLimit('@limit')}`,
       )
-      .all({ file, after: afterSeq, limit }) as FolderItemRow[];
+      .pluck()
+      .all({ file, after: afterId, limit }) as string[];
   }
 
   itemsEndingIn(name: string, limit: number): ItemSourceRow[] {

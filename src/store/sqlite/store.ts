@@ -843,8 +843,8 @@ export class SqliteStore implements Store {
     return this.#read.folderItems(folder, limit, afterSeq);
   }
 
-  async lineItems(file: string, limit: number, afterSeq?: number): Promise<FolderItemRow[]> {
-    return this.#read.lineItems(file, limit, afterSeq);
+  async lineItemIds(file: string, limit: number, afterId?: string): Promise<string[]> {
+    return this.#read.lineItemIds(file, limit, afterId);
   }
 
   async itemsEndingIn(name: string, limit: number): Promise<ItemSourceRow[]> {
