@@ -180,7 +180,7 @@ export interface KeptEarlier {
 /** What enqueue needs of the store: its intake, and where it lives (to skip its own files in a folder). */
 export type IntakeStore = Pick<JobQueue, 'enqueue' | 'beginLoad' | 'endLoad' | 'keepRejections'> &
   StoreIdentity &
-  Partial<Pick<QueueReader, 'item' | 'itemStates' | 'folderItems' | 'lineItemIds'>>;
+  Partial<Pick<QueueReader, 'item' | 'itemStates' | 'folderItems' | 'lineItemIds' | 'itemSeqSpan'>>;
 
 /**
  * Read every source, render each document into its request, and store the rows in batches.
@@ -210,6 +210,8 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
   // a file named beside the folder that holds it is read last, and only if the walk did not read it
   const inFolders = named.filter((source) => inFolderNamed(source, named, config.folder));
   const sources = [...named.filter((source) => !inFolders.includes(source)), ...inFolders];
+  // a queue without items before this enqueue has no item of a line that moved (a first enqueue skips the look)
+  const hadItems = named.some((source) => source.kind === 'jsonl') && (await store.itemSeqSpan?.()) != null;
   const batcher = new Batcher(store, options, now);
   store.beginLoad?.();
   let stopped = false;
@@ -256,7 +258,7 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
       // what was read is stored: a look that fails (or is stopped) only leaves the warning out
       gone = await goneFiles(reader, config.walkedFolders, (id) => batcher.read(id), options.signal).catch(() => null);
     }
-    if (store.lineItemIds && store.itemStates && !stopped && config.readJsonlFiles.length) {
+    if (store.lineItemIds && store.itemStates && !stopped && hadItems && config.readJsonlFiles.length) {
       const reader = { lineItemIds: store.lineItemIds.bind(store), itemStates: store.itemStates.bind(store) };
       moved = await movedLines(reader, config.readJsonlFiles, (id) => batcher.read(id), options.signal).catch(() => null);
     }
