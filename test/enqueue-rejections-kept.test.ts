@@ -21,7 +21,7 @@ describe('rejected documents kept for status', () => {
     expect(status.stdout).toContain(
       [
         '',
-        'rejected at enqueue (3 documents of 2 inputs, the latest first)',
+        'rejected at enqueue (3 documents of 2 inputs, the input enqueued last first)',
         '  in.jsonl:2   malformed JSON (Unterminated string in JSON at position 21)',
         '  in.jsonl:3   no "text" field (it has "id": name the text field with',
         '               --text-field)',
@@ -45,7 +45,7 @@ describe('rejected documents kept for status', () => {
     writeFileSync(join(dir, 'in.jsonl'), '{"id":"r1","text":"one"}\n{"id":"r2","text":"two"}\n{"id":"r3","text":"three"}\n');
     expect((await cli(['enqueue', 'in.jsonl'])).code).toBe(0);
     expect((await cli(['status'])).stdout).toContain(
-      'rejected at enqueue (1 document of notes, the latest first)\n  notes/x.bin  binary file (contains NUL bytes)\n  fix it, then',
+      'rejected at enqueue (1 document of notes)\n  notes/x.bin  binary file (contains NUL bytes)\n  fix it, then',
     );
     // the folder read again (spelled otherwise) without the file: nothing rejected is left
     rmSync(join(dir, 'notes', 'x.bin'));
@@ -72,7 +72,7 @@ describe('rejected documents kept for status', () => {
     expect((await cli(['enqueue', '-'], lines)).code).toBe(2);
     const out = (await cli(['status'])).stdout;
     expect(out).toMatch(
-      /The queue is empty\. Add documents with: llmq enqueue <folder\|file\.jsonl>\n\nrejected at enqueue \(8 documents of stdin, the latest first\)\n {2}-:1 {2}no "text" field/,
+      /The queue is empty\. Add documents with: llmq enqueue <folder\|file\.jsonl>\n\nrejected at enqueue \(8 documents of stdin\)\n {2}-:1 {2}no "text" field/,
     );
     expect(out).toContain('  and 3 more (llmq status --json lists the first 20 of each input)\n');
   });

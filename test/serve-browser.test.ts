@@ -148,7 +148,7 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
     const page = await open((await serve(db)).url);
     await page.waitForFunction(() => document.getElementById('rejected-section')?.hidden === false);
     expect(await text(page, '#rejected-summary')).toBe(
-      '2 documents of in.jsonl, the latest first. Fix them, then enqueue the same input again: what is fixed goes in.',
+      '2 documents of in.jsonl. Fix them, then enqueue the same input again: what is fixed goes in.',
     );
     expect(await text(page, '#rejected tbody')).toBe(
       'in.jsonl:2malformed JSON (Unterminated string in JSON at position 21)' +

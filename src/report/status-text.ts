@@ -54,7 +54,11 @@ function rejectedLines(rejected: StatusReport['rejected'], p: Paint): string[] {
   const inputs = rejected.length === 1 ? name(rejected[0]!.source) : `${int(rejected.length)} inputs`;
   const lines = [
     '',
-    p.bold('rejected') + p.dim(` at enqueue (${int(total)} ${total === 1 ? 'document' : 'documents'} of ${inputs}, the latest first)`),
+    // of several inputs, the one enqueued last first; one input's in its own order
+    p.bold('rejected') +
+      p.dim(
+        ` at enqueue (${int(total)} ${total === 1 ? 'document' : 'documents'} of ${inputs}${rejected.length > 1 ? ', the input enqueued last first' : ''})`,
+      ),
   ];
   const shown = rejected.flatMap((r) => r.first).slice(0, REJECTIONS_SHOWN);
   const where = shown.map((x) => printable(x.line === undefined ? x.path : `${x.path}:${x.line}`));

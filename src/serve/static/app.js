@@ -151,7 +151,7 @@ function renderRejected(r) {
   const name = (source) => (source === '-' ? 'stdin' : source);
   const inputs = rejected.length === 1 ? name(rejected[0].source) : `${fmt(rejected.length)} inputs`;
   $('rejected-summary').textContent =
-    `${fmt(total)} ${total === 1 ? 'document' : 'documents'} of ${inputs}, the latest first. ` +
+    `${fmt(total)} ${total === 1 ? 'document' : 'documents'} of ${inputs}${rejected.length > 1 ? ', the input enqueued last first' : ''}. ` +
     `Fix ${total === 1 ? 'it' : 'them'}, then enqueue the same input again: what is fixed goes in.`;
   const shown = rejected.flatMap((x) => x.first).slice(0, REJECTED_SHOWN);
   fillRows(
