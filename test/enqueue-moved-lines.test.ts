@@ -1,5 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
@@ -26,7 +27,13 @@ describe('items named by their line in a JSONL file whose lines moved', () => {
     writeFileSync(file, lines({ id: 'z', text: 'zeta' }, 'alpha', { id: 'b', text: 'beta' }, 'gamma', { id: 'd', text: 'delta' }));
     const moved = await runCli(['enqueue', file, '--db', db, '--json']);
     const shown = `${file}:1`;
-    expect(JSON.parse(moved.stdout).movedLines).toEqual({ count: 2, states: { done: 2 }, files: 1, ids: [shown, `${file}:3`] });
+    expect(JSON.parse(moved.stdout).movedLines).toEqual({
+      count: 2,
+      states: { done: 2 },
+      files: 1,
+      ids: [shown, `${file}:3`],
+      partial: false,
+    });
     expect(moved.stderr).toContain(
       `warning: 2 items of ${file} named by their line number (lines without an "id": ${shown}, ${file}:3) were not read again: ` +
         'lines were added or taken out above, or given an "id". Each keeps its earlier document,',
@@ -39,6 +46,19 @@ describe('items named by their line in a JSONL file whose lines moved', () => {
       .map((l) => JSON.parse(l));
     expect(exported.filter((r) => r.state !== 'done').map((r) => r.id)).toEqual(['z']);
     expect(exported.map((r) => r.id).sort()).toEqual([`${file}:1`, `${file}:2`, `${file}:3`, `${file}:4`, 'b', 'd', 'z'].sort());
+
+    // the file refused whole (gzip now): none of its lines was read, none moved
+    const gz = join(dir, 'g.jsonl');
+    writeFileSync(gz, lines('one', 'two'));
+    expect((await runCli(['enqueue', gz, '--db', db])).code).toBe(0);
+    writeFileSync(gz, gzipSync(lines('one', 'two')));
+    const refused = await runCli(['enqueue', gz, '--db', db, '--json']);
+    expect(JSON.parse(refused.stdout).movedLines).toBeNull();
+    // a line rejected now (its text emptied) keeps its item, as the kept-earlier warning says: not a line moved
+    writeFileSync(gz, lines('one', ''));
+    const emptied = await runCli(['enqueue', gz, '--db', db, '--json']);
+    expect(JSON.parse(emptied.stdout).keptEarlier).toMatchObject({ count: 1 });
+    expect(JSON.parse(emptied.stdout).movedLines).toBeNull();
 
     expect((await runCli(['forget', shown, `${file}:3`, '--db', db])).code).toBe(0);
     const after = await runCli(['enqueue', file, '--db', db, '--json']);

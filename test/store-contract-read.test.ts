@@ -394,7 +394,7 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
     expect(await ids('notes', 2, first[1]!.seq)).toEqual(['d.txt']);
     expect(await ids('nothing', 10)).toEqual([]);
   });
-  it('lineItems: the items named by their line in a JSONL file (id = source = file:N), in input order, a page after a seq', async () => {
+  it("lineItemIds: the items named by their line in a JSONL file (id = source = file:N), in the index's order, a page after an id", async () => {
     const { store } = await kind.fresh();
     await store.enqueue(
       [

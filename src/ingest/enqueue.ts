@@ -260,7 +260,10 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
     }
     if (store.lineItemIds && store.itemStates && !stopped && hadItems && config.readJsonlFiles.length) {
       const reader = { lineItemIds: store.lineItemIds.bind(store), itemStates: store.itemStates.bind(store) };
-      moved = await movedLines(reader, config.readJsonlFiles, (id) => batcher.read(id), options.signal).catch(() => null);
+      // a line rejected now keeps its item, which keptEarlier says: not one of lines moved
+      const rejectedNow = new Set(rejectedIds.ids.map((r) => r.id));
+      const readAgain = (id: string) => batcher.read(id) || rejectedNow.has(id);
+      moved = await movedLines(reader, config.readJsonlFiles, readAgain, options.signal).catch(() => null);
     }
   } finally {
     batcher.close();
@@ -382,10 +385,21 @@ async function readSource(source: Source, sink: Batcher, o: ReadConfig): Promise
   switch (source.kind) {
     case 'stdin':
       return readJsonl(untilStopped(o.stdin!, o.signal), '-', o.jsonl, sink, true);
-    case 'jsonl':
-      await readJsonlFile(source.file, source.path, o.jsonl, sink);
-      o.readJsonlFiles.push(source.path);
+    case 'jsonl': {
+      // its lines read (a document or a line's rejection came): not refused whole (unreadable, gzip, UTF-16),
+      // where no item of it was read again and none moved
+      let linesRead = false;
+      const watched: EntrySink = {
+        add: (entry) => {
+          linesRead ||= !isRejection(entry) || entry.line !== undefined;
+          sink.add(entry);
+        },
+        flush: () => sink.flush(),
+      };
+      await readJsonlFile(source.file, source.path, o.jsonl, watched);
+      if (linesRead) o.readJsonlFiles.push(source.path);
       return;
+    }
     case 'file':
       // a file of a folder enqueued before is in the queue already, under its path in that folder
       o.folderFirsts.push({ root: source.path, first: { id: source.id, path: source.path } });

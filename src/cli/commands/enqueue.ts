@@ -623,7 +623,7 @@ export function movedLinesText(moved: MovedLines, db: string, idField: string): 
       .map((id) => printable(id))
       .join(', ') + (n > 2 ? ', ...' : '');
   return (
-    `${one ? 'an item' : `${int(n)} items`} of ${file}${others} named by ${one ? 'its' : 'their'} line number (${one ? 'a line' : 'lines'} without an ${field}: ${named}) ` +
+    `${one ? 'an item' : `${moved.partial ? 'at least ' : ''}${int(n)} items`} of ${file}${others} named by ${one ? 'its' : 'their'} line number (${one ? 'a line' : 'lines'} without an ${field}: ${named}) ` +
     `${one ? 'was' : 'were'} not read again: lines were added or taken out above, or given an ${field}. ` +
     `${one ? 'It keeps its' : 'Each keeps its'} earlier document, which most likely has a new line number now as well ` +
     `(export gives it twice; llmq run sends what only the old item holds). ` +

@@ -300,6 +300,20 @@ CREATE TABLE copying (
 `,
 });
 
+/**
+ * The items whose id is their source (a JSONL line's without an id, `file:N`; a file of the current
+ * folder), by id in byte order: an enqueue of a JSONL file reads its `file:N` items as a range of it
+ * (`lineItemIds`). The unique index on id sorts in the database's collation, which bounds no prefix:
+ * without this, each page of them was a scan of every item.
+ */
+export const LINE_IDS_MIGRATION: Migration = Object.freeze({
+  version: 16,
+  name: 'line_ids',
+  sql: `
+CREATE INDEX items_line_id ON items ((id COLLATE "C")) WHERE source = id;
+`,
+});
+
 /** What the last enqueue of each input rejected (the SQLite store's migration 17 says why). */
 export const REJECTIONS_MIGRATION: Migration = Object.freeze({
   version: 15,
@@ -456,6 +470,7 @@ CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pend
   LATENCY_UNCHANGED_MIGRATION,
   COPY_IN_PROGRESS_MIGRATION,
   REJECTIONS_MIGRATION,
+  LINE_IDS_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

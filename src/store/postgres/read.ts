@@ -260,11 +260,11 @@ export class PgReader {
   }
 
   async lineItemIds(file: string, limit: number, afterId = ''): Promise<string[]> {
-    // along the ids' index in its own collation, which bounds no prefix: a walk of it, a page at a time
+    // a range of items_line_id (migration 16): the ids `file:` and digits sort between `file:` and `file;` by bytes
     const rows = await query<{ id: string }>(
       this.#pool,
-      `SELECT id FROM items WHERE id > $1 AND source = id AND starts_with(id, $2 || ':')
-        AND substr(id, length($2) + 2) ~ '^[0-9]+$' ORDER BY id LIMIT $3`,
+      `SELECT id FROM items WHERE source = id AND (id COLLATE "C") > $1 AND (id COLLATE "C") > $2 || ':' AND (id COLLATE "C") < $2 || ';'
+        AND substr(id, length($2) + 2) ~ '^[0-9]+$' ORDER BY (id COLLATE "C") LIMIT $3`,
       [afterId, file, limit],
     );
     return rows.rows.map((r) => r.id);
