@@ -21,7 +21,7 @@ export const REASON_PDF = 'a PDF, not text (extract its text first, e.g. pdftote
 export const REASON_ZIP = 'a zip archive, or a document saved as one (.docx, .xlsx, .odt, .epub): not text (extract its text first)';
 export const REASON_IMAGE = 'an image, not text';
 
-/** Kinds of binary file told by their first bytes, which say more than "binary" or "invalid UTF-8". */
+/** Kinds of file told by their first bytes (`binaryKind`), which say more than "binary" or "invalid UTF-8". */
 const MAGIC: ReadonlyArray<readonly [bytes: readonly number[], reason: string]> = [
   [[0x25, 0x50, 0x44, 0x46, 0x2d], REASON_PDF], // %PDF-
   [[0x50, 0x4b, 0x03, 0x04], REASON_ZIP], // PK\3\4
@@ -44,7 +44,7 @@ export function decodeUtf8(bytes: Uint8Array): string | null {
 
 /**
  * Why a file's first bytes say it is no UTF-8 text at all, or null: UTF-16 (what some Windows
- * editors and PowerShell's `>` save), gzip, a PDF, a zip (an office document) or an image. Said once for the file: read line by line, each of
+ * editors and PowerShell's `>` save) or gzip. Said once for the file: read line by line, each of
  * its lines was rejected as malformed, with a NUL in the message and no word of the encoding.
  */
 export function encodingReason(head: Uint8Array): string | null {
@@ -52,7 +52,6 @@ export function encodingReason(head: Uint8Array): string | null {
   if (utf16Bom(head)) return REASON_UTF16;
   // gzip's magic number: a .jsonl.gz or .txt.gz given as it is, which says more than "binary"
   if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) return REASON_GZIP;
-  for (const [bytes, reason] of MAGIC) if (bytes.every((b, i) => head[i] === b)) return reason;
   return null;
 }
 
@@ -60,11 +59,20 @@ export function encodingReason(head: Uint8Array): string | null {
 export function fileText(bytes: Uint8Array): { text: string } | { reason: string } {
   const encoding = encodingReason(bytes);
   if (encoding !== null) return { reason: encoding };
-  if (bytes.indexOf(0) !== -1) return { reason: REASON_BINARY };
+  if (bytes.indexOf(0) !== -1) return { reason: binaryKind(bytes) ?? REASON_BINARY };
   const text = decodeUtf8(bytes);
-  if (text === null) return { reason: REASON_UTF8 };
+  if (text === null) return { reason: binaryKind(bytes) ?? REASON_UTF8 };
   if (isBlank(text)) return { reason: blankReason(text) };
   return { text };
+}
+
+/**
+ * The kind of a file that is no text (it holds a NUL byte or is not UTF-8), told by its first bytes:
+ * only then, as a text file may well begin "GIF89a" or "%PDF-1.7 is the version".
+ */
+function binaryKind(bytes: Uint8Array): string | null {
+  for (const [magic, reason] of MAGIC) if (magic.every((b, i) => bytes[i] === b)) return reason;
+  return null;
 }
 
 /** Why a blank text is no document: empty, or nothing but whitespace (said so only when there is some). */

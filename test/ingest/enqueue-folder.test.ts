@@ -127,21 +127,25 @@ describe('enqueue a folder', () => {
     expect(REASON_GZIP).toContain('zcat FILE | llmq enqueue -');
   });
 
-  it('names a PDF, an office document (a zip) and an image as such, rather than as invalid UTF-8 or binary', async () => {
+  it('names a PDF, an office document (a zip) and an image as such, rather than as invalid UTF-8 or binary; text that begins like one is text', async () => {
     const dir = tempDir();
     // what such files begin with; a PDF's first bytes are ASCII, and its body breaks UTF-8 further on
     writeFileSync(join(dir, 'report.pdf'), Buffer.concat([Buffer.from('%PDF-1.7\n%'), Buffer.from([0xe2, 0xe3, 0xcf, 0xd3])]));
     writeFileSync(join(dir, 'memo.docx'), Buffer.from([0x50, 0x4b, 0x03, 0x04, 0x14, 0x00, 0x06, 0x00]));
     writeFileSync(join(dir, 'scan.png'), Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
     writeFileSync(join(dir, 'photo.jpg'), Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10]));
+    // text that begins as such files do is text
+    writeFileSync(join(dir, 'gif-history.txt'), 'GIF89a added transparency and animation.');
+    writeFileSync(join(dir, 'pdf-notes.txt'), '%PDF-1.7 is the version we target.');
     const seen: string[] = [];
-    await run(tempStore(), [dir], { onReject: (r) => seen.push(`${basename(r.path)}: ${r.reason}`) });
+    const s = await run(tempStore(), [dir], { onReject: (r) => seen.push(`${basename(r.path)}: ${r.reason}`) });
     expect(seen.sort()).toEqual([
       `memo.docx: ${REASON_ZIP}`,
       `photo.jpg: ${REASON_IMAGE}`,
       `report.pdf: ${REASON_PDF}`,
       `scan.png: ${REASON_IMAGE}`,
     ]);
+    expect(s.newItems).toBe(2);
     expect(REASON_PDF).toContain('pdftotext');
   });
 
