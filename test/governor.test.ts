@@ -443,6 +443,29 @@ describe('rate governor', () => {
     await store.close();
   });
 
+  it('a provider that answered, if only with refusals, then stops listening is not said to be at the wrong address', async () => {
+    const { fake, store } = await setup();
+    await seedJobs(store, 6);
+    // two refusals (a 400 each: an answer all the same), then the server goes away
+    fake.respond((r) => {
+      if (r.index === 2) setTimeout(() => void fake.down(), 0);
+      return reply.error(400, "Invalid value for 'temperature'.");
+    });
+    const warnings: string[] = [];
+    const emit = <E extends keyof SchedulerEventMap>(event: E, payload: SchedulerEventMap[E]) => {
+      if (event === 'warning') warnings.push((payload as SchedulerEventMap['warning']).message);
+    };
+    const summary = await runQueue(
+      { store, provider: provider(fake), baseUrl: fake.url, emit },
+      { ...fast, concurrency: 1, maxOutageMs: 1500 },
+    );
+    expect(summary.reason).toBe('fatal');
+    expect(summary.fatal?.message).toMatch(/unreachable for .*ECONNREFUSED/);
+    expect(summary.failed).toBeGreaterThanOrEqual(2);
+    expect(warnings.filter((w) => w.startsWith('nothing answers'))).toEqual([]);
+    await store.close();
+  });
+
   it('a provider answering only 500s past --max-outage is said to be failing, not unreachable; while down, the pause says for how long and the ETA is unknown', async () => {
     const { fake, store } = await setup();
     await seedJobs(store, 20);

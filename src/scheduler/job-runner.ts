@@ -327,6 +327,7 @@ class JobRun {
     ctx.inFlight.end(request);
     const endedAt = ctx.now();
     ctx.breaker.success({ sentAt: startedAt, probe: place.probe });
+    c.heardFromProvider = true;
     c.lastAnsweredSentAt = Math.max(c.lastAnsweredSentAt, startedAt);
     if (startedAt > c.lastAuthRefusedSentAt) c.authInARow = 0;
     const usage = result.usage;
@@ -408,6 +409,7 @@ class JobRun {
     const c = ctx.counters;
     const now = ctx.now();
     const tally = this.#tally;
+    if (error.status !== null) c.heardFromProvider = true;
     if (error.status === 404 && c.done === 0) c.early404s++;
     // the same parameter refused for this model's first requests: its jobs share it, and would all fail
     let earlyRefusals = 0;

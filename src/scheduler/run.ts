@@ -863,12 +863,12 @@ export class Run {
   #toldNobodyListens = false;
 
   /**
-   * Connections refused (or a host not found) before anything answered in this run: most often a
+   * Connections refused (or a host not found) before any HTTP response came in this run: most often a
    * --base-url or port mistyped, not an outage. Said once, with what to do: the run otherwise waits
    * for it, probing, up to --max-outage (15 minutes).
    */
   #tellNobodyListens(detail: string | undefined): void {
-    if (this.#toldNobodyListens || this.#counters.done > 0 || !detail || !NOBODY_LISTENS.test(detail)) return;
+    if (this.#toldNobodyListens || this.#counters.heardFromProvider || !detail || !NOBODY_LISTENS.test(detail)) return;
     this.#toldNobodyListens = true;
     this.#emit('warning', {
       message:
@@ -899,8 +899,11 @@ export class Run {
   }
 }
 
-/** A connection refused, or a host name that resolves to nothing: nobody is listening where the run sends. */
-const NOBODY_LISTENS = /ECONNREFUSED|ENOTFOUND|EAI_AGAIN/;
+/**
+ * A connection refused, or a host name that resolves to nothing: nobody is listening where the run
+ * sends. Not EAI_AGAIN: the resolver not answering says this machine is offline, not the address wrong.
+ */
+const NOBODY_LISTENS = /ECONNREFUSED|ENOTFOUND/;
 
 /** An endpoint answering 500s is there, only failing; one taking requests and never answering is not answering; one refusing connections is unreachable. */
 function outageKind(lastFailure: string): string {

@@ -32,6 +32,8 @@ export class RunCounters {
   lastAuthRefusedSentAt = -Infinity;
   /** When the last request answered was sent (ms epoch). */
   lastAnsweredSentAt = -Infinity;
+  /** Some HTTP response came in this run, an error's too: something listens where the run sends. */
+  heardFromProvider = false;
   promptTokens = 0;
   completionTokens = 0;
   /** Answers cut off at max_tokens (finish_reason `length`). */
