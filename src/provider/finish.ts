@@ -51,3 +51,6 @@ export function finishReasonOf(body: string | null): FinishReason | null {
     return null;
   }
 }
+
+/** What the error of a job failed for an answer cut off at max_tokens says (`checkAnswer`): `status` and the run's summary find such failures by it. */
+export const CUT_OFF_TEXT = 'cut off at max_tokens';

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import type { Ajv, ErrorObject, ValidateFunction } from 'ajv';
-import { incompleteKind, type FinishReason } from './finish.js';
+import { CUT_OFF_TEXT, incompleteKind, type FinishReason } from './finish.js';
 import { requestedCompletionTokens } from './tokens.js';
 import { ProviderError } from './types.js';
 import { oneLine } from '../report/format.js';
@@ -60,7 +60,7 @@ export function checkAnswer(request: string, output: string, finish: FinishReaso
   }
   const why =
     ended === 'cutOff'
-      ? `the answer was cut off at max_tokens before its JSON was whole: llmq retry-failed --error "cut off" --max-tokens ${roomier(request)} sends it again with more room`
+      ? `the answer was ${CUT_OFF_TEXT} before its JSON was whole: llmq retry-failed --error "cut off" --max-tokens ${roomier(request)} sends it again with more room`
       : 'the model declined (a refusal, or the content filter)';
   return {
     output: null,

@@ -1,3 +1,7 @@
+import { CUT_OFF_TEXT } from '../provider/finish.js';
+
+export { CUT_OFF_TEXT };
+
 /**
  * A failure the provider gave for the request as it was (400, 404, 413, 422, too long, a 403 for one
  * model): the same request gets it again. Not 408/409 (retried as 5xx), 401 (a key revoked since) or
@@ -11,9 +15,6 @@ export function refusedAsSent(error: string): boolean {
 export function refusedCount(failures: ReadonlyArray<{ readonly error: string; readonly count: number }>): number {
   return failures.filter((f) => refusedAsSent(f.error)).reduce((sum, f) => sum + f.count, 0);
 }
-
-/** What the error of a job failed for an answer cut off at max_tokens says (src/provider/structured-output.ts). */
-export const CUT_OFF_TEXT = 'cut off at max_tokens';
 
 /** Of `failures` (grouped by error), the jobs whose answer was cut off at max_tokens: sent as they were, most likely cut off again. */
 export function cutOffCount(failures: ReadonlyArray<{ readonly error: string; readonly count: number }>): number {
@@ -32,4 +33,38 @@ export function roomierRetryCommand(failures: ReadonlyArray<{ readonly error: st
     most = Math.max(most ?? 0, proposed ? Number(proposed[1]) : 4096);
   }
   return most === null ? null : `llmq retry-failed --error "cut off" --max-tokens ${most}`;
+}
+
+/** A retry-failed to propose: for which failed jobs (`all` of them, or `count`), and the command. */
+export interface RetryHint {
+  /** `room`: the cut-off ones, with --max-tokens; `retry`: the others, as they were. */
+  readonly kind: 'room' | 'retry';
+  readonly count: number;
+  readonly all: boolean;
+  readonly command: string;
+}
+
+/**
+ * What sends the failed jobs again, in order: the cut-off ones with room first (sent as they were,
+ * they are cut off again), then the others, as they were, leaving out those the provider refused as
+ * sent (they fail the same way): tries that ran out say "gave up after", and when other reasons are
+ * among the rest, or some are not listed (`failures` holds the top groups), --error TEXT is the tool.
+ * Empty when every failure was refused as sent. `status` and the run's summary say the same.
+ */
+export function retryHints(failures: ReadonlyArray<{ readonly error: string; readonly count: number }>, failed: number): RetryHint[] {
+  const refused = refusedCount(failures);
+  const cutOff = cutOffCount(failures);
+  const listed = failures.reduce((sum, f) => sum + f.count, 0);
+  const hints: RetryHint[] = [];
+  const roomier = roomierRetryCommand(failures);
+  if (roomier) hints.push({ kind: 'room', count: cutOff, all: cutOff === failed, command: roomier });
+  const others = failed - refused - cutOff;
+  if (others > 0) {
+    const ranOut =
+      listed === failed &&
+      failures.every((f) => refusedAsSent(f.error) || f.error.includes(CUT_OFF_TEXT) || f.error.includes('gave up after'));
+    const only = refused + cutOff === 0 ? '' : ranOut ? ' --error "gave up after"' : ' --error TEXT';
+    hints.push({ kind: 'retry', count: others, all: only === '', command: `llmq retry-failed${only}` });
+  }
+  return hints;
 }

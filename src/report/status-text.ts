@@ -14,7 +14,7 @@ import {
   type Paint,
 } from './format.js';
 import { diedRun, type RunCost, type RunReport, type StatusReport } from './status.js';
-import { CUT_OFF_TEXT, cutOffCount, refusedAsSent, refusedCount, roomierRetryCommand } from './refused.js';
+import { refusedAsSent, refusedCount, retryHints } from './refused.js';
 import { runMayBeBilled } from './status-cost.js';
 import { committedUsd } from '../store/spend-types.js';
 import { KEPT_REJECTIONS_PER_SOURCE } from '../store/types.js';
@@ -180,22 +180,15 @@ export function renderStatus(
       );
       lines.push(p.dim('  the same way; fix the documents or options, then enqueue again'));
     }
-    // Answers cut off at max_tokens are sent again with room (sent as they were, they are cut off again).
-    // Tries that ran out say "gave up after": a retry of those alone leaves the refused ones be. When
-    // other reasons are among the rest, or some reasons are not listed, --error TEXT is the tool.
-    const cutOff = cutOffCount(r.failures);
-    const roomier = roomierRetryCommand(r.failures);
-    const others = r.counts.failed - refused - cutOff;
-    const ranOut =
-      r.failures.every((f) => refusedAsSent(f.error) || f.error.includes(CUT_OFF_TEXT) || f.error.includes('gave up after')) &&
-      shown === r.counts.failed;
-    const only = refused + cutOff === 0 ? '' : ranOut ? ` --error "gave up after"` : ' --error TEXT';
-    const hints: Array<[what: string, command: string]> = [];
-    if (roomier) {
-      const them = cutOff === r.counts.failed ? 'them' : `the ${int(cutOff)} cut off`;
-      hints.push([`to send ${them} again with more room`, roomier]);
-    }
-    if (others > 0) hints.push([only ? 'to try the others again' : 'to try them again', `llmq retry-failed${only}`]);
+    // the cut-off ones with room, then the others as they were (`retryHints`)
+    const hints = retryHints(r.failures, r.counts.failed).map((h): [what: string, command: string] => [
+      h.kind === 'room'
+        ? `to send ${h.all ? 'them' : `the ${int(h.count)} cut off`} again with more room`
+        : h.all
+          ? 'to try them again'
+          : 'to try the others again',
+      h.command,
+    ]);
     const then = `llmq run${next.run}${again}`;
     const one = hints.length === 1 ? `  ${hints[0]![0]}: ${hints[0]![1]}${again}, then ${then}` : '';
     if (one && one.length <= 80) lines.push(p.dim(one));

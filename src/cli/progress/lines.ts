@@ -15,7 +15,7 @@ import {
   usd,
   type Paint,
 } from '../../report/format.js';
-import { cutOffCount, refusedCount, roomierRetryCommand } from '../../report/refused.js';
+import { refusedCount, retryHints } from '../../report/refused.js';
 import { collectCommand } from '../again.js';
 import type { ProgressState } from './state.js';
 
@@ -188,11 +188,8 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
     ]);
     if (r.failedInStore && allRefused(r)) lines.push(`${count(r.failedInStore, 'failed job')}: ${refusedAgain(r.failedInStore)}`);
     else if (r.failedInStore) {
-      const failed = `${count(r.failedInStore, 'failed job')} wait:`;
-      // cut off at max_tokens, all of them: sent as they were, they would be cut off again
-      const roomier = roomierRetryCommand(r.failuresInStore);
-      const retry = roomier && cutOffCount(r.failuresInStore) === r.failedInStore ? roomier : 'llmq retry-failed';
-      lines.push(...suggest((c) => `${failed} ${c}`, failed, [retry, run]));
+      const wait = `${count(r.failedInStore, 'failed job')} wait:`;
+      lines.push(...retryLines(r, suggest, run, wait, wait));
     }
     // one line when each suggestion fits on its own (a command split over lines, indented, does not)
     const split = lines.some((l) => l.startsWith(' '));
@@ -269,19 +266,35 @@ export function failedLines(r: Pick<RunSummary, 'failedInStore' | 'failuresInSto
     suggestLines(line, split, commands, again, paint);
   const why = `  ${count(r.failedInStore, 'failed job')} in the queue. See why:`;
   const lines = suggest((c) => `${why} ${c}`, why, ['llmq status']);
-  // answers cut off at max_tokens, sent as they were, are cut off again: room is what they need
-  const roomier = roomierRetryCommand(r.failuresInStore);
-  const cutOff = cutOffCount(r.failuresInStore);
   if (allRefused(r)) lines.push(`  ${refusedAgain(r.failedInStore)}`);
-  else if (roomier && cutOff === r.failedInStore) {
-    const room = '  Send them again with more room:';
-    lines.push(...suggest((c) => `${room} ${c}`, room, [roomier, `llmq run${runAgain}`]));
-  } else if (roomier) {
-    const room = `  The ${int(cutOff)} cut off, with more room:`;
-    lines.push(...suggest((c) => `${room} ${c}`, room, [roomier]));
-    lines.push(...suggest((c) => `  Then the others: ${c}`, '  Then the others:', ['llmq retry-failed', `llmq run${runAgain}`]));
-  } else lines.push(...suggest((c) => `  Try again: ${c}`, '  Try again:', ['llmq retry-failed', `llmq run${runAgain}`]));
+  else lines.push(...retryLines(r, suggest, `llmq run${runAgain}`, '  Try again:', '  Send them again with more room:'));
   return lines;
+}
+
+/**
+ * The retry-failed to try the failed jobs again with, and the run after it (`retryHints`): after
+ * `head` when one command does (`roomHead` when that one gives them all more room); else the cut-off
+ * ones with room first, then the others.
+ */
+function retryLines(
+  r: Pick<RunSummary, 'failedInStore' | 'failuresInStore'>,
+  suggest: (line: (commands: string) => string, split: string, commands: readonly string[]) => string[],
+  run: string,
+  head: string,
+  roomHead: string,
+): string[] {
+  const hints = retryHints(r.failuresInStore, r.failedInStore);
+  if (hints.length === 0) return [];
+  const [first, second] = hints;
+  if (!second) {
+    const what = first!.kind === 'room' && first!.all ? roomHead : head;
+    return suggest((c) => `${what} ${c}`, what, [first!.command, run]);
+  }
+  const room = `  The ${int(first!.count)} cut off, with more room:`;
+  return [
+    ...suggest((c) => `${room} ${c}`, room, [first!.command]),
+    ...suggest((c) => `  Then the others: ${c}`, '  Then the others:', [second.command, run]),
+  ];
 }
 
 /** Said in place of retry-failed when `allRefused`. */
