@@ -11,7 +11,7 @@ export function jsonComplaint(text: string, error: unknown): string {
   let at: number | null = null;
   let what = message;
   const positioned = /^(.*?) (?:in|after) JSON at position (\d+)/s.exec(message);
-  const quoted = /^(Unexpected token '(.+?)'), (\.\.\.)?"([\s\S]*?)"(?:\.\.\.)? is not valid JSON$/.exec(message);
+  const quoted = /^(Unexpected token '(.+?)'), (\.\.\.)?"([\s\S]*?)"(\.\.\.)? is not valid JSON$/.exec(message);
   if (positioned) {
     what = positioned[1]!;
     at = Number(positioned[2]);
@@ -23,10 +23,14 @@ export function jsonComplaint(text: string, error: unknown): string {
       // V8 quotes from QUOTED_BEFORE characters before the token: the first place the excerpt is with the token there
       for (let i = text.indexOf(excerpt); i !== -1 && at === null; i = text.indexOf(excerpt, i + 1))
         if (text.startsWith(token, i + QUOTED_BEFORE)) at = i + QUOTED_BEFORE;
+    } else if (quoted[5]) {
+      // quoted from the start and cut: V8 quotes QUOTED_BEFORE characters after the token
+      const i = excerpt.length - QUOTED_BEFORE;
+      if (i >= 0 && text.startsWith(token, i)) at = i;
     } else {
-      // quoted from the start: the token is within its first characters
-      const i = excerpt.indexOf(token);
-      if (i !== -1 && i <= QUOTED_BEFORE) at = i;
+      // the whole text quoted: the token's place is known when it is there once
+      const i = text.indexOf(token);
+      if (i !== -1 && text.indexOf(token, i + 1) === -1) at = i;
     }
   }
   what = what.replace(/\s+/g, ' ');

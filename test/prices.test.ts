@@ -139,6 +139,12 @@ describe('prices', () => {
     // the token's first place is not where the mistake is; nor is a mistake after the JSON "in" it
     expect(() => parsePriceFile('{"aaaaaaaaaaaa": [1], "b":]}', 'p.json')).toThrow('(line 1, column 27): Unexpected token');
     expect(() => parsePriceFile('{"m": [1, 2]}\n}', 'p.json')).toThrow('(line 2, column 1): Unexpected non-whitespace character');
+    // quoted from the start and cut: the token is the one ten characters before the cut, not its first place
+    expect(() => parsePriceFile('{"type": e, "properties": {}}', 'p.json')).toThrow('(line 1, column 10): Unexpected token');
+    // the whole text quoted, the token there twice: no place rather than a wrong one
+    expect(() => parsePriceFile('{"type": e}', 'p.json')).toThrow(
+      /^Expected p\.json to be JSON like \{"gpt-4o": \[2\.5, 10\]\}: Unexpected token 'e'\.$/,
+    );
     const trailingComma = '{\n  "gpt-4o": [2.5, 10],\n  "gpt-4o-mini": [0.15, 0.6,],\n}\n';
     expect(() => parsePriceFile(trailingComma, 'p.json')).toThrow(
       `Expected p.json to be JSON like {"gpt-4o": [2.5, 10]} (line 3, column 29): Unexpected token ']'.`,

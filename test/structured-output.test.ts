@@ -210,6 +210,8 @@ describe('answers held to the JSON their request asks for (response_format)', ()
     expect(() => readSchemaFile(comma)).toThrow(
       /^--schema: .*comma\.json is not JSON \(line 3, column \d+\): .+\. Give a JSON Schema file\.$/,
     );
+    // a byte-order mark before the JSON is no mistake of it
+    expect(readSchemaFile(schemaFile(`\uFEFF${JSON.stringify(TICKET)}`, 'bom.json')).json_schema.schema).toEqual(TICKET);
     const bad = schemaFile({ type: 'object', properties: { a: { type: 'strin' } } }, 'b.json');
     // where in the file, what is there, and what it must be: not the checker's own words
     expect(() => readSchemaFile(bad)).toThrow(

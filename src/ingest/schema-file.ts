@@ -19,7 +19,8 @@ export interface SchemaFormat {
 export function readSchemaFile(file: string): SchemaFormat {
   let text: string;
   try {
-    text = readFileSync(file, 'utf8');
+    // a byte-order mark (some Windows editors write one) is no part of the JSON
+    text = readFileSync(file, 'utf8').replace(/^\uFEFF/, '');
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
     throw new UsageError(`--schema: cannot read ${file} (${code}). Give the path of a JSON Schema file.`);

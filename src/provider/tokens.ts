@@ -17,7 +17,7 @@ const LONGEST_WORD = 1000;
 const LONG_WORD_PIECES = new RegExp(`(\\S{${LONGEST_WORD}})`);
 
 /**
- * The longest text counted whole: about a second of the event loop. A longer one (a document enqueued
+ * The longest text counted whole, in characters (UTF-16 code units): about a second of the event loop. A longer one (a document enqueued
  * with a larger --max-doc-bytes: 10 MB took 7 s, and over 100 s with the tokenizer's merge cache, the
  * run's heartbeats stopped meanwhile) is counted from SAMPLES slices spread over it, scaled to its
  * length: within a few percent for text of one kind, and no model's context holds such a prompt whole.
