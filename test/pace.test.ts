@@ -314,6 +314,21 @@ describe('limits learned from headers', () => {
     expect(limitsFromHeaders(rl)).toEqual({ rpm: 600, tpm: null });
   });
 
+  it('reads a budget a fraction of a request from full (599.95 said as 599, full in 5 ms) as its own period, not a faster one', () => {
+    // 600 a minute refilling all the time: its remaining count leaves out the part of a request that is back
+    for (const reset of ['1ms', '5ms', '8ms', '30ms', '99ms']) {
+      const rl = parseRateLimit(
+        headers({ 'x-ratelimit-limit-requests': '600', 'x-ratelimit-remaining-requests': '599', 'x-ratelimit-reset-requests': reset }),
+      );
+      expect(limitsFromHeaders(rl), reset).toEqual({ rpm: 600, tpm: null });
+    }
+    // a day's budget (Groq's requests per day): one used, back in 6 s
+    const day = parseRateLimit(
+      headers({ 'x-ratelimit-limit-requests': '14400', 'x-ratelimit-remaining-requests': '14399', 'x-ratelimit-reset-requests': '5.99s' }),
+    );
+    expect(limitsFromHeaders(day)).toEqual({ rpm: 10, tpm: null });
+  });
+
   it('does not take a reset rounded to whole seconds for a slow budget', () => {
     // 10,000 per minute with one used: a precise reset would be 6 ms; rounded up to `1s` it must
     // not read as 10,000 per 2.8 hours

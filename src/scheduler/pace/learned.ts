@@ -30,8 +30,12 @@ function perMinute(limit: number | null, remaining: number | null, resetMs: numb
     const low = (Math.max(0, resetMs - slack) * limit) / used;
     const high = ((resetMs + slack) * limit) / used;
     if (!(low <= 60_000 && 60_000 <= high)) {
-      // nearest known period on a log scale
-      period = PERIODS_MS.reduce((best, p) => (Math.abs(Math.log(p / measured)) < Math.abs(Math.log(best / measured)) ? p : best));
+      // The first known period not under the one measured: a budget refilling all the time has a
+      // fraction of a request back, which `remaining` leaves out (599.95 said as 599, full in 5 ms),
+      // so `used` may be more than was used, and the period measured less than it is, never more.
+      // Taken to the nearest, 600 a minute with 5 ms to full read as 36,000 a minute. Under 0.9 s it
+      // could be any of them (600 with 1 ms to full): a minute, as when nothing was used.
+      if (measured >= 900) period = PERIODS_MS.find((p) => p >= measured * 0.9) ?? PERIODS_MS.at(-1)!;
     }
   }
   return (limit * 60_000) / period;
