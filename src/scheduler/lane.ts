@@ -49,6 +49,13 @@ const UNSAID_429S_NOISE = 0.1;
  */
 const UNSAID_429S_MOST_NOISE = 0.3;
 /**
+ * Past this share of a lane's recent requests, 429s that say the limit, for requests sent while the
+ * lane paced at it, are something else spending the same key (another client, a run without
+ * --redis): the limit said is more than the lane gets, and the pace is cut as a limit nobody said
+ * cuts it. Below it they are the edge of the provider's windows, and only their requests wait.
+ */
+const SAID_429S_SHARED = 0.1;
+/**
  * A pace of `rpm` in the whole requests a window admits (reachablePerSecond): 110 a minute sends one
  * a second, and the factor climbs through 1.1 to 1.9 a second with no 429 to stop it, where status
  * said "114 rpm, learned from 429s" for a real 60.
@@ -106,6 +113,8 @@ export class Lane {
   #headersSeen = false;
   /** Of the lane's recent answers and 429s, the share that were 429s saying no limit. */
   readonly #unsaid429s = new RecentShare(UNSAID_429S_SPAN);
+  /** The share of the lane's recent requests refused by a 429 saying the limit (`SAID_429S_SHARED`). */
+  readonly #said429s = new RecentShare(UNSAID_429S_SPAN);
   /** A request bigger than the tokens-per-minute limit was said (`firstOversize`). */
   #oversizeSaid = false;
   /** Why this run sends no more to the model (its quota per day is spent), or null. */
@@ -318,6 +327,7 @@ export class Lane {
   answered(rateLimit: RateLimitInfo | null, latencyMs: number | null, completionTokens: number): void {
     const now = this.#now();
     this.#unsaid429s.add(false);
+    this.#said429s.add(false);
     this.#backoff.answered();
     this.#seconds.answered(now - (latencyMs ?? 0));
     this.#firstAnswerAt ??= now;
@@ -356,7 +366,14 @@ export class Lane {
       this.board.setGuard?.(GUARD_MS);
     }
     this.#seconds.refused(sentAt);
-    if (!saidLimit) {
+    if (saidLimit) {
+      this.#said429s.add(true);
+      // paced at the limit said, and refused more than its windows' edges explain: a key shared.
+      // Each 429 paused the lane and it went on at the same pace, its refusals (which count against
+      // the limit too) filling the provider's second: nearly nothing answered while another client ran.
+      const paced = this.#pacedSince !== null && sentAt >= this.#pacedSince;
+      if (paced && this.#said429s.value > SAID_429S_SHARED) this.#backoff.rateLimited(sentAt, now);
+    } else {
       this.#unsaid429s.add(true);
       const asksLittle = (error.retryAfterMs ?? 0) <= STRAY_MOST_WAIT_MS;
       // A 429 for a request sent in a second holding no more sends than a recent second the provider
