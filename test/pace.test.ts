@@ -179,6 +179,13 @@ describe('WindowPacer: no 1-second window above its share', () => {
     expect(laneText(paused.snapshot(), now)).toMatch(/\(600 rpm\)$/);
     board.pause(now + 12_000);
     expect(laneText(paused.snapshot(), now)).toMatch(/\(600 rpm\) · paused 12s$/);
+    // the user's --rpm under what the headers say: not said to come from them
+    const capped = new Lane('m', { rpm: 300, tpm: null }, new LocalLaneBoard(() => now), () => now);
+    capped.answered(parseRateLimit(headers({ 'x-ratelimit-limit-requests': '600', 'x-ratelimit-limit-tokens': '1000000' })), 100, 10);
+    expect(laneText(capped.snapshot(), now)).toMatch(/\(300 rpm, 1\.0M tpm; the headers say 600 rpm, 1\.0M tpm\)$/);
+    const atTheirs = new Lane('m', { rpm: null, tpm: null }, new LocalLaneBoard(() => now), () => now);
+    atTheirs.answered(parseRateLimit(headers({ 'x-ratelimit-limit-requests': '600' })), 100, 10);
+    expect(laneText(atTheirs.snapshot(), now)).toMatch(/\(600 rpm from headers\)$/);
   });
 
   it('the windows admit whole requests: a token share fits as many as it holds whole, a bigger request goes alone at the average rate', () => {

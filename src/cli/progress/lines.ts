@@ -365,7 +365,22 @@ export function laneText(l: LaneSnapshot, now: number): string | null {
   const limits = [l.rpm !== null ? `${compact(Math.round(l.rpm))} rpm` : '', l.tpm !== null ? `${compact(Math.round(l.tpm))} tpm` : '']
     .filter(Boolean)
     .join(', ');
-  const from = l.learned ? (l.learned.source === 'headers' ? ' from headers' : ' learned from 429s') : '';
+  // paced under what the headers say (the user's --rpm or --tpm, or slowed by 429s on a shared key):
+  // what they say is said apart, not lent to the lower figures
+  const said = l.learned?.source === 'headers' ? l.learned : null;
+  const under = (paced: number | null, given: number | null) => paced !== null && given !== null && paced < given * 0.99;
+  const saidText =
+    said &&
+    [said.rpm !== null ? `${compact(Math.round(said.rpm))} rpm` : '', said.tpm !== null ? `${compact(Math.round(said.tpm))} tpm` : '']
+      .filter(Boolean)
+      .join(', ');
+  const from = !l.learned
+    ? ''
+    : l.learned.source !== 'headers'
+      ? ' learned from 429s'
+      : under(l.rpm, said!.rpm) || under(l.tpm, said!.tpm)
+        ? `; the headers say ${saidText}`
+        : ' from headers';
   // the ceiling the limits make together: with requests weighing many tokens, the token limit binds first
   const of = l.ceiling
     ? ` of ${rate(l.ceiling.perSecond)}${l.ceiling.by === 'tokens' ? ' by tokens' : ''}`
