@@ -1,7 +1,5 @@
 import { CUT_OFF_TEXT } from '../provider/finish.js';
 
-export { CUT_OFF_TEXT };
-
 /**
  * A failure the provider gave for the request as it was (400, 404, 413, 422, too long, a 403 for one
  * model): the same request gets it again. Not 408/409 (retried as 5xx), 401 (a key revoked since) or

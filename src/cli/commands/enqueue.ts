@@ -571,6 +571,17 @@ function largerLimit(largest: number, unsized: number, refused: number, max: num
 const GONE_IDS_IN_TEXT = 5;
 
 /**
+ * The `llmq forget` of `count` items whose first ids are `ids` (enqueue --json's `field.ids`): the
+ * first GONE_IDS_IN_TEXT of them, and where the rest are listed.
+ */
+function forgetListed(ids: readonly string[], count: number, db: string, field: string): string {
+  const shown = ids.slice(0, GONE_IDS_IN_TEXT);
+  if (count <= shown.length) return forgetCommand(shown, db);
+  const listed = count <= ids.length ? 'them all' : `the first ${int(ids.length)}`;
+  return `${forgetCommand(shown, db)} ... (the first ${shown.length} of ${int(count)}; enqueue --json lists ${listed} in ${field}.ids)`;
+}
+
+/**
  * Items of files deleted from a folder since an earlier enqueue stay in the queue: enqueue never
  * removes an item, so `llmq run` would send a deleted file's document and export give its answer.
  */
@@ -583,11 +594,7 @@ export function goneFilesText(gone: GoneFiles, db: string): string {
     states.done && `${int(states.done)} answered (export still gives ${states.done === 1 ? 'its answer' : 'their answers'})`,
     states.failed && `${int(states.failed)} failed (llmq retry-failed would send ${states.failed === 1 ? 'it' : 'them'} again)`,
   ].filter(Boolean);
-  const shown = gone.ids.slice(0, GONE_IDS_IN_TEXT);
-  const forget =
-    n <= shown.length
-      ? forgetCommand(shown, db)
-      : `${forgetCommand(shown, db)} ... (the first ${shown.length} of ${int(n)}; enqueue --json lists ${n <= gone.ids.length ? 'them all' : `the first ${int(gone.ids.length)}`} in goneFiles.ids)`;
+  const forget = forgetListed(gone.ids, n, db, 'goneFiles');
   const folder = first.folder === '.' ? 'the current folder' : `${printable(first.folder)}/`;
   const others = gone.folders > 1 ? ` and ${count(gone.folders - 1, 'other folder')}` : '';
   const path = first.folder === '.' ? first.id : `${first.folder}/${first.id}`;
@@ -608,17 +615,13 @@ export function goneFilesText(gone: GoneFiles, db: string): string {
 export function movedLinesText(moved: MovedLines, db: string, idField: string): string {
   const n = moved.count;
   const one = n === 1;
-  const shown = moved.ids.slice(0, GONE_IDS_IN_TEXT);
-  const forget =
-    n <= shown.length
-      ? forgetCommand(shown, db)
-      : `${forgetCommand(shown, db)} ... (the first ${shown.length} of ${int(n)}; enqueue --json lists ${n <= moved.ids.length ? 'them all' : `the first ${int(moved.ids.length)}`} in movedLines.ids)`;
+  const forget = forgetListed(moved.ids, n, db, 'movedLines');
   const first = moved.ids[0]!;
   const file = printable(first.slice(0, first.lastIndexOf(':')));
   const others = moved.files > 1 ? ` and ${count(moved.files - 1, 'other file')}` : '';
   const field = JSON.stringify(printable(idField));
   const named =
-    shown
+    moved.ids
       .slice(0, 2)
       .map((id) => printable(id))
       .join(', ') + (n > 2 ? ', ...' : '');

@@ -2,7 +2,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { LlmqError } from '../../errors.js';
 import { dbOption } from '../options.js';
 import { oneLine, printable } from '../../report/format.js';
-import { CUT_OFF_TEXT } from '../../report/refused.js';
+import { cutOffCount, roomierRetryCommand } from '../../report/refused.js';
 import type { RunStats } from '../../store/types.js';
 
 interface RetryFailedFlags {
@@ -109,14 +109,13 @@ async function retryAsTheyWere(
   flags: RetryFailedFlags,
   now: number,
 ): Promise<{ n: number; raised: string }> {
-  const cutOff = (await snapshot()).failures
-    .filter((f) => f.error.includes(CUT_OFF_TEXT) && (!flags.error || f.error.toLowerCase().includes(flags.error.toLowerCase())))
-    .reduce((sum, f) => sum + f.count, 0);
+  const taken = (await snapshot()).failures.filter((f) => !flags.error || f.error.toLowerCase().includes(flags.error.toLowerCase()));
+  const cutOff = cutOffCount(taken);
   const n = await store.retryFailed({ errorContains: flags.error }, now);
   if (cutOff > 0)
     process.stderr.write(
       `${cutOff} of them ${cutOff === 1 ? 'was' : 'were'} cut off at max_tokens: sent as ${cutOff === 1 ? 'it is' : 'they are'}, most likely cut off again. ` +
-        `If they fail so again, llmq retry-failed --error "cut off" --max-tokens N sends them with more room.\n`,
+        `If they fail so again, ${roomierRetryCommand(taken)} sends them with more room.\n`,
     );
   return { n, raised: '' };
 }

@@ -362,24 +362,17 @@ export function laneText(l: LaneSnapshot, now: number): string | null {
   const down = boardDownText(l.boardDownSince ?? null, now);
   if (down) return oneLine(`${l.model} ${down}`, 78);
   if (l.rpm === null && l.tpm === null && l.pausedUntil === null) return null;
-  const limits = [l.rpm !== null ? `${compact(Math.round(l.rpm))} rpm` : '', l.tpm !== null ? `${compact(Math.round(l.tpm))} tpm` : '']
-    .filter(Boolean)
-    .join(', ');
+  const limits = limitsText(l);
   // paced under what the headers say (the user's --rpm or --tpm, or slowed by 429s on a shared key):
   // what they say is said apart, not lent to the lower figures
   const said = l.learned?.source === 'headers' ? l.learned : null;
   const under = (paced: number | null, given: number | null) => paced !== null && given !== null && paced < given * 0.99;
-  const saidText =
-    said &&
-    [said.rpm !== null ? `${compact(Math.round(said.rpm))} rpm` : '', said.tpm !== null ? `${compact(Math.round(said.tpm))} tpm` : '']
-      .filter(Boolean)
-      .join(', ');
   const from = !l.learned
     ? ''
     : l.learned.source !== 'headers'
       ? ' learned from 429s'
       : under(l.rpm, said!.rpm) || under(l.tpm, said!.tpm)
-        ? `; the headers say ${saidText}`
+        ? `; the headers say ${limitsText(said!)}`
         : ' from headers';
   // the ceiling the limits make together: with requests weighing many tokens, the token limit binds first
   const of = l.ceiling
@@ -392,6 +385,13 @@ export function laneText(l: LaneSnapshot, now: number): string | null {
   const left = l.pausedUntil === null ? 0 : l.pausedUntil - now;
   const paused = left >= 1000 ? ` · paused ${duration(left / 1000)}` : '';
   return oneLine(`${l.model} ${rate(l.requestsPerSecond)} req/s${of}${limits ? ` (${limits}${from})` : ''}${paused}`, 78);
+}
+
+/** "600 rpm, 1.0M tpm": the limits of a lane that are known. */
+function limitsText(l: { readonly rpm: number | null; readonly tpm: number | null }): string {
+  return [l.rpm !== null ? `${compact(Math.round(l.rpm))} rpm` : '', l.tpm !== null ? `${compact(Math.round(l.tpm))} tpm` : '']
+    .filter(Boolean)
+    .join(', ');
 }
 
 /** The stray 429s among a run's (`RunSummary.strayRateLimited`). */
