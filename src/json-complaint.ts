@@ -36,5 +36,7 @@ export function jsonComplaint(text: string, error: unknown): string {
   what = what.replace(/\s+/g, ' ');
   if (at === null) return `: ${what}`;
   const before = text.slice(0, at);
-  return ` (line ${before.split('\n').length}, column ${before.length - before.lastIndexOf('\n')}): ${what}`;
+  // JSON allows no comma before a closing bracket: said, as V8 names only what it expected after it
+  const trailing = /,\s*$/.test(before) && /^[}\]]/.test(text.slice(at)) ? ' (a comma before it ends nothing: take it out)' : '';
+  return ` (line ${before.split('\n').length}, column ${before.length - before.lastIndexOf('\n')}): ${what}${trailing}`;
 }

@@ -147,7 +147,10 @@ describe('prices', () => {
     );
     const trailingComma = '{\n  "gpt-4o": [2.5, 10],\n  "gpt-4o-mini": [0.15, 0.6,],\n}\n';
     expect(() => parsePriceFile(trailingComma, 'p.json')).toThrow(
-      `Expected p.json to be JSON like {"gpt-4o": [2.5, 10]} (line 3, column 29): Unexpected token ']'.`,
+      `Expected p.json to be JSON like {"gpt-4o": [2.5, 10]} (line 3, column 29): Unexpected token ']' (a comma before it ends nothing: take it out).`,
+    );
+    expect(() => parsePriceFile('{\n  "m": [1, 2],\n}', 'p.json')).toThrow(
+      '(line 3, column 1): Expected double-quoted property name (a comma before it ends nothing: take it out).',
     );
     expect(() => loadPriceTable({ file: '/no/such/prices.json' })).toThrow(
       /Cannot read the price file \/no\/such\/prices\.json given by --prices: ENOENT/,
