@@ -38,7 +38,7 @@ async function pricesBy(db: string, cacheHome: string): Promise<Record<string, M
 }
 
 const cacheFile = (cacheHome: string, version = installedGenaiPricesVersion()) =>
-  join(cacheHome, 'llmq', `genai-prices-${version}.v1.json`);
+  join(cacheHome, 'llmq', `genai-prices-${version}.v2.json`);
 
 describe('the genai-prices cache', () => {
   it('prices a model the same from the cache as from the library, and remembers a model nobody prices', async () => {
@@ -54,6 +54,8 @@ describe('the genai-prices cache', () => {
     const cached = JSON.parse(readFileSync(cacheFile(cacheHome), 'utf8')) as Record<string, unknown>;
     expect(Object.keys(cached).sort()).toEqual(['claude-3-5-haiku-latest', 'gpt-4o-mini', 'llama-local-7b']);
     expect(cached['llama-local-7b']).toBeNull();
+    // with its context window: estimate's jobs too long for the model, without loading genai-prices
+    expect(cached['gpt-4o-mini']).toMatchObject({ contextWindow: 128_000 });
 
     expect(await pricesBy(db, cacheHome)).toEqual(first);
   });
@@ -76,7 +78,9 @@ describe('the genai-prices cache', () => {
     const db = await queueOf(dir, ['gpt-4o-mini']);
     const cacheHome = join(dir, 'cache');
     mkdirSync(join(cacheHome, 'llmq'), { recursive: true });
-    const planted = JSON.stringify({ 'gpt-4o-mini': { providerId: 'openai', input: 7, cachedInput: 7, output: 9, perRequest: 0 } });
+    const planted = JSON.stringify({
+      'gpt-4o-mini': { providerId: 'openai', input: 7, cachedInput: 7, output: 9, perRequest: 0, contextWindow: 128_000 },
+    });
 
     writeFileSync(cacheFile(cacheHome, '0.0.1'), planted);
     expect((await pricesBy(db, cacheHome))['gpt-4o-mini']!.price).toEqual([0.15, 0.6]);

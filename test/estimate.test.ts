@@ -6,6 +6,7 @@ import { SqliteStore } from '../src/store/sqlite/store.js';
 import { all } from './helpers/store-reads.js';
 import { estimateRun, type Estimate } from '../src/report/estimate.js';
 import { renderEstimate } from '../src/report/estimate-text.js';
+import { paceSeconds } from '../src/report/estimate-time.js';
 import { loadPriceTable } from '../src/pricing/price-table.js';
 import { estimatePromptTokens } from '../src/provider/tokens.js';
 import { MOCK_NOW, runCli } from './helpers/cli.js';
@@ -85,7 +86,13 @@ describe('estimate', () => {
     expect(m.batchCost).toBeNull(); // --price of a model whose provider nobody knows: no batch price
     expect(m.price).toEqual({ input: 1000, output: 2000, source: '--price' });
     // 60 rpm learned from headers: 19 s; the work (19 x 1 s over 4 slots) is less
-    expect(m.limits).toEqual({ rpm: 60, tpm: null, learned: { source: 'headers', at: T }, learnedElsewhere: [] });
+    expect(m.limits).toEqual({
+      rpm: 60,
+      tpm: null,
+      learned: { source: 'headers', at: T },
+      learnedLimits: { rpm: true, tpm: false },
+      learnedElsewhere: [],
+    });
     expect(e.seconds).toBeCloseTo(19, 9);
     expect(e.cost).toEqual(m.cost);
 
@@ -118,6 +125,57 @@ describe('estimate', () => {
     expect(e.unpriced).toEqual(['my-finetune']);
     expect(e.cost).toBeNull();
     expect(e.models.find((m) => m.model === 'my-finetune')!.cost).toBeNull();
+    await store.close();
+  });
+
+  it("leaves out of its figures the jobs longer than their model's context, which the provider refuses unbilled, and names them", async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    // gpt-4o-mini takes 128,000 tokens (genai-prices): doc-1's prompt fits alone but not with its
+    // max_tokens, doc-3's is three times over; doc-0 and doc-2 are short
+    const long = (n: number) => (n === 1 ? 'word '.repeat(127_400) : n === 3 ? 'word '.repeat(384_000) : `short document ${n}`);
+    const keys = await seedJobs(store, 4, { maxTokens: 1000, text: long });
+    const prompt = (n: number) => estimatePromptTokens(JSON.parse(requestFor(n, { maxTokens: 1000, text: long(n) })));
+    expect(prompt(1)).toBeLessThan(128_000);
+    expect(prompt(1) + 1000).toBeGreaterThan(128_000);
+    await store.enqueue(
+      [
+        {
+          itemId: 'also doc 3.txt',
+          source: 'seed',
+          meta: null,
+          key: keys[3]!,
+          request: requestFor(3, { maxTokens: 1000, text: long(3) }),
+          model: 'gpt-4o-mini',
+          priority: 0,
+        },
+      ],
+      T,
+    );
+    const e = await estimateRun(store, { prices: loadPriceTable(), now: T, baseUrl: BASE, tpm: 600_000 });
+    const mini = e.models[0]!;
+    expect(mini).toMatchObject({ model: 'gpt-4o-mini', jobs: 4, contextWindow: 128_000, tooLong: 2 });
+    expect(e).toMatchObject({ jobs: 4, tooLong: 2, tooLongItems: ['doc-1', 'doc-3'] });
+    // the tokens, cost and pace are those of the two that fit
+    expect(mini.promptTokens).toBe(prompt(0) + prompt(2));
+    expect(mini.completion.ceiling).toBe(2000);
+    expect(mini.cost!.worst).toBeCloseTo((prompt(0) + prompt(2)) * 0.15e-6 + 2000 * 0.6e-6, 12);
+    expect(mini.paceSeconds).toBe(paceSeconds(2, prompt(0) + prompt(2) + 2000, mini.limits));
+    const text = renderEstimate(e, { db: 'q.db' }).replace(/\n {2}(?! )/g, ' ');
+    expect(text).toContain(
+      '2 jobs ask more tokens than the model takes in one request (gpt-4o-mini: 128,000, the prompt and max_tokens together): ' +
+        'the provider refuses them unbilled, and the figures below leave them out.',
+    );
+    expect(text).toContain('doc-1 and doc-3.');
+    // a price given on the command line changes what it costs, not what the model takes
+    const priced = await estimateRun(store, { prices: loadPriceTable({ price: [1, 2] }), now: T, baseUrl: BASE });
+    expect(priced.tooLong).toBe(2);
+    // nothing refuses a long prompt on the offline mock: all four are priced (at nothing)
+    const mock = await estimateRun(store, { prices: loadPriceTable({ free: true }), now: T, baseUrl: BASE });
+    expect(mock.models[0]).toMatchObject({
+      contextWindow: null,
+      tooLong: 0,
+      promptTokens: [0, 1, 2, 3].reduce((a, n) => a + prompt(n), 0),
+    });
     await store.close();
   });
 
@@ -283,6 +341,13 @@ describe('estimate', () => {
     // what the provider counted beyond the tokenizer, said in words
     expect(text.stdout).toMatch(/^ {4}prompt {3}[\d,.k]+ tokens \(counted; answers showed 7\.0 more a request\)$/m);
     expect(text.stdout).toMatch(/^ {4}time {5}19s at 60 rpm, learned from headers\n {13}answers took 1,000 ms$/m);
+    // the user's own --rpm, lower than what was learned, is not said as learned; beside a learned rpm, a --tpm is the user's
+    const timeOf = async (...flags: string[]) =>
+      (await runCli(['estimate', '--db', db, '--base-url', base, '--price', '1000,2000', ...flags])).stdout.match(
+        /^ {4}time {5}(.*)$/m,
+      )?.[1];
+    expect(await timeOf('--rpm', '30')).toBe('38s at 30 rpm');
+    expect(await timeOf('--rpm', '120', '--tpm', '900000')).toBe('19s at 60 rpm learned from headers, 900,000 tpm');
     expect(text.stdout).toMatch(/^ {4}price {4}\$1000\/\$2000 per million tokens, --price$/m);
     // --price is the online price: of a model whose provider nobody knows, the batch figure is not guessed
     expect(text.stdout).toMatch(/^ {4}cost {5}\$.* · no batch price · worst/m);
@@ -404,6 +469,8 @@ describe('estimate', () => {
       mockAnswered: 0,
       held: 0,
       uncapped: 0,
+      tooLong: 0,
+      tooLongItems: [],
       models: [],
       cost: { low: 0.00108, high: 0.002, worst: 0.003 },
       batchCost: { low: 0.00054, high: 0.001, worst: 0.0015 },

@@ -203,8 +203,8 @@ describe('WindowPacer: no 1-second window above its share', () => {
     expect(reachablePerSecond({ rpm: null, tpm: 60_000 }, null)).toBeNull();
     expect(reachablePerSecond({ rpm: null, tpm: null }, 10)).toBeNull();
     // the estimate's time is the same pace: 30 requests of 560 tokens at 600 rpm, 60,000 tpm take 30 s, not 16.8
-    expect(paceSeconds(30, 30 * 560, { rpm: 600, tpm: 60_000, learned: null, learnedElsewhere: [] })).toBe(30);
-    expect(paceSeconds(30, 30 * 50, { rpm: 600, tpm: 60_000, learned: null, learnedElsewhere: [] })).toBe(3);
+    expect(paceSeconds(30, 30 * 560, { rpm: 600, tpm: 60_000 })).toBe(30);
+    expect(paceSeconds(30, 30 * 50, { rpm: 600, tpm: 60_000 })).toBe(3);
   });
 
   it('a lane is warm once its first requests have ended, and cools again after a 429 at a limit it knew', async () => {

@@ -18,13 +18,15 @@ export interface FlatCatalogPrice {
   readonly output: number;
   /** USD per request. */
   readonly perRequest: number;
+  /** Tokens the model takes in one request, prompt and answer together; null when genai-prices does not say. */
+  readonly contextWindow: number | null;
 }
 
 /** A model's cached lookup: its flat price, or null when genai-prices does not know the model. */
 export type CachedLookup = FlatCatalogPrice | null;
 
 /** Bumped when FlatCatalogPrice changes shape or catalogPricing looks names up differently, so no llmq reads an answer another one worked out. */
-const FORMAT = 1;
+const FORMAT = 2;
 /** A cache is a few models; a file past this many was filled by something odd, and starts over. */
 const MAX_ENTRIES = 2000;
 
@@ -107,5 +109,6 @@ function isFlatPrice(v: unknown): v is FlatCatalogPrice {
   if (!v || typeof v !== 'object') return false;
   const p = v as Record<string, unknown>;
   const money = (x: unknown) => typeof x === 'number' && Number.isFinite(x) && x >= 0;
-  return typeof p.providerId === 'string' && money(p.input) && money(p.cachedInput) && money(p.output) && money(p.perRequest);
+  const window = p.contextWindow === null || (Number.isSafeInteger(p.contextWindow) && (p.contextWindow as number) > 0);
+  return typeof p.providerId === 'string' && money(p.input) && money(p.cachedInput) && money(p.output) && money(p.perRequest) && window;
 }

@@ -61,14 +61,38 @@ function catalogCache(): CatalogCache {
 }
 
 /**
- * The price genai-prices has for a model at `at`, or null. Tried as named, then, for
- * `provider/model` names (LiteLLM, OpenRouter), as that provider's model, then as the bare model.
+ * The price genai-prices has for a model at `at`, or null (`catalogMatch` says how it is looked up).
  * A flat, unconditional price (or the model being unknown) is remembered in the CatalogCache, so
  * the next command does not load genai-prices for it.
  */
 export function catalogPricing(model: string, at: Date): ModelPricing | null {
   const cached = catalogCache().get(model);
   if (cached !== undefined) return cached && flatCatalogPricing(cached);
+  const match = catalogMatch(model, at);
+  if (!match) {
+    catalogCache().set(model, null);
+    return null;
+  }
+  const flat = flatPriceOf(match.found);
+  if (!flat) return tieredPricing(match.found, match.name, at);
+  catalogCache().set(model, flat);
+  return flatCatalogPricing(flat);
+}
+
+/**
+ * How many tokens the model takes in one request, its prompt and its answer together (its context
+ * window), as genai-prices knows it; null when it does not. A request asking more is refused, unbilled.
+ */
+export function catalogContextWindow(model: string, at: Date): number | null {
+  // a flat price is cached with its window (and an unknown model as such): the next command need not load genai-prices
+  if (catalogCache().get(model) === undefined) catalogPricing(model, at);
+  const cached = catalogCache().get(model);
+  if (cached !== undefined) return cached?.contextWindow ?? null;
+  return contextWindowOf(catalogMatch(model, at)?.found ?? null); // a tiered price is never cached
+}
+
+/** Tried as named, then, for `provider/model` names (LiteLLM, OpenRouter), as that provider's model, then as the bare model. */
+function catalogMatch(model: string, at: Date): { found: Calculation; name: string } | null {
   const { calcPrice } = genaiPrices();
   const zero = { input_tokens: 0, output_tokens: 0 };
   const slash = model.indexOf('/');
@@ -77,14 +101,14 @@ export function catalogPricing(model: string, at: Date): ModelPricing | null {
     tries.push({ name: model.slice(slash + 1), providerId: model.slice(0, slash) }, { name: model.slice(model.lastIndexOf('/') + 1) });
   for (const t of tries) {
     const found = calcPrice(zero, t.name, { providerId: t.providerId, timestamp: at });
-    if (!found) continue;
-    const flat = flatPriceOf(found);
-    if (!flat) return tieredPricing(found, t.name, at);
-    catalogCache().set(model, flat);
-    return flatCatalogPricing(flat);
+    if (found) return { found, name: t.name };
   }
-  catalogCache().set(model, null);
   return null;
+}
+
+function contextWindowOf(found: Calculation | null): number | null {
+  const window = (found?.model as { context_window?: unknown } | undefined)?.context_window;
+  return typeof window === 'number' && window > 0 ? window : null;
 }
 
 /** The price as a straight line, when it is one at every moment: not tiered by prompt size, not changing on a date or by time of day. */
@@ -100,6 +124,7 @@ function flatPriceOf(found: Calculation): FlatCatalogPrice | null {
     cachedInput: rate('cache_read_mtok') ?? input,
     output: rate('output_mtok') ?? 0,
     perRequest: (rate('requests_kcount') ?? 0) / 1000,
+    contextWindow: contextWindowOf(found),
   };
 }
 

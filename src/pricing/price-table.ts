@@ -1,4 +1,4 @@
-import { BATCH_SHARE, catalogPricing } from './catalog.js';
+import { BATCH_SHARE, catalogContextWindow, catalogPricing } from './catalog.js';
 import { FREE, flatPricing, type ModelPricing } from './model-pricing.js';
 import { parsePriceFile, readPriceFile, type Price } from './overrides.js';
 
@@ -76,6 +76,15 @@ export class PriceTable {
       this.#seen.set(model, found);
     }
     return found;
+  }
+
+  /**
+   * How many tokens the model takes in one request, prompt and answer together, as genai-prices
+   * knows it; null when it does not, or when nothing would refuse a longer one (the offline mock).
+   */
+  contextWindow(model: string): number | null {
+    if (this.#free || MOCK.test(model) || !this.#catalog) return null;
+    return catalogContextWindow(model, this.#at);
   }
 
   /**

@@ -1,4 +1,4 @@
-import { compact, count, duration, int, NO_PAINT, oneLine, usd, wrap, type Paint } from './format.js';
+import { compact, count, duration, int, listed, NO_PAINT, oneLine, printable, usd, wrap, type Paint } from './format.js';
 import { budgetVerdict, type Budget, type CostRange, type Estimate, type ModelEstimate } from './estimate.js';
 import { NO_MAX_TOKENS_FIX } from '../pricing/cost.js';
 
@@ -49,6 +49,7 @@ export function renderEstimate(
         : `${int(e.mockAnswered)} of them ${e.mockAnswered === 1 ? 'was' : 'were'}`;
     lines.push(p.dim(`  ${them} answered by the offline mock: done in llmq status, sent again by a run with a real provider`));
   }
+  if (e.tooLong) lines.push(...wrap(tooLongText(e), 76).map((line) => `  ${p.yellow(line)}`));
   if (e.jobs === 0) return lines.join('\n') + '\n';
   // values wrap under themselves rather than lose their end: within 80 columns, whatever the terminal
   const row = (label: string, value: string, paint: (s: string) => string = (s) => s) =>
@@ -97,6 +98,27 @@ export function renderEstimate(
     lines.push(...wrap(text.line, 71).map((line, i) => `  ${i === 0 ? p.bold('budget') : '      '} ${text.ok ? line : p.yellow(line)}`));
   }
   return lines.join('\n') + '\n';
+}
+
+/**
+ * Jobs longer than their model takes: a document of millions of tokens priced as if sent made the
+ * estimate's cost absurd without a word, and the run then met a refusal for each.
+ */
+function tooLongText(e: Estimate): string {
+  const windows = e.models.filter((m) => m.tooLong > 0).map((m) => `${m.model}: ${int(m.contextWindow!)}`);
+  const one = e.tooLong === 1;
+  const them = one ? 'it' : 'them';
+  const named = e.tooLongItems.map((id) => {
+    const shown = printable(id);
+    return /\s/.test(shown) ? JSON.stringify(shown) : shown;
+  });
+  const which = named.length ? `${e.tooLong > named.length ? ' The first: ' : ' '}${listed(named)}.` : '';
+  return (
+    `${count(e.tooLong, 'job')} ${one ? 'asks' : 'ask'} more tokens than ${e.models.length > 1 ? 'their model' : 'the model'} takes ` +
+    `in one request (${windows.join(', ')}, the prompt and max_tokens together): the provider refuses ${them} unbilled, and ` +
+    `the figures below leave ${them} out. Split or shorten ${one ? 'the document' : 'those documents'}, lower max_tokens, or ` +
+    `enqueue ${them} for a model of a larger context.${which}`
+  );
 }
 
 function budgetText(e: Estimate, b: Budget): { line: string; ok: boolean } {
@@ -180,11 +202,17 @@ function worstText(c: CostRange, uncapped: number): string {
 
 function paceText(m: ModelEstimate): string {
   const l = m.limits;
-  const limits = [l.rpm !== null ? `${int(Math.round(l.rpm))} rpm` : '', l.tpm !== null ? `${int(Math.round(l.tpm))} tpm` : '']
-    .filter(Boolean)
-    .join(', ');
-  const from = l.learned ? (l.learned.source === 'headers' ? ', learned from headers' : ', learned from 429s') : '';
-  if (m.paceSeconds !== null) return `${duration(m.paceSeconds)} at ${limits}${from}`;
+  const from = l.learned ? (l.learned.source === 'headers' ? 'learned from headers' : 'learned from 429s') : '';
+  const shown = [
+    l.rpm !== null ? { text: `${int(Math.round(l.rpm))} rpm`, learned: l.learnedLimits.rpm } : null,
+    l.tpm !== null ? { text: `${int(Math.round(l.tpm))} tpm`, learned: l.learnedLimits.tpm } : null,
+  ].filter((x) => x !== null);
+  // one learned and one the user's flag: the source goes with its own figure ("300 rpm, 1,000,000 tpm learned from headers")
+  const mixed = shown.some((x) => x.learned) && shown.some((x) => !x.learned);
+  const limits = mixed
+    ? shown.map((x) => (x.learned ? `${x.text} ${from}` : x.text)).join(', ')
+    : `${shown.map((x) => x.text).join(', ')}${from ? `, ${from}` : ''}`;
+  if (m.paceSeconds !== null) return `${duration(m.paceSeconds)} at ${limits}`;
   // limits are kept per endpoint: say where they are rather than let "none" stand
   const elsewhere = l.learnedElsewhere[0];
   return elsewhere === undefined ? 'no limit known' : `no limit known here; learned at ${elsewhere}: add --base-url ${elsewhere}`;

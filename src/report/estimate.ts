@@ -54,6 +54,10 @@ export interface CostRange {
 export interface ModelEstimate {
   readonly model: string;
   readonly jobs: number;
+  /** Tokens the model takes in one request (prompt and max_tokens together), as genai-prices knows it; null when unknown. */
+  readonly contextWindow: number | null;
+  /** Of `jobs`, those asking more than `contextWindow`: the provider refuses them unbilled, so the tokens and costs leave them out. */
+  readonly tooLong: number;
   /** Of them, jobs whose request sets no max_tokens: nothing bounds their cost (no worst case; --budget refuses them). */
   readonly uncapped: number;
   /** Counted with the tokenizer, plus what answered jobs showed the provider counts on top (`promptCorrection` per request). */
@@ -96,6 +100,10 @@ export interface Estimate {
   readonly held: number;
   /** Jobs whose request sets no max_tokens: the worst case leaves them out, and a run under --budget refuses them. */
   readonly uncapped: number;
+  /** Jobs longer than their model's context window (`ModelEstimate.tooLong`, all models). */
+  readonly tooLong: number;
+  /** The first few of them, by their first item's id (the job's key when no item points at it): what `llmq show` takes. */
+  readonly tooLongItems: readonly string[];
   readonly models: readonly ModelEstimate[];
   /** All models together; null when one has no price. */
   readonly cost: CostRange | null;
@@ -135,6 +143,9 @@ export function budgetVerdict(
   return { flag: b.flag, usd: b.usd, left, verdict };
 }
 
+/** Jobs longer than their model's context named by the estimate. */
+const TOO_LONG_NAMED = 5;
+
 /** Answers read per model for the 90th percentile and latency, and for the prompt correction. */
 const SAMPLE = 1000;
 const CALIBRATION = 100;
@@ -169,20 +180,22 @@ export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLim
   const measurer = threads > 0 ? measureOnThreads(threads) : measureHere;
   // Batches out to be counted, oldest first: their figures are added in the order the jobs came,
   // so the sums (floating point) are those of one thread counting them one by one.
-  const counting: Array<{ models: string[]; figures: Promise<Float64Array> }> = [];
-  let batch: { models: string[]; requests: string[] } = { models: [], requests: [] };
+  const counting: Array<{ models: string[]; keys: string[]; figures: Promise<Float64Array> }> = [];
+  let batch: { models: string[]; keys: string[]; requests: string[] } = { models: [], keys: [], requests: [] };
   const send = () => {
     const figures = measurer.measure(batch.requests);
     figures.catch(() => {}); // its failure is met where it is awaited, in order
-    counting.push({ models: batch.models, figures });
-    batch = { models: [], requests: [] };
+    counting.push({ models: batch.models, keys: batch.keys, figures });
+    batch = { models: [], keys: [], requests: [] };
   };
+  const tooLongKeys: string[] = [];
   const addOldest = async () => {
-    const { models, figures } = counting.shift()!;
+    const { models, keys, figures } = counting.shift()!;
     const f = await figures;
     for (let i = 0; i < models.length; i++) {
       const model = models[i]!;
-      tallies.get(model)!.add(f[2 * i]!, f[2 * i + 1]!, await histories.get(model)!);
+      const fits = tallies.get(model)!.add(f[2 * i]!, f[2 * i + 1]!, await histories.get(model)!);
+      if (!fits && tooLongKeys.length < TOO_LONG_NAMED) tooLongKeys.push(keys[i]!);
     }
   };
   try {
@@ -207,6 +220,7 @@ export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLim
         tallies.set(job.model, new Tally(job.model, o.prices));
       }
       batch.models.push(job.model);
+      batch.keys.push(job.key);
       batch.requests.push(job.request);
       if (batch.requests.length === MEASURE_BATCH) {
         send();
@@ -239,6 +253,8 @@ export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLim
     // the queue's unfinished jobs that the walk above did not meet: those with a lease that holds
     held: jobs >= limit ? 0 : Math.max(0, status.counts.pending + status.counts.running - (jobs - mockAnswered + exhausted)),
     uncapped: models.reduce((n, m) => n + m.uncapped, 0),
+    tooLong: models.reduce((n, m) => n + m.tooLong, 0),
+    tooLongItems: await Promise.all(tooLongKeys.map(async (key) => (await store.itemsByKeyPrefix(key, 1))[0]?.itemId ?? key)),
     models,
     cost: sum((m) => m.cost),
     batchCost: sum((m) => m.batchCost),
@@ -287,34 +303,45 @@ class Tally {
   high = 0;
   ceiling = 0;
   uncapped = 0;
+  tooLong = 0;
   readonly cost: { low: number; high: number; worst: number } | null;
   readonly batch: { low: number; high: number; worst: number } | null;
   readonly #pricing;
+  readonly #contextWindow: number | null;
 
   constructor(
     readonly model: string,
     prices: PriceTable,
   ) {
     this.#pricing = prices.lookup(model);
+    this.#contextWindow = prices.contextWindow(model);
     this.cost = this.#pricing ? { low: 0, high: 0, worst: 0 } : null;
     this.batch =
       this.#pricing && this.#pricing.batchCost({ promptTokens: 0, completionTokens: 0 }) !== null ? { low: 0, high: 0, worst: 0 } : null;
   }
 
-  /** A job whose prompt counts `counted` tokens and that asks up to `max` (0: no max_tokens) (`measureRequests`). */
-  add(counted: number, max: number, h: History): void {
+  /**
+   * A job whose prompt counts `counted` tokens and that asks up to `max` (0: no max_tokens)
+   * (`measureRequests`). False when it asks more than the model's context window: the provider
+   * refuses such a request unbilled, and its tokens (a whole book's, at times) would swamp the figures.
+   */
+  add(counted: number, max: number, h: History): boolean {
     const prompt = Math.max(0, Math.round(counted + h.correction));
     const low = h.mean === null ? 0 : Math.min(h.mean, max || h.mean);
     const high = h.p90 === null ? max : Math.min(h.p90, max || h.p90);
     this.jobs++;
     if (max === 0) this.uncapped++;
+    if (this.#contextWindow !== null && prompt + max > this.#contextWindow) {
+      this.tooLong++;
+      return false;
+    }
     this.prompt += prompt;
     this.weight += prompt + max;
     this.low += low;
     this.high += high;
     this.ceiling += max;
     const p = this.#pricing;
-    if (!p) return;
+    if (!p) return true;
     const usage = (completionTokens: number) => ({ promptTokens: prompt, completionTokens });
     this.cost!.low += p.cost(usage(low));
     this.cost!.high += p.cost(usage(high));
@@ -324,6 +351,7 @@ class Tally {
       this.batch.high += p.batchCost(usage(high))!;
       this.batch.worst += p.batchCost(usage(max))!;
     }
+    return true;
   }
 
   result(h: History, limits: LaneLimits, latencyMs = h.latencyMs): ModelEstimate {
@@ -331,6 +359,8 @@ class Tally {
     return {
       model: this.model,
       jobs: this.jobs,
+      contextWindow: this.#contextWindow,
+      tooLong: this.tooLong,
       uncapped: this.uncapped,
       promptTokens: this.prompt,
       promptCorrection: h.correction,
@@ -348,7 +378,8 @@ class Tally {
       batchCost: this.batch,
       limits,
       latencyMs,
-      paceSeconds: paceSeconds(this.jobs, this.weight, limits),
+      // the refused ones are answered at once, and their weight is left out with them
+      paceSeconds: paceSeconds(this.jobs - this.tooLong, this.weight, limits),
     };
   }
 }
@@ -360,10 +391,15 @@ function limitsFor(model: string, lanes: readonly LaneLimitRow[], o: EstimateOpt
   const learned = row && stillRemembered(row, o.now) ? row : null;
   const lower = (flag: number | undefined, seen: number | null | undefined) =>
     flag === undefined ? (seen ?? null) : seen === null || seen === undefined ? flag : Math.min(flag, seen);
+  // the learned figure paces the run where it is below the flag (or there is none)
+  const isLearned = (flag: number | undefined, seen: number | null | undefined) =>
+    seen !== null && seen !== undefined && (flag === undefined || seen < flag);
+  const learnedLimits = { rpm: isLearned(o.rpm, learned?.rpm), tpm: isLearned(o.tpm, learned?.tpm) };
   return {
     rpm: lower(o.rpm, learned?.rpm),
     tpm: lower(o.tpm, learned?.tpm),
-    learned: learned ? { source: learned.source, at: learned.at } : null,
+    learned: learned && (learnedLimits.rpm || learnedLimits.tpm) ? { source: learned.source, at: learned.at } : null,
+    learnedLimits,
     learnedElsewhere: lanes.filter((l) => l.model === model && l.baseUrl !== o.baseUrl).map((l) => l.baseUrl),
   };
 }

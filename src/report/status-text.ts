@@ -14,7 +14,7 @@ import {
   type Paint,
 } from './format.js';
 import { diedRun, type RunCost, type RunReport, type StatusReport } from './status.js';
-import { refusedAsSent, refusedCount, retryHints } from './refused.js';
+import { refusedCount, retryHints } from './refused.js';
 import { runMayBeBilled } from './status-cost.js';
 import { committedUsd } from '../store/spend-types.js';
 import { KEPT_REJECTIONS_PER_SOURCE } from '../store/types.js';
