@@ -465,6 +465,33 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     expect(await resendFailedWithMaxTokens(store, { errorContains: 'cut off' }, 800, T0 + 5)).toMatchObject({ jobs: 0, alreadyAt: 1 });
   });
 
+  it("an enqueue of a changed document drops its failed job and keeps what the job's billed tries cost, on the new job", async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue([row('doc-0000', 'first text'), row('doc-0001', 'other text')], T0);
+    const { jobs } = await store.claim(claimOpts());
+    expect(jobs).toHaveLength(2);
+    const [first, other] = [await job(store, 'doc-0000'), await job(store, 'doc-0001')];
+    const billed = (key: string, usd: number) =>
+      attempt(key, { outcome: 'failed', usage: { promptTokens: 10, completionTokens: 50 }, costUsd: usd });
+    await store.fail(first.key, OWNER, 'the answer was cut off at max_tokens', billed(first.key, 0.25), T0 + 1);
+    await store.fail(other.key, OWNER, 'the answer was cut off at max_tokens', billed(other.key, 0.5), T0 + 1);
+    const storedUsd = async () => (await store.status()).byModel.reduce((sum, m) => sum + m.storedUsd, 0);
+    expect(await storedUsd()).toBeCloseTo(0.75, 9);
+    // doc-0000's document changed: its item moves to a new job, the failed one no item needs is dropped
+    const result = await store.enqueue([row('doc-0000', 'second text')], T0 + 2);
+    expect(result).toMatchObject({ movedItems: 1, droppedJobs: 1 });
+    const moved = await job(store, 'doc-0000');
+    expect([moved.state, moved.key === first.key, moved.costUsd]).toEqual(['pending', false, 0.25]);
+    expect(await storedUsd()).toBeCloseTo(0.75, 9);
+    expect((await store.status()).counts).toEqual({ pending: 1, running: 0, done: 0, failed: 1 });
+    // the new job answered: its cost is its answer's and the billed try's before
+    const [again] = (await store.claim(claimOpts({ now: T0 + 3 }))).jobs;
+    const c = completion(again!.key);
+    await store.complete(again!.key, { ...c, attempt: { ...c.attempt, costUsd: 0.125 } });
+    expect((await job(store, 'doc-0000')).costUsd).toBeCloseTo(0.375, 9);
+    expect(await storedUsd()).toBeCloseTo(0.875, 9);
+  });
+
   it('pages through failed jobs enqueued at one moment (one created_at): each sent again once', async () => {
     const { store } = await kind.fresh();
     await store.enqueue(rows(1_100), T0);

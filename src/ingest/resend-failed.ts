@@ -26,10 +26,11 @@ export interface ResentFailed {
  * room, and only those. Enqueueing the documents again with a higher --max-tokens moved every item
  * of a folder to a new request, and the next run paid for all of them again. Each item moves to its
  * new job as an enqueue moves it (a job of that request already answered answers it), and the failed
- * job no item needs any more is dropped.
+ * job no item needs any more is dropped, what its billed tries cost carried to the new job in the
+ * same transaction (the queue's cost in status keeps it, a crash or not).
  */
 export async function resendFailedWithMaxTokens(
-  store: Pick<JobQueue, 'enqueue' | 'addToJobCosts'> & Pick<QueueReader, 'failedJobsToResend'>,
+  store: Pick<JobQueue, 'enqueue'> & Pick<QueueReader, 'failedJobsToResend'>,
   filter: RetryFailedFilter,
   maxTokens: number,
   now: number,
@@ -44,8 +45,6 @@ export async function resendFailedWithMaxTokens(
     if (page.length === 0) break;
     after = page.at(-1)!;
     const rows: EnqueueRow[] = [];
-    // what the failed jobs' billed tries cost goes with their items: the failed job, dropped, takes it out of the status' cost
-    const costs: Array<{ key: string; usd: number }> = [];
     for (const job of page) {
       // never lowered: asked again with as much room or less, it would end the same way
       if (requestedCompletionTokens(JSON.parse(job.request)) >= maxTokens) {
@@ -55,7 +54,6 @@ export async function resendFailedWithMaxTokens(
       if (job.items.length === 0) continue;
       const request = withMaxTokens(job.request, job.model, maxTokens);
       const key = jobKey(request);
-      if (job.costUsd) costs.push({ key, usd: job.costUsd });
       jobs++;
       items += job.items.length;
       for (const item of job.items) {
@@ -67,7 +65,6 @@ export async function resendFailedWithMaxTokens(
       const result = await store.enqueue(rows, now);
       // a request of that limit queued already (another item's): the items joined its job
       joined += Math.max(0, new Set(rows.map((r) => r.key)).size - result.newJobs);
-      await store.addToJobCosts(costs);
     }
   }
   return { jobs, items, alreadyAt, joined };

@@ -324,7 +324,6 @@ export interface RawFailedJob {
   created_at: number;
   seq: number;
   key: string;
-  cost_usd: number | null;
   request: string;
   model: string;
   priority: number;
@@ -348,7 +347,6 @@ export function withTheirItems(jobs: readonly RawFailedJob[], items: readonly Ra
     createdAt: Number(j.created_at),
     seq: Number(j.seq),
     key: j.key,
-    costUsd: j.cost_usd === null ? null : Number(j.cost_usd),
     request: j.request,
     model: j.model,
     priority: Number(j.priority),

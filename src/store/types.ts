@@ -464,8 +464,6 @@ export interface FailedJobCursor {
 /** A failed job with what enqueueing its items again needs (`failedJobsToResend`). */
 export interface FailedJobToResend extends FailedJobCursor {
   readonly key: string;
-  /** What its billed tries cost (`billedAnswerUsd`), null when nothing. */
-  readonly costUsd: number | null;
   readonly request: string;
   readonly model: string;
   readonly priority: number;
@@ -575,11 +573,6 @@ export interface JobQueue {
   nextPendingAt(): Promise<number | null>;
   /** Failed jobs back to `pending` with fresh attempts. */
   retryFailed(filter: RetryFailedFilter, now: number): Promise<number>;
-  /**
-   * Money moved to jobs: what a failed job's billed tries cost, kept with the job its items moved to
-   * (`retry-failed --max-tokens`), where the failed job, dropped, took it out of `status`'s cost.
-   */
-  addToJobCosts(costs: ReadonlyArray<{ readonly key: string; readonly usd: number }>): Promise<void>;
   /**
    * Remove items: those with the given ids, or every item of a source (`sourceItems`). A job no
    * item needs then is dropped when it was never answered (pending, failed: never to be sent), and

@@ -98,6 +98,9 @@ ${refreshUnchangedSql('$8')}
 SELECT (SELECT count(*) FROM new_jobs) AS new_jobs,
        (SELECT array_agg(DISTINCT b2.job_key) FROM input t2 JOIN before b2 ON b2.id = t2.item_id
          WHERE b2.job_key <> t2.key) AS old_keys,
+       -- where each old job's item went (of several, the last: as row by row), for its cost if it is dropped
+       (SELECT jsonb_object_agg(b2.job_key, t2.key ORDER BY t2.ord) FROM input t2 JOIN before b2 ON b2.id = t2.item_id
+         WHERE b2.job_key <> t2.key) AS moved_to,
        count(*) FILTER (WHERE b.id IS NULL) AS new_items,
        count(*) FILTER (WHERE b.job_key <> t.key) AS moved,
        count(*) FILTER (WHERE b.job_key = t.key) AS unchanged,
@@ -118,6 +121,8 @@ interface Counts {
   moved: number;
   unchanged: number;
   old_keys: string[] | null;
+  /** Each of `old_keys` and the key its item moved to. */
+  moved_to: Record<string, string> | null;
   elsewhere: number;
   first_elsewhere: [string, string, string] | null;
   /** The first moved row: its place in the rows sent (from 1), and the request of the job it left. */
@@ -157,14 +162,22 @@ const REPRIORITIZE_SQL = `WITH asked AS (
   WHERE j.key = a.key AND j.state IN ('pending', 'failed') AND j.priority <> a.priority
     AND (a.priority < j.priority OR NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key AND i.id <> ALL(a.ids)))`;
 
-/** Jobs that lost their last item to a move and were never answered: never to be sent. */
+/**
+ * Jobs that lost their last item to a move and were never answered: never to be sent. What a
+ * dropped job's billed tries cost goes to the job its item moved to (`$2`, old key to new, as
+ * `moved_to`; null for none), as orphanDropper does on SQLite.
+ */
 const DROP_STALE_SQL = `
 WITH dropped AS (
   DELETE FROM jobs j WHERE j.key = ANY($1::text[]) AND j.state IN ('pending', 'failed')
     AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key)
-  RETURNING j.key
+  RETURNING j.key, j.cost_usd
 ), gone AS (
   DELETE FROM attempts a WHERE a.job_key IN (SELECT key FROM dropped) RETURNING 1
+), carried AS (
+  UPDATE jobs j SET cost_usd = coalesce(j.cost_usd, 0) + c.usd
+  FROM (SELECT $2::jsonb ->> d.key AS to_key, sum(d.cost_usd) AS usd FROM dropped d WHERE d.cost_usd > 0 GROUP BY 1) c
+  WHERE j.key = c.to_key
 )
 SELECT (SELECT count(*) FROM dropped)::int AS n`;
 
@@ -255,7 +268,7 @@ export class EnqueuePg {
             total.firstMoved = { id: row.itemId, was, now: row.request };
           }
           if (c.old_keys?.length) {
-            total.droppedJobs += (await client.query<{ n: number }>(DROP_STALE_SQL, [c.old_keys])).rows[0]!.n;
+            total.droppedJobs += (await client.query<{ n: number }>(DROP_STALE_SQL, [c.old_keys, c.moved_to])).rows[0]!.n;
             movedFrom.push(...c.old_keys);
           }
         }
@@ -338,7 +351,7 @@ export async function forgetItemsPg(pool: pg.Pool, which: ForgetWhich, o: { dryR
         unknownIds = [...new Set(which.ids.filter((id) => !found.has(id)))];
       }
       const distinct = [...new Set(keys)];
-      const droppedJobs = distinct.length ? (await client.query<{ n: number }>(DROP_STALE_SQL, [distinct])).rows[0]!.n : 0;
+      const droppedJobs = distinct.length ? (await client.query<{ n: number }>(DROP_STALE_SQL, [distinct, null])).rows[0]!.n : 0;
       const orphanedAnswers = distinct.length ? (await client.query<{ n: number }>(ORPHANED_ANSWERS_SQL, [distinct])).rows[0]!.n : 0;
       const result = { items: keys.length, ids, droppedJobs, orphanedAnswers, unknownIds };
       // what it would do: done, then rolled back

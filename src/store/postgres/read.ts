@@ -204,7 +204,7 @@ export class PgReader {
     const jobs = (
       await query<RawFailedJob>(
         this.#pool,
-        `SELECT created_at, seq, key, cost_usd, request, model, priority FROM jobs
+        `SELECT created_at, seq, key, request, model, priority FROM jobs
         WHERE state = 'failed' AND (created_at, seq) > ($1::bigint, $2::bigint)
           AND ($3::text IS NULL OR strpos(lower(error), lower($3::text)) > 0)
           AND ($4::text IS NULL OR coalesce(error, 'unknown error') = $4::text)

@@ -449,15 +449,6 @@ export class PostgresStore implements Store {
     });
   }
 
-  async addToJobCosts(costs: ReadonlyArray<{ readonly key: string; readonly usd: number }>): Promise<void> {
-    if (costs.length === 0) return;
-    await this.#q(
-      `UPDATE jobs SET cost_usd = coalesce(jobs.cost_usd, 0) + c.usd
-      FROM unnest($1::text[], $2::float8[]) AS c(key, usd) WHERE jobs.key = c.key`,
-      [costs.map((c) => c.key), costs.map((c) => c.usd)],
-    );
-  }
-
   async retryFailed(filter: RetryFailedFilter, now: number): Promise<number> {
     // failed jobs no item needs, which versions before `fail` dropped them left behind: gone, never retried
     const orphans = await this.#q<{ key: string }>(

@@ -33,21 +33,23 @@ export const DROP_ATTEMPTS_SQL = 'DELETE FROM attempts WHERE job_seq = ? OR (job
 /**
  * Drops the jobs handed back or failed that no item needs any more (the document changed while
  * they ran), with their attempts, never to be sent (a failed one kept would be sent again by
- * retry-failed): the rule enqueue applies to the old job of a changed document. Runs in the
- * caller's transaction; returns how many it dropped.
+ * retry-failed): the rule enqueue applies to the old job of a changed document. What a dropped
+ * job's billed tries cost goes to `costTo`, the job its item moved to, when given: dropped with it,
+ * that money left status's cost while the runs' spend kept it. Runs in the caller's transaction;
+ * returns how many it dropped.
  */
-export function orphanDropper(db: Db): (keys: readonly string[]) => number {
-  const dropJob = db
-    .prepare(`DELETE FROM jobs WHERE key = ? AND state IN ('pending', 'failed')
-      AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key) RETURNING seq`)
-    .pluck();
+export function orphanDropper(db: Db): (keys: readonly string[], costTo?: string) => number {
+  const dropJob = db.prepare(`DELETE FROM jobs WHERE key = ? AND state IN ('pending', 'failed')
+      AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key) RETURNING seq, cost_usd AS cost`);
   const dropAttempts = db.prepare(DROP_ATTEMPTS_SQL);
-  return (keys) => {
+  const addCost = db.prepare('UPDATE jobs SET cost_usd = coalesce(cost_usd, 0) + ? WHERE key = ?');
+  return (keys, costTo) => {
     let dropped = 0;
     for (const key of keys) {
-      const seq = dropJob.get(key) as number | undefined;
-      if (seq === undefined) continue;
-      dropAttempts.run(seq, key);
+      const job = dropJob.get(key) as { seq: number; cost: number | null } | undefined;
+      if (job === undefined) continue;
+      dropAttempts.run(job.seq, key);
+      if (costTo !== undefined && job.cost) addCost.run(job.cost, costTo);
       dropped++;
     }
     return dropped;

@@ -145,7 +145,7 @@ export class SqliteReader {
   failedJobsToResend(filter: RetryFailedFilter, after: FailedJobCursor | null, limit: number): FailedJobToResend[] {
     // along jobs_age (state, created_at, seq): by seq, each page sorted every failed job left
     const jobs = this.#db
-      .prepare(`SELECT j.created_at, j.seq, j.key, j.cost_usd, ${requestOf('j')} AS request, j.model, j.priority FROM jobs j INDEXED BY jobs_age
+      .prepare(`SELECT j.created_at, j.seq, j.key, ${requestOf('j')} AS request, j.model, j.priority FROM jobs j INDEXED BY jobs_age
         WHERE j.state = 'failed' AND (j.created_at, j.seq) > (@createdAt, @seq)
           AND (@text IS NULL OR instr(llmq_lower(j.error), llmq_lower(@text)) > 0)
           AND (@exact IS NULL OR coalesce(j.error, 'unknown error') = @exact)

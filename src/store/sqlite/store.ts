@@ -265,7 +265,6 @@ export class SqliteStore implements Store {
       forgetRejections: db.prepare(
         `DELETE FROM rejections WHERE source = @source OR substr(source, 1, length(@source) + 1) = @source || '/'`,
       ),
-      addToJobCost: db.prepare('UPDATE jobs SET cost_usd = coalesce(cost_usd, 0) + ? WHERE key = ?'),
       retryFailed: db.prepare(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL,
           finished_at = NULL, updated_at = @now
         WHERE state = 'failed' AND (@text IS NULL OR instr(llmq_lower(error), llmq_lower(@text)) > 0)
@@ -450,7 +449,7 @@ export class SqliteStore implements Store {
               elsewhere++;
               firstElsewhere ??= { id: r.itemId, was: was!, now: r.source };
             }
-            if (s.dropOrphans([current]) === 1) droppedJobs++;
+            if (s.dropOrphans([current], r.key) === 1) droppedJobs++;
             else movedFrom.add(current);
           }
         }
@@ -723,14 +722,6 @@ export class SqliteStore implements Store {
         for (const key of back) this.#started.delete(key);
         this.#s.dropOrphans(back);
         return back.length;
-      })
-      .immediate();
-  }
-
-  async addToJobCosts(costs: ReadonlyArray<{ readonly key: string; readonly usd: number }>): Promise<void> {
-    this.db
-      .transaction(() => {
-        for (const { key, usd } of costs) this.#s.addToJobCost.run(usd, key);
       })
       .immediate();
   }
