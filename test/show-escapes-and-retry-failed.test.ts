@@ -25,6 +25,24 @@ describe('llmq show of an item whose id and document hold control characters', (
     expect(shown.stdout).toBe(r.stdout);
   });
 
+  it('forget takes the id as shown (escaped) too, and says one naming nothing as typed', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    const id = 'new\nline \u001b[31mred';
+    const lines = [
+      { id, text: 'one' },
+      { id: 'plain', text: 'two' },
+    ];
+    writeFileSync(join(dir, 'in.jsonl'), lines.map((l) => `${JSON.stringify(l)}\n`).join(''));
+    expect((await runCli(['enqueue', join(dir, 'in.jsonl'), '--db', db])).code).toBe(0);
+    const r = await runCli(['forget', 'new\\u000aline \\u001b[31mred', 'gone\\u000aid', '--db', db, '--json']);
+    expect(r.code, r.stderr).toBe(2); // one id named nothing
+    expect(JSON.parse(r.stdout)).toMatchObject({ items: 1, ids: [id], droppedJobs: 1, unknownIds: ['gone\\u000aid'] });
+    expect(r.stderr).toContain('no item with id "gone\\\\u000aid"');
+    expect((await runCli(['show', 'plain', '--db', db])).code).toBe(0);
+    expect((await runCli(['show', id, '--db', db])).code).toBe(1);
+  });
+
   /** A queue of one item, `doc`, whose job failed (a mock run where every try fails), and the flags of a mock run on it. */
   async function oneFailed(): Promise<{ db: string; mock: string[] }> {
     const dir = tempDir();

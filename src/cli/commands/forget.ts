@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { EXIT, LlmqError, UsageError } from '../../errors.js';
 import { dbOption } from '../options.js';
 import { warn } from '../output.js';
-import type { ForgetResult, ForgetWhich } from '../../store/types.js';
+import type { ForgetResult, ForgetWhich, QueueReader } from '../../store/types.js';
 
 interface ForgetFlags {
   db?: string;
@@ -58,7 +58,9 @@ async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
     const now = Date.now();
     // a run killed a moment ago on this machine is not working it
     working = workingRuns(await store.activeRuns(), now).length;
-    r = await store.forgetItems(which, { now, dryRun: flags.dryRun });
+    const asTyped = 'ids' in which ? await unescapedWhereMeant(store, which.ids) : null;
+    r = await store.forgetItems(asTyped ? { ids: asTyped.ids } : which, { now, dryRun: flags.dryRun });
+    if (asTyped) r = { ...r, unknownIds: r.unknownIds.map((id) => asTyped.typed.get(id) ?? id) };
     if (r.items === 0 && r.unknownIds.length === 1) {
       const { slipFor } = await import('../../report/find-item.js');
       meant = await slipFor(store, r.unknownIds[0]!);
@@ -125,6 +127,33 @@ async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
     );
   }
   if (r.unknownIds.length) process.exitCode = EXIT.PARTIAL;
+}
+
+/**
+ * The ids with the escapes llmq prints control characters as (`new\u000aline.txt`, as show and
+ * export's warnings write it) taken back where only the unescaped id names an item, as show takes
+ * them; null when no id has such an escape. `typed`: each id changed, to what was typed.
+ */
+async function unescapedWhereMeant(
+  store: Pick<QueueReader, 'itemStates'>,
+  ids: readonly string[],
+): Promise<{ ids: string[]; typed: Map<string, string> } | null> {
+  const { unescapedId } = await import('../../report/find-item.js');
+  const back = ids.map(unescapedId);
+  if (back.every((b) => b === null)) return null;
+  const asked = ids.filter((_, i) => back[i] !== null);
+  const [literal, unescaped] = await Promise.all([store.itemStates(asked), store.itemStates(back.filter((b): b is string => b !== null))]);
+  const typed = new Map<string, string>();
+  let n = 0;
+  const out = ids.map((id, i) => {
+    const b = back[i];
+    if (b === null) return id;
+    const j = n++;
+    if (literal[j] !== null || unescaped[j] === null) return id;
+    typed.set(b, id);
+    return b;
+  });
+  return { ids: out, typed };
 }
 
 /** The items asked for: ids, or a source spelled as enqueue spelled it. */
