@@ -146,10 +146,15 @@ describe('progress renderers', () => {
     expect(countsText(p, 40_000)).toBe('61,204/80,000 77% · 3 runs · 13.8 jobs/s · ETA 23m');
     const state = new ProgressState(loadPriceTable({ catalog: false }));
     state.apply('progress', p);
-    expect(detailText(state, NO_PAINT)).toBe('this run 31,352 at 4.6 jobs/s · in flight 8 · waiting 3 · backoff 2 · failed 148 · $0.00');
+    expect(detailText(state, NO_PAINT)).toBe(
+      'this run 31,352 at 4.6 jobs/s · in flight 8 · waiting 3 · backoff 2 · rate-limited 12 · failed 148 · $0.00',
+    );
     // alone: this run's own, as before
     state.apply('progress', snapshot());
-    expect(detailText(state, NO_PAINT)).toBe('in flight 8 · waiting 3 · backoff 2 · failed 148 · $0.00');
+    expect(detailText(state, NO_PAINT)).toBe('in flight 8 · waiting 3 · backoff 2 · rate-limited 12 · failed 148 · $0.00');
+    // the 429s so far, once there are any
+    state.apply('progress', snapshot({ rateLimited: 1_204 }));
+    expect(detailText(state, NO_PAINT)).toBe('in flight 8 · waiting 3 · backoff 2 · rate-limited 1,204 · failed 148 · $0.00');
   });
 
   it('the summary says which 429s were stray (no rate-limit headers), so that they do not read as the pace tripping the limit', () => {
@@ -185,9 +190,9 @@ describe('progress renderers', () => {
     // progress lines: the first, then one per 5 s of run time, then the last before the summary
     const progress = lines.filter((l) => /^\[\d/.test(l));
     expect(progress).toEqual([
-      '[1s] 0/40,000 0% · 4.6 jobs/s · 612 tok/s · ETA 31m · in flight 8 · waiting 3 · backoff 2 · failed 0 · $0.00',
-      '[10s] 31,352/40,000 78% · 4.6 jobs/s · 612 tok/s · ETA 31m · in flight 8 · waiting 3 · backoff 2 · failed 148 · $0.75',
-      '[11s] 31,353/40,000 78% · 4.6 jobs/s · 612 tok/s · ETA 31m · in flight 8 · waiting 3 · backoff 2 · failed 148 · $0.75',
+      '[1s] 0/40,000 0% · 4.6 jobs/s · 612 tok/s · ETA 31m · in flight 8 · waiting 3 · backoff 2 · rate-limited 12 · failed 0 · $0.00',
+      '[10s] 31,352/40,000 78% · 4.6 jobs/s · 612 tok/s · ETA 31m · in flight 8 · waiting 3 · backoff 2 · rate-limited 12 · failed 148 · $0.75',
+      '[11s] 31,353/40,000 78% · 4.6 jobs/s · 612 tok/s · ETA 31m · in flight 8 · waiting 3 · backoff 2 · rate-limited 12 · failed 148 · $0.75',
     ]);
     expect(out).toMatch(/^paused: rate limited, resuming in 1[12]s \(retry-after 12s\)$/m);
     expect(out).toMatch(/^resumed after the rate limit$/m);
@@ -348,7 +353,7 @@ describe('progress renderers', () => {
     expect(out).toMatch(/\x1B\[/); // cursor movement: drawn in place
     const plain = stripAnsi(out);
     expect(plain).toMatch(/█{5,}░+ 31,353\/40,000 78% · 4\.6 jobs\/s · 612 tok\/s · ETA 31m$/m);
-    expect(plain).toContain('in flight 8 · waiting 3 · backoff 2 · failed 148 · $0.75');
+    expect(plain).toContain('in flight 8 · waiting 3 · backoff 2 · rate-limited 12 · failed 148 · $0.75');
     expect(plain).toMatch(/failed "notes\/long report\.md" \(attempt 3\): 400 context_length_exceeded/);
     expect(plain).toContain('finished in 1h 53m: 31,204 done, 148 failed, 1,020 retries');
     for (const line of plain.split('\n')) expect(line.length, line).toBeLessThanOrEqual(80);

@@ -96,7 +96,11 @@ export function countsText(p: ProgressSnapshot | null, total: number): string {
   return parts.join(' · ');
 }
 
-/** "in flight 8 · waiting 3 · backoff 2 · failed 1 · $0.42", after "this run 4,120 at 4.6 jobs/s" while others work the queue too. */
+/**
+ * "in flight 8 · waiting 3 · backoff 2 · failed 1 · $0.42", after "this run 4,120 at 4.6 jobs/s"
+ * while others work the queue too; "rate-limited 26" after the backoff once a 429 came (a run
+ * refused every time, its 429s taken as noise, showed nothing amiss but "0 jobs/s").
+ */
 export function detailText(s: ProgressState, paint: Paint): string {
   const p = s.snapshot;
   const parts = [
@@ -104,6 +108,7 @@ export function detailText(s: ProgressState, paint: Paint): string {
     `in flight ${int(p?.inFlight ?? 0)}`,
     `waiting ${int(p?.waiting ?? 0)}`,
     `backoff ${int(p?.backingOff ?? 0)}`,
+    ...(p?.rateLimited ? [paint.yellow(`rate-limited ${int(p.rateLimited)}`)] : []),
     (p?.failed ? paint.red : (x: string) => x)(`failed ${int(p?.failed ?? 0)}`),
     costText(s),
   ];
