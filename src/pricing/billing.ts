@@ -1,7 +1,5 @@
 import type { ProviderError } from '../provider/types.js';
-
-/** Nobody was listening, or the request never left this machine: nothing can have been billed. */
-const NEVER_LEFT = /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH/i;
+import { neverLeft } from '../provider/unreachable.js';
 
 /**
  * Whether a failed try may still be billed: its request reached the provider and no answer says
@@ -17,7 +15,7 @@ export function mayBeBilled(error: ProviderError): boolean {
     case 'bad_body':
       return !error.unbilled;
     case 'network':
-      return !NEVER_LEFT.test(error.message);
+      return !neverLeft(error);
     default:
       return false;
   }

@@ -16,6 +16,7 @@ import { budgetedCompletionTokens, estimatePromptTokens, loadTokenizerSoon, toke
 import { mayBeBilled } from '../pricing/billing.js';
 import type { Hold, RunMoney } from './run-money.js';
 import { sleep } from './wait.js';
+import { neverLeft } from '../provider/unreachable.js';
 import { duration, int } from '../report/format.js';
 
 /** Everything one job needs from its run. */
@@ -428,8 +429,8 @@ class JobRun {
     }
     if (error.reason === 'timeout') this.#timeouts++;
     const outageType = isOutageType(error.reason);
-    // Refused or unresolvable: nobody is listening, the request never reached the provider.
-    const unreachable = error.reason === 'network' && /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH/i.test(error.message);
+    // the request never reached the provider: no outage of theirs
+    const unreachable = neverLeft(error);
     let outage = false;
     if (outageType && !unreachable && c.done > 0 && ctx.nothingLeftToClaim()) {
       // The last jobs of the run, failing after the provider has answered the others: taken for an

@@ -25,6 +25,7 @@ import { retryingTransients } from './retrying-store.js';
 import { StoreWaitNotice } from './store-wait-notice.js';
 import { DiskFullNotice } from './disk-full-notice.js';
 import { isDiskFull } from '../store/transient.js';
+import { nobodyListens } from '../provider/unreachable.js';
 
 /** A rate-limit pause at least this long is told (`paused`, `resumed`); shorter ones are the pace's business. */
 const TOLD_PAUSE_MS = 3000;
@@ -868,7 +869,7 @@ export class Run {
    * for it, probing, up to --max-outage (15 minutes).
    */
   #tellNobodyListens(detail: string | undefined): void {
-    if (this.#toldNobodyListens || this.#counters.heardFromProvider || !detail || !NOBODY_LISTENS.test(detail)) return;
+    if (this.#toldNobodyListens || this.#counters.heardFromProvider || !detail || !nobodyListens(detail)) return;
     this.#toldNobodyListens = true;
     this.#emit('warning', {
       message:
@@ -898,12 +899,6 @@ export class Run {
     this.#unlinks.push(() => from.removeEventListener('abort', onAbort));
   }
 }
-
-/**
- * A connection refused, or a host name that resolves to nothing: nobody is listening where the run
- * sends. Not EAI_AGAIN: the resolver not answering says this machine is offline, not the address wrong.
- */
-const NOBODY_LISTENS = /ECONNREFUSED|ENOTFOUND/;
 
 /** An endpoint answering 500s is there, only failing; one taking requests and never answering is not answering; one refusing connections is unreachable. */
 function outageKind(lastFailure: string): string {
