@@ -7,6 +7,7 @@ import { namedSourceReason } from './file-kind.js';
 import { firstRoundedNumber } from './rounded-numbers.js';
 import { splitLines } from './lines.js';
 import { shellWord } from '../shell-word.js';
+import { printable } from '../report/format.js';
 import { fsReason, StopReading, type Entry, type ReadOptions } from './types.js';
 
 /** The JSONL field a document's text is read from unless --text-field names another. */
@@ -94,17 +95,13 @@ export async function readJsonl(
             entry.reason.startsWith('malformed JSON') &&
             /^\s*[{[]\s*$|^\s*\[\s*\{.*,\s*$/.test(text)
           ) {
-            // "{" or "[" alone on the first line: one JSON document written over many lines, each
-            // line of which is rejected; the first says what the file is and how to make it records
-            entry = { ...entry, reason: `${entry.reason}; ${prettyPrinted(path)}` };
-            hinted = true;
-          } else if (
-            !hinted &&
-            entry !== null &&
-            'reason' in entry &&
-            entry.reason.startsWith('malformed JSON') &&
-            !/^\s*[{[]/.test(text)
-          ) {
+            // "{" or "[" alone on the first line: one JSON document written over many lines. Refused
+            // whole, read no further: each of its lines rejected said nothing more, and the last
+            // record of an array (no comma after it) was enqueued alone, a part of the file.
+            sink.add({ path, reason: prettyPrinted(path, text) });
+            throw new RefusedWhole();
+          }
+          if (!hinted && entry !== null && 'reason' in entry && entry.reason.startsWith('malformed JSON') && !/^\s*[{[]/.test(text)) {
             entry = { ...entry, reason: `${entry.reason}; ${STREAM_IS_JSONL}` };
             hinted = true;
           }
@@ -120,6 +117,7 @@ export async function readJsonl(
       flush,
     );
   } catch (error) {
+    if (error instanceof RefusedWhole) return await flush();
     if (sinkFailed || error instanceof StopReading) throw error;
     const after = lastLine > 0 ? ` after line ${lastLine}; the rest of the file was not read` : '';
     sink.add({ path, reason: fsReason(error) + after });
@@ -149,11 +147,16 @@ async function unlessWrongEncoding(input: AsyncIterable<Buffer | string>): Promi
   })();
 }
 
-/** The first line of a file that is one JSON document over many lines: what it is, and the conversion to JSON Lines. */
-function prettyPrinted(path: string): string {
+/** Thrown by a line that shows the whole input is no JSON Lines (`prettyPrinted`): the rest is not read. */
+class RefusedWhole extends Error {}
+
+/** A file that is one JSON document over many lines, from its first line: what it is, and the conversion to JSON Lines. */
+function prettyPrinted(path: string, firstLine: string): string {
   const file = path === '-' ? 'FILE' : shellWord(path);
+  const shown = firstLine.trim();
   return (
-    'this looks like one JSON document written over many lines, not JSON Lines (one {...} object per line): ' +
+    `one JSON document written over many lines (its first line is ${printable(shown.length > 40 ? `${shown.slice(0, 40)}…` : shown)}), ` +
+    'not JSON Lines (one {...} object per line), so none of it was read: ' +
     `convert it with jq -c '.[]' ${file} > records.jsonl (an array of records) or jq -c . ${file} > records.jsonl (one object)`
   );
 }

@@ -109,32 +109,37 @@ describe('enqueue JSONL', () => {
     expect(items(store).map((r) => r.id)).toEqual(['c']);
   });
 
-  it('says on its first line that a file is one JSON document over many lines, with the conversion', async () => {
+  it('refuses whole a file that is one JSON document over many lines, read no further, with the conversion', async () => {
     const dir = tempDir();
     const file = join(dir, 'pretty.jsonl');
-    writeFileSync(
-      file,
-      JSON.stringify(
-        [
-          { id: 'a', text: 'one' },
-          { id: 'b', text: 'two' },
-        ],
-        null,
-        2,
-      ) + '\n',
+    // the last record of the array has no comma after it: read line by line, it alone was enqueued
+    writeFileSync(file, '[\n  {"id": "a", "text": "one"},\n  {"id": "b", "text": "two"}\n]\n');
+    const store = tempStore();
+    const s = await run(store, [file]);
+    expect(s.rejections.map((r) => [r.line, r.reason])).toEqual([
+      [
+        undefined,
+        'one JSON document written over many lines (its first line is [), not JSON Lines (one {...} object per line), so none of it ' +
+          `was read: convert it with jq -c '.[]' ${file} > records.jsonl (an array of records) or jq -c . ${file} > records.jsonl (one object)`,
+      ],
+    ]);
+    expect(s).toMatchObject({ rejected: 1, newItems: 0 });
+    expect(items(store)).toEqual([]);
+    // records one to a line in an array: its first line says so too
+    const inArray = join(dir, 'array.jsonl');
+    writeFileSync(inArray, '[{"id": "a", "text": "one"},\n{"id": "b", "text": "two"}]\n');
+    const a = await run(tempStore(), [inArray]);
+    expect(a.rejections).toHaveLength(1);
+    expect(a.rejections[0]!.reason).toMatch(
+      /^one JSON document written over many lines \(its first line is \[\{"id": "a", "text": "one"\},\), not JSON Lines/,
     );
-    const s = await run(tempStore(), [file]);
-    expect(s.rejections[0]).toMatchObject({ line: 1 });
-    expect(s.rejections[0]!.reason).toBe(
-      'malformed JSON (Unexpected end of JSON input); this looks like one JSON document written over many lines, not JSON Lines ' +
-        `(one {...} object per line): convert it with jq -c '.[]' ${file} > records.jsonl (an array of records) or jq -c . ${file} > records.jsonl (one object)`,
-    );
-    // said once: the other lines are rejected as they are
-    expect(s.rejections.slice(1).some((r) => r.reason.includes('jq'))).toBe(false);
-    // a file whose first line is a broken record is no such file
+    // a file whose first line is a broken record is no such file: each line is what it is
     const broken = join(dir, 'broken.jsonl');
     writeFileSync(broken, '{"id": "a", "text": "one"\n{"id": "b", "text": "two"}\n');
-    expect((await run(tempStore(), [broken])).rejections[0]!.reason).not.toContain('jq');
+    const b = await run(tempStore(), [broken]);
+    expect(b.rejections.map((r) => r.line)).toEqual([1]);
+    expect(b.rejections[0]!.reason).not.toContain('jq');
+    expect(b.newItems).toBe(1);
   });
 
   it('says once that a file is UTF-16 or gzip, read no further, rather than rejecting each line as malformed', async () => {
