@@ -84,7 +84,7 @@ describe('llmq enqueue (CLI)', () => {
       ['q.db', 'q.db-shm', 'q.db-wal'].map((f) => `skipped ${dir}/${f}: part of the queue's own database (--db)`),
     );
     expect(lines.at(-1)).toMatch(
-      /read 1 document into .*: 1 new job, 1 new item, 0 already queued, 0 updated, 0 rejected, 3 files skipped$/,
+      /read 1 document into .*: 1 new job, 1 new item, 0 already queued, 0 updated, 0 rejected, 3 skipped$/,
     );
     expect(query<{ id: string }>(join(dir, 'q.db'), 'SELECT id FROM items')).toEqual([{ id: 'note.txt' }]);
   });
@@ -103,7 +103,7 @@ describe('llmq enqueue (CLI)', () => {
       "skipped docs/part-1.jsonl: JSON Lines inside a folder, left out (a folder's files are one document each). To read its records, name it: llmq enqueue docs/part-1.jsonl\n",
     );
     expect(r.stderr).toContain('skipped docs/more/part-2.NDJSON: JSON Lines inside a folder');
-    expect(r.stderr).toMatch(/read 1 document into .*, 2 files skipped$/m);
+    expect(r.stderr).toMatch(/read 1 document into .*, 2 skipped$/m);
     expect(query<{ id: string }>(db, 'SELECT id FROM items')).toEqual([{ id: 'note.txt' }]);
     const named = await runCli(['enqueue', 'docs/part-1.jsonl', '--db', db], { cwd: dir });
     expect(named.code, named.stderr).toBe(0);
@@ -127,7 +127,7 @@ describe('llmq enqueue (CLI)', () => {
     expect(again.stderr).toContain(
       'skipped docs/results.csv: an llmq export (CSV), left out: its answers are not a document. To enqueue it anyway, name it: llmq enqueue docs/results.csv\n',
     );
-    expect(again.stderr).toMatch(/0 new jobs, 0 new items, 2 already queued, .*1 file skipped$/m);
+    expect(again.stderr).toMatch(/0 new jobs, 0 new items, 2 already queued, .*1 skipped$/m);
     const named = await runCli(['enqueue', 'docs/results.csv', '--db', db], { cwd: dir });
     expect(named.code, named.stderr).toBe(0);
     expect(query<{ id: string }>(db, 'SELECT id FROM items ORDER BY id').map((r) => r.id)).toEqual(['data.csv', 'note.txt', 'results.csv']);

@@ -544,7 +544,7 @@ function describe(s: EnqueueSummary, db: string, c: ChalkInstance, priority: num
     `${int(s.unchanged)} already queued, ${int(s.updated)} updated${s.dropped ? ` (${count(s.dropped, 'unsent old job')} dropped)` : ''}, ` +
     (s.reprioritized ? `${count(s.reprioritized, 'job')} now at priority ${priority}, ` : '') +
     rejected +
-    (s.skipped ? `, ${count(s.skipped, 'file')} skipped` : '') +
+    (s.skipped ? `, ${int(s.skipped)} skipped` : '') +
     // exit 2 says "some input was rejected": when it was all of it, a script must not read that as "the rest is in"
     (s.rejected > 0 && s.rejected === s.documents ? `. ${c.yellow('Nothing was enqueued')}: every document was rejected (above)` : '')
   );
