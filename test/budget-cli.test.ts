@@ -76,6 +76,28 @@ describe('llmq run --budget', () => {
     expect((await recorded(db)).pending).toBe(5);
   });
 
+  it('a document longer than its model takes does not stop the run at the budget: it fails unsent, the provider would refuse it', async () => {
+    const fake = await startFake({ latencyMs: 5 });
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    // gpt-4o-mini takes 128,000 tokens (genai-prices): doc-1 is about 130,000, its worst case ~$0.02 at $0.15 per million
+    await seedJobs(store, 3, { maxTokens: 100, text: (n) => (n === 1 ? 'word '.repeat(130_000) : `short document ${n}`) });
+    await store.close();
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'plain', '--budget', '0.01']);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr.replace(/\s+/g, ' ')).toMatch(
+      /failed doc-1 \(attempt 1\): not sent: 130,\d{3} tokens counted \(its prompt and max_tokens\), more than gpt-4o-mini takes in one request \(128,000\)/,
+    );
+    expect(r.stderr).toMatch(/finished in .*: 2 done, 1 failed/);
+    expect(fake.requests.map((q) => JSON.parse(q.body).messages[0].content)).toEqual(['short document 0', 'short document 2']);
+    // a budget that holds its worst case sends it: the provider says whether it takes it
+    const store2 = new SqliteStore(db);
+    await store2.retryFailed({}, Date.now());
+    await store2.close();
+    expect((await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none', '--budget', '1'])).code).toBe(0);
+    expect(fake.requests).toHaveLength(3);
+  });
+
   it('on the offline mock, says that a budget with no --price never stops the run (the mock bills nothing), and not with one', async () => {
     const db = await seededQueue(3);
     const free = await runCli(['run', '--db', db, ...MOCK_NOW, '--budget', '0.01']);

@@ -419,14 +419,18 @@ describe('estimate', () => {
     expect(dry.stdout.replace(/\s+/g, ' ')).toContain(
       '--budget $1.00: 1 job sets no max_tokens, so nothing bounds their cost and a run under --budget refuses them. Set max_tokens in the request',
     );
-    // and the run does: the job is never sent, and the way out is said
+    // and the run does: the job fails unsent, the way out said, and the rest of the queue is sent
+    // (stopping the run for it left the others pending, every run)
     const fake = await startFake();
-    const run = await runCli(['run', '--db', db, '--base-url', fake.url, '--price', '1,1', '--budget', '1', '--progress', 'none']);
-    expect(run.code).toBe(1);
-    expect(run.stderr.replace(/\s+/g, ' ')).toContain(
-      "a batch line's body is sent as it is: add max_tokens to it), or run without --budget",
-    );
+    const run = await runCli(['run', '--db', db, '--base-url', fake.url, '--price', '1,1', '--budget', '1', '--progress', 'plain']);
+    expect(run.code, run.stderr).toBe(2);
+    expect(run.stderr.replace(/\s+/g, ' ')).toContain('failed open (attempt 1): not sent: it sets no max_tokens');
+    expect(run.stderr).toMatch(/finished in .*: 1 done, 1 failed/);
     expect(fake.requests.map((r) => JSON.parse(r.body).messages[0].content)).toEqual(['hi capped']);
+    const shown = JSON.parse((await runCli(['show', 'open', '--db', db, '--json'])).stdout);
+    expect(shown.job).toMatchObject({ state: 'failed' });
+    expect(shown.job.error).toMatch(/^not sent: it sets no max_tokens, .*or run without --budget\.$/);
+    expect(shown.attempts).toEqual([]);
   });
 
   it('llmq run --dry-run --budget says whether the budget covers the run, or where it would stop it', async () => {

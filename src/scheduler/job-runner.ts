@@ -14,7 +14,7 @@ import type { Semaphore } from './semaphore.js';
 import type { RunCounters } from './stats.js';
 import { budgetedCompletionTokens, estimatePromptTokens, loadTokenizerSoon, tokenizerLoaded } from '../provider/tokens.js';
 import { mayBeBilled } from '../pricing/billing.js';
-import type { Hold, RunMoney } from './run-money.js';
+import type { Hold, RunMoney, Unholdable } from './run-money.js';
 import { sleep } from './wait.js';
 import { neverLeft } from '../provider/unreachable.js';
 import { duration, int } from '../report/format.js';
@@ -154,7 +154,7 @@ class JobRun {
       }
       if (place === null) return 'closed-unsent';
       // Under --budget the request's worst case is reserved in the store before it leaves.
-      let hold: Hold | null;
+      let hold: Hold | Unholdable | null;
       try {
         hold = await ctx.money.hold(job, ctx.stopSignal);
       } catch (error) {
@@ -166,6 +166,11 @@ class JobRun {
         this.#giveBack(place);
         ctx.onBudgetReached();
         return 'unsent';
+      }
+      if ('refused' in hold) {
+        this.#giveBack(place);
+        await this.#fail(`not sent: ${hold.refused}`, null, null, ctx.now());
+        return 'failed';
       }
       // The run was frozen past the lease (it waited for its place or its reservation meanwhile):
       // another run may have taken the job, and sent it.
@@ -484,20 +489,7 @@ class JobRun {
         return decision;
       case 'fail': {
         const a = this.#attemptRecord(startedAt, error.status, 'failed', triedError(error) + billNote, billed, answered);
-        await ctx.store.fail(job.key, ctx.runId, decision.message, a, now);
-        c.failed++;
-        c.finished(now, 0);
-        // a document's name says which one failed, where the job's hash needs llmq show to tell
-        const items = c.failed <= FAILED_JOBS_NAMED ? await ctx.itemsOf(job.key).catch(() => null) : null;
-        ctx.emit('job:failed', {
-          key: job.key,
-          attempt: this.#attempt,
-          status: error.status,
-          error: decision.message,
-          item: items?.ids[0] ?? null,
-          moreItems: items?.more ?? false,
-          ...this.#billed(a),
-        });
+        await this.#fail(decision.message, error.status, a, now);
         return decision;
       }
       case 'retry': {
@@ -530,6 +522,26 @@ class JobRun {
         return decision;
       }
     }
+  }
+
+  /** Fail the job, its last try `a` (null: none, it was not sent), and say so. */
+  async #fail(message: string, status: number | null, a: AttemptRecord | null, now: number): Promise<void> {
+    const { ctx, job } = this;
+    const c = ctx.counters;
+    await ctx.store.fail(job.key, ctx.runId, message, a, now);
+    c.failed++;
+    c.finished(now, 0);
+    // a document's name says which one failed, where the job's hash needs llmq show to tell
+    const items = c.failed <= FAILED_JOBS_NAMED ? await ctx.itemsOf(job.key).catch(() => null) : null;
+    ctx.emit('job:failed', {
+      key: job.key,
+      attempt: this.#attempt,
+      status,
+      error: message,
+      item: items?.ids[0] ?? null,
+      moreItems: items?.more ?? false,
+      ...(a ? this.#billed(a) : {}),
+    });
   }
 
   /**

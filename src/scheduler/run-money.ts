@@ -1,4 +1,5 @@
 import { LlmqError } from '../errors.js';
+import { int, usd as usdText } from '../report/format.js';
 import { sleep } from './wait.js';
 import { NO_MAX_TOKENS_FIX, costOf, worstCaseUsage } from '../pricing/cost.js';
 import type { PriceTable } from '../pricing/price-table.js';
@@ -34,6 +35,11 @@ export interface Hold {
 }
 
 const NO_HOLD: Hold = Object.freeze({ usd: 0 });
+
+/** A request the budget cannot hold, and why, said to the user: its job fails unsent, and the run goes on with the others. */
+export interface Unholdable {
+  readonly refused: string;
+}
 
 /** How often a run with nothing out looks again while other runs' reservations block --budget-total. */
 const OTHERS_SETTLE_POLL_MS = 250;
@@ -101,17 +107,16 @@ export class RunMoney {
   /**
    * Reserve the request's worst case before it leaves. When it does not fit while this run has
    * requests out, wait for one of them to settle (usually for far less than its worst case) and try
-   * again; when it does not fit with nothing out, the budget is reached: null.
+   * again; when it does not fit with nothing out, the budget is reached: null. A request with no
+   * worst case (no max_tokens), or one longer than its model takes that does not fit, is Unholdable:
+   * stopping the run for it left the rest of the queue unsent, and the job's attempt used, every run.
    */
-  async hold(job: ClaimedJob, signal: AbortSignal): Promise<Hold | null> {
+  async hold(job: ClaimedJob, signal: AbortSignal): Promise<Hold | Unholdable | null> {
     if (!this.budgeted) return NO_HOLD;
     if (this.reached) return null;
     const usd = this.worstUsd(job);
     if (usd === null) {
-      throw new LlmqError(
-        `Job ${job.key.slice(0, 12)} (${job.model}) sets no max_tokens, so nothing bounds what it may cost and ` +
-          `--budget cannot hold it. ${NO_MAX_TOKENS_FIX}`,
-      );
+      return { refused: `it sets no max_tokens, so nothing bounds what it may cost and --budget cannot hold it. ${NO_MAX_TOKENS_FIX}` };
     }
     for (;;) {
       const r = await this.#store.reserve({
@@ -140,6 +145,9 @@ export class RunMoney {
         continue;
       }
       if (this.#out === 0 || this.reached) {
+        // the provider refuses it unbilled: no reason to stop the run for its worst case
+        const tooLong = this.#tooLong(job, usd, r.scope);
+        if (tooLong !== null) return { refused: tooLong };
         this.reached ??= {
           scope: r.scope,
           committedUsd: r.committedUsd,
@@ -160,6 +168,19 @@ export class RunMoney {
       });
       signal.throwIfAborted();
     }
+  }
+
+  /** Why a request the budget cannot hold is not sent: its model takes fewer tokens than it asks (null when it does not). */
+  #tooLong(job: ClaimedJob, usd: number, scope: 'run' | 'total'): string | null {
+    const window = this.#prices.contextWindow(job.model);
+    const counted = this.#countedOf(job);
+    const asked = counted.promptTokens + (counted.completionTokens ?? 0);
+    if (window === null || asked <= window) return null;
+    return (
+      `${int(asked)} tokens counted (its prompt and max_tokens), more than ${job.model} takes in one request ` +
+      `(${int(window)}): the provider would refuse it, unbilled, and its worst case (${usdText(usd)}) is more than ` +
+      `${scope === 'run' ? '--budget' : '--budget-total'} has left. Split or shorten the document, or lower max_tokens.`
+    );
   }
 
   /** A hold whose request will not leave after all (its lease lapsed): its reservation given back. */

@@ -83,9 +83,7 @@ describe('llmq enqueue (CLI)', () => {
     expect(lines.slice(0, -1)).toEqual(
       ['q.db', 'q.db-shm', 'q.db-wal'].map((f) => `skipped ${dir}/${f}: part of the queue's own database (--db)`),
     );
-    expect(lines.at(-1)).toMatch(
-      /read 1 document into .*: 1 new job, 1 new item, 0 already queued, 0 updated, 0 rejected, 3 skipped$/,
-    );
+    expect(lines.at(-1)).toMatch(/read 1 document into .*: 1 new job, 1 new item, 0 already queued, 0 updated, 0 rejected, 3 skipped$/);
     expect(query<{ id: string }>(join(dir, 'q.db'), 'SELECT id FROM items')).toEqual([{ id: 'note.txt' }]);
   });
 
