@@ -3,6 +3,7 @@ import { batchOwner } from '../src/store/batches.js';
 import type { PostgresStore } from '../src/store/postgres/store.js';
 import { resendFailedWithMaxTokens, withMaxTokens } from '../src/ingest/resend-failed.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
+import { jobKey } from '../src/request.js';
 import type { AttemptRecord, Completion, Store } from '../src/store/types.js';
 import { STORE_KINDS, T0, OWNER, claimOpts, row, rows, skipUnavailable } from './helpers/stores.js';
 
@@ -490,6 +491,50 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     await store.complete(again!.key, { ...c, attempt: { ...c.attempt, costUsd: 0.125 } });
     expect((await job(store, 'doc-0000')).costUsd).toBeCloseTo(0.375, 9);
     expect(await storedUsd()).toBeCloseTo(0.875, 9);
+  });
+
+  it('an enqueue of documents retry-failed --max-tokens raised, with their old request, keeps them at the raise: nothing is sent again', async () => {
+    const { store } = await kind.fresh();
+    const cutOff = (id: string) => row(id, `text of ${id}`);
+    await store.enqueue([cutOff('doc-0000'), cutOff('doc-0001'), row('doc-0002', 'fine')], T0);
+    const keyOf = async (id: string) => (await job(store, id)).key;
+    // claim all; `cut` fail as cut off, the others answered
+    const settle = async (now: number, cut: readonly string[]) => {
+      const cutKeys = await Promise.all(cut.map(keyOf));
+      for (const j of (await store.claim(claimOpts({ now }))).jobs) {
+        if (cutKeys.includes(j.key)) await store.fail(j.key, OWNER, 'the answer was cut off at max_tokens', null, now + 1);
+        else await store.complete(j.key, completion(j.key));
+      }
+    };
+    await settle(T0, ['doc-0000', 'doc-0001']);
+    expect(await resendFailedWithMaxTokens(store, { errorContains: 'cut off' }, 900, T0 + 2)).toMatchObject({ jobs: 2, items: 2 });
+    const at900 = await keyOf('doc-0001');
+    // doc-0000 cut off at 900 too: raised again
+    await settle(T0 + 3, ['doc-0000']);
+    expect(await resendFailedWithMaxTokens(store, { errorContains: 'cut off' }, 2000, T0 + 5)).toMatchObject({ jobs: 1, items: 1 });
+    const at2000 = await keyOf('doc-0000');
+    await settle(T0 + 6, []);
+    expect((await store.status()).counts).toMatchObject({ done: 3, pending: 0, failed: 0 });
+    // the next day's enqueue of the folder, with the options as before: the cut-off requests again
+    const again = await store.enqueue([cutOff('doc-0000'), cutOff('doc-0001'), row('doc-0002', 'fine'), row('doc-0003', 'new')], T0 + 8);
+    expect(again).toMatchObject({
+      keptRaised: 2,
+      newJobs: 1,
+      newItems: 1,
+      movedItems: 0,
+      unchanged: 3,
+      droppedJobs: 0,
+      orphanedAnswers: 0,
+    });
+    expect([await keyOf('doc-0000'), await keyOf('doc-0001')]).toEqual([at2000, at900]);
+    expect((await store.status()).counts).toMatchObject({ done: 3, pending: 1, failed: 0 });
+    // the first raise's request leads to the second raise too
+    const first = cutOff('doc-0000');
+    const request = withMaxTokens(first.request, first.model, 900);
+    expect(await store.enqueue([{ ...first, request, key: jobKey(request) }], T0 + 9)).toMatchObject({ keptRaised: 1, unchanged: 1 });
+    // a document changed is a request of its own
+    expect(await store.enqueue([row('doc-0001', 'text of doc-0001, edited')], T0 + 10)).toMatchObject({ movedItems: 1 });
+    expect(await store.enqueue([row('doc-0001', 'text of doc-0001, edited')], T0 + 10)).not.toHaveProperty('keptRaised');
   });
 
   it('pages through failed jobs enqueued at one moment (one created_at): each sent again once', async () => {

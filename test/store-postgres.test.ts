@@ -62,6 +62,7 @@ describe('postgres store', () => {
       'rejections',
       'runs',
       'spend',
+      'superseded',
     ]);
     const cols = async (table: string) =>
       (
@@ -234,6 +235,7 @@ describe('postgres store', () => {
       { col: 'attempts.job_key', collation_name: 'C' },
       { col: 'items.job_key', collation_name: 'C' },
       { col: 'jobs.key', collation_name: 'C' },
+      { col: 'superseded.key', collation_name: 'C' },
     ]);
     expect((await store.item('c'))!.job.key).toBe(a.key);
     expect((await store.item('b'))!.attempts).toHaveLength(1);

@@ -34,6 +34,7 @@ describe('sqlite schema', () => {
       'rejections',
       'runs',
       'spend',
+      'superseded',
     ]);
     // docs/database.md names every table (what users query with sqlite3)
     const documented = readFileSync(new URL('../docs/database.md', import.meta.url), 'utf8');
@@ -144,6 +145,7 @@ describe('sqlite schema', () => {
       'jobs_lease',
       'jobs_orphaned',
       'runs_open',
+      'superseded_by',
     ]);
     // jobs.key is unique by a named index (a bulk load drops and rebuilds it), not by an inline constraint
     expect(db.prepare("SELECT sql FROM sqlite_master WHERE name = 'jobs_key'").pluck().get()).toBe(

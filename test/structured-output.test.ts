@@ -116,7 +116,8 @@ describe('answers held to the JSON their request asks for (response_format)', ()
       { id: 'd0', text: 'doc 0' },
       { id: 'd1', text: 'doc 1' },
     ];
-    const { db } = await enqueueJsonl(tempDir(), docs, 'in.jsonl', ['--schema', schemaFile(TICKET), '--max-tokens', '1000']);
+    const enqueueFlags = ['--schema', schemaFile(TICKET), '--max-tokens', '1000'];
+    const { db, file } = await enqueueJsonl(tempDir(), docs, 'in.jsonl', enqueueFlags);
     const run = ['run', '--db', db, '--base-url', fake.url, '--retry-delay', '0.05', '--progress', 'none'];
     const r = await runCli(run);
     expect(r.code, r.stderr).toBe(2);
@@ -158,6 +159,16 @@ describe('answers held to the JSON their request asks for (response_format)', ()
     // asked again with the same limit: nothing to gain, said so
     const failing = await runCli(['retry-failed', '--db', db, '--max-tokens', '2048']);
     expect(failing.stderr).toContain('No failed jobs.');
+    // the same input enqueued again with its options as before (to add a document, say): the raised
+    // document stays at its raise, where it moved back to the request that was cut off and paid again
+    const enqueued = await runCli(['enqueue', file, '--db', db, '--max-tokens', '32', ...enqueueFlags]);
+    expect(enqueued.code, enqueued.stderr).toBe(0);
+    expect(enqueued.stderr).toContain(
+      '1 document stays at the higher max_tokens that retry-failed --max-tokens gave it: at the max_tokens asked now, its answer was cut off (and paid for).',
+    );
+    expect(enqueued.stderr).not.toContain('no longer belong');
+    expect((await runCli(run)).code).toBe(0);
+    expect(fake.requests).toHaveLength(3);
   });
 
   it("says, at enqueue, what OpenAI's strict mode would refuse in a schema: an object open to more properties, a property not required", async () => {

@@ -103,6 +103,11 @@ export interface EnqueueSummary {
   readonly orphanedAnswers: number;
   /** Jobs already queued, waiting or failed, that took the priority asked for (`--priority`). */
   readonly reprioritized: number;
+  /**
+   * Documents whose request `retry-failed --max-tokens` superseded (its answers were cut off at its
+   * max_tokens): kept at the request with more room instead (`EnqueueResult.keptRaised`).
+   */
+  readonly keptRaised: number;
   /** Updated items whose document now comes from another file: likely another document under the same id. */
   readonly fromAnotherFile: FromAnotherFile | null;
   /** The first updated item, with the request of the job it left and of its new one (`EnqueueResult.firstMoved`). */
@@ -462,6 +467,7 @@ class Batcher implements EntrySink {
   #dropped = 0;
   #orphanedAnswers = 0;
   #reprioritized = 0;
+  #keptRaised = 0;
   #fromAnotherFile: FromAnotherFile | null = null;
   #firstMoved: MovedItem | null = null;
   /** JSONL lines without the id field: how many, and the first (`EnqueueSummary.withoutIdField`). */
@@ -577,6 +583,7 @@ class Batcher implements EntrySink {
         this.#orphanedAnswers += r.orphanedAnswers;
         // ?? 0: a store written before the field (plain JavaScript) would make the sum NaN
         this.#reprioritized += r.reprioritized ?? 0;
+        this.#keptRaised += r.keptRaised ?? 0;
         this.#fromAnotherFile = addFromAnotherFile(this.#fromAnotherFile, r.fromAnotherFile);
         this.#firstMoved ??= r.firstMoved ?? null;
         if (r.keptItems) this.#keptEarlier(rows, r.keptItems);
@@ -627,6 +634,7 @@ class Batcher implements EntrySink {
       dropped: this.#dropped,
       orphanedAnswers: this.#orphanedAnswers,
       reprioritized: this.#reprioritized,
+      keptRaised: this.#keptRaised,
       fromAnotherFile: this.#fromAnotherFile,
       firstMoved: this.#firstMoved,
       // with the default field, lines without ids are the usual file:line items unless others have

@@ -57,8 +57,18 @@ export async function resendFailedWithMaxTokens(
       jobs++;
       items += job.items.length;
       for (const item of job.items) {
-        // not positional: the item is moved on purpose, whatever stream it came from
-        rows.push({ itemId: item.id, source: item.source, meta: item.meta, key, request, model: job.model, priority: job.priority });
+        // not positional: the item is moved on purpose, whatever stream it came from; and an enqueue
+        // computing the cut-off request again later keeps it here (src/store/superseded.ts)
+        rows.push({
+          itemId: item.id,
+          source: item.source,
+          meta: item.meta,
+          key,
+          request,
+          model: job.model,
+          priority: job.priority,
+          supersedes: job.key,
+        });
       }
     }
     if (rows.length > 0) {

@@ -55,6 +55,13 @@ export interface EnqueueRow {
    * move the item to its new document.
    */
   readonly positional?: boolean;
+  /**
+   * The key of the failed job whose items this row moves to the same request with more room
+   * (`retry-failed --max-tokens`): the store remembers that this row's request supersedes that one,
+   * in the same transaction, so that a later enqueue computing the old request again keeps the item
+   * here (src/store/superseded.ts).
+   */
+  readonly supersedes?: string;
 }
 
 /** An item an enqueue moved to another job, and the two requests (JSON): the one it left, the one it has now. */
@@ -103,6 +110,11 @@ export interface EnqueueResult {
   readonly firstMoved?: MovedItem | null;
   /** Ids of `positional` rows not enqueued because their item holds another document, which is kept. Absent when none. */
   readonly keptItems?: readonly string[];
+  /**
+   * Rows whose request `retry-failed --max-tokens` superseded (its answers were cut off): enqueued at
+   * the superseding request instead (src/store/superseded.ts). Absent when none.
+   */
+  readonly keptRaised?: number;
 }
 
 /** How many moved items came from another file, and the first of them. */

@@ -374,6 +374,12 @@ async function runEnqueue(
         'llmq forget removes items by id.',
     );
   }
+  if (summary.keptRaised) {
+    stderr.write(
+      `${count(summary.keptRaised, 'document')} ${summary.keptRaised === 1 ? 'stays' : 'stay'} at the higher max_tokens that retry-failed --max-tokens gave ` +
+        `${summary.keptRaised === 1 ? 'it' : 'them'}: at the max_tokens asked now, ${summary.keptRaised === 1 ? 'its answer was' : 'their answers were'} cut off (and paid for).\n`,
+    );
+  }
   const ignored = batchLinesText(summary.batchLines, requestFlags, summary.documents - summary.rejected > summary.batchLines);
   if (ignored) warn(ignored);
   const lost = summary.firstMoved ? lostToDefaults(summary.firstMoved, requestFlags) : [];

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { addFromAnotherFile, type EnqueueResult, type EnqueueRow, type ForgetResult, type ForgetWhich } from '../types.js';
 import { inTransaction } from './connect.js';
+import { withSuperseding } from '../superseded.js';
 
 /**
  * One set-based statement per chunk: new jobs in input order (ON CONFLICT DO NOTHING, so identical
@@ -162,6 +163,18 @@ const REPRIORITIZE_SQL = `WITH asked AS (
   WHERE j.key = a.key AND j.state IN ('pending', 'failed') AND j.priority <> a.priority
     AND (a.priority < j.priority OR NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key AND i.id <> ALL(a.ids)))`;
 
+/** Of the keys `$1`, those superseded by a request whose job is there, and it (src/store/superseded.ts). */
+const SUPERSEDING_OF_SQL = `SELECT s.key, j.key AS by, j.request FROM superseded s JOIN jobs j ON j.key = s.by_key
+  WHERE s.key = ANY($1::text[])`;
+
+/**
+ * Each old key of `$1` superseded by the key beside it in `$2` (EnqueueRow.supersedes), and what
+ * the old one superseded before superseded by the new one now (a second raise).
+ */
+const SUPERSEDE_SQL = `WITH pairs AS (SELECT DISTINCT ON (old) old, new FROM unnest($1::text[], $2::text[]) AS p(old, new)),
+repointed AS (UPDATE superseded s SET by_key = p.new FROM pairs p WHERE s.by_key = p.old)
+INSERT INTO superseded (key, by_key) SELECT old, new FROM pairs ON CONFLICT (key) DO UPDATE SET by_key = EXCLUDED.by_key`;
+
 /**
  * Jobs that lost their last item to a move and were never answered: never to be sent. What a
  * dropped job's billed tries cost goes to the job its item moved to (`$2`, old key to new, as
@@ -228,15 +241,22 @@ export class EnqueuePg {
     this.#pool = pool;
   }
 
-  async enqueue(rows: readonly EnqueueRow[], now: number): Promise<EnqueueResult> {
-    if (rows.length === 0) return nothingEnqueued();
-    // ON CONFLICT DO UPDATE may touch a row once per statement, so an item id that comes back within
-    // the batch starts a new chunk: later rows then see earlier ones, exactly like row-by-row.
-    const chunks = splitOnRepeatedIds(rows);
+  async enqueue(given: readonly EnqueueRow[], now: number): Promise<EnqueueResult> {
+    if (given.length === 0) return nothingEnqueued();
     const total = await inTransaction(this.#pool, async (client) => {
       await client.query(ONE_ENQUEUE_AT_A_TIME_SQL);
+      const superseding = (await client.query<{ key: string; by: string; request: string }>(SUPERSEDING_OF_SQL, [given.map((r) => r.key)]))
+        .rows;
+      const { rows, kept: keptRaised } = withSuperseding(
+        given,
+        new Map(superseding.map((s) => [s.key, { key: s.by, request: s.request }])),
+      );
+      // ON CONFLICT DO UPDATE may touch a row once per statement, so an item id that comes back within
+      // the batch starts a new chunk: later rows then see earlier ones, exactly like row-by-row.
+      const chunks = splitOnRepeatedIds(rows);
       // counted afresh by each try: a transaction retried after a deadlock counts its rows once
       const total = nothingEnqueued();
+      if (keptRaised) total.keptRaised = keptRaised;
       // counted once all chunks are in: an item may move back to its job later in the batch
       const movedFrom: string[] = [];
       const keptItems: string[] = [];
@@ -274,6 +294,8 @@ export class EnqueuePg {
         }
       }
       if (movedFrom.length) total.orphanedAnswers = (await client.query<{ n: number }>(ORPHANED_ANSWERS_SQL, [movedFrom])).rows[0]!.n;
+      const superseded = rows.filter((r) => r.supersedes !== undefined);
+      if (superseded.length) await client.query(SUPERSEDE_SQL, [superseded.map((r) => r.supersedes), superseded.map((r) => r.key)]);
       // not the rows of items kept (a stream's line numbers that now hold another document): refused, they change nothing
       const kept = new Set(keptItems);
       const asked = rows.filter((r) => r.setsPriority && !kept.has(r.itemId));
@@ -285,7 +307,7 @@ export class EnqueuePg {
       if (keptItems.length) total.keptItems = keptItems;
       return total;
     });
-    this.#probe = total.unchanged * 2 >= rows.length;
+    this.#probe = total.unchanged * 2 >= given.length;
     return total;
   }
 }

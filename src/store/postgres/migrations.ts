@@ -328,6 +328,19 @@ CREATE TABLE rejections (
 `,
 });
 
+/** Requests `retry-failed --max-tokens` superseded (the SQLite store's migration 18 says why). */
+export const SUPERSEDED_MIGRATION: Migration = Object.freeze({
+  version: 17,
+  name: 'superseded',
+  sql: `
+CREATE TABLE superseded (
+  key     TEXT COLLATE "C" NOT NULL PRIMARY KEY,   -- a request's key (jobs.key), its job dropped
+  by_key  TEXT COLLATE "C" NOT NULL                -- the key of the request that superseded it
+);
+CREATE INDEX superseded_by ON superseded (by_key);
+`,
+});
+
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
@@ -471,6 +484,7 @@ CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pend
   COPY_IN_PROGRESS_MIGRATION,
   REJECTIONS_MIGRATION,
   LINE_IDS_MIGRATION,
+  SUPERSEDED_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
@@ -488,6 +502,7 @@ const OUR_TABLES = [
   'item_counts',
   'copying',
   'rejections',
+  'superseded',
 ];
 
 /**

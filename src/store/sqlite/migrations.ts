@@ -547,6 +547,22 @@ CREATE TABLE rejections (
 `,
 });
 
+/**
+ * Requests `retry-failed --max-tokens` superseded, and the request with more room their items went
+ * to: a later enqueue computing the old request again keeps the items there (src/store/superseded.ts).
+ */
+export const SUPERSEDED_MIGRATION: Migration = Object.freeze({
+  version: 18,
+  name: 'superseded',
+  sql: `
+CREATE TABLE superseded (
+  key     TEXT NOT NULL PRIMARY KEY,   -- a request's key (jobs.key), its job dropped
+  by_key  TEXT NOT NULL                -- the key of the request that superseded it
+) WITHOUT ROWID;
+CREATE INDEX superseded_by ON superseded (by_key);
+`,
+});
+
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
@@ -680,6 +696,7 @@ CREATE TABLE spend (
   ORPHANED_ANSWERS_MIGRATION,
   COPY_IN_PROGRESS_MIGRATION,
   REJECTIONS_MIGRATION,
+  SUPERSEDED_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

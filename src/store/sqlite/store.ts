@@ -48,6 +48,7 @@ import { DROP_ATTEMPTS_SQL, INSERT_ATTEMPT_OF_SEQ_SQL, INSERT_ATTEMPT_SQL, inser
 import { BULK_MIN_ROWS, beginBulkLoad, finishBulkLoad, finishDeadBulkLoad, settleBulkLoad } from './bulk-load.js';
 import type { BulkLoadWriter } from './load-writer.js';
 import { INSERT_REQUEST_SQL, REQUEST_KEPT_APART, requestOf } from './requests.js';
+import { withSuperseding, type Superseding } from '../superseded.js';
 import { CountMoves, countsWriter, type CountedJob } from './count-moves.js';
 import { unplannedLimit } from './unplanned-limit.js';
 
@@ -239,6 +240,11 @@ export class SqliteStore implements Store {
         WHERE lease_owner = ? AND state = 'running' RETURNING key`)
         .pluck(),
       dropOrphans: orphanDropper(db),
+      anySuperseded: db.prepare('SELECT 1 FROM superseded LIMIT 1').pluck(),
+      supersedingOf: db.prepare(`SELECT s.key, j.key AS by, ${requestOf('j')} AS request FROM superseded s JOIN jobs j ON j.key = s.by_key
+        WHERE s.key IN (SELECT value FROM json_each(?))`),
+      supersede: db.prepare('INSERT INTO superseded (key, by_key) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET by_key = excluded.by_key'),
+      resupersede: db.prepare('UPDATE superseded SET by_key = ? WHERE by_key = ?'),
       endRun: db.prepare('UPDATE runs SET ended_at = ?, exit_reason = ? WHERE id = ? AND ended_at IS NULL'),
       mockRuns: db.prepare(`SELECT id FROM runs WHERE ${mockRunWhere('sqlite', { quietSince: '?' })}`).pluck(),
       takeBackMock: db.prepare(
@@ -390,9 +396,13 @@ export class SqliteStore implements Store {
     return 'plain';
   }
 
-  readonly #enqueueTxn = (rows: readonly EnqueueRow[], now: number): EnqueueResult =>
+  readonly #enqueueTxn = (given: readonly EnqueueRow[], now: number): EnqueueResult =>
     this.db
       .transaction(() => {
+        const s = this.#s;
+        const { rows, kept: keptRaised } = s.anySuperseded.get()
+          ? withSuperseding(given, this.#supersedingOf(given))
+          : { rows: given, kept: 0 };
         let newJobs = 0,
           newItems = 0,
           movedItems = 0,
@@ -405,7 +415,6 @@ export class SqliteStore implements Store {
         // counted at the end: an item may move back to its job later in the batch
         const movedFrom = new Set<string>();
         const kept: string[] = [];
-        const s = this.#s;
         // the item ids of each key this call asks a priority for: the job's own items, as against others'
         const asking = idsAskingPriority(rows);
         const takePriority = (r: EnqueueRow) => {
@@ -452,6 +461,11 @@ export class SqliteStore implements Store {
             if (s.dropOrphans([current], r.key) === 1) droppedJobs++;
             else movedFrom.add(current);
           }
+          if (r.supersedes !== undefined) {
+            // what superseded the old request is superseded by this one now (a second raise)
+            s.resupersede.run(r.key, r.supersedes);
+            s.supersede.run(r.supersedes, r.key);
+          }
         }
         const orphanedAnswers = [...movedFrom].filter((key) => s.markOrphaned.run(key).changes === 1).length;
         const counts = { newJobs, newItems, movedItems, unchanged, droppedJobs, orphanedAnswers, reprioritized };
@@ -460,9 +474,16 @@ export class SqliteStore implements Store {
           ...(firstElsewhere ? { fromAnotherFile: { count: elsewhere, first: firstElsewhere } } : {}),
           ...(kept.length ? { keptItems: kept } : {}),
           ...(firstMoved ? { firstMoved } : {}),
+          ...(keptRaised ? { keptRaised } : {}),
         };
       })
       .immediate();
+
+  /** Of the rows' keys, those superseded by a request whose job is there, and it (src/store/superseded.ts). */
+  #supersedingOf(rows: readonly EnqueueRow[]): Map<string, Superseding> {
+    const found = this.#s.supersedingOf.all(JSON.stringify(rows.map((r) => r.key))) as Array<{ key: string; by: string; request: string }>;
+    return new Map(found.map((f) => [f.key, { key: f.by, request: f.request }]));
+  }
 
   async startRun(run: RunInfo): Promise<void> {
     settleBulkLoad(this.db, this.location);
