@@ -153,8 +153,16 @@ describe('estimate', () => {
     );
     const e = await estimateRun(store, { prices: loadPriceTable(), now: T, baseUrl: BASE, tpm: 600_000 });
     const mini = e.models[0]!;
-    expect(mini).toMatchObject({ model: 'gpt-4o-mini', jobs: 4, contextWindow: 128_000, tooLong: 2 });
-    expect(e).toMatchObject({ jobs: 4, tooLong: 2, tooLongItems: ['doc-1', 'doc-3'] });
+    expect(mini).toMatchObject({ model: 'gpt-4o-mini', jobs: 4, contextWindow: 128_000, tooLong: 2, tooLongPrompts: 1 });
+    expect(e).toMatchObject({
+      jobs: 4,
+      tooLong: 2,
+      tooLongPrompts: 1,
+      tooLongItems: [
+        { id: 'doc-1', tokens: prompt(1) + 1000 },
+        { id: 'doc-3', tokens: prompt(3) + 1000 },
+      ],
+    });
     // the tokens, cost and pace are those of the two that fit
     expect(mini.promptTokens).toBe(prompt(0) + prompt(2));
     expect(mini.completion.ceiling).toBe(2000);
@@ -163,9 +171,12 @@ describe('estimate', () => {
     const text = renderEstimate(e, { db: 'q.db' }).replace(/\n {2}(?! )/g, ' ');
     expect(text).toContain(
       '2 jobs ask more tokens than the model takes in one request (gpt-4o-mini: 128,000, the prompt and max_tokens together): ' +
-        'the provider refuses them unbilled, and the figures below leave them out.',
+        'the provider refuses them unbilled, and the figures below leave them out. Split or shorten those documents, lower max_tokens, or',
     );
-    expect(text).toContain('doc-1 and doc-3.');
+    expect(text).toContain(
+      `doc-1 (${(prompt(1) + 1000).toLocaleString('en-US')}) and doc-3 (${(prompt(3) + 1000).toLocaleString('en-US')}).`,
+    );
+    expect(text).toContain('gpt-4o-mini  4 jobs, 2 too long (left out below)');
     // a price given on the command line changes what it costs, not what the model takes
     const priced = await estimateRun(store, { prices: loadPriceTable({ price: [1, 2] }), now: T, baseUrl: BASE });
     expect(priced.tooLong).toBe(2);
@@ -474,6 +485,7 @@ describe('estimate', () => {
       held: 0,
       uncapped: 0,
       tooLong: 0,
+      tooLongPrompts: 0,
       tooLongItems: [],
       models: [],
       cost: { low: 0.00108, high: 0.002, worst: 0.003 },

@@ -55,7 +55,9 @@ export function renderEstimate(
   const row = (label: string, value: string, paint: (s: string) => string = (s) => s) =>
     lines.push(...wrap(value, 67).map((line, i) => `    ${(i === 0 ? label : '').padEnd(9)}${paint(line)}`));
   for (const m of e.models) {
-    lines.push(`  ${p.bold(oneLine(m.model, 50))}  ${count(m.jobs, 'job')}`);
+    lines.push(
+      `  ${p.bold(oneLine(m.model, 50))}  ${count(m.jobs, 'job')}${m.tooLong ? `, ${int(m.tooLong)} too long (left out below)` : ''}`,
+    );
     row(
       'prompt',
       `${compact(m.promptTokens)} tokens${m.promptCorrection ? ` (counted; answers showed ${signedTokens(Math.abs(m.promptCorrection)).replace('+', '')} ${m.promptCorrection > 0 ? 'more' : 'fewer'} a request)` : ' (counted)'}`,
@@ -108,15 +110,17 @@ function tooLongText(e: Estimate): string {
   const windows = e.models.filter((m) => m.tooLong > 0).map((m) => `${m.model}: ${int(m.contextWindow!)}`);
   const one = e.tooLong === 1;
   const them = one ? 'it' : 'them';
-  const named = e.tooLongItems.map((id) => {
+  const named = e.tooLongItems.map(({ id, tokens }) => {
     const shown = printable(id);
-    return /\s/.test(shown) ? JSON.stringify(shown) : shown;
+    return `${/\s/.test(shown) ? JSON.stringify(shown) : shown} (${int(tokens)})`;
   });
   const which = named.length ? `${e.tooLong > named.length ? ' The first: ' : ' '}${listed(named)}.` : '';
+  // a prompt over the window alone is not helped by a lower max_tokens
+  const lower = e.tooLongPrompts < e.tooLong ? ', lower max_tokens,' : '';
   return (
     `${count(e.tooLong, 'job')} ${one ? 'asks' : 'ask'} more tokens than ${e.models.length > 1 ? 'their model' : 'the model'} takes ` +
     `in one request (${windows.join(', ')}, the prompt and max_tokens together): the provider refuses ${them} unbilled, and ` +
-    `the figures below leave ${them} out. Split or shorten ${one ? 'the document' : 'those documents'}, lower max_tokens, or ` +
+    `the figures below leave ${them} out. Split or shorten ${one ? 'the document' : 'those documents'}${lower} or ` +
     `enqueue ${them} for a model of a larger context.${which}`
   );
 }

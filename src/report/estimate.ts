@@ -58,6 +58,8 @@ export interface ModelEstimate {
   readonly contextWindow: number | null;
   /** Of `jobs`, those asking more than `contextWindow`: the provider refuses them unbilled, so the tokens and costs leave them out. */
   readonly tooLong: number;
+  /** Of those, the ones whose prompt alone is more than `contextWindow` (a lower max_tokens does not help them). */
+  readonly tooLongPrompts: number;
   /** Of them, jobs whose request sets no max_tokens: nothing bounds their cost (no worst case; --budget refuses them). */
   readonly uncapped: number;
   /** Counted with the tokenizer, plus what answered jobs showed the provider counts on top (`promptCorrection` per request). */
@@ -102,8 +104,13 @@ export interface Estimate {
   readonly uncapped: number;
   /** Jobs longer than their model's context window (`ModelEstimate.tooLong`, all models). */
   readonly tooLong: number;
-  /** The first few of them, by their first item's id (the job's key when no item points at it): what `llmq show` takes. */
-  readonly tooLongItems: readonly string[];
+  /**
+   * The first few of them, by their first item's id (the job's key when no item points at it: what
+   * `llmq show` takes), with the tokens each asks (its prompt as counted, and its max_tokens).
+   */
+  readonly tooLongItems: ReadonlyArray<{ readonly id: string; readonly tokens: number }>;
+  /** Of `tooLong`, the jobs whose prompt alone is over their model's context window. */
+  readonly tooLongPrompts: number;
   readonly models: readonly ModelEstimate[];
   /** All models together; null when one has no price. */
   readonly cost: CostRange | null;
@@ -188,14 +195,14 @@ export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLim
     counting.push({ models: batch.models, keys: batch.keys, figures });
     batch = { models: [], keys: [], requests: [] };
   };
-  const tooLongKeys: string[] = [];
+  const tooLongKeys: Array<{ key: string; tokens: number }> = [];
   const addOldest = async () => {
     const { models, keys, figures } = counting.shift()!;
     const f = await figures;
     for (let i = 0; i < models.length; i++) {
       const model = models[i]!;
-      const fits = tallies.get(model)!.add(f[2 * i]!, f[2 * i + 1]!, await histories.get(model)!);
-      if (!fits && tooLongKeys.length < TOO_LONG_NAMED) tooLongKeys.push(keys[i]!);
+      const over = tallies.get(model)!.add(f[2 * i]!, f[2 * i + 1]!, await histories.get(model)!);
+      if (over !== null && tooLongKeys.length < TOO_LONG_NAMED) tooLongKeys.push({ key: keys[i]!, tokens: over });
     }
   };
   try {
@@ -254,7 +261,10 @@ export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLim
     held: jobs >= limit ? 0 : Math.max(0, status.counts.pending + status.counts.running - (jobs - mockAnswered + exhausted)),
     uncapped: models.reduce((n, m) => n + m.uncapped, 0),
     tooLong: models.reduce((n, m) => n + m.tooLong, 0),
-    tooLongItems: await Promise.all(tooLongKeys.map(async (key) => (await store.itemsByKeyPrefix(key, 1))[0]?.itemId ?? key)),
+    tooLongPrompts: models.reduce((n, m) => n + m.tooLongPrompts, 0),
+    tooLongItems: await Promise.all(
+      tooLongKeys.map(async ({ key, tokens }) => ({ id: (await store.itemsByKeyPrefix(key, 1))[0]?.itemId ?? key, tokens })),
+    ),
     models,
     cost: sum((m) => m.cost),
     batchCost: sum((m) => m.batchCost),
@@ -304,6 +314,7 @@ class Tally {
   ceiling = 0;
   uncapped = 0;
   tooLong = 0;
+  tooLongPrompts = 0;
   readonly cost: { low: number; high: number; worst: number } | null;
   readonly batch: { low: number; high: number; worst: number } | null;
   readonly #pricing;
@@ -322,10 +333,11 @@ class Tally {
 
   /**
    * A job whose prompt counts `counted` tokens and that asks up to `max` (0: no max_tokens)
-   * (`measureRequests`). False when it asks more than the model's context window: the provider
-   * refuses such a request unbilled, and its tokens (a whole book's, at times) would swamp the figures.
+   * (`measureRequests`). When it asks more than the model's context window, the tokens it asks (null
+   * when it fits): the provider refuses such a request unbilled, and its tokens (a whole book's, at
+   * times) would swamp the figures.
    */
-  add(counted: number, max: number, h: History): boolean {
+  add(counted: number, max: number, h: History): number | null {
     const prompt = Math.max(0, Math.round(counted + h.correction));
     const low = h.mean === null ? 0 : Math.min(h.mean, max || h.mean);
     const high = h.p90 === null ? max : Math.min(h.p90, max || h.p90);
@@ -333,7 +345,8 @@ class Tally {
     if (max === 0) this.uncapped++;
     if (this.#contextWindow !== null && prompt + max > this.#contextWindow) {
       this.tooLong++;
-      return false;
+      if (prompt > this.#contextWindow) this.tooLongPrompts++;
+      return prompt + max;
     }
     this.prompt += prompt;
     this.weight += prompt + max;
@@ -341,7 +354,7 @@ class Tally {
     this.high += high;
     this.ceiling += max;
     const p = this.#pricing;
-    if (!p) return true;
+    if (!p) return null;
     const usage = (completionTokens: number) => ({ promptTokens: prompt, completionTokens });
     this.cost!.low += p.cost(usage(low));
     this.cost!.high += p.cost(usage(high));
@@ -351,7 +364,7 @@ class Tally {
       this.batch.high += p.batchCost(usage(high))!;
       this.batch.worst += p.batchCost(usage(max))!;
     }
-    return true;
+    return null;
   }
 
   result(h: History, limits: LaneLimits, latencyMs = h.latencyMs): ModelEstimate {
@@ -361,6 +374,7 @@ class Tally {
       jobs: this.jobs,
       contextWindow: this.#contextWindow,
       tooLong: this.tooLong,
+      tooLongPrompts: this.tooLongPrompts,
       uncapped: this.uncapped,
       promptTokens: this.prompt,
       promptCorrection: h.correction,
