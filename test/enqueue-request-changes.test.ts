@@ -33,7 +33,7 @@ describe('enqueue again without the flags of the first', () => {
     // later, the same folder and no flags: every item now asks the default prompt, no system message, 512 tokens
     const again = await runCli(['enqueue', docs, '--db', db]);
     expect(again.code, again.stderr).toBe(0);
-    expect(again.stderr).toContain('3 updated (3 unsent old jobs dropped)');
+    expect(again.stderr).toContain('3 updated (3 unanswered old jobs dropped)');
     expect(oneLine(again.stderr)).toContain(
       "warning: 3 items moved to new jobs, and this enqueue's defaults made the change: it gave no --prompt, --system or --max-tokens, " +
         'and the first, "n1.txt", had a prompt of its own (its message began "Classify: note 1"), a system message (it began "Be brief.") ' +
@@ -44,7 +44,7 @@ describe('enqueue again without the flags of the first', () => {
     // as it says: with the first flags, nothing is said
     const back = await runCli(['enqueue', docs, '--db', db, ...own]);
     expect(back.code).toBe(0);
-    expect(back.stderr).toContain('3 updated (3 unsent old jobs dropped)');
+    expect(back.stderr).toContain('3 updated (3 unanswered old jobs dropped)');
     expect(back.stderr).not.toContain('warning');
   });
 

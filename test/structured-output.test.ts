@@ -171,6 +171,30 @@ describe('answers held to the JSON their request asks for (response_format)', ()
     expect(fake.requests).toHaveLength(3);
   });
 
+  it('retry-failed --max-tokens whose documents all join requests answered already says nothing is pending, not "to try them again"', async () => {
+    const fake = await startFake({ latencyMs: 5 });
+    const good = '{"summary":"s","urgency":"high","tags":[]}';
+    fake.respond((r) => {
+      if ((r.json?.max_tokens ?? 0) >= 2048) return reply.ok({ content: good });
+      const body = completionBody(r, { content: '{"summary":"s' }) as { choices: Array<{ finish_reason: string }> };
+      body.choices[0]!.finish_reason = 'length';
+      return reply.raw(200, body);
+    });
+    const dir = tempDir();
+    const schema = ['--schema', schemaFile(TICKET)];
+    const { db } = await enqueueJsonl(dir, [{ id: 'd0', text: 'doc 0' }], 'a.jsonl', [...schema, '--max-tokens', '1000']);
+    // the same document, enqueued again under another id with room
+    writeFileSync(join(dir, 'b.jsonl'), `${JSON.stringify({ id: 'd0-roomy', text: 'doc 0' })}\n`);
+    expect((await runCli(['enqueue', join(dir, 'b.jsonl'), '--db', db, ...schema, '--max-tokens', '2048'])).code).toBe(0);
+    expect((await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none'])).code).toBe(2);
+    const r = await runCli(['retry-failed', '--db', db, '--error', 'cut off', '--max-tokens', '2048']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(
+      /^The items of 1 failed job whose error contains "cut off", asking for answers of up to 2048 tokens .* joined requests answered already: nothing is pending\.\n$/,
+    );
+    expect((await runCli(['status', '--db', db, '--json'])).stdout).toMatch(/"pending":0/);
+  });
+
   it("says, at enqueue, what OpenAI's strict mode would refuse in a schema: an object open to more properties, a property not required", async () => {
     expect(strictModeProblems(TICKET)).toEqual([]);
     const loose = {

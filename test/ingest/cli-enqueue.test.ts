@@ -507,7 +507,7 @@ describe('llmq enqueue (CLI)', () => {
     // as it says: back to mock-1, the items find their answers, and the unsent jobs go
     const back = await llmq(['enqueue', docs, '--db', db, '--model', 'mock-1']);
     expect(back.code).toBe(0);
-    expect(back.stderr).toMatch(/0 new jobs, 0 new items, 0 already queued, 3 updated \(3 unsent old jobs dropped\)/);
+    expect(back.stderr).toMatch(/0 new jobs, 0 new items, 0 already queued, 3 updated \(3 unanswered old jobs dropped\)/);
     expect(back.stderr).not.toContain('warning');
     expect(query(db, 'SELECT state, count(*) AS n FROM jobs GROUP BY state')).toEqual([{ state: 'done', n: 3 }]);
     const after = JSON.parse((await llmq(['status', '--db', db, '--json'])).stdout);

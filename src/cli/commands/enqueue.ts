@@ -547,7 +547,7 @@ function describe(s: EnqueueSummary, db: string, c: ChalkInstance, priority: num
   return (
     `${c.bold(`read ${count(s.documents, 'document')}`)} into ${db} in ${secs}s: ` +
     `${c.green(count(s.newJobs, 'new job'))}, ${count(s.newItems, 'new item')}, ` +
-    `${int(s.unchanged)} already queued, ${int(s.updated)} updated${s.dropped ? ` (${count(s.dropped, 'unsent old job')} dropped)` : ''}, ` +
+    `${int(s.unchanged)} already queued, ${int(s.updated)} updated${s.dropped ? ` (${count(s.dropped, 'unanswered old job')} dropped)` : ''}, ` +
     (s.reprioritized ? `${count(s.reprioritized, 'job')} now at priority ${priority}, ` : '') +
     rejected +
     (s.skipped ? `, ${int(s.skipped)} skipped` : '') +

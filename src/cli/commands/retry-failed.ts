@@ -83,6 +83,13 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
       process.stderr.write(`No failed jobs${which}. No job has failed.\n`);
       return;
     }
+    // every document joined a request answered (or failed) already: "to try them again" read as work left
+    if (n > 0 && flags.maxTokens !== undefined && (await store.stateCounts()).pending === 0) {
+      process.stderr.write(
+        `The items of ${n} failed job${n === 1 ? '' : 's'}${which} joined requests answered already: nothing is pending.\n`,
+      );
+      return;
+    }
     // the run proposed goes where the last run went: after a mock run, not to OpenAI
     const lastRun = n === 0 ? null : (await snapshot()).lastRun;
     const again =
