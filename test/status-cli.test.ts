@@ -136,7 +136,9 @@ describe('llmq status', () => {
     expect(r.stdout).toMatch(/^ {2}pending {3}1 {2}oldest queued \d+m \d\ds ago$/m);
     expect(r.stdout).toMatch(/^ {2}failed {4}2$/m);
     expect(r.stdout).toMatch(/^ {2}tokens {3}500 in · 100 out$/m);
-    expect(r.stdout).toMatch(/^ {2}cost {5}\$0\.000135 so far · about \$0\.000054 more to finish · gpt-4o-mini$/m);
+    expect(r.stdout).toMatch(
+      /^ {2}cost {5}\$0\.000135 so far\n {11}about \$0\.000054 more if the rest are like those done · gpt-4o-mini$/m,
+    );
     expect(r.stdout).toMatch(/^ {2}2 {2}400 context_length_exceeded/m);
     // a reason longer than the line is wrapped under itself, its end kept (in a log there is no wider terminal)
     expect(r.stdout).toMatch(/^ {5}128000 tokens\.$/m);

@@ -123,7 +123,8 @@ export function renderStatus(
     row('kept', n, p.dim(`${n === 1 ? 'answer' : 'answers'} no item needs now`));
   }
   lines.push(`  ${'tokens'.padEnd(9)}${compact(r.tokens.prompt)} in · ${compact(r.tokens.completion)} out`);
-  lines.push(`  ${'cost'.padEnd(9)}${costLine(r, p)}`);
+  // within 80 columns: what follows the amount so far goes on under it
+  lines.push(...packed(costParts(r, p), ' · ', 69).map((line, i) => `  ${(i === 0 ? 'cost' : '').padEnd(9)}${line}`));
   // several models: how far each has got, beside what it cost ("gpt-4o  12/20 done  $0.0012")
   const models = r.cost.byModel.length > 1 ? r.cost.byModel : [];
   const nameWidth = Math.max(0, ...models.map((m) => oneLine(m.model, 24).length));
@@ -357,7 +358,7 @@ function hint(label: string, command: string): string[] {
   return one.length <= 80 ? [one] : [`  ${label}`, `    ${command}`];
 }
 
-function costLine(r: StatusReport, p: Paint): string {
+function costParts(r: StatusReport, p: Paint): string[] {
   const c = r.cost;
   const parts: string[] = [];
   if (c.usd !== null) parts.push(`${usd(c.usd)} so far`);
@@ -366,10 +367,11 @@ function costLine(r: StatusReport, p: Paint): string {
       `${p.yellow('unknown')} (no price for ${c.unpriced.join(', ')}; set --price IN,OUT)` +
         (c.knownUsd > 0 ? `, ${usd(c.knownUsd)} priced` : ''),
     );
-  if (c.remainingUsd !== null && c.remainingUsd > 0) parts.push(`about ${usd(c.remainingUsd)} more to finish`);
+  // the average of the jobs done, not of the prompts left (estimate counts those): said as such
+  if (c.remainingUsd !== null && c.remainingUsd > 0) parts.push(`about ${usd(c.remainingUsd)} more if the rest are like those done`);
   if (r.cost.byModel.length === 1) parts.push(p.dim(r.cost.byModel[0]!.model));
   if (onlyMock(r)) parts.push(p.dim('the offline mock bills nothing'));
-  return parts.join(' · ');
+  return parts;
 }
 
 /** Every run that sent ran on the offline mock, and nothing was spent. */

@@ -77,7 +77,7 @@ function renderCost(r) {
     ),
   );
   const unpriced = r.cost.unpriced.length ? ` (no price for ${r.cost.unpriced.join(', ')}: llmq serve --price in,out)` : '';
-  const left = r.cost.remainingUsd > 0 ? `; about ${usd(r.cost.remainingUsd)} more to finish` : '';
+  const left = r.cost.remainingUsd > 0 ? `; about ${usd(r.cost.remainingUsd)} more if the rest are like those done` : '';
   const maybe = r.cost.mayBeBilled;
   const billed = maybe.tries > 0 ? `; ${mayBeBilledText(maybe)} (no usable answer came)` : '';
   $('cost-total').textContent =
