@@ -108,6 +108,17 @@ describe('llmq run --budget', () => {
     expect(priced.stderr).not.toContain('bills nothing');
   });
 
+  it('a budget tried offline (the mock with --price): status says nothing was billed, and estimate of a real provider leaves that price', async () => {
+    const db = await seededQueue(3);
+    expect((await runCli(['run', '--db', db, ...MOCK_NOW, '--budget', '1', ...PRICE, '--limit', '2'])).code).toBe(0);
+    const status = (await runCli(['status', '--db', db])).stdout;
+    expect(status).toMatch(/^ {2}cost {5}\$[\d.]+ so far · gpt-4o-mini\n {11}on the offline mock at the price given: nothing was billed$/m);
+    // a run of a real provider sends the mock's jobs again, at the provider's price: the estimate says that one
+    const e = JSON.parse((await runCli(['estimate', '--db', db, '--json'])).stdout);
+    expect(e.models[0].price.source).toMatch(/^genai-prices /);
+    expect(e.jobs).toBe(3);
+  });
+
   it('a proposed command pasted with its USD placeholder says to put an amount there, not only that the value is invalid', async () => {
     const db = await seededQueue(1);
     for (const flag of ['--budget', '--budget-total']) {

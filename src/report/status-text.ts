@@ -371,12 +371,19 @@ function costParts(r: StatusReport, p: Paint): string[] {
   if (c.remainingUsd !== null && c.remainingUsd > 0) parts.push(`about ${usd(c.remainingUsd)} more if the rest are like those done`);
   if (r.cost.byModel.length === 1) parts.push(p.dim(r.cost.byModel[0]!.model));
   if (onlyMock(r)) parts.push(p.dim('the offline mock bills nothing'));
+  // a price given to the mock to try a budget offline: what it would have cost, read as money spent
+  else if (allRunsMock(r) && (r.cost.usd ?? 0) > 0) parts.push(p.dim('on the offline mock at the price given: nothing was billed'));
   return parts;
 }
 
 /** Every run that sent ran on the offline mock, and nothing was spent. */
 function onlyMock(r: StatusReport): boolean {
-  return r.cost.byRun.length > 0 && r.cost.byRun.every((run) => run.mock) && r.cost.usd === 0;
+  return allRunsMock(r) && r.cost.usd === 0;
+}
+
+/** Every run that sent ran on the offline mock. */
+function allRunsMock(r: StatusReport): boolean {
+  return r.cost.byRun.length > 0 && r.cost.byRun.every((run) => run.mock);
 }
 
 /**

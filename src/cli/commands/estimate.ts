@@ -104,8 +104,12 @@ export async function estimateCommand(
   try {
     // `run --dry-run` prices as that run would; `estimate` as `status` does: with no price given, at
     // the one the queue's last run was given, so the two agree on what the rest costs
+    // not a mock run's: a price given to try a budget offline is no price of the provider's
+    const lastRun = (await store.status()).lastRun;
     const prices =
-      o.dryRun || flags.provider === 'mock' ? await priceTableFrom(flags) : await reportPriceTable(flags, (await store.status()).lastRun);
+      o.dryRun || flags.provider === 'mock' || lastRun?.options.provider === 'mock'
+        ? await priceTableFrom(flags)
+        : await reportPriceTable(flags, lastRun);
     // a real run first takes the mock's answers back (src/cli/mock-answers.ts), sends those jobs, and
     // leaves their money out of --budget-total
     const mockAnswersBefore = flags.provider === 'mock' ? undefined : Date.now() - STALE_RUN_MS;
