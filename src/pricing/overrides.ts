@@ -47,8 +47,16 @@ export function readPriceFile(path: string, what: string): string {
   try {
     return readFileSync(path, 'utf8');
   } catch (error) {
-    throw new UsageError(
-      `Cannot read the price file ${path} given by ${what}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`,
-    );
+    const code = (error as NodeJS.ErrnoException).code;
+    // a run's --prices file moved or deleted since: its path still comes in the commands proposed
+    const why =
+      code === 'ENOENT'
+        ? 'no such file'
+        : code === 'EACCES'
+          ? 'permission denied'
+          : code === 'EISDIR'
+            ? 'it is a folder'
+            : (code ?? (error as Error).message);
+    throw new UsageError(`Cannot read the price file ${path} given by ${what}: ${why}.`);
   }
 }
