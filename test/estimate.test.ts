@@ -190,6 +190,14 @@ describe('estimate', () => {
     await store.close();
   });
 
+  it('says how many jobs failed, which a run does not send: "0 jobs to send" of a queue of failed jobs read as nothing left to do', async () => {
+    const db = await seededQueue(2);
+    expect((await runCli(['run', '--db', db, ...MOCK_NOW, '--mock-failure-rate', '1', '--max-attempts', '1'])).code).toBe(2);
+    const r = await runCli(['estimate', '--db', db]);
+    expect(r.stdout).toMatch(/: 0 jobs to send\n {2}2 more have failed: a run sends none of them \(llmq retry-failed puts them back\)\n$/);
+    expect(JSON.parse((await runCli(['estimate', '--db', db, '--json'])).stdout)).toMatchObject({ jobs: 0, failed: 2 });
+  });
+
   it("learns answer lengths from real answers only: the offline mock's stand-ins count neither in the mean nor the p90", async () => {
     const store = new SqliteStore(join(tempDir(), 'q.db'));
     await seedJobs(store, 20, { model: MODEL, maxTokens: 500 });
@@ -484,6 +492,7 @@ describe('estimate', () => {
       mockAnswered: 0,
       held: 0,
       uncapped: 0,
+      failed: 0,
       tooLong: 0,
       tooLongPrompts: 0,
       tooLongItems: [],

@@ -49,6 +49,13 @@ export function renderEstimate(
         : `${int(e.mockAnswered)} of them ${e.mockAnswered === 1 ? 'was' : 'were'}`;
     lines.push(p.dim(`  ${them} answered by the offline mock: done in llmq status, sent again by a run with a real provider`));
   }
+  // "0 jobs to send" of a queue of failed jobs read as nothing left to do
+  if (e.failed)
+    lines.push(
+      p.dim(
+        `  ${int(e.failed)} more ${e.failed === 1 ? 'has' : 'have'} failed: a run sends none of them (llmq retry-failed puts them back)`,
+      ),
+    );
   if (e.tooLong) lines.push(...wrap(tooLongText(e), 76).map((line) => `  ${p.yellow(line)}`));
   if (e.jobs === 0) return lines.join('\n') + '\n';
   // values wrap under themselves rather than lose their end: within 80 columns, whatever the terminal

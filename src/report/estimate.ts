@@ -102,6 +102,8 @@ export interface Estimate {
   readonly held: number;
   /** Jobs whose request sets no max_tokens: the worst case leaves them out, and a run under --budget refuses them. */
   readonly uncapped: number;
+  /** Failed jobs in the queue: a run does not send them (retry-failed puts them back), so they are in no figure here. */
+  readonly failed: number;
   /** Jobs longer than their model's context window (`ModelEstimate.tooLong`, all models). */
   readonly tooLong: number;
   /**
@@ -260,6 +262,7 @@ export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLim
     // the queue's unfinished jobs that the walk above did not meet: those with a lease that holds
     held: jobs >= limit ? 0 : Math.max(0, status.counts.pending + status.counts.running - (jobs - mockAnswered + exhausted)),
     uncapped: models.reduce((n, m) => n + m.uncapped, 0),
+    failed: status.counts.failed,
     tooLong: models.reduce((n, m) => n + m.tooLong, 0),
     tooLongPrompts: models.reduce((n, m) => n + m.tooLongPrompts, 0),
     tooLongItems: await Promise.all(
