@@ -23,7 +23,7 @@ describe('answers that are not the whole answer', () => {
         const n = docOf(req.body);
         const body = completionBody(req, {}) as { choices: Array<{ message: Record<string, unknown>; finish_reason: string }> };
         const choice = body.choices[0]!;
-        if (n % 3 === 0) choice.finish_reason = 'length';
+        if (n % 3 === 0 && (req.json?.max_tokens ?? 0) < 1024) choice.finish_reason = 'length';
         else if (n === 1 || n === 4) choice.message = { role: 'assistant', content: null, refusal: `no, not document ${n}` };
         else return undefined;
         return { kind: 'raw', status: 200, body };
@@ -46,6 +46,10 @@ describe('answers that are not the whole answer', () => {
     ]);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr.match(/answers are being cut off at max_tokens/g)).toHaveLength(1);
+    // what asks them again with room: twice the 64 they had, at least 1,024
+    expect(run.stderr.replace(/\s+/g, ' ')).toContain(
+      'to ask only those again with more room once the run is over: llmq retry-failed --cut-off --max-tokens 1024',
+    );
     expect(run.stderr.match(/the model declined some requests/g)).toHaveLength(1);
     expect(run.stderr).toMatch(
       /^ {2}3 answers cut off at max_tokens · 2 declined \(a refusal or the content filter\) \(kept as done; llmq export marks each: finish_reason\)$/m,
@@ -96,6 +100,35 @@ describe('answers that are not the whole answer', () => {
     const [head, first] = csv.stdout.split('\r\n');
     expect(head!.split(',').at(-1)).toBe('finish_reason');
     expect(first!.split(',').at(-1)).toBe('length');
+
+    // as the warning says: only the cut-off answers are asked again, with room; the declined ones stay
+    expect((await runCli(['retry-failed', '--db', db, '--cut-off'])).stderr).toContain('give it --max-tokens N too');
+    const retry = await runCli(['retry-failed', '--db', db, '--cut-off', '--max-tokens', '1024']);
+    expect(retry.code, retry.stderr).toBe(0);
+    expect(retry.stderr).toContain(
+      '3 answers cut off at max_tokens asked again for up to 1024 tokens (3 items moved); the cut-off answers are kept, no item needs them now.\n' +
+        'Their documents are pending. Run llmq run',
+    );
+    expect((await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none'])).code).toBe(0);
+    expect(
+      fake.requests
+        .slice(9)
+        .map((r) => [docOf(r.body), r.json.max_tokens])
+        .sort((a, b) => a[0]! - b[0]!),
+    ).toEqual([
+      [0, 1024],
+      [3, 1024],
+      [6, 1024],
+    ]);
+    const again = (await runCli(['export', '--db', db])).stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { id: string; finish_reason: string });
+    expect(again.filter((r) => r.finish_reason === 'length')).toEqual([]);
+    expect(again).toHaveLength(9);
+    // nothing cut off is left: said, not an error
+    const none = await runCli(['retry-failed', '--db', db, '--cut-off', '--max-tokens', '2048']);
+    expect(none.stderr).toBe('No failed jobs, and no answer cut off at max_tokens.\n');
   });
 
   it('the mock cuts answers at a small max_tokens, as a provider does, and the run says so', async () => {

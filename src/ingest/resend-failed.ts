@@ -1,5 +1,5 @@
 import { canonicalJson, jobKey } from '../request.js';
-import type { EnqueueRow, FailedJobCursor, JobQueue, QueueReader, RetryFailedFilter } from '../store/types.js';
+import type { EnqueueRow, FailedJobCursor, FailedJobToResend, JobQueue, QueueReader, RetryFailedFilter } from '../store/types.js';
 import { requestedCompletionTokens } from '../provider/tokens.js';
 import { completionLimitField } from './completion-limit.js';
 
@@ -35,15 +35,42 @@ export async function resendFailedWithMaxTokens(
   maxTokens: number,
   now: number,
 ): Promise<ResentFailed> {
+  return resendWithMaxTokens(store, maxTokens, now, async (after) => {
+    const jobs = await store.failedJobsToResend(filter, after, PAGE);
+    return { jobs, last: jobs.at(-1) ?? null };
+  });
+}
+
+/**
+ * The done jobs whose answer was cut off at max_tokens (kept as done: a plain text cut short), sent
+ * again as `resendFailedWithMaxTokens` sends failed ones: their items move to the request with more
+ * room, the cut-off answers stay kept (paid for; no item needs them now). Enqueueing just their
+ * documents again made a second item of a file in a subfolder (its id is its path in the folder
+ * enqueued), and left the cut-off answer as the first's.
+ */
+export async function resendCutOffAnswers(
+  store: Pick<JobQueue, 'enqueue'> & Pick<QueueReader, 'cutOffAnswersToResend'>,
+  maxTokens: number,
+  now: number,
+): Promise<ResentFailed> {
+  return resendWithMaxTokens(store, maxTokens, now, (after) => store.cutOffAnswersToResend(after, PAGE));
+}
+
+async function resendWithMaxTokens(
+  store: Pick<JobQueue, 'enqueue'>,
+  maxTokens: number,
+  now: number,
+  pageAfter: (after: FailedJobCursor | null) => Promise<{ jobs: readonly FailedJobToResend[]; last: FailedJobCursor | null }>,
+): Promise<ResentFailed> {
   let jobs = 0;
   let items = 0;
   let alreadyAt = 0;
   let joined = 0;
   let after: FailedJobCursor | null = null;
   for (;;) {
-    const page = await store.failedJobsToResend(filter, after, PAGE);
-    if (page.length === 0) break;
-    after = page.at(-1)!;
+    const { jobs: page, last } = await pageAfter(after);
+    if (last === null) break;
+    after = last;
     const rows: EnqueueRow[] = [];
     for (const job of page) {
       // never lowered: asked again with as much room or less, it would end the same way

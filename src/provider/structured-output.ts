@@ -69,7 +69,7 @@ export function checkAnswer(request: string, output: string, finish: FinishReaso
 }
 
 /** Twice the request's completion limit (at least 1,024): a --max-tokens to propose for answers it cut off. */
-function roomier(request: string): number {
+export function roomier(request: string): number {
   const limit = requestedCompletionTokens(JSON.parse(request));
   return limit > 0 ? Math.max(1024, 2 * limit) : 4096;
 }

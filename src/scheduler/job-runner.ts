@@ -7,7 +7,7 @@ import { decide, isOutageType, type Decision } from './decide.js';
 import { type BilledAnswer, FAILED_JOBS_NAMED, type RefusedParameter, type SchedulerListener } from './events.js';
 import type { InFlightRequests } from './in-flight.js';
 import type { Lane } from './lane.js';
-import { checkAnswer } from '../provider/structured-output.js';
+import { checkAnswer, roomier } from '../provider/structured-output.js';
 import type { OutageBreaker } from './outage.js';
 import type { PaceTicket } from './pace/window-pacer.js';
 import type { Semaphore } from './semaphore.js';
@@ -64,10 +64,10 @@ export interface JobContext {
 
 /** Said once per run, the first time an answer of the kind comes (JobRun.#noteIncomplete). */
 const INCOMPLETE_WARNING = {
-  cutOff:
+  // enqueueing just their documents again made a second item of a file in a subfolder
+  cutOff: (maxTokens: number) =>
     'answers are being cut off at max_tokens (finish_reason "length"): they are kept as done. llmq export marks ' +
-    `each (finish_reason); to redo only those, enqueue just their documents again with a higher --max-tokens ` +
-    `(llmq export | jq -c 'select(.finish_reason == "length")' lists them).`,
+    `each (finish_reason); to ask only those again with more room once the run is over: llmq retry-failed --cut-off --max-tokens ${maxTokens}`,
   refused:
     'the model declined some requests (a refusal, or the content filter): they are kept as done, the refusal as ' +
     'their output. llmq export marks each (finish_reason).',
@@ -403,7 +403,9 @@ class JobRun {
    */
   #noteIncomplete(finish: FinishReason | null): void {
     const kind = incompleteKind(finish);
-    if (kind !== null && this.ctx.counters[kind]++ === 0) this.ctx.emit('warning', { message: INCOMPLETE_WARNING[kind] });
+    if (kind === null || this.ctx.counters[kind]++ > 0) return;
+    const message = kind === 'cutOff' ? INCOMPLETE_WARNING.cutOff(roomier(this.job.request)) : INCOMPLETE_WARNING.refused;
+    this.ctx.emit('warning', { message });
   }
 
   /**

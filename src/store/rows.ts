@@ -1,5 +1,7 @@
+import { CUT_OFF, finishReasonOf } from '../provider/finish.js';
 import type {
   AttemptRecord,
+  FailedJobCursor,
   FailedJobToResend,
   AttemptRow,
   ExportFilter,
@@ -333,6 +335,21 @@ export interface RawItemToResend {
   id: string;
   source: string;
   meta: string | null;
+}
+
+/**
+ * Of done jobs read with their `response`, those whose answer was cut off at max_tokens (the SQL
+ * only narrows to bodies holding "length"; the body says it for its first choice), and the last read.
+ */
+export function cutOffOf(rows: ReadonlyArray<RawFailedJob & { response: string | null }>): {
+  cut: RawFailedJob[];
+  last: FailedJobCursor | null;
+} {
+  const lastRow = rows.at(-1);
+  return {
+    cut: rows.filter((r) => finishReasonOf(r.response) === CUT_OFF),
+    last: lastRow ? { createdAt: Number(lastRow.created_at), seq: Number(lastRow.seq) } : null,
+  };
 }
 
 /** Each job with its items (in the order read), as `failedJobsToResend` gives them. */

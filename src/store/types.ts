@@ -692,6 +692,12 @@ export interface QueueReader {
    */
   failedJobsToResend(filter: RetryFailedFilter, after: FailedJobCursor | null, limit: number): Promise<FailedJobToResend[]>;
   /**
+   * Done jobs whose answer was cut off at max_tokens (`finish_reason` "length", kept as done), as
+   * `failedJobsToResend` gives failed ones, after `after`, oldest first; of up to `limit` done jobs
+   * looked at, whose last is `last` (null when none was left to look at: the end).
+   */
+  cutOffAnswersToResend(after: FailedJobCursor | null, limit: number): Promise<{ jobs: FailedJobToResend[]; last: FailedJobCursor | null }>;
+  /**
    * Items in input order with their jobs, a page (an array of rows) at a time: the reader's loop
    * then awaits once a page, not once a row (at a million rows the await alone is a tenth of the export).
    */

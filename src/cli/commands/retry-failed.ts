@@ -9,6 +9,7 @@ interface RetryFailedFlags {
   db?: string;
   error?: string;
   maxTokens?: number;
+  cutOff?: boolean;
   json?: boolean;
 }
 
@@ -32,6 +33,10 @@ export function registerRetryFailed(program: Command): Command {
         return n;
       },
     )
+    .option(
+      '--cut-off',
+      'with --max-tokens: also the answers cut off at max_tokens that were kept as done (plain text cut short); their documents move to the new request, the cut-off answers stay kept',
+    )
     .option('--json', 'print {"requeued": n} on stdout')
     .addHelpText(
       'after',
@@ -40,7 +45,8 @@ Examples:
   $ llmq retry-failed && llmq run
   $ llmq retry-failed --error "HTTP 500"
   $ llmq retry-failed --error timeout --db big.db
-  $ llmq retry-failed --error "cut off" --max-tokens 2000`,
+  $ llmq retry-failed --error "cut off" --max-tokens 2000
+  $ llmq retry-failed --cut-off --max-tokens 2000    # answers kept as done, cut short, too`,
     )
     .action(retryFailedCommand);
 }
@@ -56,12 +62,18 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
     // read once: what it says of the failures and the last run, a retry does not change
     let read: ReturnType<typeof store.status> | null = null;
     const snapshot = () => (read ??= store.status());
-    const { n, raised } =
+    if (flags.cutOff && flags.maxTokens === undefined)
+      throw new LlmqError('--cut-off asks the answers cut off at max_tokens again with more room: give it --max-tokens N too.');
+    const cut = flags.cutOff && flags.maxTokens !== undefined ? await resendCutOff(store, flags.maxTokens, now) : 0;
+    const { n: failed, raised } =
       flags.maxTokens === undefined
         ? await retryAsTheyWere(store, snapshot, flags, now)
-        : await retryWithRoom(store, flags, flags.maxTokens, now);
+        : await retryWithRoom(store, flags, flags.maxTokens, now, cut > 0);
+    const n = failed + cut;
     if (flags.json) process.stdout.write(JSON.stringify({ requeued: n }) + '\n');
     const which = (flags.error ? ` whose error contains "${flags.error}"` : '') + raised;
+    // the cut-off answers sent again are said above (resendCutOff): what follows is of the failed jobs, or theirs
+    const put = failed > 0 ? `Put ${failed} failed job${failed === 1 ? '' : 's'}${which} back to pending` : 'Their documents are pending';
     // a run working the queue claims pending jobs as it goes: it takes these too, no new run needed
     const working = n === 0 ? [] : workingRuns(await store.activeRuns(), now);
     if (working.length) {
@@ -70,9 +82,7 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
           ? `the run working on this queue (${working[0]!.host} pid ${working[0]!.pid})`
           : `the ${working.length} runs working on this queue`;
       const takes = working.length === 1 ? 'takes' : 'take';
-      process.stderr.write(
-        `Put ${n} failed job${n === 1 ? '' : 's'}${which} back to pending: ${who} ${takes} ${n === 1 ? 'it' : 'them'}.\n`,
-      );
+      process.stderr.write(`${put}: ${who} ${takes} ${n === 1 ? 'it' : 'them'}.\n`);
       return;
     }
     if (n === 0 && flags.error) {
@@ -85,9 +95,8 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
     }
     // every document joined a request answered (or failed) already: "to try them again" read as work left
     if (n > 0 && flags.maxTokens !== undefined && (await store.stateCounts()).pending === 0) {
-      process.stderr.write(
-        `The items of ${n} failed job${n === 1 ? '' : 's'}${which} joined requests answered already: nothing is pending.\n`,
-      );
+      const whose = failed > 0 ? `The items of ${failed} failed job${failed === 1 ? '' : 's'}${which}` : 'Their documents';
+      process.stderr.write(`${whose} joined requests answered already: nothing is pending.\n`);
       return;
     }
     // the run proposed goes where the last run went: after a mock run, not to OpenAI
@@ -98,9 +107,8 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
       ) + dbArgument(flags.db);
     process.stderr.write(
       n === 0
-        ? `No failed jobs${which}.\n`
-        : `Put ${n} failed job${n === 1 ? '' : 's'}${which} back to pending. Run llmq run${again} to try ${n === 1 ? 'it' : 'them'} again` +
-            raiseBudgetText(lastRun?.stats ?? null),
+        ? `No failed jobs${which}${flags.cutOff ? ', and no answer cut off at max_tokens' : ''}.\n`
+        : `${put}. Run llmq run${again} to try ${n === 1 ? 'it' : 'them'} again` + raiseBudgetText(lastRun?.stats ?? null),
     );
   } finally {
     await store.close();
@@ -127,12 +135,32 @@ async function retryAsTheyWere(
   return { n, raised: '' };
 }
 
+/** The answers cut off at max_tokens and kept as done, their documents moved to requests asking for up to `maxTokens` (`resendCutOffAnswers`), said. */
+async function resendCutOff(store: OpenStore, maxTokens: number, now: number): Promise<number> {
+  const { resendCutOffAnswers } = await import('../../ingest/resend-failed.js');
+  const resent = await resendCutOffAnswers(store, maxTokens, now);
+  const m = resent.alreadyAt;
+  if (m > 0)
+    process.stderr.write(
+      `Left ${m} answer${m === 1 ? '' : 's'} cut off at max_tokens whose request asked for ${maxTokens} tokens or more already: give --max-tokens a higher number.\n`,
+    );
+  if (resent.jobs > 0) {
+    const n = resent.jobs;
+    process.stderr.write(
+      `${n} ${n === 1 ? 'answer' : 'answers'} cut off at max_tokens asked again for up to ${maxTokens} tokens (${resent.items} ${resent.items === 1 ? 'item' : 'items'} moved); ` +
+        `the cut-off ${n === 1 ? 'answer is' : 'answers are'} kept, no item needs ${n === 1 ? 'it' : 'them'} now.\n`,
+    );
+  }
+  return resent.jobs;
+}
+
 /** The failed jobs' documents moved to requests asking for answers of up to `maxTokens` (`resendFailedWithMaxTokens`). */
 async function retryWithRoom(
   store: OpenStore,
   flags: RetryFailedFlags,
   maxTokens: number,
   now: number,
+  answersToo = false,
 ): Promise<{ n: number; raised: string }> {
   const { resendFailedWithMaxTokens } = await import('../../ingest/resend-failed.js');
   const resent = await resendFailedWithMaxTokens(store, { errorContains: flags.error }, maxTokens, now);
@@ -140,7 +168,7 @@ async function retryWithRoom(
   const m = resent.alreadyAt;
   // sent again as they were, they would end the same way
   const already = `${m} failed job${m === 1 ? '' : 's'} asked for answers of up to ${maxTokens} tokens or more already`;
-  if (n === 0 && m > 0) {
+  if (n === 0 && m > 0 && !answersToo) {
     if (flags.json) process.stdout.write(JSON.stringify({ requeued: 0 }) + '\n');
     throw new LlmqError(`${already}: give --max-tokens a higher number.`);
   }

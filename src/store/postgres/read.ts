@@ -34,6 +34,7 @@ import {
   toRejections,
   toRun,
   withTheirItems,
+  cutOffOf,
   type RawAttempt,
   type RawFailedJob,
   type RawItemToResend,
@@ -219,6 +220,30 @@ export class PgReader {
       ])
     ).rows;
     return withTheirItems(jobs, items);
+  }
+
+  async cutOffAnswersToResend(
+    after: FailedJobCursor | null,
+    limit: number,
+  ): Promise<{ jobs: FailedJobToResend[]; last: FailedJobCursor | null }> {
+    // a body that does not hold "length" is no such answer
+    const rows = (
+      await query<RawFailedJob & { response: string | null }>(
+        this.#pool,
+        `SELECT created_at, seq, key, request, model, priority, response FROM jobs
+        WHERE state = 'done' AND (created_at, seq) > ($1::bigint, $2::bigint) AND strpos(response, '"length"') > 0
+        ORDER BY created_at, seq LIMIT $3`,
+        [after?.createdAt ?? Number.MIN_SAFE_INTEGER, after?.seq ?? 0, limit],
+      )
+    ).rows;
+    const { cut, last } = cutOffOf(rows);
+    if (cut.length === 0) return { jobs: [], last };
+    const items = (
+      await query<RawItemToResend>(this.#pool, 'SELECT job_key, id, source, meta FROM items WHERE job_key = ANY($1::text[]) ORDER BY seq', [
+        cut.map((j) => j.key),
+      ])
+    ).rows;
+    return { jobs: withTheirItems(cut, items), last };
   }
 
   async itemsByKeyPrefix(prefix: string, limit: number, afterKey = ''): Promise<KeyItemRow[]> {

@@ -533,6 +533,13 @@ export class PostgresStore implements Store {
     return this.#read.failedJobsToResend(filter, after, limit);
   }
 
+  cutOffAnswersToResend(
+    after: FailedJobCursor | null,
+    limit: number,
+  ): Promise<{ jobs: FailedJobToResend[]; last: FailedJobCursor | null }> {
+    return this.#read.cutOffAnswersToResend(after, limit);
+  }
+
   exportPages(filter: ExportFilter): AsyncIterable<readonly ExportRow[]> {
     return this.#read.exportPages(filter);
   }

@@ -33,6 +33,7 @@ import {
   toRejections,
   toRun,
   withTheirItems,
+  cutOffOf,
   type RawAttempt,
   type RawFailedJob,
   type RawItemToResend,
@@ -162,6 +163,23 @@ export class SqliteReader {
       .prepare('SELECT job_key, id, source, meta FROM items WHERE job_key IN (SELECT value FROM json_each(?)) ORDER BY seq')
       .all(JSON.stringify(jobs.map((j) => j.key))) as RawItemToResend[];
     return withTheirItems(jobs, items);
+  }
+
+  cutOffAnswersToResend(after: FailedJobCursor | null, limit: number): { jobs: FailedJobToResend[]; last: FailedJobCursor | null } {
+    // along jobs_age, as failed jobs are; a body that does not hold "length" is no such answer
+    const rows = this.#db
+      .prepare(`SELECT j.created_at, j.seq, j.key, ${requestOf('j')} AS request, j.model, j.priority, j.response FROM jobs j INDEXED BY jobs_age
+        WHERE j.state = 'done' AND (j.created_at, j.seq) > (@createdAt, @seq) AND instr(j.response, '"length"') > 0
+        ORDER BY j.created_at, j.seq LIMIT ${unplannedLimit('@limit')}`)
+      .all({ createdAt: after?.createdAt ?? Number.MIN_SAFE_INTEGER, seq: after?.seq ?? 0, limit }) as Array<
+      RawFailedJob & { response: string | null }
+    >;
+    const { cut, last } = cutOffOf(rows);
+    if (cut.length === 0) return { jobs: [], last };
+    const items = this.#db
+      .prepare('SELECT job_key, id, source, meta FROM items WHERE job_key IN (SELECT value FROM json_each(?)) ORDER BY seq')
+      .all(JSON.stringify(cut.map((j) => j.key))) as RawItemToResend[];
+    return { jobs: withTheirItems(cut, items), last };
   }
 
   itemsByKeyPrefix(prefix: string, limit: number, afterKey = ''): KeyItemRow[] {

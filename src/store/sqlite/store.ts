@@ -875,6 +875,13 @@ export class SqliteStore implements Store {
     return this.#read.failedJobsToResend(filter, after, limit);
   }
 
+  async cutOffAnswersToResend(
+    after: FailedJobCursor | null,
+    limit: number,
+  ): Promise<{ jobs: FailedJobToResend[]; last: FailedJobCursor | null }> {
+    return this.#read.cutOffAnswersToResend(after, limit);
+  }
+
   exportPages(filter: ExportFilter): AsyncIterable<readonly ExportRow[]> {
     return this.#read.exportPages(filter);
   }
