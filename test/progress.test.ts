@@ -316,7 +316,7 @@ describe('progress renderers', () => {
       '  Send them again with more room:\n    llmq retry-failed --error "cut off" --max-tokens 4096 --db q.db\n    llmq run --db q.db\n',
     );
     expect(all).not.toContain('Try again');
-    // some cut off: room for those first, then the others (whose tries ran out), as status says
+    // some cut off: room for those first, then the others (a plain retry-failed leaves the cut-off ones), as status says
     const some = summaryText(
       { ...left, failuresInStore: [cut(2048, 100), { error: 'gave up after 5 attempts: HTTP 503', count: 48 }] },
       state,
@@ -324,7 +324,7 @@ describe('progress renderers', () => {
     );
     expect(some).toContain(
       '  The 100 cut off, with more room:\n    llmq retry-failed --error "cut off" --max-tokens 2048\n' +
-        '  Then the others: llmq retry-failed --error "gave up after" && llmq run\n',
+        '  Then the others: llmq retry-failed && llmq run\n',
     );
     // nothing pending, every failure cut off
     const empty = {

@@ -557,6 +557,9 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     expect(await job(store, 'doc-0000')).toMatchObject({ state: 'pending', attempts: 0, error: null, finishedAt: null, runAfter: 0 });
     expect((await job(store, 'doc-0001')).state).toBe('failed');
     expect(await store.retryFailed({ errorContains: 'nothing like it' }, T0 + 3)).toBe(0);
+    // all but those whose error holds a text
+    expect(await store.retryFailed({ errorLacks: 'NO SUCH' }, T0 + 4)).toBe(0);
+    expect((await job(store, 'doc-0001')).state).toBe('failed');
     expect(await store.retryFailed({}, T0 + 4)).toBe(1);
     expect((await store.status()).counts).toEqual({ pending: 2, running: 0, done: 1, failed: 0 });
     expect((await store.claim(claimOpts({ now: T0 + 5 }))).jobs.map((j) => j.attempts)).toEqual([1, 1]);

@@ -138,7 +138,17 @@ describe('answers held to the JSON their request asks for (response_format)', ()
     const copy = join(tempDir(), 'copy.db');
     copyFileSync(db, copy);
     const plain = await runCli(['retry-failed', '--db', copy]);
-    expect(plain.stderr).toContain('1 of them was cut off at max_tokens: sent as it is, most likely cut off again.');
+    expect(plain.code, plain.stderr).toBe(0);
+    // a plain retry-failed leaves it failed, where --max-tokens still reaches it, and says what does
+    expect(plain.stderr).toBe(
+      'Left 1 failed job cut off at max_tokens as it is: sent as it was, most likely cut off, and paid for, again. ' +
+        'llmq retry-failed --error "cut off" --max-tokens 2000 sends it with more room (--error "cut off" alone, as it was).\n',
+    );
+    expect(readDb(copy).jobs.filter((j) => j.state === 'failed')).toHaveLength(1);
+    // named by --error, it goes as it is, said
+    const named = await runCli(['retry-failed', '--db', copy, '--error', 'cut off']);
+    expect(named.stderr).toContain('1 of them was cut off at max_tokens: sent as it is, most likely cut off again.');
+    expect(readDb(copy).jobs.filter((j) => j.state === 'failed')).toHaveLength(0);
     // as it says: only that document's request changes, the schema's field order kept; the other's answer stands
     const again = await runCli(['retry-failed', '--db', db, '--error', 'cut off', '--max-tokens', '2048']);
     expect(again.code, again.stderr).toBe(0);

@@ -44,9 +44,10 @@ export interface RetryHint {
 
 /**
  * What sends the failed jobs again, in order: the cut-off ones with room first (sent as they were,
- * they are cut off again), then the others, as they were, leaving out those the provider refused as
- * sent (they fail the same way): tries that ran out say "gave up after", and when other reasons are
- * among the rest, or some are not listed (`failures` holds the top groups), --error TEXT is the tool.
+ * they are cut off again), then the others, as they were (a plain retry-failed leaves the cut-off
+ * ones), leaving out those the provider refused as sent (they fail the same way): tries that ran out
+ * say "gave up after", and when other reasons are among the rest, or some are not listed
+ * (`failures` holds the top groups), --error TEXT is the tool.
  * Empty when every failure was refused as sent. `status` and the run's summary say the same.
  */
 export function retryHints(failures: ReadonlyArray<{ readonly error: string; readonly count: number }>, failed: number): RetryHint[] {
@@ -61,7 +62,8 @@ export function retryHints(failures: ReadonlyArray<{ readonly error: string; rea
     const ranOut =
       listed === failed &&
       failures.every((f) => refusedAsSent(f.error) || f.error.includes(CUT_OFF_TEXT) || f.error.includes('gave up after'));
-    const only = refused + cutOff === 0 ? '' : ranOut ? ' --error "gave up after"' : ' --error TEXT';
+    // a plain retry-failed leaves the cut-off ones failed: only refusals need it narrowed
+    const only = refused === 0 ? '' : ranOut ? ' --error "gave up after"' : ' --error TEXT';
     hints.push({ kind: 'retry', count: others, all: only === '', command: `llmq retry-failed${only}` });
   }
   return hints;

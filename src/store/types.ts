@@ -515,6 +515,8 @@ export interface RetryFailedFilter {
   readonly errorContains?: string;
   /** Only failures whose error is exactly this (`unknown error` for none), as `status` groups them. */
   readonly errorIs?: string;
+  /** Not the failures whose error contains this text (case-insensitive). */
+  readonly errorLacks?: string;
 }
 
 /**

@@ -3,6 +3,7 @@ import { LlmqError } from '../../errors.js';
 import { dbOption } from '../options.js';
 import { oneLine, printable } from '../../report/format.js';
 import { cutOffCount, roomierRetryCommand } from '../../report/refused.js';
+import { CUT_OFF_TEXT } from '../../provider/finish.js';
 import type { RunStats } from '../../store/types.js';
 
 interface RetryFailedFlags {
@@ -65,10 +66,13 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
     if (flags.cutOff && flags.maxTokens === undefined)
       throw new LlmqError('--cut-off asks the answers cut off at max_tokens again with more room: give it --max-tokens N too.');
     const cut = flags.cutOff && flags.maxTokens !== undefined ? await resendCutOff(store, flags.maxTokens, now) : 0;
-    const { n: failed, raised } =
-      flags.maxTokens === undefined
-        ? await retryAsTheyWere(store, snapshot, flags, now)
-        : await retryWithRoom(store, flags, flags.maxTokens, now, cut > 0);
+    const {
+      n: failed,
+      raised,
+      left = 0,
+    }: { n: number; raised: string; left?: number } = flags.maxTokens === undefined
+      ? await retryAsTheyWere(store, snapshot, flags, now)
+      : await retryWithRoom(store, flags, flags.maxTokens, now, cut > 0);
     const n = failed + cut;
     if (flags.json) process.stdout.write(JSON.stringify({ requeued: n }) + '\n');
     const which = (flags.error ? ` whose error contains "${flags.error}"` : '') + raised;
@@ -105,6 +109,8 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
       runArgumentsOfRun(
         lastRun ? { ...lastRun.options, budgetReached: lastRun.stats?.budgetReached, budgetTooSmall: lastRun.stats?.budgetTooSmall } : null,
       ) + dbArgument(flags.db);
+    // every failed job was cut off, and left: said above
+    if (n === 0 && left > 0) return;
     process.stderr.write(
       n === 0
         ? `No failed jobs${which}${flags.cutOff ? ', and no answer cut off at max_tokens' : ''}.\n`
@@ -117,22 +123,35 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
 
 type OpenStore = Awaited<ReturnType<typeof import('../../report/open-existing.js').openExistingStore>>;
 
-/** The failed jobs back to pending as they are; answers cut off at max_tokens among them said (sent as they are, most likely cut off again, and billed again). */
+/**
+ * The failed jobs back to pending as they are. Those cut off at max_tokens are left failed unless
+ * `--error` names them: sent as they were, they are most likely cut off, and paid for, again, and
+ * once pending, `--max-tokens` no longer reaches them (it takes failed jobs). Asked for by `--error`,
+ * they go, said.
+ */
 async function retryAsTheyWere(
   store: OpenStore,
   snapshot: () => ReturnType<OpenStore['status']>,
   flags: RetryFailedFlags,
   now: number,
-): Promise<{ n: number; raised: string }> {
+): Promise<{ n: number; raised: string; left: number }> {
   const taken = (await snapshot()).failures.filter((f) => !flags.error || f.error.toLowerCase().includes(flags.error.toLowerCase()));
   const cutOff = cutOffCount(taken);
-  const n = await store.retryFailed({ errorContains: flags.error }, now);
-  if (cutOff > 0)
+  const leave = cutOff > 0 && flags.error === undefined;
+  const n = await store.retryFailed({ errorContains: flags.error, ...(leave ? { errorLacks: CUT_OFF_TEXT } : {}) }, now);
+  const them = cutOff === 1 ? 'it' : 'them';
+  if (leave)
+    process.stderr.write(
+      `Left ${cutOff} failed ${cutOff === 1 ? 'job' : 'jobs'} cut off at max_tokens as ${cutOff === 1 ? 'it is' : 'they are'}: sent as ${cutOff === 1 ? 'it was' : 'they were'}, ` +
+        `most likely cut off, and paid for, again. ${roomierRetryCommand(taken)} sends ${them} with more room ` +
+        `(--error "cut off" alone, as ${cutOff === 1 ? 'it was' : 'they were'}).\n`,
+    );
+  else if (cutOff > 0)
     process.stderr.write(
       `${cutOff} of them ${cutOff === 1 ? 'was' : 'were'} cut off at max_tokens: sent as ${cutOff === 1 ? 'it is' : 'they are'}, most likely cut off again. ` +
         `If they fail so again, ${roomierRetryCommand(taken)} sends them with more room.\n`,
     );
-  return { n, raised: '' };
+  return { n, raised: '', left: leave ? cutOff : 0 };
 }
 
 /** The answers cut off at max_tokens and kept as done, their documents moved to requests asking for up to `maxTokens` (`resendCutOffAnswers`), said. */

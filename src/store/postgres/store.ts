@@ -459,8 +459,9 @@ export class PostgresStore implements Store {
       `UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL, finished_at = NULL,
         updated_at = $1
       WHERE state = 'failed' AND ($2::text IS NULL OR strpos(lower(error), lower($2::text)) > 0)
-        AND ($3::text IS NULL OR coalesce(error, 'unknown error') = $3::text)`,
-      [now, filter.errorContains ?? null, filter.errorIs ?? null],
+        AND ($3::text IS NULL OR coalesce(error, 'unknown error') = $3::text)
+        AND ($4::text IS NULL OR strpos(lower(coalesce(error, '')), lower($4::text)) = 0)`,
+      [now, filter.errorContains ?? null, filter.errorIs ?? null, filter.errorLacks ?? null],
     );
     return r.rowCount ?? 0;
   }

@@ -274,7 +274,8 @@ export class SqliteStore implements Store {
       retryFailed: db.prepare(`UPDATE jobs SET state = 'pending', attempts = 0, run_after = 0, error = NULL,
           finished_at = NULL, updated_at = @now
         WHERE state = 'failed' AND (@text IS NULL OR instr(llmq_lower(error), llmq_lower(@text)) > 0)
-          AND (@exact IS NULL OR coalesce(error, 'unknown error') = @exact)`),
+          AND (@exact IS NULL OR coalesce(error, 'unknown error') = @exact)
+          AND (@lacks IS NULL OR instr(llmq_lower(coalesce(error, '')), llmq_lower(@lacks)) = 0)`),
       startRun: db.prepare(`INSERT INTO runs (id, host, pid, started_at, heartbeat_at, options) VALUES (?, ?, ?, ?, ?, ?)`),
       runHeartbeat: db.prepare('UPDATE runs SET heartbeat_at = ?, stats = ? WHERE id = ?'),
       renewLeases: db.prepare(`UPDATE jobs SET lease_expires_at = ? WHERE lease_owner = ? AND state = 'running'`),
@@ -753,7 +754,12 @@ export class SqliteStore implements Store {
       .transaction(() => {
         // failed jobs no item needs, which versions before `fail` dropped them left behind: gone, never retried
         this.#s.dropOrphans(this.#s.failedOrphans.all() as string[]);
-        return this.#s.retryFailed.run({ now, text: filter.errorContains ?? null, exact: filter.errorIs ?? null }).changes;
+        return this.#s.retryFailed.run({
+          now,
+          text: filter.errorContains ?? null,
+          exact: filter.errorIs ?? null,
+          lacks: filter.errorLacks ?? null,
+        }).changes;
       })
       .immediate();
   }
