@@ -433,7 +433,9 @@ describe('estimate', () => {
     const flags = ['--db', db, '--base-url', BASE, '--price', '1,1'];
     const json = JSON.parse((await runCli(['estimate', ...flags, '--json'])).stdout);
     expect(json).toMatchObject({ jobs: 2, uncapped: 1, models: [{ model: 'gpt-4o-mini', uncapped: 1 }] });
-    expect((await runCli(['estimate', ...flags])).stdout.replace(/\s+/g, ' ')).toContain('worst unbounded (1 job without max_tokens)');
+    const text = (await runCli(['estimate', ...flags])).stdout.replace(/\s+/g, ' ');
+    expect(text).toContain('worst unbounded (1 job without max_tokens)');
+    expect(text).toContain('answers unbounded: 1 job sets no max_tokens (no real answer yet)');
     const dry = await runCli(['run', '--dry-run', ...flags, '--budget', '1']);
     expect(dry.stdout.replace(/\s+/g, ' ')).toContain(
       '--budget $1.00: 1 job sets no max_tokens, so nothing bounds their cost and a run under --budget refuses them. Set max_tokens in the request',

@@ -183,6 +183,9 @@ function aboutTime(seconds: number): string {
 
 function answersText(m: ModelEstimate): string {
   const c = m.completion;
+  // a job without max_tokens has no ceiling: "up to 0 tokens" read as answers that cost nothing
+  if (c.basis === 'max_tokens' && m.uncapped > 0)
+    return `unbounded: ${count(m.uncapped, 'job')} ${m.uncapped === 1 ? 'sets' : 'set'} no max_tokens (no real answer yet)`;
   if (c.basis === 'max_tokens') return `up to ${compact(c.ceiling)} tokens (max_tokens; no real answer yet)`;
   const range = compact(c.low) === compact(c.high) ? compact(c.low) : `${compact(c.low)} to ${compact(c.high)}`;
   return `${range} tokens (mean ${Math.round(c.mean!)}, p90 ${c.p90} of ${int(c.answered)} answered)`;
