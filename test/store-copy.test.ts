@@ -291,11 +291,16 @@ describe('copy', () => {
       const middle = await PostgresStore.open(freshPgUrl());
       const back = new SqliteStore(join(dir, 'back.db'));
       await populate(source);
+      // a request retry-failed --max-tokens raised: an enqueue of the copy keeps its documents at the raise too
+      await source.enqueue([{ ...row('raised', 'raised text'), supersedes: 'ab'.repeat(32) }], T0 + 1);
       await copyStore(source, middle, { now: T0 + 999 });
       await copyStore(middle, back, { now: T0 + 1999 });
       const expected = asCopied(await everything(source));
       expect(await everything(middle)).toEqual(expected);
       expect(await everything(back)).toEqual(expected);
+      const superseded = [{ key: 'ab'.repeat(32), byKey: row('raised', 'raised text').key }];
+      expect(await middle.copier.dumpSuperseded()).toEqual(superseded);
+      expect(await back.copier.dumpSuperseded()).toEqual(superseded);
       const runs = [];
       for await (const r of back.copier.dumpRuns()) runs.push([r.id, r.endedAt, r.exitReason, r.stats]);
       expect(runs).toEqual([

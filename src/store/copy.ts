@@ -121,6 +121,9 @@ export async function copyStore(
   // one row per input whose enqueue rejected documents: the copy's status names them too
   const { rejected } = await from.status();
   await to.keepRejections(rejected);
+  // what retry-failed --max-tokens raised: an enqueue of the copy keeps those documents at the raise too
+  const superseded = await from.copier.dumpSuperseded();
+  for (let i = 0; i < superseded.length; i += 5000) await to.copier.loadSuperseded(superseded.slice(i, i + 5000));
   await to.copier.endCopy();
   return { jobs, items, attempts, runs, laneLimits: limits.length, rejections: rejected.length, requeued, closedRuns };
 }

@@ -733,6 +733,9 @@ export interface QueueCopier {
   loadRuns(rows: readonly RunRow[]): Promise<void>;
   /** Once every item is in: marks the answered jobs no item points at (StatusSnapshot.orphanedAnswers). */
   markOrphans(): Promise<void>;
+  /** The requests `retry-failed --max-tokens` superseded, and what superseded each (src/store/superseded.ts): a few rows per raise. */
+  dumpSuperseded(): Promise<Array<{ readonly key: string; readonly byKey: string }>>;
+  loadSuperseded(rows: ReadonlyArray<{ readonly key: string; readonly byKey: string }>): Promise<void>;
   /**
    * Mark this queue as written by a copy from `source` until `endCopy`: one stopped halfway is then
    * told from a whole queue (`copyInProgress`), and refused by the commands that use a queue.

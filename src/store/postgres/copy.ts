@@ -98,6 +98,20 @@ export class PgCopier implements QueueCopier {
     );
   }
 
+  async dumpSuperseded(): Promise<Array<{ key: string; byKey: string }>> {
+    return (await query<{ key: string; byKey: string }>(this.#pool, 'SELECT key, by_key AS "byKey" FROM superseded ORDER BY key')).rows;
+  }
+
+  async loadSuperseded(rows: ReadonlyArray<{ readonly key: string; readonly byKey: string }>): Promise<void> {
+    if (!rows.length) return;
+    await query(
+      this.#pool,
+      `INSERT INTO superseded (key, by_key) SELECT * FROM unnest($1::text[], $2::text[])
+      ON CONFLICT (key) DO UPDATE SET by_key = EXCLUDED.by_key`,
+      [rows.map((r) => r.key), rows.map((r) => r.byKey)],
+    );
+  }
+
   async markOrphans(): Promise<void> {
     await query(this.#pool, 'UPDATE jobs j SET orphaned = true WHERE NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key)');
   }

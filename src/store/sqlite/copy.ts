@@ -132,6 +132,18 @@ export class SqliteCopier implements QueueCopier {
       .immediate();
   }
 
+  async dumpSuperseded(): Promise<Array<{ key: string; byKey: string }>> {
+    return this.#db.prepare('SELECT key, by_key AS byKey FROM superseded ORDER BY key').all() as Array<{ key: string; byKey: string }>;
+  }
+
+  async loadSuperseded(rows: ReadonlyArray<{ readonly key: string; readonly byKey: string }>): Promise<void> {
+    this.#write();
+    const insert = this.#db.prepare('INSERT OR REPLACE INTO superseded (key, by_key) VALUES (?, ?)');
+    this.#db.transaction(() => {
+      for (const r of rows) insert.run(r.key, r.byKey);
+    })();
+  }
+
   async markOrphans(): Promise<void> {
     // every job and item is in: the key indexes are built now, as the orphan marking and the
     // attempts' foreign keys need them
