@@ -46,9 +46,9 @@ describe('answers that are not the whole answer', () => {
     ]);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr.match(/answers are being cut off at max_tokens/g)).toHaveLength(1);
-    // what asks them again with room: twice the 64 they had, at least 1,024
-    expect(run.stderr.replace(/\s+/g, ' ')).toContain(
-      'to ask only those again with more room once the run is over: llmq retry-failed --cut-off --max-tokens 1024',
+    // what asks them again with room, reaching this queue: twice the 64 they had, at least 1,024
+    expect(run.stderr.replace(/ \\\n/g, ' ').replace(/\s+/g, ' ')).toContain(
+      `to ask the cut-off ones again with more room: llmq retry-failed --cut-off --max-tokens 1024 --db ${db} llmq run`,
     );
     expect(run.stderr.match(/the model declined some requests/g)).toHaveLength(1);
     expect(run.stderr).toMatch(

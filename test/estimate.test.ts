@@ -452,6 +452,10 @@ describe('estimate', () => {
     expect(shown.job).toMatchObject({ state: 'failed' });
     expect(shown.job.error).toMatch(/^not sent: it sets no max_tokens, .*or run without --budget\.$/);
     expect(shown.attempts).toEqual([]);
+    // sent again under the same budget it fails the same way: status proposes no retry for it
+    const status = (await runCli(['status', '--db', db])).stdout;
+    expect(status).toContain('not sent: it sets no max_tokens');
+    expect(status).not.toContain('retry-failed');
   });
 
   it('llmq run --dry-run --budget says whether the budget covers the run, or where it would stop it', async () => {

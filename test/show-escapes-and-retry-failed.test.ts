@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { MOCK_NOW, runCli } from './helpers/cli.js';
 import { readDb } from './helpers/e2e.js';
 import { tempDir } from './helpers/tmp.js';
+import { seedJobs } from './helpers/seed.js';
 
 describe('llmq show of an item whose id and document hold control characters', () => {
   it('shows them as escapes: the id on one line, the text with its lines, nothing sent to the terminal', async () => {
@@ -41,6 +42,27 @@ describe('llmq show of an item whose id and document hold control characters', (
     expect(r.stderr).toContain('no item with id "gone\\\\u000aid"');
     expect((await runCli(['show', 'plain', '--db', db])).code).toBe(0);
     expect((await runCli(['show', id, '--db', db])).code).toBe(1);
+  });
+
+  it('a plain retry-failed leaves the jobs cut off at max_tokens failed, however many other reasons there are', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 14);
+    await store.startRun({ id: 'r', host: hostname(), pid: 1, startedAt: Date.now(), options: {} });
+    const { jobs } = await store.claim({ owner: 'r', limit: 14, now: Date.now(), leaseUntil: Date.now() + 60_000, maxAttempts: 5 });
+    // twelve other reasons, two of them twice: the cut-off one is not among status's top ten groups
+    for (const [i, j] of jobs.entries()) {
+      const error = i === 13 ? 'the answer was cut off at max_tokens before its JSON was whole' : `HTTP 500: reason ${i % 12}`;
+      await store.fail(j.key, 'r', error, null, Date.now());
+    }
+    await store.close();
+    const r = await runCli(['retry-failed', '--db', db]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(
+      /^Left 1 failed job cut off at max_tokens as it is: .* llmq retry-failed --error "cut off" --max-tokens N --db /,
+    );
+    expect(r.stderr).toContain('Put 13 failed jobs back to pending');
+    expect(JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout).counts).toMatchObject({ failed: 1, pending: 13 });
   });
 
   /** A queue of one item, `doc`, whose job failed (a mock run where every try fails), and the flags of a mock run on it. */

@@ -537,6 +537,29 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     expect(await store.enqueue([row('doc-0001', 'text of doc-0001, edited')], T0 + 10)).not.toHaveProperty('keptRaised');
   });
 
+  it('cutOffAnswersToResend pages through the done answers cut off at max_tokens, with their items; not one that only says "length"', async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue(rows(5), T0);
+    const { jobs } = await store.claim(claimOpts());
+    const finish = ['length', 'stop', 'length', 'stop', 'length'];
+    for (const [i, j] of jobs.entries()) {
+      const c = completion(j.key, i === 1 ? 'the word "length" in an answer' : 'an answer');
+      const body = { choices: [{ message: { content: c.output }, finish_reason: finish[i] }] };
+      // the fourth says "length" in its text, escaped in the body: the SQL passes it, its finish does not
+      const response = i === 3 ? JSON.stringify({ ...body, note: 'length' }) : JSON.stringify(body);
+      await store.complete(j.key, { ...c, response });
+    }
+    const seen: string[] = [];
+    let after: Parameters<Store['cutOffAnswersToResend']>[0] = null;
+    for (let pages = 0; pages < 10; pages++) {
+      const page = await store.cutOffAnswersToResend(after, 2);
+      if (page.last === null) break;
+      after = page.last;
+      seen.push(...page.jobs.map((j) => `${j.items[0]!.id}:${j.error}`));
+    }
+    expect(seen).toEqual(['doc-0000:null', 'doc-0002:null', 'doc-0004:null']);
+  });
+
   it('pages through failed jobs enqueued at one moment (one created_at): each sent again once', async () => {
     const { store } = await kind.fresh();
     await store.enqueue(rows(1_100), T0);

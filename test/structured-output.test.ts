@@ -142,7 +142,7 @@ describe('answers held to the JSON their request asks for (response_format)', ()
     // a plain retry-failed leaves it failed, where --max-tokens still reaches it, and says what does
     expect(plain.stderr).toBe(
       'Left 1 failed job cut off at max_tokens as it is: sent as it was, most likely cut off, and paid for, again. ' +
-        'llmq retry-failed --error "cut off" --max-tokens 2000 sends it with more room (--error "cut off" alone, as it was).\n',
+        `llmq retry-failed --error "cut off" --max-tokens 2000 --db ${copy} sends it with more room (--error "cut off" alone, as it was).\n`,
     );
     expect(readDb(copy).jobs.filter((j) => j.state === 'failed')).toHaveLength(1);
     // named by --error, it goes as it is, said

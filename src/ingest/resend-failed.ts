@@ -2,6 +2,7 @@ import { canonicalJson, jobKey } from '../request.js';
 import type { EnqueueRow, FailedJobCursor, FailedJobToResend, JobQueue, QueueReader, RetryFailedFilter } from '../store/types.js';
 import { requestedCompletionTokens } from '../provider/tokens.js';
 import { completionLimitField } from './completion-limit.js';
+import { CUT_OFF_TEXT } from '../provider/finish.js';
 
 /** Failed jobs read and enqueued again at a time. */
 const PAGE = 500;
@@ -74,11 +75,12 @@ async function resendWithMaxTokens(
     const rows: EnqueueRow[] = [];
     for (const job of page) {
       // never lowered: asked again with as much room or less, it would end the same way
+      // no item needs it (a cut-off answer whose documents moved on): nothing to send again
+      if (job.items.length === 0) continue;
       if (requestedCompletionTokens(JSON.parse(job.request)) >= maxTokens) {
         alreadyAt++;
         continue;
       }
-      if (job.items.length === 0) continue;
       const request = withMaxTokens(job.request, job.model, maxTokens);
       const key = jobKey(request);
       jobs++;
@@ -94,7 +96,8 @@ async function resendWithMaxTokens(
           request,
           model: job.model,
           priority: job.priority,
-          supersedes: job.key,
+          // remembered for a cut-off answer only: an enqueue then says the old request's answers were cut off
+          ...(job.error === null || job.error.includes(CUT_OFF_TEXT) ? { supersedes: job.key } : {}),
         });
       }
     }

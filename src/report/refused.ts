@@ -14,6 +14,14 @@ export function refusedCount(failures: ReadonlyArray<{ readonly error: string; r
   return failures.filter((f) => refusedAsSent(f.error)).reduce((sum, f) => sum + f.count, 0);
 }
 
+/**
+ * Of `failures` (grouped by error), the jobs a run failed without sending them (`not sent: ...`: no
+ * max_tokens, or too long for the budget left): the same run fails them the same way; their error says what to change.
+ */
+export function notSentCount(failures: ReadonlyArray<{ readonly error: string; readonly count: number }>): number {
+  return failures.filter((f) => f.error.startsWith('not sent: ')).reduce((sum, f) => sum + f.count, 0);
+}
+
 /** Of `failures` (grouped by error), the jobs whose answer was cut off at max_tokens: sent as they were, most likely cut off again. */
 export function cutOffCount(failures: ReadonlyArray<{ readonly error: string; readonly count: number }>): number {
   return failures.filter((f) => f.error.includes(CUT_OFF_TEXT)).reduce((sum, f) => sum + f.count, 0);
@@ -51,7 +59,8 @@ export interface RetryHint {
  * Empty when every failure was refused as sent. `status` and the run's summary say the same.
  */
 export function retryHints(failures: ReadonlyArray<{ readonly error: string; readonly count: number }>, failed: number): RetryHint[] {
-  const refused = refusedCount(failures);
+  // neither the refused as sent nor the ones not sent go again as they are: both end the same way
+  const refused = refusedCount(failures) + notSentCount(failures);
   const cutOff = cutOffCount(failures);
   const listed = failures.reduce((sum, f) => sum + f.count, 0);
   const hints: RetryHint[] = [];
@@ -61,7 +70,10 @@ export function retryHints(failures: ReadonlyArray<{ readonly error: string; rea
   if (others > 0) {
     const ranOut =
       listed === failed &&
-      failures.every((f) => refusedAsSent(f.error) || f.error.includes(CUT_OFF_TEXT) || f.error.includes('gave up after'));
+      failures.every(
+        (f) =>
+          refusedAsSent(f.error) || f.error.startsWith('not sent: ') || f.error.includes(CUT_OFF_TEXT) || f.error.includes('gave up after'),
+      );
     // a plain retry-failed leaves the cut-off ones failed: only refusals need it narrowed
     const only = refused === 0 ? '' : ranOut ? ' --error "gave up after"' : ' --error TEXT';
     hints.push({ kind: 'retry', count: others, all: only === '', command: `llmq retry-failed${only}` });

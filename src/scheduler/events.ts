@@ -88,6 +88,8 @@ export interface RunSummary {
   readonly completionTokens: number;
   /** Answers this run stored that were cut off at max_tokens (finish_reason `length`). */
   readonly cutOff: number;
+  /** The --max-tokens the summary proposes for them (`retry-failed --cut-off`); 0 when none was cut off. */
+  readonly cutOffRoom?: number;
   /** Answers this run stored that are a refusal or were stopped by the content filter. */
   readonly refused: number;
   /**

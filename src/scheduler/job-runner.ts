@@ -64,10 +64,9 @@ export interface JobContext {
 
 /** Said once per run, the first time an answer of the kind comes (JobRun.#noteIncomplete). */
 const INCOMPLETE_WARNING = {
-  // enqueueing just their documents again made a second item of a file in a subfolder
-  cutOff: (maxTokens: number) =>
+  cutOff:
     'answers are being cut off at max_tokens (finish_reason "length"): they are kept as done. llmq export marks ' +
-    `each (finish_reason); to ask only those again with more room once the run is over: llmq retry-failed --cut-off --max-tokens ${maxTokens}`,
+    "each (finish_reason); the run's summary gives the command that asks only those again with more room.",
   refused:
     'the model declined some requests (a refusal, or the content filter): they are kept as done, the refusal as ' +
     'their output. llmq export marks each (finish_reason).',
@@ -144,6 +143,12 @@ class JobRun {
 
   async run(): Promise<JobOutcome> {
     const { ctx, job } = this;
+    // a request the budget can never hold fails before it takes a place in the pace
+    const unbounded = ctx.money.unbounded(job);
+    if (unbounded) {
+      await this.#fail(`not sent: ${unbounded.refused}`, null, null, ctx.now());
+      return 'failed';
+    }
     for (;;) {
       let place: Place | null;
       try {
@@ -403,9 +408,10 @@ class JobRun {
    */
   #noteIncomplete(finish: FinishReason | null): void {
     const kind = incompleteKind(finish);
-    if (kind === null || this.ctx.counters[kind]++ > 0) return;
-    const message = kind === 'cutOff' ? INCOMPLETE_WARNING.cutOff(roomier(this.job.request)) : INCOMPLETE_WARNING.refused;
-    this.ctx.emit('warning', { message });
+    if (kind === null) return;
+    const c = this.ctx.counters;
+    if (kind === 'cutOff') c.cutOffRoom = Math.max(c.cutOffRoom, roomier(this.job.request));
+    if (c[kind]++ === 0) this.ctx.emit('warning', { message: INCOMPLETE_WARNING[kind] });
   }
 
   /**

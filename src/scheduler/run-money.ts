@@ -115,9 +115,8 @@ export class RunMoney {
     if (!this.budgeted) return NO_HOLD;
     if (this.reached) return null;
     const usd = this.worstUsd(job);
-    if (usd === null) {
-      return { refused: `it sets no max_tokens, so nothing bounds what it may cost and --budget cannot hold it. ${NO_MAX_TOKENS_FIX}` };
-    }
+    if (usd === null)
+      return this.unbounded(job) ?? { refused: `${job.model} has no price, so --budget cannot hold it. Give one with --price IN,OUT.` };
     for (;;) {
       const r = await this.#store.reserve({
         runId: this.#runId,
@@ -168,6 +167,15 @@ export class RunMoney {
       });
       signal.throwIfAborted();
     }
+  }
+
+  /**
+   * A request under a budget that has no worst case (no max_tokens): known before it waits for its
+   * place, which it would take from the pace of the requests that do go (null when it has one, or no budget).
+   */
+  unbounded(job: ClaimedJob): Unholdable | null {
+    if (!this.budgeted || this.worstUsd(job) !== null || this.#prices.lookup(job.model) === null) return null;
+    return { refused: `it sets no max_tokens, so nothing bounds what it may cost and --budget cannot hold it. ${NO_MAX_TOKENS_FIX}` };
   }
 
   /** Why a request the budget cannot hold is not sent: its model takes fewer tokens than it asks (null when it does not). */

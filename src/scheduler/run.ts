@@ -720,6 +720,7 @@ export class Run {
       promptTokens: c.promptTokens,
       completionTokens: c.completionTokens,
       cutOff: c.cutOff,
+      cutOffRoom: c.cutOffRoom,
       refused: c.refused,
       answersNotStored: c.answersNotStored,
       wallMs: this.#now() - this.#startedAt,

@@ -38,6 +38,8 @@ export class RunCounters {
   completionTokens = 0;
   /** Answers cut off at max_tokens (finish_reason `length`). */
   cutOff = 0;
+  /** The --max-tokens that asks them again with room: the most of twice what each had (at least 1,024). */
+  cutOffRoom = 0;
   /** Answers that are a refusal or were stopped by the provider's content filter. */
   refused = 0;
   /** Answers paid for and not stored: their job answered by another run meanwhile (this run frozen past its leases), or forgotten. */

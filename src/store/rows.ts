@@ -326,6 +326,7 @@ export interface RawFailedJob {
   created_at: number;
   seq: number;
   key: string;
+  error: string | null;
   request: string;
   model: string;
   priority: number;
@@ -364,6 +365,7 @@ export function withTheirItems(jobs: readonly RawFailedJob[], items: readonly Ra
     createdAt: Number(j.created_at),
     seq: Number(j.seq),
     key: j.key,
+    error: j.error,
     request: j.request,
     model: j.model,
     priority: Number(j.priority),

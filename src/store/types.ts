@@ -476,6 +476,8 @@ export interface FailedJobCursor {
 /** A failed job with what enqueueing its items again needs (`failedJobsToResend`). */
 export interface FailedJobToResend extends FailedJobCursor {
   readonly key: string;
+  /** Why it failed; null for a done job (`cutOffAnswersToResend`). */
+  readonly error: string | null;
   readonly request: string;
   readonly model: string;
   readonly priority: number;

@@ -136,20 +136,23 @@ async function retryAsTheyWere(
   now: number,
 ): Promise<{ n: number; raised: string; left: number }> {
   const taken = (await snapshot()).failures.filter((f) => !flags.error || f.error.toLowerCase().includes(flags.error.toLowerCase()));
-  const cutOff = cutOffCount(taken);
-  const leave = cutOff > 0 && flags.error === undefined;
+  const leave = flags.error === undefined;
   const n = await store.retryFailed({ errorContains: flags.error, ...(leave ? { errorLacks: CUT_OFF_TEXT } : {}) }, now);
+  // what is left failed is the cut-off ones (status's groups are its top ten: they may not show them all)
+  const cutOff = leave ? (await store.stateCounts()).failed : cutOffCount(taken);
   const them = cutOff === 1 ? 'it' : 'them';
-  if (leave)
+  const { dbArgument } = await import('../again.js');
+  const roomier = `${roomierRetryCommand(taken) ?? 'llmq retry-failed --error "cut off" --max-tokens N'}${dbArgument(flags.db)}`;
+  if (leave && cutOff > 0)
     process.stderr.write(
       `Left ${cutOff} failed ${cutOff === 1 ? 'job' : 'jobs'} cut off at max_tokens as ${cutOff === 1 ? 'it is' : 'they are'}: sent as ${cutOff === 1 ? 'it was' : 'they were'}, ` +
-        `most likely cut off, and paid for, again. ${roomierRetryCommand(taken)} sends ${them} with more room ` +
+        `most likely cut off, and paid for, again. ${roomier} sends ${them} with more room ` +
         `(--error "cut off" alone, as ${cutOff === 1 ? 'it was' : 'they were'}).\n`,
     );
   else if (cutOff > 0)
     process.stderr.write(
       `${cutOff} of them ${cutOff === 1 ? 'was' : 'were'} cut off at max_tokens: sent as ${cutOff === 1 ? 'it is' : 'they are'}, most likely cut off again. ` +
-        `If they fail so again, ${roomierRetryCommand(taken)} sends them with more room.\n`,
+        `If they fail so again, ${roomier} sends them with more room.\n`,
     );
   return { n, raised: '', left: leave ? cutOff : 0 };
 }
@@ -182,7 +185,9 @@ async function retryWithRoom(
   answersToo = false,
 ): Promise<{ n: number; raised: string }> {
   const { resendFailedWithMaxTokens } = await import('../../ingest/resend-failed.js');
-  const resent = await resendFailedWithMaxTokens(store, { errorContains: flags.error }, maxTokens, now);
+  // --cut-off: the failed ones cut off too, not every failure (a 500 is not helped by room)
+  const errorContains = flags.error ?? (answersToo || flags.cutOff ? CUT_OFF_TEXT : undefined);
+  const resent = await resendFailedWithMaxTokens(store, { errorContains }, maxTokens, now);
   const n = resent.jobs;
   const m = resent.alreadyAt;
   // sent again as they were, they would end the same way

@@ -216,6 +216,14 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
   }
   const incomplete = incompleteText(r);
   if (incomplete) lines.push(paint.yellow(`  ${incomplete}`) + paint.dim(' (kept as done; llmq export marks each: finish_reason)'));
+  // where "enqueue just their documents" made a second item of a file in a subfolder
+  if (r.cutOff && r.cutOffRoom)
+    lines.push(
+      ...suggest((c) => `  to ask the cut-off ones again with more room: ${c}`, '  to ask the cut-off ones again with more room:', [
+        `llmq retry-failed --cut-off --max-tokens ${r.cutOffRoom}`,
+        run,
+      ]),
+    );
   if (r.mayBeBilled.tries) {
     const { tries, usd: worst } = r.mayBeBilled;
     lines.push(

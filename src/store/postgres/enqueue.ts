@@ -171,7 +171,8 @@ const SUPERSEDING_OF_SQL = `SELECT s.key, j.key AS by, j.request FROM superseded
  * Each old key of `$1` superseded by the key beside it in `$2` (EnqueueRow.supersedes), and what
  * the old one superseded before superseded by the new one now (a second raise).
  */
-const SUPERSEDE_SQL = `WITH pairs AS (SELECT DISTINCT ON (old) old, new FROM unnest($1::text[], $2::text[]) AS p(old, new)),
+const SUPERSEDE_SQL = `WITH pairs AS (SELECT DISTINCT ON (old) old, new FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS p(old, new, ord)
+  ORDER BY old, ord DESC),
 repointed AS (UPDATE superseded s SET by_key = p.new FROM pairs p WHERE s.by_key = p.old)
 INSERT INTO superseded (key, by_key) SELECT old, new FROM pairs ON CONFLICT (key) DO UPDATE SET by_key = EXCLUDED.by_key`;
 

@@ -205,7 +205,7 @@ export class PgReader {
     const jobs = (
       await query<RawFailedJob>(
         this.#pool,
-        `SELECT created_at, seq, key, request, model, priority FROM jobs
+        `SELECT created_at, seq, key, error, request, model, priority FROM jobs
         WHERE state = 'failed' AND (created_at, seq) > ($1::bigint, $2::bigint)
           AND ($3::text IS NULL OR strpos(lower(error), lower($3::text)) > 0)
           AND ($4::text IS NULL OR coalesce(error, 'unknown error') = $4::text)
@@ -230,7 +230,7 @@ export class PgReader {
     const rows = (
       await query<RawFailedJob & { response: string | null }>(
         this.#pool,
-        `SELECT created_at, seq, key, request, model, priority, response FROM jobs
+        `SELECT created_at, seq, key, NULL AS error, request, model, priority, response FROM jobs
         WHERE state = 'done' AND (created_at, seq) > ($1::bigint, $2::bigint) AND strpos(response, '"length"') > 0
         ORDER BY created_at, seq LIMIT $3`,
         [after?.createdAt ?? Number.MIN_SAFE_INTEGER, after?.seq ?? 0, limit],

@@ -146,7 +146,7 @@ export class SqliteReader {
   failedJobsToResend(filter: RetryFailedFilter, after: FailedJobCursor | null, limit: number): FailedJobToResend[] {
     // along jobs_age (state, created_at, seq): by seq, each page sorted every failed job left
     const jobs = this.#db
-      .prepare(`SELECT j.created_at, j.seq, j.key, ${requestOf('j')} AS request, j.model, j.priority FROM jobs j INDEXED BY jobs_age
+      .prepare(`SELECT j.created_at, j.seq, j.key, j.error, ${requestOf('j')} AS request, j.model, j.priority FROM jobs j INDEXED BY jobs_age
         WHERE j.state = 'failed' AND (j.created_at, j.seq) > (@createdAt, @seq)
           AND (@text IS NULL OR instr(llmq_lower(j.error), llmq_lower(@text)) > 0)
           AND (@exact IS NULL OR coalesce(j.error, 'unknown error') = @exact)
@@ -168,7 +168,7 @@ export class SqliteReader {
   cutOffAnswersToResend(after: FailedJobCursor | null, limit: number): { jobs: FailedJobToResend[]; last: FailedJobCursor | null } {
     // along jobs_age, as failed jobs are; a body that does not hold "length" is no such answer
     const rows = this.#db
-      .prepare(`SELECT j.created_at, j.seq, j.key, ${requestOf('j')} AS request, j.model, j.priority, j.response FROM jobs j INDEXED BY jobs_age
+      .prepare(`SELECT j.created_at, j.seq, j.key, NULL AS error, ${requestOf('j')} AS request, j.model, j.priority, j.response FROM jobs j INDEXED BY jobs_age
         WHERE j.state = 'done' AND (j.created_at, j.seq) > (@createdAt, @seq) AND instr(j.response, '"length"') > 0
         ORDER BY j.created_at, j.seq LIMIT ${unplannedLimit('@limit')}`)
       .all({ createdAt: after?.createdAt ?? Number.MIN_SAFE_INTEGER, seq: after?.seq ?? 0, limit }) as Array<
