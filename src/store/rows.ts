@@ -1,4 +1,3 @@
-import { CUT_OFF, finishReasonOf } from '../provider/finish.js';
 import type {
   AttemptRecord,
   FailedJobCursor,
@@ -340,15 +339,19 @@ export interface RawItemToResend {
 
 /**
  * Of done jobs read with their `response`, those whose answer was cut off at max_tokens (the SQL
- * only narrows to bodies holding "length"; the body says it for its first choice), and the last read.
+ * only narrows to bodies holding "length"; `cutOff` reads the body, src/provider/finish.ts, given by
+ * the caller: `status` loads this module and none of the provider's), and the last read.
  */
-export function cutOffOf(rows: ReadonlyArray<RawFailedJob & { response: string | null }>): {
+export function cutOffOf(
+  rows: ReadonlyArray<RawFailedJob & { response: string | null }>,
+  cutOff: (response: string | null) => boolean,
+): {
   cut: RawFailedJob[];
   last: FailedJobCursor | null;
 } {
   const lastRow = rows.at(-1);
   return {
-    cut: rows.filter((r) => finishReasonOf(r.response) === CUT_OFF),
+    cut: rows.filter((r) => cutOff(r.response)),
     last: lastRow ? { createdAt: Number(lastRow.created_at), seq: Number(lastRow.seq) } : null,
   };
 }

@@ -225,6 +225,7 @@ export class PgReader {
   async cutOffAnswersToResend(
     after: FailedJobCursor | null,
     limit: number,
+    cutOff: (response: string | null) => boolean,
   ): Promise<{ jobs: FailedJobToResend[]; last: FailedJobCursor | null }> {
     // a body that does not hold "length" is no such answer
     const rows = (
@@ -236,7 +237,7 @@ export class PgReader {
         [after?.createdAt ?? Number.MIN_SAFE_INTEGER, after?.seq ?? 0, limit],
       )
     ).rows;
-    const { cut, last } = cutOffOf(rows);
+    const { cut, last } = cutOffOf(rows, cutOff);
     if (cut.length === 0) return { jobs: [], last };
     const items = (
       await query<RawItemToResend>(this.#pool, 'SELECT job_key, id, source, meta FROM items WHERE job_key = ANY($1::text[]) ORDER BY seq', [

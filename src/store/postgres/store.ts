@@ -53,6 +53,7 @@ import { GroupCommit } from '../group-commit.js';
 import { isBackendGone, retryTransient, TRANSIENT_RETRY_MS } from '../transient.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { billedAnswerUsd, latencyOf, rejectionsValues } from '../rows.js';
+import { cutOffReader } from '../cut-off-reader.js';
 import { KEPT_REJECTED_SOURCES } from '../types.js';
 import {
   ATTEMPT_PARAMS,
@@ -534,11 +535,11 @@ export class PostgresStore implements Store {
     return this.#read.failedJobsToResend(filter, after, limit);
   }
 
-  cutOffAnswersToResend(
+  async cutOffAnswersToResend(
     after: FailedJobCursor | null,
     limit: number,
   ): Promise<{ jobs: FailedJobToResend[]; last: FailedJobCursor | null }> {
-    return this.#read.cutOffAnswersToResend(after, limit);
+    return this.#read.cutOffAnswersToResend(after, limit, await cutOffReader());
   }
 
   exportPages(filter: ExportFilter): AsyncIterable<readonly ExportRow[]> {

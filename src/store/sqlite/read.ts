@@ -165,7 +165,11 @@ export class SqliteReader {
     return withTheirItems(jobs, items);
   }
 
-  cutOffAnswersToResend(after: FailedJobCursor | null, limit: number): { jobs: FailedJobToResend[]; last: FailedJobCursor | null } {
+  cutOffAnswersToResend(
+    after: FailedJobCursor | null,
+    limit: number,
+    cutOff: (response: string | null) => boolean,
+  ): { jobs: FailedJobToResend[]; last: FailedJobCursor | null } {
     // along jobs_age, as failed jobs are; a body that does not hold "length" is no such answer
     const rows = this.#db
       .prepare(`SELECT j.created_at, j.seq, j.key, NULL AS error, ${requestOf('j')} AS request, j.model, j.priority, j.response FROM jobs j INDEXED BY jobs_age
@@ -174,7 +178,7 @@ export class SqliteReader {
       .all({ createdAt: after?.createdAt ?? Number.MIN_SAFE_INTEGER, seq: after?.seq ?? 0, limit }) as Array<
       RawFailedJob & { response: string | null }
     >;
-    const { cut, last } = cutOffOf(rows);
+    const { cut, last } = cutOffOf(rows, cutOff);
     if (cut.length === 0) return { jobs: [], last };
     const items = this.#db
       .prepare('SELECT job_key, id, source, meta FROM items WHERE job_key IN (SELECT value FROM json_each(?)) ORDER BY seq')

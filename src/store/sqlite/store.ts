@@ -49,6 +49,7 @@ import { BULK_MIN_ROWS, beginBulkLoad, finishBulkLoad, finishDeadBulkLoad, settl
 import type { BulkLoadWriter } from './load-writer.js';
 import { INSERT_REQUEST_SQL, REQUEST_KEPT_APART, requestOf } from './requests.js';
 import { withSuperseding, type Superseding } from '../superseded.js';
+import { cutOffReader } from '../cut-off-reader.js';
 import { CountMoves, countsWriter, type CountedJob } from './count-moves.js';
 import { unplannedLimit } from './unplanned-limit.js';
 
@@ -885,7 +886,7 @@ export class SqliteStore implements Store {
     after: FailedJobCursor | null,
     limit: number,
   ): Promise<{ jobs: FailedJobToResend[]; last: FailedJobCursor | null }> {
-    return this.#read.cutOffAnswersToResend(after, limit);
+    return this.#read.cutOffAnswersToResend(after, limit, await cutOffReader());
   }
 
   exportPages(filter: ExportFilter): AsyncIterable<readonly ExportRow[]> {
