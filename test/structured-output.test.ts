@@ -200,7 +200,7 @@ describe('answers held to the JSON their request asks for (response_format)', ()
     const r = await runCli(['retry-failed', '--db', db, '--error', 'cut off', '--max-tokens', '2048']);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toMatch(
-      /^The items of 1 failed job whose error contains "cut off", asking for answers of up to 2048 tokens .* joined requests answered already: nothing is pending\.\n$/,
+      /^The items of 1 failed job whose error contains "cut off", asking for answers of up to 2048 tokens .* joined requests answered \(or failed\) already: nothing is pending\.\n$/,
     );
     expect((await runCli(['status', '--db', db, '--json'])).stdout).toMatch(/"pending":0/);
   });

@@ -345,12 +345,12 @@ class Tally {
     const low = h.mean === null ? 0 : Math.min(h.mean, max || h.mean);
     const high = h.p90 === null ? max : Math.min(h.p90, max || h.p90);
     this.jobs++;
-    if (max === 0) this.uncapped++;
     if (this.#contextWindow !== null && prompt + max > this.#contextWindow) {
       this.tooLong++;
       if (prompt > this.#contextWindow) this.tooLongPrompts++;
       return prompt + max;
     }
+    if (max === 0) this.uncapped++;
     this.prompt += prompt;
     this.weight += prompt + max;
     this.low += low;

@@ -174,6 +174,8 @@ class JobRun {
       }
       if ('refused' in hold) {
         this.#giveBack(place);
+        // frozen past the lease while it waited for the budget: the job may be another's now
+        if (!ctx.holds(this.#leasedAt)) return 'lapsed';
         await this.#fail(`not sent: ${hold.refused}`, null, null, ctx.now());
         return 'failed';
       }

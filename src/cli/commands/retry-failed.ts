@@ -100,7 +100,7 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
     // every document joined a request answered (or failed) already: "to try them again" read as work left
     if (n > 0 && flags.maxTokens !== undefined && (await store.stateCounts()).pending === 0) {
       const whose = failed > 0 ? `The items of ${failed} failed job${failed === 1 ? '' : 's'}${which}` : 'Their documents';
-      process.stderr.write(`${whose} joined requests answered already: nothing is pending.\n`);
+      process.stderr.write(`${whose} joined requests answered (or failed) already: nothing is pending.\n`);
       return;
     }
     // the run proposed goes where the last run went: after a mock run, not to OpenAI
