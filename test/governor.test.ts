@@ -565,8 +565,13 @@ describe('rate governor', () => {
     await seedModel(store, 'gemini-x', 60);
     const { summary } = await runTimingStarts(fake, store, { ...fast, concurrency: 16 });
     expect(summary).toMatchObject({ reason: 'drained', done: 60 });
-    // remembered as a pace 429s taught (15 minutes): said only when refusing, a raised quota is never said to a run paced under it
-    expect(await store.laneLimits()).toEqual([expect.objectContaining({ rpm: 600, source: '429s' })]);
+    // remembered as a pace 429s taught (15 minutes): said only when refusing, a raised quota is never said to a run paced under it;
+    // a loaded machine's jitter may cost a 429 after it, and the run end before the pace has climbed its last tenth back
+    const [remembered, ...others] = await store.laneLimits();
+    expect(others).toEqual([]);
+    expect(remembered).toMatchObject({ source: '429s' });
+    expect(remembered!.rpm).toBeGreaterThanOrEqual(540);
+    expect(remembered!.rpm).toBeLessThanOrEqual(600);
     // the first burst's, and none after the pace was said (a loaded machine's jitter may cost a few)
     const firstBurst = fake.rateLimited;
     expect(firstBurst).toBeGreaterThan(0);
