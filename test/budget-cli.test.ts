@@ -1,3 +1,4 @@
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
@@ -96,6 +97,31 @@ describe('llmq run --budget', () => {
     await store2.close();
     expect((await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none', '--budget', '1'])).code).toBe(0);
     expect(fake.requests).toHaveLength(3);
+  });
+
+  it('jobs refused unsent under a budget take no place in the pace: the jobs after them are sent at once', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    // an OpenAI Batch file: twenty lines without max_tokens (unbounded: refused under --budget), then two with it
+    const line = (id: string, maxTokens?: number) =>
+      JSON.stringify({
+        custom_id: id,
+        method: 'POST',
+        url: '/v1/chat/completions',
+        body: { model: 'gpt-4o-mini', messages: [{ role: 'user', content: `hi ${id}` }], ...(maxTokens ? { max_tokens: maxTokens } : {}) },
+      });
+    const lines = [...Array.from({ length: 20 }, (_, i) => line(`open-${i}`)), line('capped-0', 50), line('capped-1', 50)];
+    writeFileSync(join(dir, 'batch.jsonl'), `${lines.join('\n')}\n`);
+    expect((await runCli(['enqueue', join(dir, 'batch.jsonl'), '--db', db])).code).toBe(0);
+    const fake = await startFake({ latencyMs: 5 });
+    const started = Date.now();
+    // at 60 a minute, one request a second: had each refusal taken its place, the capped two waited 20 s
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--rpm', '60', '--budget', '1', ...PRICE, '--progress', 'none']);
+    const tookMs = Date.now() - started;
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toMatch(/: 2 done, 20 failed/);
+    expect(fake.requests).toHaveLength(2);
+    expect(tookMs).toBeLessThan(12_000);
   });
 
   it('on the offline mock, says that a budget with no --price never stops the run (the mock bills nothing), and not with one', async () => {

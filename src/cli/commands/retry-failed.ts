@@ -71,7 +71,7 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
       raised,
       left = 0,
     }: { n: number; raised: string; left?: number } = flags.maxTokens === undefined
-      ? await retryAsTheyWere(store, snapshot, flags, now)
+      ? await retryAsTheyWere(store, snapshot, flags, dbArgument(flags.db), now)
       : await retryWithRoom(store, flags, flags.maxTokens, now, cut > 0);
     const n = failed + cut;
     if (flags.json) process.stdout.write(JSON.stringify({ requeued: n }) + '\n');
@@ -133,6 +133,8 @@ async function retryAsTheyWere(
   store: OpenStore,
   snapshot: () => ReturnType<OpenStore['status']>,
   flags: RetryFailedFlags,
+  /** the queue's `--db` as the commands proposed give it */
+  dbArg: string,
   now: number,
 ): Promise<{ n: number; raised: string; left: number }> {
   const taken = (await snapshot()).failures.filter((f) => !flags.error || f.error.toLowerCase().includes(flags.error.toLowerCase()));
@@ -141,8 +143,7 @@ async function retryAsTheyWere(
   // what is left failed is the cut-off ones (status's groups are its top ten: they may not show them all)
   const cutOff = leave ? (await store.stateCounts()).failed : cutOffCount(taken);
   const them = cutOff === 1 ? 'it' : 'them';
-  const { dbArgument } = await import('../again.js');
-  const roomier = `${roomierRetryCommand(taken) ?? 'llmq retry-failed --error "cut off" --max-tokens N'}${dbArgument(flags.db)}`;
+  const roomier = `${roomierRetryCommand(taken) ?? 'llmq retry-failed --error "cut off" --max-tokens N'}${dbArg}`;
   if (leave && cutOff > 0)
     process.stderr.write(
       `Left ${cutOff} failed ${cutOff === 1 ? 'job' : 'jobs'} cut off at max_tokens as ${cutOff === 1 ? 'it is' : 'they are'}: sent as ${cutOff === 1 ? 'it was' : 'they were'}, ` +
@@ -186,7 +187,7 @@ async function retryWithRoom(
 ): Promise<{ n: number; raised: string }> {
   const { resendFailedWithMaxTokens } = await import('../../ingest/resend-failed.js');
   // --cut-off: the failed ones cut off too, not every failure (a 500 is not helped by room)
-  const errorContains = flags.error ?? (answersToo || flags.cutOff ? CUT_OFF_TEXT : undefined);
+  const errorContains = flags.error ?? (flags.cutOff ? CUT_OFF_TEXT : undefined);
   const resent = await resendFailedWithMaxTokens(store, { errorContains }, maxTokens, now);
   const n = resent.jobs;
   const m = resent.alreadyAt;
