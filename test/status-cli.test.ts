@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { hostname } from 'node:os';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
@@ -99,6 +99,28 @@ describe('llmq status', () => {
     const bad = await runCli(['status', '--db', db, '--price', '0.15']);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/--price.*'0\.15'.*0\.15,0\.60/);
+  });
+
+  it("the last run's --prices file gone: status says so, and what prices the rest instead", async () => {
+    const dir = tempDir();
+    const db = await seededQueue(4);
+    const fake = await startFake({ latencyMs: 1 });
+    const file = join(dir, 'prices.json');
+    writeFileSync(file, JSON.stringify({ 'gpt-4o-mini': [10, 20] }));
+    const ran = await runCli(['run', '--db', db, '--base-url', fake.url, '--prices', file, '--limit', '2', '--progress', 'none']);
+    expect(ran.code, ran.stderr).toBe(0);
+    const before = await runCli(['status', '--db', db]);
+    expect(before.stdout).toMatch(/^ {2}prices {3}--prices \S+prices\.json of run [0-9a-f]{8}$/m);
+    expect(before.stderr).toBe('');
+    rmSync(file);
+    const after = await runCli(['status', '--db', db]);
+    expect(after.code).toBe(0);
+    expect(after.stderr.replace(/\s+/g, ' ').trim()).toMatch(
+      /^warning: the last run \([0-9a-f]{8}\) was priced by --prices \S+prices\.json, which is not there any more: what is left is priced by genai-prices\. Give --prices FILE to price it as that run did\.$/,
+    );
+    expect(after.stdout).toMatch(/^ {2}prices {3}genai-prices /m);
+    // the run it proposes still names the file: pasted, it stops at it rather than spend at other prices
+    expect(after.stdout.replace(/\n {4}/g, ' ')).toMatch(/llmq run --base-url \S+ --prices \S+prices\.json --db /);
   });
 
   it('several models: each says how many of its jobs are done beside its cost, aligned', async () => {

@@ -52,6 +52,7 @@ export async function reportPriceTable(
   flags: PriceFlags,
   lastRun: { readonly id: string; readonly options: Record<string, unknown> } | null,
   env: NodeJS.ProcessEnv = process.env,
+  warn: (text: string) => void = (text) => process.stderr.write(text),
 ): Promise<PriceTable> {
   const given = flags.price !== undefined || flags.prices !== undefined || Boolean(env.LLMQ_PRICES?.trim());
   const o = lastRun?.options ?? {};
@@ -59,8 +60,13 @@ export async function reportPriceTable(
     Array.isArray(o.price) && o.price.length === 2 && o.price.every((n) => typeof n === 'number')
       ? (o.price as unknown as Price)
       : undefined;
-  // a file moved or deleted since: the run's prices are not known any more (genai-prices then)
+  // a file moved or deleted since: the run's prices are not known any more (genai-prices then), said
   const prices = typeof o.prices === 'string' && existsSync(o.prices) ? o.prices : undefined;
+  if (!given && typeof o.prices === 'string' && !prices)
+    warn(
+      `warning: the last run (${lastRun!.id.slice(0, 8)}) was priced by --prices ${o.prices}, which is not there any more: ` +
+        `what is left is priced by ${price ? "that run's --price" : 'genai-prices'}. Give --prices FILE to price it as that run did.\n`,
+    );
   if (given || (!price && !prices)) return priceTableFrom(flags, env);
   const { loadPriceTable } = await import('../../pricing/price-table.js');
   return loadPriceTable({ price, file: prices, givenBy: `of run ${lastRun!.id.slice(0, 8)}` });
