@@ -27,11 +27,20 @@ export class RateBackoff {
    * (no limit said or set), up to the caller's bound; under a cap or a said limit, up to it.
    */
   static readonly SEARCH = 0.03;
+  /**
+   * A 429 for a request sent within this long of the one whose 429 set the ceiling may have met the
+   * same provider window (1 s, the window the pacer counts in), filled at that rate.
+   */
+  static readonly WINDOW_MS = 1000;
 
   #factor = 1;
   /** The factor at which the last 429 came: the real limit is about there. */
   #ceiling: number | null = null;
   #lastCutAt = -Infinity;
+  /** When the request whose 429 set the ceiling was sent. */
+  #ceilingSentAt = -Infinity;
+  /** The lowest rate a later 429 within the ceiling's window came at, not yet taken as the ceiling. */
+  #windowLow: number | null = null;
   /** Cuts since the last answer: 429s with none answered between them are one refusal. */
   #refusalCuts = 0;
   #lastTickAt: number;
@@ -69,7 +78,24 @@ export class RateBackoff {
     // 429s with no answer between them are one refusal (a per-minute window spent, refusing everything
     // till it turns): each cuts the pace, but the rate the refusal began at stays the ceiling the
     // climb is measured by. Lowered with each cut, the climb after a minute's refusal was a crawl.
-    if (this.#refusalCuts++ === 0 || this.#ceiling === null) this.#ceiling = this.#factor;
+    const newRefusal = this.#refusalCuts++ === 0;
+    if (this.#ceiling === null || (newRefusal && sentAt >= this.#ceilingSentAt + RateBackoff.WINDOW_MS)) {
+      this.#ceiling = this.#factor;
+      this.#ceilingSentAt = sentAt;
+      this.#windowLow = null;
+    } else if (newRefusal) {
+      // Sent within a window of the request whose 429 set the ceiling, after answers that left before
+      // it: likely the same provider window, which that rate filled (the rest of a first burst's
+      // second). The ceiling stays that rate for now; as the rate this one came at is lower, it is
+      // kept for when the refusal outlasts the window.
+      this.#windowLow = Math.min(this.#windowLow ?? Infinity, this.#factor);
+    } else if (this.#windowLow !== null && sentAt >= this.#ceilingSentAt + RateBackoff.WINDOW_MS) {
+      // Refused past that window with nothing answered since: no window's tail, a quota spent (a
+      // gateway's minute). The 429s within it were the limit speaking: the ceiling is the lowest
+      // rate one of them came at, as if each had set it.
+      this.#ceiling = this.#windowLow;
+      this.#windowLow = null;
+    }
     this.#factor = Math.max(RateBackoff.FLOOR, this.#factor * RateBackoff.DECREASE);
     this.#lastCutAt = now;
     return true;
