@@ -17,4 +17,35 @@ describe("a run's jobs per second", () => {
     early.finished(1, 0);
     expect(early.rates(2).jobs).toBe(20);
   });
+
+  it("leaves a pause's idle seconds out: back at its pace, the run says that pace at once, not a third of it for 30 s", () => {
+    let now = 0;
+    const c = new RunCounters(0, () => now);
+    const answer = (from: number, to: number) => {
+      for (let t = from; t < to; t += 10) c.finished(t, 1); // 100 jobs a second
+    };
+    answer(0, 10_000);
+    now = 10_000;
+    c.paused = { reason: 'rate_limit', until: 30_000 };
+    // paused: the pace before it, so that the ETA is the pause's end plus the rest at that pace
+    expect(c.rates(20_000).jobs).toBeCloseTo(100, 6);
+    now = 30_000;
+    c.paused = null;
+    answer(30_000, 32_000);
+    // the window [2 s, 32 s] holds 1,000 jobs and 20 s of pause: 100 a second, where it said 33
+    expect(c.rates(32_000).jobs).toBeCloseTo(100, 6);
+    const eta = c.snapshot(32_000);
+    expect(eta.jobsPerSecond).toBeCloseTo(100, 6);
+  });
+
+  it('a pause of one lane while others answer is no pause of the pace: its seconds count', () => {
+    let now = 0;
+    const c = new RunCounters(0, () => now);
+    for (let t = 0; t < 10_000; t += 10) c.finished(t, 1);
+    now = 2_000;
+    c.paused = { reason: 'rate_limit', until: 8_000 };
+    now = 8_000;
+    c.paused = null;
+    expect(c.rates(10_000).jobs).toBeCloseTo(100, 6);
+  });
 });

@@ -136,7 +136,7 @@ export class Run {
     this.#link(deps.abortSignal, this.#aborting);
     this.#link(deps.abortSignal, this.#stopping);
     this.#startedAt = this.#lastBeat = this.#now();
-    this.#counters = new RunCounters(this.#startedAt);
+    this.#counters = new RunCounters(this.#startedAt, this.#now);
     this.#breaker = new OutageBreaker({ ...options.outage, now: this.#now });
     this.#breaker.onChange = (open, until, detail) => {
       if (!open) {

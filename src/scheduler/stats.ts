@@ -49,15 +49,36 @@ export class RunCounters {
   backingOff = 0;
   total = 0;
   alreadyDone = 0;
-  paused: ProgressSnapshot['paused'] = null;
+  #paused: ProgressSnapshot['paused'] = null;
+  /**
+   * When the run was paused (a rate limit's pause, an outage) within the rate's window: seconds of
+   * them in which nothing finished are left out of its pace. Counted in, the pace stayed low for the
+   * 30 s after a pause ended, and the ETA with it, though the run was back at its pace at once.
+   */
+  readonly #pauses: Array<{ from: number; to: number | null }> = [];
   /** The queue and the other runs working it, as last read; null while this run works it alone. */
   shared: SharedRead | null = null;
   readonly startedAt: number;
+  readonly #now: () => number;
   // per-second buckets of [jobs finished, tokens used]
   readonly #buckets = new Map<number, [number, number]>();
 
-  constructor(startedAt: number) {
+  /** `now`: the run's clock, for when a pause begins and ends. */
+  constructor(startedAt: number, now: () => number = Date.now) {
     this.startedAt = startedAt;
+    this.#now = now;
+  }
+
+  get paused(): ProgressSnapshot['paused'] {
+    return this.#paused;
+  }
+
+  set paused(pause: ProgressSnapshot['paused']) {
+    const t = this.#now();
+    if (pause && !this.#paused) this.#pauses.push({ from: t, to: null });
+    else if (!pause && this.#paused) this.#pauses.at(-1)!.to = t;
+    this.#paused = pause;
+    while (this.#pauses.length && this.#pauses[0]!.to !== null && this.#pauses[0]!.to < t - WINDOW_SECONDS * 1000) this.#pauses.shift();
   }
 
   finished(now: number, tokens: number): void {
@@ -76,7 +97,7 @@ export class RunCounters {
    */
   rates(now: number): { jobs: number; tokens: number } {
     const since = Math.max(this.startedAt, now - WINDOW_SECONDS * 1000);
-    const seconds = Math.max(0.05, (now - since) / 1000);
+    const seconds = Math.max(0.05, (now - since - this.#idlePausedMs(since, now)) / 1000);
     let jobs = 0,
       tokens = 0;
     const from = Math.floor(since / 1000);
@@ -86,6 +107,24 @@ export class RunCounters {
         tokens += t;
       }
     return { jobs: jobs / seconds, tokens: tokens / seconds };
+  }
+
+  /**
+   * Of [since, now], the time the run was paused in seconds that finished nothing. A second with
+   * finishes counts whole: one lane paused while another answered is no pause of the run's pace.
+   */
+  #idlePausedMs(since: number, now: number): number {
+    let ms = 0;
+    for (const pause of this.#pauses) {
+      const to = Math.min(pause.to ?? now, now);
+      for (let t = Math.max(pause.from, since); t < to; ) {
+        const second = Math.floor(t / 1000);
+        const end = Math.min(to, (second + 1) * 1000);
+        if (!this.#buckets.has(second)) ms += end - t;
+        t = end;
+      }
+    }
+    return ms;
   }
 
   snapshot(now: number, lanes: readonly LaneSnapshot[] = [], concurrency = 0): ProgressSnapshot {
