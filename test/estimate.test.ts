@@ -450,12 +450,18 @@ describe('estimate', () => {
     expect(fake.requests.map((r) => JSON.parse(r.body).messages[0].content)).toEqual(['hi capped']);
     const shown = JSON.parse((await runCli(['show', 'open', '--db', db, '--json'])).stdout);
     expect(shown.job).toMatchObject({ state: 'failed' });
-    expect(shown.job.error).toMatch(/^not sent: it sets no max_tokens, .*or run without --budget\.$/);
+    expect(shown.job.error).toMatch(
+      /^not sent: it sets no max_tokens, .*llmq retry-failed --error "no max_tokens", then llmq run without --budget\.$/,
+    );
     expect(shown.attempts).toEqual([]);
     // sent again under the same budget it fails the same way: status proposes no retry for it
     const status = (await runCli(['status', '--db', db])).stdout;
     expect(status).toContain('not sent: it sets no max_tokens');
-    expect(status).not.toContain('retry-failed');
+    expect(status).not.toMatch(/to try (them|the others) again/);
+    // the command it gives puts it back, and a run without a budget sends it
+    expect((await runCli(['retry-failed', '--db', db, '--error', 'no max_tokens'])).code).toBe(0);
+    expect((await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none'])).code).toBe(0);
+    expect(fake.requests.map((r) => JSON.parse(r.body).messages[0].content)).toEqual(['hi capped', 'hi open']);
   });
 
   it('llmq run --dry-run --budget says whether the budget covers the run, or where it would stop it', async () => {

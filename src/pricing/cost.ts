@@ -18,6 +18,11 @@ interface RequestLike {
 export const NO_MAX_TOKENS_FIX =
   "Set max_tokens in the request (enqueue documents with --max-tokens; a batch line's body is sent as it is: add max_tokens to it), or run without --budget.";
 
+/** The same, said of a job a run failed for it: failed, it goes again only once put back. */
+export const NO_MAX_TOKENS_FIX_FAILED =
+  "Set max_tokens in the request (enqueue documents with --max-tokens; a batch line's body is sent as it is: add max_tokens to it), " +
+  'or send it without a cap: llmq retry-failed --error "no max_tokens", then llmq run without --budget.';
+
 /**
  * The most a request can be billed for: every token it could be charged for on the way in, and
  * its whole `max_tokens` on the way out. Providers count a little more than the message text

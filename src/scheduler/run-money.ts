@@ -1,7 +1,7 @@
 import { LlmqError } from '../errors.js';
 import { int, usd as usdText } from '../report/format.js';
 import { sleep } from './wait.js';
-import { NO_MAX_TOKENS_FIX, costOf, worstCaseUsage } from '../pricing/cost.js';
+import { NO_MAX_TOKENS_FIX_FAILED, costOf, worstCaseUsage } from '../pricing/cost.js';
 import type { PriceTable } from '../pricing/price-table.js';
 import type { AttemptRecord, ClaimedJob, RunBudget, StatusSnapshot, Usage } from '../store/types.js';
 
@@ -175,7 +175,9 @@ export class RunMoney {
    */
   unbounded(job: ClaimedJob): Unholdable | null {
     if (!this.budgeted || this.worstUsd(job) !== null || this.#prices.lookup(job.model) === null) return null;
-    return { refused: `it sets no max_tokens, so nothing bounds what it may cost and --budget cannot hold it. ${NO_MAX_TOKENS_FIX}` };
+    return {
+      refused: `it sets no max_tokens, so nothing bounds what it may cost and --budget cannot hold it. ${NO_MAX_TOKENS_FIX_FAILED}`,
+    };
   }
 
   /** Why a request the budget cannot hold is not sent: its model takes fewer tokens than it asks (null when it does not). */
