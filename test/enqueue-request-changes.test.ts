@@ -174,3 +174,26 @@ describe('enqueue for a model that reasons before it answers', () => {
     expect(sent.map((r) => [r.max_completion_tokens, r.max_tokens])).toEqual(Array(3).fill([4000, undefined]));
   });
 });
+
+describe('a document that joins a request that failed', () => {
+  it('says it stays failed with it, why is in status, and retry-failed sends it; the run after sends nothing', async () => {
+    const { docs, db } = notes();
+    writeFileSync(join(docs, 'n2.txt'), 'note 1');
+    expect((await runCli(['enqueue', docs, '--db', db])).code).toBe(0);
+    // every try fails: the job of "note 1" (n1 and n2) and that of "note 3"
+    expect((await runCli(['run', '--db', db, ...MOCK_NOW, '--mock-failure-rate', '1', '--max-attempts', '1'])).code).toBe(2);
+    writeFileSync(join(docs, 'n1.txt'), 'note 1, edited');
+    expect(oneLine((await runCli(['enqueue', docs, '--db', db])).stderr)).not.toContain('joined');
+    // changed back, and a new file of the same text
+    writeFileSync(join(docs, 'n1.txt'), 'note 1');
+    writeFileSync(join(docs, 'n4.txt'), 'note 3');
+    const back = await runCli(['enqueue', docs, '--db', db]);
+    expect(back.code, back.stderr).toBe(0);
+    expect(oneLine(back.stderr)).toContain(
+      `warning: 2 documents joined requests that had failed, and stay failed with them: a run sends no failed job. llmq status --db ${db} says why they failed; llmq retry-failed --db ${db} sends failed jobs again.`,
+    );
+    expect(JSON.parse((await runCli(['enqueue', docs, '--db', db, '--json'])).stdout)).toMatchObject({ joinedFailed: 0, unchanged: 4 });
+    const run = await runCli(['run', '--db', db, ...MOCK_NOW]);
+    expect(run.stderr).toContain('nothing was pending');
+  });
+});

@@ -58,6 +58,24 @@ describe('withMaxTokens: a request with its completion limit changed', () => {
 describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
   beforeEach((ctx) => skipUnavailable(kind, ctx));
 
+  it('an item moved or added onto a job that failed is counted (joinedFailed): it stays failed with it', async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue([row('a', 'same'), row('b', 'same')], T0);
+    const [failed] = (await store.claim(claimOpts())).jobs;
+    await store.fail(failed!.key, OWNER, 'HTTP 400: bad request', null, T0 + 1);
+    expect(await store.enqueue([row('a', 'changed')], T0 + 2)).not.toHaveProperty('joinedFailed');
+    // a changed back, c a new file of the same text, d another: two items on the failed job
+    expect(await store.enqueue([row('a', 'same'), row('c', 'same'), row('d', 'other')], T0 + 3)).toMatchObject({
+      joinedFailed: 2,
+      movedItems: 1,
+      newItems: 2,
+      newJobs: 1,
+      droppedJobs: 1,
+    });
+    expect((await store.status()).counts).toMatchObject({ failed: 1, pending: 1 });
+    expect(await store.enqueue([row('a', 'same'), row('c', 'same')], T0 + 4)).not.toHaveProperty('joinedFailed');
+  });
+
   it('complete stores the answer and marks done in one step; a done job is never claimed or reopened', async () => {
     const { store } = await kind.fresh();
     const { id, key } = await claimedOne(store);

@@ -108,6 +108,8 @@ export interface EnqueueSummary {
    * max_tokens): kept at the request with more room instead (`EnqueueResult.keptRaised`).
    */
   readonly keptRaised: number;
+  /** New or updated items that point at a job that had failed: they stay failed with it (`EnqueueResult.joinedFailed`). */
+  readonly joinedFailed: number;
   /** Updated items whose document now comes from another file: likely another document under the same id. */
   readonly fromAnotherFile: FromAnotherFile | null;
   /** The first updated item, with the request of the job it left and of its new one (`EnqueueResult.firstMoved`). */
@@ -468,6 +470,7 @@ class Batcher implements EntrySink {
   #orphanedAnswers = 0;
   #reprioritized = 0;
   #keptRaised = 0;
+  #joinedFailed = 0;
   #fromAnotherFile: FromAnotherFile | null = null;
   #firstMoved: MovedItem | null = null;
   /** JSONL lines without the id field: how many, and the first (`EnqueueSummary.withoutIdField`). */
@@ -584,6 +587,7 @@ class Batcher implements EntrySink {
         // ?? 0: a store written before the field (plain JavaScript) would make the sum NaN
         this.#reprioritized += r.reprioritized ?? 0;
         this.#keptRaised += r.keptRaised ?? 0;
+        this.#joinedFailed += r.joinedFailed ?? 0;
         this.#fromAnotherFile = addFromAnotherFile(this.#fromAnotherFile, r.fromAnotherFile);
         this.#firstMoved ??= r.firstMoved ?? null;
         if (r.keptItems) this.#keptEarlier(rows, r.keptItems);
@@ -635,6 +639,7 @@ class Batcher implements EntrySink {
       orphanedAnswers: this.#orphanedAnswers,
       reprioritized: this.#reprioritized,
       keptRaised: this.#keptRaised,
+      joinedFailed: this.#joinedFailed,
       fromAnotherFile: this.#fromAnotherFile,
       firstMoved: this.#firstMoved,
       // with the default field, lines without ids are the usual file:line items unless others have

@@ -115,6 +115,11 @@ export interface EnqueueResult {
    * the superseding request instead (src/store/superseded.ts). Absent when none.
    */
   readonly keptRaised?: number;
+  /**
+   * New or moved items that point at a job that had failed (a document changed back, a file with the
+   * text of one that failed): they stay failed with it, `retry-failed` sends it again. Absent when none.
+   */
+  readonly joinedFailed?: number;
 }
 
 /** How many moved items came from another file, and the first of them. */

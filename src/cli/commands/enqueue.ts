@@ -380,6 +380,13 @@ async function runEnqueue(
         `${summary.keptRaised === 1 ? 'it' : 'them'}: at the max_tokens asked now, ${summary.keptRaised === 1 ? 'its answer was' : 'their answers were'} cut off (and paid for).\n`,
     );
   }
+  if (summary.joinedFailed) {
+    const n = summary.joinedFailed;
+    warn(
+      `${count(n, 'document')} joined ${n === 1 ? 'a request that had' : 'requests that had'} failed, and ${n === 1 ? 'stays' : 'stay'} failed with ${n === 1 ? 'it' : 'them'}: ` +
+        `a run sends no failed job. llmq status${dbArgument(flags.db)} says why ${n === 1 ? 'it' : 'they'} failed; llmq retry-failed${dbArgument(flags.db)} sends failed jobs again.`,
+    );
+  }
   const ignored = batchLinesText(summary.batchLines, requestFlags, summary.documents - summary.rejected > summary.batchLines);
   if (ignored) warn(ignored);
   const lost = summary.firstMoved ? lostToDefaults(summary.firstMoved, requestFlags) : [];

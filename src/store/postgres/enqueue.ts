@@ -106,6 +106,8 @@ SELECT (SELECT count(*) FROM new_jobs) AS new_jobs,
        count(*) FILTER (WHERE b.job_key <> t.key) AS moved,
        count(*) FILTER (WHERE b.job_key = t.key) AS unchanged,
        (SELECT count(*) FROM upserted) AS written,
+       -- items that now point at a job that had failed: they stay failed with it (the snapshot: new jobs are not among them)
+       (SELECT count(*) FROM changed c JOIN jobs j ON j.key = c.key WHERE j.state = 'failed')::int AS joined_failed,
        -- moved items whose document now comes from another file (sourceFile: a JSONL line's file, not its line)
        count(*) FILTER (WHERE b.job_key <> t.key AND ${SOURCE_FILE('b.source')} <> ${SOURCE_FILE('t.source')})::int AS elsewhere,
        (array_agg(json_build_array(t.item_id, b.source, t.source) ORDER BY t.ord)
@@ -125,6 +127,7 @@ interface Counts {
   /** Each of `old_keys` and the key its item moved to. */
   moved_to: Record<string, string> | null;
   elsewhere: number;
+  joined_failed: number;
   first_elsewhere: [string, string, string] | null;
   /** The first moved row: its place in the rows sent (from 1), and the request of the job it left. */
   first_moved: [number, string] | null;
@@ -278,6 +281,7 @@ export class EnqueuePg {
           total.newJobs += c.new_jobs;
           total.newItems += c.new_items;
           total.movedItems += c.moved;
+          if (c.joined_failed) total.joinedFailed = (total.joinedFailed ?? 0) + c.joined_failed;
           if (c.first_elsewhere) {
             const [id, was, now] = c.first_elsewhere;
             total.fromAnotherFile = addFromAnotherFile(total.fromAnotherFile, { count: c.elsewhere, first: { id, was, now } });

@@ -181,6 +181,7 @@ export class SqliteStore implements Store {
           AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`),
       // an item points at the job again (its old text enqueued again): its answer is needed once more
       adopt: db.prepare('UPDATE jobs SET orphaned = 0 WHERE key = ? AND orphaned = 1'),
+      isFailed: db.prepare("SELECT 1 FROM jobs WHERE key = ? AND state = 'failed'").pluck(),
       claim: db
         .prepare(`${CLAIM_SET}
         WHERE seq IN (SELECT seq FROM jobs WHERE state = 'pending' AND run_after <= @now ORDER BY priority, seq LIMIT ${unplannedLimit('@limit')})
@@ -410,7 +411,8 @@ export class SqliteStore implements Store {
           movedItems = 0,
           unchanged = 0,
           droppedJobs = 0,
-          reprioritized = 0;
+          reprioritized = 0,
+          joinedFailed = 0;
         let elsewhere = 0;
         let firstElsewhere: FromAnotherFile['first'] | null = null;
         let firstMoved: MovedItem | null = null;
@@ -447,6 +449,7 @@ export class SqliteStore implements Store {
           } else {
             s.adopt.run(r.key);
             takePriority(r);
+            if (s.isFailed.get(r.key)) joinedFailed++;
           }
           if (current === undefined) {
             s.insertItem.run(r.itemId, r.source, r.key, meta, now, now);
@@ -477,6 +480,7 @@ export class SqliteStore implements Store {
           ...(kept.length ? { keptItems: kept } : {}),
           ...(firstMoved ? { firstMoved } : {}),
           ...(keptRaised ? { keptRaised } : {}),
+          ...(joinedFailed ? { joinedFailed } : {}),
         };
       })
       .immediate();
