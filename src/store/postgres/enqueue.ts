@@ -106,8 +106,10 @@ SELECT (SELECT count(*) FROM new_jobs) AS new_jobs,
        count(*) FILTER (WHERE b.job_key <> t.key) AS moved,
        count(*) FILTER (WHERE b.job_key = t.key) AS unchanged,
        (SELECT count(*) FROM upserted) AS written,
-       -- items that now point at a job that had failed: they stay failed with it (the snapshot: new jobs are not among them)
-       (SELECT count(*) FROM changed c JOIN jobs j ON j.key = c.key WHERE j.state = 'failed')::int AS joined_failed,
+       -- items that now point at a job that had failed: they stay failed with it (the snapshot: new jobs
+       -- are not among them); looked up only when some job has failed (a one-time check on jobs_state)
+       (SELECT count(*) FROM changed c JOIN jobs j ON j.key = c.key
+         WHERE j.state = 'failed' AND EXISTS (SELECT 1 FROM jobs f WHERE f.state = 'failed'))::int AS joined_failed,
        -- moved items whose document now comes from another file (sourceFile: a JSONL line's file, not its line)
        count(*) FILTER (WHERE b.job_key <> t.key AND ${SOURCE_FILE('b.source')} <> ${SOURCE_FILE('t.source')})::int AS elsewhere,
        (array_agg(json_build_array(t.item_id, b.source, t.source) ORDER BY t.ord)
