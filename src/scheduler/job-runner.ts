@@ -115,6 +115,9 @@ export async function runJob(job: ClaimedJob, ctx: JobContext): Promise<JobOutco
 }
 
 class JobRun {
+  static #made = 0;
+  /** Which job this is of those the run took: the one claimed last probes an outage first (`OutageBreaker.gate`). */
+  readonly #order = JobRun.#made++;
   #attempt: number;
   readonly #tally: JobTally = {
     uncountedOutages: 0,
@@ -124,6 +127,8 @@ class JobRun {
     parameterRefusals: 0,
   };
   #tokens: { prompt: number; weight: number } | null = null;
+  /** A try of this job failed as an outage does: it probes the provider after jobs that did not (`OutageBreaker.gate`). */
+  #outageFailed = false;
   /** Tries of this job cut by the timeout: a long document gets more time on each. */
   #timeouts = 0;
   /** The --budget reservation of the try in flight. */
@@ -234,6 +239,7 @@ class JobRun {
     const { ctx, lane } = this;
     const c = ctx.counters;
     c.waiting++;
+    const admitted = ctx.breaker.admitting(!this.#outageFailed);
     try {
       let wait = lane.pauseLeft();
       for (;;) {
@@ -262,7 +268,7 @@ class JobRun {
               `such requests go one at a time, each about ${duration((60 * tokens) / over)} after the last (lower --max-tokens, or raise --tpm if the provider allows it)`,
           });
         }
-        const probe = await ctx.breaker.gate(ctx.stopSignal);
+        const probe = await ctx.breaker.gate(ctx.stopSignal, { failedBefore: this.#outageFailed, order: this.#order });
         try {
           await ctx.slots.acquire();
         } catch (error) {
@@ -295,6 +301,7 @@ class JobRun {
       }
     } finally {
       c.waiting--;
+      admitted();
     }
   }
 
@@ -444,6 +451,7 @@ class JobRun {
     }
     if (error.reason === 'timeout') this.#timeouts++;
     const outageType = isOutageType(error.reason);
+    if (outageType) this.#outageFailed = true;
     // the request never reached the provider: no outage of theirs
     const unreachable = neverLeft(error);
     let outage = false;

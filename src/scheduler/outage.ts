@@ -18,6 +18,12 @@ export interface OutageOptions {
  * first success closes it and every waiting request goes again.
  */
 export class OutageBreaker {
+  /**
+   * How long past its time the probe waits for a request whose job has not failed as an outage
+   * does, before one whose job has takes it (`gate`): such a request may be held by its lane's
+   * pace, or never come (its lane paused for an hour).
+   */
+  static readonly UNTRIED_FIRST_MS = 2000;
   readonly #o: Required<Omit<OutageOptions, 'now'>>;
   readonly #now: () => number;
   #consecutive = 0;
@@ -42,6 +48,11 @@ export class OutageBreaker {
   readonly #setBack = new SetBackWatch();
   #delay: number;
   #waiters: Array<() => void> = [];
+  /** Requests on their way to a send (`admitting`) whose job has not failed as an outage does. */
+  #untried = 0;
+  /** Of them, those waiting at the gate, by their `order`. */
+  readonly #untriedAtGate = new Set<number>();
+  #untriedTimer: NodeJS.Timeout | null = null;
   #timer: NodeJS.Timeout | null = null;
   /** Called when the breaker opens or closes, for events. */
   onChange: (open: boolean, nextProbeAt: number, detail: string) => void = () => {};
@@ -101,15 +112,52 @@ export class OutageBreaker {
   }
 
   /**
+   * A request is on its way to a send (its lane's pace, this gate, a slot): returns what to call
+   * when it has left or given up. `untried`: its job has not failed as an outage does in this run.
+   */
+  admitting(untried: boolean): () => void {
+    if (!untried) return () => {};
+    this.#untried++;
+    return () => {
+      this.#untried--;
+    };
+  }
+
+  /**
    * Wait until a request may go out. Returns true when the caller is the probe: it must report
    * its result with `success()` or `failure()`, or `probeAbandoned()` if it never sent.
+   * `failedBefore`: the caller's job failed as an outage does (a 5xx, a reset, a timeout) in this
+   * run. While requests of jobs that did not are on their way, it probes only once the probe is
+   * UNTRIED_FIRST_MS late: documents that always get a 500, first in the queue, were each probe
+   * (their retries come due with it), and the healthy jobs behind them waited until --max-outage
+   * ended the run, every run. Of the others, the one claimed last (`order`, the highest) probes:
+   * documents that fail are likelier at the head of the queue (put back by retry-failed, or
+   * claimed first) than behind it; in an outage every one fails alike.
    */
-  async gate(signal: AbortSignal): Promise<boolean> {
+  async gate(signal: AbortSignal, o: { failedBefore?: boolean; order?: number } = {}): Promise<boolean> {
+    if (!this.#open) return false;
+    const ranked = !o.failedBefore && o.order !== undefined;
+    if (ranked) this.#untriedAtGate.add(o.order!);
+    try {
+      return await this.#gate(signal, o);
+    } finally {
+      if (ranked) this.#untriedAtGate.delete(o.order!);
+    }
+  }
+
+  async #gate(signal: AbortSignal, o: { failedBefore?: boolean; order?: number }): Promise<boolean> {
     while (this.#open) {
-      if (!this.#probing && this.#clock() >= this.#nextProbeAt) {
+      const now = this.#clock();
+      const due = !this.#probing && now >= this.#nextProbeAt;
+      const turn = o.failedBefore
+        ? this.#untried === 0 || now >= this.#nextProbeAt + OutageBreaker.UNTRIED_FIRST_MS
+        : o.order === undefined || o.order >= Math.max(...this.#untriedAtGate);
+      if (due && turn) {
         this.#probing = true;
         return true;
       }
+      // held back for an untried request: woken when its time is up, should none come
+      if (due) this.#wakeWhenUntriedLate();
       await new Promise<void>((resolve, reject) => {
         const wake = (): void => {
           signal.removeEventListener('abort', onAbort);
@@ -251,6 +299,22 @@ export class OutageBreaker {
   #clearTimer(): void {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = null;
+    if (this.#untriedTimer) clearTimeout(this.#untriedTimer);
+    this.#untriedTimer = null;
+  }
+
+  #wakeWhenUntriedLate(): void {
+    if (this.#untriedTimer) return;
+    const fire = (): void => {
+      this.#untriedTimer = null;
+      const left = this.#nextProbeAt + OutageBreaker.UNTRIED_FIRST_MS - this.#clock();
+      if (left > 0) {
+        this.#untriedTimer = setTimeout(fire, left);
+        this.#untriedTimer.unref?.();
+      } else this.#wakeAll();
+    };
+    this.#untriedTimer = setTimeout(fire, Math.max(1, this.#nextProbeAt + OutageBreaker.UNTRIED_FIRST_MS - this.#clock()));
+    this.#untriedTimer.unref?.();
   }
 
   #wakeAll(): void {
