@@ -41,6 +41,8 @@ describe('percent', () => {
   it('shows 100% only when nothing is left: 597 of 600 is 99.5%, not rounded up', () => {
     expect(percent(597, 600)).toBe('99.5%');
     expect(percent(599_999, 600_000)).toBe('99.9%');
+    // to the tenth as status --json's percentDone (99.9): the text said 99.8
+    expect(percent(19_972, 20_000)).toBe('99.9%');
     expect(percent(600, 600)).toBe('100%');
     expect(percent(2, 3)).toBe('67%');
     expect(percent(1, 30)).toBe('3.3%');

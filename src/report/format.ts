@@ -130,8 +130,8 @@ export function rate(perSecond: number): string {
 export function percent(part: number, whole: number): string {
   if (whole <= 0) return '0%';
   const p = (100 * part) / whole;
-  // never 100% while something is left (597 of 600 rounded to 100)
-  if (part < whole && p >= 99.5) return `${Math.min(99.9, Math.floor(p * 10) / 10).toFixed(1)}%`;
+  // never 100% while something is left (597 of 600 rounded to 100); to the tenth as status --json's percentDone
+  if (part < whole && p >= 99.5) return `${Math.min(99.9, Math.round(p * 10) / 10).toFixed(1)}%`;
   return `${p.toFixed(p < 10 && p > 0 ? 1 : 0)}%`;
 }
 

@@ -187,7 +187,8 @@ export function buildStatusReport(
     db: o.db,
     now: o.now,
     sharedItems: Math.max(0, s.items - s.total),
-    percentDone: s.total ? Math.round((1000 * s.counts.done) / s.total) / 10 : 0,
+    // to the tenth, as status's text says it: never 100 while something is left
+    percentDone: s.total ? Math.min(s.counts.done < s.total ? 99.9 : 100, Math.round((1000 * s.counts.done) / s.total) / 10) : 0,
     retrying: s.retrying,
     oldestPending:
       s.oldestPendingAt === null ? null : { createdAt: s.oldestPendingAt, ageSeconds: Math.max(0, (o.now - s.oldestPendingAt) / 1000) },
