@@ -140,6 +140,52 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
     expect(await text(page, '#last-run')).toMatch(/: drained, 1 done, 0 failed, 7 rate-limited \(6 stray\)\.$/);
   });
 
+  it("says a run's pause as status does, and a quiet run's figures are not shown as of now", async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 3);
+    const now = Date.now();
+    const stats = (o: object) => ({
+      done: 0,
+      failed: 0,
+      retried: 0,
+      requests: 5,
+      rateLimited: 0,
+      promptTokens: 1,
+      completionTokens: 1,
+      jobsPerSecond: 42,
+      inFlight: 7,
+      backingOff: 2,
+      concurrency: 16,
+      lanes: [{ model: 'gpt-4o-mini', rpm: 600, tpm: null, requestsPerSecond: 46.8, inFlight: 7, rateLimited: 0, pausedUntil: null }],
+      ...o,
+    });
+    // another machine's runs: their processes are not looked for here
+    await store.startRun({ id: 'down-run', host: 'elsewhere', pid: 1, startedAt: now - 700_000, options: {} });
+    await store.heartbeat(
+      'down-run',
+      now,
+      now + 60_000,
+      stats({ paused: { reason: 'outage', until: now + 7000, downSince: now - 608_000, givesUpAt: now + 292_000 } }),
+    );
+    await store.startRun({ id: 'quiet-run', host: 'elsewhere', pid: 2, startedAt: now - 60_000, options: {} });
+    await store.heartbeat('quiet-run', now - 14_000, now + 46_000, stats({ backingOff: 0 }));
+    await store.close();
+    const page = await open((await serve(db)).url);
+    await page.waitForFunction(() => /down-run/.test(document.querySelector('#runs tbody')?.textContent ?? ''));
+    const rows: string[] = await page.$$eval('#runs tbody tr', (trs: any[]) => trs.map((tr) => tr.textContent));
+    const down = rows.find((r) => r.startsWith('down-run'))!;
+    // it said "paused (outage) for 7s": the time to the next probe, where status said down 10m
+    expect(down).toMatch(/paused: provider down 10m \d+s, next try in [3-7]s$/);
+    const quiet = rows.find((r) => r.startsWith('quiet-ru'))!;
+    expect(quiet).toMatch(/no heartbeat for 1\ds: stopped, or its database locked\?$/);
+    // its rate and requests in flight are its last heartbeat's, not now's: not shown, nor its lane
+    expect(quiet).not.toContain('42.0');
+    expect(rows.filter((r) => r.startsWith('lane'))).toHaveLength(1);
+    // the jobs the live run holds in its backoff wait for a retry too, as status says
+    expect(await text(page, '#percent')).toMatch(/; 2 waiting for a retry;/);
+  });
+
   it('shows what the last enqueue of each input rejected, by file and line, and hides the section when nothing is', async () => {
     const dir = tempDir();
     const db = join(dir, 'q.db');
