@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, rmSync } from 'node:fs';
-import { readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { makeDirs } from '../make-dirs.js';
+import { isProcessAlive } from '../process-alive.js';
 import { LlmqError } from '../errors.js';
 import { knownError, type ErrorPlace } from '../errors-known.js';
 import type { ExportRow, JobState } from '../store/types.js';
@@ -32,6 +33,7 @@ export async function exportToFile(chunks: AsyncIterable<ExportChunk>, path: str
     if (target.kind === 'through')
       return await writeAll(chunks, createWriteStream(target.path, { flags: 'a', highWaterMark: WRITE_BUFFER }));
     makeDirs(dirname(target.path));
+    await removeDeadExportsTemps(target.path);
     const tmp = join(dirname(target.path), `.${basename(target.path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
     const keepOnSignal = removeOnSignal(tmp);
     try {
@@ -49,19 +51,50 @@ export async function exportToFile(chunks: AsyncIterable<ExportChunk>, path: str
 }
 
 /**
- * Ctrl-C (or SIGTERM, SIGHUP) while the temp file is written: remove it, then end as the signal
- * would have (exit 130 for Ctrl-C). Without this the signal ended the process before any catch ran,
- * and each stopped export left a hidden partial file beside `--out`. Returns what stops listening.
+ * The temp files of earlier exports to `target` that were killed (SIGKILL, a crash: no handler ran):
+ * their process gone here and the file untouched for a minute (a folder shared with another machine
+ * may hold one of its exports under way). Each was as large as the export it was, tens of MB, hidden.
+ */
+async function removeDeadExportsTemps(target: string): Promise<void> {
+  const dir = dirname(target);
+  const prefix = `.${basename(target)}.`;
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    if (!name.startsWith(prefix)) continue;
+    const pid = /^(\d+)\.[0-9a-f]+\.tmp$/.exec(name.slice(prefix.length))?.[1];
+    if (pid === undefined || Number(pid) === process.pid || isProcessAlive(Number(pid))) continue;
+    const path = join(dir, name);
+    const modified = await stat(path).then(
+      (st) => st.mtimeMs,
+      () => null,
+    );
+    if (modified !== null && Date.now() - modified > STALE_TEMP_MS) await rm(path, { force: true });
+  }
+}
+
+/** How long a dead export's temp file stays untouched before another export removes it. */
+const STALE_TEMP_MS = 60_000;
+
+/**
+ * Ctrl-C (or SIGTERM, SIGHUP) while the temp file is written: remove it, then exit 130 as every
+ * command a signal stops does (SIGTERM's own death, 143, reads to a supervisor as a crash). Without
+ * this the signal ended the process before any catch ran, and each stopped export left a hidden
+ * partial file beside `--out`. Returns what stops listening.
  */
 function removeOnSignal(tmp: string): () => void {
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   const stop = (): void => {
     for (const s of signals) process.off(s, onSignal);
   };
-  const onSignal = (signal: NodeJS.Signals): void => {
+  const onSignal = (): void => {
     stop();
     rmSync(tmp, { force: true });
-    process.kill(process.pid, signal);
+    process.exit(130);
   };
   for (const s of signals) process.on(s, onSignal);
   return stop;
