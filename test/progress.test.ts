@@ -172,7 +172,7 @@ describe('progress renderers', () => {
     expect(stray(0)).not.toMatch(/stray/);
     // not stray: what they did, and that they were sent again (beside "0 retries" they read as lost)
     expect(stray(0)).toContain(' · 12 rate-limited\n  the 12 429s used no attempt: their jobs are tried again\n');
-    expect(stray(0, 1)).toContain('\n  the 429 used no attempt: their jobs are tried again\n');
+    expect(stray(0, 1)).toContain('\n  the 429 used no attempt: its job is tried again\n');
     expect(stray(0, 0)).not.toMatch(/429/);
   });
 

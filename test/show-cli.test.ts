@@ -198,4 +198,20 @@ describe('llmq show', () => {
     const dotted = await runCli(['show', 'sub/b.md', '--db', db]);
     expect(dotted.stderr).not.toContain('did you mean');
   });
+
+  it('a job failed because the runs holding it died says its tries left no record, not "none yet"', async () => {
+    const { db, store } = await oneClaimedJob();
+    // run-1 died holding it; two more runs took it and died; the claim after fails it (a crash loop)
+    for (const [i, owner] of ['run-2', 'run-3'].entries()) {
+      await store.reclaim(T0 + 61_000 * (i + 1), [i === 0 ? 'run-1' : 'run-2']);
+      await store.claim({ owner, limit: 1, now: T0 + 61_000 * (i + 1), leaseUntil: T0 + 61_000 * (i + 2), maxAttempts: 3 });
+    }
+    await store.reclaim(T0 + 61_000 * 3, ['run-3']);
+    await store.claim({ owner: 'run-4', limit: 1, now: T0 + 61_000 * 3, leaseUntil: T0 + 61_000 * 4, maxAttempts: 3 });
+    await store.close();
+    const r = await runCli(['show', 'n.txt', '--db', db]);
+    expect(r.stdout).toMatch(/^ {2}error {5}gave up after 3 attempts: the run working on it died$/m);
+    expect(r.stdout).toContain('3 tries left no record: the run holding them died (a request that had left may be billed)');
+    expect(r.stdout).not.toContain('none yet');
+  });
 });

@@ -162,8 +162,9 @@ function latency(ms: number): string {
  * job has out now.
  */
 function triesWithoutRecord(d: ItemDetail): number {
-  // a failed job's error says how it ended (a run that died included)
-  if (d.job.state === 'failed') return 0;
+  // a failed job ended by a try has its record; one failed by a claim (its attempts used by runs
+  // that died) has none: "attempts (0) none yet" stood under "gave up after 5 attempts"
+  if (d.job.state === 'failed' && !d.job.error?.includes('the run working on it died')) return 0;
   const lastFailed = d.attempts.findLastIndex((a) => a.outcome === 'failed');
   // a try that gave its attempt back records none: the try after it has the same number
   const recorded = new Set(

@@ -506,7 +506,9 @@ function stopOnSignals(c: ChalkInstance, stderr: NodeJS.WriteStream, line: Statu
     if (stop.signal.aborted) return; // an echo of the first, or the reader already went away
     stop.abort();
     line.done();
-    stderr.write(`${c.yellow('stopping:')} storing what was read; Ctrl-C again to quit at once\n`);
+    // the second signal quits at once, whichever it is: a supervisor's second SIGTERM as a second Ctrl-C
+    const again = signal === 'SIGINT' ? 'Ctrl-C again' : `another ${signal}`;
+    stderr.write(`${c.yellow('stopping:')} storing what was read; ${again} to quit at once\n`);
   };
   for (const s of signals) process.on(s, onSignal);
   // A reader of stderr that went away (a closed terminal, \`2>&1 | head\`) is a stop too, not an exit

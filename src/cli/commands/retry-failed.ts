@@ -1,7 +1,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { LlmqError } from '../../errors.js';
 import { dbOption } from '../options.js';
-import { oneLine, printable } from '../../report/format.js';
+import { int, oneLine, printable } from '../../report/format.js';
 import { cutOffCount, roomierRetryCommand } from '../../report/refused.js';
 import { CUT_OFF_TEXT } from '../../provider/finish.js';
 import type { RunStats } from '../../store/types.js';
@@ -77,7 +77,7 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
     if (flags.json) process.stdout.write(JSON.stringify({ requeued: n }) + '\n');
     const which = (flags.error ? ` whose error contains "${flags.error}"` : '') + raised;
     // the cut-off answers sent again are said above (resendCutOff): what follows is of the failed jobs, or theirs
-    const put = failed > 0 ? `Put ${failed} failed job${failed === 1 ? '' : 's'}${which} back to pending` : 'Their documents are pending';
+    const put = failed > 0 ? `Put ${int(failed)} failed job${failed === 1 ? '' : 's'}${which} back to pending` : 'Their documents are pending';
     // a run working the queue claims pending jobs as it goes: it takes these too, no new run needed
     const working = n === 0 ? [] : workingRuns(await store.activeRuns(), now);
     if (working.length) {
@@ -99,7 +99,7 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
     }
     // every document joined a request answered (or failed) already: "to try them again" read as work left
     if (n > 0 && flags.maxTokens !== undefined && (await store.stateCounts()).pending === 0) {
-      const whose = failed > 0 ? `The items of ${failed} failed job${failed === 1 ? '' : 's'}${which}` : 'Their documents';
+      const whose = failed > 0 ? `The items of ${int(failed)} failed job${failed === 1 ? '' : 's'}${which}` : 'Their documents';
       process.stderr.write(`${whose} joined requests answered (or failed) already: nothing is pending.\n`);
       return;
     }
@@ -146,13 +146,13 @@ async function retryAsTheyWere(
   const roomier = `${roomierRetryCommand(taken) ?? 'llmq retry-failed --error "cut off" --max-tokens N'}${dbArg}`;
   if (leave && cutOff > 0)
     process.stderr.write(
-      `Left ${cutOff} failed ${cutOff === 1 ? 'job' : 'jobs'} cut off at max_tokens as ${cutOff === 1 ? 'it is' : 'they are'}: sent as ${cutOff === 1 ? 'it was' : 'they were'}, ` +
+      `Left ${int(cutOff)} failed ${cutOff === 1 ? 'job' : 'jobs'} cut off at max_tokens as ${cutOff === 1 ? 'it is' : 'they are'}: sent as ${cutOff === 1 ? 'it was' : 'they were'}, ` +
         `most likely cut off, and paid for, again. ${roomier} sends ${them} with more room ` +
         `(--error "cut off" alone, as ${cutOff === 1 ? 'it was' : 'they were'}).\n`,
     );
   else if (cutOff > 0)
     process.stderr.write(
-      `${cutOff} of them ${cutOff === 1 ? 'was' : 'were'} cut off at max_tokens: sent as ${cutOff === 1 ? 'it is' : 'they are'}, most likely cut off again. ` +
+      `${int(cutOff)} of them ${cutOff === 1 ? 'was' : 'were'} cut off at max_tokens: sent as ${cutOff === 1 ? 'it is' : 'they are'}, most likely cut off again. ` +
         `If they fail so again, ${roomier} sends them with more room.\n`,
     );
   return { n, raised: '', left: leave ? cutOff : 0 };
@@ -165,12 +165,12 @@ async function resendCutOff(store: OpenStore, maxTokens: number, now: number): P
   const m = resent.alreadyAt;
   if (m > 0)
     process.stderr.write(
-      `Left ${m} answer${m === 1 ? '' : 's'} cut off at max_tokens whose request asked for ${maxTokens} tokens or more already: give --max-tokens a higher number.\n`,
+      `Left ${int(m)} answer${m === 1 ? '' : 's'} cut off at max_tokens whose request asked for ${maxTokens} tokens or more already: give --max-tokens a higher number.\n`,
     );
   if (resent.jobs > 0) {
     const n = resent.jobs;
     process.stderr.write(
-      `${n} ${n === 1 ? 'answer' : 'answers'} cut off at max_tokens asked again for up to ${maxTokens} tokens (${resent.items} ${resent.items === 1 ? 'item' : 'items'} moved); ` +
+      `${int(n)} ${n === 1 ? 'answer' : 'answers'} cut off at max_tokens asked again for up to ${maxTokens} tokens (${int(resent.items)} ${resent.items === 1 ? 'item' : 'items'} moved); ` +
         `the cut-off ${n === 1 ? 'answer is' : 'answers are'} kept, no item needs ${n === 1 ? 'it' : 'them'} now.\n`,
     );
   }
@@ -192,7 +192,7 @@ async function retryWithRoom(
   const n = resent.jobs;
   const m = resent.alreadyAt;
   // sent again as they were, they would end the same way
-  const already = `${m} failed job${m === 1 ? '' : 's'} asked for answers of up to ${maxTokens} tokens or more already`;
+  const already = `${int(m)} failed job${m === 1 ? '' : 's'} asked for answers of up to ${maxTokens} tokens or more already`;
   if (n === 0 && m > 0 && !answersToo) {
     if (flags.json) process.stdout.write(JSON.stringify({ requeued: 0 }) + '\n');
     throw new LlmqError(`${already}: give --max-tokens a higher number.`);

@@ -409,7 +409,7 @@ function limitsText(l: { readonly rpm: number | null; readonly tpm: number | nul
 
 /** The stray 429s among a run's (`RunSummary.strayRateLimited`). */
 function limitedText(all: number): string {
-  return `${all === 1 ? 'the 429 used' : `the ${int(all)} 429s used`} no attempt: their jobs are tried again`;
+  return all === 1 ? 'the 429 used no attempt: its job is tried again' : `the ${int(all)} 429s used no attempt: their jobs are tried again`;
 }
 
 function strayText(stray: number, all: number): string {
