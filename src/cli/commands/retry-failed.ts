@@ -77,7 +77,8 @@ async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
     if (flags.json) process.stdout.write(JSON.stringify({ requeued: n }) + '\n');
     const which = (flags.error ? ` whose error contains "${flags.error}"` : '') + raised;
     // the cut-off answers sent again are said above (resendCutOff): what follows is of the failed jobs, or theirs
-    const put = failed > 0 ? `Put ${int(failed)} failed job${failed === 1 ? '' : 's'}${which} back to pending` : 'Their documents are pending';
+    const put =
+      failed > 0 ? `Put ${int(failed)} failed job${failed === 1 ? '' : 's'}${which} back to pending` : 'Their documents are pending';
     // a run working the queue claims pending jobs as it goes: it takes these too, no new run needed
     const working = n === 0 ? [] : workingRuns(await store.activeRuns(), now);
     if (working.length) {
