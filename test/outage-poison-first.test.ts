@@ -42,13 +42,13 @@ describe('the outage probe', () => {
     const order: string[] = [];
     // a job not failed yet is on its way (its lane's pace holds it); the failed job comes to the gate
     // first, as its retry is due with the probe
-    const left = breaker.admitting(true);
-    const failed = breaker.gate(signal, { failedBefore: true }).then((probe) => order.push(`failed:${probe}`));
+    breaker.admitting(1);
+    const failed = breaker.gate(signal, null).then((probe) => order.push(`failed:${probe}`));
     await new Promise((r) => setTimeout(r, 60));
     expect(order).toEqual([]);
-    const fresh = breaker.gate(signal).then((probe) => order.push(`fresh:${probe}`));
+    const fresh = breaker.gate(signal, 1).then((probe) => order.push(`fresh:${probe}`));
     await new Promise((r) => setTimeout(r, 10));
-    left();
+    breaker.admitted(1);
     expect(order).toEqual(['fresh:true']);
     // the fresh one's probe answered: the provider is up, everyone goes
     breaker.success({ probe: true });
@@ -60,18 +60,18 @@ describe('the outage probe', () => {
   it('goes to a job that failed when no other is on its way: a real outage is probed all the same', async () => {
     const breaker = new OutageBreaker({ consecutive: 1, probeDelayMs: 20 });
     breaker.failure('HTTP 500', { sentAt: Date.now(), unreachable: false });
-    expect(await breaker.gate(new AbortController().signal, { failedBefore: true })).toBe(true);
+    expect(await breaker.gate(new AbortController().signal, null)).toBe(true);
     breaker.dispose();
   });
 
   it('goes to a job that failed once the probe is late by UNTRIED_FIRST_MS, when the other never comes (its lane paused)', async () => {
     const breaker = new OutageBreaker({ consecutive: 1, probeDelayMs: 20 });
     breaker.failure('HTTP 500', { sentAt: Date.now(), unreachable: false });
-    const left = breaker.admitting(true);
+    breaker.admitting(1);
     const started = Date.now();
-    expect(await breaker.gate(new AbortController().signal, { failedBefore: true })).toBe(true);
+    expect(await breaker.gate(new AbortController().signal, null)).toBe(true);
     expect(Date.now() - started).toBeGreaterThanOrEqual(OutageBreaker.UNTRIED_FIRST_MS);
-    left();
+    breaker.admitted(1);
     breaker.dispose();
   });
 });

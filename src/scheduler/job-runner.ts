@@ -239,7 +239,9 @@ class JobRun {
     const { ctx, lane } = this;
     const c = ctx.counters;
     c.waiting++;
-    const admitted = ctx.breaker.admitting(!this.#outageFailed);
+    // the outage probe is for a job that has not failed as an outage does (OutageBreaker.gate)
+    const order = this.#outageFailed ? null : this.#order;
+    ctx.breaker.admitting(order);
     try {
       let wait = lane.pauseLeft();
       for (;;) {
@@ -268,7 +270,7 @@ class JobRun {
               `such requests go one at a time, each about ${duration((60 * tokens) / over)} after the last (lower --max-tokens, or raise --tpm if the provider allows it)`,
           });
         }
-        const probe = await ctx.breaker.gate(ctx.stopSignal, { failedBefore: this.#outageFailed, order: this.#order });
+        const probe = await ctx.breaker.gate(ctx.stopSignal, order);
         try {
           await ctx.slots.acquire();
         } catch (error) {
@@ -301,7 +303,7 @@ class JobRun {
       }
     } finally {
       c.waiting--;
-      admitted();
+      ctx.breaker.admitted(order);
     }
   }
 

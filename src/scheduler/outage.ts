@@ -19,9 +19,8 @@ export interface OutageOptions {
  */
 export class OutageBreaker {
   /**
-   * How long past its time the probe waits for a request whose job has not failed as an outage
-   * does, before one whose job has takes it (`gate`): such a request may be held by its lane's
-   * pace, or never come (its lane paused for an hour).
+   * How long past its time the probe waits for the request it is for (`gate`), before any takes it:
+   * that request may be held by its lane's pace, or never come (its lane paused for an hour).
    */
   static readonly UNTRIED_FIRST_MS = 2000;
   readonly #o: Required<Omit<OutageOptions, 'now'>>;
@@ -48,10 +47,8 @@ export class OutageBreaker {
   readonly #setBack = new SetBackWatch();
   #delay: number;
   #waiters: Array<() => void> = [];
-  /** Requests on their way to a send (`admitting`) whose job has not failed as an outage does. */
-  #untried = 0;
-  /** Of them, those waiting at the gate, by their `order`. */
-  readonly #untriedAtGate = new Set<number>();
+  /** The `order` of each request on its way to a send (`admitting`) whose job has not failed as an outage does. */
+  readonly #untried = new Set<number>();
   #untriedTimer: NodeJS.Timeout | null = null;
   #timer: NodeJS.Timeout | null = null;
   /** Called when the breaker opens or closes, for events. */
@@ -112,51 +109,41 @@ export class OutageBreaker {
   }
 
   /**
-   * A request is on its way to a send (its lane's pace, this gate, a slot): returns what to call
-   * when it has left or given up. `untried`: its job has not failed as an outage does in this run.
+   * A request is on its way to a send (its lane's pace, this gate, a slot) until `admitted`.
+   * `order`: which of the run's jobs it is (higher: claimed later), or null when its job failed as an
+   * outage does (a 5xx, a reset, a timeout) in this run.
    */
-  admitting(untried: boolean): () => void {
-    if (!untried) return () => {};
-    this.#untried++;
-    return () => {
-      this.#untried--;
-    };
+  admitting(order: number | null): void {
+    if (order !== null) this.#untried.add(order);
+  }
+
+  admitted(order: number | null): void {
+    if (order !== null) this.#untried.delete(order);
   }
 
   /**
    * Wait until a request may go out. Returns true when the caller is the probe: it must report
    * its result with `success()` or `failure()`, or `probeAbandoned()` if it never sent.
-   * `failedBefore`: the caller's job failed as an outage does (a 5xx, a reset, a timeout) in this
-   * run. While requests of jobs that did not are on their way, it probes only once the probe is
-   * UNTRIED_FIRST_MS late: documents that always get a 500, first in the queue, were each probe
-   * (their retries come due with it), and the healthy jobs behind them waited until --max-outage
-   * ended the run, every run. Of the others, the one claimed last (`order`, the highest) probes:
-   * documents that fail are likelier at the head of the queue (put back by retry-failed, or
-   * claimed first) than behind it; in an outage every one fails alike.
+   * The probe is for the request claimed last (the highest `order`) of those on their way whose job
+   * has not failed as an outage does; any takes it once it is UNTRIED_FIRST_MS late, or when there is
+   * none. Documents that always get a 500, first in the queue, were each probe (their retries come
+   * due with it), and the healthy jobs behind them waited until --max-outage ended the run, every
+   * run: failing documents are likelier at the head of the queue (put back by retry-failed, or
+   * claimed first) than behind it, and in an outage every one fails alike.
    */
-  async gate(signal: AbortSignal, o: { failedBefore?: boolean; order?: number } = {}): Promise<boolean> {
-    if (!this.#open) return false;
-    const ranked = !o.failedBefore && o.order !== undefined;
-    if (ranked) this.#untriedAtGate.add(o.order!);
-    try {
-      return await this.#gate(signal, o);
-    } finally {
-      if (ranked) this.#untriedAtGate.delete(o.order!);
-    }
-  }
-
-  async #gate(signal: AbortSignal, o: { failedBefore?: boolean; order?: number }): Promise<boolean> {
+  async gate(signal: AbortSignal, order: number | null = null): Promise<boolean> {
     while (this.#open) {
       const now = this.#clock();
       const due = !this.#probing && now >= this.#nextProbeAt;
-      const turn = o.failedBefore
-        ? this.#untried === 0 || now >= this.#nextProbeAt + OutageBreaker.UNTRIED_FIRST_MS
-        : o.order === undefined || o.order >= Math.max(...this.#untriedAtGate);
+      const turn =
+        this.#untried.size === 0 ||
+        (order !== null && order >= Math.max(...this.#untried)) ||
+        now >= this.#nextProbeAt + OutageBreaker.UNTRIED_FIRST_MS;
       if (due && turn) {
         this.#probing = true;
         return true;
       }
-      // held back for an untried request: woken when its time is up, should none come
+      // held back for the request the probe is for: woken when its time is up, should it not come
       if (due) this.#wakeWhenUntriedLate();
       await new Promise<void>((resolve, reject) => {
         const wake = (): void => {
