@@ -180,8 +180,9 @@ export class SqliteStore implements Store {
       markOrphaned: db.prepare(`UPDATE jobs SET orphaned = 1 WHERE key = ? AND state IN ('done', 'running')
           AND NOT EXISTS (SELECT 1 FROM items WHERE job_key = jobs.key)`),
       // an item points at the job again (its old text enqueued again): its answer is needed once more
-      adopt: db.prepare('UPDATE jobs SET orphaned = 0 WHERE key = ? AND orphaned = 1'),
-      isFailed: db.prepare("SELECT 1 FROM jobs WHERE key = ? AND state = 'failed'").pluck(),
+      adopt: db.prepare('UPDATE jobs SET orphaned = 0 WHERE key = ?'),
+      // a job there already that an item now points at: adopted if orphaned, counted if failed
+      existingJob: db.prepare('SELECT state, orphaned FROM jobs WHERE key = ?').raw(),
       claim: db
         .prepare(`${CLAIM_SET}
         WHERE seq IN (SELECT seq FROM jobs WHERE state = 'pending' AND run_after <= @now ORDER BY priority, seq LIMIT ${unplannedLimit('@limit')})
@@ -447,9 +448,10 @@ export class SqliteStore implements Store {
             s.insertRequest.run(job.lastInsertRowid, r.request);
             newJobs++;
           } else {
-            s.adopt.run(r.key);
+            const [state, orphaned] = s.existingJob.get(r.key) as [string, number];
+            if (orphaned) s.adopt.run(r.key);
+            if (state === 'failed') joinedFailed++;
             takePriority(r);
-            if (s.isFailed.get(r.key)) joinedFailed++;
           }
           if (current === undefined) {
             s.insertItem.run(r.itemId, r.source, r.key, meta, now, now);
