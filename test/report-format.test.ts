@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { oneLine, percent, usd, usdApart, wrap } from '../src/report/format.js';
+import { oneLine, percent, percentTenths, usd, usdApart, wrap } from '../src/report/format.js';
 
 describe('wrap', () => {
   it('breaks at spaces, cuts a word longer than the width, and loses nothing', () => {
@@ -43,6 +43,11 @@ describe('percent', () => {
     expect(percent(599_999, 600_000)).toBe('99.9%');
     // to the tenth as status --json's percentDone (99.9): the text said 99.8
     expect(percent(19_972, 20_000)).toBe('99.9%');
+    // status --json's percentDone is the same figure, and no 100 either while something is left
+    expect(percentTenths(19_972, 20_000)).toBe(99.9);
+    expect(percentTenths(599_999, 600_000)).toBe(99.9);
+    expect(percentTenths(600, 600)).toBe(100);
+    expect(percentTenths(5, 9)).toBe(55.6);
     expect(percent(600, 600)).toBe('100%');
     expect(percent(2, 3)).toBe('67%');
     expect(percent(1, 30)).toBe('3.3%');

@@ -130,9 +130,15 @@ export function rate(perSecond: number): string {
 export function percent(part: number, whole: number): string {
   if (whole <= 0) return '0%';
   const p = (100 * part) / whole;
-  // never 100% while something is left (597 of 600 rounded to 100); to the tenth as status --json's percentDone
-  if (part < whole && p >= 99.5) return `${Math.min(99.9, Math.round(p * 10) / 10).toFixed(1)}%`;
+  // near the end to the tenth, as status --json's percentDone
+  if (part < whole && p >= 99.5) return `${percentTenths(part, whole).toFixed(1)}%`;
   return `${p.toFixed(p < 10 && p > 0 ? 1 : 0)}%`;
+}
+
+/** The percent to the tenth, never 100 while something is left (597 of 600 rounded to 100). */
+export function percentTenths(part: number, whole: number): number {
+  if (whole <= 0) return 0;
+  return Math.min(part < whole ? 99.9 : 100, Math.round((1000 * part) / whole) / 10);
 }
 
 /**

@@ -2,6 +2,7 @@ import type { JobState, RunAlert, RunLaneStats, RunRow, RunStats, SourceRejectio
 import type { PriceTable } from '../pricing/price-table.js';
 import { buildCost, isLive, type CostReport, type RunsGoneHere } from './status-cost.js';
 import { stillRemembered } from '../remembered-pace.js';
+import { percentTenths } from './format.js';
 
 export type { CostReport, ModelCost, RunCost } from './status-cost.js';
 
@@ -187,8 +188,7 @@ export function buildStatusReport(
     db: o.db,
     now: o.now,
     sharedItems: Math.max(0, s.items - s.total),
-    // to the tenth, as status's text says it: never 100 while something is left
-    percentDone: s.total ? Math.min(s.counts.done < s.total ? 99.9 : 100, Math.round((1000 * s.counts.done) / s.total) / 10) : 0,
+    percentDone: percentTenths(s.counts.done, s.total),
     retrying: s.retrying,
     oldestPending:
       s.oldestPendingAt === null ? null : { createdAt: s.oldestPendingAt, ageSeconds: Math.max(0, (o.now - s.oldestPendingAt) / 1000) },
