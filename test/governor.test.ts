@@ -1,6 +1,5 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { OpenAIProvider } from '../src/provider/openai.js';
 import { MockProvider } from '../src/provider/mock.js';
 import type { Provider } from '../src/provider/types.js';
 import { runQueue, type RunOptions } from '../src/scheduler/run-queue.js';
@@ -15,18 +14,13 @@ import { spawn } from 'node:child_process';
 import { BIN, cliEnv, collect, runCli } from './helpers/cli.js';
 import { startFake } from './helpers/start-fake.js';
 import { all } from './helpers/store-reads.js';
+import { fast, provider, setup } from './helpers/governor-setup.js';
 
 /**
  * The rate governor end to end against the HTTP fake: lanes per model, limits learned from headers
  * and remembered, --timeout auto, --max-outage, a key refused for one job. Functional, not timed:
  * each would hang, loop or misbehave visibly if its rule broke.
  */
-async function setup(fakeOptions: Parameters<typeof startFake>[0] = {}) {
-  const fake = await startFake(fakeOptions);
-  const path = join(tempDir(), 'q.db');
-  return { fake, store: new SqliteStore(path), path };
-}
-
 /** `count` jobs of `model`, items named `<model>-<n>` so several calls never share an item. */
 async function seedModel(store: SqliteStore, model: string, count: number, word = model): Promise<string[]> {
   const rows = Array.from({ length: count }, (_, n) => {
@@ -47,8 +41,6 @@ async function runTimingStarts(fake: FakeOpenAI, store: SqliteStore, options: Ru
   return { summary, times };
 }
 
-const fast: RunOptions = { retryDelayMs: 10, maxRetryDelayMs: 50, heartbeatMs: 200, outage: { probeDelayMs: 100, maxProbeDelayMs: 400 } };
-const provider = (fake: FakeOpenAI, timeoutMs = 30_000) => new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-secret', timeoutMs });
 const OPENAI_600 = { 'x-ratelimit-limit-requests': '600', 'x-ratelimit-remaining-requests': '599', 'x-ratelimit-reset-requests': '100ms' };
 
 describe('rate governor', () => {

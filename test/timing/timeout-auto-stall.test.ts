@@ -1,24 +1,12 @@
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { OpenAIProvider } from '../../src/provider/openai.js';
-import { runQueue, type RunOptions } from '../../src/scheduler/run-queue.js';
-import { SqliteStore } from '../../src/store/sqlite/store.js';
-import { reply, type FakeOpenAI } from '../helpers/fake-openai.js';
+import { runQueue } from '../../src/scheduler/run-queue.js';
+import { reply } from '../helpers/fake-openai.js';
 import { seedJobs } from '../helpers/seed.js';
-import { startFake } from '../helpers/start-fake.js';
-import { tempDir } from '../helpers/tmp.js';
+import { fast, provider, setup } from '../helpers/governor-setup.js';
 
 // Here, in the serial timing phase, not beside other test files: what --timeout auto learns is the
 // latency this process sees, and a neighbour's load (a browser test on the other core) made answers of
 // 50 ms look like a second's, the limit 6 s, where the stall it is about would make it over 3.
-
-async function setup(fakeOptions: Parameters<typeof startFake>[0] = {}) {
-  const fake = await startFake(fakeOptions);
-  return { fake, store: new SqliteStore(join(tempDir(), 'q.db')) };
-}
-
-const fast: RunOptions = { retryDelayMs: 10, maxRetryDelayMs: 50, heartbeatMs: 200, outage: { probeDelayMs: 100, maxProbeDelayMs: 400 } };
-const provider = (fake: FakeOpenAI, timeoutMs = 30_000) => new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-secret', timeoutMs });
 
 describe('--timeout auto under a stall of this process', () => {
   it('--timeout auto learns the latency of the provider, not of a stall in this process', async () => {
