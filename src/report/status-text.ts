@@ -105,11 +105,8 @@ export function renderStatus(
   const saved = r.sharedItems > 0 ? ` · ${int(r.sharedItems)} ${r.sharedItems === 1 ? 'call' : 'calls'} saved by shared jobs` : '';
   row('jobs', r.total, p.dim(`for ${int(r.items)} item${r.items === 1 ? '' : 's'}${saved}`));
   row('done', r.counts.done, percent(r.counts.done, r.total), p.green);
-  // jobs backing off stay running, held by their run (a job is pending only between runs): said, or
-  // "retrying" stood at 0 while they waited
-  const backingOff = r.activeRuns.reduce((n, x) => n + (x.live ? (x.backingOff ?? 0) : 0), 0);
   if (r.counts.running)
-    row('running', r.counts.running, backingOff > 0 ? p.dim(`${int(backingOff)} waiting to retry in their run`) : '', p.cyan);
+    row('running', r.counts.running, r.backingOff > 0 ? p.dim(`${int(r.backingOff)} waiting to retry in their run`) : '', p.cyan);
   const pendingNotes: string[] = [];
   // "waiting" only while a run is there to retry them; else the next run does
   if (r.retrying)

@@ -99,6 +99,11 @@ export interface StatusReport {
   readonly percentDone: number;
   /** Pending jobs that already had an attempt (waiting for their next try). */
   readonly retrying: number;
+  /**
+   * Running jobs live runs hold while they wait out a backoff before their next try (a job is pending
+   * only between runs): waiting for a retry too, or "retrying" stood at 0 while they waited.
+   */
+  readonly backingOff: number;
   readonly oldestPending: { readonly createdAt: number; readonly ageSeconds: number } | null;
   /** Money: so far per model, per run, what may be billed, and a rough figure to finish. */
   readonly cost: CostReport;
@@ -190,6 +195,7 @@ export function buildStatusReport(
     sharedItems: Math.max(0, s.items - s.total),
     percentDone: percentTenths(s.counts.done, s.total),
     retrying: s.retrying,
+    backingOff: activeRuns.reduce((n, x) => n + (x.live ? (x.backingOff ?? 0) : 0), 0),
     oldestPending:
       s.oldestPendingAt === null ? null : { createdAt: s.oldestPendingAt, ageSeconds: Math.max(0, (o.now - s.oldestPendingAt) / 1000) },
     cost,

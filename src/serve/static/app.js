@@ -56,9 +56,8 @@ function renderProgress(r) {
   $('bar-running').style.width = pct(r.counts.running);
   const oldest = r.oldestPending ? `; oldest pending waited ${duration(r.oldestPending.ageSeconds)}` : '';
   // waiting for a retry: pending ones not yet due, and those a live run holds in its backoff (as status says them)
-  const backingOff = r.activeRuns.reduce((n, x) => n + (x.live ? (x.backingOff ?? 0) : 0), 0);
   $('percent').textContent =
-    `${r.percentDone}% done; ${fmt(r.retrying + backingOff)} waiting for a retry; ${fmt(r.sharedItems)} items share a job${oldest}`;
+    `${r.percentDone}% done; ${fmt(r.retrying + r.backingOff)} waiting for a retry; ${fmt(r.sharedItems)} items share a job${oldest}`;
   $('db').textContent = r.db;
 }
 
