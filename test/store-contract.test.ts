@@ -1,5 +1,6 @@
 import { beforeEach, describe, expect, it } from 'vitest';
-import { STORE_KINDS, T0, OWNER, claimOpts, row, rows, skipUnavailable, exported } from './helpers/stores.js';
+import { STORE_KINDS, T0, OWNER, NO_STATS, claimOpts, row, rows, skipUnavailable, exported } from './helpers/stores.js';
+import { UNSENT_DEATHS_FORGIVEN } from '../src/store/unsent.js';
 import type { Store } from '../src/store/types.js';
 
 /** Answer a job this test's run claimed, as a run would: paid for, stored. */
@@ -445,6 +446,47 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       expect(await store.reclaim(T0 + 7, [OWNER])).toBe(1);
       expect(await store.claim(claimOpts({ now: T0 + 8, maxAttempts: 1 }))).toEqual({ jobs: [], exhausted: 1 });
       expect((await store.item(r!.itemId))!.job.error).toBe(`gave up after 1 attempt: the run working on it died (last error: ${error})`);
+    });
+
+    it("gives a dead run's jobs back the attempt of a try its last heartbeat had not sent, up to UNSENT_DEATHS_FORGIVEN times", async () => {
+      // a run killed again and again (a cron job under timeout -s KILL) failed documents it never sent;
+      // the one that went out each time (and may be what kills the process) still uses up its attempts
+      const { store } = await kind.fresh();
+      const [sent, held] = rows(2);
+      await store.enqueue([sent!, held!], T0);
+      const claimAll = async (owner: string, now: number) => {
+        await store.startRun({ id: owner, host: 'elsewhere', pid: 1, startedAt: now, options: {} });
+        return store.claim(claimOpts({ owner, now, maxAttempts: 3 }));
+      };
+      const heldAttempts: number[] = [];
+      for (let death = 1; death <= UNSENT_DEATHS_FORGIVEN + 1; death++) {
+        const owner = `run-${death}`;
+        const now = T0 + death * 1000;
+        const { jobs, exhausted } = await claimAll(owner, now);
+        expect(exhausted).toBe(death === 4 ? 1 : 0);
+        heldAttempts.push(jobs.find((j) => j.key === held!.key)!.attempts);
+        await store.heartbeat(owner, now + 10, now + 60_000, NO_STATS, [held!.key]);
+        await store.reclaim(now + 20, [owner]);
+      }
+      expect(heldAttempts).toEqual(Array(UNSENT_DEATHS_FORGIVEN + 1).fill(1));
+      const sentJob = (await store.item(sent!.itemId))!.job;
+      expect(sentJob).toMatchObject({ state: 'failed', attempts: 3 });
+      expect(sentJob.error).toBe('gave up after 3 attempts: the run working on it died');
+      // the last death is past the bound: that attempt stays used
+      expect((await claimAll('run-last', T0 + 100_000)).jobs.map((j) => j.attempts)).toEqual([2]);
+    });
+
+    it('gives the attempt back the same way when the lease of a run that had not sent the job ran out', async () => {
+      // a run on another machine gone quiet: its jobs come back when their leases run out
+      const { store } = await kind.fresh();
+      const [sent, held] = rows(2);
+      await store.enqueue([sent!, held!], T0);
+      await store.startRun({ id: 'quiet', host: 'elsewhere', pid: 1, startedAt: T0, options: {} });
+      await store.claim(claimOpts({ owner: 'quiet', leaseUntil: T0 + 100 }));
+      await store.heartbeat('quiet', T0 + 10, T0 + 100, NO_STATS, [held!.key]);
+      expect(await store.reclaim(T0 + 200, [])).toBe(2);
+      const attempts = async (r: typeof sent) => (await store.item(r!.itemId))!.job.attempts;
+      expect([await attempts(sent), await attempts(held)]).toEqual([1, 0]);
     });
 
     // skipping a full lane takes another path (per model); both must hold invariant 6

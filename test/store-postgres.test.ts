@@ -94,6 +94,7 @@ describe('postgres store', () => {
       'cost_usd',
       'latency_ms',
       'orphaned',
+      'unsent_deaths',
     ]);
     expect(await cols('attempts')).toEqual([
       'id',
@@ -134,6 +135,7 @@ describe('postgres store', () => {
       'options',
       'stats',
       'clock_offset_ms',
+      'unsent',
     ]);
     expect(await cols('batches')).toEqual([
       'id',

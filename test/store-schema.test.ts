@@ -62,6 +62,7 @@ describe('sqlite schema', () => {
       'latency_ms',
       'counts_kept',
       'orphaned',
+      'unsent_deaths',
     ]);
     expect(columns(db, 'items')).toEqual(['seq', 'id', 'source', 'job_key', 'meta', 'created_at', 'updated_at']);
     expect(columns(db, 'attempts')).toEqual([
@@ -91,7 +92,18 @@ describe('sqlite schema', () => {
       'unpriced_tries',
       'updated_at',
     ]);
-    expect(columns(db, 'runs')).toEqual(['id', 'host', 'pid', 'started_at', 'heartbeat_at', 'ended_at', 'exit_reason', 'options', 'stats']);
+    expect(columns(db, 'runs')).toEqual([
+      'id',
+      'host',
+      'pid',
+      'started_at',
+      'heartbeat_at',
+      'ended_at',
+      'exit_reason',
+      'options',
+      'stats',
+      'unsent',
+    ]);
     expect(columns(db, 'lanes')).toEqual(['base_url', 'model', 'rpm', 'tpm', 'source', 'learned_at']);
     expect(columns(db, 'batches')).toEqual([
       'id',
@@ -212,7 +224,7 @@ describe('sqlite schema', () => {
     const db = store.db;
     expect(db.prepare('SELECT max(version) FROM llmq_migrations').pluck().get()).toBe(LATEST_VERSION);
     // migration 7 adds latency_ms, NULL for jobs tried before it; migration 12 counts_kept, 0; migration 15
-    // orphaned, 1 for the jobs no item points at (k3, k7)
+    // orphaned, 1 for the jobs no item points at (k3, k7); migration 19 unsent_deaths, 0
     expect(read(db)).toEqual({
       ...before,
       jobs: before.jobs.map((j) => ({
@@ -220,6 +232,7 @@ describe('sqlite schema', () => {
         latency_ms: null,
         counts_kept: 0,
         orphaned: ['k3', 'k7'].includes((j as { key: string }).key) ? 1 : 0,
+        unsent_deaths: 0,
       })),
     });
     expect(keyIndexes(db)).toEqual(['sqlite_autoindex_jobs_1']);

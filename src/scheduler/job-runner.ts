@@ -29,6 +29,8 @@ export interface JobContext {
   readonly slots: Semaphore;
   readonly inFlight: InFlightRequests;
   readonly counters: RunCounters;
+  /** Keys of the jobs whose counted try has not gone out: each job is in it until it sends, and again once a retry is counted. */
+  readonly heldUnsent: Set<string>;
   /** What each try costs, and the --budget reservations. */
   readonly money: RunMoney;
   readonly emit: SchedulerListener;
@@ -107,10 +109,13 @@ interface JobTally {
 export async function runJob(job: ClaimedJob, ctx: JobContext): Promise<JobOutcome> {
   const lane = ctx.lanes.get(job.model);
   lane.inHand++;
+  // the claim counted an attempt; until the request goes out, a death of the run gives it back
+  ctx.heldUnsent.add(job.key);
   try {
     return await new JobRun(job, lane, ctx).run();
   } finally {
     lane.inHand--;
+    ctx.heldUnsent.delete(job.key);
   }
 }
 
@@ -225,6 +230,7 @@ class JobRun {
       const renewedAt = ctx.now();
       const raised = await ctx.store.startRetry(job.key, ctx.runId, renewedAt, renewedAt + ctx.leaseMs);
       if (raised === null) return 'interrupted'; // lost the lease
+      ctx.heldUnsent.add(job.key);
       this.#attempt = raised;
       this.#leasedAt = renewedAt;
     }
@@ -319,6 +325,7 @@ class JobRun {
     const { ctx, job, lane } = this;
     const c = ctx.counters;
     const startedAt = ctx.now();
+    ctx.heldUnsent.delete(job.key);
     c.inFlight++;
     lane.inFlight++;
     c.requests++;

@@ -42,7 +42,7 @@ export function retryingTransients(
     release: workEvenAfterLoss((owner, o) => store.release(owner, o)),
     nextPendingAt: evenAfterLoss(() => store.nextPendingAt()),
     startRun: again((run) => store.startRun(run)),
-    heartbeat: (runId, now, leaseUntil, stats) => store.heartbeat(runId, now, leaseUntil, stats),
+    heartbeat: (runId, now, leaseUntil, stats, unsent) => store.heartbeat(runId, now, leaseUntil, stats, unsent),
     finishRun: evenAfterLoss((runId, now, reason, stats) => store.finishRun(runId, now, reason, stats)),
     activeRuns: evenAfterLoss(() => store.activeRuns()),
     reclaim: evenAfterLoss((now, deadOwners, spared) => store.reclaim(now, deadOwners, spared)),

@@ -78,6 +78,11 @@ export class Run {
   readonly #tasks = new Set<Promise<void>>();
   /** Jobs stopped before their current try went out: handed back with that attempt refunded. */
   readonly #unsent: string[] = [];
+  /**
+   * Keys of the jobs in hand whose counted try has not gone out, stored on each heartbeat: should this
+   * run die, they get that attempt back (src/store/unsent.ts).
+   */
+  readonly #heldUnsent = new Set<string>();
   /** Claims of each job this run holds: two when it claimed a job again whose first claim lapsed. */
   readonly #keysInHand = new Map<string, number>();
   #claimed = 0;
@@ -510,10 +515,16 @@ export class Run {
     this.#tellSilence(t);
     void lanes.refresh();
     this.#store
-      .heartbeat(this.#id, t, t + this.#leaseMs, {
-        ...c.forStore(t, lanes.snapshots(), this.#slots.size),
-        alerts: this.#deps.alerts?.() ?? [],
-      })
+      .heartbeat(
+        this.#id,
+        t,
+        t + this.#leaseMs,
+        {
+          ...c.forStore(t, lanes.snapshots(), this.#slots.size),
+          alerts: this.#deps.alerts?.() ?? [],
+        },
+        [...this.#heldUnsent],
+      )
       .then(() => {
         // Frozen past the lease (a laptop asleep, a stalled event loop): jobs whose lease ran out
         // before this renewal may have been taken, and answered, by another run.
@@ -773,6 +784,7 @@ export class Run {
       slots: this.#slots,
       inFlight: this.#inFlight,
       counters: this.#counters,
+      heldUnsent: this.#heldUnsent,
       money: this.#money,
       // A request leaving its lane ends that lane's pause, whatever this run's timer for it says:
       // the shared board (Redis, on its own clock) may let it go a moment before the timer fires,

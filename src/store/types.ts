@@ -613,8 +613,12 @@ export interface JobQueue {
 /** The runs working a queue, and the leases they hold through their heartbeats. */
 export interface RunRegistry {
   startRun(run: RunInfo): Promise<void>;
-  /** Renew the run's heartbeat and the lease of every job it holds; store its live stats. */
-  heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats): Promise<void>;
+  /**
+   * Renew the run's heartbeat and the lease of every job it holds; store its live stats, and the keys
+   * of the jobs it holds whose counted try has not gone out (`unsent`): should the run die, those get
+   * that attempt back when they are taken back (src/store/unsent.ts).
+   */
+  heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats, unsent?: readonly string[]): Promise<void>;
   /**
    * Close the run's row. Money it still has reserved (a request whose try the store failed to record,
    * a disk full under it) becomes "may be billed", as a dead run's does (`reclaim`): it may have been.

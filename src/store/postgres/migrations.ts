@@ -341,6 +341,16 @@ CREATE INDEX superseded_by ON superseded (by_key);
 `,
 });
 
+/** As SQLite's migration 19 (src/store/sqlite/migrations.ts): what a dead run held without sending it. */
+export const UNSENT_AT_DEATH_MIGRATION: Migration = Object.freeze({
+  version: 18,
+  name: 'unsent_at_death',
+  sql: `
+ALTER TABLE runs ADD COLUMN unsent TEXT[] COLLATE "C";                  -- keys of the jobs held and not sent at the last heartbeat
+ALTER TABLE jobs ADD COLUMN unsent_deaths INTEGER NOT NULL DEFAULT 0;   -- times a dead run's attempt was given back to this job
+`,
+});
+
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
@@ -485,6 +495,7 @@ CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pend
   REJECTIONS_MIGRATION,
   LINE_IDS_MIGRATION,
   SUPERSEDED_MIGRATION,
+  UNSENT_AT_DEATH_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -1,3 +1,4 @@
+import { GIVE_BACK_UNSENT_POSTGRES } from '../unsent.js';
 import type pg from 'pg';
 import { AS_PENDING, NO_MONEY, TAKEN_BACK, dropMockAnsweredWhere, mockRunWhere, takeBackWhere } from '../mock-answers.js';
 import type {
@@ -163,11 +164,11 @@ export class PostgresStore implements Store {
     );
   }
 
-  async heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats): Promise<void> {
+  async heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats, unsent?: readonly string[]): Promise<void> {
     await this.#q(
-      `WITH run AS (UPDATE runs SET heartbeat_at = $1, stats = $2 WHERE id = $3)
+      `WITH run AS (UPDATE runs SET heartbeat_at = $1, stats = $2, unsent = $5 WHERE id = $3)
       UPDATE jobs SET lease_expires_at = $4 WHERE lease_owner = $3 AND state = 'running'`,
-      [now, JSON.stringify(stats), runId, leaseUntil],
+      [now, JSON.stringify(stats), runId, leaseUntil, unsent?.length ? [...unsent] : null],
     );
     // while runs work, the status counts are folded every heartbeat (see FOLD_COUNTS_SQL)
     await foldCounts(this.pool);
@@ -201,7 +202,8 @@ export class PostgresStore implements Store {
       : await this.#handBack(async (client) => {
           const r = await client.query<{ n: number; keys: string[] }>(
             `WITH back AS (
-        UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = $1
+        UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = $1,
+          attempts = attempts - ${GIVE_BACK_UNSENT_POSTGRES}, unsent_deaths = unsent_deaths + ${GIVE_BACK_UNSENT_POSTGRES}
         WHERE state = 'running' AND ((lease_expires_at < $1 AND ${NOT_IN_A_LIVE_BATCH} AND NOT (coalesce(lease_owner, '') = ANY($3::text[])))
           OR lease_owner = ANY($2::text[]))
         RETURNING key

@@ -283,8 +283,8 @@ interface SchemaDb {
  * the one on attempts (migration 8 runs this on an old queue before migration 9 gives attempts the
  * column today's trigger reads, and a queue left at version 8 between the two, by a crash or a full
  * disk, must keep the trigger of version 8), and migration 10's on jobs, when the queue has it;
- * then migration 12's column and count trigger, and migration 15's column and index, when the
- * queue has them (a bulk load's rebuild).
+ * then migration 12's column and count trigger, migration 15's column and index, and migration 19's
+ * column, when the queue has them (a bulk load's rebuild).
  */
 export function rebuildJobs(db: SchemaDb): void {
   const kept = ['attempts_latency', 'jobs_request_delete'].map(
@@ -293,10 +293,12 @@ export function rebuildJobs(db: SchemaDb): void {
   const column = (name: string) => db.prepare(`SELECT 1 FROM pragma_table_info('jobs') WHERE name = '${name}'`).get();
   const countsKept = column('counts_kept');
   const orphaned = column('orphaned');
+  const unsentDeaths = column('unsent_deaths');
   db.exec(REBUILD_JOBS_SQL);
   for (const trigger of kept) if (trigger) db.exec(trigger.sql);
   if (countsKept) db.exec(COUNTS_KEPT_MIGRATION.sql);
   if (orphaned) db.exec(ORPHANED_ANSWERS_MIGRATION.sql);
+  if (unsentDeaths) db.exec(UNSENT_DEATHS_COLUMN_SQL);
 }
 
 /**
@@ -563,6 +565,27 @@ CREATE INDEX superseded_by ON superseded (by_key);
 `,
 });
 
+/** Migration 19's column on jobs, also added again by a bulk load's rebuild of `jobs` (rebuildJobs). */
+const UNSENT_DEATHS_COLUMN_SQL =
+  "ALTER TABLE jobs ADD COLUMN unsent_deaths INTEGER NOT NULL DEFAULT 0;   -- times a dead run's attempt was given back to this job";
+
+/**
+ * Jobs a dead run held without sending them: each run stores, on every heartbeat, the keys of the
+ * jobs it holds whose counted try has not gone out (`runs.unsent`). When the run is found dead,
+ * those jobs get that try's attempt back, up to `UNSENT_DEATHS_FORGIVEN` times each
+ * (`jobs.unsent_deaths`): a run killed again and again (a cron job under `timeout -s KILL`, OOM
+ * kills) failed documents that were never sent, while a document that crashes the process when it
+ * goes out still uses up its attempts (src/store/unsent.ts).
+ */
+export const UNSENT_AT_DEATH_MIGRATION: Migration = Object.freeze({
+  version: 19,
+  name: 'unsent_at_death',
+  sql: `
+ALTER TABLE runs ADD COLUMN unsent TEXT;                                -- JSON array: keys of the jobs held and not sent at the last heartbeat
+${UNSENT_DEATHS_COLUMN_SQL}
+`,
+});
+
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
@@ -697,6 +720,7 @@ CREATE TABLE spend (
   COPY_IN_PROGRESS_MIGRATION,
   REJECTIONS_MIGRATION,
   SUPERSEDED_MIGRATION,
+  UNSENT_AT_DEATH_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

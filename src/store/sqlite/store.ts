@@ -1,3 +1,4 @@
+import { GIVE_BACK_UNSENT_SQLITE } from '../unsent.js';
 import type {
   AnsweredJob,
   JobToRun,
@@ -234,12 +235,14 @@ export class SqliteStore implements Store {
           lease_expires_at = NULL, updated_at = ? WHERE lease_owner = ? AND state = 'running' AND key = ? RETURNING key`)
         .pluck(),
       reclaimExpired: db
-        .prepare(`UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
+        .prepare(`UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = ?,
+          attempts = attempts - ${GIVE_BACK_UNSENT_SQLITE}, unsent_deaths = unsent_deaths + ${GIVE_BACK_UNSENT_SQLITE}
         WHERE state = 'running' AND lease_expires_at < ? AND ${NOT_IN_A_LIVE_BATCH}
           AND coalesce(lease_owner, '') NOT IN (SELECT value FROM json_each(?)) RETURNING key`)
         .pluck(),
       reclaimOwner: db
-        .prepare(`UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = ?
+        .prepare(`UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = ?,
+          attempts = attempts - ${GIVE_BACK_UNSENT_SQLITE}, unsent_deaths = unsent_deaths + ${GIVE_BACK_UNSENT_SQLITE}
         WHERE lease_owner = ? AND state = 'running' RETURNING key`)
         .pluck(),
       dropOrphans: orphanDropper(db),
@@ -280,7 +283,7 @@ export class SqliteStore implements Store {
           AND (@exact IS NULL OR coalesce(error, 'unknown error') = @exact)
           AND (@lacks IS NULL OR instr(llmq_lower(coalesce(error, '')), llmq_lower(@lacks)) = 0)`),
       startRun: db.prepare(`INSERT INTO runs (id, host, pid, started_at, heartbeat_at, options) VALUES (?, ?, ?, ?, ?, ?)`),
-      runHeartbeat: db.prepare('UPDATE runs SET heartbeat_at = ?, stats = ? WHERE id = ?'),
+      runHeartbeat: db.prepare('UPDATE runs SET heartbeat_at = ?, stats = ?, unsent = ? WHERE id = ?'),
       renewLeases: db.prepare(`UPDATE jobs SET lease_expires_at = ? WHERE lease_owner = ? AND state = 'running'`),
       finishRun: db.prepare('UPDATE runs SET heartbeat_at = ?, ended_at = ?, exit_reason = ?, stats = ? WHERE id = ?'),
       nextPending: db.prepare(`SELECT min(run_after) FROM jobs WHERE state = 'pending'`).pluck(),
@@ -511,10 +514,10 @@ export class SqliteStore implements Store {
 
   #checkpointer: Checkpointer | undefined;
 
-  async heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats): Promise<void> {
+  async heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats, unsent?: readonly string[]): Promise<void> {
     this.db
       .transaction(() => {
-        this.#s.runHeartbeat.run(now, JSON.stringify(stats), runId);
+        this.#s.runHeartbeat.run(now, JSON.stringify(stats), unsent?.length ? JSON.stringify(unsent) : null, runId);
         this.#s.renewLeases.run(leaseUntil, runId);
       })
       .immediate();

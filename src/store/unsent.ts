@@ -1,0 +1,23 @@
+/**
+ * Jobs a dead run held without sending them. A claim counts an attempt before the request leaves
+ * (docs/architecture.md, invariant 2): a document that crashes the process when it goes out must use
+ * up its attempts rather than crash every run for ever. But a run holds more jobs than it has in
+ * flight (up to twice `--concurrency`, or those waiting on a rate limit's pace), and a run killed
+ * again and again (a cron job under `timeout -s KILL`, OOM kills) used up the attempts of documents
+ * it never sent: they failed "gave up after 5 attempts: the run working on it died" with 0 requests.
+ *
+ * So each heartbeat stores the keys of the jobs the run holds whose counted try has not gone out
+ * (`runs.unsent`), and when the run is found dead (or its leases ran out) those jobs get that
+ * attempt back. A job in that list may still have gone out between the heartbeat and the death,
+ * and crashed it: a job gets its attempt back at most `UNSENT_DEATHS_FORGIVEN` times
+ * (`jobs.unsent_deaths`), so that such a document still ends failed, after at most that many more runs.
+ */
+export const UNSENT_DEATHS_FORGIVEN = 10;
+
+/** 1 when a job taken back from its dead owner gets its attempt back, else 0 (SQLite; the row is `jobs`). */
+export const GIVE_BACK_UNSENT_SQLITE = `(unsent_deaths < ${UNSENT_DEATHS_FORGIVEN} AND attempts > 0
+  AND key IN (SELECT value FROM json_each((SELECT unsent FROM runs WHERE id = jobs.lease_owner))))`;
+
+/** The same for PostgreSQL, as an integer. */
+export const GIVE_BACK_UNSENT_POSTGRES = `(jobs.unsent_deaths < ${UNSENT_DEATHS_FORGIVEN} AND jobs.attempts > 0
+  AND EXISTS (SELECT 1 FROM runs r WHERE r.id = jobs.lease_owner AND jobs.key = ANY(r.unsent)))::int`;
