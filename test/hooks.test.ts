@@ -345,6 +345,35 @@ describe('run hooks', () => {
     expect(readFileSync(tries, 'utf8').trim().split('\n')).toHaveLength(5); // once a job
   }, 30_000);
 
+  it('under --json, what the hooks delivered is a last event after run:end, not only a line on stderr', async () => {
+    const db = await seededQueue(3);
+    const r = await runCli([
+      'run',
+      '--db',
+      db,
+      '--provider',
+      'mock',
+      '--mock-latency',
+      '0',
+      '--json',
+      '--on-job',
+      'exit 1',
+      '--on-done',
+      'cat > /dev/null',
+    ]);
+    expect(r.code, r.stderr).toBe(0);
+    const events = r.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
+    expect(events.map((e) => e.event).slice(-2)).toEqual(['run:end', 'hooks']);
+    expect(events.at(-1)).toMatchObject({
+      job: { sent: 0, failed: 3, dropped: 0, lastError: 'exit code 1' },
+      alert: null,
+      done: { sent: 1, failed: 0, dropped: 0, lastError: null },
+    });
+  }, 30_000);
+
   it("a command gets each body as one line: --on-job 'cat >> jobs.jsonl' keeps JSON Lines", async () => {
     const db = await seededQueue(4);
     const log = join(dirname(db), 'jobs.jsonl');

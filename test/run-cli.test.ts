@@ -158,6 +158,8 @@ describe('llmq run (child processes)', () => {
       // without a handler of its own until the run is under way, SIGTERM ended it as a signal does: 143
       expect(r.signal, r.stderr).toBeNull();
       expect(r.code, r.stderr).toBe(130);
+      // and said so: it ended with no word
+      expect(r.stderr).toBe('stopped (SIGTERM) while the run was starting: nothing was claimed or sent\n');
     } finally {
       for (const s of sockets) s.destroy();
       silent.close();
@@ -178,6 +180,19 @@ describe('llmq run (child processes)', () => {
     const rows = await states(db);
     expect(rows.filter((x) => x.state === 'done').length).toBe(fake.received);
     expect(fake.received).toBeGreaterThanOrEqual(2);
+  });
+
+  it('--progress none: a Ctrl-C says at once that the requests in flight are finishing, as the other displays do', async () => {
+    // it printed nothing until the summary, while requests took their time (up to the grace)
+    const { fake, db } = await setup(20, 1500);
+    const child = spawnCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '2', '--grace', '60', '--progress', 'none']);
+    const done = collect(child);
+    await fake.waitForRequests(2);
+    child.kill('SIGINT');
+    await waitForLine(child, 'stderr', /^stopping: letting requests in flight finish \(1m 00s\); a second Ctrl-C \(or signal\) aborts$/);
+    const r = await done;
+    expect(r.code, r.stderr).toBe(130);
+    expect(r.stderr.indexOf('stopping:')).toBeLessThan(r.stderr.indexOf('stopped'));
   });
 
   it('a second SIGINT aborts the requests in flight at once and says so; their jobs go back to pending', async () => {

@@ -22,7 +22,11 @@ export interface RunStop {
  * read as something else). Nothing is claimed yet, so nothing is to be put back. Returns the release.
  */
 export function exitOnStopSignals(): () => void {
-  const exitNow = (): never => process.exit(EXIT.SIGNAL);
+  // said, as every later stop is: an exit 130 with no word read as a crash, or as a run that never started
+  const exitNow = (signal: NodeJS.Signals): never => {
+    process.stderr.write(`stopped (${signal}) while the run was starting: nothing was claimed or sent\n`);
+    return process.exit(EXIT.SIGNAL);
+  };
   for (const signal of STOP_SIGNALS) process.on(signal, exitNow);
   return () => {
     for (const signal of STOP_SIGNALS) process.off(signal, exitNow);

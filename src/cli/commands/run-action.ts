@@ -57,7 +57,7 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
     starting();
     const batch = await runBatchCommand({ ...flags, poll: Math.max(0.05, poll), until }, laneBaseUrl(flags));
     if (flags.via === 'batch' || batch.reason === 'signal' || batch.reason === 'fatal' || batch.remaining === 0) {
-      if (flags.via === 'batch' && flags.onDone) await batchDoneHook(flags.onDone, batch);
+      if (flags.via === 'batch' && flags.onDone) await batchDoneHook(flags.onDone, batch, flags.json === true);
       process.exitCode = exitCodeFor(batch);
       return;
     }
@@ -212,7 +212,7 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
   }
   // open until the hooks are done: a job hook's body reads its items as it goes out
   try {
-    if (hooks) whileReaderPresent(process.stderr).write(hookReportLine(await finishHooks(hooks, summary)));
+    if (hooks) tellHookReport(await finishHooks(hooks, summary), flags.json === true);
   } finally {
     await store.close();
   }
@@ -232,10 +232,16 @@ function hookSecret(): string | undefined {
 }
 
 /** --on-done after a batch run: the summary the batch lane came to, as an online run's (a batch run has no job hooks yet). */
-async function batchDoneHook(onDone: NonNullable<RunFlags['onDone']>, summary: RunSummary): Promise<void> {
+async function batchDoneHook(onDone: NonNullable<RunFlags['onDone']>, summary: RunSummary, json: boolean): Promise<void> {
   const { createRunHooks } = await import('../../hooks/run-hooks.js');
   const hooks = createRunHooks({ onDone, secret: hookSecret() });
-  whileReaderPresent(process.stderr).write(hookReportLine(await finishHooks(hooks, summary)));
+  tellHookReport(await finishHooks(hooks, summary), json);
+}
+
+/** What the hooks delivered: a line on stderr, and under --json an event after run:end (it was only on stderr). */
+function tellHookReport(report: HookReport, json: boolean): void {
+  whileReaderPresent(process.stderr).write(hookReportLine(report));
+  if (json) whileReaderPresent(process.stdout).write(`${JSON.stringify({ event: 'hooks', time: Date.now(), ...report })}\n`);
 }
 
 /**

@@ -74,8 +74,9 @@ export function plainRenderer(state: ProgressState, stream: NodeJS.WritableStrea
 
 /**
  * `--progress none`: no progress, but what the run came to (its summary: counts, money, what is
- * left and the command that picks it up) and its warnings still print. Without them a run that
- * left failed jobs ended with exit code 2 and not a word about why.
+ * left and the command that picks it up), its warnings and a stop's line still print. Without them
+ * a run that left failed jobs ended with exit code 2 and not a word about why, and a Ctrl-C said
+ * nothing while the requests in flight took their time (up to the grace's 30 s).
  */
 export function summaryRenderer(state: ProgressState, stream: NodeJS.WritableStream, paint: Paint, where: Where): Renderer {
   let ended = false;
@@ -83,6 +84,7 @@ export function summaryRenderer(state: ProgressState, stream: NodeJS.WritableStr
     onEvent<E extends SchedulerEventName>(event: E, payload: SchedulerEventMap[E]) {
       if (ended) return;
       if (event === 'warning') stream.write(`${warningLine(payload as SchedulerEventMap['warning'], paint)}\n`);
+      if (event === 'stopping') stream.write(`${paint.yellow(pauseText(state, Date.now(), 300) ?? event)}\n`);
       if (event !== 'run:end') return;
       ended = true;
       stream.write(summaryText(payload as SchedulerEventMap['run:end'], state, paint, where.again, where.runAgain));
