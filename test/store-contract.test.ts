@@ -476,6 +476,34 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       expect((await claimAll('run-last', T0 + 100_000)).jobs.map((j) => j.attempts)).toEqual([2]);
     });
 
+    it('failsOnItsOwn: a job whose tries counted errors an outage also gives three times, or failed on one', async () => {
+      const { store } = await kind.fresh();
+      const [a, b, c] = rows(3);
+      await store.enqueue([a!, b!, c!], T0);
+      await store.claim(claimOpts({ maxAttempts: 9 }));
+      const tried = (key: string, attempt: number, status: number | null, outcome: 'retry' | 'failed' | 'not_counted') =>
+        store.recordAttempt(
+          { key, runId: OWNER, attempt, startedAt: T0, endedAt: T0 + 5, status, outcome, error: `HTTP ${status}`, usage: null },
+          { countAttempt: outcome !== 'not_counted', error: `HTTP ${status}` },
+        );
+      // a: outage-like tries, but only two counted (not_counted ones are an open outage's)
+      for (const [i, outcome] of (['retry', 'not_counted', 'not_counted', 'retry'] as const).entries())
+        await tried(a!.key, i + 1, 500, outcome);
+      // b: a 400 and 429s are no outage's errors
+      await tried(b!.key, 1, 429, 'retry');
+      await tried(b!.key, 2, 429, 'retry');
+      await tried(b!.key, 3, 400, 'failed');
+      // c: failed on a reset (no status)
+      await tried(c!.key, 1, null, 'failed');
+      expect([await store.failsOnItsOwn(a!.key), await store.failsOnItsOwn(b!.key), await store.failsOnItsOwn(c!.key)]).toEqual([
+        false,
+        false,
+        true,
+      ]);
+      await tried(a!.key, 5, 503, 'retry');
+      expect(await store.failsOnItsOwn(a!.key)).toBe(true);
+    });
+
     it('gives the attempt back the same way when the lease of a run that had not sent the job ran out', async () => {
       // a run on another machine gone quiet: its jobs come back when their leases run out
       const { store } = await kind.fresh();

@@ -22,7 +22,7 @@ import { duration, int } from '../report/format.js';
 /** Everything one job needs from its run. */
 export interface JobContext {
   /** The changes one job's tries make (the run's store: each asked again after a transient failure). */
-  readonly store: Pick<JobQueue, 'startRetry' | 'complete' | 'recordAttempt' | 'fail'>;
+  readonly store: Pick<JobQueue, 'startRetry' | 'complete' | 'recordAttempt' | 'fail' | 'failsOnItsOwn'>;
   readonly provider: Provider;
   readonly lanes: { get(model: string): Lane };
   readonly breaker: OutageBreaker;
@@ -134,6 +134,8 @@ class JobRun {
   #tokens: { prompt: number; weight: number } | null = null;
   /** A try of this job failed as an outage does: it probes the provider after jobs that did not (`OutageBreaker.gate`). */
   #outageFailed = false;
+  /** Whether its earlier tries make such failures its own (`JobQueue.failsOnItsOwn`): read at the first. */
+  #failsOnItsOwn: Promise<boolean> | null = null;
   /** Tries of this job cut by the timeout: a long document gets more time on each. */
   #timeouts = 0;
   /** The --budget reservation of the try in flight. */
@@ -313,6 +315,12 @@ class JobRun {
     }
   }
 
+  /** `JobQueue.failsOnItsOwn`, asked once a job; a read that fails says no (the failure is then taken as an outage's). */
+  #ownFailures(): Promise<boolean> {
+    this.#failsOnItsOwn ??= this.ctx.store.failsOnItsOwn(this.job.key).catch(() => false);
+    return this.#failsOnItsOwn;
+  }
+
   /** A place taken for a request that will not be sent. */
   #giveBack(place: Place): void {
     this.ctx.slots.release();
@@ -464,8 +472,9 @@ class JobRun {
     // the request never reached the provider: no outage of theirs
     const unreachable = neverLeft(error);
     let outage = false;
-    if (outageType && !unreachable && c.done > 0 && ctx.nothingLeftToClaim()) {
-      // The last jobs of the run, failing after the provider has answered the others: taken for an
+    if (outageType && !unreachable && ((c.done > 0 && ctx.nothingLeftToClaim()) || (await this.#ownFailures()))) {
+      // The last jobs of the run, failing after the provider has answered the others, or a job whose
+      // earlier tries failed so while it answered others (src/store/own-failures.ts): taken for an
       // outage, documents that always get a 5xx or a reset would be probed uncounted until
       // --max-outage ended the run with them pending, every run. Their failures are their own: they
       // use their attempts and are no outage evidence (a probe among them only gives its turn back).

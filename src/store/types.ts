@@ -586,6 +586,13 @@ export interface JobQueue {
   /** Mark a held job `failed` with its reason. */
   fail(key: string, owner: string, error: string, attempt: AttemptRecord | null, now: number): Promise<void>;
   /**
+   * Whether the job's tries so far say that errors an outage also gives (5xx, resets, timeouts, a
+   * body that is no completion) are its own: it failed on one (its attempts used up while the
+   * provider answered others), or had `OWN_FAILURES_SEEN` such tries counted (a try is counted only
+   * while no outage is open). src/scheduler/job-runner.ts asks it at such a failure, once a job.
+   */
+  failsOnItsOwn(key: string): Promise<boolean>;
+  /**
    * Give jobs the run holds back (`pending`): those in `keys`, or all of them when `keys` is
    * omitted. `refund` also gives back the attempt their claim raised (the request never went out).
    */

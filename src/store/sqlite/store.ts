@@ -1,4 +1,5 @@
 import { GIVE_BACK_UNSENT_SQLITE } from '../unsent.js';
+import { COUNTED_OUTAGE_LIKE, OWN_FAILURES_SEEN } from '../own-failures.js';
 import type {
   AnsweredJob,
   JobToRun,
@@ -45,7 +46,14 @@ import { splitClaimed, type RawClaimed } from '../claim-result.js';
 import { AS_PENDING, NO_MONEY, TAKEN_BACK, dropMockAnsweredWhere, mockRunWhere, takeBackWhere } from '../mock-answers.js';
 import { GroupCommit } from '../group-commit.js';
 import { attemptValues, billedAnswerUsd, latencyOf, rejectionsValues } from '../rows.js';
-import { DROP_ATTEMPTS_SQL, INSERT_ATTEMPT_OF_SEQ_SQL, INSERT_ATTEMPT_SQL, insertAttemptValues, orphanDropper } from './attempts.js';
+import {
+  ATTEMPTS_OF_JOB,
+  DROP_ATTEMPTS_SQL,
+  INSERT_ATTEMPT_OF_SEQ_SQL,
+  INSERT_ATTEMPT_SQL,
+  insertAttemptValues,
+  orphanDropper,
+} from './attempts.js';
 import { BULK_MIN_ROWS, beginBulkLoad, finishBulkLoad, finishDeadBulkLoad, settleBulkLoad } from './bulk-load.js';
 import type { BulkLoadWriter } from './load-writer.js';
 import { INSERT_REQUEST_SQL, REQUEST_KEPT_APART, requestOf } from './requests.js';
@@ -246,6 +254,10 @@ export class SqliteStore implements Store {
         WHERE lease_owner = ? AND state = 'running' RETURNING key`)
         .pluck(),
       dropOrphans: orphanDropper(db),
+      failsOnItsOwn: db
+        .prepare(`SELECT count(*) >= ${OWN_FAILURES_SEEN} OR max(a.outcome = 'failed') = 1 FROM jobs j JOIN attempts a ON ${ATTEMPTS_OF_JOB}
+          WHERE j.key = ? AND ${COUNTED_OUTAGE_LIKE}`)
+        .pluck(),
       anySuperseded: db.prepare('SELECT 1 FROM superseded LIMIT 1').pluck(),
       supersedingOf: db.prepare(`SELECT s.key, j.key AS by, ${requestOf('j')} AS request FROM superseded s JOIN jobs j ON j.key = s.by_key
         WHERE s.key IN (SELECT value FROM json_each(?))`),
@@ -638,6 +650,10 @@ export class SqliteStore implements Store {
 
   async laneLimits(): Promise<LaneLimitRow[]> {
     return this.#read.laneLimits();
+  }
+
+  async failsOnItsOwn(key: string): Promise<boolean> {
+    return this.#s.failsOnItsOwn.get(key) === 1;
   }
 
   async startRetry(key: string, owner: string, now: number, leaseUntil: number): Promise<number | null> {

@@ -1,0 +1,13 @@
+/**
+ * Documents that always fail as an outage would (a 500 for that document alone, a reset, a timeout)
+ * look like a provider that is down when they are all a run has left: it paused and probed with them
+ * until --max-outage ended it, with them pending, every run (`JobQueue.failsOnItsOwn`). Their
+ * earlier tries tell them apart: a try is counted only while no outage is open, so a job with such
+ * tries counted again and again, or failed on one, failed while the provider answered others.
+ */
+
+/** Counted tries of a job, on errors an outage also gives, that make its next such failure its own. */
+export const OWN_FAILURES_SEEN = 3;
+
+/** The attempt row `a` is a try that counted, on an error an outage also gives (no status, 200, 408, 409, 5xx). */
+export const COUNTED_OUTAGE_LIKE = `a.outcome IN ('retry', 'failed') AND (a.status IS NULL OR a.status IN (200, 408, 409) OR a.status >= 500)`;
