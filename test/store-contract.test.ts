@@ -351,7 +351,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       await store.enqueue([r!], T0);
       const { jobs, exhausted } = await store.claim(claimOpts({ now: T0 + 5, leaseUntil: T0 + 30_000 }));
       expect(exhausted).toBe(0);
-      expect(jobs).toEqual([{ key: r!.key, request: r!.request, model: 'gpt-test', priority: 0, attempts: 1 }]);
+      expect(jobs).toEqual([{ key: r!.key, request: r!.request, model: 'gpt-test', priority: 0, attempts: 1, triedBefore: false }]);
       const job = (await store.item(r!.itemId))!.job;
       expect(job).toMatchObject({ state: 'running', attempts: 1, leaseOwner: OWNER, leaseExpiresAt: T0 + 30_000, updatedAt: T0 + 5 });
       // a running job is not claimed twice
@@ -480,7 +480,7 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       const { store } = await kind.fresh();
       const [a, b, c] = rows(3);
       await store.enqueue([a!, b!, c!], T0);
-      await store.claim(claimOpts({ maxAttempts: 9 }));
+      expect((await store.claim(claimOpts({ maxAttempts: 9 }))).jobs.map((j) => j.triedBefore)).toEqual([false, false, false]);
       const tried = (key: string, attempt: number, status: number | null, outcome: 'retry' | 'failed' | 'not_counted') =>
         store.recordAttempt(
           { key, runId: OWNER, attempt, startedAt: T0, endedAt: T0 + 5, status, outcome, error: `HTTP ${status}`, usage: null },
@@ -502,6 +502,9 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       ]);
       await tried(a!.key, 5, 503, 'retry');
       expect(await store.failsOnItsOwn(a!.key)).toBe(true);
+      // a claim says which jobs were tried before: the run reads their tries only then
+      await store.release(OWNER, { refund: false, now: T0 + 10 });
+      expect((await store.claim(claimOpts({ now: T0 + 20, maxAttempts: 9 }))).jobs.map((j) => j.triedBefore)).toEqual([true, true, true]);
     });
 
     it('gives the attempt back the same way when the lease of a run that had not sent the job ran out', async () => {

@@ -134,8 +134,12 @@ class JobRun {
   #tokens: { prompt: number; weight: number } | null = null;
   /** A try of this job failed as an outage does: it probes the provider after jobs that did not (`OutageBreaker.gate`). */
   #outageFailed = false;
-  /** Whether its earlier tries make such failures its own (`JobQueue.failsOnItsOwn`): read at the first. */
-  #failsOnItsOwn: Promise<boolean> | null = null;
+  /**
+   * Whether its earlier tries make such failures its own (`JobQueue.failsOnItsOwn`): read as it is
+   * taken, for a job tried before, and known by its first answer. Awaited at the failure, the read
+   * let requests waiting for the slot go out before a real outage's breaker opened.
+   */
+  #failsOnItsOwn = false;
   /** Tries of this job cut by the timeout: a long document gets more time on each. */
   #timeouts = 0;
   /** The --budget reservation of the try in flight. */
@@ -151,6 +155,12 @@ class JobRun {
   ) {
     this.#attempt = job.attempts;
     this.#leasedAt = ctx.now();
+    if (job.triedBefore) {
+      ctx.store.failsOnItsOwn(job.key).then(
+        (own) => (this.#failsOnItsOwn = own),
+        () => {}, // unread, its failures are taken as an outage's
+      );
+    }
   }
 
   async run(): Promise<JobOutcome> {
@@ -315,12 +325,6 @@ class JobRun {
     }
   }
 
-  /** `JobQueue.failsOnItsOwn`, asked once a job; a read that fails says no (the failure is then taken as an outage's). */
-  #ownFailures(): Promise<boolean> {
-    this.#failsOnItsOwn ??= this.ctx.store.failsOnItsOwn(this.job.key).catch(() => false);
-    return this.#failsOnItsOwn;
-  }
-
   /** A place taken for a request that will not be sent. */
   #giveBack(place: Place): void {
     this.ctx.slots.release();
@@ -472,7 +476,7 @@ class JobRun {
     // the request never reached the provider: no outage of theirs
     const unreachable = neverLeft(error);
     let outage = false;
-    if (outageType && !unreachable && ((c.done > 0 && ctx.nothingLeftToClaim()) || (await this.#ownFailures()))) {
+    if (outageType && !unreachable && ((c.done > 0 && ctx.nothingLeftToClaim()) || this.#failsOnItsOwn)) {
       // The last jobs of the run, failing after the provider has answered the others, or a job whose
       // earlier tries failed so while it answered others (src/store/own-failures.ts): taken for an
       // outage, documents that always get a 5xx or a reset would be probed uncounted until

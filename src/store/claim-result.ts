@@ -17,7 +17,15 @@ export function splitClaimed(rows: RawClaimed[]): ClaimResult {
   let exhausted = 0;
   for (const r of rows) {
     if (r.state === 'failed') exhausted++;
-    else jobs.push({ key: r.key, request: r.request, model: r.model, priority: r.priority, attempts: r.attempts });
+    else
+      jobs.push({
+        key: r.key,
+        request: r.request,
+        model: r.model,
+        priority: r.priority,
+        attempts: r.attempts,
+        triedBefore: r.triedBefore === true,
+      });
   }
   return { jobs, exhausted };
 }

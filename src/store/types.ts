@@ -148,6 +148,8 @@ export interface ClaimedJob {
   readonly priority: number;
   /** Attempts including the one this claim started. */
   readonly attempts: number;
+  /** A try of it was recorded before this claim (`jobs.latency_ms` is set): its tries may say something (`failsOnItsOwn`). */
+  readonly triedBefore?: boolean;
 }
 
 export interface ClaimOptions {

@@ -107,7 +107,7 @@ function claimUpdate(picked: string): string {
   lease_expires_at = CASE WHEN attempts >= $1::int THEN NULL ELSE $4::bigint END,
   updated_at = $2::bigint
 WHERE seq IN (SELECT seq FROM ${picked})
-RETURNING seq, key, request, model, priority, attempts, state`;
+RETURNING seq, key, request, model, priority, attempts, state, latency_ms IS NOT NULL AS "triedBefore"`;
 }
 
 /** One answer waiting for the group commit (see GroupCommit). */

@@ -110,7 +110,8 @@ const CLAIM_SET = `UPDATE jobs SET
  * the claim, `CountMoves`; a failed one's by the trigger). Read as arrays (`ClaimedRow`): the driver
  * builds an object per row a property at a time, which cost more than the rest of the claim's work.
  */
-const CLAIM_RETURNING = `RETURNING seq, key, ${requestOf('jobs')}, model, priority, attempts, state, prompt_tokens, completion_tokens, cost_usd`;
+const CLAIM_RETURNING = `RETURNING seq, key, ${requestOf('jobs')}, model, priority, attempts, state, prompt_tokens, completion_tokens, cost_usd,
+  latency_ms IS NOT NULL`;
 type ClaimedRow = [
   seq: number,
   key: string,
@@ -122,6 +123,7 @@ type ClaimedRow = [
   promptTokens: number | null,
   completionTokens: number | null,
   costUsd: number | null,
+  triedBefore: number,
 ];
 
 /**
@@ -589,13 +591,13 @@ export class SqliteStore implements Store {
           : this.#s.claim.all(p)
       ) as ClaimedRow[];
       const moves = new CountMoves();
-      const claimed = rows.map(([seq, key, request, model, priority, attempts, state, promptTokens, completionTokens, costUsd]) => {
+      const claimed = rows.map(([seq, key, request, model, priority, attempts, state, promptTokens, completionTokens, costUsd, tried]) => {
         if (state === 'running') {
           startedNow.push([key, { seq, model, attempts }]);
           const was: CountedJob = { model, state: 'pending', attempts: attempts - 1, promptTokens, completionTokens, costUsd };
           moves.move(was, { ...was, state, attempts });
         }
-        return { seq, key, request, model, priority, attempts, state } satisfies RawClaimed;
+        return { seq, key, request, model, priority, attempts, state, triedBefore: tried === 1 } satisfies RawClaimed;
       });
       this.#s.writeCounts(moves);
       return splitClaimed(claimed);
