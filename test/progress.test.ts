@@ -366,6 +366,19 @@ describe('progress renderers', () => {
     expect(plain).toMatch(/█{5,}░+ 31,353\/40,000 78% · 4\.6 jobs\/s · 612 tok\/s · ETA 31m$/m);
   });
 
+  it('tty: a warning longer than the screen is wrapped, not cut: its end says what to do', () => {
+    const stream = Object.assign(sink(true), { columns: 60 });
+    const p = attachProgress(null, { mode: 'tty', stream, color: false });
+    const message =
+      'the provider sent no rate-limit headers and answered 429: llmq paces at what it learns from them; give --rpm to pace from the start';
+    p.listener('run:start', { runId: 'r1', total: 10, alreadyDone: 0, options: {} });
+    p.listener('warning', { message });
+    p.stop();
+    const text = stripAnsi(stream.text());
+    expect(text.replace(/\s+/g, ' ')).toContain(`warning: ${message}`);
+    expect(text).not.toContain('…');
+  });
+
   it('tty: a visible note while paused', () => {
     const stream = sink(true);
     const p = attachProgress(null, { mode: 'tty', stream, color: false });

@@ -117,6 +117,30 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
     expect(await text(page, '#connection')).toBe('live');
   });
 
+  it('a page opened on a quiet queue draws its first points over the last minute, not an axis years wide', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 3);
+    await store.close();
+    const page = await open((await serve(db)).url);
+    // one point, then two: uPlot's own range for a single x spanned from 2027 to 2029
+    await page.waitForFunction('state.history.length >= 1 && state.chart !== null');
+    const span = await page.evaluate('state.chart.scales.x.max - state.chart.scales.x.min');
+    expect(span).toBeGreaterThan(0);
+    expect(span).toBeLessThan(120);
+  });
+
+  it("fits a phone's screen: wide tables scroll in their section, the page does not", async () => {
+    const { db } = await queueWithFailures(6, new Set([1, 2]));
+    const page = await browser.newPage();
+    cleanup.push(() => Promise.race([page.close(), new Promise((r) => setTimeout(r, 5000))]));
+    await page.setViewport({ width: 390, height: 844 });
+    await page.goto((await serve(db)).url, { waitUntil: 'domcontentloaded' });
+    await page.waitForFunction(() => document.getElementById('count-failed')?.textContent === '2');
+    // it was about 620 px wide
+    expect(await page.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(390);
+  });
+
   it("says the last run's 429s, the strays apart, as status does", async () => {
     const db = join(tempDir(), 'q.db');
     const store = new SqliteStore(db);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { throughput } from '../src/serve/feed.js';
+import { historyPoints, throughput } from '../src/serve/feed.js';
 import type { StatusReport } from '../src/report/status.js';
 
 const report = (now: number, done: number, failed: number, orphanedAnswers: number, tokens = 0) =>
@@ -18,5 +18,13 @@ describe("the dashboard's throughput between two polls", () => {
     expect(throughput(report(0, 150, 0, 0), report(2000, 50, 0, 100))!.jobsPerSecond).toBe(0);
     // a job answered after its item moved away finished all the same, as did a done and a failed one
     expect(throughput(report(0, 50, 0, 100), report(2000, 51, 1, 101))!.jobsPerSecond).toBe(1.5);
+  });
+
+  it('polls far apart (no page was open) leave a break before the average of the gap, not a ramp drawn across it', () => {
+    expect(historyPoints(report(0, 0, 0, 0), report(2000, 10, 0, 0), 2000)).toEqual([{ t: 2, jobsPerSecond: 5, tokensPerSecond: 0 }]);
+    expect(historyPoints(report(0, 0, 0, 0), report(420_000, 18_480, 0, 0), 2000)).toEqual([
+      { t: 2, jobsPerSecond: null, tokensPerSecond: null },
+      { t: 420, jobsPerSecond: 44, tokensPerSecond: 0 },
+    ]);
   });
 });

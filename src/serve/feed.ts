@@ -10,14 +10,20 @@ export type DashboardReport = StatusReport & { readonly batches: BatchesReport }
 export interface ThroughputPoint {
   /** Seconds since the epoch (uPlot's x unit). */
   readonly t: number;
-  readonly jobsPerSecond: number;
-  readonly tokensPerSecond: number;
+  /** Null at a break: no page was open, so the queue was not read (the chart draws a gap). */
+  readonly jobsPerSecond: number | null;
+  readonly tokensPerSecond: number | null;
 }
 
 /** What a dashboard is sent: the whole picture on connect, then only the parts that changed. */
 export type FeedMessage =
   | { readonly type: 'snapshot'; readonly report: DashboardReport; readonly history: readonly ThroughputPoint[]; readonly readMs: number }
-  | { readonly type: 'patch'; readonly changes: Partial<DashboardReport>; readonly point: ThroughputPoint | null; readonly readMs: number }
+  | {
+      readonly type: 'patch';
+      readonly changes: Partial<DashboardReport>;
+      readonly points: readonly ThroughputPoint[];
+      readonly readMs: number;
+    }
   // Not `error`: EventSource fires that name for a lost connection.
   | { readonly type: 'unreadable'; readonly message: string };
 
@@ -115,13 +121,11 @@ export class StatusFeed {
     const before = this.#last;
     this.#last = report;
     if (!before) return true;
-    const point = throughput(before, report);
-    if (point) {
-      this.#history.push(point);
-      if (this.#history.length > HISTORY_POINTS) this.#history.splice(0, this.#history.length - HISTORY_POINTS);
-    }
+    const points = historyPoints(before, report, this.#o.everyMs);
+    this.#history.push(...points);
+    if (this.#history.length > HISTORY_POINTS) this.#history.splice(0, this.#history.length - HISTORY_POINTS);
     const changes = changedFields(before, report);
-    if (Object.keys(changes).length > 0 || point) this.#broadcast({ type: 'patch', changes, point, readMs: this.lastPollMs });
+    if (Object.keys(changes).length > 0 || points.length > 0) this.#broadcast({ type: 'patch', changes, points, readMs: this.lastPollMs });
     return true;
   }
 
@@ -135,6 +139,18 @@ export class StatusFeed {
  * answer no item needs now: counted in `orphanedAnswers`, not done). Items moving off answered jobs
  * and back move jobs between done and orphanedAnswers: no job finished then.
  */
+/**
+ * The chart's points from one poll to the next: the throughput between them, after a break when they
+ * are more than three polls apart (no page was open meanwhile). Joined, the point before such a gap
+ * and the minutes' average after it were drawn as a ramp (7 minutes at 44 jobs/s rose from 0).
+ */
+export function historyPoints(a: StatusReport, b: StatusReport, everyMs: number): ThroughputPoint[] {
+  const point = throughput(a, b);
+  if (!point) return [];
+  if (b.now - a.now <= 3 * everyMs) return [point];
+  return [{ t: (a.now + everyMs) / 1000, jobsPerSecond: null, tokensPerSecond: null }, point];
+}
+
 export function throughput(a: StatusReport, b: StatusReport): ThroughputPoint | null {
   const seconds = (b.now - a.now) / 1000;
   if (seconds <= 0) return null;

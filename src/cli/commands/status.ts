@@ -131,6 +131,29 @@ async function textRenderer(dbFlag: string | undefined): Promise<(report: Status
     ) + renderBatches(batches, paint, LIVE_BATCHES_SHOWN);
 }
 
+/**
+ * The lines of `text` that fit a screen of `rows` (counting lines the terminal wraps), and the rows
+ * they take, so that the next redraw starts at their top. A report taller than the screen cannot be
+ * redrawn in place (the cursor does not go above the screen's top): each redraw left a copy in the
+ * scrollback. Its end is cut, and the last row says so.
+ */
+export function fitScreen(text: string, columns: number, rows: number, stripAnsi: (s: string) => string): { text: string; rows: number } {
+  const lines = text.split('\n').slice(0, -1);
+  const rowsOf = (l: string) => Math.max(1, Math.ceil(stripAnsi(l).length / columns));
+  const total = lines.reduce((a, l) => a + rowsOf(l), 0);
+  if (total < rows) return { text, rows: total };
+  const kept: string[] = [];
+  let used = 0;
+  // the last row of the screen stays free, or the terminal scrolls; one more for the note
+  for (const l of lines) {
+    if (used + rowsOf(l) > rows - 2) break;
+    kept.push(l);
+    used += rowsOf(l);
+  }
+  const note = `… ${lines.length - kept.length} more lines: a taller terminal shows them, or llmq status without --watch`;
+  return { text: `${kept.join('\n')}\n${note.slice(0, columns - 1)}\n`, rows: used + 1 };
+}
+
 /** Redraw until SIGINT, SIGTERM or SIGHUP: in place on a terminal, a new block each time otherwise. */
 async function watch(render: () => Promise<string>, everyMs: number, out: NodeJS.WriteStream, inPlace: boolean): Promise<void> {
   const [{ stripAnsi }, { moveCursor, clearScreenDown }] = await Promise.all([import('../../report/format.js'), import('node:readline')]);
@@ -148,13 +171,9 @@ async function watch(render: () => Promise<string>, everyMs: number, out: NodeJS
           moveCursor(out, 0, -drawn);
           clearScreenDown(out);
         }
-        // Rows on screen, counting lines the terminal wrapped, so the next redraw starts at the top.
-        const cols = out.columns || 80;
-        drawn = text
-          .split('\n')
-          .slice(0, -1)
-          .reduce((a, l) => a + Math.max(1, Math.ceil(stripAnsi(l).length / cols)), 0);
-        out.write(text);
+        const shown = fitScreen(text, out.columns || 80, out.rows || 24, stripAnsi);
+        drawn = shown.rows;
+        out.write(shown.text);
       } else {
         out.write(drawn++ && !text.startsWith('{') ? '\n' + text : text);
       }

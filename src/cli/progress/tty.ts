@@ -1,6 +1,6 @@
 import cliProgress from 'cli-progress';
 import type { SchedulerEventMap, SchedulerEventName } from '../../scheduler/events.js';
-import { oneLine, type Paint } from '../../report/format.js';
+import { oneLine, type Paint, wrap } from '../../report/format.js';
 import { countsText, detailText, progressOf, failureText, laneText, pauseText, startText, summaryText, type Where } from './lines.js';
 import type { ProgressState } from './state.js';
 import type { Renderer } from './types.js';
@@ -64,8 +64,13 @@ export function ttyRenderer(
   return {
     onEvent<E extends SchedulerEventName>(event: E, payload: SchedulerEventMap[E]) {
       if (stopped) return;
+      // wrapped, not cut at the screen's width: a warning's end is what to do about it
       if (event === 'warning')
-        multi.log(paint.yellow(oneLine(`warning: ${(payload as SchedulerEventMap['warning']).message}`, width())) + '\n');
+        multi.log(
+          `${wrap(`warning: ${(payload as SchedulerEventMap['warning']).message}`, width())
+            .map((l) => paint.yellow(l))
+            .join('\n')}\n`,
+        );
       if (event === 'progress') {
         const p = payload as SchedulerEventMap['progress'];
         for (const lane of p.lanes) {

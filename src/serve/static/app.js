@@ -341,6 +341,11 @@ function drawChart() {
       {
         width,
         height: 200,
+        // With one point (a page opened on a queue just read), uPlot spans 1,000 days of seconds from it
+        // (Feb 2027 to Aug 2029): the last minute instead.
+        scales: {
+          x: { time: true, range: (u, min, max) => (u.data[0].length === 1 ? [u.data[0][0] - 60, u.data[0][0] + 1] : [min, max]) },
+        },
         series: [
           {},
           { label: 'jobs/s', stroke: '#2e9d5b', width: 2, scale: 'jobs' },
@@ -483,9 +488,9 @@ function connect() {
     const m = JSON.parse(e.data);
     if (!state.report) return;
     Object.assign(state.report, m.changes);
-    if (m.point) {
-      state.history.push(m.point);
-      if (state.history.length > 1800) state.history.shift();
+    if (m.points.length > 0) {
+      state.history.push(...m.points);
+      if (state.history.length > 1800) state.history.splice(0, state.history.length - 1800);
       drawChart();
     }
     render();
