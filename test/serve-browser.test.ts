@@ -282,11 +282,25 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
     await page.waitForFunction(() => document.getElementById('count-failed')?.textContent === '3');
     expect(await text(page, '#failures tbody')).toContain("Invalid value for 'temperature'");
 
+    // Each Retry asks first (it acted on one click); these the provider refused as sent, which it says
+    const asked: string[] = [];
+    let answer = true;
+    page.on('dialog', (d) => {
+      asked.push(d.message());
+      void (answer ? d.accept() : d.dismiss());
+    });
     // No token: the page says what to do and nothing moves.
     await page.click('#failures .retry-reason');
     expect(await text(page, '#action-result')).toMatch(/Paste the action token/);
     // A wrong token: refused by the server.
     await page.type('#token', 'f'.repeat(64));
+    answer = false;
+    await page.click('#failures .retry-reason');
+    await page.waitForFunction(() => document.getElementById('action-result')?.textContent === 'Nothing was put back.');
+    expect(asked).toEqual([
+      'The provider refused these 3 failed jobs as they were sent. Sent again unchanged, they most likely fail the same way, and may be billed. Put them back to pending anyway?',
+    ]);
+    answer = true;
     await page.click('#failures .retry-reason');
     await page.waitForFunction(() => /wrong token/.test(document.getElementById('action-result')?.textContent ?? ''));
     expect(countStates(db)).toEqual({ done: 3, failed: 3 });

@@ -136,7 +136,9 @@ function renderFailures(r) {
     r.failures.map((f) => {
       const items = el('div');
       const show = el('a', { onclick: () => showFailedItems(f.error, items) }, 'items');
-      const retry = readOnly ? '' : el('button', { type: 'button', class: 'retry-reason', onclick: () => retryFailed(f.error) }, 'Retry');
+      const retry = readOnly
+        ? ''
+        : el('button', { type: 'button', class: 'retry-reason', onclick: () => retryFailed(f.error, f.count) }, 'Retry');
       return el('tr', {}, el('td', { class: 'num' }, fmt(f.count)), el('td', {}, f.error, items), el('td', {}, show, ' ', retry));
     }),
   );
@@ -368,12 +370,32 @@ async function call(path, options = {}) {
   return body;
 }
 
-async function retryFailed(error) {
+/** Failures the provider gave for the request as it was sent (as src/report/refused.ts's refusedAsSent): sent again, they fail the same way. */
+const refusedAsSent = (error) => /^HTTP 4\d\d:/.test(error) && !/^HTTP 40[1289]:/.test(error);
+
+/** What a Retry asks before it acts (it acted on one click): what goes back, and what the CLI would warn of. */
+function retryQuestion(error, count) {
+  const jobs = `${fmt(count)} failed job${count === 1 ? '' : 's'}`;
+  if (error !== undefined && refusedAsSent(error))
+    return `The provider refused these ${jobs} as they were sent. Sent again unchanged, they most likely fail the same way, and may be billed. Put them back to pending anyway?`;
+  if (error?.startsWith('not sent: '))
+    return `A run failed these ${jobs} before sending them, and fails them the same way until what the reason says is changed. Put them back to pending anyway?`;
+  const refused =
+    error === undefined ? (state.report?.failures ?? []).filter((f) => refusedAsSent(f.error)).reduce((a, f) => a + f.count, 0) : 0;
+  const note = refused > 0 ? ` ${fmt(refused)} of them the provider refused as they were sent: they most likely fail the same way.` : '';
+  return `Put ${jobs} back to pending? A running llmq run sends them again (or start one).${note}`;
+}
+
+async function retryFailed(error, count) {
   const token = $('token').value.trim();
   const result = $('action-result');
   if (!token) {
     result.textContent = 'Paste the action token llmq serve printed into the box at the top first.';
     $('token').focus();
+    return;
+  }
+  if (!window.confirm(retryQuestion(error, count))) {
+    result.textContent = 'Nothing was put back.';
     return;
   }
   try {
@@ -509,7 +531,7 @@ async function start() {
   token.value = sessionStorage.getItem(TOKEN_KEY) ?? '';
   token.addEventListener('input', () => sessionStorage.setItem(TOKEN_KEY, token.value.trim()));
   $('token-form').addEventListener('submit', (e) => e.preventDefault());
-  $('retry-all').addEventListener('click', () => retryFailed(undefined));
+  $('retry-all').addEventListener('click', () => retryFailed(undefined, state.report?.counts.failed ?? 0));
   $('search').addEventListener('submit', (e) => {
     e.preventDefault();
     const id = $('item-id').value.trim();
