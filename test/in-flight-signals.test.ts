@@ -60,7 +60,7 @@ describe('InFlightRequests: --timeout auto on a lane with no latencies yet', () 
     inFlight.sweep();
     // it waited 8 x 600 s for a provider that never answered, each try
     expect(again.signal.aborted).toBe(true);
-    expect(inFlight.oldestCold()).toEqual({ model: 'm', startedAt: 0, count: 1, capMs: 1000 });
+    expect(inFlight.oldestCold()).toEqual({ model: 'm', waitingSince: 0, count: 1, capMs: 1000 });
     inFlight.dispose();
   });
 });
@@ -81,6 +81,21 @@ describe('InFlightRequests: this process held up', () => {
     await new Promise((resolve) => setTimeout(resolve, 1200));
     // still cut once it has been out its time since
     expect(r.signal.aborted).toBe(true);
+    inFlight.dispose();
+  });
+
+  it('a request to a lane with no latencies yet has waited only since this process went on (Ctrl-Z, SIGSTOP: the run then said it "waited 1m 18s")', async () => {
+    const hardStop = new AbortController();
+    const coldLane = { model: 'm', latency: new LatencyStats() } as unknown as Lane;
+    const inFlight = new InFlightRequests({ auto: true, capMs: 600_000, now: Date.now, abortSignal: hardStop.signal, sweepMs: 20 });
+    const startedAt = Date.now();
+    inFlight.start(coldLane, '{}', startedAt);
+    const heldUntil = Date.now() + 1500;
+    while (Date.now() < heldUntil) {} // the process held, as a stopped one is
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const cold = inFlight.oldestCold()!;
+    expect(cold.waitingSince - startedAt).toBeGreaterThanOrEqual(1400);
+    expect(Date.now() - cold.waitingSince).toBeLessThan(1000);
     inFlight.dispose();
   });
 });

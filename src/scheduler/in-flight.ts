@@ -155,19 +155,20 @@ export class InFlightRequests {
 
   /**
    * `--timeout auto` with requests out to a lane that has no latencies to go by: the oldest such
-   * request, its lane's model, how many are out to it, and how long each may wait (the cap); null
-   * when there is none or the timeout is fixed.
+   * request, its lane's model, since when it has waited for the provider (`timedFrom`: a stop of
+   * this process, Ctrl-Z or SIGSTOP, is not the provider's wait), how many are out to it, and how
+   * long each may wait (the cap); null when there is none or the timeout is fixed.
    */
-  oldestCold(): { model: string; startedAt: number; count: number; capMs: number } | null {
+  oldestCold(): { model: string; waitingSince: number; count: number; capMs: number } | null {
     if (!this.#auto) return null;
     let oldest: InFlightRequest | null = null;
     for (const r of this.#requests) {
-      if (r.lane.latency.p99 === null && (oldest === null || r.startedAt < oldest.startedAt)) oldest = r;
+      if (r.lane.latency.p99 === null && (oldest === null || r.timedFrom < oldest.timedFrom)) oldest = r;
     }
     if (oldest === null) return null;
     let count = 0;
     for (const r of this.#requests) if (r.lane === oldest.lane) count++;
-    return { model: oldest.lane.model, startedAt: oldest.startedAt, count, capMs: this.#capMs };
+    return { model: oldest.lane.model, waitingSince: oldest.timedFrom, count, capMs: this.#capMs };
   }
 
   dispose(): void {

@@ -590,12 +590,12 @@ export class Run {
   #tellSilence(t: number): void {
     if (this.#toldSilence) return;
     const cold = this.#inFlight.oldestCold();
-    if (cold === null || t - cold.startedAt < Math.min(Run.SILENCE_TOLD_MS, cold.capMs / 10)) return;
+    if (cold === null || t - cold.waitingSince < Math.min(Run.SILENCE_TOLD_MS, cold.capMs / 10)) return;
     this.#toldSilence = true;
     const requests = cold.count === 1 ? '1 request has' : `${cold.count} requests have`;
     this.#emit('warning', {
       message:
-        `${requests} waited ${duration((t - cold.startedAt) / 1000)} for ${cold.model} with no answer (a slow model, or a provider that takes requests and does not answer): ` +
+        `${requests} waited ${duration((t - cold.waitingSince) / 1000)} for ${cold.model} with no answer (a slow model, or a provider that takes requests and does not answer): ` +
         `until ${cold.model} has answered ${LatencyStats.MIN_SAMPLES} requests, --timeout auto waits up to ${duration(cold.capMs / 1000)} for each; give --timeout <seconds> to cut them sooner`,
     });
   }
