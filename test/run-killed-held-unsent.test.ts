@@ -18,6 +18,16 @@ function lastBeat(db: string): number {
   }
 }
 
+/** The jobs' states and attempts in claim order, read beside the run. */
+function heldByDeadRun(db: string): Array<{ state: string; attempts: number }> {
+  const conn = new Database(db, { readonly: true });
+  try {
+    return conn.prepare('SELECT state, attempts FROM jobs ORDER BY seq').all() as Array<{ state: string; attempts: number }>;
+  } finally {
+    conn.close();
+  }
+}
+
 // src/store/unsent.ts. A run holds up to twice --concurrency: killed (a cron job under timeout -s
 // KILL, an OOM kill), it used up the attempts of the jobs it held and never sent, and after a few
 // kills they failed "gave up after N attempts: the run working on it died" without one request.
@@ -36,6 +46,12 @@ it('a run killed: the job it held and never sent keeps its attempt, the one it h
   await waitFor(() => lastBeat(db) > sentAt, { what: 'a heartbeat after the request went out' });
   child.kill('SIGKILL');
   expect((await ended).signal).toBe('SIGKILL');
+  // both were the dead run's, each with the attempt its claim counted; only doc-0 had gone out
+  expect(heldByDeadRun(db)).toEqual([
+    { state: 'running', attempts: 1 },
+    { state: 'running', attempts: 1 },
+  ]);
+  expect(keys.map((k) => fake.sentCount(k))).toEqual([1, 0]);
   fake.configure({ latencyMs: 5 });
   // the next run takes both back once the dead run has been quiet 5 s
   const next = await runCli(run, { timeoutMs: 30_000 });

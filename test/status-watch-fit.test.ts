@@ -15,6 +15,9 @@ it('status --watch cuts a report taller than the terminal, says so, and counts t
   // lines the terminal wraps take more rows: a 200-character line takes 3 of 80 columns
   const wide = fitScreen(`${'x'.repeat(200)}\nshort\n`, 80, 12, stripAnsi);
   expect(wide).toEqual({ text: `${'x'.repeat(200)}\nshort\n`, rows: 4 });
+  // a screen too small for any line: the note alone, one row
+  expect(fitScreen(`${'x'.repeat(200)}\n`, 80, 3, stripAnsi).rows).toBe(1);
+  expect(fitScreen(`${'x'.repeat(200)}\n`, 80, 3, stripAnsi).text.split('\n')).toHaveLength(2);
   // one that fits is drawn whole
   expect(fitScreen('a\nb\n', 80, 24, stripAnsi)).toEqual({ text: 'a\nb\n', rows: 2 });
 });

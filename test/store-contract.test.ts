@@ -478,12 +478,28 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
 
     it('failsOnItsOwn: a job whose tries counted errors an outage also gives three times, or failed on one', async () => {
       const { store } = await kind.fresh();
-      const [a, b, c] = rows(3);
-      await store.enqueue([a!, b!, c!], T0);
-      expect((await store.claim(claimOpts({ maxAttempts: 9 }))).jobs.map((j) => j.triedBefore)).toEqual([false, false, false]);
-      const tried = (key: string, attempt: number, status: number | null, outcome: 'retry' | 'failed' | 'not_counted') =>
+      const [a, b, c, d, e] = rows(5);
+      await store.enqueue([a!, b!, c!, d!, e!], T0);
+      expect((await store.claim(claimOpts({ maxAttempts: 9 }))).jobs.map((j) => j.triedBefore)).toEqual([
+        false,
+        false,
+        false,
+        false,
+        false,
+      ]);
+      const tried = (key: string, attempt: number, status: number | null, outcome: 'retry' | 'failed' | 'not_counted', answered = false) =>
         store.recordAttempt(
-          { key, runId: OWNER, attempt, startedAt: T0, endedAt: T0 + 5, status, outcome, error: `HTTP ${status}`, usage: null },
+          {
+            key,
+            runId: OWNER,
+            attempt,
+            startedAt: T0,
+            endedAt: T0 + 5,
+            status,
+            outcome,
+            error: `HTTP ${status}`,
+            usage: answered ? { promptTokens: 10, completionTokens: 64 } : null,
+          },
           { countAttempt: outcome !== 'not_counted', error: `HTTP ${status}` },
         );
       // a: outage-like tries, but only two counted (not_counted ones are an open outage's)
@@ -495,16 +511,23 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       await tried(b!.key, 3, 400, 'failed');
       // c: failed on a reset (no status)
       await tried(c!.key, 1, null, 'failed');
-      expect([await store.failsOnItsOwn(a!.key), await store.failsOnItsOwn(b!.key), await store.failsOnItsOwn(c!.key)]).toEqual([
-        false,
-        false,
-        true,
-      ]);
+      // d: failed on an answer cut off at max_tokens (a 200 with its usage): the request's own, sent again with room
+      await tried(d!.key, 1, 200, 'failed', true);
+      // e: failed on a 200 whose body was no completion (no usage)
+      await tried(e!.key, 1, 200, 'failed');
+      const own = async () => Promise.all([a, b, c, d, e].map((r) => store.failsOnItsOwn(r!.key)));
+      expect(await own()).toEqual([false, false, true, false, true]);
       await tried(a!.key, 5, 503, 'retry');
-      expect(await store.failsOnItsOwn(a!.key)).toBe(true);
+      expect((await own())[0]).toBe(true);
       // a claim says which jobs were tried before: the run reads their tries only then
       await store.release(OWNER, { refund: false, now: T0 + 10 });
-      expect((await store.claim(claimOpts({ now: T0 + 20, maxAttempts: 9 }))).jobs.map((j) => j.triedBefore)).toEqual([true, true, true]);
+      expect((await store.claim(claimOpts({ now: T0 + 20, maxAttempts: 9 }))).jobs.map((j) => j.triedBefore)).toEqual([
+        true,
+        true,
+        true,
+        true,
+        true,
+      ]);
     });
 
     it('gives the attempt back the same way when the lease of a run that had not sent the job ran out', async () => {

@@ -29,8 +29,12 @@ export interface JobContext {
   readonly slots: Semaphore;
   readonly inFlight: InFlightRequests;
   readonly counters: RunCounters;
-  /** Keys of the jobs whose counted try has not gone out: each job is in it until it sends, and again once a retry is counted. */
-  readonly heldUnsent: Set<string>;
+  /**
+   * Keys of the jobs whose counted try has not gone out, with how many of the run's claims of each
+   * are so (two when it claimed a job again whose first claim lapsed): a job is in it from its claim
+   * until it sends, and again once a retry is counted (`JobRun.#unsent`).
+   */
+  readonly heldUnsent: Map<string, number>;
   /** What each try costs, and the --budget reservations. */
   readonly money: RunMoney;
   readonly emit: SchedulerListener;
@@ -109,13 +113,12 @@ interface JobTally {
 export async function runJob(job: ClaimedJob, ctx: JobContext): Promise<JobOutcome> {
   const lane = ctx.lanes.get(job.model);
   lane.inHand++;
-  // the claim counted an attempt; until the request goes out, a death of the run gives it back
-  ctx.heldUnsent.add(job.key);
+  const run = new JobRun(job, lane, ctx);
   try {
-    return await new JobRun(job, lane, ctx).run();
+    return await run.run();
   } finally {
     lane.inHand--;
-    ctx.heldUnsent.delete(job.key);
+    run.unsent = false;
   }
 }
 
@@ -155,6 +158,8 @@ class JobRun {
   ) {
     this.#attempt = job.attempts;
     this.#leasedAt = ctx.now();
+    // the claim counted an attempt; until the request goes out, a death of the run gives it back
+    this.unsent = true;
     if (job.triedBefore) {
       ctx.store.failsOnItsOwn(job.key).then(
         (own) => (this.#failsOnItsOwn = own),
@@ -242,7 +247,7 @@ class JobRun {
       const renewedAt = ctx.now();
       const raised = await ctx.store.startRetry(job.key, ctx.runId, renewedAt, renewedAt + ctx.leaseMs);
       if (raised === null) return 'interrupted'; // lost the lease
-      ctx.heldUnsent.add(job.key);
+      this.unsent = true;
       this.#attempt = raised;
       this.#leasedAt = renewedAt;
     }
@@ -325,6 +330,18 @@ class JobRun {
     }
   }
 
+  #unsent = false;
+
+  /** Whether this job's counted try has not gone out: kept in the run's `heldUnsent`, which each heartbeat stores. */
+  set unsent(unsent: boolean) {
+    if (unsent === this.#unsent) return;
+    this.#unsent = unsent;
+    const held = this.ctx.heldUnsent;
+    const claims = (held.get(this.job.key) ?? 0) + (unsent ? 1 : -1);
+    if (claims > 0) held.set(this.job.key, claims);
+    else held.delete(this.job.key);
+  }
+
   /** A place taken for a request that will not be sent. */
   #giveBack(place: Place): void {
     this.ctx.slots.release();
@@ -337,7 +354,7 @@ class JobRun {
     const { ctx, job, lane } = this;
     const c = ctx.counters;
     const startedAt = ctx.now();
-    ctx.heldUnsent.delete(job.key);
+    this.unsent = false;
     c.inFlight++;
     lane.inFlight++;
     c.requests++;

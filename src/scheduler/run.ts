@@ -82,7 +82,7 @@ export class Run {
    * Keys of the jobs in hand whose counted try has not gone out, stored on each heartbeat: should this
    * run die, they get that attempt back (src/store/unsent.ts).
    */
-  readonly #heldUnsent = new Set<string>();
+  readonly #heldUnsent = new Map<string, number>();
   /** Claims of each job this run holds: two when it claimed a job again whose first claim lapsed. */
   readonly #keysInHand = new Map<string, number>();
   #claimed = 0;
@@ -523,7 +523,7 @@ export class Run {
           ...c.forStore(t, lanes.snapshots(), this.#slots.size),
           alerts: this.#deps.alerts?.() ?? [],
         },
-        [...this.#heldUnsent],
+        [...this.#heldUnsent.keys()],
       )
       .then(() => {
         // Frozen past the lease (a laptop asleep, a stalled event loop): jobs whose lease ran out

@@ -52,6 +52,8 @@ export class StatusFeed {
   #last: DashboardReport | null = null;
   #timer: NodeJS.Timeout | null = null;
   #polling: Promise<boolean> | null = null;
+  /** The timer stopped (no page open) since the last report: the next point comes after a break in the chart. */
+  #pollingStopped = false;
   /** How long the last poll took: the cost of live updates, shown in the page's footer. */
   lastPollMs = 0;
 
@@ -72,6 +74,7 @@ export class StatusFeed {
       if (this.#subscribers.size === 0 && this.#timer) {
         clearInterval(this.#timer);
         this.#timer = null;
+        this.#pollingStopped = true;
       }
     };
   }
@@ -121,7 +124,8 @@ export class StatusFeed {
     const before = this.#last;
     this.#last = report;
     if (!before) return true;
-    const points = historyPoints(before, report, this.#o.everyMs);
+    const points = historyPoints(before, report, this.#pollingStopped);
+    this.#pollingStopped = false;
     this.#history.push(...points);
     if (this.#history.length > HISTORY_POINTS) this.#history.splice(0, this.#history.length - HISTORY_POINTS);
     const changes = changedFields(before, report);
@@ -139,18 +143,6 @@ export class StatusFeed {
  * answer no item needs now: counted in `orphanedAnswers`, not done). Items moving off answered jobs
  * and back move jobs between done and orphanedAnswers: no job finished then.
  */
-/**
- * The chart's points from one poll to the next: the throughput between them, after a break when they
- * are more than three polls apart (no page was open meanwhile). Joined, the point before such a gap
- * and the minutes' average after it were drawn as a ramp (7 minutes at 44 jobs/s rose from 0).
- */
-export function historyPoints(a: StatusReport, b: StatusReport, everyMs: number): ThroughputPoint[] {
-  const point = throughput(a, b);
-  if (!point) return [];
-  if (b.now - a.now <= 3 * everyMs) return [point];
-  return [{ t: (a.now + everyMs) / 1000, jobsPerSecond: null, tokensPerSecond: null }, point];
-}
-
 export function throughput(a: StatusReport, b: StatusReport): ThroughputPoint | null {
   const seconds = (b.now - a.now) / 1000;
   if (seconds <= 0) return null;
@@ -159,6 +151,18 @@ export function throughput(a: StatusReport, b: StatusReport): ThroughputPoint | 
   const tokens = b.tokens.prompt + b.tokens.completion - (a.tokens.prompt + a.tokens.completion);
   // A retry-failed or a re-enqueue lowers the counts; that is not negative throughput.
   return { t: b.now / 1000, jobsPerSecond: Math.max(0, finished / seconds), tokensPerSecond: Math.max(0, tokens / seconds) };
+}
+
+/**
+ * The chart's points from one poll to the next: the throughput between them, after a break when no
+ * page was open since the one before (the feed stopped polling). Joined, the point before such a gap
+ * and the minutes' average after it were drawn as a ramp (7 minutes at 44 jobs/s rose from 0).
+ */
+export function historyPoints(a: StatusReport, b: StatusReport, afterBreak: boolean): ThroughputPoint[] {
+  const point = throughput(a, b);
+  if (!point) return [];
+  if (!afterBreak) return [point];
+  return [{ t: (a.now + 1) / 1000, jobsPerSecond: null, tokensPerSecond: null }, point];
 }
 
 /** The top-level fields whose value differs (compared as JSON: reports are plain data). */

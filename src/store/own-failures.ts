@@ -9,5 +9,11 @@
 /** Counted tries of a job, on errors an outage also gives, that make its next such failure its own. */
 export const OWN_FAILURES_SEEN = 3;
 
-/** The attempt row `a` is a try that counted, on an error an outage also gives (no status, 200, 408, 409, 5xx). */
-export const COUNTED_OUTAGE_LIKE = `a.outcome IN ('retry', 'failed') AND (a.status IS NULL OR a.status IN (200, 408, 409) OR a.status >= 500)`;
+/**
+ * The attempt row `a` is a try that counted, on an error an outage also gives: no status (a reset, a
+ * timeout), 408, 409, 5xx, or a 200 whose body was no completion (no usage recorded). Not a 200
+ * answer that was not kept (cut off at max_tokens, declined, not the JSON asked for: its usage is
+ * recorded): that is the request's own, and `retry-failed --max-tokens` sends such jobs again.
+ */
+export const COUNTED_OUTAGE_LIKE = `a.outcome IN ('retry', 'failed')
+  AND (a.status IS NULL OR a.status IN (408, 409) OR a.status >= 500 OR (a.status = 200 AND a.prompt_tokens IS NULL))`;

@@ -591,7 +591,8 @@ export interface JobQueue {
    * Whether the job's tries so far say that errors an outage also gives (5xx, resets, timeouts, a
    * body that is no completion) are its own: it failed on one (its attempts used up while the
    * provider answered others), or had `OWN_FAILURES_SEEN` such tries counted (a try is counted only
-   * while no outage is open). src/scheduler/job-runner.ts asks it at such a failure, once a job.
+   * while no outage is open). src/scheduler/job-runner.ts asks it as it takes a job tried before
+   * (`ClaimedJob.triedBefore`), and knows the answer by the job's first failure.
    */
   failsOnItsOwn(key: string): Promise<boolean>;
   /**

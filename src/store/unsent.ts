@@ -8,9 +8,11 @@
  *
  * So each heartbeat stores the keys of the jobs the run holds whose counted try has not gone out
  * (`runs.unsent`), and when the run is found dead (or its leases ran out) those jobs get that
- * attempt back. A job in that list may still have gone out between the heartbeat and the death,
- * and crashed it: a job gets its attempt back at most `UNSENT_DEATHS_FORGIVEN` times
- * (`jobs.unsent_deaths`), so that such a document still ends failed, after at most that many more runs.
+ * attempt back. A job in that list may still have gone out between the heartbeat and the death
+ * (the list is up to a heartbeat, 2 s, old), and crashed it; or gone out, failed, and died in its
+ * backoff, when the attempt given back is that counted try's (the next try then has its number). So a
+ * job gets an attempt back at most `UNSENT_DEATHS_FORGIVEN` times (`jobs.unsent_deaths`), and such a
+ * document still ends failed, after at most that many more runs.
  */
 export const UNSENT_DEATHS_FORGIVEN = 10;
 

@@ -151,7 +151,7 @@ export function fitScreen(text: string, columns: number, rows: number, stripAnsi
     used += rowsOf(l);
   }
   const note = `… ${lines.length - kept.length} more lines: a taller terminal shows them, or llmq status without --watch`;
-  return { text: `${kept.join('\n')}\n${note.slice(0, columns - 1)}\n`, rows: used + 1 };
+  return { text: `${kept.length ? `${kept.join('\n')}\n` : ''}${note.slice(0, columns - 1)}\n`, rows: used + 1 };
 }
 
 /** Redraw until SIGINT, SIGTERM or SIGHUP: in place on a terminal, a new block each time otherwise. */

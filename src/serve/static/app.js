@@ -394,6 +394,10 @@ async function retryFailed(error, count) {
     $('token').focus();
     return;
   }
+  if (count === 0) {
+    result.textContent = 'No failed job to put back.';
+    return;
+  }
   if (!window.confirm(retryQuestion(error, count))) {
     result.textContent = 'Nothing was put back.';
     return;
