@@ -485,6 +485,41 @@ describe('runQueue', () => {
     await store.close();
   }, 15_000);
 
+  it('a job that failed on its own in an earlier run waits out an outage the other jobs opened, rather than failing on its attempts', async () => {
+    const { fake, store, keys } = await setup(4, { latencyMs: 5 });
+    // the first two: three 500s each, counted in an earlier run (src/store/own-failures.ts)
+    const t = Date.now();
+    await store.claim({ owner: 'earlier', limit: 2, now: t, leaseUntil: t + 60_000, maxAttempts: 9 });
+    for (const key of keys.slice(0, 2)) {
+      for (let attempt = 1; attempt <= 3; attempt++) {
+        const error = 'HTTP 500: poisoned';
+        const tried = {
+          key,
+          runId: 'earlier',
+          attempt,
+          startedAt: t,
+          endedAt: t + 5,
+          status: 500,
+          outcome: 'retry' as const,
+          error,
+          usage: null,
+        };
+        await store.recordAttempt(tried, { countAttempt: true, error });
+      }
+    }
+    await store.release('earlier', { refund: true, now: t + 10 });
+    // then the provider is down for everyone for 2.5 s: probes every 30-60 ms go to any of the four
+    const downUntil = Date.now() + 2500;
+    fake.respond(() => (Date.now() < downUntil ? reply.serverError(503, 'down') : undefined));
+    const summary = await runQueue(
+      { store, provider: provider(fake) },
+      { ...fast, concurrency: 4, maxAttempts: 4, maxOutageMs: 60_000, outage: { probeDelayMs: 30, maxProbeDelayMs: 60 } },
+    );
+    // each probe that went to one of them used an attempt: both failed within the outage
+    expect(summary).toMatchObject({ done: 4, failed: 0 });
+    await store.close();
+  });
+
   it('ends at --max-outage without waiting out the timeout of a request still on the wire', async () => {
     // The first request goes alone and times out first; its retry leaves at once and the breaker
     // opens only when the others time out: the run then ended a whole timeout later (20 minutes for

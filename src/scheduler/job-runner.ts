@@ -493,12 +493,15 @@ class JobRun {
     // the request never reached the provider: no outage of theirs
     const unreachable = neverLeft(error);
     let outage = false;
-    if (outageType && !unreachable && ((c.done > 0 && ctx.nothingLeftToClaim()) || this.#failsOnItsOwn)) {
-      // The last jobs of the run, failing after the provider has answered the others, or a job whose
-      // earlier tries failed so while it answered others (src/store/own-failures.ts): taken for an
-      // outage, documents that always get a 5xx or a reset would be probed uncounted until
-      // --max-outage ended the run with them pending, every run. Their failures are their own: they
-      // use their attempts and are no outage evidence (a probe among them only gives its turn back).
+    // The last jobs of the run, failing after the provider has answered the others, or a job whose
+    // earlier tries failed so while it answered others (src/store/own-failures.ts): taken for an
+    // outage, documents that always get a 5xx or a reset would be probed uncounted until
+    // --max-outage ended the run with them pending, every run. Their failures are their own: they
+    // use their attempts and are no outage evidence (a probe among them only gives its turn back).
+    // Once other jobs' failures have opened an outage, such a job waits it out with them: it failed
+    // on its attempts while the provider was down.
+    const ownFailure = (c.done > 0 && ctx.nothingLeftToClaim()) || (this.#failsOnItsOwn && !ctx.breaker.isOpen);
+    if (outageType && !unreachable && ownFailure) {
       if (probe) ctx.breaker.probeAbandoned();
     } else if (outageType) {
       outage = ctx.breaker.failure(error.message, { sentAt: startedAt, unreachable, probe });
