@@ -23,10 +23,14 @@ describe('documents that always get a 5xx ahead of healthy ones', () => {
     expect((await runCli(['enqueue', join(dir, 'fine.jsonl'), '--db', db, '--priority', '5'])).code).toBe(0);
     const fake = await startFake({ latencyMs: 20 });
     fake.respond((r) => (r.body.includes('POISON') ? reply.serverError(500, 'poisoned') : undefined));
-    const r = await runCli(
-      ['run', '--db', db, '--base-url', fake.url, '-c', '16', '--max-outage', '0.5', '--retry-delay', '0.05', '--progress', 'none'],
-      { timeoutMs: 60_000 },
-    );
+    const run = () =>
+      runCli(
+        ['run', '--db', db, '--base-url', fake.url, '-c', '16', '--max-outage', '0.5', '--retry-delay', '0.05', '--progress', 'none'],
+        {
+          timeoutMs: 60_000,
+        },
+      );
+    const r = await run();
     // it ran out its 30 s of --max-outage with 120 pending and none failed
     expect(r.stderr).toMatch(/finished in \d+s: 100 done, 20 failed/);
     expect(r.code, r.stderr).toBe(2);
@@ -36,10 +40,7 @@ describe('documents that always get a 5xx ahead of healthy ones', () => {
     // failures in a row looked like a provider down, and the run probed with them until
     // --max-outage ended it (exit 1, all 20 pending), every run. Their earlier tries say the 500s are theirs.
     expect((await runCli(['retry-failed', '--db', db])).code).toBe(0);
-    const again = await runCli(
-      ['run', '--db', db, '--base-url', fake.url, '-c', '16', '--max-outage', '0.5', '--retry-delay', '0.05', '--progress', 'none'],
-      { timeoutMs: 60_000 },
-    );
+    const again = await run();
     expect(again.stderr).toMatch(/finished in \d+s: 0 done, 20 failed/);
     expect(again.code, again.stderr).toBe(2);
     expect(again.stderr).not.toContain('paused');
