@@ -22,7 +22,7 @@ import { duration, int } from '../report/format.js';
 /** Everything one job needs from its run. */
 export interface JobContext {
   /** The changes one job's tries make (the run's store: each asked again after a transient failure). */
-  readonly store: Pick<JobQueue, 'startRetry' | 'complete' | 'recordAttempt' | 'fail' | 'failsOnItsOwn'>;
+  readonly store: Pick<JobQueue, 'startRetry' | 'complete' | 'recordAttempt' | 'fail'>;
   readonly provider: Provider;
   readonly lanes: { get(model: string): Lane };
   readonly breaker: OutageBreaker;
@@ -137,12 +137,6 @@ class JobRun {
   #tokens: { prompt: number; weight: number } | null = null;
   /** A try of this job failed as an outage does: it probes the provider after jobs that did not (`OutageBreaker.gate`). */
   #outageFailed = false;
-  /**
-   * Whether its earlier tries make such failures its own (`JobQueue.failsOnItsOwn`): read as it is
-   * taken, for a job tried before, and known by its first answer. Awaited at the failure, the read
-   * let requests waiting for the slot go out before a real outage's breaker opened.
-   */
-  #failsOnItsOwn = false;
   /** Tries of this job cut by the timeout: a long document gets more time on each. */
   #timeouts = 0;
   /** The --budget reservation of the try in flight. */
@@ -160,12 +154,6 @@ class JobRun {
     this.#leasedAt = ctx.now();
     // the claim counted an attempt; until the request goes out, a death of the run gives it back
     this.unsent = true;
-    if (job.triedBefore) {
-      ctx.store.failsOnItsOwn(job.key).then(
-        (own) => (this.#failsOnItsOwn = own),
-        () => {}, // unread, its failures are taken as an outage's
-      );
-    }
   }
 
   async run(): Promise<JobOutcome> {
@@ -494,13 +482,13 @@ class JobRun {
     const unreachable = neverLeft(error);
     let outage = false;
     // The last jobs of the run, failing after the provider has answered the others, or a job whose
-    // earlier tries failed so while it answered others (src/store/own-failures.ts): taken for an
+    // earlier tries failed so while it answered others (`ClaimedJob.failsOnItsOwn`): taken for an
     // outage, documents that always get a 5xx or a reset would be probed uncounted until
     // --max-outage ended the run with them pending, every run. Their failures are their own: they
     // use their attempts and are no outage evidence (a probe among them only gives its turn back).
     // Once other jobs' failures have opened an outage, such a job waits it out with them: it failed
     // on its attempts while the provider was down.
-    const ownFailure = (c.done > 0 && ctx.nothingLeftToClaim()) || (this.#failsOnItsOwn && !ctx.breaker.isOpen);
+    const ownFailure = (c.done > 0 && ctx.nothingLeftToClaim()) || (job.failsOnItsOwn === true && !ctx.breaker.isOpen);
     if (outageType && !unreachable && ownFailure) {
       if (probe) ctx.breaker.probeAbandoned();
     } else if (outageType) {

@@ -39,7 +39,6 @@ export function retryingTransients(
     complete: paid((key, completion) => store.complete(key, completion)),
     recordAttempt: paid((attempt, o) => store.recordAttempt(attempt, o)),
     fail: paid((key, owner, error, attempt, now) => store.fail(key, owner, error, attempt, now)),
-    failsOnItsOwn: evenAfterLoss((key) => store.failsOnItsOwn(key)),
     release: workEvenAfterLoss((owner, o) => store.release(owner, o)),
     nextPendingAt: evenAfterLoss(() => store.nextPendingAt()),
     startRun: again((run) => store.startRun(run)),

@@ -58,7 +58,7 @@ export type RunStore = Pick<JobQueue, RunQueueCall> &
   Pick<QueueReader, 'status' | 'stateCounts' | 'itemsByKeyPrefix'> & { readonly batches: Pick<BatchLedger['batches'], 'open'> };
 
 /** The changes of the job state machine a run makes (not enqueue, retry-failed or the mock's take-back: commands of their own). */
-type RunQueueCall = 'claim' | 'startRetry' | 'complete' | 'recordAttempt' | 'fail' | 'failsOnItsOwn' | 'release' | 'nextPendingAt';
+type RunQueueCall = 'claim' | 'startRetry' | 'complete' | 'recordAttempt' | 'fail' | 'release' | 'nextPendingAt';
 
 export interface RunDeps {
   readonly store: RunStore;

@@ -24,7 +24,7 @@ export function splitClaimed(rows: RawClaimed[]): ClaimResult {
         model: r.model,
         priority: r.priority,
         attempts: r.attempts,
-        triedBefore: r.triedBefore === true,
+        failsOnItsOwn: r.failsOnItsOwn === true,
       });
   }
   return { jobs, exhausted };

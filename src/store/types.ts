@@ -148,8 +148,13 @@ export interface ClaimedJob {
   readonly priority: number;
   /** Attempts including the one this claim started. */
   readonly attempts: number;
-  /** A try of it was recorded before this claim (`jobs.latency_ms` is set): its tries may say something (`failsOnItsOwn`). */
-  readonly triedBefore?: boolean;
+  /**
+   * Its earlier tries say that errors an outage also gives (5xx, resets, timeouts, a body that is no
+   * completion) are its own: it failed on one (its attempts used up while the provider answered
+   * others), or had `OWN_FAILURES_SEEN` such tries counted (a try is counted only while no outage is
+   * open). src/store/own-failures.ts; read by the claim, for jobs tried before only.
+   */
+  readonly failsOnItsOwn?: boolean;
 }
 
 export interface ClaimOptions {
@@ -587,14 +592,6 @@ export interface JobQueue {
   recordAttempt(attempt: AttemptRecord, options: { countAttempt: boolean; error: string | null }): Promise<void>;
   /** Mark a held job `failed` with its reason. */
   fail(key: string, owner: string, error: string, attempt: AttemptRecord | null, now: number): Promise<void>;
-  /**
-   * Whether the job's tries so far say that errors an outage also gives (5xx, resets, timeouts, a
-   * body that is no completion) are its own: it failed on one (its attempts used up while the
-   * provider answered others), or had `OWN_FAILURES_SEEN` such tries counted (a try is counted only
-   * while no outage is open). src/scheduler/job-runner.ts asks it as it takes a job tried before
-   * (`ClaimedJob.triedBefore`), and knows the answer by the job's first failure.
-   */
-  failsOnItsOwn(key: string): Promise<boolean>;
   /**
    * Give jobs the run holds back (`pending`): those in `keys`, or all of them when `keys` is
    * omitted. `refund` also gives back the attempt their claim raised (the request never went out).

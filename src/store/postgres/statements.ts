@@ -1,3 +1,4 @@
+import { failsOnItsOwnSql } from '../own-failures.js';
 import { pgText } from './pg-text.js';
 import type pg from 'pg';
 import type { AttemptRecord, Completion } from '../types.js';
@@ -107,7 +108,7 @@ function claimUpdate(picked: string): string {
   lease_expires_at = CASE WHEN attempts >= $1::int THEN NULL ELSE $4::bigint END,
   updated_at = $2::bigint
 WHERE seq IN (SELECT seq FROM ${picked})
-RETURNING seq, key, request, model, priority, attempts, state, latency_ms IS NOT NULL AS "triedBefore"`;
+RETURNING seq, key, request, model, priority, attempts, state, ${failsOnItsOwnSql('a.job_key = jobs.key')} AS "failsOnItsOwn"`;
 }
 
 /** One answer waiting for the group commit (see GroupCommit). */

@@ -1,5 +1,4 @@
 import { GIVE_BACK_UNSENT_POSTGRES } from '../unsent.js';
-import { COUNTED_OUTAGE_LIKE, OWN_FAILURES_SEEN } from '../own-failures.js';
 import type pg from 'pg';
 import { AS_PENDING, NO_MONEY, TAKEN_BACK, dropMockAnsweredWhere, mockRunWhere, takeBackWhere } from '../mock-answers.js';
 import type {
@@ -226,15 +225,6 @@ export class PostgresStore implements Store {
     const rows = (await this.#q<RawClaimed>(skip.length ? CLAIM_AROUND_SQL : CLAIM_SQL, skip.length ? [...params, [...skip]] : params))
       .rows;
     return splitClaimed(rows);
-  }
-
-  async failsOnItsOwn(key: string): Promise<boolean> {
-    const r = await this.#q<{ own: boolean }>(
-      `SELECT coalesce(count(*) >= ${OWN_FAILURES_SEEN} OR bool_or(a.outcome = 'failed'), false) AS own FROM attempts a
-      WHERE a.job_key = $1 AND ${COUNTED_OUTAGE_LIKE}`,
-      [key],
-    );
-    return r.rows[0]!.own;
   }
 
   async startRetry(key: string, owner: string, now: number, leaseUntil: number): Promise<number | null> {

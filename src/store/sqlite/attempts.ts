@@ -19,10 +19,15 @@ export function insertAttemptValues(a: AttemptRecord, latencyMs: number) {
 }
 
 /**
- * The attempts of job `j` (as `a`), through either index of migration 9: a job tried before and
+ * The attempts of job `job` (as `a`), through either index of migration 9: a job tried before and
  * after the upgrade has attempts in both.
  */
-export const ATTEMPTS_OF_JOB = '(a.job_seq = j.seq OR (a.job_seq IS NULL AND a.job_key = j.key))';
+export function attemptsOf(job: string): string {
+  return `(a.job_seq = ${job}.seq OR (a.job_seq IS NULL AND a.job_key = ${job}.key))`;
+}
+
+/** The attempts of job `j` (attemptsOf). */
+export const ATTEMPTS_OF_JOB = attemptsOf('j');
 
 /**
  * Every attempt of a job being dropped, ATTEMPTS_OF_JOB with the job's values: its seq

@@ -1,5 +1,5 @@
 import { GIVE_BACK_UNSENT_SQLITE } from '../unsent.js';
-import { COUNTED_OUTAGE_LIKE, OWN_FAILURES_SEEN } from '../own-failures.js';
+import { failsOnItsOwnSql } from '../own-failures.js';
 import type {
   AnsweredJob,
   JobToRun,
@@ -47,7 +47,7 @@ import { AS_PENDING, NO_MONEY, TAKEN_BACK, dropMockAnsweredWhere, mockRunWhere, 
 import { GroupCommit } from '../group-commit.js';
 import { attemptValues, billedAnswerUsd, latencyOf, rejectionsValues } from '../rows.js';
 import {
-  ATTEMPTS_OF_JOB,
+  attemptsOf,
   DROP_ATTEMPTS_SQL,
   INSERT_ATTEMPT_OF_SEQ_SQL,
   INSERT_ATTEMPT_SQL,
@@ -111,7 +111,7 @@ const CLAIM_SET = `UPDATE jobs SET
  * builds an object per row a property at a time, which cost more than the rest of the claim's work.
  */
 const CLAIM_RETURNING = `RETURNING seq, key, ${requestOf('jobs')}, model, priority, attempts, state, prompt_tokens, completion_tokens, cost_usd,
-  latency_ms IS NOT NULL`;
+  ${failsOnItsOwnSql(attemptsOf('jobs'))}`;
 type ClaimedRow = [
   seq: number,
   key: string,
@@ -123,7 +123,7 @@ type ClaimedRow = [
   promptTokens: number | null,
   completionTokens: number | null,
   costUsd: number | null,
-  triedBefore: number,
+  failsOnItsOwn: number,
 ];
 
 /**
@@ -256,10 +256,6 @@ export class SqliteStore implements Store {
         WHERE lease_owner = ? AND state = 'running' RETURNING key`)
         .pluck(),
       dropOrphans: orphanDropper(db),
-      failsOnItsOwn: db
-        .prepare(`SELECT count(*) >= ${OWN_FAILURES_SEEN} OR max(a.outcome = 'failed') = 1 FROM jobs j JOIN attempts a ON ${ATTEMPTS_OF_JOB}
-          WHERE j.key = ? AND ${COUNTED_OUTAGE_LIKE}`)
-        .pluck(),
       anySuperseded: db.prepare('SELECT 1 FROM superseded LIMIT 1').pluck(),
       supersedingOf: db.prepare(`SELECT s.key, j.key AS by, ${requestOf('j')} AS request FROM superseded s JOIN jobs j ON j.key = s.by_key
         WHERE s.key IN (SELECT value FROM json_each(?))`),
@@ -591,13 +587,13 @@ export class SqliteStore implements Store {
           : this.#s.claim.all(p)
       ) as ClaimedRow[];
       const moves = new CountMoves();
-      const claimed = rows.map(([seq, key, request, model, priority, attempts, state, promptTokens, completionTokens, costUsd, tried]) => {
+      const claimed = rows.map(([seq, key, request, model, priority, attempts, state, promptTokens, completionTokens, costUsd, own]) => {
         if (state === 'running') {
           startedNow.push([key, { seq, model, attempts }]);
           const was: CountedJob = { model, state: 'pending', attempts: attempts - 1, promptTokens, completionTokens, costUsd };
           moves.move(was, { ...was, state, attempts });
         }
-        return { seq, key, request, model, priority, attempts, state, triedBefore: tried === 1 } satisfies RawClaimed;
+        return { seq, key, request, model, priority, attempts, state, failsOnItsOwn: own === 1 } satisfies RawClaimed;
       });
       this.#s.writeCounts(moves);
       return splitClaimed(claimed);
@@ -652,10 +648,6 @@ export class SqliteStore implements Store {
 
   async laneLimits(): Promise<LaneLimitRow[]> {
     return this.#read.laneLimits();
-  }
-
-  async failsOnItsOwn(key: string): Promise<boolean> {
-    return this.#s.failsOnItsOwn.get(key) === 1;
   }
 
   async startRetry(key: string, owner: string, now: number, leaseUntil: number): Promise<number | null> {
