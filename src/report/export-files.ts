@@ -6,7 +6,7 @@ import type { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { makeDirs } from '../make-dirs.js';
 import { isProcessAlive } from '../process-alive.js';
-import { LlmqError } from '../errors.js';
+import { EXIT, LlmqError } from '../errors.js';
 import { knownError, type ErrorPlace } from '../errors-known.js';
 import type { ExportRow, JobState } from '../store/types.js';
 import { AnswerPaths, answerExt, itemPath } from './answer-paths.js';
@@ -94,7 +94,7 @@ function removeOnSignal(tmp: string): () => void {
   const onSignal = (): void => {
     stop();
     rmSync(tmp, { force: true });
-    process.exit(130);
+    process.exit(EXIT.SIGNAL);
   };
   for (const s of signals) process.on(s, onSignal);
   return stop;

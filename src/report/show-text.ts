@@ -1,3 +1,4 @@
+import { RUN_DIED_TEXT } from '../store/claim-result.js';
 import { CUT_OFF, finishReasonOf, isRefusal } from '../provider/finish.js';
 import type { ItemDetail } from '../store/types.js';
 import { count, duration, int, NO_PAINT, oneLine, printable, printableText, usd, utcTime, type Paint } from './format.js';
@@ -164,7 +165,7 @@ function latency(ms: number): string {
 function triesWithoutRecord(d: ItemDetail): number {
   // a failed job ended by a try has its record; one failed by a claim (its attempts used by runs
   // that died) has none: "attempts (0) none yet" stood under "gave up after 5 attempts"
-  if (d.job.state === 'failed' && !d.job.error?.includes('the run working on it died')) return 0;
+  if (d.job.state === 'failed' && !d.job.error?.includes(RUN_DIED_TEXT)) return 0;
   const lastFailed = d.attempts.findLastIndex((a) => a.outcome === 'failed');
   // a try that gave its attempt back records none: the try after it has the same number
   const recorded = new Set(

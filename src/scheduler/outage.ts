@@ -292,16 +292,15 @@ export class OutageBreaker {
 
   #wakeWhenUntriedLate(): void {
     if (this.#untriedTimer) return;
+    // asked again when it fires: the probe's time may have moved on meanwhile
     const fire = (): void => {
       this.#untriedTimer = null;
       const left = this.#nextProbeAt + OutageBreaker.UNTRIED_FIRST_MS - this.#clock();
-      if (left > 0) {
-        this.#untriedTimer = setTimeout(fire, left);
-        this.#untriedTimer.unref?.();
-      } else this.#wakeAll();
+      if (left <= 0) return this.#wakeAll();
+      this.#untriedTimer = setTimeout(fire, left);
+      this.#untriedTimer.unref?.();
     };
-    this.#untriedTimer = setTimeout(fire, Math.max(1, this.#nextProbeAt + OutageBreaker.UNTRIED_FIRST_MS - this.#clock()));
-    this.#untriedTimer.unref?.();
+    fire();
   }
 
   #wakeAll(): void {

@@ -1,5 +1,11 @@
 import type { ClaimedJob, ClaimResult } from './types.js';
 
+/**
+ * What the error of a job the claim failed (its attempts used up by runs that died with it, a crash
+ * loop) says after "gave up after N attempts": `show` tells such a failure by it.
+ */
+export const RUN_DIED_TEXT = 'the run working on it died';
+
 /** A row the claim statement returns: the job as it is now, started (`running`) or given up on (`failed`). */
 export interface RawClaimed extends ClaimedJob {
   readonly seq: number;

@@ -1,4 +1,5 @@
 import { failsOnItsOwnSql } from '../own-failures.js';
+import { RUN_DIED_TEXT } from '../claim-result.js';
 import { pgText } from './pg-text.js';
 import type pg from 'pg';
 import type { AttemptRecord, Completion } from '../types.js';
@@ -101,7 +102,7 @@ function claimUpdate(picked: string): string {
     THEN 'gave up after ' || attempts || CASE WHEN attempts = 1 THEN ' attempt' ELSE ' attempts' END || CASE
       WHEN EXISTS (SELECT 1 FROM attempts a WHERE a.job_key = jobs.key AND a.attempt = jobs.attempts AND a.outcome IN ('retry', 'failed', 'done'))
       THEN '; last error: ' || coalesce(error, 'unknown')
-      ELSE ': the run working on it died' || coalesce(' (last error: ' || error || ')', '') END
+      ELSE ': ${RUN_DIED_TEXT}' || coalesce(' (last error: ' || error || ')', '') END
     ELSE error END,
   finished_at = CASE WHEN attempts >= $1::int THEN $2::bigint ELSE NULL END,
   lease_owner = CASE WHEN attempts >= $1::int THEN NULL ELSE $3::text END,

@@ -42,7 +42,7 @@ import { SqliteBatches } from './batches.js';
 import { NOT_IN_A_LIVE_BATCH } from '../batches.js';
 import { SqliteSpend } from './spend.js';
 import type { Checkpointer } from './checkpointer.js';
-import { splitClaimed, type RawClaimed } from '../claim-result.js';
+import { RUN_DIED_TEXT, splitClaimed, type RawClaimed } from '../claim-result.js';
 import { AS_PENDING, NO_MONEY, TAKEN_BACK, dropMockAnsweredWhere, mockRunWhere, takeBackWhere } from '../mock-answers.js';
 import { GroupCommit } from '../group-commit.js';
 import { attemptValues, billedAnswerUsd, latencyOf, rejectionsValues } from '../rows.js';
@@ -98,7 +98,7 @@ const CLAIM_SET = `UPDATE jobs SET
     THEN 'gave up after ' || attempts || iif(attempts = 1, ' attempt', ' attempts') || iif(
       EXISTS (SELECT 1 FROM attempts WHERE job_seq = jobs.seq AND attempt = jobs.attempts AND outcome IN ('retry', 'failed', 'done')),
       '; last error: ' || coalesce(error, 'unknown'),
-      ': the run working on it died' || coalesce(' (last error: ' || error || ')', ''))
+      ': ${RUN_DIED_TEXT}' || coalesce(' (last error: ' || error || ')', ''))
     ELSE error END,
   finished_at = CASE WHEN attempts >= @max THEN @now ELSE NULL END,
   lease_owner = CASE WHEN attempts >= @max THEN NULL ELSE @owner END,
