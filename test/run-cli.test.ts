@@ -189,7 +189,11 @@ describe('llmq run (child processes)', () => {
     const done = collect(child);
     await fake.waitForRequests(2);
     child.kill('SIGINT');
-    await waitForLine(child, 'stderr', /^stopping: letting requests in flight finish \(1m 00s\); a second Ctrl-C \(or signal\) aborts$/);
+    await waitForLine(
+      child,
+      'stderr',
+      /^stopping: letting requests in flight finish, for up to 1m 00s \(--grace\); a second Ctrl-C \(or signal\) aborts$/,
+    );
     const r = await done;
     expect(r.code, r.stderr).toBe(130);
     expect(r.stderr.indexOf('stopping:')).toBeLessThan(r.stderr.indexOf('stopped'));

@@ -147,7 +147,7 @@ export function failureText(n: number, f: SchedulerEventMap['job:failed'], paint
 export function pauseText(s: ProgressState, now: number, width = 68): string | null {
   if (s.stopping?.aborting) return 'stopping: aborting the requests in flight; their jobs go back to pending (a try may be billed)';
   if (s.stopping)
-    return `stopping: letting requests in flight finish (${duration(s.stopping.graceMs / 1000)}); a second Ctrl-C (or signal) aborts`;
+    return `stopping: letting requests in flight finish, for up to ${duration(s.stopping.graceMs / 1000)} (--grace); a second Ctrl-C (or signal) aborts`;
   const pause = s.paused;
   if (!pause) {
     const snap = s.snapshot?.paused;
