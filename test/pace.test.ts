@@ -290,6 +290,32 @@ describe('WindowPacer: no 1-second window above its share', () => {
     expect(pacer.delay(0, T0 + 1000)).toBe(320);
   });
 
+  it('a limit raised moves the places already taken to the new pace; a limit cut leaves them', () => {
+    // 3 rpm: one request holds the lane for 20 s; then 1,200 rpm are known
+    const raised = new WindowPacer({ rpm: 3, tpm: 3000 });
+    raised.take(1000, T0);
+    expect(raised.delay(1000, T0 + 500)).toBeGreaterThan(19_000);
+    raised.setLimits({ rpm: 1200, tpm: 1_200_000 }, T0 + 500);
+    expect(raised.delay(1000, T0 + 500)).toBe(0);
+    // and the windows stay honest at the new pace: 20 a second at most
+    const sent = [T0];
+    for (let now = T0 + 500; now < T0 + 5500; ) {
+      const wait = raised.delay(1000, now);
+      if (wait > 0) now += wait;
+      else {
+        raised.take(1000, now);
+        sent.push(now);
+      }
+    }
+    expect(worstWindow(sent)).toBeLessThanOrEqual(20);
+    expect(sent.length).toBeGreaterThan(90);
+    const cut = new WindowPacer({ rpm: 1200, tpm: null });
+    for (let i = 0; i < 5; i++) cut.take(0, T0 + i * 60);
+    const before = cut.delay(0, T0 + 300);
+    cut.setLimits({ rpm: 600, tpm: null }, T0 + 300);
+    expect(cut.delay(0, T0 + 300)).toBeGreaterThanOrEqual(before);
+  });
+
   it('no limits: never waits', () => {
     const pacer = new WindowPacer();
     for (let i = 0; i < 1000; i++) pacer.take(100, T0);
@@ -329,11 +355,39 @@ describe('limits learned from headers', () => {
       );
       expect(limitsFromHeaders(rl), reset).toEqual({ rpm: 600, tpm: null });
     }
-    // a day's budget (Groq's requests per day): one used, back in 6 s
-    const day = parseRateLimit(
-      headers({ 'x-ratelimit-limit-requests': '14400', 'x-ratelimit-remaining-requests': '14399', 'x-ratelimit-reset-requests': '5.99s' }),
-    );
-    expect(limitsFromHeaders(day)).toEqual({ rpm: 10, tpm: null });
+  });
+
+  it("reads a day's budget as a day's once its reset is longer than a fixed window of a shorter period could say", () => {
+    // Groq's requests per day, 14,400: each used comes back in 6 s. A fixed window of a minute ending
+    // within 6 s, or 2 min, says the same of its budget, and is read so until the reset rules it out
+    const day = (remaining: number, reset: string) =>
+      limitsFromHeaders(
+        parseRateLimit(
+          headers({
+            'x-ratelimit-limit-requests': '14400',
+            'x-ratelimit-remaining-requests': String(remaining),
+            'x-ratelimit-reset-requests': reset,
+          }),
+        ),
+      );
+    expect(day(14_399, '5.99s')).toEqual({ rpm: 14_400, tpm: null });
+    expect(day(14_380, '1m59.9s')).toEqual({ rpm: 240, tpm: null });
+    expect(day(13_700, '1h10m')).toEqual({ rpm: 10, tpm: null });
+  });
+
+  it("reads a budget counted in fixed windows of a minute as a minute's, whatever little was used", () => {
+    // a gateway's 1,200 a minute, 2 used, its window ending in 60 s: as OpenAI's refill that would be
+    // 1,200 a day, and the run crawled at one request every 72 s
+    for (const [remaining, reset] of [
+      ['1198', '60s'],
+      ['1199', '59.5s'],
+      ['1150', '20s'],
+    ] as const) {
+      const rl = parseRateLimit(
+        headers({ 'x-ratelimit-limit-requests': '1200', 'x-ratelimit-remaining-requests': remaining, 'x-ratelimit-reset-requests': reset }),
+      );
+      expect(limitsFromHeaders(rl), `${remaining} ${reset}`).toEqual({ rpm: 1200, tpm: null });
+    }
   });
 
   it('does not take a reset rounded to whole seconds for a slow budget', () => {
@@ -532,6 +586,26 @@ describe('a pace an earlier run remembered', () => {
     clock.now += LEARNED_FROM_429S_KEPT_MS / 5; // long past a refresh's time, and not one 429
     await lanes.save(memory);
     expect(saved).toHaveLength(written);
+  });
+
+  it('said by the provider as lower than it says now: the next request goes at the new pace, not after the old spacing', async () => {
+    const clock = { now: T0 };
+    const remembered = new Lane('m', { rpm: null, tpm: null }, new LocalLaneBoard(() => clock.now), () => clock.now);
+    remembered.restore({ rpm: 3, tpm: null, source: 'headers', at: T0 - MINUTE });
+    expect(typeof (await remembered.tryTake(0))).not.toBe('number');
+    clock.now += 400;
+    // the answer says 1,200 a minute (the key's tier raised since): before, the next waited 20 s
+    const rateLimit = {
+      limitRequests: 1200,
+      limitTokens: null,
+      remainingRequests: 1199,
+      resetRequestsMs: 50,
+      remainingTokens: null,
+      resetTokensMs: null,
+    };
+    remembered.answered(rateLimit, 400, 10);
+    expect(remembered.limits().rpm).toBe(1200);
+    expect(await remembered.tryTake(0)).not.toBeTypeOf('number');
   });
 
   it('said by the provider (headers) is kept however old', () => {

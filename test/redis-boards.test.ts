@@ -44,6 +44,18 @@ describe('RedisLaneBoards: one lane budget shared by runs', () => {
     await Promise.all([a.close(), b.close()]);
   });
 
+  it('a limit raised moves the places taken at the old pace to the new one, for every run on the budget', async () => {
+    const [a, b] = await Promise.all([RedisLaneBoards.connect(REDIS), RedisLaneBoards.connect(REDIS)]);
+    const baseUrl = `http://127.0.0.1:1/${randomUUID()}`;
+    const [x, y] = [a.board(baseUrl, 'm'), b.board(baseUrl, 'm')];
+    // 3 rpm, 3,000 tpm: one request of 1,000 tokens holds the budget for 20 s
+    expect(await x.tryTake(1000, { rpm: 3, tpm: 3000 })).not.toBeTypeOf('number');
+    expect(await y.tryTake(1000, { rpm: 3, tpm: 3000 })).toBeGreaterThan(19_000);
+    // the provider says 1,200 rpm and 1,200,000 tpm now: the next goes at once, not after the old spacing
+    expect(await y.tryTake(1000, { rpm: 1200, tpm: 1_200_000 })).not.toBeTypeOf('number');
+    await Promise.all([a.close(), b.close()]);
+  });
+
   it('keeps separate budgets for separate endpoints and models', () => {
     expect(RedisLaneBoards.budgetId('http://a/v1', 'm')).not.toBe(RedisLaneBoards.budgetId('http://b/v1', 'm'));
     expect(RedisLaneBoards.budgetId('http://a/v1', 'm')).not.toBe(RedisLaneBoards.budgetId('http://a/v1', 'n'));

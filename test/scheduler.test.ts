@@ -271,6 +271,31 @@ describe('runQueue', () => {
     await store.close();
   });
 
+  it("paces a gateway counting fixed windows of a minute at its minute's limit, not as a day's", async () => {
+    const { fake, store } = await setup(20, { latencyMs: 5 });
+    // 1,200 a minute in windows that end a minute after the first request: its reset is when the
+    // window ends, whatever was used (2 used and `60s` would be 1,200 a day as OpenAI's refill)
+    const windowEnds = Date.now() + 60_000;
+    fake.respond((r) =>
+      reply.ok({
+        headers: {
+          'x-ratelimit-limit-requests': '1200',
+          'x-ratelimit-remaining-requests': String(1200 - r.index),
+          'x-ratelimit-reset-requests': `${((windowEnds - Date.now()) / 1000).toFixed(1)}s`,
+        },
+      }),
+    );
+    const stop = new AbortController();
+    const stopper = setTimeout(() => stop.abort(), 10_000);
+    const t0 = Date.now();
+    const summary = await runQueue({ store, provider: provider(fake), stopSignal: stop.signal }, { ...fast, concurrency: 4 });
+    clearTimeout(stopper);
+    // before, after the first answer it waited 72 s a request (1,200 a day)
+    expect(summary.done).toBe(20);
+    expect(Date.now() - t0).toBeLessThan(5000);
+    await store.close();
+  });
+
   it('stops at once on a wrong key and burns no job', async () => {
     const { fake, store } = await setup(20, { latencyMs: 5 });
     fake.respond(() => reply.unauthorized());

@@ -25,6 +25,30 @@ local paused = tonumber(redis.call('HGET', KEYS[3], 'paused') or '0')
 if paused > now then return {math.ceil(paused - now), 0} end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+-- a limit raised: the places taken at the old pace move to the new one (WindowPacer.setLimits)
+local oldReq = tonumber(redis.call('HGET', KEYS[3], 'rshare') or '-1')
+if reqShare > 0 and oldReq > 0 and reqShare > oldReq then
+  local by = span * math.max(1, 1 / oldReq) - span * math.max(1, 1 / reqShare)
+  if by > 0 then
+    local e = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+    for i = 1, #e, 2 do redis.call('ZADD', KEYS[1], fmt(tonumber(e[i + 1]) - by), e[i]) end
+  end
+  local tat = tonumber(redis.call('HGET', KEYS[3], 'rtat') or '0')
+  if tat > now then redis.call('HSET', KEYS[3], 'rtat', fmt(now + (tat - now) * oldReq / reqShare)) end
+end
+if reqShare ~= oldReq then redis.call('HSET', KEYS[3], 'rshare', tostring(reqShare)) end
+local oldTok = tonumber(redis.call('HGET', KEYS[3], 'tshare') or '-1')
+if tokShare > 0 and oldTok > 0 and tokShare > oldTok then
+  local e = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+  for i = 1, #e, 2 do
+    local size = tonumber(string.match(e[i], ':([^:]*)$'))
+    local by = span * math.max(1, size / oldTok) - span * math.max(1, size / tokShare)
+    if by > 0 then redis.call('ZADD', KEYS[2], fmt(tonumber(e[i + 1]) - by), e[i]) end
+  end
+  local ttat = tonumber(redis.call('HGET', KEYS[3], 'ttat') or '0')
+  if ttat > now then redis.call('HSET', KEYS[3], 'ttat', fmt(now + (ttat - now) * oldTok / tokShare)) end
+end
+if tokShare ~= oldTok then redis.call('HSET', KEYS[3], 'tshare', tostring(tokShare)) end
 local wait = 0
 if reqShare > 0 then
   local perWindow = math.max(1, math.floor(reqShare + 1e-9))

@@ -59,7 +59,7 @@ export class LocalLaneBoard implements LaneBoard {
     const now = this.#now();
     const pausedUntil = this.pausedUntil();
     if (pausedUntil > now) return Math.ceil(pausedUntil - now);
-    this.#pacer.setLimits(limits);
+    this.#pacer.setLimits(limits, now);
     const wait = this.#pacer.delay(tokens, now);
     return wait > 0 ? wait : this.#pacer.take(tokens, now);
   }

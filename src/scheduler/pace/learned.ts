@@ -26,7 +26,7 @@ function perMinute(limit: number | null, remaining: number | null, resetMs: numb
     const measured = (resetMs * limit) / used;
     // A reset in whole seconds (`1s`, an RFC 3339 time) may be up to a second off, and so may
     // clocks: unless the period measured that way rules a minute out, a minute it is.
-    const slack = resetMs % 1000 === 0 ? 1000 : 50;
+    const slack = slackOf(resetMs);
     const low = (Math.max(0, resetMs - slack) * limit) / used;
     const high = ((resetMs + slack) * limit) / used;
     if (!(low <= 60_000 && 60_000 <= high)) {
@@ -37,8 +37,24 @@ function perMinute(limit: number | null, remaining: number | null, resetMs: numb
       // could be any of them (600 with 1 ms to full): a minute, as when nothing was used.
       if (measured >= 900) period = PERIODS_MS.find((p) => p >= measured * 0.9) ?? PERIODS_MS.at(-1)!;
     }
+    // A budget counted in fixed windows (a gateway's, a proxy's) says in its reset when its window
+    // ends, whatever was used: 2 used of 1,200 and `60s` is 1,200 a minute there, and would read
+    // as 1,200 a day. A period longer than a minute is taken no longer than the shortest window its
+    // reset fits in: misread the other way, a day's budget is spent sooner and its 429s and
+    // `remaining: 0` hold the lane back, where a minute's read as a day's held the run at 1/1,440 of
+    // its limit. As a day's budget is used its reset grows past a minute, then an hour, and it reads
+    // as a day's again.
+    if (period > 60_000) {
+      const window = PERIODS_MS.find((p) => p >= resetMs - slackOf(resetMs)) ?? PERIODS_MS.at(-1)!;
+      period = Math.min(period, Math.max(60_000, window));
+    }
   }
   return (limit * 60_000) / period;
+}
+
+/** How far off a reset may be: one said in whole seconds (`1s`, an RFC 3339 time) up to a second. */
+function slackOf(resetMs: number): number {
+  return resetMs % 1000 === 0 ? 1000 : 50;
 }
 
 /**

@@ -95,8 +95,31 @@ export class WindowPacer {
     this.setLimits(limits);
   }
 
-  setLimits(limits: PaceLimits): void {
-    this.#share = windowShare(limits);
+  /**
+   * Pace at `limits` from now on. A raise (headers saying more than the limit a run remembered, 3 rpm
+   * then 1,200) also moves the places already taken to the new pace, as if they had been taken at
+   * it: held at the old one, the next request waited out the old spacing, 20 s at 3 rpm, with the
+   * new limit known. A cut leaves them as they are: its 429s pause the lane already.
+   */
+  setLimits(limits: PaceLimits, now?: number): void {
+    const share = windowShare(limits);
+    const old = this.#share;
+    this.#share = share;
+    if (now === undefined) return;
+    if (share.requests > old.requests && old.requests !== Infinity) {
+      const oldLife = this.#span * Math.max(1, 1 / old.requests);
+      const newLife = share.requests === Infinity ? 0 : this.#span * Math.max(1, 1 / share.requests);
+      for (const r of this.#requests) r.until = Math.min(r.until, r.until - oldLife + newLife);
+      this.#requestTat = now + Math.max(0, this.#requestTat - now) * (old.requests / share.requests);
+    }
+    if (share.tokens > old.tokens && old.tokens !== Infinity) {
+      for (const t of this.#tokens) {
+        const oldLife = this.#span * Math.max(1, t.tokens / old.tokens);
+        const newLife = share.tokens === Infinity ? 0 : this.#span * Math.max(1, t.tokens / share.tokens);
+        t.until = Math.min(t.until, t.until - oldLife + newLife);
+      }
+      this.#tokenTat = now + Math.max(0, this.#tokenTat - now) * (old.tokens / share.tokens);
+    }
   }
 
   /** Count with this guard from now on (GUARD_MS cold, WARM_GUARD_MS warm). */
