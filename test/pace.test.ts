@@ -588,6 +588,42 @@ describe('a pace an earlier run remembered', () => {
     expect(saved).toHaveLength(written);
   });
 
+  it('said by the provider again and again is written again once a minute, so status says how recent it is', async () => {
+    const clock = { now: T0 };
+    const saved: number[] = [];
+    const memory = { saveLaneLimits: async (row: LaneLimitRow) => void saved.push(row.at) };
+    const lanes = new Lanes(
+      'http://127.0.0.1:1/v1',
+      { rpm: null, tpm: null },
+      localBoards(() => clock.now),
+      () => clock.now,
+    );
+    // remembered from a run 15 minutes ago, and not said in this one yet: not written
+    await lanes.load({
+      laneLimits: async () => [
+        { baseUrl: 'http://127.0.0.1:1/v1', model: 'm', rpm: 1200, tpm: null, source: 'headers', at: T0 - 15 * MINUTE },
+      ],
+    });
+    const lane = lanes.get('m');
+    await lanes.save(memory);
+    expect(saved).toEqual([]);
+    const said = {
+      limitRequests: 1200,
+      limitTokens: null,
+      remainingRequests: 1199,
+      resetRequestsMs: 50,
+      remainingTokens: null,
+      resetTokensMs: null,
+    };
+    for (let s = 0; s < 150; s += 10) {
+      lane.answered(said, 100, 10);
+      await lanes.save(memory);
+      clock.now += 10_000;
+    }
+    // said at once (15 minutes after the remembered time), then each minute
+    expect(saved).toEqual([T0, T0 + 70_000, T0 + 140_000]);
+  });
+
   it('said by the provider as lower than it says now: the next request goes at the new pace, not after the old spacing', async () => {
     const clock = { now: T0 };
     const remembered = new Lane('m', { rpm: null, tpm: null }, new LocalLaneBoard(() => clock.now), () => clock.now);

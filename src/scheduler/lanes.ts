@@ -144,7 +144,9 @@ export class Lanes {
   /**
    * Write learned limits that changed since they were last saved. A pace 429s taught, met by 429s
    * again in this run, is written again unchanged once a tenth of the time it is kept has passed:
-   * they keep it recent, and a run restarted after a long one finds it (`stillRemembered`).
+   * they keep it recent, and a run restarted after a long one finds it (`stillRemembered`). Limits
+   * the headers said again are written again once a minute, so that `status` tells how recent the
+   * provider's word is, not when it first said it.
    */
   async save(store: Pick<LaneMemory, 'saveLaneLimits'>): Promise<void> {
     for (const lane of this.all()) {
@@ -153,8 +155,9 @@ export class Lanes {
       const rounded = { ...learned, rpm: round(learned.rpm), tpm: round(learned.tpm) };
       const key = JSON.stringify([rounded.rpm, rounded.tpm, rounded.source]);
       const saved = this.#saved.get(lane.model);
+      const age = learned.at - (saved?.at ?? -Infinity);
       const stale =
-        rounded.source === '429s' && lane.rateLimited > 0 && learned.at - (saved?.at ?? -Infinity) >= LEARNED_FROM_429S_KEPT_MS / 10;
+        rounded.source === '429s' ? lane.rateLimited > 0 && age >= LEARNED_FROM_429S_KEPT_MS / 10 : age >= HEADERS_SAID_AGAIN_MS;
       if (saved?.key === key && !stale) continue;
       await store.saveLaneLimits({ baseUrl: this.baseUrl, model: lane.model, ...rounded });
       this.#saved.set(lane.model, { key, at: learned.at });
@@ -166,6 +169,9 @@ export class Lanes {
     await this.boards.close();
   }
 }
+
+/** How often limits the headers keep saying are written again (`Lanes.save`): the lane learns them again each minute. */
+const HEADERS_SAID_AGAIN_MS = 60_000;
 
 function round(n: number | null): number | null {
   return n === null ? null : Math.round(n * 100) / 100;
