@@ -268,6 +268,9 @@ describe('estimate', () => {
     const paced = await mock(['estimate', '--db', db, '--provider', 'mock', '--rpm', '60']);
     expect(paced).toMatch(/time {5}\S.* at 60 rpm/);
     expect(paced).not.toContain("the offline mock's answers");
+    // under a second: said so on the model's line as on the total's, not "0s" beside "under a second"
+    const quick = await mock(['estimate', '--db', db, '--provider', 'mock', '--rpm', '6000']);
+    expect(quick).toMatch(/time {5}under a second at 6,000 rpm/);
     const real = await runCli(['estimate', '--db', db, '--mock-latency', '100']);
     expect(real.code).toBe(1);
     expect(real.stderr).toContain('--mock-latency is for the offline mock provider');

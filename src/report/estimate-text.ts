@@ -226,7 +226,8 @@ function paceText(m: ModelEstimate): string {
   const limits = mixed
     ? shown.map((x) => (x.learned ? `${x.text} ${from}` : x.text)).join(', ')
     : `${shown.map((x) => x.text).join(', ')}${from ? `, ${from}` : ''}`;
-  if (m.paceSeconds !== null) return `${duration(m.paceSeconds)} at ${limits}`;
+  // as the total says it (`aboutTime`): 0.4 s was "0s" here and "under a second" there
+  if (m.paceSeconds !== null) return `${m.paceSeconds < 1 ? 'under a second' : duration(m.paceSeconds)} at ${limits}`;
   // limits are kept per endpoint: say where they are rather than let "none" stand
   const elsewhere = l.learnedElsewhere[0];
   return elsewhere === undefined ? 'no limit known' : `no limit known here; learned at ${elsewhere}: add --base-url ${elsewhere}`;
