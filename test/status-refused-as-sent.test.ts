@@ -36,6 +36,7 @@ describe('status after failures the provider gave for the request itself', () =>
 
     const retry = await runCli(['retry-failed', '--error', 'gave up after', '--db', db, '--json']);
     expect(JSON.parse(retry.stdout)).toMatchObject({ requeued: 1 });
+    expect(retry.stderr).not.toContain('refused');
     const second = await runCli([...run.filter((a) => a !== 'none' && a !== '--progress'), '--progress', 'plain']);
     expect(second.code).toBe(2); // the refused one is still failed; FLAKY is answered now
     // its summary does not propose a retry that would pay for the same refusal
@@ -45,6 +46,12 @@ describe('status after failures the provider gave for the request itself', () =>
     const after = (await runCli(['status', '--db', db])).stdout;
     expect(after).toContain('  the provider refused them as sent (HTTP 4xx): sent again, they fail\n');
     expect(after).not.toContain('retry-failed');
+    // put back all the same when asked (a model enabled since), but said, as status says it
+    const anyway = await runCli(['retry-failed', '--db', db]);
+    expect(anyway.code, anyway.stderr).toBe(0);
+    expect(anyway.stderr).toContain(
+      '1 of them the provider refused as it was sent (HTTP 4xx): sent again unchanged, it most likely fails the same way, and may be billed.\n',
+    );
   });
 });
 

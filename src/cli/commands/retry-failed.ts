@@ -2,7 +2,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { LlmqError } from '../../errors.js';
 import { dbOption } from '../options.js';
 import { int, oneLine, printable } from '../../report/format.js';
-import { cutOffCount, roomierRetryCommand } from '../../report/refused.js';
+import { cutOffCount, refusedCount, roomierRetryCommand } from '../../report/refused.js';
 import { CUT_OFF_TEXT } from '../../provider/finish.js';
 import type { RunStats } from '../../store/types.js';
 
@@ -155,6 +155,14 @@ async function retryAsTheyWere(
     process.stderr.write(
       `${int(cutOff)} of them ${cutOff === 1 ? 'was' : 'were'} cut off at max_tokens: sent as ${cutOff === 1 ? 'it is' : 'they are'}, most likely cut off again. ` +
         `If they fail so again, ${roomier} sends them with more room.\n`,
+    );
+  // put back all the same, as asked (a provider's fault fixed since, a model enabled), but said, as
+  // status and the dashboard's Retry say it
+  const refused = refusedCount(taken);
+  if (n > 0 && refused > 0)
+    process.stderr.write(
+      `${int(refused)} of them the provider refused as ${refused === 1 ? 'it was' : 'they were'} sent (HTTP 4xx): sent again unchanged, ` +
+        `${refused === 1 ? 'it most likely fails' : 'they most likely fail'} the same way, and may be billed.\n`,
     );
   return { n, raised: '', left: leave ? cutOff : 0 };
 }
