@@ -127,7 +127,9 @@ describe('llmq forget', () => {
     await store.startRun({ id: 'working', host: 'h', pid: 1, startedAt: Date.now(), options: {} });
     await store.close();
     const during = await cli(['forget', 'b.txt']);
-    expect(during.stderr).toContain('warning: 1 run is working this queue: a job one holds already is still sent');
+    expect(during.stderr).toContain(
+      'warning: 1 run is working this queue: a job one holds sends no more once its next heartbeat (within 2 s) finds it forgotten',
+    );
     // a run of this machine whose process is gone and quiet is not working it: not counted
     const runs = new SqliteStore(join(dir, 'llmq.db'));
     const quiet = Date.now() - 10_000;

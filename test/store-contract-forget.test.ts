@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it } from 'vitest';
-import { STORE_KINDS, T0, OWNER, answerJob, claimOpts, exported, row, skipUnavailable } from './helpers/stores.js';
+import { STORE_KINDS, T0, OWNER, NO_STATS, answerJob, claimOpts, exported, row, skipUnavailable } from './helpers/stores.js';
 
 // Store.forgetItems, for every store kind: items go; a job no item needs is dropped unsent, or kept when paid for.
 
@@ -60,6 +60,27 @@ describe.each(STORE_KINDS)('store contract: forgetting items [$name]', (kind) =>
     // the forgotten document is never sent: a claim finds only the jobs items need
     const sent = (await store.claim(claimOpts({ limit: 100, owner: 'run-b' }))).jobs.map((j) => j.key);
     expect(new Set(sent)).toEqual(new Set((await exported(store)).map((r) => r.key)));
+  });
+
+  it("a run's heartbeat says which jobs it holds no item needs any more (forgotten, or moved by an enqueue); handed back, they are dropped", async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue([row('gone', 'g'), row('moved', 'm'), row('kept', 'k')], T0);
+    const held = (await store.claim(claimOpts({ limit: 10 }))).jobs;
+    expect(held).toHaveLength(3);
+    const stats = NO_STATS;
+    expect(await store.heartbeat(OWNER, T0 + 1, T0 + 60_000, stats)).toEqual([]);
+    await store.forgetItems({ ids: ['gone'] }, { now: T0 + 2 });
+    await store.enqueue([row('moved', 'm, fixed')], T0 + 3);
+    const keyOf = (id: 'gone' | 'moved') => row(id, id === 'gone' ? 'g' : 'm').key;
+    expect([...(await store.heartbeat(OWNER, T0 + 4, T0 + 60_000, stats))].sort()).toEqual([keyOf('gone'), keyOf('moved')].sort());
+    // another run's heartbeat says nothing of them
+    expect(await store.heartbeat('another-run', T0 + 4, T0 + 60_000, stats)).toEqual([]);
+    await store.release(OWNER, { refund: true, now: T0 + 5, keys: [keyOf('gone'), keyOf('moved')] });
+    expect((await exported(store)).map((r) => [r.id, r.state])).toEqual([
+      ['moved', 'pending'],
+      ['kept', 'running'],
+    ]);
+    expect((await store.status()).counts).toMatchObject({ pending: 1, running: 1 });
   });
 
   it('by source: a file, a JSONL file’s lines, every file under a folder, and nothing that only starts alike', async () => {

@@ -35,6 +35,11 @@ export interface JobContext {
    * until it sends, and again once a retry is counted (`JobRun.#unsent`).
    */
   readonly heldUnsent: Map<string, number>;
+  /**
+   * Keys of the jobs in hand that no item needs any more (the heartbeat says: an enqueue moved their
+   * items to other requests, or `forget` removed them): not sent again, handed back, and dropped.
+   */
+  readonly unneeded: ReadonlySet<string>;
   /** What each try costs, and the --budget reservations. */
   readonly money: RunMoney;
   readonly emit: SchedulerListener;
@@ -84,9 +89,9 @@ const INCOMPLETE_WARNING = {
  * down; it goes back to pending as it is. `lapsed`: its lease may have run out before its try went
  * out (the run was frozen); handed back at once, its attempt given back, unless another run took it.
  * `lapsed-tried`: the same while backing off before a retry; handed back with its tries as they are.
- * `closed`: its lane was closed (`Lane.close`: the model's quota spent); handed back at once, the
- * attempt of a try that did not go out given back (`closed-unsent`), that of one refused written
- * down as not counted.
+ * `closed`: its lane was closed (`Lane.close`: the model's quota spent), or no item needs the job
+ * any more (`JobContext.unneeded`); handed back at once, the attempt of a try that did not go out
+ * given back (`closed-unsent`), that of one refused written down as not counted.
  */
 export type JobOutcome = 'done' | 'failed' | 'unsent' | 'interrupted' | 'lapsed' | 'lapsed-tried' | 'closed' | 'closed-unsent';
 
@@ -232,6 +237,8 @@ class JobRun {
       // the job now and send it (the store's startRetry cannot tell this claim from a newer one of
       // the same run).
       if (!ctx.holds(this.#leasedAt)) return 'lapsed-tried';
+      // its items moved to other requests meanwhile: no retry, the store drops it once handed back
+      if (ctx.unneeded.has(job.key)) return 'closed';
       const renewedAt = ctx.now();
       const raised = await ctx.store.startRetry(job.key, ctx.runId, renewedAt, renewedAt + ctx.leaseMs);
       if (raised === null) return 'interrupted'; // lost the lease
@@ -266,7 +273,7 @@ class JobRun {
             lane.waitingOnPace--;
           }
         }
-        if (lane.closedBy) return null;
+        if (lane.closedBy || ctx.unneeded.has(this.job.key)) return null;
         let tokens = this.#weight();
         if (tokens === null) {
           // the tokenizer, never loaded in a turn that holds answers not yet committed (loadTokenizerSoon)
@@ -288,10 +295,10 @@ class JobRun {
           if (probe) ctx.breaker.probeAbandoned();
           throw error;
         }
-        if ((!probe && ctx.breaker.isOpen) || lane.closedBy) {
+        if ((!probe && ctx.breaker.isOpen) || lane.closedBy || ctx.unneeded.has(this.job.key)) {
           // The breaker opened while this one waited for a slot: only its probe may go out now
           // (the requests queued for slots as the outage opened all went out at once with it).
-          // Or its lane was closed meanwhile: it goes back (above).
+          // Or its lane was closed, or its items moved, meanwhile: it goes back (above).
           ctx.slots.release();
           if (probe) ctx.breaker.probeAbandoned();
           wait = 0;

@@ -18,7 +18,7 @@ import { Semaphore } from './semaphore.js';
 import { RunCounters } from './stats.js';
 import { budgetTooSmallForRequests, RunMoney } from './run-money.js';
 import { loadPriceTable } from '../pricing/price-table.js';
-import { duration, oneLine } from '../report/format.js';
+import { duration, int, oneLine } from '../report/format.js';
 import type { RunDeps, RunOptions, RunStore } from './run-queue.js';
 import type { JobState, RunRow, RunStats } from '../store/types.js';
 import { retryingTransients } from './retrying-store.js';
@@ -83,6 +83,8 @@ export class Run {
    * run die, they get that attempt back (src/store/unsent.ts).
    */
   readonly #heldUnsent = new Map<string, number>();
+  /** Jobs in hand no item needs any more (`JobContext.unneeded`), as the heartbeats said; kept while in hand. */
+  readonly #unneeded = new Set<string>();
   /** Claims of each job this run holds: two when it claimed a job again whose first claim lapsed. */
   readonly #keysInHand = new Map<string, number>();
   #claimed = 0;
@@ -384,8 +386,10 @@ export class Run {
         .catch((error) => this.stop({ kind: 'error', error, abortInFlight: false }))
         .finally(() => {
           const left = this.#keysInHand.get(job.key)! - 1;
-          if (left === 0) this.#keysInHand.delete(job.key);
-          else this.#keysInHand.set(job.key, left);
+          if (left === 0) {
+            this.#keysInHand.delete(job.key);
+            this.#unneeded.delete(job.key);
+          } else this.#keysInHand.set(job.key, left);
           this.#tasks.delete(task);
           this.#roomMade();
         });
@@ -525,7 +529,8 @@ export class Run {
         },
         [...this.#heldUnsent.keys()],
       )
-      .then(() => {
+      .then((unneeded) => {
+        this.#noteUnneeded(unneeded);
         // Frozen past the lease (a laptop asleep, a stalled event loop): jobs whose lease ran out
         // before this renewal may have been taken, and answered, by another run.
         if (t >= this.#lastBeat + this.#leaseMs) this.#lapsedAt = t;
@@ -636,6 +641,25 @@ export class Run {
    * provider's whole limit: with one API key they go over it together, and the 429s that follow
    * read as the provider's doing (two runs met 23% 429s, and nothing said why). Said once.
    */
+  /**
+   * Jobs in hand that no item needs any more, as a heartbeat found them: each is sent no more (its
+   * request, if out now, is answered and kept), handed back, and dropped by the store. Told as found.
+   */
+  #noteUnneeded(keys: readonly string[]): void {
+    let found = 0;
+    for (const key of keys) {
+      if (this.#unneeded.has(key) || !this.#keysInHand.has(key)) continue;
+      this.#unneeded.add(key);
+      found++;
+    }
+    if (found === 0) return;
+    this.#emit('warning', {
+      message:
+        `${found === 1 ? '1 job this run holds is' : `${int(found)} jobs this run holds are`} needed by no document any more ` +
+        '(an enqueue moved their documents to other requests, or forget removed them): not sent again',
+    });
+  }
+
   #tellUnsharedPace(): void {
     const others = this.#otherRuns;
     if (this.#unsharedPaceTold || others.length === 0 || this.#deps.provider.unlimited) return;
@@ -785,6 +809,7 @@ export class Run {
       inFlight: this.#inFlight,
       counters: this.#counters,
       heldUnsent: this.#heldUnsent,
+      unneeded: this.#unneeded,
       money: this.#money,
       // A request leaving its lane ends that lane's pause, whatever this run's timer for it says:
       // the shared board (Redis, on its own clock) may let it go a moment before the timer fires,

@@ -623,9 +623,11 @@ export interface RunRegistry {
   /**
    * Renew the run's heartbeat and the lease of every job it holds; store its live stats, and the keys
    * of the jobs it holds whose counted try has not gone out (`unsent`): should the run die, those get
-   * that attempt back when they are taken back (src/store/unsent.ts).
+   * that attempt back when they are taken back (src/store/unsent.ts). Says which of the jobs it holds
+   * no item needs any more (an enqueue moved their items to other requests, or `forget` removed
+   * them, since the claim): the run sends them no more.
    */
-  heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats, unsent?: readonly string[]): Promise<void>;
+  heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats, unsent?: readonly string[]): Promise<readonly string[]>;
   /**
    * Close the run's row. Money it still has reserved (a request whose try the store failed to record,
    * a disk full under it) becomes "may be billed", as a dead run's does (`reclaim`): it may have been.

@@ -119,11 +119,11 @@ async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
       );
     }
   }
-  // a run holds a few jobs ahead of sending them, and does not look again before it sends
+  // a run holds jobs ahead of sending them, and learns which no item needs on its next heartbeat
   if (working > 0) {
     process.stderr.write(
-      `warning: ${count(working, 'run')} ${working === 1 ? 'is' : 'are'} working this queue: a job one holds already is still sent ` +
-        '(up to twice its --concurrency). Stop runs before forgetting to be sure nothing forgotten is paid for.\n',
+      `warning: ${count(working, 'run')} ${working === 1 ? 'is' : 'are'} working this queue: a job one holds sends no more once its next heartbeat ` +
+        '(within 2 s) finds it forgotten, but a request out by then is answered and paid for. Stop runs before forgetting to be sure nothing forgotten is paid for.\n',
     );
   }
   if (r.unknownIds.length) process.exitCode = EXIT.PARTIAL;

@@ -164,14 +164,17 @@ export class PostgresStore implements Store {
     );
   }
 
-  async heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats, unsent?: readonly string[]): Promise<void> {
-    await this.#q(
-      `WITH run AS (UPDATE runs SET heartbeat_at = $1, stats = $2, unsent = $5 WHERE id = $3)
-      UPDATE jobs SET lease_expires_at = $4 WHERE lease_owner = $3 AND state = 'running'`,
+  async heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats, unsent?: readonly string[]): Promise<readonly string[]> {
+    // the jobs it holds that no item needs any more come back from the renewal itself
+    const unneeded = await this.#q<{ key: string }>(
+      `WITH run AS (UPDATE runs SET heartbeat_at = $1, stats = $2, unsent = $5 WHERE id = $3),
+      renewed AS (UPDATE jobs SET lease_expires_at = $4 WHERE lease_owner = $3 AND state = 'running' RETURNING key, orphaned)
+      SELECT key FROM renewed WHERE orphaned`,
       [now, JSON.stringify(stats), runId, leaseUntil, unsent?.length ? [...unsent] : null],
     );
     // while runs work, the status counts are folded every heartbeat (see FOLD_COUNTS_SQL)
     await foldCounts(this.pool);
+    return unneeded.rows.map((r) => r.key);
   }
 
   async finishRun(runId: string, now: number, exitReason: string, stats: RunStats): Promise<void> {

@@ -295,6 +295,8 @@ export class SqliteStore implements Store {
       startRun: db.prepare(`INSERT INTO runs (id, host, pid, started_at, heartbeat_at, options) VALUES (?, ?, ?, ?, ?, ?)`),
       runHeartbeat: db.prepare('UPDATE runs SET heartbeat_at = ?, stats = ?, unsent = ? WHERE id = ?'),
       renewLeases: db.prepare(`UPDATE jobs SET lease_expires_at = ? WHERE lease_owner = ? AND state = 'running'`),
+      // of them, those no item needs any more (jobs_orphaned: the running ones of it are few)
+      unneededHeld: db.prepare(`SELECT key FROM jobs WHERE orphaned = 1 AND state = 'running' AND lease_owner = ?`).pluck(),
       finishRun: db.prepare('UPDATE runs SET heartbeat_at = ?, ended_at = ?, exit_reason = ?, stats = ? WHERE id = ?'),
       nextPending: db.prepare(`SELECT min(run_after) FROM jobs WHERE state = 'pending'`).pluck(),
       writeCounts: countsWriter(db),
@@ -524,11 +526,12 @@ export class SqliteStore implements Store {
 
   #checkpointer: Checkpointer | undefined;
 
-  async heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats, unsent?: readonly string[]): Promise<void> {
-    this.db
+  async heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats, unsent?: readonly string[]): Promise<readonly string[]> {
+    return this.db
       .transaction(() => {
         this.#s.runHeartbeat.run(now, JSON.stringify(stats), unsent?.length ? JSON.stringify(unsent) : null, runId);
         this.#s.renewLeases.run(leaseUntil, runId);
+        return this.#s.unneededHeld.all(runId) as string[];
       })
       .immediate();
   }
