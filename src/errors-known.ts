@@ -10,6 +10,8 @@ export interface ErrorPlace {
   readonly what: string;
   /** The path, or a URL with its password redacted. */
   readonly path: string;
+  /** Who holds the database's lock, when that is known (`stoppedRunsText`): said instead of "another program". */
+  readonly lockHolder?: () => string | null;
 }
 
 /**
@@ -113,13 +115,20 @@ function fixFor(code: string, message: string, syscall: unknown, p: ErrorPlace):
     case 'SQLITE_NOTADB':
       return `${capital(it)} is not an SQLite database (${message}). Point --db at an llmq database or a new file.`;
     case 'SQLITE_BUSY':
-    case 'SQLITE_LOCKED':
+    case 'SQLITE_LOCKED': {
+      const holder = p.lockHolder?.() ?? null;
+      if (holder !== null)
+        return (
+          `${capital(it)} is locked (${code}) and stayed so past llmq's wait: ${holder}. Nothing is lost: ` +
+          'what was stored is kept. Run the command again once it has.'
+        );
       // the write lock held past the busy timeout (10 s) by another program, or past a run's lease
       return (
         `${capital(it)} is locked by another program (${code}) and stayed so past llmq's wait. Nothing is lost: ` +
         'what was stored is kept, and jobs a run held go back to pending as their leases run out (a minute). ' +
         'Run the command again once the program holding it (sqlite3 or a database browser in a transaction, a backup, a long enqueue) lets go.'
       );
+    }
     case 'SQLITE_IOERR':
       return `A disk error on ${it} (${code}: ${message}). Check the disk and that there is space on it, then run the command again.`;
     default:

@@ -1,4 +1,5 @@
 import { chmodSync, closeSync, copyFileSync, mkdirSync, openSync, statSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
@@ -10,6 +11,7 @@ import { runCli, runCliInShell, type CliOptions } from './helpers/cli.js';
 import { populate } from './helpers/populate.js';
 import { PG_URL } from './helpers/stores.js';
 import { tempDir } from './helpers/tmp.js';
+import { waitForLine } from './helpers/wait.js';
 
 const errno = (code: string, extra: object = {}) => Object.assign(new Error(`${code}: some text`), { code, ...extra });
 const sqlite = (code: string, message: string) => Object.assign(new Error(message), { code });
@@ -193,6 +195,38 @@ describe('ordinary mistakes are one line and exit 1, not a stack trace', () => {
     } finally {
       other.prepare('COMMIT').run();
       other.close();
+    }
+  });
+
+  it('a run of this machine stopped (SIGSTOP) inside a write: the error names its pid and how to let it go on, not "another program"', {
+    timeout: 30_000,
+  }, async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'a.txt'), 'a document');
+    const db = join(dir, 'q.db');
+    expect((await runCli(['enqueue', join(dir, 'a.txt'), '--db', db])).code).toBe(0);
+    writeFileSync(join(dir, 'b.txt'), 'another document');
+    // a stand-in for `llmq run` stopped by Ctrl-Z mid-transaction: its row in runs, the write lock, then stopped
+    const script = `
+      const Database = require('better-sqlite3');
+      const db = new Database(process.argv[1]);
+      const now = Date.now();
+      db.prepare("INSERT INTO runs (id, host, pid, started_at, heartbeat_at, options) VALUES ('stopped-run', ?, ?, ?, ?, '{}')")
+        .run(require('node:os').hostname(), process.pid, now, now);
+      db.prepare('BEGIN IMMEDIATE').run();
+      process.stdout.write('held\\n');
+      process.kill(process.pid, 'SIGSTOP');`;
+    const holder = spawn(process.execPath, ['-e', script, db], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      await waitForLine(holder, 'stdout', /^held$/);
+      const r = await runCli(['enqueue', join(dir, 'b.txt'), '--db', db]);
+      expect(r.code).toBe(1);
+      expect(oneLine(r.stderr)).toContain(
+        `is locked (SQLITE_BUSY) and stayed so past llmq's wait: llmq run pid ${holder.pid} on this machine is stopped (Ctrl-Z or SIGSTOP), ` +
+          `most likely inside a write to it: fg in its terminal, or kill -CONT ${holder.pid}, lets it go on and let go of the queue.`,
+      );
+    } finally {
+      holder.kill('SIGKILL');
     }
   });
 

@@ -124,7 +124,12 @@ export class Run {
     this.#store = retryingTransients(deps.store, {
       forAnswers: diskFull.waitUntil(this.#aborting.signal),
       forWork: diskFull.waitUntil(this.#stopping.signal),
-      forStore: new StoreWaitNotice((message) => this.#emit('warning', { message }), (options.leaseMs ?? 60_000) / 2).wait,
+      forStore: new StoreWaitNotice(
+        (message) => this.#emit('warning', { message }),
+        (options.leaseMs ?? 60_000) / 2,
+        // a run of this machine stopped inside a write holds the lock: named (SQLite's stoppedRuns)
+        () => ('stoppedRuns' in deps.store ? (deps.store as { stoppedRuns(): string | null }).stoppedRuns() : null),
+      ).wait,
     });
     this.#now = deps.now ?? Date.now;
     this.#concurrency = options.concurrency ?? 8;

@@ -16,15 +16,19 @@ export class StoreWaitNotice {
   #told = false;
   #answered = false;
 
-  constructor(warn: (message: string) => void, stopsAfterMs: number) {
+  /** Who holds the database's lock, when the store can tell (a stopped run of this machine). */
+  readonly #lockHolder: () => string | null;
+
+  constructor(warn: (message: string) => void, stopsAfterMs: number, lockHolder: () => string | null = () => null) {
     this.#warn = warn;
     this.#stopsAfterMs = stopsAfterMs;
+    this.#lockHolder = lockHolder;
   }
 
   readonly wait: TransientWait = {
     waiting: (error) => {
       this.#waiting++;
-      const text = waitText(error, this.#stopsAfterMs);
+      const text = waitText(error, this.#stopsAfterMs, this.#lockHolder);
       if (!this.#told && text !== null) {
         this.#told = true;
         this.#answered = false;
@@ -41,13 +45,15 @@ export class StoreWaitNotice {
   };
 }
 
-function waitText(error: unknown, stopsAfterMs: number): string | null {
+function waitText(error: unknown, stopsAfterMs: number, lockHolder: () => string | null): string | null {
   const code = transientCode(error);
   // the heartbeat renews the run's leases: past half the lease without one, the run stops taking work
   const upTo = `up to ${Math.round(Math.min(stopsAfterMs, TRANSIENT_RETRY_MS) / 1000)}s, then the run stops (what it holds kept)`;
   if (code === null) return `the connection to the queue's database was lost: asking again, ${upTo}.`;
   // what to know first: a terminal's warning line is cut at its width
   if (code.startsWith('SQLITE_')) {
+    const holder = lockHolder();
+    if (holder !== null) return `the queue's database is locked (${code}): waiting for it, ${upTo}; ${holder}.`;
     return (
       `the queue's database is locked (${code}): waiting for it, ${upTo}; ` +
       'a program holding the file in a transaction (sqlite3, a backup, a long enqueue) keeps it waiting.'

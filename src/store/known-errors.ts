@@ -8,7 +8,9 @@ import type { Store } from './types.js';
  * open (SQLite reads a damaged page, or first writes a read-only file, only when a query needs to).
  */
 export function withKnownErrors<S extends Store>(store: S, shownLocation: string): S {
-  const mapped = (error: unknown): unknown => knownError(error, { what: 'the database', path: shownLocation }) ?? error;
+  // a lock held past the wait by a stopped run of this machine is named (SQLite: `stoppedRuns`)
+  const lockHolder = 'stoppedRuns' in store ? () => (store as { stoppedRuns(): string | null }).stoppedRuns() : undefined;
+  const mapped = (error: unknown): unknown => knownError(error, { what: 'the database', path: shownLocation, lockHolder }) ?? error;
   return new Proxy(store, {
     get(target, property) {
       const value: unknown = Reflect.get(target, property, target);

@@ -42,6 +42,7 @@ import { SqliteBatches } from './batches.js';
 import { NOT_IN_A_LIVE_BATCH } from '../batches.js';
 import { SqliteSpend } from './spend.js';
 import type { Checkpointer } from './checkpointer.js';
+import { stoppedRunsText } from './stopped-writer.js';
 import { RUN_DIED_TEXT, splitClaimed, type RawClaimed } from '../claim-result.js';
 import { AS_PENDING, NO_MONEY, TAKEN_BACK, dropMockAnsweredWhere, mockRunWhere, takeBackWhere } from '../mock-answers.js';
 import { GroupCommit } from '../group-commit.js';
@@ -846,6 +847,11 @@ export class SqliteStore implements Store {
         this.#s.dropOldRejections.run(KEPT_REJECTED_SOURCES);
       })
       .immediate();
+  }
+
+  /** This machine's runs stopped by a signal, which may hold the write lock, as a sentence; null for none (`stoppedRunsText`). */
+  stoppedRuns(): string | null {
+    return stoppedRunsText(this.db);
   }
 
   async takeBackMockAnswers(now: number, quietSince: number): Promise<number> {
