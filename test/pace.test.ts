@@ -309,11 +309,26 @@ describe('WindowPacer: no 1-second window above its share', () => {
     }
     expect(worstWindow(sent)).toBeLessThanOrEqual(20);
     expect(sent.length).toBeGreaterThan(90);
-    const cut = new WindowPacer({ rpm: 1200, tpm: null });
-    for (let i = 0; i < 5; i++) cut.take(0, T0 + i * 60);
-    const before = cut.delay(0, T0 + 300);
-    cut.setLimits({ rpm: 600, tpm: null }, T0 + 300);
-    expect(cut.delay(0, T0 + 300)).toBeGreaterThanOrEqual(before);
+  });
+
+  it('a limit cut and then raised again within a window gives back no more than the limit: never 11 in a second at 600 rpm', () => {
+    for (const limits of [
+      { low: { rpm: 30, tpm: null }, high: { rpm: 600, tpm: null }, tokens: 0, most: 10 },
+      // tokens: 6,000 a minute is 100 a second, requests of 100; cut to 300 a minute (5 a second)
+      { low: { rpm: null, tpm: 300 }, high: { rpm: null, tpm: 6000 }, tokens: 100, most: 1 },
+    ]) {
+      const pacer = new WindowPacer(limits.high);
+      const sent: number[] = [];
+      for (let now = T0; now < T0 + 3000; now++) {
+        // the limit read from each answer's headers flips: cut at 300 ms, raised at 600 ms, cut at 900...
+        const phase = Math.floor((now - T0) / 300) % 2;
+        pacer.setLimits(phase === 1 ? limits.low : limits.high, now);
+        if (pacer.delay(limits.tokens, now) > 0) continue;
+        pacer.take(limits.tokens, now);
+        sent.push(now);
+      }
+      expect(worstWindow(sent), JSON.stringify(limits.high)).toBeLessThanOrEqual(limits.most);
+    }
   });
 
   it('no limits: never waits', () => {

@@ -56,6 +56,22 @@ describe('RedisLaneBoards: one lane budget shared by runs', () => {
     await Promise.all([a.close(), b.close()]);
   });
 
+  it('runs asking at different limits in turn (another --rpm, a pace climbing) never give back what the lower took', async () => {
+    const [a, b] = await Promise.all([RedisLaneBoards.connect(REDIS), RedisLaneBoards.connect(REDIS)]);
+    const baseUrl = `http://127.0.0.1:1/${randomUUID()}`;
+    const [x, y] = [a.board(baseUrl, 'm'), b.board(baseUrl, 'm')];
+    // about 15 a minute: one request every 4 s; asked in turn for 3 s, the budget gives one
+    let given = 0;
+    const t0 = Date.now();
+    for (let i = 0; Date.now() - t0 < 3000; i++) {
+      const got = await (i % 2 ? x.tryTake(0, { rpm: 15, tpm: null }) : y.tryTake(0, { rpm: 14.4, tpm: null }));
+      if (typeof got !== 'number') given++;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    expect(given).toBe(1);
+    await Promise.all([a.close(), b.close()]);
+  });
+
   it('keeps separate budgets for separate endpoints and models', () => {
     expect(RedisLaneBoards.budgetId('http://a/v1', 'm')).not.toBe(RedisLaneBoards.budgetId('http://b/v1', 'm'));
     expect(RedisLaneBoards.budgetId('http://a/v1', 'm')).not.toBe(RedisLaneBoards.budgetId('http://a/v1', 'n'));

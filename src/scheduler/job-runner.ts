@@ -206,6 +206,12 @@ class JobRun {
         await ctx.money.giveBack(hold);
         return 'lapsed';
       }
+      // no item needs it since (the reservation may have waited for this run's requests to end)
+      if (ctx.unneeded.has(job.key)) {
+        this.#giveBack(place);
+        await ctx.money.giveBack(hold);
+        return 'closed-unsent';
+      }
       this.#hold = hold;
       let decision: 'done' | Decision;
       try {

@@ -11,7 +11,7 @@ import { GUARD_MS, WINDOW_MS, windowShare, type PaceLimits, type PaceTicket } fr
  * The pacing rules of window-pacer.ts, run inside Redis so that every run naming the same Redis,
  * base URL and model shares one budget: a sliding log of sends (sorted sets scored by expiry) and
  * even spacing (GCRA times in a hash), checked and taken in one atomic script, on Redis's clock.
- * Returns {0, tokens expiry, request expiry} when the place was taken, {ms to wait, 0} otherwise.
+ * Returns {0, tokens expiry, request expiry, when taken} when the place was taken, {ms to wait, 0} otherwise.
  */
 const TRY_TAKE = `
 local t = redis.call('TIME')
@@ -25,30 +25,37 @@ local paused = tonumber(redis.call('HGET', KEYS[3], 'paused') or '0')
 if paused > now then return {math.ceil(paused - now), 0} end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
--- a limit raised: the places taken at the old pace move to the new one (WindowPacer.setLimits)
-local oldReq = tonumber(redis.call('HGET', KEYS[3], 'rshare') or '-1')
-if reqShare > 0 and oldReq > 0 and reqShare > oldReq then
-  local by = span * math.max(1, 1 / oldReq) - span * math.max(1, 1 / reqShare)
-  if by > 0 then
-    local e = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-    for i = 1, #e, 2 do redis.call('ZADD', KEYS[1], fmt(tonumber(e[i + 1]) - by), e[i]) end
-  end
-  local tat = tonumber(redis.call('HGET', KEYS[3], 'rtat') or '0')
-  if tat > now then redis.call('HSET', KEYS[3], 'rtat', fmt(now + (tat - now) * oldReq / reqShare)) end
-end
-if reqShare ~= oldReq then redis.call('HSET', KEYS[3], 'rshare', tostring(reqShare)) end
-local oldTok = tonumber(redis.call('HGET', KEYS[3], 'tshare') or '-1')
-if tokShare > 0 and oldTok > 0 and tokShare > oldTok then
-  local e = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+-- A limit raised: each place taken ends as the new limit would have it end, measured from when it
+-- was taken (the time in its member), never later than it did (WindowPacer.setLimits); looked at
+-- only when a place lives past a window, as one taken under a window's share does.
+local function shorten(key, share, sizeOf)
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if #last == 0 or tonumber(last[2]) <= now + span then return end
+  local e = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
   for i = 1, #e, 2 do
-    local size = tonumber(string.match(e[i], ':([^:]*)$'))
-    local by = span * math.max(1, size / oldTok) - span * math.max(1, size / tokShare)
-    if by > 0 then redis.call('ZADD', KEYS[2], fmt(tonumber(e[i + 1]) - by), e[i]) end
+    local at = tonumber(string.match(e[i], '@([%d%.]+)'))
+    if at then
+      local ends = at + span * math.max(1, sizeOf(e[i]) / share)
+      if ends < tonumber(e[i + 1]) then redis.call('ZADD', key, fmt(ends), e[i]) end
+    end
   end
-  local ttat = tonumber(redis.call('HGET', KEYS[3], 'ttat') or '0')
-  if ttat > now then redis.call('HSET', KEYS[3], 'ttat', fmt(now + (ttat - now) * oldTok / tokShare)) end
 end
-if tokShare ~= oldTok then redis.call('HSET', KEYS[3], 'tshare', tostring(tokShare)) end
+-- the time ahead of now the even spacing holds, taken at a lower limit, shrinks to the new one's
+local function respace(tatField, shareField, share)
+  local was = tonumber(redis.call('HGET', KEYS[3], shareField) or '0')
+  if was <= 0 or share <= was then return end
+  local tat = tonumber(redis.call('HGET', KEYS[3], tatField) or '0')
+  if tat > now then redis.call('HSET', KEYS[3], tatField, fmt(now + (tat - now) * was / share)) end
+  redis.call('HSET', KEYS[3], shareField, tostring(share))
+end
+if reqShare > 0 then
+  shorten(KEYS[1], reqShare, function() return 1 end)
+  respace('rtat', 'rtats', reqShare)
+end
+if tokShare > 0 then
+  shorten(KEYS[2], tokShare, function(m) return tonumber(string.match(m, ':([^:]*)$')) end)
+  respace('ttat', 'ttats', tokShare)
+end
 local wait = 0
 if reqShare > 0 then
   local perWindow = math.max(1, math.floor(reqShare + 1e-9))
@@ -79,20 +86,22 @@ end
 if wait > 0 then return {math.ceil(wait), 0} end
 local tokUntil = 0
 local reqUntil = 0
+-- the member says when it was taken (shorten)
+local member = ARGV[5] .. '@' .. now
 if reqShare > 0 then
   reqUntil = now + span * math.max(1, 1 / reqShare)
-  redis.call('ZADD', KEYS[1], fmt(reqUntil), ARGV[5])
+  redis.call('ZADD', KEYS[1], fmt(reqUntil), member)
   local tat = tonumber(redis.call('HGET', KEYS[3], 'rtat') or '0')
-  redis.call('HSET', KEYS[3], 'rtat', fmt(math.max(tat, now) + span / reqShare))
+  redis.call('HSET', KEYS[3], 'rtat', fmt(math.max(tat, now) + span / reqShare), 'rtats', tostring(reqShare))
 end
 if tokShare > 0 and tokens > 0 then
   tokUntil = now + span * math.max(1, tokens / tokShare)
-  redis.call('ZADD', KEYS[2], fmt(tokUntil), ARGV[5] .. ':' .. fmt(tokens))
+  redis.call('ZADD', KEYS[2], fmt(tokUntil), member .. ':' .. fmt(tokens))
   local ttat = tonumber(redis.call('HGET', KEYS[3], 'ttat') or '0')
-  redis.call('HSET', KEYS[3], 'ttat', fmt(math.max(ttat, now) + span * tokens / tokShare))
+  redis.call('HSET', KEYS[3], 'ttat', fmt(math.max(ttat, now) + span * tokens / tokShare), 'ttats', tostring(tokShare))
 end
 for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[6]) end
-return {0, math.floor(tokUntil), math.floor(reqUntil)}`;
+return {0, math.floor(tokUntil), math.floor(reqUntil), now}`;
 
 /**
  * Raise the shared pause only if the new one ends later (two runs may get a 429 at once). The pause
@@ -149,7 +158,7 @@ class RedisLaneBoard implements LaneBoard {
     const share = windowShare(limits);
     const member = randomUUID();
     const span = WINDOW_MS + GUARD_MS;
-    const [wait, until, requestUntil] = (await this.client.eval(
+    const [wait, until, requestUntil, takenAt] = (await this.client.eval(
       TRY_TAKE,
       3,
       ...this.#keys,
@@ -159,12 +168,12 @@ class RedisLaneBoard implements LaneBoard {
       span,
       member,
       IDLE_TTL_MS,
-    )) as [number, number, number];
+    )) as [number, number, number, number];
     if (wait > 0) return wait;
     const ticket: RedisTicket = {
       tokens,
       until,
-      member,
+      member: `${member}@${takenAt}`,
       takenAt: this.#now(),
       request: requestUntil > 0 ? { until: requestUntil } : null,
       tokenLife: span * Math.max(1, tokens / share.tokens),

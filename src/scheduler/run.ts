@@ -128,7 +128,7 @@ export class Run {
         (message) => this.#emit('warning', { message }),
         (options.leaseMs ?? 60_000) / 2,
         // a run of this machine stopped inside a write holds the lock: named (SQLite's stoppedRuns)
-        () => ('stoppedRuns' in deps.store ? (deps.store as { stoppedRuns(): string | null }).stoppedRuns() : null),
+        () => deps.store.stoppedRuns?.() ?? null,
       ).wait,
     });
     this.#now = deps.now ?? Date.now;
@@ -368,9 +368,10 @@ export class Run {
         .then(async (outcome) => {
           if (outcome === 'unsent') this.#unsent.push(job.key);
           if (outcome === 'closed' || outcome === 'closed-unsent') {
-            // its model takes nothing more in this run: pending now, for the next run (the release
-            // is not made when this run holds the job again, as below)
-            this.#claimed--;
+            // its model takes nothing more in this run, or no item needs it: pending now, for the next
+            // run or to be dropped (the release is not made when this run holds the job again, as
+            // below). Never sent by this run, it is not one of its --limit; tried, it is (as `lapsed-tried`).
+            if (outcome === 'closed-unsent') this.#claimed--;
             if (this.#keysInHand.get(job.key) === 1)
               await this.#store.release(this.#id, { refund: outcome === 'closed-unsent', now: this.#now(), keys: [job.key] });
           }
@@ -661,7 +662,7 @@ export class Run {
     this.#emit('warning', {
       message:
         `${found === 1 ? '1 job this run holds is' : `${int(found)} jobs this run holds are`} needed by no document any more ` +
-        '(an enqueue moved their documents to other requests, or forget removed them): not sent again',
+        '(an enqueue moved their documents to other requests, or forget removed them): not sent again unless needed again',
     });
   }
 

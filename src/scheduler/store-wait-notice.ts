@@ -28,8 +28,10 @@ export class StoreWaitNotice {
   readonly wait: TransientWait = {
     waiting: (error) => {
       this.#waiting++;
+      if (this.#told) return;
+      // read only when it is to be said: naming a lock's holder reads the runs and /proc
       const text = waitText(error, this.#stopsAfterMs, this.#lockHolder);
-      if (!this.#told && text !== null) {
+      if (text !== null) {
         this.#told = true;
         this.#answered = false;
         this.#warn(text);

@@ -9,7 +9,7 @@ import type { Store } from './types.js';
  */
 export function withKnownErrors<S extends Store>(store: S, shownLocation: string): S {
   // a lock held past the wait by a stopped run of this machine is named (SQLite: `stoppedRuns`)
-  const lockHolder = 'stoppedRuns' in store ? () => (store as { stoppedRuns(): string | null }).stoppedRuns() : undefined;
+  const lockHolder = store.stoppedRuns ? () => store.stoppedRuns?.() ?? null : undefined;
   const mapped = (error: unknown): unknown => knownError(error, { what: 'the database', path: shownLocation, lockHolder }) ?? error;
   return new Proxy(store, {
     get(target, property) {

@@ -629,6 +629,11 @@ export interface RunRegistry {
    */
   heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats, unsent?: readonly string[]): Promise<readonly string[]>;
   /**
+   * This machine's runs stopped by a signal (Ctrl-Z), as a sentence saying how to let them go on;
+   * null for none. SQLite only: one stopped inside a write holds the queue's lock (SQLITE_BUSY).
+   */
+  stoppedRuns?(): string | null;
+  /**
    * Close the run's row. Money it still has reserved (a request whose try the store failed to record,
    * a disk full under it) becomes "may be billed", as a dead run's does (`reclaim`): it may have been.
    */

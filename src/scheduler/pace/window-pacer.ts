@@ -42,6 +42,8 @@ export interface PaceTicket {
   until: number;
   /** Its entry in the request log (null without a request limit). */
   request: { until: number } | null;
+  /** When it was taken (or known to have left, `stretch`): a raised limit measures its place from here (`setLimits`). */
+  at?: number;
 }
 
 /** What a window admits: whole requests, and tokens (fractions kept: they are sums). */
@@ -81,12 +83,15 @@ export class WindowPacer {
   // The request log is in expiry order (stretch keeps it so) and expires from the front. The token
   // log is in send order: a big request stays longer and holds back the expiry of later ones behind
   // it, which only overcounts, the safe side.
-  #requests: Array<{ until: number }> = [];
+  #requests: Array<{ until: number; at: number }> = [];
   #tokens: PaceTicket[] = [];
   #tokenSum = 0;
-  // GCRA theoretical arrival times: the next request is on time at these.
+  // GCRA theoretical arrival times: the next request is on time at these; and the share each was
+  // last advanced at, which a raised limit measures what is ahead of now against
   #requestTat = 0;
   #tokenTat = 0;
+  #requestTatShare = Infinity;
+  #tokenTatShare = Infinity;
   /** WINDOW_MS plus the guard. */
   #span = WINDOW_MS + GUARD_MS;
   readonly #setBack = new SetBackWatch();
@@ -99,26 +104,31 @@ export class WindowPacer {
    * Pace at `limits` from now on. A raise (headers saying more than the limit a run remembered, 3 rpm
    * then 1,200) also moves the places already taken to the new pace, as if they had been taken at
    * it: held at the old one, the next request waited out the old spacing, 20 s at 3 rpm, with the
-   * new limit known. A cut leaves them as they are: its 429s pause the lane already.
+   * new limit known. Each place is measured from when it was taken, never lengthened, so a cut and a
+   * raise in turn give back no more than the new limit allows. A cut leaves them as they are: its
+   * 429s pause the lane already.
    */
   setLimits(limits: PaceLimits, now?: number): void {
     const share = windowShare(limits);
-    const old = this.#share;
+    const raised = share.requests > this.#share.requests || share.tokens > this.#share.tokens;
     this.#share = share;
-    if (now === undefined) return;
-    if (share.requests > old.requests && old.requests !== Infinity) {
-      const oldLife = this.#span * Math.max(1, 1 / old.requests);
-      const newLife = share.requests === Infinity ? 0 : this.#span * Math.max(1, 1 / share.requests);
-      for (const r of this.#requests) r.until = Math.min(r.until, r.until - oldLife + newLife);
-      this.#requestTat = now + Math.max(0, this.#requestTat - now) * (old.requests / share.requests);
-    }
-    if (share.tokens > old.tokens && old.tokens !== Infinity) {
-      for (const t of this.#tokens) {
-        const oldLife = this.#span * Math.max(1, t.tokens / old.tokens);
-        const newLife = share.tokens === Infinity ? 0 : this.#span * Math.max(1, t.tokens / share.tokens);
-        t.until = Math.min(t.until, t.until - oldLife + newLife);
+    if (now === undefined || !raised || !this.limited) return;
+    if (share.requests !== Infinity) {
+      const life = this.#span * Math.max(1, 1 / share.requests);
+      for (const r of this.#requests) r.until = Math.min(r.until, r.at + life);
+      // `delay` reads the k-th entry from the end: the log stays in expiry order
+      this.#requests.sort((a, b) => a.until - b.until);
+      if (share.requests > this.#requestTatShare) {
+        this.#requestTat = now + Math.max(0, this.#requestTat - now) * (this.#requestTatShare / share.requests);
+        this.#requestTatShare = share.requests;
       }
-      this.#tokenTat = now + Math.max(0, this.#tokenTat - now) * (old.tokens / share.tokens);
+    }
+    if (share.tokens !== Infinity) {
+      for (const t of this.#tokens) t.until = Math.min(t.until, (t.at ?? t.until) + this.#span * Math.max(1, t.tokens / share.tokens));
+      if (share.tokens > this.#tokenTatShare) {
+        this.#tokenTat = now + Math.max(0, this.#tokenTat - now) * (this.#tokenTatShare / share.tokens);
+        this.#tokenTatShare = share.tokens;
+      }
     }
   }
 
@@ -158,11 +168,13 @@ export class WindowPacer {
   take(tokens: number, now: number): PaceTicket {
     this.#followSetBack(now);
     const { requests, tokens: tokenShare } = this.#share;
-    const ticket: PaceTicket = { tokens: 0, until: now, request: null };
+    const ticket: PaceTicket = { tokens: 0, until: now, request: null, at: now };
     if (requests !== Infinity) {
-      ticket.request = { until: now + this.#span * Math.max(1, 1 / requests) };
-      this.#requests.push(ticket.request);
+      const entry = { until: now + this.#span * Math.max(1, 1 / requests), at: now };
+      ticket.request = entry;
+      this.#requests.push(entry);
       this.#requestTat = Math.max(this.#requestTat, now) + this.#span / requests;
+      this.#requestTatShare = requests;
     }
     if (tokenShare !== Infinity && tokens > 0) {
       ticket.tokens = tokens;
@@ -170,6 +182,7 @@ export class WindowPacer {
       this.#tokens.push(ticket);
       this.#tokenSum += tokens;
       this.#tokenTat = Math.max(this.#tokenTat, now) + (this.#span * tokens) / tokenShare;
+      this.#tokenTatShare = tokenShare;
     }
     return ticket;
   }
@@ -193,18 +206,22 @@ export class WindowPacer {
     const entry = ticket.request;
     if (entry && requests !== Infinity) {
       const until = sentAt + this.#span * Math.max(1, 1 / requests);
-      const i = this.#requests.indexOf(entry);
+      const i = this.#requests.findIndex((r) => r === entry);
       if (until > entry.until && i >= 0) {
+        const held = this.#requests[i]!;
         // keep the log in expiry order: `delay` reads the k-th entry from the end
         this.#requests.splice(i, 1);
-        entry.until = until;
+        held.until = until;
+        held.at = Math.max(held.at, sentAt);
         let j = this.#requests.length;
         while (j > 0 && this.#requests[j - 1]!.until > until) j--;
-        this.#requests.splice(j, 0, entry);
+        this.#requests.splice(j, 0, held);
       }
     }
-    if (ticket.tokens > 0 && tokens !== Infinity)
+    if (ticket.tokens > 0 && tokens !== Infinity) {
       ticket.until = Math.max(ticket.until, sentAt + this.#span * Math.max(1, ticket.tokens / tokens));
+      ticket.at = Math.max(ticket.at ?? sentAt, sentAt);
+    }
   }
 
   /**
@@ -214,8 +231,14 @@ export class WindowPacer {
   #followSetBack(now: number): void {
     const by = this.#setBack.by(now);
     if (by === 0) return;
-    for (const r of this.#requests) r.until += by;
-    for (const t of this.#tokens) t.until += by;
+    for (const r of this.#requests) {
+      r.until += by;
+      r.at += by;
+    }
+    for (const t of this.#tokens) {
+      t.until += by;
+      if (t.at !== undefined) t.at += by;
+    }
     this.#requestTat += by;
     this.#tokenTat += by;
   }
