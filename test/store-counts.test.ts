@@ -386,7 +386,7 @@ describe('postgres status counts when a fold fails', () => {
     await store.startRun({ id: 'run-1', host: 'h', pid: 1, startedAt: T0, options: {} });
     const { jobs } = await store.claim({ owner: 'run-1', limit: 2, now: T0, leaseUntil: T0 + 60_000, maxAttempts: 3 });
     expect(jobs).toHaveLength(2);
-    await expect(store.heartbeat('run-1', T0 + 1000, T0 + 61_000, {} as RunStats)).resolves.toBeUndefined();
+    await expect(store.heartbeat('run-1', T0 + 1000, T0 + 61_000, {} as RunStats)).resolves.toEqual([]);
     expect(await counted(store)).toEqual(await fresh(store));
     expect((await store.status()).counts).toMatchObject({ pending: 1, running: 2 });
     await store.close();
