@@ -296,6 +296,30 @@ describe('llmq run --via batch (child processes)', () => {
     expect(none.stderr).toContain(`No live batch of this queue is called batch_fake1. See the live ones with: llmq status --db ${db}`);
   }, 30_000);
 
+  it('batches forget refuses a batch a live run collects (its jobs would go into a new batch at once, both billed); cancel names that run', async () => {
+    const { fake, db } = await setup(4);
+    fake.batches.configure({ completeAfterMs: 60_000 });
+    const run = spawnCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--poll', '0.1']);
+    const ran = collect(run, 30_000);
+    await waitFor(async () => (await read(db)).submitted > 0, { what: 'the run to submit its batch', timeoutMs: 15_000 });
+    const forget = await runCli(['batches', 'forget', 'batch_fake1', '--db', db]);
+    expect(forget.code).toBe(1);
+    expect(forget.stderr).toMatch(
+      new RegExp(`^error: batch_fake1 is being collected by run \\w{8} \\(pid ${run.pid} on [^)]+\\), which reaches it: forgotten now`),
+    );
+    expect(forget.stderr).toContain(`cancel it with llmq batches cancel batch_fake1 --db ${db}`);
+    expect((await read(db)).submitted).toBe(1); // left as it was
+    const cancel = await runCli(['batches', 'cancel', '--db', db]);
+    expect(cancel.code, cancel.stderr).toBe(0);
+    expect(cancel.stderr.replace(/\n/g, ' ')).toMatch(
+      new RegExp(
+        `Asked the provider to cancel batch_fake1\\. Run \\w{8} \\(pid ${run.pid} on [^)]+\\) collects them now: .*To stop spending, stop that run too \\(Ctrl-C\\)\\.`,
+      ),
+    );
+    run.kill('SIGINT');
+    await ran;
+  }, 40_000);
+
   it('a submission killed before its batch was known, made with another API key, is not given up by a run with this key', async () => {
     const { fake, db, keys } = await setup(3);
     const keyA = { LLMQ_API_KEY: 'sk-proj-first-0123456789-wxyz' };

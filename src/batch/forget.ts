@@ -23,9 +23,20 @@ export const FORGOTTEN = 'forgotten';
  * revoked). If the batch still runs where it was sent it is billed there, and the next run sends
  * its jobs again: that is the user's call, which is why it is only ever one batch, named.
  */
-export async function forgetBatch(store: BatchLedger, which: string, now: number): Promise<{ batch: BatchRow; requeued: number }> {
+export async function forgetBatch(
+  store: BatchLedger,
+  which: string,
+  now: number,
+  /**
+   * Why the batch may not be forgotten now, or null: a live run collecting it would send its jobs
+   * again in a new batch at once, while the batch runs on and is billed.
+   */
+  refuse: (batch: BatchRow) => Promise<string | null> = async () => null,
+): Promise<{ batch: BatchRow; requeued: number }> {
   const batch = (await store.batches.open()).find((b) => b.providerBatchId === which || b.id === which);
   if (!batch) throw new NoLiveBatchError(which);
+  const refused = await refuse(batch);
+  if (refused !== null) throw new LlmqError(refused);
   const requeued = await store.batches.end(batch.id, {
     state: 'ended',
     providerStatus: FORGOTTEN,

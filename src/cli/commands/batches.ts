@@ -125,16 +125,37 @@ async function forgetCommand(id: string, flags: { db?: string; json?: boolean })
     { openExistingStore },
     { dbArgument, runArgumentsOfEndpoint },
     { nameKey },
+    { isLive },
+    { isProcessAlive },
   ] = await Promise.all([
     import('../../batch/forget.js'),
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
     import('../again.js'),
     import('../../batch/api-key-id.js'),
+    import('../../report/status-cost.js'),
+    import('../../process-alive.js'),
   ]);
   const store = await openExistingStore(resolveDbLocation(flags.db));
+  // A run collecting the batch reaches it: forgotten, its jobs went into a new batch at once, while
+  // this one ran on, both billed. On this machine its pid says whether it lives (a stopped one goes
+  // on when continued); elsewhere its heartbeat.
+  const collecting = async (batch: BatchRow): Promise<string | null> => {
+    const now = Date.now();
+    const run = (await store.activeRuns()).find(
+      (r) => r.id === batch.runId && (r.host === hostname() ? isProcessAlive(r.pid) : isLive(r, now)),
+    );
+    if (!run) return null;
+    const name = batch.providerBatchId ?? batch.id;
+    return (
+      `${name} is being collected by run ${run.id.slice(0, 8)} (pid ${run.pid} on ${run.host}), which reaches it: forgotten now, ` +
+      'its jobs would go into a new batch at once while this one runs on, and both would be billed. ' +
+      `Let that run collect it, or cancel it with llmq batches cancel ${name}${dbArgument(flags.db)}; ` +
+      'forget is for a batch no run can reach: stop that run first (Ctrl-C) if it cannot.'
+    );
+  };
   try {
-    const { batch, requeued } = await forgetBatch(store, id, Date.now()).catch(
+    const { batch, requeued } = await forgetBatch(store, id, Date.now(), collecting).catch(
       listLiveBatchesWith(NoLiveBatchError, `llmq status${dbArgument(flags.db)}`),
     );
     const name = batch.providerBatchId ?? batch.id;
@@ -213,12 +234,25 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
       [...new Set(ids.map((b) => runArgumentsOfEndpoint(sentTo.get(b)!)))]
         .map((endpoint) => `llmq run --via batch${endpoint}${dbArgument(flags.db)}`)
         .join(' and ');
+    // The mock's Batch API lives in the process of the run that made the batch: while that process
+    // lives, only it can cancel. On this machine its pid says so at once (a run killed a moment ago
+    // still heartbeated then); a run elsewhere, by its heartbeat.
+    const now = Date.now();
+    const here = hostname();
+    const runs = await store.activeRuns();
+    const running = (r: RunRow) => (r.host === here ? isProcessAlive(r.pid) : isLive(r, now));
+    const liveRun = (b: string) => runs.find((r) => r.id === madeBy.get(b) && running(r));
     const said: string[] = [];
     if (cancelled.length > 0) {
+      // a run collecting them now sends the rest again in new batches at once: said, for a cancel meant to stop spending
+      const collectors = [...new Map(cancelled.flatMap((b) => liveRun(b) ?? []).map((r) => [r.id, r])).values()];
       said.push(
-        // the run that collects them also sends the rest in new batches: said, for a cancel meant to stop spending
-        `Asked the provider to cancel ${cancelled.join(', ')}. ${collect(cancelled)} collects what was answered and puts the rest ` +
-          'back to pending, then sends those again in new batches; until a run does, nothing more is spent.',
+        collectors.length > 0
+          ? `Asked the provider to cancel ${cancelled.join(', ')}. ${collectors.map((r) => `Run ${r.id.slice(0, 8)} (pid ${r.pid} on ${r.host})`).join(' and ')} ` +
+              `${collectors.length === 1 ? 'collects' : 'collect'} them now: what was answered is kept, and the rest goes back to pending and into new batches at once. ` +
+              `To stop spending, stop ${collectors.length === 1 ? 'that run' : 'those runs'} too (Ctrl-C).`
+          : `Asked the provider to cancel ${cancelled.join(', ')}. ${collect(cancelled)} collects what was answered and puts the rest ` +
+              'back to pending, then sends those again in new batches; until a run does, nothing more is spent.',
       );
     }
     // a 404 from an endpoint named here, not the one a batch went to, says nothing of that batch
@@ -228,14 +262,6 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
     const otherKey = unknown.filter(
       (b) => !elsewhere.includes(b) && sentTo.get(b) !== MOCK_BASE_URL && sentWithAnotherKey(sentWith.get(b)!, key),
     );
-    // The mock's Batch API lives in the process of the run that made the batch: while that process
-    // lives, only it can cancel. On this machine its pid says so at once (a run killed a moment ago
-    // still heartbeated then); a run elsewhere, by its heartbeat.
-    const now = Date.now();
-    const here = hostname();
-    const runs = await store.activeRuns();
-    const running = (r: RunRow) => (r.host === here ? isProcessAlive(r.pid) : isLive(r, now));
-    const liveRun = (b: string) => runs.find((r) => r.id === madeBy.get(b) && running(r));
     const inLiveMock = unknown.filter((b) => !elsewhere.includes(b) && sentTo.get(b) === MOCK_BASE_URL && liveRun(b));
     const lost = unknown.filter((b) => !elsewhere.includes(b) && !otherKey.includes(b) && !inLiveMock.includes(b));
     if (lost.length > 0) {
