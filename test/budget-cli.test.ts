@@ -291,6 +291,45 @@ describe('llmq run --budget', () => {
     for (const line of status.split('\n')) if (!line.startsWith('    llmq ')) expect(line.length, line).toBeLessThanOrEqual(80);
   });
 
+  it('a mock run with a price and a budget killed with SIGKILL: what it had out is may-be-billed at that price, and said not billed', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 8);
+    await store.close();
+    const args = [
+      'run',
+      '--db',
+      db,
+      '--provider',
+      'mock',
+      '--mock-latency',
+      '10000',
+      '--progress',
+      'none',
+      '-c',
+      '4',
+      ...PRICE,
+      '--budget',
+      '5',
+    ];
+    const first = spawnCli(args);
+    const ended = collect(first);
+    for (;;) {
+      const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
+      if (s.activeRuns[0]?.inFlight === 4) break;
+      await sleep(100);
+    }
+    first.kill('SIGKILL');
+    expect((await ended).signal).toBe('SIGKILL');
+    const { lastBeat } = await recorded(db);
+    await sleep(lastBeat + 3 * 2000 + 250 - Date.now());
+    const status = (await runCli(['status', '--db', db])).stdout;
+    // before, beside "on the offline mock at the price given: nothing was billed", a bare "may be billed"
+    expect(status).toMatch(
+      /may be billed: 4 tries, up to \$\S+ \(no usable answer came; on the offline mock, at the price given: not billed\)/,
+    );
+  }, 30_000);
+
   it('a run without a budget killed with SIGKILL: status counts the requests it had out as may be billed, at a cost not known', async () => {
     const { fake, db, run } = await setup(20, { latencyMs: 10_000 }); // none answered before the kill, as above
     const first = spawnCli(run('--concurrency', '4', ...PRICE));

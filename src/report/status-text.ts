@@ -136,7 +136,11 @@ export function renderStatus(
   const maybe = r.cost.mayBeBilled;
   if (maybe.tries > 0) {
     const text = mayBeBilledText(maybe.tries, maybe.usd, maybe.unpricedTries);
-    lines.push(`  ${''.padEnd(9)}${p.yellow(text)}${p.dim(' (no usable answer came)')}`);
+    // a price given to the mock to try a budget offline: what a provider would have billed, not a bill
+    const why = allRunsMock(r)
+      ? ' (no usable answer came; on the offline mock, at the price given: not billed)'
+      : ' (no usable answer came)';
+    lines.push(`  ${''.padEnd(9)}${p.yellow(text)}${p.dim(why)}`);
   }
   const sources = [...new Set(r.cost.byModel.map((m) => m.priceSource).filter((x): x is string => x !== null))];
   // the offline mock's $0 is no price's doing: naming a price list beside it reads as if it were
