@@ -38,6 +38,24 @@ const worst = Math.max(
   }),
 );
 
+/**
+ * Start a run with `args`, SIGKILL it once a heartbeat has said four requests out, and wait until a
+ * later command takes it for dead (its heartbeat quiet three beats).
+ */
+async function killedWithFourOut(db: string, args: string[]): Promise<void> {
+  const run = spawnCli(args);
+  const ended = collect(run);
+  for (;;) {
+    const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
+    if (s.activeRuns[0]?.inFlight === 4) break;
+    await sleep(100);
+  }
+  run.kill('SIGKILL');
+  expect((await ended).signal).toBe('SIGKILL');
+  const { lastBeat } = await recorded(db);
+  await sleep(lastBeat + 3 * 2000 + 250 - Date.now());
+}
+
 /** Money as the store reports it: attempt costs, the ledger (every run's commitments), and jobs. */
 async function recorded(db: string) {
   const store = new SqliteStore(db);
@@ -312,17 +330,7 @@ describe('llmq run --budget', () => {
       '--budget',
       '5',
     ];
-    const first = spawnCli(args);
-    const ended = collect(first);
-    for (;;) {
-      const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
-      if (s.activeRuns[0]?.inFlight === 4) break;
-      await sleep(100);
-    }
-    first.kill('SIGKILL');
-    expect((await ended).signal).toBe('SIGKILL');
-    const { lastBeat } = await recorded(db);
-    await sleep(lastBeat + 3 * 2000 + 250 - Date.now());
+    await killedWithFourOut(db, args);
     const status = (await runCli(['status', '--db', db])).stdout;
     // before, beside "on the offline mock at the price given: nothing was billed", a bare "may be billed"
     expect(status).toMatch(
@@ -399,17 +407,19 @@ describe('llmq run --budget', () => {
     const store = new SqliteStore(db);
     await seedJobs(store, 20);
     await store.close();
-    const first = spawnCli(['run', '--db', db, '--provider', 'mock', '--mock-latency', '3000', '--concurrency', '4', '--progress', 'none']);
-    const ended = collect(first);
-    for (;;) {
-      const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
-      if (s.activeRuns[0]?.inFlight === 4) break;
-      await sleep(100);
-    }
-    first.kill('SIGKILL');
-    await ended;
-    const { lastBeat } = await recorded(db);
-    await sleep(lastBeat + 3 * 2000 + 250 - Date.now());
+    await killedWithFourOut(db, [
+      'run',
+      '--db',
+      db,
+      '--provider',
+      'mock',
+      '--mock-latency',
+      '3000',
+      '--concurrency',
+      '4',
+      '--progress',
+      'none',
+    ]);
     const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
     expect(s.activeRuns[0]).toMatchObject({ gone: true, inFlight: 4 });
     expect(s.cost.mayBeBilled).toEqual({ tries: 0, usd: 0, unpricedTries: 0 });

@@ -18,6 +18,16 @@ const sqlite = (code: string, message: string) => Object.assign(new Error(messag
 const DB = { what: 'the database', path: 'q.db' };
 
 /** Exactly one line on stderr, no stack trace. */
+/** A queue of one document, and another document beside it (`b.txt`) for an enqueue to write. */
+async function queueAndOneMoreDocument(): Promise<{ dir: string; db: string }> {
+  const dir = tempDir();
+  writeFileSync(join(dir, 'a.txt'), 'a document');
+  const db = join(dir, 'q.db');
+  expect((await runCli(['enqueue', join(dir, 'a.txt'), '--db', db])).code).toBe(0);
+  writeFileSync(join(dir, 'b.txt'), 'another document');
+  return { dir, db };
+}
+
 function oneLine(stderr: string): string {
   expect(stderr).not.toMatch(/unexpected error|\n\s+at /);
   expect(stderr.trimEnd().split('\n')).toHaveLength(1);
@@ -178,11 +188,7 @@ describe('ordinary mistakes are one line and exit 1, not a stack trace', () => {
   it('a database another program holds locked past the wait: enqueue says so in one line (it was "unexpected error")', {
     timeout: 30_000,
   }, async () => {
-    const dir = tempDir();
-    writeFileSync(join(dir, 'a.txt'), 'a document');
-    const db = join(dir, 'q.db');
-    expect((await runCli(['enqueue', join(dir, 'a.txt'), '--db', db])).code).toBe(0);
-    writeFileSync(join(dir, 'b.txt'), 'another document');
+    const { dir, db } = await queueAndOneMoreDocument();
     const { default: Database } = await import('better-sqlite3');
     const other = new Database(db);
     other.prepare('BEGIN IMMEDIATE').run();
@@ -201,11 +207,7 @@ describe('ordinary mistakes are one line and exit 1, not a stack trace', () => {
   it('a run of this machine stopped (SIGSTOP) inside a write: the error names its pid and how to let it go on, not "another program"', {
     timeout: 30_000,
   }, async () => {
-    const dir = tempDir();
-    writeFileSync(join(dir, 'a.txt'), 'a document');
-    const db = join(dir, 'q.db');
-    expect((await runCli(['enqueue', join(dir, 'a.txt'), '--db', db])).code).toBe(0);
-    writeFileSync(join(dir, 'b.txt'), 'another document');
+    const { dir, db } = await queueAndOneMoreDocument();
     // a stand-in for `llmq run` stopped by Ctrl-Z mid-transaction: its row in runs, the write lock, then stopped
     const script = `
       const Database = require('better-sqlite3');
