@@ -46,6 +46,12 @@ export interface PaceTicket {
   at?: number;
 }
 
+/** A request's place in the log: when it leaves it, and when it was taken (`setLimits` measures from there). */
+interface LogEntry {
+  until: number;
+  at: number;
+}
+
 /** What a window admits: whole requests, and tokens (fractions kept: they are sums). */
 export function windowShare(limits: PaceLimits): { requests: number; tokens: number } {
   const requests = limits.rpm === null ? Infinity : (limits.rpm * WINDOW_MS) / 60_000;
@@ -83,7 +89,7 @@ export class WindowPacer {
   // The request log is in expiry order (stretch keeps it so) and expires from the front. The token
   // log is in send order: a big request stays longer and holds back the expiry of later ones behind
   // it, which only overcounts, the safe side.
-  #requests: Array<{ until: number; at: number }> = [];
+  #requests: LogEntry[] = [];
   #tokens: PaceTicket[] = [];
   #tokenSum = 0;
   // GCRA theoretical arrival times: the next request is on time at these; and the share each was
@@ -206,9 +212,10 @@ export class WindowPacer {
     const entry = ticket.request;
     if (entry && requests !== Infinity) {
       const until = sentAt + this.#span * Math.max(1, 1 / requests);
-      const i = this.#requests.findIndex((r) => r === entry);
+      // the log's own entry: the ticket types it without the time it was taken
+      const held = entry as LogEntry;
+      const i = this.#requests.indexOf(held);
       if (until > entry.until && i >= 0) {
-        const held = this.#requests[i]!;
         // keep the log in expiry order: `delay` reads the k-th entry from the end
         this.#requests.splice(i, 1);
         held.until = until;
