@@ -41,7 +41,7 @@ describe('the old job of a changed document, held by a run at enqueue time, is n
     expect(total).toBe(1);
   });
 
-  it('is not sent by the live run holding it once its heartbeat finds no item needs it, nor retried', async () => {
+  it('is not sent by the live run holding it once its heartbeat finds no item needs it, nor retried: its backoff is woken', async () => {
     const fake = await startFake({ latencyMs: 20 });
     // doc-1's first try fails: it backs off, held (running), while the fix is enqueued
     fake.respond((r) => (r.body.includes('document 1:') && r.attempt === 1 ? reply.serverError(500) : undefined));
@@ -57,7 +57,7 @@ describe('the old job of a changed document, held by a run at enqueue time, is n
           if (event === 'warning') warnings.push((payload as { message: string }).message);
         },
       },
-      { concurrency: 4, rpm: 120, retryDelayMs: 2000, maxRetryDelayMs: 2000, heartbeatMs: 200 },
+      { concurrency: 4, rpm: 120, retryDelayMs: 30_000, maxRetryDelayMs: 30_000, heartbeatMs: 200 },
     );
     await waitFor(() => fake.sentCount(oldKeys[1]!) === 1, { what: "doc-1's first try, refused" });
     // every document's prompt fixed: each moves to a new job; the old ones the run holds are kept, marked
@@ -67,7 +67,10 @@ describe('the old job of a changed document, held by a run at enqueue time, is n
     });
     await store.enqueue(rows, Date.now());
     const sentAtEnqueue = oldKeys.map((k) => fake.sentCount(k));
+    const enqueuedAt = Date.now();
     const summary = await run;
+    // doc-1, waiting out a backoff of 30 s, was woken and handed back: the run ended with the new jobs' pace (4 s)
+    expect(Date.now() - enqueuedAt).toBeLessThan(15_000);
     // a heartbeat later (200 ms) the run knows; until then at most the one request the pace let go
     const sentAfter = oldKeys.reduce((n, k, i) => n + fake.sentCount(k) - sentAtEnqueue[i]!, 0);
     expect(sentAfter).toBeLessThanOrEqual(1);

@@ -17,6 +17,7 @@ import { mayBeBilled } from '../pricing/billing.js';
 import type { Hold, RunMoney, Unholdable } from './run-money.js';
 import { sleep } from './wait.js';
 import { neverLeft } from '../provider/unreachable.js';
+import type { UnneededJobs } from './unneeded-jobs.js';
 import { duration, int } from '../report/format.js';
 
 /** Everything one job needs from its run. */
@@ -39,7 +40,7 @@ export interface JobContext {
    * Keys of the jobs in hand that no item needs any more (the heartbeat says: an enqueue moved their
    * items to other requests, or `forget` removed them): not sent again, handed back, and dropped.
    */
-  readonly unneeded: ReadonlySet<string>;
+  readonly unneeded: Pick<UnneededJobs, 'has' | 'signal'>;
   /** What each try costs, and the --budget reservations. */
   readonly money: RunMoney;
   readonly emit: SchedulerListener;
@@ -230,8 +231,9 @@ class JobRun {
       else this.lane.backingOff++;
       ctx.onBackoff();
       try {
-        // a backoff (up to two minutes) ends when the lane closes: the job goes back, its tries as they are
-        await sleep(decision.delayMs, AbortSignal.any([ctx.stopSignal, this.lane.closing]));
+        // a backoff (up to two minutes) ends when the lane closes, or no item needs the job any more:
+        // the job goes back, its tries as they are
+        await sleep(decision.delayMs, AbortSignal.any([ctx.stopSignal, this.lane.closing, ctx.unneeded.signal(job.key)]));
       } catch {
         return ctx.stopSignal.aborted ? 'interrupted' : 'closed';
       } finally {

@@ -18,6 +18,7 @@ import { Semaphore } from './semaphore.js';
 import { RunCounters } from './stats.js';
 import { budgetTooSmallForRequests, RunMoney } from './run-money.js';
 import { loadPriceTable } from '../pricing/price-table.js';
+import { UnneededJobs } from './unneeded-jobs.js';
 import { duration, int, oneLine } from '../report/format.js';
 import type { RunDeps, RunOptions, RunStore } from './run-queue.js';
 import type { JobState, RunRow, RunStats } from '../store/types.js';
@@ -84,7 +85,7 @@ export class Run {
    */
   readonly #heldUnsent = new Map<string, number>();
   /** Jobs in hand no item needs any more (`JobContext.unneeded`), as the heartbeats said; kept while in hand. */
-  readonly #unneeded = new Set<string>();
+  readonly #unneeded = new UnneededJobs();
   /** Claims of each job this run holds: two when it claimed a job again whose first claim lapsed. */
   readonly #keysInHand = new Map<string, number>();
   #claimed = 0;
@@ -394,7 +395,7 @@ export class Run {
           const left = this.#keysInHand.get(job.key)! - 1;
           if (left === 0) {
             this.#keysInHand.delete(job.key);
-            this.#unneeded.delete(job.key);
+            this.#unneeded.forget(job.key);
           } else this.#keysInHand.set(job.key, left);
           this.#tasks.delete(task);
           this.#roomMade();
@@ -654,9 +655,7 @@ export class Run {
   #noteUnneeded(keys: readonly string[]): void {
     let found = 0;
     for (const key of keys) {
-      if (this.#unneeded.has(key) || !this.#keysInHand.has(key)) continue;
-      this.#unneeded.add(key);
-      found++;
+      if (this.#keysInHand.has(key) && this.#unneeded.add(key)) found++;
     }
     if (found === 0) return;
     this.#emit('warning', {
