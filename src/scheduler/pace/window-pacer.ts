@@ -121,9 +121,16 @@ export class WindowPacer {
     if (now === undefined || !raised || !this.limited) return;
     if (share.requests !== Infinity) {
       const life = this.#span * Math.max(1, 1 / share.requests);
-      for (const r of this.#requests) r.until = Math.min(r.until, r.at + life);
+      // only places held past a window (taken under a window's share) end sooner: a pace climbing
+      // after 429s raises the limit on every take, and finds none
+      let moved = false;
+      for (const r of this.#requests) {
+        if (r.at + life >= r.until) continue;
+        r.until = r.at + life;
+        moved = true;
+      }
       // `delay` reads the k-th entry from the end: the log stays in expiry order
-      this.#requests.sort((a, b) => a.until - b.until);
+      if (moved) this.#requests.sort((a, b) => a.until - b.until);
       if (share.requests > this.#requestTatShare) {
         this.#requestTat = now + Math.max(0, this.#requestTat - now) * (this.#requestTatShare / share.requests);
         this.#requestTatShare = share.requests;
