@@ -38,6 +38,29 @@ const worst = Math.max(
   }),
 );
 
+/** Until the run's heartbeat has said four requests out (what status counts comes from it). */
+async function beatWithFourOut(db: string): Promise<void> {
+  for (;;) {
+    const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
+    if (s.activeRuns[0]?.inFlight === 4) return;
+    await sleep(100);
+  }
+}
+
+/** A queue of `jobs` seeded jobs in a new folder. */
+async function seededDb(jobs: number): Promise<string> {
+  const db = join(tempDir(), 'q.db');
+  const store = new SqliteStore(db);
+  await seedJobs(store, jobs);
+  await store.close();
+  return db;
+}
+
+/** `llmq run` on the offline mock, four at a time, each answer taking `latencyMs`. */
+function mockRunArgs(db: string, latencyMs: string, ...more: string[]): string[] {
+  return ['run', '--db', db, '--provider', 'mock', '--mock-latency', latencyMs, '--concurrency', '4', '--progress', 'none', ...more];
+}
+
 /**
  * Start a run with `args`, SIGKILL it once a heartbeat has said four requests out, and wait until a
  * later command takes it for dead (its heartbeat quiet three beats).
@@ -45,11 +68,7 @@ const worst = Math.max(
 async function killedWithFourOut(db: string, args: string[]): Promise<void> {
   const run = spawnCli(args);
   const ended = collect(run);
-  for (;;) {
-    const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
-    if (s.activeRuns[0]?.inFlight === 4) break;
-    await sleep(100);
-  }
+  await beatWithFourOut(db);
   run.kill('SIGKILL');
   expect((await ended).signal).toBe('SIGKILL');
   const { lastBeat } = await recorded(db);
@@ -310,27 +329,8 @@ describe('llmq run --budget', () => {
   });
 
   it('a mock run with a price and a budget killed with SIGKILL: what it had out is may-be-billed at that price, and said not billed', async () => {
-    const db = join(tempDir(), 'q.db');
-    const store = new SqliteStore(db);
-    await seedJobs(store, 8);
-    await store.close();
-    const args = [
-      'run',
-      '--db',
-      db,
-      '--provider',
-      'mock',
-      '--mock-latency',
-      '10000',
-      '--progress',
-      'none',
-      '-c',
-      '4',
-      ...PRICE,
-      '--budget',
-      '5',
-    ];
-    await killedWithFourOut(db, args);
+    const db = await seededDb(8);
+    await killedWithFourOut(db, mockRunArgs(db, '10000', ...PRICE, '--budget', '5'));
     const status = (await runCli(['status', '--db', db])).stdout;
     // before, beside "on the offline mock at the price given: nothing was billed", a bare "may be billed"
     expect(status).toMatch(
@@ -343,15 +343,7 @@ describe('llmq run --budget', () => {
     const first = spawnCli(run('--concurrency', '4', ...PRICE));
     const ended = collect(first);
     await fake.waitForRequests(4);
-    // the count comes from the run's heartbeat: wait for a beat that saw the four out
-    const beatWithFour = async () => {
-      for (;;) {
-        const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
-        if (s.activeRuns[0]?.inFlight === 4) return;
-        await sleep(100);
-      }
-    };
-    await beatWithFour();
+    await beatWithFourOut(db);
     first.kill('SIGKILL');
     expect((await ended).signal).toBe('SIGKILL');
     const { lastBeat } = await recorded(db);
@@ -403,23 +395,8 @@ describe('llmq run --budget', () => {
   });
 
   it('a killed run on the offline mock: nothing may be billed', async () => {
-    const db = join(tempDir(), 'q.db');
-    const store = new SqliteStore(db);
-    await seedJobs(store, 20);
-    await store.close();
-    await killedWithFourOut(db, [
-      'run',
-      '--db',
-      db,
-      '--provider',
-      'mock',
-      '--mock-latency',
-      '3000',
-      '--concurrency',
-      '4',
-      '--progress',
-      'none',
-    ]);
+    const db = await seededDb(20);
+    await killedWithFourOut(db, mockRunArgs(db, '3000'));
     const s = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
     expect(s.activeRuns[0]).toMatchObject({ gone: true, inFlight: 4 });
     expect(s.cost.mayBeBilled).toEqual({ tries: 0, usd: 0, unpricedTries: 0 });

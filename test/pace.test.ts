@@ -535,6 +535,20 @@ describe('429s saying no limit from a provider whose answers say theirs', () => 
   });
 });
 
+/** Lanes at `caps` on a clock the test moves, with the times at which each save wrote a lane's limits. */
+function lanesSavingTimes(caps: PaceLimits) {
+  const clock = { now: T0 };
+  const saved: number[] = [];
+  const memory = { saveLaneLimits: async (row: LaneLimitRow) => void saved.push(row.at) };
+  const lanes = new Lanes(
+    'http://127.0.0.1:1/v1',
+    caps,
+    localBoards(() => clock.now),
+    () => clock.now,
+  );
+  return { clock, saved, memory, lanes };
+}
+
 describe('a pace an earlier run remembered', () => {
   const lane = (caps: PaceLimits) => new Lane('m', caps, new LocalLaneBoard(() => T0), () => T0);
   const MINUTE = 60_000;
@@ -582,15 +596,7 @@ describe('a pace an earlier run remembered', () => {
   });
 
   it("learned from 429s and only started from, with no 429 in this run, is not written again: its age stays the 429s'", async () => {
-    const clock = { now: T0 };
-    const saved: number[] = [];
-    const memory = { saveLaneLimits: async (row: LaneLimitRow) => void saved.push(row.at) };
-    const lanes = new Lanes(
-      'http://127.0.0.1:1/v1',
-      { rpm: 3000, tpm: null },
-      localBoards(() => clock.now),
-      () => clock.now,
-    );
+    const { clock, saved, memory, lanes } = lanesSavingTimes({ rpm: 3000, tpm: null });
     await lanes.load({
       laneLimits: async () => [{ baseUrl: 'http://127.0.0.1:1/v1', model: 'm', rpm: 2850, tpm: null, source: '429s', at: T0 - MINUTE }],
     });
@@ -604,15 +610,7 @@ describe('a pace an earlier run remembered', () => {
   });
 
   it('said by the provider again and again is written again once a minute, so status says how recent it is', async () => {
-    const clock = { now: T0 };
-    const saved: number[] = [];
-    const memory = { saveLaneLimits: async (row: LaneLimitRow) => void saved.push(row.at) };
-    const lanes = new Lanes(
-      'http://127.0.0.1:1/v1',
-      { rpm: null, tpm: null },
-      localBoards(() => clock.now),
-      () => clock.now,
-    );
+    const { clock, saved, memory, lanes } = lanesSavingTimes({ rpm: null, tpm: null });
     // remembered from a run 15 minutes ago, and not said in this one yet: not written
     await lanes.load({
       laneLimits: async () => [
