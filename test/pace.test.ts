@@ -535,6 +535,16 @@ describe('429s saying no limit from a provider whose answers say theirs', () => 
   });
 });
 
+/** An answer's headers saying 1,200 requests a minute, one of them used. */
+const SAYS_1200_RPM = {
+  limitRequests: 1200,
+  limitTokens: null,
+  remainingRequests: 1199,
+  resetRequestsMs: 50,
+  remainingTokens: null,
+  resetTokensMs: null,
+};
+
 /** Lanes at `caps` on a clock the test moves, with the times at which each save wrote a lane's limits. */
 function lanesSavingTimes(caps: PaceLimits) {
   const clock = { now: T0 };
@@ -620,14 +630,7 @@ describe('a pace an earlier run remembered', () => {
     const lane = lanes.get('m');
     await lanes.save(memory);
     expect(saved).toEqual([]);
-    const said = {
-      limitRequests: 1200,
-      limitTokens: null,
-      remainingRequests: 1199,
-      resetRequestsMs: 50,
-      remainingTokens: null,
-      resetTokensMs: null,
-    };
+    const said = SAYS_1200_RPM;
     for (let s = 0; s < 150; s += 10) {
       lane.answered(said, 100, 10);
       await lanes.save(memory);
@@ -644,15 +647,7 @@ describe('a pace an earlier run remembered', () => {
     expect(typeof (await remembered.tryTake(0))).not.toBe('number');
     clock.now += 400;
     // the answer says 1,200 a minute (the key's tier raised since): before, the next waited 20 s
-    const rateLimit = {
-      limitRequests: 1200,
-      limitTokens: null,
-      remainingRequests: 1199,
-      resetRequestsMs: 50,
-      remainingTokens: null,
-      resetTokensMs: null,
-    };
-    remembered.answered(rateLimit, 400, 10);
+    remembered.answered(SAYS_1200_RPM, 400, 10);
     expect(remembered.limits().rpm).toBe(1200);
     expect(await remembered.tryTake(0)).not.toBeTypeOf('number');
   });
