@@ -180,13 +180,33 @@ describe('batch lane', () => {
     // each of those tries has its attempt row, as `show` lists them
     const tries = (await all(store.copier.dumpAttempts())).filter((a) => a.key === missing);
     expect(tries.map((a) => [a.attempt, a.outcome])).toEqual([1, 2, 3, 4, 5].map((n) => [n, 'retry']));
-    expect(tries.every((a) => /^no answer in the output of batch batch_fake\d+$/.test(a.error ?? ''))).toBe(true);
+    // (its first batch expired: that try says so)
+    expect(tries[0]!.error).toBe('batch batch_fake1 expired before the provider answered this line');
+    expect(tries.slice(1).every((a) => /^no answer in the output of batch batch_fake\d+$/.test(a.error ?? ''))).toBe(true);
     expect(byKey.get(flaky)!.attempts).toBe(2);
     // each batch's own account holds every job it took: the line answered 5xx went back to pending
     // too (retried), as the missing and the unanswered ones
     for (const b of (await store.batches.recent(20)).filter((b) => b.providerBatchId)) {
       expect(b.done + b.failed + b.requeued, b.providerBatchId!).toBe(b.jobs);
     }
+  });
+
+  it('a line that every batch leaves unanswered as it expires fails at --max-attempts, saying so, instead of going round forever', async () => {
+    const { fake, store, keys, lane } = await setup(2);
+    // the batch of one line expires with nothing answered, every time
+    fake.batches.fate = () => 'expired';
+    const stop = new AbortController();
+    const guard = setTimeout(() => stop.abort(), 10_000); // without the cap, the lane submits forever
+    const summary = await lane({ batchSize: 1, maxAttempts: 3, stopSignal: stop.signal }).finally(() => clearTimeout(guard));
+    expect(summary).toMatchObject({ reason: 'drained', done: 0, failed: 2, remaining: 0 });
+    expect(fake.batches.batches.size).toBe(6);
+    for (const j of await jobs(store)) {
+      expect(j).toMatchObject({ state: 'failed', attempts: 3 });
+      expect(j.error).toMatch(/gave up after 3 attempts; last error: batch batch_fake\d+ expired before the provider answered this line/);
+    }
+    // each expiry is a try of its own in the job's history (llmq show)
+    const tries = (await all(store.copier.dumpAttempts())).filter((a) => a.key === keys[0]);
+    expect(tries.map((a) => [a.attempt, a.outcome])).toEqual([1, 2, 3].map((n) => [n, 'retry']));
   });
 
   it('waits and submits later when the provider has too many tokens enqueued, failing nothing', async () => {

@@ -91,8 +91,11 @@ async function finish(
   applied: AppliedResults,
   error: string | null,
 ): Promise<PollOutcome> {
-  // a line missing from a completed batch was a try, counted: its attempt row says so (llmq show)
-  if (status === 'completed') await noteMissing(ctx, row, `no answer in the output of batch ${row.providerBatchId}`);
+  // A line the provider left unanswered (missing from a completed batch, or not reached before the
+  // batch expired) was a try, counted, and its attempt row says so (llmq show): a line it never
+  // answers ends at --max-attempts instead of going round forever, a day a round on OpenAI.
+  const unanswered = unansweredLines(status, row);
+  if (unanswered !== null) await noteUnanswered(ctx, row, unanswered);
   const requeued = await ctx.store.batches.end(row.id, {
     state: 'ended',
     providerStatus: status,
@@ -100,8 +103,8 @@ async function finish(
     failed: applied.failed,
     error,
     now: ctx.now(),
-    refund: status !== 'completed',
-    jobError: status === 'completed' ? `no answer in the output of batch ${row.providerBatchId}` : null,
+    refund: unanswered === null,
+    jobError: unanswered,
     requeuedBefore: applied.retried,
   });
   ctx.emit({
@@ -133,7 +136,18 @@ async function heldTries(ctx: BatchContext, row: BatchRow, outcome: 'retry' | 'f
   }));
 }
 
-async function noteMissing(ctx: BatchContext, row: BatchRow, message: string): Promise<void> {
+/**
+ * Why the lines an ended batch still holds were not answered, when that counts as their try: missing
+ * from a completed batch, or not reached before it expired. Null when it does not (cancelled, or lost
+ * by the provider): their attempt is given back.
+ */
+function unansweredLines(status: string, row: BatchRow): string | null {
+  if (status === 'completed') return `no answer in the output of batch ${row.providerBatchId}`;
+  if (status === 'expired') return `batch ${row.providerBatchId} expired before the provider answered this line`;
+  return null;
+}
+
+async function noteUnanswered(ctx: BatchContext, row: BatchRow, message: string): Promise<void> {
   const tries = await heldTries(ctx, row, 'retry', message);
   await Promise.all(tries.map((a) => ctx.store.recordAttempt(a, { countAttempt: true, error: message })));
 }

@@ -61,9 +61,10 @@ export interface BatchEnd {
   readonly error: string | null;
   readonly now: number;
   /**
-   * Give the attempt of each job handed back (the batch expired, was cancelled, or was never
-   * created: not the job's doing). False for lines missing from a completed batch, so a line the
-   * provider never answers ends at --max-attempts instead of going round forever.
+   * Give the attempt of each job handed back (the batch was cancelled, lost, or never created: not
+   * the job's doing). False for lines the provider left unanswered (missing from a completed batch,
+   * or not reached before it expired), so a line it never answers ends at --max-attempts instead of
+   * going round forever.
    */
   readonly refund: boolean;
   /** Kept as the error of each job handed back (so one that runs out of attempts says why). */
