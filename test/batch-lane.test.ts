@@ -195,9 +195,8 @@ describe('batch lane', () => {
     const { fake, store, keys, lane } = await setup(2);
     // the batch of one line expires with nothing answered, every time
     fake.batches.fate = () => 'expired';
-    const stop = new AbortController();
-    const guard = setTimeout(() => stop.abort(), 10_000); // without the cap, the lane submits forever
-    const summary = await lane({ batchSize: 1, maxAttempts: 3, stopSignal: stop.signal }).finally(() => clearTimeout(guard));
+    // without the cap the lane submits forever, and the test times out
+    const summary = await lane({ batchSize: 1, maxAttempts: 3 });
     expect(summary).toMatchObject({ reason: 'drained', done: 0, failed: 2, remaining: 0 });
     expect(fake.batches.batches.size).toBe(6);
     for (const j of await jobs(store)) {
