@@ -230,8 +230,12 @@ describe('run hooks', () => {
     const report = await hooks.finish(SUMMARY, 2, { jobDeadlineMs: 300 });
     // 2 workers hold one body each, 100 wait, the other 398 were refused by the full queue; at the
     // deadline the waiting ones and the two still being tried are dropped: every body counted once.
-    expect(report.job).toMatchObject({ sent: 0, failed: 0, dropped: 500 });
+    expect(report.job).toMatchObject({ sent: 0, failed: 0, dropped: 500, queueFull: 398 });
     expect(report.done).toBeNull();
+    // the line says which were which: the full queue while the run went on, the deadline after it
+    expect(hookReportLine(report)).toContain(
+      'Of the dropped job hooks, 398 did not fit the queue while the run went on (the hook was slower than the jobs); 102 were still waiting when the 5 s allowed after the run ran out.',
+    );
   });
 
   it('retries a URL post with backoff until it is taken; a dead URL fails after its tries, within the deadline', async () => {
@@ -267,7 +271,7 @@ describe('run hooks', () => {
     hooks.listener('job:done', { key: 'k', attempt: 1, latencyMs: 1, usage: { promptTokens: 1, completionTokens: 1 }, output: 'x' });
     const report = await hooks.finish(SUMMARY, 0, { jobDeadlineMs: 500, doneDeadlineMs: 500 });
     expect(failing.got).toHaveLength(1);
-    expect(report.job).toEqual({ sent: 0, failed: 0, dropped: 1, lastError: 'HTTP 500' });
+    expect(report.job).toEqual({ sent: 0, failed: 0, dropped: 1, queueFull: 0, lastError: 'HTTP 500' });
     expect(hookReportLine(report)).toContain('--on-job 0 sent, 1 dropped (last error: HTTP 500)');
   });
 
@@ -332,7 +336,7 @@ describe('run hooks', () => {
     expect(r.stderr.split('--on-job hook failing').length - 1).toBe(1);
     expect(r.stderr).toContain(`ECONNREFUSED 127.0.0.1:${port}; each post is tried again`);
     expect(r.stderr).toMatch(
-      /dropped \(last error: connect ECONNREFUSED[^)]*\)\. Dropped job hooks were still waiting behind failing deliveries/,
+      /dropped \(last error: connect ECONNREFUSED[^)]*\)\. Of the dropped job hooks, \d+ were still waiting behind failing deliveries/,
     );
   }, 90_000);
 

@@ -1,6 +1,7 @@
 import { InvalidArgumentError, Option } from 'commander';
 import { LlmqError } from '../errors.js';
 import type { HookReport } from '../hooks/run-hooks.js';
+import { int } from '../report/format.js';
 import { parseHookTarget, type HookTarget } from '../hooks/target.js';
 import type { HookCounts } from '../hooks/queue.js';
 
@@ -49,10 +50,18 @@ export function hookReportLine(report: HookReport): string {
   };
   const parts = [part('--on-job', report.job), part('alerts', report.alert), part('--on-done', report.done)].filter(Boolean);
   const job = report.job;
-  const dropped = !job?.dropped
-    ? ''
-    : job.lastError
-      ? ' Dropped job hooks were still waiting behind failing deliveries (each tried several times) when the 5 s allowed after the run ran out; their jobs are in llmq export.'
-      : ' Dropped job hooks did not fit the queue (1,000 waiting) or the 5 s allowed after the run; their jobs are in llmq export.';
-  return `hooks: ${parts.join('; ')}.${dropped}\n`;
+  return `hooks: ${parts.join('; ')}.${job?.dropped ? ` ${droppedJobHooksText(job)}` : ''}\n`;
+}
+
+/** Why job hooks were dropped: the queue full while the run went on, the time allowed after it, or both. */
+function droppedJobHooksText(c: HookCounts): string {
+  const atEnd = c.dropped - c.queueFull;
+  const full = c.queueFull > 0 ? `${int(c.queueFull)} did not fit the queue while the run went on (the hook was slower than the jobs)` : '';
+  const late =
+    atEnd <= 0
+      ? ''
+      : c.lastError
+        ? `${int(atEnd)} were still waiting behind failing deliveries (each tried several times) when the 5 s allowed after the run ran out`
+        : `${int(atEnd)} were still waiting when the 5 s allowed after the run ran out`;
+  return `Of the dropped job hooks, ${[full, late].filter(Boolean).join('; ')}. Their jobs are in llmq export.`;
 }

@@ -6,6 +6,8 @@ export interface HookCounts {
   readonly failed: number;
   /** Not delivered: the queue was full, or the run ended before their turn or while they were tried. */
   readonly dropped: number;
+  /** Of those, refused as they came because the queue was full (the hook slower than the jobs). */
+  readonly queueFull: number;
   /** Why the last delivery that failed failed, or, of one dropped while it retried, its last try; for the report. */
   readonly lastError: string | null;
 }
@@ -35,6 +37,7 @@ export class HookQueue {
   sent = 0;
   failed = 0;
   dropped = 0;
+  queueFull = 0;
   lastError: string | null = null;
 
   /** Told once, the first time a try fails: a dead hook is said while the run goes on, not only at its end. */
@@ -57,6 +60,7 @@ export class HookQueue {
   push(body: string | (() => Promise<string>)): boolean {
     if (this.#closed || this.#waiting.length >= this.#capacity) {
       this.dropped++;
+      if (!this.#closed) this.queueFull++;
       return false;
     }
     this.#waiting.push(body);
@@ -85,7 +89,7 @@ export class HookQueue {
   }
 
   counts(): HookCounts {
-    return { sent: this.sent, failed: this.failed, dropped: this.dropped, lastError: this.lastError };
+    return { sent: this.sent, failed: this.failed, dropped: this.dropped, queueFull: this.queueFull, lastError: this.lastError };
   }
 
   async #work(): Promise<void> {
