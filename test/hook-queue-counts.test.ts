@@ -38,6 +38,6 @@ describe('HookQueue last error', () => {
     queue.push('b');
     queue.push('c'); // the queue is full: dropped, with no error of its own
     const counts = await queue.drain(100);
-    expect(counts).toEqual({ sent: 1, failed: 0, dropped: 2, lastError: null });
+    expect(counts).toEqual({ sent: 1, failed: 0, dropped: 2, queueFull: 1, lastError: null });
   });
 });
