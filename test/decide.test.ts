@@ -132,6 +132,16 @@ describe('decide: the failure policy', () => {
       { kind: 'stop' },
     ],
     [
+      '405 or 501 before any answer (a server that takes no POST there): given back, as a 404',
+      facts('bad_request', 'job', 405, { answered: false, early404s: 1 }),
+      { kind: 'retry', delayMs: 1000, counted: false },
+    ],
+    [
+      'third 501 in a row before any answer: stop (wrong --base-url)',
+      facts('bad_request', 'job', 501, { answered: false, early404s: 3 }),
+      { kind: 'stop' },
+    ],
+    [
       "400 refusing a shared parameter (max_tokens) before any answer: retried, the attempt given back (every job's request may be wrong)",
       facts('bad_request', 'job', 400, { answered: false, earlyParameterRefusals: 2, ownParameterRefusals: 1 }),
       { kind: 'retry', delayMs: 1000, counted: false },

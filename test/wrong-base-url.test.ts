@@ -27,6 +27,27 @@ describe('a wrong --base-url (every request answered 404)', () => {
   });
 });
 
+describe('a --base-url whose server takes no POST there (405 from a static web server, 501 from one that does no POST)', () => {
+  it.each([
+    [405, 'Method Not Allowed'],
+    [501, 'Error code: 501 Message: Unsupported method'],
+  ])('%i: stops the run as a wrong endpoint, failing no job and waiting out no outage', async (status, page) => {
+    const fake = await startFake({ latencyMs: 5 });
+    fake.respond(() => reply.raw(status, `<html><body>${page}</body></html>`, { 'content-type': 'text/html' }));
+    const { db } = await enqueueJsonl(
+      tempDir(),
+      Array.from({ length: 10 }, (_, i) => ({ id: `d${i}`, text: `document ${i}` })),
+    );
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '4', '--progress', 'plain'], { timeoutMs: 30_000 });
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toContain(`The first answers were all ${status}: the server at --base-url takes no chat completions there.`);
+    expect(r.stderr).toContain('No job failed: 10 jobs are still pending.');
+    expect(r.stderr).toContain(`Run llmq run --base-url URL --concurrency 4 --db ${db} again once this is fixed.`);
+    expect(r.stderr).not.toContain('paused: provider down');
+    expect(readDb(db).jobs.map((j) => [j.state, j.attempts])).toEqual(Array(10).fill(['pending', 0]));
+  });
+});
+
 describe('a model the provider does not serve (404 model_not_found)', () => {
   it('says the model is set at enqueue and how to change it, and proposes the same endpoint again', async () => {
     const fake = await startFake({ latencyMs: 5 });

@@ -13,7 +13,8 @@
  * | 429 naming only quotas per day (Google's QuotaFailure)| quota       | run       |
  * | 429 "Request too large": over the tokens per minute  | too_long    | job       |
  * | 200 whose body is cut short or not a completion      | bad_body    | retryable |
- * | 400, 404, 413, 422 and any other 4xx                 | bad_request | job       |
+ * | 400, 404, 405, 413, 422 and any other 4xx            | bad_request | job       |
+ * | 501: the server does not take this POST at all       | bad_request | job       |
  * | a 4xx saying the request exceeds the context length  | too_long    | job       |
  * | 401, 403                                             | auth        | run       |
  *
@@ -132,7 +133,7 @@ export function classifyHttpError(
       [scope, reason] = ['job', 'too_long'];
       message = sentence(message, 'Shorten the document or lower max_tokens, or raise the limit of the account.');
     }
-  } else if (status === 408 || status === 409 || status >= 500) {
+  } else if (status === 408 || status === 409 || (status >= 500 && status !== 501)) {
     [scope, reason] = ['retryable', 'server'];
   } else if (status === 401 || status === 403) {
     [scope, reason] = ['run', 'auth'];
@@ -141,8 +142,9 @@ export function classifyHttpError(
     [scope, reason] = ['job', 'too_long'];
   } else {
     [scope, reason] = ['job', 'bad_request'];
-    // A 404 that is not a JSON error from the API is usually a wrong path, not a wrong model.
-    if (status === 404 && (body.message === null || /^Invalid URL/i.test(body.message))) {
+    // A 404 that is not a JSON error from the API is usually a wrong path, not a wrong model; a
+    // 405 or 501 (a web server that takes no POST there) always is.
+    if (refusesEndpoint(status) && (status !== 404 || body.message === null || /^Invalid URL/i.test(body.message))) {
       message += ' (check --base-url: it usually ends in /v1)';
     }
   }
@@ -159,6 +161,16 @@ export function classifyHttpError(
     retryAfterInBody: saidInHeader === null && retryAfterMs !== null,
     rateLimit: said,
   });
+}
+
+/**
+ * Statuses that say the endpoint, not the request, is wrong when they come before any answer: 404
+ * (no such path, or no such model), 405 (the path takes no POST: a static web server or a wrong
+ * path) and 501 (the server does not do POST at all). A run stops on three of them in a row
+ * instead of failing every job (`decide`); 501 is not a 5xx outage to wait out for --max-outage.
+ */
+export function refusesEndpoint(status: number | null): boolean {
+  return status === 404 || status === 405 || status === 501;
 }
 
 /**

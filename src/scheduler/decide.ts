@@ -1,3 +1,4 @@
+import { refusesEndpoint } from '../provider/classify.js';
 import type { ErrorScope, FailureReason } from '../provider/types.js';
 
 /**
@@ -22,7 +23,7 @@ export interface FailureFacts {
   readonly maxAttempts: number;
   /** The provider has answered some request of this run. */
   readonly answered: boolean;
-  /** 404s before any answer, this one included. */
+  /** 404s (or 405s, 501s: refusesEndpoint) before any answer, this one included. */
   readonly early404s: number;
   /**
    * Jobs refused for a parameter a model's jobs share (`refusesSharedParameter`: `max_tokens`, `temperature`)
@@ -112,7 +113,7 @@ export function decide(f: FailureFacts): Decision {
     if (f.ownAuthRefusals >= 2 && f.answeredSinceRefused) return { kind: 'fail', message: error.message };
     return { kind: 'retry', delayMs: backoffMs(f), counted: false };
   }
-  if (error.status === 404 && !f.answered) {
+  if (refusesEndpoint(error.status) && !f.answered) {
     // Three different jobs in a row before any answer: the endpoint or the model is wrong.
     if (f.early404s >= RUN_FATAL_IN_A_ROW) return { kind: 'stop' };
     // Until that is known, the attempt is given back: a run stopped for a wrong --base-url used

@@ -1,5 +1,5 @@
 import { incompleteKind, type FinishReason } from '../provider/finish.js';
-import { refusesSharedParameter } from '../provider/classify.js';
+import { refusesEndpoint, refusesSharedParameter } from '../provider/classify.js';
 import { ProviderError, triedError, type CompletionResult, type Provider } from '../provider/types.js';
 import type { AttemptOutcome, AttemptRecord, ClaimedJob, JobQueue, Usage } from '../store/types.js';
 import type { JobItems } from '../store/job-items.js';
@@ -474,7 +474,7 @@ class JobRun {
     const now = ctx.now();
     const tally = this.#tally;
     if (error.status !== null) c.heardFromProvider = true;
-    if (error.status === 404 && c.done === 0) c.early404s++;
+    if (refusesEndpoint(error.status) && c.done === 0) c.early404s++;
     // the same parameter refused for this model's first requests: its jobs share it, and would all fail
     let earlyRefusals = 0;
     if (c.done === 0 && refusesSharedParameter(error)) {

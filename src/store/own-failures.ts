@@ -16,7 +16,7 @@ export const OWN_FAILURES_SEEN = 3;
  * recorded): that is the request's own, and `retry-failed --max-tokens` sends such jobs again.
  */
 const COUNTED_OUTAGE_LIKE = `a.outcome IN ('retry', 'failed')
-  AND (a.status IS NULL OR a.status IN (408, 409) OR a.status >= 500 OR (a.status = 200 AND a.prompt_tokens IS NULL))`;
+  AND (a.status IS NULL OR a.status IN (408, 409) OR (a.status >= 500 AND a.status <> 501) OR (a.status = 200 AND a.prompt_tokens IS NULL))`;
 
 /**
  * `ClaimedJob.failsOnItsOwn` of the row `jobs` a claim returns, from its attempts (`attemptsOfJob`, a

@@ -1,3 +1,4 @@
+import { refusesEndpoint } from '../../provider/classify.js';
 import { randomInt } from 'node:crypto';
 import { takeBackMockAnswers } from '../mock-answers.js';
 import type { Command } from 'commander';
@@ -287,13 +288,19 @@ function warnIfKeyUnredactable(found: { key: string; name: string } | undefined)
  */
 function againAfterFatal(flags: RunFlags, fatal: Fatal): string {
   const endpoint =
-    fatal.message.startsWith('HTTP 404') && !isModelNotFound(fatal)
+    wrongEndpointStatus(fatal) !== null && !isModelNotFound(fatal)
       ? runArguments({ provider: flags.provider }) + ' --base-url URL'
       : runArguments(flags);
   return endpoint + limitArguments(flags) + redisArguments(flags) + moneyArguments(flags) + dbArgument(flags.db);
 }
 
 type Fatal = NonNullable<RunSummary['fatal']>;
+
+/** The status of a run stopped by answers saying the endpoint is wrong (404, 405, 501: refusesEndpoint), else null. */
+function wrongEndpointStatus(fatal: Fatal): number | null {
+  const status = Number(/^HTTP (\d{3})\b/.exec(fatal.message)?.[1]);
+  return refusesEndpoint(status) ? status : null;
+}
 
 /** The enqueue flag that writes a request parameter, where one does. */
 const ENQUEUE_FLAG_OF_PARAMETER: ReadonlyMap<string, string> = new Map([
@@ -359,8 +366,12 @@ function fixFor(fatal: Fatal, again: string, failedInRun: number, pending: numbe
     );
   }
   if (fatal.refused) return refusedParameterFix(fatal.refused, fatal.code, db, left, again);
-  if (fatal.message.startsWith('HTTP 404')) {
+  const wrong = wrongEndpointStatus(fatal);
+  if (wrong === 404) {
     return `The first answers were all 404: the endpoint or the model does not exist there. Check --base-url (it usually ends in /v1) and the model. ${after}`;
+  }
+  if (wrong !== null) {
+    return `The first answers were all ${wrong}: the server at --base-url takes no chat completions there. Check --base-url (it usually ends in /v1). ${after}`;
   }
   return after;
 }
