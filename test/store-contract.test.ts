@@ -476,6 +476,25 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       expect((await claimAll('run-last', T0 + 100_000)).jobs.map((j) => j.attempts)).toEqual([2]);
     });
 
+    it("gives a dead run's jobs claimed after its last heartbeat their attempt back: no list had said them yet", async () => {
+      // a run claims every few hundred milliseconds and beats every 2 s: killed between two beats, it
+      // held what it had claimed meanwhile, unlisted; twelve such kills failed jobs that went out once
+      const { store } = await kind.fresh();
+      const [early, late] = rows(2);
+      await store.enqueue([early!], T0);
+      await store.startRun({ id: OWNER, host: 'elsewhere', pid: 1, startedAt: T0, options: {} });
+      await store.claim(claimOpts({ now: T0 + 10, maxAttempts: 3 }));
+      // the beat says nothing held unsent: `early` went out
+      await store.heartbeat(OWNER, T0 + 2000, T0 + 60_000, NO_STATS, []);
+      await store.enqueue([late!], T0 + 2100);
+      const { jobs } = await store.claim(claimOpts({ now: T0 + 2200, maxAttempts: 3 }));
+      expect(jobs.map((j) => [j.key, j.attempts])).toEqual([[late!.key, 1]]);
+      // killed at T0 + 3000, before the next beat
+      await store.reclaim(T0 + 10_000, [OWNER]);
+      const attempts = async (r: typeof early) => (await store.item(r!.itemId))!.job.attempts;
+      expect([await attempts(early), await attempts(late)]).toEqual([1, 0]);
+    });
+
     it('a claim says which jobs fail on their own: tries counted on errors an outage also gives three times, or failed on one', async () => {
       const { store } = await kind.fresh();
       const [a, b, c, d, e] = rows(5);

@@ -8,18 +8,23 @@
  *
  * So each heartbeat stores the keys of the jobs the run holds whose counted try has not gone out
  * (`runs.unsent`), and when the run is found dead (or its leases ran out) those jobs get that
- * attempt back. A job in that list may still have gone out between the heartbeat and the death
- * (the list is up to a heartbeat, 2 s, old), and crashed it; or gone out, failed, and died in its
- * backoff, when the attempt given back is that counted try's (the next try then has its number). So a
- * job gets an attempt back at most `UNSENT_DEATHS_FORGIVEN` times (`jobs.unsent_deaths`), and such a
- * document still ends failed, after at most that many more runs.
+ * attempt back. So do the jobs its claims (or a retry's start) changed at or after its last
+ * heartbeat, which no list has said yet: a run claims every few hundred milliseconds, and a run
+ * killed 2 s after its last heartbeat held, unlisted, what it claimed meanwhile; twelve such kills
+ * failed jobs at `--max-attempts 2` that had gone out once. A job given back this way may still
+ * have gone out between the heartbeat and the death (the list is up to a heartbeat, 2 s, old), and
+ * crashed it; or gone out, failed, and died in its backoff, when the attempt given back is that
+ * counted try's (the next try then has its number). So a job gets an attempt back at most
+ * `UNSENT_DEATHS_FORGIVEN` times (`jobs.unsent_deaths`), and such a document still ends failed,
+ * after at most that many more runs.
  */
 export const UNSENT_DEATHS_FORGIVEN = 10;
 
 /** 1 when a job taken back from its dead owner gets its attempt back, else 0 (SQLite; the row is `jobs`). */
 export const GIVE_BACK_UNSENT_SQLITE = `(unsent_deaths < ${UNSENT_DEATHS_FORGIVEN} AND attempts > 0
-  AND key IN (SELECT value FROM json_each((SELECT unsent FROM runs WHERE id = jobs.lease_owner))))`;
+  AND (key IN (SELECT value FROM json_each((SELECT unsent FROM runs WHERE id = jobs.lease_owner)))
+    OR coalesce(updated_at >= (SELECT heartbeat_at FROM runs WHERE id = jobs.lease_owner), 0)))`;
 
 /** The same for PostgreSQL, as an integer. */
 export const GIVE_BACK_UNSENT_POSTGRES = `(jobs.unsent_deaths < ${UNSENT_DEATHS_FORGIVEN} AND jobs.attempts > 0
-  AND EXISTS (SELECT 1 FROM runs r WHERE r.id = jobs.lease_owner AND jobs.key = ANY(r.unsent)))::int`;
+  AND EXISTS (SELECT 1 FROM runs r WHERE r.id = jobs.lease_owner AND (jobs.key = ANY(r.unsent) OR jobs.updated_at >= r.heartbeat_at)))::int`;
