@@ -509,6 +509,9 @@ class Batcher implements EntrySink {
   }
 
   add(entry: Entry): void {
+    // A stop is checked as the next document comes, not as a chunk ends: one asked while the last
+    // chunk is stored stops nothing (all was read), where at the chunk's end it cut an input read whole.
+    if (this.#signal?.aborted) throw new StopReading();
     this.#documents++;
     if (isRejection(entry)) return this.#reject(entry);
     if (entry.withoutIdField) {
@@ -546,11 +549,10 @@ class Batcher implements EntrySink {
     this.#onSkip?.(s);
   }
 
-  /** Write full batches; a partial one waits for more rows. Between chunks of input, so where reading stops when asked to. */
+  /** Write full batches; a partial one waits for more rows. Between chunks of input. */
   async flush(): Promise<void> {
     // every chunk: a duplicate on a slow stdin is reported when its line comes, not 64 lines later
     this.#checkIds();
-    if (this.#signal?.aborted) throw new StopReading();
     this.#onProgress?.({ stage: 'reading', documents: this.#documents });
     await this.#backpressure?.();
     if (this.#rows.length >= this.#maxRows || this.#bytes >= this.#maxBytes) await this.#write(false);
