@@ -131,7 +131,7 @@ describe('answers that are not the whole answer', () => {
     expect(none.stderr).toBe('No failed jobs, and no answer cut off at max_tokens.\n');
   });
 
-  it('the mock cuts answers at a small max_tokens, as a provider does, and the run says so', async () => {
+  it('the mock cuts answers at a small max_tokens, as a provider does, and the run says so: as its stand-ins, with no retry to a higher max_tokens', async () => {
     const db = join(tempDir(), 'q.db');
     const store = new SqliteStore(db);
     await seedJobs(store, 4, { model: 'mock-1', maxTokens: 2 });
@@ -139,5 +139,11 @@ describe('answers that are not the whole answer', () => {
     const run = await runCli(['run', '--db', db, '--provider', 'mock', '--progress', 'plain']);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toMatch(/^ {2}4 answers cut off at max_tokens \(kept as done/m);
+    // a label's max_tokens of 5 was proposed as 1,024 for the real requests, because of the mock's text
+    expect(run.stderr).toContain("warning: the offline mock's stand-in answers are cut off at max_tokens");
+    expect(run.stderr).toContain(
+      "the offline mock's stand-in answers are longer than a short max_tokens allows; a real model's may fit it",
+    );
+    expect(run.stderr).not.toContain('retry-failed --cut-off');
   });
 });

@@ -82,6 +82,10 @@ const INCOMPLETE_WARNING = {
   refused:
     'the model declined some requests (a refusal, or the content filter): they are kept as done, the refusal as ' +
     'their output. llmq export marks each (finish_reason).',
+  /** cutOff, of the offline mock: its stand-ins (a summary of the document) are cut as a provider cuts, and are no model's length. */
+  mockCutOff:
+    'the offline mock\'s stand-in answers are cut off at max_tokens (finish_reason "length"), as a provider cuts them: ' +
+    "they are kept as done. A real model's answer may fit where the mock's summary of the document does not.",
 } as const;
 
 /**
@@ -461,7 +465,8 @@ class JobRun {
     if (kind === null) return;
     const c = this.ctx.counters;
     if (kind === 'cutOff') c.cutOffRoom = Math.max(c.cutOffRoom, roomier(this.job.request));
-    if (c[kind]++ === 0) this.ctx.emit('warning', { message: INCOMPLETE_WARNING[kind] });
+    const said = kind === 'cutOff' && this.ctx.provider.name === 'mock' ? 'mockCutOff' : kind;
+    if (c[kind]++ === 0) this.ctx.emit('warning', { message: INCOMPLETE_WARNING[said] });
   }
 
   /**

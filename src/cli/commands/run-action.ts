@@ -130,6 +130,7 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
     prices,
     again: dbArgument(flags.db),
     runAgain: runArguments(flags) + limitArguments(flags) + redisArguments(flags) + moneyArguments(flags),
+    offline: provider.name === 'mock',
   });
   listeners.push(progress.listener);
   const onAlert = alertTarget(flags, alertsOn(flags));

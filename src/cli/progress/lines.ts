@@ -69,6 +69,8 @@ export interface Where {
   readonly again?: string;
   /** What a suggested `llmq run` needs besides (` --provider mock`), as `runArguments` gives it. */
   readonly runAgain?: string;
+  /** The offline mock answered (ProgressOptions.offline). */
+  readonly offline?: boolean;
 }
 
 /**
@@ -175,7 +177,7 @@ export function isEmptyRun(r: Pick<RunSummary, 'done' | 'failed' | 'retried' | '
  * suggested command needs to reach this queue (`dbArgument`); `runAgain`: what a suggested
  * `llmq run` needs besides to send where this run sent (`runArguments`).
  */
-export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again = '', runAgain = ''): string {
+export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again = '', runAgain = '', offline = false): string {
   const run = `llmq run${runAgain}`;
   const suggest = (line: (commands: string) => string, split: string, commands: readonly string[]) =>
     suggestLines(line, split, commands, again, paint);
@@ -217,7 +219,10 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
   const incomplete = incompleteText(r);
   if (incomplete) lines.push(paint.yellow(`  ${incomplete}`) + paint.dim(' (kept as done; llmq export marks each: finish_reason)'));
   // where "enqueue just their documents" made a second item of a file in a subfolder
-  if (r.cutOff && r.cutOffRoom)
+  // the mock's stand-ins (a summary of the document) are longer than a label: a real model's may fit
+  if (r.cutOff && offline)
+    lines.push(paint.dim("  the offline mock's stand-in answers are longer than a short max_tokens allows; a real model's may fit it"));
+  else if (r.cutOff && r.cutOffRoom)
     lines.push(
       ...suggest((c) => `  to ask the cut-off ones again with more room: ${c}`, '  to ask the cut-off ones again with more room:', [
         `llmq retry-failed --cut-off --max-tokens ${r.cutOffRoom}`,
