@@ -1,3 +1,4 @@
+import { NO_STATS } from './helpers/stores.js';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { OpenAIProvider } from '../src/provider/openai.js';
@@ -651,6 +652,8 @@ describe('runQueue', () => {
     for (let i = 0; i < 3; i++) {
       await store.claim({ owner: 'dead-run', limit: 1, now: Date.now(), leaseUntil: Date.now() + 3600_000, maxAttempts: 5 });
     }
+    // its last heartbeat said all three had gone out (none unsent): their attempts stay used
+    await store.heartbeat('dead-run', Date.now() + 1, Date.now() + 3600_000, NO_STATS, []);
     // the first job has crashed its runs 3 times already
     store.db.prepare('UPDATE jobs SET attempts = 3 WHERE key = ?').run(keys[0]);
     const summary = await runQueue({ store, provider: provider(fake), host: 'this-host' }, { ...fast, maxAttempts: 3 });
