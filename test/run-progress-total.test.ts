@@ -138,6 +138,20 @@ describe("a run's count of what it has to do", () => {
     for (const p of progress) expect(p.total, `${p.done} done`).toBeGreaterThanOrEqual(p.done + p.failed);
   }, 20_000);
 
+  it('counts the jobs enqueued while it works from its next heartbeat, not only as it claims them', async () => {
+    // a changed prompt enqueued mid-run: the bar stood at 99%, ETA 1s, for the half minute the new jobs took
+    const fake = await startFake({ latencyMs: 50 });
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await store.enqueue(rows(2, { prefix: 'first' }), Date.now());
+    const { summary, progress } = await watchedRun(store, fake, {
+      options: { concurrency: 1, heartbeatMs: 100, progressMs: 10 },
+      atFirstJob: () => void store.enqueue(rows(40, { prefix: 'later' }), Date.now()),
+    });
+    expect(summary).toMatchObject({ reason: 'drained', done: 42 });
+    const early = progress.find((p) => p.total === 42);
+    expect(early?.done, 'the total when it first counted all 42').toBeLessThan(10);
+  }, 20_000);
+
   it('comes down to what it holds when runs sharing the queue took the rest', async () => {
     const fake = await startFake({ latencyMs: 5 });
     // the first request fails once: its job waits 1.5 s to be tried again while the queue has nothing left

@@ -637,7 +637,10 @@ export class Run {
     try {
       this.#otherRuns = this.#working(await this.#store.activeRuns(), this.#now());
       this.#tellUnsharedPace();
-      this.#readShared(this.#sharesQueue() ? await this.#store.stateCounts() : null);
+      const shares = this.#sharesQueue();
+      const counts = await this.#store.stateCounts();
+      this.#readShared(shares ? counts : null);
+      if (!shares) this.#countEnqueued(counts.pending);
     } catch {
       this.#counters.shared = null;
     }
@@ -723,6 +726,18 @@ export class Run {
             left: counts.pending + counts.running,
             ownFinished: c.done + c.failed,
           };
+  }
+
+  /**
+   * Jobs enqueued while this run works the queue alone are its to do: counted from the heartbeat that
+   * sees them pending, not only as its claims reach them (a changed prompt enqueued mid-run left the
+   * bar at 99%, ETA 1s, for the half minute its jobs took). Only ever raised: what the claims find
+   * short brings it down (#claimBatch).
+   */
+  #countEnqueued(pending: number): void {
+    const c = this.#counters;
+    const room = Math.max(0, this.#limit - this.#claimed);
+    c.total = Math.max(c.total, this.#claimed + this.#exhausted + Math.min(pending, room));
   }
 
   /** What `status` says of how the run ended, beside its reason: the error, or which budget. */
