@@ -495,6 +495,59 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       expect([await attempts(early), await attempts(late)]).toEqual([1, 0]);
     });
 
+    it('still fails a document that kills each run before its first heartbeat, once UNSENT_DEATHS_FORGIVEN deaths are given back', async () => {
+      // each run claims it at its start and dies before it beats: claimed after the last beat, so given
+      // back, until the bound; then the deaths use its attempts, and a claim fails it
+      const { store } = await kind.fresh();
+      const [poison] = rows(1);
+      await store.enqueue([poison!], T0);
+      let exhausted = 0;
+      let runs = 0;
+      for (; exhausted === 0 && runs < UNSENT_DEATHS_FORGIVEN + 5; runs++) {
+        const owner = `run-${runs}`;
+        const now = T0 + runs * 1000;
+        await store.startRun({ id: owner, host: 'elsewhere', pid: 1, startedAt: now, options: {} });
+        exhausted = (await store.claim(claimOpts({ owner, now: now + 10, maxAttempts: 2 }))).exhausted;
+        await store.reclaim(now + 500, [owner]);
+      }
+      expect(runs).toBe(UNSENT_DEATHS_FORGIVEN + 3);
+      expect((await store.item(poison!.itemId))!.job.error).toBe('gave up after 2 attempts: the run working on it died');
+    });
+
+    it("keeps the attempt of a dead run's try that went out before its last heartbeat and failed after it", async () => {
+      // a recorded try is no claim: the 500 went out (and may be billed), the 429 gave its own attempt back already
+      const { store } = await kind.fresh();
+      const [failedLate, limitedLate] = rows(2);
+      await store.enqueue([failedLate!, limitedLate!], T0);
+      await store.startRun({ id: OWNER, host: 'elsewhere', pid: 1, startedAt: T0, options: {} });
+      await store.claim(claimOpts({ now: T0 + 10, maxAttempts: 5 }));
+      const tried = (key: string, attempt: number, status: number, counted: boolean, at: number) =>
+        store.recordAttempt(
+          {
+            key,
+            runId: OWNER,
+            attempt,
+            startedAt: at - 100,
+            endedAt: at,
+            status,
+            outcome: counted ? 'retry' : 'not_counted',
+            error: `HTTP ${status}`,
+            usage: null,
+          },
+          { countAttempt: counted, error: `HTTP ${status}` },
+        );
+      // limitedLate: a counted 500, its retry started, all before the beat
+      await tried(limitedLate!.key, 1, 500, true, T0 + 500);
+      expect(await store.startRetry(limitedLate!.key, OWNER, T0 + 1500, T0 + 60_000)).toBe(2);
+      await store.heartbeat(OWNER, T0 + 2000, T0 + 60_000, NO_STATS, []);
+      // after the beat: failedLate's first try fails (counted), limitedLate's retry meets a 429 (not counted)
+      await tried(failedLate!.key, 1, 500, true, T0 + 2500);
+      await tried(limitedLate!.key, 2, 429, false, T0 + 2600);
+      await store.reclaim(T0 + 10_000, [OWNER]);
+      const attempts = async (r: typeof failedLate) => (await store.item(r!.itemId))!.job.attempts;
+      expect([await attempts(failedLate), await attempts(limitedLate)]).toEqual([1, 1]);
+    });
+
     it('a claim says which jobs fail on their own: tries counted on errors an outage also gives three times, or failed on one', async () => {
       const { store } = await kind.fresh();
       const [a, b, c, d, e] = rows(5);

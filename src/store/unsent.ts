@@ -8,8 +8,9 @@
  *
  * So each heartbeat stores the keys of the jobs the run holds whose counted try has not gone out
  * (`runs.unsent`), and when the run is found dead (or its leases ran out) those jobs get that
- * attempt back. So do the jobs its claims (or a retry's start) changed at or after its last
- * heartbeat, which no list has said yet: a run claims every few hundred milliseconds, and a run
+ * attempt back. So do the jobs its claims (or a retry's start) took at or after its last heartbeat,
+ * which no list has said yet (`updated_at`, which a running job's recorded tries leave alone: a try
+ * that went out before the heartbeat and failed after it is no unsent one): a run claims every few hundred milliseconds, and a run
  * killed 2 s after its last heartbeat held, unlisted, what it claimed meanwhile; twelve such kills
  * failed jobs at `--max-attempts 2` that had gone out once. A job given back this way may still
  * have gone out between the heartbeat and the death (the list is up to a heartbeat, 2 s, old), and

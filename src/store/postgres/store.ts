@@ -330,12 +330,12 @@ export class PostgresStore implements Store {
     });
   }
 
+  // updated_at left as the claim or the retry's start set it: a dead run's reclaim reads it (unsent.ts)
   async recordAttempt(a: AttemptRecord, o: { countAttempt: boolean; error: string | null }): Promise<void> {
     const [error, refund, billed] = [ATTEMPT_PARAMS + 1, ATTEMPT_PARAMS + 2, ATTEMPT_PARAMS + 3];
     await this.#q(
       `WITH ${INSERT_ATTEMPT}
-      UPDATE jobs SET error = coalesce($${error}, error), attempts = attempts - $${refund}, cost_usd = ${addedCost(`$${billed}`)},
-        updated_at = $5
+      UPDATE jobs SET error = coalesce($${error}, error), attempts = attempts - $${refund}, cost_usd = ${addedCost(`$${billed}`)}
       WHERE key = $1 AND state = 'running' AND lease_owner = $2`,
       [...attemptParams(a), pgText(o.error), o.countAttempt ? 0 : 1, billedAnswerUsd(a)],
     );

@@ -230,9 +230,10 @@ export class SqliteStore implements Store {
           AND prompt_tokens IS NULL AND completion_tokens IS NULL AND cost_usd IS NULL`),
       insertAttempt: db.prepare(INSERT_ATTEMPT_SQL),
       insertAttemptOfSeq: db.prepare(INSERT_ATTEMPT_OF_SEQ_SQL),
+      // updated_at left as the claim or the retry's start set it: a dead run's reclaim reads it (unsent.ts)
       noteError: db
-        .prepare(`UPDATE jobs SET error = coalesce(?, error), attempts = attempts - ?, cost_usd = coalesce(cost_usd + ?, ?, cost_usd),
-          updated_at = ? WHERE key = ? AND state = 'running' AND lease_owner = ? RETURNING attempts`)
+        .prepare(`UPDATE jobs SET error = coalesce(?, error), attempts = attempts - ?, cost_usd = coalesce(cost_usd + ?, ?, cost_usd)
+          WHERE key = ? AND state = 'running' AND lease_owner = ? RETURNING attempts`)
         .pluck(),
       // the cost of a billed answer its last try rejected (`billedAnswerUsd`) added, given twice
       fail: db.prepare(`UPDATE jobs SET state = 'failed', error = ?, cost_usd = coalesce(cost_usd + ?, ?, cost_usd),
@@ -741,7 +742,7 @@ export class SqliteStore implements Store {
         this.#insertAttempt(a);
         this.#recount(
           a.key,
-          (this.#s.noteError.get(o.error, o.countAttempt ? 0 : 1, billed, billed, a.endedAt, a.key, a.runId) as number | undefined) ?? null,
+          (this.#s.noteError.get(o.error, o.countAttempt ? 0 : 1, billed, billed, a.key, a.runId) as number | undefined) ?? null,
         );
       })
       .immediate();
