@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { enqueue } from '../src/ingest/enqueue.js';
@@ -31,6 +31,23 @@ it('a stop asked while the last chunk of a file is stored is no stop: every docu
     expect(status.counts.pending).toBe(500);
     // read whole: its rejected line is kept for status
     expect(status.rejected.map((r) => [r.rejected, r.first.map((f) => f.line)])).toEqual([[1, [501]]]);
+  } finally {
+    await store.close();
+  }
+});
+
+it('a stop asked during a folder walk stops it at the next file it skips, not only at the next document', async () => {
+  // thousands of *.jsonl files inside a folder (left out of a folder's documents) were all walked after a Ctrl-C
+  const dir = tempDir();
+  const folder = join(dir, 'notes');
+  mkdirSync(folder);
+  for (let i = 0; i < 300; i++) writeFileSync(join(folder, `part-${String(i).padStart(3, '0')}.jsonl`), '{}\n');
+  const store = new SqliteStore(join(dir, 'q.db'));
+  const stop = new AbortController();
+  try {
+    const s = await enqueue(store, { sources: [folder], request: withPrompt('{{text}}'), signal: stop.signal, onSkip: () => stop.abort() });
+    expect(s.stopped).toBe(true);
+    expect(s.skipped).toBeLessThan(300);
   } finally {
     await store.close();
   }
