@@ -6,7 +6,8 @@ import { countsText, startText } from '../src/cli/progress/lines.js';
 import type { ProgressSnapshot, SchedulerEventMap } from '../src/scheduler/events.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { NO_STATS, rows } from './helpers/stores.js';
-import { seedJobs } from './helpers/seed.js';
+import { requestFor, seedJobs } from './helpers/seed.js';
+import { jobKey } from '../src/request.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
 import { reply, type FakeOpenAI } from './helpers/fake-openai.js';
@@ -150,6 +151,43 @@ describe("a run's count of what it has to do", () => {
     expect(summary).toMatchObject({ reason: 'drained', done: 42 });
     const early = progress.find((p) => p.total === 42);
     expect(early?.done, 'the total when it first counted all 42').toBeLessThan(10);
+  }, 20_000);
+
+  it('leaves out the jobs of a lane closed for the day: its total comes down once, and stays down', async () => {
+    // the pending jobs of a model whose quota per day is spent are never this run's: each beat raised
+    // the total by them again, each short claim brought it down (36, 37, 7, 37, 7...)
+    const spentForTheDay = {
+      error: {
+        code: 429,
+        message: 'You exceeded your current quota.',
+        status: 'RESOURCE_EXHAUSTED',
+        details: [
+          {
+            '@type': 'type.googleapis.com/google.rpc.QuotaFailure',
+            violations: [{ quotaId: 'GenerateRequestsPerDayPerProjectPerModel', quotaValue: '20' }],
+          },
+        ],
+      },
+    };
+    const fake = await startFake({ latencyMs: 5 });
+    fake.respond((r) => (r.json?.model === 'gemini-pro' ? reply.raw(429, spentForTheDay) : reply.ok({ latencyMs: 400 })));
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await seedJobs(store, 30, { model: 'gemini-pro' });
+    const flash = Array.from({ length: 6 }, (_, n) => {
+      const request = requestFor(n, { model: 'gemini-flash' });
+      return { itemId: `flash-${n}`, source: 'seed', meta: null, key: jobKey(request), request, model: 'gemini-flash', priority: 0 };
+    });
+    await store.enqueue(flash, Date.now());
+    const { summary, progress } = await watchedRun(store, fake, { options: { concurrency: 2, heartbeatMs: 100, progressMs: 20 } });
+    expect(summary).toMatchObject({ done: 6 });
+    const down = progress.findIndex((p) => p.total < 20);
+    expect(down, 'the total came down once the lane closed').toBeGreaterThan(-1);
+    expect(
+      progress
+        .slice(down)
+        .map((p) => p.total)
+        .filter((t) => t >= 20),
+    ).toEqual([]);
   }, 20_000);
 
   it('comes down to what it holds when runs sharing the queue took the rest', async () => {

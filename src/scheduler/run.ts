@@ -735,6 +735,9 @@ export class Run {
    * short brings it down (#claimBatch).
    */
   #countEnqueued(pending: number): void {
+    // a closed lane's jobs are pending and never this run's (its claims leave them out): the total
+    // would rise at each beat and fall at each short claim
+    if (this.#lanes.closed().length > 0) return;
     const c = this.#counters;
     const room = Math.max(0, this.#limit - this.#claimed);
     c.total = Math.max(c.total, this.#claimed + this.#exhausted + Math.min(pending, room));
