@@ -61,7 +61,7 @@ function droppedJobHooksText(c: HookCounts): string {
     atEnd <= 0
       ? ''
       : c.lastError
-        ? `${int(atEnd)} were still waiting behind failing deliveries (each tried several times) when the 5 s allowed after the run ran out`
-        : `${int(atEnd)} were still waiting when the 5 s allowed after the run ran out`;
+        ? `${int(atEnd)} were still waiting behind failing deliveries (each tried several times), or being tried, when the 5 s allowed after the run ran out`
+        : `${int(atEnd)} were still waiting or being sent when the 5 s allowed after the run ran out`;
   return `Of the dropped job hooks, ${[full, late].filter(Boolean).join('; ')}. Their jobs are in llmq export.`;
 }
