@@ -69,6 +69,18 @@ describe('classification details', () => {
     expect(c(502, '<html><body>Bad Gateway</body></html>').message).toBe('HTTP 502: Bad Gateway');
     expect(c(503, '').message).toBe('HTTP 503: Service Unavailable');
     expect(c(404, '404 page not found').message).toBe('HTTP 404: 404 page not found (check --base-url: it usually ends in /v1)');
+    // a web server that takes no POST there (python -m http.server: 501), and a server's own refusal
+    expect(c(405, 'Method Not Allowed')).toMatchObject({ reason: 'bad_request', scope: 'job' });
+    expect(c(501, '<html><body>Unsupported method</body></html>')).toMatchObject({
+      reason: 'bad_request',
+      message: expect.stringContaining('(check --base-url: it usually ends in /v1)'),
+    });
+    const llamaCpp = c(
+      501,
+      '{"error":{"code":501,"message":"This server does not support completions. Start it without `--embeddings`","type":"not_supported_error"}}',
+    );
+    expect(llamaCpp.reason).toBe('bad_request');
+    expect(llamaCpp.message).not.toContain('check --base-url');
     expect(c(400, '{"error":{"message":"the request exceeds the available context size","type":"exceed_context_size_error"}}').reason).toBe(
       'too_long',
     );

@@ -40,7 +40,10 @@ describe('a --base-url whose server takes no POST there (405 from a static web s
     );
     const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--concurrency', '4', '--progress', 'plain'], { timeoutMs: 30_000 });
     expect(r.code, r.stderr).toBe(1);
-    expect(r.stderr).toContain(`The first answers were all ${status}: the server at --base-url takes no chat completions there.`);
+    expect(r.stderr).toContain(
+      `The first answers refused the endpoint (the last HTTP ${status}): the server at --base-url takes no chat completions there`,
+    );
+    expect(r.stderr).toContain('(check --base-url: it usually ends in /v1)');
     expect(r.stderr).toContain('No job failed: 10 jobs are still pending.');
     expect(r.stderr).toContain(`Run llmq run --base-url URL --concurrency 4 --db ${db} again once this is fixed.`);
     expect(r.stderr).not.toContain('paused: provider down');

@@ -142,9 +142,10 @@ export function classifyHttpError(
     [scope, reason] = ['job', 'too_long'];
   } else {
     [scope, reason] = ['job', 'bad_request'];
-    // A 404 that is not a JSON error from the API is usually a wrong path, not a wrong model; a
-    // 405 or 501 (a web server that takes no POST there) always is.
-    if (refusesEndpoint(status) && (status !== 404 || body.message === null || /^Invalid URL/i.test(body.message))) {
+    // A 404, 405 or 501 that is not a JSON error from an API is a wrong path (a web server that has
+    // nothing there, or takes no POST there), not a wrong model or a server's own refusal (llama.cpp's
+    // 501 says how to start it for chat completions).
+    if (refusesEndpoint(status) && (body.message === null || /^Invalid URL/i.test(body.message))) {
       message += ' (check --base-url: it usually ends in /v1)';
     }
   }

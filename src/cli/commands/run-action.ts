@@ -372,7 +372,7 @@ function fixFor(fatal: Fatal, again: string, failedInRun: number, pending: numbe
     return `The first answers were all 404: the endpoint or the model does not exist there. Check --base-url (it usually ends in /v1) and the model. ${after}`;
   }
   if (wrong !== null) {
-    return `The first answers were all ${wrong}: the server at --base-url takes no chat completions there. Check --base-url (it usually ends in /v1). ${after}`;
+    return `The first answers refused the endpoint (the last HTTP ${wrong}): the server at --base-url takes no chat completions there, as it says above. Check --base-url (it usually ends in /v1) and how the server is started. ${after}`;
   }
   return after;
 }
