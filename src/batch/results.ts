@@ -8,6 +8,9 @@ import type { BilledAnswer } from '../scheduler/events.js';
 import { batchOwner } from '../store/batches.js';
 import type { AttemptRecord, BatchLedger, JobQueue, Usage } from '../store/types.js';
 
+/** The error codes of lines a batch never ran (it expired or was cancelled first). */
+const NOT_RUN_CODES: ReadonlySet<unknown> = new Set(['batch_expired', 'batch_cancelled']);
+
 export interface AppliedResults {
   readonly done: number;
   readonly failed: number;
@@ -76,6 +79,11 @@ export async function applyResults(
       const job = key === null ? undefined : held.get(key);
       if (!key || !job) continue;
       held.delete(key);
+      // A line the batch never ran (OpenAI writes them to the error file: `batch_expired`,
+      // `batch_cancelled`) is unanswered, as a line in neither file: the job stays held, and the
+      // batch's end hands it back as the batch ended (collect.ts). Taken as the line's own error, it
+      // failed every job an expiry or a --via auto deadline's cancel left unrun.
+      if (line.response == null && NOT_RUN_CODES.has(line.error?.code)) continue;
       const attempt = (
         status: number | null,
         outcome: AttemptRecord['outcome'],

@@ -16,8 +16,8 @@
  * Batches and files are shown only to the key they were made with (the request's Authorization), as
  * OpenAI shows each project its own: another key gets 404 for them and does not list them.
  *
- * Fates: `completed`, `expired` (the first half of the lines answered, the rest not), `cancelled`
- * (ends when cancelled, nothing answered), `quota` (fails at once with token_limit_exceeded),
+ * Fates: `completed`, `expired` (the first half of the lines answered, the rest in the error file as
+ * `batch_expired`), `cancelled` (ends when cancelled, nothing answered: each line `batch_cancelled`), `quota` (fails at once with token_limit_exceeded),
  * `in_progress` (never ends). Answers are the fake's usual ones: `answerFor(body)`, tokenizer usage.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -26,6 +26,12 @@ import { completionBody, errorBody, sha256, type FakeReply, type FakeRequest } f
 
 export type BatchEndpoint = 'upload' | 'create' | 'get' | 'list' | 'content' | 'cancel';
 /** `mixed_models`: refused at validation, as OpenAI refuses an input file whose lines name more than one model. */
+/** The error of a line its batch never ran, by how the batch ended: OpenAI's codes. */
+const NOT_RUN = {
+  expired: { code: 'batch_expired', message: 'This request could not be executed before the completion window expired.' },
+  cancelled: { code: 'batch_cancelled', message: 'This request was not executed because the batch was cancelled.' },
+} as const;
+
 export type BatchFate = 'completed' | 'expired' | 'cancelled' | 'quota' | 'in_progress' | 'mixed_models';
 export type LineFate = 'ok' | 'error' | 'server' | 'missing' | 'bad-body';
 
@@ -296,6 +302,13 @@ export class FakeBatchApi {
             error: null,
           }),
         );
+    }
+    // the lines an expired or cancelled batch never ran, in its error file with no response, as OpenAI writes them
+    const notRun = status === 'expired' ? NOT_RUN.expired : status === 'cancelled' ? NOT_RUN.cancelled : null;
+    if (notRun) {
+      for (const l of b.lines.slice(answered)) {
+        err.push(JSON.stringify({ id: `batch_req_${++this.#seq}`, custom_id: l.custom_id, response: null, error: notRun }));
+      }
     }
     if (out.length) {
       b.outputFileId = `file-out${++this.#seq}`;
