@@ -14,6 +14,7 @@ import { answerFor, reply } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
+import { waitFor } from './helpers/wait.js';
 
 async function setup(jobs: number) {
   const fake = await startFake({ latencyMs: 5 });
@@ -38,6 +39,16 @@ function onDisk(db: string, key: string) {
   }
 }
 
+/** The newest heartbeat of a run still open on the queue (ms epoch). */
+function lastBeat(db: string): number {
+  const d = new Database(db, { readonly: true });
+  try {
+    return (d.prepare('SELECT max(heartbeat_at) FROM runs WHERE ended_at IS NULL').pluck().get() as number | null) ?? 0;
+  } finally {
+    d.close();
+  }
+}
+
 describe('invariant 2: the attempt is counted before the request leaves', () => {
   it('each request reaches the provider with its attempt already committed, so runs killed mid-request use up the job', async () => {
     const { fake, db, keys } = await setup(1);
@@ -52,6 +63,10 @@ describe('invariant 2: the attempt is counted before the request leaves', () => 
       const exited = collect(child, 30_000);
       // The second run waits until the first one's heartbeat has gone quiet before taking the job back.
       await fake.waitForRequests(n, 25_000);
+      // killed once a heartbeat has seen the request out: what a run's last heartbeat had not seen
+      // (claimed since, sent or not) gets its attempt back, a bounded number of times (unsent.ts)
+      const sentAt = Date.now();
+      await waitFor(() => lastBeat(db) > sentAt, { what: 'a heartbeat after the request went out' });
       child.kill('SIGKILL');
       expect((await exited).signal).toBe('SIGKILL');
       expect(seen[n - 1]).toMatchObject({ state: 'running', attempts: n });

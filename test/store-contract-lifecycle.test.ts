@@ -303,12 +303,12 @@ describe.each(STORE_KINDS)('store contract: job lifecycle [$name]', (kind) => {
     expect(await store.reclaim(T0 + 100, [])).toBe(0); // a lease that ends now is still held
     expect(await store.reclaim(T0 + 101, ['run-dead'])).toBe(4);
     const states = await Promise.all(['doc-0000', 'doc-0001', 'doc-0002', 'doc-0003', 'doc-0004', 'doc-0005'].map((id) => job(store, id)));
-    // claimed at their runs' start, with no heartbeat since to say they went out: attempts given back (unsent.ts)
+    // claimed before their runs' first heartbeat: taken as sent, their attempts used (unsent.ts)
     expect(states.map((j) => [j.state, j.leaseOwner, j.attempts])).toEqual([
-      ['pending', null, 0],
-      ['pending', null, 0],
-      ['pending', null, 0],
-      ['pending', null, 0],
+      ['pending', null, 1],
+      ['pending', null, 1],
+      ['pending', null, 1],
+      ['pending', null, 1],
       ['running', 'run-live', 1],
       ['running', 'run-live', 1],
     ]);

@@ -9,8 +9,11 @@
  * So each heartbeat stores the keys of the jobs the run holds whose counted try has not gone out
  * (`runs.unsent`), and when the run is found dead (or its leases ran out) those jobs get that
  * attempt back. So do the jobs its claims (or a retry's start) took at or after its last heartbeat,
- * which no list has said yet (`updated_at`, which a running job's recorded tries leave alone: a try
- * that went out before the heartbeat and failed after it is no unsent one): a run claims every few hundred milliseconds, and a run
+ * once it has beaten at all, which no list has said yet (`updated_at`, which a running job's
+ * recorded tries leave alone: a try that went out before the heartbeat and failed after it is no
+ * unsent one). Not before its first heartbeat (half a second in): a document that kills the process
+ * as it goes out is most often sent by the run's first claim, and uses its attempts as invariant 2
+ * says. A run claims every few hundred milliseconds, and a run
  * killed 2 s after its last heartbeat held, unlisted, what it claimed meanwhile; twelve such kills
  * failed jobs at `--max-attempts 2` that had gone out once. A job given back this way may still
  * have gone out between the heartbeat and the death (the list is up to a heartbeat, 2 s, old), and
@@ -24,8 +27,8 @@ export const UNSENT_DEATHS_FORGIVEN = 10;
 /** 1 when a job taken back from its dead owner gets its attempt back, else 0 (SQLite; the row is `jobs`). */
 export const GIVE_BACK_UNSENT_SQLITE = `(unsent_deaths < ${UNSENT_DEATHS_FORGIVEN} AND attempts > 0
   AND (key IN (SELECT value FROM json_each((SELECT unsent FROM runs WHERE id = jobs.lease_owner)))
-    OR coalesce(updated_at >= (SELECT heartbeat_at FROM runs WHERE id = jobs.lease_owner), 0)))`;
+    OR coalesce((SELECT jobs.updated_at >= r.heartbeat_at AND r.heartbeat_at > r.started_at FROM runs r WHERE r.id = jobs.lease_owner), 0)))`;
 
 /** The same for PostgreSQL, as an integer. */
 export const GIVE_BACK_UNSENT_POSTGRES = `(jobs.unsent_deaths < ${UNSENT_DEATHS_FORGIVEN} AND jobs.attempts > 0
-  AND EXISTS (SELECT 1 FROM runs r WHERE r.id = jobs.lease_owner AND (jobs.key = ANY(r.unsent) OR jobs.updated_at >= r.heartbeat_at)))::int`;
+  AND EXISTS (SELECT 1 FROM runs r WHERE r.id = jobs.lease_owner AND (jobs.key = ANY(r.unsent) OR (jobs.updated_at >= r.heartbeat_at AND r.heartbeat_at > r.started_at))))::int`;
