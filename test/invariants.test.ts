@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { collect, runCli, spawnCli } from './helpers/cli.js';
-import { readDb } from './helpers/e2e.js';
+import { lastBeat, readDb } from './helpers/e2e.js';
 import { answerFor, reply } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
@@ -34,16 +34,6 @@ function onDisk(db: string, key: string) {
       attempts: number;
       lease_owner: string | null;
     };
-  } finally {
-    d.close();
-  }
-}
-
-/** The newest heartbeat of a run still open on the queue (ms epoch). */
-function lastBeat(db: string): number {
-  const d = new Database(db, { readonly: true });
-  try {
-    return (d.prepare('SELECT max(heartbeat_at) FROM runs WHERE ended_at IS NULL').pluck().get() as number | null) ?? 0;
   } finally {
     d.close();
   }

@@ -7,16 +7,7 @@ import { seedJobs } from './helpers/seed.js';
 import { startFake } from './helpers/start-fake.js';
 import { tempDir } from './helpers/tmp.js';
 import { waitFor } from './helpers/wait.js';
-
-/** The newest heartbeat of a run still open on the queue (ms epoch), read beside the run. */
-function lastBeat(db: string): number {
-  const conn = new Database(db, { readonly: true });
-  try {
-    return (conn.prepare('SELECT max(heartbeat_at) FROM runs WHERE ended_at IS NULL').pluck().get() as number | null) ?? 0;
-  } finally {
-    conn.close();
-  }
-}
+import { lastBeat } from './helpers/e2e.js';
 
 /** The jobs' states and attempts in claim order, read beside the run. */
 function heldByDeadRun(db: string): Array<{ state: string; attempts: number }> {

@@ -186,6 +186,16 @@ export interface RunRowRaw {
 }
 
 /** Everything in the SQLite file, read-only. */
+/** The newest heartbeat of a run still open on the queue (ms epoch), read beside the run. */
+export function lastBeat(db: string): number {
+  const conn = new Database(db, { readonly: true });
+  try {
+    return (conn.prepare('SELECT max(heartbeat_at) FROM runs WHERE ended_at IS NULL').pluck().get() as number | null) ?? 0;
+  } finally {
+    conn.close();
+  }
+}
+
 export function readDb(db: string): { jobs: JobRow[]; items: ItemRow[]; attempts: AttemptRow[]; runs: RunRowRaw[] } {
   const d = new Database(db, { readonly: true });
   try {
