@@ -86,6 +86,9 @@ describe.skipIf(process.platform !== 'linux')('a run whose queue has jobs held b
     expect(live).toMatch(/^running {3}run-stop .* for \S+\n/m);
     expect(live).not.toMatch(/run-stop.*(jobs\/s|ETA)/);
     expect(live).toContain(`pid ${stopped.pid} is stopped (Ctrl-Z)`);
+    // and its last rate is not the queue's: no pace, no ETA from it
+    const json = JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout);
+    expect([json.jobsPerSecond, json.etaSeconds]).toEqual([null, null]);
     // nor does estimate count them to send
     const estimate = await runCli(['estimate', '--db', db]);
     expect(estimate.stdout).toContain(': 0 jobs to send\n  5 more are held by a live run, a run stopped here, or a batch at the provider');

@@ -179,8 +179,9 @@ export function buildStatusReport(
   const activeRuns = s.activeRuns.map((r) => runReport(r, o.now, o.here));
   const lastRun = s.lastRun ? runReport(s.lastRun, o.now, o.here) : null;
   const live = activeRuns.filter((r) => r.live);
-  // a run whose process is gone here is most likely not sending: its last rate would promise an ETA
-  const sending = live.filter((r) => !r.pidGoneHere);
+  // a run whose process is gone here is most likely not sending, and one stopped here (Ctrl-Z) sends
+  // nothing: the last rate of either would promise an ETA (a run stopped 80 s halved the queue's)
+  const sending = live.filter((r) => !r.pidGoneHere && !r.stoppedHere);
   const jobsPerSecond = sending.length ? sending.reduce((a, r) => a + r.recentJobsPerSecond, 0) : null;
   const etaSeconds = eta(left, jobsPerSecond, sending, live.length > 0, o.now);
 
