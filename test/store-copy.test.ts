@@ -6,8 +6,21 @@ import { SqliteStore } from '../src/store/sqlite/store.js';
 import { PostgresStore } from '../src/store/postgres/store.js';
 import { copyStore } from '../src/store/copy.js';
 import type { JobRow, Store } from '../src/store/types.js';
-import { STORE_KINDS, T0, OWNER, claimOpts, exported, freshPgUrl, pgJobWrites, row, rows, skipUnavailable } from './helpers/stores.js';
+import {
+  STORE_KINDS,
+  T0,
+  OWNER,
+  claimOpts,
+  exported,
+  freshPgUrl,
+  pgJobWrites,
+  row,
+  rows,
+  skipUnavailable,
+  NO_STATS,
+} from './helpers/stores.js';
 import { tempDir } from './helpers/tmp.js';
+import { gonePid } from './helpers/pids.js';
 import { spawn } from 'node:child_process';
 import Database from 'better-sqlite3';
 import { BIN, cliEnv, collect, runCli } from './helpers/cli.js';
@@ -382,6 +395,26 @@ describe('llmq copy from a queue a run is working', () => {
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain(`error: ${from} is being worked on by 1 run: working1 (${hostname()} pid ${process.pid}).`);
     expect(refused.stderr).toContain('Stop it first (Ctrl-C where it runs; llmq status shows it), then copy.');
+    expect(existsSync(to)).toBe(false);
+  });
+
+  it('killed a moment ago (its pid gone here, its heartbeat fresh): says so and to copy again in a few seconds, not to Ctrl-C it', async () => {
+    const dir = tempDir();
+    const from = join(dir, 'q.db');
+    const source = new SqliteStore(from);
+    await populate(source);
+    const pid = gonePid();
+    await source.startRun({ id: 'killed01-run', host: hostname(), pid, startedAt: Date.now() - 10_000, options: {} });
+    await source.heartbeat('killed01-run', Date.now() - 1_000, Date.now() + 60_000, NO_STATS);
+    await source.close();
+    const to = join(dir, 'copy.db');
+    const refused = await runCli(['copy', '--from', from, '--to', to]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(
+      `whose process is not running here any more (killed a moment ago, most likely): killed01 (pid ${pid}).`,
+    );
+    expect(refused.stderr).toContain('Copy again in a few seconds.');
+    expect(refused.stderr).not.toContain('Ctrl-C');
     expect(existsSync(to)).toBe(false);
   });
 });

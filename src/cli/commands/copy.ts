@@ -105,15 +105,21 @@ Stop the runs on the source first; the target must be empty.`,
  * not ended though they work it no more (killed), which the copy ends.
  */
 async function withStores<T>(from: string, to: string, fn: (source: Store, target: Store, notEnded: number) => Promise<T>): Promise<T> {
-  const [{ openStore }, { openExistingStore }, { refuseLiveBatches }, { workingRuns }, { count }, { dbArgument, runArgumentsOfEndpoint }] =
-    await Promise.all([
-      import('../../store/open-store.js'),
-      import('../../report/open-existing.js'),
-      import('../../store/copy.js'),
-      import('../../report/status-cost.js'),
-      import('../../report/format.js'),
-      import('../again.js'),
-    ]);
+  const [
+    { openStore },
+    { openExistingStore },
+    { refuseLiveBatches },
+    { workingRuns, runsGoneHere },
+    { count },
+    { dbArgument, runArgumentsOfEndpoint },
+  ] = await Promise.all([
+    import('../../store/open-store.js'),
+    import('../../report/open-existing.js'),
+    import('../../store/copy.js'),
+    import('../../report/status-cost.js'),
+    import('../../report/format.js'),
+    import('../again.js'),
+  ]);
   // The source is only read: a mistyped --from must not become a new, empty queue.
   const source = await openExistingStore(from);
   try {
@@ -121,12 +127,23 @@ async function withStores<T>(from: string, to: string, fn: (source: Store, targe
     // Its jobs in flight, and those it answers while the copy reads, would arrive pending and be
     // sent again (and billed) by a run on the copy. A run that died is no such risk: warned below.
     const open = await source.activeRuns();
-    const working = workingRuns(open, Date.now());
-    if (working.length > 0) {
-      const named = working.map((r) => `${r.id.slice(0, 8)} (${r.host} pid ${r.pid})`).join(', ');
+    const now = Date.now();
+    const working = workingRuns(open, now);
+    // killed a moment ago here: its heartbeat is still fresh, and a few seconds of quiet make it dead
+    const { pidGone } = runsGoneHere(working, now);
+    const running = working.filter((r) => !pidGone.has(r.id));
+    if (running.length > 0) {
+      const named = running.map((r) => `${r.id.slice(0, 8)} (${r.host} pid ${r.pid})`).join(', ');
       throw new StoreError(
-        `${source.location} is being worked on by ${count(working.length, 'run')}: ${named}. What ${working.length === 1 ? 'it answers' : 'they answer'} ` +
+        `${source.location} is being worked on by ${count(running.length, 'run')}: ${named}. What ${running.length === 1 ? 'it answers' : 'they answer'} ` +
           'during the copy would arrive pending and be sent again by a run on the copy. Stop it first (Ctrl-C where it runs; llmq status shows it), then copy.',
+      );
+    }
+    if (working.length > 0) {
+      const named = working.map((r) => `${r.id.slice(0, 8)} (pid ${r.pid})`).join(', ');
+      throw new StoreError(
+        `${source.location} was being worked on by ${count(working.length, 'run')} whose process is not running here any more (killed a moment ago, most likely): ${named}. ` +
+          'Its heartbeat is a few seconds old; once it has been quiet 6 s it counts as dead, and the copy takes its jobs back. Copy again in a few seconds.',
       );
     }
     const target = await openStore(to);
