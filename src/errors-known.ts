@@ -28,7 +28,8 @@ export function knownError(error: unknown, place?: ErrorPlace): LlmqError | null
   if (isBackendGone(error) || isPgClosed(e.message)) {
     return new LlmqError(
       `Lost the connection to PostgreSQL (${String(e.message)}): the server restarted or the connection was ended. ` +
-        'What was stored is kept; jobs held when it happened go back to pending as their leases run out (a minute). ' +
+        'What was stored is kept. The jobs a run held go back to pending: at once if it could still reach PostgreSQL to hand them back, ' +
+        'else when the next run finds it gone (seconds, on this machine) or their leases run out (a minute). ' +
         'Run the command again once PostgreSQL is reachable.',
       { cause: error },
     );

@@ -102,6 +102,8 @@ describe('known failures become one line that says what, where and what to do', 
     // PostgreSQL ending the connection under a command (a restart, pg_terminate_backend) is no bug
     const ended = Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
     expect(knownError(ended)!.message).toMatch(/^Lost the connection to PostgreSQL \(terminating connection.*Run the command again/);
+    // the run hands its jobs back when it still can: "as their leases run out (a minute)" was seldom so
+    expect(knownError(ended)!.message).toContain('at once if it could still reach PostgreSQL to hand them back');
     expect(knownError(new Error('Connection terminated unexpectedly'))!.message).toMatch(/^Lost the connection to PostgreSQL/);
     expect(knownError(new TypeError('a bug'))).toBeNull();
     expect(knownError(new LlmqError('already worded'))).toBeNull();
