@@ -47,7 +47,12 @@ describe('llmq serve: the JSON behind the page', () => {
 
     const byKey = await fetch(`${serve.url}api/item?id=${keys[2]!.slice(0, 10)}`);
     expect(byKey.status).toBe(200);
-    expect(((await byKey.json()) as { job: { key: string } }).job.key).toBe(keys[2]);
+    const item = (await byKey.json()) as { job: { key: string } };
+    expect(item.job.key).toBe(keys[2]);
+    // what `llmq show --json` gives, sharedWith and the answer's finishReason with it
+    const shown = JSON.parse((await runCli(['show', keys[2]!.slice(0, 10), '--db', db, '--json'])).stdout);
+    expect(item).toEqual(shown);
+    expect(item).toHaveProperty('sharedWith');
     const unknown = await fetch(`${serve.url}api/item?id=ffffffff00`);
     expect(unknown.status).toBe(404);
     expect(((await unknown.json()) as { error: string }).error).toBe('no item with id ffffffff00, nor a job whose key starts with it');
@@ -62,6 +67,30 @@ describe('llmq serve: the JSON behind the page', () => {
     expect(noReason.status).toBe(400);
     expect(((await noReason.json()) as { error: string }).error).toContain('?error=REASON');
     expect((await fetch(`${serve.url}api/failed-items?error=${encodeURIComponent('HTTP 400')}`)).status).toBe(200);
+  });
+
+  it('POST /api/retry-failed {} leaves failed the jobs cut off at max_tokens, as a plain `llmq retry-failed` does, and says how many', async () => {
+    // sent as they were they are most likely cut off, and paid for, again: the CLI left them, the page's button did not
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 4);
+    const { jobs } = await store.claim({ owner: 'r', limit: 4, now: Date.now(), leaseUntil: Date.now() + 60_000, maxAttempts: 5 });
+    for (const [i, j] of jobs.entries()) {
+      const error = i < 2 ? 'the answer was cut off at max_tokens (finish_reason "length"): not the JSON asked for' : 'HTTP 400: bad thing';
+      await store.fail(j.key, 'r', error, null, Date.now());
+    }
+    await store.close();
+    const serve = await startServe(['--db', db, '--poll', '0.25']);
+    served.push(serve);
+    const res = await fetch(`${serve.url}api/retry-failed`, {
+      method: 'POST',
+      headers: { 'x-llmq-token': serve.token!, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ requeued: 2, leftCutOff: 2 });
+    const status = JSON.parse((await runCli(['status', '--db', db, '--json'])).stdout);
+    expect(status.counts).toMatchObject({ pending: 2, failed: 2 });
   });
 
   it('GET /api/status is a 503 once the queue cannot be read, not the last report read before', async (ctx) => {

@@ -1,4 +1,5 @@
 import { LlmqError } from '../errors.js';
+import { finishReasonOf } from '../provider/finish.js';
 import { jobItems } from '../store/job-items.js';
 import type { ItemDetail, QueueReader } from '../store/types.js';
 
@@ -8,6 +9,16 @@ export interface FoundItem {
   readonly byKey: { readonly key: string; readonly items: number } | null;
   /** The other items whose documents rendered the same request (one job: one call, one bill), at most MORE_ITEMS; `more` when there are others still. */
   readonly sharedWith: { readonly ids: readonly string[]; readonly more: boolean };
+}
+
+/**
+ * An item as `show --json` and the dashboard's `/api/item` give it: with its job's `finishReason`
+ * (how the answer ended, as export's finish_reason, read from the response) and `sharedWith`.
+ */
+export function itemJson(found: FoundItem): ItemDetail & { job: { finishReason: string | null }; sharedWith: FoundItem['sharedWith'] } {
+  const { detail } = found;
+  const finishReason = detail.job.state === 'done' ? finishReasonOf(detail.job.response) : null;
+  return { ...detail, job: { ...detail.job, finishReason }, sharedWith: found.sharedWith };
 }
 
 /** Job keys are SHA-256 hex; fewer characters than this are taken for an item id only. */

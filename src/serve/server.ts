@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { redactSecret } from '../provider/redact.js';
 import type { PriceTable } from '../pricing/price-table.js';
 import type { BatchLedger, JobQueue, QueueReader } from '../store/types.js';
-import { findItem, isKeyPrefix } from '../report/find-item.js';
+import { findItem, isKeyPrefix, itemJson } from '../report/find-item.js';
 import { LlmqError } from '../errors.js';
 import { FAILED_ITEMS_LIMIT, retryFailedJobs } from './api.js';
 import { StatusFeed, type FeedMessage } from './feed.js';
@@ -95,7 +95,7 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
           throw error;
         }
         return found
-          ? json(res, 200, found.detail)
+          ? json(res, 200, itemJson(found))
           : json(res, 404, { error: `no item with id ${id}${isKeyPrefix(id) ? ', nor a job whose key starts with it' : ''}` });
       }
       case 'GET /api/failed-items': {
@@ -118,9 +118,9 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
           });
         }
         const error = body.error as string | undefined;
-        const requeued = await retryFailedJobs(o.store, error, Date.now());
+        const retried = await retryFailedJobs(o.store, error, Date.now());
         await feed.report(true);
-        return json(res, 200, { requeued });
+        return json(res, 200, retried);
       }
       default:
         return json(res, 404, { error: `nothing at ${route}` });

@@ -3,8 +3,6 @@ import { dbOption } from '../options.js';
 import { LlmqError } from '../../errors.js';
 import { shellWord } from '../../shell-word.js';
 import { dbArgument } from '../again.js';
-import { finishReasonOf } from '../../provider/finish.js';
-import type { ItemDetail } from '../../store/types.js';
 
 export function registerShow(program: Command): Command {
   return program
@@ -28,7 +26,7 @@ Examples:
         { resolveDbLocation },
         { openExistingStore },
         { renderItem },
-        { findItem, byKeyNote, isKeyPrefix, slipFor, MIN_KEY_PREFIX },
+        { findItem, byKeyNote, isKeyPrefix, itemJson, slipFor, MIN_KEY_PREFIX },
         { colorsFor },
       ] = await Promise.all([
         import('../../store/open-store.js'),
@@ -61,17 +59,11 @@ Examples:
         if (note) process.stderr.write(`${note}\n`);
         process.stdout.write(
           flags.json
-            ? JSON.stringify({ ...withFinish(detail), sharedWith: found.sharedWith }, null, 2) + '\n'
+            ? JSON.stringify(itemJson(found), null, 2) + '\n'
             : renderItem(detail, { full: flags.full, paint: colorsFor(process.stdout), sharedWith: found.sharedWith }),
         );
       } finally {
         await store.close();
       }
     });
-}
-
-/** The item with its job's `finishReason` (how the answer ended, as export's finish_reason): read from the response. */
-function withFinish(detail: ItemDetail): ItemDetail & { job: { finishReason: string | null } } {
-  const finishReason = detail.job.state === 'done' ? finishReasonOf(detail.job.response) : null;
-  return { ...detail, job: { ...detail.job, finishReason } };
 }

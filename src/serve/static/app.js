@@ -409,7 +409,11 @@ async function retryFailed(error, count) {
       headers: { 'content-type': 'application/json', 'x-llmq-token': token },
       body,
     });
-    result.textContent = `Put ${r.requeued} failed job${r.requeued === 1 ? '' : 's'} back to pending; a running llmq run picks them up (or start one).`;
+    const left =
+      r.leftCutOff > 0
+        ? ` Left ${fmt(r.leftCutOff)} cut off at max_tokens failed: sent as they were, they would most likely be cut off again (llmq retry-failed --max-tokens N asks them with more room).`
+        : '';
+    result.textContent = `Put ${r.requeued} failed job${r.requeued === 1 ? '' : 's'} back to pending; a running llmq run picks them up (or start one).${left}`;
   } catch (e) {
     result.textContent = `Retry refused: ${e.message}`;
   }
