@@ -401,7 +401,7 @@ describe('run hooks', () => {
     expect(bodies.map((b) => b.items).sort()).toEqual([0, 1, 2, 3, 4, 5].map((n) => [`doc-${n}`]));
   }, 30_000);
 
-  it('a Ctrl-C while llmq waits for its hooks ends llmq and the hook commands with it', async () => {
+  it('a Ctrl-C while llmq waits for its hooks ends llmq and the hook commands with it, with the exit code of the run (it had ended)', async () => {
     const marker = `${(700 + Math.random()).toFixed(6)}`;
     const dir = tempDir();
     const db = join(dir, 'q.db');
@@ -422,10 +422,30 @@ describe('run hooks', () => {
     await waitFor(() => said.includes('hooks: delivering what is queued'), { what: 'the wait for the hooks to be said' });
     child.kill('SIGINT');
     const r = await done;
-    expect(r.signal, r.stderr).toBe('SIGINT');
+    // the run drained: 130 said its unfinished jobs went back to pending
+    expect([r.code, r.signal], r.stderr).toEqual([0, null]);
     expect(r.stderr).toContain('hooks: quit before they were all delivered (--on-done, if given, was not sent)');
     await new Promise((r) => setTimeout(r, 200));
     expect(hooked(), "the done hook's commands outlived llmq").toBe('');
+  }, 30_000);
+
+  it("a run stopped by its budget says so before the hooks' wait, and a Ctrl-C during it keeps exit 3", async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 20);
+    await store.close();
+    const hook = join(dir, 'hook.sh');
+    writeFileSync(hook, 'sleep 30\n');
+    const child = spawnCli(['run', '--db', db, ...MOCK_NOW, '--price', '1000,2000', '--budget', '0.5', '--on-done', `sh ${hook}`]);
+    const done = collect(child, 20_000);
+    let said = '';
+    child.stderr!.on('data', (d) => (said += String(d)));
+    await waitFor(() => said.includes('hooks: delivering what is queued'), { what: 'the wait for the hooks to be said' });
+    expect(said).toContain('budget reached');
+    child.kill('SIGINT');
+    const r = await done;
+    expect([r.code, r.signal], r.stderr).toEqual([3, null]);
   }, 30_000);
 
   it('a command hook run many times adds one exit listener, not one per command', async () => {

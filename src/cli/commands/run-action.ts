@@ -212,12 +212,7 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
     stopping.dispose();
     await provider.close?.();
   }
-  // open until the hooks are done: a job hook's body reads its items as it goes out
-  try {
-    if (hooks) tellHookReport(await finishHooks(hooks, summary), flags.json === true);
-  } finally {
-    await store.close();
-  }
+  // how the run ended, said before the hooks' wait of up to 20 s (and whatever a Ctrl-C does to it)
   if (summary.fatal) {
     whileReaderPresent(process.stderr).write(
       `error: ${summary.fatal.message}\n${fixFor(summary.fatal, againAfterFatal(flags, summary.fatal), summary.failed, summary.remaining, dbArgument(flags.db))}\n`,
@@ -225,6 +220,12 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
   }
   if (summary.budget)
     whileReaderPresent(process.stderr).write(budgetMessage(summary.budget, summary.remaining, summary.mayBeBilled) + '\n');
+  // open until the hooks are done: a job hook's body reads its items as it goes out
+  try {
+    if (hooks) tellHookReport(await finishHooks(hooks, summary), flags.json === true);
+  } finally {
+    await store.close();
+  }
   process.exitCode = exitCodeFor(summary);
 }
 
@@ -254,11 +255,13 @@ async function finishHooks(hooks: RunHooks, summary: RunSummary): Promise<HookRe
   const { killHookCommands } = await import('../../hooks/deliver.js');
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   const stderr = whileReaderPresent(process.stderr);
-  const onSignal = (signal: NodeJS.Signals): void => {
+  // The run has ended: a Ctrl-C now cuts only the hooks' wait, and the exit code stays the run's (130
+  // said "unfinished jobs went back to pending" of a drained run, and hid a budget's 3)
+  const onSignal = (): void => {
     killHookCommands();
     stderr.write('hooks: quit before they were all delivered (--on-done, if given, was not sent)\n');
     for (const s of signals) process.off(s, onSignal);
-    process.kill(process.pid, signal);
+    process.exit(exitCodeFor(summary));
   };
   for (const s of signals) process.on(s, onSignal);
   // a wait of seconds after the summary, with nothing said, looks like a hang
