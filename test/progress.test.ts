@@ -489,6 +489,32 @@ describe('progress renderers', () => {
     expect(end.costUsd).toBeNull();
   });
 
+  it("--json: a progress event's cost is its sum without float noise (0.0028, not 0.0028000000000000004)", () => {
+    const stream = sink();
+    const p = attachProgress(null, { mode: 'json', stream, intervalMs: 0 });
+    p.listener('run:start', { runId: 'r1', total: 7, alreadyDone: 0, options: {} });
+    for (let i = 0; i < 7; i++) {
+      p.listener('job:start', { key: `k${i}`, attempt: 1, model: 'gpt-4o-mini' });
+      p.listener('job:done', {
+        key: `k${i}`,
+        attempt: 1,
+        latencyMs: 1,
+        usage: { promptTokens: 1, completionTokens: 1 },
+        output: '',
+        costUsd: 0.0004,
+      } as never);
+    }
+    p.listener('progress', { now: Date.now(), done: 7, failed: 0, total: 7 } as never);
+    p.stop();
+    const progress = stream
+      .text()
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+      .filter((e) => e.event === 'progress');
+    expect(progress.at(-1).costUsd).toBe(0.0028);
+  });
+
   it('takes a typed EventEmitter and detaches from it on stop', () => {
     const typed = new EventEmitter<{ [K in SchedulerEventName]: [SchedulerEventMap[K]] }>();
     const p = attachProgress(typed, { mode: 'json', stream: sink() });

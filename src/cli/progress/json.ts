@@ -24,7 +24,7 @@ export function jsonRenderer(state: ProgressState, stream: NodeJS.WritableStream
         }
         lastAt = p.now;
         pending = null;
-        write(event, p, { costUsd: state.cost });
+        write(event, p, { costUsd: summed(state.cost) });
         return;
       }
       if (event === 'job:done') {
@@ -34,7 +34,7 @@ export function jsonRenderer(state: ProgressState, stream: NodeJS.WritableStream
         return;
       }
       if (event === 'run:end' && pending) {
-        write('progress', pending, { costUsd: state.cost });
+        write('progress', pending, { costUsd: summed(state.cost) });
         pending = null;
       }
       write(event, payload);
@@ -43,4 +43,9 @@ export function jsonRenderer(state: ProgressState, stream: NodeJS.WritableStream
       // Nothing buffered but a thinned snapshot, and the last one will be superseded by run:end.
     },
   };
+}
+
+/** A sum of many prices without its float noise (0.002799999999999999 beside run:end's 0.0028). */
+function summed(usd: number | null): number | null {
+  return usd === null ? null : Number(usd.toPrecision(12));
 }
