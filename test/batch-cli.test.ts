@@ -75,6 +75,18 @@ describe('llmq run --via batch (child processes)', () => {
     60_000,
   );
 
+  it("--json: every event carries its time, as an online run's do, and the run ends with run:end", async () => {
+    const db = await seededQueue(3, { model: 'mock-1' });
+    const r = await runCli(['run', '--db', db, '--provider', 'mock', '--via', 'batch', '--mock-latency', '0', '--poll', '0.05', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const events = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { event: string; time?: unknown });
+    expect(events.at(-1)!.event).toBe('run:end');
+    expect(events.filter((e) => typeof e.time !== 'number').map((e) => e.event)).toEqual([]);
+  });
+
   it('a Batch API that stays unreachable ends the run after --max-outage (exit 1, jobs kept), when sending and when waiting', async () => {
     // sending: nothing listens where the batch would go
     const { fake, db } = await setup(4);

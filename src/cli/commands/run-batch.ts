@@ -67,7 +67,7 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
       if (told) warn(told);
     }
     if (!flags.json && event.type === 'progress' && !progress.due(event)) return;
-    const line = flags.json ? JSON.stringify({ event: `batch:${event.type}`, ...event }) : describe(event, flags.db);
+    const line = flags.json ? JSON.stringify({ event: `batch:${event.type}`, time: Date.now(), ...event }) : describe(event, flags.db);
     if (line) out.write(line + '\n');
   };
   // named as an online run's provider is, so the command proposed after it goes to the same place
@@ -112,7 +112,8 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
         maxRetryMs: flags.maxOutage * 60_000,
       },
     );
-    if (flags.json) out.write(JSON.stringify({ event: 'run:end', ...summary }) + '\n');
+    // each event with its time, as an online run's
+    if (flags.json) out.write(JSON.stringify({ event: 'run:end', time: Date.now(), ...summary }) + '\n');
     else {
       // --via auto at three quarters of its deadline: the lane cancelled its batches, the rest goes online
       const handedOn = flags.until !== undefined && summary.reason === 'drained' && summary.remaining > 0 && Date.now() >= flags.until;
