@@ -17,6 +17,14 @@ export const STALE_RUN_MS = 90_000;
 const QUIET_MS = 6_000;
 
 /** Not ended, heartbeating within STALE_RUN_MS, and not known dead (`deadRunsHere`). */
+/**
+ * Whether a run goes on now: on this machine its pid says so at once (a run killed a moment ago
+ * still heartbeated then; a stopped one goes on when continued), elsewhere its heartbeat.
+ */
+export function runGoesOn(r: RunRow, now: number): boolean {
+  return r.host === hostname() ? isProcessAlive(r.pid) : isLive(r, now);
+}
+
 export function isLive(r: { id: string; endedAt: number | null; heartbeatAt: number }, now: number, dead?: ReadonlySet<string>): boolean {
   return r.endedAt === null && now - r.heartbeatAt <= STALE_RUN_MS && !dead?.has(r.id);
 }

@@ -1,8 +1,6 @@
 import { Option, type Command } from 'commander';
-import { hostname } from 'node:os';
 import type { BatchApi } from '../../batch/api.js';
 import type { BatchRow } from '../../store/batches.js';
-import type { RunRow } from '../../store/types.js';
 import { dbOption, oneOf } from '../options.js';
 import { MOCK_BASE_URL } from '../../mock-base-url.js';
 
@@ -125,8 +123,7 @@ async function forgetCommand(id: string, flags: { db?: string; json?: boolean })
     { openExistingStore },
     { dbArgument, runArgumentsOfEndpoint },
     { nameKey },
-    { isLive },
-    { isProcessAlive },
+    { runGoesOn },
   ] = await Promise.all([
     import('../../batch/forget.js'),
     import('../../store/open-store.js'),
@@ -134,7 +131,6 @@ async function forgetCommand(id: string, flags: { db?: string; json?: boolean })
     import('../again.js'),
     import('../../batch/api-key-id.js'),
     import('../../report/status-cost.js'),
-    import('../../process-alive.js'),
   ]);
   const store = await openExistingStore(resolveDbLocation(flags.db));
   // A run collecting the batch reaches it: forgotten, its jobs went into a new batch at once, while
@@ -142,9 +138,7 @@ async function forgetCommand(id: string, flags: { db?: string; json?: boolean })
   // on when continued); elsewhere its heartbeat.
   const collecting = async (batch: BatchRow): Promise<string | null> => {
     const now = Date.now();
-    const run = (await store.activeRuns()).find(
-      (r) => r.id === batch.runId && (r.host === hostname() ? isProcessAlive(r.pid) : isLive(r, now)),
-    );
+    const run = (await store.activeRuns()).find((r) => r.id === batch.runId && runGoesOn(r, now));
     if (!run) return null;
     const name = batch.providerBatchId ?? batch.id;
     return (
@@ -185,8 +179,7 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
     { laneBaseUrl },
     { apiKeyId, nameKey, sentWithAnotherKey },
     { findApiKey },
-    { isLive },
-    { isProcessAlive },
+    { runGoesOn },
     { NoLiveBatchError },
   ] = await Promise.all([
     import('../../batch/create.js'),
@@ -198,7 +191,6 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
     import('../../batch/api-key-id.js'),
     import('../../provider/endpoint.js'),
     import('../../report/status-cost.js'),
-    import('../../process-alive.js'),
     import('../../batch/forget.js'),
   ]);
   // Each batch is asked of the endpoint it was sent to, as recorded with it (without credentials:
@@ -235,13 +227,10 @@ async function cancelCommand(id: string | undefined, flags: CancelFlags): Promis
         .map((endpoint) => `llmq run --via batch${endpoint}${dbArgument(flags.db)}`)
         .join(' and ');
     // The mock's Batch API lives in the process of the run that made the batch: while that process
-    // lives, only it can cancel. On this machine its pid says so at once (a run killed a moment ago
-    // still heartbeated then); a run elsewhere, by its heartbeat.
+    // lives, only it can cancel (runGoesOn).
     const now = Date.now();
-    const here = hostname();
     const runs = await store.activeRuns();
-    const running = (r: RunRow) => (r.host === here ? isProcessAlive(r.pid) : isLive(r, now));
-    const liveRun = (b: string) => runs.find((r) => r.id === madeBy.get(b) && running(r));
+    const liveRun = (b: string) => runs.find((r) => r.id === madeBy.get(b) && runGoesOn(r, now));
     const said: string[] = [];
     if (cancelled.length > 0) {
       // a run collecting them now sends the rest again in new batches at once: said, for a cancel meant to stop spending
