@@ -229,7 +229,7 @@ describe('progress renderers', () => {
 
   it('a drained run that leaves jobs says they are held elsewhere, not that another run picks them up', () => {
     const state = new ProgressState(loadPriceTable());
-    const held = summaryText({ ...summary, remaining: 5 }, state, NO_PAINT, ' --db q.db');
+    const held = summaryText({ ...summary, remaining: 5 }, state, NO_PAINT, { again: ' --db q.db' });
     expect(held).toContain('  5 jobs held by another run or a batch; see them: llmq status --db q.db\n');
     expect(held).not.toContain('picks them up');
     // after the budget, its own message says to go on with a larger one: a bare llmq run would spend without
@@ -241,7 +241,7 @@ describe('progress renderers', () => {
   it('jobs in batches no run collects are named with the command that collects them, not counted as held or left to llmq run', () => {
     const state = new ProgressState(loadPriceTable());
     const uncollected = [{ baseUrl: 'https://api.openai.com/v1', jobs: 5 }];
-    const drained = summaryText({ ...summary, remaining: 8, uncollected }, state, NO_PAINT, ' --db q.db');
+    const drained = summaryText({ ...summary, remaining: 8, uncollected }, state, NO_PAINT, { again: ' --db q.db' });
     expect(drained).toContain('  5 jobs in batches no run collects: llmq run --via batch --db q.db\n');
     expect(drained).toContain('  3 jobs held by another run or a batch; see them: llmq status --db q.db\n');
     const stopped = summaryText({ ...summary, reason: 'signal', remaining: 5, uncollected }, state, NO_PAINT);
@@ -259,14 +259,14 @@ describe('progress renderers', () => {
     expect(summaryText(left, state, NO_PAINT)).toContain(
       '  12 jobs left pending; llmq run picks them up\n  148 failed jobs in the queue. See why: llmq status\n  Try again: llmq retry-failed && llmq run\n',
     );
-    expect(summaryText(left, state, NO_PAINT, ' --db q.db')).toContain(
+    expect(summaryText(left, state, NO_PAINT, { again: ' --db q.db' })).toContain(
       '  12 jobs left pending; llmq run --db q.db picks them up\n' +
         '  148 failed jobs in the queue. See why: llmq status --db q.db\n' +
         '  Try again: llmq retry-failed --db q.db && llmq run --db q.db\n',
     );
     expect(summaryText({ ...left, remaining: 1 }, state, NO_PAINT)).toContain('  1 job left pending; llmq run picks it up\n');
     const db = ' --db /srv/llmq/queues/customer-support-tickets-2026.db';
-    const long = summaryText(left, state, NO_PAINT, db);
+    const long = summaryText(left, state, NO_PAINT, { again: db });
     expect(long).toContain(
       `  12 jobs left pending; this picks them up:\n    llmq run${db}\n` +
         `  148 failed jobs in the queue. See why:\n    llmq status${db}\n` +
@@ -274,17 +274,17 @@ describe('progress renderers', () => {
     );
     for (const line of long.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
     // a suggested run sends where this one sent; too long for a line, it goes on at a flag after a backslash
-    const mock = summaryText(left, state, NO_PAINT, ' --db q.db', ' --provider mock');
+    const mock = summaryText(left, state, NO_PAINT, { again: ' --db q.db', runAgain: ' --provider mock' });
     expect(mock).toContain('  Try again: llmq retry-failed --db q.db && llmq run --provider mock --db q.db\n');
     const endpoint = ' --base-url https://llm-gateway.internal.example.com/openai/v1';
-    const both = summaryText(left, state, NO_PAINT, db, endpoint);
+    const both = summaryText(left, state, NO_PAINT, { again: db, runAgain: endpoint });
     expect(both).toContain(`  Try again:\n    llmq retry-failed${db}\n    llmq run${endpoint} \\\n      ${db.trim()}\n`);
     for (const line of both.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
     const empty = { ...summary, done: 0, failed: 0, retried: 0, requests: 0, rateLimited: 0, promptTokens: 0, completionTokens: 0 };
     expect(summaryText(empty, state, NO_PAINT)).toBe(
       'nothing was pending: llmq status shows the queue. 148 failed jobs wait: llmq retry-failed && llmq run\n',
     );
-    expect(summaryText(empty, state, NO_PAINT, db)).toBe(
+    expect(summaryText(empty, state, NO_PAINT, { again: db })).toBe(
       `nothing was pending; this shows the queue:\n    llmq status${db}\n148 failed jobs wait:\n    llmq retry-failed${db}\n    llmq run${db}\n`,
     );
     // every failure refused as sent: a retry would pay for the same refusals, so none is proposed
@@ -303,6 +303,19 @@ describe('progress renderers', () => {
     expect(summaryText({ ...left, failuresInStore: mixed }, state, NO_PAINT)).toContain('Try again: llmq retry-failed');
   });
 
+  it("answers cut off at max_tokens: more room proposed, but not for the offline mock's stand-ins", () => {
+    const state = new ProgressState(loadPriceTable());
+    const cut = { ...summary, cutOff: 3, cutOffRoom: 4096 };
+    const real = summaryText(cut, state, NO_PAINT, { again: ' --db q.db' });
+    expect(real).toContain(
+      '  to ask the cut-off ones again with more room:\n    llmq retry-failed --cut-off --max-tokens 4096 --db q.db\n',
+    );
+    expect(real).not.toContain('offline mock');
+    const mock = summaryText(cut, state, NO_PAINT, { again: ' --db q.db', runAgain: ' --provider mock', offline: true });
+    expect(mock).toContain("  the offline mock's stand-in answers are longer than a short max_tokens allows; a real model's may fit it\n");
+    expect(mock).not.toContain('--cut-off');
+  });
+
   it('the summary proposes room for answers cut off at max_tokens, not a retry that is cut off again', () => {
     const state = new ProgressState(loadPriceTable());
     const cut = (limit: number, count: number) => ({
@@ -311,7 +324,7 @@ describe('progress renderers', () => {
     });
     const left = { ...summary, reason: 'signal' as const, remaining: 0, failedInStore: 148 };
     // all cut off: the highest limit their errors propose, the queue's --db carried
-    const all = summaryText({ ...left, failuresInStore: [cut(2048, 100), cut(4096, 48)] }, state, NO_PAINT, ' --db q.db');
+    const all = summaryText({ ...left, failuresInStore: [cut(2048, 100), cut(4096, 48)] }, state, NO_PAINT, { again: ' --db q.db' });
     expect(all).toContain(
       '  Send them again with more room:\n    llmq retry-failed --error "cut off" --max-tokens 4096 --db q.db\n    llmq run --db q.db\n',
     );

@@ -173,11 +173,18 @@ export function isEmptyRun(r: Pick<RunSummary, 'done' | 'failed' | 'retried' | '
 }
 
 /**
- * The end-of-run summary and, when something is left to do, the next command. `again`: what every
- * suggested command needs to reach this queue (`dbArgument`); `runAgain`: what a suggested
- * `llmq run` needs besides to send where this run sent (`runArguments`).
+ * The end-of-run summary and, when something is left to do, the next command. Of `where`: `again`,
+ * what every suggested command needs to reach this queue (`dbArgument`); `runAgain`, what a suggested
+ * `llmq run` needs besides to send where this run sent (`runArguments`); `offline`, the offline mock
+ * answered (its cut-off stand-ins propose no more room).
  */
-export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again = '', runAgain = '', offline = false): string {
+export function summaryText(
+  r: RunSummary,
+  s: ProgressState,
+  paint: Paint,
+  where: Pick<Where, 'again' | 'runAgain' | 'offline'> = {},
+): string {
+  const { again = '', runAgain = '', offline = false } = where;
   const run = `llmq run${runAgain}`;
   const suggest = (line: (commands: string) => string, split: string, commands: readonly string[]) =>
     suggestLines(line, split, commands, again, paint);
@@ -275,7 +282,7 @@ export function summaryText(r: RunSummary, s: ProgressState, paint: Paint, again
 
 /**
  * The failed jobs in the queue as a run ends: where to see why, and what tries them again (nothing
- * when the provider refused them all as sent). `again` and `runAgain` as for `summaryText`; the batch
+ * when the provider refused them all as sent). `again` and `runAgain` as `Where` has them; the batch
  * lane's end says them too.
  */
 export function failedLines(r: Pick<RunSummary, 'failedInStore' | 'failuresInStore'>, paint: Paint, again = '', runAgain = ''): string[] {

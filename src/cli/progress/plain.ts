@@ -60,7 +60,7 @@ export function plainRenderer(state: ProgressState, stream: NodeJS.WritableStrea
         case 'run:end':
           if (state.snapshot && printedSnapshot !== state.snapshot) line();
           ended = true;
-          stream.write(summaryText(payload as SchedulerEventMap['run:end'], state, paint, where.again, where.runAgain, where.offline));
+          stream.write(summaryText(payload as SchedulerEventMap['run:end'], state, paint, where));
           break;
       }
     },
@@ -87,7 +87,7 @@ export function summaryRenderer(state: ProgressState, stream: NodeJS.WritableStr
       if (event === 'stopping') stream.write(`${paint.yellow(pauseText(state, Date.now(), 300) ?? event)}\n`);
       if (event !== 'run:end') return;
       ended = true;
-      stream.write(summaryText(payload as SchedulerEventMap['run:end'], state, paint, where.again, where.runAgain, where.offline));
+      stream.write(summaryText(payload as SchedulerEventMap['run:end'], state, paint, where));
     },
     stop() {
       ended = true;

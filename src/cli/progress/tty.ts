@@ -92,7 +92,7 @@ export function ttyRenderer(
       if (event === 'run:end') {
         main.update(0);
         stop();
-        stream.write(summaryText(payload as SchedulerEventMap['run:end'], state, paint, where.again, where.runAgain, where.offline));
+        stream.write(summaryText(payload as SchedulerEventMap['run:end'], state, paint, where));
         return;
       }
       // Values are ignored by the format; update() just asks for a redraw at the next frame.
