@@ -234,7 +234,7 @@ describe('llmq export', () => {
     expect((await runCli(['enqueue', docs, '--db', db])).code).toBe(0);
     expect((await runCli(['run', '--db', db, ...MOCK_NOW])).code).toBe(0);
     expect((await runCli(['export', '--db', db, '--out-dir', outDir])).code).toBe(0);
-    expect(readdirSync(outDir).sort()).toEqual(['a.txt.out', 'b.txt.out']);
+    expect(readdirSync(outDir).sort()).toEqual(['.llmq-answers', 'a.txt.out', 'b.txt.out']);
     // a.txt edited: its item waits for a new answer, and the old one is not its answer any more
     writeFileSync(join(docs, 'a.txt'), 'second version');
     expect((await runCli(['enqueue', docs, '--db', db])).code).toBe(0);
@@ -243,10 +243,10 @@ describe('llmq export', () => {
     expect(again.stderr).toContain(
       `removed 1 file an earlier export left for a state its item is no longer in (the first, ${join(outDir, 'a.txt.out')}: its item is pending now)`,
     );
-    expect(readdirSync(outDir).sort()).toEqual(['b.txt.out']);
+    expect(readdirSync(outDir).sort()).toEqual(['.llmq-answers', 'b.txt.out']);
     const pending = await runCli(['export', '--db', db, '--out-dir', outDir, '--state', 'done,pending']);
     expect(pending.stderr).not.toContain('removed');
-    expect(readdirSync(outDir).sort()).toEqual(['a.txt.pending', 'b.txt.out']);
+    expect(readdirSync(outDir).sort()).toEqual(['.llmq-answers', 'a.txt.pending', 'b.txt.out']);
   });
 
   it('--ext without --out-dir is refused rather than dropped without a word', async () => {
@@ -271,7 +271,8 @@ describe('llmq export', () => {
     expect(readFileSync(join(outDir, 'sub', 'deeper', 'g.txt.out'), 'utf8')).toBe(ANSWERS['sub/deeper/g.txt']);
     expect(existsSync(join(dir, 'escape.txt.out'))).toBe(false);
     const top = readdirSync(outDir).sort();
-    expect(top).toEqual(['__', 'a.txt.out', 'abs', 'c.txt.out', 'sub']);
+    // .llmq-answers: the folder is one an enqueue around it leaves out
+    expect(top).toEqual(['.llmq-answers', '__', 'a.txt.out', 'abs', 'c.txt.out', 'sub']);
     expect(readdirSync(join(outDir, '__'))[0]).toMatch(/^escape\.txt~[0-9a-f]{8}\.out$/);
     expect(readdirSync(join(outDir, 'abs'))[0]).toMatch(/^x\.txt~[0-9a-f]{8}\.out$/);
     // failed ones on request, with their reason; a chosen extension

@@ -165,7 +165,9 @@ describe('export --out-dir', () => {
       expect(r.stderr).toMatch(/item "a\.out\/b" went to .*a\.out~[0-9a-f]{8}\/b\.out/);
       expect(r.stderr).toMatch(/item "x" went to .*x~[0-9a-f]{8}\.out/);
     }
-    const files = (readdirSync(out, { recursive: true }) as string[]).filter((f) => statSync(join(out, f)).isFile());
+    const files = (readdirSync(out, { recursive: true }) as string[]).filter(
+      (f) => statSync(join(out, f)).isFile() && f !== '.llmq-answers',
+    );
     const texts = files.map((f) => readFileSync(join(out, f), 'utf8')).sort();
     expect(texts).toEqual(ids.map((id) => `answer to ${id}`).sort());
     expect(readFileSync(join(out, 'a.out'), 'utf8')).toBe('answer to a');

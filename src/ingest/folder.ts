@@ -9,6 +9,7 @@ import type { PathMatcher } from './glob.js';
 import { byteCount, fsReason, overMaxDocBytes, type Entry, type ReadOptions } from './types.js';
 import { shellWord } from '../shell-word.js';
 import { isCsvExport } from '../report/csv-columns.js';
+import { ANSWERS_MARKER, isAnswersFolder } from '../answers-folder.js';
 
 /** A file read a record per line when named: JSON Lines by its extension. */
 export const JSONL_NAME = /\.(jsonl|ndjson)$/i;
@@ -99,8 +100,22 @@ export async function* readFolder(root: string, options: FolderOptions): AsyncGe
       };
       continue;
     }
-    yield* walk(root, shown, rel, options, seen, linked);
+    const skipped = await answersSkipped(real, posix.join(shown, rel));
+    if (skipped) yield skipped;
+    else yield* walk(root, shown, rel, options, seen, linked);
   }
+}
+
+/**
+ * A subfolder `llmq export --out-dir` wrote, left out: its answers, read as documents, would be sent
+ * and paid for again. The folder named itself is read (`llmq enqueue answers/` asks for them).
+ */
+async function answersSkipped(dir: string, path: string): Promise<Skipped | null> {
+  if (!(await isAnswersFolder(dir))) return null;
+  return {
+    path,
+    skipped: `answers that llmq export --out-dir wrote, left out: they are not documents. To enqueue them anyway, name the folder: llmq enqueue ${shellWord(path)}`,
+  };
 }
 
 /** Whether `folder` holds `root` (both real paths): an ancestor of it. */
@@ -128,7 +143,7 @@ async function* walk(
   entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const realDir = options.ownDatabase?.size ? await realpath(dir).catch(() => dir) : dir;
   for (const entry of entries) {
-    if (!options.hidden && entry.name.startsWith('.')) continue;
+    if ((!options.hidden && entry.name.startsWith('.')) || entry.name === ANSWERS_MARKER) continue;
     const childRel = rel === '' ? entry.name : `${rel}/${entry.name}`;
     const full = join(dir, entry.name);
     const path = posix.join(shown, childRel);
@@ -153,7 +168,9 @@ async function* walk(
       const real = await realpath(full).catch(() => full);
       if (seen.has(real)) continue;
       seen.add(real);
-      yield* walk(root, shown, childRel, options, seen, linked);
+      const skipped = await answersSkipped(full, path);
+      if (skipped) yield skipped;
+      else yield* walk(root, shown, childRel, options, seen, linked);
       continue;
     }
     if (!options.include(childRel)) continue;

@@ -5,6 +5,7 @@ import { basename, dirname, join, relative, resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { makeDirs } from '../make-dirs.js';
+import { markAnswersFolder } from '../answers-folder.js';
 import { isProcessAlive } from '../process-alive.js';
 import { EXIT, LlmqError } from '../errors.js';
 import { knownError, type ErrorPlace } from '../errors-known.js';
@@ -162,6 +163,7 @@ export async function exportToDir(
   try {
     makeDirs(root);
     earlier = (await readdir(root)).length > 0;
+    await markAnswersFolder(root);
   } catch (error) {
     throw knownError(error, { what: '--out-dir', path: dir }) ?? error;
   }

@@ -69,7 +69,7 @@ async function refuseOtherFile(out: string, real: string): Promise<void> {
   }
   if (EXPORT_ROW.test(first) || BATCH_OUTPUT_ROW.test(first) || first === CSV_COLUMNS.join(',')) return;
   throw new UsageError(
-    `--out ${out} is there already and is not an llmq export (it begins ${JSON.stringify(first.slice(0, 40))}): it may be an input, and export ` +
+    `--out ${out} is there already and is not an llmq export (it begins ${JSON.stringify(first.replace(/^\uFEFF/, '').slice(0, 40))}): it may be an input, and export ` +
       'writes over its own exports only. Give another file name, or remove that file first.',
   );
 }

@@ -131,6 +131,37 @@ describe('llmq enqueue (CLI)', () => {
     expect(query<{ id: string }>(db, 'SELECT id FROM items ORDER BY id').map((r) => r.id)).toEqual(['data.csv', 'note.txt', 'results.csv']);
   });
 
+  it('leaves a subfolder its --out-dir export wrote out (answers are not documents), which naming the folder enqueues', async () => {
+    const dir = tempDir();
+    const docs = join(dir, 'docs');
+    mkdirSync(join(docs, 'sub'), { recursive: true });
+    writeFileSync(join(docs, 'note.txt'), 'a real document');
+    writeFileSync(join(docs, 'sub', 'other.md'), 'another document');
+    const db = join(dir, 'q.db');
+    expect((await runCli(['enqueue', 'docs', '--db', db], { cwd: dir })).code).toBe(0);
+    expect((await runCli(['run', '--db', db, '--provider', 'mock', '--mock-latency', '0', '--progress', 'none'], { cwd: dir })).code).toBe(
+      0,
+    );
+    const exported = await runCli(['export', '--db', db, '--out-dir', 'docs/answers'], { cwd: dir });
+    expect(exported.code, exported.stderr).toBe(0);
+    expect(existsSync(join(docs, 'answers', 'sub', 'other.md.out'))).toBe(true);
+    const again = await runCli(['enqueue', 'docs', '--db', db], { cwd: dir });
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain(
+      'skipped docs/answers: answers that llmq export --out-dir wrote, left out: they are not documents. To enqueue them anyway, name the folder: llmq enqueue docs/answers\n',
+    );
+    expect(again.stderr).toMatch(/0 new jobs, 0 new items, 2 already queued, .*1 skipped$/m);
+    // named, the folder is read, its marker file left out
+    const named = await runCli(['enqueue', 'docs/answers', '--db', db, '--hidden'], { cwd: dir });
+    expect(named.code, named.stderr).toBe(0);
+    expect(query<{ id: string }>(db, 'SELECT id FROM items ORDER BY id').map((r) => r.id)).toEqual([
+      'note.txt',
+      'note.txt.out',
+      'sub/other.md',
+      'sub/other.md.out',
+    ]);
+  });
+
   it('says the request flags given did not apply to OpenAI Batch API lines, whose bodies are sent as they are', async () => {
     const dir = tempDir();
     const line = (id: string) =>
