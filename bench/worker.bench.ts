@@ -395,19 +395,35 @@ async function throughput(): Promise<void> {
   // Rounds, each loop once per round and llmq right after the bare loop: on a shared machine the
   // CPU on hand drifts by a fifth within a minute, so one pass of each compares two different
   // machines. The ratio is the median of each round's own.
-  const rounds: Array<Record<'bare' | 'run' | 'durable' | 'storeless' | 'layout' | 'appended', Measured>> = [];
+  const rounds: Array<Record<'bare' | 'run' | 'durable' | 'storeless' | 'layout' | 'appended', Measured> & { slower: Slowdowns }> = [];
   for (let i = 0; i < ROUNDS; i++) {
-    const bare = await busy(fake, () => bareUndiciLoop(fake.url, jobs, concurrency));
-    const run = await busy(fake, () => llmqRun(fake.url, jobs, concurrency));
+    // The bare loop before and after each of the others: each is compared with the mean of the two
+    // around it, so the machine's drift within a round (a fifth within a minute) is taken out of it.
+    const bares = [await busy(fake, () => bareUndiciLoop(fake.url, jobs, concurrency))];
+    const bracketed = async (loop: () => Promise<{ rate: number; cpuMsPerJob: number }>) => {
+      const measured = await busy(fake, loop);
+      bares.push(await busy(fake, () => bareUndiciLoop(fake.url, jobs, concurrency)));
+      return { measured, slower: (bares.at(-2)!.rate + bares.at(-1)!.rate) / 2 / measured.rate };
+    };
+    const run = await bracketed(() => llmqRun(fake.url, jobs, concurrency));
     // next to the run it would replace, on the same machine minute
-    const appended = await busy(fake, () => appendedRun(fake.url, jobs, concurrency));
-    const durable = await busy(fake, () => durableLoop(fake.url, jobs, concurrency));
-    const storeless = await busy(fake, () => storelessRun(fake.url, jobs, concurrency));
-    const layout = await busy(fake, () => layoutFloorLoop(fake.url, jobs, concurrency));
-    rounds.push({ bare, run, durable, storeless, layout, appended });
+    const appended = await bracketed(() => appendedRun(fake.url, jobs, concurrency));
+    const durable = await bracketed(() => durableLoop(fake.url, jobs, concurrency));
+    const storeless = await bracketed(() => storelessRun(fake.url, jobs, concurrency));
+    const layout = await bracketed(() => layoutFloorLoop(fake.url, jobs, concurrency));
+    const bare = [...bares].sort((a, b) => a.rate - b.rate)[bares.length >> 1]!;
+    rounds.push({
+      bare,
+      run: run.measured,
+      appended: appended.measured,
+      durable: durable.measured,
+      storeless: storeless.measured,
+      layout: layout.measured,
+      slower: { run: run.slower, appended: appended.slower, durable: durable.slower, storeless: storeless.slower, layout: layout.slower },
+    });
   }
   await fake.close();
-  const typical = (loop: keyof (typeof rounds)[number]): Measured => {
+  const typical = (loop: Exclude<keyof (typeof rounds)[number], 'slower'>): Measured => {
     const rs = rounds.map((r) => r[loop]);
     const mid = (f: (m: Measured) => number) => median(rs.map(f));
     return { rate: mid((m) => m.rate), cpuMsPerJob: mid((m) => m.cpuMsPerJob), client: mid((m) => m.client), server: mid((m) => m.server) };
@@ -419,14 +435,14 @@ async function throughput(): Promise<void> {
     const xs = rounds.map(of);
     return { mid: median(xs), range: `${fmt(Math.min(...xs), 2)}-${fmt(Math.max(...xs), 2)}` };
   };
-  const ratio = ratios((r) => r.bare.rate / r.run.rate);
-  const storelessRatio = ratios((r) => r.bare.rate / r.storeless.rate);
-  const durableRatio = ratios((r) => r.durable.rate / r.run.rate);
-  const layoutRatio = ratios((r) => r.bare.rate / r.layout.rate);
-  const durableToBare = ratios((r) => r.bare.rate / r.durable.rate);
-  const appendedRatio = ratios((r) => r.bare.rate / r.appended.rate);
+  const ratio = ratios((r) => r.slower.run);
+  const storelessRatio = ratios((r) => r.slower.storeless);
+  const durableRatio = ratios((r) => r.slower.run / r.slower.durable);
+  const layoutRatio = ratios((r) => r.slower.layout);
+  const durableToBare = ratios((r) => r.slower.durable);
+  const appendedRatio = ratios((r) => r.slower.appended);
   console.log(
-    `(1) throughput, zero-latency fake, concurrency ${concurrency}, ${fmt(jobs)} jobs, ${cpus().length} cores: medians of ${ROUNDS} rounds`,
+    `(1) throughput, zero-latency fake, concurrency ${concurrency}, ${fmt(jobs)} jobs, ${cpus().length} cores: medians of ${ROUNDS} rounds, each ratio against the bare loops just before and after`,
   );
   console.log(
     `    llmq run:          ${fmt(run.rate)} jobs/s, ${fmt(run.cpuMsPerJob, 3)} CPU ms per job (store, scheduler and HTTP) ${cores(run)}`,
@@ -467,8 +483,11 @@ async function throughput(): Promise<void> {
   );
 }
 
-/** Rounds of the throughput comparison (LLMQ_BENCH_ROUNDS): each about 15 s on 2 cores. */
+/** Rounds of the throughput comparison (LLMQ_BENCH_ROUNDS): each about 40 s on 2 cores. */
 const ROUNDS = Math.max(1, Math.floor(Number(process.env.LLMQ_BENCH_ROUNDS ?? 5)) || 5);
+
+/** Each loop's rate against the bare loop's around it (the mean of the one before and the one after): how many times slower. */
+type Slowdowns = Record<'run' | 'durable' | 'storeless' | 'layout' | 'appended', number>;
 
 interface Measured {
   rate: number;
