@@ -88,6 +88,10 @@ describe('export core', () => {
     // rewritten ids get a hash, so they never land on a clean id's file
     expect(itemPath(root, '../x', '.out')).not.toBe(itemPath(root, '__/x', '.out'));
     expect(itemPath(root, 'a//b', '.out')).not.toBe(itemPath(root, 'a/b', '.out'));
+    // never the folder's mark: written over or removed as stale, its folder would be read as documents
+    expect(itemPath(root, '.llmq-answers', '')).toMatch(/\/\.llmq-answers~[0-9a-f]{8}$/);
+    expect(itemPath(root, '.llmq', '-answers')).toMatch(/\/\.llmq~[0-9a-f]{8}-answers$/);
+    expect(itemPath(root, '.llmq-answers', '.out')).toBe(join(root, '.llmq-answers.out'));
   });
 
   it('openai-batch output round-trips with an openai-batch input: every custom_id back, bodies intact', async () => {

@@ -85,6 +85,12 @@ describe('--out writes into what it names and never replaces it', () => {
       const out = join(dir, `results.${format}`);
       for (let n = 0; n < 2; n++) expect((await runCli(['export', '--db', db, '--out', out, '--format', format])).code, format).toBe(0);
     }
+    // a CSV export saved again by a spreadsheet (Excel's "CSV UTF-8" puts a BOM first) is still one
+    const csv = join(dir, 'results.csv');
+    writeFileSync(csv, `\uFEFF${readFileSync(csv, 'utf8')}`);
+    const again = await runCli(['export', '--db', db, '--out', csv, '--format', 'csv']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(readFileSync(csv, 'utf8').startsWith('\uFEFF')).toBe(false);
   });
 
   it('follows a symlink to its file (also one not there yet) and leaves the link in place', async () => {
@@ -150,6 +156,19 @@ describe('--out writes into what it names and never replaces it', () => {
 });
 
 describe('export --out-dir', () => {
+  it('marks a folder of its own answers once, and leaves a mark that is there as it is (another user may own it)', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir);
+    const out = join(dir, 'answers');
+    expect((await runCli(['export', '--db', db, '--out-dir', out])).code).toBe(0);
+    expect(readFileSync(join(out, '.llmq-answers'), 'utf8')).toContain('llmq export --out-dir');
+    writeFileSync(join(out, '.llmq-answers'), 'kept as it is\n');
+    const again = await runCli(['export', '--db', db, '--out-dir', out]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).not.toContain('warning');
+    expect(readFileSync(join(out, '.llmq-answers'), 'utf8')).toBe('kept as it is\n');
+  });
+
   it('gives colliding ids distinct names and writes every item, the same way again on a second export', async () => {
     const dir = tempDir();
     // a.out is a's file, then a folder for a.out/b; x.out is x.out/y's folder, then x's file; the last id

@@ -9,7 +9,7 @@ import type { PathMatcher } from './glob.js';
 import { byteCount, fsReason, overMaxDocBytes, type Entry, type ReadOptions } from './types.js';
 import { shellWord } from '../shell-word.js';
 import { isCsvExport } from '../report/csv-columns.js';
-import { ANSWERS_MARKER, isAnswersFolder } from '../answers-folder.js';
+import { ANSWERS_MARKER } from '../answers-folder.js';
 
 /** A file read a record per line when named: JSON Lines by its extension. */
 export const JSONL_NAME = /\.(jsonl|ndjson)$/i;
@@ -100,22 +100,24 @@ export async function* readFolder(root: string, options: FolderOptions): AsyncGe
       };
       continue;
     }
-    const skipped = await answersSkipped(real, posix.join(shown, rel));
-    if (skipped) yield skipped;
-    else yield* walk(root, shown, rel, options, seen, linked);
+    yield* walk(root, shown, rel, options, seen, linked);
   }
 }
 
 /**
- * A subfolder `llmq export --out-dir` wrote, left out: its answers, read as documents, would be sent
- * and paid for again. The folder named itself is read (`llmq enqueue answers/` asks for them).
+ * The files of a subfolder `llmq export --out-dir` wrote (its `.llmq-answers`) that this walk would
+ * read (hidden ones and those `--glob` leaves out are not): how many it leaves out.
  */
-async function answersSkipped(dir: string, path: string): Promise<Skipped | null> {
-  if (!(await isAnswersFolder(dir))) return null;
-  return {
-    path,
-    skipped: `answers that llmq export --out-dir wrote, left out: they are not documents. To enqueue them anyway, name the folder: llmq enqueue ${shellWord(path)}`,
-  };
+async function answerFileCount(dir: string, rel: string, options: FolderOptions): Promise<number> {
+  const entries = await readdir(dir, { withFileTypes: true, recursive: true }).catch(() => []);
+  let count = 0;
+  for (const e of entries) {
+    if (!e.isFile() || e.name === ANSWERS_MARKER) continue;
+    const below = relative(dir, join(e.parentPath, e.name)).split(sep).join('/');
+    if (!options.hidden && below.split('/').some((part) => part.startsWith('.'))) continue;
+    if (options.include(`${rel}/${below}`)) count++;
+  }
+  return count;
 }
 
 /** Whether `folder` holds `root` (both real paths): an ancestor of it. */
@@ -138,6 +140,18 @@ async function* walk(
     entries = await readdir(dir, { withFileTypes: true });
   } catch (error) {
     yield { path: rel === '' ? shown : posix.join(shown, rel), reason: fsReason(error) };
+    return;
+  }
+  // A subfolder `llmq export --out-dir` wrote: its answers, read as documents, would be sent and paid
+  // for again. Left out whole, said once; the folder named itself is read (`llmq enqueue answers/`).
+  if (rel !== '' && entries.some((e) => e.name === ANSWERS_MARKER && e.isFile())) {
+    const count = await answerFileCount(dir, rel, options);
+    const path = posix.join(shown, rel);
+    if (count > 0)
+      yield {
+        path,
+        skipped: `${count === 1 ? 'an answer file' : `${count.toLocaleString('en-US')} answer files`} that llmq export --out-dir wrote, left out: answers are not documents. To enqueue them anyway, name the folder: llmq enqueue ${shellWord(path)}`,
+      };
     return;
   }
   entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -168,9 +182,7 @@ async function* walk(
       const real = await realpath(full).catch(() => full);
       if (seen.has(real)) continue;
       seen.add(real);
-      const skipped = await answersSkipped(full, path);
-      if (skipped) yield skipped;
-      else yield* walk(root, shown, childRel, options, seen, linked);
+      yield* walk(root, shown, childRel, options, seen, linked);
       continue;
     }
     if (!options.include(childRel)) continue;

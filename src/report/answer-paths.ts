@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { join, relative, resolve, sep } from 'node:path';
 import { UsageError } from '../errors.js';
+import { ANSWERS_MARKER } from '../answers-folder.js';
 
 // Control characters everywhere; on Windows also the characters its filesystems refuse (a
 // `file.jsonl:12` id keeps its colon on POSIX).
@@ -45,8 +46,10 @@ export function itemPath(root: string, id: string, ext: string): string {
   });
   if (clean.length === 0) clean.push('item');
   let name = clean.join(sep);
-  // Any rewrite (.., ./, //, a leading /, C:, control characters) could meet another id's path.
-  if (clean.join('/') !== id) name += '~' + shortHash(id);
+  // Any rewrite (.., ./, //, a leading /, C:, control characters) could meet another id's path; and
+  // an item's file may not take the name of the folder's mark (`.llmq-answers`): written over, or
+  // removed as stale, the folder would be read as documents again.
+  if (clean.join('/') !== id || `${clean.at(-1)}${ext}` === ANSWERS_MARKER) name += '~' + shortHash(id);
   const path = resolve(root, name + ext);
   // Belt and braces: whatever the rewriting missed, nothing leaves root.
   if (!path.startsWith(root + sep)) throw new Error(`internal: export path for item '${id}' escapes ${root}`);

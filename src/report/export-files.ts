@@ -5,7 +5,7 @@ import { basename, dirname, join, relative, resolve } from 'node:path';
 import type { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { makeDirs } from '../make-dirs.js';
-import { markAnswersFolder } from '../answers-folder.js';
+import { ANSWERS_MARKER, markAnswersFolder } from '../answers-folder.js';
 import { isProcessAlive } from '../process-alive.js';
 import { EXIT, LlmqError } from '../errors.js';
 import { knownError, type ErrorPlace } from '../errors-known.js';
@@ -137,6 +137,11 @@ export interface DirExportCounts extends ExportCounts {
   unwritten: number;
   /** Files of an earlier export removed, their items in another state now (each reported to `onStale`). */
   stale: number;
+  /**
+   * The folder held other files and no mark of an earlier export: not marked as a folder of answers
+   * (`ANSWERS_MARKER`), so an enqueue of it, or of a folder around it, reads these answers as documents.
+   */
+  unmarked?: boolean;
 }
 
 /** Failures that will fail every other file too: stop at the first and say so once. */
@@ -162,8 +167,12 @@ export async function exportToDir(
   let earlier: boolean;
   try {
     makeDirs(root);
-    earlier = (await readdir(root)).length > 0;
-    await markAnswersFolder(root);
+    const there = await readdir(root);
+    earlier = there.length > 0;
+    // a folder of answers only (new, empty, or marked by an earlier export): the mark leaves it out of
+    // a folder enqueue around it. Other files in it may be documents, which that would leave out too.
+    if (!earlier || there.includes(ANSWERS_MARKER)) await markAnswersFolder(root);
+    else counts.unmarked = true;
   } catch (error) {
     throw knownError(error, { what: '--out-dir', path: dir }) ?? error;
   }

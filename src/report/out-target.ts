@@ -63,13 +63,19 @@ async function refuseOtherFile(out: string, real: string): Promise<void> {
   try {
     const head = Buffer.alloc(FIRST_LINE_BYTES);
     const { bytesRead } = await handle.read(head, 0, head.length, 0);
-    first = head.subarray(0, bytesRead).toString('utf8').split('\n', 1)[0]!.replace(/\r$/, '');
+    // without a BOM: an export saved again by a spreadsheet (Excel's "CSV UTF-8") begins with one
+    first = head
+      .subarray(0, bytesRead)
+      .toString('utf8')
+      .replace(/^\uFEFF/, '')
+      .split('\n', 1)[0]!
+      .replace(/\r$/, '');
   } finally {
     await handle.close();
   }
   if (EXPORT_ROW.test(first) || BATCH_OUTPUT_ROW.test(first) || first === CSV_COLUMNS.join(',')) return;
   throw new UsageError(
-    `--out ${out} is there already and is not an llmq export (it begins ${JSON.stringify(first.replace(/^\uFEFF/, '').slice(0, 40))}): it may be an input, and export ` +
+    `--out ${out} is there already and is not an llmq export (it begins ${JSON.stringify(first.slice(0, 40))}): it may be an input, and export ` +
       'writes over its own exports only. Give another file name, or remove that file first.',
   );
 }

@@ -144,14 +144,19 @@ describe('llmq enqueue (CLI)', () => {
     );
     const exported = await runCli(['export', '--db', db, '--out-dir', 'docs/answers'], { cwd: dir });
     expect(exported.code, exported.stderr).toBe(0);
+    expect(exported.stderr).not.toContain('warning');
     expect(existsSync(join(docs, 'answers', 'sub', 'other.md.out'))).toBe(true);
     const again = await runCli(['enqueue', 'docs', '--db', db], { cwd: dir });
     expect(again.code, again.stderr).toBe(0);
     expect(again.stderr).toContain(
-      'skipped docs/answers: answers that llmq export --out-dir wrote, left out: they are not documents. To enqueue them anyway, name the folder: llmq enqueue docs/answers\n',
+      'skipped docs/answers: 2 answer files that llmq export --out-dir wrote, left out: answers are not documents. To enqueue them anyway, name the folder: llmq enqueue docs/answers\n',
     );
     expect(again.stderr).toMatch(/0 new jobs, 0 new items, 2 already queued, .*1 skipped$/m);
-    // named, the folder is read, its marker file left out
+    // what --glob leaves out is not said
+    const globbed = await runCli(['enqueue', 'docs', '--db', db, '--glob', '*.txt'], { cwd: dir });
+    expect(globbed.code, globbed.stderr).toBe(0);
+    expect(globbed.stderr).not.toContain('skipped');
+    // named, the folder is read, its mark left out
     const named = await runCli(['enqueue', 'docs/answers', '--db', db, '--hidden'], { cwd: dir });
     expect(named.code, named.stderr).toBe(0);
     expect(query<{ id: string }>(db, 'SELECT id FROM items ORDER BY id').map((r) => r.id)).toEqual([
@@ -159,6 +164,31 @@ describe('llmq enqueue (CLI)', () => {
       'note.txt.out',
       'sub/other.md',
       'sub/other.md.out',
+    ]);
+  });
+
+  it('does not mark a folder holding other files as answers: the export warns, and a folder enqueue around it reads its documents', async () => {
+    const dir = tempDir();
+    const docs = join(dir, 'docs');
+    mkdirSync(docs);
+    writeFileSync(join(docs, 'note.txt'), 'a real document');
+    const db = join(dir, 'q.db');
+    expect((await runCli(['enqueue', 'docs', '--db', db], { cwd: dir })).code).toBe(0);
+    expect((await runCli(['run', '--db', db, '--provider', 'mock', '--mock-latency', '0', '--progress', 'none'], { cwd: dir })).code).toBe(
+      0,
+    );
+    const exported = await runCli(['export', '--db', db, '--out-dir', 'docs'], { cwd: dir });
+    expect(exported.code, exported.stderr).toBe(0);
+    expect(exported.stderr).toContain('warning: docs held other files before: its answers are among them');
+    expect(existsSync(join(docs, '.llmq-answers'))).toBe(false);
+    // the document is not lost to an enqueue of the folder around it
+    const around = await runCli(['enqueue', '.', '--db', db, '--glob', 'docs/**'], { cwd: dir });
+    expect(around.code, around.stderr).toBe(0);
+    expect(around.stderr).not.toContain('answer files');
+    expect(query<{ id: string }>(db, 'SELECT id FROM items ORDER BY id').map((r) => r.id)).toEqual([
+      'docs/note.txt',
+      'docs/note.txt.out',
+      'note.txt',
     ]);
   });
 

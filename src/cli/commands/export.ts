@@ -167,7 +167,7 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
 
 /** --out-dir: every item written or named, each one renamed for a collision said so. */
 async function toDir(pages: AsyncIterable<readonly ExportRow[]>, outDir: string, flags: ExportFlags): Promise<ExportCounts> {
-  const [{ exportToDir }, { info }, { count }] = await Promise.all([
+  const [{ exportToDir }, { info, warn }, { count }] = await Promise.all([
     import('../../report/export-files.js'),
     import('../output.js'),
     import('../../report/format.js'),
@@ -185,6 +185,11 @@ async function toDir(pages: AsyncIterable<readonly ExportRow[]>, outDir: string,
   // with --state asking for more than done items, some files hold an error or a state, not an answer
   const file = (flags.state ?? ['done']).every((s) => s === 'done') ? 'answer file' : 'file';
   info(`wrote ${count(counts.written, file)} under ${outDir}`);
+  if (counts.unmarked && counts.written > 0)
+    warn(
+      `${outDir} held other files before: its answers are among them, and an llmq enqueue of it (or of a folder around it) reads ` +
+        `them as documents. An --out-dir of their own keeps them apart; llmq enqueue leaves a folder only llmq export wrote out.`,
+    );
   if (counts.stale > 0)
     info(`removed ${count(counts.stale, 'file')} an earlier export left for a state its item is no longer in (the first, ${firstStale})`);
   if (counts.unwritten > 0) {
