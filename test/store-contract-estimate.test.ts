@@ -30,6 +30,27 @@ describe.each(STORE_KINDS)('store contract: estimate reads [$name]', (kind) => {
     expect(JSON.parse(seen[1]!.request).messages[0].content).toBe('high text 2');
   });
 
+  it("jobsToRun: a dead run's jobs are in, their leases held or not; a spared run's expired ones are not", async () => {
+    const { store } = await kind.fresh();
+    await store.enqueue(rows(6), T0);
+    // a run killed a moment ago, its leases still held: a run takes its jobs back at once
+    const killed = (await store.claim(claimOpts({ limit: 2, owner: 'run-killed', leaseUntil: T0 + 60_000 }))).jobs;
+    // a run stopped with Ctrl-Z, its leases over: a run leaves them
+    const stopped = (await store.claim(claimOpts({ limit: 1, owner: 'run-stopped', leaseUntil: T0 - 1 }))).jobs;
+    // a live run
+    await store.claim(claimOpts({ limit: 1, owner: 'run-live', leaseUntil: T0 + 60_000 }));
+    const keys = async (o: Parameters<typeof store.jobsToRun>[1]) => {
+      const seen: string[] = [];
+      for await (const j of store.jobsToRun(T0, o)) seen.push(j.key);
+      return seen;
+    };
+    expect(await keys({})).toHaveLength(3); // 2 pending, the stopped run's expired lease
+    const toRun = await keys({ spared: ['run-stopped'], deadOwners: ['run-killed'] });
+    expect(toRun).toHaveLength(4);
+    expect(toRun).toEqual(expect.arrayContaining(killed.map((j) => j.key)));
+    expect(toRun).not.toContain(stopped[0]!.key);
+  });
+
   it('answered: the newest answers of a model with their online latency, requests only when asked', async () => {
     const { store } = await kind.fresh();
     await store.enqueue(rows(6), T0);

@@ -27,6 +27,8 @@ export interface EstimateOptions {
   readonly mockAnswersBefore?: number;
   /** Runs whose expired leases a run leaves them (stopped here with Ctrl-Z, `goneOwners`): their jobs are not to send. */
   readonly spared?: readonly string[];
+  /** Runs here whose process is gone (`runsGoneHere`' dead and pidGone): a run takes their jobs back at once, and sends them. */
+  readonly deadOwners?: readonly string[];
   /**
    * Told now and then how many jobs are looked at so far, of about how many (the queue's pending
    * and running jobs, up to `limit`): counting a million prompts takes a minute.
@@ -208,7 +210,11 @@ export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLim
     }
   };
   try {
-    for await (const job of store.jobsToRun(o.now, { mockAnswersBefore: o.mockAnswersBefore, spared: o.spared })) {
+    for await (const job of store.jobsToRun(o.now, {
+      mockAnswersBefore: o.mockAnswersBefore,
+      spared: o.spared,
+      deadOwners: o.deadOwners,
+    })) {
       if (jobs >= limit) break;
       if ((jobs + exhausted) % 256 === 0) o.onProgress?.(jobs + exhausted, of);
       if (job.attempts >= maxAttempts) {

@@ -524,6 +524,13 @@ export interface ForgetResult {
   readonly unknownIds: readonly string[];
 }
 
+/** Which jobs `jobsToRun` takes besides the pending ones: see there. */
+export interface JobsToRunOptions {
+  readonly mockAnswersBefore?: number;
+  readonly spared?: readonly string[];
+  readonly deadOwners?: readonly string[];
+}
+
 export interface RetryFailedFilter {
   /** Only failures whose error contains this text (case-insensitive). */
   readonly errorContains?: string;
@@ -735,9 +742,10 @@ export interface QueueReader {
    * The jobs a run started now would take, in its order, a page at a time (`llmq estimate`). With
    * `mockAnswersBefore` (a run of a real provider), also the jobs it would take back from the mock
    * runs quiet since then (`takeBackMockAnswers`). The expired leases of `spared` owners are left
-   * out, as `reclaim` leaves them (runs stopped here with Ctrl-Z).
+   * out, as `reclaim` leaves them (runs stopped here with Ctrl-Z); the jobs of `deadOwners` are in,
+   * their leases held or not, as a run takes them back at once (runs here whose process is gone).
    */
-  jobsToRun(now: number, o?: { mockAnswersBefore?: number; spared?: readonly string[] }): AsyncIterable<JobToRun>;
+  jobsToRun(now: number, o?: JobsToRunOptions): AsyncIterable<JobToRun>;
   /** Up to `limit` answered jobs of a model, newest first; `withRequest` adds each request. */
   answered(model: string, o: { limit: number; withRequest: boolean }): Promise<AnsweredJob[]>;
 }

@@ -2,6 +2,7 @@ import { Option, type Command } from 'commander';
 import { withoutFractionNoise } from '../../pricing/usd-value.js';
 import { int } from '../../report/format.js';
 import type { Budget } from '../../report/estimate.js';
+import type { RunsGoneHere } from '../../report/status-cost.js';
 import type { Store } from '../../store/types.js';
 import { mockRunToTakeBack } from '../../store/mock-answers.js';
 import { mockLatencyOption, refuseMockFlags } from '../mock-latency-option.js';
@@ -125,8 +126,9 @@ export async function estimateCommand(
       concurrency: flags.concurrency,
       latencyMs: flags.provider === 'mock' ? flags.mockLatency : undefined,
       mockAnswersBefore,
-      // a run stopped here with Ctrl-Z keeps its jobs past their leases: a run would not send them
-      spared: [...runsGoneHere(await store.activeRuns(), Date.now()).stopped],
+      // a run stopped here with Ctrl-Z keeps its jobs past their leases: a run would not send them;
+      // one whose process is gone has them taken back at once, and sent
+      ...ownersGone(runsGoneHere(await store.activeRuns(), Date.now())),
       onProgress: (looked, of) => line.update(() => `counting prompts: ${int(looked)} of ${int(of)} jobs`),
     });
     line.done();
@@ -165,4 +167,9 @@ async function budgetOf(flags: EstimateFlags, store: Store, mockAnswersBefore: n
   }
   const total: Budget = { flag: '--budget-total', usd: flags.budgetTotal, committed: Math.max(0, committed) };
   return run && run.usd <= total.usd - total.committed ? run : total;
+}
+
+/** Which runs here keep their jobs from a run (stopped with Ctrl-Z) and which give them to it (their process gone). */
+function ownersGone(gone: RunsGoneHere): { spared: string[]; deadOwners: string[] } {
+  return { spared: [...gone.stopped], deadOwners: [...gone.dead, ...gone.pidGone] };
 }

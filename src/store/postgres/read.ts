@@ -18,6 +18,7 @@ import type {
   ItemDetail,
   JobState,
   JobToRun,
+  JobsToRunOptions,
   LaneLimitRow,
   RetryFailedFilter,
   RunRow,
@@ -414,14 +415,14 @@ export class PgReader {
     return span.first === null || span.last === null ? null : { first: Number(span.first), last: Number(span.last) };
   }
 
-  async *jobsToRun(now: number, o: { mockAnswersBefore?: number; spared?: readonly string[] } = {}): AsyncIterable<JobToRun> {
+  async *jobsToRun(now: number, o: JobsToRunOptions = {}): AsyncIterable<JobToRun> {
     const cols = 'seq, key, model, request, priority, attempts';
     const expired = (
       await query<RawJobToRun>(
         this.#pool,
-        `SELECT ${cols} FROM jobs WHERE state = 'running' AND lease_expires_at < $1 AND ${NOT_IN_A_LIVE_BATCH}
-          AND NOT (coalesce(lease_owner, '') = ANY($2::text[]))`,
-        [now, [...(o.spared ?? [])]],
+        `SELECT ${cols} FROM jobs WHERE state = 'running' AND ${NOT_IN_A_LIVE_BATCH}
+          AND (lease_expires_at < $1 AND NOT (coalesce(lease_owner, '') = ANY($2::text[])) OR lease_owner = ANY($3::text[]))`,
+        [now, [...(o.spared ?? [])], [...(o.deadOwners ?? [])]],
       )
     ).rows;
     if (o.mockAnswersBefore !== undefined) {

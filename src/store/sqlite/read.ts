@@ -17,6 +17,7 @@ import type {
   ItemDetail,
   JobState,
   JobToRun,
+  JobsToRunOptions,
   LaneLimitRow,
   RetryFailedFilter,
   RunRow,
@@ -265,12 +266,13 @@ export class SqliteReader {
     return span.first === null || span.last === null ? null : { first: span.first, last: span.last };
   }
 
-  jobsToRun(now: number, o: { mockAnswersBefore?: number; spared?: readonly string[] } = {}): AsyncIterable<JobToRun> {
+  jobsToRun(now: number, o: JobsToRunOptions = {}): AsyncIterable<JobToRun> {
     const cols = `seq, key, model, ${requestOf('jobs')} AS request, priority, attempts`;
     const expired = this.#db
-      .prepare(`SELECT ${cols} FROM jobs WHERE state = 'running' AND lease_expires_at < ? AND ${NOT_IN_A_LIVE_BATCH}
-        AND coalesce(lease_owner, '') NOT IN (SELECT value FROM json_each(?))`)
-      .all(now, JSON.stringify(o.spared ?? [])) as RawJobToRun[];
+      .prepare(`SELECT ${cols} FROM jobs WHERE state = 'running' AND ${NOT_IN_A_LIVE_BATCH}
+        AND (lease_expires_at < ? AND coalesce(lease_owner, '') NOT IN (SELECT value FROM json_each(?))
+          OR lease_owner IN (SELECT value FROM json_each(?)))`)
+      .all(now, JSON.stringify(o.spared ?? []), JSON.stringify(o.deadOwners ?? [])) as RawJobToRun[];
     if (o.mockAnswersBefore !== undefined) {
       // taken back, they start again at no attempts
       const mocked = this.#db.prepare(
