@@ -1,7 +1,8 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { batchOwner } from '../src/store/batches.js';
+import { copyStore } from '../src/store/copy.js';
 import type { AttemptRecord, Store } from '../src/store/types.js';
-import { NO_STATS, STORE_KINDS, T0, OWNER, claimOpts, rows, skipUnavailable } from './helpers/stores.js';
+import { NO_STATS, STORE_KINDS, T0, OWNER, claimOpts, row, rows, skipUnavailable } from './helpers/stores.js';
 
 // The money ledger (`spend`) every store keeps: --budget reservations and their settlement.
 
@@ -194,6 +195,48 @@ describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
     const status = await store.status();
     expect(status.byModel.reduce((sum, m) => sum + m.storedUsd, 0)).toBeCloseTo(1.25, 9);
     expect(await spendOf(store)).toMatchObject({ spentUsd: 1.25, mayBeBilledUsd: 0.5 });
+  });
+
+  it("a job dropped unanswered (forget) keeps what its billed tries cost in the queue's cost, and a copy keeps it too", async () => {
+    const { store } = await kind.fresh();
+    await started(store);
+    await store.enqueue(rows(3), T0);
+    const [a, b, c] = (await store.claim(claimOpts({ limit: 3 }))).jobs;
+    const usage = { promptTokens: 10, completionTokens: 2 };
+    const rejected = (key: string, outcome: 'retry' | 'failed') =>
+      tryOf(key, { outcome, error: 'the answer is not JSON', usage, costUsd: 0.25 });
+    await answered(store, a!.key, { costUsd: 0.5 });
+    // b: failed after two rejected answers; c: one rejected, then handed back, pending
+    await store.recordAttempt(rejected(b!.key, 'retry'), { countAttempt: true, error: 'the answer is not JSON' });
+    await store.fail(b!.key, OWNER, 'gave up after 2 attempts', rejected(b!.key, 'failed'), T0 + 10);
+    await store.recordAttempt(rejected(c!.key, 'retry'), { countAttempt: true, error: 'the answer is not JSON' });
+    await store.release(OWNER, { refund: false, now: T0 + 10 });
+    const cost = async (s: Store) => (await s.status()).byModel.reduce((sum, m) => sum + m.storedUsd, 0);
+    expect(await cost(store)).toBeCloseTo(1.25, 9);
+    expect(await store.forgetItems({ ids: ['doc-0001', 'doc-0002'] }, { now: T0 + 20 })).toMatchObject({ droppedJobs: 2 });
+    const after = await store.status();
+    expect(after.counts).toMatchObject({ done: 1, failed: 0, pending: 0 });
+    expect(after.total).toBe(1);
+    expect(await cost(store)).toBeCloseTo(1.25, 9);
+    // the same again: a second drop adds to it
+    await store.enqueue(rows(4).slice(3), T0 + 30);
+    const [d] = (await store.claim(claimOpts({ limit: 1 }))).jobs;
+    await store.fail(d!.key, OWNER, 'gave up after 1 attempt', rejected(d!.key, 'failed'), T0 + 40);
+    await store.forgetItems({ ids: ['doc-0003'] }, { now: T0 + 50 });
+    expect(await cost(store)).toBeCloseTo(1.5, 9);
+    // a job whose document an enqueue changed while it ran, failed after: dropped as it fails
+    await store.enqueue([row('e', 'first text')], T0 + 51);
+    const [e] = (await store.claim(claimOpts({ limit: 1 }))).jobs;
+    await store.enqueue([row('e', 'second text')], T0 + 52);
+    await store.fail(e!.key, OWNER, 'gave up after 1 attempt', rejected(e!.key, 'failed'), T0 + 53);
+    expect(await cost(store)).toBeCloseTo(1.75, 9);
+    await store.forgetItems({ ids: ['e'] }, { now: T0 + 54 });
+    expect(await cost(store)).toBeCloseTo(1.75, 9);
+    await store.finishRun(OWNER, T0 + 60, 'drained', NO_STATS);
+    const { store: target } = await kind.fresh();
+    await copyStore(store, target, { now: T0 + 70 });
+    expect(await cost(target)).toBeCloseTo(1.75, 9);
+    expect((await target.status()).total).toBe(1);
   });
 
   it('an answer of a model without a price is counted as such, not as $0', async () => {

@@ -124,6 +124,8 @@ export async function copyStore(
   // what retry-failed --max-tokens raised: an enqueue of the copy keeps those documents at the raise too
   const superseded = await from.copier.dumpSuperseded();
   for (let i = 0; i < superseded.length; i += 5000) await to.copier.loadSuperseded(superseded.slice(i, i + 5000));
+  // the jobs gone unanswered keep what their billed tries cost in the queue's cost (a row per model)
+  await to.copier.loadDroppedCosts(await from.copier.dumpDroppedCosts());
   await to.copier.endCopy();
   return { jobs, items, attempts, runs, laneLimits: limits.length, rejections: rejected.length, requeued, closedRuns };
 }

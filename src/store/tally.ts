@@ -6,7 +6,8 @@ import { JOB_STATES, type JobState, type ModelTally, type StatusSnapshot } from 
  */
 export interface StateTokensRow {
   readonly model: string;
-  readonly state: JobState;
+  /** A job state, or `dropped`: what the billed tries of jobs dropped unanswered cost (`DROPPED_COST`). */
+  readonly state: JobState | typeof DROPPED;
   readonly n: number;
   readonly p: number;
   readonly c: number;
@@ -15,6 +16,14 @@ export interface StateTokensRow {
   readonly uc: number | null;
   readonly r: number;
 }
+
+/**
+ * The `job_counts` group of jobs dropped unanswered (`forget`, or failed with no item needing them)
+ * whose tries were billed (answers rejected, or cut off): `jobs` of them, and what those tries cost,
+ * kept in the queue's cost as it was before they went. An enqueue that moves a job's document gives
+ * that cost to its new job instead.
+ */
+export const DROPPED = 'dropped';
 
 /**
  * The grouped columns both stores select from `job_counts` (`FROM job_counts GROUP BY model, state`):
@@ -29,10 +38,27 @@ export const COUNTS_COLUMNS = `model, state, sum(jobs) AS n, sum(prompt_tokens) 
  * count the jobs items need. Tokens, cost and the per-model figures keep them: they were paid for,
  * and each is an answer of its model all the same.
  */
+function emptyModel(model: string): { -readonly [K in keyof ModelTally]: ModelTally[K] } {
+  return {
+    model,
+    jobs: 0,
+    done: 0,
+    pending: 0,
+    running: 0,
+    prompt: 0,
+    completion: 0,
+    donePrompt: 0,
+    doneCompletion: 0,
+    storedUsd: 0,
+    unpricedPrompt: 0,
+    unpricedCompletion: 0,
+  };
+}
+
 /** The jobs of each state from rows of `SELECT state, sum(jobs) AS n FROM job_counts GROUP BY state` (either store). */
-export function stateCountsOf(rows: ReadonlyArray<{ state: JobState; n: number | string }>): Record<JobState, number> {
+export function stateCountsOf(rows: ReadonlyArray<{ state: JobState | typeof DROPPED; n: number | string }>): Record<JobState, number> {
   const counts = Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
-  for (const r of rows) counts[r.state] += Number(r.n);
+  for (const r of rows) if (r.state !== DROPPED) counts[r.state] += Number(r.n);
   return counts;
 }
 
@@ -52,26 +78,20 @@ export function tallyJobs(
     const n = Number(r.n),
       p = Number(r.p),
       c = Number(r.c);
+    if (r.state === DROPPED) {
+      // no job is left of them: only their cost, in their model's
+      const m = models.get(r.model) ?? emptyModel(r.model);
+      m.storedUsd += Number(r.usd ?? 0);
+      models.set(r.model, m);
+      continue;
+    }
     // a group whose last job left it (kept by SQLite, not yet folded away by PostgreSQL)
     if (n === 0) continue;
     counts[r.state] += n;
     prompt += p;
     completion += c;
     if (r.state === 'pending') retrying += Number(r.r);
-    const m = models.get(r.model) ?? {
-      model: r.model,
-      jobs: 0,
-      done: 0,
-      pending: 0,
-      running: 0,
-      prompt: 0,
-      completion: 0,
-      donePrompt: 0,
-      doneCompletion: 0,
-      storedUsd: 0,
-      unpricedPrompt: 0,
-      unpricedCompletion: 0,
-    };
+    const m = models.get(r.model) ?? emptyModel(r.model);
     m.jobs += n;
     if (r.state === 'done') {
       m.done += n;

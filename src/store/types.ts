@@ -769,6 +769,9 @@ export interface QueueCopier {
   /** The requests `retry-failed --max-tokens` superseded, and what superseded each (src/store/superseded.ts): a few rows per raise. */
   dumpSuperseded(): Promise<Array<{ readonly key: string; readonly byKey: string }>>;
   loadSuperseded(rows: ReadonlyArray<{ readonly key: string; readonly byKey: string }>): Promise<void>;
+  /** What the billed tries of jobs dropped unanswered cost, by model (tally.ts's DROPPED): kept in the queue's cost. */
+  dumpDroppedCosts(): Promise<DroppedCost[]>;
+  loadDroppedCosts(rows: readonly DroppedCost[]): Promise<void>;
   /**
    * Mark this queue as written by a copy from `source` until `endCopy`: one stopped halfway is then
    * told from a whole queue (`copyInProgress`), and refused by the commands that use a queue.
@@ -777,6 +780,13 @@ export interface QueueCopier {
   endCopy(): Promise<void>;
   /** The copy writing this queue, or the one that stopped before it finished; null when none. */
   copyInProgress(): Promise<CopyInProgress | null>;
+}
+
+/** Of a model, the jobs dropped unanswered whose tries were billed, and what those tries cost. */
+export interface DroppedCost {
+  readonly model: string;
+  readonly jobs: number;
+  readonly usd: number;
 }
 
 export interface CopyInProgress {

@@ -1,6 +1,7 @@
 import { pgText } from './pg-text.js';
 import type pg from 'pg';
-import type { AttemptRow, CopyInProgress, ItemRow, JobRow, QueueCopier, RunRow } from '../types.js';
+import type { AttemptRow, CopyInProgress, DroppedCost, ItemRow, JobRow, QueueCopier, RunRow } from '../types.js';
+import { DROPPED } from '../tally.js';
 import { query } from './connect.js';
 import {
   ATTEMPT_COLUMNS,
@@ -109,6 +110,24 @@ export class PgCopier implements QueueCopier {
       `INSERT INTO superseded (key, by_key) SELECT * FROM unnest($1::text[], $2::text[])
       ON CONFLICT (key) DO UPDATE SET by_key = EXCLUDED.by_key`,
       [rows.map((r) => r.key), rows.map((r) => r.byKey)],
+    );
+  }
+
+  async dumpDroppedCosts(): Promise<DroppedCost[]> {
+    const rows = await query<{ model: string; jobs: string; usd: number }>(
+      this.#pool,
+      `SELECT model, sum(jobs) AS jobs, sum(cost_usd) AS usd FROM job_counts WHERE state = '${DROPPED}' GROUP BY model ORDER BY model`,
+    );
+    return rows.rows.map((r) => ({ model: r.model, jobs: Number(r.jobs), usd: Number(r.usd) }));
+  }
+
+  async loadDroppedCosts(rows: readonly DroppedCost[]): Promise<void> {
+    if (!rows.length) return;
+    await query(
+      this.#pool,
+      `INSERT INTO job_counts SELECT model, '${DROPPED}', jobs, 0, 0, 0, usd, 0, 0
+      FROM unnest($1::text[], $2::bigint[], $3::double precision[]) AS d (model, jobs, usd)`,
+      [rows.map((r) => r.model), rows.map((r) => r.jobs), rows.map((r) => r.usd)],
     );
   }
 

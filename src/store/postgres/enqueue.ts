@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { addFromAnotherFile, type EnqueueResult, type EnqueueRow, type ForgetResult, type ForgetWhich } from '../types.js';
 import { inTransaction } from './connect.js';
 import { withSuperseding } from '../superseded.js';
+import { DROPPED } from '../tally.js';
 
 /**
  * One set-based statement per chunk: new jobs in input order (ON CONFLICT DO NOTHING, so identical
@@ -184,19 +185,22 @@ INSERT INTO superseded (key, by_key) SELECT old, new FROM pairs ON CONFLICT (key
 /**
  * Jobs that lost their last item to a move and were never answered: never to be sent. What a
  * dropped job's billed tries cost goes to the job its item moved to (`$2`, old key to new, as
- * `moved_to`; null for none), as orphanDropper does on SQLite.
+ * `moved_to`; null for none), else to the queue's dropped cost (tally.ts's DROPPED), as orphanDropper does on SQLite.
  */
 const DROP_STALE_SQL = `
 WITH dropped AS (
   DELETE FROM jobs j WHERE j.key = ANY($1::text[]) AND j.state IN ('pending', 'failed')
     AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key)
-  RETURNING j.key, j.cost_usd
+  RETURNING j.key, j.model, j.cost_usd
 ), gone AS (
   DELETE FROM attempts a WHERE a.job_key IN (SELECT key FROM dropped) RETURNING 1
 ), carried AS (
   UPDATE jobs j SET cost_usd = coalesce(j.cost_usd, 0) + c.usd
   FROM (SELECT $2::jsonb ->> d.key AS to_key, sum(d.cost_usd) AS usd FROM dropped d WHERE d.cost_usd > 0 GROUP BY 1) c
   WHERE j.key = c.to_key
+), kept AS (
+  INSERT INTO job_counts SELECT d.model, '${DROPPED}', count(*), 0, 0, 0, sum(d.cost_usd), 0, 0
+  FROM dropped d WHERE d.cost_usd > 0 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.key = $2::jsonb ->> d.key) GROUP BY d.model
 )
 SELECT (SELECT count(*) FROM dropped)::int AS n`;
 

@@ -7,8 +7,17 @@ import { AFTER_ENQUEUE_IN_PROGRESS_SQL } from './enqueue.js';
 import { spendRunOf } from '../spend-amounts.js';
 import { settlementParams, settleSql } from './spend.js';
 import { ATTEMPT_COLUMNS, attemptValues, latencyOf } from '../rows.js';
+import { DROPPED } from '../tally.js';
 
 /** The PostgreSQL store's longer statements, and the parameters they take. */
+
+/**
+ * In a statement whose `dropped` gives the jobs it deleted (`model`, `cost_usd`): what their billed
+ * tries cost, kept in the queue's cost as its dropped cost (tally.ts's DROPPED).
+ */
+const KEEP_DROPPED_COST_SQL = `
+  INSERT INTO job_counts SELECT d.model, '${DROPPED}', count(*), 0, 0, 0, sum(d.cost_usd), 0, 0
+  FROM dropped d WHERE d.cost_usd > 0 GROUP BY d.model`;
 
 /**
  * Drop the jobs of the keys `$1` that no item needs any more (their document changed while they
@@ -17,7 +26,8 @@ import { ATTEMPT_COLUMNS, attemptValues, latencyOf } from '../rows.js';
  */
 const DROP_ORPHANS_SQL = `WITH dropped AS (
   DELETE FROM jobs j WHERE j.key = ANY($1::text[]) AND j.state IN ('pending', 'failed')
-    AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key) RETURNING j.key
+    AND NOT EXISTS (SELECT 1 FROM items i WHERE i.job_key = j.key) RETURNING j.key, j.model, j.cost_usd
+), kept AS (${KEEP_DROPPED_COST_SQL}
 ) DELETE FROM attempts a WHERE a.job_key IN (SELECT key FROM dropped)`;
 
 /**

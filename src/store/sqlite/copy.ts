@@ -5,7 +5,8 @@ import { toAttempt, toItem, toJob, toRun, type RawAttempt } from '../rows.js';
 import { keysetPages } from '../pages.js';
 import { INSERT_REQUEST_SQL, JOB_COLUMNS, REQUEST_KEPT_APART } from './requests.js';
 import { nanoUp, SPEND_COLUMNS, spendOfJoined } from '../spend-amounts.js';
-import type { AttemptRow, CopyInProgress, ItemRow, JobRow, QueueCopier, RunRow } from '../types.js';
+import type { AttemptRow, CopyInProgress, DroppedCost, ItemRow, JobRow, QueueCopier, RunRow } from '../types.js';
+import { DROPPED } from '../tally.js';
 import { unplannedLimit } from './unplanned-limit.js';
 
 const PAGE = 1000;
@@ -141,6 +142,21 @@ export class SqliteCopier implements QueueCopier {
     const insert = this.#db.prepare('INSERT OR REPLACE INTO superseded (key, by_key) VALUES (?, ?)');
     this.#db.transaction(() => {
       for (const r of rows) insert.run(r.key, r.byKey);
+    })();
+  }
+
+  async dumpDroppedCosts(): Promise<DroppedCost[]> {
+    return this.#db
+      .prepare(`SELECT model, jobs, cost_usd AS usd FROM job_counts WHERE state = '${DROPPED}' ORDER BY model`)
+      .all() as DroppedCost[];
+  }
+
+  async loadDroppedCosts(rows: readonly DroppedCost[]): Promise<void> {
+    this.#write();
+    const insert = this.#db.prepare(`INSERT INTO job_counts (model, state, jobs, cost_usd) VALUES (?, '${DROPPED}', ?, ?)
+      ON CONFLICT (model, state) DO UPDATE SET jobs = jobs + excluded.jobs, cost_usd = cost_usd + excluded.cost_usd`);
+    this.#db.transaction(() => {
+      for (const r of rows) insert.run(r.model, r.jobs, r.usd);
     })();
   }
 
