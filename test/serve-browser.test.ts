@@ -230,6 +230,22 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
     await page.waitForFunction(() => document.getElementById('rejected-section')?.hidden === true, { timeout: 10_000 });
   });
 
+  it('says the cost is unknown, not $0.00, when a model has no price', async () => {
+    const fake = await FakeOpenAI.start({ latencyMs: 1, record: false });
+    cleanup.push(() => fake.close());
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 3, { model: 'acme-llm-7b' });
+    await store.close();
+    const run = await collect(
+      spawnCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none'], { env: { LLMQ_API_KEY: 'sk-test-0123456789abcdef' } }),
+    );
+    expect(run.code, run.stderr).toBe(0);
+    const page = await open((await serve(db)).url);
+    await page.waitForFunction(() => /spent /.test(document.getElementById('cost-total')?.textContent ?? ''), { timeout: 10_000 });
+    expect(await text(page, '#cost-total')).toMatch(/spent unknown \(no price for acme-llm-7b: llmq serve --price in,out\)$/);
+  });
+
   it('says what may be billed and the budget of a run killed with requests out, in money as status writes it', async () => {
     const db = join(tempDir(), 'q.db');
     const store = new SqliteStore(db);

@@ -77,13 +77,15 @@ function renderCost(r) {
       ),
     ),
   );
-  const unpriced = r.cost.unpriced.length ? ` (no price for ${r.cost.unpriced.join(', ')}: llmq serve --price in,out)` : '';
+  // a model without a price makes the whole unknown, never $0.00, as status says it
+  const priced = r.cost.knownUsd > 0 ? `; ${usd(r.cost.knownUsd)} of it priced` : '';
+  const unpriced = r.cost.unpriced.length ? ` (no price for ${r.cost.unpriced.join(', ')}: llmq serve --price in,out${priced})` : '';
   const left = r.cost.remainingUsd > 0 ? `; about ${usd(r.cost.remainingUsd)} more if the rest are like those done` : '';
   const maybe = r.cost.mayBeBilled;
   const billed = maybe.tries > 0 ? `; ${mayBeBilledText(maybe)} (no usable answer came)` : '';
   $('cost-total').textContent =
     `${fmt(r.tokens.prompt)} prompt + ${fmt(r.tokens.completion)} completion tokens; ` +
-    `spent ${usd(r.cost.usd ?? r.cost.knownUsd)}${unpriced}${left}${billed}`;
+    `spent ${r.cost.usd === null ? 'unknown' : usd(r.cost.usd)}${unpriced}${left}${billed}`;
   // the runs that had a budget, as status's runs lines say them
   const budgeted = r.cost.byRun.filter((run) => run.budgetUsd !== null || run.budgetTotalUsd !== null).slice(0, 3);
   $('cost-runs').textContent = budgeted.map(budgetText).join('; ');
