@@ -132,7 +132,8 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
       // --via auto goes on online, whose own end says it
       if (flags.until === undefined) {
         // the run status proposes after this one, from what this one stores: its lane, endpoint, tries and prices
-        for (const line of failedLines(summary, NO_PAINT, dbArgument(flags.db), runArgumentsOfRun(options))) info(line);
+        for (const line of failedLines(summary, NO_PAINT, { again: dbArgument(flags.db), runAgain: runArgumentsOfRun(options) }))
+          info(line);
       }
       // --no-wait ends as soon as its batches are out: say where their answers will come from
       if (!flags.wait && summary.remaining > 0 && summary.reason === 'drained') {

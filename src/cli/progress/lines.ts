@@ -273,7 +273,7 @@ export function summaryText(
     const them = remaining === 1 ? 'it' : 'them';
     lines.push(...suggest((c) => `${left} ${c} picks ${them} up`, `${left} this picks ${them} up:`, [run]));
   }
-  lines.push(...failedLines(r, paint, again, runAgain));
+  lines.push(...failedLines(r, paint, { again, runAgain }));
   if (s.unpricedModels.size > 0) {
     lines.push(paint.dim(`  no price for ${[...s.unpricedModels].join(', ')}: set one with --price IN,OUT (USD per million tokens)`));
   }
@@ -285,8 +285,13 @@ export function summaryText(
  * when the provider refused them all as sent). `again` and `runAgain` as `Where` has them; the batch
  * lane's end says them too.
  */
-export function failedLines(r: Pick<RunSummary, 'failedInStore' | 'failuresInStore'>, paint: Paint, again = '', runAgain = ''): string[] {
+export function failedLines(
+  r: Pick<RunSummary, 'failedInStore' | 'failuresInStore'>,
+  paint: Paint,
+  where: Pick<Where, 'again' | 'runAgain'> = {},
+): string[] {
   if (!r.failedInStore) return [];
+  const { again = '', runAgain = '' } = where;
   const suggest = (line: (commands: string) => string, split: string, commands: readonly string[]) =>
     suggestLines(line, split, commands, again, paint);
   const why = `  ${count(r.failedInStore, 'failed job')} in the queue. See why:`;
