@@ -31,6 +31,37 @@ async function killedBeside(otherEndedAt: number): Promise<string> {
 }
 
 describe('llmq status', () => {
+  it("keeps saying what forgotten jobs' billed tries cost when the queue is empty", async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await store.enqueue([row('a', 'one')], T0);
+    const [a] = (await store.claim({ owner: 'r', limit: 1, now: T0, leaseUntil: T0 + 60_000, maxAttempts: 5 })).jobs;
+    const usage = { promptTokens: 10, completionTokens: 2 };
+    await store.fail(
+      a!.key,
+      'r',
+      'the answer is not JSON',
+      {
+        key: a!.key,
+        runId: 'r',
+        attempt: 1,
+        startedAt: T0,
+        endedAt: T0 + 10,
+        status: 200,
+        outcome: 'failed',
+        error: 'the answer is not JSON',
+        usage,
+        costUsd: 0.25,
+      },
+      T0 + 10,
+    );
+    await store.forgetItems({ ids: ['a'] }, { now: T0 + 20 });
+    await store.close();
+    const r = await runCli(['status', '--db', db]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('The queue is empty');
+    expect(r.stdout).toMatch(/ {2}cost {5}\$0\.25 so far/);
+  });
   // docs/architecture.md, "Outside contract"
   it('--json: the contract fields exactly, then the extras', async () => {
     const dir = tempDir();

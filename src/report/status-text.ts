@@ -94,6 +94,8 @@ export function renderStatus(
     const add = `  The queue is empty. Add documents with: llmq enqueue <folder|file.jsonl>${again}`;
     if (add.length <= 80) lines.push(add);
     else lines.push('  The queue is empty. Add documents with:', `    llmq enqueue <folder|file.jsonl>${again}`);
+    // jobs forgotten after billed tries: what they cost stays the queue's
+    if (r.cost.usd !== 0) lines.push(...costLines(r, p));
     // every document rejected: what the enqueue said, here again
     lines.push(...rejectedLines(r.rejected, p));
     return lines.join('\n') + '\n';
@@ -121,7 +123,7 @@ export function renderStatus(
   }
   lines.push(`  ${'tokens'.padEnd(9)}${compact(r.tokens.prompt)} in · ${compact(r.tokens.completion)} out`);
   // within 80 columns: what follows the amount so far goes on under it
-  lines.push(...packed(costParts(r, p), ' · ', 69).map((line, i) => `  ${(i === 0 ? 'cost' : '').padEnd(9)}${line}`));
+  lines.push(...costLines(r, p));
   // several models: how far each has got, beside what it cost ("gpt-4o  12/20 done  $0.0012")
   const models = r.cost.byModel.length > 1 ? r.cost.byModel : [];
   const nameWidth = Math.max(0, ...models.map((m) => oneLine(m.model, 24).length));
@@ -357,6 +359,11 @@ function endedHow(run: RunReport): string {
 function hint(label: string, command: string): string[] {
   const one = `  ${label} ${command}`;
   return one.length <= 80 ? [one] : [`  ${label}`, `    ${command}`];
+}
+
+/** The `cost` lines: its parts packed into lines of 69 columns, the first headed `cost`. */
+function costLines(r: StatusReport, p: Paint): string[] {
+  return packed(costParts(r, p), ' · ', 69).map((line, i) => `  ${(i === 0 ? 'cost' : '').padEnd(9)}${line}`);
 }
 
 function costParts(r: StatusReport, p: Paint): string[] {

@@ -6,7 +6,7 @@ import { JOB_STATES, type JobState, type ModelTally, type StatusSnapshot } from 
  */
 export interface StateTokensRow {
   readonly model: string;
-  /** A job state, or `dropped`: what the billed tries of jobs dropped unanswered cost (`DROPPED_COST`). */
+  /** A job state, or `dropped`: what the billed tries of jobs dropped unanswered cost (`DROPPED`). */
   readonly state: JobState | typeof DROPPED;
   readonly n: number;
   readonly p: number;
@@ -32,12 +32,6 @@ export const DROPPED = 'dropped';
 export const COUNTS_COLUMNS = `model, state, sum(jobs) AS n, sum(prompt_tokens) AS p, sum(completion_tokens) AS c, sum(cost_usd) AS usd,
   sum(unpriced_prompt) AS up, sum(unpriced_completion) AS uc, sum(retried) AS r`;
 
-/**
- * Counts by state, total, tokens, retrying and the per-model figures of `status`, from the grouped
- * rows. `orphanedAnswers`, answered jobs no item needs any more, leave `done` and `total`: those
- * count the jobs items need. Tokens, cost and the per-model figures keep them: they were paid for,
- * and each is an answer of its model all the same.
- */
 function emptyModel(model: string): { -readonly [K in keyof ModelTally]: ModelTally[K] } {
   return {
     model,
@@ -65,6 +59,12 @@ export function stateCountsOf(rows: ReadonlyArray<{ state: JobState | typeof DRO
 /** The SQL of `stateCountsOf`'s rows: the maintained counts, folded or not. */
 export const STATE_COUNTS_SQL = 'SELECT state, sum(jobs) AS n FROM job_counts GROUP BY state';
 
+/**
+ * Counts by state, total, tokens, retrying and the per-model figures of `status`, from the grouped
+ * rows. `orphanedAnswers`, answered jobs no item needs any more, leave `done` and `total`: those
+ * count the jobs items need. Tokens, cost and the per-model figures keep them: they were paid for,
+ * and each is an answer of its model all the same.
+ */
 export function tallyJobs(
   rows: readonly StateTokensRow[],
   orphanedAnswers: number,

@@ -341,6 +341,13 @@ CREATE INDEX superseded_by ON superseded (by_key);
 `,
 });
 
+/** As SQLite's migration 20: no table changes; `job_counts` may hold the state `dropped`, which an older llmq misreads. */
+export const DROPPED_COST_MIGRATION: Migration = Object.freeze({
+  version: 19,
+  name: 'dropped_cost',
+  sql: `-- job_counts.state 'dropped': what the billed tries of jobs dropped unanswered cost`,
+});
+
 /** As SQLite's migration 19 (src/store/sqlite/migrations.ts): what a dead run held without sending it. */
 export const UNSENT_AT_DEATH_MIGRATION: Migration = Object.freeze({
   version: 18,
@@ -496,6 +503,7 @@ CREATE INDEX jobs_claim_model ON jobs (model, priority, seq) WHERE state = 'pend
   LINE_IDS_MIGRATION,
   SUPERSEDED_MIGRATION,
   UNSENT_AT_DEATH_MIGRATION,
+  DROPPED_COST_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -4,6 +4,7 @@ import { AS_PENDING, NO_MONEY, TAKEN_BACK, dropMockAnsweredWhere, mockRunWhere, 
 import type {
   AnsweredJob,
   JobToRun,
+  JobsToRunOptions,
   AttemptRecord,
   ClaimOptions,
   ClaimResult,
@@ -555,7 +556,7 @@ export class PostgresStore implements Store {
     return this.#read.itemSeqSpan();
   }
 
-  jobsToRun(now: number, o?: { mockAnswersBefore?: number; spared?: readonly string[] }): AsyncIterable<JobToRun> {
+  jobsToRun(now: number, o?: JobsToRunOptions): AsyncIterable<JobToRun> {
     return this.#read.jobsToRun(now, o);
   }
 

@@ -586,6 +586,16 @@ ${UNSENT_DEATHS_COLUMN_SQL}
 `,
 });
 
+/**
+ * No table changes: `job_counts` may hold the state `dropped` from here on (tally.ts's DROPPED), which
+ * an llmq of before read as jobs of an unknown state. The version makes it refuse the queue instead.
+ */
+export const DROPPED_COST_MIGRATION: Migration = Object.freeze({
+  version: 20,
+  name: 'dropped_cost',
+  sql: `-- job_counts.state 'dropped': what the billed tries of jobs dropped unanswered cost`,
+});
+
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
@@ -721,6 +731,7 @@ CREATE TABLE spend (
   REJECTIONS_MIGRATION,
   SUPERSEDED_MIGRATION,
   UNSENT_AT_DEATH_MIGRATION,
+  DROPPED_COST_MIGRATION,
 ]);
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

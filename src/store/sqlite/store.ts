@@ -3,6 +3,7 @@ import { failsOnItsOwnSql } from '../own-failures.js';
 import type {
   AnsweredJob,
   JobToRun,
+  JobsToRunOptions,
   AttemptRecord,
   ClaimOptions,
   ClaimResult,
@@ -926,7 +927,7 @@ export class SqliteStore implements Store {
     return this.#read.itemSeqSpan();
   }
 
-  jobsToRun(now: number, o?: { mockAnswersBefore?: number; spared?: readonly string[] }): AsyncIterable<JobToRun> {
+  jobsToRun(now: number, o?: JobsToRunOptions): AsyncIterable<JobToRun> {
     return this.#read.jobsToRun(now, o);
   }
 
