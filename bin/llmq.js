@@ -3,6 +3,17 @@
 // never built, or was cleaned, say so instead of Node's stack trace of a missing module.
 import { existsSync } from 'node:fs';
 
+// Until a command listens for them itself (loading it takes most of a second), a stop signal ends
+// llmq at once with 130, as every command a signal stops does: SIGTERM's own death, 143, reads to a
+// supervisor as a crash. A command that listens is left to stop its own way.
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.on(signal, () => {
+    if (process.listenerCount(signal) > 1) return;
+    process.stderr.write(`stopped (${signal})\n`);
+    process.exit(130);
+  });
+}
+
 const main = new URL('../dist/cli/main.js', import.meta.url);
 if (!existsSync(main)) {
   process.stderr.write(

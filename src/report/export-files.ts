@@ -36,7 +36,7 @@ export async function exportToFile(chunks: AsyncIterable<ExportChunk>, path: str
     makeDirs(dirname(target.path));
     await removeDeadExportsTemps(target.path);
     const tmp = join(dirname(target.path), `.${basename(target.path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
-    const keepOnSignal = removeOnSignal(tmp);
+    const keepOnSignal = removeOnSignal(() => tmp);
     try {
       await writeAll(chunks, createWriteStream(tmp, { flags: 'wx', highWaterMark: WRITE_BUFFER }));
       await rename(tmp, target.path);
@@ -87,14 +87,16 @@ const STALE_TEMP_MS = 60_000;
  * this the signal ended the process before any catch ran, and each stopped export left a hidden
  * partial file beside `--out`. Returns what stops listening.
  */
-function removeOnSignal(tmp: string): () => void {
+function removeOnSignal(tmp: () => string | null, said?: (signal: NodeJS.Signals) => void): () => void {
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   const stop = (): void => {
     for (const s of signals) process.off(s, onSignal);
   };
-  const onSignal = (): void => {
+  const onSignal = (signal: NodeJS.Signals): void => {
     stop();
-    rmSync(tmp, { force: true });
+    const path = tmp();
+    if (path !== null) rmSync(path, { force: true });
+    said?.(signal);
     process.exit(EXIT.SIGNAL);
   };
   for (const s of signals) process.on(s, onSignal);
@@ -130,6 +132,8 @@ export interface DirExportOptions {
   readonly onMoved?: (id: string, path: string) => void;
   /** A file of an earlier export removed: its item is in another state now (`path` under the folder). */
   readonly onStale?: (id: string, path: string, state: JobState) => void;
+  /** A stop signal: the export ends now (exit 130), `written` files written, none half. */
+  readonly onStopped?: (signal: NodeJS.Signals, written: number) => void;
 }
 
 export interface DirExportCounts extends ExportCounts {
@@ -165,18 +169,36 @@ export async function exportToDir(
   const suffixOf = (state: JobState) => (state === 'done' ? ext : state === 'failed' ? '.error' : `.${state}`);
   const root = resolve(dir);
   let earlier: boolean;
+  let marked = false;
   try {
     makeDirs(root);
     const there = await readdir(root);
     earlier = there.length > 0;
     // a folder of answers only (new, empty, or marked by an earlier export): the mark leaves it out of
     // a folder enqueue around it. Other files in it may be documents, which that would leave out too.
-    if (!earlier || there.includes(ANSWERS_MARKER)) await markAnswersFolder(root);
+    marked = there.includes(ANSWERS_MARKER);
+    if (!earlier || marked) await markAnswersFolder(root);
     else counts.unmarked = true;
   } catch (error) {
     throw knownError(error, { what: '--out-dir', path: dir }) ?? error;
   }
+  // only in a folder of answers alone: in another, such a name may be a file of the user's
+  if (marked) await removeDeadAnswerTemps(root);
   const paths = new AnswerPaths(root);
+  // a stop signal removes the answer file half written (each is written whole, then renamed)
+  let writing: string | null = null;
+  const keepOnSignal = removeOnSignal(
+    () => writing,
+    (signal) => o.onStopped?.(signal, counts.written),
+  );
+  const writeOne = async (path: string, text: string): Promise<void> => {
+    writing = `${path}.${process.pid}.tmp`;
+    try {
+      await writeWhole(path, text, writing);
+    } finally {
+      writing = null;
+    }
+  };
   /**
    * An earlier export into this folder left the item's file of a state it had then (`a.out` of an
    * answer since taken away by an edit of its document): removed, so that the folder does not show
@@ -197,7 +219,14 @@ export async function exportToDir(
       o.onStale?.(r.id, relative(root, path), r.state);
     }
   };
-  for await (const page of pages)
+  try {
+    for await (const page of pages) await writePage(page);
+  } finally {
+    keepOnSignal();
+  }
+  return counts;
+
+  async function writePage(page: readonly ExportRow[]): Promise<void> {
     for (const r of page) {
       if (!states.includes(r.state)) {
         counts.skipped[r.state]++;
@@ -210,7 +239,7 @@ export async function exportToDir(
         if (earlier) await removeStale(r);
         makeDirs(dirname(path));
         paths.madeFolders(path);
-        await writeWhole(path, text);
+        await writeOne(path, text);
         if (moved) o.onMoved?.(r.id, relative(root, path));
         counts.written++;
       } catch (error) {
@@ -221,12 +250,30 @@ export async function exportToDir(
         o.onUnwritten?.(r.id, (error as Error).message);
       }
     }
-  return counts;
+  }
+}
+
+/**
+ * The temp files of earlier `--out-dir` exports into `root` that were killed (SIGKILL, a crash: no
+ * handler ran), as `removeDeadExportsTemps` finds them beside `--out`: each is an answer file's name
+ * with `.PID.tmp` added, its process gone here and the file untouched for a minute.
+ */
+async function removeDeadAnswerTemps(root: string): Promise<void> {
+  const entries = await readdir(root, { withFileTypes: true, recursive: true }).catch(() => []);
+  for (const e of entries) {
+    const pid = /\.(\d+)\.tmp$/.exec(e.name)?.[1];
+    if (!e.isFile() || pid === undefined || Number(pid) === process.pid || isProcessAlive(Number(pid))) continue;
+    const path = join(e.parentPath, e.name);
+    const modified = await stat(path).then(
+      (st) => st.mtimeMs,
+      () => null,
+    );
+    if (modified !== null && Date.now() - modified > STALE_TEMP_MS) await rm(path, { force: true });
+  }
 }
 
 /** A file that is either all there or not changed: written beside it, then renamed over it. */
-async function writeWhole(path: string, text: string): Promise<void> {
-  const tmp = `${path}.${process.pid}.tmp`;
+async function writeWhole(path: string, text: string, tmp: string): Promise<void> {
   try {
     await writeFile(tmp, text);
     await rename(tmp, path);

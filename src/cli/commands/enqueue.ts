@@ -499,7 +499,8 @@ function stopOnSignals(c: ChalkInstance, stderr: NodeJS.WriteStream, line: Statu
       // Die of the signal, as a program without handlers does (exit status 128 + its number, 130 for
       // Ctrl-C): an exit can hang behind a read that never returns (a FIFO no one writes to holds a
       // thread in open(), and Node's exit waits for its threads).
-      for (const s of signals) process.off(s, onSignal);
+      // (every listener off, bin/llmq.js's too, which would exit instead)
+      for (const s of signals) process.removeAllListeners(s);
       process.kill(process.pid, signal);
       return;
     }

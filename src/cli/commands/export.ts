@@ -173,6 +173,8 @@ async function toDir(pages: AsyncIterable<readonly ExportRow[]>, outDir: string,
     import('../../report/format.js'),
   ]);
   let firstStale: string | null = null;
+  // with --state asking for more than done items, some files hold an error or a state, not an answer
+  const file = (flags.state ?? ['done']).every((s) => s === 'done') ? 'answer file' : 'file';
   const counts = await exportToDir(pages, outDir, {
     states: flags.state,
     ext: flags.ext,
@@ -181,9 +183,9 @@ async function toDir(pages: AsyncIterable<readonly ExportRow[]>, outDir: string,
     onStale: (_id, path, state) => {
       firstStale ??= `${join(outDir, path)}: its item is ${state} now`;
     },
+    onStopped: (signal, written) =>
+      info(`stopped (${signal}): wrote ${count(written, file)} under ${outDir}, none half; export again to write them all`),
   });
-  // with --state asking for more than done items, some files hold an error or a state, not an answer
-  const file = (flags.state ?? ['done']).every((s) => s === 'done') ? 'answer file' : 'file';
   info(`wrote ${count(counts.written, file)} under ${outDir}`);
   if (counts.unmarked && counts.written > 0)
     warn(

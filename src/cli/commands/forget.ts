@@ -3,6 +3,7 @@ import { EXIT, LlmqError, UsageError } from '../../errors.js';
 import { dbOption } from '../options.js';
 import { warn } from '../output.js';
 import type { ForgetResult, ForgetWhich, QueueReader } from '../../store/types.js';
+import { holdStopSignals } from '../held-stop.js';
 
 interface ForgetFlags {
   db?: string;
@@ -41,6 +42,15 @@ Examples:
 }
 
 async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
+  const release = holdStopSignals('the items are removed and said, or none is');
+  try {
+    await forgetAndSay(ids, flags);
+  } finally {
+    release();
+  }
+}
+
+async function forgetAndSay(ids: string[], flags: ForgetFlags): Promise<void> {
   const which = await whichItems(ids, flags.source);
   const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { count, printable }, { workingRuns }] = await Promise.all([
     import('../../store/open-store.js'),

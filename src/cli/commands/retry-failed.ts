@@ -5,6 +5,7 @@ import { int, oneLine, printable } from '../../report/format.js';
 import { cutOffCount, refusedCount, roomierRetryCommand } from '../../report/refused.js';
 import { CUT_OFF_TEXT } from '../../provider/finish.js';
 import type { RunStats } from '../../store/types.js';
+import { holdStopSignals } from '../held-stop.js';
 
 interface RetryFailedFlags {
   db?: string;
@@ -53,6 +54,15 @@ Examples:
 }
 
 async function retryFailedCommand(flags: RetryFailedFlags): Promise<void> {
+  const release = holdStopSignals('the failed jobs are put back and said');
+  try {
+    await retryAndSay(flags);
+  } finally {
+    release();
+  }
+}
+
+async function retryAndSay(flags: RetryFailedFlags): Promise<void> {
   const { resolveDbLocation } = await import('../../store/open-store.js');
   const { dbArgument, runArgumentsOfRun } = await import('../again.js');
   const { openExistingStore } = await import('../../report/open-existing.js');
