@@ -31,7 +31,12 @@ async function lockTable(url: string, table: string): Promise<{ release(): Promi
   onTestFinished(release);
   return {
     release,
-    waiting: async () => Number((await client.query('SELECT count(*) AS n FROM pg_locks WHERE NOT granted')).rows[0].n),
+    // of this table only: other tests' waits on other schemas are no sign that llmq reached it
+    waiting: async () =>
+      Number(
+        (await client.query('SELECT count(*) AS n FROM pg_locks WHERE NOT granted AND relation = $1::regclass', [`"${schema}".${table}`]))
+          .rows[0].n,
+      ),
   };
 }
 

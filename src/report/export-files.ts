@@ -87,16 +87,15 @@ const STALE_TEMP_MS = 60_000;
  * this the signal ended the process before any catch ran, and each stopped export left a hidden
  * partial file beside `--out`. Returns what stops listening.
  */
-function removeOnSignal(tmp: () => string | null, said?: (signal: NodeJS.Signals) => void): () => void {
+function removeOnSignal(tmp: () => string | null): () => void {
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   const stop = (): void => {
     for (const s of signals) process.off(s, onSignal);
   };
-  const onSignal = (signal: NodeJS.Signals): void => {
+  const onSignal = (): void => {
     stop();
     const path = tmp();
     if (path !== null) rmSync(path, { force: true });
-    said?.(signal);
     process.exit(EXIT.SIGNAL);
   };
   for (const s of signals) process.on(s, onSignal);
@@ -185,18 +184,34 @@ export async function exportToDir(
   // only in a folder of answers alone: in another, such a name may be a file of the user's
   if (marked) await removeDeadAnswerTemps(root);
   const paths = new AnswerPaths(root);
-  // a stop signal removes the answer file half written (each is written whole, then renamed)
-  let writing: string | null = null;
-  const keepOnSignal = removeOnSignal(
-    () => writing,
-    (signal) => o.onStopped?.(signal, counts.written),
-  );
+  // A stop signal ends the export between two files: the one being written is finished first (written
+  // whole, then renamed). Its temp file removed at once could still be made after, its open under
+  // way, and be left. A second signal quits at once.
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  let writing = false;
+  let stopBy: NodeJS.Signals | null = null;
+  let stopAt = 0;
+  const stopNow = (signal: NodeJS.Signals): never => {
+    o.onStopped?.(signal, counts.written);
+    return process.exit(EXIT.SIGNAL);
+  };
+  const onSignal = (signal: NodeJS.Signals): void => {
+    // the same signal again at once is an echo of it (npx, GNU timeout deliver it twice), no second one
+    if (stopBy === signal && Date.now() - stopAt < 250) return;
+    if (!writing || stopBy !== null) stopNow(signal);
+    stopBy = signal;
+    stopAt = Date.now();
+  };
+  for (const s of signals) process.on(s, onSignal);
+  const keepOnSignal = () => {
+    for (const s of signals) process.off(s, onSignal);
+  };
   const writeOne = async (path: string, text: string): Promise<void> => {
-    writing = `${path}.${process.pid}.tmp`;
+    writing = true;
     try {
-      await writeWhole(path, text, writing);
+      await writeWhole(path, text, `${path}.${process.pid}.tmp`);
     } finally {
-      writing = null;
+      writing = false;
     }
   };
   /**
@@ -221,6 +236,7 @@ export async function exportToDir(
   };
   try {
     for await (const page of pages) await writePage(page);
+    if (stopBy !== null) stopNow(stopBy);
   } finally {
     keepOnSignal();
   }
@@ -228,6 +244,7 @@ export async function exportToDir(
 
   async function writePage(page: readonly ExportRow[]): Promise<void> {
     for (const r of page) {
+      if (stopBy !== null) stopNow(stopBy);
       if (!states.includes(r.state)) {
         counts.skipped[r.state]++;
         if (earlier) await removeStale(r);
