@@ -230,27 +230,39 @@ async function storelessRun(url: string, jobs: number, concurrency: number): Pro
     return { seq: n + 1, key: jobKey(request), request, model: 'gpt-4o-mini', priority: 0, attempts: 1 };
   });
   let next = 0;
-  const memoryQueue = new Proxy(store, {
+  const memoryQueue = withMethods(store, {
+    claim: async (o: { limit: number }) => {
+      const got = claimable.slice(next, next + o.limit);
+      next += got.length;
+      return { jobs: got, exhausted: 0 };
+    },
+    complete: async () => true,
+  });
+  const measured = await timedRun(url, concurrency, memoryQueue);
+  await store.close();
+  return measured;
+}
+
+/** `store` with some of its methods answered by `methods` instead: the rest are its own. */
+function withMethods(store: SqliteStore, methods: Record<string, (...args: never[]) => unknown>): SqliteStore {
+  return new Proxy(store, {
     get(target, name) {
-      if (name === 'claim')
-        return async (o: { limit: number }) => {
-          const got = claimable.slice(next, next + o.limit);
-          next += got.length;
-          return { jobs: got, exhausted: 0 };
-        };
-      if (name === 'complete') return async () => true;
+      if (typeof name === 'string' && Object.hasOwn(methods, name)) return methods[name];
       const value = Reflect.get(target, name);
       return typeof value === 'function' ? value.bind(target) : value;
     },
   });
+}
+
+/** llmq's run (the library's runQueue) over `store` against the fake at `url`: its rate and CPU per job. */
+async function timedRun(url: string, concurrency: number, store: SqliteStore): Promise<{ rate: number; cpuMsPerJob: number }> {
   const provider = new OpenAIProvider({ baseUrl: url, connections: concurrency, apiKey: BENCH_KEY });
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
-  const s = await runQueue({ store: memoryQueue, provider }, { concurrency });
+  const s = await runQueue({ store, provider }, { concurrency });
   const cpu = process.cpuUsage(cpu0);
   const seconds = (performance.now() - t0) / 1000;
   await provider.close();
-  await store.close();
   return { rate: s.done / seconds, cpuMsPerJob: (cpu.user + cpu.system) / 1000 / s.done };
 }
 
@@ -337,35 +349,24 @@ async function appendedRun(url: string, jobs: number, concurrency: number): Prom
     return stored;
   });
   let drained = false;
-  const appendedQueue = new Proxy(store, {
-    get(target, name) {
-      if (name === 'claim')
-        return async (o: { owner: string; limit: number; leaseUntil: number }) => {
-          const rows = claim.immediate(o);
-          drained = rows.length === 0;
-          const jobs = rows.map(([seq, key, request, model, priority, attempts]) => {
-            started.set(key, { seq, model });
-            return { seq, key, request, model, priority, attempts: attempts + 1 };
-          });
-          return { jobs, exhausted: 0 };
-        };
-      if (name === 'complete') return (key: string, c: Answered['c']) => answers.add({ key, c });
-      if (name === 'nextPendingAt') return async () => (drained ? null : 0);
-      const value = Reflect.get(target, name);
-      return typeof value === 'function' ? value.bind(target) : value;
+  const appendedQueue = withMethods(store, {
+    claim: async (o: { owner: string; limit: number; leaseUntil: number }) => {
+      const rows = claim.immediate(o);
+      drained = rows.length === 0;
+      const jobs = rows.map(([seq, key, request, model, priority, attempts]) => {
+        started.set(key, { seq, model });
+        return { seq, key, request, model, priority, attempts: attempts + 1 };
+      });
+      return { jobs, exhausted: 0 };
     },
+    complete: (key: string, c: Answered['c']) => answers.add({ key, c }),
+    nextPendingAt: async () => (drained ? null : 0),
   });
-  const provider = new OpenAIProvider({ baseUrl: url, connections: concurrency, apiKey: BENCH_KEY });
-  const cpu0 = process.cpuUsage();
-  const t0 = performance.now();
-  const r = await runQueue({ store: appendedQueue, provider }, { concurrency });
-  const cpu = process.cpuUsage(cpu0);
-  const seconds = (performance.now() - t0) / 1000;
-  await provider.close();
+  const measured = await timedRun(url, concurrency, appendedQueue);
   const stored = db.prepare('SELECT count(*) FROM answers').pluck().get();
   if (stored !== jobs) throw new Error(`appended run: ${stored} answers stored of ${jobs}`);
   await store.close();
-  return { rate: r.done / seconds, cpuMsPerJob: (cpu.user + cpu.system) / 1000 / r.done };
+  return measured;
 }
 
 /**
@@ -517,15 +518,9 @@ function median(xs: readonly number[]): number {
 /** llmq's own run over a fresh queue of `jobs`, as `llmq run` does it (no CLI: the library's runQueue). */
 async function llmqRun(url: string, jobs: number, concurrency: number): Promise<{ rate: number; cpuMsPerJob: number }> {
   const store = await freshStore(jobs);
-  const provider = new OpenAIProvider({ baseUrl: url, connections: concurrency, apiKey: BENCH_KEY });
-  const cpu0 = process.cpuUsage();
-  const t0 = performance.now();
-  const s = await runQueue({ store, provider }, { concurrency });
-  const cpu = process.cpuUsage(cpu0);
-  const rate = s.done / ((performance.now() - t0) / 1000);
-  await provider.close();
+  const measured = await timedRun(url, concurrency, store);
   await store.close();
-  return { rate, cpuMsPerJob: (cpu.user + cpu.system) / 1000 / s.done };
+  return measured;
 }
 
 /** CPU ms per job of the fetch-based provider (main before undici), measured with this bench. */

@@ -20,6 +20,11 @@ function tryOf(key: string, o: Partial<AttemptRecord>): AttemptRecord {
   return { key, runId: OWNER, attempt: 1, startedAt: T0, endedAt: T0 + 10, status: 200, outcome: 'done', error: null, usage: null, ...o };
 }
 
+/** A try whose answer was billed ($0.25) and rejected: not the JSON asked for. */
+function rejected(key: string, outcome: 'retry' | 'failed'): AttemptRecord {
+  return tryOf(key, { outcome, error: 'the answer is not JSON', usage: { promptTokens: 10, completionTokens: 2 }, costUsd: 0.25 });
+}
+
 /** The job answered with 10 tokens in and 2 out, its attempt carrying `money` (its cost and reservation). */
 async function answered(store: Store, key: string, money: Pick<AttemptRecord, 'costUsd' | 'reservedUsd'>): Promise<void> {
   const usage = { promptTokens: 10, completionTokens: 2 };
@@ -174,9 +179,6 @@ describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
     await started(store);
     await store.enqueue(rows(3), T0);
     const [a, b, c] = (await store.claim(claimOpts({ limit: 3 }))).jobs;
-    const usage = { promptTokens: 10, completionTokens: 2 };
-    const rejected = (key: string, outcome: 'retry' | 'failed') =>
-      tryOf(key, { outcome, error: 'the answer is not JSON', usage, costUsd: 0.25 });
     // a: rejected once, then kept
     await store.recordAttempt(rejected(a!.key, 'retry'), { countAttempt: true, error: 'the answer is not JSON' });
     await answered(store, a!.key, { costUsd: 0.5 });
@@ -202,9 +204,6 @@ describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
     await started(store);
     await store.enqueue(rows(3), T0);
     const [a, b, c] = (await store.claim(claimOpts({ limit: 3 }))).jobs;
-    const usage = { promptTokens: 10, completionTokens: 2 };
-    const rejected = (key: string, outcome: 'retry' | 'failed') =>
-      tryOf(key, { outcome, error: 'the answer is not JSON', usage, costUsd: 0.25 });
     await answered(store, a!.key, { costUsd: 0.5 });
     // b: failed after two rejected answers; c: one rejected, then handed back, pending
     await store.recordAttempt(rejected(b!.key, 'retry'), { countAttempt: true, error: 'the answer is not JSON' });

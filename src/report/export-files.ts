@@ -36,7 +36,7 @@ export async function exportToFile(chunks: AsyncIterable<ExportChunk>, path: str
     makeDirs(dirname(target.path));
     await removeDeadExportsTemps(target.path);
     const tmp = join(dirname(target.path), `.${basename(target.path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
-    const keepOnSignal = removeOnSignal(() => tmp);
+    const keepOnSignal = removeOnSignal(tmp);
     try {
       await writeAll(chunks, createWriteStream(tmp, { flags: 'wx', highWaterMark: WRITE_BUFFER }));
       await rename(tmp, target.path);
@@ -87,15 +87,14 @@ const STALE_TEMP_MS = 60_000;
  * this the signal ended the process before any catch ran, and each stopped export left a hidden
  * partial file beside `--out`. Returns what stops listening.
  */
-function removeOnSignal(tmp: () => string | null): () => void {
+function removeOnSignal(tmp: string): () => void {
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   const stop = (): void => {
     for (const s of signals) process.off(s, onSignal);
   };
   const onSignal = (): void => {
     stop();
-    const path = tmp();
-    if (path !== null) rmSync(path, { force: true });
+    rmSync(tmp, { force: true });
     process.exit(EXIT.SIGNAL);
   };
   for (const s of signals) process.on(s, onSignal);
