@@ -546,6 +546,44 @@ describe('runQueue', () => {
     await store.close();
   });
 
+  it("a job that failed on its own before counts towards an outage when others' failures began a row before its own came back", async () => {
+    const { fake, store, keys } = await setup(3, { latencyMs: 5 });
+    const t = Date.now();
+    await store.claim({ owner: 'earlier', limit: 3, now: t, leaseUntil: t + 60_000, maxAttempts: 9 });
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      const error = 'HTTP 500: poisoned';
+      const tried = {
+        key: keys[2]!,
+        runId: 'earlier',
+        attempt,
+        startedAt: t,
+        endedAt: t + 5,
+        status: 500,
+        outcome: 'retry' as const,
+        error,
+        usage: null,
+      };
+      await store.recordAttempt(tried, { countAttempt: true, error });
+    }
+    // its next try its second and last; the others' their first
+    await store.release('earlier', { refund: true, now: t + 10, keys: keys.slice(0, 2) });
+    await store.release('earlier', { refund: false, now: t + 10 });
+    // Down for 1.5 s. The poisoned job's 503 comes back 600 ms after it left: by then the two others
+    // have failed once each (their retries wait 2 s), a row of two the breaker opens on at three. Its
+    // own failure, taken as its own, would have used its last attempt.
+    const downUntil = Date.now() + 1500;
+    fake.respond((req) => {
+      if (Date.now() >= downUntil) return undefined;
+      return req.key === keys[2] ? { ...reply.serverError(503, 'down'), latencyMs: 600 } : reply.serverError(503, 'down');
+    });
+    const summary = await runQueue(
+      { store, provider: provider(fake) },
+      { ...fast, retryDelayMs: 2000, maxRetryDelayMs: 2000, concurrency: 3, maxAttempts: 2, maxOutageMs: 60_000 },
+    );
+    expect(summary).toMatchObject({ done: 3, failed: 0 });
+    await store.close();
+  });
+
   it('ends at --max-outage without waiting out the timeout of a request still on the wire', async () => {
     // The first request goes alone and times out first; its retry leaves at once and the breaker
     // opens only when the others time out: the run then ended a whole timeout later (20 minutes for

@@ -506,9 +506,11 @@ class JobRun {
     // outage, documents that always get a 5xx or a reset would be probed uncounted until
     // --max-outage ended the run with them pending, every run. Their failures are their own: they
     // use their attempts and are no outage evidence (a probe among them only gives its turn back).
-    // Once other jobs' failures have opened an outage, such a job waits it out with them: it failed
-    // on its attempts while the provider was down.
-    const ownFailure = (c.done > 0 && ctx.nothingLeftToClaim()) || (job.failsOnItsOwn === true && !ctx.breaker.isOpen);
+    // Once other jobs' failures have opened an outage, or begun a row of them that may open one, such
+    // a job waits it out with them: it failed on its attempts while the provider was down (its own
+    // failures never start a row, so alone they stay its own).
+    const ownFailure =
+      (c.done > 0 && ctx.nothingLeftToClaim()) || (job.failsOnItsOwn === true && !ctx.breaker.isOpen && !ctx.breaker.failingInARow);
     if (outageType && !unreachable && ownFailure) {
       if (probe) ctx.breaker.probeAbandoned();
     } else if (outageType) {

@@ -70,6 +70,11 @@ export class OutageBreaker {
     return this.#open;
   }
 
+  /** Requests have failed as an outage does since the provider last answered, the breaker not open yet. */
+  get failingInARow(): boolean {
+    return !this.#open && this.#consecutive > 0;
+  }
+
   /** When the breaker last opened (ms epoch), null while it is closed. */
   get openSince(): number | null {
     this.#clock();
