@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ECHO_MS, signalCounter } from '../src/cli/second-signal.js';
+import { ECHO_MS, signalCounter } from '../src/second-signal.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { collect, runCli, spawnCli } from './helpers/cli.js';
 import { answerFor, reply } from './helpers/fake-openai.js';

@@ -1,6 +1,6 @@
 import { EXIT } from '../errors.js';
 import { STOP_SIGNALS } from './run-stop.js';
-import { signalCounter } from './second-signal.js';
+import { signalCounter } from '../second-signal.js';
 
 /**
  * For a command that makes one change to the queue (`forget`, `retry-failed`): a stop signal waits

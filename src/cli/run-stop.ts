@@ -1,6 +1,6 @@
 import type { SchedulerListener } from '../scheduler/events.js';
 import { onReaderGone } from './reader-gone.js';
-import { signalCounter } from './second-signal.js';
+import { signalCounter } from '../second-signal.js';
 import { EXIT } from '../errors.js';
 
 /** SIGHUP is a closed terminal or a logged-out session: the run must still put its jobs back. */

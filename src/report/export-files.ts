@@ -7,6 +7,7 @@ import { finished } from 'node:stream/promises';
 import { makeDirs } from '../make-dirs.js';
 import { ANSWERS_MARKER, markAnswersFolder } from '../answers-folder.js';
 import { isProcessAlive } from '../process-alive.js';
+import { signalCounter } from '../second-signal.js';
 import { EXIT, LlmqError } from '../errors.js';
 import { knownError, type ErrorPlace } from '../errors-known.js';
 import type { ExportRow, JobState } from '../store/types.js';
@@ -189,17 +190,15 @@ export async function exportToDir(
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   let writing = false;
   let stopBy: NodeJS.Signals | null = null;
-  let stopAt = 0;
   const stopNow = (signal: NodeJS.Signals): never => {
     o.onStopped?.(signal, counts.written);
     return process.exit(EXIT.SIGNAL);
   };
+  // the same signal again at once is an echo of the first (npx, GNU timeout deliver it twice), no second one
+  const signalsSoFar = signalCounter();
   const onSignal = (signal: NodeJS.Signals): void => {
-    // the same signal again at once is an echo of it (npx, GNU timeout deliver it twice), no second one
-    if (stopBy === signal && Date.now() - stopAt < 250) return;
-    if (!writing || stopBy !== null) stopNow(signal);
+    if (signalsSoFar(signal) >= 2 || !writing) stopNow(signal);
     stopBy = signal;
-    stopAt = Date.now();
   };
   for (const s of signals) process.on(s, onSignal);
   const keepOnSignal = () => {

@@ -19,7 +19,7 @@ import {
 import { onReaderGone, whileReaderPresent } from '../reader-gone.js';
 import { shellWord } from '../../shell-word.js';
 import { dbArgument, forgetCommand } from '../again.js';
-import { signalCounter } from '../second-signal.js';
+import { signalCounter } from '../../second-signal.js';
 import type { ChalkInstance } from 'chalk';
 import type { EnqueueSummary, KeptEarlier } from '../../ingest/enqueue.js';
 import { MAX_GONE_LOOKED_AT, type GoneFiles } from '../../ingest/gone-files.js';
