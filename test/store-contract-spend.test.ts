@@ -199,6 +199,48 @@ describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
     expect(await spendOf(store)).toMatchObject({ spentUsd: 1.25, mayBeBilledUsd: 0.5 });
   });
 
+  it("a mock answer taken back keeps in the job's cost what real runs' rejected answers cost, and drops the mock's", async () => {
+    const { store } = await kind.fresh();
+    await store.startRun({ id: OWNER, host: 'h', pid: 1, startedAt: T0, options: { provider: 'openai-compatible (x)' } });
+    await store.enqueue(rows(2), T0);
+    const [a] = (await store.claim(claimOpts({ limit: 1 }))).jobs;
+    // a: a real run's answer rejected, billed, and the job failed; put back, then answered by a priced mock
+    await store.fail(a!.key, OWNER, 'gave up after 1 attempt', rejected(a!.key, 'failed'), T0 + 10);
+    await store.finishRun(OWNER, T0 + 20, 'drained', NO_STATS);
+    expect(await store.retryFailed({}, T0 + 30)).toBe(1);
+    await store.startRun({ id: 'mock', host: 'h', pid: 1, startedAt: T0 + 40, options: { provider: 'mock' } });
+    const mocked = (await store.claim(claimOpts({ owner: 'mock', limit: 2, now: T0 + 40 }))).jobs;
+    for (const j of mocked) {
+      const usage = { promptTokens: 10, completionTokens: 2 };
+      const attempt = tryOf(j.key, { runId: 'mock', usage, costUsd: 0.125 });
+      await store.recordAttempt({ ...attempt, outcome: 'retry', error: 'the answer is not JSON' }, { countAttempt: true, error: 'x' });
+      await store.complete(j.key, { owner: 'mock', output: 'stand-in', response: '{}', usage, attempt });
+    }
+    await store.finishRun('mock', T0 + 50, 'drained', NO_STATS);
+    const cost = async (id: string) => (await store.item(id))!.job.costUsd;
+    const stored = async () => (await store.status()).byModel.reduce((sum, m) => sum + m.storedUsd, 0);
+    expect(await cost('doc-0000')).toBeCloseTo(0.5, 9);
+    expect(await store.takeBackMockAnswers(T0 + 60, T0 + 60)).toBe(2);
+    // the real run's billed answer stays, the mock's pretend money goes
+    expect(await cost('doc-0000')).toBeCloseTo(0.25, 9);
+    expect(await cost('doc-0001')).toBeNull();
+    expect(await stored()).toBeCloseTo(0.25, 9);
+    await store.startRun({ id: 'real', host: 'h', pid: 1, startedAt: T0 + 70, options: { provider: 'openai-compatible (x)' } });
+    const again = (await store.claim(claimOpts({ owner: 'real', limit: 2, now: T0 + 70 }))).jobs;
+    for (const j of again) {
+      const usage = { promptTokens: 10, completionTokens: 2 };
+      await store.complete(j.key, {
+        owner: 'real',
+        output: 'x',
+        response: '{}',
+        usage,
+        attempt: tryOf(j.key, { runId: 'real', usage, costUsd: 0.5 }),
+      });
+    }
+    expect(await cost('doc-0000')).toBeCloseTo(0.75, 9);
+    expect(await stored()).toBeCloseTo(1.25, 9);
+  });
+
   it("a job dropped unanswered (forget) keeps what its billed tries cost in the queue's cost, and a copy keeps it too", async () => {
     const { store } = await kind.fresh();
     await started(store);

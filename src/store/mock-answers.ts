@@ -14,11 +14,28 @@ export const TAKEN_BACK = 'mockAnswersTakenBack';
 
 /**
  * A done job's columns as a fresh pending job has them: no answer, no attempts, runnable now; the
- * value of `updated_at` is the caller's.
+ * value of `updated_at` is the caller's. Its cost is what real runs' answers it did not keep cost
+ * (`realBilledUsd`): the mock's was pretend, theirs was billed (set NULL, status, show and export
+ * lost it, while the runs' spend kept it).
  */
-export const AS_PENDING = `state = 'pending', attempts = 0, run_after = 0, output = NULL, response = NULL, prompt_tokens = NULL,
-  completion_tokens = NULL, cost_usd = NULL, latency_ms = NULL, error = NULL, finished_at = NULL, lease_owner = NULL,
+export function asPending(d: Dialect): string {
+  return `state = 'pending', attempts = 0, run_after = 0, output = NULL, response = NULL, prompt_tokens = NULL,
+  completion_tokens = NULL, cost_usd = ${realBilledUsd(d)}, latency_ms = NULL, error = NULL, finished_at = NULL, lease_owner = NULL,
   lease_expires_at = NULL`;
+}
+
+/**
+ * SQL, a job's (`jobs`) billed answers it did not keep from runs not of the mock, summed (NULL when
+ * none): the tries `billedAnswerUsd` adds to a job's cost (an answer came, priced above 0, not one
+ * that may be billed), but for the mock runs'. A job taken back was answered by mock runs only, so
+ * every other answered try of it was one it did not keep.
+ */
+function realBilledUsd(d: Dialect): string {
+  const notBilledMaybe = d === 'sqlite' ? 'a.may_be_billed = 0' : 'NOT a.may_be_billed';
+  const allMock = `(SELECT id FROM runs WHERE ${mockRunWhere(d)})`;
+  return `(SELECT sum(a.cost_usd) FROM attempts a WHERE ${DIALECT[d].ofJob} AND a.prompt_tokens IS NOT NULL
+    AND ${notBilledMaybe} AND a.cost_usd > 0 AND NOT ${byRuns(allMock, 'a.')})`;
+}
 
 /** SQL, a condition on an attempt row (`a`, or the bare table): made by one of the runs `runs` (an SQL set of run ids), online or through their batches. */
 function byRuns(runs: string, a = ''): string {

@@ -1,6 +1,6 @@
 import { GIVE_BACK_UNSENT_POSTGRES } from '../unsent.js';
 import type pg from 'pg';
-import { AS_PENDING, NO_MONEY, TAKEN_BACK, dropMockAnsweredWhere, mockRunWhere, takeBackWhere } from '../mock-answers.js';
+import { asPending, NO_MONEY, TAKEN_BACK, dropMockAnsweredWhere, mockRunWhere, takeBackWhere } from '../mock-answers.js';
 import type {
   AnsweredJob,
   JobToRun,
@@ -484,7 +484,10 @@ export class PostgresStore implements Store {
       ).rows.map((r) => r.id);
       if (runs.length === 0) return 0;
       const set = '(SELECT unnest($2::text[]))';
-      const back = await db.query(`UPDATE jobs SET ${AS_PENDING}, updated_at = $1 WHERE ${takeBackWhere('postgres', set)}`, [now, runs]);
+      const back = await db.query(`UPDATE jobs SET ${asPending('postgres')}, updated_at = $1 WHERE ${takeBackWhere('postgres', set)}`, [
+        now,
+        runs,
+      ]);
       await db.query(
         `WITH dropped AS (DELETE FROM jobs WHERE ${dropMockAnsweredWhere('postgres', '(SELECT unnest($1::text[]))')} RETURNING key)
         DELETE FROM attempts WHERE job_key IN (SELECT key FROM dropped)`,

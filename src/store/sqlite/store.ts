@@ -45,7 +45,7 @@ import { SqliteSpend } from './spend.js';
 import type { Checkpointer } from './checkpointer.js';
 import { stoppedRunsText } from './stopped-writer.js';
 import { RUN_DIED_TEXT, splitClaimed, type RawClaimed } from '../claim-result.js';
-import { AS_PENDING, NO_MONEY, TAKEN_BACK, dropMockAnsweredWhere, mockRunWhere, takeBackWhere } from '../mock-answers.js';
+import { asPending, NO_MONEY, TAKEN_BACK, dropMockAnsweredWhere, mockRunWhere, takeBackWhere } from '../mock-answers.js';
 import { GroupCommit } from '../group-commit.js';
 import { attemptValues, billedAnswerUsd, latencyOf, rejectionsValues } from '../rows.js';
 import {
@@ -267,7 +267,7 @@ export class SqliteStore implements Store {
       endRun: db.prepare('UPDATE runs SET ended_at = ?, exit_reason = ? WHERE id = ? AND ended_at IS NULL'),
       mockRuns: db.prepare(`SELECT id FROM runs WHERE ${mockRunWhere('sqlite', { quietSince: '?' })}`).pluck(),
       takeBackMock: db.prepare(
-        `UPDATE jobs SET ${AS_PENDING}, updated_at = @now WHERE ${takeBackWhere('sqlite', '(SELECT value FROM json_each(@runs))')}`,
+        `UPDATE jobs SET ${asPending('sqlite')}, updated_at = @now WHERE ${takeBackWhere('sqlite', '(SELECT value FROM json_each(@runs))')}`,
       ),
       dropMockAnswered: db
         .prepare(`DELETE FROM jobs WHERE ${dropMockAnsweredWhere('sqlite', '(SELECT value FROM json_each(@runs))')} RETURNING seq, key`)
