@@ -84,7 +84,7 @@ describe('estimate: prompts counted on worker threads', () => {
     expect(e.jobs).toBe(21_000);
     expect(e.models.map((m: { promptTokens: number }) => m.promptTokens)).toEqual(here.models.map((m) => m.promptTokens));
     // --json rounds away floating-point noise
-    for (const k of ['low', 'high', 'worst'] as const) expect(e.cost[k]).toBeCloseTo(here.cost![k], 9);
+    for (const k of ['low', 'high', 'worst'] as const) expect(e.cost[k]).toBeCloseTo(here.cost![k]!, 9);
   });
 
   it('a request that cannot be read fails the estimate with its error, on a thread as here, instead of hanging', async () => {

@@ -436,6 +436,14 @@ describe('estimate', () => {
     const flags = ['--db', db, '--base-url', BASE, '--price', '1,1'];
     const json = JSON.parse((await runCli(['estimate', ...flags, '--json'])).stdout);
     expect(json).toMatchObject({ jobs: 2, uncapped: 1, models: [{ model: 'gpt-4o-mini', uncapped: 1 }] });
+    // no worst case in the JSON either: the capped job's alone read as the bound
+    expect([json.cost.worst, json.batchCost.worst, json.models[0].cost.worst, json.models[0].batchCost.worst]).toEqual([
+      null,
+      null,
+      null,
+      null,
+    ]);
+    expect(json.cost.high).toBeGreaterThan(0);
     const text = (await runCli(['estimate', ...flags])).stdout.replace(/\s+/g, ' ');
     expect(text).toContain('worst unbounded (1 job without max_tokens)');
     expect(text).toContain('answers unbounded: 1 job sets no max_tokens (no real answer yet)');

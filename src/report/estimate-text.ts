@@ -145,9 +145,11 @@ function budgetText(e: Estimate, b: Budget): { line: string; ok: boolean } {
     };
   if (v.verdict === 'covers') return { line: `${given()} covers the worst case: the run will not stop for it`, ok: true };
   if (v.verdict === 'unknown') return { line: `${given()}: no price for ${e.unpriced.join(', ')}, so nothing can be said`, ok: false };
-  if (v.verdict === 'may-stop')
+  // 'may-stop' has a worst case: a job with none is 'uncapped'
+  const worst = e.cost?.worst ?? null;
+  if (v.verdict === 'may-stop' && worst !== null)
     return {
-      line: `${given(e.cost!.worst)} is below the worst case (${apart(v.left, e.cost!.worst)[1]}): the run stops early (exit 3) if answers run long`,
+      line: `${given(worst)} is below the worst case (${apart(v.left, worst)[1]}): the run stops early (exit 3) if answers run long`,
       ok: false,
     };
   const c = e.cost!;
@@ -211,7 +213,7 @@ function range(r: CostRange): string {
 }
 
 function worstText(c: CostRange, uncapped: number): string {
-  return uncapped > 0 ? `worst unbounded (${count(uncapped, 'job')} without max_tokens)` : `worst ${usd(c.worst)}`;
+  return uncapped > 0 || c.worst === null ? `worst unbounded (${count(uncapped, 'job')} without max_tokens)` : `worst ${usd(c.worst)}`;
 }
 
 function paceText(m: ModelEstimate): string {

@@ -46,11 +46,15 @@ const PARALLEL_FROM = 20_000;
 /** Requests sent to a counting thread at a time. */
 const MEASURE_BATCH = 256;
 
-/** USD: from the mean answer length (low) to the 90th percentile (high), and every answer max_tokens long (worst). */
+/**
+ * USD: from the mean answer length (low) to the 90th percentile (high), and every answer max_tokens
+ * long (worst). `worst` is null when a job sets no max_tokens: nothing bounds its cost, and a sum of
+ * the others' worst cases read as the bound (`estimate --json` gave one).
+ */
 export interface CostRange {
   readonly low: number;
   readonly high: number;
-  readonly worst: number;
+  readonly worst: number | null;
 }
 
 export interface ModelEstimate {
@@ -147,7 +151,7 @@ export function budgetVerdict(
   const verdict = (() => {
     if (e.uncapped > 0) return 'uncapped';
     if (c === null) return 'unknown';
-    if (left >= Math.max(c.worst, c.high)) return 'covers';
+    if (c.worst !== null && left >= Math.max(c.worst, c.high)) return 'covers';
     if (left >= c.high) return 'may-stop';
     return left >= c.low ? 'within' : 'stops';
   })();
@@ -257,9 +261,9 @@ export async function estimateRun(store: QueueReader & Pick<LaneMemory, 'laneLim
       : models.reduce<CostRange>(
           (a, m) => {
             const c = pick(m)!;
-            return { low: a.low + c.low, high: a.high + c.high, worst: a.worst + c.worst };
+            return { low: a.low + c.low, high: a.high + c.high, worst: a.worst === null || c.worst === null ? null : a.worst + c.worst };
           },
-          { low: 0, high: 0, worst: 0 },
+          { low: 0, high: 0, worst: 0 as number | null },
         );
   return {
     jobs,
@@ -376,6 +380,11 @@ class Tally {
     return null;
   }
 
+  /** A range as the estimate gives it: no worst case once a job sets no max_tokens. */
+  #bounded(c: { low: number; high: number; worst: number } | null): CostRange | null {
+    return c && this.uncapped > 0 ? { ...c, worst: null } : c;
+  }
+
   result(h: History, limits: LaneLimits, latencyMs = h.latencyMs): ModelEstimate {
     const p = this.#pricing;
     return {
@@ -397,8 +406,8 @@ class Tally {
         ceiling: this.ceiling,
       },
       price: p ? { input: p.perMillion[0], output: p.perMillion[1], source: p.source } : null,
-      cost: this.cost,
-      batchCost: this.batch,
+      cost: this.#bounded(this.cost),
+      batchCost: this.#bounded(this.batch),
       limits,
       latencyMs,
       // the refused ones are answered at once, and their weight is left out with them
