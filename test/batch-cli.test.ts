@@ -123,6 +123,9 @@ describe('llmq run --via batch (child processes)', () => {
     const tokens = s.tokens.prompt + s.tokens.completion;
     expect(s.cost.usd).toBeCloseTo((s.tokens.prompt * 1 + s.tokens.completion * 2) / 2 / 1e6, 12);
     expect(tokens).toBeGreaterThan(0);
+    // its summary says what it spent, as an online run's does, in the figures status gives
+    const statusCost = (await runCli(['status', '--db', db, '--price', '1,2'])).stdout.match(/cost\s+(\$[0-9.]+) so far/)![1];
+    expect(r.stderr).toContain(`  tokens ${s.tokens.prompt} in · ${s.tokens.completion} out · cost ${statusCost} at the batch price`);
 
     const other = join(tempDir(), 'q.db');
     const store = new SqliteStore(other);
@@ -150,6 +153,7 @@ describe('llmq run --via batch (child processes)', () => {
         /no batch price is known for my-own-finetune \(--price gives its online price only\): its batch answers are stored without a cost/g,
       ),
     ).toHaveLength(1);
+    expect(unknown.stderr).toMatch(/\n {2}tokens \d+ in · \d+ out · cost unknown \(a model has no batch price\)\n/);
   }, 60_000);
 
   it('--no-wait submits and exits 0; status lists the batch; a later run collects it', async () => {
@@ -160,6 +164,8 @@ describe('llmq run --via batch (child processes)', () => {
     expect(first.stderr).toMatch(/submitted 7 jobs of gpt-4o-mini as batch batch_fake1/);
     // it ends with its batch out, not with the queue drained
     expect(first.stderr).toContain('batch lane: 0 done, 0 failed, 7 pending or in a batch (submitted, not waiting)');
+    // it paid for nothing yet: the run that collects the batch does
+    expect(first.stderr).not.toContain('tokens');
     expect((await read(db)).jobs.every((j) => j.state === 'running')).toBe(true);
     // a copy now would send its jobs again: refused before the copy's file is made
     const copyTo = join(dirname(db), 'copy.db');

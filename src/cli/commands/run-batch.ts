@@ -2,7 +2,7 @@ import { nameKey } from '../../batch/api-key-id.js';
 import { openAiProviderName } from '../../provider/endpoint.js';
 import type { BatchEvent } from '../../batch/context.js';
 import type { RunSummary } from '../../scheduler/events.js';
-import { int, NO_PAINT } from '../../report/format.js';
+import { compact, int, NO_PAINT, usd } from '../../report/format.js';
 import { info, warn } from '../output.js';
 import { failedLines, incompleteText } from '../progress/lines.js';
 import { takeBackMockAnswers } from '../mock-answers.js';
@@ -126,6 +126,8 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
       info(
         `batch lane: ${int(summary.done)} done, ${int(summary.failed)} failed, ${int(summary.remaining)} pending or in a batch (${why})`,
       );
+      const spent = spentText(summary);
+      if (spent) info(spent);
       const incomplete = incompleteText(summary);
       if (incomplete) info(`  ${incomplete} (kept as done; llmq export marks each: finish_reason)`);
       // as an online run ends (exit 2): where to see why, and the batch run that tries them again;
@@ -155,6 +157,18 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
     stopping.dispose();
     await store.close();
   }
+}
+
+/**
+ * "  tokens 87 in · 39 out · cost $0.0000182 at the batch price", as an online run's summary says
+ * what it spent; null when the run collected no answer (one that only submitted pays nothing yet:
+ * the run that collects its batches does). Without it the summary of a batch run said nothing of
+ * its money.
+ */
+export function spentText(s: Pick<RunSummary, 'done' | 'failed' | 'promptTokens' | 'completionTokens' | 'costUsd'>): string | null {
+  if (s.done + s.failed === 0 && s.promptTokens + s.completionTokens === 0) return null;
+  const cost = s.costUsd === null ? 'cost unknown (a model has no batch price)' : `cost ${usd(s.costUsd)} at the batch price`;
+  return `  tokens ${compact(s.promptTokens)} in · ${compact(s.completionTokens)} out · ${cost}`;
 }
 
 function describe(e: BatchEvent, db: string | undefined): string | null {
