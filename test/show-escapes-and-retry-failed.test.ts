@@ -86,6 +86,31 @@ describe('llmq show of an item whose id and document hold control characters', (
     );
   });
 
+  it('after retry-failed --max-tokens, the cost of the cut-off answers of the request it replaced is said as billed and not kept', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    writeFileSync(join(dir, 'in.jsonl'), `${JSON.stringify({ id: 'doc', text: 'a document long enough to be cut off at five tokens' })}\n`);
+    writeFileSync(join(dir, 's.json'), JSON.stringify({ type: 'object', properties: { title: { type: 'string' } }, required: ['title'] }));
+    const enqueue = ['enqueue', join(dir, 'in.jsonl'), '--db', db, '--schema', join(dir, 's.json'), '--max-tokens', '5'];
+    expect((await runCli(enqueue)).code).toBe(0);
+    const run = ['run', ...MOCK_NOW, '--db', db, '--price', '0.15,0.6'];
+    expect((await runCli(run)).code).toBe(2); // its JSON cut off: failed
+    const costOf = (shown: string) => shown.match(/^ {2}cost {6}(.*)$/m)![1]!;
+    const cutOff = costOf((await runCli(['show', 'doc', '--db', db])).stdout);
+    expect(cutOff).toMatch(/^\$[0-9.]+ \(with 1 answer billed and not kept\)$/);
+    expect((await runCli(['retry-failed', '--db', db, '--max-tokens', '300'])).code).toBe(0);
+    expect((await runCli(run)).code).toBe(0);
+    // the job's cost holds the cut-off answer's (status counts it): said so, where it was a bare sum
+    const shown = await runCli(['show', 'doc', '--db', db, '--json']);
+    const { job, attempts } = JSON.parse(shown.stdout);
+    expect(attempts).toHaveLength(1);
+    const replaced = cutOff.split(' ')[0];
+    expect(job.costUsd).toBeGreaterThan(attempts[0].costUsd);
+    expect(costOf((await runCli(['show', 'doc', '--db', db])).stdout)).toMatch(
+      new RegExp(`^\\$[0-9.]+ \\(with \\${replaced} billed and not kept, for answers of the request it replaced\\)$`),
+    );
+  });
+
   it('with an --error that matches no failure, names the errors there are and exits 1, as a mistyped filter needs', async () => {
     const { db } = await oneFailed();
     const r = await runCli(['retry-failed', '--db', db, '--error', 'no such reason']);

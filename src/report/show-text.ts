@@ -7,6 +7,22 @@ import { mayBeBilledText } from './status-text.js';
 /** Text longer than this is cut in `llmq show` unless `--full`. */
 export const TRIM_CHARS = 800;
 
+/**
+ * What of a job's cost its own tries do not account for: the billed tries of a request its item
+ * moved from, whose job was dropped unanswered with its attempts (`retry-failed --max-tokens` of an
+ * answer cut off before its JSON was whole, a document edited after its answers were rejected),
+ * their cost carried to this job. `show` gave that cost with no word of it. 0 when there is none
+ * (below a nano-dollar: the two sums' rounding).
+ */
+function costOfReplaced(d: ItemDetail, jobUsd: number): number {
+  // the tries a job's cost holds: its answers, kept or not, whose price was known (billedAnswerUsd)
+  const own = d.attempts
+    .filter((a) => a.usage !== null && a.mayBeBilled !== true && (a.costUsd ?? 0) > 0)
+    .reduce((sum, a) => sum + a.costUsd!, 0);
+  const rest = jobUsd - own;
+  return rest >= 1e-9 ? rest : 0;
+}
+
 /** The human `llmq show <id>`: the item, its job, the request, every attempt, the answer. */
 export function renderItem(
   d: ItemDetail,
@@ -57,7 +73,10 @@ export function renderItem(
   const notKept = d.attempts.filter(
     (a) => a.usage !== null && a.outcome !== 'done' && a.mayBeBilled !== true && (a.costUsd ?? 0) > 0,
   ).length;
-  const notKeptNote = notKept ? p.dim(` (with ${count(notKept, 'answer')} billed and not kept)`) : '';
+  const notes = notKept ? [`${count(notKept, 'answer')} billed and not kept`] : [];
+  const replaced = typeof j.costUsd === 'number' ? costOfReplaced(d, j.costUsd) : 0;
+  if (replaced > 0) notes.push(`${usd(replaced)} billed and not kept, for answers of the request it replaced`);
+  const notKeptNote = notes.length ? p.dim(` (with ${notes.join('; ')})`) : '';
   if (typeof j.costUsd === 'number') field('cost', usd(j.costUsd) + notKeptNote);
   else if (j.state === 'done') field('cost', p.yellow('unknown (no price when it was answered)'));
   const maybe = d.attempts.filter((a) => a.mayBeBilled);
