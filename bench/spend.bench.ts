@@ -110,7 +110,7 @@ async function estimateAccuracy(): Promise<void> {
     `(1) estimate once 50 of 1,000 jobs are done (answers ${fmt(e.models[0].completion.mean, 0)} tokens on average, p90 ${e.models[0].completion.p90})`,
   );
   console.log(
-    `    estimate for the other ${fmt(e.jobs)}: $${e.cost.low.toFixed(4)} (mean answers) to $${e.cost.high.toFixed(4)} (p90), worst $${e.cost.worst.toFixed(4)}`,
+    `    estimate for the other ${fmt(e.jobs)}: $${e.cost.low.toFixed(4)} (mean answers) to $${e.cost.high.toFixed(4)} (p90), worst ${e.cost.worst === null ? 'unbounded' : `$${e.cost.worst.toFixed(4)}`}`,
   );
   console.log(
     `    they then cost $${actual.toFixed(4)}: the estimate is ${fmt(100 * off, 1)}% off  target <= 10%  ${check(off <= 0.1)}` +
