@@ -102,6 +102,62 @@ describe('rejected documents whose items were enqueued before', () => {
     });
   });
 
+  it('include the item a line was before it broke as JSON: its id read up to the break, else its file:line', async () => {
+    const dir = tempDir();
+    const withIds = join(dir, 'ids.jsonl');
+    const byLine = join(dir, 'lines.jsonl');
+    const store = new SqliteStore(join(dir, 'q.db'));
+    try {
+      writeFileSync(withIds, lines({ id: 'a', text: 'A' }, { id: 7, text: 'B' }, { id: 'c', text: 'C' }, { id: 'd', text: 'D' }));
+      writeFileSync(byLine, lines({ text: 'one' }, { text: 'two' }, { text: 'three' }));
+      await enqueue(store, { sources: [withIds, byLine], request: withPrompt('{{text}}') });
+      await answerOnly(store, 'B');
+      await answerOnly(store, 'two');
+
+      writeFileSync(
+        withIds,
+        [
+          '{"id":"a","text":"A"}',
+          '{"meta":{"x":[1,"}"]}, "id":7,"text":"B2"', // no closing brace: 7 keeps its answer to "B"
+          '{"text":"C2" "id":"c"}', // broken before its id: not known, as before (no item of ids.jsonl:3)
+          '["d"]', // not an object: no item of ids.jsonl:4 either
+        ].join('\n'),
+      );
+      writeFileSync(byLine, '{"text":"one"}\n{"text":"two\n{"text":"three"}\n');
+      const s = await enqueue(store, { sources: [withIds, byLine], request: withPrompt('{{text}}') });
+      expect(s.rejected).toBe(4);
+      expect(s.rejections.map((r) => r.id)).toEqual(['7', `${withIds}:3`, `${withIds}:4`, `${byLine}:2`]);
+      expect(s.keptEarlier).toEqual({
+        count: 2,
+        states: { done: 2 },
+        first: { path: withIds, line: 2, id: '7' },
+        ids: ['7', `${byLine}:2`],
+        partial: false,
+      });
+      // the broken line's item is said as kept, not as a line that moved
+      expect(s.movedLines).toBeNull();
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('are warned of when their line is no JSON now, with the answer export keeps giving', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'in.jsonl');
+    const db = join(dir, 'q.db');
+    writeFileSync(file, lines({ id: 'a', text: 'A' }, { id: 'b', text: 'B' }));
+    expect((await runCli(['enqueue', file, '--db', db])).code).toBe(0);
+    expect((await runCli(['run', '--provider', 'mock', '--mock-latency', '0', '--db', db])).code).toBe(0);
+    writeFileSync(file, '{"id":"a","text":"A"}\n{"id":"b","text":"B2"\n');
+    const r = await runCli(['enqueue', file, '--db', db]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`rejected ${file}:2: malformed JSON`);
+    expect(r.stderr).toContain(
+      `warning: the document of an item enqueued before was rejected this time (${file}:2, id "b"), so it keeps its earlier document: ` +
+        `1 answered (export gives the answer to the earlier document). Mend it and enqueue again, or take the item out of the queue: llmq forget --db ${db} b.`,
+    );
+  });
+
   it('count an item rejected on two lines once, and never fail on an id the store gives back otherwise (a lone surrogate)', async () => {
     const dir = tempDir();
     const file = join(dir, 'in.jsonl');

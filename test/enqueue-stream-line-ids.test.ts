@@ -110,7 +110,7 @@ describe('plain text piped to enqueue -', () => {
     const lines = Readable.from(['{"text": "one"}\n{"text": "two"}\nnot a record\n{"text": "three"}\n']);
     const s = await enqueue(store, { sources: ['-'], stdin: lines, request: request() });
     expect(s).toMatchObject({ newItems: 3, rejected: 1 });
-    expect(s.rejections).toEqual([{ path: '-', line: 3, reason: expect.stringMatching(/^malformed JSON \([^;]*\)$/) }]);
+    expect(s.rejections).toEqual([{ path: '-', line: 3, id: '-:3', reason: expect.stringMatching(/^malformed JSON \([^;]*\)$/) }]);
   });
 
   it('a line without the text field says which fields it has, so the --text-field to give is in the message', async () => {

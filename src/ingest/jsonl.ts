@@ -1,5 +1,6 @@
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
+import { brokenLineId } from './broken-line-id.js';
 import { blankReason, encodingReason, isBlank } from './decode.js';
 import { fieldList, likelyMeant } from './fields-it-has.js';
 import { nestsDeeperThan, reasonTooDeep } from './depth.js';
@@ -176,12 +177,13 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   try {
     value = JSON.parse(text);
   } catch (error) {
-    return { path, line, reason: `malformed JSON (${(error as Error).message})` };
+    return { path, line, id: brokenLineId(text, o.idField, path, line), reason: `malformed JSON (${(error as Error).message})` };
   }
   // Before anything recursive (key sorting, JSON.stringify of meta) sees the value.
-  if (nestsDeeperThan(value)) return { path, line, reason: reasonTooDeep() };
+  if (nestsDeeperThan(value)) return { path, line, id: brokenLineId(text, o.idField, path, line), reason: reasonTooDeep() };
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    return { path, line, reason: `not a JSON object (each line must be one {...} document, got ${kind(value)})` };
+    // no fields to read an id from: the item of this line, if it had none
+    return { path, line, id: `${path}:${line}`, reason: `not a JSON object (each line must be one {...} document, got ${kind(value)})` };
   }
   const obj = value as Record<string, unknown>;
   if ('custom_id' in obj && ('body' in obj || 'url' in obj || 'method' in obj)) return batchLine(obj, line, path);

@@ -20,7 +20,9 @@ describe('JSON nesting limit', () => {
       '{"id":"good-2","text":"second"}',
     ];
     const s = await run(store, ['-'], { stdin: Readable.from([lines.join('\n') + '\n']) });
-    expect(s.rejections).toEqual([2, 3, 4, 5].map((line) => ({ path: '-', line, reason: TOO_DEEP })));
+    // each with the id of the item it names, read from the line (one with no fields: its line's)
+    const ids = ['deep-array', 'deep-object', 'deep-body', '-:5'];
+    expect(s.rejections).toEqual([2, 3, 4, 5].map((line, i) => ({ path: '-', line, id: ids[i], reason: TOO_DEEP })));
     expect(items(store).map((i) => i.id)).toEqual(['good-1', 'good-2']);
   });
 
@@ -32,8 +34,8 @@ describe('JSON nesting limit', () => {
     const input = [at(MAX_JSON_DEPTH), at(MAX_JSON_DEPTH + 1), batch(MAX_JSON_DEPTH), batch(MAX_JSON_DEPTH + 1)].join('\n');
     const s = await run(store, ['-'], { stdin: Readable.from([input]) });
     expect(s.rejections).toEqual([
-      { path: '-', line: 2, reason: TOO_DEEP },
-      { path: '-', line: 4, reason: TOO_DEEP },
+      { path: '-', line: 2, id: `d${MAX_JSON_DEPTH + 1}`, reason: TOO_DEEP },
+      { path: '-', line: 4, id: `b${MAX_JSON_DEPTH + 1}`, reason: TOO_DEEP },
     ]);
     const stored = items(store);
     expect(stored.map((i) => i.id)).toEqual([`d${MAX_JSON_DEPTH}`, `b${MAX_JSON_DEPTH}`]);
