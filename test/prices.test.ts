@@ -224,6 +224,7 @@ describe('prices', () => {
           storedUsd: 0,
           unpricedPrompt: 200,
           unpricedCompletion: 20,
+          dropped: 0,
         },
         {
           model: 'my-finetune',
@@ -238,6 +239,7 @@ describe('prices', () => {
           storedUsd: 0,
           unpricedPrompt: 100,
           unpricedCompletion: 10,
+          dropped: 0,
         },
       ],
       failures: [],

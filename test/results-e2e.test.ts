@@ -105,6 +105,7 @@ describe('results after a run on the fake', () => {
         done: 8,
         prompt,
         completion,
+        dropped: 0,
         price: [...PRICE],
         priceSource: expect.stringMatching(/^genai-prices /),
         usd: s.cost.usd,

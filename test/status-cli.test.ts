@@ -87,6 +87,7 @@ describe('llmq status', () => {
         done: 5,
         prompt: 500,
         completion: 100,
+        dropped: 0,
         price: [0.15, 0.6],
         priceSource: expect.stringMatching(/^genai-prices \d{4}-\d{2}-\d{2}$/),
         usd: s.cost.usd,
@@ -176,6 +177,48 @@ describe('llmq status', () => {
     for (const l of rows) expect(l).toContain(`${done[l.trim().split(' ')[0]!]} done`);
     // the counts line up under each other
     expect(new Set(rows.map((l) => l.indexOf(' done'))).size).toBe(1);
+  });
+
+  it("a model whose jobs were all dropped (forget) says so beside the cost it keeps, not '0/0 done'", async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    const lines = (n: number, prefix: string) =>
+      Array.from({ length: n }, (_, i) => `{"id":"${prefix}${i}","text":"${prefix} document ${i} with a few words in it"}`).join('\n');
+    writeFileSync(join(dir, 'a.jsonl'), lines(3, 'a'));
+    writeFileSync(join(dir, 'b.jsonl'), lines(2, 'b'));
+    const schema = { type: 'object', properties: { s: { type: 'string' } }, required: ['s'], additionalProperties: false };
+    writeFileSync(join(dir, 's.json'), JSON.stringify(schema));
+    // gpt-4o's answers are cut off at 3 tokens, not JSON: failed, their tries billed
+    const a = ['enqueue', 'a.jsonl', '--model', 'gpt-4o', '--schema', 's.json', '--max-tokens', '3', '--db', db];
+    expect((await runCli(a, { cwd: dir })).code).toBe(0);
+    expect((await runCli(['enqueue', 'b.jsonl', '--model', 'gpt-4o-mini', '--db', db], { cwd: dir })).code).toBe(0);
+    const run = [
+      'run',
+      '--db',
+      db,
+      '--provider',
+      'mock',
+      '--mock-latency',
+      '0',
+      '--max-attempts',
+      '1',
+      '--price',
+      '1,2',
+      '--progress',
+      'none',
+    ];
+    expect((await runCli(run)).code).toBe(2);
+    expect((await runCli(['forget', '--db', db, 'a0', 'a1', 'a2'])).code).toBe(0);
+    const out = (await runCli(['status', '--db', db, '--price', '1,2'])).stdout;
+    const rows = out.split('\n').filter((l) => /^ {11}gpt-4o/.test(l));
+    expect(rows[0]).toMatch(/^ {11}gpt-4o {7}3 dropped {2,}\$[\d.]+ {2}\$1\/\$2 per M$/);
+    expect(rows[1]).toMatch(/^ {11}gpt-4o-mini {3}2\/2 done {2,}\$[\d.]+ {2}\$1\/\$2 per M$/);
+    const json = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
+    expect(json.cost.byModel.map((m: { model: string; jobs: number; dropped: number }) => [m.model, m.jobs, m.dropped])).toEqual([
+      ['gpt-4o', 0, 3],
+      ['gpt-4o-mini', 2, 0],
+    ]);
+    expect(json.cost.byModel[0].usd).toBeGreaterThan(0);
   });
 
   it('human output: aligned, no escape codes through a pipe, failures grouped with the next step', async () => {

@@ -97,6 +97,7 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
         storedUsd: 0.02,
         unpricedPrompt: 0,
         unpricedCompletion: 0,
+        dropped: 0,
       },
       {
         model: 'gpt-test',
@@ -111,6 +112,7 @@ describe.each(STORE_KINDS)('store contract: reading [$name]', (kind) => {
         storedUsd: 0.001,
         unpricedPrompt: 200,
         unpricedCompletion: 20,
+        dropped: 0,
       },
     ]);
     expect((await exported(store)).map((r) => [r.id, r.costUsd])).toEqual([

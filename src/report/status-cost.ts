@@ -78,6 +78,8 @@ export interface ModelCost {
   readonly done: number;
   readonly prompt: number;
   readonly completion: number;
+  /** Its jobs dropped unanswered whose tries were billed (`forget`): not in `jobs`, their cost in `usd`. */
+  readonly dropped: number;
   /** USD per million [input, output] as priced now, or null when unknown. */
   readonly price: readonly [number, number] | null;
   /** Where that price came from: `genai-prices 2026-09-23`, `--price`, `--prices FILE`, `LLMQ_PRICES`; null when unknown. */
@@ -172,6 +174,7 @@ export function buildCost(s: StatusSnapshot, prices: PriceTable, now: number, de
       done: m.done,
       prompt: m.prompt,
       completion: m.completion,
+      dropped: m.dropped,
       price: pricing?.perMillion ?? null,
       priceSource: pricing?.source ?? null,
       usd,

@@ -126,13 +126,14 @@ export function renderStatus(
   lines.push(...costLines(r, p));
   // several models: how far each has got, beside what it cost ("gpt-4o  12/20 done  $0.0012")
   const models = r.cost.byModel.length > 1 ? r.cost.byModel : [];
+  // a model whose jobs were all dropped (forget) keeps its cost: said so, not "0/0 done"
+  const progress = (m: (typeof models)[number]) => (m.jobs === 0 ? `${int(m.dropped)} dropped` : `${int(m.done)}/${int(m.jobs)} done`);
   const nameWidth = Math.max(0, ...models.map((m) => oneLine(m.model, 24).length));
-  const doneWidth = Math.max(0, ...models.map((m) => `${int(m.done)}/${int(m.jobs)}`.length));
+  const doneWidth = Math.max(0, ...models.map((m) => progress(m).length));
   for (const m of models) {
     const price = onlyMock(r) ? '' : m.price ? p.dim(`$${m.price[0]}/$${m.price[1]} per M`) : p.yellow('no price');
-    const done = `${int(m.done)}/${int(m.jobs)}`.padStart(doneWidth);
     lines.push(
-      `  ${''.padEnd(9)}${oneLine(m.model, 24).padEnd(nameWidth)}  ${done} done  ${usd(m.usd).padStart(9)}${price ? '  ' + price : ''}`,
+      `  ${''.padEnd(9)}${oneLine(m.model, 24).padEnd(nameWidth)}  ${progress(m).padStart(doneWidth)}  ${usd(m.usd).padStart(9)}${price ? '  ' + price : ''}`,
     );
   }
   const maybe = r.cost.mayBeBilled;

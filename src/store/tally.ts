@@ -46,6 +46,7 @@ function emptyModel(model: string): { -readonly [K in keyof ModelTally]: ModelTa
     storedUsd: 0,
     unpricedPrompt: 0,
     unpricedCompletion: 0,
+    dropped: 0,
   };
 }
 
@@ -82,6 +83,7 @@ export function tallyJobs(
       // no job is left of them: only their cost, in their model's
       const m = models.get(r.model) ?? emptyModel(r.model);
       m.storedUsd += Number(r.usd ?? 0);
+      m.dropped += n;
       models.set(r.model, m);
       continue;
     }

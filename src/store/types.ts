@@ -375,6 +375,11 @@ export interface ModelTally {
   /** Tokens of answers stored without a cost (answered before llmq kept costs, or without a price then). */
   readonly unpricedPrompt: number;
   readonly unpricedCompletion: number;
+  /**
+   * Its jobs dropped unanswered whose tries were billed (tally.ts's DROPPED: `forget`, a failed job
+   * no item needs): not in `jobs`, their cost in `storedUsd`. A model with `jobs` 0 has only these.
+   */
+  readonly dropped: number;
 }
 
 export interface KeyItemRow {

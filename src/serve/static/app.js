@@ -69,7 +69,8 @@ function renderCost(r) {
         'tr',
         {},
         el('td', {}, m.model),
-        el('td', { class: 'num' }, fmt(m.jobs)),
+        // a model whose jobs were all dropped (forget) keeps its cost: said so, as status does
+        el('td', { class: 'num' }, m.jobs === 0 && m.dropped > 0 ? `${fmt(m.dropped)} dropped` : fmt(m.jobs)),
         el('td', { class: 'num' }, fmt(m.done)),
         el('td', { class: 'num' }, fmt(m.prompt)),
         el('td', { class: 'num' }, fmt(m.completion)),
