@@ -331,6 +331,42 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
     await page.waitForFunction(() => document.getElementById('count-pending')?.textContent === '3');
   });
 
+  it('Retry all counts the failed jobs it puts back: not those cut off at max_tokens, which it leaves', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 5);
+    const now = Date.now();
+    const { jobs } = await store.claim({ owner: 'r', limit: 5, now, leaseUntil: now + 60_000, maxAttempts: 5 });
+    const cutOff = 'the answer was cut off at max_tokens (finish_reason "length") before its JSON was whole';
+    for (const [i, j] of jobs.entries()) await store.fail(j.key, 'r', i < 3 ? cutOff : 'HTTP 500: server error', null, now);
+    await store.close();
+    const s = await serve(db);
+    const page = await open(s.url);
+    await page.waitForFunction(() => document.getElementById('count-failed')?.textContent === '5');
+    const asked: string[] = [];
+    page.on('dialog', (d) => {
+      asked.push(d.message());
+      void d.accept();
+    });
+    await page.type('#token', s.token!);
+    await page.click('#retry-all');
+    await page.waitForFunction(() => /^Put 2 failed jobs back/.test(document.getElementById('action-result')?.textContent ?? ''));
+    expect(asked).toEqual([
+      'Put 2 failed jobs back to pending? A running llmq run sends them again (or start one). It leaves 3 cut off at max_tokens failed: ' +
+        'sent as they were, they would most likely be cut off again (llmq retry-failed --max-tokens N asks them with more room).',
+    ]);
+    expect(countStates(db)).toEqual({ pending: 2, failed: 3 });
+
+    // only cut-off ones left: nothing to ask, nothing put back
+    await page.waitForFunction(() => document.getElementById('count-failed')?.textContent === '3');
+    await page.click('#retry-all');
+    await page.waitForFunction(() =>
+      /^Nothing to put back\. It leaves 3 cut off/.test(document.getElementById('action-result')?.textContent ?? ''),
+    );
+    expect(asked).toHaveLength(1);
+    expect(countStates(db)).toEqual({ pending: 2, failed: 3 });
+  });
+
   it('refuses a cross-origin POST, even one carrying the token, and a foreign page cannot retry', async () => {
     const { db } = await queueWithFailures(4, new Set([0, 2]));
     const s = await serve(db);

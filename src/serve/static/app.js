@@ -376,9 +376,25 @@ async function call(path, options = {}) {
 /** Failures the provider gave for the request as it was sent (as src/report/refused.ts's refusedAsSent): sent again, they fail the same way. */
 const refusedAsSent = (error) => /^HTTP 4\d\d:/.test(error) && !/^HTTP 40[1289]:/.test(error);
 
+/** In a failure's reason: its answer was cut off at max_tokens (as src/provider/finish.ts's CUT_OFF_TEXT). */
+const CUT_OFF_TEXT = 'cut off at max_tokens';
+
+/**
+ * What Retry all puts back: every failed job but those cut off at max_tokens, which it leaves (as a
+ * plain `llmq retry-failed` does). The failures listed are the most common reasons: with others not
+ * listed, some of those may be cut off too, so `count` is then at most that (`exact` false).
+ */
+function retryAllCounts(r) {
+  const failed = r?.counts.failed ?? 0;
+  const failures = r?.failures ?? [];
+  const cutOff = failures.filter((f) => f.error.includes(CUT_OFF_TEXT)).reduce((a, f) => a + f.count, 0);
+  const listed = failures.reduce((a, f) => a + f.count, 0);
+  return { count: failed - cutOff, cutOff, exact: listed >= failed };
+}
+
 /** What a Retry asks before it acts (it acted on one click): what goes back, and what the CLI would warn of. */
-function retryQuestion(error, count) {
-  const jobs = `${fmt(count)} failed job${count === 1 ? '' : 's'}`;
+function retryQuestion(error, count, all) {
+  const jobs = `${all && !all.exact ? 'up to ' : ''}${fmt(count)} failed job${count === 1 ? '' : 's'}`;
   if (error !== undefined && refusedAsSent(error))
     return `The provider refused these ${jobs} as they were sent. Sent again unchanged, they most likely fail the same way, and may be billed. Put them back to pending anyway?`;
   if (error?.startsWith('not sent: '))
@@ -386,10 +402,25 @@ function retryQuestion(error, count) {
   const refused =
     error === undefined ? (state.report?.failures ?? []).filter((f) => refusedAsSent(f.error)).reduce((a, f) => a + f.count, 0) : 0;
   const note = refused > 0 ? ` ${fmt(refused)} of them the provider refused as they were sent: they most likely fail the same way.` : '';
-  return `Put ${jobs} back to pending? A running llmq run sends them again (or start one).${note}`;
+  return `Put ${jobs} back to pending? A running llmq run sends them again (or start one).${note}${all?.cutOff ? ` ${cutOffLeft(all.cutOff)}` : ''}`;
 }
 
-async function retryFailed(error, count) {
+/** Said of the failed jobs cut off at max_tokens that Retry all leaves. */
+function cutOffLeft(n) {
+  return `It leaves ${fmt(n)} cut off at max_tokens failed: sent as they were, they would most likely be cut off again (llmq retry-failed --max-tokens N asks them with more room).`;
+}
+
+/** Retry all: the failed jobs but those cut off at max_tokens, counted as the action counts them. */
+function retryAll() {
+  const all = retryAllCounts(state.report);
+  if (all.count === 0 && all.cutOff > 0) {
+    $('action-result').textContent = `Nothing to put back. ${cutOffLeft(all.cutOff)}`;
+    return;
+  }
+  return retryFailed(undefined, all.count, all);
+}
+
+async function retryFailed(error, count, all) {
   const token = $('token').value.trim();
   const result = $('action-result');
   if (!token) {
@@ -401,7 +432,7 @@ async function retryFailed(error, count) {
     result.textContent = 'No failed job to put back.';
     return;
   }
-  if (!window.confirm(retryQuestion(error, count))) {
+  if (!window.confirm(retryQuestion(error, count, all))) {
     result.textContent = 'Nothing was put back.';
     return;
   }
@@ -542,7 +573,7 @@ async function start() {
   token.value = sessionStorage.getItem(TOKEN_KEY) ?? '';
   token.addEventListener('input', () => sessionStorage.setItem(TOKEN_KEY, token.value.trim()));
   $('token-form').addEventListener('submit', (e) => e.preventDefault());
-  $('retry-all').addEventListener('click', () => retryFailed(undefined, state.report?.counts.failed ?? 0));
+  $('retry-all').addEventListener('click', retryAll);
   $('search').addEventListener('submit', (e) => {
     e.preventDefault();
     const id = $('item-id').value.trim();
