@@ -156,6 +156,13 @@ describe('rejected documents whose items were enqueued before', () => {
       `warning: the document of an item enqueued before was rejected this time (${file}:2, id "b"), so it keeps its earlier document: ` +
         `1 answered (export gives the answer to the earlier document). Mend it and enqueue again, or take the item out of the queue: llmq forget --db ${db} b.`,
     );
+    // status names it again beside the rejection, until the input is enqueued again
+    const status = await runCli(['status', '--db', db]);
+    expect(status.stdout.replace(/\s+/g, ' ')).toMatch(
+      /in\.jsonl:2 malformed JSON \(.*\); the item "b" keeps its earlier document \(and answer, if any\)/,
+    );
+    const json = JSON.parse((await runCli(['status', '--json', '--db', db])).stdout);
+    expect(json.rejected[0].first).toEqual([{ path: file, line: 2, reason: expect.stringMatching(/^malformed JSON/), keptItem: 'b' }]);
   });
 
   it('count an item rejected on two lines once, and never fail on an id the store gives back otherwise (a lone surrogate)', async () => {

@@ -253,12 +253,18 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
   let repeatedJobs = 0;
   let gone: GoneFiles | null = null;
   let moved: MovedLines | null = null;
+  let kept: KeptItems | null = null;
   try {
     const onIndexing = ({ resumable }: { resumable: boolean }) =>
       options.onProgress?.({ stage: 'indexing', documents: batcher.documents, resumable });
     repeatedJobs = (await store.endLoad?.({ onIndexing }))?.repeatedJobs ?? 0;
+    // before the rejections are kept: status names the items they leave as they were
+    kept = store.itemStates ? await keptEarlierItems(store.itemStates.bind(store), rejectedIds) : null;
     // what was read is stored: a failure to keep the list loses only what status would name again
-    if (readWhole.size) await store.keepRejections(batcher.rejectionsBySource([...readWhole], started)).catch(() => undefined);
+    if (readWhole.size) {
+      const rejections = batcher.rejectionsBySource([...readWhole], started, kept?.ids ?? new Set());
+      await store.keepRejections(rejections).catch(() => undefined);
+    }
     // a walk stopped early did not read what it did not reach
     if (store.folderItems && store.itemStates && !stopped) {
       const reader = { folderItems: store.folderItems.bind(store), itemStates: store.itemStates.bind(store) };
@@ -283,10 +289,9 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
     const found = await otherIdOfSameFile({ item }, first, root);
     if (found) sameFilesOtherIds.push(found);
   }
-  const keptEarlier = store.itemStates ? await keptEarlierItems(store.itemStates.bind(store), rejectedIds) : null;
   return {
     ...summary,
-    keptEarlier,
+    keptEarlier: kept?.summary ?? null,
     goneFiles: gone,
     movedLines: moved,
     sameFilesOtherIds,
@@ -299,8 +304,14 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
 /** Ids of `keptEarlier` given, at most: enough to name in one `llmq forget`. */
 const KEPT_EARLIER_IDS_SHOWN = 5;
 
+/** Rejected documents whose item was enqueued before: what the summary says, and all their ids (for `keptItem`). */
+interface KeptItems {
+  readonly summary: KeptEarlier;
+  readonly ids: ReadonlySet<string>;
+}
+
 /** Of the rejected documents, those whose id names an item the queue holds: kept as enqueued before. */
-async function keptEarlierItems(itemStates: NonNullable<IntakeStore['itemStates']>, rejected: RejectedIds): Promise<KeptEarlier | null> {
+async function keptEarlierItems(itemStates: NonNullable<IntakeStore['itemStates']>, rejected: RejectedIds): Promise<KeptItems | null> {
   // each item once (an id rejected on two lines), the first in input order
   const firstOf = new Map<string, RejectedIds['ids'][number]>();
   for (const r of rejected.ids) if (!firstOf.has(r.id)) firstOf.set(r.id, r);
@@ -313,7 +324,10 @@ async function keptEarlierItems(itemStates: NonNullable<IntakeStore['itemStates'
   const states = countStates(kept.map((k) => k.state));
   const { path, line, id } = kept[0]!.rejection;
   const ids = kept.slice(0, KEPT_EARLIER_IDS_SHOWN).map((k) => k.rejection.id);
-  return { count: kept.length, states, first: { path, ...(line !== undefined && { line }), id }, ids, partial: rejected.partial };
+  return {
+    summary: { count: kept.length, states, first: { path, ...(line !== undefined && { line }), id }, ids, partial: rejected.partial },
+    ids: new Set(kept.map((k) => k.rejection.id)),
+  };
 }
 
 /**
@@ -487,7 +501,7 @@ class Batcher implements EntrySink {
   #batches = 0;
   readonly #rejections: Rejection[] = [];
   /** Rejections by the input they came from (`beginSource`), what the store keeps of them. */
-  readonly #bySource = new Map<string, { rejected: number; first: SourceRejections['first'][number][] }>();
+  readonly #bySource = new Map<string, { rejected: number; first: SourceRejections['first'][number][]; ids: (string | undefined)[] }>();
   #source: string | null = null;
   /** The batch being written while the next one is read; awaited before another starts, so batches still go in one at a time, in order. */
   #writing: Promise<void> | null = null;
@@ -723,12 +737,22 @@ class Batcher implements EntrySink {
   /** The input read from now on: its rejections are counted apart (`rejectionsBySource`). */
   beginSource(source: string): void {
     this.#source = source;
-    if (!this.#bySource.has(source)) this.#bySource.set(source, { rejected: 0, first: [] });
+    if (!this.#bySource.has(source)) this.#bySource.set(source, { rejected: 0, first: [], ids: [] });
   }
 
-  /** What was rejected of each of `sources` (read whole: those only), as the store keeps it; `at`: when the enqueue began. */
-  rejectionsBySource(sources: readonly string[], at: number): SourceRejections[] {
-    return sources.map((source) => ({ source, at, ...this.#bySource.get(source)! }));
+  /**
+   * What was rejected of each of `sources` (read whole: those only), as the store keeps it; `at`: when
+   * the enqueue began. `kept`: ids of items enqueued before that keep their earlier documents (`keptItem`).
+   */
+  rejectionsBySource(sources: readonly string[], at: number, kept: ReadonlySet<string>): SourceRejections[] {
+    return sources.map((source) => {
+      const { rejected, first, ids } = this.#bySource.get(source)!;
+      const marked = first.map((f, i) => {
+        const id = ids[i];
+        return id !== undefined && kept.has(id) ? { ...f, keptItem: id } : f;
+      });
+      return { source, at, rejected, first: marked };
+    });
   }
 
   /** `source`: the input the rejected document came from, when not the one being read (a pipe's line checked later). */
@@ -737,8 +761,10 @@ class Batcher implements EntrySink {
     const of = source === null ? undefined : this.#bySource.get(source);
     if (of) {
       of.rejected++;
-      if (of.first.length < KEPT_REJECTIONS_PER_SOURCE)
+      if (of.first.length < KEPT_REJECTIONS_PER_SOURCE) {
         of.first.push({ path: r.path, ...(r.line !== undefined && { line: r.line }), reason: r.reason });
+        of.ids.push(r.id);
+      }
     }
     if (r.id !== undefined) {
       if (this.#rejectedIds.length < MAX_REJECTED_IDS) this.#rejectedIds.push({ id: r.id, path: r.path, line: r.line });

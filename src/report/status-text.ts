@@ -44,6 +44,14 @@ const NO_BATCHES: BatchLaneNotes = { live: 0, holders: new Map(), uncollected: [
 const REJECTIONS_SHOWN = 5;
 
 /**
+ * A rejected document that was an item enqueued before (a line edited into broken JSON): that item
+ * keeps its earlier document and answer, which export still gives, though the input no longer holds it.
+ */
+function keptItemNote(x: { readonly keptItem?: string }): string {
+  return x.keptItem === undefined ? '' : `; the item ${JSON.stringify(x.keptItem)} keeps its earlier document (and answer, if any)`;
+}
+
+/**
  * What the last enqueue of each input rejected: a document rejected among thousands of lines the
  * enqueue printed is found here later, by file and line, with how to get it in.
  */
@@ -66,7 +74,7 @@ function rejectedLines(rejected: StatusReport['rejected'], p: Paint): string[] {
   const ww = Math.min(28, Math.max(...where.map((x) => x.length)));
   for (const [i, x] of shown.entries()) {
     const place = where[i]!;
-    const [first, ...rest] = wrap(printable(x.reason), 74 - ww);
+    const [first, ...rest] = wrap(printable(x.reason + keptItemNote(x)), 74 - ww);
     if (place.length > ww) lines.push(`  ${p.yellow(place)}`, `  ${''.padEnd(ww)}  ${first ?? ''}`);
     else lines.push(`  ${p.yellow(place.padEnd(ww))}  ${first ?? ''}`);
     lines.push(...rest.map((line) => `  ${''.padEnd(ww)}  ${line}`));

@@ -347,8 +347,12 @@ export interface SourceRejections {
   readonly source: string;
   /** Documents rejected. */
   readonly rejected: number;
-  /** The first of them, in input order (at most `KEPT_REJECTIONS_PER_SOURCE`). */
-  readonly first: ReadonlyArray<{ readonly path: string; readonly line?: number; readonly reason: string }>;
+  /**
+   * The first of them, in input order (at most `KEPT_REJECTIONS_PER_SOURCE`). `keptItem`: the id of
+   * an item enqueued before that the rejected document was, which keeps its earlier document and
+   * answer (`EnqueueSummary.keptEarlier`), though the input no longer holds it.
+   */
+  readonly first: ReadonlyArray<{ readonly path: string; readonly line?: number; readonly reason: string; readonly keptItem?: string }>;
   /** When that enqueue began. */
   readonly at: number;
 }

@@ -147,6 +147,10 @@ function renderFailures(r) {
   );
 }
 
+// A rejected document that was an item enqueued before: that item keeps what it had (as status-text.ts's keptItemNote).
+const keptItemNote = (x) =>
+  x.keptItem === undefined ? '' : `; the item ${JSON.stringify(x.keptItem)} keeps its earlier document (and answer, if any)`;
+
 // What the last enqueue of each input rejected, as `llmq status` shows it: found here later by file
 // and line, where the enqueue printed it once among its other lines.
 const REJECTED_SHOWN = 50;
@@ -162,7 +166,9 @@ function renderRejected(r) {
   const shown = rejected.flatMap((x) => x.first).slice(0, REJECTED_SHOWN);
   fillRows(
     'rejected',
-    shown.map((x) => el('tr', {}, el('td', {}, x.line === undefined ? x.path : `${x.path}:${x.line}`), el('td', {}, x.reason))),
+    shown.map((x) =>
+      el('tr', {}, el('td', {}, x.line === undefined ? x.path : `${x.path}:${x.line}`), el('td', {}, x.reason + keptItemNote(x))),
+    ),
   );
   $('rejected-more').textContent =
     total > shown.length ? `and ${fmt(total - shown.length)} more (llmq status --json lists the first 20 of each input)` : '';
