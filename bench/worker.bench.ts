@@ -245,11 +245,15 @@ async function storelessRun(url: string, jobs: number, concurrency: number): Pro
 
 /** `store` with some of its methods answered by `methods` instead: the rest are its own. */
 function withMethods(store: SqliteStore, methods: Record<string, (...args: never[]) => unknown>): SqliteStore {
+  // each of the store's own methods bound once (its private fields want the store as `this`), not on every call
+  const bound = new Map<string | symbol, unknown>();
   return new Proxy(store, {
     get(target, name) {
       if (typeof name === 'string' && Object.hasOwn(methods, name)) return methods[name];
       const value = Reflect.get(target, name);
-      return typeof value === 'function' ? value.bind(target) : value;
+      if (typeof value !== 'function') return value;
+      if (!bound.has(name)) bound.set(name, value.bind(target));
+      return bound.get(name);
     },
   });
 }
