@@ -746,7 +746,8 @@ class Batcher implements EntrySink {
    */
   rejectionsBySource(sources: readonly string[], at: number, kept: ReadonlySet<string>): SourceRejections[] {
     return sources.map((source) => {
-      const { rejected, first, ids } = this.#bySource.get(source)!;
+      // a source read inside another (a file named beside its folder) was never begun: none of its own
+      const { rejected, first, ids } = this.#bySource.get(source) ?? { rejected: 0, first: [], ids: [] };
       const marked = first.map((f, i) => {
         const id = ids[i];
         return id !== undefined && kept.has(id) ? { ...f, keptItem: id } : f;
