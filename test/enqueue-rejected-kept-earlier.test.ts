@@ -141,6 +141,38 @@ describe('rejected documents whose items were enqueued before', () => {
     }
   });
 
+  it('include the item a line too long to read was, when its id comes before the long part', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'in.jsonl');
+    const store = new SqliteStore(join(dir, 'q.db'));
+    const limits = { request: withPrompt('{{text}}'), maxDocBytes: 1000 };
+    try {
+      writeFileSync(file, lines({ id: 'a', text: 'A' }, { id: 'b', text: 'B' }, { id: 'c', text: 'C' }, { id: 'd', text: 'D' }));
+      await enqueue(store, { sources: [file], ...limits });
+      await answerOnly(store, 'B');
+      await answerOnly(store, 'C');
+      // b's line read whole and refused (2 KB); c's streams past in pieces (300 KB: several reads of the file)
+      writeFileSync(
+        file,
+        lines(
+          { id: 'a', text: 'A' },
+          { id: 'b', text: 'B'.repeat(2000) },
+          { id: 'c', text: 'C'.repeat(300_000) },
+          { text: 'D'.repeat(100_000), id: 'd' },
+        ),
+      );
+      const s = await enqueue(store, { sources: [file], ...limits });
+      expect(s.rejections.map((r) => [r.line, r.id])).toEqual([
+        [2, 'b'],
+        [3, 'c'],
+        [4, `${file}:4`], // its id after 64 KiB of text: not read
+      ]);
+      expect(s.keptEarlier).toMatchObject({ count: 2, states: { done: 2 }, ids: ['b', 'c'] });
+    } finally {
+      await store.close();
+    }
+  });
+
   it('are warned of when their line is no JSON now, with the answer export keeps giving', async () => {
     const dir = tempDir();
     const file = join(dir, 'in.jsonl');

@@ -110,9 +110,11 @@ export async function readJsonl(
           if (entry !== null && !('reason' in entry)) hinted = true;
           if (entry !== null) sink.add(entry);
         },
-        bad: (no, reason, bytes) => {
+        bad: (no, reason, bytes, head) => {
           lastLine = no;
-          sink.add({ path, line: no, reason, ...(bytes !== undefined && { bytes }) });
+          // a line too long to read still names the item it was, if its id comes before the long part
+          const id = head === undefined ? undefined : brokenLineId(head, options.idField, path, no);
+          sink.add({ path, line: no, reason, ...(bytes !== undefined && { bytes }), ...(id !== undefined && { id }) });
         },
       },
       flush,

@@ -4,11 +4,22 @@ import { decodeUtf8, REASON_UTF8 } from './decode.js';
 /** Receives each line of a stream: its text (no `\n`, no trailing `\r`) or why it has none. */
 export interface LineSink {
   line(text: string, no: number): void;
-  /** `bytes`: a line refused for its size, that size. */
-  bad(no: number, reason: string, bytes?: number): void;
+  /** `bytes`: a line refused for its size, that size; `head`: its first HEAD_BYTES, as text (cut anywhere). */
+  bad(no: number, reason: string, bytes?: number, head?: string): void;
 }
 
 const NL = 0x0a;
+
+/**
+ * How much of a line refused for its size is kept to read its fields from (an id before the long
+ * part names the item the line was): the rest streams past unbuffered.
+ */
+export const HEAD_BYTES = 64 * 1024;
+
+/** The first HEAD_BYTES of a line, as text; a character cut at the end reads as U+FFFD. */
+function headOf(line: Buffer): string {
+  return line.subarray(0, HEAD_BYTES).toString('utf8');
+}
 
 /**
  * Split a byte stream into UTF-8 lines without ever holding more than one chunk plus one line.
@@ -29,8 +40,9 @@ export async function splitLines(
   let carry: Buffer | null = null;
   // While > 0, we are dropping an overlong line whose size so far is this many bytes.
   let skipping = 0;
+  let skippedHead = '';
 
-  const tooLong = (bytes: number) => sink.bad(++no, lineTooLong(bytes, maxLineBytes), bytes);
+  const tooLong = (bytes: number) => sink.bad(++no, lineTooLong(bytes, maxLineBytes), bytes, skippedHead);
 
   for await (const chunk of input) {
     let buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
@@ -53,7 +65,10 @@ export async function splitLines(
       no = region(buf.subarray(0, last + 1), no, maxLineBytes, sink);
       buf = buf.subarray(last + 1);
     }
-    if (buf.length > maxLineBytes) skipping = buf.length;
+    if (buf.length > maxLineBytes) {
+      skipping = buf.length;
+      skippedHead = headOf(buf);
+    }
     // Copy the tail so the whole chunk is not kept alive by a small remainder.
     else if (buf.length > 0) carry = Buffer.from(buf);
     await flush();
@@ -84,7 +99,7 @@ function region(bytes: Buffer, no: number, max: number, sink: LineSink): number 
     if (end === -1) end = bytes.length;
     const len = end - start;
     if (len > max) {
-      sink.bad(++no, lineTooLong(len, max), len);
+      sink.bad(++no, lineTooLong(len, max), len, headOf(bytes.subarray(start, end)));
     } else {
       const text = decodeUtf8(bytes.subarray(start, end));
       if (text === null) sink.bad(++no, REASON_UTF8);
