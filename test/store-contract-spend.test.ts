@@ -241,6 +241,35 @@ describe.each(STORE_KINDS)('store contract: spend [$name]', (kind) => {
     expect(await stored()).toBeCloseTo(1.25, 9);
   });
 
+  it('a mock answer taken back keeps the cost carried to its job from a request its item moved from', async () => {
+    const { store } = await kind.fresh();
+    await store.startRun({ id: OWNER, host: 'h', pid: 1, startedAt: T0, options: { provider: 'openai-compatible (x)' } });
+    await store.enqueue([row('e', 'first text')], T0);
+    const [a] = (await store.claim(claimOpts({ limit: 1 }))).jobs;
+    await store.fail(a!.key, OWNER, 'gave up after 1 attempt', rejected(a!.key, 'failed'), T0 + 10);
+    await store.finishRun(OWNER, T0 + 20, 'drained', NO_STATS);
+    // the document changed: its failed job is dropped, what it was billed carried to the new one (no attempt rows of it there)
+    await store.enqueue([row('e', 'second text')], T0 + 25);
+    const cost = async () => (await store.item('e'))!.job.costUsd;
+    const stored = async () => (await store.status()).byModel.reduce((sum, m) => sum + m.storedUsd, 0);
+    expect(await cost()).toBeCloseTo(0.25, 9);
+    await store.startRun({ id: 'mock', host: 'h', pid: 1, startedAt: T0 + 40, options: { provider: 'mock' } });
+    const [j] = (await store.claim(claimOpts({ owner: 'mock', limit: 1, now: T0 + 40 }))).jobs;
+    const usage = { promptTokens: 10, completionTokens: 2 };
+    await store.complete(j!.key, {
+      owner: 'mock',
+      output: 'stand-in',
+      response: '{}',
+      usage,
+      attempt: tryOf(j!.key, { runId: 'mock', usage, costUsd: 0.125 }),
+    });
+    await store.finishRun('mock', T0 + 50, 'drained', NO_STATS);
+    expect(await cost()).toBeCloseTo(0.375, 9);
+    expect(await store.takeBackMockAnswers(T0 + 60, T0 + 60)).toBe(1);
+    expect(await cost()).toBeCloseTo(0.25, 9);
+    expect(await stored()).toBeCloseTo(0.25, 9);
+  });
+
   it("a job dropped unanswered (forget) keeps what its billed tries cost in the queue's cost, and a copy keeps it too", async () => {
     const { store } = await kind.fresh();
     await started(store);

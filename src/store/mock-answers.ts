@@ -14,27 +14,32 @@ export const TAKEN_BACK = 'mockAnswersTakenBack';
 
 /**
  * A done job's columns as a fresh pending job has them: no answer, no attempts, runnable now; the
- * value of `updated_at` is the caller's. Its cost is what real runs' answers it did not keep cost
- * (`realBilledUsd`): the mock's was pretend, theirs was billed (set NULL, status, show and export
- * lost it, while the runs' spend kept it).
+ * value of `updated_at` is the caller's. Its cost keeps what was billed: the job's cost less what the
+ * mock runs' tries of it added (their money was pretend), so that real runs' answers it did not keep,
+ * and the cost carried to it from a request its item moved from (a job dropped unanswered, which has
+ * no attempt rows here), stay. Set NULL, status, show and export lost them while the runs' spend kept
+ * them. A cost an unpriced answer made NULL keeps what real runs' rejected answers cost.
  */
 export function asPending(d: Dialect): string {
+  const left = `cost_usd - coalesce(${billedUsd(d, 'mock')}, 0)`;
+  // below a nano-dollar: the sums' rounding, no money
+  const cost = `CASE WHEN cost_usd IS NULL THEN ${billedUsd(d, 'real')} WHEN ${left} >= 1e-9 THEN ${left} END`;
   return `state = 'pending', attempts = 0, run_after = 0, output = NULL, response = NULL, prompt_tokens = NULL,
-  completion_tokens = NULL, cost_usd = ${realBilledUsd(d)}, latency_ms = NULL, error = NULL, finished_at = NULL, lease_owner = NULL,
+  completion_tokens = NULL, cost_usd = ${cost}, latency_ms = NULL, error = NULL, finished_at = NULL, lease_owner = NULL,
   lease_expires_at = NULL`;
 }
 
 /**
- * SQL, a job's (`jobs`) billed answers it did not keep from runs not of the mock, summed (NULL when
- * none): the tries `billedAnswerUsd` adds to a job's cost (an answer came, priced above 0, not one
- * that may be billed), but for the mock runs'. A job taken back was answered by mock runs only, so
- * every other answered try of it was one it did not keep.
+ * SQL, what a job's (`jobs`) answered tries added to its cost, summed (NULL when none): the tries
+ * `billedAnswerUsd` adds (an answer came, priced above 0, not one that may be billed) and its answer,
+ * of the mock runs (`mock`) or of the others (`real`). A job taken back was answered by mock runs
+ * only, so every real answered try of it was one it did not keep.
  */
-function realBilledUsd(d: Dialect): string {
+function billedUsd(d: Dialect, by: 'mock' | 'real'): string {
   const notBilledMaybe = d === 'sqlite' ? 'a.may_be_billed = 0' : 'NOT a.may_be_billed';
   const allMock = `(SELECT id FROM runs WHERE ${mockRunWhere(d)})`;
   return `(SELECT sum(a.cost_usd) FROM attempts a WHERE ${DIALECT[d].ofJob} AND a.prompt_tokens IS NOT NULL
-    AND ${notBilledMaybe} AND a.cost_usd > 0 AND NOT ${byRuns(allMock, 'a.')})`;
+    AND ${notBilledMaybe} AND a.cost_usd > 0 AND ${by === 'mock' ? '' : 'NOT '}${byRuns(allMock, 'a.')})`;
 }
 
 /** SQL, a condition on an attempt row (`a`, or the bare table): made by one of the runs `runs` (an SQL set of run ids), online or through their batches. */
