@@ -74,7 +74,9 @@ class Scanner {
   }
 
   #number(): string | undefined {
-    const m = /^-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/.exec(this.#text.slice(this.#at));
+    // whole only where the value ends (a comma or the object's end next): a line cut at `"id": 12`
+    // may have been 123, another item's id, and `12x` is no number
+    const m = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?(?=\s*[,}])/.exec(this.#text.slice(this.#at));
     if (!m) return undefined;
     const value = Number(m[0]);
     // parseJsonLine's numericId: a safe integer or a fraction as JavaScript writes it, a larger one as written
