@@ -13,15 +13,12 @@ import {
   wrap,
   type Paint,
 } from './format.js';
-import { diedRun, type RunCost, type RunReport, type StatusReport } from './status.js';
+import { diedRun, QUIET_NOTED_MS, type RunCost, type RunReport, type StatusReport } from './status.js';
 import { refusedCount, retryHints } from './refused.js';
 import { runMayBeBilled } from './status-cost.js';
 import { committedUsd } from '../store/spend-types.js';
 import { KEPT_REJECTIONS_PER_SOURCE } from '../store/types.js';
 import { collectedByLiveRun, uncollectedLabel } from '../batches-uncollected.js';
-
-/** A live run silent this long is said to be: five heartbeats at the default 2 s. */
-const QUIET_NOTED_MS = 10_000;
 
 /** Runs listed by their money in `status`; older ones are summed on one line. */
 const RUNS_SHOWN = 5;
@@ -217,7 +214,7 @@ export function renderStatus(
   const workingBesides = (run: RunReport) => live.filter((x) => x.id !== run.id && !x.pidGoneHere && !x.stoppedHere).length;
   for (const run of live) {
     // its last rate is not what it sends now: gone, it most likely sends nothing; stopped, nothing at all
-    const still = run.pidGoneHere || run.stoppedHere;
+    const still = run.pidGoneHere || run.stoppedHere || r.now - run.heartbeatAt > QUIET_NOTED_MS;
     const eta = live.length === 1 && !still ? ` · ETA ${duration(r.etaSeconds)}` : '';
     const pace = still ? '' : ` · ${rate(run.recentJobsPerSecond)} jobs/s`;
     lines.push(`${p.cyan('running')}   ${runName(run)} for ${duration(run.wallSeconds)}${pace}${eta}`);

@@ -4,6 +4,9 @@ import { buildCost, isLive, type CostReport, type RunsGoneHere } from './status-
 import { stillRemembered } from '../remembered-pace.js';
 import { percentTenths } from './format.js';
 
+/** A live run silent this long is said to be (five heartbeats at the default 2 s), and its last figures are not of now. */
+export const QUIET_NOTED_MS = 10_000;
+
 export type { CostReport, ModelCost, RunCost } from './status-cost.js';
 
 export { STALE_RUN_MS, deadRunsHere, runsGoneHere, type RunsGoneHere } from './status-cost.js';
@@ -180,8 +183,10 @@ export function buildStatusReport(
   const lastRun = s.lastRun ? runReport(s.lastRun, o.now, o.here) : null;
   const live = activeRuns.filter((r) => r.live);
   // a run whose process is gone here is most likely not sending, and one stopped here (Ctrl-Z) sends
-  // nothing: the last rate of either would promise an ETA (a run stopped 80 s halved the queue's)
-  const sending = live.filter((r) => !r.pidGoneHere && !r.stoppedHere);
+  // nothing: the last rate of either would promise an ETA (a run stopped 80 s halved the queue's);
+  // nor does a run quiet for several heartbeats (killed on another machine, whose pid cannot be
+  // looked at from here: its last rate was added to the others' for up to STALE_RUN_MS)
+  const sending = live.filter((r) => !r.pidGoneHere && !r.stoppedHere && o.now - r.heartbeatAt <= QUIET_NOTED_MS);
   const jobsPerSecond = sending.length ? sending.reduce((a, r) => a + r.recentJobsPerSecond, 0) : null;
   const etaSeconds = eta(left, jobsPerSecond, sending, live.length > 0, o.now);
 
