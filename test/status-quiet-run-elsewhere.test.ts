@@ -38,4 +38,18 @@ describe('status of a run gone quiet on another machine', () => {
     expect(text.stdout).toMatch(/^running {3}run00002 \(.+\) for 1m 0\ds · 5\.0 jobs\/s$/m);
     expect(text.stdout).toMatch(/together 5\.0 jobs\/s · ETA 20s/);
   });
+
+  it('says of a run silent past its leases that they ran out, not that they will', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 10);
+    const now = Date.now();
+    await store.startRun({ id: 'run00003-dead', host: `${hostname()}-elsewhere`, pid: 4242, startedAt: now - 20 * 60_000, options: {} });
+    await store.heartbeat('run00003-dead', now - 10 * 60_000, now - 9 * 60_000, { jobsPerSecond: 7, done: 4 } as never);
+    await store.close();
+    const text = await runCli(['status', '--db', db]);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toMatch(/^silent {4}run00003 \(.+ pid 4242\): no heartbeat for 10m 0\ds$/m);
+    expect(text.stdout).toContain('it probably died, and its leases ran out: the next llmq run takes its jobs back, if any are left');
+  });
 });

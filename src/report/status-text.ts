@@ -259,7 +259,13 @@ export function renderStatus(
     // silent past the takeover (STALE_RUN_MS is longer): its batches are the next batch run's now
     else if (batches.holders.has(run.id))
       lines.push(p.dim(`${''.padEnd(10)}it probably died; ${nextTakes(run.id, batches, workingBesides(run))}`));
-    else lines.push(p.dim(`${''.padEnd(10)}it probably died; its jobs go back to pending when their leases expire`));
+    // silent past STALE_RUN_MS, its leases (a minute past its last beat) ran out: it said they would, for ever
+    else
+      lines.push(
+        p.dim(
+          `${''.padEnd(10)}it probably died, and its leases ran out: ${nextTakes(run.id, batches, workingBesides(run))}, if any are left`,
+        ),
+      );
   }
   const last = r.lastRun;
   if (last && last.endedAt !== null) {
