@@ -48,4 +48,23 @@ describe("a run's jobs per second", () => {
     c.paused = null;
     expect(c.rates(10_000).jobs).toBeCloseTo(100, 6);
   });
+
+  it('never rises above its pace while paused, as the window slides past the last answers', () => {
+    let now = 0;
+    const c = new RunCounters(0, () => now);
+    for (let t = 0; t < 10_000; t += 10) c.finished(t, 1); // 100 jobs a second
+    now = 10_000;
+    c.paused = { reason: 'outage', until: 11_000, downSince: 10_000 };
+    // the window's start slid into the last second of answers: that second's 100 jobs over the
+    // 0.3 s of it left in the window said 333 jobs/s (the dashboard showed 12 climbing to 49)
+    for (let t = 10_000; t <= 45_000; t += 100) expect(c.rates(t).jobs).toBeLessThanOrEqual(100 + 1e-9);
+    expect(c.rates(39_700).jobs).toBeCloseTo(100, 6);
+    expect(c.rates(41_000).jobs).toBe(0);
+  });
+
+  it('counts a steady pace as it is when the window starts mid-second', () => {
+    const c = new RunCounters(0);
+    for (let t = 0; t < 35_500; t += 10) c.finished(t, 1);
+    expect(c.rates(35_500).jobs).toBeCloseTo(100, 6);
+  });
 });

@@ -96,11 +96,14 @@ export class RunCounters {
    * said 21 (snapshots come every half second; the 50 ms floor only keeps a first one sane).
    */
   rates(now: number): { jobs: number; tokens: number } {
-    const since = Math.max(this.startedAt, now - WINDOW_SECONDS * 1000);
+    // The window starts where its first bucket does: the jobs of that whole second are counted, so its
+    // whole time is too. From mid-second, a pause's idle seconds left out, the time shrank towards
+    // nothing while that bucket's jobs stayed: 30 s into an outage a run of 12 jobs/s said 49.
+    const from = Math.floor(Math.max(this.startedAt, now - WINDOW_SECONDS * 1000) / 1000);
+    const since = Math.max(this.startedAt, from * 1000);
     const seconds = Math.max(0.05, (now - since - this.#idlePausedMs(since, now)) / 1000);
     let jobs = 0,
       tokens = 0;
-    const from = Math.floor(since / 1000);
     for (const [s, [j, t]] of this.#buckets)
       if (s >= from) {
         jobs += j;
