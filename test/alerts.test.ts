@@ -1,3 +1,4 @@
+import type { FailureReason } from '../src/provider/types.js';
 import { appendFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -34,8 +35,8 @@ function watcher(
     },
     done: () => send('job:done', { key: 'k', attempt: 1, latencyMs: 1, usage: { promptTokens: 1, completionTokens: 1 }, output: '' }),
     failed: () => send('job:failed', { key: 'k', attempt: 1, status: 400, error: 'HTTP 400' }),
-    retry: (counted: boolean) =>
-      send('job:retry', { key: 'k', attempt: 1, status: 500, reason: 'server', error: 'HTTP 500', delayMs: 1, counted }),
+    retry: (counted: boolean, reason: FailureReason = 'server') =>
+      send('job:retry', { key: 'k', attempt: 1, status: reason === 'rate_limit' ? 429 : 500, reason, error: 'HTTP', delayMs: 1, counted }),
   };
 }
 
@@ -58,7 +59,7 @@ describe('alerts', () => {
     const t = watcher({ errorRate: 0.25, windowMs: 60_000 });
     for (let i = 0; i < 10; i++) t.retry(true);
     expect(t.fired).toHaveLength(0); // 10 tries: too few to mean anything
-    for (let i = 0; i < 30; i++) t.retry(false); // given back (429): not tries
+    for (let i = 0; i < 30; i++) t.retry(false, 'rate_limit'); // given back (429): not tries
     for (let i = 0; i < 10; i++) t.done();
     expect(t.fired).toHaveLength(1); // 10 errors in 20 tries = 50%
     for (let i = 0; i < 40; i++) t.done();
@@ -67,6 +68,21 @@ describe('alerts', () => {
     for (let i = 0; i < 20; i++) t.retry(true);
     expect(t.fired.map((a) => a.kind)).toEqual(['error-rate', 'error-rate']);
     expect(t.fired[1]!.message).toBe('100% of tries failed in the last 1 min (alert at 25%)');
+  });
+
+  it("--alert-error-rate counts an outage's failures, which use no attempt: the run paused on them is what it should tell", () => {
+    const t = watcher({ errorRate: 0.5, windowMs: 60_000 });
+    for (let i = 0; i < 10; i++) t.done();
+    for (let i = 0; i < 6; i++) t.retry(false, 'server'); // the failures in a row that opened it
+    for (let i = 0; i < 4; i++) t.retry(false, 'network'); // probes: refused, reset
+    expect(t.fired.map((a) => a.kind)).toEqual(['error-rate']);
+    expect(t.fired[0]!.message).toBe('50% of tries failed in the last 1 min (alert at 50%)');
+    // a local limit (EMFILE) says nothing of the provider, a 429 wait is no try
+    const u = watcher({ errorRate: 0.5, windowMs: 60_000 });
+    for (let i = 0; i < 10; i++) u.done();
+    for (let i = 0; i < 10; i++) u.retry(false, 'local');
+    for (let i = 0; i < 10; i++) u.retry(false, 'rate_limit');
+    expect(u.fired).toEqual([]);
   });
 
   it('--alert-oldest reads the real queue and fires when its oldest pending job is old enough', async () => {

@@ -1,4 +1,5 @@
 import { duration } from '../report/format.js';
+import { isOutageType } from '../scheduler/decide.js';
 import type { SchedulerEventMap, SchedulerListener } from '../scheduler/events.js';
 import type { RunAlert } from '../store/types.js';
 import type { AlertThresholds } from './thresholds.js';
@@ -63,8 +64,12 @@ export class AlertWatcher {
     else if (event === 'job:failed') {
       this.#failed++;
       this.#try(true);
-    } else if (event === 'job:retry' && (payload as SchedulerEventMap['job:retry']).counted) this.#try(true);
-    else if (event === 'run:end') this.stop();
+    } else if (event === 'job:retry') {
+      // An outage's failures use no attempt (counted false), and are just what this alert is for: the
+      // run sat paused on 60 of them in a row for ten minutes, its alerts silent. A 429's wait is no try.
+      const r = payload as SchedulerEventMap['job:retry'];
+      if (r.counted || isOutageType(r.reason)) this.#try(true);
+    } else if (event === 'run:end') this.stop();
     const t = this.#o.thresholds;
     if (t.failed !== undefined && (event === 'job:failed' || event === 'run:start')) {
       this.#set(
