@@ -301,7 +301,8 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     failedInStore: after.counts.failed,
     failuresInStore: after.failures,
     fatal: fatal ? { message: fatal.message, reason: fatal.reason, code: fatal.code, refused: null } : null,
-    costUsd: tally.unpriced > 0 ? null : tally.costUsd,
+    // to the nano-dollar the store counts in: a sum of floats said 0.001765199999999998 to --on-done
+    costUsd: tally.unpriced > 0 ? null : Math.round(tally.costUsd * 1e9) / 1e9,
     budget: null,
   };
 }

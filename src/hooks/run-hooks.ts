@@ -89,6 +89,8 @@ export interface HookReport {
 
 export interface RunHooks {
   readonly listener: SchedulerListener;
+  /** Which hooks there are: what the wait at the end is for. */
+  readonly given: { readonly job: boolean; readonly alert: boolean; readonly done: boolean };
   /** Queue an alert body for the alert hook (no-op without one). */
   alert(body: object): void;
   /**
@@ -139,6 +141,7 @@ export function createRunHooks(o: RunHooksOptions): RunHooks {
   return {
     listener,
     alert: (body) => void alerts?.push(JSON.stringify(body)),
+    given: { job: jobs !== null, alert: alerts !== null, done: o.onDone !== undefined },
     async finish(summary, exitCode, deadlines = {}) {
       const [job, alert] = await Promise.all([jobs, alerts].map((q) => q?.drain(deadlines.jobDeadlineMs ?? 5000) ?? null));
       let done: HookCounts | null = null;

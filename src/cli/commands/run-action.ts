@@ -149,7 +149,7 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
             const again =
               (hook === '--on-job' ? flags.onJob : onAlert)?.kind === 'url' ? 'each post is tried again' : 'a command is not run again';
             emit('warning', {
-              message: `${hook} hook failing: ${why}; ${again}, and what is not delivered is counted at the end (llmq export has every answer)`,
+              message: `${hook} hook failing: ${why}; ${again}, and what is not delivered is counted at the end${hook === '--on-job' ? ' (llmq export has every answer)' : ''}`,
             });
           },
         })
@@ -259,16 +259,15 @@ async function finishHooks(hooks: RunHooks, summary: RunSummary): Promise<HookRe
   // said "unfinished jobs went back to pending" of a drained run, and hid a budget's 3)
   const onSignal = (): void => {
     killHookCommands();
-    stderr.write('hooks: quit before they were all delivered (--on-done, if given, was not sent)\n');
+    stderr.write(`hooks: quit before they were all delivered${hooks.given.done ? ' (--on-done not sent, or cut short)' : ''}\n`);
     for (const s of signals) process.off(s, onSignal);
     process.exit(exitCodeFor(summary));
   };
   for (const s of signals) process.on(s, onSignal);
   // a wait of seconds after the summary, with nothing said, looks like a hang
-  const slow = setTimeout(
-    () => stderr.write('hooks: delivering what is queued (job hooks up to 5 s, then --on-done up to 15 s); Ctrl-C quits at once\n'),
-    1000,
-  );
+  const queued = hooks.given.job ? (hooks.given.alert ? 'job hooks and alerts' : 'job hooks') : hooks.given.alert ? 'alerts' : null;
+  const waits = [queued && `${queued} up to 5 s`, hooks.given.done && '--on-done up to 15 s'].filter(Boolean).join(', then ');
+  const slow = setTimeout(() => stderr.write(`hooks: delivering what is queued (${waits}); Ctrl-C quits at once\n`), 1000);
   try {
     return await hooks.finish(summary, exitCodeFor(summary));
   } finally {
