@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { createServer } from 'node:net';
 import { hostname } from 'node:os';
@@ -51,6 +51,34 @@ describe('llmq serve (without a browser)', () => {
     const exited = new Promise<number | null>((resolve) => s.child.once('exit', (code) => resolve(code)));
     s.child.kill('SIGTERM');
     expect(await exited).toBe(130);
+  });
+
+  it('says that its queue file was removed and made again, where it showed the old queue live', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    const first = new SqliteStore(db);
+    await seedJobs(first, 3);
+    await first.close();
+    const s = await startServe(['--db', db]);
+    try {
+      const before = await fetch(new URL('/api/status', s.url));
+      expect((await before.json()).counts.pending).toBe(3);
+      for (const f of [db, `${db}-wal`, `${db}-shm`]) rmSync(f, { force: true });
+      const again = new SqliteStore(db);
+      await seedJobs(again, 5);
+      await again.close();
+      const after = await fetch(new URL('/api/status', s.url));
+      expect(after.status).toBe(503);
+      expect((await after.json()).error).toBe(
+        `the queue cannot be read now: ${db} was replaced by another file since this dashboard opened it: stop llmq serve and start it again to see the queue there now`,
+      );
+      rmSync(db);
+      expect((await (await fetch(new URL('/api/status', s.url))).json()).error).toContain(
+        `${db} was removed since this dashboard opened it`,
+      );
+    } finally {
+      s.child.kill('SIGTERM');
+    }
   });
 
   it('answers only to its own names: a foreign Host is refused (DNS rebinding), on every interface too, unless --allow-host names it', async () => {

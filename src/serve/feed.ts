@@ -34,6 +34,8 @@ export interface FeedOptions {
   readonly db: string;
   readonly everyMs: number;
   readonly now?: () => number;
+  /** Throws when the queue opened is not the one at its place any more (`queueFileCheck`): read as unreadable. */
+  readonly stillThere?: () => void;
 }
 
 /** An hour of samples at the default 2 s poll. */
@@ -56,6 +58,8 @@ export class StatusFeed {
   #pollingStopped = false;
   /** How long the last poll took: the cost of live updates, shown in the page's footer. */
   lastPollMs = 0;
+  /** Why the last poll could not read the queue; null when it could. */
+  lastError: string | null = null;
 
   constructor(options: FeedOptions) {
     this.#o = options;
@@ -107,6 +111,7 @@ export class StatusFeed {
     const started = performance.now();
     let report: DashboardReport;
     try {
+      this.#o.stillThere?.();
       const now = this.#now();
       const snapshot = await this.#o.store.status();
       const here = runsGoneHere(snapshot.activeRuns, now);
@@ -117,9 +122,11 @@ export class StatusFeed {
         batches: buildBatchesReport(await readBatchRows(this.#o.store.batches), now, { active: snapshot.activeRuns, dead: here.dead }),
       };
     } catch (error) {
-      this.#broadcast({ type: 'unreadable', message: error instanceof Error ? error.message : String(error) });
+      this.lastError = error instanceof Error ? error.message : String(error);
+      this.#broadcast({ type: 'unreadable', message: this.lastError });
       return false;
     }
+    this.lastError = null;
     this.lastPollMs = performance.now() - started;
     const before = this.#last;
     this.#last = report;

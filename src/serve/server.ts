@@ -29,6 +29,8 @@ export interface DashboardOptions {
   readonly pollMs?: number;
   /** Secrets to mask in anything served, besides URL passwords (the API key, if set). */
   readonly secrets?: readonly string[];
+  /** Throws when the queue opened is not the one at its place any more (`queueFileCheck`). */
+  readonly stillThere?: () => void;
 }
 
 export interface Dashboard {
@@ -50,7 +52,7 @@ const SECURITY_HEADERS = {
 
 /** Start the dashboard: the page, its live feed, and (unless read-only) the retry action. */
 export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
-  const feed = new StatusFeed({ store: o.store, prices: o.prices, db: o.db, everyMs: o.pollMs ?? 2000 });
+  const feed = new StatusFeed({ store: o.store, prices: o.prices, db: o.db, everyMs: o.pollMs ?? 2000, stillThere: o.stillThere });
   const files = new StaticFiles();
   const streams = new Set<ServerResponse>();
   const json = (res: ServerResponse, status: number, value: unknown) => {
@@ -80,7 +82,9 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
       // would rather not read a stream: as `status --json`
       case 'GET /api/status': {
         const report = await feed.report(true);
-        return report ? json(res, 200, report) : json(res, 503, { error: 'the queue cannot be read now: llmq status says why' });
+        return report
+          ? json(res, 200, report)
+          : json(res, 503, { error: `the queue cannot be read now: ${feed.lastError ?? 'llmq status says why'}` });
       }
       case 'GET /api/item': {
         // what `llmq show` finds: the item with this id, or the item of the job whose key starts with it

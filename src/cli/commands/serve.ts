@@ -50,16 +50,25 @@ Exit codes:
 }
 
 async function serveCommand(flags: ServeFlags): Promise<void> {
-  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { startDashboard }, { newToken }, { findApiKey }] =
-    await Promise.all([
-      import('../../store/open-store.js'),
-      import('../../report/open-existing.js'),
-      import('../../serve/server.js'),
-      import('../../serve/guard.js'),
-      import('../../provider/endpoint.js'),
-    ]);
+  const [
+    { resolveDbLocation, redactLocation, isPostgresUrl },
+    { openExistingStore },
+    { startDashboard },
+    { newToken },
+    { findApiKey },
+    { queueFileCheck },
+  ] = await Promise.all([
+    import('../../store/open-store.js'),
+    import('../../report/open-existing.js'),
+    import('../../serve/server.js'),
+    import('../../serve/guard.js'),
+    import('../../provider/endpoint.js'),
+    import('../../serve/queue-file.js'),
+  ]);
   const location = resolveDbLocation(flags.db);
   const store = await openExistingStore(location);
+  // an SQLite file removed or made again under this name is seen, not read on as it was
+  const stillThere = isPostgresUrl(location) || location === ':memory:' ? undefined : queueFileCheck(location);
   const prices = await reportPriceTable(flags, (await store.status()).lastRun).catch(async (error) => {
     await store.close();
     throw error;
@@ -79,6 +88,7 @@ async function serveCommand(flags: ServeFlags): Promise<void> {
       token,
       pollMs: flags.poll * 1000,
       secrets: apiKey ? [apiKey] : [],
+      stillThere,
     });
   } catch (error) {
     await store.close();
