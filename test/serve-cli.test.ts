@@ -62,18 +62,18 @@ describe('llmq serve (without a browser)', () => {
     const s = await startServe(['--db', db]);
     try {
       const before = await fetch(new URL('/api/status', s.url));
-      expect((await before.json()).counts.pending).toBe(3);
+      expect(((await before.json()) as { counts: { pending: number } }).counts.pending).toBe(3);
       for (const f of [db, `${db}-wal`, `${db}-shm`]) rmSync(f, { force: true });
       const again = new SqliteStore(db);
       await seedJobs(again, 5);
       await again.close();
       const after = await fetch(new URL('/api/status', s.url));
       expect(after.status).toBe(503);
-      expect((await after.json()).error).toBe(
+      expect(((await after.json()) as { error: string }).error).toBe(
         `the queue cannot be read now: ${db} was replaced by another file since this dashboard opened it: stop llmq serve and start it again to see the queue there now`,
       );
       rmSync(db);
-      expect((await (await fetch(new URL('/api/status', s.url))).json()).error).toContain(
+      expect(((await (await fetch(new URL('/api/status', s.url))).json()) as { error: string }).error).toContain(
         `${db} was removed since this dashboard opened it`,
       );
     } finally {
