@@ -27,6 +27,17 @@ export class StoreError extends LlmqError {
   }
 }
 
+/**
+ * The queue a command opened is not at its place any more (its file removed, or another made there):
+ * what it writes from now on goes where nothing reads it. A run stops at once on it.
+ */
+export class QueueGoneError extends LlmqError {
+  constructor(message: string) {
+    super(message, { exitCode: 1 });
+    this.name = 'QueueGoneError';
+  }
+}
+
 export const EXIT = Object.freeze({
   OK: 0,
   ERROR: 1,

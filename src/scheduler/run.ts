@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
-import { LlmqError } from '../errors.js';
+import { LlmqError, QueueGoneError } from '../errors.js';
 import { ProviderError } from '../provider/types.js';
 import type { ProgressSnapshot, RefusedParameter, RunSummary, SchedulerEventMap, SchedulerListener } from './events.js';
 import { runJob, type JobContext } from './job-runner.js';
@@ -550,6 +550,9 @@ export class Run {
         // A full disk is waited out (DiskFullNotice): the answers held then find whether their jobs
         // are still theirs, and the first beat after it marks the leases as lapsed (above).
         if (isDiskFull(error)) return;
+        // The queue's file removed or replaced under the run: each answer from now on is paid for and
+        // stored where nothing reads it. No blip: stop sending now.
+        if (error instanceof QueueGoneError) return this.stop({ kind: 'error', error, abortInFlight: false });
         // A blip is survivable while our leases hold; past half the lease, stop taking work and
         // let requests in flight finish before others take the jobs back.
         if (this.#now() - this.#lastBeat > this.#leaseMs / 2) this.stop({ kind: 'error', error, abortInFlight: false });

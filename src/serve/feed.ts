@@ -34,7 +34,7 @@ export interface FeedOptions {
   readonly db: string;
   readonly everyMs: number;
   readonly now?: () => number;
-  /** Throws when the queue opened is not the one at its place any more (`queueFileCheck`): read as unreadable. */
+  /** Throws when the queue opened is not the one at its place any more (`queueFileWatch`): read as unreadable. */
   readonly stillThere?: () => void;
 }
 

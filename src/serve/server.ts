@@ -29,7 +29,7 @@ export interface DashboardOptions {
   readonly pollMs?: number;
   /** Secrets to mask in anything served, besides URL passwords (the API key, if set). */
   readonly secrets?: readonly string[];
-  /** Throws when the queue opened is not the one at its place any more (`queueFileCheck`). */
+  /** Throws when the queue opened is not the one at its place any more (`queueFileWatch`). */
   readonly stillThere?: () => void;
 }
 

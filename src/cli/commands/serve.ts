@@ -56,19 +56,26 @@ async function serveCommand(flags: ServeFlags): Promise<void> {
     { startDashboard },
     { newToken },
     { findApiKey },
-    { queueFileCheck },
+    { queueFileWatch, queueFileChangeText },
   ] = await Promise.all([
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
     import('../../serve/server.js'),
     import('../../serve/guard.js'),
     import('../../provider/endpoint.js'),
-    import('../../serve/queue-file.js'),
+    import('../../store/sqlite/queue-file.js'),
   ]);
   const location = resolveDbLocation(flags.db);
   const store = await openExistingStore(location);
   // an SQLite file removed or made again under this name is seen, not read on as it was
-  const stillThere = isPostgresUrl(location) || location === ':memory:' ? undefined : queueFileCheck(location);
+  const changed = isPostgresUrl(location) || location === ':memory:' ? null : queueFileWatch(location);
+  const stillThere = () => {
+    const change = changed?.();
+    if (change)
+      throw new Error(
+        `${queueFileChangeText(location, change)} since this dashboard opened it: stop llmq serve and start it again to see the queue there now`,
+      );
+  };
   const prices = await reportPriceTable(flags, (await store.status()).lastRun).catch(async (error) => {
     await store.close();
     throw error;

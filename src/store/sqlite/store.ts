@@ -1,3 +1,4 @@
+import { QueueGoneError } from '../../errors.js';
 import { GIVE_BACK_UNSENT_SQLITE } from '../unsent.js';
 import { failsOnItsOwnSql } from '../own-failures.js';
 import type {
@@ -47,6 +48,7 @@ import { stoppedRunsText } from './stopped-writer.js';
 import { RUN_DIED_TEXT, splitClaimed, type RawClaimed } from '../claim-result.js';
 import { asPending, NO_MONEY, TAKEN_BACK, dropMockAnsweredWhere, mockRunWhere, takeBackWhere } from '../mock-answers.js';
 import { GroupCommit } from '../group-commit.js';
+import { queueFileChangeText, queueFileWatch } from './queue-file.js';
 import { attemptValues, billedAnswerUsd, latencyOf, rejectionsValues } from '../rows.js';
 import {
   attemptsOf,
@@ -149,9 +151,13 @@ export class SqliteStore implements Store {
   readonly #spend: SqliteSpend;
   readonly #s;
 
+  /** What became of the file opened (`queueFileWatch`): a run's heartbeat looks; null in memory. */
+  readonly #fileChange: (() => 'removed' | 'replaced' | null) | null;
+
   constructor(path: string, options: OpenSqliteOptions = {}) {
     this.location = path;
     this.db = openSqlite(path, options);
+    this.#fileChange = path === ':memory:' ? null : queueFileWatch(path);
     finishDeadLoadIfWritable(this.db);
     this.#read = new SqliteReader(this.db);
     // a copy writes as an enqueue does: its pragmas (ENQUEUE_PRAGMAS), and in bulk into an empty file (copy.ts)
@@ -530,6 +536,13 @@ export class SqliteStore implements Store {
   #checkpointer: Checkpointer | undefined;
 
   async heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats, unsent?: readonly string[]): Promise<readonly string[]> {
+    const change = this.#fileChange?.();
+    if (change) {
+      throw new QueueGoneError(
+        `${queueFileChangeText(this.location, change)} while this run wrote to it: the answers stored since went into the removed file, ` +
+          'which nothing reads. The run stops here. Leave the queue in place while a run works on it; enqueue the documents again to run them.',
+      );
+    }
     return this.db
       .transaction(() => {
         this.#s.runHeartbeat.run(now, JSON.stringify(stats), unsent?.length ? JSON.stringify(unsent) : null, runId);
