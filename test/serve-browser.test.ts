@@ -9,6 +9,7 @@ import { collect, runCli, spawnCli } from './helpers/cli.js';
 import { haveChromium, launchBrowser, startServe, type ServeChild } from './helpers/dashboard.js';
 import { FakeOpenAI, reply } from './helpers/fake-openai.js';
 import { seedJobs } from './helpers/seed.js';
+import { queueWithDroppedModel } from './helpers/dropped-model.js';
 import { tempDir } from './helpers/tmp.js';
 
 // page.evaluate and waitForFunction callbacks run in the browser; tsconfig has no DOM library (it
@@ -332,36 +333,7 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
   });
 
   it("says of a model whose jobs were all dropped (forget) how many, beside the cost it keeps, not '0' jobs", async () => {
-    const dir = tempDir();
-    const db = join(dir, 'q.db');
-    const doc = (id: string) => JSON.stringify({ id, text: `document ${id} with a few words in it` });
-    writeFileSync(join(dir, 'a.jsonl'), ['a0', 'a1'].map(doc).join('\n'));
-    writeFileSync(join(dir, 'b.jsonl'), doc('b0'));
-    writeFileSync(
-      join(dir, 's.json'),
-      JSON.stringify({ type: 'object', properties: { s: { type: 'string' } }, required: ['s'], additionalProperties: false }),
-    );
-    // gpt-4o's answers are cut off at 3 tokens, not JSON: failed, their tries billed
-    const a = ['enqueue', 'a.jsonl', '--model', 'gpt-4o', '--schema', 's.json', '--max-tokens', '3', '--db', db];
-    expect((await runCli(a, { cwd: dir })).code).toBe(0);
-    expect((await runCli(['enqueue', 'b.jsonl', '--model', 'gpt-4o-mini', '--db', db], { cwd: dir })).code).toBe(0);
-    const run = [
-      'run',
-      '--db',
-      db,
-      '--provider',
-      'mock',
-      '--mock-latency',
-      '0',
-      '--max-attempts',
-      '1',
-      '--price',
-      '1,2',
-      '--progress',
-      'none',
-    ];
-    expect((await runCli(run)).code).toBe(2);
-    expect((await runCli(['forget', '--db', db, 'a0', 'a1'])).code).toBe(0);
+    const db = await queueWithDroppedModel(tempDir(), 2, 1);
     const page = await open((await serve(db)).url);
     await page.waitForFunction(() => document.querySelectorAll('#cost tbody tr').length === 2, { timeout: 10_000 });
     const rows = await page.$$eval('#cost tbody tr', (trs) =>

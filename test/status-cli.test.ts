@@ -9,6 +9,7 @@ import { seededQueue, seedJobs } from './helpers/seed.js';
 import { NO_STATS, row, T0 } from './helpers/stores.js';
 import { A_COST, populate, RUN } from './helpers/populate.js';
 import { waitFor } from './helpers/wait.js';
+import { queueWithDroppedModel } from './helpers/dropped-model.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
 import { reply } from './helpers/fake-openai.js';
@@ -180,35 +181,7 @@ describe('llmq status', () => {
   });
 
   it("a model whose jobs were all dropped (forget) says so beside the cost it keeps, not '0/0 done'", async () => {
-    const dir = tempDir();
-    const db = join(dir, 'q.db');
-    const lines = (n: number, prefix: string) =>
-      Array.from({ length: n }, (_, i) => `{"id":"${prefix}${i}","text":"${prefix} document ${i} with a few words in it"}`).join('\n');
-    writeFileSync(join(dir, 'a.jsonl'), lines(3, 'a'));
-    writeFileSync(join(dir, 'b.jsonl'), lines(2, 'b'));
-    const schema = { type: 'object', properties: { s: { type: 'string' } }, required: ['s'], additionalProperties: false };
-    writeFileSync(join(dir, 's.json'), JSON.stringify(schema));
-    // gpt-4o's answers are cut off at 3 tokens, not JSON: failed, their tries billed
-    const a = ['enqueue', 'a.jsonl', '--model', 'gpt-4o', '--schema', 's.json', '--max-tokens', '3', '--db', db];
-    expect((await runCli(a, { cwd: dir })).code).toBe(0);
-    expect((await runCli(['enqueue', 'b.jsonl', '--model', 'gpt-4o-mini', '--db', db], { cwd: dir })).code).toBe(0);
-    const run = [
-      'run',
-      '--db',
-      db,
-      '--provider',
-      'mock',
-      '--mock-latency',
-      '0',
-      '--max-attempts',
-      '1',
-      '--price',
-      '1,2',
-      '--progress',
-      'none',
-    ];
-    expect((await runCli(run)).code).toBe(2);
-    expect((await runCli(['forget', '--db', db, 'a0', 'a1', 'a2'])).code).toBe(0);
+    const db = await queueWithDroppedModel(tempDir(), 3, 2);
     const out = (await runCli(['status', '--db', db, '--price', '1,2'])).stdout;
     const rows = out.split('\n').filter((l) => /^ {11}gpt-4o/.test(l));
     expect(rows[0]).toMatch(/^ {11}gpt-4o {7}3 dropped {2,}\$[\d.]+ {2}\$1\/\$2 per M$/);
