@@ -40,6 +40,28 @@ async function attemptsOf(store: SqliteStore, keys: readonly string[], key: stri
   return (await store.item(`doc-${keys.indexOf(key)}`))!.attempts;
 }
 
+/**
+ * Three 500s of the job `key`, counted in a run 'earlier' that claimed it at `t`: a job that fails on
+ * its own (src/store/own-failures.ts), as the next claim reads it.
+ */
+async function failedThriceBefore(store: SqliteStore, key: string, t: number): Promise<void> {
+  const error = 'HTTP 500: poisoned';
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    const tried = {
+      key,
+      runId: 'earlier',
+      attempt,
+      startedAt: t,
+      endedAt: t + 5,
+      status: 500,
+      outcome: 'retry' as const,
+      error,
+      usage: null,
+    };
+    await store.recordAttempt(tried, { countAttempt: true, error });
+  }
+}
+
 describe('runQueue', () => {
   it('answers every job exactly once, storing each answer with its job', async () => {
     const { fake, store, keys } = await setup(60, { latencyMs: 5 });
@@ -516,23 +538,7 @@ describe('runQueue', () => {
     // the first two: three 500s each, counted in an earlier run (src/store/own-failures.ts)
     const t = Date.now();
     await store.claim({ owner: 'earlier', limit: 2, now: t, leaseUntil: t + 60_000, maxAttempts: 9 });
-    for (const key of keys.slice(0, 2)) {
-      for (let attempt = 1; attempt <= 3; attempt++) {
-        const error = 'HTTP 500: poisoned';
-        const tried = {
-          key,
-          runId: 'earlier',
-          attempt,
-          startedAt: t,
-          endedAt: t + 5,
-          status: 500,
-          outcome: 'retry' as const,
-          error,
-          usage: null,
-        };
-        await store.recordAttempt(tried, { countAttempt: true, error });
-      }
-    }
+    for (const key of keys.slice(0, 2)) await failedThriceBefore(store, key, t);
     await store.release('earlier', { refund: true, now: t + 10 });
     // then the provider is down for everyone for 2.5 s: probes every 30-60 ms go to any of the four
     const downUntil = Date.now() + 2500;
@@ -550,21 +556,7 @@ describe('runQueue', () => {
     const { fake, store, keys } = await setup(3, { latencyMs: 5 });
     const t = Date.now();
     await store.claim({ owner: 'earlier', limit: 3, now: t, leaseUntil: t + 60_000, maxAttempts: 9 });
-    for (let attempt = 1; attempt <= 3; attempt++) {
-      const error = 'HTTP 500: poisoned';
-      const tried = {
-        key: keys[2]!,
-        runId: 'earlier',
-        attempt,
-        startedAt: t,
-        endedAt: t + 5,
-        status: 500,
-        outcome: 'retry' as const,
-        error,
-        usage: null,
-      };
-      await store.recordAttempt(tried, { countAttempt: true, error });
-    }
+    await failedThriceBefore(store, keys[2]!, t);
     // its next try its second and last; the others' their first
     await store.release('earlier', { refund: true, now: t + 10, keys: keys.slice(0, 2) });
     await store.release('earlier', { refund: false, now: t + 10 });
