@@ -62,6 +62,20 @@ async function failedThriceBefore(store: SqliteStore, key: string, t: number): P
   }
 }
 
+/**
+ * Whether the provider is down: for `ms` from the first request that reaches the fake. Timed from
+ * before the run, a loaded machine's slow start met only the outage's tail: a healthy job answered
+ * just past its end while the poisoned job's 503 was still on its way, and that 503 then counted
+ * as the poisoned job's own failure.
+ */
+function downForFromFirstRequest(ms: number): () => boolean {
+  let until = 0;
+  return () => {
+    until ||= Date.now() + ms;
+    return Date.now() < until;
+  };
+}
+
 describe('runQueue', () => {
   it('answers every job exactly once, storing each answer with its job', async () => {
     const { fake, store, keys } = await setup(60, { latencyMs: 5 });
@@ -541,8 +555,8 @@ describe('runQueue', () => {
     for (const key of keys.slice(0, 2)) await failedThriceBefore(store, key, t);
     await store.release('earlier', { refund: true, now: t + 10 });
     // then the provider is down for everyone for 2.5 s: probes every 30-60 ms go to any of the four
-    const downUntil = Date.now() + 2500;
-    fake.respond(() => (Date.now() < downUntil ? reply.serverError(503, 'down') : undefined));
+    const down = downForFromFirstRequest(2500);
+    fake.respond(() => (down() ? reply.serverError(503, 'down') : undefined));
     const summary = await runQueue(
       { store, provider: provider(fake) },
       { ...fast, concurrency: 4, maxAttempts: 4, maxOutageMs: 60_000, outage: { probeDelayMs: 30, maxProbeDelayMs: 60 } },
@@ -563,9 +577,9 @@ describe('runQueue', () => {
     // Down for 1.5 s. The poisoned job's 503 comes back 600 ms after it left: by then the two others
     // have failed once each (their retries wait 2 s), a row of two the breaker opens on at three. Its
     // own failure, taken as its own, would have used its last attempt.
-    const downUntil = Date.now() + 1500;
+    const down = downForFromFirstRequest(1500);
     fake.respond((req) => {
-      if (Date.now() >= downUntil) return undefined;
+      if (!down()) return undefined;
       return req.key === keys[2] ? { ...reply.serverError(503, 'down'), latencyMs: 600 } : reply.serverError(503, 'down');
     });
     const summary = await runQueue(
