@@ -404,7 +404,12 @@ describe('runQueue', () => {
       { ...fast, concurrency: 4, maxAttempts: 3, maxOutageMs: 3000, outage: { probeDelayMs: 300, maxProbeDelayMs: 600 } },
     );
     expect(summary).toMatchObject({ reason: 'drained', done: 18, failed: 6 });
-    for (const key of poison) expect(fake.sentCount(key)).toBe(3);
+    // Three tries each, all counted. On a loaded machine three of them can fail in a row before a
+    // healthy answer is read (failed once so in a loaded suite): the tries that fail inside the pause
+    // that opens (at most the concurrency's) are uncounted, and the first answer ends it.
+    const pauses = events.filter((e) => e === 'paused').length;
+    for (const key of poison) expect(fake.sentCount(key)).toBeGreaterThanOrEqual(3);
+    expect([...poison].reduce((n, key) => n + fake.sentCount(key), 0)).toBeLessThanOrEqual(3 * poison.size + 4 * pauses);
     const failed = (await jobsByState(store)).filter((r) => r.state === 'failed');
     expect(failed.every((r) => /gave up after 3 attempts: HTTP 500/.test(r.error ?? ''))).toBe(true);
     await store.close();
