@@ -2,7 +2,7 @@ import { API_KEY_VARIABLES } from '../provider/endpoint.js';
 import { redactUrlCredentials } from '../url-credentials.js';
 import { redactSecret } from '../provider/redact.js';
 import { spawn } from 'node:child_process';
-import { request } from 'undici';
+import { loadUndici } from '../provider/undici.js';
 import { createHmac } from 'node:crypto';
 import type { HookTarget } from './target.js';
 import { sleep } from '../scheduler/wait.js';
@@ -61,7 +61,7 @@ async function postWithRetries(
   for (let attempt = 1; attempt <= attempts && !stop.aborted; attempt++) {
     const tryTimeout = AbortSignal.timeout(timeoutMs);
     try {
-      const res = await request(url, { method: 'POST', headers, body, signal: AbortSignal.any([stop, tryTimeout]) });
+      const res = await loadUndici().request(url, { method: 'POST', headers, body, signal: AbortSignal.any([stop, tryTimeout]) });
       await res.body.dump().catch(() => undefined);
       const status = res.statusCode;
       if (status >= 200 && status < 300) return;

@@ -1,6 +1,7 @@
 import { finishOf } from './finish.js';
 import { badBodyError, classifyHttpError, classifyNetworkError, timeoutError } from './classify.js';
-import { Pool, type Dispatcher } from 'undici';
+import type { Dispatcher, Pool } from 'undici';
+import { loadUndici } from './undici.js';
 import { parseRateLimit, type HeaderSource } from './headers.js';
 import { answerWithoutKey } from './redact.js';
 import { endpointUrl, normalizeBaseUrl, openAiProviderName } from './endpoint.js';
@@ -70,7 +71,7 @@ export class OpenAIProvider implements Provider {
     if (this.#apiKey) this.#headers.authorization = `Bearer ${this.#apiKey}`;
     this.#pool = options.transport
       ? null
-      : new Pool(endpoint.origin, {
+      : new (loadUndici().Pool)(endpoint.origin, {
           connections: options.connections ?? 64,
           headersTimeout: this.#timeoutMs,
           bodyTimeout: this.#timeoutMs,
