@@ -35,17 +35,18 @@ export interface DeliverOptions {
 
 export function deliverTo(target: HookTarget, o: DeliverOptions = {}): Deliver {
   const timeoutMs = o.timeoutMs ?? 10_000;
-  // The HTTP client now, while the run starts: loaded by the first post, its 0.15 s (more on a busy
-  // machine) came out of that post's time, and out of the deadline at the run's end.
-  if (target.kind === 'url') loadUndici();
-  return target.kind === 'url'
-    ? (body, stop, tryFailed) =>
-        postWithRetries(target.url, body, o.secret, o.attempts ?? 4, o.retryDelayMs ?? 500, timeoutMs, stop, tryFailed)
-    : (body, stop, tryFailed) =>
-        runCommand(target.command, body, timeoutMs, stop).catch((error: unknown) => {
-          if (!stop.aborted) tryFailed?.(error instanceof Error ? error.message : String(error));
-          throw error;
-        });
+  if (target.kind === 'url') {
+    // The HTTP client now, while the run starts: loaded by the first post, its 0.15 s (more on a busy
+    // machine) came out of that post's time, and out of the deadline at the run's end.
+    loadUndici();
+    return (body, stop, tryFailed) =>
+      postWithRetries(target.url, body, o.secret, o.attempts ?? 4, o.retryDelayMs ?? 500, timeoutMs, stop, tryFailed);
+  }
+  return (body, stop, tryFailed) =>
+    runCommand(target.command, body, timeoutMs, stop).catch((error: unknown) => {
+      if (!stop.aborted) tryFailed?.(error instanceof Error ? error.message : String(error));
+      throw error;
+    });
 }
 
 async function postWithRetries(

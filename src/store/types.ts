@@ -559,6 +559,12 @@ export interface StoreIdentity {
   readonly kind: 'sqlite' | 'postgres';
   /** Where the data lives, for messages (a path, or a URL without its password). */
   readonly location: string;
+  /**
+   * What became of the queue's file since it was opened (`rm q.db*`, another enqueue made there):
+   * null while it is the one there, and always for a queue with no file of its own (PostgreSQL,
+   * `:memory:`). A run's heartbeat and the dashboard's poll look.
+   */
+  queueFileChange(): 'removed' | 'replaced' | null;
 }
 
 /** The job state machine: documents in, jobs claimed, tried, answered, failed or given back. */

@@ -51,12 +51,12 @@ Exit codes:
 
 async function serveCommand(flags: ServeFlags): Promise<void> {
   const [
-    { resolveDbLocation, redactLocation, isPostgresUrl },
+    { resolveDbLocation, redactLocation },
     { openExistingStore },
     { startDashboard },
     { newToken },
     { findApiKey },
-    { queueFileWatch, queueFileChangeText },
+    { queueFileChangeText },
   ] = await Promise.all([
     import('../../store/open-store.js'),
     import('../../report/open-existing.js'),
@@ -68,9 +68,8 @@ async function serveCommand(flags: ServeFlags): Promise<void> {
   const location = resolveDbLocation(flags.db);
   const store = await openExistingStore(location);
   // an SQLite file removed or made again under this name is seen, not read on as it was
-  const changed = isPostgresUrl(location) || location === ':memory:' ? null : queueFileWatch(location);
   const stillThere = () => {
-    const change = changed?.();
+    const change = store.queueFileChange();
     if (change)
       throw new Error(
         `${queueFileChangeText(location, change)} since this dashboard opened it: stop llmq serve and start it again to see the queue there now`,

@@ -567,6 +567,11 @@ export class PostgresStore implements Store {
     return this.#read.answered(model, o);
   }
 
+  /** A schema has no file that could be removed under it. */
+  queueFileChange(): null {
+    return null;
+  }
+
   async close(): Promise<void> {
     // a load left open is committed, as each batch of a plain enqueue is
     await this.#endBulk();

@@ -151,7 +151,7 @@ export class SqliteStore implements Store {
   readonly #spend: SqliteSpend;
   readonly #s;
 
-  /** What became of the file opened (`queueFileWatch`): a run's heartbeat looks; null in memory. */
+  /** What became of the file opened (`queueFileWatch`); null in memory. */
   readonly #fileChange: (() => 'removed' | 'replaced' | null) | null;
 
   constructor(path: string, options: OpenSqliteOptions = {}) {
@@ -535,8 +535,12 @@ export class SqliteStore implements Store {
 
   #checkpointer: Checkpointer | undefined;
 
+  queueFileChange(): 'removed' | 'replaced' | null {
+    return this.#fileChange?.() ?? null;
+  }
+
   async heartbeat(runId: string, now: number, leaseUntil: number, stats: RunStats, unsent?: readonly string[]): Promise<readonly string[]> {
-    const change = this.#fileChange?.();
+    const change = this.queueFileChange();
     if (change) {
       throw new QueueGoneError(
         `${queueFileChangeText(this.location, change)} while this run wrote to it: the answers stored since went into the removed file, ` +
