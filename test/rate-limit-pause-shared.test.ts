@@ -42,12 +42,21 @@ describe('a rate-limit pause shared through Redis', () => {
     const store = new SqliteStore(db);
     await seedJobs(store, 6);
     await store.close();
-    // run B's first request is held 1.5 s, then told to wait 10 s; run A's, sent meanwhile, is told
-    // at once to wait 5 s. B's longer pause then outlasts the one A told, and A, paused, gets no 429
-    // of its own to hear of it: it learns it from Redis.
+    // run B's first request is held until 1 s after run A's arrives, then told to wait 10 s; A's is
+    // told at once to wait 5 s. B's longer pause then outlasts the one A told, and A, paused, gets no
+    // 429 of its own to hear of it: it learns it from Redis. (A fixed hold lost the race to a slow
+    // start of A on a loaded machine: B's pause was then in Redis before A sent anything.)
+    let releaseB!: () => void;
+    const bHeld = new Promise<void>((resolve) => {
+      releaseB = resolve;
+    });
     const fake = await startFake({
-      respond: (req) =>
-        req.index === 1 ? { ...reply.rateLimited(10_000), latencyMs: 1500 } : req.index === 2 ? reply.rateLimited(5000) : undefined,
+      respond: (req) => {
+        if (req.index === 1) return { ...reply.rateLimited(10_000), heldUntil: bHeld };
+        if (req.index !== 2) return undefined;
+        setTimeout(releaseB, 1000);
+        return reply.rateLimited(5000);
+      },
     });
     const args = ['run', '--db', db, '--base-url', fake.url, '--json', '-c', '1', '--redis', REDIS];
     const b = spawnCli(args);

@@ -17,13 +17,18 @@ export type FakeReply =
       readonly headers?: FakeHeaders;
       readonly latencyMs?: number;
     }
-  /** Any status with any body (an object is sent as JSON, a string as is). */
+  /**
+   * Any status with any body (an object is sent as JSON, a string as is). `heldUntil` holds the
+   * answer until it settles (after any latency): for a test that needs it to wait for an event,
+   * such as another client's request, not for a time a loaded machine may overrun.
+   */
   | {
       readonly kind: 'raw';
       readonly status: number;
       readonly body: string | object;
       readonly headers?: FakeHeaders;
       readonly latencyMs?: number;
+      readonly heldUntil?: Promise<unknown>;
     }
   /**
    * Any status with `body` written in two writes: its first `at` bytes (which may end inside a

@@ -291,6 +291,7 @@ export class FakeOpenAI {
           ? this.#settings.latencyMs(record)
           : this.#settings.latencyMs;
     if (latency > 0) await new Promise((r) => setTimeout(r, latency));
+    if (chosen.kind === 'raw' && chosen.heldUntil) await chosen.heldUntil;
     if (res.destroyed) return;
 
     switch (chosen.kind) {
