@@ -498,6 +498,18 @@ describe('run hooks', () => {
     expect(commandFailure(1, null, long)).not.toMatch(/secretpw|sk-a/);
   });
 
+  it("a failing command's last line is read after it exits, but a process it left holding stderr does not hold the hook", async () => {
+    const stop = new AbortController().signal;
+    // the line comes after the shell's exit, from a process it left: as the shell's own last write
+    // can, when 'exit' is handled before the pipe is read
+    const late = deliverTo({ kind: 'command', command: `(sleep 0.03; echo 'late word' >&2) & exit 4` });
+    await expect(late('{}', stop)).rejects.toThrow(/^exit code 4: late word$/);
+    const held = deliverTo({ kind: 'command', command: `sleep 3 & echo 'said first' >&2; exit 5` });
+    const from = Date.now();
+    await expect(held('{}', stop)).rejects.toThrow(/^exit code 5: said first$/);
+    expect(Date.now() - from).toBeLessThan(1500);
+  });
+
   it('posts to any port, the Fetch standard\'s blocked ones too (a receiver on 6000 was refused as "bad port")', async () => {
     let server: Server | null = null;
     const got: string[] = [];

@@ -141,6 +141,8 @@ function hookEnv(): NodeJS.ProcessEnv {
 
 /** Of a failing command's stderr, this much of the end is kept to say why it failed. */
 const STDERR_TAIL_BYTES = 4096;
+/** How long a failed command's stderr is read after it exits, for its last line. */
+const STDERR_END_WAIT_MS = 250;
 
 /**
  * Why a command failed, in its own words when it left any: the last line it wrote to stderr
@@ -197,13 +199,28 @@ function runCommand(command: string, body: string, timeoutMs: number, stop: Abor
     });
     // 'exit', not 'close': a command that leaves a process behind (notify-send ... &) holds its stderr open
     child.on('exit', (code, signal) => {
-      child.stderr.destroy();
       clearTimeout(timer);
       stop.removeEventListener('abort', killAll);
       running.delete(child.pid!);
-      if (code === 0) resolve();
-      else if (timedOut) reject(new Error(`still running after ${timeoutMs / 1000} s, the most a hook command may take: stopped`));
-      else reject(new Error(commandFailure(code, signal, stderr)));
+      if (code === 0) {
+        child.stderr.destroy();
+        resolve();
+        return;
+      }
+      // 'exit' may come before the last of stderr is read (its last line says why it failed), so
+      // stderr's end is awaited, for a moment only: a process left behind may hold it open
+      let settled = false;
+      const settle = () => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(grace);
+        child.stderr.destroy();
+        if (timedOut) reject(new Error(`still running after ${timeoutMs / 1000} s, the most a hook command may take: stopped`));
+        else reject(new Error(commandFailure(code, signal, stderr)));
+      };
+      const grace = setTimeout(settle, STDERR_END_WAIT_MS);
+      if (child.stderr.readableEnded) settle();
+      else child.stderr.once('end', settle).once('error', settle);
     });
   });
 }
