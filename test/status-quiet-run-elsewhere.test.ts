@@ -27,6 +27,11 @@ describe('status of a run gone quiet on another machine', () => {
     expect(json.code, json.stderr).toBe(0);
     const report = JSON.parse(json.stdout);
     expect(report.activeRuns.map((r: { live: boolean }) => r.live)).toEqual([true, true]);
+    // live both, and only the one heard from of late is sending: its figures are of now
+    expect(report.activeRuns.map((r: { id: string; sending: boolean }) => [r.id, r.sending])).toEqual([
+      ['run00002-here', true],
+      ['run00001-quiet', false],
+    ]);
     expect(report.jobsPerSecond).toBe(5);
     expect(report.etaSeconds).toBeCloseTo(100 / 5, 0);
 

@@ -13,7 +13,7 @@ import {
   wrap,
   type Paint,
 } from './format.js';
-import { diedRun, QUIET_NOTED_MS, type RunCost, type RunReport, type StatusReport } from './status.js';
+import { diedRun, type RunCost, type RunReport, type StatusReport } from './status.js';
 import { refusedCount, retryHints } from './refused.js';
 import { runMayBeBilled } from './status-cost.js';
 import { committedUsd } from '../store/spend-types.js';
@@ -214,13 +214,11 @@ export function renderStatus(
   const workingBesides = (run: RunReport) => live.filter((x) => x.id !== run.id && !x.pidGoneHere && !x.stoppedHere).length;
   for (const run of live) {
     // its last rate is not what it sends now: gone, it most likely sends nothing; stopped, nothing at all
-    const still = run.pidGoneHere || run.stoppedHere || r.now - run.heartbeatAt > QUIET_NOTED_MS;
-    const eta = live.length === 1 && !still ? ` · ETA ${duration(r.etaSeconds)}` : '';
-    const pace = still ? '' : ` · ${rate(run.recentJobsPerSecond)} jobs/s`;
+    const eta = live.length === 1 && run.sending ? ` · ETA ${duration(r.etaSeconds)}` : '';
+    const pace = run.sending ? ` · ${rate(run.recentJobsPerSecond)} jobs/s` : '';
     lines.push(`${p.cyan('running')}   ${runName(run)} for ${duration(run.wallSeconds)}${pace}${eta}`);
     // A run that stopped beating a while ago (killed on another machine, whose process cannot be
     // checked from here) still counts as running until STALE_RUN_MS; its rate and ETA are its last
-    const quiet = r.now - run.heartbeatAt;
     if (run.pidGoneHere) {
       // not "stopped?": that reads as Ctrl-Z, which stoppedText says apart
       lines.push(
@@ -230,8 +228,12 @@ export function renderStatus(
       );
     } else if (run.stoppedHere) {
       lines.push(p.yellow(`${''.padEnd(10)}${stoppedText(run.pid)}`));
-    } else if (quiet > QUIET_NOTED_MS) {
-      lines.push(p.yellow(`${''.padEnd(10)}no heartbeat for ${duration(quiet / 1000)}: stopped? its jobs return as leases run out`));
+    } else if (!run.sending) {
+      lines.push(
+        p.yellow(
+          `${''.padEnd(10)}no heartbeat for ${duration((r.now - run.heartbeatAt) / 1000)}: stopped? its jobs return as leases run out`,
+        ),
+      );
     }
     // its Redis (--redis) not answering: sending waits for it
     const downSince = Math.min(...run.lanes.map((l) => l.boardDownSince ?? Infinity));

@@ -62,6 +62,11 @@ export interface RunReport {
   readonly pidGoneHere: boolean;
   /** Started on this machine, its process stopped (Ctrl-Z, SIGSTOP): it keeps its jobs, sent when it is continued. */
   readonly stoppedHere: boolean;
+  /**
+   * Beating now: live, its process neither gone nor stopped here, its last heartbeat within
+   * QUIET_NOTED_MS. Only then are its rate and figures of now; otherwise they are its last.
+   */
+  readonly sending: boolean;
   readonly wallSeconds: number;
   readonly done: number;
   readonly failed: number;
@@ -186,7 +191,7 @@ export function buildStatusReport(
   // nothing: the last rate of either would promise an ETA (a run stopped 80 s halved the queue's);
   // nor does a run quiet for several heartbeats (killed on another machine, whose pid cannot be
   // looked at from here: its last rate was added to the others' for up to STALE_RUN_MS)
-  const sending = live.filter((r) => !r.pidGoneHere && !r.stoppedHere && o.now - r.heartbeatAt <= QUIET_NOTED_MS);
+  const sending = live.filter((r) => r.sending);
   const jobsPerSecond = sending.length ? sending.reduce((a, r) => a + r.recentJobsPerSecond, 0) : null;
   const etaSeconds = eta(left, jobsPerSecond, sending, live.length > 0, o.now);
 
@@ -267,6 +272,8 @@ export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunRepor
   const st = r.stats;
   const done = st?.done ?? 0;
   const tokens = { prompt: st?.promptTokens ?? 0, completion: st?.completionTokens ?? 0 };
+  const pidGoneHere = live && (here?.pidGone.has(r.id) ?? false);
+  const stoppedHere = here?.stopped.has(r.id) ?? false;
   return {
     id: r.id,
     host: r.host,
@@ -288,8 +295,9 @@ export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunRepor
     budgetTooSmall: st?.budgetTooSmall === true,
     live,
     gone: r.endedAt === null && (here?.dead.has(r.id) ?? false),
-    pidGoneHere: live && (here?.pidGone.has(r.id) ?? false),
-    stoppedHere: here?.stopped.has(r.id) ?? false,
+    pidGoneHere,
+    stoppedHere,
+    sending: live && !pidGoneHere && !stoppedHere && now - r.heartbeatAt <= QUIET_NOTED_MS,
     wallSeconds,
     done,
     failed: st?.failed ?? 0,

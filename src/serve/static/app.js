@@ -174,17 +174,14 @@ function renderRejected(r) {
     total > shown.length ? `and ${fmt(total - shown.length)} more (llmq status --json lists the first 20 of each input)` : '';
 }
 
-/** A live run whose heartbeat is older than this is said to be quiet (as status says it). */
-const QUIET_NOTED_MS = 10_000;
-
 function runState(run) {
   const now = state.report.now;
   if (run.gone) return 'died (its process is gone)';
   if (!run.live) return 'not responding';
   if (run.pidGoneHere) return 'stopped? (its process is gone)';
   if (run.stoppedHere) return 'stopped (Ctrl-Z): it keeps its jobs until continued';
-  const quiet = now - run.heartbeatAt;
-  if (quiet > QUIET_NOTED_MS) return `no heartbeat for ${duration(quiet / 1000)}: stopped, or its database locked?`;
+  // live, neither gone nor stopped here, and still not sending: quiet past what status notes
+  if (!run.sending) return `no heartbeat for ${duration((now - run.heartbeatAt) / 1000)}: stopped, or its database locked?`;
   const p = run.paused;
   if (p?.reason === 'outage') {
     const down = p.downSince ? `provider down ${duration((now - p.downSince) / 1000)}` : 'provider down';
@@ -193,10 +190,6 @@ function runState(run) {
   if (p) return `paused: rate limited, resuming in ${duration(Math.max(0, p.until - now) / 1000)}`;
   return 'running';
 }
-
-/** Its figures are of now only while it beats: those of a run dead or quiet are its last. */
-const runIsCurrent = (run) =>
-  run.live && !run.gone && !run.pidGoneHere && !run.stoppedHere && state.report.now - run.heartbeatAt <= QUIET_NOTED_MS;
 
 function renderRuns(r) {
   const rows = [];
@@ -211,12 +204,12 @@ function renderRuns(r) {
         el('td', {}, `${ago(run.heartbeatAt)} ago`),
         el('td', { class: 'num' }, fmt(run.done)),
         el('td', { class: 'num' }, fmt(run.failed)),
-        el('td', { class: 'num' }, runIsCurrent(run) ? run.recentJobsPerSecond.toFixed(1) : '–'),
-        el('td', { class: 'num' }, run.inFlight === null || !runIsCurrent(run) ? '–' : `${run.inFlight} / ${run.concurrency}`),
+        el('td', { class: 'num' }, run.sending ? run.recentJobsPerSecond.toFixed(1) : '–'),
+        el('td', { class: 'num' }, run.inFlight === null || !run.sending ? '–' : `${run.inFlight} / ${run.concurrency}`),
         el('td', {}, runState(run)),
       ),
     );
-    for (const lane of runIsCurrent(run) ? run.lanes : []) {
+    for (const lane of run.sending ? run.lanes : []) {
       const pause = lane.pausedUntil && lane.pausedUntil > r.now ? `, paused ${duration((lane.pausedUntil - r.now) / 1000)}` : '';
       rows.push(
         el(
