@@ -91,7 +91,7 @@ describe('llmq run --via batch (child processes)', () => {
     // sending: nothing listens where the batch would go
     const { fake, db } = await setup(4);
     const port = await closedPort();
-    const base = ['run', '--db', db, '--via', 'batch', '--poll', '0.1', '--max-outage', '0.05'];
+    const base = ['run', '--db', db, '--via', 'batch', '--poll', '100ms', '--max-outage', '3s']; // as 0.1 s and 0.05 min
     const unsent = await runCli([...base, '--base-url', `http://127.0.0.1:${port}/v1`, '--no-wait'], { timeoutMs: 30_000 });
     expect(unsent.code, unsent.stderr).toBe(1);
     expect(unsent.stderr).toMatch(/ECONNREFUSED/);

@@ -25,7 +25,7 @@ describe('documents that always get a 5xx ahead of healthy ones', () => {
     fake.respond((r) => (r.body.includes('POISON') ? reply.serverError(500, 'poisoned') : undefined));
     const run = () =>
       runCli(
-        ['run', '--db', db, '--base-url', fake.url, '-c', '16', '--max-outage', '0.5', '--retry-delay', '0.05', '--progress', 'none'],
+        ['run', '--db', db, '--base-url', fake.url, '-c', '16', '--max-outage', '30s', '--retry-delay', '50ms', '--progress', 'none'],
         {
           timeoutMs: 60_000,
         },

@@ -1,6 +1,7 @@
 import { InvalidArgumentError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { expandHome } from '../home-path.js';
+import { parseDuration } from '../alerts/thresholds.js';
 
 /** The --db flag every command that opens the queue takes. */
 export function dbOption(): Option {
@@ -63,6 +64,43 @@ export function numberBetween(min: number, max: number): (value: string) => numb
     if (value.trim() === '' || !Number.isFinite(n) || n < min || n > max) {
       throw new InvalidArgumentError(`Expected a number from ${min} to ${max}.`);
     }
+    return n;
+  };
+}
+
+/**
+ * A length of time for a flag that has always taken a bare number in `unit` (`--grace 30`, `--max-outage
+ * 15`), which it still means; or a duration with its own unit (`30s`, `15m`, `1h30m`, `500ms`), as llmq
+ * prints them (`paused: ... (--max-outage 15m)`) and a user types them back. Returned in `unit`.
+ * `above` excludes its bound (greater than 0); `min` and `max` include theirs.
+ */
+export function durationIn(
+  unit: 'seconds' | 'minutes',
+  bounds: { readonly above?: number; readonly min?: number; readonly max?: number },
+): (value: string) => number {
+  const perUnitMs = unit === 'seconds' ? 1000 : 60_000;
+  const range =
+    bounds.above !== undefined
+      ? `greater than ${bounds.above}`
+      : bounds.max !== undefined
+        ? `from ${bounds.min ?? 0} to ${bounds.max}`
+        : `of at least ${bounds.min ?? 0}`;
+  const examples = unit === 'seconds' ? '(30s, 2m, 500ms)' : '(15m, 90s, 2h)';
+  return (value) => {
+    const text = value.trim();
+    let n = Number.NaN;
+    if (/^\d+(\.\d+)?$/.test(text)) n = Number(text);
+    else {
+      try {
+        n = parseDuration(text, '') / perUnitMs;
+      } catch {}
+    }
+    const inRange =
+      Number.isFinite(n) &&
+      (bounds.above === undefined || n > bounds.above) &&
+      (bounds.min === undefined || n >= bounds.min) &&
+      (bounds.max === undefined || n <= bounds.max);
+    if (!inRange) throw new InvalidArgumentError(`Expected ${unit} ${range}, or a duration with its unit ${examples}.`);
     return n;
   };
 }

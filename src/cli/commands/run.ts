@@ -1,5 +1,14 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import { dbOption, DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS, intAtLeast, numberBetween, oneOf, positiveNumber } from '../options.js';
+import {
+  dbOption,
+  DEFAULT_CONCURRENCY,
+  DEFAULT_MAX_ATTEMPTS,
+  durationIn,
+  intAtLeast,
+  numberBetween,
+  oneOf,
+  positiveNumber,
+} from '../options.js';
 import { priceOptions, type PriceFlags } from './price-options.js';
 import { hookOptions, type HookFlags } from '../hook-flags.js';
 import { alertOptions, type AlertFlags } from '../alert-flags.js';
@@ -71,20 +80,23 @@ export function registerRun(program: Command): Command {
         .argParser(secondsOrAuto),
     )
     .addOption(
-      new Option('--max-outage <minutes>', 'end the run (exit 1, jobs stay pending) when the provider stays unreachable this long')
+      new Option(
+        '--max-outage <minutes>',
+        'end the run (exit 1, jobs stay pending) when the provider stays unreachable this long (15, or with a unit: 90s, 2h)',
+      )
         .default(15)
-        .argParser(positiveNumber),
+        .argParser(durationIn('minutes', { above: 0 })),
     )
     .addOption(new Option('--limit <n>', 'stop after taking N jobs').argParser(intAtLeast(1)))
     .addOption(
       new Option('--grace <seconds>', 'on Ctrl-C, how long in-flight requests may finish before they are aborted')
         .default(30)
-        .argParser(numberBetween(0, 3600)),
+        .argParser(durationIn('seconds', { min: 0, max: 3600 })),
     )
     .addOption(
       new Option('--retry-delay <seconds>', 'first wait before a retry; doubles each time, with jitter')
         .default(1)
-        .argParser(numberBetween(0, 600)),
+        .argParser(durationIn('seconds', { min: 0, max: 600 })),
     )
     .option(
       '--redis <url>',
@@ -118,7 +130,7 @@ export function registerRun(program: Command): Command {
     .addOption(
       new Option('--poll <seconds>', '--via batch or auto: how often live batches are checked (backs off on errors)')
         .default(30)
-        .argParser(numberBetween(0.05, 3600)),
+        .argParser(durationIn('seconds', { min: 0.05, max: 3600 })),
     )
     .addOption(
       new Option('--batch-size <n>', '--via batch: jobs per batch at most (and never over 200 MB per file)')
@@ -194,13 +206,16 @@ function durationMs(value: string): number {
   return ms;
 }
 
-/** `auto`, or a number of seconds greater than 0. */
+const timeoutSeconds = durationIn('seconds', { above: 0 });
+
+/** `auto`, or seconds greater than 0 (`30`, or with a unit: `30s`, `2m`). */
 function secondsOrAuto(value: string): number | 'auto' {
   if (value.trim().toLowerCase() === 'auto') return 'auto';
-  const n = Number(value);
-  if (value.trim() === '' || !Number.isFinite(n) || n <= 0)
-    throw new InvalidArgumentError('Expected auto, or a number of seconds greater than 0.');
-  return n;
+  try {
+    return timeoutSeconds(value);
+  } catch (e) {
+    throw new InvalidArgumentError(`Expected auto, or ${(e as Error).message.replace(/^Expected /, '')}`);
+  }
 }
 
 /**

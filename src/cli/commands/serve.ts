@@ -1,6 +1,6 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { LlmqError } from '../../errors.js';
-import { dbOption, positiveNumber } from '../options.js';
+import { dbOption, durationIn } from '../options.js';
 import { isBareHostName } from '../../serve/guard.js';
 import { priceOptions, reportPriceTable, type PriceFlags } from './price-options.js';
 
@@ -27,7 +27,11 @@ export function registerServe(program: Command): Command {
       ).argParser(allowedHosts),
     )
     .option('--read-only', 'serve no actions (no retry button)')
-    .addOption(new Option('--poll <seconds>', 'how often the queue is read for live updates').default(2).argParser(positiveNumber));
+    .addOption(
+      new Option('--poll <seconds>', 'how often the queue is read for live updates')
+        .default(2)
+        .argParser(durationIn('seconds', { above: 0 })),
+    );
   for (const o of priceOptions()) cmd.addOption(o);
   return cmd
     .addHelpText(

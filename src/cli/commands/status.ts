@@ -1,6 +1,6 @@
 import { Option, type Command } from 'commander';
 import { withoutFractionNoise } from '../../pricing/usd-value.js';
-import { dbOption, positiveNumber } from '../options.js';
+import { dbOption, durationIn } from '../options.js';
 import { EXIT } from '../../errors.js';
 import { MOCK_BASE_URL } from '../../mock-base-url.js';
 import type { BatchesReport } from '../../report/batches-text.js';
@@ -19,7 +19,9 @@ export function registerStatus(program: Command): Command {
     .description('Show the queue: counts by state, tokens, cost, failures by reason, throughput and ETA.')
     .addOption(dbOption())
     .option('--json', 'print one JSON object (one per refresh with --watch)')
-    .addOption(new Option('--watch [seconds]', 'refresh every few seconds until Ctrl-C (default 2)').argParser(positiveNumber));
+    .addOption(
+      new Option('--watch [seconds]', 'refresh every few seconds until Ctrl-C (default 2)').argParser(durationIn('seconds', { above: 0 })),
+    );
   for (const o of priceOptions()) cmd.addOption(o);
   return cmd
     .addHelpText(
