@@ -99,6 +99,15 @@ describe('classification details', () => {
       ).reason,
     ).toBe('rate_limit');
     expect(c(401, '{}').message).toBe('HTTP 401: Unauthorized. Check LLMQ_API_KEY (or OPENAI_API_KEY) and --base-url.');
+    // a 403 read the key: what it asked may not be done, and where it comes from is no matter of the key
+    expect(c(403, '{"error":{"message":"This model is not available to your organization.","code":null}}').message).toBe(
+      'HTTP 403: This model is not available to your organization. The key was read, and may not do this: check that it (LLMQ_API_KEY, else OPENAI_API_KEY) may use the model and its project, and --base-url.',
+    );
+    expect(
+      c(403, '{"error":{"message":"Country, region, or territory not supported","code":"unsupported_country_region_territory"}}').message,
+    ).toMatch(
+      /^HTTP 403: Country, region, or territory not supported\. The provider does not serve requests from where this machine is: no key changes that/,
+    );
     // Google's OpenAI-compatible endpoint: the error in a list
     const gemini = c(
       429,

@@ -270,6 +270,24 @@ describe('llmq run (child processes)', () => {
     expect(dump).not.toContain('sk-live-SECRET-123');
   });
 
+  it('a 403 that is not about the key says so: a region refused is no reason to rotate a good key', async () => {
+    const { fake, db } = await setup(4, 5);
+    fake.respond(() =>
+      reply.error(403, 'Country, region, or territory not supported', {
+        type: 'request_forbidden',
+        code: 'unsupported_country_region_territory',
+      }),
+    );
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'none']);
+    expect(r.code, r.stderr).toBe(1);
+    const said = r.stderr.replace(/\s+/g, ' ');
+    expect(said).toContain(
+      'HTTP 403: Country, region, or territory not supported. The provider does not serve requests from where this machine is',
+    );
+    expect(said).toContain('The provider refused the requests as forbidden (why is above). No job failed: 4 jobs are still pending.');
+    expect(said).not.toMatch(/refused the API key|Check LLMQ_API_KEY/);
+  });
+
   it("Google's quota per day spent stops the run with exit 1 and says so; no job burned, none failed", async () => {
     const { fake, db } = await setup(10, 5);
     fake.respond(() => reply.raw(429, DAILY_QUOTA_SPENT));

@@ -137,7 +137,7 @@ export function classifyHttpError(
     [scope, reason] = ['retryable', 'server'];
   } else if (status === 401 || status === 403) {
     [scope, reason] = ['run', 'auth'];
-    message = sentence(message, 'Check LLMQ_API_KEY (or OPENAI_API_KEY) and --base-url.');
+    message = sentence(message, status === 401 ? 'Check LLMQ_API_KEY (or OPENAI_API_KEY) and --base-url.' : forbiddenAdvice(code, text));
   } else if (body.code === 'context_length_exceeded' || CONTEXT_TOO_LONG.test(text)) {
     [scope, reason] = ['job', 'too_long'];
   } else {
@@ -162,6 +162,17 @@ export function classifyHttpError(
     retryAfterInBody: saidInHeader === null && retryAfterMs !== null,
     rateLimit: said,
   });
+}
+
+/**
+ * What to check after a 403: the key was read, and what it asks may not be done. A refusal of where
+ * the request comes from (OpenAI's `unsupported_country_region_territory`) is no matter of the key,
+ * and a user told to check the key would rotate a good one.
+ */
+function forbiddenAdvice(code: string | null, text: string): string {
+  if (code === 'unsupported_country_region_territory' || /\b(country|region|territory)\b.*\bnot supported\b/i.test(text))
+    return 'The provider does not serve requests from where this machine is: no key changes that; an endpoint that does (--base-url) would.';
+  return 'The key was read, and may not do this: check that it (LLMQ_API_KEY, else OPENAI_API_KEY) may use the model and its project, and --base-url.';
 }
 
 /**

@@ -354,7 +354,9 @@ function fixFor(fatal: Fatal, again: string, failedInRun: number, pending: numbe
       ? `No job failed: ${int(pending)} ${pending === 1 ? 'job is' : 'jobs are'} still pending.`
       : `${int(failedInRun)} ${failedInRun === 1 ? 'job' : 'jobs'} failed in this run before it (llmq status says why; llmq retry-failed puts them back); the others not answered are still pending.`;
   const after = `${left} Run llmq run${again} again once this is fixed.`;
-  if (fatal.reason === 'auth') return `The provider refused the API key. ${after}`;
+  if (fatal.reason === 'auth')
+    // a 403 read the key and refused what it asked (a model, a project, a country): its reason is above
+    return `${/^HTTP 403\b/.test(fatal.message) ? 'The provider refused the requests as forbidden (why is above).' : 'The provider refused the API key.'} ${after}`;
   if (fatal.reason === 'quota' && fatal.message.includes('The quota per day is 0'))
     return `The key's project has no quota for the model (above). ${after}`;
   if (fatal.reason === 'quota' && fatal.message.includes('The quota per day is spent'))
