@@ -118,6 +118,13 @@ describe('known failures become one line that says what, where and what to do', 
       );
   });
 
+  it('status --db naming a folder (as a shell completes it, with its slash) suggests a file in it with one slash', async () => {
+    const dir = tempDir();
+    const r = await runCli(['status', '--db', `${dir}/`]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`is a folder, not a queue. Point --db at the database file in it (e.g. ${dir}/llmq.db).`);
+  });
+
   it('a store maps failures from a method, its promise and its row stream, naming the database', async () => {
     const readonly = () => sqlite('SQLITE_READONLY', 'attempt to write a readonly database');
     const fake = {

@@ -1,4 +1,5 @@
 import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import { LlmqError } from '../errors.js';
 import { knownError } from '../errors-known.js';
 import { checkLocation, isPostgresUrl, openStore, redactLocation } from '../store/open-store.js';
@@ -48,7 +49,7 @@ async function checkQueueFile(path: string): Promise<void> {
   try {
     const s = await stat(path);
     if (s.isDirectory())
-      throw new LlmqError(`${shown} is a folder, not a queue. Point --db at the database file in it (e.g. ${shown}/llmq.db).`);
+      throw new LlmqError(`${shown} is a folder, not a queue. Point --db at the database file in it (e.g. ${join(shown, 'llmq.db')}).`);
     if (!s.isFile()) throw new LlmqError(`${shown} is not a regular file, so it is not a queue. Point --db at an llmq database file.`);
     size = s.size;
     head = await readHead(path);
