@@ -68,6 +68,7 @@ const SUMMARY: RunSummary = {
   failed: 1,
   retried: 0,
   requests: 4,
+  probes: 0,
   rateLimited: 0,
   strayRateLimited: 0,
   promptTokens: 30,

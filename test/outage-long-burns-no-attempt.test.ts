@@ -7,6 +7,9 @@ import { all } from './helpers/store-reads.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
+import { runCli } from './helpers/cli.js';
+import { enqueueJsonl } from './helpers/e2e.js';
+import { reply } from './helpers/fake-openai.js';
 
 /**
  * MAX_UNCOUNTED_OUTAGES (job-runner.ts) counts a job's outage failures against it once it has been
@@ -40,5 +43,30 @@ describe('a long outage with refused connections burns no attempts', () => {
     // Observed: the jobs in hand fail with "gave up after 3 attempts: ... ECONNREFUSED" during the outage.
     expect(summary).toMatchObject({ done: 4, failed: 0 });
     expect(rows.every((r) => r.state === 'done' && r.attempts === 1)).toBe(true);
+    // the probes are counted apart: neither retries nor tries of a job
+    expect(summary.probes).toBeGreaterThan(10);
+    expect(summary.requests - summary.probes).toBeGreaterThanOrEqual(3);
   }, 15_000);
+});
+
+describe("the run's summary after an outage", () => {
+  it('says how many of the requests sent were probes: beside "0 retries", the tries that may be billed read as unsent', async () => {
+    const fake = await startFake({ latencyMs: 5 });
+    fake.respond(() => reply.serverError(503, 'Service Unavailable'));
+    const { db } = await enqueueJsonl(
+      tempDir(),
+      Array.from({ length: 4 }, (_, i) => ({ id: `d${i}`, text: `document ${i}` })),
+    );
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '-c', '2', '--max-outage', '4s', '--retry-delay', '50ms']);
+    expect(r.code, r.stderr).toBe(1);
+    const said =
+      /(\d+) requests sent, (\d+) of them probes? while the provider was down \(one at a time; a failed probe uses no attempt\)/.exec(
+        r.stderr,
+      );
+    expect(said, r.stderr).not.toBeNull();
+    expect(Number(said![1])).toBe(fake.received);
+    // a probe a second or so apart, after the 503s in a row that opened the pause
+    expect(Number(said![2])).toBeGreaterThanOrEqual(1);
+    expect(Number(said![2])).toBeLessThan(fake.received);
+  }, 30_000);
 });

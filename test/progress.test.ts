@@ -49,6 +49,7 @@ const summary: RunSummary = {
   failed: 148,
   retried: 1_020,
   requests: 32_400,
+  probes: 0,
   rateLimited: 12,
   strayRateLimited: 0,
   promptTokens: 14_200_000,

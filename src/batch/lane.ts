@@ -284,6 +284,8 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     failed: tally.failed,
     retried: tally.retried,
     requests: tally.requests,
+    // the Batch API is polled, not probed: an outage of it holds the run, and sends no jobs
+    probes: 0,
     rateLimited: 0,
     strayRateLimited: 0,
     promptTokens: tally.promptTokens,

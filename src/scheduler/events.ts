@@ -81,6 +81,11 @@ export interface RunSummary {
   readonly failed: number;
   readonly retried: number;
   readonly requests: number;
+  /**
+   * Of `requests`, the outage's probes: sent one at a time while the provider was down, a failed one
+   * using no attempt, so counted in neither `retried` nor a job's tries.
+   */
+  readonly probes: number;
   readonly rateLimited: number;
   /** Of them, stray 429s (no rate-limit headers, from a provider whose answers have them): each retried, the pace kept. */
   readonly strayRateLimited: number;

@@ -365,6 +365,7 @@ class JobRun {
     c.inFlight++;
     lane.inFlight++;
     c.requests++;
+    if (place.probe) c.probes++;
     ctx.emit('job:start', { key: job.key, attempt: this.#attempt, model: job.model });
     const request = ctx.inFlight.start(lane, job.request, startedAt, this.#timeouts);
     let result: CompletionResult;

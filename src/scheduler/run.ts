@@ -776,6 +776,7 @@ export class Run {
       failed: c.failed,
       retried: c.retried,
       requests: c.requests,
+      probes: c.probes,
       rateLimited: c.rateLimited,
       strayRateLimited: c.strayRateLimited,
       promptTokens: c.promptTokens,

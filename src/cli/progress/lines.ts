@@ -236,6 +236,13 @@ export function summaryText(
         run,
       ]),
     );
+  // beside "2 retries", the tries that may be billed read as more than were sent: the probes are neither
+  if (r.probes)
+    lines.push(
+      paint.dim(
+        `  ${count(r.requests, 'request')} sent, ${int(r.probes)} of them ${r.probes === 1 ? 'a probe' : 'probes'} while the provider was down (one at a time; a failed probe uses no attempt)`,
+      ),
+    );
   if (r.mayBeBilled.tries) {
     const { tries, usd: worst } = r.mayBeBilled;
     lines.push(
