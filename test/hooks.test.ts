@@ -60,6 +60,7 @@ async function receiver(answer: (n: number) => number | null = () => 200): Promi
 const SUMMARY: RunSummary = {
   mayBeBilled: { tries: 0, usd: 0 },
   answersNotStored: 0,
+  unreachable: false,
   runId: 'run-1',
   cutOff: 0,
   refused: 0,

@@ -41,6 +41,7 @@ function snapshot(over: Partial<ProgressSnapshot> = {}): ProgressSnapshot {
 const summary: RunSummary = {
   mayBeBilled: { tries: 0, usd: 0 },
   answersNotStored: 0,
+  unreachable: false,
   runId: 'r1',
   cutOff: 0,
   refused: 0,

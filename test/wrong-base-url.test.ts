@@ -4,6 +4,9 @@ import { enqueueJsonl, readDb } from './helpers/e2e.js';
 import { reply } from './helpers/fake-openai.js';
 import { startFake } from './helpers/start-fake.js';
 import { tempDir } from './helpers/tmp.js';
+import { closedPort } from './helpers/ports.js';
+import { spawnCli, collect } from './helpers/cli.js';
+import { waitForLine } from './helpers/wait.js';
 
 describe('a wrong --base-url (every request answered 404)', () => {
   it('stops the run with exit 1 and uses up no attempt of any job, as it says', async () => {
@@ -76,4 +79,24 @@ describe('a model the provider does not serve (404 model_not_found)', () => {
     expect(r.stderr).not.toContain('--base-url URL');
     expect(readDb(db).jobs.every((j) => j.state === 'pending' && j.attempts === 0)).toBe(true);
   });
+});
+
+describe('a --base-url where nothing listens (connections refused, nothing ever answered)', () => {
+  it('the command proposed after the run leaves a place for the endpoint, stopped by Ctrl-C or by --max-outage', async () => {
+    const url = `http://127.0.0.1:${await closedPort()}/v1`;
+    const { db } = await enqueueJsonl(tempDir(), [{ id: 'a', text: 'one' }]);
+    const child = spawnCli(['run', '--db', db, '--base-url', url, '--progress', 'plain']);
+    const done = collect(child, 30_000);
+    await waitForLine(child, 'stderr', /nothing answers at .* give its address with --base-url/, 15_000);
+    child.kill('SIGINT');
+    const stopped = await done;
+    expect(stopped.code, stopped.stderr).toBe(130);
+    expect(stopped.stderr).toContain(`llmq run --base-url URL --db ${db}`);
+    expect(stopped.stderr).not.toContain(`llmq run --base-url ${url}`);
+
+    const ended = await runCli(['run', '--db', db, '--base-url', url, '--max-outage', '2s', '--progress', 'none']);
+    expect(ended.code, ended.stderr).toBe(1);
+    expect(ended.stderr).toContain(`Run llmq run --base-url URL --db ${db} again once this is fixed.`);
+    expect(ended.stderr).not.toContain(`llmq run --base-url ${url}`);
+  }, 40_000);
 });

@@ -103,6 +103,12 @@ export interface RunSummary {
    * answer is kept), or forgotten (`llmq forget`). Their attempts are recorded, their cost counted.
    */
   readonly answersNotStored: number;
+  /**
+   * Nothing answered in this run, and connections were refused (or the host not found): the endpoint
+   * is most likely mistyped (the run said so as it went), so a command proposed after it leaves a
+   * place for it rather than repeating it.
+   */
+  readonly unreachable: boolean;
   readonly wallMs: number;
   /** Jobs left pending or running in the store when the run ended. */
   readonly remaining: number;

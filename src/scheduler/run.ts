@@ -785,6 +785,7 @@ export class Run {
       cutOffRoom: c.cutOffRoom,
       refused: c.refused,
       answersNotStored: c.answersNotStored,
+      unreachable: this.#toldNobodyListens && !c.heardFromProvider,
       wallMs: this.#now() - this.#startedAt,
       remaining: after.counts.pending + after.counts.running,
       uncollected: after.counts.running > 0 ? await this.#uncollected(after.activeRuns) : [],

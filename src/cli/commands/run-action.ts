@@ -130,6 +130,7 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
     prices,
     again: dbArgument(flags.db),
     runAgain: runArguments(flags) + limitArguments(flags) + redisArguments(flags) + moneyArguments(flags),
+    runAgainElsewhere: elsewhereArguments(flags) + limitArguments(flags) + redisArguments(flags) + moneyArguments(flags),
     offline: provider.name === 'mock',
   });
   listeners.push(progress.listener);
@@ -215,7 +216,7 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
   // how the run ended, said before the hooks' wait of up to 20 s (and whatever a Ctrl-C does to it)
   if (summary.fatal) {
     whileReaderPresent(process.stderr).write(
-      `error: ${summary.fatal.message}\n${fixFor(summary.fatal, againAfterFatal(flags, summary.fatal), summary.failed, summary.remaining, dbArgument(flags.db))}\n`,
+      `error: ${summary.fatal.message}\n${fixFor(summary.fatal, againAfterFatal(flags, summary.fatal, summary.unreachable), summary.failed, summary.remaining, dbArgument(flags.db))}\n`,
     );
   }
   if (summary.budget)
@@ -289,12 +290,15 @@ function warnIfKeyUnredactable(found: { key: string; name: string } | undefined)
  * What `llmq run` needs to go on where this one stopped; after 404s that name no model (the
  * endpoint is not there) a placeholder for the endpoint: the one given is what was wrong.
  */
-function againAfterFatal(flags: RunFlags, fatal: Fatal): string {
+function againAfterFatal(flags: RunFlags, fatal: Fatal, unreachable: boolean): string {
   const endpoint =
-    wrongEndpointStatus(fatal) !== null && !isModelNotFound(fatal)
-      ? runArguments({ provider: flags.provider }) + ' --base-url URL'
-      : runArguments(flags);
+    unreachable || (wrongEndpointStatus(fatal) !== null && !isModelNotFound(fatal)) ? elsewhereArguments(flags) : runArguments(flags);
   return endpoint + limitArguments(flags) + redisArguments(flags) + moneyArguments(flags) + dbArgument(flags.db);
+}
+
+/** `runArguments` with a place for the endpoint: the one given (by the flag or the environment) was wrong. */
+function elsewhereArguments(flags: RunFlags): string {
+  return `${runArguments({ provider: flags.provider })} --base-url URL`;
 }
 
 type Fatal = NonNullable<RunSummary['fatal']>;

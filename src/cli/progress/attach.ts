@@ -57,6 +57,8 @@ export interface ProgressOptions {
   readonly again?: string;
   /** Flags a suggested `llmq run` needs besides to send where this run sent (` --provider mock`, see `runArguments`). @default '' */
   readonly runAgain?: string;
+  /** The same when nothing answered at the endpoint (`RunSummary.unreachable`): ` --base-url URL` in its place. */
+  readonly runAgainElsewhere?: string;
   /** The answers are the offline mock's stand-ins: what they say of the model's answers (cut off at max_tokens) is not proposed as a fix. */
   readonly offline?: boolean;
 }
@@ -86,6 +88,7 @@ export function attachProgress(source: ProgressSource, options: ProgressOptions)
     provider: options.provider ?? null,
     again: options.again ?? '',
     runAgain: options.runAgain ?? '',
+    runAgainElsewhere: options.runAgainElsewhere,
     offline: options.offline ?? false,
   };
   const renderer: Renderer =

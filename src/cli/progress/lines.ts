@@ -69,6 +69,8 @@ export interface Where {
   readonly again?: string;
   /** What a suggested `llmq run` needs besides (` --provider mock`), as `runArguments` gives it. */
   readonly runAgain?: string;
+  /** The same after a run that reached nothing at its endpoint (`RunSummary.unreachable`): a place for another (` --base-url URL`). */
+  readonly runAgainElsewhere?: string;
   /** The offline mock answered (ProgressOptions.offline). */
   readonly offline?: boolean;
 }
@@ -182,9 +184,11 @@ export function summaryText(
   r: RunSummary,
   s: ProgressState,
   paint: Paint,
-  where: Pick<Where, 'again' | 'runAgain' | 'offline'> = {},
+  where: Pick<Where, 'again' | 'runAgain' | 'runAgainElsewhere' | 'offline'> = {},
 ): string {
-  const { again = '', runAgain = '', offline = false } = where;
+  const { again = '', offline = false } = where;
+  // the endpoint it was given answered nothing: the command proposed leaves a place for the right one
+  const runAgain = (r.unreachable ? where.runAgainElsewhere : undefined) ?? where.runAgain ?? '';
   const run = `llmq run${runAgain}`;
   const suggest = (line: (commands: string) => string, split: string, commands: readonly string[]) =>
     suggestLines(line, split, commands, again, paint);
