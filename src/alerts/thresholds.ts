@@ -1,4 +1,5 @@
 import { UsageError } from '../errors.js';
+import { durationWithUnitMs } from '../duration.js';
 
 /** When a run should raise an alert. Each is optional. */
 export interface AlertThresholds {
@@ -14,14 +15,11 @@ export interface AlertThresholds {
 
 /** `90s`, `15m`, `2h`, `1h30m`, or a bare number of seconds. */
 export function parseDuration(value: string, flag: string): number {
-  const text = value.trim().toLowerCase();
+  const text = value.trim();
   if (/^\d+(\.\d+)?$/.test(text)) return Number(text) * 1000;
-  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g)];
-  if (parts.length === 0 || parts.map((p) => p[0]).join('') !== text) {
-    throw new UsageError(`${flag} ${value}: expected a duration such as 90s, 15m, 2h or 1h30m.`);
-  }
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
-  return parts.reduce((ms, p) => ms + Number(p[1]) * unit[p[2] as keyof typeof unit], 0);
+  const ms = durationWithUnitMs(text);
+  if (ms === null) throw new UsageError(`${flag} ${value}: expected a duration such as 90s, 15m, 2h or 1h30m.`);
+  return ms;
 }
 
 /** `5%` or `0.05`: a share from 0 (excluded) to 1. */

@@ -1,7 +1,7 @@
 import { InvalidArgumentError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { expandHome } from '../home-path.js';
-import { parseDuration } from '../alerts/thresholds.js';
+import { durationWithUnitMs } from '../duration.js';
 
 /** The --db flag every command that opens the queue takes. */
 export function dbOption(): Option {
@@ -88,13 +88,8 @@ export function durationIn(
   const examples = unit === 'seconds' ? '(30s, 2m, 500ms)' : '(15m, 90s, 2h)';
   return (value) => {
     const text = value.trim();
-    let n = Number.NaN;
-    if (/^\d+(\.\d+)?$/.test(text)) n = Number(text);
-    else {
-      try {
-        n = parseDuration(text, '') / perUnitMs;
-      } catch {}
-    }
+    const bare = /^\d+(\.\d+)?$/.test(text);
+    const n = bare ? Number(text) : (durationWithUnitMs(text) ?? Number.NaN) / perUnitMs;
     const inRange =
       Number.isFinite(n) &&
       (bounds.above === undefined || n > bounds.above) &&

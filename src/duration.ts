@@ -1,0 +1,12 @@
+const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/**
+ * A duration as llmq's flags take it, with its unit (`90s`, `15m`, `2h`, `1h30m`, `500ms`, `2d`), in
+ * ms; null when `text` is not one. A bare number is not: each flag says what its own means.
+ */
+export function durationWithUnitMs(text: string): number | null {
+  const s = text.trim().toLowerCase();
+  const parts = [...s.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g)];
+  if (parts.length === 0 || parts.map((p) => p[0]).join('') !== s) return null;
+  return parts.reduce((ms, p) => ms + Number(p[1]) * UNIT_MS[p[2] as keyof typeof UNIT_MS], 0);
+}
