@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config';
 
-/** Tests whose pass depends on steady timing (rate pacing across processes): one file at a time. */
+/** Tests whose pass depends on steady timing (rate pacing across processes, a keystroke landing inside a step of a second or two): one file at a time. */
 export default defineConfig({
   test: {
     include: ['test/timing/**/*.test.ts'],

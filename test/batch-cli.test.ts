@@ -566,11 +566,12 @@ describe('llmq run --via batch (child processes)', () => {
     const store = new SqliteStore(db);
     await seedJobs(store, 12, { model: 'mock-1' });
     await store.close();
-    // the mock's batch takes 5 x --mock-latency (4 s): cancelled at three quarters of the deadline
-    // (2.25 s), it has answered about 12 x 2.25 / 4 of its lines (a loaded machine that starts the
-    // run a second late still leaves several: with a 2 s deadline the full suite saw none)
+    // the mock's batch takes 5 x --mock-latency (8 s): cancelled at three quarters of the deadline
+    // (4.5 s), it has answered about 12 x 4.5 / 8 of its lines (a loaded machine that starts the
+    // batch two seconds late still leaves several: with 3 s and 4 s the full suite once saw none,
+    // with 2 s and 4 s often)
     const r = await runCli(
-      ['run', '--db', db, '--provider', 'mock', '--via', 'auto', '--deadline', '3s', '--poll', '0.1', '--mock-latency', '800'],
+      ['run', '--db', db, '--provider', 'mock', '--via', 'auto', '--deadline', '6s', '--poll', '0.1', '--mock-latency', '1600'],
       { timeoutMs: 30_000 },
     );
     expect(r.code, r.stderr).toBe(0);

@@ -1,13 +1,14 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runCli } from './helpers/cli.js';
-import { playTerminal, runInPty, stripAnsi } from './helpers/e2e.js';
-import { tempDir } from './helpers/tmp.js';
+import { runCli } from '../helpers/cli.js';
+import { playTerminal, runInPty, stripAnsi } from '../helpers/e2e.js';
+import { tempDir } from '../helpers/tmp.js';
 
 // enough that reading takes well over a redraw (200 ms) and the SQLite bulk load's index build
 // a second or two, long after the Ctrl-C typed as it starts has arrived (at 200,000 a loaded CI once
-// finished the build first)
+// finished the build first; at 400,000 a machine loaded past the suite's usual did too, so the file
+// runs in the timing phase, alone)
 const DOCS = 400_000;
 
 describe('commands that work for seconds show where they are on a terminal', () => {
