@@ -109,6 +109,35 @@ describe.each(STORE_KINDS)('store contract: enqueue and claim [$name]', (kind) =
       expect(within.fromAnotherFile ?? null).toBeNull();
     });
 
+    it('names the items whose document, unchanged, now comes from another file (a folder renamed or copied), not a line moved within its file', async () => {
+      const { store } = await kind.fresh();
+      await store.enqueue(
+        [
+          row('r', 'text r', { source: 'in/r.md' }),
+          row('j', 'text j', { source: 'data.jsonl:3' }),
+          row('k', 'text k', { source: 'in/k.md' }),
+        ],
+        T0,
+      );
+      const copied = await store.enqueue(
+        [
+          row('r', 'text r', { source: 'copy/r.md' }),
+          row('j', 'text j', { source: 'data.jsonl:4' }),
+          row('k', 'text k', { source: 'copy/k.md' }),
+        ],
+        T0 + 1,
+      );
+      expect(copied).toMatchObject({ unchanged: 3, movedItems: 0, newJobs: 0 });
+      expect(copied.sourceRenamed).toEqual({ count: 2, first: { id: 'r', was: 'in/r.md', now: 'copy/r.md' } });
+      expect(copied.fromAnotherFile ?? null).toBeNull();
+      expect((await store.item('r'))!.source).toBe('copy/r.md');
+      // from a third place (PostgreSQL reads a batch of unchanged rows apart first this time: the other statement)
+      const again = await store.enqueue([row('r', 'text r', { source: 'third/r.md' })], T0 + 2);
+      expect(again.sourceRenamed).toEqual({ count: 1, first: { id: 'r', was: 'copy/r.md', now: 'third/r.md' } });
+      // from the same place again: nothing to say
+      expect((await store.enqueue([row('r', 'text r', { source: 'third/r.md' })], T0 + 3)).sourceRenamed ?? null).toBeNull();
+    });
+
     it('keeps an old job that is done, or still needed by another item', async () => {
       const { store } = await kind.fresh();
       await store.enqueue([row('a', 'shared'), row('b', 'shared'), row('c', 'answered')], T0);

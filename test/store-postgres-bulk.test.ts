@@ -45,7 +45,7 @@ function batches(): EnqueueRow[][] {
   return [all.slice(0, 1500), all.slice(1500, 3000), all.slice(3000)];
 }
 
-type Counted = Omit<EnqueueResult, 'fromAnotherFile' | 'keptItems' | 'firstMoved' | 'keptRaised' | 'joinedFailed'>;
+type Counted = Omit<EnqueueResult, 'fromAnotherFile' | 'sourceRenamed' | 'keptItems' | 'firstMoved' | 'keptRaised' | 'joinedFailed'>;
 
 function sum(results: EnqueueResult[], repeated = 0): Counted {
   const t = { newJobs: -repeated, newItems: 0, movedItems: 0, unchanged: 0, droppedJobs: 0, orphanedAnswers: 0, reprioritized: 0 };

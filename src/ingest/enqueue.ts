@@ -112,6 +112,8 @@ export interface EnqueueSummary {
   readonly joinedFailed: number;
   /** Updated items whose document now comes from another file: likely another document under the same id. */
   readonly fromAnotherFile: FromAnotherFile | null;
+  /** Items already queued, their document unchanged, that now come from another file (`EnqueueResult.sourceRenamed`). */
+  readonly sourceRenamed: FromAnotherFile | null;
   /** The first updated item, with the request of the job it left and of its new one (`EnqueueResult.firstMoved`). */
   readonly firstMoved: MovedItem | null;
   /**
@@ -486,6 +488,7 @@ class Batcher implements EntrySink {
   #keptRaised = 0;
   #joinedFailed = 0;
   #fromAnotherFile: FromAnotherFile | null = null;
+  #sourceRenamed: FromAnotherFile | null = null;
   #firstMoved: MovedItem | null = null;
   /** JSONL lines without the id field: how many, and the first (`EnqueueSummary.withoutIdField`). */
   #withoutIdField: { count: number; path: string; line: number; has: readonly string[]; nullIds: number } | null = null;
@@ -607,6 +610,7 @@ class Batcher implements EntrySink {
         this.#keptRaised += r.keptRaised ?? 0;
         this.#joinedFailed += r.joinedFailed ?? 0;
         this.#fromAnotherFile = addFromAnotherFile(this.#fromAnotherFile, r.fromAnotherFile);
+        this.#sourceRenamed = addFromAnotherFile(this.#sourceRenamed, r.sourceRenamed);
         this.#firstMoved ??= r.firstMoved ?? null;
         if (r.keptItems) this.#keptEarlier(rows, r.keptItems);
       });
@@ -659,6 +663,7 @@ class Batcher implements EntrySink {
       keptRaised: this.#keptRaised,
       joinedFailed: this.#joinedFailed,
       fromAnotherFile: this.#fromAnotherFile,
+      sourceRenamed: this.#sourceRenamed,
       firstMoved: this.#firstMoved,
       // with the default field, lines without ids are the usual file:line items unless others have
       // one, or the field is there with no value

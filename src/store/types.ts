@@ -103,6 +103,12 @@ export interface EnqueueResult {
    */
   readonly fromAnotherFile?: FromAnotherFile | null;
   /**
+   * Items already queued, their document unchanged, that now come from another file (`in/a.txt`
+   * then `copy/a.txt`: a folder renamed, moved or copied): the item takes the new source, which
+   * `forget --source` and export then name. Absent when there is none.
+   */
+  readonly sourceRenamed?: FromAnotherFile | null;
+  /**
    * The first item this call moved to another job: its id, the request of the job it left and of
    * the one it points at now. The enqueue says what changed when its own defaults made the change
    * (no --prompt given, say, where the items had one). Absent when nothing moved.

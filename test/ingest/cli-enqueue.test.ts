@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { existsSync, mkdirSync, truncateSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync, spawn } from 'node:child_process';
 import { describe, expect, it, onTestFinished } from 'vitest';
@@ -423,6 +423,26 @@ describe('llmq enqueue (CLI)', () => {
       'reviews/headphones-aurora-x2.txt',
       'reviews/hotel-harbour-view.txt',
     ]);
+  });
+
+  it('says when a copy of a folder enqueued as well gives its items a new place, the same items: forget --source then names the copy', async () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'in', 'sub'), { recursive: true });
+    writeFileSync(join(dir, 'in', 'a.txt'), 'a');
+    writeFileSync(join(dir, 'in', 'sub', 'b.md'), 'b');
+    cpSync(join(dir, 'in'), join(dir, 'in2'), { recursive: true });
+    const db = join(dir, 'q.db');
+    expect((await llmq(['enqueue', join(dir, 'in'), '--db', db])).code).toBe(0);
+    const copy = await llmq(['enqueue', join(dir, 'in2'), '--db', db]);
+    expect(copy.code, copy.stderr).toBe(0);
+    expect(copy.stderr).toMatch(/0 new items, 2 already queued/);
+    expect(copy.stderr).toContain(
+      `warning: item "a.txt" now comes from ${join(dir, 'in2', 'a.txt')}, not ${join(dir, 'in', 'a.txt')} (and 1 more): the same document, so the same item, not sent again; export and forget --source name its new place.`,
+    );
+    const forgets = await llmq(['forget', '--source', join(dir, 'in2'), '--dry-run', '--db', db]);
+    expect(forgets.stdout + forgets.stderr).toMatch(/2 items/);
+    // the same folder again: nothing new to say
+    expect((await llmq(['enqueue', join(dir, 'in2'), '--db', db])).stderr).not.toContain('warning');
   });
 
   it('warns when a folder enqueued after another gives an item the same id from another file', async () => {

@@ -359,6 +359,16 @@ async function runEnqueue(
           : ''),
     );
   }
+  const renamed = summary.sourceRenamed;
+  if (renamed) {
+    const { id, was, now } = renamed.first;
+    const more = renamed.count > 1 ? ` (and ${int(renamed.count - 1)} more)` : '';
+    // a folder renamed is what it is for; a copy enqueued as well reads as new items, which it is not
+    warn(
+      `item ${JSON.stringify(printable(id))} now comes from ${printable(now)}, not ${printable(was)}${more}: the same document, so the same item, ` +
+        'not sent again; export and forget --source name its new place.',
+    );
+  }
   for (const o of summary.sameFilesOtherIds) {
     const q = (x: string) => JSON.stringify(printable(x));
     // a file named alone, or a folder's files

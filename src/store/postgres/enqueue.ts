@@ -1,5 +1,12 @@
 import type pg from 'pg';
-import { addFromAnotherFile, type EnqueueResult, type EnqueueRow, type ForgetResult, type ForgetWhich } from '../types.js';
+import {
+  addFromAnotherFile,
+  type EnqueueResult,
+  type FromAnotherFile,
+  type EnqueueRow,
+  type ForgetResult,
+  type ForgetWhich,
+} from '../types.js';
 import { inTransaction } from './connect.js';
 import { withSuperseding } from '../superseded.js';
 import { DROPPED } from '../tally.js';
@@ -53,6 +60,11 @@ const wellFormed = (s: string): string => (s as string & { toWellFormed(): strin
 
 /** sourceFile (types.ts) in SQL. */
 const SOURCE_FILE = (column: string) => `regexp_replace(${column}, ':[0-9]+$', '')`;
+
+/** Unchanged items that now come from another file (`EnqueueResult.sourceRenamed`): how many, and the first. Over `input t` and `before b`. */
+const RENAMED = `b.job_key = t.key AND ${SOURCE_FILE('b.source')} <> ${SOURCE_FILE('t.source')}`;
+const RENAMED_COLUMNS = `count(*) FILTER (WHERE ${RENAMED})::int AS renamed,
+  (array_agg(json_build_array(t.item_id, b.source, t.source) ORDER BY t.ord) FILTER (WHERE ${RENAMED}))[1] AS first_renamed`;
 
 /**
  * An unchanged item takes where it comes from now, and its other fields: a file renamed or moved left
@@ -115,6 +127,7 @@ SELECT (SELECT count(*) FROM new_jobs) AS new_jobs,
        count(*) FILTER (WHERE b.job_key <> t.key AND ${SOURCE_FILE('b.source')} <> ${SOURCE_FILE('t.source')})::int AS elsewhere,
        (array_agg(json_build_array(t.item_id, b.source, t.source) ORDER BY t.ord)
          FILTER (WHERE b.job_key <> t.key AND ${SOURCE_FILE('b.source')} <> ${SOURCE_FILE('t.source')}))[1] AS first_elsewhere,
+       ${RENAMED_COLUMNS},
        -- the first moved row, by its place in the input, and the request of the job it left (read as
        -- the statement began: the job may be dropped after it)
        (SELECT json_build_array(t2.ord, j.request) FROM input t2 JOIN before b2 ON b2.id = t2.item_id JOIN jobs j ON j.key = b2.job_key
@@ -130,6 +143,8 @@ interface Counts {
   /** Each of `old_keys` and the key its item moved to. */
   moved_to: Record<string, string> | null;
   elsewhere: number;
+  renamed: number;
+  first_renamed: [string, string, string] | null;
   joined_failed: number;
   first_elsewhere: [string, string, string] | null;
   /** The first moved row: its place in the rows sent (from 1), and the request of the job it left. */
@@ -235,7 +250,8 @@ before AS (
 ),
 ${refreshUnchangedSql('$5')}
 SELECT coalesce(array_agg(t.ord ORDER BY t.ord) FILTER (WHERE b.job_key IS DISTINCT FROM t.key), '{}') AS changed,
-  coalesce(array_agg(t.ord ORDER BY t.ord) FILTER (WHERE b.job_key <> t.key), '{}') AS moved
+  coalesce(array_agg(t.ord ORDER BY t.ord) FILTER (WHERE b.job_key <> t.key), '{}') AS moved,
+  ${RENAMED_COLUMNS}
 FROM input t LEFT JOIN before b ON b.id = t.item_id`;
 
 /**
@@ -276,8 +292,17 @@ export class EnqueuePg {
           // the request stays home; the source and other fields go, to be kept up to date (refreshUnchangedSql)
           const [ids, sources, metas] = itemParams(chunk);
           const keys = JSON.stringify(chunk.map((r) => r.key));
-          const probe = (await client.query<{ changed: number[]; moved: number[] }>(PROBE_SQL, [ids, keys, sources, metas, now])).rows[0]!;
+          const probe = (
+            await client.query<Pick<Counts, 'renamed' | 'first_renamed'> & { changed: number[]; moved: number[] }>(PROBE_SQL, [
+              ids,
+              keys,
+              sources,
+              metas,
+              now,
+            ])
+          ).rows[0]!;
           total.unchanged += chunk.length - probe.changed.length;
+          addRenamed(total, probe);
           const kept = new Set(probe.moved.filter((ord) => chunk[ord - 1]!.positional));
           for (const ord of kept) keptItems.push(chunk[ord - 1]!.itemId);
           send = probe.changed.filter((ord) => !kept.has(ord)).map((ord) => chunk[ord - 1]!);
@@ -292,6 +317,7 @@ export class EnqueuePg {
             const [id, was, now] = c.first_elsewhere;
             total.fromAnotherFile = addFromAnotherFile(total.fromAnotherFile, { count: c.elsewhere, first: { id, was, now } });
           }
+          addRenamed(total, c);
           total.unchanged += c.unchanged;
           if (c.first_moved && !total.firstMoved) {
             const [ord, was] = c.first_moved;
@@ -395,4 +421,11 @@ export async function forgetItemsPg(pool: pg.Pool, which: ForgetWhich, o: { dryR
     if (error instanceof DryRun) return error.result;
     throw error;
   }
+}
+
+/** A statement's renamed items (RENAMED_COLUMNS) added to `total`'s (absent while there are none, as the SQLite store's). */
+function addRenamed(total: { sourceRenamed?: FromAnotherFile | null }, c: Pick<Counts, 'renamed' | 'first_renamed'>): void {
+  if (!c.first_renamed) return;
+  const [id, was, now] = c.first_renamed;
+  total.sourceRenamed = addFromAnotherFile(total.sourceRenamed, { count: c.renamed, first: { id, was, now } });
 }

@@ -440,6 +440,8 @@ export class SqliteStore implements Store {
           joinedFailed = 0;
         let elsewhere = 0;
         let firstElsewhere: FromAnotherFile['first'] | null = null;
+        let renamed = 0;
+        let firstRenamed: FromAnotherFile['first'] | null = null;
         let firstMoved: MovedItem | null = null;
         // counted at the end: an item may move back to its job later in the batch
         const movedFrom = new Set<string>();
@@ -460,6 +462,10 @@ export class SqliteStore implements Store {
           if (current === r.key) {
             unchanged++;
             if (was !== r.source || wasMeta !== meta) s.refreshItem.run(r.source, meta, now, r.itemId);
+            if (sourceFile(was!) !== sourceFile(r.source)) {
+              renamed++;
+              firstRenamed ??= { id: r.itemId, was: was!, now: r.source };
+            }
             takePriority(r);
             continue;
           }
@@ -503,6 +509,7 @@ export class SqliteStore implements Store {
         return {
           ...counts,
           ...(firstElsewhere ? { fromAnotherFile: { count: elsewhere, first: firstElsewhere } } : {}),
+          ...(firstRenamed ? { sourceRenamed: { count: renamed, first: firstRenamed } } : {}),
           ...(kept.length ? { keptItems: kept } : {}),
           ...(firstMoved ? { firstMoved } : {}),
           ...(keptRaised ? { keptRaised } : {}),
