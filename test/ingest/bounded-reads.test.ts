@@ -74,8 +74,10 @@ describe('reading is bounded by --max-doc-bytes, whatever the input', () => {
     async () => {
       const dir = tempDir();
       const input = join(dir, 'bad.txt');
-      // lines of distinct reasons ("x123" is not valid JSON): each is printed as it comes, none gathered for the end
-      const lines = Array.from({ length: 500_000 }, (_, i) => `x${i}`);
+      // lines of distinct reasons ("x123 ..." is not valid JSON): each is printed as it comes, none
+      // gathered for the end. 3 MB in 100,000 lines: half of it is past what a full pipe lets be read,
+      // and each line costs (500,000 short ones took 12 s, over 30 s on a loaded machine)
+      const lines = Array.from({ length: 100_000 }, (_, i) => `x${i} ${'padding '.repeat(3)}`);
       const size = lines.join('\n').length + 1;
       writeFileSync(input, lines.join('\n') + '\n');
       const fd = openSync(input, 'r');
