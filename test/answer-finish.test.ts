@@ -12,6 +12,47 @@ import { tempDir } from './helpers/tmp.js';
 const docOf = (body: string) => Number(/document (\d+)/.exec(body)?.[1]);
 
 describe('answers that are not the whole answer', () => {
+  it('an answer with no text that ended by itself is kept as done, and said: once as it comes, then in the summary and run:end', async () => {
+    const db = join(tempDir(), 'q.db');
+    const store = new SqliteStore(db);
+    await seedJobs(store, 5);
+    await store.close();
+    // documents 1 and 3 come back empty (a gateway that drops the content), with finish_reason "stop"
+    const fake = await startFake({
+      respond: (req) => {
+        const n = docOf(req.body);
+        if (n !== 1 && n !== 3) return undefined;
+        const body = completionBody(req, {}) as { choices: Array<{ message: Record<string, unknown> }> };
+        body.choices[0]!.message = { role: 'assistant', content: '', refusal: null };
+        return { kind: 'raw', status: 200, body };
+      },
+    });
+    const run = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'plain', '-c', '1']);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr.match(/some answers are empty: no text, though they ended by themselves/g)).toHaveLength(1);
+    expect(run.stderr).toMatch(/^ {2}2 answers empty \(no text\) \(kept as done; llmq export marks each: finish_reason\)$/m);
+    expect(fake.requests).toHaveLength(5);
+    const out = await runCli(['export', '--db', db]);
+    const outputs = out.stdout
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { output: string }).output);
+    expect(outputs.filter((o) => o === '')).toHaveLength(2);
+    // the same in --json, of a run on another queue of the same documents
+    const other = join(tempDir(), 'q.db');
+    const store2 = new SqliteStore(other);
+    await seedJobs(store2, 5);
+    await store2.close();
+    const json = await runCli(['run', '--db', other, '--base-url', fake.url, '--json']);
+    expect(JSON.parse(json.stdout.trim().split('\n').at(-1)!)).toMatchObject({
+      event: 'run:end',
+      done: 5,
+      empty: 2,
+      cutOff: 0,
+      refused: 0,
+    });
+  });
+
   it('a run keeps answers cut off at max_tokens and refusals as done, says so once each and in its summary, and export marks each', async () => {
     const db = join(tempDir(), 'q.db');
     const store = new SqliteStore(db);

@@ -64,6 +64,7 @@ const SUMMARY: RunSummary = {
   runId: 'run-1',
   cutOff: 0,
   refused: 0,
+  empty: 0,
   reason: 'drained',
   done: 3,
   failed: 1,

@@ -45,6 +45,7 @@ const summary: RunSummary = {
   runId: 'r1',
   cutOff: 0,
   refused: 0,
+  empty: 0,
   reason: 'drained',
   done: 31_204,
   failed: 148,

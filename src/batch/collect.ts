@@ -23,6 +23,7 @@ const NOTHING: AppliedResults = Object.freeze({
   completionTokens: 0,
   cutOff: 0,
   refused: 0,
+  empty: 0,
   costUsd: 0,
   unpriced: 0,
 });

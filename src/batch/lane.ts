@@ -117,11 +117,12 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     completionTokens: 0,
     cutOff: 0,
     refused: 0,
+    empty: 0,
     costUsd: 0,
     unpriced: 0,
   };
   const stats = () => {
-    const { cutOff: _cut, refused: _refused, ...figures } = tally;
+    const { cutOff: _cut, refused: _refused, empty: _empty, ...figures } = tally;
     return { ...figures, rateLimited: 0, jobsPerSecond: 0 };
   };
   await store.startRun({ id: runId, host, pid, startedAt, options: { via: 'batch', ...deps.describe } });
@@ -191,6 +192,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
               'completionTokens',
               'cutOff',
               'refused',
+              'empty',
               'costUsd',
               'unpriced',
             ] as const)
@@ -292,6 +294,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     completionTokens: tally.completionTokens,
     cutOff: tally.cutOff,
     refused: tally.refused,
+    empty: tally.empty,
     // a batch's answers are stored by whichever run collects it, once
     answersNotStored: 0,
     unreachable: false,

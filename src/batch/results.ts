@@ -1,5 +1,5 @@
 import { classifyHttpError } from '../provider/classify.js';
-import { incompleteKind } from '../provider/finish.js';
+import { answerKind } from '../provider/finish.js';
 import { parseCompletion } from '../provider/openai.js';
 import { checkAnswer } from '../provider/structured-output.js';
 import { ProviderError, triedError } from '../provider/types.js';
@@ -21,6 +21,7 @@ export interface AppliedResults {
   /** Answers cut off at max_tokens, and refusals (src/provider/finish.ts): kept as done, as online. */
   readonly cutOff: number;
   readonly refused: number;
+  readonly empty: number;
   /** USD of the answers at the batch price, those with a known price. */
   readonly costUsd: number;
   /** Answers of a model with no batch price known: not in `costUsd`. */
@@ -57,7 +58,7 @@ export async function applyResults(
   const held = new Map<string, Held>(
     (await store.batches.held(submissionId)).map((j) => [j.key, { attempts: j.attempts, model: j.model, request: j.request }]),
   );
-  const incomplete = { cutOff: 0, refused: 0 };
+  const incomplete = { cutOff: 0, refused: 0, empty: 0 };
   let done = 0,
     failed = 0,
     retried = 0,
@@ -119,7 +120,7 @@ export async function applyResults(
           const answered = { ...attempt(status, 'done', null, c.usage), costUsd: cost };
           writes.push(store.complete(key, { owner, output: checked.output, response: c.body, usage: c.usage, attempt: answered }));
           done++;
-          const kind = incompleteKind(c.finishReason ?? null);
+          const kind = answerKind(c.finishReason ?? null, checked.output);
           if (kind !== null) incomplete[kind]++;
           continue;
         } catch (bad) {

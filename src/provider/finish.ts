@@ -22,6 +22,15 @@ export function incompleteKind(finish: FinishReason | null): 'cutOff' | 'refused
   return finish === CUT_OFF ? 'cutOff' : isRefusal(finish) ? 'refused' : null;
 }
 
+/**
+ * Which of a run's counts an answer stored goes in: `incompleteKind`'s, or `empty` for one that ended
+ * by itself with no text at all (billed, and most often a gateway that dropped the content); null
+ * for an everyday answer.
+ */
+export function answerKind(finish: FinishReason | null, output: string): 'cutOff' | 'refused' | 'empty' | null {
+  return incompleteKind(finish) ?? (output === '' ? 'empty' : null);
+}
+
 /** The finish of a parsed chat completion body. */
 export function finishOf(json: unknown): FinishReason | null {
   const choice = (json as { choices?: Array<{ finish_reason?: unknown; message?: { content?: unknown; refusal?: unknown } }> })

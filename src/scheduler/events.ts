@@ -97,6 +97,8 @@ export interface RunSummary {
   readonly cutOffRoom?: number;
   /** Answers this run stored that are a refusal or were stopped by the content filter. */
   readonly refused: number;
+  /** Answers this run stored that ended by themselves with no text at all: billed, and most often a gateway's or a model's fault. */
+  readonly empty: number;
   /**
    * Answers this run was sent and paid for and did not store: their job was answered by another run
    * meanwhile (this run frozen past its leases: a machine asleep, an event loop stalled; the first

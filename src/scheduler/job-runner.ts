@@ -1,4 +1,4 @@
-import { incompleteKind, type FinishReason } from '../provider/finish.js';
+import { answerKind, type FinishReason } from '../provider/finish.js';
 import { refusesEndpoint, refusesSharedParameter } from '../provider/classify.js';
 import { ProviderError, triedError, type CompletionResult, type Provider } from '../provider/types.js';
 import type { AttemptOutcome, AttemptRecord, ClaimedJob, JobQueue, Usage } from '../store/types.js';
@@ -82,6 +82,10 @@ const INCOMPLETE_WARNING = {
   refused:
     'the model declined some requests (a refusal, or the content filter): they are kept as done, the refusal as ' +
     'their output. llmq export marks each (finish_reason).',
+  empty:
+    'some answers are empty: no text, though they ended by themselves (finish_reason "stop"). They are kept as done, and were ' +
+    'billed. A proxy or gateway that drops the content most often does it, or a prompt that leaves the model nothing to say; ' +
+    'llmq export shows them with output "".',
   /** cutOff, of the offline mock: its stand-ins (a summary of the document) are cut as a provider cuts, and are no model's length. */
   mockCutOff:
     'the offline mock\'s stand-in answers are cut off at max_tokens (finish_reason "length"), as a provider cuts them: ' +
@@ -442,7 +446,7 @@ class JobRun {
     c.completionTokens += usage.completionTokens;
     c.finished(endedAt, usage.promptTokens + usage.completionTokens);
     const finishReason = result.finishReason ?? null;
-    this.#noteIncomplete(finishReason);
+    this.#noteIncomplete(finishReason, checked.output);
     const costUsd = attempt.costUsd ?? null;
     if (costUsd === null) c.unpricedAnswers++;
     ctx.emit('job:done', {
@@ -461,8 +465,8 @@ class JobRun {
    * An answer that is not the whole answer is kept (it was billed, and the same request would most
    * likely end the same way), counted, and said once per run the first time one comes.
    */
-  #noteIncomplete(finish: FinishReason | null): void {
-    const kind = incompleteKind(finish);
+  #noteIncomplete(finish: FinishReason | null, output: string): void {
+    const kind = answerKind(finish, output);
     if (kind === null) return;
     const c = this.ctx.counters;
     if (kind === 'cutOff') c.cutOffRoom = Math.max(c.cutOffRoom, roomier(this.job.request));

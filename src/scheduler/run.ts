@@ -784,6 +784,7 @@ export class Run {
       cutOff: c.cutOff,
       cutOffRoom: c.cutOffRoom,
       refused: c.refused,
+      empty: c.empty,
       answersNotStored: c.answersNotStored,
       unreachable: this.#toldNobodyListens && !c.heardFromProvider,
       wallMs: this.#now() - this.#startedAt,

@@ -44,6 +44,8 @@ export class RunCounters {
   cutOffRoom = 0;
   /** Answers that are a refusal or were stopped by the provider's content filter. */
   refused = 0;
+  /** Answers that ended by themselves with no text at all (`answerKind`). */
+  empty = 0;
   /** Answers paid for and not stored: their job answered by another run meanwhile (this run frozen past its leases), or forgotten. */
   answersNotStored = 0;
   inFlight = 0;

@@ -350,11 +350,13 @@ function allRefused(r: Pick<RunSummary, 'failedInStore' | 'failuresInStore'>): b
   return r.failedInStore > 0 && refusedCount(r.failuresInStore) === r.failedInStore;
 }
 
-/** "3 answers cut off at max_tokens · 1 declined (a refusal or the content filter)", or '' when every answer ended by itself. */
-export function incompleteText(r: Pick<RunSummary, 'cutOff' | 'refused'>): string {
+/** "3 answers cut off at max_tokens · 1 declined (a refusal or the content filter) · 2 empty", or '' when every answer was whole. */
+export function incompleteText(r: Pick<RunSummary, 'cutOff' | 'refused' | 'empty'>): string {
   const parts = [
     r.cutOff ? `${count(r.cutOff, 'answer')} cut off at max_tokens` : '',
     r.refused ? `${int(r.refused)} declined (a refusal or the content filter)` : '',
+    // billed for nothing: most often a gateway that dropped the content
+    r.empty ? (r.cutOff || r.refused ? `${int(r.empty)} empty` : `${count(r.empty, 'answer')} empty (no text)`) : '',
   ];
   return parts.filter(Boolean).join(' · ');
 }
