@@ -10,3 +10,23 @@ export function durationWithUnitMs(text: string): number | null {
   if (parts.length === 0 || parts.map((p) => p[0]).join('') !== s) return null;
   return parts.reduce((ms, p) => ms + Number(p[1]) * UNIT_MS[p[2] as keyof typeof UNIT_MS], 0);
 }
+
+/**
+ * A duration as a flag takes it, in one word that `durationWithUnitMs` reads back (`5m`, `1h30m`,
+ * `1m30s`, `45s`), to the second: for the values llmq prints beside a flag's name (`--max-outage 5m`),
+ * which a user types back. `duration()` in report/format.ts reads better in a sentence ("5m 00s"),
+ * but is two words.
+ */
+export function flagDuration(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s === 0) return `${Math.max(0, Math.round(ms))}ms`;
+  const parts: Array<[number, string]> = [
+    [Math.floor(s / 3600), 'h'],
+    [Math.floor((s % 3600) / 60), 'm'],
+    [s % 60, 's'],
+  ];
+  return parts
+    .filter(([n]) => n > 0)
+    .map(([n, unit]) => `${n}${unit}`)
+    .join('');
+}

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { answerKind } from '../src/provider/finish.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
 import { runCli } from './helpers/cli.js';
 import { completionBody } from './helpers/fake-openai-replies.js';
@@ -30,7 +31,7 @@ describe('answers that are not the whole answer', () => {
     const run = await runCli(['run', '--db', db, '--base-url', fake.url, '--progress', 'plain', '-c', '1']);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr.match(/some answers are empty: no text, though they ended by themselves/g)).toHaveLength(1);
-    expect(run.stderr).toMatch(/^ {2}2 answers empty \(no text\) \(kept as done; llmq export marks each: finish_reason\)$/m);
+    expect(run.stderr).toMatch(/^ {2}2 answers empty \(no text\) \(kept as done; llmq export shows their output as ""\)$/m);
     expect(fake.requests).toHaveLength(5);
     const out = await runCli(['export', '--db', db]);
     const outputs = out.stdout
@@ -186,5 +187,16 @@ describe('answers that are not the whole answer', () => {
       "the offline mock's stand-in answers are longer than a short max_tokens allows; a real model's may fit it",
     );
     expect(run.stderr).not.toContain('retry-failed --cut-off');
+  });
+});
+
+describe('an empty answer', () => {
+  it('is one that ended by itself (stop) with no text: not tool calls, a cut, or a body that says no finish', () => {
+    expect(answerKind('stop', '')).toBe('empty');
+    expect(answerKind('stop', 'text')).toBeNull();
+    expect(answerKind('tool_calls', '')).toBeNull();
+    expect(answerKind(null, '')).toBeNull();
+    expect(answerKind('length', '')).toBe('cutOff');
+    expect(answerKind('content_filter', '')).toBe('refused');
   });
 });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { durationIn } from '../src/cli/options.js';
+import { outageText } from '../src/report/format.js';
 import { runCli } from './helpers/cli.js';
 import { seededQueue } from './helpers/seed.js';
 
@@ -18,6 +19,21 @@ describe('flags of time', () => {
     expect(seconds('2m')).toBe(120);
     expect(seconds('500ms')).toBe(0.5);
     expect(seconds('1h')).toBe(3600);
+  });
+
+  it('read back what llmq prints beside --max-outage, whatever its value (5m 00s, two words, was refused)', () => {
+    const minutes = durationIn('minutes', { above: 0 });
+    for (const given of [0.5, 1.5, 5, 15, 60, 90, 61.25]) {
+      const printed = /\(--max-outage (\S+)\)$/.exec(outageText(0, given * 60_000, 1000))?.[1];
+      expect(printed, String(given)).toBeDefined();
+      expect(minutes(printed!), printed).toBeCloseTo(given, 5);
+    }
+    expect(outageText(0, 90 * 60_000, 1000)).toBe('down 1s (--max-outage 1h30m)');
+  });
+
+  it('take a bare number as Number reads it, as they always did (.5, 1e3)', () => {
+    expect(durationIn('seconds', { above: 0 })('.5')).toBe(0.5);
+    expect(durationIn('seconds', { min: 0, max: 3600 })('1e3')).toBe(1000);
   });
 
   it('refuse what is not a duration, or out of range, saying both forms', () => {

@@ -90,6 +90,13 @@ describe('OpenAIProvider: success', () => {
     };
     f.script(reply.raw(200, completion));
     expect(JSON.parse((await p.complete(request('b'), { signal: live() })).output)).toEqual(toolCalls);
+    // an empty content beside them (some OpenAI-compatible servers send it so): the calls are still the answer
+    f.script(
+      reply.raw(200, { ...completion, choices: [{ index: 0, message: { role: 'assistant', content: '', tool_calls: toolCalls } }] }),
+    );
+    expect(JSON.parse((await p.complete(request('c'), { signal: live() })).output)).toEqual(toolCalls);
+    f.script(reply.raw(200, { choices: [{ message: { role: 'assistant', content: '', refusal: 'Not that.' } }] }));
+    expect((await p.complete(request('d'), { signal: live() })).output).toBe('Not that.');
     f.script(reply.raw(200, { choices: [{ message: { role: 'assistant', content: null, refusal: 'I cannot help with that.' } }] }));
     const refused = await p.complete(request('hello world'), { signal: live() });
     expect(refused.output).toBe('I cannot help with that.');

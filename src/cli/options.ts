@@ -88,7 +88,8 @@ export function durationIn(
   const examples = unit === 'seconds' ? '(30s, 2m, 500ms)' : '(15m, 90s, 2h)';
   return (value) => {
     const text = value.trim();
-    const bare = /^\d+(\.\d+)?$/.test(text);
+    // a bare number as Number reads it (`.5`, `1e3`), as these flags always took it
+    const bare = text !== '' && Number.isFinite(Number(text));
     const n = bare ? Number(text) : (durationWithUnitMs(text) ?? Number.NaN) / perUnitMs;
     const inRange =
       Number.isFinite(n) &&

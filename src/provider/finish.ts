@@ -24,11 +24,11 @@ export function incompleteKind(finish: FinishReason | null): 'cutOff' | 'refused
 
 /**
  * Which of a run's counts an answer stored goes in: `incompleteKind`'s, or `empty` for one that ended
- * by itself with no text at all (billed, and most often a gateway that dropped the content); null
+ * by itself (`stop`) with no text at all (billed, and most often a gateway that dropped the content); null
  * for an everyday answer.
  */
 export function answerKind(finish: FinishReason | null, output: string): 'cutOff' | 'refused' | 'empty' | null {
-  return incompleteKind(finish) ?? (output === '' ? 'empty' : null);
+  return incompleteKind(finish) ?? (finish === 'stop' && output === '' ? 'empty' : null);
 }
 
 /** The finish of a parsed chat completion body. */

@@ -237,8 +237,8 @@ class Exchange implements Dispatcher.DispatchHandler, HeaderSource {
 
 /**
  * A 2xx body as a completion. Valid when `choices[0].message` is an object; the output is its
- * `content`, else its `tool_calls` as JSON, else its `refusal`, else '' (e.g. all tokens spent on
- * reasoning): each of those is the model's answer, and sending the request again would pay again for
+ * `content`, else (none, or empty) its `tool_calls` as JSON, else its `refusal`, else '' (e.g. all
+ * tokens spent on reasoning): each of those is the model's answer, and sending the request again would pay again for
  * the same. Without `usage` (some local servers omit it) the tokens are counted with the tokenizer.
  */
 export function parseCompletion(
@@ -275,7 +275,8 @@ export function parseCompletion(
     throw badBodyError('choices[0].message.content is not a string', status, rateLimit, secret);
   }
   let output: string;
-  if (typeof content === 'string') output = content;
+  // some OpenAI-compatible servers send `content: ""` beside the tool calls or the refusal: those are the answer
+  if (typeof content === 'string' && content !== '') output = content;
   else if (Array.isArray(message.tool_calls) && message.tool_calls.length > 0) output = JSON.stringify(message.tool_calls);
   else if (typeof message.refusal === 'string') output = message.refusal;
   else output = '';

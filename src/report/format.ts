@@ -2,6 +2,7 @@
  * Number, time and money formatting shared by `status`, `show` and the progress display. Plain
  * strings only: the CLI hands in a `Paint` (chalk satisfies it) when it wants color.
  */
+import { flagDuration } from '../duration.js';
 
 /** The color functions the renderers use; identity functions give plain text. */
 export interface Paint {
@@ -103,9 +104,12 @@ export function shortDuration(seconds: number): string {
   return seconds >= 600 && seconds < 3570 ? `${Math.round(seconds / 60)}m` : duration(seconds);
 }
 
-/** "down 7m 12s (--max-outage 15m)": how long the provider has been down, and how long the run waits for it. */
+/**
+ * "down 7m 12s (--max-outage 15m)": how long the provider has been down, and how long the run waits
+ * for it, as the flag takes it (`1h30m`, one word): a user types it back.
+ */
 export function outageText(downSince: number, givesUpAt: number, now: number): string {
-  return `down ${duration(Math.max(0, now - downSince) / 1000)} (--max-outage ${shortDuration((givesUpAt - downSince) / 1000)})`;
+  return `down ${duration(Math.max(0, now - downSince) / 1000)} (--max-outage ${flagDuration(givesUpAt - downSince)})`;
 }
 
 /**

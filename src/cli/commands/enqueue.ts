@@ -363,7 +363,8 @@ async function runEnqueue(
   if (renamed) {
     const { id, was, now } = renamed.first;
     const more = renamed.count > 1 ? ` (and ${int(renamed.count - 1)} more)` : '';
-    // a folder renamed is what it is for; a copy enqueued as well reads as new items, which it is not
+    // a folder renamed, or named from elsewhere, is what it is for; a copy enqueued as well reads as
+    // new items, which it is not
     warn(
       `item ${JSON.stringify(printable(id))} now comes from ${printable(now)}, not ${printable(was)}${more}: the same document, so the same item, ` +
         'not sent again; export and forget --source name its new place.',

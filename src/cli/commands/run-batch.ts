@@ -4,7 +4,7 @@ import type { BatchEvent } from '../../batch/context.js';
 import type { RunSummary } from '../../scheduler/events.js';
 import { compact, int, NO_PAINT, usd } from '../../report/format.js';
 import { info, warn } from '../output.js';
-import { failedLines, incompleteText } from '../progress/lines.js';
+import { failedLines, incompleteKeptText, incompleteText } from '../progress/lines.js';
 import { takeBackMockAnswers } from '../mock-answers.js';
 import { whileReaderPresent } from '../reader-gone.js';
 import { collectCommand, dbArgument, endpointOption, runArguments, runArgumentsOfEndpoint, runArgumentsOfRun } from '../again.js';
@@ -129,7 +129,7 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
       const spent = spentText(summary);
       if (spent) info(spent);
       const incomplete = incompleteText(summary);
-      if (incomplete) info(`  ${incomplete} (kept as done; llmq export marks each: finish_reason)`);
+      if (incomplete) info(`  ${incomplete} ${incompleteKeptText(summary)}`);
       // as an online run ends (exit 2): where to see why, and the batch run that tries them again;
       // --via auto goes on online, whose own end says it
       if (flags.until === undefined) {

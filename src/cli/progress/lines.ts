@@ -228,7 +228,7 @@ export function summaryText(
     lines.push(paint.dim(`  ${amount}${count(s.billedNotKept, 'answer')} billed and not kept (not the JSON asked for)`));
   }
   const incomplete = incompleteText(r);
-  if (incomplete) lines.push(paint.yellow(`  ${incomplete}`) + paint.dim(' (kept as done; llmq export marks each: finish_reason)'));
+  if (incomplete) lines.push(paint.yellow(`  ${incomplete}`) + paint.dim(` ${incompleteKeptText(r)}`));
   // where "enqueue just their documents" made a second item of a file in a subfolder
   // the mock's stand-ins (a summary of the document) are longer than a label: a real model's may fit
   if (r.cutOff && offline)
@@ -348,6 +348,13 @@ function refusedAgain(failed: number): string {
 /** Every failed job in the queue refused as sent (`refusedAsSent`): retry-failed would pay for the same refusals. */
 function allRefused(r: Pick<RunSummary, 'failedInStore' | 'failuresInStore'>): boolean {
   return r.failedInStore > 0 && refusedCount(r.failuresInStore) === r.failedInStore;
+}
+
+/** What the summary says after `incompleteText`: where such answers are, and how to find them. */
+export function incompleteKeptText(r: Pick<RunSummary, 'cutOff' | 'refused' | 'empty'>): string {
+  // an empty answer's finish_reason is "stop": export marks nothing of it but its empty output
+  if (!r.cutOff && !r.refused) return '(kept as done; llmq export shows their output as "")';
+  return `(kept as done; llmq export marks each: finish_reason${r.empty ? ', and output "" of the empty' : ''})`;
 }
 
 /** "3 answers cut off at max_tokens · 1 declined (a refusal or the content filter) · 2 empty", or '' when every answer was whole. */
