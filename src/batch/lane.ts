@@ -306,7 +306,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     uncollected: [],
     failedInStore: after.counts.failed,
     failuresInStore: after.failures,
-    fatal: fatal ? { message: fatal.message, reason: fatal.reason, code: fatal.code, refused: null } : null,
+    fatal: fatal ? { message: fatal.message, reason: fatal.reason, code: fatal.code, status: fatal.status, refused: null } : null,
     // to the nano-dollar the store counts in: a sum of floats said 0.001765199999999998 to --on-done
     costUsd: tally.unpriced > 0 ? null : Math.round(tally.costUsd * 1e9) / 1e9,
     budget: null,

@@ -146,6 +146,8 @@ export interface RunSummary {
     readonly reason: FailureReason | 'internal';
     /** The provider's error code (`model_not_found`, `invalid_api_key`), when its answer gave one. */
     readonly code: string | null;
+    /** The HTTP status of the answer that stopped it; null when none came (unreachable, an internal stop). */
+    readonly status: number | null;
     /** Set when the stop was a model's shared request parameter refused before any answer (`decide`): which, and of which model. */
     readonly refused: RefusedParameter | null;
   } | null;

@@ -798,7 +798,7 @@ export class Run {
         this.#reason === 'budget' && reached
           ? { ...reached, committedUsd: reached.scope === 'run' ? committed.run : committed.total }
           : null,
-      fatal: f ? { message: f.message, reason: f.reason, code: f.code, refused: this.#refused } : null,
+      fatal: f ? { message: f.message, reason: f.reason, code: f.code, status: f.status, refused: this.#refused } : null,
     };
     // the last bar: the queue as it is now (a read a heartbeat old left it short of the end)
     if (this.#shared) {

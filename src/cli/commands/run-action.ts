@@ -305,8 +305,7 @@ type Fatal = NonNullable<RunSummary['fatal']>;
 
 /** The status of a run stopped by answers saying the endpoint is wrong (404, 405, 501: refusesEndpoint), else null. */
 function wrongEndpointStatus(fatal: Fatal): number | null {
-  const status = Number(/^HTTP (\d{3})\b/.exec(fatal.message)?.[1]);
-  return refusesEndpoint(status) ? status : null;
+  return refusesEndpoint(fatal.status) ? fatal.status : null;
 }
 
 /** The enqueue flag that writes a request parameter, where one does. */
@@ -360,7 +359,7 @@ function fixFor(fatal: Fatal, again: string, failedInRun: number, pending: numbe
   const after = `${left} Run llmq run${again} again once this is fixed.`;
   if (fatal.reason === 'auth')
     // a 403 read the key and refused what it asked (a model, a project, a country): its reason is above
-    return `${/^HTTP 403\b/.test(fatal.message) ? 'The provider refused the requests as forbidden (why is above).' : 'The provider refused the API key.'} ${after}`;
+    return `${fatal.status === 403 ? 'The provider refused the requests as forbidden (why is above).' : 'The provider refused the API key.'} ${after}`;
   if (fatal.reason === 'quota' && fatal.message.includes('The quota per day is 0'))
     return `The key's project has no quota for the model (above). ${after}`;
   if (fatal.reason === 'quota' && fatal.message.includes('The quota per day is spent'))
