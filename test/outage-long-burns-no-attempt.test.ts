@@ -60,7 +60,7 @@ describe("the run's summary after an outage", () => {
     const r = await runCli(['run', '--db', db, '--base-url', fake.url, '-c', '2', '--max-outage', '4s', '--retry-delay', '50ms']);
     expect(r.code, r.stderr).toBe(1);
     const said =
-      /(\d+) requests sent, (\d+) of them probes? while the provider was down \(one at a time; a failed probe uses no attempt\)/.exec(
+      /(\d+) requests sent, (\d+) of them probes? while the provider was down \(one at a time; a failed one counts as no retry\)/.exec(
         r.stderr,
       );
     expect(said, r.stderr).not.toBeNull();

@@ -83,7 +83,7 @@ export interface RunSummary {
   readonly requests: number;
   /**
    * Of `requests`, the outage's probes: sent one at a time while the provider was down, a failed one
-   * using no attempt, so counted in neither `retried` nor a job's tries.
+   * counted in no `retried` (nor, but for the run's last jobs failing on their own, in its job's tries).
    */
   readonly probes: number;
   readonly rateLimited: number;

@@ -12,7 +12,7 @@ export class RunCounters {
   failed = 0;
   retried = 0;
   requests = 0;
-  /** Of `requests`, the outage's probes (`OutageBreaker.gate`): one at a time while the provider was down, a failed one using no attempt. */
+  /** Of `requests`, the outage's probes (`OutageBreaker.gate`): one at a time while the provider was down; a failed one is no retry. */
   probes = 0;
   rateLimited = 0;
   /** Of them, stray 429s: saying no limit, from a provider whose answers say theirs, taken for its noise (`Lane.rateLimitedBy`). */

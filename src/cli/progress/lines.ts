@@ -244,7 +244,7 @@ export function summaryText(
   if (r.probes)
     lines.push(
       paint.dim(
-        `  ${count(r.requests, 'request')} sent, ${int(r.probes)} of them ${r.probes === 1 ? 'a probe' : 'probes'} while the provider was down (one at a time; a failed probe uses no attempt)`,
+        `  ${count(r.requests, 'request')} sent, ${int(r.probes)} of them ${r.probes === 1 ? 'a probe' : 'probes'} while the provider was down (one at a time; a failed one counts as no retry)`,
       ),
     );
   if (r.mayBeBilled.tries) {
