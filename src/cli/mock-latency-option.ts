@@ -1,6 +1,6 @@
 import { InvalidArgumentError, Option } from 'commander';
 import { UsageError } from '../errors.js';
-import { parseDuration } from '../alerts/thresholds.js';
+import { durationWithUnitMs } from '../duration.js';
 import { DEFAULT_MOCK_LATENCY_MS } from './options.js';
 
 /** `--mock-latency` of run and estimate: how long the offline mock takes to answer. */
@@ -12,13 +12,8 @@ export function mockLatencyOption(): Option {
 
 /** A bare number of milliseconds (`200`), or a duration with its unit (`200ms`, `1.5s`). */
 function latencyMs(value: string): number {
-  let ms = Number.NaN;
-  if (/^\s*\d+(\.\d+)?\s*$/.test(value)) ms = Number(value);
-  else {
-    try {
-      ms = parseDuration(value, '--mock-latency');
-    } catch {}
-  }
+  const text = value.trim();
+  const ms = /^\d+(\.\d+)?$/.test(text) ? Number(text) : (durationWithUnitMs(text) ?? Number.NaN);
   if (!Number.isFinite(ms) || ms < 0)
     throw new InvalidArgumentError('Expected milliseconds (200) or a duration with its unit (200ms, 1.5s).');
   return Math.round(ms);

@@ -74,18 +74,22 @@ export function numberBetween(min: number, max: number): (value: string) => numb
  * prints them (`paused: ... (--max-outage 15m)`) and a user types them back. Returned in `unit`.
  * `above` excludes its bound (greater than 0); `min` and `max` include theirs.
  */
-export function durationIn(
-  unit: 'seconds' | 'minutes',
-  bounds: { readonly above?: number; readonly min?: number; readonly max?: number },
-): (value: string) => number {
-  const perUnitMs = unit === 'seconds' ? 1000 : 60_000;
+type DurationBounds = { readonly above?: number; readonly min?: number; readonly max?: number };
+
+/** What a flag of `durationIn` takes, as its refusal says it: "seconds greater than 0, or a duration with its unit (30s, 2m, 500ms)". */
+export function durationExpected(unit: 'seconds' | 'minutes', bounds: DurationBounds): string {
   const range =
     bounds.above !== undefined
       ? `greater than ${bounds.above}`
       : bounds.max !== undefined
         ? `from ${bounds.min ?? 0} to ${bounds.max}`
         : `of at least ${bounds.min ?? 0}`;
-  const examples = unit === 'seconds' ? '(30s, 2m, 500ms)' : '(15m, 90s, 2h)';
+  return `${unit} ${range}, or a duration with its unit ${unit === 'seconds' ? '(30s, 2m, 500ms)' : '(15m, 90s, 2h)'}`;
+}
+
+export function durationIn(unit: 'seconds' | 'minutes', bounds: DurationBounds): (value: string) => number {
+  const perUnitMs = unit === 'seconds' ? 1000 : 60_000;
+  const expected = `Expected ${durationExpected(unit, bounds)}.`;
   return (value) => {
     const text = value.trim();
     // a bare number as Number reads it (`.5`, `1e3`), as these flags always took it
@@ -96,7 +100,7 @@ export function durationIn(
       (bounds.above === undefined || n > bounds.above) &&
       (bounds.min === undefined || n >= bounds.min) &&
       (bounds.max === undefined || n <= bounds.max);
-    if (!inRange) throw new InvalidArgumentError(`Expected ${unit} ${range}, or a duration with its unit ${examples}.`);
+    if (!inRange) throw new InvalidArgumentError(expected);
     return n;
   };
 }

@@ -22,6 +22,7 @@ import { dbArgument, forgetCommand } from '../again.js';
 import { signalCounter } from '../../second-signal.js';
 import type { ChalkInstance } from 'chalk';
 import type { EnqueueSummary, KeptEarlier } from '../../ingest/enqueue.js';
+import type { FromAnotherFile } from '../../store/types.js';
 import { MAX_GONE_LOOKED_AT, type GoneFiles } from '../../ingest/gone-files.js';
 import type { MovedLines } from '../../ingest/moved-lines.js';
 import type { Source } from '../../ingest/sources.js';
@@ -345,9 +346,8 @@ async function runEnqueue(
   const elsewhere = summary.fromAnotherFile;
   if (elsewhere) {
     const { id, was, now } = elsewhere.first;
-    const more = elsewhere.count > 1 ? ` (and ${int(elsewhere.count - 1)} more)` : '';
     warn(
-      `item ${JSON.stringify(printable(id))} now comes from ${printable(now)}, not ${printable(was)}${more}: one id for two documents? ` +
+      `${nowComesFrom(elsewhere)}: one id for two documents? ` +
         'The item now stands for the new document: export shows its answer, not the old one. ' +
         (/:\d+$/.test(now)
           ? // a JSONL line's id is its record's: a folder does not come into it
@@ -359,17 +359,12 @@ async function runEnqueue(
           : ''),
     );
   }
-  const renamed = summary.sourceRenamed;
-  if (renamed) {
-    const { id, was, now } = renamed.first;
-    const more = renamed.count > 1 ? ` (and ${int(renamed.count - 1)} more)` : '';
-    // a folder renamed, or named from elsewhere, is what it is for; a copy enqueued as well reads as
-    // new items, which it is not
+  // a folder renamed, or named from elsewhere, is what it is for; a copy enqueued as well reads as
+  // new items, which it is not
+  if (summary.sourceRenamed)
     warn(
-      `item ${JSON.stringify(printable(id))} now comes from ${printable(now)}, not ${printable(was)}${more}: the same document, so the same item, ` +
-        'not sent again; export and forget --source name its new place.',
+      `${nowComesFrom(summary.sourceRenamed)}: the same document, so the same item, not sent again; export and forget --source name its new place.`,
     );
-  }
   for (const o of summary.sameFilesOtherIds) {
     const q = (x: string) => JSON.stringify(printable(x));
     // a file named alone, or a folder's files
@@ -705,4 +700,10 @@ function eachFolderApart(id: string, was: string, now: string, db: string): stri
     ` With a model or prompt for each: ${forget(a)} and ${forget(b)} (answers already paid for are kept and found again), ` +
     `then ${enqueue(a)} and ${enqueue(b)}, each with its own flags.`
   );
+}
+
+/** `item "a.txt" now comes from in2/a.txt, not in/a.txt (and 2 more)`: the first of items whose source changed, and how many. */
+function nowComesFrom({ count, first }: FromAnotherFile): string {
+  const more = count > 1 ? ` (and ${int(count - 1)} more)` : '';
+  return `item ${JSON.stringify(printable(first.id))} now comes from ${printable(first.now)}, not ${printable(first.was)}${more}`;
 }

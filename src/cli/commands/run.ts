@@ -3,6 +3,7 @@ import {
   dbOption,
   DEFAULT_CONCURRENCY,
   DEFAULT_MAX_ATTEMPTS,
+  durationExpected,
   durationIn,
   intAtLeast,
   numberBetween,
@@ -12,7 +13,7 @@ import {
 import { priceOptions, type PriceFlags } from './price-options.js';
 import { hookOptions, type HookFlags } from '../hook-flags.js';
 import { alertOptions, type AlertFlags } from '../alert-flags.js';
-import { parseDuration } from '../../alerts/thresholds.js';
+import { durationWithUnitMs } from '../../duration.js';
 import { mockLatencyOption } from '../mock-latency-option.js';
 
 export interface RunFlags extends HookFlags, AlertFlags, PriceFlags {
@@ -197,24 +198,22 @@ function durationMs(value: string): number {
       `Expected a duration with its unit, like 6h, 90m, 1h30m or 45s (is ${value.trim()} hours, minutes or seconds?).`,
     );
   }
-  // one duration grammar for every flag (the alerts' own: 90s, 15m, 6h, 1h30m)
-  let ms = Number.NaN;
-  try {
-    ms = parseDuration(value, '--deadline');
-  } catch {}
+  // one duration grammar for every flag (90s, 15m, 6h, 1h30m)
+  const ms = durationWithUnitMs(value) ?? Number.NaN;
   if (!(ms > 0)) throw new InvalidArgumentError('Expected a duration like 6h, 90m, 1h30m or 45s.');
   return ms;
 }
 
-const timeoutSeconds = durationIn('seconds', { above: 0 });
+const TIMEOUT_BOUNDS = { above: 0 };
+const timeoutSeconds = durationIn('seconds', TIMEOUT_BOUNDS);
 
 /** `auto`, or seconds greater than 0 (`30`, or with a unit: `30s`, `2m`). */
 function secondsOrAuto(value: string): number | 'auto' {
   if (value.trim().toLowerCase() === 'auto') return 'auto';
   try {
     return timeoutSeconds(value);
-  } catch (e) {
-    throw new InvalidArgumentError(`Expected auto, or ${(e as Error).message.replace(/^Expected /, '')}`);
+  } catch {
+    throw new InvalidArgumentError(`Expected auto, or ${durationExpected('seconds', TIMEOUT_BOUNDS)}.`);
   }
 }
 

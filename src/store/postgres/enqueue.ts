@@ -61,10 +61,18 @@ const wellFormed = (s: string): string => (s as string & { toWellFormed(): strin
 /** sourceFile (types.ts) in SQL. */
 const SOURCE_FILE = (column: string) => `regexp_replace(${column}, ':[0-9]+$', '')`;
 
-/** Unchanged items that now come from another file (`EnqueueResult.sourceRenamed`): how many, and the first. Over `input t` and `before b`. */
-const RENAMED = `b.job_key = t.key AND ${SOURCE_FILE('b.source')} <> ${SOURCE_FILE('t.source')}`;
-const RENAMED_COLUMNS = `count(*) FILTER (WHERE ${RENAMED})::int AS renamed,
-  (array_agg(json_build_array(t.item_id, b.source, t.source) ORDER BY t.ord) FILTER (WHERE ${RENAMED}))[1] AS first_renamed`;
+/**
+ * Items that now come from another file (sourceFile: a JSONL line's file, not its line), `moved` to
+ * another job or not: how many (`name`) and the first (`first_name`: id, source before, source now),
+ * as `FromAnotherFile` has them. Over `input t` and `before b`.
+ */
+const fromAnotherFileColumns = (name: string, moved: boolean) => {
+  const where = `b.job_key ${moved ? '<>' : '='} t.key AND ${SOURCE_FILE('b.source')} <> ${SOURCE_FILE('t.source')}`;
+  return `count(*) FILTER (WHERE ${where})::int AS ${name},
+  (array_agg(json_build_array(t.item_id, b.source, t.source) ORDER BY t.ord) FILTER (WHERE ${where}))[1] AS first_${name}`;
+};
+/** Unchanged items that now come from another file (`EnqueueResult.sourceRenamed`). */
+const RENAMED_COLUMNS = fromAnotherFileColumns('renamed', false);
 
 /**
  * An unchanged item takes where it comes from now, and its other fields: a file renamed or moved left
@@ -123,10 +131,8 @@ SELECT (SELECT count(*) FROM new_jobs) AS new_jobs,
        -- are not among them); looked up only when some job has failed (a one-time check on jobs_state)
        (SELECT count(*) FROM changed c JOIN jobs j ON j.key = c.key
          WHERE j.state = 'failed' AND EXISTS (SELECT 1 FROM jobs f WHERE f.state = 'failed'))::int AS joined_failed,
-       -- moved items whose document now comes from another file (sourceFile: a JSONL line's file, not its line)
-       count(*) FILTER (WHERE b.job_key <> t.key AND ${SOURCE_FILE('b.source')} <> ${SOURCE_FILE('t.source')})::int AS elsewhere,
-       (array_agg(json_build_array(t.item_id, b.source, t.source) ORDER BY t.ord)
-         FILTER (WHERE b.job_key <> t.key AND ${SOURCE_FILE('b.source')} <> ${SOURCE_FILE('t.source')}))[1] AS first_elsewhere,
+       -- moved items whose document now comes from another file (EnqueueResult.fromAnotherFile)
+       ${fromAnotherFileColumns('elsewhere', true)},
        ${RENAMED_COLUMNS},
        -- the first moved row, by its place in the input, and the request of the job it left (read as
        -- the statement began: the job may be dropped after it)
@@ -302,7 +308,7 @@ export class EnqueuePg {
             ])
           ).rows[0]!;
           total.unchanged += chunk.length - probe.changed.length;
-          addRenamed(total, probe);
+          addFirst(total, 'sourceRenamed', probe.renamed, probe.first_renamed);
           const kept = new Set(probe.moved.filter((ord) => chunk[ord - 1]!.positional));
           for (const ord of kept) keptItems.push(chunk[ord - 1]!.itemId);
           send = probe.changed.filter((ord) => !kept.has(ord)).map((ord) => chunk[ord - 1]!);
@@ -313,11 +319,8 @@ export class EnqueuePg {
           total.newItems += c.new_items;
           total.movedItems += c.moved;
           if (c.joined_failed) total.joinedFailed = (total.joinedFailed ?? 0) + c.joined_failed;
-          if (c.first_elsewhere) {
-            const [id, was, now] = c.first_elsewhere;
-            total.fromAnotherFile = addFromAnotherFile(total.fromAnotherFile, { count: c.elsewhere, first: { id, was, now } });
-          }
-          addRenamed(total, c);
+          addFirst(total, 'fromAnotherFile', c.elsewhere, c.first_elsewhere);
+          addFirst(total, 'sourceRenamed', c.renamed, c.first_renamed);
           total.unchanged += c.unchanged;
           if (c.first_moved && !total.firstMoved) {
             const [ord, was] = c.first_moved;
@@ -423,9 +426,14 @@ export async function forgetItemsPg(pool: pg.Pool, which: ForgetWhich, o: { dryR
   }
 }
 
-/** A statement's renamed items (RENAMED_COLUMNS) added to `total`'s (absent while there are none, as the SQLite store's). */
-function addRenamed(total: { sourceRenamed?: FromAnotherFile | null }, c: Pick<Counts, 'renamed' | 'first_renamed'>): void {
-  if (!c.first_renamed) return;
-  const [id, was, now] = c.first_renamed;
-  total.sourceRenamed = addFromAnotherFile(total.sourceRenamed, { count: c.renamed, first: { id, was, now } });
+/** A statement's tally of `fromAnotherFileColumns` added to `total`'s `field`: left absent while there is none, as the SQLite store's. */
+function addFirst(
+  total: { fromAnotherFile?: FromAnotherFile | null; sourceRenamed?: FromAnotherFile | null },
+  field: 'fromAnotherFile' | 'sourceRenamed',
+  count: number,
+  first: [string, string, string] | null,
+): void {
+  if (!first) return;
+  const [id, was, now] = first;
+  total[field] = addFromAnotherFile(total[field], { count, first: { id, was, now } });
 }
