@@ -24,6 +24,11 @@ describe('a wrong --base-url (every request answered 404)', () => {
     expect(r.stderr).toContain(`Run llmq run --base-url URL --concurrency 4 --db ${db} again once this is fixed.`);
     expect(r.stderr).not.toContain(`llmq run --base-url ${fake.url}`);
     expect(fake.received).toBeGreaterThanOrEqual(3);
+    // status, after it, proposes the same: the run's stats keep that the endpoint was wrong
+    const status = await runCli(['status', '--db', db]);
+    expect(status.stdout).toContain(`llmq run --base-url URL --concurrency 4 --db ${db}`);
+    expect(status.stdout).toContain("the last run's address takes no chat completions");
+    expect(status.stdout).not.toContain(`--base-url ${fake.url}`);
     const { jobs, attempts } = readDb(db);
     expect(jobs.map((j) => [j.state, j.attempts])).toEqual(Array(10).fill(['pending', 0]));
     expect(attempts.every((a) => a.outcome === 'not_counted')).toBe(true);
@@ -77,6 +82,9 @@ describe('a model the provider does not serve (404 model_not_found)', () => {
     // the endpoint answered: it is the one to send to again, at the run's --rpm
     expect(r.stderr).toContain(`Then run llmq run --base-url ${fake.url} --rpm 6000 --db ${db}.`);
     expect(r.stderr).not.toContain('--base-url URL');
+    const status = await runCli(['status', '--db', db]);
+    expect(status.stdout).toContain(`llmq run --base-url ${fake.url} --rpm 6000 --db ${db}`);
+    expect(status.stdout).not.toContain('--base-url URL');
     expect(readDb(db).jobs.every((j) => j.state === 'pending' && j.attempts === 0)).toBe(true);
   });
 });
@@ -93,10 +101,17 @@ describe('a --base-url where nothing listens (connections refused, nothing ever 
     expect(stopped.code, stopped.stderr).toBe(130);
     expect(stopped.stderr).toContain(`llmq run --base-url URL --db ${db}`);
     expect(stopped.stderr).not.toContain(`llmq run --base-url ${url}`);
+    // status after it, as the run's end: a place for the address, for run and estimate alike
+    const afterStop = await runCli(['status', '--db', db]);
+    expect(afterStop.stdout).toContain(`to send the 1 pending: llmq run --base-url URL --db ${db}`);
+    expect(afterStop.stdout).toContain(`llmq estimate --base-url URL --db ${db}`);
+    expect(afterStop.stdout).not.toContain(`--base-url ${url}`);
 
     const ended = await runCli(['run', '--db', db, '--base-url', url, '--max-outage', '2s', '--progress', 'none']);
     expect(ended.code, ended.stderr).toBe(1);
     expect(ended.stderr).toContain(`Run llmq run --base-url URL --db ${db} again once this is fixed.`);
     expect(ended.stderr).not.toContain(`llmq run --base-url ${url}`);
+    const afterEnd = await runCli(['status', '--db', db, '--json']);
+    expect(JSON.parse(afterEnd.stdout).lastRun.wrongEndpoint).toBe(true);
   }, 40_000);
 });

@@ -123,6 +123,8 @@ export type StoredRunOptions = {
   readonly budgetReached?: unknown;
   /** That budget stopped it with much of it left (`RunStats.budgetTooSmall`): the run's own is to raise too. */
   readonly budgetTooSmall?: unknown;
+  /** It showed its endpoint wrong (`RunStats.wrongEndpoint`): the run proposed after it leaves a place for another, ` --base-url URL`. */
+  readonly wrongEndpoint?: unknown;
 } | null;
 
 /**
@@ -162,9 +164,10 @@ export function endpointOption(flags: { readonly provider?: string; readonly bas
   return flags.baseUrl !== undefined && flags.provider !== 'mock' ? { endpoint: redactUrlQuery(flags.baseUrl) } : {};
 }
 
-/** ` --provider mock` (with its latency), or the endpoint a run sent to when not OpenAI's. */
+/** ` --provider mock` (with its latency), or the endpoint a run sent to when not OpenAI's; a place for another after one shown wrong. */
 function endpointOfRun(options: StoredRunOptions): string {
   if (options?.provider === 'mock') return runArguments({ ...options, provider: 'mock' });
+  if (options?.wrongEndpoint === true) return ' --base-url URL';
   const url = typeof options?.provider === 'string' ? /^openai-compatible \((.+)\)$/.exec(options.provider)?.[1] : undefined;
   if (!url || url === DEFAULT_BASE_URL) return '';
   // the name leaves out the query: Azure's api-version, without which the endpoint answers 404

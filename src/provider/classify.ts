@@ -186,6 +186,14 @@ export function refusesEndpoint(status: number | null): boolean {
 }
 
 /**
+ * A run's stop that says its endpoint is wrong (not there, or no chat completions there), not its
+ * model (a 404 `model_not_found`): the run proposed after it leaves a place for another endpoint.
+ */
+export function stopNamesWrongEndpoint(stop: { readonly status: number | null; readonly code: string | null }): boolean {
+  return refusesEndpoint(stop.status) && stop.code !== 'model_not_found';
+}
+
+/**
  * A refusal of a request parameter that every job of an enqueue shares (`max_tokens`, `temperature`,
  * `response_format`), not of the document (`messages`, `input`, `prompt`): the same request shape
  * would be refused for every job, and would fail them all.

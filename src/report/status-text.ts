@@ -326,6 +326,9 @@ export function renderStatus(
           `  the last run's --budget of ${usd(ownTooSmall)} is too small for its requests (one may cost more than was left); raise it to go on`,
         ),
       );
+    // its address again would fail the same way: the proposal leaves the address to the user, as run's end did
+    if (last?.wrongEndpoint)
+      lines.push(p.dim("  the last run's address takes no chat completions (nobody listened, or no such path): give the right one"));
     for (const l of hint(`to send ${what.join(' and ')}:`, `llmq run${next.run}${again}`)) lines.push(p.dim(l));
     // estimate prices pending jobs: with none, it would say 0 to send
     if (r.counts.pending > 0)

@@ -25,6 +25,8 @@ export interface RunReport {
   readonly budgetReached: 'run' | 'total' | null;
   /** The budget that ended it stopped it with much of it left (one request may cost more than was left): the same amount again gets little or nothing done. */
   readonly budgetTooSmall: boolean;
+  /** It ended showing its endpoint wrong (`RunStats.wrongEndpoint`: nobody listened, or no chat completions there): a run proposed after it leaves a place for another (` --base-url URL`). */
+  readonly wrongEndpoint: boolean;
   /** Where it sent: its provider's name ("mock", "openai-compatible (https://api.openai.com/v1)"); null for runs that did not store it. */
   readonly provider: string | null;
   /** The lane it ran in: `batch`, or null for online (the default, not recorded). */
@@ -293,6 +295,7 @@ export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunRepor
     error: typeof st?.error === 'string' ? st.error : null,
     budgetReached: st?.budgetReached === 'run' || st?.budgetReached === 'total' ? st.budgetReached : null,
     budgetTooSmall: st?.budgetTooSmall === true,
+    wrongEndpoint: st?.wrongEndpoint === true,
     live,
     gone: r.endedAt === null && (here?.dead.has(r.id) ?? false),
     pidGoneHere,

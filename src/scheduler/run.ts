@@ -27,6 +27,7 @@ import { StoreWaitNotice } from './store-wait-notice.js';
 import { DiskFullNotice } from './disk-full-notice.js';
 import { isDiskFull } from '../store/transient.js';
 import { nobodyListens } from '../provider/unreachable.js';
+import { stopNamesWrongEndpoint } from '../provider/classify.js';
 
 /** A rate-limit pause at least this long is told (`paused`, `resumed`); shorter ones are the pace's business. */
 const TOLD_PAUSE_MS = 3000;
@@ -747,13 +748,21 @@ export class Run {
   }
 
   /** What `status` says of how the run ended, beside its reason: the error, or which budget. */
-  #endedBy(reason: string): Pick<RunStats, 'error' | 'budgetReached' | 'budgetTooSmall'> {
+  #endedBy(reason: string): Pick<RunStats, 'error' | 'budgetReached' | 'budgetTooSmall' | 'wrongEndpoint'> {
+    // after Ctrl-C as after --max-outage: status proposes another endpoint, not the one that never answered
+    const wrong = this.#reachedNothing() || (this.#fatal !== null && stopNamesWrongEndpoint(this.#fatal));
+    const endpoint = wrong ? ({ wrongEndpoint: true } as const) : {};
     const error = this.#fatal ?? this.#internal;
     // the provider's message is up to 300 characters (cleanMessage), what to do follows it: kept whole
-    if (error) return { error: oneLine(error instanceof Error ? error.message : String(error), 600) };
+    if (error) return { error: oneLine(error instanceof Error ? error.message : String(error), 600), ...endpoint };
     const reached = this.#money.reached;
-    if (reason !== 'budget' || !reached) return {};
+    if (reason !== 'budget' || !reached) return endpoint;
     return budgetTooSmallForRequests(reached) ? { budgetReached: reached.scope, budgetTooSmall: true } : { budgetReached: reached.scope };
+  }
+
+  /** Nobody listened at the endpoint (told once) and nothing ever answered this run. */
+  #reachedNothing(): boolean {
+    return this.#toldNobodyListens && !this.#counters.heardFromProvider;
   }
 
   /** The batches out that wait for a run --via batch (their run ended, died or went silent), their jobs by endpoint. */
@@ -786,7 +795,7 @@ export class Run {
       refused: c.refused,
       empty: c.empty,
       answersNotStored: c.answersNotStored,
-      unreachable: this.#toldNobodyListens && !c.heardFromProvider,
+      unreachable: this.#reachedNothing(),
       wallMs: this.#now() - this.#startedAt,
       remaining: after.counts.pending + after.counts.running,
       uncollected: after.counts.running > 0 ? await this.#uncollected(after.activeRuns) : [],

@@ -278,6 +278,12 @@ export interface RunStats {
   readonly budgetReached?: 'run' | 'total';
   /** Set with `budgetReached` when the budget stopped it with much of it left: one request may cost more than it holds (`budgetTooSmallForRequests`). */
   readonly budgetTooSmall?: true;
+  /**
+   * Set when it ended showing its endpoint wrong: nobody listened there and nothing answered
+   * (`RunSummary.unreachable`), or its stop said no chat completions are there (`stopNamesWrongEndpoint`).
+   * A run proposed after it leaves a place for another (`--base-url URL`).
+   */
+  readonly wrongEndpoint?: true;
 }
 
 /** A run's alert threshold that is crossed now. */

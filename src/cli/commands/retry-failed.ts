@@ -118,7 +118,14 @@ async function retryAndSay(flags: RetryFailedFlags): Promise<void> {
     const lastRun = n === 0 ? null : (await snapshot()).lastRun;
     const again =
       runArgumentsOfRun(
-        lastRun ? { ...lastRun.options, budgetReached: lastRun.stats?.budgetReached, budgetTooSmall: lastRun.stats?.budgetTooSmall } : null,
+        lastRun
+          ? {
+              ...lastRun.options,
+              budgetReached: lastRun.stats?.budgetReached,
+              budgetTooSmall: lastRun.stats?.budgetTooSmall,
+              wrongEndpoint: lastRun.stats?.wrongEndpoint,
+            }
+          : null,
       ) + dbArgument(flags.db);
     // every failed job was cut off, and left: said above
     if (n === 0 && left > 0) return;

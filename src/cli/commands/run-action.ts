@@ -1,4 +1,4 @@
-import { refusesEndpoint } from '../../provider/classify.js';
+import { refusesEndpoint, stopNamesWrongEndpoint } from '../../provider/classify.js';
 import { randomInt } from 'node:crypto';
 import { takeBackMockAnswers } from '../mock-answers.js';
 import type { Command } from 'commander';
@@ -291,8 +291,7 @@ function warnIfKeyUnredactable(found: { key: string; name: string } | undefined)
  * endpoint is not there) a placeholder for the endpoint: the one given is what was wrong.
  */
 function againAfterFatal(flags: RunFlags, fatal: Fatal, unreachable: boolean): string {
-  const endpoint =
-    unreachable || (wrongEndpointStatus(fatal) !== null && !isModelNotFound(fatal)) ? elsewhereArguments(flags) : runArguments(flags);
+  const endpoint = unreachable || stopNamesWrongEndpoint(fatal) ? elsewhereArguments(flags) : runArguments(flags);
   return endpoint + limitArguments(flags) + redisArguments(flags) + moneyArguments(flags) + dbArgument(flags.db);
 }
 

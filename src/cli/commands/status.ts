@@ -115,6 +115,7 @@ async function textRenderer(dbFlag: string | undefined): Promise<(report: Status
               redis: report.lastRun.redis,
               budgetReached: report.lastRun.budgetReached,
               budgetTooSmall: report.lastRun.budgetTooSmall,
+              wrongEndpoint: report.lastRun.wrongEndpoint,
             }
           : null,
       ),
