@@ -16,12 +16,12 @@ import { all } from './helpers/store-reads.js';
 // `llmq run --via batch` as a child process against the HTTP fake, killed (SIGKILL) at every step
 // of a submission and of a collection: the next run finds what the dead one left and no job is sent twice.
 
-async function setup(jobs: number) {
+async function setup(jobs: number, seed: Parameters<typeof seedJobs>[2] = {}) {
   const fake = await startFake();
   fake.batches.configure({ completeAfterMs: 100 });
   const db = join(tempDir(), 'q.db');
   const store = new SqliteStore(db);
-  const keys = await seedJobs(store, jobs);
+  const keys = await seedJobs(store, jobs, seed);
   await store.close();
   return { fake, db, keys };
 }
@@ -508,6 +508,30 @@ describe('llmq run --via batch (child processes)', () => {
       counts: { done: 9, failed: 0, remaining: 0 },
     });
   }, 30_000);
+
+  it('answers cut off at max_tokens are said the first time, and the summary proposes the batch run that asks them again with room', async () => {
+    const { fake, db, keys } = await setup(6, { maxTokens: 700 });
+    const cut = new Set(keys.slice(0, 2));
+    fake.batches.line = (key) => (cut.has(key) ? 'cut-off' : 'ok');
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--via', 'batch', '--batch-size', '3', '--poll', '50ms']);
+    expect(r.code, r.stderr).toBe(0);
+    // once, though both batches held a cut-off answer: as an online run says it
+    expect(r.stderr.match(/warning: answers are being cut off at max_tokens/g)).toHaveLength(1);
+    expect(r.stderr).toContain('2 answers cut off at max_tokens (kept as done; llmq export marks each: finish_reason)');
+    // twice the 700 tokens each used up; sent again through the Batch API, to the same endpoint
+    const commands = r.stderr.replace(/ \\\n\s+/g, ' ');
+    expect(commands).toContain(`llmq retry-failed --cut-off --max-tokens 1400 --db ${db}`);
+    expect(commands).toContain(`llmq run --via batch --base-url ${fake.url} --db ${db}`);
+    // and they do it: the two cut off go again, with room, in a batch of their own
+    expect((await runCli(['retry-failed', '--cut-off', '--max-tokens', '1400', '--db', db])).code).toBe(0);
+    const again = await runCli(['run', '--via', 'batch', '--base-url', fake.url, '--db', db, '--poll', '50ms']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain('submitted 2 jobs of gpt-4o-mini as batch batch_fake3');
+    expect(again.stderr).not.toContain('cut off');
+    const { jobs } = await read(db);
+    const raised = jobs.filter((j) => JSON.parse(j.request).max_tokens === 1400);
+    expect(raised.map((j) => j.state)).toEqual(['done', 'done']);
+  });
 
   it('a line that fails on its last attempt fails its job in that batch, worded as the online lane words it', async () => {
     const reasons: string[] = [];

@@ -24,6 +24,7 @@ const NOTHING: AppliedResults = Object.freeze({
   cutOff: 0,
   refused: 0,
   empty: 0,
+  cutOffRoom: 0,
   costUsd: 0,
   unpriced: 0,
 });
@@ -116,6 +117,9 @@ async function finish(
     done: applied.done,
     failed: applied.failed,
     requeued,
+    cutOff: applied.cutOff,
+    refused: applied.refused,
+    empty: applied.empty,
   });
   return { kind: 'ended', applied, requeued };
 }

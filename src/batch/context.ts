@@ -19,6 +19,10 @@ export type BatchEvent =
       readonly done: number;
       readonly failed: number;
       readonly requeued: number;
+      /** Of the done: answers cut off at max_tokens, declined, or empty (`answerKind`), kept as done. */
+      readonly cutOff: number;
+      readonly refused: number;
+      readonly empty: number;
     }
   | { readonly type: 'abandoned'; readonly id: string; readonly requeued: number; readonly reason: string }
   /** A submission of a run that ended, made to another endpoint: left alone, its jobs held (said once per run). */

@@ -118,11 +118,12 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     cutOff: 0,
     refused: 0,
     empty: 0,
+    cutOffRoom: 0,
     costUsd: 0,
     unpriced: 0,
   };
   const stats = () => {
-    const { cutOff: _cut, refused: _refused, empty: _empty, ...figures } = tally;
+    const { cutOff: _cut, refused: _refused, empty: _empty, cutOffRoom: _room, ...figures } = tally;
     return { ...figures, rateLimited: 0, jobsPerSecond: 0 };
   };
   await store.startRun({ id: runId, host, pid, startedAt, options: { via: 'batch', ...deps.describe } });
@@ -197,6 +198,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
               'unpriced',
             ] as const)
               tally[k] += outcome.applied[k];
+            tally.cutOffRoom = Math.max(tally.cutOffRoom, outcome.applied.cutOffRoom);
           } else if (outcome.kind === 'quota') {
             quotaUntil = now() + (options.quotaWaitMs ?? 60_000);
             ctx.emit({ type: 'waiting', reason: 'quota', untilMs: quotaUntil, message: outcome.message });
@@ -295,6 +297,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     cutOff: tally.cutOff,
     refused: tally.refused,
     empty: tally.empty,
+    cutOffRoom: tally.cutOffRoom,
     // a batch's answers are stored by whichever run collects it, once
     answersNotStored: 0,
     unreachable: false,

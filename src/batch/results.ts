@@ -1,7 +1,7 @@
 import { classifyHttpError } from '../provider/classify.js';
 import { answerKind } from '../provider/finish.js';
 import { parseCompletion } from '../provider/openai.js';
-import { checkAnswer } from '../provider/structured-output.js';
+import { checkAnswer, roomierThan } from '../provider/structured-output.js';
 import { ProviderError, triedError } from '../provider/types.js';
 import { exhaustedMessage } from '../scheduler/decide.js';
 import type { BilledAnswer } from '../scheduler/events.js';
@@ -22,6 +22,8 @@ export interface AppliedResults {
   readonly cutOff: number;
   readonly refused: number;
   readonly empty: number;
+  /** The --max-tokens to propose for the cut-off ones (`roomierThan`); 0 when none was cut off. */
+  readonly cutOffRoom: number;
   /** USD of the answers at the batch price, those with a known price. */
   readonly costUsd: number;
   /** Answers of a model with no batch price known: not in `costUsd`. */
@@ -59,6 +61,7 @@ export async function applyResults(
     (await store.batches.held(submissionId)).map((j) => [j.key, { attempts: j.attempts, model: j.model, request: j.request }]),
   );
   const incomplete = { cutOff: 0, refused: 0, empty: 0 };
+  let cutOffRoom = 0;
   let done = 0,
     failed = 0,
     retried = 0,
@@ -122,6 +125,8 @@ export async function applyResults(
           done++;
           const kind = answerKind(c.finishReason ?? null, checked.output);
           if (kind !== null) incomplete[kind]++;
+          // an answer cut off used its whole limit: the request is not held (only those asking for JSON are)
+          if (kind === 'cutOff') cutOffRoom = Math.max(cutOffRoom, roomierThan(c.usage.completionTokens));
           continue;
         } catch (bad) {
           // a 200 whose body is no completion: retried as online (it may answer next time)
@@ -154,7 +159,7 @@ export async function applyResults(
     }
   }
   await Promise.all(writes);
-  return { done, failed, retried, promptTokens, completionTokens, ...incomplete, costUsd, unpriced };
+  return { done, failed, retried, promptTokens, completionTokens, ...incomplete, cutOffRoom, costUsd, unpriced };
 }
 
 /** `{"code","message"}` of an error-file line, as one message. */

@@ -63,3 +63,21 @@ export function finishReasonOf(body: string | null): FinishReason | null {
 
 /** What the error of a job failed for an answer cut off at max_tokens says (`checkAnswer`): `status` and the run's summary find such failures by it. */
 export const CUT_OFF_TEXT = 'cut off at max_tokens';
+
+/** What a run says the first time an answer of each kind comes (`answerKind`), online and in the batch lane. */
+export const INCOMPLETE_WARNING = {
+  cutOff:
+    'answers are being cut off at max_tokens (finish_reason "length"): they are kept as done. llmq export marks ' +
+    "each (finish_reason); the run's summary gives the command that asks only those again with more room.",
+  refused:
+    'the model declined some requests (a refusal, or the content filter): they are kept as done, the refusal as ' +
+    'their output. llmq export marks each (finish_reason).',
+  empty:
+    'some answers are empty: no text, though they ended by themselves (finish_reason "stop"). They are kept as done, and were ' +
+    'billed. A proxy or gateway that drops the content most often does it, or a prompt that leaves the model nothing to say; ' +
+    'llmq export shows them with output "".',
+  /** cutOff, of the offline mock: its stand-ins (a summary of the document) are cut as a provider cuts, and are no model's length. */
+  mockCutOff:
+    'the offline mock\'s stand-in answers are cut off at max_tokens (finish_reason "length"), as a provider cuts them: ' +
+    "they are kept as done. A real model's answer may fit where the mock's summary of the document does not.",
+} as const;

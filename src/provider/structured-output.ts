@@ -70,7 +70,11 @@ export function checkAnswer(request: string, output: string, finish: FinishReaso
 
 /** Twice the request's completion limit (at least 1,024): a --max-tokens to propose for answers it cut off. */
 export function roomier(request: string): number {
-  const limit = requestedCompletionTokens(JSON.parse(request));
+  return roomierThan(requestedCompletionTokens(JSON.parse(request)));
+}
+
+/** Twice a completion limit (at least 1,024; 4,096 when none is known): a --max-tokens to propose for answers it cut off. */
+export function roomierThan(limit: number): number {
   return limit > 0 ? Math.max(1024, 2 * limit) : 4096;
 }
 

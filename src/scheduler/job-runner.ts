@@ -1,4 +1,4 @@
-import { answerKind, type FinishReason } from '../provider/finish.js';
+import { answerKind, type FinishReason, INCOMPLETE_WARNING } from '../provider/finish.js';
 import { refusesEndpoint, refusesSharedParameter } from '../provider/classify.js';
 import { ProviderError, triedError, type CompletionResult, type Provider } from '../provider/types.js';
 import type { AttemptOutcome, AttemptRecord, ClaimedJob, JobQueue, Usage } from '../store/types.js';
@@ -73,24 +73,6 @@ export interface JobContext {
   /** The first item of a job, and whether more share it: a failed job is named by its document. */
   readonly itemsOf: (key: string) => Promise<JobItems>;
 }
-
-/** Said once per run, the first time an answer of the kind comes (JobRun.#noteIncomplete). */
-const INCOMPLETE_WARNING = {
-  cutOff:
-    'answers are being cut off at max_tokens (finish_reason "length"): they are kept as done. llmq export marks ' +
-    "each (finish_reason); the run's summary gives the command that asks only those again with more room.",
-  refused:
-    'the model declined some requests (a refusal, or the content filter): they are kept as done, the refusal as ' +
-    'their output. llmq export marks each (finish_reason).',
-  empty:
-    'some answers are empty: no text, though they ended by themselves (finish_reason "stop"). They are kept as done, and were ' +
-    'billed. A proxy or gateway that drops the content most often does it, or a prompt that leaves the model nothing to say; ' +
-    'llmq export shows them with output "".',
-  /** cutOff, of the offline mock: its stand-ins (a summary of the document) are cut as a provider cuts, and are no model's length. */
-  mockCutOff:
-    'the offline mock\'s stand-in answers are cut off at max_tokens (finish_reason "length"), as a provider cuts them: ' +
-    "they are kept as done. A real model's answer may fit where the mock's summary of the document does not.",
-} as const;
 
 /**
  * How a job left this run. `unsent`: stopped before its current try went out; it goes back to

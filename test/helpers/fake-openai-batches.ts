@@ -6,7 +6,7 @@
  * ```ts
  * fake.batches.configure({ completeAfterMs: 100 });                 // a batch ends 100 ms after creation
  * fake.batches.fate = (b) => (b.seq === 1 ? 'expired' : 'completed'); // expired: only the first half answered
- * fake.batches.line = (key) => (key === bad ? 'error' : 'ok');        // per line: ok | error | server | missing | bad-body
+ * fake.batches.line = (key) => (key === bad ? 'error' : 'ok');        // per line: ok | error | server | missing | bad-body | cut-off
  * fake.batches.script('create', reply.serverError(503));              // the next create answers 503
  * fake.batches.script('create', reply.reset());                       // the next create happens, its answer is lost
  * fake.batches.onCall = (call) => { if (call.endpoint === 'create') child.kill('SIGKILL'); };
@@ -33,7 +33,7 @@ const NOT_RUN = {
 } as const;
 
 export type BatchFate = 'completed' | 'expired' | 'cancelled' | 'quota' | 'in_progress' | 'mixed_models';
-export type LineFate = 'ok' | 'error' | 'server' | 'missing' | 'bad-body';
+export type LineFate = 'ok' | 'error' | 'server' | 'missing' | 'bad-body' | 'cut-off';
 
 export interface FakeBatch {
   readonly id: string;
@@ -270,7 +270,15 @@ export class FakeBatchApi {
             error: null,
           }),
         );
-      else if (fate === 'bad-body')
+      else if (fate === 'cut-off') {
+        // cut off at max_tokens: its whole limit used (700 when the request sets none)
+        const limit = Number(l.body.max_tokens ?? 700);
+        const body = completionBody(req, { content: 'cut sh', usage: { prompt_tokens: 10, completion_tokens: limit } }) as {
+          choices: Array<{ finish_reason: string }>;
+        };
+        body.choices[0]!.finish_reason = 'length';
+        out.push(JSON.stringify({ id, custom_id: l.custom_id, response: { status_code: 200, request_id: id, body }, error: null }));
+      } else if (fate === 'bad-body')
         // a 200 whose body is no completion (no choices)
         out.push(
           JSON.stringify({

@@ -1,10 +1,11 @@
 import { nameKey } from '../../batch/api-key-id.js';
 import { openAiProviderName } from '../../provider/endpoint.js';
+import { INCOMPLETE_WARNING } from '../../provider/finish.js';
 import type { BatchEvent } from '../../batch/context.js';
 import type { RunSummary } from '../../scheduler/events.js';
 import { compact, int, NO_PAINT, usd } from '../../report/format.js';
 import { info, warn } from '../output.js';
-import { failedLines, incompleteKeptText, incompleteText } from '../progress/lines.js';
+import { cutOffLines, failedLines, incompleteKeptText, incompleteText } from '../progress/lines.js';
 import { takeBackMockAnswers } from '../mock-answers.js';
 import { whileReaderPresent } from '../reader-gone.js';
 import { collectCommand, dbArgument, endpointOption, runArguments, runArgumentsOfEndpoint, runArgumentsOfRun } from '../again.js';
@@ -60,12 +61,20 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
   const progress = new ProgressLines();
   const prices = await priceTableFrom(flags);
   const modelsChecked = new Set<string>();
+  const incompleteTold = new Set<string>();
   const say = (event: BatchEvent): void => {
     if (event.type === 'submitted' && !modelsChecked.has(event.model)) {
       modelsChecked.add(event.model);
       const told = unpricedBatchText(event.model, prices.lookup(event.model));
       if (told) warn(told);
     }
+    // answers that are not the whole answer, said the first time each kind comes, as an online run says them
+    if (event.type === 'ended')
+      for (const kind of ['cutOff', 'refused', 'empty'] as const) {
+        if (event[kind] === 0 || incompleteTold.has(kind)) continue;
+        incompleteTold.add(kind);
+        warn(INCOMPLETE_WARNING[kind === 'cutOff' && flags.provider === 'mock' ? 'mockCutOff' : kind]);
+      }
     if (!flags.json && event.type === 'progress' && !progress.due(event)) return;
     const line = flags.json ? JSON.stringify({ event: `batch:${event.type}`, time: Date.now(), ...event }) : describe(event, flags.db);
     if (line) out.write(line + '\n');
@@ -130,6 +139,15 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
       if (spent) info(spent);
       const incomplete = incompleteText(summary);
       if (incomplete) info(`  ${incomplete} ${incompleteKeptText(summary)}`);
+      // the run that sends them again goes through the Batch API, as this one did
+      for (const line of cutOffLines(
+        summary,
+        NO_PAINT,
+        `llmq run${runArgumentsOfRun(options)}`,
+        dbArgument(flags.db),
+        flags.provider === 'mock',
+      ))
+        info(line);
       // as an online run ends (exit 2): where to see why, and the batch run that tries them again;
       // --via auto goes on online, whose own end says it
       if (flags.until === undefined) {

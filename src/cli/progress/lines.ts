@@ -229,17 +229,7 @@ export function summaryText(
   }
   const incomplete = incompleteText(r);
   if (incomplete) lines.push(paint.yellow(`  ${incomplete}`) + paint.dim(` ${incompleteKeptText(r)}`));
-  // where "enqueue just their documents" made a second item of a file in a subfolder
-  // the mock's stand-ins (a summary of the document) are longer than a label: a real model's may fit
-  if (r.cutOff && offline)
-    lines.push(paint.dim("  the offline mock's stand-in answers are longer than a short max_tokens allows; a real model's may fit it"));
-  else if (r.cutOff && r.cutOffRoom)
-    lines.push(
-      ...suggest((c) => `  to ask the cut-off ones again with more room: ${c}`, '  to ask the cut-off ones again with more room:', [
-        `llmq retry-failed --cut-off --max-tokens ${r.cutOffRoom}`,
-        run,
-      ]),
-    );
+  lines.push(...cutOffLines(r, paint, run, again, offline));
   // beside "2 retries", the tries that may be billed read as more than were sent: the probes are neither
   if (r.probes)
     lines.push(
@@ -355,6 +345,30 @@ export function incompleteKeptText(r: Pick<RunSummary, 'cutOff' | 'refused' | 'e
   // an empty answer's finish_reason is "stop": export marks nothing of it but its empty output
   if (!r.cutOff && !r.refused) return '(kept as done; llmq export shows their output as "")';
   return `(kept as done; llmq export marks each: finish_reason${r.empty ? ', and output "" of the empty' : ''})`;
+}
+
+/**
+ * After a run whose answers were cut off: the commands that ask them again with more room (`run`, the
+ * `llmq run` that sends them, its lane's), each with `again`; of the offline mock, why not.
+ */
+export function cutOffLines(
+  r: Pick<RunSummary, 'cutOff' | 'cutOffRoom'>,
+  paint: Paint,
+  run: string,
+  again: string,
+  offline: boolean,
+): string[] {
+  // the mock's stand-ins (a summary of the document) are longer than a label: a real model's may fit
+  if (r.cutOff && offline)
+    return [paint.dim("  the offline mock's stand-in answers are longer than a short max_tokens allows; a real model's may fit it")];
+  if (!r.cutOff || !r.cutOffRoom) return [];
+  return suggestLines(
+    (c) => `  to ask the cut-off ones again with more room: ${c}`,
+    '  to ask the cut-off ones again with more room:',
+    [`llmq retry-failed --cut-off --max-tokens ${r.cutOffRoom}`, run],
+    again,
+    paint,
+  );
 }
 
 /** "3 answers cut off at max_tokens · 1 declined (a refusal or the content filter) · 2 empty", or '' when every answer was whole. */
