@@ -229,7 +229,9 @@ export function buildStatusReport(
     lastRunBeside: lastRun ? besideLastRun(lastRun, s.spend, o.now, o.here) : null,
     jobsPerSecond,
     etaSeconds,
-    alerts: live.flatMap((r) => r.alerts.map((a) => ({ ...a, runId: r.id, host: r.host }))),
+    alerts: live.flatMap((r) =>
+      r.alerts.filter((a) => !waitedLessNow(a, s.oldestPendingAt, o.now)).map((a) => ({ ...a, runId: r.id, host: r.host })),
+    ),
   };
 }
 
@@ -267,6 +269,11 @@ function workedUntil(r: Pick<RunRow, 'exitReason' | 'endedAt' | 'heartbeatAt'>):
   return diedRun(r) ? r.heartbeatAt : r.endedAt!;
 }
 
+/** An oldest-pending alert whose wait the queue's own oldest job, read now, is under: it cleared since the run's heartbeat. */
+function waitedLessNow(a: RunAlert, oldestPendingAt: number | null, now: number): boolean {
+  return a.kind === 'oldest' && (oldestPendingAt === null || now - oldestPendingAt < a.threshold);
+}
+
 export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunReport {
   const live = isLive(r, now, here?.dead);
   const until = diedRun(r) ? r.heartbeatAt : (r.endedAt ?? (live ? now : r.heartbeatAt));
@@ -276,6 +283,7 @@ export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunRepor
   const tokens = { prompt: st?.promptTokens ?? 0, completion: st?.completionTokens ?? 0 };
   const pidGoneHere = live && (here?.pidGone.has(r.id) ?? false);
   const stoppedHere = here?.stopped.has(r.id) ?? false;
+  const sending = live && !pidGoneHere && !stoppedHere && now - r.heartbeatAt <= QUIET_NOTED_MS;
   return {
     id: r.id,
     host: r.host,
@@ -300,7 +308,7 @@ export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunRepor
     gone: r.endedAt === null && (here?.dead.has(r.id) ?? false),
     pidGoneHere,
     stoppedHere,
-    sending: live && !pidGoneHere && !stoppedHere && now - r.heartbeatAt <= QUIET_NOTED_MS,
+    sending,
     wallSeconds,
     done,
     failed: st?.failed ?? 0,
@@ -318,7 +326,8 @@ export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunRepor
     // A pause from a run that stopped heartbeating is not news.
     paused: live ? (st?.paused ?? null) : null,
     lanes: st?.lanes ?? [],
-    alerts: live ? (st?.alerts ?? []) : [],
+    // its last heartbeat's: of now only while it beats (a run killed a moment ago raised them for good)
+    alerts: sending ? (st?.alerts ?? []) : [],
   };
 }
 
