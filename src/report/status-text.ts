@@ -414,10 +414,11 @@ function allRunsMock(r: StatusReport): boolean {
 /**
  * "may be billed: 3 tries, up to $0.0021" ("up to unknown" without a price). `unpriced` of the tries
  * had no worst case counted (out when a run without a budget died): "cost not known" when that is
- * all of them, else the bound says how many it covers.
+ * all of them, else the bound says how many it covers. Those are "about": a dead run's last heartbeat
+ * counted them, up to a beat before it died, and what it sent after is not in the count.
  */
 export function mayBeBilledText(tries: number, upTo: number | null, unpriced = 0): string {
-  const head = `may be billed: ${int(tries)} ${tries === 1 ? 'try' : 'tries'}`;
+  const head = `may be billed: ${unpriced > 0 ? 'about ' : ''}${int(tries)} ${tries === 1 ? 'try' : 'tries'}`;
   if (unpriced <= 0) return `${head}, up to ${usd(upTo)}`;
   if (unpriced >= tries) return `${head}, cost not known`;
   return `${head}, up to ${usd(upTo)} for ${int(tries - unpriced)} of them`;

@@ -94,7 +94,7 @@ function renderCost(r) {
 
 // "may be billed: 8 tries, up to $0.0424", as status says it (mayBeBilledText in src/report/status-text.ts).
 function mayBeBilledText(m) {
-  const head = `may be billed: ${fmt(m.tries)} ${m.tries === 1 ? 'try' : 'tries'}`;
+  const head = `may be billed: ${m.unpricedTries > 0 ? 'about ' : ''}${fmt(m.tries)} ${m.tries === 1 ? 'try' : 'tries'}`;
   if (m.unpricedTries <= 0) return `${head}, up to ${usd(m.usd)}`;
   if (m.unpricedTries >= m.tries) return `${head}, cost not known`;
   return `${head}, up to ${usd(m.usd)} for ${fmt(m.tries - m.unpricedTries)} of them`;
