@@ -172,6 +172,7 @@ describe('progress renderers', () => {
     );
     expect(stray(12)).toContain('\n  the 12 429s were stray (no rate-limit headers): tried again, the pace kept\n');
     expect(stray(1, 1)).toContain('\n  the 429 was stray (no rate-limit headers): tried again, the pace kept\n');
+    expect(stray(1, 3)).toContain('\n  1 of the 3 429s was stray (no rate-limit headers)');
     expect(stray(0)).not.toMatch(/stray/);
     // not stray: what they did, and that they were sent again (beside "0 retries" they read as lost)
     expect(stray(0)).toContain(' · 12 rate-limited\n  the 12 429s used no attempt: their jobs are tried again\n');

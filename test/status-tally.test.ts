@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { tallyJobs } from '../src/store/tally.js';
-import { usd } from '../src/report/format.js';
+import { compact, usd } from '../src/report/format.js';
 
 const group = { model: 'gpt-test', state: 'done' as const, n: 2, p: 10, c: 5, up: 0, uc: 0, r: 0 };
 
@@ -56,5 +56,12 @@ describe('status tally of the maintained counts', () => {
       tokens: { prompt: 50, completion: 25 },
     });
     expect(t.byModel[0]).toMatchObject({ jobs: 8, done: 5, storedUsd: 0.5 });
+  });
+});
+
+describe('compact', () => {
+  it('rounds before it picks the unit: never 1000k or 1000M', () => {
+    const shown = [9_999, 10_000, 99_940, 99_960, 999_499, 999_750, 14_200_000, 999_960_000, 2_500_000_000].map(compact);
+    expect(shown).toEqual(['9,999', '10.0k', '99.9k', '100k', '999k', '1.0M', '14.2M', '1.0B', '2.5B']);
   });
 });

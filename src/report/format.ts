@@ -34,12 +34,20 @@ export function int(n: number): string {
 
 /** 14_200_000 -> "14.2M", for token counts where the last digits do not matter. */
 export function compact(n: number): string {
-  const abs = Math.abs(n);
-  if (abs < 10_000) return int(n);
-  if (abs < 1_000_000) return `${(n / 1000).toFixed(abs < 100_000 ? 1 : 0)}k`;
-  if (abs < 1_000_000_000) return `${(n / 1_000_000).toFixed(abs < 100_000_000 ? 1 : 0)}M`;
-  return `${(n / 1_000_000_000).toFixed(1)}B`;
+  if (Math.abs(n) < 10_000) return int(n);
+  // rounded first: 999,750 is "1.0M", not "1000k"
+  for (const [unit, size] of COMPACT_UNITS) {
+    const v = n / size;
+    const shown = Math.abs(v) < 99.95 ? v.toFixed(1) : v.toFixed(0);
+    if (Math.abs(Number(shown)) < 1000) return `${shown}${unit}`;
+  }
+  return `${(n / 1e9).toFixed(1)}B`;
 }
+
+const COMPACT_UNITS = [
+  ['k', 1e3],
+  ['M', 1e6],
+] as const;
 
 /** USD with enough digits to see small batches: $0.0042, $1.23, $1,234. null -> "unknown". */
 export function usd(n: number | null): string {

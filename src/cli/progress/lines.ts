@@ -464,7 +464,12 @@ function limitedText(all: number): string {
 }
 
 function strayText(stray: number, all: number): string {
-  const which = stray === all ? (all === 1 ? 'the 429 was' : `the ${int(all)} 429s were`) : `${int(stray)} of the ${int(all)} 429s were`;
+  const which =
+    stray === all
+      ? all === 1
+        ? 'the 429 was'
+        : `the ${int(all)} 429s were`
+      : `${int(stray)} of the ${int(all)} 429s ${stray === 1 ? 'was' : 'were'}`;
   // the others did not keep it: said, where "the pace kept" stood beside a pace cut to 120 of 300
   const others = all - stray;
   const rest = others === 0 ? '' : `; the other ${others === 1 ? '' : `${int(others)} `}paused or slowed the lane`;
