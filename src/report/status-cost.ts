@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import type { PriceTable } from '../pricing/price-table.js';
 import type { RunRow, RunSpend, StatusSnapshot } from '../store/types.js';
 import { goneOwners, isProcessAlive, isRunProcessStopped } from '../run-owners.js';
-import { mockAnswersKept } from '../store/mock-answers.js';
+import { mockAnswersStandAmong } from '../store/mock-answers.js';
 
 /**
  * A run whose heartbeat is older than this is reported as not responding rather than active: it
@@ -147,7 +147,7 @@ function remainingCost(s: StatusSnapshot, prices: PriceTable): number | null {
   // the offline mock's answers are stand-ins, short and free: no measure of what the rest will cost
   // (estimate leaves them out of its averages; status has only the totals, so says nothing)
   // (a mock run that answered nothing, as its last figures say, is none of those)
-  if (s.spend.some((r) => mockAnswersKept(r) && (r.stats?.done ?? 1) > 0)) return null;
+  if (mockAnswersStandAmong(s.spend)) return null;
   let usd = 0;
   for (const m of s.byModel) {
     const left = m.pending + m.running;

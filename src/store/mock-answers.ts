@@ -106,6 +106,11 @@ export function mockAnswersKept(run: Pick<RunRow, 'options'>): boolean {
   return run.options.provider === 'mock' && run.options[TAKEN_BACK] === undefined;
 }
 
+/** Among `runs`, a mock run's answers stand (kept, not taken back); one that answered nothing, as its last figures say, is none. */
+export function mockAnswersStandAmong(runs: ReadonlyArray<Pick<RunRow, 'options' | 'stats'>>): boolean {
+  return runs.some((r) => mockAnswersKept(r) && (r.stats?.done ?? 1) > 0);
+}
+
 export function mockRunToTakeBack(run: Pick<RunRow, 'options' | 'endedAt' | 'heartbeatAt'>, quietSince: number): boolean {
   return mockAnswersKept(run) && (run.endedAt !== null || run.heartbeatAt < quietSince);
 }

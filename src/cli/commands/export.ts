@@ -3,7 +3,7 @@ import { dbOption, outFile } from '../options.js';
 import { join } from 'node:path';
 import { LlmqError, UsageError } from '../../errors.js';
 import { knownError } from '../../errors-known.js';
-import { JOB_STATES, type ExportRow, type JobState } from '../../store/types.js';
+import { JOB_STATES, type ExportRow, type JobState, type Store } from '../../store/types.js';
 import {
   columnsFor,
   emptyCounts,
@@ -86,7 +86,7 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
     { exportChunks },
     { answerExt },
     { stdoutSink },
-    { info },
+    { info, warn },
     { count, int },
     { statusLine },
   ] = await Promise.all([
@@ -160,9 +160,22 @@ async function exportCommand(flags: ExportFlags, cmd: Command): Promise<void> {
         .join(', ');
       info(`skipped ${count(skipped, 'item')} (${by}); --state ${JOB_STATES.filter((s) => counts.skipped[s]).join(',')} includes them`);
     }
+    // in a file, the offline mock's stand-ins read as a model's answers (a schema's the most: well-formed JSON)
+    if (counts.written > 0 && (!flags.state || flags.state.includes('done')) && (await mockAnswersStand(store)))
+      warn(MOCK_ANSWERS_EXPORTED);
   } finally {
     await store.close();
   }
+}
+
+const MOCK_ANSWERS_EXPORTED =
+  "answers of the offline mock are among these (llmq run --provider mock): stand-ins, not a model's, and any cost_usd of theirs " +
+  "is at a price given, nothing billed. A run with a real provider sends their jobs again; export after it for the model's answers.";
+
+/** A run of the offline mock answered jobs whose answers no real run has taken back yet. */
+async function mockAnswersStand(store: Pick<Store, 'status'>): Promise<boolean> {
+  const { mockAnswersStandAmong } = await import('../../store/mock-answers.js');
+  return mockAnswersStandAmong((await store.status()).spend);
 }
 
 /** --out-dir: every item written or named, each one renamed for a collision said so. */
