@@ -454,6 +454,17 @@ describe('llmq run --budget', () => {
     const pasted = await runCli(run('--budget-total', 'USD', ...PRICE));
     expect(pasted.code).toBe(1);
     expect(pasted.stderr).toContain("'--budget-total <usd>' argument 'USD' is invalid");
+    // the run's own end, with failed jobs to try again, proposes the same: the same amount would stop at once
+    const failOne = new SqliteStore(db);
+    failOne.db
+      .prepare(`UPDATE jobs SET state = 'failed', error = 'x' WHERE seq = (SELECT min(seq) FROM jobs WHERE state = 'pending')`)
+      .run();
+    await failOne.close();
+    const spent = await runCli(run('--budget-total', '0.15', ...PRICE));
+    expect(spent.code).toBe(3);
+    const proposed = spent.stderr.replace(/ \\\n\s+/g, ' ');
+    expect(proposed).toMatch(/llmq run --base-url \S+ --budget-total USD --price 1000,1000 --db/);
+    expect(proposed).not.toMatch(/llmq run .*--budget-total 0\.15/);
     // a run's own --budget that answered some and stopped with most of it left (one request's worst
     // case is $0.103) is to raise as well, as the run itself says; one spent to the end would be the
     // same again (the next run may spend as much again: test/cli-again.test.ts)

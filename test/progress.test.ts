@@ -278,10 +278,10 @@ describe('progress renderers', () => {
     );
     for (const line of long.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
     // a suggested run sends where this one sent; too long for a line, it goes on at a flag after a backslash
-    const mock = summaryText(left, state, NO_PAINT, { again: ' --db q.db', runAgain: ' --provider mock' });
+    const mock = summaryText(left, state, NO_PAINT, { again: ' --db q.db', runAgain: () => ' --provider mock' });
     expect(mock).toContain('  Try again: llmq retry-failed --db q.db && llmq run --provider mock --db q.db\n');
     const endpoint = ' --base-url https://llm-gateway.internal.example.com/openai/v1';
-    const both = summaryText(left, state, NO_PAINT, { again: db, runAgain: endpoint });
+    const both = summaryText(left, state, NO_PAINT, { again: db, runAgain: () => endpoint });
     expect(both).toContain(`  Try again:\n    llmq retry-failed${db}\n    llmq run${endpoint} \\\n      ${db.trim()}\n`);
     for (const line of both.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
     const empty = { ...summary, done: 0, failed: 0, retried: 0, requests: 0, rateLimited: 0, promptTokens: 0, completionTokens: 0 };
@@ -315,7 +315,7 @@ describe('progress renderers', () => {
       '  to ask the cut-off ones again with more room:\n    llmq retry-failed --cut-off --max-tokens 4096 --db q.db\n',
     );
     expect(real).not.toContain('offline mock');
-    const mock = summaryText(cut, state, NO_PAINT, { again: ' --db q.db', runAgain: ' --provider mock', offline: true });
+    const mock = summaryText(cut, state, NO_PAINT, { again: ' --db q.db', runAgain: () => ' --provider mock', offline: true });
     expect(mock).toContain("  the offline mock's stand-in answers are longer than a short max_tokens allows; a real model's may fit it\n");
     expect(mock).not.toContain('--cut-off');
   });

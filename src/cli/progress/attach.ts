@@ -1,5 +1,5 @@
 import { Chalk } from 'chalk';
-import type { SchedulerEventMap, SchedulerEventName, SchedulerListener } from '../../scheduler/events.js';
+import type { RunSummary, SchedulerEventMap, SchedulerEventName, SchedulerListener } from '../../scheduler/events.js';
 import { loadPriceTable, type PriceTable } from '../../pricing/price-table.js';
 import { NO_PAINT, type Paint } from '../../report/format.js';
 import { useColor } from '../output.js';
@@ -55,10 +55,8 @@ export interface ProgressOptions {
   readonly provider?: string;
   /** Flags the next commands the summary suggests need to reach this queue (` --db q.db`, see `dbArgument`). @default '' */
   readonly again?: string;
-  /** Flags a suggested `llmq run` needs besides to send where this run sent (` --provider mock`, see `runArguments`). @default '' */
-  readonly runAgain?: string;
-  /** The same when nothing answered at the endpoint (`RunSummary.unreachable`): ` --base-url URL` in its place. */
-  readonly runAgainElsewhere?: string;
+  /** Flags a suggested `llmq run` needs besides to send where this run sent (` --provider mock`, see `runArguments`), after the run that ended so (`Where.runAgain`). */
+  readonly runAgain?: (r: RunSummary) => string;
   /** The answers are the offline mock's stand-ins: what they say of the model's answers (cut off at max_tokens) is not proposed as a fix. */
   readonly offline?: boolean;
 }
@@ -87,8 +85,7 @@ export function attachProgress(source: ProgressSource, options: ProgressOptions)
     db: options.db ?? null,
     provider: options.provider ?? null,
     again: options.again ?? '',
-    runAgain: options.runAgain ?? '',
-    runAgainElsewhere: options.runAgainElsewhere,
+    runAgain: options.runAgain,
     offline: options.offline ?? false,
   };
   const renderer: Renderer =

@@ -67,10 +67,12 @@ export interface Where {
   readonly provider: string | null;
   /** Appended to each command the summary suggests, so it reaches the same queue (` --db q.db`). */
   readonly again?: string;
-  /** What a suggested `llmq run` needs besides (` --provider mock`), as `runArguments` gives it. */
-  readonly runAgain?: string;
-  /** The same after a run that reached nothing at its endpoint (`RunSummary.unreachable`): a place for another (` --base-url URL`). */
-  readonly runAgainElsewhere?: string;
+  /**
+   * What a suggested `llmq run` needs besides (` --provider mock`), as `runArguments` gives it, after
+   * the run that ended so: a place for the endpoint after one that reached nothing there, for the
+   * amount of a budget spent.
+   */
+  readonly runAgain?: (r: RunSummary) => string;
   /** The offline mock answered (ProgressOptions.offline). */
   readonly offline?: boolean;
 }
@@ -184,11 +186,10 @@ export function summaryText(
   r: RunSummary,
   s: ProgressState,
   paint: Paint,
-  where: Pick<Where, 'again' | 'runAgain' | 'runAgainElsewhere' | 'offline'> = {},
+  where: Pick<Where, 'again' | 'runAgain' | 'offline'> = {},
 ): string {
   const { again = '', offline = false } = where;
-  // the endpoint it was given answered nothing: the command proposed leaves a place for the right one
-  const runAgain = (r.unreachable ? where.runAgainElsewhere : undefined) ?? where.runAgain ?? '';
+  const runAgain = where.runAgain?.(r) ?? '';
   const run = `llmq run${runAgain}`;
   const suggest = (line: (commands: string) => string, split: string, commands: readonly string[]) =>
     suggestLines(line, split, commands, again, paint);
@@ -289,7 +290,7 @@ export function summaryText(
 export function failedLines(
   r: Pick<RunSummary, 'failedInStore' | 'failuresInStore'>,
   paint: Paint,
-  where: Pick<Where, 'again' | 'runAgain'> = {},
+  where: Pick<Where, 'again'> & { readonly runAgain?: string } = {},
 ): string[] {
   if (!r.failedInStore) return [];
   const { again = '', runAgain = '' } = where;
