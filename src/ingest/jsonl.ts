@@ -8,7 +8,7 @@ import { namedSourceReason } from './file-kind.js';
 import { firstRoundedNumber } from './rounded-numbers.js';
 import { splitLines } from './lines.js';
 import { shellWord } from '../shell-word.js';
-import { printable } from '../report/format.js';
+import { int, printable } from '../report/format.js';
 import { fsReason, StopReading, type Entry, type ReadOptions } from './types.js';
 
 /** The JSONL field a document's text is read from unless --text-field names another. */
@@ -64,6 +64,8 @@ export async function readJsonl(
   let lastLine = 0;
   let hinted = !unnamed;
   let firstSeen = false;
+  /** Documents read so far (each had the text field). */
+  let records = 0;
   // What the sink throws (the store failed, or reading was asked to stop) is not a read error of this file.
   let sinkFailed = false;
   const flush = async (): Promise<void> => {
@@ -86,7 +88,7 @@ export async function readJsonl(
       {
         line: (text, no) => {
           lastLine = no;
-          let entry = parseJsonLine(text, no, path, options, unnamed);
+          let entry = parseJsonLine(text, no, path, options, unnamed, records);
           const first = !firstSeen && entry !== null;
           if (first) firstSeen = true;
           if (
@@ -107,7 +109,10 @@ export async function readJsonl(
             hinted = true;
           }
           // a stream whose lines were records is JSON Lines: a broken line later in it is only that
-          if (entry !== null && !('reason' in entry)) hinted = true;
+          if (entry !== null && !('reason' in entry)) {
+            hinted = true;
+            records++;
+          }
           if (entry !== null) sink.add(entry);
         },
         bad: (no, reason, bytes, head) => {
@@ -172,8 +177,12 @@ function prettyPrinted(path: string, firstLine: string): string {
 const STREAM_IS_JSONL =
   'a stream is read as JSON Lines, one {"text": ...} object per line: to enqueue a text file, name it (llmq enqueue notes.txt)';
 
-/** One line (decoded from strict UTF-8, so it holds no lone surrogate) to a document or a rejection; null for a blank line. */
-export function parseJsonLine(text: string, line: number, path: string, o: JsonlOptions, unnamed = false): Entry | null {
+/**
+ * One line (decoded from strict UTF-8, so it holds no lone surrogate) to a document or a rejection;
+ * null for a blank line. `recordsBefore`: the documents the lines before it in its file gave, which
+ * had the text field: a line without one is that line's mistake, not the flag's.
+ */
+export function parseJsonLine(text: string, line: number, path: string, o: JsonlOptions, unnamed = false, recordsBefore = 0): Entry | null {
   if (isBlank(text)) return null;
   let value: unknown;
   try {
@@ -212,6 +221,10 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   if (body === undefined) {
     // the fields it has, so the fix (--text-field <one of them>) needs no look into the file
     const has = Object.keys(obj).length === 0 ? 'it has no fields' : `it has ${fieldList(obj)}`;
+    if (recordsBefore > 0) {
+      const before = recordsBefore === 1 ? '1 record before it has one' : `${int(recordsBefore)} records before it have one`;
+      return { path, line, id, reason: `no "${o.textField}" field (${has}), where ${before}: mend this line` };
+    }
     const meant = likelyMeant(o.textField, obj);
     const fix =
       meant !== undefined

@@ -144,7 +144,8 @@ describe('llmq enqueue (CLI)', () => {
     );
     const exported = await runCli(['export', '--db', db, '--out-dir', 'docs/answers'], { cwd: dir });
     expect(exported.code, exported.stderr).toBe(0);
-    expect(exported.stderr).not.toContain('warning');
+    // a folder of answers only: no word that an enqueue would read them (the mock's stand-ins are said apart)
+    expect(exported.stderr).not.toContain('llmq enqueue leaves a folder only llmq export wrote out');
     expect(existsSync(join(docs, 'answers', 'sub', 'other.md.out'))).toBe(true);
     const again = await runCli(['enqueue', 'docs', '--db', db], { cwd: dir });
     expect(again.code, again.stderr).toBe(0);

@@ -30,7 +30,8 @@ describe('enqueue JSONL', () => {
     expect(s.rejections.map((r) => `${r.line}: ${r.reason}`)).toEqual([
       `2: malformed JSON (Expected ',' or '}' after property value in JSON at position 32)`,
       '3: not a JSON object (each line must be one {...} document, got an array)',
-      '4: no "text" field (it has "id", "body": name the text field with --text-field)',
+      // a line without it where others have it: the line is to mend, not the flag
+      '4: no "text" field (it has "id", "body"), where 1 record before it has one: mend this line',
       '5: "text" is a number, not a string',
       '6: empty document',
       '7: empty document (nothing but whitespace)',
