@@ -661,18 +661,36 @@ describe('a pace an earlier run remembered', () => {
 
 describe('a pace learned from 429s with no limit said or set', () => {
   /** Sends for `ms`, asking the lane every `everyMs` of the clock (10: at most 100 a second); returns how many went. */
-  async function sendFor(lane: Lane, clock: { now: number }, ms: number, everyMs = 0.5): Promise<number> {
+  /** Requests sent for `ms`, one each `everyMs`, each answered at once (headers saying nothing) unless `answering` is false. */
+  async function sendFor(lane: Lane, clock: { now: number }, ms: number, everyMs = 0.5, answering = true): Promise<number> {
     let sent = 0;
     for (const end = clock.now + ms; clock.now < end; clock.now += everyMs) {
       const got = await lane.tryTake(0);
       if (typeof got !== 'number') {
         sent++;
         lane.ended(got);
+        if (answering) lane.answered(null, null, 0);
       }
     }
     return sent;
   }
   const tooMany = () => new ProviderError({ message: '429', scope: 'retryable', reason: 'rate_limit', status: 429 });
+
+  it('a pace 429s taught a lane that has answered nothing is not remembered nor said: all it sent was refused, at any rate', async () => {
+    const clock = { now: T0 };
+    const lane = new Lane('m', { rpm: null, tpm: null }, new LocalLaneBoard(() => clock.now), () => clock.now);
+    await sendFor(lane, clock, 5000, 10, false);
+    lane.rateLimitedBy(tooMany(), clock.now);
+    // it slows this run's tries all the same
+    expect(lane.limits().rpm).toBeLessThan(6000);
+    // nothing for status, estimate or the next run to start from, nor a source for the progress to say
+    expect(lane.toRemember()).toBeNull();
+    expect(lane.snapshot().learned).toBeNull();
+    // once answers come, the pace the 429s keep is one
+    clock.now += 2000;
+    await sendFor(lane, clock, 1000, 10);
+    expect(lane.toRemember()?.source).toBe('429s');
+  });
 
   it('climbs past the rate the 429 came at once it stays quiet: one passing 429 is not a limit', async () => {
     const clock = { now: T0 };

@@ -103,6 +103,8 @@ export class Lane {
   #probeOut = false;
   /** When the lane's first answer came. */
   #firstAnswerAt: number | null = null;
+  /** 429s taught the pace before anything was answered (`toRemember`). */
+  #learnedUnanswered = false;
   /** A 429 came at a limit the provider said: the wide guard for the rest of the run. */
   #jittery = false;
   /** The limit said last was said in a 429's body, not in headers (`RateLimitInfo.inBody`). */
@@ -172,6 +174,10 @@ export class Lane {
    * the pace they settled at. Null when nothing was learned.
    */
   toRemember(): LearnedLimits | null {
+    // 429s and nothing answered: what was sent was all refused, at any rate (a key with no quota, an
+    // endpoint refusing everything). The pace they taught slows this run's tries; kept, it said
+    // "240 rpm, learned from 429s" to status, and estimate timed runs by it
+    if (this.#firstAnswerAt === null && this.#learnedUnanswered) return null;
     const learned = this.board.learned();
     // A limit said only on 429s (Google's quota) is kept as a pace 429s taught, for 15 minutes: a run
     // paced under it is never refused, so never told a raised one (a key moved to a paid tier).
@@ -407,7 +413,10 @@ export class Lane {
     const l = this.limits();
     const observed = this.#observedRate();
     const nothingKnown = l.rpm === null && l.tpm === null;
-    if (nothingKnown && observed !== null) this.board.learn({ rpm: observed * 60, tpm: null, source: '429s', at: now });
+    if (nothingKnown && observed !== null) {
+      this.board.learn({ rpm: observed * 60, tpm: null, source: '429s', at: now });
+      this.#learnedUnanswered ||= this.#firstAnswerAt === null;
+    }
     if (!nothingKnown || observed !== null) this.#backoff.rateLimited(sentAt, now);
   }
 
