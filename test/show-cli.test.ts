@@ -199,6 +199,15 @@ describe('llmq show', () => {
     expect(dotted.stderr).not.toContain('did you mean');
   });
 
+  it('an id in another case names the item it likely means', async () => {
+    const dir = tempDir();
+    const { db } = await populate(dir);
+    const r = await runCli(['show', 'SUB/B.TXT', '--db', db]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`Ids are case-sensitive: did you mean 'sub/b.txt' (from `);
+    expect(r.stderr).toContain(`? llmq show sub/b.txt --db ${db}\n`);
+  });
+
   it('a job failed because the runs holding it died says its tries left no record, not "none yet"', async () => {
     const { db, store } = await oneClaimedJob();
     // run-1 died holding it; two more runs took it and died; the claim after fails it (a crash loop)

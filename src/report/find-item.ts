@@ -118,7 +118,8 @@ const MOST_ITEMS_SCANNED = 2_000_000;
 
 /**
  * The item an id that names none is likely a slip for: a path given from outside the folder
- * enqueued (`notes/a.txt` for `a.txt`), an id without its extension (`a` for `a.txt`), or a file's
+ * enqueued (`notes/a.txt` for `a.txt`), an id without its extension (`a` for `a.txt`), in another
+ * case (`t00001` for `T00001`), or a file's
  * name without the subfolder it is in (`n4.txt` for `sub/n4.txt`; the first of several, said so).
  */
 export async function slipFor(
@@ -134,6 +135,11 @@ export async function slipFor(
   if (tail) return { id: tail.id, source: tail.source, why: 'Ids of files are relative to the folder enqueued' };
   const extended = await itemWithExtension(store, bare);
   if (extended) return { id: extended.id, source: extended.source, why: 'Ids of files keep their extension' };
+  // `t00001` for `T00001`: two lookups, not a scan
+  for (const cased of new Set([bare.toUpperCase(), bare.toLowerCase()])) {
+    const other = cased === bare ? null : await store.item(cased);
+    if (other) return { id: other.id, source: other.source, why: 'Ids are case-sensitive' };
+  }
   const span = await store.itemSeqSpan();
   if (span === null || span.last - span.first > MOST_ITEMS_SCANNED) return null;
   const deeper = await store.itemsEndingIn(bare, 2);
