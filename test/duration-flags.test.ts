@@ -2,7 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { durationIn } from '../src/cli/options.js';
 import { outageText } from '../src/report/format.js';
 import { runCli } from './helpers/cli.js';
+import { reply } from './helpers/fake-openai.js';
 import { seededQueue } from './helpers/seed.js';
+import { startFake } from './helpers/start-fake.js';
 
 // A flag of time took only a bare number in its unit, while llmq prints durations with theirs
 // (`paused: ... (--max-outage 15m)`): `--max-outage 15m`, typed back, was refused.
@@ -76,5 +78,22 @@ describe('flags of time', () => {
     expect(refused.stderr).toContain(
       "argument 'soon' is invalid. Expected auto, or seconds greater than 0, or a duration with its unit (30s, 2m, 500ms).",
     );
+  }, 30_000);
+
+  it('reach the run in their unit: --timeout 300ms cuts a hung request in a third of a second, not 300 s', async () => {
+    const db = await seededQueue(3);
+    const fake = await startFake({ latencyMs: 5 });
+    // the first request hangs: cut at its timeout, its job is sent again and answered
+    fake.respond((q) => (q.index === 1 ? reply.hang() : undefined));
+    const started = Date.now();
+    const r = await runCli(['run', '--db', db, '--base-url', fake.url, '--timeout', '300ms', '--json'], { timeoutMs: 30_000 });
+    expect(r.code, r.stderr).toBe(0);
+    const end = r.stdout
+      .split('\n')
+      .map((l) => (l ? JSON.parse(l) : null))
+      .find((e) => e?.event === 'run:end');
+    expect(end).toMatchObject({ done: 3, failed: 0, requests: 4 });
+    expect(fake.received).toBe(4);
+    expect(Date.now() - started).toBeLessThan(20_000);
   }, 30_000);
 });
