@@ -15,6 +15,7 @@ import { tempDir } from './helpers/tmp.js';
 import { startFake } from './helpers/start-fake.js';
 import { all } from './helpers/store-reads.js';
 import { gatedProvider } from './helpers/gated-provider.js';
+import { waitFor } from './helpers/wait.js';
 
 async function setup(jobs: number, fakeOptions: Parameters<typeof startFake>[0] = {}) {
   const fake = await startFake(fakeOptions);
@@ -552,6 +553,40 @@ describe('runQueue', () => {
     await store.close();
   }, 15_000);
 
+  it('429s and nothing answered for two minutes: said once, with what to look at; the run goes on till stopped', async () => {
+    const { fake, store } = await setup(3, { latencyMs: 5 });
+    fake.respond(() => reply.error(429, 'Rate limit reached for requests', { type: 'requests', code: 'rate_limit_exceeded' }));
+    // the minute passes on the run's clock once the first 429s came
+    let skew = 0;
+    const events: Array<{ event: keyof SchedulerEventMap; payload: any }> = [];
+    const stop = new AbortController();
+    const running = runQueue(
+      {
+        store,
+        provider: provider(fake),
+        now: () => Date.now() + skew,
+        stopSignal: stop.signal,
+        emit: (event, payload) => {
+          events.push({ event, payload });
+          if (event === 'warning' && /nothing answered/.test((payload as { message: string }).message)) stop.abort();
+        },
+      },
+      { ...fast, concurrency: 2 },
+    );
+    await fake.waitForRequests(2);
+    expect(events.some((e) => e.event === 'warning')).toBe(false);
+    skew = 121_000;
+    await waitFor(() => stop.signal.aborted, { what: 'the word on a run refused all along', timeoutMs: 10_000 });
+    const summary = await running;
+    expect([summary.reason, summary.done]).toEqual(['signal', 0]);
+    const said = events.filter((e) => e.event === 'warning' && /nothing answered/.test(e.payload.message));
+    expect(said).toHaveLength(1);
+    expect(said[0]!.payload.message).toMatch(
+      /^nothing answered in 2m \d+s: \d+ requests were refused with 429 \(the last: .*Rate limit reached for requests\)\. A key with no quota left/,
+    );
+    await store.close();
+  }, 30_000);
+
   it('a job that failed on its own in an earlier run waits out an outage the other jobs opened, rather than failing on its attempts', async () => {
     const { fake, store, keys } = await setup(4, { latencyMs: 5 });
     // the first two: three 500s each, counted in an earlier run (src/store/own-failures.ts)
@@ -651,7 +686,7 @@ describe('runQueue', () => {
       { ...fast, concurrency: 2 },
     );
     expect(Date.now() - t0).toBeLessThan(2000);
-    expect(summary.done).toBe(0);
+    expect([summary.reason, summary.done]).toEqual(['signal', 0]);
     expect((await jobsByState(store)).every((r) => r.state === 'pending' && r.attempts === 0)).toBe(true);
     await store.close();
   });

@@ -550,7 +550,10 @@ class JobRun {
         return decision;
       }
       case 'retry': {
-        if (error.reason === 'rate_limit') c.rateLimited++;
+        if (error.reason === 'rate_limit') {
+          c.rateLimited++;
+          c.lastRateLimited = error.message;
+        }
         if (rateLimit?.lanePaused === false) c.strayRateLimited++;
         if (decision.shrink) ctx.onLocalLimit(error);
         if (!decision.counted && outageType) {

@@ -525,6 +525,7 @@ export class Run {
       });
     }
     this.#tellSilence(t);
+    this.#tellOnlyRefused(t);
     void lanes.refresh();
     this.#store
       .heartbeat(
@@ -613,6 +614,30 @@ export class Run {
       message:
         `${requests} waited ${duration((t - cold.waitingSince) / 1000)} for ${cold.model} with no answer (a slow model, or a provider that takes requests and does not answer): ` +
         `until ${cold.model} has answered ${LatencyStats.MIN_SAMPLES} requests, --timeout auto waits up to ${duration(cold.capMs / 1000)} for each; give --timeout <seconds> to cut them sooner`,
+    });
+  }
+
+  /** `#tellOnlyRefused` has spoken: once a run. */
+  #toldOnlyRefused = false;
+  /** How long a run refused with 429s and answered nothing goes before it says so: past a minute's window turning. */
+  static readonly ONLY_REFUSED_TOLD_MS = 120_000;
+
+  /**
+   * 429s and nothing answered for two minutes: a key with no quota left, or a limit others spend, most
+   * likely, which waiting does not mend. The run goes on trying (429s end no run but a quota's
+   * `insufficient_quota`), slowly; said once, with what to look at, or it read as a slow start.
+   */
+  #tellOnlyRefused(t: number): void {
+    const c = this.#counters;
+    if (this.#toldOnlyRefused || c.lastAnsweredSentAt !== -Infinity || c.rateLimited === 0) return;
+    if (t - this.#startedAt < Run.ONLY_REFUSED_TOLD_MS) return;
+    this.#toldOnlyRefused = true;
+    const refused = c.rateLimited === 1 ? '1 request was refused' : `${c.rateLimited} requests were refused`;
+    this.#emit('warning', {
+      message:
+        `nothing answered in ${duration((t - this.#startedAt) / 1000)}: ${refused} with 429 (the last: ${c.lastRateLimited}). ` +
+        "A key with no quota left, or a limit other clients spend, most likely: see the provider's account. " +
+        'The run keeps trying, paced by the 429s; Ctrl-C stops it, and loses nothing.',
     });
   }
 

@@ -36,6 +36,8 @@ export class RunCounters {
   lastAnsweredSentAt = -Infinity;
   /** Some HTTP response came in this run, an error's too: something listens where the run sends. */
   heardFromProvider = false;
+  /** What the last 429 of the run said (its message), for the word on a run refused all along (`Run.#tellOnlyRefused`). */
+  lastRateLimited: string | null = null;
   promptTokens = 0;
   completionTokens = 0;
   /** Answers cut off at max_tokens (finish_reason `length`). */
