@@ -25,6 +25,28 @@ describe('enqueue: many lines of one file rejected for one reason', () => {
     expect(r.stderr).toMatch(/read 5,001 documents .*: 1 new job, 1 new item, .* 5,000 rejected/);
   }, 20_000);
 
+  it('a line without the text field where most lines before it have one is the line to mend: every such line one reason, gathered', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'tickets.jsonl');
+    // 2,000 tickets, every 50th (from the 100th) with no text
+    const lines = Array.from({ length: 2000 }, (_, i) =>
+      i >= 99 && (i + 1) % 50 === 0
+        ? JSON.stringify({ id: `t${i}`, subject: 'no text' })
+        : JSON.stringify({ id: `t${i}`, text: `ticket ${i}` }),
+    );
+    writeFileSync(file, `${lines.join('\n')}\n`);
+    const r = await runCli(['enqueue', 'tickets.jsonl', '--db', join(dir, 'q.db')], { cwd: dir });
+    expect(r.code, r.stderr).toBe(2);
+    const rejected = r.stderr.split('\n').filter((l) => l.startsWith('rejected '));
+    const reason = 'no "text" field (it has "id", "subject"), where most lines before it have one: mend this line';
+    expect(rejected).toEqual([
+      ...Array.from({ length: 10 }, (_, i) => `rejected tickets.jsonl:${100 + 50 * i}: ${reason}`),
+      expect.stringMatching(
+        new RegExp(`^rejected tickets\\.jsonl:600,650,.*,2000 \\(29 more lines\\): ${reason.replace(/[()]/g, '\\$&')}$`),
+      ),
+    ]);
+  });
+
   it('keeps files, reasons and line runs apart', () => {
     const log = new RejectionLog();
     const printed: string[] = [];

@@ -23,7 +23,7 @@ describe('rejected documents kept for status', () => {
         '',
         'rejected at enqueue (3 documents of 2 inputs, the input enqueued last first)',
         '  in.jsonl:2   malformed JSON (Unterminated string in JSON at position 21)',
-        '  in.jsonl:3   no "text" field (it has "id"), where 1 record before it has',
+        '  in.jsonl:3   no "text" field (it has "id"), where most lines before it have',
         '               one: mend this line',
         '  notes/x.bin  binary file (contains NUL bytes)',
         '  fix them, then enqueue the same input again: what is fixed goes in',
@@ -38,7 +38,7 @@ describe('rejected documents kept for status', () => {
     expect(json.rejected[0].first[1]).toEqual({
       path: 'in.jsonl',
       line: 3,
-      reason: 'no "text" field (it has "id"), where 1 record before it has one: mend this line',
+      reason: 'no "text" field (it has "id"), where most lines before it have one: mend this line',
     });
 
     // in.jsonl fixed and enqueued again: its entry goes; notes' stays (not read again)

@@ -223,7 +223,7 @@ describe.skipIf(!haveChromium() && !process.env.CI)('llmq serve in a real browse
     );
     expect(await text(page, '#rejected tbody')).toBe(
       'in.jsonl:2malformed JSON (Unterminated string in JSON at position 21)' +
-        'in.jsonl:3no "text" field (it has "id"), where 1 record before it has one: mend this line',
+        'in.jsonl:3no "text" field (it has "id"), where most lines before it have one: mend this line',
     );
     // fixed and enqueued again: the page drops the section without a reload
     writeFileSync(join(dir, 'in.jsonl'), '{"id":"r1","text":"one"}\n{"id":"r2","text":"two"}\n{"id":"r3","text":"three"}\n');

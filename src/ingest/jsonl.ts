@@ -8,7 +8,7 @@ import { namedSourceReason } from './file-kind.js';
 import { firstRoundedNumber } from './rounded-numbers.js';
 import { splitLines } from './lines.js';
 import { shellWord } from '../shell-word.js';
-import { int, printable } from '../report/format.js';
+import { printable } from '../report/format.js';
 import { fsReason, StopReading, type Entry, type ReadOptions } from './types.js';
 
 /** The JSONL field a document's text is read from unless --text-field names another. */
@@ -64,8 +64,10 @@ export async function readJsonl(
   let lastLine = 0;
   let hinted = !unnamed;
   let firstSeen = false;
-  /** Documents read so far (each had the text field). */
+  /** Documents read so far (each had the text field), and lines rejected for having none. */
   let records = 0;
+  let withoutText = 0;
+  const noTextField = `no "${options.textField}" field`;
   // What the sink throws (the store failed, or reading was asked to stop) is not a read error of this file.
   let sinkFailed = false;
   const flush = async (): Promise<void> => {
@@ -88,7 +90,8 @@ export async function readJsonl(
       {
         line: (text, no) => {
           lastLine = no;
-          let entry = parseJsonLine(text, no, path, options, unnamed, records);
+          let entry = parseJsonLine(text, no, path, options, unnamed, records > withoutText);
+          if (entry !== null && 'reason' in entry && entry.reason.startsWith(noTextField)) withoutText++;
           const first = !firstSeen && entry !== null;
           if (first) firstSeen = true;
           if (
@@ -179,10 +182,17 @@ const STREAM_IS_JSONL =
 
 /**
  * One line (decoded from strict UTF-8, so it holds no lone surrogate) to a document or a rejection;
- * null for a blank line. `recordsBefore`: the documents the lines before it in its file gave, which
- * had the text field: a line without one is that line's mistake, not the flag's.
+ * null for a blank line. `textFieldUsual`: most lines before it in its file had the text field (more
+ * of them than lacked it): a line without one is that line's mistake, not the flag's.
  */
-export function parseJsonLine(text: string, line: number, path: string, o: JsonlOptions, unnamed = false, recordsBefore = 0): Entry | null {
+export function parseJsonLine(
+  text: string,
+  line: number,
+  path: string,
+  o: JsonlOptions,
+  unnamed = false,
+  textFieldUsual = false,
+): Entry | null {
   if (isBlank(text)) return null;
   let value: unknown;
   try {
@@ -221,10 +231,9 @@ export function parseJsonLine(text: string, line: number, path: string, o: Jsonl
   if (body === undefined) {
     // the fields it has, so the fix (--text-field <one of them>) needs no look into the file
     const has = Object.keys(obj).length === 0 ? 'it has no fields' : `it has ${fieldList(obj)}`;
-    if (recordsBefore > 0) {
-      const before = recordsBefore === 1 ? '1 record before it has one' : `${int(recordsBefore)} records before it have one`;
-      return { path, line, id, reason: `no "${o.textField}" field (${has}), where ${before}: mend this line` };
-    }
+    // one text for every such line (no count in it): the rejection log groups lines by their reason
+    if (textFieldUsual)
+      return { path, line, id, reason: `no "${o.textField}" field (${has}), where most lines before it have one: mend this line` };
     const meant = likelyMeant(o.textField, obj);
     const fix =
       meant !== undefined

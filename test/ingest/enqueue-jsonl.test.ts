@@ -31,7 +31,7 @@ describe('enqueue JSONL', () => {
       `2: malformed JSON (Expected ',' or '}' after property value in JSON at position 32)`,
       '3: not a JSON object (each line must be one {...} document, got an array)',
       // a line without it where others have it: the line is to mend, not the flag
-      '4: no "text" field (it has "id", "body"), where 1 record before it has one: mend this line',
+      '4: no "text" field (it has "id", "body"), where most lines before it have one: mend this line',
       '5: "text" is a number, not a string',
       '6: empty document',
       '7: empty document (nothing but whitespace)',
