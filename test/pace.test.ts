@@ -660,8 +660,10 @@ describe('a pace an earlier run remembered', () => {
 });
 
 describe('a pace learned from 429s with no limit said or set', () => {
-  /** Sends for `ms`, asking the lane every `everyMs` of the clock (10: at most 100 a second); returns how many went. */
-  /** Requests sent for `ms`, one each `everyMs`, each answered at once (headers saying nothing) unless `answering` is false. */
+  /**
+   * Sends for `ms`, asking the lane every `everyMs` of the clock (10: at most 100 a second), each
+   * answered at once (headers saying nothing) unless `answering` is false; returns how many went.
+   */
   async function sendFor(lane: Lane, clock: { now: number }, ms: number, everyMs = 0.5, answering = true): Promise<number> {
     let sent = 0;
     for (const end = clock.now + ms; clock.now < end; clock.now += everyMs) {

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readSchemaFile, strictModeProblems } from '../src/ingest/schema-file.js';
 import { mockAnswer } from '../src/provider/mock.js';
-import { checkAnswer, outputProblem } from '../src/provider/structured-output.js';
+import { checkAnswer, cutOffRoom, outputProblem } from '../src/provider/structured-output.js';
 import { int, usd } from '../src/report/format.js';
 import { runCli } from './helpers/cli.js';
 import { enqueueJsonl, jsonLines, readDb } from './helpers/e2e.js';
@@ -418,4 +418,18 @@ describe('answers held to the JSON their request asks for (response_format)', ()
     expect(jobs[0]!.error).toBe('gave up after 2 attempts: the answer is not JSON, where response_format asks for it');
     expect(attempts[0]!.error).toMatch(/^the answer is not JSON, where response_format asks for it \(the answer: /);
   }, 30_000);
+});
+
+describe('the --max-tokens proposed for answers kept though cut off (online and batch lanes alike)', () => {
+  it('is twice the larger of the request limit and the tokens used, at least 1,024', () => {
+    const request = (body: object) => JSON.stringify({ model: 'm', messages: [], ...body });
+    expect(cutOffRoom(request({ max_tokens: 700 }), 700)).toBe(1400);
+    expect(cutOffRoom(request({ max_completion_tokens: 3000 }), 3000)).toBe(6000);
+    // the batch lane holds no plain request: the tokens a cut-off answer used are its limit
+    expect(cutOffRoom(null, 700)).toBe(1400);
+    expect(cutOffRoom(null, 64)).toBe(1024);
+    // none set: cut at the model's own limit, which only the tokens say (4,096 was proposed, fewer than it had)
+    expect(cutOffRoom(request({}), 16_384)).toBe(32_768);
+    expect(cutOffRoom(null, 0)).toBe(4096);
+  });
 });

@@ -1,7 +1,7 @@
 import { classifyHttpError } from '../provider/classify.js';
 import { answerKind } from '../provider/finish.js';
 import { parseCompletion } from '../provider/openai.js';
-import { checkAnswer, roomierThan } from '../provider/structured-output.js';
+import { checkAnswer, cutOffRoom as roomFor } from '../provider/structured-output.js';
 import { ProviderError, triedError } from '../provider/types.js';
 import { exhaustedMessage } from '../scheduler/decide.js';
 import type { BilledAnswer } from '../scheduler/events.js';
@@ -125,8 +125,8 @@ export async function applyResults(
           done++;
           const kind = answerKind(c.finishReason ?? null, checked.output);
           if (kind !== null) incomplete[kind]++;
-          // an answer cut off used its whole limit: the request is not held (only those asking for JSON are)
-          if (kind === 'cutOff') cutOffRoom = Math.max(cutOffRoom, roomierThan(c.usage.completionTokens));
+          // the request is held only for those asking for JSON: cut off at a limit, an answer used all of it
+          if (kind === 'cutOff') cutOffRoom = Math.max(cutOffRoom, roomFor(job.request, c.usage.completionTokens));
           continue;
         } catch (bad) {
           // a 200 whose body is no completion: retried as online (it may answer next time)

@@ -74,8 +74,19 @@ export function roomier(request: string): number {
 }
 
 /** Twice a completion limit (at least 1,024; 4,096 when none is known): a --max-tokens to propose for answers it cut off. */
-export function roomierThan(limit: number): number {
+function roomierThan(limit: number): number {
   return limit > 0 ? Math.max(1024, 2 * limit) : 4096;
+}
+
+/**
+ * The --max-tokens to propose for an answer kept though cut off, online and in the batch lane: twice
+ * the larger of its request's limit (null where the lane does not hold the request) and the tokens
+ * it used. Cut off at a limit, it used all of it; cut off with none set, at the model's own, which
+ * only the tokens say (4,096 was proposed there, fewer than it had).
+ */
+export function cutOffRoom(request: string | null, completionTokens: number): number {
+  const limit = request === null ? 0 : requestedCompletionTokens(JSON.parse(request));
+  return roomierThan(Math.max(limit, completionTokens));
 }
 
 /** What is wrong with an answer to a request that asks for JSON, or null when it is what was asked (or nothing was). */

@@ -230,7 +230,7 @@ export function buildStatusReport(
     jobsPerSecond,
     etaSeconds,
     alerts: live.flatMap((r) =>
-      r.alerts.filter((a) => !waitedLessNow(a, s.oldestPendingAt, o.now)).map((a) => ({ ...a, runId: r.id, host: r.host })),
+      r.alerts.filter((a) => !clearedSince(a, s.oldestPendingAt, o.now)).map((a) => ({ ...a, runId: r.id, host: r.host })),
     ),
   };
 }
@@ -270,7 +270,7 @@ function workedUntil(r: Pick<RunRow, 'exitReason' | 'endedAt' | 'heartbeatAt'>):
 }
 
 /** An oldest-pending alert whose wait the queue's own oldest job, read now, is under: it cleared since the run's heartbeat. */
-function waitedLessNow(a: RunAlert, oldestPendingAt: number | null, now: number): boolean {
+function clearedSince(a: RunAlert, oldestPendingAt: number | null, now: number): boolean {
   return a.kind === 'oldest' && (oldestPendingAt === null || now - oldestPendingAt < a.threshold);
 }
 

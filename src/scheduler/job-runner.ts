@@ -7,7 +7,7 @@ import { decide, isOutageType, type Decision } from './decide.js';
 import { type BilledAnswer, FAILED_JOBS_NAMED, type RefusedParameter, type SchedulerListener } from './events.js';
 import type { InFlightRequests } from './in-flight.js';
 import type { Lane } from './lane.js';
-import { checkAnswer, roomier } from '../provider/structured-output.js';
+import { checkAnswer, cutOffRoom } from '../provider/structured-output.js';
 import type { OutageBreaker } from './outage.js';
 import type { PaceTicket } from './pace/window-pacer.js';
 import type { Semaphore } from './semaphore.js';
@@ -428,7 +428,7 @@ class JobRun {
     c.completionTokens += usage.completionTokens;
     c.finished(endedAt, usage.promptTokens + usage.completionTokens);
     const finishReason = result.finishReason ?? null;
-    this.#noteIncomplete(finishReason, checked.output);
+    this.#noteIncomplete(finishReason, checked.output, usage.completionTokens);
     const costUsd = attempt.costUsd ?? null;
     if (costUsd === null) c.unpricedAnswers++;
     ctx.emit('job:done', {
@@ -447,11 +447,11 @@ class JobRun {
    * An answer that is not the whole answer is kept (it was billed, and the same request would most
    * likely end the same way), counted, and said once per run the first time one comes.
    */
-  #noteIncomplete(finish: FinishReason | null, output: string): void {
+  #noteIncomplete(finish: FinishReason | null, output: string, completionTokens: number): void {
     const kind = answerKind(finish, output);
     if (kind === null) return;
     const c = this.ctx.counters;
-    if (kind === 'cutOff') c.cutOffRoom = Math.max(c.cutOffRoom, roomier(this.job.request));
+    if (kind === 'cutOff') c.cutOffRoom = Math.max(c.cutOffRoom, cutOffRoom(this.job.request, completionTokens));
     const said = kind === 'cutOff' && this.ctx.provider.name === 'mock' ? 'mockCutOff' : kind;
     if (c[kind]++ === 0) this.ctx.emit('warning', { message: INCOMPLETE_WARNING[said] });
   }

@@ -96,11 +96,6 @@ export function mockRunWhere(d: Dialect, toTakeBack?: { readonly quietSince: str
   return `${mock} AND ${option(TAKEN_BACK)} IS NULL AND (ended_at IS NOT NULL OR heartbeat_at < ${toTakeBack.quietSince})`;
 }
 
-/**
- * `mockRunWhere(d, { quietSince })` of one run read already: a mock run whose answers, and money,
- * the next run of a real provider takes back. What a dry run of that real run leaves out of
- * --budget-total, as the run itself will.
- */
 /** A run of the offline mock whose answers are still in the queue (no real run has taken them back). */
 export function mockAnswersKept(run: Pick<RunRow, 'options'>): boolean {
   return run.options.provider === 'mock' && run.options[TAKEN_BACK] === undefined;
@@ -111,6 +106,11 @@ export function mockAnswersStandAmong(runs: ReadonlyArray<Pick<RunRow, 'options'
   return runs.some((r) => mockAnswersKept(r) && (r.stats?.done ?? 1) > 0);
 }
 
+/**
+ * `mockRunWhere(d, { quietSince })` of one run read already: a mock run whose answers, and money,
+ * the next run of a real provider takes back. What a dry run of that real run leaves out of
+ * --budget-total, as the run itself will.
+ */
 export function mockRunToTakeBack(run: Pick<RunRow, 'options' | 'endedAt' | 'heartbeatAt'>, quietSince: number): boolean {
   return mockAnswersKept(run) && (run.endedAt !== null || run.heartbeatAt < quietSince);
 }

@@ -139,18 +139,18 @@ export async function runBatchCommand(flags: BatchRunFlags, baseUrl: string): Pr
       if (spent) info(spent);
       const incomplete = incompleteText(summary);
       if (incomplete) info(`  ${incomplete} ${incompleteKeptText(summary)}`);
-      // the run that sends them again goes through the Batch API, as this one did
-      for (const line of cutOffLines(
-        summary,
-        NO_PAINT,
-        `llmq run${runArgumentsOfRun(options)}`,
-        dbArgument(flags.db),
-        flags.provider === 'mock',
-      ))
-        info(line);
       // as an online run ends (exit 2): where to see why, and the batch run that tries them again;
       // --via auto goes on online, whose own end says it
       if (flags.until === undefined) {
+        // the run that sends the cut-off ones again goes through the Batch API, as this one did
+        for (const line of cutOffLines(
+          summary,
+          NO_PAINT,
+          `llmq run${runArgumentsOfRun(options)}`,
+          dbArgument(flags.db),
+          flags.provider === 'mock',
+        ))
+          info(line);
         // the run status proposes after this one, from what this one stores: its lane, endpoint, tries and prices
         for (const line of failedLines(summary, NO_PAINT, { again: dbArgument(flags.db), runAgain: runArgumentsOfRun(options) }))
           info(line);

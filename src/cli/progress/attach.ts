@@ -55,7 +55,7 @@ export interface ProgressOptions {
   readonly provider?: string;
   /** Flags the next commands the summary suggests need to reach this queue (` --db q.db`, see `dbArgument`). @default '' */
   readonly again?: string;
-  /** Flags a suggested `llmq run` needs besides to send where this run sent (` --provider mock`, see `runArguments`), after the run that ended so (`Where.runAgain`). */
+  /** Flags a suggested `llmq run` needs besides to send where this run sent, after the run that ended so (`Where.runAgain`): a function of its summary. */
   readonly runAgain?: (r: RunSummary) => string;
   /** The answers are the offline mock's stand-ins: what they say of the model's answers (cut off at max_tokens) is not proposed as a fix. */
   readonly offline?: boolean;

@@ -284,8 +284,8 @@ export function summaryText(
 
 /**
  * The failed jobs in the queue as a run ends: where to see why, and what tries them again (nothing
- * when the provider refused them all as sent). `again` and `runAgain` as `Where` has them; the batch
- * lane's end says them too.
+ * when the provider refused them all as sent). `again` as `Where` has it; `runAgain`, what a suggested
+ * `llmq run` needs besides (`Where.runAgain`'s of this run). The batch lane's end says them too.
  */
 export function failedLines(
   r: Pick<RunSummary, 'failedInStore' | 'failuresInStore'>,
