@@ -27,7 +27,7 @@ describe('a wrong --base-url (every request answered 404)', () => {
     // status, after it, proposes the same: the run's stats keep that the endpoint was wrong
     const status = await runCli(['status', '--db', db]);
     expect(status.stdout).toContain(`llmq run --base-url URL --concurrency 4 --db ${db}`);
-    expect(status.stdout).toContain("the last run's address takes no chat completions");
+    expect(status.stdout).toContain("  the last run's address takes no chat completions: give the right one\n");
     expect(status.stdout).not.toContain(`--base-url ${fake.url}`);
     const { jobs, attempts } = readDb(db);
     expect(jobs.map((j) => [j.state, j.attempts])).toEqual(Array(10).fill(['pending', 0]));
@@ -106,12 +106,13 @@ describe('a --base-url where nothing listens (connections refused, nothing ever 
     expect(afterStop.stdout).toContain(`to send the 1 pending: llmq run --base-url URL --db ${db}`);
     expect(afterStop.stdout).toContain(`llmq estimate --base-url URL --db ${db}`);
     expect(afterStop.stdout).not.toContain(`--base-url ${url}`);
+    expect(afterStop.stdout).toContain("  nothing listened at the last run's address: start its server, or give another\n");
 
     const ended = await runCli(['run', '--db', db, '--base-url', url, '--max-outage', '2s', '--progress', 'none']);
     expect(ended.code, ended.stderr).toBe(1);
     expect(ended.stderr).toContain(`Run llmq run --base-url URL --db ${db} again once this is fixed.`);
     expect(ended.stderr).not.toContain(`llmq run --base-url ${url}`);
     const afterEnd = await runCli(['status', '--db', db, '--json']);
-    expect(JSON.parse(afterEnd.stdout).lastRun.wrongEndpoint).toBe(true);
+    expect(JSON.parse(afterEnd.stdout).lastRun.wrongEndpoint).toBe('nobody-listened');
   }, 40_000);
 });

@@ -167,7 +167,7 @@ export function endpointOption(flags: { readonly provider?: string; readonly bas
 /** ` --provider mock` (with its latency), or the endpoint a run sent to when not OpenAI's; a place for another after one shown wrong. */
 function endpointOfRun(options: StoredRunOptions): string {
   if (options?.provider === 'mock') return runArguments({ ...options, provider: 'mock' });
-  if (options?.wrongEndpoint === true) return ' --base-url URL';
+  if (typeof options?.wrongEndpoint === 'string') return ' --base-url URL';
   const url = typeof options?.provider === 'string' ? /^openai-compatible \((.+)\)$/.exec(options.provider)?.[1] : undefined;
   if (!url || url === DEFAULT_BASE_URL) return '';
   // the name leaves out the query: Azure's api-version, without which the endpoint answers 404

@@ -327,8 +327,10 @@ export function renderStatus(
         ),
       );
     // its address again would fail the same way: the proposal leaves the address to the user, as run's end did
-    if (last?.wrongEndpoint)
-      lines.push(p.dim("  the last run's address takes no chat completions (nobody listened, or no such path): give the right one"));
+    if (last?.wrongEndpoint === 'nobody-listened')
+      lines.push(p.dim("  nothing listened at the last run's address: start its server, or give another"));
+    else if (last?.wrongEndpoint === 'no-completions')
+      lines.push(p.dim("  the last run's address takes no chat completions: give the right one"));
     for (const l of hint(`to send ${what.join(' and ')}:`, `llmq run${next.run}${again}`)) lines.push(p.dim(l));
     // estimate prices pending jobs: with none, it would say 0 to send
     if (r.counts.pending > 0)

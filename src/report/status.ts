@@ -1,4 +1,13 @@
-import type { JobState, RunAlert, RunLaneStats, RunRow, RunStats, SourceRejections, StatusSnapshot } from '../store/types.js';
+import type {
+  JobState,
+  RunAlert,
+  RunLaneStats,
+  RunRow,
+  RunStats,
+  SourceRejections,
+  StatusSnapshot,
+  WrongEndpoint,
+} from '../store/types.js';
 import type { PriceTable } from '../pricing/price-table.js';
 import { buildCost, isLive, type CostReport, type RunsGoneHere } from './status-cost.js';
 import { stillRemembered } from '../remembered-pace.js';
@@ -25,8 +34,8 @@ export interface RunReport {
   readonly budgetReached: 'run' | 'total' | null;
   /** The budget that ended it stopped it with much of it left (one request may cost more than was left): the same amount again gets little or nothing done. */
   readonly budgetTooSmall: boolean;
-  /** It ended showing its endpoint wrong (`RunStats.wrongEndpoint`: nobody listened, or no chat completions there): a run proposed after it leaves a place for another (` --base-url URL`). */
-  readonly wrongEndpoint: boolean;
+  /** It ended showing its endpoint wrong, and how (`RunStats.wrongEndpoint`): a run proposed after it leaves a place for another (` --base-url URL`); null otherwise. */
+  readonly wrongEndpoint: WrongEndpoint | null;
   /** Where it sent: its provider's name ("mock", "openai-compatible (https://api.openai.com/v1)"); null for runs that did not store it. */
   readonly provider: string | null;
   /** The lane it ran in: `batch`, or null for online (the default, not recorded). */
@@ -303,7 +312,7 @@ export function runReport(r: RunRow, now: number, here?: RunsGoneHere): RunRepor
     error: typeof st?.error === 'string' ? st.error : null,
     budgetReached: st?.budgetReached === 'run' || st?.budgetReached === 'total' ? st.budgetReached : null,
     budgetTooSmall: st?.budgetTooSmall === true,
-    wrongEndpoint: st?.wrongEndpoint === true,
+    wrongEndpoint: st?.wrongEndpoint === 'nobody-listened' || st?.wrongEndpoint === 'no-completions' ? st.wrongEndpoint : null,
     live,
     gone: r.endedAt === null && (here?.dead.has(r.id) ?? false),
     pidGoneHere,

@@ -21,7 +21,7 @@ import { loadPriceTable } from '../pricing/price-table.js';
 import { UnneededJobs } from './unneeded-jobs.js';
 import { duration, int, oneLine } from '../report/format.js';
 import type { RunDeps, RunOptions, RunStore } from './run-queue.js';
-import type { JobState, RunRow, RunStats } from '../store/types.js';
+import type { JobState, RunRow, RunStats, WrongEndpoint } from '../store/types.js';
 import { retryingTransients } from './retrying-store.js';
 import { StoreWaitNotice } from './store-wait-notice.js';
 import { DiskFullNotice } from './disk-full-notice.js';
@@ -775,8 +775,12 @@ export class Run {
   /** What `status` says of how the run ended, beside its reason: the error, or which budget. */
   #endedBy(reason: string): Pick<RunStats, 'error' | 'budgetReached' | 'budgetTooSmall' | 'wrongEndpoint'> {
     // after Ctrl-C as after --max-outage: status proposes another endpoint, not the one that never answered
-    const wrong = this.#reachedNothing() || (this.#fatal !== null && stopNamesWrongEndpoint(this.#fatal));
-    const endpoint = wrong ? ({ wrongEndpoint: true } as const) : {};
+    const wrong: WrongEndpoint | null = this.#reachedNothing()
+      ? 'nobody-listened'
+      : this.#fatal !== null && stopNamesWrongEndpoint(this.#fatal)
+        ? 'no-completions'
+        : null;
+    const endpoint = wrong ? { wrongEndpoint: wrong } : {};
     const error = this.#fatal ?? this.#internal;
     // the provider's message is up to 300 characters (cleanMessage), what to do follows it: kept whole
     if (error) return { error: oneLine(error instanceof Error ? error.message : String(error), 600), ...endpoint };

@@ -283,8 +283,11 @@ export interface RunStats {
    * (`RunSummary.unreachable`), or its stop said no chat completions are there (`stopNamesWrongEndpoint`).
    * A run proposed after it leaves a place for another (`--base-url URL`).
    */
-  readonly wrongEndpoint?: true;
+  readonly wrongEndpoint?: WrongEndpoint;
 }
+
+/** How a run showed its endpoint wrong: nobody listened there, or it takes no chat completions (404 naming no model, 405, 501). */
+export type WrongEndpoint = 'nobody-listened' | 'no-completions';
 
 /** A run's alert threshold that is crossed now. */
 export interface RunAlert {
