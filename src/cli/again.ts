@@ -184,13 +184,28 @@ function limitsOfRun(options: StoredRunOptions): string {
 /** The money flags of stored run options (`spendFlagsOf`), as `moneyArguments` takes them. */
 function spendFlags(options: Record<string, unknown>) {
   const f = spendFlagsOf(options);
-  const ownTooSmall = options.budgetReached === 'run' && options.budgetTooSmall === true;
+  const reached = options.budgetReached === 'run' || options.budgetReached === 'total' ? options.budgetReached : null;
   return {
-    budget: f.budget === null ? undefined : ownTooSmall ? BUDGET_TO_RAISE : f.budget,
-    budgetTotal: f.budgetTotal === null ? undefined : options.budgetReached === 'total' ? BUDGET_TO_RAISE : f.budgetTotal,
+    ...budgetsToRaise({ budget: f.budget ?? undefined, budgetTotal: f.budgetTotal ?? undefined }, reached, options.budgetTooSmall === true),
     price: f.price ?? undefined,
     prices: f.prices ?? undefined,
   };
+}
+
+/**
+ * A run's budgets as the run proposed after it carries them: the one it reached in `USD`'s place
+ * (the amount to raise: the same again would stop at once), the queue's `--budget-total` always, its
+ * own `--budget` when too small for one request (`budgetTooSmallForRequests`). One rule for the
+ * run's own end and for `status` after it.
+ */
+export function budgetsToRaise<F extends { readonly budget?: number; readonly budgetTotal?: number }>(
+  flags: F,
+  reached: 'run' | 'total' | null,
+  tooSmall: boolean,
+): Omit<F, 'budget' | 'budgetTotal'> & { budget?: number | typeof BUDGET_TO_RAISE; budgetTotal?: number | typeof BUDGET_TO_RAISE } {
+  if (reached === 'total' && flags.budgetTotal !== undefined) return { ...flags, budgetTotal: BUDGET_TO_RAISE };
+  if (reached === 'run' && tooSmall && flags.budget !== undefined) return { ...flags, budget: BUDGET_TO_RAISE };
+  return flags;
 }
 
 /**

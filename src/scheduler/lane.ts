@@ -177,8 +177,8 @@ export class Lane {
     // 429s and nothing answered: what was sent was all refused, at any rate (a key with no quota, an
     // endpoint refusing everything). The pace they taught slows this run's tries; kept, it said
     // "240 rpm, learned from 429s" to status, and estimate timed runs by it
-    if (this.#firstAnswerAt === null && this.#learnedUnanswered) return null;
     const learned = this.board.learned();
+    if (this.#firstAnswerAt === null && this.#learnedUnanswered && learned?.source === '429s') return null;
     // A limit said only on 429s (Google's quota) is kept as a pace 429s taught, for 15 minutes: a run
     // paced under it is never refused, so never told a raised one (a key moved to a paid tier).
     if (!this.#fromBackoff()) return learned?.source === 'headers' && this.#saidOnRefusal ? { ...learned, source: '429s' } : learned;

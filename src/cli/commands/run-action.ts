@@ -13,7 +13,7 @@ import { warn } from '../output.js';
 import { int, usd, usdApart } from '../../report/format.js';
 import { priceTableFrom, pricesOfRun } from './price-options.js';
 import { whileReaderPresent } from '../reader-gone.js';
-import { BUDGET_TO_RAISE, dbArgument, endpointOption, limitArguments, moneyArguments, redisArguments, runArguments } from '../again.js';
+import { budgetsToRaise, dbArgument, endpointOption, limitArguments, moneyArguments, redisArguments, runArguments } from '../again.js';
 import { refuseMockFlags } from '../mock-latency-option.js';
 import { exitOnStopSignals, watchRunStop } from '../run-stop.js';
 import { alertTarget, hookReportLine } from '../hook-flags.js';
@@ -134,7 +134,7 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
       (r.unreachable ? elsewhereArguments(flags) : runArguments(flags)) +
       limitArguments(flags) +
       redisArguments(flags) +
-      moneyArguments(budgetsToRaise(flags, r.budget)),
+      moneyArguments(budgetsToRaise(flags, r.budget?.scope ?? null, r.budget !== null && budgetTooSmallForRequests(r.budget))),
     offline: provider.name === 'mock',
   });
   listeners.push(progress.listener);
@@ -297,16 +297,6 @@ function warnIfKeyUnredactable(found: { key: string; name: string } | undefined)
 function againAfterFatal(flags: RunFlags, fatal: Fatal, unreachable: boolean): string {
   const endpoint = unreachable || stopNamesWrongEndpoint(fatal) ? elsewhereArguments(flags) : runArguments(flags);
   return endpoint + limitArguments(flags) + redisArguments(flags) + moneyArguments(flags) + dbArgument(flags.db);
-}
-
-/**
- * The run's money flags, a budget it reached in `USD`'s place (the amount to raise, as status proposes
- * it): the queue's `--budget-total` always, its own `--budget` when too small for one request.
- */
-function budgetsToRaise(flags: RunFlags, reached: RunSummary['budget']): Parameters<typeof moneyArguments>[0] {
-  if (reached === null) return flags;
-  if (reached.scope === 'total') return { ...flags, budgetTotal: BUDGET_TO_RAISE };
-  return budgetTooSmallForRequests(reached) ? { ...flags, budget: BUDGET_TO_RAISE } : flags;
 }
 
 /** `runArguments` with a place for the endpoint: the one given (by the flag or the environment) was wrong. */
