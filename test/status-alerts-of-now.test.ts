@@ -3,23 +3,13 @@ import { describe, expect, it } from 'vitest';
 import { loadPriceTable } from '../src/pricing/price-table.js';
 import { buildStatusReport } from '../src/report/status.js';
 import { SqliteStore } from '../src/store/sqlite/store.js';
-import type { RunAlert, RunStats } from '../src/store/types.js';
+import type { RunAlert } from '../src/store/types.js';
+import { NO_STATS } from './helpers/stores.js';
 import { seedJobs } from './helpers/seed.js';
 import { tempDir } from './helpers/tmp.js';
 
 // A run's alerts are what its last heartbeat stored: status shows them while that is news, and not
 // a wait the queue itself, read now, shows over.
-
-const FIGURES: RunStats = {
-  done: 0,
-  failed: 0,
-  retried: 0,
-  requests: 0,
-  rateLimited: 0,
-  promptTokens: 0,
-  completionTokens: 0,
-  jobsPerSecond: 0,
-};
 
 const OLDEST: RunAlert = {
   kind: 'oldest',
@@ -37,7 +27,7 @@ async function queueWithRun(alerts: readonly RunAlert[], oldestAgoMs: number) {
   // the jobs' age as the run's watcher saw it, or younger: an older job was taken by another run since
   store.db.prepare('UPDATE jobs SET created_at = ?').run(now - oldestAgoMs);
   await store.startRun({ id: 'run-a', host: 'here', pid: 1, startedAt: now - 60_000, options: {} });
-  await store.heartbeat('run-a', now, now + 30_000, { ...FIGURES, alerts });
+  await store.heartbeat('run-a', now, now + 30_000, { ...NO_STATS, alerts });
   const snapshot = await store.status();
   await store.close();
   return { snapshot, now };
