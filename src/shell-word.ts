@@ -3,5 +3,19 @@ import { redactUrlCredentials } from './url-credentials.js';
 /** A value as a POSIX shell word for a command llmq suggests: quoted when needed, a URL's password masked (invariant 7: such a hint is shown, not pasted). */
 export function shellWord(value: string): string {
   const shown = redactUrlCredentials(value);
-  return /^[\w@%+=:,./-]+$/.test(shown) ? shown : `'${shown.replaceAll("'", `'\\''`)}'`;
+  if (/^[\w@%+=:,./-]+$/.test(shown)) return shown;
+  // A control character in single quotes reached the terminal raw: a file's name broke the line, or
+  // set the terminal's colours and title. Bash's and zsh's $'...' say each as an escape, pasted back
+  // as the same character.
+  if (CONTROL.test(shown)) return `$'${shown.replace(CONTROL_OR_QUOTE, ansiCEscape)}'`;
+  return `'${shown.replaceAll("'", `'\\''`)}'`;
+}
+
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+const CONTROL_OR_QUOTE = /[\\'\u0000-\u001f\u007f-\u009f]/g;
+const NAMED: Readonly<Record<string, string>> = { '\\': '\\\\', "'": "\\'", '\n': '\\n', '\t': '\\t', '\r': '\\r', '\u001b': '\\e' };
+
+function ansiCEscape(c: string): string {
+  const code = c.charCodeAt(0);
+  return NAMED[c] ?? (code < 0x80 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`);
 }
