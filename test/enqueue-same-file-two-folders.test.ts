@@ -14,6 +14,26 @@ function docsTree(): string {
 }
 
 describe('enqueue: the same file from two folders', () => {
+  it('a folder and one inside it named in one enqueue: its files read once, with their ids in the outer folder', async () => {
+    for (const order of [
+      ['docs', 'docs/2024'],
+      ['docs/2024', 'docs'],
+    ]) {
+      const cwd = docsTree();
+      const r = await runCli(['enqueue', ...order, '--json'], { cwd });
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stderr).not.toContain('warning');
+      const summary = JSON.parse(r.stdout);
+      expect([summary.newItems, summary.sameFilesOtherIds]).toEqual([4, []]);
+      const ids = (await runCli(['export', '--format', 'jsonl'], { cwd })).stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l).id)
+        .sort();
+      expect(ids, order.join(' ')).toEqual(['2024/notes/n1.md', '2024/notes/n2.md', '2024/notes/n3.md', 'top.md']);
+    }
+  });
+
   it('a folder inside one enqueued before: warned, naming the folder the earlier items came from', async () => {
     const cwd = docsTree();
     expect((await runCli(['enqueue', 'docs'], { cwd })).code).toBe(0);

@@ -216,9 +216,13 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
       readFiles: new Set<string>(),
     },
   };
-  // a file named beside the folder that holds it is read last, and only if the walk did not read it
-  const inFolders = named.filter((source) => inFolderNamed(source, named, config.folder));
-  const sources = [...named.filter((source) => !inFolders.includes(source)), ...inFolders];
+  // a file named beside the folder that holds it is read last, and only if the walk did not read it;
+  // a folder named beside one that holds it is read by that one's walk alone (`docs docs/a`): read
+  // as named too, each of its files was a second item under a second id (two jobs where the prompt
+  // names the path), and each folder's warning said the other had them already
+  const inFolders = named.filter((source) => source.kind === 'file' && inFolderNamed(source, named, config.folder));
+  const walkedByAnother = named.filter((source) => source.kind === 'folder' && inFolderNamed(source, named, config.folder));
+  const sources = [...named.filter((source) => !inFolders.includes(source) && !walkedByAnother.includes(source)), ...inFolders];
   // a queue without items before this enqueue has no item of a line that moved (a first enqueue skips the look)
   const hadItems = named.some((source) => source.kind === 'jsonl') && (await store.itemSeqSpan?.()) != null;
   const batcher = new Batcher(store, options, now);
@@ -386,21 +390,23 @@ interface FolderFirst {
 }
 
 /**
- * Whether a file is named beside a folder that holds it, whose walk may read it: read twice
- * (`notes notes/n1.txt`), its second read was rejected as a duplicate of the first, or took a second
- * id and job (`notes/sub/b.txt` alone is `b.txt`, inside `notes` it is `sub/b.txt`). Such a file is
- * read after the folders, as named only when the walk left it out (a database, an llmq export: the
- * walk says why; hidden, outside `--glob`: not even looked at).
+ * Whether a file or folder is named beside a folder that holds it, whose walk may read it: read
+ * twice (`notes notes/n1.txt`), its second read was rejected as a duplicate of the first, or took a
+ * second id and job (`notes/sub/b.txt` alone is `b.txt`, inside `notes` it is `sub/b.txt`). Such a
+ * file is read after the folders, as named only when the walk left it out (a database, an llmq
+ * export: the walk says why; hidden, outside `--glob`: not even looked at); such a folder is left
+ * to the walk (unless hidden: the walk does not go in).
  */
 function inFolderNamed(source: Source, sources: readonly Source[], folder: FolderOptions): boolean {
-  if (source.kind !== 'file') return false;
-  const file = resolve(source.file);
+  if (source.kind !== 'file' && source.kind !== 'folder') return false;
+  const path = resolve(source.file);
   return sources.some((s) => {
-    if (s.kind !== 'folder') return false;
-    const rel = relative(resolve(s.file), file);
+    if (s.kind !== 'folder' || s === source) return false;
+    const rel = relative(resolve(s.file), path);
     if (rel === '' || rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel)) return false;
     const inside = rel.split(sep).join('/');
-    return folder.include(inside) && (folder.hidden || !inside.split('/').some((part) => part.startsWith('.')));
+    const walked = folder.hidden || !inside.split('/').some((part) => part.startsWith('.'));
+    return walked && (source.kind === 'folder' || folder.include(inside));
   });
 }
 
