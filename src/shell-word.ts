@@ -11,7 +11,9 @@ export function shellWord(value: string): string {
   return `'${shown.replaceAll("'", `'\\''`)}'`;
 }
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it looks for
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it escapes
 const CONTROL_OR_QUOTE = /[\\'\u0000-\u001f\u007f-\u009f]/g;
 const NAMED: Readonly<Record<string, string>> = { '\\': '\\\\', "'": "\\'", '\n': '\\n', '\t': '\\t', '\r': '\\r', '\u001b': '\\e' };
 
