@@ -176,7 +176,8 @@ export interface SchedulerEventMap {
    * gone, its heartbeat fresh): up to that many come back to this run within seconds; 0 if none was.
    * `silentMayHold`: the same while a run anywhere had stopped heartbeating: back when its leases run out.
    * `takenBack`: jobs of runs found dead at the start, pending again and counted in `total` (each keeps
-   * the attempt the dead run started).
+   * the attempt the dead run started). `mockAnswersTakenBack`: jobs the offline mock had answered, put
+   * back to pending by this run of a real provider, to be sent for real.
    */
   'run:start': {
     runId: string;
@@ -185,6 +186,7 @@ export interface SchedulerEventMap {
     dyingMayHold?: number;
     silentMayHold?: number;
     takenBack?: number;
+    mockAnswersTakenBack?: number;
     options: Record<string, unknown>;
   };
   'job:start': { key: string; attempt: number; model: string };

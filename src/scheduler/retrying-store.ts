@@ -41,6 +41,8 @@ export function retryingTransients(
     fail: paid((key, owner, error, attempt, now) => store.fail(key, owner, error, attempt, now)),
     release: workEvenAfterLoss((owner, o) => store.release(owner, o)),
     nextPendingAt: evenAfterLoss(() => store.nextPendingAt()),
+    // once per mock run (it marks them): asked again, it takes back nothing more
+    takeBackMockAnswers: evenAfterLoss((now, quietSince) => store.takeBackMockAnswers(now, quietSince)),
     startRun: again((run) => store.startRun(run)),
     heartbeat: (runId, now, leaseUntil, stats, unsent) => store.heartbeat(runId, now, leaseUntil, stats, unsent),
     finishRun: evenAfterLoss((runId, now, reason, stats) => store.finishRun(runId, now, reason, stats)),

@@ -57,8 +57,11 @@ export type RunStore = Pick<JobQueue, RunQueueCall> &
   LaneMemory &
   Pick<QueueReader, 'status' | 'stateCounts' | 'itemsByKeyPrefix'> & { readonly batches: Pick<BatchLedger['batches'], 'open'> };
 
-/** The changes of the job state machine a run makes (not enqueue, retry-failed or the mock's take-back: commands of their own). */
-type RunQueueCall = 'claim' | 'startRetry' | 'complete' | 'recordAttempt' | 'fail' | 'release' | 'nextPendingAt';
+/**
+ * The changes of the job state machine a run makes (not enqueue or retry-failed: commands of their
+ * own), and the mock's stand-ins taken back before a real provider's run.
+ */
+type RunQueueCall = 'claim' | 'startRetry' | 'complete' | 'recordAttempt' | 'fail' | 'release' | 'nextPendingAt' | 'takeBackMockAnswers';
 
 export interface RunDeps {
   readonly store: RunStore;

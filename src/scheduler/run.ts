@@ -223,6 +223,7 @@ export class Run {
   async #start(): Promise<void> {
     const c = this.#counters,
       o = this.#options;
+    const mockAnswersTakenBack = await this.#takeBackMockAnswers();
     const { comingBack, takenBack } = await this.#reclaim();
     // The full read of the queue at the start: how much there is to do, and whether its models have prices.
     const before = await this.#store.status();
@@ -243,14 +244,18 @@ export class Run {
       host: this.#host,
       pid: this.#pid,
       startedAt: this.#startedAt,
-      options: this.#deps.describe ?? {
-        concurrency: this.#concurrency,
-        rpm: o.rpm,
-        tpm: o.tpm,
-        maxAttempts: this.#maxAttempts,
-        budget: o.budget?.runUsd ?? null,
-        budgetTotal: o.budget?.totalUsd ?? null,
-        sharedPace: this.#deps.boards !== undefined,
+      // named by its provider whatever the caller describes: a mock run's answers are known by it (taken back)
+      options: {
+        provider: this.#deps.provider.name,
+        ...(this.#deps.describe ?? {
+          concurrency: this.#concurrency,
+          rpm: o.rpm,
+          tpm: o.tpm,
+          maxAttempts: this.#maxAttempts,
+          budget: o.budget?.runUsd ?? null,
+          budgetTotal: o.budget?.totalUsd ?? null,
+          sharedPace: this.#deps.boards !== undefined,
+        }),
       },
     });
     this.#emit('run:start', {
@@ -260,6 +265,7 @@ export class Run {
       dyingMayHold,
       silentMayHold,
       takenBack,
+      ...(mockAnswersTakenBack > 0 ? { mockAnswersTakenBack } : {}),
       options: this.#deps.describe ?? {},
     });
     await this.#lanes.load(this.#store);
@@ -592,6 +598,17 @@ export class Run {
     // those back are pending now, counted as they are claimed
     this.#mayComeBack = comingBack === null ? 0 : Math.max(0, this.#mayComeBack - takenBack);
     return { comingBack, takenBack };
+  }
+
+  /**
+   * A run of a real provider sends the jobs the offline mock answered (its stand-ins, from trying
+   * llmq on this queue): they go back to pending first, as the CLI said; a library's run kept them
+   * as answers for good. A mock run still heartbeating keeps its answers for now.
+   */
+  async #takeBackMockAnswers(): Promise<number> {
+    if (this.#deps.provider.name === 'mock') return 0;
+    const now = this.#now();
+    return this.#store.takeBackMockAnswers(now, now - MOCK_RUN_QUIET_MS);
   }
 
   /** `#tellSilence` has spoken: once a run. */
@@ -1004,6 +1021,9 @@ export class Run {
     this.#unlinks.push(() => from.removeEventListener('abort', onAbort));
   }
 }
+
+/** How long a mock run is quiet before a real run takes its answers back: status's STALE_RUN_MS (a live one keeps them). */
+const MOCK_RUN_QUIET_MS = 90_000;
 
 /** An endpoint answering 500s is there, only failing; one taking requests and never answering is not answering; one refusing connections is unreachable. */
 function outageKind(lastFailure: string): string {

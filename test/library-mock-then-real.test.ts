@@ -1,0 +1,38 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { MockProvider, OpenAIProvider, runQueue, SqliteStore } from '../src/index.js';
+import type { SchedulerEventMap } from '../src/scheduler/events.js';
+import { answerFor } from './helpers/fake-openai.js';
+import { seedJobs } from './helpers/seed.js';
+import { startFake } from './helpers/start-fake.js';
+import { all } from './helpers/store-reads.js';
+import { tempDir } from './helpers/tmp.js';
+
+// llmq as a library: a run of the offline mock, then one of a real provider, with nothing described
+// by the caller. The mock's stand-ins were kept as answers for good (the CLI took them back itself).
+describe('runQueue: the offline mock, then a real provider', () => {
+  it('the real run takes the mock answers back and sends their jobs, once each', async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    const keys = await seedJobs(store, 5);
+    const mock = await runQueue({ store, provider: new MockProvider({ latencyMs: 0 }) });
+    expect(mock.done).toBe(5);
+    // quiet past the wait a live mock run is given, on the real run's clock
+    const later = () => Date.now() + 120_000;
+    const fake = await startFake({ latencyMs: 5 });
+    const starts: Array<SchedulerEventMap['run:start']> = [];
+    const real = await runQueue({
+      store,
+      provider: new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-0123456789abcdef' }),
+      now: later,
+      emit: (event, payload) => {
+        if (event === 'run:start') starts.push(payload as SchedulerEventMap['run:start']);
+      },
+    });
+    expect(real.done).toBe(5);
+    expect(starts[0]?.mockAnswersTakenBack).toBe(5);
+    for (const key of keys) expect(fake.sentCount(key)).toBe(1);
+    const jobs = await all(store.copier.dumpJobs());
+    expect(jobs.map((j) => j.output)).toEqual(jobs.map((j) => answerFor(j.request)));
+    await store.close();
+  });
+});
