@@ -36,3 +36,20 @@ describe('runQueue: the offline mock, then a real provider', () => {
     await store.close();
   });
 });
+
+describe('runQueue: its options checked as the CLI checks its flags', () => {
+  it.each([
+    [{ concurrency: 0 }, 'runQueue: concurrency must be a whole number of 1 or more, got 0'],
+    [{ maxAttempts: 0 }, 'runQueue: maxAttempts must be a whole number of 1 or more, got 0'],
+    [{ rpm: -3 }, 'runQueue: rpm must be a number above 0 (left out: no cap), got -3'],
+    [{ timeout: 0 }, 'runQueue: timeout must be a number above 0, got 0'],
+  ])('%j is refused before anything is claimed, naming the option', async (options, message) => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await seedJobs(store, 2);
+    await expect(runQueue({ store, provider: new MockProvider({ latencyMs: 0 }) }, options)).rejects.toThrow(
+      expect.objectContaining({ name: 'UsageError', message }),
+    );
+    expect((await store.status()).counts).toMatchObject({ pending: 2, running: 0 });
+    await store.close();
+  });
+});

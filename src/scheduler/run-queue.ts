@@ -6,6 +6,7 @@ import type { OutageOptions } from './outage.js';
 import type { Budget } from './run-money.js';
 import type { PriceTable } from '../pricing/price-table.js';
 import { Run } from './run.js';
+import { UsageError } from '../errors.js';
 
 export interface RunOptions {
   /** Requests in flight at most. @default 8 */
@@ -98,5 +99,33 @@ export interface RunDeps {
  * it did not finish back to `pending` before returning. The steps are `Run`'s (`run.ts`).
  */
 export async function runQueue(deps: RunDeps, options: RunOptions = {}): Promise<RunSummary> {
+  checkRunOptions(options);
   return new Run(deps, options).work();
+}
+
+/**
+ * The options as the CLI's flags check them, for a caller of the library: `concurrency: 0` claimed
+ * nothing and never returned, and `maxAttempts: 0` failed every job as "gave up after 0 attempts".
+ */
+export function checkRunOptions(o: RunOptions): void {
+  const whole = (name: keyof RunOptions, min: number) => {
+    const v = o[name];
+    if (v !== undefined && !(Number.isInteger(v) && (v as number) >= min))
+      throw new UsageError(`runQueue: ${name} must be a whole number of ${min} or more, got ${String(v)}`);
+  };
+  const positive = (name: keyof RunOptions, unset = '') => {
+    const v = o[name];
+    if (v !== undefined && !(typeof v === 'number' && v > 0 && Number.isFinite(v)))
+      throw new UsageError(`runQueue: ${name} must be a number above 0${unset}, got ${String(v)}`);
+  };
+  whole('concurrency', 1);
+  whole('maxAttempts', 1);
+  whole('limit', 0);
+  for (const name of ['rpm', 'tpm'] as const) positive(name, ' (left out: no cap)');
+  for (const name of ['timeoutCapMs', 'maxOutageMs', 'leaseMs', 'heartbeatMs', 'progressMs'] as const) positive(name);
+  if (o.timeout !== undefined && o.timeout !== 'auto') positive('timeout');
+  for (const name of ['retryDelayMs', 'maxRetryDelayMs'] as const) {
+    const v = o[name];
+    if (v !== undefined && !(v >= 0 && Number.isFinite(v))) throw new UsageError(`runQueue: ${name} must be 0 or more, got ${String(v)}`);
+  }
 }
