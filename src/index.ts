@@ -9,6 +9,11 @@ export { openStore, resolveDbLocation, isPostgresUrl, redactLocation } from './s
 export * from './provider/types.js';
 export * from './scheduler/events.js';
 export { enqueue, type EnqueueOptions, type EnqueueSummary, type IntakeStore } from './ingest/enqueue.js';
+// what enqueue's `request` is made of: a prompt template (`{{text}}`, `{{path}}`, `{{meta.x}}`), as --prompt takes it
+export { parseTemplate, type Template, type TemplateValues } from './ingest/template.js';
+export type { RequestOptions } from './ingest/render.js';
+export type { Rejection } from './ingest/types.js';
+export type { Skipped } from './ingest/folder.js';
 export { createProvider, resolveBaseUrl, resolveApiKey, type CreateProviderOptions } from './provider/create.js';
 export { OpenAIProvider, type OpenAIProviderOptions } from './provider/openai.js';
 export { MockProvider, type MockProviderOptions } from './provider/mock.js';
