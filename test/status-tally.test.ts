@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { tallyJobs } from '../src/store/tally.js';
-import { compact, usd } from '../src/report/format.js';
+import { compact, quotedName, usd } from '../src/report/format.js';
+import { unescapedId } from '../src/report/find-item.js';
 
 const group = { model: 'gpt-test', state: 'done' as const, n: 2, p: 10, c: 5, up: 0, uc: 0, r: 0 };
 
@@ -63,5 +64,15 @@ describe('compact', () => {
   it('rounds before it picks the unit: never 1000k or 1000M', () => {
     const shown = [9_999, 10_000, 99_940, 99_960, 999_499, 999_750, 14_200_000, 999_960_000, 2_500_000_000].map(compact);
     expect(shown).toEqual(['9,999', '10.0k', '99.9k', '100k', '999k', '1.0M', '14.2M', '1.0B', '2.5B']);
+  });
+});
+
+describe('quotedName', () => {
+  it('quotes a name with its control characters as the escapes show and forget take back (not JSON-quoted over them)', () => {
+    const id = 'k\nept\u001b[2J.txt';
+    const shown = quotedName(id);
+    expect(shown).toBe('"k\\u000aept\\u001b[2J.txt"');
+    expect(unescapedId(shown.slice(1, -1))).toBe(id);
+    expect(quotedName('plain.txt')).toBe('"plain.txt"');
   });
 });

@@ -172,6 +172,15 @@ export function printableText(s: string): string {
   return s.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, escapeChar);
 }
 
+/**
+ * A name (an item's id, a field's) in double quotes, its control characters as `printable` writes
+ * them: `"new\u000aline.txt"`, the form `show` and `forget` take back. JSON's quoting wrote
+ * `"new\\u000aline.txt"` over `printable`'s escapes, which nothing takes back.
+ */
+export function quotedName(s: string): string {
+  return `"${printable(s)}"`;
+}
+
 const escapeChar = (ch: string): string => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`;
 
 /** One line, at most `max` characters, with an ellipsis when cut. */

@@ -8,6 +8,7 @@ import {
   outageText,
   percent,
   printable,
+  quotedName,
   rate,
   usd,
   wrap,
@@ -45,7 +46,7 @@ const REJECTIONS_SHOWN = 5;
  * keeps its earlier document and answer, which export still gives, though the input no longer holds it.
  */
 function keptItemNote(x: { readonly keptItem?: string }): string {
-  return x.keptItem === undefined ? '' : `; the item ${JSON.stringify(x.keptItem)} keeps its earlier document (and answer, if any)`;
+  return x.keptItem === undefined ? '' : `; the item ${quotedName(x.keptItem)} keeps its earlier document (and answer, if any)`;
 }
 
 /**

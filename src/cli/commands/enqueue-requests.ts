@@ -2,7 +2,7 @@ import type { MovedItem } from '../../store/types.js';
 import type { Template } from '../../ingest/template.js';
 import { reasonsBeforeAnswering } from '../../ingest/completion-limit.js';
 import { requestedCompletionTokens } from '../../provider/tokens.js';
-import { count, int, listed, printable } from '../../report/format.js';
+import { count, int, listed, printable, quotedName } from '../../report/format.js';
 
 /*
  * What an enqueue's request flags did to the items it read, said when it is news: defaults that
@@ -143,7 +143,7 @@ export function movedByDefaultsText(
   const n = summary.orphanedAnswers;
   return (
     `${count(summary.updated, 'item')} moved to new jobs, and this enqueue's defaults made the change: it gave no ${gaveNo}, and the first, ` +
-    `${JSON.stringify(printable(summary.firstMoved.id))}, had ${hadText}. llmq run sends the new requests unless they are answered already` +
+    `${quotedName(summary.firstMoved.id)}, had ${hadText}. llmq run sends the new requests unless they are answered already` +
     (n ? `; ${count(n, 'answer')} already paid for no longer ${n === 1 ? 'belongs' : 'belong'} to any item (kept in the queue)` : '') +
     `. If that was not meant, enqueue again with what they had: ${again} ${lost.map((l) => (l.flag === '--prompt' || l.flag === '--system' ? `${l.flag} '...'` : l.flag === '--schema' ? '--schema FILE' : l.flag)).join(' ')}` +
     ` (the items then go back to their earlier jobs${n ? ' and answers' : ''}, and the new ones, unsent, are dropped).`
@@ -207,7 +207,7 @@ export function orphanedAnswersText(
   newJobs = 1,
 ): string {
   const one = n === 1;
-  const firstId = first ? JSON.stringify(printable(first.id)) : null;
+  const firstId = first ? quotedName(first.id) : null;
   if (first?.changes?.length === 0) {
     // documents back to a text answered before: their items point at those answers again, and nothing is new to send
     const next =

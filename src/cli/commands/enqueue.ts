@@ -1,7 +1,7 @@
 import { Option, type Command } from 'commander';
 import { dbOption, anyInt, fieldName, byteSize, collect, intAtLeast, modelName, numberBetween, textOrFile } from '../options.js';
 import { EXIT, UsageError } from '../../errors.js';
-import { count, int, printable } from '../../report/format.js';
+import { count, int, printable, quotedName } from '../../report/format.js';
 import { RejectionLog } from '../rejection-log.js';
 import {
   DEFAULT_MAX_TOKENS,
@@ -292,8 +292,8 @@ async function runEnqueue(
   }
   const missing = summary.withoutIdField;
   if (missing) {
-    const has = missing.has.length === 0 ? 'no fields' : missing.has.map((n) => JSON.stringify(printable(n))).join(', ');
-    const field = JSON.stringify(printable(flags.idField));
+    const has = missing.has.length === 0 ? 'no fields' : missing.has.map((n) => quotedName(n)).join(', ');
+    const field = quotedName(flags.idField);
     const first = printable(where(missing.path, missing.line));
     const one = missing.count === 1;
     const their = one ? 'its id is' : 'their ids are';
@@ -331,7 +331,7 @@ async function runEnqueue(
   }
   const rounded = summary.roundedNumbers;
   if (rounded) {
-    const field = JSON.stringify(printable(rounded.field));
+    const field = quotedName(rounded.field);
     warn(
       `${count(rounded.count, 'line')} held an integer past 2^53 outside the id field (the first: ${printable(where(rounded.path, rounded.line))}, ` +
         `${field}, read as ${rounded.read}): JSON numbers that large lose their last digits when read, so what is stored ` +
@@ -366,7 +366,7 @@ async function runEnqueue(
       `${nowComesFrom(summary.sourceRenamed)}: the same document, so the same item, not sent again; export and forget --source name its new place.`,
     );
   for (const o of summary.sameFilesOtherIds) {
-    const q = (x: string) => JSON.stringify(printable(x));
+    const q = (x: string) => quotedName(x);
     // a file named alone, or a folder's files
     const which =
       o.root === o.path
@@ -446,7 +446,7 @@ function slipOf(idField: string, has: readonly string[]): string | undefined {
 /** `; "ID" looks like "id" misspelt` when one of the line's fields is a slip of the id field's name, else ''. */
 function meantField(idField: string, has: readonly string[]): string {
   const meant = slipOf(idField, has);
-  return meant === undefined ? '' : `; ${JSON.stringify(printable(meant))} looks like ${JSON.stringify(printable(idField))} misspelt`;
+  return meant === undefined ? '' : `; ${quotedName(meant)} looks like ${quotedName(idField)} misspelt`;
 }
 
 /** ` (did you mean --id-field X?)` when the fields the line has hold one the flag's name is a slip for. */
@@ -622,7 +622,7 @@ export function goneFilesText(gone: GoneFiles, db: string): string {
   const path = first.folder === '.' ? first.id : `${first.folder}/${first.id}`;
   return (
     `${one ? 'a file' : `${int(n)} files`} enqueued before from ${folder}${others} ${one ? 'is' : 'are'} not there now ` +
-    `(${one ? '' : 'the first: '}${printable(path)}, id ${JSON.stringify(printable(first.id))})` +
+    `(${one ? '' : 'the first: '}${printable(path)}, id ${quotedName(first.id)})` +
     `${gone.partial ? ` (of the first ${int(MAX_GONE_LOOKED_AT)} items not read this time)` : ''}, ` +
     `and ${one ? 'its item stays' : 'their items stay'} in the queue: ${what.join(', ')}. ` +
     `If ${one ? 'it was' : 'they were'} deleted or renamed, take ${one ? 'the item' : 'those items'} out of the queue: ${forget}. ` +
@@ -641,7 +641,7 @@ export function movedLinesText(moved: MovedLines, db: string, idField: string): 
   const first = moved.ids[0]!;
   const file = printable(first.slice(0, first.lastIndexOf(':')));
   const others = moved.files > 1 ? ` and ${count(moved.files - 1, 'other file')}` : '';
-  const field = JSON.stringify(printable(idField));
+  const field = quotedName(idField);
   const named =
     moved.ids
       .slice(0, 2)
@@ -673,7 +673,7 @@ export function keptEarlierText(kept: KeptEarlier, db: string): string {
   const forget = n <= kept.ids.length ? forgetCommand(kept.ids, db) : `llmq forget${db} ID...`;
   return (
     `the ${one ? 'document of an item' : `documents of ${int(n)} items`} enqueued before ${one ? 'was' : 'were'} rejected this time ` +
-    `(${one ? '' : 'the first: '}${printable(where(first.path, first.line))}, id ${JSON.stringify(printable(first.id))})` +
+    `(${one ? '' : 'the first: '}${printable(where(first.path, first.line))}, id ${quotedName(first.id)})` +
     `${kept.partial ? ` (of the first ${int(MAX_REJECTED_IDS)} rejected with an id)` : ''}, so ${one ? 'it keeps its' : 'they keep their'} ` +
     `earlier ${one ? 'document' : 'documents'}: ${what.join(', ')}. Mend ${one ? 'it' : 'them'} and enqueue again, ` +
     `or take ${one ? 'the item' : 'those items'} out of the queue: ${forget}.`
@@ -705,5 +705,5 @@ function eachFolderApart(id: string, was: string, now: string, db: string): stri
 /** `item "a.txt" now comes from in2/a.txt, not in/a.txt (and 2 more)`: the first of items whose source changed, and how many. */
 function nowComesFrom({ count, first }: FromAnotherFile): string {
   const more = count > 1 ? ` (and ${int(count - 1)} more)` : '';
-  return `item ${JSON.stringify(printable(first.id))} now comes from ${printable(first.now)}, not ${printable(first.was)}${more}`;
+  return `item ${quotedName(first.id)} now comes from ${printable(first.now)}, not ${printable(first.was)}${more}`;
 }

@@ -149,7 +149,13 @@ function renderFailures(r) {
 
 // A rejected document that was an item enqueued before: that item keeps what it had (as status-text.ts's keptItemNote).
 const keptItemNote = (x) =>
-  x.keptItem === undefined ? '' : `; the item ${JSON.stringify(x.keptItem)} keeps its earlier document (and answer, if any)`;
+  x.keptItem === undefined ? '' : `; the item ${quotedName(x.keptItem)} keeps its earlier document (and answer, if any)`;
+
+// A name in quotes, its control characters as \u escapes, as status writes it (quotedName in src/report/format.ts): the form show and forget take.
+function quotedName(s) {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it escapes
+  return `"${s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}"`;
+}
 
 // What the last enqueue of each input rejected, as `llmq status` shows it: found here later by file
 // and line, where the enqueue printed it once among its other lines.
