@@ -34,6 +34,20 @@ describe('enqueue: the same file from two folders', () => {
     }
   });
 
+  it('the folder inside is still read where the outer walk left its files out (a --glob of paths inside it); what it rejected before is cleared', async () => {
+    const cwd = docsTree();
+    const globbed = await runCli(['enqueue', 'docs', 'docs/2024', '--glob', 'notes/*.md', '--json'], { cwd });
+    expect(globbed.code, globbed.stderr).toBe(0);
+    expect(JSON.parse(globbed.stdout).newItems).toBe(3);
+    // an empty file rejected by the inner folder's own enqueue, mended, then both named: the rejection goes
+    const dir = docsTree();
+    writeFileSync(join(dir, 'docs/2024/empty.md'), '');
+    expect((await runCli(['enqueue', 'docs/2024'], { cwd: dir })).code).toBe(2);
+    writeFileSync(join(dir, 'docs/2024/empty.md'), 'not empty now');
+    expect((await runCli(['enqueue', 'docs', 'docs/2024'], { cwd: dir })).code).toBe(0);
+    expect((await runCli(['status'], { cwd: dir })).stdout).not.toContain('rejected at enqueue');
+  });
+
   it('a folder inside one enqueued before: warned, naming the folder the earlier items came from', async () => {
     const cwd = docsTree();
     expect((await runCli(['enqueue', 'docs'], { cwd })).code).toBe(0);

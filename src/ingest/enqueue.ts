@@ -216,13 +216,17 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
       readFiles: new Set<string>(),
     },
   };
-  // a file named beside the folder that holds it is read last, and only if the walk did not read it;
-  // a folder named beside one that holds it is read by that one's walk alone (`docs docs/a`): read
-  // as named too, each of its files was a second item under a second id (two jobs where the prompt
-  // names the path), and each folder's warning said the other had them already
-  const inFolders = named.filter((source) => source.kind === 'file' && inFolderNamed(source, named, config.folder));
-  const walkedByAnother = named.filter((source) => source.kind === 'folder' && inFolderNamed(source, named, config.folder));
-  const sources = [...named.filter((source) => !inFolders.includes(source) && !walkedByAnother.includes(source)), ...inFolders];
+  // a file or folder named beside the folder that holds it is read after it, its files only where
+  // the walk did not read them (`docs docs/a`: read as named too, each file of docs/a was a second
+  // item under a second id, two jobs where the prompt names the path); a walk skips files read
+  // already (FolderOptions.readFiles), so what the outer walk left out (a --glob, an answers
+  // folder, a link it does not follow) is still read as named
+  const inner = new Set(named.filter((source) => inFolderNamed(source, named, config.folder)));
+  const sources = [
+    ...named.filter((source) => !inner.has(source)),
+    ...named.filter((source) => inner.has(source) && source.kind === 'folder'),
+    ...named.filter((source) => inner.has(source) && source.kind === 'file'),
+  ];
   // a queue without items before this enqueue has no item of a line that moved (a first enqueue skips the look)
   const hadItems = named.some((source) => source.kind === 'jsonl') && (await store.itemSeqSpan?.()) != null;
   const batcher = new Batcher(store, options, now);
@@ -234,7 +238,7 @@ export async function enqueue(store: IntakeStore, options: EnqueueOptions): Prom
   try {
     try {
       for (const source of sources) {
-        if (source.kind === 'file' && inFolders.includes(source) && config.folder.readFiles?.has(resolve(source.file))) {
+        if (source.kind === 'file' && inner.has(source) && config.folder.readFiles?.has(resolve(source.file))) {
           readWhole.add(source.path);
           continue;
         }
@@ -394,8 +398,8 @@ interface FolderFirst {
  * twice (`notes notes/n1.txt`), its second read was rejected as a duplicate of the first, or took a
  * second id and job (`notes/sub/b.txt` alone is `b.txt`, inside `notes` it is `sub/b.txt`). Such a
  * file is read after the folders, as named only when the walk left it out (a database, an llmq
- * export: the walk says why; hidden, outside `--glob`: not even looked at); such a folder is left
- * to the walk (unless hidden: the walk does not go in).
+ * export: the walk says why; hidden, outside `--glob`: not even looked at); such a folder is walked
+ * after them, its files the walk read already left out.
  */
 function inFolderNamed(source: Source, sources: readonly Source[], folder: FolderOptions): boolean {
   if (source.kind !== 'file' && source.kind !== 'folder') return false;

@@ -21,7 +21,7 @@ export interface FolderOptions extends ReadOptions {
   readonly hidden: boolean;
   /** Real paths of the queue's own database and its companions (-wal, -shm, -journal). */
   readonly ownDatabase?: ReadonlySet<string>;
-  /** Filled with the files read as documents (resolved paths): a file named beside the folder is not read twice. */
+  /** Filled with the files read as documents (resolved paths): a file, or a folder's file, named beside the folder is not read twice. */
   readonly readFiles?: Set<string>;
 }
 
@@ -204,6 +204,8 @@ async function* walk(
       };
       continue;
     }
+    // read already in this enqueue, by the walk of a folder around this one named beside it: once
+    if (options.readFiles?.has(resolve(full))) continue;
     const read = await readDocument(full, path, childRel, options, true);
     // read, or rejected and said: named as well, it is not read again (one the walk skipped, an llmq export, is)
     if (!isSkipped(read)) options.readFiles?.add(resolve(full));
