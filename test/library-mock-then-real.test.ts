@@ -16,14 +16,11 @@ describe('runQueue: the offline mock, then a real provider', () => {
     const keys = await seedJobs(store, 5);
     const mock = await runQueue({ store, provider: new MockProvider({ latencyMs: 0 }) });
     expect(mock.done).toBe(5);
-    // quiet past the wait a live mock run is given, on the real run's clock
-    const later = () => Date.now() + 120_000;
     const fake = await startFake({ latencyMs: 5 });
     const starts: Array<SchedulerEventMap['run:start']> = [];
     const real = await runQueue({
       store,
       provider: new OpenAIProvider({ baseUrl: fake.url, apiKey: 'sk-test-0123456789abcdef' }),
-      now: later,
       emit: (event, payload) => {
         if (event === 'run:start') starts.push(payload as SchedulerEventMap['run:start']);
       },
@@ -42,7 +39,8 @@ describe('runQueue: its options checked as the CLI checks its flags', () => {
     [{ concurrency: 0 }, 'runQueue: concurrency must be a whole number of 1 or more, got 0'],
     [{ maxAttempts: 0 }, 'runQueue: maxAttempts must be a whole number of 1 or more, got 0'],
     [{ rpm: -3 }, 'runQueue: rpm must be a number above 0 (left out: no cap), got -3'],
-    [{ timeout: 0 }, 'runQueue: timeout must be a number above 0, got 0'],
+    [{ timeout: 0 }, "runQueue: timeout must be a number above 0 (ms), or 'auto', got 0"],
+    [{ budget: { runUsd: Number.NaN, totalUsd: null } }, 'runQueue: budget.runUsd must be an amount above 0 (null: no budget), got NaN'],
   ])('%j is refused before anything is claimed, naming the option', async (options, message) => {
     const store = new SqliteStore(join(tempDir(), 'q.db'));
     await seedJobs(store, 2);

@@ -123,7 +123,13 @@ export function checkRunOptions(o: RunOptions): void {
   whole('limit', 0);
   for (const name of ['rpm', 'tpm'] as const) positive(name, ' (left out: no cap)');
   for (const name of ['timeoutCapMs', 'maxOutageMs', 'leaseMs', 'heartbeatMs', 'progressMs'] as const) positive(name);
-  if (o.timeout !== undefined && o.timeout !== 'auto') positive('timeout');
+  if (o.timeout !== undefined && o.timeout !== 'auto') positive('timeout', " (ms), or 'auto'");
+  // a NaN budget (an unset variable read as a number) compared false with every sum: no budget at all
+  for (const name of ['runUsd', 'totalUsd'] as const) {
+    const v = o.budget?.[name];
+    if (v != null && !(v > 0 && Number.isFinite(v)))
+      throw new UsageError(`runQueue: budget.${name} must be an amount above 0 (null: no budget), got ${String(v)}`);
+  }
   for (const name of ['retryDelayMs', 'maxRetryDelayMs'] as const) {
     const v = o[name];
     if (v !== undefined && !(v >= 0 && Number.isFinite(v))) throw new UsageError(`runQueue: ${name} must be 0 or more, got ${String(v)}`);

@@ -20,6 +20,7 @@ import { budgetTooSmallForRequests, RunMoney } from './run-money.js';
 import { loadPriceTable } from '../pricing/price-table.js';
 import { UnneededJobs } from './unneeded-jobs.js';
 import { duration, int, oneLine } from '../report/format.js';
+import { STALE_RUN_MS } from '../report/status-cost.js';
 import type { RunDeps, RunOptions, RunStore } from './run-queue.js';
 import type { JobState, RunRow, RunStats, WrongEndpoint } from '../store/types.js';
 import { retryingTransients } from './retrying-store.js';
@@ -239,25 +240,20 @@ export class Run {
     const dyingMayHold = comingBack === 'dying' ? before.counts.running : 0;
     const silentMayHold = comingBack === 'silent' ? before.counts.running : 0;
     this.#mayComeBack = dyingMayHold + silentMayHold;
-    await this.#store.startRun({
-      id: this.#id,
-      host: this.#host,
-      pid: this.#pid,
-      startedAt: this.#startedAt,
-      // named by its provider whatever the caller describes: a mock run's answers are known by it (taken back)
-      options: {
-        provider: this.#deps.provider.name,
-        ...(this.#deps.describe ?? {
-          concurrency: this.#concurrency,
-          rpm: o.rpm,
-          tpm: o.tpm,
-          maxAttempts: this.#maxAttempts,
-          budget: o.budget?.runUsd ?? null,
-          budgetTotal: o.budget?.totalUsd ?? null,
-          sharedPace: this.#deps.boards !== undefined,
-        }),
-      },
-    });
+    // named by its provider whatever the caller describes: a mock run's answers are known by it (taken back)
+    const options = {
+      ...(this.#deps.describe ?? {
+        concurrency: this.#concurrency,
+        rpm: o.rpm,
+        tpm: o.tpm,
+        maxAttempts: this.#maxAttempts,
+        budget: o.budget?.runUsd ?? null,
+        budgetTotal: o.budget?.totalUsd ?? null,
+        sharedPace: this.#deps.boards !== undefined,
+      }),
+      provider: this.#deps.provider.name,
+    };
+    await this.#store.startRun({ id: this.#id, host: this.#host, pid: this.#pid, startedAt: this.#startedAt, options });
     this.#emit('run:start', {
       runId: this.#id,
       total: c.total,
@@ -266,7 +262,7 @@ export class Run {
       silentMayHold,
       takenBack,
       ...(mockAnswersTakenBack > 0 ? { mockAnswersTakenBack } : {}),
-      options: this.#deps.describe ?? {},
+      options,
     });
     await this.#lanes.load(this.#store);
     // A lane for each model with work, opened now with the limits earlier runs learned: the claims
@@ -608,7 +604,8 @@ export class Run {
   async #takeBackMockAnswers(): Promise<number> {
     if (this.#deps.provider.name === 'mock') return 0;
     const now = this.#now();
-    return this.#store.takeBackMockAnswers(now, now - MOCK_RUN_QUIET_MS);
+    // quiet as long as status takes a run for gone: a live one keeps its answers
+    return this.#store.takeBackMockAnswers(now, now - STALE_RUN_MS);
   }
 
   /** `#tellSilence` has spoken: once a run. */
@@ -1021,9 +1018,6 @@ export class Run {
     this.#unlinks.push(() => from.removeEventListener('abort', onAbort));
   }
 }
-
-/** How long a mock run is quiet before a real run takes its answers back: status's STALE_RUN_MS (a live one keeps them). */
-const MOCK_RUN_QUIET_MS = 90_000;
 
 /** An endpoint answering 500s is there, only failing; one taking requests and never answering is not answering; one refusing connections is unreachable. */
 function outageKind(lastFailure: string): string {
