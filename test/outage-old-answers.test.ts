@@ -48,9 +48,10 @@ describe('an outage that begins while answers are on their way', () => {
     // again). The bug this guards against flapped 28 times in 15 s.
     expect(resumed).toBeGreaterThanOrEqual(1);
     expect(resumed).toBeLessThanOrEqual(2);
-    // the failures that opened the breaker (three in a row, or 8 of the last 10) for each time it opened,
-    // not a wave after each old answer (CI at 6cdf787: resumed twice, 16 counted)
-    expect(counted503s).toBeLessThanOrEqual(10 * resumed);
+    // the failures of the requests out as the breaker opened, at most the concurrency's wave, for each
+    // time it opened; not a wave after each old answer. Mostly 3 to 10: a loaded CI counted 16 beside
+    // two openings (6cdf787) and 20 beside one (9645b6f: its 32 answered in one late turn of the loop)
+    expect(counted503s).toBeLessThanOrEqual(32 * resumed);
     await store.close();
   });
 });
