@@ -1,6 +1,10 @@
 import { redactUrlCredentials } from './url-credentials.js';
 
-/** A value as a POSIX shell word for a command llmq suggests: quoted when needed, a URL's password masked (invariant 7: such a hint is shown, not pasted). */
+/**
+ * A value as a shell word for a command llmq suggests: quoted when needed (`$'...'`, bash's and zsh's,
+ * for one holding a control character), a URL's password masked (invariant 7: such a hint is shown,
+ * not pasted).
+ */
 export function shellWord(value: string): string {
   const shown = redactUrlCredentials(value);
   if (/^[\w@%+=:,./-]+$/.test(shown)) return shown;
@@ -12,12 +16,12 @@ export function shellWord(value: string): string {
 }
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it looks for
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it escapes
-const CONTROL_OR_QUOTE = /[\\'\u0000-\u001f\u007f-\u009f]/g;
+const CONTROL_OR_QUOTE = /[\\'\u0000-\u001f\u007f-\u009f\u2028\u2029]/g;
 const NAMED: Readonly<Record<string, string>> = { '\\': '\\\\', "'": "\\'", '\n': '\\n', '\t': '\\t', '\r': '\\r', '\u001b': '\\e' };
 
+/** One character as $'...' says it; past ASCII as its UTF-8 bytes, which bash reads back in any locale (its \u escapes only in a UTF-8 one). */
 function ansiCEscape(c: string): string {
-  const code = c.charCodeAt(0);
-  return NAMED[c] ?? (code < 0x80 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`);
+  return NAMED[c] ?? [...Buffer.from(c, 'utf8')].map((b) => `\\x${b.toString(16).padStart(2, '0')}`).join('');
 }

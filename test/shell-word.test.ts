@@ -17,16 +17,19 @@ describe('shellWord', () => {
     "both'\n\\.txt",
     'c1\u0085next.txt',
     'del\u007f.txt',
+    'line\u2028sep.txt',
     'é 中文 😀.txt',
   ];
 
-  it.each(names)('%j is read back by bash as itself', (name) => {
+  it.each(names)('%j is read back by bash as itself, in a UTF-8 locale and in C', (name) => {
     const word = shellWord(name);
-    expect(execFileSync('bash', ['-c', `printf %s ${word}`], { encoding: 'utf8' })).toBe(name);
+    for (const LC_ALL of ['C.UTF-8', 'C'])
+      expect(execFileSync('bash', ['-c', `printf %s ${word}`], { encoding: 'utf8', env: { ...process.env, LC_ALL } }), LC_ALL).toBe(name);
   });
 
   it('shows no control character', () => {
-    for (const name of names) expect(shellWord(name), JSON.stringify(name)).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/);
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it looks for
+    for (const name of names) expect(shellWord(name), JSON.stringify(name)).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/);
     expect(shellWord('new\nline.txt')).toBe("$'new\\nline.txt'");
     expect(shellWord('with space.txt')).toBe("'with space.txt'");
   });
