@@ -180,7 +180,7 @@ async function mockAnswersStand(store: Pick<Store, 'status'>): Promise<boolean> 
 
 /** --out-dir: every item written or named, each one renamed for a collision said so. */
 async function toDir(pages: AsyncIterable<readonly ExportRow[]>, outDir: string, flags: ExportFlags): Promise<ExportCounts> {
-  const [{ exportToDir }, { info, warn }, { count }] = await Promise.all([
+  const [{ exportToDir }, { info, warn }, { count, quotedName }] = await Promise.all([
     import('../../report/export-files.js'),
     import('../output.js'),
     import('../../report/format.js'),
@@ -191,8 +191,8 @@ async function toDir(pages: AsyncIterable<readonly ExportRow[]>, outDir: string,
   const counts = await exportToDir(pages, outDir, {
     states: flags.state,
     ext: flags.ext,
-    onMoved: (id, path) => info(`item ${JSON.stringify(id)} went to ${join(outDir, path)}: the path its id asks for is another item's`),
-    onUnwritten: (id, reason) => info(`could not write item ${JSON.stringify(id)}: ${reason}`),
+    onMoved: (id, path) => info(`item ${quotedName(id)} went to ${join(outDir, path)}: the path its id asks for is another item's`),
+    onUnwritten: (id, reason) => info(`could not write item ${quotedName(id)}: ${reason}`),
     onStale: (_id, path, state) => {
       firstStale ??= `${join(outDir, path)}: its item is ${state} now`;
     },

@@ -52,12 +52,13 @@ async function forgetCommand(ids: string[], flags: ForgetFlags): Promise<void> {
 
 async function forgetAndSay(ids: string[], flags: ForgetFlags): Promise<void> {
   const which = await whichItems(ids, flags.source);
-  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { count, printable }, { workingRuns }] = await Promise.all([
-    import('../../store/open-store.js'),
-    import('../../report/open-existing.js'),
-    import('../../report/format.js'),
-    import('../../report/status-cost.js'),
-  ]);
+  const [{ resolveDbLocation, redactLocation }, { openExistingStore }, { count, printable, quotedName }, { workingRuns }] =
+    await Promise.all([
+      import('../../store/open-store.js'),
+      import('../../report/open-existing.js'),
+      import('../../report/format.js'),
+      import('../../report/status-cost.js'),
+    ]);
   const location = resolveDbLocation(flags.db);
   const store = await openExistingStore(location);
   let r: ForgetResult;
@@ -82,7 +83,7 @@ async function forgetAndSay(ids: string[], flags: ForgetFlags): Promise<void> {
   // one id naming nothing, and nothing else: the error below names it, once
   const alone = r.items === 0 && r.unknownIds.length === 1 ? r.unknownIds[0]! : null;
   const shown = alone === null ? r.unknownIds.slice(0, IDS_SHOWN) : [];
-  for (const id of shown) warn(`no item with id ${JSON.stringify(id)}`);
+  for (const id of shown) warn(`no item with id ${quotedName(id)}`);
   if (alone === null && r.unknownIds.length > shown.length)
     warn(`... and ${count(r.unknownIds.length - shown.length, 'more id')} naming no item`);
   if (r.items === 0) {
@@ -90,15 +91,15 @@ async function forgetAndSay(ids: string[], flags: ForgetFlags): Promise<void> {
       'source' in which
         ? `no item comes from ${flags.source}`
         : alone !== null
-          ? `no item has the id ${JSON.stringify(alone)}`
+          ? `no item has the id ${quotedName(alone)}`
           : 'none of these ids names an item';
     const { shellWord } = await import('../../shell-word.js');
     const { dbArgument } = await import('../again.js');
     const next = meant?.several
       ? // one of several: no ready command, which would forget whichever came first
-        `${meant.why}: several end so, ${JSON.stringify(meant.id)} among them (from ${meant.source}); llmq export lists them all: name the one to forget.`
+        `${meant.why}: several end so, ${quotedName(meant.id)} among them (from ${meant.source}); llmq export lists them all: name the one to forget.`
       : meant
-        ? `${meant.why}: did you mean ${JSON.stringify(meant.id)} (from ${meant.source})? llmq forget ${shellWord(meant.id)}${flags.dryRun ? ' --dry-run' : ''}${dbArgument(flags.db)}`
+        ? `${meant.why}: did you mean ${quotedName(meant.id)} (from ${meant.source})? llmq forget ${shellWord(meant.id)}${flags.dryRun ? ' --dry-run' : ''}${dbArgument(flags.db)}`
         : 'source' in which
           ? // `forget --source reviews` from another folder than enqueue's: the source is the path as enqueue was given it
             'A source is the folder or file as llmq enqueue was given it, relative to the folder it ran in (reviews/, data/in.jsonl); llmq export lists each item with its source.'

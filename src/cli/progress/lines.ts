@@ -10,6 +10,7 @@ import {
   outageText,
   percent,
   printable,
+  quotedName,
   rate,
   shortDuration,
   usd,
@@ -131,7 +132,7 @@ const MAX_FAILURE_LINES = FAILED_JOBS_NAMED;
 function failedName(f: SchedulerEventMap['job:failed']): string {
   if (!f.item) return `job ${f.key.slice(0, 12)}`;
   const id = printable(f.item);
-  return /\s/.test(id) ? JSON.stringify(id) : id;
+  return /\s/.test(id) ? quotedName(f.item) : id;
 }
 
 /**
