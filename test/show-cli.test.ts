@@ -1,3 +1,4 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../src/store/sqlite/store.js';
@@ -197,6 +198,18 @@ describe('llmq show', () => {
     // an id with an extension of its own is not tried with another
     const dotted = await runCli(['show', 'sub/b.md', '--db', db]);
     expect(dotted.stderr).not.toContain('did you mean');
+  });
+
+  it('an id typed in another Unicode form (NFC for a name macOS wrote in NFD) names the item it likely means', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'q.db');
+    const nfd = 'résumé.txt'.normalize('NFD');
+    mkdirSync(join(dir, 'docs'));
+    writeFileSync(join(dir, 'docs', nfd), 'a document');
+    expect((await runCli(['enqueue', join(dir, 'docs'), '--db', db])).code).toBe(0);
+    const r = await runCli(['show', 'résumé.txt'.normalize('NFC'), '--db', db]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('Its name is spelled with other Unicode code points (NFD, as macOS writes names): did you mean ');
   });
 
   it('an id in another case names the item it likely means', async () => {

@@ -140,6 +140,12 @@ export async function slipFor(
     const other = cased === bare ? null : await store.item(cased);
     if (other) return { id: other.id, source: other.source, why: 'Ids are case-sensitive' };
   }
+  // `résumé.txt` typed (NFC) for a file named on macOS (NFD), or the other way: the same letters, other code points
+  for (const form of new Set([bare.normalize('NFC'), bare.normalize('NFD')])) {
+    const other = form === bare ? null : await store.item(form);
+    if (other)
+      return { id: other.id, source: other.source, why: 'Its name is spelled with other Unicode code points (NFD, as macOS writes names)' };
+  }
   const span = await store.itemSeqSpan();
   if (span === null || span.last - span.first > MOST_ITEMS_SCANNED) return null;
   const deeper = await store.itemsEndingIn(bare, 2);
