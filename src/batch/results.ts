@@ -1,7 +1,7 @@
 import { classifyHttpError } from '../provider/classify.js';
 import { answerKind } from '../provider/finish.js';
 import { parseCompletion } from '../provider/openai.js';
-import { checkAnswer, cutOffRoom as roomFor } from '../provider/structured-output.js';
+import { checkAnswer, cutOffRoom } from '../provider/structured-output.js';
 import { ProviderError, triedError } from '../provider/types.js';
 import { exhaustedMessage } from '../scheduler/decide.js';
 import type { BilledAnswer } from '../scheduler/events.js';
@@ -22,7 +22,7 @@ export interface AppliedResults {
   readonly cutOff: number;
   readonly refused: number;
   readonly empty: number;
-  /** The --max-tokens to propose for the cut-off ones (`roomierThan`); 0 when none was cut off. */
+  /** The --max-tokens to propose for the cut-off ones (`cutOffRoom`, as online); 0 when none was cut off. */
   readonly cutOffRoom: number;
   /** USD of the answers at the batch price, those with a known price. */
   readonly costUsd: number;
@@ -61,7 +61,7 @@ export async function applyResults(
     (await store.batches.held(submissionId)).map((j) => [j.key, { attempts: j.attempts, model: j.model, request: j.request }]),
   );
   const incomplete = { cutOff: 0, refused: 0, empty: 0 };
-  let cutOffRoom = 0;
+  let room = 0;
   let done = 0,
     failed = 0,
     retried = 0,
@@ -126,7 +126,7 @@ export async function applyResults(
           const kind = answerKind(c.finishReason ?? null, checked.output);
           if (kind !== null) incomplete[kind]++;
           // the request is held only for those asking for JSON: cut off at a limit, an answer used all of it
-          if (kind === 'cutOff') cutOffRoom = Math.max(cutOffRoom, roomFor(job.request, c.usage.completionTokens));
+          if (kind === 'cutOff') room = Math.max(room, cutOffRoom(job.request, c.usage.completionTokens));
           continue;
         } catch (bad) {
           // a 200 whose body is no completion: retried as online (it may answer next time)
@@ -159,7 +159,7 @@ export async function applyResults(
     }
   }
   await Promise.all(writes);
-  return { done, failed, retried, promptTokens, completionTokens, ...incomplete, cutOffRoom, costUsd, unpriced };
+  return { done, failed, retried, promptTokens, completionTokens, ...incomplete, cutOffRoom: room, costUsd, unpriced };
 }
 
 /** `{"code","message"}` of an error-file line, as one message. */

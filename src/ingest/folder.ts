@@ -205,10 +205,11 @@ async function* walk(
       continue;
     }
     // read already in this enqueue, by the walk of a folder around this one named beside it: once
-    if (options.readFiles?.has(resolve(full))) continue;
+    const resolved = resolve(full);
+    if (options.readFiles?.has(resolved)) continue;
     const read = await readDocument(full, path, childRel, options, true);
     // read, or rejected and said: named as well, it is not read again (one the walk skipped, an llmq export, is)
-    if (!isSkipped(read)) options.readFiles?.add(resolve(full));
+    if (!isSkipped(read)) options.readFiles?.add(resolved);
     yield read;
   }
 }

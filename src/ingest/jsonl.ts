@@ -67,7 +67,7 @@ export async function readJsonl(
   /** Documents read so far (each had the text field), and lines rejected for having none. */
   let records = 0;
   let withoutText = 0;
-  const noTextField = `no "${options.textField}" field`;
+  const noTextField = missingField(options.textField);
   // What the sink throws (the store failed, or reading was asked to stop) is not a read error of this file.
   let sinkFailed = false;
   const flush = async (): Promise<void> => {
@@ -180,6 +180,11 @@ function prettyPrinted(path: string, firstLine: string): string {
 const STREAM_IS_JSONL =
   'a stream is read as JSON Lines, one {"text": ...} object per line: to enqueue a text file, name it (llmq enqueue notes.txt)';
 
+/** How a line's rejection for lacking the text field begins: readJsonl counts such lines by it. */
+function missingField(field: string): string {
+  return `no "${field}" field`;
+}
+
 /**
  * One line (decoded from strict UTF-8, so it holds no lone surrogate) to a document or a rejection;
  * null for a blank line. `textFieldUsual`: most lines before it in its file had the text field (more
@@ -233,7 +238,7 @@ export function parseJsonLine(
     const has = Object.keys(obj).length === 0 ? 'it has no fields' : `it has ${fieldList(obj)}`;
     // one text for every such line (no count in it): the rejection log groups lines by their reason
     if (textFieldUsual)
-      return { path, line, id, reason: `no "${o.textField}" field (${has}), where most lines before it have one: mend this line` };
+      return { path, line, id, reason: `${missingField(o.textField)} (${has}), where most lines before it have one: mend this line` };
     const meant = likelyMeant(o.textField, obj);
     const fix =
       meant !== undefined
@@ -241,7 +246,7 @@ export function parseJsonLine(
         : o.textField === DEFAULT_TEXT_FIELD
           ? 'name the text field with --text-field'
           : 'check the name given to --text-field';
-    return { path, line, id, reason: `no "${o.textField}" field (${has}: ${fix})` };
+    return { path, line, id, reason: `${missingField(o.textField)} (${has}: ${fix})` };
   }
   if (typeof body !== 'string') return { path, line, id, reason: `"${o.textField}" is ${kind(body)}, not a string` };
   if (isBlank(body)) return { path, line, id, reason: blankReason(body) };
