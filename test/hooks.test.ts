@@ -61,6 +61,7 @@ const SUMMARY: RunSummary = {
   mayBeBilled: { tries: 0, usd: 0 },
   answersNotStored: 0,
   unreachable: false,
+  wrongEndpoint: null,
   runId: 'run-1',
   cutOff: 0,
   refused: 0,

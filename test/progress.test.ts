@@ -42,6 +42,7 @@ const summary: RunSummary = {
   mayBeBilled: { tries: 0, usd: 0 },
   answersNotStored: 0,
   unreachable: false,
+  wrongEndpoint: null,
   runId: 'r1',
   cutOff: 0,
   refused: 0,

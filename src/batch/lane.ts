@@ -301,6 +301,7 @@ export async function runBatchLane(deps: BatchLaneDeps, options: BatchLaneOption
     // a batch's answers are stored by whichever run collects it, once
     answersNotStored: 0,
     unreachable: false,
+    wrongEndpoint: null,
     // a batch's requests are the provider's to answer: none is left unanswered by a stop
     mayBeBilled: { tries: 0, usd: 0 },
     wallMs: now() - startedAt,

@@ -1,6 +1,6 @@
 import type { FinishReason } from '../provider/finish.js';
 import type { FailureReason } from '../provider/types.js';
-import type { RunStats, Usage } from '../store/types.js';
+import type { RunStats, Usage, WrongEndpoint } from '../store/types.js';
 import type { LaneSnapshot } from './lane.js';
 
 /** Why dispatch is paused and until when (ms epoch); an outage's start and when the run gives up on it: as the run's live stats keep it. */
@@ -111,6 +111,12 @@ export interface RunSummary {
    * place for it rather than repeating it.
    */
   readonly unreachable: boolean;
+  /**
+   * How it showed its endpoint wrong (`unreachable`: nobody listened; or its stop said no chat
+   * completions are there: 404 naming no model, 405, 501), null otherwise: the commands proposed after
+   * it leave a place for the endpoint, and `status` after it does the same.
+   */
+  readonly wrongEndpoint: WrongEndpoint | null;
   readonly wallMs: number;
   /** Jobs left pending or running in the store when the run ended. */
   readonly remaining: number;

@@ -789,11 +789,7 @@ export class Run {
   /** What `status` says of how the run ended, beside its reason: the error, or which budget. */
   #endedBy(reason: string): Pick<RunStats, 'error' | 'budgetReached' | 'budgetTooSmall' | 'wrongEndpoint'> {
     // after Ctrl-C as after --max-outage: status proposes another endpoint, not the one that never answered
-    const wrong: WrongEndpoint | null = this.#reachedNothing()
-      ? 'nobody-listened'
-      : this.#fatal !== null && stopNamesWrongEndpoint(this.#fatal)
-        ? 'no-completions'
-        : null;
+    const wrong = this.#wrongEndpoint();
     const endpoint = wrong ? { wrongEndpoint: wrong } : {};
     const error = this.#fatal ?? this.#internal;
     // the provider's message is up to 300 characters (cleanMessage), what to do follows it: kept whole
@@ -806,6 +802,12 @@ export class Run {
   /** Nobody listened at the endpoint (told once) and nothing ever answered this run. */
   #reachedNothing(): boolean {
     return this.#toldNobodyListens && !this.#counters.heardFromProvider;
+  }
+
+  /** How the run showed its endpoint wrong, once for its summary and its stored end (`RunSummary.wrongEndpoint`). */
+  #wrongEndpoint(): WrongEndpoint | null {
+    if (this.#reachedNothing()) return 'nobody-listened';
+    return this.#fatal !== null && stopNamesWrongEndpoint(this.#fatal) ? 'no-completions' : null;
   }
 
   /** The batches out that wait for a run --via batch (their run ended, died or went silent), their jobs by endpoint. */
@@ -839,6 +841,7 @@ export class Run {
       empty: c.empty,
       answersNotStored: c.answersNotStored,
       unreachable: this.#reachedNothing(),
+      wrongEndpoint: this.#wrongEndpoint(),
       wallMs: this.#now() - this.#startedAt,
       remaining: after.counts.pending + after.counts.running,
       uncollected: after.counts.running > 0 ? await this.#uncollected(after.activeRuns) : [],

@@ -1,4 +1,4 @@
-import { refusesEndpoint, stopNamesWrongEndpoint } from '../../provider/classify.js';
+import { refusesEndpoint } from '../../provider/classify.js';
 import { randomInt } from 'node:crypto';
 import { takeBackMockAnswers } from '../mock-answers.js';
 import type { Command } from 'commander';
@@ -131,7 +131,7 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
     again: dbArgument(flags.db),
     // the endpoint that reached nothing, and a budget spent, are left for the user to give: the same again would not do
     runAgain: (r) =>
-      (r.unreachable ? elsewhereArguments(flags) : runArguments(flags)) +
+      (r.wrongEndpoint !== null ? elsewhereArguments(flags) : runArguments(flags)) +
       limitArguments(flags) +
       redisArguments(flags) +
       moneyArguments(budgetsToRaise(flags, r.budget?.scope ?? null, r.budget !== null && budgetTooSmallForRequests(r.budget))),
@@ -220,7 +220,7 @@ async function runLanes(flags: RunFlags, cmd: Command, starting: () => void): Pr
   // how the run ended, said before the hooks' wait of up to 20 s (and whatever a Ctrl-C does to it)
   if (summary.fatal) {
     whileReaderPresent(process.stderr).write(
-      `error: ${summary.fatal.message}\n${fixFor(summary.fatal, againAfterFatal(flags, summary.fatal, summary.unreachable), summary.failed, summary.remaining, dbArgument(flags.db))}\n`,
+      `error: ${summary.fatal.message}\n${fixFor(summary.fatal, againAfterFatal(flags, summary.wrongEndpoint !== null), summary.failed, summary.remaining, dbArgument(flags.db))}\n`,
     );
   }
   if (summary.budget)
@@ -291,11 +291,11 @@ function warnIfKeyUnredactable(found: { key: string; name: string } | undefined)
 }
 
 /**
- * What `llmq run` needs to go on where this one stopped; after 404s that name no model (the
- * endpoint is not there) a placeholder for the endpoint: the one given is what was wrong.
+ * What `llmq run` needs to go on where this one stopped; after a run that showed its endpoint wrong
+ * (`RunSummary.wrongEndpoint`) a placeholder for the endpoint: the one given is what was wrong.
  */
-function againAfterFatal(flags: RunFlags, fatal: Fatal, unreachable: boolean): string {
-  const endpoint = unreachable || stopNamesWrongEndpoint(fatal) ? elsewhereArguments(flags) : runArguments(flags);
+function againAfterFatal(flags: RunFlags, wrongEndpoint: boolean): string {
+  const endpoint = wrongEndpoint ? elsewhereArguments(flags) : runArguments(flags);
   return endpoint + limitArguments(flags) + redisArguments(flags) + moneyArguments(flags) + dbArgument(flags.db);
 }
 
