@@ -34,6 +34,18 @@ describe('runQueue: the offline mock, then a real provider', () => {
   });
 });
 
+describe('runQueue: a run is named by its provider', () => {
+  it('whatever the caller describes: a mock run described as another is still known as the mock (its answers taken back)', async () => {
+    const store = new SqliteStore(join(tempDir(), 'q.db'));
+    await seedJobs(store, 2);
+    await runQueue({ store, provider: new MockProvider({ latencyMs: 0 }), describe: { provider: 'my-label', note: 'kept' } });
+    const [run] = (await store.status()).spend;
+    expect(run?.options).toMatchObject({ provider: 'mock', note: 'kept' });
+    expect(await store.takeBackMockAnswers(Date.now(), Date.now())).toBe(2);
+    await store.close();
+  });
+});
+
 describe('runQueue: its options checked as the CLI checks its flags', () => {
   it.each([
     [{ concurrency: 0 }, 'runQueue: concurrency must be a whole number of 1 or more, got 0'],
